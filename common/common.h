@@ -1,0 +1,95 @@
+/*
+ * common.h: logging, allocation, small utilities and the ksb.conf parser,
+ * shared by ksb-gatewayd, ksb-run and ksbctl.
+ */
+#ifndef KSB_COMMON_H
+#define KSB_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define KSB_ID_MAX 32	/* instance ID: [a-z0-9][a-z0-9-]{0,31} */
+
+/* ---- log.c ---------------------------------------------------------------
+ * Messages go to stderr prefixed with the program name (set by log_init).
+ * log_warn* append strerror(errno); log_*x do not.  fatal* exit(1) and are
+ * only for broken invariants and allocation failure.
+ */
+void log_init(const char *progname, int verbose);
+int log_verbose(void);
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+/*
+ * log_escape: copy untrusted bytes into dst (size dstsz, always
+ * NUL-terminated) with every byte outside printable ASCII, and '\\' and '"',
+ * written as \xHH.  Returns dst.  Use for anything a guest sent.
+ */
+char *log_escape(char *dst, size_t dstsz, const void *src, size_t len);
+
+/* ---- util.c --------------------------------------------------------------- */
+void *xmalloc(size_t);
+void *xcalloc(size_t, size_t);
+void *xrealloc(void *, size_t);
+char *xstrdup(const char *);
+char *xstrndup(const char *, size_t);
+int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
+/* Set *cause to a new formatted string (caller frees).  Always returns -1. */
+int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* 1 if id matches [a-z0-9][a-z0-9-]{0,31}, else 0. */
+int util_valid_id(const char *id);
+/* Milliseconds since the Unix epoch (CLOCK_REALTIME) / monotonic clock. */
+int64_t util_now_ms(void);
+int64_t util_mono_ms(void);
+/* mkdir -p with mode for created components; 0 or -1 with errno. */
+int util_mkdirs(const char *path, mode_t mode);
+/* rm -rf that never follows symlinks (unlinkat/openat based); 0 or -1. */
+int util_rmtree(const char *path);
+/* Parse "a.b.c.d/len" (len optional, default 32) into network-order addr. */
+int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
+
+/* ---- conf.c ---------------------------------------------------------------
+ * ksb.conf: "key = value" lines, '#' comments, documented in ksb.conf(5).
+ * Every key has a default; unknown keys are errors.
+ */
+struct ksb_conf {
+	char *path;		/* the file read, or NULL for built-in defaults */
+	char *bridge;		/* "ksb0" */
+	uint32_t bridge_addr;	/* network order, 10.77.0.1 */
+	int bridge_prefix;	/* 24 */
+	uint16_t proxy_port;	/* 3128 */
+	char *control_socket;	/* /run/ksb/gateway.sock */
+	char *state_dir;	/* /var/lib/ksb */
+	char *audit_db;		/* <state_dir>/audit.db */
+	char *hosts_file;	/* NULL: none */
+	char *resolver;		/* "ip[:port]" or NULL: /etc/resolv.conf */
+	char **policy_files;	/* expanded from "policy = GLOB" lines */
+	size_t npolicy_files;
+	char *kernel;		/* guest kernel for ksb-run, NULL: search */
+	char *modules_dir;	/* /lib/modules/<version> for that kernel */
+	int header_timeout;	/* seconds, CONNECT request headers: 10 */
+	int hello_timeout;	/* seconds, ClientHello: 10 */
+	int connect_timeout;	/* seconds, upstream connect: 10 */
+	int resolve_timeout;	/* seconds: 5 */
+	int idle_timeout;	/* seconds, tunnel idle: 600 */
+	int max_connections;	/* 1024 */
+};
+
+/*
+ * conf_load: read path (or only defaults when path is NULL or, with
+ * missing_ok, when the file does not exist).  On error returns -1 and sets
+ * *cause to every error, one "file:line: message" per line.
+ */
+int conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause);
+void conf_free(struct ksb_conf *);
+/* The default path: $KSB_CONF or /etc/ksb/ksb.conf. */
+const char *conf_default_path(void);
+
+#endif

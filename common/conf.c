@@ -1,0 +1,328 @@
+/*
+ * conf.c: ksb.conf, the daemon and runner settings (see ksb.conf(5)).
+ *
+ * Format: one "key = value" per line; '#' starts a comment; blank lines
+ * ignored.  Every key has a default.  "policy" may be repeated and takes a
+ * glob; relative paths are taken relative to the directory of the file.
+ * The whole file is parsed and every error reported before anything is
+ * returned.
+ */
+#include <errno.h>
+#include <glob.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+
+#ifndef KSB_SYSCONFDIR
+#define KSB_SYSCONFDIR "/etc/ksb"
+#endif
+#ifndef KSB_LOCALSTATEDIR
+#define KSB_LOCALSTATEDIR "/var/lib/ksb"
+#endif
+
+const char *
+conf_default_path(void)
+{
+	const char *e = getenv("KSB_CONF");
+
+	return (e != NULL && *e != '\0') ? e : KSB_SYSCONFDIR "/ksb.conf";
+}
+
+void
+conf_free(struct ksb_conf *c)
+{
+	size_t i;
+
+	if (c == NULL)
+		return;
+	free(c->path);
+	free(c->bridge);
+	free(c->control_socket);
+	free(c->state_dir);
+	free(c->audit_db);
+	free(c->hosts_file);
+	free(c->resolver);
+	for (i = 0; i < c->npolicy_files; i++)
+		free(c->policy_files[i]);
+	free(c->policy_files);
+	free(c->kernel);
+	free(c->modules_dir);
+	free(c);
+}
+
+static struct ksb_conf *
+conf_defaults(void)
+{
+	struct ksb_conf *c = xcalloc(1, sizeof(*c));
+
+	c->bridge = xstrdup("ksb0");
+	util_parse_cidr4("10.77.0.1/24", &c->bridge_addr, &c->bridge_prefix);
+	c->proxy_port = 3128;
+	c->control_socket = xstrdup("/run/ksb/gateway.sock");
+	c->state_dir = xstrdup(KSB_LOCALSTATEDIR);
+	c->header_timeout = 10;
+	c->hello_timeout = 10;
+	c->connect_timeout = 10;
+	c->resolve_timeout = 5;
+	c->idle_timeout = 600;
+	c->max_connections = 1024;
+	return c;
+}
+
+/* Append "file:line: message" to the error list. */
+static void
+conf_err(char **errs, const char *file, int line, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg, *n;
+
+	va_start(ap, fmt);
+	if (vasprintf(&msg, fmt, ap) < 0)
+		fatal("vasprintf");
+	va_end(ap);
+	xasprintf(&n, "%s%s%s:%d: %s", *errs ? *errs : "", *errs ? "\n" : "",
+	    file, line, msg);
+	free(msg);
+	free(*errs);
+	*errs = n;
+}
+
+static char *
+conf_path(const char *dir, const char *v)
+{
+	char *p;
+
+	if (v[0] == '/' || dir == NULL)
+		return xstrdup(v);
+	xasprintf(&p, "%s/%s", dir, v);
+	return p;
+}
+
+static int
+conf_int(const char *v, long min, long max, long *out)
+{
+	char *end;
+	long n;
+
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (*v == '\0' || *end != '\0' || errno != 0 || n < min || n > max)
+		return -1;
+	*out = n;
+	return 0;
+}
+
+static void
+conf_setstr(char **dst, const char *v)
+{
+	free(*dst);
+	*dst = xstrdup(v);
+}
+
+static void
+conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
+    const char *file, int line)
+{
+	glob_t g;
+	size_t i;
+	int rc;
+
+	rc = glob(pattern, GLOB_ERR, NULL, &g);
+	if (rc == GLOB_NOMATCH) {
+		conf_err(errs, file, line, "policy: no file matches `%s'", pattern);
+		return;
+	}
+	if (rc != 0) {
+		conf_err(errs, file, line, "policy: cannot read `%s'", pattern);
+		globfree(&g);
+		return;
+	}
+	for (i = 0; i < g.gl_pathc; i++) {
+		c->policy_files = xrealloc(c->policy_files,
+		    (c->npolicy_files + 1) * sizeof(*c->policy_files));
+		c->policy_files[c->npolicy_files++] = xstrdup(g.gl_pathv[i]);
+	}
+	globfree(&g);
+}
+
+static void
+conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
+    char **errs, const char *file, int line)
+{
+	long n;
+	char *p;
+
+	if (strcmp(key, "bridge") == 0) {
+		if (strlen(val) == 0 || strlen(val) > 15)
+			conf_err(errs, file, line,
+			    "bridge: `%s' is not a valid interface name (1-15 bytes)", val);
+		else
+			conf_setstr(&c->bridge, val);
+	} else if (strcmp(key, "bridge-address") == 0) {
+		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) == -1 ||
+		    c->bridge_prefix < 8 || c->bridge_prefix > 30)
+			conf_err(errs, file, line,
+			    "bridge-address: `%s' is not an IPv4 address/prefix (prefix 8-30)", val);
+	} else if (strcmp(key, "proxy-port") == 0) {
+		if (conf_int(val, 1, 65535, &n) == -1)
+			conf_err(errs, file, line, "proxy-port: `%s' is not a port (1-65535)", val);
+		else
+			c->proxy_port = (uint16_t)n;
+	} else if (strcmp(key, "control-socket") == 0) {
+		p = conf_path(dir, val);
+		conf_setstr(&c->control_socket, p);
+		free(p);
+	} else if (strcmp(key, "state-dir") == 0) {
+		p = conf_path(dir, val);
+		conf_setstr(&c->state_dir, p);
+		free(p);
+	} else if (strcmp(key, "audit-db") == 0) {
+		p = conf_path(dir, val);
+		conf_setstr(&c->audit_db, p);
+		free(p);
+	} else if (strcmp(key, "hosts-file") == 0) {
+		p = conf_path(dir, val);
+		conf_setstr(&c->hosts_file, p);
+		free(p);
+	} else if (strcmp(key, "resolver") == 0) {
+		conf_setstr(&c->resolver, val);
+	} else if (strcmp(key, "policy") == 0) {
+		p = conf_path(dir, val);
+		conf_policy_glob(c, p, errs, file, line);
+		free(p);
+	} else if (strcmp(key, "kernel") == 0) {
+		p = conf_path(dir, val);
+		conf_setstr(&c->kernel, p);
+		free(p);
+	} else if (strcmp(key, "modules-dir") == 0) {
+		p = conf_path(dir, val);
+		conf_setstr(&c->modules_dir, p);
+		free(p);
+	} else {
+		struct { const char *k; int *v; long min, max; } ints[] = {
+			{ "header-timeout", &c->header_timeout, 1, 3600 },
+			{ "hello-timeout", &c->hello_timeout, 1, 3600 },
+			{ "connect-timeout", &c->connect_timeout, 1, 3600 },
+			{ "resolve-timeout", &c->resolve_timeout, 1, 3600 },
+			{ "idle-timeout", &c->idle_timeout, 1, 604800 },
+			{ "max-connections", &c->max_connections, 1, 1000000 },
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+			if (strcmp(key, ints[i].k) != 0)
+				continue;
+			if (conf_int(val, ints[i].min, ints[i].max, &n) == -1)
+				conf_err(errs, file, line, "%s: `%s' is not a number in %ld-%ld",
+				    key, val, ints[i].min, ints[i].max);
+			else
+				*ints[i].v = (int)n;
+			return;
+		}
+		conf_err(errs, file, line, "unknown setting `%s'", key);
+	}
+}
+
+static char *
+conf_trim(char *s)
+{
+	char *e;
+
+	while (*s == ' ' || *s == '\t')
+		s++;
+	e = s + strlen(s);
+	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+		*--e = '\0';
+	return s;
+}
+
+int
+conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
+{
+	struct ksb_conf *c = conf_defaults();
+	char *errs = NULL, *line = NULL, *dir = NULL, *tmp;
+	size_t cap = 0;
+	FILE *f = NULL;
+	int lineno = 0, ret = -1;
+
+	if (path == NULL)
+		goto done;
+	f = fopen(path, "re");
+	if (f == NULL) {
+		if (errno == ENOENT && missing_ok)
+			goto done;
+		cause_set(cause, "%s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	c->path = xstrdup(path);
+	tmp = xstrdup(path);
+	dir = xstrdup(dirname(tmp));
+	free(tmp);
+	while (getline(&line, &cap, f) != -1) {
+		char *s, *eq, *key, *val, *hash;
+
+		lineno++;
+		if ((hash = strchr(line, '#')) != NULL)
+			*hash = '\0';
+		s = conf_trim(line);
+		if (*s == '\0')
+			continue;
+		eq = strchr(s, '=');
+		if (eq == NULL) {
+			conf_err(&errs, path, lineno, "expected `key = value', got `%s'", s);
+			continue;
+		}
+		*eq = '\0';
+		key = conf_trim(s);
+		val = conf_trim(eq + 1);
+		if (*val == '\0') {
+			conf_err(&errs, path, lineno, "%s: empty value", key);
+			continue;
+		}
+		conf_line(c, dir, key, val, &errs, path, lineno);
+	}
+	if (ferror(f))
+		conf_err(&errs, path, lineno, "read error: %s", strerror(errno));
+	if (errs != NULL) {
+		free(*cause);
+		*cause = errs;
+		errs = NULL;
+		goto cleanup;
+	}
+done:
+	if (c->npolicy_files == 0) {
+		/* Default: every *.policy beside the configuration. */
+		glob_t g;
+		size_t i;
+		char *pat;
+
+		xasprintf(&pat, "%s/policy.d/*.policy", dir ? dir : KSB_SYSCONFDIR);
+		if (glob(pat, 0, NULL, &g) == 0) {
+			for (i = 0; i < g.gl_pathc; i++) {
+				c->policy_files = xrealloc(c->policy_files,
+				    (c->npolicy_files + 1) * sizeof(char *));
+				c->policy_files[c->npolicy_files++] =
+				    xstrdup(g.gl_pathv[i]);
+			}
+			globfree(&g);
+		}
+		free(pat);
+	}
+	if (c->audit_db == NULL)
+		xasprintf(&c->audit_db, "%s/audit.db", c->state_dir);
+	*out = c;
+	c = NULL;
+	ret = 0;
+cleanup:
+	if (f != NULL)
+		fclose(f);
+	free(line);
+	free(dir);
+	free(errs);
+	conf_free(c);
+	return ret;
+}

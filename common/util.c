@@ -1,0 +1,239 @@
+/*
+ * util.c: allocation that cannot fail, time, paths, small parsers.
+ */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+
+void *
+xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (p == NULL)
+		fatal("malloc %zu", n);
+	return p;
+}
+
+void *
+xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz ? sz : 1);
+
+	if (p == NULL)
+		fatal("calloc %zu x %zu", n, sz);
+	return p;
+}
+
+void *
+xrealloc(void *p, size_t n)
+{
+	void *q = realloc(p, n ? n : 1);
+
+	if (q == NULL)
+		fatal("realloc %zu", n);
+	return q;
+}
+
+char *
+xstrdup(const char *s)
+{
+	char *p = strdup(s);
+
+	if (p == NULL)
+		fatal("strdup");
+	return p;
+}
+
+char *
+xstrndup(const char *s, size_t n)
+{
+	char *p = strndup(s, n);
+
+	if (p == NULL)
+		fatal("strndup");
+	return p;
+}
+
+int
+xasprintf(char **ret, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(ret, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		fatal("vasprintf");
+	return n;
+}
+
+int
+cause_set(char **cause, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	if (cause == NULL)
+		return -1;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		fatal("vasprintf");
+	va_end(ap);
+	free(*cause);
+	*cause = s;
+	return -1;
+}
+
+int
+util_valid_id(const char *id)
+{
+	size_t i, n = strlen(id);
+
+	if (n == 0 || n > KSB_ID_MAX)
+		return 0;
+	for (i = 0; i < n; i++) {
+		char c = id[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+			continue;
+		if (c == '-' && i > 0)
+			continue;
+		return 0;
+	}
+	return 1;
+}
+
+int64_t
+util_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t
+util_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int
+util_mkdirs(const char *path, mode_t mode)
+{
+	char buf[PATH_MAX];
+	char *p;
+	size_t n = strlen(path);
+
+	if (n == 0 || n >= sizeof(buf)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	for (p = buf + 1; *p != '\0'; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) == -1 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	if (mkdir(buf, mode) == -1 && errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+/* Remove every entry of the directory open at dfd, recursively, no symlinks followed. */
+static int
+util_rmtree_at(int dfd)
+{
+	DIR *d;
+	struct dirent *de;
+	int ret = 0;
+
+	d = fdopendir(dfd);
+	if (d == NULL) {
+		close(dfd);
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL) {
+		struct stat st;
+		int sub;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
+			ret = -1;
+			continue;
+		}
+		if (S_ISDIR(st.st_mode)) {
+			sub = openat(dirfd(d), de->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub == -1 || util_rmtree_at(sub) == -1)
+				ret = -1;
+			if (unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == -1)
+				ret = -1;
+		} else if (unlinkat(dirfd(d), de->d_name, 0) == -1)
+			ret = -1;
+	}
+	closedir(d);
+	return ret;
+}
+
+int
+util_rmtree(const char *path)
+{
+	int dfd;
+
+	dfd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd == -1)
+		return errno == ENOENT ? 0 : -1;
+	if (util_rmtree_at(dfd) == -1)
+		return -1;
+	return rmdir(path);
+}
+
+int
+util_parse_cidr4(const char *s, uint32_t *addr, int *prefix)
+{
+	char buf[32];
+	const char *slash = strchr(s, '/');
+	size_t n = slash ? (size_t)(slash - s) : strlen(s);
+	struct in_addr in;
+
+	if (n == 0 || n >= sizeof(buf))
+		return -1;
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	if (inet_pton(AF_INET, buf, &in) != 1)
+		return -1;
+	*addr = in.s_addr;
+	*prefix = 32;
+	if (slash != NULL) {
+		char *end;
+		long v;
+
+		errno = 0;
+		v = strtol(slash + 1, &end, 10);
+		if (slash[1] == '\0' || *end != '\0' || v < 0 || v > 32 ||
+		    errno != 0)
+			return -1;
+		*prefix = (int)v;
+	}
+	return 0;
+}
