@@ -29,8 +29,9 @@ struct connect_req {
 
 /*
  * connect_parse: parse buf[0..len).  On CONNECT_ERROR, *status is the HTTP
- * status to answer (400, 405, 431, ...) and *reason a static audit reason
- * ("bad_request", "method_not_allowed", "header_too_large").
+ * status to answer (400, 405, 431, 505) and *reason a static audit reason
+ * ("bad_request", "method_not_allowed", "header_too_large",
+ * "version_not_supported").
  */
 enum connect_result connect_parse(const uint8_t *buf, size_t len,
     struct connect_req *req, int *status, const char **reason);
@@ -60,7 +61,7 @@ enum tls_peek_result tls_peek_sni(const uint8_t *buf, size_t len,
  * Upstream address screening.  Returns NULL if sa may be connected to,
  * else a static name of the class that refused it ("loopback", "rfc1918",
  * "link_local", "cgnat", "multicast", "unspecified", "broadcast",
- * "documentation", "metadata", "ipv4_in_ipv6", "reserved").
+ * "documentation", "metadata", "ipv4_in_ipv6", "ula", "reserved").
  * own/nown: the gateway's own addresses, refused as "gateway".
  */
 const char *screen_addr(const struct sockaddr *sa,

@@ -1,0 +1,34 @@
+#!/bin/sh
+# contrib/bootstrap.sh: install what ksb needs on Debian 12 (as root), fetch
+# a guest kernel into /var/cache/ksb/kernel and build ksb in this tree.
+# Idempotent: re-running skips what is already there.
+set -eu
+cd "$(dirname "$0")/.."
+
+PKGS="build-essential autoconf automake pkg-config libevent-dev libssl-dev
+libnftnl-dev libmnl-dev libgit2-dev libsqlite3-dev qemu-system-x86 qemu-utils
+nftables iproute2 openssl curl sqlite3 ca-certificates python3 kmod cpio bc
+git clang libclang-rt-14-dev"
+
+if [ "$(id -u)" != 0 ]; then
+	echo "bootstrap: run as root (apt-get, /var/cache/ksb)" >&2
+	exit 1
+fi
+missing=
+for p in $PKGS; do
+	dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+		missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	echo "bootstrap: installing$missing"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+contrib/fetch-kernel.sh /var/cache/ksb/kernel >/dev/null
+if [ ! -x configure ]; then
+	autoreconf -fi
+fi
+if [ ! -f Makefile ]; then
+	./configure --sysconfdir=/etc --localstatedir=/var -q
+fi
+make -j"$(nproc)" -s

@@ -1,0 +1,1332 @@
+/*
+ * policy.c: the policy language of ksb-policy(5): parser, validation,
+ * extends resolution, digest and matching.
+ *
+ * Parsing never stops at the first error: every error is collected as
+ * "file:line:col: message" and nothing is returned unless there were none.
+ * The parser works line by line: a rule and a profile header are each on
+ * one line, so after an error the rest of the line is skipped.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <openssl/evp.h>
+
+#include "common/common.h"
+#include "policy/policy.h"
+
+#define POLICY_PROFILES_MAX 1024	/* profiles in one policy */
+#define POLICY_RULES_MAX 65536		/* rules in one policy */
+#define POLICY_QUOTE_MAX 80		/* bytes of offending text quoted */
+#define POLICY_DEFAULT_PORT 443
+
+struct policy_ports {
+	uint16_t lo, hi;		/* inclusive, sorted, disjoint */
+};
+
+enum policy_rule_kind { POLICY_RULE_HOST, POLICY_RULE_ADDR };
+
+struct policy_rule {
+	enum policy_rule_kind kind;
+	char *host;			/* exact name, or ".suffix" if wildcard */
+	int wildcard;
+	int family;			/* AF_INET, AF_INET6 */
+	uint8_t addr[16];		/* network order, host bits zero */
+	int prefix;
+	struct policy_ports *ports;
+	size_t nports;
+	char *text;			/* canonical: "allow *.example.com:443" */
+	char *desc;			/* "profile p (file:line): <text>" */
+	int line;
+};
+
+struct policy_ext {
+	char *name;
+	int line, col;
+	size_t idx;			/* resolved profile index */
+	int resolved;
+};
+
+struct policy_profile {
+	char *name;
+	const char *file;		/* owned by the policy's files[] */
+	int line, col;
+	struct policy_rule *rules;
+	size_t nrules;
+	struct policy_ext *ext;
+	size_t next;
+	size_t *closure;		/* self and every ancestor, deduplicated */
+	size_t nclosure;
+	int mark;			/* DFS colour while checking cycles */
+};
+
+struct policy {
+	struct policy_profile *profiles;
+	size_t nprofiles;
+	size_t nrules;
+	char **files;
+	size_t nfiles;
+	char digest[POLICY_DIGEST_LEN + 1];
+};
+
+/* A growing string, for errors and canonical text. */
+struct policy_buf {
+	char *s;
+	size_t len, cap;
+};
+
+struct policy_parse {
+	struct policy *pol;
+	struct policy_buf err;
+	size_t nerr;
+	const char *file;
+	int line;
+	int inblock;			/* inside { } */
+	struct policy_profile *cur;	/* block's profile */
+	struct policy_profile scratch;	/* block of a rejected header */
+};
+
+struct policy_tok {
+	const char *s;
+	size_t len;
+	int col;
+};
+
+static void policy_profile_clear(struct policy_profile *);
+
+static void __attribute__((format(printf, 2, 0)))
+policy_buf_vadd(struct policy_buf *b, const char *fmt, va_list ap)
+{
+	va_list aq;
+	int n;
+
+	va_copy(aq, ap);
+	n = vsnprintf(NULL, 0, fmt, aq);
+	va_end(aq);
+	if (n < 0)
+		fatalx("vsnprintf");
+	if (b->len + n + 1 > b->cap) {
+		b->cap = (b->len + n + 1) * 2;
+		b->s = xrealloc(b->s, b->cap);
+	}
+	vsnprintf(b->s + b->len, n + 1, fmt, ap);
+	b->len += n;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+policy_buf_add(struct policy_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	policy_buf_vadd(b, fmt, ap);
+	va_end(ap);
+}
+
+/* Report "file:line:col: message" (col 0: "file:line: message"). */
+static void __attribute__((format(printf, 4, 5)))
+policy_error(struct policy_parse *p, int line, int col, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (p->nerr++ > 0)
+		policy_buf_add(&p->err, "\n");
+	if (col > 0)
+		policy_buf_add(&p->err, "%s:%d:%d: ", p->file, line, col);
+	else if (line > 0)
+		policy_buf_add(&p->err, "%s:%d: ", p->file, line);
+	else
+		policy_buf_add(&p->err, "%s: ", p->file);
+	va_start(ap, fmt);
+	policy_buf_vadd(&p->err, fmt, ap);
+	va_end(ap);
+}
+
+/* Escape untrusted text for quoting in a message; truncated with "...". */
+static const char *
+policy_quote(char *dst, size_t dstsz, const char *s, size_t len)
+{
+	size_t n = len > POLICY_QUOTE_MAX ? POLICY_QUOTE_MAX : len;
+
+	log_escape(dst, dstsz - 3, s, n);
+	if (n < len)
+		strcat(dst, "...");
+	return dst;
+}
+
+#define QBUF (POLICY_QUOTE_MAX * 4 + 4)
+
+static int
+policy_tok_is(const struct policy_tok *t, const char *word)
+{
+	return t->len == strlen(word) && memcmp(t->s, word, t->len) == 0;
+}
+
+static int
+policy_is_space(int c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+/*
+ * Next token of line[0..len) from *pos: "{", "}" or a word (a run of bytes
+ * other than whitespace, braces and '#').  '#' ends the line.  Returns 0
+ * at the end of the line.
+ */
+static int
+policy_next_tok(const char *line, size_t len, size_t *pos, struct policy_tok *t)
+{
+	size_t i = *pos, start;
+
+	while (i < len && policy_is_space((unsigned char)line[i]))
+		i++;
+	if (i == len || line[i] == '#') {
+		*pos = len;
+		return 0;
+	}
+	start = i;
+	if (line[i] == '{' || line[i] == '}')
+		i++;
+	else {
+		while (i < len && !policy_is_space((unsigned char)line[i]) &&
+		    line[i] != '{' && line[i] != '}' && line[i] != '#')
+			i++;
+	}
+	t->s = line + start;
+	t->len = i - start;
+	t->col = (int)start + 1;
+	*pos = i;
+	return 1;
+}
+
+/* 1 if s[0..len) is a valid profile name. */
+static int
+policy_valid_name(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > POLICY_NAME_MAX)
+		return 0;
+	for (i = 0; i < len; i++) {
+		int c = (unsigned char)s[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+			continue;
+		if (i > 0 && (c == '_' || c == '-'))
+			continue;
+		return 0;
+	}
+	return 1;
+}
+
+static struct policy_profile *
+policy_find(const struct policy *pol, const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < pol->nprofiles; i++) {
+		struct policy_profile *pr = &pol->profiles[i];
+
+		if (strlen(pr->name) == len && memcmp(pr->name, name, len) == 0)
+			return pr;
+	}
+	return NULL;
+}
+
+/*
+ * Parse PORTS at s[0..len) (col: column of s) into sorted, merged ranges.
+ * Reports its own errors.  Returns 0 or -1.
+ */
+static int
+policy_parse_ports(struct policy_parse *p, const char *s, size_t len, int col,
+    struct policy_ports **out, size_t *nout)
+{
+	struct policy_ports *r = NULL, tmp;
+	size_t n = 0, i, j, start = 0;
+	unsigned long v[2];
+	char q[QBUF];
+	int ret = -1, bad = 0;
+
+	if (len == 0) {
+		policy_error(p, p->line, col, "empty port list after `:'");
+		goto cleanup;
+	}
+	for (i = 0; i <= len; i++) {
+		size_t k, dash, item;
+		int nv = 0;
+
+		if (i < len && s[i] != ',')
+			continue;
+		item = i - start;
+		for (dash = start; dash < i && s[dash] != '-'; dash++)
+			;
+		for (k = 0; k < 2; k++) {
+			size_t a = k == 0 ? start : dash + 1;
+			size_t b = k == 0 ? dash : i;
+			size_t m;
+
+			if (k == 1 && dash == i)
+				break;
+			v[k] = 0;
+			if (a == b || b - a > 5)
+				goto badport;
+			for (m = a; m < b; m++) {
+				if (s[m] < '0' || s[m] > '9')
+					goto badport;
+				v[k] = v[k] * 10 + (s[m] - '0');
+			}
+			nv++;
+		}
+		if (nv == 1)
+			v[1] = v[0];
+		if (v[0] < 1 || v[0] > 65535 || v[1] < 1 || v[1] > 65535) {
+			policy_error(p, p->line, col + (int)start,
+			    "port `%s' out of range (1-65535)",
+			    policy_quote(q, sizeof(q), s + start, item));
+			bad = 1;
+		} else if (v[0] > v[1]) {
+			policy_error(p, p->line, col + (int)start,
+			    "port range `%s' is backwards",
+			    policy_quote(q, sizeof(q), s + start, item));
+			bad = 1;
+		} else {
+			r = xrealloc(r, (n + 1) * sizeof(*r));
+			r[n].lo = (uint16_t)v[0];
+			r[n].hi = (uint16_t)v[1];
+			n++;
+		}
+		start = i + 1;
+		continue;
+badport:
+		policy_error(p, p->line, col + (int)start,
+		    "invalid port `%s': want N or N-M, N in 1-65535",
+		    policy_quote(q, sizeof(q), s + start, item));
+		bad = 1;
+		start = i + 1;
+	}
+	if (bad)
+		goto cleanup;
+	/* Sort (insertion: lists are short) and merge. */
+	for (i = 1; i < n; i++) {
+		tmp = r[i];
+		for (j = i; j > 0 && r[j - 1].lo > tmp.lo; j--)
+			r[j] = r[j - 1];
+		r[j] = tmp;
+	}
+	for (i = 0, j = 0; i < n; i++) {
+		if (j > 0 && (uint32_t)r[i].lo <= (uint32_t)r[j - 1].hi + 1) {
+			if (r[i].hi > r[j - 1].hi)
+				r[j - 1].hi = r[i].hi;
+			continue;
+		}
+		r[j++] = r[i];
+	}
+	*out = r;
+	*nout = j;
+	r = NULL;
+	ret = 0;
+cleanup:
+	free(r);
+	return ret;
+}
+
+static void
+policy_ports_text(struct policy_buf *b, const struct policy_ports *r, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (r[i].lo == r[i].hi)
+			policy_buf_add(b, "%s%u", i ? "," : "", r[i].lo);
+		else
+			policy_buf_add(b, "%s%u-%u", i ? "," : "", r[i].lo,
+			    r[i].hi);
+	}
+}
+
+/* Split "X:PORTS" at the first ':' after from; default port 443. */
+static int
+policy_rule_ports(struct policy_parse *p, const struct policy_tok *t,
+    size_t colon, struct policy_rule *r)
+{
+	if (colon >= t->len) {
+		r->ports = xmalloc(sizeof(*r->ports));
+		r->ports[0].lo = r->ports[0].hi = POLICY_DEFAULT_PORT;
+		r->nports = 1;
+		return 0;
+	}
+	return policy_parse_ports(p, t->s + colon + 1, t->len - colon - 1,
+	    t->col + (int)colon + 1, &r->ports, &r->nports);
+}
+
+/* allow HOST[:PORTS] */
+static int
+policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
+    struct policy_rule *r)
+{
+	char q[QBUF], norm[HOSTNAME_OUTSZ];
+	const char *host = t->s, *name, *reason = NULL, *star;
+	size_t colon, hlen, nlen, i, dots;
+	enum hostname_kind kind;
+	int ret = -1, bad = 0;
+
+	colon = 0;
+	if (t->len > 0 && t->s[0] == '[')	/* an IPv6 literal, refused below */
+		while (colon < t->len && t->s[colon] != ']')
+			colon++;
+	while (colon < t->len && t->s[colon] != ':')
+		colon++;
+	hlen = colon;
+	policy_quote(q, sizeof(q), host, hlen);
+	if (policy_rule_ports(p, t, colon, r) != 0)
+		bad = 1;
+	if (hlen == 0) {
+		policy_error(p, p->line, t->col, "`allow' needs a host");
+		goto cleanup;
+	}
+	for (i = 0; i < hlen; i++)
+		if (host[i] >= 'A' && host[i] <= 'Z')
+			break;
+	if (i < hlen) {
+		policy_error(p, p->line, t->col,
+		    "host `%s' has uppercase letters: write it in lowercase", q);
+		goto cleanup;
+	}
+	if (host[hlen - 1] == '.') {
+		policy_error(p, p->line, t->col,
+		    "host `%s' ends with a dot: write it without the trailing dot",
+		    q);
+		goto cleanup;
+	}
+	name = host;
+	nlen = hlen;
+	star = memchr(host, '*', hlen);
+	if (star != NULL) {
+		if (star != host || hlen < 2 || host[1] != '.' ||
+		    memchr(host + 1, '*', hlen - 1) != NULL) {
+			policy_error(p, p->line, t->col + (int)(star - host),
+			    "bad wildcard in `%s': `*.' is only allowed as the "
+			    "whole leftmost label", q);
+			goto cleanup;
+		}
+		r->wildcard = 1;
+		name = host + 2;
+		nlen = hlen - 2;
+	}
+	kind = hostname_normalise(name, nlen, norm, sizeof(norm), NULL, &reason);
+	if (kind == HOSTNAME_IP) {
+		policy_error(p, p->line, t->col,
+		    "host `%s' is an IP address: use allow-address", q);
+		goto cleanup;
+	}
+	if (kind != HOSTNAME_NAME || strlen(norm) != nlen ||
+	    memcmp(norm, name, nlen) != 0) {
+		policy_error(p, p->line, t->col, "invalid host `%s': %s", q,
+		    reason != NULL ? reason : "not a host name");
+		goto cleanup;
+	}
+	if (r->wildcard) {
+		for (i = 0, dots = 0; i < nlen; i++)
+			dots += name[i] == '.';
+		if (dots < 1) {
+			policy_error(p, p->line, t->col,
+			    "wildcard `%s' is too broad: at least two labels "
+			    "must follow `*.'", q);
+			goto cleanup;
+		}
+		r->host = xstrndup(host + 1, hlen - 1);		/* ".suffix" */
+	} else
+		r->host = xstrndup(host, hlen);
+	if (!bad)
+		ret = 0;
+cleanup:
+	return ret;
+}
+
+/* Parse an address "a.b.c.d" or IPv6 text at s[0..len). */
+static int
+policy_parse_ip(const char *s, size_t len, int v6, uint8_t addr[16])
+{
+	char tmp[INET6_ADDRSTRLEN + 1];
+
+	if (len == 0 || len >= sizeof(tmp))
+		return -1;
+	memcpy(tmp, s, len);
+	tmp[len] = '\0';
+	return inet_pton(v6 ? AF_INET6 : AF_INET, tmp, addr) == 1 ? 0 : -1;
+}
+
+/*
+ * allow-address CIDR[:PORTS]: a.b.c.d[/n][:PORTS], [v6[/n]][:PORTS],
+ * v6/n[:PORTS] or a bare v6 (no ports).
+ */
+static int
+policy_parse_addr(struct policy_parse *p, const struct policy_tok *t,
+    struct policy_rule *r)
+{
+	char q[QBUF], canon[INET6_ADDRSTRLEN + 1];
+	const char *s = t->s, *close;
+	size_t len = t->len, alen, slash, colon, i, ncolon = 0;
+	int v6, maxp, ret = -1;
+	unsigned long pfx;
+
+	policy_quote(q, sizeof(q), s, len);
+	for (i = 0; i < len; i++)
+		ncolon += s[i] == ':';
+	if (len > 0 && s[0] == '[') {
+		close = memchr(s, ']', len);
+		if (close == NULL) {
+			policy_error(p, p->line, t->col,
+			    "missing `]' in address `%s'", q);
+			goto cleanup;
+		}
+		v6 = 1;
+		s++;
+		alen = close - s;			/* "addr[/n]" */
+		colon = close - t->s + 1;		/* ':' or end */
+		if (colon < len && t->s[colon] != ':') {
+			policy_error(p, p->line, t->col + (int)colon,
+			    "expected `:' after `]' in `%s'", q);
+			goto cleanup;
+		}
+	} else {
+		v6 = ncolon > 1;
+		for (slash = 0; slash < len && s[slash] != '/'; slash++)
+			;
+		if (v6 && slash == len) {
+			policy_error(p, p->line, t->col, "write the IPv6 "
+			    "address `%s' in brackets (`[2001:db8::1]:443') "
+			    "or with a /prefix", q);
+			goto cleanup;
+		} else {
+			/* ports follow the first ':' after the slash (or for
+			 * IPv4 without a slash, the first ':') */
+			for (colon = slash < len ? slash : 0;
+			    colon < len && s[colon] != ':'; colon++)
+				;
+			alen = colon;
+		}
+	}
+	for (slash = 0; slash < alen && s[slash] != '/'; slash++)
+		;
+	maxp = v6 ? 128 : 32;
+	r->family = v6 ? AF_INET6 : AF_INET;
+	if (policy_parse_ip(s, slash, v6, r->addr) != 0) {
+		policy_error(p, p->line, t->col, "invalid %s address in `%s'",
+		    v6 ? "IPv6" : "IPv4", q);
+		goto cleanup;
+	}
+	pfx = maxp;
+	if (slash < alen) {
+		if (alen - slash < 2 || alen - slash > 4)
+			goto badprefix;
+		for (pfx = 0, i = slash + 1; i < alen; i++) {
+			if (s[i] < '0' || s[i] > '9')
+				goto badprefix;
+			pfx = pfx * 10 + (s[i] - '0');
+		}
+		if (pfx > (unsigned long)maxp)
+			goto badprefix;
+	}
+	r->prefix = (int)pfx;
+	for (i = 0; i < (size_t)maxp / 8; i++) {
+		int bits = r->prefix - (int)i * 8;
+		uint8_t mask = bits >= 8 ? 0xff : bits <= 0 ? 0 :
+		    (uint8_t)(0xff << (8 - bits));
+
+		if (r->addr[i] & ~mask)
+			break;
+	}
+	if (i < (size_t)maxp / 8) {
+		for (; i < (size_t)maxp / 8; i++) {
+			int bits = r->prefix - (int)i * 8;
+
+			r->addr[i] &= bits >= 8 ? 0xff : bits <= 0 ? 0 :
+			    (uint8_t)(0xff << (8 - bits));
+		}
+		inet_ntop(r->family, r->addr, canon, sizeof(canon));
+		policy_error(p, p->line, t->col, "address `%s' has host bits "
+		    "set: did you mean %s/%d?", q, canon, r->prefix);
+		goto cleanup;
+	}
+	if (policy_rule_ports(p, t, colon, r) != 0)
+		goto cleanup;
+	ret = 0;
+	goto cleanup;
+badprefix:
+	policy_error(p, p->line, t->col, "invalid prefix length in `%s' "
+	    "(want /0 to /%d)", q, maxp);
+cleanup:
+	return ret;
+}
+
+static void
+policy_rule_clear(struct policy_rule *r)
+{
+	free(r->host);
+	free(r->ports);
+	free(r->text);
+	free(r->desc);
+	memset(r, 0, sizeof(*r));
+}
+
+/* One allow / allow-address rule whose argument is t. */
+static void
+policy_rule(struct policy_parse *p, int addr, const struct policy_tok *kw,
+    const struct policy_tok *t)
+{
+	struct policy_profile *pr = p->cur;
+	struct policy_rule r;
+	struct policy_buf b = { 0 };
+	char canon[INET6_ADDRSTRLEN];
+	size_t i;
+	int ok;
+
+	memset(&r, 0, sizeof(r));
+	r.kind = addr ? POLICY_RULE_ADDR : POLICY_RULE_HOST;
+	r.line = p->line;
+	if (t == NULL) {
+		policy_error(p, p->line, kw->col, "`%s' needs %s",
+		    addr ? "allow-address" : "allow",
+		    addr ? "an address" : "a host");
+		goto cleanup;
+	}
+	ok = addr ? policy_parse_addr(p, t, &r) : policy_parse_host(p, t, &r);
+	if (ok != 0)
+		goto cleanup;
+	if (addr) {
+		inet_ntop(r.family, r.addr, canon, sizeof(canon));
+		policy_buf_add(&b, "allow-address %s%s/%d%s:",
+		    r.family == AF_INET6 ? "[" : "", canon, r.prefix,
+		    r.family == AF_INET6 ? "]" : "");
+	} else
+		policy_buf_add(&b, "allow %s%s:", r.wildcard ? "*" : "",
+		    r.host);
+	policy_ports_text(&b, r.ports, r.nports);
+	r.text = b.s;
+	b.s = NULL;
+	for (i = 0; i < pr->nrules; i++) {
+		if (strcmp(pr->rules[i].text, r.text) == 0) {
+			policy_error(p, p->line, kw->col,
+			    "duplicate rule `%s' (first at %s:%d)", r.text,
+			    p->file, pr->rules[i].line);
+			goto cleanup;
+		}
+	}
+	if (p->pol->nrules >= POLICY_RULES_MAX) {
+		policy_error(p, p->line, kw->col, "too many rules (max %d)",
+		    POLICY_RULES_MAX);
+		goto cleanup;
+	}
+	xasprintf(&r.desc, "profile %s (%s:%d): %s", pr->name, p->file,
+	    p->line, r.text);
+	pr->rules = xrealloc(pr->rules, (pr->nrules + 1) * sizeof(*pr->rules));
+	pr->rules[pr->nrules++] = r;
+	memset(&r, 0, sizeof(r));
+	if (pr != &p->scratch)
+		p->pol->nrules++;
+cleanup:
+	free(b.s);
+	policy_rule_clear(&r);
+}
+
+/*
+ * The names after "extends", up to `{' (returned in *brace) or the end of
+ * the line.  Names are separated by ',' with optional spaces.  Returns the
+ * number of errors reported.
+ */
+static int
+policy_extends(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *kw, struct policy_ext **extp,
+    size_t *nextp, int *brace)
+{
+	struct policy_ext *ext = NULL;
+	struct policy_tok t;
+	char q[QBUF];
+	size_t next = 0, i, j, s0;
+	int bad = 0, want = 1;	/* want: a name is expected next */
+
+	*brace = 0;
+	while (policy_next_tok(line, len, pos, &t)) {
+		if (t.s[0] == '{' || t.s[0] == '}') {
+			*brace = t.s[0] == '{';
+			break;
+		}
+		for (i = 0; i <= t.len; i++) {
+			s0 = i;
+			while (i < t.len && t.s[i] != ',')
+				i++;
+			if (i == s0) {		/* empty: ",," or leading ',' */
+				if (i < t.len) {
+					if (want) {
+						policy_error(p, p->line,
+						    t.col + (int)s0,
+						    "stray `,' in extends");
+						bad++;
+					}
+					want = 1;
+				}
+				continue;
+			}
+			if (!want) {
+				policy_error(p, p->line, t.col + (int)s0,
+				    "missing `,' before `%s'", policy_quote(q,
+				    sizeof(q), t.s + s0, i - s0));
+				bad++;
+			}
+			want = i < t.len;	/* a ',' follows */
+			if (!policy_valid_name(t.s + s0, i - s0)) {
+				policy_error(p, p->line, t.col + (int)s0,
+				    "invalid profile name `%s' in extends",
+				    policy_quote(q, sizeof(q), t.s + s0,
+				    i - s0));
+				bad++;
+				continue;
+			}
+			for (j = 0; j < next; j++)
+				if (strlen(ext[j].name) == i - s0 &&
+				    memcmp(ext[j].name, t.s + s0, i - s0) == 0)
+					break;
+			if (j < next) {
+				policy_error(p, p->line, t.col + (int)s0,
+				    "profile `%s' listed twice in extends",
+				    ext[j].name);
+				bad++;
+				continue;
+			}
+			ext = xrealloc(ext, (next + 1) * sizeof(*ext));
+			memset(&ext[next], 0, sizeof(*ext));
+			ext[next].name = xstrndup(t.s + s0, i - s0);
+			ext[next].line = p->line;
+			ext[next].col = t.col + (int)s0;
+			next++;
+		}
+	}
+	if (want) {
+		policy_error(p, p->line, kw->col, next == 0 && !bad ?
+		    "`extends' needs a list of profile names" :
+		    "`extends' list ends with `,'");
+		bad++;
+	}
+	*extp = ext;
+	*nextp = next;
+	return bad;
+}
+
+/*
+ * "profile NAME [extends A[, B...]] {" starting after the keyword at *pos.
+ * Always enters a block (a scratch one if the name is bad) so that the
+ * rules that follow are still checked and `}' matches.
+ */
+static void
+policy_header(struct policy_parse *p, const char *line, size_t len, size_t *pos,
+    const struct policy_tok *kw)
+{
+	struct policy_profile *pr = NULL, *prev;
+	struct policy_ext *ext = NULL;
+	struct policy_tok t, name;
+	char q[QBUF];
+	size_t next = 0, j;
+	int badname = 0, brace = 0, have;
+
+	have = policy_next_tok(line, len, pos, &name);
+	if (!have || name.s[0] == '{' || name.s[0] == '}') {
+		policy_error(p, p->line, kw->col, "`profile' needs a name");
+		badname = 1;
+		brace = have && name.s[0] == '{';
+		goto block;
+	}
+	if (!policy_valid_name(name.s, name.len)) {
+		policy_error(p, p->line, name.col, "invalid profile name `%s': "
+		    "want [a-z0-9][a-z0-9_-]{0,63}",
+		    policy_quote(q, sizeof(q), name.s, name.len));
+		badname = 1;
+	} else if ((prev = policy_find(p->pol, name.s, name.len)) != NULL) {
+		policy_error(p, p->line, name.col, "duplicate profile `%.*s' "
+		    "(first defined at %s:%d)", (int)name.len, name.s,
+		    prev->file, prev->line);
+		badname = 1;
+	} else if (p->pol->nprofiles >= POLICY_PROFILES_MAX) {
+		policy_error(p, p->line, kw->col, "too many profiles (max %d)",
+		    POLICY_PROFILES_MAX);
+		badname = 1;
+	}
+	if (!policy_next_tok(line, len, pos, &t)) {
+		policy_error(p, p->line, name.col + (int)name.len,
+		    "expected `{' after profile name");
+	} else if (policy_tok_is(&t, "extends")) {
+		policy_extends(p, line, len, pos, &t, &ext, &next, &brace);
+		if (!brace)
+			policy_error(p, p->line, t.col,
+			    "expected `{' after the extends list");
+	} else if (policy_tok_is(&t, "{")) {
+		brace = 1;
+	} else {
+		policy_error(p, p->line, t.col, "expected `{' or `extends', "
+		    "found `%s'", policy_quote(q, sizeof(q), t.s, t.len));
+	}
+block:
+	if (badname) {
+		policy_profile_clear(&p->scratch);
+		pr = &p->scratch;
+		pr->name = xstrdup("(invalid)");
+		for (j = 0; j < next; j++)
+			free(ext[j].name);
+		free(ext);
+	} else {
+		p->pol->profiles = xrealloc(p->pol->profiles,
+		    (p->pol->nprofiles + 1) * sizeof(*p->pol->profiles));
+		pr = &p->pol->profiles[p->pol->nprofiles++];
+		memset(pr, 0, sizeof(*pr));
+		pr->name = xstrndup(name.s, name.len);
+		pr->ext = ext;
+		pr->next = next;
+	}
+	pr->file = p->file;
+	pr->line = p->line;
+	pr->col = kw->col;
+	p->cur = pr;
+	p->inblock = 1;
+	if (!brace)
+		*pos = len;	/* the rest of a broken header is noise */
+}
+
+/* Process one line (without its '\n'). */
+static void
+policy_line(struct policy_parse *p, const char *line, size_t len)
+{
+	struct policy_tok t, arg, extra;
+	char q[QBUF];
+	size_t pos = 0, save;
+	int have;
+
+	while (policy_next_tok(line, len, &pos, &t)) {
+		if (policy_tok_is(&t, "profile")) {
+			if (p->inblock) {
+				policy_error(p, p->line, t.col, "`profile' "
+				    "inside profile `%s' (missing `}' for the "
+				    "profile at line %d?)", p->cur->name,
+				    p->cur->line);
+			}
+			policy_header(p, line, len, &pos, &t);
+			continue;
+		}
+		if (policy_tok_is(&t, "}")) {
+			if (!p->inblock)
+				policy_error(p, p->line, t.col,
+				    "unexpected `}' outside a profile");
+			p->inblock = 0;
+			continue;
+		}
+		if (policy_tok_is(&t, "allow") ||
+		    policy_tok_is(&t, "allow-address")) {
+			if (!p->inblock) {
+				policy_error(p, p->line, t.col,
+				    "`%.*s' outside a profile", (int)t.len,
+				    t.s);
+				return;
+			}
+			save = pos;
+			have = policy_next_tok(line, len, &pos, &arg);
+			if (have && (arg.s[0] == '{' || arg.s[0] == '}')) {
+				have = 0;
+				pos = save;
+			}
+			policy_rule(p, policy_tok_is(&t, "allow-address"), &t,
+			    have ? &arg : NULL);
+			if (!have)
+				continue;
+			save = pos;
+			if (policy_next_tok(line, len, &pos, &extra)) {
+				if (extra.s[0] == '}') {
+					pos = save;
+					continue;
+				}
+				policy_error(p, p->line, extra.col,
+				    "unexpected `%s' after rule (one rule per "
+				    "line; ports are written `443,8443')",
+				    policy_quote(q, sizeof(q), extra.s,
+				    extra.len));
+				return;
+			}
+			continue;
+		}
+		policy_error(p, p->line, t.col, "unknown keyword `%s'",
+		    policy_quote(q, sizeof(q), t.s, t.len));
+		/* A misspelt "profile NAME {": swallow its block quietly. */
+		while (!p->inblock && policy_next_tok(line, len, &pos, &t)) {
+			if (t.s[0] != '{')
+				continue;
+			policy_profile_clear(&p->scratch);
+			p->scratch.name = xstrdup("(invalid)");
+			p->scratch.file = p->file;
+			p->scratch.line = p->line;
+			p->scratch.col = 1;
+			p->cur = &p->scratch;
+			p->inblock = 1;
+		}
+		return;
+	}
+}
+
+/* Parse one file's text into p->pol. */
+static void
+policy_parse_text(struct policy_parse *p, const char *file, const char *text,
+    size_t len)
+{
+	const char *nl;
+	size_t off = 0;
+
+	p->file = file;
+	p->line = 0;
+	p->inblock = 0;
+	p->cur = NULL;
+	while (off < len) {
+		nl = memchr(text + off, '\n', len - off);
+		p->line++;
+		policy_line(p, text + off, nl ? (size_t)(nl - (text + off)) :
+		    len - off);
+		off = nl ? (size_t)(nl - text) + 1 : len;
+	}
+	if (p->inblock)
+		policy_error(p, p->cur->line, p->cur->col,
+		    "profile `%s' is not closed: missing `}'", p->cur->name);
+	p->inblock = 0;
+	p->cur = NULL;
+}
+
+/* DFS for extends cycles; stack holds the current path. */
+static void
+policy_cycles(struct policy_parse *p, size_t i, size_t *stack, size_t depth)
+{
+	struct policy *pol = p->pol;
+	struct policy_profile *pr = &pol->profiles[i];
+	struct policy_buf b = { 0 };
+	size_t e, k, start;
+
+	pr->mark = 1;
+	stack[depth] = i;
+	for (e = 0; e < pr->next; e++) {
+		struct policy_ext *x = &pr->ext[e];
+		struct policy_profile *to;
+
+		if (!x->resolved)
+			continue;
+		to = &pol->profiles[x->idx];
+		if (to->mark == 1) {
+			for (start = 0; stack[start] != x->idx; start++)
+				;
+			for (k = start; k <= depth; k++)
+				policy_buf_add(&b, "%s -> ",
+				    pol->profiles[stack[k]].name);
+			policy_buf_add(&b, "%s", to->name);
+			p->file = pr->file;
+			policy_error(p, x->line, x->col, "extends cycle: %s",
+			    b.s);
+			free(b.s);
+			b.s = NULL;
+			b.len = b.cap = 0;
+			x->resolved = 0;	/* report each edge once */
+		} else if (to->mark == 0)
+			policy_cycles(p, x->idx, stack, depth + 1);
+	}
+	pr->mark = 2;
+}
+
+/* Add i and its ancestors to root's closure, once each. */
+static void
+policy_closure(struct policy *pol, struct policy_profile *root, size_t i,
+    uint8_t *seen)
+{
+	struct policy_profile *pr = &pol->profiles[i];
+	size_t e;
+
+	if (seen[i])
+		return;
+	seen[i] = 1;
+	root->closure[root->nclosure++] = i;
+	for (e = 0; e < pr->next; e++)
+		policy_closure(pol, root, pr->ext[e].idx, seen);
+}
+
+/* Resolve extends, find cycles and build closures.  0 or -1 (reported). */
+static int
+policy_resolve(struct policy_parse *p)
+{
+	struct policy *pol = p->pol;
+	struct policy_profile *pr, *to;
+	size_t i, e, *stack = NULL;
+	uint8_t *seen = NULL;
+	int ret = -1;
+
+	for (i = 0; i < pol->nprofiles; i++) {
+		pr = &pol->profiles[i];
+		for (e = 0; e < pr->next; e++) {
+			to = policy_find(pol, pr->ext[e].name,
+			    strlen(pr->ext[e].name));
+			if (to == NULL) {
+				p->file = pr->file;
+				policy_error(p, pr->ext[e].line, pr->ext[e].col,
+				    "profile `%s' extends unknown profile `%s'",
+				    pr->name, pr->ext[e].name);
+				continue;
+			}
+			pr->ext[e].idx = to - pol->profiles;
+			pr->ext[e].resolved = 1;
+		}
+	}
+	stack = xcalloc(pol->nprofiles + 1, sizeof(*stack));
+	for (i = 0; i < pol->nprofiles; i++)
+		if (pol->profiles[i].mark == 0)
+			policy_cycles(p, i, stack, 0);
+	if (p->nerr != 0)
+		goto cleanup;
+	seen = xcalloc(pol->nprofiles + 1, 1);
+	for (i = 0; i < pol->nprofiles; i++) {
+		pr = &pol->profiles[i];
+		pr->closure = xcalloc(pol->nprofiles, sizeof(*pr->closure));
+		memset(seen, 0, pol->nprofiles);
+		policy_closure(pol, pr, i, seen);
+	}
+	ret = 0;
+cleanup:
+	free(seen);
+	free(stack);
+	return ret;
+}
+
+static void
+policy_profile_clear(struct policy_profile *pr)
+{
+	size_t i;
+
+	free(pr->name);
+	for (i = 0; i < pr->nrules; i++)
+		policy_rule_clear(&pr->rules[i]);
+	free(pr->rules);
+	for (i = 0; i < pr->next; i++)
+		free(pr->ext[i].name);
+	free(pr->ext);
+	free(pr->closure);
+	memset(pr, 0, sizeof(*pr));
+}
+
+void
+policy_free(struct policy *pol)
+{
+	size_t i;
+
+	if (pol == NULL)
+		return;
+	for (i = 0; i < pol->nprofiles; i++)
+		policy_profile_clear(&pol->profiles[i]);
+	free(pol->profiles);
+	for (i = 0; i < pol->nfiles; i++)
+		free(pol->files[i]);
+	free(pol->files);
+	free(pol);
+}
+
+/* SHA-256 over, per file in order: u32be name length, name, u64be content
+ * length, content. */
+static int
+policy_hash(EVP_MD_CTX *ctx, const char *name, const char *text, size_t len)
+{
+	uint8_t hdr[8];
+	size_t nl = strlen(name);
+	int i;
+
+	for (i = 0; i < 4; i++)
+		hdr[i] = (uint8_t)((uint64_t)nl >> (24 - 8 * i));
+	if (EVP_DigestUpdate(ctx, hdr, 4) != 1 ||
+	    EVP_DigestUpdate(ctx, name, nl) != 1)
+		return -1;
+	for (i = 0; i < 8; i++)
+		hdr[i] = (uint8_t)((uint64_t)len >> (56 - 8 * i));
+	if (EVP_DigestUpdate(ctx, hdr, 8) != 1 ||
+	    EVP_DigestUpdate(ctx, text, len) != 1)
+		return -1;
+	return 0;
+}
+
+/* Read a whole file (at most POLICY_FILE_MAX bytes).  0 or -1 (reported). */
+static int
+policy_read(struct policy_parse *p, const char *path, char **text, size_t *len)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	ssize_t r;
+	int fd = -1, ret = -1;
+
+	p->file = path;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
+		policy_error(p, 0, 0, "%s", strerror(errno));
+		goto cleanup;
+	}
+	if (fstat(fd, &st) == -1) {
+		policy_error(p, 0, 0, "%s", strerror(errno));
+		goto cleanup;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		policy_error(p, 0, 0, "%s", S_ISDIR(st.st_mode) ?
+		    "is a directory" : "not a regular file");
+		goto cleanup;
+	}
+	for (;;) {
+		if (n == cap) {
+			if (cap > POLICY_FILE_MAX) {
+				policy_error(p, 0, 0, "file too large (max "
+				    "%d bytes)", POLICY_FILE_MAX);
+				goto cleanup;
+			}
+			cap = cap ? cap * 2 : 4096;
+			buf = xrealloc(buf, cap);
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1) {
+			policy_error(p, 0, 0, "%s", strerror(errno));
+			goto cleanup;
+		}
+		if (r == 0)
+			break;
+		n += r;
+	}
+	if (n > POLICY_FILE_MAX) {
+		policy_error(p, 0, 0, "file too large (max %d bytes)",
+		    POLICY_FILE_MAX);
+		goto cleanup;
+	}
+	*text = buf;
+	*len = n;
+	buf = NULL;
+	ret = 0;
+cleanup:
+	if (fd != -1)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+/*
+ * Common body of policy_load and policy_load_buffer: with buf NULL the
+ * files are read from disk, else buf[0..blen) is the text of names[0].
+ */
+static int
+policy_build(const char *const *names, size_t n, const char *buf, size_t blen,
+    struct policy **out, char **errors)
+{
+	struct policy_parse p;
+	struct policy *pol;
+	EVP_MD_CTX *ctx = NULL;
+	uint8_t md[32];
+	unsigned mdlen = 0;
+	char *text = NULL;
+	size_t i, len;
+	int ret = -1;
+
+	memset(&p, 0, sizeof(p));
+	pol = p.pol = xcalloc(1, sizeof(*pol));
+	pol->files = xcalloc(n + 1, sizeof(*pol->files));
+	if ((ctx = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
+		fatalx("EVP_DigestInit_ex(sha256) failed");
+	for (i = 0; i < n; i++) {
+		pol->files[pol->nfiles++] = xstrdup(names[i]);
+		if (buf != NULL) {
+			policy_parse_text(&p, pol->files[i], buf, blen);
+			if (policy_hash(ctx, names[i], buf, blen) != 0)
+				fatalx("EVP_DigestUpdate failed");
+			continue;
+		}
+		if (policy_read(&p, pol->files[i], &text, &len) != 0)
+			continue;
+		policy_parse_text(&p, pol->files[i], text, len);
+		if (policy_hash(ctx, names[i], text, len) != 0)
+			fatalx("EVP_DigestUpdate failed");
+		free(text);
+		text = NULL;
+	}
+	if (policy_resolve(&p) != 0)
+		goto cleanup;
+	if (EVP_DigestFinal_ex(ctx, md, &mdlen) != 1 || mdlen != sizeof(md))
+		fatalx("EVP_DigestFinal_ex failed");
+	for (i = 0; i < sizeof(md); i++)
+		snprintf(pol->digest + 2 * i, 3, "%02x", md[i]);
+	*out = pol;
+	pol = NULL;
+	ret = 0;
+cleanup:
+	if (ret != 0 && errors != NULL) {
+		free(*errors);
+		*errors = p.err.s != NULL ? p.err.s : xstrdup("unknown error");
+		p.err.s = NULL;
+	}
+	free(p.err.s);
+	policy_profile_clear(&p.scratch);
+	EVP_MD_CTX_free(ctx);
+	policy_free(pol);
+	return ret;
+}
+
+int
+policy_load(const char *const *files, size_t nfiles, struct policy **out,
+    char **errors)
+{
+	return policy_build(files, nfiles, NULL, 0, out, errors);
+}
+
+int
+policy_load_buffer(const char *name, const char *text, size_t len,
+    struct policy **out, char **errors)
+{
+	/* A NULL text is read as empty. */
+	return policy_build(&name, 1, text != NULL ? text : "",
+	    text != NULL ? len : 0, out, errors);
+}
+
+const char *
+policy_digest(const struct policy *pol)
+{
+	return pol->digest;
+}
+
+static const struct policy_profile *
+policy_lookup(const struct policy *pol, const char *profile)
+{
+	if (pol == NULL || profile == NULL)
+		return NULL;
+	return policy_find(pol, profile, strlen(profile));
+}
+
+int
+policy_has_profile(const struct policy *pol, const char *profile)
+{
+	return policy_lookup(pol, profile) != NULL;
+}
+
+size_t
+policy_nprofiles(const struct policy *pol)
+{
+	return pol != NULL ? pol->nprofiles : 0;
+}
+
+const char *
+policy_profile_name(const struct policy *pol, size_t i)
+{
+	if (pol == NULL || i >= pol->nprofiles)
+		return NULL;
+	return pol->profiles[i].name;
+}
+
+static int
+policy_port_ok(const struct policy_rule *r, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < r->nports; i++)
+		if (port >= r->ports[i].lo && port <= r->ports[i].hi)
+			return 1;
+	return 0;
+}
+
+static int
+policy_host_ok(const struct policy_rule *r, const char *host, size_t hlen)
+{
+	size_t slen;
+
+	if (!r->wildcard)
+		return strcmp(r->host, host) == 0;
+	/* ".example.com" must be a proper suffix: at least one label before */
+	slen = strlen(r->host);
+	return hlen > slen && memcmp(host + hlen - slen, r->host, slen) == 0;
+}
+
+static int
+policy_addr_ok(const struct policy_rule *r, int family, const uint8_t *a)
+{
+	int i, bits;
+
+	if (family != r->family)
+		return 0;
+	for (i = 0, bits = r->prefix; bits > 0; i++, bits -= 8) {
+		uint8_t mask = bits >= 8 ? 0xff : (uint8_t)(0xff << (8 - bits));
+
+		if ((a[i] & mask) != r->addr[i])
+			return 0;
+	}
+	return 1;
+}
+
+enum policy_verdict
+policy_match_host(const struct policy *pol, const char *profile,
+    const char *host, uint16_t port, const char **rule)
+{
+	const struct policy_profile *pr = policy_lookup(pol, profile), *anc;
+	size_t i, j, hlen;
+
+	if (rule != NULL)
+		*rule = NULL;
+	if (pr == NULL || host == NULL || (hlen = strlen(host)) == 0)
+		return POLICY_DENY;
+	for (i = 0; i < pr->nclosure; i++) {
+		anc = &pol->profiles[pr->closure[i]];
+		for (j = 0; j < anc->nrules; j++) {
+			const struct policy_rule *r = &anc->rules[j];
+
+			if (r->kind != POLICY_RULE_HOST ||
+			    !policy_port_ok(r, port) ||
+			    !policy_host_ok(r, host, hlen))
+				continue;
+			if (rule != NULL)
+				*rule = r->desc;
+			return POLICY_ALLOW;
+		}
+	}
+	return POLICY_DENY;
+}
+
+enum policy_verdict
+policy_match_addr(const struct policy *pol, const char *profile,
+    const struct sockaddr *sa, uint16_t port, const char **rule)
+{
+	const struct policy_profile *pr = policy_lookup(pol, profile), *anc;
+	const uint8_t *a;
+	size_t i, j;
+
+	if (rule != NULL)
+		*rule = NULL;
+	if (pr == NULL || sa == NULL)
+		return POLICY_DENY;
+	if (sa->sa_family == AF_INET)
+		a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+	else if (sa->sa_family == AF_INET6)
+		a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+	else
+		return POLICY_DENY;
+	for (i = 0; i < pr->nclosure; i++) {
+		anc = &pol->profiles[pr->closure[i]];
+		for (j = 0; j < anc->nrules; j++) {
+			const struct policy_rule *r = &anc->rules[j];
+
+			if (r->kind != POLICY_RULE_ADDR ||
+			    !policy_port_ok(r, port) ||
+			    !policy_addr_ok(r, sa->sa_family, a))
+				continue;
+			if (rule != NULL)
+				*rule = r->desc;
+			return POLICY_ALLOW;
+		}
+	}
+	return POLICY_DENY;
+}

@@ -1,0 +1,163 @@
+# tests/lib.sh: shared set-up for the integration and e2e tests and the demo.
+# Sourced by bash scripts.  Everything lives in network namespaces this
+# script creates (ksbt-<pid>-*) and in a temp dir; `ksb_cleanup' removes
+# them and is installed as the EXIT trap by ksb_env.
+#
+# Layout:
+#   ns GW  (ksbt-$$-gw): bridge ksb0 10.77.0.1/24 (made by ksb-gatewayd),
+#                        veth ko0 10.78.0.1/24, ksb-gatewayd, QEMU guests
+#   ns OR  (ksbt-$$-or): veth ko1 10.78.0.2/24, the TLS origin (openssl
+#                        s_server) for allowed.test and denied.test
+# No packet leaves these namespaces.
+
+KSB_BUILDDIR=${KSB_BUILDDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+KSB_SRCDIR=${KSB_SRCDIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+ORIGIN_IP=10.78.0.2
+
+ksb_skip() { echo "SKIP: $*"; exit 77; }
+ksb_fail() { echo "FAIL: $*" >&2; exit 1; }
+ksb_say() { printf '\n== %s\n' "$*"; }
+
+ksb_need_root() {
+	[ "$(id -u)" = 0 ] || ksb_skip "needs root (network namespaces, nftables, taps)"
+	for t in ip nft openssl sqlite3 curl; do
+		command -v "$t" >/dev/null || ksb_skip "needs $t"
+	done
+	ip netns add "ksbt-probe-$$" 2>/dev/null || ksb_skip "cannot create network namespaces"
+	ip netns del "ksbt-probe-$$"
+}
+
+ksb_cleanup() {
+	local rc=$?
+	set +e
+	[ -n "${KSB_PIDS:-}" ] && kill $KSB_PIDS 2>/dev/null
+	[ -n "${KSB_PIDS:-}" ] && for p in $KSB_PIDS; do
+		timeout 10 tail --pid="$p" -f /dev/null 2>/dev/null
+	done
+	ip netns del "$GW" 2>/dev/null
+	ip netns del "$OR" 2>/dev/null
+	if [ "$rc" != 0 ] && [ -d "${T:-}" ]; then
+		echo "--- gateway log"; tail -n 40 "$T/gatewayd.log" 2>/dev/null
+	fi
+	[ -n "${T:-}" ] && [ -z "${KSB_KEEP:-}" ] && rm -rf "$T"
+	exit "$rc"
+}
+
+# ksb_env: temp dir, namespaces, veth, test CA and origin, config files.
+ksb_env() {
+	T=$(mktemp -d /tmp/ksbt.XXXXXX)
+	chmod 755 "$T"
+	GW=ksbt-$$-gw
+	OR=ksbt-$$-or
+	KSB_PIDS=
+	trap ksb_cleanup EXIT
+	trap 'exit 130' INT TERM
+	ip netns add "$GW"
+	ip netns add "$OR"
+	ip -n "$GW" link set lo up
+	ip -n "$OR" link set lo up
+	ip link add ko0 netns "$GW" type veth peer name ko1 netns "$OR"
+	ip -n "$GW" addr add 10.78.0.1/24 dev ko0
+	ip -n "$OR" addr add "$ORIGIN_IP/24" dev ko1
+	ip -n "$GW" link set ko0 up
+	ip -n "$OR" link set ko1 up
+
+	# Test CA and a certificate for both names.
+	mkdir -p "$T/pki" "$T/www" "$T/share" "$T/policy.d" "$T/state"
+	chmod 755 "$T/share"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$T/pki/ca.key" -out "$T/pki/ca.pem" -days 2 \
+		-subj "/CN=ksb test CA" >/dev/null 2>&1
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$T/pki/origin.key" -out "$T/pki/origin.csr" \
+		-subj "/CN=allowed.test" >/dev/null 2>&1
+	printf 'subjectAltName=DNS:allowed.test,DNS:denied.test\n' > "$T/pki/ext"
+	openssl x509 -req -in "$T/pki/origin.csr" -CA "$T/pki/ca.pem" \
+		-CAkey "$T/pki/ca.key" -CAcreateserial -days 2 \
+		-extfile "$T/pki/ext" -out "$T/pki/origin.pem" >/dev/null 2>&1
+	cp "$T/pki/ca.pem" "$T/share/ca.pem"
+	chmod 644 "$T/share/ca.pem"
+	echo "hello from the origin $$" > "$T/www/index.txt"
+	ORIGIN_BODY="hello from the origin $$"
+
+	printf '%s allowed.test\n%s denied.test\n' "$ORIGIN_IP" "$ORIGIN_IP" > "$T/hosts"
+	cat > "$T/policy.d/test.policy" <<-POL
+	# The e2e test's profile: one allowed name, and the origin's network
+	# allowed as an upstream address (it is RFC 1918, screened otherwise).
+	profile default {
+	    allow allowed.test
+	    allow-address 10.78.0.0/24
+	}
+	POL
+	cat > "$T/ksb.conf" <<-CONF
+	bridge = ksb0
+	bridge-address = 10.77.0.1/24
+	proxy-port = 3128
+	control-socket = $T/gateway.sock
+	state-dir = $T/state
+	hosts-file = $T/hosts
+	# Nothing listens here: names outside the hosts file fail at once.
+	resolver = 127.0.0.1:53
+	policy = $T/policy.d/*.policy
+	CONF
+	if [ -n "${KSB_KERNEL:-}" ]; then
+		printf 'kernel = %s\nmodules-dir = %s\n' "$KSB_KERNEL" "$KSB_MODULES" >> "$T/ksb.conf"
+	fi
+}
+
+# ksb_origin: the TLS origin in ns OR, serving $T/www on 443.
+ksb_origin() {
+	( cd "$T/www" && exec ip netns exec "$OR" openssl s_server -quiet -WWW \
+		-accept 443 -cert "$T/pki/origin.pem" -key "$T/pki/origin.key" \
+		>"$T/origin.log" 2>&1 ) &
+	KSB_PIDS="$KSB_PIDS $!"
+	ksb_wait_port "$OR" "$ORIGIN_IP" 443
+}
+
+# ksb_wait_port NS ADDR PORT: wait (<= 10 s) until something listens.
+ksb_wait_port() {
+	local i
+	for i in $(seq 1 100); do
+		if ip netns exec "$1" ss -Hltn "sport = :$3" | grep -q LISTEN; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	ksb_fail "nothing listens on $2:$3 in $1"
+}
+
+# ksb_gateway: start ksb-gatewayd -d in ns GW and wait for its sockets.
+ksb_gateway() {
+	ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -f "$T/ksb.conf" \
+		>"$T/gatewayd.log" 2>&1 &
+	KSB_GATEWAY_PID=$!
+	KSB_PIDS="$KSB_PIDS $KSB_GATEWAY_PID"
+	local i
+	for i in $(seq 1 100); do
+		[ -S "$T/gateway.sock" ] && grep -q ready "$T/gatewayd.log" && return 0
+		kill -0 "$KSB_GATEWAY_PID" 2>/dev/null || { cat "$T/gatewayd.log"; ksb_fail "ksb-gatewayd died"; }
+		sleep 0.1
+	done
+	ksb_fail "ksb-gatewayd did not become ready"
+}
+
+# ksb_kernel: find or fetch the guest kernel; sets KSB_KERNEL/KSB_MODULES.
+ksb_kernel() {
+	if [ -z "${KSB_KERNEL:-}" ]; then
+		local d=/var/cache/ksb/kernel
+		if ! ls "$d"/boot/vmlinuz-* >/dev/null 2>&1; then
+			"$KSB_SRCDIR/contrib/fetch-kernel.sh" "$d" >/dev/null ||
+				ksb_skip "no guest kernel (contrib/fetch-kernel.sh failed)"
+		fi
+		KSB_KERNEL=$(ls "$d"/boot/vmlinuz-* | head -n 1)
+		KSB_MODULES=$d/lib/modules/${KSB_KERNEL##*/vmlinuz-}
+	fi
+	[ -r "$KSB_KERNEL" ] || ksb_skip "kernel $KSB_KERNEL not readable"
+	[ -d "$KSB_MODULES" ] || ksb_skip "modules $KSB_MODULES missing"
+	export KSB_KERNEL KSB_MODULES
+}
+
+# ksb_sql QUERY: run a query against the audit database.
+ksb_sql() {
+	sqlite3 -bail "$T/state/audit.db" "$1"
+}

@@ -1,0 +1,340 @@
+/*
+ * test_qemu_argv.c: the QEMU argv builder, the guest control channel
+ * encoder/parsers, the gateway reply parsers and modules.dep ordering.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "vmrunner/vmrunner.h"
+#include "tests/unit/tap.h"
+
+static int
+has_pair(char **argv, const char *opt, const char *val)
+{
+	size_t i;
+
+	for (i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++)
+		if (strcmp(argv[i], opt) == 0 && strcmp(argv[i + 1], val) == 0)
+			return 1;
+	return 0;
+}
+
+static const char *
+value_of(char **argv, const char *opt)
+{
+	size_t i;
+
+	for (i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++)
+		if (strcmp(argv[i], opt) == 0)
+			return argv[i + 1];
+	return "";
+}
+
+static void
+base_config(struct qemu_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->binary = "qemu-system-x86_64";
+	c->machine = "q35";
+	c->accel = QEMU_ACCEL_TCG;
+	c->memory_mib = 512;
+	c->cpus = 1;
+	c->kernel = "/k/vmlinux-6.1";
+	c->initrd = "/c/initramfs.cpio";
+	c->id = "e-1a2b3c4d";
+	inet_pton(AF_INET, "10.77.0.2", &c->addr);
+	c->prefix = 24;
+	inet_pton(AF_INET, "10.77.0.1", &c->gw);
+	c->port = 3128;
+	c->mac = "52:54:00:aa:bb:01";
+	c->tap_fd = 3;
+	c->ctl_fd = 4;
+	c->share_usr = 1;
+}
+
+static void
+test_argv(void)
+{
+	struct qemu_share shares[] = { { "/src/my,proj", "/home/agent/proj" } };
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL;
+	int rc;
+
+	base_config(&c);
+	c.shares = shares;
+	c.nshares = 1;
+	rc = qemu_argv(&c, &argv, &cause);
+	CHECK(rc == 0, "valid config builds (%s)", cause ? cause : "");
+	if (rc != 0)
+		return;
+	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0, "argv[0] is the binary");
+	CHECK(strcmp(argv[1], "-nodefaults") == 0, "-nodefaults first");
+	CHECK(has_pair(argv, "-accel", "tcg"), "-accel tcg");
+	CHECK(has_pair(argv, "-machine", "q35"), "-machine q35");
+	CHECK(has_pair(argv, "-m", "512") && has_pair(argv, "-smp", "1"), "-m 512 -smp 1");
+	CHECK(has_pair(argv, "-display", "none"), "-display none");
+	CHECK(has_pair(argv, "-netdev", "tap,id=n0,fd=3,vhost=off"), "tap fd 3");
+	CHECK(has_pair(argv, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:aa:bb:01,romfile="),
+	    "virtio-net with the assigned MAC");
+	CHECK(has_pair(argv, "-chardev", "socket,id=ctl,fd=4"), "control socket fd 4");
+	CHECK(has_pair(argv, "-device",
+	    "virtserialport,bus=vs0.0,chardev=ctl,name=org.ksb.control"), "control port name");
+	CHECK(has_pair(argv, "-virtfs", "local,path=/usr,mount_tag=usr,security_model=none,"
+	    "readonly=on,multidevs=remap"), "host /usr read-only");
+	CHECK(has_pair(argv, "-virtfs", "local,path=/src/my,,proj,mount_tag=s0,"
+	    "security_model=none,readonly=on,multidevs=remap"), "share with doubled comma");
+	CHECK(has_pair(argv, "-serial", "chardev:con") &&
+	    has_pair(argv, "-chardev", "stdio,id=con,signal=off"), "console on stdio");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 "
+	    "ksb.port=3128") != NULL, "cmdline carries the lease");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj") != NULL,
+	    "cmdline share");
+	CHECK(strstr(value_of(argv, "-append"), "console=ttyS0") != NULL, "serial console");
+	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0 &&
+	    strcmp(value_of(argv, "-no-reboot"), "") == 0, "-no-reboot last");
+	qemu_argv_free(argv);
+
+	base_config(&c);
+	c.accel = QEMU_ACCEL_KVM;
+	c.share_usr = 0;
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "kvm") &&
+	    !has_pair(argv, "-virtfs", "local,path=/usr,mount_tag=usr,security_model=none,"
+	    "readonly=on,multidevs=remap"), "kvm, no /usr share");
+	qemu_argv_free(argv);
+}
+
+static void
+expect_fail(struct qemu_config *c, const char *needle, const char *what)
+{
+	char **argv = NULL, *cause = NULL;
+	int rc = qemu_argv(c, &argv, &cause);
+
+	CHECK(rc == -1 && argv == NULL && cause != NULL && strstr(cause, needle) != NULL,
+	    "%s refused (%s)", what, cause ? cause : "no cause");
+	free(cause);
+	qemu_argv_free(argv);
+}
+
+static void
+test_argv_errors(void)
+{
+	static const char *bad_paths[] = { "relative", "/", "/a/../b", "/a/./b", "/a//b",
+	    "/a b", "/a,b", "/usr", "/usr/lib", "/proc", "/etc", "/home/agent", "/x/",
+	    "/a;b", "/a/.." };
+	struct qemu_share sh;
+	struct qemu_config c;
+	size_t i;
+
+	base_config(&c); c.machine = "microvm"; expect_fail(&c, "microvm", "machine microvm");
+	base_config(&c); c.memory_mib = 10; expect_fail(&c, "memory", "memory 10");
+	base_config(&c); c.cpus = 0; expect_fail(&c, "cpus", "0 cpus");
+	base_config(&c); c.id = "Bad ID"; expect_fail(&c, "Bad ID", "bad id");
+	base_config(&c); c.mac = "52:54:00:aa:bb"; expect_fail(&c, "MAC", "short MAC");
+	base_config(&c); c.prefix = 31; expect_fail(&c, "prefix", "prefix 31");
+	base_config(&c); c.tap_fd = 4; expect_fail(&c, "descriptors", "same fds");
+	base_config(&c); c.port = 0; expect_fail(&c, "port", "port 0");
+	for (i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
+		base_config(&c);
+		sh.host_path = "/srv";
+		sh.guest_path = bad_paths[i];
+		c.shares = &sh;
+		c.nshares = 1;
+		expect_fail(&c, "guest path", bad_paths[i]);
+	}
+	base_config(&c); sh.host_path = "srv"; sh.guest_path = "/srv";
+	c.shares = &sh; c.nshares = 1; expect_fail(&c, "absolute", "relative host path");
+}
+
+static void
+test_guestctl(void)
+{
+	char *argv[] = { "/bin/sh", "-c", "id -u; exit 7", "", NULL }, *empty[] = { "", NULL };
+	char *out = NULL, **v = NULL, *big;
+	const char *err = NULL, *text;
+	size_t len, tlen;
+	int status = -1;
+	char **many;
+	size_t i;
+
+	CHECK(guestctl_encode(argv, "xterm-256color", 24, 80, 0, &out, &len, &err) == 0,
+	    "encode");
+	CHECK(len == strlen("TERM xterm-256color\nWINSZ 24 80\nARGV 26\n") + 26 &&
+	    memcmp(out, "TERM xterm-256color\nWINSZ 24 80\nARGV 26\n/bin/sh\0-c\0", 49) == 0,
+	    "encoded header and NUL-terminated args");
+	CHECK(guestctl_parse_argv(out + len - 26, 26, &v, &err) == 0 && v[0] && v[3] &&
+	    strcmp(v[2], "id -u; exit 7") == 0 && v[3][0] == '\0' && v[4] == NULL,
+	    "payload parses back, empty argument kept");
+	free(v);
+	free(out);
+	CHECK(guestctl_encode(argv, "bad term\n", 0, 0, 1, &out, &len, &err) == 0 &&
+	    strncmp(out, "RAW\nARGV 26\n", 12) == 0, "odd TERM dropped, RAW sent");
+	free(out);
+	CHECK(guestctl_encode(empty, NULL, 0, 0, 0, &out, &len, &err) == -1, "empty command refused");
+	big = malloc(GUESTCTL_ARGV_MAX + 1);
+	memset(big, 'a', GUESTCTL_ARGV_MAX);
+	big[GUESTCTL_ARGV_MAX] = '\0';
+	argv[2] = big;
+	CHECK(guestctl_encode(argv, NULL, 0, 0, 0, &out, &len, &err) == -1, "64 KiB cap");
+	free(big);
+	many = calloc(GUESTCTL_ARGC_MAX + 2, sizeof(*many));
+	for (i = 0; i < GUESTCTL_ARGC_MAX + 1; i++)
+		many[i] = "x";
+	CHECK(guestctl_encode(many, NULL, 0, 0, 0, &out, &len, &err) == -1, "argc cap");
+	free(many);
+
+	CHECK(guestctl_parse_argv((char[]){ 'a', 'b' }, 2, &v, &err) == -1, "unterminated payload");
+	CHECK(guestctl_parse_argv((char[]){ '\0', 'b', '\0' }, 3, &v, &err) == -1, "empty argv[0]");
+
+	CHECK(guestctl_parse_guest("EXIT 7", 6, &status, &text, &tlen) == GUESTCTL_EXIT &&
+	    status == 7, "EXIT 7");
+	CHECK(guestctl_parse_guest("EXIT 255", 8, &status, &text, &tlen) == GUESTCTL_EXIT &&
+	    status == 255, "EXIT 255");
+	CHECK(guestctl_parse_guest("EXIT 256", 8, &status, &text, &tlen) == GUESTCTL_BAD, "EXIT 256");
+	CHECK(guestctl_parse_guest("EXIT 07", 7, &status, &text, &tlen) == GUESTCTL_BAD, "EXIT 07");
+	CHECK(guestctl_parse_guest("EXIT -1", 7, &status, &text, &tlen) == GUESTCTL_BAD, "EXIT -1");
+	CHECK(guestctl_parse_guest("EXIT  1", 7, &status, &text, &tlen) == GUESTCTL_BAD, "EXIT  1");
+	CHECK(guestctl_parse_guest("EXIT 1 ", 7, &status, &text, &tlen) == GUESTCTL_BAD, "EXIT 1 ");
+	CHECK(guestctl_parse_guest("EXIT 99999999999999999999", 25, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "EXIT overflow");
+	CHECK(guestctl_parse_guest("EXIT", 4, &status, &text, &tlen) == GUESTCTL_BAD, "EXIT alone");
+	CHECK(guestctl_parse_guest("READY", 5, &status, &text, &tlen) == GUESTCTL_READY, "READY");
+	CHECK(guestctl_parse_guest("READY\r", 6, &status, &text, &tlen) == GUESTCTL_BAD, "READY\\r");
+	CHECK(guestctl_parse_guest("ERR no eth0", 11, &status, &text, &tlen) == GUESTCTL_ERR &&
+	    tlen == 7 && memcmp(text, "no eth0", 7) == 0, "ERR text");
+}
+
+static void
+test_ctl_parsers(void)
+{
+	struct ctl_lease l;
+	struct ctl_instance in;
+	char *cause = NULL, ip[16];
+	static const char *bad[] = {
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1",
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128 x=1",
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128 ",
+		"OK tap=ksbt0 tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap=ksbt0  ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap=ksbt0 ip=10.77.0.2 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap=ksbt0 ip=10.77.0.2/33 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap=ksbt0 ip=10.77.0.256/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=53:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb gw=10.77.0.1 port=3128",
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1/24 port=3128",
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=65536",
+		"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=03128",
+		"OK tap=ksbt0123456789ab ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap=ks/t0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+		"OK tap= ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128",
+	};
+	size_t i;
+
+	CHECK(ctl_parse_lease("OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:AA:bb:01 "
+	    "gw=10.77.0.1 port=3128", &l, &cause) == 0, "lease parses");
+	inet_ntop(AF_INET, &l.addr, ip, sizeof(ip));
+	CHECK(strcmp(l.tap, "ksbt0") == 0 && strcmp(ip, "10.77.0.2") == 0 && l.prefix == 24 &&
+	    l.port == 3128 && strcmp(l.mac_str, "52:54:00:aa:bb:01") == 0 && l.mac[3] == 0xaa,
+	    "lease fields");
+	CHECK(ctl_parse_lease("OK port=1 gw=10.0.0.1 mac=02:00:00:00:00:01 ip=10.0.0.2/30 "
+	    "tap=t", &l, &cause) == 0, "any key order");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		free(cause);
+		cause = NULL;
+		CHECK(ctl_parse_lease(bad[i], &l, &cause) == -1 && cause != NULL,
+		    "bad lease %zu refused", i);
+	}
+	free(cause);
+	cause = NULL;
+	CHECK(ctl_parse_instance("INSTANCE id=e-12345678 profile=default ip=10.77.0.2 "
+	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1700000000000", &in, &cause) == 0 &&
+	    strcmp(in.id, "e-12345678") == 0 && in.since_ms == 1700000000000LL &&
+	    in.prefix == 32, "INSTANCE line");
+	CHECK(ctl_parse_instance("INSTANCE id=Bad profile=default ip=10.77.0.2 "
+	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1", &in, &cause) == -1, "bad instance id");
+	free(cause);
+}
+
+static void
+test_modules(void)
+{
+	char dir[] = "/tmp/ksb-test-modules.XXXXXX", *p, **mods = NULL, *cause = NULL;
+	FILE *f;
+	size_t i;
+	int pos_virtio = -1, pos_ring = -1, pos_pci = -1, pos_net = -1, pos_9p = -1,
+	    pos_netfs = -1, pos_fscache = -1;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	xasprintf(&p, "%s/modules.dep", dir);
+	f = fopen(p, "w");
+	fputs("kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko "
+	    "kernel/fs/netfs/netfs.ko\n"
+	    "kernel/fs/fscache/fscache.ko: kernel/fs/netfs/netfs.ko\n"
+	    "kernel/fs/netfs/netfs.ko:\n"
+	    "kernel/net/9p/9pnet.ko:\n"
+	    "kernel/net/9p/9pnet_virtio.ko: kernel/net/9p/9pnet.ko "
+	    "kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko\n"
+	    "kernel/drivers/virtio/virtio_ring.ko:\n"
+	    "kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko\n"
+	    "kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio.ko "
+	    "kernel/drivers/virtio/virtio_ring.ko\n"
+	    "kernel/drivers/net/virtio_net.ko: kernel/drivers/virtio/virtio.ko "
+	    "kernel/drivers/virtio/virtio_ring.ko\n"
+	    "kernel/drivers/char/hw_random/virtio-rng.ko: kernel/drivers/virtio/virtio.ko\n",
+	    f);
+	fclose(f);
+	free(p);
+	xasprintf(&p, "%s/modules.builtin", dir);
+	f = fopen(p, "w");
+	fputs("kernel/drivers/char/virtio_console.ko\n", f);
+	fclose(f);
+	free(p);
+
+	CHECK(initramfs_modules(dir, &mods, &cause) == 0, "modules resolve (%s)",
+	    cause ? cause : "");
+	for (i = 0; mods != NULL && mods[i] != NULL; i++) {
+		if (strstr(mods[i], "/virtio.ko")) pos_virtio = (int)i;
+		if (strstr(mods[i], "/virtio_ring.ko")) pos_ring = (int)i;
+		if (strstr(mods[i], "/virtio_pci.ko")) pos_pci = (int)i;
+		if (strstr(mods[i], "/virtio_net.ko")) pos_net = (int)i;
+		if (strstr(mods[i], "/9p.ko")) pos_9p = (int)i;
+		if (strstr(mods[i], "/netfs.ko")) pos_netfs = (int)i;
+		if (strstr(mods[i], "/fscache.ko")) pos_fscache = (int)i;
+	}
+	CHECK(mods != NULL && i == 10, "10 modules (console built in, optional missing skipped)");
+	CHECK(pos_ring >= 0 && pos_ring < pos_virtio && pos_virtio < pos_pci &&
+	    pos_virtio < pos_net, "virtio_ring < virtio < virtio_pci, virtio_net");
+	CHECK(pos_netfs >= 0 && pos_netfs < pos_fscache && pos_fscache < pos_9p,
+	    "netfs < fscache < 9p");
+	initramfs_strv_free(mods);
+
+	xasprintf(&p, "%s/modules.builtin", dir);
+	unlink(p);
+	free(p);
+	CHECK(initramfs_modules(dir, &mods, &cause) == -1 && strstr(cause, "virtio_console"),
+	    "missing required module named");
+	free(cause);
+	xasprintf(&p, "%s/modules.dep", dir);
+	unlink(p);
+	free(p);
+	rmdir(dir);
+}
+
+int
+main(void)
+{
+	log_init("test_qemu_argv", 0);
+	test_argv();
+	test_argv_errors();
+	test_guestctl();
+	test_ctl_parsers();
+	test_modules();
+	return tap_done();
+}
