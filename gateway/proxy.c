@@ -527,6 +527,14 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	case HOSTNAME_IP:
 		c->host_is_ip = 1;
+		/* Only a canonical IPv4 literal can be allowed (decimal,
+		 * hex, octal and short spellings are refused outright). */
+		if (c->host_sa.ss_family != AF_INET) {
+			snprintf(msg, sizeof(msg), "%s: only canonical dotted-quad "
+			    "IPv4 literals can be allowed", c->host);
+			conn_deny_http(c, 403, "ip_literal", msg, NULL);
+			return;
+		}
 		if (policy_match_addr(c->gw->policy, c->inst->profile,
 		    (struct sockaddr *)&c->host_sa, c->port, &rule) != POLICY_ALLOW) {
 			snprintf(msg, sizeof(msg), "%s:%u: IP literals are not "
