@@ -1,0 +1,22 @@
+/*
+ * ksbctl.h: ksbctl's subcommands, one file each (ksbctl_<cmd>.c exports
+ * <cmd>_main), wireguard-tools style.  argv[0] is the subcommand name.
+ * Each returns the exit status: 0 ok, 1 failure, 2 usage error.
+ */
+#ifndef KSB_KSBCTL_H
+#define KSB_KSBCTL_H
+
+struct ksb_conf;
+
+/* The configuration ksbctl was started with (read-only for subcommands). */
+extern struct ksb_conf *ksbctl_conf;
+
+/* Print s (NULL: null) to stdout as a JSON string (RFC 8259 §7). */
+void ksbctl_json_str(const char *s);
+
+int list_main(int argc, char **argv);
+int audit_main(int argc, char **argv);
+int reload_main(int argc, char **argv);
+int policy_main(int argc, char **argv);
+
+#endif
