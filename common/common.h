@@ -66,8 +66,13 @@ struct ksb_conf {
 	int bridge_prefix;	/* 24 */
 	uint16_t proxy_port;	/* 3128 */
 	char *control_socket;	/* /run/ksb/gateway.sock */
+	char *control_group;	/* may REGISTER besides root; NULL: none */
+	gid_t control_gid;	/* its gid, resolved when the file is read */
+	char *proxy_user;	/* the proxy process's user; NULL: _ksbproxy
+				   if it exists, else nobody */
 	char *state_dir;	/* /var/lib/ksb */
 	char *audit_db;		/* <state_dir>/audit.db */
+	int64_t audit_retention;	/* seconds of audit records kept; 0: all */
 	char *hosts_file;	/* NULL: none */
 	char *resolver;		/* "ip[:port]" or NULL: /etc/resolv.conf */
 	char **policy_files;	/* expanded from "policy = GLOB" lines */
@@ -80,6 +85,9 @@ struct ksb_conf {
 	int resolve_timeout;	/* seconds: 5 */
 	int idle_timeout;	/* seconds, tunnel idle: 600 */
 	int max_connections;	/* 1024 */
+	int max_per_instance;	/* concurrent connections per instance: 256 */
+	int conn_rate;		/* new connections per second, all guests: 1000 */
+	int conn_rate_instance;	/* new connections per second per instance: 200 */
 };
 
 /*

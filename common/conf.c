@@ -9,6 +9,8 @@
  */
 #include <errno.h>
 #include <glob.h>
+#include <grp.h>
+#include <pwd.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -42,6 +44,8 @@ conf_free(struct ksb_conf *c)
 	free(c->path);
 	free(c->bridge);
 	free(c->control_socket);
+	free(c->control_group);
+	free(c->proxy_user);
 	free(c->state_dir);
 	free(c->audit_db);
 	free(c->hosts_file);
@@ -52,6 +56,28 @@ conf_free(struct ksb_conf *c)
 	free(c->kernel);
 	free(c->modules_dir);
 	free(c);
+}
+
+/* A group name, or a number: its gid.  0 or -1. */
+static int
+conf_group(const char *val, gid_t *gid)
+{
+	struct group *gr;
+	char *end;
+	unsigned long n;
+
+	if ((gr = getgrnam(val)) != NULL) {
+		*gid = gr->gr_gid;
+		return 0;
+	}
+	if (*val < '0' || *val > '9')
+		return -1;
+	errno = 0;
+	n = strtoul(val, &end, 10);
+	if (errno != 0 || *end != '\0' || n >= (gid_t)-1)
+		return -1;
+	*gid = (gid_t)n;
+	return 0;
 }
 
 static struct ksb_conf *
@@ -70,6 +96,9 @@ conf_defaults(void)
 	c->resolve_timeout = 5;
 	c->idle_timeout = 600;
 	c->max_connections = 1024;
+	c->max_per_instance = 256;
+	c->conn_rate = 1000;
+	c->conn_rate_instance = 200;
 	return c;
 }
 
@@ -114,6 +143,38 @@ conf_int(const char *v, long min, long max, long *out)
 		return -1;
 	*out = n;
 	return 0;
+}
+
+/* "0", or N followed by s, m, h or d (up to 100 years): seconds. */
+static int
+conf_duration(const char *v, int64_t *out)
+{
+	static const struct { char unit; int64_t mult; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	char *end;
+	long long n;
+	size_t i;
+
+	if (strcmp(v, "0") == 0) {
+		*out = 0;
+		return 0;
+	}
+	if (*v < '1' || *v > '9')
+		return -1;
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (errno != 0 || end[0] == '\0' || end[1] != '\0')
+		return -1;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (*end != units[i].unit)
+			continue;
+		if (n > 100LL * 366 * 86400 / units[i].mult)
+			return -1;
+		*out = n * units[i].mult;
+		return 0;
+	}
+	return -1;
 }
 
 static void
@@ -176,6 +237,18 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		p = conf_path(dir, val);
 		conf_setstr(&c->control_socket, p);
 		free(p);
+	} else if (strcmp(key, "control-group") == 0) {
+		if (conf_group(val, &c->control_gid) == -1)
+			conf_err(errs, file, line,
+			    "control-group: no such group `%s'", val);
+		else
+			conf_setstr(&c->control_group, val);
+	} else if (strcmp(key, "proxy-user") == 0) {
+		if (getpwnam(val) == NULL)
+			conf_err(errs, file, line,
+			    "proxy-user: no such user `%s'", val);
+		else
+			conf_setstr(&c->proxy_user, val);
 	} else if (strcmp(key, "state-dir") == 0) {
 		p = conf_path(dir, val);
 		conf_setstr(&c->state_dir, p);
@@ -184,6 +257,10 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		p = conf_path(dir, val);
 		conf_setstr(&c->audit_db, p);
 		free(p);
+	} else if (strcmp(key, "audit-retention") == 0) {
+		if (conf_duration(val, &c->audit_retention) == -1)
+			conf_err(errs, file, line, "audit-retention: `%s' is not "
+			    "a duration (0, or N followed by s, m, h or d)", val);
 	} else if (strcmp(key, "hosts-file") == 0) {
 		p = conf_path(dir, val);
 		conf_setstr(&c->hosts_file, p);
@@ -210,6 +287,9 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			{ "resolve-timeout", &c->resolve_timeout, 1, 3600 },
 			{ "idle-timeout", &c->idle_timeout, 1, 604800 },
 			{ "max-connections", &c->max_connections, 1, 1000000 },
+			{ "max-connections-per-instance", &c->max_per_instance, 1, 1000000 },
+			{ "connection-rate", &c->conn_rate, 1, 1000000 },
+			{ "connection-rate-per-instance", &c->conn_rate_instance, 1, 1000000 },
 		};
 		size_t i;
 

@@ -1,238 +1,1140 @@
 /*
  * audit.c: the SQLite audit database (schema/audit.sql, ksb-audit(5)).
  *
- * One writer: the gateway's event loop.  WAL mode, synchronous=FULL.
- * audit_decision() returns only after the row is committed, which is what
- * lets the proxy promise that no byte goes upstream before its row exists.
+ * The event loop queues records (audit_decision, audit_close, ...); one
+ * writer thread owns the database connection and commits whatever is
+ * queued as one transaction (group commit: BEGIN IMMEDIATE..COMMIT, WAL,
+ * synchronous=FULL), chaining every record onto the previous one
+ * (audit_chain.c).  Allowed rows carry a callback: the writer puts them on
+ * a done list and wakes the loop through an eventfd; the proxy relays
+ * nothing before that callback ran with ok = 1.
+ *
+ * Faults: before each batch the writer checks that the file is still at
+ * its path (SQLITE_FCNTL_HAS_MOVED) and writable (access(2)); any error
+ * rolls the batch back, turns audit_available() to 0, fails the batch's
+ * allowed rows, keeps the rest queued and retries every AUDIT_RETRY_MS.
+ * A removed database is replaced by a new one whose chain_anchor carries
+ * the last seq and hash on.  One warning per episode, one note at its end.
  */
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+#include <event2/event.h>
 #include <sqlite3.h>
 
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 1
+#define AUDIT_SCHEMA_VERSION 2
+#define AUDIT_RETRY_MS 1000
+#define AUDIT_BATCH_MAX 4096		/* records per transaction */
+#define AUDIT_PRUNE_EVERY_MS (3600 * 1000)
+#define AUDIT_PRUNE_CHUNK 20000		/* records deleted per transaction */
 
 extern const char schema_audit_sql[];
+extern const char schema_migrate_2_sql[];
 
-struct audit {
-	sqlite3 *db;
-	char *path;
-	sqlite3_stmt *ins;
-	sqlite3_stmt *close;
-	sqlite3_stmt *policy;
-	sqlite3_stmt *reg;
-	sqlite3_stmt *unreg;
+struct audit_rec {
+	enum audit_kind kind;
+	struct audit_val v[AUDIT_MAX_COLS];
+	audit_done_cb cb;		/* allowed rows only */
+	void *arg;
+	int cancelled;			/* loop thread only */
+	int ok;
+	int bad;			/* refused by a constraint: dropped */
+	struct audit_rec *next;
 };
 
-static int
-audit_prepare(struct audit *a, sqlite3_stmt **st, const char *sql, char **cause)
+struct audit {
+	char *path;
+	int64_t retention_ms;
+	int available;			/* __atomic; read by the loop */
+
+	/* Loop thread only. */
+	int64_t next_conn_id, next_reg_id, next_policy_id;
+	struct event *ev;
+	int efd;
+
+	pthread_t thread;
+	int started;
+	pthread_mutex_t mtx;
+	pthread_cond_t cond;
+	struct audit_rec *q, **qtail;	/* queued, FIFO */
+	size_t qlen;
+	struct audit_rec *done, **donetail;
+	int stopping;
+	uint64_t dropped;		/* records lost to a full backlog */
+
+	/* Writer thread only (and audit_open before it starts). */
+	sqlite3 *db;
+	sqlite3_stmt *ins[AUDIT_NKINDS];
+	sqlite3_stmt *mirror_close, *mirror_unreg;
+	int64_t seq;			/* last record's seq ... */
+	uint8_t head[AUDIT_HASH_LEN];	/* ... and hash */
+	int have_head;			/* seq/head known (a database was open) */
+	int down;
+	int probe_ok;			/* down, but the last probe passed */
+	int64_t down_since, retry_at, next_prune;
+};
+
+static int64_t
+audit_mono(void)
 {
-	if (sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
-	    NULL) != SQLITE_OK)
-		return cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+	return util_mono_ms();
+}
+
+static void
+audit_rec_free(struct audit_rec *r)
+{
+	int i;
+
+	if (r == NULL)
+		return;
+	for (i = 0; i < AUDIT_MAX_COLS; i++)
+		if (r->v[i].type == AUDIT_VAL_TEXT)
+			free((char *)r->v[i].s);
+	free(r);
+}
+
+static void
+audit_set_text(struct audit_val *v, const char *s)
+{
+	if (s == NULL || *s == '\0') {
+		v->type = AUDIT_VAL_NULL;
+		return;
+	}
+	v->type = AUDIT_VAL_TEXT;
+	v->s = xstrdup(s);
+	v->len = strlen(s);
+}
+
+static void
+audit_set_int(struct audit_val *v, int64_t i)
+{
+	v->type = AUDIT_VAL_INT;
+	v->i = i;
+}
+
+/* ---- writer thread -------------------------------------------------------- */
+
+static void
+audit_db_close(struct audit *a)
+{
+	int k;
+
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		sqlite3_finalize(a->ins[k]);
+		a->ins[k] = NULL;
+	}
+	sqlite3_finalize(a->mirror_close);
+	sqlite3_finalize(a->mirror_unreg);
+	a->mirror_close = a->mirror_unreg = NULL;
+	sqlite3_close(a->db);
+	a->db = NULL;
+}
+
+static int
+audit_exec(struct audit *a, const char *sql, char **cause)
+{
+	char *err = NULL;
+
+	if (sqlite3_exec(a->db, sql, NULL, NULL, &err) == SQLITE_OK)
+		return 0;
+	cause_set(cause, "%s: %s", a->path, err ? err : sqlite3_errmsg(a->db));
+	sqlite3_free(err);
+	return -1;
+}
+
+/* Append one record to the chain: seq, hash, INSERT.  0 or -1. */
+static int
+audit_put(struct audit *a, struct audit_rec *r)
+{
+	sqlite3_stmt *st = a->ins[r->kind];
+	size_t i, n = audit_kinds[r->kind].ncols;
+	uint8_t h[AUDIT_HASH_LEN];
+	int rc;
+
+	audit_chain_hash(a->head, a->seq + 1, r->kind, r->v, n, h);
+	for (i = 0; i < n; i++) {
+		switch (r->v[i].type) {
+		case AUDIT_VAL_NULL:
+			sqlite3_bind_null(st, (int)i + 1);
+			break;
+		case AUDIT_VAL_INT:
+			sqlite3_bind_int64(st, (int)i + 1, r->v[i].i);
+			break;
+		default:
+			sqlite3_bind_text(st, (int)i + 1, r->v[i].s,
+			    (int)r->v[i].len, SQLITE_STATIC);
+			break;
+		}
+	}
+	sqlite3_bind_int64(st, (int)n + 1, a->seq + 1);
+	sqlite3_bind_blob(st, (int)n + 2, h, AUDIT_HASH_LEN, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE)
+		return -1;
+	a->seq++;
+	memcpy(a->head, h, AUDIT_HASH_LEN);
+	return 0;
+}
+
+/*
+ * A close or unregistration record first updates the mirrored columns;
+ * *skip is set when the row it closes does not exist (its batch failed,
+ * or it was pruned), and then nothing is written.
+ */
+static int
+audit_mirror(struct audit *a, struct audit_rec *r, int *skip)
+{
+	sqlite3_stmt *st;
+	int rc, i;
+
+	*skip = 0;
+	if (r->kind == AUDIT_CLOSE) {
+		st = a->mirror_close;
+		/* conn_id, ts_ms, bytes_up, bytes_down, duration_ms, reason */
+		for (i = 1; i < 6; i++) {
+			if (r->v[i].type == AUDIT_VAL_INT)
+				sqlite3_bind_int64(st, i, r->v[i].i);
+			else if (r->v[i].type == AUDIT_VAL_TEXT)
+				sqlite3_bind_text(st, i, r->v[i].s, (int)r->v[i].len,
+				    SQLITE_STATIC);
+			else
+				sqlite3_bind_null(st, i);
+		}
+		sqlite3_bind_int64(st, 6, r->v[0].i);
+	} else if (r->kind == AUDIT_UNREGISTER) {
+		st = a->mirror_unreg;
+		sqlite3_bind_int64(st, 1, r->v[1].i);
+		sqlite3_bind_int64(st, 2, r->v[0].i);
+	} else
+		return 0;
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != SQLITE_DONE)
+		return -1;
+	*skip = sqlite3_changes(a->db) == 0;
+	return 0;
+}
+
+static int
+audit_prepare(struct audit *a, char **cause)
+{
+	char *sql = NULL, q[64];
+	size_t i, n;
+	int k;
+
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		n = audit_kinds[k].ncols;
+		q[0] = '\0';
+		for (i = 0; i < n + 2; i++)
+			strcat(q, i ? ",?" : "?");
+		xasprintf(&sql, "INSERT INTO %s (%s, seq, hash) VALUES (%s)",
+		    audit_kinds[k].table, audit_kinds[k].cols, q);
+		if (sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
+		    &a->ins[k], NULL) != SQLITE_OK)
+			goto fail;
+		free(sql);
+		sql = NULL;
+	}
+	if (sqlite3_prepare_v3(a->db, "UPDATE connections SET closed_ms = ?1, "
+	    "bytes_up = ?2, bytes_down = ?3, duration_ms = ?4, close_reason = ?5 "
+	    "WHERE id = ?6 AND closed_ms IS NULL", -1, SQLITE_PREPARE_PERSISTENT,
+	    &a->mirror_close, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(a->db, "UPDATE registrations SET unregistered_ms "
+	    "= ?1 WHERE id = ?2 AND unregistered_ms IS NULL", -1,
+	    SQLITE_PREPARE_PERSISTENT, &a->mirror_unreg, NULL) != SQLITE_OK)
+		goto fail;
+	return 0;
+fail:
+	free(sql);
+	return cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+}
+
+/* Read an existing row of a chained table into a record (migration). */
+static struct audit_rec *
+audit_load(struct audit *a, enum audit_kind kind, const char *sql, int64_t id)
+{
+	sqlite3_stmt *st = NULL;
+	struct audit_rec *r = NULL;
+	struct audit_val v;
+	size_t i;
+
+	if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return NULL;
+	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		r = xcalloc(1, sizeof(*r));
+		r->kind = kind;
+		for (i = 0; i < audit_kinds[kind].ncols; i++) {
+			audit_chain_column(st, (int)i, &v);
+			if (v.type == AUDIT_VAL_TEXT || v.type == AUDIT_VAL_OTHER) {
+				/* Exactly as stored, '' included. */
+				r->v[i].type = AUDIT_VAL_TEXT;
+				r->v[i].s = xstrndup(v.s ? v.s : "", v.len);
+				r->v[i].len = v.len;
+			} else if (v.type == AUDIT_VAL_INT)
+				audit_set_int(&r->v[i], v.i);
+			else
+				r->v[i].type = AUDIT_VAL_NULL;
+		}
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+/*
+ * Migration 1 -> 2, inside the open transaction: schema/migrate-2.sql,
+ * then chain every existing row in time order.  Rows of version 1 were
+ * updated in place at close; their close fields become close records.
+ */
+static int
+audit_migrate_2(struct audit *a, char **cause)
+{
+	static const char *order =
+	    "SELECT 0, id, registered_ms AS t FROM registrations "
+	    "UNION ALL SELECT 1, id, ts_ms FROM policy_versions "
+	    "UNION ALL SELECT 2, id, ts_ms FROM connections "
+	    "UNION ALL SELECT 3, id, closed_ms FROM connections "
+	    "WHERE closed_ms IS NOT NULL AND close_reason IS NOT NULL "
+	    "UNION ALL SELECT 4, id, unregistered_ms FROM registrations "
+	    "WHERE unregistered_ms IS NOT NULL ORDER BY t, 1, 2";
+	static const struct { enum audit_kind kind; const char *load, *set; } m[] = {
+		{ AUDIT_REGISTER, "SELECT id, instance, profile, tap, mac, ip, "
+		    "registered_ms FROM registrations WHERE id = ?",
+		    "UPDATE registrations SET seq = ?, hash = ? WHERE id = ?" },
+		{ AUDIT_POLICY, "SELECT id, ts_ms, digest, ok, files, errors "
+		    "FROM policy_versions WHERE id = ?",
+		    "UPDATE policy_versions SET seq = ?, hash = ? WHERE id = ?" },
+		{ AUDIT_CONNECTION, "SELECT id, ts_ms, instance, profile, "
+		    "client_addr, client_port, host, port, sni, upstream_addr, "
+		    "upstream_port, decision, reason, policy_digest FROM "
+		    "connections WHERE id = ?",
+		    "UPDATE connections SET seq = ?, hash = ? WHERE id = ?" },
+		{ AUDIT_CLOSE, "SELECT id, closed_ms, bytes_up, bytes_down, "
+		    "duration_ms, close_reason FROM connections WHERE id = ?", NULL },
+		{ AUDIT_UNREGISTER, "SELECT id, unregistered_ms FROM "
+		    "registrations WHERE id = ?", NULL },
+	};
+	sqlite3_stmt *st = NULL, *up = NULL;
+	struct audit_rec *r;
+	uint8_t h[AUDIT_HASH_LEN];
+	int which, ret = -1;
+	int64_t id;
+
+	if (audit_exec(a, schema_migrate_2_sql, cause) == -1 ||
+	    audit_prepare(a, cause) == -1)
+		return -1;
+	if (sqlite3_prepare_v2(a->db, order, -1, &st, NULL) != SQLITE_OK)
+		goto sqlerr;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		which = sqlite3_column_int(st, 0);
+		id = sqlite3_column_int64(st, 1);
+		r = audit_load(a, m[which].kind, m[which].load, id);
+		if (r == NULL)
+			goto sqlerr;
+		if (m[which].set == NULL) {
+			/* Close and unregistration records are new rows. */
+			if (audit_put(a, r) == -1) {
+				audit_rec_free(r);
+				goto sqlerr;
+			}
+		} else {
+			audit_chain_hash(a->head, a->seq + 1, r->kind, r->v,
+			    audit_kinds[r->kind].ncols, h);
+			if (sqlite3_prepare_v2(a->db, m[which].set, -1, &up,
+			    NULL) != SQLITE_OK) {
+				audit_rec_free(r);
+				goto sqlerr;
+			}
+			sqlite3_bind_int64(up, 1, a->seq + 1);
+			sqlite3_bind_blob(up, 2, h, AUDIT_HASH_LEN, SQLITE_STATIC);
+			sqlite3_bind_int64(up, 3, id);
+			if (sqlite3_step(up) != SQLITE_DONE) {
+				audit_rec_free(r);
+				goto sqlerr;
+			}
+			sqlite3_finalize(up);
+			up = NULL;
+			a->seq++;
+			memcpy(a->head, h, AUDIT_HASH_LEN);
+		}
+		audit_rec_free(r);
+	}
+	ret = 0;
+	goto cleanup;
+sqlerr:
+	cause_set(cause, "%s: migration to version 2: %s", a->path,
+	    sqlite3_errmsg(a->db));
+cleanup:
+	sqlite3_finalize(st);
+	sqlite3_finalize(up);
+	return ret;
+}
+
+/*
+ * Open (or create) the database, migrate it, load the chain head, close
+ * what a previous gateway left open.  A database created while we still
+ * know the head of a previous one (it was removed) is anchored on it.
+ * Returns 0, -1 (*cause; retry later) or -2 (schema too new).
+ */
+static int
+audit_db_open(struct audit *a, char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int version = -1, ret = -1, k, created;
+	int64_t prev_seq = a->seq, now = util_now_ms();
+	uint8_t prev_head[AUDIT_HASH_LEN];
+	struct audit_rec *r;
+	char *sql = NULL;
+
+	memcpy(prev_head, a->head, AUDIT_HASH_LEN);
+	if (sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+		cause_set(cause, "%s: %s", a->path, a->db ?
+		    sqlite3_errmsg(a->db) : "cannot open");
+		goto fail;
+	}
+	sqlite3_busy_timeout(a->db, 5000);
+	if (sqlite3_db_readonly(a->db, "main") == 1) {
+		cause_set(cause, "%s: read-only", a->path);
+		goto fail;
+	}
+	if (audit_exec(a, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+	    "PRAGMA journal_size_limit=16777216", cause) == -1)
+		goto fail;
+	if (audit_exec(a, "BEGIN IMMEDIATE", cause) == -1)
+		goto fail;
+	if (sqlite3_prepare_v2(a->db, "PRAGMA user_version", -1, &st, NULL) ==
+	    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		version = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	st = NULL;
+	if (version < 0) {
+		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+		goto rollback;
+	}
+	if (version > AUDIT_SCHEMA_VERSION) {
+		cause_set(cause, "%s: schema version %d is newer than this "
+		    "ksb-gatewayd understands (%d)", a->path, version,
+		    AUDIT_SCHEMA_VERSION);
+		ret = -2;
+		goto rollback;
+	}
+	created = version == 0;
+	if (created) {
+		if (audit_exec(a, schema_audit_sql, cause) == -1)
+			goto rollback;
+	}
+	a->seq = 0;
+	memset(a->head, 0, AUDIT_HASH_LEN);
+	if (version == 1) {
+		if (audit_migrate_2(a, cause) == -1)
+			goto rollback;
+		log_info("audit %s: migrated from schema version 1 to %d "
+		    "(%lld records chained)", a->path, AUDIT_SCHEMA_VERSION,
+		    (long long)a->seq);
+	} else if (audit_prepare(a, cause) == -1)
+		goto rollback;
+	if (created && a->have_head && prev_seq > 0) {
+		/* The previous database was removed: continue its chain. */
+		if (sqlite3_prepare_v2(a->db, "INSERT INTO chain_anchor (id, seq, "
+		    "hash, ts_ms, reason) VALUES (1, ?, ?, ?, 'replaced')", -1,
+		    &st, NULL) != SQLITE_OK)
+			goto sqlerr;
+		sqlite3_bind_int64(st, 1, prev_seq);
+		sqlite3_bind_blob(st, 2, prev_head, AUDIT_HASH_LEN, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, now);
+		if (sqlite3_step(st) != SQLITE_DONE)
+			goto sqlerr;
+		sqlite3_finalize(st);
+		st = NULL;
+		log_warnx("audit %s: new database continues the chain of the "
+		    "removed one at seq %lld", a->path, (long long)prev_seq);
+	}
+	if (audit_chain_head(a->db, &a->seq, a->head) == -1)
+		goto sqlerr;
+	/* Tunnels and registrations a previous gateway left open end now. */
+	for (k = 0; k < 2; k++) {
+		xasprintf(&sql, k == 0 ? "SELECT id FROM connections WHERE "
+		    "decision = 'allow' AND closed_ms IS NULL ORDER BY id" :
+		    "SELECT id FROM registrations WHERE unregistered_ms IS NULL "
+		    "ORDER BY id");
+		if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
+			goto sqlerr;
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			int skip;
+
+			r = xcalloc(1, sizeof(*r));
+			audit_set_int(&r->v[0], sqlite3_column_int64(st, 0));
+			audit_set_int(&r->v[1], now);
+			if (k == 0) {
+				r->kind = AUDIT_CLOSE;
+				audit_set_text(&r->v[5], "gateway_restart");
+			} else
+				r->kind = AUDIT_UNREGISTER;
+			if (audit_mirror(a, r, &skip) == -1 ||
+			    (!skip && audit_put(a, r) == -1)) {
+				audit_rec_free(r);
+				goto sqlerr;
+			}
+			audit_rec_free(r);
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+		free(sql);
+		sql = NULL;
+	}
+	xasprintf(&sql, "PRAGMA user_version = %d", AUDIT_SCHEMA_VERSION);
+	if (audit_exec(a, sql, cause) == -1 || audit_exec(a, "COMMIT", cause) == -1)
+		goto rollback;
+	free(sql);
+	a->have_head = 1;
+	return 0;
+sqlerr:
+	cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+rollback:
+	sqlite3_finalize(st);
+	free(sql);
+	sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+fail:
+	audit_db_close(a);
+	a->seq = prev_seq;
+	memcpy(a->head, prev_head, AUDIT_HASH_LEN);
+	return ret;
+}
+
+/* Is the database still there and writable?  Reopens it if needed. */
+static int
+audit_check(struct audit *a, char **cause)
+{
+	int moved = 0, rc;
+
+	if (a->db != NULL) {
+		if (sqlite3_file_control(a->db, "main", SQLITE_FCNTL_HAS_MOVED,
+		    &moved) != SQLITE_OK || moved) {
+			audit_db_close(a);
+			return cause_set(cause, "%s: removed or replaced while "
+			    "open", a->path);
+		}
+		if (access(a->path, W_OK) == -1)
+			return cause_set(cause, "%s: %s", a->path, strerror(errno));
+		return 0;
+	}
+	rc = audit_db_open(a, cause);
+	if (rc == -2)
+		log_warnx("audit: %s", *cause);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Commit the batch as one transaction.  0, or -1 with *cause. */
+static int
+audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
+{
+	int64_t seq = a->seq;
+	uint8_t head[AUDIT_HASH_LEN];
+	struct audit_rec *r;
+	int skip;
+
+	if (audit_check(a, cause) == -1)
+		return -1;
+	memcpy(head, a->head, AUDIT_HASH_LEN);
+	if (audit_exec(a, "BEGIN IMMEDIATE", cause) == -1)
+		goto fail;
+	for (r = batch; r != NULL; r = r->next) {
+		if (audit_mirror(a, r, &skip) == 0 && (skip || audit_put(a, r) == 0))
+			continue;
+		switch (sqlite3_errcode(a->db)) {
+		case SQLITE_CONSTRAINT:
+		case SQLITE_MISMATCH:
+		case SQLITE_TOOBIG:
+		case SQLITE_RANGE:
+			/* This record, not the database: drop it alone (the
+			 * failed statement was undone, the transaction goes on). */
+			log_warnx("audit %s: %s record dropped: %s", a->path,
+			    audit_kinds[r->kind].name, sqlite3_errmsg(a->db));
+			r->bad = 1;
+			continue;
+		default:
+			cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+			goto fail;
+		}
+	}
+	if (audit_exec(a, "COMMIT", cause) == -1)
+		goto fail;
+	return 0;
+fail:
+	if (a->db != NULL && !sqlite3_get_autocommit(a->db))
+		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+	a->seq = seq;
+	memcpy(a->head, head, AUDIT_HASH_LEN);
+	return -1;
+}
+
+/*
+ * Retention: delete the records older than the cutoff, oldest first, at
+ * most AUDIT_PRUNE_CHUNK per call (one transaction, so queued records are
+ * not held up for long), and move the anchor onto the last one deleted, so
+ * that verification still starts from a known hash.  1 if more is due.
+ */
+static int
+audit_prune(struct audit *a, int64_t retention_ms)
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL, *cause = NULL;
+	int64_t cutoff = util_now_ms() - retention_ms, first = -1, anchor,
+	    upto, n;
+	uint8_t h[AUDIT_HASH_LEN];
+	int k, total = 0, more = 0;
+
+	if (retention_ms <= 0 || a->db == NULL || a->down)
+		return 0;
+	{
+		/* The first record young enough to keep bounds the cut (a
+		 * scan in seq order that stops there: it reads only what
+		 * is about to go). */
+		first = -1;
+		for (k = 0; k < AUDIT_NKINDS; k++) {
+			xasprintf(&sql, "SELECT seq FROM %s WHERE %s >= ? AND "
+			    "seq IS NOT NULL ORDER BY seq LIMIT 1",
+			    audit_kinds[k].table, audit_kinds[k].ts_col);
+			if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
+				goto fail;
+			sqlite3_bind_int64(st, 1, cutoff);
+			if (sqlite3_step(st) == SQLITE_ROW &&
+			    sqlite3_column_type(st, 0) != SQLITE_NULL &&
+			    (first == -1 || sqlite3_column_int64(st, 0) < first))
+				first = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+			st = NULL;
+			free(sql);
+			sql = NULL;
+		}
+		if (audit_chain_anchor(a->db, &anchor, h) == -1)
+			goto fail;
+		upto = (first == -1 ? a->seq : first - 1);
+		if (upto <= anchor)
+			return 0;
+		if (upto > anchor + AUDIT_PRUNE_CHUNK) {
+			upto = anchor + AUDIT_PRUNE_CHUNK;
+			more = 1;
+		}
+		if (audit_exec(a, "BEGIN IMMEDIATE", &cause) == -1)
+			goto fail;
+		/* The hash of record upto becomes the anchor. */
+		for (k = 0; k < AUDIT_NKINDS; k++) {
+			xasprintf(&sql, "SELECT hash FROM %s WHERE seq = ?",
+			    audit_kinds[k].table);
+			if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
+				goto rollback;
+			sqlite3_bind_int64(st, 1, upto);
+			if (sqlite3_step(st) == SQLITE_ROW &&
+			    sqlite3_column_bytes(st, 0) == AUDIT_HASH_LEN)
+				memcpy(h, sqlite3_column_blob(st, 0), AUDIT_HASH_LEN);
+			sqlite3_finalize(st);
+			st = NULL;
+			free(sql);
+			sql = NULL;
+		}
+		n = 0;
+		for (k = 0; k < AUDIT_NKINDS; k++) {
+			xasprintf(&sql, "DELETE FROM %s WHERE seq <= ?",
+			    audit_kinds[k].table);
+			if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
+				goto rollback;
+			sqlite3_bind_int64(st, 1, upto);
+			if (sqlite3_step(st) != SQLITE_DONE)
+				goto rollback;
+			n += sqlite3_changes(a->db);
+			sqlite3_finalize(st);
+			st = NULL;
+			free(sql);
+			sql = NULL;
+		}
+		if (sqlite3_prepare_v2(a->db, "INSERT OR REPLACE INTO chain_anchor "
+		    "(id, seq, hash, ts_ms, reason) VALUES (1, ?, ?, ?, "
+		    "'retention')", -1, &st, NULL) != SQLITE_OK)
+			goto rollback;
+		sqlite3_bind_int64(st, 1, upto);
+		sqlite3_bind_blob(st, 2, h, AUDIT_HASH_LEN, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 3, util_now_ms());
+		if (sqlite3_step(st) != SQLITE_DONE)
+			goto rollback;
+		sqlite3_finalize(st);
+		st = NULL;
+		if (audit_exec(a, "COMMIT", &cause) == -1)
+			goto fail;
+		total += (int)n;
+	}
+	if (total > 0)
+		log_info("audit %s: retention: %d records older than %lld s "
+		    "pruned, anchor at seq %lld", a->path, total,
+		    (long long)(retention_ms / 1000), (long long)upto);
+	return more;
+rollback:
+	sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
+fail:
+	log_warnx("audit %s: retention: %s", a->path, cause ? cause :
+	    sqlite3_errmsg(a->db));
+	sqlite3_finalize(st);
+	free(sql);
+	free(cause);
+	return 0;
+}
+
+static void
+audit_wake_loop(struct audit *a)
+{
+	uint64_t one = 1;
+
+	if (a->efd != -1 && write(a->efd, &one, sizeof(one)) == -1 &&
+	    errno != EAGAIN)
+		log_warn("audit: eventfd");
+}
+
+/* Called with the mutex held, around an unlocked commit. */
+static void
+audit_episode(struct audit *a, int ok, char *cause, size_t n)
+{
+	if (ok && a->down) {
+		log_info("audit %s: writable again after %lld ms; queued "
+		    "records written", a->path,
+		    (long long)(audit_mono() - a->down_since));
+		if (a->dropped > 0)
+			log_warnx("audit %s: %llu records were lost (backlog "
+			    "full)", a->path, (unsigned long long)a->dropped);
+		a->dropped = 0;
+		a->down = 0;
+	} else if (!ok && !a->down) {
+		log_warnx("audit: %s: refusing new connections "
+		    "(audit_unavailable) until it can be written (%zu records "
+		    "queued)", cause, n);
+		a->down = 1;
+		a->down_since = audit_mono();
+	}
+	if (!ok) {
+		a->probe_ok = 0;
+		a->retry_at = audit_mono() + AUDIT_RETRY_MS;
+	}
+	__atomic_store_n(&a->available, !a->down, __ATOMIC_RELEASE);
+}
+
+static void
+audit_timedwait(struct audit *a, int64_t until_mono)
+{
+	struct timespec ts;
+	int64_t ms = until_mono - audit_mono();
+
+	if (ms <= 0)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&a->cond, &a->mtx, &ts);
+}
+
+static void *
+audit_writer(void *arg)
+{
+	struct audit *a = arg;
+	struct audit_rec *batch, *r, *next, **tail, *keep, **keeptail;
+	char *cause;
+	size_t n, nkeep;
+	int ok, wake, tried_after_stop = 0;
+
+	pthread_mutex_lock(&a->mtx);
+	for (;;) {
+		if (a->retention_ms > 0 && audit_mono() >= a->next_prune &&
+		    !a->down) {
+			int64_t keep_ms = a->retention_ms;
+			int more;
+
+			pthread_mutex_unlock(&a->mtx);
+			more = audit_prune(a, keep_ms);
+			pthread_mutex_lock(&a->mtx);
+			/* More to prune: again right after the queued records. */
+			a->next_prune = audit_mono() + (more ? 0 :
+			    AUDIT_PRUNE_EVERY_MS);
+		}
+		if (a->q == NULL) {
+			if (a->stopping)
+				break;
+			if (a->down && !a->probe_ok) {
+				if (audit_mono() < a->retry_at) {
+					audit_timedwait(a, a->retry_at);
+					continue;
+				}
+				/* Probe: reopen or recheck, nothing to write. */
+				pthread_mutex_unlock(&a->mtx);
+				cause = NULL;
+				ok = audit_check(a, &cause) == 0;
+				free(cause);
+				pthread_mutex_lock(&a->mtx);
+				if (ok) {
+					a->probe_ok = 1;
+					__atomic_store_n(&a->available, 1,
+					    __ATOMIC_RELEASE);
+				} else
+					a->retry_at = audit_mono() + AUDIT_RETRY_MS;
+				continue;
+			}
+			if (a->retention_ms > 0)
+				audit_timedwait(a, a->next_prune);
+			else
+				pthread_cond_wait(&a->cond, &a->mtx);
+			continue;
+		}
+		if (a->stopping && a->down) {
+			if (tried_after_stop)
+				break;
+			tried_after_stop = 1;	/* one more attempt */
+		} else if (a->down && !a->probe_ok && audit_mono() < a->retry_at) {
+			audit_timedwait(a, a->retry_at);
+			continue;
+		}
+		/* Take up to AUDIT_BATCH_MAX records. */
+		batch = a->q;
+		tail = &batch;
+		for (n = 0; *tail != NULL && n < AUDIT_BATCH_MAX; n++)
+			tail = &(*tail)->next;
+		a->q = *tail;
+		*tail = NULL;
+		if (a->q == NULL)
+			a->qtail = &a->q;
+		a->qlen -= n;
+		pthread_mutex_unlock(&a->mtx);
+
+		cause = NULL;
+		ok = audit_commit(a, batch, &cause) == 0;
+
+		pthread_mutex_lock(&a->mtx);
+		audit_episode(a, ok, cause, n + a->qlen);
+		free(cause);
+		/* Allowed rows go back to the loop; failed others are requeued. */
+		wake = 0;
+		keep = NULL;
+		keeptail = &keep;
+		nkeep = 0;
+		for (r = batch; r != NULL; r = next) {
+			next = r->next;
+			r->next = NULL;
+			if (r->cb != NULL) {
+				r->ok = ok && !r->bad;
+				*a->donetail = r;
+				a->donetail = &r->next;
+				wake = 1;
+			} else if (ok || r->bad) {
+				audit_rec_free(r);
+			} else {
+				*keeptail = r;
+				keeptail = &r->next;
+				nkeep++;
+			}
+		}
+		if (keep != NULL) {
+			*keeptail = a->q;
+			if (a->q == NULL)
+				a->qtail = keeptail;
+			a->q = keep;
+			a->qlen += nkeep;
+		}
+		if (wake)
+			audit_wake_loop(a);
+	}
+	if (a->qlen > 0 || a->dropped > 0)
+		log_warnx("audit %s: exiting with %zu records unwritten",
+		    a->path, a->qlen + (size_t)a->dropped);
+	pthread_mutex_unlock(&a->mtx);
+	return NULL;
+}
+
+/* ---- event loop side ------------------------------------------------------ */
+
+static void
+audit_wakeup_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct audit *a = arg;
+	struct audit_rec *r, *next;
+	uint64_t v;
+
+	if (read(a->efd, &v, sizeof(v)) == -1 && errno != EAGAIN)
+		log_warn("audit: eventfd");
+	pthread_mutex_lock(&a->mtx);
+	r = a->done;
+	a->done = NULL;
+	a->donetail = &a->done;
+	pthread_mutex_unlock(&a->mtx);
+	for (; r != NULL; r = next) {
+		next = r->next;
+		if (!r->cancelled)
+			r->cb(r->ok, r->arg);
+		audit_rec_free(r);
+	}
+}
+
+/* Queue r; -1 (r freed) if the backlog is full. */
+static int
+audit_enqueue(struct audit *a, struct audit_rec *r)
+{
+	pthread_mutex_lock(&a->mtx);
+	if (a->qlen >= AUDIT_BACKLOG_MAX) {
+		a->dropped++;
+		pthread_mutex_unlock(&a->mtx);
+		audit_rec_free(r);
+		return -1;
+	}
+	*a->qtail = r;
+	a->qtail = &r->next;
+	a->qlen++;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->mtx);
+	return 0;
+}
+
+static int64_t
+audit_max_id(sqlite3 *db, const char *table)
+{
+	sqlite3_stmt *st = NULL;
+	char *sql;
+	int64_t id = 0;
+
+	xasprintf(&sql, "SELECT max(id) FROM %s", table);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	free(sql);
+	return id;
+}
+
+int
+audit_open(const char *path, int64_t retention_s, struct audit **out,
+    char **cause)
+{
+	struct audit *a = xcalloc(1, sizeof(*a));
+	char *why = NULL;
+	int rc;
+
+	a->path = xstrdup(path);
+	a->retention_ms = retention_s * 1000;
+	a->efd = -1;
+	a->q = a->done = NULL;
+	a->qtail = &a->q;
+	a->donetail = &a->done;
+	pthread_mutex_init(&a->mtx, NULL);
+	pthread_cond_init(&a->cond, NULL);
+	rc = audit_db_open(a, &why);
+	if (rc == -2) {
+		*cause = why;
+		audit_free(a);
+		return -1;
+	}
+	if (rc == 0) {
+		a->next_conn_id = audit_max_id(a->db, "connections");
+		a->next_reg_id = audit_max_id(a->db, "registrations");
+		a->next_policy_id = audit_max_id(a->db, "policy_versions");
+		a->available = 1;
+	} else {
+		/* Ids from the clock never collide with a database we have
+		 * not seen yet (at most one per microsecond). */
+		a->next_conn_id = a->next_reg_id = a->next_policy_id =
+		    util_now_ms() * 1000;
+		log_warnx("audit: %s: refusing new connections "
+		    "(audit_unavailable) until it can be written", why);
+		a->down = 1;
+		a->down_since = audit_mono();
+		a->retry_at = audit_mono() + AUDIT_RETRY_MS;
+		free(why);
+	}
+	*out = a;
+	return 0;
+}
+
+int
+audit_start(struct audit *a, struct event_base *base, char **cause)
+{
+	int err;
+
+	a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (a->efd == -1)
+		return cause_set(cause, "eventfd: %s", strerror(errno));
+	a->ev = event_new(base, a->efd, EV_READ | EV_PERSIST, audit_wakeup_cb, a);
+	if (a->ev == NULL || event_add(a->ev, NULL) == -1)
+		return cause_set(cause, "audit: event_new failed");
+	if ((err = pthread_create(&a->thread, NULL, audit_writer, a)) != 0)
+		return cause_set(cause, "audit: pthread_create: %s", strerror(err));
+	a->started = 1;
 	return 0;
 }
 
 void
 audit_free(struct audit *a)
 {
+	struct audit_rec *r, *next;
+
 	if (a == NULL)
 		return;
-	sqlite3_finalize(a->ins);
-	sqlite3_finalize(a->close);
-	sqlite3_finalize(a->policy);
-	sqlite3_finalize(a->reg);
-	sqlite3_finalize(a->unreg);
-	sqlite3_close(a->db);
+	if (a->started) {
+		pthread_mutex_lock(&a->mtx);
+		a->stopping = 1;
+		pthread_cond_signal(&a->cond);
+		pthread_mutex_unlock(&a->mtx);
+		pthread_join(a->thread, NULL);
+	}
+	for (r = a->q; r != NULL; r = next) {
+		next = r->next;
+		audit_rec_free(r);
+	}
+	for (r = a->done; r != NULL; r = next) {
+		next = r->next;
+		audit_rec_free(r);
+	}
+	if (a->ev != NULL)
+		event_free(a->ev);
+	if (a->efd != -1)
+		close(a->efd);
+	audit_db_close(a);
+	pthread_mutex_destroy(&a->mtx);
+	pthread_cond_destroy(&a->cond);
 	free(a->path);
 	free(a);
 }
 
+void
+audit_set_retention(struct audit *a, int64_t retention_s)
+{
+	pthread_mutex_lock(&a->mtx);
+	a->retention_ms = retention_s * 1000;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->mtx);
+}
+
 int
-audit_open(const char *path, struct audit **out, char **cause)
+audit_available(struct audit *a)
 {
-	struct audit *a = xcalloc(1, sizeof(*a));
-	char *err = NULL;
-	int ret = -1, version = 0;
-	sqlite3_stmt *st = NULL;
-
-	a->path = xstrdup(path);
-	if (sqlite3_open_v2(path, &a->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		cause_set(cause, "%s: %s", path, a->db ? sqlite3_errmsg(a->db) :
-		    "cannot open");
-		goto cleanup;
-	}
-	sqlite3_busy_timeout(a->db, 2000);
-	if (sqlite3_exec(a->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL;",
-	    NULL, NULL, &err) != SQLITE_OK) {
-		cause_set(cause, "%s: %s", path, err);
-		goto cleanup;
-	}
-	if (sqlite3_prepare_v2(a->db, "PRAGMA user_version", -1, &st, NULL) ==
-	    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		version = sqlite3_column_int(st, 0);
-	sqlite3_finalize(st);
-	if (version > AUDIT_SCHEMA_VERSION) {
-		cause_set(cause, "%s: schema version %d is newer than this "
-		    "ksb-gatewayd understands (%d)", path, version,
-		    AUDIT_SCHEMA_VERSION);
-		goto cleanup;
-	}
-	if (sqlite3_exec(a->db, "BEGIN IMMEDIATE", NULL, NULL, &err) != SQLITE_OK ||
-	    sqlite3_exec(a->db, schema_audit_sql, NULL, NULL, &err) != SQLITE_OK ||
-	    sqlite3_exec(a->db, "PRAGMA user_version = 1", NULL, NULL, &err) != SQLITE_OK ||
-	    /* Tunnels open when a previous gateway died are closed now. */
-	    sqlite3_exec(a->db, "UPDATE connections SET close_reason = "
-	    "'gateway_restart' WHERE decision = 'allow' AND closed_ms IS NULL",
-	    NULL, NULL, &err) != SQLITE_OK ||
-	    sqlite3_exec(a->db, "UPDATE connections SET closed_ms = ts_ms "
-	    "WHERE close_reason = 'gateway_restart' AND closed_ms IS NULL",
-	    NULL, NULL, &err) != SQLITE_OK ||
-	    sqlite3_exec(a->db, "UPDATE registrations SET unregistered_ms = "
-	    "registered_ms WHERE unregistered_ms IS NULL", NULL, NULL, &err) != SQLITE_OK ||
-	    sqlite3_exec(a->db, "COMMIT", NULL, NULL, &err) != SQLITE_OK) {
-		cause_set(cause, "%s: schema: %s", path, err);
-		goto cleanup;
-	}
-	if (audit_prepare(a, &a->ins, "INSERT INTO connections (ts_ms, "
-	    "instance, profile, client_addr, client_port, host, port, sni, "
-	    "upstream_addr, upstream_port, decision, reason, policy_digest) "
-	    "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", cause) == -1 ||
-	    audit_prepare(a, &a->close, "UPDATE connections SET bytes_up = ?, "
-	    "bytes_down = ?, duration_ms = ?, close_reason = ?, closed_ms = ? "
-	    "WHERE id = ?", cause) == -1 ||
-	    audit_prepare(a, &a->policy, "INSERT INTO policy_versions (ts_ms, "
-	    "digest, ok, files, errors) VALUES (?,?,?,?,?)", cause) == -1 ||
-	    audit_prepare(a, &a->reg, "INSERT INTO registrations (instance, "
-	    "profile, tap, mac, ip, registered_ms) VALUES (?,?,?,?,?,?)",
-	    cause) == -1 ||
-	    audit_prepare(a, &a->unreg, "UPDATE registrations SET "
-	    "unregistered_ms = ? WHERE id = ?", cause) == -1)
-		goto cleanup;
-	*out = a;
-	a = NULL;
-	ret = 0;
-cleanup:
-	sqlite3_free(err);
-	audit_free(a);
-	return ret;
-}
-
-static void
-audit_bind_text(sqlite3_stmt *st, int i, const char *s)
-{
-	if (s == NULL || *s == '\0')
-		sqlite3_bind_null(st, i);
-	else
-		sqlite3_bind_text(st, i, s, -1, SQLITE_TRANSIENT);
-}
-
-static void
-audit_bind_int(sqlite3_stmt *st, int i, int64_t v, int null_if_zero)
-{
-	if (null_if_zero && v == 0)
-		sqlite3_bind_null(st, i);
-	else
-		sqlite3_bind_int64(st, i, v);
-}
-
-/* Run a prepared write statement in autocommit mode; 0 once durable. */
-static int
-audit_step(struct audit *a, sqlite3_stmt *st)
-{
-	int rc = sqlite3_step(st);
-
-	sqlite3_reset(st);
-	sqlite3_clear_bindings(st);
-	if (rc != SQLITE_DONE) {
-		log_warnx("audit %s: %s", a->path, sqlite3_errmsg(a->db));
-		return -1;
-	}
-	return 0;
+	return __atomic_load_n(&a->available, __ATOMIC_ACQUIRE);
 }
 
 int64_t
-audit_decision(struct audit *a, const struct audit_row *r)
+audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
+    void *arg, struct audit_wait **wait)
 {
-	char host[1100], sni[1100];
-	sqlite3_stmt *st = a->ins;
+	struct audit_rec *r;
+	char esc[1100];
+	int64_t id;
 
-	log_escape(host, sizeof(host), r->host, r->host ? strlen(r->host) : 0);
-	log_escape(sni, sizeof(sni), r->sni, r->sni ? strlen(r->sni) : 0);
-	sqlite3_bind_int64(st, 1, util_now_ms());
-	audit_bind_text(st, 2, r->instance);
-	audit_bind_text(st, 3, r->profile);
-	sqlite3_bind_text(st, 4, r->client_addr, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int(st, 5, r->client_port);
-	audit_bind_text(st, 6, host);
-	audit_bind_int(st, 7, r->port, 1);
-	audit_bind_text(st, 8, sni);
-	audit_bind_text(st, 9, r->upstream_addr);
-	audit_bind_int(st, 10, r->upstream_port, 1);
-	sqlite3_bind_text(st, 11, r->allow ? "allow" : "deny", -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 12, r->reason, -1, SQLITE_TRANSIENT);
-	audit_bind_text(st, 13, r->policy_digest);
-	if (audit_step(a, st) == -1)
+	if (cb != NULL && !audit_available(a))
 		return -1;
-	return sqlite3_last_insert_rowid(a->db);
+	r = xcalloc(1, sizeof(*r));
+	r->kind = AUDIT_CONNECTION;
+	id = ++a->next_conn_id;
+	audit_set_int(&r->v[0], id);
+	audit_set_int(&r->v[1], row->ts_ms ? row->ts_ms : util_now_ms());
+	audit_set_text(&r->v[2], row->instance);
+	audit_set_text(&r->v[3], row->profile);
+	audit_set_text(&r->v[4], row->client_addr ? row->client_addr : "?");
+	audit_set_int(&r->v[5], row->client_port);
+	log_escape(esc, sizeof(esc), row->host, row->host ? strlen(row->host) : 0);
+	audit_set_text(&r->v[6], esc);
+	if (row->port != 0)
+		audit_set_int(&r->v[7], row->port);
+	log_escape(esc, sizeof(esc), row->sni, row->sni ? strlen(row->sni) : 0);
+	audit_set_text(&r->v[8], esc);
+	audit_set_text(&r->v[9], row->upstream_addr);
+	if (row->upstream_port != 0)
+		audit_set_int(&r->v[10], row->upstream_port);
+	audit_set_text(&r->v[11], row->allow ? "allow" : "deny");
+	audit_set_text(&r->v[12], row->reason ? row->reason : "unknown");
+	audit_set_text(&r->v[13], row->policy_digest);
+	r->cb = cb;
+	r->arg = arg;
+	if (wait != NULL)
+		*wait = cb != NULL ? (struct audit_wait *)r : NULL;
+	if (audit_enqueue(a, r) == -1) {
+		if (wait != NULL)
+			*wait = NULL;
+		return -1;
+	}
+	return id;
+}
+
+void
+audit_cancel(struct audit_wait *w)
+{
+	if (w != NULL)
+		((struct audit_rec *)w)->cancelled = 1;
 }
 
 int
 audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
     int64_t duration_ms, const char *reason)
 {
-	sqlite3_stmt *st = a->close;
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
 
-	sqlite3_bind_int64(st, 1, (sqlite3_int64)up);
-	sqlite3_bind_int64(st, 2, (sqlite3_int64)down);
-	sqlite3_bind_int64(st, 3, duration_ms);
-	sqlite3_bind_text(st, 4, reason, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 5, util_now_ms());
-	sqlite3_bind_int64(st, 6, id);
-	return audit_step(a, st);
+	r->kind = AUDIT_CLOSE;
+	audit_set_int(&r->v[0], id);
+	audit_set_int(&r->v[1], util_now_ms());
+	audit_set_int(&r->v[2], (int64_t)up);
+	audit_set_int(&r->v[3], (int64_t)down);
+	audit_set_int(&r->v[4], duration_ms);
+	audit_set_text(&r->v[5], reason ? reason : "closed");
+	return audit_enqueue(a, r);
 }
 
 int
 audit_policy(struct audit *a, const char *digest, int ok, const char *files,
     const char *errors)
 {
-	sqlite3_stmt *st = a->policy;
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
 
-	sqlite3_bind_int64(st, 1, util_now_ms());
-	audit_bind_text(st, 2, digest);
-	sqlite3_bind_int(st, 3, ok);
-	sqlite3_bind_text(st, 4, files, -1, SQLITE_TRANSIENT);
-	audit_bind_text(st, 5, errors);
-	return audit_step(a, st);
+	r->kind = AUDIT_POLICY;
+	audit_set_int(&r->v[0], ++a->next_policy_id);
+	audit_set_int(&r->v[1], util_now_ms());
+	audit_set_text(&r->v[2], digest);
+	audit_set_int(&r->v[3], ok);
+	audit_set_text(&r->v[4], files && *files ? files : "-");
+	audit_set_text(&r->v[5], errors);
+	return audit_enqueue(a, r);
 }
 
 int64_t
 audit_register(struct audit *a, const char *instance, const char *profile,
     const char *tap, const char *mac, const char *ip)
 {
-	sqlite3_stmt *st = a->reg;
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+	int64_t id = ++a->next_reg_id;
 
-	sqlite3_bind_text(st, 1, instance, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 2, profile, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 3, tap, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 4, mac, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_text(st, 5, ip, -1, SQLITE_TRANSIENT);
-	sqlite3_bind_int64(st, 6, util_now_ms());
-	if (audit_step(a, st) == -1)
-		return -1;
-	return sqlite3_last_insert_rowid(a->db);
+	r->kind = AUDIT_REGISTER;
+	audit_set_int(&r->v[0], id);
+	audit_set_text(&r->v[1], instance);
+	audit_set_text(&r->v[2], profile);
+	audit_set_text(&r->v[3], tap);
+	audit_set_text(&r->v[4], mac);
+	audit_set_text(&r->v[5], ip);
+	audit_set_int(&r->v[6], util_now_ms());
+	return audit_enqueue(a, r) == -1 ? -1 : id;
 }
 
 int
 audit_unregister(struct audit *a, int64_t id)
 {
-	sqlite3_stmt *st = a->unreg;
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
 
-	sqlite3_bind_int64(st, 1, util_now_ms());
-	sqlite3_bind_int64(st, 2, id);
-	return audit_step(a, st);
+	r->kind = AUDIT_UNREGISTER;
+	audit_set_int(&r->v[0], id);
+	audit_set_int(&r->v[1], util_now_ms());
+	return audit_enqueue(a, r);
 }

@@ -10,16 +10,29 @@
  *	   with the tap fd attached (SCM_RIGHTS) to the reply.
  *	The registration is a lease held by this connection: when it closes,
  *	the instance is unregistered.
+ *   RESUME <id> <tap>
+ *	-> OK tap=.. ip=.. mac=.. gw=.. port=.. (no fd: QEMU has the tap)
+ *	After a gateway restart, the ksb-run that made the registration (the
+ *	same process: SO_PEERCRED pid and its start time) takes the lease
+ *	back on a new connection.  control_reconcile re-adopted the instance
+ *	from the state database; unless it is resumed within
+ *	CONTROL_RESUME_GRACE_MS it is unregistered.
  *   UNREGISTER <id>		-> OK
  *   LIST			-> INSTANCE id=.. profile=.. ip=.. mac=.. tap=..
  *				   since=<unix ms> lines, then END
- *   RELOAD			-> OK digest=<sha256> | ERR <n> errors, then
- *				   one "E <file:line:col: message>" line each, END
+ *   RELOAD			-> OK digest=<sha256> revoked=<n> lost=<n>
+ *				   ms=<n>, "W <note>" lines, END | ERR <n>
+ *				   errors, policy unchanged, then one
+ *				   "E <file:line:col: message>" line each, END
  *
- * REGISTER, UNREGISTER and RELOAD need the peer (SO_PEERCRED) to be root
- * or the gateway's own user; LIST is open to every local user.
+ * REGISTER, RESUME, UNREGISTER and RELOAD need the peer (SO_PEERCRED) to
+ * be root, the gateway's own user, or in `control-group' (primary or
+ * supplementary group, SO_PEERGROUPS); LIST is open to every local user.
+ * Others get "ERR permission denied: ...".
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,16 +51,20 @@
 
 #define CONTROL_LINE_MAX 1024
 
+#define CONTROL_GROUPS_MAX 65536	/* supplementary groups read, max */
+
 struct client {
 	struct bufferevent *bev;
 	uid_t uid;
+	gid_t gid;
 	pid_t pid;
+	int admin;		/* may REGISTER, RESUME, UNREGISTER, RELOAD */
 };
 
 static struct gateway *control_gw;
 static struct evconnlistener *control_listener;
-
-int gateway_reload(struct gateway *, char **errors);
+static struct state *control_state;
+static struct event *control_resume_ev;
 
 /* Send text (and optionally one fd) in one message.  0 or -1. */
 static int
@@ -124,7 +141,65 @@ control_unregister(struct instance *inst)
 	}
 	if (inst->audit_id != -1)
 		audit_unregister(gw->audit, inst->audit_id);
+	if (control_state != NULL &&
+	    state_del(control_state, inst->id, &cause) == -1) {
+		log_warnx("unregister %s: %s", inst->id, cause);
+		free(cause);
+	}
 	registry_remove(inst);
+}
+
+/*
+ * The start time of process pid (field 22 of /proc/<pid>/stat, clock ticks
+ * since boot; proc(5)).  0 or -1 if there is no such process.
+ */
+static int
+control_proc_start(pid_t pid, uint64_t *start)
+{
+	char path[64], buf[1024], *p, *end;
+	ssize_t n;
+	int fd, i;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	/* comm may hold spaces and parentheses: skip to the last ')'. */
+	if ((p = strrchr(buf, ')')) == NULL)
+		return -1;
+	p++;
+	for (i = 3; i < 22; i++) {
+		if ((p = strchr(p, ' ')) == NULL)
+			return -1;
+		p++;
+	}
+	errno = 0;
+	*start = strtoull(p, &end, 10);
+	if (errno != 0 || end == p || (*end != ' ' && *end != '\0'))
+		return -1;
+	return 0;
+}
+
+/* "OK tap=.. ip=../P mac=.. gw=.. port=..\n", malloc'd. */
+static char *
+control_lease_reply(struct instance *inst)
+{
+	struct gateway *gw = control_gw;
+	char mac[18], ip[16], gwip[16], *reply;
+
+	registry_mac_str(inst->mac, mac);
+	registry_addr_str(inst->addr, ip);
+	registry_addr_str(gw->conf->bridge_addr, gwip);
+	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u\n",
+	    inst->tap, ip, gw->conf->bridge_prefix, mac, gwip,
+	    gw->conf->proxy_port);
+	return reply;
 }
 
 static void
@@ -132,7 +207,7 @@ control_register(struct client *cl, const char *id, const char *profile)
 {
 	struct gateway *gw = control_gw;
 	struct instance *inst;
-	char *cause = NULL, mac[18], ip[16], gwip[16], *reply = NULL;
+	char *cause = NULL, mac[18], ip[16], *reply = NULL;
 	int added = 0;
 
 	if (!policy_has_profile(gw->policy, profile)) {
@@ -142,6 +217,12 @@ control_register(struct client *cl, const char *id, const char *profile)
 	inst = registry_add(id, profile, cl, &cause);
 	if (inst == NULL)
 		goto fail;
+	inst->owner_pid = cl->pid;
+	if (control_proc_start(cl->pid, &inst->owner_start) == -1) {
+		cause_set(&cause, "cannot read the start time of pid %ld",
+		    (long)cl->pid);
+		goto fail;
+	}
 	if (netdev_tap_create(inst->tap, gw->conf->bridge, &inst->tapfd, &cause) == -1)
 		goto fail;
 	if (nft_guest_add(inst->tap, inst->mac, inst->addr, &cause) == -1)
@@ -149,14 +230,17 @@ control_register(struct client *cl, const char *id, const char *profile)
 	added = 1;
 	registry_mac_str(inst->mac, mac);
 	registry_addr_str(inst->addr, ip);
-	registry_addr_str(gw->conf->bridge_addr, gwip);
 	inst->audit_id = audit_register(gw->audit, id, profile, inst->tap, mac, ip);
 	if (inst->audit_id == -1) {
 		cause_set(&cause, "audit database unavailable");
 		goto fail;
 	}
-	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u\n", inst->tap,
-	    ip, gw->conf->bridge_prefix, mac, gwip, gw->conf->proxy_port);
+	/* Recorded before the guest can use it: a restart finds it. */
+	if (state_put(control_state, inst, &cause) == -1) {
+		audit_unregister(gw->audit, inst->audit_id);
+		goto fail;
+	}
+	reply = control_lease_reply(inst);
 	if (control_send(cl, reply, inst->tapfd) == -1) {
 		cause_set(&cause, "cannot send the reply: %s", strerror(errno));
 		free(reply);
@@ -184,6 +268,44 @@ fail:
 	free(cause);
 }
 
+/* RESUME <id> <tap>: the registering ksb-run takes its lease back. */
+static void
+control_resume(struct client *cl, const char *id, const char *tap)
+{
+	struct instance *inst;
+	uint64_t start;
+	char *reply;
+
+	inst = util_valid_id(id) ? registry_find_id(id) : NULL;
+	if (inst == NULL || strcmp(inst->tap, tap) != 0) {
+		control_sendf(cl, "ERR no instance `%s' with that tap to "
+		    "resume (unregistered?)\n", util_valid_id(id) ? id : "?");
+		return;
+	}
+	if (inst->owner != NULL) {
+		control_sendf(cl, "ERR instance %s is held by another "
+		    "connection\n", id);
+		return;
+	}
+	if (cl->pid != inst->owner_pid ||
+	    control_proc_start(cl->pid, &start) == -1 ||
+	    start != inst->owner_start) {
+		control_sendf(cl, "ERR instance %s was registered by another "
+		    "process (pid %ld)\n", id, (long)inst->owner_pid);
+		return;
+	}
+	reply = control_lease_reply(inst);
+	if (control_send(cl, reply, -1) == -1) {
+		free(reply);
+		return;		/* still an orphan: the timer will decide */
+	}
+	free(reply);
+	inst->owner = cl;
+	inst->resume_by_ms = 0;
+	log_info("resume %s (%s) by pid %ld", inst->id, inst->tap,
+	    (long)cl->pid);
+}
+
 static void
 control_list(struct client *cl)
 {
@@ -208,34 +330,51 @@ control_list(struct client *cl)
 	evbuffer_free(b);
 }
 
+#define CONTROL_RELOAD_ERRORS_MAX 200	/* E lines in one RELOAD reply */
+
+/*
+ * RELOAD: "OK digest=D revoked=N lost=L ms=T", then a "W <note>" line per
+ * note (a setting that needs a restart, an instance left without its
+ * profile), END; or "ERR <n> errors, policy unchanged", one "E <error>"
+ * line each (at most CONTROL_RELOAD_ERRORS_MAX, then a count), END.  The
+ * reply can be long, so it goes through the bufferevent, not sendmsg.
+ */
 static void
 control_reload(struct client *cl)
 {
 	struct gateway *gw = control_gw;
+	struct gateway_reload_info info;
+	struct evbuffer *b = evbuffer_new();
 	char *errors = NULL, *line, *save = NULL;
-	struct evbuffer *b;
 	int n = 0;
 
-	if (gateway_reload(gw, &errors) == 0) {
-		control_sendf(cl, "OK digest=%s\nEND\n", policy_digest(gw->policy));
-		free(errors);
-		return;
+	if (b == NULL)
+		fatalx("evbuffer_new");
+	if (gateway_reload(gw, &info, &errors) == 0) {
+		evbuffer_add_printf(b, "OK digest=%s revoked=%d lost=%d "
+		    "ms=%lld\n", policy_digest(gw->policy), info.revoked,
+		    info.lost, (long long)info.ms);
+		for (line = info.notes ? strtok_r(info.notes, "\n", &save) : NULL;
+		    line != NULL; line = strtok_r(NULL, "\n", &save))
+			evbuffer_add_printf(b, "W %s\n", line);
+		free(info.notes);
+	} else {
+		for (line = errors; line != NULL && *line != '\0'; n++) {
+			line = strchr(line, '\n');
+			line = line ? line + 1 : NULL;
+		}
+		evbuffer_add_printf(b, "ERR %d error%s, policy unchanged\n", n,
+		    n == 1 ? "" : "s");
+		for (line = strtok_r(errors, "\n", &save), n = 0; line != NULL;
+		    line = strtok_r(NULL, "\n", &save), n++)
+			if (n < CONTROL_RELOAD_ERRORS_MAX)
+				evbuffer_add_printf(b, "E %s\n", line);
+		if (n > CONTROL_RELOAD_ERRORS_MAX)
+			evbuffer_add_printf(b, "E ... and %d more (see the "
+			    "gateway's log)\n", n - CONTROL_RELOAD_ERRORS_MAX);
 	}
-	b = evbuffer_new();
-	for (line = strtok_r(errors, "\n", &save); line != NULL;
-	    line = strtok_r(NULL, "\n", &save), n++)
-		evbuffer_add_printf(b, "E %s\n", line);
 	evbuffer_add_printf(b, "END\n");
-	control_sendf(cl, "ERR %d errors, policy unchanged\n", n);
-	{
-		size_t len = evbuffer_get_length(b);
-		char *t = xmalloc(len + 1);
-
-		evbuffer_remove(b, t, len);
-		t[len] = '\0';
-		control_send(cl, t, -1);
-		free(t);
-	}
+	bufferevent_write_buffer(cl->bev, b);
 	evbuffer_free(b);
 	free(errors);
 }
@@ -272,8 +411,9 @@ control_words(char *line, char **w, int max)
 static void
 control_command(struct client *cl, char *line)
 {
+	struct gateway *gw = control_gw;
 	char *w[4], esc[128];
-	int n, privileged = cl->uid == 0 || cl->uid == geteuid();
+	int n;
 	struct instance *inst;
 
 	n = control_words(line, w, 3);
@@ -286,18 +426,28 @@ control_command(struct client *cl, char *line)
 		return;
 	}
 	if (strcmp(w[0], "REGISTER") != 0 && strcmp(w[0], "UNREGISTER") != 0 &&
-	    strcmp(w[0], "RELOAD") != 0) {
+	    strcmp(w[0], "RESUME") != 0 && strcmp(w[0], "RELOAD") != 0) {
 		log_escape(esc, sizeof(esc), w[0], strlen(w[0]));
 		control_sendf(cl, "ERR unknown request `%s'\n", esc);
 		return;
 	}
-	if (!privileged) {
-		control_sendf(cl, "ERR permission denied: %s needs root (uid %ld)\n",
-		    w[0], (long)cl->uid);
+	if (!cl->admin) {
+		if (gw->conf->control_group != NULL)
+			control_sendf(cl, "ERR permission denied: %s needs root "
+			    "or group `%s' (you are uid %ld gid %ld)\n", w[0],
+			    gw->conf->control_group, (long)cl->uid,
+			    (long)cl->gid);
+		else
+			control_sendf(cl, "ERR permission denied: %s needs root "
+			    "(you are uid %ld)\n", w[0], (long)cl->uid);
+		log_info("control: %s refused to uid %ld pid %ld", w[0],
+		    (long)cl->uid, (long)cl->pid);
 		return;
 	}
 	if (strcmp(w[0], "REGISTER") == 0 && n == 3)
 		control_register(cl, w[1], w[2]);
+	else if (strcmp(w[0], "RESUME") == 0 && n == 3)
+		control_resume(cl, w[1], w[2]);
 	else if (strcmp(w[0], "UNREGISTER") == 0 && n == 2) {
 		inst = registry_find_id(w[1]);
 		if (inst == NULL || inst->owner != cl)
@@ -343,6 +493,43 @@ control_event_cb(struct bufferevent *bev, short what, void *arg)
 	control_client_free(arg);
 }
 
+/*
+ * Whether the peer may change things: root, the gateway's own user, or a
+ * member of control-group (its primary group from SO_PEERCRED, or a
+ * supplementary one from SO_PEERGROUPS, Linux 4.13).
+ */
+static int
+control_peer_admin(int fd, const struct ucred *cred)
+{
+	const struct ksb_conf *conf = control_gw->conf;
+	gid_t *groups = NULL;
+	socklen_t len = 64 * sizeof(gid_t);
+	size_t i;
+	int admin = 0;
+
+	if (cred->uid == 0 || cred->uid == geteuid())
+		return 1;
+	if (conf->control_group == NULL)
+		return 0;
+	if (cred->gid == conf->control_gid)
+		return 1;
+	for (;;) {
+		groups = xrealloc(groups, len);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0)
+			break;
+		if (errno != ERANGE || len > CONTROL_GROUPS_MAX * sizeof(gid_t)) {
+			log_warn("control: SO_PEERGROUPS");
+			len = 0;
+			break;
+		}
+	}
+	for (i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == conf->control_gid)
+			admin = 1;
+	free(groups);
+	return admin;
+}
+
 static void
 control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
@@ -358,12 +545,144 @@ control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		return;
 	}
 	cl->uid = cred.uid;
+	cl->gid = cred.gid;
 	cl->pid = cred.pid;
+	cl->admin = control_peer_admin(fd, &cred);
 	cl->bev = bufferevent_socket_new(control_gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (cl->bev == NULL)
 		fatalx("bufferevent_socket_new");
 	bufferevent_setcb(cl->bev, control_read_cb, NULL, control_event_cb, cl);
 	bufferevent_enable(cl->bev, EV_READ);
+}
+
+/* Unregister the re-adopted instances whose ksb-run did not RESUME. */
+static void
+control_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct instance *i, *next;
+	struct timeval tv;
+	int64_t now = util_mono_ms(), first = 0;
+
+	for (i = registry_first(); i != NULL; i = next) {
+		next = i->next;
+		if (i->owner != NULL)
+			continue;
+		if (i->resume_by_ms <= now) {
+			log_info("instance %s was not resumed in %d s",
+			    i->id, CONTROL_RESUME_GRACE_MS / 1000);
+			control_unregister(i);
+			next = registry_first();	/* list changed */
+		} else if (first == 0 || i->resume_by_ms < first)
+			first = i->resume_by_ms;
+	}
+	if (first != 0) {
+		tv.tv_sec = (first - now) / 1000;
+		tv.tv_usec = ((first - now) % 1000) * 1000;
+		evtimer_add(control_resume_ev, &tv);
+	}
+}
+
+static int
+control_tap_listed(char (*taps)[16], size_t ntaps, const char *tap)
+{
+	size_t i;
+
+	for (i = 0; i < ntaps; i++)
+		if (strcmp(taps[i], tap) == 0)
+			return 1;
+	return 0;
+}
+
+int
+control_reconcile(struct gateway *gw, const struct nft_params *np,
+    char **cause)
+{
+	struct instance *rows = NULL, *inst;
+	struct nft_guest *guests = NULL;
+	char (*taps)[16] = NULL, *path = NULL, *why = NULL;
+	const char *reason;
+	size_t nrows = 0, ntaps = 0, ng = 0, i;
+	uint64_t start;
+	struct timeval tv;
+	int ret = -1;
+
+	control_gw = gw;
+	xasprintf(&path, "%s/state.db", gw->conf->state_dir);
+	if (state_open(path, &control_state, cause) == -1 ||
+	    state_load(control_state, &rows, &nrows, cause) == -1 ||
+	    netdev_taps_on_bridge(gw->conf->bridge, &taps, &ntaps, cause) == -1)
+		goto cleanup;
+
+	guests = xcalloc(nrows + 1, sizeof(*guests));
+	for (i = 0; i < nrows; i++) {
+		reason = NULL;
+		inst = NULL;
+		if (control_proc_start(rows[i].owner_pid, &start) == -1 ||
+		    start != rows[i].owner_start)
+			reason = "its ksb-run is gone";
+		else if (!control_tap_listed(taps, ntaps, rows[i].tap))
+			reason = "its tap is gone";
+		else if (ng == NFT_GUESTS_MAX)
+			reason = "too many instances";
+		else if ((inst = registry_adopt(&rows[i], &why)) == NULL)
+			reason = why;
+		if (inst == NULL) {
+			log_info("forgetting instance %s (%s): %s", rows[i].id,
+			    rows[i].tap, reason);
+			if (rows[i].audit_id != -1)
+				audit_unregister(gw->audit, rows[i].audit_id);
+			if (state_del(control_state, rows[i].id, cause) == -1)
+				goto cleanup;
+			free(why);
+			why = NULL;
+			continue;
+		}
+		inst->resume_by_ms = util_mono_ms() + CONTROL_RESUME_GRACE_MS;
+		memcpy(guests[ng].tap, inst->tap, sizeof(guests[ng].tap));
+		memcpy(guests[ng].mac, inst->mac, sizeof(guests[ng].mac));
+		guests[ng].addr = inst->addr;
+		ng++;
+		log_info("re-adopted instance %s (%s), waiting %d s for its "
+		    "ksb-run (pid %ld) to resume", inst->id, inst->tap,
+		    CONTROL_RESUME_GRACE_MS / 1000, (long)inst->owner_pid);
+	}
+
+	/* Both tables, with exactly the re-adopted guests: one batch. */
+	if (nft_setup(np, guests, ng, cause) == -1)
+		goto cleanup;
+
+	/* Every other tap on the bridge goes. */
+	for (i = 0; i < ntaps; i++) {
+		for (inst = registry_first(); inst != NULL; inst = inst->next)
+			if (strcmp(inst->tap, taps[i]) == 0)
+				break;
+		if (inst != NULL)
+			continue;
+		log_info("deleting stale tap %s", taps[i]);
+		if (netdev_link_del(taps[i], &why) == -1) {
+			log_warnx("%s", why);
+			free(why);
+			why = NULL;
+		}
+	}
+
+	control_resume_ev = evtimer_new(gw->base, control_resume_cb, NULL);
+	if (control_resume_ev == NULL)
+		fatalx("evtimer_new");
+	if (ng > 0) {
+		tv.tv_sec = CONTROL_RESUME_GRACE_MS / 1000;
+		tv.tv_usec = (CONTROL_RESUME_GRACE_MS % 1000) * 1000;
+		evtimer_add(control_resume_ev, &tv);
+	}
+	ret = 0;
+
+cleanup:
+	free(rows);
+	free(guests);
+	free(taps);
+	free(path);
+	free(why);
+	return ret;
 }
 
 int
@@ -414,11 +733,24 @@ control_shutdown(void)
 {
 	struct instance *i;
 
-	while ((i = registry_first()) != NULL)
-		control_unregister(i);
+	/*
+	 * Registrations, taps and set elements stay for the next start, as
+	 * after a crash: guests get nothing out meanwhile (nothing listens on
+	 * the proxy port), and the next gateway re-adopts or removes them.
+	 */
+	for (i = registry_first(); i != NULL; i = i->next) {
+		if (i->tapfd != -1)
+			close(i->tapfd);
+		i->tapfd = -1;
+	}
 	if (control_listener != NULL) {
 		evconnlistener_free(control_listener);
 		unlink(control_gw->conf->control_socket);
 	}
 	control_listener = NULL;
+	if (control_resume_ev != NULL)
+		event_free(control_resume_ev);
+	control_resume_ev = NULL;
+	state_free(control_state);
+	control_state = NULL;
 }

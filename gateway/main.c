@@ -2,27 +2,31 @@
  * main.c: ksb-gatewayd, the egress gateway daemon.
  *
  * Start-up order: parse the configuration and every policy (nothing is
- * touched before both are good) -> bridge -> nftables tables -> audit
- * database -> resolver -> proxy listener -> control socket -> event loop.
- * SIGHUP reloads the policy (parse new, swap on success, keep the old one
- * otherwise).  SIGTERM/SIGINT unregister every instance and exit; the
- * nftables tables stay, so guests fail closed.
+ * touched before both are good) -> bridge -> audit database ->
+ * control_reconcile (state database -> nftables tables and sets in one
+ * batch, re-adopted and stale taps) -> resolver -> proxy listener ->
+ * control socket -> event loop.
+ * SIGHUP (and RELOAD on the control socket) reloads ksb.conf and the
+ * policy: parse new, swap on success, keep the old one otherwise; see
+ * gateway_reload.  SIGTERM/SIGINT close every tunnel and exit, keeping
+ * the registrations (state database), taps and nftables tables for the
+ * next start: guests fail closed meanwhile.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <event2/buffer.h>
 #include <event2/event.h>
 
 #include "common/common.h"
 #include "gateway/gateway.h"
 #include "policy/policy.h"
-
-int gateway_reload(struct gateway *, char **errors);
 
 static void
 usage(FILE *f)
@@ -69,51 +73,181 @@ gateway_load_policy(const struct ksb_conf *conf, struct policy **out,
 }
 
 /*
- * Reload: re-read ksb.conf only for its policy list, parse every policy
- * into a new object; on any error keep the old one and record the attempt.
- * On success swap, record the digest and close what is no longer allowed.
+ * ksb.conf settings the running gateway cannot change: they shaped the
+ * bridge, the nftables tables, the listeners, the audit database or the
+ * resolver at start-up (audit-retention is read by audit_open).  A reload
+ * that finds one changed keeps the running value and says so.  Every other setting (timeouts, limits, the policy
+ * list, and what only ksb-run reads) takes effect on reload.
  */
+static void
+gateway_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
+    struct evbuffer *notes)
+{
+	static const struct {
+		const char *key;
+		size_t off;
+	} strs[] = {
+		{ "bridge", offsetof(struct ksb_conf, bridge) },
+		{ "control-socket", offsetof(struct ksb_conf, control_socket) },
+		{ "control-group", offsetof(struct ksb_conf, control_group) },
+		{ "state-dir", offsetof(struct ksb_conf, state_dir) },
+		{ "audit-db", offsetof(struct ksb_conf, audit_db) },
+		{ "hosts-file", offsetof(struct ksb_conf, hosts_file) },
+		{ "resolver", offsetof(struct ksb_conf, resolver) },
+	};
+	const char *file = cur->path ? cur->path : "ksb.conf";
+	char a[16], b[16];
+	size_t i;
+
+	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		const char *x = *(char *const *)((const char *)cur + strs[i].off);
+		const char *y = *(char *const *)((const char *)nc + strs[i].off);
+
+		if ((x == NULL) != (y == NULL) ||
+		    (x != NULL && strcmp(x, y) != 0))
+			evbuffer_add_printf(notes, "%s: %s changed to `%s': "
+			    "needs a restart, still `%s'\n", file, strs[i].key,
+			    y ? y : "(default)", x ? x : "(default)");
+	}
+	if (cur->bridge_addr != nc->bridge_addr ||
+	    cur->bridge_prefix != nc->bridge_prefix)
+		evbuffer_add_printf(notes, "%s: bridge-address changed to "
+		    "`%s/%d': needs a restart, still `%s/%d'\n", file,
+		    registry_addr_str(nc->bridge_addr, a), nc->bridge_prefix,
+		    registry_addr_str(cur->bridge_addr, b), cur->bridge_prefix);
+	if (cur->audit_retention != nc->audit_retention)
+		evbuffer_add_printf(notes, "%s: audit-retention changed to "
+		    "%lld s: needs a restart, still %lld s\n", file,
+		    (long long)nc->audit_retention,
+		    (long long)cur->audit_retention);
+	if (cur->proxy_port != nc->proxy_port)
+		evbuffer_add_printf(notes, "%s: proxy-port changed to `%u': "
+		    "needs a restart, still `%u'\n", file, nc->proxy_port,
+		    cur->proxy_port);
+}
+
+/* Take over from nc what may change live (see gateway_restart_only). */
+static void
+gateway_apply_live(struct ksb_conf *cur, struct ksb_conf *nc)
+{
+	char **tmp = cur->policy_files, *s;
+	size_t n = cur->npolicy_files;
+
+	cur->policy_files = nc->policy_files;
+	cur->npolicy_files = nc->npolicy_files;
+	nc->policy_files = tmp;
+	nc->npolicy_files = n;
+	s = cur->kernel;
+	cur->kernel = nc->kernel;
+	nc->kernel = s;
+	s = cur->modules_dir;
+	cur->modules_dir = nc->modules_dir;
+	nc->modules_dir = s;
+	cur->header_timeout = nc->header_timeout;
+	cur->hello_timeout = nc->hello_timeout;
+	cur->connect_timeout = nc->connect_timeout;
+	cur->resolve_timeout = nc->resolve_timeout;
+	cur->idle_timeout = nc->idle_timeout;
+	cur->max_connections = nc->max_connections;
+	cur->max_per_instance = nc->max_per_instance;
+	cur->conn_rate = nc->conn_rate;
+	cur->conn_rate_instance = nc->conn_rate_instance;
+}
+
+/* The evbuffer's text as a malloc'd string, NULL if empty; drains it. */
+static char *
+gateway_buffer_text(struct evbuffer *b)
+{
+	size_t len = evbuffer_get_length(b);
+	char *s;
+
+	if (len == 0)
+		return NULL;
+	s = xmalloc(len + 1);
+	evbuffer_remove(b, s, len);
+	s[len] = '\0';
+	if (s[len - 1] == '\n')
+		s[len - 1] = '\0';
+	return s;
+}
+
 int
-gateway_reload(struct gateway *gw, char **errors)
+gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
+    char **errors)
 {
 	struct ksb_conf *nc = NULL;
 	struct policy *np = NULL, *old;
 	struct instance *i;
-	char *files = NULL;
-	int ret = -1;
+	struct evbuffer *notes = evbuffer_new();
+	char *files = NULL, a[16], *line, *save = NULL;
+	int64_t t0 = util_mono_ms();
+	int ret = -1, revoked, lost = 0;
 
+	if (notes == NULL)
+		fatalx("evbuffer_new");
+	if (info != NULL)
+		memset(info, 0, sizeof(*info));
+	/* Parse everything into new objects; nothing running is touched. */
 	if (conf_load(gw->conf->path, 0, &nc, errors) == -1)
 		goto fail;
 	files = gateway_files(nc);
 	if (gateway_load_policy(nc, &np, errors) == -1)
 		goto fail;
+	gateway_restart_only(gw->conf, nc, notes);
+	/* Swap: from here on every decision (and row) uses the new policy. */
 	old = gw->policy;
 	gw->policy = np;
-	/* The new policy list is the one in force now. */
-	{
-		char **tmp = gw->conf->policy_files;
-		size_t n = gw->conf->npolicy_files;
-
-		gw->conf->policy_files = nc->policy_files;
-		gw->conf->npolicy_files = nc->npolicy_files;
-		nc->policy_files = tmp;
-		nc->npolicy_files = n;
-	}
+	gateway_apply_live(gw->conf, nc);
 	audit_policy(gw->audit, policy_digest(np), 1, files, NULL);
-	log_info("policy reloaded: %s", policy_digest(np));
-	for (i = registry_first(); i != NULL; i = i->next)
-		if (!policy_has_profile(np, i->profile))
-			log_warnx("instance %s: profile %s no longer exists: "
-			    "no egress", i->id, i->profile);
-	proxy_policy_changed();
+	for (i = registry_first(); i != NULL; i = i->next) {
+		if (policy_has_profile(np, i->profile))
+			continue;
+		evbuffer_add_printf(notes, "instance %s (%s): profile `%s' no "
+		    "longer exists: all its egress is denied\n", i->id,
+		    registry_addr_str(i->addr, a), i->profile);
+		lost++;
+	}
+	revoked = proxy_policy_changed();
 	policy_free(old);
+	if (info != NULL) {
+		info->revoked = revoked;
+		info->lost = lost;
+		info->ms = util_mono_ms() - t0;
+		info->notes = gateway_buffer_text(notes);
+		line = info->notes;
+	} else
+		line = gateway_buffer_text(notes);
+	log_info("policy reloaded in %lld ms: %s, %d tunnel%s revoked",
+	    (long long)(util_mono_ms() - t0), policy_digest(np), revoked,
+	    revoked == 1 ? "" : "s");
+	if (line != NULL) {
+		char *copy = xstrdup(line), *l;
+
+		for (l = strtok_r(copy, "\n", &save); l != NULL;
+		    l = strtok_r(NULL, "\n", &save))
+			log_warnx("reload: %s", l);
+		free(copy);
+	}
+	if (info == NULL)
+		free(line);
 	ret = 0;
 	goto cleanup;
 fail:
-	log_warnx("reload failed, keeping the current policy:\n%s",
-	    *errors ? *errors : "?");
+	log_warnx("reload failed, keeping the current policy (%s):",
+	    policy_digest(gw->policy));
+	line = xstrdup(*errors ? *errors : "unknown error");
+	{
+		char *l;
+
+		for (l = strtok_r(line, "\n", &save); l != NULL;
+		    l = strtok_r(NULL, "\n", &save))
+			log_warnx("%s", l);
+	}
+	free(line);
 	audit_policy(gw->audit, NULL, 0, files ? files : "", *errors);
+	policy_free(np);
 cleanup:
+	evbuffer_free(notes);
 	free(files);
 	conf_free(nc);
 	return ret;
@@ -123,11 +257,15 @@ static void
 gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
 {
 	struct gateway *gw = arg;
+	struct gateway_reload_info info;
 	char *errors = NULL;
 
 	switch (sig) {
 	case SIGHUP:
-		gateway_reload(gw, &errors);
+		/* libevent runs this from the loop, not from the handler;
+		 * several SIGHUPs before it runs make one reload. */
+		if (gateway_reload(gw, &info, &errors) == 0)
+			free(info.notes);
 		free(errors);
 		break;
 	default:
@@ -194,8 +332,6 @@ main(int argc, char **argv)
 	np.tap_prefix = "ksbt";
 	np.bridge_addr = gw.conf->bridge_addr;
 	np.proxy_port = gw.conf->proxy_port;
-	if (nft_setup(&np, &cause) == -1)
-		fatalx("nftables: %s", cause);
 	own = (struct sockaddr_in *)&gw.own[0];
 	own->sin_family = AF_INET;
 	own->sin_addr.s_addr = gw.conf->bridge_addr;
@@ -203,7 +339,8 @@ main(int argc, char **argv)
 
 	if (util_mkdirs(gw.conf->state_dir, 0700) == -1)
 		fatal("%s", gw.conf->state_dir);
-	if (audit_open(gw.conf->audit_db, &gw.audit, &cause) == -1)
+	if (audit_open(gw.conf->audit_db, gw.conf->audit_retention, &gw.audit,
+	    &cause) == -1)
 		fatalx("audit: %s", cause);
 	files = gateway_files(gw.conf);
 	audit_policy(gw.audit, policy_digest(gw.policy), 1, files, NULL);
@@ -212,7 +349,12 @@ main(int argc, char **argv)
 	gw.base = event_base_new();
 	if (gw.base == NULL)
 		fatalx("event_base_new");
+	if (audit_start(gw.audit, gw.base, &cause) == -1)
+		fatalx("%s", cause);
 	registry_init(gw.conf->bridge_addr, gw.conf->bridge_prefix);
+	/* State database -> nftables tables and sets (one batch), taps. */
+	if (control_reconcile(&gw, &np, &cause) == -1)
+		fatalx("%s", cause);
 	if (resolve_init(&gw, &cause) == -1 || proxy_init(&gw, &cause) == -1 ||
 	    control_init(&gw, &cause) == -1)
 		fatalx("%s", cause);
@@ -237,8 +379,9 @@ main(int argc, char **argv)
 	resolve_shutdown(&gw);
 	for (i = 0; i < 4; i++)
 		event_free(sigs[i]);
-	event_base_free(gw.base);
+	/* Flushes every queued audit record (SIGTERM included). */
 	audit_free(gw.audit);
+	event_base_free(gw.base);
 	policy_free(gw.policy);
 	conf_free(gw.conf);
 	return 0;

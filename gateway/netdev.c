@@ -208,6 +208,34 @@ rtnl_talk(struct rtnl *r, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 	return a.error;
 }
 
+/*
+ * Send one NLM_F_DUMP request and pass every reply to cb, up to
+ * NLMSG_DONE.  Returns 0 or a negative errno.
+ */
+static int
+rtnl_dump(struct rtnl *r, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
+{
+	ssize_t	n;
+	int	ret;
+
+	r->msg[0] = '\0';
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	nlh->nlmsg_seq = ++r->seq;
+	if (mnl_socket_sendto(r->nl, nlh, nlh->nlmsg_len) == -1)
+		return -errno;
+	for (;;) {
+		n = mnl_socket_recvfrom(r->nl, r->buf, MNL_SOCKET_BUFFER_SIZE);
+		if (n == -1)
+			return errno == EAGAIN ? -ETIMEDOUT : -errno;
+		ret = mnl_cb_run(r->buf, (size_t)n, r->seq, r->portid, cb,
+		    data);
+		if (ret == MNL_CB_ERROR)
+			return errno != 0 ? -errno : -EPROTO;
+		if (ret == MNL_CB_STOP)
+			return 0;
+	}
+}
+
 /* "<what> `<name>': <strerror>[: <kernel message>]" */
 static int
 rtnl_cause(struct rtnl *r, char **cause, const char *what, const char *name,
@@ -356,6 +384,113 @@ link_ipv6_off(struct rtnl *r, const char *name, int index, char **cause)
 
 /* ---- bridge --------------------------------------------------------------- */
 
+#define NETDEV_ADDRS_MAX	64
+
+struct addr_list {
+	int		 index;
+	size_t		 n;
+	struct {
+		uint8_t	 family;
+		uint8_t	 prefix;
+		uint8_t	 addr[16];
+	}		 a[NETDEV_ADDRS_MAX];
+};
+
+static int
+addr_attr_cb(const struct nlattr *attr, void *data)
+{
+	const struct nlattr	**tb = data;
+	int			  type = mnl_attr_get_type(attr);
+
+	if (type == IFA_ADDRESS || type == IFA_LOCAL)
+		tb[type] = attr;
+	return MNL_CB_OK;
+}
+
+static int
+addr_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct addr_list	*al = data;
+	const struct ifaddrmsg	*ifa;
+	const struct nlattr	*tb[IFA_MAX + 1] = { 0 }, *at;
+	size_t			 len;
+
+	if (nlh->nlmsg_type != RTM_NEWADDR ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifa)))
+		return MNL_CB_OK;
+	ifa = mnl_nlmsg_get_payload(nlh);
+	if ((int)ifa->ifa_index != al->index || al->n == NETDEV_ADDRS_MAX)
+		return MNL_CB_OK;
+	mnl_attr_parse(nlh, sizeof(*ifa), addr_attr_cb, tb);
+	at = tb[IFA_LOCAL] != NULL ? tb[IFA_LOCAL] : tb[IFA_ADDRESS];
+	if (at == NULL)
+		return MNL_CB_OK;
+	len = mnl_attr_get_payload_len(at);
+	if ((ifa->ifa_family == AF_INET && len != 4) ||
+	    (ifa->ifa_family == AF_INET6 && len != 16) ||
+	    (ifa->ifa_family != AF_INET && ifa->ifa_family != AF_INET6))
+		return MNL_CB_OK;
+	al->a[al->n].family = ifa->ifa_family;
+	al->a[al->n].prefix = ifa->ifa_prefixlen;
+	memcpy(al->a[al->n].addr, mnl_attr_get_payload(at), len);
+	al->n++;
+	return MNL_CB_OK;
+}
+
+/* Delete every address on the bridge but addr/prefix (IPv6 included). */
+static int
+bridge_addrs_prune(struct rtnl *r, const char *name, int index, uint32_t addr,
+    int prefix, char **cause)
+{
+	struct addr_list	*al;
+	struct nlmsghdr		*nlh;
+	struct ifaddrmsg	*ifa;
+	char			 txt[INET6_ADDRSTRLEN];
+	size_t			 i, len;
+	int			 error, ret = -1;
+
+	al = xcalloc(1, sizeof(*al));
+	al->index = index;
+	nlh = mnl_nlmsg_put_header(r->buf);
+	nlh->nlmsg_type = RTM_GETADDR;
+	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = AF_UNSPEC;
+	if ((error = rtnl_dump(r, nlh, addr_cb, al)) != 0) {
+		rtnl_cause(r, cause, "cannot list the addresses of", name,
+		    error);
+		goto cleanup;
+	}
+	for (i = 0; i < al->n; i++) {
+		if (al->a[i].family == AF_INET && al->a[i].prefix == prefix &&
+		    memcmp(al->a[i].addr, &addr, 4) == 0)
+			continue;
+		len = al->a[i].family == AF_INET ? 4 : 16;
+		inet_ntop(al->a[i].family, al->a[i].addr, txt, sizeof(txt));
+		log_info("bridge %s: removing address %s/%u", name, txt,
+		    al->a[i].prefix);
+		nlh = mnl_nlmsg_put_header(r->buf);
+		nlh->nlmsg_type = RTM_DELADDR;
+		ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+		ifa->ifa_family = al->a[i].family;
+		ifa->ifa_prefixlen = al->a[i].prefix;
+		ifa->ifa_index = (unsigned int)index;
+		mnl_attr_put(nlh, IFA_LOCAL, len, al->a[i].addr);
+		if (al->a[i].family == AF_INET)
+			mnl_attr_put(nlh, IFA_ADDRESS, len, al->a[i].addr);
+		error = rtnl_talk(r, nlh, NULL, NULL);
+		if (error != 0 && error != -EADDRNOTAVAIL) {
+			cause_set(cause, "cannot remove address %s/%u from `%s':"
+			    " %s", txt, al->a[i].prefix, name, strerror(-error));
+			goto cleanup;
+		}
+	}
+	ret = 0;
+
+cleanup:
+	free(al);
+	return ret;
+}
+
 int
 netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 {
@@ -421,6 +556,9 @@ netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 	}
 
 	if (link_ipv6_off(&r, name, li.index, cause) != 0)
+		goto cleanup;
+
+	if (bridge_addrs_prune(&r, name, li.index, addr, prefix, cause) != 0)
 		goto cleanup;
 
 	/* NLM_F_REPLACE: the same address again is not an error. */
@@ -583,6 +721,92 @@ netdev_link_del(const char *name, char **cause)
 	ret = 0;
 
 cleanup:
+	rtnl_close(&r);
+	return ret;
+}
+
+/* ---- taps on the bridge --------------------------------------------------- */
+
+struct tap_list {
+	uint32_t	  master;
+	char		(*names)[16];
+	size_t		  n;
+};
+
+static int
+tap_list_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct tap_list		*tl = data;
+	const struct ifinfomsg	*ifm;
+	struct link_info	 li;
+	const struct nlattr	*attr;
+	char			 name[IFNAMSIZ] = "";
+
+	if (nlh->nlmsg_type != RTM_NEWLINK ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifm)))
+		return MNL_CB_OK;
+	ifm = mnl_nlmsg_get_payload(nlh);
+	memset(&li, 0, sizeof(li));
+	mnl_attr_parse(nlh, sizeof(*ifm), link_attr_cb, &li);
+	if (li.master != tl->master || strcmp(li.kind, "tun") != 0)
+		return MNL_CB_OK;
+	mnl_attr_for_each(attr, nlh, sizeof(*ifm)) {
+		if (mnl_attr_get_type(attr) == IFLA_IFNAME &&
+		    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0 &&
+		    strlen(mnl_attr_get_str(attr)) < sizeof(name))
+			strcpy(name, mnl_attr_get_str(attr));
+	}
+	if (!ifname_valid(name) || tl->n >= 65536)
+		return MNL_CB_OK;
+	tl->names = xrealloc(tl->names, (tl->n + 1) * sizeof(*tl->names));
+	memcpy(tl->names[tl->n++], name, sizeof(name));
+	return MNL_CB_OK;
+}
+
+int
+netdev_taps_on_bridge(const char *bridge, char (**names)[16], size_t *n,
+    char **cause)
+{
+	struct rtnl		 r;
+	struct link_info	 br;
+	struct tap_list		 tl;
+	struct nlmsghdr		*nlh;
+	struct ifinfomsg	*ifm;
+	int			 error, ret = -1;
+
+	memset(&r, 0, sizeof(r));
+	memset(&tl, 0, sizeof(tl));
+	*names = NULL;
+	*n = 0;
+	if (!ifname_valid(bridge)) {
+		cause_set(cause, "invalid bridge name `%s'",
+		    bridge != NULL ? bridge : "");
+		goto cleanup;
+	}
+	if (rtnl_open(&r, cause) != 0)
+		goto cleanup;
+	error = link_get(&r, bridge, &br);
+	if (error == -ENODEV) {
+		ret = 0;
+		goto cleanup;
+	}
+	if (error != 0) {
+		rtnl_cause(&r, cause, "cannot find bridge", bridge, error);
+		goto cleanup;
+	}
+	tl.master = (uint32_t)br.index;
+	nlh = rtnl_link_msg(&r, RTM_GETLINK, 0, 0, &ifm);
+	if ((error = rtnl_dump(&r, nlh, tap_list_cb, &tl)) != 0) {
+		rtnl_cause(&r, cause, "cannot list the links on", bridge, error);
+		goto cleanup;
+	}
+	*names = tl.names;
+	*n = tl.n;
+	tl.names = NULL;
+	ret = 0;
+
+cleanup:
+	free(tl.names);
 	rtnl_close(&r);
 	return ret;
 }

@@ -74,8 +74,9 @@
 #define ETH_P_ARP_BE		htons(0x0806)
 
 /* One batch: a buffer of twice the limit (libmnl's rule for batches). */
-#define NFT_BATCH_LIMIT		(32 * 1024)
-#define NFT_BATCH_MSGS		64	/* object messages per batch, max */
+#define NFT_BATCH_LIMIT		(128 * 1024)
+#define NFT_BATCH_MSGS		192	/* object messages per batch, max */
+#define NFT_ELEMS_PER_MSG	128	/* set elements per NEWSETELEM message */
 #define NFT_RECV_TIMEOUT	10	/* seconds without any reply: give up */
 
 struct nft_batch {
@@ -220,6 +221,20 @@ ack_cb(const struct nlmsghdr *nlh, void *data)
 	return MNL_CB_OK;
 }
 
+/* Append END.  0 or -1 and *cause if the batch did not fit. */
+static int
+batch_finish(struct nft_batch *b, char **cause)
+{
+	if (b->full)
+		return cause_set(cause, "nftables: batch too large");
+	nftnl_batch_end(mnl_nlmsg_batch_current(b->mb), b->seq0 + b->n + 1);
+	if (!mnl_nlmsg_batch_next(b->mb)) {
+		b->full = 1;
+		return cause_set(cause, "nftables: batch too large");
+	}
+	return 0;
+}
+
 /* Send the batch and count the ACKs.  0 or -1 and *cause. */
 static int
 batch_commit(struct nft_batch *b, char **cause)
@@ -234,15 +249,8 @@ batch_commit(struct nft_batch *b, char **cause)
 	ssize_t			 n;
 	int			 one = 1, ret = -1;
 
-	if (b->full) {
-		cause_set(cause, "nftables: batch too large");
+	if (batch_finish(b, cause) != 0)
 		goto cleanup;
-	}
-	nftnl_batch_end(mnl_nlmsg_batch_current(b->mb), b->seq0 + b->n + 1);
-	if (!mnl_nlmsg_batch_next(b->mb)) {
-		cause_set(cause, "nftables: batch too large");
-		goto cleanup;
-	}
 
 	nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
 	if (nl == NULL) {
@@ -385,22 +393,32 @@ batch_set(struct nft_batch *b, uint16_t family, uint32_t id,
 	nftnl_set_free(s);
 }
 
-/* NEWSETELEM or DELSETELEM of one key in `family ksb guests`. */
+/*
+ * NEWSETELEM or DELSETELEM of n keys in `family ksb guests`, one message.
+ * Key i is keylen bytes at keys + i * stride (stride 0: keylen).
+ */
 static void
-batch_elem(struct nft_batch *b, uint16_t type, uint16_t family,
-    const void *key, size_t keylen, const char *desc)
+batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
+    const void *keys, size_t keylen, size_t stride, size_t n, const char *desc)
 {
 	struct nftnl_set	*s;
 	struct nftnl_set_elem	*e;
 	struct nlmsghdr		*nlh;
+	size_t			 i;
 
-	if ((s = nftnl_set_alloc()) == NULL ||
-	    (e = nftnl_set_elem_alloc()) == NULL)
+	if (stride == 0)
+		stride = keylen;
+	if ((s = nftnl_set_alloc()) == NULL)
 		fatal("nftnl_set_alloc");
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, NFT_SET);
-	nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY, key, (uint32_t)keylen);
-	nftnl_set_elem_add(s, e);
+	for (i = 0; i < n; i++) {
+		if ((e = nftnl_set_elem_alloc()) == NULL)
+			fatal("nftnl_set_elem_alloc");
+		nftnl_set_elem_set(e, NFTNL_SET_ELEM_KEY,
+		    (const uint8_t *)keys + i * stride, (uint32_t)keylen);
+		nftnl_set_elem_add(s, e);
+	}
 	nlh = batch_hdr(b, type, family,
 	    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0,
 	    "%s element %s in set %s %s %s",
@@ -516,6 +534,13 @@ rule_lookup(struct nft_rule *nr, uint32_t sreg, uint32_t set_id)
 	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SET_ID, set_id);
 }
 
+/* Count packets and bytes (`nft list ruleset` shows them). */
+static void
+rule_counter(struct nft_rule *nr)
+{
+	rule_expr(nr, "counter");
+}
+
 /* End the rule with a verdict and append it to the batch. */
 static void
 rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
@@ -542,11 +567,28 @@ rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
 #define INET_SET_ID	1
 #define BRIDGE_SET_ID	2
 
+/* iifname BR meta l4proto PROTO th dport PORT counter drop */
+static void
+rule_drop_port(struct nft_batch *b, const struct nft_params *p, uint8_t proto,
+    uint16_t port, const char *desc)
+{
+	struct nft_rule	nr;
+	uint16_t	be = htons(port);
+
+	rule_start(&nr, NFPROTO_INET, "input");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_meta_eq(&nr, NFT_META_L4PROTO, &proto, 1);
+	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 2, &be, 2);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_DROP, desc);
+}
+
 static void
 build_inet(struct nft_batch *b, const struct nft_params *p)
 {
 	struct nft_rule	nr;
-	uint8_t		ipv4 = NFPROTO_IPV4, tcp = IPPROTO_TCP;
+	uint8_t		ipv4 = NFPROTO_IPV4, ipv6 = NFPROTO_IPV6;
+	uint8_t		tcp = IPPROTO_TCP, udp = IPPROTO_UDP, icmp = IPPROTO_ICMP;
 	uint16_t	port = htons(p->proxy_port);
 	uint32_t	addr = p->bridge_addr;
 
@@ -556,7 +598,8 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 	batch_chain(b, NFPROTO_INET, "forward", NF_INET_FORWARD, 0);
 	batch_chain(b, NFPROTO_INET, "output", NF_INET_LOCAL_OUT, 0);
 
-	/* iifname BR ip saddr @guests ip daddr ADDR tcp dport PORT accept */
+	/* iifname BR ip saddr @guests ip daddr ADDR tcp dport PORT
+	 *     counter accept */
 	rule_start(&nr, NFPROTO_INET, "input");
 	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
 	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv4, 1);
@@ -565,20 +608,42 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 	rule_match(&nr, NFT_PAYLOAD_NETWORK_HEADER, 16, &addr, 4);
 	rule_meta_eq(&nr, NFT_META_L4PROTO, &tcp, 1);
 	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 2, &port, 2);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_ACCEPT, "guest to proxy");
 
-	/* iifname BR drop: DNS, UDP, ICMP, IPv6, other ports, other hosts */
+	/*
+	 * Everything else from the bridge is dropped by the last rule; the
+	 * rules before it only count what guests try: DNS and DNS over TLS
+	 * (to any address), IPv6, ICMP.
+	 */
+	rule_drop_port(b, p, udp, 53, "DNS over UDP");
+	rule_drop_port(b, p, tcp, 53, "DNS over TCP");
+	rule_drop_port(b, p, udp, 853, "DNS over DTLS/QUIC");
+	rule_drop_port(b, p, tcp, 853, "DNS over TLS");
 	rule_start(&nr, NFPROTO_INET, "input");
 	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv6, 1);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_DROP, "IPv6 from the bridge");
+	rule_start(&nr, NFPROTO_INET, "input");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_meta_eq(&nr, NFT_META_L4PROTO, &icmp, 1);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_DROP, "ICMP from the bridge");
+	rule_start(&nr, NFPROTO_INET, "input");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "everything else from the bridge");
 
 	/* Nothing is routed from or to the bridge, whatever ip_forward says;
 	 * with br_netfilter, bridged IPv4 (guest to guest) also ends here. */
 	rule_start(&nr, NFPROTO_INET, "forward");
 	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "from the bridge");
 	rule_start(&nr, NFPROTO_INET, "forward");
 	rule_ifname(&nr, NFT_META_OIFNAME, p->bridge, 0);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "to the bridge");
 
 	/* oifname BR ip saddr ADDR ip daddr @guests tcp sport PORT accept */
@@ -595,6 +660,7 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 	/* The host sends nothing else to guests (ARP is not inet). */
 	rule_start(&nr, NFPROTO_INET, "output");
 	rule_ifname(&nr, NFT_META_OIFNAME, p->bridge, 0);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "everything else to the bridge");
 }
 
@@ -607,6 +673,21 @@ rule_guest_lookup(struct nft_rule *nr, uint32_t macbase, uint32_t macoff,
 	rule_payload(nr, macbase, macoff, 6, REG_MAC);
 	rule_payload(nr, NFT_PAYLOAD_NETWORK_HEADER, ipoff, 4, REG_IP4);
 	rule_lookup(nr, REG_IFNAME, BRIDGE_SET_ID);
+}
+
+/* iifname "TAP*" ether type TYPE counter drop */
+static void
+rule_drop_ethertype(struct nft_batch *b, const struct nft_params *p,
+    uint16_t type, const char *desc)
+{
+	struct nft_rule	nr;
+	uint16_t	be = htons(type);
+
+	rule_start(&nr, NFPROTO_BRIDGE, "prerouting");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->tap_prefix, 1);
+	rule_match(&nr, NFT_PAYLOAD_LL_HEADER, 12, &be, 2);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_DROP, desc);
 }
 
 static void
@@ -648,17 +729,25 @@ build_bridge(struct nft_batch *b, const struct nft_params *p)
 	rule_guest_lookup(&nr, NFT_PAYLOAD_NETWORK_HEADER, 8, 14);
 	rule_end(b, &nr, NF_ACCEPT, "registered guest ARP");
 
-	/* Anything else from a tap: IPv6, other ethertypes, VLAN tags. */
+	/* Dropped from a tap, counted by kind: spoofed IPv4 (source MAC or
+	 * address not the tap's), spoofed ARP, IPv6, then everything else
+	 * (other ethertypes, VLAN tags). */
+	rule_drop_ethertype(b, p, 0x0800, "spoofed IPv4");
+	rule_drop_ethertype(b, p, 0x0806, "spoofed ARP");
+	rule_drop_ethertype(b, p, 0x86dd, "IPv6");
 	rule_start(&nr, NFPROTO_BRIDGE, "prerouting");
 	rule_ifname(&nr, NFT_META_IIFNAME, p->tap_prefix, 1);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "everything else from a tap");
 
 	/* Guests talk to the host only: nothing is bridged from or to a tap. */
 	rule_start(&nr, NFPROTO_BRIDGE, "forward");
 	rule_ifname(&nr, NFT_META_IIFNAME, p->tap_prefix, 1);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "from a tap");
 	rule_start(&nr, NFPROTO_BRIDGE, "forward");
 	rule_ifname(&nr, NFT_META_OIFNAME, p->tap_prefix, 1);
+	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "to a tap");
 }
 
@@ -683,121 +772,199 @@ ifname_ok(const char *name)
 	return len > 0 && len < NFT_IFNAMSIZ;
 }
 
-int
-nft_setup(const struct nft_params *p, char **cause)
+/* The bridge set's key: ifname (16, zero padded) . MAC (6 + 2) . IPv4. */
+static int
+guest_key(const struct nft_guest *g, uint8_t key[NFT_KEY_LEN], char **cause)
 {
-	struct nft_batch	*b = NULL;
-	int			 ret = -1;
+	if (!ifname_ok(g->tap) || memchr(g->tap, '\0', sizeof(g->tap)) == NULL)
+		return cause_set(cause, "invalid tap name `%.*s'",
+		    (int)sizeof(g->tap), g->tap);
+	memset(key, 0, NFT_KEY_LEN);
+	memcpy(key, g->tap, strlen(g->tap));
+	memcpy(key + NFT_IFNAMSIZ, g->mac, 6);
+	memcpy(key + NFT_IFNAMSIZ + 8, &g->addr, 4);
+	return 0;
+}
 
-	if (!ifname_ok(p->bridge)) {
-		cause_set(cause, "invalid bridge name `%s'",
-		    p->bridge != NULL ? p->bridge : "");
-		goto cleanup;
+/*
+ * NEWSETELEM or DELSETELEM of n guests in both sets, NFT_ELEMS_PER_MSG
+ * keys per message.
+ */
+static int
+batch_guests(struct nft_batch *b, uint16_t type, const struct nft_guest *g,
+    size_t n, char **cause)
+{
+	uint8_t	*keys;
+	size_t	 i, off, k;
+	char	 ip[INET_ADDRSTRLEN], desc[80];
+	int	 ret = -1;
+
+	keys = xcalloc(n > 0 ? n : 1, NFT_KEY_LEN);
+	for (i = 0; i < n; i++)
+		if (guest_key(&g[i], keys + i * NFT_KEY_LEN, cause) != 0)
+			goto cleanup;
+	for (off = 0; off < n; off += NFT_ELEMS_PER_MSG) {
+		k = n - off < NFT_ELEMS_PER_MSG ? n - off : NFT_ELEMS_PER_MSG;
+		inet_ntop(AF_INET, &g[off].addr, ip, sizeof(ip));
+		if (k == 1)
+			snprintf(desc, sizeof(desc), "\"%s\" . %02x:%02x:%02x:"
+			    "%02x:%02x:%02x . %s", g[off].tap, g[off].mac[0],
+			    g[off].mac[1], g[off].mac[2], g[off].mac[3],
+			    g[off].mac[4], g[off].mac[5], ip);
+		else
+			snprintf(desc, sizeof(desc), "%zu guests from %s", k,
+			    ip);
+		batch_elems(b, type, NFPROTO_BRIDGE, keys + off * NFT_KEY_LEN,
+		    NFT_KEY_LEN, 0, k, desc);
+		batch_elems(b, type, NFPROTO_INET, &g[off].addr,
+		    sizeof(g[off].addr), sizeof(g[off]), k,
+		    k == 1 ? ip : desc);
 	}
-	if (!ifname_ok(p->tap_prefix)) {
-		cause_set(cause, "invalid tap prefix `%s'",
-		    p->tap_prefix != NULL ? p->tap_prefix : "");
-		goto cleanup;
-	}
-	if (p->proxy_port == 0) {
-		cause_set(cause, "invalid proxy port 0");
-		goto cleanup;
-	}
-	b = batch_new();
-	build_delete(b);
-	build_inet(b, p);
-	build_bridge(b, p);
-	if (batch_commit(b, cause) != 0)
-		goto cleanup;
 	ret = 0;
 
 cleanup:
-	batch_free(b);
+	free(keys);
 	return ret;
 }
 
 static int
-guest_keys(const char *tap, const uint8_t mac[6], uint32_t addr,
-    uint8_t key[NFT_KEY_LEN], char *desc, size_t descsz, char **cause)
+setup_build(const struct nft_params *p, const struct nft_guest *g, size_t n,
+    struct nft_batch **out, char **cause)
 {
-	char	ip[INET_ADDRSTRLEN];
+	struct nft_batch	*b = NULL;
+
+	*out = NULL;
+	if (!ifname_ok(p->bridge))
+		return cause_set(cause, "invalid bridge name `%s'",
+		    p->bridge != NULL ? p->bridge : "");
+	if (!ifname_ok(p->tap_prefix))
+		return cause_set(cause, "invalid tap prefix `%s'",
+		    p->tap_prefix != NULL ? p->tap_prefix : "");
+	if (p->proxy_port == 0)
+		return cause_set(cause, "invalid proxy port 0");
+	if (n > NFT_GUESTS_MAX)
+		return cause_set(cause, "too many guests for one batch: %zu "
+		    "(at most %d)", n, NFT_GUESTS_MAX);
+	b = batch_new();
+	build_delete(b);
+	build_inet(b, p);
+	build_bridge(b, p);
+	if (n > 0 && batch_guests(b, NFT_MSG_NEWSETELEM, g, n, cause) != 0) {
+		batch_free(b);
+		return -1;
+	}
+	*out = b;
+	return 0;
+}
+
+/*
+ * The batch for one guest.  Delete is add-then-delete: it never fails on
+ * an element that is not there.
+ */
+static int
+guest_build(int add, const struct nft_guest *g, struct nft_batch **out,
+    char **cause)
+{
+	struct nft_batch	*b;
+
+	*out = NULL;
+	b = batch_new();
+	if (batch_guests(b, NFT_MSG_NEWSETELEM, g, 1, cause) != 0 ||
+	    (!add && batch_guests(b, NFT_MSG_DELSETELEM, g, 1, cause) != 0)) {
+		batch_free(b);
+		return -1;
+	}
+	*out = b;
+	return 0;
+}
+
+/* Build, then either send or copy out. */
+static int
+batch_done(struct nft_batch *b, void **buf, size_t *len, char **cause)
+{
+	int	ret;
+
+	if (b == NULL)
+		return -1;
+	if (buf == NULL)
+		ret = batch_commit(b, cause);
+	else if ((ret = batch_finish(b, cause)) == 0) {
+		*len = mnl_nlmsg_batch_size(b->mb);
+		*buf = xmalloc(*len);
+		memcpy(*buf, mnl_nlmsg_batch_head(b->mb), *len);
+	}
+	batch_free(b);
+	return ret;
+}
+
+int
+nft_setup(const struct nft_params *p, const struct nft_guest *g, size_t n,
+    char **cause)
+{
+	struct nft_batch	*b;
+
+	if (setup_build(p, g, n, &b, cause) != 0)
+		return -1;
+	return batch_done(b, NULL, NULL, cause);
+}
+
+int
+nft_setup_batch(const struct nft_params *p, const struct nft_guest *g,
+    size_t n, void **buf, size_t *len, char **cause)
+{
+	struct nft_batch	*b;
+
+	if (setup_build(p, g, n, &b, cause) != 0)
+		return -1;
+	return batch_done(b, buf, len, cause);
+}
+
+static void
+guest_fill(struct nft_guest *g, const char *tap, const uint8_t mac[6],
+    uint32_t addr)
+{
+	memset(g, 0, sizeof(*g));
+	strcpy(g->tap, tap);		/* ifname_ok: < 16 bytes */
+	memcpy(g->mac, mac, 6);
+	g->addr = addr;
+}
+
+int
+nft_guest_batch(int add, const char *tap, const uint8_t mac[6], uint32_t addr,
+    void **buf, size_t *len, char **cause)
+{
+	struct nft_guest	 g;
+	struct nft_batch	*b;
 
 	if (!ifname_ok(tap))
 		return cause_set(cause, "invalid tap name `%s'",
 		    tap != NULL ? tap : "");
-	memset(key, 0, NFT_KEY_LEN);
-	memcpy(key, tap, strlen(tap));
-	memcpy(key + NFT_IFNAMSIZ, mac, 6);
-	memcpy(key + NFT_IFNAMSIZ + 8, &addr, 4);
-	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
-	snprintf(desc, descsz, "\"%s\" . %02x:%02x:%02x:%02x:%02x:%02x . %s",
-	    tap, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], ip);
-	return 0;
+	guest_fill(&g, tap, mac, addr);
+	if (guest_build(add, &g, &b, cause) != 0)
+		return -1;
+	return batch_done(b, buf, len, cause);
 }
 
 int
 nft_guest_add(const char *tap, const uint8_t mac[6], uint32_t addr,
     char **cause)
 {
-	struct nft_batch	*b = NULL;
-	uint8_t			 key[NFT_KEY_LEN];
-	char			 desc[64], ip[INET_ADDRSTRLEN];
-	int			 ret = -1;
-
-	if (guest_keys(tap, mac, addr, key, desc, sizeof(desc), cause) != 0)
-		goto cleanup;
-	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
-	b = batch_new();
-	batch_elem(b, NFT_MSG_NEWSETELEM, NFPROTO_BRIDGE, key, sizeof(key),
-	    desc);
-	batch_elem(b, NFT_MSG_NEWSETELEM, NFPROTO_INET, &addr, 4, ip);
-	if (batch_commit(b, cause) != 0)
-		goto cleanup;
-	ret = 0;
-
-cleanup:
-	batch_free(b);
-	return ret;
+	return nft_guest_batch(1, tap, mac, addr, NULL, NULL, cause);
 }
 
 int
 nft_guest_del(const char *tap, const uint8_t mac[6], uint32_t addr,
     char **cause)
 {
-	struct nft_batch	*b = NULL;
-	uint8_t			 key[NFT_KEY_LEN];
-	char			 desc[64], ip[INET_ADDRSTRLEN];
-	int			 ret = -1;
-
-	if (guest_keys(tap, mac, addr, key, desc, sizeof(desc), cause) != 0)
-		goto cleanup;
-	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
-	/* Add then delete: never fails on an element that is not there. */
-	b = batch_new();
-	batch_elem(b, NFT_MSG_NEWSETELEM, NFPROTO_BRIDGE, key, sizeof(key),
-	    desc);
-	batch_elem(b, NFT_MSG_DELSETELEM, NFPROTO_BRIDGE, key, sizeof(key),
-	    desc);
-	batch_elem(b, NFT_MSG_NEWSETELEM, NFPROTO_INET, &addr, 4, ip);
-	batch_elem(b, NFT_MSG_DELSETELEM, NFPROTO_INET, &addr, 4, ip);
-	if (batch_commit(b, cause) != 0)
-		goto cleanup;
-	ret = 0;
-
-cleanup:
-	batch_free(b);
-	return ret;
+	return nft_guest_batch(0, tap, mac, addr, NULL, NULL, cause);
 }
 
 int
 nft_teardown(char **cause)
 {
 	struct nft_batch	*b;
-	int			 ret;
 
 	b = batch_new();
 	build_delete(b);
-	ret = batch_commit(b, cause);
-	batch_free(b);
-	return ret;
+	return batch_done(b, NULL, NULL, cause);
 }

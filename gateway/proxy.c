@@ -10,11 +10,14 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <event2/buffer.h>
@@ -26,15 +29,36 @@
 #include "gateway/gateway.h"
 #include "policy/policy.h"
 
-#define RELAY_MAX_BUFFER (256 * 1024)	/* per direction, bytes */
-#define CONN_MAX_ADDRS 8
+#define RELAY_PIPE_SIZE (1024 * 1024)	/* per direction in flight, bytes */
+#define RELAY_POOL_MAX 16	/* empty pipes kept for the next tunnels */
+#define RELAY_PEEK_MAX 65536	/* copy size without a pipe */
+#define CONN_MAX_ADDRS 8	/* resolved addresses kept */
+#define CONN_MAX_TRIES 3	/* upstream connect attempts, each timed */
+#define LINGER_MS 2000		/* after a refusal: wait for the guest's FIN */
+#define LINGER_MAX_BYTES 65536	/* ... discarding at most this much */
+#define REFUSED_MAX 512		/* refused connections lingering at once */
+#define REFUSED_ROWS 10		/* 429 audit rows per instance and second */
+#define ACCEPT_PAUSE_MS 100	/* listener pause when out of descriptors */
+#define LOCAL_MAX 64		/* local addresses remembered */
+#define LOCAL_REFRESH_MS 1000	/* ... and how often they are re-read */
+
+/* One direction of a tunnel in CONN_RELAY: src -> pipe -> dst. */
+struct relay_dir {
+	int src, dst;			/* sockets (src of dir[0]: the guest) */
+	int pipe[2];			/* -1: none, only while bytes are in flight */
+	size_t pipe_size, inpipe;	/* capacity, bytes in it */
+	uint8_t *pend;			/* held by the bufferevents, sent first */
+	size_t pendoff, pendlen;
+	int eof, shut;			/* source ended, FIN passed on */
+	struct event *rev, *wev;	/* src readable, dst writable (one-shot) */
+};
 
 enum conn_state {
 	CONN_HEAD,		/* reading the CONNECT request */
 	CONN_HELLO,		/* 200 sent, reading the ClientHello */
 	CONN_CONNECTING,	/* connecting upstream */
 	CONN_RELAY,		/* tunnel open */
-	CONN_DRAIN,		/* writing a final response, then close */
+	CONN_DRAIN,		/* writing a final response, lingering, close */
 };
 
 struct conn {
@@ -58,20 +82,38 @@ struct conn {
 	struct sockaddr_storage upstream;
 	char upstream_addr[INET6_ADDRSTRLEN];
 	int have_upstream;
-	int64_t row;			/* audit row id, -1 before the decision */
+	int64_t row;			/* allowed row id (queued or committed),
+					   -1 before the decision */
+	struct audit_wait *awaiting;	/* allowed row not committed yet */
 	int64_t start_ms;
 	uint64_t bytes_up, bytes_down;
-	int eof_down, eof_up;
+	struct relay_dir dir[2];	/* RELAY: guest->upstream, upstream->guest */
 	int64_t last_ms;		/* last relay activity, monotonic */
+	struct event *timer;		/* phase deadline (HEAD, HELLO, DRAIN),
+					   idle check (RELAY) */
+	int counted;			/* holds a slot of c->inst's quota */
+	int refused;			/* 429 at accept: outside the caps */
+	size_t discarded;		/* bytes thrown away while lingering */
+	struct sockaddr_storage cands[CONN_MAX_ADDRS];	/* screened, in order */
+	size_t ncands, ntry;
+	int in_connect, sync_fail, sync_errno;
 	struct conn *next, *prev;
 };
 
 static struct gateway *proxy_gw;
 static struct evconnlistener *proxy_listener;
 static struct conn *proxy_conns;
-static int proxy_nconns;
+static int proxy_nconns;		/* linked connections, refused included */
+static int proxy_nrefused;		/* of which refused (429, lingering) */
+static int64_t proxy_tokens, proxy_tokens_ms;	/* global rate bucket */
+static int64_t proxy_refused_sec;	/* refusal rows of unknown sources */
+static int proxy_refused_rows, proxy_refused_quiet;
+static struct event *proxy_accept_timer;
 
 static void conn_close(struct conn *c, const char *reason);
+static void conn_event_cb(struct bufferevent *, short, void *);
+static void relay_free(struct conn *);
+static void relay_timer(struct conn *);
 
 static void
 conn_link(struct conn *c)
@@ -95,13 +137,33 @@ conn_unlink(struct conn *c)
 	proxy_nconns--;
 }
 
+/* Arm (ms > 0) or stop (ms == 0) the connection's phase deadline. */
+static void
+conn_deadline(struct conn *c, int64_t ms)
+{
+	struct timeval tv;
+
+	evtimer_del(c->timer);
+	if (ms <= 0)
+		return;
+	tv.tv_sec = ms / 1000;
+	tv.tv_usec = (ms % 1000) * 1000;
+	evtimer_add(c->timer, &tv);
+}
+
 static const char *
 conn_digest(struct conn *c)
 {
 	return c->gw->policy != NULL ? policy_digest(c->gw->policy) : NULL;
 }
 
-/* Write the decision row.  Returns 0 once committed. */
+static void conn_committed(int ok, void *arg);
+
+/*
+ * Queue the decision row.  A denied row is batched (0 once queued); an
+ * allowed one calls conn_committed once it is committed.  -1: the audit
+ * is unavailable (nothing queued for an allowed row).
+ */
 static int
 conn_audit(struct conn *c, int allow, const char *reason, const char *rawhost)
 {
@@ -121,11 +183,32 @@ conn_audit(struct conn *c, int allow, const char *reason, const char *rawhost)
 	r.allow = allow;
 	r.reason = reason;
 	r.policy_digest = conn_digest(c);
-	id = audit_decision(c->gw->audit, &r);
+	if (!allow)
+		return audit_decision(c->gw->audit, &r, NULL, NULL, NULL) == -1 ?
+		    -1 : 0;
+	id = audit_decision(c->gw->audit, &r, conn_committed, c, &c->awaiting);
 	if (id == -1)
 		return -1;
 	c->row = id;
 	return 0;
+}
+
+/*
+ * Lingering close: once the answer is flushed, send our FIN and read (and
+ * drop) what the guest still sends until its FIN, LINGER_MAX_BYTES or
+ * LINGER_MS, so that closing with unread bytes does not reset the
+ * connection before the guest has read the answer.
+ */
+static void
+conn_drain_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct conn *c = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+
+	c->discarded += evbuffer_get_length(in);
+	evbuffer_drain(in, evbuffer_get_length(in));
+	if (c->discarded > LINGER_MAX_BYTES)
+		conn_close(c, NULL);
 }
 
 static void
@@ -133,14 +216,32 @@ conn_drain_write_cb(struct bufferevent *bev, void *arg)
 {
 	struct conn *c = arg;
 
-	if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-		conn_close(c, NULL);
+	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
+		return;
+	shutdown(bufferevent_getfd(bev), SHUT_WR);
+	bufferevent_setcb(bev, conn_drain_read_cb, NULL, conn_event_cb, c);
+	bufferevent_setwatermark(bev, EV_READ, 0, 0);
+	bufferevent_disable(bev, EV_WRITE);
+	bufferevent_enable(bev, EV_READ);
+	conn_drain_read_cb(bev, c);
 }
 
+/* Write a fixed answer (no guest bytes in it) and close after lingering. */
 static void
-conn_drain_event_cb(struct bufferevent *bev, short what, void *arg)
+conn_respond(struct conn *c, int status, const char *text, const char *reason,
+    const char *body)
 {
-	conn_close(arg, NULL);
+	struct evbuffer *out = bufferevent_get_output(c->down);
+
+	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
+	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s", status, text, reason, strlen(body), body);
+	c->state = CONN_DRAIN;
+	conn_deadline(c, LINGER_MS);
+	bufferevent_disable(c->down, EV_READ);
+	bufferevent_set_timeouts(c->down, NULL, NULL);
+	bufferevent_setcb(c->down, NULL, conn_drain_write_cb, conn_event_cb, c);
+	bufferevent_enable(c->down, EV_WRITE);
 }
 
 /*
@@ -153,13 +254,13 @@ conn_deny_http(struct conn *c, int status, const char *reason,
 {
 	const char *text;
 	char body[512];
-	struct evbuffer *out = bufferevent_get_output(c->down);
 
 	switch (status) {
 	case 400: text = "Bad Request"; break;
 	case 403: text = "Forbidden"; break;
 	case 405: text = "Method Not Allowed"; break;
 	case 408: text = "Request Timeout"; break;
+	case 429: text = "Too Many Requests"; break;
 	case 431: text = "Request Header Fields Too Large"; break;
 	case 502: text = "Bad Gateway"; break;
 	case 503: text = "Service Unavailable"; break;
@@ -167,20 +268,19 @@ conn_deny_http(struct conn *c, int status, const char *reason,
 	default: text = "Error"; break;
 	}
 	snprintf(body, sizeof(body), "ksb: %s\n", message);
-	if (conn_audit(c, 0, reason, rawhost) == -1) {
+	/* Fail closed: while the audit database cannot be written, every
+	 * refusal says so (its row is queued and written on recovery; -1
+	 * only when that backlog is full). */
+	if (!audit_available(c->gw->audit))
+		reason = "audit_unavailable";
+	if (conn_audit(c, 0, reason, rawhost) == -1)
+		reason = "audit_unavailable";
+	if (strcmp(reason, "audit_unavailable") == 0) {
 		status = 503;
 		text = "Service Unavailable";
-		reason = "audit_unavailable";
 		snprintf(body, sizeof(body), "ksb: audit log unavailable\n");
 	}
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
-	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
-	    "Connection: close\r\n\r\n%s", status, text, reason, strlen(body), body);
-	c->state = CONN_DRAIN;
-	bufferevent_disable(c->down, EV_READ);
-	bufferevent_setcb(c->down, NULL, conn_drain_write_cb,
-	    conn_drain_event_cb, c);
-	bufferevent_enable(c->down, EV_WRITE);
+	conn_respond(c, status, text, reason, body);
 }
 
 /* Deny after the 200: there is no HTTP left to speak, so row + close. */
@@ -192,8 +292,7 @@ conn_deny_tunnel(struct conn *c, const char *reason)
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
 	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
 	    c->port, reason);
-	if (conn_audit(c, 0, reason, NULL) == -1)
-		reason = "audit_unavailable";
+	(void)conn_audit(c, 0, reason, NULL);
 	c->row = -1;	/* the row is complete; nothing to close */
 	conn_close(c, NULL);
 }
@@ -201,10 +300,20 @@ conn_deny_tunnel(struct conn *c, const char *reason)
 static void
 conn_close(struct conn *c, const char *reason)
 {
+	/* A pending allowed row is still written, then this close record. */
+	audit_cancel(c->awaiting);
+	c->awaiting = NULL;
 	if (c->row != -1 && reason != NULL)
 		audit_close(c->gw->audit, c->row, c->bytes_up, c->bytes_down,
 		    util_mono_ms() - c->start_ms, reason);
 	resolve_cancel(c->rreq);
+	if (c->counted && c->inst != NULL)
+		c->inst->px_conns--;
+	if (c->refused)
+		proxy_nrefused--;
+	if (c->timer != NULL)
+		event_free(c->timer);
+	relay_free(c);
 	if (c->down != NULL)
 		bufferevent_free(c->down);
 	if (c->up != NULL)
@@ -215,183 +324,580 @@ conn_close(struct conn *c, const char *reason)
 
 /* ---- relay ---------------------------------------------------------------- */
 
-static void relay_read_cb(struct bufferevent *, void *);
+/*
+ * Once the row is committed the bufferevents go (their 4 KiB reads cost
+ * ~4 CPU-s per GiB, tests/bench/proxy.sh): each direction moves bytes
+ * socket -> pipe -> socket with splice(2), never through user space.  A
+ * direction holds a pipe only while bytes are in flight (taken from and
+ * given back to a small pool), so an idle tunnel costs its two sockets,
+ * four struct events and struct conn.  Back-pressure: a direction reads
+ * only when its pipe is empty and waits for EV_WRITE when the destination
+ * is full; the pipe (RELAY_PIPE_SIZE) bounds what it holds.  Without a
+ * pipe (out of descriptors) a direction copies through relay_buf with
+ * MSG_PEEK, consuming only what was written.  c->timer is the idle check.
+ */
+static int relay_pool[RELAY_POOL_MAX][2];
+static size_t relay_pool_size[RELAY_POOL_MAX];
+static int relay_npool;
+static uint8_t relay_buf[RELAY_PEEK_MAX];
 
-static struct bufferevent *
-relay_partner(struct conn *c, struct bufferevent *bev)
+/* A pipe for d: from the pool or new.  -1 when none can be made. */
+static int
+relay_pipe_get(struct relay_dir *d)
 {
-	return bev == c->down ? c->up : c->down;
+	int sz;
+
+	if (relay_npool > 0) {
+		relay_npool--;
+		d->pipe[0] = relay_pool[relay_npool][0];
+		d->pipe[1] = relay_pool[relay_npool][1];
+		d->pipe_size = relay_pool_size[relay_npool];
+		return 0;
+	}
+	if (pipe2(d->pipe, O_NONBLOCK | O_CLOEXEC) == -1) {
+		d->pipe[0] = d->pipe[1] = -1;
+		return -1;
+	}
+	/* Larger pipes mean fewer, larger splices; the size is capped by
+	 * fs.pipe-max-size and pipe-user-pages-soft: keep what we get. */
+	(void)fcntl(d->pipe[1], F_SETPIPE_SZ, RELAY_PIPE_SIZE);
+	sz = fcntl(d->pipe[1], F_GETPIPE_SZ);
+	d->pipe_size = sz > 0 ? (size_t)sz : 4096;
+	return 0;
 }
 
+/* Give d's pipe back (empty: to the pool; else closed). */
 static void
-relay_maybe_finish(struct conn *c)
+relay_pipe_put(struct relay_dir *d)
 {
-	if (c->eof_down && c->eof_up &&
-	    evbuffer_get_length(bufferevent_get_output(c->down)) == 0 &&
-	    evbuffer_get_length(bufferevent_get_output(c->up)) == 0)
+	if (d->pipe[0] == -1)
+		return;
+	if (d->inpipe == 0 && relay_npool < RELAY_POOL_MAX) {
+		relay_pool[relay_npool][0] = d->pipe[0];
+		relay_pool[relay_npool][1] = d->pipe[1];
+		relay_pool_size[relay_npool] = d->pipe_size;
+		relay_npool++;
+	} else {
+		close(d->pipe[0]);
+		close(d->pipe[1]);
+	}
+	d->pipe[0] = d->pipe[1] = -1;
+	d->inpipe = 0;
+}
+
+/* conn_close: the relay's descriptors, events and buffers. */
+static void
+relay_free(struct conn *c)
+{
+	struct relay_dir *d;
+	int i;
+
+	if (c->state != CONN_RELAY)
+		return;
+	for (i = 0; i < 2; i++) {
+		d = &c->dir[i];
+		if (d->rev != NULL)
+			event_free(d->rev);
+		if (d->wev != NULL)
+			event_free(d->wev);
+		relay_pipe_put(d);
+		free(d->pend);
+		close(d->src);
+	}
+}
+
+/* An I/O error on fd: close with the side's reason (errno). */
+static int
+relay_fail(struct conn *c, int fd)
+{
+	int e = errno;
+
+	if (fd == c->dir[0].src)
+		conn_close(c, e == ECONNRESET ? "guest_reset" : "guest_error");
+	else
+		conn_close(c, e == ECONNRESET ? "upstream_reset" :
+		    "upstream_error");
+	return -1;
+}
+
+static int
+relay_again(void)
+{
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+/*
+ * Move what direction i can move without blocking: first the bytes the
+ * bufferevents held, then splice(2) source -> pipe -> destination.  Passes
+ * a half-close on once the source ended and everything was written, and
+ * arms the event it waits for.  0, or -1 once c is closed.
+ */
+static int
+relay_pump(struct conn *c, int i)
+{
+	struct relay_dir *d = &c->dir[i];
+	uint64_t *count = i == 0 ? &c->bytes_up : &c->bytes_down;
+	int rd_blocked = 0, wr_blocked = 0;
+	ssize_t n, m;
+
+	while (!wr_blocked) {
+		if (d->pendoff < d->pendlen) {
+			n = send(d->dst, d->pend + d->pendoff,
+			    d->pendlen - d->pendoff, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n == -1 && !relay_again())
+				return relay_fail(c, d->dst);
+			if (n <= 0) {
+				wr_blocked = 1;
+				break;
+			}
+			d->pendoff += n;
+			c->last_ms = util_mono_ms();
+			continue;
+		}
+		if (d->inpipe > 0) {
+			n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe,
+			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+			if (n == -1 && !relay_again())
+				return relay_fail(c, d->dst);
+			if (n <= 0) {
+				wr_blocked = 1;
+				break;
+			}
+			d->inpipe -= n;
+			c->last_ms = util_mono_ms();
+			continue;
+		}
+		/* Nothing in flight: read, unless the source ended or has
+		 * nothing (with the pipe empty, EAGAIN means exactly that). */
+		if (d->eof || rd_blocked)
+			break;
+		if (d->pipe[0] == -1 && relay_pipe_get(d) == -1) {
+			n = recv(d->src, relay_buf, sizeof(relay_buf),
+			    MSG_PEEK | MSG_DONTWAIT);
+			if (n == -1 && !relay_again())
+				return relay_fail(c, d->src);
+			if (n == -1) {
+				rd_blocked = 1;
+				continue;
+			}
+			if (n == 0) {
+				d->eof = 1;
+				continue;
+			}
+			m = send(d->dst, relay_buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (m == -1 && !relay_again())
+				return relay_fail(c, d->dst);
+			if (m <= 0) {
+				wr_blocked = 1;
+				break;
+			}
+			(void)recv(d->src, relay_buf, m, MSG_TRUNC | MSG_DONTWAIT);
+			*count += m;
+			c->last_ms = util_mono_ms();
+			continue;
+		}
+		n = splice(d->src, NULL, d->pipe[1], NULL, d->pipe_size,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n == -1 && !relay_again())
+			return relay_fail(c, d->src);
+		if (n == -1)
+			rd_blocked = 1;
+		else if (n == 0)
+			d->eof = 1;
+		else {
+			d->inpipe += n;
+			*count += n;
+			c->last_ms = util_mono_ms();
+		}
+	}
+	if (d->inpipe == 0 && d->pendoff >= d->pendlen) {
+		relay_pipe_put(d);
+		free(d->pend);
+		d->pend = NULL;
+		d->pendoff = d->pendlen = 0;
+		if (d->eof && !d->shut) {
+			shutdown(d->dst, SHUT_WR);
+			d->shut = 1;
+		}
+	}
+	if (wr_blocked)
+		event_add(d->wev, NULL);
+	else if (!d->eof)
+		event_add(d->rev, NULL);
+	return 0;
+}
+
+/* Pump direction i; once both directions are shut the tunnel is done. */
+static void
+relay_run(struct conn *c, int i)
+{
+	if (relay_pump(c, i) == -1)
+		return;
+	if (c->dir[0].shut && c->dir[1].shut)
 		conn_close(c, "closed");
 }
 
 static void
-relay_write_cb(struct bufferevent *bev, void *arg)
+relay_up_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct conn *c = arg;
-	struct bufferevent *src = relay_partner(c, bev);
-	int src_eof = src == c->down ? c->eof_down : c->eof_up;
-
-	if (evbuffer_get_length(bufferevent_get_output(bev)) != 0)
-		return;
-	/* Output drained: pass a half-close on, or resume reading. */
-	if (src_eof) {
-		shutdown(bufferevent_getfd(bev), SHUT_WR);
-		relay_maybe_finish(c);
-		return;
-	}
-	bufferevent_enable(src, EV_READ);
+	relay_run(arg, 0);
 }
 
 static void
-relay_read_cb(struct bufferevent *bev, void *arg)
+relay_down_cb(evutil_socket_t fd, short ev, void *arg)
 {
-	struct conn *c = arg;
-	struct bufferevent *dst = relay_partner(c, bev);
-	struct evbuffer *in = bufferevent_get_input(bev);
-	size_t n = evbuffer_get_length(in);
-
-	if (bev == c->down)
-		c->bytes_up += n;
-	else
-		c->bytes_down += n;
-	c->last_ms = util_mono_ms();
-	evbuffer_add_buffer(bufferevent_get_output(dst), in);
-	if (evbuffer_get_length(bufferevent_get_output(dst)) >= RELAY_MAX_BUFFER)
-		bufferevent_disable(bev, EV_READ);
+	relay_run(arg, 1);
 }
 
+/*
+ * Idle check (c->timer): nothing moved either way for idle-timeout closes
+ * the tunnel, "write_stalled" if bytes were waiting for a peer to read.
+ */
 static void
-relay_event_cb(struct bufferevent *bev, short what, void *arg)
+relay_timer(struct conn *c)
 {
-	struct conn *c = arg;
-	struct bufferevent *dst = relay_partner(c, bev);
+	int64_t idle = (int64_t)c->gw->conf->idle_timeout * 1000;
+	int64_t quiet = util_mono_ms() - c->last_ms;
 
-	if (what & BEV_EVENT_EOF) {
-		/* Move what is left, then pass the half-close on once flushed. */
-		relay_read_cb(bev, c);
-		if (bev == c->down)
-			c->eof_down = 1;
-		else
-			c->eof_up = 1;
-		bufferevent_disable(bev, EV_READ);
-		if (evbuffer_get_length(bufferevent_get_output(dst)) == 0)
-			shutdown(bufferevent_getfd(dst), SHUT_WR);
-		relay_maybe_finish(c);
+	if (quiet < idle) {
+		conn_deadline(c, idle - quiet);
 		return;
 	}
-	if (what & BEV_EVENT_TIMEOUT) {
-		int64_t idle = (int64_t)c->gw->conf->idle_timeout * 1000;
+	conn_close(c, event_pending(c->dir[0].wev, EV_WRITE, NULL) ||
+	    event_pending(c->dir[1].wev, EV_WRITE, NULL) ?
+	    "write_stalled" : "idle_timeout");
+}
 
-		if (util_mono_ms() - c->last_ms >= idle) {
-			conn_close(c, "idle_timeout");
-			return;
-		}
-		if ((bev == c->down && !c->eof_down) || (bev == c->up && !c->eof_up))
-			bufferevent_enable(bev, EV_READ);
-		return;
-	}
-	conn_close(c, bev == c->down ? "guest_error" : "upstream_error");
+/* Move a and then b (libevent buffers) into d->pend; their length. */
+static size_t
+relay_take(struct relay_dir *d, struct evbuffer *a, struct evbuffer *b)
+{
+	size_t la = evbuffer_get_length(a), lb = evbuffer_get_length(b);
+
+	d->pendoff = 0;
+	d->pendlen = la + lb;
+	d->pend = NULL;
+	if (d->pendlen == 0)
+		return 0;
+	d->pend = xmalloc(d->pendlen);
+	evbuffer_remove(a, d->pend, la);
+	evbuffer_remove(b, d->pend + la, lb);
+	return lb;
+}
+
+/* Take bev's socket (nonblocking) and free bev without closing it. */
+static int
+relay_take_fd(struct bufferevent *bev)
+{
+	int fd = bufferevent_getfd(bev);
+
+	bufferevent_setfd(bev, -1);
+	bufferevent_free(bev);
+	return fd;
 }
 
 static void
 relay_start(struct conn *c)
 {
-	struct timeval idle = { c->gw->conf->idle_timeout, 0 };
-	struct evbuffer *in = bufferevent_get_input(c->down);
+	struct event_base *base = c->gw->base;
+	int fd_down, fd_up, i;
 
 	c->state = CONN_RELAY;
 	c->last_ms = util_mono_ms();
-	/* The buffered ClientHello (and anything after it) goes first. */
-	c->bytes_up += evbuffer_get_length(in);
-	evbuffer_add_buffer(bufferevent_get_output(c->up), in);
-	bufferevent_setcb(c->down, relay_read_cb, relay_write_cb, relay_event_cb, c);
-	bufferevent_setcb(c->up, relay_read_cb, relay_write_cb, relay_event_cb, c);
-	bufferevent_set_timeouts(c->down, &idle, NULL);
-	bufferevent_set_timeouts(c->up, &idle, NULL);
-	bufferevent_enable(c->down, EV_READ | EV_WRITE);
-	bufferevent_enable(c->up, EV_READ | EV_WRITE);
+	/* What the bufferevents hold goes first: upstream, the buffered
+	 * ClientHello (and anything after it); down, an unflushed rest of
+	 * our 200 and anything the upstream already sent. */
+	c->bytes_up += relay_take(&c->dir[0], bufferevent_get_output(c->up),
+	    bufferevent_get_input(c->down));
+	c->bytes_down += relay_take(&c->dir[1], bufferevent_get_output(c->down),
+	    bufferevent_get_input(c->up));
+	fd_down = relay_take_fd(c->down);
+	fd_up = relay_take_fd(c->up);
+	c->down = c->up = NULL;
+	c->dir[0].src = c->dir[1].dst = fd_down;
+	c->dir[0].dst = c->dir[1].src = fd_up;
+	c->dir[0].rev = event_new(base, fd_down, EV_READ, relay_up_cb, c);
+	c->dir[0].wev = event_new(base, fd_up, EV_WRITE, relay_up_cb, c);
+	c->dir[1].rev = event_new(base, fd_up, EV_READ, relay_down_cb, c);
+	c->dir[1].wev = event_new(base, fd_down, EV_WRITE, relay_down_cb, c);
+	for (i = 0; i < 2; i++) {
+		c->dir[i].pipe[0] = c->dir[i].pipe[1] = -1;
+		if (c->dir[i].rev == NULL || c->dir[i].wev == NULL)
+			fatalx("event_new");
+	}
+	conn_deadline(c, (int64_t)c->gw->conf->idle_timeout * 1000);
+	if (relay_pump(c, 0) == 0)
+		relay_run(c, 1);
 }
 
 /* ---- upstream ------------------------------------------------------------- */
+
+static void conn_connect_failed(struct conn *, short);
 
 static void
 up_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
-	char esc[600];
 
 	if (what & BEV_EVENT_CONNECTED) {
-		/* The promise: the row is committed before any byte goes up. */
+		/* The promise: the row is committed before any byte goes up;
+		 * nothing is read or relayed until conn_committed. */
 		if (conn_audit(c, 1, "allowed", NULL) == -1) {
 			c->row = -1;
-			conn_close(c, NULL);
-			return;
+			conn_deny_tunnel(c, "audit_unavailable");
 		}
-		log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-		log_info("allow %s %s:%u -> %s", c->inst->id, esc, c->port,
-		    c->upstream_addr);
-		relay_start(c);
 		return;
 	}
-	conn_deny_tunnel(c, (what & BEV_EVENT_TIMEOUT) ? "connect_timeout" :
-	    "connect_failed");
+	conn_connect_failed(c, what);
+}
+
+/* The allowed row is committed (ok) or never will be: relay or refuse. */
+static void
+conn_committed(int ok, void *arg)
+{
+	struct conn *c = arg;
+	char esc[600];
+
+	c->awaiting = NULL;
+	if (!ok) {
+		c->row = -1;
+		conn_deny_tunnel(c, "audit_unavailable");
+		return;
+	}
+	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
+	log_info("allow %s %s:%u -> %s", c->inst->id, esc, c->port,
+	    c->upstream_addr);
+	relay_start(c);
+}
+
+/*
+ * Is ss one of this host's (this network namespace's) addresses?  The list
+ * comes from getifaddrs(3), refreshed at most once per LOCAL_REFRESH_MS,
+ * so a public address of the host is refused like the bridge address.
+ */
+static int
+proxy_is_local(const struct sockaddr_storage *ss)
+{
+	static struct sockaddr_storage local[LOCAL_MAX];
+	static size_t nlocal;
+	static int64_t stamp;
+	struct ifaddrs *ifa, *i;
+	int64_t now = util_mono_ms();
+	size_t k;
+
+	if (stamp == 0 || now - stamp >= LOCAL_REFRESH_MS) {
+		stamp = now;
+		if (getifaddrs(&ifa) == 0) {
+			nlocal = 0;
+			for (i = ifa; i != NULL && nlocal < LOCAL_MAX; i = i->ifa_next) {
+				if (i->ifa_addr == NULL)
+					continue;
+				if (i->ifa_addr->sa_family == AF_INET)
+					memcpy(&local[nlocal++], i->ifa_addr,
+					    sizeof(struct sockaddr_in));
+				else if (i->ifa_addr->sa_family == AF_INET6)
+					memcpy(&local[nlocal++], i->ifa_addr,
+					    sizeof(struct sockaddr_in6));
+			}
+			freeifaddrs(ifa);
+		} else
+			log_warn("getifaddrs");
+	}
+	for (k = 0; k < nlocal; k++) {
+		if (local[k].ss_family != ss->ss_family)
+			continue;
+		if (ss->ss_family == AF_INET &&
+		    ((const struct sockaddr_in *)&local[k])->sin_addr.s_addr ==
+		    ((const struct sockaddr_in *)ss)->sin_addr.s_addr)
+			return 1;
+		if (ss->ss_family == AF_INET6 &&
+		    memcmp(&((const struct sockaddr_in6 *)&local[k])->sin6_addr,
+		    &((const struct sockaddr_in6 *)ss)->sin6_addr, 16) == 0)
+			return 1;
+	}
+	return 0;
 }
 
 static int
 conn_addr_ok(struct conn *c, const struct sockaddr_storage *ss)
 {
-	if (screen_addr((const struct sockaddr *)ss, c->gw->own, c->gw->nown) == NULL)
+	if (screen_addr((const struct sockaddr *)ss, c->gw->own, c->gw->nown) == NULL &&
+	    !proxy_is_local(ss))
 		return 1;
 	/* An explicit address rule in the profile may permit it. */
 	return policy_match_addr(c->gw->policy, c->inst->profile,
 	    (const struct sockaddr *)ss, c->port, NULL) == POLICY_ALLOW;
 }
 
+/* Record ss as the upstream address of the row. */
+static void
+conn_set_upstream(struct conn *c, const struct sockaddr_storage *ss)
+{
+	const void *a;
+
+	if (ss->ss_family == AF_INET)
+		a = &((const struct sockaddr_in *)ss)->sin_addr;
+	else if (ss->ss_family == AF_INET6)
+		a = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+	else
+		return;
+	if (inet_ntop(ss->ss_family, a, c->upstream_addr,
+	    sizeof(c->upstream_addr)) != NULL)
+		c->have_upstream = 1;
+}
+
+static const char *
+conn_connect_reason(short what, int e)
+{
+	if (what & BEV_EVENT_TIMEOUT)
+		return "connect_timeout";
+	switch (e) {
+	case ECONNREFUSED:
+		return "connect_refused";
+	case ECONNRESET:
+		return "connect_reset";
+	case ETIMEDOUT:
+		return "connect_timeout";
+	case ENETUNREACH:
+	case EHOSTUNREACH:
+	case EADDRNOTAVAIL:
+	case EAFNOSUPPORT:
+		return "connect_unreachable";
+	default:
+		return "connect_failed";
+	}
+}
+
+/*
+ * Connect to the next screened address; once CONN_MAX_TRIES addresses (or
+ * all of them) failed, the tunnel is refused with why, the last failure.
+ * Never re-resolves.
+ */
+static void
+conn_connect_next(struct conn *c, const char *why)
+{
+	struct timeval tv = { c->gw->conf->connect_timeout, 0 };
+	struct sockaddr_storage *ss;
+	socklen_t len;
+	int r, one = 1;
+
+	for (;;) {
+		if (c->up != NULL) {
+			bufferevent_free(c->up);
+			c->up = NULL;
+		}
+		if (c->ntry >= c->ncands || c->ntry >= CONN_MAX_TRIES) {
+			conn_deny_tunnel(c, why);
+			return;
+		}
+		ss = &c->cands[c->ntry++];
+		len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+		    sizeof(struct sockaddr_in);
+		conn_set_upstream(c, ss);
+		c->up = bufferevent_socket_new(c->gw->base, -1,
+		    BEV_OPT_CLOSE_ON_FREE);
+		if (c->up == NULL)
+			fatalx("bufferevent_socket_new");
+		bufferevent_setcb(c->up, NULL, NULL, up_event_cb, c);
+		bufferevent_set_timeouts(c->up, NULL, &tv);
+		/* An immediate failure runs up_event_cb inside the call. */
+		c->in_connect = 1;
+		c->sync_fail = 0;
+		r = bufferevent_socket_connect(c->up, (struct sockaddr *)ss,
+		    (int)len);
+		if (r == -1 && !c->sync_fail) {
+			c->sync_fail = 1;
+			c->sync_errno = errno;
+		}
+		c->in_connect = 0;
+		if (!c->sync_fail) {
+			(void)setsockopt(bufferevent_getfd(c->up), IPPROTO_TCP,
+			    TCP_NODELAY, &one, sizeof(one));
+			return;
+		}
+		why = conn_connect_reason(0, c->sync_errno);
+	}
+}
+
+/* up_event_cb: the connect failed or timed out; try the next address. */
+static void
+conn_connect_failed(struct conn *c, short what)
+{
+	int e = EVUTIL_SOCKET_ERROR();
+	char esc[600];
+
+	if (c->in_connect) {
+		c->sync_fail = 1;
+		c->sync_errno = e;
+		return;
+	}
+	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
+	log_debug("connect %s:%u via %s: %s", esc, c->port, c->upstream_addr,
+	    conn_connect_reason(what, e));
+	conn_connect_next(c, conn_connect_reason(what, e));
+}
+
+/*
+ * Screen every address (IPv4 first: a v6 attempt without a v6 route fails
+ * over at once), keep those that passed and start connecting.
+ */
 static void
 conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 {
-	struct timeval tv = { c->gw->conf->connect_timeout, 0 };
-	struct sockaddr_in *sin;
+	const struct sockaddr_storage *refused = NULL;
+	struct sockaddr_storage *ss;
+	const char *cls = NULL;
 	size_t i;
+	int pass, fam;
+	char esc[600];
 
-	for (i = 0; i < n; i++) {
-		if (conn_addr_ok(c, &addrs[i]))
-			break;
-	}
-	if (i == n) {
-		if (n > 0) {
-			sin = (struct sockaddr_in *)&addrs[0];
-			inet_ntop(AF_INET, &sin->sin_addr, c->upstream_addr,
-			    sizeof(c->upstream_addr));
-			c->have_upstream = 1;
+	c->ncands = 0;
+	c->ntry = 0;
+	for (pass = 0; pass < 2; pass++) {
+		for (i = 0; i < n; i++) {
+			fam = addrs[i].ss_family;
+			if (fam != AF_INET && fam != AF_INET6)
+				continue;
+			if ((pass == 0) != (fam == AF_INET))
+				continue;
+			if (!conn_addr_ok(c, &addrs[i])) {
+				if (refused == NULL) {
+					refused = &addrs[i];
+					cls = screen_addr((const struct sockaddr *)
+					    &addrs[i], c->gw->own, c->gw->nown);
+					if (cls == NULL)
+						cls = "gateway";
+				}
+				continue;
+			}
+			if (c->ncands == CONN_MAX_ADDRS)
+				continue;
+			ss = &c->cands[c->ncands++];
+			memcpy(ss, &addrs[i], sizeof(*ss));
+			if (fam == AF_INET)
+				((struct sockaddr_in *)ss)->sin_port = htons(c->port);
+			else {
+				((struct sockaddr_in6 *)ss)->sin6_port = htons(c->port);
+				((struct sockaddr_in6 *)ss)->sin6_flowinfo = 0;
+				((struct sockaddr_in6 *)ss)->sin6_scope_id = 0;
+			}
 		}
-		conn_deny_tunnel(c, n == 0 ? "resolve_failed" : "address_screened");
+	}
+	if (c->ncands == 0) {
+		if (refused != NULL) {
+			conn_set_upstream(c, refused);
+			log_escape(esc, sizeof(esc), c->host, strlen(c->host));
+			log_info("screened %s -> %s (%s)", esc, c->upstream_addr,
+			    cls ? cls : "?");
+		}
+		conn_deny_tunnel(c, refused != NULL ? "address_screened" :
+		    "resolve_failed");
 		return;
 	}
-	memcpy(&c->upstream, &addrs[i], sizeof(c->upstream));
-	sin = (struct sockaddr_in *)&c->upstream;
-	sin->sin_port = htons(c->port);
-	inet_ntop(AF_INET, &sin->sin_addr, c->upstream_addr, sizeof(c->upstream_addr));
-	c->have_upstream = 1;
 	c->state = CONN_CONNECTING;
-	c->up = bufferevent_socket_new(c->gw->base, -1, BEV_OPT_CLOSE_ON_FREE);
-	if (c->up == NULL)
-		fatalx("bufferevent_socket_new");
-	bufferevent_setcb(c->up, NULL, NULL, up_event_cb, c);
-	bufferevent_set_timeouts(c->up, NULL, &tv);
 	/* Guest bytes beyond the hello wait in the input buffer meanwhile. */
 	bufferevent_disable(c->down, EV_READ);
-	if (bufferevent_socket_connect(c->up, (struct sockaddr *)sin,
-	    sizeof(*sin)) == -1)
-		conn_deny_tunnel(c, "connect_failed");
+	conn_connect_next(c, "connect_failed");
 }
 
 /* Both the ClientHello and the resolution are done: pick an address. */
@@ -454,6 +960,7 @@ hello_read_cb(struct bufferevent *bev, void *arg)
 		break;
 	}
 	c->hello_done = 1;
+	conn_deadline(c, 0);
 	bufferevent_disable(bev, EV_READ);
 	if (c->host_is_ip || c->resolved)
 		conn_ready(c);
@@ -490,7 +997,6 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	const uint8_t *p;
 	int status = 400;
 	char msg[400], raw[1100];
-	struct timeval tv;
 
 	if (len > CONNECT_HEAD_MAX)
 		len = CONNECT_HEAD_MAX;
@@ -527,11 +1033,13 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	case HOSTNAME_IP:
 		c->host_is_ip = 1;
-		/* Only a canonical IPv4 literal can be allowed (decimal,
-		 * hex, octal and short spellings are refused outright). */
-		if (c->host_sa.ss_family != AF_INET) {
+		/* Only a canonical literal (dotted quad, [IPv6]) can be
+		 * allowed: decimal, hex, octal and short IPv4 spellings and
+		 * bare IPv6 are refused outright. */
+		if (c->host_sa.ss_family != AF_INET &&
+		    c->host_sa.ss_family != AF_INET6) {
 			snprintf(msg, sizeof(msg), "%s: only canonical dotted-quad "
-			    "IPv4 literals can be allowed", c->host);
+			    "or bracketed IPv6 literals can be allowed", c->host);
 			conn_deny_http(c, 403, "ip_literal", msg, NULL);
 			return;
 		}
@@ -553,18 +1061,132 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		}
 		break;
 	}
+	/* Fail closed before the tunnel: no allowed row could be written. */
+	if (!audit_available(c->gw->audit)) {
+		conn_deny_http(c, 503, "audit_unavailable",
+		    "audit log unavailable", NULL);
+		return;
+	}
 	evbuffer_add_printf(bufferevent_get_output(bev),
 	    "HTTP/1.1 200 Connection established\r\n\r\n");
 	c->state = CONN_HELLO;
-	tv.tv_sec = c->gw->conf->hello_timeout;
-	tv.tv_usec = 0;
-	bufferevent_set_timeouts(bev, &tv, NULL);
+	conn_deadline(c, (int64_t)c->gw->conf->hello_timeout * 1000);
 	bufferevent_setcb(bev, hello_read_cb, NULL, conn_event_cb, c);
 	if (!c->host_is_ip)
 		c->rreq = resolve_start(c->gw, c->host, conn_resolved, c);
 	/* Bytes pipelined after the request are the start of the hello. */
 	if (evbuffer_get_length(in) > 0)
 		hello_read_cb(bev, c);
+}
+
+/* Phase deadlines: absolute, not reset by each byte a slow guest sends. */
+static void
+conn_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct conn *c = arg;
+
+	switch (c->state) {
+	case CONN_HEAD:
+		conn_deny_http(c, 408, "header_timeout",
+		    "timed out reading the CONNECT request", NULL);
+		break;
+	case CONN_HELLO:
+		conn_deny_tunnel(c, "hello_timeout");
+		break;
+	case CONN_DRAIN:
+		conn_close(c, NULL);
+		break;
+	case CONN_RELAY:
+		relay_timer(c);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
+ * Token bucket of rate per second with a one-second burst, in
+ * milli-connections.  Returns 1 and takes a token, or 0.
+ */
+static int
+proxy_bucket_take(int64_t *level, int64_t *stamp, int rate, int64_t now)
+{
+	int64_t cap = (int64_t)rate * 1000;
+
+	if (*stamp == 0)
+		*level = cap;
+	else if (now > *stamp)
+		*level += (now - *stamp) * rate;
+	if (*level > cap)
+		*level = cap;
+	*stamp = now;
+	if (*level < 1000)
+		return 0;
+	*level -= 1000;
+	return 1;
+}
+
+/* Which cap refuses a new connection of c->inst (NULL: unknown source)? */
+static const char *
+proxy_admit(struct conn *c)
+{
+	const struct ksb_conf *conf = c->gw->conf;
+	struct instance *inst = c->inst;
+	int64_t now = util_mono_ms();
+
+	if (inst != NULL && inst->px_conns >= conf->max_per_instance)
+		return "instance_connection_limit";
+	if (proxy_nconns - proxy_nrefused > conf->max_connections)
+		return "too_many_connections";
+	if (inst != NULL && !proxy_bucket_take(&inst->px_tokens,
+	    &inst->px_tokens_ms, conf->conn_rate_instance, now))
+		return "instance_rate_limited";
+	if (!proxy_bucket_take(&proxy_tokens, &proxy_tokens_ms, conf->conn_rate,
+	    now)) {
+		if (inst != NULL)	/* give the instance its token back */
+			inst->px_tokens += 1000;
+		return "rate_limited";
+	}
+	return NULL;
+}
+
+/*
+ * Refuse a connection over a cap: 429, then a lingering close.  Refused
+ * connections do not count against the caps (they would let one guest's
+ * flood refuse everybody) but are capped themselves (REFUSED_MAX), and only
+ * REFUSED_ROWS of them per instance and second get an audit row, so that
+ * a flood cannot turn into a flood of synchronous audit commits.
+ */
+static void
+conn_refuse(struct conn *c, const char *reason)
+{
+	int64_t sec = util_mono_ms() / 1000, *last;
+	int *rows, *quiet;
+
+	c->refused = 1;
+	proxy_nrefused++;
+	if (proxy_nrefused > REFUSED_MAX) {
+		conn_close(c, NULL);
+		return;
+	}
+	last = c->inst ? &c->inst->px_refused_sec : &proxy_refused_sec;
+	rows = c->inst ? &c->inst->px_refused_rows : &proxy_refused_rows;
+	quiet = c->inst ? &c->inst->px_refused_quiet : &proxy_refused_quiet;
+	if (*last != sec) {
+		if (*quiet > 0)
+			log_warnx("%s: %d more refusals not audited",
+			    c->inst ? c->inst->id : c->client_addr, *quiet);
+		*last = sec;
+		*rows = 0;
+		*quiet = 0;
+	}
+	if (++*rows <= REFUSED_ROWS) {
+		conn_deny_http(c, 429, reason, "too many connections", NULL);
+		return;
+	}
+	++*quiet;
+	conn_respond(c, 429, "Too Many Requests", reason,
+	    "ksb: too many connections\n");
 }
 
 static void
@@ -574,53 +1196,84 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	struct gateway *gw = arg;
 	struct conn *c;
 	struct sockaddr_in *sin = (struct sockaddr_in *)sa;
-	struct timeval tv = { gw->conf->header_timeout, 0 };
+	const char *why;
+	int one = 1;
 
 	c = xcalloc(1, sizeof(*c));
 	c->gw = gw;
 	c->row = -1;
 	c->start_ms = util_mono_ms();
 	conn_link(c);
+	c->timer = evtimer_new(gw->base, conn_timer_cb, c);
 	c->down = bufferevent_socket_new(gw->base, fd,
 	    BEV_OPT_CLOSE_ON_FREE);
-	if (c->down == NULL)
+	if (c->down == NULL || c->timer == NULL)
 		fatalx("bufferevent_socket_new");
-	if (sa->sa_family == AF_INET) {
+	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (sa->sa_family == AF_INET && salen >= (int)sizeof(*sin)) {
 		inet_ntop(AF_INET, &sin->sin_addr, c->client_addr,
 		    sizeof(c->client_addr));
 		c->client_port = ntohs(sin->sin_port);
 		c->inst = registry_find_addr(sin->sin_addr.s_addr);
 	} else
 		snprintf(c->client_addr, sizeof(c->client_addr), "?");
-	if (proxy_nconns > gw->conf->max_connections) {
-		conn_deny_http(c, 503, "too_many_connections",
-		    "too many connections", NULL);
+	if ((why = proxy_admit(c)) != NULL) {
+		conn_refuse(c, why);
 		return;
+	}
+	if (c->inst != NULL) {
+		c->inst->px_conns++;
+		c->counted = 1;
 	}
 	bufferevent_setcb(c->down, head_read_cb, NULL, conn_event_cb, c);
 	bufferevent_setwatermark(c->down, EV_READ, 0, CONNECT_HEAD_MAX + TLS_PEEK_MAX);
-	bufferevent_set_timeouts(c->down, &tv, NULL);
+	conn_deadline(c, (int64_t)gw->conf->header_timeout * 1000);
 	bufferevent_enable(c->down, EV_READ | EV_WRITE);
 }
 
 static void
+proxy_accept_resume(evutil_socket_t fd, short ev, void *arg)
+{
+	evconnlistener_enable(proxy_listener);
+}
+
+/* accept(2) failed: out of descriptors or memory pauses the listener
+ * briefly instead of spinning on the error. */
+static void
 proxy_error_cb(struct evconnlistener *l, void *arg)
 {
+	struct timeval tv = { 0, ACCEPT_PAUSE_MS * 1000 };
+	int e = errno;
+
 	log_warn("accept");
+	if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+		evconnlistener_disable(l);
+		evtimer_add(proxy_accept_timer, &tv);
+	}
 }
 
 int
 proxy_init(struct gateway *gw, char **cause)
 {
 	struct sockaddr_in sin;
+	struct rlimit rl;
 
 	proxy_gw = gw;
+	/* Two descriptors per tunnel: take the hard limit on open files. */
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			log_warn("setrlimit RLIMIT_NOFILE");
+	}
+	if ((proxy_accept_timer = evtimer_new(gw->base, proxy_accept_resume,
+	    NULL)) == NULL)
+		return cause_set(cause, "evtimer_new failed");
 	memset(&sin, 0, sizeof(sin));
 	sin.sin_family = AF_INET;
 	sin.sin_addr.s_addr = gw->conf->bridge_addr;
 	sin.sin_port = htons(gw->conf->proxy_port);
 	proxy_listener = evconnlistener_new_bind(gw->base, proxy_accept_cb, gw,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, -1,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 4096,
 	    (struct sockaddr *)&sin, sizeof(sin));
 	if (proxy_listener == NULL)
 		return cause_set(cause, "listen on %s:%u: %s",
@@ -637,6 +1290,14 @@ proxy_shutdown(void)
 	if (proxy_listener != NULL)
 		evconnlistener_free(proxy_listener);
 	proxy_listener = NULL;
+	while (relay_npool > 0) {
+		relay_npool--;
+		close(relay_pool[relay_npool][0]);
+		close(relay_pool[relay_npool][1]);
+	}
+	if (proxy_accept_timer != NULL)
+		event_free(proxy_accept_timer);
+	proxy_accept_timer = NULL;
 }
 
 void
@@ -656,25 +1317,44 @@ proxy_instance_gone(struct instance *inst)
 	}
 }
 
-void
+int
 proxy_policy_changed(void)
 {
 	struct conn *c, *next;
 	struct policy *p = proxy_gw->policy;
+	int n = 0, ok;
 
 	for (c = proxy_conns; c != NULL; c = next) {
 		next = c->next;
 		if (c->inst == NULL || c->state == CONN_HEAD || c->state == CONN_DRAIN)
 			continue;
-		if (!policy_has_profile(p, c->inst->profile) ||
+		ok = policy_has_profile(p, c->inst->profile) &&
 		    (c->host_is_ip ? policy_match_addr(p, c->inst->profile,
 		    (struct sockaddr *)&c->host_sa, c->port, NULL) :
 		    policy_match_host(p, c->inst->profile, c->host, c->port,
-		    NULL)) != POLICY_ALLOW) {
-			if (c->row != -1)
-				conn_close(c, "revoked");
-			else
-				conn_deny_tunnel(c, "revoked");
+		    NULL)) == POLICY_ALLOW;
+		/* Upstream addresses chosen under the old policy must still
+		 * pass screening (an allow-address rule may have gone): the
+		 * current one, and those not tried yet are dropped. */
+		if (ok && (c->state == CONN_CONNECTING ||
+		    c->state == CONN_RELAY) && c->ntry > 0) {
+			size_t k, m;
+
+			if (!conn_addr_ok(c, &c->cands[c->ntry - 1]))
+				ok = 0;
+			for (k = m = c->ntry; ok && k < c->ncands; k++)
+				if (conn_addr_ok(c, &c->cands[k]))
+					c->cands[m++] = c->cands[k];
+			if (ok)
+				c->ncands = m;
 		}
+		if (ok)
+			continue;
+		n++;
+		if (c->row != -1)
+			conn_close(c, "revoked");
+		else
+			conn_deny_tunnel(c, "revoked");
 	}
+	return n;
 }

@@ -105,6 +105,50 @@ registry_add(const char *id, const char *profile, void *owner, char **cause)
 	return inst;
 }
 
+struct instance *
+registry_adopt(const struct instance *row, char **cause)
+{
+	struct instance *inst;
+	uint32_t a = ntohl(row->addr), h = a - registry_net;
+	char want[16];
+
+	if (!util_valid_id(row->id)) {
+		cause_set(cause, "invalid instance ID `%s'", row->id);
+		return NULL;
+	}
+	if (registry_find_id(row->id) != NULL) {
+		cause_set(cause, "instance %s is already registered", row->id);
+		return NULL;
+	}
+	if ((a & ~(registry_size - 1)) != registry_net || h == 0 ||
+	    h + 1 >= registry_size || a == registry_gw ||
+	    registry_find_addr(row->addr) != NULL) {
+		cause_set(cause, "instance %s: address not free in the pool",
+		    row->id);
+		return NULL;
+	}
+	snprintf(want, sizeof(want), "ksbt%u", h);
+	if (strcmp(row->tap, want) != 0) {
+		cause_set(cause, "instance %s: tap `%s' is not `%s'", row->id,
+		    row->tap, want);
+		return NULL;
+	}
+	inst = xcalloc(1, sizeof(*inst));
+	memcpy(inst->id, row->id, sizeof(inst->id));
+	memcpy(inst->profile, row->profile, sizeof(inst->profile));
+	memcpy(inst->tap, row->tap, sizeof(inst->tap));
+	memcpy(inst->mac, row->mac, sizeof(inst->mac));
+	inst->addr = row->addr;
+	inst->tapfd = -1;
+	inst->since_ms = row->since_ms;
+	inst->audit_id = row->audit_id;
+	inst->owner_pid = row->owner_pid;
+	inst->owner_start = row->owner_start;
+	inst->next = registry_head;
+	registry_head = inst;
+	return inst;
+}
+
 void
 registry_remove(struct instance *inst)
 {

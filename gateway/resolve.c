@@ -3,7 +3,9 @@
  *
  * Names are looked up in the configured hosts file first (hosts-file), then
  * through the configured resolver (resolver = ip[:port]) or the nameservers
- * of /etc/resolv.conf.  Only IPv4 answers are used for now.  Every request
+ * of /etc/resolv.conf.  A and AAAA answers are both returned; screening
+ * and ordering them is the caller's job, and every address is copied with
+ * the length of its own family, never cast to another.  Every request
  * has its own timeout (resolve-timeout), because evdns never completes a
  * request when it has no nameserver at all.  Results are delivered from the
  * event loop, never from inside resolve_start, so callers need not handle
@@ -131,9 +133,21 @@ resolve_dns_cb(int err, struct evutil_addrinfo *res, void *arg)
 	rq->done = 1;
 	rq->err = err;
 	for (ai = res; ai != NULL && rq->naddrs < RESOLVE_MAX_ADDRS; ai = ai->ai_next) {
-		if (ai->ai_family != AF_INET || ai->ai_addrlen > sizeof(rq->addrs[0]))
+		const struct sockaddr *sa = ai->ai_addr;
+		size_t want;
+
+		if (sa == NULL || sa->sa_family != ai->ai_family)
 			continue;
-		memcpy(&rq->addrs[rq->naddrs++], ai->ai_addr, ai->ai_addrlen);
+		if (sa->sa_family == AF_INET)
+			want = sizeof(struct sockaddr_in);
+		else if (sa->sa_family == AF_INET6)
+			want = sizeof(struct sockaddr_in6);
+		else
+			continue;
+		if ((size_t)ai->ai_addrlen != want)
+			continue;
+		memset(&rq->addrs[rq->naddrs], 0, sizeof(rq->addrs[0]));
+		memcpy(&rq->addrs[rq->naddrs++], sa, want);
 	}
 	if (res != NULL)
 		evutil_freeaddrinfo(res);
@@ -157,7 +171,7 @@ resolve_start(struct gateway *gw, const char *host, resolve_cb cb, void *arg)
 		fatalx("evtimer_new");
 	evtimer_add(rq->timer, &tv);
 	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_INET;
+	hints.ai_family = AF_UNSPEC;	/* A and AAAA */
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_protocol = IPPROTO_TCP;
 	rq->req = evdns_getaddrinfo(gw->resolve->dns, host, NULL, &hints,

@@ -1,11 +1,20 @@
 /*
  * policy.c: the policy language of ksb-policy(5): parser, validation,
- * extends resolution, digest and matching.
+ * extends resolution, digest, index and matching.
  *
  * Parsing never stops at the first error: every error is collected as
  * "file:line:col: message" and nothing is returned unless there were none.
  * The parser works line by line: a rule and a profile header are each on
  * one line, so after an error the rest of the line is skipped.
+ *
+ * Matching is by hash lookups, never by scanning the rules: one index of
+ * exact names, one of wildcard suffixes (".example.com"; a host is looked
+ * up once per label boundary) and one of address rules keyed by (family,
+ * prefix, masked address; a lookup tries each prefix length in use).  An
+ * entry names its profile; it applies to a request when that profile is in
+ * the requesting profile's extends closure.  Among several matching rules
+ * the one reported is the first in closure order (the profile itself, then
+ * what it extends, depth first), then in file order.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -24,7 +33,7 @@
 #include "policy/policy.h"
 
 #define POLICY_PROFILES_MAX 1024	/* profiles in one policy */
-#define POLICY_RULES_MAX 65536		/* rules in one policy */
+#define POLICY_RULES_MAX (1 << 20)	/* rules in one policy */
 #define POLICY_QUOTE_MAX 80		/* bytes of offending text quoted */
 #define POLICY_DEFAULT_PORT 443
 
@@ -60,12 +69,32 @@ struct policy_profile {
 	const char *file;		/* owned by the policy's files[] */
 	int line, col;
 	struct policy_rule *rules;
-	size_t nrules;
+	size_t nrules, rcap;
 	struct policy_ext *ext;
 	size_t next;
 	size_t *closure;		/* self and every ancestor, deduplicated */
 	size_t nclosure;
+	uint16_t *rank;			/* [nprofiles]: 1 + position in closure,
+					   0 if not in it */
 	int mark;			/* DFS colour while checking cycles */
+};
+
+/*
+ * A chained hash index over (profile, rule) pairs.  Entries keep their
+ * full hash, so the table can grow without rehashing keys.
+ */
+struct policy_ent {
+	uint64_t hash;
+	uint32_t next;			/* 1 + index of the next entry, 0: end */
+	uint32_t prof;			/* profile index (or block serial) */
+	uint32_t rule;			/* rule index in that profile */
+};
+
+struct policy_index {
+	uint32_t *heads;		/* 1 + entry index, 0: empty bucket */
+	size_t nbuckets;		/* power of two, or 0 */
+	struct policy_ent *ents;
+	size_t n, cap;
 };
 
 struct policy {
@@ -75,6 +104,11 @@ struct policy {
 	char **files;
 	size_t nfiles;
 	char digest[POLICY_DIGEST_LEN + 1];
+	struct policy_index names;	/* profile names (rule unused) */
+	struct policy_index exact;	/* allow NAME */
+	struct policy_index wild;	/* allow *.SUFFIX, keyed ".SUFFIX" */
+	struct policy_index addrs;	/* allow-address */
+	uint8_t pfx4[33], pfx6[129];	/* prefix lengths in use */
 };
 
 /* A growing string, for errors and canonical text. */
@@ -83,15 +117,24 @@ struct policy_buf {
 	size_t len, cap;
 };
 
+/* One error, kept apart so that all of them can be sorted by place. */
+struct policy_err {
+	size_t file;			/* index in the policy's files[] */
+	int line, col;
+	size_t seq;			/* report order, for a stable sort */
+	char *text;			/* the whole "file:line:col: message" */
+};
+
 struct policy_parse {
 	struct policy *pol;
-	struct policy_buf err;
-	size_t nerr;
+	struct policy_err *errs;
+	size_t nerr, errcap;
 	const char *file;
 	int line;
 	int inblock;			/* inside { } */
 	struct policy_profile *cur;	/* block's profile */
 	struct policy_profile scratch;	/* block of a rejected header */
+	struct policy_index dups;	/* canonical texts of cur's rules */
 };
 
 struct policy_tok {
@@ -101,6 +144,107 @@ struct policy_tok {
 };
 
 static void policy_profile_clear(struct policy_profile *);
+
+/* ---- hash index ------------------------------------------------------------ */
+
+/* FNV-1a, 64 bits.  The keys are the administrator's; a guest only chooses
+ * what is looked up, which cannot lengthen a chain. */
+static uint64_t
+policy_hash_bytes(uint64_t h, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+#define POLICY_HASH_INIT 0xcbf29ce484222325ULL
+
+static uint64_t
+policy_hash_str(const char *s, size_t len)
+{
+	return policy_hash_bytes(POLICY_HASH_INIT, s, len);
+}
+
+static void
+policy_index_free(struct policy_index *ix)
+{
+	free(ix->heads);
+	free(ix->ents);
+	memset(ix, 0, sizeof(*ix));
+}
+
+/* Rebuild the buckets for nb (a power of two) buckets. */
+static void
+policy_index_rehash(struct policy_index *ix, size_t nb)
+{
+	size_t i, b;
+
+	free(ix->heads);
+	ix->heads = xcalloc(nb, sizeof(*ix->heads));
+	ix->nbuckets = nb;
+	for (i = 0; i < ix->n; i++) {
+		b = ix->ents[i].hash & (nb - 1);
+		ix->ents[i].next = ix->heads[b];
+		ix->heads[b] = (uint32_t)i + 1;
+	}
+}
+
+static void
+policy_index_add(struct policy_index *ix, uint64_t hash, size_t prof,
+    size_t rule)
+{
+	struct policy_ent *e;
+	size_t b;
+
+	if (ix->n == ix->cap) {
+		ix->cap = ix->cap ? ix->cap * 2 : 16;
+		ix->ents = xrealloc(ix->ents, ix->cap * sizeof(*ix->ents));
+	}
+	e = &ix->ents[ix->n++];
+	e->hash = hash;
+	e->prof = (uint32_t)prof;
+	e->rule = (uint32_t)rule;
+	e->next = 0;
+	if (ix->n > ix->nbuckets) {	/* load factor <= 1 */
+		policy_index_rehash(ix, ix->nbuckets ? ix->nbuckets * 2 : 16);
+		return;
+	}
+	b = hash & (ix->nbuckets - 1);
+	e->next = ix->heads[b];
+	ix->heads[b] = (uint32_t)ix->n;
+}
+
+/* First / next entry with this hash; NULL at the end. */
+static const struct policy_ent *
+policy_index_next(const struct policy_index *ix, uint64_t hash,
+    const struct policy_ent *e)
+{
+	uint32_t k;
+
+	if (ix->nbuckets == 0)
+		return NULL;
+	k = e == NULL ? ix->heads[hash & (ix->nbuckets - 1)] : e->next;
+	for (; k != 0; k = ix->ents[k - 1].next)
+		if (ix->ents[k - 1].hash == hash)
+			return &ix->ents[k - 1];
+	return NULL;
+}
+
+static uint64_t
+policy_hash_addr(int family, int prefix, const uint8_t addr[16])
+{
+	uint8_t key[18];
+
+	key[0] = (uint8_t)family;
+	key[1] = (uint8_t)prefix;
+	memcpy(key + 2, addr, 16);
+	return policy_hash_bytes(POLICY_HASH_INIT, key, sizeof(key));
+}
 
 static void __attribute__((format(printf, 2, 0)))
 policy_buf_vadd(struct policy_buf *b, const char *fmt, va_list ap)
@@ -135,19 +279,66 @@ policy_buf_add(struct policy_buf *b, const char *fmt, ...)
 static void __attribute__((format(printf, 4, 5)))
 policy_error(struct policy_parse *p, int line, int col, const char *fmt, ...)
 {
+	struct policy_buf b = { 0 };
+	struct policy_err *e;
 	va_list ap;
+	size_t k;
 
-	if (p->nerr++ > 0)
-		policy_buf_add(&p->err, "\n");
 	if (col > 0)
-		policy_buf_add(&p->err, "%s:%d:%d: ", p->file, line, col);
+		policy_buf_add(&b, "%s:%d:%d: ", p->file, line, col);
 	else if (line > 0)
-		policy_buf_add(&p->err, "%s:%d: ", p->file, line);
+		policy_buf_add(&b, "%s:%d: ", p->file, line);
 	else
-		policy_buf_add(&p->err, "%s: ", p->file);
+		policy_buf_add(&b, "%s: ", p->file);
 	va_start(ap, fmt);
-	policy_buf_vadd(&p->err, fmt, ap);
+	policy_buf_vadd(&b, fmt, ap);
 	va_end(ap);
+	if (p->nerr == p->errcap) {
+		p->errcap = p->errcap ? p->errcap * 2 : 16;
+		p->errs = xrealloc(p->errs, p->errcap * sizeof(*p->errs));
+	}
+	e = &p->errs[p->nerr];
+	for (k = 0; k < p->pol->nfiles && p->pol->files[k] != p->file; k++)
+		;
+	e->file = k;
+	e->line = line;
+	e->col = col;
+	e->seq = p->nerr++;
+	e->text = b.s;
+}
+
+static int
+policy_err_cmp(const void *a, const void *b)
+{
+	const struct policy_err *x = a, *y = b;
+
+	if (x->file != y->file)
+		return x->file < y->file ? -1 : 1;
+	if (x->line != y->line)
+		return x->line < y->line ? -1 : 1;
+	if (x->col != y->col)
+		return x->col < y->col ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Every error, sorted by file (in load order), line and column, one per
+ * line; the array is freed. */
+static char *
+policy_errors_join(struct policy_parse *p)
+{
+	struct policy_buf b = { 0 };
+	size_t i;
+
+	if (p->nerr > 1)
+		qsort(p->errs, p->nerr, sizeof(*p->errs), policy_err_cmp);
+	for (i = 0; i < p->nerr; i++) {
+		policy_buf_add(&b, "%s%s", i ? "\n" : "", p->errs[i].text);
+		free(p->errs[i].text);
+	}
+	free(p->errs);
+	p->errs = NULL;
+	p->nerr = p->errcap = 0;
+	return b.s;
 }
 
 /* Escape untrusted text for quoting in a message; truncated with "...". */
@@ -230,15 +421,26 @@ policy_valid_name(const char *s, size_t len)
 static struct policy_profile *
 policy_find(const struct policy *pol, const char *name, size_t len)
 {
-	size_t i;
+	const struct policy_ent *e = NULL;
+	uint64_t h = policy_hash_str(name, len);
+	struct policy_profile *pr;
 
-	for (i = 0; i < pol->nprofiles; i++) {
-		struct policy_profile *pr = &pol->profiles[i];
-
+	while ((e = policy_index_next(&pol->names, h, e)) != NULL) {
+		pr = &pol->profiles[e->prof];
 		if (strlen(pr->name) == len && memcmp(pr->name, name, len) == 0)
 			return pr;
 	}
 	return NULL;
+}
+
+/* Enter the block of pr: its rules are checked for duplicates among
+ * themselves only. */
+static void
+policy_block_start(struct policy_parse *p, struct policy_profile *pr)
+{
+	policy_index_free(&p->dups);
+	p->cur = pr;
+	p->inblock = 1;
 }
 
 /*
@@ -367,6 +569,44 @@ policy_rule_ports(struct policy_parse *p, const struct policy_tok *t,
 	    t->col + (int)colon + 1, &r->ports, &r->nports);
 }
 
+/*
+ * Public suffixes (https://publicsuffix.org/) of two or more labels under
+ * which a wildcard would cover names registered by anyone: country
+ * second-level domains and shared hosting.  Single-label suffixes are
+ * refused by the two-label rule.  githubusercontent.com is on the public
+ * list but deliberately not here: its hosts are GitHub's own.  Sorted for
+ * bsearch.
+ */
+static const char *const policy_public_suffixes[] = {
+	"ac.jp", "ac.uk", "appspot.com", "azurestaticapps.net",
+	"azurewebsites.net", "bitbucket.io", "blogspot.com", "cloudfront.net",
+	"co.id", "co.il", "co.in", "co.jp", "co.kr", "co.nz", "co.th",
+	"co.uk", "co.za", "codeberg.page", "com.ar", "com.au", "com.br",
+	"com.cn", "com.co", "com.hk", "com.mx", "com.my", "com.pl", "com.sg",
+	"com.tr", "com.tw", "com.ua", "duckdns.org", "edu.au",
+	"firebaseapp.com", "fly.dev", "github.io", "gitlab.io", "glitch.me",
+	"gov.au", "gov.uk", "herokuapp.com", "ltd.uk", "me.uk", "ne.jp",
+	"net.au", "net.br", "net.cn", "net.in", "netlify.app", "ngrok.io",
+	"onrender.com", "or.jp", "org.au", "org.br", "org.cn", "org.in",
+	"org.uk", "pages.dev", "plc.uk", "readthedocs.io", "s3.amazonaws.com",
+	"trycloudflare.com", "vercel.app", "web.app", "workers.dev"
+};
+
+static int
+policy_cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* 1 if name (NUL-terminated) is a listed public suffix. */
+static int
+policy_public_suffix(const char *name)
+{
+	return bsearch(&name, policy_public_suffixes,
+	    sizeof(policy_public_suffixes) / sizeof(policy_public_suffixes[0]),
+	    sizeof(policy_public_suffixes[0]), policy_cmp_str) != NULL;
+}
+
 /* allow HOST[:PORTS] */
 static int
 policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
@@ -440,6 +680,13 @@ policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
 			policy_error(p, p->line, t->col,
 			    "wildcard `%s' is too broad: at least two labels "
 			    "must follow `*.'", q);
+			goto cleanup;
+		}
+		if (policy_public_suffix(norm)) {
+			policy_error(p, p->line, t->col,
+			    "wildcard `%s' is too broad: `%s' is a public "
+			    "suffix (names under it belong to anyone)", q,
+			    norm);
 			goto cleanup;
 		}
 		r->host = xstrndup(host + 1, hlen - 1);		/* ".suffix" */
@@ -586,8 +833,9 @@ policy_rule(struct policy_parse *p, int addr, const struct policy_tok *kw,
 	struct policy_profile *pr = p->cur;
 	struct policy_rule r;
 	struct policy_buf b = { 0 };
+	const struct policy_ent *e = NULL;
 	char canon[INET6_ADDRSTRLEN];
-	size_t i;
+	uint64_t h;
 	int ok;
 
 	memset(&r, 0, sizeof(r));
@@ -613,11 +861,12 @@ policy_rule(struct policy_parse *p, int addr, const struct policy_tok *kw,
 	policy_ports_text(&b, r.ports, r.nports);
 	r.text = b.s;
 	b.s = NULL;
-	for (i = 0; i < pr->nrules; i++) {
-		if (strcmp(pr->rules[i].text, r.text) == 0) {
+	h = policy_hash_str(r.text, strlen(r.text));
+	while ((e = policy_index_next(&p->dups, h, e)) != NULL) {
+		if (strcmp(pr->rules[e->rule].text, r.text) == 0) {
 			policy_error(p, p->line, kw->col,
 			    "duplicate rule `%s' (first at %s:%d)", r.text,
-			    p->file, pr->rules[i].line);
+			    p->file, pr->rules[e->rule].line);
 			goto cleanup;
 		}
 	}
@@ -628,7 +877,11 @@ policy_rule(struct policy_parse *p, int addr, const struct policy_tok *kw,
 	}
 	xasprintf(&r.desc, "profile %s (%s:%d): %s", pr->name, p->file,
 	    p->line, r.text);
-	pr->rules = xrealloc(pr->rules, (pr->nrules + 1) * sizeof(*pr->rules));
+	if (pr->nrules == pr->rcap) {
+		pr->rcap = pr->rcap ? pr->rcap * 2 : 8;
+		pr->rules = xrealloc(pr->rules, pr->rcap * sizeof(*pr->rules));
+	}
+	policy_index_add(&p->dups, h, 0, pr->nrules);
 	pr->rules[pr->nrules++] = r;
 	memset(&r, 0, sizeof(r));
 	if (pr != &p->scratch)
@@ -784,6 +1037,8 @@ block:
 	} else {
 		p->pol->profiles = xrealloc(p->pol->profiles,
 		    (p->pol->nprofiles + 1) * sizeof(*p->pol->profiles));
+		policy_index_add(&p->pol->names, policy_hash_str(name.s,
+		    name.len), p->pol->nprofiles, 0);
 		pr = &p->pol->profiles[p->pol->nprofiles++];
 		memset(pr, 0, sizeof(*pr));
 		pr->name = xstrndup(name.s, name.len);
@@ -793,8 +1048,7 @@ block:
 	pr->file = p->file;
 	pr->line = p->line;
 	pr->col = kw->col;
-	p->cur = pr;
-	p->inblock = 1;
+	policy_block_start(p, pr);
 	if (!brace)
 		*pos = len;	/* the rest of a broken header is noise */
 }
@@ -870,8 +1124,7 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 			p->scratch.file = p->file;
 			p->scratch.line = p->line;
 			p->scratch.col = 1;
-			p->cur = &p->scratch;
-			p->inblock = 1;
+			policy_block_start(p, &p->scratch);
 		}
 		return;
 	}
@@ -957,6 +1210,36 @@ policy_closure(struct policy *pol, struct policy_profile *root, size_t i,
 		policy_closure(pol, root, pr->ext[e].idx, seen);
 }
 
+/* Index every rule for matching (after a successful parse). */
+static void
+policy_build_index(struct policy *pol)
+{
+	struct policy_profile *pr;
+	struct policy_rule *r;
+	size_t i, j;
+	uint64_t h;
+
+	for (i = 0; i < pol->nprofiles; i++) {
+		pr = &pol->profiles[i];
+		for (j = 0; j < pr->nrules; j++) {
+			r = &pr->rules[j];
+			if (r->kind == POLICY_RULE_ADDR) {
+				h = policy_hash_addr(r->family, r->prefix,
+				    r->addr);
+				policy_index_add(&pol->addrs, h, i, j);
+				if (r->family == AF_INET)
+					pol->pfx4[r->prefix] = 1;
+				else
+					pol->pfx6[r->prefix] = 1;
+				continue;
+			}
+			h = policy_hash_str(r->host, strlen(r->host));
+			policy_index_add(r->wildcard ? &pol->wild : &pol->exact,
+			    h, i, j);
+		}
+	}
+}
+
 /* Resolve extends, find cycles and build closures.  0 or -1 (reported). */
 static int
 policy_resolve(struct policy_parse *p)
@@ -993,9 +1276,13 @@ policy_resolve(struct policy_parse *p)
 	for (i = 0; i < pol->nprofiles; i++) {
 		pr = &pol->profiles[i];
 		pr->closure = xcalloc(pol->nprofiles, sizeof(*pr->closure));
+		pr->rank = xcalloc(pol->nprofiles, sizeof(*pr->rank));
 		memset(seen, 0, pol->nprofiles);
 		policy_closure(pol, pr, i, seen);
+		for (e = 0; e < pr->nclosure; e++)
+			pr->rank[pr->closure[e]] = (uint16_t)(e + 1);
 	}
+	policy_build_index(pol);
 	ret = 0;
 cleanup:
 	free(seen);
@@ -1016,6 +1303,7 @@ policy_profile_clear(struct policy_profile *pr)
 		free(pr->ext[i].name);
 	free(pr->ext);
 	free(pr->closure);
+	free(pr->rank);
 	memset(pr, 0, sizeof(*pr));
 }
 
@@ -1032,6 +1320,10 @@ policy_free(struct policy *pol)
 	for (i = 0; i < pol->nfiles; i++)
 		free(pol->files[i]);
 	free(pol->files);
+	policy_index_free(&pol->names);
+	policy_index_free(&pol->exact);
+	policy_index_free(&pol->wild);
+	policy_index_free(&pol->addrs);
 	free(pol);
 }
 
@@ -1123,8 +1415,8 @@ cleanup:
  * files are read from disk, else buf[0..blen) is the text of names[0].
  */
 static int
-policy_build(const char *const *names, size_t n, const char *buf, size_t blen,
-    struct policy **out, char **errors)
+policy_build(const char *const *names, size_t n, const char *const *bufs,
+    const size_t *blens, struct policy **out, char **errors)
 {
 	struct policy_parse p;
 	struct policy *pol;
@@ -1143,7 +1435,10 @@ policy_build(const char *const *names, size_t n, const char *buf, size_t blen,
 		fatalx("EVP_DigestInit_ex(sha256) failed");
 	for (i = 0; i < n; i++) {
 		pol->files[pol->nfiles++] = xstrdup(names[i]);
-		if (buf != NULL) {
+		if (bufs != NULL) {
+			const char *buf = bufs[i] != NULL ? bufs[i] : "";
+			size_t blen = bufs[i] != NULL ? blens[i] : 0;
+
 			policy_parse_text(&p, pol->files[i], buf, blen);
 			if (policy_hash(ctx, names[i], buf, blen) != 0)
 				fatalx("EVP_DigestUpdate failed");
@@ -1169,11 +1464,12 @@ policy_build(const char *const *names, size_t n, const char *buf, size_t blen,
 cleanup:
 	if (ret != 0 && errors != NULL) {
 		free(*errors);
-		*errors = p.err.s != NULL ? p.err.s : xstrdup("unknown error");
-		p.err.s = NULL;
+		*errors = p.nerr > 0 ? policy_errors_join(&p) :
+		    xstrdup("unknown error");
 	}
-	free(p.err.s);
+	free(policy_errors_join(&p));
 	policy_profile_clear(&p.scratch);
+	policy_index_free(&p.dups);
 	EVP_MD_CTX_free(ctx);
 	policy_free(pol);
 	return ret;
@@ -1183,7 +1479,14 @@ int
 policy_load(const char *const *files, size_t nfiles, struct policy **out,
     char **errors)
 {
-	return policy_build(files, nfiles, NULL, 0, out, errors);
+	return policy_build(files, nfiles, NULL, NULL, out, errors);
+}
+
+int
+policy_load_buffers(const char *const *names, const char *const *texts,
+    const size_t *lens, size_t n, struct policy **out, char **errors)
+{
+	return policy_build(names, n, texts, lens, out, errors);
 }
 
 int
@@ -1191,8 +1494,10 @@ policy_load_buffer(const char *name, const char *text, size_t len,
     struct policy **out, char **errors)
 {
 	/* A NULL text is read as empty. */
-	return policy_build(&name, 1, text != NULL ? text : "",
-	    text != NULL ? len : 0, out, errors);
+	const char *t = text != NULL ? text : "";
+	size_t l = text != NULL ? len : 0;
+
+	return policy_build(&name, 1, &t, &l, out, errors);
 }
 
 const char *
@@ -1240,93 +1545,151 @@ policy_port_ok(const struct policy_rule *r, uint16_t port)
 	return 0;
 }
 
-static int
-policy_host_ok(const struct policy_rule *r, const char *host, size_t hlen)
+/* The best match so far: lowest (closure rank, rule index). */
+struct policy_best {
+	const struct policy_rule *rule;
+	unsigned rank;
+	size_t idx;
+};
+
+/* Consider every entry of ix under hash h whose key equals key. */
+static void
+policy_consider(const struct policy *pol, const struct policy_profile *pr,
+    const struct policy_index *ix, uint64_t h, const char *key,
+    const uint8_t *addr, int family, int prefix, uint16_t port,
+    struct policy_best *best)
 {
-	size_t slen;
+	const struct policy_ent *e = NULL;
+	const struct policy_rule *r;
+	unsigned rank;
 
-	if (!r->wildcard)
-		return strcmp(r->host, host) == 0;
-	/* ".example.com" must be a proper suffix: at least one label before */
-	slen = strlen(r->host);
-	return hlen > slen && memcmp(host + hlen - slen, r->host, slen) == 0;
-}
-
-static int
-policy_addr_ok(const struct policy_rule *r, int family, const uint8_t *a)
-{
-	int i, bits;
-
-	if (family != r->family)
-		return 0;
-	for (i = 0, bits = r->prefix; bits > 0; i++, bits -= 8) {
-		uint8_t mask = bits >= 8 ? 0xff : (uint8_t)(0xff << (8 - bits));
-
-		if ((a[i] & mask) != r->addr[i])
-			return 0;
+	while ((e = policy_index_next(ix, h, e)) != NULL) {
+		rank = pr->rank[e->prof];
+		if (rank == 0 || rank > best->rank ||
+		    (rank == best->rank && e->rule >= best->idx))
+			continue;
+		r = &pol->profiles[e->prof].rules[e->rule];
+		if (key != NULL ? strcmp(r->host, key) != 0 :
+		    r->family != family || r->prefix != prefix ||
+		    memcmp(r->addr, addr, 16) != 0)
+			continue;
+		if (!policy_port_ok(r, port))
+			continue;
+		best->rule = r;
+		best->rank = rank;
+		best->idx = e->rule;
 	}
-	return 1;
 }
 
 enum policy_verdict
 policy_match_host(const struct policy *pol, const char *profile,
     const char *host, uint16_t port, const char **rule)
 {
-	const struct policy_profile *pr = policy_lookup(pol, profile), *anc;
-	size_t i, j, hlen;
+	const struct policy_profile *pr = policy_lookup(pol, profile);
+	struct policy_best best = { NULL, ~0u, 0 };
+	size_t i, hlen;
 
 	if (rule != NULL)
 		*rule = NULL;
 	if (pr == NULL || host == NULL || (hlen = strlen(host)) == 0)
 		return POLICY_DENY;
-	for (i = 0; i < pr->nclosure; i++) {
-		anc = &pol->profiles[pr->closure[i]];
-		for (j = 0; j < anc->nrules; j++) {
-			const struct policy_rule *r = &anc->rules[j];
-
-			if (r->kind != POLICY_RULE_HOST ||
-			    !policy_port_ok(r, port) ||
-			    !policy_host_ok(r, host, hlen))
-				continue;
-			if (rule != NULL)
-				*rule = r->desc;
-			return POLICY_ALLOW;
-		}
+	policy_consider(pol, pr, &pol->exact, policy_hash_str(host, hlen),
+	    host, NULL, 0, 0, port, &best);
+	/* ".suffix" keys: each proper suffix starting at a dot, so that at
+	 * least one label stays in front (a wildcard never matches its
+	 * apex). */
+	for (i = 1; i < hlen; i++) {
+		if (host[i] != '.')
+			continue;
+		policy_consider(pol, pr, &pol->wild,
+		    policy_hash_str(host + i, hlen - i), host + i, NULL, 0, 0,
+		    port, &best);
 	}
-	return POLICY_DENY;
+	if (best.rule == NULL)
+		return POLICY_DENY;
+	if (rule != NULL)
+		*rule = best.rule->desc;
+	return POLICY_ALLOW;
 }
 
 enum policy_verdict
 policy_match_addr(const struct policy *pol, const char *profile,
     const struct sockaddr *sa, uint16_t port, const char **rule)
 {
-	const struct policy_profile *pr = policy_lookup(pol, profile), *anc;
-	const uint8_t *a;
-	size_t i, j;
+	const struct policy_profile *pr = policy_lookup(pol, profile);
+	struct policy_best best = { NULL, ~0u, 0 };
+	const uint8_t *a, *inuse;
+	uint8_t key[16];
+	int family, maxp, pfx, i;
 
 	if (rule != NULL)
 		*rule = NULL;
 	if (pr == NULL || sa == NULL)
 		return POLICY_DENY;
-	if (sa->sa_family == AF_INET)
+	memset(key, 0, sizeof(key));
+	if (sa->sa_family == AF_INET) {
 		a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
-	else if (sa->sa_family == AF_INET6)
+		maxp = 32;
+		inuse = pol->pfx4;
+	} else if (sa->sa_family == AF_INET6) {
 		a = ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-	else
+		maxp = 128;
+		inuse = pol->pfx6;
+	} else
 		return POLICY_DENY;
+	family = sa->sa_family;
+	for (pfx = 0; pfx <= maxp; pfx++) {
+		if (!inuse[pfx])
+			continue;
+		memset(key, 0, sizeof(key));
+		for (i = 0; i < pfx / 8; i++)
+			key[i] = a[i];
+		if (pfx % 8)
+			key[i] = a[i] & (uint8_t)(0xff << (8 - pfx % 8));
+		policy_consider(pol, pr, &pol->addrs,
+		    policy_hash_addr(family, pfx, key), NULL, key, family, pfx,
+		    port, &best);
+	}
+	if (best.rule == NULL)
+		return POLICY_DENY;
+	if (rule != NULL)
+		*rule = best.rule->desc;
+	return POLICY_ALLOW;
+}
+
+int
+policy_foreach_rule(const struct policy *pol, const char *profile,
+    policy_rule_cb cb, void *arg)
+{
+	const struct policy_profile *pr = policy_lookup(pol, profile), *anc;
+	const struct policy_rule *r;
+	struct policy_index seen;
+	const struct policy_ent *e;
+	size_t i, j;
+	uint64_t h;
+	int n = 0;
+
+	if (pr == NULL)
+		return -1;
+	memset(&seen, 0, sizeof(seen));
 	for (i = 0; i < pr->nclosure; i++) {
 		anc = &pol->profiles[pr->closure[i]];
 		for (j = 0; j < anc->nrules; j++) {
-			const struct policy_rule *r = &anc->rules[j];
-
-			if (r->kind != POLICY_RULE_ADDR ||
-			    !policy_port_ok(r, port) ||
-			    !policy_addr_ok(r, sa->sa_family, a))
+			r = &anc->rules[j];
+			h = policy_hash_str(r->text, strlen(r->text));
+			for (e = NULL; (e = policy_index_next(&seen, h, e)) !=
+			    NULL;)
+				if (strcmp(pol->profiles[e->prof].rules[
+				    e->rule].text, r->text) == 0)
+					break;
+			if (e != NULL)
 				continue;
-			if (rule != NULL)
-				*rule = r->desc;
-			return POLICY_ALLOW;
+			policy_index_add(&seen, h, pr->closure[i], j);
+			if (cb != NULL)
+				cb(r->text, anc->name, anc->file, r->line, arg);
+			n++;
 		}
 	}
-	return POLICY_DENY;
+	policy_index_free(&seen);
+	return n;
 }

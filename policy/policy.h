@@ -13,7 +13,8 @@
 /* ---- policy.c --------------------------------------------------------------
  * A policy is a set of named profiles of allow rules, parsed from one or more
  * files.  It is immutable once loaded, so a reload builds a new one and
- * swaps the pointer; matching needs no locks.
+ * swaps the pointer; matching needs no locks.  Matching is by hash lookups
+ * (cost independent of the number of rules; see policy.c).
  */
 struct policy;
 
@@ -41,6 +42,15 @@ int policy_load(const char *const *files, size_t nfiles, struct policy **out,
  */
 int policy_load_buffer(const char *name, const char *text, size_t len,
     struct policy **out, char **errors);
+
+/*
+ * policy_load_buffers: as policy_load for n in-memory files, texts[i] of
+ * lens[i] bytes named names[i]; the digest equals policy_load's over files
+ * of those names and contents.  (The proxy process, which cannot read the
+ * files, parses the bytes its parent read.)
+ */
+int policy_load_buffers(const char *const *names, const char *const *texts,
+    const size_t *lens, size_t n, struct policy **out, char **errors);
 
 /* policy_free: release a policy and everything it owns; NULL-safe. */
 void policy_free(struct policy *);
@@ -82,6 +92,21 @@ enum policy_verdict policy_match_host(const struct policy *,
 enum policy_verdict policy_match_addr(const struct policy *,
     const char *profile, const struct sockaddr *sa, uint16_t port,
     const char **rule);
+
+/*
+ * policy_foreach_rule: the effective (flattened) allowlist of profile: the
+ * rules of the profile and of every profile it extends, in match order
+ * (the profile itself, then its ancestors depth first, each in file
+ * order), a rule whose canonical text was already listed skipped.  cb
+ * (may be NULL) gets the canonical text ("allow *.example.com:443,8443",
+ * "allow-address 10.0.0.0/8:443"), the name of the profile that has the
+ * rule, its file and line; the strings are owned by the policy.  Returns
+ * the number of rules listed, or -1 if profile is unknown.
+ */
+typedef void (*policy_rule_cb)(const char *text, const char *profile,
+    const char *file, int line, void *arg);
+int policy_foreach_rule(const struct policy *, const char *profile,
+    policy_rule_cb cb, void *arg);
 
 /* ---- hostname.c ------------------------------------------------------------
  * CONNECT host normalisation (RFC 1123 §2.1 host names, RFC 3986 §3.2.2

@@ -36,6 +36,7 @@ ksb_cleanup() {
 	done
 	ip netns del "$GW" 2>/dev/null
 	ip netns del "$OR" 2>/dev/null
+	for ns in ${KSB_NETNS:-}; do ip netns del "$ns" 2>/dev/null; done
 	if [ "$rc" != 0 ] && [ -d "${T:-}" ]; then
 		echo "--- gateway log"; tail -n 40 "$T/gatewayd.log" 2>/dev/null
 	fi

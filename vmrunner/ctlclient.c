@@ -254,6 +254,49 @@ cleanup:
 }
 
 int
+ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
+    char **cause)
+{
+	struct ctl_reader r;
+	struct ctl_lease now;
+	char line[CTL_LINE_MAX], *req = NULL;
+	int fd, ret = -1;
+
+	if (!util_valid_id(id))
+		return cause_set(cause, "invalid instance ID `%s'", id);
+	if ((fd = ctl_connect(path, cause)) == -1)
+		return -1;
+	ctl_reader_init(&r, fd);
+	xasprintf(&req, "RESUME %s %s\n", id, lease->tap);
+	if (ctl_send(fd, req, cause) != 0 || ctl_readline(&r, line, cause) != 0)
+		goto cleanup;
+	if (strncmp(line, "OK ", 3) != 0) {
+		ctl_err(line, "RESUME", cause);
+		goto cleanup;
+	}
+	if (ctl_parse_lease(line, &now, cause) != 0)
+		goto cleanup;
+	if (r.passed_fd != -1 || r.extra_fds) {
+		cause_set(cause, "gateway sent a file descriptor with RESUME");
+		goto cleanup;
+	}
+	if (strcmp(now.tap, lease->tap) != 0 || now.addr != lease->addr ||
+	    now.prefix != lease->prefix || memcmp(now.mac, lease->mac, 6) != 0 ||
+	    now.gw != lease->gw || now.port != lease->port) {
+		cause_set(cause, "gateway resumed %s with a different lease", id);
+		goto cleanup;
+	}
+	ret = fd;
+	fd = -1;
+cleanup:
+	ctl_reader_done(&r);
+	free(req);
+	if (fd != -1)
+		close(fd);
+	return ret;
+}
+
+int
 ctl_unregister(int fd, const char *id, char **cause)
 {
 	struct ctl_reader r;

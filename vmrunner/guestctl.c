@@ -152,6 +152,8 @@ guestctl_parse_guest(const char *line, size_t len, int *status,
 
 	if (len == 5 && memcmp(line, "READY", 5) == 0)
 		return GUESTCTL_READY;
+	if (len == 8 && memcmp(line, "STOPPING", 8) == 0)
+		return GUESTCTL_STOPPING;
 	if (len > 5 && memcmp(line, "EXIT ", 5) == 0) {
 		if (guestctl_parse_uint(line + 5, len - 5, 255, &v) != 0)
 			return GUESTCTL_BAD;
@@ -164,4 +166,296 @@ guestctl_parse_guest(const char *line, size_t len, int *status,
 		return GUESTCTL_ERR;
 	}
 	return GUESTCTL_BAD;
+}
+
+int
+guestctl_valid_secret_name(const char *name)
+{
+	size_t i, len = strlen(name);
+
+	if (len == 0 || len > GUESTCTL_SECRET_NAME_MAX || name[0] == '.')
+		return 0;
+	for (i = 0; i < len; i++) {
+		char c = name[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			return 0;
+	}
+	return 1;
+}
+
+int
+guestctl_secret_next(const char *buf, size_t len, size_t *off, char *name,
+    const char **val, size_t *vallen, const char **err)
+{
+	const char *p = buf + *off, *sp, *nl;
+	size_t left = len - *off, nlen;
+	unsigned long v;
+
+	if (*off >= len)
+		return 0;
+	nl = memchr(p, '\n', left < 96 ? left : 96);
+	sp = nl != NULL ? memchr(p, ' ', (size_t)(nl - p)) : NULL;
+	if (nl == NULL || sp == NULL) {
+		*err = "malformed secret record header";
+		return -1;
+	}
+	nlen = (size_t)(sp - p);
+	if (nlen == 0 || nlen > GUESTCTL_SECRET_NAME_MAX) {
+		*err = "bad secret name length";
+		return -1;
+	}
+	memcpy(name, p, nlen);
+	name[nlen] = '\0';
+	if (!guestctl_valid_secret_name(name)) {
+		*err = "bad secret name";
+		return -1;
+	}
+	if (guestctl_parse_uint(sp + 1, (size_t)(nl - sp - 1), GUESTCTL_SECRET_MAX, &v) != 0) {
+		*err = "bad secret length";
+		return -1;
+	}
+	if (v > (size_t)(buf + len - (nl + 1))) {
+		*err = "truncated secret";
+		return -1;
+	}
+	*val = nl + 1;
+	*vallen = v;
+	*off = (size_t)(nl + 1 - buf) + v;
+	return 1;
+}
+
+/* ---- agent frames ------------------------------------------------------- */
+
+static int
+guestctl_plain(unsigned char c)
+{
+	return c > 0x20 && c < 0x7f && c != '%';
+}
+
+size_t
+guestctl_encode_text(char *out, size_t cap, const char *text, size_t len)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t i, o = 0;
+	unsigned char c;
+
+	for (i = 0; i < len; i++) {
+		c = (unsigned char)text[i];
+		if (guestctl_plain(c)) {
+			if (o + 1 >= cap)
+				break;
+			out[o++] = (char)c;
+		} else {
+			if (o + 3 >= cap)
+				break;
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	if (cap > 0)
+		out[o] = '\0';
+	return o;
+}
+
+static int
+guestctl_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int
+guestctl_decode_text(const char *in, size_t len, char *out, size_t cap, size_t *outlen)
+{
+	size_t i, o = 0;
+	int h, l;
+
+	for (i = 0; i < len; i++) {
+		if (o >= cap)
+			return -1;
+		if (in[i] == '%') {
+			if (i + 2 >= len)
+				return -1;
+			if ((h = guestctl_hexval(in[i + 1])) < 0 ||
+			    (l = guestctl_hexval(in[i + 2])) < 0)
+				return -1;
+			out[o++] = (char)(h << 4 | l);
+			i += 2;
+		} else if (guestctl_plain((unsigned char)in[i]))
+			out[o++] = in[i];
+		else
+			return -1;
+	}
+	*outlen = o;
+	return 0;
+}
+
+static const char *const guestctl_states[] = {
+	[GUESTCTL_ST_STARTING] = "starting",
+	[GUESTCTL_ST_WORKING] = "working",
+	[GUESTCTL_ST_DONE] = "done",
+	[GUESTCTL_ST_BLOCKED] = "blocked",
+	[GUESTCTL_ST_INFO] = "info",
+	[GUESTCTL_ST_IDLE] = "idle",
+	[GUESTCTL_ST_EXITED] = "exited",
+};
+
+const char *
+guestctl_state_name(int st)
+{
+	if (st < 0 || st >= (int)(sizeof(guestctl_states) / sizeof(*guestctl_states)))
+		return "unknown";
+	return guestctl_states[st];
+}
+
+int
+guestctl_state_parse(const char *s, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(guestctl_states) / sizeof(*guestctl_states); i++)
+		if (strlen(guestctl_states[i]) == len &&
+		    memcmp(guestctl_states[i], s, len) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* The next space-separated field of line[*off..len): a number. */
+static int
+guestctl_field_uint(const char *line, size_t len, size_t *off, uint64_t *v)
+{
+	const char *sp;
+	size_t flen;
+	unsigned long n;
+
+	if (*off >= len)
+		return -1;
+	sp = memchr(line + *off, ' ', len - *off);
+	flen = sp != NULL ? (size_t)(sp - line) - *off : len - *off;
+	if (guestctl_parse_uint(line + *off, flen, 0xffffffffUL * 0xffffUL, &n) != 0)
+		return -1;
+	*v = n;
+	*off += flen + (sp != NULL ? 1 : 0);
+	return sp != NULL ? 1 : 0;
+}
+
+int
+guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
+    char *text, size_t textcap)
+{
+	static const struct {
+		const char *verb;
+		enum guestctl_msg type;
+		int nums;	/* leading numeric fields */
+		int has_text;	/* 1: a text field follows, 2: state then text */
+	} verbs[] = {
+		{ "HELLO", GUESTCTL_HELLO, 2, 0 },
+		{ "PROMPT", GUESTCTL_PROMPT, 1, 1 },
+		{ "ACK", GUESTCTL_ACK, 1, 0 },
+		{ "REPORT", GUESTCTL_REPORT, 2, 2 },
+		{ "ACKR", GUESTCTL_ACKR, 1, 0 },
+		{ "OUT", GUESTCTL_OUT, 0, 1 },
+		{ "PING", GUESTCTL_PING, 1, 0 },
+		{ "PONG", GUESTCTL_PONG, 1, 0 },
+	};
+	const char *sp, *t;
+	size_t i, off, vlen, tlen;
+	uint64_t v[2] = { 0, 0 };
+	int k, r;
+
+	memset(f, 0, sizeof(*f));
+	f->type = GUESTCTL_BAD;
+	f->text = text;
+	sp = memchr(line, ' ', len);
+	vlen = sp != NULL ? (size_t)(sp - line) : len;
+	for (i = 0; i < sizeof(verbs) / sizeof(*verbs); i++)
+		if (strlen(verbs[i].verb) == vlen && memcmp(verbs[i].verb, line, vlen) == 0)
+			break;
+	if (i == sizeof(verbs) / sizeof(*verbs) || sp == NULL)
+		return -1;
+	off = vlen + 1;
+	for (k = 0; k < verbs[i].nums; k++) {
+		r = guestctl_field_uint(line, len, &off, &v[k]);
+		if (r < 0)
+			return -1;
+		/* The last field: nothing may follow unless text does. */
+		if (k == verbs[i].nums - 1 && (r == 1) != (verbs[i].has_text != 0))
+			return -1;
+		if (k < verbs[i].nums - 1 && r != 1)
+			return -1;
+	}
+	if (verbs[i].has_text == 2) {
+		sp = memchr(line + off, ' ', len - off);
+		if (sp == NULL)
+			return -1;
+		if ((f->state = guestctl_state_parse(line + off,
+		    (size_t)(sp - line) - off)) < 0)
+			return -1;
+		off = (size_t)(sp - line) + 1;
+	}
+	if (verbs[i].has_text) {
+		t = line + off;
+		if (guestctl_decode_text(t, len - off, text, textcap, &tlen) != 0)
+			return -1;
+		f->textlen = tlen;
+	}
+	f->n = v[0];
+	f->turn = v[1];
+	f->type = verbs[i].type;
+	if (f->type == GUESTCTL_HELLO) {
+		f->version = (unsigned)v[0];
+		f->n = v[1];
+		if (f->version != GUESTCTL_AGENT_VERSION)
+			f->type = GUESTCTL_VERSION;
+	} else if (f->type == GUESTCTL_REPORT) {
+		f->n = v[0];	/* seq */
+		f->turn = v[1];
+	}
+	return 0;
+}
+
+void
+guestctl_lines_init(struct guestctl_lines *lb, char *buf, size_t cap)
+{
+	memset(lb, 0, sizeof(*lb));
+	lb->buf = buf;
+	lb->cap = cap;
+}
+
+size_t
+guestctl_lines_feed(struct guestctl_lines *lb, const char *data, size_t n,
+    void (*cb)(void *, const char *, size_t), void *arg)
+{
+	const char *nl;
+	size_t take, lines = 0;
+
+	while (n > 0) {
+		nl = memchr(data, '\n', n);
+		take = nl != NULL ? (size_t)(nl - data) : n;
+		if (!lb->skipping) {
+			if (lb->len + take > lb->cap) {
+				lb->skipping = 1;
+				lb->dropped++;
+			} else {
+				memcpy(lb->buf + lb->len, data, take);
+				lb->len += take;
+			}
+		}
+		if (nl == NULL)
+			break;
+		if (!lb->skipping) {
+			cb(arg, lb->buf, lb->len);
+			lines++;
+		}
+		lb->len = 0;
+		lb->skipping = 0;
+		data += take + 1;
+		n -= take + 1;
+	}
+	return lines;
 }

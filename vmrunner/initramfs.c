@@ -15,7 +15,7 @@
 #include "vmrunner/vmrunner.h"
 
 /* Bump when the archive layout changes: it is part of the cache key. */
-#define INITRAMFS_FORMAT "ksb-initramfs-1"
+#define INITRAMFS_FORMAT "ksb-initramfs-2"
 
 static const struct {
 	const char *name;	/* module name, '-' and '_' equivalent */
@@ -29,7 +29,11 @@ static const struct {
 	{ "virtio_rng", 0 },
 	{ "qemu_fw_cfg", 0 },
 	{ "overlay", 0 },
-	{ "virtio_blk", 0 },
+	{ "virtio_blk", 0 },	/* the instance disk */
+	{ "ext4", 0 },
+	{ "crc32c_generic", 0 },	/* ext4 metadata checksums (no modprobe) */
+	{ "button", 0 },	/* ACPI power button: QMP system_powerdown */
+	{ "evdev", 0 },		/* ... read by ksb-guest-init */
 };
 
 struct initramfs_mod {

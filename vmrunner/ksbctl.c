@@ -2,9 +2,17 @@
  * ksbctl.c: the admin's and developer's command line (ksbctl(1)).
  *
  *   ksbctl [-f config] list [--json]
- *   ksbctl [-f config] audit [-n N] [--instance ID] [--denied] [--json]
+ *   ksbctl [-f config] status [--json] [-c project-file] [ID]
+ *   ksbctl [-f config] stop [--timeout S] [--json] ID
+ *   ksbctl [-f config] rm [--force] [--json] ID
+ *   ksbctl [-f config] attach ID
+ *   ksbctl [-f config] audit [--instance ID] [--host H] [--since T]
+ *          [--until T] [--denied] [--limit N] [--json|--csv] [--follow]
+ *   ksbctl [-f config] audit summary|export --jsonl|verify
  *   ksbctl [-f config] reload
  *   ksbctl [-f config] policy check [FILE...]
+ *   ksbctl [-f config] policy show [PROFILE]
+ *   ksbctl [-f config] policy test PROFILE HOST[:PORT]
  *
  * One file per subcommand (ksbctl_<cmd>.c, <cmd>_main), wireguard-tools
  * style; this file holds the table and the shared helpers.
@@ -32,6 +40,13 @@ static const struct {
 	{ "audit", audit_main },
 	{ "reload", reload_main },
 	{ "policy", policy_main },
+	{ "fetch", fetch_main },
+	{ "status", status_main },
+	{ "stop", stop_main },
+	{ "rm", rm_main },
+	{ "attach", attach_main },
+	{ "prompt", prompt_main },
+	{ "logs", logs_main },
 };
 
 static void
@@ -40,11 +55,25 @@ usage(FILE *f)
 	fprintf(f,
 	    "usage: ksbctl [-f config] command [args]\n"
 	    "commands:\n"
-	    "  list [--json]                     instances the gateway knows\n"
-	    "  audit [-n N] [--instance ID] [--denied] [--json]\n"
-	    "                                    recent audit rows, newest last\n"
+	    "  list [--json]                     instances, their state and lease\n"
+	    "  status [--json] [-c file] [ID]    an instance, or the preflight\n"
+	    "  stop [--timeout S] [--json] ID    power down (QMP), forced after S\n"
+	    "  rm [--force] [--json] ID          remove a stopped instance\n"
+	    "  attach ID                         console of a detached instance\n"
+	    "  audit [--instance ID] [--host H] [--since T] [--until T] [--denied]\n"
+	    "        [--limit N] [--json|--csv] [--follow]\n"
+	    "                                    audit rows, newest last\n"
+	    "  audit summary [--instance ID] [--since T] [--json]\n"
+	    "                                    per-host counts and bytes\n"
+	    "  audit export --jsonl [--since T] [--follow]\n"
+	    "                                    every audit record, JSON lines\n"
+	    "  audit verify                      check the audit hash chain\n"
 	    "  reload                            reload the gateway's policy\n"
 	    "  policy check [FILE...]            parse policies: \"configuration OK\"\n"
+	    "  policy show [PROFILE]             effective (flattened) allowlists\n"
+	    "  policy test PROFILE HOST[:PORT]   allow or deny, and which rule\n"
+	    "  fetch ID [--repo PATH] [--namespace NS]\n"
+	    "                                    bring sandbox/ID home as refs/remotes/NS/ID\n"
 	    "options:\n"
 	    "  -f config  configuration file (default %s)\n"
 	    "  -h         this help\n"

@@ -16,7 +16,18 @@ void ksbctl_json_str(const char *s);
 
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
+/* ksbctl_audit.c / ksbctl_audit_verify.c: `audit verify'; the audit
+ * database opened read-only (NULL: error printed). */
+int audit_verify_main(int argc, char **argv);
+struct sqlite3 *ksbctl_audit_open(void);
 int reload_main(int argc, char **argv);
 int policy_main(int argc, char **argv);
+int status_main(int argc, char **argv);
+int stop_main(int argc, char **argv);
+int rm_main(int argc, char **argv);
+int attach_main(int argc, char **argv);
+int prompt_main(int argc, char **argv);
+int logs_main(int argc, char **argv);
+int fetch_main(int argc, char **argv);	/* ksbctl_fetch.c, mirror/ */
 
 #endif

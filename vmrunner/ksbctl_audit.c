@@ -1,8 +1,17 @@
 /*
- * ksbctl_audit.c: `ksbctl audit`: recent rows of the audit database,
- * read-only (see ksb-audit(5)).
+ * ksbctl_audit.c: `ksbctl audit', read-only queries of the audit database
+ * (ksb-audit(5)):
+ *
+ *   audit [--instance ID] [--host H] [--since T] [--until T] [--denied]
+ *         [--limit N] [--json|--csv] [--follow]
+ *   audit summary [--instance ID] [--since T] [--until T] [--json]
+ *   audit export --jsonl [--since T] [--follow]
+ *   audit verify			(ksbctl_audit_verify.c)
+ *
+ * T is a duration back from now (90s, 30m, 1h, 7d) or a UTC date
+ * (2026-11-29, 2026-11-29T10:00, 2026-11-29T10:00:00Z).  --follow polls
+ * for newly committed records by seq, which grows in commit order.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
@@ -16,91 +25,280 @@
 #include "common/common.h"
 #include "vmrunner/ksbctl.h"
 
-int
-audit_main(int argc, char **argv)
-{
-	static const struct option longopts[] = {
-		{ "instance", required_argument, NULL, 'i' },
-		{ "denied", no_argument, NULL, 'D' },
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *instance = NULL;
-	int ch, json = 0, denied = 0, ret = 1, first = 1;
-	long limit = 20;
-	char *uri = NULL, *end;
-	sqlite3 *db = NULL;
-	sqlite3_stmt *st = NULL;
-	const char *sql =
-	    "SELECT * FROM (SELECT id, strftime('%Y-%m-%dT%H:%M:%fZ', ts_ms / 1000.0, "
-	    "'unixepoch'), instance, client_addr, host, port, sni, upstream_addr, "
-	    "decision, reason, bytes_up, bytes_down, duration_ms, close_reason "
-	    "FROM connections WHERE (?1 IS NULL OR instance = ?1) "
-	    "AND (?2 = 0 OR decision = 'deny') ORDER BY id DESC LIMIT ?3) "
-	    "ORDER BY id";
-	static const char *cols[] = { "id", "time", "instance", "client",
-	    "host", "port", "sni", "upstream", "decision", "reason", "bytes_up",
-	    "bytes_down", "duration_ms", "close_reason" };
+#define FOLLOW_POLL_MS 500
 
-	optind = 1;
-	while ((ch = getopt_long(argc, argv, "n:", longopts, NULL)) != -1) {
-		switch (ch) {
-		case 'n':
-			errno = 0;
-			limit = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || limit < 1 ||
-			    limit > 1000000 || errno != 0) {
-				fprintf(stderr, "ksbctl audit: -n: `%s' is not a "
-				    "count (1-1000000)\n", optarg);
-				return 2;
-			}
-			break;
-		case 'i':
-			if (!util_valid_id(optarg)) {
-				fprintf(stderr, "ksbctl audit: --instance: `%s' is "
-				    "not an instance ID\n", optarg);
-				return 2;
-			}
-			instance = optarg;
-			break;
-		case 'D': denied = 1; break;
-		case 'j': json = 1; break;
-		default: return 2;
-		}
+static const char *audit_cols_sql =
+    "id, strftime('%Y-%m-%dT%H:%M:%fZ', ts_ms / 1000.0, 'unixepoch'), "
+    "instance, profile, client_addr, client_port, host, port, sni, "
+    "upstream_addr, upstream_port, decision, reason, policy_digest, "
+    "bytes_up, bytes_down, duration_ms, close_reason, seq";
+static const char *audit_cols[] = { "id", "time", "instance", "profile",
+    "client_addr", "client_port", "host", "port", "sni", "upstream_addr",
+    "upstream_port", "decision", "reason", "policy_digest", "bytes_up",
+    "bytes_down", "duration_ms", "close_reason", "seq" };
+#define AUDIT_NCOLS 19
+
+struct audit_query {
+	const char *instance, *host;
+	int64_t since, until;		/* ms, -1: none */
+	int denied, json, csv, follow;
+	long limit;
+};
+
+/* "90s", "30m", "1h", "7d" back from now, or a UTC date.  ms or -1. */
+static int64_t
+audit_parse_time(const char *s)
+{
+	static const char *fmts[] = { "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S",
+	    "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d" };
+	struct tm tm;
+	const char *end;
+	char *e;
+	long long n;
+	size_t i;
+
+	errno = 0;
+	n = strtoll(s, &e, 10);
+	if (e != s && errno == 0 && n >= 0 && e[0] != '\0' && e[1] == '\0') {
+		int64_t unit = e[0] == 's' ? 1 : e[0] == 'm' ? 60 :
+		    e[0] == 'h' ? 3600 : e[0] == 'd' ? 86400 : 0;
+
+		if (unit != 0 && n <= 100LL * 366 * 86400 / unit)
+			return util_now_ms() - n * unit * 1000;
 	}
-	if (optind != argc) {
-		fprintf(stderr, "ksbctl audit: unexpected argument `%s'\n", argv[optind]);
-		return 2;
+	for (i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
+		memset(&tm, 0, sizeof(tm));
+		end = strptime(s, fmts[i], &tm);
+		if (end != NULL && *end == '\0')
+			return (int64_t)timegm(&tm) * 1000;
 	}
+	return -1;
+}
+
+static sqlite3 *
+audit_db_open(void)
+{
+	sqlite3 *db = NULL;
+	char *uri;
+
 	xasprintf(&uri, "file:%s?mode=ro", ksbctl_conf->audit_db);
 	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-	    NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+	    NULL) != SQLITE_OK) {
 		fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
 		    db ? sqlite3_errmsg(db) : "cannot open");
+		sqlite3_close(db);
+		db = NULL;
+	} else
+		sqlite3_busy_timeout(db, 2000);
+	free(uri);
+	return db;
+}
+
+sqlite3 *
+ksbctl_audit_open(void)
+{
+	return audit_db_open();
+}
+
+static void
+audit_csv_str(const char *s)
+{
+	const char *p;
+
+	if (s == NULL)
+		return;
+	if (strpbrk(s, ",\"\r\n") == NULL) {
+		fputs(s, stdout);
+		return;
+	}
+	putchar('"');
+	for (p = s; *p != '\0'; p++) {
+		if (*p == '"')
+			putchar('"');
+		putchar(*p);
+	}
+	putchar('"');
+}
+
+static void
+audit_print_row(sqlite3_stmt *st, const struct audit_query *q, int first)
+{
+	const char *v[AUDIT_NCOLS];
+	int i;
+
+	if (q->json) {
+		/* One object per line with --follow (JSON lines), else an array. */
+		printf("%s{", q->follow ? "" : (first ? "" : ","));
+		for (i = 0; i < AUDIT_NCOLS; i++) {
+			printf("%s\"%s\":", i ? "," : "", audit_cols[i]);
+			if (sqlite3_column_type(st, i) == SQLITE_INTEGER)
+				printf("%lld", (long long)sqlite3_column_int64(st, i));
+			else
+				ksbctl_json_str((const char *)sqlite3_column_text(st, i));
+		}
+		printf(q->follow ? "}\n" : "}");
+		return;
+	}
+	if (q->csv) {
+		for (i = 0; i < AUDIT_NCOLS; i++) {
+			if (i)
+				putchar(',');
+			audit_csv_str((const char *)sqlite3_column_text(st, i));
+		}
+		putchar('\n');
+		return;
+	}
+	for (i = 0; i < AUDIT_NCOLS; i++) {
+		v[i] = (const char *)sqlite3_column_text(st, i);
+		if (v[i] == NULL)
+			v[i] = "-";
+	}
+	{
+		char hp[300];
+
+		snprintf(hp, sizeof(hp), "%s:%s", v[6], v[7]);
+		printf("%-6s %-24.24s %-16.16s %-32.32s %-6s %-20.20s %s/%s %s\n",
+		    v[0], v[1], v[2], hp, v[11], v[12], v[14], v[15], v[17]);
+	}
+}
+
+static void
+audit_print_header(const struct audit_query *q)
+{
+	int i;
+
+	if (q->json) {
+		if (!q->follow)
+			putchar('[');
+		return;
+	}
+	if (q->csv) {
+		for (i = 0; i < AUDIT_NCOLS; i++)
+			printf("%s%s", i ? "," : "", audit_cols[i]);
+		putchar('\n');
+		return;
+	}
+	printf("%-6s %-24s %-16s %-32s %-6s %-20s %s\n", "ID", "TIME (UTC)",
+	    "INSTANCE", "HOST:PORT", "DECIS", "REASON", "BYTES UP/DOWN CLOSE");
+}
+
+static void
+audit_bind_query(sqlite3_stmt *st, const struct audit_query *q)
+{
+	if (q->instance != NULL)
+		sqlite3_bind_text(st, 1, q->instance, -1, SQLITE_STATIC);
+	if (q->host != NULL)
+		sqlite3_bind_text(st, 2, q->host, -1, SQLITE_STATIC);
+	if (q->since != -1)
+		sqlite3_bind_int64(st, 3, q->since);
+	if (q->until != -1)
+		sqlite3_bind_int64(st, 4, q->until);
+	sqlite3_bind_int(st, 5, q->denied);
+}
+
+#define AUDIT_WHERE \
+	"(?1 IS NULL OR instance = ?1) AND (?2 IS NULL OR host = ?2 OR " \
+	"(instr(?2, '*') > 0 AND host GLOB ?2)) AND (?3 IS NULL OR ts_ms >= ?3) " \
+	"AND (?4 IS NULL OR ts_ms < ?4) AND (?5 = 0 OR decision = 'deny')"
+
+static int
+audit_rows(sqlite3 *db, struct audit_query *q)
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
+	int rc, first = 1, ret = 1;
+	int64_t last = 0;
+	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
+
+	xasprintf(&sql, "SELECT * FROM (SELECT %s FROM connections WHERE "
+	    AUDIT_WHERE " ORDER BY id DESC LIMIT ?6) ORDER BY 1", audit_cols_sql);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto sqlerr;
+	audit_bind_query(st, q);
+	sqlite3_bind_int64(st, 6, q->limit);
+	audit_print_header(q);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		audit_print_row(st, q, first);
+		if (sqlite3_column_int64(st, AUDIT_NCOLS - 1) > last)
+			last = sqlite3_column_int64(st, AUDIT_NCOLS - 1);
+		first = 0;
+	}
+	if (rc != SQLITE_DONE)
+		goto sqlerr;
+	if (!q->follow) {
+		if (q->json)
+			printf("]\n");
+		ret = 0;
 		goto cleanup;
 	}
-	if (instance != NULL)
-		sqlite3_bind_text(st, 1, instance, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, denied);
-	sqlite3_bind_int64(st, 3, limit);
-	if (json)
+	/* Rows committed from now on, by seq (commit order). */
+	sqlite3_finalize(st);
+	free(sql);
+	xasprintf(&sql, "SELECT %s FROM connections WHERE " AUDIT_WHERE
+	    " AND seq > ?6 ORDER BY seq LIMIT 1000", audit_cols_sql);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto sqlerr;
+	if (last == 0) {
+		sqlite3_stmt *m;
+
+		if (sqlite3_prepare_v2(db, "SELECT max(seq) FROM connections", -1,
+		    &m, NULL) == SQLITE_OK && sqlite3_step(m) == SQLITE_ROW)
+			last = sqlite3_column_int64(m, 0);
+		sqlite3_finalize(m);
+	}
+	for (;;) {
+		fflush(stdout);
+		nanosleep(&ts, NULL);
+		sqlite3_reset(st);
+		audit_bind_query(st, q);
+		sqlite3_bind_int64(st, 6, last);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			audit_print_row(st, q, 0);
+			last = sqlite3_column_int64(st, AUDIT_NCOLS - 1);
+		}
+		if (rc != SQLITE_DONE && rc != SQLITE_BUSY)
+			goto sqlerr;
+	}
+sqlerr:
+	fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
+	    sqlite3_errmsg(db));
+cleanup:
+	sqlite3_finalize(st);
+	free(sql);
+	return ret;
+}
+
+static int
+audit_summary(sqlite3 *db, struct audit_query *q)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, first = 1, i;
+	static const char *cols[] = { "instance", "host", "port", "connections",
+	    "allowed", "denied", "bytes_up", "bytes_down", "last" };
+	const char *sql = "SELECT instance, host, port, count(*), "
+	    "sum(decision = 'allow'), sum(decision = 'deny'), "
+	    "sum(coalesce(bytes_up, 0)), sum(coalesce(bytes_down, 0)), "
+	    "strftime('%Y-%m-%dT%H:%M:%SZ', max(ts_ms) / 1000, 'unixepoch') "
+	    "FROM connections WHERE " AUDIT_WHERE
+	    " GROUP BY instance, host, port ORDER BY instance, count(*) DESC, host";
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		fprintf(stderr, "ksbctl audit: %s\n", sqlite3_errmsg(db));
+		return 1;
+	}
+	audit_bind_query(st, q);
+	if (q->json)
 		putchar('[');
 	else
-		printf("%-5s %-24s %-14s %-24s %-5s %-6s %-20s %s\n", "ID", "TIME",
-		    "INSTANCE", "HOST", "PORT", "DECIS", "REASON", "BYTES UP/DOWN");
-	for (;;) {
-		int rc = sqlite3_step(st), i;
+		printf("%-16s %-32s %5s %7s %7s %7s %12s %12s %s\n", "INSTANCE",
+		    "HOST", "PORT", "CONNS", "ALLOWED", "DENIED", "BYTES UP",
+		    "BYTES DOWN", "LAST (UTC)");
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *v[9];
 
-		if (rc == SQLITE_DONE)
-			break;
-		if (rc != SQLITE_ROW) {
-			fprintf(stderr, "ksbctl audit: %s\n", sqlite3_errmsg(db));
-			goto cleanup;
-		}
-		if (json) {
+		if (q->json) {
 			printf("%s{", first ? "" : ",");
-			for (i = 0; i < 14; i++) {
+			for (i = 0; i < 9; i++) {
 				printf("%s\"%s\":", i ? "," : "", cols[i]);
 				if (sqlite3_column_type(st, i) == SQLITE_INTEGER)
 					printf("%lld", (long long)sqlite3_column_int64(st, i));
@@ -109,24 +307,191 @@ audit_main(int argc, char **argv)
 			}
 			putchar('}');
 		} else {
-			const char *v[14];
-
-			for (i = 0; i < 14; i++) {
+			for (i = 0; i < 9; i++) {
 				v[i] = (const char *)sqlite3_column_text(st, i);
 				if (v[i] == NULL)
 					v[i] = "-";
 			}
-			printf("%-5s %-24s %-14s %-24s %-5s %-6s %-20s %s/%s\n",
-			    v[0], v[1], v[2], v[4], v[5], v[8], v[9], v[10], v[11]);
+			printf("%-16.16s %-32.32s %5s %7s %7s %7s %12s %12s %s\n",
+			    v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
 		}
 		first = 0;
 	}
-	if (json)
+	if (q->json)
 		printf("]\n");
-	ret = 0;
-cleanup:
 	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		fprintf(stderr, "ksbctl audit: %s\n", sqlite3_errmsg(db));
+		return 1;
+	}
+	return 0;
+}
+
+/* Every chained record as one JSON object per line, in seq order. */
+static int
+audit_export(sqlite3 *db, struct audit_query *q)
+{
+	static const char *sql =
+	    "SELECT seq, json_object('seq', seq, 'kind', 'connection', 'id', id, "
+	    "'ts_ms', ts_ms, 'instance', instance, 'profile', profile, "
+	    "'client_addr', client_addr, 'client_port', client_port, 'host', host, "
+	    "'port', port, 'sni', sni, 'upstream_addr', upstream_addr, "
+	    "'upstream_port', upstream_port, 'decision', decision, 'reason', "
+	    "reason, 'policy_digest', policy_digest, 'hash', lower(hex(hash))) "
+	    "FROM connections WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'close', "
+	    "'conn_id', conn_id, 'ts_ms', ts_ms, 'bytes_up', bytes_up, "
+	    "'bytes_down', bytes_down, 'duration_ms', duration_ms, 'reason', "
+	    "reason, 'hash', lower(hex(hash))) FROM closes WHERE seq > ?1 "
+	    "AND (?2 IS NULL OR ts_ms >= ?2) "
+	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'policy', 'id', "
+	    "id, 'ts_ms', ts_ms, 'digest', digest, 'ok', ok, 'files', files, "
+	    "'errors', errors, 'hash', lower(hex(hash))) FROM policy_versions "
+	    "WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'register', "
+	    "'id', id, 'ts_ms', registered_ms, 'instance', instance, 'profile', "
+	    "profile, 'tap', tap, 'mac', mac, 'ip', ip, 'hash', lower(hex(hash))) "
+	    "FROM registrations WHERE seq > ?1 AND (?2 IS NULL OR "
+	    "registered_ms >= ?2) "
+	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'unregister', "
+	    "'reg_id', reg_id, 'ts_ms', ts_ms, 'hash', lower(hex(hash))) FROM "
+	    "unregistrations WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+	    "ORDER BY 1 LIMIT 10000";
+	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
+	sqlite3_stmt *st = NULL;
+	int64_t last = 0;
+	int rc, n;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		goto sqlerr;
+	for (;;) {
+		do {
+			sqlite3_reset(st);
+			sqlite3_bind_int64(st, 1, last);
+			if (q->since != -1)
+				sqlite3_bind_int64(st, 2, q->since);
+			n = 0;
+			while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+				last = sqlite3_column_int64(st, 0);
+				puts((const char *)sqlite3_column_text(st, 1));
+				n++;
+			}
+			if (rc != SQLITE_DONE && !(q->follow && rc == SQLITE_BUSY))
+				goto sqlerr;
+		} while (n == 10000);
+		if (!q->follow)
+			break;
+		fflush(stdout);
+		nanosleep(&ts, NULL);
+	}
+	sqlite3_finalize(st);
+	return 0;
+sqlerr:
+	fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
+	    sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return 1;
+}
+
+int
+audit_main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "instance", required_argument, NULL, 'i' },
+		{ "host", required_argument, NULL, 'H' },
+		{ "since", required_argument, NULL, 's' },
+		{ "until", required_argument, NULL, 'u' },
+		{ "denied", no_argument, NULL, 'D' },
+		{ "limit", required_argument, NULL, 'n' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "jsonl", no_argument, NULL, 'J' },
+		{ "csv", no_argument, NULL, 'c' },
+		{ "follow", no_argument, NULL, 'F' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct audit_query q;
+	const char *sub = NULL, *me = "ksbctl audit";
+	int ch, ret, jsonl = 0;
+	sqlite3 *db;
+	char *end;
+
+	if (argc > 1 && argv[1][0] != '-') {
+		sub = argv[1];
+		if (strcmp(sub, "verify") == 0)
+			return audit_verify_main(argc - 1, argv + 1);
+		if (strcmp(sub, "summary") != 0 && strcmp(sub, "export") != 0) {
+			fprintf(stderr, "ksbctl audit: unknown command `%s' "
+			    "(summary, export, verify)\n", sub);
+			return 2;
+		}
+		argc--;
+		argv++;
+	}
+	memset(&q, 0, sizeof(q));
+	q.since = q.until = -1;
+	q.limit = 20;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "fn:", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'n':
+			errno = 0;
+			q.limit = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || q.limit < 1 ||
+			    q.limit > 100000000 || errno != 0) {
+				fprintf(stderr, "%s: --limit: `%s' is not a count "
+				    "(1-100000000)\n", me, optarg);
+				return 2;
+			}
+			break;
+		case 'i':
+			if (!util_valid_id(optarg)) {
+				fprintf(stderr, "%s: --instance: `%s' is not an "
+				    "instance ID\n", me, optarg);
+				return 2;
+			}
+			q.instance = optarg;
+			break;
+		case 'H': q.host = optarg; break;
+		case 's':
+		case 'u':
+			if (audit_parse_time(optarg) == -1) {
+				fprintf(stderr, "%s: --%s: `%s' is neither a duration "
+				    "(90s, 30m, 1h, 7d) nor a date (2026-11-29, "
+				    "2026-11-29T10:00:00Z)\n", me,
+				    ch == 's' ? "since" : "until", optarg);
+				return 2;
+			}
+			*(ch == 's' ? &q.since : &q.until) = audit_parse_time(optarg);
+			break;
+		case 'D': q.denied = 1; break;
+		case 'j': q.json = 1; break;
+		case 'J': jsonl = 1; break;
+		case 'c': q.csv = 1; break;
+		case 'f':
+		case 'F': q.follow = 1; break;
+		default: return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "%s: unexpected argument `%s'\n", me, argv[optind]);
+		return 2;
+	}
+	if (q.json && q.csv) {
+		fprintf(stderr, "%s: --json and --csv exclude each other\n", me);
+		return 2;
+	}
+	if (sub != NULL && strcmp(sub, "export") == 0 && !jsonl) {
+		fprintf(stderr, "%s export: say --jsonl (the only format)\n", me);
+		return 2;
+	}
+	if ((db = audit_db_open()) == NULL)
+		return 1;
+	if (sub == NULL)
+		ret = audit_rows(db, &q);
+	else if (strcmp(sub, "summary") == 0)
+		ret = audit_summary(db, &q);
+	else
+		ret = audit_export(db, &q);
 	sqlite3_close(db);
-	free(uri);
 	return ret;
 }

@@ -1,27 +1,49 @@
 /*
- * ksbctl_list.c: `ksbctl list [--json]`: the instances the gateway knows.
+ * ksbctl_list.c: `ksbctl list [--json]`: the instances under the state dir
+ * with their state (running, starting, stopped, lost) and whether the
+ * gateway holds a lease for them, plus any registration the gateway knows
+ * without an instance dir.
  */
 #include <arpa/inet.h>
-#include <errno.h>
-#include <getopt.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "common/common.h"
 #include "vmrunner/vmrunner.h"
 #include "vmrunner/ksbctl.h"
 
+static void
+list_row(int json, int *first, const char *id, const char *state,
+    const char *profile, const char *ip, const char *accel, int lease,
+    int64_t since_ms)
+{
+	if (json) {
+		printf("%s{\"id\":", *first ? "" : ",");
+		ksbctl_json_str(id);
+		printf(",\"state\":\"%s\",\"profile\":", state);
+		ksbctl_json_str(profile);
+		printf(",\"ip\":");
+		ksbctl_json_str(ip);
+		printf(",\"accel\":");
+		ksbctl_json_str(accel);
+		printf(",\"lease\":%s,\"since_ms\":%lld}", lease == 1 ? "true" :
+		    lease == 0 ? "false" : "null", (long long)since_ms);
+	} else
+		printf("%-32s %-9s %-16s %-18s %-5s %s\n", id, state, profile, ip,
+		    accel, lease == 1 ? "yes" : lease == 0 ? "no" : "?");
+	*first = 0;
+}
+
 int
 list_main(int argc, char **argv)
 {
-	struct ctl_instance *list = NULL;
-	size_t n = 0, i;
-	char *cause = NULL, ip[16];
-	int json = 0;
+	struct ctl_instance *gw = NULL;
+	struct instance_state st;
+	size_t ngw = 0, i, j;
+	char **ids = NULL, *cause = NULL, *dir, ip[16], cidr[20];
+	int json = 0, have_gw, first = 1, lease;
+	char *seen;
 
 	if (argc == 2 && strcmp(argv[1], "--json") == 0)
 		json = 1;
@@ -29,37 +51,54 @@ list_main(int argc, char **argv)
 		fprintf(stderr, "ksbctl list: unexpected argument `%s'\n", argv[1]);
 		return 2;
 	}
-	if (ctl_list(ksbctl_conf->control_socket, &list, &n, &cause) == -1) {
+	if (instance_ids(ksbctl_conf->state_dir, &ids, &cause) != 0) {
 		fprintf(stderr, "ksbctl list: %s\n", cause);
 		free(cause);
 		return 1;
 	}
+	have_gw = ctl_list(ksbctl_conf->control_socket, &gw, &ngw, &cause) == 0;
+	if (!have_gw) {
+		fprintf(stderr, "ksbctl list: gateway: %s (lease unknown)\n", cause);
+		free(cause);
+		cause = NULL;
+	}
+	seen = xcalloc(ngw + 1, 1);
 	if (json)
 		putchar('[');
 	else
-		printf("%-32s %-16s %-15s %-17s %-8s %s\n", "ID", "PROFILE", "IP",
-		    "MAC", "TAP", "SINCE");
-	for (i = 0; i < n; i++) {
-		struct in_addr in = { .s_addr = list[i].addr };
-		time_t t = (time_t)(list[i].since_ms / 1000);
-		char when[32];
+		printf("%-32s %-9s %-16s %-18s %-5s %s\n", "ID", "STATE", "PROFILE",
+		    "IP", "ACCEL", "LEASE");
+	for (i = 0; ids[i] != NULL; i++) {
+		dir = instance_dir(ksbctl_conf->state_dir, ids[i]);
+		if (instance_state_read(dir, &st, &cause) != 0) {
+			free(cause);
+			cause = NULL;
+			strcpy(st.id, ids[i]);
+		}
+		lease = have_gw ? 0 : -1;
+		for (j = 0; j < ngw; j++)
+			if (strcmp(gw[j].id, ids[i]) == 0) {
+				lease = 1;
+				seen[j] = 1;
+			}
+		list_row(json, &first, ids[i], instance_status(dir, &st),
+		    st.profile, st.ip, st.accel, lease, st.started_ms);
+		free(dir);
+	}
+	for (j = 0; j < ngw; j++) {
+		struct in_addr in = { .s_addr = gw[j].addr };
 
+		if (seen[j])
+			continue;
 		inet_ntop(AF_INET, &in, ip, sizeof(ip));
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&t));
-		if (json) {
-			printf("%s{\"id\":", i ? "," : "");
-			ksbctl_json_str(list[i].id);
-			printf(",\"profile\":");
-			ksbctl_json_str(list[i].profile);
-			printf(",\"ip\":\"%s\",\"mac\":\"%s\",\"tap\":\"%s\","
-			    "\"since_ms\":%lld}", ip, list[i].mac_str, list[i].tap,
-			    (long long)list[i].since_ms);
-		} else
-			printf("%-32s %-16s %-15s %-17s %-8s %s\n", list[i].id,
-			    list[i].profile, ip, list[i].mac_str, list[i].tap, when);
+		snprintf(cidr, sizeof(cidr), "%s/%d", ip, gw[j].prefix);
+		list_row(json, &first, gw[j].id, "foreign", gw[j].profile, cidr, "",
+		    1, gw[j].since_ms);
 	}
 	if (json)
 		printf("]\n");
-	free(list);
+	free(seen);
+	free(gw);
+	initramfs_strv_free(ids);
 	return 0;
 }

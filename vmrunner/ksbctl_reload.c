@@ -1,31 +1,76 @@
 /*
- * ksbctl_reload.c: `ksbctl reload`: RELOAD over the control socket.
+ * ksbctl_reload.c: `ksbctl reload': RELOAD over the control socket.
+ *
+ * The gateway answers "OK digest=D revoked=N lost=L ms=T" and a "W <note>"
+ * line per note, or "ERR <n> errors, policy unchanged" and an "E <error>"
+ * line per error; then END (see gateway/control.c).
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
 #include "vmrunner/vmrunner.h"
 #include "vmrunner/ksbctl.h"
 
-/* Read reply lines until "END" (or a lone OK/ERR); print them.  */
+#define RELOAD_REPLY_MAX (4 << 20)	/* bytes accepted from the gateway */
+
+/* Read the reply up to its "END\n" line into a malloc'd string. */
+static char *
+reload_read(int fd, char **cause)
+{
+	struct pollfd pfd;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	for (;;) {
+		if (cap - len < 4096) {
+			if (cap >= RELOAD_REPLY_MAX) {
+				cause_set(cause, "reply too long");
+				goto fail;
+			}
+			cap = cap ? cap * 2 : 8192;
+			buf = xrealloc(buf, cap + 1);
+		}
+		if (poll(&pfd, 1, CTL_TIMEOUT_MS) != 1) {
+			cause_set(cause, "no answer from the gateway");
+			goto fail;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			cause_set(cause, "%s", n == 0 ? "the gateway closed "
+			    "the connection" : strerror(errno));
+			goto fail;
+		}
+		len += (size_t)n;
+		buf[len] = '\0';
+		if ((len == 4 && memcmp(buf, "END\n", 4) == 0) ||
+		    (len > 4 && strcmp(buf + len - 5, "\nEND\n") == 0))
+			return buf;
+	}
+fail:
+	free(buf);
+	return NULL;
+}
+
 int
 reload_main(int argc, char **argv)
 {
-	char *cause = NULL, buf[65536];
-	size_t len = 0;
+	char *cause = NULL, *reply = NULL, *line, *save = NULL, *esc = NULL;
 	int fd, ret = 1;
-	struct pollfd pfd;
+	size_t n;
 
 	if (argc != 1) {
-		fprintf(stderr, "ksbctl reload: unexpected argument `%s'\n", argv[1]);
+		fprintf(stderr, "ksbctl reload: unexpected argument `%s'\n",
+		    argv[1]);
 		return 2;
 	}
 	fd = ctl_connect(ksbctl_conf->control_socket, &cause);
@@ -38,45 +83,34 @@ reload_main(int argc, char **argv)
 		fprintf(stderr, "ksbctl reload: %s\n", strerror(errno));
 		goto cleanup;
 	}
-	pfd.fd = fd;
-	pfd.events = POLLIN;
-	while (len < sizeof(buf) - 1) {
-		ssize_t n;
-
-		if (poll(&pfd, 1, CTL_TIMEOUT_MS) != 1) {
-			fprintf(stderr, "ksbctl reload: no answer from the gateway\n");
-			goto cleanup;
-		}
-		n = read(fd, buf + len, sizeof(buf) - 1 - len);
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		buf[len] = '\0';
-		if (strstr(buf, "END\n") != NULL)
-			break;
+	if ((reply = reload_read(fd, &cause)) == NULL) {
+		fprintf(stderr, "ksbctl reload: %s\n", cause);
+		goto cleanup;
 	}
-	buf[len] = '\0';
-	if (strncmp(buf, "OK ", 3) == 0) {
-		char *nl = strchr(buf, '\n');
-
-		if (nl != NULL)
-			*nl = '\0';
-		printf("policy reloaded: %s\n", buf + 3);
-		ret = 0;
-	} else {
-		char *line, *save = NULL;
-
-		for (line = strtok_r(buf, "\n", &save); line != NULL;
-		    line = strtok_r(NULL, "\n", &save)) {
-			if (strcmp(line, "END") == 0)
-				break;
-			if (strncmp(line, "E ", 2) == 0)
-				fprintf(stderr, "%s\n", line + 2);
-			else if (strncmp(line, "ERR ", 4) == 0)
-				fprintf(stderr, "ksbctl reload: %s\n", line + 4);
-		}
+	for (line = strtok_r(reply, "\n", &save); line != NULL;
+	    line = strtok_r(NULL, "\n", &save)) {
+		/* The gateway's text, but print it escaped all the same. */
+		n = strlen(line) * 4 + 1;
+		esc = xrealloc(esc, n);
+		log_escape(esc, n, line, strlen(line));
+		if (strcmp(line, "END") == 0)
+			break;
+		if (strncmp(line, "OK ", 3) == 0) {
+			printf("policy reloaded: %s\n", esc + 3);
+			ret = 0;
+		} else if (strncmp(line, "W ", 2) == 0)
+			fprintf(stderr, "warning: %s\n", esc + 2);
+		else if (strncmp(line, "E ", 2) == 0)
+			fprintf(stderr, "%s\n", esc + 2);
+		else if (strncmp(line, "ERR ", 4) == 0)
+			fprintf(stderr, "ksbctl reload: %s\n", esc + 4);
+		else
+			fprintf(stderr, "ksbctl reload: unexpected `%s'\n",
+			    esc);
 	}
 cleanup:
+	free(esc);
+	free(reply);
 	close(fd);
 	return ret;
 }

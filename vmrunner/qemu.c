@@ -91,6 +91,8 @@ qemu_valid_guest_path(const char *p)
 		if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0'))
 			return 0;
 	}
+	if (strncmp(p, "/run/ksb", 8) == 0 && (p[8] == '\0' || p[8] == '/'))
+		return 0;
 	/* The guest's own mounts (ksb-guest-init refuses them too). */
 	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
 		len = strlen(reserved[i]);
@@ -182,6 +184,25 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 		cause_set(cause, "bad file descriptors %d, %d", cfg->tap_fd, cfg->ctl_fd);
 		goto cleanup;
 	}
+	if (cfg->con_fd >= 0 && (cfg->con_fd == cfg->tap_fd || cfg->con_fd == cfg->ctl_fd)) {
+		cause_set(cause, "bad console fd %d", cfg->con_fd);
+		goto cleanup;
+	}
+	if (cfg->secrets_fd >= 0 && (cfg->secrets_fd == cfg->tap_fd ||
+	    cfg->secrets_fd == cfg->ctl_fd || cfg->secrets_fd == cfg->con_fd)) {
+		cause_set(cause, "bad secrets fd %d", cfg->secrets_fd);
+		goto cleanup;
+	}
+	if (cfg->disk != NULL && cfg->disk[0] != '/') {
+		cause_set(cause, "disk image `%s' is not an absolute path", cfg->disk);
+		goto cleanup;
+	}
+	if (cfg->qmp_path != NULL && (cfg->qmp_path[0] != '/' ||
+	    strlen(cfg->qmp_path) >= 108 || strchr(cfg->qmp_path, ',') != NULL)) {
+		cause_set(cause, "QMP socket path `%s' is not absolute, has a comma "
+		    "or is longer than 107 bytes", cfg->qmp_path);
+		goto cleanup;
+	}
 	if (cfg->nshares > QEMU_SHARES_MAX) {
 		cause_set(cause, "too many shares (%d at most)", QEMU_SHARES_MAX);
 		goto cleanup;
@@ -205,8 +226,14 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 	xasprintf(&append, "console=ttyS0 quiet loglevel=1 panic=-1 "
 	    "cryptomgr.notests ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
 	    cfg->id, ip, cfg->prefix, gw, (unsigned)cfg->port);
+	if (cfg->disk != NULL) {
+		xasprintf(&tmp, "%s ksb.disk=1", append);
+		free(append);
+		append = tmp;
+	}
 	for (i = 0; i < cfg->nshares; i++) {
-		xasprintf(&tmp, "%s ksb.share=s%zu:%s", append, i, cfg->shares[i].guest_path);
+		xasprintf(&tmp, "%s ksb.share=s%zu:%s%s", append, i,
+		    cfg->shares[i].guest_path, cfg->shares[i].writable ? ":rw" : "");
 		free(append);
 		append = tmp;
 	}
@@ -248,8 +275,28 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 		v = qemu_optval(cfg->shares[i].host_path);
 		qemu_add(&a, "-virtfs");
 		qemu_addf(&a, "local,path=%s,mount_tag=s%zu,security_model=none,"
-		    "readonly=on,multidevs=remap", v, i);
+		    "%smultidevs=remap", v, i,
+		    cfg->shares[i].writable ? "" : "readonly=on,");
 		free(v);
+	}
+	if (cfg->disk != NULL) {
+		v = qemu_optval(cfg->disk);
+		qemu_add(&a, "-drive");
+		qemu_addf(&a, "file=%s,if=none,id=d0,format=raw,discard=unmap,"
+		    "detect-zeroes=unmap", v);
+		free(v);
+		qemu_add(&a, "-device");
+		qemu_add(&a, "virtio-blk-pci,drive=d0,serial=ksb-disk");
+	}
+	if (cfg->secrets_fd >= 0) {
+		/* QEMU reads the (sealed memfd) file once at start. */
+		qemu_add(&a, "-fw_cfg");
+		qemu_addf(&a, "name=" GUESTCTL_SECRETS_FWCFG ",file=/proc/self/fd/%d",
+		    cfg->secrets_fd);
+	}
+	if (cfg->qmp_path != NULL) {
+		qemu_add(&a, "-qmp");
+		qemu_addf(&a, "unix:%s,server=on,wait=off", cfg->qmp_path);
 	}
 	qemu_add(&a, "-device");
 	qemu_add(&a, "virtio-rng-pci");
@@ -260,7 +307,10 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 	qemu_add(&a, "-device");
 	qemu_add(&a, "virtserialport,bus=vs0.0,chardev=ctl,name=" GUESTCTL_PORT_NAME);
 	qemu_add(&a, "-chardev");
-	qemu_add(&a, "stdio,id=con,signal=off");
+	if (cfg->con_fd >= 0)
+		qemu_addf(&a, "socket,id=con,fd=%d", cfg->con_fd);
+	else
+		qemu_add(&a, "stdio,id=con,signal=off");
 	qemu_add(&a, "-serial");
 	qemu_add(&a, "chardev:con");
 	qemu_add(&a, "-no-reboot");
@@ -282,7 +332,7 @@ qemu_alarm(int sig)
 
 /*
  * Run a few real-mode instructions (a 2M-iteration loop, OUT to port 0x10,
- * HLT) in a throwaway VM, bounded by a 1 s timer: a few milliseconds on
+ * HLT) in a throwaway VM, bounded by a 0.3 s timer: a few milliseconds on
  * hardware virtualisation.  Some hosts give a /dev/kvm that creates VMs but
  * emulates such code instruction by instruction (nested or paravirtual KVM
  * such as kvm-pvm): an ordinary guest kernel then never gets going.
@@ -335,13 +385,13 @@ qemu_kvm_probe(int kvm, int vm, const char **why)
 	sa.sa_handler = qemu_alarm;	/* no SA_RESTART: KVM_RUN gets EINTR */
 	sigemptyset(&sa.sa_mask);
 	memset(&it, 0, sizeof(it));
-	it.it_value.tv_usec = 999999;
+	it.it_value.tv_usec = 300000;
 	sigaction(SIGALRM, &sa, &old_sa);
 	setitimer(ITIMER_REAL, &it, &old_it);
 	for (i = 0; i < 16; i++) {
 		if (ioctl(vcpu, KVM_RUN, 0) == -1) {
 			if (errno == EINTR)
-				*why = "/dev/kvm is too slow: a probe loop did not finish in 1 s";
+				*why = "/dev/kvm is too slow: a probe loop did not finish in 0.3 s";
 			break;
 		}
 		if (run->exit_reason == KVM_EXIT_IO && run->io.port == 0x10) {

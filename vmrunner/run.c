@@ -1,10 +1,14 @@
 /*
- * run.c: ksb-run, run a command in a ksb guest.
+ * run.c: ksb-run, create or resume an instance and supervise it.
  *
- * Instance dir -> REGISTER with ksb-gatewayd (tap fd) -> cached initramfs ->
- * QEMU (fork + execvp, tap and control socketpair inherited as fds 3 and 4)
- * -> send the command over the control port -> wait for EXIT / QEMU exit ->
- * UNREGISTER -> remove an ephemeral instance.
+ * Settings (defaults < ksb.conf < .ksb/instance.conf < flags) -> kernel,
+ * cached initramfs -> [--detach: fork, the child supervises] -> instance
+ * dir (locked) and disk -> secrets into a sealed memfd -> REGISTER with
+ * ksb-gatewayd (tap fd) -> QEMU (fork + execvp; tap, control, console and
+ * secrets inherited as fds 3..6) -> command over the control port ->
+ * console relay (terminal, or console.sock for ksbctl attach) -> EXIT /
+ * QEMU exit -> UNREGISTER -> state "stopped", or the ephemeral instance
+ * removed.
  */
 #include <sys/file.h>
 #include <sys/ioctl.h>
@@ -13,6 +17,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
@@ -35,57 +40,74 @@
 
 #define QEMU_TAP_FD 3
 #define QEMU_CTL_FD 4
+#define QEMU_CON_FD 5
+#define QEMU_SECRETS_FD 6
 #define KILL_GRACE_MS 5000	/* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS 10000	/* EXIT received -> QEMU must be gone */
+#define STOP_GRACE_MS (GUESTCTL_STOP_GRACE_MS + 5000)	/* STOP -> SIGTERM QEMU */
 #define FETCHED_KERNEL_GLOB "/var/cache/ksb/kernel/boot/vmlinuz-*"
+#define PROJECT_FILE ".ksb/instance.conf"
+#define ESCAPE_CHAR 0x1d	/* Ctrl-] */
+#define CONSOLE_RING 65536	/* console bytes replayed to ksbctl attach */
+#define RUN_GUEST_BYTES_PER_S (1024 * 1024)	/* agent mode */
+#define RESUME_EVERY_MS 200	/* gateway connection lost: RESUME retries */
+#define RESUME_GIVE_UP_MS 60000
 
 struct run {
 	/* options */
 	const char *conf_path;
 	int conf_explicit;
+	const char *project_path;
+	int detach, print_config, json;
+	struct config *cfg;
 	char *id;
 	int named;
 	const char *profile;
 	unsigned cpus, memory_mib;
+	uint64_t disk_mib;
 	const char *kernel_opt, *modules_opt, *state_dir_opt, *socket_opt;
 	const char *accel_opt;
+	const char *gw_path;	/* the gateway's control socket */
+	const char *agent_cmd, *prompt_opt;	/* --agent, --prompt */
+	unsigned long idle_s;	/* --idle */
+	struct agent *agent;
 	struct qemu_share shares[QEMU_SHARES_MAX];
 	size_t nshares;
 	char **command;
+	int64_t t_start;
 
 	/* state */
 	struct ksb_conf *conf;
 	char *kernel, *modules_dir, *init_path, *initrd, *instance_dir;
-	int lock_fd, gw_fd, tap_fd, ctl_fd, sig_fd;
+	char *disk_path, *qmp_path, *console_path;
+	struct secrets *secrets;
+	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
+	int listen_fd, client_fd, ready_fd;
 	pid_t qemu_pid;
 	struct ctl_lease lease;
 	int registered;
 	struct termios saved_tty;
 	int tty_saved;
+	struct instance_state st;
+	char ring[CONSOLE_RING];
+	size_t ring_len, ring_off;
 };
 
 static void
 run_usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: ksb-run [-hv] [-f config] [--name id] [--profile name] [--cpus n]\n"
-	    "               [--memory MiB] [--kernel path] [--modules dir]\n"
-	    "               [--share-ro hostpath[:guestpath]]... [--state-dir dir]\n"
-	    "               [--control-socket path] [--accel auto|kvm|tcg]\n"
+	    "usage: ksb-run [-dhv] [-f config] [-c project-file] [--name id]\n"
+	    "               [--profile name] [--cpus n] [--memory MiB]\n"
+	    "               [--disk-size size] [--kernel path] [--modules dir]\n"
+	    "               [--share-ro hostpath[:guestpath]]...\n"
+	    "               [--secret NAME=env:VAR|NAME=file:PATH]...\n"
+	    "               [--repo path] [--include-uncommitted]\n"
+	    "               [--context path[@rev][:name]]...\n"
+	    "               [--accel auto|kvm|tcg] [--state-dir dir]\n"
+	    "               [--control-socket path] [--print-config [--json]]\n"
+	    "               [--agent command [--prompt text|@file] [--idle s]]\n"
 	    "               [-- command [arg ...]]\n");
-}
-
-static int
-run_parse_uint(const char *flag, const char *s, unsigned min, unsigned max, unsigned *v)
-{
-	unsigned long n;
-
-	if (guestctl_parse_uint(s, strlen(s), max, &n) != 0 || n < min) {
-		log_warnx("%s: invalid value `%s' (%u..%u)", flag, s, min, max);
-		return -1;
-	}
-	*v = (unsigned)n;
-	return 0;
 }
 
 /* HOSTPATH[:GUESTPATH]; the guest path is what follows the last ":/". */
@@ -97,7 +119,7 @@ run_parse_share(struct run *r, const char *arg)
 	struct stat st;
 
 	if (r->nshares >= QEMU_SHARES_MAX - 1) {
-		log_warnx("--share-ro: at most %d shares", QEMU_SHARES_MAX - 1);
+		log_warnx("share-ro: at most %d shares", QEMU_SHARES_MAX - 1);
 		return -1;
 	}
 	host = xstrdup(arg);
@@ -108,7 +130,7 @@ run_parse_share(struct run *r, const char *arg)
 	}
 	if (*host == '\0' || (real = realpath(host, NULL)) == NULL ||
 	    stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		log_warnx("--share-ro: `%s' is not a directory", host);
+		log_warnx("share-ro: `%s' is not a directory", host);
 		free(host);
 		free(real);
 		return -1;
@@ -120,35 +142,61 @@ run_parse_share(struct run *r, const char *arg)
 	return 0;
 }
 
+struct run_flag {
+	const char *key, *value;
+	char origin[24];
+};
+
 static int
-run_options(struct run *r, int argc, char **argv)
+run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
+    size_t *nflags)
 {
 	enum { O_NAME = 256, O_PROFILE, O_CPUS, O_MEMORY, O_KERNEL, O_MODULES,
-	    O_SHARE, O_STATE, O_SOCKET, O_ACCEL };
+	    O_SHARE, O_STATE, O_SOCKET, O_ACCEL, O_DISK, O_SECRET, O_PRINT, O_JSON,
+	    O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE };
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "verbose", no_argument, NULL, 'v' },
+		{ "detach", no_argument, NULL, 'd' },
+		{ "project-file", required_argument, NULL, 'c' },
 		{ "name", required_argument, NULL, O_NAME },
 		{ "profile", required_argument, NULL, O_PROFILE },
 		{ "cpus", required_argument, NULL, O_CPUS },
 		{ "memory", required_argument, NULL, O_MEMORY },
+		{ "disk-size", required_argument, NULL, O_DISK },
 		{ "kernel", required_argument, NULL, O_KERNEL },
 		{ "modules", required_argument, NULL, O_MODULES },
 		{ "share-ro", required_argument, NULL, O_SHARE },
+		{ "secret", required_argument, NULL, O_SECRET },
+		{ "repo", required_argument, NULL, O_REPO },
+		{ "include-uncommitted", no_argument, NULL, O_UNCOMMITTED },
+		{ "context", required_argument, NULL, O_CONTEXT },
 		{ "state-dir", required_argument, NULL, O_STATE },
 		{ "control-socket", required_argument, NULL, O_SOCKET },
 		{ "accel", required_argument, NULL, O_ACCEL },
+		{ "print-config", no_argument, NULL, O_PRINT },
+		{ "json", no_argument, NULL, O_JSON },
+		{ "agent", required_argument, NULL, O_AGENT },
+		{ "prompt", required_argument, NULL, O_PROMPT },
+		{ "idle", required_argument, NULL, O_IDLE },
 		{ NULL, 0, NULL, 0 }
 	};
-	static char *default_command[] = { "/bin/bash", "-l", NULL };
-	int ch, verbose = 0;
+	struct run_flag *flags = NULL;
+	int ch, verbose = 0, idx;
 
+	*nflags = 0;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+f:hv", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+c:df:hv", longopts, &idx)) != -1) {
 		switch (ch) {
 		case 'f':
 			r->conf_path = optarg;
 			r->conf_explicit = 1;
+			break;
+		case 'c':
+			r->project_path = optarg;
+			break;
+		case 'd':
+			r->detach = 1;
 			break;
 		case 'h':
 			run_usage(stdout);
@@ -157,70 +205,135 @@ run_options(struct run *r, int argc, char **argv)
 			verbose++;
 			log_init("ksb-run", verbose);
 			break;
-		case O_NAME:
-			if (!util_valid_id(optarg)) {
-				log_warnx("--name: invalid instance ID `%s' "
-				    "([a-z0-9][a-z0-9-]{0,31})", optarg);
-				return -1;
-			}
-			r->id = xstrdup(optarg);
-			r->named = 1;
-			break;
-		case O_PROFILE:
-			if (*optarg == '\0' || strlen(optarg) > 64 ||
-			    strspn(optarg, "abcdefghijklmnopqrstuvwxyz"
-			    "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") != strlen(optarg)) {
-				log_warnx("--profile: invalid profile name `%s'", optarg);
-				return -1;
-			}
-			r->profile = optarg;
-			break;
-		case O_CPUS:
-			if (run_parse_uint("--cpus", optarg, 1, 64, &r->cpus) != 0)
-				return -1;
-			break;
-		case O_MEMORY:
-			if (run_parse_uint("--memory", optarg, 128, 262144, &r->memory_mib) != 0)
-				return -1;
-			break;
-		case O_KERNEL:
-			r->kernel_opt = optarg;
-			break;
-		case O_MODULES:
-			r->modules_opt = optarg;
-			break;
-		case O_SHARE:
-			if (run_parse_share(r, optarg) != 0)
-				return -1;
-			break;
 		case O_STATE:
 			r->state_dir_opt = optarg;
 			break;
 		case O_SOCKET:
 			r->socket_opt = optarg;
 			break;
-		case O_ACCEL:
-			if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "kvm") != 0 &&
-			    strcmp(optarg, "tcg") != 0) {
-				log_warnx("--accel: `%s' is not auto, kvm or tcg", optarg);
+		case O_PRINT:
+			r->print_config = 1;
+			break;
+		case O_JSON:
+			r->json = 1;
+			break;
+		case O_AGENT:
+			r->agent_cmd = optarg;
+			break;
+		case O_PROMPT:
+			r->prompt_opt = optarg;
+			break;
+		case O_IDLE:
+			if (guestctl_parse_uint(optarg, strlen(optarg), 86400,
+			    &r->idle_s) != 0 || r->idle_s == 0) {
+				log_warnx("--idle: `%s' is not 1..86400 seconds", optarg);
+				free(flags);
 				return -1;
 			}
-			r->accel_opt = optarg;
+			break;
+		case O_NAME: case O_PROFILE: case O_CPUS: case O_MEMORY:
+		case O_KERNEL: case O_MODULES: case O_SHARE: case O_ACCEL:
+		case O_DISK: case O_SECRET: case O_REPO: case O_UNCOMMITTED:
+		case O_CONTEXT:
+			flags = xrealloc(flags, (*nflags + 1) * sizeof(*flags));
+			flags[*nflags].key = longopts[idx].name;
+			flags[*nflags].value = ch == O_UNCOMMITTED ? "yes" : optarg;
+			snprintf(flags[*nflags].origin, sizeof(flags[*nflags].origin),
+			    "--%s", longopts[idx].name);
+			(*nflags)++;
 			break;
 		default:
 			if (optopt == 0 || optopt >= 256)
 				log_warnx("`%s': unknown option or missing value",
 				    argv[optind - 1]);
-			else if (optopt == 'f')
-				log_warnx("-f: missing config path");
+			else if (optopt == 'f' || optopt == 'c')
+				log_warnx("-%c: missing path", optopt);
 			else
 				log_warnx("`-%c': unknown option", optopt);
 			run_usage(stderr);
+			free(flags);
 			return -1;
 		}
 	}
-	r->command = optind < argc ? argv + optind : default_command;
-	return 0;
+	*flagsp = flags;
+	return optind;
+}
+
+/*
+ * Merge defaults < ksb.conf < project file < KSB_ACCEL < flags into r->cfg,
+ * then copy the effective values into r.  0 or -1 (logged).
+ */
+static int
+run_settings(struct run *r, int argc, char **argv, int first,
+    const struct run_flag *flags, size_t nflags)
+{
+	char *cause = NULL, *const *list;
+	const char *env, *v;
+	struct stat st;
+	size_t i, n;
+	int ret = -1;
+
+	r->cfg = config_new();
+	if (r->conf->kernel != NULL &&
+	    config_set(r->cfg, CONFIG_CONF, "kernel", r->conf->kernel,
+	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
+		goto fail;
+	if (r->conf->modules_dir != NULL &&
+	    config_set(r->cfg, CONFIG_CONF, "modules", r->conf->modules_dir,
+	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
+		goto fail;
+	if (r->project_path != NULL) {
+		if (config_load(r->cfg, r->project_path, &cause) != 0)
+			goto fail;
+	} else if (stat(PROJECT_FILE, &st) == 0) {
+		if (config_load(r->cfg, PROJECT_FILE, &cause) != 0)
+			goto fail;
+	}
+	if ((env = getenv("KSB_ACCEL")) != NULL && *env != '\0' &&
+	    config_set(r->cfg, CONFIG_FLAG, "accel", env, "KSB_ACCEL", &cause) != 0)
+		goto fail;
+	for (i = 0; i < nflags; i++)
+		if (config_set(r->cfg, CONFIG_FLAG, flags[i].key, flags[i].value,
+		    flags[i].origin, &cause) != 0)
+			goto fail;
+	if (first < argc) {
+		/* The command after "--" replaces the configured one verbatim. */
+		r->command = xcalloc((size_t)(argc - first + 1), sizeof(char *));
+		for (i = 0; i < (size_t)(argc - first); i++)
+			r->command[i] = xstrdup(argv[first + (int)i]);
+	} else
+		r->command = config_command(r->cfg);
+	if (r->print_config)
+		return 0;
+
+	if ((v = config_get(r->cfg, "name")) != NULL) {
+		r->id = xstrdup(v);
+		r->named = 1;
+	}
+	r->profile = config_get(r->cfg, "profile");
+	r->cpus = (unsigned)config_uint(r->cfg, "cpus");
+	r->memory_mib = (unsigned)config_uint(r->cfg, "memory");
+	r->disk_mib = config_uint(r->cfg, "disk-size");
+	/* An ephemeral instance gets a disk only when asked for one. */
+	if (!r->named && strcmp(config_origin(r->cfg, "disk-size"), "default") == 0)
+		r->disk_mib = 0;
+	r->kernel_opt = config_get(r->cfg, "kernel");
+	r->modules_opt = config_get(r->cfg, "modules");
+	r->accel_opt = config_get(r->cfg, "accel");
+	list = config_list(r->cfg, "share-ro", &n);
+	for (i = 0; i < n; i++)
+		if (run_parse_share(r, list[i]) != 0)
+			goto out;
+	list = config_list(r->cfg, "secret", &n);
+	if (secrets_load(list, n, &r->secrets, &cause) != 0)
+		goto fail;
+	ret = 0;
+	goto out;
+fail:
+	log_warnx("%s", cause);
+out:
+	free(cause);
+	return ret;
 }
 
 /* ---- kernel, modules, init ---------------------------------------------- */
@@ -409,14 +522,167 @@ cleanup:
 	return ret;
 }
 
+/* ---- state file --------------------------------------------------------- */
+
+static void
+run_state_save(struct run *r)
+{
+	char *cause = NULL;
+
+	if (r->instance_dir == NULL || r->lock_fd == -1)
+		return;
+	if (instance_state_write(r->instance_dir, &r->st, &cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+	}
+}
+
+/* ---- disk --------------------------------------------------------------- */
+
+/* A sparse raw image; the guest formats it (mkfs.ext4 from /usr) on first use. */
+static int
+run_disk(struct run *r, char **cause)
+{
+	struct stat st;
+	int fd, ret = -1;
+
+	xasprintf(&r->disk_path, "%s/disk.img", r->instance_dir);
+	fd = open(r->disk_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1)
+		return cause_set(cause, "%s: %s", r->disk_path, strerror(errno));
+	if (fstat(fd, &st) != 0) {
+		cause_set(cause, "%s: %s", r->disk_path, strerror(errno));
+		goto cleanup;
+	}
+	if (st.st_size == 0 && ftruncate(fd, (off_t)(r->disk_mib << 20)) != 0) {
+		cause_set(cause, "%s: %s", r->disk_path, strerror(errno));
+		goto cleanup;
+	}
+	if (st.st_size != 0 && (uint64_t)st.st_size != r->disk_mib << 20)
+		log_info("instance %s: keeping its %llu MiB disk", r->id,
+		    (unsigned long long)(st.st_size >> 20));
+	r->disk_mib = st.st_size != 0 ? (uint64_t)st.st_size >> 20 : r->disk_mib;
+	ret = 0;
+cleanup:
+	close(fd);
+	return ret;
+}
+
+/* ---- console ------------------------------------------------------------ */
+
+/* console.sock (0600, the instance dir is 0700): ksbctl attach. */
+static int
+run_console_listen(struct run *r, char **cause)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	xasprintf(&r->console_path, "%s/console.sock", r->instance_dir);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(r->console_path) >= sizeof(sun.sun_path))
+		return cause_set(cause, "%s: path too long", r->console_path);
+	strcpy(sun.sun_path, r->console_path);
+	unlink(r->console_path);
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1)
+		return cause_set(cause, "socket: %s", strerror(errno));
+	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
+	    chmod(r->console_path, 0600) != 0 || listen(fd, 4) != 0) {
+		cause_set(cause, "%s: %s", r->console_path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	r->listen_fd = fd;
+	return 0;
+}
+
+static void
+run_ring_add(struct run *r, const char *buf, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		r->ring[r->ring_off] = buf[i];
+		r->ring_off = (r->ring_off + 1) % CONSOLE_RING;
+		if (r->ring_len < CONSOLE_RING)
+			r->ring_len++;
+	}
+}
+
+static void
+run_write_all(int fd, const char *buf, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(fd, buf, n);
+		if (w == -1 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		buf += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Guest console output: to the terminal, or to the attached client. */
+static void
+run_console_out(struct run *r, const char *buf, size_t n)
+{
+	if (!r->detach) {
+		run_write_all(STDOUT_FILENO, buf, n);
+		return;
+	}
+	run_ring_add(r, buf, n);
+	if (r->client_fd != -1 &&
+	    send(r->client_fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n) {
+		/* A client too slow to keep up loses the console. */
+		close(r->client_fd);
+		r->client_fd = -1;
+	}
+}
+
+/*
+ * Terminal input to the guest console.  ESCAPE_CHAR then '.' asks the
+ * guest to stop (foreground); ESCAPE_CHAR twice sends one.
+ */
+static int
+run_console_in(struct run *r, const char *buf, size_t n, int *escaped)
+{
+	char out[4096];
+	size_t i, o = 0;
+	int stop = 0;
+
+	for (i = 0; i < n && o + 2 < sizeof(out); i++) {
+		if (*escaped) {
+			*escaped = 0;
+			if (buf[i] == '.') {
+				stop = 1;
+				continue;
+			}
+			if (buf[i] != ESCAPE_CHAR)
+				out[o++] = ESCAPE_CHAR;
+			out[o++] = buf[i];
+		} else if (buf[i] == ESCAPE_CHAR) {
+			*escaped = 1;
+		} else
+			out[o++] = buf[i];
+	}
+	if (o > 0)
+		(void)send(r->con_fd, out, o, MSG_NOSIGNAL);
+	return stop;
+}
+
 /* ---- supervising QEMU --------------------------------------------------- */
 
 static pid_t
-run_spawn(struct run *r, char **argv, int child_ctl)
+run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 {
+	char *const *list;
 	sigset_t all;
 	pid_t pid;
-	int t, c;
+	size_t i, n;
+	int t, c, k, s = -1;
 
 	if ((pid = fork()) != 0)
 		return pid;
@@ -424,12 +690,33 @@ run_spawn(struct run *r, char **argv, int child_ctl)
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	/* No secret reaches QEMU's environment. */
+	list = config_list(r->cfg, "secret", &n);
+	for (i = 0; i < n; i++) {
+		const char *p = strstr(list[i], "=env:");
+		if (p != NULL)
+			unsetenv(p + 5);
+	}
 	/* Above any fd we may clobber; dup2 then clears FD_CLOEXEC. */
 	t = fcntl(r->tap_fd, F_DUPFD_CLOEXEC, 10);
 	c = fcntl(child_ctl, F_DUPFD_CLOEXEC, 10);
-	if (t == -1 || c == -1 || dup2(t, QEMU_TAP_FD) == -1 || dup2(c, QEMU_CTL_FD) == -1) {
+	k = fcntl(child_con, F_DUPFD_CLOEXEC, 10);
+	if (r->secrets_fd != -1)
+		s = fcntl(r->secrets_fd, F_DUPFD_CLOEXEC, 10);
+	if (t == -1 || c == -1 || k == -1 || (r->secrets_fd != -1 && s == -1) ||
+	    dup2(t, QEMU_TAP_FD) == -1 || dup2(c, QEMU_CTL_FD) == -1 ||
+	    dup2(k, QEMU_CON_FD) == -1 ||
+	    (s != -1 && dup2(s, QEMU_SECRETS_FD) == -1)) {
 		fprintf(stderr, "ksb-run: dup2: %s\n", strerror(errno));
 		_exit(125);
+	}
+	if (r->detach) {
+		int null = open("/dev/null", O_RDWR);
+
+		if (null != -1) {
+			dup2(null, STDIN_FILENO);
+			dup2(null, STDOUT_FILENO);
+		}
 	}
 	execvp(argv[0], argv);
 	fprintf(stderr, "ksb-run: %s: %s\n", argv[0], strerror(errno));
@@ -437,7 +724,9 @@ run_spawn(struct run *r, char **argv, int child_ctl)
 }
 
 struct guestin {
-	char line[GUESTCTL_LINE_MAX];
+	char line[GUESTCTL_GUEST_FRAME_MAX];
+	struct agent *agent;	/* agent mode: frames after READY */
+	unsigned long bad;	/* lines not understood */
 	size_t len;
 	int skipping;		/* discarding the rest of an overlong line */
 	size_t total;
@@ -452,7 +741,7 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 	enum guestctl_msg m;
 	const char *text;
 	size_t i, tlen;
-	char esc[GUESTCTL_LINE_MAX * 4];
+	char esc[200 * 4 + 1];
 	int status, got_exit = 0;
 
 	for (i = 0; i < n; i++) {
@@ -464,7 +753,8 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 			continue;
 		}
 		if (g->skipping) {
-			log_warnx("guest sent an overlong control line, ignored");
+			if (g->bad++ < 10)
+				log_warnx("guest sent an overlong control line, ignored");
 		} else {
 			m = guestctl_parse_guest(g->line, g->len, &status, &text, &tlen);
 			switch (m) {
@@ -478,13 +768,24 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 					got_exit = 1;
 				}
 				break;
+			case GUESTCTL_STOPPING:
+				log_debug("guest: stopping");
+				break;
 			case GUESTCTL_ERR:
 				log_escape(esc, sizeof(esc), text, tlen);
 				log_warnx("guest: %s", esc);
 				break;
 			default:
-				log_escape(esc, sizeof(esc), g->line, g->len);
-				log_warnx("guest sent an unknown control line: \"%s\"", esc);
+				if (g->agent != NULL && g->ready_ms != 0 &&
+				    agent_guest_line(g->agent, g->line, g->len) == 0)
+					break;
+				/* A flood of garbage is counted, not logged. */
+				if (g->bad++ < 10) {
+					log_escape(esc, sizeof(esc), g->line,
+					    g->len < 200 ? g->len : 200);
+					log_warnx("guest sent an unknown control line: "
+					    "\"%s\"", esc);
+				}
 				break;
 			}
 		}
@@ -494,30 +795,77 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 	return got_exit;
 }
 
+/*
+ * The gateway connection (our lease) closed while QEMU runs: the gateway
+ * restarted.  RESUME on a new connection, which then holds the lease.
+ * Returns when to try again, or 0 (resumed, or given up after
+ * RESUME_GIVE_UP_MS: the guest runs on without egress).
+ */
+static int64_t
+run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
+{
+	char *cause = NULL;
+	int fd;
+
+	if ((fd = ctl_resume(r->gw_path, r->id, &r->lease, &cause)) != -1) {
+		r->gw_fd = fd;
+		*gw_open = 1;
+		r->registered = 1;
+		log_info("instance %s: lease resumed with ksb-gatewayd after "
+		    "%.1f s", r->id, (double)(util_mono_ms() - lost_at) / 1000.0);
+		return 0;
+	}
+	if (now - lost_at >= RESUME_GIVE_UP_MS) {
+		log_warnx("instance %s: could not resume the lease in %d s (%s): "
+		    "the guest keeps running without egress", r->id,
+		    RESUME_GIVE_UP_MS / 1000, cause);
+		free(cause);
+		return 0;
+	}
+	log_debug("instance %s: RESUME: %s", r->id, cause);
+	free(cause);
+	return util_mono_ms() + RESUME_EVERY_MS;
+}
+
 /* Returns the exit status for ksb-run. */
 static int
-run_supervise(struct run *r, char **qargv, int child_ctl, const char *header,
-    size_t header_len)
+run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
+    const char *header, size_t header_len)
 {
 	struct guestin g = { .exit_status = -1 };
-	struct pollfd pfd[3];
+	struct pollfd pfd[7 + 17];
+	const char *aq;
+	size_t aqlen;
+	int64_t budget_at = 0;
+	size_t budget = 0;
+	int nafd = 0;
 	struct signalfd_siginfo si;
 	char buf[4096];
-	size_t out_off = 0;
+	size_t out_off = 0, stop_sent = 0;
 	int64_t t0, now, kill_at = 0, term_at = 0;
 	int st = 0, signo = 0, ret, done = 0, ctl_open = 1, gw_open = 1, timeout;
+	int64_t resume_at = 0, lost_at = 0;
+	int con_open = 1, in_open = !r->detach, escaped = 0, want_stop = 0, fd;
 	ssize_t n;
 	pid_t w;
 
+	g.agent = r->agent;
 	t0 = util_mono_ms();
-	r->qemu_pid = run_spawn(r, qargv, child_ctl);
+	r->qemu_pid = run_spawn(r, qargv, child_ctl, child_con);
 	if (r->qemu_pid == -1) {
 		log_warn("fork");
 		return 125;
 	}
 	close(child_ctl);
+	close(child_con);
 	close(r->tap_fd);	/* QEMU holds it now */
 	r->tap_fd = -1;
+	if (r->secrets_fd != -1) {
+		close(r->secrets_fd);	/* QEMU reads it once at start */
+		r->secrets_fd = -1;
+	}
+	r->st.qemu_pid = (long)r->qemu_pid;
+	run_state_save(r);
 
 	while (!done) {
 		now = util_mono_ms();
@@ -527,24 +875,60 @@ run_supervise(struct run *r, char **qargv, int child_ctl, const char *header,
 			kill_at = 0;
 		}
 		if (term_at != 0 && now >= term_at) {
-			log_warnx("guest reported its exit but did not power off: stopping QEMU");
+			log_warnx("the guest did not power off: stopping QEMU");
 			kill(r->qemu_pid, SIGTERM);
 			term_at = 0;
 			kill_at = now + KILL_GRACE_MS;
 		}
+		if (want_stop && !stop_sent && out_off == header_len) {
+			/* Graceful: the guest stops the command and powers off. */
+			stop_sent = 1;
+			if (!ctl_open || send(r->ctl_fd, "STOP\n", 5, MSG_NOSIGNAL |
+			    MSG_DONTWAIT) != 5) {
+				kill(r->qemu_pid, SIGTERM);
+				kill_at = now + KILL_GRACE_MS;
+			} else if (term_at == 0 && kill_at == 0)
+				term_at = now + STOP_GRACE_MS;
+		}
+		if (resume_at != 0 && now >= resume_at)
+			resume_at = run_resume(r, &gw_open, lost_at, now);
 		timeout = -1;
-		if (kill_at != 0)
+		if (r->agent != NULL) {
+			agent_tick(r->agent, now);
+			timeout = agent_next_ms(r->agent, now);
+			if (budget_at > now && (timeout == -1 || budget_at - now < timeout))
+				timeout = (int)(budget_at - now);
+		}
+		if (kill_at != 0 && (timeout == -1 || kill_at - now < timeout))
 			timeout = (int)(kill_at - now);
+		if (resume_at != 0 && (timeout == -1 || resume_at - now < timeout))
+			timeout = (int)(resume_at - now);
 		if (term_at != 0 && (timeout == -1 || term_at - now < timeout))
 			timeout = (int)(term_at - now);
+		if (timeout < 0 && (kill_at != 0 || term_at != 0))
+			timeout = 0;
 
 		pfd[0].fd = r->sig_fd;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = ctl_open ? r->ctl_fd : -1;
-		pfd[1].events = POLLIN | (out_off < header_len ? POLLOUT : 0);
+		aqlen = r->agent != NULL && out_off == header_len ?
+		    agent_pending_out(r->agent, &aq) : 0;
+		/* A guest over its byte budget waits for the next second. */
+		pfd[1].events = (budget_at > now ? 0 : POLLIN) |
+		    (out_off < header_len || aqlen > 0 ? POLLOUT : 0);
 		pfd[2].fd = gw_open ? r->gw_fd : -1;
 		pfd[2].events = POLLIN;
-		if (poll(pfd, 3, timeout) == -1) {
+		pfd[3].fd = con_open ? r->con_fd : -1;
+		pfd[3].events = POLLIN;
+		pfd[4].fd = in_open ? STDIN_FILENO : -1;
+		pfd[4].events = POLLIN;
+		pfd[5].fd = r->listen_fd;
+		pfd[5].events = POLLIN;
+		pfd[6].fd = r->client_fd;
+		pfd[6].events = POLLIN;
+		if (r->agent != NULL)
+			nafd = agent_pollfds(r->agent, pfd + 7, 17);
+		if (poll(pfd, (nfds_t)(7 + nafd), timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fatal("poll");
@@ -559,7 +943,11 @@ run_supervise(struct run *r, char **qargv, int child_ctl, const char *header,
 						done = 1;
 				} else if (signo == 0) {
 					signo = (int)si.ssi_signo;
-					log_warnx("got signal %d: stopping QEMU", signo);
+					log_warnx("got signal %d: stopping the guest", signo);
+					want_stop = 1;
+				} else {
+					log_warnx("got signal %d again: stopping QEMU",
+					    (int)si.ssi_signo);
 					kill(r->qemu_pid, SIGTERM);
 					kill_at = now + KILL_GRACE_MS;
 				}
@@ -572,9 +960,32 @@ run_supervise(struct run *r, char **qargv, int child_ctl, const char *header,
 				out_off += (size_t)n;
 			else if (n == -1 && errno != EAGAIN && errno != EINTR)
 				ctl_open = 0;
+		} else if (ctl_open && (pfd[1].revents & POLLOUT) && aqlen > 0) {
+			n = send(r->ctl_fd, aq, aqlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n > 0)
+				agent_consumed_out(r->agent, (size_t)n);
+			else if (n == -1 && errno != EAGAIN && errno != EINTR)
+				ctl_open = 0;
 		}
 		if (ctl_open && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
 			n = recv(r->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n > 0 && r->agent != NULL) {
+				/* Agent mode has no total cap: a budget per second. */
+				if (now >= budget_at + 1000) {
+					budget_at = now;
+					budget = 0;
+				}
+				budget += (size_t)n;
+				if (budget > RUN_GUEST_BYTES_PER_S) {
+					if (g.bad++ < 10)
+						log_warnx("guest sends more than %d "
+						    "control bytes/s: throttled",
+						    RUN_GUEST_BYTES_PER_S);
+					budget_at = now + 1000;
+					budget = 0;
+				}
+				g.total = 0;
+			}
 			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
 				ctl_open = 0;
 			} else if (n > 0) {
@@ -583,36 +994,111 @@ run_supervise(struct run *r, char **qargv, int child_ctl, const char *header,
 					    "no longer listening", GUESTCTL_IN_MAX);
 					ctl_open = 0;
 				} else {
+					int64_t was_ready = g.ready_ms;
+
 					g.total += (size_t)n;
 					if (run_guest_input(&g, buf, (size_t)n, now)) {
 						(void)send(r->ctl_fd, "BYE\n", 4,
 						    MSG_NOSIGNAL | MSG_DONTWAIT);
 						term_at = now + POWEROFF_GRACE_MS;
 					}
+					if (was_ready == 0 && g.ready_ms != 0) {
+						strcpy(r->st.phase, "running");
+						run_state_save(r);
+						log_info("instance %s: command started "
+						    "%.2f s after ksb-run start "
+						    "(%.2f s after QEMU start)", r->id,
+						    (double)(g.ready_ms - r->t_start) / 1000.0,
+						    (double)(g.ready_ms - t0) / 1000.0);
+						if (r->ready_fd != -1 && r->agent == NULL) {
+							run_write_all(r->ready_fd, "ok\n", 3);
+							close(r->ready_fd);
+							r->ready_fd = -1;
+						}
+					}
 				}
+			}
+		}
+		if (r->agent != NULL) {
+			agent_pollin(r->agent, pfd + 7);
+			if (r->ready_fd != -1 && agent_ready(r->agent)) {
+				/* --detach returns once the agent runs in tmux. */
+				run_write_all(r->ready_fd, "ok\n", 3);
+				close(r->ready_fd);
+				r->ready_fd = -1;
+			}
+			if (agent_take_changed(r->agent)) {
+				agent_status(r->agent, &r->st);
+				run_state_save(r);
 			}
 		}
 		if (gw_open && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
 			n = recv(r->gw_fd, buf, sizeof(buf), MSG_DONTWAIT);
 			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
 				log_warnx("lost the connection to ksb-gatewayd: the guest "
-				    "has no network lease any more");
+				    "has no egress until the lease is resumed");
 				gw_open = 0;
 				r->registered = 0;
+				close(r->gw_fd);
+				r->gw_fd = -1;
+				lost_at = now;
+				resume_at = now + RESUME_EVERY_MS;
 			} else if (n > 0) {
 				log_warnx("unexpected data from ksb-gatewayd, ignored");
 			}
 		}
+		if (con_open && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR))) {
+			n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR))
+				con_open = 0;
+			else if (n > 0)
+				run_console_out(r, buf, (size_t)n);
+		}
+		if (in_open && (pfd[4].revents & (POLLIN | POLLHUP | POLLERR))) {
+			n = read(STDIN_FILENO, buf, sizeof(buf));
+			if (n <= 0 && !(n == -1 && (errno == EINTR || errno == EAGAIN)))
+				in_open = 0;	/* the console stays: EOF is not a stop */
+			else if (n > 0 && run_console_in(r, buf, (size_t)n, &escaped) &&
+			    !want_stop) {
+				log_warnx("escape: stopping the guest");
+				want_stop = 1;
+			}
+		}
+		if (r->listen_fd != -1 && (pfd[5].revents & POLLIN)) {
+			fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+			if (fd != -1) {
+				/* The newest client takes over the console. */
+				if (r->client_fd != -1)
+					close(r->client_fd);
+				r->client_fd = fd;
+				if (r->ring_len == CONSOLE_RING)
+					run_write_all(fd, r->ring + r->ring_off,
+					    CONSOLE_RING - r->ring_off);
+				run_write_all(fd, r->ring, r->ring_off);
+			}
+		}
+		if (r->client_fd != -1 && (pfd[6].revents & (POLLIN | POLLHUP | POLLERR))) {
+			n = recv(r->client_fd, buf, sizeof(buf), MSG_DONTWAIT);
+			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
+				close(r->client_fd);
+				r->client_fd = -1;
+			} else if (n > 0)
+				(void)send(r->con_fd, buf, (size_t)n, MSG_NOSIGNAL);
+		}
 	}
 	r->qemu_pid = -1;
+	if (r->agent != NULL) {
+		agent_guest_gone(r->agent);
+		agent_status(r->agent, &r->st);
+	}
+	/* What QEMU wrote before it exited. */
+	while (con_open && (n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		run_console_out(r, buf, (size_t)n);
 
 	if (r->tty_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	now = util_mono_ms();
-	if (g.ready_ms != 0)
-		log_info("instance %s: command started %.2f s after QEMU start, "
-		    "QEMU ran %.2f s", r->id, (double)(g.ready_ms - t0) / 1000.0,
-		    (double)(now - t0) / 1000.0);
+	log_debug("instance %s: QEMU ran %.2f s", r->id, (double)(now - t0) / 1000.0);
 
 	if (g.exit_status != -1)
 		ret = g.exit_status;
@@ -624,7 +1110,7 @@ run_supervise(struct run *r, char **qargv, int child_ctl, const char *header,
 		ret = WEXITSTATUS(st);
 	else
 		ret = 125;
-	if (g.exit_status == -1 && signo == 0)
+	if (g.exit_status == -1 && signo == 0 && !want_stop)
 		log_warnx("instance %s: the guest reported no exit status (QEMU %s %d)",
 		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
 		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
@@ -634,7 +1120,7 @@ run_supervise(struct run *r, char **qargv, int child_ctl, const char *header,
 /* ---- main --------------------------------------------------------------- */
 
 static void
-run_cleanup(struct run *r)
+run_cleanup(struct run *r, int status)
 {
 	char *cause = NULL;
 
@@ -648,11 +1134,131 @@ run_cleanup(struct run *r)
 	if (r->gw_fd != -1)
 		close(r->gw_fd);
 	r->gw_fd = -1;
-	if (!r->named && r->instance_dir != NULL && util_rmtree(r->instance_dir) != 0)
-		log_warn("removing %s", r->instance_dir);
+	if (r->listen_fd != -1) {
+		close(r->listen_fd);
+		r->listen_fd = -1;
+		unlink(r->console_path);
+	}
+	if (r->client_fd != -1)
+		close(r->client_fd);
+	r->client_fd = -1;
+	if (r->instance_dir != NULL && r->lock_fd != -1) {
+		if (!r->named) {
+			if (util_rmtree(r->instance_dir) != 0)
+				log_warn("removing %s", r->instance_dir);
+		} else {
+			strcpy(r->st.phase, "stopped");
+			r->st.stopped_ms = util_now_ms();
+			r->st.exit_status = status;
+			r->st.pid = 0;
+			r->st.qemu_pid = 0;
+			run_state_save(r);
+			if (r->qmp_path != NULL)
+				unlink(r->qmp_path);
+		}
+	}
 	if (r->lock_fd != -1)
 		close(r->lock_fd);
 	r->lock_fd = -1;
+}
+
+/*
+ * Agent mode: the agent's host side (agent.c), agent.sock, agent.cmd (what
+ * ksbctl prompt boots a stopped instance with) and the first prompt.
+ * 0 or -1 and *cause.
+ */
+static int
+run_agent_setup(struct run *r, char **cause)
+{
+	struct instance_state old;
+	char *path = NULL, *text = NULL, *c2 = NULL;
+	size_t len = 0;
+	ssize_t n;
+	uint64_t turn;
+	int fd = -1, dup, ret = -1;
+
+	instance_state_init(&old);
+	if (r->named && instance_state_read(r->instance_dir, &old, &c2) != 0)
+		free(c2);
+	r->st.agent = 1;
+	r->st.agent_turns = old.agent_turns;	/* turn ids go on */
+	strcpy(r->st.agent_state, "starting");
+	if ((r->agent = agent_new(r->instance_dir, old.agent_turns, cause)) == NULL ||
+	    agent_listen(r->agent, cause) != 0)
+		goto cleanup;
+	xasprintf(&path, "%s/agent.cmd", r->instance_dir);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1 || dprintf(fd, "idle=%lu\n%s", r->idle_s, r->agent_cmd) < 0) {
+		cause_set(cause, "%s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	close(fd);
+	fd = -1;
+	if (r->prompt_opt == NULL) {
+		ret = 0;
+		goto cleanup;
+	}
+	if (r->prompt_opt[0] == '@') {
+		if ((fd = open(r->prompt_opt + 1, O_RDONLY | O_CLOEXEC)) == -1) {
+			cause_set(cause, "--prompt: %s: %s", r->prompt_opt + 1,
+			    strerror(errno));
+			goto cleanup;
+		}
+		text = xmalloc(GUESTCTL_TEXT_MAX + 1);
+		while (len <= GUESTCTL_TEXT_MAX &&
+		    (n = read(fd, text + len, GUESTCTL_TEXT_MAX + 1 - len)) > 0)
+			len += (size_t)n;
+	} else {
+		text = xstrdup(r->prompt_opt);
+		len = strlen(text);
+	}
+	while (len > 0 && text[len - 1] == '\n')
+		len--;
+	if (agent_prompt(r->agent, text, len, NULL, &turn, &dup, cause) != 0)
+		goto cleanup;
+	log_info("instance %s: prompt queued as turn %llu", r->id,
+	    (unsigned long long)turn);
+	ret = 0;
+cleanup:
+	if (fd != -1)
+		close(fd);
+	free(path);
+	free(text);
+	return ret;
+}
+
+/*
+ * --detach: the child supervises; the parent waits until the command has
+ * started (or the child failed: its errors went to the same stderr), prints
+ * the instance ID and exits.  Returns in the child only.
+ */
+static void
+run_detach(struct run *r)
+{
+	char buf[8];
+	ssize_t n;
+	pid_t pid;
+	int p[2], st;
+
+	if (pipe2(p, O_CLOEXEC) == -1)
+		fatal("pipe");
+	if ((pid = fork()) == -1)
+		fatal("fork");
+	if (pid == 0) {
+		close(p[0]);
+		r->ready_fd = p[1];
+		setsid();
+		return;
+	}
+	close(p[1]);
+	while ((n = read(p[0], buf, sizeof(buf))) == -1 && errno == EINTR)
+		;
+	if (n > 0) {
+		/* The child printed the ID line before "ok". */
+		exit(0);
+	}
+	waitpid(pid, &st, WNOHANG);
+	exit(1);
 }
 
 int
@@ -661,22 +1267,24 @@ main(int argc, char **argv)
 	struct run r;
 	struct qemu_config qc;
 	struct winsize ws;
+	struct run_flag *flags = NULL;
+	struct termios raw;
 	char *cause = NULL, *cache = NULL, **qargv = NULL, *header = NULL, ip[16];
 	const char *state_dir, *sock, *why = NULL, *err, *env;
-	size_t header_len, i;
+	size_t header_len, i, nflags = 0;
 	sigset_t mask;
-	int sp[2] = { -1, -1 }, ret = 125, kvm;
+	int sp[2] = { -1, -1 }, cp[2] = { -1, -1 }, ret = 125, kvm, first, null;
 	enum qemu_accel accel;
 	struct stat st;
 
 	memset(&r, 0, sizeof(r));
-	r.lock_fd = r.gw_fd = r.tap_fd = r.ctl_fd = r.sig_fd = -1;
+	r.lock_fd = r.gw_fd = r.tap_fd = r.ctl_fd = r.con_fd = r.sig_fd = -1;
+	r.secrets_fd = r.listen_fd = r.client_fd = r.ready_fd = -1;
 	r.qemu_pid = -1;
-	r.profile = "default";
-	r.cpus = 1;
-	r.memory_mib = 512;
+	r.t_start = util_mono_ms();
+	instance_state_init(&r.st);
 	log_init("ksb-run", 0);
-	if (run_options(&r, argc, argv) != 0)
+	if ((first = run_options(&r, argc, argv, &flags, &nflags)) < 0)
 		return 2;
 
 	if (r.conf_path == NULL)
@@ -685,8 +1293,41 @@ main(int argc, char **argv)
 		log_warnx("%s", cause);
 		goto out;
 	}
+	if (run_settings(&r, argc, argv, first, flags, nflags) != 0) {
+		ret = 2;
+		goto out;
+	}
+	if (r.print_config) {
+		config_print(r.cfg, stdout, r.json);
+		ret = 0;
+		goto out;
+	}
+	if (r.agent_cmd != NULL) {
+		/* The agent's shell command is ARGV's only word. */
+		if (*r.agent_cmd == '\0' || first < argc) {
+			log_warnx("--agent: give the agent as one non-empty "
+			    "shell command, without a command after --");
+			ret = 2;
+			goto out;
+		}
+		initramfs_strv_free(r.command);
+		r.command = xcalloc(2, sizeof(char *));
+		r.command[0] = xstrdup(r.agent_cmd);
+		if (r.idle_s == 0)
+			r.idle_s = 30;
+	} else if (r.prompt_opt != NULL || r.idle_s != 0) {
+		log_warnx("--prompt and --idle need --agent");
+		ret = 2;
+		goto out;
+	}
+	if (r.command == NULL || r.command[0] == NULL) {
+		log_warnx("no command");
+		ret = 2;
+		goto out;
+	}
 	state_dir = r.state_dir_opt ? r.state_dir_opt : r.conf->state_dir;
 	sock = r.socket_opt ? r.socket_opt : r.conf->control_socket;
+	r.gw_path = sock;
 
 	if (run_find_kernel(&r, &cause) != 0 || run_find_init(&r, &cause) != 0) {
 		log_warnx("%s", cause);
@@ -699,16 +1340,10 @@ main(int argc, char **argv)
 		r.nshares++;
 	}
 
-	env = r.accel_opt ? r.accel_opt : getenv("KSB_ACCEL");
-	if (env == NULL || *env == '\0')
-		env = "auto";
-	if (strcmp(env, "auto") != 0 && strcmp(env, "kvm") != 0 && strcmp(env, "tcg") != 0) {
-		log_warnx("KSB_ACCEL: `%s' is not auto, kvm or tcg", env);
-		goto out;
-	}
+	env = r.accel_opt;
 	kvm = strcmp(env, "tcg") != 0 && qemu_kvm_usable(&why);
 	if (strcmp(env, "kvm") == 0 && !kvm) {
-		log_warnx("--accel kvm: %s", why);
+		log_warnx("accel kvm (%s): %s", config_origin(r.cfg, "accel"), why);
 		goto out;
 	}
 	accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
@@ -719,10 +1354,55 @@ main(int argc, char **argv)
 		log_warnx("initramfs: %s", cause);
 		goto out;
 	}
+	free(cache);
+	cache = NULL;
+	if (r.detach)
+		run_detach(&r);
 	if (run_instance_dir(&r, state_dir, &cause) != 0) {
 		log_warnx("%s", cause);
 		goto out;
 	}
+	strcpy(r.st.id, r.id);
+	r.st.named = r.named;
+	strcpy(r.st.phase, "starting");
+	snprintf(r.st.profile, sizeof(r.st.profile), "%s", r.profile);
+	r.st.pid = (long)getpid();
+	r.st.cpus = r.cpus;
+	r.st.memory_mib = r.memory_mib;
+	r.st.detached = r.detach;
+	r.st.started_ms = util_now_ms();
+	snprintf(r.st.accel, sizeof(r.st.accel), "%s", kvm ? "kvm" : "tcg");
+	if (r.disk_mib != 0 && run_disk(&r, &cause) != 0) {
+		log_warnx("%s", cause);
+		goto out;
+	}
+	r.st.disk_mib = r.disk_mib;
+	if (r.agent_cmd != NULL && run_agent_setup(&r, &cause) != 0) {
+		log_warnx("%s", cause);
+		goto out;
+	}
+	run_state_save(&r);
+	/* Git handoff: mirror (or its base on resume), contexts, their shares. */
+	if (workspace_setup(r.cfg, r.instance_dir, r.id, r.shares, &r.nshares,
+	    QEMU_SHARES_MAX, &cause) != 0) {
+		log_warnx("instance %s: %s", r.id, cause);
+		goto out;
+	}
+	if (r.secrets != NULL) {
+		if ((r.secrets_fd = secrets_memfd(r.secrets, &cause)) == -1) {
+			log_warnx("%s", cause);
+			goto out;
+		}
+		secrets_free(r.secrets);	/* the sealed memfd holds them now */
+		r.secrets = NULL;
+	}
+	if (r.detach && run_console_listen(&r, &cause) != 0) {
+		log_warnx("%s", cause);
+		goto out;
+	}
+	xasprintf(&r.qmp_path, "%s/qmp.sock", r.instance_dir);
+	unlink(r.qmp_path);
+
 	if ((r.gw_fd = ctl_connect(sock, &cause)) == -1 ||
 	    ctl_register(r.gw_fd, r.id, r.profile, &r.lease, &r.tap_fd, &cause) != 0) {
 		log_warnx("instance %s: %s", r.id, cause);
@@ -730,11 +1410,13 @@ main(int argc, char **argv)
 	}
 	r.registered = 1;
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cp) == -1) {
 		log_warn("socketpair");
 		goto out;
 	}
 	r.ctl_fd = sp[0];
+	r.con_fd = cp[0];
 
 	memset(&qc, 0, sizeof(qc));
 	qc.binary = getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
@@ -752,6 +1434,10 @@ main(int argc, char **argv)
 	qc.mac = r.lease.mac_str;
 	qc.tap_fd = QEMU_TAP_FD;
 	qc.ctl_fd = QEMU_CTL_FD;
+	qc.con_fd = QEMU_CON_FD;
+	qc.secrets_fd = r.secrets_fd != -1 ? QEMU_SECRETS_FD : -1;
+	qc.disk = r.disk_path;
+	qc.qmp_path = r.qmp_path;
 	qc.share_usr = 1;
 	qc.shares = r.shares;
 	qc.nshares = r.nshares;
@@ -764,15 +1450,30 @@ main(int argc, char **argv)
 			log_debug("qemu argv[%zu] = %s", i, qargv[i]);
 
 	memset(&ws, 0, sizeof(ws));
-	if (isatty(STDOUT_FILENO))
+	if (!r.detach && isatty(STDOUT_FILENO))
 		(void)ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
 	if (guestctl_encode(r.command, getenv("TERM"), ws.ws_row, ws.ws_col,
-	    !isatty(STDOUT_FILENO), &header, &header_len, &err) != 0) {
+	    r.detach ? 0 : !isatty(STDOUT_FILENO), &header, &header_len, &err) != 0) {
 		log_warnx("command: %s", err);
 		goto out;
 	}
+	if (r.agent != NULL) {
+		char *h = NULL;
+		int hl = asprintf(&h, "AGENT %lu\n", r.idle_s);
+
+		if (hl < 0)
+			fatal("asprintf");
+		h = xrealloc(h, (size_t)hl + header_len);
+		memcpy(h + hl, header, header_len);
+		free(header);
+		header = h;
+		header_len += (size_t)hl;
+	}
 
 	inet_ntop(AF_INET, &r.lease.addr, ip, sizeof(ip));
+	snprintf(r.st.ip, sizeof(r.st.ip), "%s/%d", ip, r.lease.prefix);
+	snprintf(r.st.mac, sizeof(r.st.mac), "%s", r.lease.mac_str);
+	snprintf(r.st.tap, sizeof(r.st.tap), "%s", r.lease.tap);
 	if (accel == QEMU_ACCEL_KVM)
 		log_info("instance %s: %s/%d on %s, accel kvm", r.id, ip,
 		    r.lease.prefix, r.lease.tap);
@@ -780,6 +1481,11 @@ main(int argc, char **argv)
 		log_warnx("instance %s: %s/%d on %s, accel tcg (%s)", r.id, ip,
 		    r.lease.prefix, r.lease.tap,
 		    why != NULL ? why : "forced");
+	if (r.detach) {
+		/* The parent exits on "ok"; this line is what it leaves behind. */
+		printf("%s\n", r.id);
+		fflush(stdout);
+	}
 
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
@@ -793,20 +1499,54 @@ main(int argc, char **argv)
 		goto out;
 	}
 	signal(SIGPIPE, SIG_IGN);
-	if (isatty(STDIN_FILENO) && tcgetattr(STDIN_FILENO, &r.saved_tty) == 0)
+	if (!r.detach && isatty(STDIN_FILENO) &&
+	    tcgetattr(STDIN_FILENO, &r.saved_tty) == 0) {
 		r.tty_saved = 1;
+		raw = r.saved_tty;
+		cfmakeraw(&raw);
+		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+		fprintf(stderr, "ksb-run: console escape: Ctrl-] . stops the "
+		    "instance\r\n");
+	}
+	if (r.detach) {
+		/* Errors from now on go to the log only; the terminal is released. */
+		if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) != -1) {
+			dup2(null, STDIN_FILENO);
+			dup2(null, STDOUT_FILENO);
+			close(null);
+		}
+		xasprintf(&cache, "%s/ksb-run.log", r.instance_dir);
+		if ((null = open(cache, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+		    O_NOFOLLOW, 0600)) != -1) {
+			dup2(null, STDERR_FILENO);
+			close(null);
+		}
+	}
 
-	ret = run_supervise(&r, qargv, sp[1], header, header_len);
-	sp[1] = -1;
+	ret = run_supervise(&r, qargv, sp[1], cp[1], header, header_len);
+	sp[1] = cp[1] = -1;
 out:
-	run_cleanup(&r);
+	run_cleanup(&r, ret);
+	agent_free(r.agent);
+	if (r.ready_fd != -1)
+		close(r.ready_fd);
 	if (sp[0] != -1)
 		close(sp[0]);
 	if (sp[1] != -1)
 		close(sp[1]);
+	if (cp[0] != -1)
+		close(cp[0]);
+	if (cp[1] != -1)
+		close(cp[1]);
 	if (r.tap_fd != -1)
 		close(r.tap_fd);
+	if (r.secrets_fd != -1)
+		close(r.secrets_fd);
+	secrets_free(r.secrets);
 	qemu_argv_free(qargv);
+	initramfs_strv_free(r.command);
+	config_free(r.cfg);
+	free(flags);
 	free(header);
 	free(cache);
 	free(cause);
@@ -819,6 +1559,9 @@ out:
 	free(r.init_path);
 	free(r.initrd);
 	free(r.instance_dir);
+	free(r.disk_path);
+	free(r.qmp_path);
+	free(r.console_path);
 	free(r.id);
 	conf_free(r.conf);
 	return ret;

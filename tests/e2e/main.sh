@@ -67,7 +67,8 @@ ip netns exec "$GW" nft list ruleset > "$T/ruleset"
 grep -A3 'set guests' "$T/ruleset"
 check "tables present" 'grep -q "table inet ksb" "$T/ruleset" && grep -q "table bridge ksb" "$T/ruleset"'
 check "guest gone from the sets" '! grep -q "10.77.0.2" "$T/ruleset"'
-check "ksbctl list shows no instance" '[ "$(ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" list | wc -l)" = 1 ]'
+check "ksbctl list shows the named instance stopped, no lease" \
+	'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" list --json | grep -q "\"id\":\"e2e-test\",\"state\":\"stopped\""'
 check "ksbctl audit shows the rows" 'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" audit | grep -q "denied.test.*not_in_allowlist"'
 
 echo "# $((14 + 4 + 4 - fails)) passed, $fails failed"

@@ -9,11 +9,24 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* Every listed rule must be non-empty text from a defined profile. */
+static void
+rule_cb(const char *text, const char *profile, const char *file, int line,
+    void *arg)
+{
+	const struct policy *pol = arg;
+
+	if (text == NULL || strncmp(text, "allow", 5) != 0 || line < 1 ||
+	    file == NULL || !policy_has_profile(pol, profile))
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *hosts[] = { "example.com", "a.example.com",
-	    "github.com", "x.y.z", "a" };
+	    "github.com", "x.y.z", "a", "a.b.example.com", "b.x.y.z",
+	    "a.githubusercontent.com" };
 	struct sockaddr_in sin;
 	struct sockaddr_in6 sin6;
 	struct policy *pol = NULL;
@@ -40,6 +53,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (i = 0; i < policy_nprofiles(pol); i++) {
 		name = policy_profile_name(pol, i);
 		if (name == NULL || !policy_has_profile(pol, name))
+			abort();
+		if (policy_foreach_rule(pol, name, rule_cb, pol) < 0)
 			abort();
 		for (j = 0; j < sizeof(hosts) / sizeof(hosts[0]); j++) {
 			if (policy_match_host(pol, name, hosts[j], 443,

@@ -8,7 +8,8 @@
 #                up0 10.98.0.1/24 towards O, ip_forward on
 #   guest G1   : eth0 02:00:00:00:00:09 10.99.0.9/24, default via 10.99.0.1
 #   guest G2   : eth0 02:00:00:00:00:08 10.99.0.8/24, listener :3128
-#   outside O  : eth0 10.98.0.2/24, listener :3128 (something to route to)
+#   outside O  : eth0 10.98.0.2/24 and 203.0.113.10/32 (a public-looking
+#                test address, routed by H), listeners :3128 (TCP), :53 (UDP)
 #
 # The traffic checks run with br_netfilter's bridge-nf-call-iptables off
 # and on (where the knob exists).  Nothing leaves these namespaces; the
@@ -122,6 +123,13 @@ elif mode == "udp":		# udp SRC DST PORT
     s.sendto(b"query", (sys.argv[3], int(sys.argv[4])))
 EOF
 
+# counter FAMILY CHAIN PATTERN: the packet count of the first rule of
+# table FAMILY ksb, chain CHAIN, whose text matches PATTERN (grep -E).
+counter() {
+	ip netns exec "$H" nft list chain "$1" ksb "$2" | grep -E -- "$3" |
+	    head -n 1 | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | grep . || echo 0
+}
+
 # tcp NS SRC DST PORT: a connection that gets the listener's "ok".
 # Allowed ones get 3 s, refused ones are dropped silently: 1 s is plenty
 # between namespaces.
@@ -203,18 +211,24 @@ type ipv4_addr
 }
 chain input {
 type filter hook input priority filter; policy accept;
-iifname "kbr0" ip saddr @guests ip daddr 10.99.0.1 tcp dport 3128 accept
-iifname "kbr0" drop
+iifname "kbr0" ip saddr @guests ip daddr 10.99.0.1 tcp dport 3128 counter accept
+iifname "kbr0" udp dport 53 counter drop
+iifname "kbr0" tcp dport 53 counter drop
+iifname "kbr0" udp dport 853 counter drop
+iifname "kbr0" tcp dport 853 counter drop
+iifname "kbr0" meta nfproto ipv6 counter drop
+iifname "kbr0" meta l4proto icmp counter drop
+iifname "kbr0" counter drop
 }
 chain forward {
 type filter hook forward priority filter; policy accept;
-iifname "kbr0" drop
-oifname "kbr0" drop
+iifname "kbr0" counter drop
+oifname "kbr0" counter drop
 }
 chain output {
 type filter hook output priority filter; policy accept;
 oifname "kbr0" ip saddr 10.99.0.1 ip daddr @guests tcp sport 3128 accept
-oifname "kbr0" drop
+oifname "kbr0" counter drop
 }
 }
 table bridge ksb {
@@ -225,17 +239,20 @@ chain prerouting {
 type filter hook prerouting priority filter; policy accept;
 iifname "ksbt*" iifname . ether saddr . ip saddr @guests accept
 iifname "ksbt*" arp htype 1 arp ptype ip arp hlen 6 arp plen 4 iifname . ether saddr . arp saddr ip @guests iifname . arp saddr ether . arp saddr ip @guests accept
-iifname "ksbt*" drop
+iifname "ksbt*" ether type ip counter drop
+iifname "ksbt*" ether type arp counter drop
+iifname "ksbt*" ether type ip6 counter drop
+iifname "ksbt*" counter drop
 }
 chain forward {
 type filter hook forward priority filter; policy accept;
-iifname "ksbt*" drop
-oifname "ksbt*" drop
+iifname "ksbt*" counter drop
+oifname "ksbt*" counter drop
 }
 }
 EOF
 ksb_tables() {
-	{ h nft list table inet ksb; h nft list table bridge ksb; } |
+	{ h nft -s list table inet ksb; h nft -s list table bridge ksb; } |
 	    sed 's/^[[:space:]]*//; /^$/d'
 }
 ksb_tables > "$tmp/got"
@@ -248,7 +265,7 @@ must "bridge IPv4 rule checks ether type 0x0800" sh -c \
 must "setup again" drv "$H" setup kbr0 10.99.0.1 3128
 ksb_tables > "$tmp/got2"
 must "setup twice gives the same ruleset" diff -u "$tmp/got" "$tmp/got2"
-must "no duplicate rules" test "$(h nft list ruleset | grep -c 'tcp dport 3128 accept')" = 1
+must "no duplicate rules" test "$(h nft list ruleset | grep -c 'tcp dport 3128 counter')" = 1
 
 must "add guest" drv "$H" add ksbt9 02:00:00:00:00:09 10.99.0.9
 must "add guest again is idempotent" drv "$H" add ksbt9 02:00:00:00:00:09 10.99.0.9
@@ -264,6 +281,14 @@ mustnot "add refuses a 16-byte tap name" drv "$H" add ksbt0123456789ab 02:00:00:
 must "add guest (before re-setup)" drv "$H" add ksbt9 02:00:00:00:00:09 10.99.0.9
 must "setup replaces the sets with empty ones" drv "$H" setup kbr0 10.99.0.1 3128
 must "sets empty after setup" sh -c "! ip netns exec $H nft list ruleset | grep -q 10.99.0.9"
+must "setup with two guests in the same batch" drv "$H" setup kbr0 10.99.0.1 3128 ksbt \
+    ksbt9 02:00:00:00:00:09 10.99.0.9 ksbt8 02:00:00:00:00:08 10.99.0.8
+must "setup: both guests in the bridge set" sh -c "ip netns exec $H nft list set bridge ksb guests |
+    tr -d '\n\t' | grep -F '\"ksbt8\" . 02:00:00:00:00:08 . 10.99.0.8' | grep -qF '\"ksbt9\" . 02:00:00:00:00:09 . 10.99.0.9'"
+must "setup: both guests in the inet set" sh -c "ip netns exec $H nft list set inet ksb guests |
+    tr -d '\n\t' | grep -qE 'elements = \{ 10.99.0.(8, 10.99.0.9|9, 10.99.0.8) \}'"
+must "setup again without guests empties the sets" drv "$H" setup kbr0 10.99.0.1 3128
+must "sets empty again" sh -c "! ip netns exec $H nft list ruleset | grep -q 10.99.0.9"
 
 must "teardown" drv "$H" teardown
 must "teardown removed inet ksb" sh -c "! ip netns exec $H nft list table inet ksb 2>/dev/null"
@@ -298,12 +323,14 @@ g2 ip route add default via 10.99.0.1
 o ip addr add 10.98.0.2/24 dev eth0
 o ip link set eth0 up
 o ip route add default via 10.98.0.1
+o ip addr add 203.0.113.10/32 dev eth0
+h ip route add 203.0.113.10/32 via 10.98.0.2
 
-ip netns exec "$H" timeout 120 python3 "$tmp/peer.py" serve "$tmp/h.log" tcp:3128 tcp:8080 udp:53 &
+ip netns exec "$H" timeout 120 python3 "$tmp/peer.py" serve "$tmp/h.log" tcp:3128 tcp:8080 udp:53 tcp:853 udp:853 tcp:53 &
 pids="$pids $!"
 ip netns exec "$G2" timeout 120 python3 "$tmp/peer.py" serve "$tmp/g2.log" tcp:3128 &
 pids="$pids $!"
-ip netns exec "$O" timeout 120 python3 "$tmp/peer.py" serve "$tmp/o.log" tcp:3128 &
+ip netns exec "$O" timeout 120 python3 "$tmp/peer.py" serve "$tmp/o.log" tcp:3128 udp:53 &
 pids="$pids $!"
 for f in h g2 o; do
 	wait_for "$tmp/$f.log" '^ready$' || fail "listener in $f did not start"
@@ -320,6 +347,9 @@ flush_neigh() {
 must "control: G1 -> host:8080 without tables" tcp_ok "$G1" 10.99.0.9 10.99.0.1 8080
 must "control: G1 -> G2 without tables" tcp_ok "$G1" 10.99.0.9 10.99.0.8 3128
 must "control: G1 -> routed O without tables" tcp_ok "$G1" 10.99.0.9 10.98.0.2 3128
+must "control: G1 -> public-looking 203.0.113.10 without tables" tcp_ok "$G1" 10.99.0.9 203.0.113.10 3128
+must "control: G1 -> host:853 (DoT) without tables" tcp_ok "$G1" 10.99.0.9 10.99.0.1 853
+: > "$tmp/o.log"
 must "control: G1 -> host 10.98.0.1 without tables" tcp_ok "$G1" 10.99.0.9 10.98.0.1 3128
 udp_send "$G1" 10.99.0.9 10.99.0.1 53
 must "control: UDP 53 arrives without tables" wait_for "$tmp/h.log" '^udp 53 10.99.0.9$'
@@ -347,6 +377,21 @@ for bnf in $modes; do
 	mustnot "$m G1 -> host's other address 10.98.0.1:3128 dropped" \
 	    tcp_try "$G1" 10.99.0.9 10.98.0.1 3128
 	mustnot "$m G1 -> routed 10.98.0.2 dropped" tcp_try "$G1" 10.99.0.9 10.98.0.2 3128
+	mustnot "$m G1 -> public-looking 203.0.113.10:3128 dropped" \
+	    tcp_try "$G1" 10.99.0.9 203.0.113.10 3128
+	udp_send "$G1" 10.99.0.9 203.0.113.10 53
+	mustnot "$m DoT: G1 -> host:853/tcp dropped" tcp_try "$G1" 10.99.0.9 10.99.0.1 853
+	mustnot "$m DNS: G1 -> host:53/tcp dropped" tcp_try "$G1" 10.99.0.9 10.99.0.1 53
+	udp_send "$G1" 10.99.0.9 10.99.0.1 853
+	must "$m tcp dport 853 counted" test "$(counter inet input 'tcp dport 853')" -gt 0
+	must "$m udp dport 853 counted" test "$(counter inet input 'udp dport 853')" -gt 0
+	must "$m tcp dport 53 counted" test "$(counter inet input 'tcp dport 53 ')" -gt 0
+	must "$m routed traffic counted in forward" test "$(counter inet forward 'iifname "kbr0"')" -gt 0
+	# IPv6 from the guest: a UDP datagram to the host's would-be address.
+	g1 ip -6 addr add fd00::9/64 dev eth0 nodad 2>/dev/null || true
+	g1 timeout 5 python3 -c 'import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.sendto(b"x", ("fd00::1", 53))' 2>/dev/null || true
+	must "$m IPv6 from a tap counted and dropped" test "$(counter bridge prerouting 'ether type ip6')" -gt 0
+	g1 ip -6 addr del fd00::9/64 dev eth0 2>/dev/null || true
 	must "$m O saw nothing" test ! -s "$tmp/o.log"
 	udp_send "$G1" 10.99.0.9 10.99.0.1 53
 	sleep 0.5
@@ -361,6 +406,7 @@ for bnf in $modes; do
 	mustnot "$m G1 -> G2 dropped (static neighbour)" tcp_try "$G1" 10.99.0.9 10.99.0.8 3128
 	g1 ip neigh del 10.99.0.8 dev eth0
 	must "$m G2 saw nothing" sh -c "! grep -q '^tcp' $tmp/g2.log"
+	must "$m tap to tap counted in bridge forward" test "$(counter bridge forward 'iifname "ksbt\*"')" -gt 0
 
 	# Spoofed source IP: first as IPv4 (G1 knows the host's MAC), then
 	# as ARP (neighbours flushed, G1 asks with the spoofed address).
@@ -371,6 +417,8 @@ for bnf in $modes; do
 	must "$m host learned nothing from spoofed ARP" \
 	    test -z "$(h ip neigh show 10.99.0.50 dev kbr0 | grep -v FAILED)"
 	must "$m proxy never saw 10.99.0.50" sh -c "! grep -q 10.99.0.50 $tmp/h.log"
+	must "$m spoofed IPv4 counted" test "$(counter bridge prerouting 'ether type ip counter')" -gt 0
+	must "$m spoofed ARP counted" test "$(counter bridge prerouting 'ether type arp')" -gt 0
 	g1 ip addr del 10.99.0.50/24 dev eth0
 
 	# Spoofed MAC.

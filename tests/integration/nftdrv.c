@@ -1,7 +1,8 @@
 /*
  * nftdrv: drive gateway/nft.c and gateway/netdev.c from a shell test.
  *
- *   nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX]	 (prefix default "ksbt")
+ *   nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX [TAP MAC IP]...]
+ *				 (prefix default "ksbt"; guests in the batch)
  *   nftdrv add TAP MAC IP
  *   nftdrv del TAP MAC IP
  *   nftdrv teardown
@@ -23,7 +24,8 @@
 static void __attribute__((noreturn))
 usage(void)
 {
-	fprintf(stderr, "usage: nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX] | "
+	fprintf(stderr, "usage: nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX "
+	    "[TAP MAC IP]...] | "
 	    "add TAP MAC IP | del TAP MAC IP | teardown |\n"
 	    "       bridge NAME ADDR/PREFIX | tap NAME BRIDGE | "
 	    "linkdel NAME\n");
@@ -55,6 +57,8 @@ int
 main(int argc, char **argv)
 {
 	struct nft_params	 p;
+	struct nft_guest	*g;
+	size_t			 ng, i;
 	uint8_t			 mac[6];
 	uint32_t		 addr;
 	char			*cause = NULL, *end, buf[256];
@@ -69,7 +73,7 @@ main(int argc, char **argv)
 	argv += 2;
 
 	if (strcmp(cmd, "setup") == 0) {
-		if (argc != 3 && argc != 4)
+		if (argc < 3 || (argc > 4 && (argc - 4) % 3 != 0))
 			usage();
 		memset(&p, 0, sizeof(p));
 		p.bridge = argv[0];
@@ -79,7 +83,17 @@ main(int argc, char **argv)
 			usage();
 		p.proxy_port = (uint16_t)port;
 		p.tap_prefix = argc == 4 ? argv[3] : "ksbt";
-		ret = nft_setup(&p, &cause);
+		ng = argc > 4 ? (size_t)(argc - 4) / 3 : 0;
+		g = calloc(ng + 1, sizeof(*g));
+		for (i = 0; i < ng; i++) {
+			if (strlen(argv[4 + 3 * i]) >= sizeof(g[i].tap))
+				usage();
+			strcpy(g[i].tap, argv[4 + 3 * i]);
+			parse_mac(argv[5 + 3 * i], g[i].mac);
+			parse_ip(argv[6 + 3 * i], &g[i].addr);
+		}
+		ret = nft_setup(&p, g, ng, &cause);
+		free(g);
 	} else if (strcmp(cmd, "add") == 0 || strcmp(cmd, "del") == 0) {
 		if (argc != 3)
 			usage();

@@ -4,6 +4,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -536,6 +537,253 @@ test_files(void)
 	rmdir(dir);
 }
 
+/* Read a whole file into a malloc'd NUL-terminated string, or NULL. */
+static char *
+slurp(const char *path, size_t *lenp)
+{
+	FILE *f = fopen(path, "r");
+	char *buf = NULL;
+	size_t len = 0, cap = 0, n;
+
+	if (f == NULL)
+		return NULL;
+	for (;;) {
+		if (cap - len < 4096) {
+			cap = cap ? cap * 2 : 8192;
+			buf = realloc(buf, cap + 1);
+			if (buf == NULL)
+				abort();
+		}
+		n = fread(buf + len, 1, cap - len, f);
+		if (n == 0)
+			break;
+		len += n;
+	}
+	fclose(f);
+	buf[len] = '\0';
+	if (lenp != NULL)
+		*lenp = len;
+	return buf;
+}
+
+/* $KSB_SRCDIR/tests/unit/golden/name (the build and source trees may
+ * differ under `make distcheck'). */
+static char *
+golden_path(const char *name)
+{
+	const char *src = getenv("KSB_SRCDIR");
+	char *p;
+
+	if (asprintf(&p, "%s/tests/unit/golden/%s", src && *src ? src : ".",
+	    name) < 0)
+		abort();
+	return p;
+}
+
+/* Compare got with golden file name; on a difference print both (and
+ * write got to name.out in the current directory to diff or adopt). */
+static void
+golden_check(const char *name, const char *got)
+{
+	char *path = golden_path(name), *want = slurp(path, NULL), out[128];
+	FILE *f;
+
+	CHECK(want != NULL && strcmp(want, got) == 0, "golden %s", name);
+	if (want == NULL || strcmp(want, got) != 0) {
+		snprintf(out, sizeof(out), "%s.out", name);
+		if ((f = fopen(out, "w")) != NULL) {
+			fputs(got, f);
+			fclose(f);
+		}
+		printf("# want (%s):\n%s# got (also in %s):\n%s", path,
+		    want ? want : "(missing)\n", out, got);
+	}
+	free(want);
+	free(path);
+}
+
+static void
+show_cb(const char *text, const char *profile, const char *file, int line,
+    void *arg)
+{
+	char **acc = arg, *n;
+
+	if (asprintf(&n, "%s  %s\t# %s (%s:%d)\n", *acc, text, profile, file,
+	    line) < 0)
+		abort();
+	free(*acc);
+	*acc = n;
+}
+
+static void
+test_golden(void)
+{
+	char *path, *text, *errs = NULL, *acc, *n;
+	struct policy *pol = NULL;
+	size_t len, i;
+	int cnt;
+
+	path = golden_path("errors.policy");
+	text = slurp(path, &len);
+	CHECK(text != NULL, "read %s", path);
+	if (text != NULL) {
+		CHECK(policy_load_buffer("errors.policy", text, len, &pol,
+		    &errs) == -1 && pol == NULL, "errors.policy refused");
+		if (errs != NULL) {
+			n = NULL;
+			if (asprintf(&n, "%s\n", errs) < 0)
+				abort();
+			golden_check("errors.expected", n);
+			free(n);
+		}
+	}
+	free(text);
+	free(path);
+	free(errs);
+	errs = NULL;
+
+	path = golden_path("ok.policy");
+	text = slurp(path, &len);
+	CHECK(text != NULL && policy_load_buffer("ok.policy", text, len, &pol,
+	    &errs) == 0, "ok.policy loads (%s)", errs ? errs : "");
+	if (pol != NULL) {
+		acc = strdup("");
+		for (i = 0; i < policy_nprofiles(pol); i++) {
+			const char *name = policy_profile_name(pol, i);
+
+			n = NULL;
+			if (asprintf(&n, "%sprofile %s\n", acc, name) < 0)
+				abort();
+			free(acc);
+			acc = n;
+			cnt = policy_foreach_rule(pol, name, show_cb, &acc);
+			n = NULL;
+			if (asprintf(&n, "%s  (%d rules)\n", acc, cnt) < 0)
+				abort();
+			free(acc);
+			acc = n;
+		}
+		golden_check("ok.expected", acc);
+		free(acc);
+		CHECK(policy_foreach_rule(pol, "nosuch", show_cb, NULL) == -1,
+		    "show: unknown profile");
+		CHECK(policy_foreach_rule(pol, "dev", NULL, NULL) == 6,
+		    "show: NULL callback counts");
+	}
+	policy_free(pol);
+	free(text);
+	free(path);
+	free(errs);
+}
+
+/* Which rule is reported: closure order, then file order. */
+static void
+test_rule_order(void)
+{
+	char *errs = NULL;
+	const char *rule = NULL;
+	struct policy *pol = load(
+	    "profile a {\n"			/* 1 */
+	    "  allow *.example.com\n"		/* 2 */
+	    "  allow-address 10.0.0.0/8\n"	/* 3 */
+	    "}\n"				/* 4 */
+	    "profile b extends a {\n"		/* 5 */
+	    "  allow *.x.example.com\n"		/* 6 */
+	    "  allow y.x.example.com:1-65535\n"	/* 7 */
+	    "  allow-address 10.1.0.0/16\n"	/* 8 */
+	    "  allow-address 10.1.2.3\n"	/* 9 */
+	    "}\n"				/* 10 */
+	    "profile c extends b {\n"		/* 11 */
+	    "  allow-address 10.1.2.0/24:80\n"	/* 12 */
+	    "}\n", &errs);
+	struct sockaddr_in sin;
+
+	CHECK(pol != NULL, "order policy loads (%s)", errs ? errs : "");
+	if (pol == NULL)
+		return;
+	CHECK(policy_match_host(pol, "c", "y.x.example.com", 443, &rule) ==
+	    POLICY_ALLOW && strcmp(rule, "profile b (t.policy:6): allow "
+	    "*.x.example.com:443") == 0, "nearest profile, file order: %s",
+	    rule);
+	CHECK(policy_match_host(pol, "c", "y.x.example.com", 80, &rule) ==
+	    POLICY_ALLOW && strcmp(rule, "profile b (t.policy:7): allow "
+	    "y.x.example.com:1-65535") == 0, "port decides: %s", rule);
+	CHECK(policy_match_host(pol, "a", "y.x.example.com", 443, &rule) ==
+	    POLICY_ALLOW && strcmp(rule, "profile a (t.policy:2): allow "
+	    "*.example.com:443") == 0, "parent alone: %s", rule);
+	CHECK(!allow(pol, "a", "y.x.example.com", 80), "parent lacks port 80");
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	inet_pton(AF_INET, "10.1.2.3", &sin.sin_addr);
+	CHECK(policy_match_addr(pol, "c", (struct sockaddr *)&sin, 80,
+	    &rule) == POLICY_ALLOW && strcmp(rule, "profile c (t.policy:12): "
+	    "allow-address 10.1.2.0/24:80") == 0, "addr: own rule first: %s",
+	    rule);
+	CHECK(policy_match_addr(pol, "c", (struct sockaddr *)&sin, 443,
+	    &rule) == POLICY_ALLOW && strcmp(rule, "profile b (t.policy:8): "
+	    "allow-address 10.1.0.0/16:443") == 0, "addr: file order: %s",
+	    rule);
+	inet_pton(AF_INET, "10.2.0.1", &sin.sin_addr);
+	CHECK(policy_match_addr(pol, "c", (struct sockaddr *)&sin, 443,
+	    &rule) == POLICY_ALLOW && strcmp(rule, "profile a (t.policy:3): "
+	    "allow-address 10.0.0.0/8:443") == 0, "addr: /8 inherited: %s",
+	    rule);
+	CHECK(!allow_addr(pol, "c", "11.0.0.1", 443), "addr: outside");
+	CHECK(allow_addr(pol, "c", "10.255.255.255", 443), "addr: /8 edge");
+	policy_free(pol);
+	free(errs);
+}
+
+/* 100k rules: correct answers at the edges, and no quadratic work (a
+ * linear duplicate check or matcher would take minutes here). */
+static void
+test_scale(void)
+{
+	size_t n = 100000, cap = n * 48 + 256, off = 0, i;
+	char *text = malloc(cap), host[64], *errs = NULL;
+	struct policy *pol = NULL;
+	const char *rule = NULL;
+	int ok = 1;
+
+	if (text == NULL)
+		abort();
+	off += snprintf(text + off, cap - off, "profile big {\n");
+	for (i = 0; i < n; i++)
+		off += snprintf(text + off, cap - off, i % 2 ?
+		    "allow h%zu.example.com\n" : "allow *.w%zu.example.com\n",
+		    i);
+	off += snprintf(text + off, cap - off, "}\nprofile kid extends big {"
+	    "\n}\n");
+	CHECK(policy_load_buffer("big.policy", text, off, &pol, &errs) == 0,
+	    "100k rules load (%s)", errs ? errs : "");
+	for (i = 0; pol != NULL && i < n; i += 997) {
+		snprintf(host, sizeof(host), i % 2 ? "h%zu.example.com" :
+		    "a.w%zu.example.com", i);
+		ok &= allow(pol, "kid", host, 443);
+		snprintf(host, sizeof(host), i % 2 ? "x.h%zu.example.com" :
+		    "w%zu.example.com", i);
+		ok &= !allow(pol, "kid", host, 443);
+	}
+	CHECK(ok, "100k rules: hits and misses");
+	CHECK(pol != NULL && policy_match_host(pol, "kid", "h99999.example.com",
+	    443, &rule) == POLICY_ALLOW && strcmp(rule, "profile big "
+	    "(big.policy:100001): allow h99999.example.com:443") == 0,
+	    "100k rules: last rule: %s", rule ? rule : "NULL");
+	CHECK(pol != NULL && policy_foreach_rule(pol, "kid", NULL, NULL) ==
+	    (int)n, "100k rules: flattened");
+	policy_free(pol);
+	/* A duplicate at the far end is still found. */
+	off -= strlen("}\nprofile kid extends big {\n}\n");
+	off += snprintf(text + off, cap - off, "allow h1.example.com\n}\n");
+	pol = NULL;
+	CHECK(policy_load_buffer("big.policy", text, off, &pol, &errs) == -1 &&
+	    has_error(errs, "big.policy:100002:1: duplicate rule `allow "
+	    "h1.example.com:443' (first at big.policy:3)"), "100k: duplicate "
+	    "(%s)", errs ? errs : "");
+	free(errs);
+	free(text);
+}
+
 struct hn {
 	const char *in;
 	int kind;
@@ -690,6 +938,9 @@ main(void)
 	test_errors();
 	test_ok_syntax();
 	test_files();
+	test_golden();
+	test_rule_order();
+	test_scale();
 	test_hostname();
 	return tap_done();
 }

@@ -53,20 +53,23 @@ base_config(struct qemu_config *c)
 	c->mac = "52:54:00:aa:bb:01";
 	c->tap_fd = 3;
 	c->ctl_fd = 4;
+	c->con_fd = -1;
+	c->secrets_fd = -1;
 	c->share_usr = 1;
 }
 
 static void
 test_argv(void)
 {
-	struct qemu_share shares[] = { { "/src/my,proj", "/home/agent/proj" } };
+	struct qemu_share shares[] = { { "/src/my,proj", "/home/agent/proj", 0 },
+	    { "/var/lib/ksb/instances/x/mirror.git", "/ksb/mirror.git", 1 } };
 	struct qemu_config c;
 	char **argv = NULL, *cause = NULL;
 	int rc;
 
 	base_config(&c);
 	c.shares = shares;
-	c.nshares = 1;
+	c.nshares = 2;
 	rc = qemu_argv(&c, &argv, &cause);
 	CHECK(rc == 0, "valid config builds (%s)", cause ? cause : "");
 	if (rc != 0)
@@ -92,8 +95,15 @@ test_argv(void)
 	CHECK(strstr(value_of(argv, "-append"), "ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 "
 	    "ksb.port=3128") != NULL, "cmdline carries the lease");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
-	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj") != NULL,
+	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
 	    "cmdline share");
+	CHECK(has_pair(argv, "-virtfs", "local,path=/var/lib/ksb/instances/x/mirror.git,"
+	    "mount_tag=s1,security_model=none,multidevs=remap"),
+	    "writable share: no readonly=on");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s1:/ksb/mirror.git:rw") != NULL,
+	    "cmdline marks the writable share :rw");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj:rw") == NULL,
+	    "read-only share has no :rw");
 	CHECK(strstr(value_of(argv, "-append"), "console=ttyS0") != NULL, "serial console");
 	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0 &&
 	    strcmp(value_of(argv, "-no-reboot"), "") == 0, "-no-reboot last");
@@ -121,12 +131,149 @@ expect_fail(struct qemu_config *c, const char *needle, const char *what)
 }
 
 static void
+test_argv_lifecycle(void)
+{
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL;
+	int rc;
+
+	base_config(&c);
+	c.con_fd = 5;
+	c.secrets_fd = 6;
+	c.disk = "/var/lib/ksb/instances/x/disk.img";
+	c.qmp_path = "/var/lib/ksb/instances/x/qmp.sock";
+	rc = qemu_argv(&c, &argv, &cause);
+	CHECK(rc == 0, "console, secrets, disk, qmp build (%s)", cause ? cause : "");
+	if (rc != 0)
+		return;
+	CHECK(has_pair(argv, "-chardev", "socket,id=con,fd=5"), "console on fd 5");
+	CHECK(has_pair(argv, "-fw_cfg", "name=opt/org.ksb/secrets,file=/proc/self/fd/6"),
+	    "secrets as fw_cfg from fd 6");
+	CHECK(has_pair(argv, "-drive", "file=/var/lib/ksb/instances/x/disk.img,if=none,"
+	    "id=d0,format=raw,discard=unmap,detect-zeroes=unmap"), "raw disk");
+	CHECK(has_pair(argv, "-device", "virtio-blk-pci,drive=d0,serial=ksb-disk"),
+	    "virtio-blk");
+	CHECK(has_pair(argv, "-qmp", "unix:/var/lib/ksb/instances/x/qmp.sock,server=on,wait=off"),
+	    "QMP socket");
+	CHECK(strstr(value_of(argv, "-append"), " ksb.disk=1") != NULL, "ksb.disk=1");
+	qemu_argv_free(argv);
+	argv = NULL;
+	c.secrets_fd = 5;
+	CHECK(qemu_argv(&c, &argv, &cause) == -1, "secrets fd == console fd refused");
+	free(cause);
+	cause = NULL;
+	base_config(&c);
+	c.qmp_path = "relative/qmp.sock";
+	CHECK(qemu_argv(&c, &argv, &cause) == -1, "relative QMP path refused");
+	free(cause);
+}
+
+static void
+test_config(void)
+{
+	struct config *c = config_new();
+	char *cause = NULL, *const *list, **cmd;
+	size_t n;
+	uint64_t mib;
+	const char *file =
+	    "# project\n"
+	    "cpus = 2\n"
+	    "memory=1024   # comment\n"
+	    "share-ro = /a\n"
+	    "share-ro = /b:/data\n"
+	    "secret = TOKEN=env:T\n"
+	    "command = claude --model 'x y' \"a\\\"b\"\n";
+
+	CHECK(strcmp(config_get(c, "memory"), "512") == 0 &&
+	    strcmp(config_origin(c, "memory"), "default") == 0, "default memory 512");
+	CHECK(config_parse(c, "p.conf", file, strlen(file), &cause) == 0,
+	    "project file parses (%s)", cause ? cause : "");
+	CHECK(config_uint(c, "cpus") == 2 && strcmp(config_origin(c, "cpus"), "p.conf:2") == 0,
+	    "cpus 2 from p.conf:2");
+	CHECK(config_set(c, CONFIG_FLAG, "cpus", "4", "--cpus", &cause) == 0 &&
+	    config_uint(c, "cpus") == 4 && strcmp(config_origin(c, "cpus"), "--cpus") == 0,
+	    "flag overrides the file");
+	CHECK(config_set(c, CONFIG_FILE, "cpus", "3", "late:1", &cause) == 0 &&
+	    config_uint(c, "cpus") == 4, "a lower layer never overrides a flag");
+	list = config_list(c, "share-ro", &n);
+	CHECK(n == 2 && strcmp(list[1], "/b:/data") == 0, "file list kept in order");
+	CHECK(config_set(c, CONFIG_FLAG, "share-ro", "/c", "--share-ro", &cause) == 0 &&
+	    (list = config_list(c, "share-ro", &n)) != NULL && n == 1 &&
+	    strcmp(list[0], "/c") == 0, "flag list replaces the file's list");
+	cmd = config_command(c);
+	CHECK(cmd != NULL && cmd[0] && cmd[1] && cmd[2] && cmd[3] && !cmd[4] &&
+	    strcmp(cmd[2], "x y") == 0 && strcmp(cmd[3], "a\"b") == 0,
+	    "command split with quotes");
+	initramfs_strv_free(cmd);
+	CHECK(config_set(c, CONFIG_FLAG, "memory", "100", "--memory", &cause) == -1 &&
+	    strstr(cause, "`100'") != NULL, "memory below 128 refused, value quoted");
+	free(cause);
+	cause = NULL;
+	CHECK(config_set(c, CONFIG_FLAG, "secret", "TOKEN=plain", "--secret", &cause) == -1,
+	    "secret without env:/file: refused");
+	free(cause);
+	cause = NULL;
+	CHECK(config_parse(c, "bad.conf", "cpus = 0\nnope\nfoo = 1\n", 21, &cause) == -1 &&
+	    strstr(cause, "bad.conf:1:") && strstr(cause, "bad.conf:2:") &&
+	    strstr(cause, "bad.conf:3: unknown setting `foo'"), "every error as file:line");
+	free(cause);
+	CHECK(config_parse_size("8G", &mib) == 0 && mib == 8192, "8G = 8192 MiB");
+	CHECK(config_parse_size("63M", &mib) == -1 && config_parse_size("G", &mib) == -1,
+	    "sizes below 64M or without digits refused");
+	config_free(c);
+}
+
+static void
+test_secrets_blob(void)
+{
+	const char blob[] = "A 3\nabcB.x 0\nC 2\n\n\n";
+	char name[GUESTCTL_SECRET_NAME_MAX + 1];
+	const char *val, *err;
+	size_t off = 0, len;
+
+	CHECK(guestctl_secret_next(blob, sizeof(blob) - 1, &off, name, &val, &len, &err) == 1 &&
+	    strcmp(name, "A") == 0 && len == 3 && memcmp(val, "abc", 3) == 0, "first record");
+	CHECK(guestctl_secret_next(blob, sizeof(blob) - 1, &off, name, &val, &len, &err) == 1 &&
+	    strcmp(name, "B.x") == 0 && len == 0, "empty value");
+	CHECK(guestctl_secret_next(blob, sizeof(blob) - 1, &off, name, &val, &len, &err) == 1 &&
+	    len == 2 && memcmp(val, "\n\n", 2) == 0, "value with newlines");
+	CHECK(guestctl_secret_next(blob, sizeof(blob) - 1, &off, name, &val, &len, &err) == 0,
+	    "end");
+	off = 0;
+	CHECK(guestctl_secret_next("A 9\nab", 6, &off, name, &val, &len, &err) == -1,
+	    "truncated value refused");
+	off = 0;
+	CHECK(guestctl_secret_next("../x 1\na", 8, &off, name, &val, &len, &err) == -1,
+	    "path-like name refused");
+	off = 0;
+	CHECK(guestctl_secret_next("A 01\na", 6, &off, name, &val, &len, &err) == -1,
+	    "leading zero refused");
+}
+
+static void
+test_instance_state(void)
+{
+	struct instance_state st;
+	char *cause = NULL;
+	const char *s = "id=abc\nnamed=1\nphase=running\npid=42\ndisk_mib=8192\n"
+	    "exit_status=-1\nbogus\nip=10.77.0.2/24\n";
+
+	CHECK(instance_state_parse(s, strlen(s), &st, &cause) == 0 &&
+	    strcmp(st.id, "abc") == 0 && st.named && st.pid == 42 &&
+	    st.disk_mib == 8192 && st.exit_status == -1 &&
+	    strcmp(st.ip, "10.77.0.2/24") == 0, "state file parses");
+	CHECK(instance_state_parse("id=../x\n", 8, &st, &cause) == -1,
+	    "state with a bad id refused");
+	free(cause);
+}
+
+static void
 test_argv_errors(void)
 {
 	static const char *bad_paths[] = { "relative", "/", "/a/../b", "/a/./b", "/a//b",
 	    "/a b", "/a,b", "/usr", "/usr/lib", "/proc", "/etc", "/home/agent", "/x/",
 	    "/a;b", "/a/.." };
-	struct qemu_share sh;
+	struct qemu_share sh = { NULL, NULL, 0 };
 	struct qemu_config c;
 	size_t i;
 
@@ -333,6 +480,10 @@ main(void)
 	log_init("test_qemu_argv", 0);
 	test_argv();
 	test_argv_errors();
+	test_argv_lifecycle();
+	test_config();
+	test_secrets_blob();
+	test_instance_state();
 	test_guestctl();
 	test_ctl_parsers();
 	test_modules();

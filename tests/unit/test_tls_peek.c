@@ -584,6 +584,66 @@ test_mutations(void)
 	CHECK(1, "random records: no crash");
 }
 
+/* A hello with SNI name and a padding extension of pad bytes (type 21). */
+static void
+padded(struct buf *hs, const char *name, size_t pad, unsigned extra_type)
+{
+	struct buf *exts = calloc(1, sizeof(*exts));
+	struct buf *d = calloc(1, sizeof(*d));
+
+	if (extra_type != 0) {
+		d->n = 0;
+		put16(d, 0x0a0a);		/* whatever: skipped unread */
+		put(d, "ech-payload", 11);
+		ext(exts, extra_type, d);
+	}
+	d->n = 0;
+	sni_data(d, name, strlen(name));
+	ext(exts, 0, d);
+	d->n = pad;
+	memset(d->b, 0, pad);
+	ext(exts, 21, d);
+	hello(hs, exts);
+	free(exts);
+	free(d);
+}
+
+/* The hostile inputs named in issue 3. */
+static void
+test_issue3(void)
+{
+	struct buf *b = calloc(1, sizeof(*b));
+	struct buf *hs = calloc(1, sizeof(*hs));
+
+	padded(hs, "a.example", 6 * 1024, 0xfe0d);
+	records(b, hs->b, hs->n, 16384);
+	expect_ok("6 KiB hello with an ECH extension (0xfe0d)", b->b, b->n,
+	    "a.example", b->n);
+	records(b, hs->b, hs->n, 1000);
+	expect_ok("6 KiB hello over 7 records", b->b, b->n, "a.example", b->n);
+	expect_prefixes("6 KiB hello over 7 records", b->b, b->n);
+	records(b, hs->b, hs->n, 1);
+	expect_err("6 KiB hello in 1-byte records (headers over the cap)",
+	    b->b, b->n, "hello_too_large");
+	padded(hs, "a.example", 17 * 1024, 0);
+	records(b, hs->b, hs->n, 16384);
+	expect_err("17 KiB hello over 2 records", b->b, b->n,
+	    "hello_too_large");
+	expect_err("17 KiB hello, first record only", b->b, 16384 + 5,
+	    "hello_too_large");
+	padded(hs, "a.example\r\nx", 0, 0);
+	records(b, hs->b, hs->n, 16384);
+	expect_err("CR LF in SNI", b->b, b->n, "sni_invalid");
+	padded(hs, "a.example:443/path", 0, 0);
+	records(b, hs->b, hs->n, 16384);
+	expect_err(":port/path in SNI", b->b, b->n, "sni_invalid");
+	padded(hs, "a.example/", 0, 0);
+	records(b, hs->b, hs->n, 16384);
+	expect_err("slash in SNI", b->b, b->n, "sni_invalid");
+	free(b);
+	free(hs);
+}
+
 int
 main(void)
 {
@@ -591,5 +651,6 @@ main(void)
 	test_constructed();
 	test_records();
 	test_mutations();
+	test_issue3();
 	return tap_done();
 }

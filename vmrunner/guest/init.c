@@ -13,10 +13,12 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 #include <arpa/inet.h>
@@ -24,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/input.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -45,6 +48,14 @@
 #define SHARES_MAX 16
 #define HDR_TIMEOUT_MS 30000	/* waiting for the host's ARGV */
 #define BYE_TIMEOUT_MS 3000	/* waiting for the host's BYE */
+#define DISK_DEV "/dev/vda"
+#define DISK_MNT "/run/ksb/disk"
+#define SECRETS_DIR "/run/ksb/secrets"
+#define FWCFG_SECRETS "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_SECRETS_FWCFG "/raw"
+#define MKFS "/usr/sbin/mkfs.ext4"
+#define PWRBTN_MAX 4
+#define AGENT_DIR "/run/ksb/agent"
+#define AGENT_BIN "/run/ksb/bin"
 
 #define EXIT_INIT_FAILED 125
 #define EXIT_CANNOT_EXEC 126
@@ -53,6 +64,7 @@
 struct share {
 	char tag[8];
 	char path[256];
+	int rw;			/* ksb.share=TAG:PATH:rw */
 };
 
 struct boot {
@@ -62,6 +74,10 @@ struct boot {
 	unsigned port;
 	struct share shares[SHARES_MAX];
 	int nshares;
+	int disk;		/* ksb.disk=1: an instance disk on /dev/vda */
+	int workspace;		/* WORKSPACE_DIR is ready: the command starts there */
+	int agent;		/* AGENT: argv[0] is the agent's shell command */
+	long idle_ms;		/* agent mode: quiet pane -> "idle" */
 	/* from the control port */
 	char term[65];
 	int rows, cols, raw;
@@ -109,12 +125,21 @@ say(const char *fmt, ...)
 static void
 ctl_write(const char *s, size_t len)
 {
+	struct pollfd pfd;
 	ssize_t n;
+	int tries = 0;
 
 	while (ctl_fd != -1 && len > 0) {
 		n = write(ctl_fd, s, len);
 		if (n == -1 && errno == EINTR)
 			continue;
+		if (n == -1 && errno == EAGAIN && tries++ < 30) {
+			/* Agent mode's non-blocking port: wait, but not forever. */
+			pfd.fd = ctl_fd;
+			pfd.events = POLLOUT;
+			(void)poll(&pfd, 1, 100);
+			continue;
+		}
 		if (n <= 0)
 			return;
 		s += n;
@@ -359,7 +384,8 @@ valid_guest_path(const char *p)
 	    strcmp(p, "/sys") == 0 || strncmp(p, "/sys/", 5) == 0 ||
 	    strcmp(p, "/dev") == 0 || strncmp(p, "/dev/", 5) == 0 ||
 	    strcmp(p, "/etc") == 0 || strcmp(p, AGENT_HOME) == 0 ||
-	    strcmp(p, "/tmp") == 0 || strcmp(p, "/run") == 0)
+	    strcmp(p, "/tmp") == 0 || strcmp(p, "/run") == 0 ||
+	    strcmp(p, "/run/ksb") == 0 || strncmp(p, "/run/ksb/", 9) == 0)
 		return 0;
 	return 1;
 }
@@ -424,12 +450,23 @@ parse_cmdline(struct boot *b)
 				fail("ksb.port: invalid `%s'", val);
 			b->port = (unsigned)v;
 			seen |= 8;
+		} else if (strcmp(tok, "ksb.disk") == 0 && !(seen & 16)) {
+			if (strcmp(val, "1") != 0)
+				fail("ksb.disk: invalid `%s'", val);
+			b->disk = 1;
+			seen |= 16;
 		} else if (strcmp(tok, "ksb.share") == 0) {
 			struct share *s;
+			size_t vlen = strlen(val);
 
 			if (b->nshares >= SHARES_MAX)
 				fail("ksb.share: more than %d", SHARES_MAX);
 			s = &b->shares[b->nshares];
+			/* TAG:PATH:rw is writable (no ':' in a guest path). */
+			if (vlen > 3 && strcmp(val + vlen - 3, ":rw") == 0) {
+				val[vlen - 3] = '\0';
+				s->rw = 1;
+			}
 			if ((colon = strchr(val, ':')) == NULL || colon - val < 2 ||
 			    colon - val > 3 || val[0] != 's' ||
 			    guestctl_parse_uint(val + 1, (size_t)(colon - val - 1),
@@ -443,7 +480,7 @@ parse_cmdline(struct boot *b)
 			fail("kernel command line: unknown or repeated key `%s'", tok);
 		}
 	}
-	if (seen != 15)
+	if ((seen & 15) != 15)
 		fail("kernel command line: ksb.id, ksb.ip, ksb.gw and ksb.port are required");
 }
 
@@ -561,6 +598,11 @@ read_header(struct boot *b)
 			b->cols = (int)c;
 		} else if (strcmp(line, "RAW") == 0) {
 			b->raw = 1;
+		} else if (strncmp(line, "AGENT ", 6) == 0 &&
+		    guestctl_parse_uint(line + 6, strlen(line + 6), 86400, &v) == 0 &&
+		    v > 0) {
+			b->agent = 1;
+			b->idle_ms = (long)v * 1000;
 		} else if (strncmp(line, "ARGV ", 5) == 0 &&
 		    guestctl_parse_uint(line + 5, strlen(line + 5), GUESTCTL_ARGV_MAX, &v) == 0) {
 			if ((b->argbuf = malloc(v)) == NULL)
@@ -574,6 +616,289 @@ read_header(struct boot *b)
 			fail("unexpected line from the host");
 		}
 	}
+}
+
+/* ---- instance disk and /usr overlay ------------------------------------- */
+
+/* 1 if dev holds an ext2/3/4 superblock (magic 0xEF53 at byte 1080). */
+static int
+has_ext4(const char *dev)
+{
+	unsigned char m[2];
+	int fd, ret = 0;
+
+	if ((fd = open(dev, O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	if (pread(fd, m, 2, 1080) == 2 && m[0] == 0x53 && m[1] == 0xef)
+		ret = 1;
+	close(fd);
+	return ret;
+}
+
+static void
+format_disk(void)
+{
+	char *argv[] = { MKFS, "-q", "-F", "-m", "0", "-L", "ksb", "-E",
+	    "lazy_itable_init=1,lazy_journal_init=1,nodiscard", DISK_DEV, NULL };
+	char *envp[] = { "PATH=/usr/sbin:/usr/bin", NULL };
+	pid_t pid;
+	int st;
+
+	if (access(MKFS, X_OK) != 0)
+		fail("the instance disk is blank and the host has no " MKFS
+		    " (install e2fsprogs)");
+	if ((pid = fork()) == -1)
+		fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		execve(MKFS, argv, envp);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail(MKFS " " DISK_DEV " failed");
+	stage("instance disk formatted");
+}
+
+/*
+ * The host /usr (9p, read-only) becomes the lower layer of an overlay whose
+ * upper layer lives on the instance disk (or on tmpfs without one), so
+ * /usr/local is the agent's to install into.  The agent's home is on the
+ * disk too.
+ */
+static void
+setup_storage(const struct boot *b)
+{
+	const char *base = "/run/ksb/usr";
+	char opts[256];
+	int i;
+
+	if (b->disk) {
+		for (i = 0; i < 500 && access(DISK_DEV, F_OK) != 0; i++)
+			sleep_ms(10);
+		if (access(DISK_DEV, F_OK) != 0)
+			fail("no " DISK_DEV " (virtio_blk not loaded?)");
+		if (!has_ext4(DISK_DEV))
+			format_disk();
+		do_mount(DISK_DEV, DISK_MNT, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL);
+		base = DISK_MNT;
+		mkdirs(DISK_MNT "/home", 0700);
+		if (chown(DISK_MNT "/home", AGENT_UID, AGENT_GID) == -1)
+			fail("chown: %s", strerror(errno));
+		do_mount(DISK_MNT "/home", AGENT_HOME, NULL, MS_BIND, NULL);
+	} else {
+		do_mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	}
+	snprintf(opts, sizeof(opts), "%s/usr-upper", base);
+	mkdirs(opts, 0755);
+	snprintf(opts, sizeof(opts), "%s/usr-work", base);
+	mkdirs(opts, 0755);
+	/* A merged dir shows the upper dir's owner: /usr/local is the agent's. */
+	snprintf(opts, sizeof(opts), "%s/usr-upper/local", base);
+	mkdirs(opts, 0755);
+	if (chown(opts, AGENT_UID, AGENT_GID) == -1)
+		fail("chown %s: %s", opts, strerror(errno));
+	snprintf(opts, sizeof(opts), "lowerdir=/usr,upperdir=%s/usr-upper,"
+	    "workdir=%s/usr-work", base, base);
+	if (mount("overlay", "/usr", "overlay", MS_NOSUID | MS_NODEV, opts) == -1)
+		say("overlay on /usr: %s (read-only /usr)", strerror(errno));
+	stage("storage ready");
+}
+
+/* ---- secrets ------------------------------------------------------------ */
+
+/*
+ * Copy the fw_cfg secrets blob into SECRETS_DIR (tmpfs, 0500, the agent's),
+ * each as a 0400 file, then unload qemu_fw_cfg so its sysfs tree is gone.
+ * Guest root could still read fw_cfg through I/O port 0x510: the agent is
+ * never root (ksb-run(1), SECURITY).
+ */
+static void
+install_secrets(void)
+{
+	char name[GUESTCTL_SECRET_NAME_MAX + 1], path[128];
+	const char *val, *err;
+	size_t len = 0, cap = 0, off = 0, vlen;
+	char *buf = NULL;
+	ssize_t n;
+	int fd, r;
+
+	if ((fd = open(FWCFG_SECRETS, O_RDONLY | O_CLOEXEC)) == -1) {
+		if (errno != ENOENT)
+			fail(FWCFG_SECRETS ": %s", strerror(errno));
+		goto unload;
+	}
+	cap = (size_t)GUESTCTL_SECRETS_MAX * (GUESTCTL_SECRET_MAX + 96);
+	if ((buf = malloc(cap)) == NULL)
+		fail("out of memory");
+	while (len < cap && (n = read(fd, buf + len, cap - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	do_mount("tmpfs", SECRETS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	    "mode=0500,uid=1000,gid=1000,size=4m");
+	while ((r = guestctl_secret_next(buf, len, &off, name, &val, &vlen, &err)) == 1) {
+		snprintf(path, sizeof(path), SECRETS_DIR "/%s", name);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
+		if (fd == -1 || write(fd, val, vlen) != (ssize_t)vlen ||
+		    fchown(fd, AGENT_UID, AGENT_GID) == -1)
+			fail("secret %s: %s", name, strerror(errno));
+		close(fd);
+	}
+	explicit_bzero(buf, len);
+	free(buf);
+	if (r == -1)
+		fail("secrets: %s", err);
+	stage("secrets installed");
+unload:
+	if (syscall(SYS_delete_module, "qemu_fw_cfg", O_NONBLOCK) == -1 &&
+	    access("/sys/firmware/qemu_fw_cfg", F_OK) == 0)
+		say("cannot unload qemu_fw_cfg: %s", strerror(errno));
+}
+
+/* ---- git workspace ------------------------------------------------------ */
+
+/*
+ * The guest's side of the git handoff (ARCHITECTURE.md, "Git handoff";
+ * the host's side is vmrunner/workspace.c): as the agent, write
+ * ~/.gitconfig (once: the agent's later changes stay) and, when the host
+ * shared a mirror and there is no ~/work yet, clone sandbox/<id> from it
+ * into ~/work with the guest's git (the host /usr, read-only).  A failure
+ * is reported on the console and as an ERR line, and the command starts
+ * anyway (in the agent's home).
+ */
+#define MIRROR_GUEST_DIR "/ksb/mirror.git"	/* mirror/mirror.h */
+#define WORKSPACE_DIR AGENT_HOME "/work"
+#define WORKSPACE_GIT "/usr/bin/git"
+#define WORKSPACE_TIMEOUT_MS 300000
+
+static void __attribute__((format(printf, 1, 2)))
+workspace_warn(const char *fmt, ...)
+{
+	char buf[GUESTCTL_LINE_MAX - 8];
+	va_list ap;
+	size_t i;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	for (i = 0; buf[i] != '\0'; i++)
+		if (buf[i] == '\n')
+			buf[i] = ' ';
+	say("%s", buf);
+	ctl_write("ERR ", 4);
+	ctl_write(buf, strlen(buf));
+	ctl_write("\n", 1);
+}
+
+/* The child: drop to the agent, write ~/.gitconfig, exec git clone. */
+static void __attribute__((noreturn))
+workspace_child(const struct boot *b, int clone)
+{
+	char cfg[512], branch[64];
+	gid_t gid = AGENT_GID;
+	int fd, n;
+
+	setpgid(0, 0);
+	if (setgroups(1, &gid) == -1 || setgid(AGENT_GID) == -1 ||
+	    setuid(AGENT_UID) == -1 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+		_exit(EXIT_INIT_FAILED);
+	clearenv();
+	setenv("HOME", AGENT_HOME, 1);
+	setenv("USER", "agent", 1);
+	setenv("PATH", "/usr/bin:/bin", 1);
+	setenv("LANG", "C.UTF-8", 1);
+	setenv("GIT_TERMINAL_PROMPT", "0", 1);
+	/* git 2.39 honours safe.directory only from the global config. */
+	n = snprintf(cfg, sizeof(cfg), "[user]\n\tname = ksb agent\n"
+	    "\temail = agent@%s.ksb.invalid\n[safe]\n\tdirectory = %s\n"
+	    "\tdirectory = %s\n", b->id, MIRROR_GUEST_DIR, WORKSPACE_DIR);
+	fd = open(AGENT_HOME "/.gitconfig", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0644);
+	if (fd == -1 && errno != EEXIST) {
+		say(AGENT_HOME "/.gitconfig: %s", strerror(errno));
+		_exit(EXIT_INIT_FAILED);
+	}
+	if (fd != -1 && (write(fd, cfg, (size_t)n) != n || close(fd) != 0)) {
+		say(AGENT_HOME "/.gitconfig: %s", strerror(errno));
+		_exit(EXIT_INIT_FAILED);
+	}
+	if (!clone)
+		_exit(0);
+	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
+	execl(WORKSPACE_GIT, "git", "clone", "--quiet", "--shared", "-b", branch,
+	    MIRROR_GUEST_DIR, WORKSPACE_DIR, (char *)NULL);
+	say(WORKSPACE_GIT ": %s", strerror(errno));
+	_exit(EXIT_CANNOT_EXEC);
+}
+
+static void
+setup_workspace(struct boot *b)
+{
+	struct stat sb;
+	int64_t deadline;
+	pid_t pid, w;
+	int st = 0, mirror, clone;
+
+	mirror = stat(MIRROR_GUEST_DIR, &sb) == 0 && S_ISDIR(sb.st_mode);
+	clone = mirror && lstat(WORKSPACE_DIR, &sb) == -1 && errno == ENOENT;
+	if ((pid = fork()) == -1) {
+		workspace_warn("workspace: fork: %s", strerror(errno));
+		return;
+	}
+	if (pid == 0)
+		workspace_child(b, clone);
+	deadline = mono_ms() + WORKSPACE_TIMEOUT_MS;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
+		sleep_ms(20);
+	if (w == 0) {
+		kill(-pid, SIGKILL);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		workspace_warn("workspace: git clone took more than %d s: killed",
+		    WORKSPACE_TIMEOUT_MS / 1000);
+	} else if (w == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		workspace_warn("workspace: %s failed (status %d); the command "
+		    "starts in " AGENT_HOME, clone ? "git clone of " MIRROR_GUEST_DIR :
+		    "writing ~/.gitconfig", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	}
+	b->workspace = mirror && stat(WORKSPACE_DIR "/.git", &sb) == 0;
+	if (clone && b->workspace)
+		stage("workspace cloned");
+}
+
+/* ---- power button ------------------------------------------------------- */
+
+/* Open the ACPI power button's event devices (QMP system_powerdown). */
+static int
+open_power_buttons(int *fds)
+{
+	char path[300], name[64];
+	struct dirent *de;
+	ssize_t n;
+	DIR *d;
+	int fd, nfds = 0;
+
+	if ((d = opendir("/sys/class/input")) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL && nfds < PWRBTN_MAX) {
+		if (strncmp(de->d_name, "event", 5) != 0 || strlen(de->d_name) > 16)
+			continue;
+		snprintf(path, sizeof(path), "/sys/class/input/%s/device/name", de->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+			continue;
+		n = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		name[n] = '\0';
+		if (strcmp(name, "Power Button\n") != 0)
+			continue;
+		snprintf(path, sizeof(path), "/dev/input/%s", de->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) != -1)
+			fds[nfds++] = fd;
+	}
+	closedir(d);
+	return nfds;
 }
 
 /* ---- the agent ---------------------------------------------------------- */
@@ -598,13 +923,13 @@ write_etc(const struct boot *b)
 	mkdirs("/root", 0700);
 }
 
+static void become_agent(const struct boot *b);
+
 static void __attribute__((noreturn))
 run_agent(const struct boot *b)
 {
 	struct termios t;
 	struct winsize ws;
-	gid_t gid = AGENT_GID;
-	char proxy[64];
 	int fd;
 
 	setsid();
@@ -630,6 +955,18 @@ run_agent(const struct boot *b)
 	dup2(fd, 2);
 	if (fd > 2)
 		close(fd);
+	become_agent(b);
+	execvp(b->argv[0], b->argv);
+	fprintf(stderr, "ksb-guest-init: %s: %s\n", b->argv[0], strerror(errno));
+	_exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+}
+
+/* In a child: drop to the agent user for good and set its environment. */
+static void
+become_agent(const struct boot *b)
+{
+	gid_t gid = AGENT_GID;
+	char proxy[64];
 
 	if (setgroups(1, &gid) == -1 || setgid(AGENT_GID) == -1 ||
 	    setuid(AGENT_UID) == -1) {
@@ -646,7 +983,7 @@ run_agent(const struct boot *b)
 		say("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		_exit(EXIT_INIT_FAILED);
 	}
-	if (chdir(AGENT_HOME) == -1)
+	if ((!b->workspace || chdir(WORKSPACE_DIR) == -1) && chdir(AGENT_HOME) == -1)
 		(void)chdir("/");
 
 	snprintf(proxy, sizeof(proxy), "http://%s:%u", inet_ntoa(b->gw), b->port);
@@ -655,7 +992,7 @@ run_agent(const struct boot *b)
 	setenv("USER", "agent", 1);
 	setenv("LOGNAME", "agent", 1);
 	setenv("SHELL", "/bin/bash", 1);
-	setenv("PATH", "/usr/local/bin:/usr/bin:/bin", 1);
+	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:" AGENT_BIN, 1);
 	setenv("TERM", b->raw ? "dumb" : b->term[0] ? b->term : "vt100", 1);
 	setenv("LANG", "C.UTF-8", 1);
 	setenv("https_proxy", proxy, 1);
@@ -665,19 +1002,644 @@ run_agent(const struct boot *b)
 	setenv("no_proxy", "localhost,127.0.0.1", 1);
 	setenv("NO_PROXY", "localhost,127.0.0.1", 1);
 	setenv("KSB_INSTANCE", b->id, 1);
+}
 
-	execvp(b->argv[0], b->argv);
-	fprintf(stderr, "ksb-guest-init: %s: %s\n", b->argv[0], strerror(errno));
-	_exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+/*
+ * Wait for the command (pid) to exit, reaping orphans.  A STOP line from
+ * the host or the power button starts a graceful stop: SIGTERM to every
+ * process, SIGKILL after GUESTCTL_STOP_GRACE_MS.  0 with *st, or -1.
+ */
+static int
+supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
+{
+	struct pollfd pfd[2 + PWRBTN_MAX];
+	struct signalfd_siginfo si;
+	struct input_event ev;
+	char line[64], buf[256];
+	size_t llen = 0;
+	int64_t kill_at = 0;
+	int i, j, n, w, stopping = 0, timeout, ctl_ok = 1;
+
+	for (;;) {
+		pfd[0].fd = sfd;
+		pfd[0].events = POLLIN;
+		pfd[1].fd = ctl_ok ? ctl_fd : -1;
+		pfd[1].events = POLLIN;
+		for (i = 0; i < npwr; i++) {
+			pfd[2 + i].fd = pwr[i];
+			pfd[2 + i].events = POLLIN;
+		}
+		timeout = -1;
+		if (kill_at != 0)
+			timeout = kill_at > mono_ms() ? (int)(kill_at - mono_ms()) : 0;
+		if ((n = poll(pfd, (nfds_t)(2 + npwr), timeout)) == -1) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (kill_at != 0 && mono_ms() >= kill_at) {
+			say("the command did not stop in %d s: SIGKILL",
+			    GUESTCTL_STOP_GRACE_MS / 1000);
+			kill(-1, SIGKILL);
+			kill_at = 0;
+		}
+		if (pfd[0].revents & POLLIN) {
+			while (read(sfd, &si, sizeof(si)) == sizeof(si))
+				;
+			while ((w = waitpid(-1, st, WNOHANG)) > 0)
+				if (w == pid)
+					return 0;
+			if (w == -1 && errno != ECHILD)
+				return -1;
+		}
+		if (pfd[1].revents & POLLIN) {
+			/* One read: poll said there is something. */
+			if ((n = (int)read(ctl_fd, buf, sizeof(buf))) <= 0)
+				ctl_ok = 0;
+			for (j = 0; j < n; j++) {
+				if (buf[j] != '\n') {
+					if (llen < sizeof(line) - 1)
+						line[llen++] = buf[j];
+					continue;
+				}
+				line[llen] = '\0';
+				if (strcmp(line, "STOP") == 0 && stopping == 0)
+					stopping = 1;
+				llen = 0;
+			}
+		} else if (pfd[1].revents & (POLLHUP | POLLERR)) {
+			ctl_ok = 0;
+		}
+		for (i = 0; i < npwr; i++)
+			if (pfd[2 + i].revents & POLLIN)
+				while (read(pwr[i], &ev, sizeof(ev)) == sizeof(ev))
+					if (ev.type == EV_KEY && ev.code == KEY_POWER &&
+					    ev.value == 1 && stopping == 0)
+						stopping = 1;
+		if (stopping == 1) {
+			stopping = 2;
+			ctl_write("STOPPING\n", 9);
+			kill(-1, SIGTERM);
+			kill_at = mono_ms() + GUESTCTL_STOP_GRACE_MS;
+		}
+	}
+}
+
+/* ---- agent mode --------------------------------------------------------- */
+
+/*
+ * ksb-run --agent: the agent runs in the tmux session "agent" (host /usr's
+ * tmux, socket GUESTCTL_TMUX_SOCKET), the console shows that session (for
+ * ksbctl attach), and this loop serves the agent frames of vmrunner.h:
+ * prompts are pasted into the pane, ksb-report datagrams and a quiet pane
+ * become REPORTs, the pane's output is relayed as OUT.  Nothing here waits
+ * for the host: the port is non-blocking behind a bounded queue.
+ */
+#define AGENT_PANE_FIFO AGENT_DIR "/pane.fifo"
+#define AGENT_GO_FIFO AGENT_DIR "/go.fifo"
+#define AGENT_PROMPT_FILE AGENT_DIR "/prompt"
+#define AGENT_TMUX "/usr/bin/tmux"
+#define AGENT_OUTQ_MAX (256 * 1024)	/* bytes queued for the host */
+#define AGENT_OUTQ_OUT_MAX (64 * 1024)	/* ...beyond which pane output is dropped */
+#define AGENT_UNACKED_MAX 64		/* reports kept until ACKR */
+#define AGENT_TMUX_TIMEOUT_MS 10000
+
+static int agent_stop_pending;	/* STOP from the host */
+
+struct agent_report {
+	uint64_t seq;
+	char *line;		/* the encoded frame, '\n' included */
+	size_t len;
+	int64_t sent_ms;
+};
+
+struct agent {
+	const struct boot *b;
+	char *outq;
+	size_t outq_len;
+	unsigned long dropped_out;
+	uint64_t last_turn;	/* delivered into the pane */
+	uint64_t seq;		/* last report seq */
+	struct agent_report unacked[AGENT_UNACKED_MAX];
+	int nunacked;
+	int64_t last_rx, last_ping, last_out;
+	uint64_t ping;
+	int host_lost, idle_sent, exit_status;
+	char *frame;		/* one encoded frame being built */
+	char *text;		/* a decoded PROMPT */
+};
+
+static void
+agent_queue(struct agent *a, const char *line, size_t len, int droppable)
+{
+	if ((droppable && (a->host_lost || a->outq_len + len > AGENT_OUTQ_OUT_MAX)) ||
+	    a->outq_len + len > AGENT_OUTQ_MAX) {
+		a->dropped_out++;
+		return;
+	}
+	memcpy(a->outq + a->outq_len, line, len);
+	a->outq_len += len;
+}
+
+static void
+agent_flush(struct agent *a)
+{
+	ssize_t n;
+
+	while (a->outq_len > 0) {
+		n = write(ctl_fd, a->outq, a->outq_len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return;		/* EAGAIN: the host is not reading */
+		memmove(a->outq, a->outq + n, a->outq_len - (size_t)n);
+		a->outq_len -= (size_t)n;
+	}
+}
+
+static void
+agent_report(struct agent *a, int state, const char *text, size_t len)
+{
+	struct agent_report *r;
+	size_t n;
+
+	if (len > GUESTCTL_REPORT_MAX)
+		len = GUESTCTL_REPORT_MAX;
+	n = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "REPORT %llu %llu %s ",
+	    (unsigned long long)++a->seq, (unsigned long long)a->last_turn,
+	    guestctl_state_name(state));
+	n += guestctl_encode_text(a->frame + n, GUESTCTL_GUEST_FRAME_MAX - n - 1, text, len);
+	a->frame[n++] = '\n';
+	if (a->nunacked == AGENT_UNACKED_MAX) {
+		free(a->unacked[0].line);
+		memmove(a->unacked, a->unacked + 1, sizeof(*a->unacked) * --a->nunacked);
+	}
+	r = &a->unacked[a->nunacked++];
+	r->seq = a->seq;
+	if ((r->line = malloc(n)) == NULL)
+		fail("out of memory");
+	memcpy(r->line, a->frame, n);
+	r->len = n;
+	r->sent_ms = mono_ms();
+	agent_queue(a, r->line, n, 0);
+	if (state == GUESTCTL_ST_WORKING)
+		a->idle_sent = 0;
+}
+
+/* Run tmux as the agent with argv; wait (bounded).  Its exit status or -1. */
+static int
+agent_tmux(const struct boot *b, char *const *argv, int out_fd)
+{
+	int64_t deadline = mono_ms() + AGENT_TMUX_TIMEOUT_MS;
+	pid_t pid, w;
+	int st;
+
+	if ((pid = fork()) == -1)
+		return -1;
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (out_fd != -1)
+			dup2(out_fd, STDOUT_FILENO);
+		become_agent(b);
+		execv(AGENT_TMUX, argv);
+		_exit(127);
+	}
+	for (;;) {
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+		if (w == -1 && errno != EINTR)
+			return -1;
+		if (mono_ms() > deadline) {
+			kill(pid, SIGKILL);
+			(void)waitpid(pid, &st, 0);
+			return -1;
+		}
+		sleep_ms(5);
+	}
+}
+
+/*
+ * Paste text into the agent's pane (bracketed paste when the agent asked
+ * for it) and press Enter.  0 or -1.
+ */
+static int
+agent_paste(struct agent *a, const char *text, size_t len)
+{
+	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "load-buffer", "-b",
+	    "ksbprompt", AGENT_PROMPT_FILE, ";", "paste-buffer", "-p", "-d", "-b",
+	    "ksbprompt", "-t", "agent", ";", "send-keys", "-t", "agent", "Enter",
+	    NULL };
+	int fd;
+
+	unlink(AGENT_PROMPT_FILE);
+	fd = open(AGENT_PROMPT_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, 0600);
+	if (fd == -1 || fchown(fd, AGENT_UID, AGENT_GID) == -1 ||
+	    (len > 0 && write(fd, text, len) != (ssize_t)len)) {
+		say("%s: %s", AGENT_PROMPT_FILE, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	close(fd);
+	return agent_tmux(a->b, argv, -1) == 0 ? 0 : -1;
+}
+
+static void
+agent_host_line(void *arg, const char *line, size_t len)
+{
+	struct agent *a = arg;
+	struct guestctl_frame f;
+	char out[64];
+	int i, j, n;
+
+	a->last_rx = mono_ms();
+	if (a->host_lost) {
+		a->host_lost = 0;
+		say("host is back on the control port");
+	}
+	if (len == 4 && memcmp(line, "STOP", 4) == 0) {
+		agent_stop_pending = 1;
+		return;
+	}
+	if (guestctl_frame_parse(line, len, &f, a->text, GUESTCTL_TEXT_MAX) != 0)
+		return;		/* BYE and anything unknown */
+	switch (f.type) {
+	case GUESTCTL_HELLO:
+		/* The host (re)connected: where we are, then what it lacks. */
+		n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
+		    (unsigned long long)a->last_turn);
+		agent_queue(a, out, (size_t)n, 0);
+		for (i = 0; i < a->nunacked; i++)
+			if (a->unacked[i].seq > f.n)
+				agent_queue(a, a->unacked[i].line, a->unacked[i].len, 0);
+		break;
+	case GUESTCTL_PROMPT:
+		if (f.n > a->last_turn) {
+			/* Counted as delivered before pasting: never typed twice. */
+			a->last_turn = f.n;
+			a->idle_sent = 0;
+			a->last_out = mono_ms();
+			if (agent_paste(a, f.text, f.textlen) != 0)
+				agent_report(a, GUESTCTL_ST_INFO, "prompt could not be "
+				    "pasted into the agent's pane", 40);
+		}
+		n = snprintf(out, sizeof(out), "ACK %llu\n", (unsigned long long)f.n);
+		agent_queue(a, out, (size_t)n, 0);
+		break;
+	case GUESTCTL_ACKR:
+		for (i = 0, j = 0; i < a->nunacked; i++) {
+			if (a->unacked[i].seq <= f.n)
+				free(a->unacked[i].line);
+			else
+				a->unacked[j++] = a->unacked[i];
+		}
+		a->nunacked = j;
+		break;
+	case GUESTCTL_PING:
+		n = snprintf(out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
+		agent_queue(a, out, (size_t)n, 0);
+		break;
+	default:
+		break;
+	}
+}
+
+/* A ksb-report datagram: "<state> <text>". */
+static void
+agent_report_in(struct agent *a, int fd)
+{
+	char buf[GUESTCTL_REPORT_MAX + 32], *sp;
+	ssize_t n;
+	int state;
+
+	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0) {
+		sp = memchr(buf, ' ', (size_t)n);
+		if (sp == NULL)
+			continue;
+		state = guestctl_state_parse(buf, (size_t)(sp - buf));
+		if (state != GUESTCTL_ST_WORKING && state != GUESTCTL_ST_DONE &&
+		    state != GUESTCTL_ST_BLOCKED && state != GUESTCTL_ST_INFO &&
+		    state != GUESTCTL_ST_EXITED)
+			continue;
+		if (state == GUESTCTL_ST_EXITED) {
+			unsigned long v;
+
+			if (guestctl_parse_uint(sp + 1, (size_t)(buf + n - sp - 1),
+			    255, &v) == 0)
+				a->exit_status = (int)v;
+		}
+		agent_report(a, state, sp + 1, (size_t)(buf + n - sp - 1));
+	}
+}
+
+static int
+agent_mkfifo(const char *path)
+{
+	unlink(path);
+	if (mkfifo(path, 0600) == -1 || chown(path, AGENT_UID, AGENT_GID) == -1)
+		fail("mkfifo %s: %s", path, strerror(errno));
+	return open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+}
+
+/* Start the tmux server and the agent in it; the server's pid. */
+static pid_t
+agent_start(struct agent *a, int *pane_fd, int *go_fd, int *rep_fd)
+{
+	const struct boot *b = a->b;
+	struct sockaddr_un sun;
+	char size_x[16], size_y[16], pidbuf[32];
+	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "-f", "/dev/null",
+	    "new-session", "-d", "-P", "-F", "#{pid}", "-s", "agent", "-x", size_x,
+	    "-y", size_y, "--", "/bin/sh", "-c",
+	    "read _ < " AGENT_GO_FIFO "; /bin/sh -c \"$1\"; "
+	    "exec " AGENT_BIN "/ksb-report exited \"$?\"", "ksb-agent",
+	    b->argv[0], ";",
+	    "pipe-pane", "-t", "agent", "exec cat > " AGENT_PANE_FIFO, NULL };
+	unsigned long v;
+	ssize_t n;
+	int p[2];
+
+	if (access(AGENT_TMUX, X_OK) != 0)
+		fail("agent mode needs tmux on the host (" AGENT_TMUX ")");
+	mkdirs(AGENT_DIR, 0755);
+	mkdirs(AGENT_BIN, 0755);
+	unlink(AGENT_BIN "/ksb-report");
+	if (symlink("/init", AGENT_BIN "/ksb-report") == -1)
+		fail("symlink ksb-report: %s", strerror(errno));
+	/* tmux's socket dir is the agent's; everything else is root's. */
+	mkdirs(AGENT_DIR "/tmux", 0700);
+	if (chown(AGENT_DIR "/tmux", AGENT_UID, AGENT_GID) == -1)
+		fail("chown: %s", strerror(errno));
+	*pane_fd = agent_mkfifo(AGENT_PANE_FIFO);
+	*go_fd = agent_mkfifo(AGENT_GO_FIFO);
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, GUESTCTL_REPORT_SOCKET);
+	unlink(GUESTCTL_REPORT_SOCKET);
+	if ((*rep_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1 ||
+	    bind(*rep_fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
+	    chmod(GUESTCTL_REPORT_SOCKET, 0666) == -1)
+		fail("%s: %s", GUESTCTL_REPORT_SOCKET, strerror(errno));
+
+	snprintf(size_x, sizeof(size_x), "%d", b->cols > 0 ? b->cols : 160);
+	snprintf(size_y, sizeof(size_y), "%d", b->rows > 0 ? b->rows : 48);
+	if (pipe2(p, O_CLOEXEC) == -1)
+		fail("pipe: %s", strerror(errno));
+	if (agent_tmux(b, argv, p[1]) != 0)
+		fail("tmux new-session failed");
+	close(p[1]);
+	n = read(p[0], pidbuf, sizeof(pidbuf) - 1);
+	close(p[0]);
+	if (n <= 1 || pidbuf[n - 1] != '\n' ||
+	    guestctl_parse_uint(pidbuf, (size_t)n - 1, 4194304, &v) != 0)
+		fail("tmux did not say its server's pid");
+	/* pipe-pane is in place: let the agent start. */
+	if (write(*go_fd, "\n", 1) != 1)
+		fail("%s: %s", AGENT_GO_FIFO, strerror(errno));
+	stage("agent started in tmux");
+	return (pid_t)v;
+}
+
+/* The console shows the agent's session (ksbctl attach); respawned. */
+static pid_t
+agent_console(const struct boot *b)
+{
+	struct boot c = *b;
+	char *argv[] = { AGENT_TMUX, "-S", GUESTCTL_TMUX_SOCKET, "attach-session",
+	    "-t", "agent", NULL };
+	pid_t pid;
+
+	if ((pid = fork()) != 0)
+		return pid;
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	c.argv = argv;
+	c.raw = 0;
+	if (c.term[0] == '\0')
+		strcpy(c.term, "xterm-256color");
+	run_agent(&c);
+}
+
+/*
+ * Serve the control port until the tmux server (server) exits.  Returns
+ * the agent's exit status (from its "exited" report; 0 if none).
+ */
+static int
+agent_supervise(const struct boot *b, pid_t server, int sfd, const int *pwr, int npwr)
+{
+	struct agent a;
+	struct guestctl_lines lb;
+	struct pollfd pfd[6 + PWRBTN_MAX];
+	struct signalfd_siginfo si;
+	struct input_event ev;
+	char *lbuf, buf[GUESTCTL_OUT_CHUNK], out[64];
+	pid_t con = -1, w;
+	int64_t now, kill_at = 0, con_at = 0;
+	int pane_fd, go_fd, rep_fd, i, n, st, stopping = 0, timeout, ctl_ok = 1;
+
+	memset(&a, 0, sizeof(a));
+	a.b = b;
+	if ((a.outq = malloc(AGENT_OUTQ_MAX)) == NULL ||
+	    (a.frame = malloc(GUESTCTL_GUEST_FRAME_MAX)) == NULL ||
+	    (a.text = malloc(GUESTCTL_TEXT_MAX)) == NULL ||
+	    (lbuf = malloc(GUESTCTL_FRAME_MAX)) == NULL)
+		fail("out of memory");
+	guestctl_lines_init(&lb, lbuf, GUESTCTL_FRAME_MAX);
+	a.last_rx = a.last_out = a.last_ping = mono_ms();
+	if (fcntl(ctl_fd, F_SETFL, fcntl(ctl_fd, F_GETFL) | O_NONBLOCK) == -1)
+		fail("fcntl: %s", strerror(errno));
+	server = agent_start(&a, &pane_fd, &go_fd, &rep_fd);
+	n = snprintf(out, sizeof(out), "HELLO %d 0\n", GUESTCTL_AGENT_VERSION);
+	agent_queue(&a, out, (size_t)n, 0);
+	agent_report(&a, GUESTCTL_ST_STARTING, "", 0);
+	con = agent_console(b);
+
+	for (;;) {
+		now = mono_ms();
+		if (con == -1 && con_at != 0 && now >= con_at) {
+			con = agent_console(b);
+			con_at = 0;
+		}
+		if (now - a.last_ping >= GUESTCTL_HEARTBEAT_MS) {
+			a.last_ping = now;
+			n = snprintf(out, sizeof(out), "PING %llu\n",
+			    (unsigned long long)++a.ping);
+			agent_queue(&a, out, (size_t)n, 0);
+			/* Reports not acknowledged: again (the host drops repeats). */
+			for (i = 0; i < a.nunacked; i++)
+				if (now - a.unacked[i].sent_ms >= GUESTCTL_HEARTBEAT_MS) {
+					a.unacked[i].sent_ms = now;
+					agent_queue(&a, a.unacked[i].line, a.unacked[i].len, 0);
+				}
+		}
+		if (!a.host_lost && now - a.last_rx >= GUESTCTL_PEER_LOST_MS) {
+			a.host_lost = 1;
+			say("host silent for %d s: carrying on without it",
+			    GUESTCTL_PEER_LOST_MS / 1000);
+		}
+		if (!a.idle_sent && a.last_turn > 0 && now - a.last_out >= b->idle_ms) {
+			a.idle_sent = 1;
+			agent_report(&a, GUESTCTL_ST_IDLE, "pane quiet", 10);
+		}
+		if (kill_at != 0 && now >= kill_at) {
+			say("the agent did not stop in %d s: SIGKILL",
+			    GUESTCTL_STOP_GRACE_MS / 1000);
+			kill(-1, SIGKILL);
+			kill_at = 0;
+		}
+		if (agent_stop_pending && stopping == 0) {
+			agent_stop_pending = 0;
+			stopping = 1;
+		}
+		if (stopping == 1) {
+			stopping = 2;
+			agent_queue(&a, "STOPPING\n", 9, 0);
+			kill(-1, SIGTERM);
+			kill_at = now + GUESTCTL_STOP_GRACE_MS;
+		}
+		agent_flush(&a);
+
+		pfd[0].fd = sfd;
+		pfd[0].events = POLLIN;
+		pfd[1].fd = ctl_ok ? ctl_fd : -1;
+		pfd[1].events = POLLIN | (a.outq_len > 0 ? POLLOUT : 0);
+		pfd[2].fd = pane_fd;
+		pfd[2].events = POLLIN;
+		pfd[3].fd = rep_fd;
+		pfd[3].events = POLLIN;
+		for (i = 0; i < npwr; i++) {
+			pfd[4 + i].fd = pwr[i];
+			pfd[4 + i].events = POLLIN;
+		}
+		timeout = GUESTCTL_HEARTBEAT_MS - (int)(now - a.last_ping);
+		if (!a.idle_sent && a.last_turn > 0 &&
+		    b->idle_ms - (now - a.last_out) < timeout)
+			timeout = (int)(b->idle_ms - (now - a.last_out));
+		if (kill_at != 0 && kill_at - now < timeout)
+			timeout = (int)(kill_at - now);
+		if (con_at != 0 && con_at - now < timeout)
+			timeout = (int)(con_at - now);
+		if (timeout < 0)
+			timeout = 0;
+		if (poll(pfd, (nfds_t)(4 + npwr), timeout) == -1) {
+			if (errno == EINTR)
+				continue;
+			fail("poll: %s", strerror(errno));
+		}
+		if (pfd[0].revents & POLLIN) {
+			while (read(sfd, &si, sizeof(si)) == sizeof(si))
+				;
+			while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+				if (w == server) {
+					/* The last reports (exited) reach the host. */
+					for (i = 0; i < 200 && a.outq_len > 0; i++) {
+						agent_flush(&a);
+						pfd[1].fd = ctl_fd;
+						pfd[1].events = POLLOUT;
+						(void)poll(&pfd[1], 1, 10);
+					}
+					return a.exit_status;
+				}
+				if (w == con) {
+					con = -1;
+					con_at = mono_ms() + 1000;
+				}
+			}
+		}
+		if (pfd[1].revents & POLLIN) {
+			n = (int)read(ctl_fd, buf, sizeof(buf));
+			if (n > 0)
+				guestctl_lines_feed(&lb, buf, (size_t)n, agent_host_line, &a);
+			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
+				ctl_ok = 0;
+		}
+		if (pfd[2].revents & POLLIN) {
+			n = (int)read(pane_fd, buf, sizeof(buf));
+			if (n > 0) {
+				size_t k;
+
+				a.last_out = mono_ms();
+				k = (size_t)snprintf(a.frame, GUESTCTL_GUEST_FRAME_MAX, "OUT ");
+				k += guestctl_encode_text(a.frame + k,
+				    GUESTCTL_GUEST_FRAME_MAX - k - 1, buf, (size_t)n);
+				a.frame[k++] = '\n';
+				agent_queue(&a, a.frame, k, 1);
+			}
+		}
+		if (pfd[3].revents & POLLIN)
+			agent_report_in(&a, rep_fd);
+		for (i = 0; i < npwr; i++)
+			if (pfd[4 + i].revents & POLLIN)
+				while (read(pwr[i], &ev, sizeof(ev)) == sizeof(ev))
+					if (ev.type == EV_KEY && ev.code == KEY_POWER &&
+					    ev.value == 1 && stopping == 0)
+						stopping = 1;
+	}
+	(void)go_fd;
+}
+
+/*
+ * ksb-report (this binary under that name, AGENT_BIN/ksb-report):
+ * "ksb-report working|done|blocked|info [TEXT...]" as one datagram to the
+ * init's report socket.  0 sent, 1 not in agent mode, 2 usage.
+ */
+static int
+report_main(int argc, char **argv)
+{
+	struct sockaddr_un sun;
+	char buf[GUESTCTL_REPORT_MAX + 32];
+	size_t len, n;
+	int fd, i, st;
+
+	if (argc < 2 || (st = guestctl_state_parse(argv[1], strlen(argv[1]))) < 0 ||
+	    st == GUESTCTL_ST_STARTING || st == GUESTCTL_ST_IDLE) {
+		fprintf(stderr, "usage: ksb-report working|done|blocked|info [text ...]\n");
+		return 2;
+	}
+	len = (size_t)snprintf(buf, sizeof(buf), "%s", argv[1]);
+	buf[len++] = ' ';
+	for (i = 2; i < argc && len < sizeof(buf); i++) {
+		n = strlen(argv[i]);
+		if (n > sizeof(buf) - len)
+			n = sizeof(buf) - len;
+		memcpy(buf + len, argv[i], n);
+		len += n;
+		if (i + 1 < argc && len < sizeof(buf))
+			buf[len++] = ' ';
+	}
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	strcpy(sun.sun_path, GUESTCTL_REPORT_SOCKET);
+	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1 ||
+	    sendto(fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&sun,
+	    sizeof(sun)) != (ssize_t)len) {
+		fprintf(stderr, "ksb-report: %s: %s (not an agent-mode ksb guest?)\n",
+		    GUESTCTL_REPORT_SOCKET, strerror(errno));
+		return 1;
+	}
+	close(fd);
+	return 0;
 }
 
 int
-main(void)
+main(int argc, char **argv)
 {
 	struct boot b;
-	pid_t pid, w;
-	int st, fd, i, status;
+	sigset_t mask;
+	pid_t pid;
+	int st, fd, i, status, pwr[PWRBTN_MAX], npwr, sfd;
 
+	if (argc > 0 && (strcmp(argv[0], "ksb-report") == 0 ||
+	    (strlen(argv[0]) > 11 &&
+	    strcmp(argv[0] + strlen(argv[0]) - 11, "/ksb-report") == 0)))
+		return report_main(argc, argv);
 	memset(&b, 0, sizeof(b));
 	umask(022);
 
@@ -706,35 +1668,42 @@ main(void)
 	stage("modules loaded");
 	open_control_port();
 	parse_cmdline(&b);
+	install_secrets();
 
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
 	write_etc(&b);
+	setup_storage(&b);
 	for (i = 0; i < b.nshares; i++)
 		do_mount(b.shares[i].tag, b.shares[i].path, "9p",
-		    MS_RDONLY | MS_NOSUID | MS_NODEV,
+		    (b.shares[i].rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
 		    "trans=virtio,version=9p2000.L,msize=512000");
 	stage("9p mounted");
 	setup_network(&b);
 	read_header(&b);
+	setup_workspace(&b);
 	stage("starting the command");
 
+	npwr = open_power_buttons(pwr);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
+	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
+		fail("signalfd: %s", strerror(errno));
+
 	ctl_write("READY\n", 6);
+	if (b.agent)
+		poweroff(agent_supervise(&b, -1, sfd, pwr, npwr), 0);
 	if ((pid = fork()) == -1)
 		fail("fork: %s", strerror(errno));
 	if (pid == 0) {
+		sigprocmask(SIG_UNBLOCK, &mask, NULL);
 		close(ctl_fd);
 		run_agent(&b);
 	}
-	for (;;) {
-		w = waitpid(-1, &st, 0);
-		if (w == -1 && errno == EINTR)
-			continue;
-		if (w == -1)
-			fail("waitpid: %s", strerror(errno));
-		if (w == pid)
-			break;
-	}
+	st = 0;
+	if (supervise(pid, sfd, pwr, npwr, &st) != 0)
+		fail("waitpid: %s", strerror(errno));
 	if (WIFEXITED(st))
 		status = WEXITSTATUS(st);
 	else if (WIFSIGNALED(st))

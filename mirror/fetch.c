@@ -1,0 +1,842 @@
+/*
+ * fetch.c: bring refs/heads/sandbox/<id> back from a guest-owned mirror.
+ *
+ * Everything under mirror.git is hostile.  It is never opened as a
+ * repository and never given to libgit2's transports (which honour
+ * alternates, follow symlinks, parse config and fetch everything
+ * reachable).  Instead:
+ *
+ *   1. the ref value is read by hand (mirror_read_ref);
+ *   2. the object files (objects/??/<38 hex>, objects/pack/pack-*.{pack,idx})
+ *      are copied, regular files only (O_PATH|O_NOFOLLOW, then reopened),
+ *      size-capped, into a private directory in the host's git dir;
+ *   3. a forked child with rlimits (no file writes, CPU, memory) builds a
+ *      "guest view" odb of that copy plus the host's objects, walks tip
+ *      ^(host refs) and streams a pack to the parent over a pipe, within a
+ *      deadline;
+ *   4. the parent indexes the pack into the host with verify=1 (hashes and
+ *      connectivity) and only then writes refs/remotes/<ns>/<id>.
+ */
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <git2.h>
+#include <git2/sys/odb_backend.h>
+
+#include "common/common.h"
+#include "mirror/mirror.h"
+
+#define REF_FILE_MAX 4096
+#define PACKED_REFS_MAX (64 << 20)
+#define FETCH_TIMEOUT_MS 300000
+#define FETCH_MAX_BYTES (4ULL << 30)
+#define FETCH_MAX_FILES 1000000
+#define CHILD_MEM_MAX (4ULL << 30)
+#define CHILD_ERR_MAX 1024
+#define LOG_MAX 20
+
+static int
+fetch_git_cause(char **cause, const char *what)
+{
+	const git_error *e = git_error_last();
+
+	cause_set(cause, "%s: %s", what, e != NULL && e->message != NULL ?
+	    e->message : "unknown libgit2 error");
+	git_error_clear();
+	return -1;
+}
+
+static int
+fetch_is_hex(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len != 40)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/*
+ * Open name in dfd as a regular file without following a symlink and
+ * without opening anything else (a FIFO, a device): O_PATH first, check,
+ * then reopen that very inode.  fd, or -1 with errno (EINVAL: not a
+ * regular file); *sb filled.
+ */
+static int
+fetch_open_regular(int dfd, const char *name, struct stat *sb)
+{
+	char proc[64];
+	struct stat sb2;
+	int pfd, fd;
+
+	if ((pfd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return -1;
+	if (fstat(pfd, sb) == -1) {
+		close(pfd);
+		return -1;
+	}
+	if (!S_ISREG(sb->st_mode)) {
+		close(pfd);
+		errno = EINVAL;
+		return -1;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	fd = open(proc, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	close(pfd);
+	if (fd == -1)
+		return -1;
+	if (fstat(fd, &sb2) == -1 || sb2.st_ino != sb->st_ino || sb2.st_dev != sb->st_dev ||
+	    !S_ISREG(sb2.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+/* Read a whole small regular file: 0, 1 if absent, -1 and *cause. */
+static int
+fetch_read_small(int dfd, const char *name, size_t cap, char **buf, size_t *len,
+    char **cause)
+{
+	struct stat sb;
+	size_t off = 0;
+	ssize_t n;
+	int fd;
+
+	*buf = NULL;
+	if ((fd = fetch_open_regular(dfd, name, &sb)) == -1) {
+		if (errno == ENOENT)
+			return 1;
+		return cause_set(cause, "mirror: %s: %s", name, errno == EINVAL ||
+		    errno == ELOOP ? "not a regular file" : strerror(errno));
+	}
+	if ((uint64_t)sb.st_size > cap) {
+		close(fd);
+		return cause_set(cause, "mirror: %s: larger than %zu bytes", name, cap);
+	}
+	*buf = xmalloc(cap + 1);
+	while (off <= cap) {
+		n = read(fd, *buf + off, cap + 1 - off);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		off += (size_t)n;
+	}
+	close(fd);
+	if (off > cap) {
+		free(*buf);
+		*buf = NULL;
+		return cause_set(cause, "mirror: %s: larger than %zu bytes", name, cap);
+	}
+	(*buf)[off] = '\0';
+	*len = off;
+	return 0;
+}
+
+int
+mirror_read_ref(const char *dir, const char *refname, char hex[41], char **cause)
+{
+	char *copy = NULL, *comp, *next, *buf = NULL, *line, *end, esc[128];
+	size_t len, nlen = strlen(refname);
+	int dfd, sub, ret = -1, rc, missing = 0;
+
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(cause, "mirror %s: %s", dir, strerror(errno));
+	copy = xstrdup(refname);
+	/* The loose ref: every directory opened without following symlinks. */
+	sub = dup(dfd);
+	for (comp = copy; sub != -1 && (next = strchr(comp, '/')) != NULL;
+	    comp = next + 1) {
+		int d;
+
+		*next = '\0';
+		d = openat(sub, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (d == -1 && errno != ENOENT) {
+			cause_set(cause, "mirror: `%s' in %s is not a directory", comp,
+			    refname);
+			close(sub);
+			goto cleanup;
+		}
+		close(sub);
+		sub = d;
+	}
+	if (sub != -1) {
+		rc = fetch_read_small(sub, comp, REF_FILE_MAX, &buf, &len, cause);
+		close(sub);
+		if (rc == -1)
+			goto cleanup;
+		if (rc == 0) {
+			if (len >= 4 && strncmp(buf, "ref:", 4) == 0) {
+				cause_set(cause, "mirror: %s is a symbolic ref: refused",
+				    refname);
+				goto cleanup;
+			}
+			if (len > 0 && buf[len - 1] == '\n')
+				len--;
+			if (!fetch_is_hex(buf, len)) {
+				log_escape(esc, sizeof(esc), buf, len > 60 ? 60 : len);
+				cause_set(cause, "mirror: %s: not an object id: \"%s\"",
+				    refname, esc);
+				goto cleanup;
+			}
+			memcpy(hex, buf, 40);
+			hex[40] = '\0';
+			ret = 0;
+			goto cleanup;
+		}
+		free(buf);
+		buf = NULL;
+	}
+	/* packed-refs: "<40 hex> <name>\n" lines; '#' and '^' lines skipped. */
+	rc = fetch_read_small(dfd, "packed-refs", PACKED_REFS_MAX, &buf, &len, cause);
+	if (rc == -1)
+		goto cleanup;
+	if (rc == 1)
+		missing = 1;
+	for (line = buf; !missing && line != NULL && line < buf + len; line = end) {
+		if ((end = memchr(line, '\n', (size_t)(buf + len - line))) != NULL)
+			*end++ = '\0';
+		if (strlen(line) == 41 + nlen && line[40] == ' ' &&
+		    strcmp(line + 41, refname) == 0 && fetch_is_hex(line, 40)) {
+			memcpy(hex, line, 40);
+			hex[40] = '\0';
+			ret = 0;
+			goto cleanup;
+		}
+	}
+	cause_set(cause, "mirror has no %s", refname);
+cleanup:
+	close(dfd);
+	free(copy);
+	free(buf);
+	return ret;
+}
+
+/* ---- copying the guest's object files ------------------------------------ */
+
+struct snap {
+	uint64_t bytes, max_bytes;
+	size_t files;
+	char **cause;
+};
+
+static int
+fetch_copy_file(struct snap *s, int sdfd, int ddfd, const char *name, const char *what)
+{
+	struct stat sb;
+	char buf[65536];
+	ssize_t n;
+	int in, out = -1, ret = -1;
+
+	if ((in = fetch_open_regular(sdfd, name, &sb)) == -1)
+		return cause_set(s->cause, "mirror: objects/%s/%s: %s", what, name,
+		    errno == EINVAL || errno == ELOOP ? "not a regular file (symlink?)" :
+		    strerror(errno));
+	if (++s->files > FETCH_MAX_FILES) {
+		cause_set(s->cause, "mirror: more than %d object files", FETCH_MAX_FILES);
+		goto cleanup;
+	}
+	if ((out = openat(ddfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+	    O_CLOEXEC, 0444)) == -1) {
+		cause_set(s->cause, "copy %s: %s", name, strerror(errno));
+		goto cleanup;
+	}
+	for (;;) {
+		n = read(in, buf, sizeof(buf));
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == -1) {
+			cause_set(s->cause, "mirror: %s: %s", name, strerror(errno));
+			goto cleanup;
+		}
+		if (n == 0)
+			break;
+		s->bytes += (uint64_t)n;
+		if (s->bytes > s->max_bytes) {
+			cause_set(s->cause, "mirror: object files larger than %llu bytes "
+			    "in all", (unsigned long long)s->max_bytes);
+			goto cleanup;
+		}
+		if (write(out, buf, (size_t)n) != n) {
+			cause_set(s->cause, "copy %s: %s", name, strerror(errno));
+			goto cleanup;
+		}
+	}
+	ret = 0;
+cleanup:
+	close(in);
+	if (out != -1)
+		close(out);
+	return ret;
+}
+
+static int
+fetch_is_pack_name(const char *n)
+{
+	size_t len = strlen(n);
+
+	if (len != 50 && len != 49)
+		return 0;
+	if (strncmp(n, "pack-", 5) != 0 || !fetch_is_hex(n + 5, 40))
+		return 0;
+	return strcmp(n + 45, ".pack") == 0 || strcmp(n + 45, ".idx") == 0;
+}
+
+/* Copy the entries of sub-directory sub of objects (fd odfd) that match. */
+static int
+fetch_copy_dir(struct snap *s, int odfd, const char *sub, int ddfd, int pack)
+{
+	DIR *d = NULL;
+	struct dirent *de;
+	int sfd, dfd = -1, ret = -1;
+
+	if ((sfd = openat(odfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(s->cause, "mirror: objects/%s is not a directory "
+		    "(symlink?)", sub);
+	if ((d = fdopendir(sfd)) == NULL) {
+		close(sfd);
+		return cause_set(s->cause, "mirror: objects/%s: %s", sub, strerror(errno));
+	}
+	while ((de = readdir(d)) != NULL) {
+		if (pack ? !fetch_is_pack_name(de->d_name) :
+		    !(strlen(de->d_name) == 38 &&
+		    strspn(de->d_name, "0123456789abcdef") == 38))
+			continue;
+		if (dfd == -1) {
+			if (mkdirat(ddfd, sub, 0700) == -1 ||
+			    (dfd = openat(ddfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+			    O_CLOEXEC)) == -1) {
+				cause_set(s->cause, "snapshot %s: %s", sub, strerror(errno));
+				goto cleanup;
+			}
+		}
+		if (fetch_copy_file(s, dirfd(d), dfd, de->d_name, sub) != 0)
+			goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	if (dfd != -1)
+		close(dfd);
+	closedir(d);
+	return ret;
+}
+
+/* Copy mirror/objects' object files into dst (an empty dir). */
+static int
+fetch_snapshot(const char *mirror, const char *dst, uint64_t max_bytes, char **cause)
+{
+	struct snap s = { .max_bytes = max_bytes, .cause = cause };
+	DIR *d = NULL;
+	struct dirent *de;
+	int mfd, ofd = -1, ddfd = -1, ret = -1;
+
+	if ((mfd = open(mirror, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(cause, "mirror %s: %s", mirror, strerror(errno));
+	ofd = openat(mfd, "objects", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	close(mfd);
+	if (ofd == -1)
+		return cause_set(cause, "mirror: objects is not a directory (symlink?): %s",
+		    strerror(errno));
+	if ((ddfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
+		cause_set(cause, "%s: %s", dst, strerror(errno));
+		goto cleanup;
+	}
+	if ((d = fdopendir(dup(ofd))) == NULL) {
+		cause_set(cause, "mirror objects: %s", strerror(errno));
+		goto cleanup;
+	}
+	while ((de = readdir(d)) != NULL) {
+		const char *n = de->d_name;
+
+		if (strlen(n) == 2 && strspn(n, "0123456789abcdef") == 2) {
+			if (fetch_copy_dir(&s, ofd, n, ddfd, 0) != 0)
+				goto cleanup;
+		} else if (strcmp(n, "pack") == 0) {
+			if (fetch_copy_dir(&s, ofd, n, ddfd, 1) != 0)
+				goto cleanup;
+		}
+		/* info/ (alternates, packs, commit-graph) and the rest: ignored. */
+	}
+	log_debug("copied %zu object files, %llu bytes, from the mirror", s.files,
+	    (unsigned long long)s.bytes);
+	ret = 0;
+cleanup:
+	if (d != NULL)
+		closedir(d);
+	if (ddfd != -1)
+		close(ddfd);
+	close(ofd);
+	return ret;
+}
+
+/* ---- the pack builder child ---------------------------------------------- */
+
+static int
+fetch_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, p, len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int
+fetch_pack_cb(void *buf, size_t size, void *payload)
+{
+	return fetch_write_all(*(int *)payload, buf, size) == 0 ? 0 : -1;
+}
+
+static void __attribute__((noreturn))
+fetch_child_fail(int efd, const char *what)
+{
+	const git_error *e = git_error_last();
+	char msg[CHILD_ERR_MAX];
+	int n;
+
+	n = snprintf(msg, sizeof(msg), "%s: %s", what,
+	    e != NULL && e->message != NULL ? e->message : "failed");
+	if (n > 0)
+		(void)fetch_write_all(efd, msg, (size_t)n < sizeof(msg) ? (size_t)n :
+		    sizeof(msg) - 1);
+	_exit(1);
+}
+
+static void __attribute__((noreturn))
+fetch_child(int pfd, int efd, const char *snap, const char *host_objects,
+    const git_oid *tip, const git_oid *hide, size_t nhide, unsigned cpu_s)
+{
+	struct rlimit rl;
+	git_odb *odb = NULL;
+	git_odb_backend *b;
+	git_repository *r = NULL;
+	git_object *o = NULL;
+	git_revwalk *w = NULL;
+	git_packbuilder *pb = NULL;
+	size_t i;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	signal(SIGXFSZ, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	rl.rlim_cur = rl.rlim_max = 0;
+	setrlimit(RLIMIT_FSIZE, &rl);		/* writes no file */
+	setrlimit(RLIMIT_CORE, &rl);
+	rl.rlim_cur = rl.rlim_max = cpu_s;
+	setrlimit(RLIMIT_CPU, &rl);
+	rl.rlim_cur = rl.rlim_max = CHILD_MEM_MAX;
+	setrlimit(RLIMIT_AS, &rl);
+	git_libgit2_opts(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(1ULL << 30));
+
+	if (git_odb_new(&odb) < 0)
+		fetch_child_fail(efd, "odb");
+	if (git_odb_backend_loose(&b, snap, -1, 0, 0, 0) < 0 ||
+	    git_odb_add_backend(odb, b, 3) < 0 ||
+	    git_odb_backend_pack(&b, snap) < 0 || git_odb_add_backend(odb, b, 2) < 0)
+		fetch_child_fail(efd, "guest objects");
+	/* The host's own objects (trusted) complete the history. */
+	if (git_odb_add_disk_alternate(odb, host_objects) < 0)
+		fetch_child_fail(efd, "host objects");
+	if (git_repository_wrap_odb(&r, odb) < 0)
+		fetch_child_fail(efd, "repository");
+	if (git_object_lookup(&o, r, tip, GIT_OBJECT_COMMIT) < 0)
+		fetch_child_fail(efd, "the sandbox branch's commit");
+	if (git_revwalk_new(&w, r) < 0 || git_revwalk_push(w, tip) < 0)
+		fetch_child_fail(efd, "walk");
+	for (i = 0; i < nhide; i++)
+		if (git_revwalk_hide(w, &hide[i]) < 0)
+			git_error_clear();
+	if (git_packbuilder_new(&pb, r) < 0)
+		fetch_child_fail(efd, "pack");
+	git_packbuilder_set_threads(pb, 1);
+	if (git_packbuilder_insert_walk(pb, w) < 0)
+		fetch_child_fail(efd, "walk");
+	if (git_packbuilder_foreach(pb, fetch_pack_cb, &pfd) < 0)
+		fetch_child_fail(efd, "pack");
+	close(pfd);
+	_exit(0);
+}
+
+/*
+ * Run the child and index its pack into the host (verify=1).  The host
+ * gains objects only if the whole pack arrived and verified.
+ */
+static int
+fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
+    const git_oid *hide, size_t nhide, int timeout_ms, size_t *nobjects,
+    char **cause)
+{
+	git_indexer *ix = NULL;
+	git_indexer_options io;
+	git_indexer_progress prog;
+	git_odb *hodb = NULL;
+	struct pollfd pfd[2];
+	char *host_objects = NULL, *packdir = NULL, buf[65536], err[CHILD_ERR_MAX],
+	    esc[CHILD_ERR_MAX * 4];
+	size_t errlen = 0;
+	int p[2] = { -1, -1 }, e[2] = { -1, -1 }, ret = -1, st, open_p = 1, open_e = 1;
+	int64_t deadline;
+	ssize_t n;
+	pid_t pid = -1;
+
+	memset(&prog, 0, sizeof(prog));
+	git_indexer_options_init(&io, GIT_INDEXER_OPTIONS_VERSION);
+	xasprintf(&host_objects, "%sobjects", git_repository_commondir(host));
+	xasprintf(&packdir, "%s/pack", host_objects);
+	if (git_repository_odb(&hodb, host) < 0) {
+		fetch_git_cause(cause, "host odb");
+		goto cleanup;
+	}
+	io.verify = 1;
+	if (git_indexer_new(&ix, packdir, 0, hodb, &io) < 0) {
+		fetch_git_cause(cause, packdir);
+		goto cleanup;
+	}
+	if (pipe2(p, O_CLOEXEC) == -1 || pipe2(e, O_CLOEXEC) == -1) {
+		cause_set(cause, "pipe: %s", strerror(errno));
+		goto cleanup;
+	}
+	deadline = util_mono_ms() + timeout_ms;
+	if ((pid = fork()) == -1) {
+		cause_set(cause, "fork: %s", strerror(errno));
+		goto cleanup;
+	}
+	if (pid == 0) {
+		close(p[0]);
+		close(e[0]);
+		fetch_child(p[1], e[1], snap, host_objects, tip, hide, nhide,
+		    (unsigned)(timeout_ms / 1000 + 1));
+	}
+	close(p[1]);
+	close(e[1]);
+	p[1] = e[1] = -1;
+	while (open_p || open_e) {
+		int64_t left = deadline - util_mono_ms();
+
+		if (left <= 0) {
+			cause_set(cause, "building the pack took longer than %d s: "
+			    "stopped", timeout_ms / 1000);
+			goto cleanup;
+		}
+		pfd[0].fd = open_p ? p[0] : -1;
+		pfd[0].events = POLLIN;
+		pfd[1].fd = open_e ? e[0] : -1;
+		pfd[1].events = POLLIN;
+		if (poll(pfd, 2, (int)left) == -1) {
+			if (errno == EINTR)
+				continue;
+			cause_set(cause, "poll: %s", strerror(errno));
+			goto cleanup;
+		}
+		if (pfd[0].revents) {
+			n = read(p[0], buf, sizeof(buf));
+			if (n > 0) {
+				if (git_indexer_append(ix, buf, (size_t)n, &prog) < 0) {
+					fetch_git_cause(cause, "received pack");
+					goto cleanup;
+				}
+			} else if (n == 0 || errno != EINTR)
+				open_p = 0;
+		}
+		if (pfd[1].revents) {
+			n = read(e[0], err + errlen, sizeof(err) - 1 - errlen);
+			if (n > 0)
+				errlen += (size_t)n;
+			else if (n == 0 || errno != EINTR || errlen == sizeof(err) - 1)
+				open_e = 0;
+		}
+	}
+	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
+		;
+	pid = -1;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		log_escape(esc, sizeof(esc), err, errlen);
+		if (errlen > 0)
+			cause_set(cause, "reading the mirror: %s", esc);
+		else if (WIFSIGNALED(st))
+			cause_set(cause, "reading the mirror: pack builder killed by "
+			    "signal %d (CPU or memory limit?)", WTERMSIG(st));
+		else
+			cause_set(cause, "reading the mirror: pack builder failed");
+		goto cleanup;
+	}
+	if (git_indexer_commit(ix, &prog) < 0) {
+		fetch_git_cause(cause, "received pack");
+		goto cleanup;
+	}
+	*nobjects = prog.indexed_objects;
+	ret = 0;
+cleanup:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
+			;
+	}
+	if (p[0] != -1)
+		close(p[0]);
+	if (p[1] != -1)
+		close(p[1]);
+	if (e[0] != -1)
+		close(e[0]);
+	if (e[1] != -1)
+		close(e[1]);
+	git_indexer_free(ix);	/* an uncommitted pack is removed */
+	git_odb_free(hodb);
+	free(host_objects);
+	free(packdir);
+	return ret;
+}
+
+/* ---- summary ------------------------------------------------------------- */
+
+/* Commits in tip ^hide (hide may be NULL); up to LOG_MAX lines into res. */
+static int
+fetch_count(git_repository *r, const git_oid *tip, const git_oid *hide,
+    size_t *count, struct mirror_fetch_result *res)
+{
+	git_revwalk *w = NULL;
+	git_commit *c = NULL;
+	git_oid oid;
+	char sh[8], esc[256], *line;
+	const char *s;
+	int ret = -1;
+
+	*count = 0;
+	if (git_revwalk_new(&w, r) < 0 || git_revwalk_push(w, tip) < 0)
+		goto cleanup;
+	if (hide != NULL && git_revwalk_hide(w, hide) < 0)
+		goto cleanup;
+	git_revwalk_sorting(w, GIT_SORT_TOPOLOGICAL);
+	while (git_revwalk_next(&oid, w) == 0) {
+		(*count)++;
+		if (res == NULL || res->nlog >= LOG_MAX)
+			continue;
+		if (git_commit_lookup(&c, r, &oid) < 0)
+			continue;
+		s = git_commit_summary(c);
+		log_escape(esc, sizeof(esc), s != NULL ? s : "", s != NULL ?
+		    strlen(s) > 60 ? 60 : strlen(s) : 0);
+		git_oid_tostr(sh, sizeof(sh), &oid);
+		xasprintf(&line, "%s %s", sh, esc);
+		res->log = xrealloc(res->log, (res->nlog + 1) * sizeof(*res->log));
+		res->log[res->nlog++] = line;
+		git_commit_free(c);
+		c = NULL;
+	}
+	ret = 0;
+cleanup:
+	git_error_clear();
+	git_revwalk_free(w);
+	return ret;
+}
+
+static void
+fetch_files(git_repository *r, const git_oid *from, const git_oid *to, size_t *n)
+{
+	git_commit *a = NULL, *b = NULL;
+	git_tree *ta = NULL, *tb = NULL;
+	git_diff *d = NULL;
+
+	*n = 0;
+	if (git_commit_lookup(&a, r, from) == 0 && git_commit_lookup(&b, r, to) == 0 &&
+	    git_commit_tree(&ta, a) == 0 && git_commit_tree(&tb, b) == 0 &&
+	    git_diff_tree_to_tree(&d, r, ta, tb, NULL) == 0)
+		*n = git_diff_num_deltas(d);
+	git_error_clear();
+	git_diff_free(d);
+	git_tree_free(ta);
+	git_tree_free(tb);
+	git_commit_free(a);
+	git_commit_free(b);
+}
+
+void
+mirror_fetch_result_clear(struct mirror_fetch_result *res)
+{
+	size_t i;
+
+	if (res == NULL)
+		return;
+	for (i = 0; i < res->nlog; i++)
+		free(res->log[i]);
+	free(res->log);
+	memset(res, 0, sizeof(*res));
+}
+
+struct hide_ctx {
+	git_repository *r;
+	git_oid *oids;
+	size_t n;
+};
+
+static int
+fetch_hide_cb(git_reference *ref, void *payload)
+{
+	struct hide_ctx *h = payload;
+	git_object *o = NULL;
+
+	if (git_reference_peel(&o, ref, GIT_OBJECT_COMMIT) == 0) {
+		h->oids = xrealloc(h->oids, (h->n + 1) * sizeof(*h->oids));
+		git_oid_cpy(&h->oids[h->n++], git_object_id(o));
+	}
+	git_error_clear();
+	git_object_free(o);
+	git_reference_free(ref);
+	return 0;
+}
+
+int
+mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
+    char **cause)
+{
+	struct mirror_state st;
+	git_repository *r = NULL;
+	git_reference *ref = NULL;
+	git_odb *odb = NULL;
+	git_commit *c = NULL;
+	struct hide_ctx h = { 0 };
+	git_oid tip, old, seed, base;
+	const char *ns = o->ns != NULL ? o->ns : "ksb";
+	char *mdir = NULL, *branch = NULL, *snap = NULL, *snapobj = NULL;
+	int ret = -1, have_old = 0, have_seed;
+
+	mirror_global_init();
+	memset(res, 0, sizeof(*res));
+	memset(&st, 0, sizeof(st));
+	if (!util_valid_id(o->id))
+		return cause_set(cause, "invalid instance ID `%s'", o->id);
+	if (*ns == '\0' || strlen(ns) > 64 || ns[0] == '.' ||
+	    strspn(ns, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789_-") != strlen(ns))
+		return cause_set(cause, "invalid namespace `%s' ([A-Za-z0-9_-]{1,64})", ns);
+	snprintf(res->refname, sizeof(res->refname), "refs/remotes/%s/%s", ns, o->id);
+	if (mirror_state_read(o->instance_dir, &st, cause) != 0)
+		return -1;
+	memcpy(res->seed, st.seed, sizeof(res->seed));
+	if (git_repository_open_ext(&r, o->repo != NULL ? o->repo : st.gitdir,
+	    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
+		fetch_git_cause(cause, o->repo != NULL ? o->repo : st.gitdir);
+		goto cleanup;
+	}
+	if (git_repository_odb(&odb, r) < 0) {
+		fetch_git_cause(cause, "odb");
+		goto cleanup;
+	}
+
+	xasprintf(&mdir, "%s/%s", o->instance_dir, MIRROR_DIR);
+	xasprintf(&branch, "refs/heads/sandbox/%s", o->id);
+	if (mirror_read_ref(mdir, branch, res->tip, cause) != 0)
+		goto cleanup;
+	git_oid_fromstr(&tip, res->tip);
+	git_oid_fromstr(&seed, st.seed);
+	git_oid_fromstr(&base, st.base[0] ? st.base : st.seed);
+
+	if (git_reference_lookup(&ref, r, res->refname) == 0 &&
+	    git_reference_type(ref) == GIT_REFERENCE_DIRECT) {
+		git_oid_cpy(&old, git_reference_target(ref));
+		git_oid_tostr(res->old, sizeof(res->old), &old);
+		have_old = 1;
+	}
+	git_reference_free(ref);
+	ref = NULL;
+	git_error_clear();
+	if ((have_old && git_oid_equal(&old, &tip)) ||
+	    (!have_old && git_oid_equal(&seed, &tip))) {
+		ret = 0;	/* nothing new */
+		goto cleanup;
+	}
+
+	if (!git_odb_exists(odb, &tip)) {
+		/* What the host already has: its refs and HEAD. */
+		h.r = r;
+		if (git_reference_foreach(r, fetch_hide_cb, &h) < 0)
+			git_error_clear();
+		if (git_reference_lookup(&ref, r, "HEAD") == 0)
+			fetch_hide_cb(ref, &h);
+		ref = NULL;
+		git_error_clear();
+		xasprintf(&snap, "%sksb-fetch-XXXXXX", git_repository_commondir(r));
+		if (mkdtemp(snap) == NULL) {
+			cause_set(cause, "%s: %s", snap, strerror(errno));
+			free(snap);
+			snap = NULL;
+			goto cleanup;
+		}
+		xasprintf(&snapobj, "%s/objects", snap);
+		if (mkdir(snapobj, 0700) != 0) {
+			cause_set(cause, "%s: %s", snapobj, strerror(errno));
+			goto cleanup;
+		}
+		if (fetch_snapshot(mdir, snapobj, o->max_bytes ? o->max_bytes :
+		    FETCH_MAX_BYTES, cause) != 0)
+			goto cleanup;
+		if (fetch_transfer(r, snapobj, &tip, h.oids, h.n, o->timeout_ms > 0 ?
+		    o->timeout_ms : FETCH_TIMEOUT_MS, &res->objects, cause) != 0)
+			goto cleanup;
+	}
+	/* Arrived and verified: it must be a commit in the host now. */
+	if (git_commit_lookup(&c, r, &tip) < 0) {
+		fetch_git_cause(cause, "sandbox branch");
+		goto cleanup;
+	}
+	if (git_reference_create(&ref, r, res->refname, &tip, 1,
+	    "ksbctl fetch") < 0) {
+		fetch_git_cause(cause, res->refname);
+		goto cleanup;
+	}
+	res->updated = 1;
+	ret = 0;
+cleanup:
+	if (ret == 0) {
+		have_seed = git_odb_exists(odb, &seed);
+		if (!have_seed && git_odb_exists(odb, &base)) {
+			git_oid_cpy(&seed, &base);
+			have_seed = 1;
+		}
+		if (have_old)
+			fetch_count(r, &tip, &old, &res->since_old, res);
+		fetch_count(r, &tip, have_seed ? &seed : NULL, &res->ahead,
+		    have_old ? NULL : res);
+		if (have_seed)
+			fetch_files(r, &seed, &tip, &res->files);
+	}
+	if (snap != NULL && util_rmtree(snap) != 0)
+		log_warn("removing %s", snap);
+	git_commit_free(c);
+	git_reference_free(ref);
+	git_odb_free(odb);
+	git_repository_free(r);
+	mirror_state_clear(&st);
+	free(h.oids);
+	free(mdir);
+	free(branch);
+	free(snap);
+	free(snapobj);
+	return ret;
+}

@@ -1,0 +1,135 @@
+#!/bin/bash
+# lease.sh: registrations as leases, restart reconciliation and control
+# socket credentials, against the real ksb-gatewayd in its own namespaces
+# (tests/lib.sh).  tests/integration/fakerun.py stands in for ksb-run: it
+# REGISTERs, keeps the tap fd (as QEMU would) and RESUMEs after a restart.
+#   - the lease: kill -9 of the holder removes the guest from the sets
+#     and its tap within a second (measured);
+#   - kill -9 of the gateway: tables and elements stay (fail closed);
+#   - restart: the resuming instance is re-adopted with its tap, one whose
+#     holder died is forgotten, a stray tap on the bridge is deleted, one
+#     that never resumes is dropped after the grace period; the sets hold
+#     exactly the expected guests;
+#   - SO_PEERCRED: nobody may LIST but not REGISTER; control-group may.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+for c in python3 setpriv; do
+	command -v "$c" >/dev/null || ksb_skip "needs $c"
+done
+python3 -c 'import socket; socket.recv_fds' 2>/dev/null || ksb_skip "needs Python >= 3.9"
+getent group users >/dev/null || ksb_skip "needs the group \`users'"
+# setpriv users need an interpreter they can run (not a per-user shim).
+SYSPY=/usr/bin/python3
+[ -x "$SYSPY" ] || ksb_skip "needs /usr/bin/python3"
+ksb_env
+echo "control-group = users" >> "$T/ksb.conf"
+cp "$KSB_SRCDIR/tests/integration/fakerun.py" "$T/fakerun.py"
+chmod 644 "$T/fakerun.py"
+ksb_gateway
+
+npass=0
+pass() { npass=$((npass + 1)); echo "ok $npass - $*"; }
+must() { local d=$1; shift; if "$@"; then pass "$d"; else ksb_fail "$d"; fi; }
+mustnot() { local d=$1; shift; if "$@"; then ksb_fail "$d (should fail)"; else pass "$d"; fi; }
+gwns() { ip netns exec "$GW" "$@"; }
+
+# fake ID MODE: start a fake ksb-run, wait for its REGISTER reply.
+fake() {
+	ip netns exec "$GW" python3 "$T/fakerun.py" "$T/gateway.sock" "$1" default "$2" \
+		> "$T/$1.log" 2>&1 &
+	eval "pid_$(echo "$1" | tr - _)=$!"
+	KSB_PIDS="$KSB_PIDS $!"
+	wait_line "$T/$1.log" '^OK tap=' || ksb_fail "REGISTER $1: $(cat "$T/$1.log")"
+}
+# wait_line FILE PATTERN [N]: until FILE has N (1) lines matching, <= 15 s.
+wait_line() {
+	local i
+	for i in $(seq 150); do
+		[ "$(grep -c -- "$2" "$1" 2>/dev/null)" -ge "${3:-1}" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# until CMD...: until CMD succeeds, <= 5 s.
+until_ok() { local i; for i in $(seq 50); do "$@" && return 0; sleep 0.1; done; return 1; }
+tap_of() { sed -n 's/^OK tap=\([^ ]*\) .*/\1/p' "$T/$1.log" | head -n 1; }
+ip_of() { sed -n 's/^OK .* ip=\([0-9.]*\)\/.*/\1/p' "$T/$1.log" | head -n 1; }
+inet_set() { gwns nft list set inet ksb guests | tr -d '\n\t' | sed -n 's/.*elements = { \([^}]*\) }.*/\1/p'; }
+# as_user LINE SETPRIV-OPTIONS...: send LINE as that user, print the reply.
+as_user() { local l=$1; shift; gwns setpriv "$@" "$SYSPY" "$T/fakerun.py" "$T/gateway.sock" - - send "$l"; }
+
+# ---- control socket credentials ---------------------------------------------
+as_user "REGISTER nob default" --reuid=65534 --regid=65534 --clear-groups > "$T/nobody" 2>&1 || true
+must "nobody may not REGISTER: clear refusal" grep -q "^ERR permission denied: REGISTER needs root or group \`users'" "$T/nobody"
+as_user "LIST" --reuid=65534 --regid=65534 --clear-groups > "$T/nobody" 2>&1 || true
+must "nobody may LIST" grep -q "^END" "$T/nobody"
+must "ksbctl list works as nobody" gwns setpriv --reuid=65534 --regid=65534 --clear-groups \
+	"$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" list
+as_user "RELOAD" --reuid=65534 --regid=65534 --clear-groups > "$T/nobody" 2>&1 || true
+must "nobody may not RELOAD" grep -q "^ERR permission denied" "$T/nobody"
+gid=$(getent group users | cut -d: -f3)
+as_user "REGISTER grp1 default" --reuid=65534 --regid=65534 --groups="$gid" > "$T/grp" 2>&1 || true
+must "a supplementary member of control-group may REGISTER" grep -q "^OK tap=.* fds=1" "$T/grp"
+as_user "REGISTER grp2 default" --reuid=65534 --regid="$gid" --clear-groups > "$T/grp" 2>&1 || true
+must "a primary member of control-group may REGISTER" grep -q "^OK tap=.* fds=1" "$T/grp"
+must "their leases ended with their connections" test -z "$(inet_set)"
+
+# ---- the lease ----------------------------------------------------------------
+fake lease-a resume
+fake lease-b hold
+fake lease-c resume
+fake lease-d hold
+ipd=$(ip_of lease-d)
+must "four guests in the inet set" test "$(inet_set | tr ',' '\n' | grep -c .)" = 4
+must "four rows in the state database" test "$(sqlite3 -cmd '.timeout 5000' "$T/state/state.db" 'SELECT count(*) FROM instances')" = 4
+t0=$(date +%s%N)
+kill -9 "$pid_lease_d"
+for i in $(seq 300); do
+	inet_set | grep -qw "$ipd" || break
+	sleep 0.01
+done
+t1=$(date +%s%N)
+ms=$(( (t1 - t0) / 1000000 ))
+echo "# lease: guest removed from the sets ${ms} ms after kill -9 of its holder"
+must "lease loss within a second (${ms} ms)" test "$ms" -lt 1000
+must "its tap is gone" until_ok sh -c "! ip netns exec $GW ip link show $(tap_of lease-d) 2>/dev/null"
+no_row() { test "$(sqlite3 -cmd '.timeout 5000' "$T/state/state.db" "SELECT count(*) FROM instances WHERE id = '$1'")" = 0; }
+must "its state row is gone" until_ok no_row lease-d
+
+# ---- kill -9 of the gateway: fail closed ---------------------------------------
+kill -9 "$KSB_GATEWAY_PID"
+wait "$KSB_GATEWAY_PID" 2>/dev/null || true
+must "tables stay after kill -9" gwns nft list table inet ksb
+must "elements stay (nothing listens on the proxy port)" test "$(inet_set | tr ',' '\n' | grep -c .)" = 3
+mustnot "nothing listens on 10.77.0.1:3128" sh -c "ip netns exec $GW ss -Hltn 'sport = :3128' | grep -q LISTEN"
+must "the holders noticed" wait_line "$T/lease-a.log" '^lost the gateway'
+kill -9 "$pid_lease_c"		# dies while the gateway is down
+gwns ip tuntap add ksbt99 mode tap
+gwns ip link set ksbt99 master ksb0
+: > "$T/gatewayd.log.1"; cp "$T/gatewayd.log" "$T/gatewayd.log.1"
+rm -f "$T/gateway.sock"
+
+# ---- restart ------------------------------------------------------------------
+ksb_gateway
+as_user "RESUME lease-b $(tap_of lease-b)" --reuid=0 --regid=0 --keep-groups > "$T/steal" 2>&1 || true
+must "RESUME by another process refused" grep -q "^ERR instance lease-b was registered by another process" "$T/steal"
+must "lease-a resumed" wait_line "$T/lease-a.log" '^OK tap=.* fds=0'
+must "lease-a keeps its tap" gwns ip link show "$(tap_of lease-a)"
+must "gateway logged the re-adoption" grep -q "re-adopted instance lease-a" "$T/gatewayd.log"
+must "lease-c forgotten (its ksb-run is gone)" grep -q "forgetting instance lease-c.*ksb-run is gone" "$T/gatewayd.log"
+must "stray tap ksbt99 deleted" sh -c "! ip netns exec $GW ip link show ksbt99 2>/dev/null"
+must "sets hold lease-a and lease-b (awaiting resume), nothing else" sh -c \
+	"test \"\$(echo '$(inet_set)' | tr -d ' ' | tr ',' '\n' | sort | paste -sd,)\" = \"\$(printf '%s\n' $(ip_of lease-a) $(ip_of lease-b) | sort | paste -sd,)\""
+must "lease-b dropped after the grace period" wait_line "$T/gatewayd.log" "lease-b was not resumed"
+must "sets now hold exactly lease-a" test "$(inet_set)" = "$(ip_of lease-a)"
+gwns nft list set bridge ksb guests | tr -d '\n\t' > "$T/bset"
+must "bridge set holds exactly lease-a's tap . MAC . IP" grep -qE "elements = \\{ \"$(tap_of lease-a)\" \\. [0-9a-f:]{17} \\. $(ip_of lease-a) \\}" "$T/bset"
+must "lease-b's tap deleted" sh -c "! ip netns exec $GW ip link show $(tap_of lease-b) 2>/dev/null"
+must "state database: lease-a only" test "$(sqlite3 -cmd '.timeout 5000' "$T/state/state.db" 'SELECT group_concat(id) FROM instances')" = lease-a
+must "ksbctl list shows lease-a" sh -c "ip netns exec $GW $KSB_BUILDDIR/ksbctl -f $T/ksb.conf list | grep -q lease-a"
+kill "$pid_lease_a"
+for i in $(seq 100); do [ -z "$(inet_set)" ] && break; sleep 0.05; done
+must "resumed lease ends with its new connection" test -z "$(inet_set)"
+echo "PASS: $npass checks"

@@ -1,0 +1,269 @@
+#!/bin/bash
+# proxy.sh: the CONNECT proxy against hostile and well-behaved "guests"
+# (issue 3).  A real ksb-gatewayd in its own namespace, guests as network
+# namespaces on veths in the bridge ksb0 with addresses leased by REGISTER
+# (tests/integration/ctlhold), a real TLS origin, curl for the well-behaved
+# client and tests/integration/proxy_raw.py for the malformed cases.  Every
+# class checks the answer and the audit row.
+#
+# Phase 1: request parsing, host rules, ClientHello, screening, connect.
+# Phase 2 (gateway restarted with small caps): per-instance concurrency
+# and rate caps (429), slowloris, and a well-behaved guest served meanwhile.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
+ksb_env
+ksb_origin
+
+# Extra upstreams: .3 refuses (RST), .4 drops (connect timeout).
+ip -n "$OR" addr add 10.78.0.3/24 dev ko1
+ip -n "$OR" addr add 10.78.0.4/24 dev ko1
+ip netns exec "$OR" nft -f - <<'NFT'
+table inet ksbtest {
+	chain in {
+		type filter hook input priority 0;
+		ip daddr 10.78.0.3 tcp dport 443 reject with tcp reset
+		ip daddr 10.78.0.4 tcp dport 443 drop
+	}
+}
+NFT
+cat >> "$T/hosts" <<'HOSTS'
+10.78.0.3 refused.test
+10.78.0.3 multi.test
+10.78.0.2 multi.test
+10.78.0.4 blackhole.test
+192.168.7.7 private.test
+127.0.0.1 loop.test
+169.254.169.254 metadata.test
+10.77.0.1 gateway.test
+::ffff:10.78.0.2 mapped.test
+HOSTS
+cat > "$T/policy.d/test.policy" <<'POL'
+profile default {
+    allow allowed.test
+    allow refused.test
+    allow multi.test
+    allow blackhole.test
+    allow private.test
+    allow loop.test
+    allow metadata.test
+    allow gateway.test
+    allow mapped.test
+    allow nxdomain.test
+    allow-address 10.78.0.0/24
+}
+POL
+cp "$T/ksb.conf" "$T/ksb.conf.base"
+cat >> "$T/ksb.conf" <<'CONF'
+header-timeout = 2
+hello-timeout = 2
+connect-timeout = 2
+resolve-timeout = 2
+CONF
+ksb_gateway
+
+fails=0
+pass=0
+check() {
+	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
+	else echo "not ok - $1"; fails=$((fails + 1)); fi
+}
+
+# guest N ID: namespace ksbt-$$-gN on veth kvgN in ksb0 with ID's lease.
+guest() {
+	local n=$1 id=$2 ns=ksbt-$$-g$1 lease
+	ip netns add "$ns" 2>/dev/null || true
+	KSB_NETNS="${KSB_NETNS:-} $ns"
+	mkfifo "$T/hold$n"
+	ip netns exec "$GW" "$HOLD" "$T/gateway.sock" "$id" default \
+		< "$T/hold$n" > "$T/lease$n" 2>&1 &
+	KSB_PIDS="$KSB_PIDS $!"
+	exec {fd}>"$T/hold$n"
+	eval "HOLDFD$n=$fd"
+	for _ in $(seq 1 100); do
+		[ -s "$T/lease$n" ] && break
+		sleep 0.05
+	done
+	lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$n")
+	[ -n "$lease" ] || ksb_fail "REGISTER $id: $(cat "$T/lease$n")"
+	ip link add "kvg$n" netns "$GW" type veth peer name eth0 netns "$ns"
+	ip -n "$GW" link set "kvg$n" master ksb0 up
+	ip -n "$ns" addr add "$lease" dev eth0
+	ip -n "$ns" link set eth0 up
+	ip -n "$ns" link set lo up
+	rm -f "$T/hold$n"
+}
+# unguest N: drop the lease (and the veth).
+unguest() {
+	local fdv
+	eval "fdv=\$HOLDFD$1"
+	exec {fdv}>&-
+	ip -n "$GW" link del "kvg$1" 2>/dev/null || true
+	rm -f "$T/lease$1"
+}
+in_g() { local n=$1; shift; ip netns exec "ksbt-$$-g$n" timeout 30 "$@"; }
+raw() { local n=$1; shift; in_g "$n" python3 "$RAW" 10.77.0.1 3128 "$@"; }
+curl_g() {
+	local n=$1; shift
+	in_g "$n" curl -sS --max-time 20 --proxy http://10.77.0.1:3128 \
+		--cacert "$T/pki/ca.pem" "$@"
+}
+# rows WHERE: count audit rows (polling, bounded: the audit may lag).
+rows() { ksb_sql "SELECT count(*) FROM connections WHERE $1"; }
+row_is() {
+	local want=$1 where=$2 i got
+	for i in $(seq 1 50); do
+		got=$(rows "$where")
+		[ "$got" = "$want" ] && return 0
+		sleep 0.1
+	done
+	echo "# rows($where) = $got, want $want" >&2
+	return 1
+}
+expect() {	# expect WHAT WANT-OUTPUT ROW-WHERE COMMAND...
+	local what=$1 want=$2 where=$3 got
+	shift 3
+	got=$("$@" 2>&1) || true
+	check "$what: '$got'" '[ "$got" = "$want" ]'
+	[ -z "$where" ] || check "$what: audit row" 'row_is 1 "$where"'
+}
+
+guest 1 pg1
+guest 2 pg2
+
+ksb_say "phase 1: request head"
+I="instance = 'pg1'"
+expect "absolute-URI GET -> 405" "status 405 deny method_not_allowed" \
+	"$I AND reason = 'method_not_allowed'" \
+	raw 1 raw 'GET http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n'
+expect "space before colon -> 400" "status 400 deny bad_request" "" \
+	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nHost : x\r\n\r\n'
+expect "bare CR -> 400" "status 400 deny bad_request" "" \
+	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nX-A: a\rb\r\n\r\n'
+expect "NUL -> 400" "status 400 deny bad_request" "" \
+	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nX-A: a\x00b\r\n\r\n'
+expect "obs-fold -> 400" "status 400 deny bad_request" "" \
+	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nX-A: a\r\n b\r\n\r\n'
+expect "duplicate Host -> 400" "status 400 deny bad_request" "" \
+	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n'
+expect "body -> 400" "status 400 deny bad_request" "" \
+	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc'
+check "five more 400 rows" 'row_is 6 "$I AND reason = '"'"'bad_request'"'"'"'
+expect "HTTP/2.0 -> 505" "status 505 deny version_not_supported" "" \
+	raw 1 raw 'CONNECT allowed.test:443 HTTP/2.0\r\n\r\n'
+expect "9 KiB head -> 431" "status 431 deny header_too_large" \
+	"$I AND reason = 'header_too_large'" raw 1 big 9000
+expect "silent guest -> 408" "status 408 deny header_timeout" \
+	"$I AND reason = 'header_timeout'" raw 1 silent
+
+ksb_say "phase 1: host rules"
+expect "not in allowlist -> 403" "status 403 deny not_in_allowlist" \
+	"$I AND host = 'denied.test' AND reason = 'not_in_allowlist'" \
+	raw 1 raw 'CONNECT denied.test:443 HTTP/1.1\r\n\r\n'
+expect "apex/subdomain not implied -> 403" "status 403 deny not_in_allowlist" "" \
+	raw 1 raw 'CONNECT www.allowed.test:443 HTTP/1.1\r\n\r\n'
+expect "wrong port -> 403" "status 403 deny not_in_allowlist" "" \
+	raw 1 raw 'CONNECT allowed.test:8443 HTTP/1.1\r\n\r\n'
+expect "decimal IP literal -> 403" "status 403 deny ip_literal" \
+	"$I AND host = '10.78.0.2' AND reason = 'ip_literal'" \
+	raw 1 raw 'CONNECT 172883970:443 HTTP/1.1\r\n\r\n'
+expect "hex dotted literal -> 403" "status 403 deny ip_literal" "" \
+	raw 1 raw 'CONNECT 0xa.78.0.2:443 HTTP/1.1\r\n\r\n'
+expect "[::1] -> 403" "status 403 deny ip_literal" "" \
+	raw 1 raw 'CONNECT [::1]:443 HTTP/1.1\r\n\r\n'
+expect "IPv4-mapped literal -> 403" "status 403 deny ip_literal" "" \
+	raw 1 raw 'CONNECT [::ffff:10.78.0.2]:443 HTTP/1.1\r\n\r\n'
+expect "percent-encoding -> 400" "status 400 deny bad_host" \
+	"$I AND reason = 'bad_host'" \
+	raw 1 raw 'CONNECT allowed%2etest:443 HTTP/1.1\r\n\r\n'
+expect "non-ASCII -> 400" "status 400 deny bad_request" "" \
+	raw 1 raw 'CONNECT allow\xc3\xa9d.test:443 HTTP/1.1\r\n\r\n'
+check "answers never echo the guest's bytes" \
+	'! raw 1 raw "CONNECT <script>:443 HTTP/1.1\r\n\r\n" | grep -q script'
+
+ksb_say "phase 1: allowed tunnels and the ClientHello"
+got=$(curl_g 1 https://allowed.test/index.txt 2>&1) || true
+check "curl through the tunnel: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+check "allow row with SNI, upstream and bytes" \
+	'row_is 1 "$I AND host = '"'"'allowed.test'"'"' AND decision = '"'"'allow'"'"' AND sni = '"'"'allowed.test'"'"' AND upstream_addr = '"'"'10.78.0.2'"'"' AND bytes_down > 0 AND close_reason IS NOT NULL"'
+expect "ClientHello in 1-byte TCP writes" "tls $ORIGIN_BODY" "" \
+	raw 1 tls allowed.test allowed.test "$T/pki/ca.pem" 1
+expect "request and ClientHello pipelined in one write" "tls $ORIGIN_BODY" "" \
+	raw 1 tls allowed.test allowed.test "$T/pki/ca.pem" 0 pipeline
+expect "SNI mismatch" "closed" \
+	"$I AND host = 'allowed.test' AND sni = 'denied.test' AND reason = 'sni_mismatch'" \
+	raw 1 tls allowed.test denied.test "$T/pki/ca.pem"
+expect "no SNI" "closed" "$I AND reason = 'sni_missing'" \
+	raw 1 tls allowed.test - -
+expect "non-TLS bytes after the 200" "closed" "$I AND reason = 'not_tls'" \
+	raw 1 bytes allowed.test 'GET / HTTP/1.1'
+expect "no ClientHello -> hello_timeout" "closed" \
+	"$I AND reason = 'hello_timeout'" raw 1 bytes allowed.test ''
+
+ksb_say "phase 1: resolution, screening, connect"
+for h in private:rfc1918 loop:loopback metadata:metadata gateway:gateway mapped:ipv4_in_ipv6; do
+	expect "${h%%:*}.test screened (${h#*:})" "closed" \
+		"$I AND host = '${h%%:*}.test' AND reason = 'address_screened' AND decision = 'deny'" \
+		raw 1 tls "${h%%:*}.test" "${h%%:*}.test" -
+done
+expect "unresolvable name" "closed" "$I AND host = 'nxdomain.test' AND reason = 'resolve_failed'" \
+	raw 1 tls nxdomain.test nxdomain.test -
+expect "refused upstream" "closed" \
+	"$I AND host = 'refused.test' AND reason = 'connect_refused' AND upstream_addr = '10.78.0.3'" \
+	raw 1 tls refused.test refused.test -
+expect "first address refuses, the next one serves" "tls $ORIGIN_BODY" \
+	"$I AND host = 'multi.test' AND decision = 'allow' AND upstream_addr = '10.78.0.2'" \
+	raw 1 tls multi.test multi.test -
+expect "blackholed upstream -> connect_timeout" "closed" \
+	"$I AND host = 'blackhole.test' AND reason = 'connect_timeout'" \
+	raw 1 tls blackhole.test blackhole.test -
+check "deny rows are not reported as tunnels" \
+	'[ "$(rows "$I AND decision = '"'"'deny'"'"' AND bytes_up > 0")" = 0 ]'
+
+ksb_say "phase 2: caps, slowloris, a well-behaved guest meanwhile"
+unguest 1
+unguest 2
+kill "$KSB_GATEWAY_PID"
+timeout 10 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
+cp "$T/ksb.conf.base" "$T/ksb.conf"
+cat >> "$T/ksb.conf" <<'CONF'
+header-timeout = 2
+max-connections-per-instance = 4
+connection-rate-per-instance = 10
+CONF
+rm -f "$T/gateway.sock"
+ksb_gateway
+guest 3 pg3
+guest 4 pg4
+I3="instance = 'pg3'"
+# pg3 holds 4 connections open dripping a byte every 0.3 s (slowloris) ...
+raw 3 hold 4 0.3 > "$T/hold.out" &
+HP=$!
+for _ in $(seq 1 50); do
+	[ "$(ip netns exec "$GW" ss -Htn state established '( sport = :3128 )' | wc -l)" -ge 4 ] && break
+	sleep 0.05
+done
+# ... so its fifth gets 429, while pg4 is served.
+expect "fifth connection of pg3 -> 429" "status 429 deny instance_connection_limit" \
+	"$I3 AND reason = 'instance_connection_limit'" \
+	raw 3 raw 'CONNECT allowed.test:443 HTTP/1.1\r\n\r\n'
+got=$(curl_g 4 https://allowed.test/index.txt 2>&1) || true
+check "pg4 served while pg3 is at its cap: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+wait "$HP" || true
+check "slowloris cut at the 2 s header deadline: $(cat "$T/hold.out")" \
+	'grep -q "^4/4 answered, max [0-3]\.[0-9] s: \[.HTTP/1.1 408 Request Timeout.\]" "$T/hold.out"'
+out=$(raw 3 seq 40)
+check "burst over the rate cap -> 429 instance_rate_limited: $out" \
+	'echo "$out" | grep -q "status_429_deny_instance_rate_limited=" && echo "$out" | grep -q "status_403_deny_not_in_allowlist="'
+check "rate refusals audited" '[ "$(rows "$I3 AND reason = '"'"'instance_rate_limited'"'"'")" -ge 1 ]'
+got=$(curl_g 4 https://allowed.test/index.txt 2>&1) || true
+check "pg4 still served after pg3's flood: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+check "gateway alive" 'kill -0 "$KSB_GATEWAY_PID"'
+
+echo "# $pass passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,281 @@
+#!/bin/bash
+# reload.sh: policy reload under traffic (issue 4).  A real ksb-gatewayd in
+# its own namespace, "guests" as network namespaces on veths in the bridge
+# with addresses leased by REGISTER (tests/integration/ctlhold), a TLS echo
+# origin, and long-lived tunnels that keep transferring and checking their
+# echo (tests/integration/reload_peer.py).
+#
+#   1. tunnels to a.test and b.test; the policy drops b.test; SIGHUP: a's
+#      tunnel keeps transferring, b's closes as `revoked', a new b is
+#      refused (403), new rows reference the new digest.
+#   2. a broken edit + SIGHUP changes nothing, is logged and recorded;
+#      `ksbctl reload' exits 1 with file:line:col errors.
+#   3. a profile disappears: its instance's tunnel is revoked, new
+#      connections refused, the reload reports the instance; a changed
+#      restart-only setting (proxy-port) is reported and not applied.
+#   4. a reload storm (SIGHUPs and ksbctl reloads alternating two valid
+#      policies) while traffic flows: no allowed tunnel lost, every new
+#      connection to an allowed name served.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+command -v python3 >/dev/null || ksb_skip "needs python3 (TLS peers)"
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+PEER=$KSB_SRCDIR/tests/integration/reload_peer.py
+KSBCTL=$KSB_BUILDDIR/ksbctl
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
+ksb_env
+
+cat >> "$T/hosts" <<HOSTS
+$ORIGIN_IP a.test
+$ORIGIN_IP b.test
+$ORIGIN_IP c.test
+HOSTS
+POL=$T/policy.d/test.policy
+# policy NAME: install policy variant NAME atomically (the gateway may be
+# reading the file at any moment).
+policy() {
+	local extra_default="" other=1
+	case $1 in
+	ab)	extra_default="allow b.test" ;;
+	a)	;;
+	ac)	extra_default="allow c.test" ;;
+	noother) other= ;;
+	esac
+	{
+		echo "profile default {"
+		echo "    allow a.test"
+		[ -n "$extra_default" ] && echo "    $extra_default"
+		echo "    allow-address 10.78.0.0/24"
+		echo "}"
+		if [ -n "$other" ]; then
+			echo "profile other {"
+			echo "    allow a.test"
+			echo "    allow-address 10.78.0.0/24"
+			echo "}"
+		fi
+	} > "$POL.new"
+	mv "$POL.new" "$POL"
+}
+policy ab
+
+ip netns exec "$OR" python3 "$PEER" echo "$T/pki/origin.pem" \
+	"$T/pki/origin.key" "$ORIGIN_IP" 443 >"$T/echo.log" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+ksb_wait_port "$OR" "$ORIGIN_IP" 443
+ksb_gateway
+
+fails=0
+pass=0
+check() {
+	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
+	else echo "not ok - $1"; fails=$((fails + 1)); fi
+}
+
+# guest N ID PROFILE: namespace ksbt-$$-gN on veth krgN in ksb0 holding
+# ID's lease (the veth is not named like a tap, so the bridge's per-tap
+# anti-spoofing rules do not apply; the inet table still admits only
+# leased addresses).
+guest() {
+	local n=$1 id=$2 profile=$3 ns=ksbt-$$-g$1 lease fd
+	ip netns add "$ns"
+	KSB_NETNS="${KSB_NETNS:-} $ns"
+	mkfifo "$T/hold$n"
+	"$HOLD" "$T/gateway.sock" "$id" "$profile" < "$T/hold$n" \
+		> "$T/lease$n" 2>&1 &
+	KSB_PIDS="$KSB_PIDS $!"
+	exec {fd}>"$T/hold$n"
+	for _ in $(seq 1 100); do
+		[ -s "$T/lease$n" ] && break
+		sleep 0.05
+	done
+	lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$n")
+	[ -n "$lease" ] || ksb_fail "REGISTER $id: $(cat "$T/lease$n")"
+	ip link add "krg$n" netns "$GW" type veth peer name eth0 netns "$ns"
+	ip -n "$GW" link set "krg$n" master ksb0 up
+	ip -n "$ns" addr add "$lease" dev eth0
+	ip -n "$ns" link set eth0 up
+	ip -n "$ns" link set lo up
+	rm -f "$T/hold$n"
+}
+in_g() { local n=$1; shift; ip netns exec "ksbt-$$-g$n" timeout 30 "$@"; }
+once() { in_g "$1" python3 "$PEER" once 10.77.0.1 3128 "$2"; }
+# stream N NAME HOST: a long-lived tunnel from guest N, status in $T/NAME.
+stream() {
+	rm -f "$T/$2" "$T/$2.stop"
+	ip netns exec "ksbt-$$-g$1" timeout 300 python3 "$PEER" stream \
+		10.77.0.1 3128 "$3" "$T/$2" 2>>"$T/peers.err" &
+	KSB_PIDS="$KSB_PIDS $!"
+}
+st() { cat "$T/$1" 2>/dev/null || echo "none 0 0"; }
+st_n() { st "$1" | awk '{print $2}'; }
+# wait_st NAME STATE [MIN_N]: until the stream's state is STATE (with at
+# least MIN_N rounds); bounded (30 s).
+wait_st() {
+	local i s
+	for i in $(seq 1 300); do
+		s=$(st "$1")
+		if [ "${s%% *}" = "$2" ] && [ "$(echo "$s" | awk '{print $2}')" -ge "${3:-0}" ]; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	echo "# stream $1: $(st "$1"), want $2 >= ${3:-0}" >&2
+	return 1
+}
+# sql_is WANT QUERY: poll (bounded, 5 s): the audit writer may lag.
+sql_is() {
+	local i got
+	for i in $(seq 1 50); do
+		got=$(ksb_sql "$2")
+		[ "$got" = "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "# $2 -> '$got', want '$1'" >&2
+	return 1
+}
+nreloads() { grep -c 'policy reloaded' "$T/gatewayd.log" || true; }
+nfailed() { grep -c 'reload failed' "$T/gatewayd.log" || true; }
+# hup_wait PATTERN-COUNT-FN: SIGHUP, then wait until the count grows.
+hup_wait() {
+	local before i
+	before=$($1)
+	kill -HUP "$KSB_GATEWAY_PID"
+	for i in $(seq 1 100); do
+		[ "$($1)" -gt "$before" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+ok_digest() {
+	ksb_sql "SELECT digest FROM policy_versions WHERE ok = 1 ORDER BY id DESC LIMIT 1"
+}
+
+guest 1 g1 default
+guest 2 g2 other
+
+ksb_say "1. drop b.test while tunnels to a.test and b.test transfer"
+D1=$(ok_digest)
+stream 1 A a.test
+stream 1 B b.test
+stream 2 O a.test
+check "tunnels to a.test and b.test transfer" \
+	'wait_st A live 10 && wait_st B live 10 && wait_st O live 10'
+policy a
+t0=$(date +%s%N)
+check "SIGHUP reloads" 'hup_wait nreloads'
+D2=$(ok_digest)
+check "a new digest is recorded" '[ -n "$D2" ] && [ "$D2" != "$D1" ]'
+check "b.test's tunnel closes" 'wait_st B closed'
+echo "# b closed $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGHUP"
+nA=$(st_n A)
+check "a.test's tunnel keeps transferring" "wait_st A live $((nA + 20))"
+check "b.test's row: allowed under the old digest, closed revoked" \
+	"sql_is 'revoked|$D1' \"SELECT close_reason || '|' || policy_digest FROM connections WHERE host = 'b.test' AND decision = 'allow'\""
+check "a.test's tunnel row is still open" \
+	"sql_is 1 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND closed_ms IS NULL\""
+check "new b.test refused: 403 not_in_allowlist" \
+	'[ "$(once 1 b.test)" = "403 not_in_allowlist" ]'
+check "the deny row references the new digest" \
+	"sql_is '$D2' \"SELECT policy_digest FROM connections WHERE host = 'b.test' AND decision = 'deny' ORDER BY id DESC LIMIT 1\""
+check "new a.test allowed, row references the new digest" \
+	'[ "$(once 1 a.test)" = ok ] && sql_is "$D2" "SELECT policy_digest FROM connections WHERE host = '"'a.test'"' AND decision = '"'allow'"' ORDER BY id DESC LIMIT 1"'
+
+ksb_say "2. a broken edit changes nothing"
+cp "$POL" "$T/good.policy"
+cat >> "$POL" <<'BAD'
+profile broken {
+    allow B.test
+    allow *.co.uk
+    frobnicate
+}
+BAD
+check "SIGHUP with a broken policy fails" 'hup_wait nfailed'
+check "the errors are logged as file:line:col" \
+	'grep -q "test.policy:[0-9]*:[0-9]*: host .B.test. has uppercase" "$T/gatewayd.log"'
+check "the failed attempt is recorded with its errors" \
+	"sql_is 1 \"SELECT count(*) FROM policy_versions WHERE ok = 0 AND digest IS NULL AND errors LIKE '%unknown keyword%'\""
+check "the current digest is unchanged" '[ "$(ok_digest)" = "$D2" ]'
+set +e
+"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"
+rc=$?
+set -e
+check "ksbctl reload exits 1" '[ $rc = 1 ]'
+check "ksbctl reload lists every error" \
+	'[ "$(grep -c "test.policy:[0-9]*:[0-9]*: " "$T/reload.err")" = 3 ] && grep -q "3 errors, policy unchanged" "$T/reload.err"'
+check "a.test's tunnel unaffected" "wait_st A live $(( $(st_n A) + 10 ))"
+check "b.test still refused, a.test still served" \
+	'[ "$(once 1 b.test)" = "403 not_in_allowlist" ] && [ "$(once 1 a.test)" = ok ]'
+check "rows still reference the running digest" \
+	"sql_is '$D2' \"SELECT policy_digest FROM connections ORDER BY id DESC LIMIT 1\""
+cp "$T/good.policy" "$POL"
+
+ksb_say "3. a profile disappears; a restart-only setting changes"
+policy noother
+cp "$T/ksb.conf" "$T/ksb.conf.orig"
+sed -i 's/^proxy-port = 3128$/proxy-port = 3129/' "$T/ksb.conf"
+set +e
+"$KSBCTL" -f "$T/ksb.conf.orig" reload > "$T/reload.out" 2> "$T/reload.err"
+rc=$?
+set -e
+cat "$T/reload.out" "$T/reload.err" | sed 's/^/# /'
+check "ksbctl reload succeeds" '[ $rc = 0 ] && grep -q "^policy reloaded: digest=" "$T/reload.out"'
+check "it reports the instance left without a profile" \
+	'grep -q "warning: instance g2 (10.77.0.[0-9]*): profile .other. no longer exists: all its egress is denied" "$T/reload.err"'
+check "it reports proxy-port as needing a restart" \
+	'grep -q "warning: .*ksb.conf: proxy-port changed to .3129.: needs a restart, still .3128." "$T/reload.err"'
+check "and counts the revoked tunnel" 'grep -q "revoked=1 lost=1" "$T/reload.out"'
+check "g2's tunnel is revoked" 'wait_st O closed'
+check "g2's row is closed revoked" \
+	"sql_is revoked \"SELECT close_reason FROM connections WHERE instance = 'g2' AND decision = 'allow'\""
+check "g2's new connections are refused" '[ "$(once 2 a.test)" = "403 not_in_allowlist" ]'
+check "the proxy still listens on 3128 only" \
+	'ip netns exec "$GW" ss -Hltn "sport = :3128" | grep -q LISTEN && ! ip netns exec "$GW" ss -Hltn "sport = :3129" | grep -q LISTEN'
+check "g1's tunnel is untouched" "wait_st A live $(( $(st_n A) + 10 ))"
+cp "$T/ksb.conf.orig" "$T/ksb.conf"
+
+ksb_say "4. reload storm while traffic flows"
+policy a
+hup_wait nreloads || true
+stream 1 A2 a.test
+check "a second tunnel transfers" 'wait_st A2 live 5'
+nA=$(st_n A)
+r0=$(nreloads)
+served=0
+refused=0
+for i in $(seq 1 40); do
+	if [ $((i % 2)) = 0 ]; then policy ac; else policy a; fi
+	kill -HUP "$KSB_GATEWAY_PID"
+	if [ $((i % 10)) = 0 ]; then
+		"$KSBCTL" -f "$T/ksb.conf" reload >/dev/null 2>>"$T/storm.err" || true
+	fi
+	if [ $((i % 4)) = 0 ]; then
+		if [ "$(once 1 a.test)" = ok ]; then served=$((served + 1))
+		else refused=$((refused + 1)); fi
+	fi
+	sleep 0.02	# pacing the storm, not synchronisation
+done
+policy a
+hup_wait nreloads || true
+echo "# $(( $(nreloads) - r0 )) reloads during the storm"
+check "the storm caused many reloads" '[ $(( $(nreloads) - r0 )) -ge 10 ]'
+check "no reload failed during the storm" '[ ! -s "$T/storm.err" ]'
+check "every new a.test connection was served ($served)" '[ $refused = 0 ] && [ $served = 10 ]'
+check "both a.test tunnels survived and kept transferring" \
+	"wait_st A live $((nA + 20)) && wait_st A2 live 20"
+check "no a.test tunnel was revoked" \
+	"sql_is 0 \"SELECT count(*) FROM connections WHERE host = 'a.test' AND close_reason = 'revoked' AND instance = 'g1'\""
+check "the gateway is alive" 'kill -0 "$KSB_GATEWAY_PID"'
+
+ksb_say "5. tunnels end cleanly"
+touch "$T/A.stop" "$T/A2.stop"
+check "a.test's tunnels close cleanly, echo intact throughout" \
+	'wait_st A done && wait_st A2 done'
+echo "# tunnel A: $(st A)"
+check "their rows are closed as closed" \
+	"sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up > 100000\""
+check "no peer error" '[ ! -s "$T/peers.err" ]'
+
+echo "# $pass passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,112 @@
+/*
+ * ksbctl_fetch.c: `ksbctl fetch ID [--repo PATH] [--namespace NS]
+ * [--timeout SECONDS]`: bring the instance's sandbox/<ID> branch into the
+ * host repo as refs/remotes/NS/ID (mirror_fetch; nothing else is written).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "mirror/mirror.h"
+#include "vmrunner/ksbctl.h"
+
+static void
+fetch_usage(FILE *f)
+{
+	fprintf(f, "usage: ksbctl fetch ID [--repo PATH] [--namespace NS] "
+	    "[--timeout SECONDS]\n");
+}
+
+int
+fetch_main(int argc, char **argv)
+{
+	enum { O_REPO = 256, O_NS, O_TIMEOUT };
+	static const struct option longopts[] = {
+		{ "repo", required_argument, NULL, O_REPO },
+		{ "namespace", required_argument, NULL, O_NS },
+		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct mirror_fetch_opts o;
+	struct mirror_fetch_result res;
+	char *cause = NULL, *dir = NULL, *end;
+	long t;
+	size_t i;
+	int ch, ret = 1;
+
+	memset(&o, 0, sizeof(o));
+	memset(&res, 0, sizeof(res));
+	optind = 0;	/* glibc: re-initialise, permute (ksbctl parsed with "+") */
+	opterr = 0;
+	/* Options may follow the ID (`ksbctl fetch ID --repo PATH'). */
+	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (ch) {
+		case O_REPO:
+			o.repo = optarg;
+			break;
+		case O_NS:
+			o.ns = optarg;
+			break;
+		case O_TIMEOUT:
+			t = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || t < 1 || t > 86400) {
+				fprintf(stderr, "ksbctl fetch: --timeout: invalid value "
+				    "`%s' (1..86400 seconds)\n", optarg);
+				return 2;
+			}
+			o.timeout_ms = (int)t * 1000;
+			break;
+		case 'h':
+			fetch_usage(stdout);
+			return 0;
+		default:
+			fprintf(stderr, "ksbctl fetch: `%s': unknown option or missing "
+			    "value\n", argv[optind - 1]);
+			fetch_usage(stderr);
+			return 2;
+		}
+	}
+	if (argc - optind != 1) {
+		fetch_usage(stderr);
+		return 2;
+	}
+	o.id = argv[optind];
+	if (!util_valid_id(o.id)) {
+		fprintf(stderr, "ksbctl fetch: invalid instance ID `%s'\n", o.id);
+		return 2;
+	}
+	xasprintf(&dir, "%s/instances/%s", ksbctl_conf->state_dir, o.id);
+	o.instance_dir = dir;
+	if (mirror_fetch(&o, &res, &cause) != 0) {
+		fprintf(stderr, "ksbctl fetch: %s: %s\n", o.id, cause);
+		goto cleanup;
+	}
+	if (!res.updated) {
+		if (res.old[0] != '\0')
+			printf("nothing new: sandbox/%s is still at %.12s, already "
+			    "fetched as %s\n", o.id, res.tip, res.refname);
+		else
+			printf("nothing new: sandbox/%s is still at the seed %.12s; "
+			    "%s not created\n", o.id, res.tip, res.refname);
+		ret = 0;
+		goto cleanup;
+	}
+	printf("%s -> %.12s (%zu objects received)\n", res.refname, res.tip,
+	    res.objects);
+	if (res.old[0] != '\0')
+		printf("  %zu new commits since the last fetch (%.12s)\n",
+		    res.since_old, res.old);
+	printf("  %zu commits ahead of the seed %.12s, %zu files changed\n",
+	    res.ahead, res.seed, res.files);
+	for (i = 0; i < res.nlog; i++)
+		printf("    %s\n", res.log[i]);
+	ret = 0;
+cleanup:
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	free(dir);
+	return ret;
+}
