@@ -274,8 +274,16 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 	for (i = 0; i < cfg->nshares; i++) {
 		v = qemu_optval(cfg->shares[i].host_path);
 		qemu_add(&a, "-virtfs");
-		qemu_addf(&a, "local,path=%s,mount_tag=s%zu,security_model=none,"
+		/*
+		 * A writable share (the mirror) uses mapped-xattr: what the
+		 * guest creates lands as plain 0600 files of QEMU's user, with
+		 * the guest's owner, mode, device nodes and symlinks kept only
+		 * in user.virtfs.* xattrs, so guest root can never plant a
+		 * device node, a setuid file or a symlink on the host.
+		 */
+		qemu_addf(&a, "local,path=%s,mount_tag=s%zu,security_model=%s,"
 		    "%smultidevs=remap", v, i,
+		    cfg->shares[i].writable ? "mapped-xattr" : "none",
 		    cfg->shares[i].writable ? "" : "readonly=on,");
 		free(v);
 	}

@@ -61,6 +61,10 @@ if [ "$(cat /context/ctx/ctx.txt 2>&1)" = "context content" ]; then r context_re
 if (echo x > /context/ctx/new.txt) 2>/dev/null; then r context_no_create bad; else r context_no_create ok; fi
 if (echo x >> /context/ctx/ctx.txt) 2>/dev/null; then r context_no_write bad; else r context_no_write ok; fi
 if (: > /ksb/objects/x) 2>/dev/null; then r objects_ro bad; else r objects_ro ok; fi
+# Plant a symlink and a mode-4755 file in the mirror: the host must see
+# neither (mapped-xattr keeps them in xattrs only).
+if ln -s /etc/shadow /ksb/mirror.git/planted-link && : > /ksb/mirror.git/planted-suid &&
+	chmod 4755 /ksb/mirror.git/planted-suid; then r plant ok; else r plant bad; fi
 exit 0
 GUEST
 chmod 644 "$T/share/git-guest.sh"
@@ -88,10 +92,15 @@ check() {
 }
 check "ksb-run exited 0" '[ "$rc" = 0 ]'
 for r in cwd branch uncommitted no_untracked base commit push context_read \
-	context_no_create context_no_write objects_ro; do
+	context_no_create context_no_write objects_ro plant; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
 done
 check "no ERR from the guest's workspace set-up" '! grep -q "guest: workspace" "$T/run.err"'
+M="$T/state/instances/$ID/mirror.git"
+check "a symlink planted by the guest is a plain file on the host" \
+	'[ -f "$M/planted-link" ] && [ ! -L "$M/planted-link" ]'
+check "a setuid file planted by the guest has no setuid bit on the host" \
+	'[ -f "$M/planted-suid" ] && [ ! -u "$M/planted-suid" ] && [ ! -x "$M/planted-suid" ]'
 check "host repo untouched by the run (refs, HEAD, index, work tree)" \
 	'host_refs | cmp -s - "$T/refs.before" &&
 	 [ "$(git -C "$P" rev-parse HEAD)" = "$(cat "$T/head.before")" ] &&

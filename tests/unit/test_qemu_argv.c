@@ -98,8 +98,8 @@ test_argv(void)
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
 	    "cmdline share");
 	CHECK(has_pair(argv, "-virtfs", "local,path=/var/lib/ksb/instances/x/mirror.git,"
-	    "mount_tag=s1,security_model=none,multidevs=remap"),
-	    "writable share: no readonly=on");
+	    "mount_tag=s1,security_model=mapped-xattr,multidevs=remap"),
+	    "writable share: mapped-xattr, no readonly=on");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s1:/ksb/mirror.git:rw") != NULL,
 	    "cmdline marks the writable share :rw");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj:rw") == NULL,
