@@ -88,6 +88,8 @@ struct ksb_conf {
 	int max_per_instance;	/* concurrent connections per instance: 256 */
 	int conn_rate;		/* new connections per second, all guests: 1000 */
 	int conn_rate_instance;	/* new connections per second per instance: 200 */
+	uint64_t mirror_max_size;	/* bytes of disk an instance's git mirror
+					   may use (ksb-run stops it): 2 GiB */
 };
 
 /*

@@ -99,6 +99,7 @@ conf_defaults(void)
 	c->max_per_instance = 256;
 	c->conn_rate = 1000;
 	c->conn_rate_instance = 200;
+	c->mirror_max_size = 2ULL << 30;
 	return c;
 }
 
@@ -175,6 +176,33 @@ conf_duration(const char *v, int64_t *out)
 		return 0;
 	}
 	return -1;
+}
+
+/* SIZE: a number with a K, M, G or T suffix (powers of 1024), >= 1M. */
+static int
+conf_size(const char *v, uint64_t *out)
+{
+	unsigned long long n;
+	char *end;
+	int shift;
+
+	if (*v < '1' || *v > '9')
+		return -1;
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno != 0 || end[0] == '\0' || end[1] != '\0')
+		return -1;
+	switch (*end) {
+	case 'K': shift = 10; break;
+	case 'M': shift = 20; break;
+	case 'G': shift = 30; break;
+	case 'T': shift = 40; break;
+	default: return -1;
+	}
+	if (n > (1ULL << 50) >> shift || (n << shift) < (1ULL << 20))
+		return -1;
+	*out = n << shift;
+	return 0;
 }
 
 static void
@@ -279,6 +307,10 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		p = conf_path(dir, val);
 		conf_setstr(&c->modules_dir, p);
 		free(p);
+	} else if (strcmp(key, "mirror-max-size") == 0) {
+		if (conf_size(val, &c->mirror_max_size) == -1)
+			conf_err(errs, file, line, "mirror-max-size: `%s' is not a "
+			    "size (1M or more, with K, M, G or T)", val);
 	} else {
 		struct { const char *k; int *v; long min, max; } ints[] = {
 			{ "header-timeout", &c->header_timeout, 1, 3600 },

@@ -94,7 +94,9 @@ child_audit_decision(const struct audit_row *r, audit_done_cb cb, void *arg,
 	struct child_wait *w;
 	uint32_t id = 0;
 
-	if (!child_avail)
+	/* Denied rows are queued while the database is down (as audit.c
+	 * does); an allowed one is refused at once. */
+	if (cb != NULL && !child_avail)
 		return -1;
 	memset(&m, 0, sizeof(m));
 	child_str(m.instance, sizeof(m.instance), r->instance, &m.nulls,
@@ -376,6 +378,13 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 }
 
+void
+child_sync(void)
+{
+	if (child_sock != -1)
+		child_read_cb(child_sock, EV_READ, NULL);
+}
+
 /* ---- dropping privileges -------------------------------------------------- */
 
 #if defined(__x86_64__)
@@ -573,12 +582,11 @@ child_main(struct gateway *gw, int sock)
 		SIGUSR1, SIGUSR2 };
 	struct event *ev;
 	char *cause = NULL;
+	pid_t parent = getppid();
 	size_t i;
 	int lfd, sfd;
 
 	child_gw = gw;
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1)
-		fatal("proxy: PR_SET_PDEATHSIG");
 	(void)prctl(PR_SET_NAME, "ksb-proxy", 0, 0, 0);
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_IGN);
@@ -604,6 +612,11 @@ child_main(struct gateway *gw, int sock)
 	if (resolve_init(gw, &cause) == -1)
 		fatalx("proxy: %s", cause);
 	child_drop(gw);
+	/* After the credentials change, which clears it (commit_creds). */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1)
+		fatal("proxy: PR_SET_PDEATHSIG");
+	if (getppid() != parent)
+		_exit(0);
 	if (gw->selftest)
 		child_selftest();
 	if (proxy_init(gw, &cause) == -1)

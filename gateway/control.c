@@ -52,6 +52,15 @@
 #define CONTROL_LINE_MAX 1024
 
 #define CONTROL_GROUPS_MAX 65536	/* supplementary groups read, max */
+/*
+ * Local clients cannot exhaust the gateway: peers that may not change
+ * anything (LIST only) are capped in number and dropped after
+ * CONTROL_IDLE_SEC without a request; admin peers that hold no lease are
+ * dropped after the same idle time; lease holders (ksb-run) stay.
+ */
+#define CONTROL_UNPRIV_MAX 64		/* concurrent non-admin clients */
+#define CONTROL_IDLE_SEC 10
+#define CONTROL_PAUSE_MS 100		/* listener pause on EMFILE/ENFILE */
 
 struct client {
 	struct bufferevent *bev;
@@ -60,6 +69,9 @@ struct client {
 	pid_t pid;
 	int admin;		/* may REGISTER, RESUME, UNREGISTER, RELOAD */
 };
+
+static int control_unpriv;		/* connected non-admin clients */
+static struct event *control_pause_ev;
 
 static struct gateway *control_gw;
 static struct evconnlistener *control_listener;
@@ -127,7 +139,7 @@ control_unregister(struct instance *inst)
 	char *cause = NULL;
 
 	log_info("unregister %s (%s)", inst->id, inst->tap);
-	proxy_instance_gone(inst);
+	privsep_instance_del(inst);	/* its tunnels, in the proxy */
 	if (nft_guest_del(inst->tap, inst->mac, inst->addr, &cause) == -1) {
 		log_warnx("unregister %s: %s", inst->id, cause);
 		free(cause);
@@ -240,6 +252,8 @@ control_register(struct client *cl, const char *id, const char *profile)
 		audit_unregister(gw->audit, inst->audit_id);
 		goto fail;
 	}
+	/* The proxy process knows the guest before the guest can exist. */
+	privsep_instance_add(inst);
 	reply = control_lease_reply(inst);
 	if (control_send(cl, reply, inst->tapfd) == -1) {
 		cause_set(&cause, "cannot send the reply: %s", strerror(errno));
@@ -389,6 +403,8 @@ control_client_free(struct client *cl)
 		if (i->owner == cl)
 			control_unregister(i);
 	}
+	if (!cl->admin)
+		control_unpriv--;
 	bufferevent_free(cl->bev);
 	free(cl);
 }
@@ -490,7 +506,21 @@ control_read_cb(struct bufferevent *bev, void *arg)
 static void
 control_event_cb(struct bufferevent *bev, short what, void *arg)
 {
-	control_client_free(arg);
+	struct client *cl = arg;
+	struct instance *i;
+
+	if (what & BEV_EVENT_TIMEOUT) {
+		/* Idle: a lease holder may stay silent; anyone else goes. */
+		for (i = registry_first(); i != NULL; i = i->next) {
+			if (i->owner == cl) {
+				bufferevent_enable(bev, EV_READ);
+				return;
+			}
+		}
+		log_debug("control: dropping idle client uid %ld pid %ld",
+		    (long)cl->uid, (long)cl->pid);
+	}
+	control_client_free(cl);
 }
 
 /*
@@ -548,11 +578,57 @@ control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	cl->gid = cred.gid;
 	cl->pid = cred.pid;
 	cl->admin = control_peer_admin(fd, &cred);
+	if (!cl->admin && control_unpriv >= CONTROL_UNPRIV_MAX) {
+		static int64_t last_ms;
+		const char *busy = "ERR too many connections from unprivileged "
+		    "users; try again\n";
+
+		if (util_mono_ms() - last_ms > 1000) {
+			log_warnx("control: refusing uid %ld: %d unprivileged "
+			    "clients connected", (long)cred.uid, control_unpriv);
+			last_ms = util_mono_ms();
+		}
+		(void)send(fd, busy, strlen(busy), MSG_NOSIGNAL | MSG_DONTWAIT);
+		close(fd);
+		free(cl);
+		return;
+	}
+	if (!cl->admin)
+		control_unpriv++;
 	cl->bev = bufferevent_socket_new(control_gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (cl->bev == NULL)
 		fatalx("bufferevent_socket_new");
 	bufferevent_setcb(cl->bev, control_read_cb, NULL, control_event_cb, cl);
+	{
+		struct timeval idle = { CONTROL_IDLE_SEC, 0 };
+
+		bufferevent_set_timeouts(cl->bev, &idle, NULL);
+	}
 	bufferevent_enable(cl->bev, EV_READ);
+}
+
+static void
+control_resume_listener_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	evconnlistener_enable(control_listener);
+}
+
+/* accept(2) failed: on fd exhaustion pause instead of spinning. */
+static void
+control_listener_error_cb(struct evconnlistener *l, void *arg)
+{
+	struct timeval tv = { 0, CONTROL_PAUSE_MS * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+	static int64_t last_ms;
+
+	if (util_mono_ms() - last_ms > 1000) {
+		log_warnx("control: accept: %s", strerror(err));
+		last_ms = util_mono_ms();
+	}
+	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+		evconnlistener_disable(l);
+		evtimer_add(control_pause_ev, &tv);
+	}
 }
 
 /* Unregister the re-adopted instances whose ksb-run did not RESUME. */
@@ -723,8 +799,13 @@ control_init(struct gateway *gw, char **cause)
 	    (struct sockaddr *)&sun, sizeof(sun));
 	if (control_listener == NULL)
 		return cause_set(cause, "%s: %s", path, strerror(errno));
+	evconnlistener_set_error_cb(control_listener, control_listener_error_cb);
+	control_pause_ev = evtimer_new(gw->base, control_resume_listener_cb, NULL);
+	if (control_pause_ev == NULL)
+		fatalx("evtimer_new");
 	/* Everyone may connect (LIST); privileged requests check SO_PEERCRED. */
-	chmod(path, 0666);
+	if (chmod(path, 0666) == -1)
+		return cause_set(cause, "%s: chmod: %s", path, strerror(errno));
 	return 0;
 }
 

@@ -540,6 +540,8 @@ void child_audit_cancel(struct child_wait *);
 void child_audit_close(int64_t id, uint64_t up, uint64_t down,
     int64_t duration_ms, const char *reason);
 int child_audit_available(void);
+/* Handle every message the parent has sent so far. */
+void child_sync(void);
 /* The host's addresses, as last pushed by the parent. */
 const struct sockaddr_storage *child_own_addrs(size_t *n);
 

@@ -4,8 +4,9 @@
  * Start-up order: parse the configuration and every policy (nothing is
  * touched before both are good) -> bridge -> audit database ->
  * control_reconcile (state database -> nftables tables and sets in one
- * batch, re-adopted and stale taps) -> resolver -> proxy listener ->
- * control socket -> event loop.
+ * batch, re-adopted and stale taps) -> proxy listener (bound here) ->
+ * the proxy process (privsep.c forks child.c: resolver, proxy, no
+ * privileges) -> control socket -> event loop.
  * SIGHUP (and RELOAD on the control socket) reloads ksb.conf and the
  * policy: parse new, swap on success, keep the old one otherwise; see
  * gateway_reload.  SIGTERM/SIGINT close every tunnel and exit, keeping
@@ -14,12 +15,14 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -32,11 +35,13 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: ksb-gatewayd [-dnv] [-f config]\n"
+	    "usage: ksb-gatewayd [-dnTv] [-f config]\n"
 	    "  -f config  configuration file (default %s)\n"
 	    "  -d         stay in the foreground, log to stderr\n"
 	    "  -n         check the configuration and policies, then exit\n"
 	    "  -v         verbose logging\n"
+	    "  -T         (tests) the proxy process tries what its sandbox\n"
+	    "             forbids and logs the outcome\n"
 	    "  -h         this help\n"
 	    "See ksb-gatewayd(8), ksb.conf(5), ksb-policy(5).\n",
 	    conf_default_path());
@@ -60,16 +65,116 @@ gateway_files(const struct ksb_conf *conf)
 	return s;
 }
 
+static void
+gateway_policy_bytes_free(struct policy_bytes *pb)
+{
+	size_t i;
+
+	for (i = 0; i < pb->n; i++) {
+		free(pb->names[i]);
+		free(pb->texts[i]);
+	}
+	free(pb->names);
+	free(pb->texts);
+	free(pb->lens);
+	memset(pb, 0, sizeof(*pb));
+}
+
+/* Read one policy file whole; 0 or -1 and *errors ("file: message"). */
+static int
+gateway_read_file(const char *path, char **text, size_t *len, char **errors)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+	ssize_t r;
+	int fd, ret = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1 ||
+	    fstat(fd, &st) == -1) {
+		cause_set(errors, "%s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cause_set(errors, "%s: not a regular file", path);
+		goto cleanup;
+	}
+	for (;;) {
+		if (n == cap) {
+			if (cap > (64 << 20)) {
+				cause_set(errors, "%s: file too large", path);
+				goto cleanup;
+			}
+			cap = cap ? cap * 2 : 4096;
+			buf = xrealloc(buf, cap);
+		}
+		if ((r = read(fd, buf + n, cap - n)) == -1 && errno == EINTR)
+			continue;
+		if (r == -1) {
+			cause_set(errors, "%s: %s", path, strerror(errno));
+			goto cleanup;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	*text = buf;
+	*len = n;
+	buf = NULL;
+	ret = 0;
+cleanup:
+	if (fd != -1)
+		close(fd);
+	free(buf);
+	return ret;
+}
+
+/*
+ * Parse the policy files (errors as policy_load reports them), then parse
+ * the very bytes the proxy process will be sent (*pb, may be NULL), so
+ * that both processes hold the same policy and digest.
+ */
 static int
 gateway_load_policy(const struct ksb_conf *conf, struct policy **out,
-    char **errors)
+    struct policy_bytes *pb, char **errors)
 {
-	if (conf->npolicy_files == 0)
+	struct policy_bytes b;
+	struct policy *p = NULL;
+	size_t i, n = conf->npolicy_files;
+	int ret = -1;
+
+	memset(&b, 0, sizeof(b));
+	if (n == 0)
 		return cause_set(errors, "%s: no policy files: add `policy = "
 		    "/etc/ksb/policy.d/*.policy'", conf->path ? conf->path :
 		    "(defaults)");
-	return policy_load((const char *const *)conf->policy_files,
-	    conf->npolicy_files, out, errors);
+	if (policy_load((const char *const *)conf->policy_files, n, &p,
+	    errors) == -1)
+		return -1;
+	policy_free(p);
+	p = NULL;
+	b.names = xcalloc(n, sizeof(*b.names));
+	b.texts = xcalloc(n, sizeof(*b.texts));
+	b.lens = xcalloc(n, sizeof(*b.lens));
+	for (i = 0; i < n; i++, b.n++) {
+		b.names[i] = xstrdup(conf->policy_files[i]);
+		if (gateway_read_file(b.names[i], &b.texts[i], &b.lens[i],
+		    errors) == -1) {
+			b.n++;
+			goto cleanup;
+		}
+	}
+	if (policy_load_buffers((const char *const *)b.names,
+	    (const char *const *)b.texts, b.lens, n, out, errors) == -1)
+		goto cleanup;
+	if (pb != NULL) {
+		*pb = b;
+		memset(&b, 0, sizeof(b));
+	}
+	ret = 0;
+cleanup:
+	gateway_policy_bytes_free(&b);
+	return ret;
 }
 
 /*
@@ -177,6 +282,7 @@ gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
 {
 	struct ksb_conf *nc = NULL;
 	struct policy *np = NULL, *old;
+	struct policy_bytes pb;
 	struct instance *i;
 	struct evbuffer *notes = evbuffer_new();
 	char *files = NULL, a[16], *line, *save = NULL;
@@ -185,13 +291,14 @@ gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
 
 	if (notes == NULL)
 		fatalx("evbuffer_new");
+	memset(&pb, 0, sizeof(pb));
 	if (info != NULL)
 		memset(info, 0, sizeof(*info));
 	/* Parse everything into new objects; nothing running is touched. */
 	if (conf_load(gw->conf->path, 0, &nc, errors) == -1)
 		goto fail;
 	files = gateway_files(nc);
-	if (gateway_load_policy(nc, &np, errors) == -1)
+	if (gateway_load_policy(nc, &np, &pb, errors) == -1)
 		goto fail;
 	gateway_restart_only(gw->conf, nc, notes);
 	/* Swap: from here on every decision (and row) uses the new policy. */
@@ -207,7 +314,9 @@ gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
 		    registry_addr_str(i->addr, a), i->profile);
 		lost++;
 	}
-	revoked = proxy_policy_changed();
+	/* The proxy process swaps too and closes what is no longer
+	 * allowed; it answers with the count. */
+	revoked = privsep_policy(gw, &pb);
 	policy_free(old);
 	if (info != NULL) {
 		info->revoked = revoked;
@@ -247,10 +356,36 @@ fail:
 	audit_policy(gw->audit, NULL, 0, files ? files : "", *errors);
 	policy_free(np);
 cleanup:
+	gateway_policy_bytes_free(&pb);
 	evbuffer_free(notes);
 	free(files);
 	conf_free(nc);
 	return ret;
+}
+
+/* Bind the proxy listener on bridge-address:proxy-port. */
+static int
+gateway_listen(struct gateway *gw, char **cause)
+{
+	struct sockaddr_in sin;
+	int fd, one = 1;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = gw->conf->bridge_addr;
+	sin.sin_port = htons(gw->conf->proxy_port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+	    sizeof(one)) == -1 || bind(fd, (struct sockaddr *)&sin,
+	    sizeof(sin)) == -1 || listen(fd, 4096) == -1) {
+		cause_set(cause, "listen on %s:%u: %s", inet_ntoa(sin.sin_addr),
+		    gw->conf->proxy_port, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	gw->proxy_fd = fd;
+	return 0;
 }
 
 static void
@@ -284,18 +419,19 @@ main(int argc, char **argv)
 	const int signums[4] = { SIGHUP, SIGTERM, SIGINT, SIGQUIT };
 	const char *conffile = conf_default_path();
 	char *cause = NULL, *files;
-	int ch, foreground = 0, check = 0, verbose = 0, i;
+	int ch, foreground = 0, check = 0, verbose = 0, selftest = 0, i;
 	struct sockaddr_in *own;
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 
-	while ((ch = getopt_long(argc, argv, "df:hnv", longopts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "df:hnTv", longopts, NULL)) != -1) {
 		switch (ch) {
 		case 'd': foreground = 1; break;
 		case 'f': conffile = optarg; break;
 		case 'n': check = 1; break;
+		case 'T': selftest = 1; break;
 		case 'v': verbose++; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
@@ -308,11 +444,12 @@ main(int argc, char **argv)
 	}
 	log_init("ksb-gatewayd", verbose);
 	memset(&gw, 0, sizeof(gw));
+	gw.proxy_fd = -1;
 	if (conf_load(conffile, 0, &gw.conf, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
-	if (gateway_load_policy(gw.conf, &gw.policy, &cause) == -1) {
+	if (gateway_load_policy(gw.conf, &gw.policy, NULL, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
@@ -355,8 +492,11 @@ main(int argc, char **argv)
 	/* State database -> nftables tables and sets (one batch), taps. */
 	if (control_reconcile(&gw, &np, &cause) == -1)
 		fatalx("%s", cause);
-	if (resolve_init(&gw, &cause) == -1 || proxy_init(&gw, &cause) == -1 ||
-	    control_init(&gw, &cause) == -1)
+	/* The listener is bound here; the proxy process (child.c) gets it,
+	 * resolves and parses without any privilege. */
+	gw.selftest = selftest;
+	if (gateway_listen(&gw, &cause) == -1 ||
+	    privsep_init(&gw, &cause) == -1 || control_init(&gw, &cause) == -1)
 		fatalx("%s", cause);
 	for (i = 0; i < 4; i++) {
 		sigs[i] = evsignal_new(gw.base, signums[i], gateway_signal_cb, &gw);
@@ -374,9 +514,11 @@ main(int argc, char **argv)
 	}
 	event_base_dispatch(gw.base);
 
-	proxy_shutdown();
+	/* The proxy process closes its tunnels (close records) and exits. */
+	privsep_shutdown();
 	control_shutdown();
-	resolve_shutdown(&gw);
+	if (gw.proxy_fd != -1)
+		close(gw.proxy_fd);
 	for (i = 0; i < 4; i++)
 		event_free(sigs[i]);
 	/* Flushes every queued audit record (SIGTERM included). */

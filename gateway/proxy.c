@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -39,8 +38,6 @@
 #define REFUSED_MAX 512		/* refused connections lingering at once */
 #define REFUSED_ROWS 10		/* 429 audit rows per instance and second */
 #define ACCEPT_PAUSE_MS 100	/* listener pause when out of descriptors */
-#define LOCAL_MAX 64		/* local addresses remembered */
-#define LOCAL_REFRESH_MS 1000	/* ... and how often they are re-read */
 
 /* One direction of a tunnel in CONN_RELAY: src -> pipe -> dst. */
 struct relay_dir {
@@ -84,7 +81,7 @@ struct conn {
 	int have_upstream;
 	int64_t row;			/* allowed row id (queued or committed),
 					   -1 before the decision */
-	struct audit_wait *awaiting;	/* allowed row not committed yet */
+	struct child_wait *awaiting;	/* allowed row not committed yet */
 	int64_t start_ms;
 	uint64_t bytes_up, bytes_down;
 	struct relay_dir dir[2];	/* RELAY: guest->upstream, upstream->guest */
@@ -183,10 +180,10 @@ conn_audit(struct conn *c, int allow, const char *reason, const char *rawhost)
 	r.allow = allow;
 	r.reason = reason;
 	r.policy_digest = conn_digest(c);
+	/* Through the parent (privsep.c), which owns the database. */
 	if (!allow)
-		return audit_decision(c->gw->audit, &r, NULL, NULL, NULL) == -1 ?
-		    -1 : 0;
-	id = audit_decision(c->gw->audit, &r, conn_committed, c, &c->awaiting);
+		return child_audit_decision(&r, NULL, NULL, NULL) == -1 ? -1 : 0;
+	id = child_audit_decision(&r, conn_committed, c, &c->awaiting);
 	if (id == -1)
 		return -1;
 	c->row = id;
@@ -271,7 +268,7 @@ conn_deny_http(struct conn *c, int status, const char *reason,
 	/* Fail closed: while the audit database cannot be written, every
 	 * refusal says so (its row is queued and written on recovery; -1
 	 * only when that backlog is full). */
-	if (!audit_available(c->gw->audit))
+	if (!child_audit_available())
 		reason = "audit_unavailable";
 	if (conn_audit(c, 0, reason, rawhost) == -1)
 		reason = "audit_unavailable";
@@ -293,6 +290,8 @@ conn_deny_tunnel(struct conn *c, const char *reason)
 	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
 	    c->port, reason);
 	(void)conn_audit(c, 0, reason, NULL);
+	if (c->row != -1)	/* an allowed row gets no close record */
+		child_audit_close(c->row, 0, 0, 0, NULL);
 	c->row = -1;	/* the row is complete; nothing to close */
 	conn_close(c, NULL);
 }
@@ -301,10 +300,10 @@ static void
 conn_close(struct conn *c, const char *reason)
 {
 	/* A pending allowed row is still written, then this close record. */
-	audit_cancel(c->awaiting);
+	child_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
-	if (c->row != -1 && reason != NULL)
-		audit_close(c->gw->audit, c->row, c->bytes_up, c->bytes_down,
+	if (c->row != -1)	/* reason NULL: the parent forgets the row */
+		child_audit_close(c->row, c->bytes_up, c->bytes_down,
 		    util_mono_ms() - c->start_ms, reason);
 	resolve_cancel(c->rreq);
 	if (c->counted && c->inst != NULL)
@@ -671,38 +670,18 @@ conn_committed(int ok, void *arg)
 }
 
 /*
- * Is ss one of this host's (this network namespace's) addresses?  The list
- * comes from getifaddrs(3), refreshed at most once per LOCAL_REFRESH_MS,
- * so a public address of the host is refused like the bridge address.
+ * Is ss one of this host's (this network namespace's) addresses?  The
+ * parent reads them (getifaddrs(3) needs netlink, which the proxy process
+ * may not open) and pushes every change (privsep.c), so a public address
+ * of the host is refused like the bridge address.
  */
 static int
 proxy_is_local(const struct sockaddr_storage *ss)
 {
-	static struct sockaddr_storage local[LOCAL_MAX];
-	static size_t nlocal;
-	static int64_t stamp;
-	struct ifaddrs *ifa, *i;
-	int64_t now = util_mono_ms();
-	size_t k;
+	const struct sockaddr_storage *local;
+	size_t k, nlocal;
 
-	if (stamp == 0 || now - stamp >= LOCAL_REFRESH_MS) {
-		stamp = now;
-		if (getifaddrs(&ifa) == 0) {
-			nlocal = 0;
-			for (i = ifa; i != NULL && nlocal < LOCAL_MAX; i = i->ifa_next) {
-				if (i->ifa_addr == NULL)
-					continue;
-				if (i->ifa_addr->sa_family == AF_INET)
-					memcpy(&local[nlocal++], i->ifa_addr,
-					    sizeof(struct sockaddr_in));
-				else if (i->ifa_addr->sa_family == AF_INET6)
-					memcpy(&local[nlocal++], i->ifa_addr,
-					    sizeof(struct sockaddr_in6));
-			}
-			freeifaddrs(ifa);
-		} else
-			log_warn("getifaddrs");
-	}
+	local = child_own_addrs(&nlocal);
 	for (k = 0; k < nlocal; k++) {
 		if (local[k].ss_family != ss->ss_family)
 			continue;
@@ -1062,7 +1041,7 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		break;
 	}
 	/* Fail closed before the tunnel: no allowed row could be written. */
-	if (!audit_available(c->gw->audit)) {
+	if (!child_audit_available()) {
 		conn_deny_http(c, 503, "audit_unavailable",
 		    "audit log unavailable", NULL);
 		return;
@@ -1214,6 +1193,8 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		inet_ntop(AF_INET, &sin->sin_addr, c->client_addr,
 		    sizeof(c->client_addr));
 		c->client_port = ntohs(sin->sin_port);
+		/* Registrations the parent sent before this guest connected. */
+		child_sync();
 		c->inst = registry_find_addr(sin->sin_addr.s_addr);
 	} else
 		snprintf(c->client_addr, sizeof(c->client_addr), "?");
@@ -1255,7 +1236,6 @@ proxy_error_cb(struct evconnlistener *l, void *arg)
 int
 proxy_init(struct gateway *gw, char **cause)
 {
-	struct sockaddr_in sin;
 	struct rlimit rl;
 
 	proxy_gw = gw;
@@ -1268,16 +1248,11 @@ proxy_init(struct gateway *gw, char **cause)
 	if ((proxy_accept_timer = evtimer_new(gw->base, proxy_accept_resume,
 	    NULL)) == NULL)
 		return cause_set(cause, "evtimer_new failed");
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_addr.s_addr = gw->conf->bridge_addr;
-	sin.sin_port = htons(gw->conf->proxy_port);
-	proxy_listener = evconnlistener_new_bind(gw->base, proxy_accept_cb, gw,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC, 4096,
-	    (struct sockaddr *)&sin, sizeof(sin));
+	/* Bound and listening already (main.c, the privileged parent). */
+	proxy_listener = evconnlistener_new(gw->base, proxy_accept_cb, gw,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, gw->proxy_fd);
 	if (proxy_listener == NULL)
-		return cause_set(cause, "listen on %s:%u: %s",
-		    inet_ntoa(sin.sin_addr), gw->conf->proxy_port, strerror(errno));
+		return cause_set(cause, "proxy listener: %s", strerror(errno));
 	evconnlistener_set_error_cb(proxy_listener, proxy_error_cb);
 	return 0;
 }

@@ -9,24 +9,47 @@
  *   1. the ref value is read by hand (mirror_read_ref);
  *   2. the object files (objects/??/<38 hex>, objects/pack/pack-*.{pack,idx})
  *      are copied, regular files only (O_PATH|O_NOFOLLOW, then reopened),
- *      size-capped, into a private directory in the host's git dir;
- *   3. a forked child with rlimits (no file writes, CPU, memory) builds a
- *      "guest view" odb of that copy plus the host's objects, walks tip
- *      ^(host refs) and streams a pack to the parent over a pipe, within a
- *      deadline;
+ *      size-capped,
+ *      into a private directory in the (root-owned) instance dir;
+ *   3. a forked child builds a "guest view" odb of that copy plus the
+ *      host's objects, walks tip ^(host refs) and streams a pack to the
+ *      parent over a pipe, within a deadline.  Before it parses a byte it
+ *      is confined (fetch_child_confine): rlimits (no file writes, CPU,
+ *      memory), new mount/net/IPC/UTS namespaces whose root is an empty
+ *      read-only tmpfs holding only the two object dirs (read-only bind
+ *      mounts), the uid/gid of nobody, no supplementary groups and
+ *      no_new_privs.  Any failure there: _exit, nothing built.  If
+ *      unshare(2) is refused (a container without CAP_SYS_ADMIN), the
+ *      child still drops to nobody and reads through /proc/self/fd; no
+ *      seccomp filter (libseccomp is not a dependency);
  *   4. the parent indexes the pack into the host with verify=1 (hashes and
- *      connectivity) and only then writes refs/remotes/<ns>/<id>.
+ *      connectivity), capped in size (max_pack_bytes) and time (the same
+ *      deadline, also while resolving deltas), and only then writes
+ *      refs/remotes/<ns>/<id>.
+ *
+ * Everything done inside the host repo (opening it, the indexer's pack
+ * files, the ref) runs with the file-system uid/gid of the repo's owner
+ * (setfsuid/setfsgid) when that is not root: a symlink the owner plants in
+ * the repo during a fetch then leads nowhere the owner could not write
+ * already.  Only the mirror's files, owned by QEMU's user (mapped-xattr),
+ * are read with root's rights.
  */
+#include <sys/fsuid.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +66,7 @@
 #define PACKED_REFS_MAX (64 << 20)
 #define FETCH_TIMEOUT_MS 300000
 #define FETCH_MAX_BYTES (4ULL << 30)
+#define FETCH_MAX_PACK (1ULL << 30)
 #define FETCH_MAX_FILES 1000000
 #define CHILD_MEM_MAX (4ULL << 30)
 #define CHILD_ERR_MAX 1024
@@ -321,7 +345,8 @@ fetch_copy_dir(struct snap *s, int odfd, const char *sub, int ddfd, int pack)
 		    strspn(de->d_name, "0123456789abcdef") == 38))
 			continue;
 		if (dfd == -1) {
-			if (mkdirat(ddfd, sub, 0700) == -1 ||
+			/* 0755: nobody (the child) reads it; the top dir is 0700. */
+			if (mkdirat(ddfd, sub, 0755) == -1 ||
 			    (dfd = openat(ddfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
 			    O_CLOEXEC)) == -1) {
 				cause_set(s->cause, "snapshot %s: %s", sub, strerror(errno));
@@ -387,6 +412,201 @@ cleanup:
 	return ret;
 }
 
+/* ---- the host repo owner's file-system rights ----------------------------- */
+
+/* Whose rights the host-side writes use: the repo's owner (0: ours). */
+struct fetch_owner {
+	uid_t uid;
+	gid_t gid;
+	int active;		/* fsuid/fsgid are the owner's now */
+};
+
+/*
+ * Switch this thread's file-system uid/gid to the owner's (on) or back to
+ * root's (off).  Nothing to do unless we are root and the owner is not.
+ * The kernel drops CAP_DAC_OVERRIDE & co. from the effective set while
+ * fsuid != 0.  0, or -1 and *cause.
+ */
+static int
+fetch_owner_switch(struct fetch_owner *ow, int on, char **cause)
+{
+	uid_t u = on ? ow->uid : 0;
+	gid_t g = on ? ow->gid : 0;
+
+	if (geteuid() != 0 || ow->uid == 0 || ow->active == on)
+		return 0;
+	setfsgid(g);
+	setfsuid(u);
+	if ((uid_t)setfsuid((uid_t)-1) != u || (gid_t)setfsgid((gid_t)-1) != g)
+		return cause_set(cause, "cannot switch to the file-system rights of "
+		    "uid %lu", (unsigned long)u);
+	ow->active = on;
+	return 0;
+}
+
+/*
+ * The owner of the host repo at path (a work tree or git dir).  When we
+ * are root and it is not, the supplementary groups become the owner's
+ * group alone (root needs none) so that group rights do not leak through
+ * either.  0, or -1 and *cause.
+ */
+static int
+fetch_owner_init(struct fetch_owner *ow, const char *path, char **cause)
+{
+	struct stat sb;
+
+	memset(ow, 0, sizeof(*ow));
+	if (stat(path, &sb) == -1)
+		return cause_set(cause, "%s: %s", path, strerror(errno));
+	if (geteuid() != 0 || sb.st_uid == 0)
+		return 0;
+	ow->uid = sb.st_uid;
+	ow->gid = sb.st_gid;
+	if (setgroups(1, &ow->gid) == -1)
+		return cause_set(cause, "setgroups: %s", strerror(errno));
+	/*
+	 * Root's global and system git config are neither the owner's nor
+	 * readable with the owner's rights (libgit2 fails on EACCES): only
+	 * the repo's own config applies.
+	 */
+	if (git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_GLOBAL, "") < 0 ||
+	    git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, "") < 0 ||
+	    git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_SYSTEM, "") < 0)
+		return fetch_git_cause(cause, "git config search path");
+	return 0;
+}
+
+/* ---- the pack builder child ---------------------------------------------- */
+
+static int fetch_write_all(int fd, const void *buf, size_t len);
+
+/* Who the child becomes and where it sees the two object dirs. */
+struct fetch_jail {
+	const char *root;	/* an empty root-owned dir to mount the tmpfs on */
+	int snapfd;		/* the guest objects' private copy */
+	int hostfd;		/* the host repo's objects dir */
+	uid_t uid;		/* nobody, or the repo owner (see fetch_transfer) */
+	gid_t gid;
+	char snap[64], host[64];	/* the paths the child uses */
+};
+
+/*
+ * Attach tree (a detached copy from open_tree(2), made before unshare: a
+ * bind mount of a path of the old namespace gives EINVAL) at target,
+ * read-only.  0 or -1.
+ */
+static int
+fetch_child_bind(int tree, const char *target)
+{
+	unsigned long fl = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+	if (mkdir(target, 0755) == -1 ||
+	    move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) == -1 ||
+	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | fl, NULL) == -1)
+		return -1;
+	close(tree);
+	return 0;
+}
+
+/*
+ * Confine the child before it touches a guest byte; on any failure it
+ * writes why to efd and exits (fail closed).  Not root (the unit tests):
+ * only the rlimits and no_new_privs apply.
+ */
+static void
+fetch_child_confine(int efd, struct fetch_jail *j, unsigned cpu_s)
+{
+	struct rlimit rl;
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+	const char *step = "rlimits";
+	int gtree = -1, htree = -1;
+	char what[128];
+
+	snprintf(j->snap, sizeof(j->snap), "/proc/self/fd/%d", j->snapfd);
+	snprintf(j->host, sizeof(j->host), "/proc/self/fd/%d", j->hostfd);
+	rl.rlim_cur = rl.rlim_max = 0;
+	if (setrlimit(RLIMIT_FSIZE, &rl) == -1 ||	/* writes no file */
+	    setrlimit(RLIMIT_CORE, &rl) == -1)
+		goto fail;
+	rl.rlim_cur = rl.rlim_max = cpu_s;
+	if (setrlimit(RLIMIT_CPU, &rl) == -1)
+		goto fail;
+	rl.rlim_cur = rl.rlim_max = CHILD_MEM_MAX;
+	if (setrlimit(RLIMIT_AS, &rl) == -1)
+		goto fail;
+	if (geteuid() == 0) {
+		setfsuid(0);	/* the parent may have been in owner mode */
+		setfsgid(0);
+		/*
+		 * Namespaces where permitted.  Refused (EPERM: a container, a
+		 * seccomp policy; EINVAL/ENOSYS: not built in): the child goes
+		 * on with the uid drop alone, the documented fallback.
+		 */
+		gtree = open_tree(j->snapfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
+		    OPEN_TREE_CLOEXEC);
+		htree = open_tree(j->hostfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
+		    OPEN_TREE_CLOEXEC);
+		if (gtree != -1 && htree != -1 && unshare(CLONE_NEWNS |
+		    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0) {
+			step = "private mounts";
+			if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1)
+				goto fail;
+			step = "tmpfs root";
+			if (mount("ksb-fetch", j->root, "tmpfs", MS_NOSUID | MS_NODEV |
+			    MS_NOEXEC, "size=64k,nr_inodes=16,mode=0755") == -1 ||
+			    chdir(j->root) == -1)
+				goto fail;
+			step = "bind mounts";
+			if (fetch_child_bind(gtree, "g") == -1 ||
+			    fetch_child_bind(htree, "h") == -1)
+				goto fail;
+			step = "pivot_root";
+			if (syscall(SYS_pivot_root, ".", ".") == -1 ||
+			    umount2(".", MNT_DETACH) == -1 || chdir("/") == -1)
+				goto fail;
+			step = "read-only root";
+			if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+			    MS_NODEV | MS_NOEXEC, NULL) == -1)
+				goto fail;
+			close(j->snapfd);
+			close(j->hostfd);
+			strcpy(j->snap, "/g");
+			strcpy(j->host, "/h");
+		} else if (errno != EPERM && errno != EINVAL && errno != ENOSYS) {
+			step = "unshare";
+			goto fail;
+		} else {
+			if (gtree != -1)
+				close(gtree);
+			if (htree != -1)
+				close(htree);
+		}
+		step = "dropping to the unprivileged user";
+		if (setgroups(0, NULL) == -1 ||
+		    setresgid(j->gid, j->gid, j->gid) == -1 ||
+		    setresuid(j->uid, j->uid, j->uid) == -1)
+			goto fail;
+		if (getresuid(&ru, &eu, &su) == -1 || getresgid(&rg, &eg, &sg) == -1 ||
+		    ru != j->uid || eu != j->uid || su != j->uid || rg != j->gid ||
+		    eg != j->gid || sg != j->gid || setuid(0) != -1 ||
+		    getgroups(0, NULL) != 0) {
+			errno = EPERM;
+			goto fail;
+		}
+	}
+	step = "no_new_privs";
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
+	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1)
+		goto fail;
+	return;
+fail:
+	snprintf(what, sizeof(what), "confining the pack builder: %s: %s",
+	    step, strerror(errno));
+	(void)fetch_write_all(efd, what, strlen(what));
+	_exit(1);
+}
+
 /* ---- the pack builder child ---------------------------------------------- */
 
 static int
@@ -429,10 +649,9 @@ fetch_child_fail(int efd, const char *what)
 }
 
 static void __attribute__((noreturn))
-fetch_child(int pfd, int efd, const char *snap, const char *host_objects,
-    const git_oid *tip, const git_oid *hide, size_t nhide, unsigned cpu_s)
+fetch_child(int pfd, int efd, struct fetch_jail *j, const git_oid *tip,
+    const git_oid *hide, size_t nhide, unsigned cpu_s)
 {
-	struct rlimit rl;
 	git_odb *odb = NULL;
 	git_odb_backend *b;
 	git_repository *r = NULL;
@@ -441,27 +660,21 @@ fetch_child(int pfd, int efd, const char *snap, const char *host_objects,
 	git_packbuilder *pb = NULL;
 	size_t i;
 
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
 	signal(SIGXFSZ, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	rl.rlim_cur = rl.rlim_max = 0;
-	setrlimit(RLIMIT_FSIZE, &rl);		/* writes no file */
-	setrlimit(RLIMIT_CORE, &rl);
-	rl.rlim_cur = rl.rlim_max = cpu_s;
-	setrlimit(RLIMIT_CPU, &rl);
-	rl.rlim_cur = rl.rlim_max = CHILD_MEM_MAX;
-	setrlimit(RLIMIT_AS, &rl);
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1)
+		fetch_child_fail(efd, "prctl");
+	fetch_child_confine(efd, j, cpu_s);
 	git_libgit2_opts(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(1ULL << 30));
 
 	if (git_odb_new(&odb) < 0)
 		fetch_child_fail(efd, "odb");
-	if (git_odb_backend_loose(&b, snap, -1, 0, 0, 0) < 0 ||
+	if (git_odb_backend_loose(&b, j->snap, -1, 0, 0, 0) < 0 ||
 	    git_odb_add_backend(odb, b, 3) < 0 ||
-	    git_odb_backend_pack(&b, snap) < 0 || git_odb_add_backend(odb, b, 2) < 0)
+	    git_odb_backend_pack(&b, j->snap) < 0 || git_odb_add_backend(odb, b, 2) < 0)
 		fetch_child_fail(efd, "guest objects");
 	/* The host's own objects (trusted) complete the history. */
-	if (git_odb_add_disk_alternate(odb, host_objects) < 0)
+	if (git_odb_add_disk_alternate(odb, j->host) < 0)
 		fetch_child_fail(efd, "host objects");
 	if (git_repository_wrap_odb(&r, odb) < 0)
 		fetch_child_fail(efd, "repository");
@@ -483,13 +696,53 @@ fetch_child(int pfd, int efd, const char *snap, const char *host_objects,
 	_exit(0);
 }
 
+/* The indexer's progress callback: abort once past the deadline. */
+static int
+fetch_index_cb(const git_indexer_progress *stats, void *payload)
+{
+	(void)stats;
+	return util_mono_ms() > *(int64_t *)payload ? -1 : 0;
+}
+
 /*
- * Run the child and index its pack into the host (verify=1).  The host
- * gains objects only if the whole pack arrived and verified.
+ * Who the child becomes: nobody (nogroup), or, if the host's objects dir
+ * is not world-readable (a repo made under umask 077) and its owner is
+ * not root, that owner; the child sees the same two read-only dirs either
+ * way.  0, or -1 and *cause.
  */
 static int
-fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
-    const git_oid *hide, size_t nhide, int timeout_ms, size_t *nobjects,
+fetch_jail_user(struct fetch_jail *j, const struct fetch_owner *ow, char **cause)
+{
+	struct passwd *pw;
+	struct group *gr;
+	struct stat sb;
+
+	if (fstat(j->hostfd, &sb) == -1)
+		return cause_set(cause, "host objects: %s", strerror(errno));
+	if ((sb.st_mode & 0005) != 0005 && ow->uid != 0) {
+		j->uid = ow->uid;
+		j->gid = ow->gid;
+		return 0;
+	}
+	if ((pw = getpwnam("nobody")) == NULL || pw->pw_uid == 0)
+		return cause_set(cause, "no user `nobody' for the pack builder");
+	j->uid = pw->pw_uid;
+	j->gid = (gr = getgrnam("nogroup")) != NULL ? gr->gr_gid : pw->pw_gid;
+	if (j->gid == 0)
+		return cause_set(cause, "`nobody' has group 0: refused");
+	return 0;
+}
+
+/*
+ * Run the child and index its pack into the host (verify=1), at most
+ * max_pack bytes, everything within timeout_ms.  The host gains objects
+ * only if the whole pack arrived and verified.  Called in owner mode (ow):
+ * the indexer writes into the host repo with its owner's rights.
+ */
+static int
+fetch_transfer(git_repository *host, const struct fetch_owner *ow,
+    const char *root, int snapfd, const git_oid *tip, const git_oid *hide,
+    size_t nhide, int timeout_ms, uint64_t max_pack, size_t *nobjects,
     char **cause)
 {
 	git_indexer *ix = NULL;
@@ -497,23 +750,39 @@ fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
 	git_indexer_progress prog;
 	git_odb *hodb = NULL;
 	struct pollfd pfd[2];
+	struct fetch_jail j;
 	char *host_objects = NULL, *packdir = NULL, buf[65536], err[CHILD_ERR_MAX],
 	    esc[CHILD_ERR_MAX * 4];
 	size_t errlen = 0;
 	int p[2] = { -1, -1 }, e[2] = { -1, -1 }, ret = -1, st, open_p = 1, open_e = 1;
 	int64_t deadline;
+	uint64_t got = 0;
 	ssize_t n;
 	pid_t pid = -1;
 
 	memset(&prog, 0, sizeof(prog));
+	memset(&j, 0, sizeof(j));
+	j.root = root;
+	j.snapfd = snapfd;
+	j.hostfd = -1;
+	deadline = util_mono_ms() + timeout_ms;
 	git_indexer_options_init(&io, GIT_INDEXER_OPTIONS_VERSION);
 	xasprintf(&host_objects, "%sobjects", git_repository_commondir(host));
 	xasprintf(&packdir, "%s/pack", host_objects);
+	/* Opened with the owner's rights: a symlink there reaches only theirs. */
+	if ((j.hostfd = open(host_objects, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
+		cause_set(cause, "%s: %s", host_objects, strerror(errno));
+		goto cleanup;
+	}
+	if (geteuid() == 0 && fetch_jail_user(&j, ow, cause) != 0)
+		goto cleanup;
 	if (git_repository_odb(&hodb, host) < 0) {
 		fetch_git_cause(cause, "host odb");
 		goto cleanup;
 	}
 	io.verify = 1;
+	io.progress_cb = fetch_index_cb;	/* bounds delta resolution too */
+	io.progress_cb_payload = &deadline;
 	if (git_indexer_new(&ix, packdir, 0, hodb, &io) < 0) {
 		fetch_git_cause(cause, packdir);
 		goto cleanup;
@@ -522,7 +791,6 @@ fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
 		cause_set(cause, "pipe: %s", strerror(errno));
 		goto cleanup;
 	}
-	deadline = util_mono_ms() + timeout_ms;
 	if ((pid = fork()) == -1) {
 		cause_set(cause, "fork: %s", strerror(errno));
 		goto cleanup;
@@ -530,7 +798,7 @@ fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
 	if (pid == 0) {
 		close(p[0]);
 		close(e[0]);
-		fetch_child(p[1], e[1], snap, host_objects, tip, hide, nhide,
+		fetch_child(p[1], e[1], &j, tip, hide, nhide,
 		    (unsigned)(timeout_ms / 1000 + 1));
 	}
 	close(p[1]);
@@ -541,7 +809,7 @@ fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
 
 		if (left <= 0) {
 			cause_set(cause, "building the pack took longer than %d s: "
-			    "stopped", timeout_ms / 1000);
+			    "stopped (--timeout)", timeout_ms / 1000);
 			goto cleanup;
 		}
 		pfd[0].fd = open_p ? p[0] : -1;
@@ -557,8 +825,20 @@ fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
 		if (pfd[0].revents) {
 			n = read(p[0], buf, sizeof(buf));
 			if (n > 0) {
+				got += (uint64_t)n;
+				if (got > max_pack) {
+					cause_set(cause, "the pack from the mirror is "
+					    "larger than %llu bytes: stopped "
+					    "(--max-pack-size)", (unsigned long long)max_pack);
+					goto cleanup;
+				}
 				if (git_indexer_append(ix, buf, (size_t)n, &prog) < 0) {
-					fetch_git_cause(cause, "received pack");
+					if (util_mono_ms() > deadline)
+						cause_set(cause, "indexing the pack took "
+						    "longer than %d s: stopped (--timeout)",
+						    timeout_ms / 1000);
+					else
+						fetch_git_cause(cause, "received pack");
 					goto cleanup;
 				}
 			} else if (n == 0 || errno != EINTR)
@@ -587,12 +867,17 @@ fetch_transfer(git_repository *host, const char *snap, const git_oid *tip,
 		goto cleanup;
 	}
 	if (git_indexer_commit(ix, &prog) < 0) {
-		fetch_git_cause(cause, "received pack");
+		if (util_mono_ms() > deadline)
+			cause_set(cause, "indexing the pack took longer than %d s: "
+			    "stopped (--timeout)", timeout_ms / 1000);
+		else
+			fetch_git_cause(cause, "received pack");
 		goto cleanup;
 	}
 	*nobjects = prog.indexed_objects;
 	ret = 0;
 cleanup:
+	git_error_clear();
 	if (pid > 0) {
 		kill(pid, SIGKILL);
 		while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
@@ -606,6 +891,8 @@ cleanup:
 		close(e[0]);
 	if (e[1] != -1)
 		close(e[1]);
+	if (j.hostfd != -1)
+		close(j.hostfd);
 	git_indexer_free(ix);	/* an uncommitted pack is removed */
 	git_odb_free(hodb);
 	free(host_objects);
@@ -721,14 +1008,17 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	git_odb *odb = NULL;
 	git_commit *c = NULL;
 	struct hide_ctx h = { 0 };
+	struct fetch_owner ow;
+	struct stat sb;
 	git_oid tip, old, seed, base;
-	const char *ns = o->ns != NULL ? o->ns : "ksb";
+	const char *ns = o->ns != NULL ? o->ns : "ksb", *repo;
 	char *mdir = NULL, *branch = NULL, *snap = NULL, *snapobj = NULL;
-	int ret = -1, have_old = 0, have_seed;
+	int ret = -1, have_old = 0, have_seed, snapfd = -1;
 
 	mirror_global_init();
 	memset(res, 0, sizeof(*res));
 	memset(&st, 0, sizeof(st));
+	memset(&ow, 0, sizeof(ow));
 	if (!util_valid_id(o->id))
 		return cause_set(cause, "invalid instance ID `%s'", o->id);
 	if (*ns == '\0' || strlen(ns) > 64 || ns[0] == '.' ||
@@ -739,9 +1029,20 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	if (mirror_state_read(o->instance_dir, &st, cause) != 0)
 		return -1;
 	memcpy(res->seed, st.seed, sizeof(res->seed));
-	if (git_repository_open_ext(&r, o->repo != NULL ? o->repo : st.gitdir,
-	    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
-		fetch_git_cause(cause, o->repo != NULL ? o->repo : st.gitdir);
+	/* The host repo: only ever with its owner's file-system rights. */
+	repo = o->repo != NULL ? o->repo : st.gitdir;
+	if (fetch_owner_init(&ow, repo, cause) != 0 ||
+	    fetch_owner_switch(&ow, 1, cause) != 0)
+		goto cleanup;
+	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
+	    NULL) < 0) {
+		fetch_git_cause(cause, repo);
+		goto cleanup;
+	}
+	if (geteuid() == 0 && (stat(git_repository_commondir(r), &sb) == -1 ||
+	    sb.st_uid != ow.uid)) {
+		cause_set(cause, "%s: not owned by the owner of %s (uid %lu): refused",
+		    git_repository_commondir(r), repo, (unsigned long)ow.uid);
 		goto cleanup;
 	}
 	if (git_repository_odb(&odb, r) < 0) {
@@ -751,7 +1052,10 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 
 	xasprintf(&mdir, "%s/%s", o->instance_dir, MIRROR_DIR);
 	xasprintf(&branch, "refs/heads/sandbox/%s", o->id);
-	if (mirror_read_ref(mdir, branch, res->tip, cause) != 0)
+	/* The mirror's files belong to QEMU's user: root reads them. */
+	if (fetch_owner_switch(&ow, 0, cause) != 0 ||
+	    mirror_read_ref(mdir, branch, res->tip, cause) != 0 ||
+	    fetch_owner_switch(&ow, 1, cause) != 0)
 		goto cleanup;
 	git_oid_fromstr(&tip, res->tip);
 	git_oid_fromstr(&seed, st.seed);
@@ -781,7 +1085,13 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 			fetch_hide_cb(ref, &h);
 		ref = NULL;
 		git_error_clear();
-		xasprintf(&snap, "%sksb-fetch-XXXXXX", git_repository_commondir(r));
+		/*
+		 * The private copy: in the instance dir (root's, not shared),
+		 * never in the user-owned host repo; 0700 at the top.
+		 */
+		if (fetch_owner_switch(&ow, 0, cause) != 0)
+			goto cleanup;
+		xasprintf(&snap, "%s/fetch-XXXXXX", o->instance_dir);
 		if (mkdtemp(snap) == NULL) {
 			cause_set(cause, "%s: %s", snap, strerror(errno));
 			free(snap);
@@ -789,15 +1099,20 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 			goto cleanup;
 		}
 		xasprintf(&snapobj, "%s/objects", snap);
-		if (mkdir(snapobj, 0700) != 0) {
+		if (mkdir(snapobj, 0755) != 0 || (snapfd = open(snapobj, O_RDONLY |
+		    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
 			cause_set(cause, "%s: %s", snapobj, strerror(errno));
 			goto cleanup;
 		}
 		if (fetch_snapshot(mdir, snapobj, o->max_bytes ? o->max_bytes :
 		    FETCH_MAX_BYTES, cause) != 0)
 			goto cleanup;
-		if (fetch_transfer(r, snapobj, &tip, h.oids, h.n, o->timeout_ms > 0 ?
-		    o->timeout_ms : FETCH_TIMEOUT_MS, &res->objects, cause) != 0)
+		if (fetch_owner_switch(&ow, 1, cause) != 0)
+			goto cleanup;
+		if (fetch_transfer(r, &ow, snap, snapfd, &tip, h.oids, h.n,
+		    o->timeout_ms > 0 ? o->timeout_ms : FETCH_TIMEOUT_MS,
+		    o->max_pack_bytes > 0 ? o->max_pack_bytes : FETCH_MAX_PACK,
+		    &res->objects, cause) != 0)
 			goto cleanup;
 	}
 	/* Arrived and verified: it must be a commit in the host now. */
@@ -826,6 +1141,9 @@ cleanup:
 		if (have_seed)
 			fetch_files(r, &seed, &tip, &res->files);
 	}
+	if (snapfd != -1)
+		close(snapfd);
+	(void)fetch_owner_switch(&ow, 0, NULL);
 	if (snap != NULL && util_rmtree(snap) != 0)
 		log_warn("removing %s", snap);
 	git_commit_free(c);

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -631,4 +632,77 @@ cleanup:
 	free(out);
 	free(base);
 	return ret;
+}
+
+/* ---- disk use ------------------------------------------------------------ */
+
+#define USAGE_DEPTH_MAX 64
+
+struct usage {
+	uint64_t bytes, entries, max_bytes, max_entries;
+	char **cause;
+};
+
+/* Add dfd's entries (recursively); 0, 1 over a limit, -1 error.  Closes dfd. */
+static int
+mirror_usage_dir(struct usage *u, int dfd, int depth)
+{
+	DIR *d;
+	struct dirent *de;
+	struct stat sb;
+	int sub, rc = 0;
+
+	if ((d = fdopendir(dfd)) == NULL) {
+		close(dfd);
+		return cause_set(u->cause, "mirror: %s", strerror(errno));
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == -1) {
+			if (errno == ENOENT)
+				continue;	/* removed meanwhile */
+			rc = cause_set(u->cause, "mirror: %s", strerror(errno));
+			break;
+		}
+		u->bytes += (uint64_t)sb.st_blocks * 512;
+		if (++u->entries > u->max_entries) {
+			cause_set(u->cause, "the mirror holds more than %llu files",
+			    (unsigned long long)u->max_entries);
+			rc = 1;
+		} else if (u->bytes > u->max_bytes) {
+			cause_set(u->cause, "the mirror uses more than %llu MiB of disk",
+			    (unsigned long long)(u->max_bytes >> 20));
+			rc = 1;
+		} else if (S_ISDIR(sb.st_mode)) {
+			if (depth >= USAGE_DEPTH_MAX) {
+				cause_set(u->cause, "the mirror nests directories deeper "
+				    "than %d levels", USAGE_DEPTH_MAX);
+				rc = 1;
+			} else if ((sub = openat(dirfd(d), de->d_name, O_RDONLY |
+			    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) != -1)
+				rc = mirror_usage_dir(u, sub, depth + 1);
+			else if (errno != ENOENT)
+				rc = cause_set(u->cause, "mirror: %s", strerror(errno));
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+int
+mirror_usage(const char *dir, uint64_t max_bytes, uint64_t max_entries,
+    uint64_t *bytes, uint64_t *entries, char **cause)
+{
+	struct usage u = { .max_bytes = max_bytes, .max_entries = max_entries,
+	    .cause = cause };
+	int dfd, rc;
+
+	*bytes = *entries = 0;
+	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(cause, "%s: %s", dir, strerror(errno));
+	rc = mirror_usage_dir(&u, dfd, 0);
+	*bytes = u.bytes;
+	*entries = u.entries;
+	return rc;
 }

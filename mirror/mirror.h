@@ -106,6 +106,17 @@ int mirror_write_ref(const char *dir, const char *refname, const char *hex,
 int mirror_context(const char *spec, const char *instance_dir, char **name,
     char **dir, char **cause);
 
+/*
+ * mirror_usage: the disk use of the guest-owned tree dir (st_blocks of
+ * every entry, fstatat/openat without following a symlink, hardlinks
+ * counted each time), in *bytes, and its number of entries, in *entries.
+ * The walk stops as soon as either passes max_bytes or max_entries, or a
+ * directory is nested deeper than 64 levels, so its cost is bounded.  0
+ * within the limits, 1 over one (*cause says which), -1 and *cause.
+ */
+int mirror_usage(const char *dir, uint64_t max_bytes, uint64_t max_entries,
+    uint64_t *bytes, uint64_t *entries, char **cause);
+
 /* ---- fetch.c ------------------------------------------------------------ */
 
 struct mirror_fetch_opts {
@@ -115,6 +126,7 @@ struct mirror_fetch_opts {
 	const char *ns;			/* NULL: "ksb" -> refs/remotes/ksb/<id> */
 	int timeout_ms;			/* 0: 300000, the whole pack build */
 	uint64_t max_bytes;		/* 0: 4 GiB of guest object files */
+	uint64_t max_pack_bytes;	/* 0: 1 GiB, the pack the child sends */
 };
 
 struct mirror_fetch_result {
@@ -136,9 +148,13 @@ struct mirror_fetch_result {
  * into the host repo as refs/remotes/<ns>/<id>; only that ref is ever
  * written.  The ref value is read from the mirror with O_NOFOLLOW and a
  * size cap (loose or packed-refs), the mirror's object files are copied
- * into a private directory in the host repo's git dir, a forked child with
- * rlimits and a deadline packs what the tip reaches beyond the host's refs,
- * and the parent indexes it with connectivity verification.  *res filled
+ * into a private directory in the instance dir, a forked child (rlimits,
+ * namespaces with only the two object dirs, uid nobody, a deadline) packs
+ * what the tip reaches beyond the host's refs, and the parent indexes it
+ * (at most max_pack_bytes, within the deadline) with connectivity
+ * verification.  Run as root on a repo owned by another user, everything
+ * inside the repo is done with that user's file-system uid/gid, and the
+ * process's supplementary groups become that user's group.  *res filled
  * (free with mirror_fetch_result_clear).  0 (res->updated says whether
  * anything landed), or -1 and *cause (nothing changed on the host).
  */

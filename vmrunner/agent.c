@@ -30,6 +30,8 @@
 #define AGENT_LOG_MAX (16 * 1024 * 1024)	/* agent.log, then agent.log.1 */
 #define AGENT_CLIENT_IN_MAX (GUESTCTL_TEXT_MAX + 256)
 #define AGENT_RESEND_MS 10000	/* unacknowledged PROMPT sent again */
+#define AGENT_EVENTS_PER_S 20	/* working/info reports passed on a second */
+#define AGENT_SAVE_MS 200	/* the state file is rewritten at most this often */
 
 struct agent_prompt {
 	uint64_t turn;
@@ -66,11 +68,15 @@ struct agent {
 	char *outq;
 	size_t outq_len;
 	int log_fd, ev_fd;
-	off_t log_bytes;
+	off_t log_bytes, ev_bytes;
 	struct agent_turn turns[AGENT_TURNS];
 	int changed;
+	int64_t changed_at;	/* last agent_take_changed() that said 1 */
 	char *dec;		/* decoded guest text */
 	int64_t last_latency_ms;
+	int64_t rate_at;	/* working/info events: start of this second */
+	int rate_n;
+	unsigned long suppressed, dropped_out;
 };
 
 struct agent *
@@ -97,6 +103,8 @@ agent_new(const char *dir, uint64_t turns_before, char **cause)
 	free(p);
 	xasprintf(&p, "%s/agent.events", dir);
 	a->ev_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (a->ev_fd != -1 && fstat(a->ev_fd, &st) == 0)
+		a->ev_bytes = st.st_size;
 	free(p);
 	if (a->log_fd == -1 || a->ev_fd == -1) {
 		cause_set(cause, "%s: agent logs: %s", dir, strerror(errno));
@@ -179,8 +187,10 @@ static void
 agent_queue(struct agent *a, const char *buf, size_t len)
 {
 	if (a->outq_len + len > AGENT_OUTQ_MAX) {
-		log_warnx("agent: the guest is not reading its control port: "
-		    "frame dropped");
+		/* Counted; logged the first time and every 10000th. */
+		if (a->dropped_out++ % 10000 == 0)
+			log_warnx("agent: the guest is not reading its control port: "
+			    "%lu frame(s) dropped", a->dropped_out);
 		return;
 	}
 	memcpy(a->outq + a->outq_len, buf, len);
@@ -214,6 +224,39 @@ agent_consumed_out(struct agent *a, size_t n)
 {
 	memmove(a->outq, a->outq + n, a->outq_len - n);
 	a->outq_len -= n;
+}
+
+/*
+ * Append to <dir>/name (agent.log or agent.events) through *fd; past
+ * AGENT_LOG_MAX bytes the file becomes name.1 (the older .1 goes), so
+ * the guest can fill at most twice AGENT_LOG_MAX of each on the host.
+ */
+static void
+agent_append(struct agent *a, int *fd, off_t *bytes, const char *name,
+    const char *buf, size_t len)
+{
+	char *p = NULL, *q = NULL;
+	ssize_t n;
+
+	if (*bytes + (off_t)len > AGENT_LOG_MAX) {
+		xasprintf(&p, "%s/%s", a->dir, name);
+		xasprintf(&q, "%s/%s.1", a->dir, name);
+		if (rename(p, q) == 0) {
+			if (*fd != -1)
+				close(*fd);
+			*fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+			    O_NOFOLLOW, 0600);
+			*bytes = 0;
+		}
+		free(p);
+		free(q);
+	}
+	if (*fd == -1)
+		return;
+	if ((n = write(*fd, buf, len)) > 0)
+		*bytes += n;
+	else if (n < 0)
+		log_warn("agent: %s", name);
 }
 
 /* ---- turns and events --------------------------------------------------- */
@@ -259,8 +302,7 @@ agent_event(struct agent *a, uint64_t turn, const char *state, const char *text,
 	    (unsigned long long)turn, state, esc);
 	if (n >= sizeof(line))
 		n = sizeof(line) - 1, line[n - 1] = '\n';
-	if (write(a->ev_fd, line, n) < 0)
-		log_warn("agent.events");
+	agent_append(a, &a->ev_fd, &a->ev_bytes, "agent.events", line, n);
 
 	n = (size_t)snprintf(line, sizeof(line), "EVENT %lld %llu %s ", (long long)now,
 	    (unsigned long long)turn, state);
@@ -402,7 +444,7 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	struct guestctl_frame f;
 	char out[64], esc[64];
 	size_t i, tlen;
-	int n;
+	int n, forged;
 
 	if (guestctl_frame_parse(line, len, &f, a->dec, GUESTCTL_GUEST_FRAME_MAX) != 0)
 		return -1;
@@ -447,8 +489,10 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 			break;		/* a repeat */
 		a->seen_seq = f.n;
 		tlen = f.textlen > GUESTCTL_REPORT_MAX ? GUESTCTL_REPORT_MAX : f.textlen;
-		if (f.turn > a->turns_assigned)
-			f.turn = a->cur_turn;	/* a turn we never gave: not believed */
+		/* A turn we never gave: shown as turn 0, never ends one. */
+		forged = f.turn > a->turns_assigned;
+		if (forged)
+			f.turn = 0;
 		if (f.state != GUESTCTL_ST_INFO && f.state != GUESTCTL_ST_STARTING) {
 			a->state = f.state;
 			memcpy(a->text, f.text, tlen);
@@ -462,29 +506,37 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 		log_escape(esc, sizeof(esc), f.text, tlen);
 		log_debug("agent: report %s turn %llu: %s", guestctl_state_name(f.state),
 		    (unsigned long long)f.turn, esc);
-		if (f.turn > 0 && agent_state_ends(f.state))
+		if (f.turn > 0 && !forged && agent_state_ends(f.state)) {
 			agent_turn_end(a, f.turn, f.state, f.text, tlen);
-		else
+			break;
+		}
+		/*
+		 * Anything else is shown, at most AGENT_EVENTS_PER_S a second:
+		 * a flood neither fills the disk nor the waiting clients'
+		 * sockets (a client that cannot take a line is dropped).
+		 */
+		if (a->last_rx - a->rate_at >= 1000) {
+			if (a->suppressed > 0) {
+				n = snprintf(out, sizeof(out), "%lu reports not shown",
+				    a->suppressed);
+				agent_event(a, f.turn, "info", out, (size_t)n, 0);
+				log_warnx("agent: the guest sent more than %d reports "
+				    "a second: %lu not shown", AGENT_EVENTS_PER_S,
+				    a->suppressed);
+				a->suppressed = 0;
+			}
+			a->rate_at = a->last_rx;
+			a->rate_n = 0;
+		}
+		if (a->rate_n++ < AGENT_EVENTS_PER_S)
 			agent_event(a, f.turn, guestctl_state_name(f.state), f.text,
 			    tlen, 0);
+		else
+			a->suppressed++;
 		break;
 	case GUESTCTL_OUT:
-		if (a->log_bytes + (off_t)f.textlen > AGENT_LOG_MAX) {
-			char *p = NULL, *q = NULL;
-
-			xasprintf(&p, "%s/agent.log", a->dir);
-			xasprintf(&q, "%s/agent.log.1", a->dir);
-			if (rename(p, q) == 0) {
-				close(a->log_fd);
-				a->log_fd = open(p, O_WRONLY | O_CREAT | O_APPEND |
-				    O_CLOEXEC | O_NOFOLLOW, 0600);
-				a->log_bytes = 0;
-			}
-			free(p);
-			free(q);
-		}
-		if (a->log_fd != -1 && write(a->log_fd, f.text, f.textlen) > 0)
-			a->log_bytes += (off_t)f.textlen;
+		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", f.text,
+		    f.textlen);
 		break;
 	case GUESTCTL_PING:
 		n = snprintf(out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
@@ -523,6 +575,9 @@ int
 agent_next_ms(const struct agent *a, int64_t now)
 {
 	int64_t t = a->last_ping + GUESTCTL_HEARTBEAT_MS - now;
+
+	if (a->changed && a->changed_at + AGENT_SAVE_MS - now < t)
+		t = a->changed_at + AGENT_SAVE_MS - now;
 
 	return t < 0 ? 0 : (int)t;
 }
@@ -689,12 +744,13 @@ agent_ready(const struct agent *a)
 }
 
 int
-agent_take_changed(struct agent *a)
+agent_take_changed(struct agent *a, int64_t now)
 {
-	int c = a->changed;
-
+	if (!a->changed || now - a->changed_at < AGENT_SAVE_MS)
+		return 0;
 	a->changed = 0;
-	return c;
+	a->changed_at = now;
+	return 1;
 }
 
 void

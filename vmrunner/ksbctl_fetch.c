@@ -1,9 +1,11 @@
 /*
  * ksbctl_fetch.c: `ksbctl fetch ID [--repo PATH] [--namespace NS]
- * [--timeout SECONDS]`: bring the instance's sandbox/<ID> branch into the
+ * [--timeout SECONDS] [--max-pack-size SIZE]`: bring the instance's sandbox/<ID> branch into the
  * host repo as refs/remotes/NS/ID (mirror_fetch; nothing else is written).
  */
+#include <errno.h>
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +18,48 @@ static void
 fetch_usage(FILE *f)
 {
 	fprintf(f, "usage: ksbctl fetch ID [--repo PATH] [--namespace NS] "
-	    "[--timeout SECONDS]\n");
+	    "[--timeout SECONDS] [--max-pack-size SIZE]\n");
+}
+
+/* SIZE: bytes with an optional K, M or G suffix (powers of 1024), >= 1M. */
+static int
+fetch_parse_size(const char *s, uint64_t *out)
+{
+	unsigned long long n;
+	char *end;
+	int shift = 0;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno != 0)
+		return -1;
+	if (*end != '\0') {
+		if (end[1] != '\0')
+			return -1;
+		switch (*end) {
+		case 'K': case 'k': shift = 10; break;
+		case 'M': case 'm': shift = 20; break;
+		case 'G': case 'g': shift = 30; break;
+		default: return -1;
+		}
+	}
+	if (n > (1ULL << 40) >> shift || (n << shift) < (1ULL << 20))
+		return -1;
+	*out = n << shift;
+	return 0;
 }
 
 int
 fetch_main(int argc, char **argv)
 {
-	enum { O_REPO = 256, O_NS, O_TIMEOUT };
+	enum { O_REPO = 256, O_NS, O_TIMEOUT, O_MAXPACK };
 	static const struct option longopts[] = {
 		{ "repo", required_argument, NULL, O_REPO },
 		{ "namespace", required_argument, NULL, O_NS },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
+		{ "max-pack-size", required_argument, NULL, O_MAXPACK },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
@@ -58,6 +91,13 @@ fetch_main(int argc, char **argv)
 				return 2;
 			}
 			o.timeout_ms = (int)t * 1000;
+			break;
+		case O_MAXPACK:
+			if (fetch_parse_size(optarg, &o.max_pack_bytes) != 0) {
+				fprintf(stderr, "ksbctl fetch: --max-pack-size: invalid "
+				    "value `%s' (1M..1T; K, M, G suffixes)\n", optarg);
+				return 2;
+			}
 			break;
 		case 'h':
 			fetch_usage(stdout);

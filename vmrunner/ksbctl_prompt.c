@@ -37,13 +37,21 @@ prompt_read_all(int fd, char *buf, size_t cap, size_t *len)
 	return n < 0 ? -1 : 0;
 }
 
-/* Boot the stopped named agent instance id (dir) again.  0 or -1. */
+#define PROMPT_ARGS_MAX 64
+
+/*
+ * Boot the stopped named agent instance id (dir) again, with what its
+ * ksb-run left in agent.cmd (format in run.c: idle, cwd, arguments, the
+ * command; written by root's ksb-run in the 0700 instance dir, never by
+ * the guest).  0 or -1.
+ */
 static int
 prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 {
-	char *path = NULL, self[PATH_MAX], *slash, *run = NULL, buf[8192], *nl;
-	char cpus[16], mem[16], idle[16];
-	size_t len;
+	char *path = NULL, self[PATH_MAX], *slash, *run = NULL, buf[65536], *nl;
+	char cpus[16], mem[16], idle[16], *cwd = NULL, *p;
+	char *args[PROMPT_ARGS_MAX];
+	size_t len, nargs = 0;
 	ssize_t n;
 	pid_t pid;
 	int fd, status, ret = -1;
@@ -66,6 +74,17 @@ prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 		goto cleanup;
 	}
 	memcpy(idle, buf + 5, strlen(buf + 5) + 1);
+	/* cwd= and arg= lines, then the command. */
+	for (p = nl + 1; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+		if (strncmp(p, "cwd=", 4) == 0)
+			cwd = p + 4;
+		else if (strncmp(p, "arg=", 4) == 0 && nargs < PROMPT_ARGS_MAX)
+			args[nargs++] = p + 4;
+		else
+			break;
+		*nl = '\0';
+	}
+	nl = p - 1;	/* the command follows */
 	snprintf(cpus, sizeof(cpus), "%u", st->cpus);
 	snprintf(mem, sizeof(mem), "%u", st->memory_mib);
 	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
@@ -84,12 +103,20 @@ prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 	if ((pid = fork()) == -1)
 		goto cleanup;
 	if (pid == 0) {
-		char *argv[] = { run != NULL ? run : "ksb-run", "-f",
+		char *argv[17 + PROMPT_ARGS_MAX] = { run != NULL ? run : "ksb-run", "-f",
 		    ksbctl_conf->path != NULL ? ksbctl_conf->path : "/etc/ksb/ksb.conf",
 		    "--detach", "--name", (char *)id, "--profile",
 		    (char *)st->profile, "--cpus", cpus, "--memory", mem,
 		    "--agent", nl + 1, "--idle", idle, NULL };
 		int null = open("/dev/null", O_WRONLY);
+		size_t k;
+
+		/* The original arguments (shares, repo...), from its directory. */
+		for (k = 0; k < nargs; k++)
+			argv[16 + k] = args[k];
+		argv[16 + nargs] = NULL;
+		if (cwd != NULL && chdir(cwd) == -1)
+			(void)chdir("/");
 
 		if (null != -1)
 			dup2(null, STDOUT_FILENO);

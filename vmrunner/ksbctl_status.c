@@ -339,6 +339,15 @@ status_instance(const char *arg, int json)
 		    (unsigned long long)instance_du(dir), st.pid, st.qemu_pid,
 		    st.detached ? "true" : "false", (long long)st.started_ms,
 		    (long long)st.stopped_ms, (long long)up, st.exit_status);
+		if (st.agent) {
+			printf(",\"agent\":{\"state\":");
+			ksbctl_json_str(st.agent_state);
+			printf(",\"turn\":%llu,\"turns\":%llu,\"report\":",
+			    (unsigned long long)st.agent_turn,
+			    (unsigned long long)st.agent_turns);
+			ksbctl_json_str(st.agent_text);
+			printf("}");
+		}
 		status_denials(id, 1);
 		printf("}\n");
 	} else {
@@ -355,6 +364,13 @@ status_instance(const char *arg, int json)
 		printf("pids:      ksb-run %ld, qemu %ld\n", st.pid, st.qemu_pid);
 		if (st.exit_status >= 0)
 			printf("last exit: %d\n", st.exit_status);
+		if (st.agent) {
+			/* Guest text: escaped by the supervisor (log_escape). */
+			printf("agent:     %s, turn %llu (%llu given)\n",
+			    st.agent_state, (unsigned long long)st.agent_turn,
+			    (unsigned long long)st.agent_turns);
+			printf("report:    %s\n", st.agent_text[0] ? st.agent_text : "-");
+		}
 		status_denials(id, 0);
 	}
 	ret = 0;

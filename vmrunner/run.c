@@ -727,6 +727,7 @@ struct guestin {
 	char line[GUESTCTL_GUEST_FRAME_MAX];
 	struct agent *agent;	/* agent mode: frames after READY */
 	unsigned long bad;	/* lines not understood */
+	unsigned long errs;	/* ERR lines */
 	size_t len;
 	int skipping;		/* discarding the rest of an overlong line */
 	size_t total;
@@ -772,8 +773,12 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 				log_debug("guest: stopping");
 				break;
 			case GUESTCTL_ERR:
-				log_escape(esc, sizeof(esc), text, tlen);
-				log_warnx("guest: %s", esc);
+				/* The first 20; a flood must not fill the log. */
+				if (g->errs++ < 20) {
+					log_escape(esc, sizeof(esc), text, tlen);
+					log_warnx("guest: %s", esc);
+				} else if (g->errs == 21)
+					log_warnx("guest: more errors, not logged");
 				break;
 			default:
 				if (g->agent != NULL && g->ready_ms != 0 &&
@@ -845,6 +850,7 @@ run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
 	int64_t t0, now, kill_at = 0, term_at = 0;
 	int st = 0, signo = 0, ret, done = 0, ctl_open = 1, gw_open = 1, timeout;
 	int64_t resume_at = 0, lost_at = 0;
+	int64_t mirror_at = 0;	/* mirror disk cap: next check, -1 done */
 	int con_open = 1, in_open = !r->detach, escaped = 0, want_stop = 0, fd;
 	ssize_t n;
 	pid_t w;
@@ -892,6 +898,14 @@ run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
 		}
 		if (resume_at != 0 && now >= resume_at)
 			resume_at = run_resume(r, &gw_open, lost_at, now);
+		/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
+		if (mirror_at != -1 && now >= mirror_at &&
+		    workspace_mirror_check(r->instance_dir, r->conf->mirror_max_size,
+		    now, &mirror_at)) {
+			mirror_at = -1;
+			kill(r->qemu_pid, SIGTERM);
+			kill_at = now + KILL_GRACE_MS;
+		}
 		timeout = -1;
 		if (r->agent != NULL) {
 			agent_tick(r->agent, now);
@@ -903,6 +917,8 @@ run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
 			timeout = (int)(kill_at - now);
 		if (resume_at != 0 && (timeout == -1 || resume_at - now < timeout))
 			timeout = (int)(resume_at - now);
+		if (mirror_at > 0 && (timeout == -1 || mirror_at - now < timeout))
+			timeout = (int)(mirror_at - now);
 		if (term_at != 0 && (timeout == -1 || term_at - now < timeout))
 			timeout = (int)(term_at - now);
 		if (timeout < 0 && (kill_at != 0 || term_at != 0))
@@ -1027,7 +1043,7 @@ run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
 				close(r->ready_fd);
 				r->ready_fd = -1;
 			}
-			if (agent_take_changed(r->agent)) {
+			if (agent_take_changed(r->agent, now)) {
 				agent_status(r->agent, &r->st);
 				run_state_save(r);
 			}
@@ -1163,12 +1179,56 @@ run_cleanup(struct run *r, int status)
 }
 
 /*
- * Agent mode: the agent's host side (agent.c), agent.sock, agent.cmd (what
- * ksbctl prompt boots a stopped instance with) and the first prompt.
- * 0 or -1 and *cause.
+ * agent.cmd, what ksbctl prompt boots a stopped instance with (read by
+ * ksbctl_prompt.c): "idle=<s>\n", then "cwd=<dir>\n" and "arg=<arg>\n"
+ * lines (ksb-run's arguments except --detach, --name, --agent, --prompt,
+ * --idle, --secret and -f: secrets are never stored), then the agent's
+ * command.  An argument holding a newline is left out, with a warning.
  */
 static int
-run_agent_setup(struct run *r, char **cause)
+run_agent_cmd(struct run *r, int fd, int argc, char **argv)
+{
+	static const char *const skip_arg[] = { "--name", "--agent", "--prompt",
+	    "--idle", "--secret", "-f", NULL };
+	char cwd[PATH_MAX];
+	size_t k, len;
+	int i, skip;
+
+	if (dprintf(fd, "idle=%lu\n", r->idle_s) < 0)
+		return -1;
+	if (getcwd(cwd, sizeof(cwd)) != NULL && strchr(cwd, '\n') == NULL &&
+	    dprintf(fd, "cwd=%s\n", cwd) < 0)
+		return -1;
+	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
+		skip = strcmp(argv[i], "--detach") == 0 || strcmp(argv[i], "-d") == 0;
+		for (k = 0; !skip && skip_arg[k] != NULL; k++) {
+			len = strlen(skip_arg[k]);
+			if (strcmp(argv[i], skip_arg[k]) == 0) {
+				skip = 1;
+				i++;	/* and its value */
+			} else if (strncmp(argv[i], skip_arg[k], len) == 0 &&
+			    (argv[i][len] == '=' || (len == 2 && argv[i][len] != '\0')))
+				skip = 1;
+		}
+		if (skip)
+			continue;
+		if (strchr(argv[i], '\n') != NULL) {
+			log_warnx("--agent: an argument with a newline is not kept for "
+			    "booting the instance again");
+			continue;
+		}
+		if (dprintf(fd, "arg=%s\n", argv[i]) < 0)
+			return -1;
+	}
+	return dprintf(fd, "%s", r->agent_cmd) < 0 ? -1 : 0;
+}
+
+/*
+ * Agent mode: the agent's host side (agent.c), agent.sock, agent.cmd and
+ * the first prompt.  0 or -1 and *cause.
+ */
+static int
+run_agent_setup(struct run *r, int argc, char **argv, char **cause)
 {
 	struct instance_state old;
 	char *path = NULL, *text = NULL, *c2 = NULL;
@@ -1188,7 +1248,7 @@ run_agent_setup(struct run *r, char **cause)
 		goto cleanup;
 	xasprintf(&path, "%s/agent.cmd", r->instance_dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd == -1 || dprintf(fd, "idle=%lu\n%s", r->idle_s, r->agent_cmd) < 0) {
+	if (fd == -1 || run_agent_cmd(r, fd, argc, argv) != 0) {
 		cause_set(cause, "%s: %s", path, strerror(errno));
 		goto cleanup;
 	}
@@ -1377,7 +1437,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	r.st.disk_mib = r.disk_mib;
-	if (r.agent_cmd != NULL && run_agent_setup(&r, &cause) != 0) {
+	if (r.agent_cmd != NULL && run_agent_setup(&r, argc, argv, &cause) != 0) {
 		log_warnx("%s", cause);
 		goto out;
 	}
@@ -1388,6 +1448,7 @@ main(int argc, char **argv)
 		log_warnx("instance %s: %s", r.id, cause);
 		goto out;
 	}
+	workspace_disk_warn(r.conf, state_dir, r.instance_dir);	/* mirror cap */
 	if (r.secrets != NULL) {
 		if ((r.secrets_fd = secrets_memfd(r.secrets, &cause)) == -1) {
 			log_warnx("%s", cause);

@@ -375,6 +375,20 @@ int config_parse_size(const char *s, uint64_t *mib);
 #define WORKSPACE_GID 1000
 
 /*
+ * workspace_mirror_check: the guest-writable mirror's disk use against
+ * max_bytes (mirror_usage: bounded, no symlink followed); over it, or over
+ * 500000 files, logs why and returns 1 (the caller stops the instance).
+ * *next_at = now + 10 s (ms, monotonic).  No mirror: 0.
+ */
+int workspace_mirror_check(const char *instance_dir, uint64_t max_bytes,
+    int64_t now, int64_t *next_at);
+/*
+ * workspace_disk_warn: if the instance has a mirror, warn when the state
+ * dir and the audit database share a file system.
+ */
+void workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
+    const char *instance_dir);
+/*
  * workspace_setup: from cfg's repo, include-uncommitted and context
  * settings, create <instance_dir>/mirror.git for the repo (default: the
  * one holding the cwd; none: no mirror) or, when the instance already has
@@ -518,8 +532,12 @@ int agent_pollfds(struct agent *a, struct pollfd *pfd, int max);
 void agent_pollin(struct agent *a, const struct pollfd *pfd);
 /* agent_ready: 1 once the guest said HELLO (the agent runs in tmux). */
 int agent_ready(const struct agent *a);
-/* agent_take_changed: 1 if the status changed since the last call. */
-int agent_take_changed(struct agent *a);
+/*
+ * agent_take_changed: 1 if the status changed since the last call that
+ * said 1, at most once every 200 ms (now: util_mono_ms()); agent_next_ms
+ * counts that deadline in.
+ */
+int agent_take_changed(struct agent *a, int64_t now);
 /* agent_status: copy the agent's status into st. */
 void agent_status(const struct agent *a, struct instance_state *st);
 /* agent_guest_gone: QEMU exited; waiting clients get END exited. */

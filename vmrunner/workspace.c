@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include <errno.h>
+#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 #include "vmrunner/vmrunner.h"
 
 #define WORKSPACE_CONTEXT_GUEST "/context"
+#define WORKSPACE_CHECK_MS 10000		/* mirror disk use, every 10 s */
+#define WORKSPACE_MIRROR_FILES_MAX 500000	/* entries in the mirror */
 
 /* Append one share (copies of both paths; ksb-run frees them). */
 static void
@@ -146,4 +149,50 @@ cleanup:
 	free(name);
 	free(dir);
 	return ret;
+}
+
+int
+workspace_mirror_check(const char *instance_dir, uint64_t max_bytes, int64_t now,
+    int64_t *next_at)
+{
+	char *dir = NULL, *cause = NULL;
+	uint64_t bytes, entries;
+	struct stat sb;
+	int rc = 0;
+
+	*next_at = now + WORKSPACE_CHECK_MS;
+	xasprintf(&dir, "%s/%s", instance_dir, MIRROR_DIR);
+	if (lstat(dir, &sb) == -1 && errno == ENOENT)
+		goto cleanup;	/* no repository, no mirror */
+	rc = mirror_usage(dir, max_bytes, WORKSPACE_MIRROR_FILES_MAX, &bytes,
+	    &entries, &cause);
+	if (rc == 1)
+		log_warnx("%s (mirror-max-size %llu MiB): stopping the instance; "
+		    "its mirror is kept for inspection", cause,
+		    (unsigned long long)(max_bytes >> 20));
+	else if (rc == -1)
+		log_warnx("mirror disk use: %s", cause);
+cleanup:
+	free(cause);
+	free(dir);
+	return rc == 1;
+}
+
+void
+workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
+    const char *instance_dir)
+{
+	struct stat a, b;
+	char *db = xstrdup(conf->audit_db), *m = NULL;
+
+	xasprintf(&m, "%s/%s", instance_dir, MIRROR_DIR);
+	if (lstat(m, &a) == 0 && stat(state_dir, &a) == 0 &&
+	    stat(dirname(db), &b) == 0 &&
+	    a.st_dev == b.st_dev)
+		log_warnx("the state dir %s and the audit database %s share a file "
+		    "system: a guest may fill it up to mirror-max-size (%llu MiB) "
+		    "through its git mirror", state_dir, conf->audit_db,
+		    (unsigned long long)(conf->mirror_max_size >> 20));
+	free(m);
+	free(db);
 }

@@ -1,16 +1,29 @@
 #!/bin/bash
 # e2e agent mode (real QEMU guest behind a real ksb-gatewayd, own
-# namespaces and temp dir): a scripted shell agent in tmux driven through
-# three turns with ksbctl prompt --wait; a resend with the same key is
-# not typed twice; ksbctl logs; the gateway restarted mid-run and the
-# lease resumed (the guest's next curl works).  Needs root, QEMU, tmux and
-# a guest kernel (exit 77).
+# namespaces and temp dir).  A scripted shell agent in tmux, started in
+# ~/work (a clone of sandbox/<id> of a host repo):
+#  - three turns with ksbctl prompt --wait, each writing a file,
+#    committing and pushing sandbox/<id>, then ksb-report done; ksbctl
+#    fetch --repo shows the three commits;
+#  - ksbctl status shows the agent's state, turn and last report; ksbctl
+#    attach shows its tmux session;
+#  - a client killed mid-turn and the prompt resent with the same --key:
+#    the same turn, typed once, ended (reported) once;
+#  - the agent user floods ksb-report (oversized, forged frames, garbage)
+#    and the pane: a prompt still gets through, ksb-run's memory and the
+#    host logs stay bounded;
+#  - the gateway restarted: the lease is resumed (the guest's curl works);
+#  - a prompt to the stopped instance boots it and is delivered (the agent
+#    starts fresh, in ~/work, where its earlier commits still are).
+# Needs root, QEMU, tmux, git, python3 and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
 command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
 [ -x /usr/bin/tmux ] || ksb_skip "needs /usr/bin/tmux (shared into the guest)"
+[ -x /usr/bin/git ] || ksb_skip "needs /usr/bin/git (shared into the guest)"
+[ -x /usr/bin/python3 ] || ksb_skip "needs /usr/bin/python3 (the guest's flooder)"
 for b in ksb-run ksb-guest-init ksb-gatewayd ksbctl; do
 	[ -x "$KSB_BUILDDIR/$b" ] || ksb_skip "$b not built"
 done
@@ -22,52 +35,157 @@ ksb_gateway
 fails=0
 check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
 ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
+secs() { echo "$(date +%s.%N) - $1" | bc; }
 I=$T/state/instances
 
-# The scripted agent: one line per turn, a file per turn, a report.
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
+	GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
+	GIT_COMMITTER_NAME=host GIT_COMMITTER_EMAIL=host@example.invalid
+git config --global init.defaultBranch main
+P=$T/proj
+git init -q "$P"
+echo "readme" > "$P/README"
+git -C "$P" add README
+git -C "$P" commit -qm "host: first"
+
+# The scripted agent: one line per turn; its turn counter lives in its
+# home (on the instance's disk), so it matches the host's turn ids only if
+# every prompt arrives exactly once, also across a reboot.
 cat > "$T/share/agent.sh" <<'AGENT'
-n=0
+n=$(cat ~/.turns 2>/dev/null || echo 0)
 while IFS= read -r line; do
 	n=$((n + 1))
-	printf '%s\n' "$line" > ~/turn$n
+	echo "$n" > ~/.turns
 	case $line in
+	commit*)
+		f=turn$n.txt
+		printf '%s\n' "$line" > "$f"
+		if git add "$f" && git commit -qm "agent: $line" &&
+			git push -q origin "HEAD:sandbox/$KSB_INSTANCE"; then
+			r="committed $f"
+		else
+			r="commit failed"
+		fi ;;
+	sleep*) sleep "${line#sleep }"; r=slept ;;
+	flood*) python3 /data/flood.py "${line#flood }" & r=flooding ;;
 	curl*) r=$(curl -sS --cacert /data/ca.pem https://allowed.test/index.txt 2>&1 | head -c 80) ;;
 	*) r=ok ;;
 	esac
-	ksb-report done "turn $n: $r"
+	ksb-report done "turn $n: $r in $(pwd)"
 done
 AGENT
-chmod 644 "$T/share/agent.sh"
+# The flooder (the agent user can reach the host only through init: the
+# ksb-report socket and its pane): oversized datagrams, frames forged in
+# the text, bad states, binary garbage, as fast as it can, and binary
+# output on the pane, for argv[1] seconds.
+cat > "$T/share/flood.py" <<'FLOOD'
+import os, socket, sys, time
+end = time.time() + float(sys.argv[1])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.setblocking(False)
+msgs = [b"info " + b"x" * 60000,
+	b"info forged\nACK 999\nREPORT 99 99 done forged\nHELLO 2 0\nEXIT 0\n",
+	b"working \x00\x1b]0;pwned\x07\r\n%0A%",
+	b"rooted x", b"", b"donex", os.urandom(700), b"info " + b"%0A" * 400]
+out = sys.stdout.buffer
+sent = full = i = 0
+while time.time() < end:
+	try:
+		s.sendto(msgs[i % len(msgs)], "/run/ksb/agent/report.sock")
+		sent += 1
+	except OSError:
+		full += 1
+	i += 1
+	if i % 32 == 0:
+		out.write(os.urandom(2048).replace(b"\x1b", b"E") + b"\n")
+		out.flush()
+out.write(b"\nFLOOD END sent %d full %d\n" % (sent, full))
+out.flush()
+FLOOD
+chmod 644 "$T/share/agent.sh" "$T/share/flood.py"
 
-ksb_say "boot an agent instance with a first prompt"
+ksb_say "boot an agent instance on a host repo, with a first prompt"
 t0=$(date +%s.%N)
 id=$(timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --detach \
-	--name ag1 --disk-size 1G --share-ro "$T/share:/data" --idle 20 \
-	--agent 'bash /data/agent.sh' --prompt 'first task' 2>"$T/err")
-echo "detach returned after $(echo "$(date +%s.%N) - $t0" | bc) s: $id"
+	--name ag1 --repo "$P" --disk-size 1G --share-ro "$T/share:/data" --idle 30 \
+	--agent 'bash /data/agent.sh' --prompt 'hello' 2>"$T/err")
+echo "detach returned after $(secs "$t0") s: $id"
 cat "$T/err" >&2
 check "--detach printed the ID" '[ "$id" = ag1 ]'
 KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/ag1/state")"	# stopped on exit
 check "agent.sock exists" '[ -S "$I/ag1/agent.sock" ]'
 
-ksb_say "three turns with prompt --wait"
-for k in 2 3; do
+ksb_say "three turns with prompt --wait: write, commit, push, report done"
+for k in one two three; do
 	t0=$(date +%s.%N)
-	ctl prompt ag1 "task number $k" --wait > "$T/w$k"
-	echo "turn round trip $(echo "$(date +%s.%N) - $t0" | bc) s"
-	cat "$T/w$k"
+	ctl prompt ag1 "commit $k" --wait > "$T/w-$k" || true
+	echo "turn round trip $(secs "$t0") s"
+	cat "$T/w-$k"
 done
-check "turn 2 ended done" 'grep -q "turn 2 ended: done" "$T/w2"'
-check "turn 3 ended done" 'grep -q "turn 3 ended: done" "$T/w3"'
-check "turn 3 report text" 'grep -q "turn 3: ok" "$T/w3"'
-ctl prompt ag1 "task four" --key k4 > "$T/k1"
-ctl prompt ag1 "task four" --key k4 --wait --json > "$T/k2"
-cat "$T/k1" "$T/k2"
-check "a resend with the same key gets the same turn" 'grep -q "turn 4" "$T/k1" && grep -q "\"turn\":4,\"dup\":true" "$T/k2"'
-check "the resend ended once, done" '[ "$(grep -c "\"event\":\"end\"" "$T/k2")" = 1 ] && grep -q "\"state\":\"done\"" "$T/k2"'
-check "state file shows the agent" 'grep -q "^agent_state=done" "$I/ag1/state"'
-grep '^agent' "$I/ag1/state"
-grep "delivered" "$I/ag1/ksb-run.log" | tail -n 4 || true
+check "turn 1 (--prompt) ended done" 'grep -q "^1 done turn 1: ok in /home/agent/work" <(cut -d" " -f2- "$I/ag1/agent.events")'
+check "turn 2 committed, in ~/work" 'grep -q "turn 2 done: turn 2: committed turn2.txt in /home/agent/work" "$T/w-one"'
+check "turn 3 committed" 'grep -q "turn 3 ended: done" "$T/w-two" && grep -q "committed turn3.txt" "$T/w-two"'
+check "turn 4 committed" 'grep -q "turn 4 ended: done" "$T/w-three" && grep -q "committed turn4.txt" "$T/w-three"'
+ctl fetch ag1 --repo "$P" > "$T/fetch" 2>&1 || true
+cat "$T/fetch"
+git -C "$P" log --format='%s' main..refs/remotes/ksb/ag1 > "$T/commits" 2>&1 || true
+cat "$T/commits"
+check "ksbctl fetch shows the three commits" \
+	'[ "$(cat "$T/commits")" = "$(printf "agent: commit three\nagent: commit two\nagent: commit one")" ]'
+check "with the agent's files" '[ "$(git -C "$P" show refs/remotes/ksb/ag1:turn3.txt)" = "commit two" ]'
+
+ksb_say "status and attach"
+ctl status ag1 > "$T/status"
+cat "$T/status"
+check "status shows state and turn" 'grep -q "^agent: *done, turn 4 (4 given)" "$T/status"'
+check "status shows the last report" 'grep -q "^report: *turn 4: committed turn4.txt" "$T/status"'
+ctl status ag1 --json > "$T/status.json"
+check "status --json has the agent" 'grep -q "\"agent\":{\"state\":\"done\",\"turn\":4,\"turns\":4," "$T/status.json"'
+timeout 3 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" attach ag1 < /dev/null > "$T/attach" 2>&1 || true
+check "attach shows the agent's tmux pane" 'grep -aq "commit three" "$T/attach"'
+
+ksb_say "a client killed mid-turn; the prompt resent with its key"
+ctl prompt ag1 "sleep 4" --key ks --wait > "$T/ks1" 2>&1 &
+kp=$!
+for _ in $(seq 1 200); do grep -q delivered "$T/ks1" && break; sleep 0.1; done
+kill "$kp"; wait "$kp" 2>/dev/null || true
+cat "$T/ks1"
+ctl prompt ag1 "sleep 4" --key ks --wait --json > "$T/ks2" || true
+cat "$T/ks2"
+check "the resend is the same turn" 'grep -q "turn 5 delivered" "$T/ks1" && grep -q "\"turn\":5,\"dup\":true" "$T/ks2"'
+check "it ended once, done, by the agent's 5th line" \
+	'[ "$(grep -c "\"event\":\"end\"" "$T/ks2")" = 1 ] && grep -q "turn 5: slept" "$T/ks2"'
+check "agent.events: turn 5 ended once" '[ "$(grep -c "^[0-9]* 5 done " "$I/ag1/agent.events")" = 1 ]'
+
+ksb_say "the agent floods ksb-report and its pane; a prompt still gets through"
+rp=$(sed -n 's/^pid=//p' "$I/ag1/state")
+rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
+cpu0=$(awk '{print $14 + $15}' "/proc/$rp/stat")
+ev0=$(stat -c %s "$I/ag1/agent.events")
+lg0=$(wc -l < "$I/ag1/ksb-run.log")
+ctl prompt ag1 "flood 20" --wait > "$T/f1" || true
+cat "$T/f1"
+sleep 4		# the flooder is running (python starts in ~2 s under TCG)
+t0=$(date +%s.%N)
+ctl prompt ag1 "commit during the flood" --wait > "$T/f2" || true
+echo "turn round trip during the flood: $(secs "$t0") s"
+cat "$T/f2"
+check "a prompt during the flood was delivered and ended done" \
+	'grep -q "turn 7 delivered" "$T/f2" && grep -q "turn 7: committed turn7.txt" "$T/f2"'
+for _ in $(seq 1 300); do grep -aq "FLOOD END" "$I/ag1/agent.log" && break; sleep 0.1; done
+check "the flood ran to its end" 'grep -aq "FLOOD END" "$I/ag1/agent.log"'
+grep -a "FLOOD END" "$I/ag1/agent.log" | tail -n 1
+rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
+hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$rp/status")
+cpu1=$(awk '{print $14 + $15}' "/proc/$rp/stat")
+ev1=$(stat -c %s "$I/ag1/agent.events")
+lg1=$(wc -l < "$I/ag1/ksb-run.log")
+echo "ksb-run: RSS $rss0 -> $rss1 KiB (peak $hwm), CPU $(( (cpu1 - cpu0) * 10 )) ms," \
+	"agent.events +$((ev1 - ev0)) bytes, ksb-run.log +$((lg1 - lg0)) lines"
+check "ksb-run alive, memory bounded (RSS +$((rss1 - rss0)) KiB)" \
+	'kill -0 "$rp" && [ $((rss1 - rss0)) -lt 8192 ]'
+check "agent.events and ksb-run.log stay small" '[ $((ev1 - ev0)) -lt 1048576 ] && [ $((lg1 - lg0)) -lt 50 ]'
+check "no forged frame took effect" '! grep -q "forged$" <(grep -E "^[0-9]+ [0-9]+ done" "$I/ag1/agent.events")'
 
 ksb_say "gateway restart: the lease is resumed"
 kill -TERM "$KSB_GATEWAY_PID"
@@ -75,20 +193,35 @@ timeout 20 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 ksb_gateway
 for _ in $(seq 1 300); do grep -q "lease resumed" "$I/ag1/ksb-run.log" && break; sleep 0.1; done
 check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.log"'
-ctl prompt ag1 "curl please" --wait > "$T/w5"
-cat "$T/w5"
-check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w5"'
+ctl prompt ag1 "curl please" --wait > "$T/w-curl" || true
+cat "$T/w-curl"
+check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w-curl"'
+
+check "the guest's init rate-limited the reports" 'grep -aq "reports dropped" "$I/ag1/agent.events"'
 
 ksb_say "logs"
 ctl logs ag1 > "$T/logs"
-tail -n 12 "$T/logs"
-check "logs show the pane" 'grep -q "task number 3" "$T/logs"'
-check "logs show the reports" 'grep -q "done turn 3: ok" "$T/logs"'
-check "every prompt typed exactly once" '[ "$(grep -c "^task four" "$T/logs")" -le 2 ]'
+grep -av '^FLOOD\|^.\{200\}' "$T/logs" | tail -n 8
+check "logs show the pane" 'grep -aq "commit three" "$T/logs"'
+check "logs show the reports" 'grep -aq "done turn 4: committed turn4.txt" "$T/logs"'
+check "every prompt typed exactly once" '[ "$(grep -ac "^sleep 4" "$T/logs")" = 1 ] && [ "$(grep -ac "^commit two" "$T/logs")" = 1 ]'
 
-ksb_say "stop"
+ksb_say "stop; a prompt to the stopped instance boots it and is delivered"
 ctl stop ag1 >/dev/null
 check "stopped" 'ctl list | grep -Eq "^ag1 +stopped"'
+t0=$(date +%s.%N)
+ctl prompt ag1 "commit after a reboot" --wait > "$T/w-boot" 2> "$T/w-boot.err" || true
+echo "boot + turn round trip $(secs "$t0") s"
+cat "$T/w-boot.err" "$T/w-boot"
+KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/ag1/state")"
+check "the prompt booted the instance" 'grep -q "is stopped: booting it" "$T/w-boot.err"'
+check "delivered to the fresh agent, in ~/work, as turn 9" \
+	'grep -q "turn 9: committed turn9.txt in /home/agent/work" "$T/w-boot"'
+ctl fetch ag1 --repo "$P" > /dev/null 2>&1 || true
+check "its commit follows the earlier ones" \
+	'[ "$(git -C "$P" log -1 --format=%s refs/remotes/ksb/ag1)" = "agent: commit after a reboot" ] &&
+	 [ "$(git -C "$P" rev-list --count main..refs/remotes/ksb/ag1)" = 5 ]'
+ctl stop ag1 >/dev/null
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

@@ -76,6 +76,58 @@ as_user "REGISTER grp2 default" --reuid=65534 --regid="$gid" --clear-groups > "$
 must "a primary member of control-group may REGISTER" grep -q "^OK tap=.* fds=1" "$T/grp"
 must "their leases ended with their connections" test -z "$(inet_set)"
 
+# ---- a local user cannot exhaust the control socket -------------------------
+cat > "$T/flood.py" <<'FLOOD'
+import select, socket, sys, time
+path, n = sys.argv[1], int(sys.argv[2])
+socks, busy = [], 0
+for i in range(n):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    socks.append(s)
+held = []
+for s in socks:                          # each answers LIST, or was refused
+    try:
+        s.sendall(b"LIST\n")
+    except OSError:
+        pass
+    s.settimeout(5)
+    reply = b""
+    try:
+        while not (b"END\n" in reply or b"ERR" in reply):
+            d = s.recv(4096)
+            if not d:
+                break
+            reply += d
+    except OSError:
+        pass
+    if reply.startswith(b"ERR too many"):
+        busy += 1
+    else:
+        held.append(s)
+print("held=%d busy=%d" % (len(held), busy), flush=True)
+sys.stdin.readline()                     # the test checks LIST meanwhile
+t0, dropped = time.time(), 0
+while held and time.time() - t0 < 20:    # the gateway drops idle peers
+    r, _, _ = select.select(held, [], [], 1)
+    for s in r:
+        if s.recv(200) == b"":
+            dropped += 1
+            held.remove(s)
+print("dropped=%d after %.1f s" % (dropped, time.time() - t0), flush=True)
+FLOOD
+coproc FLOOD { gwns setpriv --reuid=65534 --regid=65534 --clear-groups "$SYSPY" "$T/flood.py" "$T/gateway.sock" 100; }
+read -r -t 30 flood_line <&"${FLOOD[0]}" || flood_line=
+must "an unprivileged user gets at most 64 control connections ($flood_line)" \
+	test "$flood_line" = "held=64 busy=36"
+as_user "LIST" --reuid=0 --regid=0 --keep-groups > "$T/root-list" 2>&1 || true
+must "root's LIST still answered during the flood" grep -q "^END" "$T/root-list"
+echo go >&"${FLOOD[1]}"
+read -r -t 30 flood_line <&"${FLOOD[0]}" || flood_line=
+must "idle unprivileged clients dropped after ~10 s ($flood_line)" \
+	sh -c "echo '$flood_line' | grep -qE '^dropped=64 after ([5-9]|1[0-5])\.'"
+wait "$FLOOD_PID" 2>/dev/null || true
+
 # ---- the lease ----------------------------------------------------------------
 fake lease-a resume
 fake lease-b hold

@@ -1,10 +1,23 @@
 /*
  * test_agent_frame.c: the agent-mode frames of the guest control channel
  * (vmrunner/guestctl.c): encoding round trips, partial frames across
- * reads, oversized frames, garbage and a version mismatch.
+ * reads, oversized frames, garbage and a version mismatch; and the host
+ * side (vmrunner/agent.c) under a flood of hostile guest bytes: the turn
+ * still completes and is reported once, the waiting client stays
+ * connected, the logs and the memory stay bounded.
  */
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vmrunner/vmrunner.h"
 #include "tests/unit/tap.h"
@@ -146,11 +159,218 @@ test_lines(void)
 	CHECK(n == 2 && s.lens[4] == 0, "empty lines are passed (and refused by the parser)");
 }
 
+/* ---- the host side under a flood ---------------------------------------- */
+
+static void
+host_line(void *arg, const char *line, size_t len)
+{
+	agent_guest_line(arg, line, len);
+}
+
+static void
+feed(struct guestctl_lines *lb, struct agent *a, const char *s, size_t len)
+{
+	guestctl_lines_feed(lb, s, len, host_line, a);
+}
+
+static long
+rss_kib(void)
+{
+	char line[256];
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+		if (sscanf(line, "VmRSS: %ld", &v) == 1)
+			break;
+	if (f != NULL)
+		fclose(f);
+	return v;
+}
+
+static off_t
+file_size(const char *dir, const char *name)
+{
+	char p[512];
+	struct stat st;
+
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return stat(p, &st) == 0 ? st.st_size : 0;
+}
+
+/* Serve agent.sock once (accept, read, write) without blocking. */
+static void
+serve(struct agent *a)
+{
+	struct pollfd pfd[17];
+	int n = agent_pollfds(a, pfd, 17);
+
+	(void)poll(pfd, (nfds_t)n, 0);
+	agent_pollin(a, pfd);
+}
+
+static void
+test_flood(void)
+{
+	char dir[] = "/tmp/test_agent_frame.XXXXXX", cmd[600];
+	char *big, *line, reply[65536];
+	struct guestctl_lines lb;
+	struct sockaddr_un sun;
+	struct agent *a;
+	const char *out;
+	char *lbuf, *cause = NULL;
+	uint64_t turn;
+	size_t i, rlen = 0, total = 0, olen;
+	long rss0, rss1;
+	ssize_t n;
+	int dup, fd, ends = 0, events = 0, k;
+	unsigned seq = 1;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	a = agent_new(dir, 0, &cause);
+	CHECK(a != NULL && agent_listen(a, &cause) == 0, "agent_new, agent_listen");
+	if (a == NULL)
+		return;
+	lbuf = malloc(GUESTCTL_GUEST_FRAME_MAX);
+	guestctl_lines_init(&lb, lbuf, GUESTCTL_GUEST_FRAME_MAX);
+	feed(&lb, a, "HELLO 1 0\n", 10);
+	CHECK(agent_prompt(a, "first", 5, "k1", &turn, &dup, &cause) == 0 && turn == 1,
+	    "turn 1 queued");
+
+	/* A client waits for turn 1, as ksbctl prompt --wait does. */
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/agent.sock", dir);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(fd != -1 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0,
+	    "client connected");
+	(void)write(fd, "WAIT 1\n", 7);
+	serve(a);
+	serve(a);
+	feed(&lb, a, "ACK 1\n", 6);
+
+	/*
+	 * The flood, as a hostile guest root could write it to the port:
+	 * overlong lines, binary garbage, forged and malformed frames, a
+	 * version change, turns never given, pings and reports by the
+	 * hundred thousand, pane output by the megabyte.
+	 */
+	rss0 = rss_kib();
+	big = malloc(1 << 20);
+	memset(big, 'A', 1 << 20);
+	line = malloc(GUESTCTL_GUEST_FRAME_MAX + 64);
+	for (k = 0; k < 8; k++) {
+		feed(&lb, a, big, 1 << 20);		/* 8 MiB, no newline */
+		total += 1 << 20;
+	}
+	feed(&lb, a, "\n", 1);
+	for (i = 0; i < (1 << 20); i++)
+		big[i] = (char)(i * 131 + (i >> 7));	/* binary, with newlines */
+	for (k = 0; k < 8; k++) {
+		feed(&lb, a, big, 1 << 20);
+		total += 1 << 20;
+	}
+	feed(&lb, a, "\n", 1);
+	for (k = 0; k < 200000; k++) {
+		switch (k % 10) {
+		case 0:
+			n = snprintf(line, 128, "ACK %d\n", 1000000 + k);
+			break;
+		case 1:
+			n = snprintf(line, 128, "REPORT %u 99999999 done forged\n", ++seq);
+			break;
+		case 2:
+			n = snprintf(line, 128, "HELLO 2 0\n");
+			break;
+		case 3:
+			n = snprintf(line, 128, "PING %d\n", k);
+			break;
+		case 4:
+			n = snprintf(line, 128, "REPORT %u 1 rooted x\nACK 1 1\n", ++seq);
+			break;
+		case 5:
+			n = snprintf(line, 128, "PROMPT 2 typed%%20by%%20the%%20guest\n");
+			break;
+		case 6:
+			n = snprintf(line, 128, "REPORT 1 1 done a%%20repeat\n");
+			break;
+		case 7:
+			n = snprintf(line, GUESTCTL_GUEST_FRAME_MAX + 64, "OUT ");
+			memset(line + n, 'o', GUESTCTL_GUEST_FRAME_MAX - 8);
+			n += GUESTCTL_GUEST_FRAME_MAX - 8;
+			line[n++] = '\n';
+			break;
+		case 8:
+			n = snprintf(line, GUESTCTL_GUEST_FRAME_MAX + 64,
+			    "REPORT %u 0 info ", ++seq);
+			memset(line + n, 'i', 3 * GUESTCTL_REPORT_MAX);
+			n += 3 * GUESTCTL_REPORT_MAX;
+			line[n++] = '\n';
+			break;
+		default:
+			n = snprintf(line, 128, "REPORT %u 0 working %%0A%%1B]0;x%%07\n",
+			    ++seq);
+			break;
+		}
+		feed(&lb, a, line, (size_t)n);
+		total += (size_t)n;
+		if (k % 1000 == 0)
+			serve(a);
+	}
+	serve(a);
+	rss1 = rss_kib();
+	olen = agent_pending_out(a, &out);
+	CHECK(olen <= 4 * 1024 * 1024, "queue to the guest bounded after %zu MiB of "
+	    "flood (%zu bytes; nobody read it)", total >> 20, olen);
+	CHECK(rss1 - rss0 < 16 * 1024, "memory bounded: RSS %ld -> %ld KiB", rss0, rss1);
+	CHECK(file_size(dir, "agent.log") <= 16 * 1024 * 1024 &&
+	    file_size(dir, "agent.log.1") <= 16 * 1024 * 1024,
+	    "agent.log rotated, bounded (%lld + %lld bytes)",
+	    (long long)file_size(dir, "agent.log"), (long long)file_size(dir, "agent.log.1"));
+	CHECK(file_size(dir, "agent.events") < 64 * 1024,
+	    "agent.events: the flood's reports are rate-limited (%lld bytes)",
+	    (long long)file_size(dir, "agent.events"));
+
+	/* Then the real end of turn 1. */
+	n = snprintf(line, 128, "REPORT %u 1 done real%%20end\n", ++seq);
+	feed(&lb, a, line, (size_t)n);
+	n = snprintf(line, 128, "REPORT %u 1 done again\n", ++seq);
+	feed(&lb, a, line, (size_t)n);
+	serve(a);
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	while ((n = read(fd, reply + rlen, sizeof(reply) - 1 - rlen)) > 0)
+		rlen += (size_t)n;
+	reply[rlen] = '\0';
+	for (line = reply; (line = strchr(line, '\n')) != NULL; line++)
+		events++;
+	for (line = reply; (line = strstr(line, "END 1 ")) != NULL; line++)
+		ends++;
+	CHECK(ends == 1 && strstr(reply, "END 1 done\n") != NULL,
+	    "the waiting client stayed connected and got END 1 done once");
+	CHECK(strstr(reply, " 1 done real%20end\nEND 1 done\n") != NULL,
+	    "turn 1 ended by its real report, not by a forged turn number");
+	CHECK(events < 60, "the client got %d lines, not the flood", events);
+	CHECK(agent_prompt(a, "first", 5, "k1", &turn, &dup, &cause) == 0 && dup &&
+	    turn == 1, "a resend with the key is still the same turn");
+	agent_tick(a, util_mono_ms());
+
+	close(fd);
+	free(big);
+	free(lbuf);
+	agent_free(a);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	CHECK(system(cmd) == 0, "cleanup");
+}
+
 int
 main(void)
 {
 	test_text();
 	test_parse();
 	test_lines();
+	test_flood();
 	return tap_done();
 }

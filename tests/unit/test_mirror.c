@@ -461,6 +461,178 @@ test_cost(void)
 	free(big);
 }
 
+/* Count the entries of dir (-1: cannot read it). */
+static int
+count_entries(const char *dir)
+{
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * The fetch's limits and, as root, its confinement: the pack size cap;
+ * the pack builder runs as nobody (a root-only objects dir is unreadable
+ * to it); in a repo owned by someone else the host-side writes use that
+ * owner's rights (objects/pack swapped for a symlink to a root-only dir:
+ * nothing lands there).
+ */
+static void
+test_confinement(void)
+{
+	git_repository *r;
+	git_reference *ref;
+	git_oid head, tip, seed;
+	struct mirror_state st;
+	struct mirror_fetch_opts fo;
+	struct mirror_fetch_result res;
+	struct stat sb;
+	char *repo, *inst, *objs, *pack, *real, *evil, *cmd, *cause = NULL;
+	int rc;
+
+	r = new_repo("conf", &repo);
+	put(repo, "a.txt", "alpha\n", 6);
+	head = commit_all(r, "first\n");
+	xasprintf(&inst, "%s/inst-conf", tmp);
+	mkdir(inst, 0700);
+	rc = mirror_create(repo, inst, "c1", 0, getuid(), getgid(), &st, &cause);
+	CHECK(rc == 0, "mirror_create (%s)", rc ? cause : "ok");
+	git_oid_fromstr(&seed, st.seed);
+	mirror_state_clear(&st);
+	xasprintf(&objs, "%s/.git/objects", repo);
+	tip = guest_commit(inst, objs, "c1", "g.txt", "guest\n", &seed);
+	(void)head;
+
+	memset(&fo, 0, sizeof(fo));
+	fo.instance_dir = inst;
+	fo.id = "c1";
+	fo.max_pack_bytes = 64;
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == -1 && cause != NULL && strstr(cause, "larger than 64 bytes") != NULL,
+	    "a pack over max_pack_bytes is refused (%s)", rc ? cause : "fetched");
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/c1") == GIT_ENOTFOUND,
+	    "no ref after the refused pack");
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	cause = NULL;
+	fo.max_pack_bytes = 0;
+
+	if (geteuid() != 0) {
+		printf("# skip: the uid drop and owner rights need root\n");
+		goto done;
+	}
+	/* The pack builder is nobody: it cannot read a root-only objects dir. */
+	chmod(objs, 0700);
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == -1, "pack builder cannot read a root-only objects dir (%s)",
+	    rc ? cause : "fetched");
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	cause = NULL;
+	chmod(objs, 0755);
+
+	/* A repo owned by uid 65533: the indexer writes with its rights. */
+	chmod(tmp, 0711);
+	xasprintf(&cmd, "chown -R 65533:65533 '%s'", repo);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	free(cmd);
+	xasprintf(&pack, "%s/pack", objs);
+	xasprintf(&real, "%s/pack.real", objs);
+	xasprintf(&evil, "%s/root-only", tmp);
+	mkdir(evil, 0755);
+	CHECK(rename(pack, real) == 0 && symlink(evil, pack) == 0,
+	    "objects/pack -> a root-owned dir");
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == -1 && count_entries(evil) == 0,
+	    "nothing written through the owner's symlink (%s)", rc ? cause : "fetched");
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	cause = NULL;
+	unlink(pack);
+	rename(real, pack);
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == 0 && res.updated, "fetch into a user's repo (%s)", rc ? cause : "ok");
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/c1") == 0 &&
+	    git_oid_equal(git_reference_target(ref), &tip), "refs/remotes/ksb/c1 = tip");
+	git_reference_free(ref);
+	xasprintf(&cmd, "%s/.git/refs/remotes/ksb/c1", repo);
+	CHECK(stat(cmd, &sb) == 0 && sb.st_uid == 65533, "the ref file is the owner's");
+	free(cmd);
+	CHECK(count_entries(inst) == 2, "the private copy is gone from the instance dir");
+	mirror_fetch_result_clear(&res);
+	chmod(tmp, 0700);
+	free(pack);
+	free(real);
+	free(evil);
+done:
+	free(cause);
+	free(objs);
+	git_repository_free(r);
+	free(repo);
+	free(inst);
+}
+
+/* mirror_usage: blocks counted, symlinks not followed, bounded walk. */
+static void
+test_usage(void)
+{
+	char *d, *p, *big, buf[4096];
+	uint64_t bytes, entries;
+	char *cause = NULL;
+	int i, fd, rc;
+
+	xasprintf(&d, "%s/usage", tmp);
+	mkdir(d, 0700);
+	xasprintf(&big, "%s/outside", tmp);
+	memset(buf, 'x', sizeof(buf));
+	fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	for (i = 0; i < 1024; i++)	/* 4 MiB, outside the mirror */
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			fatal("write");
+	close(fd);
+	xasprintf(&p, "%s/link", d);
+	CHECK(symlink(big, p) == 0, "symlink to a big file outside");
+	free(p);
+	xasprintf(&p, "%s/a", d);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	for (i = 0; i < 64; i++)	/* 256 KiB inside */
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			fatal("write");
+	close(fd);
+	free(p);
+	rc = mirror_usage(d, 1 << 20, 1000, &bytes, &entries, &cause);
+	CHECK(rc == 0 && bytes >= 256 * 1024 && bytes < (1 << 20) && entries == 2,
+	    "usage: %llu bytes, %llu entries, the symlink not followed",
+	    (unsigned long long)bytes, (unsigned long long)entries);
+	rc = mirror_usage(d, 128 * 1024, 1000, &bytes, &entries, &cause);
+	CHECK(rc == 1 && strstr(cause, "more than") != NULL, "over max_bytes: %s", cause);
+	rc = mirror_usage(d, 1 << 20, 1, &bytes, &entries, &cause);
+	CHECK(rc == 1 && strstr(cause, "files") != NULL, "over max_entries: %s", cause);
+	xasprintf(&p, "%s", d);
+	for (i = 0; i < 70; i++) {
+		char *q;
+
+		xasprintf(&q, "%s/d", p);
+		mkdir(q, 0700);
+		free(p);
+		p = q;
+	}
+	free(p);
+	rc = mirror_usage(d, 1 << 20, 1000, &bytes, &entries, &cause);
+	CHECK(rc == 1 && strstr(cause, "deeper") != NULL, "deep nesting: %s", cause);
+	free(cause);
+	free(big);
+	free(d);
+}
+
 int
 main(void)
 {
@@ -474,6 +646,8 @@ main(void)
 	mirror_global_init();
 	test_create_and_fetch();
 	test_uncommitted();
+	test_confinement();
+	test_usage();
 	test_cost();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/types.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -1101,6 +1102,9 @@ supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 #define AGENT_TMUX "/usr/bin/tmux"
 #define AGENT_OUTQ_MAX (256 * 1024)	/* bytes queued for the host */
 #define AGENT_OUTQ_OUT_MAX (64 * 1024)	/* ...beyond which pane output is dropped */
+#define AGENT_OUTQ_REPORT_MAX (128 * 1024)	/* ...reports wait for the next heartbeat */
+#define AGENT_REPORTS_PER_S 20		/* working/info datagrams; the rest dropped */
+#define AGENT_REPORTS_PER_POLL 32	/* datagrams read per loop turn */
 #define AGENT_UNACKED_MAX 64		/* reports kept until ACKR */
 #define AGENT_TMUX_TIMEOUT_MS 10000
 
@@ -1110,7 +1114,8 @@ struct agent_report {
 	uint64_t seq;
 	char *line;		/* the encoded frame, '\n' included */
 	size_t len;
-	int64_t sent_ms;
+	int64_t sent_ms;	/* 0: not queued yet (the queue was full) */
+	int ends;		/* done, blocked, idle, exited */
 };
 
 struct agent {
@@ -1125,6 +1130,9 @@ struct agent {
 	int64_t last_rx, last_ping, last_out;
 	uint64_t ping;
 	int host_lost, idle_sent, exit_status;
+	int64_t rate_at;	/* start of the current second (report rate) */
+	int rate_n;		/* working/info reports accepted in it */
+	unsigned long rate_dropped;	/* not yet told to the host */
 	char *frame;		/* one encoded frame being built */
 	char *text;		/* a decoded PROMPT */
 };
@@ -1139,6 +1147,22 @@ agent_queue(struct agent *a, const char *line, size_t len, int droppable)
 	}
 	memcpy(a->outq + a->outq_len, line, len);
 	a->outq_len += len;
+}
+
+/*
+ * A report goes out now unless AGENT_OUTQ_REPORT_MAX is queued: then it
+ * waits (sent_ms 0) for the next heartbeat, and the queue keeps room for
+ * ACK, PONG and HELLO whatever the agent reports.
+ */
+static void
+agent_queue_report(struct agent *a, struct agent_report *r)
+{
+	if (a->outq_len + r->len > AGENT_OUTQ_REPORT_MAX) {
+		r->sent_ms = 0;
+		return;
+	}
+	agent_queue(a, r->line, r->len, 0);
+	r->sent_ms = mono_ms();
 }
 
 static void
@@ -1162,6 +1186,7 @@ agent_report(struct agent *a, int state, const char *text, size_t len)
 {
 	struct agent_report *r;
 	size_t n;
+	int i;
 
 	if (len > GUESTCTL_REPORT_MAX)
 		len = GUESTCTL_REPORT_MAX;
@@ -1171,17 +1196,22 @@ agent_report(struct agent *a, int state, const char *text, size_t len)
 	n += guestctl_encode_text(a->frame + n, GUESTCTL_GUEST_FRAME_MAX - n - 1, text, len);
 	a->frame[n++] = '\n';
 	if (a->nunacked == AGENT_UNACKED_MAX) {
-		free(a->unacked[0].line);
-		memmove(a->unacked, a->unacked + 1, sizeof(*a->unacked) * --a->nunacked);
+		/* Full: the oldest working/info report goes, a turn's end stays. */
+		for (i = 0; i < a->nunacked - 1 && a->unacked[i].ends; i++)
+			;
+		free(a->unacked[i].line);
+		memmove(a->unacked + i, a->unacked + i + 1,
+		    sizeof(*a->unacked) * (size_t)(--a->nunacked - i));
 	}
 	r = &a->unacked[a->nunacked++];
 	r->seq = a->seq;
+	r->ends = state == GUESTCTL_ST_DONE || state == GUESTCTL_ST_BLOCKED ||
+	    state == GUESTCTL_ST_IDLE || state == GUESTCTL_ST_EXITED;
 	if ((r->line = malloc(n)) == NULL)
 		fail("out of memory");
 	memcpy(r->line, a->frame, n);
 	r->len = n;
-	r->sent_ms = mono_ms();
-	agent_queue(a, r->line, n, 0);
+	agent_queue_report(a, r);
 	if (state == GUESTCTL_ST_WORKING)
 		a->idle_sent = 0;
 }
@@ -1276,7 +1306,7 @@ agent_host_line(void *arg, const char *line, size_t len)
 		agent_queue(a, out, (size_t)n, 0);
 		for (i = 0; i < a->nunacked; i++)
 			if (a->unacked[i].seq > f.n)
-				agent_queue(a, a->unacked[i].line, a->unacked[i].len, 0);
+				agent_queue_report(a, &a->unacked[i]);
 		break;
 	case GUESTCTL_PROMPT:
 		if (f.n > a->last_turn) {
@@ -1309,15 +1339,27 @@ agent_host_line(void *arg, const char *line, size_t len)
 	}
 }
 
-/* A ksb-report datagram: "<state> <text>". */
+/*
+ * ksb-report datagrams: "<state> <text>", from any process of the agent
+ * (the socket is 0666): at most AGENT_REPORTS_PER_POLL per call, and
+ * AGENT_REPORTS_PER_S working/info reports a second (the rest are counted
+ * and dropped); done, blocked and exited always pass.  The text is
+ * percent-encoded into the frame: a datagram can never forge a frame.
+ */
 static void
 agent_report_in(struct agent *a, int fd)
 {
 	char buf[GUESTCTL_REPORT_MAX + 32], *sp;
 	ssize_t n;
-	int state;
+	int state, k;
+	int64_t now = mono_ms();
 
-	while ((n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0) {
+	if (now - a->rate_at >= 1000) {
+		a->rate_at = now;
+		a->rate_n = 0;
+	}
+	for (k = 0; k < AGENT_REPORTS_PER_POLL &&
+	    (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0; k++) {
 		sp = memchr(buf, ' ', (size_t)n);
 		if (sp == NULL)
 			continue;
@@ -1326,6 +1368,11 @@ agent_report_in(struct agent *a, int fd)
 		    state != GUESTCTL_ST_BLOCKED && state != GUESTCTL_ST_INFO &&
 		    state != GUESTCTL_ST_EXITED)
 			continue;
+		if ((state == GUESTCTL_ST_WORKING || state == GUESTCTL_ST_INFO) &&
+		    a->rate_n++ >= AGENT_REPORTS_PER_S) {
+			a->rate_dropped++;
+			continue;
+		}
 		if (state == GUESTCTL_ST_EXITED) {
 			unsigned long v;
 
@@ -1474,10 +1521,17 @@ agent_supervise(const struct boot *b, pid_t server, int sfd, const int *pwr, int
 			agent_queue(&a, out, (size_t)n, 0);
 			/* Reports not acknowledged: again (the host drops repeats). */
 			for (i = 0; i < a.nunacked; i++)
-				if (now - a.unacked[i].sent_ms >= GUESTCTL_HEARTBEAT_MS) {
-					a.unacked[i].sent_ms = now;
-					agent_queue(&a, a.unacked[i].line, a.unacked[i].len, 0);
-				}
+				if (now - a.unacked[i].sent_ms >= GUESTCTL_HEARTBEAT_MS)
+					agent_queue_report(&a, &a.unacked[i]);
+			if (a.rate_dropped > 0) {
+				char msg[96];
+
+				n = snprintf(msg, sizeof(msg), "%lu reports dropped "
+				    "(more than %d working/info a second)",
+				    a.rate_dropped, AGENT_REPORTS_PER_S);
+				a.rate_dropped = 0;
+				agent_report(&a, GUESTCTL_ST_INFO, msg, (size_t)n);
+			}
 		}
 		if (!a.host_lost && now - a.last_rx >= GUESTCTL_PEER_LOST_MS) {
 			a.host_lost = 1;
@@ -1594,6 +1648,7 @@ static int
 report_main(int argc, char **argv)
 {
 	struct sockaddr_un sun;
+	struct timeval tv = { .tv_sec = 5 };
 	char buf[GUESTCTL_REPORT_MAX + 32];
 	size_t len, n;
 	int fd, i, st;
@@ -1617,8 +1672,10 @@ report_main(int argc, char **argv)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	strcpy(sun.sun_path, GUESTCTL_REPORT_SOCKET);
+	/* Waits (5 s at most) while the init's queue is full. */
 	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    sendto(fd, buf, len, MSG_DONTWAIT, (struct sockaddr *)&sun,
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == -1 ||
+	    sendto(fd, buf, len, 0, (struct sockaddr *)&sun,
 	    sizeof(sun)) != (ssize_t)len) {
 		fprintf(stderr, "ksb-report: %s: %s (not an agent-mode ksb guest?)\n",
 		    GUESTCTL_REPORT_SOCKET, strerror(errno));

@@ -1,0 +1,79 @@
+#!/bin/bash
+# e2e agent mode, the host side under a hostile guest root: ksb-run runs
+# tests/e2e/agent_flood_guest.py in place of QEMU (KSB_QEMU), which speaks
+# the agent protocol on the real control socketpair and floods it with
+# overlong lines, binary garbage, forged and malformed frames, pings,
+# reports and pane output for 12 s.  While it floods, ksbctl prompt --wait
+# still gets its turn through, once; ksb-run stays up, its memory, its
+# log and the agent's logs stay bounded.  (A real guest's init keeps the
+# agent user from writing to the port; see tests/e2e/agent.sh for that
+# path.)  Needs root, python3 and a guest kernel file (exit 77); no QEMU.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+command -v python3 >/dev/null || ksb_skip "needs python3 (the fake guest)"
+for b in ksb-run ksb-guest-init ksb-gatewayd ksbctl; do
+	[ -x "$KSB_BUILDDIR/$b" ] || ksb_skip "$b not built"
+done
+ksb_kernel
+ksb_env
+ksb_gateway
+
+fails=0
+check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
+ctl() { timeout 30 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
+secs() { echo "$(date +%s.%N) - $1" | bc; }
+I=$T/state/instances
+
+ksb_say "ksb-run with a flooding fake guest"
+id=$(KSB_QEMU="$KSB_SRCDIR/tests/e2e/agent_flood_guest.py" KSB_TEST_FLOOD_S=12 \
+	timeout 60 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--detach --name fl --accel tcg --agent 'unused' 2>"$T/err")
+cat "$T/err" >&2
+check "--detach returned the ID" '[ "$id" = fl ]'
+rp=$(sed -n 's/^pid=//p' "$I/fl/state")
+KSB_PIDS="$KSB_PIDS $rp"
+sleep 2
+rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
+cpu0=$(awk '{print $14 + $15}' "/proc/$rp/stat")
+worst=0
+kill -0 "$rp" || { cat "$I/fl/ksb-run.log"; ksb_fail "ksb-run died"; }
+for k in 1 2 3 4 5; do
+	t0=$(date +%s.%N)
+	ctl prompt fl "prompt $k" --wait > "$T/p$k" 2>&1 || true
+	dt=$(secs "$t0")
+	echo "turn $k round trip during the flood: $dt s"
+	worst=$(echo "if ($dt > $worst) $dt else $worst" | bc)
+	kill -0 "$rp" || { cat "$T/p$k" "$I/fl/ksb-run.log"; ksb_fail "ksb-run died"; }
+	if ! grep -q "turn $k delivered" "$T/p$k" || [ "$(grep -c "ended: done" "$T/p$k")" != 1 ] ||
+		! grep -q "fake done" "$T/p$k"; then
+		cat "$T/p$k"; tail -n 5 "$I/fl/agent.events" "$I/fl/ksb-run.log" | cut -c1-160
+	fi
+	check "turn $k delivered and ended done, once" \
+		'grep -q "turn $k delivered" "$T/p$k" && [ "$(grep -c "ended: done" "$T/p$k")" = 1 ] && grep -q "fake done" "$T/p$k"'
+	sleep 1
+done
+rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
+hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$rp/status")
+cpu1=$(awk '{print $14 + $15}' "/proc/$rp/stat")
+for _ in $(seq 1 100); do grep -q "fake guest: flooded" "$I/fl/ksb-run.log" && break; sleep 0.1; done
+grep "fake guest: flooded" "$I/fl/ksb-run.log" || true
+echo "ksb-run: RSS $rss0 -> $rss1 KiB (peak $hwm), CPU $(( (cpu1 - cpu0) * 10 )) ms over the flood"
+ls -l "$I/fl/" | grep agent
+check "the flood happened" 'grep -q "fake guest: flooded" "$I/fl/ksb-run.log"'
+check "worst round trip under 5 s ($worst s)" '[ "$(echo "$worst < 5" | bc)" = 1 ]'
+check "ksb-run alive, RSS grew < 8 MiB" 'kill -0 "$rp" && [ $((rss1 - rss0)) -lt 8192 ]'
+check "ksb-run.log bounded ($(wc -l < "$I/fl/ksb-run.log") lines)" '[ "$(wc -l < "$I/fl/ksb-run.log")" -lt 60 ]'
+check "agent.events bounded" '[ "$(stat -c %s "$I/fl/agent.events")" -lt 1048576 ]'
+check "no forged turn end" '! grep -Eq "^[0-9]+ [1-9][0-9]* done forged" "$I/fl/agent.events"'
+check "status still answers" 'ctl status fl | grep -q "^agent: *done, turn 5"'
+sed -n '1,12p' "$I/fl/ksb-run.log"
+
+ksb_say "stop"
+kill -TERM "$rp"
+timeout 20 tail --pid="$rp" -f /dev/null || true
+check "ksb-run stopped" '! kill -0 "$rp" 2>/dev/null'
+
+[ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
+echo "PASS"
