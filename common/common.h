@@ -52,6 +52,16 @@ int64_t util_mono_ms(void);
 int util_mkdirs(const char *path, mode_t mode);
 /* rm -rf that never follows symlinks (unlinkat/openat based); 0 or -1. */
 int util_rmtree(const char *path);
+/*
+ * util_read_file: read the regular file path whole (opened O_CLOEXEC |
+ * O_NOCTTY; symlinks are followed) into *buf, a new allocation of *len
+ * bytes, not NUL-terminated, that the caller frees.  A file of more than
+ * max bytes is an error.  Returns 0, or -1 and sets *cause (may be NULL) to
+ * the reason alone, without the path: strerror(errno), "is a directory",
+ * "not a regular file" or "file too large (max N bytes)".
+ */
+int util_read_file(const char *path, size_t max, char **buf, size_t *len,
+    char **cause);
 /* Parse "a.b.c.d/len" (len optional, default 32) into network-order addr. */
 int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
 
@@ -99,6 +109,20 @@ struct ksb_conf {
  */
 int conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause);
 void conf_free(struct ksb_conf *);
+/*
+ * What a reload changes in a running gateway; keep ksb.conf(5), RELOAD, in
+ * step.  conf_take_live: dst takes over src's policy files, kernel,
+ * modules-dir (swapped: src now owns dst's old ones, conf_free releases
+ * them) and live numbers.  The live numbers are the timeouts,
+ * max-connections, max-connections-per-instance, connection-rate and
+ * connection-rate-per-instance; conf_live_get/conf_live_set move them
+ * to and from an array of CONF_LIVE_NINTS (the proxy process's MSG_POLICY
+ * carries it), in an order of conf.c's own that both ends share.
+ */
+#define CONF_LIVE_NINTS 9
+void conf_take_live(struct ksb_conf *dst, struct ksb_conf *src);
+void conf_live_get(const struct ksb_conf *c, int32_t v[CONF_LIVE_NINTS]);
+void conf_live_set(struct ksb_conf *c, const int32_t v[CONF_LIVE_NINTS]);
 /* The default path: $KSB_CONF or /etc/ksb/ksb.conf. */
 const char *conf_default_path(void);
 

@@ -13,6 +13,7 @@
 #include <pwd.h>
 #include <libgen.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,76 @@ conf_group(const char *val, gid_t *gid)
 		return -1;
 	*gid = (gid_t)n;
 	return 0;
+}
+
+/*
+ * The numeric settings a reload changes in a running gateway, in the order
+ * of conf_live_get's array (ksb.conf(5), RELOAD: "the timeouts",
+ * max-connections, max-connections-per-instance, connection-rate and
+ * connection-rate-per-instance), with the range each accepts.
+ */
+static const struct conf_live_int {
+	const char *key;
+	size_t off;
+	long min, max;
+} conf_live_ints[] = {
+	{ "header-timeout", offsetof(struct ksb_conf, header_timeout), 1, 3600 },
+	{ "hello-timeout", offsetof(struct ksb_conf, hello_timeout), 1, 3600 },
+	{ "connect-timeout", offsetof(struct ksb_conf, connect_timeout), 1, 3600 },
+	{ "resolve-timeout", offsetof(struct ksb_conf, resolve_timeout), 1, 3600 },
+	{ "idle-timeout", offsetof(struct ksb_conf, idle_timeout), 1, 604800 },
+	{ "max-connections", offsetof(struct ksb_conf, max_connections), 1, 1000000 },
+	{ "max-connections-per-instance", offsetof(struct ksb_conf, max_per_instance), 1, 1000000 },
+	{ "connection-rate", offsetof(struct ksb_conf, conn_rate), 1, 1000000 },
+	{ "connection-rate-per-instance", offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
+};
+_Static_assert(sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) ==
+    CONF_LIVE_NINTS, "CONF_LIVE_NINTS does not match conf_live_ints");
+
+static int *
+conf_live_int_at(struct ksb_conf *c, size_t i)
+{
+	return (int *)(void *)((char *)c + conf_live_ints[i].off);
+}
+
+void
+conf_live_get(const struct ksb_conf *c, int32_t v[CONF_LIVE_NINTS])
+{
+	size_t i;
+
+	for (i = 0; i < CONF_LIVE_NINTS; i++)
+		v[i] = *(const int *)(const void *)((const char *)c +
+		    conf_live_ints[i].off);
+}
+
+void
+conf_live_set(struct ksb_conf *c, const int32_t v[CONF_LIVE_NINTS])
+{
+	size_t i;
+
+	for (i = 0; i < CONF_LIVE_NINTS; i++)
+		*conf_live_int_at(c, i) = v[i];
+}
+
+void
+conf_take_live(struct ksb_conf *dst, struct ksb_conf *src)
+{
+	int32_t v[CONF_LIVE_NINTS];
+	char **files = dst->policy_files, *s;
+	size_t n = dst->npolicy_files;
+
+	dst->policy_files = src->policy_files;
+	dst->npolicy_files = src->npolicy_files;
+	src->policy_files = files;
+	src->npolicy_files = n;
+	s = dst->kernel;
+	dst->kernel = src->kernel;
+	src->kernel = s;
+	s = dst->modules_dir;
+	dst->modules_dir = src->modules_dir;
+	src->modules_dir = s;
+	conf_live_get(src, v);
+	conf_live_set(dst, v);
 }
 
 static struct ksb_conf *
@@ -312,27 +383,18 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			conf_err(errs, file, line, "mirror-max-size: `%s' is not a "
 			    "size (1M or more, with K, M, G or T)", val);
 	} else {
-		struct { const char *k; int *v; long min, max; } ints[] = {
-			{ "header-timeout", &c->header_timeout, 1, 3600 },
-			{ "hello-timeout", &c->hello_timeout, 1, 3600 },
-			{ "connect-timeout", &c->connect_timeout, 1, 3600 },
-			{ "resolve-timeout", &c->resolve_timeout, 1, 3600 },
-			{ "idle-timeout", &c->idle_timeout, 1, 604800 },
-			{ "max-connections", &c->max_connections, 1, 1000000 },
-			{ "max-connections-per-instance", &c->max_per_instance, 1, 1000000 },
-			{ "connection-rate", &c->conn_rate, 1, 1000000 },
-			{ "connection-rate-per-instance", &c->conn_rate_instance, 1, 1000000 },
-		};
 		size_t i;
 
-		for (i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
-			if (strcmp(key, ints[i].k) != 0)
+		for (i = 0; i < CONF_LIVE_NINTS; i++) {
+			const struct conf_live_int *li = &conf_live_ints[i];
+
+			if (strcmp(key, li->key) != 0)
 				continue;
-			if (conf_int(val, ints[i].min, ints[i].max, &n) == -1)
+			if (conf_int(val, li->min, li->max, &n) == -1)
 				conf_err(errs, file, line, "%s: `%s' is not a number in %ld-%ld",
-				    key, val, ints[i].min, ints[i].max);
+				    key, val, li->min, li->max);
 			else
-				*ints[i].v = (int)n;
+				*conf_live_int_at(c, i) = (int)n;
 			return;
 		}
 		conf_err(errs, file, line, "unknown setting `%s'", key);

@@ -209,6 +209,61 @@ util_rmtree(const char *path)
 }
 
 int
+util_read_file(const char *path, size_t max, char **buf, size_t *len,
+    char **cause)
+{
+	struct stat st;
+	char *b = NULL;
+	size_t n = 0, cap = 0;
+	ssize_t r;
+	int fd, ret = -1;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1 ||
+	    fstat(fd, &st) == -1) {
+		cause_set(cause, "%s", strerror(errno));
+		goto cleanup;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		cause_set(cause, "%s", S_ISDIR(st.st_mode) ?
+		    "is a directory" : "not a regular file");
+		goto cleanup;
+	}
+	for (;;) {
+		if (n == cap) {
+			if (cap > max) {
+				cause_set(cause, "file too large (max %zu "
+				    "bytes)", max);
+				goto cleanup;
+			}
+			/* Room for max + 1 bytes tells "too large" apart. */
+			cap = cap ? cap * 2 : 4096;
+			if (cap - 1 > max)
+				cap = max + 1;
+			b = xrealloc(b, cap);
+		}
+		r = read(fd, b + n, cap - n);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r == -1) {
+			cause_set(cause, "%s", strerror(errno));
+			goto cleanup;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	*buf = b;
+	*len = n;
+	b = NULL;
+	ret = 0;
+cleanup:
+	if (fd != -1)
+		close(fd);
+	free(b);
+	return ret;
+}
+
+int
 util_parse_cidr4(const char *s, uint32_t *addr, int *prefix)
 {
 	char buf[32];

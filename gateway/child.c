@@ -270,15 +270,7 @@ child_policy(const struct msg_policy *m, int fd)
 		    errors);
 		done.v = -1;
 	} else {
-		conf->header_timeout = m->header_timeout;
-		conf->hello_timeout = m->hello_timeout;
-		conf->connect_timeout = m->connect_timeout;
-		conf->resolve_timeout = m->resolve_timeout;
-		conf->idle_timeout = m->idle_timeout;
-		conf->max_connections = m->max_connections;
-		conf->max_per_instance = m->max_per_instance;
-		conf->conn_rate = m->conn_rate;
-		conf->conn_rate_instance = m->conn_rate_instance;
+		conf_live_set(conf, m->live);
 		old = child_gw->policy;
 		child_gw->policy = np;
 		done.v = proxy_policy_changed();

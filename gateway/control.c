@@ -84,10 +84,7 @@ control_send(struct client *cl, const char *text, int fd)
 {
 	struct msghdr msg;
 	struct iovec iov;
-	union {
-		struct cmsghdr hdr;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} cm;
+	union msg_fd_buf u;
 	ssize_t n;
 
 	memset(&msg, 0, sizeof(msg));
@@ -95,18 +92,7 @@ control_send(struct client *cl, const char *text, int fd)
 	iov.iov_len = strlen(text);
 	msg.msg_iov = &iov;
 	msg.msg_iovlen = 1;
-	if (fd != -1) {
-		struct cmsghdr *c;
-
-		memset(&cm, 0, sizeof(cm));
-		msg.msg_control = cm.buf;
-		msg.msg_controllen = sizeof(cm.buf);
-		c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	}
+	msg_fd_attach(&msg, &u, fd);
 	n = sendmsg(bufferevent_getfd(cl->bev), &msg, MSG_NOSIGNAL);
 	return n == (ssize_t)iov.iov_len ? 0 : -1;
 }

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "common/common.h"
+
 /* ---- connect_parse.c -------------------------------------------------------
  * HTTP/1.x CONNECT request head (RFC 9110 §9.3.6, RFC 9112 §3).  No I/O.
  */
@@ -450,10 +452,7 @@ struct msg_addrs {
 	} a[MSG_ADDRS_MAX];
 };
 struct msg_policy {
-	/* the live settings (see gateway_apply_live) */
-	int32_t header_timeout, hello_timeout, connect_timeout,
-	    resolve_timeout, idle_timeout, max_connections, max_per_instance,
-	    conn_rate, conn_rate_instance;
+	int32_t live[CONF_LIVE_NINTS];	/* the live settings: conf_live_get */
 	uint32_t nfiles;
 	uint64_t size;			/* bytes of the memfd: per file
 					   u32 name length, name, u64 text
@@ -499,6 +498,17 @@ int msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
 int msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd);
 /* A string field: NUL-terminated within its size?  1 or 0. */
 int msg_str_ok(const char *s, size_t size);
+/* Control-message room for one descriptor (SCM_RIGHTS, unix(7)). */
+union msg_fd_buf {
+	char buf[CMSG_SPACE(sizeof(int))];
+	struct cmsghdr align;
+};
+/*
+ * msg_fd_attach: with fd >= 0, point m's control data at u and put fd in it
+ * as SCM_RIGHTS, for sendmsg(2); with fd < 0 leave m as it is.  u must live
+ * until the sendmsg.
+ */
+void msg_fd_attach(struct msghdr *m, union msg_fd_buf *u, int fd);
 
 /* ---- privsep.c -------------------------------------------------------------
  * The parent's side of privilege separation: starts the proxy process

@@ -80,52 +80,23 @@ gateway_policy_bytes_free(struct policy_bytes *pb)
 	memset(pb, 0, sizeof(*pb));
 }
 
-/* Read one policy file whole; 0 or -1 and *errors ("file: message"). */
+/*
+ * Read one policy file whole (at most POLICY_FILE_MAX bytes, as policy_load
+ * allows); 0 or -1 and *errors ("file: message").
+ */
 static int
 gateway_read_file(const char *path, char **text, size_t *len, char **errors)
 {
-	struct stat st;
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	ssize_t r;
-	int fd, ret = -1;
+	char *cause = NULL;
+	int ret = -1;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1 ||
-	    fstat(fd, &st) == -1) {
-		cause_set(errors, "%s: %s", path, strerror(errno));
+	if (util_read_file(path, POLICY_FILE_MAX, text, len, &cause) == -1) {
+		cause_set(errors, "%s: %s", path, cause);
 		goto cleanup;
 	}
-	if (!S_ISREG(st.st_mode)) {
-		cause_set(errors, "%s: not a regular file", path);
-		goto cleanup;
-	}
-	for (;;) {
-		if (n == cap) {
-			if (cap > (64 << 20)) {
-				cause_set(errors, "%s: file too large", path);
-				goto cleanup;
-			}
-			cap = cap ? cap * 2 : 4096;
-			buf = xrealloc(buf, cap);
-		}
-		if ((r = read(fd, buf + n, cap - n)) == -1 && errno == EINTR)
-			continue;
-		if (r == -1) {
-			cause_set(errors, "%s: %s", path, strerror(errno));
-			goto cleanup;
-		}
-		if (r == 0)
-			break;
-		n += (size_t)r;
-	}
-	*text = buf;
-	*len = n;
-	buf = NULL;
 	ret = 0;
 cleanup:
-	if (fd != -1)
-		close(fd);
-	free(buf);
+	free(cause);
 	return ret;
 }
 
@@ -231,34 +202,6 @@ gateway_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
 		    cur->proxy_port);
 }
 
-/* Take over from nc what may change live (see gateway_restart_only). */
-static void
-gateway_apply_live(struct ksb_conf *cur, struct ksb_conf *nc)
-{
-	char **tmp = cur->policy_files, *s;
-	size_t n = cur->npolicy_files;
-
-	cur->policy_files = nc->policy_files;
-	cur->npolicy_files = nc->npolicy_files;
-	nc->policy_files = tmp;
-	nc->npolicy_files = n;
-	s = cur->kernel;
-	cur->kernel = nc->kernel;
-	nc->kernel = s;
-	s = cur->modules_dir;
-	cur->modules_dir = nc->modules_dir;
-	nc->modules_dir = s;
-	cur->header_timeout = nc->header_timeout;
-	cur->hello_timeout = nc->hello_timeout;
-	cur->connect_timeout = nc->connect_timeout;
-	cur->resolve_timeout = nc->resolve_timeout;
-	cur->idle_timeout = nc->idle_timeout;
-	cur->max_connections = nc->max_connections;
-	cur->max_per_instance = nc->max_per_instance;
-	cur->conn_rate = nc->conn_rate;
-	cur->conn_rate_instance = nc->conn_rate_instance;
-}
-
 /* The evbuffer's text as a malloc'd string, NULL if empty; drains it. */
 static char *
 gateway_buffer_text(struct evbuffer *b)
@@ -304,7 +247,7 @@ gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
 	/* Swap: from here on every decision (and row) uses the new policy. */
 	old = gw->policy;
 	gw->policy = np;
-	gateway_apply_live(gw->conf, nc);
+	conf_take_live(gw->conf, nc);
 	audit_policy(gw->audit, policy_digest(np), 1, files, NULL);
 	for (i = registry_first(); i != NULL; i = i->next) {
 		if (policy_has_profile(np, i->profile))

@@ -40,6 +40,23 @@ msg_size(uint16_t type)
 	}
 }
 
+void
+msg_fd_attach(struct msghdr *m, union msg_fd_buf *u, int fd)
+{
+	struct cmsghdr *cm;
+
+	if (fd < 0)
+		return;
+	memset(u, 0, sizeof(*u));
+	m->msg_control = u->buf;
+	m->msg_controllen = sizeof(u->buf);
+	cm = CMSG_FIRSTHDR(m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+}
+
 int
 msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
     size_t len, int fd)
@@ -47,11 +64,7 @@ msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
 	struct msg_hdr h;
 	struct iovec iov[2];
 	struct msghdr m;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct cmsghdr *cm;
+	union msg_fd_buf u;
 	ssize_t n;
 
 	if (len > MSG_PAYLOAD_MAX) {
@@ -68,16 +81,7 @@ msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
 	memset(&m, 0, sizeof(m));
 	m.msg_iov = iov;
 	m.msg_iovlen = len > 0 ? 2 : 1;
-	if (fd >= 0) {
-		memset(&u, 0, sizeof(u));
-		m.msg_control = u.buf;
-		m.msg_controllen = sizeof(u.buf);
-		cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
+	msg_fd_attach(&m, &u, fd);
 	do
 		n = sendmsg(sock, &m, MSG_NOSIGNAL);
 	while (n == -1 && errno == EINTR);
@@ -95,10 +99,7 @@ msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
 {
 	struct iovec iov[2];
 	struct msghdr m;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
+	union msg_fd_buf u;
 	struct cmsghdr *cm;
 	ssize_t n, want;
 	int got = -1;

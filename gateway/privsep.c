@@ -531,15 +531,7 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 	if (privsep_sock == -1)
 		return 0;	/* a restarted proxy forks with the new policy */
 	memset(&m, 0, sizeof(m));
-	m.header_timeout = c->header_timeout;
-	m.hello_timeout = c->hello_timeout;
-	m.connect_timeout = c->connect_timeout;
-	m.resolve_timeout = c->resolve_timeout;
-	m.idle_timeout = c->idle_timeout;
-	m.max_connections = c->max_connections;
-	m.max_per_instance = c->max_per_instance;
-	m.conn_rate = c->conn_rate;
-	m.conn_rate_instance = c->conn_rate_instance;
+	conf_live_get(c, m.live);
 	m.nfiles = (uint32_t)pb->n;
 	if ((fd = memfd_create("ksb-policy", MFD_CLOEXEC)) == -1)
 		fatal("memfd_create");

@@ -562,9 +562,23 @@ relay_timer(struct conn *c)
 		conn_deadline(c, idle - quiet);
 		return;
 	}
-	conn_close(c, event_pending(c->dir[0].wev, EV_WRITE, NULL) ||
-	    event_pending(c->dir[1].wev, EV_WRITE, NULL) ?
-	    "write_stalled" : "idle_timeout");
+	if (event_pending(c->dir[0].wev, EV_WRITE, NULL) ||
+	    event_pending(c->dir[1].wev, EV_WRITE, NULL)) {
+		/*
+		 * A peer that stopped reading would keep our FIN queued
+		 * behind a full send buffer (FIN-WAIT-1, kernel memory held
+		 * for minutes): reset both sockets instead of closing them.
+		 */
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+		(void)setsockopt(c->dir[0].src, SOL_SOCKET, SO_LINGER, &lg,
+		    sizeof(lg));
+		(void)setsockopt(c->dir[1].src, SOL_SOCKET, SO_LINGER, &lg,
+		    sizeof(lg));
+		conn_close(c, "write_stalled");
+		return;
+	}
+	conn_close(c, "idle_timeout");
 }
 
 /* Move a and then b (libevent buffers) into d->pend; their length. */

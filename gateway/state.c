@@ -113,59 +113,59 @@ state_free(struct state *st)
 	free(st);
 }
 
-int
-state_put(struct state *st, const struct instance *inst, char **cause)
+/*
+ * Run the bound statement s (NULL: its sqlite3_prepare_v2 failed) to
+ * SQLITE_DONE and finalize it.  0, or -1 and *cause ("path: error").
+ */
+static int
+state_step(struct state *st, sqlite3_stmt *s, char **cause)
 {
-	sqlite3_stmt *s = NULL;
-	char mac[18], ip[16];
 	int ret = -1;
 
-	if (sqlite3_prepare_v2(st->db, "INSERT OR REPLACE INTO instances "
-	    "(id, profile, tap, mac, addr, owner_pid, owner_start, since_ms, "
-	    "audit_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &s,
-	    NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_text(s, 1, inst->id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 2, inst->profile, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 3, inst->tap, -1, SQLITE_STATIC);
-	sqlite3_bind_text(s, 4, registry_mac_str(inst->mac, mac), -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_text(s, 5, registry_addr_str(inst->addr, ip), -1,
-	    SQLITE_STATIC);
-	sqlite3_bind_int64(s, 6, (sqlite3_int64)inst->owner_pid);
-	sqlite3_bind_int64(s, 7, (sqlite3_int64)inst->owner_start);
-	sqlite3_bind_int64(s, 8, inst->since_ms);
-	sqlite3_bind_int64(s, 9, inst->audit_id);
-	if (sqlite3_step(s) != SQLITE_DONE)
-		goto fail;
+	if (s == NULL || sqlite3_step(s) != SQLITE_DONE) {
+		cause_set(cause, "%s: %s", st->path, sqlite3_errmsg(st->db));
+		goto cleanup;
+	}
 	ret = 0;
-	goto cleanup;
-fail:
-	cause_set(cause, "%s: %s", st->path, sqlite3_errmsg(st->db));
 cleanup:
 	sqlite3_finalize(s);
 	return ret;
 }
 
 int
+state_put(struct state *st, const struct instance *inst, char **cause)
+{
+	sqlite3_stmt *s = NULL;
+	char mac[18], ip[16];
+
+	if (sqlite3_prepare_v2(st->db, "INSERT OR REPLACE INTO instances "
+	    "(id, profile, tap, mac, addr, owner_pid, owner_start, since_ms, "
+	    "audit_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &s,
+	    NULL) == SQLITE_OK) {
+		sqlite3_bind_text(s, 1, inst->id, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 2, inst->profile, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 3, inst->tap, -1, SQLITE_STATIC);
+		sqlite3_bind_text(s, 4, registry_mac_str(inst->mac, mac), -1,
+		    SQLITE_STATIC);
+		sqlite3_bind_text(s, 5, registry_addr_str(inst->addr, ip), -1,
+		    SQLITE_STATIC);
+		sqlite3_bind_int64(s, 6, (sqlite3_int64)inst->owner_pid);
+		sqlite3_bind_int64(s, 7, (sqlite3_int64)inst->owner_start);
+		sqlite3_bind_int64(s, 8, inst->since_ms);
+		sqlite3_bind_int64(s, 9, inst->audit_id);
+	}
+	return state_step(st, s, cause);
+}
+
+int
 state_del(struct state *st, const char *id, char **cause)
 {
 	sqlite3_stmt *s = NULL;
-	int ret = -1;
 
 	if (sqlite3_prepare_v2(st->db, "DELETE FROM instances WHERE id = ?",
-	    -1, &s, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-	if (sqlite3_step(s) != SQLITE_DONE)
-		goto fail;
-	ret = 0;
-	goto cleanup;
-fail:
-	cause_set(cause, "%s: %s", st->path, sqlite3_errmsg(st->db));
-cleanup:
-	sqlite3_finalize(s);
-	return ret;
+	    -1, &s, NULL) == SQLITE_OK)
+		sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+	return state_step(st, s, cause);
 }
 
 /* Copy column i (text, at most max - 1 bytes) into buf.  0 or -1. */

@@ -72,30 +72,6 @@
 #define CHILD_ERR_MAX 1024
 #define LOG_MAX 20
 
-static int
-fetch_git_cause(char **cause, const char *what)
-{
-	const git_error *e = git_error_last();
-
-	cause_set(cause, "%s: %s", what, e != NULL && e->message != NULL ?
-	    e->message : "unknown libgit2 error");
-	git_error_clear();
-	return -1;
-}
-
-static int
-fetch_is_hex(const char *s, size_t len)
-{
-	size_t i;
-
-	if (len != 40)
-		return 0;
-	for (i = 0; i < len; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-			return 0;
-	return 1;
-}
-
 /*
  * Open name in dfd as a regular file without following a symlink and
  * without opening anything else (a FIFO, a device): O_PATH first, check,
@@ -215,7 +191,7 @@ mirror_read_ref(const char *dir, const char *refname, char hex[41], char **cause
 			}
 			if (len > 0 && buf[len - 1] == '\n')
 				len--;
-			if (!fetch_is_hex(buf, len)) {
+			if (!mirror_valid_hex(buf, len)) {
 				log_escape(esc, sizeof(esc), buf, len > 60 ? 60 : len);
 				cause_set(cause, "mirror: %s: not an object id: \"%s\"",
 				    refname, esc);
@@ -239,7 +215,7 @@ mirror_read_ref(const char *dir, const char *refname, char hex[41], char **cause
 		if ((end = memchr(line, '\n', (size_t)(buf + len - line))) != NULL)
 			*end++ = '\0';
 		if (strlen(line) == 41 + nlen && line[40] == ' ' &&
-		    strcmp(line + 41, refname) == 0 && fetch_is_hex(line, 40)) {
+		    strcmp(line + 41, refname) == 0 && mirror_valid_hex(line, 40)) {
 			memcpy(hex, line, 40);
 			hex[40] = '\0';
 			ret = 0;
@@ -319,7 +295,7 @@ fetch_is_pack_name(const char *n)
 
 	if (len != 50 && len != 49)
 		return 0;
-	if (strncmp(n, "pack-", 5) != 0 || !fetch_is_hex(n + 5, 40))
+	if (strncmp(n, "pack-", 5) != 0 || !mirror_valid_hex(n + 5, 40))
 		return 0;
 	return strcmp(n + 45, ".pack") == 0 || strcmp(n + 45, ".idx") == 0;
 }
@@ -472,7 +448,7 @@ fetch_owner_init(struct fetch_owner *ow, const char *path, char **cause)
 	if (git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_GLOBAL, "") < 0 ||
 	    git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, "") < 0 ||
 	    git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_SYSTEM, "") < 0)
-		return fetch_git_cause(cause, "git config search path");
+		return mirror_git_cause(cause, "git config search path");
 	return 0;
 }
 
@@ -777,14 +753,14 @@ fetch_transfer(git_repository *host, const struct fetch_owner *ow,
 	if (geteuid() == 0 && fetch_jail_user(&j, ow, cause) != 0)
 		goto cleanup;
 	if (git_repository_odb(&hodb, host) < 0) {
-		fetch_git_cause(cause, "host odb");
+		mirror_git_cause(cause, "host odb");
 		goto cleanup;
 	}
 	io.verify = 1;
 	io.progress_cb = fetch_index_cb;	/* bounds delta resolution too */
 	io.progress_cb_payload = &deadline;
 	if (git_indexer_new(&ix, packdir, 0, hodb, &io) < 0) {
-		fetch_git_cause(cause, packdir);
+		mirror_git_cause(cause, packdir);
 		goto cleanup;
 	}
 	if (pipe2(p, O_CLOEXEC) == -1 || pipe2(e, O_CLOEXEC) == -1) {
@@ -838,7 +814,7 @@ fetch_transfer(git_repository *host, const struct fetch_owner *ow,
 						    "longer than %d s: stopped (--timeout)",
 						    timeout_ms / 1000);
 					else
-						fetch_git_cause(cause, "received pack");
+						mirror_git_cause(cause, "received pack");
 					goto cleanup;
 				}
 			} else if (n == 0 || errno != EINTR)
@@ -871,7 +847,7 @@ fetch_transfer(git_repository *host, const struct fetch_owner *ow,
 			cause_set(cause, "indexing the pack took longer than %d s: "
 			    "stopped (--timeout)", timeout_ms / 1000);
 		else
-			fetch_git_cause(cause, "received pack");
+			mirror_git_cause(cause, "received pack");
 		goto cleanup;
 	}
 	*nobjects = prog.indexed_objects;
@@ -1036,7 +1012,7 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 		goto cleanup;
 	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
 	    NULL) < 0) {
-		fetch_git_cause(cause, repo);
+		mirror_git_cause(cause, repo);
 		goto cleanup;
 	}
 	if (geteuid() == 0 && (stat(git_repository_commondir(r), &sb) == -1 ||
@@ -1046,7 +1022,7 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 		goto cleanup;
 	}
 	if (git_repository_odb(&odb, r) < 0) {
-		fetch_git_cause(cause, "odb");
+		mirror_git_cause(cause, "odb");
 		goto cleanup;
 	}
 
@@ -1117,12 +1093,12 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	}
 	/* Arrived and verified: it must be a commit in the host now. */
 	if (git_commit_lookup(&c, r, &tip) < 0) {
-		fetch_git_cause(cause, "sandbox branch");
+		mirror_git_cause(cause, "sandbox branch");
 		goto cleanup;
 	}
 	if (git_reference_create(&ref, r, res->refname, &tip, 1,
 	    "ksbctl fetch") < 0) {
-		fetch_git_cause(cause, res->refname);
+		mirror_git_cause(cause, res->refname);
 		goto cleanup;
 	}
 	res->updated = 1;

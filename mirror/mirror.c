@@ -48,8 +48,7 @@ mirror_global_init(void)
 	git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
 }
 
-/* Turn the last libgit2 error into *cause.  Always -1. */
-static int
+int
 mirror_git_cause(char **cause, const char *what)
 {
 	const git_error *e = git_error_last();
@@ -110,7 +109,7 @@ mirror_state_clear(struct mirror_state *st)
 	memset(st, 0, sizeof(*st));
 }
 
-static int
+int
 mirror_valid_hex(const char *s, size_t len)
 {
 	size_t i;

@@ -52,6 +52,16 @@ struct mirror_state {
 void mirror_global_init(void);
 
 /*
+ * mirror_git_cause: set *cause to "what: " and libgit2's last error, then
+ * clear it.  Always returns -1.
+ */
+int mirror_git_cause(char **cause, const char *what);
+
+/* mirror_valid_hex: 1 if s[0..len) is a SHA-1 object id (40 lowercase hex
+ * digits), else 0. */
+int mirror_valid_hex(const char *s, size_t len);
+
+/*
  * mirror_find_repo: the git dir of the repository at or above path (path
  * NULL: the cwd), in *gitdir (malloc'd).  0, 1 when there is none, or -1
  * and *cause.

@@ -1353,60 +1353,17 @@ policy_hash(EVP_MD_CTX *ctx, const char *name, const char *text, size_t len)
 static int
 policy_read(struct policy_parse *p, const char *path, char **text, size_t *len)
 {
-	struct stat st;
-	char *buf = NULL;
-	size_t n = 0, cap = 0;
-	ssize_t r;
-	int fd = -1, ret = -1;
+	char *cause = NULL;
+	int ret = -1;
 
 	p->file = path;
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
-		policy_error(p, 0, 0, "%s", strerror(errno));
+	if (util_read_file(path, POLICY_FILE_MAX, text, len, &cause) == -1) {
+		policy_error(p, 0, 0, "%s", cause);
 		goto cleanup;
 	}
-	if (fstat(fd, &st) == -1) {
-		policy_error(p, 0, 0, "%s", strerror(errno));
-		goto cleanup;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		policy_error(p, 0, 0, "%s", S_ISDIR(st.st_mode) ?
-		    "is a directory" : "not a regular file");
-		goto cleanup;
-	}
-	for (;;) {
-		if (n == cap) {
-			if (cap > POLICY_FILE_MAX) {
-				policy_error(p, 0, 0, "file too large (max "
-				    "%d bytes)", POLICY_FILE_MAX);
-				goto cleanup;
-			}
-			cap = cap ? cap * 2 : 4096;
-			buf = xrealloc(buf, cap);
-		}
-		r = read(fd, buf + n, cap - n);
-		if (r == -1 && errno == EINTR)
-			continue;
-		if (r == -1) {
-			policy_error(p, 0, 0, "%s", strerror(errno));
-			goto cleanup;
-		}
-		if (r == 0)
-			break;
-		n += r;
-	}
-	if (n > POLICY_FILE_MAX) {
-		policy_error(p, 0, 0, "file too large (max %d bytes)",
-		    POLICY_FILE_MAX);
-		goto cleanup;
-	}
-	*text = buf;
-	*len = n;
-	buf = NULL;
 	ret = 0;
 cleanup:
-	if (fd != -1)
-		close(fd);
-	free(buf);
+	free(cause);
 	return ret;
 }
 

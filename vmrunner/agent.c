@@ -470,8 +470,12 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 		n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
 		    (unsigned long long)a->seen_seq);
 		agent_queue(a, out, (size_t)n);
-		/* Delivered while we were away, or not yet: the guest decides. */
-		if (f.n > 0)
+		/*
+		 * Delivered while we were away, or not yet: the guest decides,
+		 * but only about turns we gave (as for ACK): a forged count
+		 * must not mark queued prompts delivered.
+		 */
+		if (f.n > 0 && f.n <= a->turns_assigned)
 			agent_acked(a, f.n);
 		for (i = 0; i < a->npending; i++)
 			if (a->pending[i].sent_ms != 0)

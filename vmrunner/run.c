@@ -643,6 +643,27 @@ run_console_out(struct run *r, const char *buf, size_t n)
 }
 
 /*
+ * Input for the guest console.  Never blocks: a guest that stops draining
+ * its UART (QEMU's socket buffer full) loses the input instead of
+ * freezing the supervisor (control channel, lease, signals).
+ */
+static void
+run_console_send(struct run *r, const char *buf, size_t n)
+{
+	static int64_t last_ms;
+	ssize_t w;
+
+	w = send(r->con_fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (w == (ssize_t)n)
+		return;
+	if (util_mono_ms() - last_ms > 10000) {
+		log_warnx("console input dropped: the guest is not reading "
+		    "its console");
+		last_ms = util_mono_ms();
+	}
+}
+
+/*
  * Terminal input to the guest console.  ESCAPE_CHAR then '.' asks the
  * guest to stop (foreground); ESCAPE_CHAR twice sends one.
  */
@@ -669,7 +690,7 @@ run_console_in(struct run *r, const char *buf, size_t n, int *escaped)
 			out[o++] = buf[i];
 	}
 	if (o > 0)
-		(void)send(r->con_fd, out, o, MSG_NOSIGNAL);
+		run_console_send(r, out, o);
 	return stop;
 }
 
@@ -1099,7 +1120,7 @@ run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
 				close(r->client_fd);
 				r->client_fd = -1;
 			} else if (n > 0)
-				(void)send(r->con_fd, buf, (size_t)n, MSG_NOSIGNAL);
+				run_console_send(r, buf, (size_t)n);
 		}
 	}
 	r->qemu_pid = -1;

@@ -8,7 +8,10 @@
 #
 # Phase 1: request parsing, host rules, ClientHello, screening, connect.
 # Phase 2 (gateway restarted with small caps): per-instance concurrency
-# and rate caps (429), slowloris, and a well-behaved guest served meanwhile.
+# and rate caps (429), slowloris, and a well-behaved guest served meanwhile;
+# then the relay (splice) with a 2 s idle-timeout: half-close passed
+# through with exact byte counts, idle_timeout, write_stalled
+# (tests/integration/tunnel_peer.py at both ends, origin sink.test).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -16,6 +19,7 @@ ksb_need_root
 command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
+PEER=$KSB_SRCDIR/tests/integration/tunnel_peer.py
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 ksb_env
 ksb_origin
@@ -23,6 +27,10 @@ ksb_origin
 # Extra upstreams: .3 refuses (RST), .4 drops (connect timeout).
 ip -n "$OR" addr add 10.78.0.3/24 dev ko1
 ip -n "$OR" addr add 10.78.0.4/24 dev ko1
+ip -n "$OR" addr add 10.78.0.5/24 dev ko1
+mkdir -p "$T/stats"
+ip netns exec "$OR" python3 "$PEER" origin 10.78.0.5 8443 "$T/stats" > "$T/peer.log" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
 ip netns exec "$OR" nft -f - <<'NFT'
 table inet ksbtest {
 	chain in {
@@ -37,6 +45,7 @@ cat >> "$T/hosts" <<'HOSTS'
 10.78.0.3 multi.test
 10.78.0.2 multi.test
 10.78.0.4 blackhole.test
+10.78.0.5 sink.test
 192.168.7.7 private.test
 127.0.0.1 loop.test
 169.254.169.254 metadata.test
@@ -49,6 +58,8 @@ profile default {
     allow refused.test
     allow multi.test
     allow blackhole.test
+    allow sink.test:8443
+    allow-address 10.78.0.5/32:8443
     allow private.test
     allow loop.test
     allow metadata.test
@@ -243,6 +254,7 @@ cat >> "$T/ksb.conf" <<'CONF'
 header-timeout = 2
 max-connections-per-instance = 4
 connection-rate-per-instance = 10
+idle-timeout = 2
 CONF
 rm -f "$T/gateway.sock"
 ksb_gateway
@@ -271,6 +283,47 @@ check "burst over the rate cap -> 429 instance_rate_limited: $out" \
 check "rate refusals audited" 'rows_ge 1 "$I3 AND reason = '"'"'instance_rate_limited'"'"'"'
 got=$(curl_g 4 https://allowed.test/index.txt 2>&1) || true
 check "pg4 still served after pg3's flood: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+
+ksb_say "phase 2: the relay (splice), idle-timeout 2 s"
+I4="instance = 'pg4'"
+ksb_wait_port "$OR" 10.78.0.5 8443
+peer() { local n=$1; shift; in_g "$n" python3 "$PEER" client 10.77.0.1 3128 sink.test:8443 "$@"; }
+# Half-close: 300000 bytes up, then SHUT_WR; the origin answers after EOF.
+got=$(peer 4 halfclose 300000 2>&1) || true
+up=${got##*up=}
+check "half-close passed through, answer after it: '$got'" \
+	'echo "$got" | grep -q "^reply got 300000 up=[0-9]*$" && [ "$(cat "$T/stats/hc")" = 300000 ]'
+check "its row: closed, bytes_up $up, bytes_down 11" \
+	'row_is 1 "$I4 AND host = '"'sink.test'"' AND close_reason = '"'closed'"' AND bytes_up = $up AND bytes_down = 11"'
+# Idle: nothing after the first bytes; closed after ~2 s either way.
+got=$(peer 4 idle 2>&1) || true
+check "idle tunnel closed: '$got'" 'echo "$got" | grep -Eq "^closed after (1\.[5-9]|[2-4]\.[0-9]) s$"'
+check "its row says idle_timeout" 'row_is 1 "$I4 AND close_reason = '"'idle_timeout'"'"'
+for _ in $(seq 1 50); do [ -s "$T/stats/idle" ] && break; sleep 0.1; done
+check "the origin saw the close" '[ "$(cat "$T/stats/idle" 2>/dev/null)" = eof ]'
+# write_stalled: the origin floods, the guest stops reading; once the row
+# says so the guest reads again and must find the tunnel's end (what the
+# socket buffers held, then EOF), not an endless flood.
+mkfifo "$T/noread"
+peer 4 noread < "$T/noread" > "$T/noread.out" 2>&1 &
+NP=$!
+exec {NRFD}>"$T/noread"
+t0=$(date +%s%N)
+check "a guest that stops reading is cut: write_stalled" \
+	'row_is 1 "$I4 AND close_reason = '"'write_stalled'"' AND bytes_down > 0" ||
+	 row_is 1 "$I4 AND close_reason = '"'write_stalled'"' AND bytes_down > 0"'
+echo "# write_stalled after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+finwait=$(ip netns exec "$GW" ss -Htn state fin-wait-1 "( sport = :3128 )" | wc -l)
+check "a stalled tunnel is reset, not left in FIN-WAIT-1 behind unread data ($finwait)" '[ "$finwait" = 0 ]'
+for _ in $(seq 1 50); do [ -s "$T/stats/flood.err" ] && break; sleep 0.1; done
+check "the origin's flood ended with the tunnel: $(cat "$T/stats/flood.err" 2>/dev/null)" '[ -s "$T/stats/flood.err" ]'
+echo go >&"$NRFD"
+exec {NRFD}>&-
+wait "$NP" || true
+got=$(tail -n 1 "$T/noread.out")
+check "the guest, reading again, finds the tunnel reset: '$got'" 'echo "$got" | grep -q "^ConnectionResetError after [0-9]* bytes$"'
+got=$(curl_g 4 https://allowed.test/index.txt 2>&1) || true
+check "pg4 still served: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
 check "gateway alive" 'kill -0 "$KSB_GATEWAY_PID"'
 
 echo "# $pass passed, $fails failed"

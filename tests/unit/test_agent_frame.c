@@ -239,6 +239,17 @@ test_flood(void)
 	feed(&lb, a, "HELLO 1 0\n", 10);
 	CHECK(agent_prompt(a, "first", 5, "k1", &turn, &dup, &cause) == 0 && turn == 1,
 	    "turn 1 queued");
+	{
+		/* A HELLO may only acknowledge turns that were given. */
+		struct instance_state st;
+
+		feed(&lb, a, "HELLO 1 18446744073709551615\n", 29);
+		memset(&st, 0, sizeof(st));
+		agent_status(a, &st);
+		CHECK(st.agent_turn <= 1, "a forged HELLO count acknowledges "
+		    "nothing beyond the turns given (turn %llu)",
+		    (unsigned long long)st.agent_turn);
+	}
 
 	/* A client waits for turn 1, as ksbctl prompt --wait does. */
 	memset(&sun, 0, sizeof(sun));

@@ -1289,8 +1289,12 @@ agent_host_line(void *arg, const char *line, size_t len)
 
 	a->last_rx = mono_ms();
 	if (a->host_lost) {
+		/* Where we are; the host answers HELLO with what it has seen. */
 		a->host_lost = 0;
 		say("host is back on the control port");
+		n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
+		    (unsigned long long)a->last_turn);
+		agent_queue(a, out, (size_t)n, 0);
 	}
 	if (len == 4 && memcmp(line, "STOP", 4) == 0) {
 		agent_stop_pending = 1;
@@ -1300,10 +1304,10 @@ agent_host_line(void *arg, const char *line, size_t len)
 		return;		/* BYE and anything unknown */
 	switch (f.type) {
 	case GUESTCTL_HELLO:
-		/* The host (re)connected: where we are, then what it lacks. */
-		n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
-		    (unsigned long long)a->last_turn);
-		agent_queue(a, out, (size_t)n, 0);
+		/*
+		 * The host's answer to our HELLO: the reports it lacks.  Never
+		 * answered with a HELLO (that ping-ponged forever).
+		 */
 		for (i = 0; i < a->nunacked; i++)
 			if (a->unacked[i].seq > f.n)
 				agent_queue_report(a, &a->unacked[i]);
