@@ -11,6 +11,7 @@
 #include <glob.h>
 #include <grp.h>
 #include <pwd.h>
+#include <unistd.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stddef.h>
@@ -283,6 +284,20 @@ conf_setstr(char **dst, const char *v)
 	*dst = xstrdup(v);
 }
 
+/*
+ * The absolute, symlink-free name of a policy file: the digest covers file
+ * names, so `ksbctl policy check' and the gateway must name a file the same
+ * way however the configuration path was spelled.  Falls back to the name
+ * as given if it cannot be resolved (the load then reports the error).
+ */
+static char *
+conf_canonical(const char *path)
+{
+	char *r = realpath(path, NULL);
+
+	return r != NULL ? r : xstrdup(path);
+}
+
 static void
 conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
     const char *file, int line)
@@ -304,7 +319,7 @@ conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
 	for (i = 0; i < g.gl_pathc; i++) {
 		c->policy_files = xrealloc(c->policy_files,
 		    (c->npolicy_files + 1) * sizeof(*c->policy_files));
-		c->policy_files[c->npolicy_files++] = xstrdup(g.gl_pathv[i]);
+		c->policy_files[c->npolicy_files++] = conf_canonical(g.gl_pathv[i]);
 	}
 	globfree(&g);
 }
@@ -343,9 +358,14 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		else
 			conf_setstr(&c->control_group, val);
 	} else if (strcmp(key, "proxy-user") == 0) {
-		if (getpwnam(val) == NULL)
+		struct passwd *pw = getpwnam(val);
+
+		if (pw == NULL)
 			conf_err(errs, file, line,
 			    "proxy-user: no such user `%s'", val);
+		else if (pw->pw_uid == 0 || pw->pw_gid == 0)
+			conf_err(errs, file, line, "proxy-user: `%s' has uid or "
+			    "gid 0; the proxy must run unprivileged", val);
 		else
 			conf_setstr(&c->proxy_user, val);
 	} else if (strcmp(key, "state-dir") == 0) {
@@ -362,7 +382,12 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			    "a duration (0, or N followed by s, m, h or d)", val);
 	} else if (strcmp(key, "hosts-file") == 0) {
 		p = conf_path(dir, val);
-		conf_setstr(&c->hosts_file, p);
+		/* Read by the proxy process at start: catch it here (-n). */
+		if (access(p, R_OK) == -1)
+			conf_err(errs, file, line, "hosts-file: `%s': %s", p,
+			    strerror(errno));
+		else
+			conf_setstr(&c->hosts_file, p);
 		free(p);
 	} else if (strcmp(key, "resolver") == 0) {
 		conf_setstr(&c->resolver, val);
@@ -480,7 +505,7 @@ done:
 				c->policy_files = xrealloc(c->policy_files,
 				    (c->npolicy_files + 1) * sizeof(char *));
 				c->policy_files[c->npolicy_files++] =
-				    xstrdup(g.gl_pathv[i]);
+				    conf_canonical(g.gl_pathv[i]);
 			}
 			globfree(&g);
 		}

@@ -15,6 +15,13 @@
  * allowed rows, keeps the rest queued and retries every AUDIT_RETRY_MS.
  * A removed database is replaced by a new one whose chain_anchor carries
  * the last seq and hash on.  One warning per episode, one note at its end.
+ *
+ * Totals (schema version 3): totals_instance and totals_host are derived,
+ * not chained.  The writer adds each decision row and each close record's
+ * bytes to them in the same transaction (audit_totals), and retention
+ * subtracts what it deletes (audit_prune), so they always equal the
+ * aggregates of the connections rows present; `ksbctl audit verify'
+ * recomputes and compares them.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -30,7 +37,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 2
+#define AUDIT_SCHEMA_VERSION 3
 #define AUDIT_RETRY_MS 1000
 #define AUDIT_BATCH_MAX 4096		/* records per transaction */
 #define AUDIT_PRUNE_EVERY_MS (3600 * 1000)
@@ -38,6 +45,7 @@
 
 extern const char schema_audit_sql[];
 extern const char schema_migrate_2_sql[];
+extern const char schema_migrate_3_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -74,6 +82,7 @@ struct audit {
 	sqlite3 *db;
 	sqlite3_stmt *ins[AUDIT_NKINDS];
 	sqlite3_stmt *mirror_close, *mirror_unreg;
+	sqlite3_stmt *tot_up[2], *tot_ins[2];	/* totals_instance, _host */
 	int64_t seq;			/* last record's seq ... */
 	uint8_t head[AUDIT_HASH_LEN];	/* ... and hash */
 	int have_head;			/* seq/head known (a database was open) */
@@ -134,6 +143,11 @@ audit_db_close(struct audit *a)
 	sqlite3_finalize(a->mirror_close);
 	sqlite3_finalize(a->mirror_unreg);
 	a->mirror_close = a->mirror_unreg = NULL;
+	for (k = 0; k < 2; k++) {
+		sqlite3_finalize(a->tot_up[k]);
+		sqlite3_finalize(a->tot_ins[k]);
+		a->tot_up[k] = a->tot_ins[k] = NULL;
+	}
 	sqlite3_close(a->db);
 	a->db = NULL;
 }
@@ -150,30 +164,93 @@ audit_exec(struct audit *a, const char *sql, char **cause)
 	return -1;
 }
 
-/* Append one record to the chain: seq, hash, INSERT.  0 or -1. */
+static void
+audit_bind_val(sqlite3_stmt *st, int i, const struct audit_val *v)
+{
+	switch (v->type) {
+	case AUDIT_VAL_NULL:
+		sqlite3_bind_null(st, i);
+		break;
+	case AUDIT_VAL_INT:
+		sqlite3_bind_int64(st, i, v->i);
+		break;
+	default:
+		sqlite3_bind_text(st, i, v->s, (int)v->len, SQLITE_STATIC);
+		break;
+	}
+}
+
+static void
+audit_totals_bind(sqlite3_stmt *st, int t, const struct audit_val key[3],
+    const int64_t d[5], int64_t ts, int allowed)
+{
+	int i;
+
+	for (i = 0; i < 3; i++)
+		if (t == 1 || i == 0)	/* totals_instance: no host, port */
+			audit_bind_val(st, i + 1, &key[i]);
+	for (i = 0; i < 5; i++)
+		sqlite3_bind_int64(st, i + 4, d[i]);
+	if (ts >= 0)
+		sqlite3_bind_int64(st, 9, ts);
+	if (ts >= 0 && allowed && t == 1)
+		sqlite3_bind_int64(st, 10, ts);
+}
+
+/*
+ * Add to the totals of key (instance, host, port; bound as they are, valid
+ * until this returns): n decision rows (0 for a close record), of which
+ * allow allowed and deny denied, the bytes up and down, the decision time
+ * ts (-1: none; allowed: it is an allowed one).  Inside the writer's
+ * transaction.  0 or -2 (the transaction must go: see audit_commit).
+ */
+static int
+audit_totals(struct audit *a, const struct audit_val key[3], int64_t n,
+    int64_t allow, int64_t deny, int64_t up, int64_t down, int64_t ts,
+    int allowed)
+{
+	const int64_t d[5] = { n, allow, deny, up, down };
+	sqlite3_stmt *st;
+	int t, rc;
+
+	for (t = 0; t < 2; t++) {
+		/* UPDATE, or INSERT the group's first row. */
+		st = a->tot_up[t];
+		audit_totals_bind(st, t, key, d, ts, allowed);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		if (rc != SQLITE_DONE)
+			return -2;
+		if (sqlite3_changes(a->db) > 0 || n == 0)
+			continue;
+		st = a->tot_ins[t];
+		audit_totals_bind(st, t, key, d, ts, allowed);
+		rc = sqlite3_step(st);
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		if (rc != SQLITE_DONE)
+			return -2;
+	}
+	return 0;
+}
+
+/*
+ * Append one record to the chain: seq, hash, INSERT, and a decision's
+ * totals.  0, -1 (the INSERT failed) or -2 (the totals failed).
+ */
 static int
 audit_put(struct audit *a, struct audit_rec *r)
 {
 	sqlite3_stmt *st = a->ins[r->kind];
 	size_t i, n = audit_kinds[r->kind].ncols;
 	uint8_t h[AUDIT_HASH_LEN];
-	int rc;
+	struct audit_val key[3];
+	int rc, allow;
 
 	audit_chain_hash(a->head, a->seq + 1, r->kind, r->v, n, h);
-	for (i = 0; i < n; i++) {
-		switch (r->v[i].type) {
-		case AUDIT_VAL_NULL:
-			sqlite3_bind_null(st, (int)i + 1);
-			break;
-		case AUDIT_VAL_INT:
-			sqlite3_bind_int64(st, (int)i + 1, r->v[i].i);
-			break;
-		default:
-			sqlite3_bind_text(st, (int)i + 1, r->v[i].s,
-			    (int)r->v[i].len, SQLITE_STATIC);
-			break;
-		}
-	}
+	for (i = 0; i < n; i++)
+		audit_bind_val(st, (int)i + 1, &r->v[i]);
 	sqlite3_bind_int64(st, (int)n + 1, a->seq + 1);
 	sqlite3_bind_blob(st, (int)n + 2, h, AUDIT_HASH_LEN, SQLITE_TRANSIENT);
 	rc = sqlite3_step(st);
@@ -181,15 +258,28 @@ audit_put(struct audit *a, struct audit_rec *r)
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE)
 		return -1;
+	if (r->kind == AUDIT_CONNECTION && a->tot_up[0] != NULL) {
+		/* instance, host, port; decision */
+		key[0] = r->v[2];
+		key[1] = r->v[6];
+		key[2] = r->v[7];
+		allow = r->v[11].type == AUDIT_VAL_TEXT &&
+		    strcmp(r->v[11].s, "allow") == 0;
+		if (audit_totals(a, key, 1, allow, !allow, 0, 0,
+		    r->v[1].type == AUDIT_VAL_INT ? r->v[1].i : -1, allow) != 0)
+			return -2;
+	}
 	a->seq++;
 	memcpy(a->head, h, AUDIT_HASH_LEN);
 	return 0;
 }
 
 /*
- * A close or unregistration record first updates the mirrored columns;
+ * A close or unregistration record first updates the mirrored columns
+ * (and a close adds its bytes to the totals);
  * *skip is set when the row it closes does not exist (its batch failed,
- * or it was pruned), and then nothing is written.
+ * or it was pruned), and then nothing is written.  0, -1 or -2 (the
+ * totals failed).
  */
 static int
 audit_mirror(struct audit *a, struct audit_rec *r, int *skip)
@@ -199,6 +289,8 @@ audit_mirror(struct audit *a, struct audit_rec *r, int *skip)
 
 	*skip = 0;
 	if (r->kind == AUDIT_CLOSE) {
+		struct audit_val key[3];
+
 		st = a->mirror_close;
 		/* conn_id, ts_ms, bytes_up, bytes_down, duration_ms, reason */
 		for (i = 1; i < 6; i++) {
@@ -211,6 +303,24 @@ audit_mirror(struct audit *a, struct audit_rec *r, int *skip)
 				sqlite3_bind_null(st, i);
 		}
 		sqlite3_bind_int64(st, 6, r->v[0].i);
+		/* RETURNING instance, host, port: one row if it closed one. */
+		rc = sqlite3_step(st);
+		*skip = rc != SQLITE_ROW;
+		if (rc == SQLITE_ROW) {
+			for (i = 0; i < 3; i++)
+				audit_chain_column(st, i, &key[i]);
+			if (audit_totals(a, key, 0, 0, 0,
+			    r->v[2].type == AUDIT_VAL_INT ? r->v[2].i : 0,
+			    r->v[3].type == AUDIT_VAL_INT ? r->v[3].i : 0, -1, 0) != 0) {
+				sqlite3_reset(st);
+				sqlite3_clear_bindings(st);
+				return -2;
+			}
+			rc = sqlite3_step(st);
+		}
+		sqlite3_reset(st);
+		sqlite3_clear_bindings(st);
+		return rc == SQLITE_DONE ? 0 : -1;
 	} else if (r->kind == AUDIT_UNREGISTER) {
 		st = a->mirror_unreg;
 		sqlite3_bind_int64(st, 1, r->v[1].i);
@@ -248,7 +358,8 @@ audit_prepare(struct audit *a, char **cause)
 	}
 	if (sqlite3_prepare_v3(a->db, "UPDATE connections SET closed_ms = ?1, "
 	    "bytes_up = ?2, bytes_down = ?3, duration_ms = ?4, close_reason = ?5 "
-	    "WHERE id = ?6 AND closed_ms IS NULL", -1, SQLITE_PREPARE_PERSISTENT,
+	    "WHERE id = ?6 AND closed_ms IS NULL RETURNING instance, host, port",
+	    -1, SQLITE_PREPARE_PERSISTENT,
 	    &a->mirror_close, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v3(a->db, "UPDATE registrations SET unregistered_ms "
 	    "= ?1 WHERE id = ?2 AND unregistered_ms IS NULL", -1,
@@ -258,6 +369,43 @@ audit_prepare(struct audit *a, char **cause)
 fail:
 	free(sql);
 	return cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+}
+
+/* The totals statements (audit_totals); after the migrations. */
+static int
+audit_prepare_totals(struct audit *a, char **cause)
+{
+	static const char *sql[4] = {
+		"UPDATE totals_instance SET connections = connections + ?4, "
+		"allowed = allowed + ?5, denied = denied + ?6, "
+		"bytes_up = bytes_up + ?7, bytes_down = bytes_down + ?8, "
+		"first_ms = min(first_ms, coalesce(?9, first_ms)), "
+		"last_ms = max(last_ms, coalesce(?9, last_ms)) "
+		"WHERE instance IS ?1",
+		"UPDATE totals_host SET connections = connections + ?4, "
+		"allowed = allowed + ?5, denied = denied + ?6, "
+		"bytes_up = bytes_up + ?7, bytes_down = bytes_down + ?8, "
+		"last_ms = max(last_ms, coalesce(?9, last_ms)), "
+		"last_allow_ms = CASE WHEN last_allow_ms IS NULL THEN ?10 "
+		"ELSE max(last_allow_ms, coalesce(?10, last_allow_ms)) END "
+		"WHERE instance IS ?1 AND host IS ?2 AND port IS ?3",
+		"INSERT INTO totals_instance (instance, connections, allowed, "
+		"denied, bytes_up, bytes_down, first_ms, last_ms) "
+		"VALUES (?1, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+		"INSERT INTO totals_host (instance, host, port, connections, "
+		"allowed, denied, bytes_up, bytes_down, last_ms, last_allow_ms) "
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+	};
+	int t;
+
+	for (t = 0; t < 2; t++)
+		if (sqlite3_prepare_v3(a->db, sql[t], -1, SQLITE_PREPARE_PERSISTENT,
+		    &a->tot_up[t], NULL) != SQLITE_OK ||
+		    sqlite3_prepare_v3(a->db, sql[t + 2], -1,
+		    SQLITE_PREPARE_PERSISTENT, &a->tot_ins[t], NULL) != SQLITE_OK)
+			return cause_set(cause, "%s: %s", a->path,
+			    sqlite3_errmsg(a->db));
+	return 0;
 }
 
 /* Read an existing row of a chained table into a record (migration). */
@@ -440,10 +588,18 @@ audit_db_open(struct audit *a, char **cause)
 	if (version == 1) {
 		if (audit_migrate_2(a, cause) == -1)
 			goto rollback;
-		log_info("audit %s: migrated from schema version 1 to %d "
-		    "(%lld records chained)", a->path, AUDIT_SCHEMA_VERSION,
-		    (long long)a->seq);
+		log_info("audit %s: migrated from schema version 1 to 2 "
+		    "(%lld records chained)", a->path, (long long)a->seq);
 	} else if (audit_prepare(a, cause) == -1)
+		goto rollback;
+	if (!created && version < 3) {
+		/* 2 -> 3: totals built from the rows (schema/migrate-3.sql). */
+		if (audit_exec(a, schema_migrate_3_sql, cause) == -1)
+			goto rollback;
+		log_info("audit %s: migrated from schema version 2 to 3 "
+		    "(totals built)", a->path);
+	}
+	if (audit_prepare_totals(a, cause) == -1)
 		goto rollback;
 	if (created && a->have_head && prev_seq > 0) {
 		/* The previous database was removed: continue its chain. */
@@ -482,8 +638,8 @@ audit_db_open(struct audit *a, char **cause)
 				audit_set_text(&r->v[5], "gateway_restart");
 			} else
 				r->kind = AUDIT_UNREGISTER;
-			if (audit_mirror(a, r, &skip) == -1 ||
-			    (!skip && audit_put(a, r) == -1)) {
+			if (audit_mirror(a, r, &skip) != 0 ||
+			    (!skip && audit_put(a, r) != 0)) {
 				audit_rec_free(r);
 				goto sqlerr;
 			}
@@ -543,7 +699,7 @@ audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
 	int64_t seq = a->seq;
 	uint8_t head[AUDIT_HASH_LEN];
 	struct audit_rec *r;
-	int skip;
+	int skip, rc;
 
 	if (audit_check(a, cause) == -1)
 		return -1;
@@ -551,9 +707,14 @@ audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
 	if (audit_exec(a, "BEGIN IMMEDIATE", cause) == -1)
 		goto fail;
 	for (r = batch; r != NULL; r = r->next) {
-		if (audit_mirror(a, r, &skip) == 0 && (skip || audit_put(a, r) == 0))
+		rc = audit_mirror(a, r, &skip);
+		if (rc == 0 && !skip)
+			rc = audit_put(a, r);
+		if (rc == 0)
 			continue;
-		switch (sqlite3_errcode(a->db)) {
+		/* The totals failed after the record's own statement: the
+		 * batch goes, whatever the error. */
+		switch (rc == -2 ? SQLITE_ERROR : sqlite3_errcode(a->db)) {
 		case SQLITE_CONSTRAINT:
 		case SQLITE_MISMATCH:
 		case SQLITE_TOOBIG:
@@ -579,6 +740,52 @@ fail:
 	memcpy(a->head, head, AUDIT_HASH_LEN);
 	return -1;
 }
+
+/*
+ * Retention keeps the totals equal to the rows left: subtract the
+ * aggregates of the connections about to go (seq <= ?1, by the seq index:
+ * older ones are gone already, so this reads only the chunk), look up a new first/last
+ * time where the old one leaves (index (instance, ts_ms) or (host, ts_ms),
+ * from the cut downwards), and drop emptied totals.
+ */
+static const char *audit_prune_totals_sql =
+    "UPDATE totals_instance AS t SET connections = t.connections - d.n, "
+    "allowed = t.allowed - d.al, denied = t.denied - d.de, "
+    "bytes_up = t.bytes_up - d.bu, bytes_down = t.bytes_down - d.bd, "
+    "first_ms = CASE WHEN d.n >= t.connections THEN t.first_ms ELSE "
+    "(SELECT c.ts_ms FROM connections c WHERE c.instance IS t.instance "
+    "AND c.seq > ?1 ORDER BY c.ts_ms LIMIT 1) END, "
+    "last_ms = CASE WHEN d.n >= t.connections OR d.mx < t.last_ms THEN "
+    "t.last_ms ELSE (SELECT c.ts_ms FROM connections c WHERE c.instance IS "
+    "t.instance AND c.ts_ms <= d.mx AND c.seq > ?1 ORDER BY c.ts_ms DESC "
+    "LIMIT 1) END "
+    "FROM (SELECT instance, count(*) AS n, sum(decision = 'allow') AS al, "
+    "sum(decision = 'deny') AS de, sum(coalesce(bytes_up, 0)) AS bu, "
+    "sum(coalesce(bytes_down, 0)) AS bd, max(ts_ms) AS mx FROM connections "
+    "INDEXED BY connections_seq WHERE seq <= ?1 GROUP BY instance) AS d WHERE t.instance IS d.instance;"
+    "UPDATE totals_host AS t SET connections = t.connections - d.n, "
+    "allowed = t.allowed - d.al, denied = t.denied - d.de, "
+    "bytes_up = t.bytes_up - d.bu, bytes_down = t.bytes_down - d.bd, "
+    "last_ms = CASE WHEN d.n >= t.connections OR d.mx < t.last_ms THEN "
+    "t.last_ms ELSE (SELECT c.ts_ms FROM connections c WHERE c.host IS "
+    "t.host AND c.ts_ms <= d.mx AND c.instance IS t.instance AND c.port IS "
+    "t.port AND c.seq > ?1 ORDER BY c.ts_ms DESC LIMIT 1) END, "
+    "last_allow_ms = CASE WHEN d.al >= t.allowed THEN NULL "
+    "WHEN d.mxa IS NULL OR d.mxa < t.last_allow_ms THEN t.last_allow_ms "
+    "ELSE (SELECT c.ts_ms FROM connections c WHERE c.host IS t.host AND "
+    "c.ts_ms <= d.mxa AND c.instance IS t.instance AND c.port IS t.port "
+    "AND c.decision = 'allow' AND c.seq > ?1 ORDER BY c.ts_ms DESC LIMIT 1) "
+    "END "
+    "FROM (SELECT instance, host, port, count(*) AS n, "
+    "sum(decision = 'allow') AS al, sum(decision = 'deny') AS de, "
+    "sum(coalesce(bytes_up, 0)) AS bu, sum(coalesce(bytes_down, 0)) AS bd, "
+    "max(ts_ms) AS mx, max(CASE WHEN decision = 'allow' THEN ts_ms END) "
+    "AS mxa FROM connections INDEXED BY connections_seq WHERE seq <= ?1 "
+    "GROUP BY instance, host, port) "
+    "AS d WHERE t.instance IS d.instance AND t.host IS d.host AND "
+    "t.port IS d.port;"
+    "DELETE FROM totals_instance WHERE connections <= 0;"
+    "DELETE FROM totals_host WHERE connections <= 0";
 
 /*
  * Retention: delete the records older than the cutoff, oldest first, at
@@ -644,6 +851,22 @@ audit_prune(struct audit *a, int64_t retention_ms)
 			st = NULL;
 			free(sql);
 			sql = NULL;
+		}
+		/* The totals first: they read the rows about to go. */
+		{
+			const char *tail = audit_prune_totals_sql;
+
+			while (tail != NULL && *tail != '\0') {
+				if (sqlite3_prepare_v2(a->db, tail, -1, &st, &tail) !=
+				    SQLITE_OK)
+					goto rollback;
+				if (sqlite3_bind_parameter_count(st) > 0)
+					sqlite3_bind_int64(st, 1, upto);
+				if (sqlite3_step(st) != SQLITE_DONE)
+					goto rollback;
+				sqlite3_finalize(st);
+				st = NULL;
+			}
 		}
 		n = 0;
 		for (k = 0; k < AUDIT_NKINDS; k++) {

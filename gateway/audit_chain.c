@@ -213,6 +213,36 @@ static const char *audit_mirror_sql[] = {
 	"ORDER BY r.id LIMIT 1",
 };
 
+/*
+ * The derived totals (schema version 3, not chained) must equal their
+ * recomputation from the connections rows (schema/migrate-3.sql).
+ */
+#define AUDIT_TOTALS_HOST \
+	"SELECT instance, host, port, count(*), sum(decision = 'allow'), " \
+	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), " \
+	"sum(coalesce(bytes_down, 0)), max(ts_ms), " \
+	"max(CASE WHEN decision = 'allow' THEN ts_ms END) FROM connections " \
+	"GROUP BY instance, host, port"
+#define AUDIT_TOTALS_INSTANCE \
+	"SELECT instance, count(*), sum(decision = 'allow'), " \
+	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), " \
+	"sum(coalesce(bytes_down, 0)), min(ts_ms), max(ts_ms) FROM connections " \
+	"GROUP BY instance"
+#define AUDIT_TOTALS_KEY "coalesce(instance, '-') || ' ' || " \
+	"coalesce(host, '-') || ':' || coalesce(port, '-')"
+static const char *audit_totals_sql[] = {
+	"SELECT instance FROM (SELECT instance, connections, allowed, denied, "
+	"bytes_up, bytes_down, first_ms, last_ms FROM totals_instance EXCEPT "
+	AUDIT_TOTALS_INSTANCE ") UNION ALL SELECT instance FROM ("
+	AUDIT_TOTALS_INSTANCE " EXCEPT SELECT instance, connections, allowed, "
+	"denied, bytes_up, bytes_down, first_ms, last_ms FROM totals_instance) "
+	"LIMIT 1",
+	"SELECT " AUDIT_TOTALS_KEY " FROM (SELECT * FROM totals_host EXCEPT "
+	AUDIT_TOTALS_HOST ") UNION ALL SELECT " AUDIT_TOTALS_KEY " FROM ("
+	AUDIT_TOTALS_HOST
+	" EXCEPT SELECT * FROM totals_host) LIMIT 1",
+};
+
 int
 audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
 {
@@ -318,6 +348,28 @@ audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
 			ret = 1;
 			goto cleanup;
 		}
+		sqlite3_finalize(m);
+		m = NULL;
+	}
+	for (i = 0; i < sizeof(audit_totals_sql) / sizeof(*audit_totals_sql); i++) {
+		if (sqlite3_prepare_v2(db, audit_totals_sql[i], -1, &m, NULL) !=
+		    SQLITE_OK) {
+			if (strstr(sqlite3_errmsg(db), "no such table") != NULL)
+				break;		/* schema version 2 */
+			cause_set(cause, "%s", sqlite3_errmsg(db));
+			goto cleanup;
+		}
+		if ((rc = sqlite3_step(m)) == SQLITE_ROW) {
+			audit_verify_bad(r, -1, 0, 0, "%s differs from the "
+			    "connections rows (derived, not chained) for `%s'",
+			    i == 0 ? "totals_instance" : "totals_host",
+			    sqlite3_column_type(m, 0) == SQLITE_NULL ? "-" :
+			    (const char *)sqlite3_column_text(m, 0));
+			r->bad_table = i == 0 ? "totals_instance" : "totals_host";
+			ret = 1;
+			goto cleanup;
+		} else if (rc != SQLITE_DONE)
+			goto step_error;
 		sqlite3_finalize(m);
 		m = NULL;
 	}

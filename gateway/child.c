@@ -567,6 +567,34 @@ child_selftest(void)
 	    setuid(0) == -1 ? strerror(errno) : "ALLOWED");
 }
 
+/*
+ * Show as "ksb-proxy" in ps(1) and /proc/PID/cmdline, not only in comm:
+ * the parent's argument area (argv[0] onwards, contiguous, its length
+ * from /proc/self/cmdline; argv[0] alone if that cannot be read) is
+ * overwritten, the classic way.  Nothing reads argv after the fork.
+ */
+static void
+child_set_title(const char *title)
+{
+	char *area = program_invocation_name, buf[4096];
+	size_t len = 0, tlen = strlen(title);
+	ssize_t n;
+	int fd;
+
+	(void)prctl(PR_SET_NAME, title, 0, 0, 0);
+	if ((fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC)) != -1) {
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			len += (size_t)n;
+		close(fd);
+	}
+	if (len == 0 || len < strlen(area) + 1)
+		len = strlen(area) + 1;
+	if (len < tlen + 1)
+		return;		/* no room: comm alone says it */
+	memset(area, 0, len);
+	memcpy(area, title, tlen);
+}
+
 void
 child_main(struct gateway *gw, int sock)
 {
@@ -579,7 +607,7 @@ child_main(struct gateway *gw, int sock)
 	int lfd, sfd;
 
 	child_gw = gw;
-	(void)prctl(PR_SET_NAME, "ksb-proxy", 0, 0, 0);
+	child_set_title("ksb-proxy");
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_IGN);
 	signal(SIGCHLD, SIG_DFL);

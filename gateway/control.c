@@ -172,6 +172,9 @@ control_proc_start(pid_t pid, uint64_t *start)
 	if ((p = strrchr(buf, ')')) == NULL)
 		return -1;
 	p++;
+	/* A zombie (Z) or dead (X) process holds no lease any more. */
+	if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
+		return -1;
 	for (i = 3; i < 22; i++) {
 		if ((p = strchr(p, ' ')) == NULL)
 			return -1;

@@ -81,29 +81,11 @@ gateway_policy_bytes_free(struct policy_bytes *pb)
 }
 
 /*
- * Read one policy file whole (at most POLICY_FILE_MAX bytes, as policy_load
- * allows); 0 or -1 and *errors ("file: message").
- */
-static int
-gateway_read_file(const char *path, char **text, size_t *len, char **errors)
-{
-	char *cause = NULL;
-	int ret = -1;
-
-	if (util_read_file(path, POLICY_FILE_MAX, text, len, &cause) == -1) {
-		cause_set(errors, "%s: %s", path, cause);
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
-	free(cause);
-	return ret;
-}
-
-/*
  * Parse the policy files (errors as policy_load reports them), then parse
- * the very bytes the proxy process will be sent (*pb, may be NULL), so
- * that both processes hold the same policy and digest.
+ * the very bytes the proxy process will be sent (*pb, may be NULL: every
+ * file of the policy in load order, included files too), so that both
+ * processes hold the same policy and digest and the proxy process never
+ * reads a file.
  */
 static int
 gateway_load_policy(const struct ksb_conf *conf, struct policy **out,
@@ -111,7 +93,8 @@ gateway_load_policy(const struct ksb_conf *conf, struct policy **out,
 {
 	struct policy_bytes b;
 	struct policy *p = NULL;
-	size_t i, n = conf->npolicy_files;
+	const char *name, *text;
+	size_t i, n = conf->npolicy_files, len;
 	int ret = -1;
 
 	memset(&b, 0, sizeof(b));
@@ -122,28 +105,30 @@ gateway_load_policy(const struct ksb_conf *conf, struct policy **out,
 	if (policy_load((const char *const *)conf->policy_files, n, &p,
 	    errors) == -1)
 		return -1;
-	policy_free(p);
-	p = NULL;
+	n = policy_nfiles(p);
 	b.names = xcalloc(n, sizeof(*b.names));
 	b.texts = xcalloc(n, sizeof(*b.texts));
 	b.lens = xcalloc(n, sizeof(*b.lens));
 	for (i = 0; i < n; i++, b.n++) {
-		b.names[i] = xstrdup(conf->policy_files[i]);
-		if (gateway_read_file(b.names[i], &b.texts[i], &b.lens[i],
-		    errors) == -1) {
-			b.n++;
-			goto cleanup;
-		}
+		if (policy_file(p, i, &name, &text, &len) == -1)
+			fatalx("policy_file %zu", i);
+		b.names[i] = xstrdup(name);
+		b.texts[i] = xmalloc(len + 1);
+		memcpy(b.texts[i], text, len + 1);
+		b.lens[i] = len;
 	}
 	if (policy_load_buffers((const char *const *)b.names,
 	    (const char *const *)b.texts, b.lens, n, out, errors) == -1)
 		goto cleanup;
+	if (strcmp(policy_digest(*out), policy_digest(p)) != 0)
+		fatalx("policy digest differs between file and buffer load");
 	if (pb != NULL) {
 		*pb = b;
 		memset(&b, 0, sizeof(b));
 	}
 	ret = 0;
 cleanup:
+	policy_free(p);
 	gateway_policy_bytes_free(&b);
 	return ret;
 }

@@ -27,6 +27,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 #include "policy/policy.h"
+#include "policy/decide.h"
 
 #define RELAY_PIPE_SIZE (1024 * 1024)	/* per direction in flight, bytes */
 #define RELAY_POOL_MAX 16	/* empty pipes kept for the next tunnels */
@@ -986,10 +987,11 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t len = evbuffer_get_length(in);
 	struct connect_req req;
-	const char *reason = NULL, *rule = NULL;
+	struct policy_decision d;
+	const char *reason = NULL;
 	const uint8_t *p;
 	int status = 400;
-	char msg[400], raw[1100];
+	char raw[1100];
 
 	if (len > CONNECT_HEAD_MAX)
 		len = CONNECT_HEAD_MAX;
@@ -1016,44 +1018,15 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		    "source address is not a registered instance", raw);
 		return;
 	}
-	switch (hostname_normalise(req.host, strlen(req.host), c->host,
-	    sizeof(c->host), &c->host_sa, &reason)) {
-	case HOSTNAME_BAD:
-		c->host[0] = '\0';
-		snprintf(msg, sizeof(msg), "invalid host name (%s)",
-		    reason ? reason : "bad");
-		conn_deny_http(c, 400, "bad_host", msg, raw);
+	if (policy_decide(c->gw->policy, c->inst->profile, req.host,
+	    strlen(req.host), c->port, c->host, sizeof(c->host), &c->host_sa,
+	    &d) != POLICY_ALLOW) {
+		c->host_is_ip = d.kind == HOSTNAME_IP;
+		conn_deny_http(c, d.status, d.reason, d.msg,
+		    d.kind == HOSTNAME_BAD ? raw : NULL);
 		return;
-	case HOSTNAME_IP:
-		c->host_is_ip = 1;
-		/* Only a canonical literal (dotted quad, [IPv6]) can be
-		 * allowed: decimal, hex, octal and short IPv4 spellings and
-		 * bare IPv6 are refused outright. */
-		if (c->host_sa.ss_family != AF_INET &&
-		    c->host_sa.ss_family != AF_INET6) {
-			snprintf(msg, sizeof(msg), "%s: only canonical dotted-quad "
-			    "or bracketed IPv6 literals can be allowed", c->host);
-			conn_deny_http(c, 403, "ip_literal", msg, NULL);
-			return;
-		}
-		if (policy_match_addr(c->gw->policy, c->inst->profile,
-		    (struct sockaddr *)&c->host_sa, c->port, &rule) != POLICY_ALLOW) {
-			snprintf(msg, sizeof(msg), "%s:%u: IP literals are not "
-			    "allowed by profile %s", c->host, c->port, c->inst->profile);
-			conn_deny_http(c, 403, "ip_literal", msg, NULL);
-			return;
-		}
-		break;
-	case HOSTNAME_NAME:
-		if (policy_match_host(c->gw->policy, c->inst->profile, c->host,
-		    c->port, &rule) != POLICY_ALLOW) {
-			snprintf(msg, sizeof(msg), "%s:%u is not in the allowlist "
-			    "of profile %s", c->host, c->port, c->inst->profile);
-			conn_deny_http(c, 403, "not_in_allowlist", msg, NULL);
-			return;
-		}
-		break;
 	}
+	c->host_is_ip = d.kind == HOSTNAME_IP;
 	/* Fail closed before the tunnel: no allowed row could be written. */
 	if (!child_audit_available()) {
 		conn_deny_http(c, 503, "audit_unavailable",
@@ -1119,6 +1092,28 @@ proxy_bucket_take(int64_t *level, int64_t *stamp, int rate, int64_t now)
 	return 1;
 }
 
+/*
+ * The per-instance caps of inst: ksb.conf's max-connections-per-instance
+ * and connection-rate-per-instance, lowered (never raised) by the `limit'
+ * settings of the instance's profile (ksb-policy(5)).
+ */
+static void
+proxy_instance_caps(const struct conn *c, int *maxconns, int *rate)
+{
+	const struct ksb_conf *conf = c->gw->conf;
+	int lim[POLICY_NLIMITS];
+
+	*maxconns = conf->max_per_instance;
+	*rate = conf->conn_rate_instance;
+	if (policy_profile_limits(c->gw->policy, c->inst->profile, lim) == -1)
+		return;
+	if (lim[POLICY_LIMIT_CONNECTIONS] > 0 &&
+	    lim[POLICY_LIMIT_CONNECTIONS] < *maxconns)
+		*maxconns = lim[POLICY_LIMIT_CONNECTIONS];
+	if (lim[POLICY_LIMIT_RATE] > 0 && lim[POLICY_LIMIT_RATE] < *rate)
+		*rate = lim[POLICY_LIMIT_RATE];
+}
+
 /* Which cap refuses a new connection of c->inst (NULL: unknown source)? */
 static const char *
 proxy_admit(struct conn *c)
@@ -1126,13 +1121,16 @@ proxy_admit(struct conn *c)
 	const struct ksb_conf *conf = c->gw->conf;
 	struct instance *inst = c->inst;
 	int64_t now = util_mono_ms();
+	int maxconns = 0, rate = 0;
 
-	if (inst != NULL && inst->px_conns >= conf->max_per_instance)
+	if (inst != NULL)
+		proxy_instance_caps(c, &maxconns, &rate);
+	if (inst != NULL && inst->px_conns >= maxconns)
 		return "instance_connection_limit";
 	if (proxy_nconns - proxy_nrefused > conf->max_connections)
 		return "too_many_connections";
 	if (inst != NULL && !proxy_bucket_take(&inst->px_tokens,
-	    &inst->px_tokens_ms, conf->conn_rate_instance, now))
+	    &inst->px_tokens_ms, rate, now))
 		return "instance_rate_limited";
 	if (!proxy_bucket_take(&proxy_tokens, &proxy_tokens_ms, conf->conn_rate,
 	    now)) {

@@ -15,10 +15,18 @@
  * the requesting profile's extends closure.  Among several matching rules
  * the one reported is the first in closure order (the profile itself, then
  * what it extends, depth first), then in file order.
+ *
+ * Includes are resolved while parsing, depth first: an included file is
+ * parsed (and hashed into the digest) at its include line.  Files come
+ * either from the filesystem (policy_load: glob(3)) or from buffers given
+ * by name (policy_load_buffers: fnmatch(3) over those names, no file
+ * system access at all), with the same result for the same bytes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <glob.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -36,6 +44,8 @@
 #define POLICY_RULES_MAX (1 << 20)	/* rules in one policy */
 #define POLICY_QUOTE_MAX 80		/* bytes of offending text quoted */
 #define POLICY_DEFAULT_PORT 443
+#define POLICY_FILES_MAX 1024		/* files in one policy, with includes */
+#define POLICY_INCLUDE_DEPTH 16		/* nested includes */
 
 struct policy_ports {
 	uint16_t lo, hi;		/* inclusive, sorted, disjoint */
@@ -77,6 +87,11 @@ struct policy_profile {
 	uint16_t *rank;			/* [nprofiles]: 1 + position in closure,
 					   0 if not in it */
 	int mark;			/* DFS colour while checking cycles */
+	int limit[POLICY_NLIMITS];	/* own `limit' values, 0: not set */
+	int limit_line[POLICY_NLIMITS];
+	int eff[POLICY_NLIMITS];	/* effective (inherited), 0: none */
+	size_t eff_from[POLICY_NLIMITS];	/* profile that sets eff */
+	int eff_done;
 };
 
 /*
@@ -101,8 +116,10 @@ struct policy {
 	struct policy_profile *profiles;
 	size_t nprofiles;
 	size_t nrules;
-	char **files;
-	size_t nfiles;
+	char **files;			/* load order, includes too */
+	char **texts;			/* their bytes (NUL-terminated) */
+	size_t *lens;
+	size_t nfiles, fcap;
 	char digest[POLICY_DIGEST_LEN + 1];
 	struct policy_index names;	/* profile names (rule unused) */
 	struct policy_index exact;	/* allow NAME */
@@ -135,6 +152,14 @@ struct policy_parse {
 	struct policy_profile *cur;	/* block's profile */
 	struct policy_profile scratch;	/* block of a rejected header */
 	struct policy_index dups;	/* canonical texts of cur's rules */
+	/* Where files come from: buffers by name, or (bufs NULL) disk. */
+	const char *const *bnames;
+	const char *const *bufs;
+	const size_t *blens;
+	size_t nbufs;
+	EVP_MD_CTX *md;
+	size_t stack[POLICY_INCLUDE_DEPTH + 1];	/* files being parsed */
+	size_t depth;
 };
 
 struct policy_tok {
@@ -1053,6 +1078,250 @@ block:
 		*pos = len;	/* the rest of a broken header is noise */
 }
 
+static const char *const policy_limit_names[POLICY_NLIMITS] = {
+	"connections", "rate"
+};
+
+/*
+ * "limit NAME N" inside a profile, after the keyword kw at *pos.  Returns
+ * 0 to go on with the line (a `}' may follow), -1 to skip the rest.
+ */
+static int
+policy_limit(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *kw)
+{
+	struct policy_profile *pr = p->cur;
+	struct policy_tok name, val, extra;
+	char q[QBUF];
+	size_t save = *pos, i;
+	unsigned long v = 0;
+	int k;
+
+	if (!policy_next_tok(line, len, pos, &name) || name.s[0] == '{' ||
+	    name.s[0] == '}') {
+		*pos = save;
+		policy_error(p, p->line, kw->col, "`limit' needs a name and a "
+		    "value: `limit connections N' or `limit rate N'");
+		return 0;
+	}
+	for (k = 0; k < POLICY_NLIMITS; k++)
+		if (policy_tok_is(&name, policy_limit_names[k]))
+			break;
+	if (k == POLICY_NLIMITS) {
+		policy_error(p, p->line, name.col, "unknown limit `%s': want "
+		    "`connections' or `rate'",
+		    policy_quote(q, sizeof(q), name.s, name.len));
+		return -1;
+	}
+	save = *pos;
+	if (!policy_next_tok(line, len, pos, &val) || val.s[0] == '{' ||
+	    val.s[0] == '}') {
+		*pos = save;
+		policy_error(p, p->line, kw->col, "`limit %s' needs a value",
+		    policy_limit_names[k]);
+		return 0;
+	}
+	for (i = 0; i < val.len && i < 8; i++) {
+		if (val.s[i] < '0' || val.s[i] > '9')
+			break;
+		v = v * 10 + (unsigned long)(val.s[i] - '0');
+	}
+	if (i != val.len || v < 1 || v > POLICY_LIMIT_MAX) {
+		policy_error(p, p->line, val.col, "invalid limit `%s': want a "
+		    "whole number from 1 to %d",
+		    policy_quote(q, sizeof(q), val.s, val.len),
+		    POLICY_LIMIT_MAX);
+	} else if (pr->limit[k] != 0) {
+		policy_error(p, p->line, kw->col, "duplicate `limit %s' "
+		    "(first at %s:%d)", policy_limit_names[k], p->file,
+		    pr->limit_line[k]);
+	} else {
+		pr->limit[k] = (int)v;
+		pr->limit_line[k] = p->line;
+	}
+	save = *pos;
+	if (policy_next_tok(line, len, pos, &extra)) {
+		if (extra.s[0] == '}') {
+			*pos = save;
+			return 0;
+		}
+		policy_error(p, p->line, extra.col, "unexpected `%s' after "
+		    "limit (one setting per line)",
+		    policy_quote(q, sizeof(q), extra.s, extra.len));
+		return -1;
+	}
+	return 0;
+}
+
+static void policy_include_file(struct policy_parse *, const char *name,
+    int col, const char *quoted);
+
+/* Characters that make an include path a glob(3) pattern. */
+static int
+policy_is_pattern(const char *s, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (s[i] == '*' || s[i] == '?' || s[i] == '[' || s[i] == '\\')
+			return 1;
+	return 0;
+}
+
+/*
+ * The include path relative to the directory of the including file
+ * (absolute: as is), cleaned lexically: empty and `.' components removed,
+ * `..' removes the component before it (symlinks are not consulted, so
+ * both processes get the same name).  With escape the directory part is
+ * escaped for glob(3) / fnmatch(3).
+ */
+static char *
+policy_include_path(const char *from, const char *path, size_t plen,
+    int escape)
+{
+	struct policy_buf b = { 0 };
+	const char *slash = strrchr(from, '/'), *c;
+	char *out, *w;
+	size_t i, n;
+
+	policy_buf_add(&b, "%s", "");
+	if (path[0] != '/' && slash != NULL) {
+		for (c = from; c <= slash; c++) {
+			if (escape && (*c == '*' || *c == '?' || *c == '[' ||
+			    *c == '\\'))
+				policy_buf_add(&b, "\\");
+			policy_buf_add(&b, "%c", *c);
+		}
+	}
+	policy_buf_add(&b, "%.*s", (int)plen, path);
+	/* Clean: drop empty and "." components. */
+	out = xcalloc(1, b.len + 2);
+	w = out;
+	if (b.s[0] == '/')
+		*w++ = '/';
+	for (i = 0; i < b.len; i += n + 1) {
+		for (n = 0; i + n < b.len && b.s[i + n] != '/'; n++)
+			;
+		if (n == 0 || (n == 1 && b.s[i] == '.'))
+			continue;
+		if (n == 2 && b.s[i] == '.' && b.s[i + 1] == '.') {
+			char *last = w;
+
+			while (last > out && last[-1] != '/')
+				last--;
+			if (last < w && !(w - last == 2 && last[0] == '.' &&
+			    last[1] == '.')) {
+				w = last > out + 1 ? last - 1 : last;
+				continue;
+			}
+			if (w == out + 1 && out[0] == '/')
+				continue;	/* "/.." is "/" */
+		}
+		if (w > out && w[-1] != '/')
+			*w++ = '/';
+		memcpy(w, b.s + i, n);
+		w += n;
+	}
+	*w = '\0';
+	free(b.s);
+	return out;
+}
+
+static int
+policy_cmp_strp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * include "PATH-OR-GLOB" (between profiles), after the keyword kw at
+ * *pos.  The rest of the line is consumed.
+ */
+static void
+policy_include(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *kw)
+{
+	struct policy_tok extra;
+	const char *path, *end;
+	char q[QBUF], **list = NULL, *pattern = NULL;
+	size_t i = *pos, plen, n = 0, k;
+	glob_t g;
+	int r;
+
+	*pos = len;
+	if (p->inblock) {
+		policy_error(p, p->line, kw->col, "`include' inside profile "
+		    "`%s': includes go between profiles", p->cur->name);
+		return;
+	}
+	while (i < len && policy_is_space((unsigned char)line[i]))
+		i++;
+	if (i == len || line[i] != '"' ||
+	    (end = memchr(line + i + 1, '"', len - i - 1)) == NULL) {
+		policy_error(p, p->line, i < len ? (int)i + 1 : kw->col,
+		    "`include' needs a quoted path: include \"FILE\"");
+		return;
+	}
+	path = line + i + 1;
+	plen = (size_t)(end - path);
+	policy_quote(q, sizeof(q), path, plen);
+	if (plen == 0 || memchr(path, '\0', plen) != NULL) {
+		policy_error(p, p->line, (int)i + 1, "invalid include path "
+		    "`%s'", q);
+		return;
+	}
+	k = (size_t)(end - line) + 1;
+	if (policy_next_tok(line, len, &k, &extra)) {
+		policy_error(p, p->line, extra.col, "unexpected `%s' after "
+		    "include", policy_quote(q, sizeof(q), extra.s, extra.len));
+		return;
+	}
+	if (!policy_is_pattern(path, plen)) {
+		pattern = policy_include_path(p->file, path, plen, 0);
+		policy_include_file(p, pattern, (int)i + 1, q);
+		free(pattern);
+		return;
+	}
+	pattern = policy_include_path(p->file, path, plen, 1);
+	if (p->bufs != NULL) {
+		for (k = 0; k < p->nbufs; k++) {
+			if (fnmatch(pattern, p->bnames[k], FNM_PATHNAME |
+			    FNM_PERIOD) != 0)
+				continue;
+			list = xrealloc(list, (n + 1) * sizeof(*list));
+			list[n++] = xstrdup(p->bnames[k]);
+		}
+	} else {
+		memset(&g, 0, sizeof(g));
+		r = glob(pattern, GLOB_NOSORT, NULL, &g);
+		if (r == GLOB_NOSPACE)
+			fatalx("glob: out of memory");
+		if (r == GLOB_ABORTED)
+			policy_error(p, p->line, (int)i + 1, "include `%s': "
+			    "read error", q);
+		for (k = 0; r == 0 && k < g.gl_pathc; k++) {
+			list = xrealloc(list, (n + 1) * sizeof(*list));
+			list[n++] = xstrdup(g.gl_pathv[k]);
+		}
+		globfree(&g);
+		if (r == GLOB_ABORTED)
+			goto cleanup;
+	}
+	if (n == 0) {
+		policy_error(p, p->line, (int)i + 1, "include `%s' matches no "
+		    "file", q);
+		goto cleanup;
+	}
+	qsort(list, n, sizeof(*list), policy_cmp_strp);
+	for (k = 0; k < n; k++)
+		policy_include_file(p, list[k], (int)i + 1, q);
+cleanup:
+	for (k = 0; k < n; k++)
+		free(list[k]);
+	free(list);
+	free(pattern);
+}
+
 /* Process one line (without its '\n'). */
 static void
 policy_line(struct policy_parse *p, const char *line, size_t len)
@@ -1078,6 +1347,20 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 				policy_error(p, p->line, t.col,
 				    "unexpected `}' outside a profile");
 			p->inblock = 0;
+			continue;
+		}
+		if (policy_tok_is(&t, "include")) {
+			policy_include(p, line, len, &pos, &t);
+			return;
+		}
+		if (policy_tok_is(&t, "limit")) {
+			if (!p->inblock) {
+				policy_error(p, p->line, t.col,
+				    "`limit' outside a profile");
+				return;
+			}
+			if (policy_limit(p, line, len, &pos, &t) != 0)
+				return;
 			continue;
 		}
 		if (policy_tok_is(&t, "allow") ||
@@ -1240,6 +1523,37 @@ policy_build_index(struct policy *pol)
 	}
 }
 
+/*
+ * The effective limits of profile i: its own, else the smallest among the
+ * profiles it extends directly (their effective values).  No cycles.
+ */
+static void
+policy_limits_resolve(struct policy *pol, size_t i)
+{
+	struct policy_profile *pr = &pol->profiles[i], *to;
+	size_t e;
+	int k;
+
+	if (pr->eff_done)
+		return;
+	pr->eff_done = 1;
+	for (k = 0; k < POLICY_NLIMITS; k++) {
+		pr->eff[k] = pr->limit[k];
+		pr->eff_from[k] = i;
+	}
+	for (e = 0; e < pr->next; e++) {
+		policy_limits_resolve(pol, pr->ext[e].idx);
+		to = &pol->profiles[pr->ext[e].idx];
+		for (k = 0; k < POLICY_NLIMITS; k++) {
+			if (pr->limit[k] != 0 || to->eff[k] == 0 ||
+			    (pr->eff[k] != 0 && pr->eff[k] <= to->eff[k]))
+				continue;
+			pr->eff[k] = to->eff[k];
+			pr->eff_from[k] = to->eff_from[k];
+		}
+	}
+}
+
 /* Resolve extends, find cycles and build closures.  0 or -1 (reported). */
 static int
 policy_resolve(struct policy_parse *p)
@@ -1282,6 +1596,8 @@ policy_resolve(struct policy_parse *p)
 		for (e = 0; e < pr->nclosure; e++)
 			pr->rank[pr->closure[e]] = (uint16_t)(e + 1);
 	}
+	for (i = 0; i < pol->nprofiles; i++)
+		policy_limits_resolve(pol, i);
 	policy_build_index(pol);
 	ret = 0;
 cleanup:
@@ -1317,9 +1633,13 @@ policy_free(struct policy *pol)
 	for (i = 0; i < pol->nprofiles; i++)
 		policy_profile_clear(&pol->profiles[i]);
 	free(pol->profiles);
-	for (i = 0; i < pol->nfiles; i++)
+	for (i = 0; i < pol->nfiles; i++) {
 		free(pol->files[i]);
+		free(pol->texts[i]);
+	}
 	free(pol->files);
+	free(pol->texts);
+	free(pol->lens);
 	policy_index_free(&pol->names);
 	policy_index_free(&pol->exact);
 	policy_index_free(&pol->wild);
@@ -1349,27 +1669,135 @@ policy_hash(EVP_MD_CTX *ctx, const char *name, const char *text, size_t len)
 	return 0;
 }
 
-/* Read a whole file (at most POLICY_FILE_MAX bytes).  0 or -1 (reported). */
-static int
-policy_read(struct policy_parse *p, const char *path, char **text, size_t *len)
+/* 1 + index of name in the policy's files, 0 if it is not one of them. */
+static size_t
+policy_file_index(const struct policy *pol, const char *name)
 {
-	char *cause = NULL;
-	int ret = -1;
+	size_t i;
 
-	p->file = path;
-	if (util_read_file(path, POLICY_FILE_MAX, text, len, &cause) == -1) {
-		policy_error(p, 0, 0, "%s", cause);
-		goto cleanup;
+	for (i = 0; i < pol->nfiles; i++)
+		if (strcmp(pol->files[i], name) == 0)
+			return i + 1;
+	return 0;
+}
+
+/* Append a file (name and text now owned by the policy); its index. */
+static size_t
+policy_file_add(struct policy *pol, char *name, char *text, size_t len)
+{
+	if (pol->nfiles == pol->fcap) {
+		pol->fcap = pol->fcap ? pol->fcap * 2 : 8;
+		pol->files = xrealloc(pol->files, pol->fcap *
+		    sizeof(*pol->files));
+		pol->texts = xrealloc(pol->texts, pol->fcap *
+		    sizeof(*pol->texts));
+		pol->lens = xrealloc(pol->lens, pol->fcap * sizeof(*pol->lens));
 	}
-	ret = 0;
-cleanup:
-	free(cause);
-	return ret;
+	pol->files[pol->nfiles] = name;
+	pol->texts[pol->nfiles] = text;
+	pol->lens[pol->nfiles] = len;
+	return pol->nfiles++;
+}
+
+/* Copy len bytes of s (NULL: empty) into a NUL-terminated allocation. */
+static char *
+policy_text_dup(const char *s, size_t len)
+{
+	char *t = xmalloc(len + 1);
+
+	if (len > 0)
+		memcpy(t, s, len);
+	t[len] = '\0';
+	return t;
+}
+
+/* Add the file, hash it into the digest and parse it (its includes too);
+ * the includer's parse position is kept. */
+static void
+policy_parse_file(struct policy_parse *p, char *name, char *text, size_t len)
+{
+	const char *file = p->file;
+	int line = p->line;
+	size_t idx;
+
+	idx = policy_file_add(p->pol, name, text, len);
+	if (policy_hash(p->md, name, text, len) != 0)
+		fatalx("EVP_DigestUpdate failed");
+	p->stack[p->depth++] = idx;
+	policy_parse_text(p, p->pol->files[idx], text, len);
+	p->depth--;
+	p->file = file;
+	p->line = line;
 }
 
 /*
- * Common body of policy_load and policy_load_buffer: with buf NULL the
- * files are read from disk, else buf[0..blen) is the text of names[0].
+ * One file named by an include at p->line, col (quoted: the path as
+ * written, escaped): a cycle and a missing file are errors, a file already
+ * in the policy is skipped.
+ */
+static void
+policy_include_file(struct policy_parse *p, const char *name, int col,
+    const char *quoted)
+{
+	struct policy *pol = p->pol;
+	struct policy_buf b = { 0 };
+	char *text = NULL, *cause = NULL, esc[QBUF];
+	size_t k, len = 0;
+
+	policy_quote(esc, sizeof(esc), name, strlen(name));
+	for (k = 0; k < p->depth; k++)
+		if (strcmp(pol->files[p->stack[k]], name) == 0)
+			break;
+	if (k < p->depth) {
+		for (; k < p->depth; k++)
+			policy_buf_add(&b, "%s -> ", pol->files[p->stack[k]]);
+		policy_buf_add(&b, "%s", esc);
+		policy_error(p, p->line, col, "include cycle: %s", b.s);
+		goto cleanup;
+	}
+	if (policy_file_index(pol, name) != 0)
+		goto cleanup;		/* already part of the policy */
+	if (p->depth > POLICY_INCLUDE_DEPTH) {
+		policy_error(p, p->line, col, "include `%s': includes nested "
+		    "too deeply (max %d)", quoted, POLICY_INCLUDE_DEPTH);
+		goto cleanup;
+	}
+	if (pol->nfiles >= POLICY_FILES_MAX) {
+		policy_error(p, p->line, col, "include `%s': too many policy "
+		    "files (max %d)", quoted, POLICY_FILES_MAX);
+		goto cleanup;
+	}
+	if (p->bufs != NULL) {
+		for (k = 0; k < p->nbufs; k++)
+			if (strcmp(p->bnames[k], name) == 0)
+				break;
+		if (k == p->nbufs) {
+			policy_error(p, p->line, col, "include `%s': `%s' is "
+			    "not among the policy files given", quoted, esc);
+			goto cleanup;
+		}
+		len = p->bufs[k] != NULL ? p->blens[k] : 0;
+		text = policy_text_dup(p->bufs[k], len);
+	} else {
+		if (util_read_file(name, POLICY_FILE_MAX, &text, &len,
+		    &cause) == -1) {
+			policy_error(p, p->line, col, "include `%s': %s: %s",
+			    quoted, esc, cause);
+			goto cleanup;
+		}
+		text = xrealloc(text, len + 1);
+		text[len] = '\0';
+	}
+	policy_parse_file(p, xstrdup(name), text, len);
+cleanup:
+	free(b.s);
+	free(cause);
+}
+
+/*
+ * Common body of policy_load and policy_load_buffers: with bufs NULL the
+ * files are read from disk, else bufs[i][0..blens[i]) is the text of
+ * names[i] and includes are resolved among names[].
  */
 static int
 policy_build(const char *const *names, size_t n, const char *const *bufs,
@@ -1380,33 +1808,46 @@ policy_build(const char *const *names, size_t n, const char *const *bufs,
 	EVP_MD_CTX *ctx = NULL;
 	uint8_t md[32];
 	unsigned mdlen = 0;
-	char *text = NULL;
-	size_t i, len;
+	char *text = NULL, *cause = NULL;
+	size_t i, len, idx;
 	int ret = -1;
 
 	memset(&p, 0, sizeof(p));
 	pol = p.pol = xcalloc(1, sizeof(*pol));
-	pol->files = xcalloc(n + 1, sizeof(*pol->files));
 	if ((ctx = EVP_MD_CTX_new()) == NULL ||
 	    EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1)
 		fatalx("EVP_DigestInit_ex(sha256) failed");
+	p.md = ctx;
+	p.bnames = names;
+	p.bufs = bufs;
+	p.blens = blens;
+	p.nbufs = bufs != NULL ? n : 0;
 	for (i = 0; i < n; i++) {
-		pol->files[pol->nfiles++] = xstrdup(names[i]);
-		if (bufs != NULL) {
-			const char *buf = bufs[i] != NULL ? bufs[i] : "";
-			size_t blen = bufs[i] != NULL ? blens[i] : 0;
-
-			policy_parse_text(&p, pol->files[i], buf, blen);
-			if (policy_hash(ctx, names[i], buf, blen) != 0)
-				fatalx("EVP_DigestUpdate failed");
-			continue;
+		if (policy_file_index(pol, names[i]) != 0)
+			continue;	/* listed twice, or included already */
+		if (pol->nfiles >= POLICY_FILES_MAX) {
+			p.file = names[i];
+			policy_error(&p, 0, 0, "too many policy files (max %d)",
+			    POLICY_FILES_MAX);
+			break;
 		}
-		if (policy_read(&p, pol->files[i], &text, &len) != 0)
+		if (bufs != NULL) {
+			len = bufs[i] != NULL ? blens[i] : 0;
+			text = policy_text_dup(bufs[i], len);
+		} else if (util_read_file(names[i], POLICY_FILE_MAX, &text,
+		    &len, &cause) == -1) {
+			idx = policy_file_add(pol, xstrdup(names[i]),
+			    xstrdup(""), 0);
+			p.file = pol->files[idx];
+			policy_error(&p, 0, 0, "%s", cause);
+			free(cause);
+			cause = NULL;
 			continue;
-		policy_parse_text(&p, pol->files[i], text, len);
-		if (policy_hash(ctx, names[i], text, len) != 0)
-			fatalx("EVP_DigestUpdate failed");
-		free(text);
+		} else {
+			text = xrealloc(text, len + 1);
+			text[len] = '\0';
+		}
+		policy_parse_file(&p, xstrdup(names[i]), text, len);
 		text = NULL;
 	}
 	if (policy_resolve(&p) != 0)
@@ -1461,6 +1902,27 @@ const char *
 policy_digest(const struct policy *pol)
 {
 	return pol->digest;
+}
+
+size_t
+policy_nfiles(const struct policy *pol)
+{
+	return pol != NULL ? pol->nfiles : 0;
+}
+
+int
+policy_file(const struct policy *pol, size_t i, const char **name,
+    const char **text, size_t *len)
+{
+	if (pol == NULL || i >= pol->nfiles)
+		return -1;
+	if (name != NULL)
+		*name = pol->files[i];
+	if (text != NULL)
+		*text = pol->texts[i];
+	if (len != NULL)
+		*len = pol->lens[i];
+	return 0;
 }
 
 static const struct policy_profile *
@@ -1648,5 +2110,46 @@ policy_foreach_rule(const struct policy *pol, const char *profile,
 		}
 	}
 	policy_index_free(&seen);
+	return n;
+}
+
+const char *
+policy_limit_name(enum policy_limit k)
+{
+	if ((int)k < 0 || k >= POLICY_NLIMITS)
+		return NULL;
+	return policy_limit_names[k];
+}
+
+int
+policy_profile_limits(const struct policy *pol, const char *profile,
+    int limits[POLICY_NLIMITS])
+{
+	const struct policy_profile *pr = policy_lookup(pol, profile);
+	int k;
+
+	for (k = 0; k < POLICY_NLIMITS; k++)
+		limits[k] = pr != NULL ? pr->eff[k] : 0;
+	return pr != NULL ? 0 : -1;
+}
+
+int
+policy_foreach_limit(const struct policy *pol, const char *profile,
+    policy_limit_cb cb, void *arg)
+{
+	const struct policy_profile *pr = policy_lookup(pol, profile), *from;
+	int k, n = 0;
+
+	if (pr == NULL)
+		return -1;
+	for (k = 0; k < POLICY_NLIMITS; k++) {
+		if (pr->eff[k] == 0)
+			continue;
+		from = &pol->profiles[pr->eff_from[k]];
+		if (cb != NULL)
+			cb((enum policy_limit)k, pr->eff[k], from->name,
+			    from->file, from->limit_line[k], arg);
+		n++;
+	}
 	return n;
 }

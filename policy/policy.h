@@ -1,7 +1,8 @@
 /*
  * policy.h: the allowlist policy (ksb-policy(5)) and CONNECT host
  * normalisation, prototypes grouped by file.  Used by ksb-gatewayd and by
- * `ksbctl policy check`.  No I/O except policy_load reading its files.
+ * `ksbctl policy check`.  No I/O except policy_load reading its files (and
+ * the files they include).
  */
 #ifndef KSB_POLICY_H
 #define KSB_POLICY_H
@@ -22,8 +23,20 @@ struct policy;
 #define POLICY_FILE_MAX (16 << 20)	/* bytes per policy file */
 #define POLICY_DIGEST_LEN 64		/* SHA-256 as lowercase hex */
 
+/* Per-profile limits (`limit NAME N'), each 1..POLICY_LIMIT_MAX. */
+enum policy_limit {
+	POLICY_LIMIT_CONNECTIONS = 0,	/* concurrent tunnels per instance */
+	POLICY_LIMIT_RATE,		/* new tunnels per second per instance */
+	POLICY_NLIMITS
+};
+#define POLICY_LIMIT_MAX 1000000
+
 /*
  * policy_load: parse files[0..nfiles) (in that order) into one policy.
+ * `include' lines read more files (relative to the including file's
+ * directory, glob(3) patterns allowed), each parsed where it is included;
+ * a file already in the policy (by name, after removing `.' and empty
+ * path components) is not read again.
  * On success returns 0 and *out (free with policy_free).  On any error
  * returns -1, *out is untouched and *errors (if errors is not NULL; like
  * cause_set, a previous non-NULL *errors is freed) gets a malloc'd string
@@ -46,14 +59,28 @@ int policy_load_buffer(const char *name, const char *text, size_t len,
 /*
  * policy_load_buffers: as policy_load for n in-memory files, texts[i] of
  * lens[i] bytes named names[i]; the digest equals policy_load's over files
- * of those names and contents.  (The proxy process, which cannot read the
- * files, parses the bytes its parent read.)
+ * of those names and contents.  `include' is resolved against names[]
+ * (fnmatch(3) for a pattern), never the filesystem; a buffer already
+ * loaded by an include is not loaded again, so the files of a policy (see
+ * policy_file) given in load order load the same policy.  (The proxy
+ * process, which cannot read the files, parses the bytes its parent read.)
  */
 int policy_load_buffers(const char *const *names, const char *const *texts,
     const size_t *lens, size_t n, struct policy **out, char **errors);
 
 /* policy_free: release a policy and everything it owns; NULL-safe. */
 void policy_free(struct policy *);
+
+/*
+ * policy_nfiles / policy_file: the files that make up the policy, in load
+ * order (each included file right after the line that includes it, depth
+ * first).  *name and *text (NUL-terminated; *len bytes without the NUL;
+ * any may be NULL) are owned by the policy.  policy_file returns 0, or -1
+ * if i is out of range.
+ */
+size_t policy_nfiles(const struct policy *);
+int policy_file(const struct policy *, size_t i, const char **name,
+    const char **text, size_t *len);
 
 /*
  * policy_digest: SHA-256 over the canonical content (see ksb-policy(5),
@@ -107,6 +134,30 @@ typedef void (*policy_rule_cb)(const char *text, const char *profile,
     const char *file, int line, void *arg);
 int policy_foreach_rule(const struct policy *, const char *profile,
     policy_rule_cb cb, void *arg);
+
+/*
+ * policy_profile_limits: the effective limits of profile, indexed by enum
+ * policy_limit, 0 where none applies: the profile's own `limit', else the
+ * smallest effective value among the profiles it extends directly (so an
+ * extending profile's own value always wins).  Returns 0, or -1 (all 0)
+ * if profile is unknown.
+ */
+int policy_profile_limits(const struct policy *, const char *profile,
+    int limits[POLICY_NLIMITS]);
+
+/* policy_limit_name: "connections", "rate"; NULL if out of range. */
+const char *policy_limit_name(enum policy_limit);
+
+/*
+ * policy_foreach_limit: each effective limit of profile, in enum order:
+ * cb (may be NULL) gets the limit, its value and the profile, file and
+ * line that set it (owned by the policy).  Returns the number listed, or
+ * -1 if profile is unknown.
+ */
+typedef void (*policy_limit_cb)(enum policy_limit, int value,
+    const char *profile, const char *file, int line, void *arg);
+int policy_foreach_limit(const struct policy *, const char *profile,
+    policy_limit_cb cb, void *arg);
 
 /* ---- hostname.c ------------------------------------------------------------
  * CONNECT host normalisation (RFC 1123 §2.1 host names, RFC 3986 §3.2.2

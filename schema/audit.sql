@@ -1,4 +1,4 @@
--- ksb audit database, schema version 2 (PRAGMA user_version = 2).
+-- ksb audit database, schema version 3 (PRAGMA user_version = 3).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
@@ -12,6 +12,11 @@
 -- five tables, no gaps) and `hash' = SHA-256(hash of record seq-1 ||
 -- canonical encoding of the record); see ksb-audit(5).  chain_anchor holds
 -- the seq and hash that precede the oldest record kept (retention).
+--
+-- totals_instance and totals_host are derived data, not chained: the
+-- aggregates of the connections rows present (pruned rows leave them),
+-- kept by the writer in the transaction that writes a decision, a close
+-- or a retention cut; `ksbctl audit verify' recomputes and compares them.
 
 -- One row per decision, allowed or denied.  The close fields (bytes_up ..
 -- closed_ms) are a copy of the tunnel's record in `closes', filled when an
@@ -109,27 +114,50 @@ CREATE UNIQUE INDEX registrations_seq ON registrations (seq);
 CREATE INDEX closes_conn ON closes (conn_id);
 CREATE INDEX unregistrations_reg ON unregistrations (reg_id);
 
+-- Derived totals (not chained), see above and schema/migrate-3.sql.
+CREATE TABLE totals_instance (
+	instance	TEXT,			-- NULL: source not registered
+	connections	INTEGER NOT NULL,
+	allowed		INTEGER NOT NULL,
+	denied		INTEGER NOT NULL,
+	bytes_up	INTEGER NOT NULL,
+	bytes_down	INTEGER NOT NULL,
+	first_ms	INTEGER,
+	last_ms		INTEGER
+);
+CREATE TABLE totals_host (
+	instance	TEXT,
+	host		TEXT,
+	port		INTEGER,
+	connections	INTEGER NOT NULL,
+	allowed		INTEGER NOT NULL,
+	denied		INTEGER NOT NULL,
+	bytes_up	INTEGER NOT NULL,
+	bytes_down	INTEGER NOT NULL,
+	last_ms		INTEGER,		-- last decision
+	last_allow_ms	INTEGER			-- last allowed decision
+);
+-- Denials of one instance, newest first (--instance ID --denied, denials).
+CREATE INDEX connections_denied ON connections (instance, ts_ms)
+	WHERE decision = 'deny';
+CREATE INDEX totals_instance_key ON totals_instance (instance);
+CREATE INDEX totals_host_key ON totals_host (instance, host, port);
+CREATE INDEX totals_host_host ON totals_host (host);
+
 CREATE VIEW denials AS
 	SELECT id, ts_ms, instance, client_addr, host, port, sni, reason
 	FROM connections WHERE decision = 'deny';
 
 CREATE VIEW egress_by_host AS
-	SELECT instance, host, port, count(*) AS connections,
-	    sum(coalesce(bytes_up, 0)) AS bytes_up,
-	    sum(coalesce(bytes_down, 0)) AS bytes_down,
-	    max(ts_ms) AS last_ms
-	FROM connections WHERE decision = 'allow'
-	GROUP BY instance, host, port;
+	SELECT instance, host, port, allowed AS connections, bytes_up,
+	    bytes_down, last_allow_ms AS last_ms
+	FROM totals_host WHERE allowed > 0;
 
 CREATE VIEW active_tunnels AS
 	SELECT id, ts_ms, instance, host, port, upstream_addr
 	FROM connections WHERE decision = 'allow' AND closed_ms IS NULL;
 
 CREATE VIEW instance_totals AS
-	SELECT instance, count(*) AS connections,
-	    sum(decision = 'allow') AS allowed,
-	    sum(decision = 'deny') AS denied,
-	    sum(coalesce(bytes_up, 0)) AS bytes_up,
-	    sum(coalesce(bytes_down, 0)) AS bytes_down,
-	    min(ts_ms) AS first_ms, max(ts_ms) AS last_ms
-	FROM connections GROUP BY instance;
+	SELECT instance, connections, allowed, denied, bytes_up, bytes_down,
+	    first_ms, last_ms
+	FROM totals_instance;

@@ -425,6 +425,21 @@ config_get(const struct config *c, const char *key)
 	return i == -1 ? NULL : c->v[i].value;
 }
 
+void
+config_show(struct config *c, const char *key, const char *value,
+    const char *origin)
+{
+	struct config_val *v;
+	int i = config_find(key);
+
+	if (i == -1 || config_keys[i].type == T_LIST)
+		return;
+	v = &c->v[i];
+	config_clear(v);
+	v->value = xstrdup(value);
+	v->origin = xstrdup(origin);
+}
+
 const char *
 config_origin(const struct config *c, const char *key)
 {
@@ -484,7 +499,11 @@ config_print(const struct config *c, FILE *f, int json)
 {
 	const struct config_val *v;
 	size_t i, j;
+	int w = 0;
 
+	for (i = 0; i < CONFIG_NKEYS; i++)
+		if ((int)strlen(config_keys[i].name) > w)
+			w = (int)strlen(config_keys[i].name);
 	if (json)
 		fputc('{', f);
 	for (i = 0; i < CONFIG_NKEYS; i++) {
@@ -506,13 +525,13 @@ config_print(const struct config *c, FILE *f, int json)
 			fputc('}', f);
 		} else if (config_keys[i].type == T_LIST) {
 			if (v->n == 0)
-				fprintf(f, "%-10s = %-40s # %s\n", config_keys[i].name,
-				    "(none)", v->origin);
+				fprintf(f, "%-*s = %-40s # %s\n", w,
+				    config_keys[i].name, "(none)", v->origin);
 			for (j = 0; j < v->n; j++)
-				fprintf(f, "%-10s = %-40s # %s\n", config_keys[i].name,
-				    v->list[j], v->origin);
+				fprintf(f, "%-*s = %-40s # %s\n", w,
+				    config_keys[i].name, v->list[j], v->origin);
 		} else
-			fprintf(f, "%-10s = %-40s # %s\n", config_keys[i].name,
+			fprintf(f, "%-*s = %-40s # %s\n", w, config_keys[i].name,
 			    v->value != NULL ? v->value : "(unset)", v->origin);
 	}
 	if (json)

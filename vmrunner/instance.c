@@ -261,9 +261,12 @@ instance_ids(const char *state_dir, char ***idsp, char **cause)
 			*idsp = ids;
 			return 0;
 		}
-		cause_set(cause, "%s: %s", parent, strerror(errno));
+		int e = errno;
+
+		cause_set(cause, "%s: %s", parent, strerror(e));
 		free(parent);
 		free(ids);
+		errno = e;	/* ksbctl list falls back on EACCES */
 		return -1;
 	}
 	while ((de = readdir(d)) != NULL) {

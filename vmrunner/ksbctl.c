@@ -8,11 +8,16 @@
  *   ksbctl [-f config] attach ID
  *   ksbctl [-f config] audit [--instance ID] [--host H] [--since T]
  *          [--until T] [--denied] [--limit N] [--json|--csv] [--follow]
- *   ksbctl [-f config] audit summary|export --jsonl|verify
+ *   ksbctl [-f config] audit summary|export --jsonl|verify [--json]
  *   ksbctl [-f config] reload
  *   ksbctl [-f config] policy check [FILE...]
  *   ksbctl [-f config] policy show [PROFILE]
  *   ksbctl [-f config] policy test PROFILE HOST[:PORT]
+ *   ksbctl [-f config] fetch ID [--repo P] [--namespace NS] [--timeout S]
+ *          [--max-pack-size SIZE]
+ *   ksbctl [-f config] prompt ID TEXT|- [--key KEY] [--wait] [--json]
+ *   ksbctl [-f config] logs ID [--follow]
+ * Every command takes -h/--help.
  *
  * One file per subcommand (ksbctl_<cmd>.c, <cmd>_main), wireguard-tools
  * style; this file holds the table and the shared helpers.
@@ -63,21 +68,80 @@ usage(FILE *f)
 	    "  audit [--instance ID] [--host H] [--since T] [--until T] [--denied]\n"
 	    "        [--limit N] [--json|--csv] [--follow]\n"
 	    "                                    audit rows, newest last\n"
-	    "  audit summary [--instance ID] [--since T] [--json]\n"
-	    "                                    per-host counts and bytes\n"
+	    "  audit summary [--instance ID] [--host H] [--since T] [--until T]\n"
+	    "        [--denied] [--json]         per-host counts and bytes\n"
 	    "  audit export --jsonl [--since T] [--follow]\n"
 	    "                                    every audit record, JSON lines\n"
-	    "  audit verify                      check the audit hash chain\n"
+	    "  audit verify [--json]             check the audit hash chain\n"
 	    "  reload                            reload the gateway's policy\n"
 	    "  policy check [FILE...]            parse policies: \"configuration OK\"\n"
 	    "  policy show [PROFILE]             effective (flattened) allowlists\n"
 	    "  policy test PROFILE HOST[:PORT]   allow or deny, and which rule\n"
-	    "  fetch ID [--repo PATH] [--namespace NS]\n"
+	    "  fetch ID [--repo PATH] [--namespace NS] [--timeout SECONDS]\n"
+	    "        [--max-pack-size SIZE]\n"
 	    "                                    bring sandbox/ID home as refs/remotes/NS/ID\n"
+	    "  prompt ID TEXT|- [--key KEY] [--wait] [--json]\n"
+	    "                                    give an agent instance a turn\n"
+	    "  logs ID [--follow]                an agent instance's pane and events\n"
 	    "options:\n"
 	    "  -f config  configuration file (default %s)\n"
-	    "  -h         this help\n"
+	    "  -h, --help this help (also after any command)\n"
 	    "See ksbctl(1).\n", conf_default_path());
+}
+
+int
+ksbctl_is_help(const char *arg)
+{
+	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+int
+ksbctl_bad_arg(const char *cmd, const char *arg)
+{
+	char esc[512];
+
+	log_escape(esc, sizeof(esc), arg, strlen(arg));
+	fprintf(stderr, "ksbctl%s%s: %s `%s'\n", cmd ? " " : "", cmd ? cmd : "",
+	    arg[0] == '-' && arg[1] != '\0' ? "unknown option" :
+	    "unexpected argument", esc);
+	return 2;
+}
+
+int
+ksbctl_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
+    const struct option *longopts)
+{
+	char opts[64], name[3] = { '-', 0, 0 }, esc[512];
+	const char *arg;
+	size_t n;
+	int ch;
+
+	n = (size_t)snprintf(opts, sizeof(opts), "%s%s",
+	    shortopts[0] == '+' ? "+:" : ":",
+	    shortopts + (shortopts[0] == '+'));
+	if (n >= sizeof(opts))
+		return '?';
+	opterr = 0;
+	ch = getopt_long(argc, argv, opts, longopts, NULL);
+	if (ch != '?' && ch != ':')
+		return ch;
+	/* A long option is named as given (up to `='), a short one alone. */
+	arg = optind > 0 && optind <= argc ? argv[optind - 1] : NULL;
+	if (arg != NULL && strncmp(arg, "--", 2) == 0)
+		n = strcspn(arg, "=");
+	else {
+		name[1] = (char)optopt;
+		arg = name;
+		n = 2;
+	}
+	log_escape(esc, sizeof(esc), arg, n);
+	if (ch == ':')
+		fprintf(stderr, "ksbctl%s%s: option `%s' needs a value\n",
+		    cmd ? " " : "", cmd ? cmd : "", esc);
+	else
+		fprintf(stderr, "ksbctl%s%s: unknown option `%s'\n",
+		    cmd ? " " : "", cmd ? cmd : "", esc);
+	return '?';
 }
 
 /* Print s as a JSON string (RFC 8259 §7). */
@@ -105,13 +169,17 @@ ksbctl_json_str(const char *s)
 int
 main(int argc, char **argv)
 {
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 }
+	};
 	const char *conffile = NULL;
 	char *cause = NULL;
 	int ch, ret;
 	size_t i;
 
 	log_init("ksbctl", 0);
-	while ((ch = getopt(argc, argv, "+f:h")) != -1) {
+	while ((ch = ksbctl_getopt(argc, argv, NULL, "+f:h", longopts)) != -1) {
 		switch (ch) {
 		case 'f': conffile = optarg; break;
 		case 'h': usage(stdout); return 0;

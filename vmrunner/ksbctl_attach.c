@@ -32,7 +32,14 @@ attach_main(int argc, char **argv)
 	ssize_t n, i;
 	size_t o;
 
+	if (argc >= 2 && ksbctl_is_help(argv[1])) {
+		printf("usage: ksbctl attach ID\n");
+		return 0;
+	}
 	if (argc != 2 || argv[1][0] == '-') {
+		if (argc >= 2)
+			ksbctl_bad_arg("attach", argv[argc > 2 && argv[1][0] !=
+			    '-' ? 2 : 1]);
 		fprintf(stderr, "usage: ksbctl attach ID\n");
 		return 2;
 	}

@@ -11,6 +11,11 @@
  * T is a duration back from now (90s, 30m, 1h, 7d) or a UTC date
  * (2026-11-29, 2026-11-29T10:00, 2026-11-29T10:00:00Z).  --follow polls
  * for newly committed records by seq, which grows in commit order.
+ *
+ * The WHERE clause holds only the filters given, so that SQLite picks the
+ * index for them (instance, host, decision or time, each ending in ts_ms:
+ * the newest N come from the end of one index range); `summary' without a
+ * time filter or --denied reads the derived totals (schema version 3).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -193,13 +198,47 @@ audit_bind_query(sqlite3_stmt *st, const struct audit_query *q)
 		sqlite3_bind_int64(st, 3, q->since);
 	if (q->until != -1)
 		sqlite3_bind_int64(st, 4, q->until);
-	sqlite3_bind_int(st, 5, q->denied);
 }
 
-#define AUDIT_WHERE \
-	"(?1 IS NULL OR instance = ?1) AND (?2 IS NULL OR host = ?2 OR " \
-	"(instr(?2, '*') > 0 AND host GLOB ?2)) AND (?3 IS NULL OR ts_ms >= ?3) " \
-	"AND (?4 IS NULL OR ts_ms < ?4) AND (?5 = 0 OR decision = 'deny')"
+/*
+ * The filters given, as a WHERE clause over ?1 instance, ?2 host (a
+ * pattern if it holds a `*'), ?3 since, ?4 until, and the denials; "1"
+ * if none.  Time filters only if time (summary reads totals without).
+ */
+static char *
+audit_where(const struct audit_query *q, int time)
+{
+	char *w = xstrdup("1"), *n;
+
+	if (q->instance != NULL) {
+		xasprintf(&n, "%s AND instance = ?1", w);
+		free(w);
+		w = n;
+	}
+	if (q->host != NULL) {
+		xasprintf(&n, "%s AND host %s ?2", w, strchr(q->host, '*') ?
+		    "GLOB" : "=");
+		free(w);
+		w = n;
+	}
+	if (time && q->since != -1) {
+		xasprintf(&n, "%s AND ts_ms >= ?3", w);
+		free(w);
+		w = n;
+	}
+	if (time && q->until != -1) {
+		xasprintf(&n, "%s AND ts_ms < ?4", w);
+		free(w);
+		w = n;
+	}
+	if (q->denied) {
+		xasprintf(&n, "%s AND %s", w, time ? "decision = 'deny'" :
+		    "denied > 0");
+		free(w);
+		w = n;
+	}
+	return w;
+}
 
 static int
 audit_rows(sqlite3 *db, struct audit_query *q)
@@ -209,9 +248,12 @@ audit_rows(sqlite3 *db, struct audit_query *q)
 	int rc, first = 1, ret = 1;
 	int64_t last = 0;
 	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
+	char *where = audit_where(q, 1);
 
-	xasprintf(&sql, "SELECT * FROM (SELECT %s FROM connections WHERE "
-	    AUDIT_WHERE " ORDER BY id DESC LIMIT ?6) ORDER BY 1", audit_cols_sql);
+	/* The newest N by time (every index ends in ts_ms, rowid). */
+	xasprintf(&sql, "SELECT * FROM (SELECT %s, ts_ms FROM connections "
+	    "WHERE %s ORDER BY ts_ms DESC, id DESC LIMIT ?6) ORDER BY %d, 1",
+	    audit_cols_sql, where, AUDIT_NCOLS + 1);
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto sqlerr;
 	audit_bind_query(st, q);
@@ -234,8 +276,8 @@ audit_rows(sqlite3 *db, struct audit_query *q)
 	/* Rows committed from now on, by seq (commit order). */
 	sqlite3_finalize(st);
 	free(sql);
-	xasprintf(&sql, "SELECT %s FROM connections WHERE " AUDIT_WHERE
-	    " AND seq > ?6 ORDER BY seq LIMIT 1000", audit_cols_sql);
+	xasprintf(&sql, "SELECT %s FROM connections WHERE %s AND seq > ?6 "
+	    "ORDER BY seq LIMIT 1000", audit_cols_sql, where);
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto sqlerr;
 	if (last == 0) {
@@ -265,6 +307,7 @@ sqlerr:
 cleanup:
 	sqlite3_finalize(st);
 	free(sql);
+	free(where);
 	return ret;
 }
 
@@ -275,14 +318,37 @@ audit_summary(sqlite3 *db, struct audit_query *q)
 	int rc, first = 1, i;
 	static const char *cols[] = { "instance", "host", "port", "connections",
 	    "allowed", "denied", "bytes_up", "bytes_down", "last" };
-	const char *sql = "SELECT instance, host, port, count(*), "
-	    "sum(decision = 'allow'), sum(decision = 'deny'), "
-	    "sum(coalesce(bytes_up, 0)), sum(coalesce(bytes_down, 0)), "
-	    "strftime('%Y-%m-%dT%H:%M:%SZ', max(ts_ms) / 1000, 'unixepoch') "
-	    "FROM connections WHERE " AUDIT_WHERE
-	    " GROUP BY instance, host, port ORDER BY instance, count(*) DESC, host";
+	int raw = q->since != -1 || q->until != -1 || q->denied;
+	char *sql, *where;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+again:
+	where = audit_where(q, raw);
+	if (raw)
+		/* A time window or denials only: aggregate those rows. */
+		xasprintf(&sql, "SELECT instance, host, port, count(*), "
+		    "sum(decision = 'allow'), sum(decision = 'deny'), "
+		    "sum(coalesce(bytes_up, 0)), sum(coalesce(bytes_down, 0)), "
+		    "strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', max(ts_ms) / 1000, "
+		    "'unixepoch') FROM connections WHERE %s "
+		    /* +: no index for the grouping, one for the filter. */
+		    "GROUP BY +instance, +host, +port "
+		    "ORDER BY instance, count(*) DESC, host", where);
+	else
+		/* Everything kept: the derived totals, one row per group. */
+		xasprintf(&sql, "SELECT instance, host, port, connections, "
+		    "allowed, denied, bytes_up, bytes_down, "
+		    "strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', last_ms / 1000, "
+		    "'unixepoch') FROM totals_host WHERE %s "
+		    "ORDER BY instance, connections DESC, host", where);
+	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
+	free(sql);
+	free(where);
+	if (rc != SQLITE_OK && !raw) {
+		/* No totals (a schema version 2 database): the rows. */
+		raw = 1;
+		goto again;
+	}
+	if (rc != SQLITE_OK) {
 		fprintf(stderr, "ksbctl audit: %s\n", sqlite3_errmsg(db));
 		return 1;
 	}
@@ -393,6 +459,23 @@ sqlerr:
 	return 1;
 }
 
+static void
+audit_usage(FILE *f, const char *sub)
+{
+	if (sub == NULL)
+		fprintf(f, "usage: ksbctl audit [--instance ID] [--host H] "
+		    "[--since T] [--until T] [--denied]\n"
+		    "           [--limit N] [--json|--csv] [--follow]\n"
+		    "       ksbctl audit summary|export|verify --help\n");
+	else if (strcmp(sub, "summary") == 0)
+		fprintf(f, "usage: ksbctl audit summary [--instance ID] [--host H] "
+		    "[--since T] [--until T]\n"
+		    "           [--denied] [--json]\n");
+	else
+		fprintf(f, "usage: ksbctl audit export --jsonl [--since T] "
+		    "[--follow]\n");
+}
+
 int
 audit_main(int argc, char **argv)
 {
@@ -407,21 +490,23 @@ audit_main(int argc, char **argv)
 		{ "jsonl", no_argument, NULL, 'J' },
 		{ "csv", no_argument, NULL, 'c' },
 		{ "follow", no_argument, NULL, 'F' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct audit_query q;
 	const char *sub = NULL, *me = "ksbctl audit";
 	int ch, ret, jsonl = 0;
 	sqlite3 *db;
-	char *end;
+	char *end, esc[512];
 
 	if (argc > 1 && argv[1][0] != '-') {
 		sub = argv[1];
 		if (strcmp(sub, "verify") == 0)
 			return audit_verify_main(argc - 1, argv + 1);
 		if (strcmp(sub, "summary") != 0 && strcmp(sub, "export") != 0) {
+			log_escape(esc, sizeof(esc), sub, strlen(sub));
 			fprintf(stderr, "ksbctl audit: unknown command `%s' "
-			    "(summary, export, verify)\n", sub);
+			    "(summary, export, verify)\n", esc);
 			return 2;
 		}
 		argc--;
@@ -431,7 +516,9 @@ audit_main(int argc, char **argv)
 	q.since = q.until = -1;
 	q.limit = 20;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "fn:", longopts, NULL)) != -1) {
+	while ((ch = ksbctl_getopt(argc, argv, sub == NULL ? "audit" :
+	    strcmp(sub, "summary") == 0 ? "audit summary" : "audit export",
+	    "fn:h", longopts)) != -1) {
 		switch (ch) {
 		case 'n':
 			errno = 0;
@@ -469,6 +556,9 @@ audit_main(int argc, char **argv)
 		case 'c': q.csv = 1; break;
 		case 'f':
 		case 'F': q.follow = 1; break;
+		case 'h':
+			audit_usage(stdout, sub);
+			return 0;
 		default: return 2;
 		}
 	}

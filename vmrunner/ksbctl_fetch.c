@@ -75,7 +75,7 @@ fetch_main(int argc, char **argv)
 	optind = 0;	/* glibc: re-initialise, permute (ksbctl parsed with "+") */
 	opterr = 0;
 	/* Options may follow the ID (`ksbctl fetch ID --repo PATH'). */
-	while ((ch = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((ch = ksbctl_getopt(argc, argv, "fetch", "h", longopts)) != -1) {
 		switch (ch) {
 		case O_REPO:
 			o.repo = optarg;
@@ -103,8 +103,6 @@ fetch_main(int argc, char **argv)
 			fetch_usage(stdout);
 			return 0;
 		default:
-			fprintf(stderr, "ksbctl fetch: `%s': unknown option or missing "
-			    "value\n", argv[optind - 1]);
 			fetch_usage(stderr);
 			return 2;
 		}

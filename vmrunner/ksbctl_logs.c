@@ -140,12 +140,18 @@ logs_main(int argc, char **argv)
 	off_t loff = 0, eoff = 0;
 
 	for (i = 1; i < argc; i++) {
+		if (ksbctl_is_help(argv[i])) {
+			printf("usage: ksbctl logs ID [--follow]\n");
+			return 0;
+		}
 		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0)
 			follow = 1;
 		else if (argv[i][0] != '-' && arg == 0)
 			arg = i;
-		else
+		else {
+			ksbctl_bad_arg("logs", argv[i]);
 			goto usage;
+		}
 	}
 	if (arg == 0)
 		goto usage;

@@ -15,9 +15,36 @@
 
 #include "common/common.h"
 #include "policy/policy.h"
+#include "policy/decide.h"
 #include "vmrunner/ksbctl.h"
 
 #define POLICY_DEFAULT_PORT 443
+
+static void
+policy_usage(FILE *f)
+{
+	fprintf(f, "usage: ksbctl policy check [FILE...]\n"
+	    "       ksbctl policy show [PROFILE]\n"
+	    "       ksbctl policy test PROFILE HOST[:PORT]\n");
+}
+
+static int
+policy_is_help(const char *arg)
+{
+	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+}
+
+/* `ksbctl policy CMD: unknown option ...'; the usage; exit status 2. */
+static int
+policy_bad_option(const char *cmd, const char *arg)
+{
+	char esc[512];
+
+	log_escape(esc, sizeof(esc), arg, strlen(arg));
+	fprintf(stderr, "ksbctl policy %s: unknown option `%s'\n", cmd, esc);
+	policy_usage(stderr);
+	return 2;
+}
 
 /* Load files (or, with nfiles 0, those of ksb.conf).  0, or -1 reported. */
 static int
@@ -30,9 +57,15 @@ policy_cli_load(const char *cmd, char *const *files, size_t nfiles,
 		files = ksbctl_conf->policy_files;
 		nfiles = ksbctl_conf->npolicy_files;
 	}
+	if (nfiles == 0 && ksbctl_conf->path == NULL) {
+		fprintf(stderr, "ksbctl policy %s: %s does not exist, so no "
+		    "policy files are configured (see ksb.conf(5); -f names "
+		    "another)\n", cmd, conf_default_path());
+		return -1;
+	}
 	if (nfiles == 0) {
 		fprintf(stderr, "ksbctl policy %s: no policy files in %s\n", cmd,
-		    ksbctl_conf->path ? ksbctl_conf->path : conf_default_path());
+		    ksbctl_conf->path);
 		return -1;
 	}
 	if (policy_load((const char *const *)files, nfiles, out, &errors) ==
@@ -49,8 +82,18 @@ policy_check(int argc, char **argv)
 {
 	struct policy *p = NULL;
 	size_t i;
+	int a = 1;
 
-	if (policy_cli_load("check", argv + 1, (size_t)argc - 1, &p) == -1)
+	if (a < argc && strcmp(argv[a], "--") == 0)
+		a++;
+	else if (a < argc && argv[a][0] == '-' && argv[a][1] != '\0') {
+		if (policy_is_help(argv[a])) {
+			policy_usage(stdout);
+			return 0;
+		}
+		return policy_bad_option("check", argv[a]);
+	}
+	if (policy_cli_load("check", argv + a, (size_t)(argc - a), &p) == -1)
 		return 1;
 	printf("configuration OK\n");
 	for (i = 0; i < policy_nprofiles(p); i++)
@@ -67,6 +110,27 @@ policy_show_cb(const char *text, const char *profile, const char *file,
 	printf("    %-48s # %s (%s:%d)\n", text, profile, file, line);
 }
 
+/* A limit, and the ksb.conf setting that caps it when that is lower. */
+static void
+policy_show_limit_cb(enum policy_limit k, int value, const char *profile,
+    const char *file, int line, void *arg)
+{
+	const struct ksb_conf *c = ksbctl_conf;
+	int cap = k == POLICY_LIMIT_CONNECTIONS ? c->max_per_instance :
+	    c->conn_rate_instance;
+	char text[64];
+
+	snprintf(text, sizeof(text), "limit %s %d", policy_limit_name(k),
+	    value);
+	printf("    %-48s # %s (%s:%d)", text, profile, file, line);
+	if (cap < value)
+		printf(", capped at %d by ksb.conf %s", cap,
+		    k == POLICY_LIMIT_CONNECTIONS ?
+		    "max-connections-per-instance" :
+		    "connection-rate-per-instance");
+	printf("\n");
+}
+
 static int
 policy_show(int argc, char **argv)
 {
@@ -76,6 +140,12 @@ policy_show(int argc, char **argv)
 	size_t i;
 	int n, ret = 1, shown = 0;
 
+	if (argc >= 2 && policy_is_help(argv[1])) {
+		policy_usage(stdout);
+		return 0;
+	}
+	if (argc >= 2 && argv[1][0] == '-')
+		return policy_bad_option("show", argv[1]);
 	if (argc > 2) {
 		fprintf(stderr, "ksbctl policy show: unexpected argument "
 		    "`%s'\n", argv[2]);
@@ -94,6 +164,7 @@ policy_show(int argc, char **argv)
 		if (argc == 2 && strcmp(name, argv[1]) != 0)
 			continue;
 		printf("%sprofile %s {\n", shown++ ? "\n" : "", name);
+		policy_foreach_limit(p, name, policy_show_limit_cb, NULL);
 		n = policy_foreach_rule(p, name, policy_show_cb, NULL);
 		printf("}   # %d rule%s, flattened\n", n, n == 1 ? "" : "s");
 	}
@@ -147,9 +218,9 @@ policy_split_target(const char *arg, char *host, size_t hostsz,
 
 /*
  * The gateway's decision on the CONNECT target, as far as the policy goes:
- * the host normalised as the proxy does, a name matched against allow
- * rules, an IP literal (canonical dotted quad only) against allow-address
- * rules.  Exit 0 allow, 1 deny.
+ * policy_decide, as the proxy calls it (a name against allow rules, a
+ * canonical IP literal, dotted quad or [IPv6], against allow-address
+ * rules).  Exit 0 allow, 1 deny.
  */
 static int
 policy_test(int argc, char **argv)
@@ -157,11 +228,17 @@ policy_test(int argc, char **argv)
 	struct policy *p = NULL;
 	struct sockaddr_storage ss;
 	char host[HOSTNAME_OUTSZ * 2], norm[HOSTNAME_OUTSZ], esc[1024];
-	const char *reason = NULL, *rule = NULL, *profile;
-	enum policy_verdict v = POLICY_DENY;
+	struct policy_decision d;
+	const char *profile;
 	uint16_t port;
 	int ret = 1;
 
+	if (argc >= 2 && policy_is_help(argv[1])) {
+		policy_usage(stdout);
+		return 0;
+	}
+	if (argc >= 2 && argv[1][0] == '-')
+		return policy_bad_option("test", argv[1]);
 	if (argc != 3) {
 		fprintf(stderr, "usage: ksbctl policy test PROFILE "
 		    "HOST[:PORT]\n");
@@ -182,32 +259,12 @@ policy_test(int argc, char **argv)
 		    "egress)\n", esc);
 		goto cleanup;
 	}
-	switch (hostname_normalise(host, strlen(host), norm, sizeof(norm), &ss,
-	    &reason)) {
-	case HOSTNAME_BAD:
-		log_escape(esc, sizeof(esc), host, strlen(host));
-		printf("deny: `%s' is not a valid host name (%s)\n", esc,
-		    reason ? reason : "bad");
-		goto cleanup;
-	case HOSTNAME_IP:
-		if (ss.ss_family != AF_INET) {
-			printf("deny %s:%u: only canonical dotted-quad IPv4 "
-			    "literals can be allowed\n", norm, port);
-			goto cleanup;
-		}
-		v = policy_match_addr(p, profile, (struct sockaddr *)&ss, port,
-		    &rule);
-		break;
-	case HOSTNAME_NAME:
-		v = policy_match_host(p, profile, norm, port, &rule);
-		break;
-	}
-	if (v == POLICY_ALLOW) {
-		printf("allow %s:%u: %s\n", norm, port, rule);
+	if (policy_decide(p, profile, host, strlen(host), port, norm,
+	    sizeof(norm), &ss, &d) == POLICY_ALLOW) {
+		printf("allow %s:%u: %s\n", norm, port, d.rule);
 		ret = 0;
 	} else
-		printf("deny %s:%u: no rule of profile %s allows it\n", norm,
-		    port, profile);
+		printf("deny: %s (%s)\n", d.msg, d.reason);
 cleanup:
 	policy_free(p);
 	return ret;
@@ -216,14 +273,23 @@ cleanup:
 int
 policy_main(int argc, char **argv)
 {
+	char esc[512];
+
 	if (argc >= 2 && strcmp(argv[1], "check") == 0)
 		return policy_check(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "show") == 0)
 		return policy_show(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "test") == 0)
 		return policy_test(argc - 1, argv + 1);
-	fprintf(stderr, "usage: ksbctl policy check [FILE...]\n"
-	    "       ksbctl policy show [PROFILE]\n"
-	    "       ksbctl policy test PROFILE HOST[:PORT]\n");
+	if (argc >= 2 && policy_is_help(argv[1])) {
+		policy_usage(stdout);
+		return 0;
+	}
+	if (argc >= 2) {
+		log_escape(esc, sizeof(esc), argv[1], strlen(argv[1]));
+		fprintf(stderr, "ksbctl policy: unknown %s `%s'\n",
+		    argv[1][0] == '-' ? "option" : "command", esc);
+	}
+	policy_usage(stderr);
 	return 2;
 }

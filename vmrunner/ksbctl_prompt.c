@@ -182,6 +182,9 @@ prompt_show(const char *line, int json)
 	fflush(stdout);
 }
 
+#define PROMPT_USAGE \
+	"usage: ksbctl prompt ID TEXT|- [--key KEY] [--wait] [--json]\n"
+
 int
 prompt_main(int argc, char **argv)
 {
@@ -189,6 +192,7 @@ prompt_main(int argc, char **argv)
 		{ "wait", no_argument, NULL, 'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "key", required_argument, NULL, 'k' },
+		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct instance_state st;
@@ -202,11 +206,14 @@ prompt_main(int argc, char **argv)
 	int ch, wait = 0, json = 0, fd = -1, ret = 1, i, ended = 0;
 
 	optind = 0;	/* glibc: reinitialise (argv permutation) */
-	while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+	while ((ch = ksbctl_getopt(argc, argv, "prompt", "h", longopts)) != -1) {
 		switch (ch) {
 		case 'w': wait = 1; break;
 		case 'j': json = 1; break;
 		case 'k': key = optarg; break;
+		case 'h':
+			printf(PROMPT_USAGE);
+			return 0;
 		default:
 			goto usage;
 		}
@@ -324,7 +331,7 @@ prompt_main(int argc, char **argv)
 			llen++;
 	}
 usage:
-	fprintf(stderr, "usage: ksbctl prompt ID TEXT|- [--key KEY] [--wait] [--json]\n");
+	fprintf(stderr, PROMPT_USAGE);
 	ret = 2;
 cleanup:
 	if (fd != -1)

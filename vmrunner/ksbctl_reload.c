@@ -3,7 +3,10 @@
  *
  * The gateway answers "OK digest=D revoked=N lost=L ms=T" and a "W <note>"
  * line per note, or "ERR <n> errors, policy unchanged" and an "E <error>"
- * line per error; then END (see gateway/control.c).
+ * line per error; then END (see gateway/control.c).  A refusal before the
+ * reload ("ERR permission denied: ...", "ERR too many connections ...")
+ * is that one line, without END; the gateway then keeps (or drops) the
+ * idle connection, so the reply ends at that line.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,7 +21,22 @@
 
 #define RELOAD_REPLY_MAX (4 << 20)	/* bytes accepted from the gateway */
 
-/* Read the reply up to its "END\n" line into a malloc'd string. */
+/* Is buf (NUL-terminated) a one-line refusal, complete? */
+static int
+reload_refused(const char *buf)
+{
+	static const char listed[] = ", policy unchanged";
+	const char *nl = strchr(buf, '\n');
+	size_t n = sizeof(listed) - 1;
+
+	if (strncmp(buf, "ERR ", 4) != 0 || nl == NULL)
+		return 0;
+	/* "ERR <n> errors, policy unchanged" is followed by E lines, END. */
+	return (size_t)(nl - buf) < n || memcmp(nl - n, listed, n) != 0;
+}
+
+/* Read the reply up to its "END\n" line (or a one-line refusal) into a
+ * malloc'd string. */
 static char *
 reload_read(int fd, char **cause)
 {
@@ -45,6 +63,11 @@ reload_read(int fd, char **cause)
 		n = read(fd, buf + len, cap - len);
 		if (n == -1 && errno == EINTR)
 			continue;
+		if (n == 0 && len > 0 && strchr(buf, '\n') != NULL) {
+			/* Closed after whole lines: show what it said. */
+			*(strrchr(buf, '\n') + 1) = '\0';
+			return buf;
+		}
 		if (n <= 0) {
 			cause_set(cause, "%s", n == 0 ? "the gateway closed "
 			    "the connection" : strerror(errno));
@@ -52,6 +75,10 @@ reload_read(int fd, char **cause)
 		}
 		len += (size_t)n;
 		buf[len] = '\0';
+		if (reload_refused(buf)) {
+			*(strchr(buf, '\n') + 1) = '\0';
+			return buf;
+		}
 		if ((len == 4 && memcmp(buf, "END\n", 4) == 0) ||
 		    (len > 4 && strcmp(buf + len - 5, "\nEND\n") == 0))
 			return buf;
@@ -68,11 +95,12 @@ reload_main(int argc, char **argv)
 	int fd, ret = 1;
 	size_t n;
 
-	if (argc != 1) {
-		fprintf(stderr, "ksbctl reload: unexpected argument `%s'\n",
-		    argv[1]);
-		return 2;
+	if (argc == 2 && ksbctl_is_help(argv[1])) {
+		printf("usage: ksbctl reload\n");
+		return 0;
 	}
+	if (argc != 1)
+		return ksbctl_bad_arg("reload", argv[1]);
 	fd = ctl_connect(ksbctl_conf->control_socket, &cause);
 	if (fd == -1) {
 		fprintf(stderr, "ksbctl reload: %s\n", cause);

@@ -26,14 +26,21 @@ rm_main(int argc, char **argv)
 	int json = 0, force = 0, i, ret = 1, lfd = -1;
 
 	for (i = 1; i < argc; i++) {
+		if (ksbctl_is_help(argv[i])) {
+			printf("usage: ksbctl rm [--force] [--json] ID\n");
+			return 0;
+		}
 		if (strcmp(argv[i], "--json") == 0)
 			json = 1;
 		else if (strcmp(argv[i], "--force") == 0 || strcmp(argv[i], "-f") == 0)
 			force = 1;
 		else if (arg == NULL && argv[i][0] != '-')
 			arg = argv[i];
-		else
-			arg = NULL, i = argc + 1;
+		else {
+			ksbctl_bad_arg("rm", argv[i]);
+			arg = NULL;
+			break;
+		}
 	}
 	if (arg == NULL) {
 		fprintf(stderr, "usage: ksbctl rm [--force] [--json] ID\n");

@@ -388,6 +388,11 @@ status_main(int argc, char **argv)
 	int json = 0, i;
 
 	for (i = 1; i < argc; i++) {
+		if (ksbctl_is_help(argv[i])) {
+			printf("usage: ksbctl status [--json] [-c project-file] "
+			    "[ID]\n");
+			return 0;
+		}
 		if (strcmp(argv[i], "--json") == 0)
 			json = 1;
 		else if (strcmp(argv[i], "-c") == 0 && i + 1 < argc)
@@ -395,6 +400,7 @@ status_main(int argc, char **argv)
 		else if (arg == NULL && argv[i][0] != '-')
 			arg = argv[i];
 		else {
+			ksbctl_bad_arg("status", argv[i]);
 			fprintf(stderr, "usage: ksbctl status [--json] [-c project-file] "
 			    "[ID]\n");
 			return 2;

@@ -132,6 +132,10 @@ stop_main(int argc, char **argv)
 	int json = 0, i, ret = 1;
 
 	for (i = 1; i < argc; i++) {
+		if (ksbctl_is_help(argv[i])) {
+			printf("usage: ksbctl stop [--timeout S] [--json] ID\n");
+			return 0;
+		}
 		if (strcmp(argv[i], "--json") == 0)
 			json = 1;
 		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
@@ -145,6 +149,7 @@ stop_main(int argc, char **argv)
 		} else if (arg == NULL && argv[i][0] != '-')
 			arg = argv[i];
 		else {
+			ksbctl_bad_arg("stop", argv[i]);
 			fprintf(stderr, "usage: ksbctl stop [--timeout S] [--json] ID\n");
 			return 2;
 		}

@@ -290,8 +290,14 @@ run_settings(struct run *r, int argc, char **argv, int first,
 			goto fail;
 	}
 	if ((env = getenv("KSB_ACCEL")) != NULL && *env != '\0' &&
-	    config_set(r->cfg, CONFIG_FLAG, "accel", env, "KSB_ACCEL", &cause) != 0)
+	    config_set(r->cfg, CONFIG_FLAG, "accel", env, "KSB_ACCEL", &cause) != 0) {
+		char *t;
+
+		xasprintf(&t, "KSB_ACCEL (environment): %s", cause);
+		free(cause);
+		cause = t;
 		goto fail;
+	}
 	for (i = 0; i < nflags; i++)
 		if (config_set(r->cfg, CONFIG_FLAG, flags[i].key, flags[i].value,
 		    flags[i].origin, &cause) != 0)
@@ -303,6 +309,11 @@ run_settings(struct run *r, int argc, char **argv, int first,
 			r->command[i] = xstrdup(argv[first + (int)i]);
 	} else
 		r->command = config_command(r->cfg);
+	/* An ephemeral instance gets a disk only when asked for one. */
+	if (config_get(r->cfg, "name") == NULL &&
+	    strcmp(config_origin(r->cfg, "disk-size"), "default") == 0)
+		config_show(r->cfg, "disk-size", "none",
+		    "default (no disk without --name)");
 	if (r->print_config)
 		return 0;
 
@@ -313,10 +324,8 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	r->profile = config_get(r->cfg, "profile");
 	r->cpus = (unsigned)config_uint(r->cfg, "cpus");
 	r->memory_mib = (unsigned)config_uint(r->cfg, "memory");
+	/* 0 for "none" (an ephemeral instance not given --disk-size). */
 	r->disk_mib = config_uint(r->cfg, "disk-size");
-	/* An ephemeral instance gets a disk only when asked for one. */
-	if (!r->named && strcmp(config_origin(r->cfg, "disk-size"), "default") == 0)
-		r->disk_mib = 0;
 	r->kernel_opt = config_get(r->cfg, "kernel");
 	r->modules_opt = config_get(r->cfg, "modules");
 	r->accel_opt = config_get(r->cfg, "accel");

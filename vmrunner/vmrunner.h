@@ -334,6 +334,10 @@ void config_free(struct config *);
  */
 int config_set(struct config *c, enum config_layer layer, const char *key,
     const char *value, const char *origin, char **cause);
+/* config_show: replace a scalar's value and origin as shown by
+ * config_print (the effective value, e.g. disk-size "none"), unchecked. */
+void config_show(struct config *c, const char *key, const char *value,
+    const char *origin);
 
 /*
  * config_parse: the project file's bytes buf[0..len) ("key = value" lines,

@@ -6,10 +6,17 @@
  * and starts over.  WAL, synchronous=FULL, group commit.
  *
  *	audit_bench DIR SECONDS N...
+ *	audit_bench -g PATH ROWS
+ *	audit_bench -o PATH
  *
  * Prints one line per N: clients, allowed rows committed (each followed
  * by its close record, not counted), rows/s, mean and max wait from
  * queueing to the commit callback (ms).
+ * -g generates a realistic chained database of ROWS decisions through the
+ * same writer (tests/bench/audit_views.sh measures queries on it): 50
+ * instances, 2000 hosts (a few hot ones), 10% denied, every allowed
+ * tunnel closed, decision times spread over the last 90 days.  -o opens
+ * (and so migrates) a database and prints how long that took.
  * Not part of `make check' (tests/bench/audit.sh runs it).
  */
 #include <stdio.h>
@@ -72,6 +79,97 @@ client_next(struct client *c)
 		fatalx("audit unavailable");
 }
 
+static void
+gen_done(int ok, void *arg)
+{
+	int *done = arg;
+
+	if (!ok)
+		fatalx("commit failed");
+	*done = 1;
+}
+
+/* Wait until the writer has committed everything queued so far. */
+static void
+gen_barrier(struct audit *a, struct audit_row *r)
+{
+	int done = 0;
+
+	r->allow = 1;
+	r->reason = "allowed";
+	if (audit_decision(a, r, gen_done, &done, NULL) == -1)
+		fatalx("audit unavailable");
+	while (!done) {
+		struct timeval tv = { 0, 2000 };
+
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	}
+}
+
+static int
+gen_main(const char *path, long rows)
+{
+	static const char *reasons[] = { "not_in_allowlist", "sni_mismatch",
+	    "address_screened", "rate_limited", "bad_request" };
+	char inst[32], host[64], cl[32], *cause = NULL;
+	int64_t start = util_now_ms() - 90LL * 86400 * 1000, id, t0;
+	uint64_t x = 88172645463325252ULL;
+	struct audit_row r;
+	struct audit *a;
+	long i;
+
+	unlink(path);
+	if (audit_open(path, 0, &a, &cause) == -1 ||
+	    audit_start(a, base, &cause) == -1)
+		fatalx("%s", cause);
+	t0 = util_mono_ms();
+	memset(&r, 0, sizeof(r));
+	r.profile = "default";
+	r.port = 443;
+	r.upstream_port = 443;
+	r.upstream_addr = "192.0.2.10";
+	r.policy_digest = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	for (i = 0; i < rows; i++) {
+		int deny, h;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		/* Hosts: half the traffic to 10 hot ones, the rest to 2000. */
+		h = (x >> 8) % 2 ? (int)((x >> 16) % 10) : (int)((x >> 16) % 2000);
+		deny = (x >> 40) % 10 == 0;
+		snprintf(inst, sizeof(inst), "inst-%02d", (int)((x >> 24) % 50));
+		snprintf(host, sizeof(host), "h%04d.example.com", h);
+		snprintf(cl, sizeof(cl), "10.77.0.%d", 2 + (int)((x >> 24) % 50));
+		r.instance = inst;
+		r.host = host;
+		r.sni = deny ? NULL : host;
+		r.client_addr = cl;
+		r.client_port = 30000 + (int)(i % 30000);
+		r.ts_ms = start + (int64_t)(90.0 * 86400 * 1000 * i / rows);
+		r.allow = !deny;
+		r.reason = deny ? reasons[(x >> 48) % 5] : "allowed";
+		id = audit_decision(a, &r, NULL, NULL, NULL);
+		if (id == -1)
+			fatalx("audit unavailable");
+		if (!deny)
+			audit_close(a, id, (x >> 20) % 100000, (x >> 30) % 10000000,
+			    (int64_t)((x >> 50) % 600000), "closed");
+		if (i % 30000 == 29999) {
+			gen_barrier(a, &r);
+			i++;
+		}
+		if (i % 1000000 == 999999)
+			fprintf(stderr, "%ld rows, %.0f rows/s\n", i + 1,
+			    (i + 1) * 1000.0 / (double)(util_mono_ms() - t0 + 1));
+	}
+	audit_free(a);
+	printf("generated %ld decision rows in %.1f s\n", rows,
+	    (double)(util_mono_ms() - t0) / 1000.0);
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -81,11 +179,27 @@ main(int argc, char **argv)
 	int secs, i, n, k;
 	int64_t t0, t1, at_stop;
 
-	if (argc < 4) {
-		fprintf(stderr, "usage: audit_bench DIR SECONDS N...\n");
+	if (argc < 4 && !(argc == 3 && strcmp(argv[1], "-o") == 0)) {
+		fprintf(stderr, "usage: audit_bench DIR SECONDS N...\n"
+		    "       audit_bench -g PATH ROWS\n"
+		    "       audit_bench -o PATH\n");
 		return 2;
 	}
 	log_init("audit_bench", 0);
+	if (argc == 3 && strcmp(argv[1], "-o") == 0) {
+		int64_t t = util_mono_ms();
+
+		log_init("audit_bench", 1);
+		if (audit_open(argv[2], 0, &a, &cause) == -1)
+			fatalx("%s", cause);
+		audit_free(a);
+		printf("opened in %.1f s\n", (util_mono_ms() - t) / 1000.0);
+		return 0;
+	}
+	if (strcmp(argv[1], "-g") == 0) {
+		base = event_base_new();
+		return gen_main(argv[2], atol(argv[3]));
+	}
 	secs = atoi(argv[2]);
 	base = event_base_new();
 	printf("%8s %10s %10s %9s %9s\n", "clients", "rows", "rows/s",

@@ -43,7 +43,10 @@ printf 'cpus = 1\nmemory = 384\nprofile = default\nsecret = TOKEN=env:KSB_TEST_S
 cat "$T/pc"
 check "memory from the flag" 'grep -Eq "^memory += 512 +# --memory" "$T/pc"'
 check "cpus from the project file" 'grep -Eq "^cpus += 1 +# .ksb/instance.conf:1" "$T/pc"'
-check "disk-size default" 'grep -Eq "^disk-size += 8G +# default" "$T/pc"'
+check "disk-size: none for an ephemeral instance" \
+	'grep -Eq "^disk-size += none +# default \(no disk without --name\)" "$T/pc"'
+check "disk-size default 8G with --name" \
+	'(cd "$T/proj" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name pc1 --print-config) | grep -Eq "^disk-size += 8G +# default"'
 check "secret value not printed" '! grep -q "$SECRET" "$T/pc"'
 printf 'memory = lots\n' > "$T/bad.conf"
 check "bad project file: file:line error, exit 2" \

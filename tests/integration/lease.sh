@@ -117,16 +117,19 @@ while held and time.time() - t0 < 20:    # the gateway drops idle peers
 print("dropped=%d after %.1f s" % (dropped, time.time() - t0), flush=True)
 FLOOD
 coproc FLOOD { gwns setpriv --reuid=65534 --regid=65534 --clear-groups "$SYSPY" "$T/flood.py" "$T/gateway.sock" 100; }
-read -r -t 30 flood_line <&"${FLOOD[0]}" || flood_line=
+flood_pid=$FLOOD_PID		# bash unsets FLOOD_PID and FLOOD once it exits
+exec {flood_in}<&"${FLOOD[0]}" {flood_out}>&"${FLOOD[1]}"
+read -r -t 30 flood_line <&"$flood_in" || flood_line=
 must "an unprivileged user gets at most 64 control connections ($flood_line)" \
 	test "$flood_line" = "held=64 busy=36"
 as_user "LIST" --reuid=0 --regid=0 --keep-groups > "$T/root-list" 2>&1 || true
 must "root's LIST still answered during the flood" grep -q "^END" "$T/root-list"
-echo go >&"${FLOOD[1]}"
-read -r -t 30 flood_line <&"${FLOOD[0]}" || flood_line=
+echo go >&"$flood_out"
+read -r -t 30 flood_line <&"$flood_in" || flood_line=
 must "idle unprivileged clients dropped after ~10 s ($flood_line)" \
 	sh -c "echo '$flood_line' | grep -qE '^dropped=64 after ([5-9]|1[0-5])\.'"
-wait "$FLOOD_PID" 2>/dev/null || true
+wait "$flood_pid" 2>/dev/null || true
+exec {flood_in}<&- {flood_out}>&-
 
 # ---- the lease ----------------------------------------------------------------
 fake lease-a resume

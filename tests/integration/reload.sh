@@ -16,6 +16,10 @@
 #   4. a reload storm (SIGHUPs and ksbctl reloads alternating two valid
 #      policies) while traffic flows: no allowed tunnel lost, every new
 #      connection to an allowed name served.
+#   6. includes and profile limits: the profile extends one defined in an
+#      included file with `limit connections 2'; with two tunnels open the
+#      third gets 429 instance_connection_limit; editing only the included
+#      file changes the digest and the limit.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -276,6 +280,49 @@ echo "# tunnel A: $(st A)"
 check "their rows are closed as closed" \
 	"sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up > 100000\""
 check "no peer error" '[ ! -s "$T/peers.err" ]'
+
+ksb_say "6. includes and profile limits"
+mkdir -p "$T/policy.d/limits"
+# limits FILE N: the included file, written atomically.
+limits() {
+	printf 'profile capped {\n    limit connections %s\n}\n' "$1" \
+		> "$T/policy.d/limits/cap.inc.new"
+	mv "$T/policy.d/limits/cap.inc.new" "$T/policy.d/limits/cap.inc"
+}
+limits 2
+{
+	echo 'include "limits/*.inc"    # profile capped'
+	echo "profile default extends capped {"
+	echo "    allow a.test"
+	echo "    allow-address 10.78.0.0/24"
+	echo "}"
+} > "$POL.new"
+mv "$POL.new" "$POL"
+D5=$(ok_digest)
+check "ksbctl reload with an include succeeds" \
+	'"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"'
+D6=$(ok_digest)
+check "a new digest is recorded" '[ -n "$D6" ] && [ "$D6" != "$D5" ]'
+"$KSBCTL" -f "$T/ksb.conf" policy show default > "$T/show.out" 2>&1 || true
+check "policy show lists the inherited limit and where it is set" \
+	'grep -q "^    limit connections 2 .*# capped (.*/limits/cap.inc:2)$" "$T/show.out"'
+stream 1 L1 a.test
+stream 1 L2 a.test
+check "two tunnels of g1 transfer" 'wait_st L1 live 5 && wait_st L2 live 5'
+check "the third gets 429 instance_connection_limit" \
+	'[ "$(once 1 a.test)" = "429 instance_connection_limit" ]'
+check "the refusal is audited under the new digest" \
+	"sql_is '$D6' \"SELECT policy_digest FROM connections WHERE instance = 'g1' AND reason = 'instance_connection_limit' ORDER BY id DESC LIMIT 1\""
+check "the open tunnels are untouched" \
+	"wait_st L1 live $(( $(st_n L1) + 5 )) && wait_st L2 live $(( $(st_n L2) + 5 ))"
+limits 3
+check "editing only the included file reloads" \
+	'"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"'
+D7=$(ok_digest)
+check "the digest covers the included file" '[ -n "$D7" ] && [ "$D7" != "$D6" ]'
+check "with limit 3 a third tunnel is served" '[ "$(once 1 a.test)" = ok ]'
+touch "$T/L1.stop" "$T/L2.stop"
+check "the limited tunnels close cleanly" 'wait_st L1 done && wait_st L2 done'
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

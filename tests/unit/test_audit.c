@@ -2,7 +2,9 @@
  * test_audit.c: the audit database: schema creation, migration from every
  * earlier version, the writer (group commit, callbacks, close records),
  * the hash chain and verify detecting a modified, deleted and inserted
- * record, retention with an anchor, and a removed database.
+ * record, retention with an anchor, and a removed database; the derived
+ * totals (schema version 3): built by the migration from version 2, kept
+ * by the writer through allowed, denied and close records and by retention.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "tests/unit/tap.h"
 
 extern const char schema_audit_v1_sql[];
+extern const char schema_audit_v2_sql[];
 
 static struct event_base *base;
 static char dir[] = "/tmp/ksb-test-audit.XXXXXX";
@@ -203,7 +206,7 @@ test_fresh(void)
 	id = write_some(a, 0);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 2, "user_version 2");
+	CHECK(q_int(db, "PRAGMA user_version") == 3, "user_version 3");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 1, "1 close record");
 	CHECK(q_int(db, "SELECT bytes_down FROM connections WHERE decision = "
@@ -214,6 +217,10 @@ test_fresh(void)
 	    "no active tunnel");
 	CHECK(q_int(db, "SELECT allowed FROM instance_totals") == 1,
 	    "instance_totals view");
+	CHECK(q_int(db, "SELECT denied * 1000000 + bytes_down FROM "
+	    "instance_totals") == 1002000, "instance_totals: denial and bytes");
+	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
+	    "'allowed.test'") == 2000, "egress_by_host: the close's bytes");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: intact (%lld)", (long long)id);
 
@@ -238,6 +245,14 @@ test_fresh(void)
 	    "bytes_down = 1 WHERE decision = 'allow'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: modified close record detected");
+	free(problem);
+	free(q);
+	/* Derived totals: not chained, but recomputed by verify. */
+	q = path_of("tot.db");
+	copy(p, q);
+	exec(q, "UPDATE totals_host SET bytes_down = 1 WHERE host = 'allowed.test'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "totals_host"),
+	    "verify: modified totals detected");
 	free(problem);
 	free(q);
 	/* Deleted. */
@@ -326,7 +341,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 2, "migrated to version 2");
+	CHECK(q_int(db, "PRAGMA user_version") == 3, "migrated to version 3");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -445,6 +460,203 @@ test_removed(void)
 	free(p);
 }
 
+/*
+ * Totals recomputed from the rows, as text, for comparisons (the same
+ * query as schema/migrate-3.sql).
+ */
+static char *
+totals_recomputed(sqlite3 *db)
+{
+	return q_text(db, "SELECT quote(instance) || ',' || quote(host) || ',' "
+	    "|| quote(port) || ',' || count(*) || ',' || sum(decision = 'allow') "
+	    "|| ',' || sum(coalesce(bytes_down, 0)) || ',' || max(ts_ms) || ',' "
+	    "|| quote(max(CASE WHEN decision = 'allow' THEN ts_ms END)) FROM "
+	    "connections GROUP BY instance, host, port ORDER BY 1");
+}
+
+static char *
+totals_stored(sqlite3 *db)
+{
+	return q_text(db, "SELECT quote(instance) || ',' || quote(host) || ',' "
+	    "|| quote(port) || ',' || connections || ',' || allowed || ',' || "
+	    "bytes_down || ',' || last_ms || ',' || quote(last_allow_ms) FROM "
+	    "totals_host ORDER BY 1");
+}
+
+static void
+test_migrate_v2(void)
+{
+	char *p = path_of("v2.db"), *f = path_of("fresh3.db"), *g = path_of("v2ref.db");
+	char *s1, *s2, *cause = NULL;
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int64_t id;
+
+	/* A chained database, then made exactly version 2 (no totals). */
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	r = row("other.test", 1, "allowed", 0);
+	r.instance = "inst-2";
+	id = audit_decision(a, &r, NULL, NULL, NULL);
+	audit_close(a, id, 5, 50, 1, "closed");
+	r = row(NULL, 0, "bad_request", 0);
+	r.instance = NULL;
+	audit_decision(a, &r, NULL, NULL, NULL);
+	audit_decision(a, &r, NULL, NULL, NULL);
+	audit_free(a);
+	exec(p, "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
+	    "DROP INDEX connections_denied; "
+	    "DROP TABLE totals_instance; DROP TABLE totals_host; "
+	    "CREATE VIEW egress_by_host AS SELECT instance, host, port, "
+	    "count(*) AS connections, sum(coalesce(bytes_up, 0)) AS bytes_up, "
+	    "sum(coalesce(bytes_down, 0)) AS bytes_down, max(ts_ms) AS last_ms "
+	    "FROM connections WHERE decision = 'allow' GROUP BY instance, host, "
+	    "port; CREATE VIEW instance_totals AS SELECT instance, count(*) AS "
+	    "connections, sum(decision = 'allow') AS allowed, "
+	    "sum(decision = 'deny') AS denied, sum(coalesce(bytes_up, 0)) AS "
+	    "bytes_up, sum(coalesce(bytes_down, 0)) AS bytes_down, "
+	    "min(ts_ms) AS first_ms, max(ts_ms) AS last_ms FROM connections "
+	    "GROUP BY instance; PRAGMA user_version = 2");
+	exec(g, schema_audit_v2_sql);
+	s1 = shape(p);
+	s2 = shape(g);
+	CHECK(strcmp(s1, s2) == 0, "the test database is version 2's shape");
+	free(s1);
+	free(s2);
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 3, "migrated to version 3");
+	s1 = totals_recomputed(db);
+	s2 = totals_stored(db);
+	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
+	if (strcmp(s1, s2) != 0)
+		printf("# rows:   %s\n# totals: %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	CHECK(q_int(db, "SELECT count(*) FROM totals_host") == 4, "4 groups");
+	CHECK(q_int(db, "SELECT connections FROM instance_totals WHERE "
+	    "instance IS NULL") == 2, "unregistered source: one NULL group");
+	CHECK(q_int(db, "SELECT bytes_down FROM instance_totals WHERE "
+	    "instance = 'inst-2'") == 50, "inst-2 totals");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: chain and totals after migration");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+	free(g);
+}
+
+/* Queue a decision; its id. */
+static int64_t
+put(struct audit *a, const char *inst, const char *host, int allow, int64_t ts)
+{
+	struct audit_row r = row(host, allow, allow ? "allowed" : "not_in_allowlist", ts);
+
+	r.instance = inst;
+	if (host == NULL)
+		r.port = 0;
+	return audit_decision(a, &r, NULL, NULL, NULL);
+}
+
+static void
+test_totals_retention(void)
+{
+	char *p = path_of("totret.db"), *s1, *s2, *cause = NULL;
+	int64_t old = util_now_ms() - 3 * 86400 * 1000LL, id, ids[4];
+	struct waiter w = { 0, 0 };
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int i;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	/* Old rows (closed later: close records are young). */
+	for (i = 0; i < 10; i++)
+		put(a, "inst-1", "old.test", 0, old + i);
+	for (i = 0; i < 3; i++)
+		ids[i] = put(a, "inst-1", "mixed.test", 1, old + 20 + i);
+	put(a, NULL, NULL, 0, old + 25);
+	put(a, "inst-2", "late.test", 0, old + 30);
+	ids[3] = put(a, "inst-2", "late.test", 1, old + 31);
+	/* Young: everything after it stays, whatever its time. */
+	r = row("mixed.test", 1, "allowed", 0);
+	id = audit_decision(a, &r, done_cb, &w, NULL);
+	run_until(&w.done, 5000);
+	CHECK(w.done && w.ok, "young allowed row committed");
+	/* Open: no bytes yet; the close record adds them. */
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
+	    "'mixed.test'") == 0, "open tunnels: no bytes counted yet");
+	sqlite3_close(db);
+	audit_close(a, id, 7, 70, 1, "closed");
+	for (i = 0; i < 4; i++)
+		audit_close(a, ids[i], 1, i < 3 ? 1000 : 500, 1, "closed");
+	put(a, NULL, NULL, 0, 0);
+	put(a, "inst-2", "late.test", 0, old + 2);
+	audit_close(a, put(a, "inst-2", "late.test", 1, old + 3), 1, 30, 1,
+	    "closed");
+	audit_close(a, id, 7, 70, 1, "closed");	/* twice: counted once */
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
+	    "'mixed.test'") == 3070, "close records add their bytes");
+	CHECK(q_int(db, "SELECT allowed * 100 + denied FROM instance_totals "
+	    "WHERE instance = 'inst-2'") == 202, "allowed and denied counted");
+	s1 = totals_recomputed(db);
+	s2 = totals_stored(db);
+	CHECK(strcmp(s1, s2) == 0, "writer: totals equal the rows' aggregates");
+	if (strcmp(s1, s2) != 0)
+		printf("# rows:   %s\n# totals: %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: chain and totals");
+
+	/* Retention deletes the old rows and takes them out of the totals. */
+	CHECK(audit_open(p, 86400, &a, &cause) == 0, "reopen, retention 1 day");
+	audit_start(a, base, &cause);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE host = "
+	    "'old.test'") == 0, "old rows pruned");
+	CHECK(q_int(db, "SELECT count(*) FROM totals_host WHERE host = "
+	    "'old.test'") == 0, "emptied totals dropped");
+	CHECK(q_int(db, "SELECT bytes_down * 10 + connections FROM "
+	    "egress_by_host WHERE host = 'mixed.test'") == 701,
+	    "pruned bytes subtracted");
+	CHECK(q_int(db, "SELECT last_ms FROM totals_host WHERE host = "
+	    "'late.test'") == old + 3, "last time found again below the cut");
+	CHECK(q_int(db, "SELECT last_ms FROM egress_by_host WHERE host = "
+	    "'late.test'") == old + 3, "last allowed time found again");
+	CHECK(q_int(db, "SELECT first_ms FROM instance_totals WHERE instance = "
+	    "'inst-2'") == old + 2, "first time of an instance moved on");
+	CHECK(q_int(db, "SELECT connections FROM instance_totals WHERE instance "
+	    "IS NULL") == 1, "unregistered source: one row left");
+	s1 = totals_recomputed(db);
+	s2 = totals_stored(db);
+	CHECK(strcmp(s1, s2) == 0, "retention: totals equal the rows' aggregates");
+	if (strcmp(s1, s2) != 0)
+		printf("# rows:   %s\n# totals: %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify after pruning: chain and totals");
+	free(p);
+}
+
 int
 main(void)
 {
@@ -456,6 +668,8 @@ main(void)
 	base = event_base_new();
 	test_fresh();
 	test_migrate_v1();
+	test_migrate_v2();
+	test_totals_retention();
 	test_retention();
 	test_removed();
 	event_base_free(base);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "policy/policy.h"
@@ -491,6 +492,7 @@ static void
 test_files(void)
 {
 	char dir[] = "/tmp/ksb-test-policy-XXXXXX", f1[64], f2[64], f3[64];
+	char f4[64];
 	const char *files[3];
 	struct policy *pol = NULL;
 	char *errs = NULL;
@@ -503,6 +505,7 @@ test_files(void)
 	snprintf(f1, sizeof(f1), "%s/a.policy", dir);
 	snprintf(f2, sizeof(f2), "%s/b.policy", dir);
 	snprintf(f3, sizeof(f3), "%s/missing.policy", dir);
+	snprintf(f4, sizeof(f4), "%s/c.policy", dir);
 	fp = fopen(f1, "w");
 	fputs("profile base {\n  allow github.com\n}\n", fp);
 	fclose(fp);
@@ -516,8 +519,16 @@ test_files(void)
 	policy_free(pol);
 	pol = NULL;
 	files[1] = f1;
+	CHECK(policy_load(files, 2, &pol, &errs) == 0 && pol != NULL &&
+	    policy_nfiles(pol) == 1, "a file listed twice is read once");
+	policy_free(pol);
+	pol = NULL;
+	fp = fopen(f4, "w");
+	fputs("profile base {\n}\n", fp);
+	fclose(fp);
+	files[1] = f4;
 	CHECK(policy_load(files, 2, &pol, &errs) == -1 && pol == NULL &&
-	    strstr(errs, "a.policy:1:9: duplicate profile `base' (first "
+	    strstr(errs, "c.policy:1:9: duplicate profile `base' (first "
 	    "defined at ") != NULL, "duplicate profile across files: %s", errs);
 	free(errs);
 	errs = NULL;
@@ -534,7 +545,304 @@ test_files(void)
 	free(errs);
 	unlink(f1);
 	unlink(f2);
+	unlink(f4);
 	rmdir(dir);
+}
+
+/* Effective limits of prof: "c/r" (0 where none). */
+static const char *
+limits_of(const struct policy *pol, const char *prof)
+{
+	static char out[32];
+	int lim[POLICY_NLIMITS];
+
+	if (policy_profile_limits(pol, prof, lim) == -1)
+		return "unknown";
+	snprintf(out, sizeof(out), "%d/%d", lim[POLICY_LIMIT_CONNECTIONS],
+	    lim[POLICY_LIMIT_RATE]);
+	return out;
+}
+
+static void
+limit_cb(enum policy_limit k, int value, const char *profile,
+    const char *file, int line, void *arg)
+{
+	char **acc = arg, *n;
+
+	if (asprintf(&n, "%s%s=%d@%s:%s:%d;", *acc, policy_limit_name(k),
+	    value, profile, file, line) < 0)
+		abort();
+	free(*acc);
+	*acc = n;
+}
+
+static void
+test_limits(void)
+{
+	char *errs = NULL, *acc;
+	struct policy *pol = load(
+	    "profile base {\n"
+	    "    limit connections 2\n"
+	    "    limit rate 10 }\n"
+	    "profile wide {\n"
+	    "    limit connections 50   # comment\n"
+	    "}\n"
+	    "profile dev extends base {\n"
+	    "    allow x.example.com\n"
+	    "}\n"
+	    "profile mid extends base { limit connections 8 }\n"
+	    "profile leaf extends mid {\n}\n"
+	    "profile both extends wide, base {\n}\n"
+	    "profile own extends base { limit rate 1000000 }\n"
+	    "profile free {\n}\n", &errs);
+
+	CHECK(pol != NULL, "limits parse (%s)", errs ? errs : "");
+	if (pol == NULL)
+		goto out;
+	CHECK(strcmp(limits_of(pol, "base"), "2/10") == 0, "own limits");
+	CHECK(strcmp(limits_of(pol, "wide"), "50/0") == 0, "one limit set");
+	CHECK(strcmp(limits_of(pol, "dev"), "2/10") == 0, "inherited");
+	CHECK(strcmp(limits_of(pol, "mid"), "8/10") == 0,
+	    "own value wins over the extended profile's (higher)");
+	CHECK(strcmp(limits_of(pol, "leaf"), "8/10") == 0,
+	    "the nearest override is inherited, not the ancestor's");
+	CHECK(strcmp(limits_of(pol, "both"), "2/10") == 0,
+	    "several extended profiles: the smallest");
+	CHECK(strcmp(limits_of(pol, "own"), "2/1000000") == 0,
+	    "own rate, inherited connections");
+	CHECK(strcmp(limits_of(pol, "free"), "0/0") == 0, "no limits");
+	CHECK(strcmp(limits_of(pol, "nosuch"), "unknown") == 0,
+	    "unknown profile");
+	acc = strdup("");
+	CHECK(policy_foreach_limit(pol, "leaf", limit_cb, &acc) == 2 &&
+	    strcmp(acc, "connections=8@mid:t.policy:10;"
+	    "rate=10@base:t.policy:3;") == 0, "show limits: %s", acc);
+	free(acc);
+	CHECK(policy_foreach_limit(pol, "free", NULL, NULL) == 0 &&
+	    policy_foreach_limit(pol, "nosuch", NULL, NULL) == -1,
+	    "show limits: none, unknown");
+	CHECK(strcmp(policy_limit_name(POLICY_LIMIT_RATE), "rate") == 0 &&
+	    policy_limit_name(POLICY_NLIMITS) == NULL, "limit names");
+out:
+	policy_free(pol);
+	free(errs);
+
+	expect_error("profile a {\n limit connections 0\n}\n",
+	    "t.policy:2:20: invalid limit `0': want a whole number from 1 to "
+	    "1000000");
+	expect_error("profile a {\n limit rate 1000001\n}\n",
+	    "t.policy:2:13: invalid limit `1000001': want a whole number from "
+	    "1 to 1000000");
+	expect_error("profile a {\n limit rate -3\n}\n",
+	    "t.policy:2:13: invalid limit `-3': want a whole number from 1 to "
+	    "1000000");
+	expect_error("profile a {\n limit rate 99999999999999999999\n}\n",
+	    "t.policy:2:13: invalid limit `99999999999999999999': want a whole "
+	    "number from 1 to 1000000");
+	expect_error("profile a {\n limit bandwidth 5\n}\n",
+	    "t.policy:2:8: unknown limit `bandwidth': want `connections' or "
+	    "`rate'");
+	expect_error("profile a {\n limit\n}\n",
+	    "t.policy:2:2: `limit' needs a name and a value: `limit "
+	    "connections N' or `limit rate N'");
+	expect_error("profile a {\n limit rate }\n",
+	    "t.policy:2:2: `limit rate' needs a value");
+	expect_error("profile a {\n limit rate 5 6\n}\n",
+	    "t.policy:2:15: unexpected `6' after limit (one setting per line)");
+	expect_error("profile a {\n limit rate 5\n limit rate 5\n}\n",
+	    "t.policy:3:2: duplicate `limit rate' (first at t.policy:2)");
+	expect_error("limit rate 5\n",
+	    "t.policy:1:1: `limit' outside a profile");
+}
+
+/* Write text to dir/name. */
+static void
+put(const char *dir, const char *name, const char *text)
+{
+	char path[256];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if ((fp = fopen(path, "w")) == NULL)
+		abort();
+	fputs(text, fp);
+	fclose(fp);
+}
+
+/* Load dir/main.policy from disk; NULL and *errs on error. */
+static struct policy *
+load_main(const char *dir, char **errs)
+{
+	char path[256];
+	const char *files[1] = { path };
+	struct policy *pol = NULL;
+
+	free(*errs);
+	*errs = NULL;
+	snprintf(path, sizeof(path), "%s/main.policy", dir);
+	if (policy_load(files, 1, &pol, errs) != 0)
+		return NULL;
+	return pol;
+}
+
+/* Load the files of pol again from buffers, as the proxy process does,
+ * under names that do not exist on disk; 1 if the digests agree. */
+static int
+reload_from_buffers(const struct policy *pol)
+{
+	const char *names[16], *texts[16];
+	size_t lens[16], i, n = policy_nfiles(pol);
+	struct policy *again = NULL;
+	char *errs = NULL;
+	int ok;
+
+	if (n > 16)
+		return 0;
+	for (i = 0; i < n; i++)
+		policy_file(pol, i, &names[i], &texts[i], &lens[i]);
+	ok = policy_load_buffers(names, texts, lens, n, &again, &errs) == 0 &&
+	    strcmp(policy_digest(again), policy_digest(pol)) == 0 &&
+	    policy_nfiles(again) == n;
+	if (!ok)
+		printf("# buffer load: %s\n", errs ? errs : "digest differs");
+	policy_free(again);
+	free(errs);
+	return ok;
+}
+
+static void
+test_includes(void)
+{
+	char dir[] = "/tmp/ksb-test-include-XXXXXX", sub[64], cmd[128], d1[65];
+	const char *name, *names[3], *texts[3];
+	size_t lens[3];
+	struct policy *pol = NULL;
+	char *errs = NULL;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(sub, sizeof(sub), "%s/inc.d", dir);
+	mkdir(sub, 0700);
+	put(dir, "main.policy",
+	    "include \"base.inc\"   # the base\n"
+	    "include \"./inc.d/*.inc\"\n"
+	    "profile dev extends base, tools {\n"
+	    "    allow dev.example.com\n"
+	    "}\n");
+	put(dir, "base.inc", "profile base {\n    allow github.com\n"
+	    "    limit connections 2\n}\n");
+	put(sub, "b.inc", "include \"../base.inc\"\n"
+	    "profile tools { allow tools.example.com }\n");
+	put(sub, "a.inc", "profile extra {\n}\n");
+	pol = load_main(dir, &errs);
+	CHECK(pol != NULL, "includes load (%s)", errs ? errs : "");
+	if (pol == NULL)
+		goto out;
+	CHECK(allow(pol, "dev", "github.com", 443) &&
+	    allow(pol, "dev", "tools.example.com", 443) &&
+	    policy_has_profile(pol, "extra") &&
+	    strcmp(limits_of(pol, "dev"), "2/0") == 0,
+	    "included profiles extended, limit inherited across files");
+	/* main, base.inc, inc.d/a.inc, inc.d/b.inc (sorted); b.inc's
+	 * "../base.inc" is DIR/base.inc again: read once. */
+	CHECK(policy_nfiles(pol) == 4, "files in load order: %zu",
+	    policy_nfiles(pol));
+	policy_file(pol, 1, &name, NULL, NULL);
+	CHECK(strstr(name, "/base.inc") != NULL && strstr(name, "/./") ==
+	    NULL, "include relative to the includer, `.' removed: %s", name);
+	policy_file(pol, 2, &name, NULL, NULL);
+	CHECK(strstr(name, "/inc.d/a.inc") != NULL, "glob sorted: %s", name);
+	CHECK(reload_from_buffers(pol), "buffer load of the same files "
+	    "resolves includes without the filesystem, same digest");
+	snprintf(d1, sizeof(d1), "%s", policy_digest(pol));
+	policy_free(pol);
+	put(dir, "base.inc", "profile base {\n    allow github.com\n"
+	    "    limit connections 3\n}\n");
+	pol = load_main(dir, &errs);
+	CHECK(pol != NULL && strcmp(policy_digest(pol), d1) != 0 &&
+	    strcmp(limits_of(pol, "dev"), "3/0") == 0,
+	    "the digest covers included files");
+	policy_free(pol);
+
+	/* Errors, each at the include line and column. */
+	put(sub, "b.inc", "include \"../main.policy\"\n");
+	pol = load_main(dir, &errs);
+	CHECK(pol == NULL && errs != NULL && strstr(errs, "/inc.d/b.inc:1:9: "
+	    "include cycle: ") != NULL && strstr(errs, "main.policy -> ") !=
+	    NULL, "include cycle: %s", errs);
+	put(sub, "b.inc", "include \"missing.inc\"\n");
+	pol = load_main(dir, &errs);
+	CHECK(pol == NULL && errs != NULL && strstr(errs, "/inc.d/b.inc:1:9: "
+	    "include `missing.inc': ") != NULL && strstr(errs,
+	    "/inc.d/missing.inc: No such file or directory") != NULL,
+	    "missing include: %s", errs);
+	put(sub, "b.inc", "include \"none/*.inc\"\n"
+	    "include \"*.nothing\"\n");
+	pol = load_main(dir, &errs);
+	CHECK(pol == NULL && errs != NULL && strstr(errs, "/inc.d/b.inc:1:9: "
+	    "include `none/*.inc' matches no file") != NULL && strstr(errs,
+	    "/inc.d/b.inc:2:9: include `*.nothing' matches no file") != NULL,
+	    "glob matching nothing: %s", errs);
+	put(sub, "b.inc", "include \"b.inc\"\n");
+	pol = load_main(dir, &errs);
+	CHECK(pol == NULL && errs != NULL && strstr(errs, "/inc.d/b.inc:1:9: "
+	    "include cycle: ") != NULL && strstr(errs, "b.inc -> ") != NULL,
+	    "self include: %s", errs);
+	snprintf(cmd, sizeof(cmd), "%s/b.inc", sub);
+	unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/a.inc", sub);
+	unlink(cmd);
+	rmdir(sub);
+	snprintf(cmd, sizeof(cmd), "%s/base.inc", dir);
+	unlink(cmd);
+	snprintf(cmd, sizeof(cmd), "%s/main.policy", dir);
+	unlink(cmd);
+	rmdir(dir);
+
+	/* Buffers only: names need not exist; a diamond is read once. */
+	names[0] = "/nonexistent/p/main.policy";
+	texts[0] = "include \"a.inc\"\ninclude \"b/*.inc\"\n"
+	    "profile m extends a, b {\n}\n";
+	names[1] = "/nonexistent/p/a.inc";
+	texts[1] = "include \"b/c.inc\"\nprofile a extends c { }\n";
+	names[2] = "/nonexistent/p/b/c.inc";
+	texts[2] = "profile c { limit rate 4 }\nprofile b { }\n";
+	lens[0] = strlen(texts[0]);
+	lens[1] = strlen(texts[1]);
+	lens[2] = strlen(texts[2]);
+	free(errs);
+	errs = NULL;
+	CHECK(policy_load_buffers(names, texts, lens, 3, &pol, &errs) == 0 &&
+	    policy_nfiles(pol) == 3 && strcmp(limits_of(pol, "m"), "0/4") == 0,
+	    "buffers: includes by name, diamond read once (%s)",
+	    errs ? errs : "");
+	policy_free(pol);
+	pol = NULL;
+	CHECK(policy_load_buffers(names, texts, lens, 1, &pol, &errs) == -1 &&
+	    strstr(errs, "main.policy:1:9: include `a.inc': "
+	    "`/nonexistent/p/a.inc' is not among the policy files given") !=
+	    NULL && strstr(errs, "main.policy:2:9: include `b/*.inc' matches "
+	    "no file") != NULL, "buffers: a file not given: %s", errs);
+
+	/* Syntax. */
+	expect_error("include base.inc\n",
+	    "t.policy:1:9: `include' needs a quoted path: include \"FILE\"");
+	expect_error("include \"base.inc\n",
+	    "t.policy:1:9: `include' needs a quoted path: include \"FILE\"");
+	expect_error("include\n",
+	    "t.policy:1:1: `include' needs a quoted path: include \"FILE\"");
+	expect_error("include \"\"\n",
+	    "t.policy:1:9: invalid include path `'");
+	expect_error("include \"x.inc\" extra\n",
+	    "t.policy:1:17: unexpected `extra' after include");
+	expect_error("profile a {\n include \"x.inc\"\n}\n",
+	    "t.policy:2:2: `include' inside profile `a': includes go between "
+	    "profiles");
+out:
+	policy_free(pol);
+	free(errs);
 }
 
 /* Read a whole file into a malloc'd NUL-terminated string, or NULL. */
@@ -616,6 +924,19 @@ show_cb(const char *text, const char *profile, const char *file, int line,
 }
 
 static void
+show_limit_cb(enum policy_limit k, int value, const char *profile,
+    const char *file, int line, void *arg)
+{
+	char **acc = arg, *n;
+
+	if (asprintf(&n, "%s  limit %s %d\t# %s (%s:%d)\n", *acc,
+	    policy_limit_name(k), value, profile, file, line) < 0)
+		abort();
+	free(*acc);
+	*acc = n;
+}
+
+static void
 test_golden(void)
 {
 	char *path, *text, *errs = NULL, *acc, *n;
@@ -656,6 +977,7 @@ test_golden(void)
 				abort();
 			free(acc);
 			acc = n;
+			policy_foreach_limit(pol, name, show_limit_cb, &acc);
 			cnt = policy_foreach_rule(pol, name, show_cb, &acc);
 			n = NULL;
 			if (asprintf(&n, "%s  (%d rules)\n", acc, cnt) < 0)
@@ -938,6 +1260,8 @@ main(void)
 	test_errors();
 	test_ok_syntax();
 	test_files();
+	test_limits();
+	test_includes();
 	test_golden();
 	test_rule_order();
 	test_scale();
