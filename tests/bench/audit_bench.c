@@ -7,7 +7,7 @@
  *
  *	audit_bench DIR SECONDS N...
  *	audit_bench -g PATH ROWS
- *	audit_bench -o PATH
+ *	audit_bench -o PATH [RETENTION_S]
  *
  * Prints one line per N: clients, allowed rows committed (each followed
  * by its close record, not counted), rows/s, mean and max wait from
@@ -16,7 +16,8 @@
  * same writer (tests/bench/audit_views.sh measures queries on it): 50
  * instances, 2000 hosts (a few hot ones), 10% denied, every allowed
  * tunnel closed, decision times spread over the last 90 days.  -o opens
- * (and so migrates) a database and prints how long that took.
+ * (and so migrates) a database, prunes it if RETENTION_S is given, and
+ * prints how long that took.
  * Not part of `make check' (tests/bench/audit.sh runs it).
  */
 #include <stdio.h>
@@ -182,17 +183,19 @@ main(int argc, char **argv)
 	if (argc < 4 && !(argc == 3 && strcmp(argv[1], "-o") == 0)) {
 		fprintf(stderr, "usage: audit_bench DIR SECONDS N...\n"
 		    "       audit_bench -g PATH ROWS\n"
-		    "       audit_bench -o PATH\n");
+		    "       audit_bench -o PATH [RETENTION_S]\n");
 		return 2;
 	}
 	log_init("audit_bench", 0);
-	if (argc == 3 && strcmp(argv[1], "-o") == 0) {
+	if (argc >= 3 && strcmp(argv[1], "-o") == 0) {
 		int64_t t = util_mono_ms();
 
 		log_init("audit_bench", 1);
-		if (audit_open(argv[2], 0, &a, &cause) == -1)
+		base = event_base_new();
+		if (audit_open(argv[2], argc > 3 ? atol(argv[3]) : 0, &a,
+		    &cause) == -1 || audit_start(a, base, &cause) == -1)
 			fatalx("%s", cause);
-		audit_free(a);
+		audit_free(a);	/* after the writer's first pruning */
 		printf("opened in %.1f s\n", (util_mono_ms() - t) / 1000.0);
 		return 0;
 	}
