@@ -25,6 +25,13 @@ void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+/*
+ * log_set_fatal: for a forked process: after their line, fatal* call
+ * cb(text) (the message without the program name; cb must not call
+ * fatal*) and then _exit(1), not exit(1): no atexit handlers,
+ * no flush of stdio buffers copied from the parent.  NULL: exit(1) again.
+ */
+void log_set_fatal(void (*cb)(const char *text));
 
 /*
  * log_escape: copy untrusted bytes into dst (size dstsz, always

@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 
 static const char *log_prog = "ksb";
 static int log_level;
+static void (*log_fatal_cb)(const char *);
 
 void
 log_init(const char *progname, int verbose)
@@ -24,8 +26,16 @@ log_verbose(void)
 	return log_level;
 }
 
+void
+log_set_fatal(void (*cb)(const char *text))
+{
+	log_fatal_cb = cb;
+}
+
+/* Write one line; with line set, also leave the message (no prefix) there. */
 static void
-log_vwrite(const char *fmt, va_list ap, const char *err)
+log_vwrite_line(const char *fmt, va_list ap, const char *err, char *line,
+    size_t size)
 {
 	char buf[2048];
 
@@ -34,6 +44,30 @@ log_vwrite(const char *fmt, va_list ap, const char *err)
 		fprintf(stderr, "%s: %s: %s\n", log_prog, buf, err);
 	else
 		fprintf(stderr, "%s: %s\n", log_prog, buf);
+	/* Truncated to size: the return values tell, and do not matter. */
+	if (line != NULL && err != NULL) {
+		if (snprintf(line, size, "%s: %s", buf, err) < 0)
+			line[0] = '\0';
+	} else if (line != NULL) {
+		if (snprintf(line, size, "%s", buf) < 0)
+			line[0] = '\0';
+	}
+}
+
+static void
+log_vwrite(const char *fmt, va_list ap, const char *err)
+{
+	log_vwrite_line(fmt, ap, err, NULL, 0);
+}
+
+/* After the fatal line: exit(1), or the hook and _exit(1) (see header). */
+static void __attribute__((noreturn))
+log_fatal_exit(const char *line)
+{
+	if (log_fatal_cb == NULL)
+		exit(1);
+	log_fatal_cb(line);
+	_exit(1);
 }
 
 void
@@ -85,10 +119,12 @@ fatal(const char *fmt, ...)
 	va_list ap;
 	const char *err = strerror(errno);
 
+	char line[2048];
+
 	va_start(ap, fmt);
-	log_vwrite(fmt, ap, err);
+	log_vwrite_line(fmt, ap, err, line, sizeof(line));
 	va_end(ap);
-	exit(1);
+	log_fatal_exit(line);
 }
 
 void
@@ -96,10 +132,12 @@ fatalx(const char *fmt, ...)
 {
 	va_list ap;
 
+	char line[2048];
+
 	va_start(ap, fmt);
-	log_vwrite(fmt, ap, NULL);
+	log_vwrite_line(fmt, ap, NULL, line, sizeof(line));
 	va_end(ap);
-	exit(1);
+	log_fatal_exit(line);
 }
 
 char *

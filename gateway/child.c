@@ -15,7 +15,9 @@
  * the kernel's administrative calls.  It then runs proxy.c and resolve.c.
  * Audit rows go to the parent (MSG_AUDIT_DECISION); an allowed tunnel
  * relays only after the parent's MSG_AUDIT_COMMITTED with ok set.
- * Anything malformed from the parent, or the parent gone: exit.
+ * Anything malformed from the parent, or the parent gone: exit.  Every
+ * exit is _exit (stdio and atexit handlers are the parent's); a fatal
+ * error is sent to the parent first (MSG_FATAL), which logs it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -73,6 +75,22 @@ child_send(uint16_t type, uint32_t id, const void *p, size_t len)
 		log_warn("proxy: to the parent");
 		_exit(1);
 	}
+}
+
+/*
+ * log_set_fatal hook: the parent learns why (MSG_FATAL, which it escapes
+ * and logs) before fatal _exits.  Best effort: no fatal from here.
+ */
+static void
+child_fatal(const char *text)
+{
+	struct msg_fatal m;
+
+	if (child_sock == -1)
+		return;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.text, sizeof(m.text), "%s", text);
+	(void)msg_send(child_sock, MSG_FATAL, 0, &m, sizeof(m), -1);
 }
 
 static void
@@ -192,9 +210,7 @@ child_instance(const struct msg_instance *m, int add)
 	struct instance row, *inst;
 	char *cause = NULL;
 
-	if (!msg_str_ok(m->id, sizeof(m->id)) ||
-	    !msg_str_ok(m->profile, sizeof(m->profile)) ||
-	    !msg_str_ok(m->tap, sizeof(m->tap)))
+	if (msg_instance_check(m) == -1)
 		fatalx("proxy: malformed instance from the parent");
 	inst = registry_find_addr(m->addr);
 	if (inst != NULL && (!add || strcmp(inst->id, m->id) != 0)) {
@@ -291,7 +307,7 @@ child_addrs(const struct msg_addrs *m)
 {
 	size_t i;
 
-	if (m->n > MSG_ADDRS_MAX)
+	if (msg_addrs_check(m) == -1)
 		fatalx("proxy: malformed address list from the parent");
 	memset(child_own, 0, sizeof(child_own));
 	for (i = 0; i < m->n; i++) {
@@ -305,8 +321,7 @@ child_addrs(const struct msg_addrs *m)
 
 			s->sin6_family = AF_INET6;
 			memcpy(&s->sin6_addr, m->a[i].addr, 16);
-		} else
-			fatalx("proxy: malformed address list from the parent");
+		}
 	}
 	child_nown = m->n;
 }
@@ -607,6 +622,8 @@ child_main(struct gateway *gw, int sock)
 	int lfd, sfd;
 
 	child_gw = gw;
+	child_sock = sock;
+	log_set_fatal(child_fatal);
 	child_set_title("ksb-proxy");
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_IGN);

@@ -432,6 +432,8 @@ enum msg_type {
 					   answer with MSG_AUDIT_COMMITTED */
 	MSG_AUDIT_CLOSE,		/* id: the decision's; struct msg_close */
 	MSG_POLICY_DONE,		/* struct msg_int: tunnels revoked */
+	MSG_FATAL,			/* struct msg_fatal: its last words
+					   before _exit */
 };
 struct msg_int {
 	int32_t v;
@@ -481,6 +483,10 @@ struct msg_close {
 	int32_t forget;			/* 1: no close record, drop the row */
 	char reason[48];
 };
+#define MSG_FATAL_MAX 240
+struct msg_fatal {
+	char text[MSG_FATAL_MAX];	/* NUL-terminated; untrusted */
+};
 /*
  * msg_send: one message (payload len <= MSG_PAYLOAD_MAX), with fd >= 0
  * passed along (SCM_RIGHTS).  0, or -1 and errno (EAGAIN on a full
@@ -496,6 +502,25 @@ int msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
  * its type, an unexpected descriptor).
  */
 int msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd);
+/*
+ * msg_parse: check one received packet, buf (len bytes: the header, then
+ * the payload at buf + sizeof(*hdr)); has_fd: a descriptor came with it.
+ * No I/O.  0 and *hdr filled (a known type, its exact payload size, a
+ * descriptor with MSG_POLICY only), or -1 and errno EBADMSG.
+ */
+int msg_parse(const uint8_t *buf, size_t len, int has_fd,
+    struct msg_hdr *hdr);
+/*
+ * Per-type payload checks, after msg_parse: every string NUL-terminated
+ * within its field, flags and counts in range.  0 valid, -1 not.
+ * msg_row_check: id != 0 exactly when allow is 1.  msg_addrs_check: n <=
+ * MSG_ADDRS_MAX, each family AF_INET or AF_INET6.
+ */
+int msg_row_check(uint32_t id, const struct msg_row *m);
+int msg_close_check(const struct msg_close *m);
+int msg_fatal_check(const struct msg_fatal *m);
+int msg_instance_check(const struct msg_instance *m);
+int msg_addrs_check(const struct msg_addrs *m);
 /* A string field: NUL-terminated within its size?  1 or 0. */
 int msg_str_ok(const char *s, size_t size);
 /* Control-message room for one descriptor (SCM_RIGHTS, unix(7)). */

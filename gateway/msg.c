@@ -5,6 +5,8 @@
  * receiver only ever sees a known type with a payload of its exact size.
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -35,6 +37,8 @@ msg_size(uint16_t type)
 		return sizeof(struct msg_row);
 	case MSG_AUDIT_CLOSE:
 		return sizeof(struct msg_close);
+	case MSG_FATAL:
+		return sizeof(struct msg_fatal);
 	default:
 		return -1;
 	}
@@ -95,23 +99,67 @@ msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
 }
 
 int
+msg_parse(const uint8_t *buf, size_t len, int has_fd, struct msg_hdr *hdr)
+{
+	struct msg_hdr h;
+	ssize_t want;
+
+	if (len < sizeof(h))
+		goto bad;
+	memcpy(&h, buf, sizeof(h));
+	if (len - sizeof(h) != h.len || h.len > MSG_PAYLOAD_MAX)
+		goto bad;
+	if ((want = msg_size(h.type)) < 0 || want != (ssize_t)h.len)
+		goto bad;
+	if ((has_fd != 0) != (h.type == MSG_POLICY))
+		goto bad;
+	*hdr = h;
+	return 0;
+bad:
+	errno = EBADMSG;
+	return -1;
+}
+
+/* Close every descriptor that came in m's SCM_RIGHTS control messages. */
+static void
+msg_fds_close(struct msghdr *m)
+{
+	struct cmsghdr *cm;
+	size_t i, n;
+	int fd;
+
+	for (cm = CMSG_FIRSTHDR(m); cm != NULL; cm = CMSG_NXTHDR(m, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET ||
+		    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	}
+}
+
+int
 msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
 {
-	struct iovec iov[2];
+	union {
+		struct msg_hdr h;
+		uint8_t b[sizeof(struct msg_hdr) + MSG_PAYLOAD_MAX];
+	} pkt;
+	struct iovec iov;
 	struct msghdr m;
 	union msg_fd_buf u;
 	struct cmsghdr *cm;
-	ssize_t n, want;
+	ssize_t n;
 	int got = -1;
 
 	*fd = -1;
-	iov[0].iov_base = hdr;
-	iov[0].iov_len = sizeof(*hdr);
-	iov[1].iov_base = payload;
-	iov[1].iov_len = MSG_PAYLOAD_MAX;
+	iov.iov_base = pkt.b;
+	iov.iov_len = sizeof(pkt.b);
 	memset(&m, 0, sizeof(m));
-	m.msg_iov = iov;
-	m.msg_iovlen = 2;
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
 	m.msg_control = u.buf;
 	m.msg_controllen = sizeof(u.buf);
 	do
@@ -130,19 +178,70 @@ msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
 	}
 	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		goto bad;
-	if ((size_t)n < sizeof(*hdr) || (size_t)n - sizeof(*hdr) != hdr->len)
+	if (msg_parse(pkt.b, (size_t)n, got != -1, hdr) == -1)
 		goto bad;
-	if ((want = msg_size(hdr->type)) < 0 || want != (ssize_t)hdr->len)
-		goto bad;
-	if ((got != -1) != (hdr->type == MSG_POLICY))
-		goto bad;
+	memcpy(payload, pkt.b + sizeof(*hdr), hdr->len);
 	*fd = got;
 	return 1;
 bad:
-	if (got != -1)
-		close(got);
+	/* Every descriptor that came, however many (two fit in u). */
+	msg_fds_close(&m);
 	errno = EBADMSG;
 	return -1;
+}
+
+int
+msg_row_check(uint32_t id, const struct msg_row *m)
+{
+	if (!msg_str_ok(m->instance, sizeof(m->instance)) ||
+	    !msg_str_ok(m->profile, sizeof(m->profile)) ||
+	    !msg_str_ok(m->client_addr, sizeof(m->client_addr)) ||
+	    !msg_str_ok(m->host, sizeof(m->host)) ||
+	    !msg_str_ok(m->sni, sizeof(m->sni)) ||
+	    !msg_str_ok(m->upstream_addr, sizeof(m->upstream_addr)) ||
+	    !msg_str_ok(m->reason, sizeof(m->reason)) ||
+	    !msg_str_ok(m->digest, sizeof(m->digest)) ||
+	    (m->allow != 0 && m->allow != 1) || (m->allow == 1) != (id != 0))
+		return -1;
+	return 0;
+}
+
+int
+msg_close_check(const struct msg_close *m)
+{
+	if (!msg_str_ok(m->reason, sizeof(m->reason)) ||
+	    (m->forget != 0 && m->forget != 1))
+		return -1;
+	return 0;
+}
+
+int
+msg_fatal_check(const struct msg_fatal *m)
+{
+	return msg_str_ok(m->text, sizeof(m->text)) ? 0 : -1;
+}
+
+int
+msg_instance_check(const struct msg_instance *m)
+{
+	if (!msg_str_ok(m->id, sizeof(m->id)) ||
+	    !msg_str_ok(m->profile, sizeof(m->profile)) ||
+	    !msg_str_ok(m->tap, sizeof(m->tap)))
+		return -1;
+	return 0;
+}
+
+int
+msg_addrs_check(const struct msg_addrs *m)
+{
+	uint32_t i;
+
+	if (m->n > MSG_ADDRS_MAX)
+		return -1;
+	for (i = 0; i < m->n; i++)
+		if (m->a[i].family != AF_INET && m->a[i].family != AF_INET6)
+			return -1;
+	return 0;
 }
 
 int

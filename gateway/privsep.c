@@ -39,6 +39,7 @@
 #define PRIVSEP_TICK_MS 100		/* audit state and addresses */
 #define PRIVSEP_ADDRS_MS 1000
 #define PRIVSEP_WAIT_MS 5000		/* reload answer, shutdown */
+#define PRIVSEP_REAP_MS 200		/* an exiting proxy, before SIGKILL */
 #define PRIVSEP_SNDBUF (4 << 20)
 
 /* An allowed row of the proxy process, by its id. */
@@ -80,7 +81,8 @@ privsep_write_all(int fd, const void *p, size_t len)
 	}
 	return 0;
 }
-static void privsep_lost(const char *why);
+static void privsep_lost(const char *why, int exiting);
+static void privsep_schedule(int64_t now);
 
 /* Send to the proxy process; on failure it is restarted. */
 static int
@@ -141,15 +143,7 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	struct privsep_row *pr = NULL;
 	struct msg_int no = { 0 };
 
-	if (!msg_str_ok(m->instance, sizeof(m->instance)) ||
-	    !msg_str_ok(m->profile, sizeof(m->profile)) ||
-	    !msg_str_ok(m->client_addr, sizeof(m->client_addr)) ||
-	    !msg_str_ok(m->host, sizeof(m->host)) ||
-	    !msg_str_ok(m->sni, sizeof(m->sni)) ||
-	    !msg_str_ok(m->upstream_addr, sizeof(m->upstream_addr)) ||
-	    !msg_str_ok(m->reason, sizeof(m->reason)) ||
-	    !msg_str_ok(m->digest, sizeof(m->digest)) ||
-	    (m->allow != 0 && m->allow != 1) || (m->allow == 1) != (id != 0))
+	if (msg_row_check(id, m) == -1)
 		return -1;
 	memset(&r, 0, sizeof(r));
 	r.instance = privsep_null(m->instance, m->nulls, MSG_ROW_NULL_INSTANCE);
@@ -191,8 +185,7 @@ privsep_close(uint32_t id, const struct msg_close *m)
 {
 	struct privsep_row *r;
 
-	if (!msg_str_ok(m->reason, sizeof(m->reason)) ||
-	    (m->forget != 0 && m->forget != 1))
+	if (msg_close_check(m) == -1)
 		return -1;
 	if ((r = privsep_row_take(id)) == NULL)
 		return 0;	/* failed commit, already dropped */
@@ -233,38 +226,53 @@ privsep_read(int *revoked)
 	static union {
 		uint8_t b[MSG_PAYLOAD_MAX];
 		struct msg_row row;
+		struct msg_fatal fatal;
 	} p;
 	struct msg_hdr h;
-	int r, fd, old = revoked ? *revoked : 0;
+	char esc[MSG_FATAL_MAX * 4 + 1], why[sizeof(esc) + 32];
+	int r, fd;
 
 	while (privsep_sock != -1) {
 		r = msg_recv(privsep_sock, &h, &p, &fd);
 		if (r == -1 && errno == EAGAIN)
 			return 0;
+		/* It exited with our messages unread: ECONNRESET comes
+		 * first (once), then what it sent (MSG_FATAL), then EOF. */
+		if (r == -1 && errno == ECONNRESET)
+			continue;
 		if (r == 0) {
-			privsep_lost("it exited");
+			privsep_lost("it exited", 1);
 			return -1;
 		}
 		if (r == -1) {
-			if (errno == EBADMSG)
+			int bad = errno == EBADMSG;
+
+			if (bad)
 				log_warnx("proxy process: malformed message");
 			else
 				log_warn("proxy process: receive");
-			privsep_lost("malformed message");
+			privsep_lost(bad ? "malformed message" : "receive error",
+			    0);
 			return -1;
 		}
 		if (fd != -1)
 			close(fd);
+		if (h.type == MSG_FATAL && msg_fatal_check(&p.fatal) == 0) {
+			log_escape(esc, sizeof(esc), p.fatal.text,
+			    strlen(p.fatal.text));
+			snprintf(why, sizeof(why), "failed: %s", esc);
+			privsep_lost(why, 1);
+			return -1;
+		}
 		if (privsep_dispatch(&h, &p, revoked) == -1) {
 			log_warnx("proxy process: bad message type %u",
 			    h.type);
-			privsep_lost("bad message");
+			privsep_lost("bad message", 0);
 			return -1;
 		}
 		if (revoked != NULL && h.type == MSG_POLICY_DONE)
 			return 1;
 	}
-	(void)old;
 	return -1;
 }
 
@@ -350,13 +358,50 @@ privsep_tick_cb(evutil_socket_t fd, short ev, void *arg)
 	evtimer_add(privsep_tick_ev, &tv);
 }
 
+/*
+ * Reap the proxy process: with exiting set (it closed its end, said
+ * MSG_FATAL, or was told to shut down) give it PRIVSEP_REAP_MS to exit on
+ * its own, then SIGKILL.  How it ended goes to how (size bytes): its exit
+ * status or signal, or "" when we killed it.
+ */
+static void
+privsep_reap(pid_t pid, int exiting, char *how, size_t size)
+{
+	int64_t deadline = util_mono_ms() + (exiting ? PRIVSEP_REAP_MS : 0);
+	int status;
+	pid_t r;
+
+	how[0] = '\0';
+	for (;;) {
+		r = waitpid(pid, &status, WNOHANG);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r != 0 || util_mono_ms() >= deadline)
+			break;
+		usleep(5000);
+	}
+	if (r == 0) {
+		kill(pid, SIGKILL);
+		while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
+			;
+		return;
+	}
+	if (r == -1)
+		return;
+	if (WIFEXITED(status))
+		snprintf(how, size, " (exit status %d)", WEXITSTATUS(status));
+	else if (WIFSIGNALED(status))
+		snprintf(how, size, " (killed by signal %d, %s)",
+		    WTERMSIG(status), strsignal(WTERMSIG(status)));
+}
+
 /* Kill and reap the proxy process, forget its rows, schedule a restart. */
 static void
-privsep_lost(const char *why)
+privsep_lost(const char *why, int exiting)
 {
 	struct privsep_row *r, *next;
-	struct timeval tv;
-	int status, i;
+	char how[96] = "";
+	int i;
 	int64_t now = util_mono_ms();
 
 	if (privsep_sock == -1)
@@ -366,11 +411,8 @@ privsep_lost(const char *why)
 	privsep_ev = NULL;
 	close(privsep_sock);
 	privsep_sock = -1;
-	if (privsep_pid > 0) {
-		kill(privsep_pid, SIGKILL);
-		while (waitpid(privsep_pid, &status, 0) == -1 && errno == EINTR)
-			;
-	}
+	if (privsep_pid > 0)
+		privsep_reap(privsep_pid, exiting, how, sizeof(how));
 	/* Its tunnels died with it: close their rows. */
 	for (i = 0; i < PRIVSEP_BUCKETS; i++) {
 		for (r = privsep_rows[i]; r != NULL; r = next) {
@@ -387,9 +429,18 @@ privsep_lost(const char *why)
 		privsep_pid = 0;
 		return;
 	}
-	log_warnx("proxy process %ld: %s; restarting it", (long)privsep_pid,
-	    why);
+	log_warnx("proxy process %ld: %s%s; restarting it",
+	    (long)privsep_pid, why, how);
 	privsep_pid = 0;
+	privsep_schedule(now);
+}
+
+/* Restart the proxy process after the backoff (reset once it lived). */
+static void
+privsep_schedule(int64_t now)
+{
+	struct timeval tv;
+
 	if (now - privsep_started_ms >= PRIVSEP_STABLE_MS)
 		privsep_backoff_ms = PRIVSEP_BACKOFF_MIN_MS;
 	else if (privsep_backoff_ms == 0)
@@ -407,9 +458,9 @@ privsep_restart_cb(evutil_socket_t fd, short ev, void *arg)
 	char *cause = NULL;
 
 	if (privsep_start(&cause) == -1) {
-		log_warnx("proxy process: %s", cause);
+		log_warnx("proxy process: %s; restarting it", cause);
 		free(cause);
-		privsep_lost("cannot start it");
+		privsep_schedule(util_mono_ms());
 	}
 }
 
@@ -482,7 +533,7 @@ privsep_shutdown(void)
 		while (privsep_sock != -1 && privsep_poll(deadline))
 			(void)privsep_read(NULL);
 	}
-	privsep_lost("shutdown");
+	privsep_lost("shutdown", 0);
 	if (privsep_restart_ev != NULL)
 		event_free(privsep_restart_ev);
 	if (privsep_tick_ev != NULL)
@@ -559,7 +610,7 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 	if (r != 1) {
 		log_warnx("proxy process: no answer to the new policy");
 		if (r == 0)
-			privsep_lost("no answer to the new policy");
+			privsep_lost("no answer to the new policy", 0);
 		return 0;
 	}
 	return revoked < 0 ? 0 : revoked;

@@ -162,3 +162,94 @@ ksb_kernel() {
 ksb_sql() {
 	sqlite3 -bail "$T/state/audit.db" "$1"
 }
+
+# ---- assertions and fake guests shared by the integration and e2e tests -----
+
+# ksb_check DESC EXPR: eval EXPR; print "ok - DESC" or "not ok - DESC" and
+# count it in the caller's $pass or $fails (a failed check does not stop
+# the test: it ends with `[ "$fails" = 0 ]').
+ksb_check() {
+	if eval "$2"; then echo "ok - $1"; pass=$((${pass:-0} + 1))
+	else echo "not ok - $1"; fails=$((${fails:-0} + 1)); fi
+}
+
+# ksb_sql_is WANT QUERY: poll (bounded, 5 s) until QUERY against the audit
+# database prints WANT: the audit writer may lag.  Says what it got if not.
+ksb_sql_is() {
+	local i got
+	for i in $(seq 1 50); do
+		got=$(ksb_sql "$2")
+		[ "$got" = "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "# $2 -> '$got', want '$1'" >&2
+	return 1
+}
+
+# ksb_rows WHERE: the number of audit rows (connections) matching WHERE, now.
+ksb_rows() { ksb_sql "SELECT count(*) FROM connections WHERE $1"; }
+
+# ksb_row_is N WHERE: poll (bounded, 5 s) until exactly N rows match WHERE.
+ksb_row_is() { ksb_sql_is "$1" "SELECT count(*) FROM connections WHERE $2"; }
+
+# ksb_rows_ge N WHERE: poll (bounded, 5 s) until at least N rows match
+# WHERE (denials are written in batches).
+ksb_rows_ge() {
+	local i
+	for i in $(seq 1 50); do
+		[ "$(ksb_rows "$2")" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+# ksb_fake_guest N ID [PROFILE]: a "guest" without QEMU.  Holds a lease for
+# instance ID (profile PROFILE, default `default') through the control
+# socket with tests/integration/ctlhold (needs $HOLD set to it and a
+# running gateway), then puts namespace ksbt-$$-gN on veth kvgN in the
+# bridge ksb0 with the leased address on its eth0.  The veth is not named
+# like a tap, so the bridge's per-tap anti-spoofing rules do not apply; the
+# inet table still admits only leased addresses.  The lease lives while
+# the fd in $HOLDFDn is open: see ksb_unguest.  Fails the test if the
+# REGISTER gets no lease within 5 s.
+ksb_fake_guest() {
+	local n=$1 id=$2 profile=${3:-default} ns=ksbt-$$-g$1 lease fd
+	ip netns add "$ns" 2>/dev/null || true
+	KSB_NETNS="${KSB_NETNS:-} $ns"
+	mkfifo "$T/hold$n"
+	ip netns exec "$GW" "$HOLD" "$T/gateway.sock" "$id" "$profile" \
+		< "$T/hold$n" > "$T/lease$n" 2>&1 &
+	KSB_PIDS="$KSB_PIDS $!"
+	exec {fd}>"$T/hold$n"
+	eval "HOLDFD$n=$fd"
+	for _ in $(seq 1 100); do
+		[ -s "$T/lease$n" ] && break
+		sleep 0.05
+	done
+	lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$n")
+	[ -n "$lease" ] || ksb_fail "REGISTER $id: $(cat "$T/lease$n")"
+	ip link add "kvg$n" netns "$GW" type veth peer name eth0 netns "$ns"
+	ip -n "$GW" link set "kvg$n" master ksb0 up
+	ip -n "$ns" addr add "$lease" dev eth0
+	ip -n "$ns" link set eth0 up
+	ip -n "$ns" link set lo up
+	rm -f "$T/hold$n"
+}
+
+# ksb_unguest N: end fake guest N's lease (close its holder's fd) and
+# delete its veth; its namespace stays until ksb_cleanup.
+ksb_unguest() {
+	local fdv
+	eval "fdv=\$HOLDFD$1"
+	exec {fdv}>&-
+	ip -n "$GW" link del "kvg$1" 2>/dev/null || true
+	rm -f "$T/lease$1"
+}
+
+# ksb_need_built PROG...: skip (77) unless each PROG is built in the build dir.
+ksb_need_built() {
+	local b
+	for b in "$@"; do
+		[ -x "$KSB_BUILDDIR/$b" ] || ksb_skip "$b not built"
+	done
+}

@@ -24,16 +24,13 @@ command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
 [ -x /usr/bin/tmux ] || ksb_skip "needs /usr/bin/tmux (shared into the guest)"
 [ -x /usr/bin/git ] || ksb_skip "needs /usr/bin/git (shared into the guest)"
 [ -x /usr/bin/python3 ] || ksb_skip "needs /usr/bin/python3 (the guest's flooder)"
-for b in ksb-run ksb-guest-init ksb-gatewayd ksbctl; do
-	[ -x "$KSB_BUILDDIR/$b" ] || ksb_skip "$b not built"
-done
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl
 ksb_kernel
 ksb_env
 ksb_origin
 ksb_gateway
 
 fails=0
-check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
 ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
 secs() { echo "$(date +%s.%N) - $1" | bc; }
 I=$T/state/instances
@@ -111,9 +108,9 @@ id=$(timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --
 	--agent 'bash /data/agent.sh' --prompt 'hello' 2>"$T/err")
 echo "detach returned after $(secs "$t0") s: $id"
 cat "$T/err" >&2
-check "--detach printed the ID" '[ "$id" = ag1 ]'
+ksb_check "--detach printed the ID" '[ "$id" = ag1 ]'
 KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/ag1/state")"	# stopped on exit
-check "agent.sock exists" '[ -S "$I/ag1/agent.sock" ]'
+ksb_check "agent.sock exists" '[ -S "$I/ag1/agent.sock" ]'
 
 ksb_say "three turns with prompt --wait: write, commit, push, report done"
 for k in one two three; do
@@ -122,27 +119,27 @@ for k in one two three; do
 	echo "turn round trip $(secs "$t0") s"
 	cat "$T/w-$k"
 done
-check "turn 1 (--prompt) ended done" 'grep -q "^1 done turn 1: ok in /home/agent/work" <(cut -d" " -f2- "$I/ag1/agent.events")'
-check "turn 2 committed, in ~/work" 'grep -q "turn 2 done: turn 2: committed turn2.txt in /home/agent/work" "$T/w-one"'
-check "turn 3 committed" 'grep -q "turn 3 ended: done" "$T/w-two" && grep -q "committed turn3.txt" "$T/w-two"'
-check "turn 4 committed" 'grep -q "turn 4 ended: done" "$T/w-three" && grep -q "committed turn4.txt" "$T/w-three"'
+ksb_check "turn 1 (--prompt) ended done" 'grep -q "^1 done turn 1: ok in /home/agent/work" <(cut -d" " -f2- "$I/ag1/agent.events")'
+ksb_check "turn 2 committed, in ~/work" 'grep -q "turn 2 done: turn 2: committed turn2.txt in /home/agent/work" "$T/w-one"'
+ksb_check "turn 3 committed" 'grep -q "turn 3 ended: done" "$T/w-two" && grep -q "committed turn3.txt" "$T/w-two"'
+ksb_check "turn 4 committed" 'grep -q "turn 4 ended: done" "$T/w-three" && grep -q "committed turn4.txt" "$T/w-three"'
 ctl fetch ag1 --repo "$P" > "$T/fetch" 2>&1 || true
 cat "$T/fetch"
 git -C "$P" log --format='%s' main..refs/remotes/ksb/ag1 > "$T/commits" 2>&1 || true
 cat "$T/commits"
-check "ksbctl fetch shows the three commits" \
+ksb_check "ksbctl fetch shows the three commits" \
 	'[ "$(cat "$T/commits")" = "$(printf "agent: commit three\nagent: commit two\nagent: commit one")" ]'
-check "with the agent's files" '[ "$(git -C "$P" show refs/remotes/ksb/ag1:turn3.txt)" = "commit two" ]'
+ksb_check "with the agent's files" '[ "$(git -C "$P" show refs/remotes/ksb/ag1:turn3.txt)" = "commit two" ]'
 
 ksb_say "status and attach"
 ctl status ag1 > "$T/status"
 cat "$T/status"
-check "status shows state and turn" 'grep -q "^agent: *done, turn 4 (4 given)" "$T/status"'
-check "status shows the last report" 'grep -q "^report: *turn 4: committed turn4.txt" "$T/status"'
+ksb_check "status shows state and turn" 'grep -q "^agent: *done, turn 4 (4 given)" "$T/status"'
+ksb_check "status shows the last report" 'grep -q "^report: *turn 4: committed turn4.txt" "$T/status"'
 ctl status ag1 --json > "$T/status.json"
-check "status --json has the agent" 'grep -q "\"agent\":{\"state\":\"done\",\"turn\":4,\"turns\":4," "$T/status.json"'
+ksb_check "status --json has the agent" 'grep -q "\"agent\":{\"state\":\"done\",\"turn\":4,\"turns\":4," "$T/status.json"'
 timeout 3 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" attach ag1 < /dev/null > "$T/attach" 2>&1 || true
-check "attach shows the agent's tmux pane" 'grep -aq "commit three" "$T/attach"'
+ksb_check "attach shows the agent's tmux pane" 'grep -aq "commit three" "$T/attach"'
 
 ksb_say "a client killed mid-turn; the prompt resent with its key"
 ctl prompt ag1 "sleep 4" --key ks --wait > "$T/ks1" 2>&1 &
@@ -152,10 +149,10 @@ kill "$kp"; wait "$kp" 2>/dev/null || true
 cat "$T/ks1"
 ctl prompt ag1 "sleep 4" --key ks --wait --json > "$T/ks2" || true
 cat "$T/ks2"
-check "the resend is the same turn" 'grep -q "turn 5 delivered" "$T/ks1" && grep -q "\"turn\":5,\"dup\":true" "$T/ks2"'
-check "it ended once, done, by the agent's 5th line" \
+ksb_check "the resend is the same turn" 'grep -q "turn 5 delivered" "$T/ks1" && grep -q "\"turn\":5,\"dup\":true" "$T/ks2"'
+ksb_check "it ended once, done, by the agent's 5th line" \
 	'[ "$(grep -c "\"event\":\"end\"" "$T/ks2")" = 1 ] && grep -q "turn 5: slept" "$T/ks2"'
-check "agent.events: turn 5 ended once" '[ "$(grep -c "^[0-9]* 5 done " "$I/ag1/agent.events")" = 1 ]'
+ksb_check "agent.events: turn 5 ended once" '[ "$(grep -c "^[0-9]* 5 done " "$I/ag1/agent.events")" = 1 ]'
 
 ksb_say "the agent floods ksb-report and its pane; a prompt still gets through"
 rp=$(sed -n 's/^pid=//p' "$I/ag1/state")
@@ -170,10 +167,10 @@ t0=$(date +%s.%N)
 ctl prompt ag1 "commit during the flood" --wait > "$T/f2" || true
 echo "turn round trip during the flood: $(secs "$t0") s"
 cat "$T/f2"
-check "a prompt during the flood was delivered and ended done" \
+ksb_check "a prompt during the flood was delivered and ended done" \
 	'grep -q "turn 7 delivered" "$T/f2" && grep -q "turn 7: committed turn7.txt" "$T/f2"'
 for _ in $(seq 1 300); do grep -aq "FLOOD END" "$I/ag1/agent.log" && break; sleep 0.1; done
-check "the flood ran to its end" 'grep -aq "FLOOD END" "$I/ag1/agent.log"'
+ksb_check "the flood ran to its end" 'grep -aq "FLOOD END" "$I/ag1/agent.log"'
 grep -a "FLOOD END" "$I/ag1/agent.log" | tail -n 1
 rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
 hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$rp/status")
@@ -182,45 +179,45 @@ ev1=$(stat -c %s "$I/ag1/agent.events")
 lg1=$(wc -l < "$I/ag1/ksb-run.log")
 echo "ksb-run: RSS $rss0 -> $rss1 KiB (peak $hwm), CPU $(( (cpu1 - cpu0) * 10 )) ms," \
 	"agent.events +$((ev1 - ev0)) bytes, ksb-run.log +$((lg1 - lg0)) lines"
-check "ksb-run alive, memory bounded (RSS +$((rss1 - rss0)) KiB)" \
+ksb_check "ksb-run alive, memory bounded (RSS +$((rss1 - rss0)) KiB)" \
 	'kill -0 "$rp" && [ $((rss1 - rss0)) -lt 8192 ]'
-check "agent.events and ksb-run.log stay small" '[ $((ev1 - ev0)) -lt 1048576 ] && [ $((lg1 - lg0)) -lt 50 ]'
-check "no forged frame took effect" '! grep -q "forged$" <(grep -E "^[0-9]+ [0-9]+ done" "$I/ag1/agent.events")'
+ksb_check "agent.events and ksb-run.log stay small" '[ $((ev1 - ev0)) -lt 1048576 ] && [ $((lg1 - lg0)) -lt 50 ]'
+ksb_check "no forged frame took effect" '! grep -q "forged$" <(grep -E "^[0-9]+ [0-9]+ done" "$I/ag1/agent.events")'
 
 ksb_say "gateway restart: the lease is resumed"
 kill -TERM "$KSB_GATEWAY_PID"
 timeout 20 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 ksb_gateway
 for _ in $(seq 1 300); do grep -q "lease resumed" "$I/ag1/ksb-run.log" && break; sleep 0.1; done
-check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.log"'
+ksb_check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.log"'
 ctl prompt ag1 "curl please" --wait > "$T/w-curl" || true
 cat "$T/w-curl"
-check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w-curl"'
+ksb_check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w-curl"'
 
 sent=$(grep -ao "FLOOD END sent [0-9]*" "$I/ag1/agent.log" | tail -n 1 | awk '{print $4}')
 shown=$(grep -cE "^[0-9]+ [0-9]+ (info|working) " "$I/ag1/agent.events" || true)
-check "the reports were rate-limited ($sent sent, $shown shown)" '[ "$((shown * 4))" -lt "${sent:-0}" ]'
+ksb_check "the reports were rate-limited ($sent sent, $shown shown)" '[ "$((shown * 4))" -lt "${sent:-0}" ]'
 
 ksb_say "logs"
 ctl logs ag1 > "$T/logs"
 grep -av '^FLOOD\|^.\{200\}' "$T/logs" | tail -n 8
-check "logs show the pane" 'grep -aq "commit three" "$T/logs"'
-check "logs show the reports" 'grep -aq "done turn 4: committed turn4.txt" "$T/logs"'
-check "every prompt typed exactly once" '[ "$(grep -ac "^sleep 4" "$T/logs")" = 1 ] && [ "$(grep -ac "^commit two" "$T/logs")" = 1 ]'
+ksb_check "logs show the pane" 'grep -aq "commit three" "$T/logs"'
+ksb_check "logs show the reports" 'grep -aq "done turn 4: committed turn4.txt" "$T/logs"'
+ksb_check "every prompt typed exactly once" '[ "$(grep -ac "^sleep 4" "$T/logs")" = 1 ] && [ "$(grep -ac "^commit two" "$T/logs")" = 1 ]'
 
 ksb_say "stop; a prompt to the stopped instance boots it and is delivered"
 ctl stop ag1 >/dev/null
-check "stopped" 'ctl list | grep -Eq "^ag1 +stopped"'
+ksb_check "stopped" 'ctl list | grep -Eq "^ag1 +stopped"'
 t0=$(date +%s.%N)
 ctl prompt ag1 "commit after a reboot" --wait > "$T/w-boot" 2> "$T/w-boot.err" || true
 echo "boot + turn round trip $(secs "$t0") s"
 cat "$T/w-boot.err" "$T/w-boot"
 KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/ag1/state")"
-check "the prompt booted the instance" 'grep -q "is stopped: booting it" "$T/w-boot.err"'
-check "delivered to the fresh agent, in ~/work, as turn 9" \
+ksb_check "the prompt booted the instance" 'grep -q "is stopped: booting it" "$T/w-boot.err"'
+ksb_check "delivered to the fresh agent, in ~/work, as turn 9" \
 	'grep -q "turn 9: committed turn9.txt in /home/agent/work" "$T/w-boot"'
 ctl fetch ag1 --repo "$P" > /dev/null 2>&1 || true
-check "its commit follows the earlier ones" \
+ksb_check "its commit follows the earlier ones" \
 	'[ "$(git -C "$P" log -1 --format=%s refs/remotes/ksb/ag1)" = "agent: commit after a reboot" ] &&
 	 [ "$(git -C "$P" rev-list --count main..refs/remotes/ksb/ag1)" = 5 ]'
 ctl stop ag1 >/dev/null

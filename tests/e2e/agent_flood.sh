@@ -13,15 +13,12 @@ set -eu
 
 ksb_need_root
 command -v python3 >/dev/null || ksb_skip "needs python3 (the fake guest)"
-for b in ksb-run ksb-guest-init ksb-gatewayd ksbctl; do
-	[ -x "$KSB_BUILDDIR/$b" ] || ksb_skip "$b not built"
-done
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl
 ksb_kernel
 ksb_env
 ksb_gateway
 
 fails=0
-check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
 ctl() { timeout 30 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
 secs() { echo "$(date +%s.%N) - $1" | bc; }
 I=$T/state/instances
@@ -31,7 +28,7 @@ id=$(KSB_QEMU="$KSB_SRCDIR/tests/e2e/agent_flood_guest.py" KSB_TEST_FLOOD_S=12 \
 	timeout 60 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 	--detach --name fl --accel tcg --agent 'unused' 2>"$T/err")
 cat "$T/err" >&2
-check "--detach returned the ID" '[ "$id" = fl ]'
+ksb_check "--detach returned the ID" '[ "$id" = fl ]'
 rp=$(sed -n 's/^pid=//p' "$I/fl/state")
 KSB_PIDS="$KSB_PIDS $rp"
 sleep 2
@@ -50,7 +47,7 @@ for k in 1 2 3 4 5; do
 		! grep -q "fake done" "$T/p$k"; then
 		cat "$T/p$k"; tail -n 5 "$I/fl/agent.events" "$I/fl/ksb-run.log" | cut -c1-160
 	fi
-	check "turn $k delivered and ended done, once" \
+	ksb_check "turn $k delivered and ended done, once" \
 		'grep -q "turn $k delivered" "$T/p$k" && [ "$(grep -c "ended: done" "$T/p$k")" = 1 ] && grep -q "fake done" "$T/p$k"'
 	sleep 1
 done
@@ -61,19 +58,19 @@ for _ in $(seq 1 100); do grep -q "fake guest: flooded" "$I/fl/ksb-run.log" && b
 grep "fake guest: flooded" "$I/fl/ksb-run.log" || true
 echo "ksb-run: RSS $rss0 -> $rss1 KiB (peak $hwm), CPU $(( (cpu1 - cpu0) * 10 )) ms over the flood"
 ls -l "$I/fl/" | grep agent
-check "the flood happened" 'grep -q "fake guest: flooded" "$I/fl/ksb-run.log"'
-check "worst round trip under 5 s ($worst s)" '[ "$(echo "$worst < 5" | bc)" = 1 ]'
-check "ksb-run alive, RSS grew < 8 MiB" 'kill -0 "$rp" && [ $((rss1 - rss0)) -lt 8192 ]'
-check "ksb-run.log bounded ($(wc -l < "$I/fl/ksb-run.log") lines)" '[ "$(wc -l < "$I/fl/ksb-run.log")" -lt 60 ]'
-check "agent.events bounded" '[ "$(stat -c %s "$I/fl/agent.events")" -lt 1048576 ]'
-check "no forged turn end" '! grep -Eq "^[0-9]+ [1-9][0-9]* done forged" "$I/fl/agent.events"'
-check "status still answers" 'ctl status fl | grep -q "^agent: *done, turn 5"'
+ksb_check "the flood happened" 'grep -q "fake guest: flooded" "$I/fl/ksb-run.log"'
+ksb_check "worst round trip under 5 s ($worst s)" '[ "$(echo "$worst < 5" | bc)" = 1 ]'
+ksb_check "ksb-run alive, RSS grew < 8 MiB" 'kill -0 "$rp" && [ $((rss1 - rss0)) -lt 8192 ]'
+ksb_check "ksb-run.log bounded ($(wc -l < "$I/fl/ksb-run.log") lines)" '[ "$(wc -l < "$I/fl/ksb-run.log")" -lt 60 ]'
+ksb_check "agent.events bounded" '[ "$(stat -c %s "$I/fl/agent.events")" -lt 1048576 ]'
+ksb_check "no forged turn end" '! grep -Eq "^[0-9]+ [1-9][0-9]* done forged" "$I/fl/agent.events"'
+ksb_check "status still answers" 'ctl status fl | grep -q "^agent: *done, turn 5"'
 sed -n '1,12p' "$I/fl/ksb-run.log"
 
 ksb_say "stop"
 kill -TERM "$rp"
 timeout 20 tail --pid="$rp" -f /dev/null || true
-check "ksb-run stopped" '! kill -0 "$rp" 2>/dev/null'
+ksb_check "ksb-run stopped" '! kill -0 "$rp" 2>/dev/null'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

@@ -9,15 +9,12 @@ set -eu
 
 ksb_need_root
 command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-[ -x "$KSB_BUILDDIR/ksb-run" ] || ksb_skip "ksb-run not built"
-[ -x "$KSB_BUILDDIR/ksb-guest-init" ] || ksb_skip "ksb-guest-init not built"
-[ -x "$KSB_BUILDDIR/ksb-gatewayd" ] || ksb_skip "ksb-gatewayd not built"
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
 ksb_kernel
 ksb_env
 ksb_gateway
 
 fails=0
-check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
 
 ksb_say "ephemeral instance: id -u; exit 7"
 set +e
@@ -26,12 +23,12 @@ timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 rc=$?
 set -e
 cat "$T/out1"; cat "$T/err1" >&2
-check "exit status 7 passed through" '[ "$rc" = 7 ]'
-check "command ran as uid 1000" 'grep -qx 1000 "$T/out1"'
-check "stdout holds only the command output" '[ "$(wc -l < "$T/out1")" = 1 ]'
-check "stderr names the instance and the accel" \
+ksb_check "exit status 7 passed through" '[ "$rc" = 7 ]'
+ksb_check "command ran as uid 1000" 'grep -qx 1000 "$T/out1"'
+ksb_check "stdout holds only the command output" '[ "$(wc -l < "$T/out1")" = 1 ]'
+ksb_check "stderr names the instance and the accel" \
 	'grep -Eq "instance e-[0-9a-f]{8}: 10\.77\.0\.[0-9]+/24 .*accel (kvm|tcg)" "$T/err1"'
-check "ephemeral instance dir removed" '[ -z "$(ls -A "$T/state/instances" 2>/dev/null)" ]'
+ksb_check "ephemeral instance dir removed" '[ -z "$(ls -A "$T/state/instances" 2>/dev/null)" ]'
 
 ksb_say "named instance: a command that is not there"
 set +e
@@ -40,8 +37,8 @@ timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 rc=$?
 set -e
 cat "$T/out2"; cat "$T/err2" >&2
-check "command not found: status 127" '[ "$rc" = 127 ]'
-check "named instance dir kept" '[ -d "$T/state/instances/boot-test" ]'
+ksb_check "command not found: status 127" '[ "$rc" = 127 ]'
+ksb_check "named instance dir kept" '[ -d "$T/state/instances/boot-test" ]'
 
 ksb_say "SIGTERM to ksb-run stops the guest and unregisters"
 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name boot-term \
@@ -60,8 +57,8 @@ wait "$pid"
 rc=$?
 set -e
 cat "$T/err3" >&2
-check "SIGTERM: status 143" '[ "$rc" = 143 ]'
-check "no QEMU left behind" '! pgrep -f "ksb.id=boot-term " >/dev/null'
+ksb_check "SIGTERM: status 143" '[ "$rc" = 143 ]'
+ksb_check "no QEMU left behind" '! pgrep -f "ksb.id=boot-term " >/dev/null'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

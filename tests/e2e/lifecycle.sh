@@ -11,15 +11,12 @@ set -eu
 ksb_need_root
 command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
 [ -x /usr/sbin/mkfs.ext4 ] || ksb_skip "needs /usr/sbin/mkfs.ext4 (e2fsprogs) for instance disks"
-for b in ksb-run ksb-guest-init ksb-gatewayd ksbctl; do
-	[ -x "$KSB_BUILDDIR/$b" ] || ksb_skip "$b not built"
-done
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl
 ksb_kernel
 ksb_env
 ksb_gateway
 
 fails=0
-check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
 run() { timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" "$@"; }
 ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
 # await_unlocked DIR: until no ksb-run holds DIR/lock (<= 60 s).
@@ -41,15 +38,15 @@ printf 'cpus = 1\nmemory = 384\nprofile = default\nsecret = TOKEN=env:KSB_TEST_S
 	> "$T/proj/.ksb/instance.conf"
 (cd "$T/proj" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --memory 512 --print-config) > "$T/pc"
 cat "$T/pc"
-check "memory from the flag" 'grep -Eq "^memory += 512 +# --memory" "$T/pc"'
-check "cpus from the project file" 'grep -Eq "^cpus += 1 +# .ksb/instance.conf:1" "$T/pc"'
-check "disk-size: none for an ephemeral instance" \
+ksb_check "memory from the flag" 'grep -Eq "^memory += 512 +# --memory" "$T/pc"'
+ksb_check "cpus from the project file" 'grep -Eq "^cpus += 1 +# .ksb/instance.conf:1" "$T/pc"'
+ksb_check "disk-size: none for an ephemeral instance" \
 	'grep -Eq "^disk-size += none +# default \(no disk without --name\)" "$T/pc"'
-check "disk-size default 8G with --name" \
+ksb_check "disk-size default 8G with --name" \
 	'(cd "$T/proj" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name pc1 --print-config) | grep -Eq "^disk-size += 8G +# default"'
-check "secret value not printed" '! grep -q "$SECRET" "$T/pc"'
+ksb_check "secret value not printed" '! grep -q "$SECRET" "$T/pc"'
 printf 'memory = lots\n' > "$T/bad.conf"
-check "bad project file: file:line error, exit 2" \
+ksb_check "bad project file: file:line error, exit 2" \
 	'! "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" -c "$T/bad.conf" --print-config 2>"$T/e" && grep -q "bad.conf:1: memory: invalid value" "$T/e"'
 
 ksb_say "detached named instance with a secret and a disk"
@@ -61,56 +58,56 @@ id=$(cd "$T/proj" && run --detach --name lc-named --disk-size 2G -- /bin/sh -c \
 	 sync; exec sleep 600' 2>"$T/err-d")
 echo "detach returned after $(echo "$(date +%s.%N) - $t0" | bc) s: $id"
 cat "$T/err-d" >&2
-check "--detach printed the ID" '[ "$id" = lc-named ]'
-check "list shows it running" 'ctl list | grep -Eq "^lc-named +running"'
-check "status by unique prefix" 'ctl status lc- | grep -q "state: *running"'
-check "status --json" 'ctl status --json lc-named | grep -q "\"state\":\"running\""'
+ksb_check "--detach printed the ID" '[ "$id" = lc-named ]'
+ksb_check "list shows it running" 'ctl list | grep -Eq "^lc-named +running"'
+ksb_check "status by unique prefix" 'ctl status lc- | grep -q "state: *running"'
+ksb_check "status --json" 'ctl status --json lc-named | grep -q "\"state\":\"running\""'
 qpid=$(sed -n 's/^qemu_pid=//p' "$I/lc-named/state")
-check "secret not in QEMU's argv" '! tr "\0" "\n" < /proc/$qpid/cmdline | grep -q "$SECRET"'
-check "secret not in QEMU's environment" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q "$SECRET"'
-check "QEMU environment has no KSB_TEST_SECRET" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q KSB_TEST_SECRET'
+ksb_check "secret not in QEMU's argv" '! tr "\0" "\n" < /proc/$qpid/cmdline | grep -q "$SECRET"'
+ksb_check "secret not in QEMU's environment" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q "$SECRET"'
+ksb_check "QEMU environment has no KSB_TEST_SECRET" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q KSB_TEST_SECRET'
 sleep 2	# let the command write its files (it is busy afterwards)
-check "secret in no file under the state dir" '! grep -rqa "$SECRET" "$T/state"'
-check "secret in no file under the runtime dir" '! grep -rqa "$SECRET" "$T" --exclude-dir=proj --exclude=pc 2>/dev/null'
+ksb_check "secret in no file under the state dir" '! grep -rqa "$SECRET" "$T/state"'
+ksb_check "secret in no file under the runtime dir" '! grep -rqa "$SECRET" "$T" --exclude-dir=proj --exclude=pc 2>/dev/null'
 
 ksb_say "ksbctl stop of a busy guest"
 t0=$(date +%s.%N)
 ctl stop lc-named | tee "$T/stop"
 echo "stop took $(echo "$(date +%s.%N) - $t0" | bc) s"
-check "stop: powered down" 'grep -q "lc-named: powerdown" "$T/stop"'
-check "stop: QEMU gone" '! kill -0 "$qpid" 2>/dev/null'
-check "list shows it stopped" 'ctl list | grep -Eq "^lc-named +stopped"'
+ksb_check "stop: powered down" 'grep -q "lc-named: powerdown" "$T/stop"'
+ksb_check "stop: QEMU gone" '! kill -0 "$qpid" 2>/dev/null'
+ksb_check "list shows it stopped" 'ctl list | grep -Eq "^lc-named +stopped"'
 echo "idle named instance on disk: $(du -sh --apparent-size "$I/lc-named" | cut -f1) apparent, $(du -sh "$I/lc-named" | cut -f1) allocated"
 
 ksb_say "resume keeps the disk"
 run --name lc-named -- /bin/sh -c 'cat ~/f ~/s ~/m ~/fw; echo x > /usr/local/y && echo usr-local-writable' \
 	</dev/null >"$T/out-r" 2>"$T/err-r" || true
 cat "$T/out-r"; cat "$T/err-r" >&2
-check "file written before the stop is there" 'grep -qx hello-disk "$T/out-r"'
-check "agent read the secret" 'grep -q "$(printf %s "$SECRET" | sha256sum | cut -d" " -f1)" "$T/out-r"'
-check "secret file 0400 owned by agent" 'grep -qx 400:agent "$T/out-r"'
-check "fw_cfg entry unreadable to the agent" 'grep -q fwcfg-unreadable "$T/out-r"'
-check "/usr/local writable (overlay on the disk)" 'grep -qx usr-local-writable "$T/out-r"'
-check "rm of a stopped instance" 'ctl rm lc-named && [ ! -e "$I/lc-named" ]'
+ksb_check "file written before the stop is there" 'grep -qx hello-disk "$T/out-r"'
+ksb_check "agent read the secret" 'grep -q "$(printf %s "$SECRET" | sha256sum | cut -d" " -f1)" "$T/out-r"'
+ksb_check "secret file 0400 owned by agent" 'grep -qx 400:agent "$T/out-r"'
+ksb_check "fw_cfg entry unreadable to the agent" 'grep -q fwcfg-unreadable "$T/out-r"'
+ksb_check "/usr/local writable (overlay on the disk)" 'grep -qx usr-local-writable "$T/out-r"'
+ksb_check "rm of a stopped instance" 'ctl rm lc-named && [ ! -e "$I/lc-named" ]'
 
 ksb_say "kill -9 of a detached supervisor"
 id=$(run --detach -- /bin/sleep 600 2>/dev/null)
 spid=$(sed -n 's/^pid=//p' "$I/$id/state")
 ip=$(sed -n 's/^ip=//; s/\/.*//p' "$I/$id/state")
-check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes$"'
+ksb_check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes$"'
 kill -9 "$spid"
 await_unlocked "$I/$id"
 for _ in $(seq 1 100); do ctl list | grep -Eq "^$id +lost .* no$" && break; sleep 0.1; done
 ctl list
-check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no$"'
-check "its address left the nftables set" '! ip netns exec "$GW" nft list ruleset | grep -qw "$ip"'
-check "rm of a lost instance" 'ctl rm "$id" && [ ! -e "$I/$id" ]'
+ksb_check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no$"'
+ksb_check "its address left the nftables set" '! ip netns exec "$GW" nft list ruleset | grep -qw "$ip"'
+ksb_check "rm of a lost instance" 'ctl rm "$id" && [ ! -e "$I/$id" ]'
 
 ksb_say "an ephemeral instance leaves nothing behind"
 run -- /bin/true </dev/null >/dev/null 2>&1
-check "no instance dir" '[ -z "$(ls -A "$I")" ]'
-check "no tap" '[ -z "$(ip -n "$GW" -o link show type tun)" ]'
-check "no guest address in nftables" '! ip netns exec "$GW" nft list ruleset | grep -Eq "10\.77\.0\.([02-9]|[1-9][0-9]+)\b"'
+ksb_check "no instance dir" '[ -z "$(ls -A "$I")" ]'
+ksb_check "no tap" '[ -z "$(ip -n "$GW" -o link show type tun)" ]'
+ksb_check "no guest address in nftables" '! ip netns exec "$GW" nft list ruleset | grep -Eq "10\.77\.0\.([02-9]|[1-9][0-9]+)\b"'
 
 ksb_say "preflight"
 printf 'secret = GONE=env:KSB_NO_SUCH_VARIABLE\n' > "$T/miss.conf"
@@ -118,9 +115,9 @@ set +e
 ctl status -c "$T/miss.conf" > "$T/pre"; rc=$?
 set -e
 cat "$T/pre"
-check "preflight: missing secret reported" 'grep -Eq "^MISSING +secret .*KSB_NO_SUCH_VARIABLE" "$T/pre"'
-check "preflight: exit 1" '[ "$rc" = 1 ]'
-check "preflight: gateway OK" 'grep -Eq "^OK +gateway" "$T/pre"'
+ksb_check "preflight: missing secret reported" 'grep -Eq "^MISSING +secret .*KSB_NO_SUCH_VARIABLE" "$T/pre"'
+ksb_check "preflight: exit 1" '[ "$rc" = 1 ]'
+ksb_check "preflight: gateway OK" 'grep -Eq "^OK +gateway" "$T/pre"'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

@@ -43,33 +43,32 @@ cat "$T/run.err" >&2
 echo "ksb-run exit status $rc after $(echo "$end - $start" | bc 2>/dev/null || echo "?") s"
 
 fails=0
-check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
-check "ksb-run exited 0 (every guest check passed)" '[ "$rc" = 0 ]'
+ksb_check "ksb-run exited 0 (every guest check passed)" '[ "$rc" = 0 ]'
 for r in agent_uid proxy_env no_resolver allowed denied_403 direct_blocked \
 	gateway_port_blocked dns_lookup sni_mismatch allowed_again; do
-	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
+	ksb_check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
 done
-check "no UDP datagram reached the gateway's port 53" '[ ! -s "$T/udp53.log" ]'
+ksb_check "no UDP datagram reached the gateway's port 53" '[ ! -s "$T/udp53.log" ]'
 
 ksb_say "audit rows"
 ksb_sql "SELECT id, instance, host, port, sni, decision, reason, bytes_up, bytes_down, close_reason FROM connections ORDER BY id" | tee "$T/rows"
-check "allow row for allowed.test with the instance ID and bytes" \
+ksb_check "allow row for allowed.test with the instance ID and bytes" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'"'e2e-test'"'"' AND host = '"'"'allowed.test'"'"' AND decision = '"'"'allow'"'"' AND sni = '"'"'allowed.test'"'"' AND bytes_down > 0 AND close_reason IS NOT NULL")" -ge 2 ]'
-check "deny row for denied.test (not_in_allowlist)" \
+ksb_check "deny row for denied.test (not_in_allowlist)" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'"'e2e-test'"'"' AND host = '"'"'denied.test'"'"' AND decision = '"'"'deny'"'"' AND reason = '"'"'not_in_allowlist'"'"'")" = 1 ]'
-check "deny row for the SNI mismatch" \
+ksb_check "deny row for the SNI mismatch" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'"'e2e-test'"'"' AND host = '"'"'allowed.test'"'"' AND sni = '"'"'denied.test'"'"' AND decision = '"'"'deny'"'"' AND reason = '"'"'sni_mismatch'"'"'")" = 1 ]'
-check "registration row closed" \
+ksb_check "registration row closed" \
 	'[ "$(ksb_sql "SELECT count(*) FROM registrations WHERE instance = '"'"'e2e-test'"'"' AND unregistered_ms IS NOT NULL")" = 1 ]'
 
 ksb_say "nftables after ksb-run exited"
 ip netns exec "$GW" nft list ruleset > "$T/ruleset"
 grep -A3 'set guests' "$T/ruleset"
-check "tables present" 'grep -q "table inet ksb" "$T/ruleset" && grep -q "table bridge ksb" "$T/ruleset"'
-check "guest gone from the sets" '! grep -q "10.77.0.2" "$T/ruleset"'
-check "ksbctl list shows the named instance stopped, no lease" \
+ksb_check "tables present" 'grep -q "table inet ksb" "$T/ruleset" && grep -q "table bridge ksb" "$T/ruleset"'
+ksb_check "guest gone from the sets" '! grep -q "10.77.0.2" "$T/ruleset"'
+ksb_check "ksbctl list shows the named instance stopped, no lease" \
 	'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" list --json | grep -q "\"id\":\"e2e-test\",\"state\":\"stopped\""'
-check "ksbctl audit shows the rows" 'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" audit | grep -q "denied.test.*not_in_allowlist"'
+ksb_check "ksbctl audit shows the rows" 'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" audit | grep -q "denied.test.*not_in_allowlist"'
 
 echo "# $((14 + 4 + 4 - fails)) passed, $fails failed"
 [ "$fails" = 0 ]

@@ -38,10 +38,6 @@ t_start=$(date +%s)
 
 fails=0
 pass=0
-check() {
-	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
-	else echo "not ok - $1"; fails=$((fails + 1)); fi
-}
 gwns() { ip netns exec "$GW" "$@"; }
 
 # ---- the guest's initramfs ---------------------------------------------------
@@ -189,7 +185,7 @@ PY
 ctl 10.77.0.1
 ctl "$ORIGIN_IP"
 for _ in $(seq 1 50); do [ "$(wc -l < "$T/witness")" -ge 4 ] && break; sleep 0.05; done
-check "witnesses hear the host (control): $(wc -l < "$T/witness") lines" '[ "$(wc -l < "$T/witness")" = 4 ]'
+ksb_check "witnesses hear the host (control): $(wc -l < "$T/witness") lines" '[ "$(wc -l < "$T/witness")" = 4 ]'
 : > "$T/witness"
 
 # The peer: a namespace on the bridge with a lease of its own.
@@ -218,10 +214,10 @@ for _ in $(seq 1 30); do
 	[ -n "$(host_neigh "$PEER_IP")" ] && break
 	sleep 0.1
 done
-check "host learnt the peer's MAC ($(host_neigh "$PEER_IP"))" '[ "$(host_neigh "$PEER_IP")" = "$PEER_MAC" ]'
+ksb_check "host learnt the peer's MAC ($(host_neigh "$PEER_IP"))" '[ "$(host_neigh "$PEER_IP")" = "$PEER_MAC" ]'
 BR_MAC=$(ip -n "$GW" -br link show ksb0 | awk '{print $3}')
 peer_gw_mac() { ip -n "$P" neigh show 10.77.0.1 dev eth0 | sed -n 's/.*lladdr \([0-9a-f:]*\).*/\1/p'; }
-check "peer learnt the bridge's MAC" '[ "$(peer_gw_mac)" = "$BR_MAC" ]'
+ksb_check "peer learnt the bridge's MAC" '[ "$(peer_gw_mac)" = "$BR_MAC" ]'
 icmp6_in() { ip netns exec "$P" awk '$1 == "Icmp6InEchos" {print $2}' /proc/net/snmp6; }
 echo6=$(icmp6_in)
 
@@ -278,51 +274,51 @@ t1=$(date +%s.%N)
 echo "# guest ran $(echo "$t1 - $t0" | bc) s (ctlhold/QEMU exit $rc)"
 sed -n 's/\r$//; /^KSBT /p' "$T/console.log" | sed 's/^/# console: /'
 res() { sed -n "s/\r\$//; s/^KSBT $1 //p" "$T/console.log" | head -n 1; }
-check "the guest ran all steps" 'grep -q "^KSBT done" "$T/console.log"'
-check "guest came up with the lease ($VM_IP, $VM_MAC)" '[ "$(res up)" = "$VM_IP/24 mac $VM_MAC" ]'
+ksb_check "the guest ran all steps" 'grep -q "^KSBT done" "$T/console.log"'
+ksb_check "guest came up with the lease ($VM_IP, $VM_MAC)" '[ "$(res up)" = "$VM_IP/24 mac $VM_MAC" ]'
 snap > "$T/ctr1"
 d() { echo $(( $(sed -n "s/^$1=//p" "$T/ctr1") - $(sed -n "s/^$1=//p" "$T/ctr0") )); }
 echo "# counter deltas: spoofed IPv4 $(d spoofip), spoofed ARP $(d spoofarp), IPv6 $(d ipv6), UDP 53 $(d udp53), TCP 853 $(d tcp853), forward from bridge $(d fwd)"
 
 ksb_say "a) the proxy, normally"
-check "403 for denied.test: '$(res a)'" '[ "$(res a)" = "HTTP/1.1 403 Forbidden" ]'
-check "audited from the leased address" \
+ksb_check "403 for denied.test: '$(res a)'" '[ "$(res a)" = "HTTP/1.1 403 Forbidden" ]'
+ksb_check "audited from the leased address" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'rootvm'"' AND client_addr = '"'$VM_IP'"' AND reason = '"'not_in_allowlist'"'")" -ge 1 ]'
-check "still works after the attempts: '$(res a2)'" '[ "$(res a2)" = "HTTP/1.1 403 Forbidden" ]'
+ksb_check "still works after the attempts: '$(res a2)'" '[ "$(res a2)" = "HTTP/1.1 403 Forbidden" ]'
 ksb_say "b) spoofed source address"
-check "no answer from the proxy: '$(res b)'" '[ "$(res b)" = none ]'
+ksb_check "no answer from the proxy: '$(res b)'" '[ "$(res b)" = none ]'
 ksb_say "c) spoofed MAC"
-check "no answer from the proxy: '$(res c)'" '[ "$(res c)" = none ]'
-check "spoofed IPv4 frames dropped and counted ($(d spoofip))" '[ "$(d spoofip)" -ge 2 ]'
-check "exactly two rows from the guest (a and a2; nothing from b or c)" \
+ksb_check "no answer from the proxy: '$(res c)'" '[ "$(res c)" = none ]'
+ksb_check "spoofed IPv4 frames dropped and counted ($(d spoofip))" '[ "$(d spoofip)" -ge 2 ]'
+ksb_check "exactly two rows from the guest (a and a2; nothing from b or c)" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'rootvm'"'")" = 2 ]'
-check "no row from the spoofed address" \
+ksb_check "no row from the spoofed address" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE client_addr = '"'$SPOOF_IP'"'")" = 0 ]'
 ksb_say "d) ARP spoofing"
-check "spoofed ARP dropped and counted ($(d spoofarp))" '[ "$(d spoofarp)" -ge 4 ]'
-check "host still maps the peer's address to the peer ($(host_neigh "$PEER_IP"))" \
+ksb_check "spoofed ARP dropped and counted ($(d spoofarp))" '[ "$(d spoofarp)" -ge 4 ]'
+ksb_check "host still maps the peer's address to the peer ($(host_neigh "$PEER_IP"))" \
 	'[ "$(host_neigh "$PEER_IP")" = "$PEER_MAC" ]'
-check "host maps the guest's address to the leased MAC ($(host_neigh "$VM_IP"))" \
+ksb_check "host maps the guest's address to the leased MAC ($(host_neigh "$VM_IP"))" \
 	'[ "$(host_neigh "$VM_IP")" = "$VM_MAC" ]'
-check "host learnt nothing about the spoofed address" '[ -z "$(host_neigh "$SPOOF_IP")" ]'
-check "peer still maps the gateway to the bridge ($(peer_gw_mac))" '[ "$(peer_gw_mac)" = "$BR_MAC" ]'
+ksb_check "host learnt nothing about the spoofed address" '[ -z "$(host_neigh "$SPOOF_IP")" ]'
+ksb_check "peer still maps the gateway to the bridge ($(peer_gw_mac))" '[ "$(peer_gw_mac)" = "$BR_MAC" ]'
 ksb_say "e) DNS and DNS over TLS"
-check "UDP 53 to the gateway: no answer ($(res "e-udp53 10.77.0.1"))" '[ "$(res "e-udp53 10.77.0.1")" = failed ]'
-check "UDP 53 beyond the gateway: no answer ($(res "e-udp53 $ORIGIN_IP"))" '[ "$(res "e-udp53 $ORIGIN_IP")" = failed ]'
-check "TCP 853 to the gateway failed" '[ "$(res "e-tcp853 10.77.0.1")" = failed ]'
-check "TCP 853 beyond the gateway failed" '[ "$(res "e-tcp853 $ORIGIN_IP")" = failed ]'
-check "witnesses heard nothing: '$(tr '\n' ';' < "$T/witness")'" '[ ! -s "$T/witness" ]'
-check "UDP 53 to the gateway counted ($(d udp53))" '[ "$(d udp53)" -ge 1 ]'
-check "TCP 853 to the gateway counted ($(d tcp853))" '[ "$(d tcp853)" -ge 1 ]'
-check "traffic to the other namespace dropped in forward ($(d fwd))" '[ "$(d fwd)" -ge 2 ]'
+ksb_check "UDP 53 to the gateway: no answer ($(res "e-udp53 10.77.0.1"))" '[ "$(res "e-udp53 10.77.0.1")" = failed ]'
+ksb_check "UDP 53 beyond the gateway: no answer ($(res "e-udp53 $ORIGIN_IP"))" '[ "$(res "e-udp53 $ORIGIN_IP")" = failed ]'
+ksb_check "TCP 853 to the gateway failed" '[ "$(res "e-tcp853 10.77.0.1")" = failed ]'
+ksb_check "TCP 853 beyond the gateway failed" '[ "$(res "e-tcp853 $ORIGIN_IP")" = failed ]'
+ksb_check "witnesses heard nothing: '$(tr '\n' ';' < "$T/witness")'" '[ ! -s "$T/witness" ]'
+ksb_check "UDP 53 to the gateway counted ($(d udp53))" '[ "$(d udp53)" -ge 1 ]'
+ksb_check "TCP 853 to the gateway counted ($(d tcp853))" '[ "$(d tcp853)" -ge 1 ]'
+ksb_check "traffic to the other namespace dropped in forward ($(d fwd))" '[ "$(d fwd)" -ge 2 ]'
 ksb_say "f) IPv6"
-check "no reply to ff02::1 ($(res f))" '[ "$(res f)" = replies=0 ]'
-check "IPv6 frames dropped and counted ($(d ipv6))" '[ "$(d ipv6)" -ge 2 ]'
-check "the peer saw no echo request" '[ "$(icmp6_in)" = "$echo6" ]'
+ksb_check "no reply to ff02::1 ($(res f))" '[ "$(res f)" = replies=0 ]'
+ksb_check "IPv6 frames dropped and counted ($(d ipv6))" '[ "$(d ipv6)" -ge 2 ]'
+ksb_check "the peer saw no echo request" '[ "$(icmp6_in)" = "$echo6" ]'
 ksb_say "the lease"
-check "tables and sets intact" 'gwns nft list set bridge ksb guests >/dev/null && gwns nft list set inet ksb guests >/dev/null'
+ksb_check "tables and sets intact" 'gwns nft list set bridge ksb guests >/dev/null && gwns nft list set inet ksb guests >/dev/null'
 for _ in $(seq 1 50); do gwns nft list set inet ksb guests | grep -qw "$VM_IP" || break; sleep 0.1; done
-check "the guest's lease ended with ctlhold" '! gwns nft list set inet ksb guests | grep -qw "$VM_IP"'
+ksb_check "the guest's lease ended with ctlhold" '! gwns nft list set inet ksb guests | grep -qw "$VM_IP"'
 exec {HOLDP}>&-
 
 echo "# $pass passed, $fails failed, $(( $(date +%s) - t_start )) s"

@@ -57,13 +57,27 @@ text_seed hostname name 'WWW.Example.COM.'
 text_seed hostname v4 '0x7f.0.0.1'
 text_seed hostname v6 '[::ffff:127.0.0.1]'
 text_seed policy base 'profile base {\n  allow github.com\n  allow *.example.com:443,8000-8100\n  allow-address 10.0.0.0/8:22\n  allow-address [2001:db8::/32]\n}\nprofile dev extends base, other { # c\n}\nprofile other {}\n'
+# fuzz_msg: a flag byte (bit 0: a descriptor came), then header (u16 type,
+# u16 len, u32 id, host order) and a payload of zeros but for its text.
+msg_seed() {
+	mkdir -p "$work/corpus_msg"
+	perl -e 'my ($t, $l, $id, $x) = @ARGV;
+	    print pack("CSSL", 0, $t, $l, $id), substr($x . "\0" x $l, 0, $l)' \
+	    "$2" "$3" "$4" "${5:-}" > "$work/corpus_msg/$1"
+}
+msg_seed row_deny 64 836 0
+msg_seed close 65 80 1 reason
+msg_seed done 66 4 0
+msg_seed fatal 67 240 0 "proxy: hosts-file: cannot read"
+msg_seed instance 1 124 0 g1
 
 # target, sources, max input length
 set -- \
 	"connect_parse|gateway/connect_parse.c|9000" \
 	"tls_peek|gateway/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
-	"policy|policy/policy.c policy/hostname.c common/util.c common/log.c|4096"
+	"policy|policy/policy.c policy/hostname.c common/util.c common/log.c|4096" \
+	"msg|gateway/msg.c common/log.c|4200"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}

@@ -40,41 +40,6 @@ ksb_origin
 
 fails=0
 pass=0
-check() {
-	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
-	else echo "not ok - $1"; fails=$((fails + 1)); fi
-}
-
-# guest N ID: namespace ksbt-$$-gN on veth kvaN in ksb0 with ID's lease.
-guest() {
-	local n=$1 id=$2 ns=ksbt-$$-g$1 lease fd
-	ip netns add "$ns" 2>/dev/null || true
-	KSB_NETNS="${KSB_NETNS:-} $ns"
-	mkfifo "$T/hold$n"
-	ip netns exec "$GW" "$HOLD" "$T/gateway.sock" "$id" default \
-		< "$T/hold$n" > "$T/lease$n" 2>&1 &
-	KSB_PIDS="$KSB_PIDS $!"
-	exec {fd}>"$T/hold$n"
-	eval "HOLDFD$n=$fd"
-	for _ in $(seq 1 100); do
-		[ -s "$T/lease$n" ] && break
-		sleep 0.05
-	done
-	lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$n")
-	[ -n "$lease" ] || ksb_fail "REGISTER $id: $(cat "$T/lease$n")"
-	ip link add "kva$n" netns "$GW" type veth peer name eth0 netns "$ns"
-	ip -n "$GW" link set "kva$n" master ksb0 up
-	ip -n "$ns" addr add "$lease" dev eth0
-	ip -n "$ns" link set eth0 up
-	ip -n "$ns" link set lo up
-	rm -f "$T/hold$n"
-}
-unguest() {
-	local fdv
-	eval "fdv=\$HOLDFD$1"
-	exec {fdv}>&-
-	ip -n "$GW" link del "kva$1" 2>/dev/null || true
-}
 # fetch N [HOST]: one request through the proxy from guest N; prints
 # "<client port> <CONNECT status> <HTTP status>".
 fetch() {
@@ -109,7 +74,7 @@ table inet ksbaudit {
 }
 NFT
 ksb_gateway
-guest 1 crash-1
+ksb_fake_guest 1 crash-1
 stream() {
 	local i
 	for i in $(seq 1 400); do
@@ -127,7 +92,7 @@ kill -9 "$KSB_GATEWAY_PID"
 wait "$KSB_GATEWAY_PID" 2>/dev/null || true
 touch "$T/stop"
 for p in $spids; do timeout 60 tail --pid="$p" -f /dev/null || true; done
-unguest 1
+ksb_unguest 1
 ok_ports=$(cat "$T"/stream? | awk '$3 == 200 { print $1 }' | sort -u)
 n_ok=$(echo "$ok_ports" | grep -c . || true)
 tally=$(ip netns exec "$OR" nft list table inet ksbaudit |
@@ -135,53 +100,53 @@ tally=$(ip netns exec "$OR" nft list table inet ksbaudit |
 echo "completed requests: $n_ok, origin connections with data: $tally"
 ksb_gateway
 values=$(echo "$ok_ports" | sed 's/.*/(&)/' | paste -sd, -)
-check "requests completed before the kill" '[ "$n_ok" -ge 30 ]'
-check "every completed request has its allowed row" \
+ksb_check "requests completed before the kill" '[ "$n_ok" -ge 30 ]'
+ksb_check "every completed request has its allowed row" \
 	'[ "$(ksb_sql "SELECT count(*) FROM (VALUES $values) v WHERE NOT EXISTS (SELECT 1 FROM connections c WHERE c.instance = '"'crash-1'"' AND c.decision = '"'allow'"' AND c.client_port = v.column1)")" = 0 ]'
 allowed=$(ksb_sql "SELECT count(*) FROM connections WHERE instance = 'crash-1' AND decision = 'allow'")
 echo "allowed rows: $allowed"
-check "allowed rows >= connections that carried data to the origin" \
+ksb_check "allowed rows >= connections that carried data to the origin" \
 	'[ -n "$tally" ] && [ "$allowed" -ge "$tally" ]'
-check "tunnels open at the kill closed as gateway_restart" \
+ksb_check "tunnels open at the kill closed as gateway_restart" \
 	'[ "$(ksb_sql "SELECT count(*) FROM active_tunnels")" = 0 ]'
-check "ksbctl audit verify passes after the crash" 'ctl audit verify'
+ksb_check "ksbctl audit verify passes after the crash" 'ctl audit verify'
 
 # ---- phase 2: faults -------------------------------------------------------
 ksb_say "phase 2: faults"
-guest 2 fault-2
-check "allowed before any fault" 'until_fetch 2 200 5'
+ksb_fake_guest 2 fault-2
+ksb_check "allowed before any fault" 'until_fetch 2 200 5'
 
 # Read-only database file.
 e0=$(episodes)
 chattr +i "$T/state/audit.db"
-check "read-only file: refused with 503" 'until_fetch 2 503 25'
-check "read-only file: X-Ksb-Deny audit_unavailable" \
+ksb_check "read-only file: refused with 503" 'until_fetch 2 503 25'
+ksb_check "read-only file: X-Ksb-Deny audit_unavailable" \
 	'ip netns exec "ksbt-$$-g2" curl -sS --max-time 10 --proxy http://10.77.0.1:3128 -o /dev/null -D - https://allowed.test/ 2>/dev/null | grep -q "X-Ksb-Deny: audit_unavailable"'
 fetch 2 >/dev/null
-check "read-only file: logged once" '[ "$(episodes)" = $((e0 + 1)) ]'
+ksb_check "read-only file: logged once" '[ "$(episodes)" = $((e0 + 1)) ]'
 chattr -i "$T/state/audit.db"
-check "read-only file: recovered" 'until_fetch 2 200 50'
-check "read-only file: refusals recorded after recovery" \
+ksb_check "read-only file: recovered" 'until_fetch 2 200 50'
+ksb_check "read-only file: refusals recorded after recovery" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE reason = '"'audit_unavailable'"'")" -ge 2 ]'
 
 # Full filesystem.
 e0=$(episodes)
 dd if=/dev/zero of="$T/state/filler" bs=64k 2>/dev/null || true
-check "full filesystem: refused with 503" 'until_fetch 2 503 100'
-check "full filesystem: logged once" '[ "$(episodes)" = $((e0 + 1)) ]'
+ksb_check "full filesystem: refused with 503" 'until_fetch 2 503 100'
+ksb_check "full filesystem: logged once" '[ "$(episodes)" = $((e0 + 1)) ]'
 rm -f "$T/state/filler"
-check "full filesystem: recovered" 'until_fetch 2 200 50'
+ksb_check "full filesystem: recovered" 'until_fetch 2 200 50'
 
 # Removed database file.
 e0=$(episodes)
 before=$(ksb_sql "SELECT count(*) FROM connections")
 rm -f "$T/state/audit.db"
-check "removed file: refused" 'until_fetch 2 503 25'
-check "removed file: recovered" 'until_fetch 2 200 50'
-check "removed file: a new database anchored on the old chain" \
+ksb_check "removed file: refused" 'until_fetch 2 503 25'
+ksb_check "removed file: recovered" 'until_fetch 2 200 50'
+ksb_check "removed file: a new database anchored on the old chain" \
 	'[ "$(ksb_sql "SELECT reason FROM chain_anchor")" = replaced ]'
-check "removed file: logged once" '[ "$(episodes)" = $((e0 + 1)) ]'
-check "removed file: verify passes on the new database" 'ctl audit verify'
+ksb_check "removed file: logged once" '[ "$(episodes)" = $((e0 + 1)) ]'
+ksb_check "removed file: verify passes on the new database" 'ctl audit verify'
 grep -E 'audit' "$T/gatewayd.log" | sed 's/^/# /'
 
 # ---- phase 3: SIGTERM flushes the queue -------------------------------------
@@ -198,11 +163,11 @@ timeout 30 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 for p in $dpids; do timeout 30 tail --pid="$p" -f /dev/null || true; done
 n403=$(grep -c ' 403 ' "$T/denied" || true)
 values=$(awk '$2 == 403 { print "(" $1 ")" }' "$T/denied" | paste -sd, -)
-check "denied requests answered before SIGTERM: $n403" '[ "$n403" -ge 10 ]'
-check "every answered denial has its row after exit" \
+ksb_check "denied requests answered before SIGTERM: $n403" '[ "$n403" -ge 10 ]'
+ksb_check "every answered denial has its row after exit" \
 	'[ "$(ksb_sql "SELECT count(*) FROM (VALUES $values) v WHERE NOT EXISTS (SELECT 1 FROM connections c WHERE c.reason = '"'not_in_allowlist'"' AND c.client_port = v.column1)")" = 0 ]'
-check "verify passes after SIGTERM" 'ctl audit verify'
-unguest 2
+ksb_check "verify passes after SIGTERM" 'ctl audit verify'
+ksb_unguest 2
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

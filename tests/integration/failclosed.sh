@@ -40,10 +40,6 @@ ksb_gateway
 
 fails=0
 pass=0
-check() {
-	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
-	else echo "not ok - $1"; fails=$((fails + 1)); fi
-}
 gwns() { ip netns exec "$GW" "$@"; }
 ns=ksbt-$$-g1
 ip netns add "$ns"
@@ -94,11 +90,11 @@ in_g python3 "$PEER" client 10.77.0.1 3128 sink.test:8443 stream 40 > "$T/stream
 SPID=$!
 KSB_PIDS="$KSB_PIDS $SPID"
 for _ in $(seq 1 150); do grep -q . "$T/stream" && break; sleep 0.1; done
-check "streaming ($(head -n 1 "$T/stream"))" '[ "$(head -n 1 "$T/stream")" = streaming ]'
+ksb_check "streaming ($(head -n 1 "$T/stream"))" '[ "$(head -n 1 "$T/stream")" = streaming ]'
 c0=$(count fc)
 for _ in $(seq 1 50); do [ "$(count fc)" -gt "$c0" ] && break; sleep 0.1; done
-check "bytes reach the origin ($(count fc))" '[ "$(count fc)" -gt "$c0" ]'
-check "its row is committed" \
+ksb_check "bytes reach the origin ($(count fc))" '[ "$(count fc)" -gt "$c0" ]'
+ksb_check "its row is committed" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'g1'"' AND decision = '"'allow'"'")" = 1 ]'
 
 ksb_say "kill -9 of the parent during the transfer"
@@ -106,42 +102,42 @@ at_kill=$(count fc)
 kill -9 "$KSB_GATEWAY_PID"
 wait "$KSB_GATEWAY_PID" 2>/dev/null || true
 for _ in $(seq 1 50); do [ -z "$C1" ] || ! kill -0 "$C1" 2>/dev/null && break; sleep 0.1; done
-check "the proxy process died with it" '[ -n "$C1" ] && ! kill -0 "$C1" 2>/dev/null'
+ksb_check "the proxy process died with it" '[ -n "$C1" ] && ! kill -0 "$C1" 2>/dev/null'
 final=$(stable fc) || true
-check "the origin's count stopped ($at_kill at the kill, $final after)" 'stable fc >/dev/null'
+ksb_check "the origin's count stopped ($at_kill at the kill, $final after)" 'stable fc >/dev/null'
 # The guest keeps trying (its stream ends on the reset, or by itself).
 timeout 45 tail --pid="$SPID" -f /dev/null || true
 echo "# guest: $(tail -n 1 "$T/stream")"
 sleep_bound=$(count fc)
-check "no further byte reached the origin ($sleep_bound)" '[ "$sleep_bound" = "$final" ]'
+ksb_check "no further byte reached the origin ($sleep_bound)" '[ "$sleep_bound" = "$final" ]'
 for _ in $(seq 1 50); do
 	ip netns exec "$OR" ss -Htn state established "( sport = :8443 )" | grep -q . || break
 	sleep 0.1
 done
-check "the origin's side of the tunnel is gone" \
+ksb_check "the origin's side of the tunnel is gone" \
 	'! ip netns exec "$OR" ss -Htn state established "( sport = :8443 )" | grep -q .'
 got=$(in_g python3 "$PEER" client 10.77.0.1 3128 sink.test:8443 halfclose 10 2>&1 | tail -n 1) || true
-check "a new tunnel fails: '$got'" '! echo "$got" | grep -q "^reply"'
-check "a direct connection to the origin fails" \
+ksb_check "a new tunnel fails: '$got'" '! echo "$got" | grep -q "^reply"'
+ksb_check "a direct connection to the origin fails" \
 	'! in_g python3 -c "import socket; socket.create_connection((\"10.78.0.5\", 8443), timeout=3)" 2>/dev/null'
 gwns nft list ruleset > "$T/ruleset"
-check "nft: table inet ksb with its set, the guest in it" \
+ksb_check "nft: table inet ksb with its set, the guest in it" \
 	'gwns nft list set inet ksb guests | grep -qw "${LEASE%/*}"'
-check "nft: table bridge ksb with its set" 'gwns nft list set bridge ksb guests >/dev/null'
-check "nft: both tables in the ruleset" \
+ksb_check "nft: table bridge ksb with its set" 'gwns nft list set bridge ksb guests >/dev/null'
+ksb_check "nft: both tables in the ruleset" \
 	'grep -q "^table inet ksb" "$T/ruleset" && grep -q "^table bridge ksb" "$T/ruleset"'
-check "nothing listens on the proxy port" '! gwns ss -Hltn "sport = :3128" | grep -q LISTEN'
+ksb_check "nothing listens on the proxy port" '! gwns ss -Hltn "sport = :3128" | grep -q LISTEN'
 
 ksb_say "restart: the guest re-registers and works again"
 exec {HOLDFD}>&-
 rm -f "$T/gateway.sock"
 ksb_gateway
 C2=$(child)
-check "a new proxy process" '[ -n "$C2" ] && [ "$C2" != "$C1" ]'
+ksb_check "a new proxy process" '[ -n "$C2" ] && [ "$C2" != "$C1" ]'
 lease 2
 got=$(in_g python3 "$PEER" client 10.77.0.1 3128 sink.test:8443 halfclose 200000 2>&1) || true
-check "a tunnel works again: '$got'" 'echo "$got" | grep -q "^reply got 200000 up="'
-check "the inet set holds exactly the new lease" \
+ksb_check "a tunnel works again: '$got'" 'echo "$got" | grep -q "^reply got 200000 up="'
+ksb_check "the inet set holds exactly the new lease" \
 	'[ "$(gwns nft list set inet ksb guests | tr -d "\n\t" | sed -n "s/.*elements = { \([^}]*\) }.*/\1/p")" = "${LEASE%/*}" ]'
 exec {HOLDFD}>&-
 

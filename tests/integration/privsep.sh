@@ -7,7 +7,9 @@
 # the parent's (databases, taps, control socket).  A malformed message
 # from it (injected on its socketpair end, taken with pidfd_getfd) and a
 # kill -9 make the parent restart it; the guest's registration survives
-# and new connections work.
+# and new connections work.  A proxy process that cannot start (its hosts
+# file gone) has its own error logged by the parent, with its exit status,
+# and is retried with backoff until it can.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -138,6 +140,27 @@ check "denied names still denied" \
 check "gateway alive" 'kill -0 "$GWPID"'
 check "nftables tables still in force" \
 	'ip netns exec "$GW" nft list tables | grep -q "inet ksb"'
+
+ksb_say "a proxy process that cannot start"
+mv "$T/hosts" "$T/hosts.away"
+kill -9 "$C3"
+cause="proxy process [0-9]*: failed: proxy: hosts-file: cannot read .*(exit status 1); restarting it"
+check "the parent logs its cause and exit status" \
+	'for _ in $(seq 1 50); do grep -q "$cause" "$T/gatewayd.log" && break; sleep 0.1; done; grep -q "$cause" "$T/gatewayd.log"'
+check "not called a malformed message" \
+	'[ "$(grep -c "malformed message" "$T/gatewayd.log")" = 2 ]'
+check "retried with backoff" \
+	'sleep 1; [ "$(grep -c "$cause" "$T/gatewayd.log")" -ge 2 ]'
+mv "$T/hosts.away" "$T/hosts"
+# The first one that stays (one started before the mv may still fail).
+C4=
+for _ in $(seq 1 30); do
+	p=$(child "$C3") || break
+	sleep 0.5
+	kill -0 "$p" 2>/dev/null && { C4=$p; break; }
+done
+check "started once it can" '[ -n "$C4" ] && [ "$(field "$C4" Seccomp)" = 2 ]'
+check "the guest is served again" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

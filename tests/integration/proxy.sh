@@ -80,43 +80,6 @@ ksb_gateway
 
 fails=0
 pass=0
-check() {
-	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
-	else echo "not ok - $1"; fails=$((fails + 1)); fi
-}
-
-# guest N ID: namespace ksbt-$$-gN on veth kvgN in ksb0 with ID's lease.
-guest() {
-	local n=$1 id=$2 ns=ksbt-$$-g$1 lease
-	ip netns add "$ns" 2>/dev/null || true
-	KSB_NETNS="${KSB_NETNS:-} $ns"
-	mkfifo "$T/hold$n"
-	ip netns exec "$GW" "$HOLD" "$T/gateway.sock" "$id" default \
-		< "$T/hold$n" > "$T/lease$n" 2>&1 &
-	KSB_PIDS="$KSB_PIDS $!"
-	exec {fd}>"$T/hold$n"
-	eval "HOLDFD$n=$fd"
-	for _ in $(seq 1 100); do
-		[ -s "$T/lease$n" ] && break
-		sleep 0.05
-	done
-	lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$n")
-	[ -n "$lease" ] || ksb_fail "REGISTER $id: $(cat "$T/lease$n")"
-	ip link add "kvg$n" netns "$GW" type veth peer name eth0 netns "$ns"
-	ip -n "$GW" link set "kvg$n" master ksb0 up
-	ip -n "$ns" addr add "$lease" dev eth0
-	ip -n "$ns" link set eth0 up
-	ip -n "$ns" link set lo up
-	rm -f "$T/hold$n"
-}
-# unguest N: drop the lease (and the veth).
-unguest() {
-	local fdv
-	eval "fdv=\$HOLDFD$1"
-	exec {fdv}>&-
-	ip -n "$GW" link del "kvg$1" 2>/dev/null || true
-	rm -f "$T/lease$1"
-}
 in_g() { local n=$1; shift; ip netns exec "ksbt-$$-g$n" timeout 30 "$@"; }
 raw() { local n=$1; shift; in_g "$n" python3 "$RAW" 10.77.0.1 3128 "$@"; }
 curl_g() {
@@ -124,36 +87,16 @@ curl_g() {
 	in_g "$n" curl -sS --max-time 20 --proxy http://10.77.0.1:3128 \
 		--cacert "$T/pki/ca.pem" "$@"
 }
-# rows WHERE: count audit rows (polling, bounded: the audit may lag).
-rows() { ksb_sql "SELECT count(*) FROM connections WHERE $1"; }
-row_is() {
-	local want=$1 where=$2 i got
-	for i in $(seq 1 50); do
-		got=$(rows "$where")
-		[ "$got" = "$want" ] && return 0
-		sleep 0.1
-	done
-	echo "# rows($where) = $got, want $want" >&2
-	return 1
-}
-rows_ge() {	# rows_ge N WHERE: at least N rows, waiting (<= 5 s) for batched denials
-	local i
-	for i in $(seq 1 50); do
-		[ "$(rows "$2")" -ge "$1" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
 expect() {	# expect WHAT WANT-OUTPUT ROW-WHERE COMMAND...
 	local what=$1 want=$2 where=$3 got
 	shift 3
 	got=$("$@" 2>&1) || true
-	check "$what: '$got'" '[ "$got" = "$want" ]'
-	[ -z "$where" ] || check "$what: audit row" 'row_is 1 "$where"'
+	ksb_check "$what: '$got'" '[ "$got" = "$want" ]'
+	[ -z "$where" ] || ksb_check "$what: audit row" 'ksb_row_is 1 "$where"'
 }
 
-guest 1 pg1
-guest 2 pg2
+ksb_fake_guest 1 pg1
+ksb_fake_guest 2 pg2
 
 ksb_say "phase 1: request head"
 I="instance = 'pg1'"
@@ -172,7 +115,7 @@ expect "duplicate Host -> 400" "status 400 deny bad_request" "" \
 	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nHost: a\r\nhost: a\r\n\r\n'
 expect "body -> 400" "status 400 deny bad_request" "" \
 	raw 1 raw 'CONNECT allowed.test:443 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc'
-check "five more 400 rows" 'row_is 6 "$I AND reason = '"'"'bad_request'"'"'"'
+ksb_check "five more 400 rows" 'ksb_row_is 6 "$I AND reason = '"'"'bad_request'"'"'"'
 expect "HTTP/2.0 -> 505" "status 505 deny version_not_supported" "" \
 	raw 1 raw 'CONNECT allowed.test:443 HTTP/2.0\r\n\r\n'
 expect "9 KiB head -> 431" "status 431 deny header_too_large" \
@@ -202,14 +145,14 @@ expect "percent-encoding -> 400" "status 400 deny bad_host" \
 	raw 1 raw 'CONNECT allowed%2etest:443 HTTP/1.1\r\n\r\n'
 expect "non-ASCII -> 400" "status 400 deny bad_request" "" \
 	raw 1 raw 'CONNECT allow\xc3\xa9d.test:443 HTTP/1.1\r\n\r\n'
-check "answers never echo the guest's bytes" \
+ksb_check "answers never echo the guest's bytes" \
 	'! raw 1 raw "CONNECT <script>:443 HTTP/1.1\r\n\r\n" | grep -q script'
 
 ksb_say "phase 1: allowed tunnels and the ClientHello"
 got=$(curl_g 1 https://allowed.test/index.txt 2>&1) || true
-check "curl through the tunnel: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
-check "allow row with SNI, upstream and bytes" \
-	'row_is 1 "$I AND host = '"'"'allowed.test'"'"' AND decision = '"'"'allow'"'"' AND sni = '"'"'allowed.test'"'"' AND upstream_addr = '"'"'10.78.0.2'"'"' AND bytes_down > 0 AND close_reason IS NOT NULL"'
+ksb_check "curl through the tunnel: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+ksb_check "allow row with SNI, upstream and bytes" \
+	'ksb_row_is 1 "$I AND host = '"'"'allowed.test'"'"' AND decision = '"'"'allow'"'"' AND sni = '"'"'allowed.test'"'"' AND upstream_addr = '"'"'10.78.0.2'"'"' AND bytes_down > 0 AND close_reason IS NOT NULL"'
 expect "ClientHello in 1-byte TCP writes" "tls $ORIGIN_BODY" "" \
 	raw 1 tls allowed.test allowed.test "$T/pki/ca.pem" 1
 expect "request and ClientHello pipelined in one write" "tls $ORIGIN_BODY" "" \
@@ -241,12 +184,12 @@ expect "first address refuses, the next one serves" "tls $ORIGIN_BODY" \
 expect "blackholed upstream -> connect_timeout" "closed" \
 	"$I AND host = 'blackhole.test' AND reason = 'connect_timeout'" \
 	raw 1 tls blackhole.test blackhole.test -
-check "deny rows are not reported as tunnels" \
-	'[ "$(rows "$I AND decision = '"'"'deny'"'"' AND bytes_up > 0")" = 0 ]'
+ksb_check "deny rows are not reported as tunnels" \
+	'[ "$(ksb_rows "$I AND decision = '"'"'deny'"'"' AND bytes_up > 0")" = 0 ]'
 
 ksb_say "phase 2: caps, slowloris, a well-behaved guest meanwhile"
-unguest 1
-unguest 2
+ksb_unguest 1
+ksb_unguest 2
 kill "$KSB_GATEWAY_PID"
 timeout 10 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 cp "$T/ksb.conf.base" "$T/ksb.conf"
@@ -258,8 +201,8 @@ idle-timeout = 2
 CONF
 rm -f "$T/gateway.sock"
 ksb_gateway
-guest 3 pg3
-guest 4 pg4
+ksb_fake_guest 3 pg3
+ksb_fake_guest 4 pg4
 I3="instance = 'pg3'"
 # pg3 holds 4 connections open dripping a byte every 0.3 s (slowloris) ...
 raw 3 hold 4 0.3 > "$T/hold.out" &
@@ -273,16 +216,16 @@ expect "fifth connection of pg3 -> 429" "status 429 deny instance_connection_lim
 	"$I3 AND reason = 'instance_connection_limit'" \
 	raw 3 raw 'CONNECT allowed.test:443 HTTP/1.1\r\n\r\n'
 got=$(curl_g 4 https://allowed.test/index.txt 2>&1) || true
-check "pg4 served while pg3 is at its cap: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+ksb_check "pg4 served while pg3 is at its cap: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
 wait "$HP" || true
-check "slowloris cut at the 2 s header deadline: $(cat "$T/hold.out")" \
+ksb_check "slowloris cut at the 2 s header deadline: $(cat "$T/hold.out")" \
 	'grep -q "^4/4 answered, max [0-3]\.[0-9] s: \[.HTTP/1.1 408 Request Timeout.\]" "$T/hold.out"'
 out=$(raw 3 seq 40)
-check "burst over the rate cap -> 429 instance_rate_limited: $out" \
+ksb_check "burst over the rate cap -> 429 instance_rate_limited: $out" \
 	'echo "$out" | grep -q "status_429_deny_instance_rate_limited=" && echo "$out" | grep -q "status_403_deny_not_in_allowlist="'
-check "rate refusals audited" 'rows_ge 1 "$I3 AND reason = '"'"'instance_rate_limited'"'"'"'
+ksb_check "rate refusals audited" 'ksb_rows_ge 1 "$I3 AND reason = '"'"'instance_rate_limited'"'"'"'
 got=$(curl_g 4 https://allowed.test/index.txt 2>&1) || true
-check "pg4 still served after pg3's flood: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+ksb_check "pg4 still served after pg3's flood: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
 
 ksb_say "phase 2: the relay (splice), idle-timeout 2 s"
 I4="instance = 'pg4'"
@@ -291,16 +234,16 @@ peer() { local n=$1; shift; in_g "$n" python3 "$PEER" client 10.77.0.1 3128 sink
 # Half-close: 300000 bytes up, then SHUT_WR; the origin answers after EOF.
 got=$(peer 4 halfclose 300000 2>&1) || true
 up=${got##*up=}
-check "half-close passed through, answer after it: '$got'" \
+ksb_check "half-close passed through, answer after it: '$got'" \
 	'echo "$got" | grep -q "^reply got 300000 up=[0-9]*$" && [ "$(cat "$T/stats/hc")" = 300000 ]'
-check "its row: closed, bytes_up $up, bytes_down 11" \
-	'row_is 1 "$I4 AND host = '"'sink.test'"' AND close_reason = '"'closed'"' AND bytes_up = $up AND bytes_down = 11"'
+ksb_check "its row: closed, bytes_up $up, bytes_down 11" \
+	'ksb_row_is 1 "$I4 AND host = '"'sink.test'"' AND close_reason = '"'closed'"' AND bytes_up = $up AND bytes_down = 11"'
 # Idle: nothing after the first bytes; closed after ~2 s either way.
 got=$(peer 4 idle 2>&1) || true
-check "idle tunnel closed: '$got'" 'echo "$got" | grep -Eq "^closed after (1\.[5-9]|[2-4]\.[0-9]) s$"'
-check "its row says idle_timeout" 'row_is 1 "$I4 AND close_reason = '"'idle_timeout'"'"'
+ksb_check "idle tunnel closed: '$got'" 'echo "$got" | grep -Eq "^closed after (1\.[5-9]|[2-4]\.[0-9]) s$"'
+ksb_check "its row says idle_timeout" 'ksb_row_is 1 "$I4 AND close_reason = '"'idle_timeout'"'"'
 for _ in $(seq 1 50); do [ -s "$T/stats/idle" ] && break; sleep 0.1; done
-check "the origin saw the close" '[ "$(cat "$T/stats/idle" 2>/dev/null)" = eof ]'
+ksb_check "the origin saw the close" '[ "$(cat "$T/stats/idle" 2>/dev/null)" = eof ]'
 # write_stalled: the origin floods, the guest stops reading; once the row
 # says so the guest reads again and must find the tunnel's end (what the
 # socket buffers held, then EOF), not an endless flood.
@@ -309,22 +252,22 @@ peer 4 noread < "$T/noread" > "$T/noread.out" 2>&1 &
 NP=$!
 exec {NRFD}>"$T/noread"
 t0=$(date +%s%N)
-check "a guest that stops reading is cut: write_stalled" \
-	'row_is 1 "$I4 AND close_reason = '"'write_stalled'"' AND bytes_down > 0" ||
-	 row_is 1 "$I4 AND close_reason = '"'write_stalled'"' AND bytes_down > 0"'
+ksb_check "a guest that stops reading is cut: write_stalled" \
+	'ksb_row_is 1 "$I4 AND close_reason = '"'write_stalled'"' AND bytes_down > 0" ||
+	 ksb_row_is 1 "$I4 AND close_reason = '"'write_stalled'"' AND bytes_down > 0"'
 echo "# write_stalled after $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 finwait=$(ip netns exec "$GW" ss -Htn state fin-wait-1 "( sport = :3128 )" | wc -l)
-check "a stalled tunnel is reset, not left in FIN-WAIT-1 behind unread data ($finwait)" '[ "$finwait" = 0 ]'
+ksb_check "a stalled tunnel is reset, not left in FIN-WAIT-1 behind unread data ($finwait)" '[ "$finwait" = 0 ]'
 for _ in $(seq 1 50); do [ -s "$T/stats/flood.err" ] && break; sleep 0.1; done
-check "the origin's flood ended with the tunnel: $(cat "$T/stats/flood.err" 2>/dev/null)" '[ -s "$T/stats/flood.err" ]'
+ksb_check "the origin's flood ended with the tunnel: $(cat "$T/stats/flood.err" 2>/dev/null)" '[ -s "$T/stats/flood.err" ]'
 echo go >&"$NRFD"
 exec {NRFD}>&-
 wait "$NP" || true
 got=$(tail -n 1 "$T/noread.out")
-check "the guest, reading again, finds the tunnel reset: '$got'" 'echo "$got" | grep -q "^ConnectionResetError after [0-9]* bytes$"'
+ksb_check "the guest, reading again, finds the tunnel reset: '$got'" 'echo "$got" | grep -q "^ConnectionResetError after [0-9]* bytes$"'
 got=$(curl_g 4 https://allowed.test/index.txt 2>&1) || true
-check "pg4 still served: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
-check "gateway alive" 'kill -0 "$KSB_GATEWAY_PID"'
+ksb_check "pg4 still served: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
+ksb_check "gateway alive" 'kill -0 "$KSB_GATEWAY_PID"'
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

@@ -72,37 +72,6 @@ ksb_gateway
 
 fails=0
 pass=0
-check() {
-	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
-	else echo "not ok - $1"; fails=$((fails + 1)); fi
-}
-
-# guest N ID PROFILE: namespace ksbt-$$-gN on veth krgN in ksb0 holding
-# ID's lease (the veth is not named like a tap, so the bridge's per-tap
-# anti-spoofing rules do not apply; the inet table still admits only
-# leased addresses).
-guest() {
-	local n=$1 id=$2 profile=$3 ns=ksbt-$$-g$1 lease fd
-	ip netns add "$ns"
-	KSB_NETNS="${KSB_NETNS:-} $ns"
-	mkfifo "$T/hold$n"
-	"$HOLD" "$T/gateway.sock" "$id" "$profile" < "$T/hold$n" \
-		> "$T/lease$n" 2>&1 &
-	KSB_PIDS="$KSB_PIDS $!"
-	exec {fd}>"$T/hold$n"
-	for _ in $(seq 1 100); do
-		[ -s "$T/lease$n" ] && break
-		sleep 0.05
-	done
-	lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$n")
-	[ -n "$lease" ] || ksb_fail "REGISTER $id: $(cat "$T/lease$n")"
-	ip link add "krg$n" netns "$GW" type veth peer name eth0 netns "$ns"
-	ip -n "$GW" link set "krg$n" master ksb0 up
-	ip -n "$ns" addr add "$lease" dev eth0
-	ip -n "$ns" link set eth0 up
-	ip -n "$ns" link set lo up
-	rm -f "$T/hold$n"
-}
 in_g() { local n=$1; shift; ip netns exec "ksbt-$$-g$n" timeout 30 "$@"; }
 once() { in_g "$1" python3 "$PEER" once 10.77.0.1 3128 "$2"; }
 # stream N NAME HOST: a long-lived tunnel from guest N, status in $T/NAME.
@@ -128,17 +97,6 @@ wait_st() {
 	echo "# stream $1: $(st "$1"), want $2 >= ${3:-0}" >&2
 	return 1
 }
-# sql_is WANT QUERY: poll (bounded, 5 s): the audit writer may lag.
-sql_is() {
-	local i got
-	for i in $(seq 1 50); do
-		got=$(ksb_sql "$2")
-		[ "$got" = "$1" ] && return 0
-		sleep 0.1
-	done
-	echo "# $2 -> '$got', want '$1'" >&2
-	return 1
-}
 nreloads() { grep -c 'policy reloaded' "$T/gatewayd.log" || true; }
 nfailed() { grep -c 'reload failed' "$T/gatewayd.log" || true; }
 # hup_wait PATTERN-COUNT-FN: SIGHUP, then wait until the count grows.
@@ -156,35 +114,35 @@ ok_digest() {
 	ksb_sql "SELECT digest FROM policy_versions WHERE ok = 1 ORDER BY id DESC LIMIT 1"
 }
 
-guest 1 g1 default
-guest 2 g2 other
+ksb_fake_guest 1 g1 default
+ksb_fake_guest 2 g2 other
 
 ksb_say "1. drop b.test while tunnels to a.test and b.test transfer"
 D1=$(ok_digest)
 stream 1 A a.test
 stream 1 B b.test
 stream 2 O a.test
-check "tunnels to a.test and b.test transfer" \
+ksb_check "tunnels to a.test and b.test transfer" \
 	'wait_st A live 10 && wait_st B live 10 && wait_st O live 10'
 policy a
 t0=$(date +%s%N)
-check "SIGHUP reloads" 'hup_wait nreloads'
+ksb_check "SIGHUP reloads" 'hup_wait nreloads'
 D2=$(ok_digest)
-check "a new digest is recorded" '[ -n "$D2" ] && [ "$D2" != "$D1" ]'
-check "b.test's tunnel closes" 'wait_st B closed'
+ksb_check "a new digest is recorded" '[ -n "$D2" ] && [ "$D2" != "$D1" ]'
+ksb_check "b.test's tunnel closes" 'wait_st B closed'
 echo "# b closed $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGHUP"
 nA=$(st_n A)
-check "a.test's tunnel keeps transferring" "wait_st A live $((nA + 20))"
-check "b.test's row: allowed under the old digest, closed revoked" \
-	"sql_is 'revoked|$D1' \"SELECT close_reason || '|' || policy_digest FROM connections WHERE host = 'b.test' AND decision = 'allow'\""
-check "a.test's tunnel row is still open" \
-	"sql_is 1 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND closed_ms IS NULL\""
-check "new b.test refused: 403 not_in_allowlist" \
+ksb_check "a.test's tunnel keeps transferring" "wait_st A live $((nA + 20))"
+ksb_check "b.test's row: allowed under the old digest, closed revoked" \
+	"ksb_sql_is 'revoked|$D1' \"SELECT close_reason || '|' || policy_digest FROM connections WHERE host = 'b.test' AND decision = 'allow'\""
+ksb_check "a.test's tunnel row is still open" \
+	"ksb_sql_is 1 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND closed_ms IS NULL\""
+ksb_check "new b.test refused: 403 not_in_allowlist" \
 	'[ "$(once 1 b.test)" = "403 not_in_allowlist" ]'
-check "the deny row references the new digest" \
-	"sql_is '$D2' \"SELECT policy_digest FROM connections WHERE host = 'b.test' AND decision = 'deny' ORDER BY id DESC LIMIT 1\""
-check "new a.test allowed, row references the new digest" \
-	'[ "$(once 1 a.test)" = ok ] && sql_is "$D2" "SELECT policy_digest FROM connections WHERE host = '"'a.test'"' AND decision = '"'allow'"' ORDER BY id DESC LIMIT 1"'
+ksb_check "the deny row references the new digest" \
+	"ksb_sql_is '$D2' \"SELECT policy_digest FROM connections WHERE host = 'b.test' AND decision = 'deny' ORDER BY id DESC LIMIT 1\""
+ksb_check "new a.test allowed, row references the new digest" \
+	'[ "$(once 1 a.test)" = ok ] && ksb_sql_is "$D2" "SELECT policy_digest FROM connections WHERE host = '"'a.test'"' AND decision = '"'allow'"' ORDER BY id DESC LIMIT 1"'
 
 ksb_say "2. a broken edit changes nothing"
 cp "$POL" "$T/good.policy"
@@ -195,24 +153,24 @@ profile broken {
     frobnicate
 }
 BAD
-check "SIGHUP with a broken policy fails" 'hup_wait nfailed'
-check "the errors are logged as file:line:col" \
+ksb_check "SIGHUP with a broken policy fails" 'hup_wait nfailed'
+ksb_check "the errors are logged as file:line:col" \
 	'grep -q "test.policy:[0-9]*:[0-9]*: host .B.test. has uppercase" "$T/gatewayd.log"'
-check "the failed attempt is recorded with its errors" \
-	"sql_is 1 \"SELECT count(*) FROM policy_versions WHERE ok = 0 AND digest IS NULL AND errors LIKE '%unknown keyword%'\""
-check "the current digest is unchanged" '[ "$(ok_digest)" = "$D2" ]'
+ksb_check "the failed attempt is recorded with its errors" \
+	"ksb_sql_is 1 \"SELECT count(*) FROM policy_versions WHERE ok = 0 AND digest IS NULL AND errors LIKE '%unknown keyword%'\""
+ksb_check "the current digest is unchanged" '[ "$(ok_digest)" = "$D2" ]'
 set +e
 "$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"
 rc=$?
 set -e
-check "ksbctl reload exits 1" '[ $rc = 1 ]'
-check "ksbctl reload lists every error" \
+ksb_check "ksbctl reload exits 1" '[ $rc = 1 ]'
+ksb_check "ksbctl reload lists every error" \
 	'[ "$(grep -c "test.policy:[0-9]*:[0-9]*: " "$T/reload.err")" = 3 ] && grep -q "3 errors, policy unchanged" "$T/reload.err"'
-check "a.test's tunnel unaffected" "wait_st A live $(( $(st_n A) + 10 ))"
-check "b.test still refused, a.test still served" \
+ksb_check "a.test's tunnel unaffected" "wait_st A live $(( $(st_n A) + 10 ))"
+ksb_check "b.test still refused, a.test still served" \
 	'[ "$(once 1 b.test)" = "403 not_in_allowlist" ] && [ "$(once 1 a.test)" = ok ]'
-check "rows still reference the running digest" \
-	"sql_is '$D2' \"SELECT policy_digest FROM connections ORDER BY id DESC LIMIT 1\""
+ksb_check "rows still reference the running digest" \
+	"ksb_sql_is '$D2' \"SELECT policy_digest FROM connections ORDER BY id DESC LIMIT 1\""
 cp "$T/good.policy" "$POL"
 
 ksb_say "3. a profile disappears; a restart-only setting changes"
@@ -224,26 +182,26 @@ set +e
 rc=$?
 set -e
 cat "$T/reload.out" "$T/reload.err" | sed 's/^/# /'
-check "ksbctl reload succeeds" '[ $rc = 0 ] && grep -q "^policy reloaded: digest=" "$T/reload.out"'
-check "it reports the instance left without a profile" \
+ksb_check "ksbctl reload succeeds" '[ $rc = 0 ] && grep -q "^policy reloaded: digest=" "$T/reload.out"'
+ksb_check "it reports the instance left without a profile" \
 	'grep -q "warning: instance g2 (10.77.0.[0-9]*): profile .other. no longer exists: all its egress is denied" "$T/reload.err"'
-check "it reports proxy-port as needing a restart" \
+ksb_check "it reports proxy-port as needing a restart" \
 	'grep -q "warning: .*ksb.conf: proxy-port changed to .3129.: needs a restart, still .3128." "$T/reload.err"'
-check "and counts the revoked tunnel" 'grep -q "revoked=1 lost=1" "$T/reload.out"'
-check "g2's tunnel is revoked" 'wait_st O closed'
-check "g2's row is closed revoked" \
-	"sql_is revoked \"SELECT close_reason FROM connections WHERE instance = 'g2' AND decision = 'allow'\""
-check "g2's new connections are refused" '[ "$(once 2 a.test)" = "403 not_in_allowlist" ]'
-check "the proxy still listens on 3128 only" \
+ksb_check "and counts the revoked tunnel" 'grep -q "revoked=1 lost=1" "$T/reload.out"'
+ksb_check "g2's tunnel is revoked" 'wait_st O closed'
+ksb_check "g2's row is closed revoked" \
+	"ksb_sql_is revoked \"SELECT close_reason FROM connections WHERE instance = 'g2' AND decision = 'allow'\""
+ksb_check "g2's new connections are refused" '[ "$(once 2 a.test)" = "403 not_in_allowlist" ]'
+ksb_check "the proxy still listens on 3128 only" \
 	'ip netns exec "$GW" ss -Hltn "sport = :3128" | grep -q LISTEN && ! ip netns exec "$GW" ss -Hltn "sport = :3129" | grep -q LISTEN'
-check "g1's tunnel is untouched" "wait_st A live $(( $(st_n A) + 10 ))"
+ksb_check "g1's tunnel is untouched" "wait_st A live $(( $(st_n A) + 10 ))"
 cp "$T/ksb.conf.orig" "$T/ksb.conf"
 
 ksb_say "4. reload storm while traffic flows"
 policy a
 hup_wait nreloads || true
 stream 1 A2 a.test
-check "a second tunnel transfers" 'wait_st A2 live 5'
+ksb_check "a second tunnel transfers" 'wait_st A2 live 5'
 nA=$(st_n A)
 r0=$(nreloads)
 served=0
@@ -263,23 +221,23 @@ done
 policy a
 hup_wait nreloads || true
 echo "# $(( $(nreloads) - r0 )) reloads during the storm"
-check "the storm caused many reloads" '[ $(( $(nreloads) - r0 )) -ge 10 ]'
-check "no reload failed during the storm" '[ ! -s "$T/storm.err" ]'
-check "every new a.test connection was served ($served)" '[ $refused = 0 ] && [ $served = 10 ]'
-check "both a.test tunnels survived and kept transferring" \
+ksb_check "the storm caused many reloads" '[ $(( $(nreloads) - r0 )) -ge 10 ]'
+ksb_check "no reload failed during the storm" '[ ! -s "$T/storm.err" ]'
+ksb_check "every new a.test connection was served ($served)" '[ $refused = 0 ] && [ $served = 10 ]'
+ksb_check "both a.test tunnels survived and kept transferring" \
 	"wait_st A live $((nA + 20)) && wait_st A2 live 20"
-check "no a.test tunnel was revoked" \
-	"sql_is 0 \"SELECT count(*) FROM connections WHERE host = 'a.test' AND close_reason = 'revoked' AND instance = 'g1'\""
-check "the gateway is alive" 'kill -0 "$KSB_GATEWAY_PID"'
+ksb_check "no a.test tunnel was revoked" \
+	"ksb_sql_is 0 \"SELECT count(*) FROM connections WHERE host = 'a.test' AND close_reason = 'revoked' AND instance = 'g1'\""
+ksb_check "the gateway is alive" 'kill -0 "$KSB_GATEWAY_PID"'
 
 ksb_say "5. tunnels end cleanly"
 touch "$T/A.stop" "$T/A2.stop"
-check "a.test's tunnels close cleanly, echo intact throughout" \
+ksb_check "a.test's tunnels close cleanly, echo intact throughout" \
 	'wait_st A done && wait_st A2 done'
 echo "# tunnel A: $(st A)"
-check "their rows are closed as closed" \
-	"sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up > 100000\""
-check "no peer error" '[ ! -s "$T/peers.err" ]'
+ksb_check "their rows are closed as closed" \
+	"ksb_sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up > 100000\""
+ksb_check "no peer error" '[ ! -s "$T/peers.err" ]'
 
 ksb_say "6. includes and profile limits"
 mkdir -p "$T/policy.d/limits"
@@ -299,30 +257,30 @@ limits 2
 } > "$POL.new"
 mv "$POL.new" "$POL"
 D5=$(ok_digest)
-check "ksbctl reload with an include succeeds" \
+ksb_check "ksbctl reload with an include succeeds" \
 	'"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"'
 D6=$(ok_digest)
-check "a new digest is recorded" '[ -n "$D6" ] && [ "$D6" != "$D5" ]'
+ksb_check "a new digest is recorded" '[ -n "$D6" ] && [ "$D6" != "$D5" ]'
 "$KSBCTL" -f "$T/ksb.conf" policy show default > "$T/show.out" 2>&1 || true
-check "policy show lists the inherited limit and where it is set" \
+ksb_check "policy show lists the inherited limit and where it is set" \
 	'grep -q "^    limit connections 2 .*# capped (.*/limits/cap.inc:2)$" "$T/show.out"'
 stream 1 L1 a.test
 stream 1 L2 a.test
-check "two tunnels of g1 transfer" 'wait_st L1 live 5 && wait_st L2 live 5'
-check "the third gets 429 instance_connection_limit" \
+ksb_check "two tunnels of g1 transfer" 'wait_st L1 live 5 && wait_st L2 live 5'
+ksb_check "the third gets 429 instance_connection_limit" \
 	'[ "$(once 1 a.test)" = "429 instance_connection_limit" ]'
-check "the refusal is audited under the new digest" \
-	"sql_is '$D6' \"SELECT policy_digest FROM connections WHERE instance = 'g1' AND reason = 'instance_connection_limit' ORDER BY id DESC LIMIT 1\""
-check "the open tunnels are untouched" \
+ksb_check "the refusal is audited under the new digest" \
+	"ksb_sql_is '$D6' \"SELECT policy_digest FROM connections WHERE instance = 'g1' AND reason = 'instance_connection_limit' ORDER BY id DESC LIMIT 1\""
+ksb_check "the open tunnels are untouched" \
 	"wait_st L1 live $(( $(st_n L1) + 5 )) && wait_st L2 live $(( $(st_n L2) + 5 ))"
 limits 3
-check "editing only the included file reloads" \
+ksb_check "editing only the included file reloads" \
 	'"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"'
 D7=$(ok_digest)
-check "the digest covers the included file" '[ -n "$D7" ] && [ "$D7" != "$D6" ]'
-check "with limit 3 a third tunnel is served" '[ "$(once 1 a.test)" = ok ]'
+ksb_check "the digest covers the included file" '[ -n "$D7" ] && [ "$D7" != "$D6" ]'
+ksb_check "with limit 3 a third tunnel is served" '[ "$(once 1 a.test)" = ok ]'
 touch "$T/L1.stop" "$T/L2.stop"
-check "the limited tunnels close cleanly" 'wait_st L1 done && wait_st L2 done'
+ksb_check "the limited tunnels close cleanly" 'wait_st L1 done && wait_st L2 done'
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

@@ -110,6 +110,81 @@ main(void)
 	CHECK(raw(sv, MSG_AUDIT_STATE, sizeof(mi), sizeof(mi), -1) == 1,
 	    "a good message after the bad ones");
 	CHECK(!msg_str_ok("abc", 3) && msg_str_ok("ab", 3), "msg_str_ok");
+	{
+		/* Two descriptors fit the control buffer: both closed. */
+		struct msg_hdr th = { MSG_AUDIT_STATE, sizeof(mi), 0 };
+		uint8_t pkt[sizeof(th) + sizeof(mi)];
+		union {
+			char b[CMSG_SPACE(2 * sizeof(int))];
+			struct cmsghdr a;
+		} u;
+		struct iovec iov = { pkt, sizeof(pkt) };
+		struct msghdr m;
+		struct cmsghdr *cm;
+		int fds[2] = { dup(0), dup(0) }, probe;
+
+		memcpy(pkt, &th, sizeof(th));
+		memcpy(pkt + sizeof(th), &mi, sizeof(mi));
+		memset(&m, 0, sizeof(m));
+		m.msg_iov = &iov;
+		m.msg_iovlen = 1;
+		m.msg_control = u.b;
+		m.msg_controllen = CMSG_SPACE(2 * sizeof(int));
+		cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(2 * sizeof(int));
+		memcpy(CMSG_DATA(cm), fds, sizeof(fds));
+		r = sendmsg(sv[0], &m, 0) == -1 ? -2 : 0;
+		close(fds[0]);
+		close(fds[1]);
+		if (r == 0)
+			r = msg_recv(sv[1], &h, payload, &fd);
+		probe = dup(0);
+		CHECK(r == -1 && errno == EBADMSG && probe == fds[0],
+		    "two descriptors: EBADMSG, neither kept");
+		close(probe);
+	}
+	{
+		uint8_t pkt[sizeof(struct msg_hdr) + sizeof(struct msg_fatal)];
+		struct msg_hdr th = { MSG_FATAL, sizeof(struct msg_fatal), 0 };
+		struct msg_fatal mf;
+
+		memset(pkt, 0, sizeof(pkt));
+		memcpy(pkt, &th, sizeof(th));
+		CHECK(msg_parse(pkt, sizeof(pkt), 0, &h) == 0 &&
+		    h.type == MSG_FATAL, "msg_parse: MSG_FATAL");
+		CHECK(msg_parse(pkt, sizeof(pkt), 1, &h) == -1 &&
+		    errno == EBADMSG, "msg_parse: unexpected descriptor");
+		CHECK(msg_parse(pkt, sizeof(pkt) - 1, 0, &h) == -1,
+		    "msg_parse: short payload");
+		CHECK(msg_parse(pkt, 7, 0, &h) == -1, "msg_parse: short header");
+		memset(mf.text, 'x', sizeof(mf.text));
+		CHECK(msg_fatal_check(&mf) == -1, "MSG_FATAL text unterminated");
+		mf.text[5] = '\0';
+		CHECK(msg_fatal_check(&mf) == 0, "MSG_FATAL text terminated");
+	}
+	{
+		struct msg_close mc;
+		struct msg_addrs ma;
+
+		memset(&row, 0, sizeof(row));
+		CHECK(msg_row_check(0, &row) == 0, "a denied row");
+		row.allow = 1;
+		CHECK(msg_row_check(0, &row) == -1 && msg_row_check(5, &row) == 0,
+		    "an allowed row needs an id");
+		memset(row.sni, 'a', sizeof(row.sni));
+		CHECK(msg_row_check(5, &row) == -1, "an unterminated SNI");
+		memset(&mc, 0, sizeof(mc));
+		mc.forget = 2;
+		CHECK(msg_close_check(&mc) == -1, "forget 2");
+		memset(&ma, 0, sizeof(ma));
+		ma.n = MSG_ADDRS_MAX + 1;
+		CHECK(msg_addrs_check(&ma) == -1, "too many addresses");
+		ma.n = 1;
+		ma.a[0].family = 99;
+		CHECK(msg_addrs_check(&ma) == -1, "an unknown family");
+	}
 	close(sv[0]);
 	CHECK(msg_recv(sv[1], &h, payload, &fd) == 0, "peer closed: 0");
 	close(sv[1]);
