@@ -5,9 +5,10 @@ echo
 echo "guest\$ curl https://allowed.test/index.txt"
 curl -sS --max-time 20 --cacert /ksb-test/ca.pem https://allowed.test/index.txt
 echo
-echo "guest\$ curl https://denied.test/index.txt"
-curl -sS --max-time 20 --cacert /ksb-test/ca.pem https://denied.test/index.txt
-echo "  (curl exit status $?)"
+echo "guest\$ curl -v https://denied.test/index.txt   # the gateway's answer"
+curl -sS -v --max-time 20 --cacert /ksb-test/ca.pem https://denied.test/index.txt 2>&1 |
+	grep -iE '^< (HTTP|X-Ksb-Deny)|^curl:'
+echo "  (the proxy refused the CONNECT: 403, reason in X-Ksb-Deny)"
 echo
 echo "guest\$ curl --noproxy '*' https://10.78.0.2/   # straight to the origin"
 curl -sS --noproxy '*' --max-time 5 -k https://10.78.0.2/index.txt
