@@ -826,6 +826,12 @@ workspace_child(const struct boot *b, int clone)
 	if (!clone)
 		_exit(0);
 	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
+	/*
+	 * This is the guest's PID 1 (a child of it, as the agent user): the
+	 * git CLI runs inside the VM, from the host /usr shared read-only.
+	 * The host never runs git; it reads the mirror back with libgit2
+	 * (mirror/fetch.c).
+	 */
 	execl(WORKSPACE_GIT, "git", "clone", "--quiet", "--shared", "-b", branch,
 	    MIRROR_GUEST_DIR, WORKSPACE_DIR, (char *)NULL);
 	say(WORKSPACE_GIT ": %s", strerror(errno));
