@@ -60,6 +60,24 @@ int util_mkdirs(const char *path, mode_t mode);
 /* rm -rf that never follows symlinks (unlinkat/openat based); 0 or -1. */
 int util_rmtree(const char *path);
 /*
+ * util_proc_stat_parse: parse one /proc/<pid>/stat line (proc(5)): the
+ * NUL-terminated text buf, whose comm field (2) may hold spaces and
+ * parentheses, so fields are counted from the last ')'.  Sets *state to
+ * field 3 (R, S, D, Z, X, ...), *flags to field 9 (the kernel's PF_* task
+ * flags) and *start to field 22 (start time in clock ticks since boot).
+ * Returns 0, or -1 if the line does not have that shape.
+ */
+int util_proc_stat_parse(const char *buf, char *state, unsigned long *flags,
+    uint64_t *start);
+/*
+ * util_proc_alive: 0 and *start (field 22 above) if pid is a live process:
+ * it exists, is neither a zombie (Z) nor dead (X), and is not exiting
+ * (PF_EXITING, 0x4 in include/linux/sched.h: killed and closing its files
+ * on the way to becoming a zombie).  -1 otherwise.  (pid, start) names a
+ * process across pid reuse.
+ */
+int util_proc_alive(pid_t pid, uint64_t *start);
+/*
  * util_read_file: read the regular file path whole (opened O_CLOEXEC |
  * O_NOCTTY; symlinks are followed) into *buf, a new allocation of *len
  * bytes, not NUL-terminated, that the caller frees.  A file of more than

@@ -292,3 +292,62 @@ util_parse_cidr4(const char *s, uint32_t *addr, int *prefix)
 	}
 	return 0;
 }
+
+int
+util_proc_stat_parse(const char *buf, char *state, unsigned long *flags,
+    uint64_t *start)
+{
+	const char *p;
+	char *end;
+	int field;
+
+	if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ')
+		return -1;
+	p += 2;				/* field 3 */
+	if (*p == '\0' || p[1] != ' ')
+		return -1;
+	*state = *p;
+	for (field = 3; field < 22; field++) {
+		if ((p = strchr(p, ' ')) == NULL)
+			return -1;
+		p++;			/* field + 1 */
+		if (field + 1 == 9) {
+			errno = 0;
+			*flags = strtoul(p, &end, 10);
+			if (errno != 0 || end == p || *end != ' ')
+				return -1;
+		}
+	}
+	if (*p < '0' || *p > '9')
+		return -1;
+	errno = 0;
+	*start = strtoull(p, &end, 10);
+	if (errno != 0 || (*end != ' ' && *end != '\n' && *end != '\0'))
+		return -1;
+	return 0;
+}
+
+int
+util_proc_alive(pid_t pid, uint64_t *start)
+{
+	char path[64], buf[1024], state;
+	unsigned long flags;
+	ssize_t n;
+	int fd;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	if (util_proc_stat_parse(buf, &state, &flags, start) == -1)
+		return -1;
+	if (state == 'Z' || state == 'X' || (flags & 0x4) != 0)
+		return -1;
+	return 0;
+}

@@ -147,46 +147,6 @@ control_unregister(struct instance *inst)
 	registry_remove(inst);
 }
 
-/*
- * The start time of process pid (field 22 of /proc/<pid>/stat, clock ticks
- * since boot; proc(5)).  0 or -1 if there is no such process.
- */
-static int
-control_proc_start(pid_t pid, uint64_t *start)
-{
-	char path[64], buf[1024], *p, *end;
-	ssize_t n;
-	int fd, i;
-
-	if (pid <= 0)
-		return -1;
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	/* comm may hold spaces and parentheses: skip to the last ')'. */
-	if ((p = strrchr(buf, ')')) == NULL)
-		return -1;
-	p++;
-	/* A zombie (Z) or dead (X) process holds no lease any more. */
-	if (p[0] == ' ' && (p[1] == 'Z' || p[1] == 'X'))
-		return -1;
-	for (i = 3; i < 22; i++) {
-		if ((p = strchr(p, ' ')) == NULL)
-			return -1;
-		p++;
-	}
-	errno = 0;
-	*start = strtoull(p, &end, 10);
-	if (errno != 0 || end == p || (*end != ' ' && *end != '\0'))
-		return -1;
-	return 0;
-}
-
 /* "OK tap=.. ip=../P mac=.. gw=.. port=..\n", malloc'd. */
 static char *
 control_lease_reply(struct instance *inst)
@@ -219,7 +179,7 @@ control_register(struct client *cl, const char *id, const char *profile)
 	if (inst == NULL)
 		goto fail;
 	inst->owner_pid = cl->pid;
-	if (control_proc_start(cl->pid, &inst->owner_start) == -1) {
+	if (util_proc_alive(cl->pid, &inst->owner_start) == -1) {
 		cause_set(&cause, "cannot read the start time of pid %ld",
 		    (long)cl->pid);
 		goto fail;
@@ -291,7 +251,7 @@ control_resume(struct client *cl, const char *id, const char *tap)
 		return;
 	}
 	if (cl->pid != inst->owner_pid ||
-	    control_proc_start(cl->pid, &start) == -1 ||
+	    util_proc_alive(cl->pid, &start) == -1 ||
 	    start != inst->owner_start) {
 		control_sendf(cl, "ERR instance %s was registered by another "
 		    "process (pid %ld)\n", id, (long)inst->owner_pid);
@@ -682,7 +642,7 @@ control_reconcile(struct gateway *gw, const struct nft_params *np,
 	for (i = 0; i < nrows; i++) {
 		reason = NULL;
 		inst = NULL;
-		if (control_proc_start(rows[i].owner_pid, &start) == -1 ||
+		if (util_proc_alive(rows[i].owner_pid, &start) == -1 ||
 		    start != rows[i].owner_start)
 			reason = "its ksb-run is gone";
 		else if (!control_tap_listed(taps, ntaps, rows[i].tap))
