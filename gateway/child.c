@@ -615,6 +615,7 @@ child_main(struct gateway *gw, int sock)
 {
 	const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGPIPE,
 		SIGUSR1, SIGUSR2 };
+	struct event_config *cfg;
 	struct event *ev;
 	char *cause = NULL;
 	pid_t parent = getppid();
@@ -642,7 +643,17 @@ child_main(struct gateway *gw, int sock)
 	    fcntl(gw->proxy_fd, F_SETFD, FD_CLOEXEC) == -1)
 		fatal("proxy: fcntl");
 	/* The parent's event base (and audit thread) are not ours. */
-	gw->base = event_base_new();
+	/*
+	 * With the epoll changelist, an event deleted and added again in one
+	 * callback (bufferevent enable/disable, the relay's one-shot events)
+	 * costs no epoll_ctl(2): changes are folded until the next wait.
+	 * Safe because no descriptor here is a dup(2) of another.
+	 */
+	if ((cfg = event_config_new()) == NULL)
+		fatalx("proxy: event_config_new");
+	(void)event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+	gw->base = event_base_new_with_config(cfg);
+	event_config_free(cfg);
 	if (gw->base == NULL)
 		fatalx("proxy: event_base_new");
 	gw->audit = NULL;

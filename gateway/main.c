@@ -47,20 +47,35 @@ usage(FILE *f)
 	    conf_default_path());
 }
 
-/* Join the policy file names with spaces, for the audit database. */
+/*
+ * The policy's file names joined with spaces, for the audit database
+ * (policy_versions.files): every file of p in load order, the included
+ * ones too; without a policy (a failed load), the files ksb.conf names.
+ */
 static char *
-gateway_files(const struct ksb_conf *conf)
+gateway_files(const struct ksb_conf *conf, const struct policy *p)
 {
-	size_t i, len = 1;
+	size_t i, n, len = 1;
+	const char *name;
 	char *s;
 
-	for (i = 0; i < conf->npolicy_files; i++)
-		len += strlen(conf->policy_files[i]) + 1;
+	n = p != NULL ? policy_nfiles(p) : conf->npolicy_files;
+	for (i = 0; i < n; i++) {
+		if (p != NULL)
+			(void)policy_file(p, i, &name, NULL, NULL);
+		else
+			name = conf->policy_files[i];
+		len += strlen(name) + 1;
+	}
 	s = xcalloc(1, len);
-	for (i = 0; i < conf->npolicy_files; i++) {
+	for (i = 0; i < n; i++) {
+		if (p != NULL)
+			(void)policy_file(p, i, &name, NULL, NULL);
+		else
+			name = conf->policy_files[i];
 		if (i > 0)
 			strcat(s, " ");
-		strcat(s, conf->policy_files[i]);
+		strcat(s, name);
 	}
 	return s;
 }
@@ -225,9 +240,11 @@ gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
 	/* Parse everything into new objects; nothing running is touched. */
 	if (conf_load(gw->conf->path, 0, &nc, errors) == -1)
 		goto fail;
-	files = gateway_files(nc);
+	files = gateway_files(nc, NULL);
 	if (gateway_load_policy(nc, &np, &pb, errors) == -1)
 		goto fail;
+	free(files);
+	files = gateway_files(nc, np);
 	gateway_restart_only(gw->conf, nc, notes);
 	/* Swap: from here on every decision (and row) uses the new policy. */
 	old = gw->policy;
@@ -407,7 +424,7 @@ main(int argc, char **argv)
 	if (audit_open(gw.conf->audit_db, gw.conf->audit_retention, &gw.audit,
 	    &cause) == -1)
 		fatalx("audit: %s", cause);
-	files = gateway_files(gw.conf);
+	files = gateway_files(gw.conf, gw.policy);
 	audit_policy(gw.audit, policy_digest(gw.policy), 1, files, NULL);
 	free(files);
 

@@ -124,6 +124,7 @@ LogLevel Critical
 LogFile "$T/tinyproxy.log"
 CONF
 ip netns exec "$GW" tinyproxy -d -c "$T/tinyproxy.conf" >/dev/null 2>&1 &
+TPPID=$!
 KSB_PIDS="$KSB_PIDS $!"
 mkdir -p "$T/squid"
 chown proxy "$T/squid"
@@ -142,6 +143,7 @@ max_filedescriptors 65536
 shutdown_lifetime 1 seconds
 CONF
 ip netns exec "$GW" squid -N -f "$T/squid.conf" >/dev/null 2>&1 &
+SQPID=$!
 KSB_PIDS="$KSB_PIDS $!"
 ksb_wait_port "$GW" 10.77.0.1 3129
 ksb_wait_port "$GW" 10.77.0.1 3130
@@ -174,11 +176,18 @@ gw_pids() {
 	echo "$p"
 	for k in $(pgrep -P "$p"); do gw_pids "$k"; done
 }
+# cpu_s [PID [sys]]: CPU seconds, user + system (or system only), of PID
+# (the gateway) and its descendants, from /proc/<pid>/stat fields 14 and
+# 15 (clock ticks).
 cpu_s() {
 	# shellcheck disable=SC2046
-	cat $(gw_pids "$GWPID" | sed 's|.*|/proc/&/stat|') 2>/dev/null |
-		awk '{ t += $14 + $15 } END { printf "%.2f", t / 100 }'
+	cat $(gw_pids "${1:-$GWPID}" | sed 's|.*|/proc/&/stat|') 2>/dev/null |
+		awk -v hz="$(getconf CLK_TCK)" -v sys="${2:-}" \
+		'{ sub(/^.*\) /, ""); t += $13; if (sys == "") t += $12 }
+		END { printf "%.2f", t / hz }'
 }
+# The process tree that serves each proxy (none for direct).
+declare -A PIDOF=([ksb]=$GWPID [tinyproxy]=$TPPID [squid]=$SQPID)
 rss() {
 	# shellcheck disable=SC2046
 	cat $(gw_pids "$GWPID" | sed 's|.*|/proc/&/status|') 2>/dev/null |
@@ -241,12 +250,23 @@ done
 
 ksb_say "tunnels/s: $RATE_CONC and $RATE_HI at a time for $RATE_S s; latency: one at a time for $LAT_S s"
 for s in $SYSTEMS; do
-	: > "$T/rate.$s"; : > "$T/ratehi.$s"; : > "$T/p50.$s"; : > "$T/p99.$s"
+	: > "$T/rate.$s"; : > "$T/cpu.$s"; : > "$T/kcpu.$s"; : > "$T/ratehi.$s"; : > "$T/p50.$s"; : > "$T/p99.$s"
 	for r in $(seq 1 "$REPS"); do
+		p=${PIDOF[$s]:-}
+		c0=$( [ -n "$p" ] && cpu_s "$p" || echo 0)
+		k0=$( [ -n "$p" ] && cpu_s "$p" sys || echo 0)
 		# shellcheck disable=SC2046
 		set -- $(lg rate "$(addr "$s")" "$RATE_S" "$RATE_CONC" $(via "$s"))
-		echo "$s run $r: $RATE_CONC at a time: $2 tunnels/s (p50 $3 ms, p99 $4 ms, errors $5)"
+		c1=$( [ -n "$p" ] && cpu_s "$p" || echo 0)
+		k1=$( [ -n "$p" ] && cpu_s "$p" sys || echo 0)
+		# CPU microseconds the proxy spent per tunnel, all and in the
+		# kernel (the TCP work every proxy does for two connections).
+		us=$(awk "BEGIN { printf \"%.0f\", ($c1 - $c0) * 1e6 / ($2 * $RATE_S) }")
+		ks=$(awk "BEGIN { printf \"%.0f\", ($k1 - $k0) * 1e6 / ($2 * $RATE_S) }")
+		echo "$s run $r: $RATE_CONC at a time: $2 tunnels/s (p50 $3 ms, p99 $4 ms, errors $5)$( [ -n "$p" ] && echo ", proxy CPU $us us/tunnel, $ks in the kernel")"
 		echo "$2" >> "$T/rate.$s"
+		echo "$us" >> "$T/cpu.$s"
+		echo "$ks" >> "$T/kcpu.$s"
 		# shellcheck disable=SC2046
 		set -- $(lg rate "$(addr "$s")" "$RATE_S" "$RATE_HI" $(via "$s"))
 		echo "$s run $r: $RATE_HI at a time: $2 tunnels/s (p50 $3 ms, p99 $4 ms, errors $5)"
@@ -261,22 +281,32 @@ done
 
 ksb_say "load: $(uptime)"
 ksb_say "results (medians of $REPS)"
+# A run of some systems only (SYSTEMS=...) still prints its table; the
+# ratios need direct, ksb, tinyproxy and squid.
+for s in direct ksb tinyproxy squid; do
+	for f in bulk rate ratehi p50 p99 cpu kcpu; do
+		[ -e "$T/$f.$s" ] || echo 0 > "$T/$f.$s"
+	done
+done
 bd=$(med < "$T/bulk.direct"); bk=$(med < "$T/bulk.ksb")
 rt=$(med < "$T/rate.tinyproxy"); rk=$(med < "$T/rate.ksb")
 rth=$(med < "$T/ratehi.tinyproxy"); rkh=$(med < "$T/ratehi.ksb")
-ratio() { awk "BEGIN { printf \"%.2f\", $1 / $2 }"; }
-printf '%-10s %10s %12s %12s %8s %8s\n' system "MiB/s" \
-	"tun/s@$RATE_CONC" "tun/s@$RATE_HI" "p50 ms" "p99 ms"
+ratio() { awk "BEGIN { if ($2 == 0) print \"-\"; else printf \"%.2f\", $1 / $2 }"; }
+printf '%-10s %10s %12s %12s %8s %8s %14s\n' system "MiB/s" \
+	"tun/s@$RATE_CONC" "tun/s@$RATE_HI" "p50 ms" "p99 ms" "CPU us/tun(k)"
 for s in $SYSTEMS; do
-	printf '%-10s %10s %12s %12s %8s %8s\n' "$s" "$(med < "$T/bulk.$s")" \
+	printf '%-10s %10s %12s %12s %8s %8s %14s\n' "$s" "$(med < "$T/bulk.$s")" \
 		"$(med < "$T/rate.$s")" "$(med < "$T/ratehi.$s")" \
-		"$(med < "$T/p50.$s")" "$(med < "$T/p99.$s")"
+		"$(med < "$T/p50.$s")" "$(med < "$T/p99.$s")" \
+		"$( [ -n "${PIDOF[$s]:-}" ] && echo "$(med < "$T/cpu.$s") ($(med < "$T/kcpu.$s"))" || echo -)"
 done
 pi=$(med < "$T/idle")
 echo
 printf 'throughput ksb/direct     %5s  (target >= 0.9)\n' "$(ratio "$bk" "$bd")"
 printf 'tunnels/s ksb/tinyproxy   %5s @%s, %s @%s  (target >= 2)\n' \
 	"$(ratio "$rk" "$rt")" "$RATE_CONC" "$(ratio "$rkh" "$rth")" "$RATE_HI"
+printf 'proxy CPU/tunnel ksb/tinyproxy %s @%s (ksb includes its audit writer)\n' \
+	"$(ratio "$(med < "$T/cpu.ksb")" "$(med < "$T/cpu.tinyproxy")")" "$RATE_CONC"
 printf 'tunnels/s ksb/squid       %5s @%s, %s @%s\n' \
 	"$(ratio "$rk" "$(med < "$T/rate.squid")")" "$RATE_CONC" \
 	"$(ratio "$rkh" "$(med < "$T/ratehi.squid")")" "$RATE_HI"

@@ -261,6 +261,8 @@ ksb_check "ksbctl reload with an include succeeds" \
 	'"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"'
 D6=$(ok_digest)
 ksb_check "a new digest is recorded" '[ -n "$D6" ] && [ "$D6" != "$D5" ]'
+ksb_check "the version's files name the included file too" \
+	"ksb_sql \"SELECT files FROM policy_versions WHERE digest = '\$D6' ORDER BY id DESC LIMIT 1\" | grep -q 'limits/cap.inc'"
 "$KSBCTL" -f "$T/ksb.conf" policy show default > "$T/show.out" 2>&1 || true
 ksb_check "policy show lists the inherited limit and where it is set" \
 	'grep -q "^    limit connections 2 .*# capped (.*/limits/cap.inc:2)$" "$T/show.out"'
