@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <event2/buffer.h>
@@ -78,6 +79,41 @@ gateway_files(const struct ksb_conf *conf, const struct policy *p)
 		strcat(s, name);
 	}
 	return s;
+}
+
+/*
+ * Descriptors: raise the soft RLIMIT_NOFILE to the hard one (each tunnel
+ * holds two sockets and, while bytes move, two pipes; the proxy process
+ * inherits the limit).  Below GATEWAY_NOFILE_MIN the gateway cannot even
+ * start its proxy process: say so and refuse, rather than start one that
+ * fails.  0, or -1 with the message written.
+ */
+#define GATEWAY_NOFILE_MIN 64
+
+static int
+gateway_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
+		log_warn("getrlimit RLIMIT_NOFILE");
+		return 0;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			log_warn("setrlimit RLIMIT_NOFILE %llu",
+			    (unsigned long long)rl.rlim_max);
+		(void)getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < GATEWAY_NOFILE_MIN) {
+		fprintf(stderr, "ksb-gatewayd: RLIMIT_NOFILE is %llu: at least "
+		    "%d descriptors are needed (raise `ulimit -n', or "
+		    "LimitNOFILE= in the systemd unit)\n",
+		    (unsigned long long)rl.rlim_cur, GATEWAY_NOFILE_MIN);
+		return -1;
+	}
+	return 0;
 }
 
 static void
@@ -402,6 +438,8 @@ main(int argc, char **argv)
 		printf("configuration OK\n");
 		return 0;
 	}
+	if (gateway_nofile() == -1)
+		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	if (!foreground && daemon(0, 0) == -1)
 		fatal("daemon");

@@ -297,9 +297,36 @@ conn_deny_tunnel(struct conn *c, const char *reason)
 	conn_close(c, NULL);
 }
 
+/* Make close(2) of fd send a reset and free the socket at once. */
+static void
+conn_abort_fd(int fd)
+{
+	struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+
+	if (fd != -1)
+		(void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+}
+
+/*
+ * Every connection ends here.  One that never became a tunnel (refused,
+ * denied, its request or hello incomplete, lingering after its answer) is
+ * reset, not closed: nothing of it is left to deliver (the guest had its
+ * answer, or its FIN came, or LINGER_MS passed), and a guest whose kernel
+ * drops our segments would otherwise leave, for every connection it
+ * opens, an orphan socket retransmitting our answer and FIN for minutes
+ * (tcp_orphan_retries): thousands a second past the caps, host-wide
+ * memory and tcp_max_orphans, which other guests' tunnels share.  A
+ * tunnel (CONN_RELAY) is closed: its last bytes are the guest's data.
+ */
 static void
 conn_close(struct conn *c, const char *reason)
 {
+	if (c->state != CONN_RELAY) {
+		if (c->down != NULL)
+			conn_abort_fd(bufferevent_getfd(c->down));
+		if (c->up != NULL)
+			conn_abort_fd(bufferevent_getfd(c->up));
+	}
 	/* A pending allowed row is still written, then this close record. */
 	child_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
@@ -570,12 +597,8 @@ relay_timer(struct conn *c)
 		 * behind a full send buffer (FIN-WAIT-1, kernel memory held
 		 * for minutes): reset both sockets instead of closing them.
 		 */
-		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
-
-		(void)setsockopt(c->dir[0].src, SOL_SOCKET, SO_LINGER, &lg,
-		    sizeof(lg));
-		(void)setsockopt(c->dir[1].src, SOL_SOCKET, SO_LINGER, &lg,
-		    sizeof(lg));
+		conn_abort_fd(c->dir[0].src);
+		conn_abort_fd(c->dir[1].src);
 		conn_close(c, "write_stalled");
 		return;
 	}

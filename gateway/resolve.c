@@ -10,6 +10,16 @@
  * request when it has no nameserver at all.  Results are delivered from the
  * event loop, never from inside resolve_start, so callers need not handle
  * re-entrancy.
+ *
+ * evdns sends at most max-inflight queries at once (64 by default) and
+ * queues the rest, first come first served, for all guests together.  A
+ * guest holding many connections to allowed names that resolve slowly
+ * (random labels under a wildcard whose servers never answer) would fill
+ * those slots and queue every other guest's lookups behind its own until
+ * they time out.  So the cap follows max-connections: a connection has at
+ * most one lookup in flight (an A and an AAAA query) and at most
+ * max-connections connections resolve at once, so no query waits in
+ * evdns' queue (up to RESOLVE_INFLIGHT_MAX queries).
  */
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -22,10 +32,34 @@
 #include "gateway/gateway.h"
 
 #define RESOLVE_MAX_ADDRS 16
+#define RESOLVE_QUERIES 2		/* per lookup: A and AAAA */
+#define RESOLVE_INFLIGHT_SLACK 64
+#define RESOLVE_INFLIGHT_MAX 16384	/* of 65536 DNS transaction ids */
 
 struct resolve {
 	struct evdns_base *dns;
+	int inflight;			/* evdns max-inflight as set */
 };
+
+/*
+ * Keep evdns' max-inflight above what the proxy can have in flight for the
+ * current max-connections (a live setting): see the comment at the top.
+ */
+static void
+resolve_set_inflight(struct resolve *r, const struct ksb_conf *conf)
+{
+	int64_t want = (int64_t)conf->max_connections * RESOLVE_QUERIES +
+	    RESOLVE_INFLIGHT_SLACK;
+	char v[16];
+
+	if (want > RESOLVE_INFLIGHT_MAX)
+		want = RESOLVE_INFLIGHT_MAX;
+	if (want == r->inflight)
+		return;
+	snprintf(v, sizeof(v), "%d", (int)want);
+	if (evdns_base_set_option(r->dns, "max-inflight:", v) == 0)
+		r->inflight = (int)want;
+}
 
 struct resolve_req {
 	struct gateway *gw;
@@ -72,6 +106,7 @@ resolve_init(struct gateway *gw, char **cause)
 	snprintf(tmo, sizeof(tmo), "%d", gw->conf->resolve_timeout);
 	evdns_base_set_option(r->dns, "timeout:", tmo);
 	evdns_base_set_option(r->dns, "attempts:", "1");
+	resolve_set_inflight(r, gw->conf);
 	gw->resolve = r;
 	return 0;
 }
@@ -163,6 +198,7 @@ resolve_start(struct gateway *gw, const char *host, resolve_cb cb, void *arg)
 	struct evutil_addrinfo hints;
 	struct timeval tv = { gw->conf->resolve_timeout, 0 };
 
+	resolve_set_inflight(gw->resolve, gw->conf);
 	rq->gw = gw;
 	rq->cb = cb;
 	rq->arg = arg;

@@ -22,6 +22,9 @@ struct screen_net {
 /* First match wins, so specific entries come before the ranges they are in. */
 static const struct screen_net screen_v4[] = {
 	{ { 169, 254, 169, 254 }, 32, "metadata" },
+	/* Azure's WireServer / platform DNS: public, but reachable only
+	 * from inside the host's own VM (agent goal state, extensions). */
+	{ { 168, 63, 129, 16 }, 32, "metadata" },
 	{ { 255, 255, 255, 255 }, 32, "broadcast" },
 	{ { 0, 0, 0, 0 }, 32, "unspecified" },
 	{ { 0 }, 8, "reserved" },			/* "this network" */

@@ -17,11 +17,13 @@
  *      is confined (fetch_child_confine): rlimits (no file writes, CPU,
  *      memory), new mount/net/IPC/UTS namespaces whose root is an empty
  *      read-only tmpfs holding only the two object dirs (read-only bind
- *      mounts), the uid/gid of nobody, no supplementary groups and
- *      no_new_privs.  Any failure there: _exit, nothing built.  If
- *      unshare(2) is refused (a container without CAP_SYS_ADMIN), the
- *      child still drops to nobody and reads through /proc/self/fd; no
- *      seccomp filter (libseccomp is not a dependency);
+ *      mounts), the uid/gid of nobody, no supplementary groups,
+ *      no_new_privs and a seccomp allow-list (fetch_child_seccomp:
+ *      read-only opens, reads, memory, writes to its two pipes only).
+ *      Any failure there: _exit, nothing built.  If unshare(2) is
+ *      refused (a container without CAP_SYS_ADMIN), the child still
+ *      drops to nobody, reads through /proc/self/fd and gets the same
+ *      allow-list;
  *   4. the parent indexes the pack into the host with verify=1 (hashes and
  *      connectivity), capped in size (max_pack_bytes) and time (the same
  *      deadline, also while resolving deltas), and only then writes
@@ -35,9 +37,12 @@
  * are read with root's rights.
  */
 #include <sys/fsuid.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -60,6 +65,7 @@
 #include <git2/sys/odb_backend.h>
 
 #include "common/common.h"
+#include "common/sandbox.h"
 #include "mirror/mirror.h"
 
 #define REF_FILE_MAX 4096
@@ -485,13 +491,60 @@ fetch_child_bind(int tree, const char *target)
 }
 
 /*
+ * The pack builder's seccomp allow-list (common/sandbox.h), last step of
+ * its confinement: what libgit2 needs to read two object dirs and build a
+ * pack in memory, as strace shows it on tests/unit/test_mirror and
+ * tests/integration/mirror.sh (loose objects read, packs and their
+ * indexes mapped read-only, directories listed, alternates, commit-graph,
+ * multi-pack-index and config files probed with access/stat), plus the
+ * equivalents other architectures use (faccessat, fstat, statx).  Files
+ * are opened for reading only (the flags may not ask for writing,
+ * creating, truncating or appending); write(2) reaches the pack pipe (pfd)
+ * and the error pipe (efd) and nothing else.  No socket, exec, process,
+ * ptrace, mount, rename, unlink or mkdir; anything unlisted fails with
+ * EPERM, another ABI kills.  0, or -1 and *cause.
+ */
+static int
+fetch_child_seccomp(int pfd, int efd, char **cause)
+{
+	const struct sandbox_rule allow[] = {
+		{ "openat", { SB_CLEAR(2, O_WRONLY | O_RDWR | O_CREAT | O_TRUNC |
+		    O_APPEND) } },
+		SB_CALL("read"), SB_CALL("pread64"), SB_CALL("lseek"),
+		SB_CALL("close"), SB_CALL("getdents64"),
+		/* git_fs_path_exists (access), stat of dirs and objects. */
+		SB_CALL("fstat"), SB_CALL("newfstatat"), SB_CALL("statx"),
+		SB_CALL("access"), SB_CALL("faccessat"), SB_CALL("faccessat2"),
+		{ "write", { SB_EQ(0, pfd) } },
+		{ "write", { SB_EQ(0, efd) } },
+		/* Memory: pack windows are read-only file mappings; nothing
+		 * executable. */
+		SB_CALL("brk"), SB_CALL("munmap"), SB_CALL("mremap"),
+		SB_CALL("madvise"),
+		{ "mmap", { SB_CLEAR(2, PROT_EXEC) } },
+		{ "mprotect", { SB_CLEAR(2, PROT_EXEC) } },
+		SB_CALL("futex"), SB_CALL("clock_gettime"),
+		SB_CALL("gettimeofday"), SB_CALL("getrandom"),
+		/* Ending, and abort(3) ending (it tgkills only itself). */
+		SB_CALL("exit_group"), SB_CALL("exit"), SB_CALL("rt_sigreturn"),
+		SB_CALL("restart_syscall"), SB_CALL("rt_sigprocmask"),
+		SB_CALL("getpid"), SB_CALL("gettid"),
+		{ "tgkill", { SB_EQ(0, getpid()) } },
+	};
+
+	return sandbox_seccomp("pack builder", allow,
+	    sizeof(allow) / sizeof(allow[0]), cause);
+}
+
+/*
  * Confine the child before it touches a guest byte; on any failure it
  * writes why to efd and exits (fail closed).  Not root (the unit tests):
- * only the rlimits and no_new_privs apply.
+ * only the rlimits, no_new_privs and the seccomp allow-list apply.
  */
 static void
-fetch_child_confine(int efd, struct fetch_jail *j, unsigned cpu_s)
+fetch_child_confine(int pfd, int efd, struct fetch_jail *j, unsigned cpu_s)
 {
+	char *cause = NULL;
 	struct rlimit rl;
 	uid_t ru, eu, su;
 	gid_t rg, eg, sg;
@@ -575,6 +628,12 @@ fetch_child_confine(int efd, struct fetch_jail *j, unsigned cpu_s)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
 	    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) == -1)
 		goto fail;
+	if (fetch_child_seccomp(pfd, efd, &cause) == -1) {
+		snprintf(what, sizeof(what), "confining the pack builder: %s",
+		    cause);
+		(void)fetch_write_all(efd, what, strlen(what));
+		_exit(1);
+	}
 	return;
 fail:
 	snprintf(what, sizeof(what), "confining the pack builder: %s: %s",
@@ -624,9 +683,64 @@ fetch_child_fail(int efd, const char *what)
 	_exit(1);
 }
 
+/* One outcome of fetch_child_selftest: "what: strerror" or "what: ALLOWED". */
+static void
+fetch_try(char *buf, size_t size, const char *what, int r)
+{
+	size_t len = strlen(buf);
+
+	snprintf(buf + len, size - len, "%s%s: %s", len ? "; " : "", what,
+	    r == -1 ? strerror(errno) : "ALLOWED");
+}
+
+/*
+ * mirror_fetch_opts.selftest (tests only): the confined child tries what
+ * its sandbox refuses and reports every outcome as its error, building
+ * nothing.  "Operation not permitted" is the seccomp filter's answer (the
+ * read-only jail alone says "Read-only file system", a missing path "No
+ * such file or directory").  Harmless if the filter were missing: the
+ * fork's child exits at once, exec targets a path that does not exist.
+ */
+static void __attribute__((noreturn))
+fetch_child_selftest(int efd, const struct fetch_jail *j)
+{
+	char msg[CHILD_ERR_MAX] = "", path[128];
+	char *const argv[] = { "ksb-selftest", NULL };
+	pid_t pid;
+	void *p;
+	int fd;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fetch_try(msg, sizeof(msg), "inet socket", fd);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fetch_try(msg, sizeof(msg), "unix socket", fd);
+	fetch_try(msg, sizeof(msg), "execve",
+	    execve("/ksb-selftest-none", argv, argv + 1));
+	if ((pid = fork()) == 0)
+		_exit(0);
+	fetch_try(msg, sizeof(msg), "fork", pid);
+	fetch_try(msg, sizeof(msg), "ptrace",
+	    (int)ptrace(PTRACE_TRACEME, 0, NULL, NULL));
+	snprintf(path, sizeof(path), "%s/ksb-selftest", j->snap);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	fetch_try(msg, sizeof(msg), "open for writing", fd);
+	if (fd != -1)
+		(void)unlink(path);
+	fetch_try(msg, sizeof(msg), "mkdir", mkdir(path, 0700));
+	fetch_try(msg, sizeof(msg), "write to stderr", (int)write(2, "", 0));
+	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+	    -1, 0);
+	fetch_try(msg, sizeof(msg), "executable mapping", p == MAP_FAILED ? -1 : 0);
+	/* What it must still do: read the copy. */
+	fd = open(j->snap, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	fetch_try(msg, sizeof(msg), "read-only open", fd);
+	(void)fetch_write_all(efd, msg, strlen(msg));
+	_exit(1);
+}
+
 static void __attribute__((noreturn))
 fetch_child(int pfd, int efd, struct fetch_jail *j, const git_oid *tip,
-    const git_oid *hide, size_t nhide, unsigned cpu_s)
+    const git_oid *hide, size_t nhide, unsigned cpu_s, int selftest)
 {
 	git_odb *odb = NULL;
 	git_odb_backend *b;
@@ -640,7 +754,9 @@ fetch_child(int pfd, int efd, struct fetch_jail *j, const git_oid *tip,
 	signal(SIGPIPE, SIG_IGN);
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL) == -1)
 		fetch_child_fail(efd, "prctl");
-	fetch_child_confine(efd, j, cpu_s);
+	fetch_child_confine(pfd, efd, j, cpu_s);
+	if (selftest)
+		fetch_child_selftest(efd, j);
 	git_libgit2_opts(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(1ULL << 30));
 
 	if (git_odb_new(&odb) < 0)
@@ -718,8 +834,8 @@ fetch_jail_user(struct fetch_jail *j, const struct fetch_owner *ow, char **cause
 static int
 fetch_transfer(git_repository *host, const struct fetch_owner *ow,
     const char *root, int snapfd, const git_oid *tip, const git_oid *hide,
-    size_t nhide, int timeout_ms, uint64_t max_pack, size_t *nobjects,
-    char **cause)
+    size_t nhide, int timeout_ms, uint64_t max_pack, int selftest,
+    size_t *nobjects, char **cause)
 {
 	git_indexer *ix = NULL;
 	git_indexer_options io;
@@ -775,7 +891,7 @@ fetch_transfer(git_repository *host, const struct fetch_owner *ow,
 		close(p[0]);
 		close(e[0]);
 		fetch_child(p[1], e[1], &j, tip, hide, nhide,
-		    (unsigned)(timeout_ms / 1000 + 1));
+		    (unsigned)(timeout_ms / 1000 + 1), selftest);
 	}
 	close(p[1]);
 	close(e[1]);
@@ -1088,7 +1204,7 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 		if (fetch_transfer(r, &ow, snap, snapfd, &tip, h.oids, h.n,
 		    o->timeout_ms > 0 ? o->timeout_ms : FETCH_TIMEOUT_MS,
 		    o->max_pack_bytes > 0 ? o->max_pack_bytes : FETCH_MAX_PACK,
-		    &res->objects, cause) != 0)
+		    o->selftest, &res->objects, cause) != 0)
 			goto cleanup;
 	}
 	/* Arrived and verified: it must be a commit in the host now. */

@@ -137,6 +137,11 @@ struct mirror_fetch_opts {
 	int timeout_ms;			/* 0: 300000, the whole pack build */
 	uint64_t max_bytes;		/* 0: 4 GiB of guest object files */
 	uint64_t max_pack_bytes;	/* 0: 1 GiB, the pack the child sends */
+	int selftest;			/* tests only: the confined child tries
+					   what its sandbox refuses (socket,
+					   exec, fork, ptrace, writes...) and
+					   fails with every outcome as the
+					   cause; nothing is fetched */
 };
 
 struct mirror_fetch_result {
@@ -159,7 +164,8 @@ struct mirror_fetch_result {
  * written.  The ref value is read from the mirror with O_NOFOLLOW and a
  * size cap (loose or packed-refs), the mirror's object files are copied
  * into a private directory in the instance dir, a forked child (rlimits,
- * namespaces with only the two object dirs, uid nobody, a deadline) packs
+ * namespaces with only the two object dirs, uid nobody, a seccomp
+ * allow-list, a deadline) packs
  * what the tip reaches beyond the host's refs, and the parent indexes it
  * (at most max_pack_bytes, within the deadline) with connectivity
  * verification.  Run as root on a repo owned by another user, everything

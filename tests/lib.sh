@@ -32,7 +32,7 @@ ksb_cleanup() {
 	set +e
 	[ -n "${KSB_PIDS:-}" ] && kill $KSB_PIDS 2>/dev/null
 	[ -n "${KSB_PIDS:-}" ] && for p in $KSB_PIDS; do
-		timeout 10 tail --pid="$p" -f /dev/null 2>/dev/null
+		ksb_wait_dead "$p" 10
 	done
 	ip netns del "$GW" 2>/dev/null
 	ip netns del "$OR" 2>/dev/null
@@ -115,27 +115,53 @@ ksb_origin() {
 	ksb_wait_port "$OR" "$ORIGIN_IP" 443
 }
 
-# ksb_wait_port NS ADDR PORT: wait (<= 10 s) until something listens.
-ksb_wait_port() {
-	local i
-	for i in $(seq 1 100); do
-		if ip netns exec "$1" ss -Hltn "sport = :$3" | grep -q LISTEN; then
-			return 0
-		fi
+# ksb_until SECS CMD...: run CMD until it succeeds, polled every 0.1 s for
+# at most about SECS s (a bound for a loaded machine, not an expectation);
+# 1 if it never did.
+ksb_until() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$end" ] || return 1
 		sleep 0.1
 	done
-	ksb_fail "nothing listens on $2:$3 in $1"
 }
 
-# ksb_gateway: start ksb-gatewayd -d in ns GW and wait for its sockets.
+# ksb_dead PID: PID has exited: it is gone, or a zombie (its parent, or an
+# init that reaps orphans late, has not collected it yet).  kill -0 calls
+# a zombie alive.
+ksb_dead() {
+	local st
+	read -r st 2>/dev/null < "/proc/$1/stat" || return 0
+	st=${st##*) }
+	case ${st%% *} in Z|X) return 0 ;; esac
+	return 1
+}
+
+# ksb_wait_dead PID [SECS]: until ksb_dead PID (default 30 s); 1 if not.
+ksb_wait_dead() { ksb_until "${2:-30}" ksb_dead "$1"; }
+
+# ksb_listening NS PORT: something listens on TCP PORT in NS.
+ksb_listening() { ip netns exec "$1" ss -Hltn "sport = :$2" | grep -q LISTEN; }
+
+# ksb_wait_port NS ADDR PORT: wait (<= 30 s) until something listens.
+ksb_wait_port() {
+	ksb_until 30 ksb_listening "$1" "$3" || ksb_fail "nothing listens on $2:$3 in $1"
+}
+
+# ksb_gateway: start ksb-gatewayd -d in ns GW and wait (<= 60 s) until it
+# says it is ready.  The log is emptied first, by this shell: after a
+# restart neither the old log's "ready" nor the old (stale) socket may
+# pass for the new gateway's.
 ksb_gateway() {
+	: > "$T/gatewayd.log"
 	ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -f "$T/ksb.conf" \
-		>"$T/gatewayd.log" 2>&1 &
+		>>"$T/gatewayd.log" 2>&1 &
 	KSB_GATEWAY_PID=$!
 	KSB_PIDS="$KSB_PIDS $KSB_GATEWAY_PID"
-	local i
-	for i in $(seq 1 100); do
-		[ -S "$T/gateway.sock" ] && grep -q ready "$T/gatewayd.log" && return 0
+	local end=$((SECONDS + 60))
+	while [ "$SECONDS" -lt "$end" ]; do
+		[ -S "$T/gateway.sock" ] && grep -q '^ksb-gatewayd: ready: ' "$T/gatewayd.log" && return 0
 		kill -0 "$KSB_GATEWAY_PID" 2>/dev/null || { cat "$T/gatewayd.log"; ksb_fail "ksb-gatewayd died"; }
 		sleep 0.1
 	done
@@ -145,11 +171,17 @@ ksb_gateway() {
 # ksb_kernel: find or fetch the guest kernel; sets KSB_KERNEL/KSB_MODULES.
 ksb_kernel() {
 	if [ -z "${KSB_KERNEL:-}" ]; then
-		local d=/var/cache/ksb/kernel
+		local d=/var/cache/ksb/kernel lk
+		# One fetch at a time: e2e tests run in parallel (make -j) would
+		# otherwise replace the modules under each other's feet.
+		mkdir -p "${d%/*}"
+		exec {lk}>"${d%/*}/.fetch-kernel.lock"
+		flock "$lk"
 		if ! ls "$d"/boot/vmlinuz-* >/dev/null 2>&1; then
 			"$KSB_SRCDIR/contrib/fetch-kernel.sh" "$d" >/dev/null ||
-				ksb_skip "no guest kernel (contrib/fetch-kernel.sh failed)"
+				{ exec {lk}>&-; ksb_skip "no guest kernel (contrib/fetch-kernel.sh failed)"; }
 		fi
+		exec {lk}>&-
 		KSB_KERNEL=$(ls "$d"/boot/vmlinuz-* | head -n 1)
 		KSB_MODULES=$d/lib/modules/${KSB_KERNEL##*/vmlinuz-}
 	fi
@@ -159,8 +191,9 @@ ksb_kernel() {
 }
 
 # ksb_sql QUERY: run a query against the audit database.
+# (WAL: readers do not wait for the writer, but may meet a busy moment.)
 ksb_sql() {
-	sqlite3 -bail "$T/state/audit.db" "$1"
+	sqlite3 -bail -cmd '.timeout 10000' "$T/state/audit.db" "$1"
 }
 
 # ---- assertions and fake guests shared by the integration and e2e tests -----
@@ -173,13 +206,14 @@ ksb_check() {
 	else echo "not ok - $1"; fails=$((${fails:-0} + 1)); fi
 }
 
-# ksb_sql_is WANT QUERY: poll (bounded, 5 s) until QUERY against the audit
+# ksb_sql_is WANT QUERY: poll (bounded, 20 s) until QUERY against the audit
 # database prints WANT: the audit writer may lag.  Says what it got if not.
 ksb_sql_is() {
-	local i got
-	for i in $(seq 1 50); do
+	local got end=$((SECONDS + 20))
+	while :; do
 		got=$(ksb_sql "$2")
 		[ "$got" = "$1" ] && return 0
+		[ "$SECONDS" -lt "$end" ] || break
 		sleep 0.1
 	done
 	echo "# $2 -> '$got', want '$1'" >&2
@@ -189,19 +223,13 @@ ksb_sql_is() {
 # ksb_rows WHERE: the number of audit rows (connections) matching WHERE, now.
 ksb_rows() { ksb_sql "SELECT count(*) FROM connections WHERE $1"; }
 
-# ksb_row_is N WHERE: poll (bounded, 5 s) until exactly N rows match WHERE.
+# ksb_row_is N WHERE: poll (bounded, 20 s) until exactly N rows match WHERE.
 ksb_row_is() { ksb_sql_is "$1" "SELECT count(*) FROM connections WHERE $2"; }
 
-# ksb_rows_ge N WHERE: poll (bounded, 5 s) until at least N rows match
+# ksb_rows_ge N WHERE: poll (bounded, 20 s) until at least N rows match
 # WHERE (denials are written in batches).
-ksb_rows_ge() {
-	local i
-	for i in $(seq 1 50); do
-		[ "$(ksb_rows "$2")" -ge "$1" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
+ksb_rows_ge_now() { [ "$(ksb_rows "$2")" -ge "$1" ] 2>/dev/null; }
+ksb_rows_ge() { ksb_until 20 ksb_rows_ge_now "$@"; }
 
 # ksb_fake_guest N ID [PROFILE]: a "guest" without QEMU.  Holds a lease for
 # instance ID (profile PROFILE, default `default') through the control
@@ -210,8 +238,8 @@ ksb_rows_ge() {
 # bridge ksb0 with the leased address on its eth0.  The veth is not named
 # like a tap, so the bridge's per-tap anti-spoofing rules do not apply; the
 # inet table still admits only leased addresses.  The lease lives while
-# the fd in $HOLDFDn is open: see ksb_unguest.  Fails the test if the
-# REGISTER gets no lease within 5 s.
+# the fd in $HOLDFDn is open (the holder's pid is $HOLDPIDn): see
+# ksb_unguest.  Fails the test if the REGISTER gets no lease within 30 s.
 ksb_fake_guest() {
 	local n=$1 id=$2 profile=${3:-default} ns=ksbt-$$-g$1 lease fd
 	ip netns add "$ns" 2>/dev/null || true
@@ -220,12 +248,10 @@ ksb_fake_guest() {
 	ip netns exec "$GW" "$HOLD" "$T/gateway.sock" "$id" "$profile" \
 		< "$T/hold$n" > "$T/lease$n" 2>&1 &
 	KSB_PIDS="$KSB_PIDS $!"
+	eval "HOLDPID$n=$!"
 	exec {fd}>"$T/hold$n"
 	eval "HOLDFD$n=$fd"
-	for _ in $(seq 1 100); do
-		[ -s "$T/lease$n" ] && break
-		sleep 0.05
-	done
+	ksb_until 30 test -s "$T/lease$n" || true
 	lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$n")
 	[ -n "$lease" ] || ksb_fail "REGISTER $id: $(cat "$T/lease$n")"
 	ip link add "kvg$n" netns "$GW" type veth peer name eth0 netns "$ns"
@@ -236,12 +262,18 @@ ksb_fake_guest() {
 	rm -f "$T/hold$n"
 }
 
-# ksb_unguest N: end fake guest N's lease (close its holder's fd) and
-# delete its veth; its namespace stays until ksb_cleanup.
+# ksb_unguest N: end fake guest N's lease and delete its veth; its
+# namespace stays until ksb_cleanup.  Closing $HOLDFDn is not enough by
+# itself: every child this shell started since holds a copy of that fd
+# (bash cannot mark it close-on-exec), so the holder is also told to go,
+# and waited for: its control connection is closed when this returns (the
+# gateway ends the lease as it reads that).
 ksb_unguest() {
-	local fdv
-	eval "fdv=\$HOLDFD$1"
+	local fdv pid
+	eval "fdv=\$HOLDFD$1 pid=\$HOLDPID$1"
 	exec {fdv}>&-
+	kill "$pid" 2>/dev/null || true
+	ksb_wait_dead "$pid" || true
 	ip -n "$GW" link del "kvg$1" 2>/dev/null || true
 	rm -f "$T/lease$1"
 }

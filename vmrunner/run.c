@@ -714,12 +714,17 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	size_t i, n;
 	int t, c, k, s = -1;
 
+	pid_t parent = getpid();
+
 	if ((pid = fork()) != 0)
 		return pid;
 	sigemptyset(&all);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	signal(SIGPIPE, SIG_DFL);
 	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	/* ksb-run died before the prctl: no QEMU without its supervisor. */
+	if (getppid() != parent)
+		_exit(127);
 	/* No secret reaches QEMU's environment. */
 	list = config_list(r->cfg, "secret", &n);
 	for (i = 0; i < n; i++) {
@@ -1448,6 +1453,22 @@ main(int argc, char **argv)
 	cache = NULL;
 	if (r.detach)
 		run_detach(&r);
+	/*
+	 * From here on a signal must not kill us with the default action
+	 * half-way through the set-up (instance directory, lease): it waits
+	 * in the signalfd until run_supervise reads it, or run_cleanup runs.
+	 */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
+	    (r.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
+		log_warn("signalfd");
+		goto out;
+	}
 	if (run_instance_dir(&r, state_dir, &cause) != 0) {
 		log_warnx("%s", cause);
 		goto out;
@@ -1578,17 +1599,6 @@ main(int argc, char **argv)
 		fflush(stdout);
 	}
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGCHLD);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGQUIT);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
-	    (r.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
-		log_warn("signalfd");
-		goto out;
-	}
 	signal(SIGPIPE, SIG_IGN);
 	if (!r.detach && isatty(STDIN_FILENO) &&
 	    tcgetattr(STDIN_FILENO, &r.saved_tty) == 0) {

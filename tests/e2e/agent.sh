@@ -160,16 +160,21 @@ rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
 cpu0=$(awk '{print $14 + $15}' "/proc/$rp/stat")
 ev0=$(stat -c %s "$I/ag1/agent.events")
 lg0=$(wc -l < "$I/ag1/ksb-run.log")
+nreports() { grep -acE "^[0-9]+ [0-9]+ (info|working) " "$I/ag1/agent.events" || true; }
+rep0=$(nreports)
 ctl prompt ag1 "flood 20" --wait > "$T/f1" || true
 cat "$T/f1"
-sleep 4		# the flooder is running (python starts in ~2 s under TCG)
+# The next prompt goes in while the flooder runs: once its first reports
+# are shown (python takes ~2 s to start under TCG; it floods for 20 s).
+flooding() { [ "$(nreports)" -gt "$rep0" ]; }
+ksb_check "the flooder runs" 'ksb_until 120 flooding'
 t0=$(date +%s.%N)
 ctl prompt ag1 "commit during the flood" --wait > "$T/f2" || true
 echo "turn round trip during the flood: $(secs "$t0") s"
 cat "$T/f2"
 ksb_check "a prompt during the flood was delivered and ended done" \
 	'grep -q "turn 7 delivered" "$T/f2" && grep -q "turn 7: committed turn7.txt" "$T/f2"'
-for _ in $(seq 1 300); do grep -aq "FLOOD END" "$I/ag1/agent.log" && break; sleep 0.1; done
+ksb_until 60 grep -aq "FLOOD END" "$I/ag1/agent.log" || true
 ksb_check "the flood ran to its end" 'grep -aq "FLOOD END" "$I/ag1/agent.log"'
 grep -a "FLOOD END" "$I/ag1/agent.log" | tail -n 1
 rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
@@ -188,7 +193,7 @@ ksb_say "gateway restart: the lease is resumed"
 kill -TERM "$KSB_GATEWAY_PID"
 timeout 20 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 ksb_gateway
-for _ in $(seq 1 300); do grep -q "lease resumed" "$I/ag1/ksb-run.log" && break; sleep 0.1; done
+ksb_until 60 grep -q "lease resumed" "$I/ag1/ksb-run.log" || true
 ksb_check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.log"'
 ctl prompt ag1 "curl please" --wait > "$T/w-curl" || true
 cat "$T/w-curl"

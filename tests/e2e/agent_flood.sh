@@ -69,8 +69,10 @@ sed -n '1,12p' "$I/fl/ksb-run.log"
 
 ksb_say "stop"
 kill -TERM "$rp"
-timeout 20 tail --pid="$rp" -f /dev/null || true
-ksb_check "ksb-run stopped" '! kill -0 "$rp" 2>/dev/null'
+# (Detached, its parent is init, which may reap it late: a zombie is
+# stopped, though kill -0 calls it alive.)
+ksb_wait_dead "$rp" 20 || true
+ksb_check "ksb-run stopped" 'ksb_dead "$rp"'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

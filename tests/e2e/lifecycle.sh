@@ -55,7 +55,7 @@ id=$(cd "$T/proj" && run --detach --name lc-named --disk-size 2G -- /bin/sh -c \
 	'echo hello-disk > ~/f; sha256sum < /run/ksb/secrets/TOKEN > ~/s;
 	 stat -c %a:%U /run/ksb/secrets/TOKEN > ~/m;
 	 { cat /sys/firmware/qemu_fw_cfg/by_name/opt/org.ksb/secrets/raw || echo fwcfg-unreadable; } > ~/fw 2>&1;
-	 sync; exec sleep 600' 2>"$T/err-d")
+	 sync; echo lc-files-written; exec sleep 600' 2>"$T/err-d")
 echo "detach returned after $(echo "$(date +%s.%N) - $t0" | bc) s: $id"
 cat "$T/err-d" >&2
 ksb_check "--detach printed the ID" '[ "$id" = lc-named ]'
@@ -66,7 +66,13 @@ qpid=$(sed -n 's/^qemu_pid=//p' "$I/lc-named/state")
 ksb_check "secret not in QEMU's argv" '! tr "\0" "\n" < /proc/$qpid/cmdline | grep -q "$SECRET"'
 ksb_check "secret not in QEMU's environment" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q "$SECRET"'
 ksb_check "QEMU environment has no KSB_TEST_SECRET" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q KSB_TEST_SECRET'
-sleep 2	# let the command write its files (it is busy afterwards)
+# The command has written its files (it is busy afterwards) once its
+# marker is on the console (ksbctl attach replays what the console said).
+files_written() {
+	timeout 3 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" attach lc-named </dev/null 2>/dev/null |
+		grep -aq lc-files-written
+}
+ksb_check "the command wrote its files" 'ksb_until 120 files_written'
 ksb_check "secret in no file under the state dir" '! grep -rqa "$SECRET" "$T/state"'
 ksb_check "secret in no file under the runtime dir" '! grep -rqa "$SECRET" "$T" --exclude-dir=proj --exclude=pc 2>/dev/null'
 
@@ -97,7 +103,8 @@ ip=$(sed -n 's/^ip=//; s/\/.*//p' "$I/$id/state")
 ksb_check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes$"'
 kill -9 "$spid"
 await_unlocked "$I/$id"
-for _ in $(seq 1 100); do ctl list | grep -Eq "^$id +lost .* no$" && break; sleep 0.1; done
+lost_no_lease() { ctl list | grep -Eq "^$id +lost .* no$"; }
+ksb_until 30 lost_no_lease || true
 ctl list
 ksb_check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no$"'
 ksb_check "its address left the nftables set" '! ip netns exec "$GW" nft list ruleset | grep -qw "$ip"'
@@ -108,6 +115,32 @@ run -- /bin/true </dev/null >/dev/null 2>&1
 ksb_check "no instance dir" '[ -z "$(ls -A "$I")" ]'
 ksb_check "no tap" '[ -z "$(ip -n "$GW" -o link show type tun)" ]'
 ksb_check "no guest address in nftables" '! ip netns exec "$GW" nft list ruleset | grep -Eq "10\.77\.0\.([02-9]|[1-9][0-9]+)\b"'
+
+ksb_say "a signal during set-up still cleans up"
+# A gateway that accepts and never answers holds ksb-run in its REGISTER
+# (after the instance directory exists); SIGTERM then must not kill it with
+# the default action: it waits for the reply timeout and cleans up.
+python3 - "$T/mute.sock" "$T/mute.log" <<'EOF2' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(4)
+c, _ = s.accept()
+open(sys.argv[2], "w").write("accepted\n")
+time.sleep(120)
+EOF2
+KSB_PIDS="$KSB_PIDS $!"
+sed "s|^control-socket = .*|control-socket = $T/mute.sock|" "$T/ksb.conf" > "$T/mute.conf"
+ksb_until 60 test -S "$T/mute.sock" || ksb_fail "the mute gateway did not start"
+"$KSB_BUILDDIR/ksb-run" -f "$T/mute.conf" -- /bin/true </dev/null >"$T/mute.out" 2>&1 &
+mpid=$!
+ksb_check "ksb-run reached REGISTER" 'ksb_until 120 grep -qs accepted "$T/mute.log"'
+ksb_check "its instance directory exists meanwhile" '[ -n "$(ls -A "$I")" ]'
+kill -TERM "$mpid" || true
+set +e
+wait "$mpid"
+set -e
+cat "$T/mute.out"
+ksb_check "after SIGTERM in set-up: no instance dir left" '[ -z "$(ls -A "$I")" ]'
 
 ksb_say "preflight"
 printf 'secret = GONE=env:KSB_NO_SUCH_VARIABLE\n' > "$T/miss.conf"

@@ -51,15 +51,17 @@ done
 ksb_check "no UDP datagram reached the gateway's port 53" '[ ! -s "$T/udp53.log" ]'
 
 ksb_say "audit rows"
-ksb_sql "SELECT id, instance, host, port, sni, decision, reason, bytes_up, bytes_down, close_reason FROM connections ORDER BY id" | tee "$T/rows"
+# The audit writer commits in its own thread: the rows are polled for (the
+# registration's end, in particular, is queued as ksb-run unregisters).
 ksb_check "allow row for allowed.test with the instance ID and bytes" \
-	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'"'e2e-test'"'"' AND host = '"'"'allowed.test'"'"' AND decision = '"'"'allow'"'"' AND sni = '"'"'allowed.test'"'"' AND bytes_down > 0 AND close_reason IS NOT NULL")" -ge 2 ]'
+	'ksb_rows_ge 2 "instance = '"'"'e2e-test'"'"' AND host = '"'"'allowed.test'"'"' AND decision = '"'"'allow'"'"' AND sni = '"'"'allowed.test'"'"' AND bytes_down > 0 AND close_reason IS NOT NULL"'
 ksb_check "deny row for denied.test (not_in_allowlist)" \
-	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'"'e2e-test'"'"' AND host = '"'"'denied.test'"'"' AND decision = '"'"'deny'"'"' AND reason = '"'"'not_in_allowlist'"'"'")" = 1 ]'
+	'ksb_row_is 1 "instance = '"'"'e2e-test'"'"' AND host = '"'"'denied.test'"'"' AND decision = '"'"'deny'"'"' AND reason = '"'"'not_in_allowlist'"'"'"'
 ksb_check "deny row for the SNI mismatch" \
-	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'"'e2e-test'"'"' AND host = '"'"'allowed.test'"'"' AND sni = '"'"'denied.test'"'"' AND decision = '"'"'deny'"'"' AND reason = '"'"'sni_mismatch'"'"'")" = 1 ]'
+	'ksb_row_is 1 "instance = '"'"'e2e-test'"'"' AND host = '"'"'allowed.test'"'"' AND sni = '"'"'denied.test'"'"' AND decision = '"'"'deny'"'"' AND reason = '"'"'sni_mismatch'"'"'"'
 ksb_check "registration row closed" \
-	'[ "$(ksb_sql "SELECT count(*) FROM registrations WHERE instance = '"'"'e2e-test'"'"' AND unregistered_ms IS NOT NULL")" = 1 ]'
+	'ksb_sql_is 1 "SELECT count(*) FROM registrations WHERE instance = '"'"'e2e-test'"'"' AND unregistered_ms IS NOT NULL"'
+ksb_sql "SELECT id, instance, host, port, sni, decision, reason, bytes_up, bytes_down, close_reason FROM connections ORDER BY id" | tee "$T/rows"
 
 ksb_say "nftables after ksb-run exited"
 ip netns exec "$GW" nft list ruleset > "$T/ruleset"

@@ -47,14 +47,16 @@ KSB_NETNS="$ns"
 ip link add kvg1 netns "$GW" type veth peer name eth0 netns "$ns"
 ip -n "$ns" link set lo up
 ip -n "$ns" link set eth0 up
-# lease N: REGISTER g1 (holder N), put its address on the guest's eth0.
+# lease N: REGISTER g1 (holder N, pid $HOLDPID), put its address on the
+# guest's eth0.
 lease() {
 	mkfifo "$T/hold$1"
 	gwns "$HOLD" "$T/gateway.sock" g1 default < "$T/hold$1" > "$T/lease$1" 2>&1 &
+	HOLDPID=$!
 	KSB_PIDS="$KSB_PIDS $!"
 	exec {HOLDFD}>"$T/hold$1"
 	rm -f "$T/hold$1"
-	for _ in $(seq 1 100); do [ -s "$T/lease$1" ] && break; sleep 0.05; done
+	ksb_until 30 test -s "$T/lease$1" || true
 	LEASE=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease$1")
 	[ -n "$LEASE" ] || ksb_fail "REGISTER g1: $(cat "$T/lease$1")"
 	ip -n "$ns" addr flush dev eth0
@@ -65,7 +67,10 @@ lease 1
 ip -n "$GW" link set kvg1 master ksb0 up
 in_g() { ip netns exec "$ns" timeout 60 "$@"; }
 count() { cat "$T/stats/$1" 2>/dev/null || echo 0; }
-child() { pgrep -P "$KSB_GATEWAY_PID" -x ksb-proxy || true; }
+# child: the proxy process's pid (polls <= 30 s: it is forked before the
+# gateway says ready, and named ksb-proxy only once it runs).
+child_now() { pgrep -P "$KSB_GATEWAY_PID" -x ksb-proxy; }
+child() { ksb_until 30 child_now >/dev/null && child_now || true; }
 # stable NAME: wait (<= 10 s) until the origin's count holds for 1 s.
 stable() {
 	local last=-1 same=0 c
@@ -89,10 +94,11 @@ C1=$(child)
 in_g python3 "$PEER" client 10.77.0.1 3128 sink.test:8443 stream 40 > "$T/stream" 2>&1 &
 SPID=$!
 KSB_PIDS="$KSB_PIDS $SPID"
-for _ in $(seq 1 150); do grep -q . "$T/stream" && break; sleep 0.1; done
+ksb_until 60 grep -q . "$T/stream" || true
 ksb_check "streaming ($(head -n 1 "$T/stream"))" '[ "$(head -n 1 "$T/stream")" = streaming ]'
 c0=$(count fc)
-for _ in $(seq 1 50); do [ "$(count fc)" -gt "$c0" ] && break; sleep 0.1; done
+grew() { [ "$(count fc)" -gt "$c0" ]; }
+ksb_until 20 grew || true
 ksb_check "bytes reach the origin ($(count fc))" '[ "$(count fc)" -gt "$c0" ]'
 ksb_check "its row is committed" \
 	'[ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'g1'"' AND decision = '"'allow'"'")" = 1 ]'
@@ -101,8 +107,9 @@ ksb_say "kill -9 of the parent during the transfer"
 at_kill=$(count fc)
 kill -9 "$KSB_GATEWAY_PID"
 wait "$KSB_GATEWAY_PID" 2>/dev/null || true
-for _ in $(seq 1 50); do [ -z "$C1" ] || ! kill -0 "$C1" 2>/dev/null && break; sleep 0.1; done
-ksb_check "the proxy process died with it" '[ -n "$C1" ] && ! kill -0 "$C1" 2>/dev/null'
+# Dead: gone, or a zombie not yet reaped by init (kill -0 says alive).
+[ -z "$C1" ] || ksb_wait_dead "$C1" || true
+ksb_check "the proxy process died with it" '[ -n "$C1" ] && ksb_dead "$C1"'
 final=$(stable fc) || true
 ksb_check "the origin's count stopped ($at_kill at the kill, $final after)" 'stable fc >/dev/null'
 # The guest keeps trying (its stream ends on the reset, or by itself).
@@ -130,6 +137,11 @@ ksb_check "nothing listens on the proxy port" '! gwns ss -Hltn "sport = :3128" |
 
 ksb_say "restart: the guest re-registers and works again"
 exec {HOLDFD}>&-
+# Its holder (the "ksb-run") is gone before the gateway is back, so the
+# restart forgets g1 rather than waiting for it to resume.  (Told to go:
+# children started since hold copies of HOLDFD.)
+kill "$HOLDPID" 2>/dev/null || true
+ksb_wait_dead "$HOLDPID" || true
 rm -f "$T/gateway.sock"
 ksb_gateway
 C2=$(child)

@@ -61,15 +61,18 @@ mustnot() { local d=$1; shift; if "$@"; then fail "$d (should fail)"; else pass 
 # drv NS ARGS...: run nftdrv in namespace NS, bounded.
 drv() { local ns=$1; shift; ip netns exec "$ns" timeout 10 "$drv" "$@"; }
 
-# wait_for FILE PATTERN: up to 5 s.
-wait_for() {
-	local i
-	for i in $(seq 50); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
+# until_ok SECS CMD...: until CMD succeeds, polled, at most about SECS s
+# (bounds for a loaded machine).
+until_ok() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -lt "$end" ] || return 1
 		sleep 0.1
 	done
-	return 1
 }
+# wait_for FILE PATTERN: up to 30 s.
+wait_for() { until_ok 30 grep -q -- "$2" "$1" 2>/dev/null; }
 
 for ns in "$H" "$G1" "$G2" "$O"; do
 	ip netns add "$ns" || skip "cannot create network namespace $ns"
@@ -130,12 +133,19 @@ counter() {
 	    head -n 1 | sed -n 's/.*counter packets \([0-9]*\).*/\1/p' | grep . || echo 0
 }
 
+# counted FAMILY CHAIN PATTERN [ABOVE]: until that counter exceeds ABOVE
+# (0); packets are counted as the kernel processes them, maybe a moment
+# after the sender returned.
+counter_gt() { [ "$(counter "$1" "$2" "$3")" -gt "${4:-0}" ]; }
+counted() { until_ok 10 counter_gt "$@"; }
+
 # tcp NS SRC DST PORT: a connection that gets the listener's "ok".
-# Allowed ones get 3 s, refused ones are dropped silently: 1 s is plenty
-# between namespaces.
-tcp_ok()   { ip netns exec "$1" timeout 5 python3 "$tmp/peer.py" tcp "$2" "$3" "$4" 3; }
+# Allowed ones get 10 s (20 s with python's start: bounds for a loaded
+# machine), refused ones are dropped silently: 1 s is plenty between
+# namespaces (and a refusal that came late would only pass unnoticed).
+tcp_ok()   { ip netns exec "$1" timeout 20 python3 "$tmp/peer.py" tcp "$2" "$3" "$4" 10; }
 tcp_try()  { ip netns exec "$1" timeout 5 python3 "$tmp/peer.py" tcp "$2" "$3" "$4" 1; }
-udp_send() { ip netns exec "$1" timeout 5 python3 "$tmp/peer.py" udp "$2" "$3" "$4"; }
+udp_send() { ip netns exec "$1" timeout 20 python3 "$tmp/peer.py" udp "$2" "$3" "$4"; }
 
 # =========================================================================
 # netdev: bridge and tap
@@ -326,11 +336,13 @@ o ip route add default via 10.98.0.1
 o ip addr add 203.0.113.10/32 dev eth0
 h ip route add 203.0.113.10/32 via 10.98.0.2
 
-ip netns exec "$H" timeout 120 python3 "$tmp/peer.py" serve "$tmp/h.log" tcp:3128 tcp:8080 udp:53 tcp:853 udp:853 tcp:53 &
+# (Bounded; the cleanup stops them: the traffic checks below take ~40 s
+# on an idle machine.)
+ip netns exec "$H" timeout 600 python3 "$tmp/peer.py" serve "$tmp/h.log" tcp:3128 tcp:8080 udp:53 tcp:853 udp:853 tcp:53 &
 pids="$pids $!"
-ip netns exec "$G2" timeout 120 python3 "$tmp/peer.py" serve "$tmp/g2.log" tcp:3128 &
+ip netns exec "$G2" timeout 600 python3 "$tmp/peer.py" serve "$tmp/g2.log" tcp:3128 &
 pids="$pids $!"
-ip netns exec "$O" timeout 120 python3 "$tmp/peer.py" serve "$tmp/o.log" tcp:3128 udp:53 &
+ip netns exec "$O" timeout 600 python3 "$tmp/peer.py" serve "$tmp/o.log" tcp:3128 udp:53 &
 pids="$pids $!"
 for f in h g2 o; do
 	wait_for "$tmp/$f.log" '^ready$' || fail "listener in $f did not start"
@@ -383,18 +395,20 @@ for bnf in $modes; do
 	mustnot "$m DoT: G1 -> host:853/tcp dropped" tcp_try "$G1" 10.99.0.9 10.99.0.1 853
 	mustnot "$m DNS: G1 -> host:53/tcp dropped" tcp_try "$G1" 10.99.0.9 10.99.0.1 53
 	udp_send "$G1" 10.99.0.9 10.99.0.1 853
-	must "$m tcp dport 853 counted" test "$(counter inet input 'tcp dport 853')" -gt 0
-	must "$m udp dport 853 counted" test "$(counter inet input 'udp dport 853')" -gt 0
-	must "$m tcp dport 53 counted" test "$(counter inet input 'tcp dport 53 ')" -gt 0
-	must "$m routed traffic counted in forward" test "$(counter inet forward 'iifname "kbr0"')" -gt 0
+	must "$m tcp dport 853 counted" counted inet input 'tcp dport 853'
+	must "$m udp dport 853 counted" counted inet input 'udp dport 853'
+	must "$m tcp dport 53 counted" counted inet input 'tcp dport 53 '
+	must "$m routed traffic counted in forward" counted inet forward 'iifname "kbr0"'
 	# IPv6 from the guest: a UDP datagram to the host's would-be address.
 	g1 ip -6 addr add fd00::9/64 dev eth0 nodad 2>/dev/null || true
 	g1 timeout 5 python3 -c 'import socket; s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM); s.sendto(b"x", ("fd00::1", 53))' 2>/dev/null || true
-	must "$m IPv6 from a tap counted and dropped" test "$(counter bridge prerouting 'ether type ip6')" -gt 0
+	must "$m IPv6 from a tap counted and dropped" counted bridge prerouting 'ether type ip6'
 	g1 ip -6 addr del fd00::9/64 dev eth0 2>/dev/null || true
 	must "$m O saw nothing" test ! -s "$tmp/o.log"
+	# Once its drop is counted the datagram cannot arrive any more.
+	c53=$(counter inet input 'udp dport 53 ')
 	udp_send "$G1" 10.99.0.9 10.99.0.1 53
-	sleep 0.5
+	must "$m UDP 53 to the host counted" counted inet input 'udp dport 53 ' "$c53"
 	must "$m UDP 53 did not arrive" sh -c "! grep -q '^udp' $tmp/h.log"
 	if command -v ping >/dev/null 2>&1; then
 		mustnot "$m ICMP echo to host dropped" g1 ping -c 1 -W 1 10.99.0.1 > /dev/null
@@ -406,7 +420,7 @@ for bnf in $modes; do
 	mustnot "$m G1 -> G2 dropped (static neighbour)" tcp_try "$G1" 10.99.0.9 10.99.0.8 3128
 	g1 ip neigh del 10.99.0.8 dev eth0
 	must "$m G2 saw nothing" sh -c "! grep -q '^tcp' $tmp/g2.log"
-	must "$m tap to tap counted in bridge forward" test "$(counter bridge forward 'iifname "ksbt\*"')" -gt 0
+	must "$m tap to tap counted in bridge forward" counted bridge forward 'iifname "ksbt\*"'
 
 	# Spoofed source IP: first as IPv4 (G1 knows the host's MAC), then
 	# as ARP (neighbours flushed, G1 asks with the spoofed address).
@@ -417,8 +431,8 @@ for bnf in $modes; do
 	must "$m host learned nothing from spoofed ARP" \
 	    test -z "$(h ip neigh show 10.99.0.50 dev kbr0 | grep -v FAILED)"
 	must "$m proxy never saw 10.99.0.50" sh -c "! grep -q 10.99.0.50 $tmp/h.log"
-	must "$m spoofed IPv4 counted" test "$(counter bridge prerouting 'ether type ip counter')" -gt 0
-	must "$m spoofed ARP counted" test "$(counter bridge prerouting 'ether type arp')" -gt 0
+	must "$m spoofed IPv4 counted" counted bridge prerouting 'ether type ip counter'
+	must "$m spoofed ARP counted" counted bridge prerouting 'ether type arp'
 	g1 ip addr del 10.99.0.50/24 dev eth0
 
 	# Spoofed MAC.

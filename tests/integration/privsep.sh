@@ -24,11 +24,11 @@ ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -T -f "$T/ksb.conf" \
 	>"$T/gatewayd.log" 2>&1 &
 GWPID=$!
 KSB_PIDS="$KSB_PIDS $GWPID"
-for _ in $(seq 1 100); do
-	[ -S "$T/gateway.sock" ] && grep -q ready "$T/gatewayd.log" && break
+gw_ready() {
 	kill -0 "$GWPID" 2>/dev/null || { cat "$T/gatewayd.log"; ksb_fail "ksb-gatewayd died"; }
-	sleep 0.1
-done
+	[ -S "$T/gateway.sock" ] && grep -q '^ksb-gatewayd: ready: ' "$T/gatewayd.log"
+}
+ksb_until 60 gw_ready || ksb_fail "ksb-gatewayd did not become ready"
 
 fails=0
 pass=0
@@ -36,28 +36,35 @@ check() {
 	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
 	else echo "not ok - $1"; fails=$((fails + 1)); fi
 }
-# child: the proxy process's pid (polls up to 10 s for one != $1).
+# child: the proxy process's pid (polls up to 30 s for a live one != $1;
+# a zombie the parent has not reaped yet does not count).
 child() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$(pgrep -P "$GWPID" -x ksb-proxy || true)
-		[ -n "$p" ] && [ "$p" != "${1:-}" ] && { echo "$p"; return 0; }
+	local p end=$((SECONDS + 30))
+	while [ "$SECONDS" -lt "$end" ]; do
+		for p in $(pgrep -P "$GWPID" -x ksb-proxy || true); do
+			[ "$p" != "${1:-}" ] && ! ksb_dead "$p" && { echo "$p"; return 0; }
+		done
 		sleep 0.1
 	done
 	return 1
 }
-# sql_wait WANT QUERY: poll the audit database (<= 5 s).
-sql_wait() {
-	for _ in $(seq 1 50); do
-		[ "$(ksb_sql "$2")" = "$1" ] && return 0
-		sleep 0.1
-	done
-	return 1
-}
+# sql_wait WANT QUERY: poll the audit database (<= 20 s).
+sql_wait() { ksb_sql_is "$@"; }
+# logged PATTERN [N]: until the gateway's log has N (1) lines matching
+# PATTERN (<= 20 s).
+nlogged() { grep -c -- "$1" "$T/gatewayd.log" || true; }
+logged_now() { [ "$(nlogged "$1")" -ge "${2:-1}" ]; }
+logged() { ksb_until 20 logged_now "$@"; }
+# sandboxed N: the Nth proxy process started has set up its sandbox.  It
+# is named ksb-proxy (what child finds) before it drops anything; with -T
+# it logs its selftest right after child_drop (chroot, ids, capabilities,
+# seccomp).  Processes that fail earlier (no hosts file) log none.
+sandboxed() { ksb_until 30 logged_now "selftest: setuid 0:" "$1"; }
 # field PID KEY: a line of /proc/PID/status without its key (tabs kept).
 field() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status"; }
 
 C1=$(child) || ksb_fail "no proxy process: $(cat "$T/gatewayd.log")"
+sandboxed 1 || true
 WANT_UID=$(id -u _ksbproxy 2>/dev/null || id -u nobody)
 
 ksb_say "the proxy process's credentials"
@@ -76,7 +83,6 @@ check "no database, tap or control socket descriptor" \
 	'! ls -l "/proc/$C1/fd/" | grep -Eq "\.db|/dev/net/tun|gateway\.sock"'
 
 ksb_say "what the sandbox forbids (-T)"
-for _ in $(seq 1 50); do grep -q "setuid 0:" "$T/gatewayd.log" && break; sleep 0.1; done
 check "netlink socket refused" \
 	'grep -q "selftest: netlink socket: Operation not permitted" "$T/gatewayd.log"'
 check "/dev/net/tun cannot be opened" \
@@ -123,10 +129,10 @@ if fd < 0:
 # MSG_AUDIT_DECISION with a 3-byte payload: the size is not the type's.
 os.write(fd, struct.pack("=HHI", 64, 3, 1) + b"abc")
 PY
-check "the parent drops it" \
-	'for _ in $(seq 1 50); do grep -q "malformed message; restarting" "$T/gatewayd.log" && break; sleep 0.1; done; grep -q "malformed message; restarting" "$T/gatewayd.log"'
+check "the parent drops it" 'logged "malformed message; restarting"'
 C2=$(child "$C1") || C2=
-check "a new proxy process" '[ -n "$C2" ] && [ "$C2" != "$C1" ] && ! kill -0 "$C1" 2>/dev/null'
+sandboxed 2 || true
+check "a new proxy process" '[ -n "$C2" ] && [ "$C2" != "$C1" ] && ksb_dead "$C1"'
 check "still sandboxed" '[ "$(field "$C2" Seccomp)" = 2 ] && [ "$(field "$C2" CapEff)" = 0000000000000000 ]'
 check "the guest is still served" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
 
@@ -145,20 +151,21 @@ ksb_say "a proxy process that cannot start"
 mv "$T/hosts" "$T/hosts.away"
 kill -9 "$C3"
 cause="proxy process [0-9]*: failed: proxy: hosts-file: cannot read .*(exit status 1); restarting it"
-check "the parent logs its cause and exit status" \
-	'for _ in $(seq 1 50); do grep -q "$cause" "$T/gatewayd.log" && break; sleep 0.1; done; grep -q "$cause" "$T/gatewayd.log"'
+check "the parent logs its cause and exit status" 'logged "$cause"'
 check "not called a malformed message" \
 	'[ "$(grep -c "malformed message" "$T/gatewayd.log")" = 2 ]'
-check "retried with backoff" \
-	'sleep 1; [ "$(grep -c "$cause" "$T/gatewayd.log")" -ge 2 ]'
+# The backoff has doubled with each restart so far (100 ms to 5 s): the
+# next failure may take seconds.
+check "retried with backoff" 'logged "$cause" 2'
 mv "$T/hosts.away" "$T/hosts"
 # The first one that stays (one started before the mv may still fail).
 C4=
 for _ in $(seq 1 30); do
 	p=$(child "$C3") || break
 	sleep 0.5
-	kill -0 "$p" 2>/dev/null && { C4=$p; break; }
+	ksb_dead "$p" || { C4=$p; break; }
 done
+sandboxed 4 || true
 check "started once it can" '[ -n "$C4" ] && [ "$(field "$C4" Seccomp)" = 2 ]'
 check "the guest is served again" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
 

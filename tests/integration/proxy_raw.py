@@ -177,14 +177,20 @@ def tunnel_bytes(host, data):
     return "closed" if not d else "data"
 
 
-def hold(n, slow):
+def hold(n, slow, extra=None):
     """Open n connections that each send a partial request head, one byte
-    every slow seconds, and report how they ended and when."""
+    every slow seconds, and report how they ended and when.  With extra
+    (a host), one more connection once the n are open, CONNECT extra: its
+    answer goes first, on a line "extra <answer>" (in this process, so it
+    comes while the n are surely held, however slowly a new process would
+    start)."""
     socks = [conn() for _ in range(n)]
     for s in socks:
         s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\n")
         s.setblocking(False)
     start = time.monotonic()
+    if extra:
+        print("extra " + send_raw(connect_req(extra)), flush=True)
     results = {}
     while len(results) < n and time.monotonic() - start < DEADLINE:
         for i, s in enumerate(socks):
@@ -228,7 +234,8 @@ elif case == "tls":
 elif case == "bytes":
     print(tunnel_bytes(args[0], args[1].encode()))
 elif case == "hold":
-    hold(int(args[0]), float(args[1]))
+    # hold N SLOW [EXTRA_HOST]
+    hold(int(args[0]), float(args[1]), args[2] if len(args) > 2 else None)
 elif case == "flood":
     # flood N: N connections at once; count the answers by status.
     socks = []

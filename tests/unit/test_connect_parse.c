@@ -276,11 +276,54 @@ test_garbage(void)
 	CHECK(sane, "random input: no crash, sane results");
 }
 
+/*
+ * tests/integration/hostile.sh's request targets, at the parser: what it
+ * refuses itself and what it passes on, verbatim, for hostname_normalise
+ * and the policy to judge.
+ */
+static void
+test_hostile(void)
+{
+	char many[CONNECT_HEAD_MAX];
+	size_t n;
+
+	ERR("port with letters", "CONNECT x:443abc HTTP/1.1\r\n\r\n", 400,
+	    "bad_request");
+	ERR("hex port", "CONNECT x:0x1bb HTTP/1.1\r\n\r\n", 400,
+	    "bad_request");
+	ERR("negative port", "CONNECT x:-1 HTTP/1.1\r\n\r\n", 400,
+	    "bad_request");
+	ERR("port then port", "CONNECT a.test:443:80 HTTP/1.1\r\n\r\n", 400,
+	    "bad_request");
+	ERR("v6 port then port", "CONNECT [::1]:443:80 HTTP/1.1\r\n\r\n", 400,
+	    "bad_request");
+	ERR("space in target", "CONNECT a.test :443 HTTP/1.1\r\n\r\n", 400,
+	    "bad_request");
+	ERR("second request line", "CONNECT a.test:443 HTTP/1.1\r\n"
+	    "CONNECT b.test:443 HTTP/1.1\r\n\r\n", 400, "bad_request");
+	expect_ok("CONNECT [::ffff:127.0.0.1]:443 HTTP/1.1\r\n\r\n",
+	    "[::ffff:127.0.0.1]", 443, 1);
+	expect_ok("CONNECT a.test%00:443 HTTP/1.1\r\n\r\n", "a.test%00", 443,
+	    1);
+	/* The request target decides; Host is never used (nor forwarded). */
+	expect_ok("CONNECT a.test:443 HTTP/1.1\r\nHost: b.test:443\r\n\r\n",
+	    "a.test", 443, 1);
+	/* Many header lines are fine while the head fits the cap. */
+	n = snprintf(many, sizeof(many), "CONNECT a.test:443 HTTP/1.1\r\n");
+	while (n + 4 + 2 < sizeof(many)) {
+		memcpy(many + n, "a:\r\n", 4);
+		n += 4;
+	}
+	memcpy(many + n, "\r\n", 3);
+	expect_ok(many, "a.test", 443, 1);
+}
+
 int
 main(void)
 {
 	test_good();
 	test_bad();
+	test_hostile();
 	test_truncated();
 	test_garbage();
 	return tap_done();

@@ -613,7 +613,9 @@ static void
 test_issue3(void)
 {
 	struct buf *b = calloc(1, sizeof(*b));
+	struct buf *b2 = calloc(1, sizeof(*b2));
 	struct buf *hs = calloc(1, sizeof(*hs));
+	size_t n1;
 
 	padded(hs, "a.example", 6 * 1024, 0xfe0d);
 	records(b, hs->b, hs->n, 16384);
@@ -631,6 +633,18 @@ test_issue3(void)
 	    "hello_too_large");
 	expect_err("17 KiB hello, first record only", b->b, 16384 + 5,
 	    "hello_too_large");
+	/* A second hello after the first (another SNI): only the first is
+	 * the hello; what follows is the guest's, forwarded unexamined to
+	 * the first one's (allowed) upstream. */
+	padded(hs, "a.example", 0, 0);
+	records(b, hs->b, hs->n, 16384);
+	n1 = b->n;
+	padded(hs, "b.example", 0, 0);
+	records(b2, hs->b, hs->n, 16384);
+	memcpy(b->b + b->n, b2->b, b2->n);
+	b->n += b2->n;
+	expect_ok("a second hello after the first", b->b, b->n, "a.example",
+	    n1);
 	padded(hs, "a.example\r\nx", 0, 0);
 	records(b, hs->b, hs->n, 16384);
 	expect_err("CR LF in SNI", b->b, b->n, "sni_invalid");
@@ -641,6 +655,7 @@ test_issue3(void)
 	records(b, hs->b, hs->n, 16384);
 	expect_err("slash in SNI", b->b, b->n, "sni_invalid");
 	free(b);
+	free(b2);
 	free(hs);
 }
 
