@@ -9,6 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>	/* PROT_EXEC, for SANDBOX_BASE_RULES */
+#include <unistd.h>	/* getpid, for SANDBOX_BASE_RULES */
 
 /* ---- sandbox.c -------------------------------------------------------------
  * An allow-list is an array of struct sandbox_rule, each a system call by
@@ -72,6 +74,26 @@ struct sandbox_rule {
 #define SB_MASKED(i, m, v)	{ SANDBOX_OP_MASKED_EQ, (i), (uint64_t)(m), (uint64_t)(v) }
 /* None of the bits of m set in args[i] (flags, protections). */
 #define SB_CLEAR(i, m)		SB_MASKED(i, m, 0)
+
+/*
+ * SANDBOX_BASE_RULES: the rules every sandboxed process of ksb needs, to
+ * be put in its (automatic) allow array: memory (malloc, libevent,
+ * libgit2's pack windows), never executable; futex; the clocks where the
+ * vDSO is not used; getrandom; ending, and abort(3) being able to end (it
+ * blocks signals and tgkills itself, and only itself: getpid() of the
+ * calling process).
+ */
+#define SANDBOX_BASE_RULES						\
+	SB_CALL("brk"), SB_CALL("munmap"), SB_CALL("mremap"),		\
+	SB_CALL("madvise"),						\
+	{ "mmap", { SB_CLEAR(2, PROT_EXEC) } },				\
+	{ "mprotect", { SB_CLEAR(2, PROT_EXEC) } },			\
+	SB_CALL("futex"), SB_CALL("clock_gettime"),			\
+	SB_CALL("gettimeofday"), SB_CALL("getrandom"),			\
+	SB_CALL("exit_group"), SB_CALL("exit"), SB_CALL("rt_sigreturn"),	\
+	SB_CALL("restart_syscall"), SB_CALL("rt_sigprocmask"),		\
+	SB_CALL("getpid"), SB_CALL("gettid"),				\
+	{ "tgkill", { SB_EQ(0, getpid()) } }
 
 int sandbox_seccomp(const char *who, const struct sandbox_rule *allow, size_t n,
     char **cause);

@@ -460,22 +460,10 @@ child_seccomp(char **cause)
 		{ "prlimit64", { SB_EQ(0, 0), SB_EQ(1, RLIMIT_NOFILE) } },
 		{ "getrlimit", { SB_EQ(0, RLIMIT_NOFILE) } },
 		{ "setrlimit", { SB_EQ(0, RLIMIT_NOFILE) } },
-		/* Memory (malloc, libevent), never executable. */
-		SB_CALL("brk"), SB_CALL("munmap"), SB_CALL("mremap"),
-		SB_CALL("madvise"),
-		{ "mmap", { SB_CLEAR(2, PROT_EXEC) } },
-		{ "mprotect", { SB_CLEAR(2, PROT_EXEC) } },
-		/* libevent's locks (threads are on in the parent), the clocks
-		 * where the vDSO is not used, evdns's transaction ids
-		 * (arc4random). */
-		SB_CALL("futex"), SB_CALL("clock_gettime"),
-		SB_CALL("gettimeofday"), SB_CALL("getrandom"),
-		/* Ending, and abort(3) being able to end: it blocks signals
-		 * and tgkills itself (only itself). */
-		SB_CALL("exit_group"), SB_CALL("exit"), SB_CALL("rt_sigreturn"),
-		SB_CALL("restart_syscall"), SB_CALL("rt_sigprocmask"),
-		SB_CALL("getpid"), SB_CALL("gettid"),
-		{ "tgkill", { SB_EQ(0, getpid()) } },
+		/* Memory, never executable; libevent's locks (threads are
+		 * on in the parent); evdns's transaction ids (getrandom);
+		 * ending and abort(3). */
+		SANDBOX_BASE_RULES,
 	};
 
 	return sandbox_seccomp("proxy", allow, sizeof(allow) / sizeof(allow[0]),

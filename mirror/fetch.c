@@ -517,19 +517,9 @@ fetch_child_seccomp(int pfd, int efd, char **cause)
 		SB_CALL("access"), SB_CALL("faccessat"), SB_CALL("faccessat2"),
 		{ "write", { SB_EQ(0, pfd) } },
 		{ "write", { SB_EQ(0, efd) } },
-		/* Memory: pack windows are read-only file mappings; nothing
-		 * executable. */
-		SB_CALL("brk"), SB_CALL("munmap"), SB_CALL("mremap"),
-		SB_CALL("madvise"),
-		{ "mmap", { SB_CLEAR(2, PROT_EXEC) } },
-		{ "mprotect", { SB_CLEAR(2, PROT_EXEC) } },
-		SB_CALL("futex"), SB_CALL("clock_gettime"),
-		SB_CALL("gettimeofday"), SB_CALL("getrandom"),
-		/* Ending, and abort(3) ending (it tgkills only itself). */
-		SB_CALL("exit_group"), SB_CALL("exit"), SB_CALL("rt_sigreturn"),
-		SB_CALL("restart_syscall"), SB_CALL("rt_sigprocmask"),
-		SB_CALL("getpid"), SB_CALL("gettid"),
-		{ "tgkill", { SB_EQ(0, getpid()) } },
+		/* Memory (pack windows are read-only file mappings), never
+		 * executable; ending and abort(3). */
+		SANDBOX_BASE_RULES,
 	};
 
 	return sandbox_seccomp("pack builder", allow,
