@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -114,6 +115,82 @@ gateway_nofile(void)
 		return -1;
 	}
 	return 0;
+}
+
+/*
+ * One gateway per state directory and per audit database: two would both
+ * reconcile the same instances, both append to the same hash chain (each
+ * with its own idea of the last seq: a chain broken for good) and fight
+ * over the bridge.  An exclusive flock(2) on <state-dir>/gatewayd.lock and
+ * on <audit-db>.lock, taken before anything is opened or changed, held
+ * for the life of the process (the descriptors stay open; close-on-exec).
+ * Each lock file holds the holder's pid, for the message.  0, or -1 with
+ * the message written.
+ */
+static int gateway_lock_fds[2] = { -1, -1 };
+
+static int
+gateway_lock_one(int k, const char *path, const char *what)
+{
+	char buf[32];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+	    0600)) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		fprintf(stderr, "ksb-gatewayd: another ksb-gatewayd (pid %s) "
+		    "uses %s (%s is locked): stop it first, or give this one "
+		    "its own state-dir and audit-db\n", buf[0] ? buf : "?",
+		    what, path);
+		close(fd);
+		return -1;
+	}
+	gateway_lock_fds[k] = fd;
+	return 0;
+}
+
+static int
+gateway_lock(const struct ksb_conf *conf)
+{
+	char *path;
+	int r;
+
+	if (util_mkdirs(conf->state_dir, 0700) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s: %s\n", conf->state_dir,
+		    strerror(errno));
+		return -1;
+	}
+	xasprintf(&path, "%s/gatewayd.lock", conf->state_dir);
+	r = gateway_lock_one(0, path, "this state directory");
+	free(path);
+	if (r == -1)
+		return -1;
+	xasprintf(&path, "%s.lock", conf->audit_db);
+	r = gateway_lock_one(1, path, "this audit database");
+	free(path);
+	return r;
+}
+
+/* After daemon(3): the pid in the lock files is the daemon's. */
+static void
+gateway_lock_pid(void)
+{
+	char buf[32];
+	int k, len;
+
+	len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	for (k = 0; k < 2; k++)
+		if (gateway_lock_fds[k] != -1 &&
+		    (ftruncate(gateway_lock_fds[k], 0) == -1 ||
+		    pwrite(gateway_lock_fds[k], buf, (size_t)len, 0) != len))
+			log_warn("lock file");
 }
 
 static void
@@ -438,11 +515,12 @@ main(int argc, char **argv)
 		printf("configuration OK\n");
 		return 0;
 	}
-	if (gateway_nofile() == -1)
+	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
 	if (!foreground && daemon(0, 0) == -1)
 		fatal("daemon");
+	gateway_lock_pid();
 
 	if (netdev_bridge_ensure(gw.conf->bridge, gw.conf->bridge_addr,
 	    gw.conf->bridge_prefix, &cause) == -1)

@@ -149,6 +149,23 @@ ksb_check "removed file: logged once" '[ "$(episodes)" = $((e0 + 1)) ]'
 ksb_check "removed file: verify passes on the new database" 'ctl audit verify'
 grep -E 'audit' "$T/gatewayd.log" | sed 's/^/# /'
 
+# ---- a second gateway on the same state and audit database -----------------
+ksb_say "a second ksb-gatewayd refuses before touching anything"
+# (policy_versions: written only at start and reload, so a stable count.)
+pv0=$(ksb_sql "SELECT count(*) FROM policy_versions")
+set +e
+ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -f "$T/ksb.conf" > "$T/second.log" 2>&1
+second=$?
+set -e
+cat "$T/second.log"
+ksb_check "it exits 1" '[ "$second" = 1 ]'
+ksb_check "naming the running one and the lock" \
+	'grep -q "another ksb-gatewayd (pid $KSB_GATEWAY_PID) uses this state directory (.*/gatewayd.lock is locked)" "$T/second.log"'
+ksb_check "it recorded no policy version and re-adopted nothing" \
+	'[ "$(ksb_sql "SELECT count(*) FROM policy_versions")" = "$pv0" ] && ! grep -q "re-adopted\|forgetting" "$T/second.log"'
+ksb_check "the chain still verifies" 'ctl audit verify'
+ksb_check "the running gateway still serves" '[ "$(fetch 2 allowed.test | cut -d" " -f3)" = 200 ]'
+
 # ---- phase 3: SIGTERM flushes the queue -------------------------------------
 ksb_say "phase 3: SIGTERM flush"
 : > "$T/denied"
