@@ -64,9 +64,8 @@ qemu_optval(const char *s)
 	return out;
 }
 
-/* Absolute, [A-Za-z0-9._/+@-], no "." or ".." component, no "//", not "/". */
-static int
-qemu_valid_guest_path(const char *p)
+const char *
+qemu_guest_path_problem(const char *p)
 {
 	/* The first four also cover everything below them. */
 	static const char *reserved[] = { "/usr", "/proc", "/sys", "/dev",
@@ -75,32 +74,33 @@ qemu_valid_guest_path(const char *p)
 	size_t i, len = strlen(p);
 
 	if (len < 2 || len > 255 || p[0] != '/' || p[len - 1] == '/')
-		return 0;
+		return "not an absolute path of 2 to 255 bytes without a "
+		    "trailing /";
 	for (c = p; *c != '\0'; c++) {
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
 		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
 		    *c == '/' || *c == '+' || *c == '@' || *c == '-'))
-			return 0;
+			return "letters, digits, / and ._+@- only";
 		if (c[0] == '/' && c[1] == '/')
-			return 0;
+			return "an empty component (//)";
 	}
 	for (c = p; (c = strchr(c, '/')) != NULL;) {
 		c++;
 		if (c[0] == '.' && (c[1] == '/' || c[1] == '\0'))
-			return 0;
+			return "a . component";
 		if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0'))
-			return 0;
+			return "a .. component";
 	}
 	if (strncmp(p, "/run/ksb", 8) == 0 && (p[8] == '\0' || p[8] == '/'))
-		return 0;
+		return "reserved: the guest's own mount point";
 	/* The guest's own mounts (ksb-guest-init refuses them too). */
 	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
 		len = strlen(reserved[i]);
 		if (strcmp(p, reserved[i]) == 0 || (i < 4 &&
 		    strncmp(p, reserved[i], len) == 0 && p[len] == '/'))
-			return 0;
+			return "reserved: the guest's own mount point";
 	}
-	return 1;
+	return NULL;
 }
 
 static int
@@ -138,6 +138,7 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 {
 	struct qemu_args a = { NULL, 0 };
 	char ip[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN], *append = NULL, *tmp, *v;
+	const char *why;
 	size_t i;
 	int ret = -1;
 
@@ -213,10 +214,10 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 			    cfg->shares[i].host_path ? cfg->shares[i].host_path : "");
 			goto cleanup;
 		}
-		if (!qemu_valid_guest_path(cfg->shares[i].guest_path)) {
-			cause_set(cause, "invalid guest path `%s' (absolute, letters, "
-			    "digits and ._+@- only, no . or .. components)",
-			    cfg->shares[i].guest_path);
+		if ((why = qemu_guest_path_problem(cfg->shares[i].guest_path)) !=
+		    NULL) {
+			cause_set(cause, "invalid guest path `%s': %s",
+			    cfg->shares[i].guest_path, why);
 			goto cleanup;
 		}
 	}

@@ -115,7 +115,7 @@ static int
 run_parse_share(struct run *r, const char *arg)
 {
 	char *host, *sep, *real = NULL;
-	const char *guest;
+	const char *guest, *why;
 	struct stat st;
 
 	if (r->nshares >= QEMU_SHARES_MAX - 1) {
@@ -131,6 +131,15 @@ run_parse_share(struct run *r, const char *arg)
 	if (*host == '\0' || (real = realpath(host, NULL)) == NULL ||
 	    stat(real, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		log_warnx("share-ro: `%s' is not a directory", host);
+		free(host);
+		free(real);
+		return -1;
+	}
+	/* Checked here, before any lease is taken or row written. */
+	if ((why = qemu_guest_path_problem(guest != NULL ? guest : real)) !=
+	    NULL) {
+		log_warnx("share-ro: `%s': invalid guest path `%s': %s", arg,
+		    guest != NULL ? guest : real, why);
 		free(host);
 		free(real);
 		return -1;

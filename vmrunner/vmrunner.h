@@ -299,6 +299,14 @@ struct qemu_config {
  * 0, or -1 and *cause naming the bad value.
  */
 int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
+/*
+ * qemu_guest_path_problem: NULL if p may be a share's mount point in the
+ * guest (absolute, 2 to 255 bytes, [A-Za-z0-9._/+@-], no "." or ".."
+ * component, no "//", no trailing "/", not one of the guest's own mount
+ * points: /usr, /proc, /sys, /dev and below, /etc, /home/agent, /tmp,
+ * /run, /run/ksb and below); else why not, a static string.
+ */
+const char *qemu_guest_path_problem(const char *p);
 void qemu_argv_free(char **argv);
 
 /*

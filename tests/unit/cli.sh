@@ -132,5 +132,11 @@ run "$R" --name x1 --print-config
 check "print-config --name: the 8G default disk" 'rc 0 && grep -Eq "^disk-size += 8G +# default" "$T/out"'
 KSB_ACCEL=foo run "$R" --print-config
 check "a bad KSB_ACCEL is named as the source" 'rc 2 && grep -q "KSB_ACCEL" "$T/err"'
+# A share onto one of the guest's own mount points is refused with the
+# reason, before any gateway is asked for a lease (none runs here).
+printf 'control-socket = %s/no.sock\nstate-dir = %s/srstate\n' "$T" "$T" > "$T/sr.conf"
+run "$R" -f "$T/sr.conf" --share-ro "$T:/usr/x" -- true
+check "share-ro onto /usr/x: exit 2, reserved, before the gateway" \
+    'rc 2 && grep -q "invalid guest path \`/usr/x'"'"': reserved" "$T/err" && ! grep -q "gateway" "$T/err" && [ ! -e "$T/srstate/instances" ]'
 echo "1..$n"
 [ "$fails" = 0 ]

@@ -295,6 +295,25 @@ test_argv_errors(void)
 	}
 	base_config(&c); sh.host_path = "srv"; sh.guest_path = "/srv";
 	c.shares = &sh; c.nshares = 1; expect_fail(&c, "absolute", "relative host path");
+	/* The reason names what is wrong, not every rule at once. */
+	{
+		static const struct { const char *path, *why; } why[] = {
+			{ "/usr/x", "reserved" }, { "/home/agent", "reserved" },
+			{ "/run/ksb/x", "reserved" }, { "/a/../b", ".. component" },
+			{ "/a/./b", ". component" }, { "/a b", "letters, digits" },
+			{ "/a//b", "empty component" }, { "/x/", "trailing /" },
+		};
+		for (i = 0; i < sizeof(why) / sizeof(why[0]); i++) {
+			const char *r = qemu_guest_path_problem(why[i].path);
+
+			CHECK(r != NULL && strstr(r, why[i].why) != NULL,
+			    "%s: %s", why[i].path, r ? r : "(accepted)");
+		}
+		CHECK(qemu_guest_path_problem("/srv/data") == NULL &&
+		    qemu_guest_path_problem("/home/agent2") == NULL &&
+		    qemu_guest_path_problem("/usrx") == NULL,
+		    "/srv/data, /home/agent2 and /usrx are fine");
+	}
 }
 
 static void
