@@ -495,7 +495,7 @@ audit_main(int argc, char **argv)
 	};
 	struct audit_query q;
 	const char *sub = NULL, *me = "ksbctl audit";
-	int ch, ret, jsonl = 0;
+	int ch, ret, jsonl = 0, k;
 	sqlite3 *db;
 	char *end, esc[512];
 
@@ -512,6 +512,9 @@ audit_main(int argc, char **argv)
 		argc--;
 		argv++;
 	}
+	if (sub != NULL)
+		me = strcmp(sub, "summary") == 0 ? "ksbctl audit summary" :
+		    "ksbctl audit export";
 	memset(&q, 0, sizeof(q));
 	q.since = q.until = -1;
 	q.limit = 20;
@@ -519,6 +522,21 @@ audit_main(int argc, char **argv)
 	while ((ch = ksbctl_getopt(argc, argv, sub == NULL ? "audit" :
 	    strcmp(sub, "summary") == 0 ? "audit summary" : "audit export",
 	    "fn:h", longopts)) != -1) {
+		/* An option the command does not use is an error, not a
+		 * silent no-op (its usage lists what it takes). */
+		if (ch != 'h' && ch != '?' && ch != ':' &&
+		    strchr(sub == NULL ? "iHsuDnjcfF" :
+		    strcmp(sub, "summary") == 0 ? "iHsuDj" : "JsfF", ch) == NULL) {
+			for (k = 0; longopts[k].name != NULL &&
+			    longopts[k].val != ch; k++)
+				;
+			fprintf(stderr, "%s: %s%s does not apply here\n", me,
+			    ch == 'f' ? "-" : "--",
+			    ch == 'f' ? "f" : longopts[k].name != NULL ?
+			    longopts[k].name : "?");
+			audit_usage(stderr, sub);
+			return 2;
+		}
 		switch (ch) {
 		case 'n':
 			errno = 0;
@@ -566,12 +584,17 @@ audit_main(int argc, char **argv)
 		fprintf(stderr, "%s: unexpected argument `%s'\n", me, argv[optind]);
 		return 2;
 	}
+	if (q.since != -1 && q.until != -1 && q.since > q.until) {
+		fprintf(stderr, "%s: --since is later than --until: nothing "
+		    "can match\n", me);
+		return 2;
+	}
 	if (q.json && q.csv) {
 		fprintf(stderr, "%s: --json and --csv exclude each other\n", me);
 		return 2;
 	}
 	if (sub != NULL && strcmp(sub, "export") == 0 && !jsonl) {
-		fprintf(stderr, "%s export: say --jsonl (the only format)\n", me);
+		fprintf(stderr, "%s: say --jsonl (the only format)\n", me);
 		return 2;
 	}
 	if ((db = audit_db_open()) == NULL)

@@ -132,6 +132,20 @@ run "$R" --name x1 --print-config
 check "print-config --name: the 8G default disk" 'rc 0 && grep -Eq "^disk-size += 8G +# default" "$T/out"'
 KSB_ACCEL=foo run "$R" --print-config
 check "a bad KSB_ACCEL is named as the source" 'rc 2 && grep -q "KSB_ACCEL" "$T/err"'
+# ksbctl audit: an option its subcommand does not use is named, not ignored.
+run "$K" audit summary --limit 1
+check "audit summary --limit: does not apply, exit 2" \
+    'rc 2 && grep -q "^ksbctl audit summary: --limit does not apply here" "$T/err"'
+run "$K" audit export --jsonl --denied
+check "audit export --denied: does not apply, exit 2" \
+    'rc 2 && grep -q "^ksbctl audit export: --denied does not apply here" "$T/err"'
+run "$K" audit --jsonl
+check "audit --jsonl: does not apply, exit 2" \
+    'rc 2 && grep -q "^ksbctl audit: --jsonl does not apply here" "$T/err"'
+run "$K" audit --since 1h --until 2020-01-01
+check "audit --since after --until: said, exit 2" \
+    'rc 2 && grep -q "since is later than --until" "$T/err"'
+
 # A share onto one of the guest's own mount points is refused with the
 # reason, before any gateway is asked for a lease (none runs here).
 printf 'control-socket = %s/no.sock\nstate-dir = %s/srstate\n' "$T" "$T" > "$T/sr.conf"
