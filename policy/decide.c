@@ -41,8 +41,9 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		}
 		if (policy_match_addr(p, profile, (struct sockaddr *)sa, port,
 		    &d->rule) != POLICY_ALLOW) {
-			snprintf(d->msg, sizeof(d->msg), "%s:%u: IP literals are "
-			    "not allowed by profile %s", norm, port, profile);
+			snprintf(d->msg, sizeof(d->msg), "%s:%u: no allow-address "
+			    "rule of profile %s covers this address and port",
+			    norm, port, profile);
 			return POLICY_DENY;
 		}
 		break;

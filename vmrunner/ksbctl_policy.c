@@ -117,9 +117,10 @@ policy_show_limit_cb(enum policy_limit k, int value, const char *profile,
 {
 	const struct ksb_conf *c = ksbctl_conf;
 	int cap = k == POLICY_LIMIT_CONNECTIONS ? c->max_per_instance :
-	    c->conn_rate_instance;
+	    c->conn_rate_instance, *seen = arg;
 	char text[64];
 
+	seen[k] = 1;
 	snprintf(text, sizeof(text), "limit %s %d", policy_limit_name(k),
 	    value);
 	printf("    %-48s # %s (%s:%d)", text, profile, file, line);
@@ -138,7 +139,7 @@ policy_show(int argc, char **argv)
 	const char *name;
 	char esc[512];
 	size_t i;
-	int n, ret = 1, shown = 0;
+	int n, k, ret = 1, shown = 0, seen[POLICY_NLIMITS];
 
 	if (argc >= 2 && policy_is_help(argv[1])) {
 		policy_usage(stdout);
@@ -164,7 +165,24 @@ policy_show(int argc, char **argv)
 		if (argc == 2 && strcmp(name, argv[1]) != 0)
 			continue;
 		printf("%sprofile %s {\n", shown++ ? "\n" : "", name);
-		policy_foreach_limit(p, name, policy_show_limit_cb, NULL);
+		memset(seen, 0, sizeof(seen));
+		policy_foreach_limit(p, name, policy_show_limit_cb, seen);
+		/* No limit in the profile: ksb.conf's per-instance one holds. */
+		for (k = 0; k < POLICY_NLIMITS; k++) {
+			char text[64];
+
+			if (seen[k])
+				continue;
+			snprintf(text, sizeof(text), "limit %s %d",
+			    policy_limit_name((enum policy_limit)k),
+			    k == POLICY_LIMIT_CONNECTIONS ?
+			    ksbctl_conf->max_per_instance :
+			    ksbctl_conf->conn_rate_instance);
+			printf("    %-48s # ksb.conf %s\n", text,
+			    k == POLICY_LIMIT_CONNECTIONS ?
+			    "max-connections-per-instance" :
+			    "connection-rate-per-instance");
+		}
 		n = policy_foreach_rule(p, name, policy_show_cb, NULL);
 		printf("}   # %d rule%s, flattened\n", n, n == 1 ? "" : "s");
 	}

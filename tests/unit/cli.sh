@@ -77,6 +77,13 @@ run "$K" policy test v6 3221225991
 check "policy test refuses a decimal IPv4 spelling" 'rc 1 && grep -q "only canonical" "$T/out"'
 run "$K" policy test v6 example.com:443
 check "policy test allows a name" 'rc 0 && grep -q "^allow example.com:443" "$T/out"'
+run "$K" policy test v6 192.0.2.7:80
+check "policy test: an allowed address on another port names the rule kind" \
+    'rc 1 && grep -q "^deny: 192.0.2.7:80: no allow-address rule of profile v6 covers this address and port (ip_literal)" "$T/out"'
+run "$K" policy show v6
+check "policy show: a profile without limits shows ksb.conf's" \
+    'rc 0 && grep -Eq "^    limit connections 256 +# ksb.conf max-connections-per-instance$" "$T/out" &&
+    grep -Eq "^    limit rate [0-9]+ +# ksb.conf connection-rate-per-instance$" "$T/out"'
 
 # A stand-in gateway: refuses RELOAD like the real one (no END, idle
 # connection kept), answers LIST with one instance.
