@@ -83,6 +83,25 @@ gateway_files(const struct ksb_conf *conf, const struct policy *p)
 }
 
 /*
+ * libevent's own messages (evdns: "Nameserver 10.0.0.53:53 has failed"),
+ * through our log with a prefix, not on stderr as "[msg] ...".  Nothing
+ * in them comes from a guest; escaped all the same.
+ */
+static void
+gateway_event_log(int severity, const char *msg)
+{
+	char esc[600];
+
+	log_escape(esc, sizeof(esc), msg, strlen(msg));
+	if (severity >= EVENT_LOG_WARN)
+		log_warnx("libevent: %s", esc);
+	else if (severity == EVENT_LOG_MSG)
+		log_info("libevent: %s", esc);
+	else
+		log_debug("libevent: %s", esc);
+}
+
+/*
  * Descriptors: raise the soft RLIMIT_NOFILE to the hard one (each tunnel
  * holds two sockets and, while bytes move, two pipes; the proxy process
  * inherits the limit).  Below GATEWAY_NOFILE_MIN the gateway cannot even
@@ -501,6 +520,7 @@ main(int argc, char **argv)
 		return 2;
 	}
 	log_init("ksb-gatewayd", verbose);
+	event_set_log_callback(gateway_event_log);
 	memset(&gw, 0, sizeof(gw));
 	gw.proxy_fd = -1;
 	if (conf_load(conffile, 0, &gw.conf, &cause) == -1) {

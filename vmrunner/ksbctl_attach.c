@@ -40,6 +40,8 @@ attach_main(int argc, char **argv)
 		if (argc >= 2)
 			ksbctl_bad_arg("attach", argv[argc > 2 && argv[1][0] !=
 			    '-' ? 2 : 1]);
+		else
+			fprintf(stderr, "ksbctl attach: missing instance ID\n");
 		fprintf(stderr, "usage: ksbctl attach ID\n");
 		return 2;
 	}

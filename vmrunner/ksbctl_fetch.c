@@ -108,6 +108,11 @@ fetch_main(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 1) {
+		if (argc - optind == 0)
+			fprintf(stderr, "ksbctl fetch: missing instance ID\n");
+		else
+			fprintf(stderr, "ksbctl fetch: unexpected argument "
+			    "`%s'\n", argv[optind + 1]);
 		fetch_usage(stderr);
 		return 2;
 	}

@@ -153,8 +153,10 @@ logs_main(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (arg == 0)
+	if (arg == 0) {
+		fprintf(stderr, "ksbctl logs: missing instance ID\n");
 		goto usage;
+	}
 	if (instance_resolve(ksbctl_conf->state_dir, argv[arg], &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl logs: %s\n", cause);
 		goto cleanup;

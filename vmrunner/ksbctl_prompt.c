@@ -218,8 +218,13 @@ prompt_main(int argc, char **argv)
 			goto usage;
 		}
 	}
-	if (argc - optind != 2)
+	if (argc - optind != 2) {
+		fprintf(stderr, "ksbctl prompt: %s\n", argc - optind == 0 ?
+		    "missing instance ID and turn text" : argc - optind == 1 ?
+		    "missing the turn text (TEXT, or - for standard input)" :
+		    "too many arguments (quote the turn text)");
 		goto usage;
+	}
 	if (instance_resolve(ksbctl_conf->state_dir, argv[optind], &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl prompt: %s\n", cause);
 		goto cleanup;

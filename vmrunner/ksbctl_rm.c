@@ -43,6 +43,7 @@ rm_main(int argc, char **argv)
 		}
 	}
 	if (arg == NULL) {
+		fprintf(stderr, "ksbctl rm: missing instance ID\n");
 		fprintf(stderr, "usage: ksbctl rm [--force] [--json] ID\n");
 		return 2;
 	}

@@ -155,6 +155,7 @@ stop_main(int argc, char **argv)
 		}
 	}
 	if (arg == NULL) {
+		fprintf(stderr, "ksbctl stop: missing instance ID\n");
 		fprintf(stderr, "usage: ksbctl stop [--timeout S] [--json] ID\n");
 		return 2;
 	}

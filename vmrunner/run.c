@@ -195,7 +195,7 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 
 	*nflags = 0;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+c:df:hv", longopts, &idx)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:c:df:hv", longopts, &idx)) != -1) {
 		switch (ch) {
 		case 'f':
 			r->conf_path = optarg;
@@ -251,12 +251,21 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 			    "--%s", longopts[idx].name);
 			(*nflags)++;
 			break;
+		case ':':	/* ("+:..." above: a missing value is ':') */
+			if (optopt == 'f' || optopt == 'c')
+				log_warnx("-%c: missing path", optopt);
+			else
+				log_warnx("`%.*s' needs a value",
+				    (int)strcspn(argv[optind - 1], "="),
+				    argv[optind - 1]);
+			run_usage(stderr);
+			free(flags);
+			return -1;
 		default:
 			if (optopt == 0 || optopt >= 256)
-				log_warnx("`%s': unknown option or missing value",
+				log_warnx("`%.*s': unknown option",
+				    (int)strcspn(argv[optind - 1], "="),
 				    argv[optind - 1]);
-			else if (optopt == 'f' || optopt == 'c')
-				log_warnx("-%c: missing path", optopt);
 			else
 				log_warnx("`-%c': unknown option", optopt);
 			run_usage(stderr);

@@ -49,6 +49,14 @@ for c in list "status" "stop x" "rm x" "attach" audit "audit summary" \
 	check "ksbctl $c --bogus named, exit 2" \
 	    "rc 2 && grep -qF \"ksbctl \${c%% *}\" \"\$T/err\" && grep -qF \"\\\`--bogus'\" \"\$T/err\""
 done
+for c in stop rm attach logs fetch prompt; do
+	run "$K" $c
+	check "ksbctl $c without an ID says so, exit 2" \
+	    "rc 2 && grep -q \"^ksbctl $c: missing instance ID\" \"\$T/err\" && grep -q '^usage: ksbctl $c' \"\$T/err\""
+done
+run "$B/ksb-run" --profile
+check "ksb-run --profile without a value: named, exit 2" \
+    'rc 2 && grep -q "^ksb-run: .--profile. needs a value" "$T/err"'
 run "$K" policy bogus
 check "policy bogus named" "rc 2 && grep -qF \"ksbctl policy: unknown command \\\`bogus'\" \"\$T/err\""
 run "$K" policy check
