@@ -93,6 +93,45 @@ struct run {
 	size_t ring_len, ring_off;
 };
 
+/* --help: the usage, then one line per option (ksb-run(1) has the rest). */
+static void
+run_help(void)
+{
+	printf(
+	    "Boots a QEMU guest whose only way out is ksb-gatewayd, runs the\n"
+	    "command (default: /bin/bash -l) on its console, and hands the work back\n"
+	    "as the git branch sandbox/ID.  Flags override .ksb/instance.conf\n"
+	    "and ksb.conf.\n"
+	    "options:\n"
+	    "  -f config            ksb.conf (default /etc/ksb/ksb.conf)\n"
+	    "  -c project-file      instance settings (default .ksb/instance.conf)\n"
+	    "  -d, --detach         run in the background under ksb-run; print the ID\n"
+	    "  -v                   verbose: the QEMU command line, the initramfs\n"
+	    "  --name id            a named instance: kept after stop, resumed by name\n"
+	    "  --profile name       the gateway allowlist profile (default: default)\n"
+	    "  --cpus n, --memory MiB, --disk-size size\n"
+	    "                       guest resources (disk: named instances, 8G)\n"
+	    "  --kernel path, --modules dir\n"
+	    "                       guest kernel and its modules (default: found)\n"
+	    "  --accel auto|kvm|tcg hardware acceleration (auto: KVM if it works)\n"
+	    "  --share-ro host[:guest]\n"
+	    "                       a host directory, read-only in the guest\n"
+	    "  --secret NAME=env:VAR|NAME=file:PATH\n"
+	    "                       /run/ksb/secrets/NAME in the guest, never on disk\n"
+	    "  --repo path          the project repository (default: the one here)\n"
+	    "  --include-uncommitted\n"
+	    "                       seed the branch with the tracked changes too\n"
+	    "  --context path[@rev][:name]\n"
+	    "                       another repository, pinned, at /context/NAME\n"
+	    "  --agent command      start an agent in tmux (ksbctl prompt, logs)\n"
+	    "  --prompt text|@file  its first turn; --idle s: quiet this long = idle\n"
+	    "  --state-dir dir, --control-socket path\n"
+	    "                       where instances live; the gateway's socket\n"
+	    "  --print-config [--json]\n"
+	    "                       the effective settings and where each came from\n"
+	    "Console escape: Ctrl-] then . stops the instance.  See ksb-run(1).\n");
+}
+
 static void
 run_usage(FILE *f)
 {
@@ -209,6 +248,7 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 			break;
 		case 'h':
 			run_usage(stdout);
+			run_help();
 			exit(0);
 		case 'v':
 			verbose++;

@@ -54,6 +54,9 @@ for c in stop rm attach logs fetch prompt; do
 	check "ksbctl $c without an ID says so, exit 2" \
 	    "rc 2 && grep -q \"^ksbctl $c: missing instance ID\" \"\$T/err\" && grep -q '^usage: ksbctl $c' \"\$T/err\""
 done
+run "$B/ksb-run" --help
+check "ksb-run --help: usage and one line per option, exit 0" \
+    'rc 0 && grep -q "^usage: ksb-run" "$T/out" && grep -q "^  --share-ro host" "$T/out" && grep -q "See ksb-run(1)" "$T/out" && ! [ -s "$T/err" ]'
 run "$B/ksb-run" --profile
 check "ksb-run --profile without a value: named, exit 2" \
     'rc 2 && grep -q "^ksb-run: .--profile. needs a value" "$T/err"'
