@@ -165,7 +165,7 @@ while time.time() < end:
             f.write(line + "\n")
 PY
 : > "$T/witness"
-gwns python3 "$T/witness.py" "$T/witness" 10.77.0.1 150 > "$T/w1.out" 2>&1 &
+ip netns exec "$GW" python3 "$T/witness.py" "$T/witness" 10.77.0.1 150 > "$T/w1.out" 2>&1 &
 KSB_PIDS="$KSB_PIDS $!"
 ip netns exec "$OR" python3 "$T/witness.py" "$T/witness" "$ORIGIN_IP" 150 > "$T/w2.out" 2>&1 &
 KSB_PIDS="$KSB_PIDS $!"
@@ -192,7 +192,7 @@ P=ksbt-$$-peer
 ip netns add "$P"
 KSB_NETNS="$P"
 mkfifo "$T/holdp"
-gwns "$HOLD" "$T/gateway.sock" peer default < "$T/holdp" > "$T/leasep" 2>&1 &
+ip netns exec "$GW" "$HOLD" "$T/gateway.sock" peer default < "$T/holdp" > "$T/leasep" 2>&1 &
 KSB_PIDS="$KSB_PIDS $!"
 exec {HOLDP}>"$T/holdp"
 ksb_until 30 test -s "$T/leasep" || true
@@ -258,7 +258,7 @@ QEMU
 chmod 755 "$T/qemu.sh"
 : > "$T/console.log"
 t0=$(date +%s.%N)
-gwns timeout 120 "$HOLD" "$T/gateway.sock" rootvm default -- "$T/qemu.sh" > "$T/leasevm" 2>&1 &
+ip netns exec "$GW" timeout 120 "$HOLD" "$T/gateway.sock" rootvm default -- "$T/qemu.sh" > "$T/leasevm" 2>&1 &
 VMPID=$!
 KSB_PIDS="$KSB_PIDS $VMPID"
 ksb_until 30 test -s "$T/leasevm" || true

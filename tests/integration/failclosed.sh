@@ -51,7 +51,7 @@ ip -n "$ns" link set eth0 up
 # guest's eth0.
 lease() {
 	mkfifo "$T/hold$1"
-	gwns "$HOLD" "$T/gateway.sock" g1 default < "$T/hold$1" > "$T/lease$1" 2>&1 &
+	ip netns exec "$GW" "$HOLD" "$T/gateway.sock" g1 default < "$T/hold$1" > "$T/lease$1" 2>&1 &
 	HOLDPID=$!
 	KSB_PIDS="$KSB_PIDS $!"
 	exec {HOLDFD}>"$T/hold$1"
