@@ -15,7 +15,7 @@
 #include "vmrunner/vmrunner.h"
 
 /* Bump when the archive layout changes: it is part of the cache key. */
-#define INITRAMFS_FORMAT "ksb-initramfs-2"
+#define INITRAMFS_FORMAT "ksb-initramfs-3"
 
 static const struct {
 	const char *name;	/* module name, '-' and '_' equivalent */
@@ -338,7 +338,7 @@ cleanup:
 
 int
 initramfs_build(const char *out_path, const char *init_path,
-    const char *modules_dir, char **cause)
+    const char *clone_path, const char *modules_dir, char **cause)
 {
 	static const char *dirs[] = { "dev", "proc", "sys", "tmp", "run", "usr",
 	    "etc", "home", "mnt", "root", "var", "modules" };
@@ -374,6 +374,15 @@ initramfs_build(const char *out_path, const char *init_path,
 		goto write_error;
 	free(data);
 	data = NULL;
+	if (clone_path != NULL) {
+		if (initramfs_read_file(clone_path, &data, &len, cause) != 0)
+			goto cleanup;
+		if (initramfs_entry(&c, "ksb-guest-clone", S_IFREG | 0755, data,
+		    len) != 0)
+			goto write_error;
+		free(data);
+		data = NULL;
+	}
 
 	for (i = 0; mods[i] != NULL; i++) {
 		xasprintf(&src, "%s/%s", modules_dir, mods[i]);
@@ -447,7 +456,7 @@ initramfs_fnv(uint64_t h, const void *p, size_t len)
 
 int
 initramfs_cached(const char *cache_dir, const char *init_path,
-    const char *modules_dir, char **path, char **cause)
+    const char *clone_path, const char *modules_dir, char **path, char **cause)
 {
 	char *data = NULL, *kver = NULL, *out = NULL;
 	const char *base;
@@ -470,6 +479,13 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 	h = initramfs_fnv(h, INITRAMFS_FORMAT, strlen(INITRAMFS_FORMAT) + 1);
 	h = initramfs_fnv(h, modules_dir, strlen(modules_dir) + 1);
 	h = initramfs_fnv(h, data, len);
+	if (clone_path != NULL) {
+		free(data);
+		data = NULL;
+		if (initramfs_read_file(clone_path, &data, &len, cause) != 0)
+			goto cleanup;
+		h = initramfs_fnv(h, data, len);
+	}
 	if (util_mkdirs(cache_dir, 0700) != 0) {
 		cause_set(cause, "%s: %s", cache_dir, strerror(errno));
 		goto cleanup;
@@ -478,7 +494,8 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 	    (unsigned long long)h);
 	if (access(out, R_OK) != 0) {
 		log_debug("building %s", out);
-		if (initramfs_build(out, init_path, modules_dir, cause) != 0)
+		if (initramfs_build(out, init_path, clone_path, modules_dir,
+		    cause) != 0)
 			goto cleanup;
 	}
 	*path = out;

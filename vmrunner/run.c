@@ -79,6 +79,7 @@ struct run {
 	/* state */
 	struct ksb_conf *conf;
 	char *kernel, *modules_dir, *init_path, *initrd, *instance_dir;
+	char *clone_path;	/* ksb-guest-clone, next to init; NULL: none */
 	char *disk_path, *qmp_path, *console_path;
 	struct secrets *secrets;
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
@@ -522,6 +523,32 @@ run_find_init(struct run *r, char **cause)
 	    "(set KSB_GUEST_INIT)", KSB_LIBEXECDIR);
 	free(p);
 	return -1;
+}
+
+/*
+ * ksb-guest-clone, packed into the initramfs with init: next to init (the
+ * build tree, KSB_GUEST_INIT's directory), else in KSB_LIBEXECDIR.  Without
+ * it a guest with a mirror gets no ~/work (it says so), nothing else.
+ */
+static void
+run_find_clone(struct run *r)
+{
+	char *dir = xstrdup(r->init_path), *slash = strrchr(dir, '/');
+
+	if (slash != NULL)
+		*slash = '\0';
+	xasprintf(&r->clone_path, "%s/ksb-guest-clone", slash ? dir : ".");
+	free(dir);
+	if (run_is_file(r->clone_path))
+		return;
+	free(r->clone_path);
+	xasprintf(&r->clone_path, "%s/ksb-guest-clone", KSB_LIBEXECDIR);
+	if (run_is_file(r->clone_path))
+		return;
+	log_warnx("ksb-guest-clone not found next to %s nor in %s: guests "
+	    "get no workspace clone", r->init_path, KSB_LIBEXECDIR);
+	free(r->clone_path);
+	r->clone_path = NULL;
 }
 
 /* ---- instance dir ------------------------------------------------------- */
@@ -1503,7 +1530,9 @@ main(int argc, char **argv)
 
 	/* Before REGISTER: a slow or failed build should not hold a lease. */
 	xasprintf(&cache, "%s/cache", state_dir);
-	if (initramfs_cached(cache, r.init_path, r.modules_dir, &r.initrd, &cause) != 0) {
+	run_find_clone(&r);
+	if (initramfs_cached(cache, r.init_path, r.clone_path, r.modules_dir,
+	    &r.initrd, &cause) != 0) {
 		log_warnx("initramfs: %s", cause);
 		goto out;
 	}
@@ -1716,6 +1745,7 @@ out:
 	free(r.kernel);
 	free(r.modules_dir);
 	free(r.init_path);
+	free(r.clone_path);
 	free(r.initrd);
 	free(r.instance_dir);
 	free(r.disk_path);

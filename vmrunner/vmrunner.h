@@ -237,20 +237,22 @@ int initramfs_modules(const char *modules_dir, char ***paths, char **cause);
 void initramfs_strv_free(char **);
 
 /*
- * initramfs_build: write the cpio to out_path (via out_path.tmp + rename).
- * 0 or -1 and *cause.
+ * initramfs_build: write the cpio to out_path (via out_path.tmp + rename):
+ * init_path as /init, clone_path (NULL: none) as /ksb-guest-clone, the
+ * modules.  0 or -1 and *cause.
  */
 int initramfs_build(const char *out_path, const char *init_path,
-    const char *modules_dir, char **cause);
+    const char *clone_path, const char *modules_dir, char **cause);
 
 /*
- * initramfs_cached: the cached initramfs for this kernel version and init
- * binary: <cache_dir>/initramfs-<basename of modules_dir>-<16 hex>.cpio,
- * built if missing (cache_dir created 0700).  *path is malloc'd.
- * 0 or -1 and *cause.
+ * initramfs_cached: the cached initramfs for this kernel version, init
+ * and clone binaries: <cache_dir>/initramfs-<basename of modules_dir>-<16
+ * hex>.cpio, built if missing (cache_dir created 0700).  *path is
+ * malloc'd.  0 or -1 and *cause.
  */
 int initramfs_cached(const char *cache_dir, const char *init_path,
-    const char *modules_dir, char **path, char **cause);
+    const char *clone_path, const char *modules_dir, char **path,
+    char **cause);
 
 /* ---- qemu.c ----------------------------------------------------------------
  * The QEMU command line, built from a struct by a pure function.

@@ -763,13 +763,13 @@ unload:
  * the host's side is vmrunner/workspace.c): as the agent, write
  * ~/.gitconfig (once: the agent's later changes stay) and, when the host
  * shared a mirror and there is no ~/work yet, clone sandbox/<id> from it
- * into ~/work with the guest's git (the host /usr, read-only).  A failure
+ * into ~/work with ksb-guest-clone (libgit2 from the host /usr, read-only).  A failure
  * is reported on the console and as an ERR line, and the command starts
  * anyway (in the agent's home).
  */
 #define MIRROR_GUEST_DIR "/ksb/mirror.git"	/* mirror/mirror.h */
 #define WORKSPACE_DIR AGENT_HOME "/work"
-#define WORKSPACE_GIT "/usr/bin/git"
+#define WORKSPACE_CLONE "/ksb-guest-clone"	/* in the initramfs */
 #define WORKSPACE_TIMEOUT_MS 300000
 
 static void __attribute__((format(printf, 1, 2)))
@@ -791,7 +791,7 @@ workspace_warn(const char *fmt, ...)
 	ctl_write("\n", 1);
 }
 
-/* The child: drop to the agent, write ~/.gitconfig, exec git clone. */
+/* The child: drop to the agent, write ~/.gitconfig, exec the clone. */
 static void __attribute__((noreturn))
 workspace_child(const struct boot *b, int clone)
 {
@@ -826,15 +826,10 @@ workspace_child(const struct boot *b, int clone)
 	if (!clone)
 		_exit(0);
 	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
-	/*
-	 * This is the guest's PID 1 (a child of it, as the agent user): the
-	 * git CLI runs inside the VM, from the host /usr shared read-only.
-	 * The host never runs git; it reads the mirror back with libgit2
-	 * (mirror/fetch.c).
-	 */
-	execl(WORKSPACE_GIT, "git", "clone", "--quiet", "--shared", "-b", branch,
-	    MIRROR_GUEST_DIR, WORKSPACE_DIR, (char *)NULL);
-	say(WORKSPACE_GIT ": %s", strerror(errno));
+	/* libgit2 (vmrunner/guest/clone.c): git clone --shared -b branch. */
+	execl(WORKSPACE_CLONE, "ksb-guest-clone", MIRROR_GUEST_DIR, branch,
+	    WORKSPACE_DIR, (char *)NULL);
+	say(WORKSPACE_CLONE ": %s", strerror(errno));
 	_exit(EXIT_CANNOT_EXEC);
 }
 
