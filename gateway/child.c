@@ -456,10 +456,6 @@ child_seccomp(char **cause)
 		SB_CALL("pipe2"),
 		/* The policy memfd from the parent (child_policy). */
 		SB_CALL("fstat"), SB_CALL("newfstatat"), SB_CALL("pread64"),
-		/* proxy_init takes the hard limit of open files: its own. */
-		{ "prlimit64", { SB_EQ(0, 0), SB_EQ(1, RLIMIT_NOFILE) } },
-		{ "getrlimit", { SB_EQ(0, RLIMIT_NOFILE) } },
-		{ "setrlimit", { SB_EQ(0, RLIMIT_NOFILE) } },
 		/* Memory, never executable; libevent's locks (threads are
 		 * on in the parent); evdns's transaction ids (getrandom);
 		 * ending and abort(3). */

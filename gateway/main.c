@@ -57,27 +57,18 @@ usage(FILE *f)
 static char *
 gateway_files(const struct ksb_conf *conf, const struct policy *p)
 {
-	size_t i, n, len = 1;
+	size_t i, n = p != NULL ? policy_nfiles(p) : conf->npolicy_files;
 	const char *name;
-	char *s;
+	char *s = xstrdup(""), *t;
 
-	n = p != NULL ? policy_nfiles(p) : conf->npolicy_files;
 	for (i = 0; i < n; i++) {
-		if (p != NULL)
-			(void)policy_file(p, i, &name, NULL, NULL);
-		else
+		if (p == NULL)
 			name = conf->policy_files[i];
-		len += strlen(name) + 1;
-	}
-	s = xcalloc(1, len);
-	for (i = 0; i < n; i++) {
-		if (p != NULL)
-			(void)policy_file(p, i, &name, NULL, NULL);
-		else
-			name = conf->policy_files[i];
-		if (i > 0)
-			strcat(s, " ");
-		strcat(s, name);
+		else if (policy_file(p, i, &name, NULL, NULL) == -1)
+			continue;
+		xasprintf(&t, "%s%s%s", s, i > 0 ? " " : "", name);
+		free(s);
+		s = t;
 	}
 	return s;
 }
@@ -372,10 +363,8 @@ gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
 	/* Parse everything into new objects; nothing running is touched. */
 	if (conf_load(gw->conf->path, 0, &nc, errors) == -1)
 		goto fail;
-	files = gateway_files(nc, NULL);
 	if (gateway_load_policy(nc, &np, &pb, errors) == -1)
 		goto fail;
-	free(files);
 	files = gateway_files(nc, np);
 	gateway_restart_only(gw->conf, nc, notes);
 	/* Swap: from here on every decision (and row) uses the new policy. */
@@ -430,6 +419,9 @@ fail:
 			log_warnx("%s", l);
 	}
 	free(line);
+	/* The files ksb.conf names (none if ksb.conf itself failed). */
+	if (nc != NULL)
+		files = gateway_files(nc, NULL);
 	audit_policy(gw->audit, NULL, 0, files ? files : "", *errors);
 	policy_free(np);
 cleanup:

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <event2/buffer.h>
@@ -1271,15 +1270,9 @@ proxy_error_cb(struct evconnlistener *l, void *arg)
 int
 proxy_init(struct gateway *gw, char **cause)
 {
-	struct rlimit rl;
-
+	/* The open-file limit is the hard one already (main.c,
+	 * gateway_nofile, before this process was forked). */
 	proxy_gw = gw;
-	/* Two descriptors per tunnel: take the hard limit on open files. */
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
-			log_warn("setrlimit RLIMIT_NOFILE");
-	}
 	if ((proxy_accept_timer = evtimer_new(gw->base, proxy_accept_resume,
 	    NULL)) == NULL)
 		return cause_set(cause, "evtimer_new failed");
