@@ -88,6 +88,9 @@ int util_proc_alive(pid_t pid, uint64_t *start);
 int util_read_file(const char *path, size_t max, char **buf, size_t *len,
     char **cause);
 /* Parse "a.b.c.d/len" (len optional, default 32) into network-order addr. */
+/* util_strv_free: free a NULL-terminated, malloc'd vector of malloc'd
+ * strings and the vector.  NULL-safe. */
+void util_strv_free(char **v);
 int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
 
 /* ---- conf.c ---------------------------------------------------------------

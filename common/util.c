@@ -351,3 +351,15 @@ util_proc_alive(pid_t pid, uint64_t *start)
 		return -1;
 	return 0;
 }
+
+void
+util_strv_free(char **v)
+{
+	size_t i;
+
+	if (v == NULL)
+		return;
+	for (i = 0; v[i] != NULL; i++)
+		free(v[i]);
+	free(v);
+}

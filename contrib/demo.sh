@@ -25,7 +25,7 @@ ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 	--state-dir "$T/state" --share-ro "$T/share:/ksb-test" \
 	-- /bin/sh /ksb-test/guest.sh || true
 ksb_say "ksbctl audit"
-ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" audit
+ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit
 ksb_say "sqlite3 $T/state/audit.db 'SELECT ... FROM connections'"
 sqlite3 -header -column "$T/state/audit.db" \
 	"SELECT id, instance, host, port, sni, upstream_addr, decision, reason, bytes_up, bytes_down FROM connections"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/msg.h"
 
 /* The payload size of a type: exact; 0 for an unknown type (-1). */
 static ssize_t

@@ -41,7 +41,7 @@
 #include <libnftnl/table.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/net.h"
 
 #define NFT_TABLE	"ksb"
 #define NFT_SET		"guests"

@@ -11,7 +11,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/parse.h"
 
 struct screen_net {
 	uint8_t addr[16];

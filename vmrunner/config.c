@@ -163,7 +163,7 @@ config_words(const char *s, char **cause)
 		if (*s == '\0') {
 			cause_set(cause, "unterminated %c quote", q);
 			free(w);
-			initramfs_strv_free(v);
+			util_strv_free(v);
 			return NULL;
 		}
 		inword = 1;
@@ -253,7 +253,7 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 		if ((w = config_words(value, cause)) == NULL)
 			return -1;
 		n = w[0] != NULL;
-		initramfs_strv_free(w);
+		util_strv_free(w);
 		if (n == 0)
 			return cause_set(cause, "%s: empty command", k->name);
 		break;

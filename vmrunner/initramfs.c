@@ -49,18 +49,6 @@ struct initramfs_dep {
 	size_t nmods;
 };
 
-void
-initramfs_strv_free(char **v)
-{
-	size_t i;
-
-	if (v == NULL)
-		return;
-	for (i = 0; v[i] != NULL; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* "kernel/drivers/net/virtio_net.ko" -> "virtio_net". */
 static char *
 initramfs_modname(const char *path, size_t len)
@@ -253,7 +241,7 @@ initramfs_modules(const char *modules_dir, char ***paths, char **cause)
 	out = NULL;
 	ret = 0;
 cleanup:
-	initramfs_strv_free(out);
+	util_strv_free(out);
 	initramfs_dep_free(&d);
 	free(file);
 	return ret;
@@ -436,7 +424,7 @@ cleanup:
 	}
 	free(data);
 	free(list);
-	initramfs_strv_free(mods);
+	util_strv_free(mods);
 	return ret;
 }
 

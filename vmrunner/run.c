@@ -1490,7 +1490,7 @@ main(int argc, char **argv)
 			ret = 2;
 			goto out;
 		}
-		initramfs_strv_free(r.command);
+		util_strv_free(r.command);
 		r.command = xcalloc(2, sizeof(char *));
 		r.command[0] = xstrdup(r.agent_cmd);
 		if (r.idle_s == 0)
@@ -1732,7 +1732,7 @@ out:
 		close(r.secrets_fd);
 	secrets_free(r.secrets);
 	qemu_argv_free(qargv);
-	initramfs_strv_free(r.command);
+	util_strv_free(r.command);
 	config_free(r.cfg);
 	free(flags);
 	free(header);

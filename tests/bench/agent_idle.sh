@@ -18,7 +18,7 @@ ksb_env
 ksb_gateway
 S=${1:-60}
 I=$T/state/instances
-ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
+ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 

@@ -43,7 +43,7 @@ for n in $sizes; do
 	best_g=; best_w=
 	for _ in 1 2 3; do
 		t0=$(date +%s%N)
-		out=$("$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" reload)
+		out=$("$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload)
 		t1=$(date +%s%N)
 		g=$(echo "$out" | sed -n 's/.* ms=\([0-9]*\).*/\1/p')
 		w=$(( (t1 - t0) / 1000000 ))

@@ -24,14 +24,14 @@ command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
 [ -x /usr/bin/tmux ] || ksb_skip "needs /usr/bin/tmux (shared into the guest)"
 [ -x /usr/bin/git ] || ksb_skip "needs /usr/bin/git (shared into the guest)"
 [ -x /usr/bin/python3 ] || ksb_skip "needs /usr/bin/python3 (the guest's flooder)"
-ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env
 ksb_origin
 ksb_gateway
 
 fails=0
-ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
+ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 secs() { echo "$(date +%s.%N) - $1" | bc; }
 I=$T/state/instances
 
@@ -138,7 +138,7 @@ ksb_check "status shows state and turn" 'grep -q "^agent: *done, turn 4 (4 given
 ksb_check "status shows the last report" 'grep -q "^report: *turn 4: committed turn4.txt" "$T/status"'
 ctl status ag1 --json > "$T/status.json"
 ksb_check "status --json has the agent" 'grep -q "\"agent\":{\"state\":\"done\",\"turn\":4,\"turns\":4," "$T/status.json"'
-timeout 3 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" attach ag1 < /dev/null > "$T/attach" 2>&1 || true
+timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach ag1 < /dev/null > "$T/attach" 2>&1 || true
 ksb_check "attach shows the agent's tmux pane" 'grep -aq "commit three" "$T/attach"'
 
 ksb_say "a client killed mid-turn; the prompt resent with its key"

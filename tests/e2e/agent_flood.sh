@@ -13,13 +13,13 @@ set -eu
 
 ksb_need_root
 command -v python3 >/dev/null || ksb_skip "needs python3 (the fake guest)"
-ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env
 ksb_gateway
 
 fails=0
-ctl() { timeout 30 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
+ctl() { timeout 30 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 secs() { echo "$(date +%s.%N) - $1" | bc; }
 I=$T/state/instances
 

@@ -110,7 +110,7 @@ check "no remote-tracking ref before the fetch" \
 	'! git -C "$P" rev-parse -q --verify "refs/remotes/ksb/$ID" >/dev/null'
 
 ksb_say "ksbctl fetch"
-KSBCTL() { timeout 120 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
+KSBCTL() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 set +e
 KSBCTL fetch "$ID" --repo "$P" > "$T/fetch.out" 2>&1
 frc=$?

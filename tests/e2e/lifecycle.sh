@@ -11,14 +11,14 @@ set -eu
 ksb_need_root
 command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
 [ -x /usr/sbin/mkfs.ext4 ] || ksb_skip "needs /usr/sbin/mkfs.ext4 (e2fsprogs) for instance disks"
-ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env
 ksb_gateway
 
 fails=0
 run() { timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" "$@"; }
-ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" "$@"; }
+ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 # await_unlocked DIR: until no ksb-run holds DIR/lock (<= 60 s).
 await_unlocked() {
 	local i
@@ -69,7 +69,7 @@ ksb_check "QEMU environment has no KSB_TEST_SECRET" '! tr "\0" "\n" < /proc/$qpi
 # The command has written its files (it is busy afterwards) once its
 # marker is on the console (ksbctl attach replays what the console said).
 files_written() {
-	timeout 3 "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" attach lc-named </dev/null 2>/dev/null |
+	timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach lc-named </dev/null 2>/dev/null |
 		grep -aq lc-files-written
 }
 ksb_check "the command wrote its files" 'ksb_until 120 files_written'

@@ -69,8 +69,8 @@ grep -A3 'set guests' "$T/ruleset"
 ksb_check "tables present" 'grep -q "table inet ksb" "$T/ruleset" && grep -q "table bridge ksb" "$T/ruleset"'
 ksb_check "guest gone from the sets" '! grep -q "10.77.0.2" "$T/ruleset"'
 ksb_check "ksbctl list shows the named instance stopped, no lease" \
-	'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" list --json | grep -q "\"id\":\"e2e-test\",\"state\":\"stopped\""'
-ksb_check "ksbctl audit shows the rows" 'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" audit | grep -q "denied.test.*not_in_allowlist"'
+	'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" list --json | grep -q "\"id\":\"e2e-test\",\"state\":\"stopped\""'
+ksb_check "ksbctl audit shows the rows" 'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit | grep -q "denied.test.*not_in_allowlist"'
 
 echo "# $((14 + 4 + 4 - fails)) passed, $fails failed"
 [ "$fails" = 0 ]

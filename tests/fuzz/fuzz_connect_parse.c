@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/gateway.h"
+#include "gateway/msg.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

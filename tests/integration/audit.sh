@@ -19,7 +19,7 @@ set -eu
 ksb_need_root
 command -v chattr >/dev/null || ksb_skip "needs chattr (e2fsprogs)"
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
-KSBCTL=$KSB_BUILDDIR/ksbctl
+KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 ksb_env
 

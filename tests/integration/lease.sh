@@ -61,7 +61,7 @@ must "nobody may not REGISTER: clear refusal" grep -q "^ERR permission denied: R
 as_user "LIST" --reuid=65534 --regid=65534 --clear-groups > "$T/nobody" 2>&1 || true
 must "nobody may LIST" grep -q "^END" "$T/nobody"
 must "ksbctl list works as nobody" gwns setpriv --reuid=65534 --regid=65534 --clear-groups \
-	"$KSB_BUILDDIR/ksbctl" -f "$T/ksb.conf" list
+	"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" list
 as_user "RELOAD" --reuid=65534 --regid=65534 --clear-groups > "$T/nobody" 2>&1 || true
 must "nobody may not RELOAD" grep -q "^ERR permission denied" "$T/nobody"
 gid=$(getent group users | cut -d: -f3)
@@ -220,7 +220,7 @@ must "bridge set holds exactly lease-a's tap . MAC . IP" grep -qE "elements = \\
 must "lease-b's tap deleted" until_ok sh -c "! ip netns exec $GW ip link show $(tap_of lease-b) 2>/dev/null"
 state_only_a() { [ "$(sqlite3 -cmd '.timeout 5000' "$T/state/state.db" 'SELECT group_concat(id) FROM instances')" = lease-a ]; }
 must "state database: lease-a only" until_ok state_only_a
-must "ksbctl list shows lease-a" sh -c "ip netns exec $GW $KSB_BUILDDIR/ksbctl -f $T/ksb.conf list | grep -q lease-a"
+must "ksbctl list shows lease-a" sh -c "ip netns exec $GW $KSB_BUILDDIR/ksbctl/ksbctl -f $T/ksb.conf list | grep -q lease-a"
 kill "$pid_lease_a"
 must "resumed lease ends with its new connection" until_ok no_guests
 echo "PASS: $npass checks"

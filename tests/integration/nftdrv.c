@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/net.h"
 
 static void __attribute__((noreturn))
 usage(void)

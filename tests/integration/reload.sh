@@ -27,7 +27,7 @@ ksb_need_root
 command -v python3 >/dev/null || ksb_skip "needs python3 (TLS peers)"
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 PEER=$KSB_SRCDIR/tests/integration/reload_peer.py
-KSBCTL=$KSB_BUILDDIR/ksbctl
+KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 ksb_env
 

@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "gateway/gateway.h"
+#include "gateway/msg.h"
 #include "tests/unit/tap.h"
 
 static uint8_t payload[MSG_PAYLOAD_MAX];

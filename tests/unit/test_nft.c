@@ -18,7 +18,7 @@
 #include <libnftnl/table.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/net.h"
 #include "tests/unit/tap.h"
 
 #define MAXMSG 256

@@ -204,7 +204,7 @@ test_config(void)
 	CHECK(cmd != NULL && cmd[0] && cmd[1] && cmd[2] && cmd[3] && !cmd[4] &&
 	    strcmp(cmd[2], "x y") == 0 && strcmp(cmd[3], "a\"b") == 0,
 	    "command split with quotes");
-	initramfs_strv_free(cmd);
+	util_strv_free(cmd);
 	CHECK(config_set(c, CONFIG_FLAG, "memory", "100", "--memory", &cause) == -1 &&
 	    strstr(cause, "`100'") != NULL, "memory below 128 refused, value quoted");
 	free(cause);
@@ -479,7 +479,7 @@ test_modules(void)
 	    pos_virtio < pos_net, "virtio_ring < virtio < virtio_pci, virtio_net");
 	CHECK(pos_netfs >= 0 && pos_netfs < pos_fscache && pos_fscache < pos_9p,
 	    "netfs < fscache < 9p");
-	initramfs_strv_free(mods);
+	util_strv_free(mods);
 
 	xasprintf(&p, "%s/modules.builtin", dir);
 	unlink(p);

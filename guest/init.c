@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmrunner/vmrunner.h"
+#include "proto/guestctl.h"
 
 #define AGENT_UID 1000
 #define AGENT_GID 1000

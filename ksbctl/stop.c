@@ -18,8 +18,9 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
-#include "vmrunner/ksbctl.h"
+#include "proto/guestctl.h"
+#include "proto/instance.h"
+#include "ksbctl/ksbctl.h"
 
 #define QMP_TIMEOUT_MS 3000
 #define QMP_REPLY_MAX 65536

@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "proto/ctl.h"
 #include "vmrunner/vmrunner.h"
-#include "vmrunner/ksbctl.h"
+#include "proto/instance.h"
+#include "ksbctl/ksbctl.h"
 
 #define DENIALS_SHOWN 5
 #define FREE_MIN_MIB 1024

@@ -10,8 +10,8 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
-#include "vmrunner/ksbctl.h"
+#include "audit/audit.h"
+#include "ksbctl/ksbctl.h"
 
 int
 audit_verify_main(int argc, char **argv)

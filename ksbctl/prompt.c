@@ -20,8 +20,10 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
-#include "vmrunner/ksbctl.h"
+#include "proto/ctl.h"
+#include "proto/guestctl.h"
+#include "proto/instance.h"
+#include "ksbctl/ksbctl.h"
 
 #define PROMPT_BOOT_TIMEOUT_S 300
 

@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/ksbctl.h"
+#include "ksbctl/ksbctl.h"
 
 struct ksb_conf *ksbctl_conf;
 

@@ -28,7 +28,7 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "vmrunner/ksbctl.h"
+#include "ksbctl/ksbctl.h"
 
 #define FOLLOW_POLL_MS 500
 

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
-#include "vmrunner/ksbctl.h"
+#include "proto/instance.h"
+#include "ksbctl/ksbctl.h"
 
 int
 rm_main(int argc, char **argv)

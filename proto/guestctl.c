@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmrunner/vmrunner.h"
+#include "proto/guestctl.h"
 
 int
 guestctl_parse_uint(const char *s, size_t len, unsigned long max, unsigned long *v)

@@ -15,7 +15,8 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
+#include "proto/ctl.h"
+#include "proto/guestctl.h"
 
 struct ctl_reader {
 	int fd;

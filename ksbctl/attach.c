@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
-#include "vmrunner/ksbctl.h"
+#include "proto/instance.h"
+#include "ksbctl/ksbctl.h"
 
 #define ESCAPE_CHAR 0x1d	/* Ctrl-] */
 

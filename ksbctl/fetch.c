@@ -12,7 +12,7 @@
 
 #include "common/common.h"
 #include "mirror/mirror.h"
-#include "vmrunner/ksbctl.h"
+#include "ksbctl/ksbctl.h"
 
 static void
 fetch_usage(FILE *f)

@@ -15,8 +15,9 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
-#include "vmrunner/ksbctl.h"
+#include "proto/ctl.h"
+#include "proto/instance.h"
+#include "ksbctl/ksbctl.h"
 
 static void
 list_row(int json, int *first, const char *id, const char *state,
@@ -148,6 +149,6 @@ list_main(int argc, char **argv)
 		printf("]\n");
 	free(seen);
 	free(gw);
-	initramfs_strv_free(ids);
+	util_strv_free(ids);
 	return 0;
 }

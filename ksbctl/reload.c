@@ -16,8 +16,8 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
-#include "vmrunner/ksbctl.h"
+#include "proto/ctl.h"
+#include "ksbctl/ksbctl.h"
 
 #define RELOAD_REPLY_MAX (4 << 20)	/* bytes accepted from the gateway */
 

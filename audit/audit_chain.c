@@ -18,7 +18,7 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "audit/audit.h"
 
 const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	[AUDIT_CONNECTION] = { "connection", "connections", "ts_ms",

@@ -16,7 +16,7 @@
 #include "common/common.h"
 #include "policy/policy.h"
 #include "policy/decide.h"
-#include "vmrunner/ksbctl.h"
+#include "ksbctl/ksbctl.h"
 
 #define POLICY_DEFAULT_PORT 443
 

@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "vmrunner/vmrunner.h"
+#include "proto/guestctl.h"
+#include "proto/instance.h"
 
 #define STATE_MAX 4096
 
@@ -319,7 +320,7 @@ instance_resolve(const char *state_dir, const char *prefix, char **id, char **ca
 		ret = 0;
 	}
 	free(list);
-	initramfs_strv_free(ids);
+	util_strv_free(ids);
 	return ret;
 }
 
