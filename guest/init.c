@@ -357,41 +357,6 @@ load_modules(void)
 /* ---- kernel command line ------------------------------------------------ */
 
 static int
-valid_guest_path(const char *p)
-{
-	const char *c;
-	size_t len = strlen(p);
-
-	if (len < 2 || len > 255 || p[0] != '/' || p[len - 1] == '/')
-		return 0;
-	for (c = p; *c != '\0'; c++) {
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
-		    *c == '/' || *c == '+' || *c == '@' || *c == '-'))
-			return 0;
-		if (c[0] == '/' && c[1] == '/')
-			return 0;
-	}
-	for (c = p; (c = strchr(c, '/')) != NULL;) {
-		c++;
-		if (c[0] == '.' && (c[1] == '/' || c[1] == '\0'))
-			return 0;
-		if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0'))
-			return 0;
-	}
-	/* Never over the system's own mounts. */
-	if (strcmp(p, "/usr") == 0 || strncmp(p, "/usr/", 5) == 0 ||
-	    strcmp(p, "/proc") == 0 || strncmp(p, "/proc/", 6) == 0 ||
-	    strcmp(p, "/sys") == 0 || strncmp(p, "/sys/", 5) == 0 ||
-	    strcmp(p, "/dev") == 0 || strncmp(p, "/dev/", 5) == 0 ||
-	    strcmp(p, "/etc") == 0 || strcmp(p, AGENT_HOME) == 0 ||
-	    strcmp(p, "/tmp") == 0 || strcmp(p, "/run") == 0 ||
-	    strcmp(p, "/run/ksb") == 0 || strncmp(p, "/run/ksb/", 9) == 0)
-		return 0;
-	return 1;
-}
-
-static int
 valid_id(const char *s)
 {
 	size_t i, len = strlen(s);
@@ -471,7 +436,8 @@ parse_cmdline(struct boot *b)
 			if ((colon = strchr(val, ':')) == NULL || colon - val < 2 ||
 			    colon - val > 3 || val[0] != 's' ||
 			    guestctl_parse_uint(val + 1, (size_t)(colon - val - 1),
-			    SHARES_MAX - 1, &v) != 0 || !valid_guest_path(colon + 1))
+			    SHARES_MAX - 1, &v) != 0 ||
+			    guestctl_guest_path_problem(colon + 1) != NULL)
 				fail("ksb.share: invalid `%s'", val);
 			memcpy(s->tag, val, (size_t)(colon - val));
 			s->tag[colon - val] = '\0';

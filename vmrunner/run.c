@@ -176,7 +176,7 @@ run_parse_share(struct run *r, const char *arg)
 		return -1;
 	}
 	/* Checked here, before any lease is taken or row written. */
-	if ((why = qemu_guest_path_problem(guest != NULL ? guest : real)) !=
+	if ((why = guestctl_guest_path_problem(guest != NULL ? guest : real)) !=
 	    NULL) {
 		log_warnx("share-ro: `%s': invalid guest path `%s': %s", arg,
 		    guest != NULL ? guest : real, why);

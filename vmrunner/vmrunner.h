@@ -57,7 +57,7 @@ enum qemu_accel { QEMU_ACCEL_KVM, QEMU_ACCEL_TCG };
 
 struct qemu_share {
 	const char *host_path;	/* absolute */
-	const char *guest_path;	/* absolute, [A-Za-z0-9._/+@-], no "..", no "//" */
+	const char *guest_path;	/* guestctl_guest_path_problem() NULL */
 	int writable;		/* 0: readonly=on (the default), 1: read-write */
 };
 
@@ -97,14 +97,6 @@ struct qemu_config {
  * 0, or -1 and *cause naming the bad value.
  */
 int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
-/*
- * qemu_guest_path_problem: NULL if p may be a share's mount point in the
- * guest (absolute, 2 to 255 bytes, [A-Za-z0-9._/+@-], no "." or ".."
- * component, no "//", no trailing "/", not one of the guest's own mount
- * points: /usr, /proc, /sys, /dev and below, /etc, /home/agent, /tmp,
- * /run, /run/ksb and below); else why not, a static string.
- */
-const char *qemu_guest_path_problem(const char *p);
 void qemu_argv_free(char **argv);
 
 /*

@@ -304,14 +304,14 @@ test_argv_errors(void)
 			{ "/a//b", "empty component" }, { "/x/", "trailing /" },
 		};
 		for (i = 0; i < sizeof(why) / sizeof(why[0]); i++) {
-			const char *r = qemu_guest_path_problem(why[i].path);
+			const char *r = guestctl_guest_path_problem(why[i].path);
 
 			CHECK(r != NULL && strstr(r, why[i].why) != NULL,
 			    "%s: %s", why[i].path, r ? r : "(accepted)");
 		}
-		CHECK(qemu_guest_path_problem("/srv/data") == NULL &&
-		    qemu_guest_path_problem("/home/agent2") == NULL &&
-		    qemu_guest_path_problem("/usrx") == NULL,
+		CHECK(guestctl_guest_path_problem("/srv/data") == NULL &&
+		    guestctl_guest_path_problem("/home/agent2") == NULL &&
+		    guestctl_guest_path_problem("/usrx") == NULL,
 		    "/srv/data, /home/agent2 and /usrx are fine");
 	}
 }
