@@ -18,14 +18,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -45,7 +43,6 @@
 #define KILL_GRACE_MS 5000	/* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS 10000	/* EXIT received -> QEMU must be gone */
 #define STOP_GRACE_MS (GUESTCTL_STOP_GRACE_MS + 5000)	/* STOP -> SIGTERM QEMU */
-#define FETCHED_KERNEL_GLOB "/var/cache/ksb/kernel/boot/vmlinuz-*"
 #define PROJECT_FILE ".ksb/instance.conf"
 #define ESCAPE_CHAR 0x1d	/* Ctrl-] */
 #define CONSOLE_RING 65536	/* console bytes replayed to ksbctl attach */
@@ -417,74 +414,20 @@ run_is_file(const char *p)
 static int
 run_find_kernel(struct run *r, char **cause)
 {
-	struct utsname u;
-	const char *base, *ver;
-	char *p = NULL, *dir = NULL, *slash;
-	glob_t g;
+	char *p;
 
-	if (r->kernel_opt != NULL)
-		r->kernel = xstrdup(r->kernel_opt);
-	else if (r->conf->kernel != NULL)
-		r->kernel = xstrdup(r->conf->kernel);
-	else if (uname(&u) == 0 && (xasprintf(&p, "/boot/vmlinuz-%s", u.release),
-	    run_is_file(p)))
-		r->kernel = p, p = NULL;
-	else if (glob(FETCHED_KERNEL_GLOB, 0, NULL, &g) == 0) {
-		if (g.gl_pathc == 1)
-			r->kernel = xstrdup(g.gl_pathv[0]);
-		globfree(&g);
-	}
-	free(p);
-	if (r->kernel == NULL)
-		return cause_set(cause, "no guest kernel found: pass --kernel and "
-		    "--modules, set kernel and modules_dir in ksb.conf, or run "
-		    "contrib/fetch-kernel.sh");
-	if (!run_is_file(r->kernel))
-		return cause_set(cause, "kernel `%s' is not a readable file", r->kernel);
-
-	if (r->modules_opt != NULL)
-		r->modules_dir = xstrdup(r->modules_opt);
-	else if (r->conf->modules_dir != NULL)
-		r->modules_dir = xstrdup(r->conf->modules_dir);
-	else {
-		base = strrchr(r->kernel, '/') ? strrchr(r->kernel, '/') + 1 : r->kernel;
-		if ((strncmp(base, "vmlinuz-", 8) != 0 &&
-		    strncmp(base, "vmlinux-", 8) != 0) || base[8] == '\0')
-			return cause_set(cause, "cannot tell the version of kernel `%s' "
-			    "from its name: pass --modules", r->kernel);
-		ver = base + 8;
-		dir = xstrdup(r->kernel);
-		slash = strrchr(dir, '/');
-		if (slash != NULL)
-			*slash = '\0';
-		xasprintf(&p, "%s/../lib/modules/%s", slash != NULL ? dir : ".", ver);
-		free(dir);
-		if (access(p, R_OK) == 0) {
-			r->modules_dir = realpath(p, NULL);
-			free(p);
-		} else {
-			free(p);
-			xasprintf(&r->modules_dir, "/lib/modules/%s", ver);
-		}
-	}
-	if (r->modules_dir == NULL || access(r->modules_dir, R_OK) != 0)
-		return cause_set(cause, "modules dir `%s' for kernel %s not found: "
-		    "pass --modules", r->modules_dir ? r->modules_dir : "?", r->kernel);
-
-	/*
-	 * The same kernel uncompressed (contrib/fetch-kernel.sh writes it)
-	 * boots through its PVH entry: ~2 s instead of ~7 s under TCG.
-	 */
-	base = strrchr(r->kernel, '/') ? strrchr(r->kernel, '/') + 1 : r->kernel;
-	if (strncmp(base, "vmlinuz-", 8) == 0) {
-		p = xstrdup(r->kernel);
-		p[base - r->kernel + 6] = 'x';
-		if (run_is_file(p)) {
-			log_debug("using %s (uncompressed, PVH boot)", p);
-			free(r->kernel);
-			r->kernel = p;
-		} else
-			free(p);
+	r->kernel = kernel_find(r->kernel_opt != NULL ? r->kernel_opt :
+	    r->conf->kernel);
+	if (kernel_check(r->kernel, cause) != 0)
+		return -1;
+	r->modules_dir = kernel_modules_dir(r->kernel, r->modules_opt != NULL ?
+	    r->modules_opt : r->conf->modules_dir, cause);
+	if (r->modules_dir == NULL)
+		return -1;
+	if ((p = kernel_uncompressed(r->kernel)) != NULL) {
+		log_debug("using %s (uncompressed, PVH boot)", p);
+		free(r->kernel);
+		r->kernel = p;
 	}
 	return 0;
 }

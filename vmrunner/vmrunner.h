@@ -50,6 +50,35 @@ int initramfs_cached(const char *cache_dir, const char *init_path,
     const char *clone_path, const char *modules_dir, char **path,
     char **cause);
 
+/* ---- kernel.c --------------------------------------------------------------
+ * The guest kernel and its modules, as ksb-run boots them and ksbctl status
+ * reports them.
+ */
+
+/*
+ * kernel_find: opt (--kernel, or kernel in ksb.conf) if not NULL, else
+ * /boot/vmlinuz-$(uname -r) if it is a file, else the one kernel
+ * contrib/fetch-kernel.sh left in /var/cache/ksb/kernel/boot (none if
+ * there are several).  malloc'd path, unchecked when given; NULL: none.
+ */
+char *kernel_find(const char *opt);
+/* kernel_check: 0 if kernel (NULL: none found) is a regular file, else -1
+ * and *cause saying what to do. */
+int kernel_check(const char *kernel, char **cause);
+/*
+ * kernel_modules_dir: opt if not NULL, else from the kernel's name
+ * (vmlinu[xz]-VERSION): <kernel's dir>/../lib/modules/VERSION if readable
+ * (resolved), else /lib/modules/VERSION.  malloc'd path of a readable
+ * directory, or NULL and *cause.
+ */
+char *kernel_modules_dir(const char *kernel, const char *opt, char **cause);
+/*
+ * kernel_uncompressed: the vmlinux-VERSION beside a vmlinuz-VERSION (written
+ * by contrib/fetch-kernel.sh; it boots through its PVH entry, ~2 s instead of
+ * ~7 s under TCG), malloc'd; NULL if there is none.
+ */
+char *kernel_uncompressed(const char *kernel);
+
 /* ---- qemu.c ----------------------------------------------------------------
  * The QEMU command line, built from a struct by a pure function.
  */
