@@ -1488,15 +1488,17 @@ agent_heartbeat(struct guest_agent *a, int64_t now)
 	int i, n;
 
 	a->last_ping = now;
-	n = snprintf(out, sizeof(out), "PING %llu\n", (unsigned long long)++a->ping);
+	n = snprintf(out, sizeof(out), "PING %llu\n",
+	    (unsigned long long)++a->ping);
 	agent_queue(a, out, (size_t)n, 0);
 	/* Reports not acknowledged: again (the host drops repeats). */
 	for (i = 0; i < a->nunacked; i++)
 		if (now - a->unacked[i].sent_ms >= GUESTCTL_HEARTBEAT_MS)
 			agent_queue_report(a, &a->unacked[i]);
 	if (a->rate_dropped > 0) {
-		n = snprintf(msg, sizeof(msg), "%lu reports dropped (more than %d "
-		    "working/info a second)", a->rate_dropped, AGENT_REPORTS_PER_S);
+		n = snprintf(msg, sizeof(msg), "%lu reports dropped (more "
+		    "than %d working/info a second)", a->rate_dropped,
+		    AGENT_REPORTS_PER_S);
 		a->rate_dropped = 0;
 		agent_report(a, GUESTCTL_ST_INFO, msg, (size_t)n);
 	}
@@ -1522,7 +1524,8 @@ agent_timers(struct guest_agent *a, int64_t now)
 		say("host silent for %d s: carrying on without it",
 		    GUESTCTL_PEER_LOST_MS / 1000);
 	}
-	if (!a->idle_sent && a->last_turn > 0 && now - a->last_out >= b->idle_ms) {
+	if (!a->idle_sent && a->last_turn > 0 &&
+	    now - a->last_out >= b->idle_ms) {
 		a->idle_sent = 1;
 		agent_report(a, GUESTCTL_ST_IDLE, "pane quiet", 10);
 	}
@@ -1637,7 +1640,7 @@ agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
 	struct pollfd pfd[6 + PWRBTN_MAX];
 	char buf[GUESTCTL_OUT_CHUNK];
 	int64_t now;
-	int i, n;
+	int i, n, timeout;
 
 	agent_init(&a, b, &lb);
 	for (;;) {
@@ -1656,7 +1659,8 @@ agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
 			pfd[4 + i].fd = pwr[i];
 			pfd[4 + i].events = POLLIN;
 		}
-		if (poll(pfd, (nfds_t)(4 + npwr), agent_timeout(&a, now)) == -1) {
+		timeout = agent_timeout(&a, now);
+		if (poll(pfd, (nfds_t)(4 + npwr), timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fail("poll: %s", strerror(errno));

@@ -130,8 +130,8 @@ status_preflight(int json, const char *project)
 		/* The same rule as ksb-run (vmrunner/kernel.c). */
 		if ((mods = kernel_modules_dir(kernel, ksbctl_conf->modules_dir,
 		    &cause)) == NULL) {
-			status_add(&rs, "modules", "contrib/fetch-kernel.sh, or set "
-			    "modules-dir in ksb.conf", 0, "%s", cause);
+			status_add(&rs, "modules", "contrib/fetch-kernel.sh, or "
+			    "set modules-dir in ksb.conf", 0, "%s", cause);
 			free(cause);
 			cause = NULL;
 		} else {
@@ -139,8 +139,9 @@ status_preflight(int json, const char *project)
 			if (stat(p, &st) == 0)
 				status_add(&rs, "modules", "", 1, "%s", mods);
 			else
-				status_add(&rs, "modules", "contrib/fetch-kernel.sh, "
-				    "or set modules-dir in ksb.conf", 0,
+				status_add(&rs, "modules",
+				    "contrib/fetch-kernel.sh, or set "
+				    "modules-dir in ksb.conf", 0,
 				    "%s: no modules.dep", mods);
 			free(p);
 		}

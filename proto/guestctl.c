@@ -1,7 +1,7 @@
 /*
- * guestctl.c: the guest control channel's encoder and parsers (protocol in
- * vmrunner.h).  No I/O; plain libc only, since the static guest init links
- * this file too.
+ * guestctl.c: the guest control channel's encoder and parsers, and the
+ * guest-path rule (protocol in proto/guestctl.h).  No I/O; plain libc only,
+ * since the static guest init links this file too.
  */
 #include <stdio.h>
 #include <stdlib.h>
