@@ -72,19 +72,85 @@ clone_remote_refs(git_repository *mirror, git_repository *repo)
 	git_reference_iterator_free(it);
 }
 
+/*
+ * A fresh repository at clone_dir (refused if anything is there) that
+ * borrows the mirror's objects (git clone --shared), opened again so the
+ * objects are seen.
+ */
+static git_repository *
+clone_init_shared(const char *mirror_path, const char *br)
+{
+	git_repository_init_options io;
+	git_repository *repo;
+	char *alt;
+	size_t len;
+	int fd;
+
+	git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	io.flags = GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
+	io.initial_head = br;
+	if (access(clone_dir, F_OK) == 0) {
+		errno = EEXIST;
+		clone_fail(clone_dir);
+	}
+	if (git_repository_init_ext(&repo, clone_dir, &io) != 0)
+		clone_fail(clone_dir);
+	clone_made = 1;
+	len = strlen(git_repository_path(repo)) + sizeof("objects/info/alternates");
+	if ((alt = malloc(len)) == NULL)
+		clone_fail("malloc");
+	snprintf(alt, len, "%sobjects/info/alternates", git_repository_path(repo));
+	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) == -1 ||
+	    dprintf(fd, "%s/objects\n", mirror_path) < 0 || close(fd) != 0)
+		clone_fail(alt);
+	free(alt);
+	/* The objects were just made visible: drop any cached odb view. */
+	git_repository_free(repo);
+	if (git_repository_open(&repo, clone_dir) != 0)
+		clone_fail(clone_dir);
+	return repo;
+}
+
+/*
+ * origin (the mirror) and its branches, then the branch br at the
+ * mirror's commit (target), tracking origin/br, checked out as HEAD.
+ */
+static void
+clone_checkout(git_repository *repo, git_repository *mirror,
+    const char *mirror_path, const char *br, const git_oid *target,
+    const char *refname, const char *upstream)
+{
+	git_checkout_options co;
+	git_reference *branch;
+	git_remote *remote;
+	git_commit *commit;
+
+	if (git_remote_create(&remote, repo, "origin", mirror_path) != 0)
+		clone_fail("remote origin");
+	git_remote_free(remote);
+	clone_remote_refs(mirror, repo);
+	if (git_commit_lookup(&commit, repo, target) != 0)
+		clone_fail("the branch's commit");
+	if (git_branch_create(&branch, repo, br, commit, 1) != 0 ||
+	    git_branch_set_upstream(branch, upstream) != 0)
+		clone_fail(refname);
+	git_reference_free(branch);
+	git_commit_free(commit);
+	if (git_repository_set_head(repo, refname) != 0)
+		clone_fail("HEAD");
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	co.checkout_strategy = GIT_CHECKOUT_FORCE;
+	if (git_checkout_head(repo, &co) != 0)
+		clone_fail("checkout");
+}
+
 int
 main(int argc, char **argv)
 {
-	git_checkout_options co;
-	git_repository_init_options io;
 	git_repository *mirror, *repo;
 	git_reference *head, *branch;
-	git_remote *remote;
-	git_commit *commit;
-	char refname[512], upstream[512], *alt;
+	char refname[512], upstream[512];
 	const char *br;
-	size_t len;
-	int fd;
 
 	if (argc != 4) {
 		fprintf(stderr, "usage: ksb-guest-clone MIRROR BRANCH DIR\n");
@@ -108,49 +174,10 @@ main(int argc, char **argv)
 	    git_reference_resolve(&branch, head) != 0)
 		clone_fail(refname);
 	git_reference_free(head);
-
-	git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
-	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
-	io.flags = GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
-	io.initial_head = br;
-	if (access(clone_dir, F_OK) == 0) {
-		errno = EEXIST;
-		clone_fail(clone_dir);
-	}
-	if (git_repository_init_ext(&repo, clone_dir, &io) != 0)
-		clone_fail(clone_dir);
-	clone_made = 1;
-	/* Borrow the mirror's objects (git clone --shared). */
-	len = strlen(git_repository_path(repo)) + sizeof("objects/info/alternates");
-	if ((alt = malloc(len)) == NULL)
-		clone_fail("malloc");
-	snprintf(alt, len, "%sobjects/info/alternates", git_repository_path(repo));
-	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) == -1 ||
-	    dprintf(fd, "%s/objects\n", argv[1]) < 0 || close(fd) != 0)
-		clone_fail(alt);
-	free(alt);
-	/* The objects were just made visible: drop any cached odb view. */
-	git_repository_free(repo);
-	if (git_repository_open(&repo, clone_dir) != 0)
-		clone_fail(clone_dir);
-
-	if (git_remote_create(&remote, repo, "origin", argv[1]) != 0)
-		clone_fail("remote origin");
-	git_remote_free(remote);
-	clone_remote_refs(mirror, repo);
-	if (git_commit_lookup(&commit, repo, git_reference_target(branch)) != 0)
-		clone_fail("the branch's commit");
+	repo = clone_init_shared(argv[1], br);
+	clone_checkout(repo, mirror, argv[1], br, git_reference_target(branch),
+	    refname, upstream);
 	git_reference_free(branch);
-	if (git_branch_create(&branch, repo, br, commit, 1) != 0 ||
-	    git_branch_set_upstream(branch, upstream) != 0)
-		clone_fail(refname);
-	git_reference_free(branch);
-	git_commit_free(commit);
-	if (git_repository_set_head(repo, refname) != 0)
-		clone_fail("HEAD");
-	co.checkout_strategy = GIT_CHECKOUT_FORCE;
-	if (git_checkout_head(repo, &co) != 0)
-		clone_fail("checkout");
 	git_repository_free(repo);
 	git_repository_free(mirror);
 	git_libgit2_shutdown();

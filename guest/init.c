@@ -357,41 +357,6 @@ load_modules(void)
 /* ---- kernel command line ------------------------------------------------ */
 
 static int
-valid_guest_path(const char *p)
-{
-	const char *c;
-	size_t len = strlen(p);
-
-	if (len < 2 || len > 255 || p[0] != '/' || p[len - 1] == '/')
-		return 0;
-	for (c = p; *c != '\0'; c++) {
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
-		    *c == '/' || *c == '+' || *c == '@' || *c == '-'))
-			return 0;
-		if (c[0] == '/' && c[1] == '/')
-			return 0;
-	}
-	for (c = p; (c = strchr(c, '/')) != NULL;) {
-		c++;
-		if (c[0] == '.' && (c[1] == '/' || c[1] == '\0'))
-			return 0;
-		if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0'))
-			return 0;
-	}
-	/* Never over the system's own mounts. */
-	if (strcmp(p, "/usr") == 0 || strncmp(p, "/usr/", 5) == 0 ||
-	    strcmp(p, "/proc") == 0 || strncmp(p, "/proc/", 6) == 0 ||
-	    strcmp(p, "/sys") == 0 || strncmp(p, "/sys/", 5) == 0 ||
-	    strcmp(p, "/dev") == 0 || strncmp(p, "/dev/", 5) == 0 ||
-	    strcmp(p, "/etc") == 0 || strcmp(p, AGENT_HOME) == 0 ||
-	    strcmp(p, "/tmp") == 0 || strcmp(p, "/run") == 0 ||
-	    strcmp(p, "/run/ksb") == 0 || strncmp(p, "/run/ksb/", 9) == 0)
-		return 0;
-	return 1;
-}
-
-static int
 valid_id(const char *s)
 {
 	size_t i, len = strlen(s);
@@ -471,7 +436,8 @@ parse_cmdline(struct boot *b)
 			if ((colon = strchr(val, ':')) == NULL || colon - val < 2 ||
 			    colon - val > 3 || val[0] != 's' ||
 			    guestctl_parse_uint(val + 1, (size_t)(colon - val - 1),
-			    SHARES_MAX - 1, &v) != 0 || !valid_guest_path(colon + 1))
+			    SHARES_MAX - 1, &v) != 0 ||
+			    guestctl_guest_path_problem(colon + 1) != NULL)
 				fail("ksb.share: invalid `%s'", val);
 			memcpy(s->tag, val, (size_t)(colon - val));
 			s->tag[colon - val] = '\0';
@@ -1119,7 +1085,7 @@ struct agent_report {
 	int ends;		/* done, blocked, idle, exited */
 };
 
-struct agent {
+struct guest_agent {
 	const struct boot *b;
 	char *outq;
 	size_t outq_len;
@@ -1136,10 +1102,17 @@ struct agent {
 	unsigned long rate_dropped;	/* not yet told to the host */
 	char *frame;		/* one encoded frame being built */
 	char *text;		/* a decoded PROMPT */
+	pid_t server;		/* the tmux server: its exit ends agent mode */
+	pid_t con;		/* tmux attach on the console, -1 respawning */
+	int64_t con_at;		/* respawn it then (0: not due) */
+	int64_t kill_at;	/* SIGKILL everything then (0: not due) */
+	int stopping;		/* 1: a stop asked for, 2: under way */
+	int ctl_ok;		/* the control port still reads */
+	int pane_fd, go_fd, rep_fd;	/* agent_start's fifos and socket */
 };
 
 static void
-agent_queue(struct agent *a, const char *line, size_t len, int droppable)
+agent_queue(struct guest_agent *a, const char *line, size_t len, int droppable)
 {
 	if ((droppable && (a->host_lost || a->outq_len + len > AGENT_OUTQ_OUT_MAX)) ||
 	    a->outq_len + len > AGENT_OUTQ_MAX) {
@@ -1156,7 +1129,7 @@ agent_queue(struct agent *a, const char *line, size_t len, int droppable)
  * ACK, PONG and HELLO whatever the agent reports.
  */
 static void
-agent_queue_report(struct agent *a, struct agent_report *r)
+agent_queue_report(struct guest_agent *a, struct agent_report *r)
 {
 	if (a->outq_len + r->len > AGENT_OUTQ_REPORT_MAX) {
 		r->sent_ms = 0;
@@ -1167,7 +1140,7 @@ agent_queue_report(struct agent *a, struct agent_report *r)
 }
 
 static void
-agent_flush(struct agent *a)
+agent_flush(struct guest_agent *a)
 {
 	ssize_t n;
 
@@ -1183,7 +1156,7 @@ agent_flush(struct agent *a)
 }
 
 static void
-agent_report(struct agent *a, int state, const char *text, size_t len)
+agent_report(struct guest_agent *a, int state, const char *text, size_t len)
 {
 	struct agent_report *r;
 	size_t n;
@@ -1258,7 +1231,7 @@ agent_tmux(const struct boot *b, char *const *argv, int out_fd)
  * for it) and press Enter.  0 or -1.
  */
 static int
-agent_paste(struct agent *a, const char *text, size_t len)
+agent_paste(struct guest_agent *a, const char *text, size_t len)
 {
 	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "load-buffer", "-b",
 	    "ksbprompt", AGENT_PROMPT_FILE, ";", "paste-buffer", "-p", "-d", "-b",
@@ -1283,7 +1256,7 @@ agent_paste(struct agent *a, const char *text, size_t len)
 static void
 agent_host_line(void *arg, const char *line, size_t len)
 {
-	struct agent *a = arg;
+	struct guest_agent *a = arg;
 	struct guestctl_frame f;
 	char out[64];
 	int i, j, n;
@@ -1352,7 +1325,7 @@ agent_host_line(void *arg, const char *line, size_t len)
  * percent-encoded into the frame: a datagram can never forge a frame.
  */
 static void
-agent_report_in(struct agent *a, int fd)
+agent_report_in(struct guest_agent *a, int fd)
 {
 	char buf[GUESTCTL_REPORT_MAX + 32], *sp;
 	ssize_t n;
@@ -1400,7 +1373,7 @@ agent_mkfifo(const char *path)
 
 /* Start the tmux server and the agent in it; the server's pid. */
 static pid_t
-agent_start(struct agent *a, int *pane_fd, int *go_fd, int *rep_fd)
+agent_start(struct guest_agent *a, int *pane_fd, int *go_fd, int *rep_fd)
 {
 	const struct boot *b = a->b;
 	struct sockaddr_un sun;
@@ -1479,169 +1452,236 @@ agent_console(const struct boot *b)
 	run_agent(&c);
 }
 
-/*
- * Serve the control port until the tmux server (server) exits.  Returns
- * the agent's exit status (from its "exited" report; 0 if none).
- */
-static int
-agent_supervise(const struct boot *b, pid_t server, int sfd, const int *pwr, int npwr)
+/* Allocations, the tmux server and the agent, HELLO, the console. */
+static void
+agent_init(struct guest_agent *a, const struct boot *b,
+    struct guestctl_lines *lb)
 {
-	struct agent a;
-	struct guestctl_lines lb;
-	struct pollfd pfd[6 + PWRBTN_MAX];
-	struct signalfd_siginfo si;
-	struct input_event ev;
-	char *lbuf, buf[GUESTCTL_OUT_CHUNK], out[64];
-	pid_t con = -1, w;
-	int64_t now, kill_at = 0, con_at = 0;
-	int pane_fd, go_fd, rep_fd, i, n, st, stopping = 0, timeout, ctl_ok = 1;
+	char *lbuf, out[64];
+	int n;
 
-	memset(&a, 0, sizeof(a));
-	a.b = b;
-	if ((a.outq = malloc(AGENT_OUTQ_MAX)) == NULL ||
-	    (a.frame = malloc(GUESTCTL_GUEST_FRAME_MAX)) == NULL ||
-	    (a.text = malloc(GUESTCTL_TEXT_MAX)) == NULL ||
+	memset(a, 0, sizeof(*a));
+	a->b = b;
+	a->con = -1;
+	a->ctl_ok = 1;
+	if ((a->outq = malloc(AGENT_OUTQ_MAX)) == NULL ||
+	    (a->frame = malloc(GUESTCTL_GUEST_FRAME_MAX)) == NULL ||
+	    (a->text = malloc(GUESTCTL_TEXT_MAX)) == NULL ||
 	    (lbuf = malloc(GUESTCTL_FRAME_MAX)) == NULL)
 		fail("out of memory");
-	guestctl_lines_init(&lb, lbuf, GUESTCTL_FRAME_MAX);
-	a.last_rx = a.last_out = a.last_ping = mono_ms();
+	guestctl_lines_init(lb, lbuf, GUESTCTL_FRAME_MAX);
+	a->last_rx = a->last_out = a->last_ping = mono_ms();
 	if (fcntl(ctl_fd, F_SETFL, fcntl(ctl_fd, F_GETFL) | O_NONBLOCK) == -1)
 		fail("fcntl: %s", strerror(errno));
-	server = agent_start(&a, &pane_fd, &go_fd, &rep_fd);
+	a->server = agent_start(a, &a->pane_fd, &a->go_fd, &a->rep_fd);
 	n = snprintf(out, sizeof(out), "HELLO %d 0\n", GUESTCTL_AGENT_VERSION);
-	agent_queue(&a, out, (size_t)n, 0);
-	agent_report(&a, GUESTCTL_ST_STARTING, "", 0);
-	con = agent_console(b);
+	agent_queue(a, out, (size_t)n, 0);
+	agent_report(a, GUESTCTL_ST_STARTING, "", 0);
+	a->con = agent_console(b);
+}
 
+/* Every GUESTCTL_HEARTBEAT_MS: PING, unacked reports again, drops told. */
+static void
+agent_heartbeat(struct guest_agent *a, int64_t now)
+{
+	char out[64], msg[96];
+	int i, n;
+
+	a->last_ping = now;
+	n = snprintf(out, sizeof(out), "PING %llu\n",
+	    (unsigned long long)++a->ping);
+	agent_queue(a, out, (size_t)n, 0);
+	/* Reports not acknowledged: again (the host drops repeats). */
+	for (i = 0; i < a->nunacked; i++)
+		if (now - a->unacked[i].sent_ms >= GUESTCTL_HEARTBEAT_MS)
+			agent_queue_report(a, &a->unacked[i]);
+	if (a->rate_dropped > 0) {
+		n = snprintf(msg, sizeof(msg), "%lu reports dropped (more "
+		    "than %d working/info a second)", a->rate_dropped,
+		    AGENT_REPORTS_PER_S);
+		a->rate_dropped = 0;
+		agent_report(a, GUESTCTL_ST_INFO, msg, (size_t)n);
+	}
+}
+
+/*
+ * The deadlines due at now: the console respawn, the heartbeat, the host
+ * lost, idle, SIGKILL; a stop (STOP, power button) starts here.
+ */
+static void
+agent_timers(struct guest_agent *a, int64_t now)
+{
+	const struct boot *b = a->b;
+
+	if (a->con == -1 && a->con_at != 0 && now >= a->con_at) {
+		a->con = agent_console(b);
+		a->con_at = 0;
+	}
+	if (now - a->last_ping >= GUESTCTL_HEARTBEAT_MS)
+		agent_heartbeat(a, now);
+	if (!a->host_lost && now - a->last_rx >= GUESTCTL_PEER_LOST_MS) {
+		a->host_lost = 1;
+		say("host silent for %d s: carrying on without it",
+		    GUESTCTL_PEER_LOST_MS / 1000);
+	}
+	if (!a->idle_sent && a->last_turn > 0 &&
+	    now - a->last_out >= b->idle_ms) {
+		a->idle_sent = 1;
+		agent_report(a, GUESTCTL_ST_IDLE, "pane quiet", 10);
+	}
+	if (a->kill_at != 0 && now >= a->kill_at) {
+		say("the agent did not stop in %d s: SIGKILL",
+		    GUESTCTL_STOP_GRACE_MS / 1000);
+		kill(-1, SIGKILL);
+		a->kill_at = 0;
+	}
+	if (agent_stop_pending && a->stopping == 0) {
+		agent_stop_pending = 0;
+		a->stopping = 1;
+	}
+	if (a->stopping == 1) {
+		a->stopping = 2;
+		agent_queue(a, "STOPPING\n", 9, 0);
+		kill(-1, SIGTERM);
+		a->kill_at = now + GUESTCTL_STOP_GRACE_MS;
+	}
+}
+
+/* ms until the next of agent_timers' deadlines, >= 0. */
+static int
+agent_timeout(const struct guest_agent *a, int64_t now)
+{
+	const struct boot *b = a->b;
+	int timeout = GUESTCTL_HEARTBEAT_MS - (int)(now - a->last_ping);
+
+	if (!a->idle_sent && a->last_turn > 0 &&
+	    b->idle_ms - (now - a->last_out) < timeout)
+		timeout = (int)(b->idle_ms - (now - a->last_out));
+	if (a->kill_at != 0 && a->kill_at - now < timeout)
+		timeout = (int)(a->kill_at - now);
+	if (a->con_at != 0 && a->con_at - now < timeout)
+		timeout = (int)(a->con_at - now);
+	return timeout < 0 ? 0 : timeout;
+}
+
+/*
+ * SIGCHLD: reap.  The tmux server gone: its last reports (exited) reach
+ * the host, and 1.  The console gone: respawned in a second.
+ */
+static int
+agent_reap(struct guest_agent *a, int sfd)
+{
+	struct signalfd_siginfo si;
+	struct pollfd pfd;
+	pid_t w;
+	int i, st;
+
+	while (read(sfd, &si, sizeof(si)) == sizeof(si))
+		;
+	while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
+		if (w == a->server) {
+			for (i = 0; i < 200 && a->outq_len > 0; i++) {
+				agent_flush(a);
+				pfd.fd = ctl_fd;
+				pfd.events = POLLOUT;
+				(void)poll(&pfd, 1, 10);
+			}
+			return 1;
+		}
+		if (w == a->con) {
+			a->con = -1;
+			a->con_at = mono_ms() + 1000;
+		}
+	}
+	return 0;
+}
+
+/* The pane's output (pipe-pane), as OUT frames (dropped first when full). */
+static void
+agent_pane_in(struct guest_agent *a)
+{
+	char buf[GUESTCTL_OUT_CHUNK];
+	size_t k;
+	int n;
+
+	n = (int)read(a->pane_fd, buf, sizeof(buf));
+	if (n <= 0)
+		return;
+	a->last_out = mono_ms();
+	k = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "OUT ");
+	k += guestctl_encode_text(a->frame + k, GUESTCTL_GUEST_FRAME_MAX - k - 1,
+	    buf, (size_t)n);
+	a->frame[k++] = '\n';
+	agent_queue(a, a->frame, k, 1);
+}
+
+/* The ACPI power button (evdev): a graceful stop, as STOP. */
+static void
+agent_power_button(struct guest_agent *a, int fd)
+{
+	struct input_event ev;
+
+	while (read(fd, &ev, sizeof(ev)) == sizeof(ev))
+		if (ev.type == EV_KEY && ev.code == KEY_POWER && ev.value == 1 &&
+		    a->stopping == 0)
+			a->stopping = 1;
+}
+
+/*
+ * Serve the control port, the pane, the report socket and the power
+ * buttons until the tmux server exits.  Returns the agent's exit status
+ * (from its "exited" report; 0 if none).
+ */
+static int
+agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
+{
+	struct guest_agent a;
+	struct guestctl_lines lb;
+	struct pollfd pfd[6 + PWRBTN_MAX];
+	char buf[GUESTCTL_OUT_CHUNK];
+	int64_t now;
+	int i, n, timeout;
+
+	agent_init(&a, b, &lb);
 	for (;;) {
 		now = mono_ms();
-		if (con == -1 && con_at != 0 && now >= con_at) {
-			con = agent_console(b);
-			con_at = 0;
-		}
-		if (now - a.last_ping >= GUESTCTL_HEARTBEAT_MS) {
-			a.last_ping = now;
-			n = snprintf(out, sizeof(out), "PING %llu\n",
-			    (unsigned long long)++a.ping);
-			agent_queue(&a, out, (size_t)n, 0);
-			/* Reports not acknowledged: again (the host drops repeats). */
-			for (i = 0; i < a.nunacked; i++)
-				if (now - a.unacked[i].sent_ms >= GUESTCTL_HEARTBEAT_MS)
-					agent_queue_report(&a, &a.unacked[i]);
-			if (a.rate_dropped > 0) {
-				char msg[96];
-
-				n = snprintf(msg, sizeof(msg), "%lu reports dropped "
-				    "(more than %d working/info a second)",
-				    a.rate_dropped, AGENT_REPORTS_PER_S);
-				a.rate_dropped = 0;
-				agent_report(&a, GUESTCTL_ST_INFO, msg, (size_t)n);
-			}
-		}
-		if (!a.host_lost && now - a.last_rx >= GUESTCTL_PEER_LOST_MS) {
-			a.host_lost = 1;
-			say("host silent for %d s: carrying on without it",
-			    GUESTCTL_PEER_LOST_MS / 1000);
-		}
-		if (!a.idle_sent && a.last_turn > 0 && now - a.last_out >= b->idle_ms) {
-			a.idle_sent = 1;
-			agent_report(&a, GUESTCTL_ST_IDLE, "pane quiet", 10);
-		}
-		if (kill_at != 0 && now >= kill_at) {
-			say("the agent did not stop in %d s: SIGKILL",
-			    GUESTCTL_STOP_GRACE_MS / 1000);
-			kill(-1, SIGKILL);
-			kill_at = 0;
-		}
-		if (agent_stop_pending && stopping == 0) {
-			agent_stop_pending = 0;
-			stopping = 1;
-		}
-		if (stopping == 1) {
-			stopping = 2;
-			agent_queue(&a, "STOPPING\n", 9, 0);
-			kill(-1, SIGTERM);
-			kill_at = now + GUESTCTL_STOP_GRACE_MS;
-		}
+		agent_timers(&a, now);
 		agent_flush(&a);
-
 		pfd[0].fd = sfd;
 		pfd[0].events = POLLIN;
-		pfd[1].fd = ctl_ok ? ctl_fd : -1;
+		pfd[1].fd = a.ctl_ok ? ctl_fd : -1;
 		pfd[1].events = POLLIN | (a.outq_len > 0 ? POLLOUT : 0);
-		pfd[2].fd = pane_fd;
+		pfd[2].fd = a.pane_fd;
 		pfd[2].events = POLLIN;
-		pfd[3].fd = rep_fd;
+		pfd[3].fd = a.rep_fd;
 		pfd[3].events = POLLIN;
 		for (i = 0; i < npwr; i++) {
 			pfd[4 + i].fd = pwr[i];
 			pfd[4 + i].events = POLLIN;
 		}
-		timeout = GUESTCTL_HEARTBEAT_MS - (int)(now - a.last_ping);
-		if (!a.idle_sent && a.last_turn > 0 &&
-		    b->idle_ms - (now - a.last_out) < timeout)
-			timeout = (int)(b->idle_ms - (now - a.last_out));
-		if (kill_at != 0 && kill_at - now < timeout)
-			timeout = (int)(kill_at - now);
-		if (con_at != 0 && con_at - now < timeout)
-			timeout = (int)(con_at - now);
-		if (timeout < 0)
-			timeout = 0;
+		timeout = agent_timeout(&a, now);
 		if (poll(pfd, (nfds_t)(4 + npwr), timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fail("poll: %s", strerror(errno));
 		}
-		if (pfd[0].revents & POLLIN) {
-			while (read(sfd, &si, sizeof(si)) == sizeof(si))
-				;
-			while ((w = waitpid(-1, &st, WNOHANG)) > 0) {
-				if (w == server) {
-					/* The last reports (exited) reach the host. */
-					for (i = 0; i < 200 && a.outq_len > 0; i++) {
-						agent_flush(&a);
-						pfd[1].fd = ctl_fd;
-						pfd[1].events = POLLOUT;
-						(void)poll(&pfd[1], 1, 10);
-					}
-					return a.exit_status;
-				}
-				if (w == con) {
-					con = -1;
-					con_at = mono_ms() + 1000;
-				}
-			}
-		}
+		if ((pfd[0].revents & POLLIN) && agent_reap(&a, sfd))
+			return a.exit_status;
 		if (pfd[1].revents & POLLIN) {
 			n = (int)read(ctl_fd, buf, sizeof(buf));
 			if (n > 0)
 				guestctl_lines_feed(&lb, buf, (size_t)n, agent_host_line, &a);
 			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
-				ctl_ok = 0;
+				a.ctl_ok = 0;
 		}
-		if (pfd[2].revents & POLLIN) {
-			n = (int)read(pane_fd, buf, sizeof(buf));
-			if (n > 0) {
-				size_t k;
-
-				a.last_out = mono_ms();
-				k = (size_t)snprintf(a.frame, GUESTCTL_GUEST_FRAME_MAX, "OUT ");
-				k += guestctl_encode_text(a.frame + k,
-				    GUESTCTL_GUEST_FRAME_MAX - k - 1, buf, (size_t)n);
-				a.frame[k++] = '\n';
-				agent_queue(&a, a.frame, k, 1);
-			}
-		}
+		if (pfd[2].revents & POLLIN)
+			agent_pane_in(&a);
 		if (pfd[3].revents & POLLIN)
-			agent_report_in(&a, rep_fd);
+			agent_report_in(&a, a.rep_fd);
 		for (i = 0; i < npwr; i++)
 			if (pfd[4 + i].revents & POLLIN)
-				while (read(pwr[i], &ev, sizeof(ev)) == sizeof(ev))
-					if (ev.type == EV_KEY && ev.code == KEY_POWER &&
-					    ev.value == 1 && stopping == 0)
-						stopping = 1;
+				agent_power_button(&a, pwr[i]);
 	}
-	(void)go_fd;
 }
 
 /*
@@ -1690,22 +1730,16 @@ report_main(int argc, char **argv)
 	return 0;
 }
 
-int
-main(int argc, char **argv)
+/*
+ * Before anything can be said: /dev (Debian's kernel has
+ * CONFIG_DEVTMPFS_MOUNT off), the console as fds 0-2, /dev/kmsg, then the
+ * kernel file systems and the tmpfs mounts.
+ */
+static void
+early_mounts(void)
 {
-	struct boot b;
-	sigset_t mask;
-	pid_t pid;
-	int st, fd, i, status, pwr[PWRBTN_MAX], npwr, sfd;
+	int fd;
 
-	if (argc > 0 && (strcmp(argv[0], "ksb-report") == 0 ||
-	    (strlen(argv[0]) > 11 &&
-	    strcmp(argv[0] + strlen(argv[0]) - 11, "/ksb-report") == 0)))
-		return report_main(argc, argv);
-	memset(&b, 0, sizeof(b));
-	umask(022);
-
-	/* Debian's kernel has CONFIG_DEVTMPFS_MOUNT off. */
 	mkdir("/dev", 0755);
 	if (mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755") == -1)
 		(void)0;	/* no console yet to complain on: fail() below */
@@ -1725,6 +1759,66 @@ main(int argc, char **argv)
 	do_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 	    "mode=0620,ptmxmode=0666");
 	do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+}
+
+/*
+ * READY, then the command as init's child (or the agent in tmux),
+ * supervised until it exits; powers off with its exit status.
+ */
+static void __attribute__((noreturn))
+run_command(const struct boot *b)
+{
+	sigset_t mask;
+	pid_t pid;
+	int st, status, pwr[PWRBTN_MAX], npwr, sfd;
+
+	npwr = open_power_buttons(pwr);
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
+	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
+		fail("signalfd: %s", strerror(errno));
+
+	ctl_write("READY\n", 6);
+	if (b->agent)
+		poweroff(agent_supervise(b, sfd, pwr, npwr), 0);
+	if ((pid = fork()) == -1)
+		fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		sigprocmask(SIG_UNBLOCK, &mask, NULL);
+		close(ctl_fd);
+		run_agent(b);
+	}
+	st = 0;
+	if (supervise(pid, sfd, pwr, npwr, &st) != 0)
+		fail("waitpid: %s", strerror(errno));
+	if (WIFEXITED(st))
+		status = WEXITSTATUS(st);
+	else if (WIFSIGNALED(st))
+		status = 128 + WTERMSIG(st);
+	else
+		status = EXIT_INIT_FAILED;
+	poweroff(status, 0);
+}
+
+/*
+ * PID 1 (or ksb-report under that name): early mounts, modules, the
+ * control port, the kernel command line, secrets, /usr, /etc, storage,
+ * shares, network, the command header, the workspace; then the command.
+ */
+int
+main(int argc, char **argv)
+{
+	struct boot b;
+	int i;
+
+	if (argc > 0 && (strcmp(argv[0], "ksb-report") == 0 ||
+	    (strlen(argv[0]) > 11 &&
+	    strcmp(argv[0] + strlen(argv[0]) - 11, "/ksb-report") == 0)))
+		return report_main(argc, argv);
+	memset(&b, 0, sizeof(b));
+	umask(022);
+	early_mounts();
 
 	load_modules();
 	stage("modules loaded");
@@ -1745,32 +1839,5 @@ main(int argc, char **argv)
 	read_header(&b);
 	setup_workspace(&b);
 	stage("starting the command");
-
-	npwr = open_power_buttons(pwr);
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
-	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
-		fail("signalfd: %s", strerror(errno));
-
-	ctl_write("READY\n", 6);
-	if (b.agent)
-		poweroff(agent_supervise(&b, -1, sfd, pwr, npwr), 0);
-	if ((pid = fork()) == -1)
-		fail("fork: %s", strerror(errno));
-	if (pid == 0) {
-		sigprocmask(SIG_UNBLOCK, &mask, NULL);
-		close(ctl_fd);
-		run_agent(&b);
-	}
-	st = 0;
-	if (supervise(pid, sfd, pwr, npwr, &st) != 0)
-		fail("waitpid: %s", strerror(errno));
-	if (WIFEXITED(st))
-		status = WEXITSTATUS(st);
-	else if (WIFSIGNALED(st))
-		status = 128 + WTERMSIG(st);
-	else
-		status = EXIT_INIT_FAILED;
-	poweroff(status, 0);
+	run_command(&b);
 }

@@ -7,12 +7,10 @@
  */
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
-#include <glob.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,31 +87,6 @@ status_qemu_version(const char *bin, char *out, size_t cap)
 	return 0;
 }
 
-static char *
-status_find_kernel(void)
-{
-	struct utsname u;
-	struct stat st;
-	char *p = NULL;
-	glob_t g;
-
-	if (ksbctl_conf->kernel != NULL)
-		return xstrdup(ksbctl_conf->kernel);
-	if (uname(&u) == 0) {
-		xasprintf(&p, "/boot/vmlinuz-%s", u.release);
-		if (stat(p, &st) == 0)
-			return p;
-		free(p);
-		p = NULL;
-	}
-	if (glob("/var/cache/ksb/kernel/boot/vmlinuz-*", 0, NULL, &g) == 0) {
-		if (g.gl_pathc >= 1)
-			p = xstrdup(g.gl_pathv[0]);
-		globfree(&g);
-	}
-	return p;
-}
-
 static int
 status_preflight(int json, const char *project)
 {
@@ -123,7 +96,7 @@ status_preflight(int json, const char *project)
 	struct stat st;
 	char ver[256], *kernel, *mods = NULL, *cause = NULL, *p, *const *list;
 	const char *qemu = getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
-	const char *why = NULL, *base;
+	const char *why = NULL;
 	size_t i, n, missing = 0;
 	int fd;
 
@@ -151,28 +124,27 @@ status_preflight(int json, const char *project)
 		free(cause);
 		cause = NULL;
 	}
-	if ((kernel = status_find_kernel()) != NULL && stat(kernel, &st) == 0) {
+	kernel = kernel_find(ksbctl_conf->kernel);
+	if (kernel != NULL && stat(kernel, &st) == 0) {
 		status_add(&rs, "kernel", "", 1, "%s", kernel);
-		if (ksbctl_conf->modules_dir != NULL)
-			mods = xstrdup(ksbctl_conf->modules_dir);
-		else {
-			base = strrchr(kernel, '/') ? strrchr(kernel, '/') + 1 : kernel;
-			p = xstrdup(kernel);
-			*strrchr(p, '/') = '\0';
-			xasprintf(&mods, "%s/../lib/modules/%s", p, base + 8);
+		/* The same rule as ksb-run (vmrunner/kernel.c). */
+		if ((mods = kernel_modules_dir(kernel, ksbctl_conf->modules_dir,
+		    &cause)) == NULL) {
+			status_add(&rs, "modules", "contrib/fetch-kernel.sh, or "
+			    "set modules-dir in ksb.conf", 0, "%s", cause);
+			free(cause);
+			cause = NULL;
+		} else {
+			xasprintf(&p, "%s/modules.dep", mods);
+			if (stat(p, &st) == 0)
+				status_add(&rs, "modules", "", 1, "%s", mods);
+			else
+				status_add(&rs, "modules",
+				    "contrib/fetch-kernel.sh, or set "
+				    "modules-dir in ksb.conf", 0,
+				    "%s: no modules.dep", mods);
 			free(p);
-			if (stat(mods, &st) != 0) {
-				free(mods);
-				xasprintf(&mods, "/lib/modules/%s", base + 8);
-			}
 		}
-		xasprintf(&p, "%s/modules.dep", mods);
-		if (stat(p, &st) == 0)
-			status_add(&rs, "modules", "", 1, "%s", mods);
-		else
-			status_add(&rs, "modules", "contrib/fetch-kernel.sh, or set "
-			    "modules-dir in ksb.conf", 0, "%s: no modules.dep", mods);
-		free(p);
 	} else
 		status_add(&rs, "kernel", "contrib/fetch-kernel.sh, or set kernel in "
 		    "ksb.conf", 0, "no guest kernel%s%s", kernel ? " at " : "",

@@ -1,7 +1,7 @@
 /*
- * guestctl.c: the guest control channel's encoder and parsers (protocol in
- * vmrunner.h).  No I/O; plain libc only, since the static guest init links
- * this file too.
+ * guestctl.c: the guest control channel's encoder and parsers, and the
+ * guest-path rule (protocol in proto/guestctl.h).  No I/O; plain libc only,
+ * since the static guest init links this file too.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -458,4 +458,42 @@ guestctl_lines_feed(struct guestctl_lines *lb, const char *data, size_t n,
 		n -= take + 1;
 	}
 	return lines;
+}
+
+const char *
+guestctl_guest_path_problem(const char *p)
+{
+	/* The first four also cover everything below them. */
+	static const char *reserved[] = { "/usr", "/proc", "/sys", "/dev",
+	    "/etc", "/home/agent", "/tmp", "/run" };
+	const char *c;
+	size_t i, len = strlen(p);
+
+	if (len < 2 || len > 255 || p[0] != '/' || p[len - 1] == '/')
+		return "not an absolute path of 2 to 255 bytes without a "
+		    "trailing /";
+	for (c = p; *c != '\0'; c++) {
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
+		    *c == '/' || *c == '+' || *c == '@' || *c == '-'))
+			return "letters, digits, / and ._+@- only";
+		if (c[0] == '/' && c[1] == '/')
+			return "an empty component (//)";
+	}
+	for (c = p; (c = strchr(c, '/')) != NULL;) {
+		c++;
+		if (c[0] == '.' && (c[1] == '/' || c[1] == '\0'))
+			return "a . component";
+		if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0'))
+			return "a .. component";
+	}
+	if (strncmp(p, "/run/ksb", 8) == 0 && (p[8] == '\0' || p[8] == '/'))
+		return "reserved: the guest's own mount point";
+	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
+		len = strlen(reserved[i]);
+		if (strcmp(p, reserved[i]) == 0 || (i < 4 &&
+		    strncmp(p, reserved[i], len) == 0 && p[len] == '/'))
+			return "reserved: the guest's own mount point";
+	}
+	return NULL;
 }

@@ -95,6 +95,17 @@ int guestctl_parse_argv(char *buf, size_t len, char ***argvp, const char **err);
  */
 int guestctl_parse_uint(const char *s, size_t len, unsigned long max, unsigned long *v);
 
+/*
+ * guestctl_guest_path_problem: NULL if p may be a share's mount point in
+ * the guest (ksb.share=TAG:PATH on the kernel command line): absolute, 2 to
+ * 255 bytes, [A-Za-z0-9._/+@-], no "." or ".." component, no "//", no
+ * trailing "/", not one of the guest's own mount points (/usr, /proc, /sys,
+ * /dev and below, /etc, /home/agent, /tmp, /run, /run/ksb and below).
+ * Else why not, a static string.  The host checks it before QEMU starts,
+ * the guest's init again before it mounts.
+ */
+const char *guestctl_guest_path_problem(const char *p);
+
 enum guestctl_msg {
 	GUESTCTL_BAD = -1,	/* not understood */
 	GUESTCTL_READY,

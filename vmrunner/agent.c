@@ -438,13 +438,109 @@ agent_acked(struct agent *a, uint64_t turn)
 	}
 }
 
+/* HELLO from the guest: the agent runs; resend what it has not acked. */
+static void
+agent_on_hello(struct agent *a, const struct guestctl_frame *f)
+{
+	char out[64];
+	size_t i;
+	int n;
+
+	if (a->version_bad)
+		return;
+	if (!a->hello)
+		log_info("agent: the agent runs (tmux session in the guest)");
+	a->hello = 1;
+	n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
+	    (unsigned long long)a->seen_seq);
+	agent_queue(a, out, (size_t)n);
+	/*
+	 * Delivered while we were away, or not yet: the guest decides,
+	 * but only about turns we gave (as for ACK): a forged count
+	 * must not mark queued prompts delivered.
+	 */
+	if (f->n > 0 && f->n <= a->turns_assigned)
+		agent_acked(a, f->n);
+	for (i = 0; i < a->npending; i++)
+		if (a->pending[i].sent_ms != 0)
+			agent_send_prompt(a, &a->pending[i]);
+	agent_send_next(a);
+}
+
+/*
+ * A report that ends no turn is shown, at most AGENT_EVENTS_PER_S a
+ * second: a flood neither fills the disk nor the waiting clients' sockets
+ * (a client that cannot take a line is dropped).
+ */
+static void
+agent_report_show(struct agent *a, const struct guestctl_frame *f, size_t tlen)
+{
+	char out[64];
+	int n;
+
+	if (a->last_rx - a->rate_at >= 1000) {
+		if (a->suppressed > 0) {
+			n = snprintf(out, sizeof(out), "%lu reports not shown",
+			    a->suppressed);
+			agent_event(a, f->turn, "info", out, (size_t)n, 0);
+			log_warnx("agent: the guest sent more than %d reports "
+			    "a second: %lu not shown", AGENT_EVENTS_PER_S,
+			    a->suppressed);
+			a->suppressed = 0;
+		}
+		a->rate_at = a->last_rx;
+		a->rate_n = 0;
+	}
+	if (a->rate_n++ < AGENT_EVENTS_PER_S)
+		agent_event(a, f->turn, guestctl_state_name(f->state), f->text,
+		    tlen, 0);
+	else
+		a->suppressed++;
+}
+
+/* REPORT: acked, then (once per seq) the status, a turn's end or an event. */
+static void
+agent_on_report(struct agent *a, struct guestctl_frame *f)
+{
+	char out[64], esc[64];
+	size_t i, tlen;
+	int n, forged;
+
+	n = snprintf(out, sizeof(out), "ACKR %llu\n", (unsigned long long)f->n);
+	agent_queue(a, out, (size_t)n);
+	if (f->n <= a->seen_seq)
+		return;		/* a repeat */
+	a->seen_seq = f->n;
+	tlen = f->textlen > GUESTCTL_REPORT_MAX ? GUESTCTL_REPORT_MAX : f->textlen;
+	/* A turn we never gave: shown as turn 0, never ends one. */
+	forged = f->turn > a->turns_assigned;
+	if (forged)
+		f->turn = 0;
+	if (f->state != GUESTCTL_ST_INFO && f->state != GUESTCTL_ST_STARTING) {
+		a->state = f->state;
+		memcpy(a->text, f->text, tlen);
+		a->text[tlen] = '\0';
+		/* The text is shown escaped: no NUL inside. */
+		for (i = 0; i < tlen; i++)
+			if (a->text[i] == '\0')
+				a->text[i] = ' ';
+	}
+	a->changed = 1;
+	log_escape(esc, sizeof(esc), f->text, tlen);
+	log_debug("agent: report %s turn %llu: %s", guestctl_state_name(f->state),
+	    (unsigned long long)f->turn, esc);
+	if (f->turn > 0 && !forged && agent_state_ends(f->state))
+		agent_turn_end(a, f->turn, f->state, f->text, tlen);
+	else
+		agent_report_show(a, f, tlen);
+}
+
 int
 agent_guest_line(struct agent *a, const char *line, size_t len)
 {
 	struct guestctl_frame f;
-	char out[64], esc[64];
-	size_t i, tlen;
-	int n, forged;
+	char out[64];
+	int n;
 
 	if (guestctl_frame_parse(line, len, &f, a->dec, GUESTCTL_GUEST_FRAME_MAX) != 0)
 		return -1;
@@ -462,81 +558,14 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 		a->version_bad = 1;
 		break;
 	case GUESTCTL_HELLO:
-		if (a->version_bad)
-			break;
-		if (!a->hello)
-			log_info("agent: the agent runs (tmux session in the guest)");
-		a->hello = 1;
-		n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
-		    (unsigned long long)a->seen_seq);
-		agent_queue(a, out, (size_t)n);
-		/*
-		 * Delivered while we were away, or not yet: the guest decides,
-		 * but only about turns we gave (as for ACK): a forged count
-		 * must not mark queued prompts delivered.
-		 */
-		if (f.n > 0 && f.n <= a->turns_assigned)
-			agent_acked(a, f.n);
-		for (i = 0; i < a->npending; i++)
-			if (a->pending[i].sent_ms != 0)
-				agent_send_prompt(a, &a->pending[i]);
-		agent_send_next(a);
+		agent_on_hello(a, &f);
 		break;
 	case GUESTCTL_ACK:
 		if (f.n <= a->turns_assigned)
 			agent_acked(a, f.n);
 		break;
 	case GUESTCTL_REPORT:
-		n = snprintf(out, sizeof(out), "ACKR %llu\n", (unsigned long long)f.n);
-		agent_queue(a, out, (size_t)n);
-		if (f.n <= a->seen_seq)
-			break;		/* a repeat */
-		a->seen_seq = f.n;
-		tlen = f.textlen > GUESTCTL_REPORT_MAX ? GUESTCTL_REPORT_MAX : f.textlen;
-		/* A turn we never gave: shown as turn 0, never ends one. */
-		forged = f.turn > a->turns_assigned;
-		if (forged)
-			f.turn = 0;
-		if (f.state != GUESTCTL_ST_INFO && f.state != GUESTCTL_ST_STARTING) {
-			a->state = f.state;
-			memcpy(a->text, f.text, tlen);
-			a->text[tlen] = '\0';
-			/* The text is shown escaped: no NUL inside. */
-			for (i = 0; i < tlen; i++)
-				if (a->text[i] == '\0')
-					a->text[i] = ' ';
-		}
-		a->changed = 1;
-		log_escape(esc, sizeof(esc), f.text, tlen);
-		log_debug("agent: report %s turn %llu: %s", guestctl_state_name(f.state),
-		    (unsigned long long)f.turn, esc);
-		if (f.turn > 0 && !forged && agent_state_ends(f.state)) {
-			agent_turn_end(a, f.turn, f.state, f.text, tlen);
-			break;
-		}
-		/*
-		 * Anything else is shown, at most AGENT_EVENTS_PER_S a second:
-		 * a flood neither fills the disk nor the waiting clients'
-		 * sockets (a client that cannot take a line is dropped).
-		 */
-		if (a->last_rx - a->rate_at >= 1000) {
-			if (a->suppressed > 0) {
-				n = snprintf(out, sizeof(out), "%lu reports not shown",
-				    a->suppressed);
-				agent_event(a, f.turn, "info", out, (size_t)n, 0);
-				log_warnx("agent: the guest sent more than %d reports "
-				    "a second: %lu not shown", AGENT_EVENTS_PER_S,
-				    a->suppressed);
-				a->suppressed = 0;
-			}
-			a->rate_at = a->last_rx;
-			a->rate_n = 0;
-		}
-		if (a->rate_n++ < AGENT_EVENTS_PER_S)
-			agent_event(a, f.turn, guestctl_state_name(f.state), f.text,
-			    tlen, 0);
-		else
-			a->suppressed++;
+		agent_on_report(a, &f);
 		break;
 	case GUESTCTL_OUT:
 		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", f.text,

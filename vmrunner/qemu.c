@@ -64,45 +64,6 @@ qemu_optval(const char *s)
 	return out;
 }
 
-const char *
-qemu_guest_path_problem(const char *p)
-{
-	/* The first four also cover everything below them. */
-	static const char *reserved[] = { "/usr", "/proc", "/sys", "/dev",
-	    "/etc", "/home/agent", "/tmp", "/run" };
-	const char *c;
-	size_t i, len = strlen(p);
-
-	if (len < 2 || len > 255 || p[0] != '/' || p[len - 1] == '/')
-		return "not an absolute path of 2 to 255 bytes without a "
-		    "trailing /";
-	for (c = p; *c != '\0'; c++) {
-		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
-		    *c == '/' || *c == '+' || *c == '@' || *c == '-'))
-			return "letters, digits, / and ._+@- only";
-		if (c[0] == '/' && c[1] == '/')
-			return "an empty component (//)";
-	}
-	for (c = p; (c = strchr(c, '/')) != NULL;) {
-		c++;
-		if (c[0] == '.' && (c[1] == '/' || c[1] == '\0'))
-			return "a . component";
-		if (c[0] == '.' && c[1] == '.' && (c[2] == '/' || c[2] == '\0'))
-			return "a .. component";
-	}
-	if (strncmp(p, "/run/ksb", 8) == 0 && (p[8] == '\0' || p[8] == '/'))
-		return "reserved: the guest's own mount point";
-	/* The guest's own mounts (ksb-guest-init refuses them too). */
-	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
-		len = strlen(reserved[i]);
-		if (strcmp(p, reserved[i]) == 0 || (i < 4 &&
-		    strncmp(p, reserved[i], len) == 0 && p[len] == '/'))
-			return "reserved: the guest's own mount point";
-	}
-	return NULL;
-}
-
 static int
 qemu_valid_mac(const char *m)
 {
@@ -214,7 +175,7 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 			    cfg->shares[i].host_path ? cfg->shares[i].host_path : "");
 			goto cleanup;
 		}
-		if ((why = qemu_guest_path_problem(cfg->shares[i].guest_path)) !=
+		if ((why = guestctl_guest_path_problem(cfg->shares[i].guest_path)) !=
 		    NULL) {
 			cause_set(cause, "invalid guest path `%s': %s",
 			    cfg->shares[i].guest_path, why);

@@ -18,14 +18,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <glob.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -45,13 +43,17 @@
 #define KILL_GRACE_MS 5000	/* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS 10000	/* EXIT received -> QEMU must be gone */
 #define STOP_GRACE_MS (GUESTCTL_STOP_GRACE_MS + 5000)	/* STOP -> SIGTERM QEMU */
-#define FETCHED_KERNEL_GLOB "/var/cache/ksb/kernel/boot/vmlinuz-*"
 #define PROJECT_FILE ".ksb/instance.conf"
 #define ESCAPE_CHAR 0x1d	/* Ctrl-] */
 #define CONSOLE_RING 65536	/* console bytes replayed to ksbctl attach */
 #define RUN_GUEST_BYTES_PER_S (1024 * 1024)	/* agent mode */
 #define RESUME_EVERY_MS 200	/* gateway connection lost: RESUME retries */
 #define RESUME_GIVE_UP_MS 60000
+
+struct run_flag {
+	const char *key, *value;
+	char origin[24];
+};
 
 struct run {
 	/* options */
@@ -74,7 +76,10 @@ struct run {
 	struct qemu_share shares[QEMU_SHARES_MAX];
 	size_t nshares;
 	char **command;
+	struct run_flag *flags;	/* settings flags: run_settings' top layer */
+	size_t nflags;
 	int64_t t_start;
+	const char *state_dir;	/* --state-dir, else ksb.conf */
 
 	/* state */
 	struct ksb_conf *conf;
@@ -84,6 +89,11 @@ struct run {
 	struct secrets *secrets;
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
 	int listen_fd, client_fd, ready_fd;
+	int child_ctl, child_con;	/* QEMU's ends of the ctl, console pairs */
+	enum qemu_accel accel;
+	const char *accel_why;	/* why not KVM (static); NULL: tcg forced */
+	char *header;		/* the command header for the guest */
+	size_t header_len;
 	pid_t qemu_pid;
 	struct ctl_lease lease;
 	int registered;
@@ -176,7 +186,7 @@ run_parse_share(struct run *r, const char *arg)
 		return -1;
 	}
 	/* Checked here, before any lease is taken or row written. */
-	if ((why = qemu_guest_path_problem(guest != NULL ? guest : real)) !=
+	if ((why = guestctl_guest_path_problem(guest != NULL ? guest : real)) !=
 	    NULL) {
 		log_warnx("share-ro: `%s': invalid guest path `%s': %s", arg,
 		    guest != NULL ? guest : real, why);
@@ -191,51 +201,82 @@ run_parse_share(struct run *r, const char *arg)
 	return 0;
 }
 
-struct run_flag {
-	const char *key, *value;
-	char origin[24];
+enum {
+	O_NAME = 256, O_PROFILE, O_CPUS, O_MEMORY, O_KERNEL, O_MODULES,
+	O_SHARE, O_STATE, O_SOCKET, O_ACCEL, O_DISK, O_SECRET, O_PRINT, O_JSON,
+	O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE
 };
 
-static int
-run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
-    size_t *nflags)
+static const struct option run_longopts[] = {
+	{ "help", no_argument, NULL, 'h' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "detach", no_argument, NULL, 'd' },
+	{ "project-file", required_argument, NULL, 'c' },
+	{ "name", required_argument, NULL, O_NAME },
+	{ "profile", required_argument, NULL, O_PROFILE },
+	{ "cpus", required_argument, NULL, O_CPUS },
+	{ "memory", required_argument, NULL, O_MEMORY },
+	{ "disk-size", required_argument, NULL, O_DISK },
+	{ "kernel", required_argument, NULL, O_KERNEL },
+	{ "modules", required_argument, NULL, O_MODULES },
+	{ "share-ro", required_argument, NULL, O_SHARE },
+	{ "secret", required_argument, NULL, O_SECRET },
+	{ "repo", required_argument, NULL, O_REPO },
+	{ "include-uncommitted", no_argument, NULL, O_UNCOMMITTED },
+	{ "context", required_argument, NULL, O_CONTEXT },
+	{ "state-dir", required_argument, NULL, O_STATE },
+	{ "control-socket", required_argument, NULL, O_SOCKET },
+	{ "accel", required_argument, NULL, O_ACCEL },
+	{ "print-config", no_argument, NULL, O_PRINT },
+	{ "json", no_argument, NULL, O_JSON },
+	{ "agent", required_argument, NULL, O_AGENT },
+	{ "prompt", required_argument, NULL, O_PROMPT },
+	{ "idle", required_argument, NULL, O_IDLE },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* A setting flag, kept for run_settings' top layer (origin "--name"). */
+static void
+run_flag_add(struct run *r, int ch, int idx, const char *value)
 {
-	enum { O_NAME = 256, O_PROFILE, O_CPUS, O_MEMORY, O_KERNEL, O_MODULES,
-	    O_SHARE, O_STATE, O_SOCKET, O_ACCEL, O_DISK, O_SECRET, O_PRINT, O_JSON,
-	    O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE };
-	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "detach", no_argument, NULL, 'd' },
-		{ "project-file", required_argument, NULL, 'c' },
-		{ "name", required_argument, NULL, O_NAME },
-		{ "profile", required_argument, NULL, O_PROFILE },
-		{ "cpus", required_argument, NULL, O_CPUS },
-		{ "memory", required_argument, NULL, O_MEMORY },
-		{ "disk-size", required_argument, NULL, O_DISK },
-		{ "kernel", required_argument, NULL, O_KERNEL },
-		{ "modules", required_argument, NULL, O_MODULES },
-		{ "share-ro", required_argument, NULL, O_SHARE },
-		{ "secret", required_argument, NULL, O_SECRET },
-		{ "repo", required_argument, NULL, O_REPO },
-		{ "include-uncommitted", no_argument, NULL, O_UNCOMMITTED },
-		{ "context", required_argument, NULL, O_CONTEXT },
-		{ "state-dir", required_argument, NULL, O_STATE },
-		{ "control-socket", required_argument, NULL, O_SOCKET },
-		{ "accel", required_argument, NULL, O_ACCEL },
-		{ "print-config", no_argument, NULL, O_PRINT },
-		{ "json", no_argument, NULL, O_JSON },
-		{ "agent", required_argument, NULL, O_AGENT },
-		{ "prompt", required_argument, NULL, O_PROMPT },
-		{ "idle", required_argument, NULL, O_IDLE },
-		{ NULL, 0, NULL, 0 }
-	};
-	struct run_flag *flags = NULL;
+	struct run_flag *f;
+
+	r->flags = xrealloc(r->flags, (r->nflags + 1) * sizeof(*r->flags));
+	f = &r->flags[r->nflags++];
+	f->key = run_longopts[idx].name;
+	f->value = ch == O_UNCOMMITTED ? "yes" : value;
+	snprintf(f->origin, sizeof(f->origin), "--%s", run_longopts[idx].name);
+}
+
+/* getopt_long said ':' (a missing value) or '?': say which, and the usage. */
+static void
+run_option_error(int ch, char **argv)
+{
+	if (ch == ':' && (optopt == 'f' || optopt == 'c'))
+		log_warnx("-%c: missing path", optopt);
+	else if (ch == ':')
+		log_warnx("`%.*s' needs a value",
+		    (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
+	else if (optopt == 0 || optopt >= 256)
+		log_warnx("`%.*s': unknown option",
+		    (int)strcspn(argv[optind - 1], "="), argv[optind - 1]);
+	else
+		log_warnx("`-%c': unknown option", optopt);
+	run_usage(stderr);
+}
+
+/*
+ * The command line into r (settings flags into r->flags).  The index of
+ * the first operand, or -1 (logged).  -h prints the help and exits.
+ */
+static int
+run_options(struct run *r, int argc, char **argv)
+{
 	int ch, verbose = 0, idx;
 
-	*nflags = 0;
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+:c:df:hv", longopts, &idx)) != -1) {
+	while ((ch = getopt_long(argc, argv, "+:c:df:hv", run_longopts,
+	    &idx)) != -1) {
 		switch (ch) {
 		case 'f':
 			r->conf_path = optarg;
@@ -276,8 +317,8 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 		case O_IDLE:
 			if (guestctl_parse_uint(optarg, strlen(optarg), 86400,
 			    &r->idle_s) != 0 || r->idle_s == 0) {
-				log_warnx("--idle: `%s' is not 1..86400 seconds", optarg);
-				free(flags);
+				log_warnx("--idle: `%s' is not 1..86400 seconds",
+				    optarg);
 				return -1;
 			}
 			break;
@@ -285,36 +326,13 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 		case O_KERNEL: case O_MODULES: case O_SHARE: case O_ACCEL:
 		case O_DISK: case O_SECRET: case O_REPO: case O_UNCOMMITTED:
 		case O_CONTEXT:
-			flags = xrealloc(flags, (*nflags + 1) * sizeof(*flags));
-			flags[*nflags].key = longopts[idx].name;
-			flags[*nflags].value = ch == O_UNCOMMITTED ? "yes" : optarg;
-			snprintf(flags[*nflags].origin, sizeof(flags[*nflags].origin),
-			    "--%s", longopts[idx].name);
-			(*nflags)++;
+			run_flag_add(r, ch, idx, optarg);
 			break;
-		case ':':	/* ("+:..." above: a missing value is ':') */
-			if (optopt == 'f' || optopt == 'c')
-				log_warnx("-%c: missing path", optopt);
-			else
-				log_warnx("`%.*s' needs a value",
-				    (int)strcspn(argv[optind - 1], "="),
-				    argv[optind - 1]);
-			run_usage(stderr);
-			free(flags);
-			return -1;
-		default:
-			if (optopt == 0 || optopt >= 256)
-				log_warnx("`%.*s': unknown option",
-				    (int)strcspn(argv[optind - 1], "="),
-				    argv[optind - 1]);
-			else
-				log_warnx("`-%c': unknown option", optopt);
-			run_usage(stderr);
-			free(flags);
+		default:	/* ("+:..." above: a missing value is ':') */
+			run_option_error(ch, argv);
 			return -1;
 		}
 	}
-	*flagsp = flags;
 	return optind;
 }
 
@@ -417,74 +435,20 @@ run_is_file(const char *p)
 static int
 run_find_kernel(struct run *r, char **cause)
 {
-	struct utsname u;
-	const char *base, *ver;
-	char *p = NULL, *dir = NULL, *slash;
-	glob_t g;
+	char *p;
 
-	if (r->kernel_opt != NULL)
-		r->kernel = xstrdup(r->kernel_opt);
-	else if (r->conf->kernel != NULL)
-		r->kernel = xstrdup(r->conf->kernel);
-	else if (uname(&u) == 0 && (xasprintf(&p, "/boot/vmlinuz-%s", u.release),
-	    run_is_file(p)))
-		r->kernel = p, p = NULL;
-	else if (glob(FETCHED_KERNEL_GLOB, 0, NULL, &g) == 0) {
-		if (g.gl_pathc == 1)
-			r->kernel = xstrdup(g.gl_pathv[0]);
-		globfree(&g);
-	}
-	free(p);
-	if (r->kernel == NULL)
-		return cause_set(cause, "no guest kernel found: pass --kernel and "
-		    "--modules, set kernel and modules_dir in ksb.conf, or run "
-		    "contrib/fetch-kernel.sh");
-	if (!run_is_file(r->kernel))
-		return cause_set(cause, "kernel `%s' is not a readable file", r->kernel);
-
-	if (r->modules_opt != NULL)
-		r->modules_dir = xstrdup(r->modules_opt);
-	else if (r->conf->modules_dir != NULL)
-		r->modules_dir = xstrdup(r->conf->modules_dir);
-	else {
-		base = strrchr(r->kernel, '/') ? strrchr(r->kernel, '/') + 1 : r->kernel;
-		if ((strncmp(base, "vmlinuz-", 8) != 0 &&
-		    strncmp(base, "vmlinux-", 8) != 0) || base[8] == '\0')
-			return cause_set(cause, "cannot tell the version of kernel `%s' "
-			    "from its name: pass --modules", r->kernel);
-		ver = base + 8;
-		dir = xstrdup(r->kernel);
-		slash = strrchr(dir, '/');
-		if (slash != NULL)
-			*slash = '\0';
-		xasprintf(&p, "%s/../lib/modules/%s", slash != NULL ? dir : ".", ver);
-		free(dir);
-		if (access(p, R_OK) == 0) {
-			r->modules_dir = realpath(p, NULL);
-			free(p);
-		} else {
-			free(p);
-			xasprintf(&r->modules_dir, "/lib/modules/%s", ver);
-		}
-	}
-	if (r->modules_dir == NULL || access(r->modules_dir, R_OK) != 0)
-		return cause_set(cause, "modules dir `%s' for kernel %s not found: "
-		    "pass --modules", r->modules_dir ? r->modules_dir : "?", r->kernel);
-
-	/*
-	 * The same kernel uncompressed (contrib/fetch-kernel.sh writes it)
-	 * boots through its PVH entry: ~2 s instead of ~7 s under TCG.
-	 */
-	base = strrchr(r->kernel, '/') ? strrchr(r->kernel, '/') + 1 : r->kernel;
-	if (strncmp(base, "vmlinuz-", 8) == 0) {
-		p = xstrdup(r->kernel);
-		p[base - r->kernel + 6] = 'x';
-		if (run_is_file(p)) {
-			log_debug("using %s (uncompressed, PVH boot)", p);
-			free(r->kernel);
-			r->kernel = p;
-		} else
-			free(p);
+	r->kernel = kernel_find(r->kernel_opt != NULL ? r->kernel_opt :
+	    r->conf->kernel);
+	if (kernel_check(r->kernel, cause) != 0)
+		return -1;
+	r->modules_dir = kernel_modules_dir(r->kernel, r->modules_opt != NULL ?
+	    r->modules_opt : r->conf->modules_dir, cause);
+	if (r->modules_dir == NULL)
+		return -1;
+	if ((p = kernel_uncompressed(r->kernel)) != NULL) {
+		log_debug("using %s (uncompressed, PVH boot)", p);
+		free(r->kernel);
+		r->kernel = p;
 	}
 	return 0;
 }
@@ -952,38 +916,519 @@ run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
 	return util_mono_ms() + RESUME_EVERY_MS;
 }
 
-/* Returns the exit status for ksb-run. */
-static int
-run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
-    const char *header, size_t header_len)
-{
-	struct guestin g = { .exit_status = -1 };
-	struct pollfd pfd[7 + 17];
-	const char *aq;
-	size_t aqlen;
-	int64_t budget_at = 0;
-	size_t budget = 0;
-	int nafd = 0;
-	struct signalfd_siginfo si;
-	char buf[4096];
-	size_t out_off = 0, stop_sent = 0;
-	int64_t t0, now, kill_at = 0, term_at = 0;
-	int st = 0, signo = 0, ret, done = 0, ctl_open = 1, gw_open = 1, timeout;
-	int64_t resume_at = 0, lost_at = 0;
-	int64_t mirror_at = 0;	/* mirror disk cap: next check, -1 done */
-	int con_open = 1, in_open = !r->detach, escaped = 0, want_stop = 0, fd;
-	ssize_t n;
-	pid_t w;
+/* ---- the supervisor: one handler per file descriptor -------------------- */
 
-	g.agent = r->agent;
-	t0 = util_mono_ms();
-	r->qemu_pid = run_spawn(r, qargv, child_ctl, child_con);
+#define SUP_AGENT_SLOTS 17	/* agent.sock and its clients (agent_pollfds) */
+#define SUP_SLOTS (6 + 1 + SUP_AGENT_SLOTS)
+
+/*
+ * What the supervisor keeps between poll(2) rounds.  Deadlines are
+ * util_mono_ms() values, 0 while not armed.
+ */
+struct sup {
+	struct run *r;
+	struct guestin g;
+	size_t out_off;		/* command header bytes sent */
+	const char *aq;		/* agent bytes queued for the guest, sent */
+	size_t aqlen;		/* once the header is out */
+	int64_t t0;		/* QEMU started */
+	int64_t kill_at;	/* SIGKILL QEMU */
+	int64_t term_at;	/* SIGTERM QEMU: the guest did not power off */
+	int64_t resume_at;	/* next RESUME after the gateway went away */
+	int64_t lost_at;	/* when it went away */
+	int64_t mirror_at;	/* mirror disk cap: next check, -1 done */
+	int64_t budget_at;	/* agent mode: the guest's byte budget window */
+	size_t budget;
+	int st;			/* QEMU's wait status */
+	int signo;		/* the first signal received, 0 none */
+	int done;		/* QEMU reaped */
+	int want_stop, stop_sent, escaped;
+	int ctl_open, gw_open, con_open, in_open;
+};
+
+/*
+ * A descriptor (or a group: the agent's) the supervisor polls.  prepare
+ * fills up to max slots of pfd and returns how many (a closed descriptor
+ * keeps its slot with fd -1); handle serves them once poll returns, in
+ * the table's order.
+ */
+struct sup_source {
+	int (*prepare)(struct sup *, struct pollfd *pfd, int max, int64_t now);
+	void (*handle)(struct sup *, const struct pollfd *pfd, int n,
+	    int64_t now);
+};
+
+static void
+sup_kill(struct sup *s, int64_t now)
+{
+	kill(s->r->qemu_pid, SIGTERM);
+	s->kill_at = now + KILL_GRACE_MS;
+}
+
+/* signalfd: SIGCHLD reaps QEMU; a first signal stops the guest, a second
+ * one QEMU. */
+static int
+sup_signal_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	(void)max;
+	(void)now;
+	pfd->fd = s->r->sig_fd;
+	pfd->events = POLLIN;
+	return 1;
+}
+
+static void
+sup_signal(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	struct signalfd_siginfo si;
+	struct run *r = s->r;
+
+	(void)n;
+	if (!(pfd->revents & POLLIN) ||
+	    read(r->sig_fd, &si, sizeof(si)) != sizeof(si))
+		return;
+	if (si.ssi_signo == SIGCHLD) {
+		if (waitpid(r->qemu_pid, &s->st, WNOHANG) == r->qemu_pid)
+			s->done = 1;
+	} else if (s->signo == 0) {
+		s->signo = (int)si.ssi_signo;
+		log_warnx("got signal %d: stopping the guest", s->signo);
+		s->want_stop = 1;
+	} else {
+		log_warnx("got signal %d again: stopping QEMU", (int)si.ssi_signo);
+		sup_kill(s, now);
+	}
+}
+
+/* The guest control channel: the header and agent frames out, lines in. */
+static int
+sup_ctl_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	struct run *r = s->r;
+
+	(void)max;
+	s->aqlen = r->agent != NULL && s->out_off == r->header_len ?
+	    agent_pending_out(r->agent, &s->aq) : 0;
+	pfd->fd = s->ctl_open ? r->ctl_fd : -1;
+	/* A guest over its byte budget waits for the next second. */
+	pfd->events = (s->budget_at > now ? 0 : POLLIN) |
+	    (s->out_off < r->header_len || s->aqlen > 0 ? POLLOUT : 0);
+	return 1;
+}
+
+static void
+sup_ctl_write(struct sup *s)
+{
+	struct run *r = s->r;
+	ssize_t n;
+
+	if (s->out_off < r->header_len) {
+		n = send(r->ctl_fd, r->header + s->out_off,
+		    r->header_len - s->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0)
+			s->out_off += (size_t)n;
+	} else if (s->aqlen > 0) {
+		n = send(r->ctl_fd, s->aq, s->aqlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n > 0)
+			agent_consumed_out(r->agent, (size_t)n);
+	} else
+		return;
+	if (n == -1 && errno != EAGAIN && errno != EINTR)
+		s->ctl_open = 0;
+}
+
+/* Agent mode has no total cap on guest bytes: a budget per second. */
+static void
+sup_guest_budget(struct sup *s, size_t n, int64_t now)
+{
+	if (now >= s->budget_at + 1000) {
+		s->budget_at = now;
+		s->budget = 0;
+	}
+	s->budget += n;
+	if (s->budget > RUN_GUEST_BYTES_PER_S) {
+		if (s->g.bad++ < 10)
+			log_warnx("guest sends more than %d control bytes/s: "
+			    "throttled", RUN_GUEST_BYTES_PER_S);
+		s->budget_at = now + 1000;
+		s->budget = 0;
+	}
+	s->g.total = 0;
+}
+
+/* READY: the command started; --detach returns (unless an agent runs). */
+static void
+sup_guest_ready(struct sup *s)
+{
+	struct run *r = s->r;
+
+	strcpy(r->st.phase, "running");
+	run_state_save(r);
+	log_info("instance %s: command started %.2f s after ksb-run start "
+	    "(%.2f s after QEMU start)", r->id,
+	    (double)(s->g.ready_ms - r->t_start) / 1000.0,
+	    (double)(s->g.ready_ms - s->t0) / 1000.0);
+	if (r->ready_fd != -1 && r->agent == NULL) {
+		run_write_all(r->ready_fd, "ok\n", 3);
+		close(r->ready_fd);
+		r->ready_fd = -1;
+	}
+}
+
+static void
+sup_ctl_read(struct sup *s, int64_t now)
+{
+	struct run *r = s->r;
+	char buf[4096];
+	int64_t was_ready;
+	ssize_t n;
+
+	n = recv(r->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (n > 0 && r->agent != NULL)
+		sup_guest_budget(s, (size_t)n, now);
+	if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
+		s->ctl_open = 0;
+		return;
+	}
+	if (n < 0)
+		return;
+	if (s->g.total + (size_t)n > GUESTCTL_IN_MAX) {
+		log_warnx("guest sent more than %d control bytes: no longer "
+		    "listening", GUESTCTL_IN_MAX);
+		s->ctl_open = 0;
+		return;
+	}
+	was_ready = s->g.ready_ms;
+	s->g.total += (size_t)n;
+	if (run_guest_input(&s->g, buf, (size_t)n, now)) {
+		(void)send(r->ctl_fd, "BYE\n", 4, MSG_NOSIGNAL | MSG_DONTWAIT);
+		s->term_at = now + POWEROFF_GRACE_MS;
+	}
+	if (was_ready == 0 && s->g.ready_ms != 0)
+		sup_guest_ready(s);
+}
+
+static void
+sup_ctl(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	(void)n;
+	if (s->ctl_open && (pfd->revents & POLLOUT))
+		sup_ctl_write(s);
+	if (s->ctl_open && (pfd->revents & (POLLIN | POLLHUP | POLLERR)))
+		sup_ctl_read(s, now);
+}
+
+/* Agent mode: agent.sock and its clients (agent.c serves them). */
+static int
+sup_agent_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	(void)max;
+	(void)now;
+	if (s->r->agent == NULL)
+		return 0;
+	return agent_pollfds(s->r->agent, pfd, SUP_AGENT_SLOTS);
+}
+
+static void
+sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	struct run *r = s->r;
+
+	(void)n;
+	if (r->agent == NULL)
+		return;
+	agent_pollin(r->agent, pfd);
+	if (r->ready_fd != -1 && agent_ready(r->agent)) {
+		/* --detach returns once the agent runs in tmux. */
+		run_write_all(r->ready_fd, "ok\n", 3);
+		close(r->ready_fd);
+		r->ready_fd = -1;
+	}
+	if (agent_take_changed(r->agent, now)) {
+		agent_status(r->agent, &r->st);
+		run_state_save(r);
+	}
+}
+
+/* The gateway control connection: it holds our lease; EOF = restart. */
+static int
+sup_gw_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	(void)max;
+	(void)now;
+	pfd->fd = s->gw_open ? s->r->gw_fd : -1;
+	pfd->events = POLLIN;
+	return 1;
+}
+
+static void
+sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	struct run *r = s->r;
+	char buf[4096];
+	ssize_t got;
+
+	(void)n;
+	if (!s->gw_open || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
+		return;
+	got = recv(r->gw_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR)) {
+		log_warnx("lost the connection to ksb-gatewayd: the guest has no "
+		    "egress until the lease is resumed");
+		s->gw_open = 0;
+		r->registered = 0;
+		close(r->gw_fd);
+		r->gw_fd = -1;
+		s->lost_at = now;
+		s->resume_at = now + RESUME_EVERY_MS;
+	} else if (got > 0)
+		log_warnx("unexpected data from ksb-gatewayd, ignored");
+}
+
+/* QEMU's console: to the terminal or the attached client. */
+static int
+sup_con_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	(void)max;
+	(void)now;
+	pfd->fd = s->con_open ? s->r->con_fd : -1;
+	pfd->events = POLLIN;
+	return 1;
+}
+
+static void
+sup_con(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	char buf[4096];
+	ssize_t got;
+
+	(void)n;
+	(void)now;
+	if (!s->con_open || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
+		return;
+	got = recv(s->r->con_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR))
+		s->con_open = 0;
+	else if (got > 0)
+		run_console_out(s->r, buf, (size_t)got);
+}
+
+/* The terminal (foreground): input for the console, and the escape. */
+static int
+sup_stdin_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	(void)max;
+	(void)now;
+	pfd->fd = s->in_open ? STDIN_FILENO : -1;
+	pfd->events = POLLIN;
+	return 1;
+}
+
+static void
+sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	char buf[4096];
+	ssize_t got;
+
+	(void)n;
+	(void)now;
+	if (!s->in_open || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
+		return;
+	got = read(STDIN_FILENO, buf, sizeof(buf));
+	if (got <= 0 && !(got == -1 && (errno == EINTR || errno == EAGAIN)))
+		s->in_open = 0;	/* the console stays: EOF is not a stop */
+	else if (got > 0 && run_console_in(s->r, buf, (size_t)got, &s->escaped) &&
+	    !s->want_stop) {
+		log_warnx("escape: stopping the guest");
+		s->want_stop = 1;
+	}
+}
+
+/* console.sock (--detach): the newest client takes over the console. */
+static int
+sup_listen_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	(void)max;
+	(void)now;
+	pfd->fd = s->r->listen_fd;
+	pfd->events = POLLIN;
+	return 1;
+}
+
+static void
+sup_accept(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	struct run *r = s->r;
+	int fd;
+
+	(void)n;
+	(void)now;
+	if (r->listen_fd == -1 || !(pfd->revents & POLLIN))
+		return;
+	fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+	if (fd == -1)
+		return;
+	if (r->client_fd != -1)
+		close(r->client_fd);
+	r->client_fd = fd;
+	/* The console so far, oldest byte first. */
+	if (r->ring_len == CONSOLE_RING)
+		run_write_all(fd, r->ring + r->ring_off, CONSOLE_RING - r->ring_off);
+	run_write_all(fd, r->ring, r->ring_off);
+}
+
+/* The attached client (ksbctl attach): its input for the console. */
+static int
+sup_client_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	(void)max;
+	(void)now;
+	pfd->fd = s->r->client_fd;
+	pfd->events = POLLIN;
+	return 1;
+}
+
+static void
+sup_client(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	struct run *r = s->r;
+	char buf[4096];
+	ssize_t got;
+
+	(void)n;
+	(void)now;
+	if (r->client_fd == -1 || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
+		return;
+	got = recv(r->client_fd, buf, sizeof(buf), MSG_DONTWAIT);
+	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR)) {
+		close(r->client_fd);
+		r->client_fd = -1;
+	} else if (got > 0)
+		run_console_send(r, buf, (size_t)got);
+}
+
+/* Polled in this order and served in this order. */
+static const struct sup_source sup_sources[] = {
+	{ sup_signal_prepare, sup_signal },
+	{ sup_ctl_prepare, sup_ctl },
+	{ sup_agent_prepare, sup_agent },
+	{ sup_gw_prepare, sup_gw },
+	{ sup_con_prepare, sup_con },
+	{ sup_stdin_prepare, sup_stdin },
+	{ sup_listen_prepare, sup_accept },
+	{ sup_client_prepare, sup_client },
+};
+#define SUP_NSOURCES (sizeof(sup_sources) / sizeof(sup_sources[0]))
+
+/*
+ * The deadlines due at now: SIGKILL, SIGTERM, the graceful STOP (once the
+ * header is out), RESUME, the mirror disk cap, the agent's heartbeats.
+ */
+static void
+sup_timers(struct sup *s, int64_t now)
+{
+	struct run *r = s->r;
+
+	if (s->kill_at != 0 && now >= s->kill_at) {
+		log_warnx("QEMU did not stop in %d s: SIGKILL", KILL_GRACE_MS / 1000);
+		kill(r->qemu_pid, SIGKILL);
+		s->kill_at = 0;
+	}
+	if (s->term_at != 0 && now >= s->term_at) {
+		log_warnx("the guest did not power off: stopping QEMU");
+		s->term_at = 0;
+		sup_kill(s, now);
+	}
+	if (s->want_stop && !s->stop_sent && s->out_off == r->header_len) {
+		/* Graceful: the guest stops the command and powers off. */
+		s->stop_sent = 1;
+		if (!s->ctl_open || send(r->ctl_fd, "STOP\n", 5, MSG_NOSIGNAL |
+		    MSG_DONTWAIT) != 5)
+			sup_kill(s, now);
+		else if (s->term_at == 0 && s->kill_at == 0)
+			s->term_at = now + STOP_GRACE_MS;
+	}
+	if (s->resume_at != 0 && now >= s->resume_at)
+		s->resume_at = run_resume(r, &s->gw_open, s->lost_at, now);
+	/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
+	if (s->mirror_at != -1 && now >= s->mirror_at &&
+	    workspace_mirror_check(r->instance_dir, r->conf->mirror_max_size,
+	    now, &s->mirror_at)) {
+		s->mirror_at = -1;
+		sup_kill(s, now);
+	}
+	if (r->agent != NULL)
+		agent_tick(r->agent, now);
+}
+
+/* at (0: not armed) as a poll(2) timeout, if sooner than timeout. */
+static int
+sup_sooner(int timeout, int64_t at, int64_t now)
+{
+	if (at > 0 && (timeout == -1 || at - now < timeout))
+		return (int)(at - now);
+	return timeout;
+}
+
+/* ms until the next deadline, -1: none. */
+static int
+sup_timeout(const struct sup *s, int64_t now)
+{
+	struct run *r = s->r;
+	int timeout = -1;
+
+	if (r->agent != NULL) {
+		timeout = agent_next_ms(r->agent, now);
+		if (s->budget_at > now)
+			timeout = sup_sooner(timeout, s->budget_at, now);
+	}
+	timeout = sup_sooner(timeout, s->kill_at, now);
+	timeout = sup_sooner(timeout, s->resume_at, now);
+	timeout = sup_sooner(timeout, s->mirror_at, now);
+	timeout = sup_sooner(timeout, s->term_at, now);
+	if (timeout < 0 && (s->kill_at != 0 || s->term_at != 0))
+		timeout = 0;
+	return timeout;
+}
+
+/* One round: every source's slots, poll(2), every source's handler. */
+static void
+sup_poll(struct sup *s, int timeout, int64_t now)
+{
+	struct pollfd pfd[SUP_SLOTS];
+	int base[SUP_NSOURCES], cnt[SUP_NSOURCES], n = 0;
+	size_t i;
+
+	for (i = 0; i < SUP_NSOURCES; i++) {
+		base[i] = n;
+		cnt[i] = sup_sources[i].prepare(s, pfd + n, SUP_SLOTS - n, now);
+		n += cnt[i];
+	}
+	if (poll(pfd, (nfds_t)n, timeout) == -1) {
+		if (errno == EINTR)
+			return;
+		fatal("poll");
+	}
+	now = util_mono_ms();
+	for (i = 0; i < SUP_NSOURCES; i++)
+		sup_sources[i].handle(s, pfd + base[i], cnt[i], now);
+}
+
+/* QEMU started with its fds; ours of them closed.  0 or -1 (fork). */
+static int
+sup_start(struct sup *s, char **qargv)
+{
+	struct run *r = s->r;
+
+	s->t0 = util_mono_ms();
+	r->qemu_pid = run_spawn(r, qargv, r->child_ctl, r->child_con);
 	if (r->qemu_pid == -1) {
 		log_warn("fork");
-		return 125;
+		return -1;
 	}
-	close(child_ctl);
-	close(child_con);
+	close(r->child_ctl);
+	close(r->child_con);
+	r->child_ctl = r->child_con = -1;
 	close(r->tap_fd);	/* QEMU holds it now */
 	r->tap_fd = -1;
 	if (r->secrets_fd != -1) {
@@ -992,268 +1437,74 @@ run_supervise(struct run *r, char **qargv, int child_ctl, int child_con,
 	}
 	r->st.qemu_pid = (long)r->qemu_pid;
 	run_state_save(r);
+	return 0;
+}
 
-	while (!done) {
-		now = util_mono_ms();
-		if (kill_at != 0 && now >= kill_at) {
-			log_warnx("QEMU did not stop in %d s: SIGKILL", KILL_GRACE_MS / 1000);
-			kill(r->qemu_pid, SIGKILL);
-			kill_at = 0;
-		}
-		if (term_at != 0 && now >= term_at) {
-			log_warnx("the guest did not power off: stopping QEMU");
-			kill(r->qemu_pid, SIGTERM);
-			term_at = 0;
-			kill_at = now + KILL_GRACE_MS;
-		}
-		if (want_stop && !stop_sent && out_off == header_len) {
-			/* Graceful: the guest stops the command and powers off. */
-			stop_sent = 1;
-			if (!ctl_open || send(r->ctl_fd, "STOP\n", 5, MSG_NOSIGNAL |
-			    MSG_DONTWAIT) != 5) {
-				kill(r->qemu_pid, SIGTERM);
-				kill_at = now + KILL_GRACE_MS;
-			} else if (term_at == 0 && kill_at == 0)
-				term_at = now + STOP_GRACE_MS;
-		}
-		if (resume_at != 0 && now >= resume_at)
-			resume_at = run_resume(r, &gw_open, lost_at, now);
-		/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
-		if (mirror_at != -1 && now >= mirror_at &&
-		    workspace_mirror_check(r->instance_dir, r->conf->mirror_max_size,
-		    now, &mirror_at)) {
-			mirror_at = -1;
-			kill(r->qemu_pid, SIGTERM);
-			kill_at = now + KILL_GRACE_MS;
-		}
-		timeout = -1;
-		if (r->agent != NULL) {
-			agent_tick(r->agent, now);
-			timeout = agent_next_ms(r->agent, now);
-			if (budget_at > now && (timeout == -1 || budget_at - now < timeout))
-				timeout = (int)(budget_at - now);
-		}
-		if (kill_at != 0 && (timeout == -1 || kill_at - now < timeout))
-			timeout = (int)(kill_at - now);
-		if (resume_at != 0 && (timeout == -1 || resume_at - now < timeout))
-			timeout = (int)(resume_at - now);
-		if (mirror_at > 0 && (timeout == -1 || mirror_at - now < timeout))
-			timeout = (int)(mirror_at - now);
-		if (term_at != 0 && (timeout == -1 || term_at - now < timeout))
-			timeout = (int)(term_at - now);
-		if (timeout < 0 && (kill_at != 0 || term_at != 0))
-			timeout = 0;
+/* QEMU is gone: its last console bytes, the terminal back; the status. */
+static int
+sup_finish(struct sup *s)
+{
+	struct run *r = s->r;
+	char buf[4096];
+	ssize_t n;
+	int st = s->st;
 
-		pfd[0].fd = r->sig_fd;
-		pfd[0].events = POLLIN;
-		pfd[1].fd = ctl_open ? r->ctl_fd : -1;
-		aqlen = r->agent != NULL && out_off == header_len ?
-		    agent_pending_out(r->agent, &aq) : 0;
-		/* A guest over its byte budget waits for the next second. */
-		pfd[1].events = (budget_at > now ? 0 : POLLIN) |
-		    (out_off < header_len || aqlen > 0 ? POLLOUT : 0);
-		pfd[2].fd = gw_open ? r->gw_fd : -1;
-		pfd[2].events = POLLIN;
-		pfd[3].fd = con_open ? r->con_fd : -1;
-		pfd[3].events = POLLIN;
-		pfd[4].fd = in_open ? STDIN_FILENO : -1;
-		pfd[4].events = POLLIN;
-		pfd[5].fd = r->listen_fd;
-		pfd[5].events = POLLIN;
-		pfd[6].fd = r->client_fd;
-		pfd[6].events = POLLIN;
-		if (r->agent != NULL)
-			nafd = agent_pollfds(r->agent, pfd + 7, 17);
-		if (poll(pfd, (nfds_t)(7 + nafd), timeout) == -1) {
-			if (errno == EINTR)
-				continue;
-			fatal("poll");
-		}
-		now = util_mono_ms();
-
-		if (pfd[0].revents & POLLIN) {
-			if (read(r->sig_fd, &si, sizeof(si)) == sizeof(si)) {
-				if (si.ssi_signo == SIGCHLD) {
-					w = waitpid(r->qemu_pid, &st, WNOHANG);
-					if (w == r->qemu_pid)
-						done = 1;
-				} else if (signo == 0) {
-					signo = (int)si.ssi_signo;
-					log_warnx("got signal %d: stopping the guest", signo);
-					want_stop = 1;
-				} else {
-					log_warnx("got signal %d again: stopping QEMU",
-					    (int)si.ssi_signo);
-					kill(r->qemu_pid, SIGTERM);
-					kill_at = now + KILL_GRACE_MS;
-				}
-			}
-		}
-		if (ctl_open && (pfd[1].revents & POLLOUT) && out_off < header_len) {
-			n = send(r->ctl_fd, header + out_off, header_len - out_off,
-			    MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0)
-				out_off += (size_t)n;
-			else if (n == -1 && errno != EAGAIN && errno != EINTR)
-				ctl_open = 0;
-		} else if (ctl_open && (pfd[1].revents & POLLOUT) && aqlen > 0) {
-			n = send(r->ctl_fd, aq, aqlen, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n > 0)
-				agent_consumed_out(r->agent, (size_t)n);
-			else if (n == -1 && errno != EAGAIN && errno != EINTR)
-				ctl_open = 0;
-		}
-		if (ctl_open && (pfd[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-			n = recv(r->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (n > 0 && r->agent != NULL) {
-				/* Agent mode has no total cap: a budget per second. */
-				if (now >= budget_at + 1000) {
-					budget_at = now;
-					budget = 0;
-				}
-				budget += (size_t)n;
-				if (budget > RUN_GUEST_BYTES_PER_S) {
-					if (g.bad++ < 10)
-						log_warnx("guest sends more than %d "
-						    "control bytes/s: throttled",
-						    RUN_GUEST_BYTES_PER_S);
-					budget_at = now + 1000;
-					budget = 0;
-				}
-				g.total = 0;
-			}
-			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
-				ctl_open = 0;
-			} else if (n > 0) {
-				if (g.total + (size_t)n > GUESTCTL_IN_MAX) {
-					log_warnx("guest sent more than %d control bytes: "
-					    "no longer listening", GUESTCTL_IN_MAX);
-					ctl_open = 0;
-				} else {
-					int64_t was_ready = g.ready_ms;
-
-					g.total += (size_t)n;
-					if (run_guest_input(&g, buf, (size_t)n, now)) {
-						(void)send(r->ctl_fd, "BYE\n", 4,
-						    MSG_NOSIGNAL | MSG_DONTWAIT);
-						term_at = now + POWEROFF_GRACE_MS;
-					}
-					if (was_ready == 0 && g.ready_ms != 0) {
-						strcpy(r->st.phase, "running");
-						run_state_save(r);
-						log_info("instance %s: command started "
-						    "%.2f s after ksb-run start "
-						    "(%.2f s after QEMU start)", r->id,
-						    (double)(g.ready_ms - r->t_start) / 1000.0,
-						    (double)(g.ready_ms - t0) / 1000.0);
-						if (r->ready_fd != -1 && r->agent == NULL) {
-							run_write_all(r->ready_fd, "ok\n", 3);
-							close(r->ready_fd);
-							r->ready_fd = -1;
-						}
-					}
-				}
-			}
-		}
-		if (r->agent != NULL) {
-			agent_pollin(r->agent, pfd + 7);
-			if (r->ready_fd != -1 && agent_ready(r->agent)) {
-				/* --detach returns once the agent runs in tmux. */
-				run_write_all(r->ready_fd, "ok\n", 3);
-				close(r->ready_fd);
-				r->ready_fd = -1;
-			}
-			if (agent_take_changed(r->agent, now)) {
-				agent_status(r->agent, &r->st);
-				run_state_save(r);
-			}
-		}
-		if (gw_open && (pfd[2].revents & (POLLIN | POLLHUP | POLLERR))) {
-			n = recv(r->gw_fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
-				log_warnx("lost the connection to ksb-gatewayd: the guest "
-				    "has no egress until the lease is resumed");
-				gw_open = 0;
-				r->registered = 0;
-				close(r->gw_fd);
-				r->gw_fd = -1;
-				lost_at = now;
-				resume_at = now + RESUME_EVERY_MS;
-			} else if (n > 0) {
-				log_warnx("unexpected data from ksb-gatewayd, ignored");
-			}
-		}
-		if (con_open && (pfd[3].revents & (POLLIN | POLLHUP | POLLERR))) {
-			n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR))
-				con_open = 0;
-			else if (n > 0)
-				run_console_out(r, buf, (size_t)n);
-		}
-		if (in_open && (pfd[4].revents & (POLLIN | POLLHUP | POLLERR))) {
-			n = read(STDIN_FILENO, buf, sizeof(buf));
-			if (n <= 0 && !(n == -1 && (errno == EINTR || errno == EAGAIN)))
-				in_open = 0;	/* the console stays: EOF is not a stop */
-			else if (n > 0 && run_console_in(r, buf, (size_t)n, &escaped) &&
-			    !want_stop) {
-				log_warnx("escape: stopping the guest");
-				want_stop = 1;
-			}
-		}
-		if (r->listen_fd != -1 && (pfd[5].revents & POLLIN)) {
-			fd = accept4(r->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-			if (fd != -1) {
-				/* The newest client takes over the console. */
-				if (r->client_fd != -1)
-					close(r->client_fd);
-				r->client_fd = fd;
-				if (r->ring_len == CONSOLE_RING)
-					run_write_all(fd, r->ring + r->ring_off,
-					    CONSOLE_RING - r->ring_off);
-				run_write_all(fd, r->ring, r->ring_off);
-			}
-		}
-		if (r->client_fd != -1 && (pfd[6].revents & (POLLIN | POLLHUP | POLLERR))) {
-			n = recv(r->client_fd, buf, sizeof(buf), MSG_DONTWAIT);
-			if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
-				close(r->client_fd);
-				r->client_fd = -1;
-			} else if (n > 0)
-				run_console_send(r, buf, (size_t)n);
-		}
-	}
 	r->qemu_pid = -1;
 	if (r->agent != NULL) {
 		agent_guest_gone(r->agent);
 		agent_status(r->agent, &r->st);
 	}
 	/* What QEMU wrote before it exited. */
-	while (con_open && (n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+	while (s->con_open &&
+	    (n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
 		run_console_out(r, buf, (size_t)n);
-
 	if (r->tty_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
-	now = util_mono_ms();
-	log_debug("instance %s: QEMU ran %.2f s", r->id, (double)(now - t0) / 1000.0);
-
-	if (g.exit_status != -1)
-		ret = g.exit_status;
-	else if (signo != 0)
-		ret = 128 + signo;
-	else if (WIFSIGNALED(st))
-		ret = 128 + WTERMSIG(st);
-	else if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
-		ret = WEXITSTATUS(st);
-	else
-		ret = 125;
-	if (g.exit_status == -1 && signo == 0 && !want_stop)
-		log_warnx("instance %s: the guest reported no exit status (QEMU %s %d)",
-		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
-		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-	return ret;
+	log_debug("instance %s: QEMU ran %.2f s", r->id,
+	    (double)(util_mono_ms() - s->t0) / 1000.0);
+	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop)
+		log_warnx("instance %s: the guest reported no exit status (QEMU "
+		    "%s %d)", r->id, WIFSIGNALED(st) ? "killed by signal" :
+		    "exited with", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	if (s->g.exit_status != -1)
+		return s->g.exit_status;
+	if (s->signo != 0)
+		return 128 + s->signo;
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	if (WIFEXITED(st) && WEXITSTATUS(st) != 0)
+		return WEXITSTATUS(st);
+	return 125;
 }
 
-/* ---- main --------------------------------------------------------------- */
+/*
+ * Start QEMU and serve its descriptors (sup_sources) until it has exited.
+ * Returns the exit status for ksb-run: the command's, 128 + a signal's,
+ * QEMU's, or 125.
+ */
+static int
+run_supervise(struct run *r, char **qargv)
+{
+	struct sup s;
+	int64_t now;
+
+	memset(&s, 0, sizeof(s));
+	s.r = r;
+	s.g.exit_status = -1;
+	s.g.agent = r->agent;
+	s.ctl_open = s.gw_open = s.con_open = 1;
+	s.in_open = !r->detach;
+	if (sup_start(&s, qargv) != 0)
+		return 125;
+	while (!s.done) {
+		now = util_mono_ms();
+		sup_timers(&s, now);
+		sup_poll(&s, sup_timeout(&s, now), now);
+	}
+	return sup_finish(&s);
+}
+
+/* ---- teardown, agent mode, --detach ------------------------------------ */
 
 static void
 run_cleanup(struct run *r, int status)
@@ -1441,110 +1692,129 @@ run_detach(struct run *r)
 	exit(1);
 }
 
-int
-main(int argc, char **argv)
+/* ---- main: the phases --------------------------------------------------- */
+
+static void
+run_init(struct run *r)
 {
-	struct run r;
-	struct qemu_config qc;
-	struct winsize ws;
-	struct run_flag *flags = NULL;
-	struct termios raw;
-	char *cause = NULL, *cache = NULL, **qargv = NULL, *header = NULL, ip[16];
-	const char *state_dir, *sock, *why = NULL, *err, *env;
-	size_t header_len, i, nflags = 0;
-	sigset_t mask;
-	int sp[2] = { -1, -1 }, cp[2] = { -1, -1 }, ret = 125, kvm, first, null;
-	enum qemu_accel accel;
-	struct stat st;
+	memset(r, 0, sizeof(*r));
+	r->lock_fd = r->gw_fd = r->tap_fd = r->ctl_fd = r->con_fd = -1;
+	r->sig_fd = r->secrets_fd = r->listen_fd = r->client_fd = -1;
+	r->ready_fd = r->child_ctl = r->child_con = -1;
+	r->qemu_pid = -1;
+	r->t_start = util_mono_ms();
+	instance_state_init(&r->st);
+}
 
-	memset(&r, 0, sizeof(r));
-	r.lock_fd = r.gw_fd = r.tap_fd = r.ctl_fd = r.con_fd = r.sig_fd = -1;
-	r.secrets_fd = r.listen_fd = r.client_fd = r.ready_fd = -1;
-	r.qemu_pid = -1;
-	r.t_start = util_mono_ms();
-	instance_state_init(&r.st);
-	log_init("ksb-run", 0);
-	if ((first = run_options(&r, argc, argv, &flags, &nflags)) < 0)
-		return 2;
-
-	if (r.conf_path == NULL)
-		r.conf_path = conf_default_path();
-	if (conf_load(r.conf_path, !r.conf_explicit, &r.conf, &cause) != 0) {
-		log_warnx("%s", cause);
-		goto out;
-	}
-	if (run_settings(&r, argc, argv, first, flags, nflags) != 0) {
-		ret = 2;
-		goto out;
-	}
-	if (r.print_config) {
-		config_print(r.cfg, stdout, r.json);
-		ret = 0;
-		goto out;
-	}
-	if (r.agent_cmd != NULL) {
+/* --agent replaces the command; --prompt and --idle need it.  0 or 2. */
+static int
+run_check_command(struct run *r, int argc, int first)
+{
+	if (r->agent_cmd != NULL) {
 		/* The agent's shell command is ARGV's only word. */
-		if (*r.agent_cmd == '\0' || first < argc) {
+		if (*r->agent_cmd == '\0' || first < argc) {
 			log_warnx("--agent: give the agent as one non-empty "
 			    "shell command, without a command after --");
-			ret = 2;
-			goto out;
+			return 2;
 		}
-		util_strv_free(r.command);
-		r.command = xcalloc(2, sizeof(char *));
-		r.command[0] = xstrdup(r.agent_cmd);
-		if (r.idle_s == 0)
-			r.idle_s = 30;
-	} else if (r.prompt_opt != NULL || r.idle_s != 0) {
+		util_strv_free(r->command);
+		r->command = xcalloc(2, sizeof(char *));
+		r->command[0] = xstrdup(r->agent_cmd);
+		if (r->idle_s == 0)
+			r->idle_s = 30;
+	} else if (r->prompt_opt != NULL || r->idle_s != 0) {
 		log_warnx("--prompt and --idle need --agent");
-		ret = 2;
-		goto out;
+		return 2;
 	}
-	if (r.command == NULL || r.command[0] == NULL) {
+	if (r->command == NULL || r->command[0] == NULL) {
 		log_warnx("no command");
-		ret = 2;
-		goto out;
+		return 2;
 	}
-	state_dir = r.state_dir_opt ? r.state_dir_opt : r.conf->state_dir;
-	sock = r.socket_opt ? r.socket_opt : r.conf->control_socket;
-	r.gw_path = sock;
+	return 0;
+}
 
-	if (run_find_kernel(&r, &cause) != 0 || run_find_init(&r, &cause) != 0) {
+/*
+ * ksb.conf, then the settings (run_settings); --print-config prints them.
+ * 0, or the exit status.
+ */
+static int
+run_load_config(struct run *r, int argc, char **argv, int first)
+{
+	char *cause = NULL;
+
+	if (r->conf_path == NULL)
+		r->conf_path = conf_default_path();
+	if (conf_load(r->conf_path, !r->conf_explicit, &r->conf, &cause) != 0) {
 		log_warnx("%s", cause);
-		goto out;
+		free(cause);
+		return 125;
+	}
+	if (run_settings(r, argc, argv, first, r->flags, r->nflags) != 0)
+		return 2;
+	if (r->print_config) {
+		config_print(r->cfg, stdout, r->json);
+		return 0;
+	}
+	if (run_check_command(r, argc, first) != 0)
+		return 2;
+	r->state_dir = r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir;
+	r->gw_path = r->socket_opt ? r->socket_opt : r->conf->control_socket;
+	return 0;
+}
+
+/*
+ * Everything that needs no lease: kernel, init, the host's CA certificates,
+ * KVM or TCG, the initramfs (a slow or failed build should not hold a
+ * lease).  0, or the exit status.
+ */
+static int
+run_preflight(struct run *r)
+{
+	char *cause = NULL, *cache = NULL;
+	struct stat st;
+	int kvm, ret = 125;
+
+	if (run_find_kernel(r, &cause) != 0 || run_find_init(r, &cause) != 0) {
+		log_warnx("%s", cause);
+		goto cleanup;
 	}
 	/* The host's CA certificates (public) so TLS through the proxy works. */
 	if (stat("/etc/ssl/certs", &st) == 0 && S_ISDIR(st.st_mode)) {
-		r.shares[r.nshares].host_path = xstrdup("/etc/ssl/certs");
-		r.shares[r.nshares].guest_path = xstrdup("/etc/ssl/certs");
-		r.nshares++;
+		r->shares[r->nshares].host_path = xstrdup("/etc/ssl/certs");
+		r->shares[r->nshares].guest_path = xstrdup("/etc/ssl/certs");
+		r->nshares++;
 	}
-
-	env = r.accel_opt;
-	kvm = strcmp(env, "tcg") != 0 && qemu_kvm_usable(&why);
-	if (strcmp(env, "kvm") == 0 && !kvm) {
-		log_warnx("accel kvm (%s): %s", config_origin(r.cfg, "accel"), why);
-		goto out;
+	kvm = strcmp(r->accel_opt, "tcg") != 0 && qemu_kvm_usable(&r->accel_why);
+	if (strcmp(r->accel_opt, "kvm") == 0 && !kvm) {
+		log_warnx("accel kvm (%s): %s", config_origin(r->cfg, "accel"),
+		    r->accel_why);
+		goto cleanup;
 	}
-	accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
-
-	/* Before REGISTER: a slow or failed build should not hold a lease. */
-	xasprintf(&cache, "%s/cache", state_dir);
-	run_find_clone(&r);
-	if (initramfs_cached(cache, r.init_path, r.clone_path, r.modules_dir,
-	    &r.initrd, &cause) != 0) {
+	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
+	xasprintf(&cache, "%s/cache", r->state_dir);
+	run_find_clone(r);
+	if (initramfs_cached(cache, r->init_path, r->clone_path, r->modules_dir,
+	    &r->initrd, &cause) != 0) {
 		log_warnx("initramfs: %s", cause);
-		goto out;
+		goto cleanup;
 	}
+	ret = 0;
+cleanup:
 	free(cache);
-	cache = NULL;
-	if (r.detach)
-		run_detach(&r);
-	/*
-	 * From here on a signal must not kill us with the default action
-	 * half-way through the set-up (instance directory, lease): it waits
-	 * in the signalfd until run_supervise reads it, or run_cleanup runs.
-	 */
+	free(cause);
+	return ret;
+}
+
+/*
+ * From here on a signal must not kill us with the default action half-way
+ * through the set-up (instance directory, lease): it waits in the
+ * signalfd until run_supervise reads it, or run_teardown runs.
+ */
+static int
+run_block_signals(struct run *r)
+{
+	sigset_t mask;
+
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
 	sigaddset(&mask, SIGINT);
@@ -1552,206 +1822,315 @@ main(int argc, char **argv)
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
-	    (r.sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
+	    (r->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
 		log_warn("signalfd");
-		goto out;
+		return 125;
 	}
-	if (run_instance_dir(&r, state_dir, &cause) != 0) {
-		log_warnx("%s", cause);
-		goto out;
-	}
-	strcpy(r.st.id, r.id);
-	r.st.named = r.named;
-	strcpy(r.st.phase, "starting");
-	snprintf(r.st.profile, sizeof(r.st.profile), "%s", r.profile);
-	r.st.pid = (long)getpid();
-	r.st.cpus = r.cpus;
-	r.st.memory_mib = r.memory_mib;
-	r.st.detached = r.detach;
-	r.st.started_ms = util_now_ms();
-	snprintf(r.st.accel, sizeof(r.st.accel), "%s", kvm ? "kvm" : "tcg");
-	if (r.disk_mib != 0 && run_disk(&r, &cause) != 0) {
-		log_warnx("%s", cause);
-		goto out;
-	}
-	r.st.disk_mib = r.disk_mib;
-	if (r.agent_cmd != NULL && run_agent_setup(&r, argc, argv, &cause) != 0) {
-		log_warnx("%s", cause);
-		goto out;
-	}
-	run_state_save(&r);
+	return 0;
+}
+
+/* The state file's first contents, for the instance just locked. */
+static void
+run_state_start(struct run *r)
+{
+	strcpy(r->st.id, r->id);
+	r->st.named = r->named;
+	strcpy(r->st.phase, "starting");
+	snprintf(r->st.profile, sizeof(r->st.profile), "%s", r->profile);
+	r->st.pid = (long)getpid();
+	r->st.cpus = r->cpus;
+	r->st.memory_mib = r->memory_mib;
+	r->st.detached = r->detach;
+	r->st.started_ms = util_now_ms();
+	snprintf(r->st.accel, sizeof(r->st.accel), "%s",
+	    r->accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
+}
+
+/*
+ * The instance: its directory (locked), state file, disk, agent, the git
+ * handoff, the secrets' memfd, console.sock.  0, or the exit status.
+ */
+static int
+run_prepare_instance(struct run *r, int argc, char **argv)
+{
+	char *cause = NULL;
+	int ret = 125;
+
+	if (run_instance_dir(r, r->state_dir, &cause) != 0)
+		goto fail;
+	run_state_start(r);
+	if (r->disk_mib != 0 && run_disk(r, &cause) != 0)
+		goto fail;
+	r->st.disk_mib = r->disk_mib;
+	if (r->agent_cmd != NULL && run_agent_setup(r, argc, argv, &cause) != 0)
+		goto fail;
+	run_state_save(r);
 	/* Git handoff: mirror (or its base on resume), contexts, their shares. */
-	if (workspace_setup(r.cfg, r.instance_dir, r.id, r.shares, &r.nshares,
-	    QEMU_SHARES_MAX, &cause) != 0) {
-		log_warnx("instance %s: %s", r.id, cause);
-		goto out;
+	if (workspace_setup(r->cfg, r->instance_dir, r->id, r->shares,
+	    &r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
+		log_warnx("instance %s: %s", r->id, cause);
+		goto cleanup;
 	}
-	workspace_disk_warn(r.conf, state_dir, r.instance_dir);	/* mirror cap */
-	if (r.secrets != NULL) {
-		if ((r.secrets_fd = secrets_memfd(r.secrets, &cause)) == -1) {
-			log_warnx("%s", cause);
-			goto out;
-		}
-		secrets_free(r.secrets);	/* the sealed memfd holds them now */
-		r.secrets = NULL;
+	workspace_disk_warn(r->conf, r->state_dir, r->instance_dir);
+	if (r->secrets != NULL) {
+		if ((r->secrets_fd = secrets_memfd(r->secrets, &cause)) == -1)
+			goto fail;
+		secrets_free(r->secrets);	/* the sealed memfd holds them now */
+		r->secrets = NULL;
 	}
-	if (r.detach && run_console_listen(&r, &cause) != 0) {
-		log_warnx("%s", cause);
-		goto out;
-	}
-	xasprintf(&r.qmp_path, "%s/qmp.sock", r.instance_dir);
-	unlink(r.qmp_path);
+	if (r->detach && run_console_listen(r, &cause) != 0)
+		goto fail;
+	xasprintf(&r->qmp_path, "%s/qmp.sock", r->instance_dir);
+	unlink(r->qmp_path);
+	ret = 0;
+	goto cleanup;
+fail:
+	log_warnx("%s", cause);
+cleanup:
+	free(cause);
+	return ret;
+}
 
-	if ((r.gw_fd = ctl_connect(sock, &cause)) == -1 ||
-	    ctl_register(r.gw_fd, r.id, r.profile, &r.lease, &r.tap_fd, &cause) != 0) {
-		log_warnx("instance %s: %s", r.id, cause);
-		goto out;
-	}
-	r.registered = 1;
+/* REGISTER with ksb-gatewayd: the lease and the tap.  0, or 125. */
+static int
+run_lease(struct run *r)
+{
+	char *cause = NULL;
 
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cp) == -1) {
+	if ((r->gw_fd = ctl_connect(r->gw_path, &cause)) == -1 ||
+	    ctl_register(r->gw_fd, r->id, r->profile, &r->lease, &r->tap_fd,
+	    &cause) != 0) {
+		log_warnx("instance %s: %s", r->id, cause);
+		free(cause);
+		return 125;
+	}
+	r->registered = 1;
+	return 0;
+}
+
+/* The control and console socketpairs, and QEMU's argv for them. */
+static int
+run_qemu_argv(struct run *r, char ***qargv)
+{
+	struct qemu_config qc;
+	int sp[2], cp[2];
+	char *cause = NULL;
+	size_t i;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
 		log_warn("socketpair");
-		goto out;
+		return -1;
 	}
-	r.ctl_fd = sp[0];
-	r.con_fd = cp[0];
+	r->ctl_fd = sp[0];
+	r->child_ctl = sp[1];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, cp) == -1) {
+		log_warn("socketpair");
+		return -1;
+	}
+	r->con_fd = cp[0];
+	r->child_con = cp[1];
 
 	memset(&qc, 0, sizeof(qc));
 	qc.binary = getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
 	qc.machine = getenv("KSB_MACHINE") ? getenv("KSB_MACHINE") : "q35";
-	qc.accel = accel;
-	qc.memory_mib = r.memory_mib;
-	qc.cpus = r.cpus;
-	qc.kernel = r.kernel;
-	qc.initrd = r.initrd;
-	qc.id = r.id;
-	qc.addr = r.lease.addr;
-	qc.prefix = r.lease.prefix;
-	qc.gw = r.lease.gw;
-	qc.port = r.lease.port;
-	qc.mac = r.lease.mac_str;
+	qc.accel = r->accel;
+	qc.memory_mib = r->memory_mib;
+	qc.cpus = r->cpus;
+	qc.kernel = r->kernel;
+	qc.initrd = r->initrd;
+	qc.id = r->id;
+	qc.addr = r->lease.addr;
+	qc.prefix = r->lease.prefix;
+	qc.gw = r->lease.gw;
+	qc.port = r->lease.port;
+	qc.mac = r->lease.mac_str;
 	qc.tap_fd = QEMU_TAP_FD;
 	qc.ctl_fd = QEMU_CTL_FD;
 	qc.con_fd = QEMU_CON_FD;
-	qc.secrets_fd = r.secrets_fd != -1 ? QEMU_SECRETS_FD : -1;
-	qc.disk = r.disk_path;
-	qc.qmp_path = r.qmp_path;
+	qc.secrets_fd = r->secrets_fd != -1 ? QEMU_SECRETS_FD : -1;
+	qc.disk = r->disk_path;
+	qc.qmp_path = r->qmp_path;
 	qc.share_usr = 1;
-	qc.shares = r.shares;
-	qc.nshares = r.nshares;
-	if (qemu_argv(&qc, &qargv, &cause) != 0) {
+	qc.shares = r->shares;
+	qc.nshares = r->nshares;
+	if (qemu_argv(&qc, qargv, &cause) != 0) {
 		log_warnx("%s", cause);
-		goto out;
+		free(cause);
+		return -1;
 	}
 	if (log_verbose())
-		for (i = 0; qargv[i] != NULL; i++)
-			log_debug("qemu argv[%zu] = %s", i, qargv[i]);
+		for (i = 0; (*qargv)[i] != NULL; i++)
+			log_debug("qemu argv[%zu] = %s", i, (*qargv)[i]);
+	return 0;
+}
+
+/* The command header for the guest (guestctl_encode), AGENT first. */
+static int
+run_command_header(struct run *r)
+{
+	struct winsize ws;
+	const char *err;
+	char *h = NULL;
+	int hl;
 
 	memset(&ws, 0, sizeof(ws));
-	if (!r.detach && isatty(STDOUT_FILENO))
+	if (!r->detach && isatty(STDOUT_FILENO))
 		(void)ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
-	if (guestctl_encode(r.command, getenv("TERM"), ws.ws_row, ws.ws_col,
-	    r.detach ? 0 : !isatty(STDOUT_FILENO), &header, &header_len, &err) != 0) {
+	if (guestctl_encode(r->command, getenv("TERM"), ws.ws_row, ws.ws_col,
+	    r->detach ? 0 : !isatty(STDOUT_FILENO), &r->header, &r->header_len,
+	    &err) != 0) {
 		log_warnx("command: %s", err);
-		goto out;
+		return -1;
 	}
-	if (r.agent != NULL) {
-		char *h = NULL;
-		int hl = asprintf(&h, "AGENT %lu\n", r.idle_s);
+	if (r->agent == NULL)
+		return 0;
+	if ((hl = asprintf(&h, "AGENT %lu\n", r->idle_s)) < 0)
+		fatal("asprintf");
+	h = xrealloc(h, (size_t)hl + r->header_len);
+	memcpy(h + hl, r->header, r->header_len);
+	free(r->header);
+	r->header = h;
+	r->header_len += (size_t)hl;
+	return 0;
+}
 
-		if (hl < 0)
-			fatal("asprintf");
-		h = xrealloc(h, (size_t)hl + header_len);
-		memcpy(h + hl, header, header_len);
-		free(header);
-		header = h;
-		header_len += (size_t)hl;
-	}
+/* The lease in the state file and the log; --detach prints the ID. */
+static void
+run_announce(struct run *r)
+{
+	char ip[16];
 
-	inet_ntop(AF_INET, &r.lease.addr, ip, sizeof(ip));
-	snprintf(r.st.ip, sizeof(r.st.ip), "%s/%d", ip, r.lease.prefix);
-	snprintf(r.st.mac, sizeof(r.st.mac), "%s", r.lease.mac_str);
-	snprintf(r.st.tap, sizeof(r.st.tap), "%s", r.lease.tap);
-	if (accel == QEMU_ACCEL_KVM)
-		log_info("instance %s: %s/%d on %s, accel kvm", r.id, ip,
-		    r.lease.prefix, r.lease.tap);
+	inet_ntop(AF_INET, &r->lease.addr, ip, sizeof(ip));
+	snprintf(r->st.ip, sizeof(r->st.ip), "%s/%d", ip, r->lease.prefix);
+	snprintf(r->st.mac, sizeof(r->st.mac), "%s", r->lease.mac_str);
+	snprintf(r->st.tap, sizeof(r->st.tap), "%s", r->lease.tap);
+	if (r->accel == QEMU_ACCEL_KVM)
+		log_info("instance %s: %s/%d on %s, accel kvm", r->id, ip,
+		    r->lease.prefix, r->lease.tap);
 	else
-		log_warnx("instance %s: %s/%d on %s, accel tcg (%s)", r.id, ip,
-		    r.lease.prefix, r.lease.tap,
-		    why != NULL ? why : "forced");
-	if (r.detach) {
+		log_warnx("instance %s: %s/%d on %s, accel tcg (%s)", r->id, ip,
+		    r->lease.prefix, r->lease.tap,
+		    r->accel_why != NULL ? r->accel_why : "forced");
+	if (r->detach) {
 		/* The parent exits on "ok"; this line is what it leaves behind. */
-		printf("%s\n", r.id);
+		printf("%s\n", r->id);
 		fflush(stdout);
 	}
+}
+
+/*
+ * The terminal: raw for the console (foreground), or released (--detach:
+ * errors from now on go to <instance>/ksb-run.log only).
+ */
+static void
+run_terminal(struct run *r)
+{
+	struct termios raw;
+	char *log_path = NULL;
+	int fd;
 
 	signal(SIGPIPE, SIG_IGN);
-	if (!r.detach && isatty(STDIN_FILENO) &&
-	    tcgetattr(STDIN_FILENO, &r.saved_tty) == 0) {
-		r.tty_saved = 1;
-		raw = r.saved_tty;
+	if (!r->detach && isatty(STDIN_FILENO) &&
+	    tcgetattr(STDIN_FILENO, &r->saved_tty) == 0) {
+		r->tty_saved = 1;
+		raw = r->saved_tty;
 		cfmakeraw(&raw);
 		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
 		fprintf(stderr, "ksb-run: console escape: Ctrl-] . stops the "
 		    "instance\r\n");
 	}
-	if (r.detach) {
-		/* Errors from now on go to the log only; the terminal is released. */
-		if ((null = open("/dev/null", O_RDWR | O_CLOEXEC)) != -1) {
-			dup2(null, STDIN_FILENO);
-			dup2(null, STDOUT_FILENO);
-			close(null);
-		}
-		xasprintf(&cache, "%s/ksb-run.log", r.instance_dir);
-		if ((null = open(cache, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-		    O_NOFOLLOW, 0600)) != -1) {
-			dup2(null, STDERR_FILENO);
-			close(null);
-		}
+	if (!r->detach)
+		return;
+	if ((fd = open("/dev/null", O_RDWR | O_CLOEXEC)) != -1) {
+		dup2(fd, STDIN_FILENO);
+		dup2(fd, STDOUT_FILENO);
+		close(fd);
 	}
+	xasprintf(&log_path, "%s/ksb-run.log", r->instance_dir);
+	if ((fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) != -1) {
+		dup2(fd, STDERR_FILENO);
+		close(fd);
+	}
+	free(log_path);
+}
 
-	ret = run_supervise(&r, qargv, sp[1], cp[1], header, header_len);
-	sp[1] = cp[1] = -1;
-out:
-	run_cleanup(&r, ret);
-	agent_free(r.agent);
-	if (r.ready_fd != -1)
-		close(r.ready_fd);
-	if (sp[0] != -1)
-		close(sp[0]);
-	if (sp[1] != -1)
-		close(sp[1]);
-	if (cp[0] != -1)
-		close(cp[0]);
-	if (cp[1] != -1)
-		close(cp[1]);
-	if (r.tap_fd != -1)
-		close(r.tap_fd);
-	if (r.secrets_fd != -1)
-		close(r.secrets_fd);
-	secrets_free(r.secrets);
+/* QEMU's argv, the command header, the announcement, the terminal. */
+static int
+run_boot(struct run *r, char ***qargv)
+{
+	if (run_qemu_argv(r, qargv) != 0 || run_command_header(r) != 0)
+		return 125;
+	run_announce(r);
+	run_terminal(r);
+	return 0;
+}
+
+/* run_cleanup (the lease, the instance), then everything else is freed. */
+static void
+run_teardown(struct run *r, char **qargv, int status)
+{
+	size_t i;
+	int *fds[] = { &r->ready_fd, &r->ctl_fd, &r->child_ctl, &r->con_fd,
+	    &r->child_con, &r->tap_fd, &r->secrets_fd };
+
+	run_cleanup(r, status);
+	agent_free(r->agent);
+	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (*fds[i] != -1)
+			close(*fds[i]);
+	secrets_free(r->secrets);
 	qemu_argv_free(qargv);
-	util_strv_free(r.command);
-	config_free(r.cfg);
-	free(flags);
-	free(header);
-	free(cache);
-	free(cause);
-	for (i = 0; i < r.nshares; i++) {
-		free((char *)r.shares[i].host_path);
-		free((char *)r.shares[i].guest_path);
+	util_strv_free(r->command);
+	config_free(r->cfg);
+	free(r->flags);
+	free(r->header);
+	for (i = 0; i < r->nshares; i++) {
+		free((char *)r->shares[i].host_path);
+		free((char *)r->shares[i].guest_path);
 	}
-	free(r.kernel);
-	free(r.modules_dir);
-	free(r.init_path);
-	free(r.clone_path);
-	free(r.initrd);
-	free(r.instance_dir);
-	free(r.disk_path);
-	free(r.qmp_path);
-	free(r.console_path);
-	free(r.id);
-	conf_free(r.conf);
+	free(r->kernel);
+	free(r->modules_dir);
+	free(r->init_path);
+	free(r->clone_path);
+	free(r->initrd);
+	free(r->instance_dir);
+	free(r->disk_path);
+	free(r->qmp_path);
+	free(r->console_path);
+	free(r->id);
+	conf_free(r->conf);
+}
+
+/*
+ * Parse options, load the configuration, preflight, [--detach], the
+ * instance, the lease, boot, supervise, teardown (as relayd's main).
+ */
+int
+main(int argc, char **argv)
+{
+	struct run r;
+	char **qargv = NULL;
+	int first, ret;
+
+	run_init(&r);
+	log_init("ksb-run", 0);
+	if ((first = run_options(&r, argc, argv)) < 0)
+		return 2;
+	if ((ret = run_load_config(&r, argc, argv, first)) != 0 ||
+	    r.print_config)
+		goto out;
+	if ((ret = run_preflight(&r)) != 0)
+		goto out;
+	if (r.detach)
+		run_detach(&r);
+	if ((ret = run_block_signals(&r)) != 0 ||
+	    (ret = run_prepare_instance(&r, argc, argv)) != 0 ||
+	    (ret = run_lease(&r)) != 0 ||
+	    (ret = run_boot(&r, &qargv)) != 0)
+		goto out;
+	ret = run_supervise(&r, qargv);
+out:
+	run_teardown(&r, qargv, ret);
 	return ret;
 }

@@ -50,6 +50,35 @@ int initramfs_cached(const char *cache_dir, const char *init_path,
     const char *clone_path, const char *modules_dir, char **path,
     char **cause);
 
+/* ---- kernel.c --------------------------------------------------------------
+ * The guest kernel and its modules, as ksb-run boots them and ksbctl status
+ * reports them.
+ */
+
+/*
+ * kernel_find: opt (--kernel, or kernel in ksb.conf) if not NULL, else
+ * /boot/vmlinuz-$(uname -r) if it is a file, else the one kernel
+ * contrib/fetch-kernel.sh left in /var/cache/ksb/kernel/boot (none if
+ * there are several).  malloc'd path, unchecked when given; NULL: none.
+ */
+char *kernel_find(const char *opt);
+/* kernel_check: 0 if kernel (NULL: none found) is a regular file, else -1
+ * and *cause saying what to do. */
+int kernel_check(const char *kernel, char **cause);
+/*
+ * kernel_modules_dir: opt if not NULL, else from the kernel's name
+ * (vmlinu[xz]-VERSION): <kernel's dir>/../lib/modules/VERSION if readable
+ * (resolved), else /lib/modules/VERSION.  malloc'd path of a readable
+ * directory, or NULL and *cause.
+ */
+char *kernel_modules_dir(const char *kernel, const char *opt, char **cause);
+/*
+ * kernel_uncompressed: the vmlinux-VERSION beside a vmlinuz-VERSION (written
+ * by contrib/fetch-kernel.sh; it boots through its PVH entry, ~2 s instead of
+ * ~7 s under TCG), malloc'd; NULL if there is none.
+ */
+char *kernel_uncompressed(const char *kernel);
+
 /* ---- qemu.c ----------------------------------------------------------------
  * The QEMU command line, built from a struct by a pure function.
  */
@@ -57,7 +86,7 @@ enum qemu_accel { QEMU_ACCEL_KVM, QEMU_ACCEL_TCG };
 
 struct qemu_share {
 	const char *host_path;	/* absolute */
-	const char *guest_path;	/* absolute, [A-Za-z0-9._/+@-], no "..", no "//" */
+	const char *guest_path;	/* guestctl_guest_path_problem() NULL */
 	int writable;		/* 0: readonly=on (the default), 1: read-write */
 };
 
@@ -97,14 +126,6 @@ struct qemu_config {
  * 0, or -1 and *cause naming the bad value.
  */
 int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
-/*
- * qemu_guest_path_problem: NULL if p may be a share's mount point in the
- * guest (absolute, 2 to 255 bytes, [A-Za-z0-9._/+@-], no "." or ".."
- * component, no "//", no trailing "/", not one of the guest's own mount
- * points: /usr, /proc, /sys, /dev and below, /etc, /home/agent, /tmp,
- * /run, /run/ksb and below); else why not, a static string.
- */
-const char *qemu_guest_path_problem(const char *p);
 void qemu_argv_free(char **argv);
 
 /*
