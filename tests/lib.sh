@@ -30,8 +30,15 @@ ksb_need_root() {
 ksb_cleanup() {
 	local rc=$?
 	set +e
-	[ -n "${KSB_PIDS:-}" ] && kill $KSB_PIDS 2>/dev/null
-	[ -n "${KSB_PIDS:-}" ] && for p in $KSB_PIDS; do
+	# Only positive pids: a pid read from a state file can be 0 or empty
+	# (an instance that never started), and `kill 0' would signal this
+	# test's whole process group, make(1) included.
+	local p pids=
+	for p in ${KSB_PIDS:-}; do
+		case $p in '' | *[!0-9]* | 0 | 1) ;; *) pids="$pids $p" ;; esac
+	done
+	[ -n "$pids" ] && kill $pids 2>/dev/null
+	for p in $pids; do
 		ksb_wait_dead "$p" 10
 	done
 	ip netns del "$GW" 2>/dev/null
