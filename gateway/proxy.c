@@ -1,5 +1,6 @@
 /*
- * proxy.c: the HTTPS CONNECT proxy (DESIGN.md, "Gateway: connection path").
+ * proxy.c: the HTTPS CONNECT proxy (ARCHITECTURE.md, "Data flow of one
+ * connection" and "Promises").
  *
  * Per connection:  HEAD (read the CONNECT request, capped and timed) ->
  * policy decision (403 + audit row on deny) -> "200 Connection established"
