@@ -1330,7 +1330,8 @@ audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
 	if (row->upstream_port != 0)
 		audit_set_int(&r->v[10], row->upstream_port);
 	audit_set_text(&r->v[11], row->allow ? "allow" : "deny");
-	audit_set_text(&r->v[12], row->reason ? row->reason : "unknown");
+	audit_set_text(&r->v[12], row->reason ? row->reason :
+	    reason_name(REASON_UNKNOWN));
 	audit_set_text(&r->v[13], row->policy_digest);
 	r->cb = cb;
 	r->arg = arg;
@@ -1363,7 +1364,8 @@ audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
 	audit_set_int(&r->v[2], (int64_t)up);
 	audit_set_int(&r->v[3], (int64_t)down);
 	audit_set_int(&r->v[4], duration_ms);
-	audit_set_text(&r->v[5], reason ? reason : "closed");
+	audit_set_text(&r->v[5], reason ? reason :
+	    reason_name(REASON_CLOSED));
 	return audit_enqueue(a, r);
 }
 

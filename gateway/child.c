@@ -181,7 +181,7 @@ child_audit_cancel(struct child_wait *w)
 
 void
 child_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
-    const char *reason)
+    enum reason reason)
 {
 	struct msg_close m;
 
@@ -191,8 +191,8 @@ child_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
 	m.up = up;
 	m.down = down;
 	m.duration_ms = duration_ms;
-	m.forget = reason == NULL;
-	snprintf(m.reason, sizeof(m.reason), "%s", reason ? reason : "");
+	m.forget = reason == REASON_NONE;
+	snprintf(m.reason, sizeof(m.reason), "%s", reason_name(reason));
 	child_send(MSG_AUDIT_CLOSE, (uint32_t)id, &m, sizeof(m));
 }
 

@@ -264,13 +264,13 @@ pid_t privsep_child_pid(void);
 void child_main(struct gateway *, int sock) __attribute__((noreturn));
 struct child_wait;
 /* As audit_decision/audit_cancel/audit_close/audit_available, through
- * the parent.  Returns a local row id (> 0) or -1. reason NULL in
- * child_audit_close: drop the row without a close record. */
+ * the parent.  Returns a local row id (> 0) or -1. reason REASON_NONE
+ * in child_audit_close: drop the row without a close record. */
 int64_t child_audit_decision(const struct audit_row *, audit_done_cb cb,
     void *arg, struct child_wait **wait);
 void child_audit_cancel(struct child_wait *);
 void child_audit_close(int64_t id, uint64_t up, uint64_t down,
-    int64_t duration_ms, const char *reason);
+    int64_t duration_ms, enum reason reason);
 int child_audit_available(void);
 /* Handle every message the parent has sent so far. */
 void child_sync(void);
@@ -282,13 +282,13 @@ const struct sockaddr_storage *child_own_addrs(size_t *n);
  */
 int proxy_init(struct gateway *, char **cause);
 void proxy_shutdown(void);
-/* Close every tunnel of inst (reason "unregistered"). */
+/* Close every tunnel of inst (REASON_UNREGISTERED). */
 void proxy_instance_gone(struct instance *inst);
 /*
  * After a policy swap: close every connection past its CONNECT head that
  * the new policy no longer allows (name or address rule, and the
  * allow-address rule that let a screened upstream address through), with
- * reason "revoked".  Returns how many were closed.
+ * REASON_REVOKED.  Returns how many were closed.
  */
 int proxy_policy_changed(void);
 

@@ -2,7 +2,7 @@
  * test_util: util_proc_stat_parse against crafted /proc/<pid>/stat lines
  * (field k holds the number k, so an off-by-one shows as a wrong number)
  * and util_proc_alive against real processes: a live child, a zombie, a
- * reaped pid.
+ * reaped pid; the reason table (common/reason.c).
  */
 #include <signal.h>
 #include <stdint.h>
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/reason.h"
 #include "tests/unit/tap.h"
 
 /* "1 (COMM) STATE 4 5 ... 52\n": field k is k, from 4 on. */
@@ -27,8 +28,8 @@ line(char *buf, size_t len, const char *comm, char state)
 	snprintf(buf + off, len - off, "\n");
 }
 
-int
-main(void)
+static void
+test_proc(void)
 {
 	char buf[1024], state = 0;
 	unsigned long flags = 0;
@@ -56,8 +57,10 @@ main(void)
 
 	CHECK(util_proc_alive(getpid(), &start) == 0 && start > 0,
 	    "this process is alive, start time %llu", (unsigned long long)start);
-	if (pipe(p) == -1 || (pid = fork()) == -1)
-		return 1;
+	if (pipe(p) == -1 || (pid = fork()) == -1) {
+		CHECK(0, "pipe, fork");
+		return;
+	}
 	if (pid == 0) {
 		char c;
 		close(p[1]);
@@ -80,5 +83,88 @@ main(void)
 	CHECK(util_proc_alive(pid, &start2) == -1, "a reaped pid is not");
 	CHECK(util_proc_alive(0, &start2) == -1 && util_proc_alive(-1, &start2) == -1,
 	    "pids 0 and -1 are not");
+}
+
+/*
+ * The reason table: the names are the audit vocabulary of ksb-audit(5)
+ * and the X-Ksb-Deny header, byte for byte; each is unique.
+ */
+static void
+test_reason(void)
+{
+	static const struct { enum reason r; const char *name; } t[] = {
+		{ REASON_ALLOWED, "allowed" },
+		{ REASON_NOT_IN_ALLOWLIST, "not_in_allowlist" },
+		{ REASON_UNKNOWN_SOURCE, "unknown_source" },
+		{ REASON_BAD_REQUEST, "bad_request" },
+		{ REASON_METHOD_NOT_ALLOWED, "method_not_allowed" },
+		{ REASON_VERSION_NOT_SUPPORTED, "version_not_supported" },
+		{ REASON_HEADER_TOO_LARGE, "header_too_large" },
+		{ REASON_HEADER_TIMEOUT, "header_timeout" },
+		{ REASON_BAD_HOST, "bad_host" },
+		{ REASON_IP_LITERAL, "ip_literal" },
+		{ REASON_SNI_MISMATCH, "sni_mismatch" },
+		{ REASON_SNI_MISSING, "sni_missing" },
+		{ REASON_SNI_INVALID, "sni_invalid" },
+		{ REASON_NOT_TLS, "not_tls" },
+		{ REASON_BAD_HELLO, "bad_hello" },
+		{ REASON_HELLO_TOO_LARGE, "hello_too_large" },
+		{ REASON_HELLO_TIMEOUT, "hello_timeout" },
+		{ REASON_GUEST_CLOSED, "guest_closed" },
+		{ REASON_RESOLVE_FAILED, "resolve_failed" },
+		{ REASON_ADDRESS_SCREENED, "address_screened" },
+		{ REASON_CONNECT_FAILED, "connect_failed" },
+		{ REASON_CONNECT_REFUSED, "connect_refused" },
+		{ REASON_CONNECT_RESET, "connect_reset" },
+		{ REASON_CONNECT_UNREACHABLE, "connect_unreachable" },
+		{ REASON_CONNECT_TIMEOUT, "connect_timeout" },
+		{ REASON_REVOKED, "revoked" },
+		{ REASON_RATE_LIMITED, "rate_limited" },
+		{ REASON_INSTANCE_RATE_LIMITED, "instance_rate_limited" },
+		{ REASON_INSTANCE_CONNECTION_LIMIT, "instance_connection_limit" },
+		{ REASON_TOO_MANY_CONNECTIONS, "too_many_connections" },
+		{ REASON_AUDIT_UNAVAILABLE, "audit_unavailable" },
+		{ REASON_CLOSED, "closed" },
+		{ REASON_IDLE_TIMEOUT, "idle_timeout" },
+		{ REASON_GUEST_ERROR, "guest_error" },
+		{ REASON_GUEST_RESET, "guest_reset" },
+		{ REASON_UPSTREAM_ERROR, "upstream_error" },
+		{ REASON_UPSTREAM_RESET, "upstream_reset" },
+		{ REASON_WRITE_STALLED, "write_stalled" },
+		{ REASON_UNREGISTERED, "unregistered" },
+		{ REASON_GATEWAY_SHUTDOWN, "gateway_shutdown" },
+		{ REASON_PROXY_RESTARTED, "proxy_restarted" },
+		{ REASON_UNKNOWN, "unknown" },
+	};
+	size_t i, bad = 0;
+	int r, unique = 1;
+
+	for (i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		if (strcmp(reason_name(t[i].r), t[i].name) != 0 ||
+		    reason_lookup(t[i].name) != t[i].r)
+			bad++;
+	CHECK(bad == 0 && sizeof(t) / sizeof(t[0]) == REASON_COUNT_ - 1,
+	    "every reason has its wire name, and back (%zu of %d)",
+	    sizeof(t) / sizeof(t[0]) - bad, REASON_COUNT_ - 1);
+	for (r = 1; r < REASON_COUNT_; r++)
+		if (reason_name((enum reason)r)[0] == '\0' ||
+		    reason_lookup(reason_name((enum reason)r)) != (enum reason)r)
+			unique = 0;
+	CHECK(unique, "names are non-empty and unique");
+	CHECK(strcmp(reason_name(REASON_NONE), "") == 0 &&
+	    strcmp(reason_name(REASON_COUNT_), "") == 0 &&
+	    strcmp(reason_name((enum reason)-1), "") == 0,
+	    "REASON_NONE and out-of-range values name \"\"");
+	CHECK(reason_lookup(NULL) == REASON_NONE && reason_lookup("") ==
+	    REASON_NONE && reason_lookup("Closed") == REASON_NONE &&
+	    reason_lookup("closed ") == REASON_NONE,
+	    "lookup is exact: NULL, \"\", other case, trailing space");
+}
+
+int
+main(void)
+{
+	test_proc();
+	test_reason();
 	return tap_done();
 }
