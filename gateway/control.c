@@ -306,14 +306,14 @@ static void
 control_reload(struct client *cl)
 {
 	struct gateway *gw = control_gw;
-	struct gateway_reload_info info;
+	struct reload_info info;
 	struct evbuffer *b = evbuffer_new();
 	char *errors = NULL, *line, *save = NULL;
 	int n = 0;
 
 	if (b == NULL)
 		fatalx("evbuffer_new");
-	if (gateway_reload(gw, &info, &errors) == 0) {
+	if (reload_run(gw, &info, &errors) == 0) {
 		evbuffer_add_printf(b, "OK digest=%s revoked=%d lost=%d "
 		    "ms=%lld\n", policy_digest(gw->policy), info.revoked,
 		    info.lost, (long long)info.ms);

@@ -38,8 +38,14 @@ struct gateway {
 					   sandbox forbids and logs the result */
 };
 
+/* ---- reload.c --------------------------------------------------------------
+ * Reloading ksb.conf and the policy (SIGHUP, RELOAD), and the start-up
+ * policy load it shares.
+ */
+struct policy_bytes;
+
 /* What a successful reload did, for the admin (ksbctl reload). */
-struct gateway_reload_info {
+struct reload_info {
 	int revoked;			/* tunnels closed as "revoked" */
 	int lost;			/* instances whose profile disappeared */
 	int64_t ms;			/* parse + swap, milliseconds */
@@ -49,7 +55,7 @@ struct gateway_reload_info {
 };
 
 /*
- * gateway_reload: re-read ksb.conf and every policy file into new objects.
+ * reload_run: re-read ksb.conf and every policy file into new objects.
  * On any error nothing changes: -1, *errors gets every error (one
  * "file:line:col: message" per line), each is logged and the attempt is
  * recorded in the audit database.  On success: the new policy is swapped
@@ -57,8 +63,21 @@ struct gateway_reload_info {
  * live settings applied; 0 and *info (may be NULL; caller frees
  * info->notes).  Runs on the event loop; called for SIGHUP and RELOAD.
  */
-int gateway_reload(struct gateway *, struct gateway_reload_info *info,
-    char **errors);
+int reload_run(struct gateway *, struct reload_info *info, char **errors);
+/*
+ * reload_load_policy: parse conf's policy files into *out, then parse
+ * the very bytes the proxy process will be sent (*pb, may be NULL, as
+ * at start-up), so that both hold the same policy and digest.  0, or -1
+ * with *errors set (caller frees).
+ */
+int reload_load_policy(const struct ksb_conf *conf, struct policy **out,
+    struct policy_bytes *pb, char **errors);
+/*
+ * reload_files: the policy's file names joined with spaces (malloc'd),
+ * for policy_versions.files: p's files in load order, included ones too;
+ * with p NULL, the files conf names.
+ */
+char *reload_files(const struct ksb_conf *conf, const struct policy *p);
 
 /* ---- audit.c ---------------------------------------------------------------
  * The SQLite audit database (schema/audit.sql, ksb-audit(5)).  One writer
