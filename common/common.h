@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #define KSB_ID_MAX 32	/* instance ID: [a-z0-9][a-z0-9-]{0,31} */
+#define KSB_PROFILE_MAX 64	/* profile name: [a-z0-9][a-z0-9_-]{0,63} */
 
 /* ---- log.c ---------------------------------------------------------------
  * Messages go to stderr prefixed with the program name (set by log_init).
@@ -52,6 +53,13 @@ int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 
 
 /* 1 if id matches [a-z0-9][a-z0-9-]{0,31}, else 0. */
 int util_valid_id(const char *id);
+/*
+ * util_valid_profile: 1 if s[0..len) is a profile name, else 0:
+ * [a-z0-9][a-z0-9_-]{0,63} (KSB_PROFILE_MAX), the names a policy can
+ * define (ksb-policy(5)); the gateway, ksb-run and the control client
+ * accept the same.
+ */
+int util_valid_profile(const char *s, size_t len);
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME) / monotonic clock. */
 int64_t util_now_ms(void);
 int64_t util_mono_ms(void);

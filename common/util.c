@@ -115,6 +115,25 @@ util_valid_id(const char *id)
 	return 1;
 }
 
+int
+util_valid_profile(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > KSB_PROFILE_MAX)
+		return 0;
+	for (i = 0; i < len; i++) {
+		int c = (unsigned char)s[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+			continue;
+		if (i > 0 && (c == '_' || c == '-'))
+			continue;
+		return 0;
+	}
+	return 1;
+}
+
 int64_t
 util_now_ms(void)
 {

@@ -423,26 +423,6 @@ policy_next_tok(const char *line, size_t len, size_t *pos, struct policy_tok *t)
 	return 1;
 }
 
-/* 1 if s[0..len) is a valid profile name. */
-static int
-policy_valid_name(const char *s, size_t len)
-{
-	size_t i;
-
-	if (len == 0 || len > POLICY_NAME_MAX)
-		return 0;
-	for (i = 0; i < len; i++) {
-		int c = (unsigned char)s[i];
-
-		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-			continue;
-		if (i > 0 && (c == '_' || c == '-'))
-			continue;
-		return 0;
-	}
-	return 1;
-}
-
 static struct policy_profile *
 policy_find(const struct policy *pol, const char *name, size_t len)
 {
@@ -961,7 +941,7 @@ policy_extends(struct policy_parse *p, const char *line, size_t len,
 				bad++;
 			}
 			want = i < t.len;	/* a ',' follows */
-			if (!policy_valid_name(t.s + s0, i - s0)) {
+			if (!util_valid_profile(t.s + s0, i - s0)) {
 				policy_error(p, p->line, t.col + (int)s0,
 				    "invalid profile name `%s' in extends",
 				    policy_quote(q, sizeof(q), t.s + s0,
@@ -1022,7 +1002,7 @@ policy_header(struct policy_parse *p, const char *line, size_t len, size_t *pos,
 		brace = have && name.s[0] == '{';
 		goto block;
 	}
-	if (!policy_valid_name(name.s, name.len)) {
+	if (!util_valid_profile(name.s, name.len)) {
 		policy_error(p, p->line, name.col, "invalid profile name `%s': "
 		    "want [a-z0-9][a-z0-9_-]{0,63}",
 		    policy_quote(q, sizeof(q), name.s, name.len));

@@ -194,21 +194,6 @@ ctl_err(const char *line, const char *what, char **cause)
 	return cause_set(cause, "unexpected reply to %s: \"%s\"", what, esc);
 }
 
-static int
-ctl_valid_profile(const char *p)
-{
-	size_t i, len = strlen(p);
-
-	if (len == 0 || len > 64)
-		return 0;
-	for (i = 0; i < len; i++)
-		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
-		    (p[i] >= '0' && p[i] <= '9') || p[i] == '_' || p[i] == '-' ||
-		    p[i] == '.'))
-			return 0;
-	return 1;
-}
-
 int
 ctl_register(int fd, const char *id, const char *profile,
     struct ctl_lease *lease, int *tap_fd, char **cause)
@@ -223,7 +208,7 @@ ctl_register(int fd, const char *id, const char *profile,
 		cause_set(cause, "invalid instance ID `%s'", id);
 		goto cleanup;
 	}
-	if (!ctl_valid_profile(profile)) {
+	if (!util_valid_profile(profile, strlen(profile))) {
 		cause_set(cause, "invalid profile name `%s'", profile);
 		goto cleanup;
 	}
@@ -631,7 +616,9 @@ ctl_instance_kv(void *arg, const char *key, size_t klen, const char *v, size_t v
 		return 1;
 	}
 	if (KEYIS("profile"))
-		return ctl_parse_name(v, vlen, in->profile, 64, 0) == 0 ? 2 : -1;
+		return util_valid_profile(v, vlen) &&
+		    ctl_parse_name(v, vlen, in->profile, KSB_PROFILE_MAX, 0) ==
+		    0 ? 2 : -1;
 	if (KEYIS("ip"))
 		return ctl_parse_ip4(v, vlen, &in->addr, &in->prefix, 0) == 0 ? 4 : -1;
 	if (KEYIS("mac"))

@@ -131,14 +131,6 @@ config_parse_size(const char *s, uint64_t *mib)
 	return 0;
 }
 
-static int
-config_valid_profile(const char *s)
-{
-	return *s != '\0' && strlen(s) <= 64 &&
-	    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789_.-") == strlen(s);
-}
-
 /* Split like sh(1) words: '…' and "…" (with \" \\ inside), \x outside. */
 static char **
 config_words(const char *s, char **cause)
@@ -219,7 +211,7 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 			    "([a-z0-9][a-z0-9-]{0,31})", k->name, value);
 		break;
 	case T_PROFILE:
-		if (!config_valid_profile(value))
+		if (!util_valid_profile(value, strlen(value)))
 			return cause_set(cause, "%s: invalid profile name `%s'",
 			    k->name, value);
 		break;

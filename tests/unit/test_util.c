@@ -161,10 +161,45 @@ test_reason(void)
 	    "lookup is exact: NULL, \"\", other case, trailing space");
 }
 
+/*
+ * Profile names: the policy's rule [a-z0-9][a-z0-9_-]{0,63}, used by
+ * the policy parser, ksb-run's settings and the control client alike.
+ */
+static void
+test_profile(void)
+{
+	static const char *good[] = { "a", "default", "0", "dev-2", "a_b-c",
+	    "x-", "y_" };
+	static const char *bad[] = { "", "Dev", "a.b", "-a", "_a", "a b",
+	    "a/b", "a:b", "\xc3\xa9t\xc3\xa9" };
+	char name[80];
+	size_t i;
+	int ok = 1;
+
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		if (!util_valid_profile(good[i], strlen(good[i])))
+			ok = 0;
+	CHECK(ok, "profile names the policy can define are valid");
+	ok = 1;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		if (util_valid_profile(bad[i], strlen(bad[i])))
+			ok = 0;
+	CHECK(ok, "empty, upper case, '.', a leading '-' or '_', other bytes "
+	    "are not");
+	memset(name, 'p', sizeof(name));
+	CHECK(util_valid_profile(name, KSB_PROFILE_MAX) &&
+	    !util_valid_profile(name, KSB_PROFILE_MAX + 1),
+	    "%d bytes are valid, %d are not", KSB_PROFILE_MAX,
+	    KSB_PROFILE_MAX + 1);
+	CHECK(!util_valid_profile("ab\0c", 4) && util_valid_profile("ab\0c", 2),
+	    "only len bytes count; a NUL inside is refused");
+}
+
 int
 main(void)
 {
 	test_proc();
 	test_reason();
+	test_profile();
 	return tap_done();
 }
