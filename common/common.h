@@ -60,6 +60,19 @@ int util_valid_id(const char *id);
  * accept the same.
  */
 int util_valid_profile(const char *s, size_t len);
+/*
+ * util_parse_size: a size, "N" or "N" + K, M, G or T (either case; powers
+ * of 1024), N decimal without leading zeros ("0" alone is 0).  A bare N
+ * counts units of `unit' bytes; unit 0: the suffix is required.  *bytes
+ * gets the size in bytes; 0, or -1 (bad syntax, or over 2^60 bytes).
+ * Each caller applies its own bounds.
+ */
+int util_parse_size(const char *s, uint64_t unit, uint64_t *bytes);
+/*
+ * util_parse_duration: "0", or N + s, m, h or d (N decimal without
+ * leading zeros), at most 100 years.  *sec gets seconds; 0 or -1.
+ */
+int util_parse_duration(const char *s, int64_t *sec);
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME) / monotonic clock. */
 int64_t util_now_ms(void);
 int64_t util_mono_ms(void);

@@ -134,6 +134,81 @@ util_valid_profile(const char *s, size_t len)
 	return 1;
 }
 
+/* s[0..len): decimal digits, no leading zero, at most max.  0 or -1. */
+static int
+util_parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *n)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (len == 0 || (len > 1 && s[0] == '0'))
+		return -1;
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		if (v > (max - (uint64_t)(s[i] - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*n = v;
+	return 0;
+}
+
+#define UTIL_SIZE_MAX (1ULL << 60)
+
+int
+util_parse_size(const char *s, uint64_t unit, uint64_t *bytes)
+{
+	size_t len = strlen(s);
+	uint64_t n, mult = unit;
+	int shift = -1;
+
+	if (len > 0) {
+		switch (s[len - 1]) {
+		case 'K': case 'k': shift = 10; break;
+		case 'M': case 'm': shift = 20; break;
+		case 'G': case 'g': shift = 30; break;
+		case 'T': case 't': shift = 40; break;
+		}
+	}
+	if (shift != -1) {
+		mult = 1ULL << shift;
+		len--;
+	}
+	if (mult == 0 || util_parse_decimal(s, len, UTIL_SIZE_MAX, &n) == -1 ||
+	    n > UTIL_SIZE_MAX / mult)
+		return -1;
+	*bytes = n * mult;
+	return 0;
+}
+
+int
+util_parse_duration(const char *s, int64_t *sec)
+{
+	static const struct { char unit; int64_t mult; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	size_t i, len = strlen(s);
+	uint64_t n;
+
+	if (strcmp(s, "0") == 0) {
+		*sec = 0;
+		return 0;
+	}
+	if (len < 2)
+		return -1;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (s[len - 1] != units[i].unit)
+			continue;
+		if (util_parse_decimal(s, len - 1, (uint64_t)(100LL * 366 *
+		    86400 / units[i].mult), &n) == -1)
+			return -1;
+		*sec = (int64_t)n * units[i].mult;
+		return 0;
+	}
+	return -1;
+}
+
 int64_t
 util_now_ms(void)
 {

@@ -195,11 +195,62 @@ test_profile(void)
 	    "only len bytes count; a NUL inside is refused");
 }
 
+/* Sizes (ksb.conf, ksb-run --disk-size, ksbctl fetch) and durations. */
+static void
+test_size_duration(void)
+{
+	uint64_t b = 0;
+	int64_t sec = 0;
+
+	CHECK(util_parse_size("2G", 0, &b) == 0 && b == 2ULL << 30 &&
+	    util_parse_size("512k", 0, &b) == 0 && b == 512ULL << 10 &&
+	    util_parse_size("1T", 0, &b) == 0 && b == 1ULL << 40 &&
+	    util_parse_size("3m", 0, &b) == 0 && b == 3ULL << 20,
+	    "K, M, G, T in either case are powers of 1024");
+	CHECK(util_parse_size("1048576", 1, &b) == 0 && b == 1048576 &&
+	    util_parse_size("64", 1ULL << 20, &b) == 0 && b == 64ULL << 20 &&
+	    util_parse_size("0", 1, &b) == 0 && b == 0,
+	    "a bare number counts the caller's unit");
+	CHECK(util_parse_size("1048576", 0, &b) == -1,
+	    "unit 0: the suffix is required");
+	CHECK(util_parse_size("", 1, &b) == -1 &&
+	    util_parse_size("M", 1, &b) == -1 &&
+	    util_parse_size("01M", 1, &b) == -1 &&
+	    util_parse_size("-1M", 1, &b) == -1 &&
+	    util_parse_size(" 1M", 1, &b) == -1 &&
+	    util_parse_size("1MB", 1, &b) == -1 &&
+	    util_parse_size("1P", 1, &b) == -1 &&
+	    util_parse_size("1.5G", 1, &b) == -1,
+	    "empty, no digits, leading zero, sign, space, MB, P, fraction refused");
+	CHECK(util_parse_size("1048576T", 1, &b) == 0 && b == 1ULL << 60 &&
+	    util_parse_size("1048577T", 1, &b) == -1 &&
+	    util_parse_size("99999999999999999999999", 1, &b) == -1,
+	    "at most 2^60 bytes, no overflow");
+	CHECK(util_parse_duration("0", &sec) == 0 && sec == 0 &&
+	    util_parse_duration("90s", &sec) == 0 && sec == 90 &&
+	    util_parse_duration("30m", &sec) == 0 && sec == 1800 &&
+	    util_parse_duration("1h", &sec) == 0 && sec == 3600 &&
+	    util_parse_duration("7d", &sec) == 0 && sec == 7 * 86400 &&
+	    util_parse_duration("0s", &sec) == 0 && sec == 0,
+	    "durations: 0, N s, m, h, d");
+	CHECK(util_parse_duration("36600d", &sec) == 0 &&
+	    util_parse_duration("36601d", &sec) == -1 &&
+	    util_parse_duration("", &sec) == -1 &&
+	    util_parse_duration("5", &sec) == -1 &&
+	    util_parse_duration("05m", &sec) == -1 &&
+	    util_parse_duration("+5m", &sec) == -1 &&
+	    util_parse_duration(" 5m", &sec) == -1 &&
+	    util_parse_duration("5w", &sec) == -1 &&
+	    util_parse_duration("s", &sec) == -1,
+	    "100 years at most; no unit, leading zero, sign, space, w refused");
+}
+
 int
 main(void)
 {
 	test_proc();
 	test_reason();
 	test_profile();
+	test_size_duration();
 	return tap_done();
 }
