@@ -73,6 +73,14 @@ int util_parse_size(const char *s, uint64_t unit, uint64_t *bytes);
  * leading zeros), at most 100 years.  *sec gets seconds; 0 or -1.
  */
 int util_parse_duration(const char *s, int64_t *sec);
+/*
+ * util_drop_privileges: become uid:gid for good (real, effective and
+ * saved ids; no supplementary groups), then check it took: every id is
+ * the new one, no group is left and, for a uid other than 0, setuid(0)
+ * fails.  Capabilities, no_new_privs and seccomp are the caller's.  0, or
+ * -1 with errno (that of the failing call; EPERM if still privileged).
+ */
+int util_drop_privileges(uid_t uid, gid_t gid);
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME) / monotonic clock. */
 int64_t util_now_ms(void);
 int64_t util_mono_ms(void);

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -207,6 +208,26 @@ util_parse_duration(const char *s, int64_t *sec)
 		return 0;
 	}
 	return -1;
+}
+
+int
+util_drop_privileges(uid_t uid, gid_t gid)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	if (setgroups(0, NULL) == -1 || setresgid(gid, gid, gid) == -1 ||
+	    setresuid(uid, uid, uid) == -1)
+		return -1;
+	if (getresuid(&ru, &eu, &su) == -1 || getresgid(&rg, &eg, &sg) == -1)
+		return -1;
+	if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid ||
+	    sg != gid || getgroups(0, NULL) != 0 ||
+	    (uid != 0 && setuid(0) != -1)) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
 }
 
 int64_t

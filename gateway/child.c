@@ -527,8 +527,8 @@ child_drop(struct gateway *gw, pid_t parent)
 	char *cause = NULL;
 	struct __user_cap_header_struct ch = { _LINUX_CAPABILITY_VERSION_3, 0 };
 	struct __user_cap_data_struct cd[2];
-	uid_t uid, ru, eu, su;
-	gid_t gid, rg, eg, sg;
+	uid_t uid;
+	gid_t gid;
 	int cap;
 
 	child_user(gw->conf, &uid, &gid);
@@ -539,14 +539,9 @@ child_drop(struct gateway *gw, pid_t parent)
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1 &&
 	    errno != EINVAL)
 		fatal("proxy: PR_CAP_AMBIENT_CLEAR_ALL");
-	if (setgroups(0, NULL) == -1 || setresgid(gid, gid, gid) == -1 ||
-	    setresuid(uid, uid, uid) == -1)
+	if (util_drop_privileges(uid, gid) == -1)
 		fatal("proxy: cannot become uid %ld gid %ld", (long)uid,
 		    (long)gid);
-	if (getresuid(&ru, &eu, &su) == -1 || ru != uid || eu != uid ||
-	    su != uid || getresgid(&rg, &eg, &sg) == -1 || rg != gid ||
-	    eg != gid || sg != gid)
-		fatalx("proxy: still privileged after setresuid");
 	memset(cd, 0, sizeof(cd));
 	if (syscall(SYS_capset, &ch, cd) == -1)
 		fatal("proxy: capset");

@@ -531,88 +531,96 @@ fetch_child_seccomp(int pfd, int efd, char **cause)
  * writes why to efd and exits (fail closed).  Not root (the unit tests):
  * only the rlimits, no_new_privs and the seccomp allow-list apply.
  */
+static int
+fetch_child_rlimits(unsigned cpu_s)
+{
+	struct rlimit rl;
+
+	rl.rlim_cur = rl.rlim_max = 0;
+	if (setrlimit(RLIMIT_FSIZE, &rl) == -1 ||	/* writes no file */
+	    setrlimit(RLIMIT_CORE, &rl) == -1)
+		return -1;
+	rl.rlim_cur = rl.rlim_max = cpu_s;
+	if (setrlimit(RLIMIT_CPU, &rl) == -1)
+		return -1;
+	rl.rlim_cur = rl.rlim_max = CHILD_MEM_MAX;
+	return setrlimit(RLIMIT_AS, &rl);
+}
+
+/*
+ * Root only: namespaces where permitted, a read-only tmpfs root holding
+ * the two trees (/g the guest's snapshot, /h the host repository).
+ * Refused (EPERM: a container, a seccomp policy; EINVAL/ENOSYS: not built
+ * in): the child goes on with the uid drop alone, the documented
+ * fallback.  0, or -1 with errno and *step saying what failed.
+ */
+static int
+fetch_child_jail(struct fetch_jail *j, const char **step)
+{
+	int gtree, htree;
+
+	gtree = open_tree(j->snapfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
+	    OPEN_TREE_CLOEXEC);
+	htree = open_tree(j->hostfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
+	    OPEN_TREE_CLOEXEC);
+	if (gtree == -1 || htree == -1 || unshare(CLONE_NEWNS |
+	    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0) {
+		if (errno != EPERM && errno != EINVAL && errno != ENOSYS) {
+			*step = "unshare";
+			return -1;
+		}
+		if (gtree != -1)
+			close(gtree);
+		if (htree != -1)
+			close(htree);
+		return 0;
+	}
+	*step = "private mounts";
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1)
+		return -1;
+	*step = "tmpfs root";
+	if (mount("ksb-fetch", j->root, "tmpfs", MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC, "size=64k,nr_inodes=16,mode=0755") == -1 ||
+	    chdir(j->root) == -1)
+		return -1;
+	*step = "bind mounts";
+	if (fetch_child_bind(gtree, "g") == -1 ||
+	    fetch_child_bind(htree, "h") == -1)
+		return -1;
+	*step = "pivot_root";
+	if (syscall(SYS_pivot_root, ".", ".") == -1 ||
+	    umount2(".", MNT_DETACH) == -1 || chdir("/") == -1)
+		return -1;
+	*step = "read-only root";
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+	    MS_NODEV | MS_NOEXEC, NULL) == -1)
+		return -1;
+	close(j->snapfd);
+	close(j->hostfd);
+	strcpy(j->snap, "/g");
+	strcpy(j->host, "/h");
+	return 0;
+}
+
 static void
 fetch_child_confine(int pfd, int efd, struct fetch_jail *j, unsigned cpu_s)
 {
 	char *cause = NULL;
-	struct rlimit rl;
-	uid_t ru, eu, su;
-	gid_t rg, eg, sg;
 	const char *step = "rlimits";
-	int gtree = -1, htree = -1;
 	char what[128];
 
 	snprintf(j->snap, sizeof(j->snap), "/proc/self/fd/%d", j->snapfd);
 	snprintf(j->host, sizeof(j->host), "/proc/self/fd/%d", j->hostfd);
-	rl.rlim_cur = rl.rlim_max = 0;
-	if (setrlimit(RLIMIT_FSIZE, &rl) == -1 ||	/* writes no file */
-	    setrlimit(RLIMIT_CORE, &rl) == -1)
-		goto fail;
-	rl.rlim_cur = rl.rlim_max = cpu_s;
-	if (setrlimit(RLIMIT_CPU, &rl) == -1)
-		goto fail;
-	rl.rlim_cur = rl.rlim_max = CHILD_MEM_MAX;
-	if (setrlimit(RLIMIT_AS, &rl) == -1)
+	if (fetch_child_rlimits(cpu_s) == -1)
 		goto fail;
 	if (geteuid() == 0) {
 		setfsuid(0);	/* the parent may have been in owner mode */
 		setfsgid(0);
-		/*
-		 * Namespaces where permitted.  Refused (EPERM: a container, a
-		 * seccomp policy; EINVAL/ENOSYS: not built in): the child goes
-		 * on with the uid drop alone, the documented fallback.
-		 */
-		gtree = open_tree(j->snapfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
-		    OPEN_TREE_CLOEXEC);
-		htree = open_tree(j->hostfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
-		    OPEN_TREE_CLOEXEC);
-		if (gtree != -1 && htree != -1 && unshare(CLONE_NEWNS |
-		    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0) {
-			step = "private mounts";
-			if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1)
-				goto fail;
-			step = "tmpfs root";
-			if (mount("ksb-fetch", j->root, "tmpfs", MS_NOSUID | MS_NODEV |
-			    MS_NOEXEC, "size=64k,nr_inodes=16,mode=0755") == -1 ||
-			    chdir(j->root) == -1)
-				goto fail;
-			step = "bind mounts";
-			if (fetch_child_bind(gtree, "g") == -1 ||
-			    fetch_child_bind(htree, "h") == -1)
-				goto fail;
-			step = "pivot_root";
-			if (syscall(SYS_pivot_root, ".", ".") == -1 ||
-			    umount2(".", MNT_DETACH) == -1 || chdir("/") == -1)
-				goto fail;
-			step = "read-only root";
-			if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
-			    MS_NODEV | MS_NOEXEC, NULL) == -1)
-				goto fail;
-			close(j->snapfd);
-			close(j->hostfd);
-			strcpy(j->snap, "/g");
-			strcpy(j->host, "/h");
-		} else if (errno != EPERM && errno != EINVAL && errno != ENOSYS) {
-			step = "unshare";
+		if (fetch_child_jail(j, &step) == -1)
 			goto fail;
-		} else {
-			if (gtree != -1)
-				close(gtree);
-			if (htree != -1)
-				close(htree);
-		}
 		step = "dropping to the unprivileged user";
-		if (setgroups(0, NULL) == -1 ||
-		    setresgid(j->gid, j->gid, j->gid) == -1 ||
-		    setresuid(j->uid, j->uid, j->uid) == -1)
+		if (util_drop_privileges(j->uid, j->gid) == -1)
 			goto fail;
-		if (getresuid(&ru, &eu, &su) == -1 || getresgid(&rg, &eg, &sg) == -1 ||
-		    ru != j->uid || eu != j->uid || su != j->uid || rg != j->gid ||
-		    eg != j->gid || sg != j->gid || setuid(0) != -1 ||
-		    getgroups(0, NULL) != 0) {
-			errno = EPERM;
-			goto fail;
-		}
 	}
 	step = "no_new_privs";
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||

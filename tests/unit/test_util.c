@@ -4,6 +4,8 @@
  * and util_proc_alive against real processes: a live child, a zombie, a
  * reaped pid; the reason table (common/reason.c).
  */
+#include <errno.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -245,6 +247,44 @@ test_size_duration(void)
 	    "100 years at most; no unit, leading zero, sign, space, w refused");
 }
 
+/*
+ * The privilege drop, in a child: as root, to 65534:65534 for good (no
+ * way back, no groups); not root, setgroups is refused: -1, EPERM.
+ */
+static void
+test_drop(void)
+{
+	pid_t pid;
+	int status = -1;
+
+	if ((pid = fork()) == -1) {
+		CHECK(0, "fork");
+		return;
+	}
+	if (pid == 0) {
+		uid_t ru, eu, su;
+		gid_t rg, eg, sg;
+
+		if (geteuid() != 0)
+			_exit(util_drop_privileges(getuid(), getgid()) == -1 &&
+			    errno == EPERM ? 0 : 1);
+		if (util_drop_privileges(65534, 65534) == -1)
+			_exit(2);
+		if (getresuid(&ru, &eu, &su) == -1 || ru != 65534 ||
+		    eu != 65534 || su != 65534 || getresgid(&rg, &eg, &sg) == -1 ||
+		    rg != 65534 || eg != 65534 || sg != 65534 ||
+		    getgroups(0, NULL) != 0 || setuid(0) != -1)
+			_exit(3);
+		_exit(0);
+	}
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	    "util_drop_privileges %s (exit %d)", geteuid() == 0 ?
+	    "as root: uid and gid 65534 for good, no groups" :
+	    "not root: refused with EPERM", WIFEXITED(status) ?
+	    WEXITSTATUS(status) : -1);
+}
+
 int
 main(void)
 {
@@ -252,5 +292,6 @@ main(void)
 	test_reason();
 	test_profile();
 	test_size_duration();
+	test_drop();
 	return tap_done();
 }
