@@ -58,6 +58,7 @@
 	X(WRITE_STALLED, "write_stalled")				\
 	X(UNREGISTERED, "unregistered")					\
 	X(GATEWAY_SHUTDOWN, "gateway_shutdown")				\
+	X(GATEWAY_RESTART, "gateway_restart")				\
 	X(PROXY_RESTARTED, "proxy_restarted")				\
 	/* the audit writer's stand-in for a row that carried none */	\
 	X(UNKNOWN, "unknown")

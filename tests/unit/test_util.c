@@ -135,6 +135,7 @@ test_reason(void)
 		{ REASON_WRITE_STALLED, "write_stalled" },
 		{ REASON_UNREGISTERED, "unregistered" },
 		{ REASON_GATEWAY_SHUTDOWN, "gateway_shutdown" },
+		{ REASON_GATEWAY_RESTART, "gateway_restart" },
 		{ REASON_PROXY_RESTARTED, "proxy_restarted" },
 		{ REASON_UNKNOWN, "unknown" },
 	};
