@@ -278,6 +278,9 @@ conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
 	globfree(&g);
 }
 
+/* 100 lines: one branch per ksb.conf key, each parsing, checking and
+ * reporting its value as file:line; splitting them would scatter the key
+ * table of ksb.conf(5). */
 static void
 conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
     char **errs, const char *file, int line)
@@ -393,6 +396,27 @@ conf_trim(char *s)
 	return s;
 }
 
+/* No `policy' line: every *.policy in policy.d beside the configuration. */
+static void
+conf_default_policies(struct ksb_conf *c, const char *dir)
+{
+	glob_t g;
+	size_t i;
+	char *pat;
+
+	xasprintf(&pat, "%s/policy.d/*.policy", dir ? dir : KSB_SYSCONFDIR);
+	if (glob(pat, 0, NULL, &g) == 0) {
+		for (i = 0; i < g.gl_pathc; i++) {
+			c->policy_files = xrealloc(c->policy_files,
+			    (c->npolicy_files + 1) * sizeof(char *));
+			c->policy_files[c->npolicy_files++] =
+			    conf_canonical(g.gl_pathv[i]);
+		}
+		globfree(&g);
+	}
+	free(pat);
+}
+
 int
 conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 {
@@ -447,24 +471,8 @@ conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 		goto cleanup;
 	}
 done:
-	if (c->npolicy_files == 0) {
-		/* Default: every *.policy beside the configuration. */
-		glob_t g;
-		size_t i;
-		char *pat;
-
-		xasprintf(&pat, "%s/policy.d/*.policy", dir ? dir : KSB_SYSCONFDIR);
-		if (glob(pat, 0, NULL, &g) == 0) {
-			for (i = 0; i < g.gl_pathc; i++) {
-				c->policy_files = xrealloc(c->policy_files,
-				    (c->npolicy_files + 1) * sizeof(char *));
-				c->policy_files[c->npolicy_files++] =
-				    conf_canonical(g.gl_pathv[i]);
-			}
-			globfree(&g);
-		}
-		free(pat);
-	}
+	if (c->npolicy_files == 0)
+		conf_default_policies(c, dir);
 	if (c->audit_db == NULL)
 		xasprintf(&c->audit_db, "%s/audit.db", c->state_dir);
 	*out = c;

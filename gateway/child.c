@@ -575,6 +575,9 @@ child_try(const char *what, int r)
  * succeed harmfully if the filter were missing: the fork's child exits at
  * once, exec targets a path that does not exist, the write goes to a
  * read-only empty root, the signal is 0 to itself.
+ *
+ * 96 lines: a flat list of the 22 refused calls the -T mode tries,
+ * one line each (tests/integration/seccomp.sh reads their outcome).
  */
 static void
 child_selftest(void)

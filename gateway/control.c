@@ -615,6 +615,9 @@ control_tap_listed(char (*taps)[16], size_t ntaps, const char *tap)
 	return 0;
 }
 
+/* 90 lines: restart reconciliation as one batch (state rows,
+ * liveness, taps, the nftables guests) built and committed together, all
+ * or nothing. */
 int
 control_reconcile(struct gateway *gw, const struct nft_params *np,
     char **cause)

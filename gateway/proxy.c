@@ -459,6 +459,10 @@ relay_again(void)
  * bufferevents held, then splice(2) source -> pipe -> destination.  Passes
  * a half-close on once the source ended and everything was written, and
  * arms the event it waits for.  0, or -1 once c is closed.
+ *
+ * 93 lines: the splice(2) relay of one direction: buffered bytes,
+ * pipe fill and drain, half-close and re-arming are one state machine on
+ * the hot path.
  */
 static int
 relay_pump(struct conn *c, int i)
