@@ -615,7 +615,9 @@ policy_public_suffix(const char *name)
 	    sizeof(policy_public_suffixes[0]), policy_cmp_str) != NULL;
 }
 
-/* allow HOST[:PORTS] *
+/*
+ * allow HOST[:PORTS]
+ *
  * 88 lines: the host pattern's checks (wildcard placement, public
  * suffixes, normalisation, ports) each report their own error with its
  * column.
@@ -1316,7 +1318,9 @@ cleanup:
 	free(pattern);
 }
 
-/* Process one line (without its '\n'). *
+/*
+ * Process one line (without its '\n').
+ *
  * 88 lines: the statement dispatcher of the policy language: one
  * case per keyword and the profile block state between them.
  */
