@@ -243,40 +243,80 @@ static const char *audit_totals_sql[] = {
 	" EXCEPT SELECT * FROM totals_host) LIMIT 1",
 };
 
-int
-audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
+/* One SELECT per kind of record, in seq order: st[k] (caller finalizes). */
+static int
+audit_verify_prepare(sqlite3 *db, sqlite3_stmt **st, char **cause)
 {
-	sqlite3_stmt *st[AUDIT_NKINDS] = { NULL }, *m = NULL;
-	int have[AUDIT_NKINDS], k, best, rc, ret = -1;
-	struct audit_val v[AUDIT_MAX_COLS];
-	uint8_t prev[AUDIT_HASH_LEN], h[AUDIT_HASH_LEN];
-	int64_t expect, seq;
-	char *sql = NULL;
-	size_t i, n;
+	char *sql;
+	int k, rc;
 
-	memset(r, 0, sizeof(*r));
-	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-	    audit_chain_anchor(db, &r->anchor_seq, prev) == -1) {
-		cause_set(cause, "%s", sqlite3_errmsg(db));
-		goto cleanup;
-	}
-	expect = r->anchor_seq + 1;
 	for (k = 0; k < AUDIT_NKINDS; k++) {
 		xasprintf(&sql, "SELECT seq, hash, rowid, %s FROM %s "
 		    "ORDER BY seq", audit_kinds[k].cols, audit_kinds[k].table);
-		if (sqlite3_prepare_v2(db, sql, -1, &st[k], NULL) != SQLITE_OK) {
-			cause_set(cause, "%s", sqlite3_errmsg(db));
-			goto cleanup;
-		}
+		rc = sqlite3_prepare_v2(db, sql, -1, &st[k], NULL);
 		free(sql);
-		sql = NULL;
-		have[k] = 0;
+		if (rc != SQLITE_OK)
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
 	}
+	return 0;
+}
+
+/*
+ * The current row of st (kind k) must be record number expect, chained
+ * on prev (updated to its hash).  0, or 1 with r's problem set.
+ */
+static int
+audit_verify_record(sqlite3_stmt *st, int k, int64_t expect,
+    uint8_t prev[AUDIT_HASH_LEN], struct audit_verify *r)
+{
+	struct audit_val v[AUDIT_MAX_COLS];
+	uint8_t h[AUDIT_HASH_LEN];
+	int64_t seq = sqlite3_column_int64(st, 0);
+	int64_t rowid = sqlite3_column_int64(st, 2);
+	size_t i, n = audit_kinds[k].ncols;
+
+	if (seq < expect) {
+		audit_verify_bad(r, k, seq, rowid, "duplicate seq %lld "
+		    "(inserted?)", (long long)seq);
+		return 1;
+	}
+	if (seq > expect) {
+		audit_verify_bad(r, k, seq, rowid, "%lld record(s) missing "
+		    "before it, from seq %lld (deleted?)",
+		    (long long)(seq - expect), (long long)expect);
+		return 1;
+	}
+	for (i = 0; i < n; i++)
+		audit_chain_column(st, (int)i + 3, &v[i]);
+	audit_chain_hash(prev, seq, k, v, n, h);
+	if (sqlite3_column_bytes(st, 1) != AUDIT_HASH_LEN ||
+	    memcmp(sqlite3_column_blob(st, 1), h, AUDIT_HASH_LEN) != 0) {
+		audit_verify_bad(r, k, seq, rowid, "hash mismatch (record "
+		    "modified, inserted or reordered)");
+		return 1;
+	}
+	memcpy(prev, h, AUDIT_HASH_LEN);
+	return 0;
+}
+
+/*
+ * Merge the kinds' rows by seq and check each against the chain from
+ * the anchor (prev, r->anchor_seq); sets r->records, head_seq, head.
+ * 0 intact, 1 broken, -1 a read error (*cause).
+ */
+static int
+audit_verify_walk(sqlite3 *db, sqlite3_stmt **st, uint8_t prev[AUDIT_HASH_LEN],
+    struct audit_verify *r, char **cause)
+{
+	int have[AUDIT_NKINDS], k, best, rc;
+	int64_t expect = r->anchor_seq + 1;
+
 	for (k = 0; k < AUDIT_NKINDS; k++) {
+		have[k] = 0;
 		if ((rc = sqlite3_step(st[k])) == SQLITE_ROW)
 			have[k] = 1;
 		else if (rc != SQLITE_DONE)
-			goto step_error;
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
 	}
 	for (;;) {
 		best = -1;
@@ -286,8 +326,7 @@ audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
 			if (sqlite3_column_type(st[k], 0) == SQLITE_NULL) {
 				audit_verify_bad(r, k, 0, sqlite3_column_int64(st[k], 2),
 				    "record without seq (inserted?)");
-				ret = 1;
-				goto cleanup;
+				return 1;
 			}
 			if (best == -1 || sqlite3_column_int64(st[k], 0) <
 			    sqlite3_column_int64(st[best], 0))
@@ -295,50 +334,32 @@ audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
 		}
 		if (best == -1)
 			break;
-		seq = sqlite3_column_int64(st[best], 0);
-		if (seq != expect) {
-			if (seq < expect)
-				audit_verify_bad(r, best, seq,
-				    sqlite3_column_int64(st[best], 2),
-				    "duplicate seq %lld (inserted?)", (long long)seq);
-			else
-				audit_verify_bad(r, best, seq,
-				    sqlite3_column_int64(st[best], 2),
-				    "%lld record(s) missing before it, from seq "
-				    "%lld (deleted?)", (long long)(seq - expect),
-				    (long long)expect);
-			ret = 1;
-			goto cleanup;
-		}
-		n = audit_kinds[best].ncols;
-		for (i = 0; i < n; i++)
-			audit_chain_column(st[best], (int)i + 3, &v[i]);
-		audit_chain_hash(prev, seq, best, v, n, h);
-		if (sqlite3_column_bytes(st[best], 1) != AUDIT_HASH_LEN ||
-		    memcmp(sqlite3_column_blob(st[best], 1), h,
-		    AUDIT_HASH_LEN) != 0) {
-			audit_verify_bad(r, best, seq, sqlite3_column_int64(st[best], 2),
-			    "hash mismatch (record modified, inserted or "
-			    "reordered)");
-			ret = 1;
-			goto cleanup;
-		}
-		memcpy(prev, h, AUDIT_HASH_LEN);
+		if (audit_verify_record(st[best], best, expect, prev, r) != 0)
+			return 1;
 		r->records++;
 		expect++;
 		if ((rc = sqlite3_step(st[best])) == SQLITE_DONE)
 			have[best] = 0;
 		else if (rc != SQLITE_ROW)
-			goto step_error;
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
 	}
 	r->head_seq = expect - 1;
 	memcpy(r->head, prev, AUDIT_HASH_LEN);
+	return 0;
+}
+
+/* The close fields against their chained records (audit_mirror_sql). */
+static int
+audit_verify_mirrors(sqlite3 *db, struct audit_verify *r, char **cause)
+{
+	sqlite3_stmt *m = NULL;
+	size_t i;
+	int ret = 0;
+
 	for (i = 0; i < sizeof(audit_mirror_sql) / sizeof(*audit_mirror_sql); i++) {
 		if (sqlite3_prepare_v2(db, audit_mirror_sql[i], -1, &m, NULL) !=
-		    SQLITE_OK) {
-			cause_set(cause, "%s", sqlite3_errmsg(db));
-			goto cleanup;
-		}
+		    SQLITE_OK)
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
 		if (sqlite3_step(m) == SQLITE_ROW) {
 			audit_verify_bad(r, i == 0 ? AUDIT_CONNECTION : AUDIT_REGISTER,
 			    sqlite3_column_int64(m, 1), sqlite3_column_int64(m, 0),
@@ -346,18 +367,28 @@ audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
 			    "record" : "unregistered_ms differs from the chained "
 			    "unregistration record");
 			ret = 1;
-			goto cleanup;
 		}
 		sqlite3_finalize(m);
-		m = NULL;
+		if (ret != 0)
+			break;
 	}
+	return ret;
+}
+
+/* The derived totals against the connections rows (schema version 3). */
+static int
+audit_verify_totals(sqlite3 *db, struct audit_verify *r, char **cause)
+{
+	sqlite3_stmt *m = NULL;
+	size_t i;
+	int rc, ret = 0;
+
 	for (i = 0; i < sizeof(audit_totals_sql) / sizeof(*audit_totals_sql); i++) {
 		if (sqlite3_prepare_v2(db, audit_totals_sql[i], -1, &m, NULL) !=
 		    SQLITE_OK) {
 			if (strstr(sqlite3_errmsg(db), "no such table") != NULL)
-				break;		/* schema version 2 */
-			cause_set(cause, "%s", sqlite3_errmsg(db));
-			goto cleanup;
+				return 0;		/* schema version 2 */
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
 		}
 		if ((rc = sqlite3_step(m)) == SQLITE_ROW) {
 			audit_verify_bad(r, -1, 0, 0, "%s differs from the "
@@ -367,21 +398,38 @@ audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
 			    (const char *)sqlite3_column_text(m, 0));
 			r->bad_table = i == 0 ? "totals_instance" : "totals_host";
 			ret = 1;
-			goto cleanup;
 		} else if (rc != SQLITE_DONE)
-			goto step_error;
+			ret = cause_set(cause, "%s", sqlite3_errmsg(db));
 		sqlite3_finalize(m);
-		m = NULL;
+		if (ret != 0)
+			break;
 	}
-	ret = 0;
-	goto cleanup;
-step_error:
-	cause_set(cause, "%s", sqlite3_errmsg(db));
+	return ret;
+}
+
+int
+audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
+{
+	sqlite3_stmt *st[AUDIT_NKINDS] = { NULL };
+	uint8_t prev[AUDIT_HASH_LEN];
+	int k, ret = -1;
+
+	memset(r, 0, sizeof(*r));
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+	    audit_chain_anchor(db, &r->anchor_seq, prev) == -1) {
+		cause_set(cause, "%s", sqlite3_errmsg(db));
+		goto cleanup;
+	}
+	if (audit_verify_prepare(db, st, cause) != 0)
+		goto cleanup;
+	if ((ret = audit_verify_walk(db, st, prev, r, cause)) != 0)
+		goto cleanup;
+	if ((ret = audit_verify_mirrors(db, r, cause)) != 0)
+		goto cleanup;
+	ret = audit_verify_totals(db, r, cause);
 cleanup:
 	for (k = 0; k < AUDIT_NKINDS; k++)
 		sqlite3_finalize(st[k]);
-	sqlite3_finalize(m);
 	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-	free(sql);
 	return ret;
 }

@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #define KSB_ID_MAX 32	/* instance ID: [a-z0-9][a-z0-9-]{0,31} */
+#define KSB_PROFILE_MAX 64	/* profile name: [a-z0-9][a-z0-9_-]{0,63} */
 
 /* ---- log.c ---------------------------------------------------------------
  * Messages go to stderr prefixed with the program name (set by log_init).
@@ -52,6 +53,34 @@ int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 
 
 /* 1 if id matches [a-z0-9][a-z0-9-]{0,31}, else 0. */
 int util_valid_id(const char *id);
+/*
+ * util_valid_profile: 1 if s[0..len) is a profile name, else 0:
+ * [a-z0-9][a-z0-9_-]{0,63} (KSB_PROFILE_MAX), the names a policy can
+ * define (ksb-policy(5)); the gateway, ksb-run and the control client
+ * accept the same.
+ */
+int util_valid_profile(const char *s, size_t len);
+/*
+ * util_parse_size: a size, "N" or "N" + K, M, G or T (either case; powers
+ * of 1024), N decimal without leading zeros ("0" alone is 0).  A bare N
+ * counts units of `unit' bytes; unit 0: the suffix is required.  *bytes
+ * gets the size in bytes; 0, or -1 (bad syntax, or over 2^60 bytes).
+ * Each caller applies its own bounds.
+ */
+int util_parse_size(const char *s, uint64_t unit, uint64_t *bytes);
+/*
+ * util_parse_duration: "0", or N + s, m, h or d (N decimal without
+ * leading zeros), at most 100 years.  *sec gets seconds; 0 or -1.
+ */
+int util_parse_duration(const char *s, int64_t *sec);
+/*
+ * util_drop_privileges: become uid:gid for good (real, effective and
+ * saved ids; no supplementary groups), then check it took: every id is
+ * the new one, no group is left and, for a uid other than 0, setuid(0)
+ * fails.  Capabilities, no_new_privs and seccomp are the caller's.  0, or
+ * -1 with errno (that of the failing call; EPERM if still privileged).
+ */
+int util_drop_privileges(uid_t uid, gid_t gid);
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME) / monotonic clock. */
 int64_t util_now_ms(void);
 int64_t util_mono_ms(void);

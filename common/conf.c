@@ -218,62 +218,16 @@ conf_int(const char *v, long min, long max, long *out)
 	return 0;
 }
 
-/* "0", or N followed by s, m, h or d (up to 100 years): seconds. */
-static int
-conf_duration(const char *v, int64_t *out)
-{
-	static const struct { char unit; int64_t mult; } units[] = {
-		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
-	};
-	char *end;
-	long long n;
-	size_t i;
-
-	if (strcmp(v, "0") == 0) {
-		*out = 0;
-		return 0;
-	}
-	if (*v < '1' || *v > '9')
-		return -1;
-	errno = 0;
-	n = strtoll(v, &end, 10);
-	if (errno != 0 || end[0] == '\0' || end[1] != '\0')
-		return -1;
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		if (*end != units[i].unit)
-			continue;
-		if (n > 100LL * 366 * 86400 / units[i].mult)
-			return -1;
-		*out = n * units[i].mult;
-		return 0;
-	}
-	return -1;
-}
-
-/* SIZE: a number with a K, M, G or T suffix (powers of 1024), >= 1M. */
+/* SIZE: a number with a K, M, G or T suffix (powers of 1024), 1M..1P. */
 static int
 conf_size(const char *v, uint64_t *out)
 {
-	unsigned long long n;
-	char *end;
-	int shift;
+	uint64_t n;
 
-	if (*v < '1' || *v > '9')
+	if (util_parse_size(v, 0, &n) == -1 || n < (1ULL << 20) ||
+	    n > (1ULL << 50))
 		return -1;
-	errno = 0;
-	n = strtoull(v, &end, 10);
-	if (errno != 0 || end[0] == '\0' || end[1] != '\0')
-		return -1;
-	switch (*end) {
-	case 'K': shift = 10; break;
-	case 'M': shift = 20; break;
-	case 'G': shift = 30; break;
-	case 'T': shift = 40; break;
-	default: return -1;
-	}
-	if (n > (1ULL << 50) >> shift || (n << shift) < (1ULL << 20))
-		return -1;
-	*out = n << shift;
+	*out = n;
 	return 0;
 }
 
@@ -324,6 +278,9 @@ conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
 	globfree(&g);
 }
 
+/* 100 lines: one branch per ksb.conf key, each parsing, checking and
+ * reporting its value as file:line; splitting them would scatter the key
+ * table of ksb.conf(5). */
 static void
 conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
     char **errs, const char *file, int line)
@@ -377,7 +334,7 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		conf_setstr(&c->audit_db, p);
 		free(p);
 	} else if (strcmp(key, "audit-retention") == 0) {
-		if (conf_duration(val, &c->audit_retention) == -1)
+		if (util_parse_duration(val, &c->audit_retention) == -1)
 			conf_err(errs, file, line, "audit-retention: `%s' is not "
 			    "a duration (0, or N followed by s, m, h or d)", val);
 	} else if (strcmp(key, "hosts-file") == 0) {
@@ -439,6 +396,27 @@ conf_trim(char *s)
 	return s;
 }
 
+/* No `policy' line: every *.policy in policy.d beside the configuration. */
+static void
+conf_default_policies(struct ksb_conf *c, const char *dir)
+{
+	glob_t g;
+	size_t i;
+	char *pat;
+
+	xasprintf(&pat, "%s/policy.d/*.policy", dir ? dir : KSB_SYSCONFDIR);
+	if (glob(pat, 0, NULL, &g) == 0) {
+		for (i = 0; i < g.gl_pathc; i++) {
+			c->policy_files = xrealloc(c->policy_files,
+			    (c->npolicy_files + 1) * sizeof(char *));
+			c->policy_files[c->npolicy_files++] =
+			    conf_canonical(g.gl_pathv[i]);
+		}
+		globfree(&g);
+	}
+	free(pat);
+}
+
 int
 conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 {
@@ -493,24 +471,8 @@ conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 		goto cleanup;
 	}
 done:
-	if (c->npolicy_files == 0) {
-		/* Default: every *.policy beside the configuration. */
-		glob_t g;
-		size_t i;
-		char *pat;
-
-		xasprintf(&pat, "%s/policy.d/*.policy", dir ? dir : KSB_SYSCONFDIR);
-		if (glob(pat, 0, NULL, &g) == 0) {
-			for (i = 0; i < g.gl_pathc; i++) {
-				c->policy_files = xrealloc(c->policy_files,
-				    (c->npolicy_files + 1) * sizeof(char *));
-				c->policy_files[c->npolicy_files++] =
-				    conf_canonical(g.gl_pathv[i]);
-			}
-			globfree(&g);
-		}
-		free(pat);
-	}
+	if (c->npolicy_files == 0)
+		conf_default_policies(c, dir);
 	if (c->audit_db == NULL)
 		xasprintf(&c->audit_db, "%s/audit.db", c->state_dir);
 	*out = c;

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,120 @@ util_valid_id(const char *id)
 		return 0;
 	}
 	return 1;
+}
+
+int
+util_valid_profile(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > KSB_PROFILE_MAX)
+		return 0;
+	for (i = 0; i < len; i++) {
+		int c = (unsigned char)s[i];
+
+		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
+			continue;
+		if (i > 0 && (c == '_' || c == '-'))
+			continue;
+		return 0;
+	}
+	return 1;
+}
+
+/* s[0..len): decimal digits, no leading zero, at most max.  0 or -1. */
+static int
+util_parse_decimal(const char *s, size_t len, uint64_t max, uint64_t *n)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (len == 0 || (len > 1 && s[0] == '0'))
+		return -1;
+	for (i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+		if (v > (max - (uint64_t)(s[i] - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(s[i] - '0');
+	}
+	*n = v;
+	return 0;
+}
+
+#define UTIL_SIZE_MAX (1ULL << 60)
+
+int
+util_parse_size(const char *s, uint64_t unit, uint64_t *bytes)
+{
+	size_t len = strlen(s);
+	uint64_t n, mult = unit;
+	int shift = -1;
+
+	if (len > 0) {
+		switch (s[len - 1]) {
+		case 'K': case 'k': shift = 10; break;
+		case 'M': case 'm': shift = 20; break;
+		case 'G': case 'g': shift = 30; break;
+		case 'T': case 't': shift = 40; break;
+		}
+	}
+	if (shift != -1) {
+		mult = 1ULL << shift;
+		len--;
+	}
+	if (mult == 0 || util_parse_decimal(s, len, UTIL_SIZE_MAX, &n) == -1 ||
+	    n > UTIL_SIZE_MAX / mult)
+		return -1;
+	*bytes = n * mult;
+	return 0;
+}
+
+int
+util_parse_duration(const char *s, int64_t *sec)
+{
+	static const struct { char unit; int64_t mult; } units[] = {
+		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	};
+	size_t i, len = strlen(s);
+	uint64_t n;
+
+	if (strcmp(s, "0") == 0) {
+		*sec = 0;
+		return 0;
+	}
+	if (len < 2)
+		return -1;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (s[len - 1] != units[i].unit)
+			continue;
+		if (util_parse_decimal(s, len - 1, (uint64_t)(100LL * 366 *
+		    86400 / units[i].mult), &n) == -1)
+			return -1;
+		*sec = (int64_t)n * units[i].mult;
+		return 0;
+	}
+	return -1;
+}
+
+int
+util_drop_privileges(uid_t uid, gid_t gid)
+{
+	uid_t ru, eu, su;
+	gid_t rg, eg, sg;
+
+	if (setgroups(0, NULL) == -1 || setresgid(gid, gid, gid) == -1 ||
+	    setresuid(uid, uid, uid) == -1)
+		return -1;
+	if (getresuid(&ru, &eu, &su) == -1 || getresgid(&rg, &eg, &sg) == -1)
+		return -1;
+	if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid ||
+	    sg != gid || getgroups(0, NULL) != 0 ||
+	    (uid != 0 && setuid(0) != -1)) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
 }
 
 int64_t

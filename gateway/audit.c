@@ -445,6 +445,31 @@ audit_load(struct audit *a, enum audit_kind kind, const char *sql, int64_t id)
 	return r;
 }
 
+/* Migration 1 -> 2: chain row id (r) in place with the update set. */
+static int
+audit_migrate_chain(struct audit *a, const struct audit_rec *r,
+    const char *set, int64_t id)
+{
+	uint8_t h[AUDIT_HASH_LEN];
+	sqlite3_stmt *up = NULL;
+	int rc;
+
+	audit_chain_hash(a->head, a->seq + 1, r->kind, r->v,
+	    audit_kinds[r->kind].ncols, h);
+	if (sqlite3_prepare_v2(a->db, set, -1, &up, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(up, 1, a->seq + 1);
+	sqlite3_bind_blob(up, 2, h, AUDIT_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_int64(up, 3, id);
+	rc = sqlite3_step(up);
+	sqlite3_finalize(up);
+	if (rc != SQLITE_DONE)
+		return -1;
+	a->seq++;
+	memcpy(a->head, h, AUDIT_HASH_LEN);
+	return 0;
+}
+
 /*
  * Migration 1 -> 2, inside the open transaction: schema/migrate-2.sql,
  * then chain every existing row in time order.  Rows of version 1 were
@@ -478,10 +503,9 @@ audit_migrate_2(struct audit *a, char **cause)
 		{ AUDIT_UNREGISTER, "SELECT id, unregistered_ms FROM "
 		    "registrations WHERE id = ?", NULL },
 	};
-	sqlite3_stmt *st = NULL, *up = NULL;
+	sqlite3_stmt *st = NULL;
 	struct audit_rec *r;
-	uint8_t h[AUDIT_HASH_LEN];
-	int which, ret = -1;
+	int which, rc, ret = -1;
 	int64_t id;
 
 	if (audit_exec(a, schema_migrate_2_sql, cause) == -1 ||
@@ -495,33 +519,12 @@ audit_migrate_2(struct audit *a, char **cause)
 		r = audit_load(a, m[which].kind, m[which].load, id);
 		if (r == NULL)
 			goto sqlerr;
-		if (m[which].set == NULL) {
-			/* Close and unregistration records are new rows. */
-			if (audit_put(a, r) == -1) {
-				audit_rec_free(r);
-				goto sqlerr;
-			}
-		} else {
-			audit_chain_hash(a->head, a->seq + 1, r->kind, r->v,
-			    audit_kinds[r->kind].ncols, h);
-			if (sqlite3_prepare_v2(a->db, m[which].set, -1, &up,
-			    NULL) != SQLITE_OK) {
-				audit_rec_free(r);
-				goto sqlerr;
-			}
-			sqlite3_bind_int64(up, 1, a->seq + 1);
-			sqlite3_bind_blob(up, 2, h, AUDIT_HASH_LEN, SQLITE_STATIC);
-			sqlite3_bind_int64(up, 3, id);
-			if (sqlite3_step(up) != SQLITE_DONE) {
-				audit_rec_free(r);
-				goto sqlerr;
-			}
-			sqlite3_finalize(up);
-			up = NULL;
-			a->seq++;
-			memcpy(a->head, h, AUDIT_HASH_LEN);
-		}
+		/* Close and unregistration records are new rows. */
+		rc = m[which].set == NULL ? audit_put(a, r) :
+		    audit_migrate_chain(a, r, m[which].set, id);
 		audit_rec_free(r);
+		if (rc == -1)
+			goto sqlerr;
 	}
 	ret = 0;
 	goto cleanup;
@@ -530,117 +533,124 @@ sqlerr:
 	    sqlite3_errmsg(a->db));
 cleanup:
 	sqlite3_finalize(st);
-	sqlite3_finalize(up);
 	return ret;
 }
 
-/*
- * Open (or create) the database, migrate it, load the chain head, close
- * what a previous gateway left open.  A database created while we still
- * know the head of a previous one (it was removed) is anchored on it.
- * Returns 0, -1 (*cause; retry later) or -2 (schema too new).
- */
+/* Open a->db read-write (created if missing), WAL, synchronous. */
 static int
-audit_db_open(struct audit *a, char **cause)
+audit_db_connect(struct audit *a, char **cause)
+{
+	if (sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
+	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
+		return cause_set(cause, "%s: %s", a->path, a->db ?
+		    sqlite3_errmsg(a->db) : "cannot open");
+	sqlite3_busy_timeout(a->db, 5000);
+	if (sqlite3_db_readonly(a->db, "main") == 1)
+		return cause_set(cause, "%s: read-only", a->path);
+	return audit_exec(a, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+	    "PRAGMA journal_size_limit=16777216", cause);
+}
+
+/* PRAGMA user_version: 0 for a new database.  -1, or -2 if too new. */
+static int
+audit_db_version(struct audit *a, int *version, char **cause)
 {
 	sqlite3_stmt *st = NULL;
-	int version = -1, ret = -1, k, created;
-	int64_t prev_seq = a->seq, now = util_now_ms();
-	uint8_t prev_head[AUDIT_HASH_LEN];
-	struct audit_rec *r;
-	char *sql = NULL;
 
-	memcpy(prev_head, a->head, AUDIT_HASH_LEN);
-	if (sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
-		cause_set(cause, "%s: %s", a->path, a->db ?
-		    sqlite3_errmsg(a->db) : "cannot open");
-		goto fail;
-	}
-	sqlite3_busy_timeout(a->db, 5000);
-	if (sqlite3_db_readonly(a->db, "main") == 1) {
-		cause_set(cause, "%s: read-only", a->path);
-		goto fail;
-	}
-	if (audit_exec(a, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
-	    "PRAGMA journal_size_limit=16777216", cause) == -1)
-		goto fail;
-	if (audit_exec(a, "BEGIN IMMEDIATE", cause) == -1)
-		goto fail;
+	*version = -1;
 	if (sqlite3_prepare_v2(a->db, "PRAGMA user_version", -1, &st, NULL) ==
 	    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
-		version = sqlite3_column_int(st, 0);
+		*version = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
-	st = NULL;
-	if (version < 0) {
-		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
-		goto rollback;
-	}
-	if (version > AUDIT_SCHEMA_VERSION) {
+	if (*version < 0)
+		return cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+	if (*version > AUDIT_SCHEMA_VERSION) {
 		cause_set(cause, "%s: schema version %d is newer than this "
-		    "ksb-gatewayd understands (%d)", a->path, version,
+		    "ksb-gatewayd understands (%d)", a->path, *version,
 		    AUDIT_SCHEMA_VERSION);
-		ret = -2;
-		goto rollback;
+		return -2;
 	}
-	created = version == 0;
-	if (created) {
-		if (audit_exec(a, schema_audit_sql, cause) == -1)
-			goto rollback;
-	}
+	return 0;
+}
+
+/* Create (version 0) or migrate to AUDIT_SCHEMA_VERSION; prepare. */
+static int
+audit_db_migrate(struct audit *a, int version, char **cause)
+{
+	if (version == 0 && audit_exec(a, schema_audit_sql, cause) == -1)
+		return -1;
 	a->seq = 0;
 	memset(a->head, 0, AUDIT_HASH_LEN);
 	if (version == 1) {
 		if (audit_migrate_2(a, cause) == -1)
-			goto rollback;
+			return -1;
 		log_info("audit %s: migrated from schema version 1 to 2 "
 		    "(%lld records chained)", a->path, (long long)a->seq);
 	} else if (audit_prepare(a, cause) == -1)
-		goto rollback;
-	if (!created && version < 3) {
+		return -1;
+	if (version != 0 && version < 3) {
 		/* 2 -> 3: totals built from the rows (schema/migrate-3.sql). */
 		if (audit_exec(a, schema_migrate_3_sql, cause) == -1)
-			goto rollback;
+			return -1;
 		log_info("audit %s: migrated from schema version 2 to 3 "
 		    "(totals built)", a->path);
 	}
-	if (audit_prepare_totals(a, cause) == -1)
-		goto rollback;
-	if (created && a->have_head && prev_seq > 0) {
-		/* The previous database was removed: continue its chain. */
-		if (sqlite3_prepare_v2(a->db, "INSERT INTO chain_anchor (id, seq, "
-		    "hash, ts_ms, reason) VALUES (1, ?, ?, ?, 'replaced')", -1,
-		    &st, NULL) != SQLITE_OK)
-			goto sqlerr;
-		sqlite3_bind_int64(st, 1, prev_seq);
-		sqlite3_bind_blob(st, 2, prev_head, AUDIT_HASH_LEN, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, now);
-		if (sqlite3_step(st) != SQLITE_DONE)
-			goto sqlerr;
-		sqlite3_finalize(st);
-		st = NULL;
-		log_warnx("audit %s: new database continues the chain of the "
-		    "removed one at seq %lld", a->path, (long long)prev_seq);
-	}
-	if (audit_chain_head(a->db, &a->seq, a->head) == -1)
+	return audit_prepare_totals(a, cause);
+}
+
+/* A new database continues the chain of the removed one (seq, head). */
+static int
+audit_db_anchor(struct audit *a, int64_t seq, const uint8_t *head,
+    int64_t now, char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int ret = -1;
+
+	if (sqlite3_prepare_v2(a->db, "INSERT INTO chain_anchor (id, seq, "
+	    "hash, ts_ms, reason) VALUES (1, ?, ?, ?, 'replaced')", -1,
+	    &st, NULL) != SQLITE_OK)
 		goto sqlerr;
-	/* Tunnels and registrations a previous gateway left open end now. */
+	sqlite3_bind_int64(st, 1, seq);
+	sqlite3_bind_blob(st, 2, head, AUDIT_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, now);
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto sqlerr;
+	log_warnx("audit %s: new database continues the chain of the "
+	    "removed one at seq %lld", a->path, (long long)seq);
+	ret = 0;
+	goto cleanup;
+sqlerr:
+	cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+cleanup:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+/* Tunnels and registrations a previous gateway left open end now. */
+static int
+audit_db_close_orphans(struct audit *a, int64_t now, char **cause)
+{
+	static const char *sql[2] = {
+		"SELECT id FROM connections WHERE decision = 'allow' AND "
+		"closed_ms IS NULL ORDER BY id",
+		"SELECT id FROM registrations WHERE unregistered_ms IS NULL "
+		"ORDER BY id",
+	};
+	sqlite3_stmt *st = NULL;
+	struct audit_rec *r;
+	int k, skip;
+
 	for (k = 0; k < 2; k++) {
-		xasprintf(&sql, k == 0 ? "SELECT id FROM connections WHERE "
-		    "decision = 'allow' AND closed_ms IS NULL ORDER BY id" :
-		    "SELECT id FROM registrations WHERE unregistered_ms IS NULL "
-		    "ORDER BY id");
-		if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
+		if (sqlite3_prepare_v2(a->db, sql[k], -1, &st, NULL) != SQLITE_OK)
 			goto sqlerr;
 		while (sqlite3_step(st) == SQLITE_ROW) {
-			int skip;
-
 			r = xcalloc(1, sizeof(*r));
 			audit_set_int(&r->v[0], sqlite3_column_int64(st, 0));
 			audit_set_int(&r->v[1], now);
 			if (k == 0) {
 				r->kind = AUDIT_CLOSE;
-				audit_set_text(&r->v[5], "gateway_restart");
+				audit_set_text(&r->v[5],
+				    reason_name(REASON_GATEWAY_RESTART));
 			} else
 				r->kind = AUDIT_UNREGISTER;
 			if (audit_mirror(a, r, &skip) != 0 ||
@@ -652,19 +662,54 @@ audit_db_open(struct audit *a, char **cause)
 		}
 		sqlite3_finalize(st);
 		st = NULL;
-		free(sql);
-		sql = NULL;
 	}
+	return 0;
+sqlerr:
+	sqlite3_finalize(st);
+	return cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+}
+
+/*
+ * Open (or create) the database, migrate it, load the chain head, close
+ * what a previous gateway left open.  A database created while we still
+ * know the head of a previous one (it was removed) is anchored on it.
+ * Returns 0, -1 (*cause; retry later) or -2 (schema too new).
+ */
+static int
+audit_db_open(struct audit *a, char **cause)
+{
+	int version = -1, ret = -1, r;
+	int64_t prev_seq = a->seq, now = util_now_ms();
+	uint8_t prev_head[AUDIT_HASH_LEN];
+	char *sql = NULL;
+
+	memcpy(prev_head, a->head, AUDIT_HASH_LEN);
+	if (audit_db_connect(a, cause) == -1)
+		goto fail;
+	if (audit_exec(a, "BEGIN IMMEDIATE", cause) == -1)
+		goto fail;
+	if ((r = audit_db_version(a, &version, cause)) != 0) {
+		ret = r;
+		goto rollback;
+	}
+	if (audit_db_migrate(a, version, cause) == -1)
+		goto rollback;
+	if (version == 0 && a->have_head && prev_seq > 0 &&
+	    audit_db_anchor(a, prev_seq, prev_head, now, cause) == -1)
+		goto rollback;
+	if (audit_chain_head(a->db, &a->seq, a->head) == -1) {
+		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+		goto rollback;
+	}
+	if (audit_db_close_orphans(a, now, cause) == -1)
+		goto rollback;
 	xasprintf(&sql, "PRAGMA user_version = %d", AUDIT_SCHEMA_VERSION);
 	if (audit_exec(a, sql, cause) == -1 || audit_exec(a, "COMMIT", cause) == -1)
 		goto rollback;
 	free(sql);
 	a->have_head = 1;
 	return 0;
-sqlerr:
-	cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 rollback:
-	sqlite3_finalize(st);
 	free(sql);
 	sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
 fail:
@@ -793,6 +838,127 @@ static const char *audit_prune_totals_sql =
     "DELETE FROM totals_host WHERE connections <= 0";
 
 /*
+ * The first record young enough to keep (seq in *first, -1 if none)
+ * bounds the cut: a scan in seq order that stops there reads only what
+ * is about to go.  0 or -1 (sqlite3_errmsg).
+ */
+static int
+audit_prune_bound(struct audit *a, int64_t cutoff, int64_t *first)
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
+	int k, rc;
+
+	*first = -1;
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		xasprintf(&sql, "SELECT seq FROM %s WHERE %s >= ? AND "
+		    "seq IS NOT NULL ORDER BY seq LIMIT 1",
+		    audit_kinds[k].table, audit_kinds[k].ts_col);
+		rc = sqlite3_prepare_v2(a->db, sql, -1, &st, NULL);
+		free(sql);
+		if (rc != SQLITE_OK)
+			return -1;
+		sqlite3_bind_int64(st, 1, cutoff);
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_type(st, 0) != SQLITE_NULL &&
+		    (*first == -1 || sqlite3_column_int64(st, 0) < *first))
+			*first = sqlite3_column_int64(st, 0);
+		sqlite3_finalize(st);
+	}
+	return 0;
+}
+
+/* The hash of record seq (left in h if no table has it).  0 or -1. */
+static int
+audit_prune_hash(struct audit *a, int64_t seq, uint8_t h[AUDIT_HASH_LEN])
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
+	int k, rc;
+
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		xasprintf(&sql, "SELECT hash FROM %s WHERE seq = ?",
+		    audit_kinds[k].table);
+		rc = sqlite3_prepare_v2(a->db, sql, -1, &st, NULL);
+		free(sql);
+		if (rc != SQLITE_OK)
+			return -1;
+		sqlite3_bind_int64(st, 1, seq);
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_bytes(st, 0) == AUDIT_HASH_LEN)
+			memcpy(h, sqlite3_column_blob(st, 0), AUDIT_HASH_LEN);
+		sqlite3_finalize(st);
+	}
+	return 0;
+}
+
+/* Run audit_prune_totals_sql (several statements) for ?1 = upto. */
+static int
+audit_prune_totals(struct audit *a, int64_t upto)
+{
+	const char *tail = audit_prune_totals_sql;
+	sqlite3_stmt *st;
+
+	while (tail != NULL && *tail != '\0') {
+		if (sqlite3_prepare_v2(a->db, tail, -1, &st, &tail) != SQLITE_OK)
+			return -1;
+		if (sqlite3_bind_parameter_count(st) > 0)
+			sqlite3_bind_int64(st, 1, upto);
+		if (sqlite3_step(st) != SQLITE_DONE) {
+			sqlite3_finalize(st);
+			return -1;
+		}
+		sqlite3_finalize(st);
+	}
+	return 0;
+}
+
+/* Delete every record with seq <= upto; *n: how many.  0 or -1. */
+static int
+audit_prune_delete(struct audit *a, int64_t upto, int64_t *n)
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
+	int k, rc;
+
+	*n = 0;
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		xasprintf(&sql, "DELETE FROM %s WHERE seq <= ?",
+		    audit_kinds[k].table);
+		rc = sqlite3_prepare_v2(a->db, sql, -1, &st, NULL);
+		free(sql);
+		if (rc != SQLITE_OK)
+			return -1;
+		sqlite3_bind_int64(st, 1, upto);
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE)
+			return -1;
+		*n += sqlite3_changes(a->db);
+	}
+	return 0;
+}
+
+/* The anchor moves onto record upto (hash h).  0 or -1. */
+static int
+audit_prune_anchor(struct audit *a, int64_t upto, const uint8_t *h)
+{
+	sqlite3_stmt *st = NULL;
+	int rc;
+
+	if (sqlite3_prepare_v2(a->db, "INSERT OR REPLACE INTO chain_anchor "
+	    "(id, seq, hash, ts_ms, reason) VALUES (1, ?, ?, ?, "
+	    "'retention')", -1, &st, NULL) != SQLITE_OK)
+		return -1;
+	sqlite3_bind_int64(st, 1, upto);
+	sqlite3_bind_blob(st, 2, h, AUDIT_HASH_LEN, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, util_now_ms());
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/*
  * Retention: delete the records older than the cutoff, oldest first, at
  * most AUDIT_PRUNE_CHUNK per call (one transaction, so queued records are
  * not held up for long), and move the anchor onto the last one deleted, so
@@ -801,111 +967,37 @@ static const char *audit_prune_totals_sql =
 static int
 audit_prune(struct audit *a, int64_t retention_ms)
 {
-	sqlite3_stmt *st = NULL;
-	char *sql = NULL, *cause = NULL;
-	int64_t cutoff = util_now_ms() - retention_ms, first = -1, anchor,
-	    upto, n;
+	char *cause = NULL;
+	int64_t cutoff = util_now_ms() - retention_ms, first, anchor, upto, n;
 	uint8_t h[AUDIT_HASH_LEN];
-	int k, total = 0, more = 0;
+	int more = 0;
 
 	if (retention_ms <= 0 || a->db == NULL || a->down)
 		return 0;
-	{
-		/* The first record young enough to keep bounds the cut (a
-		 * scan in seq order that stops there: it reads only what
-		 * is about to go). */
-		first = -1;
-		for (k = 0; k < AUDIT_NKINDS; k++) {
-			xasprintf(&sql, "SELECT seq FROM %s WHERE %s >= ? AND "
-			    "seq IS NOT NULL ORDER BY seq LIMIT 1",
-			    audit_kinds[k].table, audit_kinds[k].ts_col);
-			if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
-				goto fail;
-			sqlite3_bind_int64(st, 1, cutoff);
-			if (sqlite3_step(st) == SQLITE_ROW &&
-			    sqlite3_column_type(st, 0) != SQLITE_NULL &&
-			    (first == -1 || sqlite3_column_int64(st, 0) < first))
-				first = sqlite3_column_int64(st, 0);
-			sqlite3_finalize(st);
-			st = NULL;
-			free(sql);
-			sql = NULL;
-		}
-		if (audit_chain_anchor(a->db, &anchor, h) == -1)
-			goto fail;
-		upto = (first == -1 ? a->seq : first - 1);
-		if (upto <= anchor)
-			return 0;
-		if (upto > anchor + AUDIT_PRUNE_CHUNK) {
-			upto = anchor + AUDIT_PRUNE_CHUNK;
-			more = 1;
-		}
-		if (audit_exec(a, "BEGIN IMMEDIATE", &cause) == -1)
-			goto fail;
-		/* The hash of record upto becomes the anchor. */
-		for (k = 0; k < AUDIT_NKINDS; k++) {
-			xasprintf(&sql, "SELECT hash FROM %s WHERE seq = ?",
-			    audit_kinds[k].table);
-			if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
-				goto rollback;
-			sqlite3_bind_int64(st, 1, upto);
-			if (sqlite3_step(st) == SQLITE_ROW &&
-			    sqlite3_column_bytes(st, 0) == AUDIT_HASH_LEN)
-				memcpy(h, sqlite3_column_blob(st, 0), AUDIT_HASH_LEN);
-			sqlite3_finalize(st);
-			st = NULL;
-			free(sql);
-			sql = NULL;
-		}
-		/* The totals first: they read the rows about to go. */
-		{
-			const char *tail = audit_prune_totals_sql;
-
-			while (tail != NULL && *tail != '\0') {
-				if (sqlite3_prepare_v2(a->db, tail, -1, &st, &tail) !=
-				    SQLITE_OK)
-					goto rollback;
-				if (sqlite3_bind_parameter_count(st) > 0)
-					sqlite3_bind_int64(st, 1, upto);
-				if (sqlite3_step(st) != SQLITE_DONE)
-					goto rollback;
-				sqlite3_finalize(st);
-				st = NULL;
-			}
-		}
-		n = 0;
-		for (k = 0; k < AUDIT_NKINDS; k++) {
-			xasprintf(&sql, "DELETE FROM %s WHERE seq <= ?",
-			    audit_kinds[k].table);
-			if (sqlite3_prepare_v2(a->db, sql, -1, &st, NULL) != SQLITE_OK)
-				goto rollback;
-			sqlite3_bind_int64(st, 1, upto);
-			if (sqlite3_step(st) != SQLITE_DONE)
-				goto rollback;
-			n += sqlite3_changes(a->db);
-			sqlite3_finalize(st);
-			st = NULL;
-			free(sql);
-			sql = NULL;
-		}
-		if (sqlite3_prepare_v2(a->db, "INSERT OR REPLACE INTO chain_anchor "
-		    "(id, seq, hash, ts_ms, reason) VALUES (1, ?, ?, ?, "
-		    "'retention')", -1, &st, NULL) != SQLITE_OK)
-			goto rollback;
-		sqlite3_bind_int64(st, 1, upto);
-		sqlite3_bind_blob(st, 2, h, AUDIT_HASH_LEN, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 3, util_now_ms());
-		if (sqlite3_step(st) != SQLITE_DONE)
-			goto rollback;
-		sqlite3_finalize(st);
-		st = NULL;
-		if (audit_exec(a, "COMMIT", &cause) == -1)
-			goto fail;
-		total += (int)n;
+	if (audit_prune_bound(a, cutoff, &first) == -1 ||
+	    audit_chain_anchor(a->db, &anchor, h) == -1)
+		goto fail;
+	upto = (first == -1 ? a->seq : first - 1);
+	if (upto <= anchor)
+		return 0;
+	if (upto > anchor + AUDIT_PRUNE_CHUNK) {
+		upto = anchor + AUDIT_PRUNE_CHUNK;
+		more = 1;
 	}
-	if (total > 0)
+	if (audit_exec(a, "BEGIN IMMEDIATE", &cause) == -1)
+		goto fail;
+	/* The hash of record upto becomes the anchor; the totals first:
+	 * they read the rows about to go. */
+	if (audit_prune_hash(a, upto, h) == -1 ||
+	    audit_prune_totals(a, upto) == -1 ||
+	    audit_prune_delete(a, upto, &n) == -1 ||
+	    audit_prune_anchor(a, upto, h) == -1)
+		goto rollback;
+	if (audit_exec(a, "COMMIT", &cause) == -1)
+		goto fail;
+	if (n > 0)
 		log_info("audit %s: retention: %d records older than %lld s "
-		    "pruned, anchor at seq %lld", a->path, total,
+		    "pruned, anchor at seq %lld", a->path, (int)n,
 		    (long long)(retention_ms / 1000), (long long)upto);
 	return more;
 rollback:
@@ -913,8 +1005,6 @@ rollback:
 fail:
 	log_warnx("audit %s: retention: %s", a->path, cause ? cause :
 	    sqlite3_errmsg(a->db));
-	sqlite3_finalize(st);
-	free(sql);
 	free(cause);
 	return 0;
 }
@@ -998,55 +1088,126 @@ audit_gather(struct audit *a)
 	}
 }
 
+/* Mutex held: prune if due (unlocked meanwhile), schedule the next. */
+static void
+audit_writer_prune(struct audit *a)
+{
+	int64_t keep_ms = a->retention_ms;
+	int more;
+
+	if (a->retention_ms <= 0 || audit_mono() < a->next_prune || a->down)
+		return;
+	pthread_mutex_unlock(&a->mtx);
+	more = audit_prune(a, keep_ms);
+	pthread_mutex_lock(&a->mtx);
+	/* More to prune: again right after the queued records. */
+	a->next_prune = audit_mono() + (more ? 0 : AUDIT_PRUNE_EVERY_MS);
+}
+
+/*
+ * Mutex held, nothing queued: while down, probe the database (reopen or
+ * recheck, nothing to write) every AUDIT_RETRY_MS; else sleep until an
+ * enqueue or the next prune.
+ */
+static void
+audit_writer_idle(struct audit *a)
+{
+	char *cause = NULL;
+	int ok;
+
+	if (a->down && !a->probe_ok) {
+		if (audit_mono() < a->retry_at) {
+			audit_timedwait(a, a->retry_at);
+			return;
+		}
+		pthread_mutex_unlock(&a->mtx);
+		ok = audit_check(a, &cause) == 0;
+		free(cause);
+		pthread_mutex_lock(&a->mtx);
+		if (ok) {
+			a->probe_ok = 1;
+			__atomic_store_n(&a->available, 1, __ATOMIC_RELEASE);
+		} else
+			a->retry_at = audit_mono() + AUDIT_RETRY_MS;
+		return;
+	}
+	if (a->retention_ms > 0)
+		audit_timedwait(a, a->next_prune);
+	else
+		pthread_cond_wait(&a->cond, &a->mtx);
+}
+
+/* Mutex held: unlink up to AUDIT_BATCH_MAX records (*n) from the queue. */
+static struct audit_rec *
+audit_writer_take(struct audit *a, size_t *n)
+{
+	struct audit_rec *batch = a->q, **tail = &batch;
+
+	for (*n = 0; *tail != NULL && *n < AUDIT_BATCH_MAX; (*n)++)
+		tail = &(*tail)->next;
+	a->q = *tail;
+	*tail = NULL;
+	if (a->q == NULL)
+		a->qtail = &a->q;
+	a->qlen -= *n;
+	return batch;
+}
+
+/*
+ * Mutex held, after the commit of batch (ok): allowed rows go back to the
+ * loop (woken), the others are freed, or requeued at the front if the
+ * commit failed.
+ */
+static void
+audit_writer_settle(struct audit *a, struct audit_rec *batch, int ok)
+{
+	struct audit_rec *r, *next, *keep = NULL, **keeptail = &keep;
+	size_t nkeep = 0;
+	int wake = 0;
+
+	for (r = batch; r != NULL; r = next) {
+		next = r->next;
+		r->next = NULL;
+		if (r->cb != NULL) {
+			r->ok = ok && !r->bad;
+			*a->donetail = r;
+			a->donetail = &r->next;
+			wake = 1;
+		} else if (ok || r->bad) {
+			audit_rec_free(r);
+		} else {
+			*keeptail = r;
+			keeptail = &r->next;
+			nkeep++;
+		}
+	}
+	if (keep != NULL) {
+		*keeptail = a->q;
+		if (a->q == NULL)
+			a->qtail = keeptail;
+		a->q = keep;
+		a->qlen += nkeep;
+	}
+	if (wake)
+		audit_wake_loop(a);
+}
+
 static void *
 audit_writer(void *arg)
 {
 	struct audit *a = arg;
-	struct audit_rec *batch, *r, *next, **tail, *keep, **keeptail;
+	struct audit_rec *batch;
 	char *cause;
-	size_t n, nkeep;
-	int ok, wake, tried_after_stop = 0;
+	size_t n;
+	int ok, tried_after_stop = 0;
 
 	pthread_mutex_lock(&a->mtx);
 	for (;;) {
-		if (a->retention_ms > 0 && audit_mono() >= a->next_prune &&
-		    !a->down) {
-			int64_t keep_ms = a->retention_ms;
-			int more;
-
-			pthread_mutex_unlock(&a->mtx);
-			more = audit_prune(a, keep_ms);
-			pthread_mutex_lock(&a->mtx);
-			/* More to prune: again right after the queued records. */
-			a->next_prune = audit_mono() + (more ? 0 :
-			    AUDIT_PRUNE_EVERY_MS);
-		}
+		audit_writer_prune(a);
 		if (a->q == NULL) {
 			if (a->stopping)
 				break;
-			if (a->down && !a->probe_ok) {
-				if (audit_mono() < a->retry_at) {
-					audit_timedwait(a, a->retry_at);
-					continue;
-				}
-				/* Probe: reopen or recheck, nothing to write. */
-				pthread_mutex_unlock(&a->mtx);
-				cause = NULL;
-				ok = audit_check(a, &cause) == 0;
-				free(cause);
-				pthread_mutex_lock(&a->mtx);
-				if (ok) {
-					a->probe_ok = 1;
-					__atomic_store_n(&a->available, 1,
-					    __ATOMIC_RELEASE);
-				} else
-					a->retry_at = audit_mono() + AUDIT_RETRY_MS;
-				continue;
-			}
-			if (a->retention_ms > 0)
-				audit_timedwait(a, a->next_prune);
-			else
-				pthread_cond_wait(&a->cond, &a->mtx);
+			audit_writer_idle(a);
 			continue;
 		}
 		if (a->stopping && a->down) {
@@ -1067,16 +1228,7 @@ audit_writer(void *arg)
 		 */
 		if (a->last_batch >= AUDIT_GROUP_LOAD && !a->stopping && !a->down)
 			audit_gather(a);
-		/* Take up to AUDIT_BATCH_MAX records. */
-		batch = a->q;
-		tail = &batch;
-		for (n = 0; *tail != NULL && n < AUDIT_BATCH_MAX; n++)
-			tail = &(*tail)->next;
-		a->q = *tail;
-		*tail = NULL;
-		if (a->q == NULL)
-			a->qtail = &a->q;
-		a->qlen -= n;
+		batch = audit_writer_take(a, &n);
 		pthread_mutex_unlock(&a->mtx);
 
 		a->last_batch = n;
@@ -1086,36 +1238,7 @@ audit_writer(void *arg)
 		pthread_mutex_lock(&a->mtx);
 		audit_episode(a, ok, cause, n + a->qlen);
 		free(cause);
-		/* Allowed rows go back to the loop; failed others are requeued. */
-		wake = 0;
-		keep = NULL;
-		keeptail = &keep;
-		nkeep = 0;
-		for (r = batch; r != NULL; r = next) {
-			next = r->next;
-			r->next = NULL;
-			if (r->cb != NULL) {
-				r->ok = ok && !r->bad;
-				*a->donetail = r;
-				a->donetail = &r->next;
-				wake = 1;
-			} else if (ok || r->bad) {
-				audit_rec_free(r);
-			} else {
-				*keeptail = r;
-				keeptail = &r->next;
-				nkeep++;
-			}
-		}
-		if (keep != NULL) {
-			*keeptail = a->q;
-			if (a->q == NULL)
-				a->qtail = keeptail;
-			a->q = keep;
-			a->qlen += nkeep;
-		}
-		if (wake)
-			audit_wake_loop(a);
+		audit_writer_settle(a, batch, ok);
 	}
 	if (a->qlen > 0 || a->dropped > 0)
 		log_warnx("audit %s: exiting with %zu records unwritten",
@@ -1330,7 +1453,8 @@ audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
 	if (row->upstream_port != 0)
 		audit_set_int(&r->v[10], row->upstream_port);
 	audit_set_text(&r->v[11], row->allow ? "allow" : "deny");
-	audit_set_text(&r->v[12], row->reason ? row->reason : "unknown");
+	audit_set_text(&r->v[12], row->reason ? row->reason :
+	    reason_name(REASON_UNKNOWN));
 	audit_set_text(&r->v[13], row->policy_digest);
 	r->cb = cb;
 	r->arg = arg;
@@ -1363,7 +1487,8 @@ audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
 	audit_set_int(&r->v[2], (int64_t)up);
 	audit_set_int(&r->v[3], (int64_t)down);
 	audit_set_int(&r->v[4], duration_ms);
-	audit_set_text(&r->v[5], reason ? reason : "closed");
+	audit_set_text(&r->v[5], reason ? reason :
+	    reason_name(REASON_CLOSED));
 	return audit_enqueue(a, r);
 }
 

@@ -103,13 +103,13 @@ connect_authority(const uint8_t *s, size_t len, struct connect_req *req)
  */
 static int
 connect_request_line(const uint8_t *s, size_t len, struct connect_req *req,
-    int *status, const char **reason)
+    int *status, enum reason *reason)
 {
 	const uint8_t *sp1, *sp2, *target, *ver;
 	size_t mlen, tlen, vlen, i;
 
 	*status = 400;
-	*reason = "bad_request";
+	*reason = REASON_BAD_REQUEST;
 	sp1 = memchr(s, ' ', len);
 	if (sp1 == NULL || sp1 == s)
 		return -1;
@@ -133,12 +133,12 @@ connect_request_line(const uint8_t *s, size_t len, struct connect_req *req,
 		return -1;
 	if (mlen != 7 || memcmp(s, "CONNECT", 7) != 0) {
 		*status = 405;
-		*reason = "method_not_allowed";
+		*reason = REASON_METHOD_NOT_ALLOWED;
 		return -1;
 	}
 	if (ver[5] != '1' || (ver[7] != '0' && ver[7] != '1')) {
 		*status = 505;
-		*reason = "version_not_supported";
+		*reason = REASON_VERSION_NOT_SUPPORTED;
 		return -1;
 	}
 	req->http_minor = ver[7] - '0';
@@ -181,13 +181,13 @@ connect_header(const uint8_t *s, size_t len, int *host)
 
 enum connect_result
 connect_parse(const uint8_t *buf, size_t len, struct connect_req *req,
-    int *status, const char **reason)
+    int *status, enum reason *reason)
 {
 	size_t off = 0, eol, nline = 0, scan;
 	int host = 0;
 
 	*status = 0;
-	*reason = NULL;
+	*reason = REASON_NONE;
 	memset(req, 0, sizeof(*req));
 	scan = len < CONNECT_HEAD_MAX ? len : CONNECT_HEAD_MAX;
 	for (;;) {
@@ -207,7 +207,7 @@ connect_parse(const uint8_t *buf, size_t len, struct connect_req *req,
 		if (eol + 1 >= scan) {
 			if (len >= CONNECT_HEAD_MAX) {
 				*status = 431;
-				*reason = "header_too_large";
+				*reason = REASON_HEADER_TOO_LARGE;
 				return CONNECT_ERROR;
 			}
 			return CONNECT_INCOMPLETE;
@@ -227,6 +227,6 @@ connect_parse(const uint8_t *buf, size_t len, struct connect_req *req,
 bad:
 	memset(req, 0, sizeof(*req));
 	*status = 400;
-	*reason = "bad_request";
+	*reason = REASON_BAD_REQUEST;
 	return CONNECT_ERROR;
 }

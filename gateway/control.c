@@ -1,9 +1,9 @@
 /*
  * control.c: the control socket (default /run/ksb/gateway.sock).
  *
- * A line protocol over a UNIX stream socket.  Each request is one line of
- * at most CONTROL_LINE_MAX bytes ending in "\n"; each answer starts with
- * "OK" or "ERR <message>".
+ * A line protocol over a UNIX stream socket (proto/ctl.h, whose sizes
+ * this server uses).  Each request is one line of at most CTL_LINE_MAX
+ * bytes ending in "\n"; each answer starts with "OK" or "ERR <message>".
  *
  *   REGISTER <id> <profile>
  *	-> OK tap=<tap> ip=<a.b.c.d>/<prefix> mac=<mac> gw=<a.b.c.d> port=<n>
@@ -48,8 +48,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 #include "policy/policy.h"
-
-#define CONTROL_LINE_MAX 1024
+#include "proto/ctl.h"
 
 #define CONTROL_GROUPS_MAX 65536	/* supplementary groups read, max */
 /*
@@ -293,27 +292,25 @@ control_list(struct client *cl)
 	evbuffer_free(b);
 }
 
-#define CONTROL_RELOAD_ERRORS_MAX 200	/* E lines in one RELOAD reply */
-
 /*
  * RELOAD: "OK digest=D revoked=N lost=L ms=T", then a "W <note>" line per
  * note (a setting that needs a restart, an instance left without its
  * profile), END; or "ERR <n> errors, policy unchanged", one "E <error>"
- * line each (at most CONTROL_RELOAD_ERRORS_MAX, then a count), END.  The
+ * line each (at most CTL_RELOAD_ERRORS_MAX, then a count), END.  The
  * reply can be long, so it goes through the bufferevent, not sendmsg.
  */
 static void
 control_reload(struct client *cl)
 {
 	struct gateway *gw = control_gw;
-	struct gateway_reload_info info;
+	struct reload_info info;
 	struct evbuffer *b = evbuffer_new();
 	char *errors = NULL, *line, *save = NULL;
 	int n = 0;
 
 	if (b == NULL)
 		fatalx("evbuffer_new");
-	if (gateway_reload(gw, &info, &errors) == 0) {
+	if (reload_run(gw, &info, &errors) == 0) {
 		evbuffer_add_printf(b, "OK digest=%s revoked=%d lost=%d "
 		    "ms=%lld\n", policy_digest(gw->policy), info.revoked,
 		    info.lost, (long long)info.ms);
@@ -330,11 +327,11 @@ control_reload(struct client *cl)
 		    n == 1 ? "" : "s");
 		for (line = strtok_r(errors, "\n", &save), n = 0; line != NULL;
 		    line = strtok_r(NULL, "\n", &save), n++)
-			if (n < CONTROL_RELOAD_ERRORS_MAX)
+			if (n < CTL_RELOAD_ERRORS_MAX)
 				evbuffer_add_printf(b, "E %s\n", line);
-		if (n > CONTROL_RELOAD_ERRORS_MAX)
+		if (n > CTL_RELOAD_ERRORS_MAX)
 			evbuffer_add_printf(b, "E ... and %d more (see the "
-			    "gateway's log)\n", n - CONTROL_RELOAD_ERRORS_MAX);
+			    "gateway's log)\n", n - CTL_RELOAD_ERRORS_MAX);
 	}
 	evbuffer_add_printf(b, "END\n");
 	bufferevent_write_buffer(cl->bev, b);
@@ -437,7 +434,7 @@ control_read_cb(struct bufferevent *bev, void *arg)
 	size_t n;
 
 	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF)) != NULL) {
-		if (n > CONTROL_LINE_MAX || memchr(line, '\0', n) != NULL) {
+		if (n > CTL_LINE_MAX || memchr(line, '\0', n) != NULL) {
 			free(line);
 			control_sendf(cl, "ERR request too long or malformed\n");
 			control_client_free(cl);
@@ -446,7 +443,7 @@ control_read_cb(struct bufferevent *bev, void *arg)
 		control_command(cl, line);
 		free(line);
 	}
-	if (evbuffer_get_length(in) > CONTROL_LINE_MAX) {
+	if (evbuffer_get_length(in) > CTL_LINE_MAX) {
 		control_sendf(cl, "ERR request too long\n");
 		control_client_free(cl);
 	}
@@ -618,6 +615,9 @@ control_tap_listed(char (*taps)[16], size_t ntaps, const char *tap)
 	return 0;
 }
 
+/* 90 lines: restart reconciliation as one batch (state rows,
+ * liveness, taps, the nftables guests) built and committed together, all
+ * or nothing. */
 int
 control_reconcile(struct gateway *gw, const struct nft_params *np,
     char **cause)

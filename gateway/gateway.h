@@ -38,8 +38,14 @@ struct gateway {
 					   sandbox forbids and logs the result */
 };
 
+/* ---- reload.c --------------------------------------------------------------
+ * Reloading ksb.conf and the policy (SIGHUP, RELOAD), and the start-up
+ * policy load it shares.
+ */
+struct policy_bytes;
+
 /* What a successful reload did, for the admin (ksbctl reload). */
-struct gateway_reload_info {
+struct reload_info {
 	int revoked;			/* tunnels closed as "revoked" */
 	int lost;			/* instances whose profile disappeared */
 	int64_t ms;			/* parse + swap, milliseconds */
@@ -49,7 +55,7 @@ struct gateway_reload_info {
 };
 
 /*
- * gateway_reload: re-read ksb.conf and every policy file into new objects.
+ * reload_run: re-read ksb.conf and every policy file into new objects.
  * On any error nothing changes: -1, *errors gets every error (one
  * "file:line:col: message" per line), each is logged and the attempt is
  * recorded in the audit database.  On success: the new policy is swapped
@@ -57,8 +63,21 @@ struct gateway_reload_info {
  * live settings applied; 0 and *info (may be NULL; caller frees
  * info->notes).  Runs on the event loop; called for SIGHUP and RELOAD.
  */
-int gateway_reload(struct gateway *, struct gateway_reload_info *info,
-    char **errors);
+int reload_run(struct gateway *, struct reload_info *info, char **errors);
+/*
+ * reload_load_policy: parse conf's policy files into *out, then parse
+ * the very bytes the proxy process will be sent (*pb, may be NULL, as
+ * at start-up), so that both hold the same policy and digest.  0, or -1
+ * with *errors set (caller frees).
+ */
+int reload_load_policy(const struct ksb_conf *conf, struct policy **out,
+    struct policy_bytes *pb, char **errors);
+/*
+ * reload_files: the policy's file names joined with spaces (malloc'd),
+ * for policy_versions.files: p's files in load order, included ones too;
+ * with p NULL, the files conf names.
+ */
+char *reload_files(const struct ksb_conf *conf, const struct policy *p);
 
 /* ---- audit.c ---------------------------------------------------------------
  * The SQLite audit database (schema/audit.sql, ksb-audit(5)).  One writer
@@ -264,13 +283,13 @@ pid_t privsep_child_pid(void);
 void child_main(struct gateway *, int sock) __attribute__((noreturn));
 struct child_wait;
 /* As audit_decision/audit_cancel/audit_close/audit_available, through
- * the parent.  Returns a local row id (> 0) or -1. reason NULL in
- * child_audit_close: drop the row without a close record. */
+ * the parent.  Returns a local row id (> 0) or -1. reason REASON_NONE
+ * in child_audit_close: drop the row without a close record. */
 int64_t child_audit_decision(const struct audit_row *, audit_done_cb cb,
     void *arg, struct child_wait **wait);
 void child_audit_cancel(struct child_wait *);
 void child_audit_close(int64_t id, uint64_t up, uint64_t down,
-    int64_t duration_ms, const char *reason);
+    int64_t duration_ms, enum reason reason);
 int child_audit_available(void);
 /* Handle every message the parent has sent so far. */
 void child_sync(void);
@@ -282,13 +301,13 @@ const struct sockaddr_storage *child_own_addrs(size_t *n);
  */
 int proxy_init(struct gateway *, char **cause);
 void proxy_shutdown(void);
-/* Close every tunnel of inst (reason "unregistered"). */
+/* Close every tunnel of inst (REASON_UNREGISTERED). */
 void proxy_instance_gone(struct instance *inst);
 /*
  * After a policy swap: close every connection past its CONNECT head that
  * the new policy no longer allows (name or address rule, and the
  * allow-address rule that let a screened upstream address through), with
- * reason "revoked".  Returns how many were closed.
+ * REASON_REVOKED.  Returns how many were closed.
  */
 int proxy_policy_changed(void);
 

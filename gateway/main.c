@@ -9,7 +9,7 @@
  * privileges) -> control socket -> event loop.
  * SIGHUP (and RELOAD on the control socket) reloads ksb.conf and the
  * policy: parse new, swap on success, keep the old one otherwise; see
- * gateway_reload.  SIGTERM/SIGINT close every tunnel and exit, keeping
+ * reload.c.  SIGTERM/SIGINT close every tunnel and exit, keeping
  * the registrations (state database), taps and nftables tables for the
  * next start: guests fail closed meanwhile.
  */
@@ -47,30 +47,6 @@ usage(FILE *f)
 	    "  -h         this help\n"
 	    "See ksb-gatewayd(8), ksb.conf(5), ksb-policy(5).\n",
 	    conf_default_path());
-}
-
-/*
- * The policy's file names joined with spaces, for the audit database
- * (policy_versions.files): every file of p in load order, the included
- * ones too; without a policy (a failed load), the files ksb.conf names.
- */
-static char *
-gateway_files(const struct ksb_conf *conf, const struct policy *p)
-{
-	size_t i, n = p != NULL ? policy_nfiles(p) : conf->npolicy_files;
-	const char *name;
-	char *s = xstrdup(""), *t;
-
-	for (i = 0; i < n; i++) {
-		if (p == NULL)
-			name = conf->policy_files[i];
-		else if (policy_file(p, i, &name, NULL, NULL) == -1)
-			continue;
-		xasprintf(&t, "%s%s%s", s, i > 0 ? " " : "", name);
-		free(s);
-		s = t;
-	}
-	return s;
 }
 
 /*
@@ -203,235 +179,6 @@ gateway_lock_pid(void)
 			log_warn("lock file");
 }
 
-static void
-gateway_policy_bytes_free(struct policy_bytes *pb)
-{
-	size_t i;
-
-	for (i = 0; i < pb->n; i++) {
-		free(pb->names[i]);
-		free(pb->texts[i]);
-	}
-	free(pb->names);
-	free(pb->texts);
-	free(pb->lens);
-	memset(pb, 0, sizeof(*pb));
-}
-
-/*
- * Parse the policy files (errors as policy_load reports them), then parse
- * the very bytes the proxy process will be sent (*pb, may be NULL: every
- * file of the policy in load order, included files too), so that both
- * processes hold the same policy and digest and the proxy process never
- * reads a file.
- */
-static int
-gateway_load_policy(const struct ksb_conf *conf, struct policy **out,
-    struct policy_bytes *pb, char **errors)
-{
-	struct policy_bytes b;
-	struct policy *p = NULL;
-	const char *name, *text;
-	size_t i, n = conf->npolicy_files, len;
-	int ret = -1;
-
-	memset(&b, 0, sizeof(b));
-	if (n == 0)
-		return cause_set(errors, "%s: no policy files: add `policy = "
-		    "/etc/ksb/policy.d/*.policy'", conf->path ? conf->path :
-		    "(defaults)");
-	if (policy_load((const char *const *)conf->policy_files, n, &p,
-	    errors) == -1)
-		return -1;
-	n = policy_nfiles(p);
-	b.names = xcalloc(n, sizeof(*b.names));
-	b.texts = xcalloc(n, sizeof(*b.texts));
-	b.lens = xcalloc(n, sizeof(*b.lens));
-	for (i = 0; i < n; i++, b.n++) {
-		if (policy_file(p, i, &name, &text, &len) == -1)
-			fatalx("policy_file %zu", i);
-		b.names[i] = xstrdup(name);
-		b.texts[i] = xmalloc(len + 1);
-		memcpy(b.texts[i], text, len + 1);
-		b.lens[i] = len;
-	}
-	if (policy_load_buffers((const char *const *)b.names,
-	    (const char *const *)b.texts, b.lens, n, out, errors) == -1)
-		goto cleanup;
-	if (strcmp(policy_digest(*out), policy_digest(p)) != 0)
-		fatalx("policy digest differs between file and buffer load");
-	if (pb != NULL) {
-		*pb = b;
-		memset(&b, 0, sizeof(b));
-	}
-	ret = 0;
-cleanup:
-	policy_free(p);
-	gateway_policy_bytes_free(&b);
-	return ret;
-}
-
-/*
- * ksb.conf settings the running gateway cannot change: they shaped the
- * bridge, the nftables tables, the listeners, the audit database or the
- * resolver at start-up (audit-retention is read by audit_open).  A reload
- * that finds one changed keeps the running value and says so.  Every other setting (timeouts, limits, the policy
- * list, and what only ksb-run reads) takes effect on reload.
- */
-static void
-gateway_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
-    struct evbuffer *notes)
-{
-	static const struct {
-		const char *key;
-		size_t off;
-	} strs[] = {
-		{ "bridge", offsetof(struct ksb_conf, bridge) },
-		{ "control-socket", offsetof(struct ksb_conf, control_socket) },
-		{ "control-group", offsetof(struct ksb_conf, control_group) },
-		{ "state-dir", offsetof(struct ksb_conf, state_dir) },
-		{ "audit-db", offsetof(struct ksb_conf, audit_db) },
-		{ "hosts-file", offsetof(struct ksb_conf, hosts_file) },
-		{ "resolver", offsetof(struct ksb_conf, resolver) },
-	};
-	const char *file = cur->path ? cur->path : "ksb.conf";
-	char a[16], b[16];
-	size_t i;
-
-	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		const char *x = *(char *const *)((const char *)cur + strs[i].off);
-		const char *y = *(char *const *)((const char *)nc + strs[i].off);
-
-		if ((x == NULL) != (y == NULL) ||
-		    (x != NULL && strcmp(x, y) != 0))
-			evbuffer_add_printf(notes, "%s: %s changed to `%s': "
-			    "needs a restart, still `%s'\n", file, strs[i].key,
-			    y ? y : "(default)", x ? x : "(default)");
-	}
-	if (cur->bridge_addr != nc->bridge_addr ||
-	    cur->bridge_prefix != nc->bridge_prefix)
-		evbuffer_add_printf(notes, "%s: bridge-address changed to "
-		    "`%s/%d': needs a restart, still `%s/%d'\n", file,
-		    registry_addr_str(nc->bridge_addr, a), nc->bridge_prefix,
-		    registry_addr_str(cur->bridge_addr, b), cur->bridge_prefix);
-	if (cur->audit_retention != nc->audit_retention)
-		evbuffer_add_printf(notes, "%s: audit-retention changed to "
-		    "%lld s: needs a restart, still %lld s\n", file,
-		    (long long)nc->audit_retention,
-		    (long long)cur->audit_retention);
-	if (cur->proxy_port != nc->proxy_port)
-		evbuffer_add_printf(notes, "%s: proxy-port changed to `%u': "
-		    "needs a restart, still `%u'\n", file, nc->proxy_port,
-		    cur->proxy_port);
-}
-
-/* The evbuffer's text as a malloc'd string, NULL if empty; drains it. */
-static char *
-gateway_buffer_text(struct evbuffer *b)
-{
-	size_t len = evbuffer_get_length(b);
-	char *s;
-
-	if (len == 0)
-		return NULL;
-	s = xmalloc(len + 1);
-	evbuffer_remove(b, s, len);
-	s[len] = '\0';
-	if (s[len - 1] == '\n')
-		s[len - 1] = '\0';
-	return s;
-}
-
-int
-gateway_reload(struct gateway *gw, struct gateway_reload_info *info,
-    char **errors)
-{
-	struct ksb_conf *nc = NULL;
-	struct policy *np = NULL, *old;
-	struct policy_bytes pb;
-	struct instance *i;
-	struct evbuffer *notes = evbuffer_new();
-	char *files = NULL, a[16], *line, *save = NULL;
-	int64_t t0 = util_mono_ms();
-	int ret = -1, revoked, lost = 0;
-
-	if (notes == NULL)
-		fatalx("evbuffer_new");
-	memset(&pb, 0, sizeof(pb));
-	if (info != NULL)
-		memset(info, 0, sizeof(*info));
-	/* Parse everything into new objects; nothing running is touched. */
-	if (conf_load(gw->conf->path, 0, &nc, errors) == -1)
-		goto fail;
-	if (gateway_load_policy(nc, &np, &pb, errors) == -1)
-		goto fail;
-	files = gateway_files(nc, np);
-	gateway_restart_only(gw->conf, nc, notes);
-	/* Swap: from here on every decision (and row) uses the new policy. */
-	old = gw->policy;
-	gw->policy = np;
-	conf_take_live(gw->conf, nc);
-	audit_policy(gw->audit, policy_digest(np), 1, files, NULL);
-	for (i = registry_first(); i != NULL; i = i->next) {
-		if (policy_has_profile(np, i->profile))
-			continue;
-		evbuffer_add_printf(notes, "instance %s (%s): profile `%s' no "
-		    "longer exists: all its egress is denied\n", i->id,
-		    registry_addr_str(i->addr, a), i->profile);
-		lost++;
-	}
-	/* The proxy process swaps too and closes what is no longer
-	 * allowed; it answers with the count. */
-	revoked = privsep_policy(gw, &pb);
-	policy_free(old);
-	if (info != NULL) {
-		info->revoked = revoked;
-		info->lost = lost;
-		info->ms = util_mono_ms() - t0;
-		info->notes = gateway_buffer_text(notes);
-		line = info->notes;
-	} else
-		line = gateway_buffer_text(notes);
-	log_info("policy reloaded in %lld ms: %s, %d tunnel%s revoked",
-	    (long long)(util_mono_ms() - t0), policy_digest(np), revoked,
-	    revoked == 1 ? "" : "s");
-	if (line != NULL) {
-		char *copy = xstrdup(line), *l;
-
-		for (l = strtok_r(copy, "\n", &save); l != NULL;
-		    l = strtok_r(NULL, "\n", &save))
-			log_warnx("reload: %s", l);
-		free(copy);
-	}
-	if (info == NULL)
-		free(line);
-	ret = 0;
-	goto cleanup;
-fail:
-	log_warnx("reload failed, keeping the current policy (%s):",
-	    policy_digest(gw->policy));
-	line = xstrdup(*errors ? *errors : "unknown error");
-	{
-		char *l;
-
-		for (l = strtok_r(line, "\n", &save); l != NULL;
-		    l = strtok_r(NULL, "\n", &save))
-			log_warnx("%s", l);
-	}
-	free(line);
-	/* The files ksb.conf names (none if ksb.conf itself failed). */
-	if (nc != NULL)
-		files = gateway_files(nc, NULL);
-	audit_policy(gw->audit, NULL, 0, files ? files : "", *errors);
-	policy_free(np);
-cleanup:
-	gateway_policy_bytes_free(&pb);
-	evbuffer_free(notes);
-	free(files);
-	conf_free(nc);
-	return ret;
-}
-
 /* Bind the proxy listener on bridge-address:proxy-port. */
 static int
 gateway_listen(struct gateway *gw, char **cause)
@@ -461,14 +208,14 @@ static void
 gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
 {
 	struct gateway *gw = arg;
-	struct gateway_reload_info info;
+	struct reload_info info;
 	char *errors = NULL;
 
 	switch (sig) {
 	case SIGHUP:
 		/* libevent runs this from the loop, not from the handler;
 		 * several SIGHUPs before it runs make one reload. */
-		if (gateway_reload(gw, &info, &errors) == 0)
+		if (reload_run(gw, &info, &errors) == 0)
 			free(info.notes);
 		free(errors);
 		break;
@@ -479,29 +226,30 @@ gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
 	}
 }
 
-int
-main(int argc, char **argv)
+struct gateway_opts {
+	const char *conffile;
+	int foreground, check, verbose, selftest;
+};
+
+/* Command line -> *o.  Returns -1 to go on, else the exit status. */
+static int
+gateway_options(int argc, char **argv, struct gateway_opts *o)
 {
-	struct gateway gw;
-	struct nft_params np;
-	struct event *sigs[4];
-	const int signums[4] = { SIGHUP, SIGTERM, SIGINT, SIGQUIT };
-	const char *conffile = conf_default_path();
-	char *cause = NULL, *files;
-	int ch, foreground = 0, check = 0, verbose = 0, selftest = 0, i;
-	struct sockaddr_in *own;
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
+	int ch;
 
+	memset(o, 0, sizeof(*o));
+	o->conffile = conf_default_path();
 	while ((ch = getopt_long(argc, argv, "df:hnTv", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'd': foreground = 1; break;
-		case 'f': conffile = optarg; break;
-		case 'n': check = 1; break;
-		case 'T': selftest = 1; break;
-		case 'v': verbose++; break;
+		case 'd': o->foreground = 1; break;
+		case 'f': o->conffile = optarg; break;
+		case 'n': o->check = 1; break;
+		case 'T': o->selftest = 1; break;
+		case 'v': o->verbose++; break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
@@ -511,80 +259,120 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	log_init("ksb-gatewayd", verbose);
+	return -1;
+}
+
+/*
+ * The bridge, the nftables parameters and the gateway's own address, the
+ * audit database (with the policy in force recorded), the event loop.
+ * Fatal on failure: nothing is running yet.
+ */
+static void
+gateway_setup(struct gateway *gw, struct nft_params *np)
+{
+	struct sockaddr_in *own;
+	char *cause = NULL, *files;
+
+	if (netdev_bridge_ensure(gw->conf->bridge, gw->conf->bridge_addr,
+	    gw->conf->bridge_prefix, &cause) == -1)
+		fatalx("%s", cause);
+	memset(np, 0, sizeof(*np));
+	np->bridge = gw->conf->bridge;
+	np->tap_prefix = "ksbt";
+	np->bridge_addr = gw->conf->bridge_addr;
+	np->proxy_port = gw->conf->proxy_port;
+	own = (struct sockaddr_in *)&gw->own[0];
+	own->sin_family = AF_INET;
+	own->sin_addr.s_addr = gw->conf->bridge_addr;
+	gw->nown = 1;
+
+	if (util_mkdirs(gw->conf->state_dir, 0700) == -1)
+		fatal("%s", gw->conf->state_dir);
+	if (audit_open(gw->conf->audit_db, gw->conf->audit_retention,
+	    &gw->audit, &cause) == -1)
+		fatalx("audit: %s", cause);
+	files = reload_files(gw->conf, gw->policy);
+	audit_policy(gw->audit, policy_digest(gw->policy), 1, files, NULL);
+	free(files);
+
+	gw->base = event_base_new();
+	if (gw->base == NULL)
+		fatalx("event_base_new");
+	if (audit_start(gw->audit, gw->base, &cause) == -1)
+		fatalx("%s", cause);
+}
+
+/*
+ * Start the processes and sockets in order (see the top of this file):
+ * registry, reconciliation, listener, proxy process, control socket,
+ * signals.  Fatal on failure.
+ */
+static void
+gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
+    const int *signums, int nsigs)
+{
+	char *cause = NULL, a[16];
+	int i;
+
+	registry_init(gw->conf->bridge_addr, gw->conf->bridge_prefix);
+	/* State database -> nftables tables and sets (one batch), taps. */
+	if (control_reconcile(gw, np, &cause) == -1)
+		fatalx("%s", cause);
+	/* The listener is bound here; the proxy process (child.c) gets it,
+	 * resolves and parses without any privilege. */
+	if (gateway_listen(gw, &cause) == -1 ||
+	    privsep_init(gw, &cause) == -1 || control_init(gw, &cause) == -1)
+		fatalx("%s", cause);
+	for (i = 0; i < nsigs; i++) {
+		sigs[i] = evsignal_new(gw->base, signums[i], gateway_signal_cb, gw);
+		if (sigs[i] == NULL || evsignal_add(sigs[i], NULL) == -1)
+			fatalx("evsignal_new");
+	}
+	log_info("ready: bridge %s %s/%d, proxy port %u, control %s, "
+	    "policy %s", gw->conf->bridge,
+	    registry_addr_str(gw->conf->bridge_addr, a),
+	    gw->conf->bridge_prefix, gw->conf->proxy_port,
+	    gw->conf->control_socket, policy_digest(gw->policy));
+}
+
+int
+main(int argc, char **argv)
+{
+	struct gateway gw;
+	struct gateway_opts o;
+	struct nft_params np;
+	struct event *sigs[4];
+	const int signums[4] = { SIGHUP, SIGTERM, SIGINT, SIGQUIT };
+	char *cause = NULL;
+	int i, r;
+
+	if ((r = gateway_options(argc, argv, &o)) != -1)
+		return r;
+	log_init("ksb-gatewayd", o.verbose);
 	event_set_log_callback(gateway_event_log);
 	memset(&gw, 0, sizeof(gw));
 	gw.proxy_fd = -1;
-	if (conf_load(conffile, 0, &gw.conf, &cause) == -1) {
+	if (conf_load(o.conffile, 0, &gw.conf, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
-	if (gateway_load_policy(gw.conf, &gw.policy, NULL, &cause) == -1) {
+	if (reload_load_policy(gw.conf, &gw.policy, NULL, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
-	if (check) {
+	if (o.check) {
 		printf("configuration OK\n");
 		return 0;
 	}
 	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
-	if (!foreground && daemon(0, 0) == -1)
+	if (!o.foreground && daemon(0, 0) == -1)
 		fatal("daemon");
 	gateway_lock_pid();
-
-	if (netdev_bridge_ensure(gw.conf->bridge, gw.conf->bridge_addr,
-	    gw.conf->bridge_prefix, &cause) == -1)
-		fatalx("%s", cause);
-	memset(&np, 0, sizeof(np));
-	np.bridge = gw.conf->bridge;
-	np.tap_prefix = "ksbt";
-	np.bridge_addr = gw.conf->bridge_addr;
-	np.proxy_port = gw.conf->proxy_port;
-	own = (struct sockaddr_in *)&gw.own[0];
-	own->sin_family = AF_INET;
-	own->sin_addr.s_addr = gw.conf->bridge_addr;
-	gw.nown = 1;
-
-	if (util_mkdirs(gw.conf->state_dir, 0700) == -1)
-		fatal("%s", gw.conf->state_dir);
-	if (audit_open(gw.conf->audit_db, gw.conf->audit_retention, &gw.audit,
-	    &cause) == -1)
-		fatalx("audit: %s", cause);
-	files = gateway_files(gw.conf, gw.policy);
-	audit_policy(gw.audit, policy_digest(gw.policy), 1, files, NULL);
-	free(files);
-
-	gw.base = event_base_new();
-	if (gw.base == NULL)
-		fatalx("event_base_new");
-	if (audit_start(gw.audit, gw.base, &cause) == -1)
-		fatalx("%s", cause);
-	registry_init(gw.conf->bridge_addr, gw.conf->bridge_prefix);
-	/* State database -> nftables tables and sets (one batch), taps. */
-	if (control_reconcile(&gw, &np, &cause) == -1)
-		fatalx("%s", cause);
-	/* The listener is bound here; the proxy process (child.c) gets it,
-	 * resolves and parses without any privilege. */
-	gw.selftest = selftest;
-	if (gateway_listen(&gw, &cause) == -1 ||
-	    privsep_init(&gw, &cause) == -1 || control_init(&gw, &cause) == -1)
-		fatalx("%s", cause);
-	for (i = 0; i < 4; i++) {
-		sigs[i] = evsignal_new(gw.base, signums[i], gateway_signal_cb, &gw);
-		if (sigs[i] == NULL || evsignal_add(sigs[i], NULL) == -1)
-			fatalx("evsignal_new");
-	}
-	{
-		char a[16];
-
-		log_info("ready: bridge %s %s/%d, proxy port %u, control %s, "
-		    "policy %s", gw.conf->bridge,
-		    registry_addr_str(gw.conf->bridge_addr, a),
-		    gw.conf->bridge_prefix, gw.conf->proxy_port,
-		    gw.conf->control_socket, policy_digest(gw.policy));
-	}
+	gateway_setup(&gw, &np);
+	gw.selftest = o.selftest;
+	gateway_start(&gw, &np, sigs, signums, 4);
 	event_base_dispatch(gw.base);
 
 	/* The proxy process closes its tunnels (close records) and exits. */

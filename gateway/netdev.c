@@ -491,6 +491,9 @@ cleanup:
 	return ret;
 }
 
+/* 97 lines: one rtnetlink conversation (find or create the bridge,
+ * IPv6 off, address, prune the others, up) whose steps share one socket and
+ * one error path. */
 int
 netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 {
@@ -592,15 +595,80 @@ cleanup:
 
 /* ---- tap ------------------------------------------------------------------ */
 
+/*
+ * Create tap name (IFF_TUN_EXCL: fail rather than attach to an existing
+ * device), not persistent: its fd (returned) holds it.  -1 and *cause.
+ */
+static int
+tap_open(const char *name, char **cause)
+{
+	struct ifreq ifr;
+	int tfd;
+
+	if ((tfd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) == -1)
+		return cause_set(cause, "/dev/net/tun: %s", strerror(errno));
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_TUN_EXCL;
+	memcpy(ifr.ifr_name, name, strlen(name));
+	if (ioctl(tfd, TUNSETIFF, &ifr) == -1) {
+		cause_set(cause, "cannot create tap `%s': %s", name,
+		    strerror(errno));
+		close(tfd);
+		return -1;
+	}
+	if (strncmp(ifr.ifr_name, name, IFNAMSIZ) != 0) {
+		cause_set(cause, "tap `%s' was created as `%.*s'", name,
+		    IFNAMSIZ, ifr.ifr_name);
+		close(tfd);
+		return -1;
+	}
+	return tfd;
+}
+
+/*
+ * Enslave the (still down) tap to the bridge, then port isolation
+ * (isolated ports cannot reach each other, only the bridge's other
+ * ports) and up in one message: the port never forwards unisolated.
+ * Defence in depth below table bridge ksb.  The slave data goes to the
+ * current master, so this comes after IFLA_MASTER, not with it.
+ */
+static int
+tap_attach(struct rtnl *r, const char *name, const char *bridge,
+    const struct link_info *tap, const struct link_info *br, char **cause)
+{
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	struct nlattr *info, *data;
+	int error;
+
+	nlh = rtnl_link_msg(r, RTM_NEWLINK, 0, tap->index, &ifm);
+	mnl_attr_put_u32(nlh, IFLA_MASTER, (uint32_t)br->index);
+	if ((error = rtnl_talk(r, nlh, NULL, NULL)) != 0)
+		return cause_set(cause, "cannot add tap `%s' to bridge `%s': "
+		    "%s%s%s", name, bridge, strerror(-error),
+		    r->msg[0] != '\0' ? ": " : "", r->msg);
+	nlh = rtnl_link_msg(r, RTM_NEWLINK, 0, tap->index, &ifm);
+	ifm->ifi_flags = IFF_UP;
+	ifm->ifi_change = IFF_UP;
+	info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_SLAVE_KIND, "bridge");
+	data = mnl_attr_nest_start(nlh, IFLA_INFO_SLAVE_DATA);
+	mnl_attr_put_u8(nlh, IFLA_BRPORT_ISOLATED, 1);
+	mnl_attr_nest_end(nlh, data);
+	mnl_attr_nest_end(nlh, info);
+	if ((error = rtnl_talk(r, nlh, NULL, NULL)) != 0) {
+		rtnl_cause(r, cause, "cannot isolate and bring up tap", name,
+		    error);
+		return -1;
+	}
+	return 0;
+}
+
 int
 netdev_tap_create(const char *name, const char *bridge, int *fd, char **cause)
 {
 	struct rtnl		 r;
 	struct link_info	 br, tap;
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
-	struct nlattr		*info, *data;
-	struct ifreq		 ifr;
 	int			 tfd = -1, error, ret = -1;
 
 	memset(&r, 0, sizeof(r));
@@ -626,68 +694,18 @@ netdev_tap_create(const char *name, const char *bridge, int *fd, char **cause)
 		cause_set(cause, "link `%s' is not a bridge", bridge);
 		goto cleanup;
 	}
-
-	/* IFF_TUN_EXCL: fail rather than attach to an existing device. */
-	if ((tfd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) == -1) {
-		cause_set(cause, "/dev/net/tun: %s", strerror(errno));
+	if ((tfd = tap_open(name, cause)) == -1)
 		goto cleanup;
-	}
-	memset(&ifr, 0, sizeof(ifr));
-	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_TUN_EXCL;
-	memcpy(ifr.ifr_name, name, strlen(name));
-	if (ioctl(tfd, TUNSETIFF, &ifr) == -1) {
-		cause_set(cause, "cannot create tap `%s': %s", name,
-		    strerror(errno));
-		goto cleanup;
-	}
-	if (strncmp(ifr.ifr_name, name, IFNAMSIZ) != 0) {
-		cause_set(cause, "tap `%s' was created as `%.*s'", name,
-		    IFNAMSIZ, ifr.ifr_name);
-		goto cleanup;
-	}
 	if ((error = link_get(&r, name, &tap)) != 0) {
 		rtnl_cause(&r, cause, "cannot find tap", name, error);
 		goto cleanup;
 	}
-	if (link_ipv6_off(&r, name, tap.index, cause) != 0)
+	if (link_ipv6_off(&r, name, tap.index, cause) != 0 ||
+	    tap_attach(&r, name, bridge, &tap, &br, cause) != 0)
 		goto cleanup;
-
-	/* Enslave while still down. */
-	nlh = rtnl_link_msg(&r, RTM_NEWLINK, 0, tap.index, &ifm);
-	mnl_attr_put_u32(nlh, IFLA_MASTER, (uint32_t)br.index);
-	if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
-		cause_set(cause, "cannot add tap `%s' to bridge `%s': %s%s%s",
-		    name, bridge, strerror(-error),
-		    r.msg[0] != '\0' ? ": " : "", r.msg);
-		goto cleanup;
-	}
-
-	/*
-	 * Port isolation (isolated ports cannot reach each other, only the
-	 * bridge's other ports), then up, in one message: the port never
-	 * forwards unisolated.  Defence in depth below table bridge ksb.
-	 * The slave data goes to the current master, so this comes after
-	 * IFLA_MASTER, not with it.
-	 */
-	nlh = rtnl_link_msg(&r, RTM_NEWLINK, 0, tap.index, &ifm);
-	ifm->ifi_flags = IFF_UP;
-	ifm->ifi_change = IFF_UP;
-	info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-	mnl_attr_put_strz(nlh, IFLA_INFO_SLAVE_KIND, "bridge");
-	data = mnl_attr_nest_start(nlh, IFLA_INFO_SLAVE_DATA);
-	mnl_attr_put_u8(nlh, IFLA_BRPORT_ISOLATED, 1);
-	mnl_attr_nest_end(nlh, data);
-	mnl_attr_nest_end(nlh, info);
-	if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
-		rtnl_cause(&r, cause, "cannot isolate and bring up tap", name,
-		    error);
-		goto cleanup;
-	}
-
 	*fd = tfd;
 	tfd = -1;
 	ret = 0;
-
 cleanup:
 	if (tfd != -1)
 		close(tfd);	/* not persistent: the tap goes with it */

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/reason.h"
+
 /* ---- connect_parse.c -------------------------------------------------------
  * HTTP/1.x CONNECT request head (RFC 9110 §9.3.6, RFC 9112 §3).  No I/O.
  */
@@ -29,12 +31,12 @@ struct connect_req {
 
 /*
  * connect_parse: parse buf[0..len).  On CONNECT_ERROR, *status is the HTTP
- * status to answer (400, 405, 431, 505) and *reason a static audit reason
- * ("bad_request", "method_not_allowed", "header_too_large",
- * "version_not_supported").
+ * status to answer (400, 405, 431, 505) and *reason the audit reason
+ * (REASON_BAD_REQUEST, _METHOD_NOT_ALLOWED, _HEADER_TOO_LARGE,
+ * _VERSION_NOT_SUPPORTED; REASON_NONE otherwise).
  */
 enum connect_result connect_parse(const uint8_t *buf, size_t len,
-    struct connect_req *req, int *status, const char **reason);
+    struct connect_req *req, int *status, enum reason *reason);
 
 /* ---- tls_peek.c ------------------------------------------------------------
  * TLS ClientHello -> SNI (RFC 8446 §4.1.2, §5.1; RFC 6066 §3).  No I/O.
@@ -51,11 +53,11 @@ enum tls_peek_result {
 /*
  * tls_peek_sni: sni must hold at least 256 bytes.  *hello_len receives the
  * number of bytes (records) spanned by the ClientHello on success.
- * Reasons: "not_tls", "bad_hello", "hello_too_large", "sni_missing",
- * "sni_invalid".
+ * Reasons (TLS_PEEK_ERROR; REASON_NONE otherwise): REASON_NOT_TLS,
+ * _BAD_HELLO, _HELLO_TOO_LARGE, _SNI_MISSING, _SNI_INVALID.
  */
 enum tls_peek_result tls_peek_sni(const uint8_t *buf, size_t len,
-    char *sni, size_t snisz, size_t *hello_len, const char **reason);
+    char *sni, size_t snisz, size_t *hello_len, enum reason *reason);
 
 /* ---- screen.c --------------------------------------------------------------
  * Upstream address screening.  Returns NULL if sa may be connected to,

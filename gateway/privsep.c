@@ -420,7 +420,8 @@ privsep_lost(const char *why, int exiting)
 			audit_cancel(r->wait);
 			if (r->wait == NULL)
 				audit_close(privsep_gw->audit, r->row, 0, 0,
-				    now - r->start_ms, "proxy_restarted");
+				    now - r->start_ms,
+				    reason_name(REASON_PROXY_RESTARTED));
 			free(r);
 		}
 		privsep_rows[i] = NULL;

@@ -1,5 +1,6 @@
 /*
- * proxy.c: the HTTPS CONNECT proxy (DESIGN.md, "Gateway: connection path").
+ * proxy.c: the HTTPS CONNECT proxy (ARCHITECTURE.md, "Data flow of one
+ * connection" and "Promises").
  *
  * Per connection:  HEAD (read the CONNECT request, capped and timed) ->
  * policy decision (403 + audit row on deny) -> "200 Connection established"
@@ -107,7 +108,7 @@ static int64_t proxy_refused_sec;	/* refusal rows of unknown sources */
 static int proxy_refused_rows, proxy_refused_quiet;
 static struct event *proxy_accept_timer;
 
-static void conn_close(struct conn *c, const char *reason);
+static void conn_close(struct conn *c, enum reason reason);
 static void conn_event_cb(struct bufferevent *, short, void *);
 static void relay_free(struct conn *);
 static void relay_timer(struct conn *);
@@ -162,7 +163,7 @@ static void conn_committed(int ok, void *arg);
  * is unavailable (nothing queued for an allowed row).
  */
 static int
-conn_audit(struct conn *c, int allow, const char *reason, const char *rawhost)
+conn_audit(struct conn *c, int allow, enum reason reason, const char *rawhost)
 {
 	struct audit_row r;
 	int64_t id;
@@ -178,7 +179,7 @@ conn_audit(struct conn *c, int allow, const char *reason, const char *rawhost)
 	r.upstream_addr = c->have_upstream ? c->upstream_addr : NULL;
 	r.upstream_port = c->have_upstream ? c->port : 0;
 	r.allow = allow;
-	r.reason = reason;
+	r.reason = reason_name(reason);
 	r.policy_digest = conn_digest(c);
 	/* Through the parent (privsep.c), which owns the database. */
 	if (!allow)
@@ -205,7 +206,7 @@ conn_drain_read_cb(struct bufferevent *bev, void *arg)
 	c->discarded += evbuffer_get_length(in);
 	evbuffer_drain(in, evbuffer_get_length(in));
 	if (c->discarded > LINGER_MAX_BYTES)
-		conn_close(c, NULL);
+		conn_close(c, REASON_NONE);
 }
 
 static void
@@ -225,14 +226,15 @@ conn_drain_write_cb(struct bufferevent *bev, void *arg)
 
 /* Write a fixed answer (no guest bytes in it) and close after lingering. */
 static void
-conn_respond(struct conn *c, int status, const char *text, const char *reason,
+conn_respond(struct conn *c, int status, const char *text, enum reason reason,
     const char *body)
 {
 	struct evbuffer *out = bufferevent_get_output(c->down);
 
 	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
 	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
-	    "Connection: close\r\n\r\n%s", status, text, reason, strlen(body), body);
+	    "Connection: close\r\n\r\n%s", status, text, reason_name(reason), strlen(body),
+	    body);
 	c->state = CONN_DRAIN;
 	conn_deadline(c, LINGER_MS);
 	bufferevent_disable(c->down, EV_READ);
@@ -246,7 +248,7 @@ conn_respond(struct conn *c, int status, const char *text, const char *reason,
  * one-line body, write the audit row, close once the answer is flushed.
  */
 static void
-conn_deny_http(struct conn *c, int status, const char *reason,
+conn_deny_http(struct conn *c, int status, enum reason reason,
     const char *message, const char *rawhost)
 {
 	const char *text;
@@ -269,10 +271,10 @@ conn_deny_http(struct conn *c, int status, const char *reason,
 	 * refusal says so (its row is queued and written on recovery; -1
 	 * only when that backlog is full). */
 	if (!child_audit_available())
-		reason = "audit_unavailable";
+		reason = REASON_AUDIT_UNAVAILABLE;
 	if (conn_audit(c, 0, reason, rawhost) == -1)
-		reason = "audit_unavailable";
-	if (strcmp(reason, "audit_unavailable") == 0) {
+		reason = REASON_AUDIT_UNAVAILABLE;
+	if (reason == REASON_AUDIT_UNAVAILABLE) {
 		status = 503;
 		text = "Service Unavailable";
 		snprintf(body, sizeof(body), "ksb: audit log unavailable\n");
@@ -282,18 +284,18 @@ conn_deny_http(struct conn *c, int status, const char *reason,
 
 /* Deny after the 200: there is no HTTP left to speak, so row + close. */
 static void
-conn_deny_tunnel(struct conn *c, const char *reason)
+conn_deny_tunnel(struct conn *c, enum reason reason)
 {
 	char esc[600];
 
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
 	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
-	    c->port, reason);
+	    c->port, reason_name(reason));
 	(void)conn_audit(c, 0, reason, NULL);
 	if (c->row != -1)	/* an allowed row gets no close record */
-		child_audit_close(c->row, 0, 0, 0, NULL);
+		child_audit_close(c->row, 0, 0, 0, REASON_NONE);
 	c->row = -1;	/* the row is complete; nothing to close */
-	conn_close(c, NULL);
+	conn_close(c, REASON_NONE);
 }
 
 /* Make close(2) of fd send a reset and free the socket at once. */
@@ -318,7 +320,7 @@ conn_abort_fd(int fd)
  * tunnel (CONN_RELAY) is closed: its last bytes are the guest's data.
  */
 static void
-conn_close(struct conn *c, const char *reason)
+conn_close(struct conn *c, enum reason reason)
 {
 	if (c->state != CONN_RELAY) {
 		if (c->down != NULL)
@@ -329,7 +331,7 @@ conn_close(struct conn *c, const char *reason)
 	/* A pending allowed row is still written, then this close record. */
 	child_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
-	if (c->row != -1)	/* reason NULL: the parent forgets the row */
+	if (c->row != -1)	/* REASON_NONE: the parent forgets the row */
 		child_audit_close(c->row, c->bytes_up, c->bytes_down,
 		    util_mono_ms() - c->start_ms, reason);
 	resolve_cancel(c->rreq);
@@ -439,10 +441,10 @@ relay_fail(struct conn *c, int fd)
 	int e = errno;
 
 	if (fd == c->dir[0].src)
-		conn_close(c, e == ECONNRESET ? "guest_reset" : "guest_error");
+		conn_close(c, e == ECONNRESET ? REASON_GUEST_RESET : REASON_GUEST_ERROR);
 	else
-		conn_close(c, e == ECONNRESET ? "upstream_reset" :
-		    "upstream_error");
+		conn_close(c, e == ECONNRESET ? REASON_UPSTREAM_RESET :
+		    REASON_UPSTREAM_ERROR);
 	return -1;
 }
 
@@ -457,6 +459,10 @@ relay_again(void)
  * bufferevents held, then splice(2) source -> pipe -> destination.  Passes
  * a half-close on once the source ended and everything was written, and
  * arms the event it waits for.  0, or -1 once c is closed.
+ *
+ * 93 lines: the splice(2) relay of one direction: buffered bytes,
+ * pipe fill and drain, half-close and re-arming are one state machine on
+ * the hot path.
  */
 static int
 relay_pump(struct conn *c, int i)
@@ -560,7 +566,7 @@ relay_run(struct conn *c, int i)
 	if (relay_pump(c, i) == -1)
 		return;
 	if (c->dir[0].shut && c->dir[1].shut)
-		conn_close(c, "closed");
+		conn_close(c, REASON_CLOSED);
 }
 
 static void
@@ -577,7 +583,7 @@ relay_down_cb(evutil_socket_t fd, short ev, void *arg)
 
 /*
  * Idle check (c->timer): nothing moved either way for idle-timeout closes
- * the tunnel, "write_stalled" if bytes were waiting for a peer to read.
+ * the tunnel, REASON_WRITE_STALLED if bytes were waiting for a peer to read.
  */
 static void
 relay_timer(struct conn *c)
@@ -598,10 +604,10 @@ relay_timer(struct conn *c)
 		 */
 		conn_abort_fd(c->dir[0].src);
 		conn_abort_fd(c->dir[1].src);
-		conn_close(c, "write_stalled");
+		conn_close(c, REASON_WRITE_STALLED);
 		return;
 	}
-	conn_close(c, "idle_timeout");
+	conn_close(c, REASON_IDLE_TIMEOUT);
 }
 
 /* Move a and then b (libevent buffers) into d->pend; their length. */
@@ -678,9 +684,9 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 	if (what & BEV_EVENT_CONNECTED) {
 		/* The promise: the row is committed before any byte goes up;
 		 * nothing is read or relayed until conn_committed. */
-		if (conn_audit(c, 1, "allowed", NULL) == -1) {
+		if (conn_audit(c, 1, REASON_ALLOWED, NULL) == -1) {
 			c->row = -1;
-			conn_deny_tunnel(c, "audit_unavailable");
+			conn_deny_tunnel(c, REASON_AUDIT_UNAVAILABLE);
 		}
 		return;
 	}
@@ -697,7 +703,7 @@ conn_committed(int ok, void *arg)
 	c->awaiting = NULL;
 	if (!ok) {
 		c->row = -1;
-		conn_deny_tunnel(c, "audit_unavailable");
+		conn_deny_tunnel(c, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
@@ -762,25 +768,25 @@ conn_set_upstream(struct conn *c, const struct sockaddr_storage *ss)
 		c->have_upstream = 1;
 }
 
-static const char *
+static enum reason
 conn_connect_reason(short what, int e)
 {
 	if (what & BEV_EVENT_TIMEOUT)
-		return "connect_timeout";
+		return REASON_CONNECT_TIMEOUT;
 	switch (e) {
 	case ECONNREFUSED:
-		return "connect_refused";
+		return REASON_CONNECT_REFUSED;
 	case ECONNRESET:
-		return "connect_reset";
+		return REASON_CONNECT_RESET;
 	case ETIMEDOUT:
-		return "connect_timeout";
+		return REASON_CONNECT_TIMEOUT;
 	case ENETUNREACH:
 	case EHOSTUNREACH:
 	case EADDRNOTAVAIL:
 	case EAFNOSUPPORT:
-		return "connect_unreachable";
+		return REASON_CONNECT_UNREACHABLE;
 	default:
-		return "connect_failed";
+		return REASON_CONNECT_FAILED;
 	}
 }
 
@@ -790,7 +796,7 @@ conn_connect_reason(short what, int e)
  * Never re-resolves.
  */
 static void
-conn_connect_next(struct conn *c, const char *why)
+conn_connect_next(struct conn *c, enum reason why)
 {
 	struct timeval tv = { c->gw->conf->connect_timeout, 0 };
 	struct sockaddr_storage *ss;
@@ -849,7 +855,7 @@ conn_connect_failed(struct conn *c, short what)
 	}
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
 	log_debug("connect %s:%u via %s: %s", esc, c->port, c->upstream_addr,
-	    conn_connect_reason(what, e));
+	    reason_name(conn_connect_reason(what, e)));
 	conn_connect_next(c, conn_connect_reason(what, e));
 }
 
@@ -906,14 +912,14 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 			log_info("screened %s -> %s (%s)", esc, c->upstream_addr,
 			    cls ? cls : "?");
 		}
-		conn_deny_tunnel(c, refused != NULL ? "address_screened" :
-		    "resolve_failed");
+		conn_deny_tunnel(c, refused != NULL ? REASON_ADDRESS_SCREENED :
+		    REASON_RESOLVE_FAILED);
 		return;
 	}
 	c->state = CONN_CONNECTING;
 	/* Guest bytes beyond the hello wait in the input buffer meanwhile. */
 	bufferevent_disable(c->down, EV_READ);
-	conn_connect_next(c, "connect_failed");
+	conn_connect_next(c, REASON_CONNECT_FAILED);
 }
 
 /* Both the ClientHello and the resolution are done: pick an address. */
@@ -950,7 +956,7 @@ hello_read_cb(struct bufferevent *bev, void *arg)
 	struct evbuffer *in = bufferevent_get_input(bev);
 	size_t len = evbuffer_get_length(in), hello_len;
 	const uint8_t *p;
-	const char *reason = NULL;
+	enum reason reason = REASON_NONE;
 	char sni[256];
 
 	if (len > TLS_PEEK_MAX)
@@ -959,18 +965,18 @@ hello_read_cb(struct bufferevent *bev, void *arg)
 	switch (tls_peek_sni(p, len, sni, sizeof(sni), &hello_len, &reason)) {
 	case TLS_PEEK_INCOMPLETE:
 		if (len >= TLS_PEEK_MAX)
-			conn_deny_tunnel(c, "hello_too_large");
+			conn_deny_tunnel(c, REASON_HELLO_TOO_LARGE);
 		return;
 	case TLS_PEEK_ERROR:
-		if (c->host_is_ip && reason != NULL &&
-		    strcmp(reason, "sni_missing") == 0)
+		if (c->host_is_ip && reason == REASON_SNI_MISSING)
 			break;	/* no SNI for an IP literal is expected */
-		conn_deny_tunnel(c, reason ? reason : "bad_hello");
+		conn_deny_tunnel(c, reason != REASON_NONE ? reason :
+		    REASON_BAD_HELLO);
 		return;
 	case TLS_PEEK_OK:
 		snprintf(c->sni, sizeof(c->sni), "%s", sni);
 		if (c->host_is_ip || strcmp(sni, c->host) != 0) {
-			conn_deny_tunnel(c, "sni_mismatch");
+			conn_deny_tunnel(c, REASON_SNI_MISMATCH);
 			return;
 		}
 		break;
@@ -989,17 +995,17 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 
 	if (what & BEV_EVENT_TIMEOUT) {
 		if (c->state == CONN_HEAD)
-			conn_deny_http(c, 408, "header_timeout",
+			conn_deny_http(c, 408, REASON_HEADER_TIMEOUT,
 			    "timed out reading the CONNECT request", NULL);
 		else
-			conn_deny_tunnel(c, "hello_timeout");
+			conn_deny_tunnel(c, REASON_HELLO_TIMEOUT);
 		return;
 	}
 	/* EOF or error before the tunnel: record it only once a host is known. */
 	if (c->state == CONN_HELLO)
-		conn_deny_tunnel(c, "guest_closed");
+		conn_deny_tunnel(c, REASON_GUEST_CLOSED);
 	else
-		conn_close(c, NULL);
+		conn_close(c, REASON_NONE);
 }
 
 static void
@@ -1010,7 +1016,7 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	size_t len = evbuffer_get_length(in);
 	struct connect_req req;
 	struct policy_decision d;
-	const char *reason = NULL;
+	enum reason reason = REASON_NONE;
 	const uint8_t *p;
 	int status = 400;
 	char raw[1100];
@@ -1021,11 +1027,12 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	switch (connect_parse(p, len, &req, &status, &reason)) {
 	case CONNECT_INCOMPLETE:
 		if (len >= CONNECT_HEAD_MAX)
-			conn_deny_http(c, 431, "header_too_large",
+			conn_deny_http(c, 431, REASON_HEADER_TOO_LARGE,
 			    "request header too large", NULL);
 		return;
 	case CONNECT_ERROR:
-		conn_deny_http(c, status, reason ? reason : "bad_request",
+		conn_deny_http(c, status, reason != REASON_NONE ? reason :
+		    REASON_BAD_REQUEST,
 		    status == 405 ? "only CONNECT is supported" :
 		    "malformed request", NULL);
 		return;
@@ -1036,7 +1043,7 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	c->port = req.port;
 	snprintf(raw, sizeof(raw), "%s", req.host);
 	if (c->inst == NULL) {
-		conn_deny_http(c, 403, "unknown_source",
+		conn_deny_http(c, 403, REASON_UNKNOWN_SOURCE,
 		    "source address is not a registered instance", raw);
 		return;
 	}
@@ -1051,7 +1058,7 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	c->host_is_ip = d.kind == HOSTNAME_IP;
 	/* Fail closed before the tunnel: no allowed row could be written. */
 	if (!child_audit_available()) {
-		conn_deny_http(c, 503, "audit_unavailable",
+		conn_deny_http(c, 503, REASON_AUDIT_UNAVAILABLE,
 		    "audit log unavailable", NULL);
 		return;
 	}
@@ -1075,14 +1082,14 @@ conn_timer_cb(evutil_socket_t fd, short ev, void *arg)
 
 	switch (c->state) {
 	case CONN_HEAD:
-		conn_deny_http(c, 408, "header_timeout",
+		conn_deny_http(c, 408, REASON_HEADER_TIMEOUT,
 		    "timed out reading the CONNECT request", NULL);
 		break;
 	case CONN_HELLO:
-		conn_deny_tunnel(c, "hello_timeout");
+		conn_deny_tunnel(c, REASON_HELLO_TIMEOUT);
 		break;
 	case CONN_DRAIN:
-		conn_close(c, NULL);
+		conn_close(c, REASON_NONE);
 		break;
 	case CONN_RELAY:
 		relay_timer(c);
@@ -1136,8 +1143,8 @@ proxy_instance_caps(const struct conn *c, int *maxconns, int *rate)
 		*rate = lim[POLICY_LIMIT_RATE];
 }
 
-/* Which cap refuses a new connection of c->inst (NULL: unknown source)? */
-static const char *
+/* Which cap refuses a new connection of c->inst (REASON_NONE: none)? */
+static enum reason
 proxy_admit(struct conn *c)
 {
 	const struct ksb_conf *conf = c->gw->conf;
@@ -1148,19 +1155,19 @@ proxy_admit(struct conn *c)
 	if (inst != NULL)
 		proxy_instance_caps(c, &maxconns, &rate);
 	if (inst != NULL && inst->px_conns >= maxconns)
-		return "instance_connection_limit";
+		return REASON_INSTANCE_CONNECTION_LIMIT;
 	if (proxy_nconns - proxy_nrefused > conf->max_connections)
-		return "too_many_connections";
+		return REASON_TOO_MANY_CONNECTIONS;
 	if (inst != NULL && !proxy_bucket_take(&inst->px_tokens,
 	    &inst->px_tokens_ms, rate, now))
-		return "instance_rate_limited";
+		return REASON_INSTANCE_RATE_LIMITED;
 	if (!proxy_bucket_take(&proxy_tokens, &proxy_tokens_ms, conf->conn_rate,
 	    now)) {
 		if (inst != NULL)	/* give the instance its token back */
 			inst->px_tokens += 1000;
-		return "rate_limited";
+		return REASON_RATE_LIMITED;
 	}
-	return NULL;
+	return REASON_NONE;
 }
 
 /*
@@ -1171,7 +1178,7 @@ proxy_admit(struct conn *c)
  * a flood cannot turn into a flood of synchronous audit commits.
  */
 static void
-conn_refuse(struct conn *c, const char *reason)
+conn_refuse(struct conn *c, enum reason reason)
 {
 	int64_t sec = util_mono_ms() / 1000, *last;
 	int *rows, *quiet;
@@ -1179,7 +1186,7 @@ conn_refuse(struct conn *c, const char *reason)
 	c->refused = 1;
 	proxy_nrefused++;
 	if (proxy_nrefused > REFUSED_MAX) {
-		conn_close(c, NULL);
+		conn_close(c, REASON_NONE);
 		return;
 	}
 	last = c->inst ? &c->inst->px_refused_sec : &proxy_refused_sec;
@@ -1209,7 +1216,7 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	struct gateway *gw = arg;
 	struct conn *c;
 	struct sockaddr_in *sin = (struct sockaddr_in *)sa;
-	const char *why;
+	enum reason why;
 	int one = 1;
 
 	c = xcalloc(1, sizeof(*c));
@@ -1232,7 +1239,7 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		c->inst = registry_find_addr(sin->sin_addr.s_addr);
 	} else
 		snprintf(c->client_addr, sizeof(c->client_addr), "?");
-	if ((why = proxy_admit(c)) != NULL) {
+	if ((why = proxy_admit(c)) != REASON_NONE) {
 		conn_refuse(c, why);
 		return;
 	}
@@ -1289,7 +1296,7 @@ void
 proxy_shutdown(void)
 {
 	while (proxy_conns != NULL)
-		conn_close(proxy_conns, "gateway_shutdown");
+		conn_close(proxy_conns, REASON_GATEWAY_SHUTDOWN);
 	if (proxy_listener != NULL)
 		evconnlistener_free(proxy_listener);
 	proxy_listener = NULL;
@@ -1313,9 +1320,9 @@ proxy_instance_gone(struct instance *inst)
 		if (c->inst == inst) {
 			c->inst = NULL;
 			if (c->row != -1)
-				conn_close(c, "unregistered");
+				conn_close(c, REASON_UNREGISTERED);
 			else
-				conn_close(c, NULL);
+				conn_close(c, REASON_NONE);
 		}
 	}
 }
@@ -1355,9 +1362,9 @@ proxy_policy_changed(void)
 			continue;
 		n++;
 		if (c->row != -1)
-			conn_close(c, "revoked");
+			conn_close(c, REASON_REVOKED);
 		else
-			conn_deny_tunnel(c, "revoked");
+			conn_deny_tunnel(c, REASON_REVOKED);
 	}
 	return n;
 }

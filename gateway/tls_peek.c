@@ -105,9 +105,9 @@ tls_sni_copy(const uint8_t *name, size_t len, char *sni, size_t snisz)
 
 /*
  * Parse the ClientHello body hs[0..len) (after the 4-byte handshake
- * header).  Returns NULL and fills sni, or a reason.
+ * header).  Returns REASON_NONE and fills sni, or a reason.
  */
-static const char *
+static enum reason
 tls_parse_hello(const uint8_t *hs, size_t len, char *sni, size_t snisz)
 {
 	struct tls_rd r = { hs, hs + len }, ext, list;
@@ -118,28 +118,28 @@ tls_parse_hello(const uint8_t *hs, size_t len, char *sni, size_t snisz)
 	/* legacy_version, random[32] */
 	if (tls_rd_u16(&r, &v) != 0 || (v >> 8) != 3 ||
 	    tls_rd_skip(&r, 32) != 0)
-		return "bad_hello";
+		return REASON_BAD_HELLO;
 	/* legacy_session_id<0..32> */
 	if (tls_rd_u8(&r, &n) != 0 || n > 32 || tls_rd_skip(&r, n) != 0)
-		return "bad_hello";
+		return REASON_BAD_HELLO;
 	/* cipher_suites<2..2^16-2> */
 	if (tls_rd_u16(&r, &n) != 0 || n < 2 || n % 2 != 0 ||
 	    tls_rd_skip(&r, n) != 0)
-		return "bad_hello";
+		return REASON_BAD_HELLO;
 	/* legacy_compression_methods<1..2^8-1> */
 	if (tls_rd_u8(&r, &n) != 0 || n < 1 || tls_rd_skip(&r, n) != 0)
-		return "bad_hello";
+		return REASON_BAD_HELLO;
 	if (r.p == r.end)
-		return "sni_missing";		/* no extensions at all */
+		return REASON_SNI_MISSING;		/* no extensions at all */
 	/* extensions<8..2^16-1> must fill the rest exactly */
 	if (tls_rd_u16(&r, &n) != 0 || n != (size_t)(r.end - r.p))
-		return "bad_hello";
+		return REASON_BAD_HELLO;
 	ext = r;
 	while (ext.p < ext.end) {
 		if (tls_rd_u16(&ext, &type) != 0 ||
 		    tls_rd_u16(&ext, &elen) != 0 ||
 		    (size_t)(ext.end - ext.p) < elen)
-			return "bad_hello";
+			return REASON_BAD_HELLO;
 		if (type == TLS_EXT_SERVER_NAME) {
 			nsni++;
 			/* server_name_list<1..2^16-1>: exactly one entry */
@@ -158,28 +158,30 @@ tls_parse_hello(const uint8_t *hs, size_t len, char *sni, size_t snisz)
 		ext.p += elen;
 	}
 	if (nsni == 0)
-		return "sni_missing";
+		return REASON_SNI_MISSING;
 	if (nsni > 1 || badsni || name == NULL)
-		return "sni_invalid";
+		return REASON_SNI_INVALID;
 	if (tls_sni_copy(name, nlen, sni, snisz) != 0)
-		return "sni_invalid";
-	return NULL;
+		return REASON_SNI_INVALID;
+	return REASON_NONE;
 }
 
+/* 81 lines: the record reassembly loop of RFC 8446 §5.1 (a hello
+ * spread over records, each bound checked before it is copied). */
 enum tls_peek_result
 tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
-    size_t *hello_len, const char **reason)
+    size_t *hello_len, enum reason *reason)
 {
 	uint8_t hs[TLS_PEEK_MAX];
 	size_t off = 0, hslen = 0, rlen, need = 0, take;
-	const char *why;
+	enum reason why;
 
-	*reason = NULL;
+	*reason = REASON_NONE;
 	*hello_len = 0;
 	if (snisz > 0)
 		sni[0] = '\0';
 	if (len > 0 && !tls_record_ok(buf, len < 3 ? len : 3)) {
-		*reason = "not_tls";
+		*reason = REASON_NOT_TLS;
 		return TLS_PEEK_ERROR;
 	}
 	for (;;) {
@@ -233,7 +235,7 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 			goto toolarge;
 		return TLS_PEEK_INCOMPLETE;
 	}
-	if ((why = tls_parse_hello(hs + 4, need - 4, sni, snisz)) != NULL) {
+	if ((why = tls_parse_hello(hs + 4, need - 4, sni, snisz)) != REASON_NONE) {
 		if (snisz > 0)
 			sni[0] = '\0';
 		*reason = why;
@@ -242,9 +244,9 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 	*hello_len = off;
 	return TLS_PEEK_OK;
 toolarge:
-	*reason = "hello_too_large";
+	*reason = REASON_HELLO_TOO_LARGE;
 	return TLS_PEEK_ERROR;
 bad:
-	*reason = "bad_hello";
+	*reason = REASON_BAD_HELLO;
 	return TLS_PEEK_ERROR;
 }

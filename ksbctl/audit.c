@@ -58,19 +58,11 @@ audit_parse_time(const char *s)
 	    "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d" };
 	struct tm tm;
 	const char *end;
-	char *e;
-	long long n;
+	int64_t sec;
 	size_t i;
 
-	errno = 0;
-	n = strtoll(s, &e, 10);
-	if (e != s && errno == 0 && n >= 0 && e[0] != '\0' && e[1] == '\0') {
-		int64_t unit = e[0] == 's' ? 1 : e[0] == 'm' ? 60 :
-		    e[0] == 'h' ? 3600 : e[0] == 'd' ? 86400 : 0;
-
-		if (unit != 0 && n <= 100LL * 366 * 86400 / unit)
-			return util_now_ms() - n * unit * 1000;
-	}
+	if (util_parse_duration(s, &sec) == 0)
+		return util_now_ms() - sec * 1000;
 	for (i = 0; i < sizeof(fmts) / sizeof(fmts[0]); i++) {
 		memset(&tm, 0, sizeof(tm));
 		end = strptime(s, fmts[i], &tm);

@@ -21,33 +21,17 @@ fetch_usage(FILE *f)
 	    "[--timeout SECONDS] [--max-pack-size SIZE]\n");
 }
 
-/* SIZE: bytes with an optional K, M or G suffix (powers of 1024), >= 1M. */
+/* SIZE: bytes with an optional K, M, G or T suffix (powers of 1024),
+ * 1M..1T (util_parse_size). */
 static int
 fetch_parse_size(const char *s, uint64_t *out)
 {
-	unsigned long long n;
-	char *end;
-	int shift = 0;
+	uint64_t n;
 
-	if (*s < '0' || *s > '9')
+	if (util_parse_size(s, 1, &n) == -1 || n < (1ULL << 20) ||
+	    n > (1ULL << 40))
 		return -1;
-	errno = 0;
-	n = strtoull(s, &end, 10);
-	if (errno != 0)
-		return -1;
-	if (*end != '\0') {
-		if (end[1] != '\0')
-			return -1;
-		switch (*end) {
-		case 'K': case 'k': shift = 10; break;
-		case 'M': case 'm': shift = 20; break;
-		case 'G': case 'g': shift = 30; break;
-		default: return -1;
-		}
-	}
-	if (n > (1ULL << 40) >> shift || (n << shift) < (1ULL << 20))
-		return -1;
-	*out = n << shift;
+	*out = n;
 	return 0;
 }
 

@@ -282,7 +282,7 @@ policy_test(int argc, char **argv)
 		printf("allow %s:%u: %s\n", norm, port, d.rule);
 		ret = 0;
 	} else
-		printf("deny: %s (%s)\n", d.msg, d.reason);
+		printf("deny: %s (%s)\n", d.msg, reason_name(d.reason));
 cleanup:
 	policy_free(p);
 	return ret;

@@ -531,88 +531,96 @@ fetch_child_seccomp(int pfd, int efd, char **cause)
  * writes why to efd and exits (fail closed).  Not root (the unit tests):
  * only the rlimits, no_new_privs and the seccomp allow-list apply.
  */
+static int
+fetch_child_rlimits(unsigned cpu_s)
+{
+	struct rlimit rl;
+
+	rl.rlim_cur = rl.rlim_max = 0;
+	if (setrlimit(RLIMIT_FSIZE, &rl) == -1 ||	/* writes no file */
+	    setrlimit(RLIMIT_CORE, &rl) == -1)
+		return -1;
+	rl.rlim_cur = rl.rlim_max = cpu_s;
+	if (setrlimit(RLIMIT_CPU, &rl) == -1)
+		return -1;
+	rl.rlim_cur = rl.rlim_max = CHILD_MEM_MAX;
+	return setrlimit(RLIMIT_AS, &rl);
+}
+
+/*
+ * Root only: namespaces where permitted, a read-only tmpfs root holding
+ * the two trees (/g the guest's snapshot, /h the host repository).
+ * Refused (EPERM: a container, a seccomp policy; EINVAL/ENOSYS: not built
+ * in): the child goes on with the uid drop alone, the documented
+ * fallback.  0, or -1 with errno and *step saying what failed.
+ */
+static int
+fetch_child_jail(struct fetch_jail *j, const char **step)
+{
+	int gtree, htree;
+
+	gtree = open_tree(j->snapfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
+	    OPEN_TREE_CLOEXEC);
+	htree = open_tree(j->hostfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
+	    OPEN_TREE_CLOEXEC);
+	if (gtree == -1 || htree == -1 || unshare(CLONE_NEWNS |
+	    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0) {
+		if (errno != EPERM && errno != EINVAL && errno != ENOSYS) {
+			*step = "unshare";
+			return -1;
+		}
+		if (gtree != -1)
+			close(gtree);
+		if (htree != -1)
+			close(htree);
+		return 0;
+	}
+	*step = "private mounts";
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1)
+		return -1;
+	*step = "tmpfs root";
+	if (mount("ksb-fetch", j->root, "tmpfs", MS_NOSUID | MS_NODEV |
+	    MS_NOEXEC, "size=64k,nr_inodes=16,mode=0755") == -1 ||
+	    chdir(j->root) == -1)
+		return -1;
+	*step = "bind mounts";
+	if (fetch_child_bind(gtree, "g") == -1 ||
+	    fetch_child_bind(htree, "h") == -1)
+		return -1;
+	*step = "pivot_root";
+	if (syscall(SYS_pivot_root, ".", ".") == -1 ||
+	    umount2(".", MNT_DETACH) == -1 || chdir("/") == -1)
+		return -1;
+	*step = "read-only root";
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
+	    MS_NODEV | MS_NOEXEC, NULL) == -1)
+		return -1;
+	close(j->snapfd);
+	close(j->hostfd);
+	strcpy(j->snap, "/g");
+	strcpy(j->host, "/h");
+	return 0;
+}
+
 static void
 fetch_child_confine(int pfd, int efd, struct fetch_jail *j, unsigned cpu_s)
 {
 	char *cause = NULL;
-	struct rlimit rl;
-	uid_t ru, eu, su;
-	gid_t rg, eg, sg;
 	const char *step = "rlimits";
-	int gtree = -1, htree = -1;
 	char what[128];
 
 	snprintf(j->snap, sizeof(j->snap), "/proc/self/fd/%d", j->snapfd);
 	snprintf(j->host, sizeof(j->host), "/proc/self/fd/%d", j->hostfd);
-	rl.rlim_cur = rl.rlim_max = 0;
-	if (setrlimit(RLIMIT_FSIZE, &rl) == -1 ||	/* writes no file */
-	    setrlimit(RLIMIT_CORE, &rl) == -1)
-		goto fail;
-	rl.rlim_cur = rl.rlim_max = cpu_s;
-	if (setrlimit(RLIMIT_CPU, &rl) == -1)
-		goto fail;
-	rl.rlim_cur = rl.rlim_max = CHILD_MEM_MAX;
-	if (setrlimit(RLIMIT_AS, &rl) == -1)
+	if (fetch_child_rlimits(cpu_s) == -1)
 		goto fail;
 	if (geteuid() == 0) {
 		setfsuid(0);	/* the parent may have been in owner mode */
 		setfsgid(0);
-		/*
-		 * Namespaces where permitted.  Refused (EPERM: a container, a
-		 * seccomp policy; EINVAL/ENOSYS: not built in): the child goes
-		 * on with the uid drop alone, the documented fallback.
-		 */
-		gtree = open_tree(j->snapfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
-		    OPEN_TREE_CLOEXEC);
-		htree = open_tree(j->hostfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
-		    OPEN_TREE_CLOEXEC);
-		if (gtree != -1 && htree != -1 && unshare(CLONE_NEWNS |
-		    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) == 0) {
-			step = "private mounts";
-			if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1)
-				goto fail;
-			step = "tmpfs root";
-			if (mount("ksb-fetch", j->root, "tmpfs", MS_NOSUID | MS_NODEV |
-			    MS_NOEXEC, "size=64k,nr_inodes=16,mode=0755") == -1 ||
-			    chdir(j->root) == -1)
-				goto fail;
-			step = "bind mounts";
-			if (fetch_child_bind(gtree, "g") == -1 ||
-			    fetch_child_bind(htree, "h") == -1)
-				goto fail;
-			step = "pivot_root";
-			if (syscall(SYS_pivot_root, ".", ".") == -1 ||
-			    umount2(".", MNT_DETACH) == -1 || chdir("/") == -1)
-				goto fail;
-			step = "read-only root";
-			if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
-			    MS_NODEV | MS_NOEXEC, NULL) == -1)
-				goto fail;
-			close(j->snapfd);
-			close(j->hostfd);
-			strcpy(j->snap, "/g");
-			strcpy(j->host, "/h");
-		} else if (errno != EPERM && errno != EINVAL && errno != ENOSYS) {
-			step = "unshare";
+		if (fetch_child_jail(j, &step) == -1)
 			goto fail;
-		} else {
-			if (gtree != -1)
-				close(gtree);
-			if (htree != -1)
-				close(htree);
-		}
 		step = "dropping to the unprivileged user";
-		if (setgroups(0, NULL) == -1 ||
-		    setresgid(j->gid, j->gid, j->gid) == -1 ||
-		    setresuid(j->uid, j->uid, j->uid) == -1)
+		if (util_drop_privileges(j->uid, j->gid) == -1)
 			goto fail;
-		if (getresuid(&ru, &eu, &su) == -1 || getresgid(&rg, &eg, &sg) == -1 ||
-		    ru != j->uid || eu != j->uid || su != j->uid || rg != j->gid ||
-		    eg != j->gid || sg != j->gid || setuid(0) != -1 ||
-		    getgroups(0, NULL) != 0) {
-			errno = EPERM;
-			goto fail;
-		}
 	}
 	step = "no_new_privs";
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
@@ -815,6 +823,155 @@ fetch_jail_user(struct fetch_jail *j, const struct fetch_owner *ow, char **cause
 	return 0;
 }
 
+/* The receiving end of the pack builder: its pack into the indexer. */
+struct fetch_recv {
+	git_indexer *ix;
+	git_indexer_progress prog;
+	int64_t deadline;	/* util_mono_ms() */
+	int timeout_ms;
+	uint64_t max_pack, got;	/* bytes */
+	char err[CHILD_ERR_MAX];	/* what the child wrote on its error pipe */
+	size_t errlen;
+};
+
+/*
+ * Open the host's objects dir (j->hostfd, with the owner's rights: a
+ * symlink there reaches only theirs), pick the child's user (root) and
+ * start a verifying indexer into <objects>/pack (rv->ix, *hodb, *packdir:
+ * the caller frees them).  0, or -1 and *cause.
+ */
+static int
+fetch_indexer_open(git_repository *host, const struct fetch_owner *ow,
+    struct fetch_jail *j, git_odb **hodb, struct fetch_recv *rv,
+    char **packdir, char **cause)
+{
+	git_indexer_options io;
+	char *host_objects = NULL;
+	int ret = -1;
+
+	git_indexer_options_init(&io, GIT_INDEXER_OPTIONS_VERSION);
+	xasprintf(&host_objects, "%sobjects", git_repository_commondir(host));
+	xasprintf(packdir, "%s/pack", host_objects);
+	if ((j->hostfd = open(host_objects, O_RDONLY | O_DIRECTORY |
+	    O_CLOEXEC)) == -1) {
+		cause_set(cause, "%s: %s", host_objects, strerror(errno));
+		goto cleanup;
+	}
+	if (geteuid() == 0 && fetch_jail_user(j, ow, cause) != 0)
+		goto cleanup;
+	if (git_repository_odb(hodb, host) < 0) {
+		mirror_git_cause(cause, "host odb");
+		goto cleanup;
+	}
+	io.verify = 1;
+	io.progress_cb = fetch_index_cb;	/* bounds delta resolution too */
+	io.progress_cb_payload = &rv->deadline;
+	if (git_indexer_new(&rv->ix, *packdir, 0, *hodb, &io) < 0) {
+		mirror_git_cause(cause, *packdir);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	free(host_objects);
+	return ret;
+}
+
+/* The indexer refused: past the deadline, or libgit2's error. */
+static void
+fetch_index_cause(const struct fetch_recv *rv, char **cause)
+{
+	if (util_mono_ms() > rv->deadline)
+		cause_set(cause, "indexing the pack took longer than %d s: "
+		    "stopped (--timeout)", rv->timeout_ms / 1000);
+	else
+		mirror_git_cause(cause, "received pack");
+}
+
+/* n more pack bytes from the child: capped, then indexed.  0 or -1. */
+static int
+fetch_recv_pack(struct fetch_recv *rv, const char *buf, size_t n, char **cause)
+{
+	rv->got += (uint64_t)n;
+	if (rv->got > rv->max_pack)
+		return cause_set(cause, "the pack from the mirror is larger "
+		    "than %llu bytes: stopped (--max-pack-size)",
+		    (unsigned long long)rv->max_pack);
+	if (git_indexer_append(rv->ix, buf, n, &rv->prog) < 0) {
+		fetch_index_cause(rv, cause);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Read the pack pipe (pfd) into the indexer and the error pipe (efd) into
+ * rv->err until both are closed, within rv->deadline.  0, or -1 and
+ * *cause.
+ */
+static int
+fetch_recv_pump(struct fetch_recv *rv, int pfd, int efd, char **cause)
+{
+	struct pollfd fds[2];
+	char buf[65536];
+	int open_p = 1, open_e = 1;
+	ssize_t n;
+
+	while (open_p || open_e) {
+		int64_t left = rv->deadline - util_mono_ms();
+
+		if (left <= 0)
+			return cause_set(cause, "building the pack took longer "
+			    "than %d s: stopped (--timeout)",
+			    rv->timeout_ms / 1000);
+		fds[0].fd = open_p ? pfd : -1;
+		fds[0].events = POLLIN;
+		fds[1].fd = open_e ? efd : -1;
+		fds[1].events = POLLIN;
+		if (poll(fds, 2, (int)left) == -1) {
+			if (errno == EINTR)
+				continue;
+			return cause_set(cause, "poll: %s", strerror(errno));
+		}
+		if (fds[0].revents) {
+			n = read(pfd, buf, sizeof(buf));
+			if (n > 0) {
+				if (fetch_recv_pack(rv, buf, (size_t)n, cause) != 0)
+					return -1;
+			} else if (n == 0 || errno != EINTR)
+				open_p = 0;
+		}
+		if (fds[1].revents) {
+			n = read(efd, rv->err + rv->errlen,
+			    sizeof(rv->err) - 1 - rv->errlen);
+			if (n > 0)
+				rv->errlen += (size_t)n;
+			else if (n == 0 || errno != EINTR ||
+			    rv->errlen == sizeof(rv->err) - 1)
+				open_e = 0;
+		}
+	}
+	return 0;
+}
+
+/* Did the pack builder (wait status st) fail?  1 with *cause, or 0. */
+static int
+fetch_child_failed(int st, const char *err, size_t errlen, char **cause)
+{
+	char esc[CHILD_ERR_MAX * 4];
+
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	log_escape(esc, sizeof(esc), err, errlen);
+	if (errlen > 0)
+		cause_set(cause, "reading the mirror: %s", esc);
+	else if (WIFSIGNALED(st))
+		cause_set(cause, "reading the mirror: pack builder killed by "
+		    "signal %d (CPU or memory limit?)", WTERMSIG(st));
+	else
+		cause_set(cause, "reading the mirror: pack builder failed");
+	return 1;
+}
+
 /*
  * Run the child and index its pack into the host (verify=1), at most
  * max_pack bytes, everything within timeout_ms.  The host gains objects
@@ -827,48 +984,23 @@ fetch_transfer(git_repository *host, const struct fetch_owner *ow,
     size_t nhide, int timeout_ms, uint64_t max_pack, int selftest,
     size_t *nobjects, char **cause)
 {
-	git_indexer *ix = NULL;
-	git_indexer_options io;
-	git_indexer_progress prog;
+	struct fetch_recv rv;
 	git_odb *hodb = NULL;
-	struct pollfd pfd[2];
 	struct fetch_jail j;
-	char *host_objects = NULL, *packdir = NULL, buf[65536], err[CHILD_ERR_MAX],
-	    esc[CHILD_ERR_MAX * 4];
-	size_t errlen = 0;
-	int p[2] = { -1, -1 }, e[2] = { -1, -1 }, ret = -1, st, open_p = 1, open_e = 1;
-	int64_t deadline;
-	uint64_t got = 0;
-	ssize_t n;
+	char *packdir = NULL;
+	int p[2] = { -1, -1 }, e[2] = { -1, -1 }, ret = -1, st;
 	pid_t pid = -1;
 
-	memset(&prog, 0, sizeof(prog));
+	memset(&rv, 0, sizeof(rv));
 	memset(&j, 0, sizeof(j));
 	j.root = root;
 	j.snapfd = snapfd;
 	j.hostfd = -1;
-	deadline = util_mono_ms() + timeout_ms;
-	git_indexer_options_init(&io, GIT_INDEXER_OPTIONS_VERSION);
-	xasprintf(&host_objects, "%sobjects", git_repository_commondir(host));
-	xasprintf(&packdir, "%s/pack", host_objects);
-	/* Opened with the owner's rights: a symlink there reaches only theirs. */
-	if ((j.hostfd = open(host_objects, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
-		cause_set(cause, "%s: %s", host_objects, strerror(errno));
+	rv.deadline = util_mono_ms() + timeout_ms;
+	rv.timeout_ms = timeout_ms;
+	rv.max_pack = max_pack;
+	if (fetch_indexer_open(host, ow, &j, &hodb, &rv, &packdir, cause) != 0)
 		goto cleanup;
-	}
-	if (geteuid() == 0 && fetch_jail_user(&j, ow, cause) != 0)
-		goto cleanup;
-	if (git_repository_odb(&hodb, host) < 0) {
-		mirror_git_cause(cause, "host odb");
-		goto cleanup;
-	}
-	io.verify = 1;
-	io.progress_cb = fetch_index_cb;	/* bounds delta resolution too */
-	io.progress_cb_payload = &deadline;
-	if (git_indexer_new(&ix, packdir, 0, hodb, &io) < 0) {
-		mirror_git_cause(cause, packdir);
-		goto cleanup;
-	}
 	if (pipe2(p, O_CLOEXEC) == -1 || pipe2(e, O_CLOEXEC) == -1) {
 		cause_set(cause, "pipe: %s", strerror(errno));
 		goto cleanup;
@@ -886,77 +1018,18 @@ fetch_transfer(git_repository *host, const struct fetch_owner *ow,
 	close(p[1]);
 	close(e[1]);
 	p[1] = e[1] = -1;
-	while (open_p || open_e) {
-		int64_t left = deadline - util_mono_ms();
-
-		if (left <= 0) {
-			cause_set(cause, "building the pack took longer than %d s: "
-			    "stopped (--timeout)", timeout_ms / 1000);
-			goto cleanup;
-		}
-		pfd[0].fd = open_p ? p[0] : -1;
-		pfd[0].events = POLLIN;
-		pfd[1].fd = open_e ? e[0] : -1;
-		pfd[1].events = POLLIN;
-		if (poll(pfd, 2, (int)left) == -1) {
-			if (errno == EINTR)
-				continue;
-			cause_set(cause, "poll: %s", strerror(errno));
-			goto cleanup;
-		}
-		if (pfd[0].revents) {
-			n = read(p[0], buf, sizeof(buf));
-			if (n > 0) {
-				got += (uint64_t)n;
-				if (got > max_pack) {
-					cause_set(cause, "the pack from the mirror is "
-					    "larger than %llu bytes: stopped "
-					    "(--max-pack-size)", (unsigned long long)max_pack);
-					goto cleanup;
-				}
-				if (git_indexer_append(ix, buf, (size_t)n, &prog) < 0) {
-					if (util_mono_ms() > deadline)
-						cause_set(cause, "indexing the pack took "
-						    "longer than %d s: stopped (--timeout)",
-						    timeout_ms / 1000);
-					else
-						mirror_git_cause(cause, "received pack");
-					goto cleanup;
-				}
-			} else if (n == 0 || errno != EINTR)
-				open_p = 0;
-		}
-		if (pfd[1].revents) {
-			n = read(e[0], err + errlen, sizeof(err) - 1 - errlen);
-			if (n > 0)
-				errlen += (size_t)n;
-			else if (n == 0 || errno != EINTR || errlen == sizeof(err) - 1)
-				open_e = 0;
-		}
-	}
+	if (fetch_recv_pump(&rv, p[0], e[0], cause) != 0)
+		goto cleanup;
 	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
 		;
 	pid = -1;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		log_escape(esc, sizeof(esc), err, errlen);
-		if (errlen > 0)
-			cause_set(cause, "reading the mirror: %s", esc);
-		else if (WIFSIGNALED(st))
-			cause_set(cause, "reading the mirror: pack builder killed by "
-			    "signal %d (CPU or memory limit?)", WTERMSIG(st));
-		else
-			cause_set(cause, "reading the mirror: pack builder failed");
+	if (fetch_child_failed(st, rv.err, rv.errlen, cause))
+		goto cleanup;
+	if (git_indexer_commit(rv.ix, &rv.prog) < 0) {
+		fetch_index_cause(&rv, cause);
 		goto cleanup;
 	}
-	if (git_indexer_commit(ix, &prog) < 0) {
-		if (util_mono_ms() > deadline)
-			cause_set(cause, "indexing the pack took longer than %d s: "
-			    "stopped (--timeout)", timeout_ms / 1000);
-		else
-			mirror_git_cause(cause, "received pack");
-		goto cleanup;
-	}
-	*nobjects = prog.indexed_objects;
+	*nobjects = rv.prog.indexed_objects;
 	ret = 0;
 cleanup:
 	git_error_clear();
@@ -975,9 +1048,8 @@ cleanup:
 		close(e[1]);
 	if (j.hostfd != -1)
 		close(j.hostfd);
-	git_indexer_free(ix);	/* an uncommitted pack is removed */
+	git_indexer_free(rv.ix);	/* an uncommitted pack is removed */
 	git_odb_free(hodb);
-	free(host_objects);
 	free(packdir);
 	return ret;
 }
@@ -1080,6 +1152,146 @@ fetch_hide_cb(git_reference *ref, void *payload)
 	return 0;
 }
 
+/* The namespace of the remote-tracking ref: [A-Za-z0-9_-]{1,64}. */
+static int
+fetch_check_ns(const char *ns, char **cause)
+{
+	if (*ns == '\0' || strlen(ns) > 64 || ns[0] == '.' ||
+	    strspn(ns, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	    "0123456789_-") != strlen(ns))
+		return cause_set(cause, "invalid namespace `%s' ([A-Za-z0-9_-]{1,64})", ns);
+	return 0;
+}
+
+/*
+ * Open the host repo with its owner's file-system rights (ow, left on):
+ * *r and *odb (caller frees).  As root, the repo's common dir must belong
+ * to the owner of repo.  0, or -1 and *cause.
+ */
+static int
+fetch_open_host(struct fetch_owner *ow, const char *repo, git_repository **r,
+    git_odb **odb, char **cause)
+{
+	struct stat sb;
+
+	if (fetch_owner_init(ow, repo, cause) != 0 ||
+	    fetch_owner_switch(ow, 1, cause) != 0)
+		return -1;
+	if (git_repository_open_ext(r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
+	    NULL) < 0)
+		return mirror_git_cause(cause, repo);
+	if (geteuid() == 0 && (stat(git_repository_commondir(*r), &sb) == -1 ||
+	    sb.st_uid != ow->uid))
+		return cause_set(cause, "%s: not owned by the owner of %s (uid "
+		    "%lu): refused", git_repository_commondir(*r), repo,
+		    (unsigned long)ow->uid);
+	if (git_repository_odb(odb, *r) < 0)
+		return mirror_git_cause(cause, "odb");
+	return 0;
+}
+
+/* The current target of refname in r, if a direct ref: 1 and *old, or 0. */
+static int
+fetch_old_tip(git_repository *r, const char *refname, git_oid *old,
+    struct mirror_fetch_result *res)
+{
+	git_reference *ref = NULL;
+	int have = 0;
+
+	if (git_reference_lookup(&ref, r, refname) == 0 &&
+	    git_reference_type(ref) == GIT_REFERENCE_DIRECT) {
+		git_oid_cpy(old, git_reference_target(ref));
+		git_oid_tostr(res->old, sizeof(res->old), old);
+		have = 1;
+	}
+	git_reference_free(ref);
+	git_error_clear();
+	return have;
+}
+
+/*
+ * The host lacks tip: snapshot the mirror into a private copy in the
+ * instance dir (*snap, *snapfd: the caller removes and closes them) and
+ * let the confined pack builder send what the host has not (hidden: its
+ * refs and HEAD).  Owner mode (ow) on at entry and on success.  0, or -1
+ * and *cause.
+ */
+static int
+fetch_from_mirror(const struct mirror_fetch_opts *o, git_repository *r,
+    struct fetch_owner *ow, const char *mdir, const git_oid *tip,
+    struct hide_ctx *h, char **snap, int *snapfd,
+    struct mirror_fetch_result *res, char **cause)
+{
+	git_reference *ref = NULL;
+	char *snapobj = NULL;
+	int ret = -1;
+
+	/* What the host already has: its refs and HEAD. */
+	h->r = r;
+	if (git_reference_foreach(r, fetch_hide_cb, h) < 0)
+		git_error_clear();
+	if (git_reference_lookup(&ref, r, "HEAD") == 0)
+		fetch_hide_cb(ref, h);
+	git_error_clear();
+	/*
+	 * The private copy: in the instance dir (root's, not shared),
+	 * never in the user-owned host repo; 0700 at the top.
+	 */
+	if (fetch_owner_switch(ow, 0, cause) != 0)
+		return -1;
+	xasprintf(snap, "%s/fetch-XXXXXX", o->instance_dir);
+	if (mkdtemp(*snap) == NULL) {
+		cause_set(cause, "%s: %s", *snap, strerror(errno));
+		free(*snap);
+		*snap = NULL;
+		return -1;
+	}
+	xasprintf(&snapobj, "%s/objects", *snap);
+	if (mkdir(snapobj, 0755) != 0 || (*snapfd = open(snapobj, O_RDONLY |
+	    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
+		cause_set(cause, "%s: %s", snapobj, strerror(errno));
+		goto cleanup;
+	}
+	if (fetch_snapshot(mdir, snapobj, o->max_bytes ? o->max_bytes :
+	    FETCH_MAX_BYTES, cause) != 0 ||
+	    fetch_owner_switch(ow, 1, cause) != 0)
+		goto cleanup;
+	if (fetch_transfer(r, ow, *snap, *snapfd, tip, h->oids, h->n,
+	    o->timeout_ms > 0 ? o->timeout_ms : FETCH_TIMEOUT_MS,
+	    o->max_pack_bytes > 0 ? o->max_pack_bytes : FETCH_MAX_PACK,
+	    o->selftest, &res->objects, cause) != 0)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	free(snapobj);
+	return ret;
+}
+
+/* After a fetch (or nothing new): the counts and files ksbctl shows. */
+static void
+fetch_summary(git_repository *r, git_odb *odb, const git_oid *tip,
+    const git_oid *old, git_oid seed, const git_oid *base,
+    struct mirror_fetch_result *res)
+{
+	int have_seed = git_odb_exists(odb, &seed);
+
+	if (!have_seed && git_odb_exists(odb, base)) {
+		git_oid_cpy(&seed, base);
+		have_seed = 1;
+	}
+	if (old != NULL)
+		fetch_count(r, tip, old, &res->since_old, res);
+	fetch_count(r, tip, have_seed ? &seed : NULL, &res->ahead,
+	    old != NULL ? NULL : res);
+	if (have_seed)
+		fetch_files(r, &seed, tip, &res->files);
+}
+
+/*
+ * 84 lines: the steps of one fetch in order (state, host repo, the
+ * mirror's tip, the old ref, the transfer, the new ref) with one cleanup
+ * that owns every resource; each step is a call.
+ */
 int
 mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
     char **cause)
@@ -1091,11 +1303,10 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	git_commit *c = NULL;
 	struct hide_ctx h = { 0 };
 	struct fetch_owner ow;
-	struct stat sb;
 	git_oid tip, old, seed, base;
 	const char *ns = o->ns != NULL ? o->ns : "ksb", *repo;
-	char *mdir = NULL, *branch = NULL, *snap = NULL, *snapobj = NULL;
-	int ret = -1, have_old = 0, have_seed, snapfd = -1;
+	char *mdir = NULL, *branch = NULL, *snap = NULL;
+	int ret = -1, have_old = 0, snapfd = -1;
 
 	mirror_global_init();
 	memset(res, 0, sizeof(*res));
@@ -1103,34 +1314,16 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	memset(&ow, 0, sizeof(ow));
 	if (!util_valid_id(o->id))
 		return cause_set(cause, "invalid instance ID `%s'", o->id);
-	if (*ns == '\0' || strlen(ns) > 64 || ns[0] == '.' ||
-	    strspn(ns, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789_-") != strlen(ns))
-		return cause_set(cause, "invalid namespace `%s' ([A-Za-z0-9_-]{1,64})", ns);
+	if (fetch_check_ns(ns, cause) != 0)
+		return -1;
 	snprintf(res->refname, sizeof(res->refname), "refs/remotes/%s/%s", ns, o->id);
 	if (mirror_state_read(o->instance_dir, &st, cause) != 0)
 		return -1;
 	memcpy(res->seed, st.seed, sizeof(res->seed));
 	/* The host repo: only ever with its owner's file-system rights. */
 	repo = o->repo != NULL ? o->repo : st.gitdir;
-	if (fetch_owner_init(&ow, repo, cause) != 0 ||
-	    fetch_owner_switch(&ow, 1, cause) != 0)
+	if (fetch_open_host(&ow, repo, &r, &odb, cause) != 0)
 		goto cleanup;
-	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
-	    NULL) < 0) {
-		mirror_git_cause(cause, repo);
-		goto cleanup;
-	}
-	if (geteuid() == 0 && (stat(git_repository_commondir(r), &sb) == -1 ||
-	    sb.st_uid != ow.uid)) {
-		cause_set(cause, "%s: not owned by the owner of %s (uid %lu): refused",
-		    git_repository_commondir(r), repo, (unsigned long)ow.uid);
-		goto cleanup;
-	}
-	if (git_repository_odb(&odb, r) < 0) {
-		mirror_git_cause(cause, "odb");
-		goto cleanup;
-	}
 
 	xasprintf(&mdir, "%s/%s", o->instance_dir, MIRROR_DIR);
 	xasprintf(&branch, "refs/heads/sandbox/%s", o->id);
@@ -1143,60 +1336,15 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	git_oid_fromstr(&seed, st.seed);
 	git_oid_fromstr(&base, st.base[0] ? st.base : st.seed);
 
-	if (git_reference_lookup(&ref, r, res->refname) == 0 &&
-	    git_reference_type(ref) == GIT_REFERENCE_DIRECT) {
-		git_oid_cpy(&old, git_reference_target(ref));
-		git_oid_tostr(res->old, sizeof(res->old), &old);
-		have_old = 1;
-	}
-	git_reference_free(ref);
-	ref = NULL;
-	git_error_clear();
+	have_old = fetch_old_tip(r, res->refname, &old, res);
 	if ((have_old && git_oid_equal(&old, &tip)) ||
 	    (!have_old && git_oid_equal(&seed, &tip))) {
 		ret = 0;	/* nothing new */
 		goto cleanup;
 	}
-
-	if (!git_odb_exists(odb, &tip)) {
-		/* What the host already has: its refs and HEAD. */
-		h.r = r;
-		if (git_reference_foreach(r, fetch_hide_cb, &h) < 0)
-			git_error_clear();
-		if (git_reference_lookup(&ref, r, "HEAD") == 0)
-			fetch_hide_cb(ref, &h);
-		ref = NULL;
-		git_error_clear();
-		/*
-		 * The private copy: in the instance dir (root's, not shared),
-		 * never in the user-owned host repo; 0700 at the top.
-		 */
-		if (fetch_owner_switch(&ow, 0, cause) != 0)
-			goto cleanup;
-		xasprintf(&snap, "%s/fetch-XXXXXX", o->instance_dir);
-		if (mkdtemp(snap) == NULL) {
-			cause_set(cause, "%s: %s", snap, strerror(errno));
-			free(snap);
-			snap = NULL;
-			goto cleanup;
-		}
-		xasprintf(&snapobj, "%s/objects", snap);
-		if (mkdir(snapobj, 0755) != 0 || (snapfd = open(snapobj, O_RDONLY |
-		    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
-			cause_set(cause, "%s: %s", snapobj, strerror(errno));
-			goto cleanup;
-		}
-		if (fetch_snapshot(mdir, snapobj, o->max_bytes ? o->max_bytes :
-		    FETCH_MAX_BYTES, cause) != 0)
-			goto cleanup;
-		if (fetch_owner_switch(&ow, 1, cause) != 0)
-			goto cleanup;
-		if (fetch_transfer(r, &ow, snap, snapfd, &tip, h.oids, h.n,
-		    o->timeout_ms > 0 ? o->timeout_ms : FETCH_TIMEOUT_MS,
-		    o->max_pack_bytes > 0 ? o->max_pack_bytes : FETCH_MAX_PACK,
-		    o->selftest, &res->objects, cause) != 0)
-			goto cleanup;
-	}
+	if (!git_odb_exists(odb, &tip) && fetch_from_mirror(o, r, &ow, mdir,
+	    &tip, &h, &snap, &snapfd, res, cause) != 0)
+		goto cleanup;
 	/* Arrived and verified: it must be a commit in the host now. */
 	if (git_commit_lookup(&c, r, &tip) < 0) {
 		mirror_git_cause(cause, "sandbox branch");
@@ -1210,19 +1358,9 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	res->updated = 1;
 	ret = 0;
 cleanup:
-	if (ret == 0) {
-		have_seed = git_odb_exists(odb, &seed);
-		if (!have_seed && git_odb_exists(odb, &base)) {
-			git_oid_cpy(&seed, &base);
-			have_seed = 1;
-		}
-		if (have_old)
-			fetch_count(r, &tip, &old, &res->since_old, res);
-		fetch_count(r, &tip, have_seed ? &seed : NULL, &res->ahead,
-		    have_old ? NULL : res);
-		if (have_seed)
-			fetch_files(r, &seed, &tip, &res->files);
-	}
+	if (ret == 0)
+		fetch_summary(r, odb, &tip, have_old ? &old : NULL, seed, &base,
+		    res);
 	if (snapfd != -1)
 		close(snapfd);
 	(void)fetch_owner_switch(&ow, 0, NULL);
@@ -1237,6 +1375,5 @@ cleanup:
 	free(mdir);
 	free(branch);
 	free(snap);
-	free(snapobj);
 	return ret;
 }

@@ -386,63 +386,100 @@ cleanup:
 	return ret;
 }
 
-int
-mirror_create(const char *repo, const char *instance_dir, const char *id,
-    int flags, uid_t uid, gid_t gid, struct mirror_state *st, char **cause)
+/*
+ * The host repo's real git dir and objects dir (*gitdir, *objects:
+ * malloc'd, caller frees), with a warning if it borrows objects the guest
+ * will not see.  0, or -1 and *cause.
+ */
+static int
+mirror_host_objects(git_repository *r, const char *repo, char **gitdir,
+    char **objects, char **cause)
 {
-	git_repository *r = NULL, *m = NULL;
-	git_repository_init_options io;
-	git_commit *head = NULL;
-	git_oid seed;
-	char *mdir = NULL, *mobj = NULL, *alt = NULL, *branch = NULL, *ref = NULL,
-	    *objects = NULL, *gitdir = NULL;
 	struct stat sb;
-	int ret = -1, made = 0, fd;
+	char *alt;
 
-	mirror_global_init();
-	memset(st, 0, sizeof(*st));
-	git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
-	if (!util_valid_id(id))
-		return cause_set(cause, "invalid instance ID `%s'", id);
-	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
-		return mirror_git_cause(cause, repo);
-	if ((gitdir = realpath(git_repository_commondir(r), NULL)) == NULL) {
-		cause_set(cause, "%s: %s", git_repository_commondir(r), strerror(errno));
-		goto cleanup;
-	}
-	xasprintf(&objects, "%s/objects", gitdir);
-	if (stat(objects, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-		cause_set(cause, "`%s' is not a directory", objects);
-		goto cleanup;
-	}
-	xasprintf(&alt, "%s/info/alternates", objects);
+	if ((*gitdir = realpath(git_repository_commondir(r), NULL)) == NULL)
+		return cause_set(cause, "%s: %s", git_repository_commondir(r),
+		    strerror(errno));
+	xasprintf(objects, "%s/objects", *gitdir);
+	if (stat(*objects, &sb) != 0 || !S_ISDIR(sb.st_mode))
+		return cause_set(cause, "`%s' is not a directory", *objects);
+	xasprintf(&alt, "%s/info/alternates", *objects);
 	if (stat(alt, &sb) == 0 && sb.st_size > 0)
 		log_warnx("%s borrows objects from elsewhere (objects/info/alternates): "
 		    "the guest will not see those", repo);
 	free(alt);
-	alt = NULL;
-	if (mirror_head(r, repo, &head, cause) != 0)
+	return 0;
+}
+
+/*
+ * A new bare mirror at mdir whose HEAD is refs/heads/<branch>; *made once
+ * mdir is ours to remove on failure.  0, or -1 and *cause (it exists).
+ */
+static int
+mirror_init_bare(const char *mdir, const char *branch, int *made, char **cause)
+{
+	git_repository_init_options io;
+	git_repository *m = NULL;
+	struct stat sb;
+
+	git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT |
+	    GIT_REPOSITORY_INIT_MKDIR;
+	io.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
+	io.initial_head = branch;
+	if (lstat(mdir, &sb) == 0)
+		return cause_set(cause, "%s already exists", mdir);
+	*made = 1;
+	if (git_repository_init_ext(&m, mdir, &io) < 0)
+		return mirror_git_cause(cause, mdir);
+	git_repository_free(m);
+	return 0;
+}
+
+/* mobj/info/alternates: how the guest finds the project's objects. */
+static int
+mirror_write_alternates(const char *mobj, char **cause)
+{
+	char *alt;
+	int fd, ret = 0;
+
+	xasprintf(&alt, "%s/info/alternates", mobj);
+	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	    0644)) == -1 || write(fd, MIRROR_GUEST_OBJECTS "\n",
+	    sizeof(MIRROR_GUEST_OBJECTS)) != (ssize_t)sizeof(MIRROR_GUEST_OBJECTS) ||
+	    close(fd) != 0)
+		ret = cause_set(cause, "%s: %s", alt, strerror(errno));
+	free(alt);
+	return ret;
+}
+
+int
+mirror_create(const char *repo, const char *instance_dir, const char *id,
+    int flags, uid_t uid, gid_t gid, struct mirror_state *st, char **cause)
+{
+	git_repository *r = NULL;
+	git_commit *head = NULL;
+	git_oid seed;
+	char *mdir = NULL, *mobj = NULL, *branch = NULL, *ref = NULL,
+	    *objects = NULL, *gitdir = NULL;
+	int ret = -1, made = 0;
+
+	mirror_global_init();
+	memset(st, 0, sizeof(*st));
+	if (!util_valid_id(id))
+		return cause_set(cause, "invalid instance ID `%s'", id);
+	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
+		return mirror_git_cause(cause, repo);
+	if (mirror_host_objects(r, repo, &gitdir, &objects, cause) != 0 ||
+	    mirror_head(r, repo, &head, cause) != 0)
 		goto cleanup;
 
 	xasprintf(&mdir, "%s/%s", instance_dir, MIRROR_DIR);
 	xasprintf(&mobj, "%s/objects", mdir);
 	xasprintf(&branch, "sandbox/%s", id);
-	io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT |
-	    GIT_REPOSITORY_INIT_MKDIR;
-	io.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
-	io.initial_head = branch;
-	if (lstat(mdir, &sb) == 0) {
-		cause_set(cause, "%s already exists", mdir);
+	if (mirror_init_bare(mdir, branch, &made, cause) != 0)
 		goto cleanup;
-	}
-	made = 1;
-	if (git_repository_init_ext(&m, mdir, &io) < 0) {
-		mirror_git_cause(cause, mdir);
-		goto cleanup;
-	}
-	git_repository_free(m);
-	m = NULL;
-
 	if (flags & MIRROR_INCLUDE_UNCOMMITTED) {
 		if (mirror_seed_uncommitted(r, mobj, objects, head, &seed, cause) != 0)
 			goto cleanup;
@@ -453,17 +490,9 @@ mirror_create(const char *repo, const char *instance_dir, const char *id,
 
 	xasprintf(&ref, "refs/heads/%s", branch);
 	if (mirror_write_ref(mdir, ref, st->seed, uid, gid, cause) != 0 ||
-	    mirror_write_ref(mdir, "refs/heads/base", st->base, uid, gid, cause) != 0)
+	    mirror_write_ref(mdir, "refs/heads/base", st->base, uid, gid, cause) != 0 ||
+	    mirror_write_alternates(mobj, cause) != 0)
 		goto cleanup;
-	/* How the guest finds the project's objects (read-only share). */
-	xasprintf(&alt, "%s/info/alternates", mobj);
-	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	    0644)) == -1 || write(fd, MIRROR_GUEST_OBJECTS "\n",
-	    sizeof(MIRROR_GUEST_OBJECTS)) != (ssize_t)sizeof(MIRROR_GUEST_OBJECTS) ||
-	    close(fd) != 0) {
-		cause_set(cause, "%s: %s", alt, strerror(errno));
-		goto cleanup;
-	}
 	/* Fresh files we just made, no hardlinks: safe to hand over. */
 	chown_uid = uid;
 	chown_gid = gid;
@@ -484,11 +513,9 @@ cleanup:
 		mirror_state_clear(st);
 	}
 	git_commit_free(head);
-	git_repository_free(m);
 	git_repository_free(r);
 	free(mdir);
 	free(mobj);
-	free(alt);
 	free(branch);
 	free(ref);
 	free(objects);
@@ -542,20 +569,71 @@ mirror_valid_name(const char *s)
 	    "0123456789._-") == n;
 }
 
+/* A context's default NAME: the repo's directory without ".git". */
+static char *
+mirror_context_name(git_repository *r, const char *spec, char **cause)
+{
+	char *base, *p, *nm = NULL;
+
+	base = mirror_strip_slash(git_repository_is_bare(r) ?
+	    git_repository_path(r) : git_repository_workdir(r));
+	p = strrchr(base, '/') != NULL ? strrchr(base, '/') + 1 : base;
+	if (strlen(p) > 4 && strcmp(p + strlen(p) - 4, ".git") == 0)
+		p[strlen(p) - 4] = '\0';
+	if (!mirror_valid_name(p))
+		cause_set(cause, "--context: cannot name `%s': add :NAME", spec);
+	else
+		nm = xstrdup(p);
+	free(base);
+	return nm;
+}
+
+/* Check the commit o of r out into out, a new dir under instance_dir. */
+static int
+mirror_context_checkout(git_repository *r, git_object *o,
+    const char *instance_dir, const char *out, const char *spec, char **cause)
+{
+	git_checkout_options co;
+	char *parent;
+	int ret = -1;
+
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	xasprintf(&parent, "%s/%s", instance_dir, MIRROR_CONTEXT_DIR);
+	if (util_mkdirs(parent, 0755) != 0) {
+		cause_set(cause, "%s: %s", parent, strerror(errno));
+		goto cleanup;
+	}
+	if (mkdir(out, 0755) != 0) {
+		cause_set(cause, "--context: %s: %s%s", out, strerror(errno),
+		    errno == EEXIST ? " (two contexts with the same NAME?)" : "");
+		goto cleanup;
+	}
+	co.checkout_strategy = GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX |
+	    GIT_CHECKOUT_DONT_WRITE_INDEX;
+	co.target_directory = out;
+	co.dir_mode = 0755;
+	if (git_checkout_tree(r, o, &co) < 0) {
+		mirror_git_cause(cause, spec);
+		(void)util_rmtree(out);
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	free(parent);
+	return ret;
+}
+
 int
 mirror_context(const char *spec, const char *instance_dir, char **name,
     char **dir, char **cause)
 {
 	git_repository *r = NULL;
 	git_object *o = NULL;
-	git_checkout_options co;
-	char *path = NULL, *rev = NULL, *nm = NULL, *p, *parent = NULL, *out = NULL,
-	    *base = NULL, hex[12];
+	char *path = NULL, *rev = NULL, *nm = NULL, *p, *out = NULL, hex[12];
 	struct stat sb;
 	int ret = -1;
 
 	mirror_global_init();
-	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
 	*name = *dir = NULL;
 	path = xstrdup(spec);
 	if ((p = strrchr(path, ':')) != NULL && mirror_valid_name(p + 1)) {
@@ -576,18 +654,8 @@ mirror_context(const char *spec, const char *instance_dir, char **name,
 		mirror_git_cause(cause, path);
 		goto cleanup;
 	}
-	if (nm == NULL) {
-		base = mirror_strip_slash(git_repository_is_bare(r) ?
-		    git_repository_path(r) : git_repository_workdir(r));
-		p = strrchr(base, '/') != NULL ? strrchr(base, '/') + 1 : base;
-		if (strlen(p) > 4 && strcmp(p + strlen(p) - 4, ".git") == 0)
-			p[strlen(p) - 4] = '\0';
-		if (!mirror_valid_name(p)) {
-			cause_set(cause, "--context: cannot name `%s': add :NAME", spec);
-			goto cleanup;
-		}
-		nm = xstrdup(p);
-	}
+	if (nm == NULL && (nm = mirror_context_name(r, spec, cause)) == NULL)
+		goto cleanup;
 	if (git_revparse_single(&o, r, rev != NULL ? rev : "HEAD") < 0 ||
 	    git_object_peel(&o, o, GIT_OBJECT_COMMIT) < 0) {
 		git_object_free(o);
@@ -595,26 +663,9 @@ mirror_context(const char *spec, const char *instance_dir, char **name,
 		mirror_git_cause(cause, spec);
 		goto cleanup;
 	}
-	xasprintf(&parent, "%s/%s", instance_dir, MIRROR_CONTEXT_DIR);
-	xasprintf(&out, "%s/%s", parent, nm);
-	if (util_mkdirs(parent, 0755) != 0) {
-		cause_set(cause, "%s: %s", parent, strerror(errno));
+	xasprintf(&out, "%s/%s/%s", instance_dir, MIRROR_CONTEXT_DIR, nm);
+	if (mirror_context_checkout(r, o, instance_dir, out, spec, cause) != 0)
 		goto cleanup;
-	}
-	if (mkdir(out, 0755) != 0) {
-		cause_set(cause, "--context: %s: %s%s", out, strerror(errno),
-		    errno == EEXIST ? " (two contexts with the same NAME?)" : "");
-		goto cleanup;
-	}
-	co.checkout_strategy = GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX |
-	    GIT_CHECKOUT_DONT_WRITE_INDEX;
-	co.target_directory = out;
-	co.dir_mode = 0755;
-	if (git_checkout_tree(r, o, &co) < 0) {
-		mirror_git_cause(cause, spec);
-		(void)util_rmtree(out);
-		goto cleanup;
-	}
 	git_oid_tostr(hex, sizeof(hex), git_object_id(o));
 	log_info("context %s: %s at %s", nm, path, hex);
 	*name = nm;
@@ -627,9 +678,7 @@ cleanup:
 	free(path);
 	free(rev);
 	free(nm);
-	free(parent);
 	free(out);
-	free(base);
 	return ret;
 }
 

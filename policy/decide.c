@@ -24,7 +24,7 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		if (normsz > 0)
 			norm[0] = '\0';
 		d->status = 400;
-		d->reason = "bad_host";
+		d->reason = REASON_BAD_HOST;
 		snprintf(d->msg, sizeof(d->msg), "invalid host name (%s)",
 		    why ? why : "bad");
 		return POLICY_DENY;
@@ -32,7 +32,7 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		/* Only a canonical literal (dotted quad, [IPv6]) can be
 		 * allowed: decimal, hex, octal and short IPv4 spellings and
 		 * bare IPv6 are refused outright. */
-		d->reason = "ip_literal";
+		d->reason = REASON_IP_LITERAL;
 		if (sa->ss_family != AF_INET && sa->ss_family != AF_INET6) {
 			snprintf(d->msg, sizeof(d->msg), "%s: only canonical "
 			    "dotted-quad or bracketed IPv6 literals can be "
@@ -48,7 +48,7 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		}
 		break;
 	case HOSTNAME_NAME:
-		d->reason = "not_in_allowlist";
+		d->reason = REASON_NOT_IN_ALLOWLIST;
 		if (policy_match_host(p, profile, norm, port, &d->rule) !=
 		    POLICY_ALLOW) {
 			snprintf(d->msg, sizeof(d->msg), "%s:%u is not in the "
@@ -57,6 +57,6 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		}
 		break;
 	}
-	d->reason = NULL;
+	d->reason = REASON_NONE;
 	return POLICY_ALLOW;
 }

@@ -8,13 +8,14 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "common/reason.h"
 #include "policy/policy.h"
 
 struct policy_decision {
 	enum hostname_kind kind;	/* what the host turned out to be */
 	int status;		/* deny: HTTP status (400 bad host, else 403) */
-	const char *reason;	/* deny: audit reason ("bad_host",
-				 * "ip_literal", "not_in_allowlist") */
+	enum reason reason;	/* deny: REASON_BAD_HOST, _IP_LITERAL,
+				 * _NOT_IN_ALLOWLIST; allow: REASON_NONE */
 	const char *rule;	/* allow: the rule (owned by the policy) */
 	char msg[HOSTNAME_OUTSZ + 128];	/* deny: the message for the guest */
 };

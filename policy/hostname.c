@@ -209,17 +209,116 @@ hostname_scan(const char *in, size_t len, int *colon)
 	return why;
 }
 
+/*
+ * Lowercase the unbracketed name in[0..len) into name (HOSTNAME_OUTSZ),
+ * drop one trailing dot and check its labels (RFC 1035 §2.3.4 lengths,
+ * RFC 952/1123 hyphens).  *n: its length; *last: where its last label
+ * starts.  NULL, or a static reason.
+ */
+static const char *
+hostname_labels(const char *in, size_t len, char *name, size_t *n,
+    size_t *last)
+{
+	size_t i, label;
+
+	if (len > HOSTNAME_MAX + 1)
+		return "name too long";
+	for (i = 0; i < len; i++) {
+		char c = in[i];
+
+		name[i] = (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
+	}
+	*n = len;
+	if (name[*n - 1] == '.')
+		(*n)--;
+	name[*n] = '\0';
+	if (*n == 0)
+		return "empty host";
+	if (*n > HOSTNAME_MAX)
+		return "name too long";
+	for (i = 0, label = 0, *last = 0; i <= *n; i++) {
+		if (i < *n && name[i] != '.')
+			continue;
+		if (i == label)
+			return "empty label";
+		if (i - label > HOSTNAME_LABEL_MAX)
+			return "label too long";
+		if (name[label] == '-' || name[i - 1] == '-')
+			return "label starts or ends with a hyphen";
+		*last = label;
+		label = i + 1;
+	}
+	return NULL;
+}
+
+/*
+ * A name whose last label is numeric: an IPv4 literal in some spelling
+ * (written to out in dotted quad; *sa only when it was canonical), or bad.
+ */
+static enum hostname_kind
+hostname_v4_name(const char *name, size_t n, char *out, size_t outsz,
+    struct sockaddr_storage *sa, const char **reason)
+{
+	struct sockaddr_in *sin;
+	struct in_addr a4;
+	uint32_t v4;
+	int canonical;
+
+	if (hostname_parse_v4(name, n, &v4, &canonical) != 0) {
+		*reason = "invalid IPv4 literal";
+		return HOSTNAME_BAD;
+	}
+	a4.s_addr = htonl(v4);
+	if (inet_ntop(AF_INET, &a4, out, outsz) == NULL) {
+		*reason = "invalid IPv4 literal";
+		return HOSTNAME_BAD;
+	}
+	if (canonical && sa != NULL) {
+		sin = (struct sockaddr_in *)sa;
+		sin->sin_family = AF_INET;
+		sin->sin_addr = a4;
+	}
+	return HOSTNAME_IP;
+}
+
+/* in[0..len), not empty and not bracketed: a name, an IP literal or bad. */
+static enum hostname_kind
+hostname_unbracketed(const char *in, size_t len, char *out, size_t outsz,
+    struct sockaddr_storage *sa, const char **reason)
+{
+	char name[HOSTNAME_OUTSZ];
+	const char *why;
+	size_t n, last;
+	enum hostname_kind kind;
+	int colon;
+
+	if ((why = hostname_scan(in, len, &colon)) != NULL) {
+		*reason = why;
+		return HOSTNAME_BAD;
+	}
+	if (colon) {
+		/* A bare IPv6 literal is an address; anything else is bad. */
+		kind = hostname_v6(in, len, 0, out, outsz, sa, reason);
+		if (kind == HOSTNAME_BAD)
+			*reason = "invalid character ':'";
+		return kind;
+	}
+	if ((why = hostname_labels(in, len, name, &n, &last)) != NULL) {
+		*reason = why;
+		return HOSTNAME_BAD;
+	}
+	if (!hostname_numeric_label(name + last, n - last)) {
+		memcpy(out, name, n + 1);
+		return HOSTNAME_NAME;
+	}
+	return hostname_v4_name(name, n, out, outsz, sa, reason);
+}
+
 enum hostname_kind
 hostname_normalise(const char *in, size_t len, char *out, size_t outsz,
     struct sockaddr_storage *sa, const char **reason)
 {
-	const char *dummy, *why;
-	char name[HOSTNAME_OUTSZ];
-	size_t i, n, label, last;
-	uint32_t v4;
-	struct in_addr a4;
-	struct sockaddr_in *sin;
-	int colon, canonical;
+	const char *dummy;
 	enum hostname_kind kind = HOSTNAME_BAD;
 
 	if (reason == NULL)
@@ -234,90 +333,16 @@ hostname_normalise(const char *in, size_t len, char *out, size_t outsz,
 		return HOSTNAME_BAD;
 	}
 	out[0] = '\0';
-	if (in == NULL || len == 0) {
+	if (in == NULL || len == 0)
 		*reason = "empty host";
-		goto cleanup;
-	}
-	if (in[0] == '[') {
-		if (len < 2 || in[len - 1] != ']') {
+	else if (in[0] == '[') {
+		if (len < 2 || in[len - 1] != ']')
 			*reason = "unterminated IPv6 literal";
-			goto cleanup;
-		}
-		kind = hostname_v6(in + 1, len - 2, 1, out, outsz, sa, reason);
-		goto cleanup;
-	}
-	if ((why = hostname_scan(in, len, &colon)) != NULL) {
-		*reason = why;
-		goto cleanup;
-	}
-	if (colon) {
-		/* A bare IPv6 literal is an address; anything else is bad. */
-		kind = hostname_v6(in, len, 0, out, outsz, sa, reason);
-		if (kind == HOSTNAME_BAD)
-			*reason = "invalid character ':'";
-		goto cleanup;
-	}
-	if (len > HOSTNAME_MAX + 1) {
-		*reason = "name too long";
-		goto cleanup;
-	}
-	for (i = 0; i < len; i++) {
-		char c = in[i];
-
-		name[i] = (c >= 'A' && c <= 'Z') ? c - 'A' + 'a' : c;
-	}
-	n = len;
-	if (name[n - 1] == '.')
-		n--;
-	name[n] = '\0';
-	if (n == 0) {
-		*reason = "empty host";
-		goto cleanup;
-	}
-	if (n > HOSTNAME_MAX) {
-		*reason = "name too long";
-		goto cleanup;
-	}
-	for (i = 0, label = 0, last = 0; i <= n; i++) {
-		if (i < n && name[i] != '.')
-			continue;
-		if (i == label) {
-			*reason = "empty label";
-			goto cleanup;
-		}
-		if (i - label > HOSTNAME_LABEL_MAX) {
-			*reason = "label too long";
-			goto cleanup;
-		}
-		if (name[label] == '-' || name[i - 1] == '-') {
-			*reason = "label starts or ends with a hyphen";
-			goto cleanup;
-		}
-		last = label;
-		label = i + 1;
-	}
-	if (!hostname_numeric_label(name + last, n - last)) {
-		memcpy(out, name, n + 1);
-		kind = HOSTNAME_NAME;
-		goto cleanup;
-	}
-	/* Numeric last label: an IPv4 literal in some spelling, or bad. */
-	if (hostname_parse_v4(name, n, &v4, &canonical) != 0) {
-		*reason = "invalid IPv4 literal";
-		goto cleanup;
-	}
-	a4.s_addr = htonl(v4);
-	if (inet_ntop(AF_INET, &a4, out, outsz) == NULL) {
-		*reason = "invalid IPv4 literal";
-		goto cleanup;
-	}
-	if (canonical && sa != NULL) {
-		sin = (struct sockaddr_in *)sa;
-		sin->sin_family = AF_INET;
-		sin->sin_addr = a4;
-	}
-	kind = HOSTNAME_IP;
-cleanup:
+		else
+			kind = hostname_v6(in + 1, len - 2, 1, out, outsz, sa,
+			    reason);
+	} else
+		kind = hostname_unbracketed(in, len, out, outsz, sa, reason);
 	if (kind == HOSTNAME_BAD)
 		out[0] = '\0';
 	return kind;

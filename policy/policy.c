@@ -423,26 +423,6 @@ policy_next_tok(const char *line, size_t len, size_t *pos, struct policy_tok *t)
 	return 1;
 }
 
-/* 1 if s[0..len) is a valid profile name. */
-static int
-policy_valid_name(const char *s, size_t len)
-{
-	size_t i;
-
-	if (len == 0 || len > POLICY_NAME_MAX)
-		return 0;
-	for (i = 0; i < len; i++) {
-		int c = (unsigned char)s[i];
-
-		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'))
-			continue;
-		if (i > 0 && (c == '_' || c == '-'))
-			continue;
-		return 0;
-	}
-	return 1;
-}
-
 static struct policy_profile *
 policy_find(const struct policy *pol, const char *name, size_t len)
 {
@@ -471,6 +451,9 @@ policy_block_start(struct policy_parse *p, struct policy_profile *pr)
 /*
  * Parse PORTS at s[0..len) (col: column of s) into sorted, merged ranges.
  * Reports its own errors.  Returns 0 or -1.
+ *
+ * 91 lines: one pass over PORTS (numbers, ranges, commas, `*')
+ * with an error per malformed item, then the sort-and-merge of the ranges.
  */
 static int
 policy_parse_ports(struct policy_parse *p, const char *s, size_t len, int col,
@@ -632,7 +615,13 @@ policy_public_suffix(const char *name)
 	    sizeof(policy_public_suffixes[0]), policy_cmp_str) != NULL;
 }
 
-/* allow HOST[:PORTS] */
+/*
+ * allow HOST[:PORTS]
+ *
+ * 88 lines: the host pattern's checks (wildcard placement, public
+ * suffixes, normalisation, ports) each report their own error with its
+ * column.
+ */
 static int
 policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
     struct policy_rule *r)
@@ -739,6 +728,10 @@ policy_parse_ip(const char *s, size_t len, int v6, uint8_t addr[16])
 /*
  * allow-address CIDR[:PORTS]: a.b.c.d[/n][:PORTS], [v6[/n]][:PORTS],
  * v6/n[:PORTS] or a bare v6 (no ports).
+ *
+ * 98 lines: the four spellings of allow-address (dotted quad,
+ * bracketed v6, v6/n, bare v6), each with its own error, in one place so
+ * that their column numbers agree.
  */
 static int
 policy_parse_addr(struct policy_parse *p, const struct policy_tok *t,
@@ -961,7 +954,7 @@ policy_extends(struct policy_parse *p, const char *line, size_t len,
 				bad++;
 			}
 			want = i < t.len;	/* a ',' follows */
-			if (!policy_valid_name(t.s + s0, i - s0)) {
+			if (!util_valid_profile(t.s + s0, i - s0)) {
 				policy_error(p, p->line, t.col + (int)s0,
 				    "invalid profile name `%s' in extends",
 				    policy_quote(q, sizeof(q), t.s + s0,
@@ -1022,7 +1015,7 @@ policy_header(struct policy_parse *p, const char *line, size_t len, size_t *pos,
 		brace = have && name.s[0] == '{';
 		goto block;
 	}
-	if (!policy_valid_name(name.s, name.len)) {
+	if (!util_valid_profile(name.s, name.len)) {
 		policy_error(p, p->line, name.col, "invalid profile name `%s': "
 		    "want [a-z0-9][a-z0-9_-]{0,63}",
 		    policy_quote(q, sizeof(q), name.s, name.len));
@@ -1236,6 +1229,9 @@ policy_cmp_strp(const void *a, const void *b)
 /*
  * include "PATH-OR-GLOB" (between profiles), after the keyword kw at
  * *pos.  The rest of the line is consumed.
+ *
+ * 83 lines: include's path resolution, glob, cycle and depth checks
+ * and its error for each, in the order ksb-policy(5) states them.
  */
 static void
 policy_include(struct policy_parse *p, const char *line, size_t len,
@@ -1322,7 +1318,12 @@ cleanup:
 	free(pattern);
 }
 
-/* Process one line (without its '\n'). */
+/*
+ * Process one line (without its '\n').
+ *
+ * 88 lines: the statement dispatcher of the policy language: one
+ * case per keyword and the profile block state between them.
+ */
 static void
 policy_line(struct policy_parse *p, const char *line, size_t len)
 {

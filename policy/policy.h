@@ -19,7 +19,6 @@
  */
 struct policy;
 
-#define POLICY_NAME_MAX 64		/* profile name: [a-z0-9][a-z0-9_-]{0,63} */
 #define POLICY_FILE_MAX (16 << 20)	/* bytes per policy file */
 #define POLICY_DIGEST_LEN 64		/* SHA-256 as lowercase hex */
 

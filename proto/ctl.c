@@ -1,6 +1,6 @@
 /*
- * ctlclient.c: client of ksb-gatewayd's control socket (protocol in
- * vmrunner.h).  Replies are parsed strictly and bounded; the tap fd comes
+ * ctl.c: client of ksb-gatewayd's control socket (protocol in
+ * proto/ctl.h).  Replies are parsed strictly and bounded; the tap fd comes
  * as SCM_RIGHTS ancillary data (unix(7)) on the REGISTER reply.
  */
 #include <sys/socket.h>
@@ -194,21 +194,6 @@ ctl_err(const char *line, const char *what, char **cause)
 	return cause_set(cause, "unexpected reply to %s: \"%s\"", what, esc);
 }
 
-static int
-ctl_valid_profile(const char *p)
-{
-	size_t i, len = strlen(p);
-
-	if (len == 0 || len > 64)
-		return 0;
-	for (i = 0; i < len; i++)
-		if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
-		    (p[i] >= '0' && p[i] <= '9') || p[i] == '_' || p[i] == '-' ||
-		    p[i] == '.'))
-			return 0;
-	return 1;
-}
-
 int
 ctl_register(int fd, const char *id, const char *profile,
     struct ctl_lease *lease, int *tap_fd, char **cause)
@@ -223,7 +208,7 @@ ctl_register(int fd, const char *id, const char *profile,
 		cause_set(cause, "invalid instance ID `%s'", id);
 		goto cleanup;
 	}
-	if (!ctl_valid_profile(profile)) {
+	if (!util_valid_profile(profile, strlen(profile))) {
 		cause_set(cause, "invalid profile name `%s'", profile);
 		goto cleanup;
 	}
@@ -365,6 +350,93 @@ ctl_list(const char *path, struct ctl_instance **listp, size_t *np, char **cause
 cleanup:
 	ctl_reader_done(&r);
 	free(list);
+	close(fd);
+	return ret;
+}
+
+/* Is buf (NUL-terminated) a one-line refusal, complete? */
+static int
+ctl_reload_refused(const char *buf)
+{
+	static const char listed[] = ", policy unchanged";
+	const char *nl = strchr(buf, '\n');
+	size_t n = sizeof(listed) - 1;
+
+	if (strncmp(buf, "ERR ", 4) != 0 || nl == NULL)
+		return 0;
+	/* "ERR <n> errors, policy unchanged" is followed by E lines, END. */
+	return (size_t)(nl - buf) < n || memcmp(nl - n, listed, n) != 0;
+}
+
+/* Read the RELOAD reply up to its "END\n" line (or a one-line refusal)
+ * into a malloc'd string. */
+static char *
+ctl_reload_read(int fd, char **cause)
+{
+	struct pollfd pfd;
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	ssize_t n;
+
+	pfd.fd = fd;
+	pfd.events = POLLIN;
+	for (;;) {
+		if (cap - len < 4096) {
+			if (cap >= CTL_RELOAD_REPLY_MAX) {
+				cause_set(cause, "reply too long");
+				goto fail;
+			}
+			cap = cap ? cap * 2 : 8192;
+			buf = xrealloc(buf, cap + 1);
+		}
+		if (poll(&pfd, 1, CTL_TIMEOUT_MS) != 1) {
+			cause_set(cause, "no answer from the gateway");
+			goto fail;
+		}
+		n = read(fd, buf + len, cap - len);
+		if (n == -1 && errno == EINTR)
+			continue;
+		if (n == 0 && len > 0 && strchr(buf, '\n') != NULL) {
+			/* Closed after whole lines: show what it said. */
+			*(strrchr(buf, '\n') + 1) = '\0';
+			return buf;
+		}
+		if (n <= 0) {
+			cause_set(cause, "%s", n == 0 ? "the gateway closed "
+			    "the connection" : strerror(errno));
+			goto fail;
+		}
+		len += (size_t)n;
+		buf[len] = '\0';
+		if (ctl_reload_refused(buf)) {
+			*(strchr(buf, '\n') + 1) = '\0';
+			return buf;
+		}
+		if ((len == 4 && memcmp(buf, "END\n", 4) == 0) ||
+		    (len > 4 && strcmp(buf + len - 5, "\nEND\n") == 0))
+			return buf;
+	}
+fail:
+	free(buf);
+	return NULL;
+}
+
+int
+ctl_reload(const char *path, char **reply, char **cause)
+{
+	int fd, ret = -1;
+
+	*reply = NULL;
+	if ((fd = ctl_connect(path, cause)) == -1)
+		return -1;
+	if (write(fd, "RELOAD\n", 7) != 7) {
+		cause_set(cause, "%s", strerror(errno));
+		goto cleanup;
+	}
+	if ((*reply = ctl_reload_read(fd, cause)) == NULL)
+		goto cleanup;
+	ret = 0;
+cleanup:
 	close(fd);
 	return ret;
 }
@@ -544,7 +616,9 @@ ctl_instance_kv(void *arg, const char *key, size_t klen, const char *v, size_t v
 		return 1;
 	}
 	if (KEYIS("profile"))
-		return ctl_parse_name(v, vlen, in->profile, 64, 0) == 0 ? 2 : -1;
+		return util_valid_profile(v, vlen) &&
+		    ctl_parse_name(v, vlen, in->profile, KSB_PROFILE_MAX, 0) ==
+		    0 ? 2 : -1;
 	if (KEYIS("ip"))
 		return ctl_parse_ip4(v, vlen, &in->addr, &in->prefix, 0) == 0 ? 4 : -1;
 	if (KEYIS("mac"))

@@ -21,11 +21,21 @@
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
  *                                lines, then END
+ *   RELOAD                   ->  OK digest=D revoked=N lost=L ms=T, a
+ *                                "W <note>" line per note, END | ERR <n>
+ *                                errors, policy unchanged, an "E <error>"
+ *                                line each (CTL_RELOAD_ERRORS_MAX at most,
+ *                                then "E ... and <n> more ..."), END
+ * A request that is refused before it runs ("ERR permission denied: ...",
+ * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
+ * The server (gateway/control.c) uses these sizes too.
  */
 #define CTL_LINE_MAX 1024
 #define CTL_TIMEOUT_MS 10000	/* per reply */
 #define CTL_LIST_MAX 65536	/* instances accepted in one LIST reply */
+#define CTL_RELOAD_ERRORS_MAX 200	/* E lines in one RELOAD reply */
+#define CTL_RELOAD_REPLY_MAX (4 << 20)	/* RELOAD reply bytes accepted */
 
 struct ctl_lease {
 	char tap[16];
@@ -73,6 +83,15 @@ int ctl_unregister(int fd, const char *id, char **cause);
  * (malloc'd, caller frees) and *n receive them.  0 or -1 and *cause.
  */
 int ctl_list(const char *path, struct ctl_instance **list, size_t *n, char **cause);
+/*
+ * ctl_reload: connect to path, RELOAD, read the reply up to its END line
+ * (or a one-line refusal, or whole lines before the gateway closed).
+ * *reply (malloc'd, caller frees) receives the reply's lines, each ending
+ * in '\n', as the gateway sent them (not escaped).  0, or -1 and *cause
+ * (no answer within CTL_TIMEOUT_MS of a read, a reply over
+ * CTL_RELOAD_REPLY_MAX bytes, a connection error).
+ */
+int ctl_reload(const char *path, char **reply, char **cause);
 
 /* Parsers (no I/O) for the replies above; line without its '\n'. */
 int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);

@@ -112,31 +112,16 @@ config_free(struct config *c)
 int
 config_parse_size(const char *s, uint64_t *mib)
 {
-	unsigned long n;
-	size_t len = strlen(s);
-	uint64_t mult = 1;
+	uint64_t n;
 
-	if (len > 1) {
-		switch (s[len - 1]) {
-		case 'M': case 'm': mult = 1; len--; break;
-		case 'G': case 'g': mult = 1024; len--; break;
-		case 'T': case 't': mult = 1024 * 1024; len--; break;
-		}
-	}
-	if (guestctl_parse_uint(s, len, 16UL * 1024 * 1024, &n) != 0)
+	/* util_parse_size: a bare number counts MiB here. */
+	if (util_parse_size(s, 1ULL << 20, &n) == -1 || n % (1ULL << 20) != 0)
 		return -1;
-	if ((uint64_t)n * mult < 64 || (uint64_t)n * mult > 16ULL * 1024 * 1024)
+	n >>= 20;
+	if (n < 64 || n > 16ULL * 1024 * 1024)
 		return -1;
-	*mib = (uint64_t)n * mult;
+	*mib = n;
 	return 0;
-}
-
-static int
-config_valid_profile(const char *s)
-{
-	return *s != '\0' && strlen(s) <= 64 &&
-	    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789_.-") == strlen(s);
 }
 
 /* Split like sh(1) words: '…' and "…" (with \" \\ inside), \x outside. */
@@ -219,7 +204,7 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 			    "([a-z0-9][a-z0-9-]{0,31})", k->name, value);
 		break;
 	case T_PROFILE:
-		if (!config_valid_profile(value))
+		if (!util_valid_profile(value, strlen(value)))
 			return cause_set(cause, "%s: invalid profile name `%s'",
 			    k->name, value);
 		break;

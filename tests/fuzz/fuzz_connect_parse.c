@@ -12,7 +12,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct connect_req req;
-	const char *reason;
+	enum reason reason;
 	int status;
 
 	switch (connect_parse(data, size, &req, &status, &reason)) {
@@ -25,7 +25,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case CONNECT_ERROR:
-		if (reason == NULL || status < 400 || status > 505)
+		if (reason == REASON_NONE || status < 400 || status > 505)
 			abort();
 		break;
 	case CONNECT_INCOMPLETE:

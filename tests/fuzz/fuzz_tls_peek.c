@@ -13,7 +13,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char sni[256];
 	size_t hello_len, n;
-	const char *reason;
+	enum reason reason;
 
 	switch (tls_peek_sni(data, size, sni, sizeof(sni), &hello_len,
 	    &reason)) {
@@ -26,7 +26,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case TLS_PEEK_ERROR:
-		if (reason == NULL)
+		if (reason == REASON_NONE)
 			abort();
 		break;
 	case TLS_PEEK_INCOMPLETE:

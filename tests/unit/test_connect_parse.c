@@ -9,7 +9,7 @@
 
 static enum connect_result
 parse(const char *s, size_t len, struct connect_req *req, int *status,
-    const char **reason)
+    enum reason *reason)
 {
 	return connect_parse((const uint8_t *)s, len, req, status, reason);
 }
@@ -18,14 +18,14 @@ static void
 expect_ok(const char *s, const char *host, uint16_t port, int minor)
 {
 	struct connect_req req;
-	const char *reason;
+	enum reason reason;
 	int status;
 	enum connect_result r = parse(s, strlen(s), &req, &status, &reason);
 
 	CHECK(r == CONNECT_OK && strcmp(req.host, host) == 0 &&
 	    req.port == port && req.http_minor == minor &&
 	    req.head_len == strlen(s), "ok: %s:%u (r=%d %s)", host, port, r,
-	    r == CONNECT_OK ? req.host : reason);
+	    r == CONNECT_OK ? req.host : reason_name(reason));
 }
 
 static void
@@ -33,13 +33,14 @@ expect_err(const char *what, const char *s, size_t len, int want_status,
     const char *want_reason)
 {
 	struct connect_req req;
-	const char *reason = NULL;
+	enum reason reason = REASON_NONE;
 	int status = 0;
 	enum connect_result r = parse(s, len, &req, &status, &reason);
 
-	CHECK(r == CONNECT_ERROR && status == want_status && reason != NULL &&
-	    strcmp(reason, want_reason) == 0, "%s: %d %s (got r=%d %d %s)",
-	    what, want_status, want_reason, r, status, reason ? reason : "");
+	CHECK(r == CONNECT_ERROR && status == want_status &&
+	    reason != REASON_NONE && strcmp(reason_name(reason),
+	    want_reason) == 0, "%s: %d %s (got r=%d %d %s)",
+	    what, want_status, want_reason, r, status, reason_name(reason));
 }
 
 #define ERR(what, s, st, rs) expect_err(what, s, sizeof(s) - 1, st, rs)
@@ -48,7 +49,7 @@ static void
 test_good(void)
 {
 	struct connect_req req;
-	const char *reason;
+	enum reason reason;
 	int status;
 	const char *pipelined =
 	    "CONNECT a.example:443 HTTP/1.1\r\n\r\n\x16\x03\x01";
@@ -177,7 +178,7 @@ test_bad(void)
 	memcpy(big + CONNECT_HEAD_MAX - 4, "\r\n\r\n", 4);
 	{
 		struct connect_req req;
-		const char *reason;
+		enum reason reason;
 		int status;
 
 		CHECK(connect_parse((uint8_t *)big, sizeof(big), &req, &status,
@@ -200,7 +201,7 @@ test_truncated(void)
 	const char *bad = "CONNECT example.com:443 HTTP/1.1\r\n"
 	    "Host: example.com:443\r\nHost: y\r\n\r\n";
 	struct connect_req req;
-	const char *reason;
+	enum reason reason;
 	int status, okall = 1;
 	size_t i, n = strlen(good);
 	uint8_t *copy;
@@ -246,7 +247,7 @@ test_garbage(void)
 {
 	uint8_t buf[512];
 	struct connect_req req;
-	const char *reason;
+	enum reason reason;
 	int status, sane = 1;
 	uint32_t x = 12345;
 	size_t i, j;
@@ -266,7 +267,7 @@ test_garbage(void)
 				sane = 0;
 			break;
 		case CONNECT_ERROR:
-			if (status < 400 || reason == NULL)
+			if (status < 400 || reason == REASON_NONE)
 				sane = 0;
 			break;
 		case CONNECT_INCOMPLETE:

@@ -187,7 +187,7 @@ simple(struct buf *out, const char *sni, size_t snilen, size_t chunk)
 }
 
 static enum tls_peek_result
-peek(const uint8_t *b, size_t n, char *sni, size_t *hl, const char **why)
+peek(const uint8_t *b, size_t n, char *sni, size_t *hl, enum reason *why)
 {
 	/* exact-size heap copy so that ASan catches over-reads */
 	uint8_t *copy = malloc(n ? n : 1);
@@ -205,12 +205,12 @@ expect_ok(const char *what, const uint8_t *b, size_t n, const char *want,
 {
 	char sni[256];
 	size_t hl = 0;
-	const char *why = NULL;
+	enum reason why = REASON_NONE;
 	enum tls_peek_result r = peek(b, n, sni, &hl, &why);
 
 	CHECK(r == TLS_PEEK_OK && strcmp(sni, want) == 0 && hl == want_len,
 	    "%s: sni %s, %zu bytes (got r=%d %s %zu %s)", what, want, want_len,
-	    r, r == TLS_PEEK_OK ? sni : "", hl, why ? why : "");
+	    r, r == TLS_PEEK_OK ? sni : "", hl, reason_name(why));
 }
 
 static void
@@ -218,11 +218,12 @@ expect_err(const char *what, const uint8_t *b, size_t n, const char *want)
 {
 	char sni[256];
 	size_t hl = 0;
-	const char *why = NULL;
+	enum reason why = REASON_NONE;
 	enum tls_peek_result r = peek(b, n, sni, &hl, &why);
 
-	CHECK(r == TLS_PEEK_ERROR && why != NULL && strcmp(why, want) == 0 &&
-	    hl == 0, "%s: %s (got r=%d %s)", what, want, r, why ? why : "");
+	CHECK(r == TLS_PEEK_ERROR && why != REASON_NONE &&
+	    strcmp(reason_name(why), want) == 0 && hl == 0,
+	    "%s: %s (got r=%d %s)", what, want, r, reason_name(why));
 }
 
 /* Every strict prefix is INCOMPLETE. */
@@ -231,7 +232,7 @@ expect_prefixes(const char *what, const uint8_t *b, size_t n)
 {
 	char sni[256];
 	size_t i, hl, bad = (size_t)-1;
-	const char *why;
+	enum reason why;
 
 	for (i = 0; i < n; i++)
 		if (peek(b, i, sni, &hl, &why) != TLS_PEEK_INCOMPLETE) {
@@ -461,7 +462,7 @@ test_records(void)
 	struct buf *d = calloc(1, sizeof(*d));
 	char sni[256];
 	size_t hl, n;
-	const char *why;
+	enum reason why;
 
 	expect_err("HTTP", (const uint8_t *)"GET / HTTP/1.1\r\n\r\n", 18,
 	    "not_tls");
@@ -550,7 +551,7 @@ test_mutations(void)
 	uint8_t m[sizeof(hello_openssl_tls13)];
 	char sni[256];
 	size_t i, hl;
-	const char *why;
+	enum reason why;
 	int sane = 1, v;
 	uint32_t x = 1;
 
