@@ -17,7 +17,7 @@
 #define CONFIG_LIST_MAX 32
 
 enum config_type { T_STR, T_ID, T_PROFILE, T_UINT, T_SIZE, T_ACCEL, T_LIST, T_PATH,
-    T_BOOL };
+    T_BOOL, T_CPU };
 
 static const struct config_key {
 	const char *name;
@@ -33,6 +33,8 @@ static const struct config_key {
 	{ "kernel", T_PATH, 0, 0, NULL },
 	{ "modules", T_PATH, 0, 0, NULL },
 	{ "accel", T_ACCEL, 0, 0, "auto" },
+	{ "cpu", T_CPU, 0, 0, "auto" },		/* qemu_cpu_model */
+	{ "ca-file", T_PATH, 0, 0, NULL },	/* etc_extra_ca */
 	{ "share-ro", T_LIST, 0, 0, NULL },
 	{ "secret", T_LIST, 0, 0, NULL },
 	{ "command", T_STR, 0, 0, "/bin/bash -l" },
@@ -210,6 +212,7 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 {
 	unsigned long n;
 	uint64_t mib;
+	const char *why;
 	char **w;
 
 	switch (k->type) {
@@ -239,6 +242,12 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 		    strcmp(value, "tcg") != 0)
 			return cause_set(cause, "%s: `%s' is not auto, kvm or tcg",
 			    k->name, value);
+		break;
+	case T_CPU:
+		if (strcmp(value, "auto") != 0 &&
+		    (why = qemu_cpu_problem(value)) != NULL)
+			return cause_set(cause, "%s: invalid CPU model `%s' (%s)",
+			    k->name, value, why);
 		break;
 	case T_PATH:
 		if (*value == '\0')

@@ -15,7 +15,7 @@
 #include "vmrunner/vmrunner.h"
 
 /* Bump when the archive layout changes: it is part of the cache key. */
-#define INITRAMFS_FORMAT "ksb-initramfs-3"
+#define INITRAMFS_FORMAT "ksb-initramfs-4"
 
 static const struct {
 	const char *name;	/* module name, '-' and '_' equivalent */
@@ -324,9 +324,27 @@ cleanup:
 	return ret;
 }
 
+/* The host /etc files of etc_collect, after the skeleton's "etc". */
+static int
+initramfs_etc(struct initramfs_cpio *c, const struct etc *etc)
+{
+	const char *name, *data;
+	unsigned mode;
+	size_t i, len;
+
+	for (i = 0; i < etc_count(etc); i++) {
+		name = etc_entry(etc, i, &mode, &data, &len);
+		if (strcmp(name, "etc") != 0 &&
+		    initramfs_entry(c, name, mode, data, len) != 0)
+			return -1;
+	}
+	return 0;
+}
+
 int
 initramfs_build(const char *out_path, const char *init_path,
-    const char *clone_path, const char *modules_dir, char **cause)
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **cause)
 {
 	static const char *dirs[] = { "dev", "proc", "sys", "tmp", "run", "usr",
 	    "etc", "home", "mnt", "root", "var", "modules" };
@@ -355,6 +373,8 @@ initramfs_build(const char *out_path, const char *init_path,
 		if (initramfs_entry(&c, links[i][0], S_IFLNK | 0777, links[i][1],
 		    strlen(links[i][1])) != 0)
 			goto write_error;
+	if (initramfs_etc(&c, etc) != 0)
+		goto write_error;
 
 	if (initramfs_read_file(init_path, &data, &len, cause) != 0)
 		goto cleanup;
@@ -442,9 +462,29 @@ initramfs_fnv(uint64_t h, const void *p, size_t len)
 	return h;
 }
 
+/* The cache key's share of the /etc entries: names, modes and bytes. */
+static uint64_t
+initramfs_etc_hash(uint64_t h, const struct etc *etc)
+{
+	const char *name, *data;
+	unsigned mode;
+	size_t i, len;
+
+	for (i = 0; i < etc_count(etc); i++) {
+		name = etc_entry(etc, i, &mode, &data, &len);
+		h = initramfs_fnv(h, name, strlen(name) + 1);
+		h = initramfs_fnv(h, &mode, sizeof(mode));
+		h = initramfs_fnv(h, &len, sizeof(len));
+		if (len > 0)
+			h = initramfs_fnv(h, data, len);
+	}
+	return h;
+}
+
 int
 initramfs_cached(const char *cache_dir, const char *init_path,
-    const char *clone_path, const char *modules_dir, char **path, char **cause)
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **path, char **cause)
 {
 	char *data = NULL, *kver = NULL, *out = NULL;
 	const char *base;
@@ -474,6 +514,7 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 			goto cleanup;
 		h = initramfs_fnv(h, data, len);
 	}
+	h = initramfs_etc_hash(h, etc);
 	if (util_mkdirs(cache_dir, 0700) != 0) {
 		cause_set(cause, "%s: %s", cache_dir, strerror(errno));
 		goto cleanup;
@@ -482,7 +523,7 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 	    (unsigned long long)h);
 	if (access(out, R_OK) != 0) {
 		log_debug("building %s", out);
-		if (initramfs_build(out, init_path, clone_path, modules_dir,
+		if (initramfs_build(out, init_path, clone_path, modules_dir, etc,
 		    cause) != 0)
 			goto cleanup;
 	}

@@ -81,6 +81,7 @@ struct run {
 	char *kernel, *modules_dir, *init_path, *initrd, *instance_dir;
 	char *clone_path;	/* ksb-guest-clone, next to init; NULL: none */
 	char *disk_path, *qmp_path, *console_path;
+	char *ca_path;		/* <instance>/ca.pem: etc_extra_ca, NULL: none */
 	struct secrets *secrets;
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
 	int listen_fd, client_fd, ready_fd;
@@ -115,6 +116,8 @@ run_help(void)
 	    "  --kernel path, --modules dir\n"
 	    "                       guest kernel and its modules (default: found)\n"
 	    "  --accel auto|kvm|tcg hardware acceleration (auto: KVM if it works)\n"
+	    "  --cpu model          guest CPU (auto: host with KVM, " QEMU_TCG_CPU " with TCG)\n"
+	    "  --ca-file pem        extra CA certificates the guest trusts\n"
 	    "  --share-ro host[:guest]\n"
 	    "                       a host directory, read-only in the guest\n"
 	    "  --secret NAME=env:VAR|NAME=file:PATH\n"
@@ -144,7 +147,8 @@ run_usage(FILE *f)
 	    "               [--secret NAME=env:VAR|NAME=file:PATH]...\n"
 	    "               [--repo path] [--include-uncommitted]\n"
 	    "               [--context path[@rev][:name]]...\n"
-	    "               [--accel auto|kvm|tcg] [--state-dir dir]\n"
+	    "               [--accel auto|kvm|tcg] [--cpu model] [--ca-file pem]\n"
+	    "               [--state-dir dir]\n"
 	    "               [--control-socket path] [--print-config [--json]]\n"
 	    "               [--agent command [--prompt text|@file] [--idle s]]\n"
 	    "               [-- command [arg ...]]\n");
@@ -202,7 +206,8 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 {
 	enum { O_NAME = 256, O_PROFILE, O_CPUS, O_MEMORY, O_KERNEL, O_MODULES,
 	    O_SHARE, O_STATE, O_SOCKET, O_ACCEL, O_DISK, O_SECRET, O_PRINT, O_JSON,
-	    O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE };
+	    O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE, O_CPU,
+	    O_CA };
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "verbose", no_argument, NULL, 'v' },
@@ -223,6 +228,8 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 		{ "state-dir", required_argument, NULL, O_STATE },
 		{ "control-socket", required_argument, NULL, O_SOCKET },
 		{ "accel", required_argument, NULL, O_ACCEL },
+		{ "cpu", required_argument, NULL, O_CPU },
+		{ "ca-file", required_argument, NULL, O_CA },
 		{ "print-config", no_argument, NULL, O_PRINT },
 		{ "json", no_argument, NULL, O_JSON },
 		{ "agent", required_argument, NULL, O_AGENT },
@@ -284,7 +291,7 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 		case O_NAME: case O_PROFILE: case O_CPUS: case O_MEMORY:
 		case O_KERNEL: case O_MODULES: case O_SHARE: case O_ACCEL:
 		case O_DISK: case O_SECRET: case O_REPO: case O_UNCOMMITTED:
-		case O_CONTEXT:
+		case O_CONTEXT: case O_CPU: case O_CA:
 			flags = xrealloc(flags, (*nflags + 1) * sizeof(*flags));
 			flags[*nflags].key = longopts[idx].name;
 			flags[*nflags].value = ch == O_UNCOMMITTED ? "yes" : optarg;
@@ -339,6 +346,14 @@ run_settings(struct run *r, int argc, char **argv, int first,
 		goto fail;
 	if (r->conf->modules_dir != NULL &&
 	    config_set(r->cfg, CONFIG_CONF, "modules", r->conf->modules_dir,
+	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
+		goto fail;
+	if (r->conf->cpu != NULL &&
+	    config_set(r->cfg, CONFIG_CONF, "cpu", r->conf->cpu,
+	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
+		goto fail;
+	if (r->conf->ca_file != NULL &&
+	    config_set(r->cfg, CONFIG_CONF, "ca-file", r->conf->ca_file,
 	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
 		goto fail;
 	if (r->project_path != NULL) {
@@ -1441,6 +1456,47 @@ run_detach(struct run *r)
 	exit(1);
 }
 
+/* The guest's /etc (vmrunner/etc.c) and the cached initramfs holding it. */
+static int
+run_initramfs(struct run *r, const char *cache, char **cause)
+{
+	struct etc *etc = NULL;
+	int ret;
+
+	if (etc_collect("/", &etc, cause) != 0)
+		return -1;
+	ret = initramfs_cached(cache, r->init_path, r->clone_path, r->modules_dir,
+	    etc, &r->initrd, cause);
+	etc_free(etc);
+	return ret;
+}
+
+/* ca-file: the extra CAs for the guest's bundle, checked and gathered. */
+static int
+run_extra_ca(struct run *r, char **cause)
+{
+	char *files[1];
+
+	if ((files[0] = (char *)config_get(r->cfg, "ca-file")) == NULL)
+		return 0;
+	xasprintf(&r->ca_path, "%s/ca.pem", r->instance_dir);
+	return etc_extra_ca(files, 1, r->ca_path, cause);
+}
+
+/* Warn when the guest CPU lacks x86-64-v2 features the host has. */
+static void
+run_cpu_warn(struct run *r, enum qemu_accel accel)
+{
+	const char *model = qemu_cpu_model(accel, config_get(r->cfg, "cpu"));
+	char *flags = qemu_host_cpu_flags(), lacks[64];
+
+	if (flags != NULL && qemu_cpu_lacks(model, flags, lacks, sizeof(lacks)) > 0)
+		log_warnx("cpu %s (%s): the guest lacks %s, which host programs "
+		    "such as Claude Code need (x86-64-v2)", model,
+		    config_origin(r->cfg, "cpu"), lacks);
+	free(flags);
+}
+
 int
 main(int argc, char **argv)
 {
@@ -1455,7 +1511,6 @@ main(int argc, char **argv)
 	sigset_t mask;
 	int sp[2] = { -1, -1 }, cp[2] = { -1, -1 }, ret = 125, kvm, first, null;
 	enum qemu_accel accel;
-	struct stat st;
 
 	memset(&r, 0, sizeof(r));
 	r.lock_fd = r.gw_fd = r.tap_fd = r.ctl_fd = r.con_fd = r.sig_fd = -1;
@@ -1513,12 +1568,6 @@ main(int argc, char **argv)
 		log_warnx("%s", cause);
 		goto out;
 	}
-	/* The host's CA certificates (public) so TLS through the proxy works. */
-	if (stat("/etc/ssl/certs", &st) == 0 && S_ISDIR(st.st_mode)) {
-		r.shares[r.nshares].host_path = xstrdup("/etc/ssl/certs");
-		r.shares[r.nshares].guest_path = xstrdup("/etc/ssl/certs");
-		r.nshares++;
-	}
 
 	env = r.accel_opt;
 	kvm = strcmp(env, "tcg") != 0 && qemu_kvm_usable(&why);
@@ -1527,12 +1576,12 @@ main(int argc, char **argv)
 		goto out;
 	}
 	accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
+	run_cpu_warn(&r, accel);
 
 	/* Before REGISTER: a slow or failed build should not hold a lease. */
 	xasprintf(&cache, "%s/cache", state_dir);
 	run_find_clone(&r);
-	if (initramfs_cached(cache, r.init_path, r.clone_path, r.modules_dir,
-	    &r.initrd, &cause) != 0) {
+	if (run_initramfs(&r, cache, &cause) != 0) {
 		log_warnx("initramfs: %s", cause);
 		goto out;
 	}
@@ -1587,6 +1636,10 @@ main(int argc, char **argv)
 		goto out;
 	}
 	workspace_disk_warn(r.conf, state_dir, r.instance_dir);	/* mirror cap */
+	if (run_extra_ca(&r, &cause) != 0) {
+		log_warnx("%s", cause);
+		goto out;
+	}
 	if (r.secrets != NULL) {
 		if ((r.secrets_fd = secrets_memfd(r.secrets, &cause)) == -1) {
 			log_warnx("%s", cause);
@@ -1623,6 +1676,8 @@ main(int argc, char **argv)
 	qc.accel = accel;
 	qc.memory_mib = r.memory_mib;
 	qc.cpus = r.cpus;
+	qc.cpu = config_get(r.cfg, "cpu");
+	qc.ca_path = r.ca_path;
 	qc.kernel = r.kernel;
 	qc.initrd = r.initrd;
 	qc.id = r.id;
@@ -1749,6 +1804,7 @@ out:
 	free(r.initrd);
 	free(r.instance_dir);
 	free(r.disk_path);
+	free(r.ca_path);
 	free(r.qmp_path);
 	free(r.console_path);
 	free(r.id);
