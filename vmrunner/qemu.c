@@ -300,6 +300,24 @@ qemu_host_cpu_flags(void)
 	return out;
 }
 
+int
+qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text)
+{
+	const char *model = qemu_cpu_model(accel, cpu);
+	char *flags = qemu_host_cpu_flags(), lacks[64];
+	int ok = 1;
+
+	if (flags != NULL && qemu_cpu_lacks(model, flags, lacks, sizeof(lacks)) > 0) {
+		xasprintf(text, "cpu %s: the guest lacks %s, which host programs "
+		    "such as Claude Code need (x86-64-v2)", model, lacks);
+		ok = 0;
+	} else
+		xasprintf(text, "cpu %s (%s): x86-64-v2 or what the host has", model,
+		    accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
+	free(flags);
+	return ok;
+}
+
 /* ---- the command line ---------------------------------------------------- */
 
 /* The machine, its size and its CPU: the settings a user gives. */

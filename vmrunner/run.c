@@ -1487,14 +1487,11 @@ run_extra_ca(struct run *r, char **cause)
 static void
 run_cpu_warn(struct run *r, enum qemu_accel accel)
 {
-	const char *model = qemu_cpu_model(accel, config_get(r->cfg, "cpu"));
-	char *flags = qemu_host_cpu_flags(), lacks[64];
+	char *text;
 
-	if (flags != NULL && qemu_cpu_lacks(model, flags, lacks, sizeof(lacks)) > 0)
-		log_warnx("cpu %s (%s): the guest lacks %s, which host programs "
-		    "such as Claude Code need (x86-64-v2)", model,
-		    config_origin(r->cfg, "cpu"), lacks);
-	free(flags);
+	if (qemu_cpu_report(accel, config_get(r->cfg, "cpu"), &text) == 0)
+		log_warnx("%s (cpu from %s)", text, config_origin(r->cfg, "cpu"));
+	free(text);
 }
 
 int

@@ -172,6 +172,12 @@ int qemu_cpu_lacks(const char *model, const char *host_flags, char *buf,
 /* qemu_host_cpu_flags: the first "flags" line of /proc/cpuinfo after the
  * colon (malloc'd), or NULL. */
 char *qemu_host_cpu_flags(void);
+/*
+ * qemu_cpu_report: the preflight line (*text, malloc'd) for the guest CPU
+ * under accel with the cpu setting: 1 if the guest lacks none of the
+ * x86-64-v2 features the host has, else 0 and *text names them.
+ */
+int qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text);
 
 /*
  * qemu_kvm_usable: 1 if /dev/kvm opens read-write, KVM_CREATE_VM succeeds
