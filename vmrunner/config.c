@@ -207,6 +207,22 @@ config_bool(const char *s)
 	return -1;
 }
 
+/* "NAME=env:VAR" or "NAME=file:PATH" (syntax only). */
+static int
+config_valid_secret(const char *value)
+{
+	const char *eq = strchr(value, '=');
+	char name[GUESTCTL_SECRET_NAME_MAX + 1];
+
+	if (eq == NULL || eq == value || (size_t)(eq - value) > GUESTCTL_SECRET_NAME_MAX)
+		return 0;
+	memcpy(name, value, (size_t)(eq - value));
+	name[eq - value] = '\0';
+	return guestctl_valid_secret_name(name) &&
+	    (strncmp(eq + 1, "env:", 4) == 0 || strncmp(eq + 1, "file:", 5) == 0) &&
+	    strchr(eq + 1, ':')[1] != '\0';
+}
+
 static int
 config_validate(const struct config_key *k, const char *value, char **cause)
 {
@@ -269,23 +285,9 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 	case T_LIST:
 		if (*value == '\0')
 			return cause_set(cause, "%s: empty value", k->name);
-		if (strcmp(k->name, "secret") == 0) {
-			const char *eq = strchr(value, '=');
-			char name[GUESTCTL_SECRET_NAME_MAX + 1];
-
-			if (eq == NULL || eq == value ||
-			    (size_t)(eq - value) > GUESTCTL_SECRET_NAME_MAX)
-				return cause_set(cause, "secret `%s': expected "
-				    "NAME=env:VAR or NAME=file:PATH", value);
-			memcpy(name, value, (size_t)(eq - value));
-			name[eq - value] = '\0';
-			if (!guestctl_valid_secret_name(name) ||
-			    (strncmp(eq + 1, "env:", 4) != 0 &&
-			    strncmp(eq + 1, "file:", 5) != 0) ||
-			    strchr(eq + 1, ':')[1] == '\0')
-				return cause_set(cause, "secret `%s': expected "
-				    "NAME=env:VAR or NAME=file:PATH", value);
-		}
+		if (strcmp(k->name, "secret") == 0 && !config_valid_secret(value))
+			return cause_set(cause, "secret `%s': expected "
+			    "NAME=env:VAR or NAME=file:PATH", value);
 		break;
 	}
 	return 0;

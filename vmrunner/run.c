@@ -325,6 +325,26 @@ run_options(struct run *r, int argc, char **argv, struct run_flag **flagsp,
 	return optind;
 }
 
+/* ksb.conf's keys for ksb-run, as the CONFIG_CONF layer of r->cfg. */
+static int
+run_conf_layer(struct run *r, char **cause)
+{
+	const struct {
+		const char *key, *value;
+	} kv[] = {
+		{ "kernel", r->conf->kernel }, { "modules", r->conf->modules_dir },
+		{ "cpu", r->conf->cpu }, { "ca-file", r->conf->ca_file },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		if (kv[i].value != NULL && config_set(r->cfg, CONFIG_CONF, kv[i].key,
+		    kv[i].value, r->conf->path ? r->conf->path : "ksb.conf",
+		    cause) != 0)
+			return -1;
+	return 0;
+}
+
 /*
  * Merge defaults < ksb.conf < project file < KSB_ACCEL < flags into r->cfg,
  * then copy the effective values into r.  0 or -1 (logged).
@@ -340,21 +360,7 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	int ret = -1;
 
 	r->cfg = config_new();
-	if (r->conf->kernel != NULL &&
-	    config_set(r->cfg, CONFIG_CONF, "kernel", r->conf->kernel,
-	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
-		goto fail;
-	if (r->conf->modules_dir != NULL &&
-	    config_set(r->cfg, CONFIG_CONF, "modules", r->conf->modules_dir,
-	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
-		goto fail;
-	if (r->conf->cpu != NULL &&
-	    config_set(r->cfg, CONFIG_CONF, "cpu", r->conf->cpu,
-	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
-		goto fail;
-	if (r->conf->ca_file != NULL &&
-	    config_set(r->cfg, CONFIG_CONF, "ca-file", r->conf->ca_file,
-	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
+	if (run_conf_layer(r, &cause) != 0)
 		goto fail;
 	if (r->project_path != NULL) {
 		if (config_load(r->cfg, r->project_path, &cause) != 0)

@@ -106,7 +106,7 @@ import urllib.request
 print(urllib.request.urlopen("https://allowed.test/index.txt", timeout=60).read().decode())' 2>&1)
 case "$b" in "hello from the origin"*) ok python_tls ;; *) bad python_tls "$(echo "$b" | tail -1)" ;; esac
 b=$(timeout 120 node -e '
-// CONNECT through the gateway, then TLS verified against Node's CAs plus
+// CONNECT through the gateway, then TLS verified against the Node CAs plus
 // NODE_EXTRA_CA_CERTS (Node 20 has no https_proxy support of its own).
 const http = require("http"), tls = require("tls");
 const p = new URL(process.env.https_proxy);
