@@ -1040,7 +1040,7 @@ run_agent(const struct boot *b)
  * already uses CA_BUNDLE.
  */
 static void
-agent_ca_env(void)
+tls_env(void)
 {
 	if (access(CA_BUNDLE, R_OK) != 0)
 		return;
@@ -1083,7 +1083,7 @@ become_agent(const struct boot *b)
 	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:" AGENT_BIN, 1);
 	setenv("TERM", b->raw ? "dumb" : b->term[0] ? b->term : "vt100", 1);
 	setenv("LANG", "C.UTF-8", 1);
-	agent_ca_env();
+	tls_env();
 	setenv("https_proxy", proxy, 1);
 	setenv("HTTPS_PROXY", proxy, 1);
 	setenv("http_proxy", proxy, 1);

@@ -173,5 +173,21 @@ ksb_check "qemu64: the guest has no sse4_2" 'grep -qx 0 "$T/q64.out"'
 ksb_check "--cpu 'max -smp 8' is refused before boot" \
 	'! ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" --cpu "max -smp 8" -- true 2>"$T/bad.err" && grep -q "invalid CPU model" "$T/bad.err"'
 n=$((n + 3))
+
+ksb_say "ksbctl status: the preflight's cpu line"
+ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" status > "$T/pre" 2>&1 || :
+sed 's/^cpu = .*//' "$T/ksb.conf" > "$T/q64.conf"
+echo "cpu = qemu64" >> "$T/q64.conf"
+ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/q64.conf" status > "$T/pre64" 2>&1 || :
+grep cpu "$T/pre" "$T/pre64" || :
+ksb_check "preflight: cpu auto is OK" 'grep -Eq "^OK +cpu +cpu (max|host)" "$T/pre"'
+if grep -qw sse4_2 /proc/cpuinfo; then
+	ksb_check "preflight: cpu qemu64 is reported as lacking sse4_2" \
+		'grep -Eq "^MISSING +cpu +cpu qemu64: the guest lacks .*sse4_2" "$T/pre64"'
+else
+	ksb_check "preflight: cpu qemu64 on a host without sse4_2 is OK" \
+		'grep -Eq "^OK +cpu" "$T/pre64"'
+fi
+n=$((n + 2))
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
