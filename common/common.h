@@ -146,6 +146,8 @@ struct ksb_conf {
 	size_t npolicy_files;
 	char *kernel;		/* guest kernel for ksb-run, NULL: search */
 	char *modules_dir;	/* /lib/modules/<version> for that kernel */
+	char *cpu;		/* guest CPU model for ksb-run, NULL: auto */
+	char *ca_file;		/* extra CA PEMs for guests (ksb-run), NULL: none */
 	int header_timeout;	/* seconds, CONNECT request headers: 10 */
 	int hello_timeout;	/* seconds, ClientHello: 10 */
 	int connect_timeout;	/* seconds, upstream connect: 10 */

@@ -57,6 +57,8 @@ conf_free(struct ksb_conf *c)
 	free(c->policy_files);
 	free(c->kernel);
 	free(c->modules_dir);
+	free(c->cpu);
+	free(c->ca_file);
 	free(c);
 }
 
@@ -359,6 +361,12 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 	} else if (strcmp(key, "modules-dir") == 0) {
 		p = conf_path(dir, val);
 		conf_setstr(&c->modules_dir, p);
+		free(p);
+	} else if (strcmp(key, "cpu") == 0) {
+		conf_setstr(&c->cpu, val);	/* checked by ksb-run */
+	} else if (strcmp(key, "ca-file") == 0) {
+		p = conf_path(dir, val);
+		conf_setstr(&c->ca_file, p);
 		free(p);
 	} else if (strcmp(key, "mirror-max-size") == 0) {
 		if (conf_size(val, &c->mirror_max_size) == -1)

@@ -9,7 +9,8 @@ PKGS="build-essential autoconf automake pkg-config libevent-dev libssl-dev
 libnftnl-dev libmnl-dev libgit2-dev libsqlite3-dev libseccomp-dev
 qemu-system-x86 qemu-utils
 nftables iproute2 openssl curl sqlite3 ca-certificates python3 kmod cpio bc
-git clang libclang-rt-14-dev busybox-static tmux e2fsprogs util-linux"
+git clang libclang-rt-14-dev busybox-static tmux e2fsprogs util-linux
+make nodejs npm vim-tiny"
 
 if [ "$(id -u)" != 0 ]; then
 	echo "bootstrap: run as root (apt-get, /var/cache/ksb)" >&2

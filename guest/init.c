@@ -5,13 +5,16 @@
  * Mounts /dev /proc /sys /tmp /run, loads /modules.list with
  * finit_module(2), reads ksb.* from /proc/cmdline, mounts the host /usr
  * (9p tag "usr") and the read-only shares, configures lo and eth0, writes
- * /etc/{passwd,group,hosts}, reads the command from the virtio-serial port
+ * /etc/{passwd,group,hosts,nsswitch.conf,machine-id} next to the host
+ * files ksb-run packed (vmrunner/etc.c has the list), appends the extra CA
+ * certificates to the bundle, reads the command from the virtio-serial port
  * org.ksb.control (protocol in vmrunner.h), runs it as the agent user (uid
  * 1000) on the console, reports EXIT <status> and powers off.
  */
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/reboot.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -53,6 +56,8 @@
 #define DISK_MNT "/run/ksb/disk"
 #define SECRETS_DIR "/run/ksb/secrets"
 #define FWCFG_SECRETS "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_SECRETS_FWCFG "/raw"
+#define FWCFG_CA "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_CA_FWCFG "/raw"
+#define CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define MKFS "/usr/sbin/mkfs.ext4"
 #define PWRBTN_MAX 4
 #define AGENT_DIR "/run/ksb/agent"
@@ -85,6 +90,10 @@ struct boot {
 	char *argbuf;
 	char **argv;
 };
+
+#ifndef GRND_INSECURE
+#define GRND_INSECURE 0x0004	/* Linux 5.6: never blocks */
+#endif
 
 static int ctl_fd = -1;
 static int kmsg_fd = -1;
@@ -869,11 +878,52 @@ open_power_buttons(int *fds)
 	return nfds;
 }
 
-/* ---- the agent ---------------------------------------------------------- */
+/* ---- /etc ----------------------------------------------------------------- */
 
+/*
+ * The extra CA certificates ksb-run gathered (vmrunner/etc.c, etc_extra_ca)
+ * arrive as fw_cfg GUESTCTL_CA_FWCFG: appended to the packed host bundle
+ * (or a new one), which every TLS client in the guest then trusts (the
+ * agent's environment points SSL_CERT_FILE and friends at it).  Before
+ * install_secrets, which unloads qemu_fw_cfg.
+ */
 static void
-write_etc(const struct boot *b)
+install_extra_ca(void)
 {
+	char *buf;
+	size_t len = 0;
+	ssize_t n;
+	int fd, out;
+
+	if ((fd = open(FWCFG_CA, O_RDONLY | O_CLOEXEC)) == -1)
+		return;		/* none given */
+	if ((buf = malloc(GUESTCTL_CA_MAX)) == NULL)
+		fail("out of memory");
+	while (len < GUESTCTL_CA_MAX &&
+	    (n = read(fd, buf + len, GUESTCTL_CA_MAX - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	mkdirs("/etc/ssl/certs", 0755);
+	if ((out = open(CA_BUNDLE, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	    O_NOFOLLOW, 0644)) == -1)
+		fail(CA_BUNDLE ": %s", strerror(errno));
+	/* PEM blocks start on a line of their own. */
+	if ((lseek(out, 0, SEEK_END) > 0 && write(out, "\n", 1) != 1) ||
+	    (len > 0 && write(out, buf, len) != (ssize_t)len))
+		fail(CA_BUNDLE ": %s", strerror(errno));
+	close(out);
+	free(buf);
+	stage("extra CA certificates added");
+}
+
+/* The generated part of /etc: users, names, NSS, a fresh machine-id. */
+static void
+write_etc_generated(const struct boot *b)
+{
+	unsigned char id[16];
+	char hex[34];
+	int i;
+
 	mkdirs("/etc", 0755);
 	write_file("/etc/passwd",
 	    "root:x:0:0:root:/root:/bin/sh\n"
@@ -881,6 +931,25 @@ write_etc(const struct boot *b)
 	write_file("/etc/group", "root:x:0:\nagent:x:1000:\n", 0644);
 	write_file("/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n", 0644);
 	write_file("/etc/hostname", b->id, 0644);
+	write_file("/etc/nsswitch.conf", "passwd: files\ngroup: files\n"
+	    "shadow: files\nhosts: files\nnetworks: files\nprotocols: files\n"
+	    "services: files\nethers: files\nrpc: files\n", 0644);
+	/* Never the host's: a new one per boot (machine-id(5)). */
+	if (getrandom(id, sizeof(id), GRND_INSECURE) == (ssize_t)sizeof(id)) {
+		for (i = 0; i < 16; i++)
+			snprintf(hex + 2 * i, 3, "%02x", id[i]);
+		hex[32] = '\n';
+		hex[33] = '\0';
+		write_file("/etc/machine-id", hex, 0444);
+	}
+}
+
+/* ---- the agent ---------------------------------------------------------- */
+
+static void
+write_etc(const struct boot *b)
+{
+	write_etc_generated(b);
 	if (sethostname(b->id, strlen(b->id)) == -1)
 		say("sethostname: %s", strerror(errno));
 	mkdirs(AGENT_HOME, 0700);
@@ -929,6 +998,23 @@ run_agent(const struct boot *b)
 	_exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
 
+/*
+ * Every TLS client to the guest bundle (the host's plus the extra CAs):
+ * OpenSSL (curl, Python's ssl, Codex) reads SSL_CERT_FILE; Node adds
+ * NODE_EXTRA_CA_CERTS to its own list; Python requests has its own
+ * bundle unless REQUESTS_CA_BUNDLE.  git's libcurl (GnuTLS on Debian)
+ * already uses CA_BUNDLE.
+ */
+static void
+tls_env(void)
+{
+	if (access(CA_BUNDLE, R_OK) != 0)
+		return;
+	setenv("SSL_CERT_FILE", CA_BUNDLE, 1);
+	setenv("NODE_EXTRA_CA_CERTS", CA_BUNDLE, 1);
+	setenv("REQUESTS_CA_BUNDLE", CA_BUNDLE, 1);
+}
+
 /* In a child: drop to the agent user for good and set its environment. */
 static void
 become_agent(const struct boot *b)
@@ -963,6 +1049,7 @@ become_agent(const struct boot *b)
 	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:" AGENT_BIN, 1);
 	setenv("TERM", b->raw ? "dumb" : b->term[0] ? b->term : "vt100", 1);
 	setenv("LANG", "C.UTF-8", 1);
+	tls_env();
 	setenv("https_proxy", proxy, 1);
 	setenv("HTTPS_PROXY", proxy, 1);
 	setenv("http_proxy", proxy, 1);
@@ -1824,6 +1911,7 @@ main(int argc, char **argv)
 	stage("modules loaded");
 	open_control_port();
 	parse_cmdline(&b);
+	install_extra_ca();
 	install_secrets();
 
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,

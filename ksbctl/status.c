@@ -98,17 +98,21 @@ status_preflight(int json, const char *project)
 	const char *qemu = getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
 	const char *why = NULL;
 	size_t i, n, missing = 0;
-	int fd;
+	int fd, kvm, ok;
 
 	if (status_qemu_version(qemu, ver, sizeof(ver)) == 0)
 		status_add(&rs, "qemu", "", 1, "%s: %s", qemu, ver);
 	else
 		status_add(&rs, "qemu", "apt-get install qemu-system-x86", 0,
 		    "%s not found or not runnable", qemu);
-	if (qemu_kvm_usable(&why))
+	kvm = qemu_kvm_usable(&why);
+	if (kvm)
 		status_add(&rs, "kvm", "", 1, "/dev/kvm usable");
 	else	/* TCG works: reported, never MISSING. */
 		status_add(&rs, "kvm", "", 1, "not usable (%s): TCG, slower", why);
+	ok = qemu_cpu_report(kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG, ksbctl_conf->cpu, &p);
+	status_add(&rs, "cpu", "cpu = auto in ksb.conf", ok, "%s", p);
+	free(p);
 	if ((fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) != -1) {
 		close(fd);
 		status_add(&rs, "tun", "", 1, "/dev/net/tun");

@@ -57,6 +57,9 @@
  * <= GUESTCTL_SECRET_MAX, at most GUESTCTL_SECRETS_MAX records.
  */
 #define GUESTCTL_SECRETS_FWCFG "opt/org.ksb/secrets"
+/* Extra CA certificates (PEM) for the guest's bundle (vmrunner etc_extra_ca). */
+#define GUESTCTL_CA_FWCFG "opt/org.ksb/ca"
+#define GUESTCTL_CA_MAX (1024 * 1024)
 #define GUESTCTL_SECRET_MAX 65536
 #define GUESTCTL_SECRETS_MAX 32
 #define GUESTCTL_SECRET_NAME_MAX 64

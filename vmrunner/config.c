@@ -17,7 +17,7 @@
 #define CONFIG_LIST_MAX 32
 
 enum config_type { T_STR, T_ID, T_PROFILE, T_UINT, T_SIZE, T_ACCEL, T_LIST, T_PATH,
-    T_BOOL };
+    T_BOOL, T_CPU };
 
 static const struct config_key {
 	const char *name;
@@ -33,6 +33,8 @@ static const struct config_key {
 	{ "kernel", T_PATH, 0, 0, NULL },
 	{ "modules", T_PATH, 0, 0, NULL },
 	{ "accel", T_ACCEL, 0, 0, "auto" },
+	{ "cpu", T_CPU, 0, 0, "auto" },		/* qemu_cpu_model */
+	{ "ca-file", T_PATH, 0, 0, NULL },	/* etc_extra_ca */
 	{ "share-ro", T_LIST, 0, 0, NULL },
 	{ "secret", T_LIST, 0, 0, NULL },
 	{ "command", T_STR, 0, 0, "/bin/bash -l" },
@@ -190,11 +192,28 @@ config_bool(const char *s)
 	return -1;
 }
 
+/* "NAME=env:VAR" or "NAME=file:PATH" (syntax only). */
+static int
+config_valid_secret(const char *value)
+{
+	const char *eq = strchr(value, '=');
+	char name[GUESTCTL_SECRET_NAME_MAX + 1];
+
+	if (eq == NULL || eq == value || (size_t)(eq - value) > GUESTCTL_SECRET_NAME_MAX)
+		return 0;
+	memcpy(name, value, (size_t)(eq - value));
+	name[eq - value] = '\0';
+	return guestctl_valid_secret_name(name) &&
+	    (strncmp(eq + 1, "env:", 4) == 0 || strncmp(eq + 1, "file:", 5) == 0) &&
+	    strchr(eq + 1, ':')[1] != '\0';
+}
+
 static int
 config_validate(const struct config_key *k, const char *value, char **cause)
 {
 	unsigned long n;
 	uint64_t mib;
+	const char *why;
 	char **w;
 
 	switch (k->type) {
@@ -225,6 +244,12 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 			return cause_set(cause, "%s: `%s' is not auto, kvm or tcg",
 			    k->name, value);
 		break;
+	case T_CPU:
+		if (strcmp(value, "auto") != 0 &&
+		    (why = qemu_cpu_problem(value)) != NULL)
+			return cause_set(cause, "%s: invalid CPU model `%s' (%s)",
+			    k->name, value, why);
+		break;
 	case T_PATH:
 		if (*value == '\0')
 			return cause_set(cause, "%s: empty path", k->name);
@@ -245,23 +270,9 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 	case T_LIST:
 		if (*value == '\0')
 			return cause_set(cause, "%s: empty value", k->name);
-		if (strcmp(k->name, "secret") == 0) {
-			const char *eq = strchr(value, '=');
-			char name[GUESTCTL_SECRET_NAME_MAX + 1];
-
-			if (eq == NULL || eq == value ||
-			    (size_t)(eq - value) > GUESTCTL_SECRET_NAME_MAX)
-				return cause_set(cause, "secret `%s': expected "
-				    "NAME=env:VAR or NAME=file:PATH", value);
-			memcpy(name, value, (size_t)(eq - value));
-			name[eq - value] = '\0';
-			if (!guestctl_valid_secret_name(name) ||
-			    (strncmp(eq + 1, "env:", 4) != 0 &&
-			    strncmp(eq + 1, "file:", 5) != 0) ||
-			    strchr(eq + 1, ':')[1] == '\0')
-				return cause_set(cause, "secret `%s': expected "
-				    "NAME=env:VAR or NAME=file:PATH", value);
-		}
+		if (strcmp(k->name, "secret") == 0 && !config_valid_secret(value))
+			return cause_set(cause, "secret `%s': expected "
+			    "NAME=env:VAR or NAME=file:PATH", value);
 		break;
 	}
 	return 0;

@@ -15,7 +15,7 @@
 #include "vmrunner/vmrunner.h"
 
 /* Bump when the archive layout changes: it is part of the cache key. */
-#define INITRAMFS_FORMAT "ksb-initramfs-3"
+#define INITRAMFS_FORMAT "ksb-initramfs-4"
 
 static const struct {
 	const char *name;	/* module name, '-' and '_' equivalent */
@@ -324,78 +324,125 @@ cleanup:
 	return ret;
 }
 
-int
-initramfs_build(const char *out_path, const char *init_path,
-    const char *clone_path, const char *modules_dir, char **cause)
+/* The host /etc files of etc_collect, after the skeleton's "etc". */
+static int
+initramfs_etc(struct initramfs_cpio *c, const struct etc *etc)
+{
+	const char *name, *data;
+	unsigned mode;
+	size_t i, len;
+
+	for (i = 0; i < etc_count(etc); i++) {
+		name = etc_entry(etc, i, &mode, &data, &len);
+		if (strcmp(name, "etc") != 0 &&
+		    initramfs_entry(c, name, mode, data, len) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/* The root skeleton: directories, the links into /usr, the host /etc files. */
+static int
+initramfs_skeleton(struct initramfs_cpio *c, const struct etc *etc)
 {
 	static const char *dirs[] = { "dev", "proc", "sys", "tmp", "run", "usr",
 	    "etc", "home", "mnt", "root", "var", "modules" };
 	static const char *links[][2] = { { "bin", "usr/bin" }, { "sbin", "usr/sbin" },
 	    { "lib", "usr/lib" }, { "lib64", "usr/lib64" } };
-	struct initramfs_cpio c = { NULL, 0, out_path };
-	char **mods = NULL, *tmp = NULL, *data = NULL, *list = NULL, *src, *dst;
+	size_t i;
+
+	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (initramfs_entry(c, dirs[i], S_IFDIR | 0755, NULL, 0) != 0)
+			return -1;
+	for (i = 0; i < sizeof(links) / sizeof(links[0]); i++)
+		if (initramfs_entry(c, links[i][0], S_IFLNK | 0777, links[i][1],
+		    strlen(links[i][1])) != 0)
+			return -1;
+	return initramfs_etc(c, etc);
+}
+
+/* Host file src as name.  0, or -1 and *cause (read or write error). */
+static int
+initramfs_file(struct initramfs_cpio *c, const char *src, const char *name,
+    unsigned mode, char **cause)
+{
+	char *data = NULL;
+	size_t len;
+	int ret = -1;
+
+	if (initramfs_read_file(src, &data, &len, cause) != 0)
+		return -1;
+	if (initramfs_entry(c, name, mode, data, len) != 0)
+		cause_set(cause, "%s: write: %s", c->path, strerror(errno));
+	else
+		ret = 0;
+	free(data);
+	return ret;
+}
+
+/* The modules (flat, under /modules) and /modules.list, in load order. */
+static int
+initramfs_pack_modules(struct initramfs_cpio *c, const char *modules_dir,
+    char **mods, char **cause)
+{
+	char *list = NULL, *src, *dst;
 	const char *base;
-	size_t len, listlen = 0, i;
+	size_t listlen = 0, i;
+	int ret = -1;
+
+	for (i = 0; mods[i] != NULL; i++) {
+		xasprintf(&src, "%s/%s", modules_dir, mods[i]);
+		base = strrchr(mods[i], '/') ? strrchr(mods[i], '/') + 1 : mods[i];
+		xasprintf(&dst, "modules/%s", base);
+		ret = initramfs_file(c, src, dst, S_IFREG | 0644, cause);
+		free(src);
+		if (ret == 0) {
+			list = xrealloc(list, listlen + strlen(dst) + 3);
+			listlen += (size_t)sprintf(list + listlen, "/%s\n", dst);
+		}
+		free(dst);
+		if (ret != 0)
+			goto cleanup;
+	}
+	ret = -1;
+	if (initramfs_entry(c, "modules.list", S_IFREG | 0644, list, listlen) != 0) {
+		cause_set(cause, "%s: write: %s", c->path, strerror(errno));
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	free(list);
+	return ret;
+}
+
+int
+initramfs_build(const char *out_path, const char *init_path,
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **cause)
+{
+	struct initramfs_cpio c = { NULL, 0, NULL };
+	char **mods = NULL, *tmp = NULL;
 	int fd = -1, ret = -1;
 
 	if (initramfs_modules(modules_dir, &mods, cause) != 0)
 		goto cleanup;
 	xasprintf(&tmp, "%s.tmp.%ld", out_path, (long)getpid());
+	c.path = tmp;
 	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1 ||
 	    (c.f = fdopen(fd, "we")) == NULL) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
 		goto cleanup;
 	}
 	fd = -1;
-
-	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
-		if (initramfs_entry(&c, dirs[i], S_IFDIR | 0755, NULL, 0) != 0)
-			goto write_error;
-	for (i = 0; i < sizeof(links) / sizeof(links[0]); i++)
-		if (initramfs_entry(&c, links[i][0], S_IFLNK | 0777, links[i][1],
-		    strlen(links[i][1])) != 0)
-			goto write_error;
-
-	if (initramfs_read_file(init_path, &data, &len, cause) != 0)
+	if (initramfs_skeleton(&c, etc) != 0)
+		goto write_error;
+	if (initramfs_file(&c, init_path, "init", S_IFREG | 0755, cause) != 0 ||
+	    (clone_path != NULL && initramfs_file(&c, clone_path, "ksb-guest-clone",
+	    S_IFREG | 0755, cause) != 0) ||
+	    initramfs_pack_modules(&c, modules_dir, mods, cause) != 0)
 		goto cleanup;
-	if (initramfs_entry(&c, "init", S_IFREG | 0755, data, len) != 0)
-		goto write_error;
-	free(data);
-	data = NULL;
-	if (clone_path != NULL) {
-		if (initramfs_read_file(clone_path, &data, &len, cause) != 0)
-			goto cleanup;
-		if (initramfs_entry(&c, "ksb-guest-clone", S_IFREG | 0755, data,
-		    len) != 0)
-			goto write_error;
-		free(data);
-		data = NULL;
-	}
-
-	for (i = 0; mods[i] != NULL; i++) {
-		xasprintf(&src, "%s/%s", modules_dir, mods[i]);
-		base = strrchr(mods[i], '/') ? strrchr(mods[i], '/') + 1 : mods[i];
-		xasprintf(&dst, "modules/%s", base);
-		if (initramfs_read_file(src, &data, &len, cause) != 0) {
-			free(src);
-			free(dst);
-			goto cleanup;
-		}
-		free(src);
-		if (initramfs_entry(&c, dst, S_IFREG | 0644, data, len) != 0) {
-			free(dst);
-			goto write_error;
-		}
-		list = xrealloc(list, listlen + strlen(dst) + 3);
-		listlen += (size_t)sprintf(list + listlen, "/%s\n", dst);
-		free(dst);
-		free(data);
-		data = NULL;
-	}
-	if (initramfs_entry(&c, "modules.list", S_IFREG | 0644, list, listlen) != 0 ||
-	    initramfs_entry(&c, "TRAILER!!!", 0, NULL, 0) != 0)
-		goto write_error;
-	if (fflush(c.f) != 0 || fsync(fileno(c.f)) != 0)
+	if (initramfs_entry(&c, "TRAILER!!!", 0, NULL, 0) != 0 ||
+	    fflush(c.f) != 0 || fsync(fileno(c.f)) != 0)
 		goto write_error;
 	if (fclose(c.f) != 0) {
 		c.f = NULL;
@@ -422,8 +469,6 @@ cleanup:
 		unlink(tmp);
 		free(tmp);
 	}
-	free(data);
-	free(list);
 	util_strv_free(mods);
 	return ret;
 }
@@ -442,9 +487,29 @@ initramfs_fnv(uint64_t h, const void *p, size_t len)
 	return h;
 }
 
+/* The cache key's share of the /etc entries: names, modes and bytes. */
+static uint64_t
+initramfs_etc_hash(uint64_t h, const struct etc *etc)
+{
+	const char *name, *data;
+	unsigned mode;
+	size_t i, len;
+
+	for (i = 0; i < etc_count(etc); i++) {
+		name = etc_entry(etc, i, &mode, &data, &len);
+		h = initramfs_fnv(h, name, strlen(name) + 1);
+		h = initramfs_fnv(h, &mode, sizeof(mode));
+		h = initramfs_fnv(h, &len, sizeof(len));
+		if (len > 0)
+			h = initramfs_fnv(h, data, len);
+	}
+	return h;
+}
+
 int
 initramfs_cached(const char *cache_dir, const char *init_path,
-    const char *clone_path, const char *modules_dir, char **path, char **cause)
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **path, char **cause)
 {
 	char *data = NULL, *kver = NULL, *out = NULL;
 	const char *base;
@@ -474,6 +539,7 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 			goto cleanup;
 		h = initramfs_fnv(h, data, len);
 	}
+	h = initramfs_etc_hash(h, etc);
 	if (util_mkdirs(cache_dir, 0700) != 0) {
 		cause_set(cause, "%s: %s", cache_dir, strerror(errno));
 		goto cleanup;
@@ -482,7 +548,7 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 	    (unsigned long long)h);
 	if (access(out, R_OK) != 0) {
 		log_debug("building %s", out);
-		if (initramfs_build(out, init_path, clone_path, modules_dir,
+		if (initramfs_build(out, init_path, clone_path, modules_dir, etc,
 		    cause) != 0)
 			goto cleanup;
 	}

@@ -86,6 +86,7 @@ struct run {
 	char *kernel, *modules_dir, *init_path, *initrd, *instance_dir;
 	char *clone_path;	/* ksb-guest-clone, next to init; NULL: none */
 	char *disk_path, *qmp_path, *console_path;
+	char *ca_path;		/* <instance>/ca.pem: etc_extra_ca, NULL: none */
 	struct secrets *secrets;
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
 	int listen_fd, client_fd, ready_fd;
@@ -125,6 +126,8 @@ run_help(void)
 	    "  --kernel path, --modules dir\n"
 	    "                       guest kernel and its modules (default: found)\n"
 	    "  --accel auto|kvm|tcg hardware acceleration (auto: KVM if it works)\n"
+	    "  --cpu model          guest CPU (auto: host with KVM, " QEMU_TCG_CPU " with TCG)\n"
+	    "  --ca-file pem        extra CA certificates the guest trusts\n"
 	    "  --share-ro host[:guest]\n"
 	    "                       a host directory, read-only in the guest\n"
 	    "  --secret NAME=env:VAR|NAME=file:PATH\n"
@@ -154,7 +157,8 @@ run_usage(FILE *f)
 	    "               [--secret NAME=env:VAR|NAME=file:PATH]...\n"
 	    "               [--repo path] [--include-uncommitted]\n"
 	    "               [--context path[@rev][:name]]...\n"
-	    "               [--accel auto|kvm|tcg] [--state-dir dir]\n"
+	    "               [--accel auto|kvm|tcg] [--cpu model] [--ca-file pem]\n"
+	    "               [--state-dir dir]\n"
 	    "               [--control-socket path] [--print-config [--json]]\n"
 	    "               [--agent command [--prompt text|@file] [--idle s]]\n"
 	    "               [-- command [arg ...]]\n");
@@ -204,7 +208,7 @@ run_parse_share(struct run *r, const char *arg)
 enum {
 	O_NAME = 256, O_PROFILE, O_CPUS, O_MEMORY, O_KERNEL, O_MODULES,
 	O_SHARE, O_STATE, O_SOCKET, O_ACCEL, O_DISK, O_SECRET, O_PRINT, O_JSON,
-	O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE
+	O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE, O_CPU, O_CA
 };
 
 static const struct option run_longopts[] = {
@@ -227,6 +231,8 @@ static const struct option run_longopts[] = {
 	{ "state-dir", required_argument, NULL, O_STATE },
 	{ "control-socket", required_argument, NULL, O_SOCKET },
 	{ "accel", required_argument, NULL, O_ACCEL },
+	{ "cpu", required_argument, NULL, O_CPU },
+	{ "ca-file", required_argument, NULL, O_CA },
 	{ "print-config", no_argument, NULL, O_PRINT },
 	{ "json", no_argument, NULL, O_JSON },
 	{ "agent", required_argument, NULL, O_AGENT },
@@ -325,7 +331,7 @@ run_options(struct run *r, int argc, char **argv)
 		case O_NAME: case O_PROFILE: case O_CPUS: case O_MEMORY:
 		case O_KERNEL: case O_MODULES: case O_SHARE: case O_ACCEL:
 		case O_DISK: case O_SECRET: case O_REPO: case O_UNCOMMITTED:
-		case O_CONTEXT:
+		case O_CONTEXT: case O_CPU: case O_CA:
 			run_flag_add(r, ch, idx, optarg);
 			break;
 		default:	/* ("+:..." above: a missing value is ':') */
@@ -334,6 +340,26 @@ run_options(struct run *r, int argc, char **argv)
 		}
 	}
 	return optind;
+}
+
+/* ksb.conf's keys for ksb-run, as the CONFIG_CONF layer of r->cfg. */
+static int
+run_conf_layer(struct run *r, char **cause)
+{
+	const struct {
+		const char *key, *value;
+	} kv[] = {
+		{ "kernel", r->conf->kernel }, { "modules", r->conf->modules_dir },
+		{ "cpu", r->conf->cpu }, { "ca-file", r->conf->ca_file },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
+		if (kv[i].value != NULL && config_set(r->cfg, CONFIG_CONF, kv[i].key,
+		    kv[i].value, r->conf->path ? r->conf->path : "ksb.conf",
+		    cause) != 0)
+			return -1;
+	return 0;
 }
 
 /*
@@ -351,13 +377,7 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	int ret = -1;
 
 	r->cfg = config_new();
-	if (r->conf->kernel != NULL &&
-	    config_set(r->cfg, CONFIG_CONF, "kernel", r->conf->kernel,
-	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
-		goto fail;
-	if (r->conf->modules_dir != NULL &&
-	    config_set(r->cfg, CONFIG_CONF, "modules", r->conf->modules_dir,
-	    r->conf->path ? r->conf->path : "ksb.conf", &cause) != 0)
+	if (run_conf_layer(r, &cause) != 0)
 		goto fail;
 	if (r->project_path != NULL) {
 		if (config_load(r->cfg, r->project_path, &cause) != 0)
@@ -1762,6 +1782,44 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 	return 0;
 }
 
+/* The guest's /etc (vmrunner/etc.c) and the cached initramfs holding it. */
+static int
+run_initramfs(struct run *r, const char *cache, char **cause)
+{
+	struct etc *etc = NULL;
+	int ret;
+
+	if (etc_collect("/", &etc, cause) != 0)
+		return -1;
+	ret = initramfs_cached(cache, r->init_path, r->clone_path, r->modules_dir,
+	    etc, &r->initrd, cause);
+	etc_free(etc);
+	return ret;
+}
+
+/* ca-file: the extra CAs for the guest's bundle, checked and gathered. */
+static int
+run_extra_ca(struct run *r, char **cause)
+{
+	char *files[1];
+
+	if ((files[0] = (char *)config_get(r->cfg, "ca-file")) == NULL)
+		return 0;
+	xasprintf(&r->ca_path, "%s/ca.pem", r->instance_dir);
+	return etc_extra_ca(files, 1, r->ca_path, cause);
+}
+
+/* Warn when the guest CPU lacks x86-64-v2 features the host has. */
+static void
+run_cpu_warn(struct run *r, enum qemu_accel accel)
+{
+	char *text;
+
+	if (qemu_cpu_report(accel, config_get(r->cfg, "cpu"), &text) == 0)
+		log_warnx("%s (cpu from %s)", text, config_origin(r->cfg, "cpu"));
+	free(text);
+}
+
 /*
  * Everything that needs no lease: kernel, init, the host's CA certificates,
  * KVM or TCG, the initramfs (a slow or failed build should not hold a
@@ -1771,18 +1829,11 @@ static int
 run_preflight(struct run *r)
 {
 	char *cause = NULL, *cache = NULL;
-	struct stat st;
 	int kvm, ret = 125;
 
 	if (run_find_kernel(r, &cause) != 0 || run_find_init(r, &cause) != 0) {
 		log_warnx("%s", cause);
 		goto cleanup;
-	}
-	/* The host's CA certificates (public) so TLS through the proxy works. */
-	if (stat("/etc/ssl/certs", &st) == 0 && S_ISDIR(st.st_mode)) {
-		r->shares[r->nshares].host_path = xstrdup("/etc/ssl/certs");
-		r->shares[r->nshares].guest_path = xstrdup("/etc/ssl/certs");
-		r->nshares++;
 	}
 	kvm = strcmp(r->accel_opt, "tcg") != 0 && qemu_kvm_usable(&r->accel_why);
 	if (strcmp(r->accel_opt, "kvm") == 0 && !kvm) {
@@ -1791,10 +1842,10 @@ run_preflight(struct run *r)
 		goto cleanup;
 	}
 	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
+	run_cpu_warn(r, r->accel);
 	xasprintf(&cache, "%s/cache", r->state_dir);
 	run_find_clone(r);
-	if (initramfs_cached(cache, r->init_path, r->clone_path, r->modules_dir,
-	    &r->initrd, &cause) != 0) {
+	if (run_initramfs(r, cache, &cause) != 0) {
 		log_warnx("initramfs: %s", cause);
 		goto cleanup;
 	}
@@ -1872,6 +1923,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 		goto cleanup;
 	}
 	workspace_disk_warn(r->conf, r->state_dir, r->instance_dir);
+	if (run_extra_ca(r, &cause) != 0)
+		goto fail;
 	if (r->secrets != NULL) {
 		if ((r->secrets_fd = secrets_memfd(r->secrets, &cause)) == -1)
 			goto fail;
@@ -1936,6 +1989,8 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.accel = r->accel;
 	qc.memory_mib = r->memory_mib;
 	qc.cpus = r->cpus;
+	qc.cpu = config_get(r->cfg, "cpu");
+	qc.ca_path = r->ca_path;
 	qc.kernel = r->kernel;
 	qc.initrd = r->initrd;
 	qc.id = r->id;
@@ -2096,6 +2151,7 @@ run_teardown(struct run *r, char **qargv, int status)
 	free(r->initrd);
 	free(r->instance_dir);
 	free(r->disk_path);
+	free(r->ca_path);
 	free(r->qmp_path);
 	free(r->console_path);
 	free(r->id);

@@ -19,7 +19,8 @@
  * Documentation/driver-api/early-userspace/buffer-format.rst) holding /init,
  * the kernel modules the guest needs under /modules, /modules.list (one
  * absolute path per line, load order) and the root directory skeleton
- * (bin, sbin, lib, lib64 are symlinks into the 9p-mounted /usr).
+ * (bin, sbin, lib, lib64 are symlinks into the 9p-mounted /usr), and the
+ * host /etc files of etc_collect (vmrunner/etc.c).
  */
 
 /*
@@ -32,22 +33,57 @@
  */
 int initramfs_modules(const char *modules_dir, char ***paths, char **cause);
 
+struct etc;
+
 /*
  * initramfs_build: write the cpio to out_path (via out_path.tmp + rename):
  * init_path as /init, clone_path (NULL: none) as /ksb-guest-clone, the
- * modules.  0 or -1 and *cause.
+ * modules, etc's entries (NULL: none).  0 or -1 and *cause.
  */
 int initramfs_build(const char *out_path, const char *init_path,
-    const char *clone_path, const char *modules_dir, char **cause);
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **cause);
 
 /*
  * initramfs_cached: the cached initramfs for this kernel version, init
- * and clone binaries: <cache_dir>/initramfs-<basename of modules_dir>-<16
- * hex>.cpio, built if missing (cache_dir created 0700).  *path is
- * malloc'd.  0 or -1 and *cause.
+ * and clone binaries and /etc entries: <cache_dir>/initramfs-<basename of
+ * modules_dir>-<16 hex>.cpio, built if missing (cache_dir created 0700).
+ * *path is malloc'd.  0 or -1 and *cause.
  */
 int initramfs_cached(const char *cache_dir, const char *init_path,
-    const char *clone_path, const char *modules_dir, char **path,
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **path, char **cause);
+
+/* ---- etc.c -----------------------------------------------------------------
+ * The guest's /etc: the host files of a documented list (the comment at
+ * the top of vmrunner/etc.c, ksb-run(1) "THE GUEST"), and the extra CA
+ * certificates appended to the guest's bundle.
+ */
+
+/*
+ * etc_collect: read the listed paths under root ("/" on a real run) into
+ * *out (free with etc_free): directories, regular world-readable files and
+ * symbolic links (as links, never followed), names relative to root
+ * ("etc/..."), sorted within each directory.  Missing paths are skipped.
+ * 0, or -1 and *cause (a read error, or over the bounds).
+ */
+int etc_collect(const char *root, struct etc **out, char **cause);
+void etc_free(struct etc *e);
+size_t etc_count(const struct etc *e);
+/* etc_entry: entry i's name, *mode (S_IF* | perm), *data (file contents or
+ * link target, NULL for a directory) and *len; all owned by e. */
+const char *etc_entry(const struct etc *e, size_t i, unsigned *mode,
+    const char **data, size_t *len);
+/*
+ * etc_extra_ca: the one place extra CA certificates for the guest are
+ * gathered (today the ca-file setting; the gateway's CA later): each of
+ * files[0..nfiles) must be PEM certificates (no private key, no NUL) and
+ * all together at most GUESTCTL_CA_MAX bytes; their concatenation is
+ * written to out_path (0644, via out_path.tmp), which QEMU hands to the
+ * guest as fw_cfg GUESTCTL_CA_FWCFG; ksb-guest-init appends it to
+ * /etc/ssl/certs/ca-certificates.crt.  0, or -1 and *cause quoting the file.
+ */
+int etc_extra_ca(char *const *files, size_t nfiles, const char *out_path,
     char **cause);
 
 /* ---- kernel.c --------------------------------------------------------------
@@ -96,6 +132,7 @@ struct qemu_config {
 	enum qemu_accel accel;
 	unsigned memory_mib;	/* 64 .. 1048576 */
 	unsigned cpus;		/* 1 .. 256 */
+	const char *cpu;	/* NULL or "auto" (qemu_cpu_model), or a model */
 	const char *kernel;
 	const char *initrd;
 	const char *id;		/* instance ID (util_valid_id) */
@@ -109,6 +146,7 @@ struct qemu_config {
 	int con_fd;		/* console: -1 stdio, else a connected socket */
 	int secrets_fd;		/* -1, or a sealed memfd (GUESTCTL_SECRETS_FWCFG) */
 	const char *disk;	/* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
+	const char *ca_path;	/* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
 	const char *qmp_path;	/* NULL, or the QMP UNIX socket QEMU listens on */
 	int share_usr;		/* export host /usr as tag "usr" */
 	const struct qemu_share *shares;	/* tags s0, s1, ... */
@@ -127,6 +165,43 @@ struct qemu_config {
  */
 int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
 void qemu_argv_free(char **argv);
+
+/*
+ * The guest CPU.  auto: "host" with KVM (everything the host has), else
+ * QEMU_TCG_CPU, a model at x86-64-v2 (SSSE3, SSE4.1, SSE4.2, POPCNT: what
+ * host programs built for x86-64-v2, such as Claude Code's Bun binary,
+ * need; QEMU's default qemu64 has none of them).  QEMU 7.2 has no
+ * x86-64-v2 model; max and Nehalem (the oldest v2 model) booted and ran
+ * Python and Node equally fast under TCG here (medians of 5 runs within
+ * 0.5 s), and max also has AVX2, so x86-64-v3 programs run too.
+ */
+#define QEMU_TCG_CPU "max"
+/* qemu_cpu_model: the -cpu value for accel and the cpu setting (static or cpu). */
+const char *qemu_cpu_model(enum qemu_accel accel, const char *cpu);
+/*
+ * qemu_cpu_problem: NULL if cpu may be given to -cpu (a model, then
+ * ",feature" switches: [A-Za-z0-9._,=+-], 1 to 128 bytes, starting with a
+ * letter or digit, not "help"); else why not, a static string.
+ */
+const char *qemu_cpu_problem(const char *cpu);
+/*
+ * qemu_cpu_lacks: how many of the x86-64-v2 features host_flags (the
+ * "flags" line of /proc/cpuinfo) has that the model (as given to -cpu,
+ * with +feat/-feat/feat=on|off switches) lacks; their cpuinfo names,
+ * space-separated, in buf (truncated to size).  "host" and "max" lack
+ * none; QEMU's models below Nehalem are known by name.
+ */
+int qemu_cpu_lacks(const char *model, const char *host_flags, char *buf,
+    size_t size);
+/* qemu_host_cpu_flags: the first "flags" line of /proc/cpuinfo after the
+ * colon (malloc'd), or NULL. */
+char *qemu_host_cpu_flags(void);
+/*
+ * qemu_cpu_report: the preflight line (*text, malloc'd) for the guest CPU
+ * under accel with the cpu setting: 1 if the guest lacks none of the
+ * x86-64-v2 features the host has, else 0 and *text names them.
+ */
+int qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text);
 
 /*
  * qemu_kvm_usable: 1 if /dev/kvm opens read-write, KVM_CREATE_VM succeeds

@@ -2,10 +2,13 @@
  * test_qemu_argv.c: the QEMU argv builder (vmrunner/qemu.c): a valid
  * configuration, every refused field, QMP and disk options.
  */
+#include <sys/stat.h>
+
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "vmrunner/vmrunner.h"
@@ -197,6 +200,202 @@ test_argv_errors(void)
 	c.shares = &sh; c.nshares = 1; expect_fail(&c, "absolute", "relative host path");
 }
 
+/* The guest CPU: -cpu for each accel, explicit models, the v2 check. */
+static void
+test_argv_cpu(void)
+{
+	static const char *bad[] = { "max -smp 64", "-machine", "help", "a;b", "",
+	    "max,x=$(id)", "qemu64\n" };
+	static const char *host = "fpu vme sse sse2 ssse3 sse4_1 sse4_2 popcnt avx";
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL, buf[64];
+	size_t i;
+
+	base_config(&c);
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "tcg") &&
+	    has_pair(argv, "-cpu", QEMU_TCG_CPU), "tcg, cpu unset: -cpu " QEMU_TCG_CPU);
+	qemu_argv_free(argv);
+	base_config(&c);
+	c.accel = QEMU_ACCEL_KVM;
+	c.cpu = "auto";
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "kvm") &&
+	    has_pair(argv, "-cpu", "host"), "kvm, cpu auto: -cpu host");
+	qemu_argv_free(argv);
+	base_config(&c);
+	c.cpu = "Nehalem-v2,+avx,-la57";
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+	    has_pair(argv, "-cpu", "Nehalem-v2,+avx,-la57"), "explicit model passed through");
+	qemu_argv_free(argv);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		base_config(&c);
+		c.cpu = bad[i];
+		expect_fail(&c, "CPU model", bad[i]);
+	}
+	CHECK(strcmp(qemu_cpu_model(QEMU_ACCEL_TCG, NULL), QEMU_TCG_CPU) == 0 &&
+	    strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "auto"), "host") == 0 &&
+	    strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "Haswell"), "Haswell") == 0,
+	    "qemu_cpu_model: auto per accel, else the setting");
+	CHECK(qemu_cpu_lacks("qemu64", host, buf, sizeof(buf)) == 4 &&
+	    strcmp(buf, "ssse3 sse4_1 sse4_2 popcnt") == 0, "qemu64 lacks all four (%s)", buf);
+	CHECK(qemu_cpu_lacks("Penryn-v1", host, buf, sizeof(buf)) == 2 &&
+	    strcmp(buf, "sse4_2 popcnt") == 0, "Penryn-v1 lacks sse4_2 popcnt (%s)", buf);
+	CHECK(qemu_cpu_lacks("qemu64,+ssse3,sse4.1=on,+sse4.2,+popcnt", host, buf,
+	    sizeof(buf)) == 0, "qemu64 with the four switched on lacks none");
+	CHECK(qemu_cpu_lacks("max", host, buf, sizeof(buf)) == 0 &&
+	    qemu_cpu_lacks("host", host, buf, sizeof(buf)) == 0 &&
+	    qemu_cpu_lacks("Nehalem", host, buf, sizeof(buf)) == 0,
+	    "max, host, Nehalem lack none");
+	CHECK(qemu_cpu_lacks("max,-popcnt", host, buf, sizeof(buf)) == 1 &&
+	    strcmp(buf, "popcnt") == 0, "max,-popcnt lacks popcnt");
+	CHECK(qemu_cpu_lacks("qemu64", "fpu sse sse2", buf, sizeof(buf)) == 0,
+	    "a host without them: nothing to report");
+	CHECK(qemu_cpu_lacks("qemu64", "fpu sse4_2x popcnt", buf, sizeof(buf)) == 1 &&
+	    strcmp(buf, "popcnt") == 0, "whole flag words only");
+	base_config(&c);
+	c.ca_path = "/var/lib/ksb/instances/x,y/ca.pem";
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-fw_cfg",
+	    "name=opt/org.ksb/ca,file=/var/lib/ksb/instances/x,,y/ca.pem"),
+	    "ca_path: fw_cfg opt/org.ksb/ca, comma doubled");
+	qemu_argv_free(argv);
+	base_config(&c);
+	c.ca_path = "ca.pem";
+	expect_fail(&c, "CA file", "relative CA file");
+	free(cause);
+}
+
+/* The cpu and ca-file settings. */
+static void
+test_config_cpu(void)
+{
+	struct config *cfg = config_new();
+	char *cause = NULL;
+
+	CHECK(strcmp(config_get(cfg, "cpu"), "auto") == 0 &&
+	    config_get(cfg, "ca-file") == NULL, "cpu defaults to auto, no ca-file");
+	CHECK(config_set(cfg, CONFIG_CONF, "cpu", "Nehalem", "ksb.conf", &cause) == 0 &&
+	    config_set(cfg, CONFIG_FILE, "cpu", "max", "f:1", &cause) == 0 &&
+	    config_set(cfg, CONFIG_FLAG, "cpu", "host", "--cpu", &cause) == 0 &&
+	    strcmp(config_get(cfg, "cpu"), "host") == 0 &&
+	    strcmp(config_origin(cfg, "cpu"), "--cpu") == 0, "cpu layered: flag wins");
+	CHECK(config_set(cfg, CONFIG_FLAG, "cpu", "max -x", "--cpu", &cause) == -1 &&
+	    cause != NULL && strstr(cause, "max -x") != NULL, "bad cpu quoted (%s)",
+	    cause ? cause : "");
+	free(cause);
+	cause = NULL;
+	CHECK(config_set(cfg, CONFIG_FILE, "ca-file", "/t/ca.pem", "f:2", &cause) == 0 &&
+	    strcmp(config_get(cfg, "ca-file"), "/t/ca.pem") == 0, "ca-file set");
+	config_free(cfg);
+}
+
+static void
+write_test_file(const char *path, const char *text, mode_t mode)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f != NULL) {
+		fputs(text, f);
+		fclose(f);
+	}
+	chmod(path, mode);
+}
+
+static int
+etc_has(const struct etc *e, const char *name, unsigned type, const char *data)
+{
+	const char *n, *d;
+	unsigned mode;
+	size_t i, len;
+
+	for (i = 0; i < etc_count(e); i++) {
+		n = etc_entry(e, i, &mode, &d, &len);
+		if (strcmp(n, name) == 0)
+			return (mode & S_IFMT) == type && (data == NULL ||
+			    (len == strlen(data) && memcmp(d, data, len) == 0));
+	}
+	return 0;
+}
+
+/* etc_collect on a made-up root: the list, links kept, secrets never. */
+static void
+test_etc(void)
+{
+	char root[] = "/tmp/test_etc.XXXXXX", *p, *cause = NULL, *files[1];
+	struct etc *e = NULL;
+	char *data = NULL;
+	size_t len = 0;
+
+	if (mkdtemp(root) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+#define P(x) (free(p), xasprintf(&p, "%s/%s", root, x), p)
+	p = NULL;
+	mkdir(P("etc"), 0755);
+	mkdir(P("etc/alternatives"), 0755);
+	mkdir(P("etc/ssl"), 0755);
+	mkdir(P("etc/ssl/certs"), 0755);
+	mkdir(P("etc/ssl/private"), 0700);
+	mkdir(P("etc/ssh"), 0755);
+	symlink("/usr/bin/mawk", P("etc/alternatives/awk"));
+	symlink("/etc/shadow", P("etc/alternatives/sneaky"));
+	write_test_file(P("etc/shadow"), "root:$6$secret:::\n", 0640);
+	write_test_file(P("etc/ssh/ssh_host_ed25519_key"), "KEY\n", 0600);
+	write_test_file(P("etc/ssl/private/k.pem"), "KEY\n", 0600);
+	write_test_file(P("etc/ssl/certs/ca-certificates.crt"), "PEM\n", 0644);
+	symlink("ca-certificates.crt", P("etc/ssl/certs/abcd1234.0"));
+	write_test_file(P("etc/timezone"), "Etc/UTC\n", 0644);
+	write_test_file(P("etc/inputrc"), "private\n", 0600);
+	write_test_file(P("etc/npmrc"), "//registry/:_authToken=x\n", 0644);
+	mkdir(P("etc/default"), 0755);
+	write_test_file(P("etc/default/locale"), "LANG=C.UTF-8\n", 0644);
+	CHECK(etc_collect(root, &e, &cause) == 0, "etc_collect (%s)", cause ? cause : "");
+	CHECK(etc_has(e, "etc/alternatives/awk", S_IFLNK, "/usr/bin/mawk"),
+	    "alternatives link packed as a link");
+	CHECK(etc_has(e, "etc/alternatives/sneaky", S_IFLNK, "/etc/shadow") &&
+	    !etc_has(e, "etc/shadow", S_IFREG, NULL), "a link to shadow stays a link, "
+	    "shadow itself is not packed");
+	CHECK(etc_has(e, "etc/ssl/certs/ca-certificates.crt", S_IFREG, "PEM\n") &&
+	    etc_has(e, "etc/ssl/certs/abcd1234.0", S_IFLNK, "ca-certificates.crt"),
+	    "CA bundle and hash link");
+	CHECK(etc_has(e, "etc/ssl", S_IFDIR, NULL) && etc_has(e, "etc/default", S_IFDIR,
+	    NULL) && etc_has(e, "etc/default/locale", S_IFREG, "LANG=C.UTF-8\n"),
+	    "parent directories and a nested file");
+	CHECK(!etc_has(e, "etc/ssl/private", S_IFDIR, NULL) &&
+	    !etc_has(e, "etc/ssl/private/k.pem", S_IFREG, NULL) &&
+	    !etc_has(e, "etc/ssh/ssh_host_ed25519_key", S_IFREG, NULL) &&
+	    !etc_has(e, "etc/npmrc", S_IFREG, NULL), "ssl/private, ssh keys, npmrc: never");
+	CHECK(!etc_has(e, "etc/inputrc", S_IFREG, NULL) &&
+	    etc_has(e, "etc/timezone", S_IFREG, "Etc/UTC\n"),
+	    "a listed file that is not world-readable is skipped");
+	etc_free(e);
+
+	write_test_file(P("ca.pem"), "-----BEGIN CERTIFICATE-----\nAAAA\n"
+	    "-----END CERTIFICATE-----", 0644);
+	files[0] = xstrdup(p);
+	CHECK(etc_extra_ca(files, 1, P("out.pem"), &cause) == 0 &&
+	    util_read_file(p, 4096, &data, &len, NULL) == 0 && len > 0 &&
+	    data[len - 1] == '\n', "extra CA gathered, newline-terminated");
+	free(data);
+	write_test_file(files[0], "-----BEGIN CERTIFICATE-----\nAAAA\n"
+	    "-----END CERTIFICATE-----\n-----BEGIN PRIVATE KEY-----\nBBBB\n", 0644);
+	CHECK(etc_extra_ca(files, 1, P("out.pem"), &cause) == -1 && cause != NULL &&
+	    strstr(cause, "private key") != NULL, "a PEM with a private key is refused");
+	free(cause);
+	cause = NULL;
+	write_test_file(files[0], "just text\n", 0644);
+	CHECK(etc_extra_ca(files, 1, P("out.pem"), &cause) == -1 && cause != NULL &&
+	    strstr(cause, "no PEM certificate") != NULL, "a file without a certificate "
+	    "is refused");
+	free(cause);
+	free(files[0]);
+	free(p);
+#undef P
+	xasprintf(&p, "rm -rf '%s'", root);
+	if (system(p) != 0)
+		(void)0;
+	free(p);
+}
+
 int
 main(void)
 {
@@ -204,5 +403,8 @@ main(void)
 	test_argv();
 	test_argv_errors();
 	test_argv_lifecycle();
+	test_argv_cpu();
+	test_config_cpu();
+	test_etc();
 	return tap_done();
 }
