@@ -11,7 +11,7 @@
 set -eu
 top=${KSB_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 B=$top/tests/bench/audit_bench
-K=$top/ksbctl
+K=$top/ksbctl/ksbctl
 [ -x "$B" ] || { echo "$B not built (make tests/bench/audit_bench)" >&2; exit 1; }
 [ -x "$K" ] || { echo "$K not built" >&2; exit 1; }
 command -v sqlite3 >/dev/null || { echo "needs the sqlite3 shell" >&2; exit 1; }

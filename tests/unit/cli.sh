@@ -7,7 +7,7 @@
 # unreadable.  No root needed (the last part runs as nobody under root).
 set -u
 B=${KSB_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-K="$B/ksbctl"
+K="$B/ksbctl/ksbctl"
 T=$(mktemp -d)
 srv=
 trap '[ -n "$srv" ] && kill "$srv" 2>/dev/null; rm -rf "$T"' EXIT

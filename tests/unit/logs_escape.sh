@@ -15,7 +15,7 @@ printf 'ok \xc2\x9d52;c;AAAA\xc2\x9c clear\xc2\x9b2J utf8 \xe2\x9c\x93 done \x1b
 head -c 300 /dev/zero | tr '\0' x >> "$T/instances/t1/agent.log"
 printf '\nvisible after\n' >> "$T/instances/t1/agent.log"
 printf 'state-dir = %s\n' "$T" > "$T/ksb.conf"
-"$B/ksbctl" -f "$T/ksb.conf" logs t1 > "$T/out"
+"$B/ksbctl/ksbctl" -f "$T/ksb.conf" logs t1 > "$T/out"
 fails=0
 check() { if eval "$2"; then echo "ok - $1"; else echo "not ok - $1"; fails=$((fails + 1)); fi; }
 check "no ESC byte reaches the terminal" '! grep -q $'"'"'\x1b'"'"' "$T/out"'
