@@ -1,5 +1,5 @@
 /*
- * ksbctl_reload.c: `ksbctl reload': RELOAD over the control socket.
+ * reload.c: `ksbctl reload': RELOAD over the control socket.
  *
  * The gateway answers "OK digest=D revoked=N lost=L ms=T" and a "W <note>"
  * line per note, or "ERR <n> errors, policy unchanged" and an "E <error>"
@@ -95,10 +95,8 @@ reload_main(int argc, char **argv)
 	int fd, ret = 1;
 	size_t n;
 
-	if (argc == 2 && ksbctl_is_help(argv[1])) {
-		printf("usage: ksbctl reload\n");
-		return 0;
-	}
+	if (argc == 2 && ksbctl_is_help(argv[1]))
+		return ksbctl_usage(stdout, "reload");
 	if (argc != 1)
 		return ksbctl_bad_arg("reload", argv[1]);
 	fd = ctl_connect(ksbctl_conf->control_socket, &cause);
