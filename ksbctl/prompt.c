@@ -230,16 +230,18 @@ prompt_show_turn(unsigned long long turn, const char *state,
 static void
 prompt_show(const char *line, enum out_format fmt)
 {
-	char state[32], text[GUESTCTL_REPORT_MAX * 3 + 1], dec[GUESTCTL_REPORT_MAX * 3];
-	char esc[GUESTCTL_REPORT_MAX * 4 * 3 + 1];
+	char state[32], text[GUESTCTL_REPORT_MAX * 3 + 1];
+	char dec[GUESTCTL_REPORT_MAX * 3], esc[GUESTCTL_REPORT_MAX * 4 * 3 + 1];
 	struct json_object *o;
 	unsigned long long turn;
 	long long ms;
 	size_t dlen = 0;
 
 	text[0] = '\0';
-	if (sscanf(line, "EVENT %lld %llu %31s %3072s", &ms, &turn, state, text) >= 3) {
-		if (guestctl_decode_text(text, strlen(text), dec, sizeof(dec), &dlen) != 0)
+	if (sscanf(line, "EVENT %lld %llu %31s %3072s", &ms, &turn, state,
+	    text) >= 3) {
+		if (guestctl_decode_text(text, strlen(text), dec, sizeof(dec),
+		    &dlen) != 0)
 			dlen = 0;
 		log_escape(esc, sizeof(esc), dec, dlen);
 		o = out_object();
