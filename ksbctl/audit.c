@@ -1,12 +1,12 @@
 /*
- * ksbctl_audit.c: `ksbctl audit', read-only queries of the audit database
+ * audit.c: `ksbctl audit', read-only queries of the audit database
  * (ksb-audit(5)):
  *
  *   audit [--instance ID] [--host H] [--since T] [--until T] [--denied]
  *         [--limit N] [--json|--csv] [--follow]
  *   audit summary [--instance ID] [--since T] [--until T] [--json]
  *   audit export --jsonl [--since T] [--follow]
- *   audit verify			(ksbctl_audit_verify.c)
+ *   audit verify			(audit_verify.c)
  *
  * T is a duration back from now (90s, 30m, 1h, 7d) or a UTC date
  * (2026-11-29, 2026-11-29T10:00, 2026-11-29T10:00:00Z).  --follow polls
@@ -28,6 +28,7 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
+#include "common/output.h"
 #include "ksbctl/ksbctl.h"
 
 #define FOLLOW_POLL_MS 500
@@ -37,7 +38,7 @@ static const char *audit_cols_sql =
     "instance, profile, client_addr, client_port, host, port, sni, "
     "upstream_addr, upstream_port, decision, reason, policy_digest, "
     "bytes_up, bytes_down, duration_ms, close_reason, seq";
-static const char *audit_cols[] = { "id", "time", "instance", "profile",
+static const char *const audit_cols[] = { "id", "time", "instance", "profile",
     "client_addr", "client_port", "host", "port", "sni", "upstream_addr",
     "upstream_port", "decision", "reason", "policy_digest", "bytes_up",
     "bytes_down", "duration_ms", "close_reason", "seq" };
@@ -46,7 +47,8 @@ static const char *audit_cols[] = { "id", "time", "instance", "profile",
 struct audit_query {
 	const char *instance, *host;
 	int64_t since, until;		/* ms, -1: none */
-	int denied, json, csv, follow;
+	int denied, follow, csv_given;
+	enum out_format fmt;		/* OUT_CSV once --csv is checked */
 	long limit;
 };
 
@@ -72,111 +74,70 @@ audit_parse_time(const char *s)
 	return -1;
 }
 
-static sqlite3 *
-audit_db_open(void)
+/* The row st is on, as an object of its first n columns named by cols:
+ * integers as numbers, NULL as null, anything else as a string. */
+static struct json_object *
+audit_row_json(sqlite3_stmt *st, const char *const *cols, int n)
 {
-	sqlite3 *db = NULL;
-	char *uri;
-
-	xasprintf(&uri, "file:%s?mode=ro", ksbctl_conf->audit_db);
-	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-	    NULL) != SQLITE_OK) {
-		fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
-		    db ? sqlite3_errmsg(db) : "cannot open");
-		sqlite3_close(db);
-		db = NULL;
-	} else
-		sqlite3_busy_timeout(db, 2000);
-	free(uri);
-	return db;
-}
-
-sqlite3 *
-ksbctl_audit_open(void)
-{
-	return audit_db_open();
-}
-
-static void
-audit_csv_str(const char *s)
-{
-	const char *p;
-
-	if (s == NULL)
-		return;
-	if (strpbrk(s, ",\"\r\n") == NULL) {
-		fputs(s, stdout);
-		return;
-	}
-	putchar('"');
-	for (p = s; *p != '\0'; p++) {
-		if (*p == '"')
-			putchar('"');
-		putchar(*p);
-	}
-	putchar('"');
-}
-
-static void
-audit_print_row(sqlite3_stmt *st, const struct audit_query *q, int first)
-{
-	const char *v[AUDIT_NCOLS];
+	struct json_object *row = out_object();
 	int i;
 
-	if (q->json) {
-		/* One object per line with --follow (JSON lines), else an array. */
-		printf("%s{", q->follow ? "" : (first ? "" : ","));
-		for (i = 0; i < AUDIT_NCOLS; i++) {
-			printf("%s\"%s\":", i ? "," : "", audit_cols[i]);
-			if (sqlite3_column_type(st, i) == SQLITE_INTEGER)
-				printf("%lld", (long long)sqlite3_column_int64(st, i));
-			else
-				ksbctl_json_str((const char *)sqlite3_column_text(st, i));
-		}
-		printf(q->follow ? "}\n" : "}");
-		return;
+	for (i = 0; i < n; i++) {
+		if (sqlite3_column_type(st, i) == SQLITE_INTEGER)
+			out_add(row, cols[i], out_int(sqlite3_column_int64(st, i)));
+		else
+			out_add(row, cols[i],
+			    out_str((const char *)sqlite3_column_text(st, i)));
 	}
-	if (q->csv) {
-		for (i = 0; i < AUDIT_NCOLS; i++) {
-			if (i)
-				putchar(',');
-			audit_csv_str((const char *)sqlite3_column_text(st, i));
-		}
-		putchar('\n');
-		return;
-	}
-	for (i = 0; i < AUDIT_NCOLS; i++) {
-		v[i] = (const char *)sqlite3_column_text(st, i);
-		if (v[i] == NULL)
-			v[i] = "-";
-	}
-	{
-		char hp[300];
-
-		snprintf(hp, sizeof(hp), "%s:%s", v[6], v[7]);
-		printf("%-6s %-24.24s %-16.16s %-32.32s %-6s %-20.20s %s/%s %s\n",
-		    v[0], v[1], v[2], hp, v[11], v[12], v[14], v[15], v[17]);
-	}
+	return row;
 }
 
-static void
-audit_print_header(const struct audit_query *q)
+/* A field's text, "-" if null. */
+static const char *
+audit_text(struct json_object *row, const char *key)
 {
-	int i;
+	const char *v = out_get_str(row, key);
 
-	if (q->json) {
-		if (!q->follow)
-			putchar('[');
-		return;
-	}
-	if (q->csv) {
-		for (i = 0; i < AUDIT_NCOLS; i++)
-			printf("%s%s", i ? "," : "", audit_cols[i]);
-		putchar('\n');
-		return;
-	}
-	printf("%-6s %-24s %-16s %-32s %-6s %-20s %s\n", "ID", "TIME (UTC)",
-	    "INSTANCE", "HOST:PORT", "DECIS", "REASON", "BYTES UP/DOWN CLOSE");
+	return v != NULL ? v : "-";
+}
+
+static const char *
+audit_hostport_cell(struct json_object *row, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s:%s", audit_text(row, "host"),
+	    audit_text(row, "port"));
+	return buf;
+}
+
+static const char *
+audit_bytes_cell(struct json_object *row, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/%s %s", audit_text(row, "bytes_up"),
+	    audit_text(row, "bytes_down"), audit_text(row, "close_reason"));
+	return buf;
+}
+
+static const struct out_column audit_text_cols[] = {
+	{ "ID", "id", -6, 0, "-", NULL },
+	{ "TIME (UTC)", "time", -24, 24, "-", NULL },
+	{ "INSTANCE", "instance", -16, 16, "-", NULL },
+	{ "HOST:PORT", NULL, -32, 32, NULL, audit_hostport_cell },
+	{ "DECIS", "decision", -6, 0, "-", NULL },
+	{ "REASON", "reason", -20, 20, "-", NULL },
+	{ "BYTES UP/DOWN CLOSE", NULL, 0, 0, NULL, audit_bytes_cell },
+};
+
+/* audit's rows: text columns, CSV and JSON of every field; with
+ * --follow, JSON lines. */
+static void
+audit_rows_spec(const struct audit_query *q, struct out_table_spec *spec)
+{
+	memset(spec, 0, sizeof(*spec));
+	spec->cols = audit_text_cols;
+	spec->ncols = sizeof(audit_text_cols) / sizeof(audit_text_cols[0]);
+	spec->fields = audit_cols;
+	spec->nfields = AUDIT_NCOLS;
+	spec->json_lines = q->follow;
 }
 
 static void
@@ -232,49 +193,52 @@ audit_where(const struct audit_query *q, int time)
 	return w;
 }
 
+/* The newest q->limit rows by time, oldest first; *last: the highest seq
+ * shown (left as it was if none).  SQLITE_DONE, or the error. */
 static int
-audit_rows(sqlite3 *db, struct audit_query *q)
+audit_rows_newest(sqlite3 *db, const struct audit_query *q,
+    const char *where, struct out_table *t, int64_t *last)
 {
 	sqlite3_stmt *st = NULL;
-	char *sql = NULL;
-	int rc, first = 1, ret = 1;
-	int64_t last = 0;
-	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
-	char *where = audit_where(q, 1);
+	char *sql;
+	int rc;
 
 	/* The newest N by time (every index ends in ts_ms, rowid). */
 	xasprintf(&sql, "SELECT * FROM (SELECT %s, ts_ms FROM connections "
 	    "WHERE %s ORDER BY ts_ms DESC, id DESC LIMIT ?6) ORDER BY %d, 1",
 	    audit_cols_sql, where, AUDIT_NCOLS + 1);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto sqlerr;
+	if ((rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) != SQLITE_OK)
+		goto cleanup;
 	audit_bind_query(st, q);
 	sqlite3_bind_int64(st, 6, q->limit);
-	audit_print_header(q);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		audit_print_row(st, q, first);
-		if (sqlite3_column_int64(st, AUDIT_NCOLS - 1) > last)
-			last = sqlite3_column_int64(st, AUDIT_NCOLS - 1);
-		first = 0;
+		if (sqlite3_column_int64(st, AUDIT_NCOLS - 1) > *last)
+			*last = sqlite3_column_int64(st, AUDIT_NCOLS - 1);
+		out_table_row(t, audit_row_json(st, audit_cols, AUDIT_NCOLS));
 	}
-	if (rc != SQLITE_DONE)
-		goto sqlerr;
-	if (!q->follow) {
-		if (q->json)
-			printf("]\n");
-		ret = 0;
-		goto cleanup;
-	}
-	/* Rows committed from now on, by seq (commit order). */
+cleanup:
 	sqlite3_finalize(st);
 	free(sql);
+	return rc;
+}
+
+/* --follow: the rows committed after seq last (0: after those there
+ * now), by seq (commit order), polled until killed.  Returns on an
+ * error only. */
+static void
+audit_rows_follow(sqlite3 *db, const struct audit_query *q,
+    const char *where, struct out_table *t, int64_t last)
+{
+	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
+	sqlite3_stmt *st = NULL, *m;
+	char *sql;
+	int rc;
+
 	xasprintf(&sql, "SELECT %s FROM connections WHERE %s AND seq > ?6 "
 	    "ORDER BY seq LIMIT 1000", audit_cols_sql, where);
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
-		goto sqlerr;
+		goto cleanup;
 	if (last == 0) {
-		sqlite3_stmt *m;
-
 		if (sqlite3_prepare_v2(db, "SELECT max(seq) FROM connections", -1,
 		    &m, NULL) == SQLITE_OK && sqlite3_step(m) == SQLITE_ROW)
 			last = sqlite3_column_int64(m, 0);
@@ -287,30 +251,76 @@ audit_rows(sqlite3 *db, struct audit_query *q)
 		audit_bind_query(st, q);
 		sqlite3_bind_int64(st, 6, last);
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-			audit_print_row(st, q, 0);
 			last = sqlite3_column_int64(st, AUDIT_NCOLS - 1);
+			out_table_row(t, audit_row_json(st, audit_cols,
+			    AUDIT_NCOLS));
 		}
 		if (rc != SQLITE_DONE && rc != SQLITE_BUSY)
-			goto sqlerr;
+			break;
 	}
+cleanup:
+	sqlite3_finalize(st);
+	free(sql);
+}
+
+static int
+audit_rows(sqlite3 *db, struct audit_query *q)
+{
+	struct out_table_spec spec;
+	struct out_table *t;
+	char *where = audit_where(q, 1);
+	int64_t last = 0;
+	int ret = 1;
+
+	audit_rows_spec(q, &spec);
+	t = out_table_begin(stdout, q->fmt, &spec);
+	if (audit_rows_newest(db, q, where, t, &last) != SQLITE_DONE)
+		goto sqlerr;
+	if (!q->follow) {
+		ret = 0;
+		goto cleanup;
+	}
+	audit_rows_follow(db, q, where, t, last);
 sqlerr:
 	fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
 	    sqlite3_errmsg(db));
 cleanup:
-	sqlite3_finalize(st);
-	free(sql);
+	out_table_end(t);
 	free(where);
 	return ret;
 }
 
-static int
-audit_summary(sqlite3 *db, struct audit_query *q)
+static const char *const audit_summary_fields[] = { "instance", "host",
+    "port", "connections", "allowed", "denied", "bytes_up", "bytes_down",
+    "last" };
+static const struct out_column audit_summary_cols[] = {
+	{ "INSTANCE", "instance", -16, 16, "-", NULL },
+	{ "HOST", "host", -32, 32, "-", NULL },
+	{ "PORT", "port", 5, 0, "-", NULL },
+	{ "CONNS", "connections", 7, 0, "-", NULL },
+	{ "ALLOWED", "allowed", 7, 0, "-", NULL },
+	{ "DENIED", "denied", 7, 0, "-", NULL },
+	{ "BYTES UP", "bytes_up", 12, 0, "-", NULL },
+	{ "BYTES DOWN", "bytes_down", 12, 0, "-", NULL },
+	{ "LAST (UTC)", "last", 0, 0, "-", NULL },
+};
+static const struct out_table_spec audit_summary_spec = {
+	audit_summary_cols,
+	sizeof(audit_summary_cols) / sizeof(audit_summary_cols[0]), NULL,
+	audit_summary_fields, 9, 0
+};
+
+/*
+ * The summary query, prepared: from the rows (raw: a time window or
+ * denials only) or from the derived totals, falling back to the rows
+ * when a schema version 2 database has none.  NULL with the error
+ * printed.
+ */
+static sqlite3_stmt *
+audit_summary_prepare(sqlite3 *db, const struct audit_query *q)
 {
 	sqlite3_stmt *st = NULL;
-	int rc, first = 1, i;
-	static const char *cols[] = { "instance", "host", "port", "connections",
-	    "allowed", "denied", "bytes_up", "bytes_down", "last" };
-	int raw = q->since != -1 || q->until != -1 || q->denied;
+	int raw = q->since != -1 || q->until != -1 || q->denied, rc;
 	char *sql, *where;
 
 again:
@@ -342,41 +352,25 @@ again:
 	}
 	if (rc != SQLITE_OK) {
 		fprintf(stderr, "ksbctl audit: %s\n", sqlite3_errmsg(db));
-		return 1;
+		return NULL;
 	}
-	audit_bind_query(st, q);
-	if (q->json)
-		putchar('[');
-	else
-		printf("%-16s %-32s %5s %7s %7s %7s %12s %12s %s\n", "INSTANCE",
-		    "HOST", "PORT", "CONNS", "ALLOWED", "DENIED", "BYTES UP",
-		    "BYTES DOWN", "LAST (UTC)");
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		const char *v[9];
+	return st;
+}
 
-		if (q->json) {
-			printf("%s{", first ? "" : ",");
-			for (i = 0; i < 9; i++) {
-				printf("%s\"%s\":", i ? "," : "", cols[i]);
-				if (sqlite3_column_type(st, i) == SQLITE_INTEGER)
-					printf("%lld", (long long)sqlite3_column_int64(st, i));
-				else
-					ksbctl_json_str((const char *)sqlite3_column_text(st, i));
-			}
-			putchar('}');
-		} else {
-			for (i = 0; i < 9; i++) {
-				v[i] = (const char *)sqlite3_column_text(st, i);
-				if (v[i] == NULL)
-					v[i] = "-";
-			}
-			printf("%-16.16s %-32.32s %5s %7s %7s %7s %12s %12s %s\n",
-			    v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]);
-		}
-		first = 0;
-	}
-	if (q->json)
-		printf("]\n");
+static int
+audit_summary(sqlite3 *db, struct audit_query *q)
+{
+	struct out_table *t;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((st = audit_summary_prepare(db, q)) == NULL)
+		return 1;
+	audit_bind_query(st, q);
+	t = out_table_begin(stdout, q->fmt, &audit_summary_spec);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		out_table_row(t, audit_row_json(st, audit_summary_fields, 9));
+	out_table_end(t);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
 		fprintf(stderr, "ksbctl audit: %s\n", sqlite3_errmsg(db));
@@ -451,52 +445,168 @@ sqlerr:
 	return 1;
 }
 
-static void
-audit_usage(FILE *f, const char *sub)
+static const struct option audit_longopts[] = {
+	{ "instance", required_argument, NULL, 'i' },
+	{ "host", required_argument, NULL, 'H' },
+	{ "since", required_argument, NULL, 's' },
+	{ "until", required_argument, NULL, 'u' },
+	{ "denied", no_argument, NULL, 'D' },
+	{ "limit", required_argument, NULL, 'n' },
+	{ "json", no_argument, NULL, 'j' },
+	{ "jsonl", no_argument, NULL, 'J' },
+	{ "csv", no_argument, NULL, 'c' },
+	{ "follow", no_argument, NULL, 'F' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* An option the command does not use is an error, not a silent no-op
+ * (its usage lists what it takes).  0, or 2 with it said. */
+static int
+audit_opt_applies(const char *me, const char *cmd, int ch)
 {
-	if (sub == NULL)
-		fprintf(f, "usage: ksbctl audit [--instance ID] [--host H] "
-		    "[--since T] [--until T] [--denied]\n"
-		    "           [--limit N] [--json|--csv] [--follow]\n"
-		    "       ksbctl audit summary|export|verify --help\n");
-	else if (strcmp(sub, "summary") == 0)
-		fprintf(f, "usage: ksbctl audit summary [--instance ID] [--host H] "
-		    "[--since T] [--until T]\n"
-		    "           [--denied] [--json]\n");
-	else
-		fprintf(f, "usage: ksbctl audit export --jsonl [--since T] "
-		    "[--follow]\n");
+	const char *takes = strcmp(cmd, "audit") == 0 ? "iHsuDnjcfF" :
+	    strcmp(cmd, "audit summary") == 0 ? "iHsuDj" : "JsfF";
+	int k;
+
+	if (ch == 'h' || ch == '?' || ch == ':' || strchr(takes, ch) != NULL)
+		return 0;
+	for (k = 0; audit_longopts[k].name != NULL &&
+	    audit_longopts[k].val != ch; k++)
+		;
+	fprintf(stderr, "%s: %s%s does not apply here\n", me,
+	    ch == 'f' ? "-" : "--", ch == 'f' ? "f" :
+	    audit_longopts[k].name != NULL ? audit_longopts[k].name : "?");
+	return ksbctl_usage(stderr, cmd);
+}
+
+/* One option's value into q.  0, or 2 with the bad value quoted. */
+static int
+audit_opt_value(const char *me, int ch, const char *arg,
+    struct audit_query *q)
+{
+	char *end;
+
+	switch (ch) {
+	case 'n':
+		errno = 0;
+		q->limit = strtol(arg, &end, 10);
+		if (*arg == '\0' || *end != '\0' || q->limit < 1 ||
+		    q->limit > 100000000 || errno != 0) {
+			fprintf(stderr, "%s: --limit: `%s' is not a count "
+			    "(1-100000000)\n", me, arg);
+			return 2;
+		}
+		break;
+	case 'i':
+		if (!util_valid_id(arg)) {
+			fprintf(stderr, "%s: --instance: `%s' is not an "
+			    "instance ID\n", me, arg);
+			return 2;
+		}
+		q->instance = arg;
+		break;
+	case 'H':
+		q->host = arg;
+		break;
+	case 's':
+	case 'u':
+		if (audit_parse_time(arg) == -1) {
+			fprintf(stderr, "%s: --%s: `%s' is neither a duration "
+			    "(90s, 30m, 1h, 7d) nor a date (2026-11-29, "
+			    "2026-11-29T10:00:00Z)\n", me,
+			    ch == 's' ? "since" : "until", arg);
+			return 2;
+		}
+		*(ch == 's' ? &q->since : &q->until) = audit_parse_time(arg);
+		break;
+	}
+	return 0;
+}
+
+/*
+ * The options of cmd ("audit", "audit summary", "audit export") into q
+ * and *jsonl.  -1 to go on, else the exit status (0 after --help).
+ */
+static int
+audit_parse(int argc, char **argv, const char *cmd, struct audit_query *q,
+    int *jsonl)
+{
+	char me[32];
+	int ch, rc;
+
+	snprintf(me, sizeof(me), "ksbctl %s", cmd);
+	memset(q, 0, sizeof(*q));
+	q->since = q->until = -1;
+	q->limit = 20;
+	optind = 1;
+	while ((ch = ksbctl_getopt(argc, argv, cmd, "fn:h",
+	    audit_longopts)) != -1) {
+		if ((rc = audit_opt_applies(me, cmd, ch)) != 0)
+			return rc;
+		switch (ch) {
+		case 'D': q->denied = 1; break;
+		case 'j': q->fmt = OUT_JSON; break;
+		case 'J': *jsonl = 1; break;
+		case 'c': q->csv_given = 1; break;
+		case 'f':
+		case 'F': q->follow = 1; break;
+		case 'h': return ksbctl_usage(stdout, cmd);
+		case '?':
+		case ':': return 2;
+		default:
+			if ((rc = audit_opt_value(me, ch, optarg, q)) != 0)
+				return rc;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "%s: unexpected argument `%s'\n", me, argv[optind]);
+		return 2;
+	}
+	return -1;
+}
+
+/* The options together.  0, or 2 with what is wrong said. */
+static int
+audit_check(const char *cmd, struct audit_query *q, int jsonl)
+{
+	if (q->since != -1 && q->until != -1 && q->since > q->until) {
+		fprintf(stderr, "ksbctl %s: --since is later than --until: "
+		    "nothing can match\n", cmd);
+		return 2;
+	}
+	if (q->fmt == OUT_JSON && q->csv_given) {
+		fprintf(stderr, "ksbctl %s: --json and --csv exclude each other\n",
+		    cmd);
+		return 2;
+	}
+	if (q->csv_given)
+		q->fmt = OUT_CSV;
+	if (strcmp(cmd, "audit export") == 0 && !jsonl) {
+		fprintf(stderr, "ksbctl %s: say --jsonl (the only format)\n", cmd);
+		return 2;
+	}
+	return 0;
 }
 
 int
 audit_main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "instance", required_argument, NULL, 'i' },
-		{ "host", required_argument, NULL, 'H' },
-		{ "since", required_argument, NULL, 's' },
-		{ "until", required_argument, NULL, 'u' },
-		{ "denied", no_argument, NULL, 'D' },
-		{ "limit", required_argument, NULL, 'n' },
-		{ "json", no_argument, NULL, 'j' },
-		{ "jsonl", no_argument, NULL, 'J' },
-		{ "csv", no_argument, NULL, 'c' },
-		{ "follow", no_argument, NULL, 'F' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
 	struct audit_query q;
-	const char *sub = NULL, *me = "ksbctl audit";
-	int ch, ret, jsonl = 0, k;
+	const char *cmd = "audit";
+	int ret, jsonl = 0;
 	sqlite3 *db;
-	char *end, esc[512];
+	char esc[512];
 
 	if (argc > 1 && argv[1][0] != '-') {
-		sub = argv[1];
-		if (strcmp(sub, "verify") == 0)
+		if (strcmp(argv[1], "verify") == 0)
 			return audit_verify_main(argc - 1, argv + 1);
-		if (strcmp(sub, "summary") != 0 && strcmp(sub, "export") != 0) {
-			log_escape(esc, sizeof(esc), sub, strlen(sub));
+		if (strcmp(argv[1], "summary") == 0)
+			cmd = "audit summary";
+		else if (strcmp(argv[1], "export") == 0)
+			cmd = "audit export";
+		else {
+			log_escape(esc, sizeof(esc), argv[1], strlen(argv[1]));
 			fprintf(stderr, "ksbctl audit: unknown command `%s' "
 			    "(summary, export, verify)\n", esc);
 			return 2;
@@ -504,96 +614,15 @@ audit_main(int argc, char **argv)
 		argc--;
 		argv++;
 	}
-	if (sub != NULL)
-		me = strcmp(sub, "summary") == 0 ? "ksbctl audit summary" :
-		    "ksbctl audit export";
-	memset(&q, 0, sizeof(q));
-	q.since = q.until = -1;
-	q.limit = 20;
-	optind = 1;
-	while ((ch = ksbctl_getopt(argc, argv, sub == NULL ? "audit" :
-	    strcmp(sub, "summary") == 0 ? "audit summary" : "audit export",
-	    "fn:h", longopts)) != -1) {
-		/* An option the command does not use is an error, not a
-		 * silent no-op (its usage lists what it takes). */
-		if (ch != 'h' && ch != '?' && ch != ':' &&
-		    strchr(sub == NULL ? "iHsuDnjcfF" :
-		    strcmp(sub, "summary") == 0 ? "iHsuDj" : "JsfF", ch) == NULL) {
-			for (k = 0; longopts[k].name != NULL &&
-			    longopts[k].val != ch; k++)
-				;
-			fprintf(stderr, "%s: %s%s does not apply here\n", me,
-			    ch == 'f' ? "-" : "--",
-			    ch == 'f' ? "f" : longopts[k].name != NULL ?
-			    longopts[k].name : "?");
-			audit_usage(stderr, sub);
-			return 2;
-		}
-		switch (ch) {
-		case 'n':
-			errno = 0;
-			q.limit = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || q.limit < 1 ||
-			    q.limit > 100000000 || errno != 0) {
-				fprintf(stderr, "%s: --limit: `%s' is not a count "
-				    "(1-100000000)\n", me, optarg);
-				return 2;
-			}
-			break;
-		case 'i':
-			if (!util_valid_id(optarg)) {
-				fprintf(stderr, "%s: --instance: `%s' is not an "
-				    "instance ID\n", me, optarg);
-				return 2;
-			}
-			q.instance = optarg;
-			break;
-		case 'H': q.host = optarg; break;
-		case 's':
-		case 'u':
-			if (audit_parse_time(optarg) == -1) {
-				fprintf(stderr, "%s: --%s: `%s' is neither a duration "
-				    "(90s, 30m, 1h, 7d) nor a date (2026-11-29, "
-				    "2026-11-29T10:00:00Z)\n", me,
-				    ch == 's' ? "since" : "until", optarg);
-				return 2;
-			}
-			*(ch == 's' ? &q.since : &q.until) = audit_parse_time(optarg);
-			break;
-		case 'D': q.denied = 1; break;
-		case 'j': q.json = 1; break;
-		case 'J': jsonl = 1; break;
-		case 'c': q.csv = 1; break;
-		case 'f':
-		case 'F': q.follow = 1; break;
-		case 'h':
-			audit_usage(stdout, sub);
-			return 0;
-		default: return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "%s: unexpected argument `%s'\n", me, argv[optind]);
-		return 2;
-	}
-	if (q.since != -1 && q.until != -1 && q.since > q.until) {
-		fprintf(stderr, "%s: --since is later than --until: nothing "
-		    "can match\n", me);
-		return 2;
-	}
-	if (q.json && q.csv) {
-		fprintf(stderr, "%s: --json and --csv exclude each other\n", me);
-		return 2;
-	}
-	if (sub != NULL && strcmp(sub, "export") == 0 && !jsonl) {
-		fprintf(stderr, "%s: say --jsonl (the only format)\n", me);
-		return 2;
-	}
+	if ((ret = audit_parse(argc, argv, cmd, &q, &jsonl)) != -1)
+		return ret;
+	if ((ret = audit_check(cmd, &q, jsonl)) != 0)
+		return ret;
 	if ((db = audit_db_open()) == NULL)
 		return 1;
-	if (sub == NULL)
+	if (strcmp(cmd, "audit") == 0)
 		ret = audit_rows(db, &q);
-	else if (strcmp(sub, "summary") == 0)
+	else if (strcmp(cmd, "audit summary") == 0)
 		ret = audit_summary(db, &q);
 	else
 		ret = audit_export(db, &q);

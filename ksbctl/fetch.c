@@ -1,7 +1,8 @@
 /*
- * ksbctl_fetch.c: `ksbctl fetch ID [--repo PATH] [--namespace NS]
- * [--timeout SECONDS] [--max-pack-size SIZE]`: bring the instance's sandbox/<ID> branch into the
- * host repo as refs/remotes/NS/ID (mirror_fetch; nothing else is written).
+ * fetch.c: `ksbctl fetch ID [--repo PATH] [--namespace NS] [--timeout
+ * SECONDS] [--max-pack-size SIZE]`: bring the instance's sandbox/<ID>
+ * branch into the host repo as refs/remotes/NS/ID (mirror_fetch; nothing
+ * else is written).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -13,13 +14,6 @@
 #include "common/common.h"
 #include "mirror/mirror.h"
 #include "ksbctl/ksbctl.h"
-
-static void
-fetch_usage(FILE *f)
-{
-	fprintf(f, "usage: ksbctl fetch ID [--repo PATH] [--namespace NS] "
-	    "[--timeout SECONDS] [--max-pack-size SIZE]\n");
-}
 
 /* SIZE: bytes with an optional K, M, G or T suffix (powers of 1024),
  * 1M..1T (util_parse_size). */
@@ -35,8 +29,10 @@ fetch_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-int
-fetch_main(int argc, char **argv)
+/* The options and the ID into o.  -1 to go on, else the exit status
+ * (0 after --help). */
+static int
+fetch_parse(int argc, char **argv, struct mirror_fetch_opts *o)
 {
 	enum { O_REPO = 256, O_NS, O_TIMEOUT, O_MAXPACK };
 	static const struct option longopts[] = {
@@ -47,25 +43,20 @@ fetch_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct mirror_fetch_opts o;
-	struct mirror_fetch_result res;
-	char *cause = NULL, *dir = NULL, *end;
+	char *end;
 	long t;
-	size_t i;
-	int ch, ret = 1;
+	int ch;
 
-	memset(&o, 0, sizeof(o));
-	memset(&res, 0, sizeof(res));
 	optind = 0;	/* glibc: re-initialise, permute (ksbctl parsed with "+") */
 	opterr = 0;
 	/* Options may follow the ID (`ksbctl fetch ID --repo PATH'). */
 	while ((ch = ksbctl_getopt(argc, argv, "fetch", "h", longopts)) != -1) {
 		switch (ch) {
 		case O_REPO:
-			o.repo = optarg;
+			o->repo = optarg;
 			break;
 		case O_NS:
-			o.ns = optarg;
+			o->ns = optarg;
 			break;
 		case O_TIMEOUT:
 			t = strtol(optarg, &end, 10);
@@ -74,21 +65,19 @@ fetch_main(int argc, char **argv)
 				    "`%s' (1..86400 seconds)\n", optarg);
 				return 2;
 			}
-			o.timeout_ms = (int)t * 1000;
+			o->timeout_ms = (int)t * 1000;
 			break;
 		case O_MAXPACK:
-			if (fetch_parse_size(optarg, &o.max_pack_bytes) != 0) {
+			if (fetch_parse_size(optarg, &o->max_pack_bytes) != 0) {
 				fprintf(stderr, "ksbctl fetch: --max-pack-size: invalid "
 				    "value `%s' (1M..1T; K, M, G suffixes)\n", optarg);
 				return 2;
 			}
 			break;
 		case 'h':
-			fetch_usage(stdout);
-			return 0;
+			return ksbctl_usage(stdout, "fetch");
 		default:
-			fetch_usage(stderr);
-			return 2;
+			return ksbctl_usage(stderr, "fetch");
 		}
 	}
 	if (argc - optind != 1) {
@@ -97,41 +86,64 @@ fetch_main(int argc, char **argv)
 		else
 			fprintf(stderr, "ksbctl fetch: unexpected argument "
 			    "`%s'\n", argv[optind + 1]);
-		fetch_usage(stderr);
+		return ksbctl_usage(stderr, "fetch");
+	}
+	o->id = argv[optind];
+	if (!util_valid_id(o->id)) {
+		fprintf(stderr, "ksbctl fetch: invalid instance ID `%s'\n", o->id);
 		return 2;
 	}
-	o.id = argv[optind];
-	if (!util_valid_id(o.id)) {
-		fprintf(stderr, "ksbctl fetch: invalid instance ID `%s'\n", o.id);
-		return 2;
+	return -1;
+}
+
+/* What the fetch brought: the ref and its tip, the new commits since
+ * the last fetch and since the seed, their one-line log. */
+static void
+fetch_report(const char *id, const struct mirror_fetch_result *res)
+{
+	size_t i;
+
+	if (!res->updated) {
+		if (res->old[0] != '\0')
+			printf("nothing new: sandbox/%s is still at %.12s, already "
+			    "fetched as %s\n", id, res->tip, res->refname);
+		else
+			printf("nothing new: sandbox/%s is still at the seed %.12s; "
+			    "%s not created\n", id, res->tip, res->refname);
+		return;
 	}
+	printf("%s -> %.12s (%zu objects received)\n", res->refname, res->tip,
+	    res->objects);
+	if (res->old[0] != '\0')
+		printf("  %zu new commits since the last fetch (%.12s)\n",
+		    res->since_old, res->old);
+	printf("  %zu commits ahead of the seed %.12s, %zu files changed\n",
+	    res->ahead, res->seed, res->files);
+	for (i = 0; i < res->nlog; i++)
+		printf("    %s\n", res->log[i]);
+}
+
+int
+fetch_main(int argc, char **argv)
+{
+	struct mirror_fetch_opts o;
+	struct mirror_fetch_result res;
+	char *cause = NULL, *dir = NULL;
+	int ret;
+
+	memset(&o, 0, sizeof(o));
+	memset(&res, 0, sizeof(res));
+	if ((ret = fetch_parse(argc, argv, &o)) != -1)
+		return ret;
 	xasprintf(&dir, "%s/instances/%s", ksbctl_conf->state_dir, o.id);
 	o.instance_dir = dir;
 	if (mirror_fetch(&o, &res, &cause) != 0) {
 		fprintf(stderr, "ksbctl fetch: %s: %s\n", o.id, cause);
-		goto cleanup;
-	}
-	if (!res.updated) {
-		if (res.old[0] != '\0')
-			printf("nothing new: sandbox/%s is still at %.12s, already "
-			    "fetched as %s\n", o.id, res.tip, res.refname);
-		else
-			printf("nothing new: sandbox/%s is still at the seed %.12s; "
-			    "%s not created\n", o.id, res.tip, res.refname);
+		ret = 1;
+	} else {
+		fetch_report(o.id, &res);
 		ret = 0;
-		goto cleanup;
 	}
-	printf("%s -> %.12s (%zu objects received)\n", res.refname, res.tip,
-	    res.objects);
-	if (res.old[0] != '\0')
-		printf("  %zu new commits since the last fetch (%.12s)\n",
-		    res.since_old, res.old);
-	printf("  %zu commits ahead of the seed %.12s, %zu files changed\n",
-	    res.ahead, res.seed, res.files);
-	for (i = 0; i < res.nlog; i++)
-		printf("    %s\n", res.log[i]);
-	ret = 0;
-cleanup:
 	mirror_fetch_result_clear(&res);
 	free(cause);
 	free(dir);

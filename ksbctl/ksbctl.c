@@ -1,26 +1,16 @@
 /*
- * ksbctl.c: the admin's and developer's command line (ksbctl(1)).
+ * ksbctl.c: the admin's and developer's command line (ksbctl(1)): the
+ * command table and the helpers the subcommands share.
  *
- *   ksbctl [-f config] list [--json]
- *   ksbctl [-f config] status [--json] [-c project-file] [ID]
- *   ksbctl [-f config] stop [--timeout S] [--json] ID
- *   ksbctl [-f config] rm [--force] [--json] ID
- *   ksbctl [-f config] attach ID
- *   ksbctl [-f config] audit [--instance ID] [--host H] [--since T]
- *          [--until T] [--denied] [--limit N] [--json|--csv] [--follow]
- *   ksbctl [-f config] audit summary|export --jsonl|verify [--json]
- *   ksbctl [-f config] reload
- *   ksbctl [-f config] policy check [FILE...]
- *   ksbctl [-f config] policy show [PROFILE]
- *   ksbctl [-f config] policy test PROFILE HOST[:PORT]
- *   ksbctl [-f config] fetch ID [--repo P] [--namespace NS] [--timeout S]
- *          [--max-pack-size SIZE]
- *   ksbctl [-f config] prompt ID TEXT|- [--key KEY] [--wait] [--json]
- *   ksbctl [-f config] logs ID [--follow]
- * Every command takes -h/--help.
- *
- * One file per subcommand (ksbctl_<cmd>.c, <cmd>_main), wireguard-tools
- * style; this file holds the table and the shared helpers.
+ * Each table entry is one form of a command: its name (one or two words:
+ * "list", "audit summary"), its usage (the whole synopsis, name first,
+ * continuation lines after a newline) and a one-line summary.
+ * `ksbctl --help', each command's usage (ksbctl_usage) and, through the
+ * hidden `ksbctl help --commands', the check that man/ksbctl.1 lists the
+ * same commands (tests/unit/cli.sh) all read it, as wireguard-tools'
+ * wg.c and tmux's cmd_entry do.  A command's first word picks its
+ * <cmd>_main (one file each, wireguard-tools style).  Every command
+ * takes -h/--help.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,56 +27,147 @@
 
 struct ksb_conf *ksbctl_conf;
 
-static const struct {
+struct ksbctl_cmd {
 	const char *name;
 	int (*fn)(int, char **);
-} subcommands[] = {
-	{ "list", list_main },
-	{ "audit", audit_main },
-	{ "reload", reload_main },
-	{ "policy", policy_main },
-	{ "fetch", fetch_main },
-	{ "status", status_main },
-	{ "stop", stop_main },
-	{ "rm", rm_main },
-	{ "attach", attach_main },
-	{ "prompt", prompt_main },
-	{ "logs", logs_main },
+	const char *usage;	/* the full synopsis, '\n' between lines */
+	const char *summary;
 };
+
+static const struct ksbctl_cmd ksbctl_cmds[] = {
+	{ "list", list_main, "list [--json]",
+	    "instances, their state and lease" },
+	{ "status", status_main, "status [--json] [-c project-file] [ID]",
+	    "an instance, or the preflight" },
+	{ "stop", stop_main, "stop [--timeout S] [--json] ID",
+	    "power down (QMP), forced after S" },
+	{ "rm", rm_main, "rm [--force] [--json] ID",
+	    "remove a stopped instance" },
+	{ "attach", attach_main, "attach ID",
+	    "console of a detached instance" },
+	{ "audit", audit_main, "audit [--instance ID] [--host H] [--since T] "
+	    "[--until T] [--denied]\n[--limit N] [--json|--csv] [--follow]",
+	    "audit rows, newest last" },
+	{ "audit summary", audit_main, "audit summary [--instance ID] "
+	    "[--host H] [--since T] [--until T]\n[--denied] [--json]",
+	    "per-host counts and bytes" },
+	{ "audit export", audit_main, "audit export --jsonl [--since T] "
+	    "[--follow]", "every audit record, JSON lines" },
+	{ "audit verify", audit_main, "audit verify [--json]",
+	    "check the audit hash chain" },
+	{ "reload", reload_main, "reload",
+	    "reload the gateway's policy" },
+	{ "policy check", policy_main, "policy check [FILE...]",
+	    "parse policies: \"configuration OK\"" },
+	{ "policy show", policy_main, "policy show [PROFILE]",
+	    "effective (flattened) allowlists" },
+	{ "policy test", policy_main, "policy test PROFILE HOST[:PORT]",
+	    "allow or deny, and which rule" },
+	{ "fetch", fetch_main, "fetch ID [--repo PATH] [--namespace NS] "
+	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",
+	    "bring sandbox/ID home as refs/remotes/NS/ID" },
+	{ "prompt", prompt_main, "prompt ID TEXT|- [--key KEY] [--wait] "
+	    "[--json]", "give an agent instance a turn" },
+	{ "logs", logs_main, "logs ID [--follow]",
+	    "an agent instance's pane and events" },
+};
+#define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))
+#define HELP_COL 36	/* where --help's summaries start */
+
+/* Is name cmd, or a form under it ("audit summary" under "audit")? */
+static int
+ksbctl_cmd_under(const char *name, const char *cmd)
+{
+	size_t n = strlen(cmd);
+
+	return strncmp(name, cmd, n) == 0 &&
+	    (name[n] == '\0' || name[n] == ' ');
+}
+
+/* One entry for --help: its lines, the summary after the last one (or
+ * under it, if the line reaches HELP_COL). */
+static void
+ksbctl_help_entry(FILE *f, const struct ksbctl_cmd *c)
+{
+	const char *p = c->usage, *nl;
+	int len;
+
+	for (;;) {
+		nl = strchr(p, '\n');
+		len = fprintf(f, "%s%.*s", p == c->usage ? "  " : "        ",
+		    nl != NULL ? (int)(nl - p) : (int)strlen(p), p);
+		if (nl == NULL)
+			break;
+		fputc('\n', f);
+		p = nl + 1;
+	}
+	if (len < HELP_COL)
+		fprintf(f, "%*s%s\n", HELP_COL - len, "", c->summary);
+	else
+		fprintf(f, "\n%*s%s\n", HELP_COL, "", c->summary);
+}
 
 static void
 usage(FILE *f)
 {
-	fprintf(f,
-	    "usage: ksbctl [-f config] command [args]\n"
-	    "commands:\n"
-	    "  list [--json]                     instances, their state and lease\n"
-	    "  status [--json] [-c file] [ID]    an instance, or the preflight\n"
-	    "  stop [--timeout S] [--json] ID    power down (QMP), forced after S\n"
-	    "  rm [--force] [--json] ID          remove a stopped instance\n"
-	    "  attach ID                         console of a detached instance\n"
-	    "  audit [--instance ID] [--host H] [--since T] [--until T] [--denied]\n"
-	    "        [--limit N] [--json|--csv] [--follow]\n"
-	    "                                    audit rows, newest last\n"
-	    "  audit summary [--instance ID] [--host H] [--since T] [--until T]\n"
-	    "        [--denied] [--json]         per-host counts and bytes\n"
-	    "  audit export --jsonl [--since T] [--follow]\n"
-	    "                                    every audit record, JSON lines\n"
-	    "  audit verify [--json]             check the audit hash chain\n"
-	    "  reload                            reload the gateway's policy\n"
-	    "  policy check [FILE...]            parse policies: \"configuration OK\"\n"
-	    "  policy show [PROFILE]             effective (flattened) allowlists\n"
-	    "  policy test PROFILE HOST[:PORT]   allow or deny, and which rule\n"
-	    "  fetch ID [--repo PATH] [--namespace NS] [--timeout SECONDS]\n"
-	    "        [--max-pack-size SIZE]\n"
-	    "                                    bring sandbox/ID home as refs/remotes/NS/ID\n"
-	    "  prompt ID TEXT|- [--key KEY] [--wait] [--json]\n"
-	    "                                    give an agent instance a turn\n"
-	    "  logs ID [--follow]                an agent instance's pane and events\n"
-	    "options:\n"
+	size_t i;
+
+	fprintf(f, "usage: ksbctl [-f config] command [args]\ncommands:\n");
+	for (i = 0; i < KSBCTL_NCMDS; i++)
+		ksbctl_help_entry(f, &ksbctl_cmds[i]);
+	fprintf(f, "options:\n"
 	    "  -f config  configuration file (default %s)\n"
 	    "  -h, --help this help (also after any command)\n"
 	    "See ksbctl(1).\n", conf_default_path());
+}
+
+int
+ksbctl_usage(FILE *f, const char *cmd)
+{
+	const char *p, *nl;
+	size_t i;
+	int first = 1;
+
+	for (i = 0; i < KSBCTL_NCMDS; i++) {
+		if (!ksbctl_cmd_under(ksbctl_cmds[i].name, cmd))
+			continue;
+		fprintf(f, "%s ksbctl ", first ? "usage:" : "      ");
+		for (p = ksbctl_cmds[i].usage; (nl = strchr(p, '\n')) != NULL;
+		    p = nl + 1)
+			fprintf(f, "%.*s\n%*s", (int)(nl - p), p, 11, "");
+		fprintf(f, "%s\n", p);
+		first = 0;
+	}
+	return f == stderr ? 2 : 0;
+}
+
+/* `ksbctl help --commands' (for maintainers and tests, not in --help):
+ * NAME<TAB>USAGE<TAB>SUMMARY per entry, the usage on one line. */
+static void
+ksbctl_print_table(void)
+{
+	const char *p;
+	size_t i;
+
+	for (i = 0; i < KSBCTL_NCMDS; i++) {
+		printf("%s\t", ksbctl_cmds[i].name);
+		for (p = ksbctl_cmds[i].usage; *p != '\0'; p++)
+			putchar(*p == '\n' ? ' ' : *p);
+		printf("\t%s\n", ksbctl_cmds[i].summary);
+	}
+}
+
+/* The entry whose first word is argv0, or NULL. */
+static const struct ksbctl_cmd *
+ksbctl_find(const char *argv0)
+{
+	size_t i;
+
+	for (i = 0; i < KSBCTL_NCMDS; i++)
+		if (ksbctl_cmd_under(ksbctl_cmds[i].name, argv0) &&
+		    strchr(argv0, ' ') == NULL)
+			return &ksbctl_cmds[i];
+	return NULL;
 }
 
 int
@@ -144,28 +225,6 @@ ksbctl_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
 	return '?';
 }
 
-/* Print s as a JSON string (RFC 8259 §7). */
-void
-ksbctl_json_str(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	if (s == NULL) {
-		fputs("null", stdout);
-		return;
-	}
-	putchar('"');
-	for (; *p != '\0'; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			printf("\\u%04x", *p);
-		else
-			putchar(*p);
-	}
-	putchar('"');
-}
-
 int
 main(int argc, char **argv)
 {
@@ -173,10 +232,10 @@ main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
+	const struct ksbctl_cmd *cmd;
 	const char *conffile = NULL;
 	char *cause = NULL;
 	int ch, ret;
-	size_t i;
 
 	log_init("ksbctl", 0);
 	while ((ch = ksbctl_getopt(argc, argv, NULL, "+f:h", longopts)) != -1) {
@@ -192,6 +251,11 @@ main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	if (argc == 2 && strcmp(argv[0], "help") == 0 &&
+	    strcmp(argv[1], "--commands") == 0) {
+		ksbctl_print_table();
+		return 0;
+	}
 	if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "help") == 0) {
 		usage(stdout);
 		return 0;
@@ -201,11 +265,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
-	for (i = 0; i < sizeof(subcommands) / sizeof(subcommands[0]); i++)
-		if (strcmp(argv[0], subcommands[i].name) == 0)
-			break;
-	if (i < sizeof(subcommands) / sizeof(subcommands[0]))
-		ret = subcommands[i].fn(argc, argv);
+	if ((cmd = ksbctl_find(argv[0])) != NULL)
+		ret = cmd->fn(argc, argv);
 	else {
 		fprintf(stderr, "ksbctl: unknown command `%s'\n", argv[0]);
 		usage(stderr);

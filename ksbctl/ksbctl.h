@@ -1,19 +1,29 @@
 /*
- * ksbctl.h: ksbctl's subcommands, one file each (ksbctl_<cmd>.c exports
- * <cmd>_main), wireguard-tools style.  argv[0] is the subcommand name.
- * Each returns the exit status: 0 ok, 1 failure, 2 usage error.
+ * ksbctl.h: ksbctl's subcommands, one file each (<cmd>.c exports
+ * <cmd>_main), wireguard-tools style; ksbctl.c holds the command table
+ * (name, usage, summary of each) that --help, every command's usage and
+ * the man page check (tests/unit/cli.sh) read.  argv[0] is the
+ * subcommand name.  Each returns the exit status: 0 ok, 1 failure, 2
+ * usage error.  Results are printed through common/output.h.
  */
 #ifndef KSB_KSBCTL_H
 #define KSB_KSBCTL_H
+
+#include <stdio.h>
 
 struct ksb_conf;
 
 /* The configuration ksbctl was started with (read-only for subcommands). */
 extern struct ksb_conf *ksbctl_conf;
 
-/* Print s (NULL: null) to stdout as a JSON string (RFC 8259 §7). */
-void ksbctl_json_str(const char *s);
-
+/*
+ * Print the usage of cmd from the command table to f: "usage: ksbctl
+ * FORM" for the entry named cmd and each one under it ("audit" also
+ * gives "audit summary", ...), one form a line.  Returns 2 (the usage
+ * exit status) if f is stderr, else 0, so that `return ksbctl_usage(f,
+ * cmd)' ends a command.
+ */
+int ksbctl_usage(FILE *f, const char *cmd);
 /* -h or --help? */
 int ksbctl_is_help(const char *arg);
 /* Complain about arg with a "ksbctl CMD: " prefix (cmd NULL: "ksbctl: "):
@@ -29,10 +39,12 @@ int ksbctl_getopt(int argc, char **argv, const char *cmd,
 
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
-/* ksbctl_audit.c / ksbctl_audit_verify.c: `audit verify'; the audit
- * database opened read-only (NULL: error printed). */
+/* audit_verify.c: `audit verify' (argv[0] "verify"). */
 int audit_verify_main(int argc, char **argv);
-struct sqlite3 *ksbctl_audit_open(void);
+/* audit_db.c: the audit database opened read-only with a busy timeout;
+ * NULL with the error printed ("ksbctl audit: PATH: why").  The caller
+ * closes it (sqlite3_close). */
+struct sqlite3 *audit_db_open(void);
 int reload_main(int argc, char **argv);
 int policy_main(int argc, char **argv);
 int status_main(int argc, char **argv);
@@ -41,6 +53,6 @@ int rm_main(int argc, char **argv);
 int attach_main(int argc, char **argv);
 int prompt_main(int argc, char **argv);
 int logs_main(int argc, char **argv);
-int fetch_main(int argc, char **argv);	/* ksbctl_fetch.c, mirror/ */
+int fetch_main(int argc, char **argv);	/* fetch.c, mirror/ */
 
 #endif

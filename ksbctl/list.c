@@ -1,5 +1,5 @@
 /*
- * ksbctl_list.c: `ksbctl list [--json]`: the instances under the state dir
+ * list.c: `ksbctl list [--json]`: the instances under the state dir
  * with their state (running, starting, stopped, lost) and whether the
  * gateway holds a lease for them, plus any registration the gateway knows
  * without an instance dir.
@@ -15,40 +15,68 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "common/output.h"
 #include "proto/ctl.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
+static const char *
+list_lease_cell(struct json_object *row, char *buf, size_t cap)
+{
+	struct json_object *v = out_get(row, "lease");
+
+	return v == NULL ? "?" : json_object_get_boolean(v) ? "yes" : "no";
+}
+
+static const struct out_column list_cols[] = {
+	{ "ID", "id", -32, 0, NULL, NULL },
+	{ "STATE", "state", -9, 0, NULL, NULL },
+	{ "PROFILE", "profile", -16, 0, NULL, NULL },
+	{ "IP", "ip", -18, 0, NULL, NULL },
+	{ "ACCEL", "accel", -5, 0, "?", NULL },
+	{ "LEASE", NULL, 0, 0, NULL, list_lease_cell },
+};
+static const struct out_table_spec list_spec = {
+	list_cols, sizeof(list_cols) / sizeof(list_cols[0]), NULL, NULL, 0, 0
+};
+
+/* One instance: lease 1 held, 0 not, -1 unknown; accel NULL unknown. */
 static void
-list_row(int json, int *first, const char *id, const char *state,
+list_row(struct out_table *t, const char *id, const char *state,
     const char *profile, const char *ip, const char *accel, int lease,
     int64_t since_ms)
 {
-	if (json) {
-		printf("%s{\"id\":", *first ? "" : ",");
-		ksbctl_json_str(id);
-		printf(",\"state\":\"%s\",\"profile\":", state);
-		ksbctl_json_str(profile);
-		printf(",\"ip\":");
-		ksbctl_json_str(ip);
-		printf(",\"accel\":");
-		ksbctl_json_str(accel);
-		printf(",\"lease\":%s,\"since_ms\":%lld}", lease == 1 ? "true" :
-		    lease == 0 ? "false" : "null", (long long)since_ms);
-	} else
-		printf("%-32s %-9s %-16s %-18s %-5s %s\n", id, state, profile, ip,
-		    accel, lease == 1 ? "yes" : lease == 0 ? "no" : "?");
-	*first = 0;
+	struct json_object *row = out_object();
+
+	out_add(row, "id", out_str(id));
+	out_add(row, "state", out_str(state));
+	out_add(row, "profile", out_str(profile));
+	out_add(row, "ip", out_str(ip));
+	out_add(row, "accel", out_str(accel));
+	out_add(row, "lease", lease == -1 ? NULL : out_bool(lease));
+	out_add(row, "since_ms", out_int(since_ms));
+	out_table_row(t, row);
+}
+
+/* A registration's address as ADDR/PREFIX. */
+static void
+list_cidr(const struct ctl_instance *gw, char *cidr, size_t cap)
+{
+	struct in_addr in = { .s_addr = gw->addr };
+	char ip[INET_ADDRSTRLEN];
+
+	inet_ntop(AF_INET, &in, ip, sizeof(ip));
+	snprintf(cidr, cap, "%s/%d", ip, gw->prefix);
 }
 
 /* The instance dirs are unreadable: list what the gateway has registered. */
 static int
-list_gateway_only(int json, const char *why)
+list_gateway_only(enum out_format fmt, const char *why)
 {
 	struct ctl_instance *gw = NULL;
-	char *cause = NULL, ip[16], cidr[20];
+	struct out_table *t;
+	char *cause = NULL, cidr[INET_ADDRSTRLEN + 4];
 	size_t ngw = 0, j;
-	int first = 1;
 
 	if (ctl_list(ksbctl_conf->control_socket, &gw, &ngw, &cause) != 0) {
 		fprintf(stderr, "ksbctl list: %s\nksbctl list: gateway: %s\n",
@@ -59,65 +87,29 @@ list_gateway_only(int json, const char *why)
 	fprintf(stderr, "ksbctl list: note: %s; showing the instances "
 	    "registered with the gateway only (not stopped ones; root sees "
 	    "all)\n", why);
-	if (json)
-		putchar('[');
-	else
-		printf("%-32s %-9s %-16s %-18s %-5s %s\n", "ID", "STATE",
-		    "PROFILE", "IP", "ACCEL", "LEASE");
+	t = out_table_begin(stdout, fmt, &list_spec);
 	for (j = 0; j < ngw; j++) {
-		struct in_addr in = { .s_addr = gw[j].addr };
-
-		inet_ntop(AF_INET, &in, ip, sizeof(ip));
-		snprintf(cidr, sizeof(cidr), "%s/%d", ip, gw[j].prefix);
-		list_row(json, &first, gw[j].id, "running", gw[j].profile, cidr,
-		    json ? NULL : "?", 1, gw[j].since_ms);
+		list_cidr(&gw[j], cidr, sizeof(cidr));
+		list_row(t, gw[j].id, "running", gw[j].profile, cidr, NULL, 1,
+		    gw[j].since_ms);
 	}
-	if (json)
-		printf("]\n");
+	out_table_end(t);
 	free(gw);
 	return 0;
 }
 
-int
-list_main(int argc, char **argv)
+/* The instance dirs, each with its lease (gw: the registrations, seen
+ * marks those matched), then the registrations without a dir. */
+static void
+list_rows(struct out_table *t, char **ids, const struct ctl_instance *gw,
+    size_t ngw, int have_gw)
 {
-	struct ctl_instance *gw = NULL;
 	struct instance_state st;
-	size_t ngw = 0, i, j;
-	char **ids = NULL, *cause = NULL, *dir, ip[16], cidr[20];
-	int json = 0, have_gw, first = 1, lease, ret;
-	char *seen;
+	char *cause = NULL, *dir, *seen, cidr[INET_ADDRSTRLEN + 4];
+	size_t i, j;
+	int lease;
 
-	if (argc == 2 && ksbctl_is_help(argv[1])) {
-		printf("usage: ksbctl list [--json]\n");
-		return 0;
-	}
-	if (argc == 2 && strcmp(argv[1], "--json") == 0)
-		json = 1;
-	else if (argc != 1)
-		return ksbctl_bad_arg("list", argv[1]);
-	if (instance_ids(ksbctl_conf->state_dir, &ids, &cause) != 0) {
-		if (errno == EACCES) {
-			ret = list_gateway_only(json, cause);
-			free(cause);
-			return ret;
-		}
-		fprintf(stderr, "ksbctl list: %s\n", cause);
-		free(cause);
-		return 1;
-	}
-	have_gw = ctl_list(ksbctl_conf->control_socket, &gw, &ngw, &cause) == 0;
-	if (!have_gw) {
-		fprintf(stderr, "ksbctl list: gateway: %s (lease unknown)\n", cause);
-		free(cause);
-		cause = NULL;
-	}
 	seen = xcalloc(ngw + 1, 1);
-	if (json)
-		putchar('[');
-	else
-		printf("%-32s %-9s %-16s %-18s %-5s %s\n", "ID", "STATE", "PROFILE",
-		    "IP", "ACCEL", "LEASE");
 	for (i = 0; ids[i] != NULL; i++) {
 		dir = instance_dir(ksbctl_conf->state_dir, ids[i]);
 		if (instance_state_read(dir, &st, &cause) != 0) {
@@ -131,23 +123,54 @@ list_main(int argc, char **argv)
 				lease = 1;
 				seen[j] = 1;
 			}
-		list_row(json, &first, ids[i], instance_status(dir, &st),
-		    st.profile, st.ip, st.accel, lease, st.started_ms);
+		list_row(t, ids[i], instance_status(dir, &st), st.profile, st.ip,
+		    st.accel, lease, st.started_ms);
 		free(dir);
 	}
 	for (j = 0; j < ngw; j++) {
-		struct in_addr in = { .s_addr = gw[j].addr };
-
 		if (seen[j])
 			continue;
-		inet_ntop(AF_INET, &in, ip, sizeof(ip));
-		snprintf(cidr, sizeof(cidr), "%s/%d", ip, gw[j].prefix);
-		list_row(json, &first, gw[j].id, "foreign", gw[j].profile, cidr, "",
-		    1, gw[j].since_ms);
+		list_cidr(&gw[j], cidr, sizeof(cidr));
+		list_row(t, gw[j].id, "foreign", gw[j].profile, cidr, "", 1,
+		    gw[j].since_ms);
 	}
-	if (json)
-		printf("]\n");
 	free(seen);
+}
+
+int
+list_main(int argc, char **argv)
+{
+	struct ctl_instance *gw = NULL;
+	enum out_format fmt = OUT_TEXT;
+	struct out_table *t;
+	size_t ngw = 0;
+	char **ids = NULL, *cause = NULL;
+	int have_gw, ret;
+
+	if (argc == 2 && ksbctl_is_help(argv[1]))
+		return ksbctl_usage(stdout, "list");
+	if (argc == 2 && strcmp(argv[1], "--json") == 0)
+		fmt = OUT_JSON;
+	else if (argc != 1)
+		return ksbctl_bad_arg("list", argv[1]);
+	if (instance_ids(ksbctl_conf->state_dir, &ids, &cause) != 0) {
+		if (errno == EACCES) {
+			ret = list_gateway_only(fmt, cause);
+			free(cause);
+			return ret;
+		}
+		fprintf(stderr, "ksbctl list: %s\n", cause);
+		free(cause);
+		return 1;
+	}
+	have_gw = ctl_list(ksbctl_conf->control_socket, &gw, &ngw, &cause) == 0;
+	if (!have_gw) {
+		fprintf(stderr, "ksbctl list: gateway: %s (lease unknown)\n", cause);
+		free(cause);
+	}
+	t = out_table_begin(stdout, fmt, &list_spec);
+	list_rows(t, ids, gw, ngw, have_gw);
+	out_table_end(t);
 	free(gw);
 	util_strv_free(ids);
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * ksbctl_logs.c: `ksbctl logs ID [--follow]': an agent instance's pane
+ * logs.c: `ksbctl logs ID [--follow]': an agent instance's pane
  * history (<instance>/agent.log, what the agent's tmux pane printed, with
  * terminal escape sequences removed and other control bytes escaped) and
  * its events (<instance>/agent.events: prompts, deliveries, reports).
@@ -140,10 +140,8 @@ logs_main(int argc, char **argv)
 	off_t loff = 0, eoff = 0;
 
 	for (i = 1; i < argc; i++) {
-		if (ksbctl_is_help(argv[i])) {
-			printf("usage: ksbctl logs ID [--follow]\n");
-			return 0;
-		}
+		if (ksbctl_is_help(argv[i]))
+			return ksbctl_usage(stdout, "logs");
 		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0)
 			follow = 1;
 		else if (argv[i][0] != '-' && arg == 0)
@@ -187,8 +185,7 @@ logs_main(int argc, char **argv)
 	ret = 0;
 	goto cleanup;
 usage:
-	fprintf(stderr, "usage: ksbctl logs ID [--follow]\n");
-	ret = 2;
+	ret = ksbctl_usage(stderr, "logs");
 cleanup:
 	if (lfd != -1)
 		close(lfd);

@@ -1,5 +1,5 @@
 /*
- * ksbctl_policy.c: `ksbctl policy check [FILE...]', `ksbctl policy show
+ * policy.c: `ksbctl policy check [FILE...]', `ksbctl policy show
  * [PROFILE]' and `ksbctl policy test PROFILE HOST[:PORT]'.
  *
  * All three parse the policy themselves (the files named by ksb.conf, or
@@ -23,15 +23,7 @@
 static void
 policy_usage(FILE *f)
 {
-	fprintf(f, "usage: ksbctl policy check [FILE...]\n"
-	    "       ksbctl policy show [PROFILE]\n"
-	    "       ksbctl policy test PROFILE HOST[:PORT]\n");
-}
-
-static int
-policy_is_help(const char *arg)
-{
-	return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+	ksbctl_usage(f, "policy");
 }
 
 /* `ksbctl policy CMD: unknown option ...'; the usage; exit status 2. */
@@ -87,7 +79,7 @@ policy_check(int argc, char **argv)
 	if (a < argc && strcmp(argv[a], "--") == 0)
 		a++;
 	else if (a < argc && argv[a][0] == '-' && argv[a][1] != '\0') {
-		if (policy_is_help(argv[a])) {
+		if (ksbctl_is_help(argv[a])) {
 			policy_usage(stdout);
 			return 0;
 		}
@@ -141,7 +133,7 @@ policy_show(int argc, char **argv)
 	size_t i;
 	int n, k, ret = 1, shown = 0, seen[POLICY_NLIMITS];
 
-	if (argc >= 2 && policy_is_help(argv[1])) {
+	if (argc >= 2 && ksbctl_is_help(argv[1])) {
 		policy_usage(stdout);
 		return 0;
 	}
@@ -251,16 +243,14 @@ policy_test(int argc, char **argv)
 	uint16_t port;
 	int ret = 1;
 
-	if (argc >= 2 && policy_is_help(argv[1])) {
+	if (argc >= 2 && ksbctl_is_help(argv[1])) {
 		policy_usage(stdout);
 		return 0;
 	}
 	if (argc >= 2 && argv[1][0] == '-')
 		return policy_bad_option("test", argv[1]);
 	if (argc != 3) {
-		fprintf(stderr, "usage: ksbctl policy test PROFILE "
-		    "HOST[:PORT]\n");
-		return 2;
+		return ksbctl_usage(stderr, "policy test");
 	}
 	profile = argv[1];
 	if (policy_split_target(argv[2], host, sizeof(host), &port) == -1) {
@@ -299,7 +289,7 @@ policy_main(int argc, char **argv)
 		return policy_show(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "test") == 0)
 		return policy_test(argc - 1, argv + 1);
-	if (argc >= 2 && policy_is_help(argv[1])) {
+	if (argc >= 2 && ksbctl_is_help(argv[1])) {
 		policy_usage(stdout);
 		return 0;
 	}

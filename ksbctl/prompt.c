@@ -1,5 +1,5 @@
 /*
- * ksbctl_prompt.c: `ksbctl prompt ID TEXT|- [--key K] [--wait] [--json]':
+ * prompt.c: `ksbctl prompt ID TEXT|- [--key K] [--wait] [--json]':
  * hand a turn to an agent-mode instance's supervisor (agent.sock, protocol
  * in vmrunner.h) and, with --wait, show its events until the turn ends.
  * A stopped named agent instance is booted first (ksb-run --detach with
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/output.h"
 #include "proto/ctl.h"
 #include "proto/guestctl.h"
 #include "proto/instance.h"
@@ -40,21 +41,122 @@ prompt_read_all(int fd, char *buf, size_t cap, size_t *len)
 }
 
 #define PROMPT_ARGS_MAX 64
+#define PROMPT_CONNECT_TRIES 300	/* 100 ms apart */
+
+/* What ksb-run left in agent.cmd (pointers into the buffer read). */
+struct prompt_cmd {
+	char idle[16];
+	const char *cwd;		/* NULL: none */
+	char *args[PROMPT_ARGS_MAX];	/* the original arguments */
+	size_t nargs;
+	const char *command;		/* the agent command */
+};
+
+/*
+ * Parse agent.cmd (format in run.c: "idle=S\n", then "cwd=DIR\n" and
+ * "arg=A\n" lines, then the command; written by root's ksb-run in the
+ * 0700 instance dir, never by the guest) from buf, NUL-terminated and
+ * cut into lines in place.  0, or -1 if malformed.
+ */
+static int
+prompt_cmd_parse(char *buf, struct prompt_cmd *c)
+{
+	char *nl, *p;
+
+	memset(c, 0, sizeof(*c));
+	if (strncmp(buf, "idle=", 5) != 0 || (nl = strchr(buf, '\n')) == NULL)
+		return -1;
+	*nl = '\0';
+	if (strlen(buf + 5) >= sizeof(c->idle))
+		return -1;
+	memcpy(c->idle, buf + 5, strlen(buf + 5) + 1);
+	for (p = nl + 1; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+		if (strncmp(p, "cwd=", 4) == 0)
+			c->cwd = p + 4;
+		else if (strncmp(p, "arg=", 4) == 0 && c->nargs < PROMPT_ARGS_MAX)
+			c->args[c->nargs++] = p + 4;
+		else
+			break;
+		*nl = '\0';
+	}
+	c->command = p;
+	return 0;
+}
+
+/*
+ * The ksb-run to boot with: beside this ksbctl (installed together), else
+ * at the top of a build tree (this ksbctl is <top>/ksbctl/ksbctl), else
+ * NULL: ksb-run from PATH.  malloc'd.
+ */
+static char *
+prompt_find_run(void)
+{
+	static const char *const rel[] = { "ksb-run", "../ksb-run" };
+	char self[PATH_MAX], *slash, *base, *run = NULL;
+	ssize_t n;
+	size_t i;
+
+	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0)
+		return NULL;
+	self[n] = '\0';
+	if ((slash = strrchr(self, '/')) == NULL)
+		return NULL;
+	*slash = '\0';
+	base = strrchr(self, '/') != NULL ? strrchr(self, '/') + 1 : self;
+	for (i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		if (i == 1 && strcmp(base, "ksbctl") != 0)
+			break;
+		xasprintf(&run, "%s/%s", self, rel[i]);
+		if (access(run, X_OK) == 0)
+			return run;
+		free(run);
+		run = NULL;
+	}
+	return NULL;
+}
+
+/* The child: ksb-run --detach with the instance's settings, from its
+ * original directory, stdout to /dev/null.  Does not return. */
+static void __attribute__((noreturn))
+prompt_boot_exec(const char *run, const char *id,
+    const struct instance_state *st, const struct prompt_cmd *c)
+{
+	char cpus[16], mem[16];
+	char *argv[17 + PROMPT_ARGS_MAX] = { (char *)(run != NULL ? run :
+	    "ksb-run"), "-f", ksbctl_conf->path != NULL ? ksbctl_conf->path :
+	    "/etc/ksb/ksb.conf", "--detach", "--name", (char *)id, "--profile",
+	    (char *)st->profile, "--cpus", cpus, "--memory", mem, "--agent",
+	    (char *)c->command, "--idle", (char *)c->idle, NULL };
+	int null = open("/dev/null", O_WRONLY);
+	size_t k;
+
+	snprintf(cpus, sizeof(cpus), "%u", st->cpus);
+	snprintf(mem, sizeof(mem), "%u", st->memory_mib);
+	/* The original arguments (shares, repo...), from its directory. */
+	for (k = 0; k < c->nargs; k++)
+		argv[16 + k] = c->args[k];
+	argv[16 + c->nargs] = NULL;
+	if (c->cwd != NULL && chdir(c->cwd) == -1)
+		(void)chdir("/");
+	if (null != -1)
+		dup2(null, STDOUT_FILENO);
+	alarm(PROMPT_BOOT_TIMEOUT_S);
+	execvp(argv[0], argv);
+	fprintf(stderr, "ksbctl prompt: %s: %s\n", argv[0], strerror(errno));
+	_exit(127);
+}
 
 /*
  * Boot the stopped named agent instance id (dir) again, with what its
- * ksb-run left in agent.cmd (format in run.c: idle, cwd, arguments, the
- * command; written by root's ksb-run in the 0700 instance dir, never by
- * the guest).  0 or -1.
+ * ksb-run left in agent.cmd, and wait for ksb-run --detach to return.
+ * 0 or -1 (said).
  */
 static int
 prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 {
-	char *path = NULL, self[PATH_MAX], *slash, *run = NULL, buf[65536], *nl;
-	char cpus[16], mem[16], idle[16], *cwd = NULL, *p;
-	char *args[PROMPT_ARGS_MAX];
-	size_t len, nargs = 0;
-	ssize_t n;
+	char *path = NULL, *run = NULL, buf[65536];
+	struct prompt_cmd c;
+	size_t len;
 	pid_t pid;
 	int fd, status, ret = -1;
 
@@ -66,67 +168,17 @@ prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 		goto cleanup;
 	}
 	buf[len] = '\0';
-	if (strncmp(buf, "idle=", 5) != 0 || (nl = strchr(buf, '\n')) == NULL) {
+	if (prompt_cmd_parse(buf, &c) != 0) {
 		fprintf(stderr, "ksbctl prompt: %s: malformed\n", path);
 		goto cleanup;
 	}
-	*nl = '\0';
-	if (strlen(buf + 5) >= sizeof(idle)) {
-		fprintf(stderr, "ksbctl prompt: %s: malformed\n", path);
-		goto cleanup;
-	}
-	memcpy(idle, buf + 5, strlen(buf + 5) + 1);
-	/* cwd= and arg= lines, then the command. */
-	for (p = nl + 1; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
-		if (strncmp(p, "cwd=", 4) == 0)
-			cwd = p + 4;
-		else if (strncmp(p, "arg=", 4) == 0 && nargs < PROMPT_ARGS_MAX)
-			args[nargs++] = p + 4;
-		else
-			break;
-		*nl = '\0';
-	}
-	nl = p - 1;	/* the command follows */
-	snprintf(cpus, sizeof(cpus), "%u", st->cpus);
-	snprintf(mem, sizeof(mem), "%u", st->memory_mib);
-	if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) > 0) {
-		self[n] = '\0';
-		if ((slash = strrchr(self, '/')) != NULL) {
-			*slash = '\0';
-			xasprintf(&run, "%s/ksb-run", self);
-			if (access(run, X_OK) != 0) {
-				free(run);
-				run = NULL;
-			}
-		}
-	}
+	run = prompt_find_run();
 	fprintf(stderr, "ksbctl prompt: %s is stopped: booting it (the agent "
 	    "starts fresh)\n", id);
 	if ((pid = fork()) == -1)
 		goto cleanup;
-	if (pid == 0) {
-		char *argv[17 + PROMPT_ARGS_MAX] = { run != NULL ? run : "ksb-run", "-f",
-		    ksbctl_conf->path != NULL ? ksbctl_conf->path : "/etc/ksb/ksb.conf",
-		    "--detach", "--name", (char *)id, "--profile",
-		    (char *)st->profile, "--cpus", cpus, "--memory", mem,
-		    "--agent", nl + 1, "--idle", idle, NULL };
-		int null = open("/dev/null", O_WRONLY);
-		size_t k;
-
-		/* The original arguments (shares, repo...), from its directory. */
-		for (k = 0; k < nargs; k++)
-			argv[16 + k] = args[k];
-		argv[16 + nargs] = NULL;
-		if (cwd != NULL && chdir(cwd) == -1)
-			(void)chdir("/");
-
-		if (null != -1)
-			dup2(null, STDOUT_FILENO);
-		alarm(PROMPT_BOOT_TIMEOUT_S);
-		execvp(argv[0], argv);
-		fprintf(stderr, "ksbctl prompt: %s: %s\n", argv[0], strerror(errno));
-		_exit(127);
-	}
+	if (pid == 0)
+		prompt_boot_exec(run, id, st, &c);
 	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
@@ -143,49 +195,232 @@ cleanup:
 }
 
 static void
-prompt_show(const char *line, int json)
+prompt_turn_text(FILE *f, struct json_object *o)
 {
-	char state[32], text[GUESTCTL_REPORT_MAX * 3 + 1], dec[GUESTCTL_REPORT_MAX * 3];
-	char esc[GUESTCTL_REPORT_MAX * 4 * 3 + 1], ts[32];
+	fprintf(f, "turn %lld%s\n", (long long)out_get_int(o, "turn"),
+	    out_get_bool(o, "dup") ? " (already given: not sent again)" : "");
+}
+
+static void
+prompt_event_text(FILE *f, struct json_object *o)
+{
+	const char *text = out_get_str(o, "text");
+	time_t t = (time_t)(out_get_int(o, "ts_ms") / 1000);
+	char ts[32];
+	struct tm tm;
+
+	localtime_r(&t, &tm);
+	strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
+	fprintf(f, "%s turn %lld %s%s%s\n", ts, (long long)out_get_int(o, "turn"),
+	    out_get_str(o, "event"), text[0] ? ": " : "", text);
+}
+
+static void
+prompt_end_text(FILE *f, struct json_object *o)
+{
+	fprintf(f, "turn %lld ended: %s\n", (long long)out_get_int(o, "turn"),
+	    out_get_str(o, "state"));
+}
+
+/* The supervisor's "TURN N new|dup": {event: turn, turn, dup}. */
+static void
+prompt_show_turn(unsigned long long turn, const char *state,
+    enum out_format fmt)
+{
+	struct json_object *o = out_object();
+
+	out_add(o, "event", out_str("turn"));
+	out_add(o, "turn", out_int((int64_t)turn));
+	out_add(o, "dup", out_bool(strcmp(state, "dup") == 0));
+	out_print(stdout, fmt, o, prompt_turn_text);
+	fflush(stdout);
+}
+
+/* "EVENT ms turn state [text]": {event, turn, ts_ms, text (guest text
+ * decoded, then escaped)}; "END turn state": {event: end, turn, state}. */
+static void
+prompt_show(const char *line, enum out_format fmt)
+{
+	char state[32], text[GUESTCTL_REPORT_MAX * 3 + 1];
+	char dec[GUESTCTL_REPORT_MAX * 3], esc[GUESTCTL_REPORT_MAX * 4 * 3 + 1];
+	struct json_object *o;
 	unsigned long long turn;
 	long long ms;
 	size_t dlen = 0;
-	time_t t;
-	struct tm tm;
 
 	text[0] = '\0';
-	if (sscanf(line, "EVENT %lld %llu %31s %3072s", &ms, &turn, state, text) >= 3) {
-		if (guestctl_decode_text(text, strlen(text), dec, sizeof(dec), &dlen) != 0)
+	if (sscanf(line, "EVENT %lld %llu %31s %3072s", &ms, &turn, state,
+	    text) >= 3) {
+		if (guestctl_decode_text(text, strlen(text), dec, sizeof(dec),
+		    &dlen) != 0)
 			dlen = 0;
-		if (json) {
-			dec[dlen < sizeof(dec) ? dlen : sizeof(dec) - 1] = '\0';
-			printf("{\"event\":");
-			ksbctl_json_str(state);
-			printf(",\"turn\":%llu,\"ts_ms\":%lld,\"text\":", turn, ms);
-			log_escape(esc, sizeof(esc), dec, dlen);
-			ksbctl_json_str(esc);
-			printf("}\n");
-		} else {
-			t = (time_t)(ms / 1000);
-			localtime_r(&t, &tm);
-			strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
-			log_escape(esc, sizeof(esc), dec, dlen);
-			printf("%s turn %llu %s%s%s\n", ts, turn, state,
-			    dlen ? ": " : "", esc);
-		}
+		log_escape(esc, sizeof(esc), dec, dlen);
+		o = out_object();
+		out_add(o, "event", out_str(state));
+		out_add(o, "turn", out_int((int64_t)turn));
+		out_add(o, "ts_ms", out_int(ms));
+		out_add(o, "text", out_str(esc));
+		out_print(stdout, fmt, o, prompt_event_text);
 	} else if (sscanf(line, "END %llu %31s", &turn, state) == 2) {
-		if (json) {
-			printf("{\"event\":\"end\",\"turn\":%llu,\"state\":", turn);
-			ksbctl_json_str(state);
-			printf("}\n");
-		} else
-			printf("turn %llu ended: %s\n", turn, state);
+		o = out_object();
+		out_add(o, "event", out_str("end"));
+		out_add(o, "turn", out_int((int64_t)turn));
+		out_add(o, "state", out_str(state));
+		out_print(stdout, fmt, o, prompt_end_text);
 	}
 	fflush(stdout);
 }
 
-#define PROMPT_USAGE \
-	"usage: ksbctl prompt ID TEXT|- [--key KEY] [--wait] [--json]\n"
+/* The turn text: argv's, or standard input's for "-"; trailing newlines
+ * dropped.  0, or -1 (said) if longer than GUESTCTL_TEXT_MAX. */
+static int
+prompt_read_text(const char *arg, char **text, size_t *len)
+{
+	if (strcmp(arg, "-") == 0) {
+		*text = xmalloc(GUESTCTL_TEXT_MAX + 1);
+		if (prompt_read_all(STDIN_FILENO, *text, GUESTCTL_TEXT_MAX + 1,
+		    len) != 0)
+			goto toolong;
+	} else {
+		*text = xstrdup(arg);
+		*len = strlen(*text);
+	}
+	while (*len > 0 && (*text)[*len - 1] == '\n')
+		(*len)--;
+	if (*len <= GUESTCTL_TEXT_MAX)
+		return 0;
+toolong:
+	fprintf(stderr, "ksbctl prompt: the prompt is longer than %d bytes\n",
+	    GUESTCTL_TEXT_MAX);
+	return -1;
+}
+
+/* The instance running (a stopped named one booted first).  0 or -1. */
+static int
+prompt_ready(const char *id, const char *dir)
+{
+	struct instance_state st;
+	const char *status;
+	char *cause = NULL;
+
+	if (instance_state_read(dir, &st, &cause) != 0) {
+		fprintf(stderr, "ksbctl prompt: %s\n", cause);
+		free(cause);
+		return -1;
+	}
+	status = instance_status(dir, &st);
+	if (strcmp(status, "stopped") == 0 && st.named)
+		return prompt_boot(id, dir, &st);
+	if (strcmp(status, "running") != 0 && strcmp(status, "starting") != 0) {
+		fprintf(stderr, "ksbctl prompt: %s is %s\n", id, status);
+		return -1;
+	}
+	return 0;
+}
+
+/* Connect to the supervisor's agent.sock, retrying while it may still
+ * be starting.  The fd, or -1 (said). */
+static int
+prompt_connect(const char *id, const char *dir)
+{
+	struct sockaddr_un sun;
+	int fd = -1, i;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/agent.sock",
+	    dir) >= sizeof(sun.sun_path)) {
+		fprintf(stderr, "ksbctl prompt: %s: path too long\n", dir);
+		return -1;
+	}
+	for (i = 0; i < PROMPT_CONNECT_TRIES; i++) {
+		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+			break;
+		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
+			return fd;
+		close(fd);
+		fd = -1;
+		if (errno != ENOENT && errno != ECONNREFUSED)
+			break;
+		usleep(100000);
+	}
+	fprintf(stderr, "ksbctl prompt: %s: no agent channel (%s): was it "
+	    "started with --agent?\n", id, strerror(errno));
+	return -1;
+}
+
+/*
+ * One reply line from the supervisor: TURN (shown; with wait, WAIT for
+ * it is sent), ERR, or an event.  -1 to read on, else the exit status:
+ * 0 the turn given (no wait) or ended well, 1 failed or exited.
+ */
+static int
+prompt_reply(int fd, const char *line, int wait, int *got_turn,
+    enum out_format fmt)
+{
+	unsigned long long turn;
+	char state[32], *req;
+	int n, ok;
+
+	if (!*got_turn && sscanf(line, "TURN %llu %31s", &turn, state) == 2) {
+		*got_turn = 1;
+		prompt_show_turn(turn, state, fmt);
+		if (!wait)
+			return 0;
+		n = xasprintf(&req, "WAIT %llu\n", turn);
+		ok = write(fd, req, (size_t)n) == n;
+		free(req);
+		return ok ? -1 : 1;
+	}
+	if (strncmp(line, "ERR ", 4) == 0) {
+		fprintf(stderr, "ksbctl prompt: %s\n", line + 4);
+		return 1;
+	}
+	prompt_show(line, fmt);
+	if (strncmp(line, "END ", 4) == 0)
+		return strstr(line, " exited") != NULL ||
+		    strstr(line, " unknown") != NULL;
+	return -1;
+}
+
+/* Hand the turn (PROMPT KEY LEN, then the text) and read the replies
+ * line by line until prompt_reply has the exit status. */
+static int
+prompt_converse(int fd, const char *id, const char *key, const char *text,
+    size_t len, int wait, enum out_format fmt)
+{
+	char line[GUESTCTL_REPORT_MAX * 3 + 256], *req;
+	size_t llen = 0;
+	int n, got_turn = 0, ret;
+
+	n = xasprintf(&req, "PROMPT %s %zu\n", key, len);
+	ret = write(fd, req, (size_t)n) != n ||
+	    (len > 0 && write(fd, text, len) != (ssize_t)len);
+	free(req);
+	if (ret) {
+		fprintf(stderr, "ksbctl prompt: %s: %s\n", id, strerror(errno));
+		return 1;
+	}
+	for (;;) {
+		if (llen == sizeof(line) - 1) {
+			fprintf(stderr, "ksbctl prompt: reply too long\n");
+			return 1;
+		}
+		if (read(fd, line + llen, 1) <= 0) {
+			fprintf(stderr, "ksbctl prompt: %s: the supervisor closed the "
+			    "connection\n", id);
+			return 1;
+		}
+		if (line[llen] != '\n') {
+			llen++;
+			continue;
+		}
+		line[llen] = '\0';
+		llen = 0;
+		if ((ret = prompt_reply(fd, line, wait, &got_turn, fmt)) != -1)
+			return ret;
+	}
+}
 
 int
 prompt_main(int argc, char **argv)
@@ -197,27 +432,20 @@ prompt_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 }
 	};
-	struct instance_state st;
-	struct sockaddr_un sun;
-	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, *req = NULL;
-	char line[GUESTCTL_REPORT_MAX * 3 + 256], state[32];
-	const char *key = "-", *status;
-	unsigned long long turn;
-	size_t len = 0, llen = 0;
-	ssize_t n;
-	int ch, wait = 0, json = 0, fd = -1, ret = 1, i, ended = 0;
+	enum out_format fmt = OUT_TEXT;
+	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL;
+	const char *key = "-";
+	size_t len = 0;
+	int ch, wait = 0, fd = -1, ret = 1;
 
 	optind = 0;	/* glibc: reinitialise (argv permutation) */
 	while ((ch = ksbctl_getopt(argc, argv, "prompt", "h", longopts)) != -1) {
 		switch (ch) {
 		case 'w': wait = 1; break;
-		case 'j': json = 1; break;
+		case 'j': fmt = OUT_JSON; break;
 		case 'k': key = optarg; break;
-		case 'h':
-			printf(PROMPT_USAGE);
-			return 0;
-		default:
-			goto usage;
+		case 'h': return ksbctl_usage(stdout, "prompt");
+		default: return ksbctl_usage(stderr, "prompt");
 		}
 	}
 	if (argc - optind != 2) {
@@ -225,121 +453,17 @@ prompt_main(int argc, char **argv)
 		    "missing instance ID and turn text" : argc - optind == 1 ?
 		    "missing the turn text (TEXT, or - for standard input)" :
 		    "too many arguments (quote the turn text)");
-		goto usage;
+		return ksbctl_usage(stderr, "prompt");
 	}
 	if (instance_resolve(ksbctl_conf->state_dir, argv[optind], &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl prompt: %s\n", cause);
 		goto cleanup;
 	}
 	dir = instance_dir(ksbctl_conf->state_dir, id);
-	if (strcmp(argv[optind + 1], "-") == 0) {
-		text = xmalloc(GUESTCTL_TEXT_MAX + 1);
-		if (prompt_read_all(STDIN_FILENO, text, GUESTCTL_TEXT_MAX + 1, &len) != 0) {
-			fprintf(stderr, "ksbctl prompt: the prompt is longer than %d "
-			    "bytes\n", GUESTCTL_TEXT_MAX);
-			goto cleanup;
-		}
-	} else {
-		text = xstrdup(argv[optind + 1]);
-		len = strlen(text);
-	}
-	while (len > 0 && text[len - 1] == '\n')
-		len--;
-	if (len > GUESTCTL_TEXT_MAX) {
-		fprintf(stderr, "ksbctl prompt: the prompt is longer than %d bytes\n",
-		    GUESTCTL_TEXT_MAX);
+	if (prompt_read_text(argv[optind + 1], &text, &len) != 0 ||
+	    prompt_ready(id, dir) != 0 || (fd = prompt_connect(id, dir)) == -1)
 		goto cleanup;
-	}
-	if (instance_state_read(dir, &st, &cause) != 0) {
-		fprintf(stderr, "ksbctl prompt: %s\n", cause);
-		goto cleanup;
-	}
-	status = instance_status(dir, &st);
-	if (strcmp(status, "stopped") == 0 && st.named) {
-		if (prompt_boot(id, dir, &st) != 0)
-			goto cleanup;
-	} else if (strcmp(status, "running") != 0 && strcmp(status, "starting") != 0) {
-		fprintf(stderr, "ksbctl prompt: %s is %s\n", id, status);
-		goto cleanup;
-	}
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/agent.sock",
-	    dir) >= sizeof(sun.sun_path)) {
-		fprintf(stderr, "ksbctl prompt: %s: path too long\n", dir);
-		goto cleanup;
-	}
-	/* The supervisor may still be starting: retry for a while. */
-	for (i = 0; i < 300; i++) {
-		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-			break;
-		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
-			break;
-		close(fd);
-		fd = -1;
-		if (errno != ENOENT && errno != ECONNREFUSED)
-			break;
-		usleep(100000);
-	}
-	if (fd == -1) {
-		fprintf(stderr, "ksbctl prompt: %s: no agent channel (%s): was it "
-		    "started with --agent?\n", id, strerror(errno));
-		goto cleanup;
-	}
-	n = (ssize_t)xasprintf(&req, "PROMPT %s %zu\n", key, len);
-	if (write(fd, req, (size_t)n) != n || (len > 0 && write(fd, text, len) != (ssize_t)len)) {
-		fprintf(stderr, "ksbctl prompt: %s: %s\n", id, strerror(errno));
-		goto cleanup;
-	}
-	for (;;) {
-		if (llen == sizeof(line) - 1) {
-			fprintf(stderr, "ksbctl prompt: reply too long\n");
-			goto cleanup;
-		}
-		n = read(fd, line + llen, 1);
-		if (n <= 0) {
-			fprintf(stderr, "ksbctl prompt: %s: the supervisor closed the "
-			    "connection\n", id);
-			goto cleanup;
-		}
-		if (line[llen] == '\n') {
-			line[llen] = '\0';
-			if (!ended && sscanf(line, "TURN %llu %31s", &turn, state) == 2) {
-				ended = -1;	/* got the turn */
-				if (json)
-					printf("{\"event\":\"turn\",\"turn\":%llu,\"dup\":%s}\n",
-					    turn, strcmp(state, "dup") == 0 ? "true" : "false");
-				else
-					printf("turn %llu%s\n", turn,
-					    strcmp(state, "dup") == 0 ?
-					    " (already given: not sent again)" : "");
-				fflush(stdout);
-				if (!wait) {
-					ret = 0;
-					goto cleanup;
-				}
-				free(req);
-				n = (ssize_t)xasprintf(&req, "WAIT %llu\n", turn);
-				if (write(fd, req, (size_t)n) != n)
-					goto cleanup;
-			} else if (strncmp(line, "ERR ", 4) == 0) {
-				fprintf(stderr, "ksbctl prompt: %s\n", line + 4);
-				goto cleanup;
-			} else {
-				prompt_show(line, json);
-				if (strncmp(line, "END ", 4) == 0) {
-					ret = strstr(line, " exited") != NULL ||
-					    strstr(line, " unknown") != NULL;
-					goto cleanup;
-				}
-			}
-			llen = 0;
-		} else
-			llen++;
-	}
-usage:
-	fprintf(stderr, PROMPT_USAGE);
-	ret = 2;
+	ret = prompt_converse(fd, id, key, text, len, wait, fmt);
 cleanup:
 	if (fd != -1)
 		close(fd);
@@ -347,6 +471,5 @@ cleanup:
 	free(dir);
 	free(cause);
 	free(text);
-	free(req);
 	return ret;
 }

@@ -24,10 +24,8 @@ reload_main(int argc, char **argv)
 	int ret = 1;
 	size_t n;
 
-	if (argc == 2 && ksbctl_is_help(argv[1])) {
-		printf("usage: ksbctl reload\n");
-		return 0;
-	}
+	if (argc == 2 && ksbctl_is_help(argv[1]))
+		return ksbctl_usage(stdout, "reload");
 	if (argc != 1)
 		return ksbctl_bad_arg("reload", argv[1]);
 	if (ctl_reload(ksbctl_conf->control_socket, &reply, &cause) == -1) {

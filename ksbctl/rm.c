@@ -1,5 +1,5 @@
 /*
- * ksbctl_rm.c: `ksbctl rm [--force] [--json] ID`: remove a stopped (or
+ * rm.c: `ksbctl rm [--force] [--json] ID`: remove a stopped (or
  * lost) instance's directory, disk included.  A running one only with
  * --force, which stops it first (ksbctl stop).
  */
@@ -13,25 +13,32 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/output.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
+
+static void
+rm_text(FILE *f, struct json_object *o)
+{
+	fprintf(f, "%s: removed\n", out_get_str(o, "id"));
+}
 
 int
 rm_main(int argc, char **argv)
 {
 	struct instance_state st;
+	struct json_object *o;
+	enum out_format fmt = OUT_TEXT;
 	char *id = NULL, *dir = NULL, *cause = NULL, *sargv[4];
 	const char *arg = NULL;
 	char *lock = NULL;
-	int json = 0, force = 0, i, ret = 1, lfd = -1;
+	int force = 0, i, ret = 1, lfd = -1;
 
 	for (i = 1; i < argc; i++) {
-		if (ksbctl_is_help(argv[i])) {
-			printf("usage: ksbctl rm [--force] [--json] ID\n");
-			return 0;
-		}
+		if (ksbctl_is_help(argv[i]))
+			return ksbctl_usage(stdout, "rm");
 		if (strcmp(argv[i], "--json") == 0)
-			json = 1;
+			fmt = OUT_JSON;
 		else if (strcmp(argv[i], "--force") == 0 || strcmp(argv[i], "-f") == 0)
 			force = 1;
 		else if (arg == NULL && argv[i][0] != '-')
@@ -44,8 +51,7 @@ rm_main(int argc, char **argv)
 	}
 	if (arg == NULL) {
 		fprintf(stderr, "ksbctl rm: missing instance ID\n");
-		fprintf(stderr, "usage: ksbctl rm [--force] [--json] ID\n");
-		return 2;
+		return ksbctl_usage(stderr, "rm");
 	}
 	if (instance_resolve(ksbctl_conf->state_dir, arg, &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl rm: %s\n", cause);
@@ -78,12 +84,10 @@ rm_main(int argc, char **argv)
 		fprintf(stderr, "ksbctl rm: removing %s: %s\n", dir, strerror(errno));
 		goto cleanup;
 	}
-	if (json) {
-		printf("{\"id\":");
-		ksbctl_json_str(id);
-		printf(",\"removed\":true}\n");
-	} else
-		printf("%s: removed\n", id);
+	o = out_object();
+	out_add(o, "id", out_str(id));
+	out_add(o, "removed", out_bool(1));
+	out_print(stdout, fmt, o, rm_text);
 	ret = 0;
 cleanup:
 	if (lfd != -1)

@@ -1,5 +1,5 @@
 /*
- * ksbctl_stop.c: `ksbctl stop [--timeout S] [--json] ID`: graceful
+ * stop.c: `ksbctl stop [--timeout S] [--json] ID`: graceful
  * power-down over QMP (system_powerdown: the guest's init stops the command
  * and powers off), then QMP quit and SIGKILL after the timeout.  Returns
  * only once the supervising ksb-run has released the instance (so QEMU is
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/output.h"
 #include "proto/guestctl.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
@@ -122,44 +123,92 @@ stop_is_our_qemu(long pid, const char *id)
 	return strstr(buf, want) != NULL;
 }
 
-int
-stop_main(int argc, char **argv)
+/* The options: *arg the ID, *timeout seconds.  -1 to go on, else the
+ * exit status (0 after --help). */
+static int
+stop_parse(int argc, char **argv, const char **arg, unsigned long *timeout,
+    enum out_format *fmt)
 {
-	struct instance_state st;
-	char *id = NULL, *dir = NULL, *cause = NULL;
-	const char *how = "powerdown", *arg = NULL;
-	unsigned long timeout = 30;
-	int64_t t0, deadline;
-	int json = 0, i, ret = 1;
+	int i;
 
 	for (i = 1; i < argc; i++) {
-		if (ksbctl_is_help(argv[i])) {
-			printf("usage: ksbctl stop [--timeout S] [--json] ID\n");
-			return 0;
-		}
+		if (ksbctl_is_help(argv[i]))
+			return ksbctl_usage(stdout, "stop");
 		if (strcmp(argv[i], "--json") == 0)
-			json = 1;
+			*fmt = OUT_JSON;
 		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-			if (guestctl_parse_uint(argv[i + 1], strlen(argv[i + 1]), 3600,
-			    &timeout) != 0) {
+			if (guestctl_parse_uint(argv[i + 1], strlen(argv[i + 1]),
+			    3600, timeout) != 0) {
 				fprintf(stderr, "ksbctl stop: invalid timeout `%s'\n",
 				    argv[i + 1]);
 				return 2;
 			}
 			i++;
-		} else if (arg == NULL && argv[i][0] != '-')
-			arg = argv[i];
+		} else if (*arg == NULL && argv[i][0] != '-')
+			*arg = argv[i];
 		else {
 			ksbctl_bad_arg("stop", argv[i]);
-			fprintf(stderr, "usage: ksbctl stop [--timeout S] [--json] ID\n");
-			return 2;
+			return ksbctl_usage(stderr, "stop");
 		}
 	}
-	if (arg == NULL) {
+	if (*arg == NULL) {
 		fprintf(stderr, "ksbctl stop: missing instance ID\n");
-		fprintf(stderr, "usage: ksbctl stop [--timeout S] [--json] ID\n");
-		return 2;
+		return ksbctl_usage(stderr, "stop");
 	}
+	return -1;
+}
+
+/*
+ * Stop the instance its supervisor holds: system_powerdown, then after
+ * the timeout QMP quit (or SIGKILL of its QEMU), waiting each time for
+ * the supervisor to let go.  "powerdown" or "forced", NULL if the
+ * supervisor does not exit (said).
+ */
+static const char *
+stop_supervised(const char *id, const char *dir,
+    const struct instance_state *st, int64_t deadline, unsigned long timeout)
+{
+	if (stop_qmp(dir, "system_powerdown") != 0)
+		fprintf(stderr, "ksbctl stop: %s: QMP system_powerdown failed\n", id);
+	if (stop_wait_released(dir, deadline))
+		return "powerdown";
+	fprintf(stderr, "ksbctl stop: %s did not power off in %lu s: "
+	    "forcing\n", id, timeout);
+	if (stop_qmp(dir, "quit") != 0 && stop_is_our_qemu(st->qemu_pid, id))
+		kill((pid_t)st->qemu_pid, SIGKILL);
+	if (stop_wait_released(dir, util_mono_ms() + 15000))
+		return "forced";
+	if (stop_is_our_qemu(st->qemu_pid, id))
+		kill((pid_t)st->qemu_pid, SIGKILL);
+	if (stop_wait_released(dir, util_mono_ms() + 10000))
+		return "forced";
+	fprintf(stderr, "ksbctl stop: %s: its ksb-run (pid %ld) does not "
+	    "exit\n", id, st->pid);
+	return NULL;
+}
+
+static void
+stop_text(FILE *f, struct json_object *o)
+{
+	fprintf(f, "%s: %s (%.2f s)\n", out_get_str(o, "id"),
+	    out_get_str(o, "result"), out_get_double(o, "seconds"));
+}
+
+int
+stop_main(int argc, char **argv)
+{
+	struct instance_state st;
+	struct json_object *o;
+	enum out_format fmt = OUT_TEXT;
+	char *id = NULL, *dir = NULL, *cause = NULL;
+	const char *how = "not running", *arg = NULL;
+	unsigned long timeout = 30;
+	int64_t t0;
+	int ret;
+
+	if ((ret = stop_parse(argc, argv, &arg, &timeout, &fmt)) != -1)
+		return ret;
+	ret = 1;
 	if (instance_resolve(ksbctl_conf->state_dir, arg, &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl stop: %s\n", cause);
 		goto cleanup;
@@ -170,46 +219,27 @@ stop_main(int argc, char **argv)
 		fprintf(stderr, "ksbctl stop: %s\n", cause);
 		goto cleanup;
 	}
-	if (instance_locked(dir) != 1) {
+	if (instance_locked(dir) == 1) {
+		how = stop_supervised(id, dir, &st, t0 + (int64_t)timeout * 1000,
+		    timeout);
+		if (how == NULL)
+			goto cleanup;
+	} else if (stop_is_our_qemu(st.qemu_pid, id)) {
 		/* No supervisor (stopped or lost): a QEMU left over is killed. */
-		how = "not running";
-		if (stop_is_our_qemu(st.qemu_pid, id)) {
-			kill((pid_t)st.qemu_pid, SIGKILL);
-			how = "killed";
-		}
-	} else {
-		deadline = t0 + (int64_t)timeout * 1000;
-		if (stop_qmp(dir, "system_powerdown") != 0)
-			fprintf(stderr, "ksbctl stop: %s: QMP system_powerdown failed\n", id);
-		if (!stop_wait_released(dir, deadline)) {
-			how = "forced";
-			fprintf(stderr, "ksbctl stop: %s did not power off in %lu s: "
-			    "forcing\n", id, timeout);
-			if (stop_qmp(dir, "quit") != 0 && stop_is_our_qemu(st.qemu_pid, id))
-				kill((pid_t)st.qemu_pid, SIGKILL);
-			if (!stop_wait_released(dir, util_mono_ms() + 15000)) {
-				if (stop_is_our_qemu(st.qemu_pid, id))
-					kill((pid_t)st.qemu_pid, SIGKILL);
-				if (!stop_wait_released(dir, util_mono_ms() + 10000)) {
-					fprintf(stderr, "ksbctl stop: %s: its ksb-run (pid "
-					    "%ld) does not exit\n", id, st.pid);
-					goto cleanup;
-				}
-			}
-		}
+		kill((pid_t)st.qemu_pid, SIGKILL);
+		how = "killed";
 	}
 	if (stop_is_our_qemu(st.qemu_pid, id)) {
 		fprintf(stderr, "ksbctl stop: %s: QEMU pid %ld is still there\n", id,
 		    st.qemu_pid);
 		goto cleanup;
 	}
-	if (json) {
-		printf("{\"id\":");
-		ksbctl_json_str(id);
-		printf(",\"result\":\"%s\",\"seconds\":%.2f}\n", how,
-		    (double)(util_mono_ms() - t0) / 1000.0);
-	} else
-		printf("%s: %s (%.2f s)\n", id, how, (double)(util_mono_ms() - t0) / 1000.0);
+	o = out_object();
+	out_add(o, "id", out_str(id));
+	out_add(o, "result", out_str(how));
+	out_add(o, "seconds", out_double((double)(util_mono_ms() - t0) / 1000.0,
+	    2));
+	out_print(stdout, fmt, o, stop_text);
 	ret = 0;
 cleanup:
 	free(id);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/output.h"
 #include "vmrunner/vmrunner.h"
 
 #define CONFIG_FILE_MAX (256 * 1024)
@@ -469,25 +470,31 @@ config_uint(const struct config *c, const char *key)
 	return guestctl_parse_uint(s, strlen(s), ~0UL, &n) == 0 ? n : 0;
 }
 
+/* --print-config --json: {"KEY":{"value":V,"origin":O},...}, lists as arrays. */
 static void
-config_json_str(FILE *f, const char *s)
+config_print_json(const struct config *c, FILE *f)
 {
-	const unsigned char *p = (const unsigned char *)s;
+	const struct config_val *v;
+	struct json_object *all, *one, *list;
+	size_t i, j;
 
-	if (s == NULL) {
-		fputs("null", f);
-		return;
+	all = out_object();
+	for (i = 0; i < CONFIG_NKEYS; i++) {
+		v = &c->v[i];
+		one = out_object();
+		if (config_keys[i].type == T_LIST) {
+			list = out_array();
+			for (j = 0; j < v->n; j++)
+				out_append(list, out_str(v->list[j]));
+			out_add(one, "value", list);
+		} else
+			out_add(one, "value", out_str(v->value));
+		out_add(one, "origin", out_str(v->origin));
+		out_add(all, config_keys[i].name, one);
 	}
-	fputc('"', f);
-	for (; *p != '\0'; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(f, "\\%c", *p);
-		else if (*p < 0x20 || *p >= 0x7f)
-			fprintf(f, "\\u%04x", *p);
-		else
-			fputc(*p, f);
-	}
-	fputc('"', f);
+	out_json(f, all);
+	fputc('\n', f);
+	json_object_put(all);
 }
 
 void
@@ -497,29 +504,16 @@ config_print(const struct config *c, FILE *f, int json)
 	size_t i, j;
 	int w = 0;
 
+	if (json) {
+		config_print_json(c, f);
+		return;
+	}
 	for (i = 0; i < CONFIG_NKEYS; i++)
 		if ((int)strlen(config_keys[i].name) > w)
 			w = (int)strlen(config_keys[i].name);
-	if (json)
-		fputc('{', f);
 	for (i = 0; i < CONFIG_NKEYS; i++) {
 		v = &c->v[i];
-		if (json) {
-			fprintf(f, "%s\"%s\":{\"value\":", i ? "," : "", config_keys[i].name);
-			if (config_keys[i].type == T_LIST) {
-				fputc('[', f);
-				for (j = 0; j < v->n; j++) {
-					if (j)
-						fputc(',', f);
-					config_json_str(f, v->list[j]);
-				}
-				fputc(']', f);
-			} else
-				config_json_str(f, v->value);
-			fputs(",\"origin\":", f);
-			config_json_str(f, v->origin);
-			fputc('}', f);
-		} else if (config_keys[i].type == T_LIST) {
+		if (config_keys[i].type == T_LIST) {
 			if (v->n == 0)
 				fprintf(f, "%-*s = %-40s # %s\n", w,
 				    config_keys[i].name, "(none)", v->origin);
@@ -530,6 +524,4 @@ config_print(const struct config *c, FILE *f, int json)
 			fprintf(f, "%-*s = %-40s # %s\n", w, config_keys[i].name,
 			    v->value != NULL ? v->value : "(unset)", v->origin);
 	}
-	if (json)
-		fputs("}\n", f);
 }

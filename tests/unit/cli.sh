@@ -33,6 +33,25 @@ check "usage lists prompt, logs, fetch/audit options" \
 	'for w in "prompt ID" "logs ID" --max-pack-size "--timeout SECONDS" \
 	    "verify \[--json\]" "--until T\]$" "\[--denied\] \[--json\]"; do
 		grep -q -e "$w" "$T/out" || exit 1; done'
+# The man page's COMMANDS lists exactly the forms of ksbctl's command
+# table (ksbctl help --commands): the leading lowercase words of each
+# .TP tag, troff escapes removed.
+S=${KSB_SRCDIR:-$B}
+"$K" help --commands | cut -f1 | sort > "$T/table"
+awk '/^\.SH COMMANDS/ { on = 1; next } /^\.SH/ { on = 0 }
+    on && tp { print; tp = 0 } on && /^\.TP/ { tp = 1 }' "$S/man/ksbctl.1" |
+    sed -e 's/\\f[BIR]//g' -e 's/\\%//g' -e 's/\\-/-/g' -e 's/^\.B[IR]* //' \
+	-e 's/"//g' | awk '{ n = ""; for (i = 1; i <= NF && $i ~ /^[a-z]+$/; i++)
+	n = n (n == "" ? "" : " ") $i; print n }' | sort > "$T/man"
+check "man/ksbctl.1 lists exactly the commands of the table" \
+    '[ -s "$T/table" ] && diff "$T/table" "$T/man" > "$T/out"'
+run "$K" help --commands
+check "help --commands: name, usage, summary per entry" \
+    'rc 0 && ! grep -qv "^[a-z][a-z ]*	[a-z].*	." "$T/out"'
+run "$K" --help
+check "--help gives each table entry with its usage and summary" \
+    '"$K" help --commands | while IFS="	" read -r name use sum; do
+	grep -qF -- "$sum" "$T/out" && grep -qF -- "  ${use%% \[*}" "$T/out" || exit 1; done'
 for c in list status stop rm attach audit "audit summary" "audit export" \
     "audit verify" reload policy "policy check" "policy show" "policy test" \
     fetch prompt logs; do
