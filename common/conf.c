@@ -95,18 +95,25 @@ static const struct conf_live_int {
 	size_t off;
 	long min, max;
 } conf_live_ints[] = {
-	{ "header-timeout", offsetof(struct ksb_conf, header_timeout), 1, 3600 },
+	{ "header-timeout", offsetof(struct ksb_conf, header_timeout), 1,
+	    3600 },
 	{ "hello-timeout", offsetof(struct ksb_conf, hello_timeout), 1, 3600 },
-	{ "connect-timeout", offsetof(struct ksb_conf, connect_timeout), 1, 3600 },
-	{ "resolve-timeout", offsetof(struct ksb_conf, resolve_timeout), 1, 3600 },
+	{ "connect-timeout", offsetof(struct ksb_conf, connect_timeout), 1,
+	    3600 },
+	{ "resolve-timeout", offsetof(struct ksb_conf, resolve_timeout), 1,
+	    3600 },
 	{ "idle-timeout", offsetof(struct ksb_conf, idle_timeout), 1, 604800 },
-	{ "max-connections", offsetof(struct ksb_conf, max_connections), 1, 1000000 },
-	{ "max-connections-per-instance", offsetof(struct ksb_conf, max_per_instance), 1, 1000000 },
+	{ "max-connections", offsetof(struct ksb_conf, max_connections), 1,
+	    1000000 },
+	{ "max-connections-per-instance",
+	    offsetof(struct ksb_conf, max_per_instance), 1, 1000000 },
 	{ "connection-rate", offsetof(struct ksb_conf, conn_rate), 1, 1000000 },
-	{ "connection-rate-per-instance", offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
+	{ "connection-rate-per-instance",
+	    offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
 };
-_Static_assert(sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) ==
-    CONF_LIVE_NINTS, "CONF_LIVE_NINTS does not match conf_live_ints");
+_Static_assert(
+    sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) == CONF_LIVE_NINTS,
+    "CONF_LIVE_NINTS does not match conf_live_ints");
 
 static int *
 conf_live_int_at(struct ksb_conf *c, size_t i)
@@ -264,7 +271,8 @@ conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
 
 	rc = glob(pattern, GLOB_ERR, NULL, &g);
 	if (rc == GLOB_NOMATCH) {
-		conf_err(errs, file, line, "policy: no file matches `%s'", pattern);
+		conf_err(
+		    errs, file, line, "policy: no file matches `%s'", pattern);
 		return;
 	}
 	if (rc != 0) {
@@ -275,7 +283,8 @@ conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
 	for (i = 0; i < g.gl_pathc; i++) {
 		c->policy_files = xrealloc(c->policy_files,
 		    (c->npolicy_files + 1) * sizeof(*c->policy_files));
-		c->policy_files[c->npolicy_files++] = conf_canonical(g.gl_pathv[i]);
+		c->policy_files[c->npolicy_files++] =
+		    conf_canonical(g.gl_pathv[i]);
 	}
 	globfree(&g);
 }
@@ -293,17 +302,23 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 	if (strcmp(key, "bridge") == 0) {
 		if (strlen(val) == 0 || strlen(val) > 15)
 			conf_err(errs, file, line,
-			    "bridge: `%s' is not a valid interface name (1-15 bytes)", val);
+			    "bridge: `%s' is not a valid interface name (1-15 "
+			    "bytes)",
+			    val);
 		else
 			conf_setstr(&c->bridge, val);
 	} else if (strcmp(key, "bridge-address") == 0) {
-		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) == -1 ||
+		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) ==
+			-1 ||
 		    c->bridge_prefix < 8 || c->bridge_prefix > 30)
 			conf_err(errs, file, line,
-			    "bridge-address: `%s' is not an IPv4 address/prefix (prefix 8-30)", val);
+			    "bridge-address: `%s' is not an IPv4 "
+			    "address/prefix (prefix 8-30)",
+			    val);
 	} else if (strcmp(key, "proxy-port") == 0) {
 		if (conf_int(val, 1, 65535, &n) == -1)
-			conf_err(errs, file, line, "proxy-port: `%s' is not a port (1-65535)", val);
+			conf_err(errs, file, line,
+			    "proxy-port: `%s' is not a port (1-65535)", val);
 		else
 			c->proxy_port = (uint16_t)n;
 	} else if (strcmp(key, "control-socket") == 0) {
@@ -323,8 +338,10 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			conf_err(errs, file, line,
 			    "proxy-user: no such user `%s'", val);
 		else if (pw->pw_uid == 0 || pw->pw_gid == 0)
-			conf_err(errs, file, line, "proxy-user: `%s' has uid or "
-			    "gid 0; the proxy must run unprivileged", val);
+			conf_err(errs, file, line,
+			    "proxy-user: `%s' has uid or "
+			    "gid 0; the proxy must run unprivileged",
+			    val);
 		else
 			conf_setstr(&c->proxy_user, val);
 	} else if (strcmp(key, "state-dir") == 0) {
@@ -337,8 +354,10 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		free(p);
 	} else if (strcmp(key, "audit-retention") == 0) {
 		if (util_parse_duration(val, &c->audit_retention) == -1)
-			conf_err(errs, file, line, "audit-retention: `%s' is not "
-			    "a duration (0, or N followed by s, m, h or d)", val);
+			conf_err(errs, file, line,
+			    "audit-retention: `%s' is not "
+			    "a duration (0, or N followed by s, m, h or d)",
+			    val);
 	} else if (strcmp(key, "hosts-file") == 0) {
 		p = conf_path(dir, val);
 		/* Read by the proxy process at start: catch it here (-n). */
@@ -363,15 +382,17 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		conf_setstr(&c->modules_dir, p);
 		free(p);
 	} else if (strcmp(key, "cpu") == 0) {
-		conf_setstr(&c->cpu, val);	/* checked by ksb-run */
+		conf_setstr(&c->cpu, val); /* checked by ksb-run */
 	} else if (strcmp(key, "ca-file") == 0) {
 		p = conf_path(dir, val);
 		conf_setstr(&c->ca_file, p);
 		free(p);
 	} else if (strcmp(key, "mirror-max-size") == 0) {
 		if (conf_size(val, &c->mirror_max_size) == -1)
-			conf_err(errs, file, line, "mirror-max-size: `%s' is not a "
-			    "size (1M or more, with K, M, G or T)", val);
+			conf_err(errs, file, line,
+			    "mirror-max-size: `%s' is not a "
+			    "size (1M or more, with K, M, G or T)",
+			    val);
 	} else {
 		size_t i;
 
@@ -381,8 +402,9 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			if (strcmp(key, li->key) != 0)
 				continue;
 			if (conf_int(val, li->min, li->max, &n) == -1)
-				conf_err(errs, file, line, "%s: `%s' is not a number in %ld-%ld",
-				    key, val, li->min, li->max);
+				conf_err(errs, file, line,
+				    "%s: `%s' is not a number in %ld-%ld", key,
+				    val, li->min, li->max);
 			else
 				*conf_live_int_at(c, i) = (int)n;
 			return;
@@ -399,7 +421,8 @@ conf_trim(char *s)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	e = s + strlen(s);
-	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+	while (e > s &&
+	    (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
 		*--e = '\0';
 	return s;
 }
@@ -458,7 +481,8 @@ conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 			continue;
 		eq = strchr(s, '=');
 		if (eq == NULL) {
-			conf_err(&errs, path, lineno, "expected `key = value', got `%s'", s);
+			conf_err(&errs, path, lineno,
+			    "expected `key = value', got `%s'", s);
 			continue;
 		}
 		*eq = '\0';
@@ -471,7 +495,8 @@ conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 		conf_line(c, dir, key, val, &errs, path, lineno);
 	}
 	if (ferror(f))
-		conf_err(&errs, path, lineno, "read error: %s", strerror(errno));
+		conf_err(
+		    &errs, path, lineno, "read error: %s", strerror(errno));
 	if (errs != NULL) {
 		free(*cause);
 		*cause = errs;
