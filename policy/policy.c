@@ -731,72 +731,81 @@ policy_parse_ip(const char *s, size_t len, int v6, uint8_t addr[16])
 }
 
 /*
- * allow-address CIDR[:PORTS]: a.b.c.d[/n][:PORTS], [v6[/n]][:PORTS],
- * v6/n[:PORTS] or a bare v6 (no ports).
- *
- * 98 lines: the four spellings of allow-address (dotted quad,
- * bracketed v6, v6/n, bare v6), each with its own error, in one place so
- * that their column numbers agree.
+ * The spelling of an allow-address token: *sp and *alenp receive the
+ * address and its /prefix ("addr[/n]"), *colonp the offset in t->s of the
+ * ':' before the ports (or the end), *v6p the family.  0, or -1 with the
+ * error reported at its column.
  */
 static int
-policy_parse_addr(
-    struct policy_parse *p, const struct policy_tok *t, struct policy_rule *r)
+policy_addr_split(struct policy_parse *p, const struct policy_tok *t,
+    const char *q, const char **sp, size_t *alenp, size_t *colonp, int *v6p)
 {
-	char q[QBUF], canon[INET6_ADDRSTRLEN + 1];
 	const char *s = t->s, *close;
-	size_t len = t->len, alen, slash, colon, i, ncolon = 0;
-	int v6, maxp, ret = -1;
-	unsigned long pfx;
+	size_t len = t->len, slash, colon, i, ncolon = 0;
 
-	policy_quote(q, sizeof(q), s, len);
 	for (i = 0; i < len; i++)
 		ncolon += s[i] == ':';
 	if (len > 0 && s[0] == '[') {
-		close = memchr(s, ']', len);
-		if (close == NULL) {
+		if ((close = memchr(s, ']', len)) == NULL) {
 			policy_error(p, p->line, t->col,
 			    "missing `]' in address `%s'", q);
-			goto cleanup;
+			return -1;
 		}
-		v6 = 1;
-		s++;
-		alen = close - s;	  /* "addr[/n]" */
-		colon = close - t->s + 1; /* ':' or end */
-		if (colon < len && t->s[colon] != ':') {
-			policy_error(p, p->line, t->col + (int)colon,
+		*v6p = 1;
+		*sp = s + 1;
+		*alenp = close - (s + 1); /* "addr[/n]" */
+		*colonp = close - s + 1;  /* ':' or end */
+		if (*colonp < len && s[*colonp] != ':') {
+			policy_error(p, p->line, t->col + (int)*colonp,
 			    "expected `:' after `]' in `%s'", q);
-			goto cleanup;
+			return -1;
 		}
-	} else {
-		v6 = ncolon > 1;
-		for (slash = 0; slash < len && s[slash] != '/'; slash++)
-			;
-		if (v6 && slash == len) {
-			policy_error(p, p->line, t->col,
-			    "write the IPv6 "
-			    "address `%s' in brackets (`[2001:db8::1]:443') "
-			    "or with a /prefix",
-			    q);
-			goto cleanup;
-		} else {
-			/* ports follow the first ':' after the slash (or for
-			 * IPv4 without a slash, the first ':') */
-			for (colon = slash < len ? slash : 0;
-			     colon < len && s[colon] != ':'; colon++)
-				;
-			alen = colon;
-		}
+		return 0;
 	}
-	for (slash = 0; slash < alen && s[slash] != '/'; slash++)
+	*v6p = ncolon > 1;
+	*sp = s;
+	for (slash = 0; slash < len && s[slash] != '/'; slash++)
 		;
-	maxp = v6 ? 128 : 32;
-	r->family = v6 ? AF_INET6 : AF_INET;
-	if (policy_parse_ip(s, slash, v6, r->addr) != 0) {
-		policy_error(p, p->line, t->col, "invalid %s address in `%s'",
-		    v6 ? "IPv6" : "IPv4", q);
-		goto cleanup;
+	if (*v6p && slash == len) {
+		policy_error(p, p->line, t->col,
+		    "write the IPv6 "
+		    "address `%s' in brackets (`[2001:db8::1]:443') "
+		    "or with a /prefix",
+		    q);
+		return -1;
 	}
-	pfx = maxp;
+	/* ports follow the first ':' after the slash (or for IPv4 without a
+	 * slash, the first ':') */
+	for (colon = slash < len ? slash : 0; colon < len && s[colon] != ':';
+	     colon++)
+		;
+	*alenp = *colonp = colon;
+	return 0;
+}
+
+/* The mask of byte i of an address under prefix bits. */
+static uint8_t
+policy_prefix_mask(int prefix, size_t i)
+{
+	int bits = prefix - (int)i * 8;
+
+	return bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
+}
+
+/*
+ * The /prefix of r (s[slash + 1..alen), none: the full length), and no
+ * host bits set below it.  0, or -1 with the error reported.
+ */
+static int
+policy_addr_prefix(struct policy_parse *p, const struct policy_tok *t,
+    const char *q, const char *s, size_t slash, size_t alen,
+    struct policy_rule *r)
+{
+	char canon[INET6_ADDRSTRLEN + 1];
+	int maxp = r->family == AF_INET6 ? 128 : 32;
+	unsigned long pfx = maxp;
+	size_t i;
+
 	if (slash < alen) {
 		if (alen - slash < 2 || alen - slash > 4)
 			goto badprefix;
@@ -809,41 +818,54 @@ policy_parse_addr(
 			goto badprefix;
 	}
 	r->prefix = (int)pfx;
-	for (i = 0; i < (size_t)maxp / 8; i++) {
-		int bits = r->prefix - (int)i * 8;
-		uint8_t mask = bits >= 8 ? 0xff :
-		    bits <= 0		 ? 0 :
-					   (uint8_t)(0xff << (8 - bits));
-
-		if (r->addr[i] & ~mask)
+	for (i = 0; i < (size_t)maxp / 8; i++)
+		if (r->addr[i] & ~policy_prefix_mask(r->prefix, i))
 			break;
-	}
-	if (i < (size_t)maxp / 8) {
-		for (; i < (size_t)maxp / 8; i++) {
-			int bits = r->prefix - (int)i * 8;
-
-			r->addr[i] &= bits >= 8 ? 0xff :
-			    bits <= 0		? 0 :
-						  (uint8_t)(0xff << (8 - bits));
-		}
-		inet_ntop(r->family, r->addr, canon, sizeof(canon));
-		policy_error(p, p->line, t->col,
-		    "address `%s' has host bits "
-		    "set: did you mean %s/%d?",
-		    q, canon, r->prefix);
-		goto cleanup;
-	}
-	if (policy_rule_ports(p, t, colon, r) != 0)
-		goto cleanup;
-	ret = 0;
-	goto cleanup;
+	if (i == (size_t)maxp / 8)
+		return 0;
+	for (; i < (size_t)maxp / 8; i++)
+		r->addr[i] &= policy_prefix_mask(r->prefix, i);
+	inet_ntop(r->family, r->addr, canon, sizeof(canon));
+	policy_error(p, p->line, t->col,
+	    "address `%s' has host bits "
+	    "set: did you mean %s/%d?",
+	    q, canon, r->prefix);
+	return -1;
 badprefix:
 	policy_error(p, p->line, t->col,
 	    "invalid prefix length in `%s' "
 	    "(want /0 to /%d)",
 	    q, maxp);
-cleanup:
-	return ret;
+	return -1;
+}
+
+/*
+ * allow-address CIDR[:PORTS]: a.b.c.d[/n][:PORTS], [v6[/n]][:PORTS],
+ * v6/n[:PORTS] or a bare v6 (no ports).
+ */
+static int
+policy_parse_addr(
+    struct policy_parse *p, const struct policy_tok *t, struct policy_rule *r)
+{
+	char q[QBUF];
+	const char *s;
+	size_t alen, colon, slash;
+	int v6;
+
+	policy_quote(q, sizeof(q), t->s, t->len);
+	if (policy_addr_split(p, t, q, &s, &alen, &colon, &v6) != 0)
+		return -1;
+	for (slash = 0; slash < alen && s[slash] != '/'; slash++)
+		;
+	r->family = v6 ? AF_INET6 : AF_INET;
+	if (policy_parse_ip(s, slash, v6, r->addr) != 0) {
+		policy_error(p, p->line, t->col, "invalid %s address in `%s'",
+		    v6 ? "IPv6" : "IPv4", q);
+		return -1;
+	}
+	if (policy_addr_prefix(p, t, q, s, slash, alen, r) != 0)
+		return -1;
+	return policy_rule_ports(p, t, colon, r);
 }
 
 static void
