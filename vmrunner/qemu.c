@@ -590,6 +590,8 @@ qemu_alarm(int sig)
  * hardware virtualisation.  Some hosts give a /dev/kvm that creates VMs but
  * emulates such code instruction by instruction (nested or paravirtual KVM
  * such as kvm-pvm): an ordinary guest kernel then never gets going.
+ * 80 lines: the KVM ioctl sequence (memory, vCPU, registers, run, exit
+ * reason) in the order the kernel's API document gives it.
  */
 static int
 qemu_kvm_probe(int kvm, int vm, const char **why)
