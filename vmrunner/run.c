@@ -88,6 +88,8 @@ struct run {
 	char *disk_path, *qmp_path, *console_path;
 	char *ca_path;		/* <instance>/ca.pem: etc_extra_ca, NULL: none */
 	struct secrets *secrets;
+	struct redact *redact;		/* the secrets' values, for the logs */
+	struct redact_stream *con_rs;	/* the console's bytes, redacted */
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
 	int listen_fd, client_fd, ready_fd;
 	int child_ctl, child_con;	/* QEMU's ends of the ctl, console pairs */
@@ -705,7 +707,7 @@ run_write_all(int fd, const char *buf, size_t n)
 
 /* Guest console output: to the terminal, or to the attached client. */
 static void
-run_console_out(struct run *r, const char *buf, size_t n)
+run_console_write(struct run *r, const char *buf, size_t n)
 {
 	if (!r->detach) {
 		run_write_all(STDOUT_FILENO, buf, n);
@@ -718,6 +720,24 @@ run_console_out(struct run *r, const char *buf, size_t n)
 		close(r->client_fd);
 		r->client_fd = -1;
 	}
+}
+
+/*
+ * Guest console output, secret values replaced (held bytes that may
+ * still become one wait for the next read; final: none follows).
+ */
+static void
+run_console_out(struct run *r, const char *buf, size_t n, int final)
+{
+	const char *o = buf;
+
+	if (r->con_rs != NULL)
+		n = redact_stream_feed(r->con_rs, buf, n, &o);
+	if (n > 0)
+		run_console_write(r, o, n);
+	if (final && r->con_rs != NULL && (n = redact_stream_flush(r->con_rs,
+	    &o)) > 0)
+		run_console_write(r, o, n);
 }
 
 /*
@@ -1230,7 +1250,7 @@ sup_con(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR))
 		s->con_open = 0;
 	else if (got > 0)
-		run_console_out(s->r, buf, (size_t)got);
+		run_console_out(s->r, buf, (size_t)got, 0);
 }
 
 /* The terminal (foreground): input for the console, and the escape. */
@@ -1477,7 +1497,8 @@ sup_finish(struct sup *s)
 	/* What QEMU wrote before it exited. */
 	while (s->con_open &&
 	    (n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		run_console_out(r, buf, (size_t)n);
+		run_console_out(r, buf, (size_t)n, 0);
+	run_console_out(r, "", 0, 1);
 	if (r->tty_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
@@ -1898,6 +1919,23 @@ run_state_start(struct run *r)
 }
 
 /*
+ * The redactor keeps the secrets' values (in memory only: mlock'd, wiped
+ * at exit) after the sealed memfd took them: the console, agent.log and
+ * agent.events never show them.
+ */
+static void
+run_redact_setup(struct run *r)
+{
+	if (r->secrets != NULL) {
+		r->redact = redact_new();
+		secrets_redact(r->secrets, r->redact);
+		if (r->agent != NULL)
+			agent_set_redact(r->agent, r->redact);
+	}
+	r->con_rs = redact_stream_new(r->redact);
+}
+
+/*
  * The instance: its directory (locked), state file, disk, agent, the git
  * handoff, the secrets' memfd, console.sock.  0, or the exit status.
  */
@@ -1925,6 +1963,7 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	workspace_disk_warn(r->conf, r->state_dir, r->instance_dir);
 	if (run_extra_ca(r, &cause) != 0)
 		goto fail;
+	run_redact_setup(r);
 	if (r->secrets != NULL) {
 		if ((r->secrets_fd = secrets_memfd(r->secrets, &cause)) == -1)
 			goto fail;
@@ -2131,6 +2170,8 @@ run_teardown(struct run *r, char **qargv, int status)
 
 	run_cleanup(r, status);
 	agent_free(r->agent);
+	redact_stream_free(r->con_rs);
+	redact_free(r->redact);
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (*fds[i] != -1)
 			close(*fds[i]);

@@ -315,6 +315,7 @@ int workspace_setup(const struct config *cfg, const char *instance_dir,
  * handed to QEMU as a sealed memfd (never a file, never argv/environment).
  */
 struct secrets;
+struct redact;
 
 /*
  * secrets_load: resolve every spec ("NAME=env:VAR" or "NAME=file:PATH").
@@ -332,6 +333,11 @@ int secrets_check(const char *spec, char **cause);
  */
 int secrets_memfd(const struct secrets *s, char **cause);
 size_t secrets_count(const struct secrets *s);
+/*
+ * secrets_redact: add every value to rd (redact_add); returns how many
+ * were too short to match (each logged by name at info level).
+ */
+size_t secrets_redact(const struct secrets *s, struct redact *rd);
 /* secrets_free: wipes (explicit_bzero) and frees; NULL-safe. */
 void secrets_free(struct secrets *s);
 
@@ -423,5 +429,11 @@ int agent_take_changed(struct agent *a, int64_t now);
 void agent_status(const struct agent *a, struct instance_state *st);
 /* agent_guest_gone: QEMU exited; waiting clients get END exited. */
 void agent_guest_gone(struct agent *a);
+/*
+ * agent_set_redact: secret values (rd, owned by the caller, outliving a)
+ * are replaced in agent.log, agent.events, the events clients get and the
+ * status text.
+ */
+void agent_set_redact(struct agent *a, const struct redact *rd);
 
 #endif
