@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/termfilter.h"
 #include "vmrunner/vmrunner.h"
 
 #define QEMU_TAP_FD 3
@@ -984,6 +985,8 @@ struct sup {
 	int done;		/* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;
+	struct termfilter tf;	/* the terminal's replies out of its input */
+	int64_t tf_at;		/* held bytes pass then (0: none held) */
 };
 
 /*
@@ -1264,6 +1267,27 @@ sup_stdin_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 	return 1;
 }
 
+/*
+ * Terminal input buf[0..n) (n 0: the wait for the rest of a held
+ * sequence ran out) without the terminal's replies (termfilter.h), on to
+ * run_console_in.
+ */
+static void
+sup_stdin_filtered(struct sup *s, const char *buf, size_t n, int64_t now)
+{
+	char out[4096 + TERMFILTER_HOLD];
+	size_t o;
+
+	o = n > 0 ? termfilter_feed(&s->tf, buf, n, out) :
+	    termfilter_flush(&s->tf, out);
+	s->tf_at = termfilter_pending(&s->tf) ? now + TERMFILTER_WAIT_MS : 0;
+	if (o > 0 && run_console_in(s->r, out, o, &s->escaped) &&
+	    !s->want_stop) {
+		log_warnx("escape: stopping the guest");
+		s->want_stop = 1;
+	}
+}
+
 static void
 sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 {
@@ -1271,17 +1295,15 @@ sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	ssize_t got;
 
 	(void)n;
-	(void)now;
+	if (s->tf_at != 0 && now >= s->tf_at)
+		sup_stdin_filtered(s, NULL, 0, now);
 	if (!s->in_open || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
 		return;
 	got = read(STDIN_FILENO, buf, sizeof(buf));
 	if (got <= 0 && !(got == -1 && (errno == EINTR || errno == EAGAIN)))
 		s->in_open = 0;	/* the console stays: EOF is not a stop */
-	else if (got > 0 && run_console_in(s->r, buf, (size_t)got, &s->escaped) &&
-	    !s->want_stop) {
-		log_warnx("escape: stopping the guest");
-		s->want_stop = 1;
-	}
+	else if (got > 0)
+		sup_stdin_filtered(s, buf, (size_t)got, now);
 }
 
 /* console.sock (--detach): the newest client takes over the console. */
@@ -1426,6 +1448,8 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->resume_at, now);
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
+	if (s->tf_at != 0)
+		timeout = sup_sooner(timeout, s->tf_at > now ? s->tf_at : now, now);
 	if (timeout < 0 && (s->kill_at != 0 || s->term_at != 0))
 		timeout = 0;
 	return timeout;
