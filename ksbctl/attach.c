@@ -38,8 +38,10 @@ attach_connect(const char *id, const char *dir)
 	}
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
 	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		fprintf(stderr, "ksbctl attach: %s: no console (%s): is it running "
-		    "detached?\n", id, strerror(errno));
+		fprintf(stderr, "ksbctl attach: %s: ", id);
+		if (!logs_agent_died(stderr, dir))
+			fprintf(stderr, "no console (%s): is it running "
+			    "detached?\n", strerror(errno));
 		if (fd != -1)
 			close(fd);
 		return -1;

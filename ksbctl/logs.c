@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "proto/guestctl.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
@@ -149,7 +150,7 @@ logs_esc_byte(struct logs_term *t, unsigned char c, char *out)
  * UTF-8 passes.  Nothing of a sequence ever reaches the terminal.
  */
 static void
-logs_plain(struct logs_term *t, const unsigned char *b, size_t n)
+logs_plain(FILE *f, struct logs_term *t, const unsigned char *b, size_t n)
 {
 	unsigned char tmp[4 + 65536];
 	char out[8192];
@@ -167,7 +168,7 @@ logs_plain(struct logs_term *t, const unsigned char *b, size_t n)
 	for (i = 0; i < n; i++) {
 		c = b[i];
 		if (o + LOGS_SPACES_MAX + 8 > sizeof(out)) {
-			fwrite(out, 1, o, stdout);
+			fwrite(out, 1, o, f);
 			o = 0;
 		}
 		if (t->esc != 0) {
@@ -190,7 +191,7 @@ logs_plain(struct logs_term *t, const unsigned char *b, size_t n)
 		} else if (c != '\r' && c != 0x07 && c != 0x0f && c != 0x0e)
 			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
 	}
-	fwrite(out, 1, o, stdout);
+	fwrite(out, 1, o, f);
 }
 
 /*
@@ -250,11 +251,112 @@ logs_copy(int fd, off_t off, struct logs_term *t)
 	ssize_t n;
 
 	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
-		logs_plain(t, buf, (size_t)n);
+		logs_plain(stdout, t, buf, (size_t)n);
 		off += n;
 	}
 	fflush(stdout);
 	return off;
+}
+
+#define LOGS_TAIL_BYTES 65536	/* of agent.log read for its last lines */
+
+int
+logs_agent_exited(const char *dir, int *status)
+{
+	char *p = NULL, buf[16];
+	unsigned long v;
+	ssize_t n = -1;
+	int fd;
+
+	if (instance_locked(dir) == 1)
+		return 0;	/* running: a supervisor holds it */
+	xasprintf(&p, "%s/agent.exit", dir);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	free(p);
+	if (n < 2 || buf[n - 1] != '\n' ||
+	    guestctl_parse_uint(buf, (size_t)n - 1, 255, &v) != 0)
+		return 0;
+	*status = (int)v;
+	return 1;
+}
+
+/* The last max non-blank lines of text[0..len) to f, each after indent. */
+static void
+logs_print_tail(FILE *f, const char *text, size_t len, int max,
+    const char *indent)
+{
+	size_t i = len, end;
+	const char *start = text;
+	int k = 0, blank;
+
+	while (i > 0 && k < max) {
+		end = i;
+		while (i > 0 && text[i - 1] != '\n')
+			i--;
+		blank = strspn(text + i, " \t") >= end - i;
+		if (!blank) {
+			k++;
+			start = text + i;
+		}
+		if (i > 0)
+			i--;	/* over the newline */
+	}
+	for (i = (size_t)(start - text); k > 0 && i < len; i++) {
+		if (i == (size_t)(start - text) || text[i - 1] == '\n') {
+			end = i;
+			while (end < len && text[end] != '\n')
+				end++;
+			if (strspn(text + i, " \t") < end - i)
+				fprintf(f, "%s%.*s\n", indent, (int)(end - i),
+				    text + i);
+			i = end;
+		}
+	}
+}
+
+void
+logs_last_lines(FILE *f, const char *dir, int max, const char *indent)
+{
+	unsigned char *buf = xmalloc(LOGS_TAIL_BYTES);
+	struct logs_term t;
+	char *p = NULL, *text = NULL;
+	size_t tlen = 0;
+	ssize_t n = 0;
+	FILE *m;
+	off_t end;
+	int fd;
+
+	xasprintf(&p, "%s/agent.log", dir);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		end = lseek(fd, 0, SEEK_END);
+		end = end > LOGS_TAIL_BYTES ? end - LOGS_TAIL_BYTES : 0;
+		n = pread(fd, buf, LOGS_TAIL_BYTES, end);
+		close(fd);
+	}
+	memset(&t, 0, sizeof(t));
+	if (n > 0 && (m = open_memstream(&text, &tlen)) != NULL) {
+		logs_plain(m, &t, buf, (size_t)n);
+		fclose(m);
+		logs_print_tail(f, text, tlen, max, indent);
+	}
+	free(text);
+	free(buf);
+	free(p);
+}
+
+int
+logs_agent_died(FILE *f, const char *dir)
+{
+	int status;
+
+	if (!logs_agent_exited(dir, &status))
+		return 0;
+	fprintf(f, "the agent exited with status %d; last lines:\n", status);
+	logs_last_lines(f, dir, 10, "  ");
+	return 1;
 }
 
 int

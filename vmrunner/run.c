@@ -46,6 +46,7 @@
 #define STOP_GRACE_MS (GUESTCTL_STOP_GRACE_MS + 5000)	/* STOP -> SIGTERM QEMU */
 #define PROJECT_FILE ".ksb/instance.conf"
 #define ESCAPE_CHAR 0x1d	/* Ctrl-] */
+#define AGENT_SETTLE_MS 3000	/* -d --agent: the agent ran this long */
 #define CONSOLE_RING 65536	/* console bytes replayed to ksbctl attach */
 #define RUN_GUEST_BYTES_PER_S (1024 * 1024)	/* agent mode */
 #define RESUME_EVERY_MS 200	/* gateway connection lost: RESUME retries */
@@ -985,6 +986,7 @@ struct sup {
 	int done;		/* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;
+	int64_t agent_seen;	/* --detach: the agent runs since (0: not yet) */
 	struct termfilter tf;	/* the terminal's replies out of its input */
 	int64_t tf_at;		/* held bytes pass then (0: none held) */
 };
@@ -1181,8 +1183,14 @@ sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	if (r->agent == NULL)
 		return;
 	agent_pollin(r->agent, pfd);
-	if (r->ready_fd != -1 && agent_ready(r->agent)) {
-		/* --detach returns once the agent runs in tmux. */
+	if (r->ready_fd != -1 && agent_ready(r->agent) && s->agent_seen == 0)
+		s->agent_seen = now;
+	if (r->ready_fd != -1 && s->agent_seen != 0 &&
+	    now - s->agent_seen >= AGENT_SETTLE_MS) {
+		/*
+		 * --detach returns once the agent has run in tmux for
+		 * AGENT_SETTLE_MS: one that dies at once is reported.
+		 */
 		run_write_all(r->ready_fd, "ok\n", 3);
 		close(r->ready_fd);
 		r->ready_fd = -1;
@@ -1448,6 +1456,9 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->resume_at, now);
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
+	if (s->agent_seen != 0 && r->ready_fd != -1)
+		timeout = sup_sooner(timeout, s->agent_seen + AGENT_SETTLE_MS >
+		    now ? s->agent_seen + AGENT_SETTLE_MS : now, now);
 	if (s->tf_at != 0)
 		timeout = sup_sooner(timeout, s->tf_at > now ? s->tf_at : now, now);
 	if (timeout < 0 && (s->kill_at != 0 || s->term_at != 0))
@@ -1504,6 +1515,35 @@ sup_start(struct sup *s, char **qargv)
 	return 0;
 }
 
+/*
+ * The agent exited by itself (not stopped): <instance>/agent.exit holds
+ * its status for ksbctl status, attach and prompt; --detach still waiting
+ * says so on stderr before it returns.
+ */
+static void
+sup_agent_exited(struct sup *s)
+{
+	struct run *r = s->r;
+	char *p = NULL, line[16];
+	int fd, n;
+
+	if (r->agent == NULL || s->g.exit_status == -1 || s->want_stop ||
+	    s->signo != 0)
+		return;
+	if (r->ready_fd != -1)
+		log_warnx("instance %s: the agent exited with status %d (ksbctl "
+		    "logs %s shows its last output)", r->id, s->g.exit_status,
+		    r->id);
+	xasprintf(&p, "%s/agent.exit", r->instance_dir);
+	n = snprintf(line, sizeof(line), "%d\n", s->g.exit_status);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1 || write(fd, line, (size_t)n) != n)
+		log_warn("%s", p);
+	if (fd != -1)
+		close(fd);
+	free(p);
+}
+
 /* QEMU is gone: its last console bytes, the terminal back; the status. */
 static int
 sup_finish(struct sup *s)
@@ -1523,6 +1563,7 @@ sup_finish(struct sup *s)
 	    (n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
 		run_console_out(r, buf, (size_t)n, 0);
 	run_console_out(r, "", 0, 1);
+	sup_agent_exited(s);
 	if (r->tty_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
@@ -1682,6 +1723,9 @@ run_agent_setup(struct run *r, int argc, char **argv, char **cause)
 	if ((r->agent = agent_new(r->instance_dir, old.agent_turns, cause)) == NULL ||
 	    agent_listen(r->agent, cause) != 0)
 		goto cleanup;
+	xasprintf(&path, "%s/agent.exit", r->instance_dir);
+	unlink(path);	/* the agent runs again */
+	free(path);
 	xasprintf(&path, "%s/agent.cmd", r->instance_dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || run_agent_cmd(r, fd, argc, argv) != 0) {
