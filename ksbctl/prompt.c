@@ -312,7 +312,9 @@ prompt_ready(const char *id, const char *dir)
 	if (strcmp(status, "stopped") == 0 && st.named)
 		return prompt_boot(id, dir, &st);
 	if (strcmp(status, "running") != 0 && strcmp(status, "starting") != 0) {
-		fprintf(stderr, "ksbctl prompt: %s is %s\n", id, status);
+		fprintf(stderr, "ksbctl prompt: %s: ", id);
+		if (!logs_agent_died(stderr, dir))
+			fprintf(stderr, "it is %s\n", status);
 		return -1;
 	}
 	return 0;

@@ -77,6 +77,8 @@ struct agent {
 	int64_t rate_at;	/* working/info events: start of this second */
 	int rate_n;
 	unsigned long suppressed, dropped_out;
+	const struct redact *rd;	/* secret values (NULL: none) */
+	struct redact_stream *log_rs;	/* agent.log, across OUT frames */
 };
 
 struct agent *
@@ -114,6 +116,8 @@ agent_new(const char *dir, uint64_t turns_before, char **cause)
 	return a;
 }
 
+static void agent_log_flush(struct agent *);
+
 void
 agent_free(struct agent *a)
 {
@@ -139,6 +143,8 @@ agent_free(struct agent *a)
 		free(a->pending[i].text);
 	}
 	free(a->pending);
+	agent_log_flush(a);
+	redact_stream_free(a->log_rs);
 	if (a->log_fd != -1)
 		close(a->log_fd);
 	if (a->ev_fd != -1)
@@ -259,6 +265,71 @@ agent_append(struct agent *a, int *fd, off_t *bytes, const char *name,
 		log_warn("agent: %s", name);
 }
 
+/* ---- secret values out of the logs --------------------------------------- */
+
+void
+agent_set_redact(struct agent *a, const struct redact *rd)
+{
+	agent_log_flush(a);
+	redact_stream_free(a->log_rs);
+	a->rd = rd;
+	a->log_rs = redact_stream_new(rd);
+}
+
+/* Pane output to agent.log, redacted across frame boundaries. */
+static void
+agent_log_out(struct agent *a, const char *buf, size_t len)
+{
+	const char *o = buf;
+	size_t n = len;
+
+	if (a->log_rs != NULL)
+		n = redact_stream_feed(a->log_rs, buf, len, &o);
+	if (n > 0)
+		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", o, n);
+}
+
+/* What agent.log's stream still holds (at exit). */
+static void
+agent_log_flush(struct agent *a)
+{
+	const char *o;
+	size_t n;
+
+	if (a->log_rs == NULL)
+		return;
+	if ((n = redact_stream_flush(a->log_rs, &o)) > 0)
+		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", o, n);
+}
+
+/*
+ * text[0..len) with the secret values replaced: copied into out (cap
+ * bytes, cut at cap); the length.  For whole messages (events, status).
+ */
+static size_t
+agent_redact_text(const struct agent *a, const char *text, size_t len,
+    char *out, size_t cap)
+{
+	struct redact_stream *rs;
+	const char *o;
+	size_t n, m;
+
+	if (a->rd == NULL || redact_count(a->rd) == 0) {
+		n = len < cap ? len : cap;
+		memmove(out, text, n);
+		return n;
+	}
+	rs = redact_stream_new(a->rd);
+	n = redact_stream_feed(rs, text, len, &o);
+	n = n < cap ? n : cap;
+	memcpy(out, o, n);
+	m = redact_stream_flush(rs, &o);
+	m = m < cap - n ? m : cap - n;
+	memcpy(out + n, o, m);
+	redact_stream_free(rs);
+	return n + m;
+}
+
 /* ---- turns and events --------------------------------------------------- */
 
 static struct agent_turn *
@@ -293,9 +364,13 @@ agent_event(struct agent *a, uint64_t turn, const char *state, const char *text,
     size_t len, int ends)
 {
 	char line[GUESTCTL_REPORT_MAX * 3 + 128], esc[GUESTCTL_REPORT_MAX * 4 + 1];
+	char red[GUESTCTL_REPORT_MAX + 1];
 	size_t n, i;
 	int64_t now = util_now_ms();
 
+	/* No secret value in agent.events nor in what clients print. */
+	len = agent_redact_text(a, text, len, red, sizeof(red) - 1);
+	text = red;
 	/* agent.events: escaped, one line per event. */
 	log_escape(esc, sizeof(esc), text, len);
 	n = (size_t)snprintf(line, sizeof(line), "%lld %llu %s %s\n", (long long)now,
@@ -568,8 +643,7 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 		agent_on_report(a, &f);
 		break;
 	case GUESTCTL_OUT:
-		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", f.text,
-		    f.textlen);
+		agent_log_out(a, f.text, f.textlen);
 		break;
 	case GUESTCTL_PING:
 		n = snprintf(out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
@@ -789,12 +863,15 @@ agent_take_changed(struct agent *a, int64_t now)
 void
 agent_status(const struct agent *a, struct instance_state *st)
 {
-	char esc[sizeof(st->agent_text)];
+	char esc[sizeof(st->agent_text)], red[sizeof(a->text)];
+	size_t n;
 
 	snprintf(st->agent_state, sizeof(st->agent_state), "%s",
 	    guestctl_state_name(a->state));
 	st->agent_turn = a->cur_turn;
 	st->agent_turns = a->turns_assigned;
-	log_escape(esc, sizeof(esc), a->text, strlen(a->text));
+	/* The state file is on the host: no secret value in it. */
+	n = agent_redact_text(a, a->text, strlen(a->text), red, sizeof(red) - 1);
+	log_escape(esc, sizeof(esc), red, n);
 	snprintf(st->agent_text, sizeof(st->agent_text), "%s", esc);
 }

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/termfilter.h"
 #include "vmrunner/vmrunner.h"
 
 #define QEMU_TAP_FD 3
@@ -45,6 +46,7 @@
 #define STOP_GRACE_MS (GUESTCTL_STOP_GRACE_MS + 5000)	/* STOP -> SIGTERM QEMU */
 #define PROJECT_FILE ".ksb/instance.conf"
 #define ESCAPE_CHAR 0x1d	/* Ctrl-] */
+#define AGENT_SETTLE_MS 3000	/* -d --agent: the agent ran this long */
 #define CONSOLE_RING 65536	/* console bytes replayed to ksbctl attach */
 #define RUN_GUEST_BYTES_PER_S (1024 * 1024)	/* agent mode */
 #define RESUME_EVERY_MS 200	/* gateway connection lost: RESUME retries */
@@ -88,6 +90,8 @@ struct run {
 	char *disk_path, *qmp_path, *console_path;
 	char *ca_path;		/* <instance>/ca.pem: etc_extra_ca, NULL: none */
 	struct secrets *secrets;
+	struct redact *redact;		/* the secrets' values, for the logs */
+	struct redact_stream *con_rs;	/* the console's bytes, redacted */
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
 	int listen_fd, client_fd, ready_fd;
 	int child_ctl, child_con;	/* QEMU's ends of the ctl, console pairs */
@@ -705,7 +709,7 @@ run_write_all(int fd, const char *buf, size_t n)
 
 /* Guest console output: to the terminal, or to the attached client. */
 static void
-run_console_out(struct run *r, const char *buf, size_t n)
+run_console_write(struct run *r, const char *buf, size_t n)
 {
 	if (!r->detach) {
 		run_write_all(STDOUT_FILENO, buf, n);
@@ -718,6 +722,24 @@ run_console_out(struct run *r, const char *buf, size_t n)
 		close(r->client_fd);
 		r->client_fd = -1;
 	}
+}
+
+/*
+ * Guest console output, secret values replaced (held bytes that may
+ * still become one wait for the next read; final: none follows).
+ */
+static void
+run_console_out(struct run *r, const char *buf, size_t n, int final)
+{
+	const char *o = buf;
+
+	if (r->con_rs != NULL)
+		n = redact_stream_feed(r->con_rs, buf, n, &o);
+	if (n > 0)
+		run_console_write(r, o, n);
+	if (final && r->con_rs != NULL && (n = redact_stream_flush(r->con_rs,
+	    &o)) > 0)
+		run_console_write(r, o, n);
 }
 
 /*
@@ -964,6 +986,9 @@ struct sup {
 	int done;		/* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;
+	int64_t agent_seen;	/* --detach: the agent runs since (0: not yet) */
+	struct termfilter tf;	/* the terminal's replies out of its input */
+	int64_t tf_at;		/* held bytes pass then (0: none held) */
 };
 
 /*
@@ -1158,8 +1183,14 @@ sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	if (r->agent == NULL)
 		return;
 	agent_pollin(r->agent, pfd);
-	if (r->ready_fd != -1 && agent_ready(r->agent)) {
-		/* --detach returns once the agent runs in tmux. */
+	if (r->ready_fd != -1 && agent_ready(r->agent) && s->agent_seen == 0)
+		s->agent_seen = now;
+	if (r->ready_fd != -1 && s->agent_seen != 0 &&
+	    now - s->agent_seen >= AGENT_SETTLE_MS) {
+		/*
+		 * --detach returns once the agent has run in tmux for
+		 * AGENT_SETTLE_MS: one that dies at once is reported.
+		 */
 		run_write_all(r->ready_fd, "ok\n", 3);
 		close(r->ready_fd);
 		r->ready_fd = -1;
@@ -1230,7 +1261,7 @@ sup_con(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR))
 		s->con_open = 0;
 	else if (got > 0)
-		run_console_out(s->r, buf, (size_t)got);
+		run_console_out(s->r, buf, (size_t)got, 0);
 }
 
 /* The terminal (foreground): input for the console, and the escape. */
@@ -1244,6 +1275,27 @@ sup_stdin_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 	return 1;
 }
 
+/*
+ * Terminal input buf[0..n) (n 0: the wait for the rest of a held
+ * sequence ran out) without the terminal's replies (termfilter.h), on to
+ * run_console_in.
+ */
+static void
+sup_stdin_filtered(struct sup *s, const char *buf, size_t n, int64_t now)
+{
+	char out[4096 + TERMFILTER_HOLD];
+	size_t o;
+
+	o = n > 0 ? termfilter_feed(&s->tf, buf, n, out) :
+	    termfilter_flush(&s->tf, out);
+	s->tf_at = termfilter_pending(&s->tf) ? now + TERMFILTER_WAIT_MS : 0;
+	if (o > 0 && run_console_in(s->r, out, o, &s->escaped) &&
+	    !s->want_stop) {
+		log_warnx("escape: stopping the guest");
+		s->want_stop = 1;
+	}
+}
+
 static void
 sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 {
@@ -1251,17 +1303,15 @@ sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	ssize_t got;
 
 	(void)n;
-	(void)now;
+	if (s->tf_at != 0 && now >= s->tf_at)
+		sup_stdin_filtered(s, NULL, 0, now);
 	if (!s->in_open || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
 		return;
 	got = read(STDIN_FILENO, buf, sizeof(buf));
 	if (got <= 0 && !(got == -1 && (errno == EINTR || errno == EAGAIN)))
 		s->in_open = 0;	/* the console stays: EOF is not a stop */
-	else if (got > 0 && run_console_in(s->r, buf, (size_t)got, &s->escaped) &&
-	    !s->want_stop) {
-		log_warnx("escape: stopping the guest");
-		s->want_stop = 1;
-	}
+	else if (got > 0)
+		sup_stdin_filtered(s, buf, (size_t)got, now);
 }
 
 /* console.sock (--detach): the newest client takes over the console. */
@@ -1406,6 +1456,11 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->resume_at, now);
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
+	if (s->agent_seen != 0 && r->ready_fd != -1)
+		timeout = sup_sooner(timeout, s->agent_seen + AGENT_SETTLE_MS >
+		    now ? s->agent_seen + AGENT_SETTLE_MS : now, now);
+	if (s->tf_at != 0)
+		timeout = sup_sooner(timeout, s->tf_at > now ? s->tf_at : now, now);
 	if (timeout < 0 && (s->kill_at != 0 || s->term_at != 0))
 		timeout = 0;
 	return timeout;
@@ -1460,6 +1515,35 @@ sup_start(struct sup *s, char **qargv)
 	return 0;
 }
 
+/*
+ * The agent exited by itself (not stopped): <instance>/agent.exit holds
+ * its status for ksbctl status, attach and prompt; --detach still waiting
+ * says so on stderr before it returns.
+ */
+static void
+sup_agent_exited(struct sup *s)
+{
+	struct run *r = s->r;
+	char *p = NULL, line[16];
+	int fd, n;
+
+	if (r->agent == NULL || s->g.exit_status == -1 || s->want_stop ||
+	    s->signo != 0)
+		return;
+	if (r->ready_fd != -1)
+		log_warnx("instance %s: the agent exited with status %d (ksbctl "
+		    "logs %s shows its last output)", r->id, s->g.exit_status,
+		    r->id);
+	xasprintf(&p, "%s/agent.exit", r->instance_dir);
+	n = snprintf(line, sizeof(line), "%d\n", s->g.exit_status);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1 || write(fd, line, (size_t)n) != n)
+		log_warn("%s", p);
+	if (fd != -1)
+		close(fd);
+	free(p);
+}
+
 /* QEMU is gone: its last console bytes, the terminal back; the status. */
 static int
 sup_finish(struct sup *s)
@@ -1477,7 +1561,9 @@ sup_finish(struct sup *s)
 	/* What QEMU wrote before it exited. */
 	while (s->con_open &&
 	    (n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		run_console_out(r, buf, (size_t)n);
+		run_console_out(r, buf, (size_t)n, 0);
+	run_console_out(r, "", 0, 1);
+	sup_agent_exited(s);
 	if (r->tty_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
@@ -1637,6 +1723,9 @@ run_agent_setup(struct run *r, int argc, char **argv, char **cause)
 	if ((r->agent = agent_new(r->instance_dir, old.agent_turns, cause)) == NULL ||
 	    agent_listen(r->agent, cause) != 0)
 		goto cleanup;
+	xasprintf(&path, "%s/agent.exit", r->instance_dir);
+	unlink(path);	/* the agent runs again */
+	free(path);
 	xasprintf(&path, "%s/agent.cmd", r->instance_dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || run_agent_cmd(r, fd, argc, argv) != 0) {
@@ -1898,6 +1987,23 @@ run_state_start(struct run *r)
 }
 
 /*
+ * The redactor keeps the secrets' values (in memory only: mlock'd, wiped
+ * at exit) after the sealed memfd took them: the console, agent.log and
+ * agent.events never show them.
+ */
+static void
+run_redact_setup(struct run *r)
+{
+	if (r->secrets != NULL) {
+		r->redact = redact_new();
+		secrets_redact(r->secrets, r->redact);
+		if (r->agent != NULL)
+			agent_set_redact(r->agent, r->redact);
+	}
+	r->con_rs = redact_stream_new(r->redact);
+}
+
+/*
  * The instance: its directory (locked), state file, disk, agent, the git
  * handoff, the secrets' memfd, console.sock.  0, or the exit status.
  */
@@ -1925,6 +2031,7 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	workspace_disk_warn(r->conf, r->state_dir, r->instance_dir);
 	if (run_extra_ca(r, &cause) != 0)
 		goto fail;
+	run_redact_setup(r);
 	if (r->secrets != NULL) {
 		if ((r->secrets_fd = secrets_memfd(r->secrets, &cause)) == -1)
 			goto fail;
@@ -2131,6 +2238,8 @@ run_teardown(struct run *r, char **qargv, int status)
 
 	run_cleanup(r, status);
 	agent_free(r->agent);
+	redact_stream_free(r->con_rs);
+	redact_free(r->redact);
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (*fds[i] != -1)
 			close(*fds[i]);

@@ -34,6 +34,20 @@ secrets_count(const struct secrets *s)
 	return s != NULL ? s->n : 0;
 }
 
+size_t
+secrets_redact(const struct secrets *s, struct redact *rd)
+{
+	size_t i, skipped = 0;
+
+	for (i = 0; s != NULL && i < s->n; i++)
+		if (redact_add(rd, s->v[i].name, s->v[i].val, s->v[i].len) == 0) {
+			log_info("secret %s: shorter than %d bytes, not redacted "
+			    "from the logs", s->v[i].name, REDACT_MIN);
+			skipped++;
+		}
+	return skipped;
+}
+
 void
 secrets_free(struct secrets *s)
 {

@@ -315,6 +315,7 @@ int workspace_setup(const struct config *cfg, const char *instance_dir,
  * handed to QEMU as a sealed memfd (never a file, never argv/environment).
  */
 struct secrets;
+struct redact;
 
 /*
  * secrets_load: resolve every spec ("NAME=env:VAR" or "NAME=file:PATH").
@@ -332,8 +333,48 @@ int secrets_check(const char *spec, char **cause);
  */
 int secrets_memfd(const struct secrets *s, char **cause);
 size_t secrets_count(const struct secrets *s);
+/*
+ * secrets_redact: add every value to rd (redact_add); returns how many
+ * were too short to match (each logged by name at info level).
+ */
+size_t secrets_redact(const struct secrets *s, struct redact *rd);
 /* secrets_free: wipes (explicit_bzero) and frees; NULL-safe. */
 void secrets_free(struct secrets *s);
+
+/* ---- redact.c --------------------------------------------------------------
+ * Secret values out of what ksb-run writes on the host: each value, its
+ * base64 forms and its percent-encoding become "[secret NAME]".  Pure
+ * (bytes in, bytes out).  Values shorter than REDACT_MIN bytes are not
+ * matched (too many false hits); ksb-run(1) says so.
+ */
+#define REDACT_MIN 8
+struct redact;
+struct redact_stream;
+struct redact *redact_new(void);
+/* redact_free: wipes (explicit_bzero) every pattern; NULL-safe. */
+void redact_free(struct redact *r);
+/*
+ * redact_add: match val[0..len) (copied, mlock'd if allowed) as NAME.
+ * 1 if added, 0 if skipped (len < REDACT_MIN).
+ */
+int redact_add(struct redact *r, const char *name, const char *val, size_t len);
+/* redact_count: the number of values added (NULL: 0). */
+size_t redact_count(const struct redact *r);
+/*
+ * A stream over r (which must outlive it; NULL: bytes pass unchanged).
+ * redact_stream_feed takes in[0..n) and returns the length of the bytes
+ * now safe to write, *out pointing at them (owned by the stream, valid
+ * until its next call).  A suffix that may still become a match is held
+ * (at most the longest pattern - 1 bytes); redact_stream_flush returns it
+ * (redacted) when no more input follows.  redact_stream_free wipes.
+ */
+struct redact_stream *redact_stream_new(const struct redact *r);
+size_t redact_stream_feed(struct redact_stream *s, const char *in, size_t n,
+    const char **out);
+size_t redact_stream_flush(struct redact_stream *s, const char **out);
+/* redact_stream_held: bytes held back now. */
+size_t redact_stream_held(const struct redact_stream *s);
+void redact_stream_free(struct redact_stream *s);
 
 /* ---- agent.c ---------------------------------------------------------------
  * The host side of agent mode, inside the supervising ksb-run.  Clients
@@ -388,5 +429,11 @@ int agent_take_changed(struct agent *a, int64_t now);
 void agent_status(const struct agent *a, struct instance_state *st);
 /* agent_guest_gone: QEMU exited; waiting clients get END exited. */
 void agent_guest_gone(struct agent *a);
+/*
+ * agent_set_redact: secret values (rd, owned by the caller, outliving a)
+ * are replaced in agent.log, agent.events, the events clients get and the
+ * status text.
+ */
+void agent_set_redact(struct agent *a, const struct redact *rd);
 
 #endif
