@@ -1,6 +1,6 @@
 /*
  * reload.c: SIGHUP and RELOAD (control.c): re-read ksb.conf and every
- * policy file into new objects, then swap.  Order (STYLE.md, bgpd's
+ * policy file into new objects, then swap.  Order (ARCHITECTURE.md "Promises"; bgpd's
  * new_conf): parse new -> validate (the proxy's buffer copy gives the same
  * digest) -> swap the pointer -> the proxy process swaps too and closes
  * what is no longer allowed -> release the old.  Any failure before the

@@ -1,7 +1,7 @@
 /*
  * secrets.c: --secret NAME=env:VAR | NAME=file:PATH.  Read once into
  * memory, handed to QEMU as a sealed memfd for -fw_cfg (the blob format is
- * in vmrunner.h, GUESTCTL_SECRETS_FWCFG); never written to a file, never
+ * in proto/guestctl.h, GUESTCTL_SECRETS_FWCFG); never written to a file, never
  * in an argv or environment.  Values are wiped before they are freed.
  */
 #include <sys/mman.h>
