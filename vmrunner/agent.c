@@ -302,32 +302,12 @@ agent_log_flush(struct agent *a)
 		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", o, n);
 }
 
-/*
- * text[0..len) with the secret values replaced: copied into out (cap
- * bytes, cut at cap); the length.  For whole messages (events, status).
- */
+/* text[0..len) with the secret values replaced (redact_text). */
 static size_t
 agent_redact_text(const struct agent *a, const char *text, size_t len,
     char *out, size_t cap)
 {
-	struct redact_stream *rs;
-	const char *o;
-	size_t n, m;
-
-	if (a->rd == NULL || redact_count(a->rd) == 0) {
-		n = len < cap ? len : cap;
-		memmove(out, text, n);
-		return n;
-	}
-	rs = redact_stream_new(a->rd);
-	n = redact_stream_feed(rs, text, len, &o);
-	n = n < cap ? n : cap;
-	memcpy(out, o, n);
-	m = redact_stream_flush(rs, &o);
-	m = m < cap - n ? m : cap - n;
-	memcpy(out + n, o, m);
-	redact_stream_free(rs);
-	return n + m;
+	return redact_text(a->rd, text, len, out, cap);
 }
 
 /* ---- turns and events --------------------------------------------------- */

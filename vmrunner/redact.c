@@ -310,3 +310,27 @@ redact_stream_held(const struct redact_stream *s)
 {
 	return s->len;
 }
+
+size_t
+redact_text(const struct redact *rd, const char *text, size_t len, char *out,
+    size_t cap)
+{
+	struct redact_stream *rs;
+	const char *o;
+	size_t n, m;
+
+	if (rd == NULL || redact_count(rd) == 0) {
+		n = len < cap ? len : cap;
+		memmove(out, text, n);
+		return n;
+	}
+	rs = redact_stream_new(rd);
+	n = redact_stream_feed(rs, text, len, &o);
+	n = n < cap ? n : cap;
+	memcpy(out, o, n);
+	m = redact_stream_flush(rs, &o);
+	m = m < cap - n ? m : cap - n;
+	memcpy(out + n, o, m);
+	redact_stream_free(rs);
+	return n + m;
+}

@@ -852,6 +852,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 struct guestin {
 	char line[GUESTCTL_GUEST_FRAME_MAX];
 	struct agent *agent;	/* agent mode: frames after READY */
+	const struct redact *rd;	/* secret values kept out of the log */
 	unsigned long bad;	/* lines not understood */
 	unsigned long errs;	/* ERR lines */
 	size_t len;
@@ -901,7 +902,11 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 			case GUESTCTL_ERR:
 				/* The first 20; a flood must not fill the log. */
 				if (g->errs++ < 20) {
-					log_escape(esc, sizeof(esc), text, tlen);
+					char red[GUESTCTL_LINE_MAX];
+
+					tlen = redact_text(g->rd, text, tlen, red,
+					    sizeof(red));
+					log_escape(esc, sizeof(esc), red, tlen);
 					log_warnx("guest: %s", esc);
 				} else if (g->errs == 21)
 					log_warnx("guest: more errors, not logged");
@@ -1598,6 +1603,7 @@ run_supervise(struct run *r, char **qargv)
 	s.r = r;
 	s.g.exit_status = -1;
 	s.g.agent = r->agent;
+	s.g.rd = r->redact;
 	s.ctl_open = s.gw_open = s.con_open = 1;
 	s.in_open = !r->detach;
 	if (sup_start(&s, qargv) != 0)

@@ -372,6 +372,14 @@ struct redact_stream *redact_stream_new(const struct redact *r);
 size_t redact_stream_feed(struct redact_stream *s, const char *in, size_t n,
     const char **out);
 size_t redact_stream_flush(struct redact_stream *s, const char **out);
+/*
+ * redact_text: one whole message text[0..len) with the values replaced,
+ * copied into out (cap bytes, cut at cap); returns the length.  rd NULL or
+ * empty: a plain copy.  For messages that are not a stream (events, status
+ * text, log lines).
+ */
+size_t redact_text(const struct redact *rd, const char *text, size_t len,
+    char *out, size_t cap);
 /* redact_stream_held: bytes held back now. */
 size_t redact_stream_held(const struct redact_stream *s);
 void redact_stream_free(struct redact_stream *s);

@@ -87,6 +87,21 @@ main(void)
 	    "[secret KEY][secret KEY]");
 	every_split(r, "sk-ant-012345678 almost", "sk-ant-012345678 almost");
 	every_split(r, "pin 1234567 stays", "pin 1234567 stays");
+	/* redact_text: one whole message, cut at the buffer's size. */
+	{
+		char out[64];
+
+		n = redact_text(r, "ERR token sk-ant-0123456789 bad", 31, out,
+		    sizeof(out));
+		CHECK(n == 26 && memcmp(out, "ERR token [secret KEY] bad", 26) == 0,
+		    "redact_text: a whole line");
+		n = redact_text(r, "sk-ant-0123456789", 17, out, 5);
+		CHECK(n == 5 && memcmp(out, "[secr", 5) == 0,
+		    "redact_text: cut at cap");
+		n = redact_text(NULL, "plain", 5, out, sizeof(out));
+		CHECK(n == 5 && memcmp(out, "plain", 5) == 0,
+		    "redact_text: no redactor, a copy");
+	}
 	/* base64 (standard), as in a Basic header, and at offsets 1, 2 */
 	every_split(r, "c2stYW50LTAxMjM0NTY3ODk=", "[secret KEY]k=");
 	every_split(r, "Basic dTpzay1hbnQtMDEyMzQ1Njc4OQ==",
