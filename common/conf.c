@@ -59,6 +59,8 @@ conf_free(struct ksb_conf *c)
 	free(c->modules_dir);
 	free(c->cpu);
 	free(c->ca_file);
+	free(c->agent_mode);
+	free(c->agent_base_url);
 	free(c);
 }
 
@@ -364,6 +366,10 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		free(p);
 	} else if (strcmp(key, "cpu") == 0) {
 		conf_setstr(&c->cpu, val);	/* checked by ksb-run */
+	} else if (strcmp(key, "agent-mode") == 0) {
+		conf_setstr(&c->agent_mode, val);	/* checked by ksb-run */
+	} else if (strcmp(key, "agent-base-url") == 0) {
+		conf_setstr(&c->agent_base_url, val);
 	} else if (strcmp(key, "ca-file") == 0) {
 		p = conf_path(dir, val);
 		conf_setstr(&c->ca_file, p);
