@@ -25,8 +25,9 @@
 #define PRESET_KEY_SUFFIX 20	/* Claude's customApiKeyResponses.approved */
 #define PRESET_CODEX_MODEL "gpt-5.5"
 /* Codex's TUI: its composer's footer when it waits for input; busy. */
-#define PRESET_CODEX_READY "? for shortcuts|context left"
-#define PRESET_CODEX_BUSY "esc to interrupt"
+#define PRESET_CODEX_READY "? for shortcuts"
+#define PRESET_CODEX_BUSY "esc to interrupt|Waiting for startup|loading"
+#define PRESET_OPENAI_URL "https://api.openai.com/v1"
 
 /* The first word of cmd, its basename: the preset's name or none. */
 const char *
@@ -208,18 +209,15 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 	fputs("model = ", f);
 	preset_toml_str(f, c->model != NULL ? c->model : PRESET_CODEX_MODEL);
 	fputc('\n', f);
-	if (c->base_url != NULL)
-		fputs("model_provider = \"ksb\"\n", f);
+	/* A provider of its own: no login screen, no WebSocket tries. */
+	fputs("model_provider = \"ksb\"\n", f);
 	fputs("\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
 	    "apps = false\napi_key_model_discovery = false\n"
 	    "remote_plugin = false\n\n[projects.\"" PRESET_WORK "\"]\n"
 	    "trust_level = \"trusted\"\n", f);
-	if (c->base_url != NULL) {
-		fputs("\n[model_providers.ksb]\nname = \"ksb\"\nbase_url = ", f);
-		preset_toml_str(f, c->base_url);
-		fputs("\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n",
-		    f);
-	}
+	fputs("\n[model_providers.ksb]\nname = \"ksb\"\nbase_url = ", f);
+	preset_toml_str(f, c->base_url != NULL ? c->base_url : PRESET_OPENAI_URL);
+	fputs("\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n", f);
 	preset_add_stream(p, ".codex/config.toml", 0600, f, &buf, &len);
 }
 
@@ -265,8 +263,7 @@ preset_env_file(struct preset *p, const struct preset_conf *c)
 		}
 	} else {
 		fputs("export CODEX_HOME=\"$HOME/.codex\"\n", f);
-		preset_env_secret(f, c, "OPENAI_API_KEY", c->base_url != NULL ?
-		    "OPENAI_API_KEY" : "CODEX_API_KEY");
+		preset_env_secret(f, c, "OPENAI_API_KEY", "OPENAI_API_KEY");
 	}
 	preset_add_stream(p, PRESET_ENV, 0600, f, &buf, &len);
 }
