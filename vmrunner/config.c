@@ -212,6 +212,18 @@ config_valid_secret(const char *value)
 	    strchr(eq + 1, ':')[1] != '\0';
 }
 
+/* 1 if v is http:// or https:// and printable ASCII without spaces. */
+static int
+config_valid_url(const char *v)
+{
+	if (strncmp(v, "https://", 8) != 0 && strncmp(v, "http://", 7) != 0)
+		return 0;
+	for (; *v != '\0'; v++)
+		if ((unsigned char)*v <= 0x20 || (unsigned char)*v >= 0x7f)
+			return 0;
+	return 1;
+}
+
 static int
 config_validate(const struct config_key *k, const char *value, char **cause)
 {
@@ -261,15 +273,9 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 			    "headless", k->name, value);
 		break;
 	case T_URL:
-		if (strncmp(value, "https://", 8) != 0 && strncmp(value,
-		    "http://", 7) != 0)
-			return cause_set(cause, "%s: `%s' is not an http(s) URL",
-			    k->name, value);
-		for (n = 0; value[n] != '\0'; n++)
-			if ((unsigned char)value[n] <= 0x20 ||
-			    (unsigned char)value[n] >= 0x7f)
-				return cause_set(cause, "%s: a space or control "
-				    "byte in the URL", k->name);
+		if (!config_valid_url(value))
+			return cause_set(cause, "%s: `%s' is not an http(s) URL "
+			    "(no space or control byte)", k->name, value);
 		break;
 	case T_PATH:
 		if (*value == '\0')
