@@ -145,6 +145,7 @@ struct qemu_config {
 	int ctl_fd;
 	int con_fd;		/* console: -1 stdio, else a connected socket */
 	int secrets_fd;		/* -1, or a sealed memfd (GUESTCTL_SECRETS_FWCFG) */
+	int home_fd;		/* <= 0: none, or a sealed memfd (GUESTCTL_HOME_FWCFG) */
 	const char *disk;	/* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
 	const char *ca_path;	/* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
 	const char *qmp_path;	/* NULL, or the QMP UNIX socket QEMU listens on */
@@ -338,6 +339,17 @@ size_t secrets_count(const struct secrets *s);
  * were too short to match (each logged by name at info level).
  */
 size_t secrets_redact(const struct secrets *s, struct redact *rd);
+/* secrets_value: the value of secret name (len bytes, not NUL-ended
+ * unless the source was an environment variable), or NULL. */
+const char *secrets_value(const struct secrets *s, const char *name,
+    size_t *len);
+/*
+ * secrets_sealed_memfd: a sealed memfd (as secrets_memfd) named name
+ * holding buf[0..len) (the fw_cfg blobs: secrets, preset files).  fd
+ * (O_CLOEXEC) or -1 and *cause.
+ */
+int secrets_sealed_memfd(const char *name, const char *buf, size_t len,
+    char **cause);
 /* secrets_free: wipes (explicit_bzero) and frees; NULL-safe. */
 void secrets_free(struct secrets *s);
 
@@ -383,6 +395,42 @@ size_t redact_text(const struct redact *rd, const char *text, size_t len,
 /* redact_stream_held: bytes held back now. */
 size_t redact_stream_held(const struct redact_stream *s);
 void redact_stream_free(struct redact_stream *s);
+
+/* ---- preset.c --------------------------------------------------------------
+ * Agent presets (AGENTS-SPEC.md): `--agent CMD' whose first word's
+ * basename is claude or codex gets that preset: files for the agent's
+ * home (GUESTCTL_HOME_FWCFG records), a command with the preset's flags,
+ * hooks and pane patterns.  Any other command: no preset (headless still
+ * gets GUESTCTL_TURN_SCRIPT, which runs `CMD TEXT').
+ */
+struct preset_conf {
+	const char *cmd;	/* the --agent shell command */
+	int headless;		/* agent-mode headless */
+	const char *session;	/* headless: the instance's session UUID */
+	const char *base_url;	/* NULL, or agent-base-url */
+	const char *model;	/* NULL: the preset's default (codex) */
+	const char *api_key;	/* NULL, or ANTHROPIC_API_KEY's value (Claude
+				 * approves its last 20 bytes) */
+	char *const *secrets;	/* names of the secrets given */
+	size_t nsecrets;
+};
+struct preset {
+	const char *name;	/* "claude", "codex", or NULL: none */
+	char *command;		/* the shell command the guest runs (tmux) */
+	char *files;		/* GUESTCTL_HOME_FWCFG records, or NULL */
+	size_t files_len, nfiles;
+	int hook_submit, hook_end;	/* HOOKS header line */
+	const char *pane_ready, *pane_busy;	/* NULL: no PANE line */
+};
+/* preset_name: "claude", "codex" or NULL for the shell command cmd. */
+const char *preset_name(const char *cmd);
+/* preset_build: fill *p (free with preset_free).  0, or -1 and *cause. */
+int preset_build(const struct preset_conf *c, struct preset *p, char **cause);
+void preset_free(struct preset *p);
+/* preset_toml_str, preset_sh_str: s quoted as a TOML basic string / one
+ * shell word, written to f. */
+void preset_toml_str(FILE *f, const char *s);
+void preset_sh_str(FILE *f, const char *s);
 
 /* ---- agent.c ---------------------------------------------------------------
  * The host side of agent mode, inside the supervising ksb-run.  Clients
