@@ -8,7 +8,7 @@
  * /etc/{passwd,group,hosts,nsswitch.conf,machine-id} next to the host
  * files ksb-run packed (vmrunner/etc.c has the list), appends the extra CA
  * certificates to the bundle, reads the command from the virtio-serial port
- * org.ksb.control (protocol in vmrunner.h), runs it as the agent user (uid
+ * org.ksb.control (protocol in proto/guestctl.h), runs it as the agent user (uid
  * 1000) on the console, reports EXIT <status> and powers off.
  */
 #include <sys/ioctl.h>
@@ -943,7 +943,7 @@ workspace_child(const struct boot *b, int clone)
 	if (!clone)
 		_exit(0);
 	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
-	/* libgit2 (vmrunner/guest/clone.c): git clone --shared -b branch. */
+	/* libgit2 (guest/clone.c): git clone --shared -b branch. */
 	execl(WORKSPACE_CLONE, "ksb-guest-clone", MIRROR_GUEST_DIR, branch,
 	    WORKSPACE_DIR, (char *)NULL);
 	say(WORKSPACE_CLONE ": %s", strerror(errno));

@@ -1,7 +1,7 @@
 /*
  * agent.c: the host side of agent mode (ksb-run --agent), owned by the
  * supervising ksb-run: the agent frames to and from the guest (protocol in
- * vmrunner.h), the turn counter and its exactly-once bookkeeping, the
+ * proto/guestctl.h), the turn counter and its exactly-once bookkeeping, the
  * pane log and the report log in the instance dir, and agent.sock, where
  * ksbctl prompt hands over prompts and waits for their turn to end.
  *
