@@ -1534,8 +1534,8 @@ agent_capture_within(struct guest_agent *a, int ms, ssize_t max, char **buf)
 	if ((fd = open(AGENT_PANE_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC |
 	    O_NOFOLLOW, 0600)) == -1)
 		return -1;
-	if (agent_tmux_ms(a->b, argv, fd, ms) != 0 || lseek(fd, 0, SEEK_SET) != 0 ||
-	    (*buf = malloc((size_t)max + 1)) == NULL) {
+	if (agent_tmux_ms(a->b, argv, fd, ms) != 0 ||
+	    lseek(fd, 0, SEEK_SET) != 0 || (*buf = malloc((size_t)max + 1)) == NULL) {
 		close(fd);
 		return -1;
 	}
@@ -1550,8 +1550,8 @@ agent_capture_within(struct guest_agent *a, int ms, ssize_t max, char **buf)
 static ssize_t
 agent_capture(struct guest_agent *a, char **buf)
 {
-	return agent_capture_within(a, AGENT_TMUX_TIMEOUT_MS, AGENT_PANE_READ_MAX,
-	    buf);
+	return agent_capture_within(a, AGENT_TMUX_TIMEOUT_MS,
+	    AGENT_PANE_READ_MAX, buf);
 }
 
 /*
@@ -1569,8 +1569,8 @@ agent_screen(struct guest_agent *a, uint64_t id)
 	size_t off, k, m;
 	int st = GUESTCTL_SCREEN_OK;
 
-	len = agent_capture_within(a, GUESTCTL_SCREEN_MS, GUESTCTL_SCREEN_MAX + 1,
-	    &pane);
+	len = agent_capture_within(a, GUESTCTL_SCREEN_MS,
+	    GUESTCTL_SCREEN_MAX + 1, &pane);
 	if (len < 0)
 		st = GUESTCTL_SCREEN_FAILED;
 	else if (len > GUESTCTL_SCREEN_MAX) {
@@ -1580,8 +1580,8 @@ agent_screen(struct guest_agent *a, uint64_t id)
 	for (off = 0; len > 0 && off < (size_t)len; off += k) {
 		k = (size_t)len - off;
 		k = k > GUESTCTL_OUT_CHUNK ? GUESTCTL_OUT_CHUNK : k;
-		m = guestctl_screen_piece(a->frame, GUESTCTL_GUEST_FRAME_MAX, id,
-		    pane + off, k);
+		m = guestctl_screen_piece(a->frame, GUESTCTL_GUEST_FRAME_MAX,
+		    id, pane + off, k);
 		if (m == 0 || a->host_lost ||
 		    a->outq_len + m > AGENT_OUTQ_REPORT_MAX) {
 			st = GUESTCTL_SCREEN_CUT;

@@ -377,8 +377,8 @@ logs_agent_connect(const char *dir)
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/agent.sock",
-	    dir) >= sizeof(sun.sun_path))
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
+	    "%s/agent.sock", dir) >= sizeof(sun.sun_path))
 		return errno = ENAMETOOLONG, -1;
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return -1;
@@ -470,8 +470,9 @@ logs_screen(const char *id, const char *dir)
 				putchar('\n');
 			fflush(stdout);
 			if (cut)
-				fprintf(stderr, "ksbctl logs: %s: the screen was "
-				    "cut at %d bytes\n", id, GUESTCTL_SCREEN_MAX);
+				fprintf(stderr, "ksbctl logs: %s: the screen "
+				    "was cut at %d bytes\n", id,
+				    GUESTCTL_SCREEN_MAX);
 			ret = 0;
 		} else
 			fprintf(stderr, "ksbctl logs: %s: a short or malformed "
@@ -481,8 +482,8 @@ logs_screen(const char *id, const char *dir)
 		logs_plain(stderr, &term, (unsigned char *)buf + 4,
 		    (size_t)(nl + 1 - buf - 4));
 	} else if (n >= 0)
-		fprintf(stderr, "ksbctl logs: %s: no screen from the supervisor\n",
-		    id);
+		fprintf(stderr, "ksbctl logs: %s: no screen from the "
+		    "supervisor\n", id);
 	free(buf);
 	return ret;
 }
@@ -491,7 +492,8 @@ int
 logs_main(int argc, char **argv)
 {
 	char *id = NULL, *dir = NULL, *cause = NULL, *p = NULL;
-	int follow = 0, screen = 0, ret = 1, lfd = -1, efd = -1, i, arg = 0, last = 0;
+	int follow = 0, ret = 1, lfd = -1, efd = -1, i, arg = 0, last = 0;
+	int screen = 0;
 	struct logs_term term;
 	off_t loff = 0, eoff = 0;
 
@@ -514,8 +516,8 @@ logs_main(int argc, char **argv)
 		goto usage;
 	}
 	if (screen && follow) {
-		fprintf(stderr, "ksbctl logs: --screen and --follow exclude each "
-		    "other\n");
+		fprintf(stderr, "ksbctl logs: --screen and --follow exclude "
+		    "each other\n");
 		goto usage;
 	}
 	if (instance_resolve(ksbctl_conf->state_dir, argv[arg], &id, &cause) != 0) {

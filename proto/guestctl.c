@@ -354,8 +354,9 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		const char *verb;
 		enum guestctl_msg type;
 		int nums;	/* leading numeric fields */
-		int has_text;	/* 1: a text field follows, 2: state then text,
-				 * 3: a text field may follow */
+		/* 1: a text field follows, 2: state then text, 3: text may
+		 * follow */
+		int has_text;
 	} verbs[] = {
 		{ "HELLO", GUESTCTL_HELLO, 2, 0 },
 		{ "PROMPT", GUESTCTL_PROMPT, 1, 1 },
@@ -429,7 +430,8 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 			return f->type = GUESTCTL_BAD, -1;
 	} else if (f->type == GUESTCTL_SCREEN || f->type == GUESTCTL_SCREND) {
 		f->turn = 0;
-		if (f->n == 0 || f->n > 0xffffffffUL || v[1] > GUESTCTL_SCREEN_FAILED)
+		if (f->n == 0 || f->n > 0xffffffffUL ||
+		    v[1] > GUESTCTL_SCREEN_FAILED)
 			return f->type = GUESTCTL_BAD, -1;
 		f->status = (int)v[1];
 	}
@@ -448,7 +450,8 @@ guestctl_screen_piece(char *out, size_t cap, uint64_t id, const char *text,
 	n = snprintf(out, cap, "SCREEN %llu ", (unsigned long long)id);
 	if (n < 0 || (size_t)n + 3 * len + 2 > cap)
 		return 0;
-	m = (size_t)n + guestctl_encode_text(out + n, cap - (size_t)n, text, len);
+	m = (size_t)n;
+	m += guestctl_encode_text(out + m, cap - m, text, len);
 	out[m++] = '\n';
 	return m;
 }

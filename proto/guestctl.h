@@ -237,7 +237,7 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
 #define GUESTCTL_REPORT_SOCKET "/run/ksb/agent/report.sock"
 #define GUESTCTL_TURN_SCRIPT ".config/ksb/turn"	/* in the agent's home */
 #define GUESTCTL_PANE_MAX 96	/* bytes of PANE's patterns, decoded */
-#define GUESTCTL_SCREEN_MAX 65536	/* bytes of one SCREEN answer, decoded */
+#define GUESTCTL_SCREEN_MAX 65536	/* bytes of a SCREEN answer, decoded */
 #define GUESTCTL_SCREEN_MS 5000	/* capture-pane killed after this */
 enum { GUESTCTL_SCREEN_OK, GUESTCTL_SCREEN_CUT, GUESTCTL_SCREEN_FAILED };
 

@@ -34,7 +34,7 @@
 #define AGENT_SAVE_MS 200	/* the state file is rewritten at most this often */
 #define AGENT_TLINE_MAX (256 * 1024)	/* headless: a longer line is cut */
 #define AGENT_CLIENT_SNDBUF (4 * 1024 * 1024)
-#define AGENT_SCREEN_WAIT_MS 5000	/* SCREEN: the guest's silence allowed */
+#define AGENT_SCREEN_WAIT_MS 5000	/* SCREEN: the guest's silence */
 
 struct agent_prompt {
 	uint64_t turn;
@@ -732,7 +732,8 @@ agent_screen_ask(struct agent *a, struct agent_client *c)
 	c->scr = xmalloc(GUESTCTL_SCREEN_MAX);
 	c->scr_len = 0;
 	c->scr_cut = 0;
-	n = snprintf(out, sizeof(out), "SCREEN %lu\n", (unsigned long)c->screen);
+	n = snprintf(out, sizeof(out), "SCREEN %lu\n",
+	    (unsigned long)c->screen);
 	agent_queue(a, out, (size_t)n);
 }
 
@@ -745,7 +746,9 @@ agent_screen_reply(struct agent *a, struct agent_client *c, int status)
 	int h;
 
 	if (status == GUESTCTL_SCREEN_FAILED) {
-		agent_client_send(c, "ERR capture-pane failed in the guest\n", 37);
+		static const char e[] = "ERR capture-pane failed in the guest\n";
+
+		agent_client_send(c, e, sizeof(e) - 1);
 	} else {
 		red = xmalloc(cap);
 		n = agent_redact_text(a, c->scr, c->scr_len, red, cap);
@@ -891,7 +894,8 @@ agent_next_ms(const struct agent *a, int64_t now)
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
 		if (a->clients[i].fd != -1 && a->clients[i].screen != 0 &&
 		    a->clients[i].screen_at + AGENT_SCREEN_WAIT_MS - now < t)
-			t = a->clients[i].screen_at + AGENT_SCREEN_WAIT_MS - now;
+			t = a->clients[i].screen_at + AGENT_SCREEN_WAIT_MS -
+			    now;
 
 	return t < 0 ? 0 : (int)t;
 }

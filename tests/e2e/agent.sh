@@ -107,7 +107,7 @@ chmod 644 "$T/share/agent.sh" "$T/share/flood.py"
 
 ksb_say "boot an agent instance on a host repo, with a first prompt"
 # A secret the agent prints on its screen (logs --screen redacts it).
-KSB_AGENT_SECRET=screen-secret-$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')
+KSB_AGENT_SECRET=screen-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
 export KSB_AGENT_SECRET
 t0=$(date +%s.%N)
 id=$(timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --detach \
@@ -245,7 +245,8 @@ ksb_say "logs --screen after the reboot: the start marker, its secret redacted"
 ctl logs ag1 --screen > "$T/screen2" 2> "$T/screen2.err" || true
 cat "$T/screen2.err" "$T/screen2"
 ksb_check "the screen shows the marker and the last turn" \
-	'grep -aq "^screen-mark: " "$T/screen2" && grep -aq "^commit after a reboot" "$T/screen2"'
+	'grep -aq "^screen-mark: " "$T/screen2" &&
+	 grep -aq "^commit after a reboot" "$T/screen2"'
 ksb_check "the secret on the screen shows as [secret TOKEN]" \
 	'grep -aqF "screen-mark: [secret TOKEN]" "$T/screen2" &&
 	 ! grep -aqF "$KSB_AGENT_SECRET" "$T/screen2"'
