@@ -465,8 +465,10 @@ logs_screen(const char *id, const char *dir)
 		if (guestctl_parse_uint(buf + 7, (size_t)(end - buf - 7),
 		    LOGS_SCREEN_IN_MAX, &len) == 0 &&
 		    len == (size_t)(n - (nl + 1 - buf))) {
+			while (len > 0 && nl[len] == '\n')
+				len--;	/* the pane's empty rows below */
 			logs_plain(stdout, &term, (unsigned char *)nl + 1, len);
-			if (len > 0 && nl[len] != '\n')
+			if (len > 0)
 				putchar('\n');
 			fflush(stdout);
 			if (cut)
