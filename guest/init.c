@@ -1435,11 +1435,11 @@ agent_report(struct guest_agent *a, int state, const char *text, size_t len)
 		a->idle_sent = 0;
 }
 
-/* Run tmux as the agent with argv; wait (bounded).  Its exit status or -1. */
+/* Run tmux as the agent with argv; killed after ms.  Its exit status or -1. */
 static int
-agent_tmux(const struct boot *b, char *const *argv, int out_fd)
+agent_tmux_ms(const struct boot *b, char *const *argv, int out_fd, int ms)
 {
-	int64_t deadline = mono_ms() + AGENT_TMUX_TIMEOUT_MS;
+	int64_t deadline = mono_ms() + ms;
 	pid_t pid, w;
 	int st;
 
@@ -1469,6 +1469,13 @@ agent_tmux(const struct boot *b, char *const *argv, int out_fd)
 		}
 		sleep_ms(5);
 	}
+}
+
+/* agent_tmux_ms bounded by AGENT_TMUX_TIMEOUT_MS. */
+static int
+agent_tmux(const struct boot *b, char *const *argv, int out_fd)
+{
+	return agent_tmux_ms(b, argv, out_fd, AGENT_TMUX_TIMEOUT_MS);
 }
 
 /*
@@ -1511,12 +1518,11 @@ agent_enter(struct guest_agent *a)
 }
 
 /*
- * The pane's text now (tmux capture-pane -p, bounded in time by
- * agent_tmux and in size by AGENT_PANE_READ_MAX) into *buf (malloc'd,
- * NUL-terminated).  Its length, or -1.
+ * The pane's text now (tmux capture-pane -p, killed after ms, at most max
+ * bytes) into *buf (malloc'd, NUL-terminated).  Its length, or -1.
  */
 static ssize_t
-agent_capture(struct guest_agent *a, char **buf)
+agent_capture_within(struct guest_agent *a, int ms, ssize_t max, char **buf)
 {
 	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "capture-pane", "-p",
 	    "-t", "agent", NULL };
@@ -1528,17 +1534,66 @@ agent_capture(struct guest_agent *a, char **buf)
 	if ((fd = open(AGENT_PANE_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC |
 	    O_NOFOLLOW, 0600)) == -1)
 		return -1;
-	if (agent_tmux(a->b, argv, fd) != 0 || lseek(fd, 0, SEEK_SET) != 0 ||
-	    (*buf = malloc(AGENT_PANE_READ_MAX + 1)) == NULL) {
+	if (agent_tmux_ms(a->b, argv, fd, ms) != 0 ||
+	    lseek(fd, 0, SEEK_SET) != 0 || (*buf = malloc((size_t)max + 1)) == NULL) {
 		close(fd);
 		return -1;
 	}
-	while (len < AGENT_PANE_READ_MAX && (n = read(fd, *buf + len,
-	    (size_t)(AGENT_PANE_READ_MAX - len))) > 0)
+	while (len < max && (n = read(fd, *buf + len, (size_t)(max - len))) > 0)
 		len += n;
 	close(fd);
 	(*buf)[len] = '\0';
 	return len;
+}
+
+/* The pane's text for a turn's delivery (AGENT_PANE_READ_MAX bytes). */
+static ssize_t
+agent_capture(struct guest_agent *a, char **buf)
+{
+	return agent_capture_within(a, AGENT_TMUX_TIMEOUT_MS,
+	    AGENT_PANE_READ_MAX, buf);
+}
+
+/*
+ * SCREEN <id> from the host: the pane as it is now, as SCREEN <id> pieces
+ * (GUESTCTL_OUT_CHUNK bytes each) and SCREND <id> <status>.  The capture
+ * is killed after GUESTCTL_SCREEN_MS and cut at GUESTCTL_SCREEN_MAX bytes;
+ * pieces stop early (status cut) rather than fill the queue that ACK,
+ * PONG and the reports need.
+ */
+static void
+agent_screen(struct guest_agent *a, uint64_t id)
+{
+	char *pane = NULL, out[64];
+	ssize_t len;
+	size_t off, k, m;
+	int st = GUESTCTL_SCREEN_OK;
+
+	len = agent_capture_within(a, GUESTCTL_SCREEN_MS,
+	    GUESTCTL_SCREEN_MAX + 1, &pane);
+	if (len < 0)
+		st = GUESTCTL_SCREEN_FAILED;
+	else if (len > GUESTCTL_SCREEN_MAX) {
+		st = GUESTCTL_SCREEN_CUT;
+		len = GUESTCTL_SCREEN_MAX;
+	}
+	for (off = 0; len > 0 && off < (size_t)len; off += k) {
+		k = (size_t)len - off;
+		k = k > GUESTCTL_OUT_CHUNK ? GUESTCTL_OUT_CHUNK : k;
+		m = guestctl_screen_piece(a->frame, GUESTCTL_GUEST_FRAME_MAX,
+		    id, pane + off, k);
+		if (m == 0 || a->host_lost ||
+		    a->outq_len + m > AGENT_OUTQ_REPORT_MAX) {
+			st = GUESTCTL_SCREEN_CUT;
+			break;
+		}
+		agent_queue(a, a->frame, m, 0);
+		agent_flush(a);
+	}
+	free(pane);
+	m = (size_t)snprintf(out, sizeof(out), "SCREND %llu %d\n",
+	    (unsigned long long)id, st);
+	agent_queue(a, out, m, 0);
 }
 
 /* 1 if one of the '|'-separated strings of pats is in text. */
@@ -1869,6 +1924,7 @@ agent_host_line(void *arg, const char *line, size_t len)
 		n = snprintf(out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
 		agent_queue(a, out, (size_t)n, 0);
 		break;
+	case GUESTCTL_SCREEN: agent_screen(a, f.n); break;
 	default:
 		break;
 	}

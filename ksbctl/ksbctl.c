@@ -68,7 +68,7 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
 	{ "prompt", prompt_main, "prompt ID TEXT|- [--key KEY] [--wait] "
 	    "[--json]", "give an agent instance a turn" },
-	{ "logs", logs_main, "logs ID [--follow]",
+	{ "logs", logs_main, "logs ID [--follow | --screen]",
 	    "an agent instance's pane and events" },
 };
 #define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))

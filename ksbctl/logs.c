@@ -4,9 +4,15 @@
  * terminal escape sequences removed and other control bytes escaped) and
  * its events (<instance>/agent.events: prompts, deliveries, reports).
  * --follow keeps printing both as they grow, until the instance stops.
+ * --screen: the agent's pane as it is now instead (SCREEN over agent.sock,
+ * rendered the same way).
  */
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,11 +365,137 @@ logs_agent_died(FILE *f, const char *dir)
 	return 1;
 }
 
+#define LOGS_SCREEN_WAIT_MS 15000	/* the supervisor answers within 5 s */
+#define LOGS_SCREEN_IN_MAX (10 * GUESTCTL_SCREEN_MAX + 160)
+
+/* Connect to <dir>/agent.sock: the fd, or -1 and errno. */
+static int
+logs_agent_connect(const char *dir)
+{
+	struct sockaddr_un sun;
+	int fd;
+
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
+	    "%s/agent.sock", dir) >= sizeof(sun.sun_path))
+		return errno = ENAMETOOLONG, -1;
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
+		int e = errno;
+
+		close(fd);
+		return errno = e, -1;
+	}
+	return fd;
+}
+
+/*
+ * SCREEN\n to the supervisor; its whole answer (until it closes, bounded
+ * in time and size) into buf (cap bytes).  Its length, or -1 (timeout or
+ * error, said on stderr).
+ */
+static ssize_t
+logs_screen_ask(const char *id, int fd, char *buf, size_t cap)
+{
+	int64_t deadline = util_mono_ms() + LOGS_SCREEN_WAIT_MS;
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+	size_t len = 0;
+	ssize_t n;
+	int r;
+
+	if (send(fd, "SCREEN\n", 7, MSG_NOSIGNAL) != 7) {
+		fprintf(stderr, "ksbctl logs: %s: agent.sock: %s\n", id,
+		    strerror(errno));
+		return -1;
+	}
+	while (len < cap) {
+		r = poll(&pfd, 1, (int)(deadline - util_mono_ms()));
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			fprintf(stderr, "ksbctl logs: %s: no answer from the "
+			    "supervisor\n", id);
+			return -1;
+		}
+		if ((n = read(fd, buf + len, cap - len)) == 0)
+			break;
+		if (n == -1 && errno != EINTR)
+			return -1;
+		if (n > 0)
+			len += (size_t)n;
+	}
+	return (ssize_t)len;
+}
+
+/*
+ * `ksbctl logs --screen': the pane now, rendered as logs_plain does; the
+ * answer "SCREEN <len>[ cut]\n<len bytes>" or "ERR <text>\n".  0 or 1.
+ */
+static int
+logs_screen(const char *id, const char *dir)
+{
+	char *buf = NULL, *nl, *end;
+	struct logs_term term;
+	unsigned long len;
+	ssize_t n;
+	int fd, ret = 1, cut;
+
+	if (instance_locked(dir) != 1) {
+		fprintf(stderr, "ksbctl logs: %s: not running: no screen to "
+		    "show\n", id);
+		return 1;
+	}
+	if ((fd = logs_agent_connect(dir)) == -1) {
+		fprintf(stderr, "ksbctl logs: %s: no agent channel (%s)\n", id,
+		    strerror(errno));
+		return 1;
+	}
+	buf = xmalloc(LOGS_SCREEN_IN_MAX);
+	n = logs_screen_ask(id, fd, buf, LOGS_SCREEN_IN_MAX);
+	close(fd);
+	nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
+	end = nl;
+	memset(&term, 0, sizeof(term));
+	if (nl != NULL && nl - buf > 7 && memcmp(buf, "SCREEN ", 7) == 0) {
+		cut = nl - buf > 11 && memcmp(nl - 4, " cut", 4) == 0;
+		if (cut)
+			end = nl - 4;
+		if (guestctl_parse_uint(buf + 7, (size_t)(end - buf - 7),
+		    LOGS_SCREEN_IN_MAX, &len) == 0 &&
+		    len == (size_t)(n - (nl + 1 - buf))) {
+			while (len > 0 && nl[len] == '\n')
+				len--;	/* the pane's empty rows below */
+			logs_plain(stdout, &term, (unsigned char *)nl + 1, len);
+			if (len > 0)
+				putchar('\n');
+			fflush(stdout);
+			if (cut)
+				fprintf(stderr, "ksbctl logs: %s: the screen "
+				    "was cut at %d bytes\n", id,
+				    GUESTCTL_SCREEN_MAX);
+			ret = 0;
+		} else
+			fprintf(stderr, "ksbctl logs: %s: a short or malformed "
+			    "answer\n", id);
+	} else if (nl != NULL && nl - buf > 4 && memcmp(buf, "ERR ", 4) == 0) {
+		fprintf(stderr, "ksbctl logs: %s: ", id);
+		logs_plain(stderr, &term, (unsigned char *)buf + 4,
+		    (size_t)(nl + 1 - buf - 4));
+	} else if (n >= 0)
+		fprintf(stderr, "ksbctl logs: %s: no screen from the "
+		    "supervisor\n", id);
+	free(buf);
+	return ret;
+}
+
 int
 logs_main(int argc, char **argv)
 {
 	char *id = NULL, *dir = NULL, *cause = NULL, *p = NULL;
 	int follow = 0, ret = 1, lfd = -1, efd = -1, i, arg = 0, last = 0;
+	int screen = 0;
 	struct logs_term term;
 	off_t loff = 0, eoff = 0;
 
@@ -372,6 +504,8 @@ logs_main(int argc, char **argv)
 			return ksbctl_usage(stdout, "logs");
 		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0)
 			follow = 1;
+		else if (strcmp(argv[i], "--screen") == 0)
+			screen = 1;
 		else if (argv[i][0] != '-' && arg == 0)
 			arg = i;
 		else {
@@ -381,6 +515,11 @@ logs_main(int argc, char **argv)
 	}
 	if (arg == 0) {
 		fprintf(stderr, "ksbctl logs: missing instance ID\n");
+		goto usage;
+	}
+	if (screen && follow) {
+		fprintf(stderr, "ksbctl logs: --screen and --follow exclude "
+		    "each other\n");
 		goto usage;
 	}
 	if (instance_resolve(ksbctl_conf->state_dir, argv[arg], &id, &cause) != 0) {
@@ -398,6 +537,10 @@ logs_main(int argc, char **argv)
 	if (lfd == -1 || efd == -1) {
 		fprintf(stderr, "ksbctl logs: %s: no agent logs (not started with "
 		    "--agent?)\n", id);
+		goto cleanup;
+	}
+	if (screen) {
+		ret = logs_screen(id, dir);
 		goto cleanup;
 	}
 	memset(&term, 0, sizeof(term));

@@ -354,7 +354,9 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		const char *verb;
 		enum guestctl_msg type;
 		int nums;	/* leading numeric fields */
-		int has_text;	/* 1: a text field follows, 2: state then text */
+		/* 1: a text field follows, 2: state then text, 3: text may
+		 * follow */
+		int has_text;
 	} verbs[] = {
 		{ "HELLO", GUESTCTL_HELLO, 2, 0 },
 		{ "PROMPT", GUESTCTL_PROMPT, 1, 1 },
@@ -365,6 +367,8 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		{ "PING", GUESTCTL_PING, 1, 0 },
 		{ "PONG", GUESTCTL_PONG, 1, 0 },
 		{ "TOUT", GUESTCTL_TOUT, 2, 1 },
+		{ "SCREEN", GUESTCTL_SCREEN, 1, 3 },
+		{ "SCREND", GUESTCTL_SCREND, 2, 0 },
 	};
 	const char *sp, *t;
 	size_t i, off, vlen, tlen;
@@ -387,7 +391,8 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		if (r < 0)
 			return -1;
 		/* The last field: nothing may follow unless text does. */
-		if (k == verbs[i].nums - 1 && (r == 1) != (verbs[i].has_text != 0))
+		if (k == verbs[i].nums - 1 && verbs[i].has_text != 3 &&
+		    (r == 1) != (verbs[i].has_text != 0))
 			return -1;
 		if (k < verbs[i].nums - 1 && r != 1)
 			return -1;
@@ -423,8 +428,32 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		f->n = v[1];	/* fd */
 		if (f->n != 1 && f->n != 2)
 			return f->type = GUESTCTL_BAD, -1;
+	} else if (f->type == GUESTCTL_SCREEN || f->type == GUESTCTL_SCREND) {
+		f->turn = 0;
+		if (f->n == 0 || f->n > 0xffffffffUL ||
+		    v[1] > GUESTCTL_SCREEN_FAILED)
+			return f->type = GUESTCTL_BAD, -1;
+		f->status = (int)v[1];
 	}
 	return 0;
+}
+
+size_t
+guestctl_screen_piece(char *out, size_t cap, uint64_t id, const char *text,
+    size_t len)
+{
+	int n;
+	size_t m;
+
+	if (id == 0 || id > 0xffffffffUL || len > GUESTCTL_OUT_CHUNK)
+		return 0;
+	n = snprintf(out, cap, "SCREEN %llu ", (unsigned long long)id);
+	if (n < 0 || (size_t)n + 3 * len + 2 > cap)
+		return 0;
+	m = (size_t)n;
+	m += guestctl_encode_text(out + m, cap - m, text, len);
+	out[m++] = '\n';
+	return m;
 }
 
 void

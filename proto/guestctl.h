@@ -154,6 +154,8 @@ enum guestctl_msg {
 	GUESTCTL_PING,		/* n: sequence number */
 	GUESTCTL_PONG,
 	GUESTCTL_TOUT,		/* turn, n: fd (1, 2), text */
+	GUESTCTL_SCREEN,	/* n: id; text (none: the host's request) */
+	GUESTCTL_SCREND,	/* n: id, status: GUESTCTL_SCREEN_* */
 };
 /*
  * guestctl_parse_guest: one guest line line[0..len), '\n' excluded.
@@ -206,6 +208,17 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
  *                                         stdout (fd 1) or stderr (2),
  *                                         <= GUESTCTL_OUT_CHUNK; dropped
  *                                         like OUT when the queue is full
+ *   host -> guest: SCREEN <id>            id 1..2^32-1: the pane as it is
+ *                                         now (tmux capture-pane -p -t
+ *                                         agent, as the agent user, killed
+ *                                         after GUESTCTL_SCREEN_MS), at
+ *                                         most GUESTCTL_SCREEN_MAX bytes
+ *   guest -> host: SCREEN <id> <bytes>    one piece of that capture, in
+ *                                         order, <= GUESTCTL_OUT_CHUNK
+ *                  SCREND <id> <status>   the last frame of the answer:
+ *                                         GUESTCTL_SCREEN_OK (complete),
+ *                                         _CUT (truncated), _FAILED
+ *                                         (capture-pane failed, timed out)
  *
  * Caps per line: GUESTCTL_FRAME_MAX host -> guest, GUESTCTL_GUEST_FRAME_MAX
  * guest -> host; a longer line is dropped whole.  Neither side blocks on
@@ -224,6 +237,9 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
 #define GUESTCTL_REPORT_SOCKET "/run/ksb/agent/report.sock"
 #define GUESTCTL_TURN_SCRIPT ".config/ksb/turn"	/* in the agent's home */
 #define GUESTCTL_PANE_MAX 96	/* bytes of PANE's patterns, decoded */
+#define GUESTCTL_SCREEN_MAX 65536	/* bytes of a SCREEN answer, decoded */
+#define GUESTCTL_SCREEN_MS 5000	/* capture-pane killed after this */
+enum { GUESTCTL_SCREEN_OK, GUESTCTL_SCREEN_CUT, GUESTCTL_SCREEN_FAILED };
 
 /* Agent states (REPORT, ksbctl status). */
 enum {
@@ -242,6 +258,7 @@ struct guestctl_frame {
 	uint64_t n;		/* see the frames above */
 	uint64_t turn;		/* REPORT */
 	int state;		/* REPORT: GUESTCTL_ST_* */
+	int status;		/* SCREND: GUESTCTL_SCREEN_* */
 	char *text;		/* decoded into the caller's buffer, not NUL-ended */
 	size_t textlen;
 };
@@ -260,6 +277,14 @@ int guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
  * early (whole escapes only) if cap is short.
  */
 size_t guestctl_encode_text(char *out, size_t cap, const char *text, size_t len);
+/*
+ * guestctl_screen_piece: the frame "SCREEN <id> <encoded text>\n" for
+ * text[0..len) (len <= GUESTCTL_OUT_CHUNK, id 1..2^32-1) into out (cap >=
+ * GUESTCTL_GUEST_FRAME_MAX always suffices).  Its length, 0 if it does
+ * not fit or id or len is out of range.
+ */
+size_t guestctl_screen_piece(char *out, size_t cap, uint64_t id,
+    const char *text, size_t len);
 /* guestctl_decode_text: the inverse; 0, or -1 on a bad escape or byte. */
 int guestctl_decode_text(const char *in, size_t len, char *out, size_t cap,
     size_t *outlen);

@@ -34,6 +34,7 @@
 #define AGENT_SAVE_MS 200	/* the state file is rewritten at most this often */
 #define AGENT_TLINE_MAX (256 * 1024)	/* headless: a longer line is cut */
 #define AGENT_CLIENT_SNDBUF (4 * 1024 * 1024)
+#define AGENT_SCREEN_WAIT_MS 5000	/* SCREEN: the guest's silence */
 
 struct agent_prompt {
 	uint64_t turn;
@@ -47,6 +48,11 @@ struct agent_client {
 	char *in;
 	size_t in_len;
 	uint64_t wait;		/* 0: not waiting */
+	uint32_t screen;	/* SCREEN asked of the guest (0: none) */
+	int64_t screen_at;	/* ...its last piece (or the request) then */
+	char *scr;		/* ...the pieces so far */
+	size_t scr_len;
+	int scr_cut;		/* ...some did not fit */
 };
 
 struct agent_turn {
@@ -85,6 +91,7 @@ struct agent {
 	char *tline[2];		/* headless: the turn's stdout, stderr line */
 	size_t tlen[2];
 	uint64_t tturn;		/* the turn they belong to */
+	uint32_t screen_seq;	/* the last SCREEN id */
 };
 
 struct agent *
@@ -123,6 +130,7 @@ agent_new(const char *dir, uint64_t turns_before, char **cause)
 }
 
 static void agent_log_flush(struct agent *);
+static void agent_client_close(struct agent_client *);
 
 void
 agent_free(struct agent *a)
@@ -132,10 +140,8 @@ agent_free(struct agent *a)
 	if (a == NULL)
 		return;
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
-		if (a->clients[i].fd != -1) {
-			close(a->clients[i].fd);
-			free(a->clients[i].in);
-		}
+		if (a->clients[i].fd != -1)
+			agent_client_close(&a->clients[i]);
 	if (a->listen_fd != -1) {
 		char *p = NULL;
 
@@ -337,6 +343,10 @@ agent_client_close(struct agent_client *c)
 	c->in = NULL;
 	c->in_len = 0;
 	c->wait = 0;
+	free(c->scr);
+	c->scr = NULL;
+	c->scr_len = 0;
+	c->screen = 0;
 }
 
 static void
@@ -699,6 +709,104 @@ agent_on_report(struct agent *a, struct guestctl_frame *f)
 		agent_report_show(a, f, tlen);
 }
 
+/* ---- ksbctl logs --screen ----------------------------------------------- */
+
+/* The client's SCREEN request: ask the guest (at once ERR if it cannot). */
+static void
+agent_screen_ask(struct agent *a, struct agent_client *c)
+{
+	char out[64];
+	int n;
+
+	if (!a->hello || a->lost || a->version_bad || c->screen != 0) {
+		n = snprintf(out, sizeof(out), "ERR %s\n", c->screen != 0 ?
+		    "a SCREEN is already under way" : a->lost ?
+		    "the guest does not answer" : "the agent is not up yet");
+		agent_client_send(c, out, (size_t)n);
+		return;
+	}
+	if (++a->screen_seq == 0)
+		a->screen_seq = 1;
+	c->screen = a->screen_seq;
+	c->screen_at = util_mono_ms();
+	c->scr = xmalloc(GUESTCTL_SCREEN_MAX);
+	c->scr_len = 0;
+	c->scr_cut = 0;
+	n = snprintf(out, sizeof(out), "SCREEN %lu\n",
+	    (unsigned long)c->screen);
+	agent_queue(a, out, (size_t)n);
+}
+
+/* The whole screen (redacted) or ERR to c; c is closed after it. */
+static void
+agent_screen_reply(struct agent *a, struct agent_client *c, int status)
+{
+	char hdr[64], *red;
+	size_t cap = 10 * c->scr_len + 80, n;
+	int h;
+
+	if (status == GUESTCTL_SCREEN_FAILED) {
+		static const char e[] = "ERR capture-pane failed in the guest\n";
+
+		agent_client_send(c, e, sizeof(e) - 1);
+	} else {
+		red = xmalloc(cap);
+		n = agent_redact_text(a, c->scr, c->scr_len, red, cap);
+		h = snprintf(hdr, sizeof(hdr), "SCREEN %zu%s\n", n,
+		    status == GUESTCTL_SCREEN_CUT || c->scr_cut ? " cut" : "");
+		agent_client_send(c, hdr, (size_t)h);
+		if (c->fd != -1)
+			agent_client_send(c, red, n);
+		explicit_bzero(red, cap);
+		free(red);
+	}
+	if (c->scr != NULL)
+		explicit_bzero(c->scr, GUESTCTL_SCREEN_MAX);
+	if (c->fd != -1)
+		agent_client_close(c);
+}
+
+/* A SCREEN piece or SCREND from the guest: for the client that asked. */
+static void
+agent_on_screen(struct agent *a, const struct guestctl_frame *f)
+{
+	struct agent_client *c = NULL;
+	size_t i, k;
+
+	for (i = 0; i < AGENT_CLIENTS_MAX && c == NULL; i++)
+		if (a->clients[i].fd != -1 && a->clients[i].screen == f->n)
+			c = &a->clients[i];
+	if (c == NULL || f->n == 0)
+		return;		/* late, or the client left */
+	c->screen_at = util_mono_ms();
+	if (f->type == GUESTCTL_SCREND) {
+		agent_screen_reply(a, c, f->status);
+		return;
+	}
+	k = GUESTCTL_SCREEN_MAX - c->scr_len;
+	if (f->textlen > k)
+		c->scr_cut = 1;
+	k = f->textlen < k ? f->textlen : k;
+	memcpy(c->scr + c->scr_len, f->text, k);
+	c->scr_len += k;
+}
+
+/* Clients whose guest went silent for AGENT_SCREEN_WAIT_MS: ERR. */
+static void
+agent_screen_tick(struct agent *a, int64_t now)
+{
+	static const char e[] = "ERR the guest did not answer SCREEN\n";
+	size_t i;
+
+	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
+		if (a->clients[i].fd != -1 && a->clients[i].screen != 0 &&
+		    now - a->clients[i].screen_at >= AGENT_SCREEN_WAIT_MS) {
+			agent_client_send(&a->clients[i], e, sizeof(e) - 1);
+			if (a->clients[i].fd != -1)
+				agent_client_close(&a->clients[i]);
+		}
+}
+
 int
 agent_guest_line(struct agent *a, const char *line, size_t len)
 {
@@ -741,6 +849,10 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	case GUESTCTL_TOUT:
 		agent_on_tout(a, &f);
 		break;
+	case GUESTCTL_SCREEN:
+	case GUESTCTL_SCREND:
+		agent_on_screen(a, &f);
+		break;
 	default:
 		break;
 	}
@@ -763,6 +875,7 @@ agent_tick(struct agent *a, int64_t now)
 			    now - a->pending[i].sent_ms >= AGENT_RESEND_MS)
 				agent_send_prompt(a, &a->pending[i]);
 	}
+	agent_screen_tick(a, now);
 	if (!a->lost && now - a->last_rx >= GUESTCTL_PEER_LOST_MS) {
 		a->lost = 1;
 		log_warnx("agent: nothing from the guest for %d s",
@@ -774,9 +887,15 @@ int
 agent_next_ms(const struct agent *a, int64_t now)
 {
 	int64_t t = a->last_ping + GUESTCTL_HEARTBEAT_MS - now;
+	size_t i;
 
 	if (a->changed && a->changed_at + AGENT_SAVE_MS - now < t)
 		t = a->changed_at + AGENT_SAVE_MS - now;
+	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
+		if (a->clients[i].fd != -1 && a->clients[i].screen != 0 &&
+		    a->clients[i].screen_at + AGENT_SCREEN_WAIT_MS - now < t)
+			t = a->clients[i].screen_at + AGENT_SCREEN_WAIT_MS -
+			    now;
 
 	return t < 0 ? 0 : (int)t;
 }
@@ -791,6 +910,13 @@ agent_guest_gone(struct agent *a)
 		if (a->clients[i].fd != -1 && a->clients[i].wait != 0)
 			agent_turn_end(a, a->clients[i].wait, GUESTCTL_ST_EXITED,
 			    "the instance stopped", 20);
+	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
+		if (a->clients[i].fd != -1 && a->clients[i].screen != 0) {
+			agent_client_send(&a->clients[i],
+			    "ERR the instance stopped\n", 25);
+			if (a->clients[i].fd != -1)
+				agent_client_close(&a->clients[i]);
+		}
 	if (a->state != GUESTCTL_ST_EXITED) {
 		a->state = GUESTCTL_ST_EXITED;
 		a->changed = 1;
@@ -867,6 +993,9 @@ agent_client_input(struct agent *a, struct agent_client *c)
 				agent_client_send(c, out, (size_t)n);
 				c->wait = 0;
 			}
+			hlen += 1;
+		} else if (hlen == 6 && memcmp(c->in, "SCREEN", 6) == 0) {
+			agent_screen_ask(a, c);
 			hlen += 1;
 		} else
 			return -1;

@@ -442,6 +442,9 @@ void preset_sh_str(FILE *f, const char *s);
  *   WAIT <n>  ->  EVENT <unix-ms> <turn> <state> <text>... then
  *                 END <turn> <state>  (done, blocked, idle, exited,
  *                 unknown); text percent-encoded as in the frames
+ *   SCREEN    ->  SCREEN <len>[ cut]\n<len bytes> (the pane now, as the
+ *                 guest's capture-pane gave it, secrets redacted; cut: at
+ *                 GUESTCTL_SCREEN_MAX) | ERR <text>; then closed
  * The pane output is appended to <instance>/agent.log (then .log.1), the
  * events to <instance>/agent.events ("<unix-ms> <turn> <state> <escaped
  * text>" lines).

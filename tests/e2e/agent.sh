@@ -14,7 +14,10 @@
 #    host logs stay bounded;
 #  - the gateway restarted: the lease is resumed (the guest's curl works);
 #  - a prompt to the stopped instance boots it and is delivered (the agent
-#    starts fresh, in ~/work, where its earlier commits still are).
+#    starts fresh, in ~/work, where its earlier commits still are);
+#  - ksbctl logs --screen shows the pane as it is now (the last turn, the
+#    agent's start marker with its secret as [secret TOKEN]); refused once
+#    the instance is stopped.
 # Needs root, QEMU, tmux, git, python3 and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -49,6 +52,7 @@ git -C "$P" commit -qm "host: first"
 # home (on the instance's disk), so it matches the host's turn ids only if
 # every prompt arrives exactly once, also across a reboot.
 cat > "$T/share/agent.sh" <<'AGENT'
+echo "screen-mark: $(cat /run/ksb/secrets/TOKEN)"
 n=$(cat ~/.turns 2>/dev/null || echo 0)
 while IFS= read -r line; do
 	n=$((n + 1))
@@ -102,9 +106,13 @@ FLOOD
 chmod 644 "$T/share/agent.sh" "$T/share/flood.py"
 
 ksb_say "boot an agent instance on a host repo, with a first prompt"
+# A secret the agent prints on its screen (logs --screen redacts it).
+KSB_AGENT_SECRET=screen-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+export KSB_AGENT_SECRET
 t0=$(date +%s.%N)
 id=$(timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --detach \
 	--name ag1 --repo "$P" --disk-size 1G --share-ro "$T/share:/data" --idle 30 \
+	--secret TOKEN=env:KSB_AGENT_SECRET \
 	--agent 'bash /data/agent.sh' --prompt 'hello' 2>"$T/err")
 echo "detach returned after $(secs "$t0") s: $id"
 cat "$T/err" >&2
@@ -209,6 +217,14 @@ grep -av '^FLOOD\|^.\{200\}' "$T/logs" | tail -n 8
 ksb_check "logs show the pane" 'grep -aq "commit three" "$T/logs"'
 ksb_check "logs show the reports" 'grep -aq "done turn 4: committed turn4.txt" "$T/logs"'
 ksb_check "every prompt typed exactly once" '[ "$(grep -ac "^sleep 4" "$T/logs")" = 1 ] && [ "$(grep -ac "^commit two" "$T/logs")" = 1 ]'
+ctl logs ag1 --screen > "$T/screen" 2> "$T/screen.err" && sr=0 || sr=$?
+cat "$T/screen.err"; tail -n 5 "$T/screen"
+ksb_check "logs --screen shows the pane now (the last turn), exit 0" \
+	'[ "$sr" = 0 ] && grep -aq "^curl please" "$T/screen"'
+ksb_check "logs --screen: no terminal control passes" \
+	'! grep -aqP "[\x00-\x08\x0b-\x1f\x7f]" "$T/screen"'
+ksb_check "logs --screen: not the history (turn 2 scrolled off)" \
+	'! grep -aq "^commit one" "$T/screen"'
 
 ksb_say "stop; a prompt to the stopped instance boots it and is delivered"
 ctl stop ag1 >/dev/null
@@ -225,7 +241,20 @@ ctl fetch ag1 --repo "$P" > /dev/null 2>&1 || true
 ksb_check "its commit follows the earlier ones" \
 	'[ "$(git -C "$P" log -1 --format=%s refs/remotes/ksb/ag1)" = "agent: commit after a reboot" ] &&
 	 [ "$(git -C "$P" rev-list --count main..refs/remotes/ksb/ag1)" = 5 ]'
+ksb_say "logs --screen after the reboot: the start marker, its secret redacted"
+ctl logs ag1 --screen > "$T/screen2" 2> "$T/screen2.err" || true
+cat "$T/screen2.err" "$T/screen2"
+ksb_check "the screen shows the marker and the last turn" \
+	'grep -aq "^screen-mark: " "$T/screen2" &&
+	 grep -aq "^commit after a reboot" "$T/screen2"'
+ksb_check "the secret on the screen shows as [secret TOKEN]" \
+	'grep -aqF "screen-mark: [secret TOKEN]" "$T/screen2" &&
+	 ! grep -aqF "$KSB_AGENT_SECRET" "$T/screen2"'
 ctl stop ag1 >/dev/null
+ctl logs ag1 --screen > "$T/screen3" 2>&1 && sr=0 || sr=$?
+cat "$T/screen3"
+ksb_check "logs --screen of a stopped instance: refused, exit 1" \
+	'[ "$sr" = 1 ] && grep -q "not running" "$T/screen3"'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

@@ -376,11 +376,79 @@ test_flood(void)
 	CHECK(system(cmd) == 0, "cleanup");
 }
 
+/* SCREEN (both ways) and SCREND: ids, statuses, pieces. */
+static void
+test_screen(void)
+{
+	struct guestctl_frame f;
+	char text[GUESTCTL_OUT_CHUNK], frame[GUESTCTL_GUEST_FRAME_MAX];
+	char big[GUESTCTL_OUT_CHUNK + 1];
+	const char *l;
+	size_t n;
+
+	l = "SCREEN 7";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == 0 &&
+	    f.type == GUESTCTL_SCREEN && f.n == 7 && f.textlen == 0,
+	    "SCREEN id: the host's request");
+	l = "SCREEN 7 %1B[1mhi%0A";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == 0 &&
+	    f.type == GUESTCTL_SCREEN && f.n == 7 && f.textlen == 7 &&
+	    memcmp(f.text, "\x1b[1mhi\n", 7) == 0, "SCREEN id text: a piece");
+	l = "SCREEN 0 x";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == -1,
+	    "SCREEN id 0 refused");
+	l = "SCREEN 4294967296";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == -1,
+	    "SCREEN id over 2^32-1 refused");
+	l = "SCREEN 4294967295";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == 0 &&
+	    f.n == 4294967295ULL, "SCREEN id 2^32-1");
+	l = "SCREEN x";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == -1,
+	    "SCREEN without an id refused");
+	l = "SCREEN 3 a b";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == -1,
+	    "SCREEN with a raw space refused");
+	l = "SCREND 7 1";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == 0 &&
+	    f.type == GUESTCTL_SCREND && f.n == 7 &&
+	    f.status == GUESTCTL_SCREEN_CUT, "SCREND id status");
+	l = "SCREND 7 3";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == -1,
+	    "SCREND with an unknown status refused");
+	l = "SCREND 7";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == -1,
+	    "SCREND without a status refused");
+	l = "SCREND 7 0 x";
+	CHECK(guestctl_frame_parse(l, strlen(l), &f, text, sizeof(text)) == -1,
+	    "SCREND with text refused");
+	n = guestctl_screen_piece(frame, sizeof(frame), 9, "a b\n", 4);
+	CHECK(n == 18 && memcmp(frame, "SCREEN 9 a%20b%0A\n", 18) == 0,
+	    "screen_piece encodes");
+	CHECK(guestctl_frame_parse(frame, n - 1, &f, text, sizeof(text)) == 0 &&
+	    f.type == GUESTCTL_SCREEN && f.n == 9 && f.textlen == 4 &&
+	    memcmp(f.text, "a b\n", 4) == 0, "screen_piece parses back");
+	memset(big, '\n', sizeof(big));
+	n = guestctl_screen_piece(frame, sizeof(frame), 4294967295ULL, big,
+	    GUESTCTL_OUT_CHUNK);
+	CHECK(n > 0 && n <= GUESTCTL_GUEST_FRAME_MAX &&
+	    guestctl_frame_parse(frame, n - 1, &f, text, sizeof(text)) == 0 &&
+	    f.textlen == GUESTCTL_OUT_CHUNK,
+	    "a whole chunk of escapes fits a guest frame");
+	CHECK(guestctl_screen_piece(frame, sizeof(frame), 1, big,
+	    sizeof(big)) == 0, "screen_piece: more than a chunk refused");
+	CHECK(guestctl_screen_piece(frame, sizeof(frame), 0, "x", 1) == 0,
+	    "screen_piece: id 0 refused");
+	CHECK(guestctl_screen_piece(frame, 12, 1, "xxx", 3) == 0,
+	    "screen_piece: short buffer refused");
+}
+
 int
 main(void)
 {
 	test_text();
 	test_parse();
+	test_screen();
 	test_lines();
 	test_flood();
 	return tap_done();
