@@ -23,13 +23,14 @@
 
 #include "common/common.h"
 #include "common/output.h"
+#include "proto/agentsock.h"
 #include "proto/ctl.h"
 #include "proto/guestctl.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
 #define PROMPT_BOOT_TIMEOUT_S 300
-#define PROMPT_LINE_MAX (3 * 256 * 1024 + 256)	/* agent.c's OUT lines */
+#define PROMPT_LINE_MAX AGENTSOCK_REPLY_MAX
 
 static int
 prompt_read_all(int fd, char *buf, size_t cap, size_t *len)
@@ -570,6 +571,11 @@ prompt_main(int argc, char **argv)
 		case 'h': return ksbctl_usage(stdout, "prompt");
 		default: return ksbctl_usage(stderr, "prompt");
 		}
+	}
+	if (strcmp(key, "-") != 0 && !agentsock_valid_key(key, strlen(key))) {
+		fprintf(stderr, "ksbctl prompt: --key `%s': 1 to %d of "
+		    "A-Z a-z 0-9 . _ -\n", key, AGENTSOCK_KEY_MAX);
+		return 2;
 	}
 	if (argc - optind != 2) {
 		fprintf(stderr, "ksbctl prompt: %s\n", argc - optind == 0 ?

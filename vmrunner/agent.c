@@ -28,13 +28,13 @@
 #define AGENT_TURNS 256		/* turns remembered (keys, how they ended) */
 #define AGENT_OUTQ_MAX (4 * 1024 * 1024)
 #define AGENT_LOG_MAX (16 * 1024 * 1024)	/* agent.log, then agent.log.1 */
-#define AGENT_CLIENT_IN_MAX (GUESTCTL_TEXT_MAX + 256)
+#define AGENT_CLIENT_IN_MAX (GUESTCTL_TEXT_MAX + AGENTSOCK_HEAD_MAX)
 #define AGENT_RESEND_MS 10000	/* unacknowledged PROMPT sent again */
 #define AGENT_EVENTS_PER_S 20	/* working/info reports passed on a second */
 #define AGENT_SAVE_MS 200	/* the state file is rewritten at most this often */
-#define AGENT_TLINE_MAX (256 * 1024)	/* headless: a longer line is cut */
+#define AGENT_TLINE_MAX AGENTSOCK_TLINE_MAX /* headless: a longer line is cut */
 #define AGENT_CLIENT_SNDBUF (4 * 1024 * 1024)
-#define AGENT_SCREEN_WAIT_MS 5000	/* SCREEN: the guest's silence */
+#define AGENT_SCREEN_WAIT_MS AGENTSOCK_SCREEN_WAIT_MS /* the guest's silence */
 
 struct agent_prompt {
 	uint64_t turn;
@@ -57,7 +57,7 @@ struct agent_client {
 
 struct agent_turn {
 	uint64_t turn;
-	char key[AGENT_KEY_MAX + 1];
+	char key[AGENTSOCK_KEY_MAX + 1];
 	int end;		/* -1 running, else the GUESTCTL_ST_* it ended in */
 	int exit;		/* headless: the process's exit status, or -1 */
 };
@@ -925,26 +925,11 @@ agent_guest_gone(struct agent *a)
 
 /* ---- agent.sock clients -------------------------------------------------- */
 
-static int
-agent_valid_key(const char *k, size_t len)
-{
-	size_t i;
-
-	if (len == 0 || len > AGENT_KEY_MAX)
-		return 0;
-	for (i = 0; i < len; i++)
-		if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= 'A' && k[i] <= 'Z') ||
-		    (k[i] >= '0' && k[i] <= '9') || k[i] == '.' || k[i] == '_' ||
-		    k[i] == '-'))
-			return 0;
-	return 1;
-}
-
 /* Handle what a client sent; 0 keep it, -1 close it. */
 static int
 agent_client_input(struct agent *a, struct agent_client *c)
 {
-	char *nl, *sp, *cause = NULL, key[AGENT_KEY_MAX + 1], out[128];
+	char *nl, *sp, *cause = NULL, key[AGENTSOCK_KEY_MAX + 1], out[128];
 	unsigned long v;
 	uint64_t turn;
 	size_t hlen;
@@ -962,7 +947,7 @@ agent_client_input(struct agent *a, struct agent_client *c)
 				return 0;	/* the text is still coming */
 			if ((size_t)(sp - c->in - 7) == 1 && c->in[7] == '-')
 				key[0] = '\0';
-			else if (agent_valid_key(c->in + 7, (size_t)(sp - c->in - 7))) {
+			else if (agentsock_valid_key(c->in + 7, (size_t)(sp - c->in - 7))) {
 				memcpy(key, c->in + 7, (size_t)(sp - c->in - 7));
 				key[sp - c->in - 7] = '\0';
 			} else
@@ -1004,7 +989,8 @@ agent_client_input(struct agent *a, struct agent_client *c)
 		memmove(c->in, c->in + hlen, c->in_len - hlen);
 		c->in_len -= hlen;
 	}
-	return c->in_len > 256 && memcmp(c->in, "PROMPT ", 7) != 0 ? -1 : 0;
+	return c->in_len > AGENTSOCK_HEAD_MAX && memcmp(c->in, "PROMPT ", 7) != 0 ?
+	    -1 : 0;
 }
 
 int

@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "common/common.h"
+#include "proto/agentsock.h"
 #include "proto/ctl.h"
 #include "proto/guestctl.h"
 #include "proto/instance.h"
@@ -433,23 +434,12 @@ void preset_toml_str(FILE *f, const char *s);
 void preset_sh_str(FILE *f, const char *s);
 
 /* ---- agent.c ---------------------------------------------------------------
- * The host side of agent mode, inside the supervising ksb-run.  Clients
- * (ksbctl prompt) talk to <instance>/agent.sock (0600), one request per
- * line:
- *   PROMPT <key|-> <len>\n<len bytes>  ->  TURN <n> new|dup | ERR <text>
- *       key [A-Za-z0-9._-]{1,AGENT_KEY_MAX}: a resend with the same key
- *       gets the same turn and is never delivered twice
- *   WAIT <n>  ->  EVENT <unix-ms> <turn> <state> <text>... then
- *                 END <turn> <state>  (done, blocked, idle, exited,
- *                 unknown); text percent-encoded as in the frames
- *   SCREEN    ->  SCREEN <len>[ cut]\n<len bytes> (the pane now, as the
- *                 guest's capture-pane gave it, secrets redacted; cut: at
- *                 GUESTCTL_SCREEN_MAX) | ERR <text>; then closed
- * The pane output is appended to <instance>/agent.log (then .log.1), the
- * events to <instance>/agent.events ("<unix-ms> <turn> <state> <escaped
- * text>" lines).
+ * The host side of agent mode, inside the supervising ksb-run: the server
+ * of <instance>/agent.sock (protocol in proto/agentsock.h).  The pane
+ * output is appended to <instance>/agent.log (then .log.1), the events to
+ * <instance>/agent.events ("<unix-ms> <turn> <state> <escaped text>"
+ * lines).
  */
-#define AGENT_KEY_MAX 64
 struct agent;
 struct pollfd;
 struct instance_state;

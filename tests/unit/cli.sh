@@ -28,6 +28,9 @@ run "$K" --help
 check "ksbctl --help: usage, exit 0" 'rc 0 && grep -q "^usage: ksbctl" "$T/out"'
 run "$K" --bogus
 check "ksbctl --bogus named" "rc 2 && grep -qF \"ksbctl: unknown option \\\`--bogus'\" \"\$T/err\""
+run "$K" prompt --key 'a b' x1 hello
+check "ksbctl prompt: a bad --key named before anything is sent" \
+	"rc 2 && grep -qF \"ksbctl prompt: --key \\\`a b'\" \"\$T/err\""
 run "$K" -h
 check "usage lists prompt, logs, fetch/audit options" \
 	'for w in "prompt ID" "logs ID" --max-pack-size "--timeout SECONDS" \
