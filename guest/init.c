@@ -560,76 +560,45 @@ open_control_port(void)
 		fail("no virtio-serial port " GUESTCTL_PORT_NAME);
 }
 
-/* "PANE <ready> <busy>": each percent-encoded, "-" for none. */
-static void
-read_header_pane(struct boot *b, const char *v)
-{
-	const char *sp = strchr(v, ' ');
-	size_t n1, n2;
-
-	if (sp == NULL ||
-	    (strncmp(v, "-", (size_t)(sp - v)) == 0 && sp - v == 1 ?
-	    (n1 = 0, 0) : guestctl_decode_text(v, (size_t)(sp - v),
-	    b->pane_ready, GUESTCTL_PANE_MAX, &n1)) != 0 ||
-	    (strcmp(sp + 1, "-") == 0 ? (n2 = 0, 0) :
-	    guestctl_decode_text(sp + 1, strlen(sp + 1), b->pane_busy,
-	    GUESTCTL_PANE_MAX, &n2)) != 0)
-		fail("bad PANE line from the host");
-	b->pane_ready[n1] = '\0';
-	b->pane_busy[n2] = '\0';
-	b->pane = 1;
-}
-
+/* The header from the host (proto/guestctl.h: guestctl_parse_header)
+ * until ARGV, whose payload follows. */
 static void
 read_header(struct boot *b)
 {
-	char line[GUESTCTL_LINE_MAX], *sp;
+	struct guestctl_header h;
+	char line[GUESTCTL_LINE_MAX];
 	const char *err;
-	unsigned long v, r, c;
+	unsigned long v;
 	int64_t deadline = mono_ms() + HDR_TIMEOUT_MS;
+	int k;
 
+	memset(&h, 0, sizeof(h));
 	for (;;) {
 		if (ctl_readline(line, sizeof(line), deadline) != 0)
 			fail("no command from the host on " GUESTCTL_PORT_NAME);
-		if (strncmp(line, "TERM ", 5) == 0 && strlen(line + 5) <= 64) {
-			strcpy(b->term, line + 5);
-		} else if (strncmp(line, "WINSZ ", 6) == 0 &&
-		    (sp = strchr(line + 6, ' ')) != NULL &&
-		    guestctl_parse_uint(line + 6, (size_t)(sp - line - 6), 9999, &r) == 0 &&
-		    guestctl_parse_uint(sp + 1, strlen(sp + 1), 9999, &c) == 0) {
-			b->rows = (int)r;
-			b->cols = (int)c;
-		} else if (strcmp(line, "RAW") == 0) {
-			b->raw = 1;
-		} else if (strncmp(line, "AGENT ", 6) == 0 &&
-		    guestctl_parse_uint(line + 6, strlen(line + 6), 86400, &v) == 0 &&
-		    v > 0) {
-			b->agent = 1;
-			b->idle_ms = (long)v * 1000;
-		} else if (strcmp(line, "MODE headless") == 0) {
-			b->headless = 1;
-		} else if (strcmp(line, "MODE interactive") == 0) {
-			b->headless = 0;
-		} else if (strncmp(line, "HOOKS ", 6) == 0 &&
-		    (line[6] == '0' || line[6] == '1') && line[7] == ' ' &&
-		    (line[8] == '0' || line[8] == '1') && line[9] == '\0') {
-			b->hook_submit = line[6] == '1';
-			b->hook_end = line[8] == '1';
-		} else if (strncmp(line, "PANE ", 5) == 0) {
-			read_header_pane(b, line + 5);
-		} else if (strncmp(line, "ARGV ", 5) == 0 &&
-		    guestctl_parse_uint(line + 5, strlen(line + 5), GUESTCTL_ARGV_MAX, &v) == 0) {
-			if ((b->argbuf = malloc(v)) == NULL)
-				fail("out of memory");
-			if (ctl_readn(b->argbuf, v, deadline) != 0)
-				fail("short ARGV from the host");
-			if (guestctl_parse_argv(b->argbuf, v, &b->argv, &err) != 0)
-				fail("ARGV: %s", err);
-			return;
-		} else {
+		if ((k = guestctl_parse_header(line, &h, &v)) == GUESTCTL_HDR_BAD)
 			fail("unexpected line from the host");
-		}
+		if (k == GUESTCTL_HDR_ARGV)
+			break;
 	}
+	strcpy(b->term, h.term);
+	b->rows = h.rows;
+	b->cols = h.cols;
+	b->raw = h.raw;
+	b->agent = h.agent;
+	b->idle_ms = (long)h.idle_s * 1000;
+	b->headless = h.headless;
+	b->hook_submit = h.hook_submit;
+	b->hook_end = h.hook_end;
+	b->pane = h.pane;
+	memcpy(b->pane_ready, h.pane_ready, sizeof(b->pane_ready));
+	memcpy(b->pane_busy, h.pane_busy, sizeof(b->pane_busy));
+	if ((b->argbuf = malloc(v)) == NULL)
+		fail("out of memory");
+	if (ctl_readn(b->argbuf, v, deadline) != 0)
+		fail("short ARGV from the host");
+	if (guestctl_parse_argv(b->argbuf, v, &b->argv, &err) != 0)
+		fail("ARGV: %s", err);
 }
 
 /* ---- instance disk and /usr overlay ------------------------------------- */

@@ -617,3 +617,112 @@ guestctl_home_next(const char *buf, size_t len, size_t *off, char *path,
 	*off = (size_t)(nl + 1 - buf) + v;
 	return 1;
 }
+
+/* One PANE pattern, percent-encoded, or "-" (NULL or ""). */
+static int
+guestctl_pane_enc(char *out, size_t cap, const char *p)
+{
+	size_t n = p != NULL ? strlen(p) : 0;
+
+	if (n == 0) {
+		strcpy(out, "-");
+		return 0;
+	}
+	if (n > GUESTCTL_PANE_MAX)
+		return -1;
+	guestctl_encode_text(out, cap, p, n);
+	return 0;
+}
+
+int
+guestctl_encode_agent(const struct guestctl_agent_hdr *h, char **out)
+{
+	char rd[GUESTCTL_PANE_MAX * 3 + 1], bz[GUESTCTL_PANE_MAX * 3 + 1];
+	char pane[sizeof(rd) + sizeof(bz) + 8];
+	size_t cap;
+
+	*out = NULL;
+	if (h->idle_s < 1 || h->idle_s > 86400)
+		return -1;
+	pane[0] = '\0';
+	if (h->pane_ready != NULL || h->pane_busy != NULL) {
+		if (guestctl_pane_enc(rd, sizeof(rd), h->pane_ready) != 0 ||
+		    guestctl_pane_enc(bz, sizeof(bz), h->pane_busy) != 0)
+			return -1;
+		snprintf(pane, sizeof(pane), "PANE %s %s\n", rd, bz);
+	}
+	cap = 64 + strlen(pane);
+	if ((*out = malloc(cap)) == NULL)
+		return -1;
+	return snprintf(*out, cap, "AGENT %lu\n%sHOOKS %d %d\n%s", h->idle_s,
+	    h->headless ? "MODE headless\n" : "", h->hook_submit != 0,
+	    h->hook_end != 0, pane);
+}
+
+/* "<ready> <busy>" of a PANE line into h. */
+static int
+guestctl_parse_pane(const char *v, struct guestctl_header *h)
+{
+	const char *sp = strchr(v, ' ');
+	size_t n1 = 0, n2 = 0;
+
+	if (sp == NULL || strchr(sp + 1, ' ') != NULL)
+		return -1;
+	if (!(sp - v == 1 && v[0] == '-') &&
+	    guestctl_decode_text(v, (size_t)(sp - v), h->pane_ready,
+	    GUESTCTL_PANE_MAX, &n1) != 0)
+		return -1;
+	if (strcmp(sp + 1, "-") != 0 &&
+	    guestctl_decode_text(sp + 1, strlen(sp + 1), h->pane_busy,
+	    GUESTCTL_PANE_MAX, &n2) != 0)
+		return -1;
+	h->pane_ready[n1] = '\0';
+	h->pane_busy[n2] = '\0';
+	h->pane = 1;
+	return 0;
+}
+
+int
+guestctl_parse_header(const char *line, struct guestctl_header *h,
+    unsigned long *argv_len)
+{
+	unsigned long v, r, c;
+	const char *sp;
+
+	if (strncmp(line, "TERM ", 5) == 0 && strlen(line + 5) <= 64) {
+		strcpy(h->term, line + 5);
+	} else if (strncmp(line, "WINSZ ", 6) == 0 &&
+	    (sp = strchr(line + 6, ' ')) != NULL &&
+	    guestctl_parse_uint(line + 6, (size_t)(sp - line - 6), 9999, &r) ==
+		0 &&
+	    guestctl_parse_uint(sp + 1, strlen(sp + 1), 9999, &c) == 0) {
+		h->rows = (int)r;
+		h->cols = (int)c;
+	} else if (strcmp(line, "RAW") == 0) {
+		h->raw = 1;
+	} else if (strncmp(line, "AGENT ", 6) == 0 &&
+	    guestctl_parse_uint(line + 6, strlen(line + 6), 86400, &v) == 0 &&
+	    v > 0) {
+		h->agent = 1;
+		h->idle_s = v;
+	} else if (strcmp(line, "MODE headless") == 0) {
+		h->headless = 1;
+	} else if (strcmp(line, "MODE interactive") == 0) {
+		h->headless = 0;
+	} else if (strncmp(line, "HOOKS ", 6) == 0 &&
+	    (line[6] == '0' || line[6] == '1') && line[7] == ' ' &&
+	    (line[8] == '0' || line[8] == '1') && line[9] == '\0') {
+		h->hook_submit = line[6] == '1';
+		h->hook_end = line[8] == '1';
+	} else if (strncmp(line, "PANE ", 5) == 0) {
+		if (guestctl_parse_pane(line + 5, h) != 0)
+			return GUESTCTL_HDR_BAD;
+	} else if (strncmp(line, "ARGV ", 5) == 0 &&
+	    guestctl_parse_uint(line + 5, strlen(line + 5), GUESTCTL_ARGV_MAX,
+	    &v) == 0) {
+		*argv_len = v;
+		return GUESTCTL_HDR_ARGV;
+	} else
+		return GUESTCTL_HDR_BAD;
+	return GUESTCTL_HDR_FIELD;
+}

@@ -241,6 +241,46 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
 #define GUESTCTL_SCREEN_MS 5000	/* capture-pane killed after this */
 enum { GUESTCTL_SCREEN_OK, GUESTCTL_SCREEN_CUT, GUESTCTL_SCREEN_FAILED };
 
+/*
+ * The agent lines of the host's header, before ARGV: "AGENT <idle-s>",
+ * then "MODE headless" (absent: interactive), "HOOKS <submit> <end>" (0 or
+ * 1 each: the agent's hooks report working / done) and "PANE <ready>
+ * <busy>" (each percent-encoded, at most GUESTCTL_PANE_MAX bytes decoded,
+ * "-" for none; absent: no pane patterns).
+ */
+struct guestctl_agent_hdr {
+	unsigned long idle_s; /* 1..86400 */
+	int headless;
+	int hook_submit, hook_end;
+	const char *pane_ready, *pane_busy; /* NULL: no PANE line */
+};
+/*
+ * guestctl_encode_agent: those lines into *out (malloc'd, caller frees).
+ * Their length, or -1 (out of memory, idle_s out of range, a pattern too
+ * long).
+ */
+int guestctl_encode_agent(const struct guestctl_agent_hdr *h, char **out);
+
+/* What the guest made of the header lines so far (guestctl_parse_header). */
+struct guestctl_header {
+	char term[65]; /* "" if none */
+	int rows, cols, raw;
+	int agent;	      /* an AGENT line came */
+	unsigned long idle_s; /* its value */
+	int headless, hook_submit, hook_end;
+	int pane; /* a PANE line came: */
+	char pane_ready[GUESTCTL_PANE_MAX + 1], pane_busy[GUESTCTL_PANE_MAX + 1];
+};
+enum { GUESTCTL_HDR_BAD = -1, GUESTCTL_HDR_FIELD, GUESTCTL_HDR_ARGV };
+/*
+ * guestctl_parse_header: one header line (NUL-terminated, '\n' removed)
+ * into h: GUESTCTL_HDR_FIELD, GUESTCTL_HDR_ARGV (*argv_len: the payload's
+ * length, which follows), or GUESTCTL_HDR_BAD (not understood).  h starts
+ * zeroed.
+ */
+int guestctl_parse_header(const char *line, struct guestctl_header *h,
+    unsigned long *argv_len);
+
 /* Agent states (REPORT, ksbctl status). */
 enum {
 	GUESTCTL_ST_STARTING, GUESTCTL_ST_WORKING, GUESTCTL_ST_DONE,

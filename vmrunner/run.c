@@ -2246,29 +2246,25 @@ run_qemu_argv(struct run *r, char ***qargv)
 }
 
 /*
- * The agent lines of the header (proto/guestctl.h): AGENT, then MODE,
+ * The agent lines of the header (guestctl_encode_agent): AGENT, then MODE,
  * HOOKS and PANE from the preset.  malloc'd into *h; its length or -1.
  */
 static int
 run_agent_header(struct run *r, char **h)
 {
 	const struct preset *p = &r->preset;
-	char rd[GUESTCTL_PANE_MAX * 3 + 1], bz[GUESTCTL_PANE_MAX * 3 + 1];
-	size_t n;
+	struct guestctl_agent_hdr a;
 
-	strcpy(rd, "-");
-	strcpy(bz, "-");
-	if (p->pane_ready != NULL && (n = strlen(p->pane_ready)) > 0 &&
-	    n <= GUESTCTL_PANE_MAX)
-		guestctl_encode_text(rd, sizeof(rd), p->pane_ready, n);
-	if (p->pane_busy != NULL && (n = strlen(p->pane_busy)) > 0 &&
-	    n <= GUESTCTL_PANE_MAX)
-		guestctl_encode_text(bz, sizeof(bz), p->pane_busy, n);
-	return asprintf(h, "AGENT %lu\n%sHOOKS %d %d\n%s%s%s%s%s",
-	    r->idle_s, r->headless ? "MODE headless\n" : "", p->hook_submit,
-	    p->hook_end, p->pane_ready != NULL ? "PANE " : "",
-	    p->pane_ready != NULL ? rd : "", p->pane_ready != NULL ? " " : "",
-	    p->pane_ready != NULL ? bz : "", p->pane_ready != NULL ? "\n" : "");
+	memset(&a, 0, sizeof(a));
+	a.idle_s = r->idle_s;
+	a.headless = r->headless;
+	a.hook_submit = p->hook_submit;
+	a.hook_end = p->hook_end;
+	if (p->pane_ready != NULL) {
+		a.pane_ready = p->pane_ready;
+		a.pane_busy = p->pane_busy;
+	}
+	return guestctl_encode_agent(&a, h);
 }
 
 /* The command header for the guest (guestctl_encode), AGENT first. */
@@ -2292,7 +2288,7 @@ run_command_header(struct run *r)
 	if (r->agent == NULL)
 		return 0;
 	if ((hl = run_agent_header(r, &h)) < 0)
-		fatal("asprintf");
+		fatalx("agent header: a preset pattern over GUESTCTL_PANE_MAX bytes");
 	h = xrealloc(h, (size_t)hl + r->header_len);
 	memcpy(h + hl, r->header, r->header_len);
 	free(r->header);

@@ -120,10 +120,61 @@ test_guest_path(void)
 	    "/srv/data, /home/agent2 and /usrx are fine");
 }
 
+/* The agent header lines: encoded by ksb-run, parsed back by the guest. */
+static void
+test_agent_header(void)
+{
+	struct guestctl_agent_hdr a = { 30, 1, 1, 0, "bypass on|auto on", NULL };
+	struct guestctl_header h;
+	char *out = NULL, *line, *save = NULL, big[GUESTCTL_PANE_MAX + 2];
+	unsigned long v = 0;
+	int n, k, bad = 0;
+
+	n = guestctl_encode_agent(&a, &out);
+	CHECK(n > 0 && strcmp(out, "AGENT 30\nMODE headless\nHOOKS 1 0\n"
+	    "PANE bypass%20on|auto%20on -\n") == 0, "agent lines encoded");
+	memset(&h, 0, sizeof(h));
+	for (line = strtok_r(out, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save))
+		bad += guestctl_parse_header(line, &h, &v) != GUESTCTL_HDR_FIELD;
+	CHECK(bad == 0 && h.agent && h.idle_s == 30 && h.headless &&
+	    h.hook_submit == 1 && h.hook_end == 0 && h.pane &&
+	    strcmp(h.pane_ready, "bypass on|auto on") == 0 &&
+	    h.pane_busy[0] == '\0', "parsed back by the guest");
+	free(out);
+	CHECK(guestctl_parse_header("ARGV 26", &h, &v) == GUESTCTL_HDR_ARGV &&
+	    v == 26, "ARGV ends the header with its length");
+	CHECK(guestctl_parse_header("TERM xterm", &h, &v) == GUESTCTL_HDR_FIELD &&
+	    strcmp(h.term, "xterm") == 0 &&
+	    guestctl_parse_header("WINSZ 24 80", &h, &v) == GUESTCTL_HDR_FIELD &&
+	    h.rows == 24 && h.cols == 80, "TERM and WINSZ");
+	{
+		static const char *badl[] = { "AGENT 0", "AGENT 86401",
+		    "HOOKS 1 2", "HOOKS 1 1 ", "PANE a", "PANE a b c",
+		    "PANE %zz -", "MODE x", "ARGV x", "BOGUS" };
+		size_t i;
+
+		for (i = 0, k = 0; i < sizeof(badl) / sizeof(badl[0]); i++)
+			k += guestctl_parse_header(badl[i], &h, &v) ==
+			    GUESTCTL_HDR_BAD;
+		CHECK(k == (int)(sizeof(badl) / sizeof(badl[0])),
+		    "malformed header lines refused (%d of %zu)", k,
+		    sizeof(badl) / sizeof(badl[0]));
+	}
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	a.pane_ready = big;
+	CHECK(guestctl_encode_agent(&a, &out) == -1, "a pattern too long refused");
+	a.pane_ready = NULL;
+	a.idle_s = 0;
+	CHECK(guestctl_encode_agent(&a, &out) == -1, "idle 0 refused");
+}
+
 int
 main(void)
 {
 	log_init("test_guestctl", 0);
+	test_agent_header();
 	test_guestctl();
 	test_secrets_blob();
 	test_guest_path();
