@@ -24,9 +24,14 @@
 #define PRESET_ENV ".config/ksb/env"
 #define PRESET_KEY_SUFFIX 20	/* Claude's customApiKeyResponses.approved */
 #define PRESET_CODEX_MODEL "gpt-5.5"
-/* Codex's TUI: its composer's footer when it waits for input; busy. */
+/*
+ * Codex's TUI (0.171.0): its footer, shown idle and busy alike; busy, the
+ * status line "Working (0s <bullet> esc to interrupt)" above the composer.
+ */
 #define PRESET_CODEX_READY "? for shortcuts"
-#define PRESET_CODEX_BUSY "esc to interrupt|Waiting for startup|loading"
+#define PRESET_CODEX_BUSY "esc to interrupt|Waiting for startup"
+/* The model its catalogue offers instead of the default ("Meet ..."). */
+#define PRESET_CODEX_UPGRADE "gpt-6-sol"
 #define PRESET_OPENAI_URL "https://api.openai.com/v1"
 
 /* The first word of cmd, its basename: the preset's name or none. */
@@ -211,10 +216,17 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 	fputc('\n', f);
 	/* A provider of its own: no login screen, no WebSocket tries. */
 	fputs("model_provider = \"ksb\"\n", f);
+	/*
+	 * No background app-server: the TUI would copy itself (424 MB) into
+	 * CODEX_HOME/packages and wait for it ("Waiting for startup").
+	 */
 	fputs("\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
 	    "apps = false\napi_key_model_discovery = false\n"
-	    "remote_plugin = false\n\n[projects.\"" PRESET_WORK "\"]\n"
-	    "trust_level = \"trusted\"\n", f);
+	    "remote_plugin = false\ndaemon_auto_start = false\n\n"
+	    "[projects.\"" PRESET_WORK "\"]\ntrust_level = \"trusted\"\n", f);
+	/* The TUI's "Meet <model>" screen, taken as seen: it eats the paste. */
+	fputs("\n[notice.model_migrations]\n\"" PRESET_CODEX_MODEL "\" = \""
+	    PRESET_CODEX_UPGRADE "\"\n", f);
 	fputs("\n[model_providers.ksb]\nname = \"ksb\"\nbase_url = ", f);
 	preset_toml_str(f, c->base_url != NULL ? c->base_url : PRESET_OPENAI_URL);
 	fputs("\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n", f);

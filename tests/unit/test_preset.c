@@ -146,6 +146,9 @@ test_codex(void)
 	    strstr(toml, "model = \"gpt-5.5\"") &&
 	    strstr(toml, "[analytics]\nenabled = false") &&
 	    strstr(toml, "remote_plugin = false"), "codex: config.toml");
+	CHECK(toml != NULL && strstr(toml, "daemon_auto_start = false\n") &&
+	    strstr(toml, "[notice.model_migrations]\n\"gpt-5.5\" = "
+	    "\"gpt-6-sol\"\n"), "codex TUI: no daemon, no migration screen");
 	CHECK(toml != NULL && strstr(toml, "base_url = \"https://x.test/v1\\\"\\n"
 	    "[evil]\"") && strstr(toml, "\n[evil]") == NULL &&
 	    strstr(toml, "env_key = \"OPENAI_API_KEY\""),
