@@ -22,6 +22,7 @@
 #define PRESET_REPORT "/run/ksb/bin/ksb-report"	/* guest/init.c AGENT_BIN */
 #define PRESET_SECRETS "/run/ksb/secrets"
 #define PRESET_ENV ".config/ksb/env"
+#define PRESET_CODEX_NOTIFY ".config/ksb/codex-notify"
 #define PRESET_KEY_SUFFIX 20	/* Claude's customApiKeyResponses.approved */
 #define PRESET_CODEX_MODEL "gpt-5.5"
 /*
@@ -196,6 +197,28 @@ preset_claude_files(struct preset *p, const struct preset_conf *c)
 	preset_add_json(p, ".claude/settings.json", o);
 }
 
+/*
+ * ~/.config/ksb/codex-notify: Codex's notify program, the turn's JSON as
+ * $1.  The TUI also runs a side thread per conversation (its title, from
+ * the first prompt) and notifies its end too, before the turn's own end:
+ * only a thread with a rollout file under $CODEX_HOME/sessions (the
+ * conversation's; side threads are ephemeral) is reported done.
+ */
+static void
+preset_codex_notify(struct preset *p)
+{
+	static const char sh[] =
+	    "# Written by ksb-run at every boot: Codex's notify program.\n"
+	    "t=${1#*\\\"thread-id\\\":\\\"}\nt=${t%%\\\"*}\n"
+	    "case $t in ''|*[!0-9a-f-]*) exit 0 ;; esac\n"
+	    "for f in \"${CODEX_HOME:-$HOME/.codex}\"/sessions/*/*/*/"
+	    "rollout-*\"-$t.jsonl\"; do\n"
+	    "\t[ -e \"$f\" ] && exec " PRESET_REPORT " done \"$1\"\n"
+	    "done\nexit 0\n";
+
+	preset_add(p, PRESET_CODEX_NOTIFY, 0700, sh, sizeof(sh) - 1);
+}
+
 /* ~/.codex/config.toml. */
 static void
 preset_codex_files(struct preset *p, const struct preset_conf *c)
@@ -208,7 +231,8 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 		fatal("open_memstream");
 	fputs("# Written by ksb-run at every boot (the codex preset).\n"
 	    "check_for_update_on_startup = false\n"
-	    "notify = [\"" PRESET_REPORT "\", \"done\"]\n"
+	    "notify = [\"/bin/sh\", \"" PRESET_HOME "/" PRESET_CODEX_NOTIFY
+	    "\"]\n"
 	    "approval_policy = \"never\"\n"
 	    "sandbox_mode = \"danger-full-access\"\n", f);
 	fputs("model = ", f);
@@ -231,6 +255,7 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 	preset_toml_str(f, c->base_url != NULL ? c->base_url : PRESET_OPENAI_URL);
 	fputs("\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n", f);
 	preset_add_stream(p, ".codex/config.toml", 0600, f, &buf, &len);
+	preset_codex_notify(p);
 }
 
 /* "export NAME=the secret file's content" when the secret was given. */
