@@ -22,11 +22,17 @@
 #define PRESET_REPORT "/run/ksb/bin/ksb-report"	/* guest/init.c AGENT_BIN */
 #define PRESET_SECRETS "/run/ksb/secrets"
 #define PRESET_ENV ".config/ksb/env"
+#define PRESET_CODEX_NOTIFY ".config/ksb/codex-notify"
 #define PRESET_KEY_SUFFIX 20	/* Claude's customApiKeyResponses.approved */
 #define PRESET_CODEX_MODEL "gpt-5.5"
-/* Codex's TUI: its composer's footer when it waits for input; busy. */
+/*
+ * Codex's TUI (0.171.0): its footer, shown idle and busy alike; busy, the
+ * status line "Working (0s <bullet> esc to interrupt)" above the composer.
+ */
 #define PRESET_CODEX_READY "? for shortcuts"
-#define PRESET_CODEX_BUSY "esc to interrupt|Waiting for startup|loading"
+#define PRESET_CODEX_BUSY "esc to interrupt|Waiting for startup"
+/* The model its catalogue offers instead of the default ("Meet ..."). */
+#define PRESET_CODEX_UPGRADE "gpt-6-sol"
 #define PRESET_OPENAI_URL "https://api.openai.com/v1"
 
 /* The first word of cmd, its basename: the preset's name or none. */
@@ -191,6 +197,28 @@ preset_claude_files(struct preset *p, const struct preset_conf *c)
 	preset_add_json(p, ".claude/settings.json", o);
 }
 
+/*
+ * ~/.config/ksb/codex-notify: Codex's notify program, the turn's JSON as
+ * $1.  The TUI also runs a side thread per conversation (its title, from
+ * the first prompt) and notifies its end too, before the turn's own end:
+ * only a thread with a rollout file under $CODEX_HOME/sessions (the
+ * conversation's; side threads are ephemeral) is reported done.
+ */
+static void
+preset_codex_notify(struct preset *p)
+{
+	static const char sh[] =
+	    "# Written by ksb-run at every boot: Codex's notify program.\n"
+	    "t=${1#*\\\"thread-id\\\":\\\"}\nt=${t%%\\\"*}\n"
+	    "case $t in ''|*[!0-9a-f-]*) exit 0 ;; esac\n"
+	    "for f in \"${CODEX_HOME:-$HOME/.codex}\"/sessions/*/*/*/"
+	    "rollout-*\"-$t.jsonl\"; do\n"
+	    "\t[ -e \"$f\" ] && exec " PRESET_REPORT " done \"$1\"\n"
+	    "done\nexit 0\n";
+
+	preset_add(p, PRESET_CODEX_NOTIFY, 0700, sh, sizeof(sh) - 1);
+}
+
 /* ~/.codex/config.toml. */
 static void
 preset_codex_files(struct preset *p, const struct preset_conf *c)
@@ -203,7 +231,8 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 		fatal("open_memstream");
 	fputs("# Written by ksb-run at every boot (the codex preset).\n"
 	    "check_for_update_on_startup = false\n"
-	    "notify = [\"" PRESET_REPORT "\", \"done\"]\n"
+	    "notify = [\"/bin/sh\", \"" PRESET_HOME "/" PRESET_CODEX_NOTIFY
+	    "\"]\n"
 	    "approval_policy = \"never\"\n"
 	    "sandbox_mode = \"danger-full-access\"\n", f);
 	fputs("model = ", f);
@@ -211,14 +240,22 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 	fputc('\n', f);
 	/* A provider of its own: no login screen, no WebSocket tries. */
 	fputs("model_provider = \"ksb\"\n", f);
+	/*
+	 * No background app-server: the TUI would copy itself (424 MB) into
+	 * CODEX_HOME/packages and wait for it ("Waiting for startup").
+	 */
 	fputs("\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
 	    "apps = false\napi_key_model_discovery = false\n"
-	    "remote_plugin = false\n\n[projects.\"" PRESET_WORK "\"]\n"
-	    "trust_level = \"trusted\"\n", f);
+	    "remote_plugin = false\ndaemon_auto_start = false\n\n"
+	    "[projects.\"" PRESET_WORK "\"]\ntrust_level = \"trusted\"\n", f);
+	/* The TUI's "Meet <model>" screen, taken as seen: it eats the paste. */
+	fputs("\n[notice.model_migrations]\n\"" PRESET_CODEX_MODEL "\" = \""
+	    PRESET_CODEX_UPGRADE "\"\n", f);
 	fputs("\n[model_providers.ksb]\nname = \"ksb\"\nbase_url = ", f);
 	preset_toml_str(f, c->base_url != NULL ? c->base_url : PRESET_OPENAI_URL);
 	fputs("\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n", f);
 	preset_add_stream(p, ".codex/config.toml", 0600, f, &buf, &len);
+	preset_codex_notify(p);
 }
 
 /* "export NAME=the secret file's content" when the secret was given. */

@@ -132,7 +132,7 @@ test_codex(void)
 	struct preset_conf c = { .cmd = "codex", .secrets = secrets,
 	    .nsecrets = 1, .base_url = "https://x.test/v1\"\n[evil]" };
 	struct preset p;
-	char *cause = NULL, *toml, *env;
+	char *cause = NULL, *toml, *env, *nfy;
 	unsigned mode = 0;
 	int bad = 0;
 
@@ -140,12 +140,20 @@ test_codex(void)
 	    "codex: the preset");
 	toml = file_of(&p, ".codex/config.toml", &mode, &bad);
 	CHECK(toml != NULL && strstr(toml, "check_for_update_on_startup = false") &&
-	    strstr(toml, "notify = [\"/run/ksb/bin/ksb-report\", \"done\"]") &&
+	    strstr(toml, "notify = [\"/bin/sh\", "
+	    "\"/home/agent/.config/ksb/codex-notify\"]") &&
 	    strstr(toml, "approval_policy = \"never\"") &&
 	    strstr(toml, "sandbox_mode = \"danger-full-access\"") &&
 	    strstr(toml, "model = \"gpt-5.5\"") &&
 	    strstr(toml, "[analytics]\nenabled = false") &&
 	    strstr(toml, "remote_plugin = false"), "codex: config.toml");
+	CHECK(toml != NULL && strstr(toml, "daemon_auto_start = false\n") &&
+	    strstr(toml, "[notice.model_migrations]\n\"gpt-5.5\" = "
+	    "\"gpt-6-sol\"\n"), "codex TUI: no daemon, no migration screen");
+	nfy = file_of(&p, ".config/ksb/codex-notify", &mode, &bad);
+	CHECK(nfy != NULL && mode == 0700 && strstr(nfy, "/sessions/*/*/*/") &&
+	    strstr(nfy, "exec /run/ksb/bin/ksb-report done \"$1\""),
+	    "codex notify: done for the conversation's own thread only");
 	CHECK(toml != NULL && strstr(toml, "base_url = \"https://x.test/v1\\\"\\n"
 	    "[evil]\"") && strstr(toml, "\n[evil]") == NULL &&
 	    strstr(toml, "env_key = \"OPENAI_API_KEY\""),
@@ -156,6 +164,7 @@ test_codex(void)
 	CHECK(file_of(&p, GUESTCTL_TURN_SCRIPT, &mode, &bad) == NULL && !bad,
 	    "codex interactive: no turn script");
 	free(toml);
+	free(nfy);
 	free(env);
 	preset_free(&p);
 }
