@@ -12,10 +12,10 @@
 
 enum {
 	TF_GROUND,
-	TF_ESC,			/* ESC seen */
-	TF_CSI,			/* ESC [ */
-	TF_STR,			/* ESC P or ESC ]: a string until ST or BEL */
-	TF_STR_ESC,		/* ESC inside the string: ST if '\' follows */
+	TF_ESC,	    /* ESC seen */
+	TF_CSI,	    /* ESC [ */
+	TF_STR,	    /* ESC P or ESC ]: a string until ST or BEL */
+	TF_STR_ESC, /* ESC inside the string: ST if '\' follows */
 };
 
 void
@@ -57,7 +57,7 @@ termfilter_csi_reply(const unsigned char *s, size_t n)
 	switch (fin) {
 	case 'c':
 		return p == '>' || p == '?' || p == '=';
-	case 'R':	/* CSI row ; col R (also CSI ? row ; col R) */
+	case 'R': /* CSI row ; col R (also CSI ? row ; col R) */
 		return semis == 1 && digits >= 2 &&
 		    digits + semis + (p == '?') == n - 3;
 	case 'I':
@@ -134,8 +134,8 @@ termfilter_csi(struct termfilter *tf, unsigned char c, char *out)
 		return termfilter_done(tf, termfilter_csi_reply(h, n), out);
 	}
 	if (c >= 0x20 && c <= 0x3f)
-		return 0;		/* parameters, intermediates */
-	return termfilter_pass(tf, out);	/* not a CSI: as typed */
+		return 0;		 /* parameters, intermediates */
+	return termfilter_pass(tf, out); /* not a CSI: as typed */
 }
 
 /* One byte c, already appended to held when not in TF_GROUND. */
@@ -155,15 +155,15 @@ termfilter_byte(struct termfilter *tf, unsigned char c, char *out)
 		return termfilter_csi(tf, c, out);
 	case TF_STR:
 		if (c == BEL)
-			return termfilter_done(tf,
-			    termfilter_str_reply(tf->held, tf->nheld), out);
+			return termfilter_done(
+			    tf, termfilter_str_reply(tf->held, tf->nheld), out);
 		if (c == ESC)
 			tf->state = TF_STR_ESC;
 		return 0;
 	case TF_STR_ESC:
 		if (c == '\\')
-			return termfilter_done(tf,
-			    termfilter_str_reply(tf->held, tf->nheld), out);
+			return termfilter_done(
+			    tf, termfilter_str_reply(tf->held, tf->nheld), out);
 		return termfilter_pass(tf, out);
 	}
 	return 0;

@@ -24,12 +24,12 @@
 
 #include <stddef.h>
 
-#define TERMFILTER_HOLD 512	/* longest sequence held; longer ones pass */
+#define TERMFILTER_HOLD	   512 /* longest sequence held; longer ones pass */
 #define TERMFILTER_WAIT_MS 50
 
 struct termfilter {
 	int state;
-	int paste;		/* inside a bracketed paste */
+	int paste; /* inside a bracketed paste */
 	unsigned char held[TERMFILTER_HOLD];
 	size_t nheld;
 };
@@ -39,8 +39,8 @@ void termfilter_init(struct termfilter *tf);
  * termfilter_feed: in[0..n) in, the bytes to pass into out, which must
  * have room for n + TERMFILTER_HOLD bytes; returns their count.
  */
-size_t termfilter_feed(struct termfilter *tf, const char *in, size_t n,
-    char *out);
+size_t termfilter_feed(
+    struct termfilter *tf, const char *in, size_t n, char *out);
 /* termfilter_pending: 1 if bytes are held (call flush after the wait). */
 int termfilter_pending(const struct termfilter *tf);
 /* termfilter_flush: the held bytes into out (TERMFILTER_HOLD); count. */

@@ -46,32 +46,34 @@
 
 #include "proto/guestctl.h"
 
-#define AGENT_UID 1000
-#define AGENT_GID 1000
-#define AGENT_HOME "/home/agent"
-#define SHARES_MAX 16
-#define HDR_TIMEOUT_MS 30000	/* waiting for the host's ARGV */
-#define BYE_TIMEOUT_MS 3000	/* waiting for the host's BYE */
-#define DISK_DEV "/dev/vda"
-#define DISK_MNT "/run/ksb/disk"
-#define SECRETS_DIR "/run/ksb/secrets"
-#define FWCFG_SECRETS "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_SECRETS_FWCFG "/raw"
+#define AGENT_UID      1000
+#define AGENT_GID      1000
+#define AGENT_HOME     "/home/agent"
+#define SHARES_MAX     16
+#define HDR_TIMEOUT_MS 30000 /* waiting for the host's ARGV */
+#define BYE_TIMEOUT_MS 3000  /* waiting for the host's BYE */
+#define DISK_DEV       "/dev/vda"
+#define DISK_MNT       "/run/ksb/disk"
+#define SECRETS_DIR    "/run/ksb/secrets"
+#define FWCFG_SECRETS                                                          \
+	"/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_SECRETS_FWCFG "/raw"
 #define FWCFG_CA "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_CA_FWCFG "/raw"
-#define FWCFG_HOME "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_HOME_FWCFG "/raw"
-#define CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
-#define MKFS "/usr/sbin/mkfs.ext4"
+#define FWCFG_HOME                                                             \
+	"/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_HOME_FWCFG "/raw"
+#define CA_BUNDLE  "/etc/ssl/certs/ca-certificates.crt"
+#define MKFS	   "/usr/sbin/mkfs.ext4"
 #define PWRBTN_MAX 4
-#define AGENT_DIR "/run/ksb/agent"
-#define AGENT_BIN "/run/ksb/bin"
+#define AGENT_DIR  "/run/ksb/agent"
+#define AGENT_BIN  "/run/ksb/bin"
 
 #define EXIT_INIT_FAILED 125
 #define EXIT_CANNOT_EXEC 126
-#define EXIT_NOT_FOUND 127
+#define EXIT_NOT_FOUND	 127
 
 struct share {
 	char tag[8];
 	char path[256];
-	int rw;			/* ksb.share=TAG:PATH:rw */
+	int rw; /* ksb.share=TAG:PATH:rw */
 };
 
 struct boot {
@@ -81,15 +83,16 @@ struct boot {
 	unsigned port;
 	struct share shares[SHARES_MAX];
 	int nshares;
-	int disk;		/* ksb.disk=1: an instance disk on /dev/vda */
-	int workspace;		/* WORKSPACE_DIR is ready: the command starts there */
-	int agent;		/* AGENT: argv[0] is the agent's shell command */
-	long idle_ms;		/* agent mode: quiet pane -> "idle" */
-	int headless;		/* MODE headless: one process per turn */
-	int hook_submit, hook_end;	/* HOOKS: what the agent's hooks report */
-	int pane;		/* PANE given: paste once the pane is ready */
-	char pane_ready[GUESTCTL_PANE_MAX + 1], pane_busy[GUESTCTL_PANE_MAX + 1];
-	char *home;		/* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int disk;      /* ksb.disk=1: an instance disk on /dev/vda */
+	int workspace; /* WORKSPACE_DIR is ready: the command starts there */
+	int agent;     /* AGENT: argv[0] is the agent's shell command */
+	long idle_ms;  /* agent mode: quiet pane -> "idle" */
+	int headless;  /* MODE headless: one process per turn */
+	int hook_submit, hook_end; /* HOOKS: what the agent's hooks report */
+	int pane; /* PANE given: paste once the pane is ready */
+	char pane_ready[GUESTCTL_PANE_MAX + 1],
+	    pane_busy[GUESTCTL_PANE_MAX + 1];
+	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -99,7 +102,7 @@ struct boot {
 };
 
 #ifndef GRND_INSECURE
-#define GRND_INSECURE 0x0004	/* Linux 5.6: never blocks */
+#define GRND_INSECURE 0x0004 /* Linux 5.6: never blocks */
 #endif
 
 static int ctl_fd = -1;
@@ -119,8 +122,7 @@ stage(const char *what)
 		return;
 }
 
-static void __attribute__((format(printf, 1, 2)))
-say(const char *fmt, ...)
+static void __attribute__((format(printf, 1, 2))) say(const char *fmt, ...)
 {
 	char buf[512];
 	va_list ap;
@@ -251,8 +253,7 @@ ctl_readn(char *buf, size_t len, int64_t deadline)
 	return 0;
 }
 
-static void __attribute__((noreturn))
-poweroff(int status, int reported)
+static void __attribute__((noreturn)) poweroff(int status, int reported)
 {
 	char line[GUESTCTL_LINE_MAX];
 	int n, fd;
@@ -262,12 +263,14 @@ poweroff(int status, int reported)
 		ctl_write(line, (size_t)n);
 		/* Wait for the host's BYE so EXIT is not lost at power-off. */
 		if (ctl_fd != -1)
-			(void)ctl_readline(line, sizeof(line), mono_ms() + BYE_TIMEOUT_MS);
+			(void)ctl_readline(
+			    line, sizeof(line), mono_ms() + BYE_TIMEOUT_MS);
 	}
 	kill(-1, SIGKILL);
 	sync();
 	/* Console loglevel 0: not even "reboot: Power down" on the host's stdout. */
-	if ((fd = open("/proc/sys/kernel/printk", O_WRONLY | O_CLOEXEC)) != -1) {
+	if ((fd = open("/proc/sys/kernel/printk", O_WRONLY | O_CLOEXEC)) !=
+	    -1) {
 		if (write(fd, "0 4 0 7", 7) < 0)
 			(void)0;
 		close(fd);
@@ -318,12 +321,13 @@ mkdirs(const char *path, mode_t mode)
 }
 
 static void
-do_mount(const char *src, const char *dst, const char *type, unsigned long flags,
-    const char *data)
+do_mount(const char *src, const char *dst, const char *type,
+    unsigned long flags, const char *data)
 {
 	mkdirs(dst, 0755);
 	if (mount(src, dst, type, flags, data) == -1)
-		fail("mount %s on %s (%s): %s", src, dst, type, strerror(errno));
+		fail(
+		    "mount %s on %s (%s): %s", src, dst, type, strerror(errno));
 }
 
 static void
@@ -332,7 +336,8 @@ write_file(const char *path, const char *content, mode_t mode)
 	int fd;
 	size_t len = strlen(content);
 
-	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)) == -1)
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)) ==
+	    -1)
 		fail("open %s: %s", path, strerror(errno));
 	if (write(fd, content, len) != (ssize_t)len)
 		fail("write %s: %s", path, strerror(errno));
@@ -361,11 +366,12 @@ load_modules(void)
 		}
 		flags = 0;
 		if (len > 3 && strcmp(line + len - 3, ".ko") != 0)
-			flags = 4;	/* MODULE_INIT_COMPRESSED_FILE */
-		if (syscall(SYS_finit_module, fd, "", flags) == -1 && errno != EEXIST)
+			flags = 4; /* MODULE_INIT_COMPRESSED_FILE */
+		if (syscall(SYS_finit_module, fd, "", flags) == -1 &&
+		    errno != EEXIST)
 			say("finit_module %s: %s", line, strerror(errno));
 		close(fd);
-		unlink(line);	/* give the memory back */
+		unlink(line); /* give the memory back */
 	}
 	fclose(f);
 }
@@ -380,12 +386,14 @@ valid_id(const char *s)
 	if (len < 1 || len > 32 || s[0] == '-')
 		return 0;
 	for (i = 0; i < len; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-		    s[i] == '-'))
+		if (!((s[i] >= 'a' && s[i] <= 'z') ||
+			(s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
 			return 0;
 	return 1;
 }
 
+/* 85 lines: one pass over /proc/cmdline, one branch per ksb.* key, each
+ * refusing a malformed value before anything is mounted. */
 static void
 parse_cmdline(struct boot *b)
 {
@@ -419,7 +427,9 @@ parse_cmdline(struct boot *b)
 				fail("ksb.ip: no prefix length in `%s'", val);
 			*colon++ = '\0';
 			if (inet_pton(AF_INET, val, &b->ip) != 1 ||
-			    guestctl_parse_uint(colon, strlen(colon), 30, &v) != 0 || v < 1)
+			    guestctl_parse_uint(colon, strlen(colon), 30, &v) !=
+				0 ||
+			    v < 1)
 				fail("ksb.ip: invalid `%s/%s'", val, colon);
 			b->prefix = (int)v;
 			seen |= 2;
@@ -428,7 +438,9 @@ parse_cmdline(struct boot *b)
 				fail("ksb.gw: invalid `%s'", val);
 			seen |= 4;
 		} else if (strcmp(tok, "ksb.port") == 0 && !(seen & 8)) {
-			if (guestctl_parse_uint(val, strlen(val), 65535, &v) != 0 || v == 0)
+			if (guestctl_parse_uint(val, strlen(val), 65535, &v) !=
+				0 ||
+			    v == 0)
 				fail("ksb.port: invalid `%s'", val);
 			b->port = (unsigned)v;
 			seen |= 8;
@@ -449,10 +461,12 @@ parse_cmdline(struct boot *b)
 				val[vlen - 3] = '\0';
 				s->rw = 1;
 			}
-			if ((colon = strchr(val, ':')) == NULL || colon - val < 2 ||
-			    colon - val > 3 || val[0] != 's' ||
-			    guestctl_parse_uint(val + 1, (size_t)(colon - val - 1),
-			    SHARES_MAX - 1, &v) != 0 ||
+			if ((colon = strchr(val, ':')) == NULL ||
+			    colon - val < 2 || colon - val > 3 ||
+			    val[0] != 's' ||
+			    guestctl_parse_uint(val + 1,
+				(size_t)(colon - val - 1), SHARES_MAX - 1,
+				&v) != 0 ||
 			    guestctl_guest_path_problem(colon + 1) != NULL)
 				fail("ksb.share: invalid `%s'", val);
 			memcpy(s->tag, val, (size_t)(colon - val));
@@ -460,11 +474,14 @@ parse_cmdline(struct boot *b)
 			strcpy(s->path, colon + 1);
 			b->nshares++;
 		} else {
-			fail("kernel command line: unknown or repeated key `%s'", tok);
+			fail(
+			    "kernel command line: unknown or repeated key `%s'",
+			    tok);
 		}
 	}
 	if ((seen & 15) != 15)
-		fail("kernel command line: ksb.id, ksb.ip, ksb.gw and ksb.port are required");
+		fail("kernel command line: ksb.id, ksb.ip, ksb.gw and ksb.port "
+		     "are required");
 }
 
 /* ---- network ------------------------------------------------------------ */
@@ -506,7 +523,8 @@ setup_network(const struct boot *b)
 	if (if_nametoindex("eth0") == 0)
 		fail("no eth0 (virtio_net not loaded?)");
 	/* No IPv6 on eth0: the gateway drops it anyway. */
-	if ((fd = open("/proc/sys/net/ipv6/conf/eth0/disable_ipv6", O_WRONLY | O_CLOEXEC)) != -1) {
+	if ((fd = open("/proc/sys/net/ipv6/conf/eth0/disable_ipv6",
+		 O_WRONLY | O_CLOEXEC)) != -1) {
 		if (write(fd, "1", 1) != 1)
 			say("disable_ipv6: %s", strerror(errno));
 		close(fd);
@@ -532,11 +550,14 @@ open_control_port(void)
 	for (i = 0; i < 500 && ctl_fd == -1; i++) {
 		if ((d = opendir("/sys/class/virtio-ports")) != NULL) {
 			while ((de = readdir(d)) != NULL) {
-				if (de->d_name[0] == '.' || strlen(de->d_name) > 32)
+				if (de->d_name[0] == '.' ||
+				    strlen(de->d_name) > 32)
 					continue;
-				snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name",
+				snprintf(path, sizeof(path),
+				    "/sys/class/virtio-ports/%s/name",
 				    de->d_name);
-				if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+				if ((fd = open(path, O_RDONLY | O_CLOEXEC)) ==
+				    -1)
 					continue;
 				n = read(fd, name, sizeof(name) - 1);
 				close(fd);
@@ -545,8 +566,10 @@ open_control_port(void)
 				name[n] = '\0';
 				if (strcmp(name, GUESTCTL_PORT_NAME "\n") != 0)
 					continue;
-				snprintf(path, sizeof(path), "/dev/%s", de->d_name);
-				ctl_fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+				snprintf(
+				    path, sizeof(path), "/dev/%s", de->d_name);
+				ctl_fd =
+				    open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
 				if (ctl_fd == -1)
 					say("%s: %s", path, strerror(errno));
 				break;
@@ -576,7 +599,8 @@ read_header(struct boot *b)
 	for (;;) {
 		if (ctl_readline(line, sizeof(line), deadline) != 0)
 			fail("no command from the host on " GUESTCTL_PORT_NAME);
-		if ((k = guestctl_parse_header(line, &h, &v)) == GUESTCTL_HDR_BAD)
+		if ((k = guestctl_parse_header(line, &h, &v)) ==
+		    GUESTCTL_HDR_BAD)
 			fail("unexpected line from the host");
 		if (k == GUESTCTL_HDR_ARGV)
 			break;
@@ -622,14 +646,15 @@ static void
 format_disk(void)
 {
 	char *argv[] = { MKFS, "-q", "-F", "-m", "0", "-L", "ksb", "-E",
-	    "lazy_itable_init=1,lazy_journal_init=1,nodiscard", DISK_DEV, NULL };
+		"lazy_itable_init=1,lazy_journal_init=1,nodiscard", DISK_DEV,
+		NULL };
 	char *envp[] = { "PATH=/usr/sbin:/usr/bin", NULL };
 	pid_t pid;
 	int st;
 
 	if (access(MKFS, X_OK) != 0)
 		fail("the instance disk is blank and the host has no " MKFS
-		    " (install e2fsprogs)");
+		     " (install e2fsprogs)");
 	if ((pid = fork()) == -1)
 		fail("fork: %s", strerror(errno));
 	if (pid == 0) {
@@ -663,14 +688,16 @@ setup_storage(const struct boot *b)
 			fail("no " DISK_DEV " (virtio_blk not loaded?)");
 		if (!has_ext4(DISK_DEV))
 			format_disk();
-		do_mount(DISK_DEV, DISK_MNT, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL);
+		do_mount(DISK_DEV, DISK_MNT, "ext4",
+		    MS_NOSUID | MS_NODEV | MS_NOATIME, NULL);
 		base = DISK_MNT;
 		mkdirs(DISK_MNT "/home", 0700);
 		if (chown(DISK_MNT "/home", AGENT_UID, AGENT_GID) == -1)
 			fail("chown: %s", strerror(errno));
 		do_mount(DISK_MNT "/home", AGENT_HOME, NULL, MS_BIND, NULL);
 	} else {
-		do_mount("tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+		do_mount(
+		    "tmpfs", base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	}
 	snprintf(opts, sizeof(opts), "%s/usr-upper", base);
 	mkdirs(opts, 0755);
@@ -681,9 +708,12 @@ setup_storage(const struct boot *b)
 	mkdirs(opts, 0755);
 	if (chown(opts, AGENT_UID, AGENT_GID) == -1)
 		fail("chown %s: %s", opts, strerror(errno));
-	snprintf(opts, sizeof(opts), "lowerdir=/usr,upperdir=%s/usr-upper,"
-	    "workdir=%s/usr-work", base, base);
-	if (mount("overlay", "/usr", "overlay", MS_NOSUID | MS_NODEV, opts) == -1)
+	snprintf(opts, sizeof(opts),
+	    "lowerdir=/usr,upperdir=%s/usr-upper,"
+	    "workdir=%s/usr-work",
+	    base, base);
+	if (mount("overlay", "/usr", "overlay", MS_NOSUID | MS_NODEV, opts) ==
+	    -1)
 		say("overlay on /usr: %s (read-only /usr)", strerror(errno));
 	stage("storage ready");
 }
@@ -730,14 +760,18 @@ install_secrets(void)
 	char *buf = NULL;
 	int fd, r;
 
-	if (fwcfg_read(FWCFG_SECRETS, (size_t)GUESTCTL_SECRETS_MAX *
-	    (GUESTCTL_SECRET_MAX + 96), &buf, &len) != 0)
+	if (fwcfg_read(FWCFG_SECRETS,
+		(size_t)GUESTCTL_SECRETS_MAX * (GUESTCTL_SECRET_MAX + 96), &buf,
+		&len) != 0)
 		goto unload;
-	do_mount("tmpfs", SECRETS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+	do_mount("tmpfs", SECRETS_DIR, "tmpfs",
+	    MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    "mode=0500,uid=1000,gid=1000,size=4m");
-	while ((r = guestctl_secret_next(buf, len, &off, name, &val, &vlen, &err)) == 1) {
+	while ((r = guestctl_secret_next(
+		    buf, len, &off, name, &val, &vlen, &err)) == 1) {
 		snprintf(path, sizeof(path), SECRETS_DIR "/%s", name);
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
+		fd = open(path,
+		    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0400);
 		if (fd == -1 || write(fd, val, vlen) != (ssize_t)vlen ||
 		    fchown(fd, AGENT_UID, AGENT_GID) == -1)
 			fail("secret %s: %s", name, strerror(errno));
@@ -767,16 +801,17 @@ unload:
 static void
 read_home(struct boot *b)
 {
-	if (fwcfg_read(FWCFG_HOME, (size_t)GUESTCTL_HOME_FILES *
-	    (GUESTCTL_HOME_FILE_MAX + GUESTCTL_HOME_PATH_MAX + 32), &b->home,
-	    &b->homelen) != 0)
+	if (fwcfg_read(FWCFG_HOME,
+		(size_t)GUESTCTL_HOME_FILES *
+		    (GUESTCTL_HOME_FILE_MAX + GUESTCTL_HOME_PATH_MAX + 32),
+		&b->home, &b->homelen) != 0)
 		b->home = NULL;
 }
 
 /* In the child: write path (relative to AGENT_HOME) as the agent.  0/-1. */
 static int
-home_write(int home, const char *path, unsigned mode, const char *val,
-    size_t len)
+home_write(
+    int home, const char *path, unsigned mode, const char *val, size_t len)
 {
 	char dir[GUESTCTL_HOME_PATH_MAX + 1], tmp[GUESTCTL_HOME_PATH_MAX + 16];
 	const char *base = strrchr(path, '/');
@@ -792,8 +827,8 @@ home_write(int home, const char *path, unsigned mode, const char *val,
 	}
 	snprintf(tmp, sizeof(tmp), "%s.ksb-new", path);
 	unlinkat(home, tmp, 0);
-	fd = openat(home, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-	    O_NOFOLLOW, 0600);
+	fd = openat(home, tmp,
+	    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || (len > 0 && write(fd, val, len) != (ssize_t)len) ||
 	    fchmod(fd, (mode_t)mode) == -1 || close(fd) == -1)
 		return -1;
@@ -819,13 +854,14 @@ install_home(struct boot *b)
 
 		if (setgroups(1, &gid) == -1 || setgid(AGENT_GID) == -1 ||
 		    setuid(AGENT_UID) == -1 ||
-		    (home = open(AGENT_HOME, O_RDONLY | O_DIRECTORY |
-		    O_CLOEXEC)) == -1)
+		    (home = open(
+			 AGENT_HOME, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
 			_exit(1);
 		while ((r = guestctl_home_next(b->home, b->homelen, &off, path,
-		    &mode, &val, &vlen, &err)) == 1)
+			    &mode, &val, &vlen, &err)) == 1)
 			if (home_write(home, path, mode, val, vlen) != 0) {
-				say("preset file ~/%s: %s", path, strerror(errno));
+				say("preset file ~/%s: %s", path,
+				    strerror(errno));
 				_exit(1);
 			}
 		if (r == -1)
@@ -853,9 +889,9 @@ install_home(struct boot *b)
  * is reported on the console and as an ERR line, and the command starts
  * anyway (in the agent's home).
  */
-#define MIRROR_GUEST_DIR "/ksb/mirror.git"	/* mirror/mirror.h */
-#define WORKSPACE_DIR AGENT_HOME "/work"
-#define WORKSPACE_CLONE "/ksb-guest-clone"	/* in the initramfs */
+#define MIRROR_GUEST_DIR     "/ksb/mirror.git" /* mirror/mirror.h */
+#define WORKSPACE_DIR	     AGENT_HOME "/work"
+#define WORKSPACE_CLONE	     "/ksb-guest-clone" /* in the initramfs */
 #define WORKSPACE_TIMEOUT_MS 300000
 
 static void __attribute__((format(printf, 1, 2)))
@@ -887,7 +923,8 @@ workspace_child(const struct boot *b, int clone)
 
 	setpgid(0, 0);
 	if (setgroups(1, &gid) == -1 || setgid(AGENT_GID) == -1 ||
-	    setuid(AGENT_UID) == -1 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
+	    setuid(AGENT_UID) == -1 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
 		_exit(EXIT_INIT_FAILED);
 	clearenv();
 	setenv("HOME", AGENT_HOME, 1);
@@ -896,11 +933,13 @@ workspace_child(const struct boot *b, int clone)
 	setenv("LANG", "C.UTF-8", 1);
 	setenv("GIT_TERMINAL_PROMPT", "0", 1);
 	/* git 2.39 honours safe.directory only from the global config. */
-	n = snprintf(cfg, sizeof(cfg), "[user]\n\tname = ksb agent\n"
+	n = snprintf(cfg, sizeof(cfg),
+	    "[user]\n\tname = ksb agent\n"
 	    "\temail = agent@%s.ksb.invalid\n[safe]\n\tdirectory = %s\n"
-	    "\tdirectory = %s\n", b->id, MIRROR_GUEST_DIR, WORKSPACE_DIR);
-	fd = open(AGENT_HOME "/.gitconfig", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-	    O_CLOEXEC, 0644);
+	    "\tdirectory = %s\n",
+	    b->id, MIRROR_GUEST_DIR, WORKSPACE_DIR);
+	fd = open(AGENT_HOME "/.gitconfig",
+	    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd == -1 && errno != EEXIST) {
 		say(AGENT_HOME "/.gitconfig: %s", strerror(errno));
 		_exit(EXIT_INIT_FAILED);
@@ -942,12 +981,15 @@ setup_workspace(struct boot *b)
 		kill(-pid, SIGKILL);
 		kill(pid, SIGKILL);
 		waitpid(pid, &st, 0);
-		workspace_warn("workspace: git clone took more than %d s: killed",
+		workspace_warn(
+		    "workspace: git clone took more than %d s: killed",
 		    WORKSPACE_TIMEOUT_MS / 1000);
 	} else if (w == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 		workspace_warn("workspace: %s failed (status %d); the command "
-		    "starts in " AGENT_HOME, clone ? "git clone of " MIRROR_GUEST_DIR :
-		    "writing ~/.gitconfig", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+			       "starts in " AGENT_HOME,
+		    clone ? "git clone of " MIRROR_GUEST_DIR :
+			    "writing ~/.gitconfig",
+		    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
 	b->workspace = mirror && stat(WORKSPACE_DIR "/.git", &sb) == 0;
 	if (clone && b->workspace)
@@ -969,9 +1011,11 @@ open_power_buttons(int *fds)
 	if ((d = opendir("/sys/class/input")) == NULL)
 		return 0;
 	while ((de = readdir(d)) != NULL && nfds < PWRBTN_MAX) {
-		if (strncmp(de->d_name, "event", 5) != 0 || strlen(de->d_name) > 16)
+		if (strncmp(de->d_name, "event", 5) != 0 ||
+		    strlen(de->d_name) > 16)
 			continue;
-		snprintf(path, sizeof(path), "/sys/class/input/%s/device/name", de->d_name);
+		snprintf(path, sizeof(path), "/sys/class/input/%s/device/name",
+		    de->d_name);
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 			continue;
 		n = read(fd, name, sizeof(name) - 1);
@@ -1006,10 +1050,11 @@ install_extra_ca(void)
 	int out;
 
 	if (fwcfg_read(FWCFG_CA, GUESTCTL_CA_MAX, &buf, &len) != 0)
-		return;		/* none given */
+		return; /* none given */
 	mkdirs("/etc/ssl/certs", 0755);
-	if ((out = open(CA_BUNDLE, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-	    O_NOFOLLOW, 0644)) == -1)
+	if ((out = open(CA_BUNDLE,
+		 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+		 0644)) == -1)
 		fail(CA_BUNDLE ": %s", strerror(errno));
 	/* PEM blocks start on a line of their own. */
 	if ((lseek(out, 0, SEEK_END) > 0 && write(out, "\n", 1) != 1) ||
@@ -1031,13 +1076,17 @@ write_etc_generated(const struct boot *b)
 	mkdirs("/etc", 0755);
 	write_file("/etc/passwd",
 	    "root:x:0:0:root:/root:/bin/sh\n"
-	    "agent:x:1000:1000:ksb agent:" AGENT_HOME ":/bin/bash\n", 0644);
+	    "agent:x:1000:1000:ksb agent:" AGENT_HOME ":/bin/bash\n",
+	    0644);
 	write_file("/etc/group", "root:x:0:\nagent:x:1000:\n", 0644);
-	write_file("/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n", 0644);
+	write_file(
+	    "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n", 0644);
 	write_file("/etc/hostname", b->id, 0644);
-	write_file("/etc/nsswitch.conf", "passwd: files\ngroup: files\n"
+	write_file("/etc/nsswitch.conf",
+	    "passwd: files\ngroup: files\n"
 	    "shadow: files\nhosts: files\nnetworks: files\nprotocols: files\n"
-	    "services: files\nethers: files\nrpc: files\n", 0644);
+	    "services: files\nethers: files\nrpc: files\n",
+	    0644);
 	/* Never the host's: a new one per boot (machine-id(5)). */
 	if (getrandom(id, sizeof(id), GRND_INSECURE) == (ssize_t)sizeof(id)) {
 		for (i = 0; i < 16; i++)
@@ -1057,7 +1106,8 @@ write_etc(const struct boot *b)
 	if (sethostname(b->id, strlen(b->id)) == -1)
 		say("sethostname: %s", strerror(errno));
 	mkdirs(AGENT_HOME, 0700);
-	if (chown(AGENT_HOME, AGENT_UID, AGENT_GID) == -1 || chmod(AGENT_HOME, 0700) == -1)
+	if (chown(AGENT_HOME, AGENT_UID, AGENT_GID) == -1 ||
+	    chmod(AGENT_HOME, 0700) == -1)
 		fail("chown %s: %s", AGENT_HOME, strerror(errno));
 	mkdirs("/var/tmp", 01777);
 	chmod("/var/tmp", 01777);
@@ -1066,8 +1116,7 @@ write_etc(const struct boot *b)
 
 static void become_agent(const struct boot *b);
 
-static void __attribute__((noreturn))
-run_agent(const struct boot *b)
+static void __attribute__((noreturn)) run_agent(const struct boot *b)
 {
 	struct termios t;
 	struct winsize ws;
@@ -1082,7 +1131,8 @@ run_agent(const struct boot *b)
 		if (b->raw)
 			cfmakeraw(&t);
 		else
-			t.c_oflag &= ~(tcflag_t)ONLCR;	/* QEMU's host tty keeps OPOST */
+			t.c_oflag &=
+			    ~(tcflag_t)ONLCR; /* QEMU's host tty keeps OPOST */
 		tcsetattr(fd, TCSANOW, &t);
 	}
 	if (b->rows > 0 && b->cols > 0) {
@@ -1098,7 +1148,8 @@ run_agent(const struct boot *b)
 		close(fd);
 	become_agent(b);
 	execvp(b->argv[0], b->argv);
-	fprintf(stderr, "ksb-guest-init: %s: %s\n", b->argv[0], strerror(errno));
+	fprintf(
+	    stderr, "ksb-guest-init: %s: %s\n", b->argv[0], strerror(errno));
 	_exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
 
@@ -1132,7 +1183,8 @@ become_agent(const struct boot *b)
 		_exit(EXIT_INIT_FAILED);
 	}
 	if (setuid(0) != -1 || seteuid(0) != -1 || setgid(0) != -1 ||
-	    getuid() != AGENT_UID || geteuid() != AGENT_UID || getegid() != AGENT_GID) {
+	    getuid() != AGENT_UID || geteuid() != AGENT_UID ||
+	    getegid() != AGENT_GID) {
 		say("privileges not dropped");
 		_exit(EXIT_INIT_FAILED);
 	}
@@ -1141,10 +1193,12 @@ become_agent(const struct boot *b)
 		say("PR_SET_NO_NEW_PRIVS: %s", strerror(errno));
 		_exit(EXIT_INIT_FAILED);
 	}
-	if ((!b->workspace || chdir(WORKSPACE_DIR) == -1) && chdir(AGENT_HOME) == -1)
+	if ((!b->workspace || chdir(WORKSPACE_DIR) == -1) &&
+	    chdir(AGENT_HOME) == -1)
 		(void)chdir("/");
 
-	snprintf(proxy, sizeof(proxy), "http://%s:%u", inet_ntoa(b->gw), b->port);
+	snprintf(
+	    proxy, sizeof(proxy), "http://%s:%u", inet_ntoa(b->gw), b->port);
 	clearenv();
 	setenv("HOME", AGENT_HOME, 1);
 	setenv("USER", "agent", 1);
@@ -1190,7 +1244,9 @@ supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 		}
 		timeout = -1;
 		if (kill_at != 0)
-			timeout = kill_at > mono_ms() ? (int)(kill_at - mono_ms()) : 0;
+			timeout = kill_at > mono_ms() ?
+			    (int)(kill_at - mono_ms()) :
+			    0;
 		if ((n = poll(pfd, (nfds_t)(2 + npwr), timeout)) == -1) {
 			if (errno == EINTR)
 				continue;
@@ -1231,8 +1287,10 @@ supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 		}
 		for (i = 0; i < npwr; i++)
 			if (pfd[2 + i].revents & POLLIN)
-				while (read(pwr[i], &ev, sizeof(ev)) == sizeof(ev))
-					if (ev.type == EV_KEY && ev.code == KEY_POWER &&
+				while (
+				    read(pwr[i], &ev, sizeof(ev)) == sizeof(ev))
+					if (ev.type == EV_KEY &&
+					    ev.code == KEY_POWER &&
 					    ev.value == 1 && stopping == 0)
 						stopping = 1;
 		if (stopping == 1) {
@@ -1254,34 +1312,36 @@ supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
  * become REPORTs, the pane's output is relayed as OUT.  Nothing here waits
  * for the host: the port is non-blocking behind a bounded queue.
  */
-#define AGENT_PANE_FIFO AGENT_DIR "/pane.fifo"
-#define AGENT_GO_FIFO AGENT_DIR "/go.fifo"
+#define AGENT_PANE_FIFO	  AGENT_DIR "/pane.fifo"
+#define AGENT_GO_FIFO	  AGENT_DIR "/go.fifo"
 #define AGENT_PROMPT_FILE AGENT_DIR "/prompt"
-#define AGENT_TMUX "/usr/bin/tmux"
-#define AGENT_OUTQ_MAX (256 * 1024)	/* bytes queued for the host */
-#define AGENT_OUTQ_OUT_MAX (64 * 1024)	/* ...beyond which pane output is dropped */
-#define AGENT_OUTQ_REPORT_MAX (128 * 1024)	/* ...reports wait for the next heartbeat */
-#define AGENT_REPORTS_PER_S 20		/* working/info datagrams; the rest dropped */
-#define AGENT_REPORTS_PER_POLL 32	/* datagrams read per loop turn */
-#define AGENT_UNACKED_MAX 64		/* reports kept until ACKR */
-#define AGENT_TMUX_TIMEOUT_MS 10000
-#define AGENT_PANE_FILE AGENT_DIR "/pane.txt"	/* capture-pane -p */
-#define AGENT_PANE_READ_MAX (256 * 1024)
-#define AGENT_READY_MS 300000	/* a turn waits this long for a ready pane */
-#define AGENT_READY_POLL_MS 250
-#define AGENT_SUBMIT_MS 15000	/* no sign of the submit: Enter again */
-#define AGENT_SUBMIT_POLL_MS 500
-#define AGENT_ENTERS_MAX 3	/* Enter sent at most this often per turn */
-#define AGENT_DRAIN_MS 2000	/* headless: output read after the exit */
+#define AGENT_TMUX	  "/usr/bin/tmux"
+#define AGENT_OUTQ_MAX	  (256 * 1024) /* bytes queued for the host */
+#define AGENT_OUTQ_OUT_MAX                                                     \
+	(64 * 1024) /* ...beyond which pane output is dropped */
+#define AGENT_OUTQ_REPORT_MAX                                                  \
+	(128 * 1024)		  /* ...reports wait for the next heartbeat */
+#define AGENT_REPORTS_PER_S    20 /* working/info datagrams; the rest dropped */
+#define AGENT_REPORTS_PER_POLL 32 /* datagrams read per loop turn */
+#define AGENT_UNACKED_MAX      64 /* reports kept until ACKR */
+#define AGENT_TMUX_TIMEOUT_MS  10000
+#define AGENT_PANE_FILE	       AGENT_DIR "/pane.txt" /* capture-pane -p */
+#define AGENT_PANE_READ_MAX    (256 * 1024)
+#define AGENT_READY_MS	       300000 /* a turn waits this long for a ready pane */
+#define AGENT_READY_POLL_MS    250
+#define AGENT_SUBMIT_MS	       15000 /* no sign of the submit: Enter again */
+#define AGENT_SUBMIT_POLL_MS   500
+#define AGENT_ENTERS_MAX       3    /* Enter sent at most this often per turn */
+#define AGENT_DRAIN_MS	       2000 /* headless: output read after the exit */
 
-static int agent_stop_pending;	/* STOP from the host */
+static int agent_stop_pending; /* STOP from the host */
 
 struct agent_report {
 	uint64_t seq;
-	char *line;		/* the encoded frame, '\n' included */
+	char *line; /* the encoded frame, '\n' included */
 	size_t len;
-	int64_t sent_ms;	/* 0: not queued yet (the queue was full) */
-	int ends;		/* done, blocked, idle, exited */
+	int64_t sent_ms; /* 0: not queued yet (the queue was full) */
+	int ends;	 /* done, blocked, idle, exited */
 };
 
 struct guest_agent {
@@ -1289,45 +1349,46 @@ struct guest_agent {
 	char *outq;
 	size_t outq_len;
 	unsigned long dropped_out;
-	uint64_t last_turn;	/* delivered into the pane */
-	uint64_t seq;		/* last report seq */
+	uint64_t last_turn; /* delivered into the pane */
+	uint64_t seq;	    /* last report seq */
 	struct agent_report unacked[AGENT_UNACKED_MAX];
 	int nunacked;
 	int64_t last_rx, last_ping, last_out;
 	uint64_t ping;
 	int host_lost, idle_sent, exit_status;
-	int64_t rate_at;	/* start of the current second (report rate) */
-	int rate_n;		/* working/info reports accepted in it */
-	unsigned long rate_dropped;	/* not yet told to the host */
-	char *frame;		/* one encoded frame being built */
-	char *text;		/* a decoded PROMPT */
-	pid_t server;		/* the tmux server: its exit ends agent mode */
-	pid_t con;		/* tmux attach on the console, -1 respawning */
-	int64_t con_at;		/* respawn it then (0: not due) */
-	int64_t kill_at;	/* SIGKILL everything then (0: not due) */
-	int stopping;		/* 1: a stop asked for, 2: under way */
-	int ctl_ok;		/* the control port still reads */
-	int pane_fd, go_fd, rep_fd;	/* agent_start's fifos and socket */
+	int64_t rate_at; /* start of the current second (report rate) */
+	int rate_n;	 /* working/info reports accepted in it */
+	unsigned long rate_dropped; /* not yet told to the host */
+	char *frame;		    /* one encoded frame being built */
+	char *text;		    /* a decoded PROMPT */
+	pid_t server;	 /* the tmux server: its exit ends agent mode */
+	pid_t con;	 /* tmux attach on the console, -1 respawning */
+	int64_t con_at;	 /* respawn it then (0: not due) */
+	int64_t kill_at; /* SIGKILL everything then (0: not due) */
+	int stopping;	 /* 1: a stop asked for, 2: under way */
+	int ctl_ok;	 /* the control port still reads */
+	int pane_fd, go_fd, rep_fd; /* agent_start's fifos and socket */
 	/* interactive: the turn being delivered (0: none) */
 	uint64_t dlv_turn;
-	int dlv_phase;		/* 1 waiting for a ready pane, 2 for the submit */
-	int dlv_enters;		/* Enter sent so often */
+	int dlv_phase;	/* 1 waiting for a ready pane, 2 for the submit */
+	int dlv_enters; /* Enter sent so often */
 	int64_t dlv_next, dlv_deadline, dlv_enter_ms;
-	uint32_t dlv_hash;	/* the pane after the paste */
-	char *dlv_text;		/* phase 1: the text, until pasted */
+	uint32_t dlv_hash; /* the pane after the paste */
+	char *dlv_text;	   /* phase 1: the text, until pasted */
 	size_t dlv_len;
 	/* headless: the turn's process */
-	pid_t run_pid;		/* 0: none (or exited) */
-	uint64_t run_turn;	/* 0: no turn running */
-	int run_fd[2];		/* its stdout, stderr (-1: closed) */
-	int run_status;		/* its exit status, once reaped */
-	int64_t run_drain;	/* exited: pipes read until then (0: running) */
+	pid_t run_pid;	   /* 0: none (or exited) */
+	uint64_t run_turn; /* 0: no turn running */
+	int run_fd[2];	   /* its stdout, stderr (-1: closed) */
+	int run_status;	   /* its exit status, once reaped */
+	int64_t run_drain; /* exited: pipes read until then (0: running) */
 };
 
 static void
 agent_queue(struct guest_agent *a, const char *line, size_t len, int droppable)
 {
-	if ((droppable && (a->host_lost || a->outq_len + len > AGENT_OUTQ_OUT_MAX)) ||
+	if ((droppable &&
+		(a->host_lost || a->outq_len + len > AGENT_OUTQ_OUT_MAX)) ||
 	    a->outq_len + len > AGENT_OUTQ_MAX) {
 		a->dropped_out++;
 		return;
@@ -1362,7 +1423,7 @@ agent_flush(struct guest_agent *a)
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			return;		/* EAGAIN: the host is not reading */
+			return; /* EAGAIN: the host is not reading */
 		memmove(a->outq, a->outq + n, a->outq_len - (size_t)n);
 		a->outq_len -= (size_t)n;
 	}
@@ -1377,10 +1438,11 @@ agent_report(struct guest_agent *a, int state, const char *text, size_t len)
 
 	if (len > GUESTCTL_REPORT_MAX)
 		len = GUESTCTL_REPORT_MAX;
-	n = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "REPORT %llu %llu %s ",
-	    (unsigned long long)++a->seq, (unsigned long long)a->last_turn,
-	    guestctl_state_name(state));
-	n += guestctl_encode_text(a->frame + n, GUESTCTL_GUEST_FRAME_MAX - n - 1, text, len);
+	n = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX,
+	    "REPORT %llu %llu %s ", (unsigned long long)++a->seq,
+	    (unsigned long long)a->last_turn, guestctl_state_name(state));
+	n += guestctl_encode_text(
+	    a->frame + n, GUESTCTL_GUEST_FRAME_MAX - n - 1, text, len);
 	a->frame[n++] = '\n';
 	if (a->nunacked == AGENT_UNACKED_MAX) {
 		/* Full: the oldest working/info report goes, a turn's end stays. */
@@ -1454,17 +1516,17 @@ agent_tmux(const struct boot *b, char *const *argv, int out_fd)
 static int
 agent_paste(struct guest_agent *a, const char *text, size_t len, int enter)
 {
-	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "load-buffer", "-b",
-	    "ksbprompt", AGENT_PROMPT_FILE, ";", "paste-buffer", "-p", "-d", "-b",
-	    "ksbprompt", "-t", "agent", ";", "send-keys", "-t", "agent", "Enter",
-	    NULL };
+	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "load-buffer",
+		"-b", "ksbprompt", AGENT_PROMPT_FILE, ";", "paste-buffer", "-p",
+		"-d", "-b", "ksbprompt", "-t", "agent", ";", "send-keys", "-t",
+		"agent", "Enter", NULL };
 	int fd;
 
 	if (!enter)
 		argv[15] = NULL;
 	unlink(AGENT_PROMPT_FILE);
-	fd = open(AGENT_PROMPT_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
-	    O_NOFOLLOW, 0600);
+	fd = open(AGENT_PROMPT_FILE,
+	    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || fchown(fd, AGENT_UID, AGENT_GID) == -1 ||
 	    (len > 0 && write(fd, text, len) != (ssize_t)len)) {
 		say("%s: %s", AGENT_PROMPT_FILE, strerror(errno));
@@ -1481,7 +1543,7 @@ static int
 agent_enter(struct guest_agent *a)
 {
 	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "send-keys", "-t",
-	    "agent", "Enter", NULL };
+		"agent", "Enter", NULL };
 
 	return agent_tmux(a->b, argv, -1) == 0 ? 0 : -1;
 }
@@ -1493,18 +1555,20 @@ agent_enter(struct guest_agent *a)
 static ssize_t
 agent_capture_within(struct guest_agent *a, int ms, ssize_t max, char **buf)
 {
-	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "capture-pane", "-p",
-	    "-t", "agent", NULL };
+	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "capture-pane",
+		"-p", "-t", "agent", NULL };
 	ssize_t n, len = 0;
 	int fd;
 
 	*buf = NULL;
 	unlink(AGENT_PANE_FILE);
-	if ((fd = open(AGENT_PANE_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC |
-	    O_NOFOLLOW, 0600)) == -1)
+	if ((fd = open(AGENT_PANE_FILE,
+		 O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) ==
+	    -1)
 		return -1;
 	if (agent_tmux_ms(a->b, argv, fd, ms) != 0 ||
-	    lseek(fd, 0, SEEK_SET) != 0 || (*buf = malloc((size_t)max + 1)) == NULL) {
+	    lseek(fd, 0, SEEK_SET) != 0 ||
+	    (*buf = malloc((size_t)max + 1)) == NULL) {
 		close(fd);
 		return -1;
 	}
@@ -1519,8 +1583,8 @@ agent_capture_within(struct guest_agent *a, int ms, ssize_t max, char **buf)
 static ssize_t
 agent_capture(struct guest_agent *a, char **buf)
 {
-	return agent_capture_within(a, AGENT_TMUX_TIMEOUT_MS,
-	    AGENT_PANE_READ_MAX, buf);
+	return agent_capture_within(
+	    a, AGENT_TMUX_TIMEOUT_MS, AGENT_PANE_READ_MAX, buf);
 }
 
 /*
@@ -1538,8 +1602,8 @@ agent_screen(struct guest_agent *a, uint64_t id)
 	size_t off, k, m;
 	int st = GUESTCTL_SCREEN_OK;
 
-	len = agent_capture_within(a, GUESTCTL_SCREEN_MS,
-	    GUESTCTL_SCREEN_MAX + 1, &pane);
+	len = agent_capture_within(
+	    a, GUESTCTL_SCREEN_MS, GUESTCTL_SCREEN_MAX + 1, &pane);
 	if (len < 0)
 		st = GUESTCTL_SCREEN_FAILED;
 	else if (len > GUESTCTL_SCREEN_MAX) {
@@ -1549,8 +1613,8 @@ agent_screen(struct guest_agent *a, uint64_t id)
 	for (off = 0; len > 0 && off < (size_t)len; off += k) {
 		k = (size_t)len - off;
 		k = k > GUESTCTL_OUT_CHUNK ? GUESTCTL_OUT_CHUNK : k;
-		m = guestctl_screen_piece(a->frame, GUESTCTL_GUEST_FRAME_MAX,
-		    id, pane + off, k);
+		m = guestctl_screen_piece(
+		    a->frame, GUESTCTL_GUEST_FRAME_MAX, id, pane + off, k);
 		if (m == 0 || a->host_lost ||
 		    a->outq_len + m > AGENT_OUTQ_REPORT_MAX) {
 			st = GUESTCTL_SCREEN_CUT;
@@ -1560,8 +1624,8 @@ agent_screen(struct guest_agent *a, uint64_t id)
 		agent_flush(a);
 	}
 	free(pane);
-	m = (size_t)snprintf(out, sizeof(out), "SCREND %llu %d\n",
-	    (unsigned long long)id, st);
+	m = (size_t)snprintf(
+	    out, sizeof(out), "SCREND %llu %d\n", (unsigned long long)id, st);
 	agent_queue(a, out, m, 0);
 }
 
@@ -1629,8 +1693,8 @@ agent_dlv_done(struct guest_agent *a, const char *why)
  * the pane, press Enter; then wait for the agent to show it took it.
  */
 static void
-agent_dlv_paste(struct guest_agent *a, const char *text, size_t len,
-    int64_t now)
+agent_dlv_paste(
+    struct guest_agent *a, const char *text, size_t len, int64_t now)
 {
 	char *pane;
 	ssize_t n;
@@ -1676,16 +1740,18 @@ agent_dlv_tick(struct guest_agent *a, int64_t now)
 
 	if (a->dlv_turn == 0 || now < a->dlv_next)
 		return;
-	if (a->dlv_phase == 1 || (a->dlv_phase == 2 && b->pane &&
-	    !b->hook_submit))
+	if (a->dlv_phase == 1 ||
+	    (a->dlv_phase == 2 && b->pane && !b->hook_submit))
 		n = agent_capture(a, &pane);
 	if (a->dlv_phase == 1) {
 		if ((n >= 0 && agent_pane_has(pane, (size_t)n, b->pane_ready) &&
-		    !agent_pane_has(pane, (size_t)n, b->pane_busy)) ||
+			!agent_pane_has(pane, (size_t)n, b->pane_busy)) ||
 		    now >= a->dlv_deadline) {
 			if (now >= a->dlv_deadline)
-				agent_report(a, GUESTCTL_ST_INFO, "the pane did not "
-				    "look ready: pasting anyway", 38);
+				agent_report(a, GUESTCTL_ST_INFO,
+				    "the pane did not "
+				    "look ready: pasting anyway",
+				    38);
 			agent_dlv_paste(a, a->dlv_text, a->dlv_len, now);
 		} else
 			a->dlv_next = now + AGENT_READY_POLL_MS;
@@ -1772,10 +1838,10 @@ agent_run_in(struct guest_agent *a, int k)
 		return;
 	}
 	a->last_out = mono_ms();
-	m = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "TOUT %llu %d ",
-	    (unsigned long long)a->run_turn, k + 1);
-	m += guestctl_encode_text(a->frame + m, GUESTCTL_GUEST_FRAME_MAX - m - 1,
-	    buf, (size_t)n);
+	m = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX,
+	    "TOUT %llu %d ", (unsigned long long)a->run_turn, k + 1);
+	m += guestctl_encode_text(
+	    a->frame + m, GUESTCTL_GUEST_FRAME_MAX - m - 1, buf, (size_t)n);
 	a->frame[m++] = '\n';
 	agent_queue(a, a->frame, m, 1);
 }
@@ -1797,8 +1863,9 @@ agent_run_end(struct guest_agent *a)
 			a->run_fd[k] = -1;
 		}
 	n = snprintf(msg, sizeof(msg), "exit %d", a->run_status);
-	agent_report(a, a->run_status == 0 ? GUESTCTL_ST_DONE :
-	    GUESTCTL_ST_FAILED, msg, (size_t)n);
+	agent_report(a,
+	    a->run_status == 0 ? GUESTCTL_ST_DONE : GUESTCTL_ST_FAILED, msg,
+	    (size_t)n);
 	a->run_turn = 0;
 	a->run_drain = 0;
 }
@@ -1857,16 +1924,17 @@ agent_host_line(void *arg, const char *line, size_t len)
 		/* Where we are; the host answers HELLO with what it has seen. */
 		a->host_lost = 0;
 		say("host is back on the control port");
-		n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
-		    (unsigned long long)a->last_turn);
+		n = snprintf(out, sizeof(out), "HELLO %d %llu\n",
+		    GUESTCTL_AGENT_VERSION, (unsigned long long)a->last_turn);
 		agent_queue(a, out, (size_t)n, 0);
 	}
 	if (len == 4 && memcmp(line, "STOP", 4) == 0) {
 		agent_stop_pending = 1;
 		return;
 	}
-	if (guestctl_frame_parse(line, len, &f, a->text, GUESTCTL_TEXT_MAX) != 0)
-		return;		/* BYE and anything unknown */
+	if (guestctl_frame_parse(line, len, &f, a->text, GUESTCTL_TEXT_MAX) !=
+	    0)
+		return; /* BYE and anything unknown */
 	switch (f.type) {
 	case GUESTCTL_HELLO:
 		/*
@@ -1890,10 +1958,13 @@ agent_host_line(void *arg, const char *line, size_t len)
 		a->nunacked = j;
 		break;
 	case GUESTCTL_PING:
-		n = snprintf(out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
+		n = snprintf(
+		    out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
 		agent_queue(a, out, (size_t)n, 0);
 		break;
-	case GUESTCTL_SCREEN: agent_screen(a, f.n); break;
+	case GUESTCTL_SCREEN:
+		agent_screen(a, f.n);
+		break;
 	default:
 		break;
 	}
@@ -1919,7 +1990,8 @@ agent_report_in(struct guest_agent *a, int fd)
 		a->rate_n = 0;
 	}
 	for (k = 0; k < AGENT_REPORTS_PER_POLL &&
-	    (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0; k++) {
+	     (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0;
+	     k++) {
 		sp = memchr(buf, ' ', (size_t)n);
 		if (sp == NULL)
 			continue;
@@ -1939,7 +2011,8 @@ agent_report_in(struct guest_agent *a, int fd)
 			continue;
 		if (hook)
 			state = GUESTCTL_ST_INFO;
-		if ((state == GUESTCTL_ST_WORKING || state == GUESTCTL_ST_INFO) &&
+		if ((state == GUESTCTL_ST_WORKING ||
+			state == GUESTCTL_ST_INFO) &&
 		    a->rate_n++ >= AGENT_REPORTS_PER_S) {
 			a->rate_dropped++;
 			continue;
@@ -1947,17 +2020,20 @@ agent_report_in(struct guest_agent *a, int fd)
 		if (state == GUESTCTL_ST_EXITED) {
 			unsigned long v;
 
-			if (guestctl_parse_uint(sp + 1, (size_t)(buf + n - sp - 1),
-			    255, &v) == 0)
+			if (guestctl_parse_uint(sp + 1,
+				(size_t)(buf + n - sp - 1), 255, &v) == 0)
 				a->exit_status = (int)v;
 		}
 		if (hook) {
 			/* "info hook: done TEXT" */
-			hl = snprintf(hb, sizeof(hb), "hook: %.*s", (int)n, buf);
-			agent_report(a, state, hb, (size_t)hl < sizeof(hb) ?
-			    (size_t)hl : sizeof(hb) - 1);
+			hl =
+			    snprintf(hb, sizeof(hb), "hook: %.*s", (int)n, buf);
+			agent_report(a, state, hb,
+			    (size_t)hl < sizeof(hb) ? (size_t)hl :
+						      sizeof(hb) - 1);
 		} else
-			agent_report(a, state, sp + 1, (size_t)(buf + n - sp - 1));
+			agent_report(
+			    a, state, sp + 1, (size_t)(buf + n - sp - 1));
 	}
 }
 
@@ -1978,12 +2054,13 @@ agent_start(struct guest_agent *a, int *pane_fd, int *go_fd, int *rep_fd)
 	struct sockaddr_un sun;
 	char size_x[16], size_y[16], pidbuf[32];
 	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "-f", "/dev/null",
-	    "new-session", "-d", "-P", "-F", "#{pid}", "-s", "agent", "-x", size_x,
-	    "-y", size_y, "--", "/bin/sh", "-c",
-	    "read _ < " AGENT_GO_FIFO "; /bin/sh -c \"$1\"; "
-	    "exec " AGENT_BIN "/ksb-report exited \"$?\"", "ksb-agent",
-	    b->headless ? "exec /bin/bash" : b->argv[0], ";",
-	    "pipe-pane", "-t", "agent", "exec cat > " AGENT_PANE_FIFO, NULL };
+		"new-session", "-d", "-P", "-F", "#{pid}", "-s", "agent", "-x",
+		size_x, "-y", size_y, "--", "/bin/sh", "-c",
+		"read _ < " AGENT_GO_FIFO "; /bin/sh -c \"$1\"; "
+		"exec " AGENT_BIN "/ksb-report exited \"$?\"",
+		"ksb-agent", b->headless ? "exec /bin/bash" : b->argv[0], ";",
+		"pipe-pane", "-t", "agent", "exec cat > " AGENT_PANE_FIFO,
+		NULL };
 	unsigned long v;
 	ssize_t n;
 	int p[2];
@@ -2006,7 +2083,8 @@ agent_start(struct guest_agent *a, int *pane_fd, int *go_fd, int *rep_fd)
 	sun.sun_family = AF_UNIX;
 	strcpy(sun.sun_path, GUESTCTL_REPORT_SOCKET);
 	unlink(GUESTCTL_REPORT_SOCKET);
-	if ((*rep_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1 ||
+	if ((*rep_fd = socket(AF_UNIX,
+		 SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1 ||
 	    bind(*rep_fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
 	    chmod(GUESTCTL_REPORT_SOCKET, 0666) == -1)
 		fail("%s: %s", GUESTCTL_REPORT_SOCKET, strerror(errno));
@@ -2035,8 +2113,8 @@ static pid_t
 agent_console(const struct boot *b)
 {
 	struct boot c = *b;
-	char *argv[] = { AGENT_TMUX, "-S", GUESTCTL_TMUX_SOCKET, "attach-session",
-	    "-t", "agent", NULL };
+	char *argv[] = { AGENT_TMUX, "-S", GUESTCTL_TMUX_SOCKET,
+		"attach-session", "-t", "agent", NULL };
 	pid_t pid;
 
 	if ((pid = fork()) != 0)
@@ -2053,8 +2131,8 @@ agent_console(const struct boot *b)
 
 /* Allocations, the tmux server and the agent, HELLO, the console. */
 static void
-agent_init(struct guest_agent *a, const struct boot *b,
-    struct guestctl_lines *lb)
+agent_init(
+    struct guest_agent *a, const struct boot *b, struct guestctl_lines *lb)
 {
 	char *lbuf, out[64];
 	int n;
@@ -2088,17 +2166,18 @@ agent_heartbeat(struct guest_agent *a, int64_t now)
 	int i, n;
 
 	a->last_ping = now;
-	n = snprintf(out, sizeof(out), "PING %llu\n",
-	    (unsigned long long)++a->ping);
+	n = snprintf(
+	    out, sizeof(out), "PING %llu\n", (unsigned long long)++a->ping);
 	agent_queue(a, out, (size_t)n, 0);
 	/* Reports not acknowledged: again (the host drops repeats). */
 	for (i = 0; i < a->nunacked; i++)
 		if (now - a->unacked[i].sent_ms >= GUESTCTL_HEARTBEAT_MS)
 			agent_queue_report(a, &a->unacked[i]);
 	if (a->rate_dropped > 0) {
-		n = snprintf(msg, sizeof(msg), "%lu reports dropped (more "
-		    "than %d working/info a second)", a->rate_dropped,
-		    AGENT_REPORTS_PER_S);
+		n = snprintf(msg, sizeof(msg),
+		    "%lu reports dropped (more "
+		    "than %d working/info a second)",
+		    a->rate_dropped, AGENT_REPORTS_PER_S);
 		a->rate_dropped = 0;
 		agent_report(a, GUESTCTL_ST_INFO, msg, (size_t)n);
 	}
@@ -2137,8 +2216,7 @@ agent_timers(struct guest_agent *a, int64_t now)
 	}
 	agent_dlv_tick(a, now);
 	if (a->run_turn != 0 && a->run_pid == 0 && a->run_drain != 0 &&
-	    ((a->run_fd[0] == -1 && a->run_fd[1] == -1) ||
-	    now >= a->run_drain))
+	    ((a->run_fd[0] == -1 && a->run_fd[1] == -1) || now >= a->run_drain))
 		agent_run_end(a);
 	if (agent_idle_due(a) && now - a->last_out >= b->idle_ms) {
 		a->idle_sent = 1;
@@ -2214,7 +2292,8 @@ agent_reap(struct guest_agent *a, int sfd)
 		}
 		if (w == a->run_pid && a->run_pid > 0) {
 			a->run_status = WIFEXITED(st) ? WEXITSTATUS(st) :
-			    WIFSIGNALED(st) ? 128 + WTERMSIG(st) : EXIT_INIT_FAILED;
+			    WIFSIGNALED(st)	      ? 128 + WTERMSIG(st) :
+							EXIT_INIT_FAILED;
 			a->run_pid = 0;
 			a->run_drain = mono_ms() + AGENT_DRAIN_MS;
 		}
@@ -2238,8 +2317,8 @@ agent_pane_in(struct guest_agent *a)
 	if (a->dlv_phase == 2 && !a->b->pane && !a->b->hook_submit)
 		agent_dlv_done(a, NULL);
 	k = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "OUT ");
-	k += guestctl_encode_text(a->frame + k, GUESTCTL_GUEST_FRAME_MAX - k - 1,
-	    buf, (size_t)n);
+	k += guestctl_encode_text(
+	    a->frame + k, GUESTCTL_GUEST_FRAME_MAX - k - 1, buf, (size_t)n);
 	a->frame[k++] = '\n';
 	agent_queue(a, a->frame, k, 1);
 }
@@ -2251,8 +2330,8 @@ agent_power_button(struct guest_agent *a, int fd)
 	struct input_event ev;
 
 	while (read(fd, &ev, sizeof(ev)) == sizeof(ev))
-		if (ev.type == EV_KEY && ev.code == KEY_POWER && ev.value == 1 &&
-		    a->stopping == 0)
+		if (ev.type == EV_KEY && ev.code == KEY_POWER &&
+		    ev.value == 1 && a->stopping == 0)
 			a->stopping = 1;
 }
 
@@ -2264,8 +2343,9 @@ agent_power_button(struct guest_agent *a, int fd)
 static void
 agent_run_pollfds(const struct guest_agent *a, struct pollfd *pfd)
 {
-	int k, room = a->host_lost || a->outq_len + GUESTCTL_GUEST_FRAME_MAX <=
-	    AGENT_OUTQ_OUT_MAX;
+	int k,
+	    room = a->host_lost ||
+	    a->outq_len + GUESTCTL_GUEST_FRAME_MAX <= AGENT_OUTQ_OUT_MAX;
 
 	for (k = 0; k < 2; k++) {
 		pfd[k].fd = room ? a->run_fd[k] : -1;
@@ -2318,7 +2398,8 @@ agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
 		if (pfd[1].revents & POLLIN) {
 			n = (int)read(ctl_fd, buf, sizeof(buf));
 			if (n > 0)
-				guestctl_lines_feed(&lb, buf, (size_t)n, agent_host_line, &a);
+				guestctl_lines_feed(
+				    &lb, buf, (size_t)n, agent_host_line, &a);
 			else if (n == 0 || (errno != EAGAIN && errno != EINTR))
 				a.ctl_ok = 0;
 		}
@@ -2350,9 +2431,11 @@ report_main(int argc, char **argv)
 	size_t len, n;
 	int fd, i, st;
 
-	if (argc < 2 || (st = guestctl_state_parse(argv[1], strlen(argv[1]))) < 0 ||
+	if (argc < 2 ||
+	    (st = guestctl_state_parse(argv[1], strlen(argv[1]))) < 0 ||
 	    st == GUESTCTL_ST_STARTING || st == GUESTCTL_ST_IDLE) {
-		fprintf(stderr, "usage: ksb-report working|done|blocked|info [text ...]\n");
+		fprintf(stderr,
+		    "usage: ksb-report working|done|blocked|info [text ...]\n");
 		return 2;
 	}
 	len = (size_t)snprintf(buf, sizeof(buf), "%s", argv[1]);
@@ -2372,9 +2455,10 @@ report_main(int argc, char **argv)
 	/* Waits (5 s at most) while the init's queue is full. */
 	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1 ||
 	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == -1 ||
-	    sendto(fd, buf, len, 0, (struct sockaddr *)&sun,
-	    sizeof(sun)) != (ssize_t)len) {
-		fprintf(stderr, "ksb-report: %s: %s (not an agent-mode ksb guest?)\n",
+	    sendto(fd, buf, len, 0, (struct sockaddr *)&sun, sizeof(sun)) !=
+		(ssize_t)len) {
+		fprintf(stderr,
+		    "ksb-report: %s: %s (not an agent-mode ksb guest?)\n",
 		    GUESTCTL_REPORT_SOCKET, strerror(errno));
 		return 1;
 	}
@@ -2393,8 +2477,9 @@ early_mounts(void)
 	int fd;
 
 	mkdir("/dev", 0755);
-	if (mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755") == -1)
-		(void)0;	/* no console yet to complain on: fail() below */
+	if (mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID | MS_NOEXEC,
+		"mode=0755") == -1)
+		(void)0; /* no console yet to complain on: fail() below */
 	if ((fd = open("/dev/console", O_RDWR | O_NOCTTY)) != -1) {
 		dup2(fd, 0);
 		dup2(fd, 1);
@@ -2404,21 +2489,23 @@ early_mounts(void)
 	}
 	kmsg_fd = open("/dev/kmsg", O_WRONLY | O_CLOEXEC);
 	stage("started");
-	do_mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	do_mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	do_mount(
+	    "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	do_mount(
+	    "sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	do_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	do_mount("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	do_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 	    "mode=0620,ptmxmode=0666");
-	do_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	do_mount(
+	    "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
 /*
  * READY, then the command as init's child (or the agent in tmux),
  * supervised until it exits; powers off with its exit status.
  */
-static void __attribute__((noreturn))
-run_command(const struct boot *b)
+static void __attribute__((noreturn)) run_command(const struct boot *b)
 {
 	sigset_t mask;
 	pid_t pid;
@@ -2464,9 +2551,11 @@ main(int argc, char **argv)
 	struct boot b;
 	int i;
 
-	if (argc > 0 && (strcmp(argv[0], "ksb-report") == 0 ||
-	    (strlen(argv[0]) > 11 &&
-	    strcmp(argv[0] + strlen(argv[0]) - 11, "/ksb-report") == 0)))
+	if (argc > 0 &&
+	    (strcmp(argv[0], "ksb-report") == 0 ||
+		(strlen(argv[0]) > 11 &&
+		    strcmp(argv[0] + strlen(argv[0]) - 11, "/ksb-report") ==
+			0)))
 		return report_main(argc, argv);
 	memset(&b, 0, sizeof(b));
 	umask(022);

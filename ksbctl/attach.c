@@ -20,7 +20,7 @@
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
-#define ESCAPE_CHAR 0x1d	/* Ctrl-] */
+#define ESCAPE_CHAR 0x1d /* Ctrl-] */
 
 /* Connect to the supervisor's console.sock.  The fd, or -1 (said). */
 static int
@@ -31,8 +31,8 @@ attach_connect(const char *id, const char *dir)
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/console.sock",
-	    dir) >= sizeof(sun.sun_path)) {
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
+		"%s/console.sock", dir) >= sizeof(sun.sun_path)) {
 		fprintf(stderr, "ksbctl attach: %s: path too long\n", dir);
 		return -1;
 	}
@@ -40,8 +40,10 @@ attach_connect(const char *id, const char *dir)
 	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
 		fprintf(stderr, "ksbctl attach: %s: ", id);
 		if (!logs_agent_died(stderr, dir))
-			fprintf(stderr, "no console (%s): is it running "
-			    "detached?\n", strerror(errno));
+			fprintf(stderr,
+			    "no console (%s): is it running "
+			    "detached?\n",
+			    strerror(errno));
 		if (fd != -1)
 			close(fd);
 		return -1;
@@ -88,8 +90,8 @@ attach_keys(int fd, const char *buf, ssize_t n, int *escaped)
  * on to attach_keys.
  */
 static int
-attach_input(int fd, struct termfilter *tf, const char *buf, ssize_t n,
-    int *escaped)
+attach_input(
+    int fd, struct termfilter *tf, const char *buf, ssize_t n, int *escaped)
 {
 	char out[4096 + TERMFILTER_HOLD];
 	size_t o;
@@ -118,7 +120,8 @@ attach_relay(int fd)
 		pfd[0].events = POLLIN;
 		pfd[1].fd = fd;
 		pfd[1].events = POLLIN;
-		r = poll(pfd, 2, termfilter_pending(&tf) ? TERMFILTER_WAIT_MS : -1);
+		r = poll(
+		    pfd, 2, termfilter_pending(&tf) ? TERMFILTER_WAIT_MS : -1);
 		if (r == -1) {
 			if (errno == EINTR)
 				continue;
@@ -138,7 +141,8 @@ attach_relay(int fd)
 		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			if ((n = read(STDIN_FILENO, buf, sizeof(buf))) <= 0) {
 				in_open = 0;
-				if (attach_input(fd, &tf, NULL, 0, &escaped) != 0)
+				if (attach_input(fd, &tf, NULL, 0, &escaped) !=
+				    0)
 					return;
 				continue;
 			}
@@ -159,13 +163,14 @@ attach_main(int argc, char **argv)
 		return ksbctl_usage(stdout, "attach");
 	if (argc != 2 || argv[1][0] == '-') {
 		if (argc >= 2)
-			ksbctl_bad_arg("attach", argv[argc > 2 && argv[1][0] !=
-			    '-' ? 2 : 1]);
+			ksbctl_bad_arg("attach",
+			    argv[argc > 2 && argv[1][0] != '-' ? 2 : 1]);
 		else
 			fprintf(stderr, "ksbctl attach: missing instance ID\n");
 		return ksbctl_usage(stderr, "attach");
 	}
-	if (instance_resolve(ksbctl_conf->state_dir, argv[1], &id, &cause) != 0) {
+	if (instance_resolve(ksbctl_conf->state_dir, argv[1], &id, &cause) !=
+	    0) {
 		fprintf(stderr, "ksbctl attach: %s\n", cause);
 		goto cleanup;
 	}
@@ -177,7 +182,8 @@ attach_main(int argc, char **argv)
 		raw = saved;
 		cfmakeraw(&raw);
 		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
-		fprintf(stderr, "ksbctl: attached to %s; Ctrl-] . detaches\r\n", id);
+		fprintf(stderr, "ksbctl: attached to %s; Ctrl-] . detaches\r\n",
+		    id);
 	}
 	attach_relay(fd);
 	if (tty) {

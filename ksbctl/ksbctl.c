@@ -30,7 +30,7 @@ struct ksb_conf *ksbctl_conf;
 struct ksbctl_cmd {
 	const char *name;
 	int (*fn)(int, char **);
-	const char *usage;	/* the full synopsis, '\n' between lines */
+	const char *usage; /* the full synopsis, '\n' between lines */
 	const char *summary;
 };
 
@@ -45,34 +45,40 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "remove a stopped instance" },
 	{ "attach", attach_main, "attach ID",
 	    "console of a detached instance" },
-	{ "audit", audit_main, "audit [--instance ID] [--host H] [--since T] "
+	{ "audit", audit_main,
+	    "audit [--instance ID] [--host H] [--since T] "
 	    "[--until T] [--denied]\n[--limit N] [--json|--csv] [--follow]",
 	    "audit rows, newest last" },
-	{ "audit summary", audit_main, "audit summary [--instance ID] "
+	{ "audit summary", audit_main,
+	    "audit summary [--instance ID] "
 	    "[--host H] [--since T] [--until T]\n[--denied] [--json]",
 	    "per-host counts and bytes" },
-	{ "audit export", audit_main, "audit export --jsonl [--since T] "
-	    "[--follow]", "every audit record, JSON lines" },
+	{ "audit export", audit_main,
+	    "audit export --jsonl [--since T] "
+	    "[--follow]",
+	    "every audit record, JSON lines" },
 	{ "audit verify", audit_main, "audit verify [--json]",
 	    "check the audit hash chain" },
-	{ "reload", reload_main, "reload",
-	    "reload the gateway's policy" },
+	{ "reload", reload_main, "reload", "reload the gateway's policy" },
 	{ "policy check", policy_main, "policy check [FILE...]",
 	    "parse policies: \"configuration OK\"" },
 	{ "policy show", policy_main, "policy show [PROFILE]",
 	    "effective (flattened) allowlists" },
 	{ "policy test", policy_main, "policy test PROFILE HOST[:PORT]",
 	    "allow or deny, and which rule" },
-	{ "fetch", fetch_main, "fetch ID [--repo PATH] [--namespace NS] "
+	{ "fetch", fetch_main,
+	    "fetch ID [--repo PATH] [--namespace NS] "
 	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
-	{ "prompt", prompt_main, "prompt ID TEXT|- [--key KEY] [--wait] "
-	    "[--json]", "give an agent instance a turn" },
+	{ "prompt", prompt_main,
+	    "prompt ID TEXT|- [--key KEY] [--wait] "
+	    "[--json]",
+	    "give an agent instance a turn" },
 	{ "logs", logs_main, "logs ID [--follow | --screen]",
 	    "an agent instance's pane and events" },
 };
 #define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))
-#define HELP_COL 36	/* where --help's summaries start */
+#define HELP_COL     36 /* where --help's summaries start */
 
 /* Is name cmd, or a form under it ("audit summary" under "audit")? */
 static int
@@ -115,10 +121,12 @@ usage(FILE *f)
 	fprintf(f, "usage: ksbctl [-f config] command [args]\ncommands:\n");
 	for (i = 0; i < KSBCTL_NCMDS; i++)
 		ksbctl_help_entry(f, &ksbctl_cmds[i]);
-	fprintf(f, "options:\n"
+	fprintf(f,
+	    "options:\n"
 	    "  -f config  configuration file (default %s)\n"
 	    "  -h, --help this help (also after any command)\n"
-	    "See ksbctl(1).\n", conf_default_path());
+	    "See ksbctl(1).\n",
+	    conf_default_path());
 }
 
 int
@@ -133,7 +141,7 @@ ksbctl_usage(FILE *f, const char *cmd)
 			continue;
 		fprintf(f, "%s ksbctl ", first ? "usage:" : "      ");
 		for (p = ksbctl_cmds[i].usage; (nl = strchr(p, '\n')) != NULL;
-		    p = nl + 1)
+		     p = nl + 1)
 			fprintf(f, "%.*s\n%*s", (int)(nl - p), p, 11, "");
 		fprintf(f, "%s\n", p);
 		first = 0;
@@ -184,7 +192,8 @@ ksbctl_bad_arg(const char *cmd, const char *arg)
 	log_escape(esc, sizeof(esc), arg, strlen(arg));
 	fprintf(stderr, "ksbctl%s%s: %s `%s'\n", cmd ? " " : "", cmd ? cmd : "",
 	    arg[0] == '-' && arg[1] != '\0' ? "unknown option" :
-	    "unexpected argument", esc);
+					      "unexpected argument",
+	    esc);
 	return 2;
 }
 
@@ -229,8 +238,7 @@ int
 main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 }
 	};
 	const struct ksbctl_cmd *cmd;
 	const char *conffile = NULL;
@@ -240,9 +248,15 @@ main(int argc, char **argv)
 	log_init("ksbctl", 0);
 	while ((ch = ksbctl_getopt(argc, argv, NULL, "+f:h", longopts)) != -1) {
 		switch (ch) {
-		case 'f': conffile = optarg; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'f':
+			conffile = optarg;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	argc -= optind;
@@ -261,7 +275,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (conf_load(conffile ? conffile : conf_default_path(),
-	    conffile == NULL, &ksbctl_conf, &cause) == -1) {
+		conffile == NULL, &ksbctl_conf, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}

@@ -34,8 +34,8 @@ int ksbctl_bad_arg(const char *cmd, const char *arg);
  * a missing value is reported with that prefix ("ksbctl audit: unknown
  * option `--bogus'") and returns '?'. */
 struct option;
-int ksbctl_getopt(int argc, char **argv, const char *cmd,
-    const char *shortopts, const struct option *longopts);
+int ksbctl_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
+    const struct option *longopts);
 
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
@@ -66,6 +66,6 @@ void logs_last_lines(FILE *f, const char *dir, int max, const char *indent);
  * N; last lines:" and at most 10 lines to f, and 1; else 0.
  */
 int logs_agent_died(FILE *f, const char *dir);
-int fetch_main(int argc, char **argv);	/* fetch.c, mirror/ */
+int fetch_main(int argc, char **argv); /* fetch.c, mirror/ */
 
 #endif

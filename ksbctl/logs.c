@@ -53,17 +53,17 @@ logs_utf8(const unsigned char *b, size_t n)
 	return len;
 }
 
-#define LOGS_ESC_MAX 256	/* an escape sequence longer than this ends */
-#define LOGS_SPACES_MAX 256	/* cursor-forward shown as at most this */
+#define LOGS_ESC_MAX	256 /* an escape sequence longer than this ends */
+#define LOGS_SPACES_MAX 256 /* cursor-forward shown as at most this */
 
 /* The screen-text renderer's state, across reads. */
 struct logs_term {
-	int esc;		/* 0 text, 1 after ESC, 2 CSI, 3 string */
+	int esc; /* 0 text, 1 after ESC, 2 CSI, 3 string */
 	size_t esclen;
-	char param[32];		/* a CSI's parameter bytes */
+	char param[32]; /* a CSI's parameter bytes */
 	size_t nparam;
 	unsigned long row;	/* the last absolute row moved to, 0 unknown */
-	unsigned char carry[4];	/* a UTF-8 sequence cut by the read */
+	unsigned char carry[4]; /* a UTF-8 sequence cut by the read */
 	size_t ncarry;
 };
 
@@ -74,7 +74,8 @@ logs_csi_arg(const struct logs_term *t, unsigned long def)
 	unsigned long v = 0;
 	size_t i;
 
-	for (i = 0; i < t->nparam && t->param[i] >= '0' && t->param[i] <= '9'; i++)
+	for (i = 0; i < t->nparam && t->param[i] >= '0' && t->param[i] <= '9';
+	     i++)
 		if (v < 100000)
 			v = v * 10 + (unsigned long)(t->param[i] - '0');
 	return v == 0 ? def : v;
@@ -91,23 +92,23 @@ logs_csi(struct logs_term *t, unsigned char c, char *out)
 	unsigned long n, row;
 
 	if (t->nparam > 0 && (t->param[0] < '0' || t->param[0] > ';'))
-		return 0;	/* private sequences (CSI ? ..., CSI > ...) */
+		return 0; /* private sequences (CSI ? ..., CSI > ...) */
 	switch (c) {
-	case 'C':		/* CUF */
+	case 'C': /* CUF */
 		n = logs_csi_arg(t, 1);
 		n = n > LOGS_SPACES_MAX ? LOGS_SPACES_MAX : n;
 		memset(out, ' ', n);
 		return n;
-	case 'B':		/* CUD */
-	case 'E':		/* CNL */
+	case 'B': /* CUD */
+	case 'E': /* CNL */
 		t->row = 0;
 		out[0] = '\n';
 		return 1;
-	case 'H':		/* CUP */
+	case 'H': /* CUP */
 	case 'f':
-	case 'd':		/* VPA */
+	case 'd': /* VPA */
 		row = logs_csi_arg(t, 1);
-		n = row != t->row;	/* unknown (0) counts as another */
+		n = row != t->row; /* unknown (0) counts as another */
 		t->row = row;
 		if (n)
 			out[0] = '\n';
@@ -122,16 +123,18 @@ static size_t
 logs_esc_byte(struct logs_term *t, unsigned char c, char *out)
 {
 	if (++t->esclen > LOGS_ESC_MAX) {
-		t->esc = 0;	/* unterminated: stop hiding output */
+		t->esc = 0; /* unterminated: stop hiding output */
 		return 0;
 	}
 	switch (t->esc) {
-	case 1:		/* after ESC: CSI, or a string (OSC, DCS, SOS, PM, APC) */
-		t->esc = c == '[' ? 2 : (c == ']' || c == 'P' || c == 'X' ||
-		    c == '^' || c == '_') ? 3 : 0;
+	case 1: /* after ESC: CSI, or a string (OSC, DCS, SOS, PM, APC) */
+		t->esc = c == '[' ? 2 :
+		    (c == ']' || c == 'P' || c == 'X' || c == '^' || c == '_') ?
+				    3 :
+				    0;
 		t->nparam = 0;
 		return 0;
-	case 2:		/* CSI: ends with a byte in 0x40..0x7e */
+	case 2: /* CSI: ends with a byte in 0x40..0x7e */
 		if (c >= 0x40 && c <= 0x7e) {
 			t->esc = 0;
 			return logs_csi(t, c, out);
@@ -139,7 +142,7 @@ logs_esc_byte(struct logs_term *t, unsigned char c, char *out)
 		if (t->nparam < sizeof(t->param))
 			t->param[t->nparam++] = (char)c;
 		return 0;
-	case 3:		/* a string: ends with BEL or ESC \ (ST) */
+	case 3: /* a string: ends with BEL or ESC \ (ST) */
 		if (c == 0x07)
 			t->esc = 0;
 		else if (c == 0x1b)
@@ -191,11 +194,12 @@ logs_plain(FILE *f, struct logs_term *t, const unsigned char *b, size_t n)
 			o += (size_t)u;
 			i += (size_t)u - 1;
 		} else if (c >= 0x80 && u < 0 && n - i < sizeof(t->carry)) {
-			memcpy(t->carry, b + i, n - i);	/* finish next time */
+			memcpy(t->carry, b + i, n - i); /* finish next time */
 			t->ncarry = n - i;
 			break;
 		} else if (c != '\r' && c != 0x07 && c != 0x0f && c != 0x0e)
-			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
+			o += (size_t)snprintf(
+			    out + o, sizeof(out) - o, "\\x%02x", c);
 	}
 	fwrite(out, 1, o, f);
 }
@@ -217,7 +221,8 @@ logs_event_line(const char *line, size_t len)
 	for (i = 0; i < len && i < 16 && line[i] >= '0' && line[i] <= '9'; i++)
 		ms = ms * 10 + (line[i] - '0');
 	secs = (time_t)(ms / 1000);
-	if (i == 0 || i == len || line[i] != ' ' || localtime_r(&secs, &tm) == NULL ||
+	if (i == 0 || i == len || line[i] != ' ' ||
+	    localtime_r(&secs, &tm) == NULL ||
 	    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
 		fwrite(line, 1, len, stdout);
 		return;
@@ -241,7 +246,7 @@ logs_events(int fd, off_t off)
 				start = i + 1;
 			}
 		if (start == 0 && n == (ssize_t)sizeof(buf))
-			start = (size_t)n;	/* a line this long: as it is */
+			start = (size_t)n; /* a line this long: as it is */
 		if (start == 0)
 			break;
 		off += (off_t)start;
@@ -264,7 +269,7 @@ logs_copy(int fd, off_t off, struct logs_term *t)
 	return off;
 }
 
-#define LOGS_TAIL_BYTES 65536	/* of agent.log read for its last lines */
+#define LOGS_TAIL_BYTES 65536 /* of agent.log read for its last lines */
 
 int
 logs_agent_exited(const char *dir, int *status)
@@ -275,7 +280,7 @@ logs_agent_exited(const char *dir, int *status)
 	int fd;
 
 	if (instance_locked(dir) == 1)
-		return 0;	/* running: a supervisor holds it */
+		return 0; /* running: a supervisor holds it */
 	xasprintf(&p, "%s/agent.exit", dir);
 	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
 		n = read(fd, buf, sizeof(buf) - 1);
@@ -291,8 +296,8 @@ logs_agent_exited(const char *dir, int *status)
 
 /* The last max non-blank lines of text[0..len) to f, each after indent. */
 static void
-logs_print_tail(FILE *f, const char *text, size_t len, int max,
-    const char *indent)
+logs_print_tail(
+    FILE *f, const char *text, size_t len, int max, const char *indent)
 {
 	size_t i = len, end;
 	const char *start = text;
@@ -308,7 +313,7 @@ logs_print_tail(FILE *f, const char *text, size_t len, int max,
 			start = text + i;
 		}
 		if (i > 0)
-			i--;	/* over the newline */
+			i--; /* over the newline */
 	}
 	for (i = (size_t)(start - text); k > 0 && i < len; i++) {
 		if (i == (size_t)(start - text) || text[i - 1] == '\n') {
@@ -365,8 +370,8 @@ logs_agent_died(FILE *f, const char *dir)
 	return 1;
 }
 
-#define LOGS_SCREEN_WAIT_MS 15000	/* the supervisor answers within 5 s */
-#define LOGS_SCREEN_IN_MAX (10 * GUESTCTL_SCREEN_MAX + 160)
+#define LOGS_SCREEN_WAIT_MS 15000 /* the supervisor answers within 5 s */
+#define LOGS_SCREEN_IN_MAX  (10 * GUESTCTL_SCREEN_MAX + 160)
 
 /* Connect to <dir>/agent.sock: the fd, or -1 and errno. */
 static int
@@ -378,7 +383,7 @@ logs_agent_connect(const char *dir)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
-	    "%s/agent.sock", dir) >= sizeof(sun.sun_path))
+		"%s/agent.sock", dir) >= sizeof(sun.sun_path))
 		return errno = ENAMETOOLONG, -1;
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return -1;
@@ -415,8 +420,10 @@ logs_screen_ask(const char *id, int fd, char *buf, size_t cap)
 		if (r == -1 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			fprintf(stderr, "ksbctl logs: %s: no answer from the "
-			    "supervisor\n", id);
+			fprintf(stderr,
+			    "ksbctl logs: %s: no answer from the "
+			    "supervisor\n",
+			    id);
 			return -1;
 		}
 		if ((n = read(fd, buf + len, cap - len)) == 0)
@@ -443,8 +450,10 @@ logs_screen(const char *id, const char *dir)
 	int fd, ret = 1, cut;
 
 	if (instance_locked(dir) != 1) {
-		fprintf(stderr, "ksbctl logs: %s: not running: no screen to "
-		    "show\n", id);
+		fprintf(stderr,
+		    "ksbctl logs: %s: not running: no screen to "
+		    "show\n",
+		    id);
 		return 1;
 	}
 	if ((fd = logs_agent_connect(dir)) == -1) {
@@ -463,33 +472,40 @@ logs_screen(const char *id, const char *dir)
 		if (cut)
 			end = nl - 4;
 		if (guestctl_parse_uint(buf + 7, (size_t)(end - buf - 7),
-		    LOGS_SCREEN_IN_MAX, &len) == 0 &&
+			LOGS_SCREEN_IN_MAX, &len) == 0 &&
 		    len == (size_t)(n - (nl + 1 - buf))) {
 			while (len > 0 && nl[len] == '\n')
-				len--;	/* the pane's empty rows below */
+				len--; /* the pane's empty rows below */
 			logs_plain(stdout, &term, (unsigned char *)nl + 1, len);
 			if (len > 0)
 				putchar('\n');
 			fflush(stdout);
 			if (cut)
-				fprintf(stderr, "ksbctl logs: %s: the screen "
-				    "was cut at %d bytes\n", id,
-				    GUESTCTL_SCREEN_MAX);
+				fprintf(stderr,
+				    "ksbctl logs: %s: the screen "
+				    "was cut at %d bytes\n",
+				    id, GUESTCTL_SCREEN_MAX);
 			ret = 0;
 		} else
-			fprintf(stderr, "ksbctl logs: %s: a short or malformed "
-			    "answer\n", id);
+			fprintf(stderr,
+			    "ksbctl logs: %s: a short or malformed "
+			    "answer\n",
+			    id);
 	} else if (nl != NULL && nl - buf > 4 && memcmp(buf, "ERR ", 4) == 0) {
 		fprintf(stderr, "ksbctl logs: %s: ", id);
 		logs_plain(stderr, &term, (unsigned char *)buf + 4,
 		    (size_t)(nl + 1 - buf - 4));
 	} else if (n >= 0)
-		fprintf(stderr, "ksbctl logs: %s: no screen from the "
-		    "supervisor\n", id);
+		fprintf(stderr,
+		    "ksbctl logs: %s: no screen from the "
+		    "supervisor\n",
+		    id);
 	free(buf);
 	return ret;
 }
 
+/* 80 lines: the options, then one of the three outputs (the log, the
+ * events with --follow, the screen). */
 int
 logs_main(int argc, char **argv)
 {
@@ -502,7 +518,8 @@ logs_main(int argc, char **argv)
 	for (i = 1; i < argc; i++) {
 		if (ksbctl_is_help(argv[i]))
 			return ksbctl_usage(stdout, "logs");
-		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0)
+		if (strcmp(argv[i], "--follow") == 0 ||
+		    strcmp(argv[i], "-f") == 0)
 			follow = 1;
 		else if (strcmp(argv[i], "--screen") == 0)
 			screen = 1;
@@ -518,11 +535,13 @@ logs_main(int argc, char **argv)
 		goto usage;
 	}
 	if (screen && follow) {
-		fprintf(stderr, "ksbctl logs: --screen and --follow exclude "
+		fprintf(stderr,
+		    "ksbctl logs: --screen and --follow exclude "
 		    "each other\n");
 		goto usage;
 	}
-	if (instance_resolve(ksbctl_conf->state_dir, argv[arg], &id, &cause) != 0) {
+	if (instance_resolve(ksbctl_conf->state_dir, argv[arg], &id, &cause) !=
+	    0) {
 		fprintf(stderr, "ksbctl logs: %s\n", cause);
 		goto cleanup;
 	}
@@ -535,8 +554,10 @@ logs_main(int argc, char **argv)
 	free(p);
 	p = NULL;
 	if (lfd == -1 || efd == -1) {
-		fprintf(stderr, "ksbctl logs: %s: no agent logs (not started with "
-		    "--agent?)\n", id);
+		fprintf(stderr,
+		    "ksbctl logs: %s: no agent logs (not started with "
+		    "--agent?)\n",
+		    id);
 		goto cleanup;
 	}
 	if (screen) {

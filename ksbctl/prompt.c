@@ -30,7 +30,7 @@
 #include "ksbctl/ksbctl.h"
 
 #define PROMPT_BOOT_TIMEOUT_S 300
-#define PROMPT_LINE_MAX AGENTSOCK_REPLY_MAX
+#define PROMPT_LINE_MAX	      AGENTSOCK_REPLY_MAX
 
 static int
 prompt_read_all(int fd, char *buf, size_t cap, size_t *len)
@@ -44,16 +44,16 @@ prompt_read_all(int fd, char *buf, size_t cap, size_t *len)
 	return n < 0 ? -1 : 0;
 }
 
-#define PROMPT_ARGS_MAX 64
-#define PROMPT_CONNECT_TRIES 300	/* 100 ms apart */
+#define PROMPT_ARGS_MAX	     64
+#define PROMPT_CONNECT_TRIES 300 /* 100 ms apart */
 
 /* What ksb-run left in agent.cmd (pointers into the buffer read). */
 struct prompt_cmd {
 	char idle[16];
-	const char *cwd;		/* NULL: none */
-	char *args[PROMPT_ARGS_MAX];	/* the original arguments */
+	const char *cwd;	     /* NULL: none */
+	char *args[PROMPT_ARGS_MAX]; /* the original arguments */
 	size_t nargs;
-	const char *command;		/* the agent command */
+	const char *command; /* the agent command */
 };
 
 /*
@@ -77,7 +77,8 @@ prompt_cmd_parse(char *buf, struct prompt_cmd *c)
 	for (p = nl + 1; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
 		if (strncmp(p, "cwd=", 4) == 0)
 			c->cwd = p + 4;
-		else if (strncmp(p, "arg=", 4) == 0 && c->nargs < PROMPT_ARGS_MAX)
+		else if (strncmp(p, "arg=", 4) == 0 &&
+		    c->nargs < PROMPT_ARGS_MAX)
 			c->args[c->nargs++] = p + 4;
 		else
 			break;
@@ -121,16 +122,18 @@ prompt_find_run(void)
 
 /* The child: ksb-run --detach with the instance's settings, from its
  * original directory, stdout to /dev/null.  Does not return. */
-static void __attribute__((noreturn))
-prompt_boot_exec(const char *run, const char *id,
-    const struct instance_state *st, const struct prompt_cmd *c)
+static void __attribute__((noreturn)) prompt_boot_exec(const char *run,
+    const char *id, const struct instance_state *st, const struct prompt_cmd *c)
 {
 	char cpus[16], mem[16];
-	char *argv[17 + PROMPT_ARGS_MAX] = { (char *)(run != NULL ? run :
-	    "ksb-run"), "-f", ksbctl_conf->path != NULL ? ksbctl_conf->path :
-	    "/etc/ksb/ksb.conf", "--detach", "--name", (char *)id, "--profile",
-	    (char *)st->profile, "--cpus", cpus, "--memory", mem, "--agent",
-	    (char *)c->command, "--idle", (char *)c->idle, NULL };
+	char *argv[17 + PROMPT_ARGS_MAX] = {
+		(char *)(run != NULL ? run : "ksb-run"), "-f",
+		ksbctl_conf->path != NULL ? ksbctl_conf->path :
+					    "/etc/ksb/ksb.conf",
+		"--detach", "--name", (char *)id, "--profile",
+		(char *)st->profile, "--cpus", cpus, "--memory", mem, "--agent",
+		(char *)c->command, "--idle", (char *)c->idle, NULL
+	};
 	int null = open("/dev/null", O_WRONLY);
 	size_t k;
 
@@ -167,7 +170,8 @@ prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 	xasprintf(&path, "%s/agent.cmd", dir);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) == -1 ||
 	    prompt_read_all(fd, buf, sizeof(buf) - 1, &len) != 0) {
-		fprintf(stderr, "ksbctl prompt: %s: not an agent instance (%s)\n", id,
+		fprintf(stderr,
+		    "ksbctl prompt: %s: not an agent instance (%s)\n", id,
 		    strerror(errno));
 		goto cleanup;
 	}
@@ -177,8 +181,10 @@ prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 		goto cleanup;
 	}
 	run = prompt_find_run();
-	fprintf(stderr, "ksbctl prompt: %s is stopped: booting it (the agent "
-	    "starts fresh)\n", id);
+	fprintf(stderr,
+	    "ksbctl prompt: %s is stopped: booting it (the agent "
+	    "starts fresh)\n",
+	    id);
 	if ((pid = fork()) == -1)
 		goto cleanup;
 	if (pid == 0)
@@ -215,8 +221,9 @@ prompt_event_text(FILE *f, struct json_object *o)
 
 	localtime_r(&t, &tm);
 	strftime(ts, sizeof(ts), "%H:%M:%S", &tm);
-	fprintf(f, "%s turn %lld %s%s%s\n", ts, (long long)out_get_int(o, "turn"),
-	    out_get_str(o, "event"), text[0] ? ": " : "", text);
+	fprintf(f, "%s turn %lld %s%s%s\n", ts,
+	    (long long)out_get_int(o, "turn"), out_get_str(o, "event"),
+	    text[0] ? ": " : "", text);
 }
 
 static void
@@ -244,9 +251,11 @@ prompt_block_text(FILE *f, struct json_object *b)
 	    (in = out_get(b, "input")) != NULL)
 		fprintf(f, "[%s] %s\n", out_get_str(b, "name"),
 		    out_get_str(in, "command") != NULL ?
-		    out_get_str(in, "command") : json_object_to_json_string(in));
+			out_get_str(in, "command") :
+			json_object_to_json_string(in));
 	else if (strcmp(type, "command_execution") == 0)
-		fprintf(f, "[shell] %s (exit %lld)\n", out_get_str(b, "command"),
+		fprintf(f, "[shell] %s (exit %lld)\n",
+		    out_get_str(b, "command"),
 		    (long long)out_get_int(b, "exit_code"));
 }
 
@@ -265,8 +274,10 @@ prompt_agent_text(FILE *f, struct json_object *o)
 	if (type == NULL)
 		return;
 	if (strcmp(type, "ksb.output") == 0)
-		fprintf(f, "%s%s\n", strcmp(out_get_str(o, "stream"), "stderr") ?
-		    "" : "stderr: ", out_get_str(o, "text"));
+		fprintf(f, "%s%s\n",
+		    strcmp(out_get_str(o, "stream"), "stderr") ? "" :
+								 "stderr: ",
+		    out_get_str(o, "text"));
 	else if (strcmp(type, "assistant") == 0 &&
 	    (m = out_get(o, "message")) != NULL &&
 	    (c = out_get(m, "content")) != NULL &&
@@ -300,17 +311,18 @@ prompt_show_out(const char *line, enum out_format fmt)
 	    (sp = strchr(sp + 1, ' ')) == NULL)
 		return;
 	dec = xmalloc(strlen(sp + 1) + 1);
-	if (guestctl_decode_text(sp + 1, strlen(sp + 1), dec, strlen(sp + 1),
-	    &dlen) != 0)
+	if (guestctl_decode_text(
+		sp + 1, strlen(sp + 1), dec, strlen(sp + 1), &dlen) != 0)
 		dlen = 0;
 	dec[dlen] = '\0';
 	if (fd == 1 && (tok = json_tokener_new()) != NULL) {
-		json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
-		    JSON_TOKENER_VALIDATE_UTF8);
+		json_tokener_set_flags(
+		    tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
 		o = json_tokener_parse_ex(tok, dec, (int)dlen);
-		if (o != NULL && (json_tokener_get_error(tok) != json_tokener_success ||
-		    json_tokener_get_parse_end(tok) != dlen ||
-		    !json_object_is_type(o, json_type_object))) {
+		if (o != NULL &&
+		    (json_tokener_get_error(tok) != json_tokener_success ||
+			json_tokener_get_parse_end(tok) != dlen ||
+			!json_object_is_type(o, json_type_object))) {
 			json_object_put(o);
 			o = NULL;
 		}
@@ -329,8 +341,8 @@ prompt_show_out(const char *line, enum out_format fmt)
 
 /* The supervisor's "TURN N new|dup": {event: turn, turn, dup}. */
 static void
-prompt_show_turn(unsigned long long turn, const char *state,
-    enum out_format fmt)
+prompt_show_turn(
+    unsigned long long turn, const char *state, enum out_format fmt)
 {
 	struct json_object *o = out_object();
 
@@ -360,9 +372,9 @@ prompt_show(const char *line, enum out_format fmt)
 	if (strncmp(line, "OUT ", 4) == 0)
 		prompt_show_out(line, fmt);
 	else if (sscanf(line, "EVENT %lld %llu %31s %3072s", &ms, &turn, state,
-	    text) >= 3) {
-		if (guestctl_decode_text(text, strlen(text), dec, sizeof(dec),
-		    &dlen) != 0)
+		     text) >= 3) {
+		if (guestctl_decode_text(
+			text, strlen(text), dec, sizeof(dec), &dlen) != 0)
 			dlen = 0;
 		log_escape(esc, sizeof(esc), dec, dlen);
 		o = out_object();
@@ -391,8 +403,8 @@ prompt_read_text(const char *arg, char **text, size_t *len)
 {
 	if (strcmp(arg, "-") == 0) {
 		*text = xmalloc(GUESTCTL_TEXT_MAX + 1);
-		if (prompt_read_all(STDIN_FILENO, *text, GUESTCTL_TEXT_MAX + 1,
-		    len) != 0)
+		if (prompt_read_all(
+			STDIN_FILENO, *text, GUESTCTL_TEXT_MAX + 1, len) != 0)
 			goto toolong;
 	} else {
 		*text = xstrdup(arg);
@@ -443,8 +455,8 @@ prompt_connect(const char *id, const char *dir)
 
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/agent.sock",
-	    dir) >= sizeof(sun.sun_path)) {
+	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
+		"%s/agent.sock", dir) >= sizeof(sun.sun_path)) {
 		fprintf(stderr, "ksbctl prompt: %s: path too long\n", dir);
 		return -1;
 	}
@@ -459,8 +471,10 @@ prompt_connect(const char *id, const char *dir)
 			break;
 		usleep(100000);
 	}
-	fprintf(stderr, "ksbctl prompt: %s: no agent channel (%s): was it "
-	    "started with --agent?\n", id, strerror(errno));
+	fprintf(stderr,
+	    "ksbctl prompt: %s: no agent channel (%s): was it "
+	    "started with --agent?\n",
+	    id, strerror(errno));
 	return -1;
 }
 
@@ -470,8 +484,8 @@ prompt_connect(const char *id, const char *dir)
  * 0 the turn given (no wait) or ended well, 1 failed or exited.
  */
 static int
-prompt_reply(int fd, const char *line, int wait, int *got_turn,
-    enum out_format fmt)
+prompt_reply(
+    int fd, const char *line, int wait, int *got_turn, enum out_format fmt)
 {
 	unsigned long long turn;
 	char state[32], *req;
@@ -528,16 +542,20 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 		if ((r = read(fd, line + llen, PROMPT_LINE_MAX - llen)) <= 0) {
 			if (r == -1 && errno == EINTR)
 				continue;
-			fprintf(stderr, "ksbctl prompt: %s: the supervisor closed the "
-			    "connection\n", id);
+			fprintf(stderr,
+			    "ksbctl prompt: %s: the supervisor closed the "
+			    "connection\n",
+			    id);
 			ret = 1;
 			break;
 		}
 		llen += (size_t)r;
-		for (off = 0; ret == -1 && (nl = memchr(line + off, '\n',
-		    llen - off)) != NULL; off = (size_t)(nl - line) + 1) {
+		for (off = 0; ret == -1 &&
+		     (nl = memchr(line + off, '\n', llen - off)) != NULL;
+		     off = (size_t)(nl - line) + 1) {
 			*nl = '\0';
-			ret = prompt_reply(fd, line + off, wait, &got_turn, fmt);
+			ret =
+			    prompt_reply(fd, line + off, wait, &got_turn, fmt);
 		}
 		memmove(line, line + off, llen - off);
 		llen -= off;
@@ -549,42 +567,55 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 int
 prompt_main(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-		{ "wait", no_argument, NULL, 'w' },
+	static const struct option longopts[] = { { "wait", no_argument, NULL,
+						      'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "key", required_argument, NULL, 'k' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 	enum out_format fmt = OUT_TEXT;
 	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL;
 	const char *key = "-";
 	size_t len = 0;
 	int ch, wait = 0, fd = -1, ret = 1;
 
-	optind = 0;	/* glibc: reinitialise (argv permutation) */
-	while ((ch = ksbctl_getopt(argc, argv, "prompt", "h", longopts)) != -1) {
+	optind = 0; /* glibc: reinitialise (argv permutation) */
+	while (
+	    (ch = ksbctl_getopt(argc, argv, "prompt", "h", longopts)) != -1) {
 		switch (ch) {
-		case 'w': wait = 1; break;
-		case 'j': fmt = OUT_JSON; break;
-		case 'k': key = optarg; break;
-		case 'h': return ksbctl_usage(stdout, "prompt");
-		default: return ksbctl_usage(stderr, "prompt");
+		case 'w':
+			wait = 1;
+			break;
+		case 'j':
+			fmt = OUT_JSON;
+			break;
+		case 'k':
+			key = optarg;
+			break;
+		case 'h':
+			return ksbctl_usage(stdout, "prompt");
+		default:
+			return ksbctl_usage(stderr, "prompt");
 		}
 	}
 	if (strcmp(key, "-") != 0 && !agentsock_valid_key(key, strlen(key))) {
-		fprintf(stderr, "ksbctl prompt: --key `%s': 1 to %d of "
-		    "A-Z a-z 0-9 . _ -\n", key, AGENTSOCK_KEY_MAX);
+		fprintf(stderr,
+		    "ksbctl prompt: --key `%s': 1 to %d of "
+		    "A-Z a-z 0-9 . _ -\n",
+		    key, AGENTSOCK_KEY_MAX);
 		return 2;
 	}
 	if (argc - optind != 2) {
-		fprintf(stderr, "ksbctl prompt: %s\n", argc - optind == 0 ?
-		    "missing instance ID and turn text" : argc - optind == 1 ?
-		    "missing the turn text (TEXT, or - for standard input)" :
-		    "too many arguments (quote the turn text)");
+		fprintf(stderr, "ksbctl prompt: %s\n",
+		    argc - optind == 0 ?
+			"missing instance ID and turn text" :
+			argc - optind == 1 ?
+			"missing the turn text (TEXT, or - for standard "
+			"input)" :
+			"too many arguments (quote the turn text)");
 		return ksbctl_usage(stderr, "prompt");
 	}
-	if (instance_resolve(ksbctl_conf->state_dir, argv[optind], &id, &cause) != 0) {
+	if (instance_resolve(
+		ksbctl_conf->state_dir, argv[optind], &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl prompt: %s\n", cause);
 		goto cleanup;
 	}

@@ -25,12 +25,12 @@
 #include "ksbctl/ksbctl.h"
 
 #define DENIALS_SHOWN 5
-#define FREE_MIN_MIB 1024
+#define FREE_MIN_MIB  1024
 
 /* One preflight row {check, ok, detail, fix (null if ok)} onto rows. */
 static void __attribute__((format(printf, 5, 6)))
-status_add(struct json_object *rows, const char *what, const char *fix,
-    int ok, const char *fmt, ...)
+status_add(struct json_object *rows, const char *what, const char *fix, int ok,
+    const char *fmt, ...)
 {
 	struct json_object *r = out_object();
 	va_list ap;
@@ -87,7 +87,8 @@ static void
 status_check_host(struct json_object *rows)
 {
 	const char *qemu = getenv("KSB_QEMU") ? getenv("KSB_QEMU") :
-	    "qemu-system-x86_64", *why = NULL;
+						"qemu-system-x86_64",
+		   *why = NULL;
 	char ver[256], *cause = NULL, *p;
 	int fd, kvm, ok;
 
@@ -100,9 +101,10 @@ status_check_host(struct json_object *rows)
 	if (kvm)
 		status_add(rows, "kvm", "", 1, "/dev/kvm usable");
 	else
-		status_add(rows, "kvm", "", 1, "not usable (%s): TCG, slower", why);
-	ok = qemu_cpu_report(kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG,
-	    ksbctl_conf->cpu, &p);
+		status_add(
+		    rows, "kvm", "", 1, "not usable (%s): TCG, slower", why);
+	ok = qemu_cpu_report(
+	    kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG, ksbctl_conf->cpu, &p);
 	status_add(rows, "cpu", "cpu = auto in ksb.conf", ok, "%s", p);
 	free(p);
 	if ((fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) != -1) {
@@ -113,11 +115,13 @@ status_check_host(struct json_object *rows)
 		    "/dev/net/tun: %s", strerror(errno));
 	if ((fd = ctl_connect(ksbctl_conf->control_socket, &cause)) != -1) {
 		close(fd);
-		status_add(rows, "gateway", "", 1, "%s",
-		    ksbctl_conf->control_socket);
+		status_add(
+		    rows, "gateway", "", 1, "%s", ksbctl_conf->control_socket);
 	} else {
-		status_add(rows, "gateway", "start ksb-gatewayd -d (or its "
-		    "systemd unit)", 0, "%s", cause);
+		status_add(rows, "gateway",
+		    "start ksb-gatewayd -d (or its "
+		    "systemd unit)",
+		    0, "%s", cause);
 		free(cause);
 	}
 }
@@ -131,17 +135,21 @@ status_check_kernel(struct json_object *rows)
 
 	kernel = kernel_find(ksbctl_conf->kernel);
 	if (kernel == NULL || stat(kernel, &st) != 0) {
-		status_add(rows, "kernel", "contrib/fetch-kernel.sh, or set "
-		    "kernel in ksb.conf", 0, "no guest kernel%s%s",
-		    kernel ? " at " : "", kernel ? kernel : "");
+		status_add(rows, "kernel",
+		    "contrib/fetch-kernel.sh, or set "
+		    "kernel in ksb.conf",
+		    0, "no guest kernel%s%s", kernel ? " at " : "",
+		    kernel ? kernel : "");
 		free(kernel);
 		return;
 	}
 	status_add(rows, "kernel", "", 1, "%s", kernel);
 	mods = kernel_modules_dir(kernel, ksbctl_conf->modules_dir, &cause);
 	if (mods == NULL) {
-		status_add(rows, "modules", "contrib/fetch-kernel.sh, or set "
-		    "modules-dir in ksb.conf", 0, "%s", cause);
+		status_add(rows, "modules",
+		    "contrib/fetch-kernel.sh, or set "
+		    "modules-dir in ksb.conf",
+		    0, "%s", cause);
 		free(cause);
 		free(kernel);
 		return;
@@ -150,8 +158,10 @@ status_check_kernel(struct json_object *rows)
 	if (stat(p, &st) == 0)
 		status_add(rows, "modules", "", 1, "%s", mods);
 	else
-		status_add(rows, "modules", "contrib/fetch-kernel.sh, or set "
-		    "modules-dir in ksb.conf", 0, "%s: no modules.dep", mods);
+		status_add(rows, "modules",
+		    "contrib/fetch-kernel.sh, or set "
+		    "modules-dir in ksb.conf",
+		    0, "%s: no modules.dep", mods);
 	free(p);
 	free(mods);
 	free(kernel);
@@ -166,7 +176,8 @@ status_check_disk(struct json_object *rows)
 	uint64_t mib;
 
 	if (stat("/usr/sbin/mkfs.ext4", &st) == 0)
-		status_add(rows, "mkfs.ext4", "", 1, "/usr/sbin/mkfs.ext4 "
+		status_add(rows, "mkfs.ext4", "", 1,
+		    "/usr/sbin/mkfs.ext4 "
 		    "(formats instance disks in the guest)");
 	else
 		status_add(rows, "mkfs.ext4", "apt-get install e2fsprogs", 0,
@@ -179,8 +190,8 @@ status_check_disk(struct json_object *rows)
 		    mib >= FREE_MIN_MIB, "%llu MiB free in %s",
 		    (unsigned long long)mib, ksbctl_conf->state_dir);
 	} else
-		status_add(rows, "free disk", "create the state dir", 0, "%s: %s",
-		    ksbctl_conf->state_dir, strerror(errno));
+		status_add(rows, "free disk", "create the state dir", 0,
+		    "%s: %s", ksbctl_conf->state_dir, strerror(errno));
 }
 
 /* The project file (given, or .ksb/instance.conf if there) and each of
@@ -189,7 +200,7 @@ static void
 status_check_project(struct json_object *rows, const char *project)
 {
 	struct config *cfg = config_new();
-	char *cause = NULL, *p, *const *list;
+	char *cause = NULL, *p, *const * list;
 	struct stat st;
 	size_t i, n;
 
@@ -197,8 +208,8 @@ status_check_project(struct json_object *rows, const char *project)
 		project = ".ksb/instance.conf";
 	if (project != NULL) {
 		if (config_load(cfg, project, &cause) != 0) {
-			status_add(rows, "project file", "fix the file", 0, "%s",
-			    cause);
+			status_add(rows, "project file", "fix the file", 0,
+			    "%s", cause);
 			free(cause);
 			cause = NULL;
 		} else
@@ -211,8 +222,10 @@ status_check_project(struct json_object *rows, const char *project)
 			status_add(rows, "secret", "", 1, "%.*s",
 			    (int)(p - list[i]), list[i]);
 		else {
-			status_add(rows, "secret", "set the variable or create "
-			    "the file", 0, "%s", cause);
+			status_add(rows, "secret",
+			    "set the variable or create "
+			    "the file",
+			    0, "%s", cause);
 			free(cause);
 			cause = NULL;
 		}
@@ -228,12 +241,12 @@ status_check_text(FILE *f, struct json_object *r)
 	fprintf(f, "%-7s %-12s %s\n", ok ? "OK" : "MISSING",
 	    out_get_str(r, "check"), out_get_str(r, "detail"));
 	if (!ok)
-		fprintf(f, "%-7s %-12s fix: %s\n", "", "", out_get_str(r, "fix"));
+		fprintf(
+		    f, "%-7s %-12s fix: %s\n", "", "", out_get_str(r, "fix"));
 }
 
-static const struct out_table_spec status_check_spec = {
-	NULL, 0, status_check_text, NULL, 0, 0
-};
+static const struct out_table_spec status_check_spec = { NULL, 0,
+	status_check_text, NULL, 0, 0 };
 
 /* Everything ksb-run needs, OK or MISSING with the fix.  1 if anything
  * is MISSING. */
@@ -272,9 +285,13 @@ status_denials(const char *id)
 
 	xasprintf(&uri, "file:%s?mode=ro", ksbctl_conf->audit_db);
 	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-	    NULL) != SQLITE_OK || sqlite3_prepare_v2(db, "SELECT ts_ms, host, "
-	    "port, reason FROM denials WHERE instance = ?1 ORDER BY ts_ms DESC "
-	    "LIMIT ?2", -1, &q, NULL) != SQLITE_OK)
+		NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db,
+		"SELECT ts_ms, host, "
+		"port, reason FROM denials WHERE instance = ?1 ORDER BY ts_ms "
+		"DESC "
+		"LIMIT ?2",
+		-1, &q, NULL) != SQLITE_OK)
 		goto cleanup;
 	sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
 	sqlite3_bind_int(q, 2, DENIALS_SHOWN);
@@ -282,7 +299,8 @@ status_denials(const char *id)
 	while (sqlite3_step(q) == SQLITE_ROW) {
 		d = out_object();
 		out_add(d, "ts_ms", out_int(sqlite3_column_int64(q, 0)));
-		out_add(d, "host", out_str((const char *)sqlite3_column_text(q, 1)));
+		out_add(d, "host",
+		    out_str((const char *)sqlite3_column_text(q, 1)));
 		out_add(d, "port", out_int(sqlite3_column_int(q, 2)));
 		out_add(d, "reason",
 		    out_str((const char *)sqlite3_column_text(q, 3)));
@@ -326,8 +344,8 @@ status_agent_json(const struct instance_state *st, const char *dir)
 
 /* One instance's status, the fields in the order of ksbctl(1). */
 static struct json_object *
-status_instance_json(const char *id, const char *dir,
-    const struct instance_state *st)
+status_instance_json(
+    const char *id, const char *dir, const struct instance_state *st)
 {
 	struct json_object *o = out_object();
 	const char *state = instance_status(dir, st);
@@ -374,7 +392,8 @@ status_denials_text(FILE *f, struct json_object *list)
 		reason = out_get_str(d, "reason");
 		if (i == 0)
 			fprintf(f, "recent denials:\n");
-		log_escape(esc, sizeof(esc), host ? host : "", host ? strlen(host) : 0);
+		log_escape(esc, sizeof(esc), host ? host : "",
+		    host ? strlen(host) : 0);
 		fprintf(f, "  %s:%d  %s\n", esc, (int)out_get_int(d, "port"),
 		    reason ? reason : "");
 	}
@@ -392,16 +411,19 @@ status_instance_text(FILE *f, struct json_object *o)
 	if (out_get_int(o, "uptime_s") > 0)
 		fprintf(f, "uptime:    %lld s\n",
 		    (long long)out_get_int(o, "uptime_s"));
-	fprintf(f, "profile:   %s\naddress:   %s  mac %s  tap %s\n"
-	    "resources: %lld cpu, %lld MiB, accel %s\n", out_get_str(o, "profile"),
-	    out_get_str(o, "ip"), out_get_str(o, "mac"), out_get_str(o, "tap"),
+	fprintf(f,
+	    "profile:   %s\naddress:   %s  mac %s  tap %s\n"
+	    "resources: %lld cpu, %lld MiB, accel %s\n",
+	    out_get_str(o, "profile"), out_get_str(o, "ip"),
+	    out_get_str(o, "mac"), out_get_str(o, "tap"),
 	    (long long)out_get_int(o, "cpus"),
 	    (long long)out_get_int(o, "memory_mib"), out_get_str(o, "accel"));
 	fprintf(f, "disk:      %lld MiB, %.1f MiB used on the host\n",
 	    (long long)out_get_int(o, "disk_mib"),
 	    (double)out_get_int(o, "disk_used_bytes") / 1048576.0);
 	fprintf(f, "pids:      ksb-run %lld, qemu %lld\n",
-	    (long long)out_get_int(o, "pid"), (long long)out_get_int(o, "qemu_pid"));
+	    (long long)out_get_int(o, "pid"),
+	    (long long)out_get_int(o, "qemu_pid"));
 	if (out_get_int(o, "exit_status") >= 0)
 		fprintf(f, "last exit: %lld\n",
 		    (long long)out_get_int(o, "exit_status"));
@@ -411,7 +433,8 @@ status_instance_text(FILE *f, struct json_object *o)
 		    out_get_str(agent, "state"),
 		    (long long)out_get_int(agent, "turn"),
 		    (long long)out_get_int(agent, "turns"));
-		fprintf(f, "report:    %s\n", report && report[0] ? report : "-");
+		fprintf(
+		    f, "report:    %s\n", report && report[0] ? report : "-");
 		if (out_get(agent, "exited") != NULL)
 			fprintf(f, "agent: exited %lld\nlast lines:\n%s",
 			    (long long)out_get_int(agent, "exited"),
@@ -468,5 +491,5 @@ status_main(int argc, char **argv)
 		}
 	}
 	return arg != NULL ? status_instance(arg, fmt) :
-	    status_preflight(fmt, project);
+			     status_preflight(fmt, project);
 }

@@ -13,9 +13,9 @@ agentsock_valid_key(const char *k, size_t len)
 		return 0;
 	for (i = 0; i < len; i++)
 		if (!((k[i] >= 'a' && k[i] <= 'z') ||
-		    (k[i] >= 'A' && k[i] <= 'Z') ||
-		    (k[i] >= '0' && k[i] <= '9') || k[i] == '.' ||
-		    k[i] == '_' || k[i] == '-'))
+			(k[i] >= 'A' && k[i] <= 'Z') ||
+			(k[i] >= '0' && k[i] <= '9') || k[i] == '.' ||
+			k[i] == '_' || k[i] == '-'))
 			return 0;
 	return 1;
 }

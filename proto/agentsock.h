@@ -26,12 +26,12 @@
 
 #include <stddef.h>
 
-#define AGENTSOCK_KEY_MAX  64
-#define AGENTSOCK_HEAD_MAX 256 /* a request line, '\n' included */
+#define AGENTSOCK_KEY_MAX	 64
+#define AGENTSOCK_HEAD_MAX	 256 /* a request line, '\n' included */
 /* A headless output line is cut at AGENTSOCK_TLINE_MAX bytes; an OUT
  * reply carries it percent-encoded (3 bytes each at most). */
-#define AGENTSOCK_TLINE_MAX  (256 * 1024)
-#define AGENTSOCK_REPLY_MAX  (3 * AGENTSOCK_TLINE_MAX + 256)
+#define AGENTSOCK_TLINE_MAX	 (256 * 1024)
+#define AGENTSOCK_REPLY_MAX	 (3 * AGENTSOCK_TLINE_MAX + 256)
 #define AGENTSOCK_SCREEN_WAIT_MS 5000 /* the server's wait for the guest */
 
 /* agentsock_valid_key: 1 if key[0..len) is a valid PROMPT key, else 0. */

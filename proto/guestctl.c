@@ -11,7 +11,8 @@
 #include "proto/guestctl.h"
 
 int
-guestctl_parse_uint(const char *s, size_t len, unsigned long max, unsigned long *v)
+guestctl_parse_uint(
+    const char *s, size_t len, unsigned long max, unsigned long *v)
 {
 	unsigned long n = 0;
 	size_t i;
@@ -41,8 +42,8 @@ guestctl_valid_term(const char *t)
 	for (i = 0; i < len; i++) {
 		char c = t[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '+' ||
-		    c == '-'))
+			(c >= '0' && c <= '9') || c == '.' || c == '_' ||
+			c == '+' || c == '-'))
 			return 0;
 	}
 	return 1;
@@ -75,7 +76,7 @@ guestctl_encode(char *const *argv, const char *term, int rows, int cols,
 		goto cleanup;
 	}
 	if (term != NULL && *term != '\0' && !guestctl_valid_term(term))
-		term = NULL;	/* an odd $TERM is not worth failing for */
+		term = NULL; /* an odd $TERM is not worth failing for */
 	if (rows < 0 || rows > 9999 || cols < 0 || cols > 9999)
 		rows = cols = 0;
 
@@ -85,9 +86,11 @@ guestctl_encode(char *const *argv, const char *term, int rows, int cols,
 		goto cleanup;
 	}
 	if (term != NULL && *term != '\0')
-		off += (size_t)snprintf(buf + off, cap - off, "TERM %s\n", term);
+		off +=
+		    (size_t)snprintf(buf + off, cap - off, "TERM %s\n", term);
 	if (rows > 0 && cols > 0)
-		off += (size_t)snprintf(buf + off, cap - off, "WINSZ %d %d\n", rows, cols);
+		off += (size_t)snprintf(
+		    buf + off, cap - off, "WINSZ %d %d\n", rows, cols);
 	if (raw)
 		off += (size_t)snprintf(buf + off, cap - off, "RAW\n");
 	off += (size_t)snprintf(buf + off, cap - off, "ARGV %zu\n", payload);
@@ -179,7 +182,8 @@ guestctl_valid_secret_name(const char *name)
 	for (i = 0; i < len; i++) {
 		char c = name[i];
 		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		    (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+			(c >= '0' && c <= '9') || c == '.' || c == '_' ||
+			c == '-'))
 			return 0;
 	}
 	return 1;
@@ -212,7 +216,8 @@ guestctl_secret_next(const char *buf, size_t len, size_t *off, char *name,
 		*err = "bad secret name";
 		return -1;
 	}
-	if (guestctl_parse_uint(sp + 1, (size_t)(nl - sp - 1), GUESTCTL_SECRET_MAX, &v) != 0) {
+	if (guestctl_parse_uint(
+		sp + 1, (size_t)(nl - sp - 1), GUESTCTL_SECRET_MAX, &v) != 0) {
 		*err = "bad secret length";
 		return -1;
 	}
@@ -271,7 +276,8 @@ guestctl_hexval(char c)
 }
 
 int
-guestctl_decode_text(const char *in, size_t len, char *out, size_t cap, size_t *outlen)
+guestctl_decode_text(
+    const char *in, size_t len, char *out, size_t cap, size_t *outlen)
 {
 	size_t i, o = 0;
 	int h, l;
@@ -310,7 +316,8 @@ static const char *const guestctl_states[] = {
 const char *
 guestctl_state_name(int st)
 {
-	if (st < 0 || st >= (int)(sizeof(guestctl_states) / sizeof(*guestctl_states)))
+	if (st < 0 ||
+	    st >= (int)(sizeof(guestctl_states) / sizeof(*guestctl_states)))
 		return "unknown";
 	return guestctl_states[st];
 }
@@ -339,13 +346,16 @@ guestctl_field_uint(const char *line, size_t len, size_t *off, uint64_t *v)
 		return -1;
 	sp = memchr(line + *off, ' ', len - *off);
 	flen = sp != NULL ? (size_t)(sp - line) - *off : len - *off;
-	if (guestctl_parse_uint(line + *off, flen, 0xffffffffUL * 0xffffUL, &n) != 0)
+	if (guestctl_parse_uint(
+		line + *off, flen, 0xffffffffUL * 0xffffUL, &n) != 0)
 		return -1;
 	*v = n;
 	*off += flen + (sp != NULL ? 1 : 0);
 	return sp != NULL ? 1 : 0;
 }
 
+/* 90 lines: one branch per frame verb with its exact fields, in the order
+ * of the grammar in guestctl.h, so the two read side by side. */
 int
 guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
     char *text, size_t textcap)
@@ -353,7 +363,7 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 	static const struct {
 		const char *verb;
 		enum guestctl_msg type;
-		int nums;	/* leading numeric fields */
+		int nums; /* leading numeric fields */
 		/* 1: a text field follows, 2: state then text, 3: text may
 		 * follow */
 		int has_text;
@@ -381,7 +391,8 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 	sp = memchr(line, ' ', len);
 	vlen = sp != NULL ? (size_t)(sp - line) : len;
 	for (i = 0; i < sizeof(verbs) / sizeof(*verbs); i++)
-		if (strlen(verbs[i].verb) == vlen && memcmp(verbs[i].verb, line, vlen) == 0)
+		if (strlen(verbs[i].verb) == vlen &&
+		    memcmp(verbs[i].verb, line, vlen) == 0)
 			break;
 	if (i == sizeof(verbs) / sizeof(*verbs) || sp == NULL)
 		return -1;
@@ -401,14 +412,15 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		sp = memchr(line + off, ' ', len - off);
 		if (sp == NULL)
 			return -1;
-		if ((f->state = guestctl_state_parse(line + off,
-		    (size_t)(sp - line) - off)) < 0)
+		if ((f->state = guestctl_state_parse(
+			 line + off, (size_t)(sp - line) - off)) < 0)
 			return -1;
 		off = (size_t)(sp - line) + 1;
 	}
 	if (verbs[i].has_text) {
 		t = line + off;
-		if (guestctl_decode_text(t, len - off, text, textcap, &tlen) != 0)
+		if (guestctl_decode_text(t, len - off, text, textcap, &tlen) !=
+		    0)
 			return -1;
 		f->textlen = tlen;
 	}
@@ -421,11 +433,11 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		if (f->version != GUESTCTL_AGENT_VERSION)
 			f->type = GUESTCTL_VERSION;
 	} else if (f->type == GUESTCTL_REPORT) {
-		f->n = v[0];	/* seq */
+		f->n = v[0]; /* seq */
 		f->turn = v[1];
 	} else if (f->type == GUESTCTL_TOUT) {
 		f->turn = v[0];
-		f->n = v[1];	/* fd */
+		f->n = v[1]; /* fd */
 		if (f->n != 1 && f->n != 2)
 			return f->type = GUESTCTL_BAD, -1;
 	} else if (f->type == GUESTCTL_SCREEN || f->type == GUESTCTL_SCREND) {
@@ -439,8 +451,8 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 }
 
 size_t
-guestctl_screen_piece(char *out, size_t cap, uint64_t id, const char *text,
-    size_t len)
+guestctl_screen_piece(
+    char *out, size_t cap, uint64_t id, const char *text, size_t len)
 {
 	int n;
 	size_t m;
@@ -502,17 +514,17 @@ guestctl_guest_path_problem(const char *p)
 {
 	/* The first four also cover everything below them. */
 	static const char *reserved[] = { "/usr", "/proc", "/sys", "/dev",
-	    "/etc", "/home/agent", "/tmp", "/run" };
+		"/etc", "/home/agent", "/tmp", "/run" };
 	const char *c;
 	size_t i, len = strlen(p);
 
 	if (len < 2 || len > 255 || p[0] != '/' || p[len - 1] == '/')
 		return "not an absolute path of 2 to 255 bytes without a "
-		    "trailing /";
+		       "trailing /";
 	for (c = p; *c != '\0'; c++) {
 		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-		    (*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
-		    *c == '/' || *c == '+' || *c == '@' || *c == '-'))
+			(*c >= '0' && *c <= '9') || *c == '.' || *c == '_' ||
+			*c == '/' || *c == '+' || *c == '@' || *c == '-'))
 			return "letters, digits, / and ._+@- only";
 		if (c[0] == '/' && c[1] == '/')
 			return "an empty component (//)";
@@ -528,8 +540,9 @@ guestctl_guest_path_problem(const char *p)
 		return "reserved: the guest's own mount point";
 	for (i = 0; i < sizeof(reserved) / sizeof(reserved[0]); i++) {
 		len = strlen(reserved[i]);
-		if (strcmp(p, reserved[i]) == 0 || (i < 4 &&
-		    strncmp(p, reserved[i], len) == 0 && p[len] == '/'))
+		if (strcmp(p, reserved[i]) == 0 ||
+		    (i < 4 && strncmp(p, reserved[i], len) == 0 &&
+			p[len] == '/'))
 			return "reserved: the guest's own mount point";
 	}
 	return NULL;
@@ -538,7 +551,8 @@ guestctl_guest_path_problem(const char *p)
 const char *
 guestctl_home_path_problem(const char *p)
 {
-	static const char *const roots[] = { ".claude/", ".codex/", ".config/" };
+	static const char *const roots[] = { ".claude/", ".codex/",
+		".config/" };
 	size_t len = strlen(p), i, c;
 	const char *s;
 
@@ -547,7 +561,8 @@ guestctl_home_path_problem(const char *p)
 	if (p[0] == '/')
 		return "absolute";
 	for (i = 0; i < len; i++)
-		if (!isalnum((unsigned char)p[i]) && strchr("._/-", p[i]) == NULL)
+		if (!isalnum((unsigned char)p[i]) &&
+		    strchr("._/-", p[i]) == NULL)
 			return "a byte outside [A-Za-z0-9._/-]";
 	for (s = p; *s != '\0'; s += c + (s[c] == '/')) {
 		c = strcspn(s, "/");
@@ -576,8 +591,9 @@ guestctl_home_next(const char *buf, size_t len, size_t *off, char *path,
 
 	if (*off >= len)
 		return 0;
-	nl = memchr(p, '\n', left < GUESTCTL_HOME_PATH_MAX + 32 ? left :
-	    GUESTCTL_HOME_PATH_MAX + 32);
+	nl = memchr(p, '\n',
+	    left < GUESTCTL_HOME_PATH_MAX + 32 ? left :
+						 GUESTCTL_HOME_PATH_MAX + 32);
 	sp = nl != NULL ? memchr(p, ' ', (size_t)(nl - p)) : NULL;
 	sp2 = sp != NULL ? memchr(sp + 1, ' ', (size_t)(nl - sp - 1)) : NULL;
 	if (nl == NULL || sp2 == NULL || sp2 - sp != 5) {
@@ -602,8 +618,9 @@ guestctl_home_next(const char *buf, size_t len, size_t *off, char *path,
 		}
 		m = m * 8 + (unsigned long)(*p - '0');
 	}
-	if (m > 0777 || guestctl_parse_uint(sp2 + 1, (size_t)(nl - sp2 - 1),
-	    GUESTCTL_HOME_FILE_MAX, &v) != 0) {
+	if (m > 0777 ||
+	    guestctl_parse_uint(sp2 + 1, (size_t)(nl - sp2 - 1),
+		GUESTCTL_HOME_FILE_MAX, &v) != 0) {
 		*err = "bad home file mode or length";
 		return -1;
 	}
@@ -670,11 +687,11 @@ guestctl_parse_pane(const char *v, struct guestctl_header *h)
 		return -1;
 	if (!(sp - v == 1 && v[0] == '-') &&
 	    guestctl_decode_text(v, (size_t)(sp - v), h->pane_ready,
-	    GUESTCTL_PANE_MAX, &n1) != 0)
+		GUESTCTL_PANE_MAX, &n1) != 0)
 		return -1;
 	if (strcmp(sp + 1, "-") != 0 &&
 	    guestctl_decode_text(sp + 1, strlen(sp + 1), h->pane_busy,
-	    GUESTCTL_PANE_MAX, &n2) != 0)
+		GUESTCTL_PANE_MAX, &n2) != 0)
 		return -1;
 	h->pane_ready[n1] = '\0';
 	h->pane_busy[n2] = '\0';
@@ -683,8 +700,8 @@ guestctl_parse_pane(const char *v, struct guestctl_header *h)
 }
 
 int
-guestctl_parse_header(const char *line, struct guestctl_header *h,
-    unsigned long *argv_len)
+guestctl_parse_header(
+    const char *line, struct guestctl_header *h, unsigned long *argv_len)
 {
 	unsigned long v, r, c;
 	const char *sp;
@@ -718,8 +735,8 @@ guestctl_parse_header(const char *line, struct guestctl_header *h,
 		if (guestctl_parse_pane(line + 5, h) != 0)
 			return GUESTCTL_HDR_BAD;
 	} else if (strncmp(line, "ARGV ", 5) == 0 &&
-	    guestctl_parse_uint(line + 5, strlen(line + 5), GUESTCTL_ARGV_MAX,
-	    &v) == 0) {
+	    guestctl_parse_uint(
+		line + 5, strlen(line + 5), GUESTCTL_ARGV_MAX, &v) == 0) {
 		*argv_len = v;
 		return GUESTCTL_HDR_ARGV;
 	} else

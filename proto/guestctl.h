@@ -43,11 +43,11 @@
  * Encoders and parsers of the guest control channel above.  No I/O, no
  * globals, plain malloc (also linked into the static guest init).
  */
-#define GUESTCTL_PORT_NAME "org.ksb.control"
-#define GUESTCTL_ARGV_MAX 65536	/* bytes of the NUL-separated argv */
-#define GUESTCTL_ARGC_MAX 4096
-#define GUESTCTL_LINE_MAX 256	/* bytes of one line, '\n' included */
-#define GUESTCTL_IN_MAX 65536	/* total bytes accepted from a guest */
+#define GUESTCTL_PORT_NAME     "org.ksb.control"
+#define GUESTCTL_ARGV_MAX      65536 /* bytes of the NUL-separated argv */
+#define GUESTCTL_ARGC_MAX      4096
+#define GUESTCTL_LINE_MAX      256   /* bytes of one line, '\n' included */
+#define GUESTCTL_IN_MAX	       65536 /* total bytes accepted from a guest */
 #define GUESTCTL_STOP_GRACE_MS 5000
 
 /*
@@ -56,12 +56,12 @@
  * name [A-Za-z0-9_.-]{1,64} not starting with '.', len decimal
  * <= GUESTCTL_SECRET_MAX, at most GUESTCTL_SECRETS_MAX records.
  */
-#define GUESTCTL_SECRETS_FWCFG "opt/org.ksb/secrets"
+#define GUESTCTL_SECRETS_FWCFG	 "opt/org.ksb/secrets"
 /* Extra CA certificates (PEM) for the guest's bundle (vmrunner etc_extra_ca). */
-#define GUESTCTL_CA_FWCFG "opt/org.ksb/ca"
-#define GUESTCTL_CA_MAX (1024 * 1024)
-#define GUESTCTL_SECRET_MAX 65536
-#define GUESTCTL_SECRETS_MAX 32
+#define GUESTCTL_CA_FWCFG	 "opt/org.ksb/ca"
+#define GUESTCTL_CA_MAX		 (1024 * 1024)
+#define GUESTCTL_SECRET_MAX	 65536
+#define GUESTCTL_SECRETS_MAX	 32
 #define GUESTCTL_SECRET_NAME_MAX 64
 
 /*
@@ -72,9 +72,9 @@
  * at most GUESTCTL_HOME_FILES records.  The guest writes them as the agent
  * user before the agent starts, every boot, each replacing the old file.
  */
-#define GUESTCTL_HOME_FWCFG "opt/org.ksb/home"
+#define GUESTCTL_HOME_FWCFG    "opt/org.ksb/home"
 #define GUESTCTL_HOME_FILE_MAX 65536
-#define GUESTCTL_HOME_FILES 16
+#define GUESTCTL_HOME_FILES    16
 #define GUESTCTL_HOME_PATH_MAX 128
 
 /*
@@ -124,7 +124,8 @@ int guestctl_parse_argv(char *buf, size_t len, char ***argvp, const char **err);
  * guestctl_parse_uint: strict decimal (no sign, no leading zero unless "0",
  * no spaces) of s[0..len) into *v, which must be <= max.  0 or -1.
  */
-int guestctl_parse_uint(const char *s, size_t len, unsigned long max, unsigned long *v);
+int guestctl_parse_uint(
+    const char *s, size_t len, unsigned long max, unsigned long *v);
 
 /*
  * guestctl_guest_path_problem: NULL if p may be a share's mount point in
@@ -138,30 +139,30 @@ int guestctl_parse_uint(const char *s, size_t len, unsigned long max, unsigned l
 const char *guestctl_guest_path_problem(const char *p);
 
 enum guestctl_msg {
-	GUESTCTL_BAD = -1,	/* not understood */
+	GUESTCTL_BAD = -1, /* not understood */
 	GUESTCTL_READY,
-	GUESTCTL_EXIT,		/* *status = 0..255 */
-	GUESTCTL_ERR,		/* *text, *textlen: the rest of the line */
-	GUESTCTL_STOPPING,	/* "STOPPING": a graceful stop has begun */
+	GUESTCTL_EXIT,	   /* *status = 0..255 */
+	GUESTCTL_ERR,	   /* *text, *textlen: the rest of the line */
+	GUESTCTL_STOPPING, /* "STOPPING": a graceful stop has begun */
 	/* agent mode frames (guestctl_frame_parse) */
-	GUESTCTL_HELLO,		/* version matches; n: last turn / report seq */
-	GUESTCTL_VERSION,	/* HELLO with another version (f->version) */
-	GUESTCTL_PROMPT,	/* n: turn, text */
-	GUESTCTL_ACK,		/* n: turn delivered (or already delivered) */
-	GUESTCTL_REPORT,	/* n: seq, turn, state, text */
-	GUESTCTL_ACKR,		/* n: report seq received */
-	GUESTCTL_OUT,		/* text: raw pane output */
-	GUESTCTL_PING,		/* n: sequence number */
+	GUESTCTL_HELLO,	  /* version matches; n: last turn / report seq */
+	GUESTCTL_VERSION, /* HELLO with another version (f->version) */
+	GUESTCTL_PROMPT,  /* n: turn, text */
+	GUESTCTL_ACK,	  /* n: turn delivered (or already delivered) */
+	GUESTCTL_REPORT,  /* n: seq, turn, state, text */
+	GUESTCTL_ACKR,	  /* n: report seq received */
+	GUESTCTL_OUT,	  /* text: raw pane output */
+	GUESTCTL_PING,	  /* n: sequence number */
 	GUESTCTL_PONG,
-	GUESTCTL_TOUT,		/* turn, n: fd (1, 2), text */
-	GUESTCTL_SCREEN,	/* n: id; text (none: the host's request) */
-	GUESTCTL_SCREND,	/* n: id, status: GUESTCTL_SCREEN_* */
+	GUESTCTL_TOUT,	 /* turn, n: fd (1, 2), text */
+	GUESTCTL_SCREEN, /* n: id; text (none: the host's request) */
+	GUESTCTL_SCREND, /* n: id, status: GUESTCTL_SCREEN_* */
 };
 /*
  * guestctl_parse_guest: one guest line line[0..len), '\n' excluded.
  */
-enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status,
-    const char **text, size_t *textlen);
+enum guestctl_msg guestctl_parse_guest(const char *line, size_t len,
+    int *status, const char **text, size_t *textlen);
 
 /*
  * Agent mode (ksb-run --agent): the host header carries "AGENT <idle-s>\n"
@@ -225,20 +226,20 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
  * the other: both write through bounded queues and drop pane output
  * first.
  */
-#define GUESTCTL_AGENT_VERSION 1
-#define GUESTCTL_TEXT_MAX 65536
-#define GUESTCTL_REPORT_MAX 1024
-#define GUESTCTL_OUT_CHUNK 1024
-#define GUESTCTL_FRAME_MAX (3 * GUESTCTL_TEXT_MAX + 64)
+#define GUESTCTL_AGENT_VERSION	 1
+#define GUESTCTL_TEXT_MAX	 65536
+#define GUESTCTL_REPORT_MAX	 1024
+#define GUESTCTL_OUT_CHUNK	 1024
+#define GUESTCTL_FRAME_MAX	 (3 * GUESTCTL_TEXT_MAX + 64)
 #define GUESTCTL_GUEST_FRAME_MAX (3 * GUESTCTL_REPORT_MAX + 64)
-#define GUESTCTL_HEARTBEAT_MS 5000
-#define GUESTCTL_PEER_LOST_MS 15000
-#define GUESTCTL_TMUX_SOCKET "/run/ksb/agent/tmux/sock"
-#define GUESTCTL_REPORT_SOCKET "/run/ksb/agent/report.sock"
-#define GUESTCTL_TURN_SCRIPT ".config/ksb/turn"	/* in the agent's home */
-#define GUESTCTL_PANE_MAX 96	/* bytes of PANE's patterns, decoded */
-#define GUESTCTL_SCREEN_MAX 65536	/* bytes of a SCREEN answer, decoded */
-#define GUESTCTL_SCREEN_MS 5000	/* capture-pane killed after this */
+#define GUESTCTL_HEARTBEAT_MS	 5000
+#define GUESTCTL_PEER_LOST_MS	 15000
+#define GUESTCTL_TMUX_SOCKET	 "/run/ksb/agent/tmux/sock"
+#define GUESTCTL_REPORT_SOCKET	 "/run/ksb/agent/report.sock"
+#define GUESTCTL_TURN_SCRIPT	 ".config/ksb/turn" /* in the agent's home */
+#define GUESTCTL_PANE_MAX	 96    /* bytes of PANE's patterns, decoded */
+#define GUESTCTL_SCREEN_MAX	 65536 /* bytes of a SCREEN answer, decoded */
+#define GUESTCTL_SCREEN_MS	 5000  /* capture-pane killed after this */
 enum { GUESTCTL_SCREEN_OK, GUESTCTL_SCREEN_CUT, GUESTCTL_SCREEN_FAILED };
 
 /*
@@ -269,7 +270,8 @@ struct guestctl_header {
 	unsigned long idle_s; /* its value */
 	int headless, hook_submit, hook_end;
 	int pane; /* a PANE line came: */
-	char pane_ready[GUESTCTL_PANE_MAX + 1], pane_busy[GUESTCTL_PANE_MAX + 1];
+	char pane_ready[GUESTCTL_PANE_MAX + 1],
+	    pane_busy[GUESTCTL_PANE_MAX + 1];
 };
 enum { GUESTCTL_HDR_BAD = -1, GUESTCTL_HDR_FIELD, GUESTCTL_HDR_ARGV };
 /*
@@ -278,15 +280,19 @@ enum { GUESTCTL_HDR_BAD = -1, GUESTCTL_HDR_FIELD, GUESTCTL_HDR_ARGV };
  * length, which follows), or GUESTCTL_HDR_BAD (not understood).  h starts
  * zeroed.
  */
-int guestctl_parse_header(const char *line, struct guestctl_header *h,
-    unsigned long *argv_len);
+int guestctl_parse_header(
+    const char *line, struct guestctl_header *h, unsigned long *argv_len);
 
 /* Agent states (REPORT, ksbctl status). */
 enum {
-	GUESTCTL_ST_STARTING, GUESTCTL_ST_WORKING, GUESTCTL_ST_DONE,
-	GUESTCTL_ST_BLOCKED, GUESTCTL_ST_INFO, GUESTCTL_ST_IDLE,
+	GUESTCTL_ST_STARTING,
+	GUESTCTL_ST_WORKING,
+	GUESTCTL_ST_DONE,
+	GUESTCTL_ST_BLOCKED,
+	GUESTCTL_ST_INFO,
+	GUESTCTL_ST_IDLE,
 	GUESTCTL_ST_EXITED,
-	GUESTCTL_ST_FAILED,	/* headless: the turn's process exited non-zero */
+	GUESTCTL_ST_FAILED, /* headless: the turn's process exited non-zero */
 };
 const char *guestctl_state_name(int st);
 /* guestctl_state_parse: s[0..len) to a GUESTCTL_ST_*, or -1. */
@@ -294,12 +300,12 @@ int guestctl_state_parse(const char *s, size_t len);
 
 struct guestctl_frame {
 	enum guestctl_msg type;
-	unsigned version;	/* HELLO, VERSION */
-	uint64_t n;		/* see the frames above */
-	uint64_t turn;		/* REPORT */
-	int state;		/* REPORT: GUESTCTL_ST_* */
-	int status;		/* SCREND: GUESTCTL_SCREEN_* */
-	char *text;		/* decoded into the caller's buffer, not NUL-ended */
+	unsigned version; /* HELLO, VERSION */
+	uint64_t n;	  /* see the frames above */
+	uint64_t turn;	  /* REPORT */
+	int state;	  /* REPORT: GUESTCTL_ST_* */
+	int status;	  /* SCREND: GUESTCTL_SCREEN_* */
+	char *text;	  /* decoded into the caller's buffer, not NUL-ended */
 	size_t textlen;
 };
 
@@ -316,18 +322,19 @@ int guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
  * NUL-terminated; 3 * len + 1 always suffices).  Returns the length; stops
  * early (whole escapes only) if cap is short.
  */
-size_t guestctl_encode_text(char *out, size_t cap, const char *text, size_t len);
+size_t guestctl_encode_text(
+    char *out, size_t cap, const char *text, size_t len);
 /*
  * guestctl_screen_piece: the frame "SCREEN <id> <encoded text>\n" for
  * text[0..len) (len <= GUESTCTL_OUT_CHUNK, id 1..2^32-1) into out (cap >=
  * GUESTCTL_GUEST_FRAME_MAX always suffices).  Its length, 0 if it does
  * not fit or id or len is out of range.
  */
-size_t guestctl_screen_piece(char *out, size_t cap, uint64_t id,
-    const char *text, size_t len);
+size_t guestctl_screen_piece(
+    char *out, size_t cap, uint64_t id, const char *text, size_t len);
 /* guestctl_decode_text: the inverse; 0, or -1 on a bad escape or byte. */
-int guestctl_decode_text(const char *in, size_t len, char *out, size_t cap,
-    size_t *outlen);
+int guestctl_decode_text(
+    const char *in, size_t len, char *out, size_t cap, size_t *outlen);
 
 /*
  * A line splitter over a caller's buffer of cap bytes: partial lines are
@@ -342,7 +349,7 @@ struct guestctl_lines {
 };
 void guestctl_lines_init(struct guestctl_lines *lb, char *buf, size_t cap);
 /* guestctl_lines_feed: returns the number of lines passed to cb. */
-size_t guestctl_lines_feed(struct guestctl_lines *lb, const char *data, size_t n,
-    void (*cb)(void *, const char *, size_t), void *arg);
+size_t guestctl_lines_feed(struct guestctl_lines *lb, const char *data,
+    size_t n, void (*cb)(void *, const char *, size_t), void *arg);
 
 #endif

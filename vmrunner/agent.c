@@ -24,16 +24,16 @@
 #include "common/common.h"
 #include "vmrunner/vmrunner.h"
 
-#define AGENT_CLIENTS_MAX 16
-#define AGENT_TURNS 256		/* turns remembered (keys, how they ended) */
-#define AGENT_OUTQ_MAX (4 * 1024 * 1024)
-#define AGENT_LOG_MAX (16 * 1024 * 1024)	/* agent.log, then agent.log.1 */
-#define AGENT_CLIENT_IN_MAX (GUESTCTL_TEXT_MAX + AGENTSOCK_HEAD_MAX)
-#define AGENT_RESEND_MS 10000	/* unacknowledged PROMPT sent again */
-#define AGENT_EVENTS_PER_S 20	/* working/info reports passed on a second */
-#define AGENT_SAVE_MS 200	/* the state file is rewritten at most this often */
-#define AGENT_TLINE_MAX AGENTSOCK_TLINE_MAX /* headless: a longer line is cut */
-#define AGENT_CLIENT_SNDBUF (4 * 1024 * 1024)
+#define AGENT_CLIENTS_MAX    16
+#define AGENT_TURNS	     256 /* turns remembered (keys, how they ended) */
+#define AGENT_OUTQ_MAX	     (4 * 1024 * 1024)
+#define AGENT_LOG_MAX	     (16 * 1024 * 1024) /* agent.log, then agent.log.1 */
+#define AGENT_CLIENT_IN_MAX  (GUESTCTL_TEXT_MAX + AGENTSOCK_HEAD_MAX)
+#define AGENT_RESEND_MS	     10000 /* unacknowledged PROMPT sent again */
+#define AGENT_EVENTS_PER_S   20	   /* working/info reports passed on a second */
+#define AGENT_SAVE_MS	     200 /* the state file is rewritten at most this often */
+#define AGENT_TLINE_MAX	     AGENTSOCK_TLINE_MAX /* headless: a longer line is cut */
+#define AGENT_CLIENT_SNDBUF  (4 * 1024 * 1024)
 #define AGENT_SCREEN_WAIT_MS AGENTSOCK_SCREEN_WAIT_MS /* the guest's silence */
 
 struct agent_prompt {
@@ -47,19 +47,19 @@ struct agent_client {
 	int fd;
 	char *in;
 	size_t in_len;
-	uint64_t wait;		/* 0: not waiting */
-	uint32_t screen;	/* SCREEN asked of the guest (0: none) */
-	int64_t screen_at;	/* ...its last piece (or the request) then */
-	char *scr;		/* ...the pieces so far */
+	uint64_t wait;	   /* 0: not waiting */
+	uint32_t screen;   /* SCREEN asked of the guest (0: none) */
+	int64_t screen_at; /* ...its last piece (or the request) then */
+	char *scr;	   /* ...the pieces so far */
 	size_t scr_len;
-	int scr_cut;		/* ...some did not fit */
+	int scr_cut; /* ...some did not fit */
 };
 
 struct agent_turn {
 	uint64_t turn;
 	char key[AGENTSOCK_KEY_MAX + 1];
-	int end;		/* -1 running, else the GUESTCTL_ST_* it ended in */
-	int exit;		/* headless: the process's exit status, or -1 */
+	int end;  /* -1 running, else the GUESTCTL_ST_* it ended in */
+	int exit; /* headless: the process's exit status, or -1 */
 };
 
 struct agent {
@@ -80,18 +80,18 @@ struct agent {
 	off_t log_bytes, ev_bytes;
 	struct agent_turn turns[AGENT_TURNS];
 	int changed;
-	int64_t changed_at;	/* last agent_take_changed() that said 1 */
-	char *dec;		/* decoded guest text */
+	int64_t changed_at; /* last agent_take_changed() that said 1 */
+	char *dec;	    /* decoded guest text */
 	int64_t last_latency_ms;
-	int64_t rate_at;	/* working/info events: start of this second */
+	int64_t rate_at; /* working/info events: start of this second */
 	int rate_n;
 	unsigned long suppressed, dropped_out;
-	const struct redact *rd;	/* secret values (NULL: none) */
-	struct redact_stream *log_rs;	/* agent.log, across OUT frames */
-	char *tline[2];		/* headless: the turn's stdout, stderr line */
+	const struct redact *rd;      /* secret values (NULL: none) */
+	struct redact_stream *log_rs; /* agent.log, across OUT frames */
+	char *tline[2]; /* headless: the turn's stdout, stderr line */
 	size_t tlen[2];
-	uint64_t tturn;		/* the turn they belong to */
-	uint32_t screen_seq;	/* the last SCREEN id */
+	uint64_t tturn;	     /* the turn they belong to */
+	uint32_t screen_seq; /* the last SCREEN id */
 };
 
 struct agent *
@@ -112,12 +112,14 @@ agent_new(const char *dir, uint64_t turns_before, char **cause)
 	a->dec = xmalloc(GUESTCTL_GUEST_FRAME_MAX);
 	a->last_rx = a->last_ping = util_mono_ms();
 	xasprintf(&p, "%s/agent.log", dir);
-	a->log_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	a->log_fd = open(
+	    p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (a->log_fd != -1 && fstat(a->log_fd, &st) == 0)
 		a->log_bytes = st.st_size;
 	free(p);
 	xasprintf(&p, "%s/agent.events", dir);
-	a->ev_fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	a->ev_fd = open(
+	    p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (a->ev_fd != -1 && fstat(a->ev_fd, &st) == 0)
 		a->ev_bytes = st.st_size;
 	free(p);
@@ -185,7 +187,8 @@ agent_listen(struct agent *a, char **cause)
 	}
 	strcpy(sun.sun_path, p);
 	unlink(p);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1 ||
+	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
+		 0)) == -1 ||
 	    bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
 	    chmod(p, 0600) != 0 || listen(fd, 8) != 0) {
 		cause_set(cause, "%s: %s", p, strerror(errno));
@@ -209,8 +212,10 @@ agent_queue(struct agent *a, const char *buf, size_t len)
 	if (a->outq_len + len > AGENT_OUTQ_MAX) {
 		/* Counted; logged the first time and every 10000th. */
 		if (a->dropped_out++ % 10000 == 0)
-			log_warnx("agent: the guest is not reading its control port: "
-			    "%lu frame(s) dropped", a->dropped_out);
+			log_warnx(
+			    "agent: the guest is not reading its control port: "
+			    "%lu frame(s) dropped",
+			    a->dropped_out);
 		return;
 	}
 	memcpy(a->outq + a->outq_len, buf, len);
@@ -224,7 +229,8 @@ agent_send_prompt(struct agent *a, struct agent_prompt *p)
 	size_t n, cap = 3 * p->len + 48;
 
 	line = xmalloc(cap);
-	n = (size_t)snprintf(line, cap, "PROMPT %llu ", (unsigned long long)p->turn);
+	n = (size_t)snprintf(
+	    line, cap, "PROMPT %llu ", (unsigned long long)p->turn);
 	n += guestctl_encode_text(line + n, cap - n - 1, p->text, p->len);
 	line[n++] = '\n';
 	agent_queue(a, line, n);
@@ -264,8 +270,10 @@ agent_append(struct agent *a, int *fd, off_t *bytes, const char *name,
 		if (rename(p, q) == 0) {
 			if (*fd != -1)
 				close(*fd);
-			*fd = open(p, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-			    O_NOFOLLOW, 0600);
+			*fd = open(p,
+			    O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+				O_NOFOLLOW,
+			    0600);
 			*bytes = 0;
 		}
 		free(p);
@@ -318,8 +326,8 @@ agent_log_flush(struct agent *a)
 
 /* text[0..len) with the secret values replaced (redact_text). */
 static size_t
-agent_redact_text(const struct agent *a, const char *text, size_t len,
-    char *out, size_t cap)
+agent_redact_text(
+    const struct agent *a, const char *text, size_t len, char *out, size_t cap)
 {
 	return redact_text(a->rd, text, len, out, cap);
 }
@@ -353,21 +361,21 @@ static void
 agent_client_send(struct agent_client *c, const char *buf, size_t len)
 {
 	if (send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)len)
-		agent_client_close(c);	/* too slow or gone */
+		agent_client_close(c); /* too slow or gone */
 }
 
 /* "END turn state[ exit]\n" into line (cap >= 64); its length. */
 static size_t
-agent_end_line(struct agent *a, uint64_t turn, const char *state, char *line,
-    size_t cap)
+agent_end_line(
+    struct agent *a, uint64_t turn, const char *state, char *line, size_t cap)
 {
 	struct agent_turn *t = agent_turn_find(a, turn);
 
 	if (t != NULL && t->exit >= 0)
 		return (size_t)snprintf(line, cap, "END %llu %s %d\n",
 		    (unsigned long long)turn, state, t->exit);
-	return (size_t)snprintf(line, cap, "END %llu %s\n",
-	    (unsigned long long)turn, state);
+	return (size_t)snprintf(
+	    line, cap, "END %llu %s\n", (unsigned long long)turn, state);
 }
 
 /* EVENT/END to the clients waiting on turn; state may be a pseudo state. */
@@ -375,7 +383,8 @@ static void
 agent_event(struct agent *a, uint64_t turn, const char *state, const char *text,
     size_t len, int ends)
 {
-	char line[GUESTCTL_REPORT_MAX * 3 + 128], esc[GUESTCTL_REPORT_MAX * 4 + 1];
+	char line[GUESTCTL_REPORT_MAX * 3 + 128],
+	    esc[GUESTCTL_REPORT_MAX * 4 + 1];
 	char red[GUESTCTL_REPORT_MAX + 1];
 	size_t n, i;
 	int64_t now = util_now_ms();
@@ -385,14 +394,14 @@ agent_event(struct agent *a, uint64_t turn, const char *state, const char *text,
 	text = red;
 	/* agent.events: escaped, one line per event. */
 	log_escape(esc, sizeof(esc), text, len);
-	n = (size_t)snprintf(line, sizeof(line), "%lld %llu %s %s\n", (long long)now,
-	    (unsigned long long)turn, state, esc);
+	n = (size_t)snprintf(line, sizeof(line), "%lld %llu %s %s\n",
+	    (long long)now, (unsigned long long)turn, state, esc);
 	if (n >= sizeof(line))
 		n = sizeof(line) - 1, line[n - 1] = '\n';
 	agent_append(a, &a->ev_fd, &a->ev_bytes, "agent.events", line, n);
 
-	n = (size_t)snprintf(line, sizeof(line), "EVENT %lld %llu %s ", (long long)now,
-	    (unsigned long long)turn, state);
+	n = (size_t)snprintf(line, sizeof(line), "EVENT %lld %llu %s ",
+	    (long long)now, (unsigned long long)turn, state);
 	n += guestctl_encode_text(line + n, sizeof(line) - n - 1, text, len);
 	line[n++] = '\n';
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
@@ -430,10 +439,10 @@ agent_send_next(struct agent *a)
 		return;
 	for (i = 0; i < a->npending; i++)
 		if (a->pending[i].sent_ms != 0)
-			return;		/* sent, not acknowledged yet */
+			return; /* sent, not acknowledged yet */
 	t = agent_turn_find(a, a->turn_delivered);
 	if (t != NULL && t->end == -1)
-		return;			/* in flight */
+		return; /* in flight */
 	agent_send_prompt(a, &a->pending[0]);
 }
 
@@ -442,8 +451,8 @@ agent_send_next(struct agent *a)
  * agent.log and to the clients waiting on the turn ("OUT turn fd text").
  */
 static void
-agent_tout_line(struct agent *a, uint64_t turn, int fd, const char *buf,
-    size_t len)
+agent_tout_line(
+    struct agent *a, uint64_t turn, int fd, const char *buf, size_t len)
 {
 	char *line, *red, hdr[48];
 	size_t n, cap, i;
@@ -457,8 +466,8 @@ agent_tout_line(struct agent *a, uint64_t turn, int fd, const char *buf,
 	agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", "\n", 1);
 	cap = 3 * len + 64;
 	line = xmalloc(cap);
-	n = (size_t)snprintf(hdr, sizeof(hdr), "OUT %llu %d ",
-	    (unsigned long long)turn, fd);
+	n = (size_t)snprintf(
+	    hdr, sizeof(hdr), "OUT %llu %d ", (unsigned long long)turn, fd);
 	memcpy(line, hdr, n);
 	n += guestctl_encode_text(line + n, cap - n - 1, buf, len);
 	line[n++] = '\n';
@@ -478,7 +487,8 @@ agent_tout_flush(struct agent *a, uint64_t turn)
 	(void)turn;
 	for (k = 0; k < 2; k++)
 		if (a->tlen[k] > 0) {
-			agent_tout_line(a, a->tturn, k + 1, a->tline[k], a->tlen[k]);
+			agent_tout_line(
+			    a, a->tturn, k + 1, a->tline[k], a->tlen[k]);
 			a->tlen[k] = 0;
 		}
 }
@@ -492,7 +502,7 @@ agent_on_tout(struct agent *a, const struct guestctl_frame *f)
 	size_t take;
 
 	if (f->turn == 0 || f->turn > a->turns_assigned)
-		return;		/* a turn we never gave */
+		return; /* a turn we never gave */
 	if (f->turn != a->tturn) {
 		agent_tout_flush(a, a->tturn);
 		a->tturn = f->turn;
@@ -508,7 +518,8 @@ agent_on_tout(struct agent *a, const struct guestctl_frame *f)
 		a->tlen[k] += take;
 		p += take;
 		if ((p < end && *p == '\n') || a->tlen[k] == AGENT_TLINE_MAX) {
-			agent_tout_line(a, f->turn, k + 1, a->tline[k], a->tlen[k]);
+			agent_tout_line(
+			    a, f->turn, k + 1, a->tline[k], a->tlen[k]);
 			a->tlen[k] = 0;
 			if (p < end && *p == '\n')
 				p++;
@@ -518,7 +529,8 @@ agent_on_tout(struct agent *a, const struct guestctl_frame *f)
 
 /* A turn ends: once, whatever repeats. */
 static void
-agent_turn_end(struct agent *a, uint64_t turn, int st, const char *text, size_t len)
+agent_turn_end(
+    struct agent *a, uint64_t turn, int st, const char *text, size_t len)
 {
 	struct agent_turn *t = agent_turn_find(a, turn);
 
@@ -546,16 +558,19 @@ agent_prompt(struct agent *a, const char *text, size_t len, const char *key,
 
 	*dup = 0;
 	if (len > GUESTCTL_TEXT_MAX)
-		return cause_set(cause, "prompt longer than %d bytes", GUESTCTL_TEXT_MAX);
+		return cause_set(
+		    cause, "prompt longer than %d bytes", GUESTCTL_TEXT_MAX);
 	if (key != NULL)
 		for (i = 0; i < AGENT_TURNS; i++)
-			if (a->turns[i].turn != 0 && strcmp(a->turns[i].key, key) == 0) {
+			if (a->turns[i].turn != 0 &&
+			    strcmp(a->turns[i].key, key) == 0) {
 				*turn = a->turns[i].turn;
 				*dup = 1;
 				return 0;
 			}
 	if (a->npending >= 64)
-		return cause_set(cause, "64 prompts are waiting for the guest already");
+		return cause_set(
+		    cause, "64 prompts are waiting for the guest already");
 	*turn = ++a->turns_assigned;
 	t = &a->turns[*turn % AGENT_TURNS];
 	memset(t, 0, sizeof(*t));
@@ -564,7 +579,8 @@ agent_prompt(struct agent *a, const char *text, size_t len, const char *key,
 	t->exit = -1;
 	if (key != NULL)
 		snprintf(t->key, sizeof(t->key), "%s", key);
-	a->pending = xrealloc(a->pending, (a->npending + 1) * sizeof(*a->pending));
+	a->pending =
+	    xrealloc(a->pending, (a->npending + 1) * sizeof(*a->pending));
 	p = &a->pending[a->npending++];
 	memset(p, 0, sizeof(*p));
 	p->turn = *turn;
@@ -595,9 +611,11 @@ agent_acked(struct agent *a, uint64_t turn)
 			continue;
 		}
 		a->last_latency_ms = util_mono_ms() - p->queued_ms;
-		log_info("agent: turn %llu delivered %lld ms after it was queued",
+		log_info(
+		    "agent: turn %llu delivered %lld ms after it was queued",
 		    (unsigned long long)p->turn, (long long)a->last_latency_ms);
-		n = snprintf(msg, sizeof(msg), "%lld ms", (long long)a->last_latency_ms);
+		n = snprintf(
+		    msg, sizeof(msg), "%lld ms", (long long)a->last_latency_ms);
 		agent_event(a, p->turn, "delivered", msg, (size_t)n, 0);
 		explicit_bzero(p->text, p->len);
 		free(p->text);
@@ -625,8 +643,8 @@ agent_on_hello(struct agent *a, const struct guestctl_frame *f)
 	if (!a->hello)
 		log_info("agent: the agent runs (tmux session in the guest)");
 	a->hello = 1;
-	n = snprintf(out, sizeof(out), "HELLO %d %llu\n", GUESTCTL_AGENT_VERSION,
-	    (unsigned long long)a->seen_seq);
+	n = snprintf(out, sizeof(out), "HELLO %d %llu\n",
+	    GUESTCTL_AGENT_VERSION, (unsigned long long)a->seen_seq);
 	agent_queue(a, out, (size_t)n);
 	/*
 	 * Delivered while we were away, or not yet: the guest decides,
@@ -658,8 +676,8 @@ agent_report_show(struct agent *a, const struct guestctl_frame *f, size_t tlen)
 			    a->suppressed);
 			agent_event(a, f->turn, "info", out, (size_t)n, 0);
 			log_warnx("agent: the guest sent more than %d reports "
-			    "a second: %lu not shown", AGENT_EVENTS_PER_S,
-			    a->suppressed);
+				  "a second: %lu not shown",
+			    AGENT_EVENTS_PER_S, a->suppressed);
 			a->suppressed = 0;
 		}
 		a->rate_at = a->last_rx;
@@ -683,9 +701,10 @@ agent_on_report(struct agent *a, struct guestctl_frame *f)
 	n = snprintf(out, sizeof(out), "ACKR %llu\n", (unsigned long long)f->n);
 	agent_queue(a, out, (size_t)n);
 	if (f->n <= a->seen_seq)
-		return;		/* a repeat */
+		return; /* a repeat */
 	a->seen_seq = f->n;
-	tlen = f->textlen > GUESTCTL_REPORT_MAX ? GUESTCTL_REPORT_MAX : f->textlen;
+	tlen =
+	    f->textlen > GUESTCTL_REPORT_MAX ? GUESTCTL_REPORT_MAX : f->textlen;
 	/* A turn we never gave: shown as turn 0, never ends one. */
 	forged = f->turn > a->turns_assigned;
 	if (forged)
@@ -701,8 +720,8 @@ agent_on_report(struct agent *a, struct guestctl_frame *f)
 	}
 	a->changed = 1;
 	log_escape(esc, sizeof(esc), f->text, tlen);
-	log_debug("agent: report %s turn %llu: %s", guestctl_state_name(f->state),
-	    (unsigned long long)f->turn, esc);
+	log_debug("agent: report %s turn %llu: %s",
+	    guestctl_state_name(f->state), (unsigned long long)f->turn, esc);
 	if (f->turn > 0 && !forged && agent_state_ends(f->state))
 		agent_turn_end(a, f->turn, f->state, f->text, tlen);
 	else
@@ -719,9 +738,10 @@ agent_screen_ask(struct agent *a, struct agent_client *c)
 	int n;
 
 	if (!a->hello || a->lost || a->version_bad || c->screen != 0) {
-		n = snprintf(out, sizeof(out), "ERR %s\n", c->screen != 0 ?
-		    "a SCREEN is already under way" : a->lost ?
-		    "the guest does not answer" : "the agent is not up yet");
+		n = snprintf(out, sizeof(out), "ERR %s\n",
+		    c->screen != 0 ? "a SCREEN is already under way" :
+			a->lost	   ? "the guest does not answer" :
+				     "the agent is not up yet");
 		agent_client_send(c, out, (size_t)n);
 		return;
 	}
@@ -732,8 +752,8 @@ agent_screen_ask(struct agent *a, struct agent_client *c)
 	c->scr = xmalloc(GUESTCTL_SCREEN_MAX);
 	c->scr_len = 0;
 	c->scr_cut = 0;
-	n = snprintf(out, sizeof(out), "SCREEN %lu\n",
-	    (unsigned long)c->screen);
+	n = snprintf(
+	    out, sizeof(out), "SCREEN %lu\n", (unsigned long)c->screen);
 	agent_queue(a, out, (size_t)n);
 }
 
@@ -746,7 +766,8 @@ agent_screen_reply(struct agent *a, struct agent_client *c, int status)
 	int h;
 
 	if (status == GUESTCTL_SCREEN_FAILED) {
-		static const char e[] = "ERR capture-pane failed in the guest\n";
+		static const char e[] =
+		    "ERR capture-pane failed in the guest\n";
 
 		agent_client_send(c, e, sizeof(e) - 1);
 	} else {
@@ -777,7 +798,7 @@ agent_on_screen(struct agent *a, const struct guestctl_frame *f)
 		if (a->clients[i].fd != -1 && a->clients[i].screen == f->n)
 			c = &a->clients[i];
 	if (c == NULL || f->n == 0)
-		return;		/* late, or the client left */
+		return; /* late, or the client left */
 	c->screen_at = util_mono_ms();
 	if (f->type == GUESTCTL_SCREND) {
 		agent_screen_reply(a, c, f->status);
@@ -814,7 +835,8 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	char out[64];
 	int n;
 
-	if (guestctl_frame_parse(line, len, &f, a->dec, GUESTCTL_GUEST_FRAME_MAX) != 0)
+	if (guestctl_frame_parse(
+		line, len, &f, a->dec, GUESTCTL_GUEST_FRAME_MAX) != 0)
 		return -1;
 	a->last_rx = util_mono_ms();
 	if (a->lost) {
@@ -824,9 +846,10 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	switch (f.type) {
 	case GUESTCTL_VERSION:
 		if (!a->version_bad)
-			log_warnx("agent: the guest speaks agent protocol version %u, "
-			    "not %d: prompts are not sent", f.version,
-			    GUESTCTL_AGENT_VERSION);
+			log_warnx("agent: the guest speaks agent protocol "
+				  "version %u, "
+				  "not %d: prompts are not sent",
+			    f.version, GUESTCTL_AGENT_VERSION);
 		a->version_bad = 1;
 		break;
 	case GUESTCTL_HELLO:
@@ -843,7 +866,8 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 		agent_log_out(a, f.text, f.textlen);
 		break;
 	case GUESTCTL_PING:
-		n = snprintf(out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
+		n = snprintf(
+		    out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
 		agent_queue(a, out, (size_t)n);
 		break;
 	case GUESTCTL_TOUT:
@@ -868,7 +892,8 @@ agent_tick(struct agent *a, int64_t now)
 
 	if (now - a->last_ping >= GUESTCTL_HEARTBEAT_MS) {
 		a->last_ping = now;
-		n = snprintf(out, sizeof(out), "PING %llu\n", (unsigned long long)++a->ping);
+		n = snprintf(out, sizeof(out), "PING %llu\n",
+		    (unsigned long long)++a->ping);
 		agent_queue(a, out, (size_t)n);
 		for (i = 0; a->hello && i < a->npending; i++)
 			if (a->pending[i].sent_ms != 0 &&
@@ -908,12 +933,12 @@ agent_guest_gone(struct agent *a)
 
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
 		if (a->clients[i].fd != -1 && a->clients[i].wait != 0)
-			agent_turn_end(a, a->clients[i].wait, GUESTCTL_ST_EXITED,
-			    "the instance stopped", 20);
+			agent_turn_end(a, a->clients[i].wait,
+			    GUESTCTL_ST_EXITED, "the instance stopped", 20);
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
 		if (a->clients[i].fd != -1 && a->clients[i].screen != 0) {
-			agent_client_send(&a->clients[i],
-			    "ERR the instance stopped\n", 25);
+			agent_client_send(
+			    &a->clients[i], "ERR the instance stopped\n", 25);
 			if (a->clients[i].fd != -1)
 				agent_client_close(&a->clients[i]);
 		}
@@ -940,21 +965,25 @@ agent_client_input(struct agent *a, struct agent_client *c)
 		hlen = (size_t)(nl - c->in);
 		if (hlen > 7 && memcmp(c->in, "PROMPT ", 7) == 0) {
 			sp = memchr(c->in + 7, ' ', hlen - 7);
-			if (sp == NULL || guestctl_parse_uint(sp + 1,
-			    (size_t)(nl - sp - 1), GUESTCTL_TEXT_MAX, &v) != 0)
+			if (sp == NULL ||
+			    guestctl_parse_uint(sp + 1, (size_t)(nl - sp - 1),
+				GUESTCTL_TEXT_MAX, &v) != 0)
 				return -1;
 			if (c->in_len < hlen + 1 + v)
-				return 0;	/* the text is still coming */
+				return 0; /* the text is still coming */
 			if ((size_t)(sp - c->in - 7) == 1 && c->in[7] == '-')
 				key[0] = '\0';
-			else if (agentsock_valid_key(c->in + 7, (size_t)(sp - c->in - 7))) {
-				memcpy(key, c->in + 7, (size_t)(sp - c->in - 7));
+			else if (agentsock_valid_key(
+				     c->in + 7, (size_t)(sp - c->in - 7))) {
+				memcpy(
+				    key, c->in + 7, (size_t)(sp - c->in - 7));
 				key[sp - c->in - 7] = '\0';
 			} else
 				return -1;
-			if (agent_prompt(a, nl + 1, v, key[0] ? key : NULL, &turn,
-			    &dup, &cause) != 0) {
-				n = snprintf(out, sizeof(out), "ERR %s\n", cause);
+			if (agent_prompt(a, nl + 1, v, key[0] ? key : NULL,
+				&turn, &dup, &cause) != 0) {
+				n = snprintf(
+				    out, sizeof(out), "ERR %s\n", cause);
 				free(cause);
 				agent_client_send(c, out, (size_t)n);
 				return -1;
@@ -964,17 +993,20 @@ agent_client_input(struct agent *a, struct agent_client *c)
 			agent_client_send(c, out, (size_t)n);
 			hlen += 1 + v;
 		} else if (hlen > 5 && memcmp(c->in, "WAIT ", 5) == 0) {
-			if (guestctl_parse_uint(c->in + 5, hlen - 5, 0xffffffffUL, &v) != 0)
+			if (guestctl_parse_uint(
+				c->in + 5, hlen - 5, 0xffffffffUL, &v) != 0)
 				return -1;
 			c->wait = v;
 			t = agent_turn_find(a, v);
 			if (t == NULL) {
-				n = snprintf(out, sizeof(out), "END %lu unknown\n", v);
+				n = snprintf(
+				    out, sizeof(out), "END %lu unknown\n", v);
 				agent_client_send(c, out, (size_t)n);
 				c->wait = 0;
 			} else if (t->end != -1) {
-				n = (int)agent_end_line(a, v, guestctl_state_name(
-				    t->end), out, sizeof(out));
+				n = (int)agent_end_line(a, v,
+				    guestctl_state_name(t->end), out,
+				    sizeof(out));
 				agent_client_send(c, out, (size_t)n);
 				c->wait = 0;
 			}
@@ -989,8 +1021,10 @@ agent_client_input(struct agent *a, struct agent_client *c)
 		memmove(c->in, c->in + hlen, c->in_len - hlen);
 		c->in_len -= hlen;
 	}
-	return c->in_len > AGENTSOCK_HEAD_MAX && memcmp(c->in, "PROMPT ", 7) != 0 ?
-	    -1 : 0;
+	return c->in_len > AGENTSOCK_HEAD_MAX &&
+		memcmp(c->in, "PROMPT ", 7) != 0 ?
+	    -1 :
+	    0;
 }
 
 int
@@ -1017,20 +1051,23 @@ agent_pollin(struct agent *a, const struct pollfd *pfd)
 	int i, fd;
 
 	if (a->listen_fd != -1 && (pfd[0].revents & POLLIN) &&
-	    (fd = accept4(a->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK)) != -1) {
-		for (i = 0; i < AGENT_CLIENTS_MAX && a->clients[i].fd != -1; i++)
+	    (fd = accept4(a->listen_fd, NULL, NULL,
+		 SOCK_CLOEXEC | SOCK_NONBLOCK)) != -1) {
+		for (i = 0; i < AGENT_CLIENTS_MAX && a->clients[i].fd != -1;
+		     i++)
 			;
 		if (i == AGENT_CLIENTS_MAX) {
-			(void)send(fd, "ERR busy\n", 9, MSG_NOSIGNAL | MSG_DONTWAIT);
+			(void)send(
+			    fd, "ERR busy\n", 9, MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(fd);
 		} else {
 			int sz = AGENT_CLIENT_SNDBUF;
 
 			/* Room for a headless turn's long lines. */
 			if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz,
-			    sizeof(sz)) == -1)
-				(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz,
-				    sizeof(sz));
+				sizeof(sz)) == -1)
+				(void)setsockopt(
+				    fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof(sz));
 			a->clients[i].fd = fd;
 			a->clients[i].in = xmalloc(AGENT_CLIENT_IN_MAX);
 			a->clients[i].in_len = 0;
@@ -1042,8 +1079,8 @@ agent_pollin(struct agent *a, const struct pollfd *pfd)
 		if (c->fd == -1 || pfd[1 + i].fd != c->fd ||
 		    !(pfd[1 + i].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
-		n = recv(c->fd, c->in + c->in_len, AGENT_CLIENT_IN_MAX - c->in_len,
-		    MSG_DONTWAIT);
+		n = recv(c->fd, c->in + c->in_len,
+		    AGENT_CLIENT_IN_MAX - c->in_len, MSG_DONTWAIT);
 		if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
 			agent_client_close(c);
 			continue;
@@ -1052,7 +1089,8 @@ agent_pollin(struct agent *a, const struct pollfd *pfd)
 			c->in_len += (size_t)n;
 			if (agent_client_input(a, c) != 0 && c->fd != -1)
 				agent_client_close(c);
-			else if (c->fd != -1 && c->in_len == AGENT_CLIENT_IN_MAX)
+			else if (c->fd != -1 &&
+			    c->in_len == AGENT_CLIENT_IN_MAX)
 				agent_client_close(c);
 		}
 	}
@@ -1085,7 +1123,8 @@ agent_status(const struct agent *a, struct instance_state *st)
 	st->agent_turn = a->cur_turn;
 	st->agent_turns = a->turns_assigned;
 	/* The state file is on the host: no secret value in it. */
-	n = agent_redact_text(a, a->text, strlen(a->text), red, sizeof(red) - 1);
+	n = agent_redact_text(
+	    a, a->text, strlen(a->text), red, sizeof(red) - 1);
 	log_escape(esc, sizeof(esc), red, n);
 	snprintf(st->agent_text, sizeof(st->agent_text), "%s", esc);
 }

@@ -17,8 +17,20 @@
 #define CONFIG_FILE_MAX (256 * 1024)
 #define CONFIG_LIST_MAX 32
 
-enum config_type { T_STR, T_ID, T_PROFILE, T_UINT, T_SIZE, T_ACCEL, T_LIST, T_PATH,
-    T_BOOL, T_CPU, T_MODE, T_URL };
+enum config_type {
+	T_STR,
+	T_ID,
+	T_PROFILE,
+	T_UINT,
+	T_SIZE,
+	T_ACCEL,
+	T_LIST,
+	T_PATH,
+	T_BOOL,
+	T_CPU,
+	T_MODE,
+	T_URL
+};
 
 static const struct config_key {
 	const char *name;
@@ -34,8 +46,8 @@ static const struct config_key {
 	{ "kernel", T_PATH, 0, 0, NULL },
 	{ "modules", T_PATH, 0, 0, NULL },
 	{ "accel", T_ACCEL, 0, 0, "auto" },
-	{ "cpu", T_CPU, 0, 0, "auto" },		/* qemu_cpu_model */
-	{ "ca-file", T_PATH, 0, 0, NULL },	/* etc_extra_ca */
+	{ "cpu", T_CPU, 0, 0, "auto" },	   /* qemu_cpu_model */
+	{ "ca-file", T_PATH, 0, 0, NULL }, /* etc_extra_ca */
 	{ "share-ro", T_LIST, 0, 0, NULL },
 	{ "secret", T_LIST, 0, 0, NULL },
 	{ "command", T_STR, 0, 0, "/bin/bash -l" },
@@ -50,8 +62,8 @@ static const struct config_key {
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
 struct config_val {
-	char *value;		/* scalar */
-	char **list;		/* T_LIST */
+	char *value; /* scalar */
+	char **list; /* T_LIST */
 	size_t n;
 	char *origin;
 	enum config_layer layer;
@@ -189,9 +201,11 @@ config_command(const struct config *c)
 static int
 config_bool(const char *s)
 {
-	if (strcmp(s, "yes") == 0 || strcmp(s, "true") == 0 || strcmp(s, "1") == 0)
+	if (strcmp(s, "yes") == 0 || strcmp(s, "true") == 0 ||
+	    strcmp(s, "1") == 0)
 		return 1;
-	if (strcmp(s, "no") == 0 || strcmp(s, "false") == 0 || strcmp(s, "0") == 0)
+	if (strcmp(s, "no") == 0 || strcmp(s, "false") == 0 ||
+	    strcmp(s, "0") == 0)
 		return 0;
 	return -1;
 }
@@ -203,12 +217,14 @@ config_valid_secret(const char *value)
 	const char *eq = strchr(value, '=');
 	char name[GUESTCTL_SECRET_NAME_MAX + 1];
 
-	if (eq == NULL || eq == value || (size_t)(eq - value) > GUESTCTL_SECRET_NAME_MAX)
+	if (eq == NULL || eq == value ||
+	    (size_t)(eq - value) > GUESTCTL_SECRET_NAME_MAX)
 		return 0;
 	memcpy(name, value, (size_t)(eq - value));
 	name[eq - value] = '\0';
 	return guestctl_valid_secret_name(name) &&
-	    (strncmp(eq + 1, "env:", 4) == 0 || strncmp(eq + 1, "file:", 5) == 0) &&
+	    (strncmp(eq + 1, "env:", 4) == 0 ||
+		strncmp(eq + 1, "file:", 5) == 0) &&
 	    strchr(eq + 1, ':')[1] != '\0';
 }
 
@@ -224,6 +240,9 @@ config_valid_url(const char *v)
 	return 1;
 }
 
+/* 90 lines: one check per kind of setting in the key table (numbers,
+ * sizes, choices, paths, URLs, CPU models, secrets), each with the
+ * message that names its rule. */
 static int
 config_validate(const struct config_key *k, const char *value, char **cause)
 {
@@ -235,8 +254,10 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 	switch (k->type) {
 	case T_ID:
 		if (!util_valid_id(value))
-			return cause_set(cause, "%s: invalid instance ID `%s' "
-			    "([a-z0-9][a-z0-9-]{0,31})", k->name, value);
+			return cause_set(cause,
+			    "%s: invalid instance ID `%s' "
+			    "([a-z0-9][a-z0-9-]{0,31})",
+			    k->name, value);
 		break;
 	case T_PROFILE:
 		if (!util_valid_profile(value, strlen(value)))
@@ -244,38 +265,47 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 			    k->name, value);
 		break;
 	case T_UINT:
-		if (guestctl_parse_uint(value, strlen(value), k->max, &n) != 0 ||
+		if (guestctl_parse_uint(value, strlen(value), k->max, &n) !=
+			0 ||
 		    n < k->min)
-			return cause_set(cause, "%s: invalid value `%s' (%u..%u)",
-			    k->name, value, k->min, k->max);
+			return cause_set(cause,
+			    "%s: invalid value `%s' (%u..%u)", k->name, value,
+			    k->min, k->max);
 		break;
 	case T_SIZE:
 		if (config_parse_size(value, &mib) != 0)
-			return cause_set(cause, "%s: invalid size `%s' (64M..16T, "
-			    "suffix M, G or T)", k->name, value);
+			return cause_set(cause,
+			    "%s: invalid size `%s' (64M..16T, "
+			    "suffix M, G or T)",
+			    k->name, value);
 		break;
 	case T_ACCEL:
 		if (strcmp(value, "auto") != 0 && strcmp(value, "kvm") != 0 &&
 		    strcmp(value, "tcg") != 0)
-			return cause_set(cause, "%s: `%s' is not auto, kvm or tcg",
-			    k->name, value);
+			return cause_set(cause,
+			    "%s: `%s' is not auto, kvm or tcg", k->name, value);
 		break;
 	case T_CPU:
 		if (strcmp(value, "auto") != 0 &&
 		    (why = qemu_cpu_problem(value)) != NULL)
-			return cause_set(cause, "%s: invalid CPU model `%s' (%s)",
-			    k->name, value, why);
+			return cause_set(cause,
+			    "%s: invalid CPU model `%s' (%s)", k->name, value,
+			    why);
 		break;
 	case T_MODE:
 		if (strcmp(value, "interactive") != 0 &&
 		    strcmp(value, "headless") != 0)
-			return cause_set(cause, "%s: `%s' is not interactive or "
-			    "headless", k->name, value);
+			return cause_set(cause,
+			    "%s: `%s' is not interactive or "
+			    "headless",
+			    k->name, value);
 		break;
 	case T_URL:
 		if (!config_valid_url(value))
-			return cause_set(cause, "%s: `%s' is not an http(s) URL "
-			    "(no space or control byte)", k->name, value);
+			return cause_set(cause,
+			    "%s: `%s' is not an http(s) URL "
+			    "(no space or control byte)",
+			    k->name, value);
 		break;
 	case T_PATH:
 		if (*value == '\0')
@@ -283,8 +313,8 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 		break;
 	case T_BOOL:
 		if (config_bool(value) == -1)
-			return cause_set(cause, "%s: `%s' is not yes or no", k->name,
-			    value);
+			return cause_set(
+			    cause, "%s: `%s' is not yes or no", k->name, value);
 		break;
 	case T_STR:
 		if ((w = config_words(value, cause)) == NULL)
@@ -297,9 +327,12 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 	case T_LIST:
 		if (*value == '\0')
 			return cause_set(cause, "%s: empty value", k->name);
-		if (strcmp(k->name, "secret") == 0 && !config_valid_secret(value))
-			return cause_set(cause, "secret `%s': expected "
-			    "NAME=env:VAR or NAME=file:PATH", value);
+		if (strcmp(k->name, "secret") == 0 &&
+		    !config_valid_secret(value))
+			return cause_set(cause,
+			    "secret `%s': expected "
+			    "NAME=env:VAR or NAME=file:PATH",
+			    value);
 		break;
 	}
 	return 0;
@@ -323,7 +356,8 @@ config_set(struct config *c, enum config_layer layer, const char *key,
 		if (layer > v->layer)
 			config_clear(v);
 		if (v->n >= CONFIG_LIST_MAX)
-			return cause_set(cause, "%s: at most %d", key, CONFIG_LIST_MAX);
+			return cause_set(
+			    cause, "%s: at most %d", key, CONFIG_LIST_MAX);
 		v->list = xrealloc(v->list, (v->n + 2) * sizeof(*v->list));
 		v->list[v->n++] = xstrdup(value);
 		v->list[v->n] = NULL;
@@ -356,8 +390,8 @@ int
 config_parse(struct config *c, const char *name, const char *buf, size_t len,
     char **cause)
 {
-	char *copy, *line, *next, *key, *val, *eq, *end, *origin, *err = NULL,
-	    *msg, *all = NULL;
+	char *copy, *line, *next, *key, *val, *eq, *end, *origin,
+	    *err = NULL, *msg, *all = NULL;
 	unsigned lineno = 0;
 
 	if (memchr(buf, '\0', len) != NULL)
@@ -372,12 +406,14 @@ config_parse(struct config *c, const char *name, const char *buf, size_t len,
 			*eq = '\0';
 		key = line + strspn(line, " \t\r");
 		end = key + strlen(key);
-		while (end > key && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+		while (end > key &&
+		    (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
 			*--end = '\0';
 		if (*key == '\0')
 			continue;
 		if ((eq = strchr(key, '=')) == NULL) {
-			xasprintf(&msg, "%s:%u: expected `key = value'", name, lineno);
+			xasprintf(&msg, "%s:%u: expected `key = value'", name,
+			    lineno);
 			config_cause_append(&all, msg);
 			free(msg);
 			continue;
@@ -430,7 +466,8 @@ config_load(struct config *c, const char *path, char **cause)
 		off += (size_t)n;
 	}
 	if (off > CONFIG_FILE_MAX) {
-		cause_set(cause, "%s: larger than %d bytes", path, CONFIG_FILE_MAX);
+		cause_set(
+		    cause, "%s: larger than %d bytes", path, CONFIG_FILE_MAX);
 		goto cleanup;
 	}
 	ret = config_parse(c, path, buf, off, cause);
@@ -449,8 +486,8 @@ config_get(const struct config *c, const char *key)
 }
 
 void
-config_show(struct config *c, const char *key, const char *value,
-    const char *origin)
+config_show(
+    struct config *c, const char *key, const char *value, const char *origin)
 {
 	struct config_val *v;
 	int i = config_find(key);
@@ -547,7 +584,8 @@ config_print(const struct config *c, FILE *f, int json)
 				fprintf(f, "%-*s = %-40s # %s\n", w,
 				    config_keys[i].name, v->list[j], v->origin);
 		} else
-			fprintf(f, "%-*s = %-40s # %s\n", w, config_keys[i].name,
+			fprintf(f, "%-*s = %-40s # %s\n", w,
+			    config_keys[i].name,
 			    v->value != NULL ? v->value : "(unset)", v->origin);
 	}
 }

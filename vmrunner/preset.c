@@ -17,23 +17,23 @@
 #include "common/common.h"
 #include "vmrunner/vmrunner.h"
 
-#define PRESET_HOME "/home/agent"	/* guest/init.c AGENT_HOME */
-#define PRESET_WORK PRESET_HOME "/work"
-#define PRESET_REPORT "/run/ksb/bin/ksb-report"	/* guest/init.c AGENT_BIN */
-#define PRESET_SECRETS "/run/ksb/secrets"
-#define PRESET_ENV ".config/ksb/env"
-#define PRESET_CODEX_NOTIFY ".config/ksb/codex-notify"
-#define PRESET_KEY_SUFFIX 20	/* Claude's customApiKeyResponses.approved */
-#define PRESET_CODEX_MODEL "gpt-5.5"
+#define PRESET_HOME	     "/home/agent" /* guest/init.c AGENT_HOME */
+#define PRESET_WORK	     PRESET_HOME "/work"
+#define PRESET_REPORT	     "/run/ksb/bin/ksb-report" /* guest/init.c AGENT_BIN */
+#define PRESET_SECRETS	     "/run/ksb/secrets"
+#define PRESET_ENV	     ".config/ksb/env"
+#define PRESET_CODEX_NOTIFY  ".config/ksb/codex-notify"
+#define PRESET_KEY_SUFFIX    20 /* Claude's customApiKeyResponses.approved */
+#define PRESET_CODEX_MODEL   "gpt-5.5"
 /*
  * Codex's TUI (0.171.0): its footer, shown idle and busy alike; busy, the
  * status line "Working (0s <bullet> esc to interrupt)" above the composer.
  */
-#define PRESET_CODEX_READY "? for shortcuts"
-#define PRESET_CODEX_BUSY "esc to interrupt|Waiting for startup"
+#define PRESET_CODEX_READY   "? for shortcuts"
+#define PRESET_CODEX_BUSY    "esc to interrupt|Waiting for startup"
 /* The model its catalogue offers instead of the default ("Meet ..."). */
 #define PRESET_CODEX_UPGRADE "gpt-6-sol"
-#define PRESET_OPENAI_URL "https://api.openai.com/v1"
+#define PRESET_OPENAI_URL    "https://api.openai.com/v1"
 
 /* The first word of cmd, its basename: the preset's name or none. */
 const char *
@@ -112,8 +112,8 @@ preset_add(struct preset *p, const char *path, unsigned mode, const char *buf,
 static void
 preset_add_json(struct preset *p, const char *path, struct json_object *o)
 {
-	const char *s = json_object_to_json_string_ext(o,
-	    JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
+	const char *s = json_object_to_json_string_ext(
+	    o, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);
 	char *t = NULL;
 
 	xasprintf(&t, "%s\n", s);
@@ -160,12 +160,13 @@ preset_claude_files(struct preset *p, const struct preset_conf *c)
 	size_t i;
 
 	o = json_object_new_object();
-	json_object_object_add(o, "hasCompletedOnboarding",
-	    json_object_new_boolean(1));
+	json_object_object_add(
+	    o, "hasCompletedOnboarding", json_object_new_boolean(1));
 	if (c->api_key != NULL) {
 		size_t n = strlen(c->api_key);
 		const char *s = n > PRESET_KEY_SUFFIX ?
-		    c->api_key + n - PRESET_KEY_SUFFIX : c->api_key;
+		    c->api_key + n - PRESET_KEY_SUFFIX :
+		    c->api_key;
 
 		appr = json_object_new_array();
 		json_object_array_add(appr, json_object_new_string(s));
@@ -185,14 +186,15 @@ preset_claude_files(struct preset *p, const struct preset_conf *c)
 	preset_add_json(p, ".claude.json", o);
 
 	o = json_object_new_object();
-	json_object_object_add(o, "skipDangerousModePermissionPrompt",
-	    json_object_new_boolean(1));
+	json_object_object_add(
+	    o, "skipDangerousModePermissionPrompt", json_object_new_boolean(1));
 	hooks = json_object_new_object();
-	json_object_object_add(hooks, "UserPromptSubmit",
-	    preset_hook(PRESET_REPORT " working"));
-	json_object_object_add(hooks, "Stop", preset_hook(PRESET_REPORT " done"));
-	json_object_object_add(hooks, "Notification",
-	    preset_hook(PRESET_REPORT " blocked"));
+	json_object_object_add(
+	    hooks, "UserPromptSubmit", preset_hook(PRESET_REPORT " working"));
+	json_object_object_add(
+	    hooks, "Stop", preset_hook(PRESET_REPORT " done"));
+	json_object_object_add(
+	    hooks, "Notification", preset_hook(PRESET_REPORT " blocked"));
 	json_object_object_add(o, "hooks", hooks);
 	preset_add_json(p, ".claude/settings.json", o);
 }
@@ -230,11 +232,12 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 	if ((f = open_memstream(&buf, &len)) == NULL)
 		fatal("open_memstream");
 	fputs("# Written by ksb-run at every boot (the codex preset).\n"
-	    "check_for_update_on_startup = false\n"
-	    "notify = [\"/bin/sh\", \"" PRESET_HOME "/" PRESET_CODEX_NOTIFY
-	    "\"]\n"
-	    "approval_policy = \"never\"\n"
-	    "sandbox_mode = \"danger-full-access\"\n", f);
+	      "check_for_update_on_startup = false\n"
+	      "notify = [\"/bin/sh\", \"" PRESET_HOME "/" PRESET_CODEX_NOTIFY
+	      "\"]\n"
+	      "approval_policy = \"never\"\n"
+	      "sandbox_mode = \"danger-full-access\"\n",
+	    f);
 	fputs("model = ", f);
 	preset_toml_str(f, c->model != NULL ? c->model : PRESET_CODEX_MODEL);
 	fputc('\n', f);
@@ -245,14 +248,17 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 	 * CODEX_HOME/packages and wait for it ("Waiting for startup").
 	 */
 	fputs("\n[analytics]\nenabled = false\n\n[features]\nplugins = false\n"
-	    "apps = false\napi_key_model_discovery = false\n"
-	    "remote_plugin = false\ndaemon_auto_start = false\n\n"
-	    "[projects.\"" PRESET_WORK "\"]\ntrust_level = \"trusted\"\n", f);
+	      "apps = false\napi_key_model_discovery = false\n"
+	      "remote_plugin = false\ndaemon_auto_start = false\n\n"
+	      "[projects.\"" PRESET_WORK "\"]\ntrust_level = \"trusted\"\n",
+	    f);
 	/* The TUI's "Meet <model>" screen, taken as seen: it eats the paste. */
-	fputs("\n[notice.model_migrations]\n\"" PRESET_CODEX_MODEL "\" = \""
-	    PRESET_CODEX_UPGRADE "\"\n", f);
+	fputs("\n[notice.model_migrations]\n\"" PRESET_CODEX_MODEL
+	      "\" = \"" PRESET_CODEX_UPGRADE "\"\n",
+	    f);
 	fputs("\n[model_providers.ksb]\nname = \"ksb\"\nbase_url = ", f);
-	preset_toml_str(f, c->base_url != NULL ? c->base_url : PRESET_OPENAI_URL);
+	preset_toml_str(
+	    f, c->base_url != NULL ? c->base_url : PRESET_OPENAI_URL);
 	fputs("\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n", f);
 	preset_add_stream(p, ".codex/config.toml", 0600, f, &buf, &len);
 	preset_codex_notify(p);
@@ -260,15 +266,16 @@ preset_codex_files(struct preset *p, const struct preset_conf *c)
 
 /* "export NAME=the secret file's content" when the secret was given. */
 static void
-preset_env_secret(FILE *f, const struct preset_conf *c, const char *secret,
-    const char *as)
+preset_env_secret(
+    FILE *f, const struct preset_conf *c, const char *secret, const char *as)
 {
 	size_t i;
 
 	for (i = 0; i < c->nsecrets; i++)
 		if (strcmp(c->secrets[i], secret) == 0)
-			fprintf(f, "export %s=\"$(cat " PRESET_SECRETS "/%s)\"\n",
-			    as, secret);
+			fprintf(f,
+			    "export %s=\"$(cat " PRESET_SECRETS "/%s)\"\n", as,
+			    secret);
 }
 
 /*
@@ -288,11 +295,12 @@ preset_env_file(struct preset *p, const struct preset_conf *c)
 	    p->name);
 	if (strcmp(p->name, "claude") == 0) {
 		fputs("export CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n", f);
-		preset_env_secret(f, c, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY");
-		preset_env_secret(f, c, "ANTHROPIC_AUTH_TOKEN",
-		    "ANTHROPIC_AUTH_TOKEN");
-		preset_env_secret(f, c, "CLAUDE_CODE_OAUTH_TOKEN",
-		    "CLAUDE_CODE_OAUTH_TOKEN");
+		preset_env_secret(
+		    f, c, "ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY");
+		preset_env_secret(
+		    f, c, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN");
+		preset_env_secret(
+		    f, c, "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN");
 		if (c->base_url != NULL) {
 			fputs("export ANTHROPIC_BASE_URL=", f);
 			preset_sh_str(f, c->base_url);
@@ -321,23 +329,32 @@ preset_turn_file(struct preset *p, const struct preset_conf *c)
 	if ((f = open_memstream(&buf, &len)) == NULL)
 		fatal("open_memstream");
 	fputs("# Written by ksb-run at every boot: one headless turn, the "
-	    "text as $1.\n", f);
+	      "text as $1.\n",
+	    f);
 	if (p->name != NULL)
 		fputs(". \"$HOME/" PRESET_ENV "\"\n", f);
 	if (p->name != NULL && strcmp(p->name, "claude") == 0) {
-		fprintf(f, "sid=%s\nset -- \"$1\" \"$HOME\"/.claude/projects/*/"
+		fprintf(f,
+		    "sid=%s\nset -- \"$1\" \"$HOME\"/.claude/projects/*/"
 		    "\"$sid.jsonl\"\nif [ -e \"$2\" ]; then s=--resume; "
-		    "else s=--session-id; fi\n", c->session);
-		fprintf(f, "exec %s -p \"$1\" --output-format stream-json "
+		    "else s=--session-id; fi\n",
+		    c->session);
+		fprintf(f,
+		    "exec %s -p \"$1\" --output-format stream-json "
 		    "--verbose --dangerously-skip-permissions \"$s\" \"$sid\" "
-		    "</dev/null\n", c->cmd);
+		    "</dev/null\n",
+		    c->cmd);
 	} else if (p->name != NULL) {
 		fputs("r=\nif [ -n \"$(find \"$CODEX_HOME/sessions\" -name "
-		    "'*.jsonl' 2>/dev/null | head -n 1)\" ]; then\n\tr=\"resume "
-		    "--last\"\nfi\n", f);
-		fprintf(f, "exec %s exec $r --json "
+		      "'*.jsonl' 2>/dev/null | head -n 1)\" ]; "
+		      "then\n\tr=\"resume "
+		      "--last\"\nfi\n",
+		    f);
+		fprintf(f,
+		    "exec %s exec $r --json "
 		    "--dangerously-bypass-approvals-and-sandbox "
-		    "--skip-git-repo-check \"$1\" </dev/null\n", c->cmd);
+		    "--skip-git-repo-check \"$1\" </dev/null\n",
+		    c->cmd);
 	} else
 		fprintf(f, "exec %s \"$1\" </dev/null\n", c->cmd);
 	preset_add_stream(p, GUESTCTL_TURN_SCRIPT, 0700, f, &buf, &len);
@@ -348,8 +365,9 @@ preset_build(const struct preset_conf *c, struct preset *p, char **cause)
 {
 	memset(p, 0, sizeof(*p));
 	p->name = preset_name(c->cmd);
-	if (c->headless && (c->session == NULL ||
-	    strspn(c->session, "0123456789abcdef-") != strlen(c->session)))
+	if (c->headless &&
+	    (c->session == NULL ||
+		strspn(c->session, "0123456789abcdef-") != strlen(c->session)))
 		return cause_set(cause, "preset: bad session id");
 	if (p->name == NULL) {
 		p->command = xstrdup(c->cmd);
@@ -360,15 +378,19 @@ preset_build(const struct preset_conf *c, struct preset *p, char **cause)
 	preset_env_file(p, c);
 	if (strcmp(p->name, "claude") == 0) {
 		preset_claude_files(p, c);
-		xasprintf(&p->command, ". \"$HOME/" PRESET_ENV "\" && exec %s "
-		    "--dangerously-skip-permissions", c->cmd);
+		xasprintf(&p->command,
+		    ". \"$HOME/" PRESET_ENV "\" && exec %s "
+		    "--dangerously-skip-permissions",
+		    c->cmd);
 		p->hook_submit = p->hook_end = 1;
 		p->pane_ready = "bypass permissions on|auto mode on";
 		p->pane_busy = "esc to interrupt";
 	} else {
 		preset_codex_files(p, c);
-		xasprintf(&p->command, ". \"$HOME/" PRESET_ENV "\" && exec %s "
-		    "--dangerously-bypass-approvals-and-sandbox", c->cmd);
+		xasprintf(&p->command,
+		    ". \"$HOME/" PRESET_ENV "\" && exec %s "
+		    "--dangerously-bypass-approvals-and-sandbox",
+		    c->cmd);
 		p->hook_end = 1;
 		p->pane_ready = PRESET_CODEX_READY;
 		p->pane_busy = PRESET_CODEX_BUSY;

@@ -532,7 +532,8 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	if (cfg->home_fd > 0) {
 		/* The agent preset's files, the same way. */
 		qemu_add(a, "-fw_cfg");
-		qemu_addf(a, "name=" GUESTCTL_HOME_FWCFG ",file=/proc/self/fd/%d",
+		qemu_addf(a,
+		    "name=" GUESTCTL_HOME_FWCFG ",file=/proc/self/fd/%d",
 		    cfg->home_fd);
 	}
 	if (cfg->ca_path != NULL) {

@@ -20,7 +20,7 @@
 struct redact_pat {
 	char *bytes;
 	size_t len;
-	size_t name;		/* index into names */
+	size_t name; /* index into names */
 };
 
 struct redact {
@@ -29,12 +29,12 @@ struct redact {
 	char (*names)[GUESTCTL_SECRET_NAME_MAX + 1];
 	size_t nnames;
 	size_t maxlen;
-	unsigned char first[256];	/* bytes a pattern starts with */
+	unsigned char first[256]; /* bytes a pattern starts with */
 };
 
 struct redact_stream {
 	const struct redact *r;
-	char *buf;		/* the held tail, then the input */
+	char *buf; /* the held tail, then the input */
 	size_t len, cap;
 	char *out;
 	size_t outlen, outcap;
@@ -69,12 +69,13 @@ redact_pat_add(struct redact *r, char *bytes, size_t len)
 	size_t i;
 
 	for (i = 0; i < r->npat; i++)
-		if (r->pat[i].len == len && memcmp(r->pat[i].bytes, bytes, len) == 0) {
+		if (r->pat[i].len == len &&
+		    memcmp(r->pat[i].bytes, bytes, len) == 0) {
 			explicit_bzero(bytes, len);
 			free(bytes);
-			return;		/* the same form of another value */
+			return; /* the same form of another value */
 		}
-	(void)mlock(bytes, len);	/* best effort: never swapped out */
+	(void)mlock(bytes, len); /* best effort: never swapped out */
 	r->pat = xrealloc(r->pat, (r->npat + 1) * sizeof(*r->pat));
 	r->pat[r->npat].bytes = bytes;
 	r->pat[r->npat].len = len;
@@ -91,8 +92,8 @@ redact_pat_add(struct redact *r, char *bytes, size_t len)
  * Alphabet characters 62 and 63 from extra ("+/" or "-_", RFC 4648 §4, §5).
  */
 static char *
-redact_base64(const char *v, size_t len, size_t k, const char *extra,
-    size_t *outlen)
+redact_base64(
+    const char *v, size_t len, size_t k, const char *extra, size_t *outlen)
 {
 	static const char a[] =
 	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
@@ -104,7 +105,7 @@ redact_base64(const char *v, size_t len, size_t k, const char *extra,
 
 	for (j = first; j < end; j++) {
 		for (c = 0, b = 0; b < 6; b++) {
-			bit = 6 * j + b - 8 * k;	/* bit index into v */
+			bit = 6 * j + b - 8 * k; /* bit index into v */
 			c = c << 1 | ((p[bit / 8] >> (7 - bit % 8)) & 1);
 		}
 		out[o++] = c < 62 ? a[c] : extra[c - 62];
@@ -125,8 +126,8 @@ redact_urlenc(const char *v, size_t len, size_t *outlen)
 	for (i = 0; i < len; i++) {
 		c = (unsigned char)v[i];
 		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
-		    c == '~')
+		    (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+		    c == '_' || c == '~')
 			out[o++] = (char)c;
 		else {
 			out[o++] = '%';
@@ -205,7 +206,7 @@ redact_match(const struct redact *r, const char *buf, size_t i, size_t len,
 
 		if (p->len > rest) {
 			if (!final && memcmp(buf + i, p->bytes, rest) == 0)
-				return 2;	/* wait: it may complete */
+				return 2; /* wait: it may complete */
 		} else if (memcmp(buf + i, p->bytes, p->len) == 0 &&
 		    (!found || p->len > r->pat[*pat].len)) {
 			*pat = k;
@@ -269,8 +270,8 @@ redact_stream_free(struct redact_stream *s)
 }
 
 size_t
-redact_stream_feed(struct redact_stream *s, const char *in, size_t n,
-    const char **out)
+redact_stream_feed(
+    struct redact_stream *s, const char *in, size_t n, const char **out)
 {
 	s->outlen = 0;
 	if (s->r == NULL || s->r->npat == 0) {

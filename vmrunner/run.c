@@ -37,21 +37,21 @@
 #include "common/termfilter.h"
 #include "vmrunner/vmrunner.h"
 
-#define QEMU_TAP_FD 3
-#define QEMU_CTL_FD 4
-#define QEMU_CON_FD 5
-#define QEMU_SECRETS_FD 6
-#define QEMU_HOME_FD 7
-#define KILL_GRACE_MS 5000	/* SIGTERM -> SIGKILL */
-#define POWEROFF_GRACE_MS 10000	/* EXIT received -> QEMU must be gone */
-#define STOP_GRACE_MS (GUESTCTL_STOP_GRACE_MS + 5000)	/* STOP -> SIGTERM QEMU */
-#define PROJECT_FILE ".ksb/instance.conf"
-#define ESCAPE_CHAR 0x1d	/* Ctrl-] */
-#define AGENT_SETTLE_MS 3000	/* -d --agent: the agent ran this long */
-#define CONSOLE_RING 65536	/* console bytes replayed to ksbctl attach */
-#define RUN_GUEST_BYTES_PER_S (1024 * 1024)	/* agent mode */
-#define RESUME_EVERY_MS 200	/* gateway connection lost: RESUME retries */
-#define RESUME_GIVE_UP_MS 60000
+#define QEMU_TAP_FD	      3
+#define QEMU_CTL_FD	      4
+#define QEMU_CON_FD	      5
+#define QEMU_SECRETS_FD	      6
+#define QEMU_HOME_FD	      7
+#define KILL_GRACE_MS	      5000  /* SIGTERM -> SIGKILL */
+#define POWEROFF_GRACE_MS     10000 /* EXIT received -> QEMU must be gone */
+#define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGTERM QEMU */
+#define PROJECT_FILE	      ".ksb/instance.conf"
+#define ESCAPE_CHAR	      0x1d  /* Ctrl-] */
+#define AGENT_SETTLE_MS	      3000  /* -d --agent: the agent ran this long */
+#define CONSOLE_RING	      65536 /* console bytes replayed to ksbctl attach */
+#define RUN_GUEST_BYTES_PER_S (1024 * 1024) /* agent mode */
+#define RESUME_EVERY_MS	      200 /* gateway connection lost: RESUME retries */
+#define RESUME_GIVE_UP_MS     60000
 
 struct run_flag {
 	const char *key, *value;
@@ -72,36 +72,36 @@ struct run {
 	uint64_t disk_mib;
 	const char *kernel_opt, *modules_opt, *state_dir_opt, *socket_opt;
 	const char *accel_opt;
-	const char *gw_path;	/* the gateway's control socket */
-	const char *agent_cmd, *prompt_opt;	/* --agent, --prompt */
-	unsigned long idle_s;	/* --idle */
+	const char *gw_path;		    /* the gateway's control socket */
+	const char *agent_cmd, *prompt_opt; /* --agent, --prompt */
+	unsigned long idle_s;		    /* --idle */
 	struct agent *agent;
-	struct preset preset;	/* agent mode: preset_build's */
-	int headless;		/* agent-mode headless */
+	struct preset preset; /* agent mode: preset_build's */
+	int headless;	      /* agent-mode headless */
 	struct qemu_share shares[QEMU_SHARES_MAX];
 	size_t nshares;
 	char **command;
-	struct run_flag *flags;	/* settings flags: run_settings' top layer */
+	struct run_flag *flags; /* settings flags: run_settings' top layer */
 	size_t nflags;
 	int64_t t_start;
-	const char *state_dir;	/* --state-dir, else ksb.conf */
+	const char *state_dir; /* --state-dir, else ksb.conf */
 
 	/* state */
 	struct ksb_conf *conf;
 	char *kernel, *modules_dir, *init_path, *initrd, *instance_dir;
-	char *clone_path;	/* ksb-guest-clone, next to init; NULL: none */
+	char *clone_path; /* ksb-guest-clone, next to init; NULL: none */
 	char *disk_path, *qmp_path, *console_path;
-	char *ca_path;		/* <instance>/ca.pem: etc_extra_ca, NULL: none */
+	char *ca_path; /* <instance>/ca.pem: etc_extra_ca, NULL: none */
 	struct secrets *secrets;
-	struct redact *redact;		/* the secrets' values, for the logs */
-	struct redact_stream *con_rs;	/* the console's bytes, redacted */
+	struct redact *redact;	      /* the secrets' values, for the logs */
+	struct redact_stream *con_rs; /* the console's bytes, redacted */
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
-	int home_fd;		/* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int home_fd; /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	int listen_fd, client_fd, ready_fd;
-	int child_ctl, child_con;	/* QEMU's ends of the ctl, console pairs */
+	int child_ctl, child_con; /* QEMU's ends of the ctl, console pairs */
 	enum qemu_accel accel;
-	const char *accel_why;	/* why not KVM (static); NULL: tcg forced */
-	char *header;		/* the command header for the guest */
+	const char *accel_why; /* why not KVM (static); NULL: tcg forced */
+	char *header;	       /* the command header for the guest */
 	size_t header_len;
 	pid_t qemu_pid;
 	struct ctl_lease lease;
@@ -119,42 +119,62 @@ run_help(void)
 {
 	printf(
 	    "Boots a QEMU guest whose only way out is ksb-gatewayd, runs the\n"
-	    "command (default: /bin/bash -l) on its console, and hands the work back\n"
+	    "command (default: /bin/bash -l) on its console, and hands the "
+	    "work back\n"
 	    "as the git branch sandbox/ID.  Flags override .ksb/instance.conf\n"
 	    "and ksb.conf.\n"
 	    "options:\n"
 	    "  -f config            ksb.conf (default /etc/ksb/ksb.conf)\n"
-	    "  -c project-file      instance settings (default .ksb/instance.conf)\n"
-	    "  -d, --detach         run in the background under ksb-run; print the ID\n"
-	    "  -v                   verbose: the QEMU command line, the initramfs\n"
-	    "  --name id            a named instance: kept after stop, resumed by name\n"
-	    "  --profile name       the gateway allowlist profile (default: default)\n"
+	    "  -c project-file      instance settings (default "
+	    ".ksb/instance.conf)\n"
+	    "  -d, --detach         run in the background under ksb-run; print "
+	    "the ID\n"
+	    "  -v                   verbose: the QEMU command line, the "
+	    "initramfs\n"
+	    "  --name id            a named instance: kept after stop, resumed "
+	    "by name\n"
+	    "  --profile name       the gateway allowlist profile (default: "
+	    "default)\n"
 	    "  --cpus n, --memory MiB, --disk-size size\n"
-	    "                       guest resources (disk: named instances, 8G)\n"
+	    "                       guest resources (disk: named instances, "
+	    "8G)\n"
 	    "  --kernel path, --modules dir\n"
-	    "                       guest kernel and its modules (default: found)\n"
-	    "  --accel auto|kvm|tcg hardware acceleration (auto: KVM if it works)\n"
-	    "  --cpu model          guest CPU (auto: host with KVM, " QEMU_TCG_CPU " with TCG)\n"
+	    "                       guest kernel and its modules (default: "
+	    "found)\n"
+	    "  --accel auto|kvm|tcg hardware acceleration (auto: KVM if it "
+	    "works)\n"
+	    "  --cpu model          guest CPU (auto: host with "
+	    "KVM, " QEMU_TCG_CPU " with TCG)\n"
 	    "  --ca-file pem        extra CA certificates the guest trusts\n"
 	    "  --share-ro host[:guest]\n"
 	    "                       a host directory, read-only in the guest\n"
 	    "  --secret NAME=env:VAR|NAME=file:PATH\n"
-	    "                       /run/ksb/secrets/NAME in the guest, never on disk\n"
-	    "  --repo path          the project repository (default: the one here)\n"
+	    "                       /run/ksb/secrets/NAME in the guest, never "
+	    "on disk\n"
+	    "  --repo path          the project repository (default: the one "
+	    "here)\n"
 	    "  --include-uncommitted\n"
-	    "                       seed the branch with the tracked changes too\n"
+	    "                       seed the branch with the tracked changes "
+	    "too\n"
 	    "  --context path[@rev][:name]\n"
-	    "                       another repository, pinned, at /context/NAME\n"
-	    "  --agent command      start an agent in tmux (ksbctl prompt, logs)\n"
-	    "  --prompt text|@file  its first turn; --idle s: quiet this long = idle\n"
+	    "                       another repository, pinned, at "
+	    "/context/NAME\n"
+	    "  --agent command      start an agent in tmux (ksbctl prompt, "
+	    "logs)\n"
+	    "  --prompt text|@file  its first turn; --idle s: quiet this long "
+	    "= idle\n"
 	    "  --agent-mode interactive|headless\n"
 	    "                       the TUI in tmux, or one process per turn\n"
-	    "  --agent-base-url URL the model API's base URL (claude, codex presets)\n"
+	    "  --agent-base-url URL the model API's base URL (claude, codex "
+	    "presets)\n"
 	    "  --state-dir dir, --control-socket path\n"
-	    "                       where instances live; the gateway's socket\n"
+	    "                       where instances live; the gateway's "
+	    "socket\n"
 	    "  --print-config [--json]\n"
-	    "                       the effective settings and where each came from\n"
-	    "Console escape: Ctrl-] then . stops the instance.  See ksb-run(1).\n");
+	    "                       the effective settings and where each came "
+	    "from\n"
+	    "Console escape: Ctrl-] then . stops the instance.  See "
+	    "ksb-run(1).\n");
 }
 
 static void
@@ -163,12 +183,14 @@ run_usage(FILE *f)
 	fprintf(f,
 	    "usage: ksb-run [-dhv] [-f config] [-c project-file] [--name id]\n"
 	    "               [--profile name] [--cpus n] [--memory MiB]\n"
-	    "               [--disk-size size] [--kernel path] [--modules dir]\n"
+	    "               [--disk-size size] [--kernel path] [--modules "
+	    "dir]\n"
 	    "               [--share-ro hostpath[:guestpath]]...\n"
 	    "               [--secret NAME=env:VAR|NAME=file:PATH]...\n"
 	    "               [--repo path] [--include-uncommitted]\n"
 	    "               [--context path[@rev][:name]]...\n"
-	    "               [--accel auto|kvm|tcg] [--cpu model] [--ca-file pem]\n"
+	    "               [--accel auto|kvm|tcg] [--cpu model] [--ca-file "
+	    "pem]\n"
 	    "               [--state-dir dir]\n"
 	    "               [--control-socket path] [--print-config [--json]]\n"
 	    "               [--agent command [--prompt text|@file] [--idle s]\n"
@@ -212,21 +234,42 @@ run_parse_share(struct run *r, const char *arg)
 		return -1;
 	}
 	r->shares[r->nshares].host_path = real;
-	r->shares[r->nshares].guest_path = xstrdup(guest != NULL ? guest : real);
+	r->shares[r->nshares].guest_path =
+	    xstrdup(guest != NULL ? guest : real);
 	r->nshares++;
 	free(host);
 	return 0;
 }
 
 enum {
-	O_NAME = 256, O_PROFILE, O_CPUS, O_MEMORY, O_KERNEL, O_MODULES,
-	O_SHARE, O_STATE, O_SOCKET, O_ACCEL, O_DISK, O_SECRET, O_PRINT, O_JSON,
-	O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE, O_CPU, O_CA,
-	O_AGENT_MODE, O_AGENT_URL
+	O_NAME = 256,
+	O_PROFILE,
+	O_CPUS,
+	O_MEMORY,
+	O_KERNEL,
+	O_MODULES,
+	O_SHARE,
+	O_STATE,
+	O_SOCKET,
+	O_ACCEL,
+	O_DISK,
+	O_SECRET,
+	O_PRINT,
+	O_JSON,
+	O_REPO,
+	O_UNCOMMITTED,
+	O_CONTEXT,
+	O_AGENT,
+	O_PROMPT,
+	O_IDLE,
+	O_CPU,
+	O_CA,
+	O_AGENT_MODE,
+	O_AGENT_URL
 };
 
-static const struct option run_longopts[] = {
-	{ "help", no_argument, NULL, 'h' },
+static const struct option run_longopts[] = { { "help", no_argument, NULL,
+						  'h' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "detach", no_argument, NULL, 'd' },
 	{ "project-file", required_argument, NULL, 'c' },
@@ -254,8 +297,7 @@ static const struct option run_longopts[] = {
 	{ "idle", required_argument, NULL, O_IDLE },
 	{ "agent-mode", required_argument, NULL, O_AGENT_MODE },
 	{ "agent-base-url", required_argument, NULL, O_AGENT_URL },
-	{ NULL, 0, NULL, 0 }
-};
+	{ NULL, 0, NULL, 0 } };
 
 /* A setting flag, kept for run_settings' top layer (origin "--name"). */
 static void
@@ -297,8 +339,8 @@ run_options(struct run *r, int argc, char **argv)
 	int ch, verbose = 0, idx;
 
 	opterr = 0;
-	while ((ch = getopt_long(argc, argv, "+:c:df:hv", run_longopts,
-	    &idx)) != -1) {
+	while ((ch = getopt_long(
+		    argc, argv, "+:c:df:hv", run_longopts, &idx)) != -1) {
 		switch (ch) {
 		case 'f':
 			r->conf_path = optarg;
@@ -338,20 +380,34 @@ run_options(struct run *r, int argc, char **argv)
 			break;
 		case O_IDLE:
 			if (guestctl_parse_uint(optarg, strlen(optarg), 86400,
-			    &r->idle_s) != 0 || r->idle_s == 0) {
-				log_warnx("--idle: `%s' is not 1..86400 seconds",
+				&r->idle_s) != 0 ||
+			    r->idle_s == 0) {
+				log_warnx(
+				    "--idle: `%s' is not 1..86400 seconds",
 				    optarg);
 				return -1;
 			}
 			break;
-		case O_NAME: case O_PROFILE: case O_CPUS: case O_MEMORY:
-		case O_KERNEL: case O_MODULES: case O_SHARE: case O_ACCEL:
-		case O_DISK: case O_SECRET: case O_REPO: case O_UNCOMMITTED:
-		case O_CONTEXT: case O_CPU: case O_CA: case O_AGENT_MODE:
+		case O_NAME:
+		case O_PROFILE:
+		case O_CPUS:
+		case O_MEMORY:
+		case O_KERNEL:
+		case O_MODULES:
+		case O_SHARE:
+		case O_ACCEL:
+		case O_DISK:
+		case O_SECRET:
+		case O_REPO:
+		case O_UNCOMMITTED:
+		case O_CONTEXT:
+		case O_CPU:
+		case O_CA:
+		case O_AGENT_MODE:
 		case O_AGENT_URL:
 			run_flag_add(r, ch, idx, optarg);
 			break;
-		default:	/* ("+:..." above: a missing value is ':') */
+		default: /* ("+:..." above: a missing value is ':') */
 			run_option_error(ch, argv);
 			return -1;
 		}
@@ -366,17 +422,19 @@ run_conf_layer(struct run *r, char **cause)
 	const struct {
 		const char *key, *value;
 	} kv[] = {
-		{ "kernel", r->conf->kernel }, { "modules", r->conf->modules_dir },
-		{ "cpu", r->conf->cpu }, { "ca-file", r->conf->ca_file },
+		{ "kernel", r->conf->kernel },
+		{ "modules", r->conf->modules_dir },
+		{ "cpu", r->conf->cpu },
+		{ "ca-file", r->conf->ca_file },
 		{ "agent-mode", r->conf->agent_mode },
 		{ "agent-base-url", r->conf->agent_base_url },
 	};
 	size_t i;
 
 	for (i = 0; i < sizeof(kv) / sizeof(kv[0]); i++)
-		if (kv[i].value != NULL && config_set(r->cfg, CONFIG_CONF, kv[i].key,
-		    kv[i].value, r->conf->path ? r->conf->path : "ksb.conf",
-		    cause) != 0)
+		if (kv[i].value != NULL &&
+		    config_set(r->cfg, CONFIG_CONF, kv[i].key, kv[i].value,
+			r->conf->path ? r->conf->path : "ksb.conf", cause) != 0)
 			return -1;
 	return 0;
 }
@@ -389,7 +447,7 @@ static int
 run_settings(struct run *r, int argc, char **argv, int first,
     const struct run_flag *flags, size_t nflags)
 {
-	char *cause = NULL, *const *list;
+	char *cause = NULL, *const * list;
 	const char *env, *v;
 	struct stat st;
 	size_t i, n;
@@ -406,7 +464,8 @@ run_settings(struct run *r, int argc, char **argv, int first,
 			goto fail;
 	}
 	if ((env = getenv("KSB_ACCEL")) != NULL && *env != '\0' &&
-	    config_set(r->cfg, CONFIG_FLAG, "accel", env, "KSB_ACCEL", &cause) != 0) {
+	    config_set(
+		r->cfg, CONFIG_FLAG, "accel", env, "KSB_ACCEL", &cause) != 0) {
 		char *t;
 
 		xasprintf(&t, "KSB_ACCEL (environment): %s", cause);
@@ -415,12 +474,13 @@ run_settings(struct run *r, int argc, char **argv, int first,
 		goto fail;
 	}
 	for (i = 0; i < nflags; i++)
-		if (config_set(r->cfg, CONFIG_FLAG, flags[i].key, flags[i].value,
-		    flags[i].origin, &cause) != 0)
+		if (config_set(r->cfg, CONFIG_FLAG, flags[i].key,
+			flags[i].value, flags[i].origin, &cause) != 0)
 			goto fail;
 	if (first < argc) {
 		/* The command after "--" replaces the configured one verbatim. */
-		r->command = xcalloc((size_t)(argc - first + 1), sizeof(char *));
+		r->command =
+		    xcalloc((size_t)(argc - first + 1), sizeof(char *));
 		for (i = 0; i < (size_t)(argc - first); i++)
 			r->command[i] = xstrdup(argv[first + (int)i]);
 	} else
@@ -476,12 +536,13 @@ run_find_kernel(struct run *r, char **cause)
 {
 	char *p;
 
-	r->kernel = kernel_find(r->kernel_opt != NULL ? r->kernel_opt :
-	    r->conf->kernel);
+	r->kernel = kernel_find(
+	    r->kernel_opt != NULL ? r->kernel_opt : r->conf->kernel);
 	if (kernel_check(r->kernel, cause) != 0)
 		return -1;
-	r->modules_dir = kernel_modules_dir(r->kernel, r->modules_opt != NULL ?
-	    r->modules_opt : r->conf->modules_dir, cause);
+	r->modules_dir = kernel_modules_dir(r->kernel,
+	    r->modules_opt != NULL ? r->modules_opt : r->conf->modules_dir,
+	    cause);
 	if (r->modules_dir == NULL)
 		return -1;
 	if ((p = kernel_uncompressed(r->kernel)) != NULL) {
@@ -501,7 +562,8 @@ run_find_init(struct run *r, char **cause)
 
 	if (env != NULL && *env != '\0') {
 		if (!run_is_file(env))
-			return cause_set(cause, "KSB_GUEST_INIT=%s: not a file", env);
+			return cause_set(
+			    cause, "KSB_GUEST_INIT=%s: not a file", env);
 		r->init_path = xstrdup(env);
 		return 0;
 	}
@@ -522,8 +584,10 @@ run_find_init(struct run *r, char **cause)
 		r->init_path = p;
 		return 0;
 	}
-	cause_set(cause, "ksb-guest-init not found next to ksb-run nor in %s "
-	    "(set KSB_GUEST_INIT)", KSB_LIBEXECDIR);
+	cause_set(cause,
+	    "ksb-guest-init not found next to ksb-run nor in %s "
+	    "(set KSB_GUEST_INIT)",
+	    KSB_LIBEXECDIR);
 	free(p);
 	return -1;
 }
@@ -549,7 +613,8 @@ run_find_clone(struct run *r)
 	if (run_is_file(r->clone_path))
 		return;
 	log_warnx("ksb-guest-clone not found next to %s nor in %s: guests "
-	    "get no workspace clone", r->init_path, KSB_LIBEXECDIR);
+		  "get no workspace clone",
+	    r->init_path, KSB_LIBEXECDIR);
 	free(r->clone_path);
 	r->clone_path = NULL;
 }
@@ -572,7 +637,8 @@ run_instance_dir(struct run *r, const char *state_dir, char **cause)
 	for (tries = 0; tries < 8; tries++) {
 		if (!r->named) {
 			if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd)) {
-				cause_set(cause, "getrandom: %s", strerror(errno));
+				cause_set(
+				    cause, "getrandom: %s", strerror(errno));
 				goto cleanup;
 			}
 			free(r->id);
@@ -583,12 +649,15 @@ run_instance_dir(struct run *r, const char *state_dir, char **cause)
 		if (mkdir(r->instance_dir, 0700) == 0)
 			break;
 		if (errno != EEXIST) {
-			cause_set(cause, "%s: %s", r->instance_dir, strerror(errno));
+			cause_set(
+			    cause, "%s: %s", r->instance_dir, strerror(errno));
 			goto cleanup;
 		}
 		if (r->named) {
-			if (lstat(r->instance_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-				cause_set(cause, "%s exists and is not a directory",
+			if (lstat(r->instance_dir, &st) != 0 ||
+			    !S_ISDIR(st.st_mode)) {
+				cause_set(cause,
+				    "%s exists and is not a directory",
 				    r->instance_dir);
 				goto cleanup;
 			}
@@ -596,11 +665,13 @@ run_instance_dir(struct run *r, const char *state_dir, char **cause)
 		}
 	}
 	if (tries == 8) {
-		cause_set(cause, "cannot create a fresh instance dir in %s", parent);
+		cause_set(
+		    cause, "cannot create a fresh instance dir in %s", parent);
 		goto cleanup;
 	}
 	xasprintf(&lock, "%s/lock", r->instance_dir);
-	if ((r->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) == -1) {
+	if ((r->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		 0600)) == -1) {
 		cause_set(cause, "%s: %s", lock, strerror(errno));
 		goto cleanup;
 	}
@@ -609,7 +680,7 @@ run_instance_dir(struct run *r, const char *state_dir, char **cause)
 		close(r->lock_fd);
 		r->lock_fd = -1;
 		free(r->instance_dir);
-		r->instance_dir = NULL;	/* not ours to remove */
+		r->instance_dir = NULL; /* not ours to remove */
 		goto cleanup;
 	}
 	ret = 0;
@@ -644,9 +715,11 @@ run_disk(struct run *r, char **cause)
 	int fd, ret = -1;
 
 	xasprintf(&r->disk_path, "%s/disk.img", r->instance_dir);
-	fd = open(r->disk_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd =
+	    open(r->disk_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1)
-		return cause_set(cause, "%s: %s", r->disk_path, strerror(errno));
+		return cause_set(
+		    cause, "%s: %s", r->disk_path, strerror(errno));
 	if (fstat(fd, &st) != 0) {
 		cause_set(cause, "%s: %s", r->disk_path, strerror(errno));
 		goto cleanup;
@@ -658,7 +731,8 @@ run_disk(struct run *r, char **cause)
 	if (st.st_size != 0 && (uint64_t)st.st_size != r->disk_mib << 20)
 		log_info("instance %s: keeping its %llu MiB disk", r->id,
 		    (unsigned long long)(st.st_size >> 20));
-	r->disk_mib = st.st_size != 0 ? (uint64_t)st.st_size >> 20 : r->disk_mib;
+	r->disk_mib =
+	    st.st_size != 0 ? (uint64_t)st.st_size >> 20 : r->disk_mib;
 	ret = 0;
 cleanup:
 	close(fd);
@@ -681,7 +755,8 @@ run_console_listen(struct run *r, char **cause)
 		return cause_set(cause, "%s: path too long", r->console_path);
 	strcpy(sun.sun_path, r->console_path);
 	unlink(r->console_path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1)
+	if ((fd = socket(
+		 AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1)
 		return cause_set(cause, "socket: %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
 	    chmod(r->console_path, 0600) != 0 || listen(fd, 4) != 0) {
@@ -732,7 +807,8 @@ run_console_write(struct run *r, const char *buf, size_t n)
 	}
 	run_ring_add(r, buf, n);
 	if (r->client_fd != -1 &&
-	    send(r->client_fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)n) {
+	    send(r->client_fd, buf, n, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+		(ssize_t)n) {
 		/* A client too slow to keep up loses the console. */
 		close(r->client_fd);
 		r->client_fd = -1;
@@ -752,8 +828,8 @@ run_console_out(struct run *r, const char *buf, size_t n, int final)
 		n = redact_stream_feed(r->con_rs, buf, n, &o);
 	if (n > 0)
 		run_console_write(r, o, n);
-	if (final && r->con_rs != NULL && (n = redact_stream_flush(r->con_rs,
-	    &o)) > 0)
+	if (final && r->con_rs != NULL &&
+	    (n = redact_stream_flush(r->con_rs, &o)) > 0)
 		run_console_write(r, o, n);
 }
 
@@ -773,7 +849,7 @@ run_console_send(struct run *r, const char *buf, size_t n)
 		return;
 	if (util_mono_ms() - last_ms > 10000) {
 		log_warnx("console input dropped: the guest is not reading "
-		    "its console");
+			  "its console");
 		last_ms = util_mono_ms();
 	}
 }
@@ -847,9 +923,8 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	if (r->home_fd != -1)
 		h = fcntl(r->home_fd, F_DUPFD_CLOEXEC, 10);
 	if (t == -1 || c == -1 || k == -1 || (r->secrets_fd != -1 && s == -1) ||
-	    (r->home_fd != -1 && h == -1) ||
-	    dup2(t, QEMU_TAP_FD) == -1 || dup2(c, QEMU_CTL_FD) == -1 ||
-	    dup2(k, QEMU_CON_FD) == -1 ||
+	    (r->home_fd != -1 && h == -1) || dup2(t, QEMU_TAP_FD) == -1 ||
+	    dup2(c, QEMU_CTL_FD) == -1 || dup2(k, QEMU_CON_FD) == -1 ||
 	    (s != -1 && dup2(s, QEMU_SECRETS_FD) == -1) ||
 	    (h != -1 && dup2(h, QEMU_HOME_FD) == -1)) {
 		fprintf(stderr, "ksb-run: dup2: %s\n", strerror(errno));
@@ -870,15 +945,15 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 
 struct guestin {
 	char line[GUESTCTL_GUEST_FRAME_MAX];
-	struct agent *agent;	/* agent mode: frames after READY */
-	const struct redact *rd;	/* secret values kept out of the log */
-	unsigned long bad;	/* lines not understood */
-	unsigned long errs;	/* ERR lines */
+	struct agent *agent;	 /* agent mode: frames after READY */
+	const struct redact *rd; /* secret values kept out of the log */
+	unsigned long bad;	 /* lines not understood */
+	unsigned long errs;	 /* ERR lines */
 	size_t len;
-	int skipping;		/* discarding the rest of an overlong line */
+	int skipping; /* discarding the rest of an overlong line */
 	size_t total;
-	int exit_status;	/* -1 until EXIT */
-	int64_t ready_ms;	/* 0 until READY */
+	int exit_status;  /* -1 until EXIT */
+	int64_t ready_ms; /* 0 until READY */
 };
 
 /* Feed bytes from the guest; returns 1 when EXIT has just been seen. */
@@ -901,9 +976,11 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 		}
 		if (g->skipping) {
 			if (g->bad++ < 10)
-				log_warnx("guest sent an overlong control line, ignored");
+				log_warnx("guest sent an overlong control "
+					  "line, ignored");
 		} else {
-			m = guestctl_parse_guest(g->line, g->len, &status, &text, &tlen);
+			m = guestctl_parse_guest(
+			    g->line, g->len, &status, &text, &tlen);
 			switch (m) {
 			case GUESTCTL_READY:
 				if (g->ready_ms == 0)
@@ -923,23 +1000,27 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 				if (g->errs++ < 20) {
 					char red[GUESTCTL_LINE_MAX];
 
-					tlen = redact_text(g->rd, text, tlen, red,
-					    sizeof(red));
+					tlen = redact_text(g->rd, text, tlen,
+					    red, sizeof(red));
 					log_escape(esc, sizeof(esc), red, tlen);
 					log_warnx("guest: %s", esc);
 				} else if (g->errs == 21)
-					log_warnx("guest: more errors, not logged");
+					log_warnx(
+					    "guest: more errors, not logged");
 				break;
 			default:
 				if (g->agent != NULL && g->ready_ms != 0 &&
-				    agent_guest_line(g->agent, g->line, g->len) == 0)
+				    agent_guest_line(
+					g->agent, g->line, g->len) == 0)
 					break;
 				/* A flood of garbage is counted, not logged. */
 				if (g->bad++ < 10) {
 					log_escape(esc, sizeof(esc), g->line,
 					    g->len < 200 ? g->len : 200);
-					log_warnx("guest sent an unknown control line: "
-					    "\"%s\"", esc);
+					log_warnx("guest sent an unknown "
+						  "control line: "
+						  "\"%s\"",
+					    esc);
 				}
 				break;
 			}
@@ -967,13 +1048,15 @@ run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
 		*gw_open = 1;
 		r->registered = 1;
 		log_info("instance %s: lease resumed with ksb-gatewayd after "
-		    "%.1f s", r->id, (double)(util_mono_ms() - lost_at) / 1000.0);
+			 "%.1f s",
+		    r->id, (double)(util_mono_ms() - lost_at) / 1000.0);
 		return 0;
 	}
 	if (now - lost_at >= RESUME_GIVE_UP_MS) {
-		log_warnx("instance %s: could not resume the lease in %d s (%s): "
-		    "the guest keeps running without egress", r->id,
-		    RESUME_GIVE_UP_MS / 1000, cause);
+		log_warnx(
+		    "instance %s: could not resume the lease in %d s (%s): "
+		    "the guest keeps running without egress",
+		    r->id, RESUME_GIVE_UP_MS / 1000, cause);
 		free(cause);
 		return 0;
 	}
@@ -984,8 +1067,8 @@ run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
 
 /* ---- the supervisor: one handler per file descriptor -------------------- */
 
-#define SUP_AGENT_SLOTS 17	/* agent.sock and its clients (agent_pollfds) */
-#define SUP_SLOTS (6 + 1 + SUP_AGENT_SLOTS)
+#define SUP_AGENT_SLOTS 17 /* agent.sock and its clients (agent_pollfds) */
+#define SUP_SLOTS	(6 + 1 + SUP_AGENT_SLOTS)
 
 /*
  * What the supervisor keeps between poll(2) rounds.  Deadlines are
@@ -994,25 +1077,25 @@ run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
 struct sup {
 	struct run *r;
 	struct guestin g;
-	size_t out_off;		/* command header bytes sent */
-	const char *aq;		/* agent bytes queued for the guest, sent */
-	size_t aqlen;		/* once the header is out */
-	int64_t t0;		/* QEMU started */
-	int64_t kill_at;	/* SIGKILL QEMU */
-	int64_t term_at;	/* SIGTERM QEMU: the guest did not power off */
-	int64_t resume_at;	/* next RESUME after the gateway went away */
-	int64_t lost_at;	/* when it went away */
-	int64_t mirror_at;	/* mirror disk cap: next check, -1 done */
-	int64_t budget_at;	/* agent mode: the guest's byte budget window */
+	size_t out_off;	   /* command header bytes sent */
+	const char *aq;	   /* agent bytes queued for the guest, sent */
+	size_t aqlen;	   /* once the header is out */
+	int64_t t0;	   /* QEMU started */
+	int64_t kill_at;   /* SIGKILL QEMU */
+	int64_t term_at;   /* SIGTERM QEMU: the guest did not power off */
+	int64_t resume_at; /* next RESUME after the gateway went away */
+	int64_t lost_at;   /* when it went away */
+	int64_t mirror_at; /* mirror disk cap: next check, -1 done */
+	int64_t budget_at; /* agent mode: the guest's byte budget window */
 	size_t budget;
-	int st;			/* QEMU's wait status */
-	int signo;		/* the first signal received, 0 none */
-	int done;		/* QEMU reaped */
+	int st;	   /* QEMU's wait status */
+	int signo; /* the first signal received, 0 none */
+	int done;  /* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;
-	int64_t agent_seen;	/* --detach: the agent runs since (0: not yet) */
-	struct termfilter tf;	/* the terminal's replies out of its input */
-	int64_t tf_at;		/* held bytes pass then (0: none held) */
+	int64_t agent_seen;   /* --detach: the agent runs since (0: not yet) */
+	struct termfilter tf; /* the terminal's replies out of its input */
+	int64_t tf_at;	      /* held bytes pass then (0: none held) */
 };
 
 /*
@@ -1023,8 +1106,8 @@ struct sup {
  */
 struct sup_source {
 	int (*prepare)(struct sup *, struct pollfd *pfd, int max, int64_t now);
-	void (*handle)(struct sup *, const struct pollfd *pfd, int n,
-	    int64_t now);
+	void (*handle)(
+	    struct sup *, const struct pollfd *pfd, int n, int64_t now);
 };
 
 static void
@@ -1064,7 +1147,8 @@ sup_signal(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		log_warnx("got signal %d: stopping the guest", s->signo);
 		s->want_stop = 1;
 	} else {
-		log_warnx("got signal %d again: stopping QEMU", (int)si.ssi_signo);
+		log_warnx(
+		    "got signal %d again: stopping QEMU", (int)si.ssi_signo);
 		sup_kill(s, now);
 	}
 }
@@ -1077,7 +1161,8 @@ sup_ctl_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 
 	(void)max;
 	s->aqlen = r->agent != NULL && s->out_off == r->header_len ?
-	    agent_pending_out(r->agent, &s->aq) : 0;
+	    agent_pending_out(r->agent, &s->aq) :
+	    0;
 	pfd->fd = s->ctl_open ? r->ctl_fd : -1;
 	/* A guest over its byte budget waits for the next second. */
 	pfd->events = (s->budget_at > now ? 0 : POLLIN) |
@@ -1097,7 +1182,8 @@ sup_ctl_write(struct sup *s)
 		if (n > 0)
 			s->out_off += (size_t)n;
 	} else if (s->aqlen > 0) {
-		n = send(r->ctl_fd, s->aq, s->aqlen, MSG_NOSIGNAL | MSG_DONTWAIT);
+		n = send(
+		    r->ctl_fd, s->aq, s->aqlen, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0)
 			agent_consumed_out(r->agent, (size_t)n);
 	} else
@@ -1118,7 +1204,8 @@ sup_guest_budget(struct sup *s, size_t n, int64_t now)
 	if (s->budget > RUN_GUEST_BYTES_PER_S) {
 		if (s->g.bad++ < 10)
 			log_warnx("guest sends more than %d control bytes/s: "
-			    "throttled", RUN_GUEST_BYTES_PER_S);
+				  "throttled",
+			    RUN_GUEST_BYTES_PER_S);
 		s->budget_at = now + 1000;
 		s->budget = 0;
 	}
@@ -1134,8 +1221,8 @@ sup_guest_ready(struct sup *s)
 	strcpy(r->st.phase, "running");
 	run_state_save(r);
 	log_info("instance %s: command started %.2f s after ksb-run start "
-	    "(%.2f s after QEMU start)", r->id,
-	    (double)(s->g.ready_ms - r->t_start) / 1000.0,
+		 "(%.2f s after QEMU start)",
+	    r->id, (double)(s->g.ready_ms - r->t_start) / 1000.0,
 	    (double)(s->g.ready_ms - s->t0) / 1000.0);
 	if (r->ready_fd != -1 && r->agent == NULL) {
 		run_write_all(r->ready_fd, "ok\n", 3);
@@ -1163,7 +1250,8 @@ sup_ctl_read(struct sup *s, int64_t now)
 		return;
 	if (s->g.total + (size_t)n > GUESTCTL_IN_MAX) {
 		log_warnx("guest sent more than %d control bytes: no longer "
-		    "listening", GUESTCTL_IN_MAX);
+			  "listening",
+		    GUESTCTL_IN_MAX);
 		s->ctl_open = 0;
 		return;
 	}
@@ -1248,7 +1336,8 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		return;
 	got = recv(r->gw_fd, buf, sizeof(buf), MSG_DONTWAIT);
 	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR)) {
-		log_warnx("lost the connection to ksb-gatewayd: the guest has no "
+		log_warnx(
+		    "lost the connection to ksb-gatewayd: the guest has no "
 		    "egress until the lease is resumed");
 		s->gw_open = 0;
 		r->registered = 0;
@@ -1311,7 +1400,7 @@ sup_stdin_filtered(struct sup *s, const char *buf, size_t n, int64_t now)
 	size_t o;
 
 	o = n > 0 ? termfilter_feed(&s->tf, buf, n, out) :
-	    termfilter_flush(&s->tf, out);
+		    termfilter_flush(&s->tf, out);
 	s->tf_at = termfilter_pending(&s->tf) ? now + TERMFILTER_WAIT_MS : 0;
 	if (o > 0 && run_console_in(s->r, out, o, &s->escaped) &&
 	    !s->want_stop) {
@@ -1333,7 +1422,7 @@ sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		return;
 	got = read(STDIN_FILENO, buf, sizeof(buf));
 	if (got <= 0 && !(got == -1 && (errno == EINTR || errno == EAGAIN)))
-		s->in_open = 0;	/* the console stays: EOF is not a stop */
+		s->in_open = 0; /* the console stays: EOF is not a stop */
 	else if (got > 0)
 		sup_stdin_filtered(s, buf, (size_t)got, now);
 }
@@ -1367,7 +1456,8 @@ sup_accept(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	r->client_fd = fd;
 	/* The console so far, oldest byte first. */
 	if (r->ring_len == CONSOLE_RING)
-		run_write_all(fd, r->ring + r->ring_off, CONSOLE_RING - r->ring_off);
+		run_write_all(
+		    fd, r->ring + r->ring_off, CONSOLE_RING - r->ring_off);
 	run_write_all(fd, r->ring, r->ring_off);
 }
 
@@ -1391,7 +1481,8 @@ sup_client(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 
 	(void)n;
 	(void)now;
-	if (r->client_fd == -1 || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
+	if (r->client_fd == -1 ||
+	    !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
 		return;
 	got = recv(r->client_fd, buf, sizeof(buf), MSG_DONTWAIT);
 	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR)) {
@@ -1424,7 +1515,8 @@ sup_timers(struct sup *s, int64_t now)
 	struct run *r = s->r;
 
 	if (s->kill_at != 0 && now >= s->kill_at) {
-		log_warnx("QEMU did not stop in %d s: SIGKILL", KILL_GRACE_MS / 1000);
+		log_warnx(
+		    "QEMU did not stop in %d s: SIGKILL", KILL_GRACE_MS / 1000);
 		kill(r->qemu_pid, SIGKILL);
 		s->kill_at = 0;
 	}
@@ -1436,8 +1528,9 @@ sup_timers(struct sup *s, int64_t now)
 	if (s->want_stop && !s->stop_sent && s->out_off == r->header_len) {
 		/* Graceful: the guest stops the command and powers off. */
 		s->stop_sent = 1;
-		if (!s->ctl_open || send(r->ctl_fd, "STOP\n", 5, MSG_NOSIGNAL |
-		    MSG_DONTWAIT) != 5)
+		if (!s->ctl_open ||
+		    send(r->ctl_fd, "STOP\n", 5, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+			5)
 			sup_kill(s, now);
 		else if (s->term_at == 0 && s->kill_at == 0)
 			s->term_at = now + STOP_GRACE_MS;
@@ -1447,7 +1540,7 @@ sup_timers(struct sup *s, int64_t now)
 	/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
 	if (s->mirror_at != -1 && now >= s->mirror_at &&
 	    workspace_mirror_check(r->instance_dir, r->conf->mirror_max_size,
-	    now, &s->mirror_at)) {
+		now, &s->mirror_at)) {
 		s->mirror_at = -1;
 		sup_kill(s, now);
 	}
@@ -1481,10 +1574,14 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
 	if (s->agent_seen != 0 && r->ready_fd != -1)
-		timeout = sup_sooner(timeout, s->agent_seen + AGENT_SETTLE_MS >
-		    now ? s->agent_seen + AGENT_SETTLE_MS : now, now);
+		timeout = sup_sooner(timeout,
+		    s->agent_seen + AGENT_SETTLE_MS > now ?
+			s->agent_seen + AGENT_SETTLE_MS :
+			now,
+		    now);
 	if (s->tf_at != 0)
-		timeout = sup_sooner(timeout, s->tf_at > now ? s->tf_at : now, now);
+		timeout =
+		    sup_sooner(timeout, s->tf_at > now ? s->tf_at : now, now);
 	if (timeout < 0 && (s->kill_at != 0 || s->term_at != 0))
 		timeout = 0;
 	return timeout;
@@ -1528,10 +1625,10 @@ sup_start(struct sup *s, char **qargv)
 	close(r->child_ctl);
 	close(r->child_con);
 	r->child_ctl = r->child_con = -1;
-	close(r->tap_fd);	/* QEMU holds it now */
+	close(r->tap_fd); /* QEMU holds it now */
 	r->tap_fd = -1;
 	if (r->secrets_fd != -1) {
-		close(r->secrets_fd);	/* QEMU reads it once at start */
+		close(r->secrets_fd); /* QEMU reads it once at start */
 		r->secrets_fd = -1;
 	}
 	if (r->home_fd != -1) {
@@ -1559,12 +1656,14 @@ sup_agent_exited(struct sup *s)
 	    s->signo != 0)
 		return;
 	if (r->ready_fd != -1)
-		log_warnx("instance %s: the agent exited with status %d (ksbctl "
-		    "logs %s shows its last output)", r->id, s->g.exit_status,
-		    r->id);
+		log_warnx(
+		    "instance %s: the agent exited with status %d (ksbctl "
+		    "logs %s shows its last output)",
+		    r->id, s->g.exit_status, r->id);
 	xasprintf(&p, "%s/agent.exit", r->instance_dir);
 	n = snprintf(line, sizeof(line), "%d\n", s->g.exit_status);
-	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = open(
+	    p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || write(fd, line, (size_t)n) != n)
 		log_warn("%s", p);
 	if (fd != -1)
@@ -1597,9 +1696,11 @@ sup_finish(struct sup *s)
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
 	    (double)(util_mono_ms() - s->t0) / 1000.0);
 	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop)
-		log_warnx("instance %s: the guest reported no exit status (QEMU "
-		    "%s %d)", r->id, WIFSIGNALED(st) ? "killed by signal" :
-		    "exited with", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		log_warnx(
+		    "instance %s: the guest reported no exit status (QEMU "
+		    "%s %d)",
+		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
+		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 	if (s->g.exit_status != -1)
 		return s->g.exit_status;
 	if (s->signo != 0)
@@ -1696,7 +1797,7 @@ static int
 run_agent_cmd(struct run *r, int fd, int argc, char **argv)
 {
 	static const char *const skip_arg[] = { "--name", "--agent", "--prompt",
-	    "--idle", "-f", NULL };
+		"--idle", "-f", NULL };
 	char cwd[PATH_MAX];
 	size_t k, len;
 	int i, skip;
@@ -1707,21 +1808,24 @@ run_agent_cmd(struct run *r, int fd, int argc, char **argv)
 	    dprintf(fd, "cwd=%s\n", cwd) < 0)
 		return -1;
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		skip = strcmp(argv[i], "--detach") == 0 || strcmp(argv[i], "-d") == 0;
+		skip = strcmp(argv[i], "--detach") == 0 ||
+		    strcmp(argv[i], "-d") == 0;
 		for (k = 0; !skip && skip_arg[k] != NULL; k++) {
 			len = strlen(skip_arg[k]);
 			if (strcmp(argv[i], skip_arg[k]) == 0) {
 				skip = 1;
-				i++;	/* and its value */
+				i++; /* and its value */
 			} else if (strncmp(argv[i], skip_arg[k], len) == 0 &&
-			    (argv[i][len] == '=' || (len == 2 && argv[i][len] != '\0')))
+			    (argv[i][len] == '=' ||
+				(len == 2 && argv[i][len] != '\0')))
 				skip = 1;
 		}
 		if (skip)
 			continue;
 		if (strchr(argv[i], '\n') != NULL) {
-			log_warnx("--agent: an argument with a newline is not kept for "
-			    "booting the instance again");
+			log_warnx("--agent: an argument with a newline is not "
+				  "kept for "
+				  "booting the instance again");
 			continue;
 		}
 		if (dprintf(fd, "arg=%s\n", argv[i]) < 0)
@@ -1754,15 +1858,15 @@ run_agent_session(struct run *r, char *id, char **cause)
 	}
 	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
 		fatal("getrandom");
-	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);	/* version 4 */
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40); /* version 4 */
 	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
 	for (i = 0, k = 0; i < 16; i++) {
 		if (i == 4 || i == 6 || i == 8 || i == 10)
 			id[k++] = '-';
 		k += snprintf(id + k, 3, "%02x", b[i]);
 	}
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	    0600);
+	fd = open(
+	    path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || write(fd, id, 36) != 36 || close(fd) != 0) {
 		cause_set(cause, "%s: %s", path, strerror(errno));
 		free(path);
@@ -1806,10 +1910,11 @@ run_agent_preset(struct run *r, char **cause)
 	free(r->command[0]);
 	r->command[0] = xstrdup(r->preset.command);
 	if (r->preset.name != NULL)
-		log_info("instance %s: the %s preset (%s)", r->id, r->preset.name,
-		    r->headless ? "headless" : "interactive");
-	if (r->preset.files != NULL && (r->home_fd = secrets_sealed_memfd(
-	    "ksb-home", r->preset.files, r->preset.files_len, cause)) == -1)
+		log_info("instance %s: the %s preset (%s)", r->id,
+		    r->preset.name, r->headless ? "headless" : "interactive");
+	if (r->preset.files != NULL &&
+	    (r->home_fd = secrets_sealed_memfd("ksb-home", r->preset.files,
+		 r->preset.files_len, cause)) == -1)
 		goto cleanup;
 	ret = 0;
 cleanup:
@@ -1835,16 +1940,19 @@ run_agent_setup(struct run *r, int argc, char **argv, char **cause)
 	if (r->named && instance_state_read(r->instance_dir, &old, &c2) != 0)
 		free(c2);
 	r->st.agent = 1;
-	r->st.agent_turns = old.agent_turns;	/* turn ids go on */
+	r->st.agent_turns = old.agent_turns; /* turn ids go on */
 	strcpy(r->st.agent_state, "starting");
-	if ((r->agent = agent_new(r->instance_dir, old.agent_turns, cause)) == NULL ||
-	    agent_listen(r->agent, cause) != 0 || run_agent_preset(r, cause) != 0)
+	if ((r->agent = agent_new(r->instance_dir, old.agent_turns, cause)) ==
+		NULL ||
+	    agent_listen(r->agent, cause) != 0 ||
+	    run_agent_preset(r, cause) != 0)
 		goto cleanup;
 	xasprintf(&path, "%s/agent.exit", r->instance_dir);
-	unlink(path);	/* the agent runs again */
+	unlink(path); /* the agent runs again */
 	free(path);
 	xasprintf(&path, "%s/agent.cmd", r->instance_dir);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	fd = open(
+	    path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || run_agent_cmd(r, fd, argc, argv) != 0) {
 		cause_set(cause, "%s: %s", path, strerror(errno));
 		goto cleanup;
@@ -1856,7 +1964,8 @@ run_agent_setup(struct run *r, int argc, char **argv, char **cause)
 		goto cleanup;
 	}
 	if (r->prompt_opt[0] == '@') {
-		if ((fd = open(r->prompt_opt + 1, O_RDONLY | O_CLOEXEC)) == -1) {
+		if ((fd = open(r->prompt_opt + 1, O_RDONLY | O_CLOEXEC)) ==
+		    -1) {
 			cause_set(cause, "--prompt: %s: %s", r->prompt_opt + 1,
 			    strerror(errno));
 			goto cleanup;
@@ -1941,7 +2050,7 @@ run_check_command(struct run *r, int argc, int first)
 		/* The agent's shell command is ARGV's only word. */
 		if (*r->agent_cmd == '\0' || first < argc) {
 			log_warnx("--agent: give the agent as one non-empty "
-			    "shell command, without a command after --");
+				  "shell command, without a command after --");
 			return 2;
 		}
 		util_strv_free(r->command);
@@ -1998,8 +2107,8 @@ run_initramfs(struct run *r, const char *cache, char **cause)
 
 	if (etc_collect("/", &etc, cause) != 0)
 		return -1;
-	ret = initramfs_cached(cache, r->init_path, r->clone_path, r->modules_dir,
-	    etc, &r->initrd, cause);
+	ret = initramfs_cached(cache, r->init_path, r->clone_path,
+	    r->modules_dir, etc, &r->initrd, cause);
 	etc_free(etc);
 	return ret;
 }
@@ -2023,7 +2132,8 @@ run_cpu_warn(struct run *r, enum qemu_accel accel)
 	char *text;
 
 	if (qemu_cpu_report(accel, config_get(r->cfg, "cpu"), &text) == 0)
-		log_warnx("%s (cpu from %s)", text, config_origin(r->cfg, "cpu"));
+		log_warnx(
+		    "%s (cpu from %s)", text, config_origin(r->cfg, "cpu"));
 	free(text);
 }
 
@@ -2042,7 +2152,8 @@ run_preflight(struct run *r)
 		log_warnx("%s", cause);
 		goto cleanup;
 	}
-	kvm = strcmp(r->accel_opt, "tcg") != 0 && qemu_kvm_usable(&r->accel_why);
+	kvm =
+	    strcmp(r->accel_opt, "tcg") != 0 && qemu_kvm_usable(&r->accel_why);
 	if (strcmp(r->accel_opt, "kvm") == 0 && !kvm) {
 		log_warnx("accel kvm (%s): %s", config_origin(r->cfg, "accel"),
 		    r->accel_why);
@@ -2080,7 +2191,8 @@ run_block_signals(struct run *r)
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGQUIT);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
-	    (r->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1) {
+	    (r->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) ==
+		-1) {
 		log_warn("signalfd");
 		return 125;
 	}
@@ -2142,7 +2254,7 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	run_state_save(r);
 	/* Git handoff: mirror (or its base on resume), contexts, their shares. */
 	if (workspace_setup(r->cfg, r->instance_dir, r->id, r->shares,
-	    &r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
+		&r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
 		log_warnx("instance %s: %s", r->id, cause);
 		goto cleanup;
 	}
@@ -2153,7 +2265,7 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	if (r->secrets != NULL) {
 		if ((r->secrets_fd = secrets_memfd(r->secrets, &cause)) == -1)
 			goto fail;
-		secrets_free(r->secrets);	/* the sealed memfd holds them now */
+		secrets_free(r->secrets); /* the sealed memfd holds them now */
 		r->secrets = NULL;
 	}
 	if (r->detach && run_console_listen(r, &cause) != 0)
@@ -2177,7 +2289,7 @@ run_lease(struct run *r)
 
 	if ((r->gw_fd = ctl_connect(r->gw_path, &cause)) == -1 ||
 	    ctl_register(r->gw_fd, r->id, r->profile, &r->lease, &r->tap_fd,
-	    &cause) != 0) {
+		&cause) != 0) {
 		log_warnx("instance %s: %s", r->id, cause);
 		free(cause);
 		return 125;
@@ -2209,7 +2321,8 @@ run_qemu_argv(struct run *r, char ***qargv)
 	r->child_con = cp[1];
 
 	memset(&qc, 0, sizeof(qc));
-	qc.binary = getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
+	qc.binary =
+	    getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
 	qc.machine = getenv("KSB_MACHINE") ? getenv("KSB_MACHINE") : "q35";
 	qc.accel = r->accel;
 	qc.memory_mib = r->memory_mib;
@@ -2280,15 +2393,16 @@ run_command_header(struct run *r)
 	if (!r->detach && isatty(STDOUT_FILENO))
 		(void)ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws);
 	if (guestctl_encode(r->command, getenv("TERM"), ws.ws_row, ws.ws_col,
-	    r->detach ? 0 : !isatty(STDOUT_FILENO), &r->header, &r->header_len,
-	    &err) != 0) {
+		r->detach ? 0 : !isatty(STDOUT_FILENO), &r->header,
+		&r->header_len, &err) != 0) {
 		log_warnx("command: %s", err);
 		return -1;
 	}
 	if (r->agent == NULL)
 		return 0;
 	if ((hl = run_agent_header(r, &h)) < 0)
-		fatalx("agent header: a preset pattern over GUESTCTL_PANE_MAX bytes");
+		fatalx("agent header: a preset pattern over GUESTCTL_PANE_MAX "
+		       "bytes");
 	h = xrealloc(h, (size_t)hl + r->header_len);
 	memcpy(h + hl, r->header, r->header_len);
 	free(r->header);
@@ -2339,7 +2453,8 @@ run_terminal(struct run *r)
 		raw = r->saved_tty;
 		cfmakeraw(&raw);
 		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
-		fprintf(stderr, "ksb-run: console escape: Ctrl-] . stops the "
+		fprintf(stderr,
+		    "ksb-run: console escape: Ctrl-] . stops the "
 		    "instance\r\n");
 	}
 	if (!r->detach)
@@ -2350,8 +2465,9 @@ run_terminal(struct run *r)
 		close(fd);
 	}
 	xasprintf(&log_path, "%s/ksb-run.log", r->instance_dir);
-	if ((fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
-	    O_NOFOLLOW, 0600)) != -1) {
+	if ((fd = open(log_path,
+		 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+		 0600)) != -1) {
 		dup2(fd, STDERR_FILENO);
 		close(fd);
 	}
@@ -2375,7 +2491,7 @@ run_teardown(struct run *r, char **qargv, int status)
 {
 	size_t i;
 	int *fds[] = { &r->ready_fd, &r->ctl_fd, &r->child_ctl, &r->con_fd,
-	    &r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd };
+		&r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd };
 
 	run_cleanup(r, status);
 	agent_free(r->agent);
@@ -2433,8 +2549,7 @@ main(int argc, char **argv)
 		run_detach(&r);
 	if ((ret = run_block_signals(&r)) != 0 ||
 	    (ret = run_prepare_instance(&r, argc, argv)) != 0 ||
-	    (ret = run_lease(&r)) != 0 ||
-	    (ret = run_boot(&r, &qargv)) != 0)
+	    (ret = run_lease(&r)) != 0 || (ret = run_boot(&r, &qargv)) != 0)
 		goto out;
 	ret = run_supervise(&r, qargv);
 out:

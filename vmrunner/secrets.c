@@ -40,9 +40,12 @@ secrets_redact(const struct secrets *s, struct redact *rd)
 	size_t i, skipped = 0;
 
 	for (i = 0; s != NULL && i < s->n; i++)
-		if (redact_add(rd, s->v[i].name, s->v[i].val, s->v[i].len) == 0) {
-			log_info("secret %s: shorter than %d bytes, not redacted "
-			    "from the logs", s->v[i].name, REDACT_MIN);
+		if (redact_add(rd, s->v[i].name, s->v[i].val, s->v[i].len) ==
+		    0) {
+			log_info(
+			    "secret %s: shorter than %d bytes, not redacted "
+			    "from the logs",
+			    s->v[i].name, REDACT_MIN);
 			skipped++;
 		}
 	return skipped;
@@ -74,13 +77,17 @@ secrets_split(const char *spec, char *name, const char **kind, const char **ref,
 
 	if (eq == NULL || (nlen = (size_t)(eq - spec)) == 0 ||
 	    nlen > GUESTCTL_SECRET_NAME_MAX)
-		return cause_set(cause, "secret `%s': expected NAME=env:VAR or "
-		    "NAME=file:PATH", spec);
+		return cause_set(cause,
+		    "secret `%s': expected NAME=env:VAR or "
+		    "NAME=file:PATH",
+		    spec);
 	memcpy(name, spec, nlen);
 	name[nlen] = '\0';
 	if (!guestctl_valid_secret_name(name))
-		return cause_set(cause, "secret `%s': invalid name ([A-Za-z0-9_.-], "
-		    "1..%d, not starting with '.')", name, GUESTCTL_SECRET_NAME_MAX);
+		return cause_set(cause,
+		    "secret `%s': invalid name ([A-Za-z0-9_.-], "
+		    "1..%d, not starting with '.')",
+		    name, GUESTCTL_SECRET_NAME_MAX);
 	if (strncmp(eq + 1, "env:", 4) == 0 && eq[5] != '\0') {
 		*kind = "env";
 		*ref = eq + 5;
@@ -88,14 +95,17 @@ secrets_split(const char *spec, char *name, const char **kind, const char **ref,
 		*kind = "file";
 		*ref = eq + 6;
 	} else
-		return cause_set(cause, "secret %s: source must be env:VAR or "
-		    "file:PATH", name);
+		return cause_set(cause,
+		    "secret %s: source must be env:VAR or "
+		    "file:PATH",
+		    name);
 	return 0;
 }
 
 /* Read the value of spec into *val (malloc'd), *len.  0 or -1 and *cause. */
 static int
-secrets_read(const char *spec, char *name, char **val, size_t *len, char **cause)
+secrets_read(
+    const char *spec, char *name, char **val, size_t *len, char **cause)
 {
 	const char *kind = NULL, *ref = NULL, *env;
 	char *buf = NULL;
@@ -110,22 +120,27 @@ secrets_read(const char *spec, char *name, char **val, size_t *len, char **cause
 		return -1;
 	if (strcmp(kind, "env") == 0) {
 		if ((env = getenv(ref)) == NULL)
-			return cause_set(cause, "secret %s: environment variable %s "
-			    "is not set", name, ref);
+			return cause_set(cause,
+			    "secret %s: environment variable %s "
+			    "is not set",
+			    name, ref);
 		*len = strlen(env);
 		if (*len > GUESTCTL_SECRET_MAX)
-			return cause_set(cause, "secret %s: longer than %d bytes",
-			    name, GUESTCTL_SECRET_MAX);
+			return cause_set(cause,
+			    "secret %s: longer than %d bytes", name,
+			    GUESTCTL_SECRET_MAX);
 		*val = xmalloc(*len + 1);
 		memcpy(*val, env, *len + 1);
 		return 0;
 	}
 	if ((fd = open(ref, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1) {
-		cause_set(cause, "secret %s: %s: %s", name, ref, strerror(errno));
+		cause_set(
+		    cause, "secret %s: %s: %s", name, ref, strerror(errno));
 		goto cleanup;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		cause_set(cause, "secret %s: %s is not a regular file", name, ref);
+		cause_set(
+		    cause, "secret %s: %s is not a regular file", name, ref);
 		goto cleanup;
 	}
 	cap = GUESTCTL_SECRET_MAX + 1;
@@ -135,7 +150,8 @@ secrets_read(const char *spec, char *name, char **val, size_t *len, char **cause
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
-			cause_set(cause, "secret %s: %s: %s", name, ref, strerror(errno));
+			cause_set(cause, "secret %s: %s: %s", name, ref,
+			    strerror(errno));
 			goto cleanup;
 		}
 		if (n == 0)
@@ -143,8 +159,8 @@ secrets_read(const char *spec, char *name, char **val, size_t *len, char **cause
 		off += (size_t)n;
 	}
 	if (off > GUESTCTL_SECRET_MAX) {
-		cause_set(cause, "secret %s: %s is larger than %d bytes", name, ref,
-		    GUESTCTL_SECRET_MAX);
+		cause_set(cause, "secret %s: %s is larger than %d bytes", name,
+		    ref, GUESTCTL_SECRET_MAX);
 		goto cleanup;
 	}
 	*val = buf;
@@ -175,7 +191,8 @@ secrets_check(const char *spec, char **cause)
 }
 
 int
-secrets_load(char *const *specs, size_t nspecs, struct secrets **out, char **cause)
+secrets_load(
+    char *const *specs, size_t nspecs, struct secrets **out, char **cause)
 {
 	struct secrets *s = NULL;
 	size_t i, j;
@@ -185,17 +202,19 @@ secrets_load(char *const *specs, size_t nspecs, struct secrets **out, char **cau
 	if (nspecs == 0)
 		return 0;
 	if (nspecs > GUESTCTL_SECRETS_MAX)
-		return cause_set(cause, "at most %d secrets", GUESTCTL_SECRETS_MAX);
+		return cause_set(
+		    cause, "at most %d secrets", GUESTCTL_SECRETS_MAX);
 	s = xcalloc(1, sizeof(*s));
 	s->v = xcalloc(nspecs, sizeof(*s->v));
 	for (i = 0; i < nspecs; i++) {
-		if (secrets_read(specs[i], s->v[i].name, &s->v[i].val, &s->v[i].len,
-		    cause) != 0)
+		if (secrets_read(specs[i], s->v[i].name, &s->v[i].val,
+			&s->v[i].len, cause) != 0)
 			goto cleanup;
 		s->n++;
 		for (j = 0; j < i; j++)
 			if (strcmp(s->v[j].name, s->v[i].name) == 0) {
-				cause_set(cause, "secret %s given twice", s->v[i].name);
+				cause_set(cause, "secret %s given twice",
+				    s->v[i].name);
 				goto cleanup;
 			}
 	}
@@ -221,16 +240,17 @@ secrets_value(const struct secrets *s, const char *name, size_t *len)
 }
 
 int
-secrets_sealed_memfd(const char *name, const char *buf, size_t len,
-    char **cause)
+secrets_sealed_memfd(
+    const char *name, const char *buf, size_t len, char **cause)
 {
 	int fd;
 
 	if ((fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)) == -1)
 		return cause_set(cause, "memfd_create: %s", strerror(errno));
 	if ((len > 0 && write(fd, buf, len) != (ssize_t)len) ||
-	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
-	    F_SEAL_SEAL) == -1) {
+	    fcntl(fd, F_ADD_SEALS,
+		F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL) ==
+		-1) {
 		cause_set(cause, "memfd %s: %s", name, strerror(errno));
 		close(fd);
 		return -1;
@@ -246,8 +266,8 @@ secrets_memfd(const struct secrets *s, char **cause)
 	int n, fd;
 
 	for (i = 0; s != NULL && i < s->n; i++) {
-		n = snprintf(hdr, sizeof(hdr), "%s %zu\n", s->v[i].name,
-		    s->v[i].len);
+		n = snprintf(
+		    hdr, sizeof(hdr), "%s %zu\n", s->v[i].name, s->v[i].len);
 		need = len + (size_t)n + s->v[i].len;
 		if (need > cap) {
 			/* Grown by hand: a realloc would leave copies behind. */

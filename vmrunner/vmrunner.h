@@ -84,8 +84,8 @@ const char *etc_entry(const struct etc *e, size_t i, unsigned *mode,
  * guest as fw_cfg GUESTCTL_CA_FWCFG; ksb-guest-init appends it to
  * /etc/ssl/certs/ca-certificates.crt.  0, or -1 and *cause quoting the file.
  */
-int etc_extra_ca(char *const *files, size_t nfiles, const char *out_path,
-    char **cause);
+int etc_extra_ca(
+    char *const *files, size_t nfiles, const char *out_path, char **cause);
 
 /* ---- kernel.c --------------------------------------------------------------
  * The guest kernel and its modules, as ksb-run boots them and ksbctl status
@@ -123,35 +123,36 @@ enum qemu_accel { QEMU_ACCEL_KVM, QEMU_ACCEL_TCG };
 
 struct qemu_share {
 	const char *host_path;	/* absolute */
-	const char *guest_path;	/* guestctl_guest_path_problem() NULL */
-	int writable;		/* 0: readonly=on (the default), 1: read-write */
+	const char *guest_path; /* guestctl_guest_path_problem() NULL */
+	int writable; /* 0: readonly=on (the default), 1: read-write */
 };
 
 struct qemu_config {
-	const char *binary;	/* "qemu-system-x86_64" (searched in PATH) */
-	const char *machine;	/* "q35" or "pc" */
+	const char *binary;  /* "qemu-system-x86_64" (searched in PATH) */
+	const char *machine; /* "q35" or "pc" */
 	enum qemu_accel accel;
-	unsigned memory_mib;	/* 64 .. 1048576 */
-	unsigned cpus;		/* 1 .. 256 */
-	const char *cpu;	/* NULL or "auto" (qemu_cpu_model), or a model */
+	unsigned memory_mib; /* 64 .. 1048576 */
+	unsigned cpus;	     /* 1 .. 256 */
+	const char *cpu;     /* NULL or "auto" (qemu_cpu_model), or a model */
 	const char *kernel;
 	const char *initrd;
-	const char *id;		/* instance ID (util_valid_id) */
-	uint32_t addr;		/* guest IPv4, network order */
-	int prefix;		/* 1 .. 30 */
-	uint32_t gw;		/* proxy address, network order */
-	uint16_t port;		/* proxy port, host order */
-	const char *mac;	/* "xx:xx:xx:xx:xx:xx" */
-	int tap_fd;		/* fd numbers as QEMU will see them */
+	const char *id;	 /* instance ID (util_valid_id) */
+	uint32_t addr;	 /* guest IPv4, network order */
+	int prefix;	 /* 1 .. 30 */
+	uint32_t gw;	 /* proxy address, network order */
+	uint16_t port;	 /* proxy port, host order */
+	const char *mac; /* "xx:xx:xx:xx:xx:xx" */
+	int tap_fd;	 /* fd numbers as QEMU will see them */
 	int ctl_fd;
-	int con_fd;		/* console: -1 stdio, else a connected socket */
-	int secrets_fd;		/* -1, or a sealed memfd (GUESTCTL_SECRETS_FWCFG) */
-	int home_fd;		/* <= 0: none, or a sealed memfd (GUESTCTL_HOME_FWCFG) */
-	const char *disk;	/* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
-	const char *ca_path;	/* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
-	const char *qmp_path;	/* NULL, or the QMP UNIX socket QEMU listens on */
-	int share_usr;		/* export host /usr as tag "usr" */
-	const struct qemu_share *shares;	/* tags s0, s1, ... */
+	int con_fd;	/* console: -1 stdio, else a connected socket */
+	int secrets_fd; /* -1, or a sealed memfd (GUESTCTL_SECRETS_FWCFG) */
+	int home_fd; /* <= 0: none, or a sealed memfd (GUESTCTL_HOME_FWCFG) */
+	const char
+	    *disk; /* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
+	const char *ca_path; /* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
+	const char *qmp_path; /* NULL, or the QMP UNIX socket QEMU listens on */
+	int share_usr;	      /* export host /usr as tag "usr" */
+	const struct qemu_share *shares; /* tags s0, s1, ... */
 	size_t nshares;
 };
 
@@ -193,8 +194,8 @@ const char *qemu_cpu_problem(const char *cpu);
  * space-separated, in buf (truncated to size).  "host" and "max" lack
  * none; QEMU's models below Nehalem are known by name.
  */
-int qemu_cpu_lacks(const char *model, const char *host_flags, char *buf,
-    size_t size);
+int qemu_cpu_lacks(
+    const char *model, const char *host_flags, char *buf, size_t size);
 /* qemu_host_cpu_flags: the first "flags" line of /proc/cpuinfo after the
  * colon (malloc'd), or NULL. */
 char *qemu_host_cpu_flags(void);
@@ -240,16 +241,16 @@ int config_set(struct config *c, enum config_layer layer, const char *key,
     const char *value, const char *origin, char **cause);
 /* config_show: replace a scalar's value and origin as shown by
  * config_print (the effective value, e.g. disk-size "none"), unchecked. */
-void config_show(struct config *c, const char *key, const char *value,
-    const char *origin);
+void config_show(
+    struct config *c, const char *key, const char *value, const char *origin);
 
 /*
  * config_parse: the project file's bytes buf[0..len) ("key = value" lines,
  * '#' comments; name is used in messages).  Every error as
  * "name:line: message", all of them in *cause.  0 or -1.
  */
-int config_parse(struct config *c, const char *name, const char *buf, size_t len,
-    char **cause);
+int config_parse(struct config *c, const char *name, const char *buf,
+    size_t len, char **cause);
 /* config_load: read path and config_parse it.  0 or -1 and *cause. */
 int config_load(struct config *c, const char *path, char **cause);
 
@@ -279,7 +280,7 @@ int config_parse_size(const char *s, uint64_t *mib);
  * guest's side is setup_workspace() in guest/init.c.  Linked into ksb-run
  * only (it needs libksbmirror and libgit2).
  */
-#define WORKSPACE_UID 1000	/* the guest's agent: owns the mirror */
+#define WORKSPACE_UID 1000 /* the guest's agent: owns the mirror */
 #define WORKSPACE_GID 1000
 
 /*
@@ -324,8 +325,8 @@ struct redact;
  * *out is NULL when nspecs is 0.  0 or -1 and *cause naming the secret
  * (never its value).
  */
-int secrets_load(char *const *specs, size_t nspecs, struct secrets **out,
-    char **cause);
+int secrets_load(
+    char *const *specs, size_t nspecs, struct secrets **out, char **cause);
 /* secrets_check: 0 if spec is resolvable now, else -1 and *cause. */
 int secrets_check(const char *spec, char **cause);
 /*
@@ -342,15 +343,15 @@ size_t secrets_count(const struct secrets *s);
 size_t secrets_redact(const struct secrets *s, struct redact *rd);
 /* secrets_value: the value of secret name (len bytes, not NUL-ended
  * unless the source was an environment variable), or NULL. */
-const char *secrets_value(const struct secrets *s, const char *name,
-    size_t *len);
+const char *secrets_value(
+    const struct secrets *s, const char *name, size_t *len);
 /*
  * secrets_sealed_memfd: a sealed memfd (as secrets_memfd) named name
  * holding buf[0..len) (the fw_cfg blobs: secrets, preset files).  fd
  * (O_CLOEXEC) or -1 and *cause.
  */
-int secrets_sealed_memfd(const char *name, const char *buf, size_t len,
-    char **cause);
+int secrets_sealed_memfd(
+    const char *name, const char *buf, size_t len, char **cause);
 /* secrets_free: wipes (explicit_bzero) and frees; NULL-safe. */
 void secrets_free(struct secrets *s);
 
@@ -382,8 +383,8 @@ size_t redact_count(const struct redact *r);
  * (redacted) when no more input follows.  redact_stream_free wipes.
  */
 struct redact_stream *redact_stream_new(const struct redact *r);
-size_t redact_stream_feed(struct redact_stream *s, const char *in, size_t n,
-    const char **out);
+size_t redact_stream_feed(
+    struct redact_stream *s, const char *in, size_t n, const char **out);
 size_t redact_stream_flush(struct redact_stream *s, const char **out);
 /*
  * redact_text: one whole message text[0..len) with the values replaced,
@@ -405,23 +406,23 @@ void redact_stream_free(struct redact_stream *s);
  * gets GUESTCTL_TURN_SCRIPT, which runs `CMD TEXT').
  */
 struct preset_conf {
-	const char *cmd;	/* the --agent shell command */
-	int headless;		/* agent-mode headless */
-	const char *session;	/* headless: the instance's session UUID */
-	const char *base_url;	/* NULL, or agent-base-url */
-	const char *model;	/* NULL: the preset's default (codex) */
-	const char *api_key;	/* NULL, or ANTHROPIC_API_KEY's value (Claude
+	const char *cmd;      /* the --agent shell command */
+	int headless;	      /* agent-mode headless */
+	const char *session;  /* headless: the instance's session UUID */
+	const char *base_url; /* NULL, or agent-base-url */
+	const char *model;    /* NULL: the preset's default (codex) */
+	const char *api_key;  /* NULL, or ANTHROPIC_API_KEY's value (Claude
 				 * approves its last 20 bytes) */
-	char *const *secrets;	/* names of the secrets given */
+	char *const *secrets; /* names of the secrets given */
 	size_t nsecrets;
 };
 struct preset {
-	const char *name;	/* "claude", "codex", or NULL: none */
-	char *command;		/* the shell command the guest runs (tmux) */
-	char *files;		/* GUESTCTL_HOME_FWCFG records, or NULL */
+	const char *name; /* "claude", "codex", or NULL: none */
+	char *command;	  /* the shell command the guest runs (tmux) */
+	char *files;	  /* GUESTCTL_HOME_FWCFG records, or NULL */
 	size_t files_len, nfiles;
-	int hook_submit, hook_end;	/* HOOKS header line */
-	const char *pane_ready, *pane_busy;	/* NULL: no PANE line */
+	int hook_submit, hook_end;	    /* HOOKS header line */
+	const char *pane_ready, *pane_busy; /* NULL: no PANE line */
 };
 /* preset_name: "claude", "codex" or NULL for the shell command cmd. */
 const char *preset_name(const char *cmd);
