@@ -39,34 +39,12 @@ command -v python3 >/dev/null || ksb_skip "needs python3 (the fake model API)"
 [ -x /usr/bin/git ] || ksb_skip "needs /usr/bin/git (shared into the guest)"
 [ -x /usr/bin/tmux ] || ksb_skip "needs /usr/bin/tmux (shared into the guest)"
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
-set +e
-"$KSB_SRCDIR/contrib/fetch-agents.sh" "$CACHE" > /tmp/ksbt-fa.$$ 2>&1
-rc=$?
-set -e
-fa=$(cat /tmp/ksbt-fa.$$)
-rm -f /tmp/ksbt-fa.$$
-[ "$rc" = 3 ] && ksb_skip "npm registry unreachable: $fa"
-[ "$rc" = 0 ] || ksb_fail "contrib/fetch-agents.sh failed ($rc): $fa"
+ksb_fetch_agents "$CACHE"
 ksb_kernel
 ksb_env
 T0=$SECONDS
 
-# ---- the model API's hosts, the policy, the fake API -------------------------
-API_HOSTS="api.anthropic.com platform.claude.com api.openai.com"
-for h in $API_HOSTS; do echo "$ORIGIN_IP $h"; done >> "$T/hosts"
-{
-	echo "profile default {"
-	for h in $API_HOSTS; do echo "    allow $h"; done
-	echo "    allow-address 10.78.0.0/24"
-	echo "}"
-} > "$T/policy.d/test.policy"
-sh "$KSB_SRCDIR/tests/e2e/fakeapi_certs.sh" "$T/api"
-ip netns exec "$OR" python3 "$KSB_SRCDIR/tests/e2e/fakeapi.py" \
-	--cert "$T/api/server.pem" --key "$T/api/server.key" --addr "$ORIGIN_IP" \
-	--port 443 --log "$T/api.log" --ready-file "$T/api.ready" \
-	> "$T/fakeapi.err" 2>&1 &
-KSB_PIDS="$KSB_PIDS $!"
-ksb_until 30 test -s "$T/api.ready" || ksb_fail "fakeapi did not start: $(cat "$T/fakeapi.err")"
+ksb_fakeapi
 ksb_gateway
 
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
@@ -83,36 +61,6 @@ git -C "$P" commit -qm "host: first"
 export KSBT_ANTHROPIC_KEY="sk-ant-api03-ksbt$$-$(openssl rand -hex 24)"
 export KSBT_OPENAI_KEY="sk-proj-ksbt$$-$(openssl rand -hex 24)"
 sha12() { printf %s "$1" | sha256sum | cut -c1-12; }
-
-# count.py LOG MARKER: what the fake API saw for the turn whose prompt has
-# MARKER (a request belongs to the turn of the last prompt in it that has
-# a RUN: line): "tools=N results=N seen=N first=TS auth=SHA" where seen is
-# how often the turn's text is in the last such request (1: the text went
-# in once) and first the time of its first request.
-cat > "$T/count.py" <<'PY'
-import json, sys
-log, marker = sys.argv[1], sys.argv[2]
-tools = results = 0
-seen, first, auth = 0, "-", "-"
-for line in open(log):
-    r = json.loads(line)
-    if r.get("method") != "POST" or r.get("reply") not in ("tool", "text"):
-        continue
-    texts = r.get("user_texts") or []
-    runs = [t for t in texts if "RUN:" in t]
-    if not runs or marker not in runs[-1]:
-        continue
-    if first == "-":
-        first = r["ts"]
-    if r.get("tool_result"):
-        results += 1
-    elif r["reply"] == "tool":
-        tools += 1
-    seen = sum(1 for t in texts if marker in t)
-    auth = (r.get("auth") or {}).get("sha256", "-")
-print("tools=%d results=%d seen=%d first=%s auth=%s"
-      % (tools, results, seen, first, auth))
-PY
 
 # had_text LOG MARKER OLD: a request of the turn MARKER carries OLD's text.
 had_text() {
@@ -153,7 +101,7 @@ turn() {
 # tool call and one tool result, with the secret as the credential.
 check_turn() {
 	local id=$1 n=$2 ev=$I/$1/agent.events c
-	c=$(python3 "$T/count.py" "$T/api.log" "$id-turn$n")
+	c=$(ksb_api_turn "$id-turn$n")
 	echo "# $id turn $n: fake API: $c"
 	ksb_check "$id turn $n: delivered once" \
 		"[ \"\$(grep -c '^[0-9]* $n delivered' '$ev')\" = 1 ]"
