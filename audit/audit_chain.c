@@ -24,7 +24,8 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	[AUDIT_CONNECTION] = { "connection", "connections", "ts_ms",
 	    "id, ts_ms, instance, profile, client_addr, client_port, host, "
 	    "port, sni, upstream_addr, upstream_port, decision, reason, "
-	    "policy_digest", 14 },
+	    "policy_digest",
+	    14 },
 	[AUDIT_CLOSE] = { "close", "closes", "ts_ms",
 	    "conn_id, ts_ms, bytes_up, bytes_down, duration_ms, reason", 6 },
 	[AUDIT_POLICY] = { "policy", "policy_versions", "ts_ms",
@@ -102,7 +103,7 @@ audit_chain_column(sqlite3_stmt *st, int col, struct audit_val *v)
 		v->s = (const char *)sqlite3_column_text(st, col);
 		v->len = (size_t)sqlite3_column_bytes(st, col);
 		break;
-	default:	/* REAL or BLOB: never written by us; hashed as bytes */
+	default: /* REAL or BLOB: never written by us; hashed as bytes */
 		v->type = AUDIT_VAL_OTHER;
 		v->s = sqlite3_column_blob(st, col);
 		v->len = (size_t)sqlite3_column_bytes(st, col);
@@ -111,7 +112,8 @@ audit_chain_column(sqlite3_stmt *st, int col, struct audit_val *v)
 }
 
 void
-audit_chain_hex(const uint8_t h[AUDIT_HASH_LEN], char out[AUDIT_HASH_LEN * 2 + 1])
+audit_chain_hex(
+    const uint8_t h[AUDIT_HASH_LEN], char out[AUDIT_HASH_LEN * 2 + 1])
 {
 	static const char hex[] = "0123456789abcdef";
 	int i;
@@ -131,8 +133,10 @@ audit_chain_anchor(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
 
 	*seq = 0;
 	memset(hash, 0, AUDIT_HASH_LEN);
-	if (sqlite3_prepare_v2(db, "SELECT seq, hash FROM chain_anchor "
-	    "WHERE id = 1", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db,
+		"SELECT seq, hash FROM chain_anchor "
+		"WHERE id = 1",
+		-1, &st, NULL) != SQLITE_OK)
 		goto cleanup;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
@@ -158,8 +162,10 @@ audit_chain_head(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
 	if (audit_chain_anchor(db, seq, hash) == -1)
 		return -1;
 	for (k = 0; k < AUDIT_NKINDS; k++) {
-		xasprintf(&sql, "SELECT seq, hash FROM %s WHERE seq IS NOT NULL "
-		    "ORDER BY seq DESC LIMIT 1", audit_kinds[k].table);
+		xasprintf(&sql,
+		    "SELECT seq, hash FROM %s WHERE seq IS NOT NULL "
+		    "ORDER BY seq DESC LIMIT 1",
+		    audit_kinds[k].table);
 		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 			goto cleanup;
 		if (sqlite3_step(st) == SQLITE_ROW &&
@@ -167,7 +173,8 @@ audit_chain_head(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
 			if (sqlite3_column_bytes(st, 1) != AUDIT_HASH_LEN)
 				goto cleanup;
 			*seq = sqlite3_column_int64(st, 0);
-			memcpy(hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
+			memcpy(
+			    hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
 		}
 		sqlite3_finalize(st);
 		st = NULL;
@@ -181,9 +188,8 @@ cleanup:
 	return ret;
 }
 
-static void
-audit_verify_bad(struct audit_verify *r, int kind, int64_t seq, int64_t id,
-    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void audit_verify_bad(struct audit_verify *r, int kind, int64_t seq,
+    int64_t id, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 static void
 audit_verify_bad(struct audit_verify *r, int kind, int64_t seq, int64_t id,
@@ -217,29 +223,32 @@ static const char *audit_mirror_sql[] = {
  * The derived totals (schema version 3, not chained) must equal their
  * recomputation from the connections rows (schema/migrate-3.sql).
  */
-#define AUDIT_TOTALS_HOST \
-	"SELECT instance, host, port, count(*), sum(decision = 'allow'), " \
-	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), " \
-	"sum(coalesce(bytes_down, 0)), max(ts_ms), " \
-	"max(CASE WHEN decision = 'allow' THEN ts_ms END) FROM connections " \
+#define AUDIT_TOTALS_HOST                                                      \
+	"SELECT instance, host, port, count(*), sum(decision = 'allow'), "     \
+	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), "                 \
+	"sum(coalesce(bytes_down, 0)), max(ts_ms), "                           \
+	"max(CASE WHEN decision = 'allow' THEN ts_ms END) FROM connections "   \
 	"GROUP BY instance, host, port"
-#define AUDIT_TOTALS_INSTANCE \
-	"SELECT instance, count(*), sum(decision = 'allow'), " \
-	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), " \
-	"sum(coalesce(bytes_down, 0)), min(ts_ms), max(ts_ms) FROM connections " \
+#define AUDIT_TOTALS_INSTANCE                                                  \
+	"SELECT instance, count(*), sum(decision = 'allow'), "                 \
+	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), "                 \
+	"sum(coalesce(bytes_down, 0)), min(ts_ms), max(ts_ms) FROM "           \
+	"connections "                                                         \
 	"GROUP BY instance"
-#define AUDIT_TOTALS_KEY "coalesce(instance, '-') || ' ' || " \
+#define AUDIT_TOTALS_KEY                                                       \
+	"coalesce(instance, '-') || ' ' || "                                   \
 	"coalesce(host, '-') || ':' || coalesce(port, '-')"
 static const char *audit_totals_sql[] = {
 	"SELECT instance FROM (SELECT instance, connections, allowed, denied, "
-	"bytes_up, bytes_down, first_ms, last_ms FROM totals_instance EXCEPT "
-	AUDIT_TOTALS_INSTANCE ") UNION ALL SELECT instance FROM ("
-	AUDIT_TOTALS_INSTANCE " EXCEPT SELECT instance, connections, allowed, "
+	"bytes_up, bytes_down, first_ms, last_ms FROM totals_instance "
+	"EXCEPT " AUDIT_TOTALS_INSTANCE
+	") UNION ALL SELECT instance FROM (" AUDIT_TOTALS_INSTANCE
+	" EXCEPT SELECT instance, connections, allowed, "
 	"denied, bytes_up, bytes_down, first_ms, last_ms FROM totals_instance) "
 	"LIMIT 1",
-	"SELECT " AUDIT_TOTALS_KEY " FROM (SELECT * FROM totals_host EXCEPT "
-	AUDIT_TOTALS_HOST ") UNION ALL SELECT " AUDIT_TOTALS_KEY " FROM ("
-	AUDIT_TOTALS_HOST
+	"SELECT " AUDIT_TOTALS_KEY
+	" FROM (SELECT * FROM totals_host EXCEPT " AUDIT_TOTALS_HOST
+	") UNION ALL SELECT " AUDIT_TOTALS_KEY " FROM (" AUDIT_TOTALS_HOST
 	" EXCEPT SELECT * FROM totals_host) LIMIT 1",
 };
 
@@ -251,8 +260,10 @@ audit_verify_prepare(sqlite3 *db, sqlite3_stmt **st, char **cause)
 	int k, rc;
 
 	for (k = 0; k < AUDIT_NKINDS; k++) {
-		xasprintf(&sql, "SELECT seq, hash, rowid, %s FROM %s "
-		    "ORDER BY seq", audit_kinds[k].cols, audit_kinds[k].table);
+		xasprintf(&sql,
+		    "SELECT seq, hash, rowid, %s FROM %s "
+		    "ORDER BY seq",
+		    audit_kinds[k].cols, audit_kinds[k].table);
 		rc = sqlite3_prepare_v2(db, sql, -1, &st[k], NULL);
 		free(sql);
 		if (rc != SQLITE_OK)
@@ -276,12 +287,15 @@ audit_verify_record(sqlite3_stmt *st, int k, int64_t expect,
 	size_t i, n = audit_kinds[k].ncols;
 
 	if (seq < expect) {
-		audit_verify_bad(r, k, seq, rowid, "duplicate seq %lld "
-		    "(inserted?)", (long long)seq);
+		audit_verify_bad(r, k, seq, rowid,
+		    "duplicate seq %lld "
+		    "(inserted?)",
+		    (long long)seq);
 		return 1;
 	}
 	if (seq > expect) {
-		audit_verify_bad(r, k, seq, rowid, "%lld record(s) missing "
+		audit_verify_bad(r, k, seq, rowid,
+		    "%lld record(s) missing "
 		    "before it, from seq %lld (deleted?)",
 		    (long long)(seq - expect), (long long)expect);
 		return 1;
@@ -291,7 +305,8 @@ audit_verify_record(sqlite3_stmt *st, int k, int64_t expect,
 	audit_chain_hash(prev, seq, k, v, n, h);
 	if (sqlite3_column_bytes(st, 1) != AUDIT_HASH_LEN ||
 	    memcmp(sqlite3_column_blob(st, 1), h, AUDIT_HASH_LEN) != 0) {
-		audit_verify_bad(r, k, seq, rowid, "hash mismatch (record "
+		audit_verify_bad(r, k, seq, rowid,
+		    "hash mismatch (record "
 		    "modified, inserted or reordered)");
 		return 1;
 	}
@@ -324,12 +339,14 @@ audit_verify_walk(sqlite3 *db, sqlite3_stmt **st, uint8_t prev[AUDIT_HASH_LEN],
 			if (!have[k])
 				continue;
 			if (sqlite3_column_type(st[k], 0) == SQLITE_NULL) {
-				audit_verify_bad(r, k, 0, sqlite3_column_int64(st[k], 2),
+				audit_verify_bad(r, k, 0,
+				    sqlite3_column_int64(st[k], 2),
 				    "record without seq (inserted?)");
 				return 1;
 			}
-			if (best == -1 || sqlite3_column_int64(st[k], 0) <
-			    sqlite3_column_int64(st[best], 0))
+			if (best == -1 ||
+			    sqlite3_column_int64(st[k], 0) <
+				sqlite3_column_int64(st[best], 0))
 				best = k;
 		}
 		if (best == -1)
@@ -356,16 +373,21 @@ audit_verify_mirrors(sqlite3 *db, struct audit_verify *r, char **cause)
 	size_t i;
 	int ret = 0;
 
-	for (i = 0; i < sizeof(audit_mirror_sql) / sizeof(*audit_mirror_sql); i++) {
+	for (i = 0; i < sizeof(audit_mirror_sql) / sizeof(*audit_mirror_sql);
+	     i++) {
 		if (sqlite3_prepare_v2(db, audit_mirror_sql[i], -1, &m, NULL) !=
 		    SQLITE_OK)
 			return cause_set(cause, "%s", sqlite3_errmsg(db));
 		if (sqlite3_step(m) == SQLITE_ROW) {
-			audit_verify_bad(r, i == 0 ? AUDIT_CONNECTION : AUDIT_REGISTER,
-			    sqlite3_column_int64(m, 1), sqlite3_column_int64(m, 0),
-			    i == 0 ? "close fields differ from the chained close "
-			    "record" : "unregistered_ms differs from the chained "
-			    "unregistration record");
+			audit_verify_bad(r,
+			    i == 0 ? AUDIT_CONNECTION : AUDIT_REGISTER,
+			    sqlite3_column_int64(m, 1),
+			    sqlite3_column_int64(m, 0),
+			    i == 0 ?
+				"close fields differ from the chained close "
+				"record" :
+				"unregistered_ms differs from the chained "
+				"unregistration record");
 			ret = 1;
 		}
 		sqlite3_finalize(m);
@@ -383,20 +405,24 @@ audit_verify_totals(sqlite3 *db, struct audit_verify *r, char **cause)
 	size_t i;
 	int rc, ret = 0;
 
-	for (i = 0; i < sizeof(audit_totals_sql) / sizeof(*audit_totals_sql); i++) {
+	for (i = 0; i < sizeof(audit_totals_sql) / sizeof(*audit_totals_sql);
+	     i++) {
 		if (sqlite3_prepare_v2(db, audit_totals_sql[i], -1, &m, NULL) !=
 		    SQLITE_OK) {
 			if (strstr(sqlite3_errmsg(db), "no such table") != NULL)
-				return 0;		/* schema version 2 */
+				return 0; /* schema version 2 */
 			return cause_set(cause, "%s", sqlite3_errmsg(db));
 		}
 		if ((rc = sqlite3_step(m)) == SQLITE_ROW) {
-			audit_verify_bad(r, -1, 0, 0, "%s differs from the "
+			audit_verify_bad(r, -1, 0, 0,
+			    "%s differs from the "
 			    "connections rows (derived, not chained) for `%s'",
 			    i == 0 ? "totals_instance" : "totals_host",
-			    sqlite3_column_type(m, 0) == SQLITE_NULL ? "-" :
-			    (const char *)sqlite3_column_text(m, 0));
-			r->bad_table = i == 0 ? "totals_instance" : "totals_host";
+			    sqlite3_column_type(m, 0) == SQLITE_NULL ?
+				"-" :
+				(const char *)sqlite3_column_text(m, 0));
+			r->bad_table =
+			    i == 0 ? "totals_instance" : "totals_host";
 			ret = 1;
 		} else if (rc != SQLITE_DONE)
 			ret = cause_set(cause, "%s", sqlite3_errmsg(db));

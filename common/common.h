@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define KSB_ID_MAX 32	/* instance ID: [a-z0-9][a-z0-9-]{0,31} */
-#define KSB_PROFILE_MAX 64	/* profile name: [a-z0-9][a-z0-9_-]{0,63} */
+#define KSB_ID_MAX	32 /* instance ID: [a-z0-9][a-z0-9-]{0,31} */
+#define KSB_PROFILE_MAX 64 /* profile name: [a-z0-9][a-z0-9_-]{0,63} */
 
 /* ---- log.c ---------------------------------------------------------------
  * Messages go to stderr prefixed with the program name (set by log_init).
@@ -24,8 +24,10 @@ void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-void fatalx(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+void fatal(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+void fatalx(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
 /*
  * log_set_fatal: for a forked process: after their line, fatal* call
  * cb(text) (the message without the program name; cb must not call
@@ -49,7 +51,8 @@ char *xstrdup(const char *);
 char *xstrndup(const char *, size_t);
 int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
 /* Set *cause to a new formatted string (caller frees).  Always returns -1. */
-int cause_set(char **cause, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cause_set(char **cause, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* 1 if id matches [a-z0-9][a-z0-9-]{0,31}, else 0. */
 int util_valid_id(const char *id);
@@ -96,8 +99,8 @@ int util_rmtree(const char *path);
  * flags) and *start to field 22 (start time in clock ticks since boot).
  * Returns 0, or -1 if the line does not have that shape.
  */
-int util_proc_stat_parse(const char *buf, char *state, unsigned long *flags,
-    uint64_t *start);
+int util_proc_stat_parse(
+    const char *buf, char *state, unsigned long *flags, uint64_t *start);
 /*
  * util_proc_alive: 0 and *start (field 22 above) if pid is a live process:
  * it exists, is neither a zombie (Z) nor dead (X), and is not exiting
@@ -114,8 +117,8 @@ int util_proc_alive(pid_t pid, uint64_t *start);
  * the reason alone, without the path: strerror(errno), "is a directory",
  * "not a regular file" or "file too large (max N bytes)".
  */
-int util_read_file(const char *path, size_t max, char **buf, size_t *len,
-    char **cause);
+int util_read_file(
+    const char *path, size_t max, char **buf, size_t *len, char **cause);
 /* Parse "a.b.c.d/len" (len optional, default 32) into network-order addr. */
 /* util_strv_free: free a NULL-terminated, malloc'd vector of malloc'd
  * strings and the vector.  NULL-safe. */
@@ -127,37 +130,37 @@ int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
  * Every key has a default; unknown keys are errors.
  */
 struct ksb_conf {
-	char *path;		/* the file read, or NULL for built-in defaults */
-	char *bridge;		/* "ksb0" */
-	uint32_t bridge_addr;	/* network order, 10.77.0.1 */
-	int bridge_prefix;	/* 24 */
-	uint16_t proxy_port;	/* 3128 */
-	char *control_socket;	/* /run/ksb/gateway.sock */
-	char *control_group;	/* may REGISTER besides root; NULL: none */
-	gid_t control_gid;	/* its gid, resolved when the file is read */
-	char *proxy_user;	/* the proxy process's user; NULL: _ksbproxy
+	char *path;	      /* the file read, or NULL for built-in defaults */
+	char *bridge;	      /* "ksb0" */
+	uint32_t bridge_addr; /* network order, 10.77.0.1 */
+	int bridge_prefix;    /* 24 */
+	uint16_t proxy_port;  /* 3128 */
+	char *control_socket; /* /run/ksb/gateway.sock */
+	char *control_group;  /* may REGISTER besides root; NULL: none */
+	gid_t control_gid;    /* its gid, resolved when the file is read */
+	char *proxy_user;     /* the proxy process's user; NULL: _ksbproxy
 				   if it exists, else nobody */
-	char *state_dir;	/* /var/lib/ksb */
-	char *audit_db;		/* <state_dir>/audit.db */
-	int64_t audit_retention;	/* seconds of audit records kept; 0: all */
-	char *hosts_file;	/* NULL: none */
-	char *resolver;		/* "ip[:port]" or NULL: /etc/resolv.conf */
-	char **policy_files;	/* expanded from "policy = GLOB" lines */
+	char *state_dir;      /* /var/lib/ksb */
+	char *audit_db;	      /* <state_dir>/audit.db */
+	int64_t audit_retention; /* seconds of audit records kept; 0: all */
+	char *hosts_file;	 /* NULL: none */
+	char *resolver;		 /* "ip[:port]" or NULL: /etc/resolv.conf */
+	char **policy_files;	 /* expanded from "policy = GLOB" lines */
 	size_t npolicy_files;
-	char *kernel;		/* guest kernel for ksb-run, NULL: search */
-	char *modules_dir;	/* /lib/modules/<version> for that kernel */
-	char *cpu;		/* guest CPU model for ksb-run, NULL: auto */
-	char *ca_file;		/* extra CA PEMs for guests (ksb-run), NULL: none */
-	int header_timeout;	/* seconds, CONNECT request headers: 10 */
-	int hello_timeout;	/* seconds, ClientHello: 10 */
-	int connect_timeout;	/* seconds, upstream connect: 10 */
-	int resolve_timeout;	/* seconds: 5 */
-	int idle_timeout;	/* seconds, tunnel idle: 600 */
-	int max_connections;	/* 1024 */
-	int max_per_instance;	/* concurrent connections per instance: 256 */
-	int conn_rate;		/* new connections per second, all guests: 1000 */
-	int conn_rate_instance;	/* new connections per second per instance: 200 */
-	uint64_t mirror_max_size;	/* bytes of disk an instance's git mirror
+	char *kernel;	    /* guest kernel for ksb-run, NULL: search */
+	char *modules_dir;  /* /lib/modules/<version> for that kernel */
+	char *cpu;	    /* guest CPU model for ksb-run, NULL: auto */
+	char *ca_file;	    /* extra CA PEMs for guests (ksb-run), NULL: none */
+	int header_timeout; /* seconds, CONNECT request headers: 10 */
+	int hello_timeout;  /* seconds, ClientHello: 10 */
+	int connect_timeout;  /* seconds, upstream connect: 10 */
+	int resolve_timeout;  /* seconds: 5 */
+	int idle_timeout;     /* seconds, tunnel idle: 600 */
+	int max_connections;  /* 1024 */
+	int max_per_instance; /* concurrent connections per instance: 256 */
+	int conn_rate;	      /* new connections per second, all guests: 1000 */
+	int conn_rate_instance; /* new connections per second per instance: 200 */
+	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
 					   may use (ksb-run stops it): 2 GiB */
 };
 
@@ -166,7 +169,8 @@ struct ksb_conf {
  * missing_ok, when the file does not exist).  On error returns -1 and sets
  * *cause to every error, one "file:line: message" per line.
  */
-int conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause);
+int conf_load(
+    const char *path, int missing_ok, struct ksb_conf **out, char **cause);
 void conf_free(struct ksb_conf *);
 /*
  * What a reload changes in a running gateway; keep ksb.conf(5), RELOAD, in

@@ -95,18 +95,25 @@ static const struct conf_live_int {
 	size_t off;
 	long min, max;
 } conf_live_ints[] = {
-	{ "header-timeout", offsetof(struct ksb_conf, header_timeout), 1, 3600 },
+	{ "header-timeout", offsetof(struct ksb_conf, header_timeout), 1,
+	    3600 },
 	{ "hello-timeout", offsetof(struct ksb_conf, hello_timeout), 1, 3600 },
-	{ "connect-timeout", offsetof(struct ksb_conf, connect_timeout), 1, 3600 },
-	{ "resolve-timeout", offsetof(struct ksb_conf, resolve_timeout), 1, 3600 },
+	{ "connect-timeout", offsetof(struct ksb_conf, connect_timeout), 1,
+	    3600 },
+	{ "resolve-timeout", offsetof(struct ksb_conf, resolve_timeout), 1,
+	    3600 },
 	{ "idle-timeout", offsetof(struct ksb_conf, idle_timeout), 1, 604800 },
-	{ "max-connections", offsetof(struct ksb_conf, max_connections), 1, 1000000 },
-	{ "max-connections-per-instance", offsetof(struct ksb_conf, max_per_instance), 1, 1000000 },
+	{ "max-connections", offsetof(struct ksb_conf, max_connections), 1,
+	    1000000 },
+	{ "max-connections-per-instance",
+	    offsetof(struct ksb_conf, max_per_instance), 1, 1000000 },
 	{ "connection-rate", offsetof(struct ksb_conf, conn_rate), 1, 1000000 },
-	{ "connection-rate-per-instance", offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
+	{ "connection-rate-per-instance",
+	    offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
 };
-_Static_assert(sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) ==
-    CONF_LIVE_NINTS, "CONF_LIVE_NINTS does not match conf_live_ints");
+_Static_assert(
+    sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) == CONF_LIVE_NINTS,
+    "CONF_LIVE_NINTS does not match conf_live_ints");
 
 static int *
 conf_live_int_at(struct ksb_conf *c, size_t i)
@@ -264,7 +271,8 @@ conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
 
 	rc = glob(pattern, GLOB_ERR, NULL, &g);
 	if (rc == GLOB_NOMATCH) {
-		conf_err(errs, file, line, "policy: no file matches `%s'", pattern);
+		conf_err(
+		    errs, file, line, "policy: no file matches `%s'", pattern);
 		return;
 	}
 	if (rc != 0) {
@@ -275,14 +283,104 @@ conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
 	for (i = 0; i < g.gl_pathc; i++) {
 		c->policy_files = xrealloc(c->policy_files,
 		    (c->npolicy_files + 1) * sizeof(*c->policy_files));
-		c->policy_files[c->npolicy_files++] = conf_canonical(g.gl_pathv[i]);
+		c->policy_files[c->npolicy_files++] =
+		    conf_canonical(g.gl_pathv[i]);
 	}
 	globfree(&g);
 }
 
-/* 100 lines: one branch per ksb.conf key, each parsing, checking and
- * reporting its value as file:line; splitting them would scatter the key
- * table of ksb.conf(5). */
+/* ksb.conf's keys whose value is a path (relative to ksb.conf's
+ * directory) or a plain string, stored as given: no check here. */
+static const struct {
+	const char *key;
+	size_t off; /* of the char * in struct ksb_conf */
+	int path;
+} conf_str_keys[] = {
+	{ "control-socket", offsetof(struct ksb_conf, control_socket), 1 },
+	{ "state-dir", offsetof(struct ksb_conf, state_dir), 1 },
+	{ "audit-db", offsetof(struct ksb_conf, audit_db), 1 },
+	{ "kernel", offsetof(struct ksb_conf, kernel), 1 },
+	{ "modules-dir", offsetof(struct ksb_conf, modules_dir), 1 },
+	{ "ca-file", offsetof(struct ksb_conf, ca_file), 1 },
+	{ "resolver", offsetof(struct ksb_conf, resolver), 0 },
+	{ "cpu", offsetof(struct ksb_conf, cpu), 0 }, /* checked by ksb-run */
+};
+
+/* A key of conf_str_keys: 1 if key is one (and was stored), else 0. */
+static int
+conf_line_str(
+    struct ksb_conf *c, const char *dir, const char *key, const char *val)
+{
+	size_t i;
+	char *p;
+
+	for (i = 0; i < sizeof(conf_str_keys) / sizeof(conf_str_keys[0]); i++) {
+		if (strcmp(key, conf_str_keys[i].key) != 0)
+			continue;
+		p = conf_str_keys[i].path ? conf_path(dir, val) : xstrdup(val);
+		conf_setstr((char **)((char *)c + conf_str_keys[i].off), p);
+		free(p);
+		return 1;
+	}
+	return 0;
+}
+
+/* A live setting (conf_live_ints): 1 if key is one, else 0. */
+static int
+conf_line_live(struct ksb_conf *c, const char *key, const char *val,
+    char **errs, const char *file, int line)
+{
+	size_t i;
+	long n;
+
+	for (i = 0; i < CONF_LIVE_NINTS; i++) {
+		const struct conf_live_int *li = &conf_live_ints[i];
+
+		if (strcmp(key, li->key) != 0)
+			continue;
+		if (conf_int(val, li->min, li->max, &n) == -1)
+			conf_err(errs, file, line,
+			    "%s: `%s' is not a number in %ld-%ld", key, val,
+			    li->min, li->max);
+		else
+			*conf_live_int_at(c, i) = (int)n;
+		return 1;
+	}
+	return 0;
+}
+
+/* The users and groups ksb.conf names: 1 if key is one, else 0. */
+static int
+conf_line_ids(struct ksb_conf *c, const char *key, const char *val, char **errs,
+    const char *file, int line)
+{
+	struct passwd *pw;
+
+	if (strcmp(key, "control-group") == 0) {
+		if (conf_group(val, &c->control_gid) == -1)
+			conf_err(errs, file, line,
+			    "control-group: no such group `%s'", val);
+		else
+			conf_setstr(&c->control_group, val);
+		return 1;
+	}
+	if (strcmp(key, "proxy-user") != 0)
+		return 0;
+	if ((pw = getpwnam(val)) == NULL)
+		conf_err(
+		    errs, file, line, "proxy-user: no such user `%s'", val);
+	else if (pw->pw_uid == 0 || pw->pw_gid == 0)
+		conf_err(errs, file, line,
+		    "proxy-user: `%s' has uid or "
+		    "gid 0; the proxy must run unprivileged",
+		    val);
+	else
+		conf_setstr(&c->proxy_user, val);
+	return 1;
+}
+
+/* One ksb.conf line: the key's value parsed, checked and stored, or an
+ * error as file:line. */
 static void
 conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
     char **errs, const char *file, int line)
@@ -290,55 +388,38 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 	long n;
 	char *p;
 
+	if (conf_line_str(c, dir, key, val) ||
+	    conf_line_ids(c, key, val, errs, file, line) ||
+	    conf_line_live(c, key, val, errs, file, line))
+		return;
 	if (strcmp(key, "bridge") == 0) {
 		if (strlen(val) == 0 || strlen(val) > 15)
 			conf_err(errs, file, line,
-			    "bridge: `%s' is not a valid interface name (1-15 bytes)", val);
+			    "bridge: `%s' is not a valid interface name (1-15 "
+			    "bytes)",
+			    val);
 		else
 			conf_setstr(&c->bridge, val);
 	} else if (strcmp(key, "bridge-address") == 0) {
-		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) == -1 ||
+		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) ==
+			-1 ||
 		    c->bridge_prefix < 8 || c->bridge_prefix > 30)
 			conf_err(errs, file, line,
-			    "bridge-address: `%s' is not an IPv4 address/prefix (prefix 8-30)", val);
+			    "bridge-address: `%s' is not an IPv4 "
+			    "address/prefix (prefix 8-30)",
+			    val);
 	} else if (strcmp(key, "proxy-port") == 0) {
 		if (conf_int(val, 1, 65535, &n) == -1)
-			conf_err(errs, file, line, "proxy-port: `%s' is not a port (1-65535)", val);
+			conf_err(errs, file, line,
+			    "proxy-port: `%s' is not a port (1-65535)", val);
 		else
 			c->proxy_port = (uint16_t)n;
-	} else if (strcmp(key, "control-socket") == 0) {
-		p = conf_path(dir, val);
-		conf_setstr(&c->control_socket, p);
-		free(p);
-	} else if (strcmp(key, "control-group") == 0) {
-		if (conf_group(val, &c->control_gid) == -1)
-			conf_err(errs, file, line,
-			    "control-group: no such group `%s'", val);
-		else
-			conf_setstr(&c->control_group, val);
-	} else if (strcmp(key, "proxy-user") == 0) {
-		struct passwd *pw = getpwnam(val);
-
-		if (pw == NULL)
-			conf_err(errs, file, line,
-			    "proxy-user: no such user `%s'", val);
-		else if (pw->pw_uid == 0 || pw->pw_gid == 0)
-			conf_err(errs, file, line, "proxy-user: `%s' has uid or "
-			    "gid 0; the proxy must run unprivileged", val);
-		else
-			conf_setstr(&c->proxy_user, val);
-	} else if (strcmp(key, "state-dir") == 0) {
-		p = conf_path(dir, val);
-		conf_setstr(&c->state_dir, p);
-		free(p);
-	} else if (strcmp(key, "audit-db") == 0) {
-		p = conf_path(dir, val);
-		conf_setstr(&c->audit_db, p);
-		free(p);
 	} else if (strcmp(key, "audit-retention") == 0) {
 		if (util_parse_duration(val, &c->audit_retention) == -1)
-			conf_err(errs, file, line, "audit-retention: `%s' is not "
-			    "a duration (0, or N followed by s, m, h or d)", val);
+			conf_err(errs, file, line,
+			    "audit-retention: `%s' is not "
+			    "a duration (0, or N followed by s, m, h or d)",
+			    val);
 	} else if (strcmp(key, "hosts-file") == 0) {
 		p = conf_path(dir, val);
 		/* Read by the proxy process at start: catch it here (-n). */
@@ -348,47 +429,18 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 		else
 			conf_setstr(&c->hosts_file, p);
 		free(p);
-	} else if (strcmp(key, "resolver") == 0) {
-		conf_setstr(&c->resolver, val);
 	} else if (strcmp(key, "policy") == 0) {
 		p = conf_path(dir, val);
 		conf_policy_glob(c, p, errs, file, line);
 		free(p);
-	} else if (strcmp(key, "kernel") == 0) {
-		p = conf_path(dir, val);
-		conf_setstr(&c->kernel, p);
-		free(p);
-	} else if (strcmp(key, "modules-dir") == 0) {
-		p = conf_path(dir, val);
-		conf_setstr(&c->modules_dir, p);
-		free(p);
-	} else if (strcmp(key, "cpu") == 0) {
-		conf_setstr(&c->cpu, val);	/* checked by ksb-run */
-	} else if (strcmp(key, "ca-file") == 0) {
-		p = conf_path(dir, val);
-		conf_setstr(&c->ca_file, p);
-		free(p);
 	} else if (strcmp(key, "mirror-max-size") == 0) {
 		if (conf_size(val, &c->mirror_max_size) == -1)
-			conf_err(errs, file, line, "mirror-max-size: `%s' is not a "
-			    "size (1M or more, with K, M, G or T)", val);
-	} else {
-		size_t i;
-
-		for (i = 0; i < CONF_LIVE_NINTS; i++) {
-			const struct conf_live_int *li = &conf_live_ints[i];
-
-			if (strcmp(key, li->key) != 0)
-				continue;
-			if (conf_int(val, li->min, li->max, &n) == -1)
-				conf_err(errs, file, line, "%s: `%s' is not a number in %ld-%ld",
-				    key, val, li->min, li->max);
-			else
-				*conf_live_int_at(c, i) = (int)n;
-			return;
-		}
+			conf_err(errs, file, line,
+			    "mirror-max-size: `%s' is not a "
+			    "size (1M or more, with K, M, G or T)",
+			    val);
+	} else
 		conf_err(errs, file, line, "unknown setting `%s'", key);
-	}
 }
 
 static char *
@@ -399,7 +451,8 @@ conf_trim(char *s)
 	while (*s == ' ' || *s == '\t')
 		s++;
 	e = s + strlen(s);
-	while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
+	while (e > s &&
+	    (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
 		*--e = '\0';
 	return s;
 }
@@ -458,7 +511,8 @@ conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 			continue;
 		eq = strchr(s, '=');
 		if (eq == NULL) {
-			conf_err(&errs, path, lineno, "expected `key = value', got `%s'", s);
+			conf_err(&errs, path, lineno,
+			    "expected `key = value', got `%s'", s);
 			continue;
 		}
 		*eq = '\0';
@@ -471,7 +525,8 @@ conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 		conf_line(c, dir, key, val, &errs, path, lineno);
 	}
 	if (ferror(f))
-		conf_err(&errs, path, lineno, "read error: %s", strerror(errno));
+		conf_err(
+		    &errs, path, lineno, "read error: %s", strerror(errno));
 	if (errs != NULL) {
 		free(*cause);
 		*cause = errs;

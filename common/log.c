@@ -34,8 +34,8 @@ log_set_fatal(void (*cb)(const char *text))
 
 /* Write one line; with line set, also leave the message (no prefix) there. */
 static void
-log_vwrite_line(const char *fmt, va_list ap, const char *err, char *line,
-    size_t size)
+log_vwrite_line(
+    const char *fmt, va_list ap, const char *err, char *line, size_t size)
 {
 	char buf[2048];
 
@@ -61,8 +61,7 @@ log_vwrite(const char *fmt, va_list ap, const char *err)
 }
 
 /* After the fatal line: exit(1), or the hook and _exit(1) (see header). */
-static void __attribute__((noreturn))
-log_fatal_exit(const char *line)
+static void __attribute__((noreturn)) log_fatal_exit(const char *line)
 {
 	if (log_fatal_cb == NULL)
 		exit(1);

@@ -31,7 +31,7 @@ out_utf8_len(const unsigned char *s)
 	len = s[0] < 0xe0 ? 2 : s[0] < 0xf0 ? 3 : 4;
 	cp = s[0] & (0x7f >> len);
 	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)	/* the NUL included */
+		if ((s[i] & 0xc0) != 0x80) /* the NUL included */
 			return 0;
 		cp = (cp << 6) | (s[i] & 0x3f);
 	}
@@ -167,8 +167,8 @@ out_json(FILE *f, struct json_object *obj)
 	const unsigned char *p;
 	size_t n;
 
-	p = (const unsigned char *)json_object_to_json_string_ext(obj,
-	    OUT_JSON_FLAGS);
+	p = (const unsigned char *)json_object_to_json_string_ext(
+	    obj, OUT_JSON_FLAGS);
 	if (p == NULL)
 		fatalx("json_object_to_json_string_ext");
 	for (; *p != '\0'; p += n) {
@@ -184,8 +184,8 @@ out_json(FILE *f, struct json_object *obj)
 }
 
 void
-out_print(FILE *f, enum out_format fmt, struct json_object *obj,
-    out_text_fn *text)
+out_print(
+    FILE *f, enum out_format fmt, struct json_object *obj, out_text_fn *text)
 {
 	if (fmt == OUT_JSON) {
 		out_json(f, obj);
@@ -197,8 +197,8 @@ out_print(FILE *f, enum out_format fmt, struct json_object *obj,
 
 /* The text of a row's field: a string as is, null as null_text. */
 static const char *
-out_cell(const struct out_column *c, struct json_object *row, char *buf,
-    size_t cap)
+out_cell(
+    const struct out_column *c, struct json_object *row, char *buf, size_t cap)
 {
 	struct json_object *v;
 
@@ -224,7 +224,8 @@ out_text_line(struct out_table *t, struct json_object *row)
 		c = &t->spec->cols[i];
 		fprintf(t->f, "%s%*.*s", i ? " " : "", c->width,
 		    c->prec > 0 ? c->prec : -1,
-		    row != NULL ? out_cell(c, row, buf, sizeof(buf)) : c->header);
+		    row != NULL ? out_cell(c, row, buf, sizeof(buf)) :
+				  c->header);
 	}
 	putc('\n', t->f);
 }

@@ -20,7 +20,7 @@
 #include <json.h>
 
 /* Compact ("a":1,"b":[1,2], no spaces) and '/' not escaped. */
-#define OUT_JSON_FLAGS	(JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+#define OUT_JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
 enum out_format {
 	OUT_TEXT,
@@ -48,8 +48,7 @@ struct json_object *out_bool(int v);
 /* Add val (taken; NULL: null) as obj's field key (copied), after the
  * fields already there, or at the end of the array arr.  Fatal on
  * failure. */
-void out_add(struct json_object *obj, const char *key,
-    struct json_object *val);
+void out_add(struct json_object *obj, const char *key, struct json_object *val);
 void out_append(struct json_object *arr, struct json_object *val);
 
 /*
@@ -74,8 +73,8 @@ typedef void out_text_fn(FILE *f, struct json_object *obj);
  * One result: as one line of JSON with fmt OUT_JSON, else through text
  * (OUT_CSV is for tables and renders as text here).  Frees obj.
  */
-void out_print(FILE *f, enum out_format fmt, struct json_object *obj,
-    out_text_fn *text);
+void out_print(
+    FILE *f, enum out_format fmt, struct json_object *obj, out_text_fn *text);
 
 /*
  * A text column: the header, then each row's cell, printed with
@@ -112,8 +111,8 @@ struct out_table;
 
 /* Start a table on f (its header is printed now); spec is borrowed for
  * the table's life.  Never NULL. */
-struct out_table *out_table_begin(FILE *f, enum out_format fmt,
-    const struct out_table_spec *spec);
+struct out_table *out_table_begin(
+    FILE *f, enum out_format fmt, const struct out_table_spec *spec);
 /* Print row (an object) and free it. */
 void out_table_row(struct out_table *t, struct json_object *row);
 /* End the table (a JSON array's `]' and newline) and free t.  NULL-safe. */

@@ -6,10 +6,8 @@
 #include "common/reason.h"
 
 #define REASON_NAME_(sym, name) [REASON_##sym] = name,
-static const char *const reason_names[REASON_COUNT_] = {
-	[REASON_NONE] = "",
-	REASON_TABLE(REASON_NAME_)
-};
+static const char *const reason_names[REASON_COUNT_] = { [REASON_NONE] = "",
+	REASON_TABLE(REASON_NAME_) };
 #undef REASON_NAME_
 
 const char *

@@ -11,8 +11,8 @@
 #include "common/sandbox.h"
 
 int
-sandbox_seccomp(const char *who, const struct sandbox_rule *allow, size_t n,
-    char **cause)
+sandbox_seccomp(
+    const char *who, const struct sandbox_rule *allow, size_t n, char **cause)
 {
 	struct scmp_arg_cmp cmp[SANDBOX_ARGS_MAX];
 	const struct sandbox_arg *a;
@@ -26,8 +26,8 @@ sandbox_seccomp(const char *who, const struct sandbox_rule *allow, size_t n,
 		return cause_set(cause, "seccomp: no_new_privs is not set");
 	if ((ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM))) == NULL)
 		return cause_set(cause, "seccomp_init failed");
-	if ((r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
-	    SCMP_ACT_KILL_PROCESS)) != 0 ||
+	if ((r = seccomp_attr_set(
+		 ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) != 0 ||
 	    (r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) != 0) {
 		seccomp_release(ctx);
 		return cause_set(cause, "seccomp attributes: %s", strerror(-r));
@@ -37,8 +37,9 @@ sandbox_seccomp(const char *who, const struct sandbox_rule *allow, size_t n,
 		if (nr < 0) {
 			/* __NR_SCMP_ERROR: unknown; other negatives: pseudo
 			 * numbers of calls this architecture lacks. */
-			log_debug("%s: seccomp: no system call %s here, skipped",
-			    who, allow[i].name);
+			log_debug(
+			    "%s: seccomp: no system call %s here, skipped", who,
+			    allow[i].name);
 			continue;
 		}
 		memset(cmp, 0, sizeof(cmp));
@@ -56,17 +57,19 @@ sandbox_seccomp(const char *who, const struct sandbox_rule *allow, size_t n,
 				cmp[na].datum_b = a->value;
 			} else {
 				seccomp_release(ctx);
-				return cause_set(cause, "seccomp: %s: bad comparison %d",
+				return cause_set(cause,
+				    "seccomp: %s: bad comparison %d",
 				    allow[i].name, (int)a->op);
 			}
 			if (a->index > 5) {
 				seccomp_release(ctx);
-				return cause_set(cause, "seccomp: %s: no argument %u",
+				return cause_set(cause,
+				    "seccomp: %s: no argument %u",
 				    allow[i].name, a->index);
 			}
 		}
-		if ((r = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, na,
-		    cmp)) != 0) {
+		if ((r = seccomp_rule_add_array(
+			 ctx, SCMP_ACT_ALLOW, nr, na, cmp)) != 0) {
 			seccomp_release(ctx);
 			return cause_set(cause, "seccomp: rule for %s: %s",
 			    allow[i].name, strerror(-r));
@@ -75,7 +78,7 @@ sandbox_seccomp(const char *who, const struct sandbox_rule *allow, size_t n,
 	r = seccomp_load(ctx);
 	seccomp_release(ctx);
 	if (r != 0)
-		return cause_set(cause, "seccomp: loading the filter: %s",
-		    strerror(-r));
+		return cause_set(
+		    cause, "seccomp: loading the filter: %s", strerror(-r));
 	return 0;
 }

@@ -9,8 +9,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/mman.h>	/* PROT_EXEC, for SANDBOX_BASE_RULES */
-#include <unistd.h>	/* getpid, for SANDBOX_BASE_RULES */
+#include <sys/mman.h> /* PROT_EXEC, for SANDBOX_BASE_RULES */
+#include <unistd.h>   /* getpid, for SANDBOX_BASE_RULES */
 
 /* ---- sandbox.c -------------------------------------------------------------
  * An allow-list is an array of struct sandbox_rule, each a system call by
@@ -47,15 +47,15 @@
 #define SANDBOX_ARGS_MAX 3
 
 enum sandbox_op {
-	SANDBOX_OP_END = 0,	/* no (more) conditions */
-	SANDBOX_OP_EQ,		/* args[index] == value */
-	SANDBOX_OP_MASKED_EQ,	/* (args[index] & mask) == value */
+	SANDBOX_OP_END = 0,   /* no (more) conditions */
+	SANDBOX_OP_EQ,	      /* args[index] == value */
+	SANDBOX_OP_MASKED_EQ, /* (args[index] & mask) == value */
 };
 
 struct sandbox_arg {
 	enum sandbox_op op;
-	unsigned int index;	/* 0..5: the call's argument */
-	uint64_t mask;		/* SANDBOX_OP_MASKED_EQ only */
+	unsigned int index; /* 0..5: the call's argument */
+	uint64_t mask;	    /* SANDBOX_OP_MASKED_EQ only */
 	uint64_t value;
 };
 
@@ -68,12 +68,27 @@ struct sandbox_rule {
  * Rules: SB_CALL("read") (any arguments) or, with conditions,
  * { "socket", { SB_EQ(0, AF_INET), SB_MASKED(1, 0xf, SOCK_STREAM) } }.
  */
-#define SB_END			{ SANDBOX_OP_END, 0, 0, 0 }
-#define SB_CALL(name)		{ (name), { SB_END } }
-#define SB_EQ(i, v)		{ SANDBOX_OP_EQ, (i), 0, (uint64_t)(v) }
-#define SB_MASKED(i, m, v)	{ SANDBOX_OP_MASKED_EQ, (i), (uint64_t)(m), (uint64_t)(v) }
+#define SB_END                                                                 \
+	{                                                                      \
+		SANDBOX_OP_END, 0, 0, 0                                        \
+	}
+#define SB_CALL(name)                                                          \
+	{                                                                      \
+		(name),                                                        \
+		{                                                              \
+			SB_END                                                 \
+		}                                                              \
+	}
+#define SB_EQ(i, v)                                                            \
+	{                                                                      \
+		SANDBOX_OP_EQ, (i), 0, (uint64_t)(v)                           \
+	}
+#define SB_MASKED(i, m, v)                                                     \
+	{                                                                      \
+		SANDBOX_OP_MASKED_EQ, (i), (uint64_t)(m), (uint64_t)(v)        \
+	}
 /* None of the bits of m set in args[i] (flags, protections). */
-#define SB_CLEAR(i, m)		SB_MASKED(i, m, 0)
+#define SB_CLEAR(i, m) SB_MASKED(i, m, 0)
 
 /*
  * SANDBOX_BASE_RULES: the rules every sandboxed process of ksb needs, to
@@ -83,19 +98,22 @@ struct sandbox_rule {
  * blocks signals and tgkills itself, and only itself: getpid() of the
  * calling process).
  */
-#define SANDBOX_BASE_RULES						\
-	SB_CALL("brk"), SB_CALL("munmap"), SB_CALL("mremap"),		\
-	SB_CALL("madvise"),						\
-	{ "mmap", { SB_CLEAR(2, PROT_EXEC) } },				\
-	{ "mprotect", { SB_CLEAR(2, PROT_EXEC) } },			\
-	SB_CALL("futex"), SB_CALL("clock_gettime"),			\
-	SB_CALL("gettimeofday"), SB_CALL("getrandom"),			\
-	SB_CALL("exit_group"), SB_CALL("exit"), SB_CALL("rt_sigreturn"),	\
-	SB_CALL("restart_syscall"), SB_CALL("rt_sigprocmask"),		\
-	SB_CALL("getpid"), SB_CALL("gettid"),				\
-	{ "tgkill", { SB_EQ(0, getpid()) } }
+#define SANDBOX_BASE_RULES                                                     \
+	SB_CALL("brk"), SB_CALL("munmap"), SB_CALL("mremap"),                  \
+	    SB_CALL("madvise"), { "mmap", { SB_CLEAR(2, PROT_EXEC) } },        \
+	    { "mprotect", { SB_CLEAR(2, PROT_EXEC) } }, SB_CALL("futex"),      \
+	    SB_CALL("clock_gettime"), SB_CALL("gettimeofday"),                 \
+	    SB_CALL("getrandom"), SB_CALL("exit_group"), SB_CALL("exit"),      \
+	    SB_CALL("rt_sigreturn"), SB_CALL("restart_syscall"),               \
+	    SB_CALL("rt_sigprocmask"), SB_CALL("getpid"), SB_CALL("gettid"),   \
+	{                                                                      \
+		"tgkill",                                                      \
+		{                                                              \
+			SB_EQ(0, getpid())                                     \
+		}                                                              \
+	}
 
-int sandbox_seccomp(const char *who, const struct sandbox_rule *allow, size_t n,
-    char **cause);
+int sandbox_seccomp(
+    const char *who, const struct sandbox_rule *allow, size_t n, char **cause);
 
 #endif

@@ -166,10 +166,22 @@ util_parse_size(const char *s, uint64_t unit, uint64_t *bytes)
 
 	if (len > 0) {
 		switch (s[len - 1]) {
-		case 'K': case 'k': shift = 10; break;
-		case 'M': case 'm': shift = 20; break;
-		case 'G': case 'g': shift = 30; break;
-		case 'T': case 't': shift = 40; break;
+		case 'K':
+		case 'k':
+			shift = 10;
+			break;
+		case 'M':
+		case 'm':
+			shift = 20;
+			break;
+		case 'G':
+		case 'g':
+			shift = 30;
+			break;
+		case 'T':
+		case 't':
+			shift = 40;
+			break;
 		}
 	}
 	if (shift != -1) {
@@ -186,8 +198,14 @@ util_parse_size(const char *s, uint64_t unit, uint64_t *bytes)
 int
 util_parse_duration(const char *s, int64_t *sec)
 {
-	static const struct { char unit; int64_t mult; } units[] = {
-		{ 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 },
+	static const struct {
+		char unit;
+		int64_t mult;
+	} units[] = {
+		{ 's', 1 },
+		{ 'm', 60 },
+		{ 'h', 3600 },
+		{ 'd', 86400 },
 	};
 	size_t i, len = strlen(s);
 	uint64_t n;
@@ -201,8 +219,9 @@ util_parse_duration(const char *s, int64_t *sec)
 	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (s[len - 1] != units[i].unit)
 			continue;
-		if (util_parse_decimal(s, len - 1, (uint64_t)(100LL * 366 *
-		    86400 / units[i].mult), &n) == -1)
+		if (util_parse_decimal(s, len - 1,
+			(uint64_t)(100LL * 366 * 86400 / units[i].mult),
+			&n) == -1)
 			return -1;
 		*sec = (int64_t)n * units[i].mult;
 		return 0;
@@ -290,9 +309,11 @@ util_rmtree_at(int dfd)
 		struct stat st;
 		int sub;
 
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
 			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == -1) {
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) ==
+		    -1) {
 			ret = -1;
 			continue;
 		}
@@ -324,8 +345,8 @@ util_rmtree(const char *path)
 }
 
 int
-util_read_file(const char *path, size_t max, char **buf, size_t *len,
-    char **cause)
+util_read_file(
+    const char *path, size_t max, char **buf, size_t *len, char **cause)
 {
 	struct stat st;
 	char *b = NULL;
@@ -339,15 +360,18 @@ util_read_file(const char *path, size_t max, char **buf, size_t *len,
 		goto cleanup;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		cause_set(cause, "%s", S_ISDIR(st.st_mode) ?
-		    "is a directory" : "not a regular file");
+		cause_set(cause, "%s",
+		    S_ISDIR(st.st_mode) ? "is a directory" :
+					  "not a regular file");
 		goto cleanup;
 	}
 	for (;;) {
 		if (n == cap) {
 			if (cap > max) {
-				cause_set(cause, "file too large (max %zu "
-				    "bytes)", max);
+				cause_set(cause,
+				    "file too large (max %zu "
+				    "bytes)",
+				    max);
 				goto cleanup;
 			}
 			/* Room for max + 1 bytes tells "too large" apart. */
@@ -409,8 +433,8 @@ util_parse_cidr4(const char *s, uint32_t *addr, int *prefix)
 }
 
 int
-util_proc_stat_parse(const char *buf, char *state, unsigned long *flags,
-    uint64_t *start)
+util_proc_stat_parse(
+    const char *buf, char *state, unsigned long *flags, uint64_t *start)
 {
 	const char *p;
 	char *end;
@@ -418,14 +442,14 @@ util_proc_stat_parse(const char *buf, char *state, unsigned long *flags,
 
 	if ((p = strrchr(buf, ')')) == NULL || p[1] != ' ')
 		return -1;
-	p += 2;				/* field 3 */
+	p += 2; /* field 3 */
 	if (*p == '\0' || p[1] != ' ')
 		return -1;
 	*state = *p;
 	for (field = 3; field < 22; field++) {
 		if ((p = strchr(p, ' ')) == NULL)
 			return -1;
-		p++;			/* field + 1 */
+		p++; /* field + 1 */
 		if (field + 1 == 9) {
 			errno = 0;
 			*flags = strtoul(p, &end, 10);

@@ -38,14 +38,15 @@
 #include "gateway/gateway.h"
 
 #define AUDIT_SCHEMA_VERSION 3
-#define AUDIT_RETRY_MS 1000
-#define AUDIT_BATCH_MAX 4096		/* records per transaction */
-#define AUDIT_GROUP_WAIT_US 1000	/* under load: gather records this long */
-#define AUDIT_GROUP_MIN 64		/* ... or until this many are queued */
-#define AUDIT_GROUP_LOAD 4		/* "under load": the last transaction
+#define AUDIT_RETRY_MS	     1000
+#define AUDIT_BATCH_MAX	     4096 /* records per transaction */
+#define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
+#define AUDIT_GROUP_MIN	     64	  /* ... or until this many are queued */
+#define AUDIT_GROUP_LOAD                                                       \
+	4 /* "under load": the last transaction
 					   carried at least this many */
 #define AUDIT_PRUNE_EVERY_MS (3600 * 1000)
-#define AUDIT_PRUNE_CHUNK 20000		/* records deleted per transaction */
+#define AUDIT_PRUNE_CHUNK    20000 /* records deleted per transaction */
 
 extern const char schema_audit_sql[];
 extern const char schema_migrate_2_sql[];
@@ -54,18 +55,18 @@ extern const char schema_migrate_3_sql[];
 struct audit_rec {
 	enum audit_kind kind;
 	struct audit_val v[AUDIT_MAX_COLS];
-	audit_done_cb cb;		/* allowed rows only */
+	audit_done_cb cb; /* allowed rows only */
 	void *arg;
-	int cancelled;			/* loop thread only */
+	int cancelled; /* loop thread only */
 	int ok;
-	int bad;			/* refused by a constraint: dropped */
+	int bad; /* refused by a constraint: dropped */
 	struct audit_rec *next;
 };
 
 struct audit {
 	char *path;
 	int64_t retention_ms;
-	int available;			/* __atomic; read by the loop */
+	int available; /* __atomic; read by the loop */
 
 	/* Loop thread only. */
 	int64_t next_conn_id, next_reg_id, next_policy_id;
@@ -76,24 +77,24 @@ struct audit {
 	int started;
 	pthread_mutex_t mtx;
 	pthread_cond_t cond;
-	struct audit_rec *q, **qtail;	/* queued, FIFO */
+	struct audit_rec *q, **qtail; /* queued, FIFO */
 	size_t qlen;
 	struct audit_rec *done, **donetail;
 	int stopping;
-	uint64_t dropped;		/* records lost to a full backlog */
+	uint64_t dropped; /* records lost to a full backlog */
 
 	/* Writer thread only (and audit_open before it starts). */
 	sqlite3 *db;
 	sqlite3_stmt *ins[AUDIT_NKINDS];
 	sqlite3_stmt *mirror_close, *mirror_unreg;
-	sqlite3_stmt *tot_up[2], *tot_ins[2];	/* totals_instance, _host */
-	int64_t seq;			/* last record's seq ... */
-	uint8_t head[AUDIT_HASH_LEN];	/* ... and hash */
-	int have_head;			/* seq/head known (a database was open) */
+	sqlite3_stmt *tot_up[2], *tot_ins[2]; /* totals_instance, _host */
+	int64_t seq;			      /* last record's seq ... */
+	uint8_t head[AUDIT_HASH_LEN];	      /* ... and hash */
+	int have_head; /* seq/head known (a database was open) */
 	int down;
-	int probe_ok;			/* down, but the last probe passed */
+	int probe_ok; /* down, but the last probe passed */
 	int64_t down_since, retry_at, next_prune;
-	size_t last_batch;		/* records in the last transaction */
+	size_t last_batch; /* records in the last transaction */
 };
 
 static int64_t
@@ -192,7 +193,7 @@ audit_totals_bind(sqlite3_stmt *st, int t, const struct audit_val key[3],
 	int i;
 
 	for (i = 0; i < 3; i++)
-		if (t == 1 || i == 0)	/* totals_instance: no host, port */
+		if (t == 1 || i == 0) /* totals_instance: no host, port */
 			audit_bind_val(st, i + 1, &key[i]);
 	for (i = 0; i < 5; i++)
 		sqlite3_bind_int64(st, i + 4, d[i]);
@@ -271,7 +272,8 @@ audit_put(struct audit *a, struct audit_rec *r)
 		allow = r->v[11].type == AUDIT_VAL_TEXT &&
 		    strcmp(r->v[11].s, "allow") == 0;
 		if (audit_totals(a, key, 1, allow, !allow, 0, 0,
-		    r->v[1].type == AUDIT_VAL_INT ? r->v[1].i : -1, allow) != 0)
+			r->v[1].type == AUDIT_VAL_INT ? r->v[1].i : -1,
+			allow) != 0)
 			return -2;
 	}
 	a->seq++;
@@ -302,8 +304,8 @@ audit_mirror(struct audit *a, struct audit_rec *r, int *skip)
 			if (r->v[i].type == AUDIT_VAL_INT)
 				sqlite3_bind_int64(st, i, r->v[i].i);
 			else if (r->v[i].type == AUDIT_VAL_TEXT)
-				sqlite3_bind_text(st, i, r->v[i].s, (int)r->v[i].len,
-				    SQLITE_STATIC);
+				sqlite3_bind_text(st, i, r->v[i].s,
+				    (int)r->v[i].len, SQLITE_STATIC);
 			else
 				sqlite3_bind_null(st, i);
 		}
@@ -315,8 +317,9 @@ audit_mirror(struct audit *a, struct audit_rec *r, int *skip)
 			for (i = 0; i < 3; i++)
 				audit_chain_column(st, i, &key[i]);
 			if (audit_totals(a, key, 0, 0, 0,
-			    r->v[2].type == AUDIT_VAL_INT ? r->v[2].i : 0,
-			    r->v[3].type == AUDIT_VAL_INT ? r->v[3].i : 0, -1, 0) != 0) {
+				r->v[2].type == AUDIT_VAL_INT ? r->v[2].i : 0,
+				r->v[3].type == AUDIT_VAL_INT ? r->v[3].i : 0,
+				-1, 0) != 0) {
 				sqlite3_reset(st);
 				sqlite3_clear_bindings(st);
 				return -2;
@@ -355,20 +358,26 @@ audit_prepare(struct audit *a, char **cause)
 			strcat(q, i ? ",?" : "?");
 		xasprintf(&sql, "INSERT INTO %s (%s, seq, hash) VALUES (%s)",
 		    audit_kinds[k].table, audit_kinds[k].cols, q);
-		if (sqlite3_prepare_v3(a->db, sql, -1, SQLITE_PREPARE_PERSISTENT,
-		    &a->ins[k], NULL) != SQLITE_OK)
+		if (sqlite3_prepare_v3(a->db, sql, -1,
+			SQLITE_PREPARE_PERSISTENT, &a->ins[k],
+			NULL) != SQLITE_OK)
 			goto fail;
 		free(sql);
 		sql = NULL;
 	}
-	if (sqlite3_prepare_v3(a->db, "UPDATE connections SET closed_ms = ?1, "
-	    "bytes_up = ?2, bytes_down = ?3, duration_ms = ?4, close_reason = ?5 "
-	    "WHERE id = ?6 AND closed_ms IS NULL RETURNING instance, host, port",
-	    -1, SQLITE_PREPARE_PERSISTENT,
-	    &a->mirror_close, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v3(a->db, "UPDATE registrations SET unregistered_ms "
-	    "= ?1 WHERE id = ?2 AND unregistered_ms IS NULL", -1,
-	    SQLITE_PREPARE_PERSISTENT, &a->mirror_unreg, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v3(a->db,
+		"UPDATE connections SET closed_ms = ?1, "
+		"bytes_up = ?2, bytes_down = ?3, duration_ms = ?4, "
+		"close_reason = ?5 "
+		"WHERE id = ?6 AND closed_ms IS NULL RETURNING instance, host, "
+		"port",
+		-1, SQLITE_PREPARE_PERSISTENT, &a->mirror_close,
+		NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(a->db,
+		"UPDATE registrations SET unregistered_ms "
+		"= ?1 WHERE id = ?2 AND unregistered_ms IS NULL",
+		-1, SQLITE_PREPARE_PERSISTENT, &a->mirror_unreg,
+		NULL) != SQLITE_OK)
 		goto fail;
 	return 0;
 fail:
@@ -398,18 +407,21 @@ audit_prepare_totals(struct audit *a, char **cause)
 		"denied, bytes_up, bytes_down, first_ms, last_ms) "
 		"VALUES (?1, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
 		"INSERT INTO totals_host (instance, host, port, connections, "
-		"allowed, denied, bytes_up, bytes_down, last_ms, last_allow_ms) "
+		"allowed, denied, bytes_up, bytes_down, last_ms, "
+		"last_allow_ms) "
 		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
 	};
 	int t;
 
 	for (t = 0; t < 2; t++)
-		if (sqlite3_prepare_v3(a->db, sql[t], -1, SQLITE_PREPARE_PERSISTENT,
-		    &a->tot_up[t], NULL) != SQLITE_OK ||
+		if (sqlite3_prepare_v3(a->db, sql[t], -1,
+			SQLITE_PREPARE_PERSISTENT, &a->tot_up[t],
+			NULL) != SQLITE_OK ||
 		    sqlite3_prepare_v3(a->db, sql[t + 2], -1,
-		    SQLITE_PREPARE_PERSISTENT, &a->tot_ins[t], NULL) != SQLITE_OK)
-			return cause_set(cause, "%s: %s", a->path,
-			    sqlite3_errmsg(a->db));
+			SQLITE_PREPARE_PERSISTENT, &a->tot_ins[t],
+			NULL) != SQLITE_OK)
+			return cause_set(
+			    cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 	return 0;
 }
 
@@ -430,7 +442,8 @@ audit_load(struct audit *a, enum audit_kind kind, const char *sql, int64_t id)
 		r->kind = kind;
 		for (i = 0; i < audit_kinds[kind].ncols; i++) {
 			audit_chain_column(st, (int)i, &v);
-			if (v.type == AUDIT_VAL_TEXT || v.type == AUDIT_VAL_OTHER) {
+			if (v.type == AUDIT_VAL_TEXT ||
+			    v.type == AUDIT_VAL_OTHER) {
 				/* Exactly as stored, '' included. */
 				r->v[i].type = AUDIT_VAL_TEXT;
 				r->v[i].s = xstrndup(v.s ? v.s : "", v.len);
@@ -447,15 +460,15 @@ audit_load(struct audit *a, enum audit_kind kind, const char *sql, int64_t id)
 
 /* Migration 1 -> 2: chain row id (r) in place with the update set. */
 static int
-audit_migrate_chain(struct audit *a, const struct audit_rec *r,
-    const char *set, int64_t id)
+audit_migrate_chain(
+    struct audit *a, const struct audit_rec *r, const char *set, int64_t id)
 {
 	uint8_t h[AUDIT_HASH_LEN];
 	sqlite3_stmt *up = NULL;
 	int rc;
 
-	audit_chain_hash(a->head, a->seq + 1, r->kind, r->v,
-	    audit_kinds[r->kind].ncols, h);
+	audit_chain_hash(
+	    a->head, a->seq + 1, r->kind, r->v, audit_kinds[r->kind].ncols, h);
 	if (sqlite3_prepare_v2(a->db, set, -1, &up, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(up, 1, a->seq + 1);
@@ -486,22 +499,33 @@ audit_migrate_2(struct audit *a, char **cause)
 	    "WHERE closed_ms IS NOT NULL AND close_reason IS NOT NULL "
 	    "UNION ALL SELECT 4, id, unregistered_ms FROM registrations "
 	    "WHERE unregistered_ms IS NOT NULL ORDER BY t, 1, 2";
-	static const struct { enum audit_kind kind; const char *load, *set; } m[] = {
-		{ AUDIT_REGISTER, "SELECT id, instance, profile, tap, mac, ip, "
+	static const struct {
+		enum audit_kind kind;
+		const char *load, *set;
+	} m[] = {
+		{ AUDIT_REGISTER,
+		    "SELECT id, instance, profile, tap, mac, ip, "
 		    "registered_ms FROM registrations WHERE id = ?",
 		    "UPDATE registrations SET seq = ?, hash = ? WHERE id = ?" },
-		{ AUDIT_POLICY, "SELECT id, ts_ms, digest, ok, files, errors "
+		{ AUDIT_POLICY,
+		    "SELECT id, ts_ms, digest, ok, files, errors "
 		    "FROM policy_versions WHERE id = ?",
-		    "UPDATE policy_versions SET seq = ?, hash = ? WHERE id = ?" },
-		{ AUDIT_CONNECTION, "SELECT id, ts_ms, instance, profile, "
+		    "UPDATE policy_versions SET seq = ?, hash = ? WHERE id = "
+		    "?" },
+		{ AUDIT_CONNECTION,
+		    "SELECT id, ts_ms, instance, profile, "
 		    "client_addr, client_port, host, port, sni, upstream_addr, "
 		    "upstream_port, decision, reason, policy_digest FROM "
 		    "connections WHERE id = ?",
 		    "UPDATE connections SET seq = ?, hash = ? WHERE id = ?" },
-		{ AUDIT_CLOSE, "SELECT id, closed_ms, bytes_up, bytes_down, "
-		    "duration_ms, close_reason FROM connections WHERE id = ?", NULL },
-		{ AUDIT_UNREGISTER, "SELECT id, unregistered_ms FROM "
-		    "registrations WHERE id = ?", NULL },
+		{ AUDIT_CLOSE,
+		    "SELECT id, closed_ms, bytes_up, bytes_down, "
+		    "duration_ms, close_reason FROM connections WHERE id = ?",
+		    NULL },
+		{ AUDIT_UNREGISTER,
+		    "SELECT id, unregistered_ms FROM "
+		    "registrations WHERE id = ?",
+		    NULL },
 	};
 	sqlite3_stmt *st = NULL;
 	struct audit_rec *r;
@@ -520,7 +544,8 @@ audit_migrate_2(struct audit *a, char **cause)
 		if (r == NULL)
 			goto sqlerr;
 		/* Close and unregistration records are new rows. */
-		rc = m[which].set == NULL ? audit_put(a, r) :
+		rc = m[which].set == NULL ?
+		    audit_put(a, r) :
 		    audit_migrate_chain(a, r, m[which].set, id);
 		audit_rec_free(r);
 		if (rc == -1)
@@ -540,15 +565,19 @@ cleanup:
 static int
 audit_db_connect(struct audit *a, char **cause)
 {
-	if (sqlite3_open_v2(a->path, &a->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK)
-		return cause_set(cause, "%s: %s", a->path, a->db ?
-		    sqlite3_errmsg(a->db) : "cannot open");
+	if (sqlite3_open_v2(a->path, &a->db,
+		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+		    SQLITE_OPEN_NOMUTEX,
+		NULL) != SQLITE_OK)
+		return cause_set(cause, "%s: %s", a->path,
+		    a->db ? sqlite3_errmsg(a->db) : "cannot open");
 	sqlite3_busy_timeout(a->db, 5000);
 	if (sqlite3_db_readonly(a->db, "main") == 1)
 		return cause_set(cause, "%s: read-only", a->path);
-	return audit_exec(a, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
-	    "PRAGMA journal_size_limit=16777216", cause);
+	return audit_exec(a,
+	    "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; "
+	    "PRAGMA journal_size_limit=16777216",
+	    cause);
 }
 
 /* PRAGMA user_version: 0 for a new database.  -1, or -2 if too new. */
@@ -559,15 +588,18 @@ audit_db_version(struct audit *a, int *version, char **cause)
 
 	*version = -1;
 	if (sqlite3_prepare_v2(a->db, "PRAGMA user_version", -1, &st, NULL) ==
-	    SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
 		*version = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
 	if (*version < 0)
-		return cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+		return cause_set(
+		    cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 	if (*version > AUDIT_SCHEMA_VERSION) {
-		cause_set(cause, "%s: schema version %d is newer than this "
-		    "ksb-gatewayd understands (%d)", a->path, *version,
-		    AUDIT_SCHEMA_VERSION);
+		cause_set(cause,
+		    "%s: schema version %d is newer than this "
+		    "ksb-gatewayd understands (%d)",
+		    a->path, *version, AUDIT_SCHEMA_VERSION);
 		return -2;
 	}
 	return 0;
@@ -585,7 +617,8 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		if (audit_migrate_2(a, cause) == -1)
 			return -1;
 		log_info("audit %s: migrated from schema version 1 to 2 "
-		    "(%lld records chained)", a->path, (long long)a->seq);
+			 "(%lld records chained)",
+		    a->path, (long long)a->seq);
 	} else if (audit_prepare(a, cause) == -1)
 		return -1;
 	if (version != 0 && version < 3) {
@@ -593,22 +626,24 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		if (audit_exec(a, schema_migrate_3_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: migrated from schema version 2 to 3 "
-		    "(totals built)", a->path);
+			 "(totals built)",
+		    a->path);
 	}
 	return audit_prepare_totals(a, cause);
 }
 
 /* A new database continues the chain of the removed one (seq, head). */
 static int
-audit_db_anchor(struct audit *a, int64_t seq, const uint8_t *head,
-    int64_t now, char **cause)
+audit_db_anchor(struct audit *a, int64_t seq, const uint8_t *head, int64_t now,
+    char **cause)
 {
 	sqlite3_stmt *st = NULL;
 	int ret = -1;
 
-	if (sqlite3_prepare_v2(a->db, "INSERT INTO chain_anchor (id, seq, "
-	    "hash, ts_ms, reason) VALUES (1, ?, ?, ?, 'replaced')", -1,
-	    &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(a->db,
+		"INSERT INTO chain_anchor (id, seq, "
+		"hash, ts_ms, reason) VALUES (1, ?, ?, ?, 'replaced')",
+		-1, &st, NULL) != SQLITE_OK)
 		goto sqlerr;
 	sqlite3_bind_int64(st, 1, seq);
 	sqlite3_bind_blob(st, 2, head, AUDIT_HASH_LEN, SQLITE_STATIC);
@@ -616,7 +651,8 @@ audit_db_anchor(struct audit *a, int64_t seq, const uint8_t *head,
 	if (sqlite3_step(st) != SQLITE_DONE)
 		goto sqlerr;
 	log_warnx("audit %s: new database continues the chain of the "
-	    "removed one at seq %lld", a->path, (long long)seq);
+		  "removed one at seq %lld",
+	    a->path, (long long)seq);
 	ret = 0;
 	goto cleanup;
 sqlerr:
@@ -641,7 +677,8 @@ audit_db_close_orphans(struct audit *a, int64_t now, char **cause)
 	int k, skip;
 
 	for (k = 0; k < 2; k++) {
-		if (sqlite3_prepare_v2(a->db, sql[k], -1, &st, NULL) != SQLITE_OK)
+		if (sqlite3_prepare_v2(a->db, sql[k], -1, &st, NULL) !=
+		    SQLITE_OK)
 			goto sqlerr;
 		while (sqlite3_step(st) == SQLITE_ROW) {
 			r = xcalloc(1, sizeof(*r));
@@ -704,7 +741,8 @@ audit_db_open(struct audit *a, char **cause)
 	if (audit_db_close_orphans(a, now, cause) == -1)
 		goto rollback;
 	xasprintf(&sql, "PRAGMA user_version = %d", AUDIT_SCHEMA_VERSION);
-	if (audit_exec(a, sql, cause) == -1 || audit_exec(a, "COMMIT", cause) == -1)
+	if (audit_exec(a, sql, cause) == -1 ||
+	    audit_exec(a, "COMMIT", cause) == -1)
 		goto rollback;
 	free(sql);
 	a->have_head = 1;
@@ -727,13 +765,17 @@ audit_check(struct audit *a, char **cause)
 
 	if (a->db != NULL) {
 		if (sqlite3_file_control(a->db, "main", SQLITE_FCNTL_HAS_MOVED,
-		    &moved) != SQLITE_OK || moved) {
+			&moved) != SQLITE_OK ||
+		    moved) {
 			audit_db_close(a);
-			return cause_set(cause, "%s: removed or replaced while "
-			    "open", a->path);
+			return cause_set(cause,
+			    "%s: removed or replaced while "
+			    "open",
+			    a->path);
 		}
 		if (access(a->path, W_OK) == -1)
-			return cause_set(cause, "%s: %s", a->path, strerror(errno));
+			return cause_set(
+			    cause, "%s: %s", a->path, strerror(errno));
 		return 0;
 	}
 	rc = audit_db_open(a, cause);
@@ -776,7 +818,8 @@ audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
 			r->bad = 1;
 			continue;
 		default:
-			cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+			cause_set(
+			    cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 			goto fail;
 		}
 	}
@@ -812,7 +855,8 @@ static const char *audit_prune_totals_sql =
     "FROM (SELECT instance, count(*) AS n, sum(decision = 'allow') AS al, "
     "sum(decision = 'deny') AS de, sum(coalesce(bytes_up, 0)) AS bu, "
     "sum(coalesce(bytes_down, 0)) AS bd, max(ts_ms) AS mx FROM connections "
-    "INDEXED BY connections_seq WHERE seq <= ?1 GROUP BY instance) AS d WHERE t.instance IS d.instance;"
+    "INDEXED BY connections_seq WHERE seq <= ?1 GROUP BY instance) AS d WHERE "
+    "t.instance IS d.instance;"
     "UPDATE totals_host AS t SET connections = t.connections - d.n, "
     "allowed = t.allowed - d.al, denied = t.denied - d.de, "
     "bytes_up = t.bytes_up - d.bu, bytes_down = t.bytes_down - d.bd, "
@@ -851,7 +895,8 @@ audit_prune_bound(struct audit *a, int64_t cutoff, int64_t *first)
 
 	*first = -1;
 	for (k = 0; k < AUDIT_NKINDS; k++) {
-		xasprintf(&sql, "SELECT seq FROM %s WHERE %s >= ? AND "
+		xasprintf(&sql,
+		    "SELECT seq FROM %s WHERE %s >= ? AND "
 		    "seq IS NOT NULL ORDER BY seq LIMIT 1",
 		    audit_kinds[k].table, audit_kinds[k].ts_col);
 		rc = sqlite3_prepare_v2(a->db, sql, -1, &st, NULL);
@@ -900,7 +945,8 @@ audit_prune_totals(struct audit *a, int64_t upto)
 	sqlite3_stmt *st;
 
 	while (tail != NULL && *tail != '\0') {
-		if (sqlite3_prepare_v2(a->db, tail, -1, &st, &tail) != SQLITE_OK)
+		if (sqlite3_prepare_v2(a->db, tail, -1, &st, &tail) !=
+		    SQLITE_OK)
 			return -1;
 		if (sqlite3_bind_parameter_count(st) > 0)
 			sqlite3_bind_int64(st, 1, upto);
@@ -946,9 +992,11 @@ audit_prune_anchor(struct audit *a, int64_t upto, const uint8_t *h)
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if (sqlite3_prepare_v2(a->db, "INSERT OR REPLACE INTO chain_anchor "
-	    "(id, seq, hash, ts_ms, reason) VALUES (1, ?, ?, ?, "
-	    "'retention')", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(a->db,
+		"INSERT OR REPLACE INTO chain_anchor "
+		"(id, seq, hash, ts_ms, reason) VALUES (1, ?, ?, ?, "
+		"'retention')",
+		-1, &st, NULL) != SQLITE_OK)
 		return -1;
 	sqlite3_bind_int64(st, 1, upto);
 	sqlite3_bind_blob(st, 2, h, AUDIT_HASH_LEN, SQLITE_STATIC);
@@ -997,14 +1045,15 @@ audit_prune(struct audit *a, int64_t retention_ms)
 		goto fail;
 	if (n > 0)
 		log_info("audit %s: retention: %d records older than %lld s "
-		    "pruned, anchor at seq %lld", a->path, (int)n,
-		    (long long)(retention_ms / 1000), (long long)upto);
+			 "pruned, anchor at seq %lld",
+		    a->path, (int)n, (long long)(retention_ms / 1000),
+		    (long long)upto);
 	return more;
 rollback:
 	sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
 fail:
-	log_warnx("audit %s: retention: %s", a->path, cause ? cause :
-	    sqlite3_errmsg(a->db));
+	log_warnx("audit %s: retention: %s", a->path,
+	    cause ? cause : sqlite3_errmsg(a->db));
 	free(cause);
 	return 0;
 }
@@ -1025,17 +1074,20 @@ audit_episode(struct audit *a, int ok, char *cause, size_t n)
 {
 	if (ok && a->down) {
 		log_info("audit %s: writable again after %lld ms; queued "
-		    "records written", a->path,
-		    (long long)(audit_mono() - a->down_since));
+			 "records written",
+		    a->path, (long long)(audit_mono() - a->down_since));
 		if (a->dropped > 0)
 			log_warnx("audit %s: %llu records were lost (backlog "
-			    "full)", a->path, (unsigned long long)a->dropped);
+				  "full)",
+			    a->path, (unsigned long long)a->dropped);
 		a->dropped = 0;
 		a->down = 0;
 	} else if (!ok && !a->down) {
-		log_warnx("audit: %s: refusing new connections "
+		log_warnx(
+		    "audit: %s: refusing new connections "
 		    "(audit_unavailable) until it can be written (%zu records "
-		    "queued)", cause, n);
+		    "queued)",
+		    cause, n);
 		a->down = 1;
 		a->down_since = audit_mono();
 	}
@@ -1079,8 +1131,9 @@ audit_gather(struct audit *a)
 	}
 	while (a->qlen < AUDIT_GROUP_MIN && !a->stopping) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec &&
-		    now.tv_nsec >= until.tv_nsec))
+		if (now.tv_sec > until.tv_sec ||
+		    (now.tv_sec == until.tv_sec &&
+			now.tv_nsec >= until.tv_nsec))
 			break;
 		if (pthread_cond_timedwait(&a->cond, &a->mtx, &until) ==
 		    ETIMEDOUT)
@@ -1213,8 +1266,9 @@ audit_writer(void *arg)
 		if (a->stopping && a->down) {
 			if (tried_after_stop)
 				break;
-			tried_after_stop = 1;	/* one more attempt */
-		} else if (a->down && !a->probe_ok && audit_mono() < a->retry_at) {
+			tried_after_stop = 1; /* one more attempt */
+		} else if (a->down && !a->probe_ok &&
+		    audit_mono() < a->retry_at) {
 			audit_timedwait(a, a->retry_at);
 			continue;
 		}
@@ -1226,7 +1280,8 @@ audit_writer(void *arg)
 		 * pages serve them all.  One tunnel at a time (a decision and
 		 * a close record) is committed at once.
 		 */
-		if (a->last_batch >= AUDIT_GROUP_LOAD && !a->stopping && !a->down)
+		if (a->last_batch >= AUDIT_GROUP_LOAD && !a->stopping &&
+		    !a->down)
 			audit_gather(a);
 		batch = audit_writer_take(a, &n);
 		pthread_mutex_unlock(&a->mtx);
@@ -1307,8 +1362,8 @@ audit_max_id(sqlite3 *db, const char *table)
 }
 
 int
-audit_open(const char *path, int64_t retention_s, struct audit **out,
-    char **cause)
+audit_open(
+    const char *path, int64_t retention_s, struct audit **out, char **cause)
 {
 	struct audit *a = xcalloc(1, sizeof(*a));
 	char *why = NULL;
@@ -1349,7 +1404,8 @@ audit_open(const char *path, int64_t retention_s, struct audit **out,
 		a->next_conn_id = a->next_reg_id = a->next_policy_id =
 		    util_now_ms() * 1000;
 		log_warnx("audit: %s: refusing new connections "
-		    "(audit_unavailable) until it can be written", why);
+			  "(audit_unavailable) until it can be written",
+		    why);
 		a->down = 1;
 		a->down_since = audit_mono();
 		a->retry_at = audit_mono() + AUDIT_RETRY_MS;
@@ -1367,11 +1423,13 @@ audit_start(struct audit *a, struct event_base *base, char **cause)
 	a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (a->efd == -1)
 		return cause_set(cause, "eventfd: %s", strerror(errno));
-	a->ev = event_new(base, a->efd, EV_READ | EV_PERSIST, audit_wakeup_cb, a);
+	a->ev =
+	    event_new(base, a->efd, EV_READ | EV_PERSIST, audit_wakeup_cb, a);
 	if (a->ev == NULL || event_add(a->ev, NULL) == -1)
 		return cause_set(cause, "audit: event_new failed");
 	if ((err = pthread_create(&a->thread, NULL, audit_writer, a)) != 0)
-		return cause_set(cause, "audit: pthread_create: %s", strerror(err));
+		return cause_set(
+		    cause, "audit: pthread_create: %s", strerror(err));
 	a->started = 1;
 	return 0;
 }
@@ -1443,7 +1501,8 @@ audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
 	audit_set_text(&r->v[3], row->profile);
 	audit_set_text(&r->v[4], row->client_addr ? row->client_addr : "?");
 	audit_set_int(&r->v[5], row->client_port);
-	log_escape(esc, sizeof(esc), row->host, row->host ? strlen(row->host) : 0);
+	log_escape(
+	    esc, sizeof(esc), row->host, row->host ? strlen(row->host) : 0);
 	audit_set_text(&r->v[6], esc);
 	if (row->port != 0)
 		audit_set_int(&r->v[7], row->port);
@@ -1453,8 +1512,8 @@ audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
 	if (row->upstream_port != 0)
 		audit_set_int(&r->v[10], row->upstream_port);
 	audit_set_text(&r->v[11], row->allow ? "allow" : "deny");
-	audit_set_text(&r->v[12], row->reason ? row->reason :
-	    reason_name(REASON_UNKNOWN));
+	audit_set_text(
+	    &r->v[12], row->reason ? row->reason : reason_name(REASON_UNKNOWN));
 	audit_set_text(&r->v[13], row->policy_digest);
 	r->cb = cb;
 	r->arg = arg;
@@ -1487,8 +1546,7 @@ audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
 	audit_set_int(&r->v[2], (int64_t)up);
 	audit_set_int(&r->v[3], (int64_t)down);
 	audit_set_int(&r->v[4], duration_ms);
-	audit_set_text(&r->v[5], reason ? reason :
-	    reason_name(REASON_CLOSED));
+	audit_set_text(&r->v[5], reason ? reason : reason_name(REASON_CLOSED));
 	return audit_enqueue(a, r);
 }
 

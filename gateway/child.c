@@ -56,9 +56,9 @@
 #include "policy/policy.h"
 
 #define CHILD_WAIT_BUCKETS 1024
-#define CHILD_POLICY_MAX (64 << 20)	/* bytes of policy files */
-#define CHILD_LISTEN_FD 3
-#define CHILD_SOCK_FD 4
+#define CHILD_POLICY_MAX   (64 << 20) /* bytes of policy files */
+#define CHILD_LISTEN_FD	   3
+#define CHILD_SOCK_FD	   4
 
 struct child_wait {
 	uint32_t id;
@@ -101,8 +101,8 @@ child_fatal(const char *text)
 }
 
 static void
-child_str(char *dst, size_t size, const char *src, uint32_t *nulls,
-    uint32_t bit)
+child_str(
+    char *dst, size_t size, const char *src, uint32_t *nulls, uint32_t bit)
 {
 	if (src == NULL) {
 		*nulls |= bit;
@@ -126,7 +126,8 @@ child_audit_decision(const struct audit_row *r, audit_done_cb cb, void *arg,
 	memset(&m, 0, sizeof(m));
 	child_str(m.instance, sizeof(m.instance), r->instance, &m.nulls,
 	    MSG_ROW_NULL_INSTANCE);
-	snprintf(m.profile, sizeof(m.profile), "%s", r->profile ? r->profile : "");
+	snprintf(
+	    m.profile, sizeof(m.profile), "%s", r->profile ? r->profile : "");
 	snprintf(m.client_addr, sizeof(m.client_addr), "%s",
 	    r->client_addr ? r->client_addr : "");
 	m.client_port = r->client_port;
@@ -163,7 +164,7 @@ child_wait_take(uint32_t id)
 	struct child_wait **pp, *w;
 
 	for (pp = &child_waits[id % CHILD_WAIT_BUCKETS]; (w = *pp) != NULL;
-	    pp = &w->next)
+	     pp = &w->next)
 		if (w->id == id) {
 			*pp = w->next;
 			return w;
@@ -288,9 +289,9 @@ child_policy(const struct msg_policy *m, int fd)
 		off += tl;
 	}
 	if (policy_load_buffers((const char *const *)names,
-	    (const char *const *)texts, lens, n, &np, &errors) == -1) {
-		log_warnx("proxy: the parent's policy does not parse: %s",
-		    errors);
+		(const char *const *)texts, lens, n, &np, &errors) == -1) {
+		log_warnx(
+		    "proxy: the parent's policy does not parse: %s", errors);
 		done.v = -1;
 	} else {
 		conf_live_set(conf, m->live);
@@ -319,12 +320,14 @@ child_addrs(const struct msg_addrs *m)
 	memset(child_own, 0, sizeof(child_own));
 	for (i = 0; i < m->n; i++) {
 		if (m->a[i].family == AF_INET) {
-			struct sockaddr_in *s = (struct sockaddr_in *)&child_own[i];
+			struct sockaddr_in *s =
+			    (struct sockaddr_in *)&child_own[i];
 
 			s->sin_family = AF_INET;
 			memcpy(&s->sin_addr, m->a[i].addr, 4);
 		} else if (m->a[i].family == AF_INET6) {
-			struct sockaddr_in6 *s = (struct sockaddr_in6 *)&child_own[i];
+			struct sockaddr_in6 *s =
+			    (struct sockaddr_in6 *)&child_own[i];
 
 			s->sin6_family = AF_INET6;
 			memcpy(&s->sin6_addr, m->a[i].addr, 16);
@@ -350,7 +353,7 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 	for (;;) {
 		r = msg_recv(child_sock, &h, &p, &pfd);
 		if (r == 0)
-			_exit(0);	/* the parent is gone */
+			_exit(0); /* the parent is gone */
 		if (r == -1 && errno == EAGAIN)
 			return;
 		if (r == -1) {
@@ -385,7 +388,8 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 			proxy_shutdown();
 			_exit(0);
 		default:
-			log_warnx("proxy: unexpected message %u from the parent",
+			log_warnx(
+			    "proxy: unexpected message %u from the parent",
 			    h.type);
 			_exit(1);
 		}
@@ -416,26 +420,33 @@ child_seccomp(char **cause)
 {
 	const struct sandbox_rule allow[] = {
 		/* The event loop (epoll_pwait: aarch64 has no epoll_wait). */
-		SB_CALL("epoll_wait"), SB_CALL("epoll_pwait"),
+		SB_CALL("epoll_wait"),
+		SB_CALL("epoll_pwait"),
 		SB_CALL("epoll_ctl"),
 		/* Upstreams: TCP; evdns: UDP; IPv4 or IPv6.  The type's low
 		 * bits (SOCK_TYPE_MASK): SOCK_NONBLOCK|SOCK_CLOEXEC may be
 		 * or-ed in. */
-		{ "socket", { SB_EQ(0, AF_INET), SB_MASKED(1, 0xf, SOCK_STREAM) } },
-		{ "socket", { SB_EQ(0, AF_INET), SB_MASKED(1, 0xf, SOCK_DGRAM) } },
-		{ "socket", { SB_EQ(0, AF_INET6),
-		    SB_MASKED(1, 0xf, SOCK_STREAM) } },
-		{ "socket", { SB_EQ(0, AF_INET6), SB_MASKED(1, 0xf, SOCK_DGRAM) } },
+		{ "socket",
+		    { SB_EQ(0, AF_INET), SB_MASKED(1, 0xf, SOCK_STREAM) } },
+		{ "socket",
+		    { SB_EQ(0, AF_INET), SB_MASKED(1, 0xf, SOCK_DGRAM) } },
+		{ "socket",
+		    { SB_EQ(0, AF_INET6), SB_MASKED(1, 0xf, SOCK_STREAM) } },
+		{ "socket",
+		    { SB_EQ(0, AF_INET6), SB_MASKED(1, 0xf, SOCK_DGRAM) } },
 		/* evconnlistener_new listens again on the inherited listener;
 		 * a new socket may not (listen(2) would bind it). */
 		{ "listen", { SB_EQ(0, CHILD_LISTEN_FD) } },
-		SB_CALL("accept4"), SB_CALL("connect"), SB_CALL("shutdown"),
+		SB_CALL("accept4"),
+		SB_CALL("connect"),
+		SB_CALL("shutdown"),
 		SB_CALL("close"),
 		/* evbuffer_read sizes its reads with FIONREAD; nothing else. */
 		{ "ioctl", { SB_EQ(1, FIONREAD) } },
 		/* SO_ERROR after a nonblocking connect (evutil). */
 		{ "getsockopt", { SB_EQ(1, SOL_SOCKET), SB_EQ(2, SO_ERROR) } },
-		{ "setsockopt", { SB_EQ(1, IPPROTO_TCP), SB_EQ(2, TCP_NODELAY) } },
+		{ "setsockopt",
+		    { SB_EQ(1, IPPROTO_TCP), SB_EQ(2, TCP_NODELAY) } },
 		{ "setsockopt", { SB_EQ(1, SOL_SOCKET), SB_EQ(2, SO_LINGER) } },
 		/* O_NONBLOCK and FD_CLOEXEC (libevent's fallbacks where
 		 * SOCK_NONBLOCK is refused), the relay's pipe size. */
@@ -450,20 +461,28 @@ child_seccomp(char **cause)
 		 * relay_buf without one), evdns (sendto/recvfrom), the parent
 		 * (sendmsg/recvmsg, SCM_RIGHTS for the policy memfd), stderr
 		 * (write). */
-		SB_CALL("read"), SB_CALL("write"), SB_CALL("readv"),
-		SB_CALL("writev"), SB_CALL("recvfrom"), SB_CALL("sendto"),
-		SB_CALL("recvmsg"), SB_CALL("sendmsg"), SB_CALL("splice"),
+		SB_CALL("read"),
+		SB_CALL("write"),
+		SB_CALL("readv"),
+		SB_CALL("writev"),
+		SB_CALL("recvfrom"),
+		SB_CALL("sendto"),
+		SB_CALL("recvmsg"),
+		SB_CALL("sendmsg"),
+		SB_CALL("splice"),
 		SB_CALL("pipe2"),
 		/* The policy memfd from the parent (child_policy). */
-		SB_CALL("fstat"), SB_CALL("newfstatat"), SB_CALL("pread64"),
+		SB_CALL("fstat"),
+		SB_CALL("newfstatat"),
+		SB_CALL("pread64"),
 		/* Memory, never executable; libevent's locks (threads are
 		 * on in the parent); evdns's transaction ids (getrandom);
 		 * ending and abort(3). */
 		SANDBOX_BASE_RULES,
 	};
 
-	return sandbox_seccomp("proxy", allow, sizeof(allow) / sizeof(allow[0]),
-	    cause);
+	return sandbox_seccomp(
+	    "proxy", allow, sizeof(allow) / sizeof(allow[0]), cause);
 }
 
 /* The proxy user: proxy-user, else _ksbproxy, else nobody, else 65534. */
@@ -504,8 +523,9 @@ child_root(const struct ksb_conf *conf)
 		fatal("proxy: %s", dir);
 	if (unshare(CLONE_NEWNS) == 0) {
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1 ||
-		    mount("ksb-empty", dir, "tmpfs", MS_RDONLY | MS_NOSUID |
-		    MS_NODEV | MS_NOEXEC, "size=4k,nr_inodes=1,mode=0555") == -1)
+		    mount("ksb-empty", dir, "tmpfs",
+			MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			"size=4k,nr_inodes=1,mode=0555") == -1)
 			fatal("proxy: empty root at %s", dir);
 	} else
 		log_warn("proxy: unshare(CLONE_NEWNS), %s alone", dir);
@@ -534,7 +554,8 @@ child_drop(struct gateway *gw, pid_t parent)
 	child_user(gw->conf, &uid, &gid);
 	child_root(gw->conf);
 	for (cap = 0; cap <= 63; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 && errno != EINVAL)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == -1 &&
+		    errno != EINVAL)
 			fatal("proxy: PR_CAPBSET_DROP %d", cap);
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) == -1 &&
 	    errno != EINVAL)
@@ -598,7 +619,8 @@ child_selftest(void)
 		close(fd);
 	log_info("proxy selftest: ioctl TUNSETIFF: %s",
 	    ioctl(0, TUNSETIFF, NULL) == -1 && errno == EPERM ?
-	    strerror(errno) : "NOT REFUSED");
+		strerror(errno) :
+		"NOT REFUSED");
 	child_try("setuid 0", setuid(0));
 
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -616,8 +638,8 @@ child_selftest(void)
 	{
 		int sv[2];
 
-		child_try("socketpair", socketpair(AF_UNIX, SOCK_STREAM |
-		    SOCK_CLOEXEC, 0, sv));
+		child_try("socketpair",
+		    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv));
 	}
 	/* An IPv4 socket may be made, not bound nor turned into a listener. */
 	if ((fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) != -1) {
@@ -625,30 +647,34 @@ child_selftest(void)
 
 		memset(&sin, 0, sizeof(sin));
 		sin.sin_family = AF_INET;
-		child_try("bind a new socket", bind(fd, (struct sockaddr *)&sin,
-		    sizeof(sin)));
+		child_try("bind a new socket",
+		    bind(fd, (struct sockaddr *)&sin, sizeof(sin)));
 		child_try("listen on a new socket", listen(fd, 1));
-		child_try("setsockopt SO_KEEPALIVE", setsockopt(fd, SOL_SOCKET,
-		    SO_KEEPALIVE, &one, sizeof(one)));
+		child_try("setsockopt SO_KEEPALIVE",
+		    setsockopt(
+			fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)));
 		close(fd);
 	} else
 		log_warn("proxy selftest: IPv4 socket");
 	memset(&ifc, 0, sizeof(ifc));
 	ifc.ifc_len = sizeof(ifr);
 	ifc.ifc_req = ifr;
-	child_try("ioctl SIOCGIFCONF", ioctl(CHILD_LISTEN_FD, SIOCGIFCONF, &ifc));
-	child_try("open / read-only", fd = open("/", O_RDONLY | O_DIRECTORY |
-	    O_CLOEXEC));
+	child_try(
+	    "ioctl SIOCGIFCONF", ioctl(CHILD_LISTEN_FD, SIOCGIFCONF, &ifc));
+	child_try("open / read-only",
+	    fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
 	if (fd != -1)
 		close(fd);
-	child_try("open a file for writing", fd = open("/ksb-selftest",
-	    O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+	child_try("open a file for writing",
+	    fd = open("/ksb-selftest", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+		0600));
 	if (fd != -1)
 		close(fd);
 	{
 		char *const argv[] = { "ksb-selftest", NULL };
 
-		child_try("execve", execve("/ksb-selftest-none", argv, argv + 1));
+		child_try(
+		    "execve", execve("/ksb-selftest-none", argv, argv + 1));
 	}
 	if ((pid = fork()) == 0)
 		_exit(0);
@@ -661,16 +687,17 @@ child_selftest(void)
 	child_try("executable mapping", p == MAP_FAILED ? -1 : 0);
 	if (p != MAP_FAILED)
 		munmap(p, 4096);
-	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-	    -1, 0);
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p != MAP_FAILED) {
-		child_try("mprotect to executable", mprotect(p, 4096,
-		    PROT_READ | PROT_EXEC));
+		child_try("mprotect to executable",
+		    mprotect(p, 4096, PROT_READ | PROT_EXEC));
 		munmap(p, 4096);
 	} else
 		log_warn("proxy selftest: mmap");
 	child_try("io_uring_setup", (int)syscall(SYS_io_uring_setup, 1, NULL));
-	child_try("memfd_create", fd = (int)syscall(SYS_memfd_create, "ksb", 0));
+	child_try(
+	    "memfd_create", fd = (int)syscall(SYS_memfd_create, "ksb", 0));
 	if (fd != -1)
 		close(fd);
 	/* nobody may be other daemons' user too: no signal to anyone. */
@@ -713,7 +740,7 @@ child_title_set(const char *title)
 
 	(void)prctl(PR_SET_NAME, title, 0, 0, 0);
 	if (child_title_len < tlen + 1)
-		return;		/* no room: comm alone says it */
+		return; /* no room: comm alone says it */
 	memset(program_invocation_name, 0, child_title_len);
 	memcpy(program_invocation_name, title, tlen);
 }
@@ -721,8 +748,8 @@ child_title_set(const char *title)
 void
 child_main(struct gateway *gw, int sock)
 {
-	const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGPIPE,
-		SIGUSR1, SIGUSR2 };
+	const int sigs[] = { SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGPIPE, SIGUSR1,
+		SIGUSR2 };
 	struct event_config *cfg;
 	struct event *ev;
 	char *cause = NULL;
@@ -773,8 +800,8 @@ child_main(struct gateway *gw, int sock)
 		child_selftest();
 	if (proxy_init(gw, &cause) == -1)
 		fatalx("proxy: %s", cause);
-	ev = event_new(gw->base, child_sock, EV_READ | EV_PERSIST,
-	    child_read_cb, NULL);
+	ev = event_new(
+	    gw->base, child_sock, EV_READ | EV_PERSIST, child_read_cb, NULL);
 	if (ev == NULL || event_add(ev, NULL) == -1)
 		fatalx("proxy: event_new");
 	child_read_cb(child_sock, EV_READ, NULL);

@@ -11,7 +11,7 @@
 
 #include "gateway/parse.h"
 
-#define CONNECT_HOST_MAX 255	/* bytes, fits connect_req.host */
+#define CONNECT_HOST_MAX 255 /* bytes, fits connect_req.host */
 
 /* RFC 9110 §5.6.2 tchar */
 static int
@@ -76,11 +76,10 @@ connect_authority(const uint8_t *s, size_t len, struct connect_req *req)
 			if (!connect_is_regname(s[colon]))
 				return -1;
 		if (colon == len)
-			return -1;		/* the port is mandatory */
+			return -1; /* the port is mandatory */
 	}
 	hlen = colon;
-	if (hlen == 0 || hlen > CONNECT_HOST_MAX ||
-	    (s[0] == '[' && hlen == 2))
+	if (hlen == 0 || hlen > CONNECT_HOST_MAX || (s[0] == '[' && hlen == 2))
 		return -1;
 	if (len - colon - 1 < 1 || len - colon - 1 > 5)
 		return -1;
@@ -127,9 +126,8 @@ connect_request_line(const uint8_t *s, size_t len, struct connect_req *req,
 	if (memchr(ver, ' ', vlen) != NULL)
 		return -1;
 	/* HTTP-version = "HTTP/" DIGIT "." DIGIT, case-sensitive */
-	if (vlen != 8 || memcmp(ver, "HTTP/", 5) != 0 ||
-	    ver[5] < '0' || ver[5] > '9' || ver[6] != '.' ||
-	    ver[7] < '0' || ver[7] > '9')
+	if (vlen != 8 || memcmp(ver, "HTTP/", 5) != 0 || ver[5] < '0' ||
+	    ver[5] > '9' || ver[6] != '.' || ver[7] < '0' || ver[7] > '9')
 		return -1;
 	if (mlen != 7 || memcmp(s, "CONNECT", 7) != 0) {
 		*status = 405;
@@ -158,14 +156,14 @@ connect_header(const uint8_t *s, size_t len, int *host)
 	size_t nlen, i;
 
 	if (len == 0 || s[0] == ' ' || s[0] == '\t')
-		return -1;			/* obs-fold (§5.2) */
+		return -1; /* obs-fold (§5.2) */
 	colon = memchr(s, ':', len);
 	if (colon == NULL || colon == s)
 		return -1;
 	nlen = colon - s;
 	for (i = 0; i < nlen; i++)
 		if (!connect_is_tchar(s[i]))
-			return -1;		/* includes space before ':' */
+			return -1; /* includes space before ':' */
 	for (i = nlen + 1; i < len; i++) {
 		/* field-vchar / SP / HTAB / obs-text; no CTLs (§5.5) */
 		if ((s[i] < 0x20 && s[i] != '\t') || s[i] == 0x7f)
@@ -175,7 +173,7 @@ connect_header(const uint8_t *s, size_t len, int *host)
 		return -1;
 	if (connect_ieq(s, nlen, "content-length") ||
 	    connect_ieq(s, nlen, "transfer-encoding"))
-		return -1;			/* CONNECT has no body */
+		return -1; /* CONNECT has no body */
 	return 0;
 }
 
@@ -213,8 +211,8 @@ connect_parse(const uint8_t *buf, size_t len, struct connect_req *req,
 			return CONNECT_INCOMPLETE;
 		}
 		if (nline == 0) {
-			if (connect_request_line(buf, eol, req, status,
-			    reason) != 0)
+			if (connect_request_line(
+				buf, eol, req, status, reason) != 0)
 				return CONNECT_ERROR;
 		} else if (eol == off) {
 			req->head_len = eol + 2;

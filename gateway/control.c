@@ -50,26 +50,26 @@
 #include "policy/policy.h"
 #include "proto/ctl.h"
 
-#define CONTROL_GROUPS_MAX 65536	/* supplementary groups read, max */
+#define CONTROL_GROUPS_MAX 65536 /* supplementary groups read, max */
 /*
  * Local clients cannot exhaust the gateway: peers that may not change
  * anything (LIST only) are capped in number and dropped after
  * CONTROL_IDLE_SEC without a request; admin peers that hold no lease are
  * dropped after the same idle time; lease holders (ksb-run) stay.
  */
-#define CONTROL_UNPRIV_MAX 64		/* concurrent non-admin clients */
-#define CONTROL_IDLE_SEC 10
-#define CONTROL_PAUSE_MS 100		/* listener pause on EMFILE/ENFILE */
+#define CONTROL_UNPRIV_MAX 64 /* concurrent non-admin clients */
+#define CONTROL_IDLE_SEC   10
+#define CONTROL_PAUSE_MS   100 /* listener pause on EMFILE/ENFILE */
 
 struct client {
 	struct bufferevent *bev;
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
-	int admin;		/* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int admin; /* may REGISTER, RESUME, UNREGISTER, RELOAD */
 };
 
-static int control_unpriv;		/* connected non-admin clients */
+static int control_unpriv; /* connected non-admin clients */
 static struct event *control_pause_ev;
 
 static struct gateway *control_gw;
@@ -96,9 +96,8 @@ control_send(struct client *cl, const char *text, int fd)
 	return n == (ssize_t)iov.iov_len ? 0 : -1;
 }
 
-static int
-control_sendf(struct client *cl, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+static int control_sendf(struct client *cl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static int
 control_sendf(struct client *cl, const char *fmt, ...)
@@ -124,7 +123,7 @@ control_unregister(struct instance *inst)
 	char *cause = NULL;
 
 	log_info("unregister %s (%s)", inst->id, inst->tap);
-	privsep_instance_del(inst);	/* its tunnels, in the proxy */
+	privsep_instance_del(inst); /* its tunnels, in the proxy */
 	if (nft_guest_del(inst->tap, inst->mac, inst->addr, &cause) == -1) {
 		log_warnx("unregister %s: %s", inst->id, cause);
 		free(cause);
@@ -183,14 +182,16 @@ control_register(struct client *cl, const char *id, const char *profile)
 		    (long)cl->pid);
 		goto fail;
 	}
-	if (netdev_tap_create(inst->tap, gw->conf->bridge, &inst->tapfd, &cause) == -1)
+	if (netdev_tap_create(
+		inst->tap, gw->conf->bridge, &inst->tapfd, &cause) == -1)
 		goto fail;
 	if (nft_guest_add(inst->tap, inst->mac, inst->addr, &cause) == -1)
 		goto fail;
 	added = 1;
 	registry_mac_str(inst->mac, mac);
 	registry_addr_str(inst->addr, ip);
-	inst->audit_id = audit_register(gw->audit, id, profile, inst->tap, mac, ip);
+	inst->audit_id =
+	    audit_register(gw->audit, id, profile, inst->tap, mac, ip);
 	if (inst->audit_id == -1) {
 		cause_set(&cause, "audit database unavailable");
 		goto fail;
@@ -240,32 +241,38 @@ control_resume(struct client *cl, const char *id, const char *tap)
 
 	inst = util_valid_id(id) ? registry_find_id(id) : NULL;
 	if (inst == NULL || strcmp(inst->tap, tap) != 0) {
-		control_sendf(cl, "ERR no instance `%s' with that tap to "
-		    "resume (unregistered?)\n", util_valid_id(id) ? id : "?");
+		control_sendf(cl,
+		    "ERR no instance `%s' with that tap to "
+		    "resume (unregistered?)\n",
+		    util_valid_id(id) ? id : "?");
 		return;
 	}
 	if (inst->owner != NULL) {
-		control_sendf(cl, "ERR instance %s is held by another "
-		    "connection\n", id);
+		control_sendf(cl,
+		    "ERR instance %s is held by another "
+		    "connection\n",
+		    id);
 		return;
 	}
 	if (cl->pid != inst->owner_pid ||
 	    util_proc_alive(cl->pid, &start) == -1 ||
 	    start != inst->owner_start) {
-		control_sendf(cl, "ERR instance %s was registered by another "
-		    "process (pid %ld)\n", id, (long)inst->owner_pid);
+		control_sendf(cl,
+		    "ERR instance %s was registered by another "
+		    "process (pid %ld)\n",
+		    id, (long)inst->owner_pid);
 		return;
 	}
 	reply = control_lease_reply(inst);
 	if (control_send(cl, reply, -1) == -1) {
 		free(reply);
-		return;		/* still an orphan: the timer will decide */
+		return; /* still an orphan: the timer will decide */
 	}
 	free(reply);
 	inst->owner = cl;
 	inst->resume_by_ms = 0;
-	log_info("resume %s (%s) by pid %ld", inst->id, inst->tap,
-	    (long)cl->pid);
+	log_info(
+	    "resume %s (%s) by pid %ld", inst->id, inst->tap, (long)cl->pid);
 }
 
 static void
@@ -278,10 +285,12 @@ control_list(struct client *cl)
 	size_t n;
 
 	for (i = registry_first(); i != NULL; i = i->next)
-		evbuffer_add_printf(b, "INSTANCE id=%s profile=%s ip=%s mac=%s "
-		    "tap=%s since=%lld\n", i->id, i->profile,
-		    registry_addr_str(i->addr, ip), registry_mac_str(i->mac, mac),
-		    i->tap, (long long)i->since_ms);
+		evbuffer_add_printf(b,
+		    "INSTANCE id=%s profile=%s ip=%s mac=%s "
+		    "tap=%s since=%lld\n",
+		    i->id, i->profile, registry_addr_str(i->addr, ip),
+		    registry_mac_str(i->mac, mac), i->tap,
+		    (long long)i->since_ms);
 	evbuffer_add_printf(b, "END\n");
 	n = evbuffer_get_length(b);
 	text = xmalloc(n + 1);
@@ -311,11 +320,14 @@ control_reload(struct client *cl)
 	if (b == NULL)
 		fatalx("evbuffer_new");
 	if (reload_run(gw, &info, &errors) == 0) {
-		evbuffer_add_printf(b, "OK digest=%s revoked=%d lost=%d "
-		    "ms=%lld\n", policy_digest(gw->policy), info.revoked,
-		    info.lost, (long long)info.ms);
-		for (line = info.notes ? strtok_r(info.notes, "\n", &save) : NULL;
-		    line != NULL; line = strtok_r(NULL, "\n", &save))
+		evbuffer_add_printf(b,
+		    "OK digest=%s revoked=%d lost=%d "
+		    "ms=%lld\n",
+		    policy_digest(gw->policy), info.revoked, info.lost,
+		    (long long)info.ms);
+		for (line = info.notes ? strtok_r(info.notes, "\n", &save) :
+					 NULL;
+		     line != NULL; line = strtok_r(NULL, "\n", &save))
 			evbuffer_add_printf(b, "W %s\n", line);
 		free(info.notes);
 	} else {
@@ -326,12 +338,14 @@ control_reload(struct client *cl)
 		evbuffer_add_printf(b, "ERR %d error%s, policy unchanged\n", n,
 		    n == 1 ? "" : "s");
 		for (line = strtok_r(errors, "\n", &save), n = 0; line != NULL;
-		    line = strtok_r(NULL, "\n", &save), n++)
+		     line = strtok_r(NULL, "\n", &save), n++)
 			if (n < CTL_RELOAD_ERRORS_MAX)
 				evbuffer_add_printf(b, "E %s\n", line);
 		if (n > CTL_RELOAD_ERRORS_MAX)
-			evbuffer_add_printf(b, "E ... and %d more (see the "
-			    "gateway's log)\n", n - CTL_RELOAD_ERRORS_MAX);
+			evbuffer_add_printf(b,
+			    "E ... and %d more (see the "
+			    "gateway's log)\n",
+			    n - CTL_RELOAD_ERRORS_MAX);
 	}
 	evbuffer_add_printf(b, "END\n");
 	bufferevent_write_buffer(cl->bev, b);
@@ -362,7 +376,8 @@ control_words(char *line, char **w, int max)
 	int n = 0;
 	char *save = NULL, *t;
 
-	for (t = strtok_r(line, " ", &save); t != NULL; t = strtok_r(NULL, " ", &save)) {
+	for (t = strtok_r(line, " ", &save); t != NULL;
+	     t = strtok_r(NULL, " ", &save)) {
 		if (n == max)
 			return max + 1;
 		w[n++] = t;
@@ -395,13 +410,16 @@ control_command(struct client *cl, char *line)
 	}
 	if (!cl->admin) {
 		if (gw->conf->control_group != NULL)
-			control_sendf(cl, "ERR permission denied: %s needs root "
-			    "or group `%s' (you are uid %ld gid %ld)\n", w[0],
-			    gw->conf->control_group, (long)cl->uid,
+			control_sendf(cl,
+			    "ERR permission denied: %s needs root "
+			    "or group `%s' (you are uid %ld gid %ld)\n",
+			    w[0], gw->conf->control_group, (long)cl->uid,
 			    (long)cl->gid);
 		else
-			control_sendf(cl, "ERR permission denied: %s needs root "
-			    "(you are uid %ld)\n", w[0], (long)cl->uid);
+			control_sendf(cl,
+			    "ERR permission denied: %s needs root "
+			    "(you are uid %ld)\n",
+			    w[0], (long)cl->uid);
 		log_info("control: %s refused to uid %ld pid %ld", w[0],
 		    (long)cl->uid, (long)cl->pid);
 		return;
@@ -413,7 +431,8 @@ control_command(struct client *cl, char *line)
 	else if (strcmp(w[0], "UNREGISTER") == 0 && n == 2) {
 		inst = registry_find_id(w[1]);
 		if (inst == NULL || inst->owner != cl)
-			control_sendf(cl, "ERR no instance `%s' on this connection\n",
+			control_sendf(cl,
+			    "ERR no instance `%s' on this connection\n",
 			    util_valid_id(w[1]) ? w[1] : "?");
 		else {
 			control_unregister(inst);
@@ -422,7 +441,8 @@ control_command(struct client *cl, char *line)
 	} else if (strcmp(w[0], "RELOAD") == 0 && n == 1)
 		control_reload(cl);
 	else
-		control_sendf(cl, "ERR wrong number of arguments to %s\n", w[0]);
+		control_sendf(
+		    cl, "ERR wrong number of arguments to %s\n", w[0]);
 }
 
 static void
@@ -436,7 +456,8 @@ control_read_cb(struct bufferevent *bev, void *arg)
 	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF)) != NULL) {
 		if (n > CTL_LINE_MAX || memchr(line, '\0', n) != NULL) {
 			free(line);
-			control_sendf(cl, "ERR request too long or malformed\n");
+			control_sendf(
+			    cl, "ERR request too long or malformed\n");
 			control_client_free(cl);
 			return;
 		}
@@ -491,9 +512,11 @@ control_peer_admin(int fd, const struct ucred *cred)
 		return 1;
 	for (;;) {
 		groups = xrealloc(groups, len);
-		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) == 0)
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) ==
+		    0)
 			break;
-		if (errno != ERANGE || len > CONTROL_GROUPS_MAX * sizeof(gid_t)) {
+		if (errno != ERANGE ||
+		    len > CONTROL_GROUPS_MAX * sizeof(gid_t)) {
 			log_warn("control: SO_PEERGROUPS");
 			len = 0;
 			break;
@@ -527,11 +550,12 @@ control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	if (!cl->admin && control_unpriv >= CONTROL_UNPRIV_MAX) {
 		static int64_t last_ms;
 		const char *busy = "ERR too many connections from unprivileged "
-		    "users; try again\n";
+				   "users; try again\n";
 
 		if (util_mono_ms() - last_ms > 1000) {
 			log_warnx("control: refusing uid %ld: %d unprivileged "
-			    "clients connected", (long)cred.uid, control_unpriv);
+				  "clients connected",
+			    (long)cred.uid, control_unpriv);
 			last_ms = util_mono_ms();
 		}
 		(void)send(fd, busy, strlen(busy), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -541,7 +565,8 @@ control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	}
 	if (!cl->admin)
 		control_unpriv++;
-	cl->bev = bufferevent_socket_new(control_gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	cl->bev =
+	    bufferevent_socket_new(control_gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (cl->bev == NULL)
 		fatalx("bufferevent_socket_new");
 	bufferevent_setcb(cl->bev, control_read_cb, NULL, control_event_cb, cl);
@@ -590,10 +615,10 @@ control_resume_cb(evutil_socket_t fd, short what, void *arg)
 		if (i->owner != NULL)
 			continue;
 		if (i->resume_by_ms <= now) {
-			log_info("instance %s was not resumed in %d s",
-			    i->id, CONTROL_RESUME_GRACE_MS / 1000);
+			log_info("instance %s was not resumed in %d s", i->id,
+			    CONTROL_RESUME_GRACE_MS / 1000);
 			control_unregister(i);
-			next = registry_first();	/* list changed */
+			next = registry_first(); /* list changed */
 		} else if (first == 0 || i->resume_by_ms < first)
 			first = i->resume_by_ms;
 	}
@@ -619,12 +644,11 @@ control_tap_listed(char (*taps)[16], size_t ntaps, const char *tap)
  * liveness, taps, the nftables guests) built and committed together, all
  * or nothing. */
 int
-control_reconcile(struct gateway *gw, const struct nft_params *np,
-    char **cause)
+control_reconcile(struct gateway *gw, const struct nft_params *np, char **cause)
 {
 	struct instance *rows = NULL, *inst;
 	struct nft_guest *guests = NULL;
-	char (*taps)[16] = NULL, *path = NULL, *why = NULL;
+	char(*taps)[16] = NULL, *path = NULL, *why = NULL;
 	const char *reason;
 	size_t nrows = 0, ntaps = 0, ng = 0, i;
 	uint64_t start;
@@ -668,8 +692,9 @@ control_reconcile(struct gateway *gw, const struct nft_params *np,
 		guests[ng].addr = inst->addr;
 		ng++;
 		log_info("re-adopted instance %s (%s), waiting %d s for its "
-		    "ksb-run (pid %ld) to resume", inst->id, inst->tap,
-		    CONTROL_RESUME_GRACE_MS / 1000, (long)inst->owner_pid);
+			 "ksb-run (pid %ld) to resume",
+		    inst->id, inst->tap, CONTROL_RESUME_GRACE_MS / 1000,
+		    (long)inst->owner_pid);
 	}
 
 	/* Both tables, with exactly the re-adopted guests: one batch. */
@@ -722,7 +747,8 @@ control_init(struct gateway *gw, char **cause)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof(sun.sun_path))
-		return cause_set(cause, "control-socket: path too long: `%s'", path);
+		return cause_set(
+		    cause, "control-socket: path too long: `%s'", path);
 	strcpy(sun.sun_path, path);
 	dir = xstrdup(path);
 	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
@@ -736,20 +762,24 @@ control_init(struct gateway *gw, char **cause)
 	free(dir);
 	/* A live socket means another gateway; a dead one is stale. */
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd != -1 && connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+	if (fd != -1 &&
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
 		close(fd);
-		return cause_set(cause, "%s: another ksb-gatewayd is running", path);
+		return cause_set(
+		    cause, "%s: another ksb-gatewayd is running", path);
 	}
 	if (fd != -1)
 		close(fd);
 	unlink(path);
-	control_listener = evconnlistener_new_bind(gw->base, control_accept_cb, gw,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
+	control_listener = evconnlistener_new_bind(gw->base, control_accept_cb,
+	    gw, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
 	    (struct sockaddr *)&sun, sizeof(sun));
 	if (control_listener == NULL)
 		return cause_set(cause, "%s: %s", path, strerror(errno));
-	evconnlistener_set_error_cb(control_listener, control_listener_error_cb);
-	control_pause_ev = evtimer_new(gw->base, control_resume_listener_cb, NULL);
+	evconnlistener_set_error_cb(
+	    control_listener, control_listener_error_cb);
+	control_pause_ev =
+	    evtimer_new(gw->base, control_resume_listener_cb, NULL);
 	if (control_pause_ev == NULL)
 		fatalx("evtimer_new");
 	/* Everyone may connect (LIST); privileged requests check SO_PEERCRED. */

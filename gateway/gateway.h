@@ -27,14 +27,14 @@ struct ksb_conf;
 
 struct gateway {
 	struct ksb_conf *conf;
-	struct policy *policy;		/* current policy; swapped on reload */
+	struct policy *policy; /* current policy; swapped on reload */
 	struct audit *audit;
 	struct resolve *resolve;
 	struct event_base *base;
-	struct sockaddr_storage own[4];	/* the gateway's own addresses */
+	struct sockaddr_storage own[4]; /* the gateway's own addresses */
 	size_t nown;
-	int proxy_fd;			/* the listening socket (parent-bound) */
-	int selftest;			/* -T: the proxy process tries what its
+	int proxy_fd; /* the listening socket (parent-bound) */
+	int selftest; /* -T: the proxy process tries what its
 					   sandbox forbids and logs the result */
 };
 
@@ -46,10 +46,10 @@ struct policy_bytes;
 
 /* What a successful reload did, for the admin (ksbctl reload). */
 struct reload_info {
-	int revoked;			/* tunnels closed as "revoked" */
-	int lost;			/* instances whose profile disappeared */
-	int64_t ms;			/* parse + swap, milliseconds */
-	char *notes;			/* malloc'd lines, or NULL: settings that
+	int revoked; /* tunnels closed as "revoked" */
+	int lost;    /* instances whose profile disappeared */
+	int64_t ms;  /* parse + swap, milliseconds */
+	char *notes; /* malloc'd lines, or NULL: settings that
 					   need a restart, instances left
 					   without a profile */
 };
@@ -91,24 +91,24 @@ char *reload_files(const struct ksb_conf *conf, const struct policy *p);
  * locked) audit_available() turns 0 until a retry (every second) succeeds;
  * queued records are kept (up to AUDIT_BACKLOG_MAX) and written then.
  */
-#define AUDIT_BACKLOG_MAX 100000	/* queued records kept while down */
+#define AUDIT_BACKLOG_MAX 100000 /* queued records kept while down */
 
 struct event_base;
 struct audit_wait;
 struct audit_row {
-	const char *instance;		/* NULL: unknown source */
+	const char *instance; /* NULL: unknown source */
 	const char *profile;
-	const char *client_addr;	/* text */
+	const char *client_addr; /* text */
 	int client_port;
-	const char *host;		/* raw or normalised; escaped on write */
-	int port;			/* 0: unknown */
+	const char *host; /* raw or normalised; escaped on write */
+	int port;	  /* 0: unknown */
 	const char *sni;
 	const char *upstream_addr;
 	int upstream_port;
-	int allow;			/* 1 allow, 0 deny */
-	const char *reason;		/* fixed vocabulary, see ksb-audit(5) */
+	int allow;	    /* 1 allow, 0 deny */
+	const char *reason; /* fixed vocabulary, see ksb-audit(5) */
 	const char *policy_digest;
-	int64_t ts_ms;			/* 0: now */
+	int64_t ts_ms; /* 0: now */
 };
 /* Called from the loop once an allowed row is committed (ok 1) or can
  * never be (ok 0: the batch failed; nothing may be relayed). */
@@ -121,8 +121,8 @@ typedef void (*audit_done_cb)(int ok, void *arg);
  * leaves the audit unavailable (logged) and is retried; -1 and *cause
  * only for a schema newer than this build.
  */
-int audit_open(const char *path, int64_t retention_s, struct audit **out,
-    char **cause);
+int audit_open(
+    const char *path, int64_t retention_s, struct audit **out, char **cause);
 /* Start the writer thread and its wakeup event on base.  0 or -1. */
 int audit_start(struct audit *, struct event_base *base, char **cause);
 /* Flush every queued record (bounded: one attempt if the database is
@@ -151,8 +151,8 @@ int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
 int audit_policy(struct audit *, const char *digest, int ok, const char *files,
     const char *errors);
 /* Registration records: returns the row id or -1; unregister closes it. */
-int64_t audit_register(struct audit *, const char *instance, const char *profile,
-    const char *tap, const char *mac, const char *ip);
+int64_t audit_register(struct audit *, const char *instance,
+    const char *profile, const char *tap, const char *mac, const char *ip);
 int audit_unregister(struct audit *, int64_t id);
 
 /* ---- registry.c ------------------------------------------------------------
@@ -164,30 +164,30 @@ struct instance {
 	char profile[65];
 	char tap[16];
 	uint8_t mac[6];
-	uint32_t addr;			/* guest IPv4, network order */
-	int tapfd;			/* the gateway's copy, -1 if none */
+	uint32_t addr; /* guest IPv4, network order */
+	int tapfd;     /* the gateway's copy, -1 if none */
 	int64_t since_ms;
-	int64_t audit_id;		/* registrations row */
-	void *owner;			/* the control connection holding the lease,
+	int64_t audit_id;     /* registrations row */
+	void *owner;	      /* the control connection holding the lease,
 					   NULL while re-adopted and not resumed */
-	pid_t owner_pid;		/* the ksb-run holding it (SO_PEERCRED) */
-	uint64_t owner_start;		/* its start time, /proc/<pid>/stat */
-	int64_t resume_by_ms;		/* owner NULL: unregistered at this
+	pid_t owner_pid;      /* the ksb-run holding it (SO_PEERCRED) */
+	uint64_t owner_start; /* its start time, /proc/<pid>/stat */
+	int64_t resume_by_ms; /* owner NULL: unregistered at this
 					   monotonic time unless resumed */
 	/* proxy.c's per-instance limits (zero at registration) */
-	int px_conns;			/* open proxy connections */
-	int64_t px_tokens;		/* rate bucket, milli-connections */
-	int64_t px_tokens_ms;		/* last refill, monotonic ms */
-	int64_t px_refused_sec;		/* second of the last refusal row */
-	int px_refused_rows;		/* refusal rows in that second */
-	int px_refused_quiet;		/* refusals not audited since */
+	int px_conns;		/* open proxy connections */
+	int64_t px_tokens;	/* rate bucket, milli-connections */
+	int64_t px_tokens_ms;	/* last refill, monotonic ms */
+	int64_t px_refused_sec; /* second of the last refusal row */
+	int px_refused_rows;	/* refusal rows in that second */
+	int px_refused_quiet;	/* refusals not audited since */
 	struct instance *next;
 };
 /* Set the address pool: the bridge network minus the gateway's address. */
 void registry_init(uint32_t bridge_addr, int prefix);
 /* Allocate address, MAC and tap name.  NULL and *cause if full or taken. */
-struct instance *registry_add(const char *id, const char *profile, void *owner,
-    char **cause);
+struct instance *registry_add(
+    const char *id, const char *profile, void *owner, char **cause);
 /*
  * Re-adopt a registration read back from the state database (its address,
  * MAC and tap kept; owner NULL).  NULL and *cause if its ID or address is
@@ -215,7 +215,8 @@ int control_init(struct gateway *, char **cause);
  * within CONTROL_RESUME_GRACE_MS.  0 or -1 and *cause.
  */
 #define CONTROL_RESUME_GRACE_MS 10000
-int control_reconcile(struct gateway *, const struct nft_params *, char **cause);
+int control_reconcile(
+    struct gateway *, const struct nft_params *, char **cause);
 /*
  * Exit: close the control socket and the gateway's tap fds, but keep the
  * registrations, their taps (QEMU holds them) and set elements for the
@@ -242,12 +243,12 @@ int state_load(struct state *, struct instance **out, size_t *n, char **cause);
  */
 struct resolve_req;
 /* addrs: array of n IPv4/IPv6 socket addresses, valid during the call. */
-typedef void (*resolve_cb)(int err, const struct sockaddr_storage *addrs,
-    size_t n, void *arg);
+typedef void (*resolve_cb)(
+    int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
 int resolve_init(struct gateway *, char **cause);
 void resolve_shutdown(struct gateway *);
-struct resolve_req *resolve_start(struct gateway *, const char *host,
-    resolve_cb cb, void *arg);
+struct resolve_req *resolve_start(
+    struct gateway *, const char *host, resolve_cb cb, void *arg);
 /* Cancel: the callback will not run.  NULL-safe. */
 void resolve_cancel(struct resolve_req *);
 
@@ -257,7 +258,7 @@ void resolve_cancel(struct resolve_req *);
  * its audit requests into audit.c calls and tells it about instances,
  * policies and the host's addresses.
  */
-struct policy_bytes {			/* the policy files as read */
+struct policy_bytes { /* the policy files as read */
 	char **names;
 	char **texts;
 	size_t *lens;

@@ -94,7 +94,8 @@ gateway_nofile(void)
 		(void)getrlimit(RLIMIT_NOFILE, &rl);
 	}
 	if (rl.rlim_cur < GATEWAY_NOFILE_MIN) {
-		fprintf(stderr, "ksb-gatewayd: RLIMIT_NOFILE is %llu: at least "
+		fprintf(stderr,
+		    "ksb-gatewayd: RLIMIT_NOFILE is %llu: at least "
 		    "%d descriptors are needed (raise `ulimit -n', or "
 		    "LimitNOFILE= in the systemd unit)\n",
 		    (unsigned long long)rl.rlim_cur, GATEWAY_NOFILE_MIN);
@@ -123,18 +124,20 @@ gateway_lock_one(int k, const char *path, const char *what)
 	int fd;
 
 	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-	    0600)) == -1) {
-		fprintf(stderr, "ksb-gatewayd: %s: %s\n", path, strerror(errno));
+		 0600)) == -1) {
+		fprintf(
+		    stderr, "ksb-gatewayd: %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
 		n = pread(fd, buf, sizeof(buf) - 1, 0);
 		buf[n > 0 ? n : 0] = '\0';
 		buf[strcspn(buf, "\n")] = '\0';
-		fprintf(stderr, "ksb-gatewayd: another ksb-gatewayd (pid %s) "
+		fprintf(stderr,
+		    "ksb-gatewayd: another ksb-gatewayd (pid %s) "
 		    "uses %s (%s is locked): stop it first, or give this one "
-		    "its own state-dir and audit-db\n", buf[0] ? buf : "?",
-		    what, path);
+		    "its own state-dir and audit-db\n",
+		    buf[0] ? buf : "?", what, path);
 		close(fd);
 		return -1;
 	}
@@ -175,7 +178,8 @@ gateway_lock_pid(void)
 	for (k = 0; k < 2; k++)
 		if (gateway_lock_fds[k] != -1 &&
 		    (ftruncate(gateway_lock_fds[k], 0) == -1 ||
-		    pwrite(gateway_lock_fds[k], buf, (size_t)len, 0) != len))
+			pwrite(gateway_lock_fds[k], buf, (size_t)len, 0) !=
+			    len))
 			log_warn("lock file");
 }
 
@@ -191,9 +195,10 @@ gateway_listen(struct gateway *gw, char **cause)
 	sin.sin_addr.s_addr = gw->conf->bridge_addr;
 	sin.sin_port = htons(gw->conf->proxy_port);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd == -1 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
-	    sizeof(one)) == -1 || bind(fd, (struct sockaddr *)&sin,
-	    sizeof(sin)) == -1 || listen(fd, 4096) == -1) {
+	if (fd == -1 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
+	    listen(fd, 4096) == -1) {
 		cause_set(cause, "listen on %s:%u: %s", inet_ntoa(sin.sin_addr),
 		    gw->conf->proxy_port, strerror(errno));
 		if (fd != -1)
@@ -243,19 +248,35 @@ gateway_options(int argc, char **argv, struct gateway_opts *o)
 
 	memset(o, 0, sizeof(*o));
 	o->conffile = conf_default_path();
-	while ((ch = getopt_long(argc, argv, "df:hnTv", longopts, NULL)) != -1) {
+	while (
+	    (ch = getopt_long(argc, argv, "df:hnTv", longopts, NULL)) != -1) {
 		switch (ch) {
-		case 'd': o->foreground = 1; break;
-		case 'f': o->conffile = optarg; break;
-		case 'n': o->check = 1; break;
-		case 'T': o->selftest = 1; break;
-		case 'v': o->verbose++; break;
-		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		case 'd':
+			o->foreground = 1;
+			break;
+		case 'f':
+			o->conffile = optarg;
+			break;
+		case 'n':
+			o->check = 1;
+			break;
+		case 'T':
+			o->selftest = 1;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, "ksb-gatewayd: unexpected argument `%s'\n", argv[optind]);
+		fprintf(stderr, "ksb-gatewayd: unexpected argument `%s'\n",
+		    argv[optind]);
 		usage(stderr);
 		return 2;
 	}
@@ -274,7 +295,7 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 	char *cause = NULL, *files;
 
 	if (netdev_bridge_ensure(gw->conf->bridge, gw->conf->bridge_addr,
-	    gw->conf->bridge_prefix, &cause) == -1)
+		gw->conf->bridge_prefix, &cause) == -1)
 		fatalx("%s", cause);
 	memset(np, 0, sizeof(*np));
 	np->bridge = gw->conf->bridge;
@@ -289,7 +310,7 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 	if (util_mkdirs(gw->conf->state_dir, 0700) == -1)
 		fatal("%s", gw->conf->state_dir);
 	if (audit_open(gw->conf->audit_db, gw->conf->audit_retention,
-	    &gw->audit, &cause) == -1)
+		&gw->audit, &cause) == -1)
 		fatalx("audit: %s", cause);
 	files = reload_files(gw->conf, gw->policy);
 	audit_policy(gw->audit, policy_digest(gw->policy), 1, files, NULL);
@@ -324,13 +345,14 @@ gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
 	    privsep_init(gw, &cause) == -1 || control_init(gw, &cause) == -1)
 		fatalx("%s", cause);
 	for (i = 0; i < nsigs; i++) {
-		sigs[i] = evsignal_new(gw->base, signums[i], gateway_signal_cb, gw);
+		sigs[i] =
+		    evsignal_new(gw->base, signums[i], gateway_signal_cb, gw);
 		if (sigs[i] == NULL || evsignal_add(sigs[i], NULL) == -1)
 			fatalx("evsignal_new");
 	}
 	log_info("ready: bridge %s %s/%d, proxy port %u, control %s, "
-	    "policy %s", gw->conf->bridge,
-	    registry_addr_str(gw->conf->bridge_addr, a),
+		 "policy %s",
+	    gw->conf->bridge, registry_addr_str(gw->conf->bridge_addr, a),
 	    gw->conf->bridge_prefix, gw->conf->proxy_port,
 	    gw->conf->control_socket, policy_digest(gw->policy));
 }

@@ -62,8 +62,8 @@ msg_fd_attach(struct msghdr *m, union msg_fd_buf *u, int fd)
 }
 
 int
-msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
-    size_t len, int fd)
+msg_send(int sock, uint16_t type, uint32_t id, const void *payload, size_t len,
+    int fd)
 {
 	struct msg_hdr h;
 	struct iovec iov[2];
@@ -134,7 +134,8 @@ msg_fds_close(struct msghdr *m)
 			continue;
 		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
 		for (i = 0; i < n; i++) {
-			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			memcpy(
+			    &fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
 			close(fd);
 		}
 	}
@@ -170,11 +171,12 @@ msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
 	if (n == -1)
 		return -1;
 	for (cm = CMSG_FIRSTHDR(&m); cm != NULL; cm = CMSG_NXTHDR(&m, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_RIGHTS &&
 		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && got == -1)
 			memcpy(&got, CMSG_DATA(cm), sizeof(int));
 		else
-			goto bad;	/* more descriptors, or anything else */
+			goto bad; /* more descriptors, or anything else */
 	}
 	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
 		goto bad;

@@ -18,24 +18,24 @@
 #define MSG_PAYLOAD_MAX 4096
 struct msg_hdr {
 	uint16_t type;
-	uint16_t len;			/* payload bytes after the header */
+	uint16_t len; /* payload bytes after the header */
 	uint32_t id;
 };
 enum msg_type {
 	/* parent -> proxy */
-	MSG_INSTANCE_ADD = 1,		/* struct msg_instance */
-	MSG_INSTANCE_DEL,		/* struct msg_instance (addr, id) */
-	MSG_POLICY,			/* struct msg_policy + a memfd */
-	MSG_OWN_ADDRS,			/* struct msg_addrs */
-	MSG_AUDIT_STATE,		/* struct msg_int: audit available */
-	MSG_AUDIT_COMMITTED,		/* id: the decision's; msg_int: ok */
-	MSG_SHUTDOWN,			/* empty */
+	MSG_INSTANCE_ADD = 1, /* struct msg_instance */
+	MSG_INSTANCE_DEL,     /* struct msg_instance (addr, id) */
+	MSG_POLICY,	      /* struct msg_policy + a memfd */
+	MSG_OWN_ADDRS,	      /* struct msg_addrs */
+	MSG_AUDIT_STATE,      /* struct msg_int: audit available */
+	MSG_AUDIT_COMMITTED,  /* id: the decision's; msg_int: ok */
+	MSG_SHUTDOWN,	      /* empty */
 	/* proxy -> parent */
-	MSG_AUDIT_DECISION = 64,	/* struct msg_row; id != 0: allowed,
+	MSG_AUDIT_DECISION = 64, /* struct msg_row; id != 0: allowed,
 					   answer with MSG_AUDIT_COMMITTED */
-	MSG_AUDIT_CLOSE,		/* id: the decision's; struct msg_close */
-	MSG_POLICY_DONE,		/* struct msg_int: tunnels revoked */
-	MSG_FATAL,			/* struct msg_fatal: its last words
+	MSG_AUDIT_CLOSE,	 /* id: the decision's; struct msg_close */
+	MSG_POLICY_DONE,	 /* struct msg_int: tunnels revoked */
+	MSG_FATAL,		 /* struct msg_fatal: its last words
 					   before _exit */
 };
 struct msg_int {
@@ -52,24 +52,24 @@ struct msg_instance {
 struct msg_addrs {
 	uint32_t n;
 	struct {
-		uint8_t family;		/* AF_INET, AF_INET6 */
+		uint8_t family; /* AF_INET, AF_INET6 */
 		uint8_t addr[16];
 	} a[MSG_ADDRS_MAX];
 };
 struct msg_policy {
-	int32_t live[CONF_LIVE_NINTS];	/* the live settings: conf_live_get */
+	int32_t live[CONF_LIVE_NINTS]; /* the live settings: conf_live_get */
 	uint32_t nfiles;
-	uint64_t size;			/* bytes of the memfd: per file
+	uint64_t size; /* bytes of the memfd: per file
 					   u32 name length, name, u64 text
 					   length, text */
 };
-#define MSG_ROW_NULL_INSTANCE	0x01
-#define MSG_ROW_NULL_HOST	0x02
-#define MSG_ROW_NULL_UPSTREAM	0x04
-#define MSG_ROW_NULL_DIGEST	0x08
-#define MSG_ROW_NULL_SNI	0x10
+#define MSG_ROW_NULL_INSTANCE 0x01
+#define MSG_ROW_NULL_HOST     0x02
+#define MSG_ROW_NULL_UPSTREAM 0x04
+#define MSG_ROW_NULL_DIGEST   0x08
+#define MSG_ROW_NULL_SNI      0x10
 struct msg_row {
-	uint32_t nulls;			/* MSG_ROW_NULL_* */
+	uint32_t nulls; /* MSG_ROW_NULL_* */
 	int32_t client_port, port, upstream_port, allow;
 	char instance[33];
 	char profile[65];
@@ -83,12 +83,12 @@ struct msg_row {
 struct msg_close {
 	uint64_t up, down;
 	int64_t duration_ms;
-	int32_t forget;			/* 1: no close record, drop the row */
+	int32_t forget; /* 1: no close record, drop the row */
 	char reason[48];
 };
 #define MSG_FATAL_MAX 240
 struct msg_fatal {
-	char text[MSG_FATAL_MAX];	/* NUL-terminated; untrusted */
+	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */
 };
 /*
  * msg_send: one message (payload len <= MSG_PAYLOAD_MAX), with fd >= 0
@@ -111,8 +111,7 @@ int msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd);
  * No I/O.  0 and *hdr filled (a known type, its exact payload size, a
  * descriptor with MSG_POLICY only), or -1 and errno EBADMSG.
  */
-int msg_parse(const uint8_t *buf, size_t len, int has_fd,
-    struct msg_hdr *hdr);
+int msg_parse(const uint8_t *buf, size_t len, int has_fd, struct msg_hdr *hdr);
 /*
  * Per-type payload checks, after msg_parse: every string NUL-terminated
  * within its field, flags and counts in range.  0 valid, -1 not.

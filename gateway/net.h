@@ -14,7 +14,7 @@
  */
 struct nft_params {
 	const char *bridge;	/* bridge name, e.g. "ksb0" */
-	const char *tap_prefix;	/* tap names start with this, e.g. "ksbt" */
+	const char *tap_prefix; /* tap names start with this, e.g. "ksbt" */
 	uint32_t bridge_addr;	/* gateway address on the bridge */
 	uint16_t proxy_port;	/* host order */
 };
@@ -24,7 +24,7 @@ struct nft_guest {
 	uint8_t mac[6];
 	uint32_t addr;
 };
-#define NFT_GUESTS_MAX 1024	/* guests in one nft_setup batch */
+#define NFT_GUESTS_MAX 1024 /* guests in one nft_setup batch */
 /*
  * Replace both tables atomically (delete + create in one batch), with the
  * sets holding guests g[0..n).  0 or -1 and *cause.
@@ -32,8 +32,10 @@ struct nft_guest {
 int nft_setup(const struct nft_params *p, const struct nft_guest *g, size_t n,
     char **cause);
 /* Add / remove one guest (tap name, MAC, IPv4) to every set, one batch. */
-int nft_guest_add(const char *tap, const uint8_t mac[6], uint32_t addr, char **cause);
-int nft_guest_del(const char *tap, const uint8_t mac[6], uint32_t addr, char **cause);
+int nft_guest_add(
+    const char *tap, const uint8_t mac[6], uint32_t addr, char **cause);
+int nft_guest_del(
+    const char *tap, const uint8_t mac[6], uint32_t addr, char **cause);
 /*
  * The batches nft_setup and nft_guest_add (add 1) / nft_guest_del (add 0)
  * send, built but not sent (unit tests): *buf (caller frees) holds *len
@@ -53,13 +55,15 @@ int nft_teardown(char **cause);
  * Create the bridge if missing (STP off, IPv6 off), set addr/prefix, remove
  * every other address from it, bring it up.
  */
-int netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause);
+int netdev_bridge_ensure(
+    const char *name, uint32_t addr, int prefix, char **cause);
 /*
  * Create tap `name` (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR, <= 15 bytes), IPv6
  * off, enslave it to `bridge` and bring it up.  *fd receives the tap fd
  * (O_CLOEXEC); the tap disappears when the last fd to it is closed.
  */
-int netdev_tap_create(const char *name, const char *bridge, int *fd, char **cause);
+int netdev_tap_create(
+    const char *name, const char *bridge, int *fd, char **cause);
 /* Delete a link by name; 0 if it did not exist. */
 int netdev_link_del(const char *name, char **cause);
 /*
@@ -67,8 +71,7 @@ int netdev_link_del(const char *name, char **cause);
  * gets *n names of up to 15 bytes.  0 (none if the bridge is missing) or
  * -1 and *cause.
  */
-int netdev_taps_on_bridge(const char *bridge, char (**names)[16], size_t *n,
-    char **cause);
-
+int netdev_taps_on_bridge(
+    const char *bridge, char (**names)[16], size_t *n, char **cause);
 
 #endif

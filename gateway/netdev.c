@@ -30,32 +30,32 @@
 #include "common/common.h"
 #include "gateway/net.h"
 
-#define NETDEV_RECV_TIMEOUT	10	/* seconds */
-#define NETDEV_KIND_MAX		32
+#define NETDEV_RECV_TIMEOUT 10 /* seconds */
+#define NETDEV_KIND_MAX	    32
 
 struct rtnl {
-	struct mnl_socket	*nl;
-	uint32_t		 portid;
-	uint32_t		 seq;
-	char			*buf;		/* MNL_SOCKET_BUFFER_SIZE */
-	char			 msg[256];	/* last extended ACK message */
+	struct mnl_socket *nl;
+	uint32_t portid;
+	uint32_t seq;
+	char *buf;     /* MNL_SOCKET_BUFFER_SIZE */
+	char msg[256]; /* last extended ACK message */
 };
 
 struct link_info {
-	int		 index;
-	unsigned int	 flags;
-	uint32_t	 master;
-	char		 kind[NETDEV_KIND_MAX];
+	int index;
+	unsigned int flags;
+	uint32_t master;
+	char kind[NETDEV_KIND_MAX];
 };
 
 /* libmnl passes one data pointer to both the reply and the ACK callbacks. */
 struct rtnl_ack {
-	int		 done;
-	int		 error;		/* negative errno or 0 */
-	char		*msg;
-	size_t		 msgsz;
-	mnl_cb_t	 cb;		/* replies, or NULL */
-	void		*data;
+	int done;
+	int error; /* negative errno or 0 */
+	char *msg;
+	size_t msgsz;
+	mnl_cb_t cb; /* replies, or NULL */
+	void *data;
 };
 
 /*
@@ -66,8 +66,8 @@ struct rtnl_ack {
 static int
 ifname_valid(const char *name)
 {
-	const unsigned char	*s;
-	size_t			 len;
+	const unsigned char *s;
+	size_t len;
 
 	if (name == NULL)
 		return 0;
@@ -89,19 +89,20 @@ ifname_valid(const char *name)
 static int
 rtnl_open(struct rtnl *r, char **cause)
 {
-	struct timeval	tv = { NETDEV_RECV_TIMEOUT, 0 };
-	int		one = 1;
+	struct timeval tv = { NETDEV_RECV_TIMEOUT, 0 };
+	int one = 1;
 
 	memset(r, 0, sizeof(*r));
 	r->nl = mnl_socket_open2(NETLINK_ROUTE, SOCK_CLOEXEC);
 	if (r->nl == NULL)
-		return cause_set(cause, "rtnetlink socket: %s", strerror(errno));
+		return cause_set(
+		    cause, "rtnetlink socket: %s", strerror(errno));
 	if (mnl_socket_bind(r->nl, 0, MNL_SOCKET_AUTOPID) == -1) {
 		cause_set(cause, "rtnetlink bind: %s", strerror(errno));
 		goto fail;
 	}
 	if (setsockopt(mnl_socket_get_fd(r->nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
-	    sizeof(tv)) == -1) {
+		sizeof(tv)) == -1) {
 		cause_set(cause, "rtnetlink SO_RCVTIMEO: %s", strerror(errno));
 		goto fail;
 	}
@@ -131,7 +132,7 @@ rtnl_close(struct rtnl *r)
 static int
 rtnl_ack_attr_cb(const struct nlattr *attr, void *data)
 {
-	struct rtnl_ack	*a = data;
+	struct rtnl_ack *a = data;
 
 	if (mnl_attr_get_type(attr) == NLMSGERR_ATTR_MSG &&
 	    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0)
@@ -142,9 +143,9 @@ rtnl_ack_attr_cb(const struct nlattr *attr, void *data)
 static int
 rtnl_ack_cb(const struct nlmsghdr *nlh, void *data)
 {
-	struct rtnl_ack		*a = data;
-	const struct nlmsgerr	*err;
-	size_t			 off;
+	struct rtnl_ack *a = data;
+	const struct nlmsgerr *err;
+	size_t off;
 
 	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*err))) {
 		errno = EBADMSG;
@@ -166,7 +167,7 @@ rtnl_ack_cb(const struct nlmsghdr *nlh, void *data)
 static int
 rtnl_reply_cb(const struct nlmsghdr *nlh, void *data)
 {
-	struct rtnl_ack	*a = data;
+	struct rtnl_ack *a = data;
 
 	return a->cb != NULL ? a->cb(nlh, a->data) : MNL_CB_OK;
 }
@@ -179,10 +180,10 @@ rtnl_reply_cb(const struct nlmsghdr *nlh, void *data)
 static int
 rtnl_talk(struct rtnl *r, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 {
-	struct rtnl_ack	 a;
-	mnl_cb_t	 ctl[NLMSG_MIN_TYPE] = { 0 };
-	ssize_t		 n;
-	int		 ret;
+	struct rtnl_ack a;
+	mnl_cb_t ctl[NLMSG_MIN_TYPE] = { 0 };
+	ssize_t n;
+	int ret;
 
 	r->msg[0] = '\0';
 	nlh->nlmsg_flags |= NLM_F_REQUEST | NLM_F_ACK;
@@ -215,8 +216,8 @@ rtnl_talk(struct rtnl *r, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 static int
 rtnl_dump(struct rtnl *r, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 {
-	ssize_t	n;
-	int	ret;
+	ssize_t n;
+	int ret;
 
 	r->msg[0] = '\0';
 	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
@@ -227,8 +228,8 @@ rtnl_dump(struct rtnl *r, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 		n = mnl_socket_recvfrom(r->nl, r->buf, MNL_SOCKET_BUFFER_SIZE);
 		if (n == -1)
 			return errno == EAGAIN ? -ETIMEDOUT : -errno;
-		ret = mnl_cb_run(r->buf, (size_t)n, r->seq, r->portid, cb,
-		    data);
+		ret =
+		    mnl_cb_run(r->buf, (size_t)n, r->seq, r->portid, cb, data);
 		if (ret == MNL_CB_ERROR)
 			return errno != 0 ? -errno : -EPROTO;
 		if (ret == MNL_CB_STOP)
@@ -238,8 +239,8 @@ rtnl_dump(struct rtnl *r, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 
 /* "<what> `<name>': <strerror>[: <kernel message>]" */
 static int
-rtnl_cause(struct rtnl *r, char **cause, const char *what, const char *name,
-    int error)
+rtnl_cause(
+    struct rtnl *r, char **cause, const char *what, const char *name, int error)
 {
 	return cause_set(cause, "%s `%s': %s%s%s", what, name, strerror(-error),
 	    r->msg[0] != '\0' ? ": " : "", r->msg);
@@ -249,7 +250,7 @@ static struct nlmsghdr *
 rtnl_link_msg(struct rtnl *r, uint16_t type, uint16_t flags, int index,
     struct ifinfomsg **ifm)
 {
-	struct nlmsghdr	*nlh;
+	struct nlmsghdr *nlh;
 
 	nlh = mnl_nlmsg_put_header(r->buf);
 	nlh->nlmsg_type = type;
@@ -263,7 +264,7 @@ rtnl_link_msg(struct rtnl *r, uint16_t type, uint16_t flags, int index,
 static int
 link_info_attr_cb(const struct nlattr *attr, void *data)
 {
-	struct link_info	*li = data;
+	struct link_info *li = data;
 
 	if (mnl_attr_get_type(attr) == IFLA_INFO_KIND &&
 	    mnl_attr_validate(attr, MNL_TYPE_STRING) == 0)
@@ -276,7 +277,7 @@ link_info_attr_cb(const struct nlattr *attr, void *data)
 static int
 link_attr_cb(const struct nlattr *attr, void *data)
 {
-	struct link_info	*li = data;
+	struct link_info *li = data;
 
 	switch (mnl_attr_get_type(attr)) {
 	case IFLA_MASTER:
@@ -294,8 +295,8 @@ link_attr_cb(const struct nlattr *attr, void *data)
 static int
 link_cb(const struct nlmsghdr *nlh, void *data)
 {
-	struct link_info	*li = data;
-	const struct ifinfomsg	*ifm;
+	struct link_info *li = data;
+	const struct ifinfomsg *ifm;
 
 	if (nlh->nlmsg_type != RTM_NEWLINK ||
 	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifm)))
@@ -311,9 +312,9 @@ link_cb(const struct nlmsghdr *nlh, void *data)
 static int
 link_get(struct rtnl *r, const char *name, struct link_info *li)
 {
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
-	int			 error;
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	int error;
 
 	memset(li, 0, sizeof(*li));
 	nlh = rtnl_link_msg(r, RTM_GETLINK, 0, 0, &ifm);
@@ -327,8 +328,8 @@ link_get(struct rtnl *r, const char *name, struct link_info *li)
 static int
 link_set_up(struct rtnl *r, int index)
 {
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
 
 	nlh = rtnl_link_msg(r, RTM_NEWLINK, 0, index, &ifm);
 	ifm->ifi_flags = IFF_UP;
@@ -345,15 +346,15 @@ link_set_up(struct rtnl *r, int index)
 static int
 link_ipv6_off(struct rtnl *r, const char *name, int index, char **cause)
 {
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
-	struct nlattr		*spec, *in6;
-	char			 path[128];
-	int			 fd, error;
-	ssize_t			 n;
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	struct nlattr *spec, *in6;
+	char path[128];
+	int fd, error;
+	ssize_t n;
 
 	if (access("/proc/sys/net/ipv6/conf", F_OK) == -1)
-		return 0;	/* no IPv6 in this kernel/namespace */
+		return 0; /* no IPv6 in this kernel/namespace */
 
 	nlh = rtnl_link_msg(r, RTM_NEWLINK, 0, index, &ifm);
 	spec = mnl_attr_nest_start(nlh, IFLA_AF_SPEC);
@@ -363,8 +364,8 @@ link_ipv6_off(struct rtnl *r, const char *name, int index, char **cause)
 	mnl_attr_nest_end(nlh, spec);
 	error = rtnl_talk(r, nlh, NULL, NULL);
 	if (error != 0 && error != -EAFNOSUPPORT)
-		return rtnl_cause(r, cause, "cannot set addr_gen_mode on", name,
-		    error);
+		return rtnl_cause(
+		    r, cause, "cannot set addr_gen_mode on", name, error);
 
 	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6",
 	    name);
@@ -384,23 +385,23 @@ link_ipv6_off(struct rtnl *r, const char *name, int index, char **cause)
 
 /* ---- bridge --------------------------------------------------------------- */
 
-#define NETDEV_ADDRS_MAX	64
+#define NETDEV_ADDRS_MAX 64
 
 struct addr_list {
-	int		 index;
-	size_t		 n;
+	int index;
+	size_t n;
 	struct {
-		uint8_t	 family;
-		uint8_t	 prefix;
-		uint8_t	 addr[16];
-	}		 a[NETDEV_ADDRS_MAX];
+		uint8_t family;
+		uint8_t prefix;
+		uint8_t addr[16];
+	} a[NETDEV_ADDRS_MAX];
 };
 
 static int
 addr_attr_cb(const struct nlattr *attr, void *data)
 {
-	const struct nlattr	**tb = data;
-	int			  type = mnl_attr_get_type(attr);
+	const struct nlattr **tb = data;
+	int type = mnl_attr_get_type(attr);
 
 	if (type == IFA_ADDRESS || type == IFA_LOCAL)
 		tb[type] = attr;
@@ -410,10 +411,10 @@ addr_attr_cb(const struct nlattr *attr, void *data)
 static int
 addr_cb(const struct nlmsghdr *nlh, void *data)
 {
-	struct addr_list	*al = data;
-	const struct ifaddrmsg	*ifa;
-	const struct nlattr	*tb[IFA_MAX + 1] = { 0 }, *at;
-	size_t			 len;
+	struct addr_list *al = data;
+	const struct ifaddrmsg *ifa;
+	const struct nlattr *tb[IFA_MAX + 1] = { 0 }, *at;
+	size_t len;
 
 	if (nlh->nlmsg_type != RTM_NEWADDR ||
 	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifa)))
@@ -442,12 +443,12 @@ static int
 bridge_addrs_prune(struct rtnl *r, const char *name, int index, uint32_t addr,
     int prefix, char **cause)
 {
-	struct addr_list	*al;
-	struct nlmsghdr		*nlh;
-	struct ifaddrmsg	*ifa;
-	char			 txt[INET6_ADDRSTRLEN];
-	size_t			 i, len;
-	int			 error, ret = -1;
+	struct addr_list *al;
+	struct nlmsghdr *nlh;
+	struct ifaddrmsg *ifa;
+	char txt[INET6_ADDRSTRLEN];
+	size_t i, len;
+	int error, ret = -1;
 
 	al = xcalloc(1, sizeof(*al));
 	al->index = index;
@@ -456,8 +457,8 @@ bridge_addrs_prune(struct rtnl *r, const char *name, int index, uint32_t addr,
 	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
 	ifa->ifa_family = AF_UNSPEC;
 	if ((error = rtnl_dump(r, nlh, addr_cb, al)) != 0) {
-		rtnl_cause(r, cause, "cannot list the addresses of", name,
-		    error);
+		rtnl_cause(
+		    r, cause, "cannot list the addresses of", name, error);
 		goto cleanup;
 	}
 	for (i = 0; i < al->n; i++) {
@@ -479,8 +480,10 @@ bridge_addrs_prune(struct rtnl *r, const char *name, int index, uint32_t addr,
 			mnl_attr_put(nlh, IFA_ADDRESS, len, al->a[i].addr);
 		error = rtnl_talk(r, nlh, NULL, NULL);
 		if (error != 0 && error != -EADDRNOTAVAIL) {
-			cause_set(cause, "cannot remove address %s/%u from `%s':"
-			    " %s", txt, al->a[i].prefix, name, strerror(-error));
+			cause_set(cause,
+			    "cannot remove address %s/%u from `%s':"
+			    " %s",
+			    txt, al->a[i].prefix, name, strerror(-error));
 			goto cleanup;
 		}
 	}
@@ -497,16 +500,16 @@ cleanup:
 int
 netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 {
-	struct rtnl		 r;
-	struct link_info	 li;
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
-	struct ifaddrmsg	*ifa;
-	struct nlattr		*info, *data;
-	const uint8_t		*a = (const uint8_t *)&addr;
-	uint8_t			 mac[6];
-	char			 ip[INET_ADDRSTRLEN];
-	int			 error, ret = -1;
+	struct rtnl r;
+	struct link_info li;
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	struct ifaddrmsg *ifa;
+	struct nlattr *info, *data;
+	const uint8_t *a = (const uint8_t *)&addr;
+	uint8_t mac[6];
+	char ip[INET_ADDRSTRLEN];
+	int error, ret = -1;
 
 	memset(&r, 0, sizeof(r));
 	if (!ifname_valid(name)) {
@@ -530,10 +533,14 @@ netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 		 * locally administered MAC derived from the address, else the
 		 * bridge's MAC would follow its ports as taps come and go.
 		 */
-		mac[0] = 0x02; mac[1] = 0x6b; mac[2] = 0x73;	/* "ks" */
-		mac[3] = a[1]; mac[4] = a[2]; mac[5] = a[3];
-		nlh = rtnl_link_msg(&r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL,
-		    0, &ifm);
+		mac[0] = 0x02;
+		mac[1] = 0x6b;
+		mac[2] = 0x73; /* "ks" */
+		mac[3] = a[1];
+		mac[4] = a[2];
+		mac[5] = a[3];
+		nlh = rtnl_link_msg(
+		    &r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0, &ifm);
 		mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
 		mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(mac), mac);
 		info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
@@ -543,8 +550,8 @@ netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 		mnl_attr_nest_end(nlh, data);
 		mnl_attr_nest_end(nlh, info);
 		if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
-			rtnl_cause(&r, cause, "cannot create bridge", name,
-			    error);
+			rtnl_cause(
+			    &r, cause, "cannot create bridge", name, error);
 			goto cleanup;
 		}
 		error = link_get(&r, name, &li);
@@ -577,8 +584,8 @@ netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 	mnl_attr_put(nlh, IFA_ADDRESS, 4, &addr);
 	if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
 		cause_set(cause, "cannot add address %s/%d to `%s': %s%s%s", ip,
-		    prefix, name, strerror(-error), r.msg[0] != '\0' ? ": " : "",
-		    r.msg);
+		    prefix, name, strerror(-error),
+		    r.msg[0] != '\0' ? ": " : "", r.msg);
 		goto cleanup;
 	}
 
@@ -611,8 +618,8 @@ tap_open(const char *name, char **cause)
 	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_TUN_EXCL;
 	memcpy(ifr.ifr_name, name, strlen(name));
 	if (ioctl(tfd, TUNSETIFF, &ifr) == -1) {
-		cause_set(cause, "cannot create tap `%s': %s", name,
-		    strerror(errno));
+		cause_set(
+		    cause, "cannot create tap `%s': %s", name, strerror(errno));
 		close(tfd);
 		return -1;
 	}
@@ -644,8 +651,10 @@ tap_attach(struct rtnl *r, const char *name, const char *bridge,
 	nlh = rtnl_link_msg(r, RTM_NEWLINK, 0, tap->index, &ifm);
 	mnl_attr_put_u32(nlh, IFLA_MASTER, (uint32_t)br->index);
 	if ((error = rtnl_talk(r, nlh, NULL, NULL)) != 0)
-		return cause_set(cause, "cannot add tap `%s' to bridge `%s': "
-		    "%s%s%s", name, bridge, strerror(-error),
+		return cause_set(cause,
+		    "cannot add tap `%s' to bridge `%s': "
+		    "%s%s%s",
+		    name, bridge, strerror(-error),
 		    r->msg[0] != '\0' ? ": " : "", r->msg);
 	nlh = rtnl_link_msg(r, RTM_NEWLINK, 0, tap->index, &ifm);
 	ifm->ifi_flags = IFF_UP;
@@ -657,8 +666,8 @@ tap_attach(struct rtnl *r, const char *name, const char *bridge,
 	mnl_attr_nest_end(nlh, data);
 	mnl_attr_nest_end(nlh, info);
 	if ((error = rtnl_talk(r, nlh, NULL, NULL)) != 0) {
-		rtnl_cause(r, cause, "cannot isolate and bring up tap", name,
-		    error);
+		rtnl_cause(
+		    r, cause, "cannot isolate and bring up tap", name, error);
 		return -1;
 	}
 	return 0;
@@ -667,16 +676,17 @@ tap_attach(struct rtnl *r, const char *name, const char *bridge,
 int
 netdev_tap_create(const char *name, const char *bridge, int *fd, char **cause)
 {
-	struct rtnl		 r;
-	struct link_info	 br, tap;
-	int			 tfd = -1, error, ret = -1;
+	struct rtnl r;
+	struct link_info br, tap;
+	int tfd = -1, error, ret = -1;
 
 	memset(&r, 0, sizeof(r));
 	*fd = -1;
 	if (!ifname_valid(name)) {
-		cause_set(cause, "invalid tap name `%s' (1 to %d bytes, no "
-		    "'/', ':', '%%' or spaces)", name != NULL ? name : "",
-		    IFNAMSIZ - 1);
+		cause_set(cause,
+		    "invalid tap name `%s' (1 to %d bytes, no "
+		    "'/', ':', '%%' or spaces)",
+		    name != NULL ? name : "", IFNAMSIZ - 1);
 		goto cleanup;
 	}
 	if (!ifname_valid(bridge)) {
@@ -708,7 +718,7 @@ netdev_tap_create(const char *name, const char *bridge, int *fd, char **cause)
 	ret = 0;
 cleanup:
 	if (tfd != -1)
-		close(tfd);	/* not persistent: the tap goes with it */
+		close(tfd); /* not persistent: the tap goes with it */
 	rtnl_close(&r);
 	return ret;
 }
@@ -716,15 +726,15 @@ cleanup:
 int
 netdev_link_del(const char *name, char **cause)
 {
-	struct rtnl		 r;
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
-	int			 error, ret = -1;
+	struct rtnl r;
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	int error, ret = -1;
 
 	memset(&r, 0, sizeof(r));
 	if (!ifname_valid(name)) {
-		cause_set(cause, "invalid link name `%s'",
-		    name != NULL ? name : "");
+		cause_set(
+		    cause, "invalid link name `%s'", name != NULL ? name : "");
 		goto cleanup;
 	}
 	if (rtnl_open(&r, cause) != 0)
@@ -746,19 +756,19 @@ cleanup:
 /* ---- taps on the bridge --------------------------------------------------- */
 
 struct tap_list {
-	uint32_t	  master;
-	char		(*names)[16];
-	size_t		  n;
+	uint32_t master;
+	char (*names)[16];
+	size_t n;
 };
 
 static int
 tap_list_cb(const struct nlmsghdr *nlh, void *data)
 {
-	struct tap_list		*tl = data;
-	const struct ifinfomsg	*ifm;
-	struct link_info	 li;
-	const struct nlattr	*attr;
-	char			 name[IFNAMSIZ] = "";
+	struct tap_list *tl = data;
+	const struct ifinfomsg *ifm;
+	struct link_info li;
+	const struct nlattr *attr;
+	char name[IFNAMSIZ] = "";
 
 	if (nlh->nlmsg_type != RTM_NEWLINK ||
 	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifm)))
@@ -768,7 +778,8 @@ tap_list_cb(const struct nlmsghdr *nlh, void *data)
 	mnl_attr_parse(nlh, sizeof(*ifm), link_attr_cb, &li);
 	if (li.master != tl->master || strcmp(li.kind, "tun") != 0)
 		return MNL_CB_OK;
-	mnl_attr_for_each(attr, nlh, sizeof(*ifm)) {
+	mnl_attr_for_each(attr, nlh, sizeof(*ifm))
+	{
 		if (mnl_attr_get_type(attr) == IFLA_IFNAME &&
 		    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0 &&
 		    strlen(mnl_attr_get_str(attr)) < sizeof(name))
@@ -782,15 +793,15 @@ tap_list_cb(const struct nlmsghdr *nlh, void *data)
 }
 
 int
-netdev_taps_on_bridge(const char *bridge, char (**names)[16], size_t *n,
-    char **cause)
+netdev_taps_on_bridge(
+    const char *bridge, char (**names)[16], size_t *n, char **cause)
 {
-	struct rtnl		 r;
-	struct link_info	 br;
-	struct tap_list		 tl;
-	struct nlmsghdr		*nlh;
-	struct ifinfomsg	*ifm;
-	int			 error, ret = -1;
+	struct rtnl r;
+	struct link_info br;
+	struct tap_list tl;
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	int error, ret = -1;
 
 	memset(&r, 0, sizeof(r));
 	memset(&tl, 0, sizeof(tl));
@@ -815,7 +826,8 @@ netdev_taps_on_bridge(const char *bridge, char (**names)[16], size_t *n,
 	tl.master = (uint32_t)br.index;
 	nlh = rtnl_link_msg(&r, RTM_GETLINK, 0, 0, &ifm);
 	if ((error = rtnl_dump(&r, nlh, tap_list_cb, &tl)) != 0) {
-		rtnl_cause(&r, cause, "cannot list the links on", bridge, error);
+		rtnl_cause(
+		    &r, cause, "cannot list the links on", bridge, error);
 		goto cleanup;
 	}
 	*names = tl.names;

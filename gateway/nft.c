@@ -43,58 +43,59 @@
 #include "common/common.h"
 #include "gateway/net.h"
 
-#define NFT_TABLE	"ksb"
-#define NFT_SET		"guests"
+#define NFT_TABLE "ksb"
+#define NFT_SET	  "guests"
 
 /* Bridge hooks and priority (<linux/netfilter_bridge.h>, which drags in
  * kernel-only headers on some systems). */
-#define NFT_BR_PREROUTING	0
-#define NFT_BR_FORWARD		2
-#define NFT_BR_PRI_FILTER	(-200)
+#define NFT_BR_PREROUTING 0
+#define NFT_BR_FORWARD	  2
+#define NFT_BR_PRI_FILTER (-200)
 
 /* Set key types, as nft numbers them (nftables include/datatype.h). */
-#define NFT_TYPE_BITS		6
-#define NFT_TYPE_IPADDR		7
-#define NFT_TYPE_ETHERADDR	9
-#define NFT_TYPE_IFNAME		41
-#define NFT_KEY_IFNAME_MAC_IP \
-	((((NFT_TYPE_IFNAME << NFT_TYPE_BITS) | NFT_TYPE_ETHERADDR) \
-	    << NFT_TYPE_BITS) | NFT_TYPE_IPADDR)
+#define NFT_TYPE_BITS	   6
+#define NFT_TYPE_IPADDR	   7
+#define NFT_TYPE_ETHERADDR 9
+#define NFT_TYPE_IFNAME	   41
+#define NFT_KEY_IFNAME_MAC_IP                                                  \
+	((((NFT_TYPE_IFNAME << NFT_TYPE_BITS) | NFT_TYPE_ETHERADDR)            \
+	     << NFT_TYPE_BITS) |                                               \
+	    NFT_TYPE_IPADDR)
 
 /* Bridge set key: ifname (16, zero padded) . MAC (6 + 2 pad) . IPv4 (4). */
-#define NFT_KEY_LEN		28
-#define NFT_IFNAMSIZ		16
+#define NFT_KEY_LEN  28
+#define NFT_IFNAMSIZ 16
 
 /* Registers: a concatenation is loaded into consecutive 32-bit registers. */
-#define REG_IFNAME		NFT_REG_1	/* = NFT_REG32_00..03 */
-#define REG_MAC			NFT_REG32_04	/* ..05 */
-#define REG_IP4			NFT_REG32_06
+#define REG_IFNAME NFT_REG_1	/* = NFT_REG32_00..03 */
+#define REG_MAC	   NFT_REG32_04 /* ..05 */
+#define REG_IP4	   NFT_REG32_06
 
-#define ETH_P_IP_BE		htons(0x0800)
-#define ETH_P_ARP_BE		htons(0x0806)
+#define ETH_P_IP_BE  htons(0x0800)
+#define ETH_P_ARP_BE htons(0x0806)
 
 /* One batch: a buffer of twice the limit (libmnl's rule for batches). */
-#define NFT_BATCH_LIMIT		(128 * 1024)
-#define NFT_BATCH_MSGS		192	/* object messages per batch, max */
-#define NFT_ELEMS_PER_MSG	128	/* set elements per NEWSETELEM message */
-#define NFT_RECV_TIMEOUT	10	/* seconds without any reply: give up */
+#define NFT_BATCH_LIMIT	  (128 * 1024)
+#define NFT_BATCH_MSGS	  192 /* object messages per batch, max */
+#define NFT_ELEMS_PER_MSG 128 /* set elements per NEWSETELEM message */
+#define NFT_RECV_TIMEOUT  10  /* seconds without any reply: give up */
 
 struct nft_batch {
-	char			*buf;
-	struct mnl_nlmsg_batch	*mb;
-	uint32_t		 seq0;		/* BEGIN's sequence number */
-	size_t			 n;		/* object messages (seq0+1..seq0+n) */
-	char			*what[NFT_BATCH_MSGS];
-	int			 full;		/* a message did not fit */
+	char *buf;
+	struct mnl_nlmsg_batch *mb;
+	uint32_t seq0; /* BEGIN's sequence number */
+	size_t n;      /* object messages (seq0+1..seq0+n) */
+	char *what[NFT_BATCH_MSGS];
+	int full; /* a message did not fit */
 };
 
 struct nft_acks {
-	const struct nft_batch	*b;
-	size_t			 got;		/* responses to object messages */
-	int			 error;		/* first error, negative errno */
-	size_t			 error_idx;	/* its message, or SIZE_MAX: BEGIN */
-	char			 msg[256];	/* extended ACK message, if any */
-	int			 commit_failed;
+	const struct nft_batch *b;
+	size_t got;	  /* responses to object messages */
+	int error;	  /* first error, negative errno */
+	size_t error_idx; /* its message, or SIZE_MAX: BEGIN */
+	char msg[256];	  /* extended ACK message, if any */
+	int commit_failed;
 };
 
 /* ---- batch ---------------------------------------------------------------- */
@@ -102,7 +103,7 @@ struct nft_acks {
 static struct nft_batch *
 batch_new(void)
 {
-	struct nft_batch	*b;
+	struct nft_batch *b;
 
 	b = xcalloc(1, sizeof(*b));
 	b->buf = xmalloc(2 * NFT_BATCH_LIMIT);
@@ -118,7 +119,7 @@ batch_new(void)
 static void
 batch_free(struct nft_batch *b)
 {
-	size_t	i;
+	size_t i;
 
 	if (b == NULL)
 		return;
@@ -142,8 +143,8 @@ static struct nlmsghdr *
 batch_hdr(struct nft_batch *b, uint16_t type, uint16_t family, uint16_t flags,
     const char *fmt, ...)
 {
-	va_list	ap;
-	char	*what;
+	va_list ap;
+	char *what;
 
 	if (b->full || b->n == NFT_BATCH_MSGS) {
 		b->full = 1;
@@ -168,8 +169,8 @@ batch_next(struct nft_batch *b)
 static int
 ack_attr_cb(const struct nlattr *attr, void *data)
 {
-	struct nft_acks	*a = data;
-	const char	*s;
+	struct nft_acks *a = data;
+	const char *s;
 
 	if (mnl_attr_get_type(attr) == NLMSGERR_ATTR_MSG &&
 	    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0) {
@@ -182,10 +183,10 @@ ack_attr_cb(const struct nlattr *attr, void *data)
 static int
 ack_cb(const struct nlmsghdr *nlh, void *data)
 {
-	struct nft_acks		*a = data;
-	const struct nlmsgerr	*err;
-	size_t			 idx, off;
-	uint32_t		 seq = nlh->nlmsg_seq;
+	struct nft_acks *a = data;
+	const struct nlmsgerr *err;
+	size_t idx, off;
+	uint32_t seq = nlh->nlmsg_seq;
 
 	if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*err))) {
 		errno = EBADMSG;
@@ -204,7 +205,7 @@ ack_cb(const struct nlmsghdr *nlh, void *data)
 		return MNL_CB_OK;
 	}
 	if (seq <= a->b->seq0 || seq - a->b->seq0 > a->b->n)
-		return MNL_CB_OK;	/* not ours */
+		return MNL_CB_OK; /* not ours */
 	idx = seq - a->b->seq0 - 1;
 	a->got++;
 	if (err->error != 0 && a->error == 0) {
@@ -239,22 +240,23 @@ batch_finish(struct nft_batch *b, char **cause)
 static int
 batch_commit(struct nft_batch *b, char **cause)
 {
-	struct mnl_socket	*nl = NULL;
-	struct nft_acks		 a;
-	mnl_cb_t		 ctl[NLMSG_MIN_TYPE] = { 0 };
-	struct timeval		 tv = { NFT_RECV_TIMEOUT, 0 };
-	const char		*what;
-	char			*buf = NULL;
-	uint32_t		 portid;
-	ssize_t			 n;
-	int			 one = 1, ret = -1;
+	struct mnl_socket *nl = NULL;
+	struct nft_acks a;
+	mnl_cb_t ctl[NLMSG_MIN_TYPE] = { 0 };
+	struct timeval tv = { NFT_RECV_TIMEOUT, 0 };
+	const char *what;
+	char *buf = NULL;
+	uint32_t portid;
+	ssize_t n;
+	int one = 1, ret = -1;
 
 	if (batch_finish(b, cause) != 0)
 		goto cleanup;
 
 	nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
 	if (nl == NULL) {
-		cause_set(cause, "nftables: netlink socket: %s", strerror(errno));
+		cause_set(
+		    cause, "nftables: netlink socket: %s", strerror(errno));
 		goto cleanup;
 	}
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) == -1) {
@@ -266,13 +268,13 @@ batch_commit(struct nft_batch *b, char **cause)
 	mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
 	mnl_socket_setsockopt(nl, NETLINK_EXT_ACK, &one, sizeof(one));
 	if (setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
-	    sizeof(tv)) == -1) {
+		sizeof(tv)) == -1) {
 		cause_set(cause, "nftables: SO_RCVTIMEO: %s", strerror(errno));
 		goto cleanup;
 	}
 
-	n = mnl_socket_sendto(nl, mnl_nlmsg_batch_head(b->mb),
-	    mnl_nlmsg_batch_size(b->mb));
+	n = mnl_socket_sendto(
+	    nl, mnl_nlmsg_batch_head(b->mb), mnl_nlmsg_batch_size(b->mb));
 	if (n == -1) {
 		cause_set(cause, "nftables: send: %s", strerror(errno));
 		goto cleanup;
@@ -287,17 +289,19 @@ batch_commit(struct nft_batch *b, char **cause)
 		n = mnl_socket_recvfrom(nl, buf, MNL_SOCKET_BUFFER_SIZE);
 		if (n == -1) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
-				cause_set(cause, "nftables: no reply from the "
-				    "kernel in %d s", NFT_RECV_TIMEOUT);
+				cause_set(cause,
+				    "nftables: no reply from the "
+				    "kernel in %d s",
+				    NFT_RECV_TIMEOUT);
 			else
 				cause_set(cause, "nftables: receive: %s",
 				    strerror(errno));
 			goto cleanup;
 		}
 		if (mnl_cb_run2(buf, (size_t)n, 0, portid, NULL, &a, ctl,
-		    MNL_ARRAY_SIZE(ctl)) == MNL_CB_ERROR) {
-			cause_set(cause, "nftables: bad reply: %s",
-			    strerror(errno));
+			MNL_ARRAY_SIZE(ctl)) == MNL_CB_ERROR) {
+			cause_set(
+			    cause, "nftables: bad reply: %s", strerror(errno));
 			goto cleanup;
 		}
 	}
@@ -328,16 +332,16 @@ family_name(uint16_t family)
 static void
 batch_table(struct nft_batch *b, uint16_t type, uint16_t family)
 {
-	struct nftnl_table	*t;
-	struct nlmsghdr		*nlh;
+	struct nftnl_table *t;
+	struct nlmsghdr *nlh;
 
 	if ((t = nftnl_table_alloc()) == NULL)
 		fatal("nftnl_table_alloc");
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NFT_TABLE);
 	nlh = batch_hdr(b, type, family,
 	    type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0, "%s table %s %s",
-	    type == NFT_MSG_NEWTABLE ? "create" : "delete",
-	    family_name(family), NFT_TABLE);
+	    type == NFT_MSG_NEWTABLE ? "create" : "delete", family_name(family),
+	    NFT_TABLE);
 	if (nlh != NULL) {
 		nftnl_table_nlmsg_build_payload(nlh, t);
 		batch_next(b);
@@ -349,8 +353,8 @@ static void
 batch_chain(struct nft_batch *b, uint16_t family, const char *name,
     uint32_t hook, int32_t prio)
 {
-	struct nftnl_chain	*c;
-	struct nlmsghdr		*nlh;
+	struct nftnl_chain *c;
+	struct nlmsghdr *nlh;
 
 	if ((c = nftnl_chain_alloc()) == NULL)
 		fatal("nftnl_chain_alloc");
@@ -370,11 +374,11 @@ batch_chain(struct nft_batch *b, uint16_t family, const char *name,
 }
 
 static void
-batch_set(struct nft_batch *b, uint16_t family, uint32_t id,
-    uint32_t key_type, uint32_t key_len)
+batch_set(struct nft_batch *b, uint16_t family, uint32_t id, uint32_t key_type,
+    uint32_t key_len)
 {
-	struct nftnl_set	*s;
-	struct nlmsghdr		*nlh;
+	struct nftnl_set *s;
+	struct nlmsghdr *nlh;
 
 	if ((s = nftnl_set_alloc()) == NULL)
 		fatal("nftnl_set_alloc");
@@ -401,10 +405,10 @@ static void
 batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
     const void *keys, size_t keylen, size_t stride, size_t n, const char *desc)
 {
-	struct nftnl_set	*s;
-	struct nftnl_set_elem	*e;
-	struct nlmsghdr		*nlh;
-	size_t			 i;
+	struct nftnl_set *s;
+	struct nftnl_set_elem *e;
+	struct nlmsghdr *nlh;
+	size_t i;
 
 	if (stride == 0)
 		stride = keylen;
@@ -434,9 +438,9 @@ batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
 /* ---- rules ---------------------------------------------------------------- */
 
 struct nft_rule {
-	struct nftnl_rule	*r;
-	uint16_t		 family;
-	const char		*chain;
+	struct nftnl_rule *r;
+	uint16_t family;
+	const char *chain;
 };
 
 static void
@@ -453,7 +457,7 @@ rule_start(struct nft_rule *nr, uint16_t family, const char *chain)
 static struct nftnl_expr *
 rule_expr(struct nft_rule *nr, const char *name)
 {
-	struct nftnl_expr	*e;
+	struct nftnl_expr *e;
 
 	if ((e = nftnl_expr_alloc(name)) == NULL)
 		fatal("nftnl_expr_alloc");
@@ -464,7 +468,7 @@ rule_expr(struct nft_rule *nr, const char *name)
 static void
 rule_meta(struct nft_rule *nr, uint32_t key, uint32_t dreg)
 {
-	struct nftnl_expr	*e = rule_expr(nr, "meta");
+	struct nftnl_expr *e = rule_expr(nr, "meta");
 
 	nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_META_DREG, dreg);
@@ -474,7 +478,7 @@ static void
 rule_payload(struct nft_rule *nr, uint32_t base, uint32_t off, uint32_t len,
     uint32_t dreg)
 {
-	struct nftnl_expr	*e = rule_expr(nr, "payload");
+	struct nftnl_expr *e = rule_expr(nr, "payload");
 
 	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, off);
@@ -485,7 +489,7 @@ rule_payload(struct nft_rule *nr, uint32_t base, uint32_t off, uint32_t len,
 static void
 rule_cmp(struct nft_rule *nr, uint32_t sreg, const void *data, uint32_t len)
 {
-	struct nftnl_expr	*e = rule_expr(nr, "cmp");
+	struct nftnl_expr *e = rule_expr(nr, "cmp");
 
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, sreg);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
@@ -516,10 +520,10 @@ rule_meta_eq(struct nft_rule *nr, uint32_t key, const void *data, uint32_t len)
 static void
 rule_ifname(struct nft_rule *nr, uint32_t key, const char *name, int prefix)
 {
-	char	buf[NFT_IFNAMSIZ] = { 0 };
-	size_t	len = strlen(name);
+	char buf[NFT_IFNAMSIZ] = { 0 };
+	size_t len = strlen(name);
 
-	memcpy(buf, name, len);		/* len < NFT_IFNAMSIZ: validated */
+	memcpy(buf, name, len); /* len < NFT_IFNAMSIZ: validated */
 	rule_meta(nr, key, NFT_REG_1);
 	rule_cmp(nr, NFT_REG_1, buf, prefix ? (uint32_t)len : NFT_IFNAMSIZ);
 }
@@ -527,7 +531,7 @@ rule_ifname(struct nft_rule *nr, uint32_t key, const char *name, int prefix)
 static void
 rule_lookup(struct nft_rule *nr, uint32_t sreg, uint32_t set_id)
 {
-	struct nftnl_expr	*e = rule_expr(nr, "lookup");
+	struct nftnl_expr *e = rule_expr(nr, "lookup");
 
 	nftnl_expr_set_u32(e, NFTNL_EXPR_LOOKUP_SREG, sreg);
 	nftnl_expr_set_str(e, NFTNL_EXPR_LOOKUP_SET, NFT_SET);
@@ -546,8 +550,8 @@ static void
 rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
     const char *desc)
 {
-	struct nftnl_expr	*e = rule_expr(nr, "immediate");
-	struct nlmsghdr		*nlh;
+	struct nftnl_expr *e = rule_expr(nr, "immediate");
+	struct nlmsghdr *nlh;
 
 	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
 	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, verdict);
@@ -564,16 +568,16 @@ rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
 
 /* ---- the tables ----------------------------------------------------------- */
 
-#define INET_SET_ID	1
-#define BRIDGE_SET_ID	2
+#define INET_SET_ID   1
+#define BRIDGE_SET_ID 2
 
 /* iifname BR meta l4proto PROTO th dport PORT counter drop */
 static void
 rule_drop_port(struct nft_batch *b, const struct nft_params *p, uint8_t proto,
     uint16_t port, const char *desc)
 {
-	struct nft_rule	nr;
-	uint16_t	be = htons(port);
+	struct nft_rule nr;
+	uint16_t be = htons(port);
 
 	rule_start(&nr, NFPROTO_INET, "input");
 	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
@@ -586,11 +590,11 @@ rule_drop_port(struct nft_batch *b, const struct nft_params *p, uint8_t proto,
 static void
 build_inet(struct nft_batch *b, const struct nft_params *p)
 {
-	struct nft_rule	nr;
-	uint8_t		ipv4 = NFPROTO_IPV4, ipv6 = NFPROTO_IPV6;
-	uint8_t		tcp = IPPROTO_TCP, udp = IPPROTO_UDP, icmp = IPPROTO_ICMP;
-	uint16_t	port = htons(p->proxy_port);
-	uint32_t	addr = p->bridge_addr;
+	struct nft_rule nr;
+	uint8_t ipv4 = NFPROTO_IPV4, ipv6 = NFPROTO_IPV6;
+	uint8_t tcp = IPPROTO_TCP, udp = IPPROTO_UDP, icmp = IPPROTO_ICMP;
+	uint16_t port = htons(p->proxy_port);
+	uint32_t addr = p->bridge_addr;
 
 	batch_table(b, NFT_MSG_NEWTABLE, NFPROTO_INET);
 	batch_set(b, NFPROTO_INET, INET_SET_ID, NFT_TYPE_IPADDR, 4);
@@ -666,8 +670,8 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 
 /* iifname . <mac at base+off> . <ipv4 at network+ipoff> @guests */
 static void
-rule_guest_lookup(struct nft_rule *nr, uint32_t macbase, uint32_t macoff,
-    uint32_t ipoff)
+rule_guest_lookup(
+    struct nft_rule *nr, uint32_t macbase, uint32_t macoff, uint32_t ipoff)
 {
 	rule_meta(nr, NFT_META_IIFNAME, REG_IFNAME);
 	rule_payload(nr, macbase, macoff, 6, REG_MAC);
@@ -680,8 +684,8 @@ static void
 rule_drop_ethertype(struct nft_batch *b, const struct nft_params *p,
     uint16_t type, const char *desc)
 {
-	struct nft_rule	nr;
-	uint16_t	be = htons(type);
+	struct nft_rule nr;
+	uint16_t be = htons(type);
 
 	rule_start(&nr, NFPROTO_BRIDGE, "prerouting");
 	rule_ifname(&nr, NFT_META_IIFNAME, p->tap_prefix, 1);
@@ -693,18 +697,18 @@ rule_drop_ethertype(struct nft_batch *b, const struct nft_params *p,
 static void
 build_bridge(struct nft_batch *b, const struct nft_params *p)
 {
-	struct nft_rule	nr;
-	uint16_t	ether_ip = ETH_P_IP_BE, ether_arp = ETH_P_ARP_BE;
-	uint16_t	arp_htype = htons(1), arp_ptype = htons(0x0800);
-	uint8_t		arp_hlen = 6, arp_plen = 4;
+	struct nft_rule nr;
+	uint16_t ether_ip = ETH_P_IP_BE, ether_arp = ETH_P_ARP_BE;
+	uint16_t arp_htype = htons(1), arp_ptype = htons(0x0800);
+	uint8_t arp_hlen = 6, arp_plen = 4;
 
 	batch_table(b, NFT_MSG_NEWTABLE, NFPROTO_BRIDGE);
 	batch_set(b, NFPROTO_BRIDGE, BRIDGE_SET_ID, NFT_KEY_IFNAME_MAC_IP,
 	    NFT_KEY_LEN);
 	batch_chain(b, NFPROTO_BRIDGE, "prerouting", NFT_BR_PREROUTING,
 	    NFT_BR_PRI_FILTER);
-	batch_chain(b, NFPROTO_BRIDGE, "forward", NFT_BR_FORWARD,
-	    NFT_BR_PRI_FILTER);
+	batch_chain(
+	    b, NFPROTO_BRIDGE, "forward", NFT_BR_FORWARD, NFT_BR_PRI_FILTER);
 
 	/* iifname "TAP*" ether type ip
 	 *     iifname . ether saddr . ip saddr @guests accept
@@ -764,7 +768,7 @@ build_delete(struct nft_batch *b)
 static int
 ifname_ok(const char *name)
 {
-	size_t	len;
+	size_t len;
 
 	if (name == NULL)
 		return 0;
@@ -794,10 +798,10 @@ static int
 batch_guests(struct nft_batch *b, uint16_t type, const struct nft_guest *g,
     size_t n, char **cause)
 {
-	uint8_t	*keys;
-	size_t	 i, off, k;
-	char	 ip[INET_ADDRSTRLEN], desc[80];
-	int	 ret = -1;
+	uint8_t *keys;
+	size_t i, off, k;
+	char ip[INET_ADDRSTRLEN], desc[80];
+	int ret = -1;
 
 	keys = xcalloc(n > 0 ? n : 1, NFT_KEY_LEN);
 	for (i = 0; i < n; i++)
@@ -807,18 +811,19 @@ batch_guests(struct nft_batch *b, uint16_t type, const struct nft_guest *g,
 		k = n - off < NFT_ELEMS_PER_MSG ? n - off : NFT_ELEMS_PER_MSG;
 		inet_ntop(AF_INET, &g[off].addr, ip, sizeof(ip));
 		if (k == 1)
-			snprintf(desc, sizeof(desc), "\"%s\" . %02x:%02x:%02x:"
-			    "%02x:%02x:%02x . %s", g[off].tap, g[off].mac[0],
-			    g[off].mac[1], g[off].mac[2], g[off].mac[3],
-			    g[off].mac[4], g[off].mac[5], ip);
+			snprintf(desc, sizeof(desc),
+			    "\"%s\" . %02x:%02x:%02x:"
+			    "%02x:%02x:%02x . %s",
+			    g[off].tap, g[off].mac[0], g[off].mac[1],
+			    g[off].mac[2], g[off].mac[3], g[off].mac[4],
+			    g[off].mac[5], ip);
 		else
-			snprintf(desc, sizeof(desc), "%zu guests from %s", k,
-			    ip);
+			snprintf(
+			    desc, sizeof(desc), "%zu guests from %s", k, ip);
 		batch_elems(b, type, NFPROTO_BRIDGE, keys + off * NFT_KEY_LEN,
 		    NFT_KEY_LEN, 0, k, desc);
 		batch_elems(b, type, NFPROTO_INET, &g[off].addr,
-		    sizeof(g[off].addr), sizeof(g[off]), k,
-		    k == 1 ? ip : desc);
+		    sizeof(g[off].addr), sizeof(g[off]), k, k == 1 ? ip : desc);
 	}
 	ret = 0;
 
@@ -831,7 +836,7 @@ static int
 setup_build(const struct nft_params *p, const struct nft_guest *g, size_t n,
     struct nft_batch **out, char **cause)
 {
-	struct nft_batch	*b = NULL;
+	struct nft_batch *b = NULL;
 
 	*out = NULL;
 	if (!ifname_ok(p->bridge))
@@ -843,8 +848,10 @@ setup_build(const struct nft_params *p, const struct nft_guest *g, size_t n,
 	if (p->proxy_port == 0)
 		return cause_set(cause, "invalid proxy port 0");
 	if (n > NFT_GUESTS_MAX)
-		return cause_set(cause, "too many guests for one batch: %zu "
-		    "(at most %d)", n, NFT_GUESTS_MAX);
+		return cause_set(cause,
+		    "too many guests for one batch: %zu "
+		    "(at most %d)",
+		    n, NFT_GUESTS_MAX);
 	b = batch_new();
 	build_delete(b);
 	build_inet(b, p);
@@ -862,10 +869,10 @@ setup_build(const struct nft_params *p, const struct nft_guest *g, size_t n,
  * an element that is not there.
  */
 static int
-guest_build(int add, const struct nft_guest *g, struct nft_batch **out,
-    char **cause)
+guest_build(
+    int add, const struct nft_guest *g, struct nft_batch **out, char **cause)
 {
-	struct nft_batch	*b;
+	struct nft_batch *b;
 
 	*out = NULL;
 	b = batch_new();
@@ -882,7 +889,7 @@ guest_build(int add, const struct nft_guest *g, struct nft_batch **out,
 static int
 batch_done(struct nft_batch *b, void **buf, size_t *len, char **cause)
 {
-	int	ret;
+	int ret;
 
 	if (b == NULL)
 		return -1;
@@ -901,7 +908,7 @@ int
 nft_setup(const struct nft_params *p, const struct nft_guest *g, size_t n,
     char **cause)
 {
-	struct nft_batch	*b;
+	struct nft_batch *b;
 
 	if (setup_build(p, g, n, &b, cause) != 0)
 		return -1;
@@ -909,10 +916,10 @@ nft_setup(const struct nft_params *p, const struct nft_guest *g, size_t n,
 }
 
 int
-nft_setup_batch(const struct nft_params *p, const struct nft_guest *g,
-    size_t n, void **buf, size_t *len, char **cause)
+nft_setup_batch(const struct nft_params *p, const struct nft_guest *g, size_t n,
+    void **buf, size_t *len, char **cause)
 {
-	struct nft_batch	*b;
+	struct nft_batch *b;
 
 	if (setup_build(p, g, n, &b, cause) != 0)
 		return -1;
@@ -920,11 +927,11 @@ nft_setup_batch(const struct nft_params *p, const struct nft_guest *g,
 }
 
 static void
-guest_fill(struct nft_guest *g, const char *tap, const uint8_t mac[6],
-    uint32_t addr)
+guest_fill(
+    struct nft_guest *g, const char *tap, const uint8_t mac[6], uint32_t addr)
 {
 	memset(g, 0, sizeof(*g));
-	strcpy(g->tap, tap);		/* ifname_ok: < 16 bytes */
+	strcpy(g->tap, tap); /* ifname_ok: < 16 bytes */
 	memcpy(g->mac, mac, 6);
 	g->addr = addr;
 }
@@ -933,12 +940,12 @@ int
 nft_guest_batch(int add, const char *tap, const uint8_t mac[6], uint32_t addr,
     void **buf, size_t *len, char **cause)
 {
-	struct nft_guest	 g;
-	struct nft_batch	*b;
+	struct nft_guest g;
+	struct nft_batch *b;
 
 	if (!ifname_ok(tap))
-		return cause_set(cause, "invalid tap name `%s'",
-		    tap != NULL ? tap : "");
+		return cause_set(
+		    cause, "invalid tap name `%s'", tap != NULL ? tap : "");
 	guest_fill(&g, tap, mac, addr);
 	if (guest_build(add, &g, &b, cause) != 0)
 		return -1;
@@ -946,15 +953,15 @@ nft_guest_batch(int add, const char *tap, const uint8_t mac[6], uint32_t addr,
 }
 
 int
-nft_guest_add(const char *tap, const uint8_t mac[6], uint32_t addr,
-    char **cause)
+nft_guest_add(
+    const char *tap, const uint8_t mac[6], uint32_t addr, char **cause)
 {
 	return nft_guest_batch(1, tap, mac, addr, NULL, NULL, cause);
 }
 
 int
-nft_guest_del(const char *tap, const uint8_t mac[6], uint32_t addr,
-    char **cause)
+nft_guest_del(
+    const char *tap, const uint8_t mac[6], uint32_t addr, char **cause)
 {
 	return nft_guest_batch(0, tap, mac, addr, NULL, NULL, cause);
 }
@@ -962,7 +969,7 @@ nft_guest_del(const char *tap, const uint8_t mac[6], uint32_t addr,
 int
 nft_teardown(char **cause)
 {
-	struct nft_batch	*b;
+	struct nft_batch *b;
 
 	b = batch_new();
 	build_delete(b);

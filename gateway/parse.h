@@ -13,20 +13,20 @@
 /* ---- connect_parse.c -------------------------------------------------------
  * HTTP/1.x CONNECT request head (RFC 9110 §9.3.6, RFC 9112 §3).  No I/O.
  */
-#define CONNECT_HEAD_MAX 8192	/* request line + headers + CRLFCRLF, bytes */
+#define CONNECT_HEAD_MAX 8192 /* request line + headers + CRLFCRLF, bytes */
 
 enum connect_result {
-	CONNECT_OK = 0,		/* *req filled, req->head_len bytes consumed */
-	CONNECT_INCOMPLETE,	/* need more bytes (and len < CONNECT_HEAD_MAX) */
-	CONNECT_ERROR,		/* *status and *reason set */
+	CONNECT_OK = 0,	    /* *req filled, req->head_len bytes consumed */
+	CONNECT_INCOMPLETE, /* need more bytes (and len < CONNECT_HEAD_MAX) */
+	CONNECT_ERROR,	    /* *status and *reason set */
 };
 
 struct connect_req {
-	char host[256];		/* authority host, as sent (not normalised),
+	char host[256]; /* authority host, as sent (not normalised),
 				   brackets kept for IPv6 literals */
 	uint16_t port;
-	int http_minor;		/* HTTP/1.<minor>: 0 or 1 */
-	size_t head_len;	/* bytes of the head incl. the final CRLFCRLF */
+	int http_minor;	 /* HTTP/1.<minor>: 0 or 1 */
+	size_t head_len; /* bytes of the head incl. the final CRLFCRLF */
 };
 
 /*
@@ -42,12 +42,12 @@ enum connect_result connect_parse(const uint8_t *buf, size_t len,
  * TLS ClientHello -> SNI (RFC 8446 §4.1.2, §5.1; RFC 6066 §3).  No I/O.
  * The hello may span several records; the whole handshake message is read.
  */
-#define TLS_PEEK_MAX (16384 + 5 * 4 + 64)	/* cap on bytes buffered */
+#define TLS_PEEK_MAX (16384 + 5 * 4 + 64) /* cap on bytes buffered */
 
 enum tls_peek_result {
-	TLS_PEEK_OK = 0,	/* *sni set (lowercase, NUL-terminated) */
-	TLS_PEEK_INCOMPLETE,	/* need more bytes */
-	TLS_PEEK_ERROR,		/* *reason set */
+	TLS_PEEK_OK = 0,     /* *sni set (lowercase, NUL-terminated) */
+	TLS_PEEK_INCOMPLETE, /* need more bytes */
+	TLS_PEEK_ERROR,	     /* *reason set */
 };
 
 /*
@@ -56,8 +56,8 @@ enum tls_peek_result {
  * Reasons (TLS_PEEK_ERROR; REASON_NONE otherwise): REASON_NOT_TLS,
  * _BAD_HELLO, _HELLO_TOO_LARGE, _SNI_MISSING, _SNI_INVALID.
  */
-enum tls_peek_result tls_peek_sni(const uint8_t *buf, size_t len,
-    char *sni, size_t snisz, size_t *hello_len, enum reason *reason);
+enum tls_peek_result tls_peek_sni(const uint8_t *buf, size_t len, char *sni,
+    size_t snisz, size_t *hello_len, enum reason *reason);
 
 /* ---- screen.c --------------------------------------------------------------
  * Upstream address screening.  Returns NULL if sa may be connected to,
@@ -66,7 +66,7 @@ enum tls_peek_result tls_peek_sni(const uint8_t *buf, size_t len,
  * "documentation", "metadata", "ipv4_in_ipv6", "ula", "reserved").
  * own/nown: the gateway's own addresses, refused as "gateway".
  */
-const char *screen_addr(const struct sockaddr *sa,
-    const struct sockaddr_storage *own, size_t nown);
+const char *screen_addr(
+    const struct sockaddr *sa, const struct sockaddr_storage *own, size_t nown);
 
 #endif

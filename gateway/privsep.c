@@ -32,33 +32,33 @@
 #include "gateway/gateway.h"
 #include "policy/policy.h"
 
-#define PRIVSEP_BUCKETS 4096
+#define PRIVSEP_BUCKETS	       4096
 #define PRIVSEP_BACKOFF_MIN_MS 100
 #define PRIVSEP_BACKOFF_MAX_MS 5000
-#define PRIVSEP_STABLE_MS 10000		/* lived this long: backoff reset */
-#define PRIVSEP_TICK_MS 100		/* audit state and addresses */
-#define PRIVSEP_ADDRS_MS 1000
-#define PRIVSEP_WAIT_MS 5000		/* reload answer, shutdown */
-#define PRIVSEP_REAP_MS 200		/* an exiting proxy, before SIGKILL */
-#define PRIVSEP_SNDBUF (4 << 20)
+#define PRIVSEP_STABLE_MS      10000 /* lived this long: backoff reset */
+#define PRIVSEP_TICK_MS	       100   /* audit state and addresses */
+#define PRIVSEP_ADDRS_MS       1000
+#define PRIVSEP_WAIT_MS	       5000 /* reload answer, shutdown */
+#define PRIVSEP_REAP_MS	       200  /* an exiting proxy, before SIGKILL */
+#define PRIVSEP_SNDBUF	       (4 << 20)
 
 /* An allowed row of the proxy process, by its id. */
 struct privsep_row {
 	uint32_t id;
-	int64_t row;			/* audit.c's id */
+	int64_t row; /* audit.c's id */
 	int64_t start_ms;
-	struct audit_wait *wait;	/* not committed yet */
+	struct audit_wait *wait; /* not committed yet */
 	struct privsep_row *next;
 };
 
 static struct gateway *privsep_gw;
 static pid_t privsep_pid;
 static int privsep_sock = -1;
-static uint32_t privsep_gen;		/* bumps at every (re)start */
+static uint32_t privsep_gen; /* bumps at every (re)start */
 static struct event *privsep_ev, *privsep_restart_ev, *privsep_tick_ev;
 static int64_t privsep_backoff_ms, privsep_started_ms, privsep_addrs_ms;
-static int privsep_avail = -1;		/* last audit state sent */
-static struct msg_addrs privsep_addrs;	/* last address list sent */
+static int privsep_avail = -1;	       /* last audit state sent */
+static struct msg_addrs privsep_addrs; /* last address list sent */
 static struct privsep_row *privsep_rows[PRIVSEP_BUCKETS];
 static int privsep_stopping;
 
@@ -94,8 +94,8 @@ privsep_send(uint16_t type, uint32_t id, const void *p, size_t len, int fd)
 		/* Full (it does not read) or gone: kill it; the EOF that
 		 * follows restarts it from the loop (privsep_read_cb), not
 		 * from inside whatever callback is sending. */
-		log_warn("proxy process %ld: send, killing it",
-		    (long)privsep_pid);
+		log_warn(
+		    "proxy process %ld: send, killing it", (long)privsep_pid);
 		if (privsep_pid > 0)
 			kill(privsep_pid, SIGKILL);
 		return -1;
@@ -109,7 +109,7 @@ privsep_row_take(uint32_t id)
 	struct privsep_row **pp, *r;
 
 	for (pp = &privsep_rows[id % PRIVSEP_BUCKETS]; (r = *pp) != NULL;
-	    pp = &r->next)
+	     pp = &r->next)
 		if (r->id == id) {
 			*pp = r->next;
 			return r;
@@ -126,7 +126,7 @@ privsep_committed(int ok, void *arg)
 
 	r->wait = NULL;
 	if (!ok)
-		free(privsep_row_take(id));	/* the proxy drops the row */
+		free(privsep_row_take(id)); /* the proxy drops the row */
 	(void)privsep_send(MSG_AUDIT_COMMITTED, id, &m, sizeof(m), -1);
 }
 
@@ -153,26 +153,28 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	r.host = privsep_null(m->host, m->nulls, MSG_ROW_NULL_HOST);
 	r.port = m->port;
 	r.sni = privsep_null(m->sni, m->nulls, MSG_ROW_NULL_SNI);
-	r.upstream_addr = privsep_null(m->upstream_addr, m->nulls,
-	    MSG_ROW_NULL_UPSTREAM);
+	r.upstream_addr =
+	    privsep_null(m->upstream_addr, m->nulls, MSG_ROW_NULL_UPSTREAM);
 	r.upstream_port = m->upstream_port;
 	r.allow = m->allow;
 	r.reason = m->reason;
-	r.policy_digest = privsep_null(m->digest, m->nulls, MSG_ROW_NULL_DIGEST);
+	r.policy_digest =
+	    privsep_null(m->digest, m->nulls, MSG_ROW_NULL_DIGEST);
 	if (!m->allow) {
 		(void)audit_decision(privsep_gw->audit, &r, NULL, NULL, NULL);
 		return 0;
 	}
 	if ((pr = privsep_row_take(id)) != NULL)
-		return -1;	/* an id still in use */
+		return -1; /* an id still in use */
 	pr = xcalloc(1, sizeof(*pr));
 	pr->id = id;
 	pr->start_ms = util_mono_ms();
-	pr->row = audit_decision(privsep_gw->audit, &r, privsep_committed, pr,
-	    &pr->wait);
+	pr->row = audit_decision(
+	    privsep_gw->audit, &r, privsep_committed, pr, &pr->wait);
 	if (pr->row == -1) {
 		free(pr);
-		(void)privsep_send(MSG_AUDIT_COMMITTED, id, &no, sizeof(no), -1);
+		(void)privsep_send(
+		    MSG_AUDIT_COMMITTED, id, &no, sizeof(no), -1);
 		return 0;
 	}
 	pr->next = privsep_rows[id % PRIVSEP_BUCKETS];
@@ -188,7 +190,7 @@ privsep_close(uint32_t id, const struct msg_close *m)
 	if (msg_close_check(m) == -1)
 		return -1;
 	if ((r = privsep_row_take(id)) == NULL)
-		return 0;	/* failed commit, already dropped */
+		return 0; /* failed commit, already dropped */
 	audit_cancel(r->wait);
 	if (!m->forget)
 		audit_close(privsep_gw->audit, r->row, m->up, m->down,
@@ -208,7 +210,7 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 		return privsep_close(h->id, p);
 	case MSG_POLICY_DONE:
 		if (revoked == NULL)
-			return -1;	/* unasked */
+			return -1; /* unasked */
 		*revoked = ((const struct msg_int *)p)->v;
 		return 0;
 	default:
@@ -251,8 +253,8 @@ privsep_read(int *revoked)
 				log_warnx("proxy process: malformed message");
 			else
 				log_warn("proxy process: receive");
-			privsep_lost(bad ? "malformed message" : "receive error",
-			    0);
+			privsep_lost(
+			    bad ? "malformed message" : "receive error", 0);
 			return -1;
 		}
 		if (fd != -1)
@@ -265,8 +267,7 @@ privsep_read(int *revoked)
 			return -1;
 		}
 		if (privsep_dispatch(&h, &p, revoked) == -1) {
-			log_warnx("proxy process: bad message type %u",
-			    h.type);
+			log_warnx("proxy process: bad message type %u", h.type);
 			privsep_lost("bad message", 0);
 			return -1;
 		}
@@ -321,7 +322,8 @@ privsep_addrs_refresh(int force)
 		} else if (i->ifa_addr->sa_family == AF_INET6) {
 			m.a[m.n].family = AF_INET6;
 			memcpy(m.a[m.n++].addr,
-			    &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, 16);
+			    &((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
+			    16);
 		}
 	}
 	freeifaddrs(ifa);
@@ -430,8 +432,8 @@ privsep_lost(const char *why, int exiting)
 		privsep_pid = 0;
 		return;
 	}
-	log_warnx("proxy process %ld: %s%s; restarting it",
-	    (long)privsep_pid, why, how);
+	log_warnx("proxy process %ld: %s%s; restarting it", (long)privsep_pid,
+	    why, how);
 	privsep_pid = 0;
 	privsep_schedule(now);
 }
@@ -581,7 +583,7 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 	int fd, revoked = 0, r;
 
 	if (privsep_sock == -1)
-		return 0;	/* a restarted proxy forks with the new policy */
+		return 0; /* a restarted proxy forks with the new policy */
 	memset(&m, 0, sizeof(m));
 	conf_live_get(c, m.live);
 	m.nfiles = (uint32_t)pb->n;

@@ -29,45 +29,45 @@
 #include "policy/policy.h"
 #include "policy/decide.h"
 
-#define RELAY_PIPE_SIZE (1024 * 1024)	/* per direction in flight, bytes */
-#define RELAY_POOL_MAX 16	/* empty pipes kept for the next tunnels */
-#define RELAY_PEEK_MAX 65536	/* copy size without a pipe */
-#define CONN_MAX_ADDRS 8	/* resolved addresses kept */
-#define CONN_MAX_TRIES 3	/* upstream connect attempts, each timed */
-#define LINGER_MS 2000		/* after a refusal: wait for the guest's FIN */
-#define LINGER_MAX_BYTES 65536	/* ... discarding at most this much */
-#define REFUSED_MAX 512		/* refused connections lingering at once */
-#define REFUSED_ROWS 10		/* 429 audit rows per instance and second */
-#define ACCEPT_PAUSE_MS 100	/* listener pause when out of descriptors */
+#define RELAY_PIPE_SIZE	 (1024 * 1024) /* per direction in flight, bytes */
+#define RELAY_POOL_MAX	 16    /* empty pipes kept for the next tunnels */
+#define RELAY_PEEK_MAX	 65536 /* copy size without a pipe */
+#define CONN_MAX_ADDRS	 8     /* resolved addresses kept */
+#define CONN_MAX_TRIES	 3     /* upstream connect attempts, each timed */
+#define LINGER_MS	 2000  /* after a refusal: wait for the guest's FIN */
+#define LINGER_MAX_BYTES 65536 /* ... discarding at most this much */
+#define REFUSED_MAX	 512   /* refused connections lingering at once */
+#define REFUSED_ROWS	 10    /* 429 audit rows per instance and second */
+#define ACCEPT_PAUSE_MS	 100   /* listener pause when out of descriptors */
 
 /* One direction of a tunnel in CONN_RELAY: src -> pipe -> dst. */
 struct relay_dir {
-	int src, dst;			/* sockets (src of dir[0]: the guest) */
-	int pipe[2];			/* -1: none, only while bytes are in flight */
-	size_t pipe_size, inpipe;	/* capacity, bytes in it */
-	uint8_t *pend;			/* held by the bufferevents, sent first */
+	int src, dst;		  /* sockets (src of dir[0]: the guest) */
+	int pipe[2];		  /* -1: none, only while bytes are in flight */
+	size_t pipe_size, inpipe; /* capacity, bytes in it */
+	uint8_t *pend;		  /* held by the bufferevents, sent first */
 	size_t pendoff, pendlen;
-	int eof, shut;			/* source ended, FIN passed on */
-	struct event *rev, *wev;	/* src readable, dst writable (one-shot) */
+	int eof, shut;		 /* source ended, FIN passed on */
+	struct event *rev, *wev; /* src readable, dst writable (one-shot) */
 };
 
 enum conn_state {
-	CONN_HEAD,		/* reading the CONNECT request */
-	CONN_HELLO,		/* 200 sent, reading the ClientHello */
-	CONN_CONNECTING,	/* connecting upstream */
-	CONN_RELAY,		/* tunnel open */
-	CONN_DRAIN,		/* writing a final response, lingering, close */
+	CONN_HEAD,	 /* reading the CONNECT request */
+	CONN_HELLO,	 /* 200 sent, reading the ClientHello */
+	CONN_CONNECTING, /* connecting upstream */
+	CONN_RELAY,	 /* tunnel open */
+	CONN_DRAIN,	 /* writing a final response, lingering, close */
 };
 
 struct conn {
 	struct gateway *gw;
 	enum conn_state state;
-	struct bufferevent *down;	/* guest side */
-	struct bufferevent *up;		/* upstream side */
+	struct bufferevent *down; /* guest side */
+	struct bufferevent *up;	  /* upstream side */
 	struct instance *inst;
 	char client_addr[INET6_ADDRSTRLEN];
 	int client_port;
-	char host[256];			/* normalised CONNECT host */
+	char host[256]; /* normalised CONNECT host */
 	uint16_t port;
 	int host_is_ip;
 	struct sockaddr_storage host_sa;
@@ -75,24 +75,24 @@ struct conn {
 	int hello_done;
 	int resolved;
 	struct resolve_req *rreq;
-	struct sockaddr_storage addrs[CONN_MAX_ADDRS];	/* resolved */
+	struct sockaddr_storage addrs[CONN_MAX_ADDRS]; /* resolved */
 	size_t naddrs;
 	struct sockaddr_storage upstream;
 	char upstream_addr[INET6_ADDRSTRLEN];
 	int have_upstream;
-	int64_t row;			/* allowed row id (queued or committed),
+	int64_t row;		     /* allowed row id (queued or committed),
 					   -1 before the decision */
-	struct child_wait *awaiting;	/* allowed row not committed yet */
+	struct child_wait *awaiting; /* allowed row not committed yet */
 	int64_t start_ms;
 	uint64_t bytes_up, bytes_down;
-	struct relay_dir dir[2];	/* RELAY: guest->upstream, upstream->guest */
-	int64_t last_ms;		/* last relay activity, monotonic */
-	struct event *timer;		/* phase deadline (HEAD, HELLO, DRAIN),
+	struct relay_dir dir[2]; /* RELAY: guest->upstream, upstream->guest */
+	int64_t last_ms;	 /* last relay activity, monotonic */
+	struct event *timer;	 /* phase deadline (HEAD, HELLO, DRAIN),
 					   idle check (RELAY) */
-	int counted;			/* holds a slot of c->inst's quota */
-	int refused;			/* 429 at accept: outside the caps */
-	size_t discarded;		/* bytes thrown away while lingering */
-	struct sockaddr_storage cands[CONN_MAX_ADDRS];	/* screened, in order */
+	int counted;		 /* holds a slot of c->inst's quota */
+	int refused;		 /* 429 at accept: outside the caps */
+	size_t discarded;	 /* bytes thrown away while lingering */
+	struct sockaddr_storage cands[CONN_MAX_ADDRS]; /* screened, in order */
 	size_t ncands, ntry;
 	int in_connect, sync_fail, sync_errno;
 	struct conn *next, *prev;
@@ -101,10 +101,10 @@ struct conn {
 static struct gateway *proxy_gw;
 static struct evconnlistener *proxy_listener;
 static struct conn *proxy_conns;
-static int proxy_nconns;		/* linked connections, refused included */
-static int proxy_nrefused;		/* of which refused (429, lingering) */
-static int64_t proxy_tokens, proxy_tokens_ms;	/* global rate bucket */
-static int64_t proxy_refused_sec;	/* refusal rows of unknown sources */
+static int proxy_nconns;   /* linked connections, refused included */
+static int proxy_nrefused; /* of which refused (429, lingering) */
+static int64_t proxy_tokens, proxy_tokens_ms; /* global rate bucket */
+static int64_t proxy_refused_sec; /* refusal rows of unknown sources */
 static int proxy_refused_rows, proxy_refused_quiet;
 static struct event *proxy_accept_timer;
 
@@ -183,7 +183,8 @@ conn_audit(struct conn *c, int allow, enum reason reason, const char *rawhost)
 	r.policy_digest = conn_digest(c);
 	/* Through the parent (privsep.c), which owns the database. */
 	if (!allow)
-		return child_audit_decision(&r, NULL, NULL, NULL) == -1 ? -1 : 0;
+		return child_audit_decision(&r, NULL, NULL, NULL) == -1 ? -1 :
+									  0;
 	id = child_audit_decision(&r, conn_committed, c, &c->awaiting);
 	if (id == -1)
 		return -1;
@@ -231,10 +232,11 @@ conn_respond(struct conn *c, int status, const char *text, enum reason reason,
 {
 	struct evbuffer *out = bufferevent_get_output(c->down);
 
-	evbuffer_add_printf(out, "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
+	evbuffer_add_printf(out,
+	    "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
 	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
-	    "Connection: close\r\n\r\n%s", status, text, reason_name(reason), strlen(body),
-	    body);
+	    "Connection: close\r\n\r\n%s",
+	    status, text, reason_name(reason), strlen(body), body);
 	c->state = CONN_DRAIN;
 	conn_deadline(c, LINGER_MS);
 	bufferevent_disable(c->down, EV_READ);
@@ -255,16 +257,36 @@ conn_deny_http(struct conn *c, int status, enum reason reason,
 	char body[512];
 
 	switch (status) {
-	case 400: text = "Bad Request"; break;
-	case 403: text = "Forbidden"; break;
-	case 405: text = "Method Not Allowed"; break;
-	case 408: text = "Request Timeout"; break;
-	case 429: text = "Too Many Requests"; break;
-	case 431: text = "Request Header Fields Too Large"; break;
-	case 502: text = "Bad Gateway"; break;
-	case 503: text = "Service Unavailable"; break;
-	case 505: text = "HTTP Version Not Supported"; break;
-	default: text = "Error"; break;
+	case 400:
+		text = "Bad Request";
+		break;
+	case 403:
+		text = "Forbidden";
+		break;
+	case 405:
+		text = "Method Not Allowed";
+		break;
+	case 408:
+		text = "Request Timeout";
+		break;
+	case 429:
+		text = "Too Many Requests";
+		break;
+	case 431:
+		text = "Request Header Fields Too Large";
+		break;
+	case 502:
+		text = "Bad Gateway";
+		break;
+	case 503:
+		text = "Service Unavailable";
+		break;
+	case 505:
+		text = "HTTP Version Not Supported";
+		break;
+	default:
+		text = "Error";
+		break;
 	}
 	snprintf(body, sizeof(body), "ksb: %s\n", message);
 	/* Fail closed: while the audit database cannot be written, every
@@ -289,12 +311,12 @@ conn_deny_tunnel(struct conn *c, enum reason reason)
 	char esc[600];
 
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
-	    c->port, reason_name(reason));
+	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc, c->port,
+	    reason_name(reason));
 	(void)conn_audit(c, 0, reason, NULL);
-	if (c->row != -1)	/* an allowed row gets no close record */
+	if (c->row != -1) /* an allowed row gets no close record */
 		child_audit_close(c->row, 0, 0, 0, REASON_NONE);
-	c->row = -1;	/* the row is complete; nothing to close */
+	c->row = -1; /* the row is complete; nothing to close */
 	conn_close(c, REASON_NONE);
 }
 
@@ -331,7 +353,7 @@ conn_close(struct conn *c, enum reason reason)
 	/* A pending allowed row is still written, then this close record. */
 	child_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
-	if (c->row != -1)	/* REASON_NONE: the parent forgets the row */
+	if (c->row != -1) /* REASON_NONE: the parent forgets the row */
 		child_audit_close(c->row, c->bytes_up, c->bytes_down,
 		    util_mono_ms() - c->start_ms, reason);
 	resolve_cancel(c->rreq);
@@ -441,10 +463,12 @@ relay_fail(struct conn *c, int fd)
 	int e = errno;
 
 	if (fd == c->dir[0].src)
-		conn_close(c, e == ECONNRESET ? REASON_GUEST_RESET : REASON_GUEST_ERROR);
+		conn_close(c,
+		    e == ECONNRESET ? REASON_GUEST_RESET : REASON_GUEST_ERROR);
 	else
-		conn_close(c, e == ECONNRESET ? REASON_UPSTREAM_RESET :
-		    REASON_UPSTREAM_ERROR);
+		conn_close(c,
+		    e == ECONNRESET ? REASON_UPSTREAM_RESET :
+				      REASON_UPSTREAM_ERROR);
 	return -1;
 }
 
@@ -475,7 +499,8 @@ relay_pump(struct conn *c, int i)
 	while (!wr_blocked) {
 		if (d->pendoff < d->pendlen) {
 			n = send(d->dst, d->pend + d->pendoff,
-			    d->pendlen - d->pendoff, MSG_NOSIGNAL | MSG_DONTWAIT);
+			    d->pendlen - d->pendoff,
+			    MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n == -1 && !relay_again())
 				return relay_fail(c, d->dst);
 			if (n <= 0) {
@@ -516,14 +541,16 @@ relay_pump(struct conn *c, int i)
 				d->eof = 1;
 				continue;
 			}
-			m = send(d->dst, relay_buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+			m = send(
+			    d->dst, relay_buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (m == -1 && !relay_again())
 				return relay_fail(c, d->dst);
 			if (m <= 0) {
 				wr_blocked = 1;
 				break;
 			}
-			(void)recv(d->src, relay_buf, m, MSG_TRUNC | MSG_DONTWAIT);
+			(void)recv(
+			    d->src, relay_buf, m, MSG_TRUNC | MSG_DONTWAIT);
 			*count += m;
 			c->last_ms = util_mono_ms();
 			continue;
@@ -730,11 +757,11 @@ proxy_is_local(const struct sockaddr_storage *ss)
 			continue;
 		if (ss->ss_family == AF_INET &&
 		    ((const struct sockaddr_in *)&local[k])->sin_addr.s_addr ==
-		    ((const struct sockaddr_in *)ss)->sin_addr.s_addr)
+			((const struct sockaddr_in *)ss)->sin_addr.s_addr)
 			return 1;
 		if (ss->ss_family == AF_INET6 &&
 		    memcmp(&((const struct sockaddr_in6 *)&local[k])->sin6_addr,
-		    &((const struct sockaddr_in6 *)ss)->sin6_addr, 16) == 0)
+			&((const struct sockaddr_in6 *)ss)->sin6_addr, 16) == 0)
 			return 1;
 	}
 	return 0;
@@ -743,12 +770,13 @@ proxy_is_local(const struct sockaddr_storage *ss)
 static int
 conn_addr_ok(struct conn *c, const struct sockaddr_storage *ss)
 {
-	if (screen_addr((const struct sockaddr *)ss, c->gw->own, c->gw->nown) == NULL &&
+	if (screen_addr((const struct sockaddr *)ss, c->gw->own, c->gw->nown) ==
+		NULL &&
 	    !proxy_is_local(ss))
 		return 1;
 	/* An explicit address rule in the profile may permit it. */
 	return policy_match_addr(c->gw->policy, c->inst->profile,
-	    (const struct sockaddr *)ss, c->port, NULL) == POLICY_ALLOW;
+		   (const struct sockaddr *)ss, c->port, NULL) == POLICY_ALLOW;
 }
 
 /* Record ss as the upstream address of the row. */
@@ -764,7 +792,7 @@ conn_set_upstream(struct conn *c, const struct sockaddr_storage *ss)
 	else
 		return;
 	if (inet_ntop(ss->ss_family, a, c->upstream_addr,
-	    sizeof(c->upstream_addr)) != NULL)
+		sizeof(c->upstream_addr)) != NULL)
 		c->have_upstream = 1;
 }
 
@@ -814,10 +842,10 @@ conn_connect_next(struct conn *c, enum reason why)
 		}
 		ss = &c->cands[c->ntry++];
 		len = ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
-		    sizeof(struct sockaddr_in);
+						  sizeof(struct sockaddr_in);
 		conn_set_upstream(c, ss);
-		c->up = bufferevent_socket_new(c->gw->base, -1,
-		    BEV_OPT_CLOSE_ON_FREE);
+		c->up = bufferevent_socket_new(
+		    c->gw->base, -1, BEV_OPT_CLOSE_ON_FREE);
 		if (c->up == NULL)
 			fatalx("bufferevent_socket_new");
 		bufferevent_setcb(c->up, NULL, NULL, up_event_cb, c);
@@ -825,8 +853,8 @@ conn_connect_next(struct conn *c, enum reason why)
 		/* An immediate failure runs up_event_cb inside the call. */
 		c->in_connect = 1;
 		c->sync_fail = 0;
-		r = bufferevent_socket_connect(c->up, (struct sockaddr *)ss,
-		    (int)len);
+		r = bufferevent_socket_connect(
+		    c->up, (struct sockaddr *)ss, (int)len);
 		if (r == -1 && !c->sync_fail) {
 			c->sync_fail = 1;
 			c->sync_errno = errno;
@@ -885,8 +913,9 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 			if (!conn_addr_ok(c, &addrs[i])) {
 				if (refused == NULL) {
 					refused = &addrs[i];
-					cls = screen_addr((const struct sockaddr *)
-					    &addrs[i], c->gw->own, c->gw->nown);
+					cls = screen_addr(
+					    (const struct sockaddr *)&addrs[i],
+					    c->gw->own, c->gw->nown);
 					if (cls == NULL)
 						cls = "gateway";
 				}
@@ -897,9 +926,11 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 			ss = &c->cands[c->ncands++];
 			memcpy(ss, &addrs[i], sizeof(*ss));
 			if (fam == AF_INET)
-				((struct sockaddr_in *)ss)->sin_port = htons(c->port);
+				((struct sockaddr_in *)ss)->sin_port =
+				    htons(c->port);
 			else {
-				((struct sockaddr_in6 *)ss)->sin6_port = htons(c->port);
+				((struct sockaddr_in6 *)ss)->sin6_port =
+				    htons(c->port);
 				((struct sockaddr_in6 *)ss)->sin6_flowinfo = 0;
 				((struct sockaddr_in6 *)ss)->sin6_scope_id = 0;
 			}
@@ -909,11 +940,12 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 		if (refused != NULL) {
 			conn_set_upstream(c, refused);
 			log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-			log_info("screened %s -> %s (%s)", esc, c->upstream_addr,
-			    cls ? cls : "?");
+			log_info("screened %s -> %s (%s)", esc,
+			    c->upstream_addr, cls ? cls : "?");
 		}
-		conn_deny_tunnel(c, refused != NULL ? REASON_ADDRESS_SCREENED :
-		    REASON_RESOLVE_FAILED);
+		conn_deny_tunnel(c,
+		    refused != NULL ? REASON_ADDRESS_SCREENED :
+				      REASON_RESOLVE_FAILED);
 		return;
 	}
 	c->state = CONN_CONNECTING;
@@ -933,7 +965,8 @@ conn_ready(struct conn *c)
 }
 
 static void
-conn_resolved(int err, const struct sockaddr_storage *addrs, size_t n, void *arg)
+conn_resolved(
+    int err, const struct sockaddr_storage *addrs, size_t n, void *arg)
 {
 	struct conn *c = arg;
 
@@ -969,9 +1002,9 @@ hello_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	case TLS_PEEK_ERROR:
 		if (c->host_is_ip && reason == REASON_SNI_MISSING)
-			break;	/* no SNI for an IP literal is expected */
-		conn_deny_tunnel(c, reason != REASON_NONE ? reason :
-		    REASON_BAD_HELLO);
+			break; /* no SNI for an IP literal is expected */
+		conn_deny_tunnel(
+		    c, reason != REASON_NONE ? reason : REASON_BAD_HELLO);
 		return;
 	case TLS_PEEK_OK:
 		snprintf(c->sni, sizeof(c->sni), "%s", sni);
@@ -1031,10 +1064,11 @@ head_read_cb(struct bufferevent *bev, void *arg)
 			    "request header too large", NULL);
 		return;
 	case CONNECT_ERROR:
-		conn_deny_http(c, status, reason != REASON_NONE ? reason :
-		    REASON_BAD_REQUEST,
+		conn_deny_http(c, status,
+		    reason != REASON_NONE ? reason : REASON_BAD_REQUEST,
 		    status == 405 ? "only CONNECT is supported" :
-		    "malformed request", NULL);
+				    "malformed request",
+		    NULL);
 		return;
 	case CONNECT_OK:
 		break;
@@ -1048,8 +1082,8 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		return;
 	}
 	if (policy_decide(c->gw->policy, c->inst->profile, req.host,
-	    strlen(req.host), c->port, c->host, sizeof(c->host), &c->host_sa,
-	    &d) != POLICY_ALLOW) {
+		strlen(req.host), c->port, c->host, sizeof(c->host),
+		&c->host_sa, &d) != POLICY_ALLOW) {
 		c->host_is_ip = d.kind == HOSTNAME_IP;
 		conn_deny_http(c, d.status, d.reason, d.msg,
 		    d.kind == HOSTNAME_BAD ? raw : NULL);
@@ -1158,12 +1192,13 @@ proxy_admit(struct conn *c)
 		return REASON_INSTANCE_CONNECTION_LIMIT;
 	if (proxy_nconns - proxy_nrefused > conf->max_connections)
 		return REASON_TOO_MANY_CONNECTIONS;
-	if (inst != NULL && !proxy_bucket_take(&inst->px_tokens,
-	    &inst->px_tokens_ms, rate, now))
+	if (inst != NULL &&
+	    !proxy_bucket_take(
+		&inst->px_tokens, &inst->px_tokens_ms, rate, now))
 		return REASON_INSTANCE_RATE_LIMITED;
-	if (!proxy_bucket_take(&proxy_tokens, &proxy_tokens_ms, conf->conn_rate,
-	    now)) {
-		if (inst != NULL)	/* give the instance its token back */
+	if (!proxy_bucket_take(
+		&proxy_tokens, &proxy_tokens_ms, conf->conn_rate, now)) {
+		if (inst != NULL) /* give the instance its token back */
 			inst->px_tokens += 1000;
 		return REASON_RATE_LIMITED;
 	}
@@ -1205,8 +1240,8 @@ conn_refuse(struct conn *c, enum reason reason)
 		return;
 	}
 	++*quiet;
-	conn_respond(c, 429, "Too Many Requests", reason,
-	    "ksb: too many connections\n");
+	conn_respond(
+	    c, 429, "Too Many Requests", reason, "ksb: too many connections\n");
 }
 
 static void
@@ -1225,8 +1260,7 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	c->start_ms = util_mono_ms();
 	conn_link(c);
 	c->timer = evtimer_new(gw->base, conn_timer_cb, c);
-	c->down = bufferevent_socket_new(gw->base, fd,
-	    BEV_OPT_CLOSE_ON_FREE);
+	c->down = bufferevent_socket_new(gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->down == NULL || c->timer == NULL)
 		fatalx("bufferevent_socket_new");
 	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -1248,7 +1282,8 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		c->counted = 1;
 	}
 	bufferevent_setcb(c->down, head_read_cb, NULL, conn_event_cb, c);
-	bufferevent_setwatermark(c->down, EV_READ, 0, CONNECT_HEAD_MAX + TLS_PEEK_MAX);
+	bufferevent_setwatermark(
+	    c->down, EV_READ, 0, CONNECT_HEAD_MAX + TLS_PEEK_MAX);
 	conn_deadline(c, (int64_t)gw->conf->header_timeout * 1000);
 	bufferevent_enable(c->down, EV_READ | EV_WRITE);
 }
@@ -1280,8 +1315,8 @@ proxy_init(struct gateway *gw, char **cause)
 	/* The open-file limit is the hard one already (main.c,
 	 * gateway_nofile, before this process was forked). */
 	proxy_gw = gw;
-	if ((proxy_accept_timer = evtimer_new(gw->base, proxy_accept_resume,
-	    NULL)) == NULL)
+	if ((proxy_accept_timer =
+		    evtimer_new(gw->base, proxy_accept_resume, NULL)) == NULL)
 		return cause_set(cause, "evtimer_new failed");
 	/* Bound and listening already (main.c, the privileged parent). */
 	proxy_listener = evconnlistener_new(gw->base, proxy_accept_cb, gw,
@@ -1336,18 +1371,21 @@ proxy_policy_changed(void)
 
 	for (c = proxy_conns; c != NULL; c = next) {
 		next = c->next;
-		if (c->inst == NULL || c->state == CONN_HEAD || c->state == CONN_DRAIN)
+		if (c->inst == NULL || c->state == CONN_HEAD ||
+		    c->state == CONN_DRAIN)
 			continue;
 		ok = policy_has_profile(p, c->inst->profile) &&
-		    (c->host_is_ip ? policy_match_addr(p, c->inst->profile,
-		    (struct sockaddr *)&c->host_sa, c->port, NULL) :
-		    policy_match_host(p, c->inst->profile, c->host, c->port,
-		    NULL)) == POLICY_ALLOW;
+		    (c->host_is_ip ?
+			    policy_match_addr(p, c->inst->profile,
+				(struct sockaddr *)&c->host_sa, c->port, NULL) :
+			    policy_match_host(p, c->inst->profile, c->host,
+				c->port, NULL)) == POLICY_ALLOW;
 		/* Upstream addresses chosen under the old policy must still
 		 * pass screening (an allow-address rule may have gone): the
 		 * current one, and those not tried yet are dropped. */
-		if (ok && (c->state == CONN_CONNECTING ||
-		    c->state == CONN_RELAY) && c->ntry > 0) {
+		if (ok &&
+		    (c->state == CONN_CONNECTING || c->state == CONN_RELAY) &&
+		    c->ntry > 0) {
 			size_t k, m;
 
 			if (!conn_addr_ok(c, &c->cands[c->ntry - 1]))

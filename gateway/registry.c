@@ -15,9 +15,9 @@
 #include "gateway/gateway.h"
 
 static struct instance *registry_head;
-static uint32_t registry_net;		/* host order */
-static uint32_t registry_gw;		/* host order */
-static uint32_t registry_size;		/* addresses in the network */
+static uint32_t registry_net;  /* host order */
+static uint32_t registry_gw;   /* host order */
+static uint32_t registry_size; /* addresses in the network */
 
 void
 registry_init(uint32_t bridge_addr, int prefix)
@@ -64,7 +64,8 @@ registry_add(const char *id, const char *profile, void *owner, char **cause)
 	uint32_t h, a;
 
 	if (!util_valid_id(id)) {
-		cause_set(cause, "invalid instance ID (want [a-z0-9][a-z0-9-]{0,31})");
+		cause_set(cause,
+		    "invalid instance ID (want [a-z0-9][a-z0-9-]{0,31})");
 		return NULL;
 	}
 	if (strlen(profile) >= sizeof(inst->profile)) {

@@ -75,11 +75,12 @@ reload_load_policy(const struct ksb_conf *conf, struct policy **out,
 
 	memset(&b, 0, sizeof(b));
 	if (n == 0)
-		return cause_set(errors, "%s: no policy files: add `policy = "
-		    "/etc/ksb/policy.d/*.policy'", conf->path ? conf->path :
-		    "(defaults)");
-	if (policy_load((const char *const *)conf->policy_files, n, &p,
-	    errors) == -1)
+		return cause_set(errors,
+		    "%s: no policy files: add `policy = "
+		    "/etc/ksb/policy.d/*.policy'",
+		    conf->path ? conf->path : "(defaults)");
+	if (policy_load(
+		(const char *const *)conf->policy_files, n, &p, errors) == -1)
 		return -1;
 	n = policy_nfiles(p);
 	b.names = xcalloc(n, sizeof(*b.names));
@@ -94,7 +95,7 @@ reload_load_policy(const struct ksb_conf *conf, struct policy **out,
 		b.lens[i] = len;
 	}
 	if (policy_load_buffers((const char *const *)b.names,
-	    (const char *const *)b.texts, b.lens, n, out, errors) == -1)
+		(const char *const *)b.texts, b.lens, n, out, errors) == -1)
 		goto cleanup;
 	if (strcmp(policy_digest(*out), policy_digest(p)) != 0)
 		fatalx("policy digest differs between file and buffer load");
@@ -137,30 +138,38 @@ reload_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
 	size_t i;
 
 	for (i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		const char *x = *(char *const *)((const char *)cur + strs[i].off);
-		const char *y = *(char *const *)((const char *)nc + strs[i].off);
+		const char *x =
+		    *(char *const *)((const char *)cur + strs[i].off);
+		const char *y =
+		    *(char *const *)((const char *)nc + strs[i].off);
 
 		if ((x == NULL) != (y == NULL) ||
 		    (x != NULL && strcmp(x, y) != 0))
-			evbuffer_add_printf(notes, "%s: %s changed to `%s': "
-			    "needs a restart, still `%s'\n", file, strs[i].key,
-			    y ? y : "(default)", x ? x : "(default)");
+			evbuffer_add_printf(notes,
+			    "%s: %s changed to `%s': "
+			    "needs a restart, still `%s'\n",
+			    file, strs[i].key, y ? y : "(default)",
+			    x ? x : "(default)");
 	}
 	if (cur->bridge_addr != nc->bridge_addr ||
 	    cur->bridge_prefix != nc->bridge_prefix)
-		evbuffer_add_printf(notes, "%s: bridge-address changed to "
-		    "`%s/%d': needs a restart, still `%s/%d'\n", file,
-		    registry_addr_str(nc->bridge_addr, a), nc->bridge_prefix,
-		    registry_addr_str(cur->bridge_addr, b), cur->bridge_prefix);
+		evbuffer_add_printf(notes,
+		    "%s: bridge-address changed to "
+		    "`%s/%d': needs a restart, still `%s/%d'\n",
+		    file, registry_addr_str(nc->bridge_addr, a),
+		    nc->bridge_prefix, registry_addr_str(cur->bridge_addr, b),
+		    cur->bridge_prefix);
 	if (cur->audit_retention != nc->audit_retention)
-		evbuffer_add_printf(notes, "%s: audit-retention changed to "
-		    "%lld s: needs a restart, still %lld s\n", file,
-		    (long long)nc->audit_retention,
+		evbuffer_add_printf(notes,
+		    "%s: audit-retention changed to "
+		    "%lld s: needs a restart, still %lld s\n",
+		    file, (long long)nc->audit_retention,
 		    (long long)cur->audit_retention);
 	if (cur->proxy_port != nc->proxy_port)
-		evbuffer_add_printf(notes, "%s: proxy-port changed to `%u': "
-		    "needs a restart, still `%u'\n", file, nc->proxy_port,
-		    cur->proxy_port);
+		evbuffer_add_printf(notes,
+		    "%s: proxy-port changed to `%u': "
+		    "needs a restart, still `%u'\n",
+		    file, nc->proxy_port, cur->proxy_port);
 }
 
 /* The evbuffer's text as a malloc'd string, NULL if empty; drains it. */
@@ -190,7 +199,7 @@ reload_log_lines(const char *prefix, const char *text)
 		return;
 	copy = xstrdup(text);
 	for (l = strtok_r(copy, "\n", &save); l != NULL;
-	    l = strtok_r(NULL, "\n", &save))
+	     l = strtok_r(NULL, "\n", &save))
 		log_warnx("%s%s", prefix, l);
 	free(copy);
 }
@@ -214,9 +223,10 @@ reload_swap(struct gateway *gw, struct ksb_conf *nc, struct policy *np,
 	for (i = registry_first(); i != NULL; i = i->next) {
 		if (policy_has_profile(np, i->profile))
 			continue;
-		evbuffer_add_printf(notes, "instance %s (%s): profile `%s' no "
-		    "longer exists: all its egress is denied\n", i->id,
-		    registry_addr_str(i->addr, a), i->profile);
+		evbuffer_add_printf(notes,
+		    "instance %s (%s): profile `%s' no "
+		    "longer exists: all its egress is denied\n",
+		    i->id, registry_addr_str(i->addr, a), i->profile);
 		lost++;
 	}
 	return lost;
@@ -224,8 +234,7 @@ reload_swap(struct gateway *gw, struct ksb_conf *nc, struct policy *np,
 
 /* Failure phase: log and record the attempt; nothing was changed. */
 static void
-reload_failed(struct gateway *gw, const struct ksb_conf *nc,
-    const char *errors)
+reload_failed(struct gateway *gw, const struct ksb_conf *nc, const char *errors)
 {
 	char *files = NULL;
 

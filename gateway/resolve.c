@@ -31,14 +31,14 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define RESOLVE_MAX_ADDRS 16
-#define RESOLVE_QUERIES 2		/* per lookup: A and AAAA */
+#define RESOLVE_MAX_ADDRS      16
+#define RESOLVE_QUERIES	       2 /* per lookup: A and AAAA */
 #define RESOLVE_INFLIGHT_SLACK 64
-#define RESOLVE_INFLIGHT_MAX 16384	/* of 65536 DNS transaction ids */
+#define RESOLVE_INFLIGHT_MAX   16384 /* of 65536 DNS transaction ids */
 
 struct resolve {
 	struct evdns_base *dns;
-	int inflight;			/* evdns max-inflight as set */
+	int inflight; /* evdns max-inflight as set */
 };
 
 /*
@@ -66,8 +66,8 @@ struct resolve_req {
 	resolve_cb cb;
 	void *arg;
 	struct evdns_getaddrinfo_request *req;
-	struct event *timer;		/* timeout, then "deliver now" */
-	int done;			/* answer arrived */
+	struct event *timer; /* timeout, then "deliver now" */
+	int done;	     /* answer arrived */
 	int err;
 	struct sockaddr_storage addrs[RESOLVE_MAX_ADDRS];
 	size_t naddrs;
@@ -85,16 +85,18 @@ resolve_init(struct gateway *gw, char **cause)
 		return cause_set(cause, "evdns_base_new failed");
 	}
 	if (gw->conf->resolver != NULL) {
-		if (evdns_base_nameserver_ip_add(r->dns, gw->conf->resolver) != 0) {
+		if (evdns_base_nameserver_ip_add(r->dns, gw->conf->resolver) !=
+		    0) {
 			evdns_base_free(r->dns, 0);
 			free(r);
-			return cause_set(cause, "resolver: `%s' is not ip[:port]",
+			return cause_set(cause,
+			    "resolver: `%s' is not ip[:port]",
 			    gw->conf->resolver);
 		}
 	} else {
 		/* Missing file or no nameserver lines are tolerated (rc 1, 6). */
-		(void)evdns_base_resolv_conf_parse(r->dns, DNS_OPTION_NAMESERVERS,
-		    "/etc/resolv.conf");
+		(void)evdns_base_resolv_conf_parse(
+		    r->dns, DNS_OPTION_NAMESERVERS, "/etc/resolv.conf");
 	}
 	if (gw->conf->hosts_file != NULL &&
 	    evdns_base_load_hosts(r->dns, gw->conf->hosts_file) != 0) {
@@ -167,7 +169,8 @@ resolve_dns_cb(int err, struct evutil_addrinfo *res, void *arg)
 	rq->req = NULL;
 	rq->done = 1;
 	rq->err = err;
-	for (ai = res; ai != NULL && rq->naddrs < RESOLVE_MAX_ADDRS; ai = ai->ai_next) {
+	for (ai = res; ai != NULL && rq->naddrs < RESOLVE_MAX_ADDRS;
+	     ai = ai->ai_next) {
 		const struct sockaddr *sa = ai->ai_addr;
 		size_t want;
 
@@ -207,11 +210,11 @@ resolve_start(struct gateway *gw, const char *host, resolve_cb cb, void *arg)
 		fatalx("evtimer_new");
 	evtimer_add(rq->timer, &tv);
 	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;	/* A and AAAA */
+	hints.ai_family = AF_UNSPEC; /* A and AAAA */
 	hints.ai_socktype = SOCK_STREAM;
 	hints.ai_protocol = IPPROTO_TCP;
-	rq->req = evdns_getaddrinfo(gw->resolve->dns, host, NULL, &hints,
-	    resolve_dns_cb, rq);
+	rq->req = evdns_getaddrinfo(
+	    gw->resolve->dns, host, NULL, &hints, resolve_dns_cb, rq);
 	return rq;
 }
 

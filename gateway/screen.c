@@ -27,17 +27,17 @@ static const struct screen_net screen_v4[] = {
 	{ { 168, 63, 129, 16 }, 32, "metadata" },
 	{ { 255, 255, 255, 255 }, 32, "broadcast" },
 	{ { 0, 0, 0, 0 }, 32, "unspecified" },
-	{ { 0 }, 8, "reserved" },			/* "this network" */
+	{ { 0 }, 8, "reserved" }, /* "this network" */
 	{ { 10 }, 8, "rfc1918" },
-	{ { 100, 64 }, 10, "cgnat" },			/* RFC 6598 */
+	{ { 100, 64 }, 10, "cgnat" }, /* RFC 6598 */
 	{ { 127 }, 8, "loopback" },
 	{ { 169, 254 }, 16, "link_local" },
 	{ { 172, 16 }, 12, "rfc1918" },
-	{ { 192, 0, 0 }, 24, "reserved" },		/* IETF, RFC 6890 */
-	{ { 192, 0, 2 }, 24, "documentation" },		/* RFC 5737 */
-	{ { 192, 88, 99 }, 24, "reserved" },		/* 6to4 relay, RFC 7526 */
+	{ { 192, 0, 0 }, 24, "reserved" },	/* IETF, RFC 6890 */
+	{ { 192, 0, 2 }, 24, "documentation" }, /* RFC 5737 */
+	{ { 192, 88, 99 }, 24, "reserved" },	/* 6to4 relay, RFC 7526 */
 	{ { 192, 168 }, 16, "rfc1918" },
-	{ { 198, 18 }, 15, "reserved" },		/* benchmarking, RFC 2544 */
+	{ { 198, 18 }, 15, "reserved" }, /* benchmarking, RFC 2544 */
 	{ { 198, 51, 100 }, 24, "documentation" },
 	{ { 203, 0, 113 }, 24, "documentation" },
 	{ { 224 }, 4, "multicast" },
@@ -45,26 +45,26 @@ static const struct screen_net screen_v4[] = {
 };
 
 static const struct screen_net screen_v6[] = {
-	{ { 0 }, 128, "unspecified" },
-	{ { [15] = 1 }, 128, "loopback" },
-	{ { 0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54 }, 128, "metadata" },
-	{ { [10] = 0xff, [11] = 0xff }, 96, "ipv4_in_ipv6" },	/* mapped */
-	{ { 0 }, 96, "ipv4_in_ipv6" },			/* compatible */
+	{ { 0 }, 128, "unspecified" }, { { [15] = 1 }, 128, "loopback" },
+	{ { 0xfd, 0x00, 0x0e, 0xc2, [14] = 0x02, [15] = 0x54 }, 128,
+	    "metadata" },
+	{ { [10] = 0xff, [11] = 0xff }, 96, "ipv4_in_ipv6" }, /* mapped */
+	{ { 0 }, 96, "ipv4_in_ipv6" },			      /* compatible */
 	{ { 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff }, 96, "ipv4_in_ipv6" },
-							/* ::ffff:0:0:0/96 SIIT */
-	{ { 0x00, 0x64, 0xff, 0x9b }, 96, "ipv4_in_ipv6" },	/* NAT64 */
+	/* ::ffff:0:0:0/96 SIIT */
+	{ { 0x00, 0x64, 0xff, 0x9b }, 96, "ipv4_in_ipv6" }, /* NAT64 */
 	{ { 0x00, 0x64, 0xff, 0x9b, 0x00, 0x01 }, 48, "ipv4_in_ipv6" },
-	{ { 0x20, 0x02 }, 16, "ipv4_in_ipv6" },		/* 6to4 */
-	{ { 0x20, 0x01, 0x00, 0x00 }, 32, "ipv4_in_ipv6" },	/* Teredo */
-	{ { 0x20, 0x01, 0x0d, 0xb8 }, 32, "documentation" },	/* RFC 3849 */
-	{ { 0x3f, 0xff }, 20, "documentation" },	/* RFC 9637 */
-	{ { 0x01, 0x00 }, 64, "reserved" },		/* discard, RFC 6666 */
-	{ { 0x20, 0x01 }, 23, "reserved" },		/* IETF protocol */
-	{ { 0xfc }, 7, "ula" },				/* RFC 4193 */
+	{ { 0x20, 0x02 }, 16, "ipv4_in_ipv6" },		     /* 6to4 */
+	{ { 0x20, 0x01, 0x00, 0x00 }, 32, "ipv4_in_ipv6" },  /* Teredo */
+	{ { 0x20, 0x01, 0x0d, 0xb8 }, 32, "documentation" }, /* RFC 3849 */
+	{ { 0x3f, 0xff }, 20, "documentation" },	     /* RFC 9637 */
+	{ { 0x01, 0x00 }, 64, "reserved" }, /* discard, RFC 6666 */
+	{ { 0x20, 0x01 }, 23, "reserved" }, /* IETF protocol */
+	{ { 0xfc }, 7, "ula" },		    /* RFC 4193 */
 	{ { 0xfe, 0x80 }, 10, "link_local" },
-	{ { 0xfe, 0xc0 }, 10, "reserved" },		/* site-local */
+	{ { 0xfe, 0xc0 }, 10, "reserved" }, /* site-local */
 	{ { 0xff }, 8, "multicast" },
-	{ { 0 }, 8, "reserved" },			/* ::/8 remainder */
+	{ { 0 }, 8, "reserved" }, /* ::/8 remainder */
 };
 
 static int
@@ -98,8 +98,8 @@ screen_bytes(const struct sockaddr *sa, size_t *len)
 {
 	if (sa->sa_family == AF_INET) {
 		*len = 4;
-		return (const uint8_t *)
-		    &((const struct sockaddr_in *)sa)->sin_addr;
+		return (const uint8_t *)&((const struct sockaddr_in *)sa)
+		    ->sin_addr;
 	}
 	if (sa->sa_family == AF_INET6) {
 		*len = 16;
@@ -109,8 +109,8 @@ screen_bytes(const struct sockaddr *sa, size_t *len)
 }
 
 const char *
-screen_addr(const struct sockaddr *sa, const struct sockaddr_storage *own,
-    size_t nown)
+screen_addr(
+    const struct sockaddr *sa, const struct sockaddr_storage *own, size_t nown)
 {
 	const uint8_t *a, *o;
 	size_t alen, olen, i;
@@ -124,8 +124,8 @@ screen_addr(const struct sockaddr *sa, const struct sockaddr_storage *own,
 			return "gateway";
 	}
 	if (alen == 4)
-		return screen_table(a, screen_v4,
-		    sizeof(screen_v4) / sizeof(screen_v4[0]));
-	return screen_table(a, screen_v6,
-	    sizeof(screen_v6) / sizeof(screen_v6[0]));
+		return screen_table(
+		    a, screen_v4, sizeof(screen_v4) / sizeof(screen_v4[0]));
+	return screen_table(
+	    a, screen_v6, sizeof(screen_v6) / sizeof(screen_v6[0]));
 }

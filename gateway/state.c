@@ -31,19 +31,18 @@ struct state {
 	char *path;
 };
 
-static const char state_schema[] =
-    "CREATE TABLE IF NOT EXISTS instances (\n"
-    "  id TEXT PRIMARY KEY,\n"
-    "  profile TEXT NOT NULL,\n"
-    "  tap TEXT NOT NULL,\n"
-    "  mac TEXT NOT NULL,\n"
-    "  addr TEXT NOT NULL,\n"
-    "  owner_pid INTEGER NOT NULL,\n"
-    "  owner_start INTEGER NOT NULL,\n"
-    "  since_ms INTEGER NOT NULL,\n"
-    "  audit_id INTEGER NOT NULL\n"
-    ");\n"
-    "PRAGMA user_version = 1;\n";
+static const char state_schema[] = "CREATE TABLE IF NOT EXISTS instances (\n"
+				   "  id TEXT PRIMARY KEY,\n"
+				   "  profile TEXT NOT NULL,\n"
+				   "  tap TEXT NOT NULL,\n"
+				   "  mac TEXT NOT NULL,\n"
+				   "  addr TEXT NOT NULL,\n"
+				   "  owner_pid INTEGER NOT NULL,\n"
+				   "  owner_start INTEGER NOT NULL,\n"
+				   "  since_ms INTEGER NOT NULL,\n"
+				   "  audit_id INTEGER NOT NULL\n"
+				   ");\n"
+				   "PRAGMA user_version = 1;\n";
 
 static int
 state_exec(struct state *st, const char *sql, char **cause)
@@ -51,8 +50,8 @@ state_exec(struct state *st, const char *sql, char **cause)
 	char *err = NULL;
 
 	if (sqlite3_exec(st->db, sql, NULL, NULL, &err) != SQLITE_OK) {
-		cause_set(cause, "%s: %s", st->path, err != NULL ? err :
-		    sqlite3_errmsg(st->db));
+		cause_set(cause, "%s: %s", st->path,
+		    err != NULL ? err : sqlite3_errmsg(st->db));
 		sqlite3_free(err);
 		return -1;
 	}
@@ -69,29 +68,35 @@ state_open(const char *path, struct state **out, char **cause)
 	*out = NULL;
 	st = xcalloc(1, sizeof(*st));
 	st->path = xstrdup(path);
-	if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE |
-	    SQLITE_OPEN_CREATE | SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
-		cause_set(cause, "%s: %s", path, st->db != NULL ?
-		    sqlite3_errmsg(st->db) : "cannot open");
+	if (sqlite3_open_v2(path, &st->db,
+		SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+		    SQLITE_OPEN_NOFOLLOW,
+		NULL) != SQLITE_OK) {
+		cause_set(cause, "%s: %s", path,
+		    st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
 		goto cleanup;
 	}
 	sqlite3_busy_timeout(st->db, 5000);
-	if (state_exec(st, "PRAGMA journal_mode = WAL; "
-	    "PRAGMA synchronous = FULL;", cause) != 0)
+	if (state_exec(st,
+		"PRAGMA journal_mode = WAL; "
+		"PRAGMA synchronous = FULL;",
+		cause) != 0)
 		goto cleanup;
-	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s,
-	    NULL) != SQLITE_OK || sqlite3_step(s) != SQLITE_ROW) {
+	if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &s, NULL) !=
+		SQLITE_OK ||
+	    sqlite3_step(s) != SQLITE_ROW) {
 		cause_set(cause, "%s: %s", path, sqlite3_errmsg(st->db));
 		goto cleanup;
 	}
 	version = sqlite3_column_int(s, 0);
 	if (version > STATE_VERSION) {
-		cause_set(cause, "%s: schema version %d is newer than this "
-		    "gateway's (%d)", path, version, STATE_VERSION);
+		cause_set(cause,
+		    "%s: schema version %d is newer than this "
+		    "gateway's (%d)",
+		    path, version, STATE_VERSION);
 		goto cleanup;
 	}
-	if (version < STATE_VERSION &&
-	    state_exec(st, state_schema, cause) != 0)
+	if (version < STATE_VERSION && state_exec(st, state_schema, cause) != 0)
 		goto cleanup;
 	*out = st;
 	st = NULL;
@@ -138,17 +143,19 @@ state_put(struct state *st, const struct instance *inst, char **cause)
 	sqlite3_stmt *s = NULL;
 	char mac[18], ip[16];
 
-	if (sqlite3_prepare_v2(st->db, "INSERT OR REPLACE INTO instances "
-	    "(id, profile, tap, mac, addr, owner_pid, owner_start, since_ms, "
-	    "audit_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &s,
-	    NULL) == SQLITE_OK) {
+	if (sqlite3_prepare_v2(st->db,
+		"INSERT OR REPLACE INTO instances "
+		"(id, profile, tap, mac, addr, owner_pid, owner_start, "
+		"since_ms, "
+		"audit_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		-1, &s, NULL) == SQLITE_OK) {
 		sqlite3_bind_text(s, 1, inst->id, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 2, inst->profile, -1, SQLITE_STATIC);
 		sqlite3_bind_text(s, 3, inst->tap, -1, SQLITE_STATIC);
-		sqlite3_bind_text(s, 4, registry_mac_str(inst->mac, mac), -1,
-		    SQLITE_STATIC);
-		sqlite3_bind_text(s, 5, registry_addr_str(inst->addr, ip), -1,
-		    SQLITE_STATIC);
+		sqlite3_bind_text(
+		    s, 4, registry_mac_str(inst->mac, mac), -1, SQLITE_STATIC);
+		sqlite3_bind_text(
+		    s, 5, registry_addr_str(inst->addr, ip), -1, SQLITE_STATIC);
 		sqlite3_bind_int64(s, 6, (sqlite3_int64)inst->owner_pid);
 		sqlite3_bind_int64(s, 7, (sqlite3_int64)inst->owner_start);
 		sqlite3_bind_int64(s, 8, inst->since_ms);
@@ -162,8 +169,8 @@ state_del(struct state *st, const char *id, char **cause)
 {
 	sqlite3_stmt *s = NULL;
 
-	if (sqlite3_prepare_v2(st->db, "DELETE FROM instances WHERE id = ?",
-	    -1, &s, NULL) == SQLITE_OK)
+	if (sqlite3_prepare_v2(st->db, "DELETE FROM instances WHERE id = ?", -1,
+		&s, NULL) == SQLITE_OK)
 		sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
 	return state_step(st, s, cause);
 }
@@ -190,8 +197,9 @@ state_mac(const char *s, uint8_t mac[6])
 	char end;
 	int i;
 
-	if (strlen(s) != 17 || sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0],
-	    &b[1], &b[2], &b[3], &b[4], &b[5], &end) != 6)
+	if (strlen(s) != 17 ||
+	    sscanf(s, "%2x:%2x:%2x:%2x:%2x:%2x%c", &b[0], &b[1], &b[2], &b[3],
+		&b[4], &b[5], &end) != 6)
 		return -1;
 	for (i = 0; i < 6; i++)
 		mac[i] = (uint8_t)b[i];
@@ -209,9 +217,11 @@ state_load(struct state *st, struct instance **out, size_t *np, char **cause)
 
 	*out = NULL;
 	*np = 0;
-	if (sqlite3_prepare_v2(st->db, "SELECT id, profile, tap, mac, addr, "
-	    "owner_pid, owner_start, since_ms, audit_id FROM instances "
-	    "ORDER BY id", -1, &s, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(st->db,
+		"SELECT id, profile, tap, mac, addr, "
+		"owner_pid, owner_start, since_ms, audit_id FROM instances "
+		"ORDER BY id",
+		-1, &s, NULL) != SQLITE_OK) {
 		cause_set(cause, "%s: %s", st->path, sqlite3_errmsg(st->db));
 		goto cleanup;
 	}

@@ -11,14 +11,14 @@
 
 #include "gateway/parse.h"
 
-#define TLS_RECORD_HEADER 5
-#define TLS_RECORD_MAX 16384		/* plaintext fragment, RFC 8446 §5.1 */
-#define TLS_CT_HANDSHAKE 22
+#define TLS_RECORD_HEADER   5
+#define TLS_RECORD_MAX	    16384 /* plaintext fragment, RFC 8446 §5.1 */
+#define TLS_CT_HANDSHAKE    22
 #define TLS_HS_CLIENT_HELLO 1
 #define TLS_EXT_SERVER_NAME 0
-#define TLS_SNI_HOST_NAME 0
-#define TLS_SNI_MAX 253			/* without the trailing dot */
-#define TLS_LABEL_MAX 63
+#define TLS_SNI_HOST_NAME   0
+#define TLS_SNI_MAX	    253 /* without the trailing dot */
+#define TLS_LABEL_MAX	    63
 
 /* A bounds-checked reader over a byte range. */
 struct tls_rd {
@@ -92,8 +92,8 @@ tls_sni_copy(const uint8_t *name, size_t len, char *sni, size_t snisz)
 			label = i + 1;
 		} else if (c >= 'A' && c <= 'Z') {
 			c += 'a' - 'A';
-		} else if (!((c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-')) {
+		} else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+			       c == '-')) {
 			return -1;
 		}
 		if (i < len)
@@ -130,7 +130,7 @@ tls_parse_hello(const uint8_t *hs, size_t len, char *sni, size_t snisz)
 	if (tls_rd_u8(&r, &n) != 0 || n < 1 || tls_rd_skip(&r, n) != 0)
 		return REASON_BAD_HELLO;
 	if (r.p == r.end)
-		return REASON_SNI_MISSING;		/* no extensions at all */
+		return REASON_SNI_MISSING; /* no extensions at all */
 	/* extensions<8..2^16-1> must fill the rest exactly */
 	if (tls_rd_u16(&r, &n) != 0 || n != (size_t)(r.end - r.p))
 		return REASON_BAD_HELLO;
@@ -188,7 +188,7 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 		if (len - off < TLS_RECORD_HEADER) {
 			if (!tls_record_ok(buf + off, len - off))
 				goto bad;
-			break;			/* incomplete */
+			break; /* incomplete */
 		}
 		if (!tls_record_ok(buf + off, 3))
 			goto bad;
@@ -207,12 +207,13 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 			size_t k;
 
 			for (k = 0; k < 4; k++)
-				h[k] = k < hslen ? hs[k] :
+				h[k] = k < hslen ?
+				    hs[k] :
 				    buf[off + TLS_RECORD_HEADER + k - hslen];
 			if (h[0] != TLS_HS_CLIENT_HELLO)
 				goto bad;
-			need = 4 + ((size_t)h[1] << 16 | (size_t)h[2] << 8 |
-			    h[3]);
+			need =
+			    4 + ((size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3]);
 			/* Records carry at least one byte each, but the
 			 * hello plus one header must fit the cap. */
 			if (need + TLS_RECORD_HEADER > TLS_PEEK_MAX)
@@ -221,9 +222,9 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 		if (off + TLS_RECORD_HEADER + rlen > TLS_PEEK_MAX)
 			goto toolarge;
 		if (take < rlen)
-			break;			/* incomplete record */
+			break; /* incomplete record */
 		if (need != 0 && hslen + rlen > need)
-			goto bad;		/* trailing data after hello */
+			goto bad; /* trailing data after hello */
 		memcpy(hs + hslen, buf + off + TLS_RECORD_HEADER, rlen);
 		hslen += rlen;
 		off += TLS_RECORD_HEADER + rlen;
@@ -235,7 +236,8 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 			goto toolarge;
 		return TLS_PEEK_INCOMPLETE;
 	}
-	if ((why = tls_parse_hello(hs + 4, need - 4, sni, snisz)) != REASON_NONE) {
+	if ((why = tls_parse_hello(hs + 4, need - 4, sni, snisz)) !=
+	    REASON_NONE) {
 		if (snisz > 0)
 			sni[0] = '\0';
 		*reason = why;

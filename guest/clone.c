@@ -25,7 +25,7 @@
 #include <git2.h>
 
 static const char *clone_dir;
-static int clone_made;		/* clone_dir is ours: remove it on failure */
+static int clone_made; /* clone_dir is ours: remove it on failure */
 
 static int
 clone_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -36,8 +36,7 @@ clone_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 }
 
 /* Like a failed git clone: say why, leave no half-made DIR behind. */
-static void __attribute__((noreturn))
-clone_fail(const char *what)
+static void __attribute__((noreturn)) clone_fail(const char *what)
 {
 	const git_error *e = git_error_last();
 
@@ -60,10 +59,12 @@ clone_remote_refs(git_repository *mirror, git_repository *repo)
 		clone_fail("list the mirror's branches");
 	while (git_reference_next(&ref, it) == 0) {
 		if (git_reference_type(ref) == GIT_REFERENCE_DIRECT &&
-		    (size_t)snprintf(name, sizeof(name), "refs/remotes/origin/%s",
-		    git_reference_name(ref) + strlen("refs/heads/")) < sizeof(name)) {
+		    (size_t)snprintf(name, sizeof(name),
+			"refs/remotes/origin/%s",
+			git_reference_name(ref) + strlen("refs/heads/")) <
+			sizeof(name)) {
 			if (git_reference_create(&out, repo, name,
-			    git_reference_target(ref), 1, "clone") != 0)
+				git_reference_target(ref), 1, "clone") != 0)
 				clone_fail(name);
 			git_reference_free(out);
 		}
@@ -86,7 +87,8 @@ clone_init_shared(const char *mirror_path, const char *br)
 	size_t len;
 	int fd;
 
-	git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	git_repository_init_options_init(
+	    &io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
 	io.flags = GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
 	io.initial_head = br;
 	if (access(clone_dir, F_OK) == 0) {
@@ -96,11 +98,14 @@ clone_init_shared(const char *mirror_path, const char *br)
 	if (git_repository_init_ext(&repo, clone_dir, &io) != 0)
 		clone_fail(clone_dir);
 	clone_made = 1;
-	len = strlen(git_repository_path(repo)) + sizeof("objects/info/alternates");
+	len = strlen(git_repository_path(repo)) +
+	    sizeof("objects/info/alternates");
 	if ((alt = malloc(len)) == NULL)
 		clone_fail("malloc");
-	snprintf(alt, len, "%sobjects/info/alternates", git_repository_path(repo));
-	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) == -1 ||
+	snprintf(
+	    alt, len, "%sobjects/info/alternates", git_repository_path(repo));
+	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) ==
+		-1 ||
 	    dprintf(fd, "%s/objects\n", mirror_path) < 0 || close(fd) != 0)
 		clone_fail(alt);
 	free(alt);
@@ -159,8 +164,9 @@ main(int argc, char **argv)
 	br = argv[2];
 	clone_dir = argv[3];
 	if (snprintf(refname, sizeof(refname), "refs/heads/%s", br) >=
-	    (int)sizeof(refname) || snprintf(upstream, sizeof(upstream),
-	    "origin/%s", br) >= (int)sizeof(upstream)) {
+		(int)sizeof(refname) ||
+	    snprintf(upstream, sizeof(upstream), "origin/%s", br) >=
+		(int)sizeof(upstream)) {
 		fprintf(stderr, "ksb-guest-clone: branch name too long\n");
 		return 2;
 	}

@@ -39,16 +39,16 @@ static const char *audit_cols_sql =
     "upstream_addr, upstream_port, decision, reason, policy_digest, "
     "bytes_up, bytes_down, duration_ms, close_reason, seq";
 static const char *const audit_cols[] = { "id", "time", "instance", "profile",
-    "client_addr", "client_port", "host", "port", "sni", "upstream_addr",
-    "upstream_port", "decision", "reason", "policy_digest", "bytes_up",
-    "bytes_down", "duration_ms", "close_reason", "seq" };
+	"client_addr", "client_port", "host", "port", "sni", "upstream_addr",
+	"upstream_port", "decision", "reason", "policy_digest", "bytes_up",
+	"bytes_down", "duration_ms", "close_reason", "seq" };
 #define AUDIT_NCOLS 19
 
 struct audit_query {
 	const char *instance, *host;
-	int64_t since, until;		/* ms, -1: none */
+	int64_t since, until; /* ms, -1: none */
 	int denied, follow, csv_given;
-	enum out_format fmt;		/* OUT_CSV once --csv is checked */
+	enum out_format fmt; /* OUT_CSV once --csv is checked */
 	long limit;
 };
 
@@ -57,7 +57,8 @@ static int64_t
 audit_parse_time(const char *s)
 {
 	static const char *fmts[] = { "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S",
-	    "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%d" };
+		"%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M",
+		"%Y-%m-%d" };
 	struct tm tm;
 	const char *end;
 	int64_t sec;
@@ -84,7 +85,8 @@ audit_row_json(sqlite3_stmt *st, const char *const *cols, int n)
 
 	for (i = 0; i < n; i++) {
 		if (sqlite3_column_type(st, i) == SQLITE_INTEGER)
-			out_add(row, cols[i], out_int(sqlite3_column_int64(st, i)));
+			out_add(
+			    row, cols[i], out_int(sqlite3_column_int64(st, i)));
 		else
 			out_add(row, cols[i],
 			    out_str((const char *)sqlite3_column_text(st, i)));
@@ -169,8 +171,8 @@ audit_where(const struct audit_query *q, int time)
 		w = n;
 	}
 	if (q->host != NULL) {
-		xasprintf(&n, "%s AND host %s ?2", w, strchr(q->host, '*') ?
-		    "GLOB" : "=");
+		xasprintf(&n, "%s AND host %s ?2", w,
+		    strchr(q->host, '*') ? "GLOB" : "=");
 		free(w);
 		w = n;
 	}
@@ -185,8 +187,8 @@ audit_where(const struct audit_query *q, int time)
 		w = n;
 	}
 	if (q->denied) {
-		xasprintf(&n, "%s AND %s", w, time ? "decision = 'deny'" :
-		    "denied > 0");
+		xasprintf(&n, "%s AND %s", w,
+		    time ? "decision = 'deny'" : "denied > 0");
 		free(w);
 		w = n;
 	}
@@ -196,15 +198,16 @@ audit_where(const struct audit_query *q, int time)
 /* The newest q->limit rows by time, oldest first; *last: the highest seq
  * shown (left as it was if none).  SQLITE_DONE, or the error. */
 static int
-audit_rows_newest(sqlite3 *db, const struct audit_query *q,
-    const char *where, struct out_table *t, int64_t *last)
+audit_rows_newest(sqlite3 *db, const struct audit_query *q, const char *where,
+    struct out_table *t, int64_t *last)
 {
 	sqlite3_stmt *st = NULL;
 	char *sql;
 	int rc;
 
 	/* The newest N by time (every index ends in ts_ms, rowid). */
-	xasprintf(&sql, "SELECT * FROM (SELECT %s, ts_ms FROM connections "
+	xasprintf(&sql,
+	    "SELECT * FROM (SELECT %s, ts_ms FROM connections "
 	    "WHERE %s ORDER BY ts_ms DESC, id DESC LIMIT ?6) ORDER BY %d, 1",
 	    audit_cols_sql, where, AUDIT_NCOLS + 1);
 	if ((rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) != SQLITE_OK)
@@ -226,21 +229,24 @@ cleanup:
  * now), by seq (commit order), polled until killed.  Returns on an
  * error only. */
 static void
-audit_rows_follow(sqlite3 *db, const struct audit_query *q,
-    const char *where, struct out_table *t, int64_t last)
+audit_rows_follow(sqlite3 *db, const struct audit_query *q, const char *where,
+    struct out_table *t, int64_t last)
 {
 	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
 	sqlite3_stmt *st = NULL, *m;
 	char *sql;
 	int rc;
 
-	xasprintf(&sql, "SELECT %s FROM connections WHERE %s AND seq > ?6 "
-	    "ORDER BY seq LIMIT 1000", audit_cols_sql, where);
+	xasprintf(&sql,
+	    "SELECT %s FROM connections WHERE %s AND seq > ?6 "
+	    "ORDER BY seq LIMIT 1000",
+	    audit_cols_sql, where);
 	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
 		goto cleanup;
 	if (last == 0) {
-		if (sqlite3_prepare_v2(db, "SELECT max(seq) FROM connections", -1,
-		    &m, NULL) == SQLITE_OK && sqlite3_step(m) == SQLITE_ROW)
+		if (sqlite3_prepare_v2(db, "SELECT max(seq) FROM connections",
+			-1, &m, NULL) == SQLITE_OK &&
+		    sqlite3_step(m) == SQLITE_ROW)
 			last = sqlite3_column_int64(m, 0);
 		sqlite3_finalize(m);
 	}
@@ -252,8 +258,8 @@ audit_rows_follow(sqlite3 *db, const struct audit_query *q,
 		sqlite3_bind_int64(st, 6, last);
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 			last = sqlite3_column_int64(st, AUDIT_NCOLS - 1);
-			out_table_row(t, audit_row_json(st, audit_cols,
-			    AUDIT_NCOLS));
+			out_table_row(
+			    t, audit_row_json(st, audit_cols, AUDIT_NCOLS));
 		}
 		if (rc != SQLITE_DONE && rc != SQLITE_BUSY)
 			break;
@@ -290,9 +296,8 @@ cleanup:
 	return ret;
 }
 
-static const char *const audit_summary_fields[] = { "instance", "host",
-    "port", "connections", "allowed", "denied", "bytes_up", "bytes_down",
-    "last" };
+static const char *const audit_summary_fields[] = { "instance", "host", "port",
+	"connections", "allowed", "denied", "bytes_up", "bytes_down", "last" };
 static const struct out_column audit_summary_cols[] = {
 	{ "INSTANCE", "instance", -16, 16, "-", NULL },
 	{ "HOST", "host", -32, 32, "-", NULL },
@@ -304,11 +309,9 @@ static const struct out_column audit_summary_cols[] = {
 	{ "BYTES DOWN", "bytes_down", 12, 0, "-", NULL },
 	{ "LAST (UTC)", "last", 0, 0, "-", NULL },
 };
-static const struct out_table_spec audit_summary_spec = {
-	audit_summary_cols,
+static const struct out_table_spec audit_summary_spec = { audit_summary_cols,
 	sizeof(audit_summary_cols) / sizeof(audit_summary_cols[0]), NULL,
-	audit_summary_fields, 9, 0
-};
+	audit_summary_fields, 9, 0 };
 
 /*
  * The summary query, prepared: from the rows (raw: a time window or
@@ -327,21 +330,25 @@ again:
 	where = audit_where(q, raw);
 	if (raw)
 		/* A time window or denials only: aggregate those rows. */
-		xasprintf(&sql, "SELECT instance, host, port, count(*), "
+		xasprintf(&sql,
+		    "SELECT instance, host, port, count(*), "
 		    "sum(decision = 'allow'), sum(decision = 'deny'), "
 		    "sum(coalesce(bytes_up, 0)), sum(coalesce(bytes_down, 0)), "
 		    "strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', max(ts_ms) / 1000, "
 		    "'unixepoch') FROM connections WHERE %s "
 		    /* +: no index for the grouping, one for the filter. */
 		    "GROUP BY +instance, +host, +port "
-		    "ORDER BY instance, count(*) DESC, host", where);
+		    "ORDER BY instance, count(*) DESC, host",
+		    where);
 	else
 		/* Everything kept: the derived totals, one row per group. */
-		xasprintf(&sql, "SELECT instance, host, port, connections, "
+		xasprintf(&sql,
+		    "SELECT instance, host, port, connections, "
 		    "allowed, denied, bytes_up, bytes_down, "
 		    "strftime('%%Y-%%m-%%dT%%H:%%M:%%SZ', last_ms / 1000, "
 		    "'unixepoch') FROM totals_host WHERE %s "
-		    "ORDER BY instance, connections DESC, host", where);
+		    "ORDER BY instance, connections DESC, host",
+		    where);
 	rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL);
 	free(sql);
 	free(where);
@@ -384,9 +391,11 @@ static int
 audit_export(sqlite3 *db, struct audit_query *q)
 {
 	static const char *sql =
-	    "SELECT seq, json_object('seq', seq, 'kind', 'connection', 'id', id, "
+	    "SELECT seq, json_object('seq', seq, 'kind', 'connection', 'id', "
+	    "id, "
 	    "'ts_ms', ts_ms, 'instance', instance, 'profile', profile, "
-	    "'client_addr', client_addr, 'client_port', client_port, 'host', host, "
+	    "'client_addr', client_addr, 'client_port', client_port, 'host', "
+	    "host, "
 	    "'port', port, 'sni', sni, 'upstream_addr', upstream_addr, "
 	    "'upstream_port', upstream_port, 'decision', decision, 'reason', "
 	    "reason, 'policy_digest', policy_digest, 'hash', lower(hex(hash))) "
@@ -396,16 +405,20 @@ audit_export(sqlite3 *db, struct audit_query *q)
 	    "'bytes_down', bytes_down, 'duration_ms', duration_ms, 'reason', "
 	    "reason, 'hash', lower(hex(hash))) FROM closes WHERE seq > ?1 "
 	    "AND (?2 IS NULL OR ts_ms >= ?2) "
-	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'policy', 'id', "
+	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'policy', "
+	    "'id', "
 	    "id, 'ts_ms', ts_ms, 'digest', digest, 'ok', ok, 'files', files, "
 	    "'errors', errors, 'hash', lower(hex(hash))) FROM policy_versions "
 	    "WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
 	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'register', "
-	    "'id', id, 'ts_ms', registered_ms, 'instance', instance, 'profile', "
-	    "profile, 'tap', tap, 'mac', mac, 'ip', ip, 'hash', lower(hex(hash))) "
+	    "'id', id, 'ts_ms', registered_ms, 'instance', instance, "
+	    "'profile', "
+	    "profile, 'tap', tap, 'mac', mac, 'ip', ip, 'hash', "
+	    "lower(hex(hash))) "
 	    "FROM registrations WHERE seq > ?1 AND (?2 IS NULL OR "
 	    "registered_ms >= ?2) "
-	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'unregister', "
+	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', "
+	    "'unregister', "
 	    "'reg_id', reg_id, 'ts_ms', ts_ms, 'hash', lower(hex(hash))) FROM "
 	    "unregistrations WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
 	    "ORDER BY 1 LIMIT 10000";
@@ -428,7 +441,8 @@ audit_export(sqlite3 *db, struct audit_query *q)
 				puts((const char *)sqlite3_column_text(st, 1));
 				n++;
 			}
-			if (rc != SQLITE_DONE && !(q->follow && rc == SQLITE_BUSY))
+			if (rc != SQLITE_DONE &&
+			    !(q->follow && rc == SQLITE_BUSY))
 				goto sqlerr;
 		} while (n == 10000);
 		if (!q->follow)
@@ -466,24 +480,26 @@ static int
 audit_opt_applies(const char *me, const char *cmd, int ch)
 {
 	const char *takes = strcmp(cmd, "audit") == 0 ? "iHsuDnjcfF" :
-	    strcmp(cmd, "audit summary") == 0 ? "iHsuDj" : "JsfF";
+	    strcmp(cmd, "audit summary") == 0	      ? "iHsuDj" :
+							"JsfF";
 	int k;
 
 	if (ch == 'h' || ch == '?' || ch == ':' || strchr(takes, ch) != NULL)
 		return 0;
-	for (k = 0; audit_longopts[k].name != NULL &&
-	    audit_longopts[k].val != ch; k++)
+	for (k = 0;
+	     audit_longopts[k].name != NULL && audit_longopts[k].val != ch; k++)
 		;
 	fprintf(stderr, "%s: %s%s does not apply here\n", me,
-	    ch == 'f' ? "-" : "--", ch == 'f' ? "f" :
-	    audit_longopts[k].name != NULL ? audit_longopts[k].name : "?");
+	    ch == 'f' ? "-" : "--",
+	    ch == 'f'			       ? "f" :
+		audit_longopts[k].name != NULL ? audit_longopts[k].name :
+						 "?");
 	return ksbctl_usage(stderr, cmd);
 }
 
 /* One option's value into q.  0, or 2 with the bad value quoted. */
 static int
-audit_opt_value(const char *me, int ch, const char *arg,
-    struct audit_query *q)
+audit_opt_value(const char *me, int ch, const char *arg, struct audit_query *q)
 {
 	char *end;
 
@@ -493,15 +509,19 @@ audit_opt_value(const char *me, int ch, const char *arg,
 		q->limit = strtol(arg, &end, 10);
 		if (*arg == '\0' || *end != '\0' || q->limit < 1 ||
 		    q->limit > 100000000 || errno != 0) {
-			fprintf(stderr, "%s: --limit: `%s' is not a count "
-			    "(1-100000000)\n", me, arg);
+			fprintf(stderr,
+			    "%s: --limit: `%s' is not a count "
+			    "(1-100000000)\n",
+			    me, arg);
 			return 2;
 		}
 		break;
 	case 'i':
 		if (!util_valid_id(arg)) {
-			fprintf(stderr, "%s: --instance: `%s' is not an "
-			    "instance ID\n", me, arg);
+			fprintf(stderr,
+			    "%s: --instance: `%s' is not an "
+			    "instance ID\n",
+			    me, arg);
 			return 2;
 		}
 		q->instance = arg;
@@ -512,10 +532,11 @@ audit_opt_value(const char *me, int ch, const char *arg,
 	case 's':
 	case 'u':
 		if (audit_parse_time(arg) == -1) {
-			fprintf(stderr, "%s: --%s: `%s' is neither a duration "
+			fprintf(stderr,
+			    "%s: --%s: `%s' is neither a duration "
 			    "(90s, 30m, 1h, 7d) nor a date (2026-11-29, "
-			    "2026-11-29T10:00:00Z)\n", me,
-			    ch == 's' ? "since" : "until", arg);
+			    "2026-11-29T10:00:00Z)\n",
+			    me, ch == 's' ? "since" : "until", arg);
 			return 2;
 		}
 		*(ch == 's' ? &q->since : &q->until) = audit_parse_time(arg);
@@ -529,8 +550,8 @@ audit_opt_value(const char *me, int ch, const char *arg,
  * and *jsonl.  -1 to go on, else the exit status (0 after --help).
  */
 static int
-audit_parse(int argc, char **argv, const char *cmd, struct audit_query *q,
-    int *jsonl)
+audit_parse(
+    int argc, char **argv, const char *cmd, struct audit_query *q, int *jsonl)
 {
 	char me[32];
 	int ch, rc;
@@ -540,27 +561,40 @@ audit_parse(int argc, char **argv, const char *cmd, struct audit_query *q,
 	q->since = q->until = -1;
 	q->limit = 20;
 	optind = 1;
-	while ((ch = ksbctl_getopt(argc, argv, cmd, "fn:h",
-	    audit_longopts)) != -1) {
+	while ((ch = ksbctl_getopt(argc, argv, cmd, "fn:h", audit_longopts)) !=
+	    -1) {
 		if ((rc = audit_opt_applies(me, cmd, ch)) != 0)
 			return rc;
 		switch (ch) {
-		case 'D': q->denied = 1; break;
-		case 'j': q->fmt = OUT_JSON; break;
-		case 'J': *jsonl = 1; break;
-		case 'c': q->csv_given = 1; break;
+		case 'D':
+			q->denied = 1;
+			break;
+		case 'j':
+			q->fmt = OUT_JSON;
+			break;
+		case 'J':
+			*jsonl = 1;
+			break;
+		case 'c':
+			q->csv_given = 1;
+			break;
 		case 'f':
-		case 'F': q->follow = 1; break;
-		case 'h': return ksbctl_usage(stdout, cmd);
+		case 'F':
+			q->follow = 1;
+			break;
+		case 'h':
+			return ksbctl_usage(stdout, cmd);
 		case '?':
-		case ':': return 2;
+		case ':':
+			return 2;
 		default:
 			if ((rc = audit_opt_value(me, ch, optarg, q)) != 0)
 				return rc;
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, "%s: unexpected argument `%s'\n", me, argv[optind]);
+		fprintf(
+		    stderr, "%s: unexpected argument `%s'\n", me, argv[optind]);
 		return 2;
 	}
 	return -1;
@@ -571,19 +605,22 @@ static int
 audit_check(const char *cmd, struct audit_query *q, int jsonl)
 {
 	if (q->since != -1 && q->until != -1 && q->since > q->until) {
-		fprintf(stderr, "ksbctl %s: --since is later than --until: "
-		    "nothing can match\n", cmd);
+		fprintf(stderr,
+		    "ksbctl %s: --since is later than --until: "
+		    "nothing can match\n",
+		    cmd);
 		return 2;
 	}
 	if (q->fmt == OUT_JSON && q->csv_given) {
-		fprintf(stderr, "ksbctl %s: --json and --csv exclude each other\n",
-		    cmd);
+		fprintf(stderr,
+		    "ksbctl %s: --json and --csv exclude each other\n", cmd);
 		return 2;
 	}
 	if (q->csv_given)
 		q->fmt = OUT_CSV;
 	if (strcmp(cmd, "audit export") == 0 && !jsonl) {
-		fprintf(stderr, "ksbctl %s: say --jsonl (the only format)\n", cmd);
+		fprintf(
+		    stderr, "ksbctl %s: say --jsonl (the only format)\n", cmd);
 		return 2;
 	}
 	return 0;
@@ -607,8 +644,10 @@ audit_main(int argc, char **argv)
 			cmd = "audit export";
 		else {
 			log_escape(esc, sizeof(esc), argv[1], strlen(argv[1]));
-			fprintf(stderr, "ksbctl audit: unknown command `%s' "
-			    "(summary, export, verify)\n", esc);
+			fprintf(stderr,
+			    "ksbctl audit: unknown command `%s' "
+			    "(summary, export, verify)\n",
+			    esc);
 			return 2;
 		}
 		argc--;

@@ -22,7 +22,7 @@ audit_db_open(void)
 
 	xasprintf(&uri, "file:%s?mode=ro", ksbctl_conf->audit_db);
 	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
-	    NULL) != SQLITE_OK) {
+		NULL) != SQLITE_OK) {
 		fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
 		    db ? sqlite3_errmsg(db) : "cannot open");
 		sqlite3_close(db);

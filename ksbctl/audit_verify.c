@@ -47,17 +47,22 @@ audit_verify_text(FILE *f, struct json_object *o)
 	long long seq = out_get_int(o, "seq"), rowid = out_get_int(o, "rowid");
 
 	if (out_get_bool(o, "ok"))
-		fprintf(f, "audit chain OK: %lld records, seq %lld..%lld%s\n"
-		    "head %s\n", records, anchor + (records > 0),
-		    (long long)out_get_int(o, "head_seq"), anchor > 0 ?
-		    " (older records pruned or in a removed database; anchored)" :
-		    "", out_get_str(o, "head"));
+		fprintf(f,
+		    "audit chain OK: %lld records, seq %lld..%lld%s\n"
+		    "head %s\n",
+		    records, anchor + (records > 0),
+		    (long long)out_get_int(o, "head_seq"),
+		    anchor > 0 ? " (older records pruned or in a removed "
+				 "database; anchored)" :
+				 "",
+		    out_get_str(o, "head"));
 	else if (seq == 0 && rowid == 0 && table != NULL)
 		/* The chain is intact; the derived totals are not. */
 		fprintf(f, "audit chain OK (%lld records), but %s\n", records,
 		    out_get_str(o, "problem"));
 	else
-		fprintf(f, "audit chain BROKEN at %s seq %lld (rowid %lld): %s\n"
+		fprintf(f,
+		    "audit chain BROKEN at %s seq %lld (rowid %lld): %s\n"
 		    "(%lld records before it are intact)\n",
 		    table != NULL ? table : "?", seq, rowid,
 		    out_get_str(o, "problem"), records);
@@ -78,16 +83,21 @@ audit_verify_main(int argc, char **argv)
 	sqlite3 *db;
 
 	optind = 1;
-	while ((ch = ksbctl_getopt(argc, argv, "audit verify", "h", longopts)) !=
-	    -1) {
+	while ((ch = ksbctl_getopt(
+		    argc, argv, "audit verify", "h", longopts)) != -1) {
 		switch (ch) {
-		case 'j': fmt = OUT_JSON; break;
-		case 'h': return ksbctl_usage(stdout, "audit verify");
-		default: return 2;
+		case 'j':
+			fmt = OUT_JSON;
+			break;
+		case 'h':
+			return ksbctl_usage(stdout, "audit verify");
+		default:
+			return 2;
 		}
 	}
 	if (optind != argc) {
-		fprintf(stderr, "ksbctl audit verify: unexpected argument `%s'\n",
+		fprintf(stderr,
+		    "ksbctl audit verify: unexpected argument `%s'\n",
 		    argv[optind]);
 		return 2;
 	}

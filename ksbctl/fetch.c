@@ -35,19 +35,17 @@ static int
 fetch_parse(int argc, char **argv, struct mirror_fetch_opts *o)
 {
 	enum { O_REPO = 256, O_NS, O_TIMEOUT, O_MAXPACK };
-	static const struct option longopts[] = {
-		{ "repo", required_argument, NULL, O_REPO },
+	static const struct option longopts[] = { { "repo", required_argument,
+						      NULL, O_REPO },
 		{ "namespace", required_argument, NULL, O_NS },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "max-pack-size", required_argument, NULL, O_MAXPACK },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 }
-	};
+		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 	char *end;
 	long t;
 	int ch;
 
-	optind = 0;	/* glibc: re-initialise, permute (ksbctl parsed with "+") */
+	optind = 0; /* glibc: re-initialise, permute (ksbctl parsed with "+") */
 	opterr = 0;
 	/* Options may follow the ID (`ksbctl fetch ID --repo PATH'). */
 	while ((ch = ksbctl_getopt(argc, argv, "fetch", "h", longopts)) != -1) {
@@ -60,17 +58,22 @@ fetch_parse(int argc, char **argv, struct mirror_fetch_opts *o)
 			break;
 		case O_TIMEOUT:
 			t = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || t < 1 || t > 86400) {
-				fprintf(stderr, "ksbctl fetch: --timeout: invalid value "
-				    "`%s' (1..86400 seconds)\n", optarg);
+			if (*optarg == '\0' || *end != '\0' || t < 1 ||
+			    t > 86400) {
+				fprintf(stderr,
+				    "ksbctl fetch: --timeout: invalid value "
+				    "`%s' (1..86400 seconds)\n",
+				    optarg);
 				return 2;
 			}
 			o->timeout_ms = (int)t * 1000;
 			break;
 		case O_MAXPACK:
 			if (fetch_parse_size(optarg, &o->max_pack_bytes) != 0) {
-				fprintf(stderr, "ksbctl fetch: --max-pack-size: invalid "
-				    "value `%s' (1M..1T; K, M, G suffixes)\n", optarg);
+				fprintf(stderr,
+				    "ksbctl fetch: --max-pack-size: invalid "
+				    "value `%s' (1M..1T; K, M, G suffixes)\n",
+				    optarg);
 				return 2;
 			}
 			break;
@@ -84,13 +87,16 @@ fetch_parse(int argc, char **argv, struct mirror_fetch_opts *o)
 		if (argc - optind == 0)
 			fprintf(stderr, "ksbctl fetch: missing instance ID\n");
 		else
-			fprintf(stderr, "ksbctl fetch: unexpected argument "
-			    "`%s'\n", argv[optind + 1]);
+			fprintf(stderr,
+			    "ksbctl fetch: unexpected argument "
+			    "`%s'\n",
+			    argv[optind + 1]);
 		return ksbctl_usage(stderr, "fetch");
 	}
 	o->id = argv[optind];
 	if (!util_valid_id(o->id)) {
-		fprintf(stderr, "ksbctl fetch: invalid instance ID `%s'\n", o->id);
+		fprintf(
+		    stderr, "ksbctl fetch: invalid instance ID `%s'\n", o->id);
 		return 2;
 	}
 	return -1;
@@ -105,11 +111,15 @@ fetch_report(const char *id, const struct mirror_fetch_result *res)
 
 	if (!res->updated) {
 		if (res->old[0] != '\0')
-			printf("nothing new: sandbox/%s is still at %.12s, already "
-			    "fetched as %s\n", id, res->tip, res->refname);
+			printf("nothing new: sandbox/%s is still at %.12s, "
+			       "already "
+			       "fetched as %s\n",
+			    id, res->tip, res->refname);
 		else
-			printf("nothing new: sandbox/%s is still at the seed %.12s; "
-			    "%s not created\n", id, res->tip, res->refname);
+			printf("nothing new: sandbox/%s is still at the seed "
+			       "%.12s; "
+			       "%s not created\n",
+			    id, res->tip, res->refname);
 		return;
 	}
 	printf("%s -> %.12s (%zu objects received)\n", res->refname, res->tip,

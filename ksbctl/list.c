@@ -36,9 +36,8 @@ static const struct out_column list_cols[] = {
 	{ "ACCEL", "accel", -5, 0, "?", NULL },
 	{ "LEASE", NULL, 0, 0, NULL, list_lease_cell },
 };
-static const struct out_table_spec list_spec = {
-	list_cols, sizeof(list_cols) / sizeof(list_cols[0]), NULL, NULL, 0, 0
-};
+static const struct out_table_spec list_spec = { list_cols,
+	sizeof(list_cols) / sizeof(list_cols[0]), NULL, NULL, 0, 0 };
 
 /* One instance: lease 1 held, 0 not, -1 unknown; accel NULL unknown. */
 static void
@@ -84,9 +83,11 @@ list_gateway_only(enum out_format fmt, const char *why)
 		free(cause);
 		return 1;
 	}
-	fprintf(stderr, "ksbctl list: note: %s; showing the instances "
+	fprintf(stderr,
+	    "ksbctl list: note: %s; showing the instances "
 	    "registered with the gateway only (not stopped ones; root sees "
-	    "all)\n", why);
+	    "all)\n",
+	    why);
 	t = out_table_begin(stdout, fmt, &list_spec);
 	for (j = 0; j < ngw; j++) {
 		list_cidr(&gw[j], cidr, sizeof(cidr));
@@ -123,8 +124,8 @@ list_rows(struct out_table *t, char **ids, const struct ctl_instance *gw,
 				lease = 1;
 				seen[j] = 1;
 			}
-		list_row(t, ids[i], instance_status(dir, &st), st.profile, st.ip,
-		    st.accel, lease, st.started_ms);
+		list_row(t, ids[i], instance_status(dir, &st), st.profile,
+		    st.ip, st.accel, lease, st.started_ms);
 		free(dir);
 	}
 	for (j = 0; j < ngw; j++) {
@@ -165,7 +166,8 @@ list_main(int argc, char **argv)
 	}
 	have_gw = ctl_list(ksbctl_conf->control_socket, &gw, &ngw, &cause) == 0;
 	if (!have_gw) {
-		fprintf(stderr, "ksbctl list: gateway: %s (lease unknown)\n", cause);
+		fprintf(stderr, "ksbctl list: gateway: %s (lease unknown)\n",
+		    cause);
 		free(cause);
 	}
 	t = out_table_begin(stdout, fmt, &list_spec);

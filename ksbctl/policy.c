@@ -40,8 +40,8 @@ policy_bad_option(const char *cmd, const char *arg)
 
 /* Load files (or, with nfiles 0, those of ksb.conf).  0, or -1 reported. */
 static int
-policy_cli_load(const char *cmd, char *const *files, size_t nfiles,
-    struct policy **out)
+policy_cli_load(
+    const char *cmd, char *const *files, size_t nfiles, struct policy **out)
 {
 	char *errors = NULL;
 
@@ -50,19 +50,22 @@ policy_cli_load(const char *cmd, char *const *files, size_t nfiles,
 		nfiles = ksbctl_conf->npolicy_files;
 	}
 	if (nfiles == 0 && ksbctl_conf->path == NULL) {
-		fprintf(stderr, "ksbctl policy %s: %s does not exist, so no "
+		fprintf(stderr,
+		    "ksbctl policy %s: %s does not exist, so no "
 		    "policy files are configured (see ksb.conf(5); -f names "
-		    "another)\n", cmd, conf_default_path());
+		    "another)\n",
+		    cmd, conf_default_path());
 		return -1;
 	}
 	if (nfiles == 0) {
-		fprintf(stderr, "ksbctl policy %s: no policy files in %s\n", cmd,
-		    ksbctl_conf->path);
+		fprintf(stderr, "ksbctl policy %s: no policy files in %s\n",
+		    cmd, ksbctl_conf->path);
 		return -1;
 	}
 	if (policy_load((const char *const *)files, nfiles, out, &errors) ==
 	    -1) {
-		fprintf(stderr, "%s\n", errors ? errors : "policy check failed");
+		fprintf(
+		    stderr, "%s\n", errors ? errors : "policy check failed");
 		free(errors);
 		return -1;
 	}
@@ -109,18 +112,19 @@ policy_show_limit_cb(enum policy_limit k, int value, const char *profile,
 {
 	const struct ksb_conf *c = ksbctl_conf;
 	int cap = k == POLICY_LIMIT_CONNECTIONS ? c->max_per_instance :
-	    c->conn_rate_instance, *seen = arg;
+						  c->conn_rate_instance,
+	    *seen = arg;
 	char text[64];
 
 	seen[k] = 1;
-	snprintf(text, sizeof(text), "limit %s %d", policy_limit_name(k),
-	    value);
+	snprintf(
+	    text, sizeof(text), "limit %s %d", policy_limit_name(k), value);
 	printf("    %-48s # %s (%s:%d)", text, profile, file, line);
 	if (cap < value)
 		printf(", capped at %d by ksb.conf %s", cap,
 		    k == POLICY_LIMIT_CONNECTIONS ?
-		    "max-connections-per-instance" :
-		    "connection-rate-per-instance");
+			"max-connections-per-instance" :
+			"connection-rate-per-instance");
 	printf("\n");
 }
 
@@ -140,8 +144,10 @@ policy_show(int argc, char **argv)
 	if (argc >= 2 && argv[1][0] == '-')
 		return policy_bad_option("show", argv[1]);
 	if (argc > 2) {
-		fprintf(stderr, "ksbctl policy show: unexpected argument "
-		    "`%s'\n", argv[2]);
+		fprintf(stderr,
+		    "ksbctl policy show: unexpected argument "
+		    "`%s'\n",
+		    argv[2]);
 		return 2;
 	}
 	if (policy_cli_load("show", NULL, 0, &p) == -1)
@@ -168,12 +174,12 @@ policy_show(int argc, char **argv)
 			snprintf(text, sizeof(text), "limit %s %d",
 			    policy_limit_name((enum policy_limit)k),
 			    k == POLICY_LIMIT_CONNECTIONS ?
-			    ksbctl_conf->max_per_instance :
-			    ksbctl_conf->conn_rate_instance);
+				ksbctl_conf->max_per_instance :
+				ksbctl_conf->conn_rate_instance);
 			printf("    %-48s # ksb.conf %s\n", text,
 			    k == POLICY_LIMIT_CONNECTIONS ?
-			    "max-connections-per-instance" :
-			    "connection-rate-per-instance");
+				"max-connections-per-instance" :
+				"connection-rate-per-instance");
 		}
 		n = policy_foreach_rule(p, name, policy_show_cb, NULL);
 		printf("}   # %d rule%s, flattened\n", n, n == 1 ? "" : "s");
@@ -186,8 +192,7 @@ cleanup:
 
 /* Split HOST[:PORT] (HOST may be a [v6] literal).  0 or -1. */
 static int
-policy_split_target(const char *arg, char *host, size_t hostsz,
-    uint16_t *port)
+policy_split_target(const char *arg, char *host, size_t hostsz, uint16_t *port)
 {
 	const char *colon = NULL, *end;
 	unsigned long v;
@@ -206,7 +211,7 @@ policy_split_target(const char *arg, char *host, size_t hostsz,
 	} else {
 		colon = strrchr(arg, ':');
 		if (colon != NULL && strchr(arg, ':') != colon)
-			colon = NULL;	/* bare IPv6: no port */
+			colon = NULL; /* bare IPv6: no port */
 		end = colon ? colon : arg + strlen(arg);
 	}
 	len = (size_t)(end - arg);
@@ -255,8 +260,10 @@ policy_test(int argc, char **argv)
 	profile = argv[1];
 	if (policy_split_target(argv[2], host, sizeof(host), &port) == -1) {
 		log_escape(esc, sizeof(esc), argv[2], strlen(argv[2]));
-		fprintf(stderr, "ksbctl policy test: `%s' is not HOST[:PORT] "
-		    "(PORT 1-65535)\n", esc);
+		fprintf(stderr,
+		    "ksbctl policy test: `%s' is not HOST[:PORT] "
+		    "(PORT 1-65535)\n",
+		    esc);
 		return 2;
 	}
 	if (policy_cli_load("test", NULL, 0, &p) == -1)
@@ -264,11 +271,12 @@ policy_test(int argc, char **argv)
 	if (!policy_has_profile(p, profile)) {
 		log_escape(esc, sizeof(esc), profile, strlen(profile));
 		printf("deny: no profile `%s' (an instance with it has no "
-		    "egress)\n", esc);
+		       "egress)\n",
+		    esc);
 		goto cleanup;
 	}
 	if (policy_decide(p, profile, host, strlen(host), port, norm,
-	    sizeof(norm), &ss, &d) == POLICY_ALLOW) {
+		sizeof(norm), &ss, &d) == POLICY_ALLOW) {
 		printf("allow %s:%u: %s\n", norm, port, d.rule);
 		ret = 0;
 	} else

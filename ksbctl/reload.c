@@ -33,7 +33,7 @@ reload_main(int argc, char **argv)
 		goto cleanup;
 	}
 	for (line = strtok_r(reply, "\n", &save); line != NULL;
-	    line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		/* The gateway's text, but print it escaped all the same. */
 		n = strlen(line) * 4 + 1;
 		esc = xrealloc(esc, n);
@@ -50,8 +50,8 @@ reload_main(int argc, char **argv)
 		else if (strncmp(line, "ERR ", 4) == 0)
 			fprintf(stderr, "ksbctl reload: %s\n", esc + 4);
 		else
-			fprintf(stderr, "ksbctl reload: unexpected `%s'\n",
-			    esc);
+			fprintf(
+			    stderr, "ksbctl reload: unexpected `%s'\n", esc);
 	}
 cleanup:
 	free(cause);

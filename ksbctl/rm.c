@@ -39,7 +39,8 @@ rm_main(int argc, char **argv)
 			return ksbctl_usage(stdout, "rm");
 		if (strcmp(argv[i], "--json") == 0)
 			fmt = OUT_JSON;
-		else if (strcmp(argv[i], "--force") == 0 || strcmp(argv[i], "-f") == 0)
+		else if (strcmp(argv[i], "--force") == 0 ||
+		    strcmp(argv[i], "-f") == 0)
 			force = 1;
 		else if (arg == NULL && argv[i][0] != '-')
 			arg = argv[i];
@@ -60,8 +61,10 @@ rm_main(int argc, char **argv)
 	dir = instance_dir(ksbctl_conf->state_dir, id);
 	if (instance_locked(dir) == 1) {
 		if (!force) {
-			fprintf(stderr, "ksbctl rm: %s is running (ksbctl stop %s, or "
-			    "rm --force)\n", id, id);
+			fprintf(stderr,
+			    "ksbctl rm: %s is running (ksbctl stop %s, or "
+			    "rm --force)\n",
+			    id, id);
 			goto cleanup;
 		}
 		sargv[0] = "stop";
@@ -81,7 +84,8 @@ rm_main(int argc, char **argv)
 		goto cleanup;
 	}
 	if (util_rmtree(dir) != 0) {
-		fprintf(stderr, "ksbctl rm: removing %s: %s\n", dir, strerror(errno));
+		fprintf(stderr, "ksbctl rm: removing %s: %s\n", dir,
+		    strerror(errno));
 		goto cleanup;
 	}
 	o = out_object();

@@ -24,7 +24,7 @@
 #include "ksbctl/ksbctl.h"
 
 #define QMP_TIMEOUT_MS 3000
-#define QMP_REPLY_MAX 65536
+#define QMP_REPLY_MAX  65536
 
 /* Read QMP replies until one holds "return" or "error".  0 or -1. */
 static int
@@ -73,7 +73,8 @@ stop_qmp(const char *dir, const char *cmd)
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0)
 		goto cleanup;
 	/* Greeting ({"QMP": ...}) carries no "return": wait for capabilities' reply. */
-	if (send(fd, "{\"execute\":\"qmp_capabilities\"}\n", 31, MSG_NOSIGNAL) != 31 ||
+	if (send(fd, "{\"execute\":\"qmp_capabilities\"}\n", 31,
+		MSG_NOSIGNAL) != 31 ||
 	    stop_qmp_wait(fd, deadline) != 0)
 		goto cleanup;
 	n = snprintf(line, sizeof(line), "{\"execute\":\"%s\"}\n", cmd);
@@ -137,9 +138,10 @@ stop_parse(int argc, char **argv, const char **arg, unsigned long *timeout,
 		if (strcmp(argv[i], "--json") == 0)
 			*fmt = OUT_JSON;
 		else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc) {
-			if (guestctl_parse_uint(argv[i + 1], strlen(argv[i + 1]),
-			    3600, timeout) != 0) {
-				fprintf(stderr, "ksbctl stop: invalid timeout `%s'\n",
+			if (guestctl_parse_uint(argv[i + 1],
+				strlen(argv[i + 1]), 3600, timeout) != 0) {
+				fprintf(stderr,
+				    "ksbctl stop: invalid timeout `%s'\n",
 				    argv[i + 1]);
 				return 2;
 			}
@@ -169,11 +171,14 @@ stop_supervised(const char *id, const char *dir,
     const struct instance_state *st, int64_t deadline, unsigned long timeout)
 {
 	if (stop_qmp(dir, "system_powerdown") != 0)
-		fprintf(stderr, "ksbctl stop: %s: QMP system_powerdown failed\n", id);
+		fprintf(stderr,
+		    "ksbctl stop: %s: QMP system_powerdown failed\n", id);
 	if (stop_wait_released(dir, deadline))
 		return "powerdown";
-	fprintf(stderr, "ksbctl stop: %s did not power off in %lu s: "
-	    "forcing\n", id, timeout);
+	fprintf(stderr,
+	    "ksbctl stop: %s did not power off in %lu s: "
+	    "forcing\n",
+	    id, timeout);
 	if (stop_qmp(dir, "quit") != 0 && stop_is_our_qemu(st->qemu_pid, id))
 		kill((pid_t)st->qemu_pid, SIGKILL);
 	if (stop_wait_released(dir, util_mono_ms() + 15000))
@@ -182,8 +187,10 @@ stop_supervised(const char *id, const char *dir,
 		kill((pid_t)st->qemu_pid, SIGKILL);
 	if (stop_wait_released(dir, util_mono_ms() + 10000))
 		return "forced";
-	fprintf(stderr, "ksbctl stop: %s: its ksb-run (pid %ld) does not "
-	    "exit\n", id, st->pid);
+	fprintf(stderr,
+	    "ksbctl stop: %s: its ksb-run (pid %ld) does not "
+	    "exit\n",
+	    id, st->pid);
 	return NULL;
 }
 
@@ -220,8 +227,8 @@ stop_main(int argc, char **argv)
 		goto cleanup;
 	}
 	if (instance_locked(dir) == 1) {
-		how = stop_supervised(id, dir, &st, t0 + (int64_t)timeout * 1000,
-		    timeout);
+		how = stop_supervised(
+		    id, dir, &st, t0 + (int64_t)timeout * 1000, timeout);
 		if (how == NULL)
 			goto cleanup;
 	} else if (stop_is_our_qemu(st.qemu_pid, id)) {
@@ -230,15 +237,16 @@ stop_main(int argc, char **argv)
 		how = "killed";
 	}
 	if (stop_is_our_qemu(st.qemu_pid, id)) {
-		fprintf(stderr, "ksbctl stop: %s: QEMU pid %ld is still there\n", id,
+		fprintf(stderr,
+		    "ksbctl stop: %s: QEMU pid %ld is still there\n", id,
 		    st.qemu_pid);
 		goto cleanup;
 	}
 	o = out_object();
 	out_add(o, "id", out_str(id));
 	out_add(o, "result", out_str(how));
-	out_add(o, "seconds", out_double((double)(util_mono_ms() - t0) / 1000.0,
-	    2));
+	out_add(o, "seconds",
+	    out_double((double)(util_mono_ms() - t0) / 1000.0, 2));
 	out_print(stdout, fmt, o, stop_text);
 	ret = 0;
 cleanup:

@@ -68,15 +68,15 @@
 #include "common/sandbox.h"
 #include "mirror/mirror.h"
 
-#define REF_FILE_MAX 4096
-#define PACKED_REFS_MAX (64 << 20)
+#define REF_FILE_MAX	 4096
+#define PACKED_REFS_MAX	 (64 << 20)
 #define FETCH_TIMEOUT_MS 300000
-#define FETCH_MAX_BYTES (4ULL << 30)
-#define FETCH_MAX_PACK (1ULL << 30)
-#define FETCH_MAX_FILES 1000000
-#define CHILD_MEM_MAX (4ULL << 30)
-#define CHILD_ERR_MAX 1024
-#define LOG_MAX 20
+#define FETCH_MAX_BYTES	 (4ULL << 30)
+#define FETCH_MAX_PACK	 (1ULL << 30)
+#define FETCH_MAX_FILES	 1000000
+#define CHILD_MEM_MAX	 (4ULL << 30)
+#define CHILD_ERR_MAX	 1024
+#define LOG_MAX		 20
 
 /*
  * Open name in dfd as a regular file without following a symlink and
@@ -107,8 +107,8 @@ fetch_open_regular(int dfd, const char *name, struct stat *sb)
 	close(pfd);
 	if (fd == -1)
 		return -1;
-	if (fstat(fd, &sb2) == -1 || sb2.st_ino != sb->st_ino || sb2.st_dev != sb->st_dev ||
-	    !S_ISREG(sb2.st_mode)) {
+	if (fstat(fd, &sb2) == -1 || sb2.st_ino != sb->st_ino ||
+	    sb2.st_dev != sb->st_dev || !S_ISREG(sb2.st_mode)) {
 		close(fd);
 		errno = EINVAL;
 		return -1;
@@ -130,12 +130,14 @@ fetch_read_small(int dfd, const char *name, size_t cap, char **buf, size_t *len,
 	if ((fd = fetch_open_regular(dfd, name, &sb)) == -1) {
 		if (errno == ENOENT)
 			return 1;
-		return cause_set(cause, "mirror: %s: %s", name, errno == EINVAL ||
-		    errno == ELOOP ? "not a regular file" : strerror(errno));
+		return cause_set(cause, "mirror: %s: %s", name,
+		    errno == EINVAL || errno == ELOOP ? "not a regular file" :
+							strerror(errno));
 	}
 	if ((uint64_t)sb.st_size > cap) {
 		close(fd);
-		return cause_set(cause, "mirror: %s: larger than %zu bytes", name, cap);
+		return cause_set(
+		    cause, "mirror: %s: larger than %zu bytes", name, cap);
 	}
 	*buf = xmalloc(cap + 1);
 	while (off <= cap) {
@@ -150,7 +152,8 @@ fetch_read_small(int dfd, const char *name, size_t cap, char **buf, size_t *len,
 	if (off > cap) {
 		free(*buf);
 		*buf = NULL;
-		return cause_set(cause, "mirror: %s: larger than %zu bytes", name, cap);
+		return cause_set(
+		    cause, "mirror: %s: larger than %zu bytes", name, cap);
 	}
 	(*buf)[off] = '\0';
 	*len = off;
@@ -158,25 +161,29 @@ fetch_read_small(int dfd, const char *name, size_t cap, char **buf, size_t *len,
 }
 
 int
-mirror_read_ref(const char *dir, const char *refname, char hex[41], char **cause)
+mirror_read_ref(
+    const char *dir, const char *refname, char hex[41], char **cause)
 {
 	char *copy = NULL, *comp, *next, *buf = NULL, *line, *end, esc[128];
 	size_t len, nlen = strlen(refname);
 	int dfd, sub, ret = -1, rc, missing = 0;
 
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+	if ((dfd = open(
+		 dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return cause_set(cause, "mirror %s: %s", dir, strerror(errno));
 	copy = xstrdup(refname);
 	/* The loose ref: every directory opened without following symlinks. */
 	sub = dup(dfd);
 	for (comp = copy; sub != -1 && (next = strchr(comp, '/')) != NULL;
-	    comp = next + 1) {
+	     comp = next + 1) {
 		int d;
 
 		*next = '\0';
-		d = openat(sub, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		d = openat(
+		    sub, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (d == -1 && errno != ENOENT) {
-			cause_set(cause, "mirror: `%s' in %s is not a directory", comp,
+			cause_set(cause,
+			    "mirror: `%s' in %s is not a directory", comp,
 			    refname);
 			close(sub);
 			goto cleanup;
@@ -185,21 +192,25 @@ mirror_read_ref(const char *dir, const char *refname, char hex[41], char **cause
 		sub = d;
 	}
 	if (sub != -1) {
-		rc = fetch_read_small(sub, comp, REF_FILE_MAX, &buf, &len, cause);
+		rc = fetch_read_small(
+		    sub, comp, REF_FILE_MAX, &buf, &len, cause);
 		close(sub);
 		if (rc == -1)
 			goto cleanup;
 		if (rc == 0) {
 			if (len >= 4 && strncmp(buf, "ref:", 4) == 0) {
-				cause_set(cause, "mirror: %s is a symbolic ref: refused",
+				cause_set(cause,
+				    "mirror: %s is a symbolic ref: refused",
 				    refname);
 				goto cleanup;
 			}
 			if (len > 0 && buf[len - 1] == '\n')
 				len--;
 			if (!mirror_valid_hex(buf, len)) {
-				log_escape(esc, sizeof(esc), buf, len > 60 ? 60 : len);
-				cause_set(cause, "mirror: %s: not an object id: \"%s\"",
+				log_escape(
+				    esc, sizeof(esc), buf, len > 60 ? 60 : len);
+				cause_set(cause,
+				    "mirror: %s: not an object id: \"%s\"",
 				    refname, esc);
 				goto cleanup;
 			}
@@ -212,16 +223,20 @@ mirror_read_ref(const char *dir, const char *refname, char hex[41], char **cause
 		buf = NULL;
 	}
 	/* packed-refs: "<40 hex> <name>\n" lines; '#' and '^' lines skipped. */
-	rc = fetch_read_small(dfd, "packed-refs", PACKED_REFS_MAX, &buf, &len, cause);
+	rc = fetch_read_small(
+	    dfd, "packed-refs", PACKED_REFS_MAX, &buf, &len, cause);
 	if (rc == -1)
 		goto cleanup;
 	if (rc == 1)
 		missing = 1;
-	for (line = buf; !missing && line != NULL && line < buf + len; line = end) {
-		if ((end = memchr(line, '\n', (size_t)(buf + len - line))) != NULL)
+	for (line = buf; !missing && line != NULL && line < buf + len;
+	     line = end) {
+		if ((end = memchr(line, '\n', (size_t)(buf + len - line))) !=
+		    NULL)
 			*end++ = '\0';
 		if (strlen(line) == 41 + nlen && line[40] == ' ' &&
-		    strcmp(line + 41, refname) == 0 && mirror_valid_hex(line, 40)) {
+		    strcmp(line + 41, refname) == 0 &&
+		    mirror_valid_hex(line, 40)) {
 			memcpy(hex, line, 40);
 			hex[40] = '\0';
 			ret = 0;
@@ -245,7 +260,8 @@ struct snap {
 };
 
 static int
-fetch_copy_file(struct snap *s, int sdfd, int ddfd, const char *name, const char *what)
+fetch_copy_file(
+    struct snap *s, int sdfd, int ddfd, const char *name, const char *what)
 {
 	struct stat sb;
 	char buf[65536];
@@ -253,15 +269,19 @@ fetch_copy_file(struct snap *s, int sdfd, int ddfd, const char *name, const char
 	int in, out = -1, ret = -1;
 
 	if ((in = fetch_open_regular(sdfd, name, &sb)) == -1)
-		return cause_set(s->cause, "mirror: objects/%s/%s: %s", what, name,
-		    errno == EINVAL || errno == ELOOP ? "not a regular file (symlink?)" :
-		    strerror(errno));
+		return cause_set(s->cause, "mirror: objects/%s/%s: %s", what,
+		    name,
+		    errno == EINVAL || errno == ELOOP ?
+			"not a regular file (symlink?)" :
+			strerror(errno));
 	if (++s->files > FETCH_MAX_FILES) {
-		cause_set(s->cause, "mirror: more than %d object files", FETCH_MAX_FILES);
+		cause_set(s->cause, "mirror: more than %d object files",
+		    FETCH_MAX_FILES);
 		goto cleanup;
 	}
-	if ((out = openat(ddfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-	    O_CLOEXEC, 0444)) == -1) {
+	if ((out = openat(ddfd, name,
+		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444)) ==
+	    -1) {
 		cause_set(s->cause, "copy %s: %s", name, strerror(errno));
 		goto cleanup;
 	}
@@ -270,19 +290,23 @@ fetch_copy_file(struct snap *s, int sdfd, int ddfd, const char *name, const char
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1) {
-			cause_set(s->cause, "mirror: %s: %s", name, strerror(errno));
+			cause_set(
+			    s->cause, "mirror: %s: %s", name, strerror(errno));
 			goto cleanup;
 		}
 		if (n == 0)
 			break;
 		s->bytes += (uint64_t)n;
 		if (s->bytes > s->max_bytes) {
-			cause_set(s->cause, "mirror: object files larger than %llu bytes "
-			    "in all", (unsigned long long)s->max_bytes);
+			cause_set(s->cause,
+			    "mirror: object files larger than %llu bytes "
+			    "in all",
+			    (unsigned long long)s->max_bytes);
 			goto cleanup;
 		}
 		if (write(out, buf, (size_t)n) != n) {
-			cause_set(s->cause, "copy %s: %s", name, strerror(errno));
+			cause_set(
+			    s->cause, "copy %s: %s", name, strerror(errno));
 			goto cleanup;
 		}
 	}
@@ -314,24 +338,30 @@ fetch_copy_dir(struct snap *s, int odfd, const char *sub, int ddfd, int pack)
 	struct dirent *de;
 	int sfd, dfd = -1, ret = -1;
 
-	if ((sfd = openat(odfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
-		return cause_set(s->cause, "mirror: objects/%s is not a directory "
-		    "(symlink?)", sub);
+	if ((sfd = openat(odfd, sub,
+		 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(s->cause,
+		    "mirror: objects/%s is not a directory "
+		    "(symlink?)",
+		    sub);
 	if ((d = fdopendir(sfd)) == NULL) {
 		close(sfd);
-		return cause_set(s->cause, "mirror: objects/%s: %s", sub, strerror(errno));
+		return cause_set(
+		    s->cause, "mirror: objects/%s: %s", sub, strerror(errno));
 	}
 	while ((de = readdir(d)) != NULL) {
 		if (pack ? !fetch_is_pack_name(de->d_name) :
-		    !(strlen(de->d_name) == 38 &&
-		    strspn(de->d_name, "0123456789abcdef") == 38))
+			   !(strlen(de->d_name) == 38 &&
+			       strspn(de->d_name, "0123456789abcdef") == 38))
 			continue;
 		if (dfd == -1) {
 			/* 0755: nobody (the child) reads it; the top dir is 0700. */
 			if (mkdirat(ddfd, sub, 0755) == -1 ||
-			    (dfd = openat(ddfd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-			    O_CLOEXEC)) == -1) {
-				cause_set(s->cause, "snapshot %s: %s", sub, strerror(errno));
+			    (dfd = openat(ddfd, sub,
+				 O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+				     O_CLOEXEC)) == -1) {
+				cause_set(s->cause, "snapshot %s: %s", sub,
+				    strerror(errno));
 				goto cleanup;
 			}
 		}
@@ -348,21 +378,27 @@ cleanup:
 
 /* Copy mirror/objects' object files into dst (an empty dir). */
 static int
-fetch_snapshot(const char *mirror, const char *dst, uint64_t max_bytes, char **cause)
+fetch_snapshot(
+    const char *mirror, const char *dst, uint64_t max_bytes, char **cause)
 {
 	struct snap s = { .max_bytes = max_bytes, .cause = cause };
 	DIR *d = NULL;
 	struct dirent *de;
 	int mfd, ofd = -1, ddfd = -1, ret = -1;
 
-	if ((mfd = open(mirror, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
-		return cause_set(cause, "mirror %s: %s", mirror, strerror(errno));
-	ofd = openat(mfd, "objects", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if ((mfd = open(mirror,
+		 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(
+		    cause, "mirror %s: %s", mirror, strerror(errno));
+	ofd = openat(
+	    mfd, "objects", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	close(mfd);
 	if (ofd == -1)
-		return cause_set(cause, "mirror: objects is not a directory (symlink?): %s",
+		return cause_set(cause,
+		    "mirror: objects is not a directory (symlink?): %s",
 		    strerror(errno));
-	if ((ddfd = open(dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
+	if ((ddfd = open(
+		 dst, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
 		cause_set(cause, "%s: %s", dst, strerror(errno));
 		goto cleanup;
 	}
@@ -382,8 +418,8 @@ fetch_snapshot(const char *mirror, const char *dst, uint64_t max_bytes, char **c
 		}
 		/* info/ (alternates, packs, commit-graph) and the rest: ignored. */
 	}
-	log_debug("copied %zu object files, %llu bytes, from the mirror", s.files,
-	    (unsigned long long)s.bytes);
+	log_debug("copied %zu object files, %llu bytes, from the mirror",
+	    s.files, (unsigned long long)s.bytes);
 	ret = 0;
 cleanup:
 	if (d != NULL)
@@ -400,7 +436,7 @@ cleanup:
 struct fetch_owner {
 	uid_t uid;
 	gid_t gid;
-	int active;		/* fsuid/fsgid are the owner's now */
+	int active; /* fsuid/fsgid are the owner's now */
 };
 
 /*
@@ -420,8 +456,10 @@ fetch_owner_switch(struct fetch_owner *ow, int on, char **cause)
 	setfsgid(g);
 	setfsuid(u);
 	if ((uid_t)setfsuid((uid_t)-1) != u || (gid_t)setfsgid((gid_t)-1) != g)
-		return cause_set(cause, "cannot switch to the file-system rights of "
-		    "uid %lu", (unsigned long)u);
+		return cause_set(cause,
+		    "cannot switch to the file-system rights of "
+		    "uid %lu",
+		    (unsigned long)u);
 	ow->active = on;
 	return 0;
 }
@@ -451,9 +489,12 @@ fetch_owner_init(struct fetch_owner *ow, const char *path, char **cause)
 	 * readable with the owner's rights (libgit2 fails on EACCES): only
 	 * the repo's own config applies.
 	 */
-	if (git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_GLOBAL, "") < 0 ||
-	    git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, "") < 0 ||
-	    git_libgit2_opts(GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_SYSTEM, "") < 0)
+	if (git_libgit2_opts(
+		GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_GLOBAL, "") < 0 ||
+	    git_libgit2_opts(
+		GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_XDG, "") < 0 ||
+	    git_libgit2_opts(
+		GIT_OPT_SET_SEARCH_PATH, GIT_CONFIG_LEVEL_SYSTEM, "") < 0)
 		return mirror_git_cause(cause, "git config search path");
 	return 0;
 }
@@ -464,12 +505,12 @@ static int fetch_write_all(int fd, const void *buf, size_t len);
 
 /* Who the child becomes and where it sees the two object dirs. */
 struct fetch_jail {
-	const char *root;	/* an empty root-owned dir to mount the tmpfs on */
-	int snapfd;		/* the guest objects' private copy */
-	int hostfd;		/* the host repo's objects dir */
-	uid_t uid;		/* nobody, or the repo owner (see fetch_transfer) */
+	const char *root; /* an empty root-owned dir to mount the tmpfs on */
+	int snapfd;	  /* the guest objects' private copy */
+	int hostfd;	  /* the host repo's objects dir */
+	uid_t uid;	  /* nobody, or the repo owner (see fetch_transfer) */
 	gid_t gid;
-	char snap[64], host[64];	/* the paths the child uses */
+	char snap[64], host[64]; /* the paths the child uses */
 };
 
 /*
@@ -483,8 +524,10 @@ fetch_child_bind(int tree, const char *target)
 	unsigned long fl = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
 	if (mkdir(target, 0755) == -1 ||
-	    move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) == -1 ||
-	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | fl, NULL) == -1)
+	    move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) ==
+		-1 ||
+	    mount(NULL, target, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | fl,
+		NULL) == -1)
 		return -1;
 	close(tree);
 	return 0;
@@ -508,13 +551,21 @@ static int
 fetch_child_seccomp(int pfd, int efd, char **cause)
 {
 	const struct sandbox_rule allow[] = {
-		{ "openat", { SB_CLEAR(2, O_WRONLY | O_RDWR | O_CREAT | O_TRUNC |
-		    O_APPEND) } },
-		SB_CALL("read"), SB_CALL("pread64"), SB_CALL("lseek"),
-		SB_CALL("close"), SB_CALL("getdents64"),
+		{ "openat",
+		    { SB_CLEAR(2,
+			O_WRONLY | O_RDWR | O_CREAT | O_TRUNC | O_APPEND) } },
+		SB_CALL("read"),
+		SB_CALL("pread64"),
+		SB_CALL("lseek"),
+		SB_CALL("close"),
+		SB_CALL("getdents64"),
 		/* git_fs_path_exists (access), stat of dirs and objects. */
-		SB_CALL("fstat"), SB_CALL("newfstatat"), SB_CALL("statx"),
-		SB_CALL("access"), SB_CALL("faccessat"), SB_CALL("faccessat2"),
+		SB_CALL("fstat"),
+		SB_CALL("newfstatat"),
+		SB_CALL("statx"),
+		SB_CALL("access"),
+		SB_CALL("faccessat"),
+		SB_CALL("faccessat2"),
 		{ "write", { SB_EQ(0, pfd) } },
 		{ "write", { SB_EQ(0, efd) } },
 		/* Memory (pack windows are read-only file mappings), never
@@ -522,8 +573,8 @@ fetch_child_seccomp(int pfd, int efd, char **cause)
 		SANDBOX_BASE_RULES,
 	};
 
-	return sandbox_seccomp("pack builder", allow,
-	    sizeof(allow) / sizeof(allow[0]), cause);
+	return sandbox_seccomp(
+	    "pack builder", allow, sizeof(allow) / sizeof(allow[0]), cause);
 }
 
 /*
@@ -537,7 +588,7 @@ fetch_child_rlimits(unsigned cpu_s)
 	struct rlimit rl;
 
 	rl.rlim_cur = rl.rlim_max = 0;
-	if (setrlimit(RLIMIT_FSIZE, &rl) == -1 ||	/* writes no file */
+	if (setrlimit(RLIMIT_FSIZE, &rl) == -1 || /* writes no file */
 	    setrlimit(RLIMIT_CORE, &rl) == -1)
 		return -1;
 	rl.rlim_cur = rl.rlim_max = cpu_s;
@@ -559,12 +610,13 @@ fetch_child_jail(struct fetch_jail *j, const char **step)
 {
 	int gtree, htree;
 
-	gtree = open_tree(j->snapfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
-	    OPEN_TREE_CLOEXEC);
-	htree = open_tree(j->hostfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH |
-	    OPEN_TREE_CLOEXEC);
-	if (gtree == -1 || htree == -1 || unshare(CLONE_NEWNS |
-	    CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) != 0) {
+	gtree = open_tree(
+	    j->snapfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
+	htree = open_tree(
+	    j->hostfd, "", OPEN_TREE_CLONE | AT_EMPTY_PATH | OPEN_TREE_CLOEXEC);
+	if (gtree == -1 || htree == -1 ||
+	    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS) !=
+		0) {
 		if (errno != EPERM && errno != EINVAL && errno != ENOSYS) {
 			*step = "unshare";
 			return -1;
@@ -579,8 +631,9 @@ fetch_child_jail(struct fetch_jail *j, const char **step)
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == -1)
 		return -1;
 	*step = "tmpfs root";
-	if (mount("ksb-fetch", j->root, "tmpfs", MS_NOSUID | MS_NODEV |
-	    MS_NOEXEC, "size=64k,nr_inodes=16,mode=0755") == -1 ||
+	if (mount("ksb-fetch", j->root, "tmpfs",
+		MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		"size=64k,nr_inodes=16,mode=0755") == -1 ||
 	    chdir(j->root) == -1)
 		return -1;
 	*step = "bind mounts";
@@ -592,8 +645,9 @@ fetch_child_jail(struct fetch_jail *j, const char **step)
 	    umount2(".", MNT_DETACH) == -1 || chdir("/") == -1)
 		return -1;
 	*step = "read-only root";
-	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID |
-	    MS_NODEV | MS_NOEXEC, NULL) == -1)
+	if (mount(NULL, "/", NULL,
+		MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+		NULL) == -1)
 		return -1;
 	close(j->snapfd);
 	close(j->hostfd);
@@ -614,7 +668,7 @@ fetch_child_confine(int pfd, int efd, struct fetch_jail *j, unsigned cpu_s)
 	if (fetch_child_rlimits(cpu_s) == -1)
 		goto fail;
 	if (geteuid() == 0) {
-		setfsuid(0);	/* the parent may have been in owner mode */
+		setfsuid(0); /* the parent may have been in owner mode */
 		setfsgid(0);
 		if (fetch_child_jail(j, &step) == -1)
 			goto fail;
@@ -634,8 +688,8 @@ fetch_child_confine(int pfd, int efd, struct fetch_jail *j, unsigned cpu_s)
 	}
 	return;
 fail:
-	snprintf(what, sizeof(what), "confining the pack builder: %s: %s",
-	    step, strerror(errno));
+	snprintf(what, sizeof(what), "confining the pack builder: %s: %s", step,
+	    strerror(errno));
 	(void)fetch_write_all(efd, what, strlen(what));
 	_exit(1);
 }
@@ -676,8 +730,8 @@ fetch_child_fail(int efd, const char *what)
 	n = snprintf(msg, sizeof(msg), "%s: %s", what,
 	    e != NULL && e->message != NULL ? e->message : "failed");
 	if (n > 0)
-		(void)fetch_write_all(efd, msg, (size_t)n < sizeof(msg) ? (size_t)n :
-		    sizeof(msg) - 1);
+		(void)fetch_write_all(efd, msg,
+		    (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 	_exit(1);
 }
 
@@ -728,7 +782,8 @@ fetch_child_selftest(int efd, const struct fetch_jail *j)
 	fetch_try(msg, sizeof(msg), "write to stderr", (int)write(2, "", 0));
 	p = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
 	    -1, 0);
-	fetch_try(msg, sizeof(msg), "executable mapping", p == MAP_FAILED ? -1 : 0);
+	fetch_try(
+	    msg, sizeof(msg), "executable mapping", p == MAP_FAILED ? -1 : 0);
 	/* What it must still do: read the copy. */
 	fd = open(j->snap, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	fetch_try(msg, sizeof(msg), "read-only open", fd);
@@ -755,13 +810,15 @@ fetch_child(int pfd, int efd, struct fetch_jail *j, const git_oid *tip,
 	fetch_child_confine(pfd, efd, j, cpu_s);
 	if (selftest)
 		fetch_child_selftest(efd, j);
-	git_libgit2_opts(GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(1ULL << 30));
+	git_libgit2_opts(
+	    GIT_OPT_SET_MWINDOW_MAPPED_LIMIT, (size_t)(1ULL << 30));
 
 	if (git_odb_new(&odb) < 0)
 		fetch_child_fail(efd, "odb");
 	if (git_odb_backend_loose(&b, j->snap, -1, 0, 0, 0) < 0 ||
 	    git_odb_add_backend(odb, b, 3) < 0 ||
-	    git_odb_backend_pack(&b, j->snap) < 0 || git_odb_add_backend(odb, b, 2) < 0)
+	    git_odb_backend_pack(&b, j->snap) < 0 ||
+	    git_odb_add_backend(odb, b, 2) < 0)
 		fetch_child_fail(efd, "guest objects");
 	/* The host's own objects (trusted) complete the history. */
 	if (git_odb_add_disk_alternate(odb, j->host) < 0)
@@ -801,7 +858,8 @@ fetch_index_cb(const git_indexer_progress *stats, void *payload)
  * way.  0, or -1 and *cause.
  */
 static int
-fetch_jail_user(struct fetch_jail *j, const struct fetch_owner *ow, char **cause)
+fetch_jail_user(
+    struct fetch_jail *j, const struct fetch_owner *ow, char **cause)
 {
 	struct passwd *pw;
 	struct group *gr;
@@ -815,7 +873,8 @@ fetch_jail_user(struct fetch_jail *j, const struct fetch_owner *ow, char **cause
 		return 0;
 	}
 	if ((pw = getpwnam("nobody")) == NULL || pw->pw_uid == 0)
-		return cause_set(cause, "no user `nobody' for the pack builder");
+		return cause_set(
+		    cause, "no user `nobody' for the pack builder");
 	j->uid = pw->pw_uid;
 	j->gid = (gr = getgrnam("nogroup")) != NULL ? gr->gr_gid : pw->pw_gid;
 	if (j->gid == 0)
@@ -827,10 +886,10 @@ fetch_jail_user(struct fetch_jail *j, const struct fetch_owner *ow, char **cause
 struct fetch_recv {
 	git_indexer *ix;
 	git_indexer_progress prog;
-	int64_t deadline;	/* util_mono_ms() */
+	int64_t deadline; /* util_mono_ms() */
 	int timeout_ms;
-	uint64_t max_pack, got;	/* bytes */
-	char err[CHILD_ERR_MAX];	/* what the child wrote on its error pipe */
+	uint64_t max_pack, got;	 /* bytes */
+	char err[CHILD_ERR_MAX]; /* what the child wrote on its error pipe */
 	size_t errlen;
 };
 
@@ -842,8 +901,8 @@ struct fetch_recv {
  */
 static int
 fetch_indexer_open(git_repository *host, const struct fetch_owner *ow,
-    struct fetch_jail *j, git_odb **hodb, struct fetch_recv *rv,
-    char **packdir, char **cause)
+    struct fetch_jail *j, git_odb **hodb, struct fetch_recv *rv, char **packdir,
+    char **cause)
 {
 	git_indexer_options io;
 	char *host_objects = NULL;
@@ -852,8 +911,8 @@ fetch_indexer_open(git_repository *host, const struct fetch_owner *ow,
 	git_indexer_options_init(&io, GIT_INDEXER_OPTIONS_VERSION);
 	xasprintf(&host_objects, "%sobjects", git_repository_commondir(host));
 	xasprintf(packdir, "%s/pack", host_objects);
-	if ((j->hostfd = open(host_objects, O_RDONLY | O_DIRECTORY |
-	    O_CLOEXEC)) == -1) {
+	if ((j->hostfd = open(
+		 host_objects, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1) {
 		cause_set(cause, "%s: %s", host_objects, strerror(errno));
 		goto cleanup;
 	}
@@ -864,7 +923,7 @@ fetch_indexer_open(git_repository *host, const struct fetch_owner *ow,
 		goto cleanup;
 	}
 	io.verify = 1;
-	io.progress_cb = fetch_index_cb;	/* bounds delta resolution too */
+	io.progress_cb = fetch_index_cb; /* bounds delta resolution too */
 	io.progress_cb_payload = &rv->deadline;
 	if (git_indexer_new(&rv->ix, *packdir, 0, *hodb, &io) < 0) {
 		mirror_git_cause(cause, *packdir);
@@ -881,8 +940,10 @@ static void
 fetch_index_cause(const struct fetch_recv *rv, char **cause)
 {
 	if (util_mono_ms() > rv->deadline)
-		cause_set(cause, "indexing the pack took longer than %d s: "
-		    "stopped (--timeout)", rv->timeout_ms / 1000);
+		cause_set(cause,
+		    "indexing the pack took longer than %d s: "
+		    "stopped (--timeout)",
+		    rv->timeout_ms / 1000);
 	else
 		mirror_git_cause(cause, "received pack");
 }
@@ -893,7 +954,8 @@ fetch_recv_pack(struct fetch_recv *rv, const char *buf, size_t n, char **cause)
 {
 	rv->got += (uint64_t)n;
 	if (rv->got > rv->max_pack)
-		return cause_set(cause, "the pack from the mirror is larger "
+		return cause_set(cause,
+		    "the pack from the mirror is larger "
 		    "than %llu bytes: stopped (--max-pack-size)",
 		    (unsigned long long)rv->max_pack);
 	if (git_indexer_append(rv->ix, buf, n, &rv->prog) < 0) {
@@ -920,7 +982,8 @@ fetch_recv_pump(struct fetch_recv *rv, int pfd, int efd, char **cause)
 		int64_t left = rv->deadline - util_mono_ms();
 
 		if (left <= 0)
-			return cause_set(cause, "building the pack took longer "
+			return cause_set(cause,
+			    "building the pack took longer "
 			    "than %d s: stopped (--timeout)",
 			    rv->timeout_ms / 1000);
 		fds[0].fd = open_p ? pfd : -1;
@@ -935,7 +998,8 @@ fetch_recv_pump(struct fetch_recv *rv, int pfd, int efd, char **cause)
 		if (fds[0].revents) {
 			n = read(pfd, buf, sizeof(buf));
 			if (n > 0) {
-				if (fetch_recv_pack(rv, buf, (size_t)n, cause) != 0)
+				if (fetch_recv_pack(
+					rv, buf, (size_t)n, cause) != 0)
 					return -1;
 			} else if (n == 0 || errno != EINTR)
 				open_p = 0;
@@ -965,8 +1029,10 @@ fetch_child_failed(int st, const char *err, size_t errlen, char **cause)
 	if (errlen > 0)
 		cause_set(cause, "reading the mirror: %s", esc);
 	else if (WIFSIGNALED(st))
-		cause_set(cause, "reading the mirror: pack builder killed by "
-		    "signal %d (CPU or memory limit?)", WTERMSIG(st));
+		cause_set(cause,
+		    "reading the mirror: pack builder killed by "
+		    "signal %d (CPU or memory limit?)",
+		    WTERMSIG(st));
 	else
 		cause_set(cause, "reading the mirror: pack builder failed");
 	return 1;
@@ -1048,7 +1114,7 @@ cleanup:
 		close(e[1]);
 	if (j.hostfd != -1)
 		close(j.hostfd);
-	git_indexer_free(rv.ix);	/* an uncommitted pack is removed */
+	git_indexer_free(rv.ix); /* an uncommitted pack is removed */
 	git_odb_free(hodb);
 	free(packdir);
 	return ret;
@@ -1081,11 +1147,12 @@ fetch_count(git_repository *r, const git_oid *tip, const git_oid *hide,
 		if (git_commit_lookup(&c, r, &oid) < 0)
 			continue;
 		s = git_commit_summary(c);
-		log_escape(esc, sizeof(esc), s != NULL ? s : "", s != NULL ?
-		    strlen(s) > 60 ? 60 : strlen(s) : 0);
+		log_escape(esc, sizeof(esc), s != NULL ? s : "",
+		    s != NULL ? strlen(s) > 60 ? 60 : strlen(s) : 0);
 		git_oid_tostr(sh, sizeof(sh), &oid);
 		xasprintf(&line, "%s %s", sh, esc);
-		res->log = xrealloc(res->log, (res->nlog + 1) * sizeof(*res->log));
+		res->log =
+		    xrealloc(res->log, (res->nlog + 1) * sizeof(*res->log));
 		res->log[res->nlog++] = line;
 		git_commit_free(c);
 		c = NULL;
@@ -1098,15 +1165,17 @@ cleanup:
 }
 
 static void
-fetch_files(git_repository *r, const git_oid *from, const git_oid *to, size_t *n)
+fetch_files(
+    git_repository *r, const git_oid *from, const git_oid *to, size_t *n)
 {
 	git_commit *a = NULL, *b = NULL;
 	git_tree *ta = NULL, *tb = NULL;
 	git_diff *d = NULL;
 
 	*n = 0;
-	if (git_commit_lookup(&a, r, from) == 0 && git_commit_lookup(&b, r, to) == 0 &&
-	    git_commit_tree(&ta, a) == 0 && git_commit_tree(&tb, b) == 0 &&
+	if (git_commit_lookup(&a, r, from) == 0 &&
+	    git_commit_lookup(&b, r, to) == 0 && git_commit_tree(&ta, a) == 0 &&
+	    git_commit_tree(&tb, b) == 0 &&
 	    git_diff_tree_to_tree(&d, r, ta, tb, NULL) == 0)
 		*n = git_diff_num_deltas(d);
 	git_error_clear();
@@ -1157,9 +1226,11 @@ static int
 fetch_check_ns(const char *ns, char **cause)
 {
 	if (*ns == '\0' || strlen(ns) > 64 || ns[0] == '.' ||
-	    strspn(ns, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789_-") != strlen(ns))
-		return cause_set(cause, "invalid namespace `%s' ([A-Za-z0-9_-]{1,64})", ns);
+	    strspn(ns,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		"0123456789_-") != strlen(ns))
+		return cause_set(
+		    cause, "invalid namespace `%s' ([A-Za-z0-9_-]{1,64})", ns);
 	return 0;
 }
 
@@ -1177,14 +1248,16 @@ fetch_open_host(struct fetch_owner *ow, const char *repo, git_repository **r,
 	if (fetch_owner_init(ow, repo, cause) != 0 ||
 	    fetch_owner_switch(ow, 1, cause) != 0)
 		return -1;
-	if (git_repository_open_ext(r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH,
-	    NULL) < 0)
+	if (git_repository_open_ext(
+		r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
 		return mirror_git_cause(cause, repo);
-	if (geteuid() == 0 && (stat(git_repository_commondir(*r), &sb) == -1 ||
-	    sb.st_uid != ow->uid))
-		return cause_set(cause, "%s: not owned by the owner of %s (uid "
-		    "%lu): refused", git_repository_commondir(*r), repo,
-		    (unsigned long)ow->uid);
+	if (geteuid() == 0 &&
+	    (stat(git_repository_commondir(*r), &sb) == -1 ||
+		sb.st_uid != ow->uid))
+		return cause_set(cause,
+		    "%s: not owned by the owner of %s (uid "
+		    "%lu): refused",
+		    git_repository_commondir(*r), repo, (unsigned long)ow->uid);
 	if (git_repository_odb(odb, *r) < 0)
 		return mirror_git_cause(cause, "odb");
 	return 0;
@@ -1247,19 +1320,20 @@ fetch_from_mirror(const struct mirror_fetch_opts *o, git_repository *r,
 		return -1;
 	}
 	xasprintf(&snapobj, "%s/objects", *snap);
-	if (mkdir(snapobj, 0755) != 0 || (*snapfd = open(snapobj, O_RDONLY |
-	    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
+	if (mkdir(snapobj, 0755) != 0 ||
+	    (*snapfd = open(snapobj,
+		 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
 		cause_set(cause, "%s: %s", snapobj, strerror(errno));
 		goto cleanup;
 	}
-	if (fetch_snapshot(mdir, snapobj, o->max_bytes ? o->max_bytes :
-	    FETCH_MAX_BYTES, cause) != 0 ||
+	if (fetch_snapshot(mdir, snapobj,
+		o->max_bytes ? o->max_bytes : FETCH_MAX_BYTES, cause) != 0 ||
 	    fetch_owner_switch(ow, 1, cause) != 0)
 		goto cleanup;
 	if (fetch_transfer(r, ow, *snap, *snapfd, tip, h->oids, h->n,
-	    o->timeout_ms > 0 ? o->timeout_ms : FETCH_TIMEOUT_MS,
-	    o->max_pack_bytes > 0 ? o->max_pack_bytes : FETCH_MAX_PACK,
-	    o->selftest, &res->objects, cause) != 0)
+		o->timeout_ms > 0 ? o->timeout_ms : FETCH_TIMEOUT_MS,
+		o->max_pack_bytes > 0 ? o->max_pack_bytes : FETCH_MAX_PACK,
+		o->selftest, &res->objects, cause) != 0)
 		goto cleanup;
 	ret = 0;
 cleanup:
@@ -1316,7 +1390,8 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 		return cause_set(cause, "invalid instance ID `%s'", o->id);
 	if (fetch_check_ns(ns, cause) != 0)
 		return -1;
-	snprintf(res->refname, sizeof(res->refname), "refs/remotes/%s/%s", ns, o->id);
+	snprintf(res->refname, sizeof(res->refname), "refs/remotes/%s/%s", ns,
+	    o->id);
 	if (mirror_state_read(o->instance_dir, &st, cause) != 0)
 		return -1;
 	memcpy(res->seed, st.seed, sizeof(res->seed));
@@ -1339,19 +1414,20 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	have_old = fetch_old_tip(r, res->refname, &old, res);
 	if ((have_old && git_oid_equal(&old, &tip)) ||
 	    (!have_old && git_oid_equal(&seed, &tip))) {
-		ret = 0;	/* nothing new */
+		ret = 0; /* nothing new */
 		goto cleanup;
 	}
-	if (!git_odb_exists(odb, &tip) && fetch_from_mirror(o, r, &ow, mdir,
-	    &tip, &h, &snap, &snapfd, res, cause) != 0)
+	if (!git_odb_exists(odb, &tip) &&
+	    fetch_from_mirror(
+		o, r, &ow, mdir, &tip, &h, &snap, &snapfd, res, cause) != 0)
 		goto cleanup;
 	/* Arrived and verified: it must be a commit in the host now. */
 	if (git_commit_lookup(&c, r, &tip) < 0) {
 		mirror_git_cause(cause, "sandbox branch");
 		goto cleanup;
 	}
-	if (git_reference_create(&ref, r, res->refname, &tip, 1,
-	    "ksbctl fetch") < 0) {
+	if (git_reference_create(
+		&ref, r, res->refname, &tip, 1, "ksbctl fetch") < 0) {
 		mirror_git_cause(cause, res->refname);
 		goto cleanup;
 	}
@@ -1359,8 +1435,8 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	ret = 0;
 cleanup:
 	if (ret == 0)
-		fetch_summary(r, odb, &tip, have_old ? &old : NULL, seed, &base,
-		    res);
+		fetch_summary(
+		    r, odb, &tip, have_old ? &old : NULL, seed, &base, res);
 	if (snapfd != -1)
 		close(snapfd);
 	(void)fetch_owner_switch(&ow, 0, NULL);

@@ -53,8 +53,9 @@ mirror_git_cause(char **cause, const char *what)
 {
 	const git_error *e = git_error_last();
 
-	cause_set(cause, "%s: %s", what, e != NULL && e->message != NULL ?
-	    e->message : "unknown libgit2 error");
+	cause_set(cause, "%s: %s", what,
+	    e != NULL && e->message != NULL ? e->message :
+					      "unknown libgit2 error");
 	git_error_clear();
 	return -1;
 }
@@ -86,9 +87,11 @@ mirror_find_repo(const char *path, char **gitdir, char **cause)
 		return 1;
 	}
 	if (rc < 0)
-		return mirror_git_cause(cause, path != NULL ? path : "the current directory");
+		return mirror_git_cause(
+		    cause, path != NULL ? path : "the current directory");
 	if ((real = realpath(git_repository_commondir(r), NULL)) == NULL) {
-		cause_set(cause, "%s: %s", git_repository_commondir(r), strerror(errno));
+		cause_set(cause, "%s: %s", git_repository_commondir(r),
+		    strerror(errno));
 		git_repository_free(r);
 		return -1;
 	}
@@ -117,27 +120,31 @@ mirror_valid_hex(const char *s, size_t len)
 	if (len != 40)
 		return 0;
 	for (i = 0; i < len; i++)
-		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+		if (!((s[i] >= '0' && s[i] <= '9') ||
+			(s[i] >= 'a' && s[i] <= 'f')))
 			return 0;
 	return 1;
 }
 
 int
-mirror_state_write(const char *instance_dir, const struct mirror_state *st,
-    char **cause)
+mirror_state_write(
+    const char *instance_dir, const struct mirror_state *st, char **cause)
 {
 	char *path = NULL, *tmp = NULL, *buf = NULL;
 	int fd = -1, ret = -1, n;
 
-	if (strchr(st->gitdir, '\n') != NULL || strchr(st->objects, '\n') != NULL)
+	if (strchr(st->gitdir, '\n') != NULL ||
+	    strchr(st->objects, '\n') != NULL)
 		return cause_set(cause, "repository path contains a newline");
 	xasprintf(&path, "%s/%s", instance_dir, MIRROR_STATE);
 	xasprintf(&tmp, "%s/%s.tmp", instance_dir, MIRROR_STATE);
 	n = xasprintf(&buf, "gitdir %s\nobjects %s\nseed %s\nbase %s\n",
 	    st->gitdir, st->objects, st->seed, st->base);
 	(void)unlink(tmp);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	    0600)) == -1 || write(fd, buf, (size_t)n) != n || fsync(fd) != 0) {
+	if ((fd = open(tmp,
+		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) ==
+		-1 ||
+	    write(fd, buf, (size_t)n) != n || fsync(fd) != 0) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
 		goto cleanup;
 	}
@@ -158,7 +165,8 @@ cleanup:
 }
 
 int
-mirror_state_read(const char *instance_dir, struct mirror_state *st, char **cause)
+mirror_state_read(
+    const char *instance_dir, struct mirror_state *st, char **cause)
 {
 	char *path = NULL, buf[STATE_MAX], *line, *save = NULL, *v;
 	ssize_t n;
@@ -168,7 +176,8 @@ mirror_state_read(const char *instance_dir, struct mirror_state *st, char **caus
 	xasprintf(&path, "%s/%s", instance_dir, MIRROR_STATE);
 	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
 		if (errno == ENOENT)
-			cause_set(cause, "instance has no git mirror (no %s)", path);
+			cause_set(
+			    cause, "instance has no git mirror (no %s)", path);
 		else
 			cause_set(cause, "%s: %s", path, strerror(errno));
 		goto cleanup;
@@ -181,7 +190,7 @@ mirror_state_read(const char *instance_dir, struct mirror_state *st, char **caus
 	}
 	buf[n] = '\0';
 	for (line = strtok_r(buf, "\n", &save); line != NULL;
-	    line = strtok_r(NULL, "\n", &save)) {
+	     line = strtok_r(NULL, "\n", &save)) {
 		if ((v = strchr(line, ' ')) == NULL)
 			continue;
 		*v++ = '\0';
@@ -189,9 +198,11 @@ mirror_state_read(const char *instance_dir, struct mirror_state *st, char **caus
 			st->gitdir = xstrdup(v);
 		else if (strcmp(line, "objects") == 0 && st->objects == NULL)
 			st->objects = xstrdup(v);
-		else if (strcmp(line, "seed") == 0 && mirror_valid_hex(v, strlen(v)))
+		else if (strcmp(line, "seed") == 0 &&
+		    mirror_valid_hex(v, strlen(v)))
 			memcpy(st->seed, v, 41);
-		else if (strcmp(line, "base") == 0 && mirror_valid_hex(v, strlen(v)))
+		else if (strcmp(line, "base") == 0 &&
+		    mirror_valid_hex(v, strlen(v)))
 			memcpy(st->base, v, 41);
 	}
 	if (st->gitdir == NULL || st->objects == NULL || st->seed[0] == '\0') {
@@ -218,33 +229,41 @@ mirror_write_ref(const char *dir, const char *refname, const char *hex,
 
 	if (!mirror_valid_hex(hex, strlen(hex)))
 		return cause_set(cause, "invalid object id `%s'", hex);
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+	if ((dfd = open(
+		 dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return cause_set(cause, "%s: %s", dir, strerror(errno));
 	copy = xstrdup(refname);
 	for (comp = copy; (next = strchr(comp, '/')) != NULL; comp = next + 1) {
 		*next = '\0';
-		if (*comp == '\0' || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
+		if (*comp == '\0' || strcmp(comp, ".") == 0 ||
+		    strcmp(comp, "..") == 0) {
 			cause_set(cause, "invalid ref name `%s'", refname);
 			goto cleanup;
 		}
-		sub = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		sub = openat(
+		    dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (sub == -1 && errno == ENOENT) {
 			if (mkdirat(dfd, comp, 0755) == -1 && errno != EEXIST) {
-				cause_set(cause, "mirror: mkdir %s: %s", comp, strerror(errno));
+				cause_set(cause, "mirror: mkdir %s: %s", comp,
+				    strerror(errno));
 				goto cleanup;
 			}
-			(void)fchownat(dfd, comp, uid, gid, AT_SYMLINK_NOFOLLOW);
-			sub = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			(void)fchownat(
+			    dfd, comp, uid, gid, AT_SYMLINK_NOFOLLOW);
+			sub = openat(dfd, comp,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}
 		if (sub == -1) {
-			cause_set(cause, "mirror: `%s' in %s is not a directory: %s",
-			    comp, refname, strerror(errno));
+			cause_set(cause,
+			    "mirror: `%s' in %s is not a directory: %s", comp,
+			    refname, strerror(errno));
 			goto cleanup;
 		}
 		close(dfd);
 		dfd = sub;
 	}
-	if (*comp == '\0' || strcmp(comp, ".") == 0 || strcmp(comp, "..") == 0) {
+	if (*comp == '\0' || strcmp(comp, ".") == 0 ||
+	    strcmp(comp, "..") == 0) {
 		cause_set(cause, "invalid ref name `%s'", refname);
 		goto cleanup;
 	}
@@ -253,8 +272,9 @@ mirror_write_ref(const char *dir, const char *refname, const char *hex,
 		goto cleanup;
 	}
 	snprintf(tmp, sizeof(tmp), ".ksb-ref-%08x", rnd);
-	if ((fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	    0644)) == -1) {
+	if ((fd = openat(dfd, tmp,
+		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) ==
+	    -1) {
 		cause_set(cause, "mirror: %s: %s", refname, strerror(errno));
 		goto cleanup;
 	}
@@ -287,7 +307,8 @@ static uid_t chown_uid;
 static gid_t chown_gid;
 
 static int
-mirror_chown_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+mirror_chown_cb(
+    const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	(void)sb;
 	(void)flag;
@@ -297,7 +318,8 @@ mirror_chown_cb(const char *path, const struct stat *sb, int flag, struct FTW *f
 
 /* The HEAD commit of r, or -1 and *cause. */
 static int
-mirror_head(git_repository *r, const char *what, git_commit **head, char **cause)
+mirror_head(
+    git_repository *r, const char *what, git_commit **head, char **cause)
 {
 	git_object *o = NULL;
 	int rc;
@@ -335,7 +357,8 @@ mirror_seed_uncommitted(git_repository *r, const char *mirror_objects,
 	int ret = -1;
 
 	if (git_repository_is_bare(r))
-		return cause_set(cause, "--include-uncommitted: `%s' has no work tree",
+		return cause_set(cause,
+		    "--include-uncommitted: `%s' has no work tree",
 		    git_repository_path(r));
 	if (git_odb_new(&odb) < 0)
 		return mirror_git_cause(cause, "odb");
@@ -353,7 +376,8 @@ mirror_seed_uncommitted(git_repository *r, const char *mirror_objects,
 		goto cleanup;
 	}
 	xasprintf(&ipath, "%sindex", git_repository_path(r));
-	if (git_index_open(&idx, ipath) < 0 || git_repository_set_index(r, idx) < 0 ||
+	if (git_index_open(&idx, ipath) < 0 ||
+	    git_repository_set_index(r, idx) < 0 ||
 	    git_index_read(idx, 1) < 0) {
 		mirror_git_cause(cause, ipath);
 		goto cleanup;
@@ -372,7 +396,8 @@ mirror_seed_uncommitted(git_repository *r, const char *mirror_objects,
 	if (git_tree_lookup(&tree, r, &tree_id) < 0 ||
 	    git_signature_now(&sig, "ksb-run", "ksb@localhost") < 0 ||
 	    git_commit_create(seed, r, NULL, sig, sig, NULL,
-	    "ksb: uncommitted changes of the work tree\n", tree, 1, parents) < 0) {
+		"ksb: uncommitted changes of the work tree\n", tree, 1,
+		parents) < 0) {
 		mirror_git_cause(cause, "--include-uncommitted");
 		goto cleanup;
 	}
@@ -380,7 +405,7 @@ mirror_seed_uncommitted(git_repository *r, const char *mirror_objects,
 cleanup:
 	git_signature_free(sig);
 	git_tree_free(tree);
-	git_index_free(idx);	/* never written: the user's index is untouched */
+	git_index_free(idx); /* never written: the user's index is untouched */
 	git_odb_free(odb);
 	free(ipath);
 	return ret;
@@ -406,8 +431,10 @@ mirror_host_objects(git_repository *r, const char *repo, char **gitdir,
 		return cause_set(cause, "`%s' is not a directory", *objects);
 	xasprintf(&alt, "%s/info/alternates", *objects);
 	if (stat(alt, &sb) == 0 && sb.st_size > 0)
-		log_warnx("%s borrows objects from elsewhere (objects/info/alternates): "
-		    "the guest will not see those", repo);
+		log_warnx("%s borrows objects from elsewhere "
+			  "(objects/info/alternates): "
+			  "the guest will not see those",
+		    repo);
 	free(alt);
 	return 0;
 }
@@ -423,7 +450,8 @@ mirror_init_bare(const char *mdir, const char *branch, int *made, char **cause)
 	git_repository *m = NULL;
 	struct stat sb;
 
-	git_repository_init_options_init(&io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	git_repository_init_options_init(
+	    &io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
 	io.flags = GIT_REPOSITORY_INIT_BARE | GIT_REPOSITORY_INIT_NO_REINIT |
 	    GIT_REPOSITORY_INIT_MKDIR;
 	io.mode = GIT_REPOSITORY_INIT_SHARED_UMASK;
@@ -445,9 +473,12 @@ mirror_write_alternates(const char *mobj, char **cause)
 	int fd, ret = 0;
 
 	xasprintf(&alt, "%s/info/alternates", mobj);
-	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	    0644)) == -1 || write(fd, MIRROR_GUEST_OBJECTS "\n",
-	    sizeof(MIRROR_GUEST_OBJECTS)) != (ssize_t)sizeof(MIRROR_GUEST_OBJECTS) ||
+	if ((fd = open(alt,
+		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)) ==
+		-1 ||
+	    write(
+		fd, MIRROR_GUEST_OBJECTS "\n", sizeof(MIRROR_GUEST_OBJECTS)) !=
+		(ssize_t)sizeof(MIRROR_GUEST_OBJECTS) ||
 	    close(fd) != 0)
 		ret = cause_set(cause, "%s: %s", alt, strerror(errno));
 	free(alt);
@@ -462,14 +493,15 @@ mirror_create(const char *repo, const char *instance_dir, const char *id,
 	git_commit *head = NULL;
 	git_oid seed;
 	char *mdir = NULL, *mobj = NULL, *branch = NULL, *ref = NULL,
-	    *objects = NULL, *gitdir = NULL;
+	     *objects = NULL, *gitdir = NULL;
 	int ret = -1, made = 0;
 
 	mirror_global_init();
 	memset(st, 0, sizeof(*st));
 	if (!util_valid_id(id))
 		return cause_set(cause, "invalid instance ID `%s'", id);
-	if (git_repository_open_ext(&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
+	if (git_repository_open_ext(
+		&r, repo, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
 		return mirror_git_cause(cause, repo);
 	if (mirror_host_objects(r, repo, &gitdir, &objects, cause) != 0 ||
 	    mirror_head(r, repo, &head, cause) != 0)
@@ -481,7 +513,8 @@ mirror_create(const char *repo, const char *instance_dir, const char *id,
 	if (mirror_init_bare(mdir, branch, &made, cause) != 0)
 		goto cleanup;
 	if (flags & MIRROR_INCLUDE_UNCOMMITTED) {
-		if (mirror_seed_uncommitted(r, mobj, objects, head, &seed, cause) != 0)
+		if (mirror_seed_uncommitted(
+			r, mobj, objects, head, &seed, cause) != 0)
 			goto cleanup;
 	} else
 		git_oid_cpy(&seed, git_commit_id(head));
@@ -490,7 +523,8 @@ mirror_create(const char *repo, const char *instance_dir, const char *id,
 
 	xasprintf(&ref, "refs/heads/%s", branch);
 	if (mirror_write_ref(mdir, ref, st->seed, uid, gid, cause) != 0 ||
-	    mirror_write_ref(mdir, "refs/heads/base", st->base, uid, gid, cause) != 0 ||
+	    mirror_write_ref(
+		mdir, "refs/heads/base", st->base, uid, gid, cause) != 0 ||
 	    mirror_write_alternates(mobj, cause) != 0)
 		goto cleanup;
 	/* Fresh files we just made, no hardlinks: safe to hand over. */
@@ -535,8 +569,8 @@ mirror_resume(const char *instance_dir, uid_t uid, gid_t gid,
 	mirror_global_init();
 	if (mirror_state_read(instance_dir, st, cause) != 0)
 		return -1;
-	if (git_repository_open_ext(&r, st->gitdir, GIT_REPOSITORY_OPEN_NO_SEARCH,
-	    NULL) < 0) {
+	if (git_repository_open_ext(
+		&r, st->gitdir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
 		mirror_git_cause(cause, st->gitdir);
 		goto cleanup;
 	}
@@ -544,7 +578,8 @@ mirror_resume(const char *instance_dir, uid_t uid, gid_t gid,
 		goto cleanup;
 	xasprintf(&mdir, "%s/%s", instance_dir, MIRROR_DIR);
 	git_oid_tostr(st->base, sizeof(st->base), git_commit_id(head));
-	if (mirror_write_ref(mdir, "refs/heads/base", st->base, uid, gid, cause) != 0 ||
+	if (mirror_write_ref(
+		mdir, "refs/heads/base", st->base, uid, gid, cause) != 0 ||
 	    mirror_state_write(instance_dir, st, cause) != 0)
 		goto cleanup;
 	ret = 0;
@@ -565,8 +600,9 @@ mirror_valid_name(const char *s)
 	size_t n = strlen(s);
 
 	return n >= 1 && n <= MIRROR_NAME_MAX && s[0] != '.' &&
-	    strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-	    "0123456789._-") == n;
+	    strspn(s,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		"0123456789._-") == n;
 }
 
 /* A context's default NAME: the repo's directory without ".git". */
@@ -576,12 +612,14 @@ mirror_context_name(git_repository *r, const char *spec, char **cause)
 	char *base, *p, *nm = NULL;
 
 	base = mirror_strip_slash(git_repository_is_bare(r) ?
-	    git_repository_path(r) : git_repository_workdir(r));
+		git_repository_path(r) :
+		git_repository_workdir(r));
 	p = strrchr(base, '/') != NULL ? strrchr(base, '/') + 1 : base;
 	if (strlen(p) > 4 && strcmp(p + strlen(p) - 4, ".git") == 0)
 		p[strlen(p) - 4] = '\0';
 	if (!mirror_valid_name(p))
-		cause_set(cause, "--context: cannot name `%s': add :NAME", spec);
+		cause_set(
+		    cause, "--context: cannot name `%s': add :NAME", spec);
 	else
 		nm = xstrdup(p);
 	free(base);
@@ -605,11 +643,12 @@ mirror_context_checkout(git_repository *r, git_object *o,
 	}
 	if (mkdir(out, 0755) != 0) {
 		cause_set(cause, "--context: %s: %s%s", out, strerror(errno),
-		    errno == EEXIST ? " (two contexts with the same NAME?)" : "");
+		    errno == EEXIST ? " (two contexts with the same NAME?)" :
+				      "");
 		goto cleanup;
 	}
-	co.checkout_strategy = GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX |
-	    GIT_CHECKOUT_DONT_WRITE_INDEX;
+	co.checkout_strategy = GIT_CHECKOUT_FORCE |
+	    GIT_CHECKOUT_DONT_UPDATE_INDEX | GIT_CHECKOUT_DONT_WRITE_INDEX;
 	co.target_directory = out;
 	co.dir_mode = 0755;
 	if (git_checkout_tree(r, o, &co) < 0) {
@@ -650,7 +689,8 @@ mirror_context(const char *spec, const char *instance_dir, char **name,
 		cause_set(cause, "--context: no repository in `%s'", spec);
 		goto cleanup;
 	}
-	if (git_repository_open_ext(&r, path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
+	if (git_repository_open_ext(
+		&r, path, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
 		mirror_git_cause(cause, path);
 		goto cleanup;
 	}
@@ -705,33 +745,41 @@ mirror_usage_dir(struct usage *u, int dfd, int depth)
 		return cause_set(u->cause, "mirror: %s", strerror(errno));
 	}
 	while (rc == 0 && (de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
 			continue;
-		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) == -1) {
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) ==
+		    -1) {
 			if (errno == ENOENT)
-				continue;	/* removed meanwhile */
+				continue; /* removed meanwhile */
 			rc = cause_set(u->cause, "mirror: %s", strerror(errno));
 			break;
 		}
 		u->bytes += (uint64_t)sb.st_blocks * 512;
 		if (++u->entries > u->max_entries) {
-			cause_set(u->cause, "the mirror holds more than %llu files",
+			cause_set(u->cause,
+			    "the mirror holds more than %llu files",
 			    (unsigned long long)u->max_entries);
 			rc = 1;
 		} else if (u->bytes > u->max_bytes) {
-			cause_set(u->cause, "the mirror uses more than %llu MiB of disk",
+			cause_set(u->cause,
+			    "the mirror uses more than %llu MiB of disk",
 			    (unsigned long long)(u->max_bytes >> 20));
 			rc = 1;
 		} else if (S_ISDIR(sb.st_mode)) {
 			if (depth >= USAGE_DEPTH_MAX) {
-				cause_set(u->cause, "the mirror nests directories deeper "
-				    "than %d levels", USAGE_DEPTH_MAX);
+				cause_set(u->cause,
+				    "the mirror nests directories deeper "
+				    "than %d levels",
+				    USAGE_DEPTH_MAX);
 				rc = 1;
-			} else if ((sub = openat(dirfd(d), de->d_name, O_RDONLY |
-			    O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) != -1)
+			} else if ((sub = openat(dirfd(d), de->d_name,
+					O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+					    O_CLOEXEC)) != -1)
 				rc = mirror_usage_dir(u, sub, depth + 1);
 			else if (errno != ENOENT)
-				rc = cause_set(u->cause, "mirror: %s", strerror(errno));
+				rc = cause_set(
+				    u->cause, "mirror: %s", strerror(errno));
 		}
 	}
 	closedir(d);
@@ -742,12 +790,14 @@ int
 mirror_usage(const char *dir, uint64_t max_bytes, uint64_t max_entries,
     uint64_t *bytes, uint64_t *entries, char **cause)
 {
-	struct usage u = { .max_bytes = max_bytes, .max_entries = max_entries,
-	    .cause = cause };
+	struct usage u = { .max_bytes = max_bytes,
+		.max_entries = max_entries,
+		.cause = cause };
 	int dfd, rc;
 
 	*bytes = *entries = 0;
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+	if ((dfd = open(
+		 dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return cause_set(cause, "%s: %s", dir, strerror(errno));
 	rc = mirror_usage_dir(&u, dfd, 0);
 	*bytes = u.bytes;

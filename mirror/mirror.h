@@ -23,23 +23,23 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define MIRROR_GUEST_DIR "/ksb/mirror.git"
+#define MIRROR_GUEST_DIR     "/ksb/mirror.git"
 #define MIRROR_GUEST_OBJECTS "/ksb/objects"
-#define MIRROR_DIR "mirror.git"		/* in the instance dir */
-#define MIRROR_STATE "mirror.state"	/* in the instance dir */
-#define MIRROR_CONTEXT_DIR "context"	/* in the instance dir */
-#define MIRROR_CONTEXT_MAX 8
-#define MIRROR_NAME_MAX 64		/* context NAME: [A-Za-z0-9._-], no leading '.' */
+#define MIRROR_DIR	     "mirror.git"   /* in the instance dir */
+#define MIRROR_STATE	     "mirror.state" /* in the instance dir */
+#define MIRROR_CONTEXT_DIR   "context"	    /* in the instance dir */
+#define MIRROR_CONTEXT_MAX   8
+#define MIRROR_NAME_MAX	     64 /* context NAME: [A-Za-z0-9._-], no leading '.' */
 
 /* Flags of mirror_create. */
-#define MIRROR_INCLUDE_UNCOMMITTED 0x1	/* seed = HEAD + tracked changes */
+#define MIRROR_INCLUDE_UNCOMMITTED 0x1 /* seed = HEAD + tracked changes */
 
 /* The host's record of one instance's mirror (<instance>/mirror.state). */
 struct mirror_state {
-	char *gitdir;		/* the project repo's git dir (commondir), absolute */
-	char *objects;		/* its objects dir, shared read-only with the guest */
-	char seed[41];		/* hex oid sandbox/<id> was seeded with */
-	char base[41];		/* hex oid last offered as refs/heads/base */
+	char *gitdir;  /* the project repo's git dir (commondir), absolute */
+	char *objects; /* its objects dir, shared read-only with the guest */
+	char seed[41]; /* hex oid sandbox/<id> was seeded with */
+	char base[41]; /* hex oid last offered as refs/heads/base */
 };
 
 /* ---- mirror.c ----------------------------------------------------------- */
@@ -92,9 +92,10 @@ int mirror_resume(const char *instance_dir, uid_t uid, gid_t gid,
     struct mirror_state *st, char **cause);
 
 /* mirror_state_read / _write: <instance_dir>/mirror.state.  0 or -1. */
-int mirror_state_read(const char *instance_dir, struct mirror_state *st, char **cause);
-int mirror_state_write(const char *instance_dir, const struct mirror_state *st,
-    char **cause);
+int mirror_state_read(
+    const char *instance_dir, struct mirror_state *st, char **cause);
+int mirror_state_write(
+    const char *instance_dir, const struct mirror_state *st, char **cause);
 void mirror_state_clear(struct mirror_state *st);
 
 /*
@@ -130,14 +131,14 @@ int mirror_usage(const char *dir, uint64_t max_bytes, uint64_t max_entries,
 /* ---- fetch.c ------------------------------------------------------------ */
 
 struct mirror_fetch_opts {
-	const char *instance_dir;	/* holds mirror.git and mirror.state */
-	const char *id;			/* instance ID */
-	const char *repo;		/* NULL: the repo recorded at creation */
-	const char *ns;			/* NULL: "ksb" -> refs/remotes/ksb/<id> */
-	int timeout_ms;			/* 0: 300000, the whole pack build */
-	uint64_t max_bytes;		/* 0: 4 GiB of guest object files */
-	uint64_t max_pack_bytes;	/* 0: 1 GiB, the pack the child sends */
-	int selftest;			/* tests only: the confined child tries
+	const char *instance_dir; /* holds mirror.git and mirror.state */
+	const char *id;		  /* instance ID */
+	const char *repo;	  /* NULL: the repo recorded at creation */
+	const char *ns;		  /* NULL: "ksb" -> refs/remotes/ksb/<id> */
+	int timeout_ms;		  /* 0: 300000, the whole pack build */
+	uint64_t max_bytes;	  /* 0: 4 GiB of guest object files */
+	uint64_t max_pack_bytes;  /* 0: 1 GiB, the pack the child sends */
+	int selftest;		  /* tests only: the confined child tries
 					   what its sandbox refuses (socket,
 					   exec, fork, ptrace, writes...) and
 					   fails with every outcome as the
@@ -145,16 +146,16 @@ struct mirror_fetch_opts {
 };
 
 struct mirror_fetch_result {
-	char refname[256];		/* refs/remotes/<ns>/<id> */
-	char tip[41];			/* the guest's sandbox/<id> */
-	char old[41];			/* refname before ("" if absent) */
+	char refname[256]; /* refs/remotes/<ns>/<id> */
+	char tip[41];	   /* the guest's sandbox/<id> */
+	char old[41];	   /* refname before ("" if absent) */
 	char seed[41];
-	int updated;			/* refname was written */
-	size_t ahead;			/* commits in tip ^seed */
-	size_t since_old;		/* commits in tip ^old (old set) */
-	size_t files;			/* files changed seed..tip */
-	size_t objects;			/* objects received */
-	char **log;			/* up to 20 "<short> <escaped subject>" lines */
+	int updated;	  /* refname was written */
+	size_t ahead;	  /* commits in tip ^seed */
+	size_t since_old; /* commits in tip ^old (old set) */
+	size_t files;	  /* files changed seed..tip */
+	size_t objects;	  /* objects received */
+	char **log;	  /* up to 20 "<short> <escaped subject>" lines */
 	size_t nlog;
 };
 
@@ -174,8 +175,8 @@ struct mirror_fetch_result {
  * (free with mirror_fetch_result_clear).  0 (res->updated says whether
  * anything landed), or -1 and *cause (nothing changed on the host).
  */
-int mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
-    char **cause);
+int mirror_fetch(const struct mirror_fetch_opts *o,
+    struct mirror_fetch_result *res, char **cause);
 void mirror_fetch_result_clear(struct mirror_fetch_result *res);
 
 /*
@@ -183,6 +184,7 @@ void mirror_fetch_result_clear(struct mirror_fetch_result *res);
  * (loose file, else packed-refs), read with O_NOFOLLOW, regular files only,
  * size-capped; symbolic refs are refused.  0, or -1 and *cause (escaped).
  */
-int mirror_read_ref(const char *dir, const char *refname, char hex[41], char **cause);
+int mirror_read_ref(
+    const char *dir, const char *refname, char hex[41], char **cause);
 
 #endif

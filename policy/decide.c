@@ -34,14 +34,17 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		 * bare IPv6 are refused outright. */
 		d->reason = REASON_IP_LITERAL;
 		if (sa->ss_family != AF_INET && sa->ss_family != AF_INET6) {
-			snprintf(d->msg, sizeof(d->msg), "%s: only canonical "
+			snprintf(d->msg, sizeof(d->msg),
+			    "%s: only canonical "
 			    "dotted-quad or bracketed IPv6 literals can be "
-			    "allowed", norm);
+			    "allowed",
+			    norm);
 			return POLICY_DENY;
 		}
 		if (policy_match_addr(p, profile, (struct sockaddr *)sa, port,
-		    &d->rule) != POLICY_ALLOW) {
-			snprintf(d->msg, sizeof(d->msg), "%s:%u: no allow-address "
+			&d->rule) != POLICY_ALLOW) {
+			snprintf(d->msg, sizeof(d->msg),
+			    "%s:%u: no allow-address "
 			    "rule of profile %s covers this address and port",
 			    norm, port, profile);
 			return POLICY_DENY;
@@ -51,8 +54,10 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		d->reason = REASON_NOT_IN_ALLOWLIST;
 		if (policy_match_host(p, profile, norm, port, &d->rule) !=
 		    POLICY_ALLOW) {
-			snprintf(d->msg, sizeof(d->msg), "%s:%u is not in the "
-			    "allowlist of profile %s", norm, port, profile);
+			snprintf(d->msg, sizeof(d->msg),
+			    "%s:%u is not in the "
+			    "allowlist of profile %s",
+			    norm, port, profile);
 			return POLICY_DENY;
 		}
 		break;

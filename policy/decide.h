@@ -12,12 +12,12 @@
 #include "policy/policy.h"
 
 struct policy_decision {
-	enum hostname_kind kind;	/* what the host turned out to be */
-	int status;		/* deny: HTTP status (400 bad host, else 403) */
-	enum reason reason;	/* deny: REASON_BAD_HOST, _IP_LITERAL,
+	enum hostname_kind kind; /* what the host turned out to be */
+	int status;	    /* deny: HTTP status (400 bad host, else 403) */
+	enum reason reason; /* deny: REASON_BAD_HOST, _IP_LITERAL,
 				 * _NOT_IN_ALLOWLIST; allow: REASON_NONE */
-	const char *rule;	/* allow: the rule (owned by the policy) */
-	char msg[HOSTNAME_OUTSZ + 128];	/* deny: the message for the guest */
+	const char *rule;   /* allow: the rule (owned by the policy) */
+	char msg[HOSTNAME_OUTSZ + 128]; /* deny: the message for the guest */
 };
 
 /*

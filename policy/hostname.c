@@ -105,8 +105,8 @@ hostname_parse_v4(const char *name, size_t len, uint32_t *addr, int *canonical)
 			continue;
 		if (n == 4)
 			goto cleanup;
-		if (hostname_v4_part(name + start, i - start, &part[n],
-		    canonical) != 0)
+		if (hostname_v4_part(
+			name + start, i - start, &part[n], canonical) != 0)
 			goto cleanup;
 		n++;
 		start = i + 1;
@@ -216,8 +216,7 @@ hostname_scan(const char *in, size_t len, int *colon)
  * starts.  NULL, or a static reason.
  */
 static const char *
-hostname_labels(const char *in, size_t len, char *name, size_t *n,
-    size_t *last)
+hostname_labels(const char *in, size_t len, char *name, size_t *n, size_t *last)
 {
 	size_t i, label;
 
@@ -339,8 +338,8 @@ hostname_normalise(const char *in, size_t len, char *out, size_t outsz,
 		if (len < 2 || in[len - 1] != ']')
 			*reason = "unterminated IPv6 literal";
 		else
-			kind = hostname_v6(in + 1, len - 2, 1, out, outsz, sa,
-			    reason);
+			kind = hostname_v6(
+			    in + 1, len - 2, 1, out, outsz, sa, reason);
 	} else
 		kind = hostname_unbracketed(in, len, out, outsz, sa, reason);
 	if (kind == HOSTNAME_BAD)

@@ -40,57 +40,57 @@
 #include "common/common.h"
 #include "policy/policy.h"
 
-#define POLICY_PROFILES_MAX 1024	/* profiles in one policy */
-#define POLICY_RULES_MAX (1 << 20)	/* rules in one policy */
-#define POLICY_QUOTE_MAX 80		/* bytes of offending text quoted */
-#define POLICY_DEFAULT_PORT 443
-#define POLICY_FILES_MAX 1024		/* files in one policy, with includes */
-#define POLICY_INCLUDE_DEPTH 16		/* nested includes */
+#define POLICY_PROFILES_MAX  1024      /* profiles in one policy */
+#define POLICY_RULES_MAX     (1 << 20) /* rules in one policy */
+#define POLICY_QUOTE_MAX     80	       /* bytes of offending text quoted */
+#define POLICY_DEFAULT_PORT  443
+#define POLICY_FILES_MAX     1024 /* files in one policy, with includes */
+#define POLICY_INCLUDE_DEPTH 16	  /* nested includes */
 
 struct policy_ports {
-	uint16_t lo, hi;		/* inclusive, sorted, disjoint */
+	uint16_t lo, hi; /* inclusive, sorted, disjoint */
 };
 
 enum policy_rule_kind { POLICY_RULE_HOST, POLICY_RULE_ADDR };
 
 struct policy_rule {
 	enum policy_rule_kind kind;
-	char *host;			/* exact name, or ".suffix" if wildcard */
+	char *host; /* exact name, or ".suffix" if wildcard */
 	int wildcard;
-	int family;			/* AF_INET, AF_INET6 */
-	uint8_t addr[16];		/* network order, host bits zero */
+	int family;	  /* AF_INET, AF_INET6 */
+	uint8_t addr[16]; /* network order, host bits zero */
 	int prefix;
 	struct policy_ports *ports;
 	size_t nports;
-	char *text;			/* canonical: "allow *.example.com:443" */
-	char *desc;			/* "profile p (file:line): <text>" */
+	char *text; /* canonical: "allow *.example.com:443" */
+	char *desc; /* "profile p (file:line): <text>" */
 	int line;
 };
 
 struct policy_ext {
 	char *name;
 	int line, col;
-	size_t idx;			/* resolved profile index */
+	size_t idx; /* resolved profile index */
 	int resolved;
 };
 
 struct policy_profile {
 	char *name;
-	const char *file;		/* owned by the policy's files[] */
+	const char *file; /* owned by the policy's files[] */
 	int line, col;
 	struct policy_rule *rules;
 	size_t nrules, rcap;
 	struct policy_ext *ext;
 	size_t next;
-	size_t *closure;		/* self and every ancestor, deduplicated */
+	size_t *closure; /* self and every ancestor, deduplicated */
 	size_t nclosure;
-	uint16_t *rank;			/* [nprofiles]: 1 + position in closure,
+	uint16_t *rank;		   /* [nprofiles]: 1 + position in closure,
 					   0 if not in it */
-	int mark;			/* DFS colour while checking cycles */
-	int limit[POLICY_NLIMITS];	/* own `limit' values, 0: not set */
+	int mark;		   /* DFS colour while checking cycles */
+	int limit[POLICY_NLIMITS]; /* own `limit' values, 0: not set */
 	int limit_line[POLICY_NLIMITS];
-	int eff[POLICY_NLIMITS];	/* effective (inherited), 0: none */
-	size_t eff_from[POLICY_NLIMITS];	/* profile that sets eff */
+	int eff[POLICY_NLIMITS];	 /* effective (inherited), 0: none */
+	size_t eff_from[POLICY_NLIMITS]; /* profile that sets eff */
 	int eff_done;
 };
 
@@ -100,14 +100,14 @@ struct policy_profile {
  */
 struct policy_ent {
 	uint64_t hash;
-	uint32_t next;			/* 1 + index of the next entry, 0: end */
-	uint32_t prof;			/* profile index (or block serial) */
-	uint32_t rule;			/* rule index in that profile */
+	uint32_t next; /* 1 + index of the next entry, 0: end */
+	uint32_t prof; /* profile index (or block serial) */
+	uint32_t rule; /* rule index in that profile */
 };
 
 struct policy_index {
-	uint32_t *heads;		/* 1 + entry index, 0: empty bucket */
-	size_t nbuckets;		/* power of two, or 0 */
+	uint32_t *heads; /* 1 + entry index, 0: empty bucket */
+	size_t nbuckets; /* power of two, or 0 */
 	struct policy_ent *ents;
 	size_t n, cap;
 };
@@ -116,16 +116,16 @@ struct policy {
 	struct policy_profile *profiles;
 	size_t nprofiles;
 	size_t nrules;
-	char **files;			/* load order, includes too */
-	char **texts;			/* their bytes (NUL-terminated) */
+	char **files; /* load order, includes too */
+	char **texts; /* their bytes (NUL-terminated) */
 	size_t *lens;
 	size_t nfiles, fcap;
 	char digest[POLICY_DIGEST_LEN + 1];
-	struct policy_index names;	/* profile names (rule unused) */
-	struct policy_index exact;	/* allow NAME */
-	struct policy_index wild;	/* allow *.SUFFIX, keyed ".SUFFIX" */
-	struct policy_index addrs;	/* allow-address */
-	uint8_t pfx4[33], pfx6[129];	/* prefix lengths in use */
+	struct policy_index names;   /* profile names (rule unused) */
+	struct policy_index exact;   /* allow NAME */
+	struct policy_index wild;    /* allow *.SUFFIX, keyed ".SUFFIX" */
+	struct policy_index addrs;   /* allow-address */
+	uint8_t pfx4[33], pfx6[129]; /* prefix lengths in use */
 };
 
 /* A growing string, for errors and canonical text. */
@@ -136,10 +136,10 @@ struct policy_buf {
 
 /* One error, kept apart so that all of them can be sorted by place. */
 struct policy_err {
-	size_t file;			/* index in the policy's files[] */
+	size_t file; /* index in the policy's files[] */
 	int line, col;
-	size_t seq;			/* report order, for a stable sort */
-	char *text;			/* the whole "file:line:col: message" */
+	size_t seq; /* report order, for a stable sort */
+	char *text; /* the whole "file:line:col: message" */
 };
 
 struct policy_parse {
@@ -148,17 +148,17 @@ struct policy_parse {
 	size_t nerr, errcap;
 	const char *file;
 	int line;
-	int inblock;			/* inside { } */
-	struct policy_profile *cur;	/* block's profile */
-	struct policy_profile scratch;	/* block of a rejected header */
-	struct policy_index dups;	/* canonical texts of cur's rules */
+	int inblock;		       /* inside { } */
+	struct policy_profile *cur;    /* block's profile */
+	struct policy_profile scratch; /* block of a rejected header */
+	struct policy_index dups;      /* canonical texts of cur's rules */
 	/* Where files come from: buffers by name, or (bufs NULL) disk. */
 	const char *const *bnames;
 	const char *const *bufs;
 	const size_t *blens;
 	size_t nbufs;
 	EVP_MD_CTX *md;
-	size_t stack[POLICY_INCLUDE_DEPTH + 1];	/* files being parsed */
+	size_t stack[POLICY_INCLUDE_DEPTH + 1]; /* files being parsed */
 	size_t depth;
 };
 
@@ -220,8 +220,8 @@ policy_index_rehash(struct policy_index *ix, size_t nb)
 }
 
 static void
-policy_index_add(struct policy_index *ix, uint64_t hash, size_t prof,
-    size_t rule)
+policy_index_add(
+    struct policy_index *ix, uint64_t hash, size_t prof, size_t rule)
 {
 	struct policy_ent *e;
 	size_t b;
@@ -235,7 +235,7 @@ policy_index_add(struct policy_index *ix, uint64_t hash, size_t prof,
 	e->prof = (uint32_t)prof;
 	e->rule = (uint32_t)rule;
 	e->next = 0;
-	if (ix->n > ix->nbuckets) {	/* load factor <= 1 */
+	if (ix->n > ix->nbuckets) { /* load factor <= 1 */
 		policy_index_rehash(ix, ix->nbuckets ? ix->nbuckets * 2 : 16);
 		return;
 	}
@@ -246,8 +246,8 @@ policy_index_add(struct policy_index *ix, uint64_t hash, size_t prof,
 
 /* First / next entry with this hash; NULL at the end. */
 static const struct policy_ent *
-policy_index_next(const struct policy_index *ix, uint64_t hash,
-    const struct policy_ent *e)
+policy_index_next(
+    const struct policy_index *ix, uint64_t hash, const struct policy_ent *e)
 {
 	uint32_t k;
 
@@ -515,7 +515,7 @@ policy_parse_ports(struct policy_parse *p, const char *s, size_t len, int col,
 		}
 		start = i + 1;
 		continue;
-badport:
+	badport:
 		policy_error(p, p->line, col + (int)start,
 		    "invalid port `%s': want N or N-M, N in 1-65535",
 		    policy_quote(q, sizeof(q), s + start, item));
@@ -557,8 +557,8 @@ policy_ports_text(struct policy_buf *b, const struct policy_ports *r, size_t n)
 		if (r[i].lo == r[i].hi)
 			policy_buf_add(b, "%s%u", i ? "," : "", r[i].lo);
 		else
-			policy_buf_add(b, "%s%u-%u", i ? "," : "", r[i].lo,
-			    r[i].hi);
+			policy_buf_add(
+			    b, "%s%u-%u", i ? "," : "", r[i].lo, r[i].hi);
 	}
 }
 
@@ -585,20 +585,19 @@ policy_rule_ports(struct policy_parse *p, const struct policy_tok *t,
  * list but deliberately not here: its hosts are GitHub's own.  Sorted for
  * bsearch.
  */
-static const char *const policy_public_suffixes[] = {
-	"ac.jp", "ac.uk", "appspot.com", "azurestaticapps.net",
-	"azurewebsites.net", "bitbucket.io", "blogspot.com", "cloudfront.net",
-	"co.id", "co.il", "co.in", "co.jp", "co.kr", "co.nz", "co.th",
-	"co.uk", "co.za", "codeberg.page", "com.ar", "com.au", "com.br",
-	"com.cn", "com.co", "com.hk", "com.mx", "com.my", "com.pl", "com.sg",
-	"com.tr", "com.tw", "com.ua", "duckdns.org", "edu.au",
-	"firebaseapp.com", "fly.dev", "github.io", "gitlab.io", "glitch.me",
-	"gov.au", "gov.uk", "herokuapp.com", "ltd.uk", "me.uk", "ne.jp",
-	"net.au", "net.br", "net.cn", "net.in", "netlify.app", "ngrok.io",
-	"onrender.com", "or.jp", "org.au", "org.br", "org.cn", "org.in",
-	"org.uk", "pages.dev", "plc.uk", "readthedocs.io", "s3.amazonaws.com",
-	"trycloudflare.com", "vercel.app", "web.app", "workers.dev"
-};
+static const char *const policy_public_suffixes[] = { "ac.jp", "ac.uk",
+	"appspot.com", "azurestaticapps.net", "azurewebsites.net",
+	"bitbucket.io", "blogspot.com", "cloudfront.net", "co.id", "co.il",
+	"co.in", "co.jp", "co.kr", "co.nz", "co.th", "co.uk", "co.za",
+	"codeberg.page", "com.ar", "com.au", "com.br", "com.cn", "com.co",
+	"com.hk", "com.mx", "com.my", "com.pl", "com.sg", "com.tr", "com.tw",
+	"com.ua", "duckdns.org", "edu.au", "firebaseapp.com", "fly.dev",
+	"github.io", "gitlab.io", "glitch.me", "gov.au", "gov.uk",
+	"herokuapp.com", "ltd.uk", "me.uk", "ne.jp", "net.au", "net.br",
+	"net.cn", "net.in", "netlify.app", "ngrok.io", "onrender.com", "or.jp",
+	"org.au", "org.br", "org.cn", "org.in", "org.uk", "pages.dev", "plc.uk",
+	"readthedocs.io", "s3.amazonaws.com", "trycloudflare.com", "vercel.app",
+	"web.app", "workers.dev" };
 
 static int
 policy_cmp_str(const void *a, const void *b)
@@ -611,8 +610,9 @@ static int
 policy_public_suffix(const char *name)
 {
 	return bsearch(&name, policy_public_suffixes,
-	    sizeof(policy_public_suffixes) / sizeof(policy_public_suffixes[0]),
-	    sizeof(policy_public_suffixes[0]), policy_cmp_str) != NULL;
+		   sizeof(policy_public_suffixes) /
+		       sizeof(policy_public_suffixes[0]),
+		   sizeof(policy_public_suffixes[0]), policy_cmp_str) != NULL;
 }
 
 /*
@@ -623,8 +623,8 @@ policy_public_suffix(const char *name)
  * column.
  */
 static int
-policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
-    struct policy_rule *r)
+policy_parse_host(
+    struct policy_parse *p, const struct policy_tok *t, struct policy_rule *r)
 {
 	char q[QBUF], norm[HOSTNAME_OUTSZ];
 	const char *host = t->s, *name, *reason = NULL, *star;
@@ -633,7 +633,7 @@ policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
 	int ret = -1, bad = 0;
 
 	colon = 0;
-	if (t->len > 0 && t->s[0] == '[')	/* an IPv6 literal, refused below */
+	if (t->len > 0 && t->s[0] == '[') /* an IPv6 literal, refused below */
 		while (colon < t->len && t->s[colon] != ']')
 			colon++;
 	while (colon < t->len && t->s[colon] != ':')
@@ -651,12 +651,14 @@ policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
 			break;
 	if (i < hlen) {
 		policy_error(p, p->line, t->col,
-		    "host `%s' has uppercase letters: write it in lowercase", q);
+		    "host `%s' has uppercase letters: write it in lowercase",
+		    q);
 		goto cleanup;
 	}
 	if (host[hlen - 1] == '.') {
 		policy_error(p, p->line, t->col,
-		    "host `%s' ends with a dot: write it without the trailing dot",
+		    "host `%s' ends with a dot: write it without the trailing "
+		    "dot",
 		    q);
 		goto cleanup;
 	}
@@ -668,14 +670,16 @@ policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
 		    memchr(host + 1, '*', hlen - 1) != NULL) {
 			policy_error(p, p->line, t->col + (int)(star - host),
 			    "bad wildcard in `%s': `*.' is only allowed as the "
-			    "whole leftmost label", q);
+			    "whole leftmost label",
+			    q);
 			goto cleanup;
 		}
 		r->wildcard = 1;
 		name = host + 2;
 		nlen = hlen - 2;
 	}
-	kind = hostname_normalise(name, nlen, norm, sizeof(norm), NULL, &reason);
+	kind =
+	    hostname_normalise(name, nlen, norm, sizeof(norm), NULL, &reason);
 	if (kind == HOSTNAME_IP) {
 		policy_error(p, p->line, t->col,
 		    "host `%s' is an IP address: use allow-address", q);
@@ -693,17 +697,18 @@ policy_parse_host(struct policy_parse *p, const struct policy_tok *t,
 		if (dots < 1) {
 			policy_error(p, p->line, t->col,
 			    "wildcard `%s' is too broad: at least two labels "
-			    "must follow `*.'", q);
+			    "must follow `*.'",
+			    q);
 			goto cleanup;
 		}
 		if (policy_public_suffix(norm)) {
 			policy_error(p, p->line, t->col,
 			    "wildcard `%s' is too broad: `%s' is a public "
-			    "suffix (names under it belong to anyone)", q,
-			    norm);
+			    "suffix (names under it belong to anyone)",
+			    q, norm);
 			goto cleanup;
 		}
-		r->host = xstrndup(host + 1, hlen - 1);		/* ".suffix" */
+		r->host = xstrndup(host + 1, hlen - 1); /* ".suffix" */
 	} else
 		r->host = xstrndup(host, hlen);
 	if (!bad)
@@ -726,70 +731,81 @@ policy_parse_ip(const char *s, size_t len, int v6, uint8_t addr[16])
 }
 
 /*
- * allow-address CIDR[:PORTS]: a.b.c.d[/n][:PORTS], [v6[/n]][:PORTS],
- * v6/n[:PORTS] or a bare v6 (no ports).
- *
- * 98 lines: the four spellings of allow-address (dotted quad,
- * bracketed v6, v6/n, bare v6), each with its own error, in one place so
- * that their column numbers agree.
+ * The spelling of an allow-address token: *sp and *alenp receive the
+ * address and its /prefix ("addr[/n]"), *colonp the offset in t->s of the
+ * ':' before the ports (or the end), *v6p the family.  0, or -1 with the
+ * error reported at its column.
  */
 static int
-policy_parse_addr(struct policy_parse *p, const struct policy_tok *t,
-    struct policy_rule *r)
+policy_addr_split(struct policy_parse *p, const struct policy_tok *t,
+    const char *q, const char **sp, size_t *alenp, size_t *colonp, int *v6p)
 {
-	char q[QBUF], canon[INET6_ADDRSTRLEN + 1];
 	const char *s = t->s, *close;
-	size_t len = t->len, alen, slash, colon, i, ncolon = 0;
-	int v6, maxp, ret = -1;
-	unsigned long pfx;
+	size_t len = t->len, slash, colon, i, ncolon = 0;
 
-	policy_quote(q, sizeof(q), s, len);
 	for (i = 0; i < len; i++)
 		ncolon += s[i] == ':';
 	if (len > 0 && s[0] == '[') {
-		close = memchr(s, ']', len);
-		if (close == NULL) {
+		if ((close = memchr(s, ']', len)) == NULL) {
 			policy_error(p, p->line, t->col,
 			    "missing `]' in address `%s'", q);
-			goto cleanup;
+			return -1;
 		}
-		v6 = 1;
-		s++;
-		alen = close - s;			/* "addr[/n]" */
-		colon = close - t->s + 1;		/* ':' or end */
-		if (colon < len && t->s[colon] != ':') {
-			policy_error(p, p->line, t->col + (int)colon,
+		*v6p = 1;
+		*sp = s + 1;
+		*alenp = close - (s + 1); /* "addr[/n]" */
+		*colonp = close - s + 1;  /* ':' or end */
+		if (*colonp < len && s[*colonp] != ':') {
+			policy_error(p, p->line, t->col + (int)*colonp,
 			    "expected `:' after `]' in `%s'", q);
-			goto cleanup;
+			return -1;
 		}
-	} else {
-		v6 = ncolon > 1;
-		for (slash = 0; slash < len && s[slash] != '/'; slash++)
-			;
-		if (v6 && slash == len) {
-			policy_error(p, p->line, t->col, "write the IPv6 "
-			    "address `%s' in brackets (`[2001:db8::1]:443') "
-			    "or with a /prefix", q);
-			goto cleanup;
-		} else {
-			/* ports follow the first ':' after the slash (or for
-			 * IPv4 without a slash, the first ':') */
-			for (colon = slash < len ? slash : 0;
-			    colon < len && s[colon] != ':'; colon++)
-				;
-			alen = colon;
-		}
+		return 0;
 	}
-	for (slash = 0; slash < alen && s[slash] != '/'; slash++)
+	*v6p = ncolon > 1;
+	*sp = s;
+	for (slash = 0; slash < len && s[slash] != '/'; slash++)
 		;
-	maxp = v6 ? 128 : 32;
-	r->family = v6 ? AF_INET6 : AF_INET;
-	if (policy_parse_ip(s, slash, v6, r->addr) != 0) {
-		policy_error(p, p->line, t->col, "invalid %s address in `%s'",
-		    v6 ? "IPv6" : "IPv4", q);
-		goto cleanup;
+	if (*v6p && slash == len) {
+		policy_error(p, p->line, t->col,
+		    "write the IPv6 "
+		    "address `%s' in brackets (`[2001:db8::1]:443') "
+		    "or with a /prefix",
+		    q);
+		return -1;
 	}
-	pfx = maxp;
+	/* ports follow the first ':' after the slash (or for IPv4 without a
+	 * slash, the first ':') */
+	for (colon = slash < len ? slash : 0; colon < len && s[colon] != ':';
+	     colon++)
+		;
+	*alenp = *colonp = colon;
+	return 0;
+}
+
+/* The mask of byte i of an address under prefix bits. */
+static uint8_t
+policy_prefix_mask(int prefix, size_t i)
+{
+	int bits = prefix - (int)i * 8;
+
+	return bits >= 8 ? 0xff : bits <= 0 ? 0 : (uint8_t)(0xff << (8 - bits));
+}
+
+/*
+ * The /prefix of r (s[slash + 1..alen), none: the full length), and no
+ * host bits set below it.  0, or -1 with the error reported.
+ */
+static int
+policy_addr_prefix(struct policy_parse *p, const struct policy_tok *t,
+    const char *q, const char *s, size_t slash, size_t alen,
+    struct policy_rule *r)
+{
+	char canon[INET6_ADDRSTRLEN + 1];
+	int maxp = r->family == AF_INET6 ? 128 : 32;
+	unsigned long pfx = maxp;
+	size_t i;
+
 	if (slash < alen) {
 		if (alen - slash < 2 || alen - slash > 4)
 			goto badprefix;
@@ -802,35 +818,54 @@ policy_parse_addr(struct policy_parse *p, const struct policy_tok *t,
 			goto badprefix;
 	}
 	r->prefix = (int)pfx;
-	for (i = 0; i < (size_t)maxp / 8; i++) {
-		int bits = r->prefix - (int)i * 8;
-		uint8_t mask = bits >= 8 ? 0xff : bits <= 0 ? 0 :
-		    (uint8_t)(0xff << (8 - bits));
-
-		if (r->addr[i] & ~mask)
+	for (i = 0; i < (size_t)maxp / 8; i++)
+		if (r->addr[i] & ~policy_prefix_mask(r->prefix, i))
 			break;
-	}
-	if (i < (size_t)maxp / 8) {
-		for (; i < (size_t)maxp / 8; i++) {
-			int bits = r->prefix - (int)i * 8;
-
-			r->addr[i] &= bits >= 8 ? 0xff : bits <= 0 ? 0 :
-			    (uint8_t)(0xff << (8 - bits));
-		}
-		inet_ntop(r->family, r->addr, canon, sizeof(canon));
-		policy_error(p, p->line, t->col, "address `%s' has host bits "
-		    "set: did you mean %s/%d?", q, canon, r->prefix);
-		goto cleanup;
-	}
-	if (policy_rule_ports(p, t, colon, r) != 0)
-		goto cleanup;
-	ret = 0;
-	goto cleanup;
+	if (i == (size_t)maxp / 8)
+		return 0;
+	for (; i < (size_t)maxp / 8; i++)
+		r->addr[i] &= policy_prefix_mask(r->prefix, i);
+	inet_ntop(r->family, r->addr, canon, sizeof(canon));
+	policy_error(p, p->line, t->col,
+	    "address `%s' has host bits "
+	    "set: did you mean %s/%d?",
+	    q, canon, r->prefix);
+	return -1;
 badprefix:
-	policy_error(p, p->line, t->col, "invalid prefix length in `%s' "
-	    "(want /0 to /%d)", q, maxp);
-cleanup:
-	return ret;
+	policy_error(p, p->line, t->col,
+	    "invalid prefix length in `%s' "
+	    "(want /0 to /%d)",
+	    q, maxp);
+	return -1;
+}
+
+/*
+ * allow-address CIDR[:PORTS]: a.b.c.d[/n][:PORTS], [v6[/n]][:PORTS],
+ * v6/n[:PORTS] or a bare v6 (no ports).
+ */
+static int
+policy_parse_addr(
+    struct policy_parse *p, const struct policy_tok *t, struct policy_rule *r)
+{
+	char q[QBUF];
+	const char *s;
+	size_t alen, colon, slash;
+	int v6;
+
+	policy_quote(q, sizeof(q), t->s, t->len);
+	if (policy_addr_split(p, t, q, &s, &alen, &colon, &v6) != 0)
+		return -1;
+	for (slash = 0; slash < alen && s[slash] != '/'; slash++)
+		;
+	r->family = v6 ? AF_INET6 : AF_INET;
+	if (policy_parse_ip(s, slash, v6, r->addr) != 0) {
+		policy_error(p, p->line, t->col, "invalid %s address in `%s'",
+		    v6 ? "IPv6" : "IPv4", q);
+		return -1;
+	}
+	if (policy_addr_prefix(p, t, q, s, slash, alen, r) != 0)
+		return -1;
+	return policy_rule_ports(p, t, colon, r);
 }
 
 static void
@@ -870,12 +905,12 @@ policy_rule(struct policy_parse *p, int addr, const struct policy_tok *kw,
 		goto cleanup;
 	if (addr) {
 		inet_ntop(r.family, r.addr, canon, sizeof(canon));
-		policy_buf_add(&b, "allow-address %s%s/%d%s:",
-		    r.family == AF_INET6 ? "[" : "", canon, r.prefix,
-		    r.family == AF_INET6 ? "]" : "");
+		policy_buf_add(&b,
+		    "allow-address %s%s/%d%s:", r.family == AF_INET6 ? "[" : "",
+		    canon, r.prefix, r.family == AF_INET6 ? "]" : "");
 	} else
-		policy_buf_add(&b, "allow %s%s:", r.wildcard ? "*" : "",
-		    r.host);
+		policy_buf_add(
+		    &b, "allow %s%s:", r.wildcard ? "*" : "", r.host);
 	policy_ports_text(&b, r.ports, r.nports);
 	r.text = b.s;
 	b.s = NULL;
@@ -893,8 +928,8 @@ policy_rule(struct policy_parse *p, int addr, const struct policy_tok *kw,
 		    POLICY_RULES_MAX);
 		goto cleanup;
 	}
-	xasprintf(&r.desc, "profile %s (%s:%d): %s", pr->name, p->file,
-	    p->line, r.text);
+	xasprintf(&r.desc, "profile %s (%s:%d): %s", pr->name, p->file, p->line,
+	    r.text);
 	if (pr->nrules == pr->rcap) {
 		pr->rcap = pr->rcap ? pr->rcap * 2 : 8;
 		pr->rules = xrealloc(pr->rules, pr->rcap * sizeof(*pr->rules));
@@ -923,7 +958,7 @@ policy_extends(struct policy_parse *p, const char *line, size_t len,
 	struct policy_tok t;
 	char q[QBUF];
 	size_t next = 0, i, j, s0;
-	int bad = 0, want = 1;	/* want: a name is expected next */
+	int bad = 0, want = 1; /* want: a name is expected next */
 
 	*brace = 0;
 	while (policy_next_tok(line, len, pos, &t)) {
@@ -935,7 +970,7 @@ policy_extends(struct policy_parse *p, const char *line, size_t len,
 			s0 = i;
 			while (i < t.len && t.s[i] != ',')
 				i++;
-			if (i == s0) {		/* empty: ",," or leading ',' */
+			if (i == s0) { /* empty: ",," or leading ',' */
 				if (i < t.len) {
 					if (want) {
 						policy_error(p, p->line,
@@ -949,16 +984,17 @@ policy_extends(struct policy_parse *p, const char *line, size_t len,
 			}
 			if (!want) {
 				policy_error(p, p->line, t.col + (int)s0,
-				    "missing `,' before `%s'", policy_quote(q,
-				    sizeof(q), t.s + s0, i - s0));
+				    "missing `,' before `%s'",
+				    policy_quote(
+					q, sizeof(q), t.s + s0, i - s0));
 				bad++;
 			}
-			want = i < t.len;	/* a ',' follows */
+			want = i < t.len; /* a ',' follows */
 			if (!util_valid_profile(t.s + s0, i - s0)) {
 				policy_error(p, p->line, t.col + (int)s0,
 				    "invalid profile name `%s' in extends",
-				    policy_quote(q, sizeof(q), t.s + s0,
-				    i - s0));
+				    policy_quote(
+					q, sizeof(q), t.s + s0, i - s0));
 				bad++;
 				continue;
 			}
@@ -982,9 +1018,10 @@ policy_extends(struct policy_parse *p, const char *line, size_t len,
 		}
 	}
 	if (want) {
-		policy_error(p, p->line, kw->col, next == 0 && !bad ?
-		    "`extends' needs a list of profile names" :
-		    "`extends' list ends with `,'");
+		policy_error(p, p->line, kw->col,
+		    next == 0 && !bad ?
+			"`extends' needs a list of profile names" :
+			"`extends' list ends with `,'");
 		bad++;
 	}
 	*extp = ext;
@@ -1016,14 +1053,16 @@ policy_header(struct policy_parse *p, const char *line, size_t len, size_t *pos,
 		goto block;
 	}
 	if (!util_valid_profile(name.s, name.len)) {
-		policy_error(p, p->line, name.col, "invalid profile name `%s': "
+		policy_error(p, p->line, name.col,
+		    "invalid profile name `%s': "
 		    "want [a-z0-9][a-z0-9_-]{0,63}",
 		    policy_quote(q, sizeof(q), name.s, name.len));
 		badname = 1;
 	} else if ((prev = policy_find(p->pol, name.s, name.len)) != NULL) {
-		policy_error(p, p->line, name.col, "duplicate profile `%.*s' "
-		    "(first defined at %s:%d)", (int)name.len, name.s,
-		    prev->file, prev->line);
+		policy_error(p, p->line, name.col,
+		    "duplicate profile `%.*s' "
+		    "(first defined at %s:%d)",
+		    (int)name.len, name.s, prev->file, prev->line);
 		badname = 1;
 	} else if (p->pol->nprofiles >= POLICY_PROFILES_MAX) {
 		policy_error(p, p->line, kw->col, "too many profiles (max %d)",
@@ -1041,8 +1080,10 @@ policy_header(struct policy_parse *p, const char *line, size_t len, size_t *pos,
 	} else if (policy_tok_is(&t, "{")) {
 		brace = 1;
 	} else {
-		policy_error(p, p->line, t.col, "expected `{' or `extends', "
-		    "found `%s'", policy_quote(q, sizeof(q), t.s, t.len));
+		policy_error(p, p->line, t.col,
+		    "expected `{' or `extends', "
+		    "found `%s'",
+		    policy_quote(q, sizeof(q), t.s, t.len));
 	}
 block:
 	if (badname) {
@@ -1055,8 +1096,8 @@ block:
 	} else {
 		p->pol->profiles = xrealloc(p->pol->profiles,
 		    (p->pol->nprofiles + 1) * sizeof(*p->pol->profiles));
-		policy_index_add(&p->pol->names, policy_hash_str(name.s,
-		    name.len), p->pol->nprofiles, 0);
+		policy_index_add(&p->pol->names,
+		    policy_hash_str(name.s, name.len), p->pol->nprofiles, 0);
 		pr = &p->pol->profiles[p->pol->nprofiles++];
 		memset(pr, 0, sizeof(*pr));
 		pr->name = xstrndup(name.s, name.len);
@@ -1068,20 +1109,19 @@ block:
 	pr->col = kw->col;
 	policy_block_start(p, pr);
 	if (!brace)
-		*pos = len;	/* the rest of a broken header is noise */
+		*pos = len; /* the rest of a broken header is noise */
 }
 
-static const char *const policy_limit_names[POLICY_NLIMITS] = {
-	"connections", "rate"
-};
+static const char *const policy_limit_names[POLICY_NLIMITS] = { "connections",
+	"rate" };
 
 /*
  * "limit NAME N" inside a profile, after the keyword kw at *pos.  Returns
  * 0 to go on with the line (a `}' may follow), -1 to skip the rest.
  */
 static int
-policy_limit(struct policy_parse *p, const char *line, size_t len,
-    size_t *pos, const struct policy_tok *kw)
+policy_limit(struct policy_parse *p, const char *line, size_t len, size_t *pos,
+    const struct policy_tok *kw)
 {
 	struct policy_profile *pr = p->cur;
 	struct policy_tok name, val, extra;
@@ -1093,7 +1133,8 @@ policy_limit(struct policy_parse *p, const char *line, size_t len,
 	if (!policy_next_tok(line, len, pos, &name) || name.s[0] == '{' ||
 	    name.s[0] == '}') {
 		*pos = save;
-		policy_error(p, p->line, kw->col, "`limit' needs a name and a "
+		policy_error(p, p->line, kw->col,
+		    "`limit' needs a name and a "
 		    "value: `limit connections N' or `limit rate N'");
 		return 0;
 	}
@@ -1101,7 +1142,8 @@ policy_limit(struct policy_parse *p, const char *line, size_t len,
 		if (policy_tok_is(&name, policy_limit_names[k]))
 			break;
 	if (k == POLICY_NLIMITS) {
-		policy_error(p, p->line, name.col, "unknown limit `%s': want "
+		policy_error(p, p->line, name.col,
+		    "unknown limit `%s': want "
 		    "`connections' or `rate'",
 		    policy_quote(q, sizeof(q), name.s, name.len));
 		return -1;
@@ -1120,14 +1162,16 @@ policy_limit(struct policy_parse *p, const char *line, size_t len,
 		v = v * 10 + (unsigned long)(val.s[i] - '0');
 	}
 	if (i != val.len || v < 1 || v > POLICY_LIMIT_MAX) {
-		policy_error(p, p->line, val.col, "invalid limit `%s': want a "
+		policy_error(p, p->line, val.col,
+		    "invalid limit `%s': want a "
 		    "whole number from 1 to %d",
 		    policy_quote(q, sizeof(q), val.s, val.len),
 		    POLICY_LIMIT_MAX);
 	} else if (pr->limit[k] != 0) {
-		policy_error(p, p->line, kw->col, "duplicate `limit %s' "
-		    "(first at %s:%d)", policy_limit_names[k], p->file,
-		    pr->limit_line[k]);
+		policy_error(p, p->line, kw->col,
+		    "duplicate `limit %s' "
+		    "(first at %s:%d)",
+		    policy_limit_names[k], p->file, pr->limit_line[k]);
 	} else {
 		pr->limit[k] = (int)v;
 		pr->limit_line[k] = p->line;
@@ -1138,7 +1182,8 @@ policy_limit(struct policy_parse *p, const char *line, size_t len,
 			*pos = save;
 			return 0;
 		}
-		policy_error(p, p->line, extra.col, "unexpected `%s' after "
+		policy_error(p, p->line, extra.col,
+		    "unexpected `%s' after "
 		    "limit (one setting per line)",
 		    policy_quote(q, sizeof(q), extra.s, extra.len));
 		return -1;
@@ -1146,8 +1191,8 @@ policy_limit(struct policy_parse *p, const char *line, size_t len,
 	return 0;
 }
 
-static void policy_include_file(struct policy_parse *, const char *name,
-    int col, const char *quoted);
+static void policy_include_file(
+    struct policy_parse *, const char *name, int col, const char *quoted);
 
 /* Characters that make an include path a glob(3) pattern. */
 static int
@@ -1169,8 +1214,7 @@ policy_is_pattern(const char *s, size_t len)
  * escaped for glob(3) / fnmatch(3).
  */
 static char *
-policy_include_path(const char *from, const char *path, size_t plen,
-    int escape)
+policy_include_path(const char *from, const char *path, size_t plen, int escape)
 {
 	struct policy_buf b = { 0 };
 	const char *slash = strrchr(from, '/'), *c;
@@ -1180,8 +1224,8 @@ policy_include_path(const char *from, const char *path, size_t plen,
 	policy_buf_add(&b, "%s", "");
 	if (path[0] != '/' && slash != NULL) {
 		for (c = from; c <= slash; c++) {
-			if (escape && (*c == '*' || *c == '?' || *c == '[' ||
-			    *c == '\\'))
+			if (escape &&
+			    (*c == '*' || *c == '?' || *c == '[' || *c == '\\'))
 				policy_buf_add(&b, "\\");
 			policy_buf_add(&b, "%c", *c);
 		}
@@ -1202,13 +1246,14 @@ policy_include_path(const char *from, const char *path, size_t plen,
 
 			while (last > out && last[-1] != '/')
 				last--;
-			if (last < w && !(w - last == 2 && last[0] == '.' &&
-			    last[1] == '.')) {
+			if (last < w &&
+			    !(w - last == 2 && last[0] == '.' &&
+				last[1] == '.')) {
 				w = last > out + 1 ? last - 1 : last;
 				continue;
 			}
 			if (w == out + 1 && out[0] == '/')
-				continue;	/* "/.." is "/" */
+				continue; /* "/.." is "/" */
 		}
 		if (w > out && w[-1] != '/')
 			*w++ = '/';
@@ -1246,8 +1291,10 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 
 	*pos = len;
 	if (p->inblock) {
-		policy_error(p, p->line, kw->col, "`include' inside profile "
-		    "`%s': includes go between profiles", p->cur->name);
+		policy_error(p, p->line, kw->col,
+		    "`include' inside profile "
+		    "`%s': includes go between profiles",
+		    p->cur->name);
 		return;
 	}
 	while (i < len && policy_is_space((unsigned char)line[i]))
@@ -1262,14 +1309,18 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 	plen = (size_t)(end - path);
 	policy_quote(q, sizeof(q), path, plen);
 	if (plen == 0 || memchr(path, '\0', plen) != NULL) {
-		policy_error(p, p->line, (int)i + 1, "invalid include path "
-		    "`%s'", q);
+		policy_error(p, p->line, (int)i + 1,
+		    "invalid include path "
+		    "`%s'",
+		    q);
 		return;
 	}
 	k = (size_t)(end - line) + 1;
 	if (policy_next_tok(line, len, &k, &extra)) {
-		policy_error(p, p->line, extra.col, "unexpected `%s' after "
-		    "include", policy_quote(q, sizeof(q), extra.s, extra.len));
+		policy_error(p, p->line, extra.col,
+		    "unexpected `%s' after "
+		    "include",
+		    policy_quote(q, sizeof(q), extra.s, extra.len));
 		return;
 	}
 	if (!policy_is_pattern(path, plen)) {
@@ -1281,8 +1332,8 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 	pattern = policy_include_path(p->file, path, plen, 1);
 	if (p->bufs != NULL) {
 		for (k = 0; k < p->nbufs; k++) {
-			if (fnmatch(pattern, p->bnames[k], FNM_PATHNAME |
-			    FNM_PERIOD) != 0)
+			if (fnmatch(pattern, p->bnames[k],
+				FNM_PATHNAME | FNM_PERIOD) != 0)
 				continue;
 			list = xrealloc(list, (n + 1) * sizeof(*list));
 			list[n++] = xstrdup(p->bnames[k]);
@@ -1293,8 +1344,10 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 		if (r == GLOB_NOSPACE)
 			fatalx("glob: out of memory");
 		if (r == GLOB_ABORTED)
-			policy_error(p, p->line, (int)i + 1, "include `%s': "
-			    "read error", q);
+			policy_error(p, p->line, (int)i + 1,
+			    "include `%s': "
+			    "read error",
+			    q);
 		for (k = 0; r == 0 && k < g.gl_pathc; k++) {
 			list = xrealloc(list, (n + 1) * sizeof(*list));
 			list[n++] = xstrdup(g.gl_pathv[k]);
@@ -1304,8 +1357,10 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 			goto cleanup;
 	}
 	if (n == 0) {
-		policy_error(p, p->line, (int)i + 1, "include `%s' matches no "
-		    "file", q);
+		policy_error(p, p->line, (int)i + 1,
+		    "include `%s' matches no "
+		    "file",
+		    q);
 		goto cleanup;
 	}
 	qsort(list, n, sizeof(*list), policy_cmp_strp);
@@ -1335,10 +1390,11 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 	while (policy_next_tok(line, len, &pos, &t)) {
 		if (policy_tok_is(&t, "profile")) {
 			if (p->inblock) {
-				policy_error(p, p->line, t.col, "`profile' "
+				policy_error(p, p->line, t.col,
+				    "`profile' "
 				    "inside profile `%s' (missing `}' for the "
-				    "profile at line %d?)", p->cur->name,
-				    p->cur->line);
+				    "profile at line %d?)",
+				    p->cur->name, p->cur->line);
 			}
 			policy_header(p, line, len, &pos, &t);
 			continue;
@@ -1391,8 +1447,8 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 				policy_error(p, p->line, extra.col,
 				    "unexpected `%s' after rule (one rule per "
 				    "line; ports are written `443,8443')",
-				    policy_quote(q, sizeof(q), extra.s,
-				    extra.len));
+				    policy_quote(
+					q, sizeof(q), extra.s, extra.len));
 				return;
 			}
 			continue;
@@ -1416,8 +1472,8 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 
 /* Parse one file's text into p->pol. */
 static void
-policy_parse_text(struct policy_parse *p, const char *file, const char *text,
-    size_t len)
+policy_parse_text(
+    struct policy_parse *p, const char *file, const char *text, size_t len)
 {
 	const char *nl;
 	size_t off = 0;
@@ -1429,8 +1485,8 @@ policy_parse_text(struct policy_parse *p, const char *file, const char *text,
 	while (off < len) {
 		nl = memchr(text + off, '\n', len - off);
 		p->line++;
-		policy_line(p, text + off, nl ? (size_t)(nl - (text + off)) :
-		    len - off);
+		policy_line(p, text + off,
+		    nl ? (size_t)(nl - (text + off)) : len - off);
 		off = nl ? (size_t)(nl - text) + 1 : len;
 	}
 	if (p->inblock)
@@ -1462,16 +1518,16 @@ policy_cycles(struct policy_parse *p, size_t i, size_t *stack, size_t depth)
 			for (start = 0; stack[start] != x->idx; start++)
 				;
 			for (k = start; k <= depth; k++)
-				policy_buf_add(&b, "%s -> ",
-				    pol->profiles[stack[k]].name);
+				policy_buf_add(
+				    &b, "%s -> ", pol->profiles[stack[k]].name);
 			policy_buf_add(&b, "%s", to->name);
 			p->file = pr->file;
-			policy_error(p, x->line, x->col, "extends cycle: %s",
-			    b.s);
+			policy_error(
+			    p, x->line, x->col, "extends cycle: %s", b.s);
 			free(b.s);
 			b.s = NULL;
 			b.len = b.cap = 0;
-			x->resolved = 0;	/* report each edge once */
+			x->resolved = 0; /* report each edge once */
 		} else if (to->mark == 0)
 			policy_cycles(p, x->idx, stack, depth + 1);
 	}
@@ -1480,8 +1536,8 @@ policy_cycles(struct policy_parse *p, size_t i, size_t *stack, size_t depth)
 
 /* Add i and its ancestors to root's closure, once each. */
 static void
-policy_closure(struct policy *pol, struct policy_profile *root, size_t i,
-    uint8_t *seen)
+policy_closure(
+    struct policy *pol, struct policy_profile *root, size_t i, uint8_t *seen)
 {
 	struct policy_profile *pr = &pol->profiles[i];
 	size_t e;
@@ -1508,8 +1564,8 @@ policy_build_index(struct policy *pol)
 		for (j = 0; j < pr->nrules; j++) {
 			r = &pr->rules[j];
 			if (r->kind == POLICY_RULE_ADDR) {
-				h = policy_hash_addr(r->family, r->prefix,
-				    r->addr);
+				h = policy_hash_addr(
+				    r->family, r->prefix, r->addr);
 				policy_index_add(&pol->addrs, h, i, j);
 				if (r->family == AF_INET)
 					pol->pfx4[r->prefix] = 1;
@@ -1518,8 +1574,8 @@ policy_build_index(struct policy *pol)
 				continue;
 			}
 			h = policy_hash_str(r->host, strlen(r->host));
-			policy_index_add(r->wildcard ? &pol->wild : &pol->exact,
-			    h, i, j);
+			policy_index_add(
+			    r->wildcard ? &pol->wild : &pol->exact, h, i, j);
 		}
 	}
 }
@@ -1568,8 +1624,8 @@ policy_resolve(struct policy_parse *p)
 	for (i = 0; i < pol->nprofiles; i++) {
 		pr = &pol->profiles[i];
 		for (e = 0; e < pr->next; e++) {
-			to = policy_find(pol, pr->ext[e].name,
-			    strlen(pr->ext[e].name));
+			to = policy_find(
+			    pol, pr->ext[e].name, strlen(pr->ext[e].name));
 			if (to == NULL) {
 				p->file = pr->file;
 				policy_error(p, pr->ext[e].line, pr->ext[e].col,
@@ -1688,10 +1744,10 @@ policy_file_add(struct policy *pol, char *name, char *text, size_t len)
 {
 	if (pol->nfiles == pol->fcap) {
 		pol->fcap = pol->fcap ? pol->fcap * 2 : 8;
-		pol->files = xrealloc(pol->files, pol->fcap *
-		    sizeof(*pol->files));
-		pol->texts = xrealloc(pol->texts, pol->fcap *
-		    sizeof(*pol->texts));
+		pol->files =
+		    xrealloc(pol->files, pol->fcap * sizeof(*pol->files));
+		pol->texts =
+		    xrealloc(pol->texts, pol->fcap * sizeof(*pol->texts));
 		pol->lens = xrealloc(pol->lens, pol->fcap * sizeof(*pol->lens));
 	}
 	pol->files[pol->nfiles] = name;
@@ -1737,8 +1793,8 @@ policy_parse_file(struct policy_parse *p, char *name, char *text, size_t len)
  * in the policy is skipped.
  */
 static void
-policy_include_file(struct policy_parse *p, const char *name, int col,
-    const char *quoted)
+policy_include_file(
+    struct policy_parse *p, const char *name, int col, const char *quoted)
 {
 	struct policy *pol = p->pol;
 	struct policy_buf b = { 0 };
@@ -1757,15 +1813,19 @@ policy_include_file(struct policy_parse *p, const char *name, int col,
 		goto cleanup;
 	}
 	if (policy_file_index(pol, name) != 0)
-		goto cleanup;		/* already part of the policy */
+		goto cleanup; /* already part of the policy */
 	if (p->depth > POLICY_INCLUDE_DEPTH) {
-		policy_error(p, p->line, col, "include `%s': includes nested "
-		    "too deeply (max %d)", quoted, POLICY_INCLUDE_DEPTH);
+		policy_error(p, p->line, col,
+		    "include `%s': includes nested "
+		    "too deeply (max %d)",
+		    quoted, POLICY_INCLUDE_DEPTH);
 		goto cleanup;
 	}
 	if (pol->nfiles >= POLICY_FILES_MAX) {
-		policy_error(p, p->line, col, "include `%s': too many policy "
-		    "files (max %d)", quoted, POLICY_FILES_MAX);
+		policy_error(p, p->line, col,
+		    "include `%s': too many policy "
+		    "files (max %d)",
+		    quoted, POLICY_FILES_MAX);
 		goto cleanup;
 	}
 	if (p->bufs != NULL) {
@@ -1773,15 +1833,17 @@ policy_include_file(struct policy_parse *p, const char *name, int col,
 			if (strcmp(p->bnames[k], name) == 0)
 				break;
 		if (k == p->nbufs) {
-			policy_error(p, p->line, col, "include `%s': `%s' is "
-			    "not among the policy files given", quoted, esc);
+			policy_error(p, p->line, col,
+			    "include `%s': `%s' is "
+			    "not among the policy files given",
+			    quoted, esc);
 			goto cleanup;
 		}
 		len = p->bufs[k] != NULL ? p->blens[k] : 0;
 		text = policy_text_dup(p->bufs[k], len);
 	} else {
-		if (util_read_file(name, POLICY_FILE_MAX, &text, &len,
-		    &cause) == -1) {
+		if (util_read_file(
+			name, POLICY_FILE_MAX, &text, &len, &cause) == -1) {
 			policy_error(p, p->line, col, "include `%s': %s: %s",
 			    quoted, esc, cause);
 			goto cleanup;
@@ -1825,7 +1887,7 @@ policy_build(const char *const *names, size_t n, const char *const *bufs,
 	p.nbufs = bufs != NULL ? n : 0;
 	for (i = 0; i < n; i++) {
 		if (policy_file_index(pol, names[i]) != 0)
-			continue;	/* listed twice, or included already */
+			continue; /* listed twice, or included already */
 		if (pol->nfiles >= POLICY_FILES_MAX) {
 			p.file = names[i];
 			policy_error(&p, 0, 0, "too many policy files (max %d)",
@@ -1836,9 +1898,9 @@ policy_build(const char *const *names, size_t n, const char *const *bufs,
 			len = bufs[i] != NULL ? blens[i] : 0;
 			text = policy_text_dup(bufs[i], len);
 		} else if (util_read_file(names[i], POLICY_FILE_MAX, &text,
-		    &len, &cause) == -1) {
-			idx = policy_file_add(pol, xstrdup(names[i]),
-			    xstrdup(""), 0);
+			       &len, &cause) == -1) {
+			idx = policy_file_add(
+			    pol, xstrdup(names[i]), xstrdup(""), 0);
 			p.file = pol->files[idx];
 			policy_error(&p, 0, 0, "%s", cause);
 			free(cause);
@@ -1864,7 +1926,7 @@ cleanup:
 	if (ret != 0 && errors != NULL) {
 		free(*errors);
 		*errors = p.nerr > 0 ? policy_errors_join(&p) :
-		    xstrdup("unknown error");
+				       xstrdup("unknown error");
 	}
 	free(policy_errors_join(&p));
 	policy_profile_clear(&p.scratch);
@@ -1875,8 +1937,8 @@ cleanup:
 }
 
 int
-policy_load(const char *const *files, size_t nfiles, struct policy **out,
-    char **errors)
+policy_load(
+    const char *const *files, size_t nfiles, struct policy **out, char **errors)
 {
 	return policy_build(files, nfiles, NULL, NULL, out, errors);
 }
@@ -1990,8 +2052,8 @@ policy_consider(const struct policy *pol, const struct policy_profile *pr,
 			continue;
 		r = &pol->profiles[e->prof].rules[e->rule];
 		if (key != NULL ? strcmp(r->host, key) != 0 :
-		    r->family != family || r->prefix != prefix ||
-		    memcmp(r->addr, addr, 16) != 0)
+				  r->family != family || r->prefix != prefix ||
+			    memcmp(r->addr, addr, 16) != 0)
 			continue;
 		if (!policy_port_ok(r, port))
 			continue;
@@ -2013,8 +2075,8 @@ policy_match_host(const struct policy *pol, const char *profile,
 		*rule = NULL;
 	if (pr == NULL || host == NULL || (hlen = strlen(host)) == 0)
 		return POLICY_DENY;
-	policy_consider(pol, pr, &pol->exact, policy_hash_str(host, hlen),
-	    host, NULL, 0, 0, port, &best);
+	policy_consider(pol, pr, &pol->exact, policy_hash_str(host, hlen), host,
+	    NULL, 0, 0, port, &best);
 	/* ".suffix" keys: each proper suffix starting at a dot, so that at
 	 * least one label stays in front (a wildcard never matches its
 	 * apex). */
@@ -2048,7 +2110,8 @@ policy_match_addr(const struct policy *pol, const char *profile,
 		return POLICY_DENY;
 	memset(key, 0, sizeof(key));
 	if (sa->sa_family == AF_INET) {
-		a = (const uint8_t *)&((const struct sockaddr_in *)sa)->sin_addr;
+		a = (const uint8_t *)&((const struct sockaddr_in *)sa)
+			->sin_addr;
 		maxp = 32;
 		inuse = pol->pfx4;
 	} else if (sa->sa_family == AF_INET6) {
@@ -2078,8 +2141,8 @@ policy_match_addr(const struct policy *pol, const char *profile,
 }
 
 int
-policy_foreach_rule(const struct policy *pol, const char *profile,
-    policy_rule_cb cb, void *arg)
+policy_foreach_rule(
+    const struct policy *pol, const char *profile, policy_rule_cb cb, void *arg)
 {
 	const struct policy_profile *pr = policy_lookup(pol, profile), *anc;
 	const struct policy_rule *r;
@@ -2097,10 +2160,12 @@ policy_foreach_rule(const struct policy *pol, const char *profile,
 		for (j = 0; j < anc->nrules; j++) {
 			r = &anc->rules[j];
 			h = policy_hash_str(r->text, strlen(r->text));
-			for (e = NULL; (e = policy_index_next(&seen, h, e)) !=
-			    NULL;)
-				if (strcmp(pol->profiles[e->prof].rules[
-				    e->rule].text, r->text) == 0)
+			for (e = NULL;
+			     (e = policy_index_next(&seen, h, e)) != NULL;)
+				if (strcmp(pol->profiles[e->prof]
+					       .rules[e->rule]
+					       .text,
+					r->text) == 0)
 					break;
 			if (e != NULL)
 				continue;
@@ -2123,8 +2188,8 @@ policy_limit_name(enum policy_limit k)
 }
 
 int
-policy_profile_limits(const struct policy *pol, const char *profile,
-    int limits[POLICY_NLIMITS])
+policy_profile_limits(
+    const struct policy *pol, const char *profile, int limits[POLICY_NLIMITS])
 {
 	const struct policy_profile *pr = policy_lookup(pol, profile);
 	int k;

@@ -19,13 +19,13 @@
  */
 struct policy;
 
-#define POLICY_FILE_MAX (16 << 20)	/* bytes per policy file */
-#define POLICY_DIGEST_LEN 64		/* SHA-256 as lowercase hex */
+#define POLICY_FILE_MAX	  (16 << 20) /* bytes per policy file */
+#define POLICY_DIGEST_LEN 64	     /* SHA-256 as lowercase hex */
 
 /* Per-profile limits (`limit NAME N'), each 1..POLICY_LIMIT_MAX. */
 enum policy_limit {
-	POLICY_LIMIT_CONNECTIONS = 0,	/* concurrent tunnels per instance */
-	POLICY_LIMIT_RATE,		/* new tunnels per second per instance */
+	POLICY_LIMIT_CONNECTIONS = 0, /* concurrent tunnels per instance */
+	POLICY_LIMIT_RATE,	      /* new tunnels per second per instance */
 	POLICY_NLIMITS
 };
 #define POLICY_LIMIT_MAX 1000000
@@ -131,8 +131,8 @@ enum policy_verdict policy_match_addr(const struct policy *,
  */
 typedef void (*policy_rule_cb)(const char *text, const char *profile,
     const char *file, int line, void *arg);
-int policy_foreach_rule(const struct policy *, const char *profile,
-    policy_rule_cb cb, void *arg);
+int policy_foreach_rule(
+    const struct policy *, const char *profile, policy_rule_cb cb, void *arg);
 
 /*
  * policy_profile_limits: the effective limits of profile, indexed by enum
@@ -141,8 +141,8 @@ int policy_foreach_rule(const struct policy *, const char *profile,
  * extending profile's own value always wins).  Returns 0, or -1 (all 0)
  * if profile is unknown.
  */
-int policy_profile_limits(const struct policy *, const char *profile,
-    int limits[POLICY_NLIMITS]);
+int policy_profile_limits(
+    const struct policy *, const char *profile, int limits[POLICY_NLIMITS]);
 
 /* policy_limit_name: "connections", "rate"; NULL if out of range. */
 const char *policy_limit_name(enum policy_limit);
@@ -155,15 +155,15 @@ const char *policy_limit_name(enum policy_limit);
  */
 typedef void (*policy_limit_cb)(enum policy_limit, int value,
     const char *profile, const char *file, int line, void *arg);
-int policy_foreach_limit(const struct policy *, const char *profile,
-    policy_limit_cb cb, void *arg);
+int policy_foreach_limit(
+    const struct policy *, const char *profile, policy_limit_cb cb, void *arg);
 
 /* ---- hostname.c ------------------------------------------------------------
  * CONNECT host normalisation (RFC 1123 §2.1 host names, RFC 3986 §3.2.2
  * IP literals, and inet_aton(3)'s legacy IPv4 spellings).
  */
-#define HOSTNAME_MAX 253	/* text, without a trailing dot */
-#define HOSTNAME_OUTSZ 256	/* minimum out buffer */
+#define HOSTNAME_MAX   253 /* text, without a trailing dot */
+#define HOSTNAME_OUTSZ 256 /* minimum out buffer */
 
 enum hostname_kind { HOSTNAME_BAD = -1, HOSTNAME_NAME = 0, HOSTNAME_IP = 1 };
 

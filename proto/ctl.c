@@ -22,9 +22,9 @@ struct ctl_reader {
 	int fd;
 	char buf[CTL_LINE_MAX * 4];
 	size_t len;
-	int passed_fd;		/* -1 or the one fd received */
-	int extra_fds;		/* more fds than expected: a protocol error */
-	int64_t deadline;	/* util_mono_ms() */
+	int passed_fd;	  /* -1 or the one fd received */
+	int extra_fds;	  /* more fds than expected: a protocol error */
+	int64_t deadline; /* util_mono_ms() */
 };
 
 static void
@@ -94,9 +94,11 @@ ctl_readline(struct ctl_reader *r, char *line, char **cause)
 		if ((nl = memchr(r->buf, '\n', r->len)) != NULL) {
 			l = (size_t)(nl - r->buf);
 			if (l + 1 > CTL_LINE_MAX)
-				return cause_set(cause, "gateway sent an overlong line");
+				return cause_set(
+				    cause, "gateway sent an overlong line");
 			if (memchr(r->buf, '\0', l) != NULL)
-				return cause_set(cause, "gateway sent a NUL byte");
+				return cause_set(
+				    cause, "gateway sent a NUL byte");
 			memcpy(line, r->buf, l);
 			line[l] = '\0';
 			if (l > 0 && line[l - 1] == '\r')
@@ -106,10 +108,12 @@ ctl_readline(struct ctl_reader *r, char *line, char **cause)
 			return 0;
 		}
 		if (r->len >= CTL_LINE_MAX)
-			return cause_set(cause, "gateway sent an overlong line");
+			return cause_set(
+			    cause, "gateway sent an overlong line");
 		left = r->deadline - util_mono_ms();
 		if (left <= 0)
-			return cause_set(cause, "no reply from the gateway in %d s",
+			return cause_set(cause,
+			    "no reply from the gateway in %d s",
 			    CTL_TIMEOUT_MS / 1000);
 		pfd.fd = r->fd;
 		pfd.events = POLLIN;
@@ -131,12 +135,14 @@ ctl_readline(struct ctl_reader *r, char *line, char **cause)
 		if (n == -1 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n == -1)
-			return cause_set(cause, "gateway connection: %s", strerror(errno));
+			return cause_set(
+			    cause, "gateway connection: %s", strerror(errno));
 		ctl_take_fds(r, &msg);
 		if (msg.msg_flags & MSG_CTRUNC)
 			r->extra_fds = 1;
 		if (n == 0)
-			return cause_set(cause, "gateway closed the connection");
+			return cause_set(
+			    cause, "gateway closed the connection");
 		r->len += (size_t)n;
 	}
 }
@@ -152,7 +158,8 @@ ctl_send(int fd, const char *s, char **cause)
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n == -1)
-			return cause_set(cause, "gateway connection: %s", strerror(errno));
+			return cause_set(
+			    cause, "gateway connection: %s", strerror(errno));
 		off += (size_t)n;
 	}
 	return 0;
@@ -167,13 +174,16 @@ ctl_connect(const char *path, char **cause)
 	memset(&sun, 0, sizeof(sun));
 	sun.sun_family = AF_UNIX;
 	if (strlen(path) >= sizeof(sun.sun_path))
-		return cause_set(cause, "control socket path too long: `%s'", path);
+		return cause_set(
+		    cause, "control socket path too long: `%s'", path);
 	strcpy(sun.sun_path, path);
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
 		return cause_set(cause, "socket: %s", strerror(errno));
 	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		cause_set(cause, "cannot connect to the gateway at %s: %s "
-		    "(is ksb-gatewayd running?)", path, strerror(errno));
+		cause_set(cause,
+		    "cannot connect to the gateway at %s: %s "
+		    "(is ksb-gatewayd running?)",
+		    path, strerror(errno));
 		close(fd);
 		return -1;
 	}
@@ -267,9 +277,11 @@ ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
 		goto cleanup;
 	}
 	if (strcmp(now.tap, lease->tap) != 0 || now.addr != lease->addr ||
-	    now.prefix != lease->prefix || memcmp(now.mac, lease->mac, 6) != 0 ||
-	    now.gw != lease->gw || now.port != lease->port) {
-		cause_set(cause, "gateway resumed %s with a different lease", id);
+	    now.prefix != lease->prefix ||
+	    memcmp(now.mac, lease->mac, 6) != 0 || now.gw != lease->gw ||
+	    now.port != lease->port) {
+		cause_set(
+		    cause, "gateway resumed %s with a different lease", id);
 		goto cleanup;
 	}
 	ret = fd;
@@ -305,7 +317,8 @@ cleanup:
 }
 
 int
-ctl_list(const char *path, struct ctl_instance **listp, size_t *np, char **cause)
+ctl_list(
+    const char *path, struct ctl_instance **listp, size_t *np, char **cause)
 {
 	struct ctl_reader r;
 	struct ctl_instance *list = NULL;
@@ -330,7 +343,9 @@ ctl_list(const char *path, struct ctl_instance **listp, size_t *np, char **cause
 			goto cleanup;
 		}
 		if (n >= CTL_LIST_MAX) {
-			cause_set(cause, "gateway listed more than %d instances", CTL_LIST_MAX);
+			cause_set(cause,
+			    "gateway listed more than %d instances",
+			    CTL_LIST_MAX);
 			goto cleanup;
 		}
 		list = xrealloc(list, (n + 1) * sizeof(*list));
@@ -402,8 +417,10 @@ ctl_reload_read(int fd, char **cause)
 			return buf;
 		}
 		if (n <= 0) {
-			cause_set(cause, "%s", n == 0 ? "the gateway closed "
-			    "the connection" : strerror(errno));
+			cause_set(cause, "%s",
+			    n == 0 ? "the gateway closed "
+				     "the connection" :
+				     strerror(errno));
 			goto fail;
 		}
 		len += (size_t)n;
@@ -444,7 +461,8 @@ cleanup:
 /* ---- parsers ------------------------------------------------------------ */
 
 static int
-ctl_parse_ip4(const char *v, size_t len, uint32_t *addr, int *prefix, int want_prefix)
+ctl_parse_ip4(
+    const char *v, size_t len, uint32_t *addr, int *prefix, int want_prefix)
 {
 	char buf[INET_ADDRSTRLEN];
 	const char *slash = memchr(v, '/', len);
@@ -467,7 +485,8 @@ ctl_parse_ip4(const char *v, size_t len, uint32_t *addr, int *prefix, int want_p
 		return 0;
 	}
 	if (want_prefix < 0 || prefix == NULL ||
-	    guestctl_parse_uint(slash + 1, len - alen - 1, 32, &p) != 0 || p < 1)
+	    guestctl_parse_uint(slash + 1, len - alen - 1, 32, &p) != 0 ||
+	    p < 1)
 		return -1;
 	*prefix = (int)p;
 	return 0;
@@ -486,16 +505,20 @@ ctl_parse_mac(const char *v, size_t len, uint8_t mac[6], char str[18])
 		if (i > 0 && v[i * 3 - 1] != ':')
 			return -1;
 		c = v[i * 3];
-		hi = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
-		    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		hi = c >= '0' && c <= '9' ? c - '0' :
+		    c >= 'a' && c <= 'f'  ? c - 'a' + 10 :
+		    c >= 'A' && c <= 'F'  ? c - 'A' + 10 :
+					    -1;
 		c = v[i * 3 + 1];
-		lo = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 :
-		    c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		lo = c >= '0' && c <= '9' ? c - '0' :
+		    c >= 'a' && c <= 'f'  ? c - 'a' + 10 :
+		    c >= 'A' && c <= 'F'  ? c - 'A' + 10 :
+					    -1;
 		if (hi < 0 || lo < 0)
 			return -1;
 		mac[i] = (uint8_t)(hi << 4 | lo);
 	}
-	if (mac[0] & 1)		/* multicast */
+	if (mac[0] & 1) /* multicast */
 		return -1;
 	for (i = 0; i < 6; i++) {
 		str[i * 3] = hex[mac[i] >> 4];
@@ -514,9 +537,12 @@ ctl_parse_name(const char *v, size_t len, char *out, size_t max, int id)
 	if (len == 0 || len > max)
 		return -1;
 	for (i = 0; i < len; i++)
-		if (!((v[i] >= 'a' && v[i] <= 'z') || (v[i] >= '0' && v[i] <= '9') ||
-		    (!id && ((v[i] >= 'A' && v[i] <= 'Z') || v[i] == '_' ||
-		    v[i] == '.')) || v[i] == '-'))
+		if (!((v[i] >= 'a' && v[i] <= 'z') ||
+			(v[i] >= '0' && v[i] <= '9') ||
+			(!id &&
+			    ((v[i] >= 'A' && v[i] <= 'Z') || v[i] == '_' ||
+				v[i] == '.')) ||
+			v[i] == '-'))
 			return -1;
 	memcpy(out, v, len);
 	out[len] = '\0';
@@ -550,7 +576,8 @@ ctl_parse_kv(const char *line, const char *prefix, unsigned want, ctl_kv_cb cb,
 		eq = memchr(p, '=', (size_t)(sp - p));
 		if (eq == NULL || eq == p)
 			goto bad;
-		bit = cb(arg, p, (size_t)(eq - p), eq + 1, (size_t)(sp - eq - 1));
+		bit =
+		    cb(arg, p, (size_t)(eq - p), eq + 1, (size_t)(sp - eq - 1));
 		if (bit <= 0 || (seen & (unsigned)bit))
 			goto bad;
 		seen |= (unsigned)bit;
@@ -558,20 +585,22 @@ ctl_parse_kv(const char *line, const char *prefix, unsigned want, ctl_kv_cb cb,
 			break;
 		p = sp + 1;
 		if (p == end)
-			goto bad;	/* trailing space */
+			goto bad; /* trailing space */
 	}
 	if (seen != want)
 		goto bad;
 	return 0;
 bad:
 	log_escape(esc, sizeof(esc), line, strlen(line));
-	return cause_set(cause, "malformed %s from the gateway: \"%s\"", what, esc);
+	return cause_set(
+	    cause, "malformed %s from the gateway: \"%s\"", what, esc);
 }
 
 #define KEYIS(k) (klen == strlen(k) && memcmp(key, k, klen) == 0)
 
 static int
-ctl_lease_kv(void *arg, const char *key, size_t klen, const char *v, size_t vlen)
+ctl_lease_kv(
+    void *arg, const char *key, size_t klen, const char *v, size_t vlen)
 {
 	struct ctl_lease *l = arg;
 	unsigned long port;
@@ -580,13 +609,16 @@ ctl_lease_kv(void *arg, const char *key, size_t klen, const char *v, size_t vlen
 		return ctl_parse_name(v, vlen, l->tap, 15, 0) == 0 ? 1 : -1;
 	if (KEYIS("ip"))
 		return ctl_parse_ip4(v, vlen, &l->addr, &l->prefix, 1) == 0 &&
-		    l->prefix <= 30 ? 2 : -1;
+			l->prefix <= 30 ?
+		    2 :
+		    -1;
 	if (KEYIS("mac"))
 		return ctl_parse_mac(v, vlen, l->mac, l->mac_str) == 0 ? 4 : -1;
 	if (KEYIS("gw"))
 		return ctl_parse_ip4(v, vlen, &l->gw, NULL, -1) == 0 ? 8 : -1;
 	if (KEYIS("port")) {
-		if (guestctl_parse_uint(v, vlen, 65535, &port) != 0 || port == 0)
+		if (guestctl_parse_uint(v, vlen, 65535, &port) != 0 ||
+		    port == 0)
 			return -1;
 		l->port = (uint16_t)port;
 		return 16;
@@ -598,11 +630,13 @@ int
 ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause)
 {
 	memset(lease, 0, sizeof(*lease));
-	return ctl_parse_kv(line, "OK ", 31, ctl_lease_kv, lease, "REGISTER reply", cause);
+	return ctl_parse_kv(
+	    line, "OK ", 31, ctl_lease_kv, lease, "REGISTER reply", cause);
 }
 
 static int
-ctl_instance_kv(void *arg, const char *key, size_t klen, const char *v, size_t vlen)
+ctl_instance_kv(
+    void *arg, const char *key, size_t klen, const char *v, size_t vlen)
 {
 	struct ctl_instance *in = arg;
 	unsigned long long ms = 0;
@@ -617,10 +651,14 @@ ctl_instance_kv(void *arg, const char *key, size_t klen, const char *v, size_t v
 	}
 	if (KEYIS("profile"))
 		return util_valid_profile(v, vlen) &&
-		    ctl_parse_name(v, vlen, in->profile, KSB_PROFILE_MAX, 0) ==
-		    0 ? 2 : -1;
+			ctl_parse_name(
+			    v, vlen, in->profile, KSB_PROFILE_MAX, 0) == 0 ?
+		    2 :
+		    -1;
 	if (KEYIS("ip"))
-		return ctl_parse_ip4(v, vlen, &in->addr, &in->prefix, 0) == 0 ? 4 : -1;
+		return ctl_parse_ip4(v, vlen, &in->addr, &in->prefix, 0) == 0 ?
+		    4 :
+		    -1;
 	if (KEYIS("mac"))
 		return ctl_parse_mac(v, vlen, mac, in->mac_str) == 0 ? 8 : -1;
 	if (KEYIS("tap"))
@@ -643,6 +681,6 @@ int
 ctl_parse_instance(const char *line, struct ctl_instance *inst, char **cause)
 {
 	memset(inst, 0, sizeof(*inst));
-	return ctl_parse_kv(line, "INSTANCE ", 63, ctl_instance_kv, inst,
-	    "LIST line", cause);
+	return ctl_parse_kv(
+	    line, "INSTANCE ", 63, ctl_instance_kv, inst, "LIST line", cause);
 }

@@ -31,30 +31,30 @@
  * A registration is a lease held by the connection that made it.
  * The server (gateway/control.c) uses these sizes too.
  */
-#define CTL_LINE_MAX 1024
-#define CTL_TIMEOUT_MS 10000	/* per reply */
-#define CTL_LIST_MAX 65536	/* instances accepted in one LIST reply */
-#define CTL_RELOAD_ERRORS_MAX 200	/* E lines in one RELOAD reply */
-#define CTL_RELOAD_REPLY_MAX (4 << 20)	/* RELOAD reply bytes accepted */
+#define CTL_LINE_MAX	      1024
+#define CTL_TIMEOUT_MS	      10000 /* per reply */
+#define CTL_LIST_MAX	      65536 /* instances accepted in one LIST reply */
+#define CTL_RELOAD_ERRORS_MAX 200   /* E lines in one RELOAD reply */
+#define CTL_RELOAD_REPLY_MAX  (4 << 20) /* RELOAD reply bytes accepted */
 
 struct ctl_lease {
 	char tap[16];
-	uint32_t addr;		/* network order */
+	uint32_t addr; /* network order */
 	int prefix;
 	uint8_t mac[6];
-	char mac_str[18];	/* as xx:xx:xx:xx:xx:xx, lowercase */
-	uint32_t gw;		/* network order */
-	uint16_t port;		/* host order */
+	char mac_str[18]; /* as xx:xx:xx:xx:xx:xx, lowercase */
+	uint32_t gw;	  /* network order */
+	uint16_t port;	  /* host order */
 };
 
 struct ctl_instance {
 	char id[33];
 	char profile[65];
-	uint32_t addr;		/* network order */
-	int prefix;		/* 32 when the reply gave none */
+	uint32_t addr; /* network order */
+	int prefix;    /* 32 when the reply gave none */
 	char mac_str[18];
 	char tap[16];
-	int64_t since_ms;	/* unix milliseconds */
+	int64_t since_ms; /* unix milliseconds */
 };
 
 /* ctl_connect: connect to path (CLOEXEC).  fd, or -1 and *cause. */
@@ -82,7 +82,8 @@ int ctl_unregister(int fd, const char *id, char **cause);
  * ctl_list: connect to path, LIST, parse every INSTANCE line.  *list
  * (malloc'd, caller frees) and *n receive them.  0 or -1 and *cause.
  */
-int ctl_list(const char *path, struct ctl_instance **list, size_t *n, char **cause);
+int ctl_list(
+    const char *path, struct ctl_instance **list, size_t *n, char **cause);
 /*
  * ctl_reload: connect to path, RELOAD, read the reply up to its END line
  * (or a one-line refusal, or whole lines before the gateway closed).
@@ -95,6 +96,7 @@ int ctl_reload(const char *path, char **reply, char **cause);
 
 /* Parsers (no I/O) for the replies above; line without its '\n'. */
 int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);
-int ctl_parse_instance(const char *line, struct ctl_instance *inst, char **cause);
+int ctl_parse_instance(
+    const char *line, struct ctl_instance *inst, char **cause);
 
 #endif

@@ -59,8 +59,8 @@ instance_num(const char *v, size_t len)
 }
 
 int
-instance_state_parse(const char *buf, size_t len, struct instance_state *st,
-    char **cause)
+instance_state_parse(
+    const char *buf, size_t len, struct instance_state *st, char **cause)
 {
 	const char *p = buf, *end = buf + len, *nl, *eq;
 	size_t klen, vlen;
@@ -81,9 +81,11 @@ instance_state_parse(const char *buf, size_t len, struct instance_state *st,
 		else if (KEY("named"))
 			st->named = instance_num(eq + 1, vlen) != 0;
 		else if (KEY("phase"))
-			instance_copy(st->phase, sizeof(st->phase), eq + 1, vlen);
+			instance_copy(
+			    st->phase, sizeof(st->phase), eq + 1, vlen);
 		else if (KEY("profile"))
-			instance_copy(st->profile, sizeof(st->profile), eq + 1, vlen);
+			instance_copy(
+			    st->profile, sizeof(st->profile), eq + 1, vlen);
 		else if (KEY("pid"))
 			st->pid = (long)instance_num(eq + 1, vlen);
 		else if (KEY("qemu_pid"))
@@ -95,7 +97,8 @@ instance_state_parse(const char *buf, size_t len, struct instance_state *st,
 		else if (KEY("tap"))
 			instance_copy(st->tap, sizeof(st->tap), eq + 1, vlen);
 		else if (KEY("accel"))
-			instance_copy(st->accel, sizeof(st->accel), eq + 1, vlen);
+			instance_copy(
+			    st->accel, sizeof(st->accel), eq + 1, vlen);
 		else if (KEY("cpus"))
 			st->cpus = (unsigned)instance_num(eq + 1, vlen);
 		else if (KEY("memory_mib"))
@@ -132,7 +135,8 @@ instance_state_parse(const char *buf, size_t len, struct instance_state *st,
 }
 
 int
-instance_state_write(const char *dir, const struct instance_state *st, char **cause)
+instance_state_write(
+    const char *dir, const struct instance_state *st, char **cause)
 {
 	char *path = NULL, *tmp = NULL;
 	FILE *f = NULL;
@@ -140,23 +144,29 @@ instance_state_write(const char *dir, const struct instance_state *st, char **ca
 
 	xasprintf(&path, "%s/state", dir);
 	xasprintf(&tmp, "%s/state.tmp", dir);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	    0644)) == -1 || (f = fdopen(fd, "w")) == NULL) {
+	if ((fd = open(tmp,
+		 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		 0644)) == -1 ||
+	    (f = fdopen(fd, "w")) == NULL) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
 		goto cleanup;
 	}
 	fd = -1;
-	fprintf(f, "id=%s\nnamed=%d\nphase=%s\nprofile=%s\npid=%ld\nqemu_pid=%ld\n"
+	fprintf(f,
+	    "id=%s\nnamed=%d\nphase=%s\nprofile=%s\npid=%ld\nqemu_pid=%ld\n"
 	    "ip=%s\nmac=%s\ntap=%s\naccel=%s\ncpus=%u\nmemory_mib=%u\n"
 	    "disk_mib=%llu\ndetached=%d\nstarted_ms=%lld\nstopped_ms=%lld\n"
-	    "exit_status=%d\n", st->id, st->named, st->phase, st->profile,
-	    st->pid, st->qemu_pid, st->ip, st->mac, st->tap, st->accel, st->cpus,
-	    st->memory_mib, (unsigned long long)st->disk_mib, st->detached,
-	    (long long)st->started_ms, (long long)st->stopped_ms, st->exit_status);
+	    "exit_status=%d\n",
+	    st->id, st->named, st->phase, st->profile, st->pid, st->qemu_pid,
+	    st->ip, st->mac, st->tap, st->accel, st->cpus, st->memory_mib,
+	    (unsigned long long)st->disk_mib, st->detached,
+	    (long long)st->started_ms, (long long)st->stopped_ms,
+	    st->exit_status);
 	if (st->agent)
-		fprintf(f, "agent=1\nagent_state=%s\nagent_turn=%llu\n"
-		    "agent_turns=%llu\nagent_text=%s\n", st->agent_state,
-		    (unsigned long long)st->agent_turn,
+		fprintf(f,
+		    "agent=1\nagent_state=%s\nagent_turn=%llu\n"
+		    "agent_turns=%llu\nagent_text=%s\n",
+		    st->agent_state, (unsigned long long)st->agent_turn,
 		    (unsigned long long)st->agent_turns, st->agent_text);
 	if (fflush(f) != 0 || ferror(f)) {
 		cause_set(cause, "%s: write: %s", tmp, strerror(errno));
@@ -234,7 +244,8 @@ const char *
 instance_status(const char *dir, const struct instance_state *st)
 {
 	if (instance_locked(dir) == 1)
-		return strcmp(st->phase, "starting") == 0 ? "starting" : "running";
+		return strcmp(st->phase, "starting") == 0 ? "starting" :
+							    "running";
 	if (strcmp(st->phase, "stopped") == 0)
 		return "stopped";
 	return "lost";
@@ -267,7 +278,7 @@ instance_ids(const char *state_dir, char ***idsp, char **cause)
 		cause_set(cause, "%s: %s", parent, strerror(e));
 		free(parent);
 		free(ids);
-		errno = e;	/* ksbctl list falls back on EACCES */
+		errno = e; /* ksbctl list falls back on EACCES */
 		return -1;
 	}
 	while ((de = readdir(d)) != NULL) {
@@ -285,7 +296,8 @@ instance_ids(const char *state_dir, char ***idsp, char **cause)
 }
 
 int
-instance_resolve(const char *state_dir, const char *prefix, char **id, char **cause)
+instance_resolve(
+    const char *state_dir, const char *prefix, char **id, char **cause)
 {
 	char **ids = NULL, *list = NULL, *t;
 	size_t i, plen = strlen(prefix), hits = 0;
@@ -306,7 +318,8 @@ instance_resolve(const char *state_dir, const char *prefix, char **id, char **ca
 		if (strncmp(ids[i], prefix, plen) == 0) {
 			hit = ids[i];
 			hits++;
-			xasprintf(&t, "%s%s%s", list ? list : "", list ? ", " : "", ids[i]);
+			xasprintf(&t, "%s%s%s", list ? list : "",
+			    list ? ", " : "", ids[i]);
 			free(list);
 			list = t;
 		}
@@ -333,14 +346,16 @@ instance_du(const char *dir)
 	DIR *d;
 	int fd;
 
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) == -1)
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)) ==
+	    -1)
 		return 0;
 	if ((d = fdopendir(fd)) == NULL) {
 		close(fd);
 		return 0;
 	}
 	while ((de = readdir(d)) != NULL) {
-		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
 			continue;
 		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;

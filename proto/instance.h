@@ -18,36 +18,37 @@
 struct instance_state {
 	char id[KSB_ID_MAX + 1];
 	int named;
-	char phase[16];		/* starting, running, stopped */
+	char phase[16]; /* starting, running, stopped */
 	char profile[65];
-	long pid;		/* supervising ksb-run */
+	long pid; /* supervising ksb-run */
 	long qemu_pid;
-	char ip[19];		/* a.b.c.d/p */
+	char ip[19]; /* a.b.c.d/p */
 	char mac[18];
 	char tap[16];
-	char accel[4];		/* kvm, tcg */
+	char accel[4]; /* kvm, tcg */
 	unsigned cpus, memory_mib;
-	uint64_t disk_mib;	/* 0: no disk */
+	uint64_t disk_mib; /* 0: no disk */
 	int detached;
-	int64_t started_ms, stopped_ms;	/* unix ms, 0: not yet */
-	int exit_status;	/* -1: none */
+	int64_t started_ms, stopped_ms; /* unix ms, 0: not yet */
+	int exit_status;		/* -1: none */
 	/* agent mode (ksb-run --agent) */
 	int agent;
-	char agent_state[16];	/* guestctl_state_name() */
-	uint64_t agent_turn;	/* the turn the agent works on */
-	uint64_t agent_turns;	/* turns handed out so far (ids go on) */
-	char agent_text[256];	/* the last report, escaped (log_escape) */
+	char agent_state[16]; /* guestctl_state_name() */
+	uint64_t agent_turn;  /* the turn the agent works on */
+	uint64_t agent_turns; /* turns handed out so far (ids go on) */
+	char agent_text[256]; /* the last report, escaped (log_escape) */
 };
 
 /* instance_state_init: zeroes st and sets the "none" values. */
 void instance_state_init(struct instance_state *st);
 /* instance_state_parse: buf[0..len) into *st; unknown keys ignored.  0/-1. */
-int instance_state_parse(const char *buf, size_t len, struct instance_state *st,
-    char **cause);
+int instance_state_parse(
+    const char *buf, size_t len, struct instance_state *st, char **cause);
 /* instance_state_write / _read: <dir>/state.  0 or -1 and *cause. */
-int instance_state_write(const char *dir, const struct instance_state *st,
-    char **cause);
-int instance_state_read(const char *dir, struct instance_state *st, char **cause);
+int instance_state_write(
+    const char *dir, const struct instance_state *st, char **cause);
+int instance_state_read(
+    const char *dir, struct instance_state *st, char **cause);
 /*
  * instance_status: "running" or "starting" (the lock is held), "stopped",
  * or "lost" (the state says running but no supervisor holds the lock:
@@ -63,8 +64,8 @@ int instance_ids(const char *state_dir, char ***ids, char **cause);
  * prefix.  *id malloc'd.  0 or -1 and *cause (none, or ambiguous: the
  * candidates named).
  */
-int instance_resolve(const char *state_dir, const char *prefix, char **id,
-    char **cause);
+int instance_resolve(
+    const char *state_dir, const char *prefix, char **id, char **cause);
 /* instance_dir: "<state_dir>/instances/<id>", malloc'd. */
 char *instance_dir(const char *state_dir, const char *id);
 /* instance_du: bytes allocated on disk under dir (st_blocks * 512). */

@@ -54,28 +54,40 @@
 #include "vmrunner/vmrunner.h"
 
 #define ETC_ENTRIES_MAX 8192
-#define ETC_BYTES_MAX (32u * 1024 * 1024)
-#define ETC_FILE_MAX (8u * 1024 * 1024)
-#define ETC_DEPTH_MAX 3
+#define ETC_BYTES_MAX	(32u * 1024 * 1024)
+#define ETC_FILE_MAX	(8u * 1024 * 1024)
+#define ETC_DEPTH_MAX	3
 
 /* The list (see above); paths relative to the root, files or directories. */
 static const char *const etc_list[] = {
 	"etc/alternatives",
 	"etc/terminfo",
-	"etc/locale.gen", "etc/default/locale",
-	"etc/localtime", "etc/timezone",
-	"etc/os-release", "etc/debian_version", "etc/lsb-release",
-	"etc/ssl/certs", "etc/ssl/openssl.cnf",
-	"etc/ld.so.conf", "etc/ld.so.conf.d", "etc/ld.so.cache",
-	"etc/profile", "etc/profile.d", "etc/bash.bashrc", "etc/inputrc",
+	"etc/locale.gen",
+	"etc/default/locale",
+	"etc/localtime",
+	"etc/timezone",
+	"etc/os-release",
+	"etc/debian_version",
+	"etc/lsb-release",
+	"etc/ssl/certs",
+	"etc/ssl/openssl.cnf",
+	"etc/ld.so.conf",
+	"etc/ld.so.conf.d",
+	"etc/ld.so.cache",
+	"etc/profile",
+	"etc/profile.d",
+	"etc/bash.bashrc",
+	"etc/inputrc",
 	"etc/vim",
-	"etc/services", "etc/protocols", "etc/mime.types",
+	"etc/services",
+	"etc/protocols",
+	"etc/mime.types",
 };
 
 struct etc_entry {
-	char *name;		/* "etc/ssl/certs/ca-certificates.crt" */
-	unsigned mode;		/* S_IFDIR, S_IFREG or S_IFLNK and permissions */
-	char *data;		/* contents, link target, NULL for a directory */
+	char *name;    /* "etc/ssl/certs/ca-certificates.crt" */
+	unsigned mode; /* S_IFDIR, S_IFREG or S_IFLNK and permissions */
+	char *data;    /* contents, link target, NULL for a directory */
 	size_t len;
 };
 
@@ -123,8 +135,10 @@ etc_add(struct etc *e, const char *name, unsigned mode, char *data, size_t len,
 {
 	if (e->n >= ETC_ENTRIES_MAX || e->bytes + len > ETC_BYTES_MAX) {
 		free(data);
-		return cause_set(cause, "/%s: the guest /etc would exceed %d entries "
-		    "or %u MiB", name, ETC_ENTRIES_MAX, ETC_BYTES_MAX >> 20);
+		return cause_set(cause,
+		    "/%s: the guest /etc would exceed %d entries "
+		    "or %u MiB",
+		    name, ETC_ENTRIES_MAX, ETC_BYTES_MAX >> 20);
 	}
 	if (e->n % 64 == 0)
 		e->v = xrealloc(e->v, (e->n + 64) * sizeof(*e->v));
@@ -147,8 +161,8 @@ etc_read(int dfd, const char *name, const char *rel, const struct stat *st,
 	ssize_t n;
 	int fd;
 
-	if ((fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC |
-	    O_NONBLOCK)) == -1)
+	if ((fd = openat(dfd, name,
+		 O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)) == -1)
 		return cause_set(cause, "/%s: %s", rel, strerror(errno));
 	buf = xmalloc((size_t)st->st_size + 1);
 	while (off < (size_t)st->st_size) {
@@ -156,7 +170,7 @@ etc_read(int dfd, const char *name, const char *rel, const struct stat *st,
 		if (n == -1 && errno == EINTR)
 			continue;
 		if (n <= 0)
-			break;	/* shrank while read: take what is there */
+			break; /* shrank while read: take what is there */
 		off += (size_t)n;
 	}
 	close(fd);
@@ -177,8 +191,8 @@ etc_walk_dir(struct etc *e, int dfd, const char *name, const char *rel,
 	char *sub;
 	int fd, n, i, ret = 0;
 
-	if ((fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	    O_CLOEXEC)) == -1)
+	if ((fd = openat(dfd, name,
+		 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
 		return cause_set(cause, "/%s: %s", rel, strerror(errno));
 	if (etc_add(e, rel, S_IFDIR | 0755, NULL, 0, cause) != 0) {
 		close(fd);
@@ -196,7 +210,8 @@ etc_walk_dir(struct etc *e, int dfd, const char *name, const char *rel,
 		if (ret == 0 && strcmp(names[i]->d_name, ".") != 0 &&
 		    strcmp(names[i]->d_name, "..") != 0) {
 			xasprintf(&sub, "%s/%s", rel, names[i]->d_name);
-			ret = etc_walk(e, fd, names[i]->d_name, sub, depth + 1, cause);
+			ret = etc_walk(
+			    e, fd, names[i]->d_name, sub, depth + 1, cause);
 			free(sub);
 		}
 		free(names[i]);
@@ -217,21 +232,23 @@ etc_walk(struct etc *e, int dfd, const char *name, const char *rel, int depth,
 	ssize_t n;
 
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == -1)
-		return errno == ENOENT ? 0 : cause_set(cause, "/%s: %s", rel,
-		    strerror(errno));
+		return errno == ENOENT ?
+		    0 :
+		    cause_set(cause, "/%s: %s", rel, strerror(errno));
 	if (S_ISLNK(st.st_mode)) {
 		if ((n = readlinkat(dfd, name, target, sizeof(target))) <= 0 ||
 		    (size_t)n >= sizeof(target))
-			return 0;	/* unreadable or too long: skipped */
-		return etc_add(e, rel, S_IFLNK | 0777, xstrndup(target, (size_t)n),
-		    (size_t)n, cause);
+			return 0; /* unreadable or too long: skipped */
+		return etc_add(e, rel, S_IFLNK | 0777,
+		    xstrndup(target, (size_t)n), (size_t)n, cause);
 	}
 	if (S_ISDIR(st.st_mode))
-		return depth >= ETC_DEPTH_MAX ? 0 :
+		return depth >= ETC_DEPTH_MAX ?
+		    0 :
 		    etc_walk_dir(e, dfd, name, rel, depth, cause);
 	if (!S_ISREG(st.st_mode) || !(st.st_mode & S_IROTH) ||
 	    (uint64_t)st.st_size > ETC_FILE_MAX)
-		return 0;	/* private, special or oversized: never packed */
+		return 0; /* private, special or oversized: never packed */
 	if (etc_read(dfd, name, rel, &st, &data, &len, cause) != 0)
 		return -1;
 	return etc_add(e, rel, S_IFREG | 0644, data, len, cause);
@@ -246,7 +263,8 @@ etc_add_parents(struct etc *e, const char *rel, char **cause)
 	size_t i;
 	int ret = 0, seen;
 
-	for (p = strchr(rel, '/'); ret == 0 && p != NULL; p = strchr(p + 1, '/')) {
+	for (p = strchr(rel, '/'); ret == 0 && p != NULL;
+	     p = strchr(p + 1, '/')) {
 		dir = xstrndup(rel, (size_t)(p - rel));
 		for (seen = 0, i = 0; i < e->n && !seen; i++)
 			seen = strcmp(e->v[i].name, dir) == 0;
@@ -272,7 +290,7 @@ etc_collect(const char *root, struct etc **out, char **cause)
 	}
 	for (i = 0; i < sizeof(etc_list) / sizeof(etc_list[0]); i++) {
 		if (fstatat(rfd, etc_list[i], &st, AT_SYMLINK_NOFOLLOW) == -1)
-			continue;	/* not on this host */
+			continue; /* not on this host */
 		if (etc_add_parents(e, etc_list[i], cause) != 0 ||
 		    etc_walk(e, rfd, etc_list[i], etc_list[i], 0, cause) != 0)
 			goto cleanup;
@@ -305,16 +323,20 @@ etc_ca_append(const char *path, char **buf, size_t *len, char **cause)
 	}
 	if (memchr(data, '\0', n) != NULL ||
 	    memmem(data, n, cert, sizeof(cert) - 1) == NULL) {
-		cause_set(cause, "ca-file `%s': no PEM certificate in it", path);
+		cause_set(
+		    cause, "ca-file `%s': no PEM certificate in it", path);
 		goto cleanup;
 	}
 	if (memmem(data, n, key, sizeof(key) - 1) != NULL) {
-		cause_set(cause, "ca-file `%s': holds a private key, which "
-		    "never goes into a guest", path);
+		cause_set(cause,
+		    "ca-file `%s': holds a private key, which "
+		    "never goes into a guest",
+		    path);
 		goto cleanup;
 	}
 	if (*len + n + 1 > GUESTCTL_CA_MAX) {
-		cause_set(cause, "ca-file `%s': the extra CAs exceed 1 MiB", path);
+		cause_set(
+		    cause, "ca-file `%s': the extra CAs exceed 1 MiB", path);
 		goto cleanup;
 	}
 	*buf = xrealloc(*buf, *len + n + 2);
@@ -330,8 +352,8 @@ cleanup:
 }
 
 int
-etc_extra_ca(char *const *files, size_t nfiles, const char *out_path,
-    char **cause)
+etc_extra_ca(
+    char *const *files, size_t nfiles, const char *out_path, char **cause)
 {
 	char *buf = NULL, *tmp = NULL;
 	size_t len = 0, i;
@@ -341,8 +363,9 @@ etc_extra_ca(char *const *files, size_t nfiles, const char *out_path,
 		if (etc_ca_append(files[i], &buf, &len, cause) != 0)
 			goto cleanup;
 	xasprintf(&tmp, "%s.tmp", out_path);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-	    0644)) == -1) {
+	if ((fd = open(tmp,
+		 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+		 0644)) == -1) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
 		goto cleanup;
 	}

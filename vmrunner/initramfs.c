@@ -18,30 +18,25 @@
 #define INITRAMFS_FORMAT "ksb-initramfs-4"
 
 static const struct {
-	const char *name;	/* module name, '-' and '_' equivalent */
+	const char *name; /* module name, '-' and '_' equivalent */
 	int required;
 } initramfs_wanted[] = {
-	{ "virtio_pci", 1 },
-	{ "virtio_net", 1 },
-	{ "virtio_console", 1 },
-	{ "9pnet_virtio", 1 },
-	{ "9p", 1 },
-	{ "virtio_rng", 0 },
-	{ "qemu_fw_cfg", 0 },
-	{ "overlay", 0 },
-	{ "virtio_blk", 0 },	/* the instance disk */
+	{ "virtio_pci", 1 }, { "virtio_net", 1 }, { "virtio_console", 1 },
+	{ "9pnet_virtio", 1 }, { "9p", 1 }, { "virtio_rng", 0 },
+	{ "qemu_fw_cfg", 0 }, { "overlay", 0 },
+	{ "virtio_blk", 0 }, /* the instance disk */
 	{ "ext4", 0 },
-	{ "crc32c_generic", 0 },	/* ext4 metadata checksums (no modprobe) */
-	{ "button", 0 },	/* ACPI power button: QMP system_powerdown */
-	{ "evdev", 0 },		/* ... read by ksb-guest-init */
+	{ "crc32c_generic", 0 }, /* ext4 metadata checksums (no modprobe) */
+	{ "button", 0 },	 /* ACPI power button: QMP system_powerdown */
+	{ "evdev", 0 },		 /* ... read by ksb-guest-init */
 };
 
 struct initramfs_mod {
-	char *path;		/* relative to the modules dir */
-	char *name;		/* normalised: '-' -> '_', no .ko suffix */
-	char **deps;		/* names */
+	char *path;  /* relative to the modules dir */
+	char *name;  /* normalised: '-' -> '_', no .ko suffix */
+	char **deps; /* names */
 	size_t ndeps;
-	int state;		/* 0 new, 1 visiting, 2 done */
+	int state; /* 0 new, 1 visiting, 2 done */
 };
 
 struct initramfs_dep {
@@ -109,8 +104,9 @@ initramfs_dep_load(const char *file, struct initramfs_dep *d, char **cause)
 	int ret = -1;
 
 	if ((f = fopen(file, "re")) == NULL) {
-		cause_set(cause, "%s: %s (run depmod -b ROOT VERSION for that kernel)",
-		    file, strerror(errno));
+		cause_set(cause,
+		    "%s: %s (run depmod -b ROOT VERSION for that kernel)", file,
+		    strerror(errno));
 		goto cleanup;
 	}
 	while ((n = getline(&line, &cap, f)) != -1) {
@@ -137,8 +133,10 @@ initramfs_dep_load(const char *file, struct initramfs_dep *d, char **cause)
 		while ((tok = strsep(&p, " \t")) != NULL) {
 			if (*tok == '\0')
 				continue;
-			m->deps = xrealloc(m->deps, (m->ndeps + 1) * sizeof(*m->deps));
-			m->deps[m->ndeps++] = initramfs_modname(tok, strlen(tok));
+			m->deps = xrealloc(
+			    m->deps, (m->ndeps + 1) * sizeof(*m->deps));
+			m->deps[m->ndeps++] =
+			    initramfs_modname(tok, strlen(tok));
 		}
 	}
 	if (ferror(f)) {
@@ -182,8 +180,8 @@ initramfs_builtin(const char *modules_dir, const char *name)
 
 /* Depth-first, dependencies first; modules.dep lists the closure. */
 static int
-initramfs_visit(struct initramfs_dep *d, struct initramfs_mod *m,
-    char ***out, size_t *nout, char **cause)
+initramfs_visit(struct initramfs_dep *d, struct initramfs_mod *m, char ***out,
+    size_t *nout, char **cause)
 {
 	struct initramfs_mod *dep;
 	size_t i;
@@ -191,11 +189,13 @@ initramfs_visit(struct initramfs_dep *d, struct initramfs_mod *m,
 	if (m->state == 2)
 		return 0;
 	if (m->state == 1)
-		return cause_set(cause, "modules.dep: dependency cycle at %s", m->name);
+		return cause_set(
+		    cause, "modules.dep: dependency cycle at %s", m->name);
 	m->state = 1;
 	for (i = 0; i < m->ndeps; i++) {
 		if ((dep = initramfs_dep_find(d, m->deps[i])) == NULL)
-			return cause_set(cause, "modules.dep: %s needs %s, which is not listed",
+			return cause_set(cause,
+			    "modules.dep: %s needs %s, which is not listed",
 			    m->name, m->deps[i]);
 		if (initramfs_visit(d, dep, out, nout, cause) != 0)
 			return -1;
@@ -221,16 +221,20 @@ initramfs_modules(const char *modules_dir, char ***paths, char **cause)
 	if (initramfs_dep_load(file, &d, cause) != 0)
 		goto cleanup;
 	out = xcalloc(1, sizeof(*out));
-	for (i = 0; i < sizeof(initramfs_wanted) / sizeof(initramfs_wanted[0]); i++) {
-		if ((m = initramfs_dep_find(&d, initramfs_wanted[i].name)) == NULL) {
-			if (initramfs_builtin(modules_dir, initramfs_wanted[i].name))
+	for (i = 0; i < sizeof(initramfs_wanted) / sizeof(initramfs_wanted[0]);
+	     i++) {
+		if ((m = initramfs_dep_find(&d, initramfs_wanted[i].name)) ==
+		    NULL) {
+			if (initramfs_builtin(
+				modules_dir, initramfs_wanted[i].name))
 				continue;
 			if (!initramfs_wanted[i].required) {
 				log_debug("module %s not available, skipped",
 				    initramfs_wanted[i].name);
 				continue;
 			}
-			cause_set(cause, "%s: module %s is neither listed nor built in",
+			cause_set(cause,
+			    "%s: module %s is neither listed nor built in",
 			    file, initramfs_wanted[i].name);
 			goto cleanup;
 		}
@@ -252,7 +256,7 @@ cleanup:
 struct initramfs_cpio {
 	FILE *f;
 	unsigned ino;
-	const char *path;	/* for messages */
+	const char *path; /* for messages */
 };
 
 static int
@@ -263,8 +267,9 @@ initramfs_pad(struct initramfs_cpio *c)
 
 	if (off < 0)
 		return -1;
-	if (off % 4 != 0 && fwrite(zero, 1, (size_t)(4 - off % 4), c->f) !=
-	    (size_t)(4 - off % 4))
+	if (off % 4 != 0 &&
+	    fwrite(zero, 1, (size_t)(4 - off % 4), c->f) !=
+		(size_t)(4 - off % 4))
 		return -1;
 	return 0;
 }
@@ -276,9 +281,10 @@ initramfs_entry(struct initramfs_cpio *c, const char *name, unsigned mode,
 {
 	size_t namesz = strlen(name) + 1;
 
-	if (fprintf(c->f, "070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
-	    ++c->ino, mode, 0u, 0u, (mode & S_IFMT) == S_IFDIR ? 2u : 1u, 0u,
-	    (unsigned)len, 0u, 0u, 0u, 0u, (unsigned)namesz, 0u) < 0)
+	if (fprintf(c->f,
+		"070701%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X%08X",
+		++c->ino, mode, 0u, 0u, (mode & S_IFMT) == S_IFDIR ? 2u : 1u,
+		0u, (unsigned)len, 0u, 0u, 0u, 0u, (unsigned)namesz, 0u) < 0)
 		return -1;
 	if (fwrite(name, 1, namesz, c->f) != namesz || initramfs_pad(c) != 0)
 		return -1;
@@ -298,7 +304,8 @@ initramfs_read_file(const char *path, char **data, size_t *len, char **cause)
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return cause_set(cause, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 30)) {
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > (1 << 30)) {
 		cause_set(cause, "%s: not a regular file of sane size", path);
 		goto cleanup;
 	}
@@ -346,9 +353,10 @@ static int
 initramfs_skeleton(struct initramfs_cpio *c, const struct etc *etc)
 {
 	static const char *dirs[] = { "dev", "proc", "sys", "tmp", "run", "usr",
-	    "etc", "home", "mnt", "root", "var", "modules" };
-	static const char *links[][2] = { { "bin", "usr/bin" }, { "sbin", "usr/sbin" },
-	    { "lib", "usr/lib" }, { "lib64", "usr/lib64" } };
+		"etc", "home", "mnt", "root", "var", "modules" };
+	static const char *links[][2] = { { "bin", "usr/bin" },
+		{ "sbin", "usr/sbin" }, { "lib", "usr/lib" },
+		{ "lib64", "usr/lib64" } };
 	size_t i;
 
 	for (i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
@@ -356,7 +364,7 @@ initramfs_skeleton(struct initramfs_cpio *c, const struct etc *etc)
 			return -1;
 	for (i = 0; i < sizeof(links) / sizeof(links[0]); i++)
 		if (initramfs_entry(c, links[i][0], S_IFLNK | 0777, links[i][1],
-		    strlen(links[i][1])) != 0)
+			strlen(links[i][1])) != 0)
 			return -1;
 	return initramfs_etc(c, etc);
 }
@@ -392,20 +400,23 @@ initramfs_pack_modules(struct initramfs_cpio *c, const char *modules_dir,
 
 	for (i = 0; mods[i] != NULL; i++) {
 		xasprintf(&src, "%s/%s", modules_dir, mods[i]);
-		base = strrchr(mods[i], '/') ? strrchr(mods[i], '/') + 1 : mods[i];
+		base =
+		    strrchr(mods[i], '/') ? strrchr(mods[i], '/') + 1 : mods[i];
 		xasprintf(&dst, "modules/%s", base);
 		ret = initramfs_file(c, src, dst, S_IFREG | 0644, cause);
 		free(src);
 		if (ret == 0) {
 			list = xrealloc(list, listlen + strlen(dst) + 3);
-			listlen += (size_t)sprintf(list + listlen, "/%s\n", dst);
+			listlen +=
+			    (size_t)sprintf(list + listlen, "/%s\n", dst);
 		}
 		free(dst);
 		if (ret != 0)
 			goto cleanup;
 	}
 	ret = -1;
-	if (initramfs_entry(c, "modules.list", S_IFREG | 0644, list, listlen) != 0) {
+	if (initramfs_entry(c, "modules.list", S_IFREG | 0644, list, listlen) !=
+	    0) {
 		cause_set(cause, "%s: write: %s", c->path, strerror(errno));
 		goto cleanup;
 	}
@@ -428,7 +439,8 @@ initramfs_build(const char *out_path, const char *init_path,
 		goto cleanup;
 	xasprintf(&tmp, "%s.tmp.%ld", out_path, (long)getpid());
 	c.path = tmp;
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) == -1 ||
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) ==
+		-1 ||
 	    (c.f = fdopen(fd, "we")) == NULL) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
 		goto cleanup;
@@ -437,8 +449,9 @@ initramfs_build(const char *out_path, const char *init_path,
 	if (initramfs_skeleton(&c, etc) != 0)
 		goto write_error;
 	if (initramfs_file(&c, init_path, "init", S_IFREG | 0755, cause) != 0 ||
-	    (clone_path != NULL && initramfs_file(&c, clone_path, "ksb-guest-clone",
-	    S_IFREG | 0755, cause) != 0) ||
+	    (clone_path != NULL &&
+		initramfs_file(&c, clone_path, "ksb-guest-clone",
+		    S_IFREG | 0755, cause) != 0) ||
 	    initramfs_pack_modules(&c, modules_dir, mods, cause) != 0)
 		goto cleanup;
 	if (initramfs_entry(&c, "TRAILER!!!", 0, NULL, 0) != 0 ||
@@ -524,7 +537,8 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 	kver = xstrndup(modules_dir, len);
 	base = strrchr(kver, '/') ? strrchr(kver, '/') + 1 : kver;
 	if (*base == '\0' || *base == '.' || strpbrk(base, " \t\n") != NULL) {
-		cause_set(cause, "cannot tell the kernel version from `%s'", modules_dir);
+		cause_set(cause, "cannot tell the kernel version from `%s'",
+		    modules_dir);
 		goto cleanup;
 	}
 	if (initramfs_read_file(init_path, &data, &len, cause) != 0)
@@ -548,8 +562,8 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 	    (unsigned long long)h);
 	if (access(out, R_OK) != 0) {
 		log_debug("building %s", out);
-		if (initramfs_build(out, init_path, clone_path, modules_dir, etc,
-		    cause) != 0)
+		if (initramfs_build(out, init_path, clone_path, modules_dir,
+			etc, cause) != 0)
 			goto cleanup;
 	}
 	*path = out;

@@ -28,10 +28,12 @@ kernel_is_file(const char *p)
 static const char *
 kernel_version(const char *kernel)
 {
-	const char *base = strrchr(kernel, '/') ? strrchr(kernel, '/') + 1 : kernel;
+	const char *base =
+	    strrchr(kernel, '/') ? strrchr(kernel, '/') + 1 : kernel;
 
 	if ((strncmp(base, "vmlinuz-", 8) != 0 &&
-	    strncmp(base, "vmlinux-", 8) != 0) || base[8] == '\0')
+		strncmp(base, "vmlinux-", 8) != 0) ||
+	    base[8] == '\0')
 		return NULL;
 	return base + 8;
 }
@@ -64,11 +66,13 @@ int
 kernel_check(const char *kernel, char **cause)
 {
 	if (kernel == NULL)
-		return cause_set(cause, "no guest kernel found: pass --kernel and "
+		return cause_set(cause,
+		    "no guest kernel found: pass --kernel and "
 		    "--modules, set kernel and modules_dir in ksb.conf, or run "
 		    "contrib/fetch-kernel.sh");
 	if (!kernel_is_file(kernel))
-		return cause_set(cause, "kernel `%s' is not a readable file", kernel);
+		return cause_set(
+		    cause, "kernel `%s' is not a readable file", kernel);
 	return 0;
 }
 
@@ -82,15 +86,18 @@ kernel_modules_dir(const char *kernel, const char *opt, char **cause)
 		mods = xstrdup(opt);
 	else {
 		if ((ver = kernel_version(kernel)) == NULL) {
-			cause_set(cause, "cannot tell the version of kernel `%s' "
-			    "from its name: pass --modules", kernel);
+			cause_set(cause,
+			    "cannot tell the version of kernel `%s' "
+			    "from its name: pass --modules",
+			    kernel);
 			return NULL;
 		}
 		dir = xstrdup(kernel);
 		slash = strrchr(dir, '/');
 		if (slash != NULL)
 			*slash = '\0';
-		xasprintf(&p, "%s/../lib/modules/%s", slash != NULL ? dir : ".", ver);
+		xasprintf(
+		    &p, "%s/../lib/modules/%s", slash != NULL ? dir : ".", ver);
 		free(dir);
 		if (access(p, R_OK) == 0)
 			mods = realpath(p, NULL);
@@ -99,8 +106,10 @@ kernel_modules_dir(const char *kernel, const char *opt, char **cause)
 		free(p);
 	}
 	if (mods == NULL || access(mods, R_OK) != 0) {
-		cause_set(cause, "modules dir `%s' for kernel %s not found: "
-		    "pass --modules", mods ? mods : "?", kernel);
+		cause_set(cause,
+		    "modules dir `%s' for kernel %s not found: "
+		    "pass --modules",
+		    mods ? mods : "?", kernel);
 		free(mods);
 		return NULL;
 	}
@@ -110,7 +119,8 @@ kernel_modules_dir(const char *kernel, const char *opt, char **cause)
 char *
 kernel_uncompressed(const char *kernel)
 {
-	const char *base = strrchr(kernel, '/') ? strrchr(kernel, '/') + 1 : kernel;
+	const char *base =
+	    strrchr(kernel, '/') ? strrchr(kernel, '/') + 1 : kernel;
 	char *p;
 
 	if (strncmp(base, "vmlinuz-", 8) != 0)

@@ -19,7 +19,7 @@
 #include "common/common.h"
 #include "vmrunner/vmrunner.h"
 
-#define QEMU_CMDLINE_MAX 2048	/* x86 COMMAND_LINE_SIZE, NUL included */
+#define QEMU_CMDLINE_MAX 2048 /* x86 COMMAND_LINE_SIZE, NUL included */
 
 struct qemu_args {
 	char **v;
@@ -75,8 +75,9 @@ qemu_valid_mac(const char *m)
 		if (i % 3 == 2) {
 			if (m[i] != ':')
 				return 0;
-		} else if (!((m[i] >= '0' && m[i] <= '9') || (m[i] >= 'a' && m[i] <= 'f') ||
-		    (m[i] >= 'A' && m[i] <= 'F')))
+		} else if (!((m[i] >= '0' && m[i] <= '9') ||
+			       (m[i] >= 'a' && m[i] <= 'f') ||
+			       (m[i] >= 'A' && m[i] <= 'F')))
 			return 0;
 	}
 	return 1;
@@ -104,7 +105,9 @@ qemu_argv_free(char **argv)
 static const struct {
 	const char *qemu, *flag;
 } qemu_v2[] = {
-	{ "ssse3", "ssse3" }, { "sse4.1", "sse4_1" }, { "sse4.2", "sse4_2" },
+	{ "ssse3", "ssse3" },
+	{ "sse4.1", "sse4_1" },
+	{ "sse4.2", "sse4_2" },
 	{ "popcnt", "popcnt" },
 };
 #define QEMU_NV2 (sizeof(qemu_v2) / sizeof(qemu_v2[0]))
@@ -118,11 +121,25 @@ static const struct {
 	const char *name;
 	unsigned v2;
 } qemu_old_models[] = {
-	{ "486", 0 }, { "pentium", 0 }, { "pentium2", 0 }, { "pentium3", 0 },
-	{ "qemu32", 0 }, { "kvm32", 0 }, { "qemu64", 0 }, { "kvm64", 0 },
-	{ "base", 0 }, { "athlon", 0 }, { "coreduo", 0 }, { "Opteron_G1", 0 },
-	{ "Opteron_G2", 0 }, { "core2duo", 1 }, { "Conroe", 1 }, { "n270", 1 },
-	{ "Penryn", 3 }, { "phenom", 8 }, { "Opteron_G3", 8 },
+	{ "486", 0 },
+	{ "pentium", 0 },
+	{ "pentium2", 0 },
+	{ "pentium3", 0 },
+	{ "qemu32", 0 },
+	{ "kvm32", 0 },
+	{ "qemu64", 0 },
+	{ "kvm64", 0 },
+	{ "base", 0 },
+	{ "athlon", 0 },
+	{ "coreduo", 0 },
+	{ "Opteron_G1", 0 },
+	{ "Opteron_G2", 0 },
+	{ "core2duo", 1 },
+	{ "Conroe", 1 },
+	{ "n270", 1 },
+	{ "Penryn", 3 },
+	{ "phenom", 8 },
+	{ "Opteron_G3", 8 },
 };
 
 const char *
@@ -140,11 +157,13 @@ qemu_cpu_problem(const char *cpu)
 
 	if (len == 0 || len > 128)
 		return "1 to 128 bytes";
-	if (strspn(cpu, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	    "0123456789._,=+-") != len)
+	if (strspn(cpu,
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		"0123456789._,=+-") != len)
 		return "letters, digits and ._,=+- only";
-	if (!((cpu[0] >= 'a' && cpu[0] <= 'z') || (cpu[0] >= 'A' && cpu[0] <= 'Z') ||
-	    (cpu[0] >= '0' && cpu[0] <= '9')))
+	if (!((cpu[0] >= 'a' && cpu[0] <= 'z') ||
+		(cpu[0] >= 'A' && cpu[0] <= 'Z') ||
+		(cpu[0] >= '0' && cpu[0] <= '9')))
 		return "a model name starts with a letter or digit";
 	if (strcmp(cpu, "help") == 0 || strncmp(cpu, "help,", 5) == 0)
 		return "not a model";
@@ -162,7 +181,8 @@ qemu_model_v2(const char *name, size_t len)
 		;
 	if (n >= 2 && n < len && name[n - 1] == 'v' && name[n - 2] == '-')
 		len = n - 2;
-	for (i = 0; i < sizeof(qemu_old_models) / sizeof(qemu_old_models[0]); i++)
+	for (i = 0; i < sizeof(qemu_old_models) / sizeof(qemu_old_models[0]);
+	     i++)
 		if (strlen(qemu_old_models[i].name) == len &&
 		    strncmp(qemu_old_models[i].name, name, len) == 0)
 			return qemu_old_models[i].v2;
@@ -188,8 +208,9 @@ qemu_feature_v2(const char *f, size_t len, unsigned *bits)
 		    (len - n - 1 == 4 && strncmp(f + n + 1, "true", 4) == 0);
 	for (i = 0; i < QEMU_NV2; i++) {
 		if ((strlen(qemu_v2[i].qemu) != n ||
-		    strncmp(qemu_v2[i].qemu, f, n) != 0) &&
-		    (strlen(qemu_v2[i].flag) != n || strncmp(qemu_v2[i].flag, f, n) != 0))
+			strncmp(qemu_v2[i].qemu, f, n) != 0) &&
+		    (strlen(qemu_v2[i].flag) != n ||
+			strncmp(qemu_v2[i].flag, f, n) != 0))
 			continue;
 		if (on)
 			*bits |= 1u << i;
@@ -206,17 +227,20 @@ qemu_has_word(const char *flags, const char *flag)
 	const char *p;
 
 	for (p = flags; (p = strstr(p, flag)) != NULL; p += len)
-		if ((p == flags || p[-1] == ' ' || p[-1] == '\t' || p[-1] == ':') &&
+		if ((p == flags || p[-1] == ' ' || p[-1] == '\t' ||
+			p[-1] == ':') &&
 		    (p[len] == '\0' || p[len] == ' ' || p[len] == '\n'))
 			return 1;
 	return 0;
 }
 
 int
-qemu_cpu_lacks(const char *model, const char *host_flags, char *buf, size_t size)
+qemu_cpu_lacks(
+    const char *model, const char *host_flags, char *buf, size_t size)
 {
 	const char *comma = strchr(model, ',');
-	size_t len = comma ? (size_t)(comma - model) : strlen(model), i, off = 0;
+	size_t len = comma ? (size_t)(comma - model) : strlen(model), i,
+	       off = 0;
 	unsigned bits;
 	int n = 0;
 
@@ -231,10 +255,12 @@ qemu_cpu_lacks(const char *model, const char *host_flags, char *buf, size_t size
 		const char *f = comma + 1;
 
 		comma = strchr(f, ',');
-		qemu_feature_v2(f, comma ? (size_t)(comma - f) : strlen(f), &bits);
+		qemu_feature_v2(
+		    f, comma ? (size_t)(comma - f) : strlen(f), &bits);
 	}
 	for (i = 0; i < QEMU_NV2; i++) {
-		if ((bits & (1u << i)) || !qemu_has_word(host_flags, qemu_v2[i].flag))
+		if ((bits & (1u << i)) ||
+		    !qemu_has_word(host_flags, qemu_v2[i].flag))
 			continue;
 		n++;
 		if (off < size)
@@ -268,13 +294,16 @@ qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text)
 	char *flags = qemu_host_cpu_flags(), lacks[64];
 	int ok = 1;
 
-	if (flags != NULL && qemu_cpu_lacks(model, flags, lacks, sizeof(lacks)) > 0) {
-		xasprintf(text, "cpu %s: the guest lacks %s, which host programs "
-		    "such as Claude Code need (x86-64-v2)", model, lacks);
+	if (flags != NULL &&
+	    qemu_cpu_lacks(model, flags, lacks, sizeof(lacks)) > 0) {
+		xasprintf(text,
+		    "cpu %s: the guest lacks %s, which host programs "
+		    "such as Claude Code need (x86-64-v2)",
+		    model, lacks);
 		ok = 0;
 	} else
-		xasprintf(text, "cpu %s (%s): x86-64-v2 or what the host has", model,
-		    accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
+		xasprintf(text, "cpu %s (%s): x86-64-v2 or what the host has",
+		    model, accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
 	free(flags);
 	return ok;
 }
@@ -289,23 +318,27 @@ qemu_check_machine(const struct qemu_config *cfg, char **cause)
 
 	if (cfg->binary == NULL || *cfg->binary == '\0')
 		return cause_set(cause, "no QEMU binary");
-	if (cfg->machine == NULL || (strcmp(cfg->machine, "q35") != 0 &&
-	    strcmp(cfg->machine, "pc") != 0))
+	if (cfg->machine == NULL ||
+	    (strcmp(cfg->machine, "q35") != 0 &&
+		strcmp(cfg->machine, "pc") != 0))
 		return cause_set(cause, "unsupported machine type `%s'",
 		    cfg->machine ? cfg->machine : "");
 	if (cfg->memory_mib < 64 || cfg->memory_mib > 1048576)
-		return cause_set(cause, "memory %u MiB out of range (64..1048576)",
+		return cause_set(cause,
+		    "memory %u MiB out of range (64..1048576)",
 		    cfg->memory_mib);
 	if (cfg->cpus < 1 || cfg->cpus > 256)
-		return cause_set(cause, "cpus %u out of range (1..256)", cfg->cpus);
+		return cause_set(
+		    cause, "cpus %u out of range (1..256)", cfg->cpus);
 	if (cfg->cpu != NULL && strcmp(cfg->cpu, "auto") != 0 &&
 	    (why = qemu_cpu_problem(cfg->cpu)) != NULL)
-		return cause_set(cause, "invalid CPU model `%s': %s", cfg->cpu, why);
+		return cause_set(
+		    cause, "invalid CPU model `%s': %s", cfg->cpu, why);
 	if (cfg->kernel == NULL || cfg->initrd == NULL)
 		return cause_set(cause, "kernel and initrd are required");
 	if (cfg->id == NULL || !util_valid_id(cfg->id))
-		return cause_set(cause, "invalid instance ID `%s'",
-		    cfg->id ? cfg->id : "");
+		return cause_set(
+		    cause, "invalid instance ID `%s'", cfg->id ? cfg->id : "");
 	return 0;
 }
 
@@ -322,24 +355,28 @@ qemu_check_wiring(const struct qemu_config *cfg, char **cause)
 		return cause_set(cause, "invalid MAC address `%s'",
 		    cfg->mac ? cfg->mac : "");
 	if (cfg->tap_fd < 0 || cfg->ctl_fd < 0 || cfg->tap_fd == cfg->ctl_fd)
-		return cause_set(cause, "bad file descriptors %d, %d", cfg->tap_fd,
-		    cfg->ctl_fd);
-	if (cfg->con_fd >= 0 && (cfg->con_fd == cfg->tap_fd ||
-	    cfg->con_fd == cfg->ctl_fd))
+		return cause_set(cause, "bad file descriptors %d, %d",
+		    cfg->tap_fd, cfg->ctl_fd);
+	if (cfg->con_fd >= 0 &&
+	    (cfg->con_fd == cfg->tap_fd || cfg->con_fd == cfg->ctl_fd))
 		return cause_set(cause, "bad console fd %d", cfg->con_fd);
-	if (cfg->secrets_fd >= 0 && (cfg->secrets_fd == cfg->tap_fd ||
-	    cfg->secrets_fd == cfg->ctl_fd || cfg->secrets_fd == cfg->con_fd))
+	if (cfg->secrets_fd >= 0 &&
+	    (cfg->secrets_fd == cfg->tap_fd || cfg->secrets_fd == cfg->ctl_fd ||
+		cfg->secrets_fd == cfg->con_fd))
 		return cause_set(cause, "bad secrets fd %d", cfg->secrets_fd);
 	if (cfg->disk != NULL && cfg->disk[0] != '/')
-		return cause_set(cause, "disk image `%s' is not an absolute path",
-		    cfg->disk);
+		return cause_set(cause,
+		    "disk image `%s' is not an absolute path", cfg->disk);
 	if (cfg->ca_path != NULL && cfg->ca_path[0] != '/')
 		return cause_set(cause, "CA file `%s' is not an absolute path",
 		    cfg->ca_path);
-	if (cfg->qmp_path != NULL && (cfg->qmp_path[0] != '/' ||
-	    strlen(cfg->qmp_path) >= 108 || strchr(cfg->qmp_path, ',') != NULL))
-		return cause_set(cause, "QMP socket path `%s' is not absolute, has "
-		    "a comma or is longer than 107 bytes", cfg->qmp_path);
+	if (cfg->qmp_path != NULL &&
+	    (cfg->qmp_path[0] != '/' || strlen(cfg->qmp_path) >= 108 ||
+		strchr(cfg->qmp_path, ',') != NULL))
+		return cause_set(cause,
+		    "QMP socket path `%s' is not absolute, has "
+		    "a comma or is longer than 107 bytes",
+		    cfg->qmp_path);
 	return 0;
 }
 
@@ -350,12 +387,18 @@ qemu_check_shares(const struct qemu_config *cfg, char **cause)
 	size_t i;
 
 	if (cfg->nshares > QEMU_SHARES_MAX)
-		return cause_set(cause, "too many shares (%d at most)", QEMU_SHARES_MAX);
+		return cause_set(
+		    cause, "too many shares (%d at most)", QEMU_SHARES_MAX);
 	for (i = 0; i < cfg->nshares; i++) {
-		if (cfg->shares[i].host_path == NULL || cfg->shares[i].host_path[0] != '/')
-			return cause_set(cause, "share host path `%s' is not absolute",
-			    cfg->shares[i].host_path ? cfg->shares[i].host_path : "");
-		if ((why = guestctl_guest_path_problem(cfg->shares[i].guest_path)) != NULL)
+		if (cfg->shares[i].host_path == NULL ||
+		    cfg->shares[i].host_path[0] != '/')
+			return cause_set(cause,
+			    "share host path `%s' is not absolute",
+			    cfg->shares[i].host_path ?
+				cfg->shares[i].host_path :
+				"");
+		if ((why = guestctl_guest_path_problem(
+			 cfg->shares[i].guest_path)) != NULL)
 			return cause_set(cause, "invalid guest path `%s': %s",
 			    cfg->shares[i].guest_path, why);
 	}
@@ -371,7 +414,8 @@ qemu_cmdline(const struct qemu_config *cfg, char **cause)
 
 	inet_ntop(AF_INET, &cfg->addr, ip, sizeof(ip));
 	inet_ntop(AF_INET, &cfg->gw, gw, sizeof(gw));
-	xasprintf(&append, "console=ttyS0 quiet loglevel=1 panic=-1 "
+	xasprintf(&append,
+	    "console=ttyS0 quiet loglevel=1 panic=-1 "
 	    "cryptomgr.notests ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
 	    cfg->id, ip, cfg->prefix, gw, (unsigned)cfg->port);
 	if (cfg->disk != NULL) {
@@ -381,13 +425,16 @@ qemu_cmdline(const struct qemu_config *cfg, char **cause)
 	}
 	for (i = 0; i < cfg->nshares; i++) {
 		xasprintf(&tmp, "%s ksb.share=s%zu:%s%s", append, i,
-		    cfg->shares[i].guest_path, cfg->shares[i].writable ? ":rw" : "");
+		    cfg->shares[i].guest_path,
+		    cfg->shares[i].writable ? ":rw" : "");
 		free(append);
 		append = tmp;
 	}
 	if (strlen(append) >= QEMU_CMDLINE_MAX) {
-		cause_set(cause, "kernel command line too long (%zu bytes, shorten "
-		    "the guest paths)", strlen(append));
+		cause_set(cause,
+		    "kernel command line too long (%zu bytes, shorten "
+		    "the guest paths)",
+		    strlen(append));
 		free(append);
 		return NULL;
 	}
@@ -396,8 +443,8 @@ qemu_cmdline(const struct qemu_config *cfg, char **cause)
 
 /* The machine, CPU, memory and what it boots. */
 static void
-qemu_add_machine(struct qemu_args *a, const struct qemu_config *cfg,
-    const char *append)
+qemu_add_machine(
+    struct qemu_args *a, const struct qemu_config *cfg, const char *append)
 {
 	qemu_add(a, cfg->binary);
 	qemu_add(a, "-nodefaults");
@@ -435,7 +482,8 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 	qemu_addf(a, "virtio-net-pci,netdev=n0,mac=%s,romfile=", cfg->mac);
 	if (cfg->share_usr) {
 		qemu_add(a, "-virtfs");
-		qemu_add(a, "local,path=/usr,mount_tag=usr,security_model=none,"
+		qemu_add(a,
+		    "local,path=/usr,mount_tag=usr,security_model=none,"
 		    "readonly=on,multidevs=remap");
 	}
 	for (i = 0; i < cfg->nshares; i++) {
@@ -448,17 +496,20 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 		 * in user.virtfs.* xattrs, so guest root can never plant a
 		 * device node, a setuid file or a symlink on the host.
 		 */
-		qemu_addf(a, "local,path=%s,mount_tag=s%zu,security_model=%s,"
-		    "%smultidevs=remap", v, i,
-		    cfg->shares[i].writable ? "mapped-xattr" : "none",
+		qemu_addf(a,
+		    "local,path=%s,mount_tag=s%zu,security_model=%s,"
+		    "%smultidevs=remap",
+		    v, i, cfg->shares[i].writable ? "mapped-xattr" : "none",
 		    cfg->shares[i].writable ? "" : "readonly=on,");
 		free(v);
 	}
 	if (cfg->disk != NULL) {
 		v = qemu_optval(cfg->disk);
 		qemu_add(a, "-drive");
-		qemu_addf(a, "file=%s,if=none,id=d0,format=raw,discard=unmap,"
-		    "detect-zeroes=unmap", v);
+		qemu_addf(a,
+		    "file=%s,if=none,id=d0,format=raw,discard=unmap,"
+		    "detect-zeroes=unmap",
+		    v);
 		free(v);
 		qemu_add(a, "-device");
 		qemu_add(a, "virtio-blk-pci,drive=d0,serial=ksb-disk");
@@ -474,7 +525,8 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	if (cfg->secrets_fd >= 0) {
 		/* QEMU reads the (sealed memfd) file once at start. */
 		qemu_add(a, "-fw_cfg");
-		qemu_addf(a, "name=" GUESTCTL_SECRETS_FWCFG ",file=/proc/self/fd/%d",
+		qemu_addf(a,
+		    "name=" GUESTCTL_SECRETS_FWCFG ",file=/proc/self/fd/%d",
 		    cfg->secrets_fd);
 	}
 	if (cfg->ca_path != NULL) {
@@ -494,7 +546,8 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	qemu_add(a, "-chardev");
 	qemu_addf(a, "socket,id=ctl,fd=%d", cfg->ctl_fd);
 	qemu_add(a, "-device");
-	qemu_add(a, "virtserialport,bus=vs0.0,chardev=ctl,name=" GUESTCTL_PORT_NAME);
+	qemu_add(
+	    a, "virtserialport,bus=vs0.0,chardev=ctl,name=" GUESTCTL_PORT_NAME);
 	qemu_add(a, "-chardev");
 	if (cfg->con_fd >= 0)
 		qemu_addf(a, "socket,id=con,fd=%d", cfg->con_fd);
@@ -528,7 +581,7 @@ qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
 static void
 qemu_alarm(int sig)
 {
-	(void)sig;		/* only interrupts KVM_RUN */
+	(void)sig; /* only interrupts KVM_RUN */
 }
 
 /*
@@ -542,12 +595,12 @@ static int
 qemu_kvm_probe(int kvm, int vm, const char **why)
 {
 	static const unsigned char code[] = {
-		0x66, 0xb9, 0x00, 0x00, 0x20, 0x00,	/* mov ecx, 0x200000 */
-		0x66, 0x49,		/* l: dec ecx */
-		0x75, 0xfc,		/* jnz l */
-		0xb0, 0x42,		/* mov al, 0x42 */
-		0xe6, 0x10,		/* out 0x10, al */
-		0xf4,			/* hlt */
+		0x66, 0xb9, 0x00, 0x00, 0x20, 0x00, /* mov ecx, 0x200000 */
+		0x66, 0x49,			    /* l: dec ecx */
+		0x75, 0xfc,			    /* jnz l */
+		0xb0, 0x42,			    /* mov al, 0x42 */
+		0xe6, 0x10,			    /* out 0x10, al */
+		0xf4,				    /* hlt */
 	};
 	struct kvm_userspace_memory_region region;
 	struct itimerval it, old_it;
@@ -559,7 +612,8 @@ qemu_kvm_probe(int kvm, int vm, const char **why)
 	int vcpu = -1, runsz = 0, saw_io = 0, ret = 0, i;
 
 	*why = "KVM cannot run a real-mode guest here";
-	mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		goto cleanup;
 	memcpy(mem, code, sizeof(code));
@@ -571,7 +625,8 @@ qemu_kvm_probe(int kvm, int vm, const char **why)
 	    (vcpu = ioctl(vm, KVM_CREATE_VCPU, 0)) == -1 ||
 	    (runsz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0)) <= 0)
 		goto cleanup;
-	run = mmap(NULL, (size_t)runsz, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
+	run = mmap(
+	    NULL, (size_t)runsz, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
 	if (run == MAP_FAILED || ioctl(vcpu, KVM_GET_SREGS, &sregs) == -1)
 		goto cleanup;
 	sregs.cs.base = 0;
@@ -579,11 +634,12 @@ qemu_kvm_probe(int kvm, int vm, const char **why)
 	memset(&regs, 0, sizeof(regs));
 	regs.rip = 0x1000;
 	regs.rflags = 2;
-	if (ioctl(vcpu, KVM_SET_SREGS, &sregs) == -1 || ioctl(vcpu, KVM_SET_REGS, &regs) == -1)
+	if (ioctl(vcpu, KVM_SET_SREGS, &sregs) == -1 ||
+	    ioctl(vcpu, KVM_SET_REGS, &regs) == -1)
 		goto cleanup;
 
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = qemu_alarm;	/* no SA_RESTART: KVM_RUN gets EINTR */
+	sa.sa_handler = qemu_alarm; /* no SA_RESTART: KVM_RUN gets EINTR */
 	sigemptyset(&sa.sa_mask);
 	memset(&it, 0, sizeof(it));
 	it.it_value.tv_usec = 300000;
@@ -592,7 +648,8 @@ qemu_kvm_probe(int kvm, int vm, const char **why)
 	for (i = 0; i < 16; i++) {
 		if (ioctl(vcpu, KVM_RUN, 0) == -1) {
 			if (errno == EINTR)
-				*why = "/dev/kvm is too slow: a probe loop did not finish in 0.3 s";
+				*why = "/dev/kvm is too slow: a probe loop did "
+				       "not finish in 0.3 s";
 			break;
 		}
 		if (run->exit_reason == KVM_EXIT_IO && run->io.port == 0x10) {
