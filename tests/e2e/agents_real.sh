@@ -25,7 +25,8 @@
 # Needs root, QEMU, python3, node/npm (or the agents already in the cache)
 # and a guest kernel; skips (77) when the npm registry cannot be reached.
 # Development aid: KSB_AGENTS_DEV_SHIM=FILE replaces the preset with a
-# hand-made agent: `bash FILE AGENT MODE' (no --agent-mode given then).
+# hand-made agent: `bash FILE AGENT MODE' (no --agent-mode given then);
+# KSB_AGENTS_RUN_ARGS: more ksb-run arguments (split on blanks).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -78,7 +79,7 @@ PY
 }
 
 fails=0
-ctl() { timeout "${CTL_TIMEOUT:-600}" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
+ctl() { timeout "${CTL_TIMEOUT:-300}" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 I=$T/state/instances
 TIMES=
 
@@ -128,11 +129,25 @@ boot() {
 		--detach --name "$id" --repo "$P" --disk-size 1G --memory 1024 \
 		--ca-file "$T/api/ca.pem" --share-ro "$CACHE:/opt/ksb-agents" \
 		--share-ro "$T/share:/opt/t" --secret "$SECRET" \
-		--agent "$cmd" "${extra[@]}" > "$T/$id.boot" 2>&1 || true
+		--agent "$cmd" "${extra[@]}" ${KSB_AGENTS_RUN_ARGS:-} > "$T/$id.boot" 2>&1 || true
 	cat "$T/$id.boot"
 	TIMES="$TIMES $id.boot=$((SECONDS - t0))s"
 	KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/$id/state" 2>/dev/null)"
 	ksb_check "$id: booted detached" 'grep -qx "$id" "$T/$id.boot"'
+}
+
+# finish ID HOST: stop the instance; its audit rows for the API host; the
+# secret in no file of its directory.
+finish() {
+	local id=$1 host=$2
+	ctl stop "$id" > /dev/null 2>&1 || true
+	ksb_check "$id: allowed audit rows for $host" \
+		"ksb_rows_ge 1 \"instance = '$id' AND host = '$host' AND decision = 'allow' AND bytes_down > 0\""
+	ksb_check "$id: no denied rows for $host" \
+		"[ \"\$(ksb_rows \"instance = '$id' AND host = '$host' AND decision = 'deny'\")\" = 0 ]"
+	ksb_sql "SELECT host, decision, count(*) FROM connections WHERE instance = '$id' GROUP BY 1, 2" | sed 's/^/# audit: /'
+	ksb_check "$id: the secret is in no file of the instance dir" \
+		"! grep -rqaF -e '$KEY' -e '$(printf %s "$KEY" | base64 -w0)' '$I/$id'"
 }
 
 # one ID AGENT MODE: the three turns, fetch, audit; headless: resume.
@@ -150,6 +165,11 @@ one() {
 	for n in 1 2 3; do
 		turn "$id" "$n" $([ "$mode" = headless ] && [ "$n" = 3 ] && echo --json)
 		check_turn "$id" "$n"
+		# A turn that never ended holds the next ones back: stop here.
+		grep -q 'ended\|ksb.end' "$T/$id.$n" && continue
+		ksb_check "$id turn $n ended (the rest of $id is not run)" false
+		finish "$id" "$host"
+		return 0
 	done
 	if [ "$mode" = headless ]; then
 		ksb_check "$id: prompt --json streamed the agent's events" \
@@ -175,14 +195,7 @@ one() {
 		ksb_check "$id: turn 4's request carries turn 1 (conversation resumed)" \
 			"had_text '$T/api.log' '$id-turn4' '$id-turn1'"
 	fi
-	ctl stop "$id" > /dev/null 2>&1 || true
-	ksb_check "$id: allowed audit rows for $host" \
-		"ksb_rows_ge 1 \"instance = '$id' AND host = '$host' AND decision = 'allow' AND bytes_down > 0\""
-	ksb_check "$id: no denied rows for $host" \
-		"[ \"\$(ksb_rows \"instance = '$id' AND host = '$host' AND decision = 'deny'\")\" = 0 ]"
-	ksb_sql "SELECT host, decision, count(*) FROM connections WHERE instance = '$id' GROUP BY 1, 2" | sed 's/^/# audit: /'
-	ksb_check "$id: the secret is in no file of the instance dir" \
-		"! grep -rqaF -e '$KEY' -e '$(printf %s "$KEY" | base64 -w0)' '$I/$id'"
+	finish "$id" "$host"
 }
 
 for agent in $AGENTS; do
