@@ -16,7 +16,7 @@
           nativeBuildInputs = [ pkgs.autoreconfHook pkgs.pkg-config ];
           buildInputs = [
             pkgs.libevent pkgs.openssl pkgs.libnftnl pkgs.libmnl
-            pkgs.libgit2 pkgs.sqlite pkgs.libseccomp
+            pkgs.libgit2 pkgs.sqlite pkgs.libseccomp pkgs.json_c
             pkgs.glibc.static   # the guest init is linked statically
           ];
           configureFlags = [ "--sysconfdir=/etc" "--localstatedir=/var" ];

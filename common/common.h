@@ -151,6 +151,8 @@ struct ksb_conf {
 	char *modules_dir;  /* /lib/modules/<version> for that kernel */
 	char *cpu;	    /* guest CPU model for ksb-run, NULL: auto */
 	char *ca_file;	    /* extra CA PEMs for guests (ksb-run), NULL: none */
+	char *agent_mode;     /* ksb-run agent-mode, NULL: interactive */
+	char *agent_base_url; /* ksb-run agent-base-url, NULL: none */
 	int header_timeout; /* seconds, CONNECT request headers: 10 */
 	int hello_timeout;  /* seconds, ClientHello: 10 */
 	int connect_timeout;  /* seconds, upstream connect: 10 */

@@ -59,6 +59,8 @@ conf_free(struct ksb_conf *c)
 	free(c->modules_dir);
 	free(c->cpu);
 	free(c->ca_file);
+	free(c->agent_mode);
+	free(c->agent_base_url);
 	free(c);
 }
 
@@ -304,6 +306,8 @@ static const struct {
 	{ "ca-file", offsetof(struct ksb_conf, ca_file), 1 },
 	{ "resolver", offsetof(struct ksb_conf, resolver), 0 },
 	{ "cpu", offsetof(struct ksb_conf, cpu), 0 }, /* checked by ksb-run */
+	{ "agent-mode", offsetof(struct ksb_conf, agent_mode), 0 }, /* ditto */
+	{ "agent-base-url", offsetof(struct ksb_conf, agent_base_url), 0 },
 };
 
 /* A key of conf_str_keys: 1 if key is one (and was stored), else 0. */

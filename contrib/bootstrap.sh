@@ -10,7 +10,13 @@ libnftnl-dev libmnl-dev libgit2-dev libsqlite3-dev libseccomp-dev libjson-c-dev
 qemu-system-x86 qemu-utils
 nftables iproute2 openssl curl sqlite3 ca-certificates python3 kmod cpio bc
 git clang libclang-rt-14-dev busybox-static tmux e2fsprogs util-linux
-make nodejs npm vim-tiny"
+make vim-tiny clang-format procps netbase file"
+# Node.js and npm (the guest's developer tools; npm installs the pinned
+# agents for the tests): Debian's, unless a node and npm are already there
+# (another vendor's nodejs package ships npm and conflicts with Debian's).
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	PKGS="$PKGS nodejs npm"
+fi
 
 if [ "$(id -u)" != 0 ]; then
 	echo "bootstrap: run as root (apt-get, /var/cache/ksb)" >&2

@@ -597,17 +597,14 @@ child_try(const char *what, int r)
  * once, exec targets a path that does not exist, the write goes to a
  * read-only empty root, the signal is 0 to itself.
  *
- * 96 lines: a flat list of the 22 refused calls the -T mode tries,
- * one line each (tests/integration/seccomp.sh reads their outcome).
+ * One line each (tests/integration/seccomp.sh reads their outcome):
+ * the sockets and network calls here, files, processes and memory in
+ * child_selftest_proc.
  */
 static void
-child_selftest(void)
+child_selftest_net(void)
 {
-	struct ifconf ifc;
-	struct ifreq ifr[4];
 	int fd, one = 1;
-	pid_t pid;
-	void *p;
 
 	fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0);
 	child_try("netlink socket", fd);
@@ -656,6 +653,18 @@ child_selftest(void)
 		close(fd);
 	} else
 		log_warn("proxy selftest: IPv4 socket");
+}
+
+/* child_selftest's files, processes and memory. */
+static void
+child_selftest_proc(void)
+{
+	struct ifconf ifc;
+	struct ifreq ifr[4];
+	pid_t pid;
+	void *p;
+	int fd;
+
 	memset(&ifc, 0, sizeof(ifc));
 	ifc.ifc_len = sizeof(ifr);
 	ifc.ifc_req = ifr;
@@ -702,6 +711,13 @@ child_selftest(void)
 		close(fd);
 	/* nobody may be other daemons' user too: no signal to anyone. */
 	child_try("kill", kill(getpid(), 0));
+}
+
+static void
+child_selftest(void)
+{
+	child_selftest_net();
+	child_selftest_proc();
 }
 
 /*

@@ -494,21 +494,67 @@ cleanup:
 	return ret;
 }
 
-/* 97 lines: one rtnetlink conversation (find or create the bridge,
- * IPv6 off, address, prune the others, up) whose steps share one socket and
- * one error path. */
+/*
+ * A new bridge name, STP off (ports forward at once).  A fixed, locally
+ * administered MAC derived from the address, else the bridge's MAC would
+ * follow its ports as taps come and go.  0 or -error.
+ */
+static int
+bridge_create(struct rtnl *r, const char *name, uint32_t addr)
+{
+	const uint8_t *a = (const uint8_t *)&addr;
+	uint8_t mac[6] = { 0x02, 0x6b, 0x73 /* "ks" */, a[1], a[2], a[3] };
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	struct nlattr *info, *data;
+
+	nlh = rtnl_link_msg(r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0, &ifm);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(mac), mac);
+	info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
+	mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
+	data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
+	mnl_attr_put_u32(nlh, IFLA_BR_STP_STATE, 0);
+	mnl_attr_nest_end(nlh, data);
+	mnl_attr_nest_end(nlh, info);
+	return rtnl_talk(r, nlh, NULL, NULL);
+}
+
+/* The bridge's address, NLM_F_REPLACE: the same address again is not an
+ * error.  0 or -1 and *cause. */
+static int
+bridge_addr_set(struct rtnl *r, const char *name, int index, uint32_t addr,
+    int prefix, char **cause)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(r->buf);
+	struct ifaddrmsg *ifa;
+	char ip[INET_ADDRSTRLEN];
+	int error;
+
+	nlh->nlmsg_type = RTM_NEWADDR;
+	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
+	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
+	ifa->ifa_family = AF_INET;
+	ifa->ifa_prefixlen = (unsigned char)prefix;
+	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
+	ifa->ifa_index = (unsigned int)index;
+	mnl_attr_put(nlh, IFA_LOCAL, 4, &addr);
+	mnl_attr_put(nlh, IFA_ADDRESS, 4, &addr);
+	if ((error = rtnl_talk(r, nlh, NULL, NULL)) == 0)
+		return 0;
+	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
+	cause_set(cause, "cannot add address %s/%d to `%s': %s%s%s", ip, prefix,
+	    name, strerror(-error), r->msg[0] != '\0' ? ": " : "", r->msg);
+	return -1;
+}
+
+/* One rtnetlink conversation: find or create the bridge, IPv6 off, its
+ * address, prune the others, up. */
 int
 netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 {
 	struct rtnl r;
 	struct link_info li;
-	struct nlmsghdr *nlh;
-	struct ifinfomsg *ifm;
-	struct ifaddrmsg *ifa;
-	struct nlattr *info, *data;
-	const uint8_t *a = (const uint8_t *)&addr;
-	uint8_t mac[6];
-	char ip[INET_ADDRSTRLEN];
 	int error, ret = -1;
 
 	memset(&r, 0, sizeof(r));
@@ -522,34 +568,11 @@ netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 		    prefix, name);
 		goto cleanup;
 	}
-	inet_ntop(AF_INET, &addr, ip, sizeof(ip));
 	if (rtnl_open(&r, cause) != 0)
 		goto cleanup;
-
 	error = link_get(&r, name, &li);
 	if (error == -ENODEV) {
-		/*
-		 * New bridge, STP off (ports forward at once).  A fixed,
-		 * locally administered MAC derived from the address, else the
-		 * bridge's MAC would follow its ports as taps come and go.
-		 */
-		mac[0] = 0x02;
-		mac[1] = 0x6b;
-		mac[2] = 0x73; /* "ks" */
-		mac[3] = a[1];
-		mac[4] = a[2];
-		mac[5] = a[3];
-		nlh = rtnl_link_msg(
-		    &r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0, &ifm);
-		mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-		mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(mac), mac);
-		info = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
-		mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
-		data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
-		mnl_attr_put_u32(nlh, IFLA_BR_STP_STATE, 0);
-		mnl_attr_nest_end(nlh, data);
-		mnl_attr_nest_end(nlh, info);
-		if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
+		if ((error = bridge_create(&r, name, addr)) != 0) {
 			rtnl_cause(
 			    &r, cause, "cannot create bridge", name, error);
 			goto cleanup;
@@ -564,37 +587,15 @@ netdev_bridge_ensure(const char *name, uint32_t addr, int prefix, char **cause)
 		cause_set(cause, "link `%s' exists and is not a bridge", name);
 		goto cleanup;
 	}
-
-	if (link_ipv6_off(&r, name, li.index, cause) != 0)
+	if (link_ipv6_off(&r, name, li.index, cause) != 0 ||
+	    bridge_addrs_prune(&r, name, li.index, addr, prefix, cause) != 0 ||
+	    bridge_addr_set(&r, name, li.index, addr, prefix, cause) != 0)
 		goto cleanup;
-
-	if (bridge_addrs_prune(&r, name, li.index, addr, prefix, cause) != 0)
-		goto cleanup;
-
-	/* NLM_F_REPLACE: the same address again is not an error. */
-	nlh = mnl_nlmsg_put_header(r.buf);
-	nlh->nlmsg_type = RTM_NEWADDR;
-	nlh->nlmsg_flags = NLM_F_CREATE | NLM_F_REPLACE;
-	ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
-	ifa->ifa_family = AF_INET;
-	ifa->ifa_prefixlen = (unsigned char)prefix;
-	ifa->ifa_scope = RT_SCOPE_UNIVERSE;
-	ifa->ifa_index = (unsigned int)li.index;
-	mnl_attr_put(nlh, IFA_LOCAL, 4, &addr);
-	mnl_attr_put(nlh, IFA_ADDRESS, 4, &addr);
-	if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
-		cause_set(cause, "cannot add address %s/%d to `%s': %s%s%s", ip,
-		    prefix, name, strerror(-error),
-		    r.msg[0] != '\0' ? ": " : "", r.msg);
-		goto cleanup;
-	}
-
 	if ((error = link_set_up(&r, li.index)) != 0) {
 		rtnl_cause(&r, cause, "cannot bring up bridge", name, error);
 		goto cleanup;
 	}
 	ret = 0;
-
 cleanup:
 	rtnl_close(&r);
 	return ret;

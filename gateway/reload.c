@@ -1,11 +1,11 @@
 /*
  * reload.c: SIGHUP and RELOAD (control.c): re-read ksb.conf and every
- * policy file into new objects, then swap.  Order (STYLE.md, bgpd's
- * new_conf): parse new -> validate (the proxy's buffer copy gives the same
- * digest) -> swap the pointer -> the proxy process swaps too and closes
- * what is no longer allowed -> release the old.  Any failure before the
- * swap leaves everything as it was.  Also the start-up policy load, so
- * that start and reload load alike.
+ * policy file into new objects, then swap.  Order (ARCHITECTURE.md
+ * "Promises"; bgpd's new_conf): parse new -> validate (the proxy's buffer
+ * copy gives the same digest) -> swap the pointer -> the proxy process
+ * swaps too and closes what is no longer allowed -> release the old.  Any
+ * failure before the swap leaves everything as it was.  Also the start-up
+ * policy load, so that start and reload load alike.
  */
 #include <stddef.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
  * /etc/{passwd,group,hosts,nsswitch.conf,machine-id} next to the host
  * files ksb-run packed (vmrunner/etc.c has the list), appends the extra CA
  * certificates to the bundle, reads the command from the virtio-serial port
- * org.ksb.control (protocol in vmrunner.h), runs it as the agent user (uid
+ * org.ksb.control (protocol in proto/guestctl.h), runs it as the agent user (uid
  * 1000) on the console, reports EXIT <status> and powers off.
  */
 #include <sys/ioctl.h>
@@ -57,6 +57,7 @@
 #define SECRETS_DIR "/run/ksb/secrets"
 #define FWCFG_SECRETS "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_SECRETS_FWCFG "/raw"
 #define FWCFG_CA "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_CA_FWCFG "/raw"
+#define FWCFG_HOME "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_HOME_FWCFG "/raw"
 #define CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define MKFS "/usr/sbin/mkfs.ext4"
 #define PWRBTN_MAX 4
@@ -84,6 +85,12 @@ struct boot {
 	int workspace;		/* WORKSPACE_DIR is ready: the command starts there */
 	int agent;		/* AGENT: argv[0] is the agent's shell command */
 	long idle_ms;		/* agent mode: quiet pane -> "idle" */
+	int headless;		/* MODE headless: one process per turn */
+	int hook_submit, hook_end;	/* HOOKS: what the agent's hooks report */
+	int pane;		/* PANE given: paste once the pane is ready */
+	char pane_ready[GUESTCTL_PANE_MAX + 1], pane_busy[GUESTCTL_PANE_MAX + 1];
+	char *home;		/* the preset's files (GUESTCTL_HOME_FWCFG) */
+	size_t homelen;
 	/* from the control port */
 	char term[65];
 	int rows, cols, raw;
@@ -553,6 +560,26 @@ open_control_port(void)
 		fail("no virtio-serial port " GUESTCTL_PORT_NAME);
 }
 
+/* "PANE <ready> <busy>": each percent-encoded, "-" for none. */
+static void
+read_header_pane(struct boot *b, const char *v)
+{
+	const char *sp = strchr(v, ' ');
+	size_t n1, n2;
+
+	if (sp == NULL ||
+	    (strncmp(v, "-", (size_t)(sp - v)) == 0 && sp - v == 1 ?
+	    (n1 = 0, 0) : guestctl_decode_text(v, (size_t)(sp - v),
+	    b->pane_ready, GUESTCTL_PANE_MAX, &n1)) != 0 ||
+	    (strcmp(sp + 1, "-") == 0 ? (n2 = 0, 0) :
+	    guestctl_decode_text(sp + 1, strlen(sp + 1), b->pane_busy,
+	    GUESTCTL_PANE_MAX, &n2)) != 0)
+		fail("bad PANE line from the host");
+	b->pane_ready[n1] = '\0';
+	b->pane_busy[n2] = '\0';
+	b->pane = 1;
+}
+
 static void
 read_header(struct boot *b)
 {
@@ -579,6 +606,17 @@ read_header(struct boot *b)
 		    v > 0) {
 			b->agent = 1;
 			b->idle_ms = (long)v * 1000;
+		} else if (strcmp(line, "MODE headless") == 0) {
+			b->headless = 1;
+		} else if (strcmp(line, "MODE interactive") == 0) {
+			b->headless = 0;
+		} else if (strncmp(line, "HOOKS ", 6) == 0 &&
+		    (line[6] == '0' || line[6] == '1') && line[7] == ' ' &&
+		    (line[8] == '0' || line[8] == '1') && line[9] == '\0') {
+			b->hook_submit = line[6] == '1';
+			b->hook_end = line[8] == '1';
+		} else if (strncmp(line, "PANE ", 5) == 0) {
+			read_header_pane(b, line + 5);
 		} else if (strncmp(line, "ARGV ", 5) == 0 &&
 		    guestctl_parse_uint(line + 5, strlen(line + 5), GUESTCTL_ARGV_MAX, &v) == 0) {
 			if ((b->argbuf = malloc(v)) == NULL)
@@ -684,6 +722,31 @@ setup_storage(const struct boot *b)
 /* ---- secrets ------------------------------------------------------------ */
 
 /*
+ * Read the fw_cfg file path (at most cap bytes) into *buf (malloc'd, the
+ * caller wipes and frees), *len.  0, or 1 if there is no such file.
+ */
+static int
+fwcfg_read(const char *path, size_t cap, char **buf, size_t *len)
+{
+	ssize_t n;
+	int fd;
+
+	*buf = NULL;
+	*len = 0;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		if (errno != ENOENT)
+			fail("%s: %s", path, strerror(errno));
+		return 1;
+	}
+	if ((*buf = malloc(cap)) == NULL)
+		fail("out of memory");
+	while (*len < cap && (n = read(fd, *buf + *len, cap - *len)) > 0)
+		*len += (size_t)n;
+	close(fd);
+	return 0;
+}
+
+/*
  * Copy the fw_cfg secrets blob into SECRETS_DIR (tmpfs, 0500, the agent's),
  * each as a 0400 file, then unload qemu_fw_cfg so its sysfs tree is gone.
  * Guest root could still read fw_cfg through I/O port 0x510: the agent is
@@ -694,22 +757,13 @@ install_secrets(void)
 {
 	char name[GUESTCTL_SECRET_NAME_MAX + 1], path[128];
 	const char *val, *err;
-	size_t len = 0, cap = 0, off = 0, vlen;
+	size_t len = 0, off = 0, vlen;
 	char *buf = NULL;
-	ssize_t n;
 	int fd, r;
 
-	if ((fd = open(FWCFG_SECRETS, O_RDONLY | O_CLOEXEC)) == -1) {
-		if (errno != ENOENT)
-			fail(FWCFG_SECRETS ": %s", strerror(errno));
+	if (fwcfg_read(FWCFG_SECRETS, (size_t)GUESTCTL_SECRETS_MAX *
+	    (GUESTCTL_SECRET_MAX + 96), &buf, &len) != 0)
 		goto unload;
-	}
-	cap = (size_t)GUESTCTL_SECRETS_MAX * (GUESTCTL_SECRET_MAX + 96);
-	if ((buf = malloc(cap)) == NULL)
-		fail("out of memory");
-	while (len < cap && (n = read(fd, buf + len, cap - len)) > 0)
-		len += (size_t)n;
-	close(fd);
 	do_mount("tmpfs", SECRETS_DIR, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 	    "mode=0500,uid=1000,gid=1000,size=4m");
 	while ((r = guestctl_secret_next(buf, len, &off, name, &val, &vlen, &err)) == 1) {
@@ -729,6 +783,94 @@ unload:
 	if (syscall(SYS_delete_module, "qemu_fw_cfg", O_NONBLOCK) == -1 &&
 	    access("/sys/firmware/qemu_fw_cfg", F_OK) == 0)
 		say("cannot unload qemu_fw_cfg: %s", strerror(errno));
+}
+
+/* ---- the agent's preset files ------------------------------------------- */
+
+/*
+ * The preset's files (vmrunner/preset.c) are read from fw_cfg with the
+ * secrets (before qemu_fw_cfg goes) and written once the agent's home is
+ * mounted, by a child running as the agent user: a file it planted (a
+ * symlink, say) can lead nowhere it could not write anyway.  Each file is
+ * written beside its name and renamed over it (a symlink there is
+ * replaced, not followed); its directories are made 0700.
+ */
+static void
+read_home(struct boot *b)
+{
+	if (fwcfg_read(FWCFG_HOME, (size_t)GUESTCTL_HOME_FILES *
+	    (GUESTCTL_HOME_FILE_MAX + GUESTCTL_HOME_PATH_MAX + 32), &b->home,
+	    &b->homelen) != 0)
+		b->home = NULL;
+}
+
+/* In the child: write path (relative to AGENT_HOME) as the agent.  0/-1. */
+static int
+home_write(int home, const char *path, unsigned mode, const char *val,
+    size_t len)
+{
+	char dir[GUESTCTL_HOME_PATH_MAX + 1], tmp[GUESTCTL_HOME_PATH_MAX + 16];
+	const char *base = strrchr(path, '/');
+	char *p;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (p = dir; base != NULL && (p = strchr(p, '/')) != NULL; p++) {
+		*p = '\0';
+		if (mkdirat(home, dir, 0700) == -1 && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	snprintf(tmp, sizeof(tmp), "%s.ksb-new", path);
+	unlinkat(home, tmp, 0);
+	fd = openat(home, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, 0600);
+	if (fd == -1 || (len > 0 && write(fd, val, len) != (ssize_t)len) ||
+	    fchmod(fd, (mode_t)mode) == -1 || close(fd) == -1)
+		return -1;
+	return renameat(home, tmp, home, path);
+}
+
+static void
+install_home(struct boot *b)
+{
+	char path[GUESTCTL_HOME_PATH_MAX + 1];
+	const char *val, *err = NULL;
+	size_t off = 0, vlen;
+	unsigned mode;
+	pid_t pid;
+	int r = 0, st, home;
+
+	if (b->home == NULL)
+		return;
+	if ((pid = fork()) == -1)
+		fail("fork: %s", strerror(errno));
+	if (pid == 0) {
+		gid_t gid = AGENT_GID;
+
+		if (setgroups(1, &gid) == -1 || setgid(AGENT_GID) == -1 ||
+		    setuid(AGENT_UID) == -1 ||
+		    (home = open(AGENT_HOME, O_RDONLY | O_DIRECTORY |
+		    O_CLOEXEC)) == -1)
+			_exit(1);
+		while ((r = guestctl_home_next(b->home, b->homelen, &off, path,
+		    &mode, &val, &vlen, &err)) == 1)
+			if (home_write(home, path, mode, val, vlen) != 0) {
+				say("preset file ~/%s: %s", path, strerror(errno));
+				_exit(1);
+			}
+		if (r == -1)
+			say("preset files: %s", err);
+		_exit(r == -1);
+	}
+	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
+		;
+	explicit_bzero(b->home, b->homelen);
+	free(b->home);
+	b->home = NULL;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		fail("the agent preset's files could not be written");
+	stage("agent preset files written");
 }
 
 /* ---- git workspace ------------------------------------------------------ */
@@ -801,7 +943,7 @@ workspace_child(const struct boot *b, int clone)
 	if (!clone)
 		_exit(0);
 	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
-	/* libgit2 (vmrunner/guest/clone.c): git clone --shared -b branch. */
+	/* libgit2 (guest/clone.c): git clone --shared -b branch. */
 	execl(WORKSPACE_CLONE, "ksb-guest-clone", MIRROR_GUEST_DIR, branch,
 	    WORKSPACE_DIR, (char *)NULL);
 	say(WORKSPACE_CLONE ": %s", strerror(errno));
@@ -892,17 +1034,10 @@ install_extra_ca(void)
 {
 	char *buf;
 	size_t len = 0;
-	ssize_t n;
-	int fd, out;
+	int out;
 
-	if ((fd = open(FWCFG_CA, O_RDONLY | O_CLOEXEC)) == -1)
+	if (fwcfg_read(FWCFG_CA, GUESTCTL_CA_MAX, &buf, &len) != 0)
 		return;		/* none given */
-	if ((buf = malloc(GUESTCTL_CA_MAX)) == NULL)
-		fail("out of memory");
-	while (len < GUESTCTL_CA_MAX &&
-	    (n = read(fd, buf + len, GUESTCTL_CA_MAX - len)) > 0)
-		len += (size_t)n;
-	close(fd);
 	mkdirs("/etc/ssl/certs", 0755);
 	if ((out = open(CA_BUNDLE, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
 	    O_NOFOLLOW, 0644)) == -1)
@@ -1161,6 +1296,14 @@ supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 #define AGENT_REPORTS_PER_POLL 32	/* datagrams read per loop turn */
 #define AGENT_UNACKED_MAX 64		/* reports kept until ACKR */
 #define AGENT_TMUX_TIMEOUT_MS 10000
+#define AGENT_PANE_FILE AGENT_DIR "/pane.txt"	/* capture-pane -p */
+#define AGENT_PANE_READ_MAX (256 * 1024)
+#define AGENT_READY_MS 300000	/* a turn waits this long for a ready pane */
+#define AGENT_READY_POLL_MS 250
+#define AGENT_SUBMIT_MS 15000	/* no sign of the submit: Enter again */
+#define AGENT_SUBMIT_POLL_MS 500
+#define AGENT_ENTERS_MAX 3	/* Enter sent at most this often per turn */
+#define AGENT_DRAIN_MS 2000	/* headless: output read after the exit */
 
 static int agent_stop_pending;	/* STOP from the host */
 
@@ -1196,6 +1339,20 @@ struct guest_agent {
 	int stopping;		/* 1: a stop asked for, 2: under way */
 	int ctl_ok;		/* the control port still reads */
 	int pane_fd, go_fd, rep_fd;	/* agent_start's fifos and socket */
+	/* interactive: the turn being delivered (0: none) */
+	uint64_t dlv_turn;
+	int dlv_phase;		/* 1 waiting for a ready pane, 2 for the submit */
+	int dlv_enters;		/* Enter sent so often */
+	int64_t dlv_next, dlv_deadline, dlv_enter_ms;
+	uint32_t dlv_hash;	/* the pane after the paste */
+	char *dlv_text;		/* phase 1: the text, until pasted */
+	size_t dlv_len;
+	/* headless: the turn's process */
+	pid_t run_pid;		/* 0: none (or exited) */
+	uint64_t run_turn;	/* 0: no turn running */
+	int run_fd[2];		/* its stdout, stderr (-1: closed) */
+	int run_status;		/* its exit status, once reaped */
+	int64_t run_drain;	/* exited: pipes read until then (0: running) */
 };
 
 static void
@@ -1267,7 +1424,8 @@ agent_report(struct guest_agent *a, int state, const char *text, size_t len)
 	r = &a->unacked[a->nunacked++];
 	r->seq = a->seq;
 	r->ends = state == GUESTCTL_ST_DONE || state == GUESTCTL_ST_BLOCKED ||
-	    state == GUESTCTL_ST_IDLE || state == GUESTCTL_ST_EXITED;
+	    state == GUESTCTL_ST_IDLE || state == GUESTCTL_ST_EXITED ||
+	    state == GUESTCTL_ST_FAILED;
 	if ((r->line = malloc(n)) == NULL)
 		fail("out of memory");
 	memcpy(r->line, a->frame, n);
@@ -1315,10 +1473,10 @@ agent_tmux(const struct boot *b, char *const *argv, int out_fd)
 
 /*
  * Paste text into the agent's pane (bracketed paste when the agent asked
- * for it) and press Enter.  0 or -1.
+ * for it); enter: then press Enter in the same tmux call.  0 or -1.
  */
 static int
-agent_paste(struct guest_agent *a, const char *text, size_t len)
+agent_paste(struct guest_agent *a, const char *text, size_t len, int enter)
 {
 	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "load-buffer", "-b",
 	    "ksbprompt", AGENT_PROMPT_FILE, ";", "paste-buffer", "-p", "-d", "-b",
@@ -1326,6 +1484,8 @@ agent_paste(struct guest_agent *a, const char *text, size_t len)
 	    NULL };
 	int fd;
 
+	if (!enter)
+		argv[15] = NULL;
 	unlink(AGENT_PROMPT_FILE);
 	fd = open(AGENT_PROMPT_FILE, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC |
 	    O_NOFOLLOW, 0600);
@@ -1338,6 +1498,326 @@ agent_paste(struct guest_agent *a, const char *text, size_t len)
 	}
 	close(fd);
 	return agent_tmux(a->b, argv, -1) == 0 ? 0 : -1;
+}
+
+/* Press Enter in the agent's pane.  0 or -1. */
+static int
+agent_enter(struct guest_agent *a)
+{
+	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "send-keys", "-t",
+	    "agent", "Enter", NULL };
+
+	return agent_tmux(a->b, argv, -1) == 0 ? 0 : -1;
+}
+
+/*
+ * The pane's text now (tmux capture-pane -p, bounded in time by
+ * agent_tmux and in size by AGENT_PANE_READ_MAX) into *buf (malloc'd,
+ * NUL-terminated).  Its length, or -1.
+ */
+static ssize_t
+agent_capture(struct guest_agent *a, char **buf)
+{
+	char *argv[] = { "tmux", "-S", GUESTCTL_TMUX_SOCKET, "capture-pane", "-p",
+	    "-t", "agent", NULL };
+	ssize_t n, len = 0;
+	int fd;
+
+	*buf = NULL;
+	unlink(AGENT_PANE_FILE);
+	if ((fd = open(AGENT_PANE_FILE, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC |
+	    O_NOFOLLOW, 0600)) == -1)
+		return -1;
+	if (agent_tmux(a->b, argv, fd) != 0 || lseek(fd, 0, SEEK_SET) != 0 ||
+	    (*buf = malloc(AGENT_PANE_READ_MAX + 1)) == NULL) {
+		close(fd);
+		return -1;
+	}
+	while (len < AGENT_PANE_READ_MAX && (n = read(fd, *buf + len,
+	    (size_t)(AGENT_PANE_READ_MAX - len))) > 0)
+		len += n;
+	close(fd);
+	(*buf)[len] = '\0';
+	return len;
+}
+
+/* 1 if one of the '|'-separated strings of pats is in text. */
+static int
+agent_pane_has(const char *text, size_t len, const char *pats)
+{
+	const char *p = pats, *e;
+	size_t n;
+
+	while (*p != '\0') {
+		e = strchr(p, '|');
+		n = e != NULL ? (size_t)(e - p) : strlen(p);
+		if (n > 0 && memmem(text, len, p, n) != NULL)
+			return 1;
+		if (e == NULL)
+			break;
+		p = e + 1;
+	}
+	return 0;
+}
+
+static uint32_t
+agent_hash(const char *s, size_t len)
+{
+	uint32_t h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	return h;
+}
+
+static void
+agent_ack(struct guest_agent *a, uint64_t turn)
+{
+	char out[64];
+	int n;
+
+	n = snprintf(out, sizeof(out), "ACK %llu\n", (unsigned long long)turn);
+	agent_queue(a, out, (size_t)n, 0);
+}
+
+/* Interactive: the agent took the turn being delivered (or we gave up). */
+static void
+agent_dlv_done(struct guest_agent *a, const char *why)
+{
+	char msg[128];
+	int n;
+
+	agent_ack(a, a->dlv_turn);
+	if (why != NULL) {
+		n = snprintf(msg, sizeof(msg), "turn %llu: %s",
+		    (unsigned long long)a->dlv_turn, why);
+		agent_report(a, GUESTCTL_ST_INFO, msg, (size_t)n);
+	}
+	free(a->dlv_text);
+	a->dlv_text = NULL;
+	a->dlv_turn = 0;
+	a->dlv_phase = 0;
+}
+
+/*
+ * Interactive, the pane ready (or PANE not given): paste the text, note
+ * the pane, press Enter; then wait for the agent to show it took it.
+ */
+static void
+agent_dlv_paste(struct guest_agent *a, const char *text, size_t len,
+    int64_t now)
+{
+	char *pane;
+	ssize_t n;
+
+	if (!a->b->pane) {
+		/* Paste and Enter in one call, as always for other agents. */
+		if (agent_paste(a, text, len, 1) != 0) {
+			agent_dlv_done(a, "the prompt could not be pasted");
+			return;
+		}
+	} else {
+		if (agent_paste(a, text, len, 0) != 0) {
+			agent_dlv_done(a, "the prompt could not be pasted");
+			return;
+		}
+		n = agent_capture(a, &pane);
+		a->dlv_hash = n >= 0 ? agent_hash(pane, (size_t)n) : 0;
+		free(pane);
+		(void)agent_enter(a);
+	}
+	free(a->dlv_text);
+	a->dlv_text = NULL;
+	a->dlv_enters = 1;
+	a->dlv_enter_ms = mono_ms();
+	a->dlv_phase = 2;
+	a->dlv_deadline = now + AGENT_SUBMIT_MS;
+	a->dlv_next = now + AGENT_SUBMIT_POLL_MS;
+}
+
+/*
+ * Interactive, due at dlv_next: phase 1, paste once the pane shows one
+ * of the ready strings and none of the busy ones (or the wait is over);
+ * phase 2, without a submit hook, the pane changed since the paste means
+ * the agent took the turn; no sign of it by dlv_deadline: Enter again
+ * (never the text), at most AGENT_ENTERS_MAX times.
+ */
+static void
+agent_dlv_tick(struct guest_agent *a, int64_t now)
+{
+	const struct boot *b = a->b;
+	char *pane = NULL;
+	ssize_t n = -1;
+
+	if (a->dlv_turn == 0 || now < a->dlv_next)
+		return;
+	if (a->dlv_phase == 1 || (a->dlv_phase == 2 && b->pane &&
+	    !b->hook_submit))
+		n = agent_capture(a, &pane);
+	if (a->dlv_phase == 1) {
+		if ((n >= 0 && agent_pane_has(pane, (size_t)n, b->pane_ready) &&
+		    !agent_pane_has(pane, (size_t)n, b->pane_busy)) ||
+		    now >= a->dlv_deadline) {
+			if (now >= a->dlv_deadline)
+				agent_report(a, GUESTCTL_ST_INFO, "the pane did not "
+				    "look ready: pasting anyway", 38);
+			agent_dlv_paste(a, a->dlv_text, a->dlv_len, now);
+		} else
+			a->dlv_next = now + AGENT_READY_POLL_MS;
+		free(pane);
+		return;
+	}
+	if (n >= 0 && agent_hash(pane, (size_t)n) != a->dlv_hash)
+		agent_dlv_done(a, NULL);
+	else if (now >= a->dlv_deadline && a->dlv_enters < AGENT_ENTERS_MAX) {
+		(void)agent_enter(a);
+		a->dlv_enters++;
+		a->dlv_deadline = now + AGENT_SUBMIT_MS;
+	} else if (now >= a->dlv_deadline)
+		agent_dlv_done(a, "no sign the agent took it");
+	a->dlv_next = now + AGENT_SUBMIT_POLL_MS;
+	free(pane);
+}
+
+/*
+ * Headless: the turn's process, as the agent in ~/work (become_agent):
+ * /bin/sh GUESTCTL_TURN_SCRIPT TEXT, stdin /dev/null, stdout and stderr
+ * into two pipes (agent_run_in).  Its exit ends the turn (agent_run_end).
+ */
+static void
+agent_run_start(struct guest_agent *a, const char *text, size_t len)
+{
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, null, k;
+	char *arg;
+	pid_t pid;
+
+	if ((arg = strndup(text, len)) == NULL)
+		fail("out of memory");
+	if (pipe2(out, O_CLOEXEC) == -1 || pipe2(err, O_CLOEXEC) == -1 ||
+	    (pid = fork()) == -1) {
+		say("turn %llu: %s", (unsigned long long)a->last_turn,
+		    strerror(errno));
+		pid = -1;
+	} else if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if ((null = open("/dev/null", O_RDONLY)) != -1)
+			dup2(null, STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		dup2(err[1], STDERR_FILENO);
+		become_agent(a->b);
+		execl("/bin/sh", "sh", AGENT_HOME "/" GUESTCTL_TURN_SCRIPT, arg,
+		    (char *)NULL);
+		_exit(EXIT_CANNOT_EXEC);
+	}
+	free(arg);
+	for (k = 0; k < 2; k++) {
+		int *p = k == 0 ? out : err;
+
+		if (p[1] != -1)
+			close(p[1]);
+		a->run_fd[k] = pid > 0 ? p[0] : -1;
+		if (pid > 0)
+			(void)fcntl(p[0], F_SETFL, O_NONBLOCK);
+		else if (p[0] != -1)
+			close(p[0]);
+	}
+	a->run_turn = a->last_turn;
+	a->run_pid = pid > 0 ? pid : 0;
+	a->run_status = EXIT_INIT_FAILED;
+	a->run_drain = pid > 0 ? 0 : mono_ms();
+}
+
+/* Headless: the turn's output (fd k: 0 stdout, 1 stderr) as TOUT. */
+static void
+agent_run_in(struct guest_agent *a, int k)
+{
+	char buf[GUESTCTL_OUT_CHUNK];
+	ssize_t n;
+	size_t m;
+
+	n = read(a->run_fd[k], buf, sizeof(buf));
+	if (n == -1 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		close(a->run_fd[k]);
+		a->run_fd[k] = -1;
+		return;
+	}
+	a->last_out = mono_ms();
+	m = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "TOUT %llu %d ",
+	    (unsigned long long)a->run_turn, k + 1);
+	m += guestctl_encode_text(a->frame + m, GUESTCTL_GUEST_FRAME_MAX - m - 1,
+	    buf, (size_t)n);
+	a->frame[m++] = '\n';
+	agent_queue(a, a->frame, m, 1);
+}
+
+/*
+ * Headless: the process exited and its pipes are drained (or
+ * AGENT_DRAIN_MS passed: something it left behind holds them): the
+ * turn ends, done if it exited 0, else failed, "exit N".
+ */
+static void
+agent_run_end(struct guest_agent *a)
+{
+	char msg[32];
+	int k, n;
+
+	for (k = 0; k < 2; k++)
+		if (a->run_fd[k] != -1) {
+			close(a->run_fd[k]);
+			a->run_fd[k] = -1;
+		}
+	n = snprintf(msg, sizeof(msg), "exit %d", a->run_status);
+	agent_report(a, a->run_status == 0 ? GUESTCTL_ST_DONE :
+	    GUESTCTL_ST_FAILED, msg, (size_t)n);
+	a->run_turn = 0;
+	a->run_drain = 0;
+}
+
+/*
+ * PROMPT n: a new turn is counted as delivered before it is typed or
+ * run, so it never is twice; a repeat is ACKed again (once delivered).
+ * A new turn while the last one is still being delivered or run is not
+ * taken (the host only sends one after the last ended; it sends again).
+ */
+static void
+agent_on_prompt(struct guest_agent *a, const struct guestctl_frame *f)
+{
+	const struct boot *b = a->b;
+	int64_t now = mono_ms();
+
+	if (f->n <= a->last_turn) {
+		if (f->n != a->dlv_turn)
+			agent_ack(a, f->n);
+		return;
+	}
+	if (a->dlv_turn != 0 || a->run_turn != 0)
+		return;
+	a->last_turn = f->n;
+	a->idle_sent = 0;
+	a->last_out = now;
+	if (b->headless) {
+		agent_run_start(a, f->text, f->textlen);
+		agent_ack(a, f->n);
+		return;
+	}
+	a->dlv_turn = f->n;
+	if (!b->pane) {
+		agent_dlv_paste(a, f->text, f->textlen, now);
+		return;
+	}
+	if ((a->dlv_text = malloc(f->textlen + 1)) == NULL)
+		fail("out of memory");
+	memcpy(a->dlv_text, f->text, f->textlen);
+	a->dlv_len = f->textlen;
+	a->dlv_phase = 1;
+	a->dlv_next = now;
+	a->dlv_deadline = now + AGENT_READY_MS;
 }
 
 static void
@@ -1374,17 +1854,7 @@ agent_host_line(void *arg, const char *line, size_t len)
 				agent_queue_report(a, &a->unacked[i]);
 		break;
 	case GUESTCTL_PROMPT:
-		if (f.n > a->last_turn) {
-			/* Counted as delivered before pasting: never typed twice. */
-			a->last_turn = f.n;
-			a->idle_sent = 0;
-			a->last_out = mono_ms();
-			if (agent_paste(a, f.text, f.textlen) != 0)
-				agent_report(a, GUESTCTL_ST_INFO, "prompt could not be "
-				    "pasted into the agent's pane", 40);
-		}
-		n = snprintf(out, sizeof(out), "ACK %llu\n", (unsigned long long)f.n);
-		agent_queue(a, out, (size_t)n, 0);
+		agent_on_prompt(a, &f);
 		break;
 	case GUESTCTL_ACKR:
 		for (i = 0, j = 0; i < a->nunacked; i++) {
@@ -1414,9 +1884,9 @@ agent_host_line(void *arg, const char *line, size_t len)
 static void
 agent_report_in(struct guest_agent *a, int fd)
 {
-	char buf[GUESTCTL_REPORT_MAX + 32], *sp;
+	char buf[GUESTCTL_REPORT_MAX + 32], hb[GUESTCTL_REPORT_MAX + 40], *sp;
 	ssize_t n;
-	int state, k;
+	int state, k, hook, hl;
 	int64_t now = mono_ms();
 
 	if (now - a->rate_at >= 1000) {
@@ -1433,6 +1903,17 @@ agent_report_in(struct guest_agent *a, int fd)
 		    state != GUESTCTL_ST_BLOCKED && state != GUESTCTL_ST_INFO &&
 		    state != GUESTCTL_ST_EXITED)
 			continue;
+		/* The submit hook: the turn being delivered was taken. */
+		if (state == GUESTCTL_ST_WORKING && a->dlv_phase == 2 &&
+		    a->b->hook_submit)
+			agent_dlv_done(a, NULL);
+		/* Headless: the process's exit ends a turn, not its hooks. */
+		hook = a->b->headless && state != GUESTCTL_ST_INFO &&
+		    state != GUESTCTL_ST_EXITED;
+		if (hook && state == GUESTCTL_ST_WORKING)
+			continue;
+		if (hook)
+			state = GUESTCTL_ST_INFO;
 		if ((state == GUESTCTL_ST_WORKING || state == GUESTCTL_ST_INFO) &&
 		    a->rate_n++ >= AGENT_REPORTS_PER_S) {
 			a->rate_dropped++;
@@ -1445,7 +1926,13 @@ agent_report_in(struct guest_agent *a, int fd)
 			    255, &v) == 0)
 				a->exit_status = (int)v;
 		}
-		agent_report(a, state, sp + 1, (size_t)(buf + n - sp - 1));
+		if (hook) {
+			/* "info hook: done TEXT" */
+			hl = snprintf(hb, sizeof(hb), "hook: %.*s", (int)n, buf);
+			agent_report(a, state, hb, (size_t)hl < sizeof(hb) ?
+			    (size_t)hl : sizeof(hb) - 1);
+		} else
+			agent_report(a, state, sp + 1, (size_t)(buf + n - sp - 1));
 	}
 }
 
@@ -1470,7 +1957,7 @@ agent_start(struct guest_agent *a, int *pane_fd, int *go_fd, int *rep_fd)
 	    "-y", size_y, "--", "/bin/sh", "-c",
 	    "read _ < " AGENT_GO_FIFO "; /bin/sh -c \"$1\"; "
 	    "exec " AGENT_BIN "/ksb-report exited \"$?\"", "ksb-agent",
-	    b->argv[0], ";",
+	    b->headless ? "exec /bin/bash" : b->argv[0], ";",
 	    "pipe-pane", "-t", "agent", "exec cat > " AGENT_PANE_FIFO, NULL };
 	unsigned long v;
 	ssize_t n;
@@ -1551,6 +2038,7 @@ agent_init(struct guest_agent *a, const struct boot *b,
 	a->b = b;
 	a->con = -1;
 	a->ctl_ok = 1;
+	a->run_fd[0] = a->run_fd[1] = -1;
 	if ((a->outq = malloc(AGENT_OUTQ_MAX)) == NULL ||
 	    (a->frame = malloc(GUESTCTL_GUEST_FRAME_MAX)) == NULL ||
 	    (a->text = malloc(GUESTCTL_TEXT_MAX)) == NULL ||
@@ -1592,6 +2080,17 @@ agent_heartbeat(struct guest_agent *a, int64_t now)
 }
 
 /*
+ * "Pane quiet" ends a turn only for an interactive agent without an
+ * end-of-turn hook, once a turn was delivered.
+ */
+static int
+agent_idle_due(const struct guest_agent *a)
+{
+	return !a->idle_sent && a->last_turn > 0 && a->dlv_turn == 0 &&
+	    !a->b->headless && !a->b->hook_end;
+}
+
+/*
  * The deadlines due at now: the console respawn, the heartbeat, the host
  * lost, idle, SIGKILL; a stop (STOP, power button) starts here.
  */
@@ -1611,8 +2110,12 @@ agent_timers(struct guest_agent *a, int64_t now)
 		say("host silent for %d s: carrying on without it",
 		    GUESTCTL_PEER_LOST_MS / 1000);
 	}
-	if (!a->idle_sent && a->last_turn > 0 &&
-	    now - a->last_out >= b->idle_ms) {
+	agent_dlv_tick(a, now);
+	if (a->run_turn != 0 && a->run_pid == 0 && a->run_drain != 0 &&
+	    ((a->run_fd[0] == -1 && a->run_fd[1] == -1) ||
+	    now >= a->run_drain))
+		agent_run_end(a);
+	if (agent_idle_due(a) && now - a->last_out >= b->idle_ms) {
 		a->idle_sent = 1;
 		agent_report(a, GUESTCTL_ST_IDLE, "pane quiet", 10);
 	}
@@ -1641,9 +2144,14 @@ agent_timeout(const struct guest_agent *a, int64_t now)
 	const struct boot *b = a->b;
 	int timeout = GUESTCTL_HEARTBEAT_MS - (int)(now - a->last_ping);
 
-	if (!a->idle_sent && a->last_turn > 0 &&
-	    b->idle_ms - (now - a->last_out) < timeout)
+	if (agent_idle_due(a) && b->idle_ms - (now - a->last_out) < timeout)
 		timeout = (int)(b->idle_ms - (now - a->last_out));
+	if (a->dlv_turn != 0 && a->dlv_next - now < timeout)
+		timeout = (int)(a->dlv_next - now);
+	if (a->run_drain != 0 && a->run_fd[0] == -1 && a->run_fd[1] == -1)
+		timeout = 0;
+	else if (a->run_drain != 0 && a->run_drain - now < timeout)
+		timeout = (int)(a->run_drain - now);
 	if (a->kill_at != 0 && a->kill_at - now < timeout)
 		timeout = (int)(a->kill_at - now);
 	if (a->con_at != 0 && a->con_at - now < timeout)
@@ -1679,6 +2187,12 @@ agent_reap(struct guest_agent *a, int sfd)
 			a->con = -1;
 			a->con_at = mono_ms() + 1000;
 		}
+		if (w == a->run_pid && a->run_pid > 0) {
+			a->run_status = WIFEXITED(st) ? WEXITSTATUS(st) :
+			    WIFSIGNALED(st) ? 128 + WTERMSIG(st) : EXIT_INIT_FAILED;
+			a->run_pid = 0;
+			a->run_drain = mono_ms() + AGENT_DRAIN_MS;
+		}
 	}
 	return 0;
 }
@@ -1695,6 +2209,9 @@ agent_pane_in(struct guest_agent *a)
 	if (n <= 0)
 		return;
 	a->last_out = mono_ms();
+	/* Other agents: output after the Enter shows the turn was taken. */
+	if (a->dlv_phase == 2 && !a->b->pane && !a->b->hook_submit)
+		agent_dlv_done(a, NULL);
 	k = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "OUT ");
 	k += guestctl_encode_text(a->frame + k, GUESTCTL_GUEST_FRAME_MAX - k - 1,
 	    buf, (size_t)n);
@@ -1712,6 +2229,24 @@ agent_power_button(struct guest_agent *a, int fd)
 		if (ev.type == EV_KEY && ev.code == KEY_POWER && ev.value == 1 &&
 		    a->stopping == 0)
 			a->stopping = 1;
+}
+
+/*
+ * Headless: the turn's pipes, read only while the queue has room for a
+ * frame (the process then waits: nothing lost) or the host is away (then
+ * dropped, as pane output).
+ */
+static void
+agent_run_pollfds(const struct guest_agent *a, struct pollfd *pfd)
+{
+	int k, room = a->host_lost || a->outq_len + GUESTCTL_GUEST_FRAME_MAX <=
+	    AGENT_OUTQ_OUT_MAX;
+
+	for (k = 0; k < 2; k++) {
+		pfd[k].fd = room ? a->run_fd[k] : -1;
+		pfd[k].events = POLLIN;
+		pfd[k].revents = 0;
+	}
 }
 
 /*
@@ -1742,12 +2277,13 @@ agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
 		pfd[2].events = POLLIN;
 		pfd[3].fd = a.rep_fd;
 		pfd[3].events = POLLIN;
+		agent_run_pollfds(&a, pfd + 4);
 		for (i = 0; i < npwr; i++) {
-			pfd[4 + i].fd = pwr[i];
-			pfd[4 + i].events = POLLIN;
+			pfd[6 + i].fd = pwr[i];
+			pfd[6 + i].events = POLLIN;
 		}
 		timeout = agent_timeout(&a, now);
-		if (poll(pfd, (nfds_t)(4 + npwr), timeout) == -1) {
+		if (poll(pfd, (nfds_t)(6 + npwr), timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			fail("poll: %s", strerror(errno));
@@ -1765,8 +2301,12 @@ agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
 			agent_pane_in(&a);
 		if (pfd[3].revents & POLLIN)
 			agent_report_in(&a, a.rep_fd);
+		for (i = 0; i < 2; i++)
+			if (pfd[4 + i].fd != -1 &&
+			    (pfd[4 + i].revents & (POLLIN | POLLHUP | POLLERR)))
+				agent_run_in(&a, i);
 		for (i = 0; i < npwr; i++)
-			if (pfd[4 + i].revents & POLLIN)
+			if (pfd[6 + i].revents & POLLIN)
 				agent_power_button(&a, pwr[i]);
 	}
 }
@@ -1912,12 +2452,14 @@ main(int argc, char **argv)
 	open_control_port();
 	parse_cmdline(&b);
 	install_extra_ca();
+	read_home(&b);
 	install_secrets();
 
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
 	write_etc(&b);
 	setup_storage(&b);
+	install_home(&b);
 	for (i = 0; i < b.nshares; i++)
 		do_mount(b.shares[i].tag, b.shares[i].path, "9p",
 		    (b.shares[i].rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,

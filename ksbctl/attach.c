@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/termfilter.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
@@ -37,8 +38,10 @@ attach_connect(const char *id, const char *dir)
 	}
 	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
 	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		fprintf(stderr, "ksbctl attach: %s: no console (%s): is it running "
-		    "detached?\n", id, strerror(errno));
+		fprintf(stderr, "ksbctl attach: %s: ", id);
+		if (!logs_agent_died(stderr, dir))
+			fprintf(stderr, "no console (%s): is it running "
+			    "detached?\n", strerror(errno));
 		if (fd != -1)
 			close(fd);
 		return -1;
@@ -79,25 +82,52 @@ attach_keys(int fd, const char *buf, ssize_t n, int *escaped)
 	return done;
 }
 
+/*
+ * The terminal's input without the terminal's own replies (termfilter.h):
+ * buf[0..n) in (n 0: the wait for the rest of a sequence ran out), then
+ * on to attach_keys.
+ */
+static int
+attach_input(int fd, struct termfilter *tf, const char *buf, ssize_t n,
+    int *escaped)
+{
+	char out[4096 + TERMFILTER_HOLD];
+	size_t o;
+
+	if (n > 0)
+		o = termfilter_feed(tf, buf, (size_t)n, out);
+	else
+		o = termfilter_flush(tf, out);
+	return attach_keys(fd, out, (ssize_t)o, escaped);
+}
+
 /* Relay the console and the terminal until a detach or either end
  * closes (the console's output keeps coming after stdin's end). */
 static void
 attach_relay(int fd)
 {
 	struct pollfd pfd[2];
+	struct termfilter tf;
 	char buf[4096];
-	int escaped = 0, in_open = 1;
+	int escaped = 0, in_open = 1, r;
 	ssize_t n;
 
+	termfilter_init(&tf);
 	for (;;) {
 		pfd[0].fd = in_open ? STDIN_FILENO : -1;
 		pfd[0].events = POLLIN;
 		pfd[1].fd = fd;
 		pfd[1].events = POLLIN;
-		if (poll(pfd, 2, -1) == -1) {
+		r = poll(pfd, 2, termfilter_pending(&tf) ? TERMFILTER_WAIT_MS : -1);
+		if (r == -1) {
 			if (errno == EINTR)
 				continue;
 			return;
+		}
+		if (r == 0) {
+			if (attach_input(fd, &tf, NULL, 0, &escaped) != 0)
+				return;
+			continue;
 		}
 		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
 			if ((n = recv(fd, buf, sizeof(buf), 0)) <= 0)
@@ -108,9 +138,11 @@ attach_relay(int fd)
 		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			if ((n = read(STDIN_FILENO, buf, sizeof(buf))) <= 0) {
 				in_open = 0;
+				if (attach_input(fd, &tf, NULL, 0, &escaped) != 0)
+					return;
 				continue;
 			}
-			if (attach_keys(fd, buf, n, &escaped) != 0)
+			if (attach_input(fd, &tf, buf, n, &escaped) != 0)
 				return;
 		}
 	}

@@ -53,6 +53,19 @@ int rm_main(int argc, char **argv);
 int attach_main(int argc, char **argv);
 int prompt_main(int argc, char **argv);
 int logs_main(int argc, char **argv);
+/*
+ * logs_agent_exited: 1 and *status (0..255) if the instance at dir is not
+ * running and its agent exited by itself (<dir>/agent.exit, written by
+ * ksb-run); else 0.
+ */
+int logs_agent_exited(const char *dir, int *status);
+/* logs_last_lines: the last max lines of <dir>/agent.log as screen text. */
+void logs_last_lines(FILE *f, const char *dir, int max, const char *indent);
+/*
+ * logs_agent_died: when logs_agent_exited, "the agent exited with status
+ * N; last lines:" and at most 10 lines to f, and 1; else 0.
+ */
+int logs_agent_died(FILE *f, const char *dir);
 int fetch_main(int argc, char **argv);	/* fetch.c, mirror/ */
 
 #endif

@@ -10,13 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
+#include "proto/guestctl.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
-/* Terminal output to plain text; *esc carries a sequence across reads. */
 /*
  * Length of the UTF-8 sequence starting at b[0..n) if it is well formed,
  * minimal and encodes a printable code point (not C0, DEL or the C1
@@ -47,96 +48,323 @@ logs_utf8(const unsigned char *b, size_t n)
 }
 
 #define LOGS_ESC_MAX 256	/* an escape sequence longer than this ends */
+#define LOGS_SPACES_MAX 256	/* cursor-forward shown as at most this */
+
+/* The screen-text renderer's state, across reads. */
+struct logs_term {
+	int esc;		/* 0 text, 1 after ESC, 2 CSI, 3 string */
+	size_t esclen;
+	char param[32];		/* a CSI's parameter bytes */
+	size_t nparam;
+	unsigned long row;	/* the last absolute row moved to, 0 unknown */
+	unsigned char carry[4];	/* a UTF-8 sequence cut by the read */
+	size_t ncarry;
+};
+
+/* The first numeric parameter of the CSI (def if absent or 0). */
+static unsigned long
+logs_csi_arg(const struct logs_term *t, unsigned long def)
+{
+	unsigned long v = 0;
+	size_t i;
+
+	for (i = 0; i < t->nparam && t->param[i] >= '0' && t->param[i] <= '9'; i++)
+		if (v < 100000)
+			v = v * 10 + (unsigned long)(t->param[i] - '0');
+	return v == 0 ? def : v;
+}
 
 /*
- * Print the agent's pane output without terminal controls: ESC sequences
- * (CSI, OSC, others) are dropped, C0/C1 controls and malformed UTF-8 are
- * shown as \xHH, well-formed printable UTF-8 passes.  *esc carries the
- * escape state across calls; a sequence cut by the buffer end is carried
- * in `carry'.
+ * A whole CSI with final byte c, as screen text into out (room for
+ * LOGS_SPACES_MAX bytes): cursor forward as spaces, a move to another row
+ * as a newline, everything else nothing.  The count.
+ */
+static size_t
+logs_csi(struct logs_term *t, unsigned char c, char *out)
+{
+	unsigned long n, row;
+
+	if (t->nparam > 0 && (t->param[0] < '0' || t->param[0] > ';'))
+		return 0;	/* private sequences (CSI ? ..., CSI > ...) */
+	switch (c) {
+	case 'C':		/* CUF */
+		n = logs_csi_arg(t, 1);
+		n = n > LOGS_SPACES_MAX ? LOGS_SPACES_MAX : n;
+		memset(out, ' ', n);
+		return n;
+	case 'B':		/* CUD */
+	case 'E':		/* CNL */
+		t->row = 0;
+		out[0] = '\n';
+		return 1;
+	case 'H':		/* CUP */
+	case 'f':
+	case 'd':		/* VPA */
+		row = logs_csi_arg(t, 1);
+		n = row != t->row;	/* unknown (0) counts as another */
+		t->row = row;
+		if (n)
+			out[0] = '\n';
+		return n;
+	default:
+		return 0;
+	}
+}
+
+/* One byte inside an escape sequence; what it shows goes into out. */
+static size_t
+logs_esc_byte(struct logs_term *t, unsigned char c, char *out)
+{
+	if (++t->esclen > LOGS_ESC_MAX) {
+		t->esc = 0;	/* unterminated: stop hiding output */
+		return 0;
+	}
+	switch (t->esc) {
+	case 1:		/* after ESC: CSI, or a string (OSC, DCS, SOS, PM, APC) */
+		t->esc = c == '[' ? 2 : (c == ']' || c == 'P' || c == 'X' ||
+		    c == '^' || c == '_') ? 3 : 0;
+		t->nparam = 0;
+		return 0;
+	case 2:		/* CSI: ends with a byte in 0x40..0x7e */
+		if (c >= 0x40 && c <= 0x7e) {
+			t->esc = 0;
+			return logs_csi(t, c, out);
+		}
+		if (t->nparam < sizeof(t->param))
+			t->param[t->nparam++] = (char)c;
+		return 0;
+	case 3:		/* a string: ends with BEL or ESC \ (ST) */
+		if (c == 0x07)
+			t->esc = 0;
+		else if (c == 0x1b)
+			t->esc = 1;
+		return 0;
+	}
+	return 0;
+}
+
+/*
+ * Print the agent's pane output as screen text: ESC sequences dropped
+ * (cursor forward shown as spaces, a move to another row as a newline),
+ * C0/C1 controls and malformed UTF-8 shown as \xHH, well-formed printable
+ * UTF-8 passes.  Nothing of a sequence ever reaches the terminal.
  */
 static void
-logs_plain(const unsigned char *b, size_t n, int *esc)
+logs_plain(FILE *f, struct logs_term *t, const unsigned char *b, size_t n)
 {
-	static unsigned char carry[4];
-	static size_t ncarry, esclen;
 	unsigned char tmp[4 + 65536];
 	char out[8192];
 	size_t i, o = 0;
 	unsigned char c;
-	int u;
+	int u = 0;
 
-	if (ncarry > 0 && n <= sizeof(tmp) - ncarry) {
-		memcpy(tmp, carry, ncarry);
-		memcpy(tmp + ncarry, b, n);
+	if (t->ncarry > 0 && n <= sizeof(tmp) - t->ncarry) {
+		memcpy(tmp, t->carry, t->ncarry);
+		memcpy(tmp + t->ncarry, b, n);
 		b = tmp;
-		n += ncarry;
-		ncarry = 0;
+		n += t->ncarry;
+		t->ncarry = 0;
 	}
 	for (i = 0; i < n; i++) {
 		c = b[i];
-		if (o + 8 > sizeof(out)) {
-			fwrite(out, 1, o, stdout);
+		if (o + LOGS_SPACES_MAX + 8 > sizeof(out)) {
+			fwrite(out, 1, o, f);
 			o = 0;
 		}
-		if (*esc != 0 && ++esclen > LOGS_ESC_MAX)
-			*esc = 0;	/* unterminated: stop hiding output */
-		switch (*esc) {
-		case 1:		/* after ESC */
-			*esc = c == '[' ? 2 : c == ']' ? 3 : 0;
-			continue;
-		case 2:		/* CSI: ends with a byte in 0x40..0x7e */
-			if (c >= 0x40 && c <= 0x7e)
-				*esc = 0;
-			continue;
-		case 3:		/* OSC: ends with BEL or ESC \ */
-			if (c == 0x07)
-				*esc = 0;
-			else if (c == 0x1b)
-				*esc = 1;
+		if (t->esc != 0) {
+			o += logs_esc_byte(t, c, out + o);
 			continue;
 		}
 		if (c == 0x1b) {
-			*esc = 1;
-			esclen = 0;
+			t->esc = 1;
+			t->esclen = 0;
 		} else if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f))
 			out[o++] = (char)c;
 		else if (c >= 0x80 && (u = logs_utf8(b + i, n - i)) > 0) {
 			memcpy(out + o, b + i, (size_t)u);
 			o += (size_t)u;
 			i += (size_t)u - 1;
-		} else if (c >= 0x80 && u < 0 && n - i < sizeof(carry)) {
-			memcpy(carry, b + i, n - i);	/* finish next time */
-			ncarry = n - i;
+		} else if (c >= 0x80 && u < 0 && n - i < sizeof(t->carry)) {
+			memcpy(t->carry, b + i, n - i);	/* finish next time */
+			t->ncarry = n - i;
 			break;
 		} else if (c != '\r' && c != 0x07 && c != 0x0f && c != 0x0e)
 			o += (size_t)snprintf(out + o, sizeof(out) - o, "\\x%02x", c);
 	}
-	fwrite(out, 1, o, stdout);
+	fwrite(out, 1, o, f);
+}
+
+/*
+ * One agent.events line ("<unix-ms> <turn> <state> <text>", escaped by
+ * ksb-run) with its time as a local ISO 8601 time
+ * (YYYY-MM-DD HH:MM:SS.mmm); a line of another shape as it is.
+ */
+static void
+logs_event_line(const char *line, size_t len)
+{
+	char when[40];
+	struct tm tm;
+	time_t secs;
+	long long ms = 0;
+	size_t i;
+
+	for (i = 0; i < len && i < 16 && line[i] >= '0' && line[i] <= '9'; i++)
+		ms = ms * 10 + (line[i] - '0');
+	secs = (time_t)(ms / 1000);
+	if (i == 0 || i == len || line[i] != ' ' || localtime_r(&secs, &tm) == NULL ||
+	    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
+		fwrite(line, 1, len, stdout);
+		return;
+	}
+	printf("%s.%03lld", when, ms % 1000);
+	fwrite(line + i, 1, len - i, stdout);
+}
+
+/* The events from off: whole lines only (a partial one waits); new off. */
+static off_t
+logs_events(int fd, off_t off)
+{
+	char buf[65536];
+	ssize_t n;
+	size_t i, start;
+
+	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
+		for (i = 0, start = 0; i < (size_t)n; i++)
+			if (buf[i] == '\n') {
+				logs_event_line(buf + start, i + 1 - start);
+				start = i + 1;
+			}
+		if (start == 0 && n == (ssize_t)sizeof(buf))
+			start = (size_t)n;	/* a line this long: as it is */
+		if (start == 0)
+			break;
+		off += (off_t)start;
+	}
+	fflush(stdout);
+	return off;
 }
 
 static off_t
-logs_copy(int fd, off_t off, int plain, int *esc)
+logs_copy(int fd, off_t off, struct logs_term *t)
 {
 	unsigned char buf[65536];
 	ssize_t n;
 
 	while ((n = pread(fd, buf, sizeof(buf), off)) > 0) {
-		if (plain)
-			logs_plain(buf, (size_t)n, esc);
-		else
-			fwrite(buf, 1, (size_t)n, stdout);	/* escaped by ksb-run */
+		logs_plain(stdout, t, buf, (size_t)n);
 		off += n;
 	}
 	fflush(stdout);
 	return off;
 }
 
+#define LOGS_TAIL_BYTES 65536	/* of agent.log read for its last lines */
+
+int
+logs_agent_exited(const char *dir, int *status)
+{
+	char *p = NULL, buf[16];
+	unsigned long v;
+	ssize_t n = -1;
+	int fd;
+
+	if (instance_locked(dir) == 1)
+		return 0;	/* running: a supervisor holds it */
+	xasprintf(&p, "%s/agent.exit", dir);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	free(p);
+	if (n < 2 || buf[n - 1] != '\n' ||
+	    guestctl_parse_uint(buf, (size_t)n - 1, 255, &v) != 0)
+		return 0;
+	*status = (int)v;
+	return 1;
+}
+
+/* The last max non-blank lines of text[0..len) to f, each after indent. */
+static void
+logs_print_tail(FILE *f, const char *text, size_t len, int max,
+    const char *indent)
+{
+	size_t i = len, end;
+	const char *start = text;
+	int k = 0, blank;
+
+	while (i > 0 && k < max) {
+		end = i;
+		while (i > 0 && text[i - 1] != '\n')
+			i--;
+		blank = strspn(text + i, " \t") >= end - i;
+		if (!blank) {
+			k++;
+			start = text + i;
+		}
+		if (i > 0)
+			i--;	/* over the newline */
+	}
+	for (i = (size_t)(start - text); k > 0 && i < len; i++) {
+		if (i == (size_t)(start - text) || text[i - 1] == '\n') {
+			end = i;
+			while (end < len && text[end] != '\n')
+				end++;
+			if (strspn(text + i, " \t") < end - i)
+				fprintf(f, "%s%.*s\n", indent, (int)(end - i),
+				    text + i);
+			i = end;
+		}
+	}
+}
+
+void
+logs_last_lines(FILE *f, const char *dir, int max, const char *indent)
+{
+	unsigned char *buf = xmalloc(LOGS_TAIL_BYTES);
+	struct logs_term t;
+	char *p = NULL, *text = NULL;
+	size_t tlen = 0;
+	ssize_t n = 0;
+	FILE *m;
+	off_t end;
+	int fd;
+
+	xasprintf(&p, "%s/agent.log", dir);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		end = lseek(fd, 0, SEEK_END);
+		end = end > LOGS_TAIL_BYTES ? end - LOGS_TAIL_BYTES : 0;
+		n = pread(fd, buf, LOGS_TAIL_BYTES, end);
+		close(fd);
+	}
+	memset(&t, 0, sizeof(t));
+	if (n > 0 && (m = open_memstream(&text, &tlen)) != NULL) {
+		logs_plain(m, &t, buf, (size_t)n);
+		fclose(m);
+		logs_print_tail(f, text, tlen, max, indent);
+	}
+	free(text);
+	free(buf);
+	free(p);
+}
+
+int
+logs_agent_died(FILE *f, const char *dir)
+{
+	int status;
+
+	if (!logs_agent_exited(dir, &status))
+		return 0;
+	fprintf(f, "the agent exited with status %d; last lines:\n", status);
+	logs_last_lines(f, dir, 10, "  ");
+	return 1;
+}
+
 int
 logs_main(int argc, char **argv)
 {
 	char *id = NULL, *dir = NULL, *cause = NULL, *p = NULL;
-	int follow = 0, ret = 1, lfd = -1, efd = -1, esc = 0, i, arg = 0, last = 0;
+	int follow = 0, ret = 1, lfd = -1, efd = -1, i, arg = 0, last = 0;
+	struct logs_term term;
 	off_t loff = 0, eoff = 0;
 
 	for (i = 1; i < argc; i++) {
@@ -172,15 +400,16 @@ logs_main(int argc, char **argv)
 		    "--agent?)\n", id);
 		goto cleanup;
 	}
-	loff = logs_copy(lfd, 0, 1, &esc);
+	memset(&term, 0, sizeof(term));
+	loff = logs_copy(lfd, 0, &term);
 	printf("\n--- %s: events (time turn state text)\n", id);
-	eoff = logs_copy(efd, 0, 0, &esc);
+	eoff = logs_events(efd, 0);
 	while (follow && !last) {
 		/* One more round after the supervisor let go of the lock. */
 		last = instance_locked(dir) != 1;
 		usleep(200000);
-		loff = logs_copy(lfd, loff, 1, &esc);
-		eoff = logs_copy(efd, eoff, 0, &esc);
+		loff = logs_copy(lfd, loff, &term);
+		eoff = logs_events(efd, eoff);
 	}
 	ret = 0;
 	goto cleanup;

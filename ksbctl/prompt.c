@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "common/common.h"
 #include "common/output.h"
 #include "proto/ctl.h"
@@ -27,6 +29,7 @@
 #include "ksbctl/ksbctl.h"
 
 #define PROMPT_BOOT_TIMEOUT_S 300
+#define PROMPT_LINE_MAX (3 * 256 * 1024 + 256)	/* agent.c's OUT lines */
 
 static int
 prompt_read_all(int fd, char *buf, size_t cap, size_t *len)
@@ -218,8 +221,109 @@ prompt_event_text(FILE *f, struct json_object *o)
 static void
 prompt_end_text(FILE *f, struct json_object *o)
 {
-	fprintf(f, "turn %lld ended: %s\n", (long long)out_get_int(o, "turn"),
+	fprintf(f, "turn %lld ended: %s", (long long)out_get_int(o, "turn"),
 	    out_get_str(o, "state"));
+	if (out_get(o, "exit") != NULL)
+		fprintf(f, " (exit %lld)", (long long)out_get_int(o, "exit"));
+	fputc('\n', f);
+}
+
+/* Text of one content block or item of an agent's event, one line. */
+static void
+prompt_block_text(FILE *f, struct json_object *b)
+{
+	const char *type = out_get_str(b, "type");
+	struct json_object *in;
+
+	if (type == NULL)
+		return;
+	if (strcmp(type, "text") == 0 || strcmp(type, "agent_message") == 0)
+		fprintf(f, "%s\n", out_get_str(b, "text"));
+	else if (strcmp(type, "tool_use") == 0 &&
+	    (in = out_get(b, "input")) != NULL)
+		fprintf(f, "[%s] %s\n", out_get_str(b, "name"),
+		    out_get_str(in, "command") != NULL ?
+		    out_get_str(in, "command") : json_object_to_json_string(in));
+	else if (strcmp(type, "command_execution") == 0)
+		fprintf(f, "[shell] %s (exit %lld)\n", out_get_str(b, "command"),
+		    (long long)out_get_int(b, "exit_code"));
+}
+
+/*
+ * A headless agent's event in words: Claude's assistant messages and
+ * result, Codex's completed items; the rest (and ksb.output lines) as
+ * they are only when they are not JSON events.
+ */
+static void
+prompt_agent_text(FILE *f, struct json_object *o)
+{
+	const char *type = out_get_str(o, "type");
+	struct json_object *m, *c;
+	size_t i;
+
+	if (type == NULL)
+		return;
+	if (strcmp(type, "ksb.output") == 0)
+		fprintf(f, "%s%s\n", strcmp(out_get_str(o, "stream"), "stderr") ?
+		    "" : "stderr: ", out_get_str(o, "text"));
+	else if (strcmp(type, "assistant") == 0 &&
+	    (m = out_get(o, "message")) != NULL &&
+	    (c = out_get(m, "content")) != NULL &&
+	    json_object_is_type(c, json_type_array))
+		for (i = 0; i < json_object_array_length(c); i++)
+			prompt_block_text(f, json_object_array_get_idx(c, i));
+	else if (strcmp(type, "item.completed") == 0 &&
+	    (m = out_get(o, "item")) != NULL)
+		prompt_block_text(f, m);
+	else if (strcmp(type, "result") == 0)
+		fprintf(f, "result: %s\n", out_get_str(o, "subtype"));
+}
+
+/*
+ * "OUT turn fd text": a line of a headless turn's stdout (fd 1) or
+ * stderr (2).  A stdout line that is JSON is the agent's event, shown
+ * re-serialised; any other line is {type: ksb.output, stream, text}.
+ */
+static void
+prompt_show_out(const char *line, enum out_format fmt)
+{
+	struct json_tokener *tok;
+	struct json_object *o = NULL;
+	unsigned long long turn;
+	char *dec, *sp;
+	size_t dlen = 0;
+	int fd;
+
+	if (sscanf(line, "OUT %llu %d ", &turn, &fd) != 2 ||
+	    (sp = strchr(line + 4, ' ')) == NULL ||
+	    (sp = strchr(sp + 1, ' ')) == NULL)
+		return;
+	dec = xmalloc(strlen(sp + 1) + 1);
+	if (guestctl_decode_text(sp + 1, strlen(sp + 1), dec, strlen(sp + 1),
+	    &dlen) != 0)
+		dlen = 0;
+	dec[dlen] = '\0';
+	if (fd == 1 && (tok = json_tokener_new()) != NULL) {
+		json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
+		    JSON_TOKENER_VALIDATE_UTF8);
+		o = json_tokener_parse_ex(tok, dec, (int)dlen);
+		if (o != NULL && (json_tokener_get_error(tok) != json_tokener_success ||
+		    json_tokener_get_parse_end(tok) != dlen ||
+		    !json_object_is_type(o, json_type_object))) {
+			json_object_put(o);
+			o = NULL;
+		}
+		json_tokener_free(tok);
+	}
+	if (o == NULL) {
+		o = out_object();
+		out_add(o, "type", out_str("ksb.output"));
+		out_add(o, "turn", out_int((int64_t)turn));
+		out_add(o, "stream", out_str(fd == 2 ? "stderr" : "stdout"));
+		out_add(o, "text", out_str(dec));
+	}
+	free(dec);
+	out_print(stdout, fmt, o, prompt_agent_text);
 }
 
 /* The supervisor's "TURN N new|dup": {event: turn, turn, dup}. */
@@ -229,6 +333,7 @@ prompt_show_turn(unsigned long long turn, const char *state,
 {
 	struct json_object *o = out_object();
 
+	out_add(o, "type", out_str("ksb.turn"));
 	out_add(o, "event", out_str("turn"));
 	out_add(o, "turn", out_int((int64_t)turn));
 	out_add(o, "dup", out_bool(strcmp(state, "dup") == 0));
@@ -236,8 +341,9 @@ prompt_show_turn(unsigned long long turn, const char *state,
 	fflush(stdout);
 }
 
-/* "EVENT ms turn state [text]": {event, turn, ts_ms, text (guest text
- * decoded, then escaped)}; "END turn state": {event: end, turn, state}. */
+/* "EVENT ms turn state [text]": {type: ksb.event, event, turn, ts_ms,
+ * text (guest text decoded, then escaped)}; "END turn state [exit]":
+ * {type: ksb.end, event: end, turn, state, exit (null: not headless)}. */
 static void
 prompt_show(const char *line, enum out_format fmt)
 {
@@ -247,25 +353,31 @@ prompt_show(const char *line, enum out_format fmt)
 	unsigned long long turn;
 	long long ms;
 	size_t dlen = 0;
+	int ex = -1;
 
 	text[0] = '\0';
-	if (sscanf(line, "EVENT %lld %llu %31s %3072s", &ms, &turn, state,
+	if (strncmp(line, "OUT ", 4) == 0)
+		prompt_show_out(line, fmt);
+	else if (sscanf(line, "EVENT %lld %llu %31s %3072s", &ms, &turn, state,
 	    text) >= 3) {
 		if (guestctl_decode_text(text, strlen(text), dec, sizeof(dec),
 		    &dlen) != 0)
 			dlen = 0;
 		log_escape(esc, sizeof(esc), dec, dlen);
 		o = out_object();
+		out_add(o, "type", out_str("ksb.event"));
 		out_add(o, "event", out_str(state));
 		out_add(o, "turn", out_int((int64_t)turn));
 		out_add(o, "ts_ms", out_int(ms));
 		out_add(o, "text", out_str(esc));
 		out_print(stdout, fmt, o, prompt_event_text);
-	} else if (sscanf(line, "END %llu %31s", &turn, state) == 2) {
+	} else if (sscanf(line, "END %llu %31s %d", &turn, state, &ex) >= 2) {
 		o = out_object();
+		out_add(o, "type", out_str("ksb.end"));
 		out_add(o, "event", out_str("end"));
 		out_add(o, "turn", out_int((int64_t)turn));
 		out_add(o, "state", out_str(state));
+		out_add(o, "exit", ex >= 0 ? out_int(ex) : NULL);
 		out_print(stdout, fmt, o, prompt_end_text);
 	}
 	fflush(stdout);
@@ -312,7 +424,9 @@ prompt_ready(const char *id, const char *dir)
 	if (strcmp(status, "stopped") == 0 && st.named)
 		return prompt_boot(id, dir, &st);
 	if (strcmp(status, "running") != 0 && strcmp(status, "starting") != 0) {
-		fprintf(stderr, "ksbctl prompt: %s is %s\n", id, status);
+		fprintf(stderr, "ksbctl prompt: %s: ", id);
+		if (!logs_agent_died(stderr, dir))
+			fprintf(stderr, "it is %s\n", status);
 		return -1;
 	}
 	return 0;
@@ -379,7 +493,8 @@ prompt_reply(int fd, const char *line, int wait, int *got_turn,
 	prompt_show(line, fmt);
 	if (strncmp(line, "END ", 4) == 0)
 		return strstr(line, " exited") != NULL ||
-		    strstr(line, " unknown") != NULL;
+		    strstr(line, " unknown") != NULL ||
+		    strstr(line, " failed") != NULL;
 	return -1;
 }
 
@@ -389,8 +504,9 @@ static int
 prompt_converse(int fd, const char *id, const char *key, const char *text,
     size_t len, int wait, enum out_format fmt)
 {
-	char line[GUESTCTL_REPORT_MAX * 3 + 256], *req;
-	size_t llen = 0;
+	char *line, *nl, *req;
+	size_t llen = 0, off;
+	ssize_t r;
 	int n, got_turn = 0, ret;
 
 	n = xasprintf(&req, "PROMPT %s %zu\n", key, len);
@@ -401,25 +517,32 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 		fprintf(stderr, "ksbctl prompt: %s: %s\n", id, strerror(errno));
 		return 1;
 	}
-	for (;;) {
-		if (llen == sizeof(line) - 1) {
+	line = xmalloc(PROMPT_LINE_MAX + 1);
+	for (ret = -1; ret == -1;) {
+		if (llen == PROMPT_LINE_MAX) {
 			fprintf(stderr, "ksbctl prompt: reply too long\n");
-			return 1;
+			ret = 1;
+			break;
 		}
-		if (read(fd, line + llen, 1) <= 0) {
+		if ((r = read(fd, line + llen, PROMPT_LINE_MAX - llen)) <= 0) {
+			if (r == -1 && errno == EINTR)
+				continue;
 			fprintf(stderr, "ksbctl prompt: %s: the supervisor closed the "
 			    "connection\n", id);
-			return 1;
+			ret = 1;
+			break;
 		}
-		if (line[llen] != '\n') {
-			llen++;
-			continue;
+		llen += (size_t)r;
+		for (off = 0; ret == -1 && (nl = memchr(line + off, '\n',
+		    llen - off)) != NULL; off = (size_t)(nl - line) + 1) {
+			*nl = '\0';
+			ret = prompt_reply(fd, line + off, wait, &got_turn, fmt);
 		}
-		line[llen] = '\0';
-		llen = 0;
-		if ((ret = prompt_reply(fd, line, wait, &got_turn, fmt)) != -1)
-			return ret;
+		memmove(line, line + off, llen - off);
+		llen -= off;
 	}
+	free(line);
+	return ret;
 }
 
 int

@@ -295,16 +295,32 @@ cleanup:
 	return list;
 }
 
-/* The agent's part of the state: {state, turn, turns, report}. */
+/*
+ * The agent's part of the state: {state, turn, turns, report}, and when
+ * it exited by itself {exited: status, last_lines: its last output as
+ * screen text, control bytes escaped}.
+ */
 static struct json_object *
-status_agent_json(const struct instance_state *st)
+status_agent_json(const struct instance_state *st, const char *dir)
 {
 	struct json_object *a = out_object();
+	char *text = NULL;
+	size_t len = 0;
+	FILE *m;
+	int status;
 
 	out_add(a, "state", out_str(st->agent_state));
 	out_add(a, "turn", out_int((int64_t)st->agent_turn));
 	out_add(a, "turns", out_int((int64_t)st->agent_turns));
 	out_add(a, "report", out_str(st->agent_text));
+	if (logs_agent_exited(dir, &status) &&
+	    (m = open_memstream(&text, &len)) != NULL) {
+		logs_last_lines(m, dir, 10, "  ");
+		fclose(m);
+		out_add(a, "exited", out_int(status));
+		out_add(a, "last_lines", out_str(text));
+		free(text);
+	}
 	return a;
 }
 
@@ -339,7 +355,7 @@ status_instance_json(const char *id, const char *dir,
 	out_add(o, "uptime_s", out_int(up));
 	out_add(o, "exit_status", out_int(st->exit_status));
 	if (st->agent)
-		out_add(o, "agent", status_agent_json(st));
+		out_add(o, "agent", status_agent_json(st, dir));
 	out_add(o, "denials", status_denials(id));
 	return o;
 }
@@ -396,6 +412,10 @@ status_instance_text(FILE *f, struct json_object *o)
 		    (long long)out_get_int(agent, "turn"),
 		    (long long)out_get_int(agent, "turns"));
 		fprintf(f, "report:    %s\n", report && report[0] ? report : "-");
+		if (out_get(agent, "exited") != NULL)
+			fprintf(f, "agent: exited %lld\nlast lines:\n%s",
+			    (long long)out_get_int(agent, "exited"),
+			    out_get_str(agent, "last_lines"));
 	}
 	status_denials_text(f, out_get(o, "denials"));
 }

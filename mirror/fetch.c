@@ -160,6 +160,8 @@ fetch_read_small(int dfd, const char *name, size_t cap, char **buf, size_t *len,
 	return 0;
 }
 
+/* 80 lines: a ref read as git does (loose file, then packed-refs), each
+ * name component checked on the way, with one cleanup path. */
 int
 mirror_read_ref(
     const char *dir, const char *refname, char hex[41], char **cause)

@@ -3,6 +3,7 @@
  * guest-path rule (protocol in proto/guestctl.h).  No I/O; plain libc only,
  * since the static guest init links this file too.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,7 @@ static const char *const guestctl_states[] = {
 	[GUESTCTL_ST_INFO] = "info",
 	[GUESTCTL_ST_IDLE] = "idle",
 	[GUESTCTL_ST_EXITED] = "exited",
+	[GUESTCTL_ST_FAILED] = "failed",
 };
 
 const char *
@@ -362,6 +364,7 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		{ "OUT", GUESTCTL_OUT, 0, 1 },
 		{ "PING", GUESTCTL_PING, 1, 0 },
 		{ "PONG", GUESTCTL_PONG, 1, 0 },
+		{ "TOUT", GUESTCTL_TOUT, 2, 1 },
 	};
 	const char *sp, *t;
 	size_t i, off, vlen, tlen;
@@ -415,6 +418,11 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 	} else if (f->type == GUESTCTL_REPORT) {
 		f->n = v[0];	/* seq */
 		f->turn = v[1];
+	} else if (f->type == GUESTCTL_TOUT) {
+		f->turn = v[0];
+		f->n = v[1];	/* fd */
+		if (f->n != 1 && f->n != 2)
+			return f->type = GUESTCTL_BAD, -1;
 	}
 	return 0;
 }
@@ -496,4 +504,87 @@ guestctl_guest_path_problem(const char *p)
 			return "reserved: the guest's own mount point";
 	}
 	return NULL;
+}
+
+const char *
+guestctl_home_path_problem(const char *p)
+{
+	static const char *const roots[] = { ".claude/", ".codex/", ".config/" };
+	size_t len = strlen(p), i, c;
+	const char *s;
+
+	if (len == 0 || len > GUESTCTL_HOME_PATH_MAX)
+		return "empty or too long";
+	if (p[0] == '/')
+		return "absolute";
+	for (i = 0; i < len; i++)
+		if (!isalnum((unsigned char)p[i]) && strchr("._/-", p[i]) == NULL)
+			return "a byte outside [A-Za-z0-9._/-]";
+	for (s = p; *s != '\0'; s += c + (s[c] == '/')) {
+		c = strcspn(s, "/");
+		if (c == 0 || (c == 1 && s[0] == '.') ||
+		    (c == 2 && s[0] == '.' && s[1] == '.'))
+			return "an empty, . or .. component";
+	}
+	if (p[len - 1] == '/')
+		return "a trailing /";
+	if (strcmp(p, ".claude.json") == 0)
+		return NULL;
+	for (i = 0; i < sizeof(roots) / sizeof(*roots); i++)
+		if (strncmp(p, roots[i], strlen(roots[i])) == 0 &&
+		    len > strlen(roots[i]))
+			return NULL;
+	return "not under .claude/, .codex/, .config/ or .claude.json";
+}
+
+int
+guestctl_home_next(const char *buf, size_t len, size_t *off, char *path,
+    unsigned *mode, const char **val, size_t *vallen, const char **err)
+{
+	const char *p = buf + *off, *sp, *sp2, *nl;
+	size_t left = len - *off, plen;
+	unsigned long v, m;
+
+	if (*off >= len)
+		return 0;
+	nl = memchr(p, '\n', left < GUESTCTL_HOME_PATH_MAX + 32 ? left :
+	    GUESTCTL_HOME_PATH_MAX + 32);
+	sp = nl != NULL ? memchr(p, ' ', (size_t)(nl - p)) : NULL;
+	sp2 = sp != NULL ? memchr(sp + 1, ' ', (size_t)(nl - sp - 1)) : NULL;
+	if (nl == NULL || sp2 == NULL || sp2 - sp != 5) {
+		*err = "malformed home file record header";
+		return -1;
+	}
+	plen = (size_t)(sp - p);
+	if (plen == 0 || plen > GUESTCTL_HOME_PATH_MAX) {
+		*err = "bad home file path length";
+		return -1;
+	}
+	memcpy(path, p, plen);
+	path[plen] = '\0';
+	if (guestctl_home_path_problem(path) != NULL) {
+		*err = "bad home file path";
+		return -1;
+	}
+	for (m = 0, p = sp + 1; p < sp2; p++) {
+		if (*p < '0' || *p > '7') {
+			*err = "bad home file mode";
+			return -1;
+		}
+		m = m * 8 + (unsigned long)(*p - '0');
+	}
+	if (m > 0777 || guestctl_parse_uint(sp2 + 1, (size_t)(nl - sp2 - 1),
+	    GUESTCTL_HOME_FILE_MAX, &v) != 0) {
+		*err = "bad home file mode or length";
+		return -1;
+	}
+	if (v > (size_t)(buf + len - (nl + 1))) {
+		*err = "truncated home file";
+		return -1;
+	}
+	*mode = (unsigned)m;
+	*val = nl + 1;
+	*vallen = v;
+	*off = (size_t)(nl + 1 - buf) + v;
+	return 1;
 }

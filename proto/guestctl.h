@@ -64,6 +64,34 @@
 #define GUESTCTL_SECRETS_MAX 32
 #define GUESTCTL_SECRET_NAME_MAX 64
 
+/*
+ * The agent preset's files (vmrunner/preset.c) travel like the secrets,
+ * as fw_cfg GUESTCTL_HOME_FWCFG: records "<path> <mode> <len>\n<len
+ * bytes>"; path relative to the agent's home (guestctl_home_path_problem),
+ * mode 4 octal digits (0000..0777), len decimal <= GUESTCTL_HOME_FILE_MAX,
+ * at most GUESTCTL_HOME_FILES records.  The guest writes them as the agent
+ * user before the agent starts, every boot, each replacing the old file.
+ */
+#define GUESTCTL_HOME_FWCFG "opt/org.ksb/home"
+#define GUESTCTL_HOME_FILE_MAX 65536
+#define GUESTCTL_HOME_FILES 16
+#define GUESTCTL_HOME_PATH_MAX 128
+
+/*
+ * guestctl_home_path_problem: NULL if p may be a preset file's path:
+ * relative, 1..GUESTCTL_HOME_PATH_MAX bytes of [A-Za-z0-9._/-], no empty,
+ * "." or ".." component, and under .claude/, .codex/ or .config/, or
+ * exactly .claude.json.  Else why not, a static string.
+ */
+const char *guestctl_home_path_problem(const char *p);
+/*
+ * guestctl_home_next: parse the record at buf[*off..len), as
+ * guestctl_secret_next: path (GUESTCTL_HOME_PATH_MAX + 1 bytes), *mode,
+ * *val, *vallen (into buf).  1, 0 at the end, -1 malformed (*err).
+ */
+int guestctl_home_next(const char *buf, size_t len, size_t *off, char *path,
+    unsigned *mode, const char **val, size_t *vallen, const char **err);
+
 /* guestctl_valid_secret_name: 1 if name is a valid secret name, else 0. */
 int guestctl_valid_secret_name(const char *name);
 
@@ -125,6 +153,7 @@ enum guestctl_msg {
 	GUESTCTL_OUT,		/* text: raw pane output */
 	GUESTCTL_PING,		/* n: sequence number */
 	GUESTCTL_PONG,
+	GUESTCTL_TOUT,		/* turn, n: fd (1, 2), text */
 };
 /*
  * guestctl_parse_guest: one guest line line[0..len), '\n' excluded.
@@ -134,7 +163,23 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
 
 /*
  * Agent mode (ksb-run --agent): the host header carries "AGENT <idle-s>\n"
- * before ARGV (idle-s 1..86400); ARGV is then the agent's command, run
+ * before ARGV (idle-s 1..86400), optionally followed by (also before ARGV):
+ *   MODE headless          each turn is one process: the agent user runs
+ *                          GUESTCTL_TURN_SCRIPT (a preset file, in the
+ *                          agent's home) with the turn's text as $1, in
+ *                          ~/work, stdin /dev/null; stdout and stderr go
+ *                          to the host as TOUT; its exit ends the turn
+ *                          (REPORT done if 0, else failed, text "exit N").
+ *                          The tmux session then holds a shell.
+ *   HOOKS <submit> <end>   0|1 each: the agent reports its prompt submit
+ *                          (ksb-report working) / its turn's end (done);
+ *                          end 1: no "pane quiet" idle.
+ *   PANE <ready> <busy>    interactive: a turn is pasted once the pane
+ *                          (tmux capture-pane -p) holds one of the
+ *                          '|'-separated ready strings and none of the
+ *                          busy ones; each field percent-encoded, "-" for
+ *                          none.  Without it: pasted at once, as before.
+ * ARGV is then the agent's command, run
  * as the agent user in the tmux session "agent" (socket
  * GUESTCTL_TMUX_SOCKET).  After READY both sides speak frames, one per
  * line; text fields are percent-encoded (every byte outside 0x21..0x7e,
@@ -157,6 +202,10 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
  *                                         GUESTCTL_REPORT_MAX; resent until
  *                                         ACKR; the host drops seq <= seen
  *                  OUT <bytes>            pane output, <= GUESTCTL_OUT_CHUNK
+ *                  TOUT <turn> <fd> <bytes>   headless: the turn process's
+ *                                         stdout (fd 1) or stderr (2),
+ *                                         <= GUESTCTL_OUT_CHUNK; dropped
+ *                                         like OUT when the queue is full
  *
  * Caps per line: GUESTCTL_FRAME_MAX host -> guest, GUESTCTL_GUEST_FRAME_MAX
  * guest -> host; a longer line is dropped whole.  Neither side blocks on
@@ -173,12 +222,15 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len, int *status
 #define GUESTCTL_PEER_LOST_MS 15000
 #define GUESTCTL_TMUX_SOCKET "/run/ksb/agent/tmux/sock"
 #define GUESTCTL_REPORT_SOCKET "/run/ksb/agent/report.sock"
+#define GUESTCTL_TURN_SCRIPT ".config/ksb/turn"	/* in the agent's home */
+#define GUESTCTL_PANE_MAX 96	/* bytes of PANE's patterns, decoded */
 
 /* Agent states (REPORT, ksbctl status). */
 enum {
 	GUESTCTL_ST_STARTING, GUESTCTL_ST_WORKING, GUESTCTL_ST_DONE,
 	GUESTCTL_ST_BLOCKED, GUESTCTL_ST_INFO, GUESTCTL_ST_IDLE,
 	GUESTCTL_ST_EXITED,
+	GUESTCTL_ST_FAILED,	/* headless: the turn's process exited non-zero */
 };
 const char *guestctl_state_name(int st);
 /* guestctl_state_parse: s[0..len) to a GUESTCTL_ST_*, or -1. */

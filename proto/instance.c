@@ -1,5 +1,5 @@
 /*
- * instance.c: instance dirs and their state file (layout in vmrunner.h).
+ * instance.c: instance dirs and their state file (layout in proto/instance.h).
  * The supervising ksb-run holds an exclusive flock on <dir>/lock for the
  * instance's whole life, so "is it running" never depends on a PID that
  * may have been reused.

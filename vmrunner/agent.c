@@ -1,7 +1,7 @@
 /*
  * agent.c: the host side of agent mode (ksb-run --agent), owned by the
  * supervising ksb-run: the agent frames to and from the guest (protocol in
- * vmrunner.h), the turn counter and its exactly-once bookkeeping, the
+ * proto/guestctl.h), the turn counter and its exactly-once bookkeeping, the
  * pane log and the report log in the instance dir, and agent.sock, where
  * ksbctl prompt hands over prompts and waits for their turn to end.
  *
@@ -32,6 +32,8 @@
 #define AGENT_RESEND_MS 10000	/* unacknowledged PROMPT sent again */
 #define AGENT_EVENTS_PER_S 20	/* working/info reports passed on a second */
 #define AGENT_SAVE_MS 200	/* the state file is rewritten at most this often */
+#define AGENT_TLINE_MAX (256 * 1024)	/* headless: a longer line is cut */
+#define AGENT_CLIENT_SNDBUF (4 * 1024 * 1024)
 
 struct agent_prompt {
 	uint64_t turn;
@@ -51,6 +53,7 @@ struct agent_turn {
 	uint64_t turn;
 	char key[AGENT_KEY_MAX + 1];
 	int end;		/* -1 running, else the GUESTCTL_ST_* it ended in */
+	int exit;		/* headless: the process's exit status, or -1 */
 };
 
 struct agent {
@@ -77,6 +80,11 @@ struct agent {
 	int64_t rate_at;	/* working/info events: start of this second */
 	int rate_n;
 	unsigned long suppressed, dropped_out;
+	const struct redact *rd;	/* secret values (NULL: none) */
+	struct redact_stream *log_rs;	/* agent.log, across OUT frames */
+	char *tline[2];		/* headless: the turn's stdout, stderr line */
+	size_t tlen[2];
+	uint64_t tturn;		/* the turn they belong to */
 };
 
 struct agent *
@@ -114,6 +122,8 @@ agent_new(const char *dir, uint64_t turns_before, char **cause)
 	return a;
 }
 
+static void agent_log_flush(struct agent *);
+
 void
 agent_free(struct agent *a)
 {
@@ -139,12 +149,16 @@ agent_free(struct agent *a)
 		free(a->pending[i].text);
 	}
 	free(a->pending);
+	agent_log_flush(a);
+	redact_stream_free(a->log_rs);
 	if (a->log_fd != -1)
 		close(a->log_fd);
 	if (a->ev_fd != -1)
 		close(a->ev_fd);
 	free(a->outq);
 	free(a->dec);
+	free(a->tline[0]);
+	free(a->tline[1]);
 	free(a->dir);
 	free(a);
 }
@@ -259,6 +273,51 @@ agent_append(struct agent *a, int *fd, off_t *bytes, const char *name,
 		log_warn("agent: %s", name);
 }
 
+/* ---- secret values out of the logs --------------------------------------- */
+
+void
+agent_set_redact(struct agent *a, const struct redact *rd)
+{
+	agent_log_flush(a);
+	redact_stream_free(a->log_rs);
+	a->rd = rd;
+	a->log_rs = redact_stream_new(rd);
+}
+
+/* Pane output to agent.log, redacted across frame boundaries. */
+static void
+agent_log_out(struct agent *a, const char *buf, size_t len)
+{
+	const char *o = buf;
+	size_t n = len;
+
+	if (a->log_rs != NULL)
+		n = redact_stream_feed(a->log_rs, buf, len, &o);
+	if (n > 0)
+		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", o, n);
+}
+
+/* What agent.log's stream still holds (at exit). */
+static void
+agent_log_flush(struct agent *a)
+{
+	const char *o;
+	size_t n;
+
+	if (a->log_rs == NULL)
+		return;
+	if ((n = redact_stream_flush(a->log_rs, &o)) > 0)
+		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", o, n);
+}
+
+/* text[0..len) with the secret values replaced (redact_text). */
+static size_t
+agent_redact_text(const struct agent *a, const char *text, size_t len,
+    char *out, size_t cap)
+{
+	return redact_text(a->rd, text, len, out, cap);
+}
+
 /* ---- turns and events --------------------------------------------------- */
 
 static struct agent_turn *
@@ -287,15 +346,33 @@ agent_client_send(struct agent_client *c, const char *buf, size_t len)
 		agent_client_close(c);	/* too slow or gone */
 }
 
+/* "END turn state[ exit]\n" into line (cap >= 64); its length. */
+static size_t
+agent_end_line(struct agent *a, uint64_t turn, const char *state, char *line,
+    size_t cap)
+{
+	struct agent_turn *t = agent_turn_find(a, turn);
+
+	if (t != NULL && t->exit >= 0)
+		return (size_t)snprintf(line, cap, "END %llu %s %d\n",
+		    (unsigned long long)turn, state, t->exit);
+	return (size_t)snprintf(line, cap, "END %llu %s\n",
+	    (unsigned long long)turn, state);
+}
+
 /* EVENT/END to the clients waiting on turn; state may be a pseudo state. */
 static void
 agent_event(struct agent *a, uint64_t turn, const char *state, const char *text,
     size_t len, int ends)
 {
 	char line[GUESTCTL_REPORT_MAX * 3 + 128], esc[GUESTCTL_REPORT_MAX * 4 + 1];
+	char red[GUESTCTL_REPORT_MAX + 1];
 	size_t n, i;
 	int64_t now = util_now_ms();
 
+	/* No secret value in agent.events nor in what clients print. */
+	len = agent_redact_text(a, text, len, red, sizeof(red) - 1);
+	text = red;
 	/* agent.events: escaped, one line per event. */
 	log_escape(esc, sizeof(esc), text, len);
 	n = (size_t)snprintf(line, sizeof(line), "%lld %llu %s %s\n", (long long)now,
@@ -313,8 +390,7 @@ agent_event(struct agent *a, uint64_t turn, const char *state, const char *text,
 			agent_client_send(&a->clients[i], line, n);
 	if (!ends)
 		return;
-	n = (size_t)snprintf(line, sizeof(line), "END %llu %s\n",
-	    (unsigned long long)turn, state);
+	n = agent_end_line(a, turn, state, line, sizeof(line));
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
 		if (a->clients[i].fd != -1 && a->clients[i].wait == turn) {
 			agent_client_send(&a->clients[i], line, n);
@@ -326,7 +402,8 @@ static int
 agent_state_ends(int st)
 {
 	return st == GUESTCTL_ST_DONE || st == GUESTCTL_ST_BLOCKED ||
-	    st == GUESTCTL_ST_IDLE || st == GUESTCTL_ST_EXITED;
+	    st == GUESTCTL_ST_IDLE || st == GUESTCTL_ST_EXITED ||
+	    st == GUESTCTL_ST_FAILED;
 }
 
 /*
@@ -350,15 +427,101 @@ agent_send_next(struct agent *a)
 	agent_send_prompt(a, &a->pending[0]);
 }
 
+/*
+ * Headless: one line of the turn's stdout (fd 1) or stderr (2) into
+ * agent.log and to the clients waiting on the turn ("OUT turn fd text").
+ */
+static void
+agent_tout_line(struct agent *a, uint64_t turn, int fd, const char *buf,
+    size_t len)
+{
+	char *line, *red, hdr[48];
+	size_t n, cap, i;
+
+	/* Secret values out (a "[secret NAME]" is at most 10 times as long
+	 * as the shortest value it replaces). */
+	red = xmalloc(10 * len + 80);
+	len = agent_redact_text(a, buf, len, red, 10 * len + 80);
+	buf = red;
+	agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", buf, len);
+	agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", "\n", 1);
+	cap = 3 * len + 64;
+	line = xmalloc(cap);
+	n = (size_t)snprintf(hdr, sizeof(hdr), "OUT %llu %d ",
+	    (unsigned long long)turn, fd);
+	memcpy(line, hdr, n);
+	n += guestctl_encode_text(line + n, cap - n - 1, buf, len);
+	line[n++] = '\n';
+	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
+		if (a->clients[i].fd != -1 && a->clients[i].wait == turn)
+			agent_client_send(&a->clients[i], line, n);
+	free(line);
+	free(red);
+}
+
+/* The partial lines of turn (or of an earlier one) go out as they are. */
+static void
+agent_tout_flush(struct agent *a, uint64_t turn)
+{
+	int k;
+
+	(void)turn;
+	for (k = 0; k < 2; k++)
+		if (a->tlen[k] > 0) {
+			agent_tout_line(a, a->tturn, k + 1, a->tline[k], a->tlen[k]);
+			a->tlen[k] = 0;
+		}
+}
+
+/* TOUT: bytes of the turn's output, cut into lines. */
+static void
+agent_on_tout(struct agent *a, const struct guestctl_frame *f)
+{
+	const char *p = f->text, *end = f->text + f->textlen, *nl;
+	int k = (int)f->n - 1;
+	size_t take;
+
+	if (f->turn == 0 || f->turn > a->turns_assigned)
+		return;		/* a turn we never gave */
+	if (f->turn != a->tturn) {
+		agent_tout_flush(a, a->tturn);
+		a->tturn = f->turn;
+	}
+	if (a->tline[k] == NULL)
+		a->tline[k] = xmalloc(AGENT_TLINE_MAX);
+	while (p < end) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		take = (size_t)((nl != NULL ? nl : end) - p);
+		if (take > AGENT_TLINE_MAX - a->tlen[k])
+			take = AGENT_TLINE_MAX - a->tlen[k];
+		memcpy(a->tline[k] + a->tlen[k], p, take);
+		a->tlen[k] += take;
+		p += take;
+		if ((p < end && *p == '\n') || a->tlen[k] == AGENT_TLINE_MAX) {
+			agent_tout_line(a, f->turn, k + 1, a->tline[k], a->tlen[k]);
+			a->tlen[k] = 0;
+			if (p < end && *p == '\n')
+				p++;
+		}
+	}
+}
+
 /* A turn ends: once, whatever repeats. */
 static void
 agent_turn_end(struct agent *a, uint64_t turn, int st, const char *text, size_t len)
 {
 	struct agent_turn *t = agent_turn_find(a, turn);
 
+	unsigned long v;
+
 	if (t == NULL || t->end != -1)
 		return;
 	t->end = st;
+	/* Headless: "exit N", the turn process's status. */
+	if (len > 5 && memcmp(text, "exit ", 5) == 0 &&
+	    guestctl_parse_uint(text + 5, len - 5, 255, &v) == 0)
+		t->exit = (int)v;
+	agent_tout_flush(a, turn);
 	agent_event(a, turn, guestctl_state_name(st), text, len, 1);
 	agent_send_next(a);
 }
@@ -388,6 +551,7 @@ agent_prompt(struct agent *a, const char *text, size_t len, const char *key,
 	memset(t, 0, sizeof(*t));
 	t->turn = *turn;
 	t->end = -1;
+	t->exit = -1;
 	if (key != NULL)
 		snprintf(t->key, sizeof(t->key), "%s", key);
 	a->pending = xrealloc(a->pending, (a->npending + 1) * sizeof(*a->pending));
@@ -568,12 +732,14 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 		agent_on_report(a, &f);
 		break;
 	case GUESTCTL_OUT:
-		agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", f.text,
-		    f.textlen);
+		agent_log_out(a, f.text, f.textlen);
 		break;
 	case GUESTCTL_PING:
 		n = snprintf(out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
 		agent_queue(a, out, (size_t)n);
+		break;
+	case GUESTCTL_TOUT:
+		agent_on_tout(a, &f);
 		break;
 	default:
 		break;
@@ -696,8 +862,8 @@ agent_client_input(struct agent *a, struct agent_client *c)
 				agent_client_send(c, out, (size_t)n);
 				c->wait = 0;
 			} else if (t->end != -1) {
-				n = snprintf(out, sizeof(out), "END %lu %s\n", v,
-				    guestctl_state_name(t->end));
+				n = (int)agent_end_line(a, v, guestctl_state_name(
+				    t->end), out, sizeof(out));
 				agent_client_send(c, out, (size_t)n);
 				c->wait = 0;
 			}
@@ -743,6 +909,13 @@ agent_pollin(struct agent *a, const struct pollfd *pfd)
 			(void)send(fd, "ERR busy\n", 9, MSG_NOSIGNAL | MSG_DONTWAIT);
 			close(fd);
 		} else {
+			int sz = AGENT_CLIENT_SNDBUF;
+
+			/* Room for a headless turn's long lines. */
+			if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz,
+			    sizeof(sz)) == -1)
+				(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz,
+				    sizeof(sz));
 			a->clients[i].fd = fd;
 			a->clients[i].in = xmalloc(AGENT_CLIENT_IN_MAX);
 			a->clients[i].in_len = 0;
@@ -789,12 +962,15 @@ agent_take_changed(struct agent *a, int64_t now)
 void
 agent_status(const struct agent *a, struct instance_state *st)
 {
-	char esc[sizeof(st->agent_text)];
+	char esc[sizeof(st->agent_text)], red[sizeof(a->text)];
+	size_t n;
 
 	snprintf(st->agent_state, sizeof(st->agent_state), "%s",
 	    guestctl_state_name(a->state));
 	st->agent_turn = a->cur_turn;
 	st->agent_turns = a->turns_assigned;
-	log_escape(esc, sizeof(esc), a->text, strlen(a->text));
+	/* The state file is on the host: no secret value in it. */
+	n = agent_redact_text(a, a->text, strlen(a->text), red, sizeof(red) - 1);
+	log_escape(esc, sizeof(esc), red, n);
 	snprintf(st->agent_text, sizeof(st->agent_text), "%s", esc);
 }

@@ -18,7 +18,7 @@
 #define CONFIG_LIST_MAX 32
 
 enum config_type { T_STR, T_ID, T_PROFILE, T_UINT, T_SIZE, T_ACCEL, T_LIST, T_PATH,
-    T_BOOL, T_CPU };
+    T_BOOL, T_CPU, T_MODE, T_URL };
 
 static const struct config_key {
 	const char *name;
@@ -43,6 +43,9 @@ static const struct config_key {
 	{ "repo", T_PATH, 0, 0, NULL },
 	{ "include-uncommitted", T_BOOL, 0, 0, "no" },
 	{ "context", T_LIST, 0, 0, NULL },
+	/* Agent mode (vmrunner/preset.c, agent.c). */
+	{ "agent-mode", T_MODE, 0, 0, "interactive" },
+	{ "agent-base-url", T_URL, 0, 0, NULL },
 };
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -209,6 +212,18 @@ config_valid_secret(const char *value)
 	    strchr(eq + 1, ':')[1] != '\0';
 }
 
+/* 1 if v is http:// or https:// and printable ASCII without spaces. */
+static int
+config_valid_url(const char *v)
+{
+	if (strncmp(v, "https://", 8) != 0 && strncmp(v, "http://", 7) != 0)
+		return 0;
+	for (; *v != '\0'; v++)
+		if ((unsigned char)*v <= 0x20 || (unsigned char)*v >= 0x7f)
+			return 0;
+	return 1;
+}
+
 static int
 config_validate(const struct config_key *k, const char *value, char **cause)
 {
@@ -250,6 +265,17 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 		    (why = qemu_cpu_problem(value)) != NULL)
 			return cause_set(cause, "%s: invalid CPU model `%s' (%s)",
 			    k->name, value, why);
+		break;
+	case T_MODE:
+		if (strcmp(value, "interactive") != 0 &&
+		    strcmp(value, "headless") != 0)
+			return cause_set(cause, "%s: `%s' is not interactive or "
+			    "headless", k->name, value);
+		break;
+	case T_URL:
+		if (!config_valid_url(value))
+			return cause_set(cause, "%s: `%s' is not an http(s) URL "
+			    "(no space or control byte)", k->name, value);
 		break;
 	case T_PATH:
 		if (*value == '\0')

@@ -529,6 +529,12 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 		    "name=" GUESTCTL_SECRETS_FWCFG ",file=/proc/self/fd/%d",
 		    cfg->secrets_fd);
 	}
+	if (cfg->home_fd > 0) {
+		/* The agent preset's files, the same way. */
+		qemu_add(a, "-fw_cfg");
+		qemu_addf(a, "name=" GUESTCTL_HOME_FWCFG ",file=/proc/self/fd/%d",
+		    cfg->home_fd);
+	}
 	if (cfg->ca_path != NULL) {
 		v = qemu_optval(cfg->ca_path);
 		qemu_add(a, "-fw_cfg");
@@ -590,6 +596,8 @@ qemu_alarm(int sig)
  * hardware virtualisation.  Some hosts give a /dev/kvm that creates VMs but
  * emulates such code instruction by instruction (nested or paravirtual KVM
  * such as kvm-pvm): an ordinary guest kernel then never gets going.
+ * 80 lines: the KVM ioctl sequence (memory, vCPU, registers, run, exit
+ * reason) in the order the kernel's API document gives it.
  */
 static int
 qemu_kvm_probe(int kvm, int vm, const char **why)

@@ -34,17 +34,20 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/termfilter.h"
 #include "vmrunner/vmrunner.h"
 
 #define QEMU_TAP_FD 3
 #define QEMU_CTL_FD 4
 #define QEMU_CON_FD 5
 #define QEMU_SECRETS_FD 6
+#define QEMU_HOME_FD 7
 #define KILL_GRACE_MS 5000	/* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS 10000	/* EXIT received -> QEMU must be gone */
 #define STOP_GRACE_MS (GUESTCTL_STOP_GRACE_MS + 5000)	/* STOP -> SIGTERM QEMU */
 #define PROJECT_FILE ".ksb/instance.conf"
 #define ESCAPE_CHAR 0x1d	/* Ctrl-] */
+#define AGENT_SETTLE_MS 3000	/* -d --agent: the agent ran this long */
 #define CONSOLE_RING 65536	/* console bytes replayed to ksbctl attach */
 #define RUN_GUEST_BYTES_PER_S (1024 * 1024)	/* agent mode */
 #define RESUME_EVERY_MS 200	/* gateway connection lost: RESUME retries */
@@ -73,6 +76,8 @@ struct run {
 	const char *agent_cmd, *prompt_opt;	/* --agent, --prompt */
 	unsigned long idle_s;	/* --idle */
 	struct agent *agent;
+	struct preset preset;	/* agent mode: preset_build's */
+	int headless;		/* agent-mode headless */
 	struct qemu_share shares[QEMU_SHARES_MAX];
 	size_t nshares;
 	char **command;
@@ -88,7 +93,10 @@ struct run {
 	char *disk_path, *qmp_path, *console_path;
 	char *ca_path;		/* <instance>/ca.pem: etc_extra_ca, NULL: none */
 	struct secrets *secrets;
+	struct redact *redact;		/* the secrets' values, for the logs */
+	struct redact_stream *con_rs;	/* the console's bytes, redacted */
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
+	int home_fd;		/* the preset's files (GUESTCTL_HOME_FWCFG) */
 	int listen_fd, client_fd, ready_fd;
 	int child_ctl, child_con;	/* QEMU's ends of the ctl, console pairs */
 	enum qemu_accel accel;
@@ -139,6 +147,9 @@ run_help(void)
 	    "                       another repository, pinned, at /context/NAME\n"
 	    "  --agent command      start an agent in tmux (ksbctl prompt, logs)\n"
 	    "  --prompt text|@file  its first turn; --idle s: quiet this long = idle\n"
+	    "  --agent-mode interactive|headless\n"
+	    "                       the TUI in tmux, or one process per turn\n"
+	    "  --agent-base-url URL the model API's base URL (claude, codex presets)\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's socket\n"
 	    "  --print-config [--json]\n"
@@ -160,7 +171,9 @@ run_usage(FILE *f)
 	    "               [--accel auto|kvm|tcg] [--cpu model] [--ca-file pem]\n"
 	    "               [--state-dir dir]\n"
 	    "               [--control-socket path] [--print-config [--json]]\n"
-	    "               [--agent command [--prompt text|@file] [--idle s]]\n"
+	    "               [--agent command [--prompt text|@file] [--idle s]\n"
+	    "                [--agent-mode interactive|headless]\n"
+	    "                [--agent-base-url URL]]\n"
 	    "               [-- command [arg ...]]\n");
 }
 
@@ -208,7 +221,8 @@ run_parse_share(struct run *r, const char *arg)
 enum {
 	O_NAME = 256, O_PROFILE, O_CPUS, O_MEMORY, O_KERNEL, O_MODULES,
 	O_SHARE, O_STATE, O_SOCKET, O_ACCEL, O_DISK, O_SECRET, O_PRINT, O_JSON,
-	O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE, O_CPU, O_CA
+	O_REPO, O_UNCOMMITTED, O_CONTEXT, O_AGENT, O_PROMPT, O_IDLE, O_CPU, O_CA,
+	O_AGENT_MODE, O_AGENT_URL
 };
 
 static const struct option run_longopts[] = {
@@ -238,6 +252,8 @@ static const struct option run_longopts[] = {
 	{ "agent", required_argument, NULL, O_AGENT },
 	{ "prompt", required_argument, NULL, O_PROMPT },
 	{ "idle", required_argument, NULL, O_IDLE },
+	{ "agent-mode", required_argument, NULL, O_AGENT_MODE },
+	{ "agent-base-url", required_argument, NULL, O_AGENT_URL },
 	{ NULL, 0, NULL, 0 }
 };
 
@@ -331,7 +347,8 @@ run_options(struct run *r, int argc, char **argv)
 		case O_NAME: case O_PROFILE: case O_CPUS: case O_MEMORY:
 		case O_KERNEL: case O_MODULES: case O_SHARE: case O_ACCEL:
 		case O_DISK: case O_SECRET: case O_REPO: case O_UNCOMMITTED:
-		case O_CONTEXT: case O_CPU: case O_CA:
+		case O_CONTEXT: case O_CPU: case O_CA: case O_AGENT_MODE:
+		case O_AGENT_URL:
 			run_flag_add(r, ch, idx, optarg);
 			break;
 		default:	/* ("+:..." above: a missing value is ':') */
@@ -351,6 +368,8 @@ run_conf_layer(struct run *r, char **cause)
 	} kv[] = {
 		{ "kernel", r->conf->kernel }, { "modules", r->conf->modules_dir },
 		{ "cpu", r->conf->cpu }, { "ca-file", r->conf->ca_file },
+		{ "agent-mode", r->conf->agent_mode },
+		{ "agent-base-url", r->conf->agent_base_url },
 	};
 	size_t i;
 
@@ -705,7 +724,7 @@ run_write_all(int fd, const char *buf, size_t n)
 
 /* Guest console output: to the terminal, or to the attached client. */
 static void
-run_console_out(struct run *r, const char *buf, size_t n)
+run_console_write(struct run *r, const char *buf, size_t n)
 {
 	if (!r->detach) {
 		run_write_all(STDOUT_FILENO, buf, n);
@@ -718,6 +737,24 @@ run_console_out(struct run *r, const char *buf, size_t n)
 		close(r->client_fd);
 		r->client_fd = -1;
 	}
+}
+
+/*
+ * Guest console output, secret values replaced (held bytes that may
+ * still become one wait for the next read; final: none follows).
+ */
+static void
+run_console_out(struct run *r, const char *buf, size_t n, int final)
+{
+	const char *o = buf;
+
+	if (r->con_rs != NULL)
+		n = redact_stream_feed(r->con_rs, buf, n, &o);
+	if (n > 0)
+		run_console_write(r, o, n);
+	if (final && r->con_rs != NULL && (n = redact_stream_flush(r->con_rs,
+	    &o)) > 0)
+		run_console_write(r, o, n);
 }
 
 /*
@@ -781,7 +818,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	sigset_t all;
 	pid_t pid;
 	size_t i, n;
-	int t, c, k, s = -1;
+	int t, c, k, s = -1, h = -1;
 
 	pid_t parent = getpid();
 
@@ -807,10 +844,14 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	k = fcntl(child_con, F_DUPFD_CLOEXEC, 10);
 	if (r->secrets_fd != -1)
 		s = fcntl(r->secrets_fd, F_DUPFD_CLOEXEC, 10);
+	if (r->home_fd != -1)
+		h = fcntl(r->home_fd, F_DUPFD_CLOEXEC, 10);
 	if (t == -1 || c == -1 || k == -1 || (r->secrets_fd != -1 && s == -1) ||
+	    (r->home_fd != -1 && h == -1) ||
 	    dup2(t, QEMU_TAP_FD) == -1 || dup2(c, QEMU_CTL_FD) == -1 ||
 	    dup2(k, QEMU_CON_FD) == -1 ||
-	    (s != -1 && dup2(s, QEMU_SECRETS_FD) == -1)) {
+	    (s != -1 && dup2(s, QEMU_SECRETS_FD) == -1) ||
+	    (h != -1 && dup2(h, QEMU_HOME_FD) == -1)) {
 		fprintf(stderr, "ksb-run: dup2: %s\n", strerror(errno));
 		_exit(125);
 	}
@@ -830,6 +871,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 struct guestin {
 	char line[GUESTCTL_GUEST_FRAME_MAX];
 	struct agent *agent;	/* agent mode: frames after READY */
+	const struct redact *rd;	/* secret values kept out of the log */
 	unsigned long bad;	/* lines not understood */
 	unsigned long errs;	/* ERR lines */
 	size_t len;
@@ -879,7 +921,11 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 			case GUESTCTL_ERR:
 				/* The first 20; a flood must not fill the log. */
 				if (g->errs++ < 20) {
-					log_escape(esc, sizeof(esc), text, tlen);
+					char red[GUESTCTL_LINE_MAX];
+
+					tlen = redact_text(g->rd, text, tlen, red,
+					    sizeof(red));
+					log_escape(esc, sizeof(esc), red, tlen);
 					log_warnx("guest: %s", esc);
 				} else if (g->errs == 21)
 					log_warnx("guest: more errors, not logged");
@@ -964,6 +1010,9 @@ struct sup {
 	int done;		/* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;
+	int64_t agent_seen;	/* --detach: the agent runs since (0: not yet) */
+	struct termfilter tf;	/* the terminal's replies out of its input */
+	int64_t tf_at;		/* held bytes pass then (0: none held) */
 };
 
 /*
@@ -1158,8 +1207,14 @@ sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	if (r->agent == NULL)
 		return;
 	agent_pollin(r->agent, pfd);
-	if (r->ready_fd != -1 && agent_ready(r->agent)) {
-		/* --detach returns once the agent runs in tmux. */
+	if (r->ready_fd != -1 && agent_ready(r->agent) && s->agent_seen == 0)
+		s->agent_seen = now;
+	if (r->ready_fd != -1 && s->agent_seen != 0 &&
+	    now - s->agent_seen >= AGENT_SETTLE_MS) {
+		/*
+		 * --detach returns once the agent has run in tmux for
+		 * AGENT_SETTLE_MS: one that dies at once is reported.
+		 */
 		run_write_all(r->ready_fd, "ok\n", 3);
 		close(r->ready_fd);
 		r->ready_fd = -1;
@@ -1230,7 +1285,7 @@ sup_con(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR))
 		s->con_open = 0;
 	else if (got > 0)
-		run_console_out(s->r, buf, (size_t)got);
+		run_console_out(s->r, buf, (size_t)got, 0);
 }
 
 /* The terminal (foreground): input for the console, and the escape. */
@@ -1244,6 +1299,27 @@ sup_stdin_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 	return 1;
 }
 
+/*
+ * Terminal input buf[0..n) (n 0: the wait for the rest of a held
+ * sequence ran out) without the terminal's replies (termfilter.h), on to
+ * run_console_in.
+ */
+static void
+sup_stdin_filtered(struct sup *s, const char *buf, size_t n, int64_t now)
+{
+	char out[4096 + TERMFILTER_HOLD];
+	size_t o;
+
+	o = n > 0 ? termfilter_feed(&s->tf, buf, n, out) :
+	    termfilter_flush(&s->tf, out);
+	s->tf_at = termfilter_pending(&s->tf) ? now + TERMFILTER_WAIT_MS : 0;
+	if (o > 0 && run_console_in(s->r, out, o, &s->escaped) &&
+	    !s->want_stop) {
+		log_warnx("escape: stopping the guest");
+		s->want_stop = 1;
+	}
+}
+
 static void
 sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 {
@@ -1251,17 +1327,15 @@ sup_stdin(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 	ssize_t got;
 
 	(void)n;
-	(void)now;
+	if (s->tf_at != 0 && now >= s->tf_at)
+		sup_stdin_filtered(s, NULL, 0, now);
 	if (!s->in_open || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
 		return;
 	got = read(STDIN_FILENO, buf, sizeof(buf));
 	if (got <= 0 && !(got == -1 && (errno == EINTR || errno == EAGAIN)))
 		s->in_open = 0;	/* the console stays: EOF is not a stop */
-	else if (got > 0 && run_console_in(s->r, buf, (size_t)got, &s->escaped) &&
-	    !s->want_stop) {
-		log_warnx("escape: stopping the guest");
-		s->want_stop = 1;
-	}
+	else if (got > 0)
+		sup_stdin_filtered(s, buf, (size_t)got, now);
 }
 
 /* console.sock (--detach): the newest client takes over the console. */
@@ -1406,6 +1480,11 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->resume_at, now);
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
+	if (s->agent_seen != 0 && r->ready_fd != -1)
+		timeout = sup_sooner(timeout, s->agent_seen + AGENT_SETTLE_MS >
+		    now ? s->agent_seen + AGENT_SETTLE_MS : now, now);
+	if (s->tf_at != 0)
+		timeout = sup_sooner(timeout, s->tf_at > now ? s->tf_at : now, now);
 	if (timeout < 0 && (s->kill_at != 0 || s->term_at != 0))
 		timeout = 0;
 	return timeout;
@@ -1455,9 +1534,42 @@ sup_start(struct sup *s, char **qargv)
 		close(r->secrets_fd);	/* QEMU reads it once at start */
 		r->secrets_fd = -1;
 	}
+	if (r->home_fd != -1) {
+		close(r->home_fd);
+		r->home_fd = -1;
+	}
 	r->st.qemu_pid = (long)r->qemu_pid;
 	run_state_save(r);
 	return 0;
+}
+
+/*
+ * The agent exited by itself (not stopped): <instance>/agent.exit holds
+ * its status for ksbctl status, attach and prompt; --detach still waiting
+ * says so on stderr before it returns.
+ */
+static void
+sup_agent_exited(struct sup *s)
+{
+	struct run *r = s->r;
+	char *p = NULL, line[16];
+	int fd, n;
+
+	if (r->agent == NULL || s->g.exit_status == -1 || s->want_stop ||
+	    s->signo != 0)
+		return;
+	if (r->ready_fd != -1)
+		log_warnx("instance %s: the agent exited with status %d (ksbctl "
+		    "logs %s shows its last output)", r->id, s->g.exit_status,
+		    r->id);
+	xasprintf(&p, "%s/agent.exit", r->instance_dir);
+	n = snprintf(line, sizeof(line), "%d\n", s->g.exit_status);
+	fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1 || write(fd, line, (size_t)n) != n)
+		log_warn("%s", p);
+	if (fd != -1)
+		close(fd);
+	free(p);
 }
 
 /* QEMU is gone: its last console bytes, the terminal back; the status. */
@@ -1477,7 +1589,9 @@ sup_finish(struct sup *s)
 	/* What QEMU wrote before it exited. */
 	while (s->con_open &&
 	    (n = recv(r->con_fd, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		run_console_out(r, buf, (size_t)n);
+		run_console_out(r, buf, (size_t)n, 0);
+	run_console_out(r, "", 0, 1);
+	sup_agent_exited(s);
 	if (r->tty_saved)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
@@ -1512,6 +1626,7 @@ run_supervise(struct run *r, char **qargv)
 	s.r = r;
 	s.g.exit_status = -1;
 	s.g.agent = r->agent;
+	s.g.rd = r->redact;
 	s.ctl_open = s.gw_open = s.con_open = 1;
 	s.in_open = !r->detach;
 	if (sup_start(&s, qargv) != 0)
@@ -1573,14 +1688,15 @@ run_cleanup(struct run *r, int status)
  * agent.cmd, what ksbctl prompt boots a stopped instance with (read by
  * ksbctl_prompt.c): "idle=<s>\n", then "cwd=<dir>\n" and "arg=<arg>\n"
  * lines (ksb-run's arguments except --detach, --name, --agent, --prompt,
- * --idle, --secret and -f: secrets are never stored), then the agent's
- * command.  An argument holding a newline is left out, with a warning.
+ * --idle and -f; a --secret's spec NAME=env:VAR|file:PATH is kept, so the
+ * booted agent has its credentials again, never a value), then the
+ * agent's command.  An argument holding a newline is left out, with a warning.
  */
 static int
 run_agent_cmd(struct run *r, int fd, int argc, char **argv)
 {
 	static const char *const skip_arg[] = { "--name", "--agent", "--prompt",
-	    "--idle", "--secret", "-f", NULL };
+	    "--idle", "-f", NULL };
 	char cwd[PATH_MAX];
 	size_t k, len;
 	int i, skip;
@@ -1615,6 +1731,93 @@ run_agent_cmd(struct run *r, int fd, int argc, char **argv)
 }
 
 /*
+ * The instance's headless session id (a UUID made once, kept in
+ * <instance>/agent.session) into id[37].  0 or -1 and *cause.
+ */
+static int
+run_agent_session(struct run *r, char *id, char **cause)
+{
+	unsigned char b[16];
+	char *path = NULL;
+	ssize_t n = 0;
+	int fd, i, k;
+
+	xasprintf(&path, "%s/agent.session", r->instance_dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		n = read(fd, id, 36);
+		close(fd);
+	}
+	id[n > 0 ? n : 0] = '\0';
+	if (n == 36 && strspn(id, "0123456789abcdef-") == 36) {
+		free(path);
+		return 0;
+	}
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		fatal("getrandom");
+	b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);	/* version 4 */
+	b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+	for (i = 0, k = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			id[k++] = '-';
+		k += snprintf(id + k, 3, "%02x", b[i]);
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+	    0600);
+	if (fd == -1 || write(fd, id, 36) != 36 || close(fd) != 0) {
+		cause_set(cause, "%s: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	free(path);
+	return 0;
+}
+
+/*
+ * The preset (preset.c) for the agent command: the command the guest
+ * runs, and the files for the agent's home in a sealed memfd.  Before the
+ * secrets go into theirs (Claude approves the API key's last bytes).
+ */
+static int
+run_agent_preset(struct run *r, char **cause)
+{
+	struct preset_conf pc;
+	char sid[37], **names;
+	char *const *list;
+	size_t i, n, len;
+	int ret = -1;
+
+	memset(&pc, 0, sizeof(pc));
+	r->headless = strcmp(config_get(r->cfg, "agent-mode"), "headless") == 0;
+	if (r->headless && run_agent_session(r, sid, cause) != 0)
+		return -1;
+	list = config_list(r->cfg, "secret", &n);
+	names = xcalloc(n + 1, sizeof(*names));
+	for (i = 0; i < n; i++)
+		names[i] = xstrndup(list[i], strcspn(list[i], "="));
+	pc.cmd = r->agent_cmd;
+	pc.headless = r->headless;
+	pc.session = r->headless ? sid : NULL;
+	pc.base_url = config_get(r->cfg, "agent-base-url");
+	pc.api_key = secrets_value(r->secrets, "ANTHROPIC_API_KEY", &len);
+	pc.secrets = names;
+	pc.nsecrets = n;
+	if (preset_build(&pc, &r->preset, cause) != 0)
+		goto cleanup;
+	free(r->command[0]);
+	r->command[0] = xstrdup(r->preset.command);
+	if (r->preset.name != NULL)
+		log_info("instance %s: the %s preset (%s)", r->id, r->preset.name,
+		    r->headless ? "headless" : "interactive");
+	if (r->preset.files != NULL && (r->home_fd = secrets_sealed_memfd(
+	    "ksb-home", r->preset.files, r->preset.files_len, cause)) == -1)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	util_strv_free(names);
+	return ret;
+}
+
+/*
  * Agent mode: the agent's host side (agent.c), agent.sock, agent.cmd and
  * the first prompt.  0 or -1 and *cause.
  */
@@ -1635,8 +1838,11 @@ run_agent_setup(struct run *r, int argc, char **argv, char **cause)
 	r->st.agent_turns = old.agent_turns;	/* turn ids go on */
 	strcpy(r->st.agent_state, "starting");
 	if ((r->agent = agent_new(r->instance_dir, old.agent_turns, cause)) == NULL ||
-	    agent_listen(r->agent, cause) != 0)
+	    agent_listen(r->agent, cause) != 0 || run_agent_preset(r, cause) != 0)
 		goto cleanup;
+	xasprintf(&path, "%s/agent.exit", r->instance_dir);
+	unlink(path);	/* the agent runs again */
+	free(path);
 	xasprintf(&path, "%s/agent.cmd", r->instance_dir);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd == -1 || run_agent_cmd(r, fd, argc, argv) != 0) {
@@ -1720,6 +1926,7 @@ run_init(struct run *r)
 	memset(r, 0, sizeof(*r));
 	r->lock_fd = r->gw_fd = r->tap_fd = r->ctl_fd = r->con_fd = -1;
 	r->sig_fd = r->secrets_fd = r->listen_fd = r->client_fd = -1;
+	r->home_fd = -1;
 	r->ready_fd = r->child_ctl = r->child_con = -1;
 	r->qemu_pid = -1;
 	r->t_start = util_mono_ms();
@@ -1898,6 +2105,23 @@ run_state_start(struct run *r)
 }
 
 /*
+ * The redactor keeps the secrets' values (in memory only: mlock'd, wiped
+ * at exit) after the sealed memfd took them: the console, agent.log and
+ * agent.events never show them.
+ */
+static void
+run_redact_setup(struct run *r)
+{
+	if (r->secrets != NULL) {
+		r->redact = redact_new();
+		secrets_redact(r->secrets, r->redact);
+		if (r->agent != NULL)
+			agent_set_redact(r->agent, r->redact);
+	}
+	r->con_rs = redact_stream_new(r->redact);
+}
+
+/*
  * The instance: its directory (locked), state file, disk, agent, the git
  * handoff, the secrets' memfd, console.sock.  0, or the exit status.
  */
@@ -1925,6 +2149,7 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	workspace_disk_warn(r->conf, r->state_dir, r->instance_dir);
 	if (run_extra_ca(r, &cause) != 0)
 		goto fail;
+	run_redact_setup(r);
 	if (r->secrets != NULL) {
 		if ((r->secrets_fd = secrets_memfd(r->secrets, &cause)) == -1)
 			goto fail;
@@ -2003,6 +2228,7 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.ctl_fd = QEMU_CTL_FD;
 	qc.con_fd = QEMU_CON_FD;
 	qc.secrets_fd = r->secrets_fd != -1 ? QEMU_SECRETS_FD : -1;
+	qc.home_fd = r->home_fd != -1 ? QEMU_HOME_FD : -1;
 	qc.disk = r->disk_path;
 	qc.qmp_path = r->qmp_path;
 	qc.share_usr = 1;
@@ -2017,6 +2243,32 @@ run_qemu_argv(struct run *r, char ***qargv)
 		for (i = 0; (*qargv)[i] != NULL; i++)
 			log_debug("qemu argv[%zu] = %s", i, (*qargv)[i]);
 	return 0;
+}
+
+/*
+ * The agent lines of the header (proto/guestctl.h): AGENT, then MODE,
+ * HOOKS and PANE from the preset.  malloc'd into *h; its length or -1.
+ */
+static int
+run_agent_header(struct run *r, char **h)
+{
+	const struct preset *p = &r->preset;
+	char rd[GUESTCTL_PANE_MAX * 3 + 1], bz[GUESTCTL_PANE_MAX * 3 + 1];
+	size_t n;
+
+	strcpy(rd, "-");
+	strcpy(bz, "-");
+	if (p->pane_ready != NULL && (n = strlen(p->pane_ready)) > 0 &&
+	    n <= GUESTCTL_PANE_MAX)
+		guestctl_encode_text(rd, sizeof(rd), p->pane_ready, n);
+	if (p->pane_busy != NULL && (n = strlen(p->pane_busy)) > 0 &&
+	    n <= GUESTCTL_PANE_MAX)
+		guestctl_encode_text(bz, sizeof(bz), p->pane_busy, n);
+	return asprintf(h, "AGENT %lu\n%sHOOKS %d %d\n%s%s%s%s%s",
+	    r->idle_s, r->headless ? "MODE headless\n" : "", p->hook_submit,
+	    p->hook_end, p->pane_ready != NULL ? "PANE " : "",
+	    p->pane_ready != NULL ? rd : "", p->pane_ready != NULL ? " " : "",
+	    p->pane_ready != NULL ? bz : "", p->pane_ready != NULL ? "\n" : "");
 }
 
 /* The command header for the guest (guestctl_encode), AGENT first. */
@@ -2039,7 +2291,7 @@ run_command_header(struct run *r)
 	}
 	if (r->agent == NULL)
 		return 0;
-	if ((hl = asprintf(&h, "AGENT %lu\n", r->idle_s)) < 0)
+	if ((hl = run_agent_header(r, &h)) < 0)
 		fatal("asprintf");
 	h = xrealloc(h, (size_t)hl + r->header_len);
 	memcpy(h + hl, r->header, r->header_len);
@@ -2127,10 +2379,13 @@ run_teardown(struct run *r, char **qargv, int status)
 {
 	size_t i;
 	int *fds[] = { &r->ready_fd, &r->ctl_fd, &r->child_ctl, &r->con_fd,
-	    &r->child_con, &r->tap_fd, &r->secrets_fd };
+	    &r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd };
 
 	run_cleanup(r, status);
 	agent_free(r->agent);
+	redact_stream_free(r->con_rs);
+	redact_free(r->redact);
+	preset_free(&r->preset);
 	for (i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (*fds[i] != -1)
 			close(*fds[i]);

@@ -1,7 +1,7 @@
 /*
  * secrets.c: --secret NAME=env:VAR | NAME=file:PATH.  Read once into
  * memory, handed to QEMU as a sealed memfd for -fw_cfg (the blob format is
- * in vmrunner.h, GUESTCTL_SECRETS_FWCFG); never written to a file, never
+ * in proto/guestctl.h, GUESTCTL_SECRETS_FWCFG); never written to a file, never
  * in an argv or environment.  Values are wiped before they are freed.
  */
 #include <sys/mman.h>
@@ -32,6 +32,20 @@ size_t
 secrets_count(const struct secrets *s)
 {
 	return s != NULL ? s->n : 0;
+}
+
+size_t
+secrets_redact(const struct secrets *s, struct redact *rd)
+{
+	size_t i, skipped = 0;
+
+	for (i = 0; s != NULL && i < s->n; i++)
+		if (redact_add(rd, s->v[i].name, s->v[i].val, s->v[i].len) == 0) {
+			log_info("secret %s: shorter than %d bytes, not redacted "
+			    "from the logs", s->v[i].name, REDACT_MIN);
+			skipped++;
+		}
+	return skipped;
 }
 
 void
@@ -193,32 +207,67 @@ cleanup:
 	return ret;
 }
 
+const char *
+secrets_value(const struct secrets *s, const char *name, size_t *len)
+{
+	size_t i;
+
+	for (i = 0; s != NULL && i < s->n; i++)
+		if (strcmp(s->v[i].name, name) == 0) {
+			*len = s->v[i].len;
+			return s->v[i].val;
+		}
+	return NULL;
+}
+
+int
+secrets_sealed_memfd(const char *name, const char *buf, size_t len,
+    char **cause)
+{
+	int fd;
+
+	if ((fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING)) == -1)
+		return cause_set(cause, "memfd_create: %s", strerror(errno));
+	if ((len > 0 && write(fd, buf, len) != (ssize_t)len) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
+	    F_SEAL_SEAL) == -1) {
+		cause_set(cause, "memfd %s: %s", name, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int
 secrets_memfd(const struct secrets *s, char **cause)
 {
-	char hdr[GUESTCTL_SECRET_NAME_MAX + 32];
-	size_t i;
-	int fd, n, ret = -1;
+	char hdr[GUESTCTL_SECRET_NAME_MAX + 32], *buf = NULL;
+	size_t i, len = 0, cap = 0, need;
+	int n, fd;
 
-	if ((fd = memfd_create("ksb-secrets", MFD_CLOEXEC | MFD_ALLOW_SEALING)) == -1)
-		return cause_set(cause, "memfd_create: %s", strerror(errno));
 	for (i = 0; s != NULL && i < s->n; i++) {
-		n = snprintf(hdr, sizeof(hdr), "%s %zu\n", s->v[i].name, s->v[i].len);
-		if (write(fd, hdr, (size_t)n) != n ||
-		    write(fd, s->v[i].val, s->v[i].len) != (ssize_t)s->v[i].len) {
-			cause_set(cause, "memfd write: %s", strerror(errno));
-			goto cleanup;
+		n = snprintf(hdr, sizeof(hdr), "%s %zu\n", s->v[i].name,
+		    s->v[i].len);
+		need = len + (size_t)n + s->v[i].len;
+		if (need > cap) {
+			/* Grown by hand: a realloc would leave copies behind. */
+			char *nb = xmalloc(cap = need * 2);
+
+			if (buf != NULL) {
+				memcpy(nb, buf, len);
+				explicit_bzero(buf, len);
+				free(buf);
+			}
+			buf = nb;
 		}
+		memcpy(buf + len, hdr, (size_t)n);
+		memcpy(buf + len + (size_t)n, s->v[i].val, s->v[i].len);
+		len = need;
 	}
-	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
-	    F_SEAL_SEAL) == -1) {
-		cause_set(cause, "memfd seal: %s", strerror(errno));
-		goto cleanup;
+	fd = secrets_sealed_memfd("ksb-secrets", buf, len, cause);
+	if (buf != NULL) {
+		explicit_bzero(buf, len);
+		free(buf);
 	}
-	ret = fd;
-	fd = -1;
-cleanup:
-	if (fd != -1)
-		close(fd);
-	return ret;
+	return fd;
 }

@@ -145,6 +145,7 @@ struct qemu_config {
 	int ctl_fd;
 	int con_fd;		/* console: -1 stdio, else a connected socket */
 	int secrets_fd;		/* -1, or a sealed memfd (GUESTCTL_SECRETS_FWCFG) */
+	int home_fd;		/* <= 0: none, or a sealed memfd (GUESTCTL_HOME_FWCFG) */
 	const char *disk;	/* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
 	const char *ca_path;	/* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
 	const char *qmp_path;	/* NULL, or the QMP UNIX socket QEMU listens on */
@@ -315,6 +316,7 @@ int workspace_setup(const struct config *cfg, const char *instance_dir,
  * handed to QEMU as a sealed memfd (never a file, never argv/environment).
  */
 struct secrets;
+struct redact;
 
 /*
  * secrets_load: resolve every spec ("NAME=env:VAR" or "NAME=file:PATH").
@@ -332,8 +334,103 @@ int secrets_check(const char *spec, char **cause);
  */
 int secrets_memfd(const struct secrets *s, char **cause);
 size_t secrets_count(const struct secrets *s);
+/*
+ * secrets_redact: add every value to rd (redact_add); returns how many
+ * were too short to match (each logged by name at info level).
+ */
+size_t secrets_redact(const struct secrets *s, struct redact *rd);
+/* secrets_value: the value of secret name (len bytes, not NUL-ended
+ * unless the source was an environment variable), or NULL. */
+const char *secrets_value(const struct secrets *s, const char *name,
+    size_t *len);
+/*
+ * secrets_sealed_memfd: a sealed memfd (as secrets_memfd) named name
+ * holding buf[0..len) (the fw_cfg blobs: secrets, preset files).  fd
+ * (O_CLOEXEC) or -1 and *cause.
+ */
+int secrets_sealed_memfd(const char *name, const char *buf, size_t len,
+    char **cause);
 /* secrets_free: wipes (explicit_bzero) and frees; NULL-safe. */
 void secrets_free(struct secrets *s);
+
+/* ---- redact.c --------------------------------------------------------------
+ * Secret values out of what ksb-run writes on the host: each value, its
+ * base64 forms and its percent-encoding become "[secret NAME]".  Pure
+ * (bytes in, bytes out).  Values shorter than REDACT_MIN bytes are not
+ * matched (too many false hits); ksb-run(1) says so.
+ */
+#define REDACT_MIN 8
+struct redact;
+struct redact_stream;
+struct redact *redact_new(void);
+/* redact_free: wipes (explicit_bzero) every pattern; NULL-safe. */
+void redact_free(struct redact *r);
+/*
+ * redact_add: match val[0..len) (copied, mlock'd if allowed) as NAME.
+ * 1 if added, 0 if skipped (len < REDACT_MIN).
+ */
+int redact_add(struct redact *r, const char *name, const char *val, size_t len);
+/* redact_count: the number of values added (NULL: 0). */
+size_t redact_count(const struct redact *r);
+/*
+ * A stream over r (which must outlive it; NULL: bytes pass unchanged).
+ * redact_stream_feed takes in[0..n) and returns the length of the bytes
+ * now safe to write, *out pointing at them (owned by the stream, valid
+ * until its next call).  A suffix that may still become a match is held
+ * (at most the longest pattern - 1 bytes); redact_stream_flush returns it
+ * (redacted) when no more input follows.  redact_stream_free wipes.
+ */
+struct redact_stream *redact_stream_new(const struct redact *r);
+size_t redact_stream_feed(struct redact_stream *s, const char *in, size_t n,
+    const char **out);
+size_t redact_stream_flush(struct redact_stream *s, const char **out);
+/*
+ * redact_text: one whole message text[0..len) with the values replaced,
+ * copied into out (cap bytes, cut at cap); returns the length.  rd NULL or
+ * empty: a plain copy.  For messages that are not a stream (events, status
+ * text, log lines).
+ */
+size_t redact_text(const struct redact *rd, const char *text, size_t len,
+    char *out, size_t cap);
+/* redact_stream_held: bytes held back now. */
+size_t redact_stream_held(const struct redact_stream *s);
+void redact_stream_free(struct redact_stream *s);
+
+/* ---- preset.c --------------------------------------------------------------
+ * Agent presets (AGENTS-SPEC.md): `--agent CMD' whose first word's
+ * basename is claude or codex gets that preset: files for the agent's
+ * home (GUESTCTL_HOME_FWCFG records), a command with the preset's flags,
+ * hooks and pane patterns.  Any other command: no preset (headless still
+ * gets GUESTCTL_TURN_SCRIPT, which runs `CMD TEXT').
+ */
+struct preset_conf {
+	const char *cmd;	/* the --agent shell command */
+	int headless;		/* agent-mode headless */
+	const char *session;	/* headless: the instance's session UUID */
+	const char *base_url;	/* NULL, or agent-base-url */
+	const char *model;	/* NULL: the preset's default (codex) */
+	const char *api_key;	/* NULL, or ANTHROPIC_API_KEY's value (Claude
+				 * approves its last 20 bytes) */
+	char *const *secrets;	/* names of the secrets given */
+	size_t nsecrets;
+};
+struct preset {
+	const char *name;	/* "claude", "codex", or NULL: none */
+	char *command;		/* the shell command the guest runs (tmux) */
+	char *files;		/* GUESTCTL_HOME_FWCFG records, or NULL */
+	size_t files_len, nfiles;
+	int hook_submit, hook_end;	/* HOOKS header line */
+	const char *pane_ready, *pane_busy;	/* NULL: no PANE line */
+};
+/* preset_name: "claude", "codex" or NULL for the shell command cmd. */
+const char *preset_name(const char *cmd);
+/* preset_build: fill *p (free with preset_free).  0, or -1 and *cause. */
+int preset_build(const struct preset_conf *c, struct preset *p, char **cause);
+void preset_free(struct preset *p);
+/* preset_toml_str, preset_sh_str: s quoted as a TOML basic string / one
+ * shell word, written to f. */
+void preset_toml_str(FILE *f, const char *s);
+void preset_sh_str(FILE *f, const char *s);
 
 /* ---- agent.c ---------------------------------------------------------------
  * The host side of agent mode, inside the supervising ksb-run.  Clients
@@ -388,5 +485,11 @@ int agent_take_changed(struct agent *a, int64_t now);
 void agent_status(const struct agent *a, struct instance_state *st);
 /* agent_guest_gone: QEMU exited; waiting clients get END exited. */
 void agent_guest_gone(struct agent *a);
+/*
+ * agent_set_redact: secret values (rd, owned by the caller, outliving a)
+ * are replaced in agent.log, agent.events, the events clients get and the
+ * status text.
+ */
+void agent_set_redact(struct agent *a, const struct redact *rd);
 
 #endif

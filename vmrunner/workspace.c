@@ -3,7 +3,7 @@
  * handoff"): the instance's mirror (created, or its base refreshed when a
  * named instance resumes), the context checkouts, and the 9p shares that
  * carry them into the guest.  The guest's side is setup_workspace() in
- * vmrunner/guest/init.c.
+ * guest/init.c.
  */
 #include <sys/stat.h>
 

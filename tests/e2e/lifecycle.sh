@@ -55,6 +55,7 @@ id=$(cd "$T/proj" && run --detach --name lc-named --disk-size 2G -- /bin/sh -c \
 	'echo hello-disk > ~/f; sha256sum < /run/ksb/secrets/TOKEN > ~/s;
 	 stat -c %a:%U /run/ksb/secrets/TOKEN > ~/m;
 	 { cat /sys/firmware/qemu_fw_cfg/by_name/opt/org.ksb/secrets/raw || echo fwcfg-unreadable; } > ~/fw 2>&1;
+	 cat /run/ksb/secrets/TOKEN; echo; base64 -w0 < /run/ksb/secrets/TOKEN; echo;
 	 sync; echo lc-files-written; exec sleep 600' 2>"$T/err-d")
 echo "detach returned after $(echo "$(date +%s.%N) - $t0" | bc) s: $id"
 cat "$T/err-d" >&2
@@ -69,10 +70,16 @@ ksb_check "QEMU environment has no KSB_TEST_SECRET" '! tr "\0" "\n" < /proc/$qpi
 # The command has written its files (it is busy afterwards) once its
 # marker is on the console (ksbctl attach replays what the console said).
 files_written() {
-	timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach lc-named </dev/null 2>/dev/null |
-		grep -aq lc-files-written
+	timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach lc-named </dev/null 2>/dev/null \
+		> "$T/att"
+	grep -aq lc-files-written "$T/att"
 }
 ksb_check "the command wrote its files" 'ksb_until 120 files_written'
+B64=$(printf %s "$SECRET" | base64 -w0 | cut -c1-16)
+ksb_check "console: the secret shown as [secret TOKEN], raw and base64" \
+	'[ "$(grep -ac "\[secret TOKEN\]" "$T/att")" -ge 2 ]'
+ksb_check "console: no trace of the secret (raw, base64)" \
+	'! grep -aq "$SECRET" "$T/att" && ! grep -aqF "$B64" "$T/att"'
 ksb_check "secret in no file under the state dir" '! grep -rqa "$SECRET" "$T/state"'
 ksb_check "secret in no file under the runtime dir" '! grep -rqa "$SECRET" "$T" --exclude-dir=proj --exclude=pc 2>/dev/null'
 

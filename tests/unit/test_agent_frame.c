@@ -1,6 +1,6 @@
 /*
  * test_agent_frame.c: the agent-mode frames of the guest control channel
- * (vmrunner/guestctl.c): encoding round trips, partial frames across
+ * (proto/guestctl.c): encoding round trips, partial frames across
  * reads, oversized frames, garbage and a version mismatch; and the host
  * side (vmrunner/agent.c) under a flood of hostile guest bytes: the turn
  * still completes and is reported once, the waiting client stays
