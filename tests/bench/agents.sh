@@ -11,13 +11,17 @@
 # no proxy, the fake's CA as the only CA), as root with IS_SANDBOX=1.
 # The overhead lines are the guest mean minus the host mean over turns
 # 2..N (turn 1 includes the agent's first start).
-# usage: tests/bench/agents.sh [claude] [codex]   (KSB_BENCH_TURNS, default 3)
+# usage: tests/bench/agents.sh [claude] [codex]   (KSB_BENCH_TURNS, default 3;
+# KSB_BENCH_MODES, default "headless interactive").  Rows are printed as
+# they are measured; a guest turn that does not end within 300 s ends that
+# mode's run ("no end").
 # Needs root, QEMU, the built tree and a guest kernel; not in TESTS.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
 AGENTS=${*:-claude codex}
 N=${KSB_BENCH_TURNS:-3}
+MODES=${KSB_BENCH_MODES:-headless interactive}
 CACHE=${KSB_AGENTS_CACHE:-/var/cache/ksb/agents}
 BIN=$CACHE/node_modules/.bin
 
@@ -60,7 +64,9 @@ row() {
 	local first
 	first=$(ksb_api_turn "$6-turn$3" | sed -n 's/.* first=\([^ ]*\) .*/\1/p')
 	[ "$first" = - ] && first=$5
-	ROWS="$ROWS$1 $2 $3 $(echo "$first - $4" | bc) $(echo "$5 - $4" | bc)
+	local r="$1 $2 $3 $(echo "$first - $4" | bc) $(echo "$5 - $4" | bc)"
+	echo "# $r"
+	ROWS="$ROWS$r
 "
 }
 
@@ -79,8 +85,9 @@ guest() {
 	KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$T/state/instances/$id/state")"
 	for n in $(seq 1 "$N"); do
 		t0=$(now)
-		timeout 600 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" prompt "$id" \
+		timeout 300 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" prompt "$id" \
 			"$(run_cmd "$id" "$n" '~/work')" --wait > "$T/$id.$n" 2>&1 || true
+		grep -q 'ended' "$T/$id.$n" || { echo "# $1 guest-$2 turn $n: no end"; break; }
 		row "$1" "guest-$2" "$n" "$t0" "$(now)" "$id"
 	done
 	"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" stop "$id" > /dev/null 2>&1 || true
@@ -146,8 +153,7 @@ host() {
 host_home
 for a in $AGENTS; do
 	host "$a"
-	guest "$a" headless
-	guest "$a" interactive
+	for m in $MODES; do guest "$a" "$m"; done
 done
 
 echo
