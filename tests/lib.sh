@@ -292,3 +292,73 @@ ksb_need_built() {
 		[ -x "$KSB_BUILDDIR/$b" ] || ksb_skip "$b not built"
 	done
 }
+
+# ---- the real agents and the fake model API (issue 13) ---------------------
+
+# ksb_fetch_agents [DIR]: the pinned Claude Code and Codex in DIR (default
+# /var/cache/ksb/agents) through contrib/fetch-agents.sh; skips (77) when
+# the npm registry cannot be reached, fails on any other error.
+ksb_fetch_agents() {
+	local out rc=0
+	out=$("$KSB_SRCDIR/contrib/fetch-agents.sh" "${1:-/var/cache/ksb/agents}" 2>&1) || rc=$?
+	[ "$rc" = 3 ] && ksb_skip "npm registry unreachable: $out"
+	[ "$rc" = 0 ] || ksb_fail "contrib/fetch-agents.sh failed ($rc): $out"
+}
+
+# ksb_fakeapi: after ksb_env, before ksb_gateway: the model APIs' hosts
+# (KSB_API_HOSTS) resolve to the origin in the gateway's hosts file, the
+# default profile allows them, and tests/e2e/fakeapi.py serves them on
+# $ORIGIN_IP:443 in ns OR with certificates from fakeapi_certs.sh
+# ($T/api/ca.pem is its CA), logging each request to $T/api.log.
+KSB_API_HOSTS="api.anthropic.com platform.claude.com api.openai.com"
+ksb_fakeapi() {
+	local h
+	for h in $KSB_API_HOSTS; do echo "$ORIGIN_IP $h"; done >> "$T/hosts"
+	{
+		echo "profile default {"
+		for h in $KSB_API_HOSTS; do echo "    allow $h"; done
+		echo "    allow-address 10.78.0.0/24"
+		echo "}"
+	} > "$T/policy.d/test.policy"
+	sh "$KSB_SRCDIR/tests/e2e/fakeapi_certs.sh" "$T/api"
+	ip netns exec "$OR" python3 "$KSB_SRCDIR/tests/e2e/fakeapi.py" \
+		--cert "$T/api/server.pem" --key "$T/api/server.key" \
+		--addr "$ORIGIN_IP" --port 443 --log "$T/api.log" \
+		--ready-file "$T/api.ready" > "$T/fakeapi.err" 2>&1 &
+	KSB_PIDS="$KSB_PIDS $!"
+	ksb_until 30 test -s "$T/api.ready" ||
+		ksb_fail "fakeapi did not start: $(cat "$T/fakeapi.err")"
+}
+
+# ksb_api_turn MARKER: what the fake API saw for the turn whose prompt has
+# MARKER (a request belongs to the turn of the last user text in it with a
+# "RUN:" line), as "tools=N results=N seen=N first=TS auth=SHA": tool
+# calls, tool results, how often the turn's text is in its last request (1:
+# it went in once), the time of its first request (epoch s), and the
+# credential hash of that request.
+ksb_api_turn() {
+	python3 - "$T/api.log" "$1" <<'PY'
+import json, sys
+log, marker = sys.argv[1], sys.argv[2]
+tools = results = seen = 0
+first = auth = "-"
+for line in open(log):
+    r = json.loads(line)
+    if r.get("method") != "POST" or r.get("reply") not in ("tool", "text"):
+        continue
+    texts = r.get("user_texts") or []
+    runs = [t for t in texts if "RUN:" in t]
+    if not runs or marker not in runs[-1]:
+        continue
+    if first == "-":
+        first = r["ts"]
+    if r.get("tool_result"):
+        results += 1
+    elif r["reply"] == "tool":
+        tools += 1
+    seen = sum(1 for t in texts if marker in t)
+    auth = (r.get("auth") or {}).get("sha256", "-")
+print("tools=%d results=%d seen=%d first=%s auth=%s"
+      % (tools, results, seen, first, auth))
+PY
+}
