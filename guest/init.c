@@ -280,16 +280,14 @@ static void __attribute__((noreturn)) poweroff(int status, int reported)
 		pause();
 }
 
-static void __attribute__((noreturn, format(printf, 1, 2)))
-fail(const char *fmt, ...)
+/* A message on the console and as "ERR <text>" to the host (one line). */
+static void __attribute__((format(printf, 1, 0)))
+report_err(const char *fmt, va_list ap)
 {
 	char buf[GUESTCTL_LINE_MAX - 8];
-	va_list ap;
 	size_t i;
 
-	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
 	for (i = 0; buf[i] != '\0'; i++)
 		if (buf[i] == '\n')
 			buf[i] = ' ';
@@ -297,6 +295,16 @@ fail(const char *fmt, ...)
 	ctl_write("ERR ", 4);
 	ctl_write(buf, strlen(buf));
 	ctl_write("\n", 1);
+}
+
+static void __attribute__((noreturn, format(printf, 1, 2)))
+fail(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report_err(fmt, ap);
+	va_end(ap);
 	poweroff(EXIT_INIT_FAILED, 0);
 }
 
@@ -897,20 +905,11 @@ install_home(struct boot *b)
 static void __attribute__((format(printf, 1, 2)))
 workspace_warn(const char *fmt, ...)
 {
-	char buf[GUESTCTL_LINE_MAX - 8];
 	va_list ap;
-	size_t i;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	report_err(fmt, ap);
 	va_end(ap);
-	for (i = 0; buf[i] != '\0'; i++)
-		if (buf[i] == '\n')
-			buf[i] = ' ';
-	say("%s", buf);
-	ctl_write("ERR ", 4);
-	ctl_write(buf, strlen(buf));
-	ctl_write("\n", 1);
 }
 
 /* The child: drop to the agent, write ~/.gitconfig, exec the clone. */

@@ -26,29 +26,15 @@
 static int
 attach_connect(const char *id, const char *dir)
 {
-	struct sockaddr_un sun;
 	int fd;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
-		"%s/console.sock", dir) >= sizeof(sun.sun_path)) {
-		fprintf(stderr, "ksbctl attach: %s: path too long\n", dir);
-		return -1;
-	}
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1 ||
-	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		fprintf(stderr, "ksbctl attach: %s: ", id);
-		if (!logs_agent_died(stderr, dir))
-			fprintf(stderr,
-			    "no console (%s): is it running "
-			    "detached?\n",
-			    strerror(errno));
-		if (fd != -1)
-			close(fd);
-		return -1;
-	}
-	return fd;
+	if ((fd = ksbctl_sock_connect(dir, "console.sock")) != -1)
+		return fd;
+	fprintf(stderr, "ksbctl attach: %s: ", id);
+	if (!logs_agent_died(stderr, dir))
+		fprintf(stderr, "no console (%s): is it running detached?\n",
+		    strerror(errno));
+	return -1;
 }
 
 /*

@@ -37,6 +37,11 @@ struct option;
 int ksbctl_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
     const struct option *longopts);
 
+/* ksbctl_sock_connect: connect to the AF_UNIX stream socket dir/name (an
+ * instance's console.sock or agent.sock).  The fd (O_CLOEXEC), or -1 and
+ * errno (ENAMETOOLONG if the path does not fit). */
+int ksbctl_sock_connect(const char *dir, const char *name);
+
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
 /* audit_verify.c: `audit verify' (argv[0] "verify"). */

@@ -373,29 +373,6 @@ logs_agent_died(FILE *f, const char *dir)
 #define LOGS_SCREEN_WAIT_MS 15000 /* the supervisor answers within 5 s */
 #define LOGS_SCREEN_IN_MAX  (10 * GUESTCTL_SCREEN_MAX + 160)
 
-/* Connect to <dir>/agent.sock: the fd, or -1 and errno. */
-static int
-logs_agent_connect(const char *dir)
-{
-	struct sockaddr_un sun;
-	int fd;
-
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
-		"%s/agent.sock", dir) >= sizeof(sun.sun_path))
-		return errno = ENAMETOOLONG, -1;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		int e = errno;
-
-		close(fd);
-		return errno = e, -1;
-	}
-	return fd;
-}
-
 /*
  * SCREEN\n to the supervisor; its whole answer (until it closes, bounded
  * in time and size) into buf (cap bytes).  Its length, or -1 (timeout or
@@ -456,7 +433,7 @@ logs_screen(const char *id, const char *dir)
 		    id);
 		return 1;
 	}
-	if ((fd = logs_agent_connect(dir)) == -1) {
+	if ((fd = ksbctl_sock_connect(dir, "agent.sock")) == -1) {
 		fprintf(stderr, "ksbctl logs: %s: no agent channel (%s)\n", id,
 		    strerror(errno));
 		return 1;

@@ -450,23 +450,11 @@ prompt_ready(const char *id, const char *dir)
 static int
 prompt_connect(const char *id, const char *dir)
 {
-	struct sockaddr_un sun;
-	int fd = -1, i;
+	int fd, i;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path),
-		"%s/agent.sock", dir) >= sizeof(sun.sun_path)) {
-		fprintf(stderr, "ksbctl prompt: %s: path too long\n", dir);
-		return -1;
-	}
 	for (i = 0; i < PROMPT_CONNECT_TRIES; i++) {
-		if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-			break;
-		if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0)
+		if ((fd = ksbctl_sock_connect(dir, "agent.sock")) != -1)
 			return fd;
-		close(fd);
-		fd = -1;
 		if (errno != ENOENT && errno != ECONNREFUSED)
 			break;
 		usleep(100000);
