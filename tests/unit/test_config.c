@@ -1,6 +1,7 @@
 /*
  * test_config.c: ksb-run's settings (vmrunner/config.c): layers and
- * origins, lists, command splitting, errors as file:line, sizes.
+ * origins, lists, command splitting, errors as file:line, sizes, the cpu
+ * and ca-file settings.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,10 +66,35 @@ test_config(void)
 	config_free(c);
 }
 
+/* The cpu and ca-file settings. */
+static void
+test_config_cpu(void)
+{
+	struct config *cfg = config_new();
+	char *cause = NULL;
+
+	CHECK(strcmp(config_get(cfg, "cpu"), "auto") == 0 &&
+	    config_get(cfg, "ca-file") == NULL, "cpu defaults to auto, no ca-file");
+	CHECK(config_set(cfg, CONFIG_CONF, "cpu", "Nehalem", "ksb.conf", &cause) == 0 &&
+	    config_set(cfg, CONFIG_FILE, "cpu", "max", "f:1", &cause) == 0 &&
+	    config_set(cfg, CONFIG_FLAG, "cpu", "host", "--cpu", &cause) == 0 &&
+	    strcmp(config_get(cfg, "cpu"), "host") == 0 &&
+	    strcmp(config_origin(cfg, "cpu"), "--cpu") == 0, "cpu layered: flag wins");
+	CHECK(config_set(cfg, CONFIG_FLAG, "cpu", "max -x", "--cpu", &cause) == -1 &&
+	    cause != NULL && strstr(cause, "max -x") != NULL, "bad cpu quoted (%s)",
+	    cause ? cause : "");
+	free(cause);
+	cause = NULL;
+	CHECK(config_set(cfg, CONFIG_FILE, "ca-file", "/t/ca.pem", "f:2", &cause) == 0 &&
+	    strcmp(config_get(cfg, "ca-file"), "/t/ca.pem") == 0, "ca-file set");
+	config_free(cfg);
+}
+
 int
 main(void)
 {
 	log_init("test_config", 0);
 	test_config();
+	test_config_cpu();
 	return tap_done();
 }
