@@ -184,19 +184,16 @@ sleep_ms(long ms)
 		;
 }
 
-/* Read one '\n'-terminated line (without it) within deadline.  0 or -1. */
+/* Wait until the control port is readable, at most until deadline (a
+ * CLOCK_MONOTONIC ms).  0, or -1 (the deadline passed, or an error). */
 static int
-ctl_readline(char *line, size_t cap, int64_t deadline)
+ctl_wait(int64_t deadline)
 {
 	struct pollfd pfd;
-	size_t len = 0;
-	ssize_t n;
-	char c;
 	int64_t left;
 
 	for (;;) {
-		left = deadline - mono_ms();
-		if (left <= 0)
+		if ((left = deadline - mono_ms()) <= 0)
 			return -1;
 		pfd.fd = ctl_fd;
 		pfd.events = POLLIN;
@@ -205,8 +202,22 @@ ctl_readline(char *line, size_t cap, int64_t deadline)
 				continue;
 			return -1;
 		}
-		if (pfd.revents == 0)
-			continue;
+		if (pfd.revents != 0)
+			return 0;
+	}
+}
+
+/* Read one '\n'-terminated line (without it) within deadline.  0 or -1. */
+static int
+ctl_readline(char *line, size_t cap, int64_t deadline)
+{
+	size_t len = 0;
+	ssize_t n;
+	char c;
+
+	for (;;) {
+		if (ctl_wait(deadline) != 0)
+			return -1;
 		n = read(ctl_fd, &c, 1);
 		if (n == -1 && (errno == EINTR || errno == EAGAIN))
 			continue;
@@ -222,27 +233,16 @@ ctl_readline(char *line, size_t cap, int64_t deadline)
 	}
 }
 
+/* Read exactly len bytes within deadline.  0 or -1. */
 static int
 ctl_readn(char *buf, size_t len, int64_t deadline)
 {
-	struct pollfd pfd;
 	size_t off = 0;
 	ssize_t n;
-	int64_t left;
 
 	while (off < len) {
-		left = deadline - mono_ms();
-		if (left <= 0)
+		if (ctl_wait(deadline) != 0)
 			return -1;
-		pfd.fd = ctl_fd;
-		pfd.events = POLLIN;
-		if (poll(&pfd, 1, (int)left) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		if (pfd.revents == 0)
-			continue;
 		n = read(ctl_fd, buf + off, len - off);
 		if (n == -1 && (errno == EINTR || errno == EAGAIN))
 			continue;
