@@ -449,21 +449,26 @@ agent_send_next(struct agent *a)
 /*
  * Headless: one line of the turn's stdout (fd 1) or stderr (2) into
  * agent.log and to the clients waiting on the turn ("OUT turn fd text").
+ * nl: end the line in agent.log with a newline (0: a line cut at
+ * AGENT_TLINE_MAX, whose rest follows in the same log line).
  */
 static void
 agent_tout_line(
-    struct agent *a, uint64_t turn, int fd, const char *buf, size_t len)
+    struct agent *a, uint64_t turn, int fd, const char *buf, size_t len, int nl)
 {
 	char *line, *red, hdr[48];
 	size_t n, cap, i;
 
-	/* Secret values out (a "[secret NAME]" is at most 10 times as long
-	 * as the shortest value it replaces). */
+	/* agent.log through the same redacting stream as the pane's output,
+	 * so a value across a cut line (AGENT_TLINE_MAX) is caught too. */
+	agent_log_out(a, buf, len);
+	if (nl)
+		agent_log_out(a, "\n", 1);
+	/* The client's copy: this line's secret values out (a "[secret
+	 * NAME]" is at most 10 times as long as the shortest value). */
 	red = xmalloc(10 * len + 80);
 	len = agent_redact_text(a, buf, len, red, 10 * len + 80);
 	buf = red;
-	agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", buf, len);
-	agent_append(a, &a->log_fd, &a->log_bytes, "agent.log", "\n", 1);
 	cap = 3 * len + 64;
 	line = xmalloc(cap);
 	n = (size_t)snprintf(
@@ -488,7 +493,7 @@ agent_tout_flush(struct agent *a, uint64_t turn)
 	for (k = 0; k < 2; k++)
 		if (a->tlen[k] > 0) {
 			agent_tout_line(
-			    a, a->tturn, k + 1, a->tline[k], a->tlen[k]);
+			    a, a->tturn, k + 1, a->tline[k], a->tlen[k], 1);
 			a->tlen[k] = 0;
 		}
 }
@@ -518,8 +523,8 @@ agent_on_tout(struct agent *a, const struct guestctl_frame *f)
 		a->tlen[k] += take;
 		p += take;
 		if ((p < end && *p == '\n') || a->tlen[k] == AGENT_TLINE_MAX) {
-			agent_tout_line(
-			    a, f->turn, k + 1, a->tline[k], a->tlen[k]);
+			agent_tout_line(a, f->turn, k + 1, a->tline[k],
+			    a->tlen[k], p < end && *p == '\n');
 			a->tlen[k] = 0;
 			if (p < end && *p == '\n')
 				p++;
