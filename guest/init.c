@@ -546,14 +546,31 @@ setup_network(const struct boot *b)
 
 /* ---- control port ------------------------------------------------------- */
 
+/* 1 if the sysfs attribute path holds exactly want (its '\n' included). */
+static int
+sysfs_is(const char *path, const char *want)
+{
+	char buf[64];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	return strcmp(buf, want) == 0;
+}
+
 static void
 open_control_port(void)
 {
-	char path[300], name[64];
+	char path[300];
 	struct dirent *de;
-	ssize_t n;
 	DIR *d;
-	int i, fd;
+	int i;
 
 	for (i = 0; i < 500 && ctl_fd == -1; i++) {
 		if ((d = opendir("/sys/class/virtio-ports")) != NULL) {
@@ -564,15 +581,7 @@ open_control_port(void)
 				snprintf(path, sizeof(path),
 				    "/sys/class/virtio-ports/%s/name",
 				    de->d_name);
-				if ((fd = open(path, O_RDONLY | O_CLOEXEC)) ==
-				    -1)
-					continue;
-				n = read(fd, name, sizeof(name) - 1);
-				close(fd);
-				if (n <= 0)
-					continue;
-				name[n] = '\0';
-				if (strcmp(name, GUESTCTL_PORT_NAME "\n") != 0)
+				if (!sysfs_is(path, GUESTCTL_PORT_NAME "\n"))
 					continue;
 				snprintf(
 				    path, sizeof(path), "/dev/%s", de->d_name);
@@ -1001,9 +1010,8 @@ setup_workspace(struct boot *b)
 static int
 open_power_buttons(int *fds)
 {
-	char path[300], name[64];
+	char path[300];
 	struct dirent *de;
-	ssize_t n;
 	DIR *d;
 	int fd, nfds = 0;
 
@@ -1015,14 +1023,7 @@ open_power_buttons(int *fds)
 			continue;
 		snprintf(path, sizeof(path), "/sys/class/input/%s/device/name",
 		    de->d_name);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
-			continue;
-		n = read(fd, name, sizeof(name) - 1);
-		close(fd);
-		if (n <= 0)
-			continue;
-		name[n] = '\0';
-		if (strcmp(name, "Power Button\n") != 0)
+		if (!sysfs_is(path, "Power Button\n"))
 			continue;
 		snprintf(path, sizeof(path), "/dev/input/%s", de->d_name);
 		if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)) != -1)

@@ -362,3 +362,18 @@ print("tools=%d results=%d seen=%d first=%s auth=%s"
       % (tools, results, seen, first, auth))
 PY
 }
+
+# ksb_host_repo: a git identity of the test's own (no system or user
+# config) and a host repository $P = $T/proj with one commit on main, for
+# a guest to work on (--repo "$P").
+ksb_host_repo() {
+	export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
+		GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
+		GIT_COMMITTER_NAME=host GIT_COMMITTER_EMAIL=host@example.invalid
+	git config --global init.defaultBranch main
+	P=$T/proj
+	git init -q "$P"
+	echo readme > "$P/README"
+	git -C "$P" add README
+	git -C "$P" commit -qm "host: first"
+}

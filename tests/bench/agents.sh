@@ -37,15 +37,7 @@ trap 'rc=$?; rm -rf "$HH"; (exit $rc); ksb_cleanup' EXIT
 ksb_fakeapi
 ksb_gateway
 
-export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
-	GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
-	GIT_COMMITTER_NAME=host GIT_COMMITTER_EMAIL=host@example.invalid
-git config --global init.defaultBranch main
-P=$T/proj
-git init -q "$P"
-echo readme > "$P/README"
-git -C "$P" add README
-git -C "$P" commit -qm "host: first"
+ksb_host_repo
 export KSBT_ANTHROPIC_KEY="sk-ant-api03-bench-$(openssl rand -hex 16)"
 export KSBT_OPENAI_KEY="sk-proj-bench-$(openssl rand -hex 16)"
 
