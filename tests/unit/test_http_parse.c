@@ -340,6 +340,13 @@ test_smuggling(void)
 	RERR("TE quoted", "POST / HTTP/1.1\r\n" H
 	    "Transfer-Encoding: \"chunked\"\r\n\r\n", 501,
 	    REASON_HTTP_BAD_TRANSFER_ENCODING);
+}
+
+/* The Content-Length shapes, and Upgrade (a protocol switch is a
+ * message end too). */
+static void
+test_smuggling_cl(void)
+{
 	BAD("TE with space before colon", "POST / HTTP/1.1\r\n" H
 	    "Transfer-Encoding : chunked\r\nContent-Length: 3\r\n\r\n");
 	BAD("TE obs-folded", "POST / HTTP/1.1\r\n" H
@@ -592,7 +599,7 @@ feed(enum http_body kind, uint64_t length, const char *body, size_t len,
 	*outlen = 0;
 	*why = REASON_NONE;
 	while (r == HTTP_INCOMPLETE && guard++ < 100000) {
-		if (off == avail) {
+		if (off == avail && guard > 1) {
 			if (avail == len)
 				break;
 			avail = step == 0 || len - avail < step ? len :
@@ -766,6 +773,148 @@ test_body_kinds(void)
 	    "chunk of HTTP_LENGTH_MAX bytes accepted");
 }
 
+/*
+ * Heads that real clients and servers sent (captured from curl 7.88.1,
+ * Node 20 fetch and http, python-requests 2.34, git 2.39, Node's http
+ * server and Python's http.server on Debian 12): the strict rules must
+ * let them all through, and find where each message ends.
+ */
+static const char *real_requests[] = {
+	"GET /v1/models?x=1 HTTP/1.1\r\n"
+	"Host: 127.0.0.1:18081\r\n"
+	"User-Agent: curl/7.88.1\r\n"
+	"Accept: */*\r\n"
+	"\r\n",
+	"POST /v1/messages HTTP/1.1\r\n"
+	"Host: 127.0.0.1:18081\r\n"
+	"User-Agent: curl/7.88.1\r\n"
+	"Accept: */*\r\n"
+	"x-api-key: ksbph_0123\r\n"
+	"content-type: application/json\r\n"
+	"Content-Length: 13\r\n"
+	"\r\n"
+	"{\"model\":\"m\"}",
+	"PUT /up HTTP/1.1\r\n"
+	"Host: 127.0.0.1:18081\r\n"
+	"User-Agent: curl/7.88.1\r\n"
+	"Accept: */*\r\n"
+	"Transfer-Encoding: chunked\r\n"
+	"Expect: 100-continue\r\n"
+	"\r\n"
+	"6\r\nhello\n\r\n0\r\n\r\n",
+	"POST /v1/messages?beta=true HTTP/1.1\r\n"
+	"host: 127.0.0.1:18081\r\n"
+	"connection: keep-alive\r\n"
+	"x-api-key: ksbph_01\r\n"
+	"content-type: application/json\r\n"
+	"accept: */*\r\n"
+	"accept-language: *\r\n"
+	"sec-fetch-mode: cors\r\n"
+	"user-agent: node\r\n"
+	"accept-encoding: gzip, deflate\r\n"
+	"content-length: 7\r\n"
+	"\r\n"
+	"{\"a\":1}",
+	"POST /s HTTP/1.1\r\n"
+	"Host: 127.0.0.1:18081\r\n"
+	"Connection: keep-alive\r\n"
+	"Transfer-Encoding: chunked\r\n"
+	"\r\n"
+	"3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n",
+	"GET /ws HTTP/1.1\r\n"
+	"Connection: Upgrade\r\n"
+	"Upgrade: websocket\r\n"
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+	"Sec-WebSocket-Version: 13\r\n"
+	"Host: 127.0.0.1:18081\r\n"
+	"\r\n",
+	"POST /v1/chat/completions HTTP/1.1\r\n"
+	"Host: 127.0.0.1:18081\r\n"
+	"User-Agent: python-requests/2.34.2\r\n"
+	"Accept-Encoding: gzip, deflate\r\n"
+	"Accept: */*\r\n"
+	"Connection: keep-alive\r\n"
+	"Authorization: Bearer ksbph_02\r\n"
+	"Content-Length: 8\r\n"
+	"Content-Type: application/json\r\n"
+	"\r\n"
+	"{\"a\": 1}",
+	"GET /o/r.git/info/refs?service=git-upload-pack HTTP/1.1\r\n"
+	"Host: 127.0.0.1:18081\r\n"
+	"User-Agent: git/2.39.5\r\n"
+	"Accept: */*\r\n"
+	"Accept-Encoding: deflate, gzip, br, zstd\r\n"
+	"Accept-Language: C, *;q=0.9\r\n"
+	"Pragma: no-cache\r\n"
+	"Git-Protocol: version=2\r\n"
+	"\r\n",
+};
+
+static const char *real_responses[] = {
+	"HTTP/1.1 200 OK\r\n"
+	"content-type: text/event-stream\r\n"
+	"cache-control: no-cache\r\n"
+	"Date: Tue, 01 Dec 2026 12:17:26 GMT\r\n"
+	"Connection: close\r\n"
+	"Transfer-Encoding: chunked\r\n"
+	"\r\n"
+	"16\r\nevent: ping\ndata: {}\n\n\r\n0\r\n\r\n",
+	"HTTP/1.1 204 No Content\r\n"
+	"Date: Tue, 01 Dec 2026 12:17:27 GMT\r\n"
+	"Connection: close\r\n"
+	"\r\n",
+	"HTTP/1.1 200 OK\r\n"
+	"Date: Tue, 01 Dec 2026 12:17:27 GMT\r\n"
+	"Connection: close\r\n"
+	"Content-Length: 5\r\n"
+	"\r\n"
+	"hello",
+	"HTTP/1.0 200 OK\r\n"
+	"Server: SimpleHTTP/0.6 Python/3.11.7\r\n"
+	"Date: Tue, 01 Dec 2026 12:17:29 GMT\r\n"
+	"Content-type: text/html; charset=utf-8\r\n"
+	"Content-Length: 6\r\n"
+	"\r\n"
+	"<html>",
+};
+
+static void
+test_real_clients(void)
+{
+	char out[256];
+	size_t i, outlen, end, n;
+	enum reason why;
+	int status;
+
+	for (i = 0; i < sizeof(real_requests) / sizeof(real_requests[0]);
+	     i++) {
+		const char *s = real_requests[i];
+
+		n = strlen(s);
+		CHECK(http_parse_request((const uint8_t *)s, n, &rq, &status,
+			  &why) == HTTP_OK &&
+			  feed(rq.body, rq.length, s + rq.head_len,
+			      n - rq.head_len, 0, out, &outlen, &end,
+			      &why) == HTTP_OK &&
+			  rq.head_len + end == n,
+		    "real request %zu: parsed, ends where it ends", i);
+	}
+	for (i = 0; i < sizeof(real_responses) / sizeof(real_responses[0]);
+	     i++) {
+		const char *s = real_responses[i];
+
+		n = strlen(s);
+		CHECK(http_parse_response((const uint8_t *)s, n, 0, &rs,
+			  &why) == HTTP_OK &&
+			  rs.close &&
+			  feed(rs.body, rs.length, s + rs.head_len,
+			      n - rs.head_len, 0, out, &outlen, &end,
+			      &why) == HTTP_OK &&
+			  rs.head_len + end == n,
+		    "real response %zu: parsed, ends where it ends", i);
+	}
+}
+
 /* Garbage: a deterministic PRNG sweep over request and response heads;
  * no crash, no OK that is not a head. */
 static void
@@ -806,6 +955,8 @@ main(void)
 	test_request_fields();
 	test_request_host();
 	test_smuggling();
+	test_smuggling_cl();
+	test_real_clients();
 	test_request_limits();
 	test_truncated();
 	test_response();
