@@ -367,21 +367,38 @@ http_is_pchar(int c)
 	return c != '\0' && strchr("-._~!$&'()*+,;=:@[]|^", c) != NULL;
 }
 
-/* Is the path segment s[0..n) "." or "..", also %-encoded ("%2e")? */
+/* The next byte of a validated path at s[*i], %XX decoded. */
+static int
+http_path_byte(const uint8_t *s, size_t n, size_t *i)
+{
+	int c = s[*i];
+
+	if (c == '%' && *i + 2 < n) {
+		c = http_hex(s[*i + 1]) << 4 | http_hex(s[*i + 2]);
+		*i += 3;
+	} else {
+		*i += 1;
+	}
+	return c;
+}
+
+/*
+ * Is the path segment s[0..n) "." or ".." (RFC 3986 §5.2.4) as some
+ * origin may read it: dots also %-encoded ("%2e"), and what follows a
+ * ';' (also "%3b") dropped as a path parameter, as Tomcat does
+ * ("/allowed/..;/other").
+ */
 static bool
 http_dot_segment(const uint8_t *s, size_t n)
 {
 	size_t i = 0, dots = 0;
+	int c;
 
 	while (i < n) {
-		if (s[i] == '.') {
-			i++;
-		} else if (s[i] == '%' && i + 2 < n && s[i + 1] == '2' &&
-		    http_lower(s[i + 2]) == 'e') {
-			i += 3;
-		} else {
+		if ((c = http_path_byte(s, n, &i)) == ';')
+			break;
+		if (c != '.')
 			return false;
-		}
 		dots++;
 	}
 	return dots == 1 || dots == 2;
@@ -409,6 +426,14 @@ http_target(const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
 
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return -1;
+			/* "%2f" and "%5c" end a segment for an origin that
+			 * decodes before it resolves dot segments */
+			if (q == len &&
+			    ((hi << 4 | lo) == '/' || (hi << 4 | lo) == '\\')) {
+				if (http_dot_segment(t + seg, i - seg))
+					return -1;
+				seg = i + 3;
+			}
 			i += 2;
 		} else if (c == '?' && q == len) {
 			q = i;
@@ -955,6 +980,9 @@ http_body_feed(struct http_body_reader *br, const uint8_t *buf, size_t len,
 	if (len > UINT32_MAX)
 		len = UINT32_MAX; /* spans are 32-bit; the rest comes next */
 	switch (br->kind) {
+	default: /* not an enum http_body: refuse, never loop */
+		r = HTTP_ERROR;
+		break;
 	case HTTP_BODY_NONE:
 		r = HTTP_OK;
 		break;

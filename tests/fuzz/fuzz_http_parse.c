@@ -23,8 +23,8 @@ span_check(struct http_span s, size_t len)
 }
 
 static void
-fields_check(const uint8_t *buf, const struct http_field *f, size_t n,
-    size_t head_len)
+fields_check(
+    const uint8_t *buf, const struct http_field *f, size_t n, size_t head_len)
 {
 	size_t i, j;
 
@@ -33,8 +33,8 @@ fields_check(const uint8_t *buf, const struct http_field *f, size_t n,
 	for (i = 0; i < n; i++) {
 		span_check(f[i].name, head_len);
 		span_check(f[i].value, head_len);
-		if (f[i].name.len == 0 || buf[f[i].name.off + f[i].name.len] !=
-			':')
+		if (f[i].name.len == 0 ||
+		    buf[f[i].name.off + f[i].name.len] != ':')
 			abort();
 		for (j = 0; j < f[i].value.len; j++) {
 			uint8_t c = buf[f[i].value.off + j];
@@ -48,8 +48,8 @@ fields_check(const uint8_t *buf, const struct http_field *f, size_t n,
 /* Feed buf[0..len) in pieces of step bytes (0: at once); the decoded data
  * is hashed.  Returns the result, *end the bytes consumed. */
 static enum http_result
-body_run(enum http_body kind, uint64_t length, const uint8_t *buf,
-    size_t len, size_t step, size_t *end, uint64_t *hash, uint64_t *ndata)
+body_run(enum http_body kind, uint64_t length, const uint8_t *buf, size_t len,
+    size_t step, size_t *end, uint64_t *hash, uint64_t *ndata)
 {
 	struct http_body_reader br;
 	enum http_result r = HTTP_INCOMPLETE;
@@ -67,13 +67,15 @@ body_run(enum http_body kind, uint64_t length, const uint8_t *buf,
 			avail = step == 0 || len - avail < step ? len :
 								  avail + step;
 		}
-		r = http_body_feed(&br, buf + off, avail - off, &used, &d, &why);
+		r = http_body_feed(
+		    &br, buf + off, avail - off, &used, &d, &why);
 		if (used > avail - off)
 			abort();
 		if (d.len > 0 && (d.off + d.len > used))
 			abort();
 		for (i = 0; i < d.len; i++)
-			*hash = (*hash ^ buf[off + d.off + i]) * 1099511628211ULL;
+			*hash =
+			    (*hash ^ buf[off + d.off + i]) * 1099511628211ULL;
 		*ndata += d.len;
 		if ((r == HTTP_ERROR) != (why == REASON_HTTP_BAD_CHUNK))
 			abort();
@@ -87,8 +89,8 @@ body_run(enum http_body kind, uint64_t length, const uint8_t *buf,
 }
 
 static void
-body_check(enum http_body kind, uint64_t length, const uint8_t *buf,
-    size_t len, size_t step)
+body_check(enum http_body kind, uint64_t length, const uint8_t *buf, size_t len,
+    size_t step)
 {
 	enum http_result r1, r2;
 	size_t e1, e2;
@@ -96,8 +98,7 @@ body_check(enum http_body kind, uint64_t length, const uint8_t *buf,
 
 	r1 = body_run(kind, length, buf, len, 0, &e1, &h1, &n1);
 	r2 = body_run(kind, length, buf, len, step, &e2, &h2, &n2);
-	if (r1 != r2 || h1 != h2 || n1 != n2 ||
-	    (r1 == HTTP_OK && e1 != e2))
+	if (r1 != r2 || h1 != h2 || n1 != n2 || (r1 == HTTP_OK && e1 != e2))
 		abort();
 	if (kind == HTTP_BODY_LENGTH && r1 == HTTP_OK && n1 != length)
 		abort();
