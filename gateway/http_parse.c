@@ -417,7 +417,8 @@ http_target(const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
 
 	if (len == 0 || t[0] != '/')
 		return -1; /* absolute-, authority-, asterisk-form */
-	for (i = 0; i < len; i++) {
+	/* t[0] is the first "/": the first segment starts at 1 */
+	for (i = 1; i < len; i++) {
 		int c = t[i];
 
 		if (c == '%') {

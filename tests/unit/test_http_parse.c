@@ -215,6 +215,11 @@ test_request_line(void)
 	    REASON_HTTP_BAD_TARGET);
 	RERR("bad %-escape", "GET /a%zz HTTP/1.1\r\n" H "\r\n", 400,
 	    REASON_HTTP_BAD_TARGET);
+	/* (the first segment was once checked from before its start) */
+	RERR("bad %-escape first", "GET /%ws HTTP/1.1\r\n" H "\r\n", 400,
+	    REASON_HTTP_BAD_TARGET);
+	RERR("dot-dot first", "GET /../a HTTP/1.1\r\n" H "\r\n", 400,
+	    REASON_HTTP_BAD_TARGET);
 	RERR("short %-escape", "GET /a%4 HTTP/1.1\r\n" H "\r\n", 400,
 	    REASON_HTTP_BAD_TARGET);
 	RERR("%00", "GET /a%00.json HTTP/1.1\r\n" H "\r\n", 400,
