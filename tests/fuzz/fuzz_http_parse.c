@@ -6,7 +6,8 @@
  * picks request (0) or response (1), bits 1-2 the request flags a
  * response answers, the rest a piece size for feeding the body.  Checks:
  * results within the input and the caps, spans in bounds, and the same
- * body end and decoded data whether the body is fed at once or in pieces.
+ * body end and decoded data whether the body is fed at once or in pieces,
+ * and a prefix of the head read as the whole is (prefix_check).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,54 @@ response_check(const uint8_t *buf, size_t len, unsigned flags, size_t step)
 	}
 }
 
+/*
+ * A head's answer never depends on bytes after it, and a refusal made
+ * early is the one made late: a prefix of buf reads INCOMPLETE, or the
+ * same head (OK), or the same refusal.
+ */
+static void
+prefix_check(
+    const uint8_t *buf, size_t len, size_t cut, int resp, unsigned flags)
+{
+	struct http_request rq;
+	struct http_response rs;
+	enum http_result full, part;
+	enum reason why, pwhy;
+	int st = 0, pst = 0;
+	size_t head, phead;
+	uint8_t *copy;
+
+	if (resp) {
+		full = http_parse_response(buf, len, flags, &rs, &why);
+		head = rs.head_len;
+	} else {
+		full = http_parse_request(buf, len, &rq, &st, &why);
+		head = rq.head_len;
+	}
+	copy = malloc(cut ? cut : 1);
+	if (copy == NULL)
+		return;
+	memcpy(copy, buf, cut);
+	if (resp) {
+		part = http_parse_response(copy, cut, flags, &rs, &pwhy);
+		phead = rs.head_len;
+	} else {
+		part = http_parse_request(copy, cut, &rq, &pst, &pwhy);
+		phead = rq.head_len;
+	}
+	free(copy);
+	if (full == HTTP_OK && cut >= head &&
+	    (part != HTTP_OK || phead != head))
+		abort();
+	if (full == HTTP_OK && cut < head && part != HTTP_INCOMPLETE)
+		abort();
+	if (full == HTTP_INCOMPLETE && part != HTTP_INCOMPLETE)
+		abort();
+	if (full == HTTP_ERROR && part != HTTP_INCOMPLETE &&
+	    (part != HTTP_ERROR || pst != st || pwhy != why))
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -194,6 +243,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		response_check(buf, len, (ctl >> 1) & 3, ctl >> 3);
 	else
 		request_check(buf, len, ctl >> 3);
+	prefix_check(buf, len, len * (size_t)(ctl ^ 0x5a) / 255, ctl & 1,
+	    (ctl >> 1) & 3);
 	/* The body reader alone, on raw bytes: chunked framing from byte 0. */
 	body_check(HTTP_BODY_CHUNKED, 0, buf, len, (ctl >> 3) + 1);
 	free(buf);
