@@ -181,6 +181,9 @@ test_request_line(void)
 	BAD("no version (HTTP/0.9 shape)", "GET /\r\n\r\n");
 	BAD("double space", "GET  / HTTP/1.1\r\n" H "\r\n");
 	BAD("trailing space", "GET / HTTP/1.1 \r\n" H "\r\n");
+	BAD("space in target", "GET /a b HTTP/1.1\r\n" H "\r\n");
+	BAD("space in target, version-like",
+	    "GET /a HTTP/1.1 HTTP/1.1\r\n" H "\r\n");
 	BAD("tab separator", "GET\t/ HTTP/1.1\r\n" H "\r\n");
 	BAD("empty method", " / HTTP/1.1\r\n" H "\r\n");
 	BAD("method not a token", "G(T / HTTP/1.1\r\n" H "\r\n");
