@@ -131,6 +131,11 @@ test_request_good(void)
 		"PUT /x HTTP/1.1\r\n" H
 		"Content-Length: 9007199254740992\r\n\r\n"))
 		CHECK(rq.length == HTTP_LENGTH_MAX, "CL 2^53 accepted");
+	if (req_ok("Connection list with spaces and empty elements",
+		"GET / HTTP/1.1\r\n" H
+		"Connection: , keep-alive ,\tclose\t,\r\n"
+		"\r\n"))
+		CHECK(rq.close, "close found in a spaced list");
 	if (req_ok("HEAD", "HEAD / HTTP/1.1\r\n" H "\r\n"))
 		CHECK(rq.flags == HTTP_RQ_HEAD, "HEAD flag");
 	if (req_ok("websocket",
@@ -862,6 +867,10 @@ test_body_kinds(void)
 		  &why) == HTTP_INCOMPLETE &&
 		used == 3 && data.len == 3,
 	    "eof: all data, never ends");
+	http_body_init(&br, (enum http_body)99, 0);
+	CHECK(http_body_feed(&br, (const uint8_t *)"x", 1, &used, &data,
+		  &why) == HTTP_ERROR,
+	    "an unknown body kind is refused, not looped on");
 	http_body_init(&br, HTTP_BODY_LENGTH, 0);
 	CHECK(http_body_feed(&br, (const uint8_t *)"x", 1, &used, &data,
 		  &why) == HTTP_OK &&
