@@ -803,6 +803,7 @@ test_chunked(void)
 	CHERR("LF only after size", "5\nhello\r\n0\r\n\r\n");
 	CHERR("CR only after size", "5\rhello\r\n0\r\n\r\n");
 	CHERR("no CRLF after data", "5\r\nhelloX\r\n0\r\n\r\n");
+	CHERR("a byte then LF after data", "5\r\nhelloX\n0\r\n\r\n");
 	CHERR("LF only after data", "5\r\nhello\n0\r\n\r\n");
 	CHERR("data longer than size (TE.CL shape)",
 	    "3\r\nSMUGGLED\r\n0\r\n\r\n");
