@@ -24,7 +24,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3 (TLS peers)"
+ksb_need python3	# TLS peers
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 PEER=$KSB_SRCDIR/tests/integration/reload_peer.py
 KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
@@ -236,9 +236,16 @@ ksb_say "5. tunnels end cleanly"
 touch "$T/A.stop" "$T/A2.stop"
 ksb_check "a.test's tunnels close cleanly, echo intact throughout" \
 	'wait_st A done && wait_st A2 done'
-echo "# tunnel A: $(st A)"
-ksb_check "their rows are closed as closed" \
-	"ksb_sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up > 100000\""
+echo "# tunnel A: $(st A); tunnel A2: $(st A2)"
+# The two tunnels' rows are told from the short `once' rows by the bytes
+# each peer itself echoed (a row counts the TLS records around them, so
+# at least as many): how many a tunnel moved depends on the machine's
+# speed, a fixed threshold did not (A2 moved < 100 kB on a fast one).
+bA=$(st A | awk '{print $3}')
+bA2=$(st A2 | awk '{print $3}')
+bmin=$(( bA < bA2 ? bA : bA2 ))
+ksb_check "their rows are closed as closed (>= $bmin bytes each way)" \
+	"ksb_sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up >= $bmin AND bytes_down >= $bmin AND $bmin >= 20 * 1024\""
 ksb_check "no peer error" '[ ! -s "$T/peers.err" ]'
 
 ksb_say "6. includes and profile limits"
