@@ -47,10 +47,11 @@ echo "deb-test: lintian: $(grep -c '^E:' "$W/lintian.out") errors, $(grep -c '^W
 
 # ---- the cached root ----------------------------------------------------------
 cache=/var/cache/ksb/debroot
-mirror=${KSB_DEBROOT_MIRROR:-$(sed -n 's/^deb \(\[[^]]*\] \)\{0,1\}\(http[^ ]*\) .*/\2/p' \
-	/etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null | head -n 1)}
-[ -n "$mirror" ] || mirror=$(sed -n 's/^URIs: *\(http[^ ]*\).*/\1/p' \
-	/etc/apt/sources.list.d/*.sources 2>/dev/null | head -n 1)
+# The mirror: the first Debian one of this machine's apt sources.
+mirror=${KSB_DEBROOT_MIRROR:-$(cat /etc/apt/sources.list \
+	/etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null |
+	sed -n 's/^deb \(\[[^]]*\] \)\{0,1\}\(http[^ ]*\/debian\) .*/\2/p
+		s/^URIs: *\(http[^ ]*\/debian\)$/\1/p' | head -n 1 || true)}
 mirror=${mirror:-http://deb.debian.org/debian}
 deps=$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/(.*//; s/|.*//; s/ //g' |
 	grep -v '^$' | tr '\n' ',')
