@@ -1194,8 +1194,8 @@ become_agent(const struct boot *b)
 		_exit(EXIT_INIT_FAILED);
 	}
 	if ((!b->workspace || chdir(WORKSPACE_DIR) == -1) &&
-	    chdir(AGENT_HOME) == -1)
-		(void)chdir("/");
+	    chdir(AGENT_HOME) == -1 && chdir("/") == -1)
+		say("chdir /: %s", strerror(errno));
 
 	snprintf(
 	    proxy, sizeof(proxy), "http://%s:%u", inet_ntoa(b->gw), b->port);

@@ -248,8 +248,12 @@ mirror_write_ref(const char *dir, const char *refname, const char *hex,
 				    strerror(errno));
 				goto cleanup;
 			}
-			(void)fchownat(
-			    dfd, comp, uid, gid, AT_SYMLINK_NOFOLLOW);
+			if (fchownat(dfd, comp, uid, gid,
+				AT_SYMLINK_NOFOLLOW) == -1) {
+				cause_set(cause, "mirror: chown %s: %s", comp,
+				    strerror(errno));
+				goto cleanup;
+			}
 			sub = openat(dfd, comp,
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}

@@ -11,8 +11,8 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-command -v git >/dev/null || ksb_skip "needs git (the guest's git is the host's /usr/bin/git)"
+# The guest's git is the host's /usr/bin/git.
+ksb_need qemu-system-x86_64 git
 ksb_kernel
 ksb_env
 ksb_gateway

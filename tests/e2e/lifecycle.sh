@@ -9,8 +9,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-[ -x /usr/sbin/mkfs.ext4 ] || ksb_skip "needs /usr/sbin/mkfs.ext4 (e2fsprogs) for instance disks"
+ksb_need qemu-system-x86_64 /usr/sbin/mkfs.ext4 python3	# instance disks
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; retur
 PROBE
 if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$work/probe.c" \
     -o "$work/probe" >/dev/null 2>&1; then
-	echo "SKIP: $CLANG cannot link -fsanitize=fuzzer (libFuzzer runtime missing)"
+	echo "SKIP: $CLANG cannot link -fsanitize=fuzzer (libFuzzer runtime missing: install the Debian package libclang-rt-14-dev)"
 	exit $skip
 fi
 
