@@ -69,8 +69,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "policy test", policy_main, "policy test PROFILE HOST[:PORT]",
 	    "allow or deny, and which rule" },
 	{ "fetch", fetch_main,
-	    "fetch ID [--repo PATH] [--namespace NS] "
-	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",
+	    "fetch ID [--repo PATH] [--namespace NS] [--branch NAME]\n"
+	    "[--timeout SECONDS] [--max-pack-size SIZE]",
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
 	{ "prompt", prompt_main,
 	    "prompt ID TEXT|- [--key KEY] [--wait] "

@@ -135,6 +135,8 @@ struct mirror_fetch_opts {
 	const char *id;		  /* instance ID */
 	const char *repo;	  /* NULL: the repo recorded at creation */
 	const char *ns;		  /* NULL: "ksb" -> refs/remotes/ksb/<id> */
+	const char *branch;	  /* NULL, or a local branch NAME to create
+				     or fast-forward to the tip */
 	int timeout_ms;		  /* 0: 300000, the whole pack build */
 	uint64_t max_bytes;	  /* 0: 4 GiB of guest object files */
 	uint64_t max_pack_bytes;  /* 0: 1 GiB, the pack the child sends */
@@ -157,6 +159,18 @@ struct mirror_fetch_result {
 	size_t objects;	  /* objects received */
 	char **log;	  /* up to 20 "<short> <escaped subject>" lines */
 	size_t nlog;
+	/* With opts->branch: what happened to refs/heads/<branch>. */
+	enum {
+		MIRROR_BRANCH_NONE,	/* no branch asked for */
+		MIRROR_BRANCH_CREATED,	/* it did not exist: made at tip */
+		MIRROR_BRANCH_FORWARD,	/* fast-forwarded from branch_old */
+		MIRROR_BRANCH_CURRENT,	/* already at tip */
+		MIRROR_BRANCH_REFUSED,	/* has branch_extra commits not in
+					   tip, or is checked out: not
+					   moved (-1 returned) */
+	} branch_state;
+	char branch_old[41]; /* its commit before ("" if it was created) */
+	size_t branch_extra; /* REFUSED: its commits not in tip */
 };
 
 /*
@@ -171,9 +185,16 @@ struct mirror_fetch_result {
  * (at most max_pack_bytes, within the deadline) with connectivity
  * verification.  Run as root on a repo owned by another user, everything
  * inside the repo is done with that user's file-system uid/gid, and the
- * process's supplementary groups become that user's group.  *res filled
- * (free with mirror_fetch_result_clear).  0 (res->updated says whether
- * anything landed), or -1 and *cause (nothing changed on the host).
+ * process's supplementary groups become that user's group.  With
+ * o->branch, refs/heads/<branch> is then created at the tip or
+ * fast-forwarded to it (compare-and-swap on its old value), never moved
+ * when it has a commit the tip does not contain, nor when it is checked
+ * out in a work tree of the repo.  *res filled (free with
+ * mirror_fetch_result_clear).  0 (res->updated says whether the remote-
+ * tracking ref moved, res->branch_state what the branch did), or -1 and
+ * *cause: nothing changed on the host, except when the branch alone was
+ * refused (res->branch_state REFUSED or the cause says so): the
+ * remote-tracking ref is then written and the branch left as it was.
  */
 int mirror_fetch(const struct mirror_fetch_opts *o,
     struct mirror_fetch_result *res, char **cause);

@@ -136,6 +136,40 @@ KSBCTL fetch "$ID" --repo "$P" > "$T/fetch2.out" 2>&1 || true
 check "a second fetch says nothing new" 'grep -q "^nothing new" "$T/fetch2.out"'
 check "context repo untouched" '[ -z "$(git -C "$C" status --porcelain)" ]'
 
+ksb_say "ksbctl fetch --branch: create, fast-forward, refuse"
+tip=$(git -C "$P" rev-parse "refs/remotes/ksb/$ID")
+set +e
+KSBCTL fetch "$ID" --repo "$P" --branch agent-work > "$T/br1.out" 2>&1; br1=$?
+git -C "$P" branch ff-me HEAD		# an ancestor of the tip
+KSBCTL fetch "$ID" --repo "$P" --branch ff-me > "$T/br2.out" 2>&1; br2=$?
+# A branch with a commit of its own (made without touching the work tree).
+dc=$(git -C "$P" commit-tree -p HEAD -m "host: diverged" "HEAD^{tree}")
+git -C "$P" branch diverged "$dc"
+KSBCTL fetch "$ID" --repo "$P" --branch diverged > "$T/br3.out" 2>&1; br3=$?
+KSBCTL fetch "$ID" --repo "$P" --branch main > "$T/br4.out" 2>&1; br4=$?
+KSBCTL fetch "$ID" --repo "$P" --branch agent-work > "$T/br5.out" 2>&1; br5=$?
+KSBCTL fetch "$ID" --repo "$P" --branch 'bad..name' > "$T/br6.out" 2>&1; br6=$?
+set -e
+cat "$T"/br[1-6].out
+check "--branch NAME creates the branch at the fetched tip" \
+	'[ "$br1" = 0 ] && grep -q "^branch agent-work created at ${tip:0:12}" "$T/br1.out" &&
+	 [ "$(git -C "$P" rev-parse agent-work)" = "$tip" ]'
+check "--branch fast-forwards a branch that is an ancestor of the tip" \
+	'[ "$br2" = 0 ] && grep -q "^branch ff-me fast-forwarded" "$T/br2.out" &&
+	 [ "$(git -C "$P" rev-parse ff-me)" = "$tip" ]'
+check "--branch refuses a branch with commits not in the tip, and leaves it" \
+	'[ "$br3" = 1 ] && grep -q "branch diverged not moved: it has 1 commit that sandbox/$ID" "$T/br3.out" &&
+	 [ "$(git -C "$P" rev-parse diverged)" = "$dc" ]'
+check "--branch refuses the checked-out branch (HEAD, index, files kept)" \
+	'[ "$br4" = 1 ] && grep -q "branch main not moved: it is checked out" "$T/br4.out" &&
+	 [ "$(git -C "$P" rev-parse main)" = "$(cat "$T/head.before")" ] &&
+	 sha256sum -c --quiet "$T/files.before" &&
+	 git -C "$P" status --porcelain | cmp -s - "$T/status.before"'
+check "--branch on a branch already at the tip says so" \
+	'[ "$br5" = 0 ] && grep -q "^branch agent-work already at" "$T/br5.out"'
+check "--branch with an invalid name is refused" \
+	'[ "$br6" = 1 ] && grep -q "invalid branch name" "$T/br6.out"'
+
 ksb_say "resume: the branch stays, base follows the host's HEAD"
 echo "more" >> "$P/README"
 git -C "$P" commit -qm "host: second" README
