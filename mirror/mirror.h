@@ -69,6 +69,14 @@ int mirror_valid_hex(const char *s, size_t len);
 int mirror_find_repo(const char *path, char **gitdir, char **cause);
 
 /*
+ * mirror_dirty: whether the work tree of the repository with git dir
+ * gitdir has changes to tracked files (staged or not; untracked files do
+ * not count), as libgit2's status sees them; the index is read, never
+ * written.  1 dirty, 0 clean or bare, -1 and *cause.
+ */
+int mirror_dirty(const char *gitdir, char **cause);
+
+/*
  * mirror_create: make <instance_dir>/mirror.git for the repository at repo
  * (a work tree or git dir) and write <instance_dir>/mirror.state.  The
  * seed of refs/heads/sandbox/<id> is repo's HEAD commit or, with

@@ -298,6 +298,13 @@ int workspace_mirror_check(const char *instance_dir, uint64_t max_bytes,
 void workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
     const char *instance_dir);
 /*
+ * workspace_show_repo: for --print-config, replace the repo setting shown
+ * by the repository ksb-run will mirror and why (the mirror a named
+ * instance under state_dir keeps, the repository holding the cwd, or
+ * none).  Reads only.
+ */
+void workspace_show_repo(struct config *cfg, const char *state_dir);
+/*
  * workspace_setup: from cfg's repo, include-uncommitted and context
  * settings, create <instance_dir>/mirror.git for the repo (default: the
  * one holding the cwd; none: no mirror) or, when the instance already has

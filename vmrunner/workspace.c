@@ -15,6 +15,7 @@
 
 #include "common/common.h"
 #include "mirror/mirror.h"
+#include "proto/instance.h"
 #include "vmrunner/vmrunner.h"
 
 #define WORKSPACE_CONTEXT_GUEST	   "/context"
@@ -30,6 +31,27 @@ workspace_share(struct qemu_share *shares, size_t *n, const char *host,
 	shares[*n].guest_path = xstrdup(guest);
 	shares[*n].writable = writable;
 	(*n)++;
+}
+
+/*
+ * A work tree with changes to tracked files is seeded from HEAD without
+ * them: say so, naming the option that takes them along.
+ */
+static void
+workspace_dirty_warn(const char *gitdir)
+{
+	char *cause = NULL;
+	int rc = mirror_dirty(gitdir, &cause);
+
+	if (rc == 1)
+		log_warnx("the work tree of %s has uncommitted changes to "
+			  "tracked files: the guest gets HEAD without them "
+			  "(--include-uncommitted to take them along as one "
+			  "commit)",
+		    gitdir);
+	else if (rc == -1)
+		log_debug("work tree status: %s", cause);
+	free(cause);
 }
 
 /*
@@ -88,6 +110,8 @@ workspace_mirror(const struct config *cfg, const char *instance_dir,
 	flags = config_uint(cfg, "include-uncommitted") ?
 	    MIRROR_INCLUDE_UNCOMMITTED :
 	    0;
+	if (flags == 0)
+		workspace_dirty_warn(gitdir);
 	if (mirror_create(gitdir, instance_dir, id, flags, WORKSPACE_UID,
 		WORKSPACE_GID, st, cause) != 0)
 		goto cleanup;
@@ -214,4 +238,39 @@ workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
 		    (unsigned long long)(conf->mirror_max_size >> 20));
 	free(m);
 	free(db);
+}
+
+void
+workspace_show_repo(struct config *cfg, const char *state_dir)
+{
+	const char *repo = config_get(cfg, "repo"), *name;
+	struct mirror_state st;
+	char *dir = NULL, *gitdir = NULL, *cause = NULL, *origin = NULL;
+
+	memset(&st, 0, sizeof(st));
+	name = config_get(cfg, "name");
+	if (name != NULL && util_valid_id(name)) {
+		dir = instance_dir(state_dir, name);
+		if (mirror_state_read(dir, &st, &cause) == 0) {
+			xasprintf(&origin,
+			    "instance %s keeps its mirror of it%s", name,
+			    repo != NULL ? " (repo setting ignored)" : "");
+			config_show(cfg, "repo", st.gitdir, origin);
+			goto cleanup;
+		}
+	}
+	if (repo != NULL)
+		goto cleanup; /* a flag or file: its origin says so */
+	if (mirror_find_repo(NULL, &gitdir, &cause) == 0)
+		config_show(cfg, "repo", gitdir,
+		    "the git repository holding the current directory");
+	else
+		config_show(cfg, "repo", "(none)",
+		    "the current directory is in no git repository: no mirror");
+cleanup:
+	mirror_state_clear(&st);
+	free(origin);
+	free(gitdir);
+	free(cause);
+	free(dir);
 }

@@ -204,6 +204,23 @@ rc=$?
 set -e
 cat "$T/eph.out" "$T/eph.err"
 check "ephemeral guest cloned the host's HEAD" '[ "$rc" = 0 ] && grep -qx "RESULT ephemeral host: second" "$T/eph.out"'
+check "a dirty work tree without --include-uncommitted is named, with the option" \
+	'grep -q "uncommitted changes to tracked files.*--include-uncommitted" "$T/eph.err"'
+check "no such warning when the option was given" \
+	'! grep -q "uncommitted changes" "$T/run.err"'
+( cd "$P" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" \
+	--print-config ) > "$T/pc1.out" 2>&1 || true
+( cd "$P" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" \
+	--name "$ID" --print-config ) > "$T/pc2.out" 2>&1 || true
+( cd "$T" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" \
+	--print-config ) > "$T/pc3.out" 2>&1 || true
+grep '^repo ' "$T"/pc[123].out
+check "--print-config in a repo shows it and why" \
+	'grep -Eq "^repo +=  *$P/.git +# the git repository holding the current directory" "$T/pc1.out"'
+check "--print-config of a named instance shows the repo its mirror keeps" \
+	'grep -Eq "^repo +=  *$P/.git +# instance $ID keeps its mirror of it" "$T/pc2.out"'
+check "--print-config outside a repo says there is no mirror" \
+	'grep -Eq "^repo +=  *\(none\) +# the current directory is in no git repository" "$T/pc3.out"'
 check "only the named instance is left in the state dir" \
 	'[ "$(ls "$T/state/instances")" = "$ID" ]'
 
