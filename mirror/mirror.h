@@ -136,6 +136,47 @@ int mirror_context(const char *spec, const char *instance_dir, char **name,
 int mirror_usage(const char *dir, uint64_t max_bytes, uint64_t max_entries,
     uint64_t *bytes, uint64_t *entries, char **cause);
 
+/* ---- checkout.c --------------------------------------------------------- */
+
+#define CHECKOUT_DIR	     "checkouts" /* in the state dir */
+#define CHECKOUT_RECORD	     "checkout"	 /* in the instance dir: <commit>\n */
+#define CHECKOUT_GUEST_DIR   "/ksb/checkout" /* tree/ and index, read-only */
+
+/* checkout_path: "<state_dir>/checkouts/<commit>", malloc'd. */
+char *checkout_path(const char *state_dir, const char *commit);
+/*
+ * checkout_lock: the caches' lock (<state_dir>/checkouts/.lock, flock),
+ * shared or exclusive, waiting for it.  The fd (close it to release), -2
+ * when exclusive and there is no checkouts dir (nothing to lock), or -1
+ * and *cause.  A shared lock creates the dir (0700).
+ */
+int checkout_lock(const char *state_dir, int exclusive, char **cause);
+/* checkout_list: the commits (40 hex) cached under state_dir, a
+ * NULL-terminated strv (util_strv_free).  0, or -1 and *cause. */
+int checkout_list(const char *state_dir, char ***commits, char **cause);
+/* checkout_instance_commit: the commit recorded in <instance_dir>/checkout
+ * (40 hex + newline, host-written).  0, or -1 when there is none. */
+int checkout_instance_commit(const char *instance_dir, char commit[41]);
+/* checkout_record: write it (a fresh file renamed into place).  0, or -1
+ * and *cause. */
+int checkout_record(const char *instance_dir, const char *commit, char **cause);
+/*
+ * checkout_prepare: the cache of commit (40 hex) under state_dir, made
+ * if missing: the commit's tree checked out of the repository with git
+ * dir gitdir, opened bare (its work tree and index are never read or
+ * written), plus extra_objects (NULL, or an objects dir only the host has
+ * written, for a seed made with --include-uncommitted) as an alternate,
+ * into <cache>/tree owned by uid:gid, and <cache>/index: a git index of
+ * that tree whose stat data are the files' own.  Made in a temporary
+ * directory and renamed into place; another ksb-run's cache of the same
+ * commit wins.  The caller holds checkout_lock (shared).  *dir (malloc'd)
+ * is the cache, to be shared with the guest as CHECKOUT_GUEST_DIR.  0, or
+ * -1 and *cause (nothing left behind).
+ */
+int checkout_prepare(const char *state_dir, const char *gitdir,
+    const char *extra_objects, const char *commit, uid_t uid, gid_t gid,
+    char **dir, char **cause);
+
 /* ---- fetch.c ------------------------------------------------------------ */
 
 struct mirror_fetch_opts {

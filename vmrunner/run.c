@@ -2256,8 +2256,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 		goto fail;
 	run_state_save(r);
 	/* Git handoff: mirror (or its base on resume), contexts, their shares. */
-	if (workspace_setup(r->cfg, r->instance_dir, r->id, r->shares,
-		&r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
+	if (workspace_setup(r->cfg, r->state_dir, r->instance_dir, r->id,
+		r->shares, &r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
 		log_warnx("instance %s: %s", r->id, cause);
 		goto cleanup;
 	}

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "mirror/mirror.h"
@@ -61,7 +62,7 @@ workspace_dirty_warn(const char *gitdir)
  */
 static int
 workspace_mirror(const struct config *cfg, const char *instance_dir,
-    const char *id, struct mirror_state *st, char **cause)
+    const char *id, struct mirror_state *st, int *created, char **cause)
 {
 	const char *repo = config_get(cfg, "repo");
 	char *state = NULL, *gitdir = NULL, *why = NULL;
@@ -115,6 +116,7 @@ workspace_mirror(const struct config *cfg, const char *instance_dir,
 	if (mirror_create(gitdir, instance_dir, id, flags, WORKSPACE_UID,
 		WORKSPACE_GID, st, cause) != 0)
 		goto cleanup;
+	*created = 1;
 	log_debug("mirror of %s: sandbox/%s = %.12s%s, base = %.12s",
 	    st->gitdir, id, st->seed,
 	    strcmp(st->seed, st->base) != 0 ?
@@ -129,25 +131,78 @@ cleanup:
 	return ret;
 }
 
+/*
+ * The host's checkout of the seed (mirror/checkout.c), for the guest's
+ * ~/work: made (or found in the cache) and recorded when the mirror was
+ * just created; on resume the recorded one (made again if the cache was
+ * removed; an instance from before the cache has none and keeps its
+ * plain clone).  *dir NULL: none.  0, or -1 and *cause.
+ */
+static int
+workspace_checkout(const char *state_dir, const char *instance_dir,
+    const struct mirror_state *st, int created, char **dir, char **cause)
+{
+	char commit[41], *extra = NULL, *why = NULL;
+	int lfd, ret = -1;
+
+	*dir = NULL;
+	if (created)
+		memcpy(commit, st->seed, sizeof(commit));
+	else if (checkout_instance_commit(instance_dir, commit) != 0)
+		return 0;
+	/* An uncommitted seed's objects: in the mirror the host just made. */
+	if (created && strcmp(st->seed, st->base) != 0)
+		xasprintf(&extra, "%s/%s/objects", instance_dir, MIRROR_DIR);
+	if ((lfd = checkout_lock(state_dir, 0, cause)) < 0)
+		goto cleanup;
+	if (checkout_prepare(state_dir, st->gitdir, extra, commit,
+		WORKSPACE_UID, WORKSPACE_GID, dir, &why) != 0) {
+		if (created) {
+			log_warnx("checkout of %.12s: %s; the guest checks it "
+				  "out itself",
+			    commit, why);
+			ret = 0;
+		} else
+			cause_set(cause,
+			    "the checkout of %.12s the guest's ~/work is "
+			    "made on cannot be made again: %s",
+			    commit, why);
+	} else if (!created || checkout_record(instance_dir, commit, cause) == 0)
+		ret = 0;
+	close(lfd);
+cleanup:
+	if (ret != 0) {
+		free(*dir);
+		*dir = NULL;
+	}
+	free(extra);
+	free(why);
+	return ret;
+}
+
 int
-workspace_setup(const struct config *cfg, const char *instance_dir,
-    const char *id, struct qemu_share *shares, size_t *nshares, size_t max,
-    char **cause)
+workspace_setup(const struct config *cfg, const char *state_dir,
+    const char *instance_dir, const char *id, struct qemu_share *shares,
+    size_t *nshares, size_t max, char **cause)
 {
 	struct mirror_state st;
 	char *const *ctx;
-	char *path = NULL, *name = NULL, *dir = NULL;
+	char *path = NULL, *name = NULL, *dir = NULL, *co = NULL;
 	size_t nctx, need, i;
-	int ret = -1;
+	int ret = -1, created = 0;
 
 	memset(&st, 0, sizeof(st));
 	ctx = config_list(cfg, "context", &nctx);
 	if (nctx > MIRROR_CONTEXT_MAX)
 		return cause_set(
 		    cause, "context: at most %d", MIRROR_CONTEXT_MAX);
-	if (workspace_mirror(cfg, instance_dir, id, &st, cause) != 0)
+	if (workspace_mirror(cfg, instance_dir, id, &st, &created, cause) !=
+		0)
 		goto cleanup;
-	need = (st.gitdir != NULL ? 2 : 0) + nctx;
+	if (st.gitdir != NULL && workspace_checkout(state_dir, instance_dir,
+				     &st, created, &co, cause) != 0)
+		goto cleanup;
+	need = (st.gitdir != NULL ? 2 : 0) + (co != NULL ? 1 : 0) + nctx;
 	if (*nshares + need > max) {
 		cause_set(cause,
 		    "too many shares: %zu with the mirror and contexts, "
@@ -164,6 +219,8 @@ workspace_setup(const struct config *cfg, const char *instance_dir,
 		free(path);
 		path = NULL;
 	}
+	if (co != NULL) /* the host's checkout, read-only: ~/work's lower */
+		workspace_share(shares, nshares, co, CHECKOUT_GUEST_DIR, 0);
 
 	/* Checkouts of an earlier start were the host's, read-only to the guest. */
 	xasprintf(&path, "%s/%s", instance_dir, MIRROR_CONTEXT_DIR);
@@ -188,6 +245,7 @@ cleanup:
 	free(path);
 	free(name);
 	free(dir);
+	free(co);
 	return ret;
 }
 

@@ -54,6 +54,11 @@ if [ "$b" = "sandbox/$id" ]; then r branch ok; else r branch "bad: $b"; fi
 if grep -qx 'uncommitted line' tracked.txt 2>/dev/null; then r uncommitted ok; else r uncommitted bad; fi
 if [ ! -e untracked.txt ]; then r no_untracked ok; else r no_untracked bad; fi
 if git rev-parse -q --verify origin/base >/dev/null; then r base ok; else r base bad; fi
+# ~/work is the overlay of the host's checkout, and git trusts its index.
+if grep -q "^overlay /home/agent/work overlay .*lowerdir=/ksb/checkout/tree" /proc/mounts; then r overlay ok; else r overlay bad; fi
+st=$(git status --porcelain 2>&1)
+if [ "$st" = "" ]; then r status_clean ok; else r status_clean "bad: $st"; fi
+if (: > /ksb/checkout/tree/x) 2>/dev/null; then r checkout_ro bad; else r checkout_ro ok; fi
 echo "from the guest $id" > agent.txt
 if git add agent.txt && git commit -qm "agent: add agent.txt"; then r commit ok; else r commit bad; fi
 if git push -q origin "sandbox/$id"; then r push ok; else r push bad; fi
@@ -91,8 +96,9 @@ check() {
 	if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fails=$((fails + 1)); fi
 }
 check "ksb-run exited 0" '[ "$rc" = 0 ]'
-for r in cwd branch uncommitted no_untracked base commit push context_read \
-	context_no_create context_no_write objects_ro plant; do
+for r in cwd branch uncommitted no_untracked base overlay status_clean \
+	checkout_ro commit push context_read context_no_create \
+	context_no_write objects_ro plant; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
 done
 check "no ERR from the guest's workspace set-up" '! grep -q "guest: workspace" "$T/run.err"'
@@ -176,6 +182,7 @@ git -C "$P" commit -qm "host: second" README
 cat > "$T/share/git-resume.sh" <<'GUEST'
 r() { echo "RESULT $1 $2"; }
 if [ "$(pwd)" = /home/agent/work ] && [ -f agent.txt ]; then r kept ok; else r kept bad; fi
+if grep -q "^overlay /home/agent/work overlay" /proc/mounts && [ -z "$(git status --porcelain)" ]; then r overlay_again ok; else r overlay_again bad; fi
 git fetch -q origin
 s=$(git log -1 --format=%s origin/base 2>&1)
 if [ "$s" = "host: second" ]; then r new_base ok; else r new_base "bad: $s"; fi
@@ -191,7 +198,7 @@ rc=$?
 set -e
 cat "$T/resume.out" "$T/resume.err"
 check "resumed ksb-run exited 0" '[ "$rc" = 0 ]'
-for r in kept new_base context_again; do
+for r in kept overlay_again new_base context_again; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/resume.out'"
 done
 

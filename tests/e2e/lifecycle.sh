@@ -107,13 +107,13 @@ ksb_say "kill -9 of a detached supervisor"
 id=$(run --detach -- /bin/sleep 600 2>/dev/null)
 spid=$(sed -n 's/^pid=//p' "$I/$id/state")
 ip=$(sed -n 's/^ip=//; s/\/.*//p' "$I/$id/state")
-ksb_check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes$"'
+ksb_check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes +[0-9]"'
 kill -9 "$spid"
 await_unlocked "$I/$id"
-lost_no_lease() { ctl list | grep -Eq "^$id +lost .* no$"; }
+lost_no_lease() { ctl list | grep -Eq "^$id +lost .* no +[0-9]"; }
 ksb_until 30 lost_no_lease || true
 ctl list
-ksb_check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no$"'
+ksb_check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no +[0-9]"'
 ksb_check "its address left the nftables set" '! ip netns exec "$GW" nft list ruleset | grep -qw "$ip"'
 ksb_check "rm of a lost instance" 'ctl rm "$id" && [ ! -e "$I/$id" ]'
 
