@@ -209,8 +209,9 @@ main(int argc, char **argv)
 		argc -= 2;
 	}
 	if (argc != 4) {
-		fprintf(stderr, "usage: ksb-guest-clone [--index INDEX] MIRROR "
-				"BRANCH DIR\n");
+		fprintf(stderr,
+		    "usage: ksb-guest-clone [--index INDEX] MIRROR "
+		    "BRANCH DIR\n");
 		return 2;
 	}
 	br = argv[2];

@@ -34,8 +34,9 @@ list_disk_cell(struct json_object *row, char *buf, size_t cap)
 {
 	struct json_object *v = out_get(row, "disk_used_bytes");
 
-	return v == NULL ? "-" :
-			   ksbctl_size(buf, cap, (uint64_t)json_object_get_int64(v));
+	return v == NULL ?
+	    "-" :
+	    ksbctl_size(buf, cap, (uint64_t)json_object_get_int64(v));
 }
 
 static const struct out_column list_cols[] = {

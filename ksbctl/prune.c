@@ -60,8 +60,8 @@ prune_age(char *buf, size_t cap, int64_t sec)
 
 /* One line (text) or object (JSON) per thing removed. */
 static void
-prune_say(struct prune *p, const char *kind, const char *id,
-    const char *path, uint64_t bytes, int64_t stopped_ms)
+prune_say(struct prune *p, const char *kind, const char *id, const char *path,
+    uint64_t bytes, int64_t stopped_ms)
 {
 	struct json_object *o = out_object();
 	char sz[32], age[32];
@@ -152,8 +152,8 @@ prune_instance(struct prune *p, const char *id)
 	xasprintf(&lock, "%s/lock", dir);
 	if ((lfd = open(lock, O_RDWR | O_CLOEXEC | O_NOFOLLOW)) != -1 &&
 	    flock(lfd, LOCK_EX | LOCK_NB) != 0) {
-		fprintf(stderr, "ksbctl prune: %s was started again: kept\n",
-		    id);
+		fprintf(
+		    stderr, "ksbctl prune: %s was started again: kept\n", id);
 		prune_keep(p, dir);
 		goto cleanup;
 	}
@@ -206,8 +206,8 @@ prune_checkouts(struct prune *p)
 		path = checkout_path(ksbctl_conf->state_dir, commits[i]);
 		bytes = instance_du(path);
 		if (!p->dry_run && util_rmtree(path) != 0) {
-			fprintf(stderr, "ksbctl prune: removing %s: %s\n",
-			    path, strerror(errno));
+			fprintf(stderr, "ksbctl prune: removing %s: %s\n", path,
+			    strerror(errno));
 			ret = 1;
 		} else
 			prune_say(p, "checkout", commits[i], path, bytes, 0);
@@ -281,7 +281,8 @@ prune_main(int argc, char **argv)
 	if (p.fmt == OUT_TEXT && p.n == 0)
 		printf("nothing to prune\n");
 	else if (p.fmt == OUT_TEXT)
-		printf("%s %s in %zu item%s\n", p.dry_run ? "would free" : "freed",
+		printf("%s %s in %zu item%s\n",
+		    p.dry_run ? "would free" : "freed",
 		    ksbctl_size(sz, sizeof(sz), p.freed), p.n,
 		    p.n == 1 ? "" : "s");
 	util_strv_free(ids);

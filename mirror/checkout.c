@@ -136,8 +136,8 @@ checkout_record(const char *instance_dir, const char *commit, char **cause)
 
 	xasprintf(&path, "%s/" CHECKOUT_RECORD, instance_dir);
 	xasprintf(&tmp, "%s.tmp", path);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC |
-			 O_NOFOLLOW,
+	if ((fd = open(tmp,
+		 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
 		 0600)) == -1 ||
 	    dprintf(fd, "%s\n", commit) != 41 || fsync(fd) != 0) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
@@ -177,8 +177,7 @@ checkout_chown_cb(
  * work tree when it writes it.  0, or -1 and *cause.
  */
 static int
-checkout_index(
-    git_tree *tree, const char *top, const char *path, size_t *files,
+checkout_index(git_tree *tree, const char *top, const char *path, size_t *files,
     char **cause)
 {
 	const git_index_entry *e;
@@ -189,7 +188,8 @@ checkout_index(
 	size_t i, n;
 	int ret = -1;
 
-	if (git_index_open(&idx, path) < 0 || git_index_read_tree(idx, tree) < 0)
+	if (git_index_open(&idx, path) < 0 ||
+	    git_index_read_tree(idx, tree) < 0)
 		return mirror_git_cause(cause, "index");
 	n = git_index_entrycount(idx);
 	for (i = 0; i < n; i++) {
@@ -283,8 +283,8 @@ cleanup:
 /* The project repo, bare (no work tree is ever looked at), with the
  * extra objects dir as an alternate if given. */
 static int
-checkout_open(const char *gitdir, const char *extra_objects,
-    git_repository **r, char **cause)
+checkout_open(const char *gitdir, const char *extra_objects, git_repository **r,
+    char **cause)
 {
 	git_odb *odb = NULL;
 	int ret = 0;
@@ -321,7 +321,8 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 	*dir = NULL;
 	if (!mirror_valid_hex(commit, strlen(commit)) ||
 	    git_oid_fromstr(&oid, commit) < 0)
-		return cause_set(cause, "checkout: invalid commit `%s'", commit);
+		return cause_set(
+		    cause, "checkout: invalid commit `%s'", commit);
 	final = checkout_path(state_dir, commit);
 	if (lstat(final, &sb) == 0 && S_ISDIR(sb.st_mode)) {
 		*dir = final;

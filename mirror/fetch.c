@@ -1408,8 +1408,8 @@ fetch_branch(git_repository *r, const char *name, const git_oid *tip,
 		if (rc < 0)
 			mirror_git_cause(cause, refname);
 		else
-			cause_set(cause, "%s: a symbolic ref: not moved",
-			    refname);
+			cause_set(
+			    cause, "%s: a symbolic ref: not moved", refname);
 		goto cleanup;
 	}
 	git_oid_cpy(&cur, git_reference_target(ref));
@@ -1427,8 +1427,7 @@ fetch_branch(git_repository *r, const char *name, const git_oid *tip,
 		    "branch %s not moved: it has %zu commit%s that "
 		    "sandbox/%s (%.12s) does not contain (git log %s..%s)",
 		    name, res->branch_extra, res->branch_extra == 1 ? "" : "s",
-		    id, res->tip, res->refname + strlen("refs/remotes/"),
-		    name);
+		    id, res->tip, res->refname + strlen("refs/remotes/"), name);
 		goto cleanup;
 	}
 	if (git_branch_is_checked_out(ref) == 1) {

@@ -138,9 +138,9 @@ int mirror_usage(const char *dir, uint64_t max_bytes, uint64_t max_entries,
 
 /* ---- checkout.c --------------------------------------------------------- */
 
-#define CHECKOUT_DIR	     "checkouts" /* in the state dir */
-#define CHECKOUT_RECORD	     "checkout"	 /* in the instance dir: <commit>\n */
-#define CHECKOUT_GUEST_DIR   "/ksb/checkout" /* tree/ and index, read-only */
+#define CHECKOUT_DIR	   "checkouts"	   /* in the state dir */
+#define CHECKOUT_RECORD	   "checkout"	   /* in the instance dir: <commit>\n */
+#define CHECKOUT_GUEST_DIR "/ksb/checkout" /* tree/ and index, read-only */
 
 /* checkout_path: "<state_dir>/checkouts/<commit>", malloc'd. */
 char *checkout_path(const char *state_dir, const char *commit);
@@ -210,11 +210,11 @@ struct mirror_fetch_result {
 	size_t nlog;
 	/* With opts->branch: what happened to refs/heads/<branch>. */
 	enum {
-		MIRROR_BRANCH_NONE,	/* no branch asked for */
-		MIRROR_BRANCH_CREATED,	/* it did not exist: made at tip */
-		MIRROR_BRANCH_FORWARD,	/* fast-forwarded from branch_old */
-		MIRROR_BRANCH_CURRENT,	/* already at tip */
-		MIRROR_BRANCH_REFUSED,	/* has branch_extra commits not in
+		MIRROR_BRANCH_NONE,    /* no branch asked for */
+		MIRROR_BRANCH_CREATED, /* it did not exist: made at tip */
+		MIRROR_BRANCH_FORWARD, /* fast-forwarded from branch_old */
+		MIRROR_BRANCH_CURRENT, /* already at tip */
+		MIRROR_BRANCH_REFUSED, /* has branch_extra commits not in
 					   tip, or is checked out: not
 					   moved (-1 returned) */
 	} branch_state;

@@ -2088,9 +2088,8 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 	if (run_settings(r, argc, argv, first, r->flags, r->nflags) != 0)
 		return 2;
 	if (r->print_config) {
-		workspace_show_repo(r->cfg, r->state_dir_opt ?
-			r->state_dir_opt :
-			r->conf->state_dir);
+		workspace_show_repo(r->cfg,
+		    r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir);
 		config_print(r->cfg, stdout, r->json);
 		return 0;
 	}

@@ -167,7 +167,8 @@ workspace_checkout(const char *state_dir, const char *instance_dir,
 			    "the checkout of %.12s the guest's ~/work is "
 			    "made on cannot be made again: %s",
 			    commit, why);
-	} else if (!created || checkout_record(instance_dir, commit, cause) == 0)
+	} else if (!created ||
+	    checkout_record(instance_dir, commit, cause) == 0)
 		ret = 0;
 	close(lfd);
 cleanup:
@@ -196,11 +197,11 @@ workspace_setup(const struct config *cfg, const char *state_dir,
 	if (nctx > MIRROR_CONTEXT_MAX)
 		return cause_set(
 		    cause, "context: at most %d", MIRROR_CONTEXT_MAX);
-	if (workspace_mirror(cfg, instance_dir, id, &st, &created, cause) !=
-		0)
+	if (workspace_mirror(cfg, instance_dir, id, &st, &created, cause) != 0)
 		goto cleanup;
-	if (st.gitdir != NULL && workspace_checkout(state_dir, instance_dir,
-				     &st, created, &co, cause) != 0)
+	if (st.gitdir != NULL &&
+	    workspace_checkout(
+		state_dir, instance_dir, &st, created, &co, cause) != 0)
 		goto cleanup;
 	need = (st.gitdir != NULL ? 2 : 0) + (co != NULL ? 1 : 0) + nctx;
 	if (*nshares + need > max) {
