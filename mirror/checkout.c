@@ -164,9 +164,11 @@ static int
 checkout_chown_cb(
     const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
-	(void)sb;
 	(void)flag;
 	(void)ftw;
+	/* A file linked from the base cache is the agent's already. */
+	if (sb->st_uid == chown_uid && sb->st_gid == chown_gid)
+		return 0;
 	return lchown(path, chown_uid, chown_gid) == 0 ? 0 : -1;
 }
 
@@ -229,20 +231,191 @@ cleanup:
 	return ret;
 }
 
+/* ---- linking unchanged files from an older cache ----------------------- */
+
+/*
+ * The newest other cache made from the same repository (its `source'
+ * file, host-written, names gitdir): *base (malloc'd) and *oid, 0; or -1
+ * when there is none.
+ */
+static int
+checkout_find_base(
+    const char *state_dir, const char *gitdir, char **base, git_oid *oid)
+{
+	char **commits = NULL, *cause = NULL, *dir, *src, *buf;
+	struct stat sb;
+	time_t best = 0;
+	size_t i, len;
+
+	*base = NULL;
+	if (checkout_list(state_dir, &commits, &cause) != 0) {
+		free(cause);
+		return -1;
+	}
+	for (i = 0; commits[i] != NULL; i++) {
+		dir = checkout_path(state_dir, commits[i]);
+		xasprintf(&src, "%s/source", dir);
+		buf = NULL;
+		if (util_read_file(src, 4096, &buf, &len, &cause) == 0 &&
+		    len == strlen(gitdir) + 1 &&
+		    memcmp(buf, gitdir, len - 1) == 0 && stat(dir, &sb) == 0 &&
+		    sb.st_mtime >= best) {
+			best = sb.st_mtime;
+			free(*base);
+			*base = dir;
+			dir = NULL;
+			git_oid_fromstr(oid, commits[i]);
+		}
+		free(cause);
+		cause = NULL;
+		free(buf);
+		free(src);
+		free(dir);
+	}
+	util_strv_free(commits);
+	return *base != NULL ? 0 : -1;
+}
+
+struct checkout_walk {
+	const char *base, *top;
+	char **changed; /* sorted paths the diff names */
+	size_t nchanged;
+	char **todo; /* paths left for the checkout */
+	size_t ntodo;
+	size_t linked;
+	int err;
+};
+
+static int
+checkout_strcmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int
+checkout_diff_cb(const git_diff_delta *d, float progress, void *payload)
+{
+	struct checkout_walk *w = payload;
+
+	(void)progress;
+	w->changed =
+	    xrealloc(w->changed, (w->nchanged + 2) * sizeof(*w->changed));
+	w->changed[w->nchanged++] = xstrdup(d->old_file.path);
+	w->changed[w->nchanged++] = xstrdup(d->new_file.path);
+	return 0;
+}
+
+static void
+checkout_todo(struct checkout_walk *w, const char *path)
+{
+	w->todo = xrealloc(w->todo, (w->ntodo + 1) * sizeof(*w->todo));
+	w->todo[w->ntodo++] = xstrdup(path);
+}
+
+/* Pre-order over the new tree: directories made, unchanged files and
+ * symlinks linked from the base, everything else left for the checkout. */
+static int
+checkout_walk_cb(const char *root, const git_tree_entry *e, void *payload)
+{
+	struct checkout_walk *w = payload;
+	git_filemode_t m = git_tree_entry_filemode(e);
+	char *path, *from, *to;
+	const char *key;
+
+	xasprintf(&path, "%s%s", root, git_tree_entry_name(e));
+	xasprintf(&to, "%s/%s", w->top, path);
+	if (m == GIT_FILEMODE_TREE) {
+		if (mkdir(to, 0755) != 0)
+			w->err = errno;
+	} else if (m == GIT_FILEMODE_BLOB ||
+	    m == GIT_FILEMODE_BLOB_EXECUTABLE || m == GIT_FILEMODE_LINK) {
+		key = path;
+		xasprintf(&from, "%s/%s", w->base, path);
+		if (bsearch(&key, w->changed, w->nchanged, sizeof(char *),
+			checkout_strcmp) != NULL ||
+		    link(from, to) != 0)
+			checkout_todo(w, path);
+		else
+			w->linked++;
+		free(from);
+	} else
+		checkout_todo(w, path);
+	free(to);
+	free(path);
+	return w->err != 0 ? -1 : 0;
+}
+
+/*
+ * Fill top with the files of tree that did not change since the base
+ * cache's commit, as hard links to the base's (a cache is never written
+ * once made, so sharing inodes between caches is safe); *w gets the
+ * paths the checkout must still write.  0, or -1 (then a full checkout).
+ */
+static int
+checkout_link_base(git_repository *r, git_tree *tree, const char *base,
+    const git_oid *base_oid, const char *top, struct checkout_walk *w)
+{
+	git_commit *bc = NULL;
+	git_tree *bt = NULL;
+	git_diff *diff = NULL;
+	char *btop = NULL;
+	int ret = -1;
+
+	if (git_commit_lookup(&bc, r, base_oid) < 0 ||
+	    git_commit_tree(&bt, bc) < 0 ||
+	    git_diff_tree_to_tree(&diff, r, bt, tree, NULL) < 0 ||
+	    git_diff_foreach(diff, checkout_diff_cb, NULL, NULL, NULL, w) < 0)
+		goto cleanup;
+	qsort(w->changed, w->nchanged, sizeof(char *), checkout_strcmp);
+	xasprintf(&btop, "%s/tree", base);
+	w->base = btop;
+	w->top = top;
+	if (git_tree_walk(tree, GIT_TREEWALK_PRE, checkout_walk_cb, w) < 0)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	git_error_clear();
+	git_diff_free(diff);
+	git_tree_free(bt);
+	git_commit_free(bc);
+	w->base = NULL;
+	free(btop);
+	return ret;
+}
+
+static void
+checkout_walk_clear(struct checkout_walk *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->nchanged; i++)
+		free(w->changed[i]);
+	for (i = 0; i < w->ntodo; i++)
+		free(w->todo[i]);
+	free(w->changed);
+	free(w->todo);
+	memset(w, 0, sizeof(*w));
+}
+
 /*
  * Check commit out of r into the new directory tmp: tmp/tree (the files,
- * chowned to uid:gid) and tmp/index.  0, or -1 and *cause.
+ * chowned to uid:gid; with a base cache, its unchanged files linked and
+ * only the rest checked out), tmp/index and tmp/source (gitdir).  0, or
+ * -1 and *cause.
  */
 static int
 checkout_make(git_repository *r, const git_oid *commit, const char *tmp,
-    uid_t uid, gid_t gid, size_t *files, char **cause)
+    const char *gitdir, const char *base, const git_oid *base_oid, uid_t uid,
+    gid_t gid, size_t *files, size_t *linked, char **cause)
 {
+	struct checkout_walk w;
 	git_checkout_options co;
 	git_commit *c = NULL;
 	git_tree *tree = NULL;
-	char *top = NULL, *index = NULL;
-	int ret = -1;
+	char *top = NULL, *index = NULL, *src = NULL;
+	int ret = -1, fd, full = 1;
 
+	memset(&w, 0, sizeof(w));
 	if (git_commit_lookup(&c, r, commit) < 0 ||
 	    git_commit_tree(&tree, c) < 0) {
 		mirror_git_cause(cause, "seed commit");
@@ -250,6 +423,7 @@ checkout_make(git_repository *r, const git_oid *commit, const char *tmp,
 	}
 	xasprintf(&top, "%s/tree", tmp);
 	xasprintf(&index, "%s/index", tmp);
+	xasprintf(&src, "%s/source", tmp);
 	if (mkdir(top, 0755) != 0) {
 		cause_set(cause, "%s: %s", top, strerror(errno));
 		goto cleanup;
@@ -259,7 +433,23 @@ checkout_make(git_repository *r, const git_oid *commit, const char *tmp,
 	    GIT_CHECKOUT_DONT_UPDATE_INDEX | GIT_CHECKOUT_DONT_WRITE_INDEX;
 	co.target_directory = top;
 	co.dir_mode = 0755;
-	if (git_checkout_tree(r, (git_object *)tree, &co) < 0) {
+	if (base != NULL &&
+	    checkout_link_base(r, tree, base, base_oid, top, &w) == 0) {
+		/* Only the paths not linked; none exists in top yet. */
+		co.checkout_strategy |= GIT_CHECKOUT_DISABLE_PATHSPEC_MATCH;
+		co.paths.strings = w.todo;
+		co.paths.count = w.ntodo;
+		*linked = w.linked;
+		full = 0;
+	} else if (base != NULL) {
+		/* Start again from an empty top: a full checkout. */
+		if (util_rmtree(top) != 0 || mkdir(top, 0755) != 0) {
+			cause_set(cause, "%s: %s", top, strerror(errno));
+			goto cleanup;
+		}
+	}
+	if ((full || w.ntodo > 0) &&
+	    git_checkout_tree(r, (git_object *)tree, &co) < 0) {
 		mirror_git_cause(cause, "checkout");
 		goto cleanup;
 	}
@@ -271,12 +461,20 @@ checkout_make(git_repository *r, const git_oid *commit, const char *tmp,
 	}
 	if (checkout_index(tree, top, index, files, cause) != 0)
 		goto cleanup;
+	if ((fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) ==
+		-1 ||
+	    dprintf(fd, "%s\n", gitdir) < 0 || close(fd) != 0) {
+		cause_set(cause, "%s: %s", src, strerror(errno));
+		goto cleanup;
+	}
 	ret = 0;
 cleanup:
+	checkout_walk_clear(&w);
 	git_tree_free(tree);
 	git_commit_free(c);
 	free(top);
 	free(index);
+	free(src);
 	return ret;
 }
 
@@ -300,7 +498,8 @@ checkout_open(const char *gitdir, const char *extra_objects, git_repository **r,
 }
 
 /*
- * 62 lines: cache hit, else the checkout into a temporary directory and
+ * 68 lines: cache hit, else the checkout (from the newest older cache of
+ * the same repository when there is one) into a temporary directory and
  * its rename into place (a concurrent ksb-run may win: its cache is
  * used), with one cleanup.
  */
@@ -313,9 +512,10 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 	struct timespec t0, t1;
 	struct stat sb;
 	git_oid oid;
-	char *final = NULL, *tmp = NULL;
-	size_t files = 0;
-	int ret = -1;
+	git_oid base_oid;
+	char *final = NULL, *tmp = NULL, *base = NULL;
+	size_t files = 0, linked = 0;
+	int ret = -1, have_base;
 
 	mirror_global_init();
 	*dir = NULL;
@@ -336,8 +536,11 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 		tmp = NULL;
 		goto cleanup;
 	}
+	have_base =
+	    checkout_find_base(state_dir, gitdir, &base, &base_oid) == 0;
 	if (checkout_open(gitdir, extra_objects, &r, cause) != 0 ||
-	    checkout_make(r, &oid, tmp, uid, gid, &files, cause) != 0)
+	    checkout_make(r, &oid, tmp, gitdir, have_base ? base : NULL,
+		&base_oid, uid, gid, &files, &linked, cause) != 0)
 		goto cleanup;
 	if (chmod(tmp, 0755) != 0) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
@@ -353,10 +556,12 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 		tmp = NULL;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	log_info("checkout of %.12s: %zu file%s in %.2f s", commit, files,
-	    files == 1 ? "" : "s",
+	log_info("checkout of %.12s: %zu file%s in %.2f s (%zu linked from "
+		 "the checkout of %.12s)",
+	    commit, files, files == 1 ? "" : "s",
 	    (double)(t1.tv_sec - t0.tv_sec) +
-		(double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+		(double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+	    linked, have_base ? base + strlen(base) - 40 : "none");
 	*dir = final;
 	final = NULL;
 	ret = 0;
@@ -366,5 +571,6 @@ cleanup:
 	git_repository_free(r);
 	free(tmp);
 	free(final);
+	free(base);
 	return ret;
 }

@@ -634,6 +634,52 @@ test_usage(void)
 }
 
 /*
+ * A second commit of the same repository: its cache links the unchanged
+ * files from the first one (same inode) and checks out only the changed
+ * and new ones; both caches then hold exactly their commits' files.
+ */
+static void
+test_checkout_linked(git_repository *r, const char *repo, const char *state,
+    const char *dir1)
+{
+	char *dir2 = NULL, *cause = NULL, *p, *q, hex[41], cmd[1024];
+	struct stat a, b;
+	git_oid id;
+	int rc;
+
+	put(repo, "a.txt", "alpha 2\n", 8);
+	put(repo, "c.txt", "new\n", 4);
+	id = commit_all(r, "co2");
+	git_oid_tostr(hex, sizeof(hex), &id);
+	rc = checkout_prepare(state, git_repository_commondir(r), NULL, hex,
+	    getuid(), getgid(), &dir2, &cause);
+	CHECK(rc == 0, "checkout_prepare of the next commit (%s)",
+	    rc ? cause : "ok");
+	xasprintf(&p, "%s/tree/sub/b.sh", dir1);
+	xasprintf(&q, "%s/tree/sub/b.sh", dir2);
+	CHECK(stat(p, &a) == 0 && stat(q, &b) == 0 && a.st_ino == b.st_ino &&
+		(b.st_mode & 0100),
+	    "an unchanged file is linked from the older cache");
+	free(p);
+	free(q);
+	xasprintf(&p, "%s/tree/a.txt", dir1);
+	xasprintf(&q, "%s/tree/a.txt", dir2);
+	CHECK(stat(p, &a) == 0 && stat(q, &b) == 0 && a.st_ino != b.st_ino &&
+		strcmp(slurp(q), "alpha 2\n") == 0 &&
+		strcmp(slurp(p), "alpha\n") == 0,
+	    "a changed file is written anew, the older cache's left as it was");
+	free(p);
+	free(q);
+	/* The whole tree as git itself would check it out. */
+	snprintf(cmd, sizeof(cmd),
+	    "git --git-dir='%s/.git' archive %s | (mkdir '%s/ref' && tar -C "
+	    "'%s/ref' -x) && diff -r '%s/ref' '%s/tree'",
+	    repo, hex, tmp, tmp, tmp, dir2);
+	CHECK(system(cmd) == 0, "linked cache = git archive of the commit");
+	free(dir2);
+}
+
+/*
  * The checkout cache: the seed's files and an index whose stat data match
  * them, the project's work tree and index untouched (a dirty work tree
  * shows through nowhere), found again, listed, recorded per instance, a
@@ -717,6 +763,7 @@ test_checkout(void)
 	CHECK(checkout_list(state, &list, &cause) == 0 && list[1] == NULL,
 	    "nothing left behind by the refusal");
 	util_strv_free(list);
+	test_checkout_linked(r, repo, state, dir);
 	close(lfd);
 	CHECK(checkout_lock(state, 1, &cause) >= 0, "exclusive lock once released");
 	xasprintf(&p, "%s/none", tmp);
