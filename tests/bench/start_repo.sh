@@ -10,9 +10,15 @@
 #          its commit removed first (what a new commit costs)
 #   warm   a new named instance on a commit another instance already used
 #   resume the same named instance again (its disk and mirror kept)
+#   next   a new named instance on the next commit (an empty commit made
+#          on the repository's HEAD: its checkout links every file from
+#          the cache of the commit before)
 # The time is from ksb-run's exec to the first line the guest command
-# prints (`echo started', read on the host by a timestamping reader).
-# Medians of KSB_BENCH_RUNS (default 3) runs, in seconds.
+# prints (`echo started', read on the host by a timestamping reader),
+# and the CPU time QEMU and ksb-run used until then (the steadier figure
+# when the machine is shared: a TCG guest's work is QEMU's CPU, the
+# host's checkout is ksb-run's).  Medians of KSB_BENCH_RUNS (default 3)
+# runs, in seconds, as WALL/CPU.
 #   tests/bench/start_repo.sh [SIZE...]   sizes: empty 10M 200M 1G
 #                                         (default all)
 #   KSB_BENCH_REPOS=DIR keeps the generated repositories between runs.
@@ -76,21 +82,33 @@ one() {
 	for line in p.stdout:
 	    if first is None and b"started" in line:
 	        first = time.monotonic() - t0
+	        # CPU seconds so far of QEMU and ksb-run (the steadier figure
+	        # on a shared machine): their pids from the instance's state.
+	        cpu = 0.0
+	        st = open(t + "/state/instances/" + name + "/state").read()
+	        for k in ("pid=", "qemu_pid="):
+	            pid = [l[len(k):] for l in st.split("\n") if l.startswith(k)][0]
+	            f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+	            cpu += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 	rc = p.wait()
 	if first is None or rc != 0:
 	    sys.stderr.write("%s: exit %d, no start; see %s/run.err\n"
 	                     % (name, rc, t))
-	print("%.2f" % first if first is not None and rc == 0 else "fail")
+	print("%.2f %.2f" % (first, cpu) if first is not None and rc == 0
+	      else "fail fail")
 	PY
 	)
 }
 
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+# median COL < FILE: the median of column COL (1 wall, 2 CPU).
+median() { awk -v c="$1" '{print $c}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+mcol() { echo "$(median 1 < "$1")/$(median 2 < "$1")"; }
 KSBCTL() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 runs=${KSB_BENCH_RUNS:-3}
 trees="$KSB_BUILDDIR${KSB_BENCH_OTHER:+ $KSB_BENCH_OTHER}"
 
-printf '%-8s %-6s %8s %8s %8s\n' size tree first warm resume
+printf '%-8s %-6s %12s %12s %12s %12s   (wall/CPU s)\n' size tree first \
+	warm resume next
 for s in $sizes; do
 	case $s in
 	empty) dir=$R/empty; mkdir -p "$dir" ;;
@@ -104,6 +122,7 @@ for s in $sizes; do
 	for tree in $trees; do
 		k=$((k + 1))
 		: > "$T/first$k"; : > "$T/warm$k"; : > "$T/resume$k"
+		: > "$T/next$k"
 	done
 	for i in $(seq 1 "$runs"); do
 		k=0
@@ -113,17 +132,23 @@ for s in $sizes; do
 			one "$tree" "$dir" "b$k$l-$i" >> "$T/first$k"
 			one "$tree" "$dir" "w$k$l-$i" >> "$T/warm$k"
 			one "$tree" "$dir" "b$k$l-$i" >> "$T/resume$k"
+			# The next commit (an empty one: every file linked
+			# from the cache of the one before).
+			[ "$s" = empty ] ||
+				git -C "$dir" commit -q --allow-empty -m "next $i"
+			one "$tree" "$dir" "n$k$l-$i" >> "$T/next$k"
 			KSBCTL rm "b$k$l-$i" >/dev/null || tail -n 5 "$T/run.err"
 			KSBCTL rm "w$k$l-$i" >/dev/null || true
+			KSBCTL rm "n$k$l-$i" >/dev/null || true
 		done
 	done
 	k=0
 	for tree in $trees; do
 		k=$((k + 1))
-		printf '%-8s %-6s %8s %8s %8s   (runs: %s/ %s/ %s)\n' "$s" \
+		printf '%-8s %-6s %12s %12s %12s %12s\n' "$s" \
 			"$([ "$k" = 1 ] && echo this || echo other)" \
-			"$(median < "$T/first$k")" "$(median < "$T/warm$k")" \
-			"$(median < "$T/resume$k")" "$(tr '\n' ' ' < "$T/first$k")" \
-			"$(tr '\n' ' ' < "$T/warm$k")" "$(tr '\n' ' ' < "$T/resume$k")"
+			"$(mcol "$T/first$k")" "$(mcol "$T/warm$k")" \
+			"$(mcol "$T/resume$k")" "$(mcol "$T/next$k")"
+		echo "  runs: $(tr '\n' ',' < "$T/first$k") / $(tr '\n' ',' < "$T/warm$k") / $(tr '\n' ',' < "$T/resume$k") / $(tr '\n' ',' < "$T/next$k")"
 	done
 done
