@@ -498,7 +498,7 @@ checkout_open(const char *gitdir, const char *extra_objects, git_repository **r,
 }
 
 /*
- * 68 lines: cache hit, else the checkout (from the newest older cache of
+ * 74 lines: cache hit, else the checkout (from the newest older cache of
  * the same repository when there is one) into a temporary directory and
  * its rename into place (a concurrent ksb-run may win: its cache is
  * used), with one cleanup.
@@ -515,6 +515,7 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 	git_oid base_oid;
 	char *final = NULL, *tmp = NULL, *base = NULL;
 	size_t files = 0, linked = 0;
+	double secs;
 	int ret = -1, have_base;
 
 	mirror_global_init();
@@ -556,12 +557,16 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 		tmp = NULL;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	log_info("checkout of %.12s: %zu file%s in %.2f s (%zu linked from "
-		 "the checkout of %.12s)",
-	    commit, files, files == 1 ? "" : "s",
-	    (double)(t1.tv_sec - t0.tv_sec) +
-		(double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
-	    linked, have_base ? base + strlen(base) - 40 : "none");
+	secs = (double)(t1.tv_sec - t0.tv_sec) +
+	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (have_base)
+		log_info("checkout of %.12s: %zu file%s in %.2f s (%zu linked "
+			 "from the checkout of %.12s)",
+		    commit, files, files == 1 ? "" : "s", secs, linked,
+		    base + strlen(base) - 40);
+	else
+		log_info("checkout of %.12s: %zu file%s in %.2f s", commit,
+		    files, files == 1 ? "" : "s", secs);
 	*dir = final;
 	final = NULL;
 	ret = 0;

@@ -59,6 +59,9 @@ if grep -q "^overlay /home/agent/work overlay .*lowerdir=/ksb/checkout/tree" /pr
 st=$(git status --porcelain 2>&1)
 if [ "$st" = "" ]; then r status_clean ok; else r status_clean "bad: $st"; fi
 if (: > /ksb/checkout/tree/x) 2>/dev/null; then r checkout_ro bad; else r checkout_ro ok; fi
+# A file of the lower layer is writable (copied up) and git sees the change.
+if echo more >> README && [ "$(git status --porcelain README)" = " M README" ] &&
+	git checkout -q README && [ "$(cat README)" = readme ]; then r lower_write ok; else r lower_write bad; fi
 echo "from the guest $id" > agent.txt
 if git add agent.txt && git commit -qm "agent: add agent.txt"; then r commit ok; else r commit bad; fi
 if git push -q origin "sandbox/$id"; then r push ok; else r push bad; fi
@@ -97,7 +100,7 @@ check() {
 }
 check "ksb-run exited 0" '[ "$rc" = 0 ]'
 for r in cwd branch uncommitted no_untracked base overlay status_clean \
-	checkout_ro commit push context_read context_no_create \
+	checkout_ro lower_write commit push context_read context_no_create \
 	context_no_write objects_ro plant; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
 done
@@ -112,6 +115,10 @@ check "host repo untouched by the run (refs, HEAD, index, work tree)" \
 	 [ "$(git -C "$P" rev-parse HEAD)" = "$(cat "$T/head.before")" ] &&
 	 sha256sum -c --quiet "$T/files.before" &&
 	 git -C "$P" status --porcelain | cmp -s - "$T/status.before"'
+CO=$(ls -d "$T"/state/checkouts/*/tree)
+check "the host's checkout cache kept the seed, none of the guest's writes" \
+	'[ "$(cat "$CO/README")" = readme ] && [ "$(cat "$CO/tracked.txt")" = "uncommitted line" ] &&
+	 [ ! -e "$CO/agent.txt" ] && [ "$(stat -c %u "$CO/README")" = 1000 ]'
 check "no remote-tracking ref before the fetch" \
 	'! git -C "$P" rev-parse -q --verify "refs/remotes/ksb/$ID" >/dev/null'
 
