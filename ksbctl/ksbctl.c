@@ -45,6 +45,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "power down (QMP), forced after S" },
 	{ "rm", rm_main, "rm [--force] [--json] ID",
 	    "remove a stopped instance" },
+	{ "prune", prune_main, "prune [--older-than AGE] [--dry-run] [--json]",
+	    "remove stopped instances, disks, mirrors" },
 	{ "attach", attach_main, "attach ID",
 	    "console of a detached instance" },
 	{ "audit", audit_main,
@@ -69,8 +71,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "policy test", policy_main, "policy test PROFILE HOST[:PORT]",
 	    "allow or deny, and which rule" },
 	{ "fetch", fetch_main,
-	    "fetch ID [--repo PATH] [--namespace NS] "
-	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",
+	    "fetch ID [--repo PATH] [--namespace NS] [--branch NAME]\n"
+	    "[--timeout SECONDS] [--max-pack-size SIZE]",
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
 	{ "prompt", prompt_main,
 	    "prompt ID TEXT|- [--key KEY] [--wait] "
@@ -311,4 +313,23 @@ ksbctl_sock_connect(const char *dir, const char *name)
 		return errno = e, -1;
 	}
 	return fd;
+}
+
+char *
+ksbctl_size(char *buf, size_t cap, uint64_t bytes)
+{
+	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)bytes;
+	int i = -1;
+
+	if (bytes < 1024) {
+		snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	while (v >= 1024 && i < 3) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, cap, "%.1f %s", v, unit[i]);
+	return buf;
 }

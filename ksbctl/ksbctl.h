@@ -43,6 +43,10 @@ int ksbctl_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
  * errno (ENAMETOOLONG if the path does not fit). */
 int ksbctl_sock_connect(const char *dir, const char *name);
 
+/* ksbctl_size: bytes for people ("512 B", "3.1 MiB", "1.0 GiB") into buf
+ * (cap >= 16); returns buf. */
+char *ksbctl_size(char *buf, size_t cap, uint64_t bytes);
+
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
 /* audit.c: the export's query (seq, JSON line) of every chained record
@@ -66,6 +70,7 @@ int policy_main(int argc, char **argv);
 int status_main(int argc, char **argv);
 int stop_main(int argc, char **argv);
 int rm_main(int argc, char **argv);
+int prune_main(int argc, char **argv);
 int attach_main(int argc, char **argv);
 int prompt_main(int argc, char **argv);
 int logs_main(int argc, char **argv);

@@ -2110,6 +2110,8 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 	if (run_settings(r, argc, argv, first, r->flags, r->nflags) != 0)
 		return 2;
 	if (r->print_config) {
+		workspace_show_repo(r->cfg,
+		    r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir);
 		config_print(r->cfg, stdout, r->json);
 		return 0;
 	}
@@ -2275,8 +2277,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 		goto fail;
 	run_state_save(r);
 	/* Git handoff: mirror (or its base on resume), contexts, their shares. */
-	if (workspace_setup(r->cfg, r->instance_dir, r->id, r->shares,
-		&r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
+	if (workspace_setup(r->cfg, r->state_dir, r->instance_dir, r->id,
+		r->shares, &r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
 		log_warnx("instance %s: %s", r->id, cause);
 		goto cleanup;
 	}

@@ -298,20 +298,29 @@ int workspace_mirror_check(const char *instance_dir, uint64_t max_bytes,
 void workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
     const char *instance_dir);
 /*
+ * workspace_show_repo: for --print-config, replace the repo setting shown
+ * by the repository ksb-run will mirror and why (the mirror a named
+ * instance under state_dir keeps, the repository holding the cwd, or
+ * none).  Reads only.
+ */
+void workspace_show_repo(struct config *cfg, const char *state_dir);
+/*
  * workspace_setup: from cfg's repo, include-uncommitted and context
  * settings, create <instance_dir>/mirror.git for the repo (default: the
  * one holding the cwd; none: no mirror) or, when the instance already has
  * a mirror (a named instance resuming), offer the project's current HEAD
  * as its base (mirror_resume); check out every context afresh.  Appends
  * to shares[*nshares .. max): the project's objects dir read-only at
- * /ksb/objects, the mirror read-write at /ksb/mirror.git, each context
- * read-only at /context/NAME (paths malloc'd, the caller frees them).
+ * /ksb/objects, the mirror read-write at /ksb/mirror.git, the host's
+ * checkout of the seed read-only at /ksb/checkout (its cache under
+ * <state_dir>/checkouts, mirror/checkout.c), each context read-only at
+ * /context/NAME (paths malloc'd, the caller frees them).
  * 0, or -1 and *cause.  On failure the mirror may remain in instance_dir
  * (removed with an ephemeral instance's dir, resumed by a named one).
  */
-int workspace_setup(const struct config *cfg, const char *instance_dir,
-    const char *id, struct qemu_share *shares, size_t *nshares, size_t max,
-    char **cause);
+int workspace_setup(const struct config *cfg, const char *state_dir,
+    const char *instance_dir, const char *id, struct qemu_share *shares,
+    size_t *nshares, size_t max, char **cause);
 
 /* ---- secrets.c -------------------------------------------------------------
  * --secret NAME=env:VAR | NAME=file:PATH, read once by ksb-run into memory,
