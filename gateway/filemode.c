@@ -10,7 +10,6 @@
  * 0644) are fixed here at start, with a log line each.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,44 +24,32 @@
 /*
  * Give path mode 0640 and group gid unless it has them.  A missing file
  * is fine; a symbolic link or a non-regular file is left alone and
- * reported (never followed: O_NOFOLLOW, then fchmod on what was opened).
- * 0, or -1 with *cause.
+ * reported.  By path, never by opening the file: SQLite holds POSIX
+ * locks on the databases, and closing any descriptor of a file drops
+ * every such lock the process holds on it (fcntl(2)).  lstat(2) and
+ * lchown(2) never follow a link; chmod(2) runs on what lstat saw as a
+ * regular file, in a directory only root writes.  0, or -1 with *cause.
  */
 int
 filemode_fix(const char *path, gid_t gid, char **cause)
 {
 	struct stat st;
-	int fd, ret = -1;
 
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd == -1 && errno == ENOENT)
+	if (lstat(path, &st) == -1)
+		return errno == ENOENT ?
+		    0 :
+		    cause_set(cause, "%s: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return cause_set(cause, "%s: not a regular file", path);
+	if ((st.st_mode & 07777) == FILEMODE_MODE && st.st_gid == gid)
 		return 0;
-	if (fd == -1)
+	if (lchown(path, (uid_t)-1, gid) == -1 ||
+	    chmod(path, FILEMODE_MODE) == -1)
 		return cause_set(cause, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &st) == -1) {
-		cause_set(cause, "%s: %s", path, strerror(errno));
-		goto cleanup;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		cause_set(cause, "%s: not a regular file", path);
-		goto cleanup;
-	}
-	if ((st.st_mode & 07777) == FILEMODE_MODE && st.st_gid == gid) {
-		ret = 0;
-		goto cleanup;
-	}
-	if (fchown(fd, (uid_t)-1, gid) == -1 ||
-	    fchmod(fd, FILEMODE_MODE) == -1) {
-		cause_set(cause, "%s: %s", path, strerror(errno));
-		goto cleanup;
-	}
 	log_info("%s: mode %04o group %ld, was %04o group %ld", path,
 	    FILEMODE_MODE, (long)gid, (unsigned)(st.st_mode & 07777),
 	    (long)st.st_gid);
-	ret = 0;
-cleanup:
-	close(fd);
-	return ret;
+	return 0;
 }
 
 /*

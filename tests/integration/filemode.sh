@@ -8,6 +8,8 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 command -v setpriv >/dev/null || ksb_skip "needs setpriv (util-linux)"
 getent group adm >/dev/null || ksb_skip "needs the group adm"
 ksb_env
@@ -39,6 +41,13 @@ ksb_check "nobody cannot read the audit database" \
 	'! setpriv --reuid nobody --regid nogroup --clear-groups cat "$S/audit.db" >/dev/null 2>&1'
 ksb_check "a member of control-group can (sqlite3, read-only)" \
 	'[ "$(setpriv --reuid nobody --regid nogroup --groups "$ADM" sqlite3 "file:$S/audit.db?mode=ro" "SELECT count(*) FROM policy_versions" 2>&1)" = 1 ]'
+# The fix must not disturb SQLite's locks (closing a descriptor of a
+# database drops the process's POSIX locks on it): rows written after it
+# are seen by a reader.
+ksb_fake_guest 1 fm1
+ksb_check "a registration after the fix is read back" \
+	'ksb_sql_is 1 "SELECT count(*) FROM registrations WHERE instance = '"'fm1'"'"'
+ksb_unguest 1
 
 ksb_say "restart: still 0640, nothing fixed"
 kill "$KSB_GATEWAY_PID"
