@@ -775,13 +775,21 @@ proxy_is_local(const struct sockaddr_storage *ss)
 static int
 conn_addr_ok(struct conn *c, const struct sockaddr_storage *ss)
 {
-	if (screen_addr((const struct sockaddr *)ss, c->gw->own, c->gw->nown) ==
-		NULL &&
-	    !proxy_is_local(ss))
+	const struct sockaddr *sa = (const struct sockaddr *)ss;
+	const char *cls = screen_addr(sa, c->gw->own, c->gw->nown);
+
+	/* An address of the host is "gateway" whatever its range. */
+	if (proxy_is_local(ss))
+		cls = "gateway";
+	if (cls == NULL)
 		return 1;
-	/* An explicit address rule in the profile may permit it. */
-	return policy_match_addr(c->gw->policy, c->inst->profile,
-		   (const struct sockaddr *)ss, c->port, NULL) == POLICY_ALLOW;
+	/* An explicit address rule in the profile may permit it: for the
+	 * gateway's own addresses and loopback one naming it exactly. */
+	if (screen_needs_exact(cls))
+		return policy_match_addr_exact(c->gw->policy, c->inst->profile,
+			   sa, c->port, NULL) == POLICY_ALLOW;
+	return policy_match_addr(c->gw->policy, c->inst->profile, sa, c->port,
+		   NULL) == POLICY_ALLOW;
 }
 
 /* Record ss as the upstream address of the row. */

@@ -70,8 +70,9 @@ def send_raw(data, slow=0.0):
 
 
 def connect_req(host):
-    return ("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" %
-            (host, host)).encode()
+    """host, or host:port (default 443)."""
+    hp = host if ":" in host else host + ":443"
+    return ("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (hp, hp)).encode()
 
 
 def tunnel_tls(host, sni, cafile, chunk=0, pipeline=False, path="/index.txt"):
