@@ -70,7 +70,9 @@
 	X(HTTP_BAD_TRANSFER_ENCODING, "http_bad_transfer_encoding")            \
 	X(HTTP_BAD_UPGRADE, "http_bad_upgrade")                                \
 	X(HTTP_BAD_CHUNK, "http_bad_chunk")                                    \
-	X(UPSTREAM_BAD_RESPONSE, "upstream_bad_response")
+	X(UPSTREAM_BAD_RESPONSE, "upstream_bad_response")                      \
+	/* a connection closed to admit an instance below its fair share */    \
+	X(OVER_SHARE, "over_share")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

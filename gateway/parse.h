@@ -287,5 +287,11 @@ int http_field_find(const uint8_t *buf, const struct http_field *fields,
  */
 const char *screen_addr(
     const struct sockaddr *sa, const struct sockaddr_storage *own, size_t nown);
+/*
+ * screen_needs_exact: whether screen_addr's class cls (the gateway's own
+ * address, or loopback) may be opened only by an allow-address rule
+ * naming that very address (ksb-policy(5)), not by a range around it.
+ */
+int screen_needs_exact(const char *cls);
 
 #endif
