@@ -95,7 +95,7 @@ struct boot {
 	    pane_busy[GUESTCTL_PANE_MAX + 1];
 	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
 	int display;		  /* Xvfb runs: DISPLAY for the command */
-	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	char *home;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -2534,8 +2534,8 @@ start_extras(struct boot *b)
 		else
 			workspace_warn("%s", err);
 	}
-	if (guestfwd_start(
-		b->display ? DISPLAY_SHOT : NULL, ctl_fd, say_line) < 0)
+	if (guestfwd_start(b->display ? DISPLAY_SHOT : NULL, ctl_fd, say_line) <
+	    0)
 		workspace_warn("forward channel: not started");
 }
 

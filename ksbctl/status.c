@@ -353,8 +353,10 @@ status_live_json(struct json_object *o, const char *dir)
 	size_t len;
 	int p = pause_state(dir);
 
-	out_add(o, "vm", out_str(p == 1 ? "paused" : p == 0 ? "running" :
-							      "unknown"));
+	out_add(o, "vm",
+	    out_str(p == 1 ? "paused" :
+		    p == 0 ? "running" :
+			     "unknown"));
 	if (forward_ask(dir, "LIST\n", &reply, &len, 65536, 3000) == 0)
 		for (line = strtok_r(reply, "\n", &save); line != NULL;
 		     line = strtok_r(NULL, "\n", &save)) {

@@ -83,7 +83,8 @@ stop_qmp(const char *dir, const char *cmd, char *reply, size_t cap)
 	n = snprintf(line, sizeof(line), "{\"execute\":\"%s\"}\n", cmd);
 	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n)
 		goto cleanup;
-	if (strcmp(cmd, "quit") == 0 || stop_qmp_wait(fd, deadline, reply, cap) == 0)
+	if (strcmp(cmd, "quit") == 0 ||
+	    stop_qmp_wait(fd, deadline, reply, cap) == 0)
 		ret = 0;
 cleanup:
 	close(fd);
@@ -182,7 +183,8 @@ stop_supervised(const char *id, const char *dir,
 	    "ksbctl stop: %s did not power off in %lu s: "
 	    "forcing\n",
 	    id, timeout);
-	if (stop_qmp(dir, "quit", NULL, 0) != 0 && stop_is_our_qemu(st->qemu_pid, id))
+	if (stop_qmp(dir, "quit", NULL, 0) != 0 &&
+	    stop_is_our_qemu(st->qemu_pid, id))
 		kill((pid_t)st->qemu_pid, SIGKILL);
 	if (stop_wait_released(dir, util_mono_ms() + 15000))
 		return "forced";

@@ -178,8 +178,8 @@ run_help(void)
 	    "  --forward [addr:]hostport:guestport\n"
 	    "                       a host port (loopback by default) to a "
 	    "guest port\n"
-	    "  --display[=WxH]      a software display (Xvfb) for GUI programs, "
-	    DISPLAY_DEFAULT "\n"
+	    "  --display[=WxH]      a software display (Xvfb) for GUI "
+	    "programs, " DISPLAY_DEFAULT "\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -285,8 +285,8 @@ enum {
 	O_DISPLAY
 };
 
-static const struct option run_longopts[] = { { "help", no_argument, NULL,
-						  'h' },
+static const struct option run_longopts[] = {
+	{ "help", no_argument, NULL, 'h' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "detach", no_argument, NULL, 'd' },
 	{ "project-file", required_argument, NULL, 'c' },
@@ -315,8 +315,8 @@ static const struct option run_longopts[] = { { "help", no_argument, NULL,
 	{ "agent-mode", required_argument, NULL, O_AGENT_MODE },
 	{ "agent-base-url", required_argument, NULL, O_AGENT_URL },
 	{ "forward", required_argument, NULL, O_FORWARD },
-	{ "display", optional_argument, NULL, O_DISPLAY },
-	{ NULL, 0, NULL, 0 } };
+	{ "display", optional_argument, NULL, O_DISPLAY }, { NULL, 0, NULL, 0 }
+};
 
 /* A setting flag, kept for run_settings' top layer (origin "--name"). */
 static void

@@ -152,9 +152,9 @@ struct qemu_config {
 	    *disk; /* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
 	const char *ca_path; /* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
 	const char *qmp_path; /* NULL, or the QMP UNIX socket QEMU listens on */
-	int fwd_fd; /* <= 0: none, or the forward port (proto/fwd.h) */
+	int fwd_fd;	     /* <= 0: none, or the forward port (proto/fwd.h) */
 	const char *display; /* NULL, or "WxH": ksb.display= (Xvfb) */
-	int share_usr;	      /* export host /usr as tag "usr" */
+	int share_usr;	     /* export host /usr as tag "usr" */
 	const struct qemu_share *shares; /* tags s0, s1, ... */
 	size_t nshares;
 };

@@ -65,9 +65,15 @@ done > /tmp/www/reach.txt
 touch /tmp/www/reach.done
 ) &
 ls -l /dev/vport* > /tmp/www/vports.txt 2>&1 || true
-for d in /dev/vport*; do { exec 3<>"$d"; } 2>/dev/null && echo "opened $d"; done >> /tmp/www/vports.txt
+for d in /dev/vport*; do
+	sh -c 'exec 3<>"$1"' sh "$d" 2>/dev/null && echo "opened $d"
+done >> /tmp/www/vports.txt
 echo guest-ready
-exec sleep 3600
+# The agent: one turn per line, run, then reported done.
+while IFS= read -r task; do
+	sh -c "$task" || true
+	ksb-report done "ran: $task"
+done
 GUEST
 chmod 644 "$T/share/guest.sh"
 
@@ -75,20 +81,26 @@ ksb_say "ksb-run --forward --display, detached"
 id=$(timeout 240 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 	--detach --name live --memory 1024 --display=320x240 \
 	--forward 127.0.0.1:0:8000 --share-ro "$T/share:/ksb-test" \
-	-- /bin/sh /ksb-test/guest.sh 10.77.0.1 2>"$T/err-run") || { cat "$T/err-run"; ksb_fail "ksb-run --detach failed"; }
+	--agent 'sh /ksb-test/guest.sh 10.77.0.1' 2>"$T/err-run") ||
+	{ cat "$T/err-run"; ksb_fail "ksb-run --detach failed"; }
 cat "$T/err-run" >&2
+# The detached supervisor, stopped by ksb_cleanup if the test ends early.
+KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/state")"
 ksb_check "detach printed the ID" '[ "$id" = live ]'
 ctl forward live --list > "$T/list1"; cat "$T/list1"
 port=$(awk '$2 == 8000 { sub(/.*:/, "", $1); print $1 }' "$T/list1")
 ksb_check "--forward is listed with its port" '[ -n "$port" ]'
-up() { hcurl -o /dev/null "http://127.0.0.1:$port/big.sha" 2>/dev/null; }
-ksb_until 300 up || ksb_fail "the guest's web server never answered through the forward"
+up() { hcurl -f -o /dev/null "http://127.0.0.1:$port/big.sha" 2>/dev/null; }
+ksb_until 300 up || { ctl status live; ksb_fail "the guest's web server never answered through the forward"; }
 
 ksb_say "50 concurrent requests through the forward"
+cpids=
 for i in $(seq 1 50); do
 	hcurl -o "$T/c$i" "http://127.0.0.1:$port/index.txt" &
+	cpids="$cpids $!"
 done
-wait
+# shellcheck disable=SC2086 # the curls only, not the gateway
+wait $cpids || true
 ok=0
 for i in $(seq 1 50); do grep -qx "hello from the guest" "$T/c$i" && ok=$((ok + 1)); done
 ksb_check "50 of 50 answered right ($ok)" '[ "$ok" = 50 ]'
@@ -124,9 +136,10 @@ ksb_check "forward.log has opens and closes with bytes" \
 ksb_say "the guest cannot reach the host through a forward"
 echo "$port $hp" > "$T/share/ports"
 chmod 644 "$T/share/ports"
-reached() { hcurl -o /dev/null "http://127.0.0.1:$port/reach.done" 2>/dev/null; }
+reached() { hcurl -f -o /dev/null "http://127.0.0.1:$port/reach.done" 2>/dev/null; }
 ksb_until 120 reached || echo "# the guest's reach test did not finish"
-reach=$(hcurl "http://127.0.0.1:$port/reach.txt")
+reach=$(hcurl -f "http://127.0.0.1:$port/reach.txt" || echo "no reach.txt")
+echo "# reach.txt: $reach"
 vports=$(hcurl "http://127.0.0.1:$port/vports.txt")
 echo "$vports"
 ksb_check "the agent reached no host port" '[ -z "$reach" ]'
@@ -142,13 +155,24 @@ ksb_check "320x240" '[ "$(sed -n 1p "$T/pix")" = "320 240" ]'
 ksb_check "root black, xlogo background red, logo blue" \
 	'[ "$(sed -n 2,5p "$T/pix" | tr "\n" " ")" = "000000 ff0000 ff0000 0000ff " ]'
 
-ksb_say "pause and resume"
+ksb_say "pause and resume, with an agent turn in flight"
+ksb_check "a turn that runs 8 s is given" 'ctl prompt live --key slow "sleep 8; echo slow-turn-done"'
 ksb_check "ksbctl pause" 'ctl pause live'
+tp=$SECONDS
 ksb_check "status says paused" 'ctl status live | grep -Eq "^ *vm: +paused"'
 ksb_check "the forward waits while paused" '! hcurl --max-time 3 -o /dev/null "http://127.0.0.1:$port/index.txt" 2>/dev/null'
+ksb_check "a prompt to a paused instance is refused, naming resume" \
+	'! ctl prompt live "echo no" 2>"$T/e" && grep -q "paused.*ksbctl resume live" "$T/e"'
+sleep 10 # paused longer than the turn would take and than the heartbeat's loss time
+ksb_check "the turn has not ended while paused" '! grep -q " 1 done " "$I/agent.events"'
 ksb_check "ksbctl resume" 'ctl resume live'
 ksb_check "status says running" 'ctl status live | grep -Eq "^ *vm: +running"'
 ksb_check "the forward answers again" 'hcurl -o /dev/null "http://127.0.0.1:$port/index.txt"'
+ctl prompt live --key slow --wait "sleep 8; echo slow-turn-done" > "$T/turn" 2>&1 || true
+cat "$T/turn"
+ksb_check "the turn in flight ends done after resume" 'grep -q "done" "$T/turn" && grep -Eq " 1 done " "$I/agent.events"'
+ksb_check "the turn's end came after the resume" '[ $((SECONDS - tp)) -ge 10 ]'
+ksb_check "the guest lives on (no lease or heartbeat loss)" 'ctl status live | grep -q "^state: *running"'
 
 ksb_say "stop: the forwards end with the instance"
 ctl stop live >/dev/null
