@@ -77,7 +77,9 @@ ksb_check "ksb-run is still up" 'kill -0 "$rp"'
 ksb_check "a new connection is refused (channel gone)" \
 	'! ip netns exec "$GW" curl -sS --max-time 5 "http://127.0.0.1:$port/" 2>/dev/null && ksb_until 10 logged "refused .* (guest gone)"'
 ksb_check "nothing reached the host port the guest named" '[ ! -e "$T/reached" ]'
-ksb_check "ksbctl stop ends it" 'ctl stop fh >/dev/null'
+kill -TERM "$rp"
+ksb_check "SIGTERM to ksb-run ends it (STOP, the fake's EXIT)" 'ksb_wait_dead "$rp" 30'
+ksb_check "the forward's listener is gone" '! ksb_listening "$GW" "$port"'
 cat "$KSB_TEST_OUT"
 [ "$fails" = 0 ] || cat "$I/forward.log"
 
