@@ -30,6 +30,7 @@
 
 #define GFWD_OQ_MAX  (1024 * 1024) /* bytes queued for the host */
 #define GFWD_OQ_HIGH (512 * 1024)  /* above it no socket is read */
+#define GFWD_OQ_CTL  (64 * 1024)   /* kept for CREDIT, EOF, CLOSE, OPENED */
 
 enum { GS_TCP, GS_SHOT };
 
@@ -65,7 +66,7 @@ gfwd_queue(struct gfwd *g, const uint8_t *p, size_t n)
 		g->oq_off = 0;
 	}
 	if (g->oq_len + n > GFWD_OQ_MAX)
-		return; /* cannot happen: reads stop at GFWD_OQ_HIGH */
+		return; /* cannot happen: gfwd_sock_in keeps GFWD_OQ_CTL */
 	memcpy(g->oq + g->oq_len, p, n);
 	g->oq_len += n;
 }
@@ -256,6 +257,9 @@ gfwd_sock_in(struct gfwd *g, struct gstream *s)
 	struct fwd_hdr h;
 	ssize_t n;
 
+	/* Room for this frame and the control frames behind it, always. */
+	if (g->oq_len - g->oq_off + sizeof(f) > GFWD_OQ_MAX - GFWD_OQ_CTL)
+		return;
 	n = read(s->fd, f + FWD_HDR_LEN, want);
 	if (n == -1 && (errno == EAGAIN || errno == EINTR))
 		return;

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""pngpix.py FILE X Y [X Y ...]: print "W H" then the "RRGGBB" of each
-pixel of an 8-bit RGB PNG (what ksbctl screenshot writes), decoded here
+"""pngpix.py FILE X0 Y0 X1 Y1 [...]: print "W H", then for each region
+(X0..X1, Y0..Y1, inclusive) the "RRGGBB" colours its pixels have (sorted,
+comma-separated) in an 8-bit RGB PNG (what ksbctl screenshot writes), decoded here
 with zlib only (PNG spec, ISO/IEC 15948: IHDR, IDAT, filters 0-4), so the
 test reads the file ksbctl wrote without trusting ksbctl's own code."""
 import struct
@@ -53,6 +54,8 @@ def decode(path):
 w, h, rows = decode(sys.argv[1])
 print(w, h)
 args = [int(v) for v in sys.argv[2:]]
-for k in range(0, len(args), 2):
-    x, y = args[k], args[k + 1]
-    print(rows[y][3 * x:3 * x + 3].hex())
+for k in range(0, len(args), 4):
+    x0, y0, x1, y1 = args[k:k + 4]
+    print(",".join(sorted({rows[y][3 * x:3 * x + 3].hex()
+                           for y in range(y0, y1 + 1)
+                           for x in range(x0, x1 + 1)})))
