@@ -3,7 +3,7 @@
  * power-down over QMP (system_powerdown: the guest's init stops the command
  * and powers off), then QMP quit and SIGKILL after the timeout.  Returns
  * only once the supervising ksb-run has released the instance (so QEMU is
- * gone and the lease is dropped).
+ * gone and the lease is dropped).  A paused instance is continued first.
  */
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -174,6 +174,9 @@ static const char *
 stop_supervised(const char *id, const char *dir,
     const struct instance_state *st, int64_t deadline, unsigned long timeout)
 {
+	/* A paused guest cannot see the power button: continue it first. */
+	if (pause_state(dir) == 1 && stop_qmp(dir, "cont", NULL, 0) != 0)
+		fprintf(stderr, "ksbctl stop: %s: QMP cont failed\n", id);
 	if (stop_qmp(dir, "system_powerdown", NULL, 0) != 0)
 		fprintf(stderr,
 		    "ksbctl stop: %s: QMP system_powerdown failed\n", id);

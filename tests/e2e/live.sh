@@ -25,15 +25,16 @@ fails=0
 ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 hcurl() { ip netns exec "$GW" curl -sS --max-time 120 "$@"; }
 I=$T/state/instances/live
+say() { ksb_say "$* (at ${SECONDS} s)"; }
 
-# The guest: a 100 MB file and its digest, the web server on loopback, an
+# The guest: a 100 MB file (the host's, over 9p), the web server on loopback, an
 # X client with known colours at a known place, a half-close echo peer.
 cat > "$T/share/guest.sh" <<'GUEST'
 set -e
 mkdir -p /tmp/www
-head -c 104857600 /dev/urandom > /tmp/www/big
-sha256sum < /tmp/www/big | cut -d' ' -f1 > /tmp/www/big.sha
+ln -s /ksb-test/big /tmp/www/big # 100 MB of the host's, over 9p
 echo "hello from the guest" > /tmp/www/index.txt
+touch /tmp/www/big.sha
 cd /tmp/www
 python3 -m http.server 8000 --bind 127.0.0.1 >/tmp/http.log 2>&1 &
 xlogo -bg '#ff0000' -fg '#0000ff' -geometry 100x100+20+20 &
@@ -76,9 +77,13 @@ while IFS= read -r task; do
 done
 GUEST
 chmod 644 "$T/share/guest.sh"
+head -c 104857600 /dev/urandom > "$T/share/big"
+chmod 644 "$T/share/big"
+want=$(sha256sum < "$T/share/big" | cut -d" " -f1)
 
-ksb_say "ksb-run --forward --display, detached"
-id=$(timeout 240 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+say "ksb-run --forward --display, detached"
+# From $T: no project repository, so no mirror and no clone to wait for.
+id=$(cd "$T" && timeout 240 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 	--detach --name live --memory 1024 --display=320x240 \
 	--forward 127.0.0.1:0:8000 --share-ro "$T/share:/ksb-test" \
 	--agent 'sh /ksb-test/guest.sh 10.77.0.1' 2>"$T/err-run") ||
@@ -93,7 +98,7 @@ ksb_check "--forward is listed with its port" '[ -n "$port" ]'
 up() { hcurl -f -o /dev/null "http://127.0.0.1:$port/big.sha" 2>/dev/null; }
 ksb_until 300 up || { ctl status live; ksb_fail "the guest's web server never answered through the forward"; }
 
-ksb_say "50 concurrent requests through the forward"
+say "50 concurrent requests through the forward"
 cpids=
 for i in $(seq 1 50); do
 	hcurl -o "$T/c$i" "http://127.0.0.1:$port/index.txt" &
@@ -105,16 +110,15 @@ ok=0
 for i in $(seq 1 50); do grep -qx "hello from the guest" "$T/c$i" && ok=$((ok + 1)); done
 ksb_check "50 of 50 answered right ($ok)" '[ "$ok" = 50 ]'
 
-ksb_say "a 100 MB download"
+say "a 100 MB download"
 t0=$(date +%s.%N)
 hcurl -o "$T/big" "http://127.0.0.1:$port/big"
 t1=$(date +%s.%N)
 echo "# 100 MB in $(echo "$t1 - $t0" | bc) s"
-want=$(hcurl "http://127.0.0.1:$port/big.sha")
 ksb_check "100 MB arrived whole (SHA-256)" '[ "$(sha256sum < "$T/big" | cut -d" " -f1)" = "$want" ] && [ "$(stat -c %s "$T/big")" = 104857600 ]'
 rm -f "$T/big"
 
-ksb_say "ksbctl forward: add (any port), half-close, list, remove"
+say "ksbctl forward: add (any port), half-close, list, remove"
 ctl forward live 0:8100 > "$T/add"; cat "$T/add"
 hp=$(sed -n 's/^127\.0\.0\.1:\([0-9]*\) -> live port 8100$/\1/p' "$T/add")
 ksb_check "ksbctl forward names the host port" '[ -n "$hp" ]'
@@ -133,7 +137,7 @@ ksb_check "a forward to a taken port is refused" '! ctl forward live "$port:9" 2
 ksb_check "forward.log has opens and closes with bytes" \
 	'grep -q " open stream=" "$I/forward.log" && grep -Eq " close stream=[0-9]+ reason=done up=[0-9]+ down=10485[0-9]{4}" "$I/forward.log"'
 
-ksb_say "the guest cannot reach the host through a forward"
+say "the guest cannot reach the host through a forward"
 echo "$port $hp" > "$T/share/ports"
 chmod 644 "$T/share/ports"
 reached() { hcurl -f -o /dev/null "http://127.0.0.1:$port/reach.done" 2>/dev/null; }
@@ -147,7 +151,7 @@ ksb_check "the agent cannot open the virtio-serial ports" '! echo "$vports" | gr
 ksb_check "forward --remove" 'ctl forward live --remove "$hp"'
 ksb_check "removed: nothing listens there" '! ksb_listening "$GW" "$hp"'
 
-ksb_say "screenshot of the display"
+say "screenshot of the display"
 ksb_check "ksbctl screenshot writes a PNG" 'ctl screenshot live "$T/shot.png"'
 # Regions measured on the host's own Xvfb and xlogo (Debian 12): the root
 # window above and left of the client, a band of xlogo's background between
@@ -159,7 +163,7 @@ ksb_check "320x240" '[ "$(sed -n 1p "$T/pix")" = "320 240" ]'
 ksb_check "root black, xlogo's background red, its logo blue (whole regions)" \
 	'[ "$(sed -n 2,4p "$T/pix" | tr "\n" " ")" = "000000 ff0000 0000ff " ]'
 
-ksb_say "pause and resume, with an agent turn in flight"
+say "pause and resume, with an agent turn in flight"
 ksb_check "a turn that runs 8 s is given" 'ctl prompt live --key slow "sleep 8; echo slow-turn-done"'
 ksb_check "ksbctl pause" 'ctl pause live'
 tp=$SECONDS
@@ -178,8 +182,9 @@ ksb_check "the turn in flight ends done after resume" 'grep -q "done" "$T/turn" 
 ksb_check "the turn's end came after the resume" '[ $((SECONDS - tp)) -ge 10 ]'
 ksb_check "the guest lives on (no lease or heartbeat loss)" 'ctl status live | grep -q "^state: *running"'
 
-ksb_say "stop: the forwards end with the instance"
-ctl stop live >/dev/null
+say "stop (of a paused instance): the forwards end with the instance"
+ctl pause live >/dev/null
+ksb_check "ksbctl stop of a paused instance powers it down" 'ctl stop live | grep -q powerdown'
 ksb_check "nothing listens on the forward's port" '! ksb_listening "$GW" "$port"'
 ksb_check "forward.sock gone" '[ ! -S "$I/forward.sock" ]'
 
