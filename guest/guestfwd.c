@@ -47,7 +47,7 @@ struct gstream {
 
 struct gfwd {
 	int fd;
-	uint8_t ib[FWD_HDR_LEN + FWD_DATA_MAX];
+	uint8_t ib[4 * (FWD_HDR_LEN + FWD_DATA_MAX)]; /* read in bulk */
 	size_t ib_len;
 	uint8_t *oq;
 	size_t oq_off, oq_len;
@@ -175,11 +175,10 @@ gfwd_data(struct gfwd *g, struct gstream *s, const uint8_t *p, size_t n)
 	s->in_len += n;
 }
 
-/* One whole frame from the host, in g->ib. */
+/* One whole frame from the host: h and its payload p. */
 static void
-gfwd_frame_in(struct gfwd *g, const struct fwd_hdr *h)
+gfwd_frame_in(struct gfwd *g, const struct fwd_hdr *h, const uint8_t *p)
 {
-	const uint8_t *p = g->ib + FWD_HDR_LEN;
 	struct gstream *s;
 
 	if (h->type == FWD_HELLO)
@@ -215,36 +214,33 @@ gfwd_frame_in(struct gfwd *g, const struct fwd_hdr *h)
 	}
 }
 
-/* Bytes from the channel, split into frames.  0 more may follow, 1 none
- * now, -1: the channel is gone or the host broke the framing. */
+/* Bytes from the channel, as many as fit, split into frames.  0 more
+ * may follow, 1 none now, -1: the channel is gone or the host broke the
+ * framing. */
 static int
 gfwd_chan_in(struct gfwd *g)
 {
 	struct fwd_hdr h;
 	const char *why;
+	size_t off = 0;
 	ssize_t n;
-	size_t want;
 
-	want = g->ib_len < FWD_HDR_LEN ? FWD_HDR_LEN - g->ib_len : 0;
-	if (want == 0) {
-		if (fwd_hdr_decode(g->ib, &h, &why) != 0)
-			return -1;
-		want = FWD_HDR_LEN + h.len - g->ib_len;
-	}
-	n = read(g->fd, g->ib + g->ib_len, want);
+	n = read(g->fd, g->ib + g->ib_len, sizeof(g->ib) - g->ib_len);
 	if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR))
 		return -1;
 	if (n < 0)
 		return 1;
 	g->ib_len += (size_t)n;
-	if (g->ib_len < FWD_HDR_LEN)
-		return 0;
-	if (fwd_hdr_decode(g->ib, &h, &why) != 0)
-		return -1;
-	if (g->ib_len == FWD_HDR_LEN + h.len) {
-		gfwd_frame_in(g, &h);
-		g->ib_len = 0;
+	while (g->ib_len - off >= FWD_HDR_LEN) {
+		if (fwd_hdr_decode(g->ib + off, &h, &why) != 0)
+			return -1;
+		if (g->ib_len - off < FWD_HDR_LEN + h.len)
+			break;
+		gfwd_frame_in(g, &h, g->ib + off + FWD_HDR_LEN);
+		off += FWD_HDR_LEN + h.len;
 	}
+	memmove(g->ib, g->ib + off, g->ib_len - off);
+	g->ib_len -= off;
 	return 0;
 }
 

@@ -41,6 +41,7 @@
 
 #define FORWARD_SHOT_MS	   30000 /* a SHOT's answer must be complete by then */
 #define FORWARD_BAD_LOGGED 10	 /* protocol errors logged, then counted */
+#define FORWARD_IO_MAX	   (256 * 1024) /* one read or write on the channel */
 
 struct fwd_listen {
 	struct forward *f;
@@ -363,6 +364,8 @@ forward_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	bufferevent_setcb(
 	    bev, fstream_read_cb, fstream_write_cb, fstream_event_cb, s);
 	bufferevent_setwatermark(bev, EV_READ, 0, FWD_WINDOW);
+	bufferevent_set_max_single_read(bev, FWD_WINDOW);
+	bufferevent_set_max_single_write(bev, FWD_WINDOW);
 	evbuffer_add_cb(bufferevent_get_output(bev), fstream_drained, s);
 	bufferevent_enable(bev, EV_READ | EV_WRITE);
 	fwd_put_u16(port, fl->guest_port);
@@ -853,6 +856,9 @@ forward_new(const char *dir, int chan_fd, char **cause)
 		cause_set(cause, "forward: channel bufferevent failed");
 		goto fail;
 	}
+	/* libevent reads 16 KiB at a time by default: bulk wants more. */
+	bufferevent_set_max_single_read(f->chan, FORWARD_IO_MAX);
+	bufferevent_set_max_single_write(f->chan, FORWARD_IO_MAX);
 	bufferevent_setcb(
 	    f->chan, forward_chan_read_cb, NULL, forward_chan_event_cb, f);
 	bufferevent_enable(f->chan, EV_READ | EV_WRITE);

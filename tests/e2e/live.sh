@@ -171,7 +171,9 @@ ksb_check "status says paused" 'ctl status live | grep -Eq "^ *vm: +paused"'
 ksb_check "the forward waits while paused" '! hcurl --max-time 3 -o /dev/null "http://127.0.0.1:$port/index.txt" 2>/dev/null'
 ksb_check "a prompt to a paused instance is refused, naming resume" \
 	'! ctl prompt live "echo no" 2>"$T/e" && grep -q "paused.*ksbctl resume live" "$T/e"'
-sleep 10 # paused longer than the turn would take and than the heartbeat's loss time
+# Paused longer than the turn takes and than the heartbeats' loss time
+# (GUESTCTL_PEER_LOST_MS, 15 s).
+sleep 16
 ksb_check "the turn has not ended while paused" '! grep -q " 1 done " "$I/agent.events"'
 ksb_check "ksbctl resume" 'ctl resume live'
 ksb_check "status says running" 'ctl status live | grep -Eq "^ *vm: +running"'
@@ -179,8 +181,10 @@ ksb_check "the forward answers again" 'hcurl -o /dev/null "http://127.0.0.1:$por
 ctl prompt live --key slow --wait "sleep 8; echo slow-turn-done" > "$T/turn" 2>&1 || true
 cat "$T/turn"
 ksb_check "the turn in flight ends done after resume" 'grep -q "done" "$T/turn" && grep -Eq " 1 done " "$I/agent.events"'
-ksb_check "the turn's end came after the resume" '[ $((SECONDS - tp)) -ge 10 ]'
+ksb_check "the turn's end came after the resume" '[ $((SECONDS - tp)) -ge 16 ]'
 ksb_check "the guest lives on (no lease or heartbeat loss)" 'ctl status live | grep -q "^state: *running"'
+ksb_check "the supervisor saw the silence and the guest come back" \
+	'grep -q "nothing from the guest for 15 s" "$I/ksb-run.log" && grep -q "control channel is back" "$I/ksb-run.log"'
 
 say "stop (of a paused instance): the forwards end with the instance"
 ctl pause live >/dev/null
