@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest/guest.h"
 #include "proto/guestctl.h"
 
 #define AGENT_UID      1000
@@ -92,7 +93,9 @@ struct boot {
 	int pane; /* PANE given: paste once the pane is ready */
 	char pane_ready[GUESTCTL_PANE_MAX + 1],
 	    pane_busy[GUESTCTL_PANE_MAX + 1];
-	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
+	int display;		  /* Xvfb runs: DISPLAY for the command */
+	char *home;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -457,6 +460,11 @@ parse_cmdline(struct boot *b)
 				fail("ksb.disk: invalid `%s'", val);
 			b->disk = 1;
 			seen |= 16;
+		} else if (strcmp(tok, "ksb.display") == 0 && !(seen & 32)) {
+			if (display_parse(val, &b->display_w, &b->display_h) !=
+			    0)
+				fail("ksb.display: invalid `%s'", val);
+			seen |= 32;
 		} else if (strcmp(tok, "ksb.share") == 0) {
 			struct share *s;
 			size_t vlen = strlen(val);
@@ -1277,6 +1285,8 @@ become_agent(const struct boot *b)
 	setenv("no_proxy", "localhost,127.0.0.1", 1);
 	setenv("NO_PROXY", "localhost,127.0.0.1", 1);
 	setenv("KSB_INSTANCE", b->id, 1);
+	if (b->display)
+		setenv("DISPLAY", DISPLAY_NAME, 1);
 }
 
 /*
@@ -2563,11 +2573,39 @@ early_mounts(void)
 	    "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
+static void
+say_line(const char *s)
+{
+	say("%s", s);
+}
+
+/*
+ * Before READY: the display (ksb-run --display) and the forward channel
+ * (guestfwd.c).  A failure is an ERR line and a console message; the
+ * command runs anyway.
+ */
+static void
+start_extras(struct boot *b)
+{
+	char err[200];
+
+	if (b->display_w > 0) {
+		if (display_start(b->display_w, b->display_h, AGENT_UID,
+			AGENT_GID, err, sizeof(err)) == 0)
+			b->display = 1;
+		else
+			workspace_warn("%s", err);
+	}
+	if (guestfwd_start(b->display ? DISPLAY_SHOT : NULL, ctl_fd, say_line) <
+	    0)
+		workspace_warn("forward channel: not started");
+}
+
 /*
  * READY, then the command as init's child (or the agent in tmux),
  * supervised until it exits; powers off with its exit status.
  */
-static void __attribute__((noreturn)) run_command(const struct boot *b)
+static void __attribute__((noreturn)) run_command(struct boot *b)
 {
 	sigset_t mask;
 	pid_t pid;
@@ -2580,6 +2618,7 @@ static void __attribute__((noreturn)) run_command(const struct boot *b)
 	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
 		fail("signalfd: %s", strerror(errno));
 
+	start_extras(b);
 	ctl_write("READY\n", 6);
 	if (b->agent)
 		poweroff(agent_supervise(b, sfd, pwr, npwr), 0);

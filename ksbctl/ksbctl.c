@@ -80,6 +80,14 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "give an agent instance a turn" },
 	{ "logs", logs_main, "logs ID [--follow | --screen]",
 	    "an agent instance's pane and events" },
+	{ "forward", forward_main,
+	    "forward ID [ADDR:]HOSTPORT:GUESTPORT\n"
+	    "| ID --list | ID --remove [ADDR:]HOSTPORT",
+	    "host port to a guest port, list, remove" },
+	{ "pause", pause_main, "pause ID", "stop the guest's CPUs (QMP)" },
+	{ "resume", pause_main, "resume ID", "continue a paused guest" },
+	{ "screenshot", screenshot_main, "screenshot ID [FILE|-]",
+	    "the guest's display as PNG (ID.png)" },
 };
 #define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))
 #define HELP_COL     36 /* where --help's summaries start */

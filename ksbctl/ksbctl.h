@@ -69,6 +69,32 @@ int reload_main(int argc, char **argv);
 int policy_main(int argc, char **argv);
 int status_main(int argc, char **argv);
 int stop_main(int argc, char **argv);
+/*
+ * stop_qmp: one QMP command (after the greeting and qmp_capabilities) on
+ * <dir>/qmp.sock, within 3 s; the reply holding "return" is copied into
+ * reply[0..cap) (NULL: not kept).  0, or -1 (no socket, error, timeout).
+ */
+int stop_qmp(const char *dir, const char *cmd, char *reply, size_t cap);
+/* pause.c: `pause ID' and `resume ID' (argv[0] says which). */
+int pause_main(int argc, char **argv);
+/*
+ * pause_state: 1 if the instance at dir runs and its VM is paused (QMP
+ * query-status), 0 if it runs unpaused, -1 if QMP does not answer.
+ */
+int pause_state(const char *dir);
+/*
+ * forward.c: `forward'; forward_ask sends req (one line) to
+ * <dir>/forward.sock and reads the whole reply (until the server closes,
+ * at most max bytes, within timeout_ms) into *reply (malloc'd,
+ * NUL-ended, *len bytes).  0, or -1 and errno.
+ */
+int forward_main(int argc, char **argv);
+int forward_ask(const char *dir, const char *req, char **reply, size_t *len,
+    size_t max, int timeout_ms);
+/* forward_instance: the dir of running instance arg (a unique ID
+ * prefix; its ID in *id, malloc'd), or NULL and a message for cmd. */
+char *forward_instance(const char *cmd, const char *arg, char **id);
+int screenshot_main(int argc, char **argv);
 int rm_main(int argc, char **argv);
 int prune_main(int argc, char **argv);
 int attach_main(int argc, char **argv);

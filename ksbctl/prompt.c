@@ -455,6 +455,14 @@ prompt_connect(const char *id, const char *dir)
 {
 	int fd, i;
 
+	/* A paused guest cannot take a turn: refused, not queued. */
+	if (pause_state(dir) == 1) {
+		fprintf(stderr,
+		    "ksbctl prompt: %s: the instance is paused; `ksbctl resume "
+		    "%s' first\n",
+		    id, id);
+		return -1;
+	}
 	for (i = 0; i < PROMPT_CONNECT_TRIES; i++) {
 		if ((fd = ksbctl_sock_connect(dir, "agent.sock")) != -1)
 			return fd;

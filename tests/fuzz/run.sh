@@ -80,6 +80,8 @@ msg_seed close 65 80 1 reason
 msg_seed done 66 4 0
 msg_seed fatal 67 240 0 "proxy: hosts-file: cannot read"
 msg_seed instance 1 124 0 g1
+# fuzz_fwd: a CREDIT frame then a 2x1 32-bit XWD (header, 4-byte name).
+seed fwd credit_xwd '06000000000000010000000400001000000000680000000700000002000000180000000200000001000000000000000000000020000000000000002000000020000000080000000400ff00000000ff00000000ff00000008000000000000000000000002000000010000000000000000000000006b7362000000ff0000ff0000'
 
 # target, sources, max input length
 set -- \
@@ -88,7 +90,8 @@ set -- \
 	"tls_peek|gateway/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/hostname.c common/util.c common/log.c|4096" \
-	"msg|gateway/msg.c common/log.c|4200"
+	"msg|gateway/msg.c common/log.c|4200" \
+	"fwd|proto/fwd.c proto/xwd.c|70000"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}
