@@ -76,7 +76,7 @@ set -- \
 	"connect_parse|gateway/connect_parse.c|9000" \
 	"tls_peek|gateway/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
-	"policy|policy/policy.c policy/hostname.c common/util.c common/log.c|4096" \
+	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200"
 fail=0
 for t in "$@"; do
