@@ -47,6 +47,8 @@ struct msg_instance {
 	char tap[16];
 	uint8_t mac[6];
 	uint32_t addr;
+	int32_t owner_pid;    /* the registration's holder: the */
+	uint64_t owner_start; /* placeholders' nonce (cred.c) */
 };
 #define MSG_ADDRS_MAX 64
 struct msg_addrs {
@@ -62,6 +64,8 @@ struct msg_policy {
 	uint64_t size; /* bytes of the memfd: per file
 					   u32 name length, name, u64 text
 					   length, text */
+	uint32_t ncreds;    /* credentials after the files */
+	uint64_t cred_size; /* their bytes (credset_write) */
 };
 #define MSG_ROW_NULL_INSTANCE 0x01
 #define MSG_ROW_NULL_HOST     0x02

@@ -556,6 +556,8 @@ privsep_instance(uint16_t type, const struct instance *inst)
 	snprintf(m.tap, sizeof(m.tap), "%s", inst->tap);
 	memcpy(m.mac, inst->mac, sizeof(m.mac));
 	m.addr = inst->addr;
+	m.owner_pid = (int32_t)inst->owner_pid;
+	m.owner_start = inst->owner_start;
 	(void)privsep_send(type, 0, &m, sizeof(m), -1);
 }
 
@@ -599,6 +601,9 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 			fatal("memfd write");
 		m.size += 4 + nl + 8 + tl;
 	}
+	m.ncreds = gw->creds ? (uint32_t)gw->creds->n : 0;
+	if (credset_write(fd, gw->creds, &m.cred_size) == -1)
+		fatal("memfd write");
 	r = privsep_send(MSG_POLICY, 0, &m, sizeof(m), fd);
 	close(fd);
 	if (r == -1)
