@@ -61,7 +61,16 @@
 	X(GATEWAY_RESTART, "gateway_restart")                                  \
 	X(PROXY_RESTARTED, "proxy_restarted")                                  \
 	/* the audit writer's stand-in for a row that carried none */          \
-	X(UNKNOWN, "unknown")
+	X(UNKNOWN, "unknown")                                                  \
+	/* HTTP/1.1 in a terminated tunnel (gateway/http_parse.c) */           \
+	X(HTTP_BAD_TARGET, "http_bad_target")                                  \
+	X(HTTP_BAD_HOST, "http_bad_host")                                      \
+	X(HTTP_AMBIGUOUS_LENGTH, "http_ambiguous_length")                      \
+	X(HTTP_BAD_LENGTH, "http_bad_length")                                  \
+	X(HTTP_BAD_TRANSFER_ENCODING, "http_bad_transfer_encoding")            \
+	X(HTTP_BAD_UPGRADE, "http_bad_upgrade")                                \
+	X(HTTP_BAD_CHUNK, "http_bad_chunk")                                    \
+	X(UPSTREAM_BAD_RESPONSE, "upstream_bad_response")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

@@ -2,6 +2,8 @@
 # run.sh: build each libFuzzer target with clang (ASan + UBSan) straight
 # from the sources it needs, and run it for $FUZZ_SECONDS (default 20)
 # seconds.  Exits 77 (skip) when clang or its libFuzzer runtime is missing.
+# FUZZ_ONLY="name ..." runs only those targets (e.g. FUZZ_ONLY=http_parse
+# FUZZ_SECONDS=60 for a longer local run of one).
 # Crash inputs are kept in $KSB_BUILDDIR/tests/fuzz/artifacts/.
 set -eu
 
@@ -52,6 +54,14 @@ text_seed() {
 text_seed connect_parse ok 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nUser-Agent: x\r\n\r\n'
 text_seed connect_parse v6 'CONNECT [2001:db8::1]:8443 HTTP/1.0\r\n\r\n'
 text_seed connect_parse get 'GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n'
+# fuzz_http_parse: a control byte (bit 0: response; bits 1-2: the
+# request's HTTP_RQ_* flags; the rest: the body's piece size), then bytes.
+text_seed http_parse post '\0050POST /v1/messages?x=1 HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhelloGET / HTTP/1.1\r\n'
+text_seed http_parse chunked '\0020PUT /a/b HTTP/1.1\r\nHost: [::1]:8443\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5;a=b;c="d"\r\nhello\r\n0\r\nX-T: 1\r\n\r\n'
+text_seed http_parse ws '\0000GET /ws HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'
+text_seed http_parse resp '\0031HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n17\r\ndata: {"type":"ping"}\n\n\r\n0\r\n\r\n'
+text_seed http_parse resp101 '\0005HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\0201\0000'
+text_seed http_parse resp10 '\0041HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc'
 seed tls_peek openssl12 '16030100cc010000c80303f0e4f6aa0534607c7b821a0683f610f484f8116b8b94d2bbbf01e821edee2628000038c02cc030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c0035002f00ff0100006700000011000f00000c4578616d706c652e4f52472e000b000403000102000a000c000a001d0017001e00190018002300000016000000170000000d002a0028040305030603080708080809080a080b080408050806040105010601030303010302040205020602'
 text_seed hostname name 'WWW.Example.COM.'
 text_seed hostname v4 '0x7f.0.0.1'
@@ -74,6 +84,7 @@ msg_seed instance 1 124 0 g1
 # target, sources, max input length
 set -- \
 	"connect_parse|gateway/connect_parse.c|9000" \
+	"http_parse|gateway/http_parse.c|20000" \
 	"tls_peek|gateway/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
@@ -84,6 +95,10 @@ for t in "$@"; do
 	rest=${t#*|}
 	srcs=${rest%|*}
 	maxlen=${rest##*|}
+	case " ${FUZZ_ONLY:-$name} " in
+	*" $name "*) ;;
+	*) continue ;;
+	esac
 	files=""
 	for s in $srcs; do
 		files="$files $srcdir/$s"

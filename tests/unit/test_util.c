@@ -138,6 +138,15 @@ test_reason(void)
 		{ REASON_GATEWAY_RESTART, "gateway_restart" },
 		{ REASON_PROXY_RESTARTED, "proxy_restarted" },
 		{ REASON_UNKNOWN, "unknown" },
+		{ REASON_HTTP_BAD_TARGET, "http_bad_target" },
+		{ REASON_HTTP_BAD_HOST, "http_bad_host" },
+		{ REASON_HTTP_AMBIGUOUS_LENGTH, "http_ambiguous_length" },
+		{ REASON_HTTP_BAD_LENGTH, "http_bad_length" },
+		{ REASON_HTTP_BAD_TRANSFER_ENCODING,
+		    "http_bad_transfer_encoding" },
+		{ REASON_HTTP_BAD_UPGRADE, "http_bad_upgrade" },
+		{ REASON_HTTP_BAD_CHUNK, "http_bad_chunk" },
+		{ REASON_UPSTREAM_BAD_RESPONSE, "upstream_bad_response" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;

@@ -1,0 +1,200 @@
+/*
+ * fuzz_http_parse.c: libFuzzer target for http_parse_request,
+ * http_parse_response and the body reader.
+ *
+ * Input: one control byte, then the message.  Bit 0 of the control byte
+ * picks request (0) or response (1), bits 1-2 the request flags a
+ * response answers, the rest a piece size for feeding the body.  Checks:
+ * results within the input and the caps, spans in bounds, and the same
+ * body end and decoded data whether the body is fed at once or in pieces.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/parse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void
+span_check(struct http_span s, size_t len)
+{
+	if ((size_t)s.off + s.len > len)
+		abort();
+}
+
+static void
+fields_check(const uint8_t *buf, const struct http_field *f, size_t n,
+    size_t head_len)
+{
+	size_t i, j;
+
+	if (n > HTTP_FIELDS_MAX)
+		abort();
+	for (i = 0; i < n; i++) {
+		span_check(f[i].name, head_len);
+		span_check(f[i].value, head_len);
+		if (f[i].name.len == 0 || buf[f[i].name.off + f[i].name.len] !=
+			':')
+			abort();
+		for (j = 0; j < f[i].value.len; j++) {
+			uint8_t c = buf[f[i].value.off + j];
+
+			if (c == '\r' || c == '\n' || c == '\0')
+				abort();
+		}
+	}
+}
+
+/* Feed buf[0..len) in pieces of step bytes (0: at once); the decoded data
+ * is hashed.  Returns the result, *end the bytes consumed. */
+static enum http_result
+body_run(enum http_body kind, uint64_t length, const uint8_t *buf,
+    size_t len, size_t step, size_t *end, uint64_t *hash, uint64_t *ndata)
+{
+	struct http_body_reader br;
+	enum http_result r = HTTP_INCOMPLETE;
+	size_t off = 0, avail = 0, used, i;
+	struct http_span d;
+	enum reason why;
+
+	http_body_init(&br, kind, length);
+	*hash = 1469598103934665603ULL;
+	*ndata = 0;
+	while (r == HTTP_INCOMPLETE) {
+		if (off == avail) {
+			if (avail == len)
+				break;
+			avail = step == 0 || len - avail < step ? len :
+								  avail + step;
+		}
+		r = http_body_feed(&br, buf + off, avail - off, &used, &d, &why);
+		if (used > avail - off)
+			abort();
+		if (d.len > 0 && (d.off + d.len > used))
+			abort();
+		for (i = 0; i < d.len; i++)
+			*hash = (*hash ^ buf[off + d.off + i]) * 1099511628211ULL;
+		*ndata += d.len;
+		if ((r == HTTP_ERROR) != (why == REASON_HTTP_BAD_CHUNK))
+			abort();
+		if (r == HTTP_INCOMPLETE && used == 0 && off < avail &&
+		    kind != HTTP_BODY_EOF)
+			abort(); /* no progress */
+		off += used;
+	}
+	*end = off;
+	return r;
+}
+
+static void
+body_check(enum http_body kind, uint64_t length, const uint8_t *buf,
+    size_t len, size_t step)
+{
+	enum http_result r1, r2;
+	size_t e1, e2;
+	uint64_t h1, h2, n1, n2;
+
+	r1 = body_run(kind, length, buf, len, 0, &e1, &h1, &n1);
+	r2 = body_run(kind, length, buf, len, step, &e2, &h2, &n2);
+	if (r1 != r2 || h1 != h2 || n1 != n2 ||
+	    (r1 == HTTP_OK && e1 != e2))
+		abort();
+	if (kind == HTTP_BODY_LENGTH && r1 == HTTP_OK && n1 != length)
+		abort();
+	if (kind == HTTP_BODY_CHUNKED && n1 > e1)
+		abort();
+}
+
+static void
+request_check(const uint8_t *buf, size_t len, size_t step)
+{
+	struct http_request rq;
+	enum reason reason;
+	int status;
+
+	switch (http_parse_request(buf, len, &rq, &status, &reason)) {
+	case HTTP_OK:
+		if (rq.head_len > len || rq.head_len > HTTP_HEAD_MAX ||
+		    rq.head_len < 4 ||
+		    memcmp(buf + rq.head_len - 4, "\r\n\r\n", 4) != 0 ||
+		    rq.host < 0 || (size_t)rq.host >= rq.nfields ||
+		    rq.minor != 1 || rq.target.len == 0 ||
+		    buf[rq.target.off] != '/' || rq.body == HTTP_BODY_EOF ||
+		    (rq.body == HTTP_BODY_LENGTH &&
+			(rq.length == 0 || rq.length > HTTP_LENGTH_MAX)) ||
+		    status != 0 || reason != REASON_NONE)
+			abort();
+		span_check(rq.method, rq.head_len);
+		span_check(rq.path, rq.head_len);
+		span_check(rq.query, rq.head_len);
+		span_check(rq.host_name, rq.head_len);
+		fields_check(buf, rq.fields, rq.nfields, rq.head_len);
+		body_check(rq.body, rq.length, buf + rq.head_len,
+		    len - rq.head_len, step);
+		break;
+	case HTTP_ERROR:
+		if (reason == REASON_NONE || status < 400 || status > 505)
+			abort();
+		break;
+	case HTTP_INCOMPLETE:
+		if (len >= HTTP_HEAD_MAX)
+			abort();
+		break;
+	}
+}
+
+static void
+response_check(const uint8_t *buf, size_t len, unsigned flags, size_t step)
+{
+	struct http_response rs;
+	enum reason reason;
+
+	switch (http_parse_response(buf, len, flags, &rs, &reason)) {
+	case HTTP_OK:
+		if (rs.head_len > len || rs.head_len > HTTP_HEAD_MAX ||
+		    memcmp(buf + rs.head_len - 4, "\r\n\r\n", 4) != 0 ||
+		    rs.status < 100 || rs.status > 599 ||
+		    (rs.upgraded && !(flags & HTTP_RQ_UPGRADE)) ||
+		    ((flags & HTTP_RQ_HEAD) && rs.body != HTTP_BODY_NONE) ||
+		    (rs.body == HTTP_BODY_EOF && !rs.close))
+			abort();
+		span_check(rs.reason_phrase, rs.head_len);
+		fields_check(buf, rs.fields, rs.nfields, rs.head_len);
+		body_check(rs.body, rs.length, buf + rs.head_len,
+		    len - rs.head_len, step);
+		break;
+	case HTTP_ERROR:
+		if (reason != REASON_UPSTREAM_BAD_RESPONSE)
+			abort();
+		break;
+	case HTTP_INCOMPLETE:
+		if (len >= HTTP_HEAD_MAX)
+			abort();
+		break;
+	}
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t ctl, *buf;
+	size_t len;
+
+	if (size < 1)
+		return 0;
+	ctl = data[0];
+	len = size - 1;
+	/* an exact-size copy, so an over-read is seen */
+	buf = malloc(len ? len : 1);
+	if (buf == NULL)
+		return 0;
+	memcpy(buf, data + 1, len);
+	if (ctl & 1)
+		response_check(buf, len, (ctl >> 1) & 3, ctl >> 3);
+	else
+		request_check(buf, len, ctl >> 3);
+	/* The body reader alone, on raw bytes: chunked framing from byte 0. */
+	body_check(HTTP_BODY_CHUNKED, 0, buf, len, (ctl >> 3) + 1);
+	free(buf);
+	return 0;
+}
