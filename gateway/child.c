@@ -198,6 +198,26 @@ child_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
 	child_send(MSG_AUDIT_CLOSE, (uint32_t)id, &m, sizeof(m));
 }
 
+void
+child_audit_request(int64_t row, const char *method, const char *path,
+    int status, uint64_t up, uint64_t down, const char *cred,
+    enum reason reason)
+{
+	struct msg_request m;
+
+	if (row <= 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.up = up;
+	m.down = down;
+	m.status = status;
+	snprintf(m.method, sizeof(m.method), "%s", method);
+	snprintf(m.path, sizeof(m.path), "%s", path);
+	snprintf(m.cred, sizeof(m.cred), "%s", cred ? cred : "");
+	snprintf(m.reason, sizeof(m.reason), "%s", reason_name(reason));
+	child_send(MSG_AUDIT_REQUEST, (uint32_t)row, &m, sizeof(m));
+}
+
 int
 child_audit_available(void)
 {

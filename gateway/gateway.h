@@ -149,6 +149,12 @@ void audit_cancel(struct audit_wait *);
 /* Queue the close record of row id.  bytes, milliseconds.  0 or -1. */
 int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
     int64_t duration_ms, const char *reason);
+/* One request of a terminated tunnel conn_id (table requests): path
+ * without the query, escaped on write; status 0: none; cred, reason NULL:
+ * none.  0 or -1. */
+int audit_request(struct audit *, int64_t conn_id, const char *method,
+    const char *path, int status, uint64_t up, uint64_t down,
+    const char *cred, const char *reason);
 /* Record a policy (re)load attempt; digest NULL and errors set on failure. */
 int audit_policy(struct audit *, const char *digest, int ok, const char *files,
     const char *errors);
@@ -354,10 +360,39 @@ void child_audit_cancel(struct child_wait *);
 void child_audit_close(int64_t id, uint64_t up, uint64_t down,
     int64_t duration_ms, enum reason reason);
 int child_audit_available(void);
+/* One request of a terminated tunnel (row: its tunnel's local row id):
+ * method, path (no query), status (0: none), bytes, the credential used
+ * (NULL: none), reason (REASON_NONE: answered by the upstream). */
+void child_audit_request(int64_t row, const char *method, const char *path,
+    int status, uint64_t up, uint64_t down, const char *cred,
+    enum reason reason);
 /* Handle every message the parent has sent so far. */
 void child_sync(void);
 /* The host's addresses, as last pushed by the parent. */
 const struct sockaddr_storage *child_own_addrs(size_t *n);
+
+/* ---- term.c ----------------------------------------------------------------
+ * A terminated tunnel to a host bound to a credential (see term.c).
+ */
+struct bufferevent;
+struct term;
+/* The tunnel ended: reason, bytes sent up and down (plaintext). */
+typedef void (*term_done_cb)(
+    void *arg, enum reason reason, uint64_t up, uint64_t down);
+/* Is host:port, for inst, a host to terminate (bound, value, leaf)? */
+int term_wanted(struct gateway *, const struct instance *inst,
+    const char *host, uint16_t port);
+/*
+ * term_start: terminate on down (the guest's socket bufferevent, its
+ * input holding the ClientHello) and up (connected upstream); both stay
+ * the caller's, to free after done ran or after term_free.  row: the
+ * tunnel's local audit row id.  done runs once, from the loop.
+ */
+struct term *term_start(struct gateway *, struct instance *inst,
+    const char *host, int64_t row, struct bufferevent *down,
+    struct bufferevent *up, term_done_cb done, void *arg);
+/* Stop without calling done (the tunnel is closed by its owner). */
+void term_free(struct term *);
 
 /* ---- proxy.c ---------------------------------------------------------------
  * The CONNECT proxy on bridge-address:proxy-port.

@@ -37,6 +37,8 @@ enum msg_type {
 	MSG_POLICY_DONE,	 /* struct msg_int: tunnels revoked */
 	MSG_FATAL,		 /* struct msg_fatal: its last words
 					   before _exit */
+	MSG_AUDIT_REQUEST,	 /* id: the tunnel's decision; struct
+					   msg_request */
 };
 struct msg_int {
 	int32_t v;
@@ -90,6 +92,16 @@ struct msg_close {
 	int32_t forget; /* 1: no close record, drop the row */
 	char reason[48];
 };
+/* One request of a terminated tunnel (gateway/term.c). */
+struct msg_request {
+	uint64_t up, down;
+	int32_t status; /* 0: no response */
+	char method[16];
+	char path[512];	  /* without the query; untrusted */
+	char cred[65];	  /* "" if no credential was used */
+	char reason[48];  /* "" if answered by the upstream */
+};
+int msg_request_check(const struct msg_request *m);
 #define MSG_FATAL_MAX 240
 struct msg_fatal {
 	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */

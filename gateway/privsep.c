@@ -199,6 +199,25 @@ privsep_close(uint32_t id, const struct msg_close *m)
 	return 0;
 }
 
+/* A request of a terminated tunnel: a row tied to the tunnel's. */
+static int
+privsep_request(uint32_t id, const struct msg_request *m)
+{
+	struct privsep_row *r;
+
+	if (msg_request_check(m) == -1)
+		return -1;
+	for (r = privsep_rows[id % PRIVSEP_BUCKETS]; r != NULL; r = r->next)
+		if (r->id == id)
+			break;
+	if (r == NULL || r->row == -1)
+		return 0; /* its tunnel's row failed: nothing to tie it to */
+	(void)audit_request(privsep_gw->audit, r->row, m->method, m->path,
+	    m->status, m->up, m->down, m->cred[0] ? m->cred : NULL,
+	    m->reason[0] ? m->reason : NULL);
+	return 0;
+}
+
 /* Dispatch one message; -1: the proxy process misbehaved. */
 static int
 privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
@@ -208,6 +227,8 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 		return privsep_decision(h->id, p);
 	case MSG_AUDIT_CLOSE:
 		return privsep_close(h->id, p);
+	case MSG_AUDIT_REQUEST:
+		return privsep_request(h->id, p);
 	case MSG_POLICY_DONE:
 		if (revoked == NULL)
 			return -1; /* unasked */
