@@ -617,9 +617,9 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 	if (version != 0 && version < 4) {
 		if (audit_exec(a, schema_migrate_4_sql, cause) == -1)
 			return -1;
-		log_info("audit %s: migrated from schema version %d to 4 "
-			 "(requests)",
-		    a->path, version < 3 ? 3 : version);
+		log_info("audit %s: schema version 4's requests table "
+			 "added",
+		    a->path);
 	}
 	a->seq = 0;
 	memset(a->head, 0, AUDIT_HASH_LEN);

@@ -1115,9 +1115,22 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	case CONNECT_OK:
 		break;
 	}
-	evbuffer_drain(in, req.head_len);
 	c->port = req.port;
 	snprintf(raw, sizeof(raw), "%s", req.host);
+	/* A placeholder is worthless in a CONNECT head (a proxy header, a
+	 * host): refused everywhere, terminated host or not. */
+	if (memmem(p, req.head_len, CRED_PLACEHOLDER_MARK,
+		strlen(CRED_PLACEHOLDER_MARK)) != NULL) {
+		evbuffer_drain(in, req.head_len);
+		(void)policy_decide(c->gw->policy,
+		    c->inst ? c->inst->profile : "", req.host,
+		    strlen(req.host), c->port, c->host, sizeof(c->host),
+		    &c->host_sa, &d);
+		conn_deny_http(c, 403, REASON_CREDENTIAL_MISUSE,
+		    "a placeholder in a CONNECT request is refused", raw);
+		return;
+	}
+	evbuffer_drain(in, req.head_len);
 	if (c->inst == NULL) {
 		conn_deny_http(c, 403, REASON_UNKNOWN_SOURCE,
 		    "source address is not a registered instance", raw);

@@ -77,6 +77,8 @@ struct term {
 	struct event *timer;
 	term_done_cb done;
 	void *arg;
+	int finishing;
+	enum reason fin_reason;
 };
 
 static void term_finish(struct term *, enum reason);
@@ -757,9 +759,12 @@ term_up_event_cb(struct bufferevent *bev, short what, void *arg)
 		term_pump(t);
 		return;
 	}
+	if (t->up_failed != REASON_NONE)
+		return; /* told already; the guest learns it at its request */
 	if (!t->up_ready) {
 		/* The handshake failed: the guest is told at its request. */
 		term_up_failure(t);
+		bufferevent_disable(t->up, EV_READ | EV_WRITE);
 		t->up_ready = 1;
 		if (t->down_ready) {
 			t->state = TERM_REQ_HEAD;
@@ -840,22 +845,41 @@ term_release(struct term *t)
 	t->down_ssl = t->up_ssl = NULL;
 }
 
+/* The deferred end: outside every bufferevent callback, so the filters
+ * and their SSL objects can go. */
 static void
-term_finish(struct term *t, enum reason reason)
+term_finish_cb(evutil_socket_t fd, short ev, void *arg)
 {
+	struct term *t = arg;
 	term_done_cb done = t->done;
-	void *arg = t->arg;
-	uint64_t up, down;
 
-	if (t->method[0] != '\0') /* the request in flight ends with it */
-		term_row(t, reason == REASON_CLOSED ? REASON_NONE : reason);
-	up = t->up_total;
-	down = t->down_total;
+	(void)fd;
+	(void)ev;
 	term_release(t);
 	t->done = NULL;
 	if (done != NULL)
-		done(arg, reason == REASON_NONE ? REASON_CLOSED : reason, up,
-		    down);
+		done(t->arg, t->fin_reason, t->up_total, t->down_total);
+}
+
+static void
+term_finish(struct term *t, enum reason reason)
+{
+	struct timeval tv = { 0, 0 };
+
+	if (t->finishing)
+		return;
+	t->finishing = 1;
+	if (reason == REASON_NONE)
+		reason = REASON_CLOSED;
+	if (t->method[0] != '\0') /* the request in flight ends with it */
+		term_row(t, reason == REASON_CLOSED ? REASON_NONE : reason);
+	t->fin_reason = reason;
+	bufferevent_disable(t->down, EV_READ | EV_WRITE);
+	bufferevent_disable(t->up, EV_READ | EV_WRITE);
+	if (t->timer != NULL)
+		event_free(t->timer);
+	t->timer = evtimer_new(t->gw->base, term_finish_cb, t);
+	evtimer_add(t->timer, &tv);
 }
 
 void

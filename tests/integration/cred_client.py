@@ -37,7 +37,7 @@ if alpn != "-":
 try:
     t = ctx.wrap_socket(s, server_hostname=host)
 except ssl.SSLError as e:
-    print("tls-error:", e.reason)
+    print("tls-error:", e.reason or e)
     sys.exit(0)
 req = open(reqfile, "rb").read().replace(
     b"@PH@", os.environ.get("KSB_PH", "").encode())

@@ -137,5 +137,122 @@ out=$(gcurl "$G1" -H "x-api-key: $PH" https://api.test/echo) || true
 echo "$out"
 ksb_check "x-api-key: the origin got the real value, no placeholder" \
 	'echo "$out" | grep -q "\"key\": \"real\"" && echo "$out" | grep -q "\"placeholder\": false"'
+ksb_check "its audit row: method, path without query, status, credential" \
+	'ksb_sql_is "GET|/echo|200|api|" "SELECT method, path, status, credential, coalesce(reason, \"\") FROM requests WHERE path = \"/echo\" AND conn_id IN (SELECT id FROM connections WHERE instance = \"g1\")"'
+out=$(gcurl "$G1" -H "x-api-key: $PH" "https://api.test/echo?q=secret-query" \
+	"https://api.test/echo2" -w '\n%{num_connects}\n' 2>&1) || true
+echo "$out"
+ksb_check "keep-alive: two requests on one tunnel, both swapped" \
+	'[ "$(echo "$out" | grep -c "\"key\": \"real\"")" = 2 ]'
+ksb_check "the query string is not recorded" \
+	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE path LIKE \"%secret-query%\""'
+out=$(gcurl "$G1" -H "authorization: Bearer $PHB" https://bearer.test/echo) || true
+ksb_check "bearer: the origin got the real token" \
+	'echo "$out" | grep -q "\"auth\": \"real\""'
+out=$(gcurl "$G1" -u "agent:$PHG" https://git.test/echo) || true
+ksb_check "basic: the password decoded, swapped, re-encoded" \
+	'echo "$out" | grep -q "\"auth\": \"real\""'
+big=$T/big.bin
+head -c 3000000 /dev/urandom | base64 -w0 | tr -d 'k' > "$big"
+out=$(gcurl "$G1" -H "x-api-key: $PH" --data-binary "@$big" https://api.test/upload) || true
+ksb_check "a 4 MB body streamed through the scan" \
+	'echo "$out" | grep -q "\"len\": $(stat -c %s "$big")"'
+
+ksb_say "server-sent events are relayed as they come"
+ip netns exec "$G1" curl -sN --max-time 20 --proxy http://10.77.0.1:3128 \
+	--cacert "$CA" -H "x-api-key: $PH" -d '{}' \
+	https://api.test/v1/messages > "$T/sse.out" 2>&1 &
+SSE=$!
+ksb_until 10 grep -q "event: one" "$T/sse.out" || true
+ksb_check "event one arrived while event two does not exist yet" \
+	'grep -q "event: one" "$T/sse.out" && ! grep -q "event: two" "$T/sse.out"'
+gcurl "$G2" https://api.test/go > /dev/null || true
+wait "$SSE" || true
+ksb_check "then event two, and the stream ends" 'grep -q "event: two" "$T/sse.out"'
+
+ksb_say "Upgrade after the swap"
+printf 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nhello-frame' > "$T/ws.req"
+out=$(raw "$G1" api.test http/1.1 "$T/ws.req")
+echo "$out"
+ksb_check "101, then bytes both ways" 'echo "$out" | grep -q "HTTP/1.1 101"'
+ksb_check "the origin saw the real key on the upgrade request" \
+	'grep "\"/ws\"" "$T/origin-10.78.0.6.log" | grep -q "\"key\": \"real\""'
+
+ksb_say "misuse: refused with 403 and a credential_misuse row"
+misuse() { # DESC NS HOST REQFILE
+	local out
+	out=$(raw "$2" "$3" http/1.1 "$4")
+	ksb_check "$1: 403 credential_misuse" \
+		'echo "$out" | grep -q "HTTP/1.1 403" && echo "$out" | grep -qi "x-ksb-deny: credential_misuse"'
+}
+req() { printf "$@" > "$T/req"; }
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nx-other: @PH@\r\n\r\n'
+misuse "the placeholder in a second header" "$G1" api.test "$T/req"
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nx-api-key: @PH@\r\n\r\n'
+misuse "the declared header twice" "$G1" api.test "$T/req"
+req 'GET /echo?k=@PH@ HTTP/1.1\r\nHost: api.test\r\n\r\n'
+misuse "the placeholder in the URL" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 60\r\n\r\n{"leak": "@PH@"}'
+misuse "the placeholder in the body" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nksbp\r\n3c\r\nh_@PH@xxxxxxxxxxxxx\r\n0\r\n\r\n'
+misuse "the mark split across chunks of the body" "$G1" api.test "$T/req"
+req 'GET /echo HTTP/1.1\r\nHost: bearer.test\r\nx-api-key: @PH@\r\n\r\n'
+misuse "api's placeholder sent to another bound host" "$G1" bearer.test "$T/req"
+req 'GET /echo HTTP/1.1\r\nHost: wrong.test\r\nx-api-key: @PH@\r\n\r\n'
+misuse "Host not the SNI's (bound) host" "$G1" api.test "$T/req"
+KSB_PH=$PH2 out=$(KSB_PH=$PH2 ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 api.test "$CA" http/1.1 "$T/req" 2>&1)
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\n'
+out=$(KSB_PH=$PH2 ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 api.test "$CA" http/1.1 "$T/req" 2>&1)
+ksb_check "another instance's placeholder: 403" 'echo "$out" | grep -qi "x-ksb-deny: credential_misuse"'
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\nGET /echo HTTP/1.1\r\nHost: api.test\r\nx-leak: @PH@\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "after a good keep-alive request: 200, then 403" \
+	'[ "$(echo "$out" | grep "^HTTP" | tr -d "\r" | tr "\n" " ")" = "HTTP/1.1 200 OK HTTP/1.1 403 Forbidden " ]'
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "two Host headers: 400 http_bad_host, nothing upstream" \
+	'echo "$out" | grep -qi "x-ksb-deny: http_bad_host"'
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /echo HTTP/1.1\r\nHost: api.test\r\nx-leak: @PH@\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "CL.TE smuggling: 400 http_ambiguous_length" \
+	'echo "$out" | grep -qi "x-ksb-deny: http_ambiguous_length"'
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nX-Fold: a\r\n b\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "obs-fold: 400" 'echo "$out" | grep -q "HTTP/1.1 400"'
+ip netns exec "$G1" curl -s --max-time 10 --proxy http://10.77.0.1:3128 \
+	--proxy-header "x-api-key: $PH" --cacert "$T/pki/ca.pem" \
+	https://allowed.test/ > "$T/plain.out" 2>&1 || true
+ksb_check "the placeholder in the CONNECT head of an ordinary tunnel: 403" \
+	'ksb_row_is 1 "reason = \"credential_misuse\" AND host = \"allowed.test\""'
+ksb_check "the origins never saw a placeholder" \
+	'! grep -q "\"placeholder\": true" "$T"/origin-*.log'
+ksb_check "the misuse rows are recorded" \
+	'ksb_sql_is 1 "SELECT count(*) >= 9 FROM requests WHERE reason = \"credential_misuse\""'
+
+ksb_say "the upstream's certificate"
+out=$(gcurl "$G1" -H "x-api-key: $PH" -w '%{http_code}' -o "$T/w.out" https://wrong.test/echo) || true
+ksb_check "for another name: 502 upstream_cert_name" \
+	'[ "$out" = 502 ] && grep -q "not for wrong.test" "$T/w.out"'
+out=$(gcurl "$G1" -w '%{http_code}' -o "$T/u.out" https://untrusted.test/echo) || true
+ksb_check "from an untrusted CA: 502 upstream_cert_invalid" \
+	'[ "$out" = 502 ] && grep -q "does not verify" "$T/u.out"'
+ksb_check "both with their rows" \
+	'ksb_sql_is 2 "SELECT count(*) FROM requests WHERE status = 502 AND reason IN (\"upstream_cert_name\", \"upstream_cert_invalid\")"'
+
+ksb_say "a guest offering only h2"
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\n\r\n'
+out=$(raw "$G1" api.test h2 "$T/req")
+echo "$out"
+ksb_check "refused with a TLS alert" 'echo "$out" | grep -q "^tls-error:"'
+ksb_check "the tunnel's close record says tls_alpn_refused" \
+	'ksb_row_is 1 "close_reason = \"tls_alpn_refused\""'
+
+ksb_say "an ordinary tunnel is not terminated"
+out=$(ip netns exec "$G1" curl -sS --max-time 10 --proxy http://10.77.0.1:3128 \
+	--cacert "$T/pki/ca.pem" https://allowed.test/echo) || true
+ksb_check "allowed.test: the origin's own certificate, end to end" \
+	'echo "$out" | grep -q "\"host\": \"allowed.test\""'
+ksb_check "the audit chain verifies" \
+	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify >/dev/null'
 
 [ "$fails" = 0 ]
