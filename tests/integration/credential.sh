@@ -76,6 +76,8 @@ credential bearer {
     header authorization bearer
     source env KSB_TEST_BEARER
     secret BEARER_TOKEN
+    allow-request GET /echo
+    allow-request POST /upload
 }
 credential git {
     host git.test
@@ -246,6 +248,23 @@ echo "$out"
 ksb_check "refused with a TLS alert" 'echo "$out" | grep -q "^tls-error:"'
 ksb_check "the tunnel's close record says tls_alpn_refused" \
 	'ksb_row_is 1 "close_reason = \"tls_alpn_refused\""'
+
+ksb_say "allow-request rules and reloads"
+out=$(gcurl "$G1" -X DELETE -H "authorization: Bearer $PHB" -w '%{http_code}' \
+	-o "$T/d.out" https://bearer.test/echo/x) || true
+ksb_check "DELETE is not among bearer's rules: 403 request_not_allowed" \
+	'[ "$out" = 403 ] && ksb_row_is 1 "id IN (SELECT conn_id FROM requests WHERE reason = \"request_not_allowed\" AND method = \"DELETE\" AND credential = \"bearer\")"'
+chmod 644 "$T/apikey"
+ctl_out=$("$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload 2>&1) || true
+ksb_check "a reload with the key file readable by others fails, saying why" \
+	'echo "$ctl_out" | grep -q "mode 0644: want root-owned, mode 0600 or 0400"'
+out=$(gcurl "$G1" -H "x-api-key: $PH" https://api.test/echo) || true
+ksb_check "the running credentials stay" 'echo "$out" | grep -q "\"key\": \"real\""'
+chmod 600 "$T/apikey"
+ksb_check "the gateway log never shows a real value" \
+	'! grep -qF -e "$REAL" -e "$(cat "$T/gittoken")" "$T/gatewayd.log"'
+ksb_check "ksbctl policy show prints sources, not values" \
+	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" policy show > "$T/show.out" && grep -q "source file $T/apikey" "$T/show.out" && ! grep -qF "$REAL" "$T/show.out"'
 
 ksb_say "an ordinary tunnel is not terminated"
 out=$(ip netns exec "$G1" curl -sS --max-time 10 --proxy http://10.77.0.1:3128 \
