@@ -1562,8 +1562,8 @@ audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
 
 int
 audit_request(struct audit *a, int64_t conn_id, const char *method,
-    const char *path, int status, uint64_t up, uint64_t down,
-    const char *cred, const char *reason)
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
+    const char *reason)
 {
 	struct audit_rec *r = xcalloc(1, sizeof(*r));
 	char esc[2100];

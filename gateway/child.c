@@ -284,8 +284,8 @@ child_policy(const struct msg_policy *m, int fd)
 		fatalx("proxy: bad policy from the parent");
 	buf = xmalloc(m->size + m->cred_size + 1);
 	while (off < m->size + m->cred_size) {
-		ssize_t r = pread(
-		    fd, buf + off, m->size + m->cred_size - off, off);
+		ssize_t r =
+		    pread(fd, buf + off, m->size + m->cred_size - off, off);
 
 		if (r <= 0)
 			fatal("proxy: policy read");

@@ -159,8 +159,8 @@ control_lease_creds(const struct instance *inst)
 	for (i = 0; i < k && i < CTL_LEASE_CREDS_MAX; i++) {
 		cred_placeholder(cred_phkey_get(), inst->id, v[i]->name,
 		    inst->owner_pid, inst->owner_start, v[i]->prefix, ph);
-		xasprintf(&n, "%s cred=%s/%s/%s", s, v[i]->name, v[i]->secret,
-		    ph);
+		xasprintf(
+		    &n, "%s cred=%s/%s/%s", s, v[i]->name, v[i]->secret, ph);
 		free(s);
 		s = n;
 	}

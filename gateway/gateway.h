@@ -33,8 +33,8 @@ struct gateway {
 	struct event_base *base;
 	struct sockaddr_storage own[4]; /* the gateway's own addresses */
 	size_t nown;
-	int proxy_fd; /* the listening socket (parent-bound) */
-	int selftest; /* -T: the proxy process tries what its
+	int proxy_fd;	       /* the listening socket (parent-bound) */
+	int selftest;	       /* -T: the proxy process tries what its
 					   sandbox forbids and logs the result */
 	struct credset *creds; /* real values and leaves (cred.c) */
 	void *tls_upstream;    /* SSL_CTX of the gateway's own TLS */
@@ -153,8 +153,8 @@ int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
  * without the query, escaped on write; status 0: none; cred, reason NULL:
  * none.  0 or -1. */
 int audit_request(struct audit *, int64_t conn_id, const char *method,
-    const char *path, int status, uint64_t up, uint64_t down,
-    const char *cred, const char *reason);
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
+    const char *reason);
 /* Record a policy (re)load attempt; digest NULL and errors set on failure. */
 int audit_policy(struct audit *, const char *digest, int ok, const char *files,
     const char *errors);
@@ -380,8 +380,8 @@ struct term;
 typedef void (*term_done_cb)(
     void *arg, enum reason reason, uint64_t up, uint64_t down);
 /* Is host:port, for inst, a host to terminate (bound, value, leaf)? */
-int term_wanted(struct gateway *, const struct instance *inst,
-    const char *host, uint16_t port);
+int term_wanted(struct gateway *, const struct instance *inst, const char *host,
+    uint16_t port);
 /*
  * term_start: terminate on down (the guest's socket bufferevent, its
  * input holding the ClientHello) and up (connected upstream); both stay

@@ -63,7 +63,7 @@ struct msg_addrs {
 struct msg_policy {
 	int32_t live[CONF_LIVE_NINTS]; /* the live settings: conf_live_get */
 	uint32_t nfiles;
-	uint64_t size; /* bytes of the memfd: per file
+	uint64_t size;	    /* bytes of the memfd: per file
 					   u32 name length, name, u64 text
 					   length, text */
 	uint32_t ncreds;    /* credentials after the files */
@@ -97,9 +97,9 @@ struct msg_request {
 	uint64_t up, down;
 	int32_t status; /* 0: no response */
 	char method[16];
-	char path[512];	  /* without the query; untrusted */
-	char cred[65];	  /* "" if no credential was used */
-	char reason[48];  /* "" if answered by the upstream */
+	char path[512];	 /* without the query; untrusted */
+	char cred[65];	 /* "" if no credential was used */
+	char reason[48]; /* "" if answered by the upstream */
 };
 int msg_request_check(const struct msg_request *m);
 #define MSG_FATAL_MAX 240

@@ -754,8 +754,8 @@ conn_term_start(struct conn *c)
 	c->state = CONN_TERM;
 	conn_deadline(c, 0);
 	bufferevent_set_timeouts(c->up, NULL, NULL);
-	c->term = term_start(c->gw, c->inst, c->host, c->row, c->down, c->up,
-	    conn_term_done, c);
+	c->term = term_start(
+	    c->gw, c->inst, c->host, c->row, c->down, c->up, conn_term_done, c);
 }
 
 /* The allowed row is committed (ok) or never will be: relay or refuse. */
@@ -1123,9 +1123,8 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		strlen(CRED_PLACEHOLDER_MARK)) != NULL) {
 		evbuffer_drain(in, req.head_len);
 		(void)policy_decide(c->gw->policy,
-		    c->inst ? c->inst->profile : "", req.host,
-		    strlen(req.host), c->port, c->host, sizeof(c->host),
-		    &c->host_sa, &d);
+		    c->inst ? c->inst->profile : "", req.host, strlen(req.host),
+		    c->port, c->host, sizeof(c->host), &c->host_sa, &d);
 		conn_deny_http(c, 403, REASON_CREDENTIAL_MISUSE,
 		    "a placeholder in a CONNECT request is refused", raw);
 		return;

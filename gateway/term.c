@@ -272,7 +272,7 @@ struct term_swap {
  * request whose Host is the bound host, once, and equal to this
  * instance's placeholder; anything else holding the mark is misuse.  0
  * (sw says what to rewrite, maybe nothing) or -1 (misuse; *msg).
- * 95 lines: the three places (header, bearer, basic) share the checks of
+ * 82 lines: the three places (header, bearer, basic) share the checks of
  * "the mark elsewhere" around them.
  */
 static int

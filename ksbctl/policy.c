@@ -273,8 +273,8 @@ policy_split_target(const char *arg, char *host, size_t hostsz, uint16_t *port)
 
 /* A host bound to a credential: its TLS is terminated (on port 443). */
 static void
-policy_test_cred(const struct policy *p, const char *profile,
-    const char *host, uint16_t port)
+policy_test_cred(const struct policy *p, const char *profile, const char *host,
+    uint16_t port)
 {
 	const struct policy_cred *c = policy_cred_for_host(p, profile, host);
 

@@ -166,7 +166,6 @@ struct policy_parse {
 	size_t depth;
 };
 
-
 static void policy_profile_clear(struct policy_profile *);
 static int policy_cred_has_host(const struct policy_cred *, const char *);
 static const struct policy_profile *policy_lookup(

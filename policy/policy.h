@@ -174,9 +174,9 @@ enum policy_cred_source {
 	POLICY_CRED_ENV,      /* argv[0]: a variable of ksb-gatewayd */
 	POLICY_CRED_COMMAND   /* argv[0..argc): absolute program, args */
 };
-#define POLICY_CRED_HOSTS_MAX 16
-#define POLICY_CRED_ARGS_MAX  16
-#define POLICY_CRED_RULES_MAX 64
+#define POLICY_CRED_HOSTS_MAX  16
+#define POLICY_CRED_ARGS_MAX   16
+#define POLICY_CRED_RULES_MAX  64
 #define POLICY_CRED_PREFIX_MAX 32
 struct policy_cred_rule {
 	char *method; /* "POST", or "*" for any */

@@ -227,8 +227,8 @@ cleanup:
 }
 
 int
-secrets_add(struct secrets **sp, const char *name, const char *val,
-    size_t len, char **cause)
+secrets_add(struct secrets **sp, const char *name, const char *val, size_t len,
+    char **cause)
 {
 	struct secrets *s = *sp;
 	size_t i;
