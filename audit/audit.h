@@ -22,6 +22,7 @@ enum audit_kind {
 	AUDIT_POLICY,
 	AUDIT_REGISTER,
 	AUDIT_UNREGISTER,
+	AUDIT_REQUEST, /* a request of a terminated tunnel (schema 4) */
 	AUDIT_NKINDS
 };
 struct audit_kind_desc {

@@ -34,6 +34,10 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    "id, instance, profile, tap, mac, ip, registered_ms", 7 },
 	[AUDIT_UNREGISTER] = { "unregister", "unregistrations", "ts_ms",
 	    "reg_id, ts_ms", 2 },
+	[AUDIT_REQUEST] = { "request", "requests", "ts_ms",
+	    "conn_id, ts_ms, method, path, status, bytes_up, bytes_down, "
+	    "credential, reason",
+	    9 },
 };
 
 static void

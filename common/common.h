@@ -144,6 +144,8 @@ struct ksb_conf {
 	char *audit_db;	      /* <state_dir>/audit.db */
 	int64_t audit_retention; /* seconds of audit records kept; 0: all */
 	char *hosts_file;	 /* NULL: none */
+	char *upstream_ca_file;	 /* CAs for the gateway's own TLS to
+				    credential hosts, NULL: the system's */
 	char *resolver;		 /* "ip[:port]" or NULL: /etc/resolv.conf */
 	char **policy_files;	 /* expanded from "policy = GLOB" lines */
 	size_t npolicy_files;

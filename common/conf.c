@@ -51,6 +51,7 @@ conf_free(struct ksb_conf *c)
 	free(c->state_dir);
 	free(c->audit_db);
 	free(c->hosts_file);
+	free(c->upstream_ca_file);
 	free(c->resolver);
 	for (i = 0; i < c->npolicy_files; i++)
 		free(c->policy_files[i]);
@@ -432,6 +433,14 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			    strerror(errno));
 		else
 			conf_setstr(&c->hosts_file, p);
+		free(p);
+	} else if (strcmp(key, "upstream-ca-file") == 0) {
+		p = conf_path(dir, val);
+		if (access(p, R_OK) == -1)
+			conf_err(errs, file, line, "upstream-ca-file: `%s': %s",
+			    p, strerror(errno));
+		else
+			conf_setstr(&c->upstream_ca_file, p);
 		free(p);
 	} else if (strcmp(key, "policy") == 0) {
 		p = conf_path(dir, val);

@@ -72,7 +72,15 @@
 	X(HTTP_BAD_CHUNK, "http_bad_chunk")                                    \
 	X(UPSTREAM_BAD_RESPONSE, "upstream_bad_response")                      \
 	/* a connection closed to admit an instance below its fair share */    \
-	X(OVER_SHARE, "over_share")
+	X(OVER_SHARE, "over_share")                                    \
+	/* credentials in a terminated tunnel (gateway/term.c) */              \
+	X(CREDENTIAL_MISUSE, "credential_misuse")                              \
+	X(REQUEST_NOT_ALLOWED, "request_not_allowed")                          \
+	X(TLS_ALPN_REFUSED, "tls_alpn_refused")                                \
+	X(GUEST_TLS_FAILED, "guest_tls_failed")                                \
+	X(UPSTREAM_CERT_INVALID, "upstream_cert_invalid")                      \
+	X(UPSTREAM_CERT_NAME, "upstream_cert_name")                            \
+	X(UPSTREAM_TLS_FAILED, "upstream_tls_failed")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

@@ -37,7 +37,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 3
+#define AUDIT_SCHEMA_VERSION 4
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -51,6 +51,7 @@
 extern const char schema_audit_sql[];
 extern const char schema_migrate_2_sql[];
 extern const char schema_migrate_3_sql[];
+extern const char schema_migrate_4_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -611,6 +612,15 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 {
 	if (version == 0 && audit_exec(a, schema_audit_sql, cause) == -1)
 		return -1;
+	/* 3 -> 4 creates a table only; first, so every later step finds
+	 * every kind's table (schema/migrate-4.sql). */
+	if (version != 0 && version < 4) {
+		if (audit_exec(a, schema_migrate_4_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 4's requests table "
+			 "added",
+		    a->path);
+	}
 	a->seq = 0;
 	memset(a->head, 0, AUDIT_HASH_LEN);
 	if (version == 1) {
@@ -1547,6 +1557,30 @@ audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
 	audit_set_int(&r->v[3], (int64_t)down);
 	audit_set_int(&r->v[4], duration_ms);
 	audit_set_text(&r->v[5], reason ? reason : reason_name(REASON_CLOSED));
+	return audit_enqueue(a, r);
+}
+
+int
+audit_request(struct audit *a, int64_t conn_id, const char *method,
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
+    const char *reason)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+	char esc[2100];
+
+	r->kind = AUDIT_REQUEST;
+	audit_set_int(&r->v[0], conn_id);
+	audit_set_int(&r->v[1], util_now_ms());
+	log_escape(esc, sizeof(esc), method, strlen(method));
+	audit_set_text(&r->v[2], esc[0] ? esc : "-");
+	log_escape(esc, sizeof(esc), path, strlen(path));
+	audit_set_text(&r->v[3], esc[0] ? esc : "-");
+	if (status > 0)
+		audit_set_int(&r->v[4], status);
+	audit_set_int(&r->v[5], (int64_t)up);
+	audit_set_int(&r->v[6], (int64_t)down);
+	audit_set_text(&r->v[7], cred);
+	audit_set_text(&r->v[8], reason);
 	return audit_enqueue(a, r);
 }
 

@@ -49,6 +49,7 @@
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <event2/event.h>
+#include <openssl/crypto.h>
 
 #include "common/common.h"
 #include "common/sandbox.h"
@@ -197,6 +198,26 @@ child_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
 	child_send(MSG_AUDIT_CLOSE, (uint32_t)id, &m, sizeof(m));
 }
 
+void
+child_audit_request(int64_t row, const char *method, const char *path,
+    int status, uint64_t up, uint64_t down, const char *cred,
+    enum reason reason)
+{
+	struct msg_request m;
+
+	if (row <= 0)
+		return;
+	memset(&m, 0, sizeof(m));
+	m.up = up;
+	m.down = down;
+	m.status = status;
+	snprintf(m.method, sizeof(m.method), "%s", method);
+	snprintf(m.path, sizeof(m.path), "%s", path);
+	snprintf(m.cred, sizeof(m.cred), "%s", cred ? cred : "");
+	snprintf(m.reason, sizeof(m.reason), "%s", reason_name(reason));
+	child_send(MSG_AUDIT_REQUEST, (uint32_t)row, &m, sizeof(m));
+}
+
 int
 child_audit_available(void)
 {
@@ -233,6 +254,8 @@ child_instance(const struct msg_instance *m, int add)
 	snprintf(row.tap, sizeof(row.tap), "%s", m->tap);
 	memcpy(row.mac, m->mac, sizeof(row.mac));
 	row.addr = m->addr;
+	row.owner_pid = (pid_t)m->owner_pid;
+	row.owner_start = m->owner_start;
 	row.tapfd = -1;
 	row.audit_id = -1;
 	if (registry_adopt(&row, &cause) == NULL) {
@@ -247,6 +270,7 @@ child_policy(const struct msg_policy *m, int fd)
 {
 	struct ksb_conf *conf = child_gw->conf;
 	struct policy *np = NULL, *old;
+	struct credset *ncreds = NULL, *oldcreds;
 	char **names = NULL, **texts = NULL, *buf = NULL, *errors = NULL;
 	size_t *lens = NULL, off = 0, i, n = m->nfiles;
 	struct msg_int done = { 0 };
@@ -255,12 +279,13 @@ child_policy(const struct msg_policy *m, int fd)
 	uint64_t tl;
 
 	if (fstat(fd, &st) == -1 || st.st_size < 0 ||
-	    (uint64_t)st.st_size != m->size || m->size > CHILD_POLICY_MAX ||
-	    n > 100000)
+	    m->size > CHILD_POLICY_MAX || m->cred_size > CHILD_POLICY_MAX ||
+	    (uint64_t)st.st_size != m->size + m->cred_size || n > 100000)
 		fatalx("proxy: bad policy from the parent");
-	buf = xmalloc(m->size + 1);
-	while (off < m->size) {
-		ssize_t r = pread(fd, buf + off, m->size - off, off);
+	buf = xmalloc(m->size + m->cred_size + 1);
+	while (off < m->size + m->cred_size) {
+		ssize_t r =
+		    pread(fd, buf + off, m->size + m->cred_size - off, off);
 
 		if (r <= 0)
 			fatal("proxy: policy read");
@@ -288,6 +313,9 @@ child_policy(const struct msg_policy *m, int fd)
 		lens[i] = tl;
 		off += tl;
 	}
+	if (credset_read((const uint8_t *)buf + m->size, m->cred_size,
+		m->ncreds, &ncreds) == -1)
+		fatalx("proxy: bad credentials from the parent");
 	if (policy_load_buffers((const char *const *)names,
 		(const char *const *)texts, lens, n, &np, &errors) == -1) {
 		log_warnx(
@@ -297,15 +325,21 @@ child_policy(const struct msg_policy *m, int fd)
 		conf_live_set(conf, m->live);
 		old = child_gw->policy;
 		child_gw->policy = np;
+		oldcreds = child_gw->creds;
+		child_gw->creds = ncreds;
+		ncreds = NULL;
 		done.v = proxy_policy_changed();
 		policy_free(old);
+		credset_free(oldcreds);
 	}
+	credset_free(ncreds);
 	child_send(MSG_POLICY_DONE, 0, &done, sizeof(done));
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
 	free(texts);
 	free(lens);
+	OPENSSL_cleanse(buf, m->size + m->cred_size);
 	free(buf);
 	free(errors);
 }

@@ -155,19 +155,42 @@ control_unregister(struct instance *inst)
 	registry_remove(inst);
 }
 
+/* " cred=NAME/SECRET/PLACEHOLDER" per credential of inst's profile
+ * (proto/ctl.h), malloc'd, "" for none. */
+static char *
+control_lease_creds(const struct instance *inst)
+{
+	const struct policy_cred *v[CTL_LEASE_CREDS_MAX];
+	char ph[CRED_PLACEHOLDER_MAX], *s = xstrdup(""), *n;
+	int k, i;
+
+	k = policy_profile_creds(
+	    control_gw->policy, inst->profile, v, CTL_LEASE_CREDS_MAX);
+	for (i = 0; i < k && i < CTL_LEASE_CREDS_MAX; i++) {
+		cred_placeholder(cred_phkey_get(), inst->id, v[i]->name,
+		    inst->owner_pid, inst->owner_start, v[i]->prefix, ph);
+		xasprintf(
+		    &n, "%s cred=%s/%s/%s", s, v[i]->name, v[i]->secret, ph);
+		free(s);
+		s = n;
+	}
+	return s;
+}
+
 /* "OK tap=.. ip=../P mac=.. gw=.. port=..\n", malloc'd. */
 static char *
 control_lease_reply(struct instance *inst)
 {
 	struct gateway *gw = control_gw;
-	char mac[18], ip[16], gwip[16], *reply;
+	char mac[18], ip[16], gwip[16], *reply, *creds;
 
 	registry_mac_str(inst->mac, mac);
 	registry_addr_str(inst->addr, ip);
 	registry_addr_str(gw->conf->bridge_addr, gwip);
-	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u\n",
+	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u%s\n",
 	    inst->tap, ip, gw->conf->bridge_prefix, mac, gwip,
-	    gw->conf->proxy_port);
+	    gw->conf->proxy_port, creds = control_lease_creds(inst));
+	free(creds);
 	return reply;
 }
 

@@ -33,9 +33,11 @@ struct gateway {
 	struct event_base *base;
 	struct sockaddr_storage own[4]; /* the gateway's own addresses */
 	size_t nown;
-	int proxy_fd; /* the listening socket (parent-bound) */
-	int selftest; /* -T: the proxy process tries what its
+	int proxy_fd;	       /* the listening socket (parent-bound) */
+	int selftest;	       /* -T: the proxy process tries what its
 					   sandbox forbids and logs the result */
+	struct credset *creds; /* real values and leaves (cred.c) */
+	void *tls_upstream;    /* SSL_CTX of the gateway's own TLS */
 };
 
 /* ---- reload.c --------------------------------------------------------------
@@ -147,6 +149,12 @@ void audit_cancel(struct audit_wait *);
 /* Queue the close record of row id.  bytes, milliseconds.  0 or -1. */
 int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
     int64_t duration_ms, const char *reason);
+/* One request of a terminated tunnel conn_id (table requests): path
+ * without the query, escaped on write; status 0: none; cred, reason NULL:
+ * none.  0 or -1. */
+int audit_request(struct audit *, int64_t conn_id, const char *method,
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
+    const char *reason);
 /* Record a policy (re)load attempt; digest NULL and errors set on failure. */
 int audit_policy(struct audit *, const char *digest, int ok, const char *files,
     const char *errors);
@@ -246,6 +254,66 @@ int state_del(struct state *, const char *id, char **cause);
 /* Every row as an instance (owner NULL, tapfd -1); *out: caller frees. */
 int state_load(struct state *, struct instance **out, size_t *n, char **cause);
 
+/* ---- cred.c ----------------------------------------------------------------
+ * Credentials (ksb-policy(5), CREDENTIALS): the gateway CA, the
+ * placeholder key, the real values read by the parent and the leaf
+ * certificates it issues; the set the proxy process receives.
+ */
+#define CRED_PHKEY_LEN	      32
+#define CRED_PLACEHOLDER_MARK "ksbph_" /* in every placeholder */
+#define CRED_PLACEHOLDER_HEX  40       /* hex digits after the mark */
+#define CRED_PLACEHOLDER_MAX  80       /* bytes with prefix and NUL */
+struct cred_host {
+	char *host;
+	char *cert, *key; /* PEM (the key is wiped when freed) */
+	size_t cert_len, key_len;
+	void *ctx; /* SSL_CTX, the proxy's, made on first use */
+};
+struct cred_value {
+	char *name;  /* the policy's credential name */
+	char *value; /* the real value (wiped when freed) */
+	size_t len;
+	struct cred_host *hosts;
+	size_t nhosts;
+};
+struct credset {
+	struct cred_value *v;
+	size_t n;
+};
+/*
+ * cred_init: in the root parent at start: load or make <state-dir>/ca
+ * (ca.key 0600, ca.crt 0644, EC P-256) and <state-dir>/placeholder.key,
+ * and gw->tls_upstream (upstream-ca-file, else the system bundle,
+ * peer verification on).  0 or -1 and *cause.
+ */
+int cred_init(struct gateway *, char **cause);
+/* The CA certificate's path into buf. */
+const char *cred_ca_path(const struct ksb_conf *, char *buf, size_t len);
+/*
+ * cred_load: the real value of every credential a profile of pol uses
+ * and a leaf certificate (and key) per host.  0 and *out (credset_free),
+ * or -1 and *errors: "file:line: credential NAME: why" (never a value).
+ */
+int cred_load(const struct policy *pol, struct credset **out, char **errors);
+void credset_free(struct credset *);
+const struct cred_value *credset_find(const struct credset *, const char *);
+/* Serialise into fd (adds to *size), or read n values back from buf. */
+int credset_write(int fd, const struct credset *, uint64_t *size);
+int credset_read(
+    const uint8_t *buf, size_t len, size_t n, struct credset **out);
+/* The proxy's SSL_CTX for host of v (its leaf), NULL if none. */
+void *credset_server_ctx(const struct cred_value *v, const char *host);
+/*
+ * cred_placeholder: "<prefix>ksbph_<40 hex>", the hex being
+ * HMAC-SHA256(key, "ksb-placeholder\0" instance "\0" cred "\0"
+ * "<pid>.<start>") truncated: the registration's holder is the nonce.
+ */
+void cred_placeholder(const uint8_t key[CRED_PHKEY_LEN], const char *instance,
+    const char *cred, pid_t pid, uint64_t start, const char *prefix,
+    char out[CRED_PLACEHOLDER_MAX]);
+/* The placeholder key (cred_init's; the proxy's copy by fork). */
+const uint8_t *cred_phkey_get(void);
+
 /* ---- resolve.c -------------------------------------------------------------
  * Asynchronous name resolution (evdns) with an optional hosts file.
  * The callback always runs from the event loop, never inside resolve_start.
@@ -301,10 +369,39 @@ void child_audit_cancel(struct child_wait *);
 void child_audit_close(int64_t id, uint64_t up, uint64_t down,
     int64_t duration_ms, enum reason reason);
 int child_audit_available(void);
+/* One request of a terminated tunnel (row: its tunnel's local row id):
+ * method, path (no query), status (0: none), bytes, the credential used
+ * (NULL: none), reason (REASON_NONE: answered by the upstream). */
+void child_audit_request(int64_t row, const char *method, const char *path,
+    int status, uint64_t up, uint64_t down, const char *cred,
+    enum reason reason);
 /* Handle every message the parent has sent so far. */
 void child_sync(void);
 /* The host's addresses, as last pushed by the parent. */
 const struct sockaddr_storage *child_own_addrs(size_t *n);
+
+/* ---- term.c ----------------------------------------------------------------
+ * A terminated tunnel to a host bound to a credential (see term.c).
+ */
+struct bufferevent;
+struct term;
+/* The tunnel ended: reason, bytes sent up and down (plaintext). */
+typedef void (*term_done_cb)(
+    void *arg, enum reason reason, uint64_t up, uint64_t down);
+/* Is host:port, for inst, a host to terminate (bound, value, leaf)? */
+int term_wanted(struct gateway *, const struct instance *inst, const char *host,
+    uint16_t port);
+/*
+ * term_start: terminate on down (the guest's socket bufferevent, its
+ * input holding the ClientHello) and up (connected upstream); both stay
+ * the caller's, to free after done ran or after term_free.  row: the
+ * tunnel's local audit row id.  done runs once, from the loop.
+ */
+struct term *term_start(struct gateway *, struct instance *inst,
+    const char *host, int64_t row, struct bufferevent *down,
+    struct bufferevent *up, term_done_cb done, void *arg);
+/* Stop without calling done (the tunnel is closed by its owner). */
+void term_free(struct term *);
 
 /* ---- proxy.c ---------------------------------------------------------------
  * The CONNECT proxy on bridge-address:proxy-port.

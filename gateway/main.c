@@ -309,6 +309,11 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 
 	if (util_mkdirs(gw->conf->state_dir, 0700) == -1)
 		fatal("%s", gw->conf->state_dir);
+	/* The CA, the placeholder key and the real values: read as root,
+	 * before the proxy process forks with them. */
+	if (cred_init(gw, &cause) == -1 ||
+	    cred_load(gw->policy, &gw->creds, &cause) == -1)
+		fatalx("credentials: %s", cause);
 	if (audit_open(gw->conf->audit_db, gw->conf->audit_retention,
 		&gw->audit, &cause) == -1)
 		fatalx("audit: %s", cause);
@@ -435,6 +440,7 @@ main(int argc, char **argv)
 	audit_free(gw.audit);
 	event_base_free(gw.base);
 	policy_free(gw.policy);
+	credset_free(gw.creds);
 	conf_free(gw.conf);
 	return 0;
 }

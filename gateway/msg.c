@@ -39,6 +39,8 @@ msg_size(uint16_t type)
 		return sizeof(struct msg_close);
 	case MSG_FATAL:
 		return sizeof(struct msg_fatal);
+	case MSG_AUDIT_REQUEST:
+		return sizeof(struct msg_request);
 	default:
 		return -1;
 	}
@@ -213,6 +215,18 @@ msg_close_check(const struct msg_close *m)
 {
 	if (!msg_str_ok(m->reason, sizeof(m->reason)) ||
 	    (m->forget != 0 && m->forget != 1))
+		return -1;
+	return 0;
+}
+
+int
+msg_request_check(const struct msg_request *m)
+{
+	if (!msg_str_ok(m->method, sizeof(m->method)) ||
+	    !msg_str_ok(m->path, sizeof(m->path)) ||
+	    !msg_str_ok(m->cred, sizeof(m->cred)) ||
+	    !msg_str_ok(m->reason, sizeof(m->reason)) || m->status < 0 ||
+	    m->status > 999)
 		return -1;
 	return 0;
 }

@@ -37,6 +37,8 @@ enum msg_type {
 	MSG_POLICY_DONE,	 /* struct msg_int: tunnels revoked */
 	MSG_FATAL,		 /* struct msg_fatal: its last words
 					   before _exit */
+	MSG_AUDIT_REQUEST,	 /* id: the tunnel's decision; struct
+					   msg_request */
 };
 struct msg_int {
 	int32_t v;
@@ -47,6 +49,8 @@ struct msg_instance {
 	char tap[16];
 	uint8_t mac[6];
 	uint32_t addr;
+	int32_t owner_pid;    /* the registration's holder: the */
+	uint64_t owner_start; /* placeholders' nonce (cred.c) */
 };
 #define MSG_ADDRS_MAX 64
 struct msg_addrs {
@@ -59,9 +63,11 @@ struct msg_addrs {
 struct msg_policy {
 	int32_t live[CONF_LIVE_NINTS]; /* the live settings: conf_live_get */
 	uint32_t nfiles;
-	uint64_t size; /* bytes of the memfd: per file
+	uint64_t size;	    /* bytes of the memfd: per file
 					   u32 name length, name, u64 text
 					   length, text */
+	uint32_t ncreds;    /* credentials after the files */
+	uint64_t cred_size; /* their bytes (credset_write) */
 };
 #define MSG_ROW_NULL_INSTANCE 0x01
 #define MSG_ROW_NULL_HOST     0x02
@@ -86,6 +92,16 @@ struct msg_close {
 	int32_t forget; /* 1: no close record, drop the row */
 	char reason[48];
 };
+/* One request of a terminated tunnel (gateway/term.c). */
+struct msg_request {
+	uint64_t up, down;
+	int32_t status; /* 0: no response */
+	char method[16];
+	char path[512];	 /* without the query; untrusted */
+	char cred[65];	 /* "" if no credential was used */
+	char reason[48]; /* "" if answered by the upstream */
+};
+int msg_request_check(const struct msg_request *m);
 #define MSG_FATAL_MAX 240
 struct msg_fatal {
 	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */

@@ -199,6 +199,25 @@ privsep_close(uint32_t id, const struct msg_close *m)
 	return 0;
 }
 
+/* A request of a terminated tunnel: a row tied to the tunnel's. */
+static int
+privsep_request(uint32_t id, const struct msg_request *m)
+{
+	struct privsep_row *r;
+
+	if (msg_request_check(m) == -1)
+		return -1;
+	for (r = privsep_rows[id % PRIVSEP_BUCKETS]; r != NULL; r = r->next)
+		if (r->id == id)
+			break;
+	if (r == NULL || r->row == -1)
+		return 0; /* its tunnel's row failed: nothing to tie it to */
+	(void)audit_request(privsep_gw->audit, r->row, m->method, m->path,
+	    m->status, m->up, m->down, m->cred[0] ? m->cred : NULL,
+	    m->reason[0] ? m->reason : NULL);
+	return 0;
+}
+
 /* Dispatch one message; -1: the proxy process misbehaved. */
 static int
 privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
@@ -208,6 +227,8 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 		return privsep_decision(h->id, p);
 	case MSG_AUDIT_CLOSE:
 		return privsep_close(h->id, p);
+	case MSG_AUDIT_REQUEST:
+		return privsep_request(h->id, p);
 	case MSG_POLICY_DONE:
 		if (revoked == NULL)
 			return -1; /* unasked */
@@ -556,6 +577,8 @@ privsep_instance(uint16_t type, const struct instance *inst)
 	snprintf(m.tap, sizeof(m.tap), "%s", inst->tap);
 	memcpy(m.mac, inst->mac, sizeof(m.mac));
 	m.addr = inst->addr;
+	m.owner_pid = (int32_t)inst->owner_pid;
+	m.owner_start = inst->owner_start;
 	(void)privsep_send(type, 0, &m, sizeof(m), -1);
 }
 
@@ -599,6 +622,9 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 			fatal("memfd write");
 		m.size += 4 + nl + 8 + tl;
 	}
+	m.ncreds = gw->creds ? (uint32_t)gw->creds->n : 0;
+	if (credset_write(fd, gw->creds, &m.cred_size) == -1)
+		fatal("memfd write");
 	r = privsep_send(MSG_POLICY, 0, &m, sizeof(m), fd);
 	close(fd);
 	if (r == -1)

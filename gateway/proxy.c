@@ -56,6 +56,7 @@ enum conn_state {
 	CONN_HELLO,	 /* 200 sent, reading the ClientHello */
 	CONN_CONNECTING, /* connecting upstream */
 	CONN_RELAY,	 /* tunnel open */
+	CONN_TERM,	 /* tunnel terminated (term.c): a credential host */
 	CONN_DRAIN,	 /* writing a final response, lingering, close */
 };
 
@@ -96,6 +97,8 @@ struct conn {
 	struct sockaddr_storage cands[CONN_MAX_ADDRS]; /* screened, in order */
 	size_t ncands, ntry;
 	int in_connect, sync_fail, sync_errno;
+	struct term *term;	  /* CONN_TERM */
+	enum reason drain_reason; /* the close reason after lingering */
 	struct conn *next, *prev;
 };
 
@@ -346,6 +349,10 @@ conn_abort_fd(int fd)
 static void
 conn_close(struct conn *c, enum reason reason)
 {
+	if (reason == REASON_NONE && c->row != -1)
+		reason = c->drain_reason; /* a terminated tunnel's end */
+	term_free(c->term);
+	c->term = NULL;
 	if (c->state != CONN_RELAY) {
 		if (c->down != NULL)
 			conn_abort_fd(bufferevent_getfd(c->down));
@@ -725,6 +732,37 @@ up_event_cb(struct bufferevent *bev, short what, void *arg)
 	conn_connect_failed(c, what);
 }
 
+/* A terminated tunnel ended: flush what the guest has not read, then
+ * close with reason (lingering as after a refusal). */
+static void
+conn_term_done(void *arg, enum reason reason, uint64_t up, uint64_t down)
+{
+	struct conn *c = arg;
+
+	c->bytes_up = up;
+	c->bytes_down = down;
+	c->drain_reason = reason;
+	c->state = CONN_DRAIN;
+	bufferevent_disable(c->up, EV_READ | EV_WRITE);
+	conn_deadline(c, LINGER_MS);
+	bufferevent_disable(c->down, EV_READ);
+	bufferevent_set_timeouts(c->down, NULL, NULL);
+	bufferevent_setcb(c->down, NULL, conn_drain_write_cb, conn_event_cb, c);
+	bufferevent_enable(c->down, EV_WRITE);
+	conn_drain_write_cb(c->down, c);
+}
+
+/* The guest's TLS ends here and the gateway's own goes upstream. */
+static void
+conn_term_start(struct conn *c)
+{
+	c->state = CONN_TERM;
+	conn_deadline(c, 0);
+	bufferevent_set_timeouts(c->up, NULL, NULL);
+	c->term = term_start(
+	    c->gw, c->inst, c->host, c->row, c->down, c->up, conn_term_done, c);
+}
+
 /* The allowed row is committed (ok) or never will be: relay or refuse. */
 static void
 conn_committed(int ok, void *arg)
@@ -741,6 +779,10 @@ conn_committed(int ok, void *arg)
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
 	log_info("allow %s %s:%u -> %s", c->inst->id, esc, c->port,
 	    c->upstream_addr);
+	if (!c->host_is_ip && term_wanted(c->gw, c->inst, c->host, c->port)) {
+		conn_term_start(c);
+		return;
+	}
 	relay_start(c);
 }
 
@@ -1086,9 +1128,21 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	case CONNECT_OK:
 		break;
 	}
-	evbuffer_drain(in, req.head_len);
 	c->port = req.port;
 	snprintf(raw, sizeof(raw), "%s", req.host);
+	/* A placeholder is worthless in a CONNECT head (a proxy header, a
+	 * host): refused everywhere, terminated host or not. */
+	if (memmem(p, req.head_len, CRED_PLACEHOLDER_MARK,
+		strlen(CRED_PLACEHOLDER_MARK)) != NULL) {
+		evbuffer_drain(in, req.head_len);
+		(void)policy_decide(c->gw->policy,
+		    c->inst ? c->inst->profile : "", req.host, strlen(req.host),
+		    c->port, c->host, sizeof(c->host), &c->host_sa, &d);
+		conn_deny_http(c, 403, REASON_CREDENTIAL_MISUSE,
+		    "a placeholder in a CONNECT request is refused", raw);
+		return;
+	}
+	evbuffer_drain(in, req.head_len);
 	if (c->inst == NULL) {
 		conn_deny_http(c, 403, REASON_UNKNOWN_SOURCE,
 		    "source address is not a registered instance", raw);
@@ -1478,7 +1532,8 @@ proxy_policy_changed(void)
 		 * pass screening (an allow-address rule may have gone): the
 		 * current one, and those not tried yet are dropped. */
 		if (ok &&
-		    (c->state == CONN_CONNECTING || c->state == CONN_RELAY) &&
+		    (c->state == CONN_CONNECTING || c->state == CONN_RELAY ||
+			c->state == CONN_TERM) &&
 		    c->ntry > 0) {
 			size_t k, m;
 

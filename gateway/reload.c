@@ -131,6 +131,8 @@ reload_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
 		{ "state-dir", offsetof(struct ksb_conf, state_dir) },
 		{ "audit-db", offsetof(struct ksb_conf, audit_db) },
 		{ "hosts-file", offsetof(struct ksb_conf, hosts_file) },
+		{ "upstream-ca-file",
+		    offsetof(struct ksb_conf, upstream_ca_file) },
 		{ "resolver", offsetof(struct ksb_conf, resolver) },
 	};
 	const char *file = cur->path ? cur->path : "ksb.conf";
@@ -253,6 +255,7 @@ reload_run(struct gateway *gw, struct reload_info *info, char **errors)
 {
 	struct ksb_conf *nc = NULL;
 	struct policy *np = NULL, *old = gw->policy;
+	struct credset *ncreds = NULL, *oldcreds;
 	struct policy_bytes pb;
 	struct evbuffer *notes = evbuffer_new();
 	char *files = NULL, *text;
@@ -266,11 +269,14 @@ reload_run(struct gateway *gw, struct reload_info *info, char **errors)
 		memset(info, 0, sizeof(*info));
 	/* Parse everything into new objects; nothing running is touched. */
 	if (conf_load(gw->conf->path, 0, &nc, errors) == -1 ||
-	    reload_load_policy(nc, &np, &pb, errors) == -1) {
+	    reload_load_policy(nc, &np, &pb, errors) == -1 ||
+	    cred_load(np, &ncreds, errors) == -1) {
 		reload_failed(gw, nc, *errors);
 		policy_free(np);
 		goto cleanup;
 	}
+	oldcreds = gw->creds;
+	gw->creds = ncreds;
 	files = reload_files(nc, np);
 	reload_restart_only(gw->conf, nc, notes);
 	lost = reload_swap(gw, nc, np, files, notes);
@@ -278,6 +284,7 @@ reload_run(struct gateway *gw, struct reload_info *info, char **errors)
 	 * allowed; it answers with the count. */
 	revoked = privsep_policy(gw, &pb);
 	policy_free(old);
+	credset_free(oldcreds); /* the old values, wiped */
 	text = reload_buffer_text(notes);
 	log_info("policy reloaded in %lld ms: %s, %d tunnel%s revoked",
 	    (long long)(util_mono_ms() - t0), policy_digest(np), revoked,

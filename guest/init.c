@@ -1228,7 +1228,7 @@ static void __attribute__((noreturn)) run_agent(const struct boot *b)
  * OpenSSL (curl, Python's ssl, Codex) reads SSL_CERT_FILE; Node adds
  * NODE_EXTRA_CA_CERTS to its own list; Python requests has its own
  * bundle unless REQUESTS_CA_BUNDLE.  git's libcurl (GnuTLS on Debian)
- * already uses CA_BUNDLE.
+ * already uses CA_BUNDLE; GIT_SSL_CAINFO says so for any other build.
  */
 static void
 tls_env(void)
@@ -1238,6 +1238,7 @@ tls_env(void)
 	setenv("SSL_CERT_FILE", CA_BUNDLE, 1);
 	setenv("NODE_EXTRA_CA_CERTS", CA_BUNDLE, 1);
 	setenv("REQUESTS_CA_BUNDLE", CA_BUNDLE, 1);
+	setenv("GIT_SSL_CAINFO", CA_BUNDLE, 1);
 }
 
 /* In a child: drop to the agent user for good and set its environment. */

@@ -128,6 +128,44 @@ policy_show_limit_cb(enum policy_limit k, int value, const char *profile,
 	printf("\n");
 }
 
+/* The credentials a profile uses (ksb-policy(5), CREDENTIALS). */
+static void
+policy_show_credrefs(const struct policy *p, const char *profile)
+{
+	const struct policy_cred *v[64];
+	char text[128];
+	int n, i;
+
+	n = policy_profile_creds(p, profile, v, 64);
+	for (i = 0; i < n && i < 64; i++) {
+		snprintf(text, sizeof(text), "credential %s", v[i]->name);
+		printf("    %-48s # %s:%d\n", text, v[i]->file, v[i]->line);
+	}
+}
+
+/* The credential blocks (of profile, or all): where the value comes
+ * from, never the value, which ksbctl cannot read anyway. */
+static void
+policy_show_creds(const struct policy *p, const char *profile)
+{
+	const struct policy_cred *c, *v[64];
+	size_t i;
+	int n, j;
+	char *text;
+
+	n = profile ? policy_profile_creds(p, profile, v, 64) : 0;
+	for (i = 0; i < policy_ncreds(p); i++) {
+		c = policy_cred_at(p, i);
+		for (j = 0; j < n && j < 64 && v[j] != c; j++)
+			;
+		if (profile != NULL && j == n)
+			continue;
+		text = policy_cred_text(c);
+		printf("\n# %s:%d\n%s", c->file, c->line, text);
+		free(text);
+	}
+}
+
 static int
 policy_show(int argc, char **argv)
 {
@@ -182,8 +220,10 @@ policy_show(int argc, char **argv)
 				"connection-rate-per-instance");
 		}
 		n = policy_foreach_rule(p, name, policy_show_cb, NULL);
+		policy_show_credrefs(p, name);
 		printf("}   # %d rule%s, flattened\n", n, n == 1 ? "" : "s");
 	}
+	policy_show_creds(p, argc == 2 ? argv[1] : NULL);
 	ret = 0;
 cleanup:
 	policy_free(p);
@@ -229,6 +269,28 @@ policy_split_target(const char *arg, char *host, size_t hostsz, uint16_t *port)
 		*port = (uint16_t)v;
 	}
 	return 0;
+}
+
+/* A host bound to a credential: its TLS is terminated (on port 443). */
+static void
+policy_test_cred(const struct policy *p, const char *profile, const char *host,
+    uint16_t port)
+{
+	const struct policy_cred *c = policy_cred_for_host(p, profile, host);
+
+	if (c == NULL)
+		return;
+	if (port != POLICY_DEFAULT_PORT) {
+		printf("  (credential %s is bound to %s:443 only: this port "
+		       "is an opaque tunnel)\n",
+		    c->name, host);
+		return;
+	}
+	printf("  terminated: credential %s (%s %s%s) replaces the "
+	       "placeholder of secret %s\n",
+	    c->name, c->place == POLICY_CRED_BASIC ? "basic" : "header",
+	    c->place == POLICY_CRED_BASIC ? "password" : c->header,
+	    c->place == POLICY_CRED_BEARER ? " bearer" : "", c->secret);
 }
 
 /*
@@ -278,6 +340,7 @@ policy_test(int argc, char **argv)
 	if (policy_decide(p, profile, host, strlen(host), port, norm,
 		sizeof(norm), &ss, &d) == POLICY_ALLOW) {
 		printf("allow %s:%u: %s\n", norm, port, d.rule);
+		policy_test_cred(p, profile, norm, port);
 		ret = 0;
 	} else
 		printf("deny: %s (%s)\n", d.msg, reason_name(d.reason));

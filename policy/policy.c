@@ -39,6 +39,7 @@
 
 #include "common/common.h"
 #include "policy/policy.h"
+#include "policy/policy_int.h"
 
 #define POLICY_PROFILES_MAX  1024      /* profiles in one policy */
 #define POLICY_RULES_MAX     (1 << 20) /* rules in one policy */
@@ -76,6 +77,8 @@ struct policy_ext {
 
 struct policy_profile {
 	char *name;
+	struct policy_ext *creds; /* `credential NAME' lines */
+	size_t ncreds;
 	const char *file; /* owned by the policy's files[] */
 	int line, col;
 	struct policy_rule *rules;
@@ -126,6 +129,7 @@ struct policy {
 	struct policy_index wild;    /* allow *.SUFFIX, keyed ".SUFFIX" */
 	struct policy_index addrs;   /* allow-address */
 	uint8_t pfx4[33], pfx6[129]; /* prefix lengths in use */
+	struct policy_creds creds;   /* credential blocks (credential.c) */
 };
 
 /* A growing string, for errors and canonical text. */
@@ -162,13 +166,12 @@ struct policy_parse {
 	size_t depth;
 };
 
-struct policy_tok {
-	const char *s;
-	size_t len;
-	int col;
-};
-
 static void policy_profile_clear(struct policy_profile *);
+static int policy_cred_has_host(const struct policy_cred *, const char *);
+static const struct policy_profile *policy_lookup(
+    const struct policy *, const char *);
+static void policy_credref(struct policy_parse *, const char *, size_t,
+    size_t *, const struct policy_tok *);
 
 /* ---- hash index ------------------------------------------------------------ */
 
@@ -301,7 +304,7 @@ policy_buf_add(struct policy_buf *b, const char *fmt, ...)
 }
 
 /* Report "file:line:col: message" (col 0: "file:line: message"). */
-static void __attribute__((format(printf, 4, 5)))
+void
 policy_error(struct policy_parse *p, int line, int col, const char *fmt, ...)
 {
 	struct policy_buf b = { 0 };
@@ -367,7 +370,7 @@ policy_errors_join(struct policy_parse *p)
 }
 
 /* Escape untrusted text for quoting in a message; truncated with "...". */
-static const char *
+const char *
 policy_quote(char *dst, size_t dstsz, const char *s, size_t len)
 {
 	size_t n = len > POLICY_QUOTE_MAX ? POLICY_QUOTE_MAX : len;
@@ -378,9 +381,9 @@ policy_quote(char *dst, size_t dstsz, const char *s, size_t len)
 	return dst;
 }
 
-#define QBUF (POLICY_QUOTE_MAX * 4 + 4)
+#define QBUF POLICY_QBUF
 
-static int
+int
 policy_tok_is(const struct policy_tok *t, const char *word)
 {
 	return t->len == strlen(word) && memcmp(t->s, word, t->len) == 0;
@@ -397,7 +400,7 @@ policy_is_space(int c)
  * other than whitespace, braces and '#').  '#' ends the line.  Returns 0
  * at the end of the line.
  */
-static int
+int
 policy_next_tok(const char *line, size_t len, size_t *pos, struct policy_tok *t)
 {
 	size_t i = *pos, start;
@@ -1387,7 +1390,18 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 	size_t pos = 0, save;
 	int have;
 
+	if (p->pol->creds.open) {
+		pcred_line(p, line, len, 0);
+		return;
+	}
 	while (policy_next_tok(line, len, &pos, &t)) {
+		if (policy_tok_is(&t, "credential")) {
+			if (p->inblock)
+				policy_credref(p, line, len, &pos, &t);
+			else
+				pcred_header(p, line, len, &pos, &t);
+			return;
+		}
 		if (policy_tok_is(&t, "profile")) {
 			if (p->inblock) {
 				policy_error(p, p->line, t.col,
@@ -1470,6 +1484,48 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 	}
 }
 
+/* "credential NAME" inside a profile, after the keyword kw at *pos. */
+static void
+policy_credref(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *kw)
+{
+	struct policy_profile *pr = p->cur;
+	struct policy_tok name, extra;
+	char q[QBUF];
+	size_t i;
+
+	if (!policy_next_tok(line, len, pos, &name) || name.s[0] == '}' ||
+	    name.s[0] == '{' || !util_valid_profile(name.s, name.len)) {
+		policy_error(p, p->line, kw->col,
+		    "`credential' in a profile needs the name of a "
+		    "credential block");
+		return;
+	}
+	if (policy_next_tok(line, len, pos, &extra)) {
+		if (extra.s[0] != '}' ||
+		    policy_next_tok(line, len, pos, &extra)) {
+			policy_error(p, p->line, extra.col,
+			    "unexpected `%s' after the credential name",
+			    policy_quote(q, sizeof(q), extra.s, extra.len));
+			return;
+		}
+		p->inblock = 0; /* "credential NAME }" */
+	}
+	for (i = 0; i < pr->ncreds; i++)
+		if (strlen(pr->creds[i].name) == name.len &&
+		    memcmp(pr->creds[i].name, name.s, name.len) == 0) {
+			policy_error(p, p->line, name.col,
+			    "duplicate `credential %.*s'", (int)name.len,
+			    name.s);
+			return;
+		}
+	pr->creds = xrealloc(pr->creds, (pr->ncreds + 1) * sizeof(*pr->creds));
+	memset(&pr->creds[pr->ncreds], 0, sizeof(pr->creds[0]));
+	pr->creds[pr->ncreds].name = xstrndup(name.s, name.len);
+	pr->creds[pr->ncreds].line = p->line;
+	pr->creds[pr->ncreds++].col = name.col;
+}
+
 /* Parse one file's text into p->pol. */
 static void
 policy_parse_text(
@@ -1492,6 +1548,7 @@ policy_parse_text(
 	if (p->inblock)
 		policy_error(p, p->cur->line, p->cur->col,
 		    "profile `%s' is not closed: missing `}'", p->cur->name);
+	pcred_end_file(p);
 	p->inblock = 0;
 	p->cur = NULL;
 }
@@ -1611,6 +1668,54 @@ policy_limits_resolve(struct policy *pol, size_t i)
 	}
 }
 
+/*
+ * A profile's `credential' lines: each names a credential block, and
+ * each host of it is allowed by the profile on port 443; across the
+ * profile and what it extends, a host is bound to one credential.
+ */
+static void
+policy_credrefs_check(struct policy_parse *p, struct policy_profile *pr)
+{
+	const struct policy_cred *v[64], *c;
+	size_t i, h, k;
+	int n, j;
+
+	p->file = pr->file;
+	for (i = 0; i < pr->ncreds; i++) {
+		c = policy_cred_find(p->pol, pr->creds[i].name);
+		if (c == NULL) {
+			policy_error(p, pr->creds[i].line, pr->creds[i].col,
+			    "profile `%s' uses unknown credential `%s'",
+			    pr->name, pr->creds[i].name);
+			continue;
+		}
+		for (h = 0; h < c->nhosts; h++)
+			if (policy_match_host(p->pol, pr->name, c->hosts[h],
+				POLICY_DEFAULT_PORT, NULL) != POLICY_ALLOW)
+				policy_error(p, pr->creds[i].line,
+				    pr->creds[i].col,
+				    "profile `%s' uses credential `%s' but "
+				    "does not allow its host %s:443",
+				    pr->name, c->name, c->hosts[h]);
+	}
+	n = policy_profile_creds(p->pol, pr->name, v, 64);
+	if (n > 64) {
+		policy_error(p, pr->line, pr->col,
+		    "profile `%s' uses too many credentials (max 64)",
+		    pr->name);
+		return;
+	}
+	for (j = 0; j < n; j++)
+		for (h = 0; h < v[j]->nhosts; h++)
+			for (k = 0; k < (size_t)j; k++)
+				if (policy_cred_has_host(v[k], v[j]->hosts[h]))
+					policy_error(p, pr->line, pr->col,
+					    "profile `%s': host %s is bound "
+					    "to credentials `%s' and `%s'",
+					    pr->name, v[j]->hosts[h],
+					    v[k]->name, v[j]->name);
+}
+
 /* Resolve extends, find cycles and build closures.  0 or -1 (reported). */
 static int
 policy_resolve(struct policy_parse *p)
@@ -1656,7 +1761,9 @@ policy_resolve(struct policy_parse *p)
 	for (i = 0; i < pol->nprofiles; i++)
 		policy_limits_resolve(pol, i);
 	policy_build_index(pol);
-	ret = 0;
+	for (i = 0; i < pol->nprofiles; i++)
+		policy_credrefs_check(p, &pol->profiles[i]);
+	ret = p->nerr != 0 ? -1 : 0;
 cleanup:
 	free(seen);
 	free(stack);
@@ -1675,6 +1782,9 @@ policy_profile_clear(struct policy_profile *pr)
 	for (i = 0; i < pr->next; i++)
 		free(pr->ext[i].name);
 	free(pr->ext);
+	for (i = 0; i < pr->ncreds; i++)
+		free(pr->creds[i].name);
+	free(pr->creds);
 	free(pr->closure);
 	free(pr->rank);
 	memset(pr, 0, sizeof(*pr));
@@ -1701,6 +1811,7 @@ policy_free(struct policy *pol)
 	policy_index_free(&pol->exact);
 	policy_index_free(&pol->wild);
 	policy_index_free(&pol->addrs);
+	pcred_free_all(&pol->creds);
 	free(pol);
 }
 
@@ -2234,4 +2345,68 @@ policy_foreach_limit(const struct policy *pol, const char *profile,
 		n++;
 	}
 	return n;
+}
+
+static int
+policy_cred_has_host(const struct policy_cred *c, const char *host)
+{
+	size_t h;
+
+	for (h = 0; h < c->nhosts; h++)
+		if (strcmp(c->hosts[h], host) == 0)
+			return 1;
+	return 0;
+}
+
+int
+policy_profile_creds(const struct policy *pol, const char *profile,
+    const struct policy_cred **out, size_t max)
+{
+	const struct policy_profile *pr = policy_lookup(pol, profile), *a;
+	const struct policy_cred *c;
+	size_t i, j, n = 0, k;
+
+	if (pr == NULL)
+		return -1;
+	for (i = 0; i < pr->nclosure; i++) {
+		a = &pol->profiles[pr->closure[i]];
+		for (j = 0; j < a->ncreds; j++) {
+			if ((c = policy_cred_find(pol, a->creds[j].name)) ==
+			    NULL)
+				continue;
+			for (k = 0; k < n && k < max; k++)
+				if (out[k] == c)
+					break;
+			if (k < n && k < max)
+				continue;
+			if (n < max)
+				out[n] = c;
+			n++;
+		}
+	}
+	return (int)n;
+}
+
+int
+policy_parse_line(const struct policy_parse *p)
+{
+	return p->line;
+}
+
+const char *
+policy_parse_fname(const struct policy_parse *p)
+{
+	return p->file;
+}
+
+struct policy_creds *
+policy_parse_creds(struct policy_parse *p)
+{
+	return &p->pol->creds;
+}
+
+const struct policy_creds *
+policy_creds_of(const struct policy *pol)
+{
+	return &pol->creds;
 }

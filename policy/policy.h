@@ -166,6 +166,78 @@ typedef void (*policy_limit_cb)(enum policy_limit, int value,
 int policy_foreach_limit(
     const struct policy *, const char *profile, policy_limit_cb cb, void *arg);
 
+/* ---- credential.c ----------------------------------------------------------
+ * `credential NAME { ... }' blocks (ksb-policy(5), CREDENTIALS): a secret
+ * the gateway puts into requests to its hosts in place of a placeholder
+ * the guest holds.  The policy holds where the value comes from, never
+ * the value.  Strings are owned by the policy.
+ */
+enum policy_cred_place {
+	POLICY_CRED_HEADER = 1, /* `header NAME': the whole value */
+	POLICY_CRED_BEARER,	/* `header authorization bearer' */
+	POLICY_CRED_BASIC	/* `basic': the password of HTTP Basic */
+};
+enum policy_cred_source {
+	POLICY_CRED_FILE = 1, /* argv[0]: an absolute path */
+	POLICY_CRED_ENV,      /* argv[0]: a variable of ksb-gatewayd */
+	POLICY_CRED_COMMAND   /* argv[0..argc): absolute program, args */
+};
+#define POLICY_CRED_HOSTS_MAX  16
+#define POLICY_CRED_ARGS_MAX   16
+#define POLICY_CRED_RULES_MAX  64
+#define POLICY_CRED_PREFIX_MAX 32
+struct policy_cred_rule {
+	char *method; /* "POST", or "*" for any */
+	char *path;   /* a prefix of the path (no query), starts with '/' */
+};
+struct policy_cred {
+	char *name; /* [a-z0-9][a-z0-9_-]{0,63} */
+	const char *file;
+	int line;
+	char **hosts; /* exact, normalised host names */
+	size_t nhosts;
+	enum policy_cred_place place;
+	char *header; /* lowercase field name ("x-api-key",
+			 "authorization") */
+	enum policy_cred_source source;
+	char **argv;
+	size_t argc;
+	int64_t cache_s; /* COMMAND: seconds the output is kept,
+			    0: until the next reload */
+	char *secret;	 /* guest-side name (env and /run/ksb/secrets) */
+	char *prefix;	 /* placeholder prefix, "" if none */
+	struct policy_cred_rule *rules; /* allow-request, none: any */
+	size_t nrules;
+};
+size_t policy_ncreds(const struct policy *);
+/* The i-th credential in definition order; NULL out of range. */
+const struct policy_cred *policy_cred_at(const struct policy *, size_t i);
+const struct policy_cred *policy_cred_find(
+    const struct policy *, const char *name);
+/*
+ * policy_profile_creds: the credentials profile uses (its own `credential'
+ * lines, then those of what it extends, each once) into out[0..max);
+ * returns how many there are (may exceed max), -1 for an unknown profile.
+ * A policy that loaded has at most one credential per host in a profile.
+ */
+int policy_profile_creds(const struct policy *, const char *profile,
+    const struct policy_cred **out, size_t max);
+/* The credential of profile bound to host (normalised), or NULL. */
+const struct policy_cred *policy_cred_for_host(
+    const struct policy *, const char *profile, const char *host);
+/*
+ * policy_cred_allows: may a request with this method and path (no query;
+ * bytes, not NUL-terminated) use the credential?  1 when it has no
+ * allow-request rules or one matches (method equal or `*', path prefix).
+ */
+int policy_cred_allows(const struct policy_cred *, const char *method,
+    size_t mlen, const char *path, size_t plen);
+/*
+ * policy_cred_text: the block as canonical text (every line, the source
+ * as written, never a value), malloc'd; lines end in '\n'.
+ */
+char *policy_cred_text(const struct policy_cred *);
+
 /* ---- hostname.c ------------------------------------------------------------
  * CONNECT host normalisation (RFC 1123 §2.1 host names, RFC 3986 §3.2.2
  * IP literals, and inet_aton(3)'s legacy IPv4 spellings).

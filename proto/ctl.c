@@ -587,8 +587,8 @@ ctl_parse_kv(const char *line, const char *prefix, unsigned want, ctl_kv_cb cb,
 		if (p == end)
 			goto bad; /* trailing space */
 	}
-	if (seen != want)
-		goto bad;
+	if ((seen & want) != want)
+		goto bad; /* bits beyond want: repeated keys (cred=) */
 	return 0;
 bad:
 	log_escape(esc, sizeof(esc), line, strlen(line));
@@ -597,6 +597,39 @@ bad:
 }
 
 #define KEYIS(k) (klen == strlen(k) && memcmp(key, k, klen) == 0)
+
+/* cred=NAME/SECRET/PLACEHOLDER: one bit per credential, from 32 on. */
+static int
+ctl_parse_cred(struct ctl_lease *l, const char *v, size_t vlen)
+{
+	struct ctl_cred *c;
+	const char *s1, *s2;
+	size_t a, b, k;
+
+	if (l->ncreds == CTL_LEASE_CREDS_MAX)
+		return -1;
+	c = &l->creds[l->ncreds];
+	s1 = memchr(v, '/', vlen);
+	s2 = s1 ? memchr(s1 + 1, '/', vlen - (size_t)(s1 + 1 - v)) : NULL;
+	if (s2 == NULL || memchr(s2 + 1, '/', vlen - (size_t)(s2 + 1 - v)))
+		return -1;
+	a = (size_t)(s1 - v);
+	b = (size_t)(s2 - s1 - 1);
+	k = vlen - (size_t)(s2 + 1 - v);
+	if (!util_valid_profile(v, a) || b == 0 || b >= sizeof(c->secret) ||
+	    k == 0 || k >= sizeof(c->placeholder))
+		return -1;
+	memcpy(c->name, v, a);
+	memcpy(c->secret, s1 + 1, b);
+	memcpy(c->placeholder, s2 + 1, k);
+	if (!guestctl_valid_secret_name(c->secret) ||
+	    strstr(c->placeholder, "ksbph_") == NULL ||
+	    strchr(c->placeholder, ' ') != NULL) {
+		memset(c, 0, sizeof(*c));
+		return -1;
+	}
+	return 32 << l->ncreds++;
+}
 
 static int
 ctl_lease_kv(
@@ -623,6 +656,8 @@ ctl_lease_kv(
 		l->port = (uint16_t)port;
 		return 16;
 	}
+	if (KEYIS("cred"))
+		return ctl_parse_cred(l, v, vlen);
 	return 0;
 }
 

@@ -13,6 +13,7 @@
  * Client of ksb-gatewayd's control socket (AF_UNIX stream).  Lines of at
  * most CTL_LINE_MAX bytes ('\n' included):
  *   REGISTER <id> <profile>  ->  OK tap=T ip=A/P mac=M gw=A port=N
+ *                                [cred=NAME/SECRET/PLACEHOLDER ...]
  *                                (the tap fd attached, SCM_RIGHTS) | ERR text
  *   RESUME <id> <tap>        ->  OK tap=T ip=A/P mac=M gw=A port=N (no fd)
  *                                | ERR text: after a gateway restart, the
@@ -31,11 +32,25 @@
  * A registration is a lease held by the connection that made it.
  * The server (gateway/control.c) uses these sizes too.
  */
-#define CTL_LINE_MAX	      1024
+#define CTL_LINE_MAX	      4096
 #define CTL_TIMEOUT_MS	      10000 /* per reply */
 #define CTL_LIST_MAX	      65536 /* instances accepted in one LIST reply */
 #define CTL_RELOAD_ERRORS_MAX 200   /* E lines in one RELOAD reply */
 #define CTL_RELOAD_REPLY_MAX  (4 << 20) /* RELOAD reply bytes accepted */
+
+/*
+ * A credential of the instance's profile (ksb-policy(5), CREDENTIALS):
+ * REGISTER's and RESUME's OK line carries " cred=NAME/SECRET/PLACEHOLDER"
+ * per credential (NAME: the policy's, SECRET: the guest-side name as
+ * for --secret, PLACEHOLDER: what the guest gets instead of the value).
+ */
+#define CTL_LEASE_CREDS_MAX 8
+#define CTL_PLACEHOLDER_MAX 80 /* bytes with the NUL */
+struct ctl_cred {
+	char name[65];
+	char secret[65];
+	char placeholder[CTL_PLACEHOLDER_MAX];
+};
 
 struct ctl_lease {
 	char tap[16];
@@ -45,6 +60,8 @@ struct ctl_lease {
 	char mac_str[18]; /* as xx:xx:xx:xx:xx:xx, lowercase */
 	uint32_t gw;	  /* network order */
 	uint16_t port;	  /* host order */
+	struct ctl_cred creds[CTL_LEASE_CREDS_MAX];
+	size_t ncreds;
 };
 
 struct ctl_instance {

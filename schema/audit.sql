@@ -1,4 +1,4 @@
--- ksb audit database, schema version 3 (PRAGMA user_version = 3).
+-- ksb audit database, schema version 4 (PRAGMA user_version = 4).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
@@ -8,8 +8,8 @@
 -- appear as \xHH.
 --
 -- Hash chain: every record of connections, closes, policy_versions,
--- registrations and unregistrations has a `seq' (one sequence across the
--- five tables, no gaps) and `hash' = SHA-256(hash of record seq-1 ||
+-- registrations, unregistrations and requests has a `seq' (one sequence
+-- across the six tables, no gaps) and `hash' = SHA-256(hash of record seq-1 ||
 -- canonical encoding of the record); see ksb-audit(5).  chain_anchor holds
 -- the seq and hash that precede the oldest record kept (retention).
 --
@@ -94,6 +94,22 @@ CREATE TABLE unregistrations (
 	ts_ms		INTEGER NOT NULL,
 	hash		BLOB NOT NULL
 );
+
+-- One row per request of a terminated tunnel (schema/migrate-4.sql).
+CREATE TABLE requests (
+	seq		INTEGER PRIMARY KEY,
+	conn_id		INTEGER NOT NULL,	-- connections.id (the tunnel)
+	ts_ms		INTEGER NOT NULL,	-- when the request ended
+	method		TEXT NOT NULL,		-- "-" when none could be read
+	path		TEXT NOT NULL,		-- without the query, escaped
+	status		INTEGER,		-- NULL: no response
+	bytes_up	INTEGER NOT NULL,	-- request head and body
+	bytes_down	INTEGER NOT NULL,	-- response head and body
+	credential	TEXT,			-- the credential swapped in
+	reason		TEXT,			-- NULL: answered by the upstream
+	hash		BLOB NOT NULL
+);
+CREATE INDEX requests_conn ON requests (conn_id);
 
 -- The record the oldest kept one chains onto (one row; absent: genesis,
 -- the chain starts at seq 1 from 32 zero bytes).

@@ -1992,9 +1992,12 @@ run_agent_preset(struct run *r, char **cause)
 	if (r->headless && run_agent_session(r, sid, cause) != 0)
 		return -1;
 	list = config_list(r->cfg, "secret", &n);
-	names = xcalloc(n + 1, sizeof(*names));
+	names = xcalloc(n + r->lease.ncreds + 1, sizeof(*names));
 	for (i = 0; i < n; i++)
 		names[i] = xstrndup(list[i], strcspn(list[i], "="));
+	/* A credential's placeholder is a secret the presets use too. */
+	for (i = 0; i < r->lease.ncreds; i++)
+		names[n++] = xstrdup(r->lease.creds[i].secret);
 	pc.cmd = r->agent_cmd;
 	pc.headless = r->headless;
 	pc.session = r->headless ? sid : NULL;
@@ -2212,16 +2215,52 @@ run_initramfs(struct run *r, const char *cache, char **cause)
 	return ret;
 }
 
-/* ca-file: the extra CAs for the guest's bundle, checked and gathered. */
+/*
+ * The extra CAs for the guest's bundle, checked and gathered: ca-file,
+ * and the gateway's CA when the profile has credentials (its hosts'
+ * TLS ends at the gateway; ksb-policy(5), CREDENTIALS).
+ */
 static int
 run_extra_ca(struct run *r, char **cause)
 {
-	char *files[1];
+	char *files[2], *gwca = NULL;
+	size_t n = 0;
+	int ret;
 
-	if ((files[0] = (char *)config_get(r->cfg, "ca-file")) == NULL)
+	if ((files[n] = (char *)config_get(r->cfg, "ca-file")) != NULL)
+		n++;
+	if (r->lease.ncreds > 0) {
+		xasprintf(&gwca, "%s/ca/ca.crt", r->conf->state_dir);
+		files[n++] = gwca;
+	}
+	if (n == 0)
 		return 0;
 	xasprintf(&r->ca_path, "%s/ca.pem", r->instance_dir);
-	return etc_extra_ca(files, 1, r->ca_path, cause);
+	ret = etc_extra_ca(files, n, r->ca_path, cause);
+	free(gwca);
+	return ret;
+}
+
+/*
+ * The profile's credentials: the guest gets each placeholder where a
+ * --secret of that name would put the value (environment, /run/ksb/
+ * secrets, the agent presets); the real value stays in the gateway.
+ */
+static int
+run_creds(struct run *r, char **cause)
+{
+	const struct ctl_cred *c;
+	size_t i;
+
+	for (i = 0; i < r->lease.ncreds; i++) {
+		c = &r->lease.creds[i];
+		if (secrets_add(&r->secrets, c->secret, c->placeholder,
+			strlen(c->placeholder), cause) != 0)
+			return -1;
+		log_info("instance %s: credential %s: %s holds a placeholder",
+		    r->id, c->name, c->secret);
+	}
+	return 0;
 }
 
 /* Warn when the guest CPU lacks x86-64-v2 features the host has. */
@@ -2332,9 +2371,12 @@ run_redact_setup(struct run *r)
 	r->con_rs = redact_stream_new(r->redact);
 }
 
+static int run_lease(struct run *r);
+
 /*
- * The instance: its directory (locked), state file, disk, agent, the git
- * handoff, the secrets' memfd, console.sock.  0, or the exit status.
+ * The instance: its directory (locked), state file, the lease (REGISTER),
+ * disk, agent, the git handoff, the secrets' memfd, console.sock.  0, or
+ * the exit status.
  */
 static int
 run_prepare_instance(struct run *r, int argc, char **argv)
@@ -2345,6 +2387,13 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	if (run_instance_dir(r, r->state_dir, &cause) != 0)
 		goto fail;
 	run_state_start(r);
+	/* The lease first: its placeholders are secrets the agent set-up
+	 * and the secrets' memfd take in. */
+	if ((ret = run_lease(r)) != 0)
+		goto cleanup;
+	ret = 125;
+	if (run_creds(r, &cause) != 0)
+		goto fail;
 	if (r->disk_mib != 0 && run_disk(r, &cause) != 0)
 		goto fail;
 	r->st.disk_mib = r->disk_mib;
@@ -2685,7 +2734,7 @@ main(int argc, char **argv)
 		run_detach(&r);
 	if ((ret = run_block_signals(&r)) != 0 ||
 	    (ret = run_prepare_instance(&r, argc, argv)) != 0 ||
-	    (ret = run_lease(&r)) != 0 || (ret = run_boot(&r, &qargv)) != 0)
+	    (ret = run_boot(&r, &qargv)) != 0)
 		goto out;
 	ret = run_supervise(&r, qargv);
 out:

@@ -226,6 +226,37 @@ cleanup:
 	return ret;
 }
 
+int
+secrets_add(struct secrets **sp, const char *name, const char *val, size_t len,
+    char **cause)
+{
+	struct secrets *s = *sp;
+	size_t i;
+
+	if (!guestctl_valid_secret_name(name) ||
+	    strlen(name) > GUESTCTL_SECRET_NAME_MAX)
+		return cause_set(cause, "invalid secret name `%s'", name);
+	if (s == NULL)
+		s = *sp = xcalloc(1, sizeof(*s));
+	for (i = 0; i < s->n; i++)
+		if (strcmp(s->v[i].name, name) == 0)
+			return cause_set(cause,
+			    "secret %s is given by --secret and by the "
+			    "profile's credential: drop one",
+			    name);
+	if (s->n >= GUESTCTL_SECRETS_MAX)
+		return cause_set(
+		    cause, "at most %d secrets", GUESTCTL_SECRETS_MAX);
+	s->v = xrealloc(s->v, (s->n + 1) * sizeof(*s->v));
+	memset(&s->v[s->n], 0, sizeof(s->v[0]));
+	snprintf(s->v[s->n].name, sizeof(s->v[s->n].name), "%s", name);
+	s->v[s->n].val = xmalloc(len + 1);
+	memcpy(s->v[s->n].val, val, len);
+	s->v[s->n].val[len] = '\0';
+	s->v[s->n++].len = len;
+	return 0;
+}
+
 const char *
 secrets_value(const struct secrets *s, const char *name, size_t *len)
 {

@@ -384,6 +384,13 @@ size_t secrets_count(const struct secrets *s);
  * were too short to match (each logged by name at info level).
  */
 size_t secrets_redact(const struct secrets *s, struct redact *rd);
+/*
+ * secrets_add: one more secret, name=val[0..len) (copied), e.g. a
+ * credential's placeholder from the gateway; *s may be NULL (made).  0,
+ * or -1 and *cause when the name is invalid or already given.
+ */
+int secrets_add(struct secrets **s, const char *name, const char *val,
+    size_t len, char **cause);
 /* secrets_value: the value of secret name (len bytes, not NUL-ended
  * unless the source was an environment variable), or NULL. */
 const char *secrets_value(

@@ -20,8 +20,10 @@
 #    the fake API sees turn 1's text in that turn's request (resumed);
 #  - the secret's value (and its base64) is in no file under the
 #    instance directory.
-# The fake API key goes in as a ksb secret; the fake logs a hash of the
-# credential it got, which must be the key's.
+# The fake API key is a credential of the gateway (KSB_AGENTS_SECRETS=1:
+# a ksb secret, as before): the guest holds a placeholder, the fake logs a
+# hash of the credential it got, which must be the real key's; the guest's
+# RAM (QMP pmemsave) holds the placeholder and never the key.
 # Needs root, QEMU, python3, node/npm (or the agents already in the cache)
 # and a guest kernel; skips (77) when the npm registry cannot be reached.
 # Development aid: KSB_AGENTS_DEV_SHIM=FILE replaces the preset with a
@@ -44,13 +46,37 @@ ksb_env
 T0=$SECONDS
 
 ksb_fakeapi
-ksb_gateway
-
-ksb_host_repo
-
 # Fake keys: a value that is nowhere else, so grep finds only leaks.
 export KSBT_ANTHROPIC_KEY="sk-ant-api03-ksbt$$-$(openssl rand -hex 24)"
 export KSBT_OPENAI_KEY="sk-proj-ksbt$$-$(openssl rand -hex 24)"
+# The keys as credentials (issue 14; KSB_AGENTS_SECRETS=1: as --secret):
+# the gateway (its environment) holds them, the guest a placeholder.
+if [ -z "${KSB_AGENTS_SECRETS:-}" ]; then
+	cat >> "$T/policy.d/test.policy" <<-'POL'
+	credential anthropic {
+	    host api.anthropic.com
+	    header x-api-key
+	    source env KSBT_ANTHROPIC_KEY
+	    secret ANTHROPIC_API_KEY
+	    placeholder-prefix sk-ant-api03-
+	}
+	credential openai {
+	    host api.openai.com
+	    header authorization bearer
+	    source env KSBT_OPENAI_KEY
+	    secret OPENAI_API_KEY
+	    placeholder-prefix sk-proj-
+	}
+	profile creds extends default {
+	    credential anthropic
+	    credential openai
+	}
+	POL
+	printf 'upstream-ca-file = %s\n' "$T/api/ca.pem" >> "$T/ksb.conf"
+fi
+ksb_gateway
+
+ksb_host_repo
 sha12() { printf %s "$1" | sha256sum | cut -c1-12; }
 
 # had_text LOG MARKER OLD: a request of the turn MARKER carries OLD's text.
@@ -118,7 +144,7 @@ boot() {
 	timeout 300 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 		--detach --name "$id" --repo "$P" --disk-size 1G --memory 1024 \
 		--ca-file "$T/api/ca.pem" --share-ro "$CACHE:/opt/ksb-agents" \
-		--share-ro "$T/share:/opt/t" --secret "$SECRET" \
+		--share-ro "$T/share:/opt/t" $SECRET_ARGS \
 		--agent "$cmd" "${extra[@]}" ${KSB_AGENTS_RUN_ARGS:-} > "$T/$id.boot" 2>&1 || true
 	cat "$T/$id.boot"
 	TIMES="$TIMES $id.boot=$((SECONDS - t0))s"
@@ -142,6 +168,40 @@ finish() {
 	ksb_sql "SELECT host, decision, reason, count(*) FROM connections WHERE instance = '$id' GROUP BY 1, 2, 3" | sed 's/^/# audit: /'
 	ksb_check "$id: the secret is in no file of the instance dir" \
 		"! grep -rqaF -e '$KEY' -e '$(printf %s "$KEY" | base64 -w0)' '$I/$id'"
+	[ -n "${KSB_AGENTS_SECRETS:-}" ] && return 0
+	ksb_check "$id: the API host's requests used the credential" \
+		"ksb_sql_is 1 \"SELECT count(*) > 0 FROM requests WHERE credential IS NOT NULL AND status = 200 AND conn_id IN (SELECT id FROM connections WHERE instance = '$id')\""
+	ksb_check "$id: no request refused as credential_misuse" \
+		"[ \"\$(ksb_sql \"SELECT count(*) FROM requests WHERE reason = 'credential_misuse'\")\" = 0 ]"
+}
+
+# memscan ID: the guest's whole RAM (QMP pmemsave, while it runs) holds
+# the placeholder (the dump works) and never the real key.
+memscan() {
+	local id=$1 dump=$T/$1.ram ph
+	python3 - "$I/$id/qmp.sock" "$dump" <<'PY' || true
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+f = s.makefile("rw")
+f.readline()
+for cmd in ({"execute": "qmp_capabilities"},
+            {"execute": "pmemsave", "arguments": {
+                "val": 0, "size": 1024 << 20, "filename": sys.argv[2]}}):
+    f.write(json.dumps(cmd) + "\n")
+    f.flush()
+    while "return" not in (r := json.loads(f.readline())) and "error" not in r:
+        pass
+    if "error" in r:
+        print("# qmp:", r)
+PY
+	ksb_check "$id: guest RAM dumped (1 GiB)" \
+		"[ \"\$(stat -c %s '$dump' 2>/dev/null)\" = $((1024 << 20)) ]"
+	ksb_check "$id: the placeholder is in the guest's RAM" \
+		"grep -qaF 'ksbph_' '$dump'"
+	ksb_check "$id: the real key is nowhere in the guest's RAM" \
+		"! grep -qaF -e '$KEY' -e '$(printf %s "$KEY" | base64 -w0)' '$dump'"
+	rm -f "$dump"
 }
 
 # one ID AGENT MODE: the three turns, fetch, audit; headless: resume.
@@ -154,6 +214,8 @@ one() {
 		host=api.openai.com ;;
 	esac
 	KEY_SHA=$(sha12 "$KEY")
+	SECRET_ARGS="--secret $SECRET"
+	[ -z "${KSB_AGENTS_SECRETS:-}" ] && SECRET_ARGS="--profile creds"
 	ksb_say "$agent, $mode mode: instance $id"
 	boot "$id" "$agent" "$mode"
 	for n in 1 2 3; do
@@ -171,6 +233,7 @@ one() {
 		ksb_check "$id: prompt --json ended with ksb.end, done, exit 0" \
 			"tail -n 1 '$T/$id.3' | grep '\"type\": *\"ksb.end\"' | grep -q '\"exit\": *0'"
 	fi
+	[ -z "${KSB_AGENTS_SECRETS:-}" ] && memscan "$id"
 	ctl fetch "$id" --repo "$P" > "$T/$id.fetch" 2>&1 || true
 	git -C "$P" log --format=%s "main..refs/remotes/ksb/$id" > "$T/$id.commits" 2>&1 || true
 	cat "$T/$id.fetch" "$T/$id.commits"

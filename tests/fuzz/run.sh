@@ -89,7 +89,7 @@ set -- \
 	"http_parse|gateway/http_parse.c|20000" \
 	"tls_peek|gateway/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
-	"policy|policy/policy.c policy/hostname.c common/util.c common/log.c|4096" \
+	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200" \
 	"fwd|proto/fwd.c proto/xwd.c|70000"
 fail=0

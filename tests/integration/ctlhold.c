@@ -99,6 +99,10 @@ main(int argc, char **argv)
 	inet_ntop(AF_INET, &a, ip, sizeof(ip));
 	printf("ip=%s/%d mac=%s tap=%s\n", ip, lease.prefix, lease.mac_str,
 	    lease.tap);
+	/* The placeholders (credential.sh), one line each after the lease. */
+	for (size_t i = 0; i < lease.ncreds; i++)
+		printf("cred=%s/%s/%s\n", lease.creds[i].name,
+		    lease.creds[i].secret, lease.creds[i].placeholder);
 	fflush(stdout);
 	if (argc > 4)
 		return run_command(argv + 5, &lease, ip, fd, tapfd);

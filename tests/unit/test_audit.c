@@ -19,6 +19,7 @@
 
 extern const char schema_audit_v1_sql[];
 extern const char schema_audit_v2_sql[];
+extern const char schema_audit_v3_sql[];
 
 static struct event_base *base;
 static char dir[] = "/tmp/ksb-test-audit.XXXXXX";
@@ -206,7 +207,7 @@ test_fresh(void)
 	id = write_some(a, 0);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 3, "user_version 3");
+	CHECK(q_int(db, "PRAGMA user_version") == 4, "user_version 4");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 1, "1 close record");
 	CHECK(q_int(db, "SELECT bytes_down FROM connections WHERE decision = "
@@ -341,7 +342,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 3, "migrated to version 3");
+	CHECK(q_int(db, "PRAGMA user_version") == 4, "migrated to version 4");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -545,7 +546,8 @@ test_migrate_v2(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
-	exec(p, "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
+	exec(p, "DROP TABLE requests; "
+	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; "
 	    "DROP TABLE totals_instance; DROP TABLE totals_host; "
 	    "CREATE VIEW egress_by_host AS SELECT instance, host, port, "
@@ -568,7 +570,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 3, "migrated to version 3");
+	CHECK(q_int(db, "PRAGMA user_version") == 4, "migrated to version 4");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -595,6 +597,48 @@ test_migrate_v2(void)
 	free(p);
 	free(f);
 	free(g);
+}
+
+/* Version 3 -> 4: the requests table; a request row chains and verifies. */
+static void
+test_migrate_v3(void)
+{
+	char *p = path_of("v3.db"), *f = path_of("fresh4.db");
+	char *s1, *s2, *cause = NULL;
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int64_t id;
+
+	exec(p, schema_audit_v3_sql);
+	exec(p, "PRAGMA user_version = 3");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 3 database");
+	audit_start(a, base, &cause);
+	r = row("api.test", 1, "allowed", 0);
+	id = audit_decision(a, &r, NULL, NULL, NULL);
+	audit_request(a, id, "POST", "/v1/messages", 200, 10, 20, "api", NULL);
+	audit_request(a, id, "GET", "", 0, 5, 0, NULL, "credential_misuse");
+	audit_close(a, id, 15, 20, 3, "closed");
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 4, "migrated to version 4");
+	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
+	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
+	    "a request row");
+	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE path = '-' AND "
+	    "status IS NULL AND reason = 'credential_misuse'") == 1,
+	    "a refused request row (no path, no status)");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: request rows are chained");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated (3) and new schemas are the same");
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
 }
 
 /* Queue a decision; its id. */
@@ -708,6 +752,7 @@ main(void)
 	test_fresh();
 	test_migrate_v1();
 	test_migrate_v2();
+	test_migrate_v3();
 	test_totals_retention();
 	test_retention();
 	test_idle();

@@ -62,10 +62,49 @@ test_ctl_parsers(void)
 	free(cause);
 }
 
+/* cred=NAME/SECRET/PLACEHOLDER in REGISTER's reply (CREDENTIALS). */
+static void
+test_ctl_creds(void)
+{
+	static const char base[] = "OK tap=ksbt0 ip=10.77.0.2/24 "
+				   "mac=52:54:00:aa:bb:01 gw=10.77.0.1 port=3128";
+	static const char *const bad[] = {
+		" cred=a/B", " cred=a/B/C/D", " cred=A/B/sk-ksbph_1",
+		" cred=a//ksbph_1", " cred=a/B/nomark", " cred=a/.B/ksbph_1",
+		" cred=a/B/ksbph_1 cred=b/C/ksbph_2 cred=c/D/ksbph_3 "
+		"cred=d/E/ksbph_4 cred=e/F/ksbph_5 cred=f/G/ksbph_6 "
+		"cred=g/H/ksbph_7 cred=h/I/ksbph_8 cred=i/J/ksbph_9",
+	};
+	struct ctl_lease l;
+	char line[CTL_LINE_MAX], *cause = NULL;
+	size_t i;
+
+	snprintf(line, sizeof(line), "%s cred=anthropic/ANTHROPIC_API_KEY/"
+	    "sk-ant-ksbph_0123 cred=gh/GH_TOKEN/ksbph_ab", base);
+	CHECK(ctl_parse_lease(line, &l, &cause) == 0 && l.ncreds == 2 &&
+	    strcmp(l.creds[0].name, "anthropic") == 0 &&
+	    strcmp(l.creds[0].secret, "ANTHROPIC_API_KEY") == 0 &&
+	    strcmp(l.creds[0].placeholder, "sk-ant-ksbph_0123") == 0 &&
+	    strcmp(l.creds[1].name, "gh") == 0 && l.port == 3128,
+	    "two credentials (%s)", cause ? cause : "");
+	free(cause);
+	cause = NULL;
+	CHECK(ctl_parse_lease(base, &l, &cause) == 0 && l.ncreds == 0,
+	    "no credential");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(line, sizeof(line), "%s%s", base, bad[i]);
+		CHECK(ctl_parse_lease(line, &l, &cause) == -1, "refused: %s",
+		    bad[i]);
+		free(cause);
+		cause = NULL;
+	}
+}
+
 int
 main(void)
 {
 	log_init("test_ctl", 0);
 	test_ctl_parsers();
+	test_ctl_creds();
 	return tap_done();
 }

@@ -1270,6 +1270,117 @@ test_hostname(void)
 	}
 }
 
+/* credential blocks and the profile lines that use them (CREDENTIALS). */
+static void
+test_credentials(void)
+{
+	static const char ok[] =
+	    "credential anthropic {\n"
+	    "    host API.Anthropic.com.\n"
+	    "    header X-Api-Key\n"
+	    "    source file /etc/ksb/credentials/anthropic\n"
+	    "    secret ANTHROPIC_API_KEY\n"
+	    "    placeholder-prefix sk-ant-\n"
+	    "    allow-request POST /v1/messages\n"
+	    "}\n"
+	    "credential gh { host github.com\n"
+	    "  basic\n"
+	    "  source command /usr/bin/gh-token --x cache 1h\n"
+	    "  secret GH_TOKEN }\n"
+	    "credential oa { host api.openai.com\n"
+	    "  header authorization bearer\n  source env OPENAI\n"
+	    "  secret OPENAI_API_KEY\n}\n"
+	    "profile claude {\n  allow api.anthropic.com\n"
+	    "  allow github.com\n  credential anthropic\n"
+	    "  credential gh }\n"
+	    "profile sub extends claude { allow api.openai.com\n"
+	    "  credential oa\n  credential anthropic\n}\n"
+	    "profile plain { allow api.anthropic.com }\n";
+	static const char conflict[] =
+	    "credential a { host x.example\n header a\n source env A\n"
+	    " secret A }\n"
+	    "credential b { host x.example\n header b\n source env B\n"
+	    " secret B }\n"
+	    "profile p { allow x.example\n credential a }\n"
+	    "profile q extends p {\n credential b\n}\n"
+	    "profile r { allow y.example\n credential a\n credential zz\n"
+	    "}\n";
+	static const char dup[] = "profile r { allow y.example\n"
+				  " credential a\n credential a }\n";
+	const struct policy_cred *c, *v[8];
+	struct policy *pol = NULL;
+	char *errs = NULL, *text, *path;
+	size_t len;
+
+	CHECK(policy_load_buffer("c.policy", ok, sizeof(ok) - 1, &pol, &errs) ==
+	    0, "credentials load (%s)", errs ? errs : "");
+	if (pol == NULL)
+		return;
+	CHECK(policy_ncreds(pol) == 3, "three credentials");
+	c = policy_cred_for_host(pol, "claude", "api.anthropic.com");
+	CHECK(c != NULL && strcmp(c->name, "anthropic") == 0 &&
+	    c->place == POLICY_CRED_HEADER &&
+	    strcmp(c->header, "x-api-key") == 0 &&
+	    c->source == POLICY_CRED_FILE && c->argc == 1 &&
+	    strcmp(c->prefix, "sk-ant-") == 0, "anthropic: host normalised, "
+	    "header lowercased");
+	CHECK(policy_cred_for_host(pol, "plain", "api.anthropic.com") == NULL,
+	    "a profile without the credential line is not bound");
+	CHECK(policy_cred_for_host(pol, "sub", "api.anthropic.com") == c &&
+	    policy_cred_for_host(pol, "sub", "github.com") != NULL,
+	    "extends: credentials inherited");
+	CHECK(policy_profile_creds(pol, "sub", v, 8) == 3 &&
+	    strcmp(v[0]->name, "oa") == 0, "sub uses three, own first");
+	CHECK(policy_profile_creds(pol, "nosuch", v, 8) == -1, "unknown");
+	c = policy_cred_find(pol, "gh");
+	CHECK(c != NULL && c->place == POLICY_CRED_BASIC &&
+	    c->source == POLICY_CRED_COMMAND && c->argc == 2 &&
+	    c->cache_s == 3600 && c->prefix[0] == '\0', "gh: command, cache");
+	c = policy_cred_find(pol, "anthropic");
+	CHECK(policy_cred_allows(c, "POST", 4, "/v1/messages", 12) &&
+	    !policy_cred_allows(c, "GET", 3, "/v1/messages", 12) &&
+	    !policy_cred_allows(c, "POST", 4, "/v1/files", 9),
+	    "allow-request: method and path prefix");
+	CHECK(policy_cred_allows(policy_cred_find(pol, "oa"), "GET", 3, "/",
+	    1), "no rules: any request");
+	text = policy_cred_text(c);
+	CHECK(strstr(text, "source file /etc/ksb/credentials/anthropic\n") &&
+	    strstr(text, "host api.anthropic.com\n"), "canonical text");
+	free(text);
+	policy_free(pol);
+	pol = NULL;
+
+	CHECK(policy_load_buffer("k.policy", conflict, sizeof(conflict) - 1,
+	    &pol, &errs) == -1 && errs != NULL &&
+	    strstr(errs, "host x.example is bound to credentials `b' and "
+	    "`a'") && strstr(errs, "unknown credential `zz'") &&
+	    strstr(errs, "does not allow its host x.example:443"),
+	    "profile checks (%s)", errs ? errs : "");
+	free(errs);
+	errs = NULL;
+	CHECK(policy_load_buffer("d.policy", dup, sizeof(dup) - 1, &pol,
+	    &errs) == -1 && errs != NULL &&
+	    strstr(errs, "d.policy:3:13: duplicate `credential a'"),
+	    "the same credential twice in a profile");
+	free(errs);
+	errs = NULL;
+	path = golden_path("credential-errors.policy");
+	text = slurp(path, &len);
+	CHECK(text != NULL && policy_load_buffer("credential-errors.policy",
+	    text, len, &pol, &errs) == -1, "credential errors refused");
+	if (errs != NULL) {
+		char *n = NULL;
+
+		if (asprintf(&n, "%s\n", errs) < 0)
+			abort();
+		golden_check("credential-errors.expected", n);
+		free(n);
+	}
+	free(errs);
+	free(text);
+	free(path);
+}
+
 int
 main(void)
 {
@@ -1284,5 +1395,6 @@ main(void)
 	test_rule_order();
 	test_scale();
 	test_hostname();
+	test_credentials();
 	return tap_done();
 }

@@ -66,10 +66,36 @@ test_secrets_memfd(void)
 	free(spec);
 }
 
+/* A credential's placeholder added after --secret (secrets_add). */
+static void
+test_secrets_add(void)
+{
+	static const char ph[] = "sk-ksbph_0123456789abcdef0123456789abcdef01234567";
+	struct secrets *s = NULL;
+	char *cause = NULL;
+	const char *v;
+	size_t len = 0;
+
+	CHECK(secrets_add(&s, "API_KEY", ph, strlen(ph), &cause) == 0 &&
+	    secrets_count(s) == 1, "added to no secrets");
+	v = secrets_value(s, "API_KEY", &len);
+	CHECK(v != NULL && len == strlen(ph) && memcmp(v, ph, len) == 0,
+	    "its value");
+	CHECK(secrets_add(&s, "API_KEY", "x", 1, &cause) == -1 &&
+	    strstr(cause, "--secret and by the profile's credential"),
+	    "the same name twice refused");
+	free(cause);
+	cause = NULL;
+	CHECK(secrets_add(&s, ".bad", "x", 1, &cause) == -1, "a bad name");
+	free(cause);
+	secrets_free(s);
+}
+
 int
 main(void)
 {
 	log_init("test_secrets", 0);
 	test_secrets_memfd();
+	test_secrets_add();
 	return tap_done();
 }

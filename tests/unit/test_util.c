@@ -148,6 +148,13 @@ test_reason(void)
 		{ REASON_HTTP_BAD_CHUNK, "http_bad_chunk" },
 		{ REASON_UPSTREAM_BAD_RESPONSE, "upstream_bad_response" },
 		{ REASON_OVER_SHARE, "over_share" },
+		{ REASON_CREDENTIAL_MISUSE, "credential_misuse" },
+		{ REASON_REQUEST_NOT_ALLOWED, "request_not_allowed" },
+		{ REASON_TLS_ALPN_REFUSED, "tls_alpn_refused" },
+		{ REASON_GUEST_TLS_FAILED, "guest_tls_failed" },
+		{ REASON_UPSTREAM_CERT_INVALID, "upstream_cert_invalid" },
+		{ REASON_UPSTREAM_CERT_NAME, "upstream_cert_name" },
+		{ REASON_UPSTREAM_TLS_FAILED, "upstream_tls_failed" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;

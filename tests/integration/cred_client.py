@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""cred_client.py: a guest's raw HTTP/1.1 over a CONNECT tunnel, for
+tests/integration/credential.sh (cases curl will not send).
+
+  cred_client.py PROXY HOST CAFILE ALPN REQFILE
+
+CONNECT HOST:443 through PROXY (addr:port), TLS with the given ALPN list
+(comma-separated, "-" for none) verified against CAFILE, then the bytes
+of REQFILE (with "@PH@" replaced by $KSB_PH) sent as they are; prints
+every response status line and X-Ksb-Deny header it reads (until the
+server closes, 10 s at most), or "tls-error: <reason>" when the
+handshake fails.  Exit 0 whenever it got that far.
+"""
+import os
+import socket
+import ssl
+import sys
+
+proxy, host, cafile, alpn, reqfile = sys.argv[1:6]
+addr, port = proxy.rsplit(":", 1)
+s = socket.create_connection((addr, int(port)), timeout=10)
+s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
+          % (host.encode(), host.encode()))
+head = b""
+while b"\r\n\r\n" not in head:
+    b = s.recv(1)
+    if not b:
+        print("connect: closed")
+        sys.exit(0)
+    head += b
+if not head.startswith(b"HTTP/1.1 200"):
+    print("connect:", head.split(b"\r\n")[0].decode())
+    sys.exit(0)
+ctx = ssl.create_default_context(cafile=cafile)
+if alpn != "-":
+    ctx.set_alpn_protocols(alpn.split(","))
+try:
+    t = ctx.wrap_socket(s, server_hostname=host)
+except ssl.SSLError as e:
+    print("tls-error:", e.reason or e)
+    sys.exit(0)
+req = open(reqfile, "rb").read().replace(
+    b"@PH@", os.environ.get("KSB_PH", "").encode())
+t.sendall(req)
+buf = b""
+try:
+    while True:
+        b = t.recv(65536)
+        if not b:
+            break
+        buf += b
+except (socket.timeout, ssl.SSLError, ConnectionError):
+    pass
+for line in buf.split(b"\r\n"):
+    if line.startswith(b"HTTP/1.1 ") or line.lower().startswith(
+            b"x-ksb-deny:"):
+        print(line.decode("latin-1"))
+    elif line.startswith(b"{"):
+        print(line.decode("latin-1"))

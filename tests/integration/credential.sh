@@ -1,0 +1,277 @@
+#!/bin/bash
+# credential.sh: credentials that never enter the guest (issue 14).  A real
+# ksb-gatewayd in its own namespace with a policy binding credentials to
+# hosts, fake guests (namespaces holding a lease, tests/integration/ctlhold)
+# that get only placeholders, real TLS origins (cred_origin.py) that report
+# whether they received the real value, curl and cred_client.py as guests.
+# Checks: the swap (header, bearer, basic), keep-alive, streaming of
+# server-sent events, Upgrade after the swap, the gateway CA, every misuse
+# shape of the issue with its audit row, a wrong upstream certificate
+# (502 and its reason), a guest offering only h2, ordinary tunnels.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+command -v python3 >/dev/null || ksb_skip "needs python3"
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+ORIGIN=$KSB_SRCDIR/tests/integration/cred_origin.py
+CLIENT=$KSB_SRCDIR/tests/integration/cred_client.py
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
+ksb_env
+pass=0 fails=0
+
+# Origin certificates from the test CA: api.test (and its aliases), and
+# one from a CA the gateway does not trust.
+cert() { # NAME SANS [CA]
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+		-keyout "$T/pki/$1.key" -out "$T/pki/$1.csr" -subj "/CN=$1" \
+		>/dev/null 2>&1
+	printf 'subjectAltName=%s\n' "$2" > "$T/pki/$1.ext"
+	openssl x509 -req -in "$T/pki/$1.csr" -CA "$T/pki/${3:-ca}.pem" \
+		-CAkey "$T/pki/${3:-ca}.key" -CAcreateserial -days 2 \
+		-extfile "$T/pki/$1.ext" -out "$T/pki/$1.pem" >/dev/null 2>&1
+}
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	-keyout "$T/pki/rogue.key" -out "$T/pki/rogue.pem" -days 2 \
+	-subj "/CN=rogue CA" >/dev/null 2>&1
+cert api.test "DNS:api.test,DNS:git.test,DNS:bearer.test"
+cert untrusted.test "DNS:untrusted.test" rogue
+umask 077
+echo "sk-real-$$-$RANDOM$RANDOM" > "$T/apikey"
+echo "ghp_real$$x$RANDOM" > "$T/gittoken"
+umask 022
+REAL=$(cat "$T/apikey")
+for i in 6 7 8 9; do ip -n "$OR" addr add 10.78.0.$i/24 dev ko1; done
+origin() { # ADDR CERT
+	ip netns exec "$OR" python3 "$ORIGIN" "$1" 443 "$T/pki/$2.pem" \
+		"$T/pki/$2.key" "$3" "$T/origin-$1.log" > "$T/o-$1.err" 2>&1 &
+	KSB_PIDS="$KSB_PIDS $!"
+	ksb_wait_port "$OR" "$1" 443
+}
+# (Not ksb_origin: its s_server would listen on every address.)
+origin "$ORIGIN_IP" origin "$T/apikey"	# allowed.test: no credential
+origin 10.78.0.6 api.test "$T/apikey"	# api.test, bearer.test
+origin 10.78.0.7 api.test "$T/gittoken"	# git.test (basic), wrong.test
+origin 10.78.0.8 untrusted.test "$T/apikey"
+cat >> "$T/hosts" <<'HOSTS'
+10.78.0.6 api.test
+10.78.0.6 bearer.test
+10.78.0.7 git.test
+10.78.0.7 wrong.test
+10.78.0.8 untrusted.test
+HOSTS
+cat >> "$T/ksb.conf" <<CONF
+upstream-ca-file = $T/pki/ca.pem
+CONF
+cat > "$T/policy.d/test.policy" <<POL
+credential api {
+    host api.test
+    header x-api-key
+    source file $T/apikey
+    secret API_KEY
+    placeholder-prefix sk-
+}
+credential bearer {
+    host bearer.test
+    header authorization bearer
+    source env KSB_TEST_BEARER
+    secret BEARER_TOKEN
+    allow-request GET /echo
+    allow-request POST /upload
+}
+credential git {
+    host git.test
+    basic
+    source command /bin/cat $T/gittoken cache 1h
+    secret GIT_TOKEN
+}
+credential wrong {
+    host wrong.test
+    host untrusted.test
+    header x-api-key
+    source file $T/apikey
+    secret WRONG_KEY
+}
+profile default {
+    allow allowed.test
+    allow api.test
+    allow bearer.test
+    allow git.test
+    allow wrong.test
+    allow untrusted.test
+    allow-address 10.78.0.0/24
+    credential api
+    credential bearer
+    credential git
+    credential wrong
+}
+POL
+export KSB_TEST_BEARER=$REAL
+ksb_gateway
+ksb_fake_guest 1 g1
+ksb_fake_guest 2 g2
+ph() { sed -n "s|^cred=$2/[^/]*/||p" "$T/lease$1"; }
+PH=$(ph 1 api) PHB=$(ph 1 bearer) PHG=$(ph 1 git) PH2=$(ph 2 api)
+G1=ksbt-$$-g1 G2=ksbt-$$-g2
+CA=$T/state/ca/ca.crt
+gcurl() { # NS ARGS...
+	local ns=$1
+	shift
+	ip netns exec "$ns" curl -sS --max-time 20 --proxy http://10.77.0.1:3128 \
+		--cacert "$CA" "$@"
+}
+raw() { # NS HOST ALPN REQFILE
+	KSB_PH=$PH ip netns exec "$1" python3 "$CLIENT" 10.77.0.1:3128 "$2" \
+		"$CA" "$3" "$4"
+}
+
+ksb_say "placeholders and the gateway CA"
+ksb_check "g1 has three placeholders, sk- prefixed for api" \
+	'case $PH in sk-ksbph_*) [ ${#PH} = 49 ] ;; *) false ;; esac && [ -n "$PHB" ] && [ -n "$PHG" ]'
+ksb_check "placeholders differ per instance" '[ "$PH" != "$PH2" ]'
+ksb_check "the CA key is root-only, the certificate readable" \
+	'[ "$(stat -c %a "$T/state/ca/ca.key")" = 600 ] && [ "$(stat -c %a "$CA")" = 644 ]'
+ksb_check "the CA is a CA (pathlen 0)" \
+	'openssl x509 -in "$CA" -noout -ext basicConstraints | grep -q "CA:TRUE, pathlen:0"'
+
+ksb_say "the swap"
+out=$(gcurl "$G1" -H "x-api-key: $PH" https://api.test/echo) || true
+echo "$out"
+ksb_check "x-api-key: the origin got the real value, no placeholder" \
+	'echo "$out" | grep -q "\"key\": \"real\"" && echo "$out" | grep -q "\"placeholder\": false"'
+ksb_check "its audit row: method, path without query, status, credential" \
+	'ksb_sql_is "GET|/echo|200|api|" "SELECT method, path, status, credential, coalesce(reason, \"\") FROM requests WHERE path = \"/echo\" AND conn_id IN (SELECT id FROM connections WHERE instance = \"g1\")"'
+out=$(gcurl "$G1" -H "x-api-key: $PH" "https://api.test/echo?q=secret-query" \
+	"https://api.test/echo2" -w '\n%{num_connects}\n' 2>&1) || true
+echo "$out"
+ksb_check "keep-alive: two requests on one tunnel, both swapped" \
+	'[ "$(echo "$out" | grep -c "\"key\": \"real\"")" = 2 ]'
+ksb_check "the query string is not recorded" \
+	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE path LIKE \"%secret-query%\""'
+out=$(gcurl "$G1" -H "authorization: Bearer $PHB" https://bearer.test/echo) || true
+ksb_check "bearer: the origin got the real token" \
+	'echo "$out" | grep -q "\"auth\": \"real\""'
+out=$(gcurl "$G1" -u "agent:$PHG" https://git.test/echo) || true
+ksb_check "basic: the password decoded, swapped, re-encoded" \
+	'echo "$out" | grep -q "\"auth\": \"real\""'
+big=$T/big.bin
+head -c 3000000 /dev/urandom | base64 -w0 | tr -d 'k' > "$big"
+out=$(gcurl "$G1" -H "x-api-key: $PH" --data-binary "@$big" https://api.test/upload) || true
+ksb_check "a 4 MB body streamed through the scan" \
+	'echo "$out" | grep -q "\"len\": $(stat -c %s "$big")"'
+
+ksb_say "server-sent events are relayed as they come"
+ip netns exec "$G1" curl -sN --max-time 20 --proxy http://10.77.0.1:3128 \
+	--cacert "$CA" -H "x-api-key: $PH" -d '{}' \
+	https://api.test/v1/messages > "$T/sse.out" 2>&1 &
+SSE=$!
+ksb_until 10 grep -q "event: one" "$T/sse.out" || true
+ksb_check "event one arrived while event two does not exist yet" \
+	'grep -q "event: one" "$T/sse.out" && ! grep -q "event: two" "$T/sse.out"'
+gcurl "$G2" https://api.test/go > /dev/null || true
+wait "$SSE" || true
+ksb_check "then event two, and the stream ends" 'grep -q "event: two" "$T/sse.out"'
+
+ksb_say "Upgrade after the swap"
+printf 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nhello-frame' > "$T/ws.req"
+out=$(raw "$G1" api.test http/1.1 "$T/ws.req")
+echo "$out"
+ksb_check "101, then bytes both ways" 'echo "$out" | grep -q "HTTP/1.1 101"'
+ksb_check "the origin saw the real key on the upgrade request" \
+	'grep "\"/ws\"" "$T/origin-10.78.0.6.log" | grep -q "\"key\": \"real\""'
+
+ksb_say "misuse: refused with 403 and a credential_misuse row"
+misuse() { # DESC NS HOST REQFILE
+	local out
+	out=$(raw "$2" "$3" http/1.1 "$4")
+	ksb_check "$1: 403 credential_misuse" \
+		'echo "$out" | grep -q "HTTP/1.1 403" && echo "$out" | grep -qi "x-ksb-deny: credential_misuse"'
+}
+req() { printf "$@" > "$T/req"; }
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nx-other: @PH@\r\n\r\n'
+misuse "the placeholder in a second header" "$G1" api.test "$T/req"
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nx-api-key: @PH@\r\n\r\n'
+misuse "the declared header twice" "$G1" api.test "$T/req"
+req 'GET /echo?k=@PH@ HTTP/1.1\r\nHost: api.test\r\n\r\n'
+misuse "the placeholder in the URL" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 60\r\n\r\n{"leak": "@PH@"}'
+misuse "the placeholder in the body" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nksbp\r\n3c\r\nh_@PH@xxxxxxxxxxxxx\r\n0\r\n\r\n'
+misuse "the mark split across chunks of the body" "$G1" api.test "$T/req"
+req 'GET /echo HTTP/1.1\r\nHost: bearer.test\r\nx-api-key: @PH@\r\n\r\n'
+misuse "api's placeholder sent to another bound host" "$G1" bearer.test "$T/req"
+req 'GET /echo HTTP/1.1\r\nHost: wrong.test\r\nx-api-key: @PH@\r\n\r\n'
+misuse "Host not the SNI's (bound) host" "$G1" api.test "$T/req"
+KSB_PH=$PH2 out=$(KSB_PH=$PH2 ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 api.test "$CA" http/1.1 "$T/req" 2>&1)
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\n'
+out=$(KSB_PH=$PH2 ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 api.test "$CA" http/1.1 "$T/req" 2>&1)
+ksb_check "another instance's placeholder: 403" 'echo "$out" | grep -qi "x-ksb-deny: credential_misuse"'
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\nGET /echo HTTP/1.1\r\nHost: api.test\r\nx-leak: @PH@\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "after a good keep-alive request: 200, then 403" \
+	'[ "$(echo "$out" | grep "^HTTP" | tr -d "\r" | tr "\n" " ")" = "HTTP/1.1 200 OK HTTP/1.1 403 Forbidden " ]'
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "two Host headers: 400 http_bad_host, nothing upstream" \
+	'echo "$out" | grep -qi "x-ksb-deny: http_bad_host"'
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /echo HTTP/1.1\r\nHost: api.test\r\nx-leak: @PH@\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "CL.TE smuggling: 400 http_ambiguous_length" \
+	'echo "$out" | grep -qi "x-ksb-deny: http_ambiguous_length"'
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nX-Fold: a\r\n b\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "obs-fold: 400" 'echo "$out" | grep -q "HTTP/1.1 400"'
+ip netns exec "$G1" curl -s --max-time 10 --proxy http://10.77.0.1:3128 \
+	--proxy-header "x-api-key: $PH" --cacert "$T/pki/ca.pem" \
+	https://allowed.test/ > "$T/plain.out" 2>&1 || true
+ksb_check "the placeholder in the CONNECT head of an ordinary tunnel: 403" \
+	'ksb_row_is 1 "reason = \"credential_misuse\" AND host = \"allowed.test\""'
+ksb_check "the origins never saw a placeholder" \
+	'! grep -q "\"placeholder\": true" "$T"/origin-*.log'
+ksb_check "the misuse rows are recorded" \
+	'ksb_sql_is 1 "SELECT count(*) >= 9 FROM requests WHERE reason = \"credential_misuse\""'
+
+ksb_say "the upstream's certificate"
+out=$(gcurl "$G1" -H "x-api-key: $PH" -w '%{http_code}' -o "$T/w.out" https://wrong.test/echo) || true
+ksb_check "for another name: 502 upstream_cert_name" \
+	'[ "$out" = 502 ] && grep -q "not for wrong.test" "$T/w.out"'
+out=$(gcurl "$G1" -w '%{http_code}' -o "$T/u.out" https://untrusted.test/echo) || true
+ksb_check "from an untrusted CA: 502 upstream_cert_invalid" \
+	'[ "$out" = 502 ] && grep -q "does not verify" "$T/u.out"'
+ksb_check "both with their rows" \
+	'ksb_sql_is 2 "SELECT count(*) FROM requests WHERE status = 502 AND reason IN (\"upstream_cert_name\", \"upstream_cert_invalid\")"'
+
+ksb_say "a guest offering only h2"
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\n\r\n'
+out=$(raw "$G1" api.test h2 "$T/req")
+echo "$out"
+ksb_check "refused with a TLS alert" 'echo "$out" | grep -q "^tls-error:"'
+ksb_check "the tunnel's close record says tls_alpn_refused" \
+	'ksb_row_is 1 "close_reason = \"tls_alpn_refused\""'
+
+ksb_say "allow-request rules and reloads"
+out=$(gcurl "$G1" -X DELETE -H "authorization: Bearer $PHB" -w '%{http_code}' \
+	-o "$T/d.out" https://bearer.test/echo/x) || true
+ksb_check "DELETE is not among bearer's rules: 403 request_not_allowed" \
+	'[ "$out" = 403 ] && ksb_row_is 1 "id IN (SELECT conn_id FROM requests WHERE reason = \"request_not_allowed\" AND method = \"DELETE\" AND credential = \"bearer\")"'
+chmod 644 "$T/apikey"
+ctl_out=$("$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload 2>&1) || true
+ksb_check "a reload with the key file readable by others fails, saying why" \
+	'echo "$ctl_out" | grep -q "mode 0644: want root-owned, mode 0600 or 0400"'
+out=$(gcurl "$G1" -H "x-api-key: $PH" https://api.test/echo) || true
+ksb_check "the running credentials stay" 'echo "$out" | grep -q "\"key\": \"real\""'
+chmod 600 "$T/apikey"
+ksb_check "the gateway log never shows a real value" \
+	'! grep -qF -e "$REAL" -e "$(cat "$T/gittoken")" "$T/gatewayd.log"'
+ksb_check "ksbctl policy show prints sources, not values" \
+	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" policy show > "$T/show.out" && grep -q "source file $T/apikey" "$T/show.out" && ! grep -qF "$REAL" "$T/show.out"'
+
+ksb_say "an ordinary tunnel is not terminated"
+out=$(ip netns exec "$G1" curl -sS --max-time 10 --proxy http://10.77.0.1:3128 \
+	--cacert "$T/pki/ca.pem" https://allowed.test/echo) || true
+ksb_check "allowed.test: the origin's own certificate, end to end" \
+	'echo "$out" | grep -q "\"host\": \"allowed.test\""'
+ksb_check "the audit chain verifies" \
+	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify >/dev/null'
+
+[ "$fails" = 0 ]
