@@ -61,6 +61,8 @@ text_seed http_parse chunked '\0020PUT /a/b HTTP/1.1\r\nHost: [::1]:8443\r\nTran
 text_seed http_parse ws '\0000GET /ws HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'
 text_seed http_parse resp '\0031HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n17\r\ndata: {"type":"ping"}\n\n\r\n0\r\n\r\n'
 text_seed http_parse resp101 '\0005HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\0201\0000'
+text_seed http_parse target '\0000GET /a/%2e./b;c/%2F?q={x}&r=%41 HTTP/1.1\r\nHost: a.test:8443\r\nConnection: close\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n'
+text_seed http_parse trailer '\0010POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;x="a\\"b"\r\nabc\r\n0\r\nX: 1\r\nY: 2\r\n\r\n'
 text_seed http_parse resp10 '\0041HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc'
 seed tls_peek openssl12 '16030100cc010000c80303f0e4f6aa0534607c7b821a0683f610f484f8116b8b94d2bbbf01e821edee2628000038c02cc030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c0035002f00ff0100006700000011000f00000c4578616d706c652e4f52472e000b000403000102000a000c000a001d0017001e00190018002300000016000000170000000d002a0028040305030603080708080809080a080b080408050806040105010601030303010302040205020602'
 text_seed hostname name 'WWW.Example.COM.'
