@@ -279,13 +279,19 @@ http_length(const uint8_t *buf, struct http_span v, uint64_t *len)
 /*
  * A Connection field (RFC 9110 §7.6.1): #connection-option, options are
  * tokens, empty list elements allowed.  Sets *close and *upgrade for the
- * options "close" and "upgrade".  Returns 0 or -1.
+ * options "close" and "upgrade".  An option naming a field that frames
+ * or routes the message (Content-Length, Transfer-Encoding, Host) is
+ * refused: a proxy past the gateway would drop that field and frame the
+ * rest otherwise.  Returns 0 or -1.
  */
 static int
 http_connection(
     const uint8_t *buf, struct http_span v, bool *close, bool *upgrade)
 {
+	static const char *const framing[] = { "content-length",
+		"transfer-encoding", "host" };
 	const uint8_t *s = buf + v.off;
+	struct http_span opt;
 	size_t i = 0, j, a, b, k;
 
 	while (i <= v.len) {
@@ -298,10 +304,13 @@ http_connection(
 		for (k = a; k < b; k++)
 			if (!http_is_tchar(s[k]))
 				return -1;
-		if (http_span_ieq(buf, http_span_at(v.off + a, b - a), "close"))
+		opt = http_span_at(v.off + a, b - a);
+		for (k = 0; k < sizeof(framing) / sizeof(framing[0]); k++)
+			if (http_span_ieq(buf, opt, framing[k]))
+				return -1;
+		if (http_span_ieq(buf, opt, "close"))
 			*close = true;
-		if (http_span_ieq(
-			buf, http_span_at(v.off + a, b - a), "upgrade"))
+		if (http_span_ieq(buf, opt, "upgrade"))
 			*upgrade = true;
 		i = j + 1;
 	}

@@ -149,7 +149,9 @@ struct http_request {
  *       NUL, a request line that is not `method SP target SP HTTP/x.y`,
  *       a field name that is not a token or has whitespace before ':',
  *       obs-fold, a CTL in a value (HTAB allowed), an empty line before
- *       the request line, a bad Connection list;
+ *       the request line, a Connection list that is not tokens or
+ *       names Content-Length, Transfer-Encoding or Host (RFC 9110
+ *       §7.6.1: a proxy further on would drop that field);
  *   431 REASON_HEADER_TOO_LARGE: the head over HTTP_HEAD_MAX bytes, or
  *       more than HTTP_FIELDS_MAX fields;
  *   505 REASON_VERSION_NOT_SUPPORTED: any version but HTTP/1.1 (1.0, the

@@ -457,6 +457,16 @@ test_smuggling_cl(void)
 	    "POST / HTTP/1.1\r\n" H "Content-Length: 1e3\r\n"
 	    "\r\n",
 	    400, REASON_HTTP_BAD_LENGTH);
+	BAD("Connection drops Content-Length further on",
+	    "POST / HTTP/1.1\r\n" H
+	    "Content-Length: 5\r\nConnection: keep-alive, Content-Length"
+	    "\r\n\r\nhello");
+	BAD("Connection drops Transfer-Encoding",
+	    "POST / HTTP/1.1\r\n" H
+	    "Transfer-Encoding: chunked\r\nConnection: transfer-encoding\r\n"
+	    "\r\n");
+	BAD("Connection drops Host",
+	    "GET / HTTP/1.1\r\n" H "Connection: HOST\r\n\r\n");
 	RERR("Upgrade h2c",
 	    "GET / HTTP/1.1\r\n" H "Connection: Upgrade, "
 	    "HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__"
@@ -679,6 +689,10 @@ test_response(void)
 	    "HTTP/1.1 200 OK\r\nContent-Length: 1"
 	    "\r\nTransfer-Encoding: chunked\r\n\r\n",
 	    HTTP_RQ_HEAD);
+	resp_err("Connection: content-length",
+	    "HTTP/1.1 200 OK\r\n"
+	    "Content-Length: 1\r\nConnection: content-length\r\n\r\n",
+	    0);
 	resp_err("obs-fold", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", 0);
 	resp_err("space before colon",
 	    "HTTP/1.1 200 OK\r\nContent-Length : 1"
