@@ -192,7 +192,35 @@ http_field_line(
 struct http_seen {
 	int n_host, n_cl, n_te, n_upgrade, n_expect;
 	int host, cl, te, upgrade, expect; /* index of the last one */
+	int n_lookalike; /* "Content_Length", "transfer_encoding" */
 };
+
+/* Is name "content-length" or "transfer-encoding" with a '_' for a '-'?
+ * CGI-style servers (HTTP_CONTENT_LENGTH) read it as the real one. */
+static bool
+http_framing_lookalike(const uint8_t *buf, struct http_span name)
+{
+	static const char *const framing[] = { "content-length",
+		"transfer-encoding" };
+	size_t i, k;
+
+	if (memchr(buf + name.off, '_', name.len) == NULL)
+		return false;
+	for (k = 0; k < sizeof(framing) / sizeof(framing[0]); k++) {
+		if (name.len != strlen(framing[k]))
+			continue;
+		for (i = 0; i < name.len; i++) {
+			int c = http_lower(buf[name.off + i]);
+
+			if (c != framing[k][i] &&
+			    !(c == '_' && framing[k][i] == '-'))
+				break;
+		}
+		if (i == name.len)
+			return true;
+	}
+	return false;
+}
 
 static void
 http_seen_note(const uint8_t *buf, const struct http_field *f, int idx,
@@ -213,6 +241,8 @@ http_seen_note(const uint8_t *buf, const struct http_field *f, int idx,
 	} else if (http_field_name_is(buf, f, "expect")) {
 		seen->n_expect++;
 		seen->expect = idx;
+	} else if (http_framing_lookalike(buf, f->name)) {
+		seen->n_lookalike++;
 	}
 }
 
@@ -343,7 +373,7 @@ http_framing(const uint8_t *buf, const struct http_field *fields,
 {
 	*body = HTTP_BODY_NONE;
 	*length = 0;
-	if (seen->n_cl > 1 || seen->n_te > 1 ||
+	if (seen->n_cl > 1 || seen->n_te > 1 || seen->n_lookalike > 0 ||
 	    (seen->n_cl > 0 && seen->n_te > 0))
 		return REASON_HTTP_AMBIGUOUS_LENGTH;
 	if (seen->n_te > 0) {

@@ -168,7 +168,8 @@ struct http_request {
  *       host [":" port] (RFC 9110 §7.2; no userinfo, no empty label);
  *   400 REASON_HTTP_AMBIGUOUS_LENGTH: Transfer-Encoding with
  *       Content-Length, Content-Length twice (even equal, even as a list
- *       "5, 5"), Transfer-Encoding twice;
+ *       "5, 5"), Transfer-Encoding twice, either spelt with '_' for '-'
+ *       ("Content_Length": CGI-style servers read it as the field);
  *   400 REASON_HTTP_BAD_LENGTH: Content-Length not 1*DIGIT, with a
  *       leading zero, or over HTTP_LENGTH_MAX;
  *   501 REASON_HTTP_BAD_TRANSFER_ENCODING: Transfer-Encoding other than

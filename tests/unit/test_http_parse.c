@@ -162,6 +162,9 @@ test_request_good(void)
 	    "path parameters", "GET /a;v=1/b;..;c/x.. HTTP/1.1\r\n" H "\r\n");
 	req_ok("dots in query", "GET /a?../.. HTTP/1.1\r\n" H "\r\n");
 	req_ok("root", "OPTIONS / HTTP/1.1\r\n" H "\r\n");
+	req_ok("underscores elsewhere",
+	    "GET / HTTP/1.1\r\n" H
+	    "X_Custom_Length: 5\r\nContent_Type: x\r\n\r\n");
 	req_ok("token method", "M-SEARCH! /x HTTP/1.1\r\n" H "\r\n");
 	s = "GET /a HTTP/1.1\r\n" H "\r\nGET /b HTTP/1.1\r\n";
 	CHECK(http_parse_request((const uint8_t *)s, strlen(s), &rq,
@@ -414,6 +417,13 @@ test_smuggling_cl(void)
 	BAD("TE vertical tab",
 	    "POST / HTTP/1.1\r\n" H "Transfer-Encoding:\x0b"
 	    "chunked\r\n\r\n");
+	RERR("Content_Length (CGI reads it as Content-Length)",
+	    "POST / HTTP/1.1\r\n" H "Content_Length: 5\r\n\r\nhello", 400,
+	    REASON_HTTP_AMBIGUOUS_LENGTH);
+	RERR("Transfer_Encoding beside Content-Length",
+	    "POST / HTTP/1.1\r\n" H
+	    "Content-Length: 5\r\nTransfer_encoding: chunked\r\n\r\n",
+	    400, REASON_HTTP_AMBIGUOUS_LENGTH);
 	BAD("CL with NUL",
 	    "POST / HTTP/1.1\r\n" H "Content-Length: 5\0\r\n\r\n");
 	BAD("CL with CR",
@@ -692,6 +702,10 @@ test_response(void)
 	resp_err("Connection: content-length",
 	    "HTTP/1.1 200 OK\r\n"
 	    "Content-Length: 1\r\nConnection: content-length\r\n\r\n",
+	    0);
+	resp_err("Transfer_Encoding",
+	    "HTTP/1.1 200 OK\r\n"
+	    "Transfer_Encoding: chunked\r\n\r\n",
 	    0);
 	resp_err("obs-fold", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", 0);
 	resp_err("space before colon",
