@@ -685,7 +685,7 @@ http_parse_request(const uint8_t *buf, size_t len, struct http_request *rq,
     int *status, enum reason *reason)
 {
 	struct http_lines l;
-	struct http_seen seen;
+	struct http_seen seen = { 0 };
 	enum http_head_err err;
 	enum http_result r;
 	size_t start, end;
@@ -795,7 +795,7 @@ http_parse_response(const uint8_t *buf, size_t len, unsigned rq_flags,
     struct http_response *rs, enum reason *reason)
 {
 	struct http_lines l;
-	struct http_seen seen;
+	struct http_seen seen = { 0 };
 	enum http_head_err err;
 	enum http_result r;
 	size_t start, end;
