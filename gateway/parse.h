@@ -149,7 +149,9 @@ struct http_request {
  *       NUL, a request line that is not `method SP target SP HTTP/x.y`,
  *       a field name that is not a token or has whitespace before ':',
  *       obs-fold, a CTL in a value (HTAB allowed), an empty line before
- *       the request line, a bad Connection list;
+ *       the request line, a Connection list that is not tokens or
+ *       names Content-Length, Transfer-Encoding or Host (RFC 9110
+ *       §7.6.1: a proxy further on would drop that field);
  *   431 REASON_HEADER_TOO_LARGE: the head over HTTP_HEAD_MAX bytes, or
  *       more than HTTP_FIELDS_MAX fields;
  *   505 REASON_VERSION_NOT_SUPPORTED: any version but HTTP/1.1 (1.0, the
@@ -166,7 +168,8 @@ struct http_request {
  *       host [":" port] (RFC 9110 §7.2; no userinfo, no empty label);
  *   400 REASON_HTTP_AMBIGUOUS_LENGTH: Transfer-Encoding with
  *       Content-Length, Content-Length twice (even equal, even as a list
- *       "5, 5"), Transfer-Encoding twice;
+ *       "5, 5"), Transfer-Encoding twice, either spelt with '_' for '-'
+ *       ("Content_Length": CGI-style servers read it as the field);
  *   400 REASON_HTTP_BAD_LENGTH: Content-Length not 1*DIGIT, with a
  *       leading zero, or over HTTP_LENGTH_MAX;
  *   501 REASON_HTTP_BAD_TRANSFER_ENCODING: Transfer-Encoding other than

@@ -30,7 +30,9 @@ function witness(j, buf) {
   p.initialize(j.resp ? HTTPParser.RESPONSE : HTTPParser.REQUEST, {},
     1 << 20, 0);
   const res = { msgs: [], body: [], complete: 0, hdrs: [] };
-  p[HTTPParser.kOnHeaders] = (h) => { if (!res.msgs.length) res.hdrs.push(...h); };
+  p[HTTPParser.kOnHeaders] = (h) => {
+    if (!res.msgs.length) res.hdrs.push(...h); /* not the trailers */
+  };
   p[HTTPParser.kOnHeadersComplete] = (vM, vm, h, method, url, status,
       smsg, upgrade, ka) => {
     if (h) res.hdrs.push(...h);

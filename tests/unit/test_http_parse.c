@@ -136,6 +136,14 @@ test_request_good(void)
 		"Connection: , keep-alive ,\tclose\t,\r\n"
 		"\r\n"))
 		CHECK(rq.close, "close found in a spaced list");
+}
+
+/* More good requests: flags, host forms, targets. */
+static void
+test_request_good2(void)
+{
+	const char *s;
+
 	if (req_ok("HEAD", "HEAD / HTTP/1.1\r\n" H "\r\n"))
 		CHECK(rq.flags == HTTP_RQ_HEAD, "HEAD flag");
 	if (req_ok("websocket",
@@ -162,6 +170,9 @@ test_request_good(void)
 	    "path parameters", "GET /a;v=1/b;..;c/x.. HTTP/1.1\r\n" H "\r\n");
 	req_ok("dots in query", "GET /a?../.. HTTP/1.1\r\n" H "\r\n");
 	req_ok("root", "OPTIONS / HTTP/1.1\r\n" H "\r\n");
+	req_ok("underscores elsewhere",
+	    "GET / HTTP/1.1\r\n" H
+	    "X_Custom_Length: 5\r\nContent_Type: x\r\n\r\n");
 	req_ok("token method", "M-SEARCH! /x HTTP/1.1\r\n" H "\r\n");
 	s = "GET /a HTTP/1.1\r\n" H "\r\nGET /b HTTP/1.1\r\n";
 	CHECK(http_parse_request((const uint8_t *)s, strlen(s), &rq,
@@ -198,6 +209,12 @@ test_request_line(void)
 	    REASON_METHOD_NOT_ALLOWED);
 	RERR("TRACE", "TRACE / HTTP/1.1\r\n" H "\r\n", 405,
 	    REASON_METHOD_NOT_ALLOWED);
+}
+
+/* Request targets (RFC 9112 §3.2): origin-form only, no path confusion. */
+static void
+test_request_target(void)
+{
 	RERR("absolute-form",
 	    "GET http://api.example.com/ HTTP/1.1\r\n" H "\r\n", 400,
 	    REASON_HTTP_BAD_TARGET);
@@ -414,10 +431,23 @@ test_smuggling_cl(void)
 	BAD("TE vertical tab",
 	    "POST / HTTP/1.1\r\n" H "Transfer-Encoding:\x0b"
 	    "chunked\r\n\r\n");
+	RERR("Content_Length (CGI reads it as Content-Length)",
+	    "POST / HTTP/1.1\r\n" H "Content_Length: 5\r\n\r\nhello", 400,
+	    REASON_HTTP_AMBIGUOUS_LENGTH);
+	RERR("Transfer_Encoding beside Content-Length",
+	    "POST / HTTP/1.1\r\n" H
+	    "Content-Length: 5\r\nTransfer_encoding: chunked\r\n\r\n",
+	    400, REASON_HTTP_AMBIGUOUS_LENGTH);
 	BAD("CL with NUL",
 	    "POST / HTTP/1.1\r\n" H "Content-Length: 5\0\r\n\r\n");
 	BAD("CL with CR",
 	    "POST / HTTP/1.1\r\n" H "Content-Length: 5\r0\r\n\r\n");
+}
+
+/* Content-Length values, Upgrade. */
+static void
+test_smuggling_cl2(void)
+{
 	RERR("CL twice equal",
 	    "POST / HTTP/1.1\r\n" H "Content-Length: 5\r\n"
 	    "Content-Length: 5\r\n\r\n",
@@ -457,6 +487,16 @@ test_smuggling_cl(void)
 	    "POST / HTTP/1.1\r\n" H "Content-Length: 1e3\r\n"
 	    "\r\n",
 	    400, REASON_HTTP_BAD_LENGTH);
+	BAD("Connection drops Content-Length further on",
+	    "POST / HTTP/1.1\r\n" H
+	    "Content-Length: 5\r\nConnection: keep-alive, Content-Length"
+	    "\r\n\r\nhello");
+	BAD("Connection drops Transfer-Encoding",
+	    "POST / HTTP/1.1\r\n" H
+	    "Transfer-Encoding: chunked\r\nConnection: transfer-encoding\r\n"
+	    "\r\n");
+	BAD("Connection drops Host",
+	    "GET / HTTP/1.1\r\n" H "Connection: HOST\r\n\r\n");
 	RERR("Upgrade h2c",
 	    "GET / HTTP/1.1\r\n" H "Connection: Upgrade, "
 	    "HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__"
@@ -593,7 +633,6 @@ resp_err_n(const char *what, const char *s, size_t len, unsigned flags)
 static void
 test_response(void)
 {
-	enum reason reason;
 	const char *s = "HTTP/1.1 200 OK fine\r\nContent-Length: 5\r\n\r\n";
 
 	resp_ok("200 CL", s, 0, HTTP_BODY_LENGTH, 5, false);
@@ -645,6 +684,14 @@ test_response(void)
 	    "\r\nConnection: Upgrade\r\n\r\n",
 	    HTTP_RQ_UPGRADE, HTTP_BODY_NONE, 0, false);
 	CHECK(rs.upgraded && !rs.interim, "101 upgrades");
+}
+
+/* Responses refused (502 upstream_bad_response). */
+static void
+test_response_bad(void)
+{
+	enum reason reason;
+
 	resp_err("101 not asked for",
 	    "HTTP/1.1 101 Switching Protocols\r\n"
 	    "Upgrade: h2c\r\n\r\n",
@@ -679,6 +726,14 @@ test_response(void)
 	    "HTTP/1.1 200 OK\r\nContent-Length: 1"
 	    "\r\nTransfer-Encoding: chunked\r\n\r\n",
 	    HTTP_RQ_HEAD);
+	resp_err("Connection: content-length",
+	    "HTTP/1.1 200 OK\r\n"
+	    "Content-Length: 1\r\nConnection: content-length\r\n\r\n",
+	    0);
+	resp_err("Transfer_Encoding",
+	    "HTTP/1.1 200 OK\r\n"
+	    "Transfer_Encoding: chunked\r\n\r\n",
+	    0);
 	resp_err("obs-fold", "HTTP/1.1 200 OK\r\nX: a\r\n b\r\n\r\n", 0);
 	resp_err("space before colon",
 	    "HTTP/1.1 200 OK\r\nContent-Length : 1"
@@ -1074,15 +1129,19 @@ int
 main(void)
 {
 	test_request_good();
+	test_request_good2();
 	test_request_line();
+	test_request_target();
 	test_request_fields();
 	test_request_host();
 	test_smuggling();
 	test_smuggling_cl();
+	test_smuggling_cl2();
 	test_real_clients();
 	test_request_limits();
 	test_truncated();
 	test_response();
+	test_response_bad();
 	test_chunked();
 	test_body_kinds();
 	test_garbage();
