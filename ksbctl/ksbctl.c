@@ -56,9 +56,9 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "[--host H] [--since T] [--until T]\n[--denied] [--json]",
 	    "per-host counts and bytes" },
 	{ "audit export", audit_main,
-	    "audit export --jsonl [--since T] "
-	    "[--follow]",
-	    "every audit record, JSON lines" },
+	    "audit export --jsonl|--format ocsf|--otlp URL [--state FILE] "
+	    "[--since T] [--follow]",
+	    "every audit record: JSON lines, OCSF, OpenTelemetry" },
 	{ "audit verify", audit_main, "audit verify [--json]",
 	    "check the audit hash chain" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },

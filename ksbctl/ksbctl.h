@@ -9,6 +9,7 @@
 #ifndef KSB_KSBCTL_H
 #define KSB_KSBCTL_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 struct ksb_conf;
@@ -44,6 +45,16 @@ int ksbctl_sock_connect(const char *dir, const char *name);
 
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
+/* audit.c: the export's query (seq, JSON line) of every chained record
+ * after seq ?1 with ts_ms >= ?2 (NULL: all), seq order. */
+extern const char audit_export_sql[];
+/* audit_export.c: `audit export --format ocsf' (JSON lines on stdout) and
+ * `--otlp URL' (OTLP/HTTP JSON; state: the file of the last accepted seq,
+ * NULL for the default).  since: ms or -1.  Exit status. */
+struct sqlite3;
+int audit_export_ocsf(struct sqlite3 *db, int64_t since, int follow);
+int audit_export_otlp(struct sqlite3 *db, const char *url, const char *state,
+    int64_t since, int follow);
 /* audit_verify.c: `audit verify' (argv[0] "verify"). */
 int audit_verify_main(int argc, char **argv);
 /* audit_db.c: the audit database opened read-only with a busy timeout;
