@@ -21,9 +21,12 @@
           nativeBuildInputs = [ pkgs.autoreconfHook pkgs.pkg-config ];
           buildInputs = buildInputs pkgs;
           configureFlags = [ "--sysconfdir=/etc" "--localstatedir=/var" ];
-          # The unit tests only: the others need root, namespaces and QEMU.
-          doCheck = true;
+          # `make check-unit' runs the unit tests (the others need root,
+          # namespaces and QEMU); not yet run under the Nix sandbox (this
+          # CI cannot fetch nixpkgs), so off until someone has.
+          doCheck = false;
           checkTarget = "check-unit";
+          nativeCheckInputs = [ pkgs.python3 pkgs.git pkgs.tmux ];
           # make install writes a starting /etc/ksb: into $out/etc here.
           installFlags = [ "sysconfdir=$(out)/etc" ];
           meta = {
