@@ -28,7 +28,9 @@
  * REGISTER, RESUME, UNREGISTER and RELOAD need the peer (SO_PEERCRED) to
  * be root, the gateway's own user, or in `control-group' (primary or
  * supplementary group, SO_PEERGROUPS); LIST is open to every local user.
- * Others get "ERR permission denied: ...".
+ * Others get "ERR permission denied: ...".  Refusals are counted and
+ * logged at most twice a second (control_refused); an unprivileged user
+ * holds at most CONTROL_UNPRIV_PER_UID connections.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,16 +52,17 @@
 #include "policy/policy.h"
 #include "proto/ctl.h"
 
-#define CONTROL_GROUPS_MAX 65536 /* supplementary groups read, max */
+#define CONTROL_GROUPS_MAX     65536 /* supplementary groups read, max */
 /*
  * Local clients cannot exhaust the gateway: peers that may not change
  * anything (LIST only) are capped in number and dropped after
  * CONTROL_IDLE_SEC without a request; admin peers that hold no lease are
  * dropped after the same idle time; lease holders (ksb-run) stay.
  */
-#define CONTROL_UNPRIV_MAX 64 /* concurrent non-admin clients */
-#define CONTROL_IDLE_SEC   10
-#define CONTROL_PAUSE_MS   100 /* listener pause on EMFILE/ENFILE */
+#define CONTROL_UNPRIV_MAX     64 /* concurrent non-admin clients */
+#define CONTROL_UNPRIV_PER_UID 8  /* ... of them of one uid */
+#define CONTROL_IDLE_SEC       10
+#define CONTROL_PAUSE_MS       100 /* listener pause on EMFILE/ENFILE */
 
 struct client {
 	struct bufferevent *bev;
@@ -70,6 +73,13 @@ struct client {
 };
 
 static int control_unpriv; /* connected non-admin clients */
+static struct {
+	uid_t uid;
+	int n;			    /* 0: a free entry */
+} control_uids[CONTROL_UNPRIV_MAX]; /* their slots per uid */
+static uint64_t control_nrefused;   /* refused requests since start */
+static int64_t control_refused_sec; /* second of the last logged one */
+static int control_refused_quiet;   /* refused, not logged since */
 static struct event *control_pause_ev;
 
 static struct gateway *control_gw;
@@ -376,6 +386,56 @@ control_reload(struct client *cl)
 	free(errors);
 }
 
+/*
+ * The unprivileged slots uid holds, after adding add (+1, -1, 0).  At
+ * most CONTROL_UNPRIV_MAX uids hold one, so the table cannot fill.
+ */
+static int
+control_uid_slots(uid_t uid, int add)
+{
+	int i, spare = -1;
+
+	for (i = 0; i < CONTROL_UNPRIV_MAX; i++) {
+		if (control_uids[i].n > 0 && control_uids[i].uid == uid) {
+			control_uids[i].n += add;
+			return control_uids[i].n;
+		}
+		if (control_uids[i].n == 0 && spare == -1)
+			spare = i;
+	}
+	if (add <= 0 || spare == -1)
+		return 0;
+	control_uids[spare].uid = uid;
+	control_uids[spare].n = add;
+	return add;
+}
+
+/*
+ * Count a refused request or connection (what: a fixed text, never the
+ * peer's bytes) and log it at a bounded rate: the first refusal of a
+ * second is logged, the others of that second are counted and reported
+ * with the next logged one, so a flood writes at most two lines a second.
+ */
+static void
+control_refused(uid_t uid, pid_t pid, const char *what)
+{
+	int64_t sec = util_mono_ms() / 1000;
+
+	control_nrefused++;
+	if (sec == control_refused_sec) {
+		control_refused_quiet++;
+		return;
+	}
+	if (control_refused_quiet > 0)
+		log_warnx("control: %d more refusals not logged",
+		    control_refused_quiet);
+	control_refused_sec = sec;
+	control_refused_quiet = 0;
+	log_info("control: %s refused to uid %ld pid %ld (%llu refused "
+		 "since start)",
+	    what, (long)uid, (long)pid, (unsigned long long)control_nrefused);
+}
+
 static void
 control_client_free(struct client *cl)
 {
@@ -386,8 +446,10 @@ control_client_free(struct client *cl)
 		if (i->owner == cl)
 			control_unregister(i);
 	}
-	if (!cl->admin)
+	if (!cl->admin) {
 		control_unpriv--;
+		(void)control_uid_slots(cl->uid, -1);
+	}
 	bufferevent_free(cl->bev);
 	free(cl);
 }
@@ -429,6 +491,7 @@ control_command(struct client *cl, char *line)
 	    strcmp(w[0], "RESUME") != 0 && strcmp(w[0], "RELOAD") != 0) {
 		log_escape(esc, sizeof(esc), w[0], strlen(w[0]));
 		control_sendf(cl, "ERR unknown request `%s'\n", esc);
+		control_refused(cl->uid, cl->pid, "an unknown request");
 		return;
 	}
 	if (!cl->admin) {
@@ -443,8 +506,7 @@ control_command(struct client *cl, char *line)
 			    "ERR permission denied: %s needs root "
 			    "(you are uid %ld)\n",
 			    w[0], (long)cl->uid);
-		log_info("control: %s refused to uid %ld pid %ld", w[0],
-		    (long)cl->uid, (long)cl->pid);
+		control_refused(cl->uid, cl->pid, w[0]);
 		return;
 	}
 	if (strcmp(w[0], "REGISTER") == 0 && n == 3)
@@ -552,6 +614,29 @@ control_peer_admin(int fd, const struct ucred *cred)
 	return admin;
 }
 
+/*
+ * Whether an unprivileged peer must wait: CONTROL_UNPRIV_MAX of them are
+ * connected, or CONTROL_UNPRIV_PER_UID of its uid, so that one local user
+ * cannot keep the others out.  If so, fd is answered and closed.
+ */
+static int
+control_unpriv_full(int fd, const struct ucred *cred)
+{
+	const char *busy;
+
+	if (control_uid_slots(cred->uid, 0) >= CONTROL_UNPRIV_PER_UID)
+		busy = "ERR too many connections from your uid; try again\n";
+	else if (control_unpriv >= CONTROL_UNPRIV_MAX)
+		busy = "ERR too many connections from unprivileged users; "
+		       "try again\n";
+	else
+		return 0;
+	control_refused(cred->uid, cred->pid, "a connection");
+	(void)send(fd, busy, strlen(busy), MSG_NOSIGNAL | MSG_DONTWAIT);
+	close(fd);
+	return 1;
+}
+
 static void
 control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
     struct sockaddr *sa, int salen, void *arg)
@@ -570,24 +655,14 @@ control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	cl->gid = cred.gid;
 	cl->pid = cred.pid;
 	cl->admin = control_peer_admin(fd, &cred);
-	if (!cl->admin && control_unpriv >= CONTROL_UNPRIV_MAX) {
-		static int64_t last_ms;
-		const char *busy = "ERR too many connections from unprivileged "
-				   "users; try again\n";
-
-		if (util_mono_ms() - last_ms > 1000) {
-			log_warnx("control: refusing uid %ld: %d unprivileged "
-				  "clients connected",
-			    (long)cred.uid, control_unpriv);
-			last_ms = util_mono_ms();
-		}
-		(void)send(fd, busy, strlen(busy), MSG_NOSIGNAL | MSG_DONTWAIT);
-		close(fd);
+	if (!cl->admin && control_unpriv_full(fd, &cred)) {
 		free(cl);
 		return;
 	}
-	if (!cl->admin)
+	if (!cl->admin) {
 		control_unpriv++;
+		(void)control_uid_slots(cred.uid, 1);
+	}
 	cl->bev =
 	    bufferevent_socket_new(control_gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (cl->bev == NULL)

@@ -232,6 +232,15 @@ int control_reconcile(
  */
 void control_shutdown(void);
 
+/* ---- filemode.c ------------------------------------------------------------
+ * The gateway's files at mode 0640, group control-group (or root's).
+ */
+/* path to 0640 and group gid if not (missing: fine).  0 or -1, *cause. */
+int filemode_fix(const char *path, gid_t gid, char **cause);
+/* The same for db, db-wal, db-shm, db-journal and db<lock_suffix>. */
+int filemode_fix_db(
+    const char *db, const char *lock_suffix, gid_t gid, char **cause);
+
 /* ---- state.c ---------------------------------------------------------------
  * The state database (<state-dir>/state.db): registrations in force, for
  * control_reconcile.  Separate from the audit database.  Writes are

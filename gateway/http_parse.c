@@ -192,7 +192,35 @@ http_field_line(
 struct http_seen {
 	int n_host, n_cl, n_te, n_upgrade, n_expect;
 	int host, cl, te, upgrade, expect; /* index of the last one */
+	int n_lookalike; /* "Content_Length", "transfer_encoding" */
 };
+
+/* Is name "content-length" or "transfer-encoding" with a '_' for a '-'?
+ * CGI-style servers (HTTP_CONTENT_LENGTH) read it as the real one. */
+static bool
+http_framing_lookalike(const uint8_t *buf, struct http_span name)
+{
+	static const char *const framing[] = { "content-length",
+		"transfer-encoding" };
+	size_t i, k;
+
+	if (memchr(buf + name.off, '_', name.len) == NULL)
+		return false;
+	for (k = 0; k < sizeof(framing) / sizeof(framing[0]); k++) {
+		if (name.len != strlen(framing[k]))
+			continue;
+		for (i = 0; i < name.len; i++) {
+			int c = http_lower(buf[name.off + i]);
+
+			if (c != framing[k][i] &&
+			    !(c == '_' && framing[k][i] == '-'))
+				break;
+		}
+		if (i == name.len)
+			return true;
+	}
+	return false;
+}
 
 static void
 http_seen_note(const uint8_t *buf, const struct http_field *f, int idx,
@@ -213,6 +241,8 @@ http_seen_note(const uint8_t *buf, const struct http_field *f, int idx,
 	} else if (http_field_name_is(buf, f, "expect")) {
 		seen->n_expect++;
 		seen->expect = idx;
+	} else if (http_framing_lookalike(buf, f->name)) {
+		seen->n_lookalike++;
 	}
 }
 
@@ -279,13 +309,19 @@ http_length(const uint8_t *buf, struct http_span v, uint64_t *len)
 /*
  * A Connection field (RFC 9110 §7.6.1): #connection-option, options are
  * tokens, empty list elements allowed.  Sets *close and *upgrade for the
- * options "close" and "upgrade".  Returns 0 or -1.
+ * options "close" and "upgrade".  An option naming a field that frames
+ * or routes the message (Content-Length, Transfer-Encoding, Host) is
+ * refused: a proxy past the gateway would drop that field and frame the
+ * rest otherwise.  Returns 0 or -1.
  */
 static int
 http_connection(
     const uint8_t *buf, struct http_span v, bool *close, bool *upgrade)
 {
+	static const char *const framing[] = { "content-length",
+		"transfer-encoding", "host" };
 	const uint8_t *s = buf + v.off;
+	struct http_span opt;
 	size_t i = 0, j, a, b, k;
 
 	while (i <= v.len) {
@@ -298,10 +334,13 @@ http_connection(
 		for (k = a; k < b; k++)
 			if (!http_is_tchar(s[k]))
 				return -1;
-		if (http_span_ieq(buf, http_span_at(v.off + a, b - a), "close"))
+		opt = http_span_at(v.off + a, b - a);
+		for (k = 0; k < sizeof(framing) / sizeof(framing[0]); k++)
+			if (http_span_ieq(buf, opt, framing[k]))
+				return -1;
+		if (http_span_ieq(buf, opt, "close"))
 			*close = true;
-		if (http_span_ieq(
-			buf, http_span_at(v.off + a, b - a), "upgrade"))
+		if (http_span_ieq(buf, opt, "upgrade"))
 			*upgrade = true;
 		i = j + 1;
 	}
@@ -334,7 +373,7 @@ http_framing(const uint8_t *buf, const struct http_field *fields,
 {
 	*body = HTTP_BODY_NONE;
 	*length = 0;
-	if (seen->n_cl > 1 || seen->n_te > 1 ||
+	if (seen->n_cl > 1 || seen->n_te > 1 || seen->n_lookalike > 0 ||
 	    (seen->n_cl > 0 && seen->n_te > 0))
 		return REASON_HTTP_AMBIGUOUS_LENGTH;
 	if (seen->n_te > 0) {
@@ -367,21 +406,38 @@ http_is_pchar(int c)
 	return c != '\0' && strchr("-._~!$&'()*+,;=:@[]|^", c) != NULL;
 }
 
-/* Is the path segment s[0..n) "." or "..", also %-encoded ("%2e")? */
+/* The next byte of a validated path at s[*i], %XX decoded. */
+static int
+http_path_byte(const uint8_t *s, size_t n, size_t *i)
+{
+	int c = s[*i];
+
+	if (c == '%' && *i + 2 < n) {
+		c = http_hex(s[*i + 1]) << 4 | http_hex(s[*i + 2]);
+		*i += 3;
+	} else {
+		*i += 1;
+	}
+	return c;
+}
+
+/*
+ * Is the path segment s[0..n) "." or ".." (RFC 3986 §5.2.4) as some
+ * origin may read it: dots also %-encoded ("%2e"), and what follows a
+ * ';' (also "%3b") dropped as a path parameter, as Tomcat does
+ * ("/allowed/..;/other").
+ */
 static bool
 http_dot_segment(const uint8_t *s, size_t n)
 {
 	size_t i = 0, dots = 0;
+	int c;
 
 	while (i < n) {
-		if (s[i] == '.') {
-			i++;
-		} else if (s[i] == '%' && i + 2 < n && s[i + 1] == '2' &&
-		    http_lower(s[i + 2]) == 'e') {
-			i += 3;
-		} else {
+		if ((c = http_path_byte(s, n, &i)) == ';')
+			break;
+		if (c != '.')
 			return false;
-		}
 		dots++;
 	}
 	return dots == 1 || dots == 2;
@@ -400,7 +456,8 @@ http_target(const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
 
 	if (len == 0 || t[0] != '/')
 		return -1; /* absolute-, authority-, asterisk-form */
-	for (i = 0; i < len; i++) {
+	/* t[0] is the first "/": the first segment starts at 1 */
+	for (i = 1; i < len; i++) {
 		int c = t[i];
 
 		if (c == '%') {
@@ -409,6 +466,14 @@ http_target(const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
 
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return -1;
+			/* "%2f" and "%5c" end a segment for an origin that
+			 * decodes before it resolves dot segments */
+			if (q == len &&
+			    ((hi << 4 | lo) == '/' || (hi << 4 | lo) == '\\')) {
+				if (http_dot_segment(t + seg, i - seg))
+					return -1;
+				seg = i + 3;
+			}
 			i += 2;
 		} else if (c == '?' && q == len) {
 			q = i;
@@ -620,7 +685,7 @@ http_parse_request(const uint8_t *buf, size_t len, struct http_request *rq,
     int *status, enum reason *reason)
 {
 	struct http_lines l;
-	struct http_seen seen;
+	struct http_seen seen = { 0 };
 	enum http_head_err err;
 	enum http_result r;
 	size_t start, end;
@@ -730,7 +795,7 @@ http_parse_response(const uint8_t *buf, size_t len, unsigned rq_flags,
     struct http_response *rs, enum reason *reason)
 {
 	struct http_lines l;
-	struct http_seen seen;
+	struct http_seen seen = { 0 };
 	enum http_head_err err;
 	enum http_result r;
 	size_t start, end;
@@ -955,6 +1020,9 @@ http_body_feed(struct http_body_reader *br, const uint8_t *buf, size_t len,
 	if (len > UINT32_MAX)
 		len = UINT32_MAX; /* spans are 32-bit; the rest comes next */
 	switch (br->kind) {
+	default: /* not an enum http_body: refuse, never loop */
+		r = HTTP_ERROR;
+		break;
 	case HTTP_BODY_NONE:
 		r = HTTP_OK;
 		break;

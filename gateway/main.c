@@ -124,7 +124,7 @@ gateway_lock_one(int k, const char *path, const char *what)
 	int fd;
 
 	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-		 0600)) == -1) {
+		 0640)) == -1) {
 		fprintf(
 		    stderr, "ksb-gatewayd: %s: %s\n", path, strerror(errno));
 		return -1;
@@ -329,6 +329,30 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 }
 
 /*
+ * The audit and state databases, their companions and the lock files at
+ * 0640, group control-group (gateway/filemode.c).  Fatal on failure.
+ */
+static void
+gateway_file_modes(const struct ksb_conf *conf)
+{
+	gid_t gid = conf->control_group != NULL ? conf->control_gid : 0;
+	char *path, *cause = NULL;
+	int r;
+
+	xasprintf(&path, "%s/gatewayd.lock", conf->state_dir);
+	r = filemode_fix(path, gid, &cause);
+	free(path);
+	xasprintf(&path, "%s/state.db", conf->state_dir);
+	if (r == 0)
+		r = filemode_fix_db(path, NULL, gid, &cause);
+	free(path);
+	if (r == 0)
+		r = filemode_fix_db(conf->audit_db, ".lock", gid, &cause);
+	if (r == -1)
+		fatalx("%s", cause);
+}
+
+/*
  * Start the processes and sockets in order (see the top of this file):
  * registry, reconciliation, listener, proxy process, control socket,
  * signals.  Fatal on failure.
@@ -344,6 +368,7 @@ gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
 	/* State database -> nftables tables and sets (one batch), taps. */
 	if (control_reconcile(gw, np, &cause) == -1)
 		fatalx("%s", cause);
+	gateway_file_modes(gw->conf);
 	/* The listener is bound here; the proxy process (child.c) gets it,
 	 * resolves and parses without any privilege. */
 	if (gateway_listen(gw, &cause) == -1 ||
@@ -391,6 +416,8 @@ main(int argc, char **argv)
 		printf("configuration OK\n");
 		return 0;
 	}
+	/* Files the gateway creates: 0640 at most (gateway/filemode.c). */
+	umask(027);
 	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);

@@ -68,21 +68,24 @@ enum tls_peek_result tls_peek_sni(const uint8_t *buf, size_t len, char *sni,
  * Strict: anything two parsers could read differently is refused.
  *
  * The head parsers are called again on the whole buffer as bytes arrive
- * (at most HTTP_HEAD_MAX bytes are ever looked at).  The results point
+ * (at most HTTP_HEAD_MAX bytes are ever looked at).  A call costs time
+ * linear in the head (about 40 us for a full 16 KiB one): so that a
+ * guest sending a byte at a time cannot make it quadratic, call again
+ * only when the new bytes hold a LF (every line ends in one, and there
+ * are at most HTTP_FIELDS_MAX + 2 lines) or len reaches HTTP_HEAD_MAX.
+ * The results point
  * into the caller's buffer (struct http_span): they are valid while that
  * buffer is, and nothing is copied or owned.
  */
-#define HTTP_HEAD_MAX                                                          \
-	16384		    /* request or response head, bytes incl.
-				  the final CRLFCRLF */
-#define HTTP_FIELDS_MAX 100 /* field lines per head (and per trailer) */
-#define HTTP_LENGTH_MAX                                                        \
-	((uint64_t)1 << 53) /* Content-Length and
-					      chunk-size cap, bytes */
-#define HTTP_CHUNK_LINE_MAX                                                    \
-	1024		      /* chunk-size line incl. extensions and
-				    CRLF, bytes */
-#define HTTP_TRAILER_MAX 8192 /* trailer section incl. its final CRLF */
+/* Caps, bytes unless said: a request or response head incl. the final
+ * CRLFCRLF; field lines per head (and per trailer section);
+ * Content-Length and chunk-size; a chunk-size line incl. its extensions
+ * and CRLF; a trailer section incl. its final CRLF. */
+#define HTTP_HEAD_MAX	    16384
+#define HTTP_FIELDS_MAX	    100
+#define HTTP_LENGTH_MAX	    ((uint64_t)1 << 53)
+#define HTTP_CHUNK_LINE_MAX 1024
+#define HTTP_TRAILER_MAX    8192
 
 /* Flags of a request that its response's framing depends on
  * (http_request.flags, the rq_flags of http_parse_response). */
@@ -124,12 +127,13 @@ struct http_request {
 	size_t nfields;
 	int host;		    /* index in fields of the one Host field */
 	struct http_span host_name; /* its host: a DNS name, IPv4 address or
-				       [IPv6] (brackets kept), as sent */
+				       [IPv6] (brackets kept), as sent:
+				       compare ignoring case */
 	uint16_t host_port;	    /* its port; 0 when it has none */
 	enum http_body body;	    /* NONE, LENGTH or CHUNKED */
 	uint64_t length;	    /* HTTP_BODY_LENGTH: body bytes */
 	bool close;		    /* Connection: close (last request) */
-	bool upgrade;	      /* Upgrade: websocket + Connection: upgrade */
+	bool upgrade;	      /* Upgrade: websocket and Connection: upgrade */
 	bool expect_continue; /* Expect: 100-continue */
 	unsigned flags;	      /* HTTP_RQ_* for http_parse_response */
 	size_t head_len;      /* bytes of the head incl. the final CRLFCRLF */
@@ -145,7 +149,9 @@ struct http_request {
  *       NUL, a request line that is not `method SP target SP HTTP/x.y`,
  *       a field name that is not a token or has whitespace before ':',
  *       obs-fold, a CTL in a value (HTAB allowed), an empty line before
- *       the request line, a bad Connection list;
+ *       the request line, a Connection list that is not tokens or
+ *       names Content-Length, Transfer-Encoding or Host (RFC 9110
+ *       §7.6.1: a proxy further on would drop that field);
  *   431 REASON_HEADER_TOO_LARGE: the head over HTTP_HEAD_MAX bytes, or
  *       more than HTTP_FIELDS_MAX fields;
  *   505 REASON_VERSION_NOT_SUPPORTED: any version but HTTP/1.1 (1.0, the
@@ -156,12 +162,14 @@ struct http_request {
  *       a fragment, a byte outside RFC 3986 pchar / "/" / "?" (but
  *       "[]|^", and "{}`\\" in the query, which WHATWG URL clients send
  *       unencoded), a bad %-escape or %00, a "." or ".." path segment
- *       (also %-encoded: "%2e");
+ *       as an origin may read one (dots %-encoded "%2e"; "%2f" and "%5c"
+ *       ending a segment; the ";" path parameter of "/..;/" dropped);
  *   400 REASON_HTTP_BAD_HOST: no Host, more than one, or one that is not
  *       host [":" port] (RFC 9110 §7.2; no userinfo, no empty label);
  *   400 REASON_HTTP_AMBIGUOUS_LENGTH: Transfer-Encoding with
  *       Content-Length, Content-Length twice (even equal, even as a list
- *       "5, 5"), Transfer-Encoding twice;
+ *       "5, 5"), Transfer-Encoding twice, either spelt with '_' for '-'
+ *       ("Content_Length": CGI-style servers read it as the field);
  *   400 REASON_HTTP_BAD_LENGTH: Content-Length not 1*DIGIT, with a
  *       leading zero, or over HTTP_LENGTH_MAX;
  *   501 REASON_HTTP_BAD_TRANSFER_ENCODING: Transfer-Encoding other than
@@ -182,11 +190,14 @@ struct http_response {
 	size_t nfields;
 	enum http_body body; /* RFC 9112 §6.3, see below */
 	uint64_t length;     /* HTTP_BODY_LENGTH: body bytes */
-	bool close;	     /* the connection ends after this response:
-			  Connection: close, HTTP/1.0, or HTTP_BODY_EOF */
-	bool interim;	 /* a 1xx other than 101: the final response follows */
-	bool upgraded;	 /* 101 to an HTTP_RQ_UPGRADE request: from
-			  buf + head_len on, the bytes are the new protocol */
+	/* the connection ends after this response: Connection: close,
+	 * HTTP/1.0, or HTTP_BODY_EOF */
+	bool close;
+	/* a 1xx other than 101: the final response follows */
+	bool interim;
+	/* 101 to an HTTP_RQ_UPGRADE request: from buf + head_len on, the
+	 * bytes are the new protocol's */
+	bool upgraded;
 	size_t head_len; /* bytes of the head incl. the final CRLFCRLF */
 };
 
@@ -242,7 +253,9 @@ void http_body_init(
  * or after one run of data, which *data spans (relative to buf; len 0 if
  * none): the decoded body is the concatenation of the *data runs, which
  * is what a scan for a placeholder must look at (a chunk boundary can
- * split a word).  Call again with buf + *used while bytes remain.
+ * split a word).  The framing bytes (chunk extensions, the trailer
+ * section) are consumed but are no data: scan the raw bytes too.  Call
+ * again with buf + *used while bytes remain.
  * Returns HTTP_OK when the body has ended (the next message starts at
  * buf + *used), HTTP_INCOMPLETE when more is to come, HTTP_ERROR with
  * *reason REASON_HTTP_BAD_CHUNK for broken chunked framing (a request's
@@ -277,5 +290,11 @@ int http_field_find(const uint8_t *buf, const struct http_field *fields,
  */
 const char *screen_addr(
     const struct sockaddr *sa, const struct sockaddr_storage *own, size_t nown);
+/*
+ * screen_needs_exact: whether screen_addr's class cls (the gateway's own
+ * address, or loopback) may be opened only by an allow-address rule
+ * naming that very address (ksb-policy(5)), not by a range around it.
+ */
+int screen_needs_exact(const char *cls);
 
 #endif

@@ -90,7 +90,8 @@ struct conn {
 	int64_t last_ms;	 /* last relay activity, monotonic */
 	struct event *timer;	 /* phase deadline (HEAD, HELLO, DRAIN),
 					   idle check (RELAY) */
-	int counted;		 /* holds a slot of c->inst's quota */
+	int counted;		 /* admitted: holds a slot of the global
+					   limit (and of c->inst's quota) */
 	int refused;		 /* 429 at accept: outside the caps */
 	size_t discarded;	 /* bytes thrown away while lingering */
 	struct sockaddr_storage cands[CONN_MAX_ADDRS]; /* screened, in order */
@@ -104,8 +105,9 @@ struct conn {
 static struct gateway *proxy_gw;
 static struct evconnlistener *proxy_listener;
 static struct conn *proxy_conns;
-static int proxy_nconns;   /* linked connections, refused included */
-static int proxy_nrefused; /* of which refused (429, lingering) */
+static int proxy_nconns;    /* linked connections, refused included */
+static int proxy_nrefused;  /* of which refused (429, lingering) */
+static int proxy_nadmitted; /* of which admitted (c->counted) */
 static int64_t proxy_tokens, proxy_tokens_ms; /* global rate bucket */
 static int64_t proxy_refused_sec; /* refusal rows of unknown sources */
 static int proxy_refused_rows, proxy_refused_quiet;
@@ -364,8 +366,11 @@ conn_close(struct conn *c, enum reason reason)
 		child_audit_close(c->row, c->bytes_up, c->bytes_down,
 		    util_mono_ms() - c->start_ms, reason);
 	resolve_cancel(c->rreq);
-	if (c->counted && c->inst != NULL)
-		c->inst->px_conns--;
+	if (c->counted) {
+		proxy_nadmitted--;
+		if (c->inst != NULL)
+			c->inst->px_conns--;
+	}
 	if (c->refused)
 		proxy_nrefused--;
 	if (c->timer != NULL)
@@ -812,13 +817,21 @@ proxy_is_local(const struct sockaddr_storage *ss)
 static int
 conn_addr_ok(struct conn *c, const struct sockaddr_storage *ss)
 {
-	if (screen_addr((const struct sockaddr *)ss, c->gw->own, c->gw->nown) ==
-		NULL &&
-	    !proxy_is_local(ss))
+	const struct sockaddr *sa = (const struct sockaddr *)ss;
+	const char *cls = screen_addr(sa, c->gw->own, c->gw->nown);
+
+	/* An address of the host is "gateway" whatever its range. */
+	if (proxy_is_local(ss))
+		cls = "gateway";
+	if (cls == NULL)
 		return 1;
-	/* An explicit address rule in the profile may permit it. */
-	return policy_match_addr(c->gw->policy, c->inst->profile,
-		   (const struct sockaddr *)ss, c->port, NULL) == POLICY_ALLOW;
+	/* An explicit address rule in the profile may permit it: for the
+	 * gateway's own addresses and loopback one naming it exactly. */
+	if (screen_needs_exact(cls))
+		return policy_match_addr_exact(c->gw->policy, c->inst->profile,
+			   sa, c->port, NULL) == POLICY_ALLOW;
+	return policy_match_addr(c->gw->policy, c->inst->profile, sa, c->port,
+		   NULL) == POLICY_ALLOW;
 }
 
 /* Record ss as the upstream address of the row. */
@@ -1231,20 +1244,99 @@ proxy_instance_caps(const struct conn *c, int *maxconns, int *rate)
 		*rate = lim[POLICY_LIMIT_RATE];
 }
 
-/* Which cap refuses a new connection of c->inst (REASON_NONE: none)? */
+/*
+ * The fair share of one instance: max-connections divided by the number
+ * of registered instances (ksb.conf(5), "max-connections").  An instance
+ * below it and below its own cap is admitted even when all
+ * max-connections are in use: proxy_reclaim makes room.
+ */
+static int
+proxy_share(const struct ksb_conf *conf)
+{
+	struct instance *i;
+	int n = 0;
+
+	for (i = registry_first(); i != NULL; i = i->next)
+		n++;
+	return n > 0 ? conf->max_connections / n : conf->max_connections;
+}
+
+/* Rank of v as the connection to close for a newcomer: lower goes first
+ * (answered and lingering, then before the tunnel, then tunnels). */
+static int
+proxy_reclaim_rank(const struct conn *v)
+{
+	switch (v->state) {
+	case CONN_DRAIN:
+		return 0;
+	case CONN_HEAD:
+	case CONN_HELLO:
+		return 1;
+	case CONN_CONNECTING:
+		return 2;
+	default:
+		return 3;
+	}
+}
+
+/*
+ * All max-connections are in use and c's instance is below its share:
+ * close one admitted connection of an unregistered source, else of the
+ * instance furthest above its share (its answered or not yet relaying
+ * connections first, newest first), with REASON_OVER_SHARE.  Such an
+ * instance exists: the admitted connections number at least
+ * max-connections >= share * instances, and c's instance holds fewer
+ * than share.
+ */
+static void
+proxy_reclaim(struct conn *c, int share)
+{
+	struct conn *v, *best = NULL;
+	int excess, best_excess = 0;
+
+	for (v = proxy_conns; v != NULL; v = v->next) {
+		if (v == c || !v->counted)
+			continue;
+		excess =
+		    v->inst == NULL ? INT32_MAX : v->inst->px_conns - share;
+		if (excess <= 0)
+			continue;
+		if (best == NULL || excess > best_excess ||
+		    (excess == best_excess &&
+			proxy_reclaim_rank(v) < proxy_reclaim_rank(best))) {
+			best = v;
+			best_excess = excess;
+		}
+	}
+	if (best == NULL) /* cannot happen (see above) */
+		return;
+	log_info("%s: over its share (%d), a connection closed for %s",
+	    best->inst != NULL ? best->inst->id : best->client_addr, share,
+	    c->inst->id);
+	conn_close(best, REASON_OVER_SHARE);
+}
+
+/*
+ * Which cap refuses a new connection of c->inst (REASON_NONE: none)?  At
+ * most max-connections are admitted at once; an instance below its fair
+ * share (proxy_share) is admitted in place of a connection above one.
+ */
 static enum reason
 proxy_admit(struct conn *c)
 {
 	const struct ksb_conf *conf = c->gw->conf;
 	struct instance *inst = c->inst;
 	int64_t now = util_mono_ms();
-	int maxconns = 0, rate = 0;
+	int maxconns = 0, rate = 0, full, share = 0;
 
 	if (inst != NULL)
 		proxy_instance_caps(c, &maxconns, &rate);
 	if (inst != NULL && inst->px_conns >= maxconns)
 		return REASON_INSTANCE_CONNECTION_LIMIT;
-	if (proxy_nconns - proxy_nrefused > conf->max_connections)
+	full = proxy_nadmitted >= conf->max_connections;
+	if (full && inst != NULL)
+		share = proxy_share(conf);
+	if (full && (inst == NULL || inst->px_conns >= share))
 		return REASON_TOO_MANY_CONNECTIONS;
 	if (inst != NULL &&
 	    !proxy_bucket_take(
@@ -1256,6 +1348,8 @@ proxy_admit(struct conn *c)
 			inst->px_tokens += 1000;
 		return REASON_RATE_LIMITED;
 	}
+	if (full)
+		proxy_reclaim(c, share);
 	return REASON_NONE;
 }
 
@@ -1331,10 +1425,10 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		conn_refuse(c, why);
 		return;
 	}
-	if (c->inst != NULL) {
+	c->counted = 1;
+	proxy_nadmitted++;
+	if (c->inst != NULL)
 		c->inst->px_conns++;
-		c->counted = 1;
-	}
 	bufferevent_setcb(c->down, head_read_cb, NULL, conn_event_cb, c);
 	bufferevent_setwatermark(
 	    c->down, EV_READ, 0, CONNECT_HEAD_MAX + TLS_PEEK_MAX);

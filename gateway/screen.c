@@ -6,7 +6,9 @@
  * a refused IPv4 address by another spelling).  No I/O.
  *
  * An explicit allow-address rule in the policy overrides screening; that
- * decision belongs to the caller.
+ * decision belongs to the caller.  For the gateway's own addresses and
+ * loopback the rule must name the address itself, never a range that
+ * happens to contain it (screen_needs_exact).
  */
 #include <netinet/in.h>
 #include <string.h>
@@ -128,4 +130,11 @@ screen_addr(
 		    a, screen_v4, sizeof(screen_v4) / sizeof(screen_v4[0]));
 	return screen_table(
 	    a, screen_v6, sizeof(screen_v6) / sizeof(screen_v6[0]));
+}
+
+int
+screen_needs_exact(const char *cls)
+{
+	return cls != NULL &&
+	    (strcmp(cls, "gateway") == 0 || strcmp(cls, "loopback") == 0);
 }

@@ -1,7 +1,7 @@
 /*
  * clone.c: ksb-guest-clone, the guest's workspace clone with libgit2.
  *
- *   ksb-guest-clone MIRROR BRANCH DIR
+ *   ksb-guest-clone [--index INDEX] MIRROR BRANCH DIR
  *
  * Run by ksb-guest-init (as the agent user, once the host /usr with its
  * libgit2 is mounted in the guest) from the initramfs.  It makes DIR what
@@ -10,6 +10,12 @@
  * the project's in turn), a remote `origin' at MIRROR with its branches as
  * refs/remotes/origin/<name>, BRANCH checked out and tracking origin/BRANCH.
  * No object is copied, so the cost does not grow with the repository.
+ * With --index, DIR already holds BRANCH's files (the overlay of the
+ * host's checkout, guest/init.c): nothing is checked out, INDEX (the
+ * host's index of those files, mirror/checkout.c) becomes DIR/.git/index
+ * and core.checkStat is `minimal' (the files' inode, device, owner and
+ * ctime differ from what the host saw; size and mtime do not), so git
+ * status hashes no file.  A failure then removes DIR/.git only.
  * Exit 0, or 1 with one line on stderr.  Everything it reads is the
  * guest's own (the mirror is its share), so no hostile-input handling
  * beyond libgit2's own is needed here; the host reads the mirror back
@@ -25,7 +31,8 @@
 #include <git2.h>
 
 static const char *clone_dir;
-static int clone_made; /* clone_dir is ours: remove it on failure */
+static int clone_made;		/* clone_dir is ours: remove it on failure */
+static const char *clone_index; /* --index INDEX, or NULL */
 
 static int
 clone_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -42,7 +49,13 @@ static void __attribute__((noreturn)) clone_fail(const char *what)
 
 	fprintf(stderr, "ksb-guest-clone: %s: %s\n", what,
 	    e != NULL && e->message != NULL ? e->message : strerror(errno));
-	if (clone_made)
+	char git[4096];
+
+	if (clone_made && clone_index != NULL &&
+	    (size_t)snprintf(git, sizeof(git), "%s/.git", clone_dir) <
+		sizeof(git))
+		(void)nftw(git, clone_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	else if (clone_made)
 		(void)nftw(clone_dir, clone_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 	exit(1);
 }
@@ -91,7 +104,7 @@ clone_init_shared(const char *mirror_path, const char *br)
 	    &io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
 	io.flags = GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
 	io.initial_head = br;
-	if (access(clone_dir, F_OK) == 0) {
+	if (clone_index == NULL && access(clone_dir, F_OK) == 0) {
 		errno = EEXIST;
 		clone_fail(clone_dir);
 	}
@@ -114,6 +127,35 @@ clone_init_shared(const char *mirror_path, const char *br)
 	if (git_repository_open(&repo, clone_dir) != 0)
 		clone_fail(clone_dir);
 	return repo;
+}
+
+/* --index: the host's index as .git/index, and core.checkStat minimal. */
+static void
+clone_use_index(git_repository *repo)
+{
+	char path[4096], buf[65536];
+	git_config *cfg;
+	ssize_t n;
+	int in, out;
+
+	if ((size_t)snprintf(path, sizeof(path), "%sindex",
+		git_repository_path(repo)) >= sizeof(path))
+		clone_fail("index path");
+	if ((in = open(clone_index, O_RDONLY | O_CLOEXEC)) == -1)
+		clone_fail(clone_index);
+	if ((out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) ==
+	    -1)
+		clone_fail(path);
+	while ((n = read(in, buf, sizeof(buf))) > 0)
+		if (write(out, buf, (size_t)n) != n)
+			clone_fail(path);
+	if (n < 0 || close(out) != 0)
+		clone_fail(path);
+	close(in);
+	if (git_repository_config(&cfg, repo) != 0 ||
+	    git_config_set_string(cfg, "core.checkStat", "minimal") != 0)
+		clone_fail("core.checkStat");
+	git_config_free(cfg);
 }
 
 /*
@@ -143,6 +185,10 @@ clone_checkout(git_repository *repo, git_repository *mirror,
 	git_commit_free(commit);
 	if (git_repository_set_head(repo, refname) != 0)
 		clone_fail("HEAD");
+	if (clone_index != NULL) {
+		clone_use_index(repo);
+		return;
+	}
 	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
 	co.checkout_strategy = GIT_CHECKOUT_FORCE;
 	if (git_checkout_head(repo, &co) != 0)
@@ -157,8 +203,15 @@ main(int argc, char **argv)
 	char refname[512], upstream[512];
 	const char *br;
 
+	if (argc == 6 && strcmp(argv[1], "--index") == 0) {
+		clone_index = argv[2];
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc != 4) {
-		fprintf(stderr, "usage: ksb-guest-clone MIRROR BRANCH DIR\n");
+		fprintf(stderr,
+		    "usage: ksb-guest-clone [--index INDEX] MIRROR "
+		    "BRANCH DIR\n");
 		return 2;
 	}
 	br = argv[2];

@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guest/guest.h"
 #include "proto/guestctl.h"
 
 #define AGENT_UID      1000
@@ -92,7 +93,9 @@ struct boot {
 	int pane; /* PANE given: paste once the pane is ready */
 	char pane_ready[GUESTCTL_PANE_MAX + 1],
 	    pane_busy[GUESTCTL_PANE_MAX + 1];
-	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
+	int display;		  /* Xvfb runs: DISPLAY for the command */
+	char *home;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -457,6 +460,11 @@ parse_cmdline(struct boot *b)
 				fail("ksb.disk: invalid `%s'", val);
 			b->disk = 1;
 			seen |= 16;
+		} else if (strcmp(tok, "ksb.display") == 0 && !(seen & 32)) {
+			if (display_parse(val, &b->display_w, &b->display_h) !=
+			    0)
+				fail("ksb.display: invalid `%s'", val);
+			seen |= 32;
 		} else if (strcmp(tok, "ksb.share") == 0) {
 			struct share *s;
 			size_t vlen = strlen(val);
@@ -902,14 +910,66 @@ install_home(struct boot *b)
  * the host's side is vmrunner/workspace.c): as the agent, write
  * ~/.gitconfig (once: the agent's later changes stay) and, when the host
  * shared a mirror and there is no ~/work yet, clone sandbox/<id> from it
- * into ~/work with ksb-guest-clone (libgit2 from the host /usr, read-only).  A failure
- * is reported on the console and as an ERR line, and the command starts
- * anyway (in the agent's home).
+ * into ~/work with ksb-guest-clone (libgit2 from the host /usr, read-only).
+ * When the host also shared its checkout of the seed (/ksb/checkout:
+ * tree/ and index, mirror/checkout.c), ~/work is first an overlay whose
+ * lower layer is that tree and whose upper layer is on the instance disk
+ * (tmpfs without one), and the clone only adds .git with the host's index
+ * (no file is checked out in the guest).  A failure is reported on the
+ * console and as an ERR line, and the command starts anyway (in the
+ * agent's home).
  */
 #define MIRROR_GUEST_DIR     "/ksb/mirror.git" /* mirror/mirror.h */
+#define CHECKOUT_GUEST_DIR   "/ksb/checkout"   /* mirror/mirror.h */
 #define WORKSPACE_DIR	     AGENT_HOME "/work"
 #define WORKSPACE_CLONE	     "/ksb-guest-clone" /* in the initramfs */
 #define WORKSPACE_TIMEOUT_MS 300000
+
+static void __attribute__((format(printf, 1, 2)))
+workspace_warn(const char *fmt, ...);
+
+/*
+ * ~/work as an overlay of the host's checkout: 1 if it is mounted now, 0
+ * if not (no checkout shared, or an instance made before this whose
+ * ~/work is a plain clone: kept as it is, or the mount failed: said).
+ */
+static int
+workspace_overlay(const struct boot *b)
+{
+	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr";
+	char upper[128], work[128], opts[512];
+	struct stat sb;
+	int made = 0;
+
+	if (stat(CHECKOUT_GUEST_DIR "/tree", &sb) != 0 || !S_ISDIR(sb.st_mode))
+		return 0;
+	snprintf(upper, sizeof(upper), "%s/work-upper", base);
+	snprintf(work, sizeof(work), "%s/work-work", base);
+	if (lstat(WORKSPACE_DIR, &sb) == 0 && lstat(upper, &sb) != 0)
+		return 0;
+	mkdirs(upper, 0755);
+	mkdirs(work, 0700);
+	if (mkdir(WORKSPACE_DIR, 0755) == 0)
+		made = 1;
+	/* The merged root shows the upper dir's owner: the agent's. */
+	if (chown(upper, AGENT_UID, AGENT_GID) == -1 ||
+	    chown(WORKSPACE_DIR, AGENT_UID, AGENT_GID) == -1)
+		fail("chown %s: %s", upper, strerror(errno));
+	snprintf(opts, sizeof(opts),
+	    "lowerdir=" CHECKOUT_GUEST_DIR "/tree,upperdir=%s,workdir=%s",
+	    upper, work);
+	if (mount("overlay", WORKSPACE_DIR, "overlay", MS_NOSUID | MS_NODEV,
+		opts) == -1) {
+		workspace_warn("workspace: overlay on " WORKSPACE_DIR
+			       ": %s (the guest checks the branch out itself)",
+		    strerror(errno));
+		if (made)
+			rmdir(WORKSPACE_DIR);
+		return 0;
+	}
+	stage("workspace overlay mounted");
+	return 1;
+}
 
 static void __attribute__((format(printf, 1, 2)))
 workspace_warn(const char *fmt, ...)
@@ -921,9 +981,10 @@ workspace_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
-/* The child: drop to the agent, write ~/.gitconfig, exec the clone. */
+/* The child: drop to the agent, write ~/.gitconfig, exec the clone
+ * (overlay: only .git, with the host's index). */
 static void __attribute__((noreturn))
-workspace_child(const struct boot *b, int clone)
+workspace_child(const struct boot *b, int clone, int overlay)
 {
 	char cfg[512], branch[64];
 	gid_t gid = AGENT_GID;
@@ -960,8 +1021,13 @@ workspace_child(const struct boot *b, int clone)
 		_exit(0);
 	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
 	/* libgit2 (guest/clone.c): git clone --shared -b branch. */
-	execl(WORKSPACE_CLONE, "ksb-guest-clone", MIRROR_GUEST_DIR, branch,
-	    WORKSPACE_DIR, (char *)NULL);
+	if (overlay)
+		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--index",
+		    CHECKOUT_GUEST_DIR "/index", MIRROR_GUEST_DIR, branch,
+		    WORKSPACE_DIR, (char *)NULL);
+	else
+		execl(WORKSPACE_CLONE, "ksb-guest-clone", MIRROR_GUEST_DIR,
+		    branch, WORKSPACE_DIR, (char *)NULL);
 	say(WORKSPACE_CLONE ": %s", strerror(errno));
 	_exit(EXIT_CANNOT_EXEC);
 }
@@ -972,16 +1038,20 @@ setup_workspace(struct boot *b)
 	struct stat sb;
 	int64_t deadline;
 	pid_t pid, w;
-	int st = 0, mirror, clone;
+	int st = 0, mirror, clone, overlay = 0;
 
 	mirror = stat(MIRROR_GUEST_DIR, &sb) == 0 && S_ISDIR(sb.st_mode);
-	clone = mirror && lstat(WORKSPACE_DIR, &sb) == -1 && errno == ENOENT;
+	if (mirror)
+		overlay = workspace_overlay(b);
+	clone = mirror &&
+	    lstat(overlay ? WORKSPACE_DIR "/.git" : WORKSPACE_DIR, &sb) == -1 &&
+	    errno == ENOENT;
 	if ((pid = fork()) == -1) {
 		workspace_warn("workspace: fork: %s", strerror(errno));
 		return;
 	}
 	if (pid == 0)
-		workspace_child(b, clone);
+		workspace_child(b, clone, overlay);
 	deadline = mono_ms() + WORKSPACE_TIMEOUT_MS;
 	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
 		sleep_ms(20);
@@ -1195,8 +1265,8 @@ become_agent(const struct boot *b)
 		_exit(EXIT_INIT_FAILED);
 	}
 	if ((!b->workspace || chdir(WORKSPACE_DIR) == -1) &&
-	    chdir(AGENT_HOME) == -1)
-		(void)chdir("/");
+	    chdir(AGENT_HOME) == -1 && chdir("/") == -1)
+		say("chdir /: %s", strerror(errno));
 
 	snprintf(
 	    proxy, sizeof(proxy), "http://%s:%u", inet_ntoa(b->gw), b->port);
@@ -1216,6 +1286,8 @@ become_agent(const struct boot *b)
 	setenv("no_proxy", "localhost,127.0.0.1", 1);
 	setenv("NO_PROXY", "localhost,127.0.0.1", 1);
 	setenv("KSB_INSTANCE", b->id, 1);
+	if (b->display)
+		setenv("DISPLAY", DISPLAY_NAME, 1);
 }
 
 /*
@@ -2502,11 +2574,39 @@ early_mounts(void)
 	    "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
+static void
+say_line(const char *s)
+{
+	say("%s", s);
+}
+
+/*
+ * Before READY: the display (ksb-run --display) and the forward channel
+ * (guestfwd.c).  A failure is an ERR line and a console message; the
+ * command runs anyway.
+ */
+static void
+start_extras(struct boot *b)
+{
+	char err[200];
+
+	if (b->display_w > 0) {
+		if (display_start(b->display_w, b->display_h, AGENT_UID,
+			AGENT_GID, err, sizeof(err)) == 0)
+			b->display = 1;
+		else
+			workspace_warn("%s", err);
+	}
+	if (guestfwd_start(b->display ? DISPLAY_SHOT : NULL, ctl_fd, say_line) <
+	    0)
+		workspace_warn("forward channel: not started");
+}
+
 /*
  * READY, then the command as init's child (or the agent in tmux),
  * supervised until it exits; powers off with its exit status.
  */
-static void __attribute__((noreturn)) run_command(const struct boot *b)
+static void __attribute__((noreturn)) run_command(struct boot *b)
 {
 	sigset_t mask;
 	pid_t pid;
@@ -2519,6 +2619,7 @@ static void __attribute__((noreturn)) run_command(const struct boot *b)
 	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
 		fail("signalfd: %s", strerror(errno));
 
+	start_extras(b);
 	ctl_write("READY\n", 6);
 	if (b->agent)
 		poweroff(agent_supervise(b, sfd, pwr, npwr), 0);
@@ -2575,10 +2676,14 @@ main(int argc, char **argv)
 	write_etc(&b);
 	setup_storage(&b);
 	install_home(&b);
+	/* The host's checkout never changes under a guest: cached. */
 	for (i = 0; i < b.nshares; i++)
 		do_mount(b.shares[i].tag, b.shares[i].path, "9p",
 		    (b.shares[i].rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
-		    "trans=virtio,version=9p2000.L,msize=512000");
+		    strcmp(b.shares[i].path, CHECKOUT_GUEST_DIR) == 0 ?
+			"trans=virtio,version=9p2000.L,msize=512000,"
+			"cache=loose" :
+			"trans=virtio,version=9p2000.L,msize=512000");
 	stage("9p mounted");
 	setup_network(&b);
 	read_header(&b);

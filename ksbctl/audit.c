@@ -50,6 +50,7 @@ struct audit_query {
 	int denied, follow, csv_given;
 	enum out_format fmt; /* OUT_CSV once --csv is checked */
 	long limit;
+	const char *otlp, *state, *format; /* audit export (audit_export.c) */
 };
 
 /* "90s", "30m", "1h", "7d" back from now, or a UTC date.  ms or -1. */
@@ -386,48 +387,52 @@ audit_summary(sqlite3 *db, struct audit_query *q)
 	return 0;
 }
 
+/* Every chained record, seq order: (seq, its JSON line); ?1 after this
+ * seq, ?2 ts_ms from (NULL: all).  Also audit_export.c's. */
+const char audit_export_sql[] =
+    "SELECT seq, json_object('seq', seq, 'kind', 'connection', 'id', "
+    "id, "
+    "'ts_ms', ts_ms, 'instance', instance, 'profile', profile, "
+    "'client_addr', client_addr, 'client_port', client_port, 'host', "
+    "host, "
+    "'port', port, 'sni', sni, 'upstream_addr', upstream_addr, "
+    "'upstream_port', upstream_port, 'decision', decision, 'reason', "
+    "reason, 'policy_digest', policy_digest, 'hash', lower(hex(hash))) "
+    "FROM connections WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'close', "
+    "'conn_id', conn_id, 'ts_ms', ts_ms, 'bytes_up', bytes_up, "
+    "'bytes_down', bytes_down, 'duration_ms', duration_ms, 'reason', "
+    "reason, 'hash', lower(hex(hash))) FROM closes WHERE seq > ?1 "
+    "AND (?2 IS NULL OR ts_ms >= ?2) "
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'policy', "
+    "'id', "
+    "id, 'ts_ms', ts_ms, 'digest', digest, 'ok', ok, 'files', files, "
+    "'errors', errors, 'hash', lower(hex(hash))) FROM policy_versions "
+    "WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'register', "
+    "'id', id, 'ts_ms', registered_ms, 'instance', instance, "
+    "'profile', "
+    "profile, 'tap', tap, 'mac', mac, 'ip', ip, 'hash', "
+    "lower(hex(hash))) "
+    "FROM registrations WHERE seq > ?1 AND (?2 IS NULL OR "
+    "registered_ms >= ?2) "
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', "
+    "'unregister', "
+    "'reg_id', reg_id, 'ts_ms', ts_ms, 'hash', lower(hex(hash))) FROM "
+    "unregistrations WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+    "ORDER BY 1 LIMIT 10000";
+
 /* Every chained record as one JSON object per line, in seq order. */
 static int
 audit_export(sqlite3 *db, struct audit_query *q)
 {
-	static const char *sql =
-	    "SELECT seq, json_object('seq', seq, 'kind', 'connection', 'id', "
-	    "id, "
-	    "'ts_ms', ts_ms, 'instance', instance, 'profile', profile, "
-	    "'client_addr', client_addr, 'client_port', client_port, 'host', "
-	    "host, "
-	    "'port', port, 'sni', sni, 'upstream_addr', upstream_addr, "
-	    "'upstream_port', upstream_port, 'decision', decision, 'reason', "
-	    "reason, 'policy_digest', policy_digest, 'hash', lower(hex(hash))) "
-	    "FROM connections WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
-	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'close', "
-	    "'conn_id', conn_id, 'ts_ms', ts_ms, 'bytes_up', bytes_up, "
-	    "'bytes_down', bytes_down, 'duration_ms', duration_ms, 'reason', "
-	    "reason, 'hash', lower(hex(hash))) FROM closes WHERE seq > ?1 "
-	    "AND (?2 IS NULL OR ts_ms >= ?2) "
-	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'policy', "
-	    "'id', "
-	    "id, 'ts_ms', ts_ms, 'digest', digest, 'ok', ok, 'files', files, "
-	    "'errors', errors, 'hash', lower(hex(hash))) FROM policy_versions "
-	    "WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
-	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'register', "
-	    "'id', id, 'ts_ms', registered_ms, 'instance', instance, "
-	    "'profile', "
-	    "profile, 'tap', tap, 'mac', mac, 'ip', ip, 'hash', "
-	    "lower(hex(hash))) "
-	    "FROM registrations WHERE seq > ?1 AND (?2 IS NULL OR "
-	    "registered_ms >= ?2) "
-	    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', "
-	    "'unregister', "
-	    "'reg_id', reg_id, 'ts_ms', ts_ms, 'hash', lower(hex(hash))) FROM "
-	    "unregistrations WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
-	    "ORDER BY 1 LIMIT 10000";
 	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
 	sqlite3_stmt *st = NULL;
 	int64_t last = 0;
 	int rc, n;
 
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(db, audit_export_sql, -1, &st, NULL) !=
+	    SQLITE_OK)
 		goto sqlerr;
 	for (;;) {
 		do {
@@ -470,6 +475,9 @@ static const struct option audit_longopts[] = {
 	{ "jsonl", no_argument, NULL, 'J' },
 	{ "csv", no_argument, NULL, 'c' },
 	{ "follow", no_argument, NULL, 'F' },
+	{ "otlp", required_argument, NULL, 'O' },
+	{ "state", required_argument, NULL, 'S' },
+	{ "format", required_argument, NULL, 'T' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -481,7 +489,7 @@ audit_opt_applies(const char *me, const char *cmd, int ch)
 {
 	const char *takes = strcmp(cmd, "audit") == 0 ? "iHsuDnjcfF" :
 	    strcmp(cmd, "audit summary") == 0	      ? "iHsuDj" :
-							"JsfF";
+							"JsfFOST";
 	int k;
 
 	if (ch == 'h' || ch == '?' || ch == ':' || strchr(takes, ch) != NULL)
@@ -528,6 +536,21 @@ audit_opt_value(const char *me, int ch, const char *arg, struct audit_query *q)
 		break;
 	case 'H':
 		q->host = arg;
+		break;
+	case 'O':
+		q->otlp = arg;
+		break;
+	case 'S':
+		q->state = arg;
+		break;
+	case 'T':
+		if (strcmp(arg, "ocsf") != 0 && strcmp(arg, "jsonl") != 0) {
+			fprintf(stderr,
+			    "%s: --format: `%s' is neither jsonl nor ocsf\n",
+			    me, arg);
+			return 2;
+		}
+		q->format = arg;
 		break;
 	case 's':
 	case 'u':
@@ -600,6 +623,34 @@ audit_parse(
 	return -1;
 }
 
+/* audit export: one of --jsonl, --format, --otlp; --state with --otlp.
+ * 0, or 2 with what is wrong said. */
+static int
+audit_check_export(struct audit_query *q, int jsonl)
+{
+	if (jsonl && q->format == NULL)
+		q->format = "jsonl";
+	if (q->otlp != NULL && (jsonl || q->format != NULL)) {
+		fprintf(stderr,
+		    "ksbctl audit export: --otlp sends OTLP "
+		    "JSON: no --jsonl or --format with it\n");
+		return 2;
+	}
+	if (q->otlp == NULL && q->format == NULL) {
+		fprintf(stderr,
+		    "ksbctl audit export: say --jsonl, "
+		    "--format ocsf or --otlp URL\n");
+		return 2;
+	}
+	if (q->state != NULL && q->otlp == NULL) {
+		fprintf(stderr,
+		    "ksbctl audit export: --state goes with "
+		    "--otlp\n");
+		return 2;
+	}
+	return 0;
+}
+
 /* The options together.  0, or 2 with what is wrong said. */
 static int
 audit_check(const char *cmd, struct audit_query *q, int jsonl)
@@ -618,11 +669,8 @@ audit_check(const char *cmd, struct audit_query *q, int jsonl)
 	}
 	if (q->csv_given)
 		q->fmt = OUT_CSV;
-	if (strcmp(cmd, "audit export") == 0 && !jsonl) {
-		fprintf(
-		    stderr, "ksbctl %s: say --jsonl (the only format)\n", cmd);
-		return 2;
-	}
+	if (strcmp(cmd, "audit export") == 0)
+		return audit_check_export(q, jsonl);
 	return 0;
 }
 
@@ -663,6 +711,10 @@ audit_main(int argc, char **argv)
 		ret = audit_rows(db, &q);
 	else if (strcmp(cmd, "audit summary") == 0)
 		ret = audit_summary(db, &q);
+	else if (q.otlp != NULL)
+		ret = audit_export_otlp(db, q.otlp, q.state, q.since, q.follow);
+	else if (strcmp(q.format, "ocsf") == 0)
+		ret = audit_export_ocsf(db, q.since, q.follow);
 	else
 		ret = audit_export(db, &q);
 	sqlite3_close(db);

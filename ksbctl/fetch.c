@@ -1,8 +1,9 @@
 /*
- * fetch.c: `ksbctl fetch ID [--repo PATH] [--namespace NS] [--timeout
- * SECONDS] [--max-pack-size SIZE]`: bring the instance's sandbox/<ID>
- * branch into the host repo as refs/remotes/NS/ID (mirror_fetch; nothing
- * else is written).
+ * fetch.c: `ksbctl fetch ID [--repo PATH] [--namespace NS] [--branch
+ * NAME] [--timeout SECONDS] [--max-pack-size SIZE]`: bring the instance's
+ * sandbox/<ID> branch into the host repo as refs/remotes/NS/ID
+ * (mirror_fetch), and with --branch create or fast-forward the local
+ * branch NAME to it (never moving one that has commits the tip lacks).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -34,10 +35,11 @@ fetch_parse_size(const char *s, uint64_t *out)
 static int
 fetch_parse(int argc, char **argv, struct mirror_fetch_opts *o)
 {
-	enum { O_REPO = 256, O_NS, O_TIMEOUT, O_MAXPACK };
+	enum { O_REPO = 256, O_NS, O_TIMEOUT, O_MAXPACK, O_BRANCH };
 	static const struct option longopts[] = { { "repo", required_argument,
 						      NULL, O_REPO },
 		{ "namespace", required_argument, NULL, O_NS },
+		{ "branch", required_argument, NULL, O_BRANCH },
 		{ "timeout", required_argument, NULL, O_TIMEOUT },
 		{ "max-pack-size", required_argument, NULL, O_MAXPACK },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
@@ -55,6 +57,9 @@ fetch_parse(int argc, char **argv, struct mirror_fetch_opts *o)
 			break;
 		case O_NS:
 			o->ns = optarg;
+			break;
+		case O_BRANCH:
+			o->branch = optarg;
 			break;
 		case O_TIMEOUT:
 			t = strtol(optarg, &end, 10);
@@ -133,6 +138,26 @@ fetch_report(const char *id, const struct mirror_fetch_result *res)
 		printf("    %s\n", res->log[i]);
 }
 
+/* --branch NAME: what happened to it (a refusal is the error message). */
+static void
+fetch_report_branch(const char *name, const struct mirror_fetch_result *res)
+{
+	switch (res->branch_state) {
+	case MIRROR_BRANCH_CREATED:
+		printf("branch %s created at %.12s\n", name, res->tip);
+		break;
+	case MIRROR_BRANCH_FORWARD:
+		printf("branch %s fast-forwarded %.12s -> %.12s\n", name,
+		    res->branch_old, res->tip);
+		break;
+	case MIRROR_BRANCH_CURRENT:
+		printf("branch %s already at %.12s\n", name, res->tip);
+		break;
+	default:
+		break;
+	}
+}
+
 int
 fetch_main(int argc, char **argv)
 {
@@ -148,10 +173,15 @@ fetch_main(int argc, char **argv)
 	xasprintf(&dir, "%s/instances/%s", ksbctl_conf->state_dir, o.id);
 	o.instance_dir = dir;
 	if (mirror_fetch(&o, &res, &cause) != 0) {
+		/* A refused branch: the remote-tracking ref did land. */
+		if (res.branch_state == MIRROR_BRANCH_REFUSED)
+			fetch_report(o.id, &res);
 		fprintf(stderr, "ksbctl fetch: %s: %s\n", o.id, cause);
 		ret = 1;
 	} else {
 		fetch_report(o.id, &res);
+		if (o.branch != NULL)
+			fetch_report_branch(o.branch, &res);
 		ret = 0;
 	}
 	mirror_fetch_result_clear(&res);

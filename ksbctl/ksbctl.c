@@ -45,6 +45,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "power down (QMP), forced after S" },
 	{ "rm", rm_main, "rm [--force] [--json] ID",
 	    "remove a stopped instance" },
+	{ "prune", prune_main, "prune [--older-than AGE] [--dry-run] [--json]",
+	    "remove stopped instances, disks, mirrors" },
 	{ "attach", attach_main, "attach ID",
 	    "console of a detached instance" },
 	{ "audit", audit_main,
@@ -56,9 +58,9 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "[--host H] [--since T] [--until T]\n[--denied] [--json]",
 	    "per-host counts and bytes" },
 	{ "audit export", audit_main,
-	    "audit export --jsonl [--since T] "
-	    "[--follow]",
-	    "every audit record, JSON lines" },
+	    "audit export --jsonl|--format ocsf|--otlp URL [--state FILE] "
+	    "[--since T] [--follow]",
+	    "every audit record: JSON lines, OCSF, OpenTelemetry" },
 	{ "audit verify", audit_main, "audit verify [--json]",
 	    "check the audit hash chain" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },
@@ -69,8 +71,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "policy test", policy_main, "policy test PROFILE HOST[:PORT]",
 	    "allow or deny, and which rule" },
 	{ "fetch", fetch_main,
-	    "fetch ID [--repo PATH] [--namespace NS] "
-	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",
+	    "fetch ID [--repo PATH] [--namespace NS] [--branch NAME]\n"
+	    "[--timeout SECONDS] [--max-pack-size SIZE]",
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
 	{ "prompt", prompt_main,
 	    "prompt ID TEXT|- [--key KEY] [--wait] "
@@ -78,6 +80,14 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "give an agent instance a turn" },
 	{ "logs", logs_main, "logs ID [--follow | --screen]",
 	    "an agent instance's pane and events" },
+	{ "forward", forward_main,
+	    "forward ID [ADDR:]HOSTPORT:GUESTPORT\n"
+	    "| ID --list | ID --remove [ADDR:]HOSTPORT",
+	    "host port to a guest port, list, remove" },
+	{ "pause", pause_main, "pause ID", "stop the guest's CPUs (QMP)" },
+	{ "resume", pause_main, "resume ID", "continue a paused guest" },
+	{ "screenshot", screenshot_main, "screenshot ID [FILE|-]",
+	    "the guest's display as PNG (ID.png)" },
 };
 #define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))
 #define HELP_COL     36 /* where --help's summaries start */
@@ -311,4 +321,23 @@ ksbctl_sock_connect(const char *dir, const char *name)
 		return errno = e, -1;
 	}
 	return fd;
+}
+
+char *
+ksbctl_size(char *buf, size_t cap, uint64_t bytes)
+{
+	static const char *const unit[] = { "KiB", "MiB", "GiB", "TiB" };
+	double v = (double)bytes;
+	int i = -1;
+
+	if (bytes < 1024) {
+		snprintf(buf, cap, "%llu B", (unsigned long long)bytes);
+		return buf;
+	}
+	while (v >= 1024 && i < 3) {
+		v /= 1024;
+		i++;
+	}
+	snprintf(buf, cap, "%.1f %s", v, unit[i]);
+	return buf;
 }

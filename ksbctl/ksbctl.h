@@ -9,6 +9,7 @@
 #ifndef KSB_KSBCTL_H
 #define KSB_KSBCTL_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 struct ksb_conf;
@@ -42,8 +43,22 @@ int ksbctl_getopt(int argc, char **argv, const char *cmd, const char *shortopts,
  * errno (ENAMETOOLONG if the path does not fit). */
 int ksbctl_sock_connect(const char *dir, const char *name);
 
+/* ksbctl_size: bytes for people ("512 B", "3.1 MiB", "1.0 GiB") into buf
+ * (cap >= 16); returns buf. */
+char *ksbctl_size(char *buf, size_t cap, uint64_t bytes);
+
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
+/* audit.c: the export's query (seq, JSON line) of every chained record
+ * after seq ?1 with ts_ms >= ?2 (NULL: all), seq order. */
+extern const char audit_export_sql[];
+/* audit_export.c: `audit export --format ocsf' (JSON lines on stdout) and
+ * `--otlp URL' (OTLP/HTTP JSON; state: the file of the last accepted seq,
+ * NULL for the default).  since: ms or -1.  Exit status. */
+struct sqlite3;
+int audit_export_ocsf(struct sqlite3 *db, int64_t since, int follow);
+int audit_export_otlp(struct sqlite3 *db, const char *url, const char *state,
+    int64_t since, int follow);
 /* audit_verify.c: `audit verify' (argv[0] "verify"). */
 int audit_verify_main(int argc, char **argv);
 /* audit_db.c: the audit database opened read-only with a busy timeout;
@@ -54,7 +69,34 @@ int reload_main(int argc, char **argv);
 int policy_main(int argc, char **argv);
 int status_main(int argc, char **argv);
 int stop_main(int argc, char **argv);
+/*
+ * stop_qmp: one QMP command (after the greeting and qmp_capabilities) on
+ * <dir>/qmp.sock, within 3 s; the reply holding "return" is copied into
+ * reply[0..cap) (NULL: not kept).  0, or -1 (no socket, error, timeout).
+ */
+int stop_qmp(const char *dir, const char *cmd, char *reply, size_t cap);
+/* pause.c: `pause ID' and `resume ID' (argv[0] says which). */
+int pause_main(int argc, char **argv);
+/*
+ * pause_state: 1 if the instance at dir runs and its VM is paused (QMP
+ * query-status), 0 if it runs unpaused, -1 if QMP does not answer.
+ */
+int pause_state(const char *dir);
+/*
+ * forward.c: `forward'; forward_ask sends req (one line) to
+ * <dir>/forward.sock and reads the whole reply (until the server closes,
+ * at most max bytes, within timeout_ms) into *reply (malloc'd,
+ * NUL-ended, *len bytes).  0, or -1 and errno.
+ */
+int forward_main(int argc, char **argv);
+int forward_ask(const char *dir, const char *req, char **reply, size_t *len,
+    size_t max, int timeout_ms);
+/* forward_instance: the dir of running instance arg (a unique ID
+ * prefix; its ID in *id, malloc'd), or NULL and a message for cmd. */
+char *forward_instance(const char *cmd, const char *arg, char **id);
+int screenshot_main(int argc, char **argv);
 int rm_main(int argc, char **argv);
+int prune_main(int argc, char **argv);
 int attach_main(int argc, char **argv);
 int prompt_main(int argc, char **argv);
 int logs_main(int argc, char **argv);

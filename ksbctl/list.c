@@ -1,8 +1,9 @@
 /*
  * list.c: `ksbctl list [--json]`: the instances under the state dir
  * with their state (running, starting, stopped, lost) and whether the
- * gateway holds a lease for them, plus any registration the gateway knows
- * without an instance dir.
+ * gateway holds a lease for them and the disk the instance dir uses on the
+ * host (its disk image, mirror, logs: allocated blocks), plus any
+ * registration the gateway knows without an instance dir.
  *
  * The instances dir is 0700 (root's); a user who cannot read it gets the
  * gateway's LIST instead (anyone may ask): the registered instances only,
@@ -28,22 +29,34 @@ list_lease_cell(struct json_object *row, char *buf, size_t cap)
 	return v == NULL ? "?" : json_object_get_boolean(v) ? "yes" : "no";
 }
 
+static const char *
+list_disk_cell(struct json_object *row, char *buf, size_t cap)
+{
+	struct json_object *v = out_get(row, "disk_used_bytes");
+
+	return v == NULL ?
+	    "-" :
+	    ksbctl_size(buf, cap, (uint64_t)json_object_get_int64(v));
+}
+
 static const struct out_column list_cols[] = {
 	{ "ID", "id", -32, 0, NULL, NULL },
 	{ "STATE", "state", -9, 0, NULL, NULL },
 	{ "PROFILE", "profile", -16, 0, NULL, NULL },
 	{ "IP", "ip", -18, 0, NULL, NULL },
 	{ "ACCEL", "accel", -5, 0, "?", NULL },
-	{ "LEASE", NULL, 0, 0, NULL, list_lease_cell },
+	{ "LEASE", NULL, -5, 0, NULL, list_lease_cell },
+	{ "DISK", NULL, 0, 0, NULL, list_disk_cell },
 };
 static const struct out_table_spec list_spec = { list_cols,
 	sizeof(list_cols) / sizeof(list_cols[0]), NULL, NULL, 0, 0 };
 
-/* One instance: lease 1 held, 0 not, -1 unknown; accel NULL unknown. */
+/* One instance: lease 1 held, 0 not, -1 unknown; accel NULL unknown;
+ * disk: bytes, -1 unknown (no instance dir). */
 static void
 list_row(struct out_table *t, const char *id, const char *state,
     const char *profile, const char *ip, const char *accel, int lease,
-    int64_t since_ms)
+    int64_t since_ms, int64_t disk)
 {
 	struct json_object *row = out_object();
 
@@ -54,6 +67,7 @@ list_row(struct out_table *t, const char *id, const char *state,
 	out_add(row, "accel", out_str(accel));
 	out_add(row, "lease", lease == -1 ? NULL : out_bool(lease));
 	out_add(row, "since_ms", out_int(since_ms));
+	out_add(row, "disk_used_bytes", disk < 0 ? NULL : out_int(disk));
 	out_table_row(t, row);
 }
 
@@ -92,7 +106,7 @@ list_gateway_only(enum out_format fmt, const char *why)
 	for (j = 0; j < ngw; j++) {
 		list_cidr(&gw[j], cidr, sizeof(cidr));
 		list_row(t, gw[j].id, "running", gw[j].profile, cidr, NULL, 1,
-		    gw[j].since_ms);
+		    gw[j].since_ms, -1);
 	}
 	out_table_end(t);
 	free(gw);
@@ -125,7 +139,8 @@ list_rows(struct out_table *t, char **ids, const struct ctl_instance *gw,
 				seen[j] = 1;
 			}
 		list_row(t, ids[i], instance_status(dir, &st), st.profile,
-		    st.ip, st.accel, lease, st.started_ms);
+		    st.ip, st.accel, lease, st.started_ms,
+		    (int64_t)instance_du(dir));
 		free(dir);
 	}
 	for (j = 0; j < ngw; j++) {
@@ -133,7 +148,7 @@ list_rows(struct out_table *t, char **ids, const struct ctl_instance *gw,
 			continue;
 		list_cidr(&gw[j], cidr, sizeof(cidr));
 		list_row(t, gw[j].id, "foreign", gw[j].profile, cidr, "", 1,
-		    gw[j].since_ms);
+		    gw[j].since_ms, -1);
 	}
 	free(seen);
 }

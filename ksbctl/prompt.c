@@ -143,8 +143,11 @@ static void __attribute__((noreturn)) prompt_boot_exec(const char *run,
 	for (k = 0; k < c->nargs; k++)
 		argv[16 + k] = c->args[k];
 	argv[16 + c->nargs] = NULL;
-	if (c->cwd != NULL && chdir(c->cwd) == -1)
-		(void)chdir("/");
+	if (c->cwd != NULL && chdir(c->cwd) == -1 && chdir("/") == -1) {
+		fprintf(
+		    stderr, "ksbctl prompt: chdir /: %s\n", strerror(errno));
+		_exit(127);
+	}
 	if (null != -1)
 		dup2(null, STDOUT_FILENO);
 	alarm(PROMPT_BOOT_TIMEOUT_S);
@@ -452,6 +455,14 @@ prompt_connect(const char *id, const char *dir)
 {
 	int fd, i;
 
+	/* A paused guest cannot take a turn: refused, not queued. */
+	if (pause_state(dir) == 1) {
+		fprintf(stderr,
+		    "ksbctl prompt: %s: the instance is paused; `ksbctl resume "
+		    "%s' first\n",
+		    id, id);
+		return -1;
+	}
 	for (i = 0; i < PROMPT_CONNECT_TRIES; i++) {
 		if ((fd = ksbctl_sock_connect(dir, "agent.sock")) != -1)
 			return fd;

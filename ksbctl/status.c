@@ -342,6 +342,65 @@ status_agent_json(const struct instance_state *st, const char *dir)
 	return a;
 }
 
+/* A running instance's VM state (QMP) and forwards (forward.sock). */
+static void
+status_live_json(struct json_object *o, const char *dir)
+{
+	struct json_object *arr = out_array(), *fw;
+	char *reply = NULL, *line, *save = NULL, a[64], l[80];
+	unsigned hp, gp, open;
+	unsigned long long total, up, down;
+	size_t len;
+	int p = pause_state(dir);
+
+	out_add(o, "vm",
+	    out_str(p == 1 ? "paused" :
+		    p == 0 ? "running" :
+			     "unknown"));
+	if (forward_ask(dir, "LIST\n", &reply, &len, 65536, 3000) == 0)
+		for (line = strtok_r(reply, "\n", &save); line != NULL;
+		     line = strtok_r(NULL, "\n", &save)) {
+			if (sscanf(line, "FWD %63s %u %u %u %llu %llu %llu", a,
+				&hp, &gp, &open, &total, &up, &down) != 7)
+				continue;
+			snprintf(l, sizeof(l), "%s%s%s:%u",
+			    strchr(a, ':') ? "[" : "", a,
+			    strchr(a, ':') ? "]" : "", hp);
+			fw = out_object();
+			out_add(fw, "listen", out_str(l));
+			out_add(fw, "guest_port", out_int(gp));
+			out_add(fw, "open", out_int(open));
+			out_add(fw, "connections", out_int((int64_t)total));
+			out_add(fw, "bytes_to_guest", out_int((int64_t)up));
+			out_add(fw, "bytes_from_guest", out_int((int64_t)down));
+			out_append(arr, fw);
+		}
+	free(reply);
+	out_add(o, "forwards", arr);
+}
+
+static void
+status_live_text(FILE *f, struct json_object *o)
+{
+	struct json_object *arr = out_get(o, "forwards"), *fw;
+	size_t i;
+
+	if (out_get_str(o, "vm") != NULL)
+		fprintf(f, "vm:        %s\n", out_get_str(o, "vm"));
+	for (i = 0; arr != NULL && i < json_object_array_length(arr); i++) {
+		fw = json_object_array_get_idx(arr, i);
+		fprintf(f,
+		    "forward:   %s -> %lld (%lld open, %lld so far, %lld "
+		    "bytes in, %lld out)\n",
+		    out_get_str(fw, "listen"),
+		    (long long)out_get_int(fw, "guest_port"),
+		    (long long)out_get_int(fw, "open"),
+		    (long long)out_get_int(fw, "connections"),
+		    (long long)out_get_int(fw, "bytes_to_guest"),
+		    (long long)out_get_int(fw, "bytes_from_guest"));
+	}
+}
+
 /* One instance's status, the fields in the order of ksbctl(1). */
 static struct json_object *
 status_instance_json(
@@ -372,6 +431,8 @@ status_instance_json(
 	out_add(o, "stopped_ms", out_int(st->stopped_ms));
 	out_add(o, "uptime_s", out_int(up));
 	out_add(o, "exit_status", out_int(st->exit_status));
+	if (strcmp(state, "running") == 0)
+		status_live_json(o, dir);
 	if (st->agent)
 		out_add(o, "agent", status_agent_json(st, dir));
 	out_add(o, "denials", status_denials(id));
@@ -427,6 +488,7 @@ status_instance_text(FILE *f, struct json_object *o)
 	if (out_get_int(o, "exit_status") >= 0)
 		fprintf(f, "last exit: %lld\n",
 		    (long long)out_get_int(o, "exit_status"));
+	status_live_text(f, o);
 	if (agent != NULL) {
 		/* Guest text: escaped by the supervisor (log_escape). */
 		fprintf(f, "agent:     %s, turn %lld (%lld given)\n",

@@ -3,7 +3,7 @@
  * power-down over QMP (system_powerdown: the guest's init stops the command
  * and powers off), then QMP quit and SIGKILL after the timeout.  Returns
  * only once the supervising ksb-run has released the instance (so QEMU is
- * gone and the lease is dropped).
+ * gone and the lease is dropped).  A paused instance is continued first.
  */
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -26,9 +26,10 @@
 #define QMP_TIMEOUT_MS 3000
 #define QMP_REPLY_MAX  65536
 
-/* Read QMP replies until one holds "return" or "error".  0 or -1. */
+/* Read QMP replies until one holds "return" or "error" (copied into
+ * reply[0..cap) when reply is not NULL).  0 or -1. */
 static int
-stop_qmp_wait(int fd, int64_t deadline)
+stop_qmp_wait(int fd, int64_t deadline, char *reply, size_t cap)
 {
 	char buf[4096];
 	size_t total = 0;
@@ -42,17 +43,19 @@ stop_qmp_wait(int fd, int64_t deadline)
 			return -1;
 		buf[n] = '\0';
 		total += (size_t)n;
-		if (strstr(buf, "\"return\"") != NULL)
+		if (strstr(buf, "\"return\"") != NULL) {
+			if (reply != NULL)
+				snprintf(reply, cap, "%s", buf);
 			return 0;
+		}
 		if (strstr(buf, "\"error\"") != NULL)
 			return -1;
 	}
 	return -1;
 }
 
-/* Send one QMP command (after the greeting and qmp_capabilities). */
-static int
-stop_qmp(const char *dir, const char *cmd)
+int
+stop_qmp(const char *dir, const char *cmd, char *reply, size_t cap)
 {
 	struct sockaddr_un sun;
 	char *path, line[128];
@@ -75,12 +78,13 @@ stop_qmp(const char *dir, const char *cmd)
 	/* Greeting ({"QMP": ...}) carries no "return": wait for capabilities' reply. */
 	if (send(fd, "{\"execute\":\"qmp_capabilities\"}\n", 31,
 		MSG_NOSIGNAL) != 31 ||
-	    stop_qmp_wait(fd, deadline) != 0)
+	    stop_qmp_wait(fd, deadline, NULL, 0) != 0)
 		goto cleanup;
 	n = snprintf(line, sizeof(line), "{\"execute\":\"%s\"}\n", cmd);
 	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n)
 		goto cleanup;
-	if (strcmp(cmd, "quit") == 0 || stop_qmp_wait(fd, deadline) == 0)
+	if (strcmp(cmd, "quit") == 0 ||
+	    stop_qmp_wait(fd, deadline, reply, cap) == 0)
 		ret = 0;
 cleanup:
 	close(fd);
@@ -170,7 +174,10 @@ static const char *
 stop_supervised(const char *id, const char *dir,
     const struct instance_state *st, int64_t deadline, unsigned long timeout)
 {
-	if (stop_qmp(dir, "system_powerdown") != 0)
+	/* A paused guest cannot see the power button: continue it first. */
+	if (pause_state(dir) == 1 && stop_qmp(dir, "cont", NULL, 0) != 0)
+		fprintf(stderr, "ksbctl stop: %s: QMP cont failed\n", id);
+	if (stop_qmp(dir, "system_powerdown", NULL, 0) != 0)
 		fprintf(stderr,
 		    "ksbctl stop: %s: QMP system_powerdown failed\n", id);
 	if (stop_wait_released(dir, deadline))
@@ -179,7 +186,8 @@ stop_supervised(const char *id, const char *dir,
 	    "ksbctl stop: %s did not power off in %lu s: "
 	    "forcing\n",
 	    id, timeout);
-	if (stop_qmp(dir, "quit") != 0 && stop_is_our_qemu(st->qemu_pid, id))
+	if (stop_qmp(dir, "quit", NULL, 0) != 0 &&
+	    stop_is_our_qemu(st->qemu_pid, id))
 		kill((pid_t)st->qemu_pid, SIGKILL);
 	if (stop_wait_released(dir, util_mono_ms() + 15000))
 		return "forced";

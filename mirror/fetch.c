@@ -1364,9 +1364,99 @@ fetch_summary(git_repository *r, git_odb *odb, const git_oid *tip,
 }
 
 /*
- * 84 lines: the steps of one fetch in order (state, host repo, the
- * mirror's tip, the old ref, the transfer, the new ref) with one cleanup
- * that owns every resource; each step is a call.
+ * --branch: refs/heads/<name> created at tip, or fast-forwarded to it by
+ * a compare-and-swap on the value it had when it was checked (a branch
+ * moved meanwhile is not overwritten); refused when it has a commit that
+ * tip lacks, or is checked out in a work tree (its index and files would
+ * no longer match it).  Owner mode is on.  0, or -1 and *cause.
+ */
+static int
+fetch_branch(git_repository *r, const char *name, const git_oid *tip,
+    const char *id, struct mirror_fetch_result *res, char **cause)
+{
+	git_reference *ref = NULL, *out = NULL;
+	git_commit *c = NULL;
+	git_oid cur;
+	char *refname = NULL;
+	int valid = 0, ret = -1, rc;
+
+	if (git_branch_name_is_valid(&valid, name) < 0 || !valid) {
+		cause_set(cause, "--branch: invalid branch name `%s'", name);
+		goto cleanup;
+	}
+	xasprintf(&refname, "refs/heads/%s", name);
+	if (git_commit_lookup(&c, r, tip) < 0) {
+		/* Only a seed made with --include-uncommitted is missing. */
+		cause_set(cause,
+		    "--branch %s: sandbox/%s is at the seed %.12s, which "
+		    "is not in the repository: no branch made",
+		    name, id, res->tip);
+		goto cleanup;
+	}
+	if ((rc = git_reference_lookup(&ref, r, refname)) == GIT_ENOTFOUND) {
+		git_error_clear();
+		if (git_reference_create(&out, r, refname, tip, 0,
+			"ksbctl fetch: created") < 0) {
+			mirror_git_cause(cause, refname);
+			goto cleanup;
+		}
+		res->branch_state = MIRROR_BRANCH_CREATED;
+		ret = 0;
+		goto cleanup;
+	}
+	if (rc < 0 || git_reference_type(ref) != GIT_REFERENCE_DIRECT) {
+		if (rc < 0)
+			mirror_git_cause(cause, refname);
+		else
+			cause_set(
+			    cause, "%s: a symbolic ref: not moved", refname);
+		goto cleanup;
+	}
+	git_oid_cpy(&cur, git_reference_target(ref));
+	git_oid_tostr(res->branch_old, sizeof(res->branch_old), &cur);
+	if (git_oid_equal(&cur, tip)) {
+		res->branch_state = MIRROR_BRANCH_CURRENT;
+		ret = 0;
+		goto cleanup;
+	}
+	if (git_graph_descendant_of(r, tip, &cur) != 1) {
+		git_error_clear();
+		fetch_count(r, &cur, tip, &res->branch_extra, NULL);
+		res->branch_state = MIRROR_BRANCH_REFUSED;
+		cause_set(cause,
+		    "branch %s not moved: it has %zu commit%s that "
+		    "sandbox/%s (%.12s) does not contain (git log %s..%s)",
+		    name, res->branch_extra, res->branch_extra == 1 ? "" : "s",
+		    id, res->tip, res->refname + strlen("refs/remotes/"), name);
+		goto cleanup;
+	}
+	if (git_branch_is_checked_out(ref) == 1) {
+		res->branch_state = MIRROR_BRANCH_REFUSED;
+		cause_set(cause,
+		    "branch %s not moved: it is checked out (git merge "
+		    "--ff-only %s)",
+		    name, res->refname + strlen("refs/remotes/"));
+		goto cleanup;
+	}
+	if (git_reference_create_matching(&out, r, refname, tip, 1, &cur,
+		"ksbctl fetch: fast-forward") < 0) {
+		mirror_git_cause(cause, refname);
+		goto cleanup;
+	}
+	res->branch_state = MIRROR_BRANCH_FORWARD;
+	ret = 0;
+cleanup:
+	git_commit_free(c);
+	git_reference_free(ref);
+	git_reference_free(out);
+	free(refname);
+	return ret;
+}
+
+/*
+ * 86 lines: the steps of one fetch in order (state, host repo, the
+ * mirror's tip, the old ref, the transfer, the new ref, the branch) with
+ * one cleanup that owns every resource; each step is a call.
  */
 int
 mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
@@ -1439,6 +1529,8 @@ cleanup:
 	if (ret == 0)
 		fetch_summary(
 		    r, odb, &tip, have_old ? &old : NULL, seed, &base, res);
+	if (ret == 0 && o->branch != NULL)
+		ret = fetch_branch(r, o->branch, &tip, o->id, res, cause);
 	if (snapfd != -1)
 		close(snapfd);
 	(void)fetch_owner_switch(&ow, 0, NULL);

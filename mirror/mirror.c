@@ -100,6 +100,43 @@ mirror_find_repo(const char *path, char **gitdir, char **cause)
 	return 0;
 }
 
+/* Stop at the first changed tracked file. */
+static int
+mirror_dirty_cb(const char *path, unsigned int flags, void *payload)
+{
+	(void)path;
+	(void)flags;
+	(void)payload;
+	return 1;
+}
+
+int
+mirror_dirty(const char *gitdir, char **cause)
+{
+	git_status_options so;
+	git_repository *r = NULL;
+	int rc;
+
+	mirror_global_init();
+	if (git_repository_open_ext(
+		&r, gitdir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
+		return mirror_git_cause(cause, gitdir);
+	if (git_repository_is_bare(r)) {
+		git_repository_free(r);
+		return 0;
+	}
+	git_status_options_init(&so, GIT_STATUS_OPTIONS_VERSION);
+	so.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
+	/* Tracked files only (what --include-uncommitted would take); the
+	 * index is read, never written (no GIT_STATUS_OPT_UPDATE_INDEX). */
+	so.flags = GIT_STATUS_OPT_EXCLUDE_SUBMODULES;
+	rc = git_status_foreach_ext(r, &so, mirror_dirty_cb, NULL);
+	if (rc < 0)
+		rc = mirror_git_cause(cause, "status");
+	git_repository_free(r);
+	return rc == 1 ? 1 : rc;
+}
+
 /* ---- state file ---------------------------------------------------------- */
 
 void
@@ -248,8 +285,12 @@ mirror_write_ref(const char *dir, const char *refname, const char *hex,
 				    strerror(errno));
 				goto cleanup;
 			}
-			(void)fchownat(
-			    dfd, comp, uid, gid, AT_SYMLINK_NOFOLLOW);
+			if (fchownat(dfd, comp, uid, gid,
+				AT_SYMLINK_NOFOLLOW) == -1) {
+				cause_set(cause, "mirror: chown %s: %s", comp,
+				    strerror(errno));
+				goto cleanup;
+			}
 			sub = openat(dfd, comp,
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		}

@@ -69,6 +69,14 @@ int mirror_valid_hex(const char *s, size_t len);
 int mirror_find_repo(const char *path, char **gitdir, char **cause);
 
 /*
+ * mirror_dirty: whether the work tree of the repository with git dir
+ * gitdir has changes to tracked files (staged or not; untracked files do
+ * not count), as libgit2's status sees them; the index is read, never
+ * written.  1 dirty, 0 clean or bare, -1 and *cause.
+ */
+int mirror_dirty(const char *gitdir, char **cause);
+
+/*
  * mirror_create: make <instance_dir>/mirror.git for the repository at repo
  * (a work tree or git dir) and write <instance_dir>/mirror.state.  The
  * seed of refs/heads/sandbox/<id> is repo's HEAD commit or, with
@@ -128,6 +136,47 @@ int mirror_context(const char *spec, const char *instance_dir, char **name,
 int mirror_usage(const char *dir, uint64_t max_bytes, uint64_t max_entries,
     uint64_t *bytes, uint64_t *entries, char **cause);
 
+/* ---- checkout.c --------------------------------------------------------- */
+
+#define CHECKOUT_DIR	   "checkouts"	   /* in the state dir */
+#define CHECKOUT_RECORD	   "checkout"	   /* in the instance dir: <commit>\n */
+#define CHECKOUT_GUEST_DIR "/ksb/checkout" /* tree/ and index, read-only */
+
+/* checkout_path: "<state_dir>/checkouts/<commit>", malloc'd. */
+char *checkout_path(const char *state_dir, const char *commit);
+/*
+ * checkout_lock: the caches' lock (<state_dir>/checkouts/.lock, flock),
+ * shared or exclusive, waiting for it.  The fd (close it to release), -2
+ * when exclusive and there is no checkouts dir (nothing to lock), or -1
+ * and *cause.  A shared lock creates the dir (0700).
+ */
+int checkout_lock(const char *state_dir, int exclusive, char **cause);
+/* checkout_list: the commits (40 hex) cached under state_dir, a
+ * NULL-terminated strv (util_strv_free).  0, or -1 and *cause. */
+int checkout_list(const char *state_dir, char ***commits, char **cause);
+/* checkout_instance_commit: the commit recorded in <instance_dir>/checkout
+ * (40 hex + newline, host-written).  0, or -1 when there is none. */
+int checkout_instance_commit(const char *instance_dir, char commit[41]);
+/* checkout_record: write it (a fresh file renamed into place).  0, or -1
+ * and *cause. */
+int checkout_record(const char *instance_dir, const char *commit, char **cause);
+/*
+ * checkout_prepare: the cache of commit (40 hex) under state_dir, made
+ * if missing: the commit's tree checked out of the repository with git
+ * dir gitdir, opened bare (its work tree and index are never read or
+ * written), plus extra_objects (NULL, or an objects dir only the host has
+ * written, for a seed made with --include-uncommitted) as an alternate,
+ * into <cache>/tree owned by uid:gid, and <cache>/index: a git index of
+ * that tree whose stat data are the files' own.  Made in a temporary
+ * directory and renamed into place; another ksb-run's cache of the same
+ * commit wins.  The caller holds checkout_lock (shared).  *dir (malloc'd)
+ * is the cache, to be shared with the guest as CHECKOUT_GUEST_DIR.  0, or
+ * -1 and *cause (nothing left behind).
+ */
+int checkout_prepare(const char *state_dir, const char *gitdir,
+    const char *extra_objects, const char *commit, uid_t uid, gid_t gid,
+    char **dir, char **cause);
+
 /* ---- fetch.c ------------------------------------------------------------ */
 
 struct mirror_fetch_opts {
@@ -135,6 +184,8 @@ struct mirror_fetch_opts {
 	const char *id;		  /* instance ID */
 	const char *repo;	  /* NULL: the repo recorded at creation */
 	const char *ns;		  /* NULL: "ksb" -> refs/remotes/ksb/<id> */
+	const char *branch;	  /* NULL, or a local branch NAME to create
+				     or fast-forward to the tip */
 	int timeout_ms;		  /* 0: 300000, the whole pack build */
 	uint64_t max_bytes;	  /* 0: 4 GiB of guest object files */
 	uint64_t max_pack_bytes;  /* 0: 1 GiB, the pack the child sends */
@@ -157,6 +208,18 @@ struct mirror_fetch_result {
 	size_t objects;	  /* objects received */
 	char **log;	  /* up to 20 "<short> <escaped subject>" lines */
 	size_t nlog;
+	/* With opts->branch: what happened to refs/heads/<branch>. */
+	enum {
+		MIRROR_BRANCH_NONE,    /* no branch asked for */
+		MIRROR_BRANCH_CREATED, /* it did not exist: made at tip */
+		MIRROR_BRANCH_FORWARD, /* fast-forwarded from branch_old */
+		MIRROR_BRANCH_CURRENT, /* already at tip */
+		MIRROR_BRANCH_REFUSED, /* has branch_extra commits not in
+					   tip, or is checked out: not
+					   moved (-1 returned) */
+	} branch_state;
+	char branch_old[41]; /* its commit before ("" if it was created) */
+	size_t branch_extra; /* REFUSED: its commits not in tip */
 };
 
 /*
@@ -171,9 +234,16 @@ struct mirror_fetch_result {
  * (at most max_pack_bytes, within the deadline) with connectivity
  * verification.  Run as root on a repo owned by another user, everything
  * inside the repo is done with that user's file-system uid/gid, and the
- * process's supplementary groups become that user's group.  *res filled
- * (free with mirror_fetch_result_clear).  0 (res->updated says whether
- * anything landed), or -1 and *cause (nothing changed on the host).
+ * process's supplementary groups become that user's group.  With
+ * o->branch, refs/heads/<branch> is then created at the tip or
+ * fast-forwarded to it (compare-and-swap on its old value), never moved
+ * when it has a commit the tip does not contain, nor when it is checked
+ * out in a work tree of the repo.  *res filled (free with
+ * mirror_fetch_result_clear).  0 (res->updated says whether the remote-
+ * tracking ref moved, res->branch_state what the branch did), or -1 and
+ * *cause: nothing changed on the host, except when the branch alone was
+ * refused (res->branch_state REFUSED or the cause says so): the
+ * remote-tracking ref is then written and the branch left as it was.
  */
 int mirror_fetch(const struct mirror_fetch_opts *o,
     struct mirror_fetch_result *res, char **cause);

@@ -2205,9 +2205,11 @@ policy_match_host(const struct policy *pol, const char *profile,
 	return POLICY_ALLOW;
 }
 
-enum policy_verdict
-policy_match_addr(const struct policy *pol, const char *profile,
-    const struct sockaddr *sa, uint16_t port, const char **rule)
+/* policy_match_addr, considering only rules of prefix exact_only ? the
+ * whole address : any. */
+static enum policy_verdict
+policy_match_addr_from(const struct policy *pol, const char *profile,
+    const struct sockaddr *sa, uint16_t port, const char **rule, int exact_only)
 {
 	const struct policy_profile *pr = policy_lookup(pol, profile);
 	struct policy_best best = { NULL, ~0u, 0 };
@@ -2232,7 +2234,7 @@ policy_match_addr(const struct policy *pol, const char *profile,
 	} else
 		return POLICY_DENY;
 	family = sa->sa_family;
-	for (pfx = 0; pfx <= maxp; pfx++) {
+	for (pfx = exact_only ? maxp : 0; pfx <= maxp; pfx++) {
 		if (!inuse[pfx])
 			continue;
 		memset(key, 0, sizeof(key));
@@ -2249,6 +2251,20 @@ policy_match_addr(const struct policy *pol, const char *profile,
 	if (rule != NULL)
 		*rule = best.rule->desc;
 	return POLICY_ALLOW;
+}
+
+enum policy_verdict
+policy_match_addr(const struct policy *pol, const char *profile,
+    const struct sockaddr *sa, uint16_t port, const char **rule)
+{
+	return policy_match_addr_from(pol, profile, sa, port, rule, 0);
+}
+
+enum policy_verdict
+policy_match_addr_exact(const struct policy *pol, const char *profile,
+    const struct sockaddr *sa, uint16_t port, const char **rule)
+{
+	return policy_match_addr_from(pol, profile, sa, port, rule, 1);
 }
 
 int

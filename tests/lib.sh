@@ -18,11 +18,63 @@ ksb_skip() { echo "SKIP: $*"; exit 77; }
 ksb_fail() { echo "FAIL: $*" >&2; exit 1; }
 ksb_say() { printf '\n== %s\n' "$*"; }
 
+# ksb_pkg TOOL: the Debian 12 package that provides TOOL (a command name
+# or an absolute path), as contrib/bootstrap.sh installs it; "?" when the
+# table does not know it (tests/unit/packages.sh keeps the two in step).
+ksb_pkg() {
+	case ${1##*/} in
+	ip | ss | bridge) echo iproute2 ;;
+	nft) echo nftables ;;
+	pgrep | pkill | ps | sysctl) echo procps ;;
+	protocols | services) echo netbase ;;
+	openssl) echo openssl ;;
+	sqlite3) echo sqlite3 ;;
+	curl) echo curl ;;
+	python3) echo python3 ;;
+	git) echo git ;;
+	tmux) echo tmux ;;
+	cpio) echo cpio ;;
+	busybox) echo busybox-static ;;
+	qemu-system-x86_64) echo qemu-system-x86 ;;
+	qemu-img) echo qemu-utils ;;
+	mkfs.ext4 | chattr | lsattr) echo e2fsprogs ;;
+	setpriv | flock | unshare | nsenter) echo util-linux ;;
+	make) echo make ;;
+	node) echo nodejs ;;
+	npm) echo npm ;;
+	clang) echo clang ;;
+	clang-format) echo clang-format ;;
+	file) echo file ;;
+	depmod | modprobe) echo kmod ;;
+	timeout | mkfifo | stat | sha256sum | base64 | od) echo coreutils ;;
+	*) echo "?" ;;
+	esac
+}
+
+# ksb_need TOOL...: each TOOL (a command in $PATH, or an absolute path that
+# must exist) is there, or the test is skipped (77) with the Debian
+# package to install named.  Under contrib/test.sh (KSB_NEED_STRICT=1,
+# after contrib/bootstrap.sh) a missing one fails instead: bootstrap.sh
+# should have installed it.
+ksb_need() {
+	local t why
+	for t in "$@"; do
+		case $t in
+		/*) [ -e "$t" ] && continue ;;
+		*) command -v "$t" >/dev/null 2>&1 && continue ;;
+		esac
+		why="needs $t: install the Debian package $(ksb_pkg "$t")"
+		why="$why (apt-get install $(ksb_pkg "$t"), or contrib/bootstrap.sh)"
+		[ -n "${KSB_NEED_STRICT:-}" ] && ksb_fail "$why"
+		ksb_skip "$why"
+	done
+}
+
 ksb_need_root() {
 	[ "$(id -u)" = 0 ] || ksb_skip "needs root (network namespaces, nftables, taps)"
-	for t in ip nft openssl sqlite3 curl; do
-		command -v "$t" >/dev/null || ksb_skip "needs $t"
-	done
+	# What lib.sh itself runs, and /etc/protocols: without it nft prints
+	# `meta l4proto 1' for icmp.
+	ksb_need ip ss nft openssl sqlite3 curl timeout flock /etc/protocols
 	ip netns add "ksbt-probe-$$" 2>/dev/null || ksb_skip "cannot create network namespaces"
 	ip netns del "ksbt-probe-$$"
 }

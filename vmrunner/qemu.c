@@ -342,6 +342,19 @@ qemu_check_machine(const struct qemu_config *cfg, char **cause)
 	return 0;
 }
 
+/* "WxH", each 2..4 digits: what ksb.display= carries (the guest checks
+ * the range again). */
+static int
+qemu_valid_display(const char *d)
+{
+	size_t a = strspn(d, "0123456789"), b;
+
+	if (a < 2 || a > 4 || d[a] != 'x')
+		return 0;
+	b = strspn(d + a + 1, "0123456789");
+	return b >= 2 && b <= 4 && d[a + 1 + b] == '\0';
+}
+
 /* The lease, the inherited descriptors and the files QEMU opens. */
 static int
 qemu_check_wiring(const struct qemu_config *cfg, char **cause)
@@ -370,6 +383,13 @@ qemu_check_wiring(const struct qemu_config *cfg, char **cause)
 	if (cfg->ca_path != NULL && cfg->ca_path[0] != '/')
 		return cause_set(cause, "CA file `%s' is not an absolute path",
 		    cfg->ca_path);
+	if (cfg->display != NULL && !qemu_valid_display(cfg->display))
+		return cause_set(
+		    cause, "invalid display size `%s' (WxH)", cfg->display);
+	if (cfg->fwd_fd > 0 &&
+	    (cfg->fwd_fd == cfg->tap_fd || cfg->fwd_fd == cfg->ctl_fd ||
+		cfg->fwd_fd == cfg->con_fd))
+		return cause_set(cause, "bad forward fd %d", cfg->fwd_fd);
 	if (cfg->qmp_path != NULL &&
 	    (cfg->qmp_path[0] != '/' || strlen(cfg->qmp_path) >= 108 ||
 		strchr(cfg->qmp_path, ',') != NULL))
@@ -420,6 +440,11 @@ qemu_cmdline(const struct qemu_config *cfg, char **cause)
 	    cfg->id, ip, cfg->prefix, gw, (unsigned)cfg->port);
 	if (cfg->disk != NULL) {
 		xasprintf(&tmp, "%s ksb.disk=1", append);
+		free(append);
+		append = tmp;
+	}
+	if (cfg->display != NULL) {
+		xasprintf(&tmp, "%s ksb.display=%s", append, cfg->display);
 		free(append);
 		append = tmp;
 	}
@@ -555,6 +580,14 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	qemu_add(a, "-device");
 	qemu_add(
 	    a, "virtserialport,bus=vs0.0,chardev=ctl,name=" GUESTCTL_PORT_NAME);
+	if (cfg->fwd_fd > 0) {
+		/* Forwards and screenshots: their own port (proto/fwd.h). */
+		qemu_add(a, "-chardev");
+		qemu_addf(a, "socket,id=fwd,fd=%d", cfg->fwd_fd);
+		qemu_add(a, "-device");
+		qemu_add(a,
+		    "virtserialport,bus=vs0.0,chardev=fwd,name=" FWD_PORT_NAME);
+	}
 	qemu_add(a, "-chardev");
 	if (cfg->con_fd >= 0)
 		qemu_addf(a, "socket,id=con,fd=%d", cfg->con_fd);

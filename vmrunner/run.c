@@ -42,6 +42,7 @@
 #define QEMU_CON_FD	      5
 #define QEMU_SECRETS_FD	      6
 #define QEMU_HOME_FD	      7
+#define QEMU_FWD_FD	      8
 #define KILL_GRACE_MS	      5000  /* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS     10000 /* EXIT received -> QEMU must be gone */
 #define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGTERM QEMU */
@@ -52,6 +53,7 @@
 #define RUN_GUEST_BYTES_PER_S (1024 * 1024) /* agent mode */
 #define RESUME_EVERY_MS	      200 /* gateway connection lost: RESUME retries */
 #define RESUME_GIVE_UP_MS     60000
+#define DISPLAY_DEFAULT	      "1280x800" /* --display without WxH */
 
 struct run_flag {
 	const char *key, *value;
@@ -111,6 +113,12 @@ struct run {
 	struct instance_state st;
 	char ring[CONSOLE_RING];
 	size_t ring_len, ring_off;
+	/* forwards and the display (forward.c; --forward, --display) */
+	const char *fwd_specs[FWD_MAX];
+	size_t nfwd;
+	const char *display; /* "WxH", NULL: none */
+	struct forward *fwd;
+	int child_fwd; /* QEMU's end of the forward port's socketpair */
 };
 
 /* --help: the usage, then one line per option (ksb-run(1) has the rest). */
@@ -167,6 +175,11 @@ run_help(void)
 	    "                       the TUI in tmux, or one process per turn\n"
 	    "  --agent-base-url URL the model API's base URL (claude, codex "
 	    "presets)\n"
+	    "  --forward [addr:]hostport:guestport\n"
+	    "                       a host port (loopback by default) to a "
+	    "guest port\n"
+	    "  --display[=WxH]      a software display (Xvfb) for GUI "
+	    "programs, " DISPLAY_DEFAULT "\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -196,6 +209,8 @@ run_usage(FILE *f)
 	    "               [--agent command [--prompt text|@file] [--idle s]\n"
 	    "                [--agent-mode interactive|headless]\n"
 	    "                [--agent-base-url URL]]\n"
+	    "               [--forward [addr:]hostport:guestport]... "
+	    "[--display[=WxH]]\n"
 	    "               [-- command [arg ...]]\n");
 }
 
@@ -241,6 +256,26 @@ run_parse_share(struct run *r, const char *arg)
 	return 0;
 }
 
+/*
+ * A Nix host keeps its programs in /nix/store, not /usr: the guest gets
+ * it read-only at the same path, as it gets the host /usr (ksb-run(1),
+ * NIX HOSTS).  Nothing when there is no /nix/store or a share already
+ * puts something there.  0, or -1 (said) as run_parse_share.
+ */
+static int
+run_nix_store(struct run *r)
+{
+	struct stat st;
+	size_t i;
+
+	if (stat("/nix/store", &st) != 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	for (i = 0; i < r->nshares; i++)
+		if (strcmp(r->shares[i].guest_path, "/nix/store") == 0)
+			return 0;
+	return run_parse_share(r, "/nix/store:/nix/store");
+}
+
 enum {
 	O_NAME = 256,
 	O_PROFILE,
@@ -265,11 +300,13 @@ enum {
 	O_CPU,
 	O_CA,
 	O_AGENT_MODE,
-	O_AGENT_URL
+	O_AGENT_URL,
+	O_FORWARD,
+	O_DISPLAY
 };
 
-static const struct option run_longopts[] = { { "help", no_argument, NULL,
-						  'h' },
+static const struct option run_longopts[] = {
+	{ "help", no_argument, NULL, 'h' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "detach", no_argument, NULL, 'd' },
 	{ "project-file", required_argument, NULL, 'c' },
@@ -297,7 +334,9 @@ static const struct option run_longopts[] = { { "help", no_argument, NULL,
 	{ "idle", required_argument, NULL, O_IDLE },
 	{ "agent-mode", required_argument, NULL, O_AGENT_MODE },
 	{ "agent-base-url", required_argument, NULL, O_AGENT_URL },
-	{ NULL, 0, NULL, 0 } };
+	{ "forward", required_argument, NULL, O_FORWARD },
+	{ "display", optional_argument, NULL, O_DISPLAY }, { NULL, 0, NULL, 0 }
+};
 
 /* A setting flag, kept for run_settings' top layer (origin "--name"). */
 static void
@@ -327,6 +366,39 @@ run_option_error(int ch, char **argv)
 	else
 		log_warnx("`-%c': unknown option", optopt);
 	run_usage(stderr);
+}
+
+/* --forward (checked now, bound at boot) and --display[=WxH]. */
+static int
+run_live_option(struct run *r, int ch, const char *arg)
+{
+	char addr[64];
+	uint16_t hp, gp;
+	const char *why;
+	unsigned w, h;
+	char tail;
+
+	if (ch == O_DISPLAY) {
+		r->display = arg != NULL ? arg : DISPLAY_DEFAULT;
+		if (sscanf(r->display, "%ux%u%c", &w, &h, &tail) != 2 ||
+		    w < 64 || h < 64 || w > FWD_SHOT_MAX_W ||
+		    h > FWD_SHOT_MAX_H) {
+			log_warnx("--display: `%s' is not WxH (64..%d each)",
+			    r->display, FWD_SHOT_MAX_W);
+			return -1;
+		}
+		return 0;
+	}
+	if (fwd_spec_parse(arg, addr, sizeof(addr), &hp, &gp, &why) != 0) {
+		log_warnx("--forward `%s': %s", arg, why);
+		return -1;
+	}
+	if (r->nfwd >= FWD_MAX) {
+		log_warnx("--forward: %d at most", FWD_MAX);
+		return -1;
+	}
+	r->fwd_specs[r->nfwd++] = arg;
+	return 0;
 }
 
 /*
@@ -387,6 +459,11 @@ run_options(struct run *r, int argc, char **argv)
 				    optarg);
 				return -1;
 			}
+			break;
+		case O_FORWARD:
+		case O_DISPLAY:
+			if (run_live_option(r, ch, optarg) != 0)
+				return -1;
 			break;
 		case O_NAME:
 		case O_PROFILE:
@@ -509,6 +586,8 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	for (i = 0; i < n; i++)
 		if (run_parse_share(r, list[i]) != 0)
 			goto out;
+	if (run_nix_store(r) != 0)
+		goto out;
 	list = config_list(r->cfg, "secret", &n);
 	if (secrets_load(list, n, &r->secrets, &cause) != 0)
 		goto fail;
@@ -894,7 +973,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	sigset_t all;
 	pid_t pid;
 	size_t i, n;
-	int t, c, k, s = -1, h = -1;
+	int t, c, k, s = -1, h = -1, w;
 
 	pid_t parent = getpid();
 
@@ -918,6 +997,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	t = fcntl(r->tap_fd, F_DUPFD_CLOEXEC, 10);
 	c = fcntl(child_ctl, F_DUPFD_CLOEXEC, 10);
 	k = fcntl(child_con, F_DUPFD_CLOEXEC, 10);
+	w = fcntl(r->child_fwd, F_DUPFD_CLOEXEC, 10);
 	if (r->secrets_fd != -1)
 		s = fcntl(r->secrets_fd, F_DUPFD_CLOEXEC, 10);
 	if (r->home_fd != -1)
@@ -926,7 +1006,8 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	    (r->home_fd != -1 && h == -1) || dup2(t, QEMU_TAP_FD) == -1 ||
 	    dup2(c, QEMU_CTL_FD) == -1 || dup2(k, QEMU_CON_FD) == -1 ||
 	    (s != -1 && dup2(s, QEMU_SECRETS_FD) == -1) ||
-	    (h != -1 && dup2(h, QEMU_HOME_FD) == -1)) {
+	    (h != -1 && dup2(h, QEMU_HOME_FD) == -1) || w == -1 ||
+	    dup2(w, QEMU_FWD_FD) == -1) {
 		fprintf(stderr, "ksb-run: dup2: %s\n", strerror(errno));
 		_exit(125);
 	}
@@ -1610,6 +1691,20 @@ sup_poll(struct sup *s, int timeout, int64_t now)
 		sup_sources[i].handle(s, pfd + base[i], cnt[i], now);
 }
 
+/* The forward engine's thread, once QEMU is forked (forward.c). */
+static void
+run_forward_start(struct run *r)
+{
+	char *cause = NULL;
+
+	if (r->fwd != NULL && forward_start(r->fwd, &cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+		forward_free(r->fwd);
+		r->fwd = NULL;
+	}
+}
+
 /* QEMU started with its fds; ours of them closed.  0 or -1 (fork). */
 static int
 sup_start(struct sup *s, char **qargv)
@@ -1624,7 +1719,9 @@ sup_start(struct sup *s, char **qargv)
 	}
 	close(r->child_ctl);
 	close(r->child_con);
-	r->child_ctl = r->child_con = -1;
+	close(r->child_fwd);
+	r->child_ctl = r->child_con = r->child_fwd = -1;
+	run_forward_start(r);
 	close(r->tap_fd); /* QEMU holds it now */
 	r->tap_fd = -1;
 	if (r->secrets_fd != -1) {
@@ -2039,7 +2136,7 @@ run_init(struct run *r)
 	r->lock_fd = r->gw_fd = r->tap_fd = r->ctl_fd = r->con_fd = -1;
 	r->sig_fd = r->secrets_fd = r->listen_fd = r->client_fd = -1;
 	r->home_fd = -1;
-	r->ready_fd = r->child_ctl = r->child_con = -1;
+	r->ready_fd = r->child_ctl = r->child_con = r->child_fwd = -1;
 	r->qemu_pid = -1;
 	r->t_start = util_mono_ms();
 	instance_state_init(&r->st);
@@ -2091,6 +2188,8 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 	if (run_settings(r, argc, argv, first, r->flags, r->nflags) != 0)
 		return 2;
 	if (r->print_config) {
+		workspace_show_repo(r->cfg,
+		    r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir);
 		config_print(r->cfg, stdout, r->json);
 		return 0;
 	}
@@ -2302,8 +2401,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 		goto fail;
 	run_state_save(r);
 	/* Git handoff: mirror (or its base on resume), contexts, their shares. */
-	if (workspace_setup(r->cfg, r->instance_dir, r->id, r->shares,
-		&r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
+	if (workspace_setup(r->cfg, r->state_dir, r->instance_dir, r->id,
+		r->shares, &r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
 		log_warnx("instance %s: %s", r->id, cause);
 		goto cleanup;
 	}
@@ -2347,6 +2446,36 @@ run_lease(struct run *r)
 	return 0;
 }
 
+/*
+ * The forward port's socketpair and the engine on our end, listening on
+ * every --forward now (a port in use fails the start).  0 or -1.
+ */
+static int
+run_forward_setup(struct run *r)
+{
+	char *cause = NULL;
+	int fp[2];
+	size_t i;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fp) == -1) {
+		log_warn("socketpair");
+		return -1;
+	}
+	r->child_fwd = fp[1];
+	if ((r->fwd = forward_new(r->instance_dir, fp[0], &cause)) == NULL) {
+		log_warnx("%s", cause);
+		free(cause);
+		return -1;
+	}
+	for (i = 0; i < r->nfwd; i++)
+		if (forward_add(r->fwd, r->fwd_specs[i], &cause) != 0) {
+			log_warnx("%s", cause);
+			free(cause);
+			return -1;
+		}
+	return 0;
+}
+
 /* The control and console socketpairs, and QEMU's argv for them. */
 static int
 run_qemu_argv(struct run *r, char ***qargv)
@@ -2368,6 +2497,8 @@ run_qemu_argv(struct run *r, char ***qargv)
 	}
 	r->con_fd = cp[0];
 	r->child_con = cp[1];
+	if (run_forward_setup(r) != 0)
+		return -1;
 
 	memset(&qc, 0, sizeof(qc));
 	qc.binary =
@@ -2391,6 +2522,8 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.con_fd = QEMU_CON_FD;
 	qc.secrets_fd = r->secrets_fd != -1 ? QEMU_SECRETS_FD : -1;
 	qc.home_fd = r->home_fd != -1 ? QEMU_HOME_FD : -1;
+	qc.fwd_fd = QEMU_FWD_FD;
+	qc.display = r->display;
 	qc.disk = r->disk_path;
 	qc.qmp_path = r->qmp_path;
 	qc.share_usr = 1;
@@ -2540,8 +2673,11 @@ run_teardown(struct run *r, char **qargv, int status)
 {
 	size_t i;
 	int *fds[] = { &r->ready_fd, &r->ctl_fd, &r->child_ctl, &r->con_fd,
-		&r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd };
+		&r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd,
+		&r->child_fwd };
 
+	forward_free(r->fwd); /* before the instance dir may go */
+	r->fwd = NULL;
 	run_cleanup(r, status);
 	agent_free(r->agent);
 	redact_stream_free(r->con_rs);

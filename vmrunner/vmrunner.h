@@ -12,6 +12,7 @@
 #include "common/common.h"
 #include "proto/agentsock.h"
 #include "proto/ctl.h"
+#include "proto/fwd.h"
 #include "proto/guestctl.h"
 #include "proto/instance.h"
 
@@ -151,7 +152,9 @@ struct qemu_config {
 	    *disk; /* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
 	const char *ca_path; /* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
 	const char *qmp_path; /* NULL, or the QMP UNIX socket QEMU listens on */
-	int share_usr;	      /* export host /usr as tag "usr" */
+	int fwd_fd;	     /* <= 0: none, or the forward port (proto/fwd.h) */
+	const char *display; /* NULL, or "WxH": ksb.display= (Xvfb) */
+	int share_usr;	     /* export host /usr as tag "usr" */
 	const struct qemu_share *shares; /* tags s0, s1, ... */
 	size_t nshares;
 };
@@ -162,7 +165,9 @@ struct qemu_config {
  * qemu_argv: build the argv (NULL-terminated, malloc'd; free with
  * qemu_argv_free) for cfg.  The kernel command line carries
  * ksb.id= ksb.ip=A/P ksb.gw=A ksb.port=N ksb.share=TAG:GUESTPATH[:rw] (one
- * per share; ":rw" marks a writable one, ':' never occurs in a guest path).
+ * per share; ":rw" marks a writable one, ':' never occurs in a guest path)
+ * and ksb.display=WxH with a display (the guest runs Xvfb; QEMU gets no
+ * display device).
  * Commas in host paths are doubled for QEMU's option parser.
  * 0, or -1 and *cause naming the bad value.
  */
@@ -298,20 +303,58 @@ int workspace_mirror_check(const char *instance_dir, uint64_t max_bytes,
 void workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
     const char *instance_dir);
 /*
+ * workspace_show_repo: for --print-config, replace the repo setting shown
+ * by the repository ksb-run will mirror and why (the mirror a named
+ * instance under state_dir keeps, the repository holding the cwd, or
+ * none).  Reads only.
+ */
+void workspace_show_repo(struct config *cfg, const char *state_dir);
+/*
  * workspace_setup: from cfg's repo, include-uncommitted and context
  * settings, create <instance_dir>/mirror.git for the repo (default: the
  * one holding the cwd; none: no mirror) or, when the instance already has
  * a mirror (a named instance resuming), offer the project's current HEAD
  * as its base (mirror_resume); check out every context afresh.  Appends
  * to shares[*nshares .. max): the project's objects dir read-only at
- * /ksb/objects, the mirror read-write at /ksb/mirror.git, each context
- * read-only at /context/NAME (paths malloc'd, the caller frees them).
+ * /ksb/objects, the mirror read-write at /ksb/mirror.git, the host's
+ * checkout of the seed read-only at /ksb/checkout (its cache under
+ * <state_dir>/checkouts, mirror/checkout.c), each context read-only at
+ * /context/NAME (paths malloc'd, the caller frees them).
  * 0, or -1 and *cause.  On failure the mirror may remain in instance_dir
  * (removed with an ephemeral instance's dir, resumed by a named one).
  */
-int workspace_setup(const struct config *cfg, const char *instance_dir,
-    const char *id, struct qemu_share *shares, size_t *nshares, size_t max,
-    char **cause);
+int workspace_setup(const struct config *cfg, const char *state_dir,
+    const char *instance_dir, const char *id, struct qemu_share *shares,
+    size_t *nshares, size_t max, char **cause);
+
+/* ---- forward.c -------------------------------------------------------------
+ * Port forwards host -> guest and screenshots over the forward channel
+ * (proto/fwd.h), in a thread of their own with a libevent base.  Linked
+ * into ksb-run only (libevent).  Every connection is a line in
+ * <instance>/forward.log ("<unix-ms> open|close|add|remove|refused ...").
+ */
+struct forward;
+
+/*
+ * forward_new: the engine over chan_fd (ksb-run's end of the forward
+ * port's socketpair, owned from now on), logging to <dir>/forward.log,
+ * serving <dir>/forward.sock (0600).  NULL and *cause.
+ */
+struct forward *forward_new(const char *dir, int chan_fd, char **cause);
+/*
+ * forward_add: a forward "[ADDR:]HOSTPORT:GUESTPORT" (fwd_spec_parse),
+ * listening at once.  Before forward_start only (later ones come over
+ * forward.sock, in the engine's thread).  0, or -1 and *cause.
+ */
+int forward_add(struct forward *f, const char *spec, char **cause);
+/* forward_start: the engine's thread.  0, or -1 and *cause. */
+int forward_start(struct forward *f, char **cause);
+/*
+ * forward_free: stop the thread (if started), close every listener and
+ * connection (logged as closed, reason gone), remove forward.sock.
+ * NULL-safe.
+ */
+void forward_free(struct forward *f);
 
 /* ---- secrets.c -------------------------------------------------------------
  * --secret NAME=env:VAR | NAME=file:PATH, read once by ksb-run into memory,

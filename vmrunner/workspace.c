@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "mirror/mirror.h"
+#include "proto/instance.h"
 #include "vmrunner/vmrunner.h"
 
 #define WORKSPACE_CONTEXT_GUEST	   "/context"
@@ -33,13 +35,34 @@ workspace_share(struct qemu_share *shares, size_t *n, const char *host,
 }
 
 /*
+ * A work tree with changes to tracked files is seeded from HEAD without
+ * them: say so, naming the option that takes them along.
+ */
+static void
+workspace_dirty_warn(const char *gitdir)
+{
+	char *cause = NULL;
+	int rc = mirror_dirty(gitdir, &cause);
+
+	if (rc == 1)
+		log_warnx("the work tree of %s has uncommitted changes to "
+			  "tracked files: the guest gets HEAD without them "
+			  "(--include-uncommitted to take them along as one "
+			  "commit)",
+		    gitdir);
+	else if (rc == -1)
+		log_debug("work tree status: %s", cause);
+	free(cause);
+}
+
+/*
  * The mirror: resumed when the instance has one (mirror.state, written
  * only by the host), else created for --repo or the repository holding the
  * cwd.  st->gitdir stays NULL when there is no repository at all.
  */
 static int
 workspace_mirror(const struct config *cfg, const char *instance_dir,
-    const char *id, struct mirror_state *st, char **cause)
+    const char *id, struct mirror_state *st, int *created, char **cause)
 {
 	const char *repo = config_get(cfg, "repo");
 	char *state = NULL, *gitdir = NULL, *why = NULL;
@@ -88,9 +111,12 @@ workspace_mirror(const struct config *cfg, const char *instance_dir,
 	flags = config_uint(cfg, "include-uncommitted") ?
 	    MIRROR_INCLUDE_UNCOMMITTED :
 	    0;
+	if (flags == 0)
+		workspace_dirty_warn(gitdir);
 	if (mirror_create(gitdir, instance_dir, id, flags, WORKSPACE_UID,
 		WORKSPACE_GID, st, cause) != 0)
 		goto cleanup;
+	*created = 1;
 	log_debug("mirror of %s: sandbox/%s = %.12s%s, base = %.12s",
 	    st->gitdir, id, st->seed,
 	    strcmp(st->seed, st->base) != 0 ?
@@ -105,25 +131,79 @@ cleanup:
 	return ret;
 }
 
+/*
+ * The host's checkout of the seed (mirror/checkout.c), for the guest's
+ * ~/work: made (or found in the cache) and recorded when the mirror was
+ * just created; on resume the recorded one (made again if the cache was
+ * removed; an instance from before the cache has none and keeps its
+ * plain clone).  *dir NULL: none.  0, or -1 and *cause.
+ */
+static int
+workspace_checkout(const char *state_dir, const char *instance_dir,
+    const struct mirror_state *st, int created, char **dir, char **cause)
+{
+	char commit[41], *extra = NULL, *why = NULL;
+	int lfd, ret = -1;
+
+	*dir = NULL;
+	if (created)
+		memcpy(commit, st->seed, sizeof(commit));
+	else if (checkout_instance_commit(instance_dir, commit) != 0)
+		return 0;
+	/* An uncommitted seed's objects: in the mirror the host just made. */
+	if (created && strcmp(st->seed, st->base) != 0)
+		xasprintf(&extra, "%s/%s/objects", instance_dir, MIRROR_DIR);
+	if ((lfd = checkout_lock(state_dir, 0, cause)) < 0)
+		goto cleanup;
+	if (checkout_prepare(state_dir, st->gitdir, extra, commit,
+		WORKSPACE_UID, WORKSPACE_GID, dir, &why) != 0) {
+		if (created) {
+			log_warnx("checkout of %.12s: %s; the guest checks it "
+				  "out itself",
+			    commit, why);
+			ret = 0;
+		} else
+			cause_set(cause,
+			    "the checkout of %.12s the guest's ~/work is "
+			    "made on cannot be made again: %s",
+			    commit, why);
+	} else if (!created ||
+	    checkout_record(instance_dir, commit, cause) == 0)
+		ret = 0;
+	close(lfd);
+cleanup:
+	if (ret != 0) {
+		free(*dir);
+		*dir = NULL;
+	}
+	free(extra);
+	free(why);
+	return ret;
+}
+
 int
-workspace_setup(const struct config *cfg, const char *instance_dir,
-    const char *id, struct qemu_share *shares, size_t *nshares, size_t max,
-    char **cause)
+workspace_setup(const struct config *cfg, const char *state_dir,
+    const char *instance_dir, const char *id, struct qemu_share *shares,
+    size_t *nshares, size_t max, char **cause)
 {
 	struct mirror_state st;
 	char *const *ctx;
-	char *path = NULL, *name = NULL, *dir = NULL;
+	char *path = NULL, *name = NULL, *dir = NULL, *co = NULL;
 	size_t nctx, need, i;
-	int ret = -1;
+	int ret = -1, created = 0;
 
 	memset(&st, 0, sizeof(st));
 	ctx = config_list(cfg, "context", &nctx);
 	if (nctx > MIRROR_CONTEXT_MAX)
 		return cause_set(
 		    cause, "context: at most %d", MIRROR_CONTEXT_MAX);
-	if (workspace_mirror(cfg, instance_dir, id, &st, cause) != 0)
+	if (workspace_mirror(cfg, instance_dir, id, &st, &created, cause) != 0)
 		goto cleanup;
-	need = (st.gitdir != NULL ? 2 : 0) + nctx;
+	if (st.gitdir != NULL &&
+	    workspace_checkout(
+		state_dir, instance_dir, &st, created, &co, cause) != 0)
+		goto cleanup;
+	need = (st.gitdir != NULL ? 2 : 0) + (co != NULL ? 1 : 0) + nctx;
 	if (*nshares + need > max) {
 		cause_set(cause,
 		    "too many shares: %zu with the mirror and contexts, "
@@ -140,6 +220,8 @@ workspace_setup(const struct config *cfg, const char *instance_dir,
 		free(path);
 		path = NULL;
 	}
+	if (co != NULL) /* the host's checkout, read-only: ~/work's lower */
+		workspace_share(shares, nshares, co, CHECKOUT_GUEST_DIR, 0);
 
 	/* Checkouts of an earlier start were the host's, read-only to the guest. */
 	xasprintf(&path, "%s/%s", instance_dir, MIRROR_CONTEXT_DIR);
@@ -164,6 +246,7 @@ cleanup:
 	free(path);
 	free(name);
 	free(dir);
+	free(co);
 	return ret;
 }
 
@@ -214,4 +297,39 @@ workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
 		    (unsigned long long)(conf->mirror_max_size >> 20));
 	free(m);
 	free(db);
+}
+
+void
+workspace_show_repo(struct config *cfg, const char *state_dir)
+{
+	const char *repo = config_get(cfg, "repo"), *name;
+	struct mirror_state st;
+	char *dir = NULL, *gitdir = NULL, *cause = NULL, *origin = NULL;
+
+	memset(&st, 0, sizeof(st));
+	name = config_get(cfg, "name");
+	if (name != NULL && util_valid_id(name)) {
+		dir = instance_dir(state_dir, name);
+		if (mirror_state_read(dir, &st, &cause) == 0) {
+			xasprintf(&origin,
+			    "instance %s keeps its mirror of it%s", name,
+			    repo != NULL ? " (repo setting ignored)" : "");
+			config_show(cfg, "repo", st.gitdir, origin);
+			goto cleanup;
+		}
+	}
+	if (repo != NULL)
+		goto cleanup; /* a flag or file: its origin says so */
+	if (mirror_find_repo(NULL, &gitdir, &cause) == 0)
+		config_show(cfg, "repo", gitdir,
+		    "the git repository holding the current directory");
+	else
+		config_show(cfg, "repo", "(none)",
+		    "the current directory is in no git repository: no mirror");
+cleanup:
+	mirror_state_clear(&st);
+	free(origin);
+	free(gitdir);
+	free(cause);
+	free(dir);
 }

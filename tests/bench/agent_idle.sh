@@ -11,8 +11,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-[ -x /usr/bin/tmux ] || ksb_skip "needs /usr/bin/tmux"
+ksb_need qemu-system-x86_64 /usr/bin/tmux
 ksb_kernel
 ksb_env
 ksb_gateway

@@ -26,7 +26,7 @@ CACHE=${KSB_AGENTS_CACHE:-/var/cache/ksb/agents}
 BIN=$CACHE/node_modules/.bin
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
+ksb_need qemu-system-x86_64
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_fetch_agents "$CACHE"
 ksb_kernel

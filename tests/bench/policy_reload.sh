@@ -12,7 +12,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3"
+ksb_need python3
 BENCH=$KSB_BUILDDIR/tests/bench/policy_bench
 [ -x "$BENCH" ] || ksb_fail "$BENCH not built (make tests/bench/policy_bench)"
 sizes=${*:-1000 10000 100000}

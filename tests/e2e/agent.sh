@@ -23,10 +23,8 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-[ -x /usr/bin/tmux ] || ksb_skip "needs /usr/bin/tmux (shared into the guest)"
-[ -x /usr/bin/git ] || ksb_skip "needs /usr/bin/git (shared into the guest)"
-[ -x /usr/bin/python3 ] || ksb_skip "needs /usr/bin/python3 (the guest's flooder)"
+# The guest's tmux and git are the host's (shared /usr); python3 floods.
+ksb_need qemu-system-x86_64 /usr/bin/tmux /usr/bin/git /usr/bin/python3
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env

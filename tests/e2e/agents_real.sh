@@ -37,10 +37,8 @@ MODES=${KSB_TEST_MODES:-interactive headless}
 CACHE=${KSB_AGENTS_CACHE:-/var/cache/ksb/agents}
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-command -v python3 >/dev/null || ksb_skip "needs python3 (the fake model API)"
-[ -x /usr/bin/git ] || ksb_skip "needs /usr/bin/git (shared into the guest)"
-[ -x /usr/bin/tmux ] || ksb_skip "needs /usr/bin/tmux (shared into the guest)"
+# python3: the fake model API; the guest's git and tmux are the host's.
+ksb_need qemu-system-x86_64 python3 /usr/bin/git /usr/bin/tmux
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_fetch_agents "$CACHE"
 ksb_kernel

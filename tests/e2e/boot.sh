@@ -8,7 +8,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
+ksb_need qemu-system-x86_64 pgrep
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
 ksb_kernel
 ksb_env

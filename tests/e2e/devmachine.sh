@@ -12,10 +12,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-for c in python3 git make node npm tmux; do
-	command -v "$c" >/dev/null || ksb_skip "needs $c on the host (contrib/bootstrap.sh)"
-done
+ksb_need qemu-system-x86_64 python3 git make node npm tmux
 ksb_kernel
 ksb_env
 

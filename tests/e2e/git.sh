@@ -11,8 +11,8 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-command -v git >/dev/null || ksb_skip "needs git (the guest's git is the host's /usr/bin/git)"
+# The guest's git is the host's /usr/bin/git.
+ksb_need qemu-system-x86_64 git
 ksb_kernel
 ksb_env
 ksb_gateway
@@ -54,6 +54,14 @@ if [ "$b" = "sandbox/$id" ]; then r branch ok; else r branch "bad: $b"; fi
 if grep -qx 'uncommitted line' tracked.txt 2>/dev/null; then r uncommitted ok; else r uncommitted bad; fi
 if [ ! -e untracked.txt ]; then r no_untracked ok; else r no_untracked bad; fi
 if git rev-parse -q --verify origin/base >/dev/null; then r base ok; else r base bad; fi
+# ~/work is the overlay of the host's checkout, and git trusts its index.
+if grep -q "^overlay /home/agent/work overlay .*lowerdir=/ksb/checkout/tree" /proc/mounts; then r overlay ok; else r overlay bad; fi
+st=$(git status --porcelain 2>&1)
+if [ "$st" = "" ]; then r status_clean ok; else r status_clean "bad: $st"; fi
+if (: > /ksb/checkout/tree/x) 2>/dev/null; then r checkout_ro bad; else r checkout_ro ok; fi
+# A file of the lower layer is writable (copied up) and git sees the change.
+if echo more >> README && [ "$(git status --porcelain README)" = " M README" ] &&
+	git checkout -q README && [ "$(cat README)" = readme ]; then r lower_write ok; else r lower_write bad; fi
 echo "from the guest $id" > agent.txt
 if git add agent.txt && git commit -qm "agent: add agent.txt"; then r commit ok; else r commit bad; fi
 if git push -q origin "sandbox/$id"; then r push ok; else r push bad; fi
@@ -91,8 +99,9 @@ check() {
 	if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fails=$((fails + 1)); fi
 }
 check "ksb-run exited 0" '[ "$rc" = 0 ]'
-for r in cwd branch uncommitted no_untracked base commit push context_read \
-	context_no_create context_no_write objects_ro plant; do
+for r in cwd branch uncommitted no_untracked base overlay status_clean \
+	checkout_ro lower_write commit push context_read context_no_create \
+	context_no_write objects_ro plant; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
 done
 check "no ERR from the guest's workspace set-up" '! grep -q "guest: workspace" "$T/run.err"'
@@ -106,6 +115,10 @@ check "host repo untouched by the run (refs, HEAD, index, work tree)" \
 	 [ "$(git -C "$P" rev-parse HEAD)" = "$(cat "$T/head.before")" ] &&
 	 sha256sum -c --quiet "$T/files.before" &&
 	 git -C "$P" status --porcelain | cmp -s - "$T/status.before"'
+CO=$(ls -d "$T"/state/checkouts/*/tree)
+check "the host's checkout cache kept the seed, none of the guest's writes" \
+	'[ "$(cat "$CO/README")" = readme ] && [ "$(cat "$CO/tracked.txt")" = "uncommitted line" ] &&
+	 [ ! -e "$CO/agent.txt" ] && [ "$(stat -c %u "$CO/README")" = 1000 ]'
 check "no remote-tracking ref before the fetch" \
 	'! git -C "$P" rev-parse -q --verify "refs/remotes/ksb/$ID" >/dev/null'
 
@@ -136,12 +149,47 @@ KSBCTL fetch "$ID" --repo "$P" > "$T/fetch2.out" 2>&1 || true
 check "a second fetch says nothing new" 'grep -q "^nothing new" "$T/fetch2.out"'
 check "context repo untouched" '[ -z "$(git -C "$C" status --porcelain)" ]'
 
+ksb_say "ksbctl fetch --branch: create, fast-forward, refuse"
+tip=$(git -C "$P" rev-parse "refs/remotes/ksb/$ID")
+set +e
+KSBCTL fetch "$ID" --repo "$P" --branch agent-work > "$T/br1.out" 2>&1; br1=$?
+git -C "$P" branch ff-me HEAD		# an ancestor of the tip
+KSBCTL fetch "$ID" --repo "$P" --branch ff-me > "$T/br2.out" 2>&1; br2=$?
+# A branch with a commit of its own (made without touching the work tree).
+dc=$(git -C "$P" commit-tree -p HEAD -m "host: diverged" "HEAD^{tree}")
+git -C "$P" branch diverged "$dc"
+KSBCTL fetch "$ID" --repo "$P" --branch diverged > "$T/br3.out" 2>&1; br3=$?
+KSBCTL fetch "$ID" --repo "$P" --branch main > "$T/br4.out" 2>&1; br4=$?
+KSBCTL fetch "$ID" --repo "$P" --branch agent-work > "$T/br5.out" 2>&1; br5=$?
+KSBCTL fetch "$ID" --repo "$P" --branch 'bad..name' > "$T/br6.out" 2>&1; br6=$?
+set -e
+cat "$T"/br[1-6].out
+check "--branch NAME creates the branch at the fetched tip" \
+	'[ "$br1" = 0 ] && grep -q "^branch agent-work created at ${tip:0:12}" "$T/br1.out" &&
+	 [ "$(git -C "$P" rev-parse agent-work)" = "$tip" ]'
+check "--branch fast-forwards a branch that is an ancestor of the tip" \
+	'[ "$br2" = 0 ] && grep -q "^branch ff-me fast-forwarded" "$T/br2.out" &&
+	 [ "$(git -C "$P" rev-parse ff-me)" = "$tip" ]'
+check "--branch refuses a branch with commits not in the tip, and leaves it" \
+	'[ "$br3" = 1 ] && grep -q "branch diverged not moved: it has 1 commit that sandbox/$ID" "$T/br3.out" &&
+	 [ "$(git -C "$P" rev-parse diverged)" = "$dc" ]'
+check "--branch refuses the checked-out branch (HEAD, index, files kept)" \
+	'[ "$br4" = 1 ] && grep -q "branch main not moved: it is checked out" "$T/br4.out" &&
+	 [ "$(git -C "$P" rev-parse main)" = "$(cat "$T/head.before")" ] &&
+	 sha256sum -c --quiet "$T/files.before" &&
+	 git -C "$P" status --porcelain | cmp -s - "$T/status.before"'
+check "--branch on a branch already at the tip says so" \
+	'[ "$br5" = 0 ] && grep -q "^branch agent-work already at" "$T/br5.out"'
+check "--branch with an invalid name is refused" \
+	'[ "$br6" = 1 ] && grep -q "invalid branch name" "$T/br6.out"'
+
 ksb_say "resume: the branch stays, base follows the host's HEAD"
 echo "more" >> "$P/README"
 git -C "$P" commit -qm "host: second" README
 cat > "$T/share/git-resume.sh" <<'GUEST'
 r() { echo "RESULT $1 $2"; }
 if [ "$(pwd)" = /home/agent/work ] && [ -f agent.txt ]; then r kept ok; else r kept bad; fi
+if grep -q "^overlay /home/agent/work overlay" /proc/mounts && [ -z "$(git status --porcelain)" ]; then r overlay_again ok; else r overlay_again bad; fi
 git fetch -q origin
 s=$(git log -1 --format=%s origin/base 2>&1)
 if [ "$s" = "host: second" ]; then r new_base ok; else r new_base "bad: $s"; fi
@@ -157,7 +205,7 @@ rc=$?
 set -e
 cat "$T/resume.out" "$T/resume.err"
 check "resumed ksb-run exited 0" '[ "$rc" = 0 ]'
-for r in kept new_base context_again; do
+for r in kept overlay_again new_base context_again; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/resume.out'"
 done
 
@@ -170,6 +218,23 @@ rc=$?
 set -e
 cat "$T/eph.out" "$T/eph.err"
 check "ephemeral guest cloned the host's HEAD" '[ "$rc" = 0 ] && grep -qx "RESULT ephemeral host: second" "$T/eph.out"'
+check "a dirty work tree without --include-uncommitted is named, with the option" \
+	'grep -q "uncommitted changes to tracked files.*--include-uncommitted" "$T/eph.err"'
+check "no such warning when the option was given" \
+	'! grep -q "uncommitted changes" "$T/run.err"'
+( cd "$P" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" \
+	--print-config ) > "$T/pc1.out" 2>&1 || true
+( cd "$P" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" \
+	--name "$ID" --print-config ) > "$T/pc2.out" 2>&1 || true
+( cd "$T" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" \
+	--print-config ) > "$T/pc3.out" 2>&1 || true
+grep '^repo ' "$T"/pc[123].out
+check "--print-config in a repo shows it and why" \
+	'grep -Eq "^repo +=  *$P/.git +# the git repository holding the current directory" "$T/pc1.out"'
+check "--print-config of a named instance shows the repo its mirror keeps" \
+	'grep -Eq "^repo +=  *$P/.git +# instance $ID keeps its mirror of it" "$T/pc2.out"'
+check "--print-config outside a repo says there is no mirror" \
+	'grep -Eq "^repo +=  *\(none\) +# the current directory is in no git repository" "$T/pc3.out"'
 check "only the named instance is left in the state dir" \
 	'[ "$(ls "$T/state/instances")" = "$ID" ]'
 

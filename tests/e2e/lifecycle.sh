@@ -2,15 +2,15 @@
 # e2e lifecycle test (real QEMU guests behind a real ksb-gatewayd, own
 # namespaces and temp dir): a detached named instance with a secret and a
 # disk, ksbctl list/status/stop of a busy guest, resume keeps the disk,
-# ksbctl rm; kill -9 of a detached supervisor -> lost, lease gone; an
+# ksbctl rm; ksbctl prune and list's disk use; kill -9 of a detached
+# supervisor -> lost, lease gone; an
 # ephemeral instance leaves nothing behind; --print-config; the preflight
 # reports a missing secret.  Needs root, QEMU and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-[ -x /usr/sbin/mkfs.ext4 ] || ksb_skip "needs /usr/sbin/mkfs.ext4 (e2fsprogs) for instance disks"
+ksb_need qemu-system-x86_64 /usr/sbin/mkfs.ext4 python3	# instance disks
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env
@@ -107,13 +107,52 @@ ksb_say "kill -9 of a detached supervisor"
 id=$(run --detach -- /bin/sleep 600 2>/dev/null)
 spid=$(sed -n 's/^pid=//p' "$I/$id/state")
 ip=$(sed -n 's/^ip=//; s/\/.*//p' "$I/$id/state")
-ksb_check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes$"'
+ksb_check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes +[0-9]"'
+
+ksb_say "ksbctl prune: stopped instances, their disks, mirrors and checkouts; never a running one"
+# A stopped named instance with a disk and a mirror (a host repo made with
+# the git CLI), next to the running one above.
+Q=$T/prunerepo
+git init -q "$Q" && echo x > "$Q/x" && git -C "$Q" add x &&
+	git -C "$Q" -c user.name=t -c user.email=t@t.invalid commit -qm x
+run --name lc-prune --disk-size 64M --repo "$Q" -- /bin/true </dev/null >/dev/null 2>"$T/err-p" || cat "$T/err-p"
+ksb_check "the stopped instance has a disk, a mirror and a checkout" \
+	'[ -f "$I/lc-prune/disk.img" ] && [ -d "$I/lc-prune/mirror.git" ] &&
+	 [ -d "$T/state/checkouts/$(git -C "$Q" rev-parse HEAD)" ]'
+ksb_check "list shows each instance's disk use" \
+	'ctl list | grep -Eq "^lc-prune +stopped .* [0-9.]+ (B|KiB|MiB)$"'
+ctl prune --older-than 1d --dry-run > "$T/prune0" 2>&1 || true
+ksb_check "prune --older-than 1d: nothing that young" 'grep -qx "nothing to prune" "$T/prune0"'
+ctl prune --dry-run > "$T/prune1" 2>&1 || true
+cat "$T/prune1"
+# The instance dirs and checkout caches, before and after.
+snap() { (cd "$T/state" && find instances checkouts -mindepth 1 -maxdepth 1 ! -name .lock | sort); }
+snap > "$T/snap0"
+ctl prune > "$T/prune2" 2>&1; prc=$?
+cat "$T/prune2"
+snap > "$T/snap1"
+# What went: the top-level paths that disappeared.
+comm -23 "$T/snap0" "$T/snap1" > "$T/gone"
+sed -n 's/^removed [a-z]* [^ ]* (.*): //p' "$T/prune2" | sed "s|^$T/state/||" | sort > "$T/listed"
+sed -n 's/^would remove [a-z]* [^ ]* (.*): //p' "$T/prune1" | sed "s|^$T/state/||" | sort > "$T/listed0"
+cat "$T/gone"
+ksb_check "prune exited 0" '[ "$prc" = 0 ]'
+ksb_check "prune --dry-run removed nothing and listed what prune then removed" \
+	'cmp -s "$T/listed0" "$T/listed"'
+ksb_check "prune removed exactly what it listed" '[ -s "$T/gone" ] && cmp -s "$T/gone" "$T/listed"'
+ksb_check "it listed the stopped instance and its checkout" \
+	'grep -qx "instances/lc-prune" "$T/listed" &&
+	 grep -qx "checkouts/$(git -C "$Q" rev-parse HEAD)" "$T/listed"'
+ksb_check "the running instance is untouched and still running" \
+	'! grep -q "$id" "$T/listed" && ctl list | grep -Eq "^$id +running"'
+ctl prune > "$T/prune3" 2>&1 || true
+ksb_check "a second prune has nothing to do" 'grep -qx "nothing to prune" "$T/prune3"'
 kill -9 "$spid"
 await_unlocked "$I/$id"
-lost_no_lease() { ctl list | grep -Eq "^$id +lost .* no$"; }
+lost_no_lease() { ctl list | grep -Eq "^$id +lost .* no +[0-9]"; }
 ksb_until 30 lost_no_lease || true
 ctl list
-ksb_check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no$"'
+ksb_check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no +[0-9]"'
 ksb_check "its address left the nftables set" '! ip netns exec "$GW" nft list ruleset | grep -qw "$ip"'
 ksb_check "rm of a lost instance" 'ctl rm "$id" && [ ! -e "$I/$id" ]'
 

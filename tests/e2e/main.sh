@@ -6,8 +6,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
-command -v python3 >/dev/null || ksb_skip "needs python3 (UDP witness)"
+ksb_need qemu-system-x86_64 python3	# python3: UDP witness
 ksb_kernel
 ksb_env
 ksb_origin

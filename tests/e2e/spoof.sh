@@ -24,12 +24,10 @@ set -eu
 
 ksb_need_root
 QEMU=${KSB_QEMU:-qemu-system-x86_64}
-command -v "$QEMU" >/dev/null || ksb_skip "needs $QEMU"
-command -v python3 >/dev/null || ksb_skip "needs python3 (witness listeners)"
-command -v cpio >/dev/null || ksb_skip "needs cpio"
+ksb_need "$QEMU" python3 cpio sysctl	# python3: witness listeners
 BUSYBOX=${KSB_BUSYBOX:-/bin/busybox}
 [ -x "$BUSYBOX" ] && ! ldd "$BUSYBOX" >/dev/null 2>&1 ||
-	ksb_skip "needs a static busybox at $BUSYBOX (busybox-static)"
+	ksb_skip "needs a static busybox at $BUSYBOX: install the Debian package busybox-static"
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 ksb_kernel

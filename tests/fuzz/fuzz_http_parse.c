@@ -6,7 +6,8 @@
  * picks request (0) or response (1), bits 1-2 the request flags a
  * response answers, the rest a piece size for feeding the body.  Checks:
  * results within the input and the caps, spans in bounds, and the same
- * body end and decoded data whether the body is fed at once or in pieces.
+ * body end and decoded data whether the body is fed at once or in pieces,
+ * and a prefix of the head read as the whole is (prefix_check).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +24,8 @@ span_check(struct http_span s, size_t len)
 }
 
 static void
-fields_check(const uint8_t *buf, const struct http_field *f, size_t n,
-    size_t head_len)
+fields_check(
+    const uint8_t *buf, const struct http_field *f, size_t n, size_t head_len)
 {
 	size_t i, j;
 
@@ -33,8 +34,8 @@ fields_check(const uint8_t *buf, const struct http_field *f, size_t n,
 	for (i = 0; i < n; i++) {
 		span_check(f[i].name, head_len);
 		span_check(f[i].value, head_len);
-		if (f[i].name.len == 0 || buf[f[i].name.off + f[i].name.len] !=
-			':')
+		if (f[i].name.len == 0 ||
+		    buf[f[i].name.off + f[i].name.len] != ':')
 			abort();
 		for (j = 0; j < f[i].value.len; j++) {
 			uint8_t c = buf[f[i].value.off + j];
@@ -48,8 +49,8 @@ fields_check(const uint8_t *buf, const struct http_field *f, size_t n,
 /* Feed buf[0..len) in pieces of step bytes (0: at once); the decoded data
  * is hashed.  Returns the result, *end the bytes consumed. */
 static enum http_result
-body_run(enum http_body kind, uint64_t length, const uint8_t *buf,
-    size_t len, size_t step, size_t *end, uint64_t *hash, uint64_t *ndata)
+body_run(enum http_body kind, uint64_t length, const uint8_t *buf, size_t len,
+    size_t step, size_t *end, uint64_t *hash, uint64_t *ndata)
 {
 	struct http_body_reader br;
 	enum http_result r = HTTP_INCOMPLETE;
@@ -67,13 +68,15 @@ body_run(enum http_body kind, uint64_t length, const uint8_t *buf,
 			avail = step == 0 || len - avail < step ? len :
 								  avail + step;
 		}
-		r = http_body_feed(&br, buf + off, avail - off, &used, &d, &why);
+		r = http_body_feed(
+		    &br, buf + off, avail - off, &used, &d, &why);
 		if (used > avail - off)
 			abort();
 		if (d.len > 0 && (d.off + d.len > used))
 			abort();
 		for (i = 0; i < d.len; i++)
-			*hash = (*hash ^ buf[off + d.off + i]) * 1099511628211ULL;
+			*hash =
+			    (*hash ^ buf[off + d.off + i]) * 1099511628211ULL;
 		*ndata += d.len;
 		if ((r == HTTP_ERROR) != (why == REASON_HTTP_BAD_CHUNK))
 			abort();
@@ -87,8 +90,8 @@ body_run(enum http_body kind, uint64_t length, const uint8_t *buf,
 }
 
 static void
-body_check(enum http_body kind, uint64_t length, const uint8_t *buf,
-    size_t len, size_t step)
+body_check(enum http_body kind, uint64_t length, const uint8_t *buf, size_t len,
+    size_t step)
 {
 	enum http_result r1, r2;
 	size_t e1, e2;
@@ -96,8 +99,7 @@ body_check(enum http_body kind, uint64_t length, const uint8_t *buf,
 
 	r1 = body_run(kind, length, buf, len, 0, &e1, &h1, &n1);
 	r2 = body_run(kind, length, buf, len, step, &e2, &h2, &n2);
-	if (r1 != r2 || h1 != h2 || n1 != n2 ||
-	    (r1 == HTTP_OK && e1 != e2))
+	if (r1 != r2 || h1 != h2 || n1 != n2 || (r1 == HTTP_OK && e1 != e2))
 		abort();
 	if (kind == HTTP_BODY_LENGTH && r1 == HTTP_OK && n1 != length)
 		abort();
@@ -174,6 +176,54 @@ response_check(const uint8_t *buf, size_t len, unsigned flags, size_t step)
 	}
 }
 
+/*
+ * A head's answer never depends on bytes after it, and a refusal made
+ * early is the one made late: a prefix of buf reads INCOMPLETE, or the
+ * same head (OK), or the same refusal.
+ */
+static void
+prefix_check(
+    const uint8_t *buf, size_t len, size_t cut, int resp, unsigned flags)
+{
+	struct http_request rq;
+	struct http_response rs;
+	enum http_result full, part;
+	enum reason why, pwhy;
+	int st = 0, pst = 0;
+	size_t head, phead;
+	uint8_t *copy;
+
+	if (resp) {
+		full = http_parse_response(buf, len, flags, &rs, &why);
+		head = rs.head_len;
+	} else {
+		full = http_parse_request(buf, len, &rq, &st, &why);
+		head = rq.head_len;
+	}
+	copy = malloc(cut ? cut : 1);
+	if (copy == NULL)
+		return;
+	memcpy(copy, buf, cut);
+	if (resp) {
+		part = http_parse_response(copy, cut, flags, &rs, &pwhy);
+		phead = rs.head_len;
+	} else {
+		part = http_parse_request(copy, cut, &rq, &pst, &pwhy);
+		phead = rq.head_len;
+	}
+	free(copy);
+	if (full == HTTP_OK && cut >= head &&
+	    (part != HTTP_OK || phead != head))
+		abort();
+	if (full == HTTP_OK && cut < head && part != HTTP_INCOMPLETE)
+		abort();
+	if (full == HTTP_INCOMPLETE && part != HTTP_INCOMPLETE)
+		abort();
+	if (full == HTTP_ERROR && part != HTTP_INCOMPLETE &&
+	    (part != HTTP_ERROR || pst != st || pwhy != why))
+		abort();
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -193,6 +243,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		response_check(buf, len, (ctl >> 1) & 3, ctl >> 3);
 	else
 		request_check(buf, len, ctl >> 3);
+	prefix_check(buf, len, len * (size_t)(ctl ^ 0x5a) / 255, ctl & 1,
+	    (ctl >> 1) & 3);
 	/* The body reader alone, on raw bytes: chunked framing from byte 0. */
 	body_check(HTTP_BODY_CHUNKED, 0, buf, len, (ctl >> 3) + 1);
 	free(buf);

@@ -31,7 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; retur
 PROBE
 if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$work/probe.c" \
     -o "$work/probe" >/dev/null 2>&1; then
-	echo "SKIP: $CLANG cannot link -fsanitize=fuzzer (libFuzzer runtime missing)"
+	echo "SKIP: $CLANG cannot link -fsanitize=fuzzer (libFuzzer runtime missing: install the Debian package libclang-rt-14-dev)"
 	exit $skip
 fi
 
@@ -56,12 +56,37 @@ text_seed connect_parse v6 'CONNECT [2001:db8::1]:8443 HTTP/1.0\r\n\r\n'
 text_seed connect_parse get 'GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n'
 # fuzz_http_parse: a control byte (bit 0: response; bits 1-2: the
 # request's HTTP_RQ_* flags; the rest: the body's piece size), then bytes.
-text_seed http_parse post '\0050POST /v1/messages?x=1 HTTP/1.1\r\nHost: api.example.com\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhelloGET / HTTP/1.1\r\n'
-text_seed http_parse chunked '\0020PUT /a/b HTTP/1.1\r\nHost: [::1]:8443\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n5;a=b;c="d"\r\nhello\r\n0\r\nX-T: 1\r\n\r\n'
-text_seed http_parse ws '\0000GET /ws HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'
-text_seed http_parse resp '\0031HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Type: text/event-stream\r\n\r\n17\r\ndata: {"type":"ping"}\n\n\r\n0\r\n\r\n'
-text_seed http_parse resp101 '\0005HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n\0201\0000'
-text_seed http_parse resp10 '\0041HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc'
+# Seeds in parts, joined (so each line stays short).
+http_seed() {
+	n=$1
+	shift
+	s=
+	for p in "$@"; do
+		s=$s$p
+	done
+	text_seed http_parse "$n" "$s"
+}
+H='Host: api.example.com\r\n'
+http_seed post '\0050POST /v1/messages?x=1 HTTP/1.1\r\n' "$H" \
+	'Content-Length: 5\r\nConnection: keep-alive\r\n\r\n' \
+	'helloGET / HTTP/1.1\r\n'
+http_seed chunked '\0020PUT /a/b HTTP/1.1\r\nHost: [::1]:8443\r\n' \
+	'Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n' \
+	'5;a=b;c="d"\r\nhello\r\n0\r\nX-T: 1\r\n\r\n'
+http_seed ws '\0000GET /ws HTTP/1.1\r\n' "$H" \
+	'Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n'
+http_seed resp '\0031HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n' \
+	'Content-Type: text/event-stream\r\n\r\n' \
+	'17\r\ndata: {"type":"ping"}\n\n\r\n0\r\n\r\n'
+http_seed resp101 '\0005HTTP/1.1 101 Switching Protocols\r\n' \
+	'Upgrade: websocket\r\nConnection: Upgrade\r\n\r\n\0201\0000'
+http_seed target '\0000GET /a/%2e.x/b;c/%2F?q={x}&r=%41 HTTP/1.1\r\n' \
+	'Host: a.test:8443\r\nConnection: close\r\n' \
+	'Expect: 100-continue\r\nContent-Length: 0\r\n\r\n'
+http_seed trailer '\0010POST / HTTP/1.1\r\n' "$H" \
+	'Transfer-Encoding: chunked\r\n\r\n' \
+	'3;x="a\\"b"\r\nabc\r\n0\r\nX: 1\r\nY: 2\r\n\r\n'
+http_seed resp10 '\0041HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc'
 seed tls_peek openssl12 '16030100cc010000c80303f0e4f6aa0534607c7b821a0683f610f484f8116b8b94d2bbbf01e821edee2628000038c02cc030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c0035002f00ff0100006700000011000f00000c4578616d706c652e4f52472e000b000403000102000a000c000a001d0017001e00190018002300000016000000170000000d002a0028040305030603080708080809080a080b080408050806040105010601030303010302040205020602'
 text_seed hostname name 'WWW.Example.COM.'
 text_seed hostname v4 '0x7f.0.0.1'
@@ -80,6 +105,8 @@ msg_seed close 65 80 1 reason
 msg_seed done 66 4 0
 msg_seed fatal 67 240 0 "proxy: hosts-file: cannot read"
 msg_seed instance 1 124 0 g1
+# fuzz_fwd: a CREDIT frame then a 2x1 32-bit XWD (header, 4-byte name).
+seed fwd credit_xwd '06000000000000010000000400001000000000680000000700000002000000180000000200000001000000000000000000000020000000000000002000000020000000080000000400ff00000000ff00000000ff00000008000000000000000000000002000000010000000000000000000000006b7362000000ff0000ff0000'
 
 # target, sources, max input length
 set -- \
@@ -88,7 +115,8 @@ set -- \
 	"tls_peek|gateway/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
-	"msg|gateway/msg.c common/log.c|4200"
+	"msg|gateway/msg.c common/log.c|4200" \
+	"fwd|proto/fwd.c proto/xwd.c|70000"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}

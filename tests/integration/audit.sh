@@ -17,7 +17,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v chattr >/dev/null || ksb_skip "needs chattr (e2fsprogs)"
+ksb_need chattr
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"

@@ -15,7 +15,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3 (tunnel peers)"
+ksb_need python3 pgrep sysctl	# tunnel peers; processes; forwarding
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 PEER=$KSB_SRCDIR/tests/integration/tunnel_peer.py
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"

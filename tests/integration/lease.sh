@@ -15,14 +15,12 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-for c in python3 setpriv; do
-	command -v "$c" >/dev/null || ksb_skip "needs $c"
-done
+ksb_need python3 setpriv
 python3 -c 'import socket; socket.recv_fds' 2>/dev/null || ksb_skip "needs Python >= 3.9"
 getent group users >/dev/null || ksb_skip "needs the group \`users'"
 # setpriv users need an interpreter they can run (not a per-user shim).
 SYSPY=/usr/bin/python3
-[ -x "$SYSPY" ] || ksb_skip "needs /usr/bin/python3"
+ksb_need "$SYSPY"
 ksb_env
 echo "control-group = users" >> "$T/ksb.conf"
 cp "$KSB_SRCDIR/tests/integration/fakerun.py" "$T/fakerun.py"

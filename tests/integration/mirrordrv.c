@@ -3,7 +3,9 @@
  * instance's mirror the way ksb-run does, without a guest.
  *   mirrordrv create REPO INSTANCE_DIR ID [-u]   (-u: --include-uncommitted)
  *   mirrordrv resume INSTANCE_DIR
- * Prints the seed on success; exit 1 with the cause otherwise.
+ *   mirrordrv checkout GITDIR STATE_DIR COMMIT   (the checkout cache)
+ * Prints the seed (the cache dir) on success; exit 1 with the cause
+ * otherwise.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,20 @@ main(int argc, char **argv)
 	int rc;
 
 	log_init("mirrordrv", 0);
+	if (argc == 5 && strcmp(argv[1], "checkout") == 0) {
+		char *dir = NULL;
+		int lfd = checkout_lock(argv[3], 0, &cause);
+
+		if (lfd < 0 || checkout_prepare(argv[3], argv[2], NULL,
+				   argv[4], 1000, 1000, &dir, &cause) != 0) {
+			fprintf(stderr, "mirrordrv: %s\n", cause);
+			return 1;
+		}
+		printf("%s\n", dir);
+		free(dir);
+		close(lfd);
+		return 0;
+	}
 	if (argc >= 5 && strcmp(argv[1], "create") == 0)
 		rc = mirror_create(argv[2], argv[3], argv[4],
 		    argc > 5 && strcmp(argv[5], "-u") == 0 ? MIRROR_INCLUDE_UNCOMMITTED : 0,

@@ -18,9 +18,9 @@ set -eu
 
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root (network namespaces, nftables)"
-for c in nft ip python3 timeout; do
-	command -v "$c" >/dev/null 2>&1 || skip "\`$c' not found"
-done
+. "$(dirname "$0")/../lib.sh"	# ksb_need: the Debian package of a missing tool
+# /etc/protocols: without it nft prints `meta l4proto 1' for icmp.
+ksb_need nft ip python3 timeout sysctl /etc/protocols
 [ -c /dev/net/tun ] || skip "/dev/net/tun missing"
 
 here=$(cd "$(dirname "$0")" && pwd)

@@ -16,7 +16,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
+ksb_need python3	# raw-socket client
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
 PEER=$KSB_SRCDIR/tests/integration/tunnel_peer.py
@@ -50,6 +50,9 @@ cat >> "$T/hosts" <<'HOSTS'
 127.0.0.1 loop.test
 169.254.169.254 metadata.test
 10.77.0.1 gateway.test
+10.78.0.1 ownveth.test
+10.78.0.1 ownexact.test
+127.0.0.1 loopexact.test
 ::ffff:10.78.0.2 mapped.test
 HOSTS
 cat > "$T/policy.d/test.policy" <<'POL'
@@ -67,6 +70,14 @@ profile default {
     allow mapped.test
     allow nxdomain.test
     allow-address 10.78.0.0/24
+    # Ranges around the gateway's own 10.78.0.1 and loopback open neither;
+    # a rule naming the address does (issue 17).
+    allow ownveth.test
+    allow-address 127.0.0.0/8
+    allow ownexact.test:8444
+    allow-address 10.78.0.1/32:8444
+    allow loopexact.test:8445
+    allow-address 127.0.0.1/32:8445
 }
 POL
 cp "$T/ksb.conf" "$T/ksb.conf.base"
@@ -173,6 +184,17 @@ for h in private:rfc1918 loop:loopback metadata:metadata gateway:gateway mapped:
 		"$I AND host = '${h%%:*}.test' AND reason = 'address_screened' AND decision = 'deny'" \
 		raw 1 tls "${h%%:*}.test" "${h%%:*}.test" -
 done
+expect "the gateway's own 10.78.0.1 inside an allowed range: screened" "closed" \
+	"$I AND host = 'ownveth.test' AND reason = 'address_screened' AND upstream_addr = '10.78.0.1'" \
+	raw 1 tls ownveth.test ownveth.test -
+ksb_check "loop.test inside allow-address 127.0.0.0/8: still screened" \
+	'ksb_row_is 1 "$I AND host = '"'loop.test'"' AND reason = '"'address_screened'"'"'
+expect "10.78.0.1 named exactly (/32:8444): connected, refused" "closed" \
+	"$I AND host = 'ownexact.test' AND reason = 'connect_refused' AND upstream_addr = '10.78.0.1'" \
+	raw 1 tls ownexact.test:8444 ownexact.test -
+expect "127.0.0.1 named exactly (/32:8445): connected, refused" "closed" \
+	"$I AND host = 'loopexact.test' AND reason = 'connect_refused' AND upstream_addr = '127.0.0.1'" \
+	raw 1 tls loopexact.test:8445 loopexact.test -
 expect "unresolvable name" "closed" "$I AND host = 'nxdomain.test' AND reason = 'resolve_failed'" \
 	raw 1 tls nxdomain.test nxdomain.test -
 expect "refused upstream" "closed" \

@@ -9,6 +9,7 @@
 # when a TLS exchange through the tunnel worked, "closed" when the proxy
 # closed without an answer (after the 200, for tunnel cases), "timeout"
 # when nothing happened in time.  Every wait is bounded.
+import os
 import socket
 import ssl
 import sys
@@ -69,8 +70,9 @@ def send_raw(data, slow=0.0):
 
 
 def connect_req(host):
-    return ("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n" %
-            (host, host)).encode()
+    """host, or host:port (default 443)."""
+    hp = host if ":" in host else host + ":443"
+    return ("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (hp, hp)).encode()
 
 
 def tunnel_tls(host, sni, cafile, chunk=0, pipeline=False, path="/index.txt"):
@@ -216,6 +218,49 @@ def hold(n, slow, extra=None):
         sorted(set(r for r, _ in results.values()))))
 
 
+def greedy(n, secs, status):
+    """Keep n connections open that each send a partial request head, one
+    byte a second; open a new one, at most 20 a second, whenever one ends
+    (answered, reset).  For secs seconds; the number held (open and not
+    answered) is written to the file status whenever it changes."""
+    held = []
+    end = time.monotonic() + secs
+    last = -1
+    tick = 0
+    while time.monotonic() < end:
+        if len(held) < n:
+            try:
+                s = conn()
+                s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\n")
+                s.setblocking(False)
+                held.append(s)
+            except OSError:
+                pass
+        keep = []
+        for s in held:
+            try:
+                d = s.recv(4096)
+                s.close()  # answered (429, 408) or closed
+                continue
+            except BlockingIOError:
+                keep.append(s)
+            except OSError:
+                s.close()
+        held = keep
+        if len(held) != last:
+            last = len(held)
+            with open(status + ".tmp", "w") as f:
+                f.write("%d\n" % last)
+            os.replace(status + ".tmp", status)
+        time.sleep(0.05)
+        tick += 1
+        for s in held if tick % 20 == 0 else []:
+            try:
+                s.send(b"X")
+            except OSError:
+                pass
+
+
 if case == "raw":
     print(send_raw(args[0].encode("latin-1").decode("unicode_escape")
                    .encode("latin-1")))
@@ -233,6 +278,9 @@ elif case == "tls":
     print(tunnel_tls(args[0], sni, args[2], chunk, pipeline))
 elif case == "bytes":
     print(tunnel_bytes(args[0], args[1].encode()))
+elif case == "greedy":
+    # greedy N SECS STATUS-FILE
+    greedy(int(args[0]), float(args[1]), args[2])
 elif case == "hold":
     # hold N SLOW [EXTRA_HOST]
     hold(int(args[0]), float(args[1]), args[2] if len(args) > 2 else None)

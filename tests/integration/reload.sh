@@ -24,7 +24,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3 (TLS peers)"
+ksb_need python3	# TLS peers
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 PEER=$KSB_SRCDIR/tests/integration/reload_peer.py
 KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
@@ -94,6 +94,13 @@ wait_st() {
 	ksb_until 60 st_is "$@" && return 0
 	echo "# stream $1: $(st "$1"), want $2 >= ${3:-0}" >&2
 	return 1
+}
+# g1_rows: g1's a.test rows, how each ended (for a failed check's reader).
+g1_rows() {
+	ksb_sql "SELECT id, ts_ms, closed_ms, close_reason, bytes_up, bytes_down
+		FROM connections WHERE instance = 'g1' AND host = 'a.test'
+		AND decision = 'allow' ORDER BY id" | sed 's/^/# row /' >&2
+	grep -v 'policy reloaded' "$T/gatewayd.log" | tail -n 20 | sed 's/^/# log /' >&2
 }
 nreloads() { grep -c 'policy reloaded' "$T/gatewayd.log" || true; }
 nfailed() { grep -c 'reload failed' "$T/gatewayd.log" || true; }
@@ -227,7 +234,7 @@ ksb_check "the storm caused many reloads" '[ $(( $(nreloads) - r0 )) -ge 10 ]'
 ksb_check "no reload failed during the storm" '[ ! -s "$T/storm.err" ]'
 ksb_check "every new a.test connection was served ($served)" '[ $refused = 0 ] && [ $served = 10 ]'
 ksb_check "both a.test tunnels survived and kept transferring" \
-	"wait_st A live $((nA + 20)) && wait_st A2 live 20"
+	"{ wait_st A live $((nA + 20)) && wait_st A2 live 20; } || { g1_rows; false; }"
 ksb_check "no a.test tunnel was revoked" \
 	"ksb_sql_is 0 \"SELECT count(*) FROM connections WHERE host = 'a.test' AND close_reason = 'revoked' AND instance = 'g1'\""
 ksb_check "the gateway is alive" 'kill -0 "$KSB_GATEWAY_PID"'
@@ -236,9 +243,16 @@ ksb_say "5. tunnels end cleanly"
 touch "$T/A.stop" "$T/A2.stop"
 ksb_check "a.test's tunnels close cleanly, echo intact throughout" \
 	'wait_st A done && wait_st A2 done'
-echo "# tunnel A: $(st A)"
-ksb_check "their rows are closed as closed" \
-	"ksb_sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up > 100000\""
+echo "# tunnel A: $(st A); tunnel A2: $(st A2)"
+# The two tunnels' rows are told from the short `once' rows by the bytes
+# each peer itself echoed (a row counts the TLS records around them, so
+# at least as many): how many a tunnel moved depends on the machine's
+# speed, a fixed threshold did not (A2 moved < 100 kB on a fast one).
+bA=$(st A | awk '{print $3}')
+bA2=$(st A2 | awk '{print $3}')
+bmin=$(( bA < bA2 ? bA : bA2 ))
+ksb_check "their rows are closed as closed (>= $bmin bytes each way)" \
+	"ksb_sql_is 2 \"SELECT count(*) FROM connections WHERE instance = 'g1' AND host = 'a.test' AND decision = 'allow' AND close_reason = 'closed' AND bytes_up >= $bmin AND bytes_down >= $bmin AND $bmin >= 20 * 1024\""
 ksb_check "no peer error" '[ ! -s "$T/peers.err" ]'
 
 ksb_say "6. includes and profile limits"

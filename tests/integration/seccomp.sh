@@ -17,7 +17,7 @@ set -eu
 ksb_need_root
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
-command -v python3 >/dev/null || ksb_skip "needs python3 (idle connections)"
+ksb_need python3 pgrep	# idle connections; the proxy process
 ksb_env
 ksb_origin
 

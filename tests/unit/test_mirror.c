@@ -2,7 +2,7 @@
  * test_mirror.c: mirror creation (and its cost on a larger repo), seeding
  * with and without uncommitted changes, context checkout, base on resume,
  * fetch of new commits, fetch with nothing new, fetch next to a host branch
- * of the same name.  Temporary repos made with libgit2; no root needed.
+ * of the same name, the checkout cache.  Temporary repos made with libgit2; no root needed.
  */
 #include <sys/stat.h>
 
@@ -633,6 +633,148 @@ test_usage(void)
 	free(d);
 }
 
+/*
+ * A second commit of the same repository: its cache links the unchanged
+ * files from the first one (same inode) and checks out only the changed
+ * and new ones; both caches then hold exactly their commits' files.
+ */
+static void
+test_checkout_linked(git_repository *r, const char *repo, const char *state,
+    const char *dir1)
+{
+	char *dir2 = NULL, *cause = NULL, *p, *q, hex[41], cmd[1024];
+	struct stat a, b;
+	git_oid id;
+	int rc;
+
+	put(repo, "a.txt", "alpha 2\n", 8);
+	put(repo, "c.txt", "new\n", 4);
+	id = commit_all(r, "co2");
+	git_oid_tostr(hex, sizeof(hex), &id);
+	rc = checkout_prepare(state, git_repository_commondir(r), NULL, hex,
+	    getuid(), getgid(), &dir2, &cause);
+	CHECK(rc == 0, "checkout_prepare of the next commit (%s)",
+	    rc ? cause : "ok");
+	xasprintf(&p, "%s/tree/sub/b.sh", dir1);
+	xasprintf(&q, "%s/tree/sub/b.sh", dir2);
+	CHECK(stat(p, &a) == 0 && stat(q, &b) == 0 && a.st_ino == b.st_ino &&
+		(b.st_mode & 0100),
+	    "an unchanged file is linked from the older cache");
+	free(p);
+	free(q);
+	xasprintf(&p, "%s/tree/a.txt", dir1);
+	xasprintf(&q, "%s/tree/a.txt", dir2);
+	CHECK(stat(p, &a) == 0 && stat(q, &b) == 0 && a.st_ino != b.st_ino &&
+		strcmp(slurp(q), "alpha 2\n") == 0 &&
+		strcmp(slurp(p), "alpha\n") == 0,
+	    "a changed file is written anew, the older cache's left as it was");
+	free(p);
+	free(q);
+	/* The whole tree as git itself would check it out. */
+	snprintf(cmd, sizeof(cmd),
+	    "git --git-dir='%s/.git' archive %s | (mkdir '%s/ref' && tar -C "
+	    "'%s/ref' -x) && diff -r '%s/ref' '%s/tree'",
+	    repo, hex, tmp, tmp, tmp, dir2);
+	CHECK(system(cmd) == 0, "linked cache = git archive of the commit");
+	free(dir2);
+}
+
+/*
+ * The checkout cache: the seed's files and an index whose stat data match
+ * them, the project's work tree and index untouched (a dirty work tree
+ * shows through nowhere), found again, listed, recorded per instance, a
+ * bad commit refused with nothing left behind.
+ */
+static void
+test_checkout(void)
+{
+	git_repository *r;
+	git_index *idx;
+	const git_index_entry *e;
+	git_oid id;
+	struct stat sb;
+	char *repo, *state, *dir = NULL, *dir2 = NULL, *cause = NULL, *p,
+	    **list = NULL, hex[41], rec[41];
+	unsigned long fp;
+	int lfd, rc, ok;
+	size_t i;
+
+	r = new_repo("co", &repo);
+	put(repo, "a.txt", "alpha\n", 6);
+	xasprintf(&p, "%s/sub", repo);
+	mkdir(p, 0755);
+	free(p);
+	put(repo, "sub/b.sh", "#!/bin/sh\n", 10);
+	xasprintf(&p, "%s/sub/b.sh", repo);
+	chmod(p, 0755);
+	free(p);
+	id = commit_all(r, "co");
+	git_oid_tostr(hex, sizeof(hex), &id);
+	put(repo, "a.txt", "dirty\n", 6); /* uncommitted: not in the cache */
+	fp = fingerprint(repo);
+	xasprintf(&state, "%s/co-state", tmp);
+	mkdir(state, 0700);
+
+	lfd = checkout_lock(state, 0, &cause);
+	CHECK(lfd >= 0, "shared caches lock (%s)", lfd < 0 ? cause : "ok");
+	rc = checkout_prepare(state, git_repository_commondir(r), NULL, hex,
+	    getuid(), getgid(), &dir, &cause);
+	CHECK(rc == 0, "checkout_prepare (%s)", rc ? cause : "ok");
+	xasprintf(&p, "%s/tree/a.txt", dir);
+	CHECK(strcmp(slurp(p), "alpha\n") == 0, "the commit's content, not the work tree's");
+	free(p);
+	xasprintf(&p, "%s/tree/sub/b.sh", dir);
+	CHECK(stat(p, &sb) == 0 && (sb.st_mode & 0100), "executable bit kept");
+	free(p);
+	CHECK(fingerprint(repo) == fp, "project work tree, index and objects untouched");
+
+	/* The index: every entry's size and mtime are the file's. */
+	xasprintf(&p, "%s/index", dir);
+	ok = git_index_open(&idx, p) == 0 && git_index_entrycount(idx) == 2;
+	free(p);
+	for (i = 0; ok && i < git_index_entrycount(idx); i++) {
+		e = git_index_get_byindex(idx, i);
+		xasprintf(&p, "%s/tree/%s", dir, e->path);
+		ok = lstat(p, &sb) == 0 && e->file_size == (uint32_t)sb.st_size &&
+		    e->mtime.seconds == (int32_t)sb.st_mtime;
+		free(p);
+	}
+	CHECK(ok, "index entries match the checked-out files");
+	git_index_free(idx);
+
+	rc = checkout_prepare(state, git_repository_commondir(r), NULL, hex,
+	    getuid(), getgid(), &dir2, &cause);
+	CHECK(rc == 0 && strcmp(dir, dir2) == 0, "second prepare: the same cache");
+	CHECK(checkout_list(state, &list, &cause) == 0 && list[0] != NULL &&
+	    strcmp(list[0], hex) == 0 && list[1] == NULL, "checkout_list names it");
+	util_strv_free(list);
+	CHECK(checkout_record(tmp, hex, &cause) == 0 &&
+	    checkout_instance_commit(tmp, rec) == 0 && strcmp(rec, hex) == 0,
+	    "instance record written and read back");
+	free(dir2);
+	dir2 = NULL;
+	rc = checkout_prepare(state, git_repository_commondir(r), NULL,
+	    "0123456789012345678901234567890123456789", getuid(), getgid(),
+	    &dir2, &cause);
+	CHECK(rc == -1 && dir2 == NULL, "a commit not in the repo is refused (%s)",
+	    cause);
+	free(cause);
+	cause = NULL;
+	CHECK(checkout_list(state, &list, &cause) == 0 && list[1] == NULL,
+	    "nothing left behind by the refusal");
+	util_strv_free(list);
+	test_checkout_linked(r, repo, state, dir);
+	close(lfd);
+	CHECK(checkout_lock(state, 1, &cause) >= 0, "exclusive lock once released");
+	xasprintf(&p, "%s/none", tmp);
+	CHECK(checkout_lock(p, 1, &cause) == -2, "no caches: nothing to lock");
+	free(p);
+	free(dir);
+	free(state);
+	free(repo);
+	git_repository_free(r);
+}
+
 int
 main(void)
 {
@@ -648,6 +790,7 @@ main(void)
 	test_uncommitted();
 	test_confinement();
 	test_usage();
+	test_checkout();
 	test_cost();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)

@@ -192,6 +192,14 @@ test_match(void)
 	CHECK(!allow_addr(pol, "dev", "10.1.0.1", 8443), "v4 cidr port");
 	CHECK(allow_addr(pol, "dev", "192.0.2.7", 443) &&
 	    !allow_addr(pol, "dev", "192.0.2.8", 443), "v4 /32 default");
+	{
+		struct sockaddr_in a7 = { .sin_family = AF_INET };
+
+		inet_pton(AF_INET, "192.0.2.7", &a7.sin_addr);
+		CHECK(policy_match_addr_exact(pol, "dev",
+			  (struct sockaddr *)&a7, 443, NULL) == POLICY_ALLOW,
+		    "a rule naming the address is exact");
+	}
 	CHECK(allow_addr(pol, "dev", "2001:db8:1:ffff::1", 8443), "v6 cidr");
 	CHECK(!allow_addr(pol, "dev", "2001:db8:2::1", 8443), "v6 outside");
 	CHECK(!allow_addr(pol, "dev", "2001:db8:1::1", 443), "v6 port");
@@ -1045,6 +1053,16 @@ test_rule_order(void)
 	    &rule) == POLICY_ALLOW && strcmp(rule, "profile b (t.policy:8): "
 	    "allow-address 10.1.0.0/16:443") == 0, "addr: file order: %s",
 	    rule);
+	CHECK(policy_match_addr_exact(pol, "c", (struct sockaddr *)&sin, 443,
+	    &rule) == POLICY_ALLOW && strcmp(rule, "profile b (t.policy:9): "
+	    "allow-address 10.1.2.3/32:443") == 0, "addr: exact: %s", rule);
+	inet_pton(AF_INET, "10.1.2.4", &sin.sin_addr);
+	CHECK(policy_match_addr(pol, "c", (struct sockaddr *)&sin, 443,
+	    NULL) == POLICY_ALLOW &&
+	    policy_match_addr_exact(pol, "c", (struct sockaddr *)&sin, 443,
+	    &rule) == POLICY_DENY && rule == NULL,
+	    "addr: the /16 and /8 rules do not name 10.1.2.4 exactly");
+	inet_pton(AF_INET, "10.1.2.3", &sin.sin_addr);
 	inet_pton(AF_INET, "10.2.0.1", &sin.sin_addr);
 	CHECK(policy_match_addr(pol, "c", (struct sockaddr *)&sin, 443,
 	    &rule) == POLICY_ALLOW && strcmp(rule, "profile a (t.policy:3): "

@@ -264,11 +264,53 @@ test_argv_cpu(void)
 	free(cause);
 }
 
+/* The forward port (proto/fwd.h) and ksb.display= (--display). */
+static void
+test_argv_live(void)
+{
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL;
+
+	base_config(&c);
+	c.fwd_fd = 8;
+	c.display = "320x240";
+	CHECK(qemu_argv(&c, &argv, &cause) == 0, "forward port and display");
+	CHECK(argv != NULL && has_pair(argv, "-chardev", "socket,id=fwd,fd=8") &&
+		has_pair(argv, "-device",
+		    "virtserialport,bus=vs0.0,chardev=fwd,name=" FWD_PORT_NAME),
+	    "the forward port is a virtserialport of its own");
+	CHECK(argv != NULL &&
+		strstr(value_of(argv, "-append"), " ksb.display=320x240") !=
+		    NULL,
+	    "ksb.display on the kernel command line");
+	CHECK(argv != NULL && !has_pair(argv, "-vga", "std") &&
+		strstr(value_of(argv, "-device"), "gpu") == NULL,
+	    "no display device");
+	qemu_argv_free(argv);
+	argv = NULL;
+	c.display = "320x240 ksb.id=x";
+	CHECK(qemu_argv(&c, &argv, &cause) == -1 && argv == NULL,
+	    "a display value with a space refused: %s", cause ? cause : "");
+	free(cause);
+	cause = NULL;
+	base_config(&c);
+	c.fwd_fd = 4;
+	CHECK(qemu_argv(&c, &argv, &cause) == -1,
+	    "forward fd equal to the control fd refused");
+	free(cause);
+	base_config(&c);
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+		!has_pair(argv, "-chardev", "socket,id=fwd,fd=0"),
+	    "no forward port when fwd_fd is 0");
+	qemu_argv_free(argv);
+}
+
 int
 main(void)
 {
 	log_init("test_qemu_argv", 0);
 	test_argv();
+	test_argv_live();
 	test_argv_errors();
 	test_argv_lifecycle();
 	test_argv_cpu();

@@ -128,6 +128,9 @@ main(void)
 	ss = addr("2a01:4f8::6");
 	CHECK(screen_addr((struct sockaddr *)&ss, own, 2) == NULL,
 	    "neighbour of own address allowed");
+	CHECK(screen_needs_exact("gateway") && screen_needs_exact("loopback") &&
+	    !screen_needs_exact("rfc1918") && !screen_needs_exact(NULL),
+	    "own addresses and loopback need a rule naming them");
 	ss = addr("::ffff:203.0.114.5");
 	CHECK(screen_addr((struct sockaddr *)&ss, own, 2) != NULL,
 	    "own IPv4 via mapped IPv6 refused");

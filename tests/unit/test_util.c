@@ -147,6 +147,7 @@ test_reason(void)
 		{ REASON_HTTP_BAD_UPGRADE, "http_bad_upgrade" },
 		{ REASON_HTTP_BAD_CHUNK, "http_bad_chunk" },
 		{ REASON_UPSTREAM_BAD_RESPONSE, "upstream_bad_response" },
+		{ REASON_OVER_SHARE, "over_share" },
 		{ REASON_CREDENTIAL_MISUSE, "credential_misuse" },
 		{ REASON_REQUEST_NOT_ALLOWED, "request_not_allowed" },
 		{ REASON_TLS_ALPN_REFUSED, "tls_alpn_refused" },

@@ -1,0 +1,57 @@
+/*
+ * guest/guest.h: the guest init's modules besides init.c, prototypes
+ * grouped by file.  Everything here is linked into the static
+ * ksb-guest-init (libc only).
+ */
+#ifndef KSB_GUEST_H
+#define KSB_GUEST_H
+
+#include <stddef.h>
+
+/* ---- guestfwd.c ------------------------------------------------------------
+ * The guest side of the forward channel (proto/fwd.h): a child of init,
+ * running as nobody, that answers the host's OPEN (a connection to
+ * 127.0.0.1:PORT) and SHOT (the display's frame buffer) and relays DATA
+ * both ways under the channel's flow control.  It never opens a stream
+ * itself.
+ */
+#define GUESTFWD_UID 65534 /* nobody */
+#define GUESTFWD_GID 65534
+
+/*
+ * guestfwd_start: find the virtio-serial port FWD_PORT_NAME (by
+ * /sys/class/virtio-ports/NAME/name, as the control port) and fork the
+ * forwarder onto it; shot_path (NULL: no display) is the XWD file SHOT
+ * sends; the child closes close_fd (init's control port).  Returns the
+ * child's pid, 0 if the host gave no forward port, -1 on a failure
+ * (logged with say_fn).
+ */
+int guestfwd_start(
+    const char *shot_path, int close_fd, void (*say_fn)(const char *));
+
+/* ---- display.c -------------------------------------------------------------
+ * ksb-run --display: Xvfb from the host's /usr as the agent user, its
+ * frame buffer an XWD file in DISPLAY_FBDIR (Xvfb -fbdir), DISPLAY=:0 for
+ * the command.  Software rendering only; there is no GPU device.
+ */
+#define DISPLAY_FBDIR	"/run/ksb/display"
+#define DISPLAY_SHOT	DISPLAY_FBDIR "/Xvfb_screen0"
+#define DISPLAY_XVFB	"/usr/bin/Xvfb"
+#define DISPLAY_NAME	":0"
+#define DISPLAY_SOCK	"/tmp/.X11-unix/X0"
+#define DISPLAY_WAIT_MS 20000 /* Xvfb's socket must appear within this */
+
+/*
+ * display_parse: "WxH" (W 64..FWD_SHOT_MAX_W, H 64..FWD_SHOT_MAX_H) from
+ * ksb.display= into *w, *h.  0 or -1.
+ */
+int display_parse(const char *s, int *w, int *h);
+/*
+ * display_start: Xvfb :0 -screen 0 WxHx24 -fbdir DISPLAY_FBDIR
+ * -nolisten tcp as uid/gid (the agent), then wait for its socket
+ * (DISPLAY_WAIT_MS).  0, or -1 and a message in err[0..errcap).
+ */
+int display_start(
+    int w, int h, unsigned uid, unsigned gid, char *err, size_t errcap);
+
+#endif

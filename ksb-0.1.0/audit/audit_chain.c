@@ -1,0 +1,461 @@
+/*
+ * audit_chain.c: the audit database's hash chain (ksb-audit(5), "HASH
+ * CHAIN"), shared by ksb-gatewayd's writer and `ksbctl audit verify'.
+ *
+ * Five tables hold chained records, one sequence (seq) across them:
+ *
+ *   hash(seq) = SHA-256(hash(seq - 1) || be64(seq) || kind || NUL ||
+ *                       field_1 || ... || field_n)
+ *
+ * where a field is 'N' (NULL), 'I' be64 (integer) or 'T' be32(len) bytes
+ * (text).  hash(0) is 32 zero bytes, or chain_anchor.hash when old records
+ * were pruned (then the oldest kept record is chain_anchor.seq + 1).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/evp.h>
+#include <sqlite3.h>
+
+#include "common/common.h"
+#include "audit/audit.h"
+
+const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
+	[AUDIT_CONNECTION] = { "connection", "connections", "ts_ms",
+	    "id, ts_ms, instance, profile, client_addr, client_port, host, "
+	    "port, sni, upstream_addr, upstream_port, decision, reason, "
+	    "policy_digest",
+	    14 },
+	[AUDIT_CLOSE] = { "close", "closes", "ts_ms",
+	    "conn_id, ts_ms, bytes_up, bytes_down, duration_ms, reason", 6 },
+	[AUDIT_POLICY] = { "policy", "policy_versions", "ts_ms",
+	    "id, ts_ms, digest, ok, files, errors", 6 },
+	[AUDIT_REGISTER] = { "register", "registrations", "registered_ms",
+	    "id, instance, profile, tap, mac, ip, registered_ms", 7 },
+	[AUDIT_UNREGISTER] = { "unregister", "unregistrations", "ts_ms",
+	    "reg_id, ts_ms", 2 },
+};
+
+static void
+audit_chain_be(uint8_t *p, uint64_t v, int n)
+{
+	int i;
+
+	for (i = n - 1; i >= 0; i--, v >>= 8)
+		p[i] = v & 0xff;
+}
+
+void
+audit_chain_hash(const uint8_t prev[AUDIT_HASH_LEN], int64_t seq,
+    enum audit_kind kind, const struct audit_val *v, size_t n,
+    uint8_t out[AUDIT_HASH_LEN])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	const char *name = audit_kinds[kind].name;
+	uint8_t b[9];
+	unsigned int len = AUDIT_HASH_LEN;
+	size_t i, sl;
+
+	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+		fatalx("EVP_DigestInit_ex");
+	EVP_DigestUpdate(md, prev, AUDIT_HASH_LEN);
+	audit_chain_be(b, (uint64_t)seq, 8);
+	EVP_DigestUpdate(md, b, 8);
+	EVP_DigestUpdate(md, name, strlen(name) + 1);
+	for (i = 0; i < n; i++) {
+		switch (v[i].type) {
+		case AUDIT_VAL_NULL:
+			EVP_DigestUpdate(md, "N", 1);
+			break;
+		case AUDIT_VAL_INT:
+			b[0] = 'I';
+			audit_chain_be(b + 1, (uint64_t)v[i].i, 8);
+			EVP_DigestUpdate(md, b, 9);
+			break;
+		default:
+			sl = v[i].len;
+			b[0] = v[i].type == AUDIT_VAL_TEXT ? 'T' : 'X';
+			audit_chain_be(b + 1, sl, 4);
+			EVP_DigestUpdate(md, b, 5);
+			EVP_DigestUpdate(md, v[i].s, sl);
+			break;
+		}
+	}
+	if (EVP_DigestFinal_ex(md, out, &len) != 1)
+		fatalx("EVP_DigestFinal_ex");
+	EVP_MD_CTX_free(md);
+}
+
+void
+audit_chain_column(sqlite3_stmt *st, int col, struct audit_val *v)
+{
+	memset(v, 0, sizeof(*v));
+	switch (sqlite3_column_type(st, col)) {
+	case SQLITE_NULL:
+		v->type = AUDIT_VAL_NULL;
+		break;
+	case SQLITE_INTEGER:
+		v->type = AUDIT_VAL_INT;
+		v->i = sqlite3_column_int64(st, col);
+		break;
+	case SQLITE_TEXT:
+		v->type = AUDIT_VAL_TEXT;
+		v->s = (const char *)sqlite3_column_text(st, col);
+		v->len = (size_t)sqlite3_column_bytes(st, col);
+		break;
+	default: /* REAL or BLOB: never written by us; hashed as bytes */
+		v->type = AUDIT_VAL_OTHER;
+		v->s = sqlite3_column_blob(st, col);
+		v->len = (size_t)sqlite3_column_bytes(st, col);
+		break;
+	}
+}
+
+void
+audit_chain_hex(
+    const uint8_t h[AUDIT_HASH_LEN], char out[AUDIT_HASH_LEN * 2 + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	int i;
+
+	for (i = 0; i < AUDIT_HASH_LEN; i++) {
+		out[2 * i] = hex[h[i] >> 4];
+		out[2 * i + 1] = hex[h[i] & 15];
+	}
+	out[AUDIT_HASH_LEN * 2] = '\0';
+}
+
+int
+audit_chain_anchor(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -1;
+
+	*seq = 0;
+	memset(hash, 0, AUDIT_HASH_LEN);
+	if (sqlite3_prepare_v2(db,
+		"SELECT seq, hash FROM chain_anchor "
+		"WHERE id = 1",
+		-1, &st, NULL) != SQLITE_OK)
+		goto cleanup;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		if (sqlite3_column_bytes(st, 1) != AUDIT_HASH_LEN)
+			goto cleanup;
+		*seq = sqlite3_column_int64(st, 0);
+		memcpy(hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
+	} else if (rc != SQLITE_DONE)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+int
+audit_chain_head(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
+	int k, ret = -1;
+
+	if (audit_chain_anchor(db, seq, hash) == -1)
+		return -1;
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		xasprintf(&sql,
+		    "SELECT seq, hash FROM %s WHERE seq IS NOT NULL "
+		    "ORDER BY seq DESC LIMIT 1",
+		    audit_kinds[k].table);
+		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+			goto cleanup;
+		if (sqlite3_step(st) == SQLITE_ROW &&
+		    sqlite3_column_int64(st, 0) > *seq) {
+			if (sqlite3_column_bytes(st, 1) != AUDIT_HASH_LEN)
+				goto cleanup;
+			*seq = sqlite3_column_int64(st, 0);
+			memcpy(
+			    hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
+		}
+		sqlite3_finalize(st);
+		st = NULL;
+		free(sql);
+		sql = NULL;
+	}
+	ret = 0;
+cleanup:
+	sqlite3_finalize(st);
+	free(sql);
+	return ret;
+}
+
+static void audit_verify_bad(struct audit_verify *r, int kind, int64_t seq,
+    int64_t id, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void
+audit_verify_bad(struct audit_verify *r, int kind, int64_t seq, int64_t id,
+    const char *fmt, ...)
+{
+	va_list ap;
+
+	r->bad_table = kind >= 0 ? audit_kinds[kind].table : NULL;
+	r->bad_seq = seq;
+	r->bad_id = id;
+	va_start(ap, fmt);
+	if (vasprintf(&r->problem, fmt, ap) < 0)
+		fatal("vasprintf");
+	va_end(ap);
+}
+
+/* The close fields of connections and registrations must mirror their
+ * chained close/unregistration records. */
+static const char *audit_mirror_sql[] = {
+	"SELECT c.id, c.seq FROM connections c LEFT JOIN closes k "
+	"ON k.conn_id = c.id WHERE NOT (c.closed_ms IS k.ts_ms AND "
+	"c.bytes_up IS k.bytes_up AND c.bytes_down IS k.bytes_down AND "
+	"c.duration_ms IS k.duration_ms AND c.close_reason IS k.reason) "
+	"ORDER BY c.id LIMIT 1",
+	"SELECT r.id, r.seq FROM registrations r LEFT JOIN unregistrations u "
+	"ON u.reg_id = r.id WHERE r.unregistered_ms IS NOT u.ts_ms "
+	"ORDER BY r.id LIMIT 1",
+};
+
+/*
+ * The derived totals (schema version 3, not chained) must equal their
+ * recomputation from the connections rows (schema/migrate-3.sql).
+ */
+#define AUDIT_TOTALS_HOST                                                      \
+	"SELECT instance, host, port, count(*), sum(decision = 'allow'), "     \
+	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), "                 \
+	"sum(coalesce(bytes_down, 0)), max(ts_ms), "                           \
+	"max(CASE WHEN decision = 'allow' THEN ts_ms END) FROM connections "   \
+	"GROUP BY instance, host, port"
+#define AUDIT_TOTALS_INSTANCE                                                  \
+	"SELECT instance, count(*), sum(decision = 'allow'), "                 \
+	"sum(decision = 'deny'), sum(coalesce(bytes_up, 0)), "                 \
+	"sum(coalesce(bytes_down, 0)), min(ts_ms), max(ts_ms) FROM "           \
+	"connections "                                                         \
+	"GROUP BY instance"
+#define AUDIT_TOTALS_KEY                                                       \
+	"coalesce(instance, '-') || ' ' || "                                   \
+	"coalesce(host, '-') || ':' || coalesce(port, '-')"
+static const char *audit_totals_sql[] = {
+	"SELECT instance FROM (SELECT instance, connections, allowed, denied, "
+	"bytes_up, bytes_down, first_ms, last_ms FROM totals_instance "
+	"EXCEPT " AUDIT_TOTALS_INSTANCE
+	") UNION ALL SELECT instance FROM (" AUDIT_TOTALS_INSTANCE
+	" EXCEPT SELECT instance, connections, allowed, "
+	"denied, bytes_up, bytes_down, first_ms, last_ms FROM totals_instance) "
+	"LIMIT 1",
+	"SELECT " AUDIT_TOTALS_KEY
+	" FROM (SELECT * FROM totals_host EXCEPT " AUDIT_TOTALS_HOST
+	") UNION ALL SELECT " AUDIT_TOTALS_KEY " FROM (" AUDIT_TOTALS_HOST
+	" EXCEPT SELECT * FROM totals_host) LIMIT 1",
+};
+
+/* One SELECT per kind of record, in seq order: st[k] (caller finalizes). */
+static int
+audit_verify_prepare(sqlite3 *db, sqlite3_stmt **st, char **cause)
+{
+	char *sql;
+	int k, rc;
+
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		xasprintf(&sql,
+		    "SELECT seq, hash, rowid, %s FROM %s "
+		    "ORDER BY seq",
+		    audit_kinds[k].cols, audit_kinds[k].table);
+		rc = sqlite3_prepare_v2(db, sql, -1, &st[k], NULL);
+		free(sql);
+		if (rc != SQLITE_OK)
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
+	}
+	return 0;
+}
+
+/*
+ * The current row of st (kind k) must be record number expect, chained
+ * on prev (updated to its hash).  0, or 1 with r's problem set.
+ */
+static int
+audit_verify_record(sqlite3_stmt *st, int k, int64_t expect,
+    uint8_t prev[AUDIT_HASH_LEN], struct audit_verify *r)
+{
+	struct audit_val v[AUDIT_MAX_COLS];
+	uint8_t h[AUDIT_HASH_LEN];
+	int64_t seq = sqlite3_column_int64(st, 0);
+	int64_t rowid = sqlite3_column_int64(st, 2);
+	size_t i, n = audit_kinds[k].ncols;
+
+	if (seq < expect) {
+		audit_verify_bad(r, k, seq, rowid,
+		    "duplicate seq %lld "
+		    "(inserted?)",
+		    (long long)seq);
+		return 1;
+	}
+	if (seq > expect) {
+		audit_verify_bad(r, k, seq, rowid,
+		    "%lld record(s) missing "
+		    "before it, from seq %lld (deleted?)",
+		    (long long)(seq - expect), (long long)expect);
+		return 1;
+	}
+	for (i = 0; i < n; i++)
+		audit_chain_column(st, (int)i + 3, &v[i]);
+	audit_chain_hash(prev, seq, k, v, n, h);
+	if (sqlite3_column_bytes(st, 1) != AUDIT_HASH_LEN ||
+	    memcmp(sqlite3_column_blob(st, 1), h, AUDIT_HASH_LEN) != 0) {
+		audit_verify_bad(r, k, seq, rowid,
+		    "hash mismatch (record "
+		    "modified, inserted or reordered)");
+		return 1;
+	}
+	memcpy(prev, h, AUDIT_HASH_LEN);
+	return 0;
+}
+
+/*
+ * Merge the kinds' rows by seq and check each against the chain from
+ * the anchor (prev, r->anchor_seq); sets r->records, head_seq, head.
+ * 0 intact, 1 broken, -1 a read error (*cause).
+ */
+static int
+audit_verify_walk(sqlite3 *db, sqlite3_stmt **st, uint8_t prev[AUDIT_HASH_LEN],
+    struct audit_verify *r, char **cause)
+{
+	int have[AUDIT_NKINDS], k, best, rc;
+	int64_t expect = r->anchor_seq + 1;
+
+	for (k = 0; k < AUDIT_NKINDS; k++) {
+		have[k] = 0;
+		if ((rc = sqlite3_step(st[k])) == SQLITE_ROW)
+			have[k] = 1;
+		else if (rc != SQLITE_DONE)
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
+	}
+	for (;;) {
+		best = -1;
+		for (k = 0; k < AUDIT_NKINDS; k++) {
+			if (!have[k])
+				continue;
+			if (sqlite3_column_type(st[k], 0) == SQLITE_NULL) {
+				audit_verify_bad(r, k, 0,
+				    sqlite3_column_int64(st[k], 2),
+				    "record without seq (inserted?)");
+				return 1;
+			}
+			if (best == -1 ||
+			    sqlite3_column_int64(st[k], 0) <
+				sqlite3_column_int64(st[best], 0))
+				best = k;
+		}
+		if (best == -1)
+			break;
+		if (audit_verify_record(st[best], best, expect, prev, r) != 0)
+			return 1;
+		r->records++;
+		expect++;
+		if ((rc = sqlite3_step(st[best])) == SQLITE_DONE)
+			have[best] = 0;
+		else if (rc != SQLITE_ROW)
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
+	}
+	r->head_seq = expect - 1;
+	memcpy(r->head, prev, AUDIT_HASH_LEN);
+	return 0;
+}
+
+/* The close fields against their chained records (audit_mirror_sql). */
+static int
+audit_verify_mirrors(sqlite3 *db, struct audit_verify *r, char **cause)
+{
+	sqlite3_stmt *m = NULL;
+	size_t i;
+	int ret = 0;
+
+	for (i = 0; i < sizeof(audit_mirror_sql) / sizeof(*audit_mirror_sql);
+	     i++) {
+		if (sqlite3_prepare_v2(db, audit_mirror_sql[i], -1, &m, NULL) !=
+		    SQLITE_OK)
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
+		if (sqlite3_step(m) == SQLITE_ROW) {
+			audit_verify_bad(r,
+			    i == 0 ? AUDIT_CONNECTION : AUDIT_REGISTER,
+			    sqlite3_column_int64(m, 1),
+			    sqlite3_column_int64(m, 0),
+			    i == 0 ?
+				"close fields differ from the chained close "
+				"record" :
+				"unregistered_ms differs from the chained "
+				"unregistration record");
+			ret = 1;
+		}
+		sqlite3_finalize(m);
+		if (ret != 0)
+			break;
+	}
+	return ret;
+}
+
+/* The derived totals against the connections rows (schema version 3). */
+static int
+audit_verify_totals(sqlite3 *db, struct audit_verify *r, char **cause)
+{
+	sqlite3_stmt *m = NULL;
+	size_t i;
+	int rc, ret = 0;
+
+	for (i = 0; i < sizeof(audit_totals_sql) / sizeof(*audit_totals_sql);
+	     i++) {
+		if (sqlite3_prepare_v2(db, audit_totals_sql[i], -1, &m, NULL) !=
+		    SQLITE_OK) {
+			if (strstr(sqlite3_errmsg(db), "no such table") != NULL)
+				return 0; /* schema version 2 */
+			return cause_set(cause, "%s", sqlite3_errmsg(db));
+		}
+		if ((rc = sqlite3_step(m)) == SQLITE_ROW) {
+			audit_verify_bad(r, -1, 0, 0,
+			    "%s differs from the "
+			    "connections rows (derived, not chained) for `%s'",
+			    i == 0 ? "totals_instance" : "totals_host",
+			    sqlite3_column_type(m, 0) == SQLITE_NULL ?
+				"-" :
+				(const char *)sqlite3_column_text(m, 0));
+			r->bad_table =
+			    i == 0 ? "totals_instance" : "totals_host";
+			ret = 1;
+		} else if (rc != SQLITE_DONE)
+			ret = cause_set(cause, "%s", sqlite3_errmsg(db));
+		sqlite3_finalize(m);
+		if (ret != 0)
+			break;
+	}
+	return ret;
+}
+
+int
+audit_chain_verify(sqlite3 *db, struct audit_verify *r, char **cause)
+{
+	sqlite3_stmt *st[AUDIT_NKINDS] = { NULL };
+	uint8_t prev[AUDIT_HASH_LEN];
+	int k, ret = -1;
+
+	memset(r, 0, sizeof(*r));
+	if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+	    audit_chain_anchor(db, &r->anchor_seq, prev) == -1) {
+		cause_set(cause, "%s", sqlite3_errmsg(db));
+		goto cleanup;
+	}
+	if (audit_verify_prepare(db, st, cause) != 0)
+		goto cleanup;
+	if ((ret = audit_verify_walk(db, st, prev, r, cause)) != 0)
+		goto cleanup;
+	if ((ret = audit_verify_mirrors(db, r, cause)) != 0)
+		goto cleanup;
+	ret = audit_verify_totals(db, r, cause);
+cleanup:
+	for (k = 0; k < AUDIT_NKINDS; k++)
+		sqlite3_finalize(st[k]);
+	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	return ret;
+}

@@ -1,0 +1,194 @@
+/*
+ * common.h: logging, allocation, small utilities and the ksb.conf parser,
+ * shared by ksb-gatewayd, ksb-run and ksbctl.
+ */
+#ifndef KSB_COMMON_H
+#define KSB_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define KSB_ID_MAX	32 /* instance ID: [a-z0-9][a-z0-9-]{0,31} */
+#define KSB_PROFILE_MAX 64 /* profile name: [a-z0-9][a-z0-9_-]{0,63} */
+
+/* ---- log.c ---------------------------------------------------------------
+ * Messages go to stderr prefixed with the program name (set by log_init).
+ * log_warn* append strerror(errno); log_*x do not.  fatal* exit(1) and are
+ * only for broken invariants and allocation failure.
+ */
+void log_init(const char *progname, int verbose);
+int log_verbose(void);
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warnx(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void fatal(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+void fatalx(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
+/*
+ * log_set_fatal: for a forked process: after their line, fatal* call
+ * cb(text) (the message without the program name; cb must not call
+ * fatal*) and then _exit(1), not exit(1): no atexit handlers,
+ * no flush of stdio buffers copied from the parent.  NULL: exit(1) again.
+ */
+void log_set_fatal(void (*cb)(const char *text));
+
+/*
+ * log_escape: copy untrusted bytes into dst (size dstsz, always
+ * NUL-terminated) with every byte outside printable ASCII, and '\\' and '"',
+ * written as \xHH.  Returns dst.  Use for anything a guest sent.
+ */
+char *log_escape(char *dst, size_t dstsz, const void *src, size_t len);
+
+/* ---- util.c --------------------------------------------------------------- */
+void *xmalloc(size_t);
+void *xcalloc(size_t, size_t);
+void *xrealloc(void *, size_t);
+char *xstrdup(const char *);
+char *xstrndup(const char *, size_t);
+int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));
+/* Set *cause to a new formatted string (caller frees).  Always returns -1. */
+int cause_set(char **cause, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* 1 if id matches [a-z0-9][a-z0-9-]{0,31}, else 0. */
+int util_valid_id(const char *id);
+/*
+ * util_valid_profile: 1 if s[0..len) is a profile name, else 0:
+ * [a-z0-9][a-z0-9_-]{0,63} (KSB_PROFILE_MAX), the names a policy can
+ * define (ksb-policy(5)); the gateway, ksb-run and the control client
+ * accept the same.
+ */
+int util_valid_profile(const char *s, size_t len);
+/*
+ * util_parse_size: a size, "N" or "N" + K, M, G or T (either case; powers
+ * of 1024), N decimal without leading zeros ("0" alone is 0).  A bare N
+ * counts units of `unit' bytes; unit 0: the suffix is required.  *bytes
+ * gets the size in bytes; 0, or -1 (bad syntax, or over 2^60 bytes).
+ * Each caller applies its own bounds.
+ */
+int util_parse_size(const char *s, uint64_t unit, uint64_t *bytes);
+/*
+ * util_parse_duration: "0", or N + s, m, h or d (N decimal without
+ * leading zeros), at most 100 years.  *sec gets seconds; 0 or -1.
+ */
+int util_parse_duration(const char *s, int64_t *sec);
+/*
+ * util_drop_privileges: become uid:gid for good (real, effective and
+ * saved ids; no supplementary groups), then check it took: every id is
+ * the new one, no group is left and, for a uid other than 0, setuid(0)
+ * fails.  Capabilities, no_new_privs and seccomp are the caller's.  0, or
+ * -1 with errno (that of the failing call; EPERM if still privileged).
+ */
+int util_drop_privileges(uid_t uid, gid_t gid);
+/* Milliseconds since the Unix epoch (CLOCK_REALTIME) / monotonic clock. */
+int64_t util_now_ms(void);
+int64_t util_mono_ms(void);
+/* mkdir -p with mode for created components; 0 or -1 with errno. */
+int util_mkdirs(const char *path, mode_t mode);
+/* rm -rf that never follows symlinks (unlinkat/openat based); 0 or -1. */
+int util_rmtree(const char *path);
+/*
+ * util_proc_stat_parse: parse one /proc/<pid>/stat line (proc(5)): the
+ * NUL-terminated text buf, whose comm field (2) may hold spaces and
+ * parentheses, so fields are counted from the last ')'.  Sets *state to
+ * field 3 (R, S, D, Z, X, ...), *flags to field 9 (the kernel's PF_* task
+ * flags) and *start to field 22 (start time in clock ticks since boot).
+ * Returns 0, or -1 if the line does not have that shape.
+ */
+int util_proc_stat_parse(
+    const char *buf, char *state, unsigned long *flags, uint64_t *start);
+/*
+ * util_proc_alive: 0 and *start (field 22 above) if pid is a live process:
+ * it exists, is neither a zombie (Z) nor dead (X), and is not exiting
+ * (PF_EXITING, 0x4 in include/linux/sched.h: killed and closing its files
+ * on the way to becoming a zombie).  -1 otherwise.  (pid, start) names a
+ * process across pid reuse.
+ */
+int util_proc_alive(pid_t pid, uint64_t *start);
+/*
+ * util_read_file: read the regular file path whole (opened O_CLOEXEC |
+ * O_NOCTTY; symlinks are followed) into *buf, a new allocation of *len
+ * bytes, not NUL-terminated, that the caller frees.  A file of more than
+ * max bytes is an error.  Returns 0, or -1 and sets *cause (may be NULL) to
+ * the reason alone, without the path: strerror(errno), "is a directory",
+ * "not a regular file" or "file too large (max N bytes)".
+ */
+int util_read_file(
+    const char *path, size_t max, char **buf, size_t *len, char **cause);
+/* Parse "a.b.c.d/len" (len optional, default 32) into network-order addr. */
+/* util_strv_free: free a NULL-terminated, malloc'd vector of malloc'd
+ * strings and the vector.  NULL-safe. */
+void util_strv_free(char **v);
+int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
+
+/* ---- conf.c ---------------------------------------------------------------
+ * ksb.conf: "key = value" lines, '#' comments, documented in ksb.conf(5).
+ * Every key has a default; unknown keys are errors.
+ */
+struct ksb_conf {
+	char *path;	      /* the file read, or NULL for built-in defaults */
+	char *bridge;	      /* "ksb0" */
+	uint32_t bridge_addr; /* network order, 10.77.0.1 */
+	int bridge_prefix;    /* 24 */
+	uint16_t proxy_port;  /* 3128 */
+	char *control_socket; /* /run/ksb/gateway.sock */
+	char *control_group;  /* may REGISTER besides root; NULL: none */
+	gid_t control_gid;    /* its gid, resolved when the file is read */
+	char *proxy_user;     /* the proxy process's user; NULL: _ksbproxy
+				   if it exists, else nobody */
+	char *state_dir;      /* /var/lib/ksb */
+	char *audit_db;	      /* <state_dir>/audit.db */
+	int64_t audit_retention; /* seconds of audit records kept; 0: all */
+	char *hosts_file;	 /* NULL: none */
+	char *resolver;		 /* "ip[:port]" or NULL: /etc/resolv.conf */
+	char **policy_files;	 /* expanded from "policy = GLOB" lines */
+	size_t npolicy_files;
+	char *kernel;	   /* guest kernel for ksb-run, NULL: search */
+	char *modules_dir; /* /lib/modules/<version> for that kernel */
+	char *cpu;	   /* guest CPU model for ksb-run, NULL: auto */
+	char *ca_file;	   /* extra CA PEMs for guests (ksb-run), NULL: none */
+	char *agent_mode;  /* ksb-run agent-mode, NULL: interactive */
+	char *agent_base_url; /* ksb-run agent-base-url, NULL: none */
+	int header_timeout;   /* seconds, CONNECT request headers: 10 */
+	int hello_timeout;    /* seconds, ClientHello: 10 */
+	int connect_timeout;  /* seconds, upstream connect: 10 */
+	int resolve_timeout;  /* seconds: 5 */
+	int idle_timeout;     /* seconds, tunnel idle: 600 */
+	int max_connections;  /* 1024 */
+	int max_per_instance; /* concurrent connections per instance: 256 */
+	int conn_rate;	      /* new connections per second, all guests: 1000 */
+	int conn_rate_instance; /* new connections per second per instance: 200 */
+	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
+					   may use (ksb-run stops it): 2 GiB */
+};
+
+/*
+ * conf_load: read path (or only defaults when path is NULL or, with
+ * missing_ok, when the file does not exist).  On error returns -1 and sets
+ * *cause to every error, one "file:line: message" per line.
+ */
+int conf_load(
+    const char *path, int missing_ok, struct ksb_conf **out, char **cause);
+void conf_free(struct ksb_conf *);
+/*
+ * What a reload changes in a running gateway; keep ksb.conf(5), RELOAD, in
+ * step.  conf_take_live: dst takes over src's policy files, kernel,
+ * modules-dir (swapped: src now owns dst's old ones, conf_free releases
+ * them) and live numbers.  The live numbers are the timeouts,
+ * max-connections, max-connections-per-instance, connection-rate and
+ * connection-rate-per-instance; conf_live_get/conf_live_set move them
+ * to and from an array of CONF_LIVE_NINTS (the proxy process's MSG_POLICY
+ * carries it), in an order of conf.c's own that both ends share.
+ */
+#define CONF_LIVE_NINTS 9
+void conf_take_live(struct ksb_conf *dst, struct ksb_conf *src);
+void conf_live_get(const struct ksb_conf *c, int32_t v[CONF_LIVE_NINTS]);
+void conf_live_set(struct ksb_conf *c, const int32_t v[CONF_LIVE_NINTS]);
+/* The default path: $KSB_CONF or /etc/ksb/ksb.conf. */
+const char *conf_default_path(void);
+
+#endif

@@ -1,0 +1,816 @@
+/*
+ * control.c: the control socket (default /run/ksb/gateway.sock).
+ *
+ * A line protocol over a UNIX stream socket (proto/ctl.h, whose sizes
+ * this server uses).  Each request is one line of at most CTL_LINE_MAX
+ * bytes ending in "\n"; each answer starts with "OK" or "ERR <message>".
+ *
+ *   REGISTER <id> <profile>
+ *	-> OK tap=<tap> ip=<a.b.c.d>/<prefix> mac=<mac> gw=<a.b.c.d> port=<n>
+ *	   with the tap fd attached (SCM_RIGHTS) to the reply.
+ *	The registration is a lease held by this connection: when it closes,
+ *	the instance is unregistered.
+ *   RESUME <id> <tap>
+ *	-> OK tap=.. ip=.. mac=.. gw=.. port=.. (no fd: QEMU has the tap)
+ *	After a gateway restart, the ksb-run that made the registration (the
+ *	same process: SO_PEERCRED pid and its start time) takes the lease
+ *	back on a new connection.  control_reconcile re-adopted the instance
+ *	from the state database; unless it is resumed within
+ *	CONTROL_RESUME_GRACE_MS it is unregistered.
+ *   UNREGISTER <id>		-> OK
+ *   LIST			-> INSTANCE id=.. profile=.. ip=.. mac=.. tap=..
+ *				   since=<unix ms> lines, then END
+ *   RELOAD			-> OK digest=<sha256> revoked=<n> lost=<n>
+ *				   ms=<n>, "W <note>" lines, END | ERR <n>
+ *				   errors, policy unchanged, then one
+ *				   "E <file:line:col: message>" line each, END
+ *
+ * REGISTER, RESUME, UNREGISTER and RELOAD need the peer (SO_PEERCRED) to
+ * be root, the gateway's own user, or in `control-group' (primary or
+ * supplementary group, SO_PEERGROUPS); LIST is open to every local user.
+ * Others get "ERR permission denied: ...".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/event.h>
+#include <event2/listener.h>
+
+#include "common/common.h"
+#include "gateway/gateway.h"
+#include "policy/policy.h"
+#include "proto/ctl.h"
+
+#define CONTROL_GROUPS_MAX 65536 /* supplementary groups read, max */
+/*
+ * Local clients cannot exhaust the gateway: peers that may not change
+ * anything (LIST only) are capped in number and dropped after
+ * CONTROL_IDLE_SEC without a request; admin peers that hold no lease are
+ * dropped after the same idle time; lease holders (ksb-run) stay.
+ */
+#define CONTROL_UNPRIV_MAX 64 /* concurrent non-admin clients */
+#define CONTROL_IDLE_SEC   10
+#define CONTROL_PAUSE_MS   100 /* listener pause on EMFILE/ENFILE */
+
+struct client {
+	struct bufferevent *bev;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	int admin; /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+};
+
+static int control_unpriv; /* connected non-admin clients */
+static struct event *control_pause_ev;
+
+static struct gateway *control_gw;
+static struct evconnlistener *control_listener;
+static struct state *control_state;
+static struct event *control_resume_ev;
+
+/* Send text (and optionally one fd) in one message.  0 or -1. */
+static int
+control_send(struct client *cl, const char *text, int fd)
+{
+	struct msghdr msg;
+	struct iovec iov;
+	union msg_fd_buf u;
+	ssize_t n;
+
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = (void *)text;
+	iov.iov_len = strlen(text);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg_fd_attach(&msg, &u, fd);
+	n = sendmsg(bufferevent_getfd(cl->bev), &msg, MSG_NOSIGNAL);
+	return n == (ssize_t)iov.iov_len ? 0 : -1;
+}
+
+static int control_sendf(struct client *cl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int
+control_sendf(struct client *cl, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+	int ret;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		fatal("vasprintf");
+	va_end(ap);
+	ret = control_send(cl, s, -1);
+	free(s);
+	return ret;
+}
+
+/* Undo a registration: tunnels, nftables elements, tap, audit. */
+static void
+control_unregister(struct instance *inst)
+{
+	struct gateway *gw = control_gw;
+	char *cause = NULL;
+
+	log_info("unregister %s (%s)", inst->id, inst->tap);
+	privsep_instance_del(inst); /* its tunnels, in the proxy */
+	if (nft_guest_del(inst->tap, inst->mac, inst->addr, &cause) == -1) {
+		log_warnx("unregister %s: %s", inst->id, cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (inst->tapfd != -1)
+		close(inst->tapfd);
+	if (netdev_link_del(inst->tap, &cause) == -1) {
+		log_warnx("unregister %s: %s", inst->id, cause);
+		free(cause);
+	}
+	if (inst->audit_id != -1)
+		audit_unregister(gw->audit, inst->audit_id);
+	if (control_state != NULL &&
+	    state_del(control_state, inst->id, &cause) == -1) {
+		log_warnx("unregister %s: %s", inst->id, cause);
+		free(cause);
+	}
+	registry_remove(inst);
+}
+
+/* "OK tap=.. ip=../P mac=.. gw=.. port=..\n", malloc'd. */
+static char *
+control_lease_reply(struct instance *inst)
+{
+	struct gateway *gw = control_gw;
+	char mac[18], ip[16], gwip[16], *reply;
+
+	registry_mac_str(inst->mac, mac);
+	registry_addr_str(inst->addr, ip);
+	registry_addr_str(gw->conf->bridge_addr, gwip);
+	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u\n",
+	    inst->tap, ip, gw->conf->bridge_prefix, mac, gwip,
+	    gw->conf->proxy_port);
+	return reply;
+}
+
+static void
+control_register(struct client *cl, const char *id, const char *profile)
+{
+	struct gateway *gw = control_gw;
+	struct instance *inst;
+	char *cause = NULL, mac[18], ip[16], *reply = NULL;
+	int added = 0;
+
+	if (!policy_has_profile(gw->policy, profile)) {
+		control_sendf(cl, "ERR unknown profile `%s'\n", profile);
+		return;
+	}
+	inst = registry_add(id, profile, cl, &cause);
+	if (inst == NULL)
+		goto fail;
+	inst->owner_pid = cl->pid;
+	if (util_proc_alive(cl->pid, &inst->owner_start) == -1) {
+		cause_set(&cause, "cannot read the start time of pid %ld",
+		    (long)cl->pid);
+		goto fail;
+	}
+	if (netdev_tap_create(
+		inst->tap, gw->conf->bridge, &inst->tapfd, &cause) == -1)
+		goto fail;
+	if (nft_guest_add(inst->tap, inst->mac, inst->addr, &cause) == -1)
+		goto fail;
+	added = 1;
+	registry_mac_str(inst->mac, mac);
+	registry_addr_str(inst->addr, ip);
+	inst->audit_id =
+	    audit_register(gw->audit, id, profile, inst->tap, mac, ip);
+	if (inst->audit_id == -1) {
+		cause_set(&cause, "audit database unavailable");
+		goto fail;
+	}
+	/* Recorded before the guest can use it: a restart finds it. */
+	if (state_put(control_state, inst, &cause) == -1) {
+		audit_unregister(gw->audit, inst->audit_id);
+		goto fail;
+	}
+	/* The proxy process knows the guest before the guest can exist. */
+	privsep_instance_add(inst);
+	reply = control_lease_reply(inst);
+	if (control_send(cl, reply, inst->tapfd) == -1) {
+		cause_set(&cause, "cannot send the reply: %s", strerror(errno));
+		free(reply);
+		control_unregister(inst);
+		log_warnx("register %s: %s", id, cause);
+		free(cause);
+		return;
+	}
+	free(reply);
+	log_info("register %s profile %s: %s %s %s (pid %ld uid %ld)", id,
+	    profile, inst->tap, ip, mac, (long)cl->pid, (long)cl->uid);
+	return;
+fail:
+	if (inst != NULL) {
+		if (added)
+			nft_guest_del(inst->tap, inst->mac, inst->addr, NULL);
+		if (inst->tapfd != -1) {
+			close(inst->tapfd);
+			netdev_link_del(inst->tap, NULL);
+		}
+		registry_remove(inst);
+	}
+	log_warnx("register %s: %s", id, cause);
+	control_sendf(cl, "ERR %s\n", cause);
+	free(cause);
+}
+
+/* RESUME <id> <tap>: the registering ksb-run takes its lease back. */
+static void
+control_resume(struct client *cl, const char *id, const char *tap)
+{
+	struct instance *inst;
+	uint64_t start;
+	char *reply;
+
+	inst = util_valid_id(id) ? registry_find_id(id) : NULL;
+	if (inst == NULL || strcmp(inst->tap, tap) != 0) {
+		control_sendf(cl,
+		    "ERR no instance `%s' with that tap to "
+		    "resume (unregistered?)\n",
+		    util_valid_id(id) ? id : "?");
+		return;
+	}
+	if (inst->owner != NULL) {
+		control_sendf(cl,
+		    "ERR instance %s is held by another "
+		    "connection\n",
+		    id);
+		return;
+	}
+	if (cl->pid != inst->owner_pid ||
+	    util_proc_alive(cl->pid, &start) == -1 ||
+	    start != inst->owner_start) {
+		control_sendf(cl,
+		    "ERR instance %s was registered by another "
+		    "process (pid %ld)\n",
+		    id, (long)inst->owner_pid);
+		return;
+	}
+	reply = control_lease_reply(inst);
+	if (control_send(cl, reply, -1) == -1) {
+		free(reply);
+		return; /* still an orphan: the timer will decide */
+	}
+	free(reply);
+	inst->owner = cl;
+	inst->resume_by_ms = 0;
+	log_info(
+	    "resume %s (%s) by pid %ld", inst->id, inst->tap, (long)cl->pid);
+}
+
+static void
+control_list(struct client *cl)
+{
+	struct instance *i;
+	char mac[18], ip[16];
+	struct evbuffer *b = evbuffer_new();
+	char *text;
+	size_t n;
+
+	for (i = registry_first(); i != NULL; i = i->next)
+		evbuffer_add_printf(b,
+		    "INSTANCE id=%s profile=%s ip=%s mac=%s "
+		    "tap=%s since=%lld\n",
+		    i->id, i->profile, registry_addr_str(i->addr, ip),
+		    registry_mac_str(i->mac, mac), i->tap,
+		    (long long)i->since_ms);
+	evbuffer_add_printf(b, "END\n");
+	n = evbuffer_get_length(b);
+	text = xmalloc(n + 1);
+	evbuffer_remove(b, text, n);
+	text[n] = '\0';
+	control_send(cl, text, -1);
+	free(text);
+	evbuffer_free(b);
+}
+
+/*
+ * RELOAD: "OK digest=D revoked=N lost=L ms=T", then a "W <note>" line per
+ * note (a setting that needs a restart, an instance left without its
+ * profile), END; or "ERR <n> errors, policy unchanged", one "E <error>"
+ * line each (at most CTL_RELOAD_ERRORS_MAX, then a count), END.  The
+ * reply can be long, so it goes through the bufferevent, not sendmsg.
+ */
+static void
+control_reload(struct client *cl)
+{
+	struct gateway *gw = control_gw;
+	struct reload_info info;
+	struct evbuffer *b = evbuffer_new();
+	char *errors = NULL, *line, *save = NULL;
+	int n = 0;
+
+	if (b == NULL)
+		fatalx("evbuffer_new");
+	if (reload_run(gw, &info, &errors) == 0) {
+		evbuffer_add_printf(b,
+		    "OK digest=%s revoked=%d lost=%d "
+		    "ms=%lld\n",
+		    policy_digest(gw->policy), info.revoked, info.lost,
+		    (long long)info.ms);
+		for (line = info.notes ? strtok_r(info.notes, "\n", &save) :
+					 NULL;
+		     line != NULL; line = strtok_r(NULL, "\n", &save))
+			evbuffer_add_printf(b, "W %s\n", line);
+		free(info.notes);
+	} else {
+		for (line = errors; line != NULL && *line != '\0'; n++) {
+			line = strchr(line, '\n');
+			line = line ? line + 1 : NULL;
+		}
+		evbuffer_add_printf(b, "ERR %d error%s, policy unchanged\n", n,
+		    n == 1 ? "" : "s");
+		for (line = strtok_r(errors, "\n", &save), n = 0; line != NULL;
+		     line = strtok_r(NULL, "\n", &save), n++)
+			if (n < CTL_RELOAD_ERRORS_MAX)
+				evbuffer_add_printf(b, "E %s\n", line);
+		if (n > CTL_RELOAD_ERRORS_MAX)
+			evbuffer_add_printf(b,
+			    "E ... and %d more (see the "
+			    "gateway's log)\n",
+			    n - CTL_RELOAD_ERRORS_MAX);
+	}
+	evbuffer_add_printf(b, "END\n");
+	bufferevent_write_buffer(cl->bev, b);
+	evbuffer_free(b);
+	free(errors);
+}
+
+static void
+control_client_free(struct client *cl)
+{
+	struct instance *i, *next;
+
+	for (i = registry_first(); i != NULL; i = next) {
+		next = i->next;
+		if (i->owner == cl)
+			control_unregister(i);
+	}
+	if (!cl->admin)
+		control_unpriv--;
+	bufferevent_free(cl->bev);
+	free(cl);
+}
+
+/* Split line into at most 4 space-separated words; returns the count. */
+static int
+control_words(char *line, char **w, int max)
+{
+	int n = 0;
+	char *save = NULL, *t;
+
+	for (t = strtok_r(line, " ", &save); t != NULL;
+	     t = strtok_r(NULL, " ", &save)) {
+		if (n == max)
+			return max + 1;
+		w[n++] = t;
+	}
+	return n;
+}
+
+static void
+control_command(struct client *cl, char *line)
+{
+	struct gateway *gw = control_gw;
+	char *w[4], esc[128];
+	int n;
+	struct instance *inst;
+
+	n = control_words(line, w, 3);
+	if (n == 0) {
+		control_sendf(cl, "ERR empty request\n");
+		return;
+	}
+	if (strcmp(w[0], "LIST") == 0 && n == 1) {
+		control_list(cl);
+		return;
+	}
+	if (strcmp(w[0], "REGISTER") != 0 && strcmp(w[0], "UNREGISTER") != 0 &&
+	    strcmp(w[0], "RESUME") != 0 && strcmp(w[0], "RELOAD") != 0) {
+		log_escape(esc, sizeof(esc), w[0], strlen(w[0]));
+		control_sendf(cl, "ERR unknown request `%s'\n", esc);
+		return;
+	}
+	if (!cl->admin) {
+		if (gw->conf->control_group != NULL)
+			control_sendf(cl,
+			    "ERR permission denied: %s needs root "
+			    "or group `%s' (you are uid %ld gid %ld)\n",
+			    w[0], gw->conf->control_group, (long)cl->uid,
+			    (long)cl->gid);
+		else
+			control_sendf(cl,
+			    "ERR permission denied: %s needs root "
+			    "(you are uid %ld)\n",
+			    w[0], (long)cl->uid);
+		log_info("control: %s refused to uid %ld pid %ld", w[0],
+		    (long)cl->uid, (long)cl->pid);
+		return;
+	}
+	if (strcmp(w[0], "REGISTER") == 0 && n == 3)
+		control_register(cl, w[1], w[2]);
+	else if (strcmp(w[0], "RESUME") == 0 && n == 3)
+		control_resume(cl, w[1], w[2]);
+	else if (strcmp(w[0], "UNREGISTER") == 0 && n == 2) {
+		inst = registry_find_id(w[1]);
+		if (inst == NULL || inst->owner != cl)
+			control_sendf(cl,
+			    "ERR no instance `%s' on this connection\n",
+			    util_valid_id(w[1]) ? w[1] : "?");
+		else {
+			control_unregister(inst);
+			control_sendf(cl, "OK\n");
+		}
+	} else if (strcmp(w[0], "RELOAD") == 0 && n == 1)
+		control_reload(cl);
+	else
+		control_sendf(
+		    cl, "ERR wrong number of arguments to %s\n", w[0]);
+}
+
+static void
+control_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct client *cl = arg;
+	struct evbuffer *in = bufferevent_get_input(bev);
+	char *line;
+	size_t n;
+
+	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF)) != NULL) {
+		if (n > CTL_LINE_MAX || memchr(line, '\0', n) != NULL) {
+			free(line);
+			control_sendf(
+			    cl, "ERR request too long or malformed\n");
+			control_client_free(cl);
+			return;
+		}
+		control_command(cl, line);
+		free(line);
+	}
+	if (evbuffer_get_length(in) > CTL_LINE_MAX) {
+		control_sendf(cl, "ERR request too long\n");
+		control_client_free(cl);
+	}
+}
+
+static void
+control_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct client *cl = arg;
+	struct instance *i;
+
+	if (what & BEV_EVENT_TIMEOUT) {
+		/* Idle: a lease holder may stay silent; anyone else goes. */
+		for (i = registry_first(); i != NULL; i = i->next) {
+			if (i->owner == cl) {
+				bufferevent_enable(bev, EV_READ);
+				return;
+			}
+		}
+		log_debug("control: dropping idle client uid %ld pid %ld",
+		    (long)cl->uid, (long)cl->pid);
+	}
+	control_client_free(cl);
+}
+
+/*
+ * Whether the peer may change things: root, the gateway's own user, or a
+ * member of control-group (its primary group from SO_PEERCRED, or a
+ * supplementary one from SO_PEERGROUPS, Linux 4.13).
+ */
+static int
+control_peer_admin(int fd, const struct ucred *cred)
+{
+	const struct ksb_conf *conf = control_gw->conf;
+	gid_t *groups = NULL;
+	socklen_t len = 64 * sizeof(gid_t);
+	size_t i;
+	int admin = 0;
+
+	if (cred->uid == 0 || cred->uid == geteuid())
+		return 1;
+	if (conf->control_group == NULL)
+		return 0;
+	if (cred->gid == conf->control_gid)
+		return 1;
+	for (;;) {
+		groups = xrealloc(groups, len);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) ==
+		    0)
+			break;
+		if (errno != ERANGE ||
+		    len > CONTROL_GROUPS_MAX * sizeof(gid_t)) {
+			log_warn("control: SO_PEERGROUPS");
+			len = 0;
+			break;
+		}
+	}
+	for (i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == conf->control_gid)
+			admin = 1;
+	free(groups);
+	return admin;
+}
+
+static void
+control_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
+    struct sockaddr *sa, int salen, void *arg)
+{
+	struct client *cl = xcalloc(1, sizeof(*cl));
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == -1) {
+		log_warn("control: SO_PEERCRED");
+		close(fd);
+		free(cl);
+		return;
+	}
+	cl->uid = cred.uid;
+	cl->gid = cred.gid;
+	cl->pid = cred.pid;
+	cl->admin = control_peer_admin(fd, &cred);
+	if (!cl->admin && control_unpriv >= CONTROL_UNPRIV_MAX) {
+		static int64_t last_ms;
+		const char *busy = "ERR too many connections from unprivileged "
+				   "users; try again\n";
+
+		if (util_mono_ms() - last_ms > 1000) {
+			log_warnx("control: refusing uid %ld: %d unprivileged "
+				  "clients connected",
+			    (long)cred.uid, control_unpriv);
+			last_ms = util_mono_ms();
+		}
+		(void)send(fd, busy, strlen(busy), MSG_NOSIGNAL | MSG_DONTWAIT);
+		close(fd);
+		free(cl);
+		return;
+	}
+	if (!cl->admin)
+		control_unpriv++;
+	cl->bev =
+	    bufferevent_socket_new(control_gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
+	if (cl->bev == NULL)
+		fatalx("bufferevent_socket_new");
+	bufferevent_setcb(cl->bev, control_read_cb, NULL, control_event_cb, cl);
+	{
+		struct timeval idle = { CONTROL_IDLE_SEC, 0 };
+
+		bufferevent_set_timeouts(cl->bev, &idle, NULL);
+	}
+	bufferevent_enable(cl->bev, EV_READ);
+}
+
+static void
+control_resume_listener_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	evconnlistener_enable(control_listener);
+}
+
+/* accept(2) failed: on fd exhaustion pause instead of spinning. */
+static void
+control_listener_error_cb(struct evconnlistener *l, void *arg)
+{
+	struct timeval tv = { 0, CONTROL_PAUSE_MS * 1000 };
+	int err = EVUTIL_SOCKET_ERROR();
+	static int64_t last_ms;
+
+	if (util_mono_ms() - last_ms > 1000) {
+		log_warnx("control: accept: %s", strerror(err));
+		last_ms = util_mono_ms();
+	}
+	if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+		evconnlistener_disable(l);
+		evtimer_add(control_pause_ev, &tv);
+	}
+}
+
+/* Unregister the re-adopted instances whose ksb-run did not RESUME. */
+static void
+control_resume_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct instance *i, *next;
+	struct timeval tv;
+	int64_t now = util_mono_ms(), first = 0;
+
+	for (i = registry_first(); i != NULL; i = next) {
+		next = i->next;
+		if (i->owner != NULL)
+			continue;
+		if (i->resume_by_ms <= now) {
+			log_info("instance %s was not resumed in %d s", i->id,
+			    CONTROL_RESUME_GRACE_MS / 1000);
+			control_unregister(i);
+			next = registry_first(); /* list changed */
+		} else if (first == 0 || i->resume_by_ms < first)
+			first = i->resume_by_ms;
+	}
+	if (first != 0) {
+		tv.tv_sec = (first - now) / 1000;
+		tv.tv_usec = ((first - now) % 1000) * 1000;
+		evtimer_add(control_resume_ev, &tv);
+	}
+}
+
+static int
+control_tap_listed(char (*taps)[16], size_t ntaps, const char *tap)
+{
+	size_t i;
+
+	for (i = 0; i < ntaps; i++)
+		if (strcmp(taps[i], tap) == 0)
+			return 1;
+	return 0;
+}
+
+/* 90 lines: restart reconciliation as one batch (state rows,
+ * liveness, taps, the nftables guests) built and committed together, all
+ * or nothing. */
+int
+control_reconcile(struct gateway *gw, const struct nft_params *np, char **cause)
+{
+	struct instance *rows = NULL, *inst;
+	struct nft_guest *guests = NULL;
+	char(*taps)[16] = NULL, *path = NULL, *why = NULL;
+	const char *reason;
+	size_t nrows = 0, ntaps = 0, ng = 0, i;
+	uint64_t start;
+	struct timeval tv;
+	int ret = -1;
+
+	control_gw = gw;
+	xasprintf(&path, "%s/state.db", gw->conf->state_dir);
+	if (state_open(path, &control_state, cause) == -1 ||
+	    state_load(control_state, &rows, &nrows, cause) == -1 ||
+	    netdev_taps_on_bridge(gw->conf->bridge, &taps, &ntaps, cause) == -1)
+		goto cleanup;
+
+	guests = xcalloc(nrows + 1, sizeof(*guests));
+	for (i = 0; i < nrows; i++) {
+		reason = NULL;
+		inst = NULL;
+		if (util_proc_alive(rows[i].owner_pid, &start) == -1 ||
+		    start != rows[i].owner_start)
+			reason = "its ksb-run is gone";
+		else if (!control_tap_listed(taps, ntaps, rows[i].tap))
+			reason = "its tap is gone";
+		else if (ng == NFT_GUESTS_MAX)
+			reason = "too many instances";
+		else if ((inst = registry_adopt(&rows[i], &why)) == NULL)
+			reason = why;
+		if (inst == NULL) {
+			log_info("forgetting instance %s (%s): %s", rows[i].id,
+			    rows[i].tap, reason);
+			if (rows[i].audit_id != -1)
+				audit_unregister(gw->audit, rows[i].audit_id);
+			if (state_del(control_state, rows[i].id, cause) == -1)
+				goto cleanup;
+			free(why);
+			why = NULL;
+			continue;
+		}
+		inst->resume_by_ms = util_mono_ms() + CONTROL_RESUME_GRACE_MS;
+		memcpy(guests[ng].tap, inst->tap, sizeof(guests[ng].tap));
+		memcpy(guests[ng].mac, inst->mac, sizeof(guests[ng].mac));
+		guests[ng].addr = inst->addr;
+		ng++;
+		log_info("re-adopted instance %s (%s), waiting %d s for its "
+			 "ksb-run (pid %ld) to resume",
+		    inst->id, inst->tap, CONTROL_RESUME_GRACE_MS / 1000,
+		    (long)inst->owner_pid);
+	}
+
+	/* Both tables, with exactly the re-adopted guests: one batch. */
+	if (nft_setup(np, guests, ng, cause) == -1)
+		goto cleanup;
+
+	/* Every other tap on the bridge goes. */
+	for (i = 0; i < ntaps; i++) {
+		for (inst = registry_first(); inst != NULL; inst = inst->next)
+			if (strcmp(inst->tap, taps[i]) == 0)
+				break;
+		if (inst != NULL)
+			continue;
+		log_info("deleting stale tap %s", taps[i]);
+		if (netdev_link_del(taps[i], &why) == -1) {
+			log_warnx("%s", why);
+			free(why);
+			why = NULL;
+		}
+	}
+
+	control_resume_ev = evtimer_new(gw->base, control_resume_cb, NULL);
+	if (control_resume_ev == NULL)
+		fatalx("evtimer_new");
+	if (ng > 0) {
+		tv.tv_sec = CONTROL_RESUME_GRACE_MS / 1000;
+		tv.tv_usec = (CONTROL_RESUME_GRACE_MS % 1000) * 1000;
+		evtimer_add(control_resume_ev, &tv);
+	}
+	ret = 0;
+
+cleanup:
+	free(rows);
+	free(guests);
+	free(taps);
+	free(path);
+	free(why);
+	return ret;
+}
+
+int
+control_init(struct gateway *gw, char **cause)
+{
+	struct sockaddr_un sun;
+	const char *path = gw->conf->control_socket;
+	char *dir, *slash;
+	int fd;
+
+	control_gw = gw;
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	if (strlen(path) >= sizeof(sun.sun_path))
+		return cause_set(
+		    cause, "control-socket: path too long: `%s'", path);
+	strcpy(sun.sun_path, path);
+	dir = xstrdup(path);
+	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+		*slash = '\0';
+		if (util_mkdirs(dir, 0755) == -1) {
+			cause_set(cause, "%s: %s", dir, strerror(errno));
+			free(dir);
+			return -1;
+		}
+	}
+	free(dir);
+	/* A live socket means another gateway; a dead one is stale. */
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd != -1 &&
+	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+		close(fd);
+		return cause_set(
+		    cause, "%s: another ksb-gatewayd is running", path);
+	}
+	if (fd != -1)
+		close(fd);
+	unlink(path);
+	control_listener = evconnlistener_new_bind(gw->base, control_accept_cb,
+	    gw, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
+	    (struct sockaddr *)&sun, sizeof(sun));
+	if (control_listener == NULL)
+		return cause_set(cause, "%s: %s", path, strerror(errno));
+	evconnlistener_set_error_cb(
+	    control_listener, control_listener_error_cb);
+	control_pause_ev =
+	    evtimer_new(gw->base, control_resume_listener_cb, NULL);
+	if (control_pause_ev == NULL)
+		fatalx("evtimer_new");
+	/* Everyone may connect (LIST); privileged requests check SO_PEERCRED. */
+	if (chmod(path, 0666) == -1)
+		return cause_set(cause, "%s: chmod: %s", path, strerror(errno));
+	return 0;
+}
+
+void
+control_shutdown(void)
+{
+	struct instance *i;
+
+	/*
+	 * Registrations, taps and set elements stay for the next start, as
+	 * after a crash: guests get nothing out meanwhile (nothing listens on
+	 * the proxy port), and the next gateway re-adopts or removes them.
+	 */
+	for (i = registry_first(); i != NULL; i = i->next) {
+		if (i->tapfd != -1)
+			close(i->tapfd);
+		i->tapfd = -1;
+	}
+	if (control_listener != NULL) {
+		evconnlistener_free(control_listener);
+		unlink(control_gw->conf->control_socket);
+	}
+	control_listener = NULL;
+	if (control_resume_ev != NULL)
+		event_free(control_resume_ev);
+	control_resume_ev = NULL;
+	state_free(control_state);
+	control_state = NULL;
+}

@@ -1,0 +1,315 @@
+/*
+ * gateway.h: ksb-gatewayd's modules, prototypes grouped by file.
+ */
+#ifndef KSB_GATEWAY_H
+#define KSB_GATEWAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "common/common.h"
+#include "audit/audit.h"
+#include "gateway/msg.h"
+#include "gateway/net.h"
+#include "gateway/parse.h"
+
+/* ---- main.c ----------------------------------------------------------------
+ * The daemon's shared state.  One event loop, one thread.
+ */
+struct event_base;
+struct evdns_base;
+struct policy;
+struct audit;
+struct resolve;
+struct ksb_conf;
+
+struct gateway {
+	struct ksb_conf *conf;
+	struct policy *policy; /* current policy; swapped on reload */
+	struct audit *audit;
+	struct resolve *resolve;
+	struct event_base *base;
+	struct sockaddr_storage own[4]; /* the gateway's own addresses */
+	size_t nown;
+	int proxy_fd; /* the listening socket (parent-bound) */
+	int selftest; /* -T: the proxy process tries what its
+					   sandbox forbids and logs the result */
+};
+
+/* ---- reload.c --------------------------------------------------------------
+ * Reloading ksb.conf and the policy (SIGHUP, RELOAD), and the start-up
+ * policy load it shares.
+ */
+struct policy_bytes;
+
+/* What a successful reload did, for the admin (ksbctl reload). */
+struct reload_info {
+	int revoked; /* tunnels closed as "revoked" */
+	int lost;    /* instances whose profile disappeared */
+	int64_t ms;  /* parse + swap, milliseconds */
+	char *notes; /* malloc'd lines, or NULL: settings that
+					   need a restart, instances left
+					   without a profile */
+};
+
+/*
+ * reload_run: re-read ksb.conf and every policy file into new objects.
+ * On any error nothing changes: -1, *errors gets every error (one
+ * "file:line:col: message" per line), each is logged and the attempt is
+ * recorded in the audit database.  On success: the new policy is swapped
+ * in, its digest recorded, tunnels it no longer allows closed ("revoked"),
+ * live settings applied; 0 and *info (may be NULL; caller frees
+ * info->notes).  Runs on the event loop; called for SIGHUP and RELOAD.
+ */
+int reload_run(struct gateway *, struct reload_info *info, char **errors);
+/*
+ * reload_load_policy: parse conf's policy files into *out, then parse
+ * the very bytes the proxy process will be sent (*pb, may be NULL, as
+ * at start-up), so that both hold the same policy and digest.  0, or -1
+ * with *errors set (caller frees).
+ */
+int reload_load_policy(const struct ksb_conf *conf, struct policy **out,
+    struct policy_bytes *pb, char **errors);
+/*
+ * reload_files: the policy's file names joined with spaces (malloc'd),
+ * for policy_versions.files: p's files in load order, included ones too;
+ * with p NULL, the files conf names.
+ */
+char *reload_files(const struct ksb_conf *conf, const struct policy *p);
+
+/* ---- audit.c ---------------------------------------------------------------
+ * The SQLite audit database (schema/audit.sql, ksb-audit(5)).  One writer
+ * thread owns the database: WAL, synchronous=FULL, prepared statements,
+ * group commit (BEGIN IMMEDIATE..COMMIT per batch of queued records).
+ * Every function here is called from the event loop only; completions are
+ * delivered back into the loop.  Denied rows, close records, policy and
+ * registration records are queued and batched; an allowed row reports its
+ * commit through a callback, and the proxy relays nothing before that.
+ * If the database cannot be written (full, read-only, removed, corrupt,
+ * locked) audit_available() turns 0 until a retry (every second) succeeds;
+ * queued records are kept (up to AUDIT_BACKLOG_MAX) and written then.
+ */
+#define AUDIT_BACKLOG_MAX 100000 /* queued records kept while down */
+
+struct event_base;
+struct audit_wait;
+struct audit_row {
+	const char *instance; /* NULL: unknown source */
+	const char *profile;
+	const char *client_addr; /* text */
+	int client_port;
+	const char *host; /* raw or normalised; escaped on write */
+	int port;	  /* 0: unknown */
+	const char *sni;
+	const char *upstream_addr;
+	int upstream_port;
+	int allow;	    /* 1 allow, 0 deny */
+	const char *reason; /* fixed vocabulary, see ksb-audit(5) */
+	const char *policy_digest;
+	int64_t ts_ms; /* 0: now */
+};
+/* Called from the loop once an allowed row is committed (ok 1) or can
+ * never be (ok 0: the batch failed; nothing may be relayed). */
+typedef void (*audit_done_cb)(int ok, void *arg);
+
+/*
+ * audit_open: open or create the database at path and migrate it
+ * (forward only).  retention_s: prune records older than that many
+ * seconds (0: keep everything).  A database that cannot be opened now
+ * leaves the audit unavailable (logged) and is retried; -1 and *cause
+ * only for a schema newer than this build.
+ */
+int audit_open(
+    const char *path, int64_t retention_s, struct audit **out, char **cause);
+/* Start the writer thread and its wakeup event on base.  0 or -1. */
+int audit_start(struct audit *, struct event_base *base, char **cause);
+/* Flush every queued record (bounded: one attempt if the database is
+ * down), stop the writer, close.  Call before event_base_free.  NULL-safe. */
+void audit_free(struct audit *);
+/* Change the retention (seconds, 0: keep everything); applied by the
+ * writer at its next pruning pass (hourly). */
+void audit_set_retention(struct audit *, int64_t retention_s);
+/* 1 if new decisions can be recorded, 0 while the database is down. */
+int audit_available(struct audit *);
+/*
+ * audit_decision: queue one decision row and return its id (-1: the audit
+ * is unavailable or the backlog is full; nothing was queued).  For an
+ * allowed row pass cb: it runs from the loop after the commit, unless
+ * audit_cancel(*wait) ran first.  Denied rows: cb NULL, wait NULL.
+ */
+int64_t audit_decision(struct audit *, const struct audit_row *,
+    audit_done_cb cb, void *arg, struct audit_wait **wait);
+/* The callback of a pending allowed row will not run (the row is still
+ * written).  NULL-safe. */
+void audit_cancel(struct audit_wait *);
+/* Queue the close record of row id.  bytes, milliseconds.  0 or -1. */
+int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
+    int64_t duration_ms, const char *reason);
+/* Record a policy (re)load attempt; digest NULL and errors set on failure. */
+int audit_policy(struct audit *, const char *digest, int ok, const char *files,
+    const char *errors);
+/* Registration records: returns the row id or -1; unregister closes it. */
+int64_t audit_register(struct audit *, const char *instance,
+    const char *profile, const char *tap, const char *mac, const char *ip);
+int audit_unregister(struct audit *, int64_t id);
+
+/* ---- registry.c ------------------------------------------------------------
+ * Registered instances, by ID and by guest address.  Pure bookkeeping:
+ * taps and nftables are handled by control.c.
+ */
+struct instance {
+	char id[33];
+	char profile[65];
+	char tap[16];
+	uint8_t mac[6];
+	uint32_t addr; /* guest IPv4, network order */
+	int tapfd;     /* the gateway's copy, -1 if none */
+	int64_t since_ms;
+	int64_t audit_id;     /* registrations row */
+	void *owner;	      /* the control connection holding the lease,
+					   NULL while re-adopted and not resumed */
+	pid_t owner_pid;      /* the ksb-run holding it (SO_PEERCRED) */
+	uint64_t owner_start; /* its start time, /proc/<pid>/stat */
+	int64_t resume_by_ms; /* owner NULL: unregistered at this
+					   monotonic time unless resumed */
+	/* proxy.c's per-instance limits (zero at registration) */
+	int px_conns;		/* open proxy connections */
+	int64_t px_tokens;	/* rate bucket, milli-connections */
+	int64_t px_tokens_ms;	/* last refill, monotonic ms */
+	int64_t px_refused_sec; /* second of the last refusal row */
+	int px_refused_rows;	/* refusal rows in that second */
+	int px_refused_quiet;	/* refusals not audited since */
+	struct instance *next;
+};
+/* Set the address pool: the bridge network minus the gateway's address. */
+void registry_init(uint32_t bridge_addr, int prefix);
+/* Allocate address, MAC and tap name.  NULL and *cause if full or taken. */
+struct instance *registry_add(
+    const char *id, const char *profile, void *owner, char **cause);
+/*
+ * Re-adopt a registration read back from the state database (its address,
+ * MAC and tap kept; owner NULL).  NULL and *cause if its ID or address is
+ * taken or outside the pool.
+ */
+struct instance *registry_adopt(const struct instance *row, char **cause);
+void registry_remove(struct instance *);
+struct instance *registry_find_id(const char *id);
+struct instance *registry_find_addr(uint32_t addr);
+struct instance *registry_first(void);
+/* "52:54:00:xx:xx:xx" into buf (>= 18 bytes); dotted quad (>= 16 bytes). */
+const char *registry_mac_str(const uint8_t mac[6], char *buf);
+const char *registry_addr_str(uint32_t addr, char *buf);
+
+/* ---- control.c -------------------------------------------------------------
+ * The control socket (ksb-run, ksbctl): line protocol, see control.c.
+ */
+int control_init(struct gateway *, char **cause);
+/*
+ * Start-up, before control_init: open <state-dir>/state.db, re-adopt the
+ * registrations whose ksb-run still runs and whose tap is still on the
+ * bridge, forget the rest, replace both nftables tables with sets holding
+ * exactly the re-adopted guests (one batch), and delete every other tap on
+ * the bridge.  Re-adopted instances must be RESUMEd by their ksb-run
+ * within CONTROL_RESUME_GRACE_MS.  0 or -1 and *cause.
+ */
+#define CONTROL_RESUME_GRACE_MS 10000
+int control_reconcile(
+    struct gateway *, const struct nft_params *, char **cause);
+/*
+ * Exit: close the control socket and the gateway's tap fds, but keep the
+ * registrations, their taps (QEMU holds them) and set elements for the
+ * next start to re-adopt or remove.  Tunnels are closed by proxy_shutdown.
+ */
+void control_shutdown(void);
+
+/* ---- state.c ---------------------------------------------------------------
+ * The state database (<state-dir>/state.db): registrations in force, for
+ * control_reconcile.  Separate from the audit database.  Writes are
+ * committed before the call returns.  0 or -1 and *cause.
+ */
+struct state;
+int state_open(const char *path, struct state **out, char **cause);
+void state_free(struct state *);
+int state_put(struct state *, const struct instance *, char **cause);
+int state_del(struct state *, const char *id, char **cause);
+/* Every row as an instance (owner NULL, tapfd -1); *out: caller frees. */
+int state_load(struct state *, struct instance **out, size_t *n, char **cause);
+
+/* ---- resolve.c -------------------------------------------------------------
+ * Asynchronous name resolution (evdns) with an optional hosts file.
+ * The callback always runs from the event loop, never inside resolve_start.
+ */
+struct resolve_req;
+/* addrs: array of n IPv4/IPv6 socket addresses, valid during the call. */
+typedef void (*resolve_cb)(
+    int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
+int resolve_init(struct gateway *, char **cause);
+void resolve_shutdown(struct gateway *);
+struct resolve_req *resolve_start(
+    struct gateway *, const char *host, resolve_cb cb, void *arg);
+/* Cancel: the callback will not run.  NULL-safe. */
+void resolve_cancel(struct resolve_req *);
+
+/* ---- privsep.c -------------------------------------------------------------
+ * The parent's side of privilege separation: starts the proxy process
+ * (child.c), restarts it with backoff when it dies or misbehaves, turns
+ * its audit requests into audit.c calls and tells it about instances,
+ * policies and the host's addresses.
+ */
+struct policy_bytes { /* the policy files as read */
+	char **names;
+	char **texts;
+	size_t *lens;
+	size_t n;
+};
+int privsep_init(struct gateway *, char **cause);
+/* Stop the proxy process: it closes every tunnel (close records are
+ * written) and exits; bounded wait.  NULL-safe to call twice. */
+void privsep_shutdown(void);
+void privsep_instance_add(const struct instance *);
+void privsep_instance_del(const struct instance *);
+/* Send the new policy and live settings; waits (bounded) for the count
+ * of revoked tunnels, 0 if the proxy process did not answer. */
+int privsep_policy(struct gateway *, const struct policy_bytes *);
+/* The proxy process's pid, 0 if none. */
+pid_t privsep_child_pid(void);
+
+/* ---- child.c ---------------------------------------------------------------
+ * The proxy process: drops every privilege (user, empty root, no
+ * capabilities, no_new_privs, seccomp) and runs proxy.c and resolve.c.
+ */
+/* Never returns.  sock: the socketpair end; gw->proxy_fd the listener. */
+void child_main(struct gateway *, int sock) __attribute__((noreturn));
+struct child_wait;
+/* As audit_decision/audit_cancel/audit_close/audit_available, through
+ * the parent.  Returns a local row id (> 0) or -1. reason REASON_NONE
+ * in child_audit_close: drop the row without a close record. */
+int64_t child_audit_decision(const struct audit_row *, audit_done_cb cb,
+    void *arg, struct child_wait **wait);
+void child_audit_cancel(struct child_wait *);
+void child_audit_close(int64_t id, uint64_t up, uint64_t down,
+    int64_t duration_ms, enum reason reason);
+int child_audit_available(void);
+/* Handle every message the parent has sent so far. */
+void child_sync(void);
+/* The host's addresses, as last pushed by the parent. */
+const struct sockaddr_storage *child_own_addrs(size_t *n);
+
+/* ---- proxy.c ---------------------------------------------------------------
+ * The CONNECT proxy on bridge-address:proxy-port.
+ */
+int proxy_init(struct gateway *, char **cause);
+void proxy_shutdown(void);
+/* Close every tunnel of inst (REASON_UNREGISTERED). */
+void proxy_instance_gone(struct instance *inst);
+/*
+ * After a policy swap: close every connection past its CONNECT head that
+ * the new policy no longer allows (name or address rule, and the
+ * allow-address rule that let a screened upstream address through), with
+ * REASON_REVOKED.  Returns how many were closed.
+ */
+int proxy_policy_changed(void);
+
+#endif

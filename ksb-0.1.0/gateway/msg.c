@@ -1,0 +1,253 @@
+/*
+ * msg.c: the messages between ksb-gatewayd's privileged parent and its
+ * proxy process (privsep.c, child.c): a struct msg_hdr and a payload in
+ * one SOCK_SEQPACKET packet.  Both sides check every size here, so that a
+ * receiver only ever sees a known type with a payload of its exact size.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "gateway/msg.h"
+
+/* The payload size of a type: exact; 0 for an unknown type (-1). */
+static ssize_t
+msg_size(uint16_t type)
+{
+	switch (type) {
+	case MSG_INSTANCE_ADD:
+	case MSG_INSTANCE_DEL:
+		return sizeof(struct msg_instance);
+	case MSG_POLICY:
+		return sizeof(struct msg_policy);
+	case MSG_OWN_ADDRS:
+		return sizeof(struct msg_addrs);
+	case MSG_AUDIT_STATE:
+	case MSG_AUDIT_COMMITTED:
+	case MSG_POLICY_DONE:
+		return sizeof(struct msg_int);
+	case MSG_SHUTDOWN:
+		return 0;
+	case MSG_AUDIT_DECISION:
+		return sizeof(struct msg_row);
+	case MSG_AUDIT_CLOSE:
+		return sizeof(struct msg_close);
+	case MSG_FATAL:
+		return sizeof(struct msg_fatal);
+	default:
+		return -1;
+	}
+}
+
+void
+msg_fd_attach(struct msghdr *m, union msg_fd_buf *u, int fd)
+{
+	struct cmsghdr *cm;
+
+	if (fd < 0)
+		return;
+	memset(u, 0, sizeof(*u));
+	m->msg_control = u->buf;
+	m->msg_controllen = sizeof(u->buf);
+	cm = CMSG_FIRSTHDR(m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+}
+
+int
+msg_send(int sock, uint16_t type, uint32_t id, const void *payload, size_t len,
+    int fd)
+{
+	struct msg_hdr h;
+	struct iovec iov[2];
+	struct msghdr m;
+	union msg_fd_buf u;
+	ssize_t n;
+
+	if (len > MSG_PAYLOAD_MAX) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	h.type = type;
+	h.len = (uint16_t)len;
+	h.id = id;
+	iov[0].iov_base = &h;
+	iov[0].iov_len = sizeof(h);
+	iov[1].iov_base = (void *)payload;
+	iov[1].iov_len = len;
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = iov;
+	m.msg_iovlen = len > 0 ? 2 : 1;
+	msg_fd_attach(&m, &u, fd);
+	do
+		n = sendmsg(sock, &m, MSG_NOSIGNAL);
+	while (n == -1 && errno == EINTR);
+	if (n == -1)
+		return -1;
+	if ((size_t)n != sizeof(h) + len) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	return 0;
+}
+
+int
+msg_parse(const uint8_t *buf, size_t len, int has_fd, struct msg_hdr *hdr)
+{
+	struct msg_hdr h;
+	ssize_t want;
+
+	if (len < sizeof(h))
+		goto bad;
+	memcpy(&h, buf, sizeof(h));
+	if (len - sizeof(h) != h.len || h.len > MSG_PAYLOAD_MAX)
+		goto bad;
+	if ((want = msg_size(h.type)) < 0 || want != (ssize_t)h.len)
+		goto bad;
+	if ((has_fd != 0) != (h.type == MSG_POLICY))
+		goto bad;
+	*hdr = h;
+	return 0;
+bad:
+	errno = EBADMSG;
+	return -1;
+}
+
+/* Close every descriptor that came in m's SCM_RIGHTS control messages. */
+static void
+msg_fds_close(struct msghdr *m)
+{
+	struct cmsghdr *cm;
+	size_t i, n;
+	int fd;
+
+	for (cm = CMSG_FIRSTHDR(m); cm != NULL; cm = CMSG_NXTHDR(m, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET ||
+		    cm->cmsg_type != SCM_RIGHTS || cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (i = 0; i < n; i++) {
+			memcpy(
+			    &fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			close(fd);
+		}
+	}
+}
+
+int
+msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
+{
+	union {
+		struct msg_hdr h;
+		uint8_t b[sizeof(struct msg_hdr) + MSG_PAYLOAD_MAX];
+	} pkt;
+	struct iovec iov;
+	struct msghdr m;
+	union msg_fd_buf u;
+	struct cmsghdr *cm;
+	ssize_t n;
+	int got = -1;
+
+	*fd = -1;
+	iov.iov_base = pkt.b;
+	iov.iov_len = sizeof(pkt.b);
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = u.buf;
+	m.msg_controllen = sizeof(u.buf);
+	do
+		n = recvmsg(sock, &m, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	while (n == -1 && errno == EINTR);
+	if (n == 0)
+		return 0;
+	if (n == -1)
+		return -1;
+	for (cm = CMSG_FIRSTHDR(&m); cm != NULL; cm = CMSG_NXTHDR(&m, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && got == -1)
+			memcpy(&got, CMSG_DATA(cm), sizeof(int));
+		else
+			goto bad; /* more descriptors, or anything else */
+	}
+	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		goto bad;
+	if (msg_parse(pkt.b, (size_t)n, got != -1, hdr) == -1)
+		goto bad;
+	memcpy(payload, pkt.b + sizeof(*hdr), hdr->len);
+	*fd = got;
+	return 1;
+bad:
+	/* Every descriptor that came, however many (two fit in u). */
+	msg_fds_close(&m);
+	errno = EBADMSG;
+	return -1;
+}
+
+int
+msg_row_check(uint32_t id, const struct msg_row *m)
+{
+	if (!msg_str_ok(m->instance, sizeof(m->instance)) ||
+	    !msg_str_ok(m->profile, sizeof(m->profile)) ||
+	    !msg_str_ok(m->client_addr, sizeof(m->client_addr)) ||
+	    !msg_str_ok(m->host, sizeof(m->host)) ||
+	    !msg_str_ok(m->sni, sizeof(m->sni)) ||
+	    !msg_str_ok(m->upstream_addr, sizeof(m->upstream_addr)) ||
+	    !msg_str_ok(m->reason, sizeof(m->reason)) ||
+	    !msg_str_ok(m->digest, sizeof(m->digest)) ||
+	    (m->allow != 0 && m->allow != 1) || (m->allow == 1) != (id != 0))
+		return -1;
+	return 0;
+}
+
+int
+msg_close_check(const struct msg_close *m)
+{
+	if (!msg_str_ok(m->reason, sizeof(m->reason)) ||
+	    (m->forget != 0 && m->forget != 1))
+		return -1;
+	return 0;
+}
+
+int
+msg_fatal_check(const struct msg_fatal *m)
+{
+	return msg_str_ok(m->text, sizeof(m->text)) ? 0 : -1;
+}
+
+int
+msg_instance_check(const struct msg_instance *m)
+{
+	if (!msg_str_ok(m->id, sizeof(m->id)) ||
+	    !msg_str_ok(m->profile, sizeof(m->profile)) ||
+	    !msg_str_ok(m->tap, sizeof(m->tap)))
+		return -1;
+	return 0;
+}
+
+int
+msg_addrs_check(const struct msg_addrs *m)
+{
+	uint32_t i;
+
+	if (m->n > MSG_ADDRS_MAX)
+		return -1;
+	for (i = 0; i < m->n; i++)
+		if (m->a[i].family != AF_INET && m->a[i].family != AF_INET6)
+			return -1;
+	return 0;
+}
+
+int
+msg_str_ok(const char *s, size_t size)
+{
+	return memchr(s, '\0', size) != NULL;
+}

@@ -1,0 +1,140 @@
+/*
+ * gateway/msg.h: the privsep messages between the privileged parent and the proxy process.
+ */
+#ifndef KSB_GATEWAY_MSG_H
+#define KSB_GATEWAY_MSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "common/common.h"
+
+/* ---- msg.c -----------------------------------------------------------------
+ * Messages between the privileged parent and the proxy process over a
+ * SOCK_SEQPACKET socketpair: header + payload, one message per packet,
+ * every type with an exact (or bounded) payload size.  No globals.
+ */
+#define MSG_PAYLOAD_MAX 4096
+struct msg_hdr {
+	uint16_t type;
+	uint16_t len; /* payload bytes after the header */
+	uint32_t id;
+};
+enum msg_type {
+	/* parent -> proxy */
+	MSG_INSTANCE_ADD = 1, /* struct msg_instance */
+	MSG_INSTANCE_DEL,     /* struct msg_instance (addr, id) */
+	MSG_POLICY,	      /* struct msg_policy + a memfd */
+	MSG_OWN_ADDRS,	      /* struct msg_addrs */
+	MSG_AUDIT_STATE,      /* struct msg_int: audit available */
+	MSG_AUDIT_COMMITTED,  /* id: the decision's; msg_int: ok */
+	MSG_SHUTDOWN,	      /* empty */
+	/* proxy -> parent */
+	MSG_AUDIT_DECISION = 64, /* struct msg_row; id != 0: allowed,
+					   answer with MSG_AUDIT_COMMITTED */
+	MSG_AUDIT_CLOSE,	 /* id: the decision's; struct msg_close */
+	MSG_POLICY_DONE,	 /* struct msg_int: tunnels revoked */
+	MSG_FATAL,		 /* struct msg_fatal: its last words
+					   before _exit */
+};
+struct msg_int {
+	int32_t v;
+};
+struct msg_instance {
+	char id[33];
+	char profile[65];
+	char tap[16];
+	uint8_t mac[6];
+	uint32_t addr;
+};
+#define MSG_ADDRS_MAX 64
+struct msg_addrs {
+	uint32_t n;
+	struct {
+		uint8_t family; /* AF_INET, AF_INET6 */
+		uint8_t addr[16];
+	} a[MSG_ADDRS_MAX];
+};
+struct msg_policy {
+	int32_t live[CONF_LIVE_NINTS]; /* the live settings: conf_live_get */
+	uint32_t nfiles;
+	uint64_t size; /* bytes of the memfd: per file
+					   u32 name length, name, u64 text
+					   length, text */
+};
+#define MSG_ROW_NULL_INSTANCE 0x01
+#define MSG_ROW_NULL_HOST     0x02
+#define MSG_ROW_NULL_UPSTREAM 0x04
+#define MSG_ROW_NULL_DIGEST   0x08
+#define MSG_ROW_NULL_SNI      0x10
+struct msg_row {
+	uint32_t nulls; /* MSG_ROW_NULL_* */
+	int32_t client_port, port, upstream_port, allow;
+	char instance[33];
+	char profile[65];
+	char client_addr[46];
+	char host[256];
+	char sni[256];
+	char upstream_addr[46];
+	char reason[48];
+	char digest[65];
+};
+struct msg_close {
+	uint64_t up, down;
+	int64_t duration_ms;
+	int32_t forget; /* 1: no close record, drop the row */
+	char reason[48];
+};
+#define MSG_FATAL_MAX 240
+struct msg_fatal {
+	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */
+};
+/*
+ * msg_send: one message (payload len <= MSG_PAYLOAD_MAX), with fd >= 0
+ * passed along (SCM_RIGHTS).  0, or -1 and errno (EAGAIN on a full
+ * non-blocking socket).
+ */
+int msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
+    size_t len, int fd);
+/*
+ * msg_recv: one message into hdr and payload (MSG_PAYLOAD_MAX bytes).
+ * 1 received (*fd: a passed descriptor or -1), 0 the peer closed, -1 and
+ * errno (EAGAIN: nothing yet; EBADMSG: malformed: truncated, a size that
+ * is not the header's, an unknown type or a payload of the wrong size for
+ * its type, an unexpected descriptor).
+ */
+int msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd);
+/*
+ * msg_parse: check one received packet, buf (len bytes: the header, then
+ * the payload at buf + sizeof(*hdr)); has_fd: a descriptor came with it.
+ * No I/O.  0 and *hdr filled (a known type, its exact payload size, a
+ * descriptor with MSG_POLICY only), or -1 and errno EBADMSG.
+ */
+int msg_parse(const uint8_t *buf, size_t len, int has_fd, struct msg_hdr *hdr);
+/*
+ * Per-type payload checks, after msg_parse: every string NUL-terminated
+ * within its field, flags and counts in range.  0 valid, -1 not.
+ * msg_row_check: id != 0 exactly when allow is 1.  msg_addrs_check: n <=
+ * MSG_ADDRS_MAX, each family AF_INET or AF_INET6.
+ */
+int msg_row_check(uint32_t id, const struct msg_row *m);
+int msg_close_check(const struct msg_close *m);
+int msg_fatal_check(const struct msg_fatal *m);
+int msg_instance_check(const struct msg_instance *m);
+int msg_addrs_check(const struct msg_addrs *m);
+/* A string field: NUL-terminated within its size?  1 or 0. */
+int msg_str_ok(const char *s, size_t size);
+/* Control-message room for one descriptor (SCM_RIGHTS, unix(7)). */
+union msg_fd_buf {
+	char buf[CMSG_SPACE(sizeof(int))];
+	struct cmsghdr align;
+};
+/*
+ * msg_fd_attach: with fd >= 0, point m's control data at u and put fd in it
+ * as SCM_RIGHTS, for sendmsg(2); with fd < 0 leave m as it is.  u must live
+ * until the sendmsg.
+ */
+void msg_fd_attach(struct msghdr *m, union msg_fd_buf *u, int fd);
+
+#endif

@@ -1,0 +1,191 @@
+/*
+ * clone.c: ksb-guest-clone, the guest's workspace clone with libgit2.
+ *
+ *   ksb-guest-clone MIRROR BRANCH DIR
+ *
+ * Run by ksb-guest-init (as the agent user, once the host /usr with its
+ * libgit2 is mounted in the guest) from the initramfs.  It makes DIR what
+ * `git clone --shared -b BRANCH MIRROR DIR' makes: a repository that
+ * borrows MIRROR's objects (objects/info/alternates; the mirror borrows
+ * the project's in turn), a remote `origin' at MIRROR with its branches as
+ * refs/remotes/origin/<name>, BRANCH checked out and tracking origin/BRANCH.
+ * No object is copied, so the cost does not grow with the repository.
+ * Exit 0, or 1 with one line on stderr.  Everything it reads is the
+ * guest's own (the mirror is its share), so no hostile-input handling
+ * beyond libgit2's own is needed here; the host reads the mirror back
+ * with mirror/fetch.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <git2.h>
+
+static const char *clone_dir;
+static int clone_made; /* clone_dir is ours: remove it on failure */
+
+static int
+clone_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	return (flag == FTW_DP ? rmdir(path) : unlink(path)) == -1 ? -1 : 0;
+}
+
+/* Like a failed git clone: say why, leave no half-made DIR behind. */
+static void __attribute__((noreturn)) clone_fail(const char *what)
+{
+	const git_error *e = git_error_last();
+
+	fprintf(stderr, "ksb-guest-clone: %s: %s\n", what,
+	    e != NULL && e->message != NULL ? e->message : strerror(errno));
+	if (clone_made)
+		(void)nftw(clone_dir, clone_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+	exit(1);
+}
+
+/* The mirror's branches become refs/remotes/origin/<name>. */
+static void
+clone_remote_refs(git_repository *mirror, git_repository *repo)
+{
+	git_reference_iterator *it;
+	git_reference *ref, *out;
+	char name[1024];
+
+	if (git_reference_iterator_glob_new(&it, mirror, "refs/heads/*") != 0)
+		clone_fail("list the mirror's branches");
+	while (git_reference_next(&ref, it) == 0) {
+		if (git_reference_type(ref) == GIT_REFERENCE_DIRECT &&
+		    (size_t)snprintf(name, sizeof(name),
+			"refs/remotes/origin/%s",
+			git_reference_name(ref) + strlen("refs/heads/")) <
+			sizeof(name)) {
+			if (git_reference_create(&out, repo, name,
+				git_reference_target(ref), 1, "clone") != 0)
+				clone_fail(name);
+			git_reference_free(out);
+		}
+		git_reference_free(ref);
+	}
+	git_reference_iterator_free(it);
+}
+
+/*
+ * A fresh repository at clone_dir (refused if anything is there) that
+ * borrows the mirror's objects (git clone --shared), opened again so the
+ * objects are seen.
+ */
+static git_repository *
+clone_init_shared(const char *mirror_path, const char *br)
+{
+	git_repository_init_options io;
+	git_repository *repo;
+	char *alt;
+	size_t len;
+	int fd;
+
+	git_repository_init_options_init(
+	    &io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
+	io.flags = GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
+	io.initial_head = br;
+	if (access(clone_dir, F_OK) == 0) {
+		errno = EEXIST;
+		clone_fail(clone_dir);
+	}
+	if (git_repository_init_ext(&repo, clone_dir, &io) != 0)
+		clone_fail(clone_dir);
+	clone_made = 1;
+	len = strlen(git_repository_path(repo)) +
+	    sizeof("objects/info/alternates");
+	if ((alt = malloc(len)) == NULL)
+		clone_fail("malloc");
+	snprintf(
+	    alt, len, "%sobjects/info/alternates", git_repository_path(repo));
+	if ((fd = open(alt, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) ==
+		-1 ||
+	    dprintf(fd, "%s/objects\n", mirror_path) < 0 || close(fd) != 0)
+		clone_fail(alt);
+	free(alt);
+	/* The objects were just made visible: drop any cached odb view. */
+	git_repository_free(repo);
+	if (git_repository_open(&repo, clone_dir) != 0)
+		clone_fail(clone_dir);
+	return repo;
+}
+
+/*
+ * origin (the mirror) and its branches, then the branch br at the
+ * mirror's commit (target), tracking origin/br, checked out as HEAD.
+ */
+static void
+clone_checkout(git_repository *repo, git_repository *mirror,
+    const char *mirror_path, const char *br, const git_oid *target,
+    const char *refname, const char *upstream)
+{
+	git_checkout_options co;
+	git_reference *branch;
+	git_remote *remote;
+	git_commit *commit;
+
+	if (git_remote_create(&remote, repo, "origin", mirror_path) != 0)
+		clone_fail("remote origin");
+	git_remote_free(remote);
+	clone_remote_refs(mirror, repo);
+	if (git_commit_lookup(&commit, repo, target) != 0)
+		clone_fail("the branch's commit");
+	if (git_branch_create(&branch, repo, br, commit, 1) != 0 ||
+	    git_branch_set_upstream(branch, upstream) != 0)
+		clone_fail(refname);
+	git_reference_free(branch);
+	git_commit_free(commit);
+	if (git_repository_set_head(repo, refname) != 0)
+		clone_fail("HEAD");
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	co.checkout_strategy = GIT_CHECKOUT_FORCE;
+	if (git_checkout_head(repo, &co) != 0)
+		clone_fail("checkout");
+}
+
+int
+main(int argc, char **argv)
+{
+	git_repository *mirror, *repo;
+	git_reference *head, *branch;
+	char refname[512], upstream[512];
+	const char *br;
+
+	if (argc != 4) {
+		fprintf(stderr, "usage: ksb-guest-clone MIRROR BRANCH DIR\n");
+		return 2;
+	}
+	br = argv[2];
+	clone_dir = argv[3];
+	if (snprintf(refname, sizeof(refname), "refs/heads/%s", br) >=
+		(int)sizeof(refname) ||
+	    snprintf(upstream, sizeof(upstream), "origin/%s", br) >=
+		(int)sizeof(upstream)) {
+		fprintf(stderr, "ksb-guest-clone: branch name too long\n");
+		return 2;
+	}
+	git_libgit2_init();
+	/* The mirror is a 9p share whose owner is not the agent; it is the
+	 * guest's own repository (the git CLI needed safe.directory). */
+	git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
+	if (git_repository_open_bare(&mirror, argv[1]) != 0)
+		clone_fail(argv[1]);
+	if (git_reference_lookup(&head, mirror, refname) != 0 ||
+	    git_reference_resolve(&branch, head) != 0)
+		clone_fail(refname);
+	git_reference_free(head);
+	repo = clone_init_shared(argv[1], br);
+	clone_checkout(repo, mirror, argv[1], br, git_reference_target(branch),
+	    refname, upstream);
+	git_reference_free(branch);
+	git_repository_free(repo);
+	git_repository_free(mirror);
+	git_libgit2_shutdown();
+	return 0;
+}

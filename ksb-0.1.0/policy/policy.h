@@ -1,0 +1,194 @@
+/*
+ * policy.h: the allowlist policy (ksb-policy(5)) and CONNECT host
+ * normalisation, prototypes grouped by file.  Used by ksb-gatewayd and by
+ * `ksbctl policy check`.  No I/O except policy_load reading its files (and
+ * the files they include).
+ */
+#ifndef KSB_POLICY_H
+#define KSB_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* ---- policy.c --------------------------------------------------------------
+ * A policy is a set of named profiles of allow rules, parsed from one or more
+ * files.  It is immutable once loaded, so a reload builds a new one and
+ * swaps the pointer; matching needs no locks.  Matching is by hash lookups
+ * (cost independent of the number of rules; see policy.c).
+ */
+struct policy;
+
+#define POLICY_FILE_MAX	  (16 << 20) /* bytes per policy file */
+#define POLICY_DIGEST_LEN 64	     /* SHA-256 as lowercase hex */
+
+/* Per-profile limits (`limit NAME N'), each 1..POLICY_LIMIT_MAX. */
+enum policy_limit {
+	POLICY_LIMIT_CONNECTIONS = 0, /* concurrent tunnels per instance */
+	POLICY_LIMIT_RATE,	      /* new tunnels per second per instance */
+	POLICY_NLIMITS
+};
+#define POLICY_LIMIT_MAX 1000000
+
+/*
+ * policy_load: parse files[0..nfiles) (in that order) into one policy.
+ * `include' lines read more files (relative to the including file's
+ * directory, glob(3) patterns allowed), each parsed where it is included;
+ * a file already in the policy (by name, after removing `.' and empty
+ * path components) is not read again.
+ * On success returns 0 and *out (free with policy_free).  On any error
+ * returns -1, *out is untouched and *errors (if errors is not NULL; like
+ * cause_set, a previous non-NULL *errors is freed) gets a malloc'd string
+ * for the caller to free, holding every error, one "file:line:col: message"
+ * per line, no trailing newline (I/O errors as "file: message"), the
+ * offending text quoted as `text'.  Nothing is returned on partial
+ * success.  Allocation failure is fatal (common/util.c).
+ */
+int policy_load(const char *const *files, size_t nfiles, struct policy **out,
+    char **errors);
+
+/*
+ * policy_load_buffer: as policy_load for one in-memory file; name is used
+ * in messages and in the digest.  text need not be NUL-terminated; len is
+ * in bytes.  For tests, fuzzing and callers that read the file themselves.
+ */
+int policy_load_buffer(const char *name, const char *text, size_t len,
+    struct policy **out, char **errors);
+
+/*
+ * policy_load_buffers: as policy_load for n in-memory files, texts[i] of
+ * lens[i] bytes named names[i]; the digest equals policy_load's over files
+ * of those names and contents.  `include' is resolved against names[]
+ * (fnmatch(3) for a pattern), never the filesystem; a buffer already
+ * loaded by an include is not loaded again, so the files of a policy (see
+ * policy_file) given in load order load the same policy.  (The proxy
+ * process, which cannot read the files, parses the bytes its parent read.)
+ */
+int policy_load_buffers(const char *const *names, const char *const *texts,
+    const size_t *lens, size_t n, struct policy **out, char **errors);
+
+/* policy_free: release a policy and everything it owns; NULL-safe. */
+void policy_free(struct policy *);
+
+/*
+ * policy_nfiles / policy_file: the files that make up the policy, in load
+ * order (each included file right after the line that includes it, depth
+ * first).  *name and *text (NUL-terminated; *len bytes without the NUL;
+ * any may be NULL) are owned by the policy.  policy_file returns 0, or -1
+ * if i is out of range.
+ */
+size_t policy_nfiles(const struct policy *);
+int policy_file(const struct policy *, size_t i, const char **name,
+    const char **text, size_t *len);
+
+/*
+ * policy_digest: SHA-256 over the canonical content (see ksb-policy(5),
+ * DIGEST) as 64 lowercase hex characters, NUL-terminated, owned by the
+ * policy.
+ */
+const char *policy_digest(const struct policy *);
+
+/* policy_has_profile: 1 if profile is defined, else 0. */
+int policy_has_profile(const struct policy *, const char *profile);
+
+/* Profiles in definition order; the name is owned by the policy, NULL if i
+ * is out of range. */
+size_t policy_nprofiles(const struct policy *);
+const char *policy_profile_name(const struct policy *, size_t i);
+
+enum policy_verdict { POLICY_DENY = 0, POLICY_ALLOW = 1 };
+
+/*
+ * policy_match_host: may profile CONNECT to host:port?  host must already be
+ * normalised by hostname_normalise (HOSTNAME_NAME); anything else never
+ * matches.  port is in host byte order.  Rules of the profile and of every
+ * profile it extends apply.  *rule (rule may be NULL) gets a description
+ * owned by the policy, e.g. "profile dev (dev.policy:4): allow
+ * *.example.com:443", or NULL on deny.  Unknown profile: POLICY_DENY.
+ */
+enum policy_verdict policy_match_host(const struct policy *,
+    const char *profile, const char *host, uint16_t port, const char **rule);
+
+/*
+ * policy_match_addr: does an allow-address rule of profile cover sa
+ * (AF_INET or AF_INET6; an IPv4-mapped IPv6 address only matches IPv6
+ * rules) and port (host byte order)?  Used to let an IP-literal CONNECT
+ * host through and to override address screening.  *rule as above.
+ */
+enum policy_verdict policy_match_addr(const struct policy *,
+    const char *profile, const struct sockaddr *sa, uint16_t port,
+    const char **rule);
+
+/*
+ * policy_foreach_rule: the effective (flattened) allowlist of profile: the
+ * rules of the profile and of every profile it extends, in match order
+ * (the profile itself, then its ancestors depth first, each in file
+ * order), a rule whose canonical text was already listed skipped.  cb
+ * (may be NULL) gets the canonical text ("allow *.example.com:443,8443",
+ * "allow-address 10.0.0.0/8:443"), the name of the profile that has the
+ * rule, its file and line; the strings are owned by the policy.  Returns
+ * the number of rules listed, or -1 if profile is unknown.
+ */
+typedef void (*policy_rule_cb)(const char *text, const char *profile,
+    const char *file, int line, void *arg);
+int policy_foreach_rule(
+    const struct policy *, const char *profile, policy_rule_cb cb, void *arg);
+
+/*
+ * policy_profile_limits: the effective limits of profile, indexed by enum
+ * policy_limit, 0 where none applies: the profile's own `limit', else the
+ * smallest effective value among the profiles it extends directly (so an
+ * extending profile's own value always wins).  Returns 0, or -1 (all 0)
+ * if profile is unknown.
+ */
+int policy_profile_limits(
+    const struct policy *, const char *profile, int limits[POLICY_NLIMITS]);
+
+/* policy_limit_name: "connections", "rate"; NULL if out of range. */
+const char *policy_limit_name(enum policy_limit);
+
+/*
+ * policy_foreach_limit: each effective limit of profile, in enum order:
+ * cb (may be NULL) gets the limit, its value and the profile, file and
+ * line that set it (owned by the policy).  Returns the number listed, or
+ * -1 if profile is unknown.
+ */
+typedef void (*policy_limit_cb)(enum policy_limit, int value,
+    const char *profile, const char *file, int line, void *arg);
+int policy_foreach_limit(
+    const struct policy *, const char *profile, policy_limit_cb cb, void *arg);
+
+/* ---- hostname.c ------------------------------------------------------------
+ * CONNECT host normalisation (RFC 1123 §2.1 host names, RFC 3986 §3.2.2
+ * IP literals, and inet_aton(3)'s legacy IPv4 spellings).
+ */
+#define HOSTNAME_MAX   253 /* text, without a trailing dot */
+#define HOSTNAME_OUTSZ 256 /* minimum out buffer */
+
+enum hostname_kind { HOSTNAME_BAD = -1, HOSTNAME_NAME = 0, HOSTNAME_IP = 1 };
+
+/*
+ * hostname_normalise: classify and normalise in[0..len) (not necessarily
+ * NUL-terminated; a CONNECT host as sent, brackets kept around IPv6).
+ *
+ * HOSTNAME_NAME: out holds the name lowercased with one trailing dot
+ *   stripped; it has only letters, digits, '-' and '.', labels of 1..63
+ *   bytes not starting or ending with '-', at most 253 bytes, and its last
+ *   label is not numeric (decimal, or 0x hex).
+ * HOSTNAME_IP: in is an IP literal in some spelling: dotted quad, any
+ *   inet_aton(3) form (2130706433, 0x7f.1, 0177.0.0.1, 127.1), [IPv6],
+ *   bare IPv6.  out holds the canonical text ("127.0.0.1", "[::1]").  *sa
+ *   (if sa is not NULL) is filled, port 0, only when the spelling was
+ *   canonical (a dotted quad without leading zeros, or a bracketed IPv6
+ *   without zone); otherwise sa->ss_family is AF_UNSPEC and the caller must
+ *   refuse the host.
+ * HOSTNAME_BAD: *reason (if reason is not NULL) is a static message such
+ *   as "non-ASCII", "percent-encoding", "label too long"; out is "".
+ *
+ * outsz must be >= HOSTNAME_OUTSZ, else HOSTNAME_BAD.  Anything inet_aton
+ * would accept comes back HOSTNAME_IP or HOSTNAME_BAD, never HOSTNAME_NAME.
+ */
+enum hostname_kind hostname_normalise(const char *in, size_t len, char *out,
+    size_t outsz, struct sockaddr_storage *sa, const char **reason);
+
+#endif

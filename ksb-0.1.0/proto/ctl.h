@@ -1,0 +1,102 @@
+/*
+ * proto/ctl.h: the control protocol of ksb-gatewayd's control socket,
+ * included by the server (gateway/control.c) and by every client
+ * (ksb-run, ksbctl).
+ */
+#ifndef KSB_PROTO_CTL_H
+#define KSB_PROTO_CTL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- ctl.c -----------------------------------------------------------------
+ * Client of ksb-gatewayd's control socket (AF_UNIX stream).  Lines of at
+ * most CTL_LINE_MAX bytes ('\n' included):
+ *   REGISTER <id> <profile>  ->  OK tap=T ip=A/P mac=M gw=A port=N
+ *                                (the tap fd attached, SCM_RIGHTS) | ERR text
+ *   RESUME <id> <tap>        ->  OK tap=T ip=A/P mac=M gw=A port=N (no fd)
+ *                                | ERR text: after a gateway restart, the
+ *                                ksb-run that registered (same pid) takes
+ *                                the lease back on a new connection
+ *   UNREGISTER <id>          ->  OK | ERR text
+ *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
+ *                                lines, then END
+ *   RELOAD                   ->  OK digest=D revoked=N lost=L ms=T, a
+ *                                "W <note>" line per note, END | ERR <n>
+ *                                errors, policy unchanged, an "E <error>"
+ *                                line each (CTL_RELOAD_ERRORS_MAX at most,
+ *                                then "E ... and <n> more ..."), END
+ * A request that is refused before it runs ("ERR permission denied: ...",
+ * "ERR too many connections ...") gets that one line, without END.
+ * A registration is a lease held by the connection that made it.
+ * The server (gateway/control.c) uses these sizes too.
+ */
+#define CTL_LINE_MAX	      1024
+#define CTL_TIMEOUT_MS	      10000 /* per reply */
+#define CTL_LIST_MAX	      65536 /* instances accepted in one LIST reply */
+#define CTL_RELOAD_ERRORS_MAX 200   /* E lines in one RELOAD reply */
+#define CTL_RELOAD_REPLY_MAX  (4 << 20) /* RELOAD reply bytes accepted */
+
+struct ctl_lease {
+	char tap[16];
+	uint32_t addr; /* network order */
+	int prefix;
+	uint8_t mac[6];
+	char mac_str[18]; /* as xx:xx:xx:xx:xx:xx, lowercase */
+	uint32_t gw;	  /* network order */
+	uint16_t port;	  /* host order */
+};
+
+struct ctl_instance {
+	char id[33];
+	char profile[65];
+	uint32_t addr; /* network order */
+	int prefix;    /* 32 when the reply gave none */
+	char mac_str[18];
+	char tap[16];
+	int64_t since_ms; /* unix milliseconds */
+};
+
+/* ctl_connect: connect to path (CLOEXEC).  fd, or -1 and *cause. */
+int ctl_connect(const char *path, char **cause);
+/*
+ * ctl_register: REGISTER on fd; on success *lease is filled and *tap_fd
+ * receives the tap (O_CLOEXEC).  0 or -1 and *cause (an ERR reply is
+ * quoted, escaped).
+ */
+int ctl_register(int fd, const char *id, const char *profile,
+    struct ctl_lease *lease, int *tap_fd, char **cause);
+/*
+ * ctl_resume: connect to path and RESUME id with the lease REGISTER gave
+ * (ksb-gatewayd restarted: the guest keeps its tap, address and MAC).
+ * Returns the new connection, which holds the lease from now on, or -1
+ * and *cause (not ready yet, or the lease is gone: the gateway forgets
+ * instances not resumed within 10 s of its start).  Call it when the
+ * gateway connection closes, every ~200 ms while QEMU runs.
+ */
+int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
+    char **cause);
+/* ctl_unregister: UNREGISTER and wait for OK.  0 or -1 and *cause. */
+int ctl_unregister(int fd, const char *id, char **cause);
+/*
+ * ctl_list: connect to path, LIST, parse every INSTANCE line.  *list
+ * (malloc'd, caller frees) and *n receive them.  0 or -1 and *cause.
+ */
+int ctl_list(
+    const char *path, struct ctl_instance **list, size_t *n, char **cause);
+/*
+ * ctl_reload: connect to path, RELOAD, read the reply up to its END line
+ * (or a one-line refusal, or whole lines before the gateway closed).
+ * *reply (malloc'd, caller frees) receives the reply's lines, each ending
+ * in '\n', as the gateway sent them (not escaped).  0, or -1 and *cause
+ * (no answer within CTL_TIMEOUT_MS of a read, a reply over
+ * CTL_RELOAD_REPLY_MAX bytes, a connection error).
+ */
+int ctl_reload(const char *path, char **reply, char **cause);
+
+/* Parsers (no I/O) for the replies above; line without its '\n'. */
+int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);
+int ctl_parse_instance(
+    const char *line, struct ctl_instance *inst, char **cause);
+
+#endif

@@ -1,0 +1,258 @@
+#!/bin/bash
+# e2e agent mode (real QEMU guest behind a real ksb-gatewayd, own
+# namespaces and temp dir).  A scripted shell agent in tmux, started in
+# ~/work (a clone of sandbox/<id> of a host repo):
+#  - three turns with ksbctl prompt --wait, each writing a file,
+#    committing and pushing sandbox/<id>, then ksb-report done; ksbctl
+#    fetch --repo shows the three commits;
+#  - ksbctl status shows the agent's state, turn and last report; ksbctl
+#    attach shows its tmux session;
+#  - a client killed mid-turn and the prompt resent with the same --key:
+#    the same turn, typed once, ended (reported) once;
+#  - the agent user floods ksb-report (oversized, forged frames, garbage)
+#    and the pane: a prompt still gets through, ksb-run's memory and the
+#    host logs stay bounded;
+#  - the gateway restarted: the lease is resumed (the guest's curl works);
+#  - a prompt to the stopped instance boots it and is delivered (the agent
+#    starts fresh, in ~/work, where its earlier commits still are);
+#  - ksbctl logs --screen shows the pane as it is now (the last turn, the
+#    agent's start marker with its secret as [secret TOKEN]); refused once
+#    the instance is stopped.
+# Needs root, QEMU, tmux, git, python3 and a guest kernel (exit 77).
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+# The guest's tmux and git are the host's (shared /usr); python3 floods.
+ksb_need qemu-system-x86_64 /usr/bin/tmux /usr/bin/git /usr/bin/python3
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
+ksb_kernel
+ksb_env
+ksb_origin
+ksb_gateway
+
+fails=0
+ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
+secs() { echo "$(date +%s.%N) - $1" | bc; }
+I=$T/state/instances
+
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
+	GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
+	GIT_COMMITTER_NAME=host GIT_COMMITTER_EMAIL=host@example.invalid
+git config --global init.defaultBranch main
+P=$T/proj
+git init -q "$P"
+echo "readme" > "$P/README"
+git -C "$P" add README
+git -C "$P" commit -qm "host: first"
+
+# The scripted agent: one line per turn; its turn counter lives in its
+# home (on the instance's disk), so it matches the host's turn ids only if
+# every prompt arrives exactly once, also across a reboot.
+cat > "$T/share/agent.sh" <<'AGENT'
+echo "screen-mark: $(cat /run/ksb/secrets/TOKEN)"
+n=$(cat ~/.turns 2>/dev/null || echo 0)
+while IFS= read -r line; do
+	n=$((n + 1))
+	echo "$n" > ~/.turns
+	case $line in
+	commit*)
+		f=turn$n.txt
+		printf '%s\n' "$line" > "$f"
+		if git add "$f" && git commit -qm "agent: $line" &&
+			git push -q origin "HEAD:sandbox/$KSB_INSTANCE"; then
+			r="committed $f"
+		else
+			r="commit failed"
+		fi ;;
+	sleep*) sleep "${line#sleep }"; r=slept ;;
+	flood*) python3 /data/flood.py "${line#flood }" & r=flooding ;;
+	curl*) r=$(curl -sS --cacert /data/ca.pem https://allowed.test/index.txt 2>&1 | head -c 80) ;;
+	*) r=ok ;;
+	esac
+	ksb-report done "turn $n: $r in $(pwd)"
+done
+AGENT
+# The flooder (the agent user can reach the host only through init: the
+# ksb-report socket and its pane): oversized datagrams, frames forged in
+# the text, bad states, binary garbage, as fast as it can, and binary
+# output on the pane, for argv[1] seconds.
+cat > "$T/share/flood.py" <<'FLOOD'
+import os, socket, sys, time
+end = time.time() + float(sys.argv[1])
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.setblocking(False)
+msgs = [b"info " + b"x" * 60000,
+	b"info forged\nACK 999\nREPORT 99 99 done forged\nHELLO 2 0\nEXIT 0\n",
+	b"working \x00\x1b]0;pwned\x07\r\n%0A%",
+	b"rooted x", b"", b"donex", os.urandom(700), b"info " + b"%0A" * 400]
+out = sys.stdout.buffer
+sent = full = i = 0
+while time.time() < end:
+	try:
+		s.sendto(msgs[i % len(msgs)], "/run/ksb/agent/report.sock")
+		sent += 1
+	except OSError:
+		full += 1
+	i += 1
+	if i % 32 == 0:
+		out.write(os.urandom(2048).replace(b"\x1b", b"E") + b"\n")
+		out.flush()
+out.write(b"\nFLOOD END sent %d full %d\n" % (sent, full))
+out.flush()
+FLOOD
+chmod 644 "$T/share/agent.sh" "$T/share/flood.py"
+
+ksb_say "boot an agent instance on a host repo, with a first prompt"
+# A secret the agent prints on its screen (logs --screen redacts it).
+KSB_AGENT_SECRET=screen-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+export KSB_AGENT_SECRET
+t0=$(date +%s.%N)
+id=$(timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --detach \
+	--name ag1 --repo "$P" --disk-size 1G --share-ro "$T/share:/data" --idle 30 \
+	--secret TOKEN=env:KSB_AGENT_SECRET \
+	--agent 'bash /data/agent.sh' --prompt 'hello' 2>"$T/err")
+echo "detach returned after $(secs "$t0") s: $id"
+cat "$T/err" >&2
+ksb_check "--detach printed the ID" '[ "$id" = ag1 ]'
+KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/ag1/state")"	# stopped on exit
+ksb_check "agent.sock exists" '[ -S "$I/ag1/agent.sock" ]'
+
+ksb_say "three turns with prompt --wait: write, commit, push, report done"
+for k in one two three; do
+	t0=$(date +%s.%N)
+	ctl prompt ag1 "commit $k" --wait > "$T/w-$k" || true
+	echo "turn round trip $(secs "$t0") s"
+	cat "$T/w-$k"
+done
+ksb_check "turn 1 (--prompt) ended done" 'grep -q "^1 done turn 1: ok in /home/agent/work" <(cut -d" " -f2- "$I/ag1/agent.events")'
+ksb_check "turn 2 committed, in ~/work" 'grep -q "turn 2 done: turn 2: committed turn2.txt in /home/agent/work" "$T/w-one"'
+ksb_check "turn 3 committed" 'grep -q "turn 3 ended: done" "$T/w-two" && grep -q "committed turn3.txt" "$T/w-two"'
+ksb_check "turn 4 committed" 'grep -q "turn 4 ended: done" "$T/w-three" && grep -q "committed turn4.txt" "$T/w-three"'
+ctl fetch ag1 --repo "$P" > "$T/fetch" 2>&1 || true
+cat "$T/fetch"
+git -C "$P" log --format='%s' main..refs/remotes/ksb/ag1 > "$T/commits" 2>&1 || true
+cat "$T/commits"
+ksb_check "ksbctl fetch shows the three commits" \
+	'[ "$(cat "$T/commits")" = "$(printf "agent: commit three\nagent: commit two\nagent: commit one")" ]'
+ksb_check "with the agent's files" '[ "$(git -C "$P" show refs/remotes/ksb/ag1:turn3.txt)" = "commit two" ]'
+
+ksb_say "status and attach"
+ctl status ag1 > "$T/status"
+cat "$T/status"
+ksb_check "status shows state and turn" 'grep -q "^agent: *done, turn 4 (4 given)" "$T/status"'
+ksb_check "status shows the last report" 'grep -q "^report: *turn 4: committed turn4.txt" "$T/status"'
+ctl status ag1 --json > "$T/status.json"
+ksb_check "status --json has the agent" 'grep -q "\"agent\":{\"state\":\"done\",\"turn\":4,\"turns\":4," "$T/status.json"'
+timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach ag1 < /dev/null > "$T/attach" 2>&1 || true
+ksb_check "attach shows the agent's tmux pane" 'grep -aq "commit three" "$T/attach"'
+
+ksb_say "a client killed mid-turn; the prompt resent with its key"
+ctl prompt ag1 "sleep 4" --key ks --wait > "$T/ks1" 2>&1 &
+kp=$!
+for _ in $(seq 1 200); do grep -q delivered "$T/ks1" && break; sleep 0.1; done
+kill "$kp"; wait "$kp" 2>/dev/null || true
+cat "$T/ks1"
+ctl prompt ag1 "sleep 4" --key ks --wait --json > "$T/ks2" || true
+cat "$T/ks2"
+ksb_check "the resend is the same turn" 'grep -q "turn 5 delivered" "$T/ks1" && grep -q "\"turn\":5,\"dup\":true" "$T/ks2"'
+ksb_check "it ended once, done, by the agent's 5th line" \
+	'[ "$(grep -c "\"event\":\"end\"" "$T/ks2")" = 1 ] && grep -q "turn 5: slept" "$T/ks2"'
+ksb_check "agent.events: turn 5 ended once" '[ "$(grep -c "^[0-9]* 5 done " "$I/ag1/agent.events")" = 1 ]'
+
+ksb_say "the agent floods ksb-report and its pane; a prompt still gets through"
+rp=$(sed -n 's/^pid=//p' "$I/ag1/state")
+rss0=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
+cpu0=$(awk '{print $14 + $15}' "/proc/$rp/stat")
+ev0=$(stat -c %s "$I/ag1/agent.events")
+lg0=$(wc -l < "$I/ag1/ksb-run.log")
+nreports() { grep -acE "^[0-9]+ [0-9]+ (info|working) " "$I/ag1/agent.events" || true; }
+rep0=$(nreports)
+ctl prompt ag1 "flood 20" --wait > "$T/f1" || true
+cat "$T/f1"
+# The next prompt goes in while the flooder runs: once its first reports
+# are shown (python takes ~2 s to start under TCG; it floods for 20 s).
+flooding() { [ "$(nreports)" -gt "$rep0" ]; }
+ksb_check "the flooder runs" 'ksb_until 120 flooding'
+t0=$(date +%s.%N)
+ctl prompt ag1 "commit during the flood" --wait > "$T/f2" || true
+echo "turn round trip during the flood: $(secs "$t0") s"
+cat "$T/f2"
+ksb_check "a prompt during the flood was delivered and ended done" \
+	'grep -q "turn 7 delivered" "$T/f2" && grep -q "turn 7: committed turn7.txt" "$T/f2"'
+ksb_until 60 grep -aq "FLOOD END" "$I/ag1/agent.log" || true
+ksb_check "the flood ran to its end" 'grep -aq "FLOOD END" "$I/ag1/agent.log"'
+grep -a "FLOOD END" "$I/ag1/agent.log" | tail -n 1
+rss1=$(awk '/^VmRSS/ {print $2}' "/proc/$rp/status")
+hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$rp/status")
+cpu1=$(awk '{print $14 + $15}' "/proc/$rp/stat")
+ev1=$(stat -c %s "$I/ag1/agent.events")
+lg1=$(wc -l < "$I/ag1/ksb-run.log")
+echo "ksb-run: RSS $rss0 -> $rss1 KiB (peak $hwm), CPU $(( (cpu1 - cpu0) * 10 )) ms," \
+	"agent.events +$((ev1 - ev0)) bytes, ksb-run.log +$((lg1 - lg0)) lines"
+ksb_check "ksb-run alive, memory bounded (RSS +$((rss1 - rss0)) KiB)" \
+	'kill -0 "$rp" && [ $((rss1 - rss0)) -lt 8192 ]'
+ksb_check "agent.events and ksb-run.log stay small" '[ $((ev1 - ev0)) -lt 1048576 ] && [ $((lg1 - lg0)) -lt 50 ]'
+ksb_check "no forged frame took effect" '! grep -q "forged$" <(grep -E "^[0-9]+ [0-9]+ done" "$I/ag1/agent.events")'
+
+ksb_say "gateway restart: the lease is resumed"
+kill -TERM "$KSB_GATEWAY_PID"
+timeout 20 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
+ksb_gateway
+ksb_until 60 grep -q "lease resumed" "$I/ag1/ksb-run.log" || true
+ksb_check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.log"'
+ctl prompt ag1 "curl please" --wait > "$T/w-curl" || true
+cat "$T/w-curl"
+ksb_check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w-curl"'
+
+sent=$(grep -ao "FLOOD END sent [0-9]*" "$I/ag1/agent.log" | tail -n 1 | awk '{print $4}')
+shown=$(grep -cE "^[0-9]+ [0-9]+ (info|working) " "$I/ag1/agent.events" || true)
+ksb_check "the reports were rate-limited ($sent sent, $shown shown)" '[ "$((shown * 4))" -lt "${sent:-0}" ]'
+
+ksb_say "logs"
+ctl logs ag1 > "$T/logs"
+grep -av '^FLOOD\|^.\{200\}' "$T/logs" | tail -n 8
+ksb_check "logs show the pane" 'grep -aq "commit three" "$T/logs"'
+ksb_check "logs show the reports" 'grep -aq "done turn 4: committed turn4.txt" "$T/logs"'
+ksb_check "every prompt typed exactly once" '[ "$(grep -ac "^sleep 4" "$T/logs")" = 1 ] && [ "$(grep -ac "^commit two" "$T/logs")" = 1 ]'
+ctl logs ag1 --screen > "$T/screen" 2> "$T/screen.err" && sr=0 || sr=$?
+cat "$T/screen.err"; tail -n 5 "$T/screen"
+ksb_check "logs --screen shows the pane now (the last turn), exit 0" \
+	'[ "$sr" = 0 ] && grep -aq "^curl please" "$T/screen"'
+ksb_check "logs --screen: no terminal control passes" \
+	'! grep -aqP "[\x00-\x08\x0b-\x1f\x7f]" "$T/screen"'
+ksb_check "logs --screen: not the history (turn 2 scrolled off)" \
+	'! grep -aq "^commit one" "$T/screen"'
+
+ksb_say "stop; a prompt to the stopped instance boots it and is delivered"
+ctl stop ag1 >/dev/null
+ksb_check "stopped" 'ctl list | grep -Eq "^ag1 +stopped"'
+t0=$(date +%s.%N)
+ctl prompt ag1 "commit after a reboot" --wait > "$T/w-boot" 2> "$T/w-boot.err" || true
+echo "boot + turn round trip $(secs "$t0") s"
+cat "$T/w-boot.err" "$T/w-boot"
+KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/ag1/state")"
+ksb_check "the prompt booted the instance" 'grep -q "is stopped: booting it" "$T/w-boot.err"'
+ksb_check "delivered to the fresh agent, in ~/work, as turn 9" \
+	'grep -q "turn 9: committed turn9.txt in /home/agent/work" "$T/w-boot"'
+ctl fetch ag1 --repo "$P" > /dev/null 2>&1 || true
+ksb_check "its commit follows the earlier ones" \
+	'[ "$(git -C "$P" log -1 --format=%s refs/remotes/ksb/ag1)" = "agent: commit after a reboot" ] &&
+	 [ "$(git -C "$P" rev-list --count main..refs/remotes/ksb/ag1)" = 5 ]'
+ksb_say "logs --screen after the reboot: the start marker, its secret redacted"
+ctl logs ag1 --screen > "$T/screen2" 2> "$T/screen2.err" || true
+cat "$T/screen2.err" "$T/screen2"
+ksb_check "the screen shows the marker and the last turn" \
+	'grep -aq "^screen-mark: " "$T/screen2" &&
+	 grep -aq "^commit after a reboot" "$T/screen2"'
+ksb_check "the secret on the screen shows as [secret TOKEN]" \
+	'grep -aqF "screen-mark: [secret TOKEN]" "$T/screen2" &&
+	 ! grep -aqF "$KSB_AGENT_SECRET" "$T/screen2"'
+ctl stop ag1 >/dev/null
+ctl logs ag1 --screen > "$T/screen3" 2>&1 && sr=0 || sr=$?
+cat "$T/screen3"
+ksb_check "logs --screen of a stopped instance: refused, exit 1" \
+	'[ "$sr" = 1 ] && grep -q "not running" "$T/screen3"'
+
+[ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
+echo "PASS"

@@ -1,0 +1,197 @@
+#!/bin/bash
+# e2e: the git handoff with a real guest (issue 8).  A host repo with a
+# tracked uncommitted change and a context repo, made with the git CLI (a
+# witness); ksb-run --repo --include-uncommitted --context boots a named
+# guest that finds its clone in ~/work, commits on sandbox/<id> and pushes
+# to the mirror; ksbctl fetch brings refs/remotes/ksb/<id> into the host
+# repo with the guest's content, and nothing else of the host repo changes.
+# The context is readable and not writable in the guest.  No egress: the
+# gateway is there for REGISTER only.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+# The guest's git is the host's /usr/bin/git.
+ksb_need qemu-system-x86_64 git
+ksb_kernel
+ksb_env
+ksb_gateway
+
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
+	GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
+	GIT_COMMITTER_NAME=host GIT_COMMITTER_EMAIL=host@example.invalid
+git config --global init.defaultBranch main
+ID=git-test
+
+ksb_say "host repos"
+P=$T/proj
+git init -q "$P"
+echo "committed line" > "$P/tracked.txt"
+echo "readme" > "$P/README"
+git -C "$P" add tracked.txt README
+git -C "$P" commit -qm "host: first"
+git -C "$P" branch topic
+echo "uncommitted line" > "$P/tracked.txt"	# tracked, not committed
+echo "untracked" > "$P/untracked.txt"
+C=$T/ctx
+git init -q "$C"
+echo "context content" > "$C/ctx.txt"
+git -C "$C" add ctx.txt
+git -C "$C" commit -qm "ctx"
+host_refs() { git -C "$P" for-each-ref --format='%(refname) %(objectname)' refs/heads refs/tags; }
+host_refs > "$T/refs.before"
+git -C "$P" rev-parse HEAD > "$T/head.before"
+sha256sum "$P/.git/index" "$P/tracked.txt" > "$T/files.before"
+git -C "$P" status --porcelain > "$T/status.before"
+
+cat > "$T/share/git-guest.sh" <<'GUEST'
+# Runs in the guest as the agent.  One RESULT line per check.
+r() { echo "RESULT $1 $2"; }
+id=$KSB_INSTANCE
+if [ "$(pwd)" = /home/agent/work ]; then r cwd ok; else r cwd "bad: $(pwd)"; fi
+b=$(git rev-parse --abbrev-ref HEAD 2>&1)
+if [ "$b" = "sandbox/$id" ]; then r branch ok; else r branch "bad: $b"; fi
+if grep -qx 'uncommitted line' tracked.txt 2>/dev/null; then r uncommitted ok; else r uncommitted bad; fi
+if [ ! -e untracked.txt ]; then r no_untracked ok; else r no_untracked bad; fi
+if git rev-parse -q --verify origin/base >/dev/null; then r base ok; else r base bad; fi
+echo "from the guest $id" > agent.txt
+if git add agent.txt && git commit -qm "agent: add agent.txt"; then r commit ok; else r commit bad; fi
+if git push -q origin "sandbox/$id"; then r push ok; else r push bad; fi
+if [ "$(cat /context/ctx/ctx.txt 2>&1)" = "context content" ]; then r context_read ok; else r context_read bad; fi
+if (echo x > /context/ctx/new.txt) 2>/dev/null; then r context_no_create bad; else r context_no_create ok; fi
+if (echo x >> /context/ctx/ctx.txt) 2>/dev/null; then r context_no_write bad; else r context_no_write ok; fi
+if (: > /ksb/objects/x) 2>/dev/null; then r objects_ro bad; else r objects_ro ok; fi
+# Plant a symlink and a mode-4755 file in the mirror: the host must see
+# neither (mapped-xattr keeps them in xattrs only).
+if ln -s /etc/shadow /ksb/mirror.git/planted-link && : > /ksb/mirror.git/planted-suid &&
+	chmod 4755 /ksb/mirror.git/planted-suid; then r plant ok; else r plant bad; fi
+exit 0
+GUEST
+chmod 644 "$T/share/git-guest.sh"
+
+ksb_say "ksb-run: the guest commits and pushes"
+start=$(date +%s.%N)
+set +e
+( cd "$P" && timeout -k 10 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--name "$ID" --state-dir "$T/state" --disk-size 256M \
+	--include-uncommitted --context "$C:ctx" \
+	--share-ro "$T/share:/ksb-test" \
+	-- /bin/sh /ksb-test/git-guest.sh ) > "$T/guest.out" 2> "$T/run.err"
+rc=$?
+set -e
+end=$(date +%s.%N)
+cat "$T/guest.out"
+cat "$T/run.err" >&2
+echo "ksb-run exit status $rc after $(echo "$end - $start" | bc 2>/dev/null || echo "?") s"
+
+fails=0
+n=0
+check() {
+	n=$((n + 1))
+	if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fails=$((fails + 1)); fi
+}
+check "ksb-run exited 0" '[ "$rc" = 0 ]'
+for r in cwd branch uncommitted no_untracked base commit push context_read \
+	context_no_create context_no_write objects_ro plant; do
+	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
+done
+check "no ERR from the guest's workspace set-up" '! grep -q "guest: workspace" "$T/run.err"'
+M="$T/state/instances/$ID/mirror.git"
+check "a symlink planted by the guest is a plain file on the host" \
+	'[ -f "$M/planted-link" ] && [ ! -L "$M/planted-link" ]'
+check "a setuid file planted by the guest has no setuid bit on the host" \
+	'[ -f "$M/planted-suid" ] && [ ! -u "$M/planted-suid" ] && [ ! -x "$M/planted-suid" ]'
+check "host repo untouched by the run (refs, HEAD, index, work tree)" \
+	'host_refs | cmp -s - "$T/refs.before" &&
+	 [ "$(git -C "$P" rev-parse HEAD)" = "$(cat "$T/head.before")" ] &&
+	 sha256sum -c --quiet "$T/files.before" &&
+	 git -C "$P" status --porcelain | cmp -s - "$T/status.before"'
+check "no remote-tracking ref before the fetch" \
+	'! git -C "$P" rev-parse -q --verify "refs/remotes/ksb/$ID" >/dev/null'
+
+ksb_say "ksbctl fetch"
+KSBCTL() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
+set +e
+KSBCTL fetch "$ID" --repo "$P" > "$T/fetch.out" 2>&1
+frc=$?
+set -e
+cat "$T/fetch.out"
+check "ksbctl fetch exited 0" '[ "$frc" = 0 ]'
+check "fetch reports refs/remotes/ksb/$ID" 'grep -q "^refs/remotes/ksb/$ID -> " "$T/fetch.out"'
+check "the guest's commit arrived (git CLI)" \
+	'[ "$(git -C "$P" log -1 --format=%s "refs/remotes/ksb/$ID")" = "agent: add agent.txt" ] &&
+	 [ "$(git -C "$P" show "refs/remotes/ksb/$ID:agent.txt")" = "from the guest $ID" ]'
+check "its parent is the seed with the uncommitted change, on host HEAD" \
+	'[ "$(git -C "$P" show "refs/remotes/ksb/$ID~1:tracked.txt")" = "uncommitted line" ] &&
+	 [ "$(git -C "$P" rev-parse "refs/remotes/ksb/$ID~2")" = "$(cat "$T/head.before")" ]'
+check "git fsck of the host repo is clean" 'git -C "$P" fsck --no-progress --no-dangling 2>&1 | tee "$T/fsck" | ( ! grep -q . )'
+check "host branches, HEAD, index and work tree untouched by the fetch" \
+	'host_refs | cmp -s - "$T/refs.before" &&
+	 [ "$(git -C "$P" rev-parse HEAD)" = "$(cat "$T/head.before")" ] &&
+	 sha256sum -c --quiet "$T/files.before" &&
+	 git -C "$P" status --porcelain | cmp -s - "$T/status.before"'
+check "the only new ref is refs/remotes/ksb/$ID" \
+	'[ "$(git -C "$P" for-each-ref --format="%(refname)" | grep -v "^refs/heads/" )" = "refs/remotes/ksb/$ID" ]'
+KSBCTL fetch "$ID" --repo "$P" > "$T/fetch2.out" 2>&1 || true
+check "a second fetch says nothing new" 'grep -q "^nothing new" "$T/fetch2.out"'
+check "context repo untouched" '[ -z "$(git -C "$C" status --porcelain)" ]'
+
+ksb_say "resume: the branch stays, base follows the host's HEAD"
+echo "more" >> "$P/README"
+git -C "$P" commit -qm "host: second" README
+cat > "$T/share/git-resume.sh" <<'GUEST'
+r() { echo "RESULT $1 $2"; }
+if [ "$(pwd)" = /home/agent/work ] && [ -f agent.txt ]; then r kept ok; else r kept bad; fi
+git fetch -q origin
+s=$(git log -1 --format=%s origin/base 2>&1)
+if [ "$s" = "host: second" ]; then r new_base ok; else r new_base "bad: $s"; fi
+if [ "$(cat /context/ctx/ctx.txt 2>&1)" = "context content" ]; then r context_again ok; else r context_again bad; fi
+exit 0
+GUEST
+set +e
+( cd "$P" && timeout -k 10 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--name "$ID" --state-dir "$T/state" --context "$C:ctx" \
+	--share-ro "$T/share:/ksb-test" \
+	-- /bin/sh /ksb-test/git-resume.sh ) > "$T/resume.out" 2> "$T/resume.err"
+rc=$?
+set -e
+cat "$T/resume.out" "$T/resume.err"
+check "resumed ksb-run exited 0" '[ "$rc" = 0 ]'
+for r in kept new_base context_again; do
+	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/resume.out'"
+done
+
+ksb_say "ephemeral: the mirror goes with the instance"
+set +e
+timeout -k 10 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--state-dir "$T/state" --repo "$P" \
+	-- /bin/sh -c 'git --no-pager log -1 --format="RESULT ephemeral %s"' > "$T/eph.out" 2> "$T/eph.err"
+rc=$?
+set -e
+cat "$T/eph.out" "$T/eph.err"
+check "ephemeral guest cloned the host's HEAD" '[ "$rc" = 0 ] && grep -qx "RESULT ephemeral host: second" "$T/eph.out"'
+check "only the named instance is left in the state dir" \
+	'[ "$(ls "$T/state/instances")" = "$ID" ]'
+
+ksb_say "a failed clone is reported and the command still runs"
+Q=$T/priv
+git init -q "$Q"
+echo x > "$Q/x"
+git -C "$Q" add x
+git -C "$Q" commit -qm x
+chmod -R go-rwx "$Q/.git/objects"	# the agent (uid 1000) cannot read them
+set +e
+timeout -k 10 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--state-dir "$T/state" --repo "$Q" \
+	-- /bin/sh -c 'echo "RESULT ran in $(pwd)"' > "$T/neg.out" 2> "$T/neg.err"
+rc=$?
+set -e
+tail -n 3 "$T/neg.out"
+cat "$T/neg.err"
+check "the command ran, in the agent's home, exit 0" \
+	'[ "$rc" = 0 ] && grep -qx "RESULT ran in /home/agent" "$T/neg.out"'
+check "ksb-run reported the guest's failed clone" \
+	'grep -q "guest: workspace: git clone of /ksb/mirror.git failed" "$T/neg.err"'
+
+echo "# $((n - fails)) passed, $fails failed"
+[ "$fails" = 0 ]

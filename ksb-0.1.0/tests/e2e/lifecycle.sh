@@ -1,0 +1,162 @@
+#!/bin/bash
+# e2e lifecycle test (real QEMU guests behind a real ksb-gatewayd, own
+# namespaces and temp dir): a detached named instance with a secret and a
+# disk, ksbctl list/status/stop of a busy guest, resume keeps the disk,
+# ksbctl rm; kill -9 of a detached supervisor -> lost, lease gone; an
+# ephemeral instance leaves nothing behind; --print-config; the preflight
+# reports a missing secret.  Needs root, QEMU and a guest kernel (exit 77).
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+ksb_need qemu-system-x86_64 /usr/sbin/mkfs.ext4 python3	# instance disks
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
+ksb_kernel
+ksb_env
+ksb_gateway
+
+fails=0
+run() { timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" "$@"; }
+ctl() { timeout 120 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
+# await_unlocked DIR: until no ksb-run holds DIR/lock (<= 60 s).
+await_unlocked() {
+	local i
+	for i in $(seq 1 600); do
+		flock -n -s "$1/lock" true 2>/dev/null && return 0
+		sleep 0.1
+	done
+	return 1
+}
+I=$T/state/instances
+SECRET="s3cr3t-$$-$RANDOM-value"
+export KSB_TEST_SECRET=$SECRET
+
+ksb_say "--print-config: where each setting came from"
+mkdir -p "$T/proj/.ksb"
+printf 'cpus = 1\nmemory = 384\nprofile = default\nsecret = TOKEN=env:KSB_TEST_SECRET\n' \
+	> "$T/proj/.ksb/instance.conf"
+(cd "$T/proj" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --memory 512 --print-config) > "$T/pc"
+cat "$T/pc"
+ksb_check "memory from the flag" 'grep -Eq "^memory += 512 +# --memory" "$T/pc"'
+ksb_check "cpus from the project file" 'grep -Eq "^cpus += 1 +# .ksb/instance.conf:1" "$T/pc"'
+ksb_check "disk-size: none for an ephemeral instance" \
+	'grep -Eq "^disk-size += none +# default \(no disk without --name\)" "$T/pc"'
+ksb_check "disk-size default 8G with --name" \
+	'(cd "$T/proj" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name pc1 --print-config) | grep -Eq "^disk-size += 8G +# default"'
+ksb_check "secret value not printed" '! grep -q "$SECRET" "$T/pc"'
+printf 'memory = lots\n' > "$T/bad.conf"
+ksb_check "bad project file: file:line error, exit 2" \
+	'! "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" -c "$T/bad.conf" --print-config 2>"$T/e" && grep -q "bad.conf:1: memory: invalid value" "$T/e"'
+
+ksb_say "detached named instance with a secret and a disk"
+t0=$(date +%s.%N)
+id=$(cd "$T/proj" && run --detach --name lc-named --disk-size 2G -- /bin/sh -c \
+	'echo hello-disk > ~/f; sha256sum < /run/ksb/secrets/TOKEN > ~/s;
+	 stat -c %a:%U /run/ksb/secrets/TOKEN > ~/m;
+	 { cat /sys/firmware/qemu_fw_cfg/by_name/opt/org.ksb/secrets/raw || echo fwcfg-unreadable; } > ~/fw 2>&1;
+	 cat /run/ksb/secrets/TOKEN; echo; base64 -w0 < /run/ksb/secrets/TOKEN; echo;
+	 sync; echo lc-files-written; exec sleep 600' 2>"$T/err-d")
+echo "detach returned after $(echo "$(date +%s.%N) - $t0" | bc) s: $id"
+cat "$T/err-d" >&2
+ksb_check "--detach printed the ID" '[ "$id" = lc-named ]'
+ksb_check "list shows it running" 'ctl list | grep -Eq "^lc-named +running"'
+ksb_check "status by unique prefix" 'ctl status lc- | grep -q "state: *running"'
+ksb_check "status --json" 'ctl status --json lc-named | grep -q "\"state\":\"running\""'
+qpid=$(sed -n 's/^qemu_pid=//p' "$I/lc-named/state")
+ksb_check "secret not in QEMU's argv" '! tr "\0" "\n" < /proc/$qpid/cmdline | grep -q "$SECRET"'
+ksb_check "secret not in QEMU's environment" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q "$SECRET"'
+ksb_check "QEMU environment has no KSB_TEST_SECRET" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q KSB_TEST_SECRET'
+# The command has written its files (it is busy afterwards) once its
+# marker is on the console (ksbctl attach replays what the console said).
+files_written() {
+	timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach lc-named </dev/null 2>/dev/null \
+		> "$T/att"
+	grep -aq lc-files-written "$T/att"
+}
+ksb_check "the command wrote its files" 'ksb_until 120 files_written'
+B64=$(printf %s "$SECRET" | base64 -w0 | cut -c1-16)
+ksb_check "console: the secret shown as [secret TOKEN], raw and base64" \
+	'[ "$(grep -ac "\[secret TOKEN\]" "$T/att")" -ge 2 ]'
+ksb_check "console: no trace of the secret (raw, base64)" \
+	'! grep -aq "$SECRET" "$T/att" && ! grep -aqF "$B64" "$T/att"'
+ksb_check "secret in no file under the state dir" '! grep -rqa "$SECRET" "$T/state"'
+ksb_check "secret in no file under the runtime dir" '! grep -rqa "$SECRET" "$T" --exclude-dir=proj --exclude=pc 2>/dev/null'
+
+ksb_say "ksbctl stop of a busy guest"
+t0=$(date +%s.%N)
+ctl stop lc-named | tee "$T/stop"
+echo "stop took $(echo "$(date +%s.%N) - $t0" | bc) s"
+ksb_check "stop: powered down" 'grep -q "lc-named: powerdown" "$T/stop"'
+ksb_check "stop: QEMU gone" '! kill -0 "$qpid" 2>/dev/null'
+ksb_check "list shows it stopped" 'ctl list | grep -Eq "^lc-named +stopped"'
+echo "idle named instance on disk: $(du -sh --apparent-size "$I/lc-named" | cut -f1) apparent, $(du -sh "$I/lc-named" | cut -f1) allocated"
+
+ksb_say "resume keeps the disk"
+run --name lc-named -- /bin/sh -c 'cat ~/f ~/s ~/m ~/fw; echo x > /usr/local/y && echo usr-local-writable' \
+	</dev/null >"$T/out-r" 2>"$T/err-r" || true
+cat "$T/out-r"; cat "$T/err-r" >&2
+ksb_check "file written before the stop is there" 'grep -qx hello-disk "$T/out-r"'
+ksb_check "agent read the secret" 'grep -q "$(printf %s "$SECRET" | sha256sum | cut -d" " -f1)" "$T/out-r"'
+ksb_check "secret file 0400 owned by agent" 'grep -qx 400:agent "$T/out-r"'
+ksb_check "fw_cfg entry unreadable to the agent" 'grep -q fwcfg-unreadable "$T/out-r"'
+ksb_check "/usr/local writable (overlay on the disk)" 'grep -qx usr-local-writable "$T/out-r"'
+ksb_check "rm of a stopped instance" 'ctl rm lc-named && [ ! -e "$I/lc-named" ]'
+
+ksb_say "kill -9 of a detached supervisor"
+id=$(run --detach -- /bin/sleep 600 2>/dev/null)
+spid=$(sed -n 's/^pid=//p' "$I/$id/state")
+ip=$(sed -n 's/^ip=//; s/\/.*//p' "$I/$id/state")
+ksb_check "the gateway holds its lease" 'ctl list | grep -Eq "^$id +running .* yes$"'
+kill -9 "$spid"
+await_unlocked "$I/$id"
+lost_no_lease() { ctl list | grep -Eq "^$id +lost .* no$"; }
+ksb_until 30 lost_no_lease || true
+ctl list
+ksb_check "list shows it lost, without a lease" 'ctl list | grep -Eq "^$id +lost .* no$"'
+ksb_check "its address left the nftables set" '! ip netns exec "$GW" nft list ruleset | grep -qw "$ip"'
+ksb_check "rm of a lost instance" 'ctl rm "$id" && [ ! -e "$I/$id" ]'
+
+ksb_say "an ephemeral instance leaves nothing behind"
+run -- /bin/true </dev/null >/dev/null 2>&1
+ksb_check "no instance dir" '[ -z "$(ls -A "$I")" ]'
+ksb_check "no tap" '[ -z "$(ip -n "$GW" -o link show type tun)" ]'
+ksb_check "no guest address in nftables" '! ip netns exec "$GW" nft list ruleset | grep -Eq "10\.77\.0\.([02-9]|[1-9][0-9]+)\b"'
+
+ksb_say "a signal during set-up still cleans up"
+# A gateway that accepts and never answers holds ksb-run in its REGISTER
+# (after the instance directory exists); SIGTERM then must not kill it with
+# the default action: it waits for the reply timeout and cleans up.
+python3 - "$T/mute.sock" "$T/mute.log" <<'EOF2' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); s.listen(4)
+c, _ = s.accept()
+open(sys.argv[2], "w").write("accepted\n")
+time.sleep(120)
+EOF2
+KSB_PIDS="$KSB_PIDS $!"
+sed "s|^control-socket = .*|control-socket = $T/mute.sock|" "$T/ksb.conf" > "$T/mute.conf"
+ksb_until 60 test -S "$T/mute.sock" || ksb_fail "the mute gateway did not start"
+"$KSB_BUILDDIR/ksb-run" -f "$T/mute.conf" -- /bin/true </dev/null >"$T/mute.out" 2>&1 &
+mpid=$!
+ksb_check "ksb-run reached REGISTER" 'ksb_until 120 grep -qs accepted "$T/mute.log"'
+ksb_check "its instance directory exists meanwhile" '[ -n "$(ls -A "$I")" ]'
+kill -TERM "$mpid" || true
+set +e
+wait "$mpid"
+set -e
+cat "$T/mute.out"
+ksb_check "after SIGTERM in set-up: no instance dir left" '[ -z "$(ls -A "$I")" ]'
+
+ksb_say "preflight"
+printf 'secret = GONE=env:KSB_NO_SUCH_VARIABLE\n' > "$T/miss.conf"
+set +e
+ctl status -c "$T/miss.conf" > "$T/pre"; rc=$?
+set -e
+cat "$T/pre"
+ksb_check "preflight: missing secret reported" 'grep -Eq "^MISSING +secret .*KSB_NO_SUCH_VARIABLE" "$T/pre"'
+ksb_check "preflight: exit 1" '[ "$rc" = 1 ]'
+ksb_check "preflight: gateway OK" 'grep -Eq "^OK +gateway" "$T/pre"'
+
+[ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
+echo "PASS"

@@ -1,0 +1,112 @@
+#!/bin/sh
+# run.sh: build each libFuzzer target with clang (ASan + UBSan) straight
+# from the sources it needs, and run it for $FUZZ_SECONDS (default 20)
+# seconds.  Exits 77 (skip) when clang or its libFuzzer runtime is missing.
+# Crash inputs are kept in $KSB_BUILDDIR/tests/fuzz/artifacts/.
+set -eu
+
+srcdir=${KSB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+builddir=${KSB_BUILDDIR:-$srcdir}
+secs=${FUZZ_SECONDS:-20}
+CLANG=${CLANG:-clang}
+# Set (by ./configure --enable-fuzzing) when skipping is not acceptable.
+skip=77
+[ -n "${FUZZ_REQUIRED:-}" ] && skip=1
+
+if ! command -v "$CLANG" >/dev/null 2>&1; then
+	echo "SKIP: $CLANG not found (apt-get install clang)"
+	exit $skip
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/ksb-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+
+cat > "$work/probe.c" <<'PROBE'
+#include <stddef.h>
+#include <stdint.h>
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; return 0; }
+PROBE
+if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$work/probe.c" \
+    -o "$work/probe" >/dev/null 2>&1; then
+	echo "SKIP: $CLANG cannot link -fsanitize=fuzzer (libFuzzer runtime missing: install the Debian package libclang-rt-14-dev)"
+	exit $skip
+fi
+
+crypto=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
+cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter
+	-D_GNU_SOURCE -I$srcdir -fsanitize=fuzzer,address,undefined
+	-fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+artifacts=$builddir/tests/fuzz/artifacts
+mkdir -p "$artifacts"
+
+# Seeds: hex strings, decoded with perl (perl-base is always there).
+seed() {
+	mkdir -p "$work/corpus_$1"
+	perl -e 'print pack("H*", $ARGV[0])' "$3" > "$work/corpus_$1/$2"
+}
+text_seed() {
+	mkdir -p "$work/corpus_$1"
+	printf '%b' "$3" > "$work/corpus_$1/$2"
+}
+text_seed connect_parse ok 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nUser-Agent: x\r\n\r\n'
+text_seed connect_parse v6 'CONNECT [2001:db8::1]:8443 HTTP/1.0\r\n\r\n'
+text_seed connect_parse get 'GET http://x/ HTTP/1.1\r\nHost: x\r\n\r\n'
+seed tls_peek openssl12 '16030100cc010000c80303f0e4f6aa0534607c7b821a0683f610f484f8116b8b94d2bbbf01e821edee2628000038c02cc030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c0035002f00ff0100006700000011000f00000c4578616d706c652e4f52472e000b000403000102000a000c000a001d0017001e00190018002300000016000000170000000d002a0028040305030603080708080809080a080b080408050806040105010601030303010302040205020602'
+text_seed hostname name 'WWW.Example.COM.'
+text_seed hostname v4 '0x7f.0.0.1'
+text_seed hostname v6 '[::ffff:127.0.0.1]'
+text_seed policy base 'profile base {\n  allow github.com\n  allow *.example.com:443,8000-8100\n  allow-address 10.0.0.0/8:22\n  allow-address [2001:db8::/32]\n}\nprofile dev extends base, other { # c\n}\nprofile other {}\n'
+# fuzz_msg: a flag byte (bit 0: a descriptor came), then header (u16 type,
+# u16 len, u32 id, host order) and a payload of zeros but for its text.
+msg_seed() {
+	mkdir -p "$work/corpus_msg"
+	perl -e 'my ($t, $l, $id, $x) = @ARGV;
+	    print pack("CSSL", 0, $t, $l, $id), substr($x . "\0" x $l, 0, $l)' \
+	    "$2" "$3" "$4" "${5:-}" > "$work/corpus_msg/$1"
+}
+msg_seed row_deny 64 836 0
+msg_seed close 65 80 1 reason
+msg_seed done 66 4 0
+msg_seed fatal 67 240 0 "proxy: hosts-file: cannot read"
+msg_seed instance 1 124 0 g1
+
+# target, sources, max input length
+set -- \
+	"connect_parse|gateway/connect_parse.c|9000" \
+	"tls_peek|gateway/tls_peek.c|20000" \
+	"hostname|policy/hostname.c|300" \
+	"policy|policy/policy.c policy/hostname.c common/util.c common/log.c|4096" \
+	"msg|gateway/msg.c common/log.c|4200"
+fail=0
+for t in "$@"; do
+	name=${t%%|*}
+	rest=${t#*|}
+	srcs=${rest%|*}
+	maxlen=${rest##*|}
+	files=""
+	for s in $srcs; do
+		files="$files $srcdir/$s"
+	done
+	echo "== fuzz_$name: build"
+	# shellcheck disable=SC2086
+	if ! "$CLANG" $cflags -o "$work/fuzz_$name" \
+	    "$srcdir/tests/fuzz/fuzz_$name.c" $files $crypto; then
+		echo "FAIL: fuzz_$name does not build"
+		fail=1
+		continue
+	fi
+	mkdir -p "$work/corpus_$name"
+	echo "== fuzz_$name: ${secs}s"
+	if ! "$work/fuzz_$name" -max_total_time="$secs" -max_len="$maxlen" \
+	    -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+	    -artifact_prefix="$artifacts/$name-" \
+	    "$work/corpus_$name" >"$work/$name.log" 2>&1; then
+		tail -n 60 "$work/$name.log"
+		echo "FAIL: fuzz_$name (input saved under $artifacts)"
+		fail=1
+		continue
+	fi
+	grep -E '^stat::number_of_executed_units|^Done' "$work/$name.log" || true
+done
+exit $fail

@@ -1,0 +1,57 @@
+# fakerun.py: stands in for ksb-run on the control socket (tests only).
+#   fakerun.py SOCK ID PROFILE resume|hold   REGISTER, keep the tap fd;
+#       resume: when the gateway goes away, RESUME every 100 ms (<= 60 s)
+#   fakerun.py SOCK - - send LINE            send one line, print the reply
+# Prints every reply line, flushed.  Bounded: exits after 300 s.
+import os, socket, sys, time
+
+sock, ident, profile, mode = sys.argv[1:5]
+deadline = time.time() + 300
+
+def connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(sock)
+    return s
+
+def reply(s):
+    msg, fds, _, _ = socket.recv_fds(s, 1024, 4)
+    print(msg.decode(errors="replace").strip(), "fds=%d" % len(fds), flush=True)
+    return msg.decode(errors="replace"), fds
+
+if mode == "send":
+    s = connect()
+    s.sendall((sys.argv[5] + "\n").encode())
+    reply(s)
+    sys.exit(0)
+
+s = connect()
+s.sendall(("REGISTER %s %s\n" % (ident, profile)).encode())
+line, fds = reply(s)
+if not line.startswith("OK "):
+    sys.exit(1)
+tap = dict(kv.split("=", 1) for kv in line.split()[1:])["tap"]
+while time.time() < deadline:
+    s.settimeout(1)
+    try:
+        if s.recv(1024) == b"":
+            raise ConnectionError
+        continue
+    except socket.timeout:
+        continue
+    except OSError:
+        pass
+    print("lost the gateway", flush=True)
+    if mode != "resume":
+        time.sleep(max(0, deadline - time.time()))
+        break
+    end = time.time() + 60
+    while time.time() < end:
+        try:
+            s = connect()
+            s.sendall(("RESUME %s %s\n" % (ident, tap)).encode())
+            line, _ = reply(s)
+            if line.startswith("OK "):
+                break
+        except OSError:
+            pass
+        time.sleep(0.1)

@@ -1,0 +1,143 @@
+/*
+ * nftdrv: drive gateway/nft.c and gateway/netdev.c from a shell test.
+ *
+ *   nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX [TAP MAC IP]...]
+ *				 (prefix default "ksbt"; guests in the batch)
+ *   nftdrv add TAP MAC IP
+ *   nftdrv del TAP MAC IP
+ *   nftdrv teardown
+ *   nftdrv bridge NAME ADDR/PREFIX
+ *   nftdrv tap NAME BRIDGE	 (prints "ready", holds the tap until stdin EOF)
+ *   nftdrv linkdel NAME
+ *
+ * Exit 0 on success; on failure prints the cause and exits 1 (2: usage).
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "gateway/net.h"
+
+static void __attribute__((noreturn))
+usage(void)
+{
+	fprintf(stderr, "usage: nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX "
+	    "[TAP MAC IP]...] | "
+	    "add TAP MAC IP | del TAP MAC IP | teardown |\n"
+	    "       bridge NAME ADDR/PREFIX | tap NAME BRIDGE | "
+	    "linkdel NAME\n");
+	exit(2);
+}
+
+static void
+parse_ip(const char *s, uint32_t *addr)
+{
+	if (inet_pton(AF_INET, s, addr) != 1) {
+		fprintf(stderr, "nftdrv: bad IPv4 address `%s'\n", s);
+		exit(2);
+	}
+}
+
+static void
+parse_mac(const char *s, uint8_t mac[6])
+{
+	char	end;
+
+	if (sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx%c", &mac[0], &mac[1],
+	    &mac[2], &mac[3], &mac[4], &mac[5], &end) != 6) {
+		fprintf(stderr, "nftdrv: bad MAC address `%s'\n", s);
+		exit(2);
+	}
+}
+
+int
+main(int argc, char **argv)
+{
+	struct nft_params	 p;
+	struct nft_guest	*g;
+	size_t			 ng, i;
+	uint8_t			 mac[6];
+	uint32_t		 addr;
+	char			*cause = NULL, *end, buf[256];
+	const char		*cmd;
+	long			 port;
+	int			 prefix, fd, ret;
+
+	if (argc < 2)
+		usage();
+	cmd = argv[1];
+	argc -= 2;
+	argv += 2;
+
+	if (strcmp(cmd, "setup") == 0) {
+		if (argc < 3 || (argc > 4 && (argc - 4) % 3 != 0))
+			usage();
+		memset(&p, 0, sizeof(p));
+		p.bridge = argv[0];
+		parse_ip(argv[1], &p.bridge_addr);
+		port = strtol(argv[2], &end, 10);
+		if (*end != '\0' || port < 1 || port > 65535)
+			usage();
+		p.proxy_port = (uint16_t)port;
+		p.tap_prefix = argc == 4 ? argv[3] : "ksbt";
+		ng = argc > 4 ? (size_t)(argc - 4) / 3 : 0;
+		g = calloc(ng + 1, sizeof(*g));
+		for (i = 0; i < ng; i++) {
+			if (strlen(argv[4 + 3 * i]) >= sizeof(g[i].tap))
+				usage();
+			strcpy(g[i].tap, argv[4 + 3 * i]);
+			parse_mac(argv[5 + 3 * i], g[i].mac);
+			parse_ip(argv[6 + 3 * i], &g[i].addr);
+		}
+		ret = nft_setup(&p, g, ng, &cause);
+		free(g);
+	} else if (strcmp(cmd, "add") == 0 || strcmp(cmd, "del") == 0) {
+		if (argc != 3)
+			usage();
+		parse_mac(argv[1], mac);
+		parse_ip(argv[2], &addr);
+		if (cmd[0] == 'a')
+			ret = nft_guest_add(argv[0], mac, addr, &cause);
+		else
+			ret = nft_guest_del(argv[0], mac, addr, &cause);
+	} else if (strcmp(cmd, "teardown") == 0) {
+		if (argc != 0)
+			usage();
+		ret = nft_teardown(&cause);
+	} else if (strcmp(cmd, "bridge") == 0) {
+		if (argc != 2)
+			usage();
+		if (util_parse_cidr4(argv[1], &addr, &prefix) != 0) {
+			fprintf(stderr, "nftdrv: bad address `%s'\n", argv[1]);
+			return 2;
+		}
+		ret = netdev_bridge_ensure(argv[0], addr, prefix, &cause);
+	} else if (strcmp(cmd, "tap") == 0) {
+		if (argc != 2)
+			usage();
+		ret = netdev_tap_create(argv[0], argv[1], &fd, &cause);
+		if (ret == 0) {
+			printf("ready\n");
+			fflush(stdout);
+			while (read(STDIN_FILENO, buf, sizeof(buf)) > 0)
+				;
+			close(fd);
+		}
+	} else if (strcmp(cmd, "linkdel") == 0) {
+		if (argc != 1)
+			usage();
+		ret = netdev_link_del(argv[0], &cause);
+	} else
+		usage();
+
+	if (ret != 0) {
+		fprintf(stderr, "nftdrv %s: %s\n", cmd,
+		    cause != NULL ? cause : "failed (no cause)");
+		free(cause);
+		return 1;
+	}
+	return 0;
+}

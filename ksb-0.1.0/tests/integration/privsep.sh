@@ -1,0 +1,173 @@
+#!/bin/bash
+# privsep.sh: privilege separation (issue 6).  The proxy process of
+# ksb-gatewayd runs as the unprivileged proxy user with no capabilities
+# (bounding set included), no_new_privs, a seccomp filter and an empty
+# root; it cannot open a netlink socket or create a tap (ksb-gatewayd -T:
+# the proxy process tries and logs the outcome); it holds no descriptor of
+# the parent's (databases, taps, control socket).  A malformed message
+# from it (injected on its socketpair end, taken with pidfd_getfd) and a
+# kill -9 make the parent restart it; the guest's registration survives
+# and new connections work.  A proxy process that cannot start (its hosts
+# file gone) has its own error logged by the parent, with its exit status,
+# and is retried with backoff until it can.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+ksb_need python3 pgrep	# pidfd_getfd; the processes
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
+ksb_env
+ksb_origin
+
+ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -T -f "$T/ksb.conf" \
+	>"$T/gatewayd.log" 2>&1 &
+GWPID=$!
+KSB_PIDS="$KSB_PIDS $GWPID"
+gw_ready() {
+	kill -0 "$GWPID" 2>/dev/null || { cat "$T/gatewayd.log"; ksb_fail "ksb-gatewayd died"; }
+	[ -S "$T/gateway.sock" ] && grep -q '^ksb-gatewayd: ready: ' "$T/gatewayd.log"
+}
+ksb_until 60 gw_ready || ksb_fail "ksb-gatewayd did not become ready"
+
+fails=0
+pass=0
+check() {
+	if eval "$2"; then echo "ok - $1"; pass=$((pass + 1))
+	else echo "not ok - $1"; fails=$((fails + 1)); fi
+}
+# child: the proxy process's pid (polls up to 30 s for a live one != $1;
+# a zombie the parent has not reaped yet does not count).
+child() {
+	local p end=$((SECONDS + 30))
+	while [ "$SECONDS" -lt "$end" ]; do
+		for p in $(pgrep -P "$GWPID" -x ksb-proxy || true); do
+			[ "$p" != "${1:-}" ] && ! ksb_dead "$p" && { echo "$p"; return 0; }
+		done
+		sleep 0.1
+	done
+	return 1
+}
+# sql_wait WANT QUERY: poll the audit database (<= 20 s).
+sql_wait() { ksb_sql_is "$@"; }
+# logged PATTERN [N]: until the gateway's log has N (1) lines matching
+# PATTERN (<= 20 s).
+nlogged() { grep -c -- "$1" "$T/gatewayd.log" || true; }
+logged_now() { [ "$(nlogged "$1")" -ge "${2:-1}" ]; }
+logged() { ksb_until 20 logged_now "$@"; }
+# sandboxed N: the Nth proxy process started has set up its sandbox.  It
+# is named ksb-proxy (what child finds) before it drops anything; with -T
+# it logs its selftest right after child_drop (chroot, ids, capabilities,
+# seccomp).  Processes that fail earlier (no hosts file) log none.
+sandboxed() { ksb_until 30 logged_now "selftest: setuid 0:" "$1"; }
+# field PID KEY: a line of /proc/PID/status without its key (tabs kept).
+field() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status"; }
+
+C1=$(child) || ksb_fail "no proxy process: $(cat "$T/gatewayd.log")"
+sandboxed 1 || true
+WANT_UID=$(id -u _ksbproxy 2>/dev/null || id -u nobody)
+
+ksb_say "the proxy process's credentials"
+check "parent still root" '[ "$(field "$GWPID" Uid)" = "0	0	0	0" ]'
+check "uid $WANT_UID (real, effective, saved, fs)" \
+	'[ "$(field "$C1" Uid)" = "$WANT_UID	$WANT_UID	$WANT_UID	$WANT_UID" ]'
+check "gid not 0" '! field "$C1" Gid | grep -qw 0'
+check "no supplementary groups" '[ -z "$(field "$C1" Groups)" ]'
+for cap in CapInh CapPrm CapEff CapBnd CapAmb; do
+	check "$cap = 0" '[ "$(field "$C1" $cap)" = 0000000000000000 ]'
+done
+check "NoNewPrivs 1" '[ "$(field "$C1" NoNewPrivs)" = 1 ]'
+check "Seccomp 2 (filter)" '[ "$(field "$C1" Seccomp)" = 2 ]'
+check "empty root" '[ -z "$(ls -A "/proc/$C1/root/")" ]'
+check "no database, tap or control socket descriptor" \
+	'! ls -l "/proc/$C1/fd/" | grep -Eq "\.db|/dev/net/tun|gateway\.sock"'
+
+ksb_say "what the sandbox forbids (-T)"
+check "netlink socket refused" \
+	'grep -q "selftest: netlink socket: Operation not permitted" "$T/gatewayd.log"'
+check "/dev/net/tun cannot be opened" \
+	'grep "selftest: open /dev/net/tun:" "$T/gatewayd.log" | grep -qv ALLOWED'
+check "TUNSETIFF refused" \
+	'grep -q "selftest: ioctl TUNSETIFF: Operation not permitted" "$T/gatewayd.log"'
+check "setuid(0) refused" \
+	'grep -q "selftest: setuid 0: Operation not permitted" "$T/gatewayd.log"'
+
+# One guest, as in proxy.sh.
+ns=ksbt-$$-g1
+ip netns add "$ns"
+KSB_NETNS="$ns"
+mkfifo "$T/hold1"
+ip netns exec "$GW" "$HOLD" "$T/gateway.sock" g1 default < "$T/hold1" > "$T/lease1" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+exec {HOLDFD}>"$T/hold1"
+for _ in $(seq 1 100); do [ -s "$T/lease1" ] && break; sleep 0.05; done
+lease=$(sed -n 's/^ip=\([^ ]*\).*/\1/p' "$T/lease1")
+[ -n "$lease" ] || ksb_fail "REGISTER g1: $(cat "$T/lease1")"
+ip link add kvg1 netns "$GW" type veth peer name eth0 netns "$ns"
+ip -n "$GW" link set kvg1 master ksb0 up
+ip -n "$ns" addr add "$lease" dev eth0
+ip -n "$ns" link set eth0 up
+fetch() {
+	ip netns exec "$ns" timeout 30 curl -sS --max-time 20 \
+		--proxy http://10.77.0.1:3128 --cacert "$T/pki/ca.pem" \
+		https://allowed.test/index.txt 2>&1 || true
+}
+
+ksb_say "a tunnel through the proxy process"
+check "allowed.test served" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
+check "its row is allowed and closed" \
+	'sql_wait 1 "SELECT count(*) FROM connections WHERE decision = '"'allow'"' AND close_reason IS NOT NULL"'
+
+ksb_say "a malformed message from the proxy process"
+python3 - "$C1" <<'PY'
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = os.pidfd_open(int(sys.argv[1]))
+fd = libc.syscall(438, pidfd, 4, 0)	# pidfd_getfd: its socketpair end
+if fd < 0:
+    sys.exit("pidfd_getfd: %s" % os.strerror(ctypes.get_errno()))
+# MSG_AUDIT_DECISION with a 3-byte payload: the size is not the type's.
+os.write(fd, struct.pack("=HHI", 64, 3, 1) + b"abc")
+PY
+check "the parent drops it" 'logged "malformed message; restarting"'
+C2=$(child "$C1") || C2=
+sandboxed 2 || true
+check "a new proxy process" '[ -n "$C2" ] && [ "$C2" != "$C1" ] && ksb_dead "$C1"'
+check "still sandboxed" '[ "$(field "$C2" Seccomp)" = 2 ] && [ "$(field "$C2" CapEff)" = 0000000000000000 ]'
+check "the guest is still served" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
+
+ksb_say "kill -9 of the proxy process"
+kill -9 "$C2"
+C3=$(child "$C2") || C3=
+check "restarted" '[ -n "$C3" ] && [ "$C3" != "$C2" ]'
+check "the guest is still served" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
+check "denied names still denied" \
+	'ip netns exec "$ns" timeout 30 curl -sS --max-time 20 --proxy http://10.77.0.1:3128 --cacert "$T/pki/ca.pem" https://denied.test/ 2>&1 | grep -q 403'
+check "gateway alive" 'kill -0 "$GWPID"'
+check "nftables tables still in force" \
+	'ip netns exec "$GW" nft list tables | grep -q "inet ksb"'
+
+ksb_say "a proxy process that cannot start"
+mv "$T/hosts" "$T/hosts.away"
+kill -9 "$C3"
+cause="proxy process [0-9]*: failed: proxy: hosts-file: cannot read .*(exit status 1); restarting it"
+check "the parent logs its cause and exit status" 'logged "$cause"'
+check "not called a malformed message" \
+	'[ "$(grep -c "malformed message" "$T/gatewayd.log")" = 2 ]'
+# The backoff has doubled with each restart so far (100 ms to 5 s): the
+# next failure may take seconds.
+check "retried with backoff" 'logged "$cause" 2'
+mv "$T/hosts.away" "$T/hosts"
+# The first one that stays (one started before the mv may still fail).
+C4=
+for _ in $(seq 1 30); do
+	p=$(child "$C3") || break
+	sleep 0.5
+	ksb_dead "$p" || { C4=$p; break; }
+done
+sandboxed 4 || true
+check "started once it can" '[ -n "$C4" ] && [ "$(field "$C4" Seccomp)" = 2 ]'
+check "the guest is served again" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
+
+echo "# $pass passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,721 @@
+/*
+ * test_audit.c: the audit database: schema creation, migration from every
+ * earlier version, the writer (group commit, callbacks, close records),
+ * the hash chain and verify detecting a modified, deleted and inserted
+ * record, retention with an anchor, and a removed database; the derived
+ * totals (schema version 3): built by the migration from version 2, kept
+ * by the writer through allowed, denied and close records and by retention.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <event2/event.h>
+#include <sqlite3.h>
+
+#include "common/common.h"
+#include "gateway/gateway.h"
+#include "tests/unit/tap.h"
+
+extern const char schema_audit_v1_sql[];
+extern const char schema_audit_v2_sql[];
+
+static struct event_base *base;
+static char dir[] = "/tmp/ksb-test-audit.XXXXXX";
+
+struct waiter {
+	int done, ok;
+};
+
+static void
+done_cb(int ok, void *arg)
+{
+	struct waiter *w = arg;
+
+	w->done = 1;
+	w->ok = ok;
+}
+
+/* Run the loop in 10 ms slices until *flag or ms elapse. */
+static void
+run_until(const int *flag, int ms)
+{
+	struct timeval tv = { 0, 10000 };
+	int i;
+
+	for (i = 0; i < ms / 10 && (flag == NULL || !*flag); i++) {
+		event_base_loopexit(base, &tv);
+		event_base_dispatch(base);
+	}
+}
+
+static char *
+path_of(const char *name)
+{
+	char *p;
+
+	xasprintf(&p, "%s/%s", dir, name);
+	return p;
+}
+
+static struct audit_row
+row(const char *host, int allow, const char *reason, int64_t ts)
+{
+	struct audit_row r;
+
+	memset(&r, 0, sizeof(r));
+	r.instance = "inst-1";
+	r.profile = "default";
+	r.client_addr = "10.77.0.2";
+	r.client_port = 40000;
+	r.host = host;
+	r.port = 443;
+	r.sni = allow ? host : NULL;
+	r.upstream_addr = allow ? "192.0.2.10" : NULL;
+	r.upstream_port = allow ? 443 : 0;
+	r.allow = allow;
+	r.reason = reason;
+	r.policy_digest = "abcd";
+	r.ts_ms = ts;
+	return r;
+}
+
+static sqlite3 *
+db_open(const char *p)
+{
+	sqlite3 *db = NULL;
+
+	if (sqlite3_open(p, &db) != SQLITE_OK)
+		fatalx("sqlite3_open %s", p);
+	return db;
+}
+
+static int64_t
+q_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	int64_t v = -1;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return -2;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+static char *
+q_text(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	char *v = NULL;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
+		return NULL;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		char *n;
+
+		xasprintf(&n, "%s%s|", v ? v : "",
+		    (const char *)sqlite3_column_text(st, 0));
+		free(v);
+		v = n;
+	}
+	sqlite3_finalize(st);
+	return v ? v : xstrdup("");
+}
+
+/* 0 intact, 1 broken (problem printed), -1 error. */
+static int
+verify(const char *p, char **problem)
+{
+	sqlite3 *db = db_open(p);
+	struct audit_verify r;
+	char *cause = NULL;
+	int rc = audit_chain_verify(db, &r, &cause);
+
+	if (rc == 1)
+		printf("# verify: %s seq %lld: %s\n", r.bad_table,
+		    (long long)r.bad_seq, r.problem);
+	if (rc == -1)
+		printf("# verify: %s\n", cause);
+	if (problem != NULL)
+		*problem = r.problem;
+	else
+		free(r.problem);
+	free(cause);
+	sqlite3_close(db);
+	return rc;
+}
+
+static void
+exec(const char *p, const char *sql)
+{
+	sqlite3 *db = db_open(p);
+	char *err = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &err) != SQLITE_OK)
+		fatalx("%s: %s", sql, err);
+	sqlite3_close(db);
+}
+
+static void
+copy(const char *from, const char *to)
+{
+	char *cmd;
+
+	xasprintf(&cmd, "cp '%s' '%s'", from, to);
+	if (system(cmd) != 0)
+		fatalx("%s", cmd);
+	free(cmd);
+}
+
+/* Write one of each record kind; returns the allowed row's id. */
+static int64_t
+write_some(struct audit *a, int64_t ts)
+{
+	struct audit_row r;
+	struct waiter w = { 0, 0 };
+	int64_t reg, id;
+
+	audit_policy(a, "abcd", 1, "/etc/ksb/policy.d/a.policy", NULL);
+	reg = audit_register(a, "inst-1", "default", "ksbt0",
+	    "52:54:00:00:00:02", "10.77.0.2");
+	r = row("denied.test", 0, "not_in_allowlist", ts);
+	audit_decision(a, &r, NULL, NULL, NULL);
+	r = row("allowed.test", 1, "allowed", ts);
+	id = audit_decision(a, &r, done_cb, &w, NULL);
+	run_until(&w.done, 5000);
+	CHECK(w.done && w.ok, "allowed row %lld committed, callback ran",
+	    (long long)id);
+	audit_close(a, id, 100, 2000, 42, "closed");
+	audit_unregister(a, reg);
+	return id;
+}
+
+static void
+test_fresh(void)
+{
+	char *p = path_of("fresh.db"), *q, *problem = NULL, *cause = NULL;
+	struct audit *a;
+	sqlite3 *db;
+	int64_t id;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a new database");
+	CHECK(audit_available(a), "available");
+	CHECK(audit_start(a, base, &cause) == 0, "writer started");
+	id = write_some(a, 0);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 3, "user_version 3");
+	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
+	CHECK(q_int(db, "SELECT count(*) FROM closes") == 1, "1 close record");
+	CHECK(q_int(db, "SELECT bytes_down FROM connections WHERE decision = "
+	    "'allow'") == 2000, "close fields mirrored");
+	CHECK(q_int(db, "SELECT count(*) FROM registrations WHERE "
+	    "unregistered_ms IS NOT NULL") == 1, "registration closed");
+	CHECK(q_int(db, "SELECT count(*) FROM active_tunnels") == 0,
+	    "no active tunnel");
+	CHECK(q_int(db, "SELECT allowed FROM instance_totals") == 1,
+	    "instance_totals view");
+	CHECK(q_int(db, "SELECT denied * 1000000 + bytes_down FROM "
+	    "instance_totals") == 1002000, "instance_totals: denial and bytes");
+	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
+	    "'allowed.test'") == 2000, "egress_by_host: the close's bytes");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: intact (%lld)", (long long)id);
+
+	/* Modified: a decision field, a close field, a close record. */
+	q = path_of("mod1.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET host = 'evil.test' WHERE decision = 'allow'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: modified host detected");
+	free(problem);
+	free(q);
+	q = path_of("mod2.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET bytes_down = 1 WHERE decision = 'allow'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "close fields"),
+	    "verify: modified close field detected");
+	free(problem);
+	free(q);
+	q = path_of("mod3.db");
+	copy(p, q);
+	exec(q, "UPDATE closes SET bytes_down = 1; UPDATE connections SET "
+	    "bytes_down = 1 WHERE decision = 'allow'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: modified close record detected");
+	free(problem);
+	free(q);
+	/* Derived totals: not chained, but recomputed by verify. */
+	q = path_of("tot.db");
+	copy(p, q);
+	exec(q, "UPDATE totals_host SET bytes_down = 1 WHERE host = 'allowed.test'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "totals_host"),
+	    "verify: modified totals detected");
+	free(problem);
+	free(q);
+	/* Deleted. */
+	q = path_of("del.db");
+	copy(p, q);
+	exec(q, "DELETE FROM connections WHERE decision = 'deny'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "missing"),
+	    "verify: deleted row detected");
+	free(problem);
+	free(q);
+	/* Inserted: with a copied seq, without one, at the end. */
+	q = path_of("ins1.db");
+	copy(p, q);
+	exec(q, "INSERT INTO unregistrations (seq, reg_id, ts_ms, hash) "
+	    "SELECT seq, 1, ts_ms, hash FROM connections WHERE decision = 'deny'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "duplicate"),
+	    "verify: inserted row (duplicate seq) detected");
+	free(problem);
+	free(q);
+	q = path_of("ins2.db");
+	copy(p, q);
+	exec(q, "INSERT INTO connections (ts_ms, client_addr, client_port, "
+	    "decision, reason) VALUES (1, '10.77.0.9', 1, 'allow', 'allowed')");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "without seq"),
+	    "verify: inserted row (no seq) detected");
+	free(problem);
+	free(q);
+	q = path_of("ins3.db");
+	copy(p, q);
+	exec(q, "INSERT INTO connections (ts_ms, client_addr, client_port, "
+	    "decision, reason, seq, hash) VALUES (1, '10.77.0.9', 1, 'allow', "
+	    "'allowed', (SELECT max(seq) + 1 FROM unregistrations), zeroblob(32))");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: inserted row at the end detected");
+	free(problem);
+	free(q);
+	free(p);
+}
+
+/* Column names of every table and the names of indexes and views. */
+static char *
+shape(const char *p)
+{
+	sqlite3 *db = db_open(p);
+	char *s = q_text(db, "SELECT m.type || ':' || m.name || ':' || "
+	    "coalesce((SELECT group_concat(name || ' ' || type, ',') FROM "
+	    "pragma_table_info(m.name)), '') FROM sqlite_master m "
+	    "WHERE m.name NOT LIKE 'sqlite_%' ORDER BY m.type, m.name");
+
+	sqlite3_close(db);
+	return s;
+}
+
+static void
+test_migrate_v1(void)
+{
+	char *p = path_of("v1.db"), *f = path_of("fresh2.db"), *cause = NULL;
+	char *s1, *s2;
+	struct audit *a;
+	sqlite3 *db;
+
+	/* A version 1 database as the version 1 gateway left it. */
+	db = db_open(p);
+	if (sqlite3_exec(db, schema_audit_v1_sql, NULL, NULL, NULL) != SQLITE_OK)
+		fatalx("v1 schema: %s", sqlite3_errmsg(db));
+	sqlite3_exec(db, "PRAGMA user_version = 1;"
+	    "INSERT INTO policy_versions (ts_ms, digest, ok, files, errors) VALUES "
+	    "(1000, 'abcd', 1, '', NULL), (1500, NULL, 0, 'x.policy', 'x:1: bad');"
+	    "INSERT INTO registrations (instance, profile, tap, mac, ip, "
+	    "registered_ms, unregistered_ms) VALUES ('a', 'default', 'ksbt0', "
+	    "'52:54:00:00:00:02', '10.77.0.2', 1100, 5000), ('b', 'default', "
+	    "'ksbt1', '52:54:00:00:00:03', '10.77.0.3', 1200, NULL);"
+	    "INSERT INTO connections (ts_ms, instance, profile, client_addr, "
+	    "client_port, host, port, sni, upstream_addr, upstream_port, decision, "
+	    "reason, policy_digest, bytes_up, bytes_down, duration_ms, "
+	    "close_reason, closed_ms) VALUES "
+	    "(2000, 'a', 'default', '10.77.0.2', 1, 'x.test', 443, 'x.test', "
+	    "'192.0.2.1', 443, 'allow', 'allowed', 'abcd', 10, 20, 30, 'closed', 2030),"
+	    "(2100, 'a', 'default', '10.77.0.2', 2, 'y.test', 443, NULL, NULL, "
+	    "NULL, 'deny', 'not_in_allowlist', 'abcd', NULL, NULL, NULL, NULL, NULL),"
+	    "(2200, 'b', 'default', '10.77.0.3', 3, 'x.test', 443, 'x.test', "
+	    "'192.0.2.1', 443, 'allow', 'allowed', 'abcd', NULL, NULL, NULL, NULL, "
+	    "NULL);", NULL, NULL, NULL);
+	sqlite3_close(db);
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 3, "migrated to version 3");
+	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
+	    "close records: the closed tunnel and the open one (restart)");
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
+	    "'gateway_restart'") == 1, "open tunnel closed as gateway_restart");
+	CHECK(q_int(db, "SELECT count(*) FROM unregistrations") == 2,
+	    "unregistration records");
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE seq IS NULL") == 0,
+	    "every row chained");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: migrated database intact");
+
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	/* Reopening a current database changes nothing. */
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "reopen");
+	audit_free(a);
+	CHECK(verify(p, NULL) == 0, "verify after reopen");
+
+	/* A newer schema is refused. */
+	exec(f, "PRAGMA user_version = 99");
+	CHECK(audit_open(f, 0, &a, &cause) == -1 && cause != NULL &&
+	    strstr(cause, "newer"), "newer schema refused");
+	free(cause);
+	free(p);
+	free(f);
+}
+
+static void
+test_retention(void)
+{
+	char *p = path_of("ret.db"), *cause = NULL;
+	int64_t old = util_now_ms() - 3 * 86400 * 1000LL;
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int i;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	for (i = 0; i < 50; i++) {
+		r = row("old.test", 0, "not_in_allowlist", old + i);
+		audit_decision(a, &r, NULL, NULL, NULL);
+	}
+	write_some(a, 0);
+	audit_free(a);
+	CHECK(audit_open(p, 86400, &a, &cause) == 0, "reopen, retention 1 day");
+	audit_start(a, base, &cause);
+	write_some(a, 0);	/* the writer prunes when it starts */
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE host = "
+	    "'old.test'") == 0, "old rows pruned");
+	CHECK(q_int(db, "SELECT seq FROM chain_anchor") == 50, "anchor at seq 50");
+	CHECK(q_int(db, "SELECT count(*) FROM connections") == 4, "recent rows kept");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify after pruning");
+	free(p);
+}
+
+/*
+ * An idle writer sleeps: with retention on it waits for the next prune,
+ * with the database gone for the next retry.  Those waits are monotonic
+ * deadlines; on a condition variable of the wrong clock they return at
+ * once and the writer spins.  Over 500 ms idle the process may use
+ * 100 ms of CPU at most (it uses ~0).
+ */
+static double
+cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void
+test_idle(void)
+{
+	char *p = path_of("idle.db"), *cause = NULL;
+	struct timespec half = { 0, 500 * 1000000L };
+	struct audit_row r;
+	struct audit *a;
+	double c0, used;
+
+	CHECK(audit_open(p, 86400, &a, &cause) == 0, "open, retention 1 day");
+	audit_start(a, base, &cause);
+	r = row("idle.test", 0, "not_in_allowlist", util_now_ms());
+	audit_decision(a, &r, NULL, NULL, NULL);
+	write_some(a, 0);
+	c0 = cpu_ms();
+	nanosleep(&half, NULL);
+	used = cpu_ms() - c0;
+	CHECK(used < 100, "an idle writer with retention sleeps (%.1f ms CPU "
+	    "in 500 ms)", used);
+	audit_free(a);
+	free(p);
+}
+
+static void
+test_removed(void)
+{
+	char *p = path_of("rm.db"), *wal, *cause = NULL, *problem = NULL;
+	struct waiter w = { 0, 0 };
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int avail = 0, i;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	/* Records are written in order: a committed allowed row means the
+	 * close and unregistration before it are too. */
+	r = row("barrier.test", 1, "allowed", 0);
+	audit_decision(a, &r, done_cb, &w, NULL);
+	run_until(&w.done, 5000);
+	memset(&w, 0, sizeof(w));
+	unlink(p);
+	xasprintf(&wal, "%s-wal", p);
+	unlink(wal);
+	free(wal);
+	r = row("allowed.test", 1, "allowed", 0);
+	audit_decision(a, &r, done_cb, &w, NULL);
+	run_until(&w.done, 5000);
+	CHECK(w.done && !w.ok, "allowed row refused once the file is gone");
+	CHECK(!audit_available(a), "unavailable");
+	r = row("allowed.test", 0, "audit_unavailable", 0);
+	audit_decision(a, &r, NULL, NULL, NULL);
+	for (i = 0; i < 500 && !avail; i++) {
+		run_until(NULL, 10);
+		avail = audit_available(a);
+	}
+	CHECK(avail, "available again (a new database)");
+	memset(&w, 0, sizeof(w));
+	r = row("allowed.test", 1, "allowed", 0);
+	audit_decision(a, &r, done_cb, &w, NULL);
+	run_until(&w.done, 5000);
+	CHECK(w.done && w.ok, "allowed row committed in the new database");
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT count(*) FROM chain_anchor WHERE reason = "
+	    "'replaced' AND seq = 7") == 1, "anchored on the removed chain");
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE reason = "
+	    "'audit_unavailable'") == 1, "row queued while down was written");
+	sqlite3_close(db);
+	CHECK(verify(p, &problem) == 0, "verify the new database");
+	free(problem);
+	free(p);
+}
+
+/*
+ * Totals recomputed from the rows, as text, for comparisons (the same
+ * query as schema/migrate-3.sql).
+ */
+static char *
+totals_recomputed(sqlite3 *db)
+{
+	return q_text(db, "SELECT quote(instance) || ',' || quote(host) || ',' "
+	    "|| quote(port) || ',' || count(*) || ',' || sum(decision = 'allow') "
+	    "|| ',' || sum(coalesce(bytes_down, 0)) || ',' || max(ts_ms) || ',' "
+	    "|| quote(max(CASE WHEN decision = 'allow' THEN ts_ms END)) FROM "
+	    "connections GROUP BY instance, host, port ORDER BY 1");
+}
+
+static char *
+totals_stored(sqlite3 *db)
+{
+	return q_text(db, "SELECT quote(instance) || ',' || quote(host) || ',' "
+	    "|| quote(port) || ',' || connections || ',' || allowed || ',' || "
+	    "bytes_down || ',' || last_ms || ',' || quote(last_allow_ms) FROM "
+	    "totals_host ORDER BY 1");
+}
+
+static void
+test_migrate_v2(void)
+{
+	char *p = path_of("v2.db"), *f = path_of("fresh3.db"), *g = path_of("v2ref.db");
+	char *s1, *s2, *cause = NULL;
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int64_t id;
+
+	/* A chained database, then made exactly version 2 (no totals). */
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	r = row("other.test", 1, "allowed", 0);
+	r.instance = "inst-2";
+	id = audit_decision(a, &r, NULL, NULL, NULL);
+	audit_close(a, id, 5, 50, 1, "closed");
+	r = row(NULL, 0, "bad_request", 0);
+	r.instance = NULL;
+	audit_decision(a, &r, NULL, NULL, NULL);
+	audit_decision(a, &r, NULL, NULL, NULL);
+	audit_free(a);
+	exec(p, "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
+	    "DROP INDEX connections_denied; "
+	    "DROP TABLE totals_instance; DROP TABLE totals_host; "
+	    "CREATE VIEW egress_by_host AS SELECT instance, host, port, "
+	    "count(*) AS connections, sum(coalesce(bytes_up, 0)) AS bytes_up, "
+	    "sum(coalesce(bytes_down, 0)) AS bytes_down, max(ts_ms) AS last_ms "
+	    "FROM connections WHERE decision = 'allow' GROUP BY instance, host, "
+	    "port; CREATE VIEW instance_totals AS SELECT instance, count(*) AS "
+	    "connections, sum(decision = 'allow') AS allowed, "
+	    "sum(decision = 'deny') AS denied, sum(coalesce(bytes_up, 0)) AS "
+	    "bytes_up, sum(coalesce(bytes_down, 0)) AS bytes_down, "
+	    "min(ts_ms) AS first_ms, max(ts_ms) AS last_ms FROM connections "
+	    "GROUP BY instance; PRAGMA user_version = 2");
+	exec(g, schema_audit_v2_sql);
+	s1 = shape(p);
+	s2 = shape(g);
+	CHECK(strcmp(s1, s2) == 0, "the test database is version 2's shape");
+	free(s1);
+	free(s2);
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 3, "migrated to version 3");
+	s1 = totals_recomputed(db);
+	s2 = totals_stored(db);
+	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
+	if (strcmp(s1, s2) != 0)
+		printf("# rows:   %s\n# totals: %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	CHECK(q_int(db, "SELECT count(*) FROM totals_host") == 4, "4 groups");
+	CHECK(q_int(db, "SELECT connections FROM instance_totals WHERE "
+	    "instance IS NULL") == 2, "unregistered source: one NULL group");
+	CHECK(q_int(db, "SELECT bytes_down FROM instance_totals WHERE "
+	    "instance = 'inst-2'") == 50, "inst-2 totals");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: chain and totals after migration");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+	free(g);
+}
+
+/* Queue a decision; its id. */
+static int64_t
+put(struct audit *a, const char *inst, const char *host, int allow, int64_t ts)
+{
+	struct audit_row r = row(host, allow, allow ? "allowed" : "not_in_allowlist", ts);
+
+	r.instance = inst;
+	if (host == NULL)
+		r.port = 0;
+	return audit_decision(a, &r, NULL, NULL, NULL);
+}
+
+static void
+test_totals_retention(void)
+{
+	char *p = path_of("totret.db"), *s1, *s2, *cause = NULL;
+	int64_t old = util_now_ms() - 3 * 86400 * 1000LL, id, ids[4];
+	struct waiter w = { 0, 0 };
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int i;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	/* Old rows (closed later: close records are young). */
+	for (i = 0; i < 10; i++)
+		put(a, "inst-1", "old.test", 0, old + i);
+	for (i = 0; i < 3; i++)
+		ids[i] = put(a, "inst-1", "mixed.test", 1, old + 20 + i);
+	put(a, NULL, NULL, 0, old + 25);
+	put(a, "inst-2", "late.test", 0, old + 30);
+	ids[3] = put(a, "inst-2", "late.test", 1, old + 31);
+	/* Young: everything after it stays, whatever its time. */
+	r = row("mixed.test", 1, "allowed", 0);
+	id = audit_decision(a, &r, done_cb, &w, NULL);
+	run_until(&w.done, 5000);
+	CHECK(w.done && w.ok, "young allowed row committed");
+	/* Open: no bytes yet; the close record adds them. */
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
+	    "'mixed.test'") == 0, "open tunnels: no bytes counted yet");
+	sqlite3_close(db);
+	audit_close(a, id, 7, 70, 1, "closed");
+	for (i = 0; i < 4; i++)
+		audit_close(a, ids[i], 1, i < 3 ? 1000 : 500, 1, "closed");
+	put(a, NULL, NULL, 0, 0);
+	put(a, "inst-2", "late.test", 0, old + 2);
+	audit_close(a, put(a, "inst-2", "late.test", 1, old + 3), 1, 30, 1,
+	    "closed");
+	audit_close(a, id, 7, 70, 1, "closed");	/* twice: counted once */
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
+	    "'mixed.test'") == 3070, "close records add their bytes");
+	CHECK(q_int(db, "SELECT allowed * 100 + denied FROM instance_totals "
+	    "WHERE instance = 'inst-2'") == 202, "allowed and denied counted");
+	s1 = totals_recomputed(db);
+	s2 = totals_stored(db);
+	CHECK(strcmp(s1, s2) == 0, "writer: totals equal the rows' aggregates");
+	if (strcmp(s1, s2) != 0)
+		printf("# rows:   %s\n# totals: %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: chain and totals");
+
+	/* Retention deletes the old rows and takes them out of the totals. */
+	CHECK(audit_open(p, 86400, &a, &cause) == 0, "reopen, retention 1 day");
+	audit_start(a, base, &cause);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE host = "
+	    "'old.test'") == 0, "old rows pruned");
+	CHECK(q_int(db, "SELECT count(*) FROM totals_host WHERE host = "
+	    "'old.test'") == 0, "emptied totals dropped");
+	CHECK(q_int(db, "SELECT bytes_down * 10 + connections FROM "
+	    "egress_by_host WHERE host = 'mixed.test'") == 701,
+	    "pruned bytes subtracted");
+	CHECK(q_int(db, "SELECT last_ms FROM totals_host WHERE host = "
+	    "'late.test'") == old + 3, "last time found again below the cut");
+	CHECK(q_int(db, "SELECT last_ms FROM egress_by_host WHERE host = "
+	    "'late.test'") == old + 3, "last allowed time found again");
+	CHECK(q_int(db, "SELECT first_ms FROM instance_totals WHERE instance = "
+	    "'inst-2'") == old + 2, "first time of an instance moved on");
+	CHECK(q_int(db, "SELECT connections FROM instance_totals WHERE instance "
+	    "IS NULL") == 1, "unregistered source: one row left");
+	s1 = totals_recomputed(db);
+	s2 = totals_stored(db);
+	CHECK(strcmp(s1, s2) == 0, "retention: totals equal the rows' aggregates");
+	if (strcmp(s1, s2) != 0)
+		printf("# rows:   %s\n# totals: %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify after pruning: chain and totals");
+	free(p);
+}
+
+int
+main(void)
+{
+	char *cmd;
+
+	log_init("test_audit", 0);
+	if (mkdtemp(dir) == NULL)
+		fatal("mkdtemp");
+	base = event_base_new();
+	test_fresh();
+	test_migrate_v1();
+	test_migrate_v2();
+	test_totals_retention();
+	test_retention();
+	test_idle();
+	test_removed();
+	event_base_free(base);
+	xasprintf(&cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", dir);
+	free(cmd);
+	return tap_done();
+}

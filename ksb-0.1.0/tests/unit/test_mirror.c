@@ -1,0 +1,657 @@
+/*
+ * test_mirror.c: mirror creation (and its cost on a larger repo), seeding
+ * with and without uncommitted changes, context checkout, base on resume,
+ * fetch of new commits, fetch with nothing new, fetch next to a host branch
+ * of the same name.  Temporary repos made with libgit2; no root needed.
+ */
+#include <sys/stat.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <git2.h>
+
+#include "common/common.h"
+#include "mirror/mirror.h"
+#include "tests/unit/tap.h"
+
+static char tmp[256];
+
+static void
+put(const char *dir, const char *name, const char *content, size_t len)
+{
+	char *p;
+	FILE *f;
+
+	xasprintf(&p, "%s/%s", dir, name);
+	if ((f = fopen(p, "w")) == NULL || fwrite(content, 1, len, f) != len)
+		fatal("%s", p);
+	fclose(f);
+	free(p);
+}
+
+static char *
+slurp(const char *path)
+{
+	static char buf[65536];
+	ssize_t n;
+	int fd;
+
+	buf[0] = '\0';
+	if ((fd = open(path, O_RDONLY)) == -1)
+		return buf;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+/* Commit every file of the work tree on HEAD; returns the commit id. */
+static git_oid
+commit_all(git_repository *r, const char *msg)
+{
+	git_index *idx;
+	git_oid tree_id, id;
+	git_tree *tree;
+	git_signature *sig;
+	git_object *parent = NULL;
+	const git_commit *parents[1];
+	char *paths[] = { "*" };
+	git_strarray ps = { paths, 1 };
+
+	if (git_repository_index(&idx, r) < 0 ||
+	    git_index_add_all(idx, &ps, 0, NULL, NULL) < 0 || git_index_write(idx) < 0 ||
+	    git_index_write_tree(&tree_id, idx) < 0 ||
+	    git_tree_lookup(&tree, r, &tree_id) < 0 ||
+	    git_signature_now(&sig, "T", "t@example") < 0)
+		fatalx("commit_all: %s", git_error_last()->message);
+	if (git_revparse_single(&parent, r, "HEAD^{commit}") != 0)
+		git_error_clear();
+	parents[0] = (const git_commit *)parent;
+	if (git_commit_create(&id, r, "HEAD", sig, sig, NULL, msg, tree,
+	    parent ? 1 : 0, parents) < 0)
+		fatalx("commit: %s", git_error_last()->message);
+	git_object_free(parent);
+	git_signature_free(sig);
+	git_tree_free(tree);
+	git_index_free(idx);
+	return id;
+}
+
+static git_repository *
+new_repo(const char *name, char **path)
+{
+	git_repository *r;
+
+	xasprintf(path, "%s/%s", tmp, name);
+	if (git_repository_init(&r, *path, 0) < 0)
+		fatalx("init: %s", git_error_last()->message);
+	return r;
+}
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A cheap fingerprint of a tree of files: names, sizes, mtimes. */
+static unsigned long
+fingerprint(const char *dir)
+{
+	char cmd[512], line[1024];
+	unsigned long h = 5381;
+	FILE *p;
+	size_t i;
+
+	snprintf(cmd, sizeof(cmd), "find '%s' -printf '%%P %%s %%T@ %%m\\n' | sort", dir);
+	if ((p = popen(cmd, "r")) == NULL)
+		fatal("popen");
+	while (fgets(line, sizeof(line), p) != NULL)
+		for (i = 0; line[i]; i++)
+			h = h * 33 + (unsigned char)line[i];
+	pclose(p);
+	return h;
+}
+
+/* As the guest would: commit on top of the seed and move sandbox/<id>. */
+static git_oid
+guest_commit(const char *inst, const char *host_objects, const char *id,
+    const char *file, const char *content, const git_oid *parent_id)
+{
+	git_repository *m;
+	git_treebuilder *tb;
+	git_commit *parent;
+	git_tree *ptree, *tree;
+	git_oid blob, tree_id, id_out;
+	git_signature *sig;
+	char *mdir, *alt, *ref;
+	const git_commit *parents[1];
+
+	xasprintf(&mdir, "%s/%s", inst, MIRROR_DIR);
+	xasprintf(&alt, "%s/objects/info/alternates", mdir);
+	put("/", alt + 1, host_objects, strlen(host_objects));	/* host view */
+	xasprintf(&ref, "refs/heads/sandbox/%s", id);
+	if (git_repository_open(&m, mdir) < 0 ||
+	    git_commit_lookup(&parent, m, parent_id) < 0 ||
+	    git_commit_tree(&ptree, parent) < 0 ||
+	    git_blob_create_from_buffer(&blob, m, content, strlen(content)) < 0 ||
+	    git_treebuilder_new(&tb, m, ptree) < 0 ||
+	    git_treebuilder_insert(NULL, tb, file, &blob, GIT_FILEMODE_BLOB) < 0 ||
+	    git_treebuilder_write(&tree_id, tb) < 0 ||
+	    git_tree_lookup(&tree, m, &tree_id) < 0 ||
+	    git_signature_now(&sig, "agent", "agent@ksb") < 0)
+		fatalx("guest_commit: %s", git_error_last()->message);
+	parents[0] = parent;
+	if (git_commit_create(&id_out, m, ref, sig, sig, NULL, "guest work\n", tree,
+	    1, parents) < 0)
+		fatalx("guest commit: %s", git_error_last()->message);
+	put("/", alt + 1, MIRROR_GUEST_OBJECTS "\n", strlen(MIRROR_GUEST_OBJECTS) + 1);
+	git_signature_free(sig);
+	git_tree_free(tree);
+	git_tree_free(ptree);
+	git_treebuilder_free(tb);
+	git_commit_free(parent);
+	git_repository_free(m);
+	free(mdir);
+	free(alt);
+	free(ref);
+	return id_out;
+}
+
+static void
+test_create_and_fetch(void)
+{
+	git_repository *r;
+	git_reference *ref;
+	git_oid head, tip, seed, hostbr;
+	struct mirror_state st;
+	struct mirror_fetch_opts fo;
+	struct mirror_fetch_result res;
+	char *repo, *inst, *p, *cause = NULL, hex[41];
+	unsigned long fp;
+	int rc;
+
+	r = new_repo("small", &repo);
+	put(repo, "a.txt", "alpha\n", 6);
+	put(repo, "b.txt", "beta\n", 5);
+	head = commit_all(r, "first\n");
+	xasprintf(&inst, "%s/inst1", tmp);
+	mkdir(inst, 0700);
+
+	xasprintf(&p, "%s/.git", repo);
+	fp = fingerprint(p);
+	free(p);
+	rc = mirror_create(repo, inst, "t1", 0, getuid(), getgid(), &st, &cause);
+	CHECK(rc == 0, "mirror_create small repo (%s)", rc ? cause : "ok");
+	git_oid_tostr(hex, sizeof(hex), &head);
+	CHECK(strcmp(st.seed, hex) == 0 && strcmp(st.base, hex) == 0, "seed = base = HEAD");
+	xasprintf(&p, "%s/mirror.git/refs/heads/sandbox/t1", inst);
+	CHECK(strncmp(slurp(p), hex, 40) == 0, "sandbox/t1 written in the mirror");
+	free(p);
+	xasprintf(&p, "%s/mirror.git/HEAD", inst);
+	CHECK(strcmp(slurp(p), "ref: refs/heads/sandbox/t1\n") == 0, "mirror HEAD -> sandbox/t1");
+	free(p);
+	xasprintf(&p, "%s/mirror.git/objects/info/alternates", inst);
+	CHECK(strcmp(slurp(p), MIRROR_GUEST_OBJECTS "\n") == 0, "alternates = guest objects path");
+	free(p);
+	xasprintf(&p, "%s/.git", repo);
+	CHECK(fingerprint(p) == fp, "host repo untouched by mirror_create");
+	free(p);
+	git_oid_fromstr(&seed, st.seed);
+	mirror_state_clear(&st);
+	CHECK(mirror_create(repo, inst, "t1", 0, getuid(), getgid(), &st, &cause) == -1,
+	    "a second mirror_create refuses (%s)", cause);
+	free(cause);
+	cause = NULL;
+
+	/* Nothing pushed yet. */
+	memset(&fo, 0, sizeof(fo));
+	fo.instance_dir = inst;
+	fo.id = "t1";
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == 0 && !res.updated, "fetch with only the seed: nothing new");
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/t1") == GIT_ENOTFOUND,
+	    "no remote ref created for nothing");
+	mirror_fetch_result_clear(&res);
+
+	/* The host has its own sandbox/t1 branch with its own commit. */
+	put(repo, "host.txt", "host\n", 5);
+	hostbr = commit_all(r, "host work\n");
+	{
+		git_commit *c;
+
+		git_commit_lookup(&c, r, &hostbr);
+		git_reference_create(&ref, r, "refs/heads/sandbox/t1", &hostbr, 0, NULL);
+		git_reference_free(ref);
+		git_commit_free(c);
+	}
+
+	xasprintf(&p, "%s/.git/objects", repo);
+	tip = guest_commit(inst, p, "t1", "new.txt", "from the guest\n", &seed);
+	tip = guest_commit(inst, p, "t1", "new2.txt", "more\n", &tip);
+	free(p);
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == 0 && res.updated, "fetch of new commits (%s)", rc ? cause : "ok");
+	CHECK(res.ahead == 2 && res.files == 2, "2 commits ahead, 2 files (%zu, %zu)",
+	    res.ahead, res.files);
+	CHECK(res.objects > 0, "objects received: %zu", res.objects);
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/t1") == 0 &&
+	    git_oid_equal(git_reference_target(ref), &tip), "refs/remotes/ksb/t1 = tip");
+	git_reference_free(ref);
+	CHECK(git_reference_lookup(&ref, r, "refs/heads/sandbox/t1") == 0 &&
+	    git_oid_equal(git_reference_target(ref), &hostbr),
+	    "host branch sandbox/t1 untouched");
+	git_reference_free(ref);
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	cause = NULL;
+
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == 0 && !res.updated && res.old[0] != '\0', "second fetch: nothing new");
+	mirror_fetch_result_clear(&res);
+
+	fo.ns = "refs/heads";
+	CHECK(mirror_fetch(&fo, &res, &cause) == -1, "namespace with a slash refused (%s)",
+	    cause);
+	free(cause);
+	cause = NULL;
+	fo.ns = "agent";
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == 0 && res.updated && strcmp(res.refname, "refs/remotes/agent/t1") == 0,
+	    "configurable namespace: %s", res.refname);
+	mirror_fetch_result_clear(&res);
+
+	/* Resume: base follows the host's HEAD; the guest's branch stays. */
+	put(repo, "c.txt", "gamma\n", 6);
+	head = commit_all(r, "later\n");
+	mirror_state_clear(&st);
+	rc = mirror_resume(inst, getuid(), getgid(), &st, &cause);
+	git_oid_tostr(hex, sizeof(hex), &head);
+	xasprintf(&p, "%s/mirror.git/refs/heads/base", inst);
+	CHECK(rc == 0 && strncmp(slurp(p), hex, 40) == 0, "resume offers HEAD as base");
+	free(p);
+	CHECK(mirror_read_ref(inst, "x", hex, &cause) == -1, "read_ref of a missing ref fails");
+	free(cause);
+	cause = NULL;
+	xasprintf(&p, "%s/mirror.git", inst);
+	git_oid_tostr(hex, sizeof(hex), &tip);
+	{
+		char got[41];
+
+		CHECK(mirror_read_ref(p, "refs/heads/sandbox/t1", got, &cause) == 0 &&
+		    strcmp(got, hex) == 0, "sandbox branch kept on resume");
+	}
+	free(p);
+	mirror_state_clear(&st);
+	git_repository_free(r);
+	free(repo);
+	free(inst);
+}
+
+static void
+test_uncommitted(void)
+{
+	git_repository *r, *m;
+	git_commit *c;
+	git_object *o;
+	git_oid head, seed;
+	struct mirror_state st;
+	char *repo, *inst, *p, *cause = NULL, hex[41];
+	unsigned long fp_index;
+	struct stat sb;
+	int rc;
+
+	r = new_repo("dirty", &repo);
+	put(repo, "a.txt", "alpha\n", 6);
+	put(repo, "b.txt", "beta\n", 5);
+	head = commit_all(r, "first\n");
+	put(repo, "a.txt", "alpha changed\n", 14);
+	put(repo, "untracked.txt", "nope\n", 5);
+	unlink("dummy");
+	xasprintf(&p, "%s/b.txt", repo);
+	unlink(p);
+	free(p);
+	xasprintf(&inst, "%s/inst2", tmp);
+	mkdir(inst, 0700);
+	xasprintf(&p, "%s/.git/index", repo);
+	stat(p, &sb);
+	fp_index = (unsigned long)sb.st_mtime ^ (unsigned long)sb.st_size;
+	free(p);
+	xasprintf(&p, "%s/.git/objects", repo);
+	{
+		unsigned long fp = fingerprint(p);
+
+		rc = mirror_create(repo, inst, "t2", MIRROR_INCLUDE_UNCOMMITTED, getuid(),
+		    getgid(), &st, &cause);
+		CHECK(rc == 0, "mirror_create --include-uncommitted (%s)", rc ? cause : "ok");
+		CHECK(fingerprint(p) == fp, "no object written to the host repo");
+	}
+	free(p);
+	xasprintf(&p, "%s/.git/index", repo);
+	stat(p, &sb);
+	CHECK(((unsigned long)sb.st_mtime ^ (unsigned long)sb.st_size) == fp_index,
+	    "host index not rewritten");
+	free(p);
+	git_oid_tostr(hex, sizeof(hex), &head);
+	CHECK(strcmp(st.seed, hex) != 0 && strcmp(st.base, hex) == 0,
+	    "seed is an extra commit, base = HEAD");
+
+	/* Look at the seed through the mirror's objects + the host's. */
+	xasprintf(&p, "%s/mirror.git/objects/info/alternates", inst);
+	{
+		char *ho;
+
+		xasprintf(&ho, "%s/.git/objects\n", repo);
+		put("/", p + 1, ho, strlen(ho));
+		free(ho);
+	}
+	free(p);
+	xasprintf(&p, "%s/mirror.git", inst);
+	git_oid_fromstr(&seed, st.seed);
+	CHECK(git_repository_open(&m, p) == 0 && git_commit_lookup(&c, m, &seed) == 0 &&
+	    git_commit_parentcount(c) == 1 && git_oid_equal(git_commit_parent_id(c, 0), &head),
+	    "seed's parent is HEAD");
+	CHECK(git_revparse_single(&o, m, "refs/heads/sandbox/t2:a.txt") == 0 &&
+	    git_blob_rawsize((git_blob *)o) == 14, "seed has the changed a.txt");
+	git_object_free(o);
+	CHECK(git_revparse_single(&o, m, "refs/heads/sandbox/t2:b.txt") != 0,
+	    "seed drops the deleted b.txt");
+	CHECK(git_revparse_single(&o, m, "refs/heads/sandbox/t2:untracked.txt") != 0,
+	    "seed leaves untracked files out");
+	git_error_clear();
+	git_commit_free(c);
+	git_repository_free(m);
+	free(p);
+	mirror_state_clear(&st);
+
+	/* Clean work tree: the seed is HEAD itself. */
+	put(repo, "a.txt", "alpha\n", 6);
+	put(repo, "b.txt", "beta\n", 5);
+	xasprintf(&p, "%s/inst3", tmp);
+	mkdir(p, 0700);
+	rc = mirror_create(repo, p, "t3", MIRROR_INCLUDE_UNCOMMITTED, getuid(), getgid(),
+	    &st, &cause);
+	CHECK(rc == 0 && strcmp(st.seed, hex) == 0, "no changes: seed = HEAD");
+	mirror_state_clear(&st);
+	free(p);
+
+	/* Context: the files of a revision, not of the work tree. */
+	{
+		char *name, *dir, *spec;
+
+		xasprintf(&spec, "%s@HEAD:ctx", repo);
+		put(repo, "a.txt", "dirty again\n", 12);
+		rc = mirror_context(spec, inst, &name, &dir, &cause);
+		xasprintf(&p, "%s/a.txt", dir ? dir : "/nonexistent");
+		CHECK(rc == 0 && strcmp(name, "ctx") == 0 && strcmp(slurp(p), "alpha\n") == 0,
+		    "context checkout of HEAD (%s)", rc ? cause : dir);
+		free(p);
+		free(name);
+		free(dir);
+		free(spec);
+		CHECK(mirror_context("/nonexistent@HEAD", inst, &name, &dir, &cause) == -1,
+		    "context of a missing repo fails (%s)", cause);
+		free(cause);
+		cause = NULL;
+	}
+	git_repository_free(r);
+	free(repo);
+	free(inst);
+}
+
+static double
+time_create(const char *repo, const char *name)
+{
+	struct mirror_state st;
+	char *inst, *cause = NULL;
+	double t0, t;
+
+	xasprintf(&inst, "%s/%s", tmp, name);
+	mkdir(inst, 0700);
+	t0 = now_s();
+	if (mirror_create(repo, inst, "cost", 0, getuid(), getgid(), &st, &cause) != 0)
+		fatalx("%s", cause);
+	t = now_s() - t0;
+	mirror_state_clear(&st);
+	free(inst);
+	return t;
+}
+
+static void
+test_cost(void)
+{
+	git_repository *r;
+	char *small, *big, name[32], *buf;
+	double ts, tb;
+	size_t i, j, mib = 32, files = 512, sz = mib * 1024 * 1024 / 512;
+
+	r = new_repo("cost-small", &small);
+	put(small, "x", "x\n", 2);
+	commit_all(r, "x\n");
+	git_repository_free(r);
+
+	r = new_repo("cost-big", &big);
+	buf = xmalloc(sz);
+	srandom(1);
+	for (i = 0; i < files; i++) {
+		for (j = 0; j < sz; j++)
+			buf[j] = (char)random();
+		snprintf(name, sizeof(name), "f%04zu", i);
+		put(big, name, buf, sz);
+	}
+	free(buf);
+	commit_all(r, "big\n");
+	git_repository_free(r);
+
+	ts = time_create(small, "cost1");
+	tb = time_create(big, "cost2");
+	printf("# mirror creation: tiny repo %.4f s, %zu MiB repo %.4f s\n", ts, mib, tb);
+	CHECK(tb < 0.5 && tb < ts * 20 + 0.05,
+	    "creation cost does not grow with the repo (%.4f s vs %.4f s)", tb, ts);
+	free(small);
+	free(big);
+}
+
+/* Count the entries of dir (-1: cannot read it). */
+static int
+count_entries(const char *dir)
+{
+	DIR *d;
+	struct dirent *de;
+	int n = 0;
+
+	if ((d = opendir(dir)) == NULL)
+		return -1;
+	while ((de = readdir(d)) != NULL)
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/*
+ * The fetch's limits and, as root, its confinement: the pack size cap;
+ * the pack builder runs as nobody (a root-only objects dir is unreadable
+ * to it); in a repo owned by someone else the host-side writes use that
+ * owner's rights (objects/pack swapped for a symlink to a root-only dir:
+ * nothing lands there).
+ */
+static void
+test_confinement(void)
+{
+	git_repository *r;
+	git_reference *ref;
+	git_oid head, tip, seed;
+	struct mirror_state st;
+	struct mirror_fetch_opts fo;
+	struct mirror_fetch_result res;
+	struct stat sb;
+	char *repo, *inst, *objs, *pack, *real, *evil, *cmd, *cause = NULL;
+	int rc;
+
+	r = new_repo("conf", &repo);
+	put(repo, "a.txt", "alpha\n", 6);
+	head = commit_all(r, "first\n");
+	xasprintf(&inst, "%s/inst-conf", tmp);
+	mkdir(inst, 0700);
+	rc = mirror_create(repo, inst, "c1", 0, getuid(), getgid(), &st, &cause);
+	CHECK(rc == 0, "mirror_create (%s)", rc ? cause : "ok");
+	git_oid_fromstr(&seed, st.seed);
+	mirror_state_clear(&st);
+	xasprintf(&objs, "%s/.git/objects", repo);
+	tip = guest_commit(inst, objs, "c1", "g.txt", "guest\n", &seed);
+	(void)head;
+
+	memset(&fo, 0, sizeof(fo));
+	fo.instance_dir = inst;
+	fo.id = "c1";
+	fo.max_pack_bytes = 64;
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == -1 && cause != NULL && strstr(cause, "larger than 64 bytes") != NULL,
+	    "a pack over max_pack_bytes is refused (%s)", rc ? cause : "fetched");
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/c1") == GIT_ENOTFOUND,
+	    "no ref after the refused pack");
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	cause = NULL;
+	fo.max_pack_bytes = 0;
+
+	if (geteuid() != 0) {
+		printf("# skip: the uid drop and owner rights need root\n");
+		goto done;
+	}
+	/* The pack builder is nobody: it cannot read a root-only objects dir. */
+	chmod(objs, 0700);
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == -1, "pack builder cannot read a root-only objects dir (%s)",
+	    rc ? cause : "fetched");
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	cause = NULL;
+	chmod(objs, 0755);
+
+	/* A repo owned by uid 65533: the indexer writes with its rights. */
+	chmod(tmp, 0711);
+	xasprintf(&cmd, "chown -R 65533:65533 '%s'", repo);
+	CHECK(system(cmd) == 0, "%s", cmd);
+	free(cmd);
+	xasprintf(&pack, "%s/pack", objs);
+	xasprintf(&real, "%s/pack.real", objs);
+	xasprintf(&evil, "%s/root-only", tmp);
+	mkdir(evil, 0755);
+	CHECK(rename(pack, real) == 0 && symlink(evil, pack) == 0,
+	    "objects/pack -> a root-owned dir");
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == -1 && count_entries(evil) == 0,
+	    "nothing written through the owner's symlink (%s)", rc ? cause : "fetched");
+	mirror_fetch_result_clear(&res);
+	free(cause);
+	cause = NULL;
+	unlink(pack);
+	rename(real, pack);
+	rc = mirror_fetch(&fo, &res, &cause);
+	CHECK(rc == 0 && res.updated, "fetch into a user's repo (%s)", rc ? cause : "ok");
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/c1") == 0 &&
+	    git_oid_equal(git_reference_target(ref), &tip), "refs/remotes/ksb/c1 = tip");
+	git_reference_free(ref);
+	xasprintf(&cmd, "%s/.git/refs/remotes/ksb/c1", repo);
+	CHECK(stat(cmd, &sb) == 0 && sb.st_uid == 65533, "the ref file is the owner's");
+	free(cmd);
+	CHECK(count_entries(inst) == 2, "the private copy is gone from the instance dir");
+	mirror_fetch_result_clear(&res);
+	chmod(tmp, 0700);
+	free(pack);
+	free(real);
+	free(evil);
+done:
+	free(cause);
+	free(objs);
+	git_repository_free(r);
+	free(repo);
+	free(inst);
+}
+
+/* mirror_usage: blocks counted, symlinks not followed, bounded walk. */
+static void
+test_usage(void)
+{
+	char *d, *p, *big, buf[4096];
+	uint64_t bytes, entries;
+	char *cause = NULL;
+	int i, fd, rc;
+
+	xasprintf(&d, "%s/usage", tmp);
+	mkdir(d, 0700);
+	xasprintf(&big, "%s/outside", tmp);
+	memset(buf, 'x', sizeof(buf));
+	fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	for (i = 0; i < 1024; i++)	/* 4 MiB, outside the mirror */
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			fatal("write");
+	close(fd);
+	xasprintf(&p, "%s/link", d);
+	CHECK(symlink(big, p) == 0, "symlink to a big file outside");
+	free(p);
+	xasprintf(&p, "%s/a", d);
+	fd = open(p, O_WRONLY | O_CREAT, 0600);
+	for (i = 0; i < 64; i++)	/* 256 KiB inside */
+		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+			fatal("write");
+	close(fd);
+	free(p);
+	rc = mirror_usage(d, 1 << 20, 1000, &bytes, &entries, &cause);
+	CHECK(rc == 0 && bytes >= 256 * 1024 && bytes < (1 << 20) && entries == 2,
+	    "usage: %llu bytes, %llu entries, the symlink not followed",
+	    (unsigned long long)bytes, (unsigned long long)entries);
+	rc = mirror_usage(d, 128 * 1024, 1000, &bytes, &entries, &cause);
+	CHECK(rc == 1 && strstr(cause, "more than") != NULL, "over max_bytes: %s", cause);
+	rc = mirror_usage(d, 1 << 20, 1, &bytes, &entries, &cause);
+	CHECK(rc == 1 && strstr(cause, "files") != NULL, "over max_entries: %s", cause);
+	xasprintf(&p, "%s", d);
+	for (i = 0; i < 70; i++) {
+		char *q;
+
+		xasprintf(&q, "%s/d", p);
+		mkdir(q, 0700);
+		free(p);
+		p = q;
+	}
+	free(p);
+	rc = mirror_usage(d, 1 << 20, 1000, &bytes, &entries, &cause);
+	CHECK(rc == 1 && strstr(cause, "deeper") != NULL, "deep nesting: %s", cause);
+	free(cause);
+	free(big);
+	free(d);
+}
+
+int
+main(void)
+{
+	char cmd[300];
+
+	log_init("test_mirror", 0);
+	snprintf(tmp, sizeof(tmp), "%s/ksb-mirror-XXXXXX",
+	    getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (mkdtemp(tmp) == NULL)
+		fatal("mkdtemp");
+	mirror_global_init();
+	test_create_and_fetch();
+	test_uncommitted();
+	test_confinement();
+	test_usage();
+	test_cost();
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	if (system(cmd) != 0)
+		printf("# could not remove %s\n", tmp);
+	git_libgit2_shutdown();
+	return tap_done();
+}

@@ -1,0 +1,276 @@
+/*
+ * test_qemu_argv.c: the QEMU argv builder (vmrunner/qemu.c): a valid
+ * configuration, every refused field, QMP and disk options, -cpu for each
+ * accelerator and the x86-64-v2 check.
+ */
+#include <sys/stat.h>
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "vmrunner/vmrunner.h"
+#include "tests/unit/tap.h"
+
+static int
+has_pair(char **argv, const char *opt, const char *val)
+{
+	size_t i;
+
+	for (i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++)
+		if (strcmp(argv[i], opt) == 0 && strcmp(argv[i + 1], val) == 0)
+			return 1;
+	return 0;
+}
+
+static const char *
+value_of(char **argv, const char *opt)
+{
+	size_t i;
+
+	for (i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++)
+		if (strcmp(argv[i], opt) == 0)
+			return argv[i + 1];
+	return "";
+}
+
+static void
+base_config(struct qemu_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->binary = "qemu-system-x86_64";
+	c->machine = "q35";
+	c->accel = QEMU_ACCEL_TCG;
+	c->memory_mib = 512;
+	c->cpus = 1;
+	c->kernel = "/k/vmlinux-6.1";
+	c->initrd = "/c/initramfs.cpio";
+	c->id = "e-1a2b3c4d";
+	inet_pton(AF_INET, "10.77.0.2", &c->addr);
+	c->prefix = 24;
+	inet_pton(AF_INET, "10.77.0.1", &c->gw);
+	c->port = 3128;
+	c->mac = "52:54:00:aa:bb:01";
+	c->tap_fd = 3;
+	c->ctl_fd = 4;
+	c->con_fd = -1;
+	c->secrets_fd = -1;
+	c->share_usr = 1;
+}
+
+static void
+test_argv(void)
+{
+	struct qemu_share shares[] = { { "/src/my,proj", "/home/agent/proj", 0 },
+	    { "/var/lib/ksb/instances/x/mirror.git", "/ksb/mirror.git", 1 } };
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL;
+	int rc;
+
+	base_config(&c);
+	c.shares = shares;
+	c.nshares = 2;
+	rc = qemu_argv(&c, &argv, &cause);
+	CHECK(rc == 0, "valid config builds (%s)", cause ? cause : "");
+	if (rc != 0)
+		return;
+	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0, "argv[0] is the binary");
+	CHECK(strcmp(argv[1], "-nodefaults") == 0, "-nodefaults first");
+	CHECK(has_pair(argv, "-accel", "tcg"), "-accel tcg");
+	CHECK(has_pair(argv, "-machine", "q35"), "-machine q35");
+	CHECK(has_pair(argv, "-m", "512") && has_pair(argv, "-smp", "1"), "-m 512 -smp 1");
+	CHECK(has_pair(argv, "-display", "none"), "-display none");
+	CHECK(has_pair(argv, "-netdev", "tap,id=n0,fd=3,vhost=off"), "tap fd 3");
+	CHECK(has_pair(argv, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:aa:bb:01,romfile="),
+	    "virtio-net with the assigned MAC");
+	CHECK(has_pair(argv, "-chardev", "socket,id=ctl,fd=4"), "control socket fd 4");
+	CHECK(has_pair(argv, "-device",
+	    "virtserialport,bus=vs0.0,chardev=ctl,name=org.ksb.control"), "control port name");
+	CHECK(has_pair(argv, "-virtfs", "local,path=/usr,mount_tag=usr,security_model=none,"
+	    "readonly=on,multidevs=remap"), "host /usr read-only");
+	CHECK(has_pair(argv, "-virtfs", "local,path=/src/my,,proj,mount_tag=s0,"
+	    "security_model=none,readonly=on,multidevs=remap"), "share with doubled comma");
+	CHECK(has_pair(argv, "-serial", "chardev:con") &&
+	    has_pair(argv, "-chardev", "stdio,id=con,signal=off"), "console on stdio");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 "
+	    "ksb.port=3128") != NULL, "cmdline carries the lease");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
+	    "cmdline share");
+	CHECK(has_pair(argv, "-virtfs", "local,path=/var/lib/ksb/instances/x/mirror.git,"
+	    "mount_tag=s1,security_model=mapped-xattr,multidevs=remap"),
+	    "writable share: mapped-xattr, no readonly=on");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s1:/ksb/mirror.git:rw") != NULL,
+	    "cmdline marks the writable share :rw");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj:rw") == NULL,
+	    "read-only share has no :rw");
+	CHECK(strstr(value_of(argv, "-append"), "console=ttyS0") != NULL, "serial console");
+	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0 &&
+	    strcmp(value_of(argv, "-no-reboot"), "") == 0, "-no-reboot last");
+	qemu_argv_free(argv);
+
+	base_config(&c);
+	c.accel = QEMU_ACCEL_KVM;
+	c.share_usr = 0;
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "kvm") &&
+	    !has_pair(argv, "-virtfs", "local,path=/usr,mount_tag=usr,security_model=none,"
+	    "readonly=on,multidevs=remap"), "kvm, no /usr share");
+	qemu_argv_free(argv);
+}
+
+static void
+expect_fail(struct qemu_config *c, const char *needle, const char *what)
+{
+	char **argv = NULL, *cause = NULL;
+	int rc = qemu_argv(c, &argv, &cause);
+
+	CHECK(rc == -1 && argv == NULL && cause != NULL && strstr(cause, needle) != NULL,
+	    "%s refused (%s)", what, cause ? cause : "no cause");
+	free(cause);
+	qemu_argv_free(argv);
+}
+
+static void
+test_argv_lifecycle(void)
+{
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL;
+	int rc;
+
+	base_config(&c);
+	c.con_fd = 5;
+	c.secrets_fd = 6;
+	c.disk = "/var/lib/ksb/instances/x/disk.img";
+	c.qmp_path = "/var/lib/ksb/instances/x/qmp.sock";
+	rc = qemu_argv(&c, &argv, &cause);
+	CHECK(rc == 0, "console, secrets, disk, qmp build (%s)", cause ? cause : "");
+	if (rc != 0)
+		return;
+	CHECK(has_pair(argv, "-chardev", "socket,id=con,fd=5"), "console on fd 5");
+	CHECK(has_pair(argv, "-fw_cfg", "name=opt/org.ksb/secrets,file=/proc/self/fd/6"),
+	    "secrets as fw_cfg from fd 6");
+	CHECK(has_pair(argv, "-drive", "file=/var/lib/ksb/instances/x/disk.img,if=none,"
+	    "id=d0,format=raw,discard=unmap,detect-zeroes=unmap"), "raw disk");
+	CHECK(has_pair(argv, "-device", "virtio-blk-pci,drive=d0,serial=ksb-disk"),
+	    "virtio-blk");
+	CHECK(has_pair(argv, "-qmp", "unix:/var/lib/ksb/instances/x/qmp.sock,server=on,wait=off"),
+	    "QMP socket");
+	CHECK(strstr(value_of(argv, "-append"), " ksb.disk=1") != NULL, "ksb.disk=1");
+	qemu_argv_free(argv);
+	argv = NULL;
+	c.secrets_fd = 5;
+	CHECK(qemu_argv(&c, &argv, &cause) == -1, "secrets fd == console fd refused");
+	free(cause);
+	cause = NULL;
+	base_config(&c);
+	c.qmp_path = "relative/qmp.sock";
+	CHECK(qemu_argv(&c, &argv, &cause) == -1, "relative QMP path refused");
+	free(cause);
+}
+
+static void
+test_argv_errors(void)
+{
+	static const char *bad_paths[] = { "relative", "/", "/a/../b", "/a/./b", "/a//b",
+	    "/a b", "/a,b", "/usr", "/usr/lib", "/proc", "/etc", "/home/agent", "/x/",
+	    "/a;b", "/a/.." };
+	struct qemu_share sh = { NULL, NULL, 0 };
+	struct qemu_config c;
+	size_t i;
+
+	base_config(&c); c.machine = "microvm"; expect_fail(&c, "microvm", "machine microvm");
+	base_config(&c); c.memory_mib = 10; expect_fail(&c, "memory", "memory 10");
+	base_config(&c); c.cpus = 0; expect_fail(&c, "cpus", "0 cpus");
+	base_config(&c); c.id = "Bad ID"; expect_fail(&c, "Bad ID", "bad id");
+	base_config(&c); c.mac = "52:54:00:aa:bb"; expect_fail(&c, "MAC", "short MAC");
+	base_config(&c); c.prefix = 31; expect_fail(&c, "prefix", "prefix 31");
+	base_config(&c); c.tap_fd = 4; expect_fail(&c, "descriptors", "same fds");
+	base_config(&c); c.port = 0; expect_fail(&c, "port", "port 0");
+	for (i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
+		base_config(&c);
+		sh.host_path = "/srv";
+		sh.guest_path = bad_paths[i];
+		c.shares = &sh;
+		c.nshares = 1;
+		expect_fail(&c, "guest path", bad_paths[i]);
+	}
+	base_config(&c); sh.host_path = "srv"; sh.guest_path = "/srv";
+	c.shares = &sh; c.nshares = 1; expect_fail(&c, "absolute", "relative host path");
+}
+
+/* The guest CPU: -cpu for each accel, explicit models, the v2 check. */
+static void
+test_argv_cpu(void)
+{
+	static const char *bad[] = { "max -smp 64", "-machine", "help", "a;b", "",
+	    "max,x=$(id)", "qemu64\n" };
+	static const char *host = "fpu vme sse sse2 ssse3 sse4_1 sse4_2 popcnt avx";
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL, buf[64];
+	size_t i;
+
+	base_config(&c);
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "tcg") &&
+	    has_pair(argv, "-cpu", QEMU_TCG_CPU), "tcg, cpu unset: -cpu " QEMU_TCG_CPU);
+	qemu_argv_free(argv);
+	base_config(&c);
+	c.accel = QEMU_ACCEL_KVM;
+	c.cpu = "auto";
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "kvm") &&
+	    has_pair(argv, "-cpu", "host"), "kvm, cpu auto: -cpu host");
+	qemu_argv_free(argv);
+	base_config(&c);
+	c.cpu = "Nehalem-v2,+avx,-la57";
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+	    has_pair(argv, "-cpu", "Nehalem-v2,+avx,-la57"), "explicit model passed through");
+	qemu_argv_free(argv);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		base_config(&c);
+		c.cpu = bad[i];
+		expect_fail(&c, "CPU model", bad[i]);
+	}
+	CHECK(strcmp(qemu_cpu_model(QEMU_ACCEL_TCG, NULL), QEMU_TCG_CPU) == 0 &&
+	    strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "auto"), "host") == 0 &&
+	    strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "Haswell"), "Haswell") == 0,
+	    "qemu_cpu_model: auto per accel, else the setting");
+	CHECK(qemu_cpu_lacks("qemu64", host, buf, sizeof(buf)) == 4 &&
+	    strcmp(buf, "ssse3 sse4_1 sse4_2 popcnt") == 0, "qemu64 lacks all four (%s)", buf);
+	CHECK(qemu_cpu_lacks("Penryn-v1", host, buf, sizeof(buf)) == 2 &&
+	    strcmp(buf, "sse4_2 popcnt") == 0, "Penryn-v1 lacks sse4_2 popcnt (%s)", buf);
+	CHECK(qemu_cpu_lacks("qemu64,+ssse3,sse4.1=on,+sse4.2,+popcnt", host, buf,
+	    sizeof(buf)) == 0, "qemu64 with the four switched on lacks none");
+	CHECK(qemu_cpu_lacks("max", host, buf, sizeof(buf)) == 0 &&
+	    qemu_cpu_lacks("host", host, buf, sizeof(buf)) == 0 &&
+	    qemu_cpu_lacks("Nehalem", host, buf, sizeof(buf)) == 0,
+	    "max, host, Nehalem lack none");
+	CHECK(qemu_cpu_lacks("max,-popcnt", host, buf, sizeof(buf)) == 1 &&
+	    strcmp(buf, "popcnt") == 0, "max,-popcnt lacks popcnt");
+	CHECK(qemu_cpu_lacks("qemu64", "fpu sse sse2", buf, sizeof(buf)) == 0,
+	    "a host without them: nothing to report");
+	CHECK(qemu_cpu_lacks("qemu64", "fpu sse4_2x popcnt", buf, sizeof(buf)) == 1 &&
+	    strcmp(buf, "popcnt") == 0, "whole flag words only");
+	base_config(&c);
+	c.ca_path = "/var/lib/ksb/instances/x,y/ca.pem";
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-fw_cfg",
+	    "name=opt/org.ksb/ca,file=/var/lib/ksb/instances/x,,y/ca.pem"),
+	    "ca_path: fw_cfg opt/org.ksb/ca, comma doubled");
+	qemu_argv_free(argv);
+	base_config(&c);
+	c.ca_path = "ca.pem";
+	expect_fail(&c, "CA file", "relative CA file");
+	free(cause);
+}
+
+int
+main(void)
+{
+	log_init("test_qemu_argv", 0);
+	test_argv();
+	test_argv_errors();
+	test_argv_lifecycle();
+	test_argv_cpu();
+	return tap_done();
+}

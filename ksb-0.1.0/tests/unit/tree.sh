@@ -1,0 +1,43 @@
+#!/bin/bash
+# tree.sh: what the repository itself must hold.  No committed build output
+# (an ELF file anywhere in git), and no formatting drift: every product
+# source is as clang-format (.clang-format at the top) would write it.
+# Needs git and clang-format (Debian: git, clang-format); no root, no
+# network.
+set -eu
+S=${KSB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$S"
+command -v git >/dev/null || { echo "SKIP: git not installed (Debian package git)"; exit 77; }
+git rev-parse --git-dir >/dev/null 2>&1 ||
+	{ echo "SKIP: $S is not a git checkout (a release tarball)"; exit 77; }
+command -v clang-format >/dev/null ||
+	{ echo "SKIP: clang-format not installed (Debian package clang-format)"; exit 77; }
+fails=0 n=0
+check() {
+	n=$((n + 1))
+	if [ "$2" = 0 ]; then echo "ok $n - $1"; else echo "not ok $n - $1"; fails=$((fails + 1)); fi
+}
+
+# 1. No ELF file is tracked (magic 0x7f 'E' 'L' 'F').
+elfs=
+while IFS= read -r -d '' f; do
+	[ -f "$f" ] || continue
+	[ "$(head -c 4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] && elfs="$elfs $f"
+done < <(git ls-files -z)
+[ -z "$elfs" ] || echo "# committed ELF files:$elfs"
+check "no ELF file is committed" "$([ -z "$elfs" ]; echo $?)"
+
+# 2. The product sources are formatted (the directories of the programs and
+# their libraries; tests may be laid out by hand).
+srcs=$(git ls-files 'common/*.[ch]' 'proto/*.[ch]' 'audit/*.[ch]' 'policy/*.[ch]' \
+	'mirror/*.[ch]' 'gateway/*.[ch]' 'vmrunner/*.[ch]' 'ksbctl/*.[ch]' 'guest/*.[ch]')
+drift=
+for f in $srcs; do
+	clang-format --dry-run --Werror "$f" >/dev/null 2>&1 || drift="$drift $f"
+done
+[ -z "$drift" ] || echo "# not as clang-format writes them (clang-format -i FILE):$drift"
+check "product sources have no formatting drift ($(echo "$srcs" | wc -w) files)" \
+	"$([ -z "$drift" ]; echo $?)"
+
+echo "# $((n - fails)) passed, $fails failed"
+[ "$fails" = 0 ]

@@ -1,0 +1,705 @@
+/*
+ * qemu.c: the QEMU command line for a ksb guest (a pure function of
+ * struct qemu_config) and KVM detection.
+ */
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/time.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <linux/kvm.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "vmrunner/vmrunner.h"
+
+#define QEMU_CMDLINE_MAX 2048 /* x86 COMMAND_LINE_SIZE, NUL included */
+
+struct qemu_args {
+	char **v;
+	size_t n;
+};
+
+static void
+qemu_add(struct qemu_args *a, const char *s)
+{
+	a->v = xrealloc(a->v, (a->n + 2) * sizeof(*a->v));
+	a->v[a->n++] = xstrdup(s);
+	a->v[a->n] = NULL;
+}
+
+static void __attribute__((format(printf, 2, 3)))
+qemu_addf(struct qemu_args *a, const char *fmt, ...)
+{
+	va_list ap;
+	char *s;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) == -1)
+		fatalx("vasprintf failed");
+	va_end(ap);
+	a->v = xrealloc(a->v, (a->n + 2) * sizeof(*a->v));
+	a->v[a->n++] = s;
+	a->v[a->n] = NULL;
+}
+
+/* A value inside a QEMU option list: ',' is written ",,". */
+static char *
+qemu_optval(const char *s)
+{
+	char *out = xmalloc(strlen(s) * 2 + 1), *p = out;
+
+	for (; *s != '\0'; s++) {
+		*p++ = *s;
+		if (*s == ',')
+			*p++ = ',';
+	}
+	*p = '\0';
+	return out;
+}
+
+static int
+qemu_valid_mac(const char *m)
+{
+	int i;
+
+	if (strlen(m) != 17)
+		return 0;
+	for (i = 0; i < 17; i++) {
+		if (i % 3 == 2) {
+			if (m[i] != ':')
+				return 0;
+		} else if (!((m[i] >= '0' && m[i] <= '9') ||
+			       (m[i] >= 'a' && m[i] <= 'f') ||
+			       (m[i] >= 'A' && m[i] <= 'F')))
+			return 0;
+	}
+	return 1;
+}
+
+void
+qemu_argv_free(char **argv)
+{
+	size_t i;
+
+	if (argv == NULL)
+		return;
+	for (i = 0; argv[i] != NULL; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+/* ---- the guest CPU ------------------------------------------------------ */
+
+/*
+ * The x86-64-v2 features beyond baseline x86-64 (the psABI's level 2 less
+ * CMPXCHG16B, LAHF/SAHF and SSE3, which every model of QEMU's list since
+ * Core 2 has): QEMU's property name and /proc/cpuinfo's flag name.
+ */
+static const struct {
+	const char *qemu, *flag;
+} qemu_v2[] = {
+	{ "ssse3", "ssse3" },
+	{ "sse4.1", "sse4_1" },
+	{ "sse4.2", "sse4_2" },
+	{ "popcnt", "popcnt" },
+};
+#define QEMU_NV2 (sizeof(qemu_v2) / sizeof(qemu_v2[0]))
+
+/*
+ * The models of QEMU 7.2's list below x86-64-v2, with the v2 features each
+ * has (bit i: qemu_v2[i]), from query-cpu-model-expansion under TCG.
+ * Every other named model (Nehalem and later, EPYC, ...) has all four.
+ */
+static const struct {
+	const char *name;
+	unsigned v2;
+} qemu_old_models[] = {
+	{ "486", 0 },
+	{ "pentium", 0 },
+	{ "pentium2", 0 },
+	{ "pentium3", 0 },
+	{ "qemu32", 0 },
+	{ "kvm32", 0 },
+	{ "qemu64", 0 },
+	{ "kvm64", 0 },
+	{ "base", 0 },
+	{ "athlon", 0 },
+	{ "coreduo", 0 },
+	{ "Opteron_G1", 0 },
+	{ "Opteron_G2", 0 },
+	{ "core2duo", 1 },
+	{ "Conroe", 1 },
+	{ "n270", 1 },
+	{ "Penryn", 3 },
+	{ "phenom", 8 },
+	{ "Opteron_G3", 8 },
+};
+
+const char *
+qemu_cpu_model(enum qemu_accel accel, const char *cpu)
+{
+	if (cpu != NULL && *cpu != '\0' && strcmp(cpu, "auto") != 0)
+		return cpu;
+	return accel == QEMU_ACCEL_KVM ? "host" : QEMU_TCG_CPU;
+}
+
+const char *
+qemu_cpu_problem(const char *cpu)
+{
+	size_t len = strlen(cpu);
+
+	if (len == 0 || len > 128)
+		return "1 to 128 bytes";
+	if (strspn(cpu,
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		"0123456789._,=+-") != len)
+		return "letters, digits and ._,=+- only";
+	if (!((cpu[0] >= 'a' && cpu[0] <= 'z') ||
+		(cpu[0] >= 'A' && cpu[0] <= 'Z') ||
+		(cpu[0] >= '0' && cpu[0] <= '9')))
+		return "a model name starts with a letter or digit";
+	if (strcmp(cpu, "help") == 0 || strncmp(cpu, "help,", 5) == 0)
+		return "not a model";
+	return NULL;
+}
+
+/* The v2 feature bits of a model name ("Penryn-v1": "Penryn"). */
+static unsigned
+qemu_model_v2(const char *name, size_t len)
+{
+	size_t i, n;
+
+	/* A versioned name: "-v" and digits at the end. */
+	for (n = len; n > 0 && name[n - 1] >= '0' && name[n - 1] <= '9'; n--)
+		;
+	if (n >= 2 && n < len && name[n - 1] == 'v' && name[n - 2] == '-')
+		len = n - 2;
+	for (i = 0; i < sizeof(qemu_old_models) / sizeof(qemu_old_models[0]);
+	     i++)
+		if (strlen(qemu_old_models[i].name) == len &&
+		    strncmp(qemu_old_models[i].name, name, len) == 0)
+			return qemu_old_models[i].v2;
+	return (1u << QEMU_NV2) - 1;
+}
+
+/* A feature switch ("+popcnt", "-sse4.2", "sse4.1=on"): its effect on bits. */
+static void
+qemu_feature_v2(const char *f, size_t len, unsigned *bits)
+{
+	int on = 1;
+	size_t i, n;
+
+	if (len > 0 && (f[0] == '+' || f[0] == '-')) {
+		on = f[0] == '+';
+		f++;
+		len--;
+	}
+	for (n = 0; n < len && f[n] != '='; n++)
+		;
+	if (n < len)
+		on = (len - n - 1 == 2 && strncmp(f + n + 1, "on", 2) == 0) ||
+		    (len - n - 1 == 4 && strncmp(f + n + 1, "true", 4) == 0);
+	for (i = 0; i < QEMU_NV2; i++) {
+		if ((strlen(qemu_v2[i].qemu) != n ||
+			strncmp(qemu_v2[i].qemu, f, n) != 0) &&
+		    (strlen(qemu_v2[i].flag) != n ||
+			strncmp(qemu_v2[i].flag, f, n) != 0))
+			continue;
+		if (on)
+			*bits |= 1u << i;
+		else
+			*bits &= ~(1u << i);
+	}
+}
+
+/* 1 if the space-separated flags line has flag as a whole word. */
+static int
+qemu_has_word(const char *flags, const char *flag)
+{
+	size_t len = strlen(flag);
+	const char *p;
+
+	for (p = flags; (p = strstr(p, flag)) != NULL; p += len)
+		if ((p == flags || p[-1] == ' ' || p[-1] == '\t' ||
+			p[-1] == ':') &&
+		    (p[len] == '\0' || p[len] == ' ' || p[len] == '\n'))
+			return 1;
+	return 0;
+}
+
+int
+qemu_cpu_lacks(
+    const char *model, const char *host_flags, char *buf, size_t size)
+{
+	const char *comma = strchr(model, ',');
+	size_t len = comma ? (size_t)(comma - model) : strlen(model), i,
+	       off = 0;
+	unsigned bits;
+	int n = 0;
+
+	if (size > 0)
+		buf[0] = '\0';
+	if ((len == 4 && strncmp(model, "host", 4) == 0) ||
+	    (len == 3 && strncmp(model, "max", 3) == 0))
+		bits = (1u << QEMU_NV2) - 1;
+	else
+		bits = qemu_model_v2(model, len);
+	while (comma != NULL) {
+		const char *f = comma + 1;
+
+		comma = strchr(f, ',');
+		qemu_feature_v2(
+		    f, comma ? (size_t)(comma - f) : strlen(f), &bits);
+	}
+	for (i = 0; i < QEMU_NV2; i++) {
+		if ((bits & (1u << i)) ||
+		    !qemu_has_word(host_flags, qemu_v2[i].flag))
+			continue;
+		n++;
+		if (off < size)
+			off += (size_t)snprintf(buf + off, size - off, "%s%s",
+			    off ? " " : "", qemu_v2[i].flag);
+	}
+	return n;
+}
+
+char *
+qemu_host_cpu_flags(void)
+{
+	char *line = NULL, *out = NULL;
+	size_t cap = 0;
+	FILE *f;
+
+	if ((f = fopen("/proc/cpuinfo", "re")) == NULL)
+		return NULL;
+	while (out == NULL && getline(&line, &cap, f) != -1)
+		if (strncmp(line, "flags", 5) == 0 && strchr(line, ':') != NULL)
+			out = xstrdup(strchr(line, ':') + 1);
+	free(line);
+	fclose(f);
+	return out;
+}
+
+int
+qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text)
+{
+	const char *model = qemu_cpu_model(accel, cpu);
+	char *flags = qemu_host_cpu_flags(), lacks[64];
+	int ok = 1;
+
+	if (flags != NULL &&
+	    qemu_cpu_lacks(model, flags, lacks, sizeof(lacks)) > 0) {
+		xasprintf(text,
+		    "cpu %s: the guest lacks %s, which host programs "
+		    "such as Claude Code need (x86-64-v2)",
+		    model, lacks);
+		ok = 0;
+	} else
+		xasprintf(text, "cpu %s (%s): x86-64-v2 or what the host has",
+		    model, accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
+	free(flags);
+	return ok;
+}
+
+/* ---- the command line ---------------------------------------------------- */
+
+/* The machine, its size and its CPU: the settings a user gives. */
+static int
+qemu_check_machine(const struct qemu_config *cfg, char **cause)
+{
+	const char *why;
+
+	if (cfg->binary == NULL || *cfg->binary == '\0')
+		return cause_set(cause, "no QEMU binary");
+	if (cfg->machine == NULL ||
+	    (strcmp(cfg->machine, "q35") != 0 &&
+		strcmp(cfg->machine, "pc") != 0))
+		return cause_set(cause, "unsupported machine type `%s'",
+		    cfg->machine ? cfg->machine : "");
+	if (cfg->memory_mib < 64 || cfg->memory_mib > 1048576)
+		return cause_set(cause,
+		    "memory %u MiB out of range (64..1048576)",
+		    cfg->memory_mib);
+	if (cfg->cpus < 1 || cfg->cpus > 256)
+		return cause_set(
+		    cause, "cpus %u out of range (1..256)", cfg->cpus);
+	if (cfg->cpu != NULL && strcmp(cfg->cpu, "auto") != 0 &&
+	    (why = qemu_cpu_problem(cfg->cpu)) != NULL)
+		return cause_set(
+		    cause, "invalid CPU model `%s': %s", cfg->cpu, why);
+	if (cfg->kernel == NULL || cfg->initrd == NULL)
+		return cause_set(cause, "kernel and initrd are required");
+	if (cfg->id == NULL || !util_valid_id(cfg->id))
+		return cause_set(
+		    cause, "invalid instance ID `%s'", cfg->id ? cfg->id : "");
+	return 0;
+}
+
+/* The lease, the inherited descriptors and the files QEMU opens. */
+static int
+qemu_check_wiring(const struct qemu_config *cfg, char **cause)
+{
+	if (cfg->prefix < 1 || cfg->prefix > 30)
+		return cause_set(cause, "prefix length %d out of range (1..30)",
+		    cfg->prefix);
+	if (cfg->port == 0)
+		return cause_set(cause, "proxy port 0");
+	if (cfg->mac == NULL || !qemu_valid_mac(cfg->mac))
+		return cause_set(cause, "invalid MAC address `%s'",
+		    cfg->mac ? cfg->mac : "");
+	if (cfg->tap_fd < 0 || cfg->ctl_fd < 0 || cfg->tap_fd == cfg->ctl_fd)
+		return cause_set(cause, "bad file descriptors %d, %d",
+		    cfg->tap_fd, cfg->ctl_fd);
+	if (cfg->con_fd >= 0 &&
+	    (cfg->con_fd == cfg->tap_fd || cfg->con_fd == cfg->ctl_fd))
+		return cause_set(cause, "bad console fd %d", cfg->con_fd);
+	if (cfg->secrets_fd >= 0 &&
+	    (cfg->secrets_fd == cfg->tap_fd || cfg->secrets_fd == cfg->ctl_fd ||
+		cfg->secrets_fd == cfg->con_fd))
+		return cause_set(cause, "bad secrets fd %d", cfg->secrets_fd);
+	if (cfg->disk != NULL && cfg->disk[0] != '/')
+		return cause_set(cause,
+		    "disk image `%s' is not an absolute path", cfg->disk);
+	if (cfg->ca_path != NULL && cfg->ca_path[0] != '/')
+		return cause_set(cause, "CA file `%s' is not an absolute path",
+		    cfg->ca_path);
+	if (cfg->qmp_path != NULL &&
+	    (cfg->qmp_path[0] != '/' || strlen(cfg->qmp_path) >= 108 ||
+		strchr(cfg->qmp_path, ',') != NULL))
+		return cause_set(cause,
+		    "QMP socket path `%s' is not absolute, has "
+		    "a comma or is longer than 107 bytes",
+		    cfg->qmp_path);
+	return 0;
+}
+
+static int
+qemu_check_shares(const struct qemu_config *cfg, char **cause)
+{
+	const char *why;
+	size_t i;
+
+	if (cfg->nshares > QEMU_SHARES_MAX)
+		return cause_set(
+		    cause, "too many shares (%d at most)", QEMU_SHARES_MAX);
+	for (i = 0; i < cfg->nshares; i++) {
+		if (cfg->shares[i].host_path == NULL ||
+		    cfg->shares[i].host_path[0] != '/')
+			return cause_set(cause,
+			    "share host path `%s' is not absolute",
+			    cfg->shares[i].host_path ?
+				cfg->shares[i].host_path :
+				"");
+		if ((why = guestctl_guest_path_problem(
+			 cfg->shares[i].guest_path)) != NULL)
+			return cause_set(cause, "invalid guest path `%s': %s",
+			    cfg->shares[i].guest_path, why);
+	}
+	return 0;
+}
+
+/* The kernel command line (ksb.* for ksb-guest-init), malloc'd, or NULL. */
+static char *
+qemu_cmdline(const struct qemu_config *cfg, char **cause)
+{
+	char ip[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN], *append, *tmp;
+	size_t i;
+
+	inet_ntop(AF_INET, &cfg->addr, ip, sizeof(ip));
+	inet_ntop(AF_INET, &cfg->gw, gw, sizeof(gw));
+	xasprintf(&append,
+	    "console=ttyS0 quiet loglevel=1 panic=-1 "
+	    "cryptomgr.notests ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
+	    cfg->id, ip, cfg->prefix, gw, (unsigned)cfg->port);
+	if (cfg->disk != NULL) {
+		xasprintf(&tmp, "%s ksb.disk=1", append);
+		free(append);
+		append = tmp;
+	}
+	for (i = 0; i < cfg->nshares; i++) {
+		xasprintf(&tmp, "%s ksb.share=s%zu:%s%s", append, i,
+		    cfg->shares[i].guest_path,
+		    cfg->shares[i].writable ? ":rw" : "");
+		free(append);
+		append = tmp;
+	}
+	if (strlen(append) >= QEMU_CMDLINE_MAX) {
+		cause_set(cause,
+		    "kernel command line too long (%zu bytes, shorten "
+		    "the guest paths)",
+		    strlen(append));
+		free(append);
+		return NULL;
+	}
+	return append;
+}
+
+/* The machine, CPU, memory and what it boots. */
+static void
+qemu_add_machine(
+    struct qemu_args *a, const struct qemu_config *cfg, const char *append)
+{
+	qemu_add(a, cfg->binary);
+	qemu_add(a, "-nodefaults");
+	qemu_add(a, "-no-user-config");
+	qemu_add(a, "-display");
+	qemu_add(a, "none");
+	qemu_add(a, "-machine");
+	qemu_add(a, cfg->machine);
+	qemu_add(a, "-accel");
+	qemu_add(a, cfg->accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
+	qemu_add(a, "-cpu");
+	qemu_add(a, qemu_cpu_model(cfg->accel, cfg->cpu));
+	qemu_add(a, "-m");
+	qemu_addf(a, "%u", cfg->memory_mib);
+	qemu_add(a, "-smp");
+	qemu_addf(a, "%u", cfg->cpus);
+	qemu_add(a, "-kernel");
+	qemu_add(a, cfg->kernel);
+	qemu_add(a, "-initrd");
+	qemu_add(a, cfg->initrd);
+	qemu_add(a, "-append");
+	qemu_add(a, append);
+}
+
+/* The network card, the 9p exports and the instance disk. */
+static void
+qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
+{
+	size_t i;
+	char *v;
+
+	qemu_add(a, "-netdev");
+	qemu_addf(a, "tap,id=n0,fd=%d,vhost=off", cfg->tap_fd);
+	qemu_add(a, "-device");
+	qemu_addf(a, "virtio-net-pci,netdev=n0,mac=%s,romfile=", cfg->mac);
+	if (cfg->share_usr) {
+		qemu_add(a, "-virtfs");
+		qemu_add(a,
+		    "local,path=/usr,mount_tag=usr,security_model=none,"
+		    "readonly=on,multidevs=remap");
+	}
+	for (i = 0; i < cfg->nshares; i++) {
+		v = qemu_optval(cfg->shares[i].host_path);
+		qemu_add(a, "-virtfs");
+		/*
+		 * A writable share (the mirror) uses mapped-xattr: what the
+		 * guest creates lands as plain 0600 files of QEMU's user, with
+		 * the guest's owner, mode, device nodes and symlinks kept only
+		 * in user.virtfs.* xattrs, so guest root can never plant a
+		 * device node, a setuid file or a symlink on the host.
+		 */
+		qemu_addf(a,
+		    "local,path=%s,mount_tag=s%zu,security_model=%s,"
+		    "%smultidevs=remap",
+		    v, i, cfg->shares[i].writable ? "mapped-xattr" : "none",
+		    cfg->shares[i].writable ? "" : "readonly=on,");
+		free(v);
+	}
+	if (cfg->disk != NULL) {
+		v = qemu_optval(cfg->disk);
+		qemu_add(a, "-drive");
+		qemu_addf(a,
+		    "file=%s,if=none,id=d0,format=raw,discard=unmap,"
+		    "detect-zeroes=unmap",
+		    v);
+		free(v);
+		qemu_add(a, "-device");
+		qemu_add(a, "virtio-blk-pci,drive=d0,serial=ksb-disk");
+	}
+}
+
+/* fw_cfg files, QMP, the control port and the console. */
+static void
+qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
+{
+	char *v;
+
+	if (cfg->secrets_fd >= 0) {
+		/* QEMU reads the (sealed memfd) file once at start. */
+		qemu_add(a, "-fw_cfg");
+		qemu_addf(a,
+		    "name=" GUESTCTL_SECRETS_FWCFG ",file=/proc/self/fd/%d",
+		    cfg->secrets_fd);
+	}
+	if (cfg->home_fd > 0) {
+		/* The agent preset's files, the same way. */
+		qemu_add(a, "-fw_cfg");
+		qemu_addf(a,
+		    "name=" GUESTCTL_HOME_FWCFG ",file=/proc/self/fd/%d",
+		    cfg->home_fd);
+	}
+	if (cfg->ca_path != NULL) {
+		v = qemu_optval(cfg->ca_path);
+		qemu_add(a, "-fw_cfg");
+		qemu_addf(a, "name=" GUESTCTL_CA_FWCFG ",file=%s", v);
+		free(v);
+	}
+	if (cfg->qmp_path != NULL) {
+		qemu_add(a, "-qmp");
+		qemu_addf(a, "unix:%s,server=on,wait=off", cfg->qmp_path);
+	}
+	qemu_add(a, "-device");
+	qemu_add(a, "virtio-rng-pci");
+	qemu_add(a, "-device");
+	qemu_add(a, "virtio-serial-pci,id=vs0");
+	qemu_add(a, "-chardev");
+	qemu_addf(a, "socket,id=ctl,fd=%d", cfg->ctl_fd);
+	qemu_add(a, "-device");
+	qemu_add(
+	    a, "virtserialport,bus=vs0.0,chardev=ctl,name=" GUESTCTL_PORT_NAME);
+	qemu_add(a, "-chardev");
+	if (cfg->con_fd >= 0)
+		qemu_addf(a, "socket,id=con,fd=%d", cfg->con_fd);
+	else
+		qemu_add(a, "stdio,id=con,signal=off");
+	qemu_add(a, "-serial");
+	qemu_add(a, "chardev:con");
+	qemu_add(a, "-no-reboot");
+}
+
+int
+qemu_argv(const struct qemu_config *cfg, char ***argvp, char **cause)
+{
+	struct qemu_args a = { NULL, 0 };
+	char *append;
+
+	*argvp = NULL;
+	if (qemu_check_machine(cfg, cause) != 0 ||
+	    qemu_check_wiring(cfg, cause) != 0 ||
+	    qemu_check_shares(cfg, cause) != 0 ||
+	    (append = qemu_cmdline(cfg, cause)) == NULL)
+		return -1;
+	qemu_add_machine(&a, cfg, append);
+	qemu_add_devices(&a, cfg);
+	qemu_add_channels(&a, cfg);
+	free(append);
+	*argvp = a.v;
+	return 0;
+}
+
+static void
+qemu_alarm(int sig)
+{
+	(void)sig; /* only interrupts KVM_RUN */
+}
+
+/*
+ * Run a few real-mode instructions (a 2M-iteration loop, OUT to port 0x10,
+ * HLT) in a throwaway VM, bounded by a 0.3 s timer: a few milliseconds on
+ * hardware virtualisation.  Some hosts give a /dev/kvm that creates VMs but
+ * emulates such code instruction by instruction (nested or paravirtual KVM
+ * such as kvm-pvm): an ordinary guest kernel then never gets going.
+ * 80 lines: the KVM ioctl sequence (memory, vCPU, registers, run, exit
+ * reason) in the order the kernel's API document gives it.
+ */
+static int
+qemu_kvm_probe(int kvm, int vm, const char **why)
+{
+	static const unsigned char code[] = {
+		0x66, 0xb9, 0x00, 0x00, 0x20, 0x00, /* mov ecx, 0x200000 */
+		0x66, 0x49,			    /* l: dec ecx */
+		0x75, 0xfc,			    /* jnz l */
+		0xb0, 0x42,			    /* mov al, 0x42 */
+		0xe6, 0x10,			    /* out 0x10, al */
+		0xf4,				    /* hlt */
+	};
+	struct kvm_userspace_memory_region region;
+	struct itimerval it, old_it;
+	struct sigaction sa, old_sa;
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+	struct kvm_run *run = MAP_FAILED;
+	void *mem = MAP_FAILED;
+	int vcpu = -1, runsz = 0, saw_io = 0, ret = 0, i;
+
+	*why = "KVM cannot run a real-mode guest here";
+	mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		goto cleanup;
+	memcpy(mem, code, sizeof(code));
+	memset(&region, 0, sizeof(region));
+	region.guest_phys_addr = 0x1000;
+	region.memory_size = 4096;
+	region.userspace_addr = (uintptr_t)mem;
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) == -1 ||
+	    (vcpu = ioctl(vm, KVM_CREATE_VCPU, 0)) == -1 ||
+	    (runsz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0)) <= 0)
+		goto cleanup;
+	run = mmap(
+	    NULL, (size_t)runsz, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
+	if (run == MAP_FAILED || ioctl(vcpu, KVM_GET_SREGS, &sregs) == -1)
+		goto cleanup;
+	sregs.cs.base = 0;
+	sregs.cs.selector = 0;
+	memset(&regs, 0, sizeof(regs));
+	regs.rip = 0x1000;
+	regs.rflags = 2;
+	if (ioctl(vcpu, KVM_SET_SREGS, &sregs) == -1 ||
+	    ioctl(vcpu, KVM_SET_REGS, &regs) == -1)
+		goto cleanup;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = qemu_alarm; /* no SA_RESTART: KVM_RUN gets EINTR */
+	sigemptyset(&sa.sa_mask);
+	memset(&it, 0, sizeof(it));
+	it.it_value.tv_usec = 300000;
+	sigaction(SIGALRM, &sa, &old_sa);
+	setitimer(ITIMER_REAL, &it, &old_it);
+	for (i = 0; i < 16; i++) {
+		if (ioctl(vcpu, KVM_RUN, 0) == -1) {
+			if (errno == EINTR)
+				*why = "/dev/kvm is too slow: a probe loop did "
+				       "not finish in 0.3 s";
+			break;
+		}
+		if (run->exit_reason == KVM_EXIT_IO && run->io.port == 0x10) {
+			saw_io = 1;
+		} else if (run->exit_reason == KVM_EXIT_HLT) {
+			ret = saw_io;
+			break;
+		} else {
+			break;
+		}
+	}
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &old_it, NULL);
+	sigaction(SIGALRM, &old_sa, NULL);
+cleanup:
+	if (run != MAP_FAILED)
+		munmap(run, (size_t)runsz);
+	if (mem != MAP_FAILED)
+		munmap(mem, 4096);
+	if (vcpu != -1)
+		close(vcpu);
+	return ret;
+}
+
+int
+qemu_kvm_usable(const char **why)
+{
+	int fd, vm, ret = 0;
+
+	if ((fd = open("/dev/kvm", O_RDWR | O_CLOEXEC)) == -1) {
+		*why = errno == ENOENT ? "no /dev/kvm" : "cannot open /dev/kvm";
+		return 0;
+	}
+	if (ioctl(fd, KVM_GET_API_VERSION, 0) != KVM_API_VERSION) {
+		*why = "unexpected KVM API version";
+	} else if ((vm = ioctl(fd, KVM_CREATE_VM, 0)) == -1) {
+		*why = "KVM_CREATE_VM failed on /dev/kvm";
+	} else {
+		ret = qemu_kvm_probe(fd, vm, why);
+		close(vm);
+	}
+	close(fd);
+	return ret;
+}

@@ -1,0 +1,489 @@
+/*
+ * vmrunner.h: ksb-run's modules, prototypes grouped by file.  The wire
+ * contracts it speaks are in proto/ (guestctl.h, ctl.h, instance.h).
+ */
+#ifndef KSB_VMRUNNER_H
+#define KSB_VMRUNNER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/common.h"
+#include "proto/agentsock.h"
+#include "proto/ctl.h"
+#include "proto/guestctl.h"
+#include "proto/instance.h"
+
+/* ---- initramfs.c -----------------------------------------------------------
+ * The guest initramfs: a newc cpio (see the kernel's
+ * Documentation/driver-api/early-userspace/buffer-format.rst) holding /init,
+ * the kernel modules the guest needs under /modules, /modules.list (one
+ * absolute path per line, load order) and the root directory skeleton
+ * (bin, sbin, lib, lib64 are symlinks into the 9p-mounted /usr), and the
+ * host /etc files of etc_collect (vmrunner/etc.c).
+ */
+
+/*
+ * initramfs_modules: resolve the modules ksb guests need from
+ * <modules_dir>/modules.dep (and modules.builtin), dependencies first.
+ * *paths receives a NULL-terminated vector of paths relative to
+ * modules_dir (caller frees with util_strv_free).  Built-in modules
+ * are left out; a missing optional module is skipped, a missing required
+ * one is an error.  0 or -1 and *cause.
+ */
+int initramfs_modules(const char *modules_dir, char ***paths, char **cause);
+
+struct etc;
+
+/*
+ * initramfs_build: write the cpio to out_path (via out_path.tmp + rename):
+ * init_path as /init, clone_path (NULL: none) as /ksb-guest-clone, the
+ * modules, etc's entries (NULL: none).  0 or -1 and *cause.
+ */
+int initramfs_build(const char *out_path, const char *init_path,
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **cause);
+
+/*
+ * initramfs_cached: the cached initramfs for this kernel version, init
+ * and clone binaries and /etc entries: <cache_dir>/initramfs-<basename of
+ * modules_dir>-<16 hex>.cpio, built if missing (cache_dir created 0700).
+ * *path is malloc'd.  0 or -1 and *cause.
+ */
+int initramfs_cached(const char *cache_dir, const char *init_path,
+    const char *clone_path, const char *modules_dir, const struct etc *etc,
+    char **path, char **cause);
+
+/* ---- etc.c -----------------------------------------------------------------
+ * The guest's /etc: the host files of a documented list (the comment at
+ * the top of vmrunner/etc.c, ksb-run(1) "THE GUEST"), and the extra CA
+ * certificates appended to the guest's bundle.
+ */
+
+/*
+ * etc_collect: read the listed paths under root ("/" on a real run) into
+ * *out (free with etc_free): directories, regular world-readable files and
+ * symbolic links (as links, never followed), names relative to root
+ * ("etc/..."), sorted within each directory.  Missing paths are skipped.
+ * 0, or -1 and *cause (a read error, or over the bounds).
+ */
+int etc_collect(const char *root, struct etc **out, char **cause);
+void etc_free(struct etc *e);
+size_t etc_count(const struct etc *e);
+/* etc_entry: entry i's name, *mode (S_IF* | perm), *data (file contents or
+ * link target, NULL for a directory) and *len; all owned by e. */
+const char *etc_entry(const struct etc *e, size_t i, unsigned *mode,
+    const char **data, size_t *len);
+/*
+ * etc_extra_ca: the one place extra CA certificates for the guest are
+ * gathered (today the ca-file setting; the gateway's CA later): each of
+ * files[0..nfiles) must be PEM certificates (no private key, no NUL) and
+ * all together at most GUESTCTL_CA_MAX bytes; their concatenation is
+ * written to out_path (0644, via out_path.tmp), which QEMU hands to the
+ * guest as fw_cfg GUESTCTL_CA_FWCFG; ksb-guest-init appends it to
+ * /etc/ssl/certs/ca-certificates.crt.  0, or -1 and *cause quoting the file.
+ */
+int etc_extra_ca(
+    char *const *files, size_t nfiles, const char *out_path, char **cause);
+
+/* ---- kernel.c --------------------------------------------------------------
+ * The guest kernel and its modules, as ksb-run boots them and ksbctl status
+ * reports them.
+ */
+
+/*
+ * kernel_find: opt (--kernel, or kernel in ksb.conf) if not NULL, else
+ * /boot/vmlinuz-$(uname -r) if it is a file, else the one kernel
+ * contrib/fetch-kernel.sh left in /var/cache/ksb/kernel/boot (none if
+ * there are several).  malloc'd path, unchecked when given; NULL: none.
+ */
+char *kernel_find(const char *opt);
+/* kernel_check: 0 if kernel (NULL: none found) is a regular file, else -1
+ * and *cause saying what to do. */
+int kernel_check(const char *kernel, char **cause);
+/*
+ * kernel_modules_dir: opt if not NULL, else from the kernel's name
+ * (vmlinu[xz]-VERSION): <kernel's dir>/../lib/modules/VERSION if readable
+ * (resolved), else /lib/modules/VERSION.  malloc'd path of a readable
+ * directory, or NULL and *cause.
+ */
+char *kernel_modules_dir(const char *kernel, const char *opt, char **cause);
+/*
+ * kernel_uncompressed: the vmlinux-VERSION beside a vmlinuz-VERSION (written
+ * by contrib/fetch-kernel.sh; it boots through its PVH entry, ~2 s instead of
+ * ~7 s under TCG), malloc'd; NULL if there is none.
+ */
+char *kernel_uncompressed(const char *kernel);
+
+/* ---- qemu.c ----------------------------------------------------------------
+ * The QEMU command line, built from a struct by a pure function.
+ */
+enum qemu_accel { QEMU_ACCEL_KVM, QEMU_ACCEL_TCG };
+
+struct qemu_share {
+	const char *host_path;	/* absolute */
+	const char *guest_path; /* guestctl_guest_path_problem() NULL */
+	int writable; /* 0: readonly=on (the default), 1: read-write */
+};
+
+struct qemu_config {
+	const char *binary;  /* "qemu-system-x86_64" (searched in PATH) */
+	const char *machine; /* "q35" or "pc" */
+	enum qemu_accel accel;
+	unsigned memory_mib; /* 64 .. 1048576 */
+	unsigned cpus;	     /* 1 .. 256 */
+	const char *cpu;     /* NULL or "auto" (qemu_cpu_model), or a model */
+	const char *kernel;
+	const char *initrd;
+	const char *id;	 /* instance ID (util_valid_id) */
+	uint32_t addr;	 /* guest IPv4, network order */
+	int prefix;	 /* 1 .. 30 */
+	uint32_t gw;	 /* proxy address, network order */
+	uint16_t port;	 /* proxy port, host order */
+	const char *mac; /* "xx:xx:xx:xx:xx:xx" */
+	int tap_fd;	 /* fd numbers as QEMU will see them */
+	int ctl_fd;
+	int con_fd;	/* console: -1 stdio, else a connected socket */
+	int secrets_fd; /* -1, or a sealed memfd (GUESTCTL_SECRETS_FWCFG) */
+	int home_fd; /* <= 0: none, or a sealed memfd (GUESTCTL_HOME_FWCFG) */
+	const char
+	    *disk; /* NULL, or a raw image: virtio-blk, serial "ksb-disk" */
+	const char *ca_path; /* NULL, or extra CA PEMs (etc_extra_ca): fw_cfg */
+	const char *qmp_path; /* NULL, or the QMP UNIX socket QEMU listens on */
+	int share_usr;	      /* export host /usr as tag "usr" */
+	const struct qemu_share *shares; /* tags s0, s1, ... */
+	size_t nshares;
+};
+
+#define QEMU_SHARES_MAX 16
+
+/*
+ * qemu_argv: build the argv (NULL-terminated, malloc'd; free with
+ * qemu_argv_free) for cfg.  The kernel command line carries
+ * ksb.id= ksb.ip=A/P ksb.gw=A ksb.port=N ksb.share=TAG:GUESTPATH[:rw] (one
+ * per share; ":rw" marks a writable one, ':' never occurs in a guest path).
+ * Commas in host paths are doubled for QEMU's option parser.
+ * 0, or -1 and *cause naming the bad value.
+ */
+int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
+void qemu_argv_free(char **argv);
+
+/*
+ * The guest CPU.  auto: "host" with KVM (everything the host has), else
+ * QEMU_TCG_CPU, a model at x86-64-v2 (SSSE3, SSE4.1, SSE4.2, POPCNT: what
+ * host programs built for x86-64-v2, such as Claude Code's Bun binary,
+ * need; QEMU's default qemu64 has none of them).  QEMU 7.2 has no
+ * x86-64-v2 model; max and Nehalem (the oldest v2 model) booted and ran
+ * Python and Node equally fast under TCG here (medians of 5 runs within
+ * 0.5 s), and max also has AVX2, so x86-64-v3 programs run too.
+ */
+#define QEMU_TCG_CPU "max"
+/* qemu_cpu_model: the -cpu value for accel and the cpu setting (static or cpu). */
+const char *qemu_cpu_model(enum qemu_accel accel, const char *cpu);
+/*
+ * qemu_cpu_problem: NULL if cpu may be given to -cpu (a model, then
+ * ",feature" switches: [A-Za-z0-9._,=+-], 1 to 128 bytes, starting with a
+ * letter or digit, not "help"); else why not, a static string.
+ */
+const char *qemu_cpu_problem(const char *cpu);
+/*
+ * qemu_cpu_lacks: how many of the x86-64-v2 features host_flags (the
+ * "flags" line of /proc/cpuinfo) has that the model (as given to -cpu,
+ * with +feat/-feat/feat=on|off switches) lacks; their cpuinfo names,
+ * space-separated, in buf (truncated to size).  "host" and "max" lack
+ * none; QEMU's models below Nehalem are known by name.
+ */
+int qemu_cpu_lacks(
+    const char *model, const char *host_flags, char *buf, size_t size);
+/* qemu_host_cpu_flags: the first "flags" line of /proc/cpuinfo after the
+ * colon (malloc'd), or NULL. */
+char *qemu_host_cpu_flags(void);
+/*
+ * qemu_cpu_report: the preflight line (*text, malloc'd) for the guest CPU
+ * under accel with the cpu setting: 1 if the guest lacks none of the
+ * x86-64-v2 features the host has, else 0 and *text names them.
+ */
+int qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text);
+
+/*
+ * qemu_kvm_usable: 1 if /dev/kvm opens read-write, KVM_CREATE_VM succeeds
+ * and a throwaway vCPU runs a short real-mode loop within 0.3 s (uses
+ * SIGALRM/ITIMER_REAL briefly, restoring both); else 0 with a static
+ * reason in *why ("no /dev/kvm", ...).
+ */
+int qemu_kvm_usable(const char **why);
+
+/* ---- config.c --------------------------------------------------------------
+ * ksb-run's settings and where each came from: built-in defaults, then the
+ * project file (.ksb/instance.conf, ksb-instance.conf(5)), then flags.  A
+ * list setting (share-ro, secret) given on a higher layer replaces the
+ * lower layer's list.
+ */
+enum config_layer { CONFIG_DEFAULT, CONFIG_CONF, CONFIG_FILE, CONFIG_FLAG };
+
+struct config;
+
+/* config_new: the built-in defaults.  Never NULL. */
+struct config *config_new(void);
+void config_free(struct config *);
+
+/*
+ * config_set: set key (the long flag's name: name, profile, cpus, memory,
+ * disk-size, kernel, modules, accel, share-ro, secret, command, repo,
+ * include-uncommitted, context) to value
+ * on layer; origin ("FILE:LINE", "--cpus"...) is copied.  A value on a
+ * lower layer than the current one is ignored.  The value is validated
+ * (syntax only: paths and secrets are resolved by ksb-run).  0 or -1 and
+ * *cause quoting the bad value.
+ */
+int config_set(struct config *c, enum config_layer layer, const char *key,
+    const char *value, const char *origin, char **cause);
+/* config_show: replace a scalar's value and origin as shown by
+ * config_print (the effective value, e.g. disk-size "none"), unchecked. */
+void config_show(
+    struct config *c, const char *key, const char *value, const char *origin);
+
+/*
+ * config_parse: the project file's bytes buf[0..len) ("key = value" lines,
+ * '#' comments; name is used in messages).  Every error as
+ * "name:line: message", all of them in *cause.  0 or -1.
+ */
+int config_parse(struct config *c, const char *name, const char *buf,
+    size_t len, char **cause);
+/* config_load: read path and config_parse it.  0 or -1 and *cause. */
+int config_load(struct config *c, const char *path, char **cause);
+
+/* config_get: the value (NULL: unset) and its origin. */
+const char *config_get(const struct config *c, const char *key);
+const char *config_origin(const struct config *c, const char *key);
+/* config_list: the values of a list key; *n receives the count. */
+char *const *config_list(const struct config *c, const char *key, size_t *n);
+/*
+ * config_uint: the value as a number (disk-size in MiB; a yes/no key as
+ * 1/0); 0 if unset.
+ */
+uint64_t config_uint(const struct config *c, const char *key);
+/*
+ * config_command: the command, split like sh(1) words with '…' and "…"
+ * quoting (no expansion).  NULL-terminated, malloc'd (free with
+ * util_strv_free), or NULL if unset.
+ */
+char **config_command(const struct config *c);
+/* config_print: every setting with its origin, as text or one JSON object. */
+void config_print(const struct config *c, FILE *f, int json);
+/* config_parse_size: "512M", "8G", "1T", plain MiB; 64 MiB .. 16 TiB. */
+int config_parse_size(const char *s, uint64_t *mib);
+
+/* ---- workspace.c -----------------------------------------------------------
+ * ksb-run's side of the git handoff (ARCHITECTURE.md, "Git handoff"); the
+ * guest's side is setup_workspace() in guest/init.c.  Linked into ksb-run
+ * only (it needs libksbmirror and libgit2).
+ */
+#define WORKSPACE_UID 1000 /* the guest's agent: owns the mirror */
+#define WORKSPACE_GID 1000
+
+/*
+ * workspace_mirror_check: the guest-writable mirror's disk use against
+ * max_bytes (mirror_usage: bounded, no symlink followed); over it, or over
+ * 500000 files, logs why and returns 1 (the caller stops the instance).
+ * *next_at = now + 10 s (ms, monotonic).  No mirror: 0.
+ */
+int workspace_mirror_check(const char *instance_dir, uint64_t max_bytes,
+    int64_t now, int64_t *next_at);
+/*
+ * workspace_disk_warn: if the instance has a mirror, warn when the state
+ * dir and the audit database share a file system.
+ */
+void workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
+    const char *instance_dir);
+/*
+ * workspace_setup: from cfg's repo, include-uncommitted and context
+ * settings, create <instance_dir>/mirror.git for the repo (default: the
+ * one holding the cwd; none: no mirror) or, when the instance already has
+ * a mirror (a named instance resuming), offer the project's current HEAD
+ * as its base (mirror_resume); check out every context afresh.  Appends
+ * to shares[*nshares .. max): the project's objects dir read-only at
+ * /ksb/objects, the mirror read-write at /ksb/mirror.git, each context
+ * read-only at /context/NAME (paths malloc'd, the caller frees them).
+ * 0, or -1 and *cause.  On failure the mirror may remain in instance_dir
+ * (removed with an ephemeral instance's dir, resumed by a named one).
+ */
+int workspace_setup(const struct config *cfg, const char *instance_dir,
+    const char *id, struct qemu_share *shares, size_t *nshares, size_t max,
+    char **cause);
+
+/* ---- secrets.c -------------------------------------------------------------
+ * --secret NAME=env:VAR | NAME=file:PATH, read once by ksb-run into memory,
+ * handed to QEMU as a sealed memfd (never a file, never argv/environment).
+ */
+struct secrets;
+struct redact;
+
+/*
+ * secrets_load: resolve every spec ("NAME=env:VAR" or "NAME=file:PATH").
+ * *out is NULL when nspecs is 0.  0 or -1 and *cause naming the secret
+ * (never its value).
+ */
+int secrets_load(
+    char *const *specs, size_t nspecs, struct secrets **out, char **cause);
+/* secrets_check: 0 if spec is resolvable now, else -1 and *cause. */
+int secrets_check(const char *spec, char **cause);
+/*
+ * secrets_memfd: a sealed memfd (F_SEAL_WRITE|GROW|SHRINK|SEAL) holding
+ * the fw_cfg blob (format under GUESTCTL_SECRETS_FWCFG).  fd (O_CLOEXEC)
+ * or -1 and *cause.
+ */
+int secrets_memfd(const struct secrets *s, char **cause);
+size_t secrets_count(const struct secrets *s);
+/*
+ * secrets_redact: add every value to rd (redact_add); returns how many
+ * were too short to match (each logged by name at info level).
+ */
+size_t secrets_redact(const struct secrets *s, struct redact *rd);
+/* secrets_value: the value of secret name (len bytes, not NUL-ended
+ * unless the source was an environment variable), or NULL. */
+const char *secrets_value(
+    const struct secrets *s, const char *name, size_t *len);
+/*
+ * secrets_sealed_memfd: a sealed memfd (as secrets_memfd) named name
+ * holding buf[0..len) (the fw_cfg blobs: secrets, preset files).  fd
+ * (O_CLOEXEC) or -1 and *cause.
+ */
+int secrets_sealed_memfd(
+    const char *name, const char *buf, size_t len, char **cause);
+/* secrets_free: wipes (explicit_bzero) and frees; NULL-safe. */
+void secrets_free(struct secrets *s);
+
+/* ---- redact.c --------------------------------------------------------------
+ * Secret values out of what ksb-run writes on the host: each value, its
+ * base64 forms and its percent-encoding become "[secret NAME]".  Pure
+ * (bytes in, bytes out).  Values shorter than REDACT_MIN bytes are not
+ * matched (too many false hits); ksb-run(1) says so.
+ */
+#define REDACT_MIN 8
+struct redact;
+struct redact_stream;
+struct redact *redact_new(void);
+/* redact_free: wipes (explicit_bzero) every pattern; NULL-safe. */
+void redact_free(struct redact *r);
+/*
+ * redact_add: match val[0..len) (copied, mlock'd if allowed) as NAME.
+ * 1 if added, 0 if skipped (len < REDACT_MIN).
+ */
+int redact_add(struct redact *r, const char *name, const char *val, size_t len);
+/* redact_count: the number of values added (NULL: 0). */
+size_t redact_count(const struct redact *r);
+/*
+ * A stream over r (which must outlive it; NULL: bytes pass unchanged).
+ * redact_stream_feed takes in[0..n) and returns the length of the bytes
+ * now safe to write, *out pointing at them (owned by the stream, valid
+ * until its next call).  A suffix that may still become a match is held
+ * (at most the longest pattern - 1 bytes); redact_stream_flush returns it
+ * (redacted) when no more input follows.  redact_stream_free wipes.
+ */
+struct redact_stream *redact_stream_new(const struct redact *r);
+size_t redact_stream_feed(
+    struct redact_stream *s, const char *in, size_t n, const char **out);
+size_t redact_stream_flush(struct redact_stream *s, const char **out);
+/*
+ * redact_text: one whole message text[0..len) with the values replaced,
+ * copied into out (cap bytes, cut at cap); returns the length.  rd NULL or
+ * empty: a plain copy.  For messages that are not a stream (events, status
+ * text, log lines).
+ */
+size_t redact_text(const struct redact *rd, const char *text, size_t len,
+    char *out, size_t cap);
+/* redact_stream_held: bytes held back now. */
+size_t redact_stream_held(const struct redact_stream *s);
+void redact_stream_free(struct redact_stream *s);
+
+/* ---- preset.c --------------------------------------------------------------
+ * Agent presets (AGENTS-SPEC.md): `--agent CMD' whose first word's
+ * basename is claude or codex gets that preset: files for the agent's
+ * home (GUESTCTL_HOME_FWCFG records), a command with the preset's flags,
+ * hooks and pane patterns.  Any other command: no preset (headless still
+ * gets GUESTCTL_TURN_SCRIPT, which runs `CMD TEXT').
+ */
+struct preset_conf {
+	const char *cmd;      /* the --agent shell command */
+	int headless;	      /* agent-mode headless */
+	const char *session;  /* headless: the instance's session UUID */
+	const char *base_url; /* NULL, or agent-base-url */
+	const char *model;    /* NULL: the preset's default (codex) */
+	const char *api_key;  /* NULL, or ANTHROPIC_API_KEY's value (Claude
+				 * approves its last 20 bytes) */
+	char *const *secrets; /* names of the secrets given */
+	size_t nsecrets;
+};
+struct preset {
+	const char *name; /* "claude", "codex", or NULL: none */
+	char *command;	  /* the shell command the guest runs (tmux) */
+	char *files;	  /* GUESTCTL_HOME_FWCFG records, or NULL */
+	size_t files_len, nfiles;
+	int hook_submit, hook_end;	    /* HOOKS header line */
+	const char *pane_ready, *pane_busy; /* NULL: no PANE line */
+};
+/* preset_name: "claude", "codex" or NULL for the shell command cmd. */
+const char *preset_name(const char *cmd);
+/* preset_build: fill *p (free with preset_free).  0, or -1 and *cause. */
+int preset_build(const struct preset_conf *c, struct preset *p, char **cause);
+void preset_free(struct preset *p);
+/* preset_toml_str, preset_sh_str: s quoted as a TOML basic string / one
+ * shell word, written to f. */
+void preset_toml_str(FILE *f, const char *s);
+void preset_sh_str(FILE *f, const char *s);
+
+/* ---- agent.c ---------------------------------------------------------------
+ * The host side of agent mode, inside the supervising ksb-run: the server
+ * of <instance>/agent.sock (protocol in proto/agentsock.h).  The pane
+ * output is appended to <instance>/agent.log (then .log.1), the events to
+ * <instance>/agent.events ("<unix-ms> <turn> <state> <escaped text>"
+ * lines).
+ */
+struct agent;
+struct pollfd;
+struct instance_state;
+
+/* agent_new: turn ids continue after turns_before.  NULL and *cause. */
+struct agent *agent_new(const char *dir, uint64_t turns_before, char **cause);
+void agent_free(struct agent *a);
+/* agent_listen: <dir>/agent.sock.  0 or -1 and *cause. */
+int agent_listen(struct agent *a, char **cause);
+/*
+ * agent_prompt: queue text (<= GUESTCTL_TEXT_MAX) as the next turn; key
+ * (NULL: none) makes a resend idempotent (*dup = 1, same *turn).
+ */
+int agent_prompt(struct agent *a, const char *text, size_t len, const char *key,
+    uint64_t *turn, int *dup, char **cause);
+/* agent_guest_line: one line from the guest after READY; -1 not a frame. */
+int agent_guest_line(struct agent *a, const char *line, size_t len);
+/* Bytes queued for the guest's control port, and how many were written. */
+size_t agent_pending_out(const struct agent *a, const char **buf);
+void agent_consumed_out(struct agent *a, size_t n);
+/* agent_tick: heartbeats and resends; agent_next_ms: ms until it is due. */
+void agent_tick(struct agent *a, int64_t now);
+int agent_next_ms(const struct agent *a, int64_t now);
+/* agent_pollfds: fill up to max (>= 17) slots; agent_pollin: serve them. */
+int agent_pollfds(struct agent *a, struct pollfd *pfd, int max);
+void agent_pollin(struct agent *a, const struct pollfd *pfd);
+/* agent_ready: 1 once the guest said HELLO (the agent runs in tmux). */
+int agent_ready(const struct agent *a);
+/*
+ * agent_take_changed: 1 if the status changed since the last call that
+ * said 1, at most once every 200 ms (now: util_mono_ms()); agent_next_ms
+ * counts that deadline in.
+ */
+int agent_take_changed(struct agent *a, int64_t now);
+/* agent_status: copy the agent's status into st. */
+void agent_status(const struct agent *a, struct instance_state *st);
+/* agent_guest_gone: QEMU exited; waiting clients get END exited. */
+void agent_guest_gone(struct agent *a);
+/*
+ * agent_set_redact: secret values (rd, owned by the caller, outliving a)
+ * are replaced in agent.log, agent.events, the events clients get and the
+ * status text.
+ */
+void agent_set_redact(struct agent *a, const struct redact *rd);
+
+#endif

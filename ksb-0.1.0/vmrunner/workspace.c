@@ -1,0 +1,217 @@
+/*
+ * workspace.c: ksb-run's side of the git handoff (ARCHITECTURE.md, "Git
+ * handoff"): the instance's mirror (created, or its base refreshed when a
+ * named instance resumes), the context checkouts, and the 9p shares that
+ * carry them into the guest.  The guest's side is setup_workspace() in
+ * guest/init.c.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "mirror/mirror.h"
+#include "vmrunner/vmrunner.h"
+
+#define WORKSPACE_CONTEXT_GUEST	   "/context"
+#define WORKSPACE_CHECK_MS	   10000  /* mirror disk use, every 10 s */
+#define WORKSPACE_MIRROR_FILES_MAX 500000 /* entries in the mirror */
+
+/* Append one share (copies of both paths; ksb-run frees them). */
+static void
+workspace_share(struct qemu_share *shares, size_t *n, const char *host,
+    const char *guest, int writable)
+{
+	shares[*n].host_path = xstrdup(host);
+	shares[*n].guest_path = xstrdup(guest);
+	shares[*n].writable = writable;
+	(*n)++;
+}
+
+/*
+ * The mirror: resumed when the instance has one (mirror.state, written
+ * only by the host), else created for --repo or the repository holding the
+ * cwd.  st->gitdir stays NULL when there is no repository at all.
+ */
+static int
+workspace_mirror(const struct config *cfg, const char *instance_dir,
+    const char *id, struct mirror_state *st, char **cause)
+{
+	const char *repo = config_get(cfg, "repo");
+	char *state = NULL, *gitdir = NULL, *why = NULL;
+	struct stat sb;
+	int rc, flags, ret = -1;
+
+	xasprintf(&state, "%s/%s", instance_dir, MIRROR_STATE);
+	if (lstat(state, &sb) == 0) {
+		if (mirror_resume(instance_dir, WORKSPACE_UID, WORKSPACE_GID,
+			st, cause) != 0)
+			goto cleanup;
+		if (repo != NULL &&
+		    mirror_find_repo(repo, &gitdir, &why) == 0 &&
+		    strcmp(gitdir, st->gitdir) != 0)
+			log_warnx("instance %s keeps its mirror of %s (repo %s "
+				  "ignored)",
+			    id, st->gitdir, repo);
+		if (config_uint(cfg, "include-uncommitted"))
+			log_debug(
+			    "instance %s keeps its mirror: include-uncommitted "
+			    "applies at creation only",
+			    id);
+		log_debug(
+		    "mirror of %s resumed: base = %.12s", st->gitdir, st->base);
+		ret = 0;
+		goto cleanup;
+	} else if (errno != ENOENT) {
+		cause_set(cause, "%s: %s", state, strerror(errno));
+		goto cleanup;
+	}
+
+	if ((rc = mirror_find_repo(repo, &gitdir, cause)) == -1)
+		goto cleanup;
+	if (rc == 1) {
+		if (repo != NULL) {
+			cause_set(cause,
+			    "repo `%s' (%s): not in a git repository", repo,
+			    config_origin(cfg, "repo"));
+			goto cleanup;
+		}
+		log_debug("the current directory is in no git repository: no "
+			  "mirror (--repo PATH to give one)");
+		ret = 0;
+		goto cleanup;
+	}
+	flags = config_uint(cfg, "include-uncommitted") ?
+	    MIRROR_INCLUDE_UNCOMMITTED :
+	    0;
+	if (mirror_create(gitdir, instance_dir, id, flags, WORKSPACE_UID,
+		WORKSPACE_GID, st, cause) != 0)
+		goto cleanup;
+	log_debug("mirror of %s: sandbox/%s = %.12s%s, base = %.12s",
+	    st->gitdir, id, st->seed,
+	    strcmp(st->seed, st->base) != 0 ?
+		" (with the uncommitted changes)" :
+		"",
+	    st->base);
+	ret = 0;
+cleanup:
+	free(state);
+	free(gitdir);
+	free(why);
+	return ret;
+}
+
+int
+workspace_setup(const struct config *cfg, const char *instance_dir,
+    const char *id, struct qemu_share *shares, size_t *nshares, size_t max,
+    char **cause)
+{
+	struct mirror_state st;
+	char *const *ctx;
+	char *path = NULL, *name = NULL, *dir = NULL;
+	size_t nctx, need, i;
+	int ret = -1;
+
+	memset(&st, 0, sizeof(st));
+	ctx = config_list(cfg, "context", &nctx);
+	if (nctx > MIRROR_CONTEXT_MAX)
+		return cause_set(
+		    cause, "context: at most %d", MIRROR_CONTEXT_MAX);
+	if (workspace_mirror(cfg, instance_dir, id, &st, cause) != 0)
+		goto cleanup;
+	need = (st.gitdir != NULL ? 2 : 0) + nctx;
+	if (*nshares + need > max) {
+		cause_set(cause,
+		    "too many shares: %zu with the mirror and contexts, "
+		    "%zu at most (fewer --share-ro)",
+		    *nshares + need, max);
+		goto cleanup;
+	}
+	if (st.gitdir != NULL) {
+		/* The project's objects: read-only, the mirror's alternates. */
+		workspace_share(
+		    shares, nshares, st.objects, MIRROR_GUEST_OBJECTS, 0);
+		xasprintf(&path, "%s/%s", instance_dir, MIRROR_DIR);
+		workspace_share(shares, nshares, path, MIRROR_GUEST_DIR, 1);
+		free(path);
+		path = NULL;
+	}
+
+	/* Checkouts of an earlier start were the host's, read-only to the guest. */
+	xasprintf(&path, "%s/%s", instance_dir, MIRROR_CONTEXT_DIR);
+	if (util_rmtree(path) != 0) {
+		cause_set(cause, "removing %s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	for (i = 0; i < nctx; i++) {
+		if (mirror_context(ctx[i], instance_dir, &name, &dir, cause) !=
+		    0)
+			goto cleanup;
+		free(path);
+		xasprintf(&path, WORKSPACE_CONTEXT_GUEST "/%s", name);
+		workspace_share(shares, nshares, dir, path, 0);
+		free(name);
+		free(dir);
+		name = dir = NULL;
+	}
+	ret = 0;
+cleanup:
+	mirror_state_clear(&st);
+	free(path);
+	free(name);
+	free(dir);
+	return ret;
+}
+
+int
+workspace_mirror_check(
+    const char *instance_dir, uint64_t max_bytes, int64_t now, int64_t *next_at)
+{
+	char *dir = NULL, *cause = NULL;
+	uint64_t bytes, entries;
+	struct stat sb;
+	int rc = 0;
+
+	*next_at = now + WORKSPACE_CHECK_MS;
+	xasprintf(&dir, "%s/%s", instance_dir, MIRROR_DIR);
+	if (lstat(dir, &sb) == -1 && errno == ENOENT)
+		goto cleanup; /* no repository, no mirror */
+	rc = mirror_usage(dir, max_bytes, WORKSPACE_MIRROR_FILES_MAX, &bytes,
+	    &entries, &cause);
+	if (rc == 1)
+		log_warnx(
+		    "%s (mirror-max-size %llu MiB): stopping the instance; "
+		    "its mirror is kept for inspection",
+		    cause, (unsigned long long)(max_bytes >> 20));
+	else if (rc == -1)
+		log_warnx("mirror disk use: %s", cause);
+cleanup:
+	free(cause);
+	free(dir);
+	return rc == 1;
+}
+
+void
+workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
+    const char *instance_dir)
+{
+	struct stat a, b;
+	char *db = xstrdup(conf->audit_db), *m = NULL;
+
+	xasprintf(&m, "%s/%s", instance_dir, MIRROR_DIR);
+	if (lstat(m, &a) == 0 && stat(state_dir, &a) == 0 &&
+	    stat(dirname(db), &b) == 0 && a.st_dev == b.st_dev)
+		log_warnx(
+		    "the state dir %s and the audit database %s share a file "
+		    "system: a guest may fill it up to mirror-max-size (%llu "
+		    "MiB) "
+		    "through its git mirror",
+		    state_dir, conf->audit_db,
+		    (unsigned long long)(conf->mirror_max_size >> 20));
+	free(m);
+	free(db);
+}
