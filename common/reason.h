@@ -72,7 +72,7 @@
 	X(HTTP_BAD_CHUNK, "http_bad_chunk")                                    \
 	X(UPSTREAM_BAD_RESPONSE, "upstream_bad_response")                      \
 	/* a connection closed to admit an instance below its fair share */    \
-	X(OVER_SHARE, "over_share")                                    \
+	X(OVER_SHARE, "over_share")                                            \
 	/* credentials in a terminated tunnel (gateway/term.c) */              \
 	X(CREDENTIAL_MISUSE, "credential_misuse")                              \
 	X(REQUEST_NOT_ALLOWED, "request_not_allowed")                          \

@@ -167,6 +167,7 @@ cred_write_new(
 	    path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
 	if (fd == -1)
 		return cause_set(cause, "%s: %s", path, strerror(errno));
+	(void)fchmod(fd, mode); /* exactly mode, whatever the umask */
 	w = write(fd, buf, len);
 	if (w != (ssize_t)len || fsync(fd) == -1) {
 		cause_set(cause, "%s: %s", path, strerror(errno));
@@ -292,7 +293,7 @@ cred_ca(const struct ksb_conf *conf, char **cause)
 	xasprintf(&dir, "%s/ca", conf->state_dir);
 	xasprintf(&kp, "%s/ca.key", dir);
 	xasprintf(&cp, "%s/ca.crt", dir);
-	if (util_mkdirs(dir, 0755) == -1) {
+	if (util_mkdirs(dir, 0755) == -1 || chmod(dir, 0755) == -1) {
 		cause_set(cause, "%s: %s", dir, strerror(errno));
 		goto cleanup;
 	}

@@ -946,6 +946,10 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 	    t->up, term_read_cb, term_write_cb, term_up_event_cb, t);
 	bufferevent_setwatermark(t->down, EV_WRITE, TERM_BUF_MAX / 2, 0);
 	bufferevent_setwatermark(t->up, EV_WRITE, TERM_BUF_MAX / 2, 0);
+	/* What a side sent that is not taken yet (a pipelined request while
+	 * a response streams) is bounded too. */
+	bufferevent_setwatermark(t->down, EV_READ, 0, TERM_BUF_MAX);
+	bufferevent_setwatermark(t->up, EV_READ, 0, TERM_BUF_MAX);
 	bufferevent_enable(t->down, EV_READ | EV_WRITE);
 	bufferevent_enable(t->up, EV_READ | EV_WRITE);
 	t->timer = evtimer_new(gw->base, term_timer_cb, t);

@@ -218,6 +218,14 @@ req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Lengt
 out=$(raw "$G1" api.test http/1.1 "$T/req")
 ksb_check "CL.TE smuggling: 400 http_ambiguous_length" \
 	'echo "$out" | grep -qi "x-ksb-deny: http_ambiguous_length"'
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "Content-Length twice: 400 http_ambiguous_length" \
+	'echo "$out" | grep -qi "x-ksb-deny: http_ambiguous_length"'
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nTransfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "TE.TE (chunked, identity): refused" \
+	'echo "$out" | grep -q "HTTP/1.1 50[01]\|HTTP/1.1 400"'
 req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nX-Fold: a\r\n b\r\n\r\n'
 out=$(raw "$G1" api.test http/1.1 "$T/req")
 ksb_check "obs-fold: 400" 'echo "$out" | grep -q "HTTP/1.1 400"'
