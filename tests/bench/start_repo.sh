@@ -80,7 +80,7 @@ one() {
 	                     stderr=open(t + "/run.err", "ab"))
 	first = None
 	for line in p.stdout:
-	    if first is None and b"started" in line:
+	    if first is None and line.strip() == b"started":
 	        first = time.monotonic() - t0
 	        # CPU seconds so far of QEMU and ksb-run (the steadier figure
 	        # on a shared machine): their pids from the instance's state.
@@ -88,7 +88,12 @@ one() {
 	        st = open(t + "/state/instances/" + name + "/state").read()
 	        for k in ("pid=", "qemu_pid="):
 	            pid = [l[len(k):] for l in st.split("\n") if l.startswith(k)][0]
-	            f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+	            try:
+	                f = open("/proc/%s/stat" % pid).read()
+	            except OSError:
+	                cpu = float("nan")
+	                break
+	            f = f.rsplit(")", 1)[1].split()
 	            cpu += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 	rc = p.wait()
 	if first is None or rc != 0:
