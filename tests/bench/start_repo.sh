@@ -106,7 +106,10 @@ one() {
 }
 
 # median COL < FILE: the median of column COL (1 wall, 2 CPU).
-median() { awk -v c="$1" '{print $c}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+median() {
+	awk -v c="$1" '{print $c}' | sort -n |
+		awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+}
 mcol() { echo "$(median 1 < "$1")/$(median 2 < "$1")"; }
 KSBCTL() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 runs=${KSB_BENCH_RUNS:-3}
@@ -154,6 +157,7 @@ for s in $sizes; do
 			"$([ "$k" = 1 ] && echo this || echo other)" \
 			"$(mcol "$T/first$k")" "$(mcol "$T/warm$k")" \
 			"$(mcol "$T/resume$k")" "$(mcol "$T/next$k")"
-		echo "  runs: $(tr '\n' ',' < "$T/first$k") / $(tr '\n' ',' < "$T/warm$k") / $(tr '\n' ',' < "$T/resume$k") / $(tr '\n' ',' < "$T/next$k")"
+		echo "  runs: $(tr '\n' , < "$T/first$k") / $(tr '\n' , < "$T/warm$k")" \
+			"/ $(tr '\n' , < "$T/resume$k") / $(tr '\n' , < "$T/next$k")"
 	done
 done
