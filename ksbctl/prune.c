@@ -63,12 +63,13 @@ static void
 prune_say(struct prune *p, const char *kind, const char *id, const char *path,
     uint64_t bytes, int64_t stopped_ms)
 {
-	struct json_object *o = out_object();
+	struct json_object *o;
 	char sz[32], age[32];
 
 	p->freed += bytes;
 	p->n++;
 	if (p->fmt == OUT_JSON) {
+		o = out_object();
 		out_add(o, "kind", out_str(kind));
 		out_add(o, "id", out_str(id));
 		out_add(o, "path", out_str(path));
@@ -81,7 +82,6 @@ prune_say(struct prune *p, const char *kind, const char *id, const char *path,
 		json_object_put(o);
 		return;
 	}
-	json_object_put(o);
 	age[0] = '\0';
 	if (stopped_ms > 0)
 		prune_age(age, sizeof(age), (p->now_ms - stopped_ms) / 1000);

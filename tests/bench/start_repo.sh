@@ -80,7 +80,7 @@ one() {
 	                     stderr=open(t + "/run.err", "ab"))
 	first = None
 	for line in p.stdout:
-	    if first is None and b"started" in line:
+	    if first is None and line.strip() == b"started":
 	        first = time.monotonic() - t0
 	        # CPU seconds so far of QEMU and ksb-run (the steadier figure
 	        # on a shared machine): their pids from the instance's state.
@@ -88,7 +88,12 @@ one() {
 	        st = open(t + "/state/instances/" + name + "/state").read()
 	        for k in ("pid=", "qemu_pid="):
 	            pid = [l[len(k):] for l in st.split("\n") if l.startswith(k)][0]
-	            f = open("/proc/%s/stat" % pid).read().rsplit(")", 1)[1].split()
+	            try:
+	                f = open("/proc/%s/stat" % pid).read()
+	            except OSError:
+	                cpu = float("nan")
+	                break
+	            f = f.rsplit(")", 1)[1].split()
 	            cpu += (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 	rc = p.wait()
 	if first is None or rc != 0:
@@ -101,7 +106,10 @@ one() {
 }
 
 # median COL < FILE: the median of column COL (1 wall, 2 CPU).
-median() { awk -v c="$1" '{print $c}' | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+median() {
+	awk -v c="$1" '{print $c}' | sort -n |
+		awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+}
 mcol() { echo "$(median 1 < "$1")/$(median 2 < "$1")"; }
 KSBCTL() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 runs=${KSB_BENCH_RUNS:-3}
@@ -149,6 +157,7 @@ for s in $sizes; do
 			"$([ "$k" = 1 ] && echo this || echo other)" \
 			"$(mcol "$T/first$k")" "$(mcol "$T/warm$k")" \
 			"$(mcol "$T/resume$k")" "$(mcol "$T/next$k")"
-		echo "  runs: $(tr '\n' ',' < "$T/first$k") / $(tr '\n' ',' < "$T/warm$k") / $(tr '\n' ',' < "$T/resume$k") / $(tr '\n' ',' < "$T/next$k")"
+		echo "  runs: $(tr '\n' , < "$T/first$k") / $(tr '\n' , < "$T/warm$k")" \
+			"/ $(tr '\n' , < "$T/resume$k") / $(tr '\n' , < "$T/next$k")"
 	done
 done
