@@ -74,5 +74,17 @@ int audit_chain_head(
  */
 int audit_chain_verify(
     struct sqlite3 *db, struct audit_verify *r, char **cause);
+/*
+ * A witnessed head as the gateway logs it ("SEQ:HASH": decimal seq > 0,
+ * 64 lowercase hex digits; ksb-audit(5)) into *seq and hash.  0 or -1.
+ */
+int audit_chain_parse_head(
+    const char *s, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
+/*
+ * The hash of the record at seq, its table (static) and rowid: 0; 1 if
+ * no record has that seq; -1 if the database could not be read.
+ */
+int audit_chain_record(struct sqlite3 *db, int64_t seq,
+    uint8_t hash[AUDIT_HASH_LEN], const char **table, int64_t *rowid);
 
 #endif

@@ -11,6 +11,7 @@
  * (text).  hash(0) is 32 zero bytes, or chain_anchor.hash when old records
  * were pruned (then the oldest kept record is chain_anchor.seq + 1).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -457,5 +458,79 @@ cleanup:
 	for (k = 0; k < AUDIT_NKINDS; k++)
 		sqlite3_finalize(st[k]);
 	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	return ret;
+}
+
+static int
+audit_chain_nibble(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int
+audit_chain_parse_head(
+    const char *s, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
+{
+	const char *colon = strchr(s, ':');
+	char *end;
+	long long v;
+	size_t i;
+	int hi, lo;
+
+	if (colon == NULL || colon == s || s[0] < '0' || s[0] > '9' ||
+	    strlen(colon + 1) != AUDIT_HASH_LEN * 2)
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end != colon || v <= 0)
+		return -1;
+	for (i = 0; i < AUDIT_HASH_LEN; i++) {
+		hi = audit_chain_nibble(colon[1 + 2 * i]);
+		lo = audit_chain_nibble(colon[2 + 2 * i]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		hash[i] = (uint8_t)(hi << 4 | lo);
+	}
+	*seq = v;
+	return 0;
+}
+
+int
+audit_chain_record(sqlite3 *db, int64_t seq, uint8_t hash[AUDIT_HASH_LEN],
+    const char **table, int64_t *rowid)
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
+	int k, rc, ret = 1;
+
+	for (k = 0; k < AUDIT_NKINDS && ret == 1; k++) {
+		xasprintf(&sql, "SELECT rowid, hash FROM %s WHERE seq = ?",
+		    audit_kinds[k].table);
+		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+			ret = -1;
+			break;
+		}
+		sqlite3_bind_int64(st, 1, seq);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW &&
+		    sqlite3_column_bytes(st, 1) == AUDIT_HASH_LEN) {
+			memcpy(
+			    hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
+			*table = audit_kinds[k].table;
+			*rowid = sqlite3_column_int64(st, 0);
+			ret = 0;
+		} else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			ret = -1;
+		sqlite3_finalize(st);
+		st = NULL;
+		free(sql);
+		sql = NULL;
+	}
+	sqlite3_finalize(st);
+	free(sql);
 	return ret;
 }

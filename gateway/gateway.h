@@ -128,6 +128,16 @@ int audit_start(struct audit *, struct event_base *base, char **cause);
 /* Flush every queued record (bounded: one attempt if the database is
  * down), stop the writer, close.  Call before event_base_free.  NULL-safe. */
 void audit_free(struct audit *);
+/*
+ * The witness: log "audit head SEQ:HASH" (the last committed record's seq
+ * and hash, hex) to standard error and syslog(3), now and every
+ * AUDIT_WITNESS_SEC seconds on base when it changed, and from audit_free
+ * after the last flush.  0 or -1 (*cause).
+ */
+#define AUDIT_WITNESS_SEC 60
+int audit_witness_start(struct audit *, struct event_base *base, char **cause);
+/* Log the head now if it changed since the last line (loop thread). */
+void audit_witness(struct audit *);
 /* Change the retention (seconds, 0: keep everything); applied by the
  * writer at its next pruning pass (hourly). */
 void audit_set_retention(struct audit *, int64_t retention_s);

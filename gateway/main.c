@@ -319,7 +319,8 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 	gw->base = event_base_new();
 	if (gw->base == NULL)
 		fatalx("event_base_new");
-	if (audit_start(gw->audit, gw->base, &cause) == -1)
+	if (audit_start(gw->audit, gw->base, &cause) == -1 ||
+	    audit_witness_start(gw->audit, gw->base, &cause) == -1)
 		fatalx("%s", cause);
 }
 

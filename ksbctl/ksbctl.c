@@ -59,7 +59,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "audit export --jsonl [--since T] "
 	    "[--follow]",
 	    "every audit record, JSON lines" },
-	{ "audit verify", audit_main, "audit verify [--json]",
+	{ "audit verify", audit_main,
+	    "audit verify [--head SEQ:HASH | --head-from FILE] [--json]",
 	    "check the audit hash chain" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },
 	{ "policy check", policy_main, "policy check [FILE...]",
