@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -83,7 +84,10 @@ gateway_nofile(void)
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
-		log_warn("getrlimit RLIMIT_NOFILE");
+		/* EPERM: a system call filter (the systemd unit's, which
+		 * sets LimitNOFILE= itself) */
+		if (errno != EPERM)
+			log_warn("getrlimit RLIMIT_NOFILE");
 		return 0;
 	}
 	if (rl.rlim_cur < rl.rlim_max) {
@@ -412,8 +416,14 @@ main(int argc, char **argv)
 		printf("configuration OK\n");
 		return 0;
 	}
-	/* Files the gateway creates: 0640 at most (gateway/filemode.c). */
+	/* Files the gateway creates: 0640 at most (gateway/filemode.c);
+	 * control-group as a supplementary group lets it give them that
+	 * group without CAP_CHOWN (the owner may choose any group it is
+	 * in, chown(2)); the proxy process drops every group. */
 	umask(027);
+	if (gw.conf->control_group != NULL &&
+	    setgroups(1, &gw.conf->control_gid) == -1)
+		log_warn("setgroups %ld", (long)gw.conf->control_gid);
 	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);
