@@ -1202,8 +1202,8 @@ sup_ctl_write(struct sup *s)
 static void
 sup_guest_budget(struct sup *s, size_t n, int64_t now)
 {
-	int max = s->r->agent != NULL ? RUN_GUEST_BYTES_PER_S :
-					RUN_GUEST_CTL_BPS;
+	int max =
+	    s->r->agent != NULL ? RUN_GUEST_BYTES_PER_S : RUN_GUEST_CTL_BPS;
 
 	if (now >= s->budget_at + 1000) {
 		s->budget_at = now;
