@@ -132,6 +132,8 @@ int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
 struct ksb_conf {
 	char *path;	      /* the file read, or NULL for built-in defaults */
 	char *bridge;	      /* "ksb0" */
+	char *nft_table;      /* "ksb": inet and bridge tables of this name */
+	char *tap_prefix;     /* "ksbt": taps are <prefix><host part> */
 	uint32_t bridge_addr; /* network order, 10.77.0.1 */
 	int bridge_prefix;    /* 24 */
 	uint16_t proxy_port;  /* 3128 */

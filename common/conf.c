@@ -45,6 +45,8 @@ conf_free(struct ksb_conf *c)
 		return;
 	free(c->path);
 	free(c->bridge);
+	free(c->nft_table);
+	free(c->tap_prefix);
 	free(c->control_socket);
 	free(c->control_group);
 	free(c->proxy_user);
@@ -117,6 +119,18 @@ _Static_assert(
     sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) == CONF_LIVE_NINTS,
     "CONF_LIVE_NINTS does not match conf_live_ints");
 
+/* [a-z0-9_]{1,max} (nftables table and interface name parts). */
+static int
+conf_name_ok(const char *v, size_t max)
+{
+	size_t n = strlen(v);
+
+	return n > 0 && n <= max &&
+	    strspn(v,
+		"abcdefghijklmnopqrstuvwxyz"
+		"0123456789_") == n;
+}
+
 static int *
 conf_live_int_at(struct ksb_conf *c, size_t i)
 {
@@ -169,6 +183,8 @@ conf_defaults(void)
 	struct ksb_conf *c = xcalloc(1, sizeof(*c));
 
 	c->bridge = xstrdup("ksb0");
+	c->nft_table = xstrdup("ksb");
+	c->tap_prefix = xstrdup("ksbt");
 	util_parse_cidr4("10.77.0.1/24", &c->bridge_addr, &c->bridge_prefix);
 	c->proxy_port = 3128;
 	c->control_socket = xstrdup("/run/ksb/gateway.sock");
@@ -404,6 +420,22 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			    val);
 		else
 			conf_setstr(&c->bridge, val);
+	} else if (strcmp(key, "nft-table") == 0) {
+		if (!conf_name_ok(val, 32))
+			conf_err(errs, file, line,
+			    "nft-table: `%s' is not a table name "
+			    "([a-z0-9_], 1-32 bytes)",
+			    val);
+		else
+			conf_setstr(&c->nft_table, val);
+	} else if (strcmp(key, "tap-prefix") == 0) {
+		if (!conf_name_ok(val, 10) || strchr(val, '_') != NULL)
+			conf_err(errs, file, line,
+			    "tap-prefix: `%s' is not a tap prefix "
+			    "([a-z0-9], 1-10 bytes)",
+			    val);
+		else
+			conf_setstr(&c->tap_prefix, val);
 	} else if (strcmp(key, "bridge-address") == 0) {
 		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) ==
 			-1 ||

@@ -194,7 +194,7 @@ struct instance {
 	struct instance *next;
 };
 /* Set the address pool: the bridge network minus the gateway's address. */
-void registry_init(uint32_t bridge_addr, int prefix);
+void registry_init(uint32_t bridge_addr, int prefix, const char *tap_prefix);
 /* Allocate address, MAC and tap name.  NULL and *cause if full or taken. */
 struct instance *registry_add(
     const char *id, const char *profile, void *owner, char **cause);
