@@ -164,6 +164,9 @@ struct ksb_conf {
 	int max_per_instance; /* concurrent connections per instance: 256 */
 	int conn_rate;	      /* new connections per second, all guests: 1000 */
 	int conn_rate_instance; /* new connections per second per instance: 200 */
+	int audit_budget_records; /* audit records per second per instance:
+				     1000 (gateway/budget.c) */
+	int audit_budget_bytes;	  /* ... and bytes per UTC day: 1 GiB */
 	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
 					   may use (ksb-run stops it): 2 GiB */
 };
@@ -186,7 +189,7 @@ void conf_free(struct ksb_conf *);
  * to and from an array of CONF_LIVE_NINTS (the proxy process's MSG_POLICY
  * carries it), in an order of conf.c's own that both ends share.
  */
-#define CONF_LIVE_NINTS 9
+#define CONF_LIVE_NINTS 11
 void conf_take_live(struct ksb_conf *dst, struct ksb_conf *src);
 void conf_live_get(const struct ksb_conf *c, int32_t v[CONF_LIVE_NINTS]);
 void conf_live_set(struct ksb_conf *c, const int32_t v[CONF_LIVE_NINTS]);

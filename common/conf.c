@@ -114,6 +114,10 @@ static const struct conf_live_int {
 	{ "connection-rate", offsetof(struct ksb_conf, conn_rate), 1, 1000000 },
 	{ "connection-rate-per-instance",
 	    offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
+	{ "audit-budget-records",
+	    offsetof(struct ksb_conf, audit_budget_records), 1, 1000000 },
+	{ "audit-budget-bytes", offsetof(struct ksb_conf, audit_budget_bytes),
+	    4096, 2147483647 },
 };
 _Static_assert(
     sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) == CONF_LIVE_NINTS,
@@ -198,6 +202,8 @@ conf_defaults(void)
 	c->max_per_instance = 256;
 	c->conn_rate = 1000;
 	c->conn_rate_instance = 200;
+	c->audit_budget_records = 1000;
+	c->audit_budget_bytes = 1 << 30;
 	c->mirror_max_size = 2ULL << 30;
 	return c;
 }
@@ -352,13 +358,18 @@ conf_line_live(struct ksb_conf *c, const char *key, const char *val,
 {
 	size_t i;
 	long n;
+	uint64_t size;
 
 	for (i = 0; i < CONF_LIVE_NINTS; i++) {
 		const struct conf_live_int *li = &conf_live_ints[i];
 
 		if (strcmp(key, li->key) != 0)
 			continue;
-		if (conf_int(val, li->min, li->max, &n) == -1)
+		if (strcmp(key, "audit-budget-bytes") == 0 &&
+		    util_parse_size(val, 1, &size) == 0 &&
+		    size >= (uint64_t)li->min && size <= (uint64_t)li->max)
+			*conf_live_int_at(c, i) = (int)size;
+		else if (conf_int(val, li->min, li->max, &n) == -1)
 			conf_err(errs, file, line,
 			    "%s: `%s' is not a number in %ld-%ld", key, val,
 			    li->min, li->max);

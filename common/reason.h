@@ -63,7 +63,9 @@
 	/* the audit writer's stand-in for a row that carried none */          \
 	X(UNKNOWN, "unknown")                                                  \
 	/* a connection closed to admit an instance below its fair share */    \
-	X(OVER_SHARE, "over_share")
+	X(OVER_SHARE, "over_share")                                            \
+	/* the instance's audit budget (gateway/budget.c) is spent */          \
+	X(AUDIT_BUDGET, "audit_budget")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

@@ -139,6 +139,7 @@ test_reason(void)
 		{ REASON_PROXY_RESTARTED, "proxy_restarted" },
 		{ REASON_UNKNOWN, "unknown" },
 		{ REASON_OVER_SHARE, "over_share" },
+		{ REASON_AUDIT_BUDGET, "audit_budget" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;
