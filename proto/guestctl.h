@@ -48,7 +48,7 @@
 #define GUESTCTL_PORT_NAME     "org.ksb.control"
 #define GUESTCTL_ARGV_MAX      65536 /* bytes of the NUL-separated argv */
 #define GUESTCTL_ARGC_MAX      4096
-#define GUESTCTL_LINE_MAX      256   /* bytes of one line, '\n' included */
+#define GUESTCTL_LINE_MAX      256 /* bytes of one line, '\n' included */
 #define GUESTCTL_STOP_GRACE_MS 5000
 
 /*
