@@ -146,6 +146,7 @@ struct ksb_conf {
 	char *audit_db;	      /* <state_dir>/audit.db */
 	int64_t audit_retention; /* seconds of audit records kept; 0: all */
 	char *hosts_file;	 /* NULL: none */
+	char *audit_key;	 /* HMAC key file of the chain; NULL: none */
 	char *resolver;		 /* "ip[:port]" or NULL: /etc/resolv.conf */
 	char **policy_files;	 /* expanded from "policy = GLOB" lines */
 	size_t npolicy_files;

@@ -53,6 +53,7 @@ conf_free(struct ksb_conf *c)
 	free(c->state_dir);
 	free(c->audit_db);
 	free(c->hosts_file);
+	free(c->audit_key);
 	free(c->resolver);
 	for (i = 0; i < c->npolicy_files; i++)
 		free(c->policy_files[i]);
@@ -467,6 +468,11 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			    "audit-retention: `%s' is not "
 			    "a duration (0, or N followed by s, m, h or d)",
 			    val);
+	} else if (strcmp(key, "audit-key") == 0) {
+		/* Read (and its mode checked) by the gateway at start. */
+		p = conf_path(dir, val);
+		conf_setstr(&c->audit_key, p);
+		free(p);
 	} else if (strcmp(key, "hosts-file") == 0) {
 		p = conf_path(dir, val);
 		/* Read by the proxy process at start: catch it here (-n). */

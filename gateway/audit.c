@@ -714,6 +714,40 @@ sqlerr:
 }
 
 /*
+ * The keyed chain (audit-key): a new database (version 0) is marked
+ * keyed or not (PRAGMA application_id); an existing one must match, for
+ * a chain is one or the other from its first record.  0, or -2 with
+ * *cause (the gateway does not start).
+ */
+static int
+audit_db_keyed(struct audit *a, int version, char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int id = -1, keyed = audit_chain_keyed();
+	char sql[64];
+
+	if (version == 0) {
+		snprintf(sql, sizeof(sql), "PRAGMA application_id = %d",
+		    keyed ? AUDIT_APP_KEYED : 0);
+		return audit_exec(a, sql, cause) == -1 ? -2 : 0;
+	}
+	if (sqlite3_prepare_v2(a->db, "PRAGMA application_id", -1, &st, NULL) ==
+		SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if ((id == AUDIT_APP_KEYED) == keyed)
+		return 0;
+	cause_set(cause,
+	    keyed ? "%s: its chain is not keyed, audit-key is set: give the "
+		    "keyed chain a new audit-db (keep this one for ksbctl "
+		    "audit verify)" :
+		    "%s: its chain is keyed (HMAC): set audit-key",
+	    a->path);
+	return -2;
+}
+
+/*
  * Open (or create) the database, migrate it, load the chain head, close
  * what a previous gateway left open.  A database created while we still
  * know the head of a previous one (it was removed) is anchored on it.
@@ -743,6 +777,10 @@ audit_db_open(struct audit *a, char **cause)
 		goto rollback;
 	if (audit_chain_head(a->db, &a->seq, a->head) == -1) {
 		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+		goto rollback;
+	}
+	if ((r = audit_db_keyed(a, version, cause)) != 0) {
+		ret = r;
 		goto rollback;
 	}
 	if (audit_db_close_orphans(a, now, cause) == -1)

@@ -472,6 +472,11 @@ main(int argc, char **argv)
 	if (gw.conf->control_group != NULL &&
 	    setgroups(1, &gw.conf->control_gid) == -1)
 		log_warn("setgroups %ld", (long)gw.conf->control_gid);
+	if (gw.conf->audit_key != NULL &&
+	    audit_chain_load_key(gw.conf->audit_key, &cause) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		return 1;
+	}
 	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);

@@ -133,6 +133,7 @@ reload_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
 		{ "state-dir", offsetof(struct ksb_conf, state_dir) },
 		{ "audit-db", offsetof(struct ksb_conf, audit_db) },
 		{ "hosts-file", offsetof(struct ksb_conf, hosts_file) },
+		{ "audit-key", offsetof(struct ksb_conf, audit_key) },
 		{ "resolver", offsetof(struct ksb_conf, resolver) },
 	};
 	const char *file = cur->path ? cur->path : "ksb.conf";

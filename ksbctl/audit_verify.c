@@ -159,6 +159,52 @@ audit_verify_witness(sqlite3 *db, struct audit_verify *r, int64_t seq,
 	return 0;
 }
 
+/*
+ * The keyed chain: a database marked keyed (PRAGMA application_id) is
+ * verified with HMAC-SHA256 and the key of --key or ksb.conf's audit-key
+ * (root's file); one not marked while a key is configured is reported
+ * (its mark removed, or an unkeyed chain where a keyed one belongs).
+ * 0 go on, 1 broken (r->problem), -1 error (written).
+ */
+static int
+audit_verify_key(sqlite3 *db, const char *keyfile, struct audit_verify *r)
+{
+	sqlite3_stmt *st = NULL;
+	char *cause = NULL;
+	int id = -1;
+
+	if (keyfile == NULL)
+		keyfile = ksbctl_conf->audit_key;
+	if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, NULL) ==
+		SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (id != AUDIT_APP_KEYED && keyfile == NULL)
+		return 0;
+	if (id != AUDIT_APP_KEYED) {
+		r->bad_table = "(database)";
+		r->bad_id = -1;
+		xasprintf(&r->problem,
+		    "audit-key %s is set, but the database's chain is not "
+		    "keyed",
+		    keyfile);
+		return 1;
+	}
+	if (keyfile == NULL) {
+		fprintf(stderr,
+		    "ksbctl audit verify: the chain is keyed (HMAC): give "
+		    "--key FILE or set audit-key (root's file)\n");
+		return -1;
+	}
+	if (audit_chain_load_key(keyfile, &cause) == -1) {
+		fprintf(stderr, "ksbctl audit verify: %s\n", cause);
+		free(cause);
+		return -1;
+	}
+	return 0;
+}
+
 int
 audit_verify_main(int argc, char **argv)
 {
@@ -166,6 +212,7 @@ audit_verify_main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "head", required_argument, NULL, 'H' },
 		{ "head-from", required_argument, NULL, 'F' },
+		{ "key", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -173,6 +220,7 @@ audit_verify_main(int argc, char **argv)
 	enum out_format fmt = OUT_TEXT;
 	char *cause = NULL;
 	int ch, rc, witness = 0;
+	const char *keyfile = NULL;
 	int64_t wseq = 0;
 	uint8_t whead[AUDIT_HASH_LEN];
 	sqlite3 *db;
@@ -195,6 +243,9 @@ audit_verify_main(int argc, char **argv)
 			}
 			witness = 1;
 			break;
+		case 'K':
+			keyfile = optarg;
+			break;
 		case 'F':
 			if (audit_verify_head_from(optarg, &wseq, whead) == -1)
 				return 1;
@@ -214,7 +265,13 @@ audit_verify_main(int argc, char **argv)
 	}
 	if ((db = audit_db_open()) == NULL)
 		return 1;
-	rc = audit_chain_verify(db, &r, &cause);
+	memset(&r, 0, sizeof(r));
+	if ((rc = audit_verify_key(db, keyfile, &r)) == -1) {
+		sqlite3_close(db);
+		return 1;
+	}
+	if (rc == 0)
+		rc = audit_chain_verify(db, &r, &cause);
 	if (rc == 0 && witness)
 		rc = audit_verify_witness(db, &r, wseq, whead);
 	sqlite3_close(db);

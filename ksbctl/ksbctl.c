@@ -60,7 +60,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "[--follow]",
 	    "every audit record, JSON lines" },
 	{ "audit verify", audit_main,
-	    "audit verify [--head SEQ:HASH | --head-from FILE] [--json]",
+	    "audit verify [--head SEQ:HASH | --head-from FILE] [--key FILE]\n"
+	    "[--json]",
 	    "check the audit hash chain" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },
 	{ "policy check", policy_main, "policy check [FILE...]",

@@ -6,7 +6,9 @@
 # them removed): `ksbctl audit verify' alone still passes (the attack the
 # witness is for), and fails against the logged head, given as
 # --head-from LOG or --head SEQ:HASH.  A rewritten record at the head is
-# found too.
+# found too.  Then the keyed chain (audit-key: HMAC-SHA256 with a root-only
+# key): refused on an unkeyed database and with a readable key file,
+# verified with the key, broken with another one.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -76,6 +78,42 @@ ksb_check "the head at start: $head" \
 	'grep -qx "ksb-gatewayd: audit head $head" "$T/gatewayd.log"'
 out=$(ctl audit verify --head "12:zz" 2>&1) && rc=0 || rc=$?
 ksb_check "a malformed --head is refused (2): $out" '[ "$rc" = 2 ]'
+
+ksb_say "the keyed chain (audit-key)"
+kill "$KSB_GATEWAY_PID"
+ksb_wait_dead "$KSB_GATEWAY_PID" || true
+head -c 32 /dev/urandom > "$T/audit.key"
+head -c 32 /dev/urandom > "$T/wrong.key"
+chmod 0600 "$T/audit.key" "$T/wrong.key"
+echo "audit-key = $T/audit.key" >> "$T/ksb.conf"
+rm -f "$T/gateway.sock"
+out=$(timeout 20 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -f "$T/ksb.conf" 2>&1) && rc=0 || rc=$?
+ksb_check "an unkeyed chain with audit-key set: refused ($rc)" \
+	'[ "$rc" != 0 ] && echo "$out" | grep -q "its chain is not keyed"'
+chmod 0644 "$T/audit.key"
+out=$(timeout 20 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -f "$T/ksb.conf" 2>&1) && rc=0 || rc=$?
+ksb_check "a key file others can read: refused: $out" \
+	'[ "$rc" = 1 ] && echo "$out" | grep -q "must be root.s and mode 0600 or 0400"'
+chmod 0600 "$T/audit.key"
+mv "$S" "$T/unkeyed.db"
+rm -f "$S-wal" "$S-shm" "$T/gateway.sock"
+ksb_gateway
+ksb_fake_guest 2 w2
+fetch denied.test > /dev/null
+ksb_unguest 2
+kill "$KSB_GATEWAY_PID"
+ksb_wait_dead "$KSB_GATEWAY_PID" || true
+ksb_check "keyed: verify with audit-key passes, against the head too" \
+	'ctl audit verify --head-from "$T/gatewayd.log" > /dev/null'
+ksb_check "the database is marked keyed" \
+	'[ "$(ksb_sql "PRAGMA application_id")" = "$((0x6b73624b))" ]'
+out=$(ctl audit verify --key "$T/wrong.key" 2>&1) && rc=0 || rc=$?
+ksb_check "another key breaks it at the first record: $out" \
+	'[ "$rc" = 1 ] && echo "$out" | grep -q "BROKEN at .* seq 1 "'
+ksb_sql "PRAGMA application_id = 0" > /dev/null
+out=$(ctl audit verify 2>&1) && rc=0 || rc=$?
+ksb_check "its mark removed: reported: $out" \
+	'[ "$rc" = 1 ] && echo "$out" | grep -q "chain is not keyed"'
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]
