@@ -55,7 +55,25 @@ struct audit_verify {
 	const char *bad_table;
 	int64_t bad_seq, bad_id; /* bad_id: rowid in bad_table */
 };
-/* out = SHA-256 of prev, seq, the kind's name and the n fields. */
+/*
+ * The keyed chain (ksb.conf audit-key, ksb-audit(5)): from now on this
+ * process's hashes are HMAC-SHA256 with key (len bytes, copied; NULL:
+ * SHA-256 again).  audit_chain_keyed: 1 if a key is set.
+ */
+void audit_chain_set_key(const uint8_t *key, size_t len);
+int audit_chain_keyed(void);
+/*
+ * Read the key file path (root's, no group or other bits: checked on the
+ * opened file; AUDIT_KEY_MIN..MAX bytes, used as they are) and set it.
+ * 0, or -1 with *cause.
+ */
+#define AUDIT_KEY_MIN 32
+#define AUDIT_KEY_MAX 4096
+int audit_chain_load_key(const char *path, char **cause);
+/* A database whose chain is keyed says so: PRAGMA application_id. */
+#define AUDIT_APP_KEYED 0x6b73624b /* "ksbK" */
+/* out = SHA-256 (HMAC-SHA256 when keyed) of prev, seq, the kind's name
+ * and the n fields. */
 void audit_chain_hash(const uint8_t prev[AUDIT_HASH_LEN], int64_t seq,
     enum audit_kind kind, const struct audit_val *v, size_t n,
     uint8_t out[AUDIT_HASH_LEN]);
@@ -75,5 +93,17 @@ int audit_chain_head(
  */
 int audit_chain_verify(
     struct sqlite3 *db, struct audit_verify *r, char **cause);
+/*
+ * A witnessed head as the gateway logs it ("SEQ:HASH": decimal seq > 0,
+ * 64 lowercase hex digits; ksb-audit(5)) into *seq and hash.  0 or -1.
+ */
+int audit_chain_parse_head(
+    const char *s, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
+/*
+ * The hash of the record at seq, its table (static) and rowid: 0; 1 if
+ * no record has that seq; -1 if the database could not be read.
+ */
+int audit_chain_record(struct sqlite3 *db, int64_t seq,
+    uint8_t hash[AUDIT_HASH_LEN], const char **table, int64_t *rowid);
 
 #endif

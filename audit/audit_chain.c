@@ -11,10 +11,16 @@
  * (text).  hash(0) is 32 zero bytes, or chain_anchor.hash when old records
  * were pruned (then the oldest kept record is chain_anchor.seq + 1).
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
+#include <openssl/params.h>
 #include <sqlite3.h>
 
 #include "common/common.h"
@@ -49,45 +55,163 @@ audit_chain_be(uint8_t *p, uint64_t v, int n)
 		p[i] = v & 0xff;
 }
 
+/*
+ * The chain's key (ksb.conf audit-key): NULL, SHA-256; else HMAC-SHA256
+ * with it.  Process-wide: one chain per process, set before any hash.
+ */
+static uint8_t *audit_chain_key;
+static size_t audit_chain_keylen;
+
+void
+audit_chain_set_key(const uint8_t *key, size_t len)
+{
+	if (audit_chain_key != NULL) {
+		explicit_bzero(audit_chain_key, audit_chain_keylen);
+		free(audit_chain_key);
+	}
+	audit_chain_key = NULL;
+	audit_chain_keylen = 0;
+	if (key != NULL && len > 0) {
+		audit_chain_key = xmalloc(len);
+		memcpy(audit_chain_key, key, len);
+		audit_chain_keylen = len;
+	}
+}
+
+int
+audit_chain_load_key(const char *path, char **cause)
+{
+	uint8_t buf[AUDIT_KEY_MAX + 1];
+	struct stat st;
+	ssize_t n;
+	int fd, ret = -1;
+
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(
+		    cause, "audit-key %s: %s", path, strerror(errno));
+	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
+		cause_set(cause, "audit-key %s: not a regular file", path);
+		goto cleanup;
+	}
+	if (st.st_uid != 0 || (st.st_mode & 077) != 0) {
+		cause_set(cause,
+		    "audit-key %s: must be root's and mode 0600 or 0400 "
+		    "(is uid %ld mode %04o)",
+		    path, (long)st.st_uid, (unsigned)(st.st_mode & 07777));
+		goto cleanup;
+	}
+	n = read(fd, buf, sizeof(buf));
+	if (n < AUDIT_KEY_MIN || n > AUDIT_KEY_MAX) {
+		cause_set(cause, "audit-key %s: want %d to %d bytes", path,
+		    AUDIT_KEY_MIN, AUDIT_KEY_MAX);
+		goto cleanup;
+	}
+	audit_chain_set_key(buf, (size_t)n);
+	ret = 0;
+cleanup:
+	explicit_bzero(buf, sizeof(buf));
+	close(fd);
+	return ret;
+}
+
+int
+audit_chain_keyed(void)
+{
+	return audit_chain_key != NULL;
+}
+
+/* One hash or HMAC computation: SHA-256, or HMAC-SHA256 when keyed. */
+struct audit_chain_ctx {
+	EVP_MD_CTX *md;
+	EVP_MAC_CTX *mac;
+};
+
+static void
+audit_chain_begin(struct audit_chain_ctx *c)
+{
+	OSSL_PARAM params[2];
+	EVP_MAC *mac;
+
+	memset(c, 0, sizeof(*c));
+	if (audit_chain_key == NULL) {
+		c->md = EVP_MD_CTX_new();
+		if (c->md == NULL ||
+		    EVP_DigestInit_ex(c->md, EVP_sha256(), NULL) != 1)
+			fatalx("EVP_DigestInit_ex");
+		return;
+	}
+	params[0] = OSSL_PARAM_construct_utf8_string("digest", "SHA256", 0);
+	params[1] = OSSL_PARAM_construct_end();
+	if ((mac = EVP_MAC_fetch(NULL, "HMAC", NULL)) == NULL ||
+	    (c->mac = EVP_MAC_CTX_new(mac)) == NULL ||
+	    EVP_MAC_init(c->mac, audit_chain_key, audit_chain_keylen, params) !=
+		1)
+		fatalx("EVP_MAC_init HMAC-SHA256");
+	EVP_MAC_free(mac);
+}
+
+static void
+audit_chain_update(struct audit_chain_ctx *c, const void *p, size_t n)
+{
+	if (c->md != NULL)
+		EVP_DigestUpdate(c->md, p, n);
+	else
+		EVP_MAC_update(c->mac, p, n);
+}
+
+static void
+audit_chain_end(struct audit_chain_ctx *c, uint8_t out[AUDIT_HASH_LEN])
+{
+	unsigned int len = AUDIT_HASH_LEN;
+	size_t mlen = 0;
+
+	if (c->md != NULL) {
+		if (EVP_DigestFinal_ex(c->md, out, &len) != 1)
+			fatalx("EVP_DigestFinal_ex");
+		EVP_MD_CTX_free(c->md);
+		return;
+	}
+	if (EVP_MAC_final(c->mac, out, &mlen, AUDIT_HASH_LEN) != 1 ||
+	    mlen != AUDIT_HASH_LEN)
+		fatalx("EVP_MAC_final");
+	EVP_MAC_CTX_free(c->mac);
+}
+
 void
 audit_chain_hash(const uint8_t prev[AUDIT_HASH_LEN], int64_t seq,
     enum audit_kind kind, const struct audit_val *v, size_t n,
     uint8_t out[AUDIT_HASH_LEN])
 {
-	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	struct audit_chain_ctx c;
 	const char *name = audit_kinds[kind].name;
 	uint8_t b[9];
-	unsigned int len = AUDIT_HASH_LEN;
 	size_t i, sl;
 
-	if (md == NULL || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
-		fatalx("EVP_DigestInit_ex");
-	EVP_DigestUpdate(md, prev, AUDIT_HASH_LEN);
+	audit_chain_begin(&c);
+	audit_chain_update(&c, prev, AUDIT_HASH_LEN);
 	audit_chain_be(b, (uint64_t)seq, 8);
-	EVP_DigestUpdate(md, b, 8);
-	EVP_DigestUpdate(md, name, strlen(name) + 1);
+	audit_chain_update(&c, b, 8);
+	audit_chain_update(&c, name, strlen(name) + 1);
 	for (i = 0; i < n; i++) {
 		switch (v[i].type) {
 		case AUDIT_VAL_NULL:
-			EVP_DigestUpdate(md, "N", 1);
+			audit_chain_update(&c, "N", 1);
 			break;
 		case AUDIT_VAL_INT:
 			b[0] = 'I';
 			audit_chain_be(b + 1, (uint64_t)v[i].i, 8);
-			EVP_DigestUpdate(md, b, 9);
+			audit_chain_update(&c, b, 9);
 			break;
 		default:
 			sl = v[i].len;
 			b[0] = v[i].type == AUDIT_VAL_TEXT ? 'T' : 'X';
 			audit_chain_be(b + 1, sl, 4);
-			EVP_DigestUpdate(md, b, 5);
-			EVP_DigestUpdate(md, v[i].s, sl);
+			audit_chain_update(&c, b, 5);
+			audit_chain_update(&c, v[i].s, sl);
 			break;
 		}
 	}
-	if (EVP_DigestFinal_ex(md, out, &len) != 1)
-		fatalx("EVP_DigestFinal_ex");
-	EVP_MD_CTX_free(md);
+	audit_chain_end(&c, out);
 }
 
 void
@@ -461,5 +585,79 @@ cleanup:
 	for (k = 0; k < AUDIT_NKINDS; k++)
 		sqlite3_finalize(st[k]);
 	sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+	return ret;
+}
+
+static int
+audit_chain_nibble(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int
+audit_chain_parse_head(
+    const char *s, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
+{
+	const char *colon = strchr(s, ':');
+	char *end;
+	long long v;
+	size_t i;
+	int hi, lo;
+
+	if (colon == NULL || colon == s || s[0] < '0' || s[0] > '9' ||
+	    strlen(colon + 1) != AUDIT_HASH_LEN * 2)
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end != colon || v <= 0)
+		return -1;
+	for (i = 0; i < AUDIT_HASH_LEN; i++) {
+		hi = audit_chain_nibble(colon[1 + 2 * i]);
+		lo = audit_chain_nibble(colon[2 + 2 * i]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		hash[i] = (uint8_t)(hi << 4 | lo);
+	}
+	*seq = v;
+	return 0;
+}
+
+int
+audit_chain_record(sqlite3 *db, int64_t seq, uint8_t hash[AUDIT_HASH_LEN],
+    const char **table, int64_t *rowid)
+{
+	sqlite3_stmt *st = NULL;
+	char *sql = NULL;
+	int k, rc, ret = 1;
+
+	for (k = 0; k < AUDIT_NKINDS && ret == 1; k++) {
+		xasprintf(&sql, "SELECT rowid, hash FROM %s WHERE seq = ?",
+		    audit_kinds[k].table);
+		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+			ret = -1;
+			break;
+		}
+		sqlite3_bind_int64(st, 1, seq);
+		rc = sqlite3_step(st);
+		if (rc == SQLITE_ROW &&
+		    sqlite3_column_bytes(st, 1) == AUDIT_HASH_LEN) {
+			memcpy(
+			    hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
+			*table = audit_kinds[k].table;
+			*rowid = sqlite3_column_int64(st, 0);
+			ret = 0;
+		} else if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+			ret = -1;
+		sqlite3_finalize(st);
+		st = NULL;
+		free(sql);
+		sql = NULL;
+	}
+	sqlite3_finalize(st);
+	free(sql);
 	return ret;
 }

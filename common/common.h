@@ -132,6 +132,8 @@ int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
 struct ksb_conf {
 	char *path;	      /* the file read, or NULL for built-in defaults */
 	char *bridge;	      /* "ksb0" */
+	char *nft_table;      /* "ksb": inet and bridge tables of this name */
+	char *tap_prefix;     /* "ksbt": taps are <prefix><host part> */
 	uint32_t bridge_addr; /* network order, 10.77.0.1 */
 	int bridge_prefix;    /* 24 */
 	uint16_t proxy_port;  /* 3128 */
@@ -146,6 +148,7 @@ struct ksb_conf {
 	char *hosts_file;	 /* NULL: none */
 	char *upstream_ca_file;	 /* CAs for the gateway's own TLS to
 				    credential hosts, NULL: the system's */
+	char *audit_key;	 /* HMAC key file of the chain; NULL: none */
 	char *resolver;		 /* "ip[:port]" or NULL: /etc/resolv.conf */
 	char **policy_files;	 /* expanded from "policy = GLOB" lines */
 	size_t npolicy_files;
@@ -164,6 +167,9 @@ struct ksb_conf {
 	int max_per_instance; /* concurrent connections per instance: 256 */
 	int conn_rate;	      /* new connections per second, all guests: 1000 */
 	int conn_rate_instance; /* new connections per second per instance: 200 */
+	int audit_budget_records; /* audit records per second per instance:
+				     1000 (gateway/budget.c) */
+	int audit_budget_bytes;	  /* ... and bytes per UTC day: 1 GiB */
 	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
 					   may use (ksb-run stops it): 2 GiB */
 };
@@ -186,7 +192,7 @@ void conf_free(struct ksb_conf *);
  * to and from an array of CONF_LIVE_NINTS (the proxy process's MSG_POLICY
  * carries it), in an order of conf.c's own that both ends share.
  */
-#define CONF_LIVE_NINTS 9
+#define CONF_LIVE_NINTS 11
 void conf_take_live(struct ksb_conf *dst, struct ksb_conf *src);
 void conf_live_get(const struct ksb_conf *c, int32_t v[CONF_LIVE_NINTS]);
 void conf_live_set(struct ksb_conf *c, const int32_t v[CONF_LIVE_NINTS]);

@@ -45,6 +45,8 @@ conf_free(struct ksb_conf *c)
 		return;
 	free(c->path);
 	free(c->bridge);
+	free(c->nft_table);
+	free(c->tap_prefix);
 	free(c->control_socket);
 	free(c->control_group);
 	free(c->proxy_user);
@@ -52,6 +54,7 @@ conf_free(struct ksb_conf *c)
 	free(c->audit_db);
 	free(c->hosts_file);
 	free(c->upstream_ca_file);
+	free(c->audit_key);
 	free(c->resolver);
 	for (i = 0; i < c->npolicy_files; i++)
 		free(c->policy_files[i]);
@@ -113,10 +116,26 @@ static const struct conf_live_int {
 	{ "connection-rate", offsetof(struct ksb_conf, conn_rate), 1, 1000000 },
 	{ "connection-rate-per-instance",
 	    offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
+	{ "audit-budget-records",
+	    offsetof(struct ksb_conf, audit_budget_records), 1, 1000000 },
+	{ "audit-budget-bytes", offsetof(struct ksb_conf, audit_budget_bytes),
+	    4096, 2147483647 },
 };
 _Static_assert(
     sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) == CONF_LIVE_NINTS,
     "CONF_LIVE_NINTS does not match conf_live_ints");
+
+/* [a-z0-9_]{1,max} (nftables table and interface name parts). */
+static int
+conf_name_ok(const char *v, size_t max)
+{
+	size_t n = strlen(v);
+
+	return n > 0 && n <= max &&
+	    strspn(v,
+		"abcdefghijklmnopqrstuvwxyz"
+		"0123456789_") == n;
+}
 
 static int *
 conf_live_int_at(struct ksb_conf *c, size_t i)
@@ -170,6 +189,8 @@ conf_defaults(void)
 	struct ksb_conf *c = xcalloc(1, sizeof(*c));
 
 	c->bridge = xstrdup("ksb0");
+	c->nft_table = xstrdup("ksb");
+	c->tap_prefix = xstrdup("ksbt");
 	util_parse_cidr4("10.77.0.1/24", &c->bridge_addr, &c->bridge_prefix);
 	c->proxy_port = 3128;
 	c->control_socket = xstrdup("/run/ksb/gateway.sock");
@@ -183,6 +204,8 @@ conf_defaults(void)
 	c->max_per_instance = 256;
 	c->conn_rate = 1000;
 	c->conn_rate_instance = 200;
+	c->audit_budget_records = 1000;
+	c->audit_budget_bytes = 1 << 30;
 	c->mirror_max_size = 2ULL << 30;
 	return c;
 }
@@ -337,13 +360,18 @@ conf_line_live(struct ksb_conf *c, const char *key, const char *val,
 {
 	size_t i;
 	long n;
+	uint64_t size;
 
 	for (i = 0; i < CONF_LIVE_NINTS; i++) {
 		const struct conf_live_int *li = &conf_live_ints[i];
 
 		if (strcmp(key, li->key) != 0)
 			continue;
-		if (conf_int(val, li->min, li->max, &n) == -1)
+		if (strcmp(key, "audit-budget-bytes") == 0 &&
+		    util_parse_size(val, 1, &size) == 0 &&
+		    size >= (uint64_t)li->min && size <= (uint64_t)li->max)
+			*conf_live_int_at(c, i) = (int)size;
+		else if (conf_int(val, li->min, li->max, &n) == -1)
 			conf_err(errs, file, line,
 			    "%s: `%s' is not a number in %ld-%ld", key, val,
 			    li->min, li->max);
@@ -405,6 +433,22 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			    val);
 		else
 			conf_setstr(&c->bridge, val);
+	} else if (strcmp(key, "nft-table") == 0) {
+		if (!conf_name_ok(val, 32))
+			conf_err(errs, file, line,
+			    "nft-table: `%s' is not a table name "
+			    "([a-z0-9_], 1-32 bytes)",
+			    val);
+		else
+			conf_setstr(&c->nft_table, val);
+	} else if (strcmp(key, "tap-prefix") == 0) {
+		if (!conf_name_ok(val, 10) || strchr(val, '_') != NULL)
+			conf_err(errs, file, line,
+			    "tap-prefix: `%s' is not a tap prefix "
+			    "([a-z0-9], 1-10 bytes)",
+			    val);
+		else
+			conf_setstr(&c->tap_prefix, val);
 	} else if (strcmp(key, "bridge-address") == 0) {
 		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) ==
 			-1 ||
@@ -425,6 +469,11 @@ conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
 			    "audit-retention: `%s' is not "
 			    "a duration (0, or N followed by s, m, h or d)",
 			    val);
+	} else if (strcmp(key, "audit-key") == 0) {
+		/* Read (and its mode checked) by the gateway at start. */
+		p = conf_path(dir, val);
+		conf_setstr(&c->audit_key, p);
+		free(p);
 	} else if (strcmp(key, "hosts-file") == 0) {
 		p = conf_path(dir, val);
 		/* Read by the proxy process at start: catch it here (-n). */

@@ -80,7 +80,9 @@
 	X(GUEST_TLS_FAILED, "guest_tls_failed")                                \
 	X(UPSTREAM_CERT_INVALID, "upstream_cert_invalid")                      \
 	X(UPSTREAM_CERT_NAME, "upstream_cert_name")                            \
-	X(UPSTREAM_TLS_FAILED, "upstream_tls_failed")
+	X(UPSTREAM_TLS_FAILED, "upstream_tls_failed")                          \
+	/* the instance's audit budget (gateway/budget.c) is spent */          \
+	X(AUDIT_BUDGET, "audit_budget")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

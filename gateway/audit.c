@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 #include <event2/event.h>
@@ -83,6 +84,12 @@ struct audit {
 	struct audit_rec *done, **donetail;
 	int stopping;
 	uint64_t dropped; /* records lost to a full backlog */
+	int64_t wit_seq;  /* the committed head (0: none yet) ... */
+	uint8_t wit_head[AUDIT_HASH_LEN]; /* ... for audit_witness */
+
+	/* Loop thread only: the witness (audit_witness_start). */
+	struct event *wit_ev;
+	int64_t wit_logged; /* seq of the head last logged */
 
 	/* Writer thread only (and audit_open before it starts). */
 	sqlite3 *db;
@@ -717,6 +724,40 @@ sqlerr:
 }
 
 /*
+ * The keyed chain (audit-key): a new database (version 0) is marked
+ * keyed or not (PRAGMA application_id); an existing one must match, for
+ * a chain is one or the other from its first record.  0, or -2 with
+ * *cause (the gateway does not start).
+ */
+static int
+audit_db_keyed(struct audit *a, int version, char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int id = -1, keyed = audit_chain_keyed();
+	char sql[64];
+
+	if (version == 0) {
+		snprintf(sql, sizeof(sql), "PRAGMA application_id = %d",
+		    keyed ? AUDIT_APP_KEYED : 0);
+		return audit_exec(a, sql, cause) == -1 ? -2 : 0;
+	}
+	if (sqlite3_prepare_v2(a->db, "PRAGMA application_id", -1, &st, NULL) ==
+		SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if ((id == AUDIT_APP_KEYED) == keyed)
+		return 0;
+	cause_set(cause,
+	    keyed ? "%s: its chain is not keyed, audit-key is set: give the "
+		    "keyed chain a new audit-db (keep this one for ksbctl "
+		    "audit verify)" :
+		    "%s: its chain is keyed (HMAC): set audit-key",
+	    a->path);
+	return -2;
+}
+
+/*
  * Open (or create) the database, migrate it, load the chain head, close
  * what a previous gateway left open.  A database created while we still
  * know the head of a previous one (it was removed) is anchored on it.
@@ -746,6 +787,10 @@ audit_db_open(struct audit *a, char **cause)
 		goto rollback;
 	if (audit_chain_head(a->db, &a->seq, a->head) == -1) {
 		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+		goto rollback;
+	}
+	if ((r = audit_db_keyed(a, version, cause)) != 0) {
+		ret = r;
 		goto rollback;
 	}
 	if (audit_db_close_orphans(a, now, cause) == -1)
@@ -1301,6 +1346,10 @@ audit_writer(void *arg)
 		ok = audit_commit(a, batch, &cause) == 0;
 
 		pthread_mutex_lock(&a->mtx);
+		if (ok && a->have_head) {
+			a->wit_seq = a->seq;
+			memcpy(a->wit_head, a->head, AUDIT_HASH_LEN);
+		}
 		audit_episode(a, ok, cause, n + a->qlen);
 		free(cause);
 		audit_writer_settle(a, batch, ok);
@@ -1404,6 +1453,8 @@ audit_open(
 		return -1;
 	}
 	if (rc == 0) {
+		a->wit_seq = a->seq;
+		memcpy(a->wit_head, a->head, AUDIT_HASH_LEN);
 		a->next_conn_id = audit_max_id(a->db, "connections");
 		a->next_reg_id = audit_max_id(a->db, "registrations");
 		a->next_policy_id = audit_max_id(a->db, "policy_versions");
@@ -1444,6 +1495,50 @@ audit_start(struct audit *a, struct event_base *base, char **cause)
 	return 0;
 }
 
+/*
+ * The chain head witnessed outside the database (ksb-audit(5), "HASH
+ * CHAIN"): "audit head SEQ:HASH" to the log (standard error: the journal
+ * under systemd) and to syslog(3) (LOG_AUTHPRIV), when it changed since
+ * the last such line.  Someone who can rewrite the database cannot
+ * rewrite these: `ksbctl audit verify --head' checks a database against
+ * one.
+ */
+void
+audit_witness(struct audit *a)
+{
+	char hex[AUDIT_HASH_LEN * 2 + 1];
+	int64_t seq;
+
+	pthread_mutex_lock(&a->mtx);
+	seq = a->wit_seq;
+	audit_chain_hex(a->wit_head, hex);
+	pthread_mutex_unlock(&a->mtx);
+	if (seq == 0 || seq == a->wit_logged)
+		return;
+	a->wit_logged = seq;
+	log_info("audit head %lld:%s", (long long)seq, hex);
+	syslog(LOG_AUTHPRIV | LOG_NOTICE, "audit head %lld:%s", (long long)seq,
+	    hex);
+}
+
+static void
+audit_witness_cb(evutil_socket_t fd, short what, void *arg)
+{
+	audit_witness(arg);
+}
+
+int
+audit_witness_start(struct audit *a, struct event_base *base, char **cause)
+{
+	struct timeval tv = { AUDIT_WITNESS_SEC, 0 };
+
+	a->wit_ev = event_new(base, -1, EV_PERSIST, audit_witness_cb, a);
+	if (a->wit_ev == NULL || event_add(a->wit_ev, &tv) == -1)
+		return cause_set(cause, "audit: event_new failed");
+	audit_witness(a); /* the head at start */
+	return 0;
+}
+
 void
 audit_free(struct audit *a)
 {
@@ -1457,6 +1552,10 @@ audit_free(struct audit *a)
 		pthread_cond_signal(&a->cond);
 		pthread_mutex_unlock(&a->mtx);
 		pthread_join(a->thread, NULL);
+	}
+	if (a->wit_ev != NULL) {
+		audit_witness(a); /* the head after the last flush */
+		event_free(a->wit_ev);
 	}
 	for (r = a->q; r != NULL; r = next) {
 		next = r->next;

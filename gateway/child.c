@@ -809,6 +809,7 @@ child_main(struct gateway *gw, int sock)
 
 	child_gw = gw;
 	child_sock = sock;
+	audit_chain_set_key(NULL, 0); /* the parent's alone: wiped here */
 	log_set_fatal(child_fatal);
 	child_title_room();
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)

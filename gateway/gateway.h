@@ -130,6 +130,16 @@ int audit_start(struct audit *, struct event_base *base, char **cause);
 /* Flush every queued record (bounded: one attempt if the database is
  * down), stop the writer, close.  Call before event_base_free.  NULL-safe. */
 void audit_free(struct audit *);
+/*
+ * The witness: log "audit head SEQ:HASH" (the last committed record's seq
+ * and hash, hex) to standard error and syslog(3), now and every
+ * AUDIT_WITNESS_SEC seconds on base when it changed, and from audit_free
+ * after the last flush.  0 or -1 (*cause).
+ */
+#define AUDIT_WITNESS_SEC 60
+int audit_witness_start(struct audit *, struct event_base *base, char **cause);
+/* Log the head now if it changed since the last line (loop thread). */
+void audit_witness(struct audit *);
 /* Change the retention (seconds, 0: keep everything); applied by the
  * writer at its next pruning pass (hourly). */
 void audit_set_retention(struct audit *, int64_t retention_s);
@@ -189,10 +199,14 @@ struct instance {
 	int64_t px_refused_sec; /* second of the last refusal row */
 	int px_refused_rows;	/* refusal rows in that second */
 	int px_refused_quiet;	/* refusals not audited since */
+	/* budget.c's audit budget (zero at registration) */
+	int64_t bg_sec, bg_day;	      /* current windows: second, UTC day */
+	int64_t bg_records, bg_bytes; /* charged in them */
+	int bg_over;		      /* enum budget_state */
 	struct instance *next;
 };
 /* Set the address pool: the bridge network minus the gateway's address. */
-void registry_init(uint32_t bridge_addr, int prefix);
+void registry_init(uint32_t bridge_addr, int prefix, const char *tap_prefix);
 /* Allocate address, MAC and tap name.  NULL and *cause if full or taken. */
 struct instance *registry_add(
     const char *id, const char *profile, void *owner, char **cause);
@@ -240,6 +254,27 @@ int filemode_fix(const char *path, gid_t gid, char **cause);
 /* The same for db, db-wal, db-shm, db-journal and db<lock_suffix>. */
 int filemode_fix_db(
     const char *db, const char *lock_suffix, gid_t gid, char **cause);
+
+/* ---- budget.c --------------------------------------------------------------
+ * The per-instance audit budget (records a second, bytes a UTC day).
+ */
+enum budget_state {
+	BUDGET_OK = 0,
+	BUDGET_OVER_RECORDS, /* until the next second */
+	BUDGET_OVER_BYTES,   /* until the next UTC day */
+};
+/* Estimated bytes the row r (and its close record) costs. */
+size_t budget_row_bytes(const struct audit_row *r);
+/* Whether inst is over its budget now (windows rolled). */
+enum budget_state budget_check(
+    struct instance *inst, const struct ksb_conf *conf);
+/*
+ * Charge records and bytes to inst: BUDGET_OK, or the state that refuses
+ * them; *first is 1 when this charge went over (the caller writes the one
+ * audit_budget row instead), 0 when it was over already.
+ */
+enum budget_state budget_charge(struct instance *inst,
+    const struct ksb_conf *conf, size_t records, size_t bytes, int *first);
 
 /* ---- state.c ---------------------------------------------------------------
  * The state database (<state-dir>/state.db): registrations in force, for

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -37,13 +38,14 @@ static void
 usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: ksb-gatewayd [-dnTv] [-f config]\n"
+	    "usage: ksb-gatewayd [-dnTv] [-f config] [--teardown]\n"
 	    "  -f config  configuration file (default %s)\n"
 	    "  -d         stay in the foreground, log to stderr\n"
 	    "  -n         check the configuration and policies, then exit\n"
 	    "  -v         verbose logging\n"
 	    "  -T         (tests) the proxy process tries what its sandbox\n"
 	    "             forbids and logs the outcome\n"
+	    "  --teardown remove a stopped gateway's bridge, taps and tables\n"
 	    "  -h         this help\n"
 	    "See ksb-gatewayd(8), ksb.conf(5), ksb-policy(5).\n",
 	    conf_default_path());
@@ -83,7 +85,10 @@ gateway_nofile(void)
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
-		log_warn("getrlimit RLIMIT_NOFILE");
+		/* EPERM: a system call filter (the systemd unit's, which
+		 * sets LimitNOFILE= itself) */
+		if (errno != EPERM)
+			log_warn("getrlimit RLIMIT_NOFILE");
 		return 0;
 	}
 	if (rl.rlim_cur < rl.rlim_max) {
@@ -233,7 +238,7 @@ gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
 
 struct gateway_opts {
 	const char *conffile;
-	int foreground, check, verbose, selftest;
+	int foreground, check, verbose, selftest, teardown;
 };
 
 /* Command line -> *o.  Returns -1 to go on, else the exit status. */
@@ -242,6 +247,7 @@ gateway_options(int argc, char **argv, struct gateway_opts *o)
 {
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
+		{ "teardown", no_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
@@ -266,6 +272,9 @@ gateway_options(int argc, char **argv, struct gateway_opts *o)
 		case 'v':
 			o->verbose++;
 			break;
+		case 'X':
+			o->teardown = 1;
+			break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -284,6 +293,45 @@ gateway_options(int argc, char **argv, struct gateway_opts *o)
 }
 
 /*
+ * --teardown: what a stopped gateway left for its guests to fail closed
+ * on (ksb-gatewayd(8)): its two nftables tables (nft-table), the taps on
+ * its bridge and the bridge.  Refused while a gateway holds the locks of
+ * this configuration's state-dir or audit-db.  0, or 1 with the message
+ * written.
+ */
+static int
+gateway_teardown(const struct ksb_conf *conf)
+{
+	char(*taps)[16] = NULL, *cause = NULL;
+	size_t n = 0, i;
+	int ret = 1;
+
+	if (gateway_lock(conf) == -1)
+		return 1;
+	nft_use_table(conf->nft_table);
+	if (netdev_taps_on_bridge(conf->bridge, &taps, &n, &cause) == -1)
+		goto cleanup;
+	for (i = 0; i < n; i++) {
+		if (netdev_link_del(taps[i], &cause) == -1)
+			goto cleanup;
+		printf("removed tap %s\n", taps[i]);
+	}
+	if (netdev_link_del(conf->bridge, &cause) == -1 ||
+	    nft_teardown(&cause) == -1)
+		goto cleanup;
+	printf("removed bridge %s (if it was there), tables inet %s and "
+	       "bridge %s\n",
+	    conf->bridge, conf->nft_table, conf->nft_table);
+	ret = 0;
+cleanup:
+	if (ret != 0)
+		fprintf(stderr, "ksb-gatewayd: --teardown: %s\n", cause);
+	free(cause);
+	free(taps);
+	return ret;
+}
+
+/*
  * The bridge, the nftables parameters and the gateway's own address, the
  * audit database (with the policy in force recorded), the event loop.
  * Fatal on failure: nothing is running yet.
@@ -299,7 +347,8 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 		fatalx("%s", cause);
 	memset(np, 0, sizeof(*np));
 	np->bridge = gw->conf->bridge;
-	np->tap_prefix = "ksbt";
+	np->tap_prefix = gw->conf->tap_prefix;
+	nft_use_table(gw->conf->nft_table);
 	np->bridge_addr = gw->conf->bridge_addr;
 	np->proxy_port = gw->conf->proxy_port;
 	own = (struct sockaddr_in *)&gw->own[0];
@@ -324,7 +373,8 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 	gw->base = event_base_new();
 	if (gw->base == NULL)
 		fatalx("event_base_new");
-	if (audit_start(gw->audit, gw->base, &cause) == -1)
+	if (audit_start(gw->audit, gw->base, &cause) == -1 ||
+	    audit_witness_start(gw->audit, gw->base, &cause) == -1)
 		fatalx("%s", cause);
 }
 
@@ -364,7 +414,8 @@ gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
 	char *cause = NULL, a[16];
 	int i;
 
-	registry_init(gw->conf->bridge_addr, gw->conf->bridge_prefix);
+	registry_init(gw->conf->bridge_addr, gw->conf->bridge_prefix,
+	    gw->conf->tap_prefix);
 	/* State database -> nftables tables and sets (one batch), taps. */
 	if (control_reconcile(gw, np, &cause) == -1)
 		fatalx("%s", cause);
@@ -408,6 +459,8 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
+	if (o.teardown) /* whatever the policy says */
+		return gateway_teardown(gw.conf);
 	if (reload_load_policy(gw.conf, &gw.policy, NULL, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);
 		return 1;
@@ -416,8 +469,19 @@ main(int argc, char **argv)
 		printf("configuration OK\n");
 		return 0;
 	}
-	/* Files the gateway creates: 0640 at most (gateway/filemode.c). */
+	/* Files the gateway creates: 0640 at most (gateway/filemode.c);
+	 * control-group as a supplementary group lets it give them that
+	 * group without CAP_CHOWN (the owner may choose any group it is
+	 * in, chown(2)); the proxy process drops every group. */
 	umask(027);
+	if (gw.conf->control_group != NULL &&
+	    setgroups(1, &gw.conf->control_gid) == -1)
+		log_warn("setgroups %ld", (long)gw.conf->control_gid);
+	if (gw.conf->audit_key != NULL &&
+	    audit_chain_load_key(gw.conf->audit_key, &cause) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		return 1;
+	}
 	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
 		return 1;
 	signal(SIGPIPE, SIG_IGN);

@@ -45,8 +45,10 @@ int nft_setup_batch(const struct nft_params *p, const struct nft_guest *g,
     size_t n, void **buf, size_t *len, char **cause);
 int nft_guest_batch(int add, const char *tap, const uint8_t mac[6],
     uint32_t addr, void **buf, size_t *len, char **cause);
-/* Delete both tables (tests and explicit teardown only). */
+/* Delete both tables (tests and ksb-gatewayd --teardown only). */
 int nft_teardown(char **cause);
+/* The tables' name from now on (default "ksb"; at most 32 bytes). */
+void nft_use_table(const char *name);
 
 /* ---- netdev.c --------------------------------------------------------------
  * Links and addresses over rtnetlink (libmnl), taps through /dev/net/tun.

@@ -43,8 +43,10 @@
 #include "common/common.h"
 #include "gateway/net.h"
 
-#define NFT_TABLE "ksb"
-#define NFT_SET	  "guests"
+#define NFT_SET "guests"
+
+/* The name of both tables (ksb.conf(5) nft-table; nft_use_table). */
+static char nft_table[33] = "ksb";
 
 /* Bridge hooks and priority (<linux/netfilter_bridge.h>, which drags in
  * kernel-only headers on some systems). */
@@ -339,11 +341,11 @@ batch_table(struct nft_batch *b, uint16_t type, uint16_t family)
 
 	if ((t = nftnl_table_alloc()) == NULL)
 		fatal("nftnl_table_alloc");
-	nftnl_table_set_str(t, NFTNL_TABLE_NAME, NFT_TABLE);
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, nft_table);
 	nlh = batch_hdr(b, type, family,
 	    type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0, "%s table %s %s",
 	    type == NFT_MSG_NEWTABLE ? "create" : "delete", family_name(family),
-	    NFT_TABLE);
+	    nft_table);
 	if (nlh != NULL) {
 		nftnl_table_nlmsg_build_payload(nlh, t);
 		batch_next(b);
@@ -360,14 +362,14 @@ batch_chain(struct nft_batch *b, uint16_t family, const char *name,
 
 	if ((c = nftnl_chain_alloc()) == NULL)
 		fatal("nftnl_chain_alloc");
-	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, NFT_TABLE);
+	nftnl_chain_set_str(c, NFTNL_CHAIN_TABLE, nft_table);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_NAME, name);
 	nftnl_chain_set_str(c, NFTNL_CHAIN_TYPE, "filter");
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_HOOKNUM, hook);
 	nftnl_chain_set_s32(c, NFTNL_CHAIN_PRIO, prio);
 	nftnl_chain_set_u32(c, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 	nlh = batch_hdr(b, NFT_MSG_NEWCHAIN, family, NLM_F_CREATE,
-	    "create chain %s %s %s", family_name(family), NFT_TABLE, name);
+	    "create chain %s %s %s", family_name(family), nft_table, name);
 	if (nlh != NULL) {
 		nftnl_chain_nlmsg_build_payload(nlh, c);
 		batch_next(b);
@@ -384,14 +386,14 @@ batch_set(struct nft_batch *b, uint16_t family, uint32_t id, uint32_t key_type,
 
 	if ((s = nftnl_set_alloc()) == NULL)
 		fatal("nftnl_set_alloc");
-	nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft_table);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, NFT_SET);
 	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, 0);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, key_type);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, key_len);
 	nftnl_set_set_u32(s, NFTNL_SET_ID, id);
 	nlh = batch_hdr(b, NFT_MSG_NEWSET, family, NLM_F_CREATE,
-	    "create set %s %s %s", family_name(family), NFT_TABLE, NFT_SET);
+	    "create set %s %s %s", family_name(family), nft_table, NFT_SET);
 	if (nlh != NULL) {
 		nftnl_set_nlmsg_build_payload(nlh, s);
 		batch_next(b);
@@ -416,7 +418,7 @@ batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
 		stride = keylen;
 	if ((s = nftnl_set_alloc()) == NULL)
 		fatal("nftnl_set_alloc");
-	nftnl_set_set_str(s, NFTNL_SET_TABLE, NFT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft_table);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, NFT_SET);
 	for (i = 0; i < n; i++) {
 		if ((e = nftnl_set_elem_alloc()) == NULL)
@@ -429,7 +431,7 @@ batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
 	    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0,
 	    "%s element %s in set %s %s %s",
 	    type == NFT_MSG_NEWSETELEM ? "add" : "delete", desc,
-	    family_name(family), NFT_TABLE, NFT_SET);
+	    family_name(family), nft_table, NFT_SET);
 	if (nlh != NULL) {
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		batch_next(b);
@@ -450,7 +452,7 @@ rule_start(struct nft_rule *nr, uint16_t family, const char *chain)
 {
 	if ((nr->r = nftnl_rule_alloc()) == NULL)
 		fatal("nftnl_rule_alloc");
-	nftnl_rule_set_str(nr->r, NFTNL_RULE_TABLE, NFT_TABLE);
+	nftnl_rule_set_str(nr->r, NFTNL_RULE_TABLE, nft_table);
 	nftnl_rule_set_str(nr->r, NFTNL_RULE_CHAIN, chain);
 	nr->family = family;
 	nr->chain = chain;
@@ -559,7 +561,7 @@ rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
 	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, verdict);
 	nlh = batch_hdr(b, NFT_MSG_NEWRULE, nr->family,
 	    NLM_F_CREATE | NLM_F_APPEND, "add rule %s %s %s (%s)",
-	    family_name(nr->family), NFT_TABLE, nr->chain, desc);
+	    family_name(nr->family), nft_table, nr->chain, desc);
 	if (nlh != NULL) {
 		nftnl_rule_nlmsg_build_payload(nlh, nr->r);
 		batch_next(b);
@@ -966,6 +968,12 @@ nft_guest_del(
     const char *tap, const uint8_t mac[6], uint32_t addr, char **cause)
 {
 	return nft_guest_batch(0, tap, mac, addr, NULL, NULL, cause);
+}
+
+void
+nft_use_table(const char *name)
+{
+	snprintf(nft_table, sizeof(nft_table), "%s", name);
 }
 
 int

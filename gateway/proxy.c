@@ -163,6 +163,37 @@ conn_digest(struct conn *c)
 static void conn_committed(int ok, void *arg);
 
 /*
+ * Charge row r to c's instance's audit budget (gateway/budget.c).  0: go
+ * on; -1: over it, r is not written (the row that went over is replaced
+ * by one audit_budget row, logged).
+ */
+static int
+conn_audit_budget(struct conn *c, const struct audit_row *r)
+{
+	struct audit_row b;
+	int first;
+
+	if (c->inst == NULL ||
+	    budget_charge(c->inst, c->gw->conf, r->allow ? 2 : 1,
+		budget_row_bytes(r), &first) == BUDGET_OK)
+		return 0;
+	if (first) {
+		b = *r;
+		b.allow = 0;
+		b.reason = reason_name(REASON_AUDIT_BUDGET);
+		log_warnx("%s: audit budget spent (%s): new connections "
+			  "refused until the %s",
+		    c->inst->id,
+		    c->inst->bg_over == BUDGET_OVER_BYTES ? "bytes a day" :
+							    "records a second",
+		    c->inst->bg_over == BUDGET_OVER_BYTES ? "next UTC day" :
+							    "next second");
+		(void)child_audit_decision(&b, NULL, NULL, NULL);
+	}
+	return -1;
+}
+
+/*
  * Queue the decision row.  A denied row is batched (0 once queued); an
  * allowed one calls conn_committed once it is committed.  -1: the audit
  * is unavailable (nothing queued for an allowed row).
@@ -186,6 +217,8 @@ conn_audit(struct conn *c, int allow, enum reason reason, const char *rawhost)
 	r.allow = allow;
 	r.reason = reason_name(reason);
 	r.policy_digest = conn_digest(c);
+	if (conn_audit_budget(c, &r) == -1)
+		return allow ? -1 : 0;
 	/* Through the parent (privsep.c), which owns the database. */
 	if (!allow)
 		return child_audit_decision(&r, NULL, NULL, NULL) == -1 ? -1 :
@@ -1333,6 +1366,8 @@ proxy_admit(struct conn *c)
 		proxy_instance_caps(c, &maxconns, &rate);
 	if (inst != NULL && inst->px_conns >= maxconns)
 		return REASON_INSTANCE_CONNECTION_LIMIT;
+	if (inst != NULL && budget_check(inst, conf) != BUDGET_OK)
+		return REASON_AUDIT_BUDGET;
 	full = proxy_nadmitted >= conf->max_connections;
 	if (full && inst != NULL)
 		share = proxy_share(conf);

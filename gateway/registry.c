@@ -3,7 +3,8 @@
  *
  * Guest addresses come from the bridge network, skipping the network,
  * broadcast and gateway addresses.  The MAC is 52:54:00 followed by the
- * low three bytes of the guest address; the tap is "ksbt<host part>", so
+ * low three bytes of the guest address; the tap is "<tap-prefix><host
+ * part>" (tap-prefix from ksb.conf(5), default "ksbt"), so
  * tap names never derive from the (guest-chosen) instance ID.
  */
 #include <arpa/inet.h>
@@ -18,10 +19,13 @@ static struct instance *registry_head;
 static uint32_t registry_net;  /* host order */
 static uint32_t registry_gw;   /* host order */
 static uint32_t registry_size; /* addresses in the network */
+static char registry_tap_prefix[11] = "ksbt";
 
 void
-registry_init(uint32_t bridge_addr, int prefix)
+registry_init(uint32_t bridge_addr, int prefix, const char *tap_prefix)
 {
+	snprintf(
+	    registry_tap_prefix, sizeof(registry_tap_prefix), "%s", tap_prefix);
 	uint32_t mask = prefix == 0 ? 0 : 0xffffffffu << (32 - prefix);
 
 	registry_gw = ntohl(bridge_addr);
@@ -96,7 +100,7 @@ registry_add(const char *id, const char *profile, void *owner, char **cause)
 	inst->mac[3] = (a >> 16) & 0xff;
 	inst->mac[4] = (a >> 8) & 0xff;
 	inst->mac[5] = a & 0xff;
-	snprintf(inst->tap, sizeof(inst->tap), "ksbt%u", h);
+	snprintf(inst->tap, sizeof(inst->tap), "%s%u", registry_tap_prefix, h);
 	inst->tapfd = -1;
 	inst->audit_id = -1;
 	inst->since_ms = util_now_ms();
@@ -111,7 +115,7 @@ registry_adopt(const struct instance *row, char **cause)
 {
 	struct instance *inst;
 	uint32_t a = ntohl(row->addr), h = a - registry_net;
-	char want[16];
+	char want[32];
 
 	if (!util_valid_id(row->id)) {
 		cause_set(cause, "invalid instance ID `%s'", row->id);
@@ -128,7 +132,7 @@ registry_adopt(const struct instance *row, char **cause)
 		    row->id);
 		return NULL;
 	}
-	snprintf(want, sizeof(want), "ksbt%u", h);
+	snprintf(want, sizeof(want), "%s%u", registry_tap_prefix, h);
 	if (strcmp(row->tap, want) != 0) {
 		cause_set(cause, "instance %s: tap `%s' is not `%s'", row->id,
 		    row->tap, want);

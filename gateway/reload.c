@@ -126,6 +126,8 @@ reload_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
 		size_t off;
 	} strs[] = {
 		{ "bridge", offsetof(struct ksb_conf, bridge) },
+		{ "nft-table", offsetof(struct ksb_conf, nft_table) },
+		{ "tap-prefix", offsetof(struct ksb_conf, tap_prefix) },
 		{ "control-socket", offsetof(struct ksb_conf, control_socket) },
 		{ "control-group", offsetof(struct ksb_conf, control_group) },
 		{ "state-dir", offsetof(struct ksb_conf, state_dir) },
@@ -133,6 +135,7 @@ reload_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
 		{ "hosts-file", offsetof(struct ksb_conf, hosts_file) },
 		{ "upstream-ca-file",
 		    offsetof(struct ksb_conf, upstream_ca_file) },
+		{ "audit-key", offsetof(struct ksb_conf, audit_key) },
 		{ "resolver", offsetof(struct ksb_conf, resolver) },
 	};
 	const char *file = cur->path ? cur->path : "ksb.conf";

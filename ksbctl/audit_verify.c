@@ -1,8 +1,12 @@
 /*
- * audit_verify.c: `ksbctl audit verify [--json]': walk the audit
- * database's hash chain (audit/audit_chain.c, ksb-audit(5)) and report
- * the first broken record.  Exit 0 intact, 1 broken or unreadable.
+ * audit_verify.c: `ksbctl audit verify [--head SEQ:HASH | --head-from
+ * FILE] [--json]': walk the audit database's hash chain
+ * (audit/audit_chain.c, ksb-audit(5)) and report the first broken record;
+ * with a head witnessed outside the database (the gateway's "audit head"
+ * log lines), also that the chain still reaches it unchanged: a cut end
+ * or a rewritten chain.  Exit 0 intact, 1 broken or unreadable.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,18 +72,157 @@ audit_verify_text(FILE *f, struct json_object *o)
 		    out_get_str(o, "problem"), records);
 }
 
+/*
+ * The last "audit head SEQ:HASH" in the log file path (the gateway's
+ * standard error, a syslog file, `journalctl' output).  0, or -1 with a
+ * message written.
+ */
+static int
+audit_verify_head_from(
+    const char *path, int64_t *seq, uint8_t h[AUDIT_HASH_LEN])
+{
+	static const char tag[] = "audit head ";
+	char *line = NULL, *p, word[128];
+	size_t cap = 0;
+	int found = 0;
+	FILE *f;
+
+	if ((f = fopen(path, "re")) == NULL) {
+		fprintf(stderr, "ksbctl audit verify: %s: %s\n", path,
+		    strerror(errno));
+		return -1;
+	}
+	while (getline(&line, &cap, f) != -1) {
+		if ((p = strstr(line, tag)) == NULL)
+			continue;
+		p += sizeof(tag) - 1;
+		snprintf(
+		    word, sizeof(word), "%.*s", (int)strcspn(p, " \r\n"), p);
+		if (audit_chain_parse_head(word, seq, h) == 0)
+			found = 1;
+	}
+	free(line);
+	fclose(f);
+	if (!found)
+		fprintf(stderr,
+		    "ksbctl audit verify: %s: no `audit head SEQ:HASH' line\n",
+		    path);
+	return found ? 0 : -1;
+}
+
+/*
+ * The intact chain r against the witnessed head (seq, h): 0 if the chain
+ * reaches it and its record there has that hash (or it is older than the
+ * anchor: pruned, not checkable); 1 and r->problem if not; -1 unreadable.
+ */
+static int
+audit_verify_witness(sqlite3 *db, struct audit_verify *r, int64_t seq,
+    const uint8_t h[AUDIT_HASH_LEN])
+{
+	uint8_t got[AUDIT_HASH_LEN];
+	char hex[AUDIT_HASH_LEN * 2 + 1], whex[AUDIT_HASH_LEN * 2 + 1];
+	int rc;
+
+	r->bad_seq = seq;
+	r->bad_id = 0;
+	r->bad_table = "(end)";
+	if (seq > r->head_seq) {
+		xasprintf(&r->problem,
+		    "the chain ends at seq %lld, the witnessed head is seq "
+		    "%lld: records cut from its end",
+		    (long long)r->head_seq, (long long)seq);
+		return 1;
+	}
+	if (seq < r->anchor_seq)
+		return 0;
+	if (seq == r->anchor_seq)
+		rc = audit_chain_anchor(db, &r->bad_seq, got) == -1 ? -1 : 0;
+	else
+		rc =
+		    audit_chain_record(db, seq, got, &r->bad_table, &r->bad_id);
+	if (rc == -1)
+		return -1;
+	audit_chain_hex(h, whex);
+	if (rc == 1) {
+		xasprintf(&r->problem, "no record has the witnessed seq %lld",
+		    (long long)seq);
+		return 1;
+	}
+	if (memcmp(got, h, AUDIT_HASH_LEN) != 0) {
+		audit_chain_hex(got, hex);
+		xasprintf(&r->problem,
+		    "record seq %lld has hash %s, the witness says %s: the "
+		    "chain was rewritten",
+		    (long long)seq, hex, whex);
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * The keyed chain: a database marked keyed (PRAGMA application_id) is
+ * verified with HMAC-SHA256 and the key of --key or ksb.conf's audit-key
+ * (root's file); one not marked while a key is configured is reported
+ * (its mark removed, or an unkeyed chain where a keyed one belongs).
+ * 0 go on, 1 broken (r->problem), -1 error (written).
+ */
+static int
+audit_verify_key(sqlite3 *db, const char *keyfile, struct audit_verify *r)
+{
+	sqlite3_stmt *st = NULL;
+	char *cause = NULL;
+	int id = -1;
+
+	if (keyfile == NULL)
+		keyfile = ksbctl_conf->audit_key;
+	if (sqlite3_prepare_v2(db, "PRAGMA application_id", -1, &st, NULL) ==
+		SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW)
+		id = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (id != AUDIT_APP_KEYED && keyfile == NULL)
+		return 0;
+	if (id != AUDIT_APP_KEYED) {
+		r->bad_table = "(database)";
+		r->bad_id = -1;
+		xasprintf(&r->problem,
+		    "audit-key %s is set, but the database's chain is not "
+		    "keyed",
+		    keyfile);
+		return 1;
+	}
+	if (keyfile == NULL) {
+		fprintf(stderr,
+		    "ksbctl audit verify: the chain is keyed (HMAC): give "
+		    "--key FILE or set audit-key (root's file)\n");
+		return -1;
+	}
+	if (audit_chain_load_key(keyfile, &cause) == -1) {
+		fprintf(stderr, "ksbctl audit verify: %s\n", cause);
+		free(cause);
+		return -1;
+	}
+	return 0;
+}
+
 int
 audit_verify_main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "head", required_argument, NULL, 'H' },
+		{ "head-from", required_argument, NULL, 'F' },
+		{ "key", required_argument, NULL, 'K' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct audit_verify r;
 	enum out_format fmt = OUT_TEXT;
 	char *cause = NULL;
-	int ch, rc;
+	int ch, rc, witness = 0;
+	const char *keyfile = NULL;
+	int64_t wseq = 0;
+	uint8_t whead[AUDIT_HASH_LEN];
 	sqlite3 *db;
 
 	optind = 1;
@@ -88,6 +231,25 @@ audit_verify_main(int argc, char **argv)
 		switch (ch) {
 		case 'j':
 			fmt = OUT_JSON;
+			break;
+		case 'H':
+			if (audit_chain_parse_head(optarg, &wseq, whead) ==
+			    -1) {
+				fprintf(stderr,
+				    "ksbctl audit verify: --head: `%.80s' is "
+				    "not SEQ:HASH (64 hex digits)\n",
+				    optarg);
+				return 2;
+			}
+			witness = 1;
+			break;
+		case 'K':
+			keyfile = optarg;
+			break;
+		case 'F':
+			if (audit_verify_head_from(optarg, &wseq, whead) == -1)
+				return 1;
+			witness = 1;
 			break;
 		case 'h':
 			return ksbctl_usage(stdout, "audit verify");
@@ -103,7 +265,15 @@ audit_verify_main(int argc, char **argv)
 	}
 	if ((db = audit_db_open()) == NULL)
 		return 1;
-	rc = audit_chain_verify(db, &r, &cause);
+	memset(&r, 0, sizeof(r));
+	if ((rc = audit_verify_key(db, keyfile, &r)) == -1) {
+		sqlite3_close(db);
+		return 1;
+	}
+	if (rc == 0)
+		rc = audit_chain_verify(db, &r, &cause);
+	if (rc == 0 && witness)
+		rc = audit_verify_witness(db, &r, wseq, whead);
 	sqlite3_close(db);
 	if (rc == -1) {
 		fprintf(stderr, "ksbctl audit verify: %s: %s\n",

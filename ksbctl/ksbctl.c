@@ -61,7 +61,9 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "audit export --jsonl|--format ocsf|--otlp URL [--state FILE] "
 	    "[--since T] [--follow]",
 	    "every audit record: JSON lines, OCSF, OpenTelemetry" },
-	{ "audit verify", audit_main, "audit verify [--json]",
+	{ "audit verify", audit_main,
+	    "audit verify [--head SEQ:HASH | --head-from FILE] [--key FILE]\n"
+	    "[--json]",
 	    "check the audit hash chain" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },
 	{ "policy check", policy_main, "policy check [FILE...]",

@@ -30,8 +30,10 @@
  *                           exec, 127 command not found)
  *
  * The guest is hostile: the host caps each line at GUESTCTL_LINE_MAX and
- * everything the guest sends at GUESTCTL_IN_MAX bytes, parses strictly, and
- * only logs (escaped) what it does not understand.
+ * what the guest sends at a byte budget per second (vmrunner/run.c,
+ * sup_guest_budget; never a total, so that the EXIT line after any
+ * amount of garbage is read), parses strictly, and only logs (escaped)
+ * what it does not understand.
  */
 #ifndef KSB_PROTO_GUESTCTL_H
 #define KSB_PROTO_GUESTCTL_H
@@ -46,8 +48,7 @@
 #define GUESTCTL_PORT_NAME     "org.ksb.control"
 #define GUESTCTL_ARGV_MAX      65536 /* bytes of the NUL-separated argv */
 #define GUESTCTL_ARGC_MAX      4096
-#define GUESTCTL_LINE_MAX      256   /* bytes of one line, '\n' included */
-#define GUESTCTL_IN_MAX	       65536 /* total bytes accepted from a guest */
+#define GUESTCTL_LINE_MAX      256 /* bytes of one line, '\n' included */
 #define GUESTCTL_STOP_GRACE_MS 5000
 
 /*

@@ -214,7 +214,9 @@ ksb_wait_port() {
 # pass for the new gateway's.
 ksb_gateway() {
 	: > "$T/gatewayd.log"
-	ip netns exec "$GW" "$KSB_BUILDDIR/ksb-gatewayd" -d -f "$T/ksb.conf" \
+	# KSB_GATEWAY_WRAP: a command to run it under (setpriv: the
+	# systemd unit's capabilities, tests/integration/filemode.sh).
+	ip netns exec "$GW" ${KSB_GATEWAY_WRAP:-} "$KSB_BUILDDIR/ksb-gatewayd" -d -f "$T/ksb.conf" \
 		>>"$T/gatewayd.log" 2>&1 &
 	KSB_GATEWAY_PID=$!
 	KSB_PIDS="$KSB_PIDS $KSB_GATEWAY_PID"

@@ -51,6 +51,7 @@
 #define AGENT_SETTLE_MS	      3000  /* -d --agent: the agent ran this long */
 #define CONSOLE_RING	      65536 /* console bytes replayed to ksbctl attach */
 #define RUN_GUEST_BYTES_PER_S (1024 * 1024) /* agent mode */
+#define RUN_GUEST_CTL_BPS     65536	    /* bytes/s otherwise */
 #define RESUME_EVERY_MS	      200 /* gateway connection lost: RESUME retries */
 #define RESUME_GIVE_UP_MS     60000
 #define DISPLAY_DEFAULT	      "1280x800" /* --display without WxH */
@@ -1031,8 +1032,7 @@ struct guestin {
 	unsigned long bad;	 /* lines not understood */
 	unsigned long errs;	 /* ERR lines */
 	size_t len;
-	int skipping; /* discarding the rest of an overlong line */
-	size_t total;
+	int skipping;	  /* discarding the rest of an overlong line */
 	int exit_status;  /* -1 until EXIT */
 	int64_t ready_ms; /* 0 until READY */
 };
@@ -1167,11 +1167,12 @@ struct sup {
 	int64_t resume_at; /* next RESUME after the gateway went away */
 	int64_t lost_at;   /* when it went away */
 	int64_t mirror_at; /* mirror disk cap: next check, -1 done */
-	int64_t budget_at; /* agent mode: the guest's byte budget window */
+	int64_t budget_at; /* the guest's byte budget window */
 	size_t budget;
-	int st;	   /* QEMU's wait status */
-	int signo; /* the first signal received, 0 none */
-	int done;  /* QEMU reaped */
+	unsigned long throttled; /* windows it went over the budget */
+	int st;			 /* QEMU's wait status */
+	int signo;		 /* the first signal received, 0 none */
+	int done;		 /* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;
 	int64_t agent_seen;   /* --detach: the agent runs since (0: not yet) */
@@ -1273,24 +1274,31 @@ sup_ctl_write(struct sup *s)
 		s->ctl_open = 0;
 }
 
-/* Agent mode has no total cap on guest bytes: a budget per second. */
+/*
+ * The guest's control bytes: a budget per second, never a total cap (a
+ * noisy guest costs itself bandwidth: past the budget its port is not
+ * read until the next second, and the host keeps reading its lines, EXIT
+ * included).  Agent mode has more (its frames carry pane output).
+ */
 static void
 sup_guest_budget(struct sup *s, size_t n, int64_t now)
 {
+	int max =
+	    s->r->agent != NULL ? RUN_GUEST_BYTES_PER_S : RUN_GUEST_CTL_BPS;
+
 	if (now >= s->budget_at + 1000) {
 		s->budget_at = now;
 		s->budget = 0;
 	}
 	s->budget += n;
-	if (s->budget > RUN_GUEST_BYTES_PER_S) {
-		if (s->g.bad++ < 10)
+	if (s->budget > (size_t)max) {
+		if (s->throttled++ < 10)
 			log_warnx("guest sends more than %d control bytes/s: "
 				  "throttled",
-			    RUN_GUEST_BYTES_PER_S);
+			    max);
 		s->budget_at = now + 1000;
 		s->budget = 0;
 	}
-	s->g.total = 0;
 }
 
 /* READY: the command started; --detach returns (unless an agent runs). */
@@ -1321,7 +1329,7 @@ sup_ctl_read(struct sup *s, int64_t now)
 	ssize_t n;
 
 	n = recv(r->ctl_fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (n > 0 && r->agent != NULL)
+	if (n > 0)
 		sup_guest_budget(s, (size_t)n, now);
 	if (n == 0 || (n == -1 && errno != EAGAIN && errno != EINTR)) {
 		s->ctl_open = 0;
@@ -1329,15 +1337,7 @@ sup_ctl_read(struct sup *s, int64_t now)
 	}
 	if (n < 0)
 		return;
-	if (s->g.total + (size_t)n > GUESTCTL_IN_MAX) {
-		log_warnx("guest sent more than %d control bytes: no longer "
-			  "listening",
-		    GUESTCTL_IN_MAX);
-		s->ctl_open = 0;
-		return;
-	}
 	was_ready = s->g.ready_ms;
-	s->g.total += (size_t)n;
 	if (run_guest_input(&s->g, buf, (size_t)n, now)) {
 		(void)send(r->ctl_fd, "BYE\n", 4, MSG_NOSIGNAL | MSG_DONTWAIT);
 		s->term_at = now + POWEROFF_GRACE_MS;

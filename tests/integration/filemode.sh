@@ -3,7 +3,10 @@
 # and the lock files are 0640, owner root, group control-group (issue 17):
 # created so, and fixed at start when an older gateway left them looser.
 # control-group is `adm' here; `nobody' (not in it) cannot read them, a
-# member can.
+# member can.  The gateway runs with the capabilities of the systemd unit
+# (contrib/ksb-gatewayd.service's CapabilityBoundingSet, read from the
+# unit; setpriv, no_new_privs): no CAP_CHOWN, no CAP_DAC_OVERRIDE; a
+# tunnel through it works.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -12,7 +15,12 @@ HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 command -v setpriv >/dev/null || ksb_skip "needs setpriv (util-linux)"
 getent group adm >/dev/null || ksb_skip "needs the group adm"
+caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$KSB_SRCDIR/contrib/ksb-gatewayd.service" |
+	tr 'A-Z' 'a-z' | sed -e 's/cap_/+/g' -e 's/ /,/g')
+[ -n "$caps" ] || ksb_fail "no CapabilityBoundingSet= in the unit"
+export KSB_GATEWAY_WRAP="setpriv --bounding-set=-all,$caps --inh-caps=-all --no-new-privs"
 ksb_env
+ksb_origin
 echo "control-group = adm" >> "$T/ksb.conf"
 S=$T/state
 # What an older gateway left: world-readable (and one world-writable).
@@ -47,6 +55,13 @@ ksb_check "a member of control-group can (sqlite3, read-only)" \
 ksb_fake_guest 1 fm1
 ksb_check "a registration after the fix is read back" \
 	'ksb_sql_is 1 "SELECT count(*) FROM registrations WHERE instance = '"'fm1'"'"'
+ksb_check "the gateway's bounding set is the unit's: $caps" \
+	'[ "$(grep ^CapBnd /proc/$KSB_GATEWAY_PID/status | cut -f2)" != 000001ffffffffff ] &&
+	 ! grep -q "^CapEff:.*000001ffffffffff" /proc/$KSB_GATEWAY_PID/status'
+got=$(ip netns exec "ksbt-$$-g1" timeout 30 curl -sS --max-time 20 \
+	--proxy http://10.77.0.1:3128 --cacert "$T/pki/ca.pem" \
+	https://allowed.test/index.txt 2>&1) || true
+ksb_check "a tunnel through it: '$got'" '[ "$got" = "$ORIGIN_BODY" ]'
 ksb_unguest 1
 
 ksb_say "restart: still 0640, nothing fixed"

@@ -34,7 +34,7 @@ check "ksbctl prompt: a bad --key named before anything is sent" \
 run "$K" -h
 check "usage lists prompt, logs, fetch/audit options" \
 	'for w in "prompt ID" "logs ID" --max-pack-size "--timeout SECONDS" \
-	    "verify \[--json\]" "--until T\]$" "\[--denied\] \[--json\]"; do
+	    "verify \[--head SEQ:HASH" "--until T\]$" "\[--denied\] \[--json\]"; do
 		grep -q -e "$w" "$T/out" || exit 1; done'
 # The man page's COMMANDS lists exactly the forms of ksbctl's command
 # table (ksbctl help --commands): the leading lowercase words of each

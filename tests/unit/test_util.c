@@ -155,6 +155,7 @@ test_reason(void)
 		{ REASON_UPSTREAM_CERT_INVALID, "upstream_cert_invalid" },
 		{ REASON_UPSTREAM_CERT_NAME, "upstream_cert_name" },
 		{ REASON_UPSTREAM_TLS_FAILED, "upstream_tls_failed" },
+		{ REASON_AUDIT_BUDGET, "audit_budget" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;

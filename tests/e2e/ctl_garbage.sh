@@ -1,0 +1,30 @@
+#!/bin/bash
+# ctl_garbage.sh: a guest that writes 160 KiB (more than 64) of garbage to the control
+# port, then EXIT 7 (issue 17): ksb-run throttles it (64 KiB/s) but keeps
+# listening, and exits 7, the guest's status.  ksb-run runs
+# tests/e2e/garbage_guest.py in place of QEMU (KSB_QEMU).  Needs root,
+# python3 and a guest kernel file (exit 77); no QEMU.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+command -v python3 >/dev/null || ksb_skip "needs python3 (the fake guest)"
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
+ksb_kernel
+ksb_env
+ksb_gateway
+fails=0
+pass=0
+t0=$SECONDS
+KSB_QEMU="$KSB_SRCDIR/tests/e2e/garbage_guest.py" KSB_TEST_GARBAGE_KIB=160 \
+	timeout 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--accel tcg -- /bin/true < /dev/null > "$T/out" 2> "$T/err" && rc=0 || rc=$?
+dt=$((SECONDS - t0))
+cat "$T/err" | grep -v "^$" | tail -n 8
+ksb_check "ksb-run exits with the guest's status after 160 KiB of garbage: $rc" '[ "$rc" = 7 ]'
+ksb_check "it never stopped listening" '! grep -q "no longer listening\|reported no exit status" "$T/err"'
+took=$(sed -n 's/^garbage guest: [0-9]* bytes in \([0-9]*\)\..*/\1/p' "$T/err")
+ksb_check "the garbage was throttled (64 KiB/s): the guest took ${took:-?} s" \
+	'grep -q "control bytes/s: throttled" "$T/err" && [ "${took:-0}" -ge 3 ]'
+echo "# $pass passed, $fails failed"
+[ "$fails" = 0 ]
