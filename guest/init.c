@@ -948,6 +948,8 @@ workspace_overlay(const struct boot *b)
 	    chown(WORKSPACE_DIR, AGENT_UID, AGENT_GID) == -1) {
 		workspace_warn(
 		    "workspace: chown %s: %s", upper, strerror(errno));
+		if (made)
+			rmdir(WORKSPACE_DIR);
 		return 0;
 	}
 	snprintf(opts, sizeof(opts),
