@@ -953,8 +953,13 @@ workspace_overlay(const struct boot *b)
 		made = 1;
 	/* The merged root shows the upper dir's owner: the agent's. */
 	if (chown(upper, AGENT_UID, AGENT_GID) == -1 ||
-	    chown(WORKSPACE_DIR, AGENT_UID, AGENT_GID) == -1)
-		fail("chown %s: %s", upper, strerror(errno));
+	    chown(WORKSPACE_DIR, AGENT_UID, AGENT_GID) == -1) {
+		workspace_warn(
+		    "workspace: chown %s: %s", upper, strerror(errno));
+		if (made)
+			rmdir(WORKSPACE_DIR);
+		return 0;
+	}
 	snprintf(opts, sizeof(opts),
 	    "lowerdir=" CHECKOUT_GUEST_DIR "/tree,upperdir=%s,workdir=%s",
 	    upper, work);
