@@ -228,12 +228,14 @@ def hold(n, slow, extra=None):
 def greedy(n, secs, status):
     """Keep n connections open that each send a partial request head, one
     byte a second; open a new one, at most 20 a second, whenever one ends
-    (answered, reset).  For secs seconds; the number held (open and not
-    answered) is written to the file status whenever it changes."""
+    (answered, reset).  For secs seconds; the number held (open, not
+    answered, for a second or more: a refused one is answered within
+    that) is written to the file status whenever it changes."""
     held = []
     end = time.monotonic() + secs
     last = -1
     tick = 0
+    since = {}
     while time.monotonic() < end:
         if len(held) < n:
             try:
@@ -241,6 +243,7 @@ def greedy(n, secs, status):
                 s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\n")
                 s.setblocking(False)
                 held.append(s)
+                since[s] = time.monotonic()
             except OSError:
                 pass
         keep = []
@@ -254,8 +257,10 @@ def greedy(n, secs, status):
             except OSError:
                 s.close()
         held = keep
-        if len(held) != last:
-            last = len(held)
+        now = time.monotonic()
+        old = sum(1 for s in held if now - since[s] >= 1.0)
+        if old != last:
+            last = old
             with open(status + ".tmp", "w") as f:
                 f.write("%d\n" % last)
             os.replace(status + ".tmp", status)
