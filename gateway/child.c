@@ -53,6 +53,7 @@
 #include "common/common.h"
 #include "common/sandbox.h"
 #include "gateway/gateway.h"
+#include "gateway/hosts.h"
 #include "policy/policy.h"
 
 #define CHILD_WAIT_BUCKETS 1024
@@ -241,6 +242,19 @@ child_instance(const struct msg_instance *m, int add)
 	}
 }
 
+/* The reload's hosts file (has 0: none configured) replaces the old. */
+static void
+child_hosts(const char *text, uint32_t has, uint64_t len)
+{
+	struct hosts *h = NULL;
+
+	if (has && hosts_parse(text, (size_t)len, &h, NULL) == -1) {
+		log_warnx("proxy: the parent's hosts file is too large");
+		return;
+	}
+	resolve_hosts_set(child_gw, h);
+}
+
 /* Read the policy files out of the parent's memfd and swap them in. */
 static void
 child_policy(const struct msg_policy *m, int fd)
@@ -288,6 +302,8 @@ child_policy(const struct msg_policy *m, int fd)
 		lens[i] = tl;
 		off += tl;
 	}
+	if (m->size - off != (m->has_hosts ? m->hosts_size : 0))
+		fatalx("proxy: bad policy from the parent");
 	if (policy_load_buffers((const char *const *)names,
 		(const char *const *)texts, lens, n, &np, &errors) == -1) {
 		log_warnx(
@@ -295,6 +311,7 @@ child_policy(const struct msg_policy *m, int fd)
 		done.v = -1;
 	} else {
 		conf_live_set(conf, m->live);
+		child_hosts(buf + off, m->has_hosts, m->hosts_size);
 		old = child_gw->policy;
 		child_gw->policy = np;
 		done.v = proxy_policy_changed();

@@ -246,6 +246,14 @@ struct resolve_req;
 typedef void (*resolve_cb)(
     int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
 int resolve_init(struct gateway *, char **cause);
+struct hosts;
+/*
+ * resolve_hosts_read: the hosts file at path (hosts-file) read and parsed
+ * into *out (caller frees with hosts_free).  0, or -1 and *cause.
+ */
+int resolve_hosts_read(const char *path, struct hosts **out, char **cause);
+/* resolve_hosts_set: use h (taken over; NULL: none) from now on. */
+void resolve_hosts_set(struct gateway *, struct hosts *h);
 void resolve_shutdown(struct gateway *);
 struct resolve_req *resolve_start(
     struct gateway *, const char *host, resolve_cb cb, void *arg);
@@ -263,6 +271,9 @@ struct policy_bytes { /* the policy files as read */
 	char **texts;
 	size_t *lens;
 	size_t n;
+	int has_hosts; /* hosts-file set: its bytes follow */
+	char *hosts;   /* the hosts file as read (hosts_len bytes) */
+	size_t hosts_len;
 };
 int privsep_init(struct gateway *, char **cause);
 /* Stop the proxy process: it closes every tunnel (close records are

@@ -59,9 +59,12 @@ struct msg_addrs {
 struct msg_policy {
 	int32_t live[CONF_LIVE_NINTS]; /* the live settings: conf_live_get */
 	uint32_t nfiles;
-	uint64_t size; /* bytes of the memfd: per file
+	uint32_t has_hosts; /* 1: the hosts file's bytes end the memfd */
+	uint64_t size;	    /* bytes of the memfd: per file
 					   u32 name length, name, u64 text
-					   length, text */
+					   length, text; then the hosts
+					   file's hosts_size bytes */
+	uint64_t hosts_size;
 };
 #define MSG_ROW_NULL_INSTANCE 0x01
 #define MSG_ROW_NULL_HOST     0x02

@@ -599,6 +599,13 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 			fatal("memfd write");
 		m.size += 4 + nl + 8 + tl;
 	}
+	if (pb->has_hosts) {
+		if (privsep_write_all(fd, pb->hosts, pb->hosts_len) == -1)
+			fatal("memfd write");
+		m.has_hosts = 1;
+		m.hosts_size = pb->hosts_len;
+		m.size += pb->hosts_len;
+	}
 	r = privsep_send(MSG_POLICY, 0, &m, sizeof(m), fd);
 	close(fd);
 	if (r == -1)

@@ -68,6 +68,7 @@ profile default {
     allow gateway.test
     allow mapped.test
     allow nxdomain.test
+    allow late.test
     allow-address 10.78.0.0/24
 }
 POL
@@ -199,6 +200,26 @@ body_has "allow-address without a port: 443 only" 'it resolves to 10.78.0.2 (rfc
 body_has "unresolvable" 'status 502 deny resolve_failed body ksb: refused CONNECT nxdomain.test:443 (resolve_failed): the gateway could not resolve the name; ask the operator to check the gateway'"'"'s resolver and hosts-file; the operator sees it with: ksbctl audit --instance pg1 --host nxdomain.test' nxdomain.test 443
 body_has "refused upstream" 'status 502 deny connect_refused body ksb: refused CONNECT refused.test:443 (connect_refused): the upstream 10.78.0.3 refused the connection' refused.test 443
 body_has "bad host: nothing echoed" 'status 400 deny bad_host body ksb: refused the request (bad_host): invalid host name' 'allowed%2etest' 443
+
+ksb_say "phase 1: the hosts file is re-read on reload"
+KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
+expect "late.test not in the hosts file yet -> 502" "status 502 deny resolve_failed" \
+	"$I AND host = 'late.test' AND reason = 'resolve_failed'" \
+	raw 1 tls late.test late.test -
+echo "10.78.0.2 late.test" >> "$T/hosts"
+ksb_check "ksbctl reload after the edit" \
+	'"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2>&1'
+expect "late.test resolves after the reload" "tls $ORIGIN_BODY" \
+	"$I AND host = 'late.test' AND decision = 'allow' AND upstream_addr = '10.78.0.2'" \
+	raw 1 tls late.test late.test -
+mv "$T/hosts" "$T/hosts.real"
+mkdir "$T/hosts"
+ksb_check "an unreadable hosts file fails the reload" \
+	'! "$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2>&1 && grep -q "hosts-file: cannot read" "$T/reload.out"'
+rmdir "$T/hosts"
+mv "$T/hosts.real" "$T/hosts"
+expect "... and keeps the hosts file in force" "tls $ORIGIN_BODY" "" \
+	raw 1 tls late.test late.test -
 
 ksb_check "deny rows are not reported as tunnels" \
 	'[ "$(ksb_rows "$I AND decision = '"'"'deny'"'"' AND bytes_up > 0")" = 0 ]'
