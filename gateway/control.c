@@ -353,6 +353,30 @@ control_reload(struct client *cl)
 	free(errors);
 }
 
+/* TURN <id> <n>: the lease holder says turn n of its agent runs. */
+static void
+control_turn(struct client *cl, const char *id, const char *num)
+{
+	struct instance *inst = registry_find_id(id);
+	char *e = NULL;
+	long long t;
+
+	if (inst == NULL || inst->owner != cl) {
+		control_sendf(cl, "ERR no instance `%s' on this connection\n",
+		    util_valid_id(id) ? id : "?");
+		return;
+	}
+	errno = 0;
+	t = strtoll(num, &e, 10);
+	if (num[0] < '0' || num[0] > '9' || *e != '\0' || errno != 0 ||
+	    t < 1 || t > CTL_TURN_MAX) {
+		control_sendf(cl, "ERR bad turn number\n");
+		return;
+	}
+	inst->turn = t;
+	control_sendf(cl, "OK\n");
+}
+
 static void
 control_client_free(struct client *cl)
 {
@@ -403,7 +427,8 @@ control_command(struct client *cl, char *line)
 		return;
 	}
 	if (strcmp(w[0], "REGISTER") != 0 && strcmp(w[0], "UNREGISTER") != 0 &&
-	    strcmp(w[0], "RESUME") != 0 && strcmp(w[0], "RELOAD") != 0) {
+	    strcmp(w[0], "RESUME") != 0 && strcmp(w[0], "RELOAD") != 0 &&
+	    strcmp(w[0], "TURN") != 0) {
 		log_escape(esc, sizeof(esc), w[0], strlen(w[0]));
 		control_sendf(cl, "ERR unknown request `%s'\n", esc);
 		return;
@@ -440,6 +465,8 @@ control_command(struct client *cl, char *line)
 		}
 	} else if (strcmp(w[0], "RELOAD") == 0 && n == 1)
 		control_reload(cl);
+	else if (strcmp(w[0], "TURN") == 0 && n == 3)
+		control_turn(cl, w[1], w[2]);
 	else
 		control_sendf(
 		    cl, "ERR wrong number of arguments to %s\n", w[0]);

@@ -109,6 +109,7 @@ struct audit_row {
 	const char *reason; /* fixed vocabulary, see ksb-audit(5) */
 	const char *policy_digest;
 	int64_t ts_ms; /* 0: now */
+	int64_t turn;  /* the instance's agent turn (TURN), 0: none */
 };
 /* Called from the loop once an allowed row is committed (ok 1) or can
  * never be (ok 0: the batch failed; nothing may be relayed). */
@@ -174,6 +175,7 @@ struct instance {
 	uint64_t owner_start; /* its start time, /proc/<pid>/stat */
 	int64_t resume_by_ms; /* owner NULL: unregistered at this
 					   monotonic time unless resumed */
+	int64_t turn;	      /* agent mode: the turn running (TURN) */
 	/* proxy.c's per-instance limits (zero at registration) */
 	int px_conns;		/* open proxy connections */
 	int64_t px_tokens;	/* rate bucket, milli-connections */

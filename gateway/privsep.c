@@ -136,6 +136,16 @@ privsep_null(const char *s, uint32_t nulls, uint32_t bit)
 	return (nulls & bit) ? NULL : s;
 }
 
+/* The agent turn the instance's ksb-run last announced (TURN), 0 none:
+ * the turn in force when the parent receives the row. */
+static int64_t
+privsep_turn(const char *id)
+{
+	struct instance *inst = id != NULL ? registry_find_id(id) : NULL;
+
+	return inst != NULL ? inst->turn : 0;
+}
+
 static int
 privsep_decision(uint32_t id, const struct msg_row *m)
 {
@@ -160,6 +170,7 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	r.reason = m->reason;
 	r.policy_digest =
 	    privsep_null(m->digest, m->nulls, MSG_ROW_NULL_DIGEST);
+	r.turn = privsep_turn(r.instance);
 	if (!m->allow) {
 		(void)audit_decision(privsep_gw->audit, &r, NULL, NULL, NULL);
 		return 0;

@@ -295,6 +295,17 @@ cleanup:
 }
 
 int
+ctl_turn_line(char *buf, size_t size, const char *id, uint64_t turn)
+{
+	int n;
+
+	if (!util_valid_id(id) || turn < 1 || turn > (uint64_t)CTL_TURN_MAX)
+		return -1;
+	n = snprintf(buf, size, "TURN %s %llu\n", id, (unsigned long long)turn);
+	return n < 0 || (size_t)n >= size ? -1 : n;
+}
+
+int
 ctl_unregister(int fd, const char *id, char **cause)
 {
 	struct ctl_reader r;

@@ -26,6 +26,10 @@
  *                                errors, policy unchanged, an "E <error>"
  *                                line each (CTL_RELOAD_ERRORS_MAX at most,
  *                                then "E ... and <n> more ..."), END
+ *   TURN <id> <n>            ->  OK | ERR text: agent mode, on the lease's
+ *                                connection: turn n (1..CTL_TURN_MAX) of
+ *                                the instance's agent runs from now on;
+ *                                the audit rows written meanwhile record it
  * A request that is refused before it runs ("ERR permission denied: ...",
  * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
@@ -36,6 +40,7 @@
 #define CTL_LIST_MAX	      65536 /* instances accepted in one LIST reply */
 #define CTL_RELOAD_ERRORS_MAX 200   /* E lines in one RELOAD reply */
 #define CTL_RELOAD_REPLY_MAX  (4 << 20) /* RELOAD reply bytes accepted */
+#define CTL_TURN_MAX	      (1LL << 53) /* largest turn number */
 
 struct ctl_lease {
 	char tap[16];
@@ -76,6 +81,13 @@ int ctl_register(int fd, const char *id, const char *profile,
  */
 int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
     char **cause);
+/*
+ * ctl_turn_line: the TURN request for turn of id into buf (size >=
+ * CTL_LINE_MAX), for a non-blocking send on the lease's connection (its
+ * "OK" answer is read with the connection's other traffic).  Returns
+ * the length, or -1 for a bad id or turn.
+ */
+int ctl_turn_line(char *buf, size_t size, const char *id, uint64_t turn);
 /* ctl_unregister: UNREGISTER and wait for OK.  0 or -1 and *cause. */
 int ctl_unregister(int fd, const char *id, char **cause);
 /*
