@@ -48,8 +48,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "attach", attach_main, "attach ID",
 	    "console of a detached instance" },
 	{ "audit", audit_main,
-	    "audit [--instance ID] [--host H] [--since T] "
-	    "[--until T] [--denied]\n[--limit N] [--json|--csv] [--follow]",
+	    "audit [--instance ID [--turn N]] [--host H] [--since T] "
+	    "[--until T]\n[--denied] [--limit N] [--json|--csv] [--follow]",
 	    "audit rows, newest last" },
 	{ "audit summary", audit_main,
 	    "audit summary [--instance ID] "
@@ -73,7 +73,7 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
 	{ "prompt", prompt_main,
-	    "prompt ID TEXT|- [--key KEY] [--wait] "
+	    "prompt ID TEXT|- [--key KEY] [--wait [--no-summary]] "
 	    "[--json]",
 	    "give an agent instance a turn" },
 	{ "logs", logs_main, "logs ID [--follow | --screen]",

@@ -472,15 +472,16 @@ prompt_connect(const char *id, const char *dir)
  * 0 the turn given (no wait) or ended well, 1 failed or exited.
  */
 static int
-prompt_reply(
-    int fd, const char *line, int wait, int *got_turn, enum out_format fmt)
+prompt_reply(int fd, const char *line, int wait, unsigned long long *got_turn,
+    enum out_format fmt)
 {
 	unsigned long long turn;
 	char state[32], *req;
 	int n, ok;
 
-	if (!*got_turn && sscanf(line, "TURN %llu %31s", &turn, state) == 2) {
-		*got_turn = 1;
+	if (!*got_turn && sscanf(line, "TURN %llu %31s", &turn, state) == 2 &&
+	    turn > 0) {
+		*got_turn = turn;
 		prompt_show_turn(turn, state, fmt);
 		if (!wait)
 			return 0;
@@ -505,12 +506,12 @@ prompt_reply(
  * line by line until prompt_reply has the exit status. */
 static int
 prompt_converse(int fd, const char *id, const char *key, const char *text,
-    size_t len, int wait, enum out_format fmt)
+    size_t len, int wait, enum out_format fmt, unsigned long long *got_turn)
 {
 	char *line, *nl, *req;
 	size_t llen = 0, off;
 	ssize_t r;
-	int n, got_turn = 0, ret;
+	int n, ret;
 
 	n = xasprintf(&req, "PROMPT %s %zu\n", key, len);
 	ret = write(fd, req, (size_t)n) != n ||
@@ -542,8 +543,7 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 		     (nl = memchr(line + off, '\n', llen - off)) != NULL;
 		     off = (size_t)(nl - line) + 1) {
 			*nl = '\0';
-			ret =
-			    prompt_reply(fd, line + off, wait, &got_turn, fmt);
+			ret = prompt_reply(fd, line + off, wait, got_turn, fmt);
 		}
 		memmove(line, line + off, llen - off);
 		llen -= off;
@@ -559,12 +559,14 @@ prompt_main(int argc, char **argv)
 						      'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "key", required_argument, NULL, 'k' },
+		{ "no-summary", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 	enum out_format fmt = OUT_TEXT;
-	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL;
+	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, before[41];
 	const char *key = "-";
 	size_t len = 0;
-	int ch, wait = 0, fd = -1, ret = 1;
+	unsigned long long turn = 0;
+	int ch, wait = 0, fd = -1, ret = 1, no_summary = 0;
 
 	optind = 0; /* glibc: reinitialise (argv permutation) */
 	while (
@@ -578,6 +580,9 @@ prompt_main(int argc, char **argv)
 			break;
 		case 'k':
 			key = optarg;
+			break;
+		case 'S':
+			no_summary = 1;
 			break;
 		case 'h':
 			return ksbctl_usage(stdout, "prompt");
@@ -611,7 +616,13 @@ prompt_main(int argc, char **argv)
 	if (prompt_read_text(argv[optind + 1], &text, &len) != 0 ||
 	    prompt_ready(id, dir) != 0 || (fd = prompt_connect(id, dir)) == -1)
 		goto cleanup;
-	ret = prompt_converse(fd, id, key, text, len, wait, fmt);
+	turnsum_ref(dir, id, before);
+	ret = prompt_converse(fd, id, key, text, len, wait, fmt, &turn);
+	/* The turn ended (or the instance stopped): what it did.  Text
+	 * only: with --json the last line stays ksb.end (ksbctl audit
+	 * --turn gives the rows as JSON). */
+	if (wait && turn > 0 && !no_summary && fmt != OUT_JSON)
+		(void)turnsum_print(stdout, id, dir, turn, before, fmt);
 cleanup:
 	if (fd != -1)
 		close(fd);
