@@ -214,7 +214,7 @@ for k in "403 not_in_allowlist nope.test" "502 resolve_failed nxdomain.test" \
 	case "$e" in *"CONNECT tunnel failed, response $1"*) ok "git_$2" ;;
 	*) bad "git_$2" "$e" ;; esac
 	e=$(timeout 120 python3 "$S/refuse.py" "$3" 2>&1)
-	case "$e" in "urllib Tunnel connection failed: $1 "*) ok "python_urllib_$2" ;;
+	case "$e" in "urllib <urlopen error Tunnel connection failed: $1 "*) ok "python_urllib_$2" ;;
 	*) bad "python_urllib_$2" "$e" ;; esac
 	body_ok "python_$2" "$(echo "$e" | tail -1)" "$1" "$2" "$3"
 	body_ok "node_$2" "$(timeout 120 node "$S/refuse.js" "$3" 2>&1)" "$1" "$2" "$3"
