@@ -68,6 +68,10 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "effective (flattened) allowlists" },
 	{ "policy test", policy_main, "policy test PROFILE HOST[:PORT]",
 	    "allow or deny, and which rule" },
+	{ "policy suggest", policy_main,
+	    "policy suggest (--instance ID | --profile P) [--since D] "
+	    "[--name NAME]",
+	    "a draft profile from the audit" },
 	{ "fetch", fetch_main,
 	    "fetch ID [--repo PATH] [--namespace NS] "
 	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",

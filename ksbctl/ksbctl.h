@@ -58,6 +58,8 @@ int rm_main(int argc, char **argv);
 int attach_main(int argc, char **argv);
 int prompt_main(int argc, char **argv);
 int logs_main(int argc, char **argv);
+/* suggest.c: `policy suggest' (argv[0] "suggest"). */
+int policy_suggest_main(int argc, char **argv);
 /* turnsum.c: the summary ending `prompt --wait' (what turn reached and
  * was refused, bytes, the branch): turnsum_ref reads sandbox/ID's oid
  * into hex ("" if none); turnsum_print prints the summary (one JSON
