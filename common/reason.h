@@ -61,7 +61,9 @@
 	X(GATEWAY_RESTART, "gateway_restart")                                  \
 	X(PROXY_RESTARTED, "proxy_restarted")                                  \
 	/* the audit writer's stand-in for a row that carried none */          \
-	X(UNKNOWN, "unknown")
+	X(UNKNOWN, "unknown")                                                  \
+	/* a held CONNECT the operator refused (ksbctl deny) */                \
+	X(OPERATOR_DENIED, "operator_denied")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

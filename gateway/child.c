@@ -242,6 +242,19 @@ child_instance(const struct msg_instance *m, int add)
 	}
 }
 
+void
+child_hold(const char *instance, const char *host, uint16_t port, int hold_s)
+{
+	struct msg_hold m;
+
+	memset(&m, 0, sizeof(m));
+	snprintf(m.instance, sizeof(m.instance), "%s", instance);
+	snprintf(m.host, sizeof(m.host), "%s", host);
+	m.port = port;
+	m.hold_s = hold_s;
+	child_send(MSG_HOLD, 0, &m, sizeof(m));
+}
+
 /* The reload's hosts file (has 0: none configured) replaces the old. */
 static void
 child_hosts(const char *text, uint32_t has, uint64_t len)
@@ -362,6 +375,7 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 		struct msg_instance inst;
 		struct msg_policy pol;
 		struct msg_addrs addrs;
+		struct msg_grant grant;
 	} p;
 	struct msg_hdr h;
 	struct child_wait *w;
@@ -400,6 +414,15 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 				free(w);
 				cb(p.i.v != 0, a);
 			}
+			break;
+		case MSG_GRANT:
+			if (msg_grant_check(&p.grant) == -1) {
+				log_warnx("proxy: a bad grant from the parent");
+				break;
+			}
+			proxy_grant(p.grant.instance, p.grant.host,
+			    p.grant.port, (enum grant_scope)p.grant.scope,
+			    p.grant.ttl_ms);
 			break;
 		case MSG_SHUTDOWN:
 			proxy_shutdown();

@@ -14,6 +14,7 @@
 #include "gateway/msg.h"
 #include "gateway/net.h"
 #include "gateway/parse.h"
+#include "gateway/grant.h"
 
 /* ---- main.c ----------------------------------------------------------------
  * The daemon's shared state.  One event loop, one thread.
@@ -288,6 +289,28 @@ void privsep_instance_del(const struct instance *);
 int privsep_policy(struct gateway *, const struct policy_bytes *);
 /* The proxy process's pid, 0 if none. */
 pid_t privsep_child_pid(void);
+/* Send an operator's decision to the proxy process (MSG_GRANT). */
+void privsep_grant(const struct msg_grant *);
+
+/* ---- requests.c ------------------------------------------------------------
+ * CONNECTs held for an operator's decision (limit hold), REQUESTS, ALLOW
+ * and DENY.
+ */
+struct evbuffer;
+/* A held CONNECT from the proxy process (MSG_HOLD, checked). */
+void requests_hold(const struct msg_hold *);
+/* "REQUEST instance= host= port= turn= since= left= held=" lines. */
+void requests_list(struct evbuffer *);
+void requests_instance_gone(const char *instance);
+/*
+ * requests_decide: the operator (uid) allows (scope: once, instance, a
+ * duration) or denies (scope NULL) instance id's CONNECTs to target
+ * (host[:port], default 443).  Sent to the proxy process, recorded in the
+ * audit chain; *text (malloc'd) says what was decided.  0, or -1 and
+ * *cause.
+ */
+int requests_decide(struct gateway *, const char *id, const char *target,
+    const char *scope, long uid, char **text, char **cause);
 
 /* ---- child.c ---------------------------------------------------------------
  * The proxy process: drops every privilege (user, empty root, no
@@ -309,6 +332,9 @@ int child_audit_available(void);
 void child_sync(void);
 /* The host's addresses, as last pushed by the parent. */
 const struct sockaddr_storage *child_own_addrs(size_t *n);
+/* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
+void child_hold(const char *instance, const char *host, uint16_t port,
+    int hold_s);
 
 /* ---- proxy.c ---------------------------------------------------------------
  * The CONNECT proxy on bridge-address:proxy-port.
@@ -324,5 +350,13 @@ void proxy_instance_gone(struct instance *inst);
  * REASON_REVOKED.  Returns how many were closed.
  */
 int proxy_policy_changed(void);
+/*
+ * proxy_grant: an operator's decision (MSG_GRANT) on instance's CONNECTs
+ * to host:port: kept for the next ones (scope, grant.h; ttl_ms for
+ * GRANT_UNTIL) and applied to those held now (allowed on, or refused
+ * with REASON_OPERATOR_DENIED).
+ */
+void proxy_grant(const char *instance, const char *host, uint16_t port,
+    enum grant_scope scope, int64_t ttl_ms);
 
 #endif

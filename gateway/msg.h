@@ -30,6 +30,7 @@ enum msg_type {
 	MSG_AUDIT_STATE,      /* struct msg_int: audit available */
 	MSG_AUDIT_COMMITTED,  /* id: the decision's; msg_int: ok */
 	MSG_SHUTDOWN,	      /* empty */
+	MSG_GRANT,	      /* struct msg_grant: an operator's decision */
 	/* proxy -> parent */
 	MSG_AUDIT_DECISION = 64, /* struct msg_row; id != 0: allowed,
 					   answer with MSG_AUDIT_COMMITTED */
@@ -37,6 +38,8 @@ enum msg_type {
 	MSG_POLICY_DONE,	 /* struct msg_int: tunnels revoked */
 	MSG_FATAL,		 /* struct msg_fatal: its last words
 					   before _exit */
+	MSG_HOLD,		 /* struct msg_hold: a CONNECT held for
+					   an operator's decision */
 };
 struct msg_int {
 	int32_t v;
@@ -89,6 +92,23 @@ struct msg_close {
 	int32_t forget; /* 1: no close record, drop the row */
 	char reason[48];
 };
+/* An operator's decision on a target (ksbctl allow/deny, requests.c). */
+struct msg_grant {
+	char instance[33];
+	char host[256]; /* normalised name */
+	uint16_t port;
+	uint8_t scope;	/* enum grant_scope (grant.h) */
+	int64_t ttl_ms; /* GRANT_UNTIL: from now, monotonic */
+};
+/* A held CONNECT (the profile's `limit hold'), for ksbctl requests. */
+struct msg_hold {
+	char instance[33];
+	char host[256];
+	uint16_t port;
+	int32_t hold_s; /* how long it waits at most */
+};
+int msg_grant_check(const struct msg_grant *m);
+int msg_hold_check(const struct msg_hold *m);
 #define MSG_FATAL_MAX 240
 struct msg_fatal {
 	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */

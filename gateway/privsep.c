@@ -219,6 +219,11 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 		return privsep_decision(h->id, p);
 	case MSG_AUDIT_CLOSE:
 		return privsep_close(h->id, p);
+	case MSG_HOLD:
+		if (msg_hold_check(p) == -1)
+			return -1;
+		requests_hold(p);
+		return 0;
 	case MSG_POLICY_DONE:
 		if (revoked == NULL)
 			return -1; /* unasked */
@@ -577,8 +582,15 @@ privsep_instance_add(const struct instance *inst)
 }
 
 void
+privsep_grant(const struct msg_grant *m)
+{
+	(void)privsep_send(MSG_GRANT, 0, m, sizeof(*m), -1);
+}
+
+void
 privsep_instance_del(const struct instance *inst)
 {
+	requests_instance_gone(inst->id);
 	privsep_instance(MSG_INSTANCE_DEL, inst);
 }
 

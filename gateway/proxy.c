@@ -31,6 +31,7 @@
 #include "policy/policy.h"
 #include "policy/decide.h"
 #include "gateway/refusal.h"
+#include "gateway/grant.h"
 
 #define RELAY_PIPE_SIZE	 (1024 * 1024) /* per direction in flight, bytes */
 #define RELAY_POOL_MAX	 16    /* empty pipes kept for the next tunnels */
@@ -60,6 +61,7 @@ enum conn_state {
 	CONN_CONNECTING, /* resolving, connecting upstream (no 200 yet) */
 	CONN_RELAY,	 /* tunnel open */
 	CONN_DRAIN,	 /* writing a final response, lingering, close */
+	CONN_HELD,	 /* refused name held for an operator's decision */
 };
 
 struct conn {
@@ -110,8 +112,11 @@ static int64_t proxy_tokens, proxy_tokens_ms; /* global rate bucket */
 static int64_t proxy_refused_sec; /* refusal rows of unknown sources */
 static int proxy_refused_rows, proxy_refused_quiet;
 static struct event *proxy_accept_timer;
+static struct grants *proxy_grants; /* the operator's decisions */
 
 static void conn_close(struct conn *c, enum reason reason);
+static void conn_proceed(struct conn *c);
+static int conn_not_listed(struct conn *c);
 static void conn_abort_fd(int fd);
 static void conn_event_cb(struct bufferevent *, short, void *);
 static void relay_free(struct conn *);
@@ -1172,28 +1177,105 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		strlen(req.host), c->port, c->host, sizeof(c->host),
 		&c->host_sa, &d) != POLICY_ALLOW) {
 		c->host_is_ip = d.kind == HOSTNAME_IP;
+		if (d.reason == REASON_NOT_IN_ALLOWLIST && conn_not_listed(c))
+			return;
 		conn_deny_http(c, d.status, d.reason, d.msg,
 		    d.kind == HOSTNAME_BAD ? raw : NULL);
 		return;
 	}
 	c->host_is_ip = d.kind == HOSTNAME_IP;
+	conn_proceed(c);
+}
+
+/*
+ * The CONNECT is allowed (by the policy or an operator's grant).  Resolve,
+ * screen and connect before answering: until the 200 a refusal is a
+ * status the client shows.  Guest bytes after the request (the hello)
+ * wait in the input buffer meanwhile; the resolver's and each connect's
+ * timeouts bound this phase.
+ */
+static void
+conn_proceed(struct conn *c)
+{
 	/* Fail closed before the tunnel: no allowed row could be written. */
 	if (!child_audit_available()) {
 		conn_deny_http(c, 503, REASON_AUDIT_UNAVAILABLE,
 		    "audit log unavailable", NULL);
 		return;
 	}
-	/* Resolve, screen and connect before answering: until the 200 a
-	 * refusal is a status the client shows.  Guest bytes after the
-	 * request (the hello) wait in the input buffer meanwhile; the
-	 * resolver's and each connect's timeouts bound this phase. */
 	c->state = CONN_CONNECTING;
 	conn_deadline(c, 0);
-	bufferevent_disable(bev, EV_READ);
+	bufferevent_disable(c->down, EV_READ);
 	if (c->host_is_ip)
 		conn_ready(c);
 	else
 		c->rreq = resolve_start(c->gw, c->host, conn_resolved, c);
+}
+
+/*
+ * A name the allowlist does not hold: allowed by an operator's grant
+ * (ksbctl allow), or held for a decision when the profile says `limit
+ * hold N' (the parent lists it for ksbctl requests).  1 if c was taken
+ * care of, 0 to refuse it now.
+ */
+static int
+conn_not_listed(struct conn *c)
+{
+	int lim[POLICY_NLIMITS], hold;
+
+	if (grants_take(proxy_grants, c->inst->id, c->host, c->port,
+		util_mono_ms())) {
+		conn_proceed(c);
+		return 1;
+	}
+	if (policy_profile_limits(c->gw->policy, c->inst->profile, lim) == -1 ||
+	    (hold = lim[POLICY_LIMIT_HOLD]) <= 0 ||
+	    grants_denied(proxy_grants, c->inst->id, c->host, c->port))
+		return 0;
+	if (hold > GRANT_HOLD_MAX)
+		hold = GRANT_HOLD_MAX;
+	c->state = CONN_HELD;
+	bufferevent_disable(c->down, EV_READ);
+	conn_deadline(c, (int64_t)hold * 1000);
+	child_hold(c->inst->id, c->host, c->port, hold);
+	return 1;
+}
+
+/* A held CONNECT whose time is up, or that the operator refused. */
+static void
+conn_held_refuse(struct conn *c, enum reason reason)
+{
+	char msg[600];
+
+	snprintf(msg, sizeof(msg),
+	    reason == REASON_OPERATOR_DENIED ?
+		"the operator refused it (ksbctl deny)" :
+		"held for an operator's decision and none came; ask the "
+		"operator to run: ksbctl allow %s %s:%u",
+	    c->inst ? c->inst->id : "?", c->host, c->port);
+	conn_deny_http(c, 403, reason, msg, NULL);
+}
+
+void
+proxy_grant(const char *instance, const char *host, uint16_t port,
+    enum grant_scope scope, int64_t ttl_ms)
+{
+	struct conn *c, *next;
+
+	grants_add(proxy_grants, instance, host, port, scope,
+	    util_mono_ms() + ttl_ms);
+	for (c = proxy_conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->state != CONN_HELD || c->inst == NULL ||
+		    c->port != port || strcmp(c->host, host) != 0 ||
+		    strcmp(c->inst->id, instance) != 0)
+			continue;
+		if (scope == GRANT_DENY)
+			conn_held_refuse(c, REASON_OPERATOR_DENIED);
+		else if (grants_take(proxy_grants, instance, host, port,
+			     util_mono_ms()))
+			conn_proceed(c);
+	}
 }
 
 /* Phase deadlines: absolute, not reset by each byte a slow guest sends. */
@@ -1212,6 +1294,9 @@ conn_timer_cb(evutil_socket_t fd, short ev, void *arg)
 		break;
 	case CONN_DRAIN:
 		conn_close(c, REASON_NONE);
+		break;
+	case CONN_HELD:
+		conn_held_refuse(c, REASON_NOT_IN_ALLOWLIST);
 		break;
 	case CONN_RELAY:
 		relay_timer(c);
@@ -1404,6 +1489,7 @@ proxy_init(struct gateway *gw, char **cause)
 	/* The open-file limit is the hard one already (main.c,
 	 * gateway_nofile, before this process was forked). */
 	proxy_gw = gw;
+	proxy_grants = grants_new();
 	if ((proxy_accept_timer =
 		    evtimer_new(gw->base, proxy_accept_resume, NULL)) == NULL)
 		return cause_set(cause, "evtimer_new failed");
@@ -1439,6 +1525,7 @@ proxy_instance_gone(struct instance *inst)
 {
 	struct conn *c, *next;
 
+	grants_drop_instance(proxy_grants, inst->id);
 	for (c = proxy_conns; c != NULL; c = next) {
 		next = c->next;
 		if (c->inst == inst) {
@@ -1461,7 +1548,7 @@ proxy_policy_changed(void)
 	for (c = proxy_conns; c != NULL; c = next) {
 		next = c->next;
 		if (c->inst == NULL || c->state == CONN_HEAD ||
-		    c->state == CONN_DRAIN)
+		    c->state == CONN_DRAIN || c->state == CONN_HELD)
 			continue;
 		ok = policy_has_profile(p, c->inst->profile) &&
 		    (c->host_is_ip ?

@@ -58,6 +58,10 @@ int rm_main(int argc, char **argv);
 int attach_main(int argc, char **argv);
 int prompt_main(int argc, char **argv);
 int logs_main(int argc, char **argv);
+/* requests.c: held CONNECTs and the operator's decisions. */
+int requests_main(int argc, char **argv);
+int allow_main(int argc, char **argv);
+int deny_main(int argc, char **argv);
 /* suggest.c: `policy suggest' (argv[0] "suggest"). */
 int policy_suggest_main(int argc, char **argv);
 /* turnsum.c: the summary ending `prompt --wait' (what turn reached and

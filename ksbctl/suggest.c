@@ -291,7 +291,7 @@ policy_suggest_main(int argc, char **argv)
 	int64_t since = 0, sec;
 	int ch, ret = 1;
 
-	optind = 1;
+	optind = 0; /* glibc: reinitialise (argv permutation) */
 	while ((ch = ksbctl_getopt(
 		    argc, argv, "policy suggest", "h", longopts)) != -1) {
 		switch (ch) {

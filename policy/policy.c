@@ -1113,7 +1113,7 @@ block:
 }
 
 static const char *const policy_limit_names[POLICY_NLIMITS] = { "connections",
-	"rate" };
+	"rate", "hold" };
 
 /*
  * "limit NAME N" inside a profile, after the keyword kw at *pos.  Returns

@@ -26,6 +26,9 @@ struct policy;
 enum policy_limit {
 	POLICY_LIMIT_CONNECTIONS = 0, /* concurrent tunnels per instance */
 	POLICY_LIMIT_RATE,	      /* new tunnels per second per instance */
+	POLICY_LIMIT_HOLD, /* seconds a refused name waits for an operator's
+			      decision (ksbctl allow/deny); the proxy caps it
+			      at 600 */
 	POLICY_NLIMITS
 };
 #define POLICY_LIMIT_MAX 1000000
@@ -146,7 +149,7 @@ int policy_foreach_rule(
 int policy_profile_limits(
     const struct policy *, const char *profile, int limits[POLICY_NLIMITS]);
 
-/* policy_limit_name: "connections", "rate"; NULL if out of range. */
+/* policy_limit_name: "connections", "rate", "hold"; NULL if out of range. */
 const char *policy_limit_name(enum policy_limit);
 
 /*

@@ -26,6 +26,12 @@
  *                                errors, policy unchanged, an "E <error>"
  *                                line each (CTL_RELOAD_ERRORS_MAX at most,
  *                                then "E ... and <n> more ..."), END
+ *   REQUESTS                 ->  REQUEST instance= host= port= turn= since=
+ *                                left= held= lines (CONNECTs held for a
+ *                                decision: `limit hold'), then END
+ *   ALLOW <id> <host[:port]> <scope>  ->  OK text | ERR text: scope once,
+ *                                instance (until it stops) or a duration
+ *   DENY <id> <host[:port]>  ->  OK text | ERR text (held ones refused)
  *   TURN <id> <n>            ->  OK | ERR text: agent mode, on the lease's
  *                                connection: turn n (1..CTL_TURN_MAX) of
  *                                the instance's agent runs from now on;
@@ -105,6 +111,13 @@ int ctl_list(
  * CTL_RELOAD_REPLY_MAX bytes, a connection error).
  */
 int ctl_reload(const char *path, char **reply, char **cause);
+
+/*
+ * ctl_call: connect to path, send line (one request, '\n'-terminated),
+ * read the reply up to END, or its one line "OK ..." or "ERR ...", into
+ * *reply (malloc'd; lines as sent).  0, or -1 and *cause.
+ */
+int ctl_call(const char *path, const char *line, char **reply, char **cause);
 
 /* Parsers (no I/O) for the replies above; line without its '\n'. */
 int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);

@@ -264,6 +264,12 @@ elif case == "tls":
     chunk = int(args[3]) if len(args) > 3 else 0
     pipeline = len(args) > 4 and args[4] == "pipeline"
     print(tunnel_tls(args[0], sni, args[2], chunk, pipeline))
+elif case == "connect":
+    # connect HOST: the CONNECT's status only ("status 200 deny -" once
+    # the gateway let it through).
+    s = conn()
+    s.sendall(connect_req(args[0]))
+    print(answer(s))
 elif case == "body":
     # body HOST PORT
     print(body(args[0], args[1]))
