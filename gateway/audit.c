@@ -60,7 +60,7 @@ struct audit_rec {
 	void *arg;
 	int cancelled; /* loop thread only */
 	int ok;
-	int bad; /* refused by a constraint: dropped */
+	int bad;      /* refused by a constraint: dropped */
 	int64_t turn; /* connection: the instance's agent turn, 0 none */
 	struct audit_rec *next;
 };
@@ -652,8 +652,8 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		/* -> 5: connections.turn (schema/migrate-5.sql). */
 		if (audit_exec(a, schema_migrate_5_sql, cause) == -1)
 			return -1;
-		log_info("audit %s: migrated to schema version 5 (turns)",
-		    a->path);
+		log_info(
+		    "audit %s: migrated to schema version 5 (turns)", a->path);
 	}
 	return audit_prepare_totals(a, cause);
 }

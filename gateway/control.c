@@ -374,8 +374,8 @@ control_decide(
 {
 	char *text = NULL, *cause = NULL, esc[600];
 
-	if (requests_decide(control_gw, id, target, scope, (long)cl->uid,
-		&text, &cause) == -1) {
+	if (requests_decide(control_gw, id, target, scope, (long)cl->uid, &text,
+		&cause) == -1) {
 		log_escape(esc, sizeof(esc), cause, strlen(cause));
 		control_sendf(cl, "ERR %s\n", esc);
 	} else
@@ -399,8 +399,8 @@ control_turn(struct client *cl, const char *id, const char *num)
 	}
 	errno = 0;
 	t = strtoll(num, &e, 10);
-	if (num[0] < '0' || num[0] > '9' || *e != '\0' || errno != 0 ||
-	    t < 1 || t > CTL_TURN_MAX) {
+	if (num[0] < '0' || num[0] > '9' || *e != '\0' || errno != 0 || t < 1 ||
+	    t > CTL_TURN_MAX) {
 		control_sendf(cl, "ERR bad turn number\n");
 		return;
 	}

@@ -333,8 +333,8 @@ void child_sync(void);
 /* The host's addresses, as last pushed by the parent. */
 const struct sockaddr_storage *child_own_addrs(size_t *n);
 /* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
-void child_hold(const char *instance, const char *host, uint16_t port,
-    int hold_s);
+void child_hold(
+    const char *instance, const char *host, uint16_t port, int hold_s);
 
 /* ---- proxy.c ---------------------------------------------------------------
  * The CONNECT proxy on bridge-address:proxy-port.

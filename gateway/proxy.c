@@ -1223,8 +1223,8 @@ conn_not_listed(struct conn *c)
 {
 	int lim[POLICY_NLIMITS], hold;
 
-	if (grants_take(proxy_grants, c->inst->id, c->host, c->port,
-		util_mono_ms())) {
+	if (grants_take(
+		proxy_grants, c->inst->id, c->host, c->port, util_mono_ms())) {
 		conn_proceed(c);
 		return 1;
 	}
@@ -1262,8 +1262,8 @@ proxy_grant(const char *instance, const char *host, uint16_t port,
 {
 	struct conn *c, *next;
 
-	grants_add(proxy_grants, instance, host, port, scope,
-	    util_mono_ms() + ttl_ms);
+	grants_add(
+	    proxy_grants, instance, host, port, scope, util_mono_ms() + ttl_ms);
 	for (c = proxy_conns; c != NULL; c = next) {
 		next = c->next;
 		if (c->state != CONN_HELD || c->inst == NULL ||
@@ -1414,7 +1414,8 @@ conn_refuse(struct conn *c, enum reason reason)
 		return;
 	}
 	++*quiet;
-	conn_refusal_body(c, reason, "too many connections", body, sizeof(body));
+	conn_refusal_body(
+	    c, reason, "too many connections", body, sizeof(body));
 	conn_respond(c, 429, reason, body);
 }
 

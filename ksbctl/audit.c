@@ -544,8 +544,7 @@ audit_opt_value(const char *me, int ch, const char *arg, struct audit_query *q)
 		if (*arg < '1' || *arg > '9' || *end != '\0' || errno != 0 ||
 		    q->turn < 1) {
 			fprintf(stderr,
-			    "%s: --turn: `%s' is not a turn number\n", me,
-			    arg);
+			    "%s: --turn: `%s' is not a turn number\n", me, arg);
 			return 2;
 		}
 		break;

@@ -19,8 +19,8 @@ policy_decide_rule_text(const char *rule)
 /* The message of a name the allowlist does not hold on port: says so
  * when a rule allows it on other ports. */
 static void
-decide_not_listed(const struct policy *p, const char *profile,
-    const char *norm, uint16_t port, struct policy_decision *d)
+decide_not_listed(const struct policy *p, const char *profile, const char *norm,
+    uint16_t port, struct policy_decision *d)
 {
 	const char *rule = NULL;
 

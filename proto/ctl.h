@@ -45,7 +45,7 @@
 #define CTL_TIMEOUT_MS	      10000 /* per reply */
 #define CTL_LIST_MAX	      65536 /* instances accepted in one LIST reply */
 #define CTL_RELOAD_ERRORS_MAX 200   /* E lines in one RELOAD reply */
-#define CTL_RELOAD_REPLY_MAX  (4 << 20) /* RELOAD reply bytes accepted */
+#define CTL_RELOAD_REPLY_MAX  (4 << 20)	  /* RELOAD reply bytes accepted */
 #define CTL_TURN_MAX	      (1LL << 53) /* largest turn number */
 
 struct ctl_lease {

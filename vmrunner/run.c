@@ -1333,8 +1333,8 @@ sup_gw_turn(struct sup *s)
 	    r->st.agent_turn == s->told_turn)
 		return;
 	n = ctl_turn_line(line, sizeof(line), r->id, r->st.agent_turn);
-	if (n > 0 && send(r->gw_fd, line, (size_t)n,
-			 MSG_NOSIGNAL | MSG_DONTWAIT) == n)
+	if (n > 0 &&
+	    send(r->gw_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
 		s->told_turn = r->st.agent_turn;
 }
 
