@@ -138,6 +138,7 @@ test_reason(void)
 		{ REASON_GATEWAY_RESTART, "gateway_restart" },
 		{ REASON_PROXY_RESTARTED, "proxy_restarted" },
 		{ REASON_UNKNOWN, "unknown" },
+		{ REASON_OPERATOR_DENIED, "operator_denied" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;
