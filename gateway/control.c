@@ -405,6 +405,7 @@ control_turn(struct client *cl, const char *id, const char *num)
 		return;
 	}
 	inst->turn = t;
+	requests_turn(inst->id, t);
 	control_sendf(cl, "OK\n");
 }
 

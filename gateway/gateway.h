@@ -302,6 +302,8 @@ void requests_hold(const struct msg_hold *);
 /* "REQUEST instance= host= port= turn= since= left= held=" lines. */
 void requests_list(struct evbuffer *);
 void requests_instance_gone(const char *instance);
+/* TURN: the grants for turn (scope turn:N) start, those of others end. */
+void requests_turn(const char *instance, int64_t turn);
 /*
  * requests_decide: the operator (uid) allows (scope: once, instance, a
  * duration) or denies (scope NULL) instance id's CONNECTs to target

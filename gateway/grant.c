@@ -71,6 +71,8 @@ grants_add(struct grants *gs, const char *instance, const char *host,
 
 	if ((g = grants_find(gs, instance, host, port)) != NULL)
 		grants_remove(gs, g);
+	if (scope == GRANT_REVOKE)
+		return;
 	if (gs->n == GRANT_MAX)
 		grants_remove(gs, &gs->g[0]);
 	g = &gs->g[gs->n++];

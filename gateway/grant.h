@@ -17,6 +17,7 @@ enum grant_scope {
 	GRANT_UNTIL,	/* until expires_ms (monotonic) */
 	GRANT_INSTANCE, /* until the instance stops */
 	GRANT_DENY,	/* refuse the held connections now */
+	GRANT_REVOKE,	/* forget the target's decision (a turn's ended) */
 };
 
 struct grants;

@@ -242,7 +242,7 @@ msg_grant_check(const struct msg_grant *m)
 {
 	if (!msg_str_ok(m->instance, sizeof(m->instance)) ||
 	    !msg_str_ok(m->host, sizeof(m->host)) || m->port == 0 ||
-	    m->scope < 1 || m->scope > 4 || m->ttl_ms < 0)
+	    m->scope < 1 || m->scope > 5 || m->ttl_ms < 0)
 		return -1;
 	return 0;
 }

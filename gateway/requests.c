@@ -33,6 +33,66 @@ struct request {
 static struct request requests[REQUESTS_MAX];
 static size_t nrequests;
 
+/* Grants for one agent turn (ksbctl prompt --allow): sent to the proxy
+ * process when the turn starts (TURN), revoked when the next one does. */
+#define TURN_GRANTS_MAX 256
+struct turn_grant {
+	struct msg_grant m; /* scope GRANT_INSTANCE while active */
+	int64_t turn;
+	int active;
+};
+static struct turn_grant turn_grants[TURN_GRANTS_MAX];
+static size_t nturn_grants;
+
+void
+requests_turn(const char *instance, int64_t turn)
+{
+	size_t i, j;
+
+	for (i = j = 0; i < nturn_grants; i++) {
+		struct turn_grant *g = &turn_grants[i];
+
+		if (strcmp(g->m.instance, instance) != 0) {
+			turn_grants[j++] = *g;
+			continue;
+		}
+		if (g->turn == turn && !g->active) {
+			g->m.scope = GRANT_INSTANCE;
+			privsep_grant(&g->m);
+			g->active = 1;
+		} else if (g->turn != turn && g->active) {
+			g->m.scope = GRANT_REVOKE;
+			privsep_grant(&g->m);
+			continue; /* its turn is over */
+		} else if (g->turn < turn)
+			continue; /* a turn that never ran */
+		turn_grants[j++] = *g;
+	}
+	nturn_grants = j;
+}
+
+/* "turn:N": m allowed while turn N of the instance runs.  0 or -1. */
+static int
+requests_turn_grant(const struct msg_grant *m, const char *n, char **cause)
+{
+	struct instance *inst = registry_find_id(m->instance);
+	struct turn_grant *g;
+	char *e = NULL;
+	long long t = strtoll(n, &e, 10);
+
+	if (n[0] < '1' || n[0] > '9' || *e != '\0' || t < 1)
+		return cause_set(cause, "bad turn in the scope");
+	if (nturn_grants == TURN_GRANTS_MAX)
+		return cause_set(cause, "too many grants for turns");
+	g = &turn_grants[nturn_grants++];
+	memset(g, 0, sizeof(*g));
+	g->m = *m;
+	g->turn = t;
+	if (inst != NULL)
+		requests_turn(m->instance, inst->turn); /* it may run already */
+	return 0;
+}
+
 /* Drop the requests whose every held connection has timed out. */
 static void
 requests_expire(int64_t now)
@@ -114,6 +174,10 @@ requests_instance_gone(const char *instance)
 		if (strcmp(requests[i].instance, instance) != 0)
 			requests[j++] = requests[i];
 	nrequests = j;
+	for (i = j = 0; i < nturn_grants; i++)
+		if (strcmp(turn_grants[i].m.instance, instance) != 0)
+			turn_grants[j++] = turn_grants[i];
+	nturn_grants = j;
 }
 
 /* "host[:port]" (a name; port 1-65535, default 443) into m.  0 or -1. */
@@ -179,9 +243,13 @@ requests_decide(struct gateway *gw, const char *id, const char *target,
 		return -1;
 	if (scope == NULL)
 		m.scope = GRANT_DENY;
-	else if (requests_scope(scope, &m, cause) == -1)
+	else if (strncmp(scope, "turn:", 5) == 0) {
+		if (requests_turn_grant(&m, scope + 5, cause) == -1)
+			return -1;
+	} else if (requests_scope(scope, &m, cause) == -1)
 		return -1;
-	privsep_grant(&m);
+	if (scope == NULL || strncmp(scope, "turn:", 5) != 0)
+		privsep_grant(&m);
 	if ((r = requests_find(m.instance, m.host, m.port)) != NULL)
 		*r = requests[--nrequests];
 	xasprintf(text, "operator uid %ld: %s %s %s:%u%s%s", uid,

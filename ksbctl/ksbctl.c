@@ -84,8 +84,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "[--timeout SECONDS]\n[--max-pack-size SIZE]",
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
 	{ "prompt", prompt_main,
-	    "prompt ID TEXT|- [--key KEY] [--wait [--no-summary]] "
-	    "[--json]",
+	    "prompt ID TEXT|- [--key KEY] [--allow HOST[:PORT]]...\n"
+	    "[--wait [--no-summary]] [--json]",
 	    "give an agent instance a turn" },
 	{ "logs", logs_main, "logs ID [--follow | --screen]",
 	    "an agent instance's pane and events" },

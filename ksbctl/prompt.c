@@ -471,6 +471,40 @@ prompt_connect(const char *id, const char *dir)
  * it is sent), ERR, or an event.  -1 to read on, else the exit status:
  * 0 the turn given (no wait) or ended well, 1 failed or exited.
  */
+/* --allow HOST[:PORT]: the names this turn may reach besides the profile's. */
+#define PROMPT_ALLOW_MAX 8
+static const char *prompt_allow[PROMPT_ALLOW_MAX];
+static int prompt_nallow;
+static const char *prompt_id;
+
+/* The turn is known: ALLOW each --allow target for it (scope turn:N; the
+ * gateway grants it while that turn runs).  A refusal is said, not fatal. */
+static void
+prompt_allow_turn(unsigned long long turn)
+{
+	char *line, *reply, *cause, esc[600];
+	int i;
+
+	for (i = 0; i < prompt_nallow; i++) {
+		reply = cause = NULL;
+		xasprintf(&line, "ALLOW %s %s turn:%llu\n", prompt_id,
+		    prompt_allow[i], turn);
+		if (ctl_call(ksbctl_conf->control_socket, line, &reply,
+			&cause) == -1)
+			fprintf(stderr, "ksbctl prompt: --allow %s: %s\n",
+			    prompt_allow[i], cause);
+		else if (strncmp(reply, "OK ", 3) != 0) {
+			reply[strcspn(reply, "\n")] = '\0';
+			log_escape(esc, sizeof(esc), reply, strlen(reply));
+			fprintf(stderr, "ksbctl prompt: --allow %s: %s\n",
+			    prompt_allow[i], esc);
+		}
+		free(line);
+		free(reply);
+		free(cause);
+	}
+}
+
 static int
 prompt_reply(int fd, const char *line, int wait, unsigned long long *got_turn,
     enum out_format fmt)
@@ -482,6 +516,7 @@ prompt_reply(int fd, const char *line, int wait, unsigned long long *got_turn,
 	if (!*got_turn && sscanf(line, "TURN %llu %31s", &turn, state) == 2 &&
 	    turn > 0) {
 		*got_turn = turn;
+		prompt_allow_turn(turn);
 		prompt_show_turn(turn, state, fmt);
 		if (!wait)
 			return 0;
@@ -560,6 +595,7 @@ prompt_main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "key", required_argument, NULL, 'k' },
 		{ "no-summary", no_argument, NULL, 'S' },
+		{ "allow", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 	enum out_format fmt = OUT_TEXT;
 	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, before[41];
@@ -583,6 +619,18 @@ prompt_main(int argc, char **argv)
 			break;
 		case 'S':
 			no_summary = 1;
+			break;
+		case 'a':
+			if (prompt_nallow == PROMPT_ALLOW_MAX ||
+			    strpbrk(optarg, " \t\r\n") != NULL ||
+			    strlen(optarg) > 300) {
+				fprintf(stderr,
+				    "ksbctl prompt: --allow: at most %d "
+				    "HOST[:PORT] without spaces\n",
+				    PROMPT_ALLOW_MAX);
+				return 2;
+			}
+			prompt_allow[prompt_nallow++] = optarg;
 			break;
 		case 'h':
 			return ksbctl_usage(stdout, "prompt");
@@ -613,6 +661,7 @@ prompt_main(int argc, char **argv)
 		goto cleanup;
 	}
 	dir = instance_dir(ksbctl_conf->state_dir, id);
+	prompt_id = id;
 	if (prompt_read_text(argv[optind + 1], &text, &len) != 0 ||
 	    prompt_ready(id, dir) != 0 || (fd = prompt_connect(id, dir)) == -1)
 		goto cleanup;

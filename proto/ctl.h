@@ -30,7 +30,8 @@
  *                                left= held= lines (CONNECTs held for a
  *                                decision: `limit hold'), then END
  *   ALLOW <id> <host[:port]> <scope>  ->  OK text | ERR text: scope once,
- *                                instance (until it stops) or a duration
+ *                                instance (until it stops), a duration, or
+ *                                turn:N (while the agent's turn N runs)
  *   DENY <id> <host[:port]>  ->  OK text | ERR text (held ones refused)
  *   TURN <id> <n>            ->  OK | ERR text: agent mode, on the lease's
  *                                connection: turn n (1..CTL_TURN_MAX) of

@@ -126,7 +126,10 @@ ksb_check "agent.sock exists" '[ -S "$I/ag1/agent.sock" ]'
 ksb_say "three turns with prompt --wait: write, commit, push, report done"
 for k in one two three; do
 	t0=$(date +%s.%N)
-	ctl prompt ag1 "commit $k" --wait > "$T/w-$k" || true
+	# Turn 4 may reach denied.test (a grant for that turn only).
+	a=; [ $k = three ] && a="--allow denied.test"
+	# shellcheck disable=SC2086
+	ctl prompt ag1 "commit $k" $a --wait > "$T/w-$k" || true
 	echo "turn round trip $(secs "$t0") s"
 	cat "$T/w-$k"
 done
@@ -143,10 +146,18 @@ ksb_check "ksbctl fetch shows the three commits" \
 ksb_check "with the agent's files" '[ "$(git -C "$P" show refs/remotes/ksb/ag1:turn3.txt)" = "commit two" ]'
 # Egress by turn: ksb-run told the gateway each turn (TURN); the rows of
 # turns 2-4 carry them, and --wait ends with the turn's summary.
-for t in 2 3 4; do
+for t in 2 3; do
 	ksb_check "audit: turn $t reached allowed.test and was refused denied.test" \
 		'ksb_row_is 1 "instance = '"'ag1'"' AND turn = $t AND host = '"'allowed.test'"' AND decision = '"'allow'"'" && ksb_row_is 1 "instance = '"'ag1'"' AND turn = $t AND host = '"'denied.test'"' AND reason = '"'not_in_allowlist'"'"'
 done
+ksb_check "audit: turn 4 (prompt --allow denied.test) reached both" \
+	'ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'allowed.test'"' AND decision = '"'allow'"'" && ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'denied.test'"' AND decision = '"'allow'"'"'
+ksb_check "the turn's grant is a chained record" \
+	'ksb_sql_is 1 "SELECT count(*) FROM policy_versions WHERE files = '"'operator uid 0: allow ag1 denied.test:443 turn:4'"' AND seq IS NOT NULL"'
+ctl policy suggest --instance ag1 --name default > "$T/suggest" 2>&1 || true
+cat "$T/suggest"
+ksb_check "policy suggest on this run: allowed.test used, denied.test refused" \
+	'grep -Eq "^    allow allowed\.test:443 +# used" "$T/suggest" && grep -Eq "^    allow denied\.test:443 +# used 1, refused 2$" "$T/suggest"'
 ctl audit --instance ag1 --turn 3 --csv > "$T/turn3.csv" 2>&1 || true
 ksb_check "ksbctl audit --turn 3: its two rows only" \
 	'[ "$(tail -n +2 "$T/turn3.csv" | wc -l)" = 2 ] && ! grep -v "^id," "$T/turn3.csv" | grep -qv ",3$"'
@@ -194,6 +205,8 @@ t0=$(date +%s.%N)
 ctl prompt ag1 "commit during the flood" --wait > "$T/f2" || true
 echo "turn round trip during the flood: $(secs "$t0") s"
 cat "$T/f2"
+ksb_check "after turn 4 the grant is gone: denied.test refused again" \
+	'[ "$(ksb_rows "instance = '"'ag1'"' AND turn > 4 AND host = '"'denied.test'"' AND reason = '"'not_in_allowlist'"'")" -ge 1 ] && [ "$(ksb_rows "instance = '"'ag1'"' AND turn > 4 AND host = '"'denied.test'"' AND decision = '"'allow'"'")" = 0 ]'
 ksb_check "a prompt during the flood was delivered and ended done" \
 	'grep -q "turn 7 delivered" "$T/f2" && grep -q "turn 7: committed turn7.txt" "$T/f2"'
 ksb_until 60 grep -aq "FLOOD END" "$I/ag1/agent.log" || true
