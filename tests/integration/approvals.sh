@@ -51,11 +51,17 @@ listed() { ctl requests 2>/dev/null | grep -q "^$1 *$2 *443 "; }
 ms() { date +%s%3N; }
 
 ksb_say "a held CONNECT granted within its time"
+"$KSBCTL" -f "$T/ksb.conf" requests --follow > "$T/follow" 2>&1 &
+F=$!
+KSB_PIDS="$KSB_PIDS $F"
 tls 1 held.test > "$T/g1" 2>&1 &
 P=$!
 ksb_check "ksbctl requests lists it while it waits" 'ksb_until 5 listed ap1 held.test'
 ctl requests > "$T/req" 2>&1 || true
 cat "$T/req"
+ksb_check "ksbctl requests --follow printed it as it came" \
+	'ksb_until 5 grep -q "^ap1 *held\.test *443 " "$T/follow"'
+kill "$F" 2>/dev/null || true
 t0=$(ms)
 ctl allow ap1 held.test > "$T/allow" 2>&1 || true
 echo "# ksbctl allow took $(( $(ms) - t0 )) ms"
