@@ -1247,12 +1247,10 @@ conn_held_refuse(struct conn *c, enum reason reason)
 {
 	char msg[600];
 
-	snprintf(msg, sizeof(msg),
+	snprintf(msg, sizeof(msg), "%s",
 	    reason == REASON_OPERATOR_DENIED ?
 		"the operator refused it (ksbctl deny)" :
-		"held for an operator's decision and none came; ask the "
-		"operator to run: ksbctl allow %s %s:%u",
-	    c->inst ? c->inst->id : "?", c->host, c->port);
+		"held for an operator's decision and none came");
 	conn_deny_http(c, 403, reason, msg, NULL);
 }
 

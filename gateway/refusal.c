@@ -141,9 +141,15 @@ body_other(struct out *o, const struct refusal *r)
 		out_add(o, ": %s", r->detail);
 	switch (r->reason) {
 	case REASON_NOT_IN_ALLOWLIST:
+		/* A grant (this connection) or a rule (for good). */
+		out_add(o, "; ask the operator to run: ksbctl allow %s %s:%u",
+		    str(r->instance, "?"), str(r->host, "?"), r->port);
 		snprintf(rule, sizeof(rule), "allow %s:%u", str(r->host, "?"),
 		    r->port);
-		ask_rule(o, r, rule);
+		out_add(o,
+		    ", or to add \"%s\" to profile %s and run: "
+		    "ksbctl reload",
+		    rule, str(r->profile, "?"));
 		break;
 	case REASON_IP_LITERAL:
 		if (r->addr == NULL)

@@ -193,7 +193,7 @@ body_has() {	# body_has WHAT NEEDLE HOST PORT
 	got=$(raw 1 body "$3" "$4" 2>&1) || true
 	ksb_check "$what: '$got'" 'case "$got" in *"$needle"*) true ;; *) false ;; esac'
 }
-body_has "not listed" 'status 403 deny not_in_allowlist body ksb: refused CONNECT denied.test:443 (not_in_allowlist): denied.test:443 is not in the allowlist of profile default; ask the operator to add "allow denied.test:443" to profile default and run: ksbctl reload' denied.test 443
+body_has "not listed" 'status 403 deny not_in_allowlist body ksb: refused CONNECT denied.test:443 (not_in_allowlist): denied.test:443 is not in the allowlist of profile default; ask the operator to run: ksbctl allow pg1 denied.test:443, or to add "allow denied.test:443" to profile default and run: ksbctl reload' denied.test 443
 body_has "listed on another port" 'allowed.test:8443 is not in the allowlist of profile default (only other ports are: allow allowed.test:443)' allowed.test 8443
 body_has "screened" 'status 403 deny address_screened body ksb: refused CONNECT private.test:443 (address_screened): it resolves to 192.168.7.7 (rfc1918), an address guests may not reach; ask the operator to add "allow-address 192.168.7.7/32:443" to profile default and run: ksbctl reload' private.test 443
 body_has "allow-address without a port: 443 only" 'it resolves to 10.78.0.2 (rfc1918), an address guests may not reach; the rule "allow-address 10.78.0.0/24:443" covers 10.78.0.2 on other ports only (allow-address without a port means 443); ask the operator to add "allow-address 10.78.0.2/32:8443"' otherport.test 8443

@@ -40,6 +40,8 @@ test_bodies(void)
 	r.detail = "api.example.com:443 is not in the allowlist of profile dev";
 	expect("not listed", &r,
 	    "ksb: refused CONNECT api.example.com:443 (not_in_allowlist)",
+	    "ask the operator to run: ksbctl allow i1 api.example.com:443, or "
+	    "to "
 	    "add \"allow api.example.com:443\" to profile dev",
 	    "run: ksbctl reload");
 	r.detail = NULL;
