@@ -82,7 +82,9 @@
 	X(UPSTREAM_CERT_NAME, "upstream_cert_name")                            \
 	X(UPSTREAM_TLS_FAILED, "upstream_tls_failed")                          \
 	/* the instance's audit budget (gateway/budget.c) is spent */          \
-	X(AUDIT_BUDGET, "audit_budget")
+	X(AUDIT_BUDGET, "audit_budget")                                        \
+	/* a held CONNECT the operator refused (ksbctl deny) */                \
+	X(OPERATOR_DENIED, "operator_denied")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

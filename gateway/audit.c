@@ -38,7 +38,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 4
+#define AUDIT_SCHEMA_VERSION 5
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -53,6 +53,7 @@ extern const char schema_audit_sql[];
 extern const char schema_migrate_2_sql[];
 extern const char schema_migrate_3_sql[];
 extern const char schema_migrate_4_sql[];
+extern const char schema_migrate_5_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -61,7 +62,8 @@ struct audit_rec {
 	void *arg;
 	int cancelled; /* loop thread only */
 	int ok;
-	int bad; /* refused by a constraint: dropped */
+	int bad;      /* refused by a constraint: dropped */
+	int64_t turn; /* connection: the instance's agent turn, 0 none */
 	struct audit_rec *next;
 };
 
@@ -95,6 +97,7 @@ struct audit {
 	sqlite3 *db;
 	sqlite3_stmt *ins[AUDIT_NKINDS];
 	sqlite3_stmt *mirror_close, *mirror_unreg;
+	sqlite3_stmt *set_turn; /* connections.turn (not hashed) */
 	sqlite3_stmt *tot_up[2], *tot_ins[2]; /* totals_instance, _host */
 	int64_t seq;			      /* last record's seq ... */
 	uint8_t head[AUDIT_HASH_LEN];	      /* ... and hash */
@@ -156,7 +159,8 @@ audit_db_close(struct audit *a)
 	}
 	sqlite3_finalize(a->mirror_close);
 	sqlite3_finalize(a->mirror_unreg);
-	a->mirror_close = a->mirror_unreg = NULL;
+	sqlite3_finalize(a->set_turn);
+	a->mirror_close = a->mirror_unreg = a->set_turn = NULL;
 	for (k = 0; k < 2; k++) {
 		sqlite3_finalize(a->tot_up[k]);
 		sqlite3_finalize(a->tot_ins[k]);
@@ -272,6 +276,15 @@ audit_put(struct audit *a, struct audit_rec *r)
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE)
 		return -1;
+	if (r->kind == AUDIT_CONNECTION && r->turn > 0 && a->set_turn != NULL) {
+		/* The turn is beside the chained columns (ksb-audit(5)). */
+		sqlite3_bind_int64(a->set_turn, 1, r->turn);
+		sqlite3_bind_int64(a->set_turn, 2, r->v[0].i);
+		rc = sqlite3_step(a->set_turn);
+		sqlite3_reset(a->set_turn);
+		if (rc != SQLITE_DONE)
+			return -1;
+	}
 	if (r->kind == AUDIT_CONNECTION && a->tot_up[0] != NULL) {
 		/* instance, host, port; decision */
 		key[0] = r->v[2];
@@ -430,6 +443,12 @@ audit_prepare_totals(struct audit *a, char **cause)
 			NULL) != SQLITE_OK)
 			return cause_set(
 			    cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+	/* After every migration (the column is version 5's). */
+	if (sqlite3_prepare_v3(a->db,
+		"UPDATE connections SET turn = ?1 WHERE id = ?2", -1,
+		SQLITE_PREPARE_PERSISTENT, &a->set_turn, NULL) != SQLITE_OK)
+		return cause_set(
+		    cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 	return 0;
 }
 
@@ -645,6 +664,13 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		log_info("audit %s: migrated from schema version 2 to 3 "
 			 "(totals built)",
 		    a->path);
+	}
+	if (version != 0 && version < 5) {
+		/* -> 5: connections.turn (schema/migrate-5.sql). */
+		if (audit_exec(a, schema_migrate_5_sql, cause) == -1)
+			return -1;
+		log_info(
+		    "audit %s: migrated to schema version 5 (turns)", a->path);
 	}
 	return audit_prepare_totals(a, cause);
 }
@@ -1624,6 +1650,7 @@ audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
 	audit_set_text(
 	    &r->v[12], row->reason ? row->reason : reason_name(REASON_UNKNOWN));
 	audit_set_text(&r->v[13], row->policy_digest);
+	r->turn = row->turn;
 	r->cb = cb;
 	r->arg = arg;
 	if (wait != NULL)

@@ -54,6 +54,7 @@
 #include "common/common.h"
 #include "common/sandbox.h"
 #include "gateway/gateway.h"
+#include "gateway/hosts.h"
 #include "policy/policy.h"
 
 #define CHILD_WAIT_BUCKETS 1024
@@ -264,6 +265,32 @@ child_instance(const struct msg_instance *m, int add)
 	}
 }
 
+void
+child_hold(const char *instance, const char *host, uint16_t port, int hold_s)
+{
+	struct msg_hold m;
+
+	memset(&m, 0, sizeof(m));
+	snprintf(m.instance, sizeof(m.instance), "%s", instance);
+	snprintf(m.host, sizeof(m.host), "%s", host);
+	m.port = port;
+	m.hold_s = hold_s;
+	child_send(MSG_HOLD, 0, &m, sizeof(m));
+}
+
+/* The reload's hosts file (has 0: none configured) replaces the old. */
+static void
+child_hosts(const char *text, uint32_t has, uint64_t len)
+{
+	struct hosts *h = NULL;
+
+	if (has && hosts_parse(text, (size_t)len, &h, NULL) == -1) {
+		log_warnx("proxy: the parent's hosts file is too large");
+		return;
+	}
+	resolve_hosts_set(child_gw, h);
+}
+
 /* Read the policy files out of the parent's memfd and swap them in. */
 static void
 child_policy(const struct msg_policy *m, int fd)
@@ -313,6 +340,8 @@ child_policy(const struct msg_policy *m, int fd)
 		lens[i] = tl;
 		off += tl;
 	}
+	if (m->size - off != (m->has_hosts ? m->hosts_size : 0))
+		fatalx("proxy: bad policy from the parent");
 	if (credset_read((const uint8_t *)buf + m->size, m->cred_size,
 		m->ncreds, &ncreds) == -1)
 		fatalx("proxy: bad credentials from the parent");
@@ -323,6 +352,7 @@ child_policy(const struct msg_policy *m, int fd)
 		done.v = -1;
 	} else {
 		conf_live_set(conf, m->live);
+		child_hosts(buf + off, m->has_hosts, m->hosts_size);
 		old = child_gw->policy;
 		child_gw->policy = np;
 		oldcreds = child_gw->creds;
@@ -379,6 +409,7 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 		struct msg_instance inst;
 		struct msg_policy pol;
 		struct msg_addrs addrs;
+		struct msg_grant grant;
 	} p;
 	struct msg_hdr h;
 	struct child_wait *w;
@@ -417,6 +448,15 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 				free(w);
 				cb(p.i.v != 0, a);
 			}
+			break;
+		case MSG_GRANT:
+			if (msg_grant_check(&p.grant) == -1) {
+				log_warnx("proxy: a bad grant from the parent");
+				break;
+			}
+			proxy_grant(p.grant.instance, p.grant.host,
+			    p.grant.port, (enum grant_scope)p.grant.scope,
+			    p.grant.ttl_ms);
 			break;
 		case MSG_SHUTDOWN:
 			proxy_shutdown();

@@ -436,6 +436,62 @@ control_refused(uid_t uid, pid_t pid, const char *what)
 	    what, (long)uid, (long)pid, (unsigned long long)control_nrefused);
 }
 
+/* REQUESTS: the CONNECTs held for a decision, then END. */
+static void
+control_requests(struct client *cl)
+{
+	struct evbuffer *b = evbuffer_new();
+
+	if (b == NULL)
+		fatalx("evbuffer_new");
+	requests_list(b);
+	evbuffer_add_printf(b, "END\n");
+	bufferevent_write_buffer(cl->bev, b);
+	evbuffer_free(b);
+}
+
+/* ALLOW <id> <host[:port]> <scope> | DENY <id> <host[:port]>. */
+static void
+control_decide(
+    struct client *cl, const char *id, const char *target, const char *scope)
+{
+	char *text = NULL, *cause = NULL, esc[600];
+
+	if (requests_decide(control_gw, id, target, scope, (long)cl->uid, &text,
+		&cause) == -1) {
+		log_escape(esc, sizeof(esc), cause, strlen(cause));
+		control_sendf(cl, "ERR %s\n", esc);
+	} else
+		control_sendf(cl, "OK %s\n", text);
+	free(text);
+	free(cause);
+}
+
+/* TURN <id> <n>: the lease holder says turn n of its agent runs. */
+static void
+control_turn(struct client *cl, const char *id, const char *num)
+{
+	struct instance *inst = registry_find_id(id);
+	char *e = NULL;
+	long long t;
+
+	if (inst == NULL || inst->owner != cl) {
+		control_sendf(cl, "ERR no instance `%s' on this connection\n",
+		    util_valid_id(id) ? id : "?");
+		return;
+	}
+	errno = 0;
+	t = strtoll(num, &e, 10);
+	if (num[0] < '0' || num[0] > '9' || *e != '\0' || errno != 0 || t < 1 ||
+	    t > CTL_TURN_MAX) {
+		control_sendf(cl, "ERR bad turn number\n");
+		return;
+	}
+	inst->turn = t;
+	requests_turn(inst->id, t);
+	control_sendf(cl, "OK\n");
+}
+
 static void
 control_client_free(struct client *cl)
 {
@@ -478,7 +534,7 @@ control_command(struct client *cl, char *line)
 	int n;
 	struct instance *inst;
 
-	n = control_words(line, w, 3);
+	n = control_words(line, w, 4);
 	if (n == 0) {
 		control_sendf(cl, "ERR empty request\n");
 		return;
@@ -488,7 +544,9 @@ control_command(struct client *cl, char *line)
 		return;
 	}
 	if (strcmp(w[0], "REGISTER") != 0 && strcmp(w[0], "UNREGISTER") != 0 &&
-	    strcmp(w[0], "RESUME") != 0 && strcmp(w[0], "RELOAD") != 0) {
+	    strcmp(w[0], "RESUME") != 0 && strcmp(w[0], "RELOAD") != 0 &&
+	    strcmp(w[0], "TURN") != 0 && strcmp(w[0], "REQUESTS") != 0 &&
+	    strcmp(w[0], "ALLOW") != 0 && strcmp(w[0], "DENY") != 0) {
 		log_escape(esc, sizeof(esc), w[0], strlen(w[0]));
 		control_sendf(cl, "ERR unknown request `%s'\n", esc);
 		control_refused(cl->uid, cl->pid, "an unknown request");
@@ -525,6 +583,13 @@ control_command(struct client *cl, char *line)
 		}
 	} else if (strcmp(w[0], "RELOAD") == 0 && n == 1)
 		control_reload(cl);
+	else if (strcmp(w[0], "TURN") == 0 && n == 3)
+		control_turn(cl, w[1], w[2]);
+	else if (strcmp(w[0], "REQUESTS") == 0 && n == 1)
+		control_requests(cl);
+	else if ((strcmp(w[0], "ALLOW") == 0 && n == 4) ||
+	    (strcmp(w[0], "DENY") == 0 && n == 3))
+		control_decide(cl, w[1], w[2], n == 4 ? w[3] : NULL);
 	else
 		control_sendf(
 		    cl, "ERR wrong number of arguments to %s\n", w[0]);

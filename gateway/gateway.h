@@ -14,6 +14,7 @@
 #include "gateway/msg.h"
 #include "gateway/net.h"
 #include "gateway/parse.h"
+#include "gateway/grant.h"
 
 /* ---- main.c ----------------------------------------------------------------
  * The daemon's shared state.  One event loop, one thread.
@@ -111,6 +112,7 @@ struct audit_row {
 	const char *reason; /* fixed vocabulary, see ksb-audit(5) */
 	const char *policy_digest;
 	int64_t ts_ms; /* 0: now */
+	int64_t turn;  /* the instance's agent turn (TURN), 0: none */
 };
 /* Called from the loop once an allowed row is committed (ok 1) or can
  * never be (ok 0: the batch failed; nothing may be relayed). */
@@ -192,6 +194,7 @@ struct instance {
 	uint64_t owner_start; /* its start time, /proc/<pid>/stat */
 	int64_t resume_by_ms; /* owner NULL: unregistered at this
 					   monotonic time unless resumed */
+	int64_t turn;	      /* agent mode: the turn running (TURN) */
 	/* proxy.c's per-instance limits (zero at registration) */
 	int px_conns;		/* open proxy connections */
 	int64_t px_tokens;	/* rate bucket, milli-connections */
@@ -358,6 +361,14 @@ struct resolve_req;
 typedef void (*resolve_cb)(
     int err, const struct sockaddr_storage *addrs, size_t n, void *arg);
 int resolve_init(struct gateway *, char **cause);
+struct hosts;
+/*
+ * resolve_hosts_read: the hosts file at path (hosts-file) read and parsed
+ * into *out (caller frees with hosts_free).  0, or -1 and *cause.
+ */
+int resolve_hosts_read(const char *path, struct hosts **out, char **cause);
+/* resolve_hosts_set: use h (taken over; NULL: none) from now on. */
+void resolve_hosts_set(struct gateway *, struct hosts *h);
 void resolve_shutdown(struct gateway *);
 struct resolve_req *resolve_start(
     struct gateway *, const char *host, resolve_cb cb, void *arg);
@@ -375,6 +386,9 @@ struct policy_bytes { /* the policy files as read */
 	char **texts;
 	size_t *lens;
 	size_t n;
+	int has_hosts; /* hosts-file set: its bytes follow */
+	char *hosts;   /* the hosts file as read (hosts_len bytes) */
+	size_t hosts_len;
 };
 int privsep_init(struct gateway *, char **cause);
 /* Stop the proxy process: it closes every tunnel (close records are
@@ -387,6 +401,30 @@ void privsep_instance_del(const struct instance *);
 int privsep_policy(struct gateway *, const struct policy_bytes *);
 /* The proxy process's pid, 0 if none. */
 pid_t privsep_child_pid(void);
+/* Send an operator's decision to the proxy process (MSG_GRANT). */
+void privsep_grant(const struct msg_grant *);
+
+/* ---- requests.c ------------------------------------------------------------
+ * CONNECTs held for an operator's decision (limit hold), REQUESTS, ALLOW
+ * and DENY.
+ */
+struct evbuffer;
+/* A held CONNECT from the proxy process (MSG_HOLD, checked). */
+void requests_hold(const struct msg_hold *);
+/* "REQUEST instance= host= port= turn= since= left= held=" lines. */
+void requests_list(struct evbuffer *);
+void requests_instance_gone(const char *instance);
+/* TURN: the grants for turn (scope turn:N) start, those of others end. */
+void requests_turn(const char *instance, int64_t turn);
+/*
+ * requests_decide: the operator (uid) allows (scope: once, instance, a
+ * duration) or denies (scope NULL) instance id's CONNECTs to target
+ * (host[:port], default 443).  Sent to the proxy process, recorded in the
+ * audit chain; *text (malloc'd) says what was decided.  0, or -1 and
+ * *cause.
+ */
+int requests_decide(struct gateway *, const char *id, const char *target,
+    const char *scope, long uid, char **text, char **cause);
 
 /* ---- child.c ---------------------------------------------------------------
  * The proxy process: drops every privilege (user, empty root, no
@@ -414,6 +452,9 @@ void child_audit_request(int64_t row, const char *method, const char *path,
 void child_sync(void);
 /* The host's addresses, as last pushed by the parent. */
 const struct sockaddr_storage *child_own_addrs(size_t *n);
+/* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
+void child_hold(
+    const char *instance, const char *host, uint16_t port, int hold_s);
 
 /* ---- term.c ----------------------------------------------------------------
  * A terminated tunnel to a host bound to a credential (see term.c).
@@ -452,5 +493,13 @@ void proxy_instance_gone(struct instance *inst);
  * REASON_REVOKED.  Returns how many were closed.
  */
 int proxy_policy_changed(void);
+/*
+ * proxy_grant: an operator's decision (MSG_GRANT) on instance's CONNECTs
+ * to host:port: kept for the next ones (scope, grant.h; ttl_ms for
+ * GRANT_UNTIL) and applied to those held now (allowed on, or refused
+ * with REASON_OPERATOR_DENIED).
+ */
+void proxy_grant(const char *instance, const char *host, uint16_t port,
+    enum grant_scope scope, int64_t ttl_ms);
 
 #endif

@@ -41,6 +41,10 @@ msg_size(uint16_t type)
 		return sizeof(struct msg_fatal);
 	case MSG_AUDIT_REQUEST:
 		return sizeof(struct msg_request);
+	case MSG_GRANT:
+		return sizeof(struct msg_grant);
+	case MSG_HOLD:
+		return sizeof(struct msg_hold);
 	default:
 		return -1;
 	}
@@ -243,6 +247,26 @@ msg_instance_check(const struct msg_instance *m)
 	if (!msg_str_ok(m->id, sizeof(m->id)) ||
 	    !msg_str_ok(m->profile, sizeof(m->profile)) ||
 	    !msg_str_ok(m->tap, sizeof(m->tap)))
+		return -1;
+	return 0;
+}
+
+int
+msg_grant_check(const struct msg_grant *m)
+{
+	if (!msg_str_ok(m->instance, sizeof(m->instance)) ||
+	    !msg_str_ok(m->host, sizeof(m->host)) || m->port == 0 ||
+	    m->scope < 1 || m->scope > 5 || m->ttl_ms < 0)
+		return -1;
+	return 0;
+}
+
+int
+msg_hold_check(const struct msg_hold *m)
+{
+	if (!msg_str_ok(m->instance, sizeof(m->instance)) ||
+	    !msg_str_ok(m->host, sizeof(m->host)) || m->port == 0 ||
+	    m->hold_s < 1 || m->hold_s > 600)
 		return -1;
 	return 0;
 }

@@ -30,6 +30,7 @@ enum msg_type {
 	MSG_AUDIT_STATE,      /* struct msg_int: audit available */
 	MSG_AUDIT_COMMITTED,  /* id: the decision's; msg_int: ok */
 	MSG_SHUTDOWN,	      /* empty */
+	MSG_GRANT,	      /* struct msg_grant: an operator's decision */
 	/* proxy -> parent */
 	MSG_AUDIT_DECISION = 64, /* struct msg_row; id != 0: allowed,
 					   answer with MSG_AUDIT_COMMITTED */
@@ -39,6 +40,8 @@ enum msg_type {
 					   before _exit */
 	MSG_AUDIT_REQUEST,	 /* id: the tunnel's decision; struct
 					   msg_request */
+	MSG_HOLD,		 /* struct msg_hold: a CONNECT held for
+					   an operator's decision */
 };
 struct msg_int {
 	int32_t v;
@@ -63,10 +66,14 @@ struct msg_addrs {
 struct msg_policy {
 	int32_t live[CONF_LIVE_NINTS]; /* the live settings: conf_live_get */
 	uint32_t nfiles;
-	uint64_t size;	    /* bytes of the memfd: per file
-					   u32 name length, name, u64 text
-					   length, text */
-	uint32_t ncreds;    /* credentials after the files */
+	uint32_t has_hosts; /* 1: the hosts file's bytes end the files */
+	uint64_t size;	    /* bytes of the memfd before the
+					   credentials: per file u32 name
+					   length, name, u64 text length,
+					   text; then the hosts file's
+					   hosts_size bytes */
+	uint64_t hosts_size;
+	uint32_t ncreds;    /* credentials after size bytes */
 	uint64_t cred_size; /* their bytes (credset_write) */
 };
 #define MSG_ROW_NULL_INSTANCE 0x01
@@ -102,6 +109,23 @@ struct msg_request {
 	char reason[48]; /* "" if answered by the upstream */
 };
 int msg_request_check(const struct msg_request *m);
+/* An operator's decision on a target (ksbctl allow/deny, requests.c). */
+struct msg_grant {
+	char instance[33];
+	char host[256]; /* normalised name */
+	uint16_t port;
+	uint8_t scope;	/* enum grant_scope (grant.h) */
+	int64_t ttl_ms; /* GRANT_UNTIL: from now, monotonic */
+};
+/* A held CONNECT (the profile's `limit hold'), for ksbctl requests. */
+struct msg_hold {
+	char instance[33];
+	char host[256];
+	uint16_t port;
+	int32_t hold_s; /* how long it waits at most */
+};
+int msg_grant_check(const struct msg_grant *m);
+int msg_hold_check(const struct msg_hold *m);
 #define MSG_FATAL_MAX 240
 struct msg_fatal {
 	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */

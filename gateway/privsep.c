@@ -136,6 +136,16 @@ privsep_null(const char *s, uint32_t nulls, uint32_t bit)
 	return (nulls & bit) ? NULL : s;
 }
 
+/* The agent turn the instance's ksb-run last announced (TURN), 0 none:
+ * the turn in force when the parent receives the row. */
+static int64_t
+privsep_turn(const char *id)
+{
+	struct instance *inst = id != NULL ? registry_find_id(id) : NULL;
+
+	return inst != NULL ? inst->turn : 0;
+}
+
 static int
 privsep_decision(uint32_t id, const struct msg_row *m)
 {
@@ -160,6 +170,7 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	r.reason = m->reason;
 	r.policy_digest =
 	    privsep_null(m->digest, m->nulls, MSG_ROW_NULL_DIGEST);
+	r.turn = privsep_turn(r.instance);
 	if (!m->allow) {
 		(void)audit_decision(privsep_gw->audit, &r, NULL, NULL, NULL);
 		return 0;
@@ -229,6 +240,11 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 		return privsep_close(h->id, p);
 	case MSG_AUDIT_REQUEST:
 		return privsep_request(h->id, p);
+	case MSG_HOLD:
+		if (msg_hold_check(p) == -1)
+			return -1;
+		requests_hold(p);
+		return 0;
 	case MSG_POLICY_DONE:
 		if (revoked == NULL)
 			return -1; /* unasked */
@@ -589,8 +605,15 @@ privsep_instance_add(const struct instance *inst)
 }
 
 void
+privsep_grant(const struct msg_grant *m)
+{
+	(void)privsep_send(MSG_GRANT, 0, m, sizeof(*m), -1);
+}
+
+void
 privsep_instance_del(const struct instance *inst)
 {
+	requests_instance_gone(inst->id);
 	privsep_instance(MSG_INSTANCE_DEL, inst);
 }
 
@@ -621,6 +644,13 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 		    privsep_write_all(fd, pb->texts[i], pb->lens[i]) == -1)
 			fatal("memfd write");
 		m.size += 4 + nl + 8 + tl;
+	}
+	if (pb->has_hosts) {
+		if (privsep_write_all(fd, pb->hosts, pb->hosts_len) == -1)
+			fatal("memfd write");
+		m.has_hosts = 1;
+		m.hosts_size = pb->hosts_len;
+		m.size += pb->hosts_len;
 	}
 	m.ncreds = gw->creds ? (uint32_t)gw->creds->n : 0;
 	if (credset_write(fd, gw->creds, &m.cred_size) == -1)

@@ -3,11 +3,13 @@
  * connection" and "Promises").
  *
  * Per connection:  HEAD (read the CONNECT request, capped and timed) ->
- * policy decision (403 + audit row on deny) -> "200 Connection established"
- * -> HELLO (read the whole ClientHello; meanwhile resolve the host) -> SNI
- * must equal the CONNECT host -> screen the addresses -> CONNECTING ->
- * commit the audit row -> forward the buffered ClientHello -> RELAY.
- * Every connection ends in conn_close(c, reason), which finishes its row.
+ * policy decision (403 + audit row on deny) -> CONNECTING (resolve the
+ * host, screen the addresses, connect upstream: a refusal is still an
+ * HTTP status here) -> "200 Connection established" -> HELLO (read the
+ * whole ClientHello; SNI must equal the CONNECT host; a refusal is a TLS
+ * alert now) -> commit the audit row -> forward the buffered ClientHello
+ * -> RELAY.  Every connection ends in conn_close(c, reason), which
+ * finishes its row.  What a refused guest reads is refusal.c's.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +30,8 @@
 #include "gateway/gateway.h"
 #include "policy/policy.h"
 #include "policy/decide.h"
+#include "gateway/refusal.h"
+#include "gateway/grant.h"
 
 #define RELAY_PIPE_SIZE	 (1024 * 1024) /* per direction in flight, bytes */
 #define RELAY_POOL_MAX	 16    /* empty pipes kept for the next tunnels */
@@ -54,10 +58,11 @@ struct relay_dir {
 enum conn_state {
 	CONN_HEAD,	 /* reading the CONNECT request */
 	CONN_HELLO,	 /* 200 sent, reading the ClientHello */
-	CONN_CONNECTING, /* connecting upstream */
+	CONN_CONNECTING, /* resolving, connecting upstream (no 200 yet) */
 	CONN_RELAY,	 /* tunnel open */
 	CONN_TERM,	 /* tunnel terminated (term.c): a credential host */
 	CONN_DRAIN,	 /* writing a final response, lingering, close */
+	CONN_HELD,	 /* refused name held for an operator's decision */
 };
 
 struct conn {
@@ -73,8 +78,6 @@ struct conn {
 	int host_is_ip;
 	struct sockaddr_storage host_sa;
 	char sni[256];
-	int hello_done;
-	int resolved;
 	struct resolve_req *rreq;
 	struct sockaddr_storage addrs[CONN_MAX_ADDRS]; /* resolved */
 	size_t naddrs;
@@ -99,6 +102,8 @@ struct conn {
 	int in_connect, sync_fail, sync_errno;
 	struct term *term;	  /* CONN_TERM */
 	enum reason drain_reason; /* the close reason after lingering */
+	const char *deny_detail; /* for the next refusal's body: static */
+	const char *deny_rule;	 /* ... and a rule (owned by the policy) */
 	struct conn *next, *prev;
 };
 
@@ -112,8 +117,12 @@ static int64_t proxy_tokens, proxy_tokens_ms; /* global rate bucket */
 static int64_t proxy_refused_sec; /* refusal rows of unknown sources */
 static int proxy_refused_rows, proxy_refused_quiet;
 static struct event *proxy_accept_timer;
+static struct grants *proxy_grants; /* the operator's decisions */
 
 static void conn_close(struct conn *c, enum reason reason);
+static void conn_proceed(struct conn *c);
+static int conn_not_listed(struct conn *c);
+static void conn_abort_fd(int fd);
 static void conn_event_cb(struct bufferevent *, short, void *);
 static void relay_free(struct conn *);
 static void relay_timer(struct conn *);
@@ -263,24 +272,72 @@ conn_drain_write_cb(struct bufferevent *bev, void *arg)
 	conn_drain_read_cb(bev, c);
 }
 
-/* Write a fixed answer (no guest bytes in it) and close after lingering. */
+/*
+ * The answer is in c->down's output: drop the upstream (nothing went to
+ * it), flush the answer and close after lingering.
+ */
 static void
-conn_respond(struct conn *c, int status, const char *text, enum reason reason,
-    const char *body)
+conn_drain_start(struct conn *c)
 {
-	struct evbuffer *out = bufferevent_get_output(c->down);
-
-	evbuffer_add_printf(out,
-	    "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
-	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
-	    "Connection: close\r\n\r\n%s",
-	    status, text, reason_name(reason), strlen(body), body);
+	resolve_cancel(c->rreq);
+	c->rreq = NULL;
+	if (c->up != NULL) {
+		conn_abort_fd(bufferevent_getfd(c->up));
+		bufferevent_free(c->up);
+		c->up = NULL;
+	}
 	c->state = CONN_DRAIN;
 	conn_deadline(c, LINGER_MS);
 	bufferevent_disable(c->down, EV_READ);
 	bufferevent_set_timeouts(c->down, NULL, NULL);
 	bufferevent_setcb(c->down, NULL, conn_drain_write_cb, conn_event_cb, c);
 	bufferevent_enable(c->down, EV_WRITE);
+}
+
+/* Write a fixed answer (no guest bytes in it) and close after lingering. */
+static void
+conn_respond(struct conn *c, int status, enum reason reason, const char *body)
+{
+	evbuffer_add_printf(bufferevent_get_output(c->down),
+	    "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
+	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\n%s",
+	    status, refusal_status_text(status), reason_name(reason),
+	    strlen(body), body);
+	conn_drain_start(c);
+}
+
+/*
+ * The one-line body of c's refusal (refusal.c) into body: the CONNECT
+ * target once parsed, the upstream address once known, message (a fixed
+ * text or the policy decision's, never guest bytes) as the why.
+ */
+static void
+conn_refusal_body(struct conn *c, enum reason reason, const char *message,
+    char *body, size_t size)
+{
+	struct refusal r;
+	char lit[INET6_ADDRSTRLEN];
+	const void *a = NULL;
+
+	memset(&r, 0, sizeof(r));
+	r.reason = reason;
+	r.instance = c->inst ? c->inst->id : NULL;
+	r.profile = c->inst ? c->inst->profile : NULL;
+	r.host = c->host[0] ? c->host : NULL;
+	r.port = c->host[0] ? c->port : 0;
+	r.addr = c->have_upstream ? c->upstream_addr : NULL;
+	r.detail = message;
+	r.rule = c->deny_rule;
+	if (reason == REASON_IP_LITERAL && c->host_sa.ss_family == AF_INET)
+		a = &((struct sockaddr_in *)&c->host_sa)->sin_addr;
+	else if (reason == REASON_IP_LITERAL &&
+	    c->host_sa.ss_family == AF_INET6)
+		a = &((struct sockaddr_in6 *)&c->host_sa)->sin6_addr;
+	if (a != NULL &&
+	    inet_ntop(c->host_sa.ss_family, a, lit, sizeof(lit)) != NULL)
+		r.addr = lit;
+	refusal_body(body, size, &r);
 }
 
 /*
@@ -291,42 +348,8 @@ static void
 conn_deny_http(struct conn *c, int status, enum reason reason,
     const char *message, const char *rawhost)
 {
-	const char *text;
-	char body[512];
+	char body[REFUSAL_BODY_MAX];
 
-	switch (status) {
-	case 400:
-		text = "Bad Request";
-		break;
-	case 403:
-		text = "Forbidden";
-		break;
-	case 405:
-		text = "Method Not Allowed";
-		break;
-	case 408:
-		text = "Request Timeout";
-		break;
-	case 429:
-		text = "Too Many Requests";
-		break;
-	case 431:
-		text = "Request Header Fields Too Large";
-		break;
-	case 502:
-		text = "Bad Gateway";
-		break;
-	case 503:
-		text = "Service Unavailable";
-		break;
-	case 505:
-		text = "HTTP Version Not Supported";
-		break;
-	default:
-		text = "Error";
-		break;
-	}
-	snprintf(body, sizeof(body), "ksb: %s\n", message);
 	/* Fail closed: while the audit database cannot be written, every
 	 * refusal says so (its row is queued and written on recovery; -1
 	 * only when that backlog is full). */
@@ -336,17 +359,23 @@ conn_deny_http(struct conn *c, int status, enum reason reason,
 		reason = REASON_AUDIT_UNAVAILABLE;
 	if (reason == REASON_AUDIT_UNAVAILABLE) {
 		status = 503;
-		text = "Service Unavailable";
-		snprintf(body, sizeof(body), "ksb: audit log unavailable\n");
+		message = NULL;
 	}
-	conn_respond(c, status, text, reason, body);
+	conn_refusal_body(c, reason, message, body, sizeof(body));
+	conn_respond(c, status, reason, body);
 }
 
-/* Deny after the 200: there is no HTTP left to speak, so row + close. */
+/*
+ * Deny after the 200: there is no HTTP left to speak, so the row, then a
+ * fatal TLS alert (the guest's TLS library reports it instead of a reset)
+ * and a lingering close.
+ */
 static void
 conn_deny_tunnel(struct conn *c, enum reason reason)
 {
 	char esc[600];
+	uint8_t rec[7];
+	int alert = refusal_alert(reason);
 
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
 	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc, c->port,
@@ -355,7 +384,31 @@ conn_deny_tunnel(struct conn *c, enum reason reason)
 	if (c->row != -1) /* an allowed row gets no close record */
 		child_audit_close(c->row, 0, 0, 0, REASON_NONE);
 	c->row = -1; /* the row is complete; nothing to close */
-	conn_close(c, REASON_NONE);
+	child_audit_cancel(c->awaiting);
+	c->awaiting = NULL;
+	if (alert == -1 || c->down == NULL) {
+		conn_close(c, REASON_NONE);
+		return;
+	}
+	evbuffer_add(bufferevent_get_output(c->down), rec,
+	    refusal_alert_record(rec, alert));
+	conn_drain_start(c);
+}
+
+/* Refuse c with reason: an HTTP status before the 200, an alert after. */
+static void
+conn_deny(struct conn *c, enum reason reason)
+{
+	char esc[600];
+
+	if (c->state != CONN_HEAD && c->state != CONN_CONNECTING) {
+		conn_deny_tunnel(c, reason);
+		return;
+	}
+	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
+	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc, c->port,
+	    reason_name(reason));
+	conn_deny_http(c, refusal_status(reason), reason, c->deny_detail, NULL);
 }
 
 /* Make close(2) of fd send a reset and free the socket at once. */
@@ -747,19 +800,41 @@ relay_start(struct conn *c)
 /* ---- upstream ------------------------------------------------------------- */
 
 static void conn_connect_failed(struct conn *, short);
+static void hello_read_cb(struct bufferevent *, void *);
+
+/*
+ * Connected upstream: only now is the CONNECT answered, so that every
+ * refusal before this point was an HTTP status.  Nothing is read from the
+ * upstream, and nothing is sent to it before the row is committed.
+ */
+static void
+conn_upstream_ready(struct conn *c)
+{
+	struct evbuffer *in = bufferevent_get_input(c->down);
+
+	evbuffer_add_printf(bufferevent_get_output(c->down),
+	    "HTTP/1.1 200 Connection established\r\n\r\n");
+	c->state = CONN_HELLO;
+	conn_deadline(c, (int64_t)c->gw->conf->hello_timeout * 1000);
+	bufferevent_setcb(c->down, hello_read_cb, NULL, conn_event_cb, c);
+	bufferevent_enable(c->down, EV_READ);
+	/* Bytes pipelined after the request are the start of the hello. */
+	if (evbuffer_get_length(in) > 0)
+		hello_read_cb(c->down, c);
+}
 
 static void
 up_event_cb(struct bufferevent *bev, short what, void *arg)
 {
 	struct conn *c = arg;
 
+	if (c->state != CONN_CONNECTING) {
+		/* The upstream went away while the guest sent its hello. */
+		conn_deny_tunnel(c, REASON_CONNECT_RESET);
+		return;
+	}
 	if (what & BEV_EVENT_CONNECTED) {
-		/* The promise: the row is committed before any byte goes up;
-		 * nothing is read or relayed until conn_committed. */
-		if (conn_audit(c, 1, REASON_ALLOWED, NULL) == -1) {
-			c->row = -1;
-			conn_deny_tunnel(c, REASON_AUDIT_UNAVAILABLE);
-		}
+		conn_upstream_ready(c);
 		return;
 	}
 	conn_connect_failed(c, what);
@@ -867,6 +942,22 @@ conn_addr_ok(struct conn *c, const struct sockaddr_storage *ss)
 		   NULL) == POLICY_ALLOW;
 }
 
+/*
+ * An allow-address rule of c's profile that covers ss on some port but
+ * not on c->port (an allow-address without a port means 443 only), for
+ * the refusal's body; NULL if none.  Owned by the policy.
+ */
+static const char *
+conn_other_port_rule(struct conn *c, const struct sockaddr_storage *ss)
+{
+	const char *rule = NULL;
+
+	if (policy_match_addr(c->gw->policy, c->inst->profile,
+		(const struct sockaddr *)ss, 0, &rule) != POLICY_ALLOW)
+		return NULL;
+	return policy_decide_rule_text(rule);
+}
+
 /* Record ss as the upstream address of the row. */
 static void
 conn_set_upstream(struct conn *c, const struct sockaddr_storage *ss)
@@ -925,7 +1016,7 @@ conn_connect_next(struct conn *c, enum reason why)
 			c->up = NULL;
 		}
 		if (c->ntry >= c->ncands || c->ntry >= CONN_MAX_TRIES) {
-			conn_deny_tunnel(c, why);
+			conn_deny(c, why);
 			return;
 		}
 		ss = &c->cands[c->ntry++];
@@ -1006,6 +1097,8 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 					    c->gw->own, c->gw->nown);
 					if (cls == NULL)
 						cls = "gateway";
+					c->deny_rule =
+					    conn_other_port_rule(c, refused);
 				}
 				continue;
 			}
@@ -1030,19 +1123,17 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 			log_escape(esc, sizeof(esc), c->host, strlen(c->host));
 			log_info("screened %s -> %s (%s)", esc,
 			    c->upstream_addr, cls ? cls : "?");
+			c->deny_detail = cls;
 		}
-		conn_deny_tunnel(c,
+		conn_deny(c,
 		    refused != NULL ? REASON_ADDRESS_SCREENED :
 				      REASON_RESOLVE_FAILED);
 		return;
 	}
-	c->state = CONN_CONNECTING;
-	/* Guest bytes beyond the hello wait in the input buffer meanwhile. */
-	bufferevent_disable(c->down, EV_READ);
 	conn_connect_next(c, REASON_CONNECT_FAILED);
 }
 
-/* Both the ClientHello and the resolution are done: pick an address. */
+/* The resolution is done (or the host is a literal): pick an address. */
 static void
 conn_ready(struct conn *c)
 {
@@ -1059,15 +1150,13 @@ conn_resolved(
 	struct conn *c = arg;
 
 	c->rreq = NULL;
-	c->resolved = 1;
 	if (err != 0)
 		n = 0;
 	if (n > CONN_MAX_ADDRS)
 		n = CONN_MAX_ADDRS;
 	memcpy(c->addrs, addrs, n * sizeof(*addrs));
 	c->naddrs = n;
-	if (c->hello_done)
-		conn_ready(c);
+	conn_ready(c);
 }
 
 static void
@@ -1102,11 +1191,14 @@ hello_read_cb(struct bufferevent *bev, void *arg)
 		}
 		break;
 	}
-	c->hello_done = 1;
 	conn_deadline(c, 0);
 	bufferevent_disable(bev, EV_READ);
-	if (c->host_is_ip || c->resolved)
-		conn_ready(c);
+	/* The promise: the row is committed before any byte goes up;
+	 * nothing is read or relayed until conn_committed. */
+	if (conn_audit(c, 1, REASON_ALLOWED, NULL) == -1) {
+		c->row = -1;
+		conn_deny_tunnel(c, REASON_AUDIT_UNAVAILABLE);
+	}
 }
 
 static void
@@ -1185,27 +1277,103 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		strlen(req.host), c->port, c->host, sizeof(c->host),
 		&c->host_sa, &d) != POLICY_ALLOW) {
 		c->host_is_ip = d.kind == HOSTNAME_IP;
+		if (d.reason == REASON_NOT_IN_ALLOWLIST && conn_not_listed(c))
+			return;
 		conn_deny_http(c, d.status, d.reason, d.msg,
 		    d.kind == HOSTNAME_BAD ? raw : NULL);
 		return;
 	}
 	c->host_is_ip = d.kind == HOSTNAME_IP;
+	conn_proceed(c);
+}
+
+/*
+ * The CONNECT is allowed (by the policy or an operator's grant).  Resolve,
+ * screen and connect before answering: until the 200 a refusal is a
+ * status the client shows.  Guest bytes after the request (the hello)
+ * wait in the input buffer meanwhile; the resolver's and each connect's
+ * timeouts bound this phase.
+ */
+static void
+conn_proceed(struct conn *c)
+{
 	/* Fail closed before the tunnel: no allowed row could be written. */
 	if (!child_audit_available()) {
 		conn_deny_http(c, 503, REASON_AUDIT_UNAVAILABLE,
 		    "audit log unavailable", NULL);
 		return;
 	}
-	evbuffer_add_printf(bufferevent_get_output(bev),
-	    "HTTP/1.1 200 Connection established\r\n\r\n");
-	c->state = CONN_HELLO;
-	conn_deadline(c, (int64_t)c->gw->conf->hello_timeout * 1000);
-	bufferevent_setcb(bev, hello_read_cb, NULL, conn_event_cb, c);
-	if (!c->host_is_ip)
+	c->state = CONN_CONNECTING;
+	conn_deadline(c, 0);
+	bufferevent_disable(c->down, EV_READ);
+	if (c->host_is_ip)
+		conn_ready(c);
+	else
 		c->rreq = resolve_start(c->gw, c->host, conn_resolved, c);
-	/* Bytes pipelined after the request are the start of the hello. */
-	if (evbuffer_get_length(in) > 0)
-		hello_read_cb(bev, c);
+}
+
+/*
+ * A name the allowlist does not hold: allowed by an operator's grant
+ * (ksbctl allow), or held for a decision when the profile says `limit
+ * hold N' (the parent lists it for ksbctl requests).  1 if c was taken
+ * care of, 0 to refuse it now.
+ */
+static int
+conn_not_listed(struct conn *c)
+{
+	int lim[POLICY_NLIMITS], hold;
+
+	if (grants_take(
+		proxy_grants, c->inst->id, c->host, c->port, util_mono_ms())) {
+		conn_proceed(c);
+		return 1;
+	}
+	if (policy_profile_limits(c->gw->policy, c->inst->profile, lim) == -1 ||
+	    (hold = lim[POLICY_LIMIT_HOLD]) <= 0 ||
+	    grants_denied(proxy_grants, c->inst->id, c->host, c->port))
+		return 0;
+	if (hold > GRANT_HOLD_MAX)
+		hold = GRANT_HOLD_MAX;
+	c->state = CONN_HELD;
+	bufferevent_disable(c->down, EV_READ);
+	conn_deadline(c, (int64_t)hold * 1000);
+	child_hold(c->inst->id, c->host, c->port, hold);
+	return 1;
+}
+
+/* A held CONNECT whose time is up, or that the operator refused. */
+static void
+conn_held_refuse(struct conn *c, enum reason reason)
+{
+	char msg[600];
+
+	snprintf(msg, sizeof(msg), "%s",
+	    reason == REASON_OPERATOR_DENIED ?
+		"the operator refused it (ksbctl deny)" :
+		"held for an operator's decision and none came");
+	conn_deny_http(c, 403, reason, msg, NULL);
+}
+
+void
+proxy_grant(const char *instance, const char *host, uint16_t port,
+    enum grant_scope scope, int64_t ttl_ms)
+{
+	struct conn *c, *next;
+
+	grants_add(
+	    proxy_grants, instance, host, port, scope, util_mono_ms() + ttl_ms);
+	for (c = proxy_conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->state != CONN_HELD || c->inst == NULL ||
+		    c->port != port || strcmp(c->host, host) != 0 ||
+		    strcmp(c->inst->id, instance) != 0)
+			continue;
+		if (scope == GRANT_DENY)
+			conn_held_refuse(c, REASON_OPERATOR_DENIED);
+		else if (grants_take(proxy_grants, instance, host, port,
+			     util_mono_ms()))
+			conn_proceed(c);
+	}
 }
 
 /* Phase deadlines: absolute, not reset by each byte a slow guest sends. */
@@ -1224,6 +1392,9 @@ conn_timer_cb(evutil_socket_t fd, short ev, void *arg)
 		break;
 	case CONN_DRAIN:
 		conn_close(c, REASON_NONE);
+		break;
+	case CONN_HELD:
+		conn_held_refuse(c, REASON_NOT_IN_ALLOWLIST);
 		break;
 	case CONN_RELAY:
 		relay_timer(c);
@@ -1400,6 +1571,7 @@ conn_refuse(struct conn *c, enum reason reason)
 {
 	int64_t sec = util_mono_ms() / 1000, *last;
 	int *rows, *quiet;
+	char body[REFUSAL_BODY_MAX];
 
 	c->refused = 1;
 	proxy_nrefused++;
@@ -1423,8 +1595,9 @@ conn_refuse(struct conn *c, enum reason reason)
 		return;
 	}
 	++*quiet;
-	conn_respond(
-	    c, 429, "Too Many Requests", reason, "ksb: too many connections\n");
+	conn_refusal_body(
+	    c, reason, "too many connections", body, sizeof(body));
+	conn_respond(c, 429, reason, body);
 }
 
 static void
@@ -1498,6 +1671,7 @@ proxy_init(struct gateway *gw, char **cause)
 	/* The open-file limit is the hard one already (main.c,
 	 * gateway_nofile, before this process was forked). */
 	proxy_gw = gw;
+	proxy_grants = grants_new();
 	if ((proxy_accept_timer =
 		    evtimer_new(gw->base, proxy_accept_resume, NULL)) == NULL)
 		return cause_set(cause, "evtimer_new failed");
@@ -1533,6 +1707,7 @@ proxy_instance_gone(struct instance *inst)
 {
 	struct conn *c, *next;
 
+	grants_drop_instance(proxy_grants, inst->id);
 	for (c = proxy_conns; c != NULL; c = next) {
 		next = c->next;
 		if (c->inst == inst) {
@@ -1555,7 +1730,7 @@ proxy_policy_changed(void)
 	for (c = proxy_conns; c != NULL; c = next) {
 		next = c->next;
 		if (c->inst == NULL || c->state == CONN_HEAD ||
-		    c->state == CONN_DRAIN)
+		    c->state == CONN_DRAIN || c->state == CONN_HELD)
 			continue;
 		ok = policy_has_profile(p, c->inst->profile) &&
 		    (c->host_is_ip ?
@@ -1567,8 +1742,8 @@ proxy_policy_changed(void)
 		 * pass screening (an allow-address rule may have gone): the
 		 * current one, and those not tried yet are dropped. */
 		if (ok &&
-		    (c->state == CONN_CONNECTING || c->state == CONN_RELAY ||
-			c->state == CONN_TERM) &&
+		    (c->state == CONN_CONNECTING || c->state == CONN_HELLO ||
+			c->state == CONN_RELAY || c->state == CONN_TERM) &&
 		    c->ntry > 0) {
 			size_t k, m;
 
@@ -1586,7 +1761,7 @@ proxy_policy_changed(void)
 		if (c->row != -1)
 			conn_close(c, REASON_REVOKED);
 		else
-			conn_deny_tunnel(c, REASON_REVOKED);
+			conn_deny(c, REASON_REVOKED);
 	}
 	return n;
 }

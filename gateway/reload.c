@@ -15,6 +15,7 @@
 
 #include "common/common.h"
 #include "gateway/gateway.h"
+#include "gateway/hosts.h"
 #include "policy/policy.h"
 
 /*
@@ -53,6 +54,7 @@ reload_policy_bytes_free(struct policy_bytes *pb)
 	free(pb->names);
 	free(pb->texts);
 	free(pb->lens);
+	free(pb->hosts);
 	memset(pb, 0, sizeof(*pb));
 }
 
@@ -99,6 +101,20 @@ reload_load_policy(const struct ksb_conf *conf, struct policy **out,
 		goto cleanup;
 	if (strcmp(policy_digest(*out), policy_digest(p)) != 0)
 		fatalx("policy digest differs between file and buffer load");
+	/* The hosts file travels with the policy: an edit takes effect on
+	 * reload; one that cannot be read fails the reload. */
+	if (pb != NULL && conf->hosts_file != NULL) {
+		char *why = NULL;
+
+		if (util_read_file(conf->hosts_file, HOSTS_MAX_BYTES, &b.hosts,
+			&b.hosts_len, &why) == -1) {
+			cause_set(errors, "hosts-file: cannot read `%s': %s",
+			    conf->hosts_file, why);
+			free(why);
+			goto cleanup;
+		}
+		b.has_hosts = 1;
+	}
 	if (pb != NULL) {
 		*pb = b;
 		memset(&b, 0, sizeof(b));
@@ -132,7 +148,6 @@ reload_restart_only(const struct ksb_conf *cur, const struct ksb_conf *nc,
 		{ "control-group", offsetof(struct ksb_conf, control_group) },
 		{ "state-dir", offsetof(struct ksb_conf, state_dir) },
 		{ "audit-db", offsetof(struct ksb_conf, audit_db) },
-		{ "hosts-file", offsetof(struct ksb_conf, hosts_file) },
 		{ "upstream-ca-file",
 		    offsetof(struct ksb_conf, upstream_ca_file) },
 		{ "audit-key", offsetof(struct ksb_conf, audit_key) },

@@ -3,7 +3,11 @@
  *
  * Names are looked up in the configured hosts file first (hosts-file), then
  * through the configured resolver (resolver = ip[:port]) or the nameservers
- * of /etc/resolv.conf.  A and AAAA answers are both returned; screening
+ * of /etc/resolv.conf.  The hosts file is ours (hosts.c), not evdns': it
+ * is read at start-up, before the proxy process drops its privileges, and
+ * its bytes come from the parent with every reload (resolve_hosts_set),
+ * since the proxy process opens no file and evdns loads hosts only from a
+ * path.  A name in it gets its addresses there and nothing from DNS.  A and AAAA answers are both returned; screening
  * and ordering them is the caller's job, and every address is copied with
  * the length of its own family, never cast to another.  Every request
  * has its own timeout (resolve-timeout), because evdns never completes a
@@ -30,6 +34,7 @@
 
 #include "common/common.h"
 #include "gateway/gateway.h"
+#include "gateway/hosts.h"
 
 #define RESOLVE_MAX_ADDRS      16
 #define RESOLVE_QUERIES	       2 /* per lookup: A and AAAA */
@@ -38,7 +43,8 @@
 
 struct resolve {
 	struct evdns_base *dns;
-	int inflight; /* evdns max-inflight as set */
+	int inflight;	     /* evdns max-inflight as set */
+	struct hosts *hosts; /* hosts-file, NULL if none */
 };
 
 /*
@@ -74,6 +80,37 @@ struct resolve_req {
 };
 
 int
+resolve_hosts_read(const char *path, struct hosts **out, char **cause)
+{
+	char *buf = NULL, *why = NULL;
+	size_t len = 0;
+	int ret;
+
+	*out = NULL;
+	if (util_read_file(path, HOSTS_MAX_BYTES, &buf, &len, &why) == -1) {
+		cause_set(cause, "hosts-file: cannot read `%s': %s", path, why);
+		free(why);
+		return -1;
+	}
+	ret = hosts_parse(buf, len, out, NULL);
+	free(buf);
+	if (ret == -1)
+		return cause_set(cause, "hosts-file: `%s' is too large", path);
+	return 0;
+}
+
+void
+resolve_hosts_set(struct gateway *gw, struct hosts *h)
+{
+	if (gw->resolve == NULL) {
+		hosts_free(h);
+		return;
+	}
+	hosts_free(gw->resolve->hosts);
+	gw->resolve->hosts = h;
+}
+
+int
 resolve_init(struct gateway *gw, char **cause)
 {
 	struct resolve *r = xcalloc(1, sizeof(*r));
@@ -99,11 +136,10 @@ resolve_init(struct gateway *gw, char **cause)
 		    r->dns, DNS_OPTION_NAMESERVERS, "/etc/resolv.conf");
 	}
 	if (gw->conf->hosts_file != NULL &&
-	    evdns_base_load_hosts(r->dns, gw->conf->hosts_file) != 0) {
+	    resolve_hosts_read(gw->conf->hosts_file, &r->hosts, cause) == -1) {
 		evdns_base_free(r->dns, 0);
 		free(r);
-		return cause_set(cause, "hosts-file: cannot read `%s'",
-		    gw->conf->hosts_file);
+		return -1;
 	}
 	snprintf(tmo, sizeof(tmo), "%d", gw->conf->resolve_timeout);
 	evdns_base_set_option(r->dns, "timeout:", tmo);
@@ -119,6 +155,7 @@ resolve_shutdown(struct gateway *gw)
 	if (gw->resolve == NULL)
 		return;
 	evdns_base_free(gw->resolve->dns, 1);
+	hosts_free(gw->resolve->hosts);
 	free(gw->resolve);
 	gw->resolve = NULL;
 }
@@ -208,6 +245,16 @@ resolve_start(struct gateway *gw, const char *host, resolve_cb cb, void *arg)
 	rq->timer = evtimer_new(gw->base, resolve_timer_cb, rq);
 	if (rq->timer == NULL)
 		fatalx("evtimer_new");
+	rq->naddrs = hosts_lookup(
+	    gw->resolve->hosts, host, rq->addrs, RESOLVE_MAX_ADDRS);
+	if (rq->naddrs > 0) {
+		/* From the hosts file; delivered from the loop all the same. */
+		struct timeval now = { 0, 0 };
+
+		rq->done = 1;
+		evtimer_add(rq->timer, &now);
+		return rq;
+	}
 	evtimer_add(rq->timer, &tv);
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC; /* A and AAAA */

@@ -2,8 +2,8 @@
  * audit.c: `ksbctl audit', read-only queries of the audit database
  * (ksb-audit(5)):
  *
- *   audit [--instance ID] [--host H] [--since T] [--until T] [--denied]
- *         [--limit N] [--json|--csv] [--follow]
+ *   audit [--instance ID [--turn N]] [--host H] [--since T] [--until T]
+ *         [--denied] [--limit N] [--json|--csv] [--follow]
  *   audit summary [--instance ID] [--since T] [--until T] [--json]
  *   audit export --jsonl [--since T] [--follow]
  *   audit verify			(audit_verify.c)
@@ -37,12 +37,12 @@ static const char *audit_cols_sql =
     "id, strftime('%Y-%m-%dT%H:%M:%fZ', ts_ms / 1000.0, 'unixepoch'), "
     "instance, profile, client_addr, client_port, host, port, sni, "
     "upstream_addr, upstream_port, decision, reason, policy_digest, "
-    "bytes_up, bytes_down, duration_ms, close_reason, seq";
+    "bytes_up, bytes_down, duration_ms, close_reason, seq, turn";
 static const char *const audit_cols[] = { "id", "time", "instance", "profile",
 	"client_addr", "client_port", "host", "port", "sni", "upstream_addr",
 	"upstream_port", "decision", "reason", "policy_digest", "bytes_up",
-	"bytes_down", "duration_ms", "close_reason", "seq" };
-#define AUDIT_NCOLS 19
+	"bytes_down", "duration_ms", "close_reason", "seq", "turn" };
+#define AUDIT_NCOLS 20
 
 struct audit_query {
 	const char *instance, *host;
@@ -51,6 +51,7 @@ struct audit_query {
 	enum out_format fmt; /* OUT_CSV once --csv is checked */
 	long limit;
 	const char *otlp, *state, *format; /* audit export (audit_export.c) */
+	long long turn; /* --turn: the instance's agent turn, 0 none */
 };
 
 /* "90s", "30m", "1h", "7d" back from now, or a UTC date.  ms or -1. */
@@ -154,12 +155,14 @@ audit_bind_query(sqlite3_stmt *st, const struct audit_query *q)
 		sqlite3_bind_int64(st, 3, q->since);
 	if (q->until != -1)
 		sqlite3_bind_int64(st, 4, q->until);
+	if (q->turn > 0)
+		sqlite3_bind_int64(st, 5, q->turn);
 }
 
 /*
  * The filters given, as a WHERE clause over ?1 instance, ?2 host (a
- * pattern if it holds a `*'), ?3 since, ?4 until, and the denials; "1"
- * if none.  Time filters only if time (summary reads totals without).
+ * pattern if it holds a `*'), ?3 since, ?4 until, ?5 turn, and the
+ * denials; "1" if none.  Time filters only if time (summary reads totals without).
  */
 static char *
 audit_where(const struct audit_query *q, int time)
@@ -184,6 +187,11 @@ audit_where(const struct audit_query *q, int time)
 	}
 	if (time && q->until != -1) {
 		xasprintf(&n, "%s AND ts_ms < ?4", w);
+		free(w);
+		w = n;
+	}
+	if (q->turn > 0) {
+		xasprintf(&n, "%s AND turn = ?5", w);
 		free(w);
 		w = n;
 	}
@@ -467,6 +475,7 @@ sqlerr:
 static const struct option audit_longopts[] = {
 	{ "instance", required_argument, NULL, 'i' },
 	{ "host", required_argument, NULL, 'H' },
+	{ "turn", required_argument, NULL, 'T' },
 	{ "since", required_argument, NULL, 's' },
 	{ "until", required_argument, NULL, 'u' },
 	{ "denied", no_argument, NULL, 'D' },
@@ -477,7 +486,7 @@ static const struct option audit_longopts[] = {
 	{ "follow", no_argument, NULL, 'F' },
 	{ "otlp", required_argument, NULL, 'O' },
 	{ "state", required_argument, NULL, 'S' },
-	{ "format", required_argument, NULL, 'T' },
+	{ "format", required_argument, NULL, 'o' },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -487,9 +496,9 @@ static const struct option audit_longopts[] = {
 static int
 audit_opt_applies(const char *me, const char *cmd, int ch)
 {
-	const char *takes = strcmp(cmd, "audit") == 0 ? "iHsuDnjcfF" :
+	const char *takes = strcmp(cmd, "audit") == 0 ? "iHTsuDnjcfF" :
 	    strcmp(cmd, "audit summary") == 0	      ? "iHsuDj" :
-							"JsfFOST";
+							"JsfFOSo";
 	int k;
 
 	if (ch == 'h' || ch == '?' || ch == ':' || strchr(takes, ch) != NULL)
@@ -543,7 +552,7 @@ audit_opt_value(const char *me, int ch, const char *arg, struct audit_query *q)
 	case 'S':
 		q->state = arg;
 		break;
-	case 'T':
+	case 'o':
 		if (strcmp(arg, "ocsf") != 0 && strcmp(arg, "jsonl") != 0) {
 			fprintf(stderr,
 			    "%s: --format: `%s' is neither jsonl nor ocsf\n",
@@ -551,6 +560,16 @@ audit_opt_value(const char *me, int ch, const char *arg, struct audit_query *q)
 			return 2;
 		}
 		q->format = arg;
+		break;
+	case 'T':
+		errno = 0;
+		q->turn = strtoll(arg, &end, 10);
+		if (*arg < '1' || *arg > '9' || *end != '\0' || errno != 0 ||
+		    q->turn < 1) {
+			fprintf(stderr,
+			    "%s: --turn: `%s' is not a turn number\n", me, arg);
+			return 2;
+		}
 		break;
 	case 's':
 	case 'u':
@@ -659,6 +678,13 @@ audit_check(const char *cmd, struct audit_query *q, int jsonl)
 		fprintf(stderr,
 		    "ksbctl %s: --since is later than --until: "
 		    "nothing can match\n",
+		    cmd);
+		return 2;
+	}
+	if (q->turn > 0 && q->instance == NULL) {
+		fprintf(stderr,
+		    "ksbctl %s: --turn needs --instance: turns are "
+		    "numbered per instance\n",
 		    cmd);
 		return 2;
 	}

@@ -50,8 +50,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "attach", attach_main, "attach ID",
 	    "console of a detached instance" },
 	{ "audit", audit_main,
-	    "audit [--instance ID] [--host H] [--since T] "
-	    "[--until T] [--denied]\n[--limit N] [--json|--csv] [--follow]",
+	    "audit [--instance ID [--turn N]] [--host H] [--since T] "
+	    "[--until T]\n[--denied] [--limit N] [--json|--csv] [--follow]",
 	    "audit rows, newest last" },
 	{ "audit summary", audit_main,
 	    "audit summary [--instance ID] "
@@ -66,19 +66,30 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "[--json]",
 	    "check the audit hash chain" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },
+	{ "requests", requests_main, "requests [--follow]",
+	    "CONNECTs held for a decision" },
+	{ "allow", allow_main,
+	    "allow ID HOST[:PORT] [--once | --for D | --until-stopped]",
+	    "let a held or future CONNECT through" },
+	{ "deny", deny_main, "deny ID HOST[:PORT]",
+	    "refuse a held CONNECT now" },
 	{ "policy check", policy_main, "policy check [FILE...]",
 	    "parse policies: \"configuration OK\"" },
 	{ "policy show", policy_main, "policy show [PROFILE]",
 	    "effective (flattened) allowlists" },
 	{ "policy test", policy_main, "policy test PROFILE HOST[:PORT]",
 	    "allow or deny, and which rule" },
+	{ "policy suggest", policy_main,
+	    "policy suggest (--instance ID | --profile P) [--since D] "
+	    "[--name NAME]",
+	    "a draft profile from the audit" },
 	{ "fetch", fetch_main,
 	    "fetch ID [--repo PATH] [--namespace NS] [--branch NAME]\n"
 	    "[--timeout SECONDS] [--max-pack-size SIZE]",
 	    "bring sandbox/ID home as refs/remotes/NS/ID" },
 	{ "prompt", prompt_main,
-	    "prompt ID TEXT|- [--key KEY] [--wait] "
-	    "[--json]",
+	    "prompt ID TEXT|- [--key KEY] [--allow HOST[:PORT]]...\n"
+	    "[--wait [--no-summary]] [--json]",
 	    "give an agent instance a turn" },
 	{ "logs", logs_main, "logs ID [--follow | --screen]",
 	    "an agent instance's pane and events" },

@@ -100,6 +100,20 @@ int prune_main(int argc, char **argv);
 int attach_main(int argc, char **argv);
 int prompt_main(int argc, char **argv);
 int logs_main(int argc, char **argv);
+/* requests.c: held CONNECTs and the operator's decisions. */
+int requests_main(int argc, char **argv);
+int allow_main(int argc, char **argv);
+int deny_main(int argc, char **argv);
+/* suggest.c: `policy suggest' (argv[0] "suggest"). */
+int policy_suggest_main(int argc, char **argv);
+/* turnsum.c: the summary ending `prompt --wait' (what turn reached and
+ * was refused, bytes, the branch): turnsum_ref reads sandbox/ID's oid
+ * into hex ("" if none); turnsum_print prints the summary (one JSON
+ * object with fmt OUT_JSON).  0, or -1 if the audit could not be read. */
+enum out_format;
+void turnsum_ref(const char *dir, const char *id, char hex[41]);
+int turnsum_print(FILE *f, const char *id, const char *dir,
+    unsigned long long turn, const char *before, enum out_format fmt);
 /*
  * logs_agent_exited: 1 and *status (0..255) if the instance at dir is not
  * running and its agent exited by itself (<dir>/agent.exit, written by

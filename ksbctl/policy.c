@@ -360,6 +360,8 @@ policy_main(int argc, char **argv)
 		return policy_show(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "test") == 0)
 		return policy_test(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "suggest") == 0)
+		return policy_suggest_main(argc - 1, argv + 1);
 	if (argc >= 2 && ksbctl_is_help(argv[1])) {
 		policy_usage(stdout);
 		return 0;

@@ -482,16 +482,68 @@ prompt_connect(const char *id, const char *dir)
  * it is sent), ERR, or an event.  -1 to read on, else the exit status:
  * 0 the turn given (no wait) or ended well, 1 failed or exited.
  */
+/* --allow HOST[:PORT]: the names this turn may reach besides the profile's. */
+#define PROMPT_ALLOW_MAX 8
+static const char *prompt_allow[PROMPT_ALLOW_MAX];
+static int prompt_nallow;
+static const char *prompt_id;
+
+/* The turn is known: ALLOW each --allow target for it (scope turn:N; the
+ * gateway grants it while that turn runs).  A refusal is said, not fatal. */
+static void
+prompt_allow_turn(unsigned long long turn)
+{
+	char *line, *reply, *cause, esc[600];
+	int i;
+
+	for (i = 0; i < prompt_nallow; i++) {
+		reply = cause = NULL;
+		xasprintf(&line, "ALLOW %s %s turn:%llu\n", prompt_id,
+		    prompt_allow[i], turn);
+		if (ctl_call(ksbctl_conf->control_socket, line, &reply,
+			&cause) == -1)
+			fprintf(stderr, "ksbctl prompt: --allow %s: %s\n",
+			    prompt_allow[i], cause);
+		else if (strncmp(reply, "OK ", 3) != 0) {
+			reply[strcspn(reply, "\n")] = '\0';
+			log_escape(esc, sizeof(esc), reply, strlen(reply));
+			fprintf(stderr, "ksbctl prompt: --allow %s: %s\n",
+			    prompt_allow[i], esc);
+		}
+		free(line);
+		free(reply);
+		free(cause);
+	}
+}
+
+/* One --allow value.  0, or -1 with why said. */
 static int
-prompt_reply(
-    int fd, const char *line, int wait, int *got_turn, enum out_format fmt)
+prompt_allow_add(const char *arg)
+{
+	if (prompt_nallow == PROMPT_ALLOW_MAX ||
+	    strpbrk(arg, " \t\r\n") != NULL || strlen(arg) > 300) {
+		fprintf(stderr,
+		    "ksbctl prompt: --allow: at most %d HOST[:PORT] "
+		    "without spaces\n",
+		    PROMPT_ALLOW_MAX);
+		return -1;
+	}
+	prompt_allow[prompt_nallow++] = arg;
+	return 0;
+}
+
+static int
+prompt_reply(int fd, const char *line, int wait, unsigned long long *got_turn,
+    enum out_format fmt)
 {
 	unsigned long long turn;
 	char state[32], *req;
 	int n, ok;
 
-	if (!*got_turn && sscanf(line, "TURN %llu %31s", &turn, state) == 2) {
-		*got_turn = 1;
+	if (!*got_turn && sscanf(line, "TURN %llu %31s", &turn, state) == 2 &&
+	    turn > 0) {
+		*got_turn = turn;
+		prompt_allow_turn(turn);
 		prompt_show_turn(turn, state, fmt);
 		if (!wait)
 			return 0;
@@ -516,12 +568,12 @@ prompt_reply(
  * line by line until prompt_reply has the exit status. */
 static int
 prompt_converse(int fd, const char *id, const char *key, const char *text,
-    size_t len, int wait, enum out_format fmt)
+    size_t len, int wait, enum out_format fmt, unsigned long long *got_turn)
 {
 	char *line, *nl, *req;
 	size_t llen = 0, off;
 	ssize_t r;
-	int n, got_turn = 0, ret;
+	int n, ret;
 
 	n = xasprintf(&req, "PROMPT %s %zu\n", key, len);
 	ret = write(fd, req, (size_t)n) != n ||
@@ -553,8 +605,7 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 		     (nl = memchr(line + off, '\n', llen - off)) != NULL;
 		     off = (size_t)(nl - line) + 1) {
 			*nl = '\0';
-			ret =
-			    prompt_reply(fd, line + off, wait, &got_turn, fmt);
+			ret = prompt_reply(fd, line + off, wait, got_turn, fmt);
 		}
 		memmove(line, line + off, llen - off);
 		llen -= off;
@@ -563,6 +614,11 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 	return ret;
 }
 
+/*
+ * 84 lines: the options, then the instance, the text, the conversation
+ * and the turn's summary, one straight sequence sharing one cleanup;
+ * the pieces that stand alone are functions already.
+ */
 int
 prompt_main(int argc, char **argv)
 {
@@ -570,12 +626,15 @@ prompt_main(int argc, char **argv)
 						      'w' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "key", required_argument, NULL, 'k' },
+		{ "no-summary", no_argument, NULL, 'S' },
+		{ "allow", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 	enum out_format fmt = OUT_TEXT;
-	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL;
+	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, before[41];
 	const char *key = "-";
 	size_t len = 0;
-	int ch, wait = 0, fd = -1, ret = 1;
+	unsigned long long turn = 0;
+	int ch, wait = 0, fd = -1, ret = 1, no_summary = 0;
 
 	optind = 0; /* glibc: reinitialise (argv permutation) */
 	while (
@@ -589,6 +648,13 @@ prompt_main(int argc, char **argv)
 			break;
 		case 'k':
 			key = optarg;
+			break;
+		case 'S':
+			no_summary = 1;
+			break;
+		case 'a':
+			if (prompt_allow_add(optarg) == -1)
+				return 2;
 			break;
 		case 'h':
 			return ksbctl_usage(stdout, "prompt");
@@ -619,10 +685,17 @@ prompt_main(int argc, char **argv)
 		goto cleanup;
 	}
 	dir = instance_dir(ksbctl_conf->state_dir, id);
+	prompt_id = id;
 	if (prompt_read_text(argv[optind + 1], &text, &len) != 0 ||
 	    prompt_ready(id, dir) != 0 || (fd = prompt_connect(id, dir)) == -1)
 		goto cleanup;
-	ret = prompt_converse(fd, id, key, text, len, wait, fmt);
+	turnsum_ref(dir, id, before);
+	ret = prompt_converse(fd, id, key, text, len, wait, fmt, &turn);
+	/* The turn ended (or the instance stopped): what it did.  Text
+	 * only: with --json the last line stays ksb.end (ksbctl audit
+	 * --turn gives the rows as JSON). */
+	if (wait && turn > 0 && !no_summary && fmt != OUT_JSON)
+		(void)turnsum_print(stdout, id, dir, turn, before, fmt);
 cleanup:
 	if (fd != -1)
 		close(fd);

@@ -8,6 +8,36 @@
 
 #include "policy/decide.h"
 
+const char *
+policy_decide_rule_text(const char *rule)
+{
+	const char *t = rule != NULL ? strstr(rule, "): ") : NULL;
+
+	return t != NULL ? t + 3 : rule;
+}
+
+/* The message of a name the allowlist does not hold on port: says so
+ * when a rule allows it on other ports. */
+static void
+decide_not_listed(const struct policy *p, const char *profile, const char *norm,
+    uint16_t port, struct policy_decision *d)
+{
+	const char *rule = NULL;
+
+	if (port != 0 &&
+	    policy_match_host(p, profile, norm, 0, &rule) == POLICY_ALLOW &&
+	    rule != NULL)
+		snprintf(d->msg, sizeof(d->msg),
+		    "%s:%u is not in the allowlist of profile %s (only other "
+		    "ports are: %s)",
+		    norm, port, profile, policy_decide_rule_text(rule));
+	else
+		snprintf(d->msg, sizeof(d->msg),
+		    "%s:%u is not in the "
+		    "allowlist of profile %s",
+		    norm, port, profile);
+}
+
 enum policy_verdict
 policy_decide(const struct policy *p, const char *profile, const char *host,
     size_t len, uint16_t port, char *norm, size_t normsz,
@@ -54,10 +84,7 @@ policy_decide(const struct policy *p, const char *profile, const char *host,
 		d->reason = REASON_NOT_IN_ALLOWLIST;
 		if (policy_match_host(p, profile, norm, port, &d->rule) !=
 		    POLICY_ALLOW) {
-			snprintf(d->msg, sizeof(d->msg),
-			    "%s:%u is not in the "
-			    "allowlist of profile %s",
-			    norm, port, profile);
+			decide_not_listed(p, profile, norm, port, d);
 			return POLICY_DENY;
 		}
 		break;

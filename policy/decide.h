@@ -32,4 +32,12 @@ enum policy_verdict policy_decide(const struct policy *, const char *profile,
     const char *host, size_t len, uint16_t port, char *norm, size_t normsz,
     struct sockaddr_storage *sa, struct policy_decision *d);
 
+/*
+ * policy_decide_rule_text: the rule's own text ("allow x.test:443") in a
+ * rule description from policy_match_* ("profile P (file:line): allow
+ * x.test:443"), so that a guest's refusal names the rule, not the host's
+ * file paths.  Points into rule; NULL for NULL.
+ */
+const char *policy_decide_rule_text(const char *rule);
+
 #endif

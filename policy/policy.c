@@ -1116,7 +1116,7 @@ block:
 }
 
 static const char *const policy_limit_names[POLICY_NLIMITS] = { "connections",
-	"rate" };
+	"rate", "hold" };
 
 /*
  * "limit NAME N" inside a profile, after the keyword kw at *pos.  Returns
@@ -2166,7 +2166,7 @@ policy_consider(const struct policy *pol, const struct policy_profile *pr,
 				  r->family != family || r->prefix != prefix ||
 			    memcmp(r->addr, addr, 16) != 0)
 			continue;
-		if (!policy_port_ok(r, port))
+		if (port != 0 && !policy_port_ok(r, port))
 			continue;
 		best->rule = r;
 		best->rank = rank;

@@ -26,6 +26,9 @@ struct policy;
 enum policy_limit {
 	POLICY_LIMIT_CONNECTIONS = 0, /* concurrent tunnels per instance */
 	POLICY_LIMIT_RATE,	      /* new tunnels per second per instance */
+	POLICY_LIMIT_HOLD, /* seconds a refused name waits for an operator's
+			      decision (ksbctl allow/deny); the proxy caps it
+			      at 600 */
 	POLICY_NLIMITS
 };
 #define POLICY_LIMIT_MAX 1000000
@@ -101,8 +104,9 @@ enum policy_verdict { POLICY_DENY = 0, POLICY_ALLOW = 1 };
 /*
  * policy_match_host: may profile CONNECT to host:port?  host must already be
  * normalised by hostname_normalise (HOSTNAME_NAME); anything else never
- * matches.  port is in host byte order.  Rules of the profile and of every
- * profile it extends apply.  *rule (rule may be NULL) gets a description
+ * matches.  port is in host byte order; 0 matches a rule whatever its
+ * ports (for messages: "allowed on another port"; a CONNECT never has
+ * port 0).  Rules of the profile and of every profile it extends apply.  *rule (rule may be NULL) gets a description
  * owned by the policy, e.g. "profile dev (dev.policy:4): allow
  * *.example.com:443", or NULL on deny.  Unknown profile: POLICY_DENY.
  */
@@ -112,8 +116,9 @@ enum policy_verdict policy_match_host(const struct policy *,
 /*
  * policy_match_addr: does an allow-address rule of profile cover sa
  * (AF_INET or AF_INET6; an IPv4-mapped IPv6 address only matches IPv6
- * rules) and port (host byte order)?  Used to let an IP-literal CONNECT
- * host through and to override address screening.  *rule as above.
+ * rules) and port (host byte order; 0: any port, as for
+ * policy_match_host)?  Used to let an IP-literal CONNECT host through and
+ * to override address screening.  *rule as above.
  */
 enum policy_verdict policy_match_addr(const struct policy *,
     const char *profile, const struct sockaddr *sa, uint16_t port,
@@ -152,7 +157,7 @@ int policy_foreach_rule(
 int policy_profile_limits(
     const struct policy *, const char *profile, int limits[POLICY_NLIMITS]);
 
-/* policy_limit_name: "connections", "rate"; NULL if out of range. */
+/* policy_limit_name: "connections", "rate", "hold"; NULL if out of range. */
 const char *policy_limit_name(enum policy_limit);
 
 /*

@@ -295,6 +295,17 @@ cleanup:
 }
 
 int
+ctl_turn_line(char *buf, size_t size, const char *id, uint64_t turn)
+{
+	int n;
+
+	if (!util_valid_id(id) || turn < 1 || turn > (uint64_t)CTL_TURN_MAX)
+		return -1;
+	n = snprintf(buf, size, "TURN %s %llu\n", id, (unsigned long long)turn);
+	return n < 0 || (size_t)n >= size ? -1 : n;
+}
+
+int
 ctl_unregister(int fd, const char *id, char **cause)
 {
 	struct ctl_reader r;
@@ -383,10 +394,10 @@ ctl_reload_refused(const char *buf)
 	return (size_t)(nl - buf) < n || memcmp(nl - n, listed, n) != 0;
 }
 
-/* Read the RELOAD reply up to its "END\n" line (or a one-line refusal)
- * into a malloc'd string. */
+/* Read the RELOAD reply up to its "END\n" line (or a one-line refusal;
+ * with ok_line, a one-line "OK ..." too) into a malloc'd string. */
 static char *
-ctl_reload_read(int fd, char **cause)
+ctl_reload_read(int fd, int ok_line, char **cause)
 {
 	struct pollfd pfd;
 	char *buf = NULL;
@@ -425,7 +436,9 @@ ctl_reload_read(int fd, char **cause)
 		}
 		len += (size_t)n;
 		buf[len] = '\0';
-		if (ctl_reload_refused(buf)) {
+		if (ctl_reload_refused(buf) ||
+		    (ok_line && strncmp(buf, "OK", 2) == 0 &&
+			strchr(buf, '\n') != NULL)) {
 			*(strchr(buf, '\n') + 1) = '\0';
 			return buf;
 		}
@@ -450,7 +463,30 @@ ctl_reload(const char *path, char **reply, char **cause)
 		cause_set(cause, "%s", strerror(errno));
 		goto cleanup;
 	}
-	if ((*reply = ctl_reload_read(fd, cause)) == NULL)
+	if ((*reply = ctl_reload_read(fd, 0, cause)) == NULL)
+		goto cleanup;
+	ret = 0;
+cleanup:
+	close(fd);
+	return ret;
+}
+
+int
+ctl_call(const char *path, const char *line, char **reply, char **cause)
+{
+	size_t len = strlen(line);
+	int fd, ret = -1;
+
+	*reply = NULL;
+	if (len == 0 || len > CTL_LINE_MAX || line[len - 1] != '\n')
+		return cause_set(cause, "bad request line");
+	if ((fd = ctl_connect(path, cause)) == -1)
+		return -1;
+	if (write(fd, line, len) != (ssize_t)len) {
+		cause_set(cause, "%s", strerror(errno));
+		goto cleanup;
+	}
+	if ((*reply = ctl_reload_read(fd, 1, cause)) == NULL)
 		goto cleanup;
 	ret = 0;
 cleanup:

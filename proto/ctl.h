@@ -27,6 +27,17 @@
  *                                errors, policy unchanged, an "E <error>"
  *                                line each (CTL_RELOAD_ERRORS_MAX at most,
  *                                then "E ... and <n> more ..."), END
+ *   REQUESTS                 ->  REQUEST instance= host= port= turn= since=
+ *                                left= held= lines (CONNECTs held for a
+ *                                decision: `limit hold'), then END
+ *   ALLOW <id> <host[:port]> <scope>  ->  OK text | ERR text: scope once,
+ *                                instance (until it stops), a duration, or
+ *                                turn:N (while the agent's turn N runs)
+ *   DENY <id> <host[:port]>  ->  OK text | ERR text (held ones refused)
+ *   TURN <id> <n>            ->  OK | ERR text: agent mode, on the lease's
+ *                                connection: turn n (1..CTL_TURN_MAX) of
+ *                                the instance's agent runs from now on;
+ *                                the audit rows written meanwhile record it
  * A request that is refused before it runs ("ERR permission denied: ...",
  * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
@@ -36,7 +47,8 @@
 #define CTL_TIMEOUT_MS	      10000 /* per reply */
 #define CTL_LIST_MAX	      65536 /* instances accepted in one LIST reply */
 #define CTL_RELOAD_ERRORS_MAX 200   /* E lines in one RELOAD reply */
-#define CTL_RELOAD_REPLY_MAX  (4 << 20) /* RELOAD reply bytes accepted */
+#define CTL_RELOAD_REPLY_MAX  (4 << 20)	  /* RELOAD reply bytes accepted */
+#define CTL_TURN_MAX	      (1LL << 53) /* largest turn number */
 
 /*
  * A credential of the instance's profile (ksb-policy(5), CREDENTIALS):
@@ -93,6 +105,13 @@ int ctl_register(int fd, const char *id, const char *profile,
  */
 int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
     char **cause);
+/*
+ * ctl_turn_line: the TURN request for turn of id into buf (size >=
+ * CTL_LINE_MAX), for a non-blocking send on the lease's connection (its
+ * "OK" answer is read with the connection's other traffic).  Returns
+ * the length, or -1 for a bad id or turn.
+ */
+int ctl_turn_line(char *buf, size_t size, const char *id, uint64_t turn);
 /* ctl_unregister: UNREGISTER and wait for OK.  0 or -1 and *cause. */
 int ctl_unregister(int fd, const char *id, char **cause);
 /*
@@ -110,6 +129,13 @@ int ctl_list(
  * CTL_RELOAD_REPLY_MAX bytes, a connection error).
  */
 int ctl_reload(const char *path, char **reply, char **cause);
+
+/*
+ * ctl_call: connect to path, send line (one request, '\n'-terminated),
+ * read the reply up to END, or its one line "OK ..." or "ERR ...", into
+ * *reply (malloc'd; lines as sent).  0, or -1 and *cause.
+ */
+int ctl_call(const char *path, const char *line, char **reply, char **cause);
 
 /* Parsers (no I/O) for the replies above; line without its '\n'. */
 int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);

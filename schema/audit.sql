@@ -1,4 +1,4 @@
--- ksb audit database, schema version 4 (PRAGMA user_version = 4).
+-- ksb audit database, schema version 5 (PRAGMA user_version = 5).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
@@ -42,9 +42,12 @@ CREATE TABLE connections (
 	close_reason	TEXT,
 	closed_ms	INTEGER,
 	seq		INTEGER,
-	hash		BLOB
+	hash		BLOB,
+	turn		INTEGER			-- agent turn (TURN), not hashed
 );
 CREATE INDEX connections_ts ON connections (ts_ms);
+CREATE INDEX connections_turn ON connections (instance, turn)
+	WHERE turn IS NOT NULL;
 CREATE INDEX connections_instance ON connections (instance, ts_ms);
 CREATE INDEX connections_decision ON connections (decision, ts_ms);
 

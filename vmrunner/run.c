@@ -1178,6 +1178,7 @@ struct sup {
 	int64_t agent_seen;   /* --detach: the agent runs since (0: not yet) */
 	struct termfilter tf; /* the terminal's replies out of its input */
 	int64_t tf_at;	      /* held bytes pass then (0: none held) */
+	uint64_t told_turn;   /* agent mode: the turn the gateway knows */
 };
 
 /*
@@ -1367,6 +1368,8 @@ sup_agent_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 	return agent_pollfds(s->r->agent, pfd, SUP_AGENT_SLOTS);
 }
 
+static void sup_gw_turn(struct sup *);
+
 static void
 sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 {
@@ -1392,6 +1395,51 @@ sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		agent_status(r->agent, &r->st);
 		run_state_save(r);
 	}
+	sup_gw_turn(s);
+}
+
+/*
+ * Agent mode: tell the gateway which turn runs (TURN, proto/ctl.h), once
+ * per change and again on a resumed lease, so that its audit rows record
+ * it.  Non-blocking; the "OK" comes back on the lease's connection.
+ */
+static void
+sup_gw_turn(struct sup *s)
+{
+	struct run *r = s->r;
+	char line[CTL_LINE_MAX];
+	int n;
+
+	if (!s->gw_open || r->st.agent_turn == 0 ||
+	    r->st.agent_turn == s->told_turn)
+		return;
+	n = ctl_turn_line(line, sizeof(line), r->id, r->st.agent_turn);
+	if (n > 0 &&
+	    send(r->gw_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
+		s->told_turn = r->st.agent_turn;
+}
+
+/* The gateway's answers to TURN: 1 if buf holds only whole "OK" lines
+ * (an ERR is logged, escaped). */
+static int
+sup_gw_answers(const char *buf, size_t len)
+{
+	char esc[256];
+	size_t i = 0, e;
+
+	while (i < len) {
+		for (e = i; e < len && buf[e] != '\n'; e++)
+			;
+		if (e == len)
+			return 0;
+		if (e - i > 4 && memcmp(buf + i, "ERR ", 4) == 0) {
+			log_escape(esc, sizeof(esc), buf + i, e - i);
+			log_warnx("ksb-gatewayd: TURN: %s", esc);
+		} else if (e - i != 2 || memcmp(buf + i, "OK", 2) != 0)
+			return 0;
+		i = e + 1;
+	}
+	return 1;
 }
 
 /* The gateway control connection: it holds our lease; EOF = restart. */
@@ -1426,7 +1474,7 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		r->gw_fd = -1;
 		s->lost_at = now;
 		s->resume_at = now + RESUME_EVERY_MS;
-	} else if (got > 0)
+	} else if (got > 0 && !sup_gw_answers(buf, (size_t)got))
 		log_warnx("unexpected data from ksb-gatewayd, ignored");
 }
 
@@ -1616,8 +1664,10 @@ sup_timers(struct sup *s, int64_t now)
 		else if (s->term_at == 0 && s->kill_at == 0)
 			s->term_at = now + STOP_GRACE_MS;
 	}
-	if (s->resume_at != 0 && now >= s->resume_at)
+	if (s->resume_at != 0 && now >= s->resume_at) {
 		s->resume_at = run_resume(r, &s->gw_open, s->lost_at, now);
+		s->told_turn = 0; /* a new connection: tell it again */
+	}
 	/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
 	if (s->mirror_at != -1 && now >= s->mirror_at &&
 	    workspace_mirror_check(r->instance_dir, r->conf->mirror_max_size,

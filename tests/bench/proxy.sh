@@ -21,6 +21,17 @@
 # Each tunnel: connect, CONNECT bench.test:500x, 200, a ClientHello with
 # SNI bench.test, the origin's answer; direct: connect, ClientHello,
 # answer, on one veth.
+#
+# ksbdns: the same through ksb, but for dns.test, which only a DNS server
+# in GW knows (127.0.0.1:53, the resolver of ksb.conf), answering after
+# DNS_DELAY_MS (0): what resolving before the 200 costs in set-up latency
+# (the gateway resolves, screens and connects before it answers the
+# CONNECT, issue 15; before, the lookup ran while the guest sent its
+# ClientHello).  KSB_GATEWAYD=path runs another ksb-gatewayd build (the
+# one before, for the comparison); LATENCY_ONLY=1 runs only the
+# one-at-a-time latency of SYSTEMS (no idle, bulk or rate runs).
+# tinyproxy and squid are installed and started only if SYSTEMS names
+# them.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -37,7 +48,10 @@ LG=$KSB_BUILDDIR/tests/bench/loadgen
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 [ -x "$LG" ] || ksb_fail "$LG not built (make tests/bench/loadgen)"
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make tests/integration/ctlhold)"
-if ! command -v tinyproxy >/dev/null || ! command -v squid >/dev/null; then
+SYSTEMS="${SYSTEMS:-direct ksb tinyproxy squid}"
+DNS_DELAY_MS=${DNS_DELAY_MS:-0}
+case " $SYSTEMS " in *" tinyproxy "* | *" squid "*) OTHERS=1 ;; *) OTHERS= ;; esac
+if [ -n "$OTHERS" ] && { ! command -v tinyproxy >/dev/null || ! command -v squid >/dev/null; }; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y tinyproxy squid \
 		>/dev/null || ksb_skip "cannot install tinyproxy and squid"
 fi
@@ -73,6 +87,7 @@ cat > "$T/policy.d/test.policy" <<'POL'
 profile default {
     allow bench.test:5001
     allow bench.test:5002
+    allow dns.test:5001
     allow-address 10.78.0.0/24:5001,5002
 }
 POL
@@ -82,7 +97,41 @@ max-connections-per-instance = $((IDLE + 1000))
 connection-rate = 1000000
 connection-rate-per-instance = 1000000
 CONF
+# dns.test for ksbdns: A 10.78.0.2 after DNS_DELAY_MS, NXDOMAIN (at once)
+# for anything else.
+ip netns exec "$GW" python3 -c '
+import socket, struct, sys, time
+delay = float(sys.argv[1]) / 1000
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+u.bind(("127.0.0.1", 53))
+while True:
+    d, a = u.recvfrom(2048)
+    i, labels = 12, []
+    while i < len(d) and d[i]:
+        labels.append(d[i + 1:i + 1 + d[i]].decode("latin-1").lower())
+        i += 1 + d[i]
+    q, qtype = d[12:i + 5], struct.unpack(">H", d[i + 1:i + 3])[0]
+    ans = b""
+    if ".".join(labels) == "dns.test":
+        time.sleep(delay)
+        if qtype == 1:
+            ans = (b"\xc0\x0c" + struct.pack(">HHIH", 1, 1, 1, 4) +
+                   socket.inet_aton("10.78.0.2"))
+        flags = b"\x81\x80"
+    else:
+        flags = b"\x81\x83"
+    u.sendto(d[:2] + flags + struct.pack(">HHHH", 1, 1 if ans else 0, 0, 0)
+             + q + ans, a)
+' "$DNS_DELAY_MS" > "$T/dns.log" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+KSB_BUILDDIR_SAVED=$KSB_BUILDDIR
+if [ -n "${KSB_GATEWAYD:-}" ]; then	# another build's gateway
+	mkdir -p "$T/gwbuild"
+	cp "$KSB_GATEWAYD" "$T/gwbuild/ksb-gatewayd"
+	KSB_BUILDDIR=$T/gwbuild
+fi
 ksb_gateway
+KSB_BUILDDIR=$KSB_BUILDDIR_SAVED
 GWPID=$KSB_GATEWAY_PID
 
 ip netns exec "$OR" "$LG" serve 5001 &
@@ -107,6 +156,8 @@ ip -n "$G" addr add "$lease" dev eth0
 ip -n "$G" link set eth0 up
 
 # tinyproxy and squid in GW on the bridge address, reachable by the guest.
+TPPID= SQPID=
+if [ -n "$OTHERS" ]; then
 ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 \
 	tcp dport '{ 3129, 3130 }' accept
 ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 \
@@ -147,6 +198,7 @@ SQPID=$!
 KSB_PIDS="$KSB_PIDS $!"
 ksb_wait_port "$GW" 10.77.0.1 3129
 ksb_wait_port "$GW" 10.77.0.1 3130
+fi
 
 # Where each system is reached: ADDR:PORT [CONNECT target] (+1 = bulk).
 declare -A TO VIA
@@ -154,7 +206,7 @@ TO[direct]=10.79.0.2:5001;	VIA[direct]=
 TO[ksb]=10.77.0.1:3128;		VIA[ksb]=bench.test:5001
 TO[tinyproxy]=10.77.0.1:3129;	VIA[tinyproxy]=10.78.0.2:5001
 TO[squid]=10.77.0.1:3130;	VIA[squid]=10.78.0.2:5001
-SYSTEMS="${SYSTEMS:-direct ksb tinyproxy squid}"
+TO[ksbdns]=10.77.0.1:3128;	VIA[ksbdns]=dns.test:5001
 
 lg() { ip netns exec "$G" timeout 120 "$LG" "$@"; }
 # addr SYS [bulk] / via SYS [bulk]: where loadgen connects, what it CONNECTs to.
@@ -187,7 +239,7 @@ cpu_s() {
 		END { printf "%.2f", t / hz }'
 }
 # The process tree that serves each proxy (none for direct).
-declare -A PIDOF=([ksb]=$GWPID [tinyproxy]=$TPPID [squid]=$SQPID)
+declare -A PIDOF=([ksb]=$GWPID [ksbdns]=$GWPID [tinyproxy]=$TPPID [squid]=$SQPID)
 rss() {
 	# shellcheck disable=SC2046
 	cat $(gw_pids "$GWPID" | sed 's|.*|/proc/&/status|') 2>/dev/null |
@@ -201,6 +253,7 @@ for s in $SYSTEMS; do	# warm-up, and a check that each path works
 		ksb_fail "$s: no tunnel: $out"
 done
 
+if [ -z "${LATENCY_ONLY:-}" ]; then
 ksb_say "idle: $IDLE tunnels through ksb"
 # First, on a gateway that has carried only the warm-up tunnels, and all
 # runs against the RSS before the first one: later runs reuse what the
@@ -247,12 +300,14 @@ for s in $SYSTEMS; do
 		echo "$4" >> "$T/bulk.$s"
 	done
 done
+fi
 
 ksb_say "tunnels/s: $RATE_CONC and $RATE_HI at a time for $RATE_S s; latency: one at a time for $LAT_S s"
 for s in $SYSTEMS; do
 	: > "$T/rate.$s"; : > "$T/cpu.$s"; : > "$T/kcpu.$s"; : > "$T/ratehi.$s"; : > "$T/p50.$s"; : > "$T/p99.$s"
 	for r in $(seq 1 "$REPS"); do
 		p=${PIDOF[$s]:-}
+		if [ -z "${LATENCY_ONLY:-}" ]; then
 		c0=$( [ -n "$p" ] && cpu_s "$p" || echo 0)
 		k0=$( [ -n "$p" ] && cpu_s "$p" sys || echo 0)
 		# shellcheck disable=SC2046
@@ -271,6 +326,7 @@ for s in $SYSTEMS; do
 		set -- $(lg rate "$(addr "$s")" "$RATE_S" "$RATE_HI" $(via "$s"))
 		echo "$s run $r: $RATE_HI at a time: $2 tunnels/s (p50 $3 ms, p99 $4 ms, errors $5)"
 		echo "$2" >> "$T/ratehi.$s"
+		fi
 		# shellcheck disable=SC2046
 		set -- $(lg rate "$(addr "$s")" "$LAT_S" 1 $(via "$s"))
 		echo "$s run $r: one at a time p50 $3 ms, p99 $4 ms (errors $5)"
@@ -283,7 +339,7 @@ ksb_say "load: $(uptime)"
 ksb_say "results (medians of $REPS)"
 # A run of some systems only (SYSTEMS=...) still prints its table; the
 # ratios need direct, ksb, tinyproxy and squid.
-for s in direct ksb tinyproxy squid; do
+for s in direct ksb ksbdns tinyproxy squid; do
 	for f in bulk rate ratehi p50 p99 cpu kcpu; do
 		[ -e "$T/$f.$s" ] || echo 0 > "$T/$f.$s"
 	done

@@ -57,6 +57,9 @@ while IFS= read -r line; do
 	echo "$n" > ~/.turns
 	case $line in
 	commit*)
+		# Egress by turn: one allowed host, one refused.
+		curl -sS --cacert /data/ca.pem https://allowed.test/index.txt >/dev/null 2>&1
+		curl -sS https://denied.test/ >/dev/null 2>&1
 		f=turn$n.txt
 		printf '%s\n' "$line" > "$f"
 		if git add "$f" && git commit -qm "agent: $line" &&
@@ -121,7 +124,10 @@ ksb_check "agent.sock exists" '[ -S "$I/ag1/agent.sock" ]'
 ksb_say "three turns with prompt --wait: write, commit, push, report done"
 for k in one two three; do
 	t0=$(date +%s.%N)
-	ctl prompt ag1 "commit $k" --wait > "$T/w-$k" || true
+	# Turn 4 may reach denied.test (a grant for that turn only).
+	a=; [ $k = three ] && a="--allow denied.test"
+	# shellcheck disable=SC2086
+	ctl prompt ag1 "commit $k" $a --wait > "$T/w-$k" || true
 	echo "turn round trip $(secs "$t0") s"
 	cat "$T/w-$k"
 done
@@ -136,6 +142,25 @@ cat "$T/commits"
 ksb_check "ksbctl fetch shows the three commits" \
 	'[ "$(cat "$T/commits")" = "$(printf "agent: commit three\nagent: commit two\nagent: commit one")" ]'
 ksb_check "with the agent's files" '[ "$(git -C "$P" show refs/remotes/ksb/ag1:turn3.txt)" = "commit two" ]'
+# Egress by turn: ksb-run told the gateway each turn (TURN); the rows of
+# turns 2-4 carry them, and --wait ends with the turn's summary.
+for t in 2 3; do
+	ksb_check "audit: turn $t reached allowed.test and was refused denied.test" \
+		'ksb_row_is 1 "instance = '"'ag1'"' AND turn = $t AND host = '"'allowed.test'"' AND decision = '"'allow'"'" && ksb_row_is 1 "instance = '"'ag1'"' AND turn = $t AND host = '"'denied.test'"' AND reason = '"'not_in_allowlist'"'"'
+done
+ksb_check "audit: turn 4 (prompt --allow denied.test) reached both" \
+	'ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'allowed.test'"' AND decision = '"'allow'"'" && ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'denied.test'"' AND decision = '"'allow'"'"'
+ksb_check "the turn's grant is a chained record" \
+	'ksb_sql_is 1 "SELECT count(*) FROM policy_versions WHERE files = '"'operator uid 0: allow ag1 denied.test:443 turn:4'"' AND seq IS NOT NULL"'
+ctl policy suggest --instance ag1 --name default > "$T/suggest" 2>&1 || true
+cat "$T/suggest"
+ksb_check "policy suggest on this run: allowed.test used, denied.test refused" \
+	'grep -Eq "^    allow allowed\.test:443 +# used" "$T/suggest" && grep -Eq "^    allow denied\.test:443 +# used 1, refused 2$" "$T/suggest"'
+ctl audit --instance ag1 --turn 3 --csv > "$T/turn3.csv" 2>&1 || true
+ksb_check "ksbctl audit --turn 3: its two rows only" \
+	'[ "$(tail -n +2 "$T/turn3.csv" | wc -l)" = 2 ] && ! grep -v "^id," "$T/turn3.csv" | grep -qv ",3$"'
+ksb_check "prompt --wait ends with the turn summary" \
+	'grep -q "^turn 2: 1 host reached, 1 refused" "$T/w-one" && grep -q "^  reached allowed.test:443  1 conn" "$T/w-one" && grep -q "^  refused denied.test:443  not_in_allowlist (1)" "$T/w-one" && grep -q "^  branch: pushed " "$T/w-one"'
 
 ksb_say "status and attach"
 ctl status ag1 > "$T/status"
@@ -178,6 +203,8 @@ t0=$(date +%s.%N)
 ctl prompt ag1 "commit during the flood" --wait > "$T/f2" || true
 echo "turn round trip during the flood: $(secs "$t0") s"
 cat "$T/f2"
+ksb_check "after turn 4 the grant is gone: denied.test refused again" \
+	'[ "$(ksb_rows "instance = '"'ag1'"' AND turn > 4 AND host = '"'denied.test'"' AND reason = '"'not_in_allowlist'"'")" -ge 1 ] && [ "$(ksb_rows "instance = '"'ag1'"' AND turn > 4 AND host = '"'denied.test'"' AND decision = '"'allow'"'")" = 0 ]'
 ksb_check "a prompt during the flood was delivered and ended done" \
 	'grep -q "turn 7 delivered" "$T/f2" && grep -q "turn 7: committed turn7.txt" "$T/f2"'
 ksb_until 60 grep -aq "FLOOD END" "$I/ag1/agent.log" || true
@@ -204,6 +231,9 @@ ksb_check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.l
 ctl prompt ag1 "curl please" --wait > "$T/w-curl" || true
 cat "$T/w-curl"
 ksb_check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w-curl"'
+ct=$(sed -n 's/^turn \([0-9]*\) .*/\1/p' "$T/w-curl" | head -n 1)
+ksb_check "the resumed lease was told the turn again (turn ${ct:-?})" \
+	'[ -n "$ct" ] && ksb_row_is 1 "instance = '"'ag1'"' AND turn = $ct AND host = '"'allowed.test'"' AND decision = '"'allow'"'"'
 
 sent=$(grep -ao "FLOOD END sent [0-9]*" "$I/ag1/agent.log" | tail -n 1 | awk '{print $4}')
 shown=$(grep -cE "^[0-9]+ [0-9]+ (info|working) " "$I/ag1/agent.events" || true)

@@ -6,7 +6,11 @@
 # and os-release are the host's, /etc holds no shadow and only the guest's
 # users; curl, git (dumb HTTP), Node and Python verify TLS to the test
 # origin through the gateway with the test CA given as ca-file (no
-# --cacert).  The origin here is Python's http.server over TLS (git's dumb
+# --cacert).  The same four clients meet every refusal kind (issue 15):
+# not in the allowlist, no address, a screened address, a refusing
+# upstream (HTTP status, X-Ksb-Deny, the one-line body) and an SNI that
+# is not the CONNECT host (a TLS alert; git cannot send one), each with
+# its audit row.  The origin here is Python's http.server over TLS (git's dumb
 # protocol asks for info/refs?service=..., which s_server cannot serve).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -37,6 +41,11 @@ s.serve_forever()
 ' "$ORIGIN_IP" "$T/pki/origin.pem" "$T/pki/origin.key" >"$T/origin.log" 2>&1 ) &
 KSB_PIDS="$KSB_PIDS $!"
 ksb_wait_port "$OR" "$ORIGIN_IP" 443
+# Refusals: nothing listens on .3 (the kernel resets), .7.7 is screened.
+ip -n "$OR" addr add 10.78.0.3/24 dev ko1
+printf '10.78.0.3 refused.test\n192.168.7.7 screened.test\n' >> "$T/hosts"
+sed -i 's/^ *allow allowed.test$/&\n    allow nxdomain.test\n    allow screened.test\n    allow refused.test/' \
+	"$T/policy.d/test.policy"
 ksb_gateway
 
 # What the guest compares with: the host's own broken /usr/bin links (the
@@ -45,6 +54,67 @@ find /usr/bin -xtype l | LC_ALL=C sort > "$T/share/host-broken"
 date +%Z > "$T/share/host-tz"
 (. /etc/os-release && echo "$ID $VERSION_ID") > "$T/share/host-os"
 cat /etc/machine-id > "$T/share/host-machine-id" 2>/dev/null || : > "$T/share/host-machine-id"
+# The guest's Python and Node clients of a refusal: "status N deny R body
+# LINE" from a CONNECT, or with an SNI "alert NAME" from the TLS library.
+cat > "$T/share/refuse.py" <<'PYEOF'
+import os, socket, ssl, sys, urllib.parse, urllib.request
+host, sni = sys.argv[1], (sys.argv[2] if len(sys.argv) > 2 else None)
+p = urllib.parse.urlsplit(os.environ["https_proxy"])
+if sni is None:
+    try:
+        urllib.request.urlopen("https://%s/" % host, timeout=60)
+        print("urllib opened")
+    except OSError as e:
+        print("urllib %s" % e)
+s = socket.create_connection((p.hostname, p.port), timeout=60)
+s.sendall(b"CONNECT %s:443 HTTP/1.1\r\n\r\n" % host.encode())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    d = s.recv(4096)
+    if not d:
+        break
+    buf += d
+head, _, rest = buf.partition(b"\r\n\r\n")
+lines = head.decode("latin-1").split("\r\n")
+if sni is not None:
+    try:
+        ssl.create_default_context().wrap_socket(s, server_hostname=sni)
+        print("handshake completed")
+    except ssl.SSLError as e:
+        print("alert %s" % e.reason)
+    sys.exit(0)
+while not rest.endswith(b"\n"):
+    d = s.recv(4096)
+    if not d:
+        break
+    rest += d
+deny = [l.split(":", 1)[1].strip() for l in lines
+        if l.lower().startswith("x-ksb-deny:")]
+print("status %s deny %s body %s" % (lines[0].split(" ")[1],
+      deny[0] if deny else "-", rest.decode("latin-1").strip()))
+PYEOF
+cat > "$T/share/refuse.js" <<'JSEOF'
+const http = require("http"), tls = require("tls");
+const [host, sni] = process.argv.slice(2);
+const p = new URL(process.env.https_proxy);
+const req = http.request({ host: p.hostname, port: p.port, method: "CONNECT",
+  path: host + ":443" });
+req.on("connect", (res, sock, rest) => {
+  if (sni !== undefined) {
+    const t = tls.connect({ socket: sock, servername: sni });
+    t.on("secureConnect", () => { console.log("handshake completed");
+      process.exit(0); });
+    t.on("error", (e) => { console.log("alert " + e.code); process.exit(0); });
+    return;
+  }
+  let b = rest.toString("latin1");
+  sock.on("data", (d) => b += d.toString("latin1"));
+  sock.on("close", () => { console.log("status " + res.statusCode +
+    " deny " + res.headers["x-ksb-deny"] + " body " + b.trim()); });
+});
+req.on("error", (e) => console.log("ERR " + e.message));
+req.end();
+JSEOF
 cat > "$T/share/dev.sh" <<'GUEST'
 #!/bin/bash
 # In the guest, as the agent: "RESULT name ok|FAIL detail" lines.
@@ -123,6 +193,39 @@ req.on("connect", (res, sock) => {
 req.on("error", (e) => fail(e.message));
 req.end();' 2>&1)
 case "$b" in "hello from the origin"*) ok node_tls ;; *) bad node_tls "$(echo "$b" | tail -1)" ;; esac
+# Every refusal kind as curl, git, Python and Node show it.
+body_ok() {	# body_ok NAME OUT STATUS REASON HOST
+	case "$2" in
+	"status $3 deny $4 body ksb: refused CONNECT $5:443 ($4): "*"ksbctl"*) ok "$1" ;;
+	*) bad "$1" "$2" ;;
+	esac
+}
+for k in "403 not_in_allowlist nope.test" "502 resolve_failed nxdomain.test" \
+	"403 address_screened screened.test" "502 connect_refused refused.test"; do
+	set -- $k
+	e=$(curl -sS -v --max-time 60 "https://$3/" 2>&1)
+	case "$e" in *"X-Ksb-Deny: $2"*) ;; *) e="no header: $e" ;; esac
+	case "$e" in *"CONNECT tunnel failed, response $1"*) ok "curl_$2" ;;
+	*) bad "curl_$2" "$(echo "$e" | tail -1)" ;; esac
+	e=$(timeout 120 git ls-remote "https://$3/repo.git" 2>&1)
+	case "$e" in *"CONNECT tunnel failed, response $1"*) ok "git_$2" ;;
+	*) bad "git_$2" "$e" ;; esac
+	e=$(timeout 120 python3 "$S/refuse.py" "$3" 2>&1)
+	case "$e" in "urllib <urlopen error Tunnel connection failed: $1 "*) ok "python_urllib_$2" ;;
+	*) bad "python_urllib_$2" "$e" ;; esac
+	body_ok "python_$2" "$(echo "$e" | tail -1)" "$1" "$2" "$3"
+	body_ok "node_$2" "$(timeout 120 node "$S/refuse.js" "$3" 2>&1)" "$1" "$2" "$3"
+done
+e=$(curl -sS --max-time 60 --connect-to denied.test:443:allowed.test:443 \
+	https://denied.test/ 2>&1)
+case "$e" in *"unrecognized name"*) ok curl_sni_mismatch ;;
+*) bad curl_sni_mismatch "$e" ;; esac
+e=$(timeout 120 python3 "$S/refuse.py" allowed.test denied.test 2>&1)
+[ "$e" = "alert TLSV1_UNRECOGNIZED_NAME" ] && ok python_sni_mismatch ||
+	bad python_sni_mismatch "$e"
+e=$(timeout 120 node "$S/refuse.js" allowed.test denied.test 2>&1)
+[ "$e" = "alert ERR_SSL_TLSV1_UNRECOGNIZED_NAME" ] && ok node_sni_mismatch ||
+	bad node_sni_mismatch "$e"
 [ "$SSL_CERT_FILE" = /etc/ssl/certs/ca-certificates.crt ] &&
 	[ "$NODE_EXTRA_CA_CERTS" = "$SSL_CERT_FILE" ] && [ "$REQUESTS_CA_BUNDLE" = "$SSL_CERT_FILE" ] &&
 	ok ca_env || bad ca_env "SSL_CERT_FILE=$SSL_CERT_FILE NODE_EXTRA_CA_CERTS=$NODE_EXTRA_CA_CERTS"
@@ -145,6 +248,10 @@ ksb_check "ksb-run exited 0 (every guest check passed)" '[ "$rc" = 0 ]'
 names="cpu_sse4_2 cpu_v2 which alt_editor alt_pager awk_runs vi_runs npm_runs
 usr_bin_links lang locale tz localtime os_release no_shadow no_secrets passwd group
 machine_id curl_tls git_ls_remote git_clone python_tls node_tls ca_env"
+for k in not_in_allowlist resolve_failed address_screened connect_refused; do
+	names="$names curl_$k git_$k python_urllib_$k python_$k node_$k"
+done
+names="$names curl_sni_mismatch python_sni_mismatch node_sni_mismatch"
 n=1
 for r in $names; do
 	ksb_check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
@@ -152,6 +259,18 @@ for r in $names; do
 done
 ksb_check "no x86-64-v2 warning with cpu auto" '! grep -q "the guest lacks" "$T/run.err"'
 n=$((n + 1))
+# The audit rows of the refusals: one per client (4 kinds x 5 CONNECTs,
+# curl, git, urllib, the raw Python one and Node; git may retry), and the
+# three SNI mismatches.
+for k in "nope.test not_in_allowlist" "nxdomain.test resolve_failed" \
+	"screened.test address_screened" "refused.test connect_refused"; do
+	set -- $k
+	ksb_check "audit: $1 refused as $2 for each client" \
+		'[ "$(ksb_rows "host = '"'$1'"' AND decision = '"'deny'"' AND reason = '"'$2'"'")" -ge 5 ]'
+done
+ksb_check "audit: three SNI mismatches" \
+	'ksb_row_is 3 "host = '"'allowed.test'"' AND sni = '"'denied.test'"' AND reason = '"'sni_mismatch'"'"'
+n=$((n + 5))
 
 ksb_say "--cpu qemu64: refused nothing, but warned about"
 set +e

@@ -46,6 +46,7 @@ cat >> "$T/hosts" <<'HOSTS'
 10.78.0.2 multi.test
 10.78.0.4 blackhole.test
 10.78.0.5 sink.test
+10.78.0.2 otherport.test
 192.168.7.7 private.test
 127.0.0.1 loop.test
 169.254.169.254 metadata.test
@@ -62,6 +63,7 @@ profile default {
     allow multi.test
     allow blackhole.test
     allow sink.test:8443
+    allow otherport.test:8443
     allow-address 10.78.0.5/32:8443
     allow private.test
     allow loop.test
@@ -69,6 +71,7 @@ profile default {
     allow gateway.test
     allow mapped.test
     allow nxdomain.test
+    allow late.test
     allow-address 10.78.0.0/24
     # Ranges around the gateway's own 10.78.0.1 and loopback open neither;
     # a rule naming the address does (issue 17).
@@ -168,44 +171,78 @@ expect "ClientHello in 1-byte TCP writes" "tls $ORIGIN_BODY" "" \
 	raw 1 tls allowed.test allowed.test "$T/pki/ca.pem" 1
 expect "request and ClientHello pipelined in one write" "tls $ORIGIN_BODY" "" \
 	raw 1 tls allowed.test allowed.test "$T/pki/ca.pem" 0 pipeline
-expect "SNI mismatch" "closed" \
+expect "SNI mismatch -> TLS alert" "alert TLSV1_UNRECOGNIZED_NAME" \
 	"$I AND host = 'allowed.test' AND sni = 'denied.test' AND reason = 'sni_mismatch'" \
 	raw 1 tls allowed.test denied.test "$T/pki/ca.pem"
-expect "no SNI" "closed" "$I AND reason = 'sni_missing'" \
+expect "no SNI -> TLS alert" "alert TLSV1_UNRECOGNIZED_NAME" "$I AND reason = 'sni_missing'" \
 	raw 1 tls allowed.test - -
-expect "non-TLS bytes after the 200" "closed" "$I AND reason = 'not_tls'" \
+expect "non-TLS bytes after the 200 -> decode_error alert" "alert 50" "$I AND reason = 'not_tls'" \
 	raw 1 bytes allowed.test 'GET / HTTP/1.1'
-expect "no ClientHello -> hello_timeout" "closed" \
+expect "no ClientHello -> hello_timeout, internal_error alert" "alert 80" \
 	"$I AND reason = 'hello_timeout'" raw 1 bytes allowed.test ''
 
 ksb_say "phase 1: resolution, screening, connect"
 for h in private:rfc1918 loop:loopback metadata:metadata gateway:gateway mapped:ipv4_in_ipv6; do
-	expect "${h%%:*}.test screened (${h#*:})" "closed" \
+	expect "${h%%:*}.test screened (${h#*:}) -> 403" "status 403 deny address_screened" \
 		"$I AND host = '${h%%:*}.test' AND reason = 'address_screened' AND decision = 'deny'" \
 		raw 1 tls "${h%%:*}.test" "${h%%:*}.test" -
 done
-expect "the gateway's own 10.78.0.1 inside an allowed range: screened" "closed" \
+expect "the gateway's own 10.78.0.1 inside an allowed range: screened -> 403" "status 403 deny address_screened" \
 	"$I AND host = 'ownveth.test' AND reason = 'address_screened' AND upstream_addr = '10.78.0.1'" \
 	raw 1 tls ownveth.test ownveth.test -
 ksb_check "loop.test inside allow-address 127.0.0.0/8: still screened" \
 	'ksb_row_is 1 "$I AND host = '"'loop.test'"' AND reason = '"'address_screened'"'"'
-expect "10.78.0.1 named exactly (/32:8444): connected, refused" "closed" \
+expect "10.78.0.1 named exactly (/32:8444): connected, refused -> 502" "status 502 deny connect_refused" \
 	"$I AND host = 'ownexact.test' AND reason = 'connect_refused' AND upstream_addr = '10.78.0.1'" \
 	raw 1 tls ownexact.test:8444 ownexact.test -
-expect "127.0.0.1 named exactly (/32:8445): connected, refused" "closed" \
+expect "127.0.0.1 named exactly (/32:8445): connected, refused -> 502" "status 502 deny connect_refused" \
 	"$I AND host = 'loopexact.test' AND reason = 'connect_refused' AND upstream_addr = '127.0.0.1'" \
 	raw 1 tls loopexact.test:8445 loopexact.test -
-expect "unresolvable name" "closed" "$I AND host = 'nxdomain.test' AND reason = 'resolve_failed'" \
+expect "unresolvable name -> 502" "status 502 deny resolve_failed" "$I AND host = 'nxdomain.test' AND reason = 'resolve_failed'" \
 	raw 1 tls nxdomain.test nxdomain.test -
-expect "refused upstream" "closed" \
+expect "refused upstream -> 502" "status 502 deny connect_refused" \
 	"$I AND host = 'refused.test' AND reason = 'connect_refused' AND upstream_addr = '10.78.0.3'" \
 	raw 1 tls refused.test refused.test -
 expect "first address refuses, the next one serves" "tls $ORIGIN_BODY" \
 	"$I AND host = 'multi.test' AND decision = 'allow' AND upstream_addr = '10.78.0.2'" \
 	raw 1 tls multi.test multi.test -
-expect "blackholed upstream -> connect_timeout" "closed" \
+expect "blackholed upstream -> 504 connect_timeout" "status 504 deny connect_timeout" \
 	"$I AND host = 'blackhole.test' AND reason = 'connect_timeout'" \
 	raw 1 tls blackhole.test blackhole.test -
+ksb_say "phase 1: what a refused guest reads (one line: target, why, command)"
+body_has() {	# body_has WHAT NEEDLE HOST PORT
+	local what=$1 needle=$2 got
+	got=$(raw 1 body "$3" "$4" 2>&1) || true
+	ksb_check "$what: '$got'" 'case "$got" in *"$needle"*) true ;; *) false ;; esac'
+}
+body_has "not listed" 'status 403 deny not_in_allowlist body ksb: refused CONNECT denied.test:443 (not_in_allowlist): denied.test:443 is not in the allowlist of profile default; ask the operator to run: ksbctl allow pg1 denied.test:443, or to add "allow denied.test:443" to profile default and run: ksbctl reload' denied.test 443
+body_has "listed on another port" 'allowed.test:8443 is not in the allowlist of profile default (only other ports are: allow allowed.test:443)' allowed.test 8443
+body_has "screened" 'status 403 deny address_screened body ksb: refused CONNECT private.test:443 (address_screened): it resolves to 192.168.7.7 (rfc1918), an address guests may not reach; ask the operator to add "allow-address 192.168.7.7/32:443" to profile default and run: ksbctl reload' private.test 443
+body_has "allow-address without a port: 443 only" 'it resolves to 10.78.0.2 (rfc1918), an address guests may not reach; the rule "allow-address 10.78.0.0/24:443" covers 10.78.0.2 on other ports only (allow-address without a port means 443); ask the operator to add "allow-address 10.78.0.2/32:8443"' otherport.test 8443
+body_has "unresolvable" 'status 502 deny resolve_failed body ksb: refused CONNECT nxdomain.test:443 (resolve_failed): the gateway could not resolve the name; ask the operator to check the gateway'"'"'s resolver and hosts-file; the operator sees it with: ksbctl audit --instance pg1 --host nxdomain.test' nxdomain.test 443
+body_has "refused upstream" 'status 502 deny connect_refused body ksb: refused CONNECT refused.test:443 (connect_refused): the upstream 10.78.0.3 refused the connection' refused.test 443
+body_has "bad host: nothing echoed" 'status 400 deny bad_host body ksb: refused the request (bad_host): invalid host name' 'allowed%2etest' 443
+
+ksb_say "phase 1: the hosts file is re-read on reload"
+KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
+expect "late.test not in the hosts file yet -> 502" "status 502 deny resolve_failed" \
+	"$I AND host = 'late.test' AND reason = 'resolve_failed'" \
+	raw 1 tls late.test late.test -
+echo "10.78.0.2 late.test" >> "$T/hosts"
+ksb_check "ksbctl reload after the edit" \
+	'"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2>&1'
+expect "late.test resolves after the reload" "tls $ORIGIN_BODY" \
+	"$I AND host = 'late.test' AND decision = 'allow' AND upstream_addr = '10.78.0.2'" \
+	raw 1 tls late.test late.test -
+mv "$T/hosts" "$T/hosts.real"
+mkdir "$T/hosts"
+ksb_check "an unreadable hosts file fails the reload" \
+	'! "$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2>&1 && grep -q "hosts-file: cannot read" "$T/reload.out"'
+rmdir "$T/hosts"
+mv "$T/hosts.real" "$T/hosts"
+expect "... and keeps the hosts file in force" "tls $ORIGIN_BODY" "" \
+	raw 1 tls late.test late.test -
+
 ksb_check "deny rows are not reported as tunnels" \
 	'[ "$(ksb_rows "$I AND decision = '"'"'deny'"'"' AND bytes_up > 0")" = 0 ]'
 

@@ -6,9 +6,12 @@
 #   proxy_raw.py PROXY_IP PORT CASE [ARG...]
 #
 # Prints one line: "status N deny REASON" for an HTTP answer, "tls BODY"
-# when a TLS exchange through the tunnel worked, "closed" when the proxy
+# when a TLS exchange through the tunnel worked, "alert NAME" when the
+# proxy ended the tunnel with a TLS alert (OpenSSL's name for it, or the
+# description number for the non-TLS cases), "closed" when the proxy
 # closed without an answer (after the 200, for tunnel cases), "timeout"
-# when nothing happened in time.  Every wait is bounded.
+# when nothing happened in time.  Case "body" prints the refusal's body
+# line after the status.  Every wait is bounded.
 import os
 import socket
 import ssl
@@ -140,6 +143,8 @@ def tunnel_tls(host, sni, cafile, chunk=0, pipeline=False, path="/index.txt"):
         except ssl.SSLWantReadError:
             if not pump():
                 return "closed"
+        except ssl.SSLError as e:
+            return "alert " + str(e.reason)
     else:
         return "timeout"
     tls.write(("GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" % (path, host)).encode())
@@ -177,13 +182,41 @@ def tunnel_bytes(host, data):
         return answer_from(head)
     if data:
         s.sendall(data)
+    d = b""
     try:
-        d = s.recv(1)
+        while len(d) < 7:
+            r = s.recv(7 - len(d))
+            if not r:
+                break
+            d += r
     except socket.timeout:
         return "timeout"
     except ConnectionResetError:
+        pass
+    if not d:
         return "closed"
-    return "closed" if not d else "data"
+    if len(d) == 7 and d[:6] == b"\x15\x03\x03\x00\x02\x02":
+        return "alert %d" % d[6]
+    return "data"
+
+
+def body(host, port):
+    """CONNECT host:port; the status, X-Ksb-Deny and the body's line."""
+    s = conn()
+    s.sendall(("CONNECT %s:%s HTTP/1.1\r\n\r\n" % (host, port)).encode())
+    head, rest = read_head(s)
+    if head is None:
+        return "closed"
+    end = time.monotonic() + DEADLINE
+    while b"\n" not in rest and time.monotonic() < end:
+        try:
+            d = s.recv(4096)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not d:
+            break
+        rest += d
+    return answer_from(head) + " body " + rest.decode("latin-1").rstrip("\n")
 
 
 def hold(n, slow, extra=None):
@@ -288,6 +321,15 @@ elif case == "tls":
     chunk = int(args[3]) if len(args) > 3 else 0
     pipeline = len(args) > 4 and args[4] == "pipeline"
     print(tunnel_tls(args[0], sni, args[2], chunk, pipeline))
+elif case == "connect":
+    # connect HOST: the CONNECT's status only ("status 200 deny -" once
+    # the gateway let it through).
+    s = conn()
+    s.sendall(connect_req(args[0]))
+    print(answer(s))
+elif case == "body":
+    # body HOST PORT
+    print(body(args[0], args[1]))
 elif case == "bytes":
     print(tunnel_bytes(args[0], args[1].encode()))
 elif case == "greedy":

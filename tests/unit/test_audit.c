@@ -184,6 +184,7 @@ write_some(struct audit *a, int64_t ts)
 	r = row("denied.test", 0, "not_in_allowlist", ts);
 	audit_decision(a, &r, NULL, NULL, NULL);
 	r = row("allowed.test", 1, "allowed", ts);
+	r.turn = 3; /* agent mode: the instance's turn (TURN) */
 	id = audit_decision(a, &r, done_cb, &w, NULL);
 	run_until(&w.done, 5000);
 	CHECK(w.done && w.ok, "allowed row %lld committed, callback ran",
@@ -207,8 +208,12 @@ test_fresh(void)
 	id = write_some(a, 0);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 4, "user_version 4");
+	CHECK(q_int(db, "PRAGMA user_version") == 5, "user_version 5");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE turn = 3 AND "
+	    "decision = 'allow'") == 1 &&
+	    q_int(db, "SELECT count(*) FROM connections WHERE turn IS NULL") == 1,
+	    "the turn recorded, NULL without one");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 1, "1 close record");
 	CHECK(q_int(db, "SELECT bytes_down FROM connections WHERE decision = "
 	    "'allow'") == 2000, "close fields mirrored");
@@ -342,7 +347,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 4, "migrated to version 4");
+	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -548,7 +553,8 @@ test_migrate_v2(void)
 	audit_free(a);
 	exec(p, "DROP TABLE requests; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
-	    "DROP INDEX connections_denied; "
+	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
+	    "ALTER TABLE connections DROP COLUMN turn; "
 	    "DROP TABLE totals_instance; DROP TABLE totals_host; "
 	    "CREATE VIEW egress_by_host AS SELECT instance, host, port, "
 	    "count(*) AS connections, sum(coalesce(bytes_up, 0)) AS bytes_up, "
@@ -570,7 +576,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 4, "migrated to version 4");
+	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");

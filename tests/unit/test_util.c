@@ -156,6 +156,7 @@ test_reason(void)
 		{ REASON_UPSTREAM_CERT_NAME, "upstream_cert_name" },
 		{ REASON_UPSTREAM_TLS_FAILED, "upstream_tls_failed" },
 		{ REASON_AUDIT_BUDGET, "audit_budget" },
+		{ REASON_OPERATOR_DENIED, "operator_denied" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;

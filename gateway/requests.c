@@ -1,0 +1,264 @@
+/*
+ * requests.c: CONNECTs held for an operator's decision (ksb-policy(5),
+ * `limit hold N'), as the parent keeps them: the proxy process says
+ * MSG_HOLD for each, REQUESTS lists them (ksbctl requests), ALLOW and DENY
+ * decide (ksbctl allow/deny, control.c; root or control-group only, and
+ * a guest never reaches the control socket).  A decision goes to the
+ * proxy process (MSG_GRANT) and into the audit chain as a policy_versions
+ * record whose files column says who decided what, with which scope.
+ */
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <event2/buffer.h>
+
+#include "common/common.h"
+#include "gateway/gateway.h"
+#include "policy/policy.h"
+
+#define REQUESTS_MAX	1024	       /* held targets listed */
+#define GRANT_TTL_MAX_S (30LL * 86400) /* a duration scope, at most */
+
+struct request {
+	char instance[33];
+	char host[256];
+	uint16_t port;
+	int64_t since_ms; /* unix ms, the first held connection */
+	int64_t until_ms; /* monotonic: the last one's hold ends */
+	int64_t turn;	  /* the instance's agent turn then, 0 none */
+	int count;	  /* connections held for it */
+};
+
+static struct request requests[REQUESTS_MAX];
+static size_t nrequests;
+
+/* Grants for one agent turn (ksbctl prompt --allow): sent to the proxy
+ * process when the turn starts (TURN), revoked when the next one does. */
+#define TURN_GRANTS_MAX 256
+struct turn_grant {
+	struct msg_grant m; /* scope GRANT_INSTANCE while active */
+	int64_t turn;
+	int active;
+};
+static struct turn_grant turn_grants[TURN_GRANTS_MAX];
+static size_t nturn_grants;
+
+void
+requests_turn(const char *instance, int64_t turn)
+{
+	size_t i, j;
+
+	for (i = j = 0; i < nturn_grants; i++) {
+		struct turn_grant *g = &turn_grants[i];
+
+		if (strcmp(g->m.instance, instance) != 0) {
+			turn_grants[j++] = *g;
+			continue;
+		}
+		if (g->turn == turn && !g->active) {
+			g->m.scope = GRANT_INSTANCE;
+			privsep_grant(&g->m);
+			g->active = 1;
+		} else if (g->turn != turn && g->active) {
+			g->m.scope = GRANT_REVOKE;
+			privsep_grant(&g->m);
+			continue; /* its turn is over */
+		} else if (g->turn < turn)
+			continue; /* a turn that never ran */
+		turn_grants[j++] = *g;
+	}
+	nturn_grants = j;
+}
+
+/* "turn:N": m allowed while turn N of the instance runs.  0 or -1. */
+static int
+requests_turn_grant(const struct msg_grant *m, const char *n, char **cause)
+{
+	struct instance *inst = registry_find_id(m->instance);
+	struct turn_grant *g;
+	char *e = NULL;
+	long long t = strtoll(n, &e, 10);
+
+	if (n[0] < '1' || n[0] > '9' || *e != '\0' || t < 1)
+		return cause_set(cause, "bad turn in the scope");
+	if (nturn_grants == TURN_GRANTS_MAX)
+		return cause_set(cause, "too many grants for turns");
+	g = &turn_grants[nturn_grants++];
+	memset(g, 0, sizeof(*g));
+	g->m = *m;
+	g->turn = t;
+	if (inst != NULL)
+		requests_turn(m->instance, inst->turn); /* it may run already */
+	return 0;
+}
+
+/* Drop the requests whose every held connection has timed out. */
+static void
+requests_expire(int64_t now)
+{
+	size_t i, j;
+
+	for (i = j = 0; i < nrequests; i++)
+		if (requests[i].until_ms > now)
+			requests[j++] = requests[i];
+	nrequests = j;
+}
+
+static struct request *
+requests_find(const char *instance, const char *host, uint16_t port)
+{
+	size_t i;
+
+	for (i = 0; i < nrequests; i++)
+		if (requests[i].port == port &&
+		    strcmp(requests[i].host, host) == 0 &&
+		    strcmp(requests[i].instance, instance) == 0)
+			return &requests[i];
+	return NULL;
+}
+
+void
+requests_hold(const struct msg_hold *m)
+{
+	struct instance *inst = registry_find_id(m->instance);
+	int64_t now = util_mono_ms();
+	struct request *r;
+
+	requests_expire(now);
+	if ((r = requests_find(m->instance, m->host, m->port)) == NULL) {
+		if (nrequests == REQUESTS_MAX)
+			return; /* still held, only not listed */
+		r = &requests[nrequests++];
+		memset(r, 0, sizeof(*r));
+		snprintf(r->instance, sizeof(r->instance), "%s", m->instance);
+		snprintf(r->host, sizeof(r->host), "%s", m->host);
+		r->port = m->port;
+		r->since_ms = util_now_ms();
+	}
+	r->until_ms = now + (int64_t)m->hold_s * 1000;
+	r->turn = inst != NULL ? inst->turn : 0;
+	r->count++;
+}
+
+void
+requests_list(struct evbuffer *b)
+{
+	int64_t now = util_mono_ms();
+	size_t i;
+
+	requests_expire(now);
+	for (i = 0; i < nrequests; i++) {
+		char esc[600];
+
+		/* The host is a normalised name; escaped all the same. */
+		log_escape(esc, sizeof(esc), requests[i].host,
+		    strlen(requests[i].host));
+		evbuffer_add_printf(b,
+		    "REQUEST instance=%s host=%s port=%u turn=%lld since=%lld "
+		    "left=%lld held=%d\n",
+		    requests[i].instance, esc, requests[i].port,
+		    (long long)requests[i].turn,
+		    (long long)requests[i].since_ms,
+		    (long long)(requests[i].until_ms - now + 999) / 1000,
+		    requests[i].count);
+	}
+}
+
+void
+requests_instance_gone(const char *instance)
+{
+	size_t i, j;
+
+	for (i = j = 0; i < nrequests; i++)
+		if (strcmp(requests[i].instance, instance) != 0)
+			requests[j++] = requests[i];
+	nrequests = j;
+	for (i = j = 0; i < nturn_grants; i++)
+		if (strcmp(turn_grants[i].m.instance, instance) != 0)
+			turn_grants[j++] = turn_grants[i];
+	nturn_grants = j;
+}
+
+/* "host[:port]" (a name; port 1-65535, default 443) into m.  0 or -1. */
+static int
+requests_target(const char *target, struct msg_grant *m, char **cause)
+{
+	const char *colon = strrchr(target, ':');
+	size_t len = colon ? (size_t)(colon - target) : strlen(target);
+	unsigned long v = 443;
+	char *e = NULL;
+
+	if (colon != NULL) {
+		v = strtoul(colon + 1, &e, 10);
+		if (colon[1] < '0' || colon[1] > '9' || *e != '\0' || v < 1 ||
+		    v > 65535)
+			return cause_set(cause, "bad port in the target");
+	}
+	if (hostname_normalise(target, len, m->host, sizeof(m->host), NULL,
+		NULL) != HOSTNAME_NAME)
+		return cause_set(cause, "the target is not a host name");
+	m->port = (uint16_t)v;
+	return 0;
+}
+
+/* once | instance | a duration (90s, 30m, 1h, 7d) into m.  0 or -1. */
+static int
+requests_scope(const char *scope, struct msg_grant *m, char **cause)
+{
+	int64_t s;
+
+	if (strcmp(scope, "once") == 0)
+		m->scope = GRANT_ONCE;
+	else if (strcmp(scope, "instance") == 0)
+		m->scope = GRANT_INSTANCE;
+	else if (strcmp(scope, "permanent") == 0)
+		return cause_set(cause,
+		    "permanent grants are not kept by the gateway: add the "
+		    "allow rule to the profile's policy and reload");
+	else if (util_parse_duration(scope, &s) == 0 && s > 0 &&
+	    s <= GRANT_TTL_MAX_S) {
+		m->scope = GRANT_UNTIL;
+		m->ttl_ms = s * 1000;
+	} else
+		return cause_set(cause,
+		    "bad scope (once, instance, or a duration up to 30d)");
+	return 0;
+}
+
+int
+requests_decide(struct gateway *gw, const char *id, const char *target,
+    const char *scope, long uid, char **text, char **cause)
+{
+	struct msg_grant m;
+	struct request *r;
+
+	*text = NULL;
+	memset(&m, 0, sizeof(m));
+	if (!util_valid_id(id) || registry_find_id(id) == NULL)
+		return cause_set(
+		    cause, "no instance `%s'", util_valid_id(id) ? id : "?");
+	snprintf(m.instance, sizeof(m.instance), "%s", id);
+	if (requests_target(target, &m, cause) == -1)
+		return -1;
+	if (scope == NULL)
+		m.scope = GRANT_DENY;
+	else if (strncmp(scope, "turn:", 5) == 0) {
+		if (requests_turn_grant(&m, scope + 5, cause) == -1)
+			return -1;
+	} else if (requests_scope(scope, &m, cause) == -1)
+		return -1;
+	if (scope == NULL || strncmp(scope, "turn:", 5) != 0)
+		privsep_grant(&m);
+	if ((r = requests_find(m.instance, m.host, m.port)) != NULL)
+		*r = requests[--nrequests];
+	xasprintf(text, "operator uid %ld: %s %s %s:%u%s%s", uid,
+	    scope == NULL ? "deny" : "allow", m.instance, m.host, m.port,
+	    scope != NULL ? " " : "", scope != NULL ? scope : "");
+	log_info("%s", *text);
+	/* The decision is a chained record: who, when, what, scope. */
+	(void)audit_policy(gw->audit,
+	    gw->policy != NULL ? policy_digest(gw->policy) : NULL, 1, *text,
+	    NULL);
+	return 0;
+}
