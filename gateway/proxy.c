@@ -102,8 +102,8 @@ struct conn {
 	int in_connect, sync_fail, sync_errno;
 	struct term *term;	  /* CONN_TERM */
 	enum reason drain_reason; /* the close reason after lingering */
-	const char *deny_detail; /* for the next refusal's body: static */
-	const char *deny_rule;	 /* ... and a rule (owned by the policy) */
+	const char *deny_detail;  /* for the next refusal's body: static */
+	const char *deny_rule;	  /* ... and a rule (owned by the policy) */
 	struct conn *next, *prev;
 };
 

@@ -605,7 +605,8 @@ test_migrate_v2(void)
 	free(g);
 }
 
-/* Version 3 -> 4: the requests table; a request row chains and verifies. */
+/* Version 3 -> 5: the requests table (4) and turns (5); a request row
+ * chains and verifies. */
 static void
 test_migrate_v3(void)
 {
@@ -627,7 +628,7 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 4, "migrated to version 4");
+	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
 	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
 	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
 	    "a request row");
