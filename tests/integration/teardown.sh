@@ -57,6 +57,10 @@ ip -n "$GW" tuntap add ksbu9 mode tap
 ip -n "$GW" link set ksbu9 master ksb1
 ksb_check "B's tables and bridge stay (fail closed), a tap on it" \
 	'ip netns exec "$GW" nft list table inet ksbb > /dev/null && ip -n "$GW" -o link show ksbu9 | grep -q "master ksb1"'
+# B's lock goes with the last process holding it (the killed parent, its
+# proxy process seeing the socketpair close): wait for it, bounded.
+flock -w 20 "$T/stateb/gatewayd.lock" true ||
+	ksb_say "B's gatewayd.lock still held after 20 s: $(fuser -v "$T/stateb/gatewayd.lock" 2>&1 | tr '\n' ' ')"
 out=$(ip netns exec "$GW" "$G" -f "$T/b.conf" --teardown 2>&1) && rc=0 || rc=$?
 echo "$out"
 ksb_check "--teardown B: exit $rc" '[ "$rc" = 0 ]'
