@@ -68,6 +68,10 @@ struct term {
 	int rq_close;
 	char carry[TERM_MARK_LEN]; /* body tail, for a mark split in two */
 	size_t ncarry;
+	/* guest bytes of the coming head already searched for a LF: the head
+	 * is parsed again only when a LF arrives (parse.h) */
+	size_t head_seen;
+	unsigned nparse, nreq; /* head parses and requests, logged at close */
 	/* the request in flight, for its audit row */
 	char method[16], path[512], cred[65];
 	int status;
@@ -458,6 +462,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
 	free(sw.basic);
 	evbuffer_drain(bufferevent_get_input(t->down), rq.head_len);
+	t->head_seen = 0;
+	t->nreq++;
 	t->rq_flags = rq.flags;
 	t->rq_close = rq.close;
 	t->ncarry = 0;
@@ -634,6 +640,29 @@ term_throttle(struct term *t)
 }
 
 /*
+ * Is the request head worth parsing (again)?  Only when the bytes not
+ * searched yet hold a LF, or len (at most HTTP_HEAD_MAX) reached the cap
+ * (parse.h): a head dribbled a byte at a time then costs at most
+ * HTTP_FIELDS_MAX + 3 parses of at most HTTP_HEAD_MAX bytes, and each
+ * byte is searched once.
+ */
+static int
+term_head_ready(struct term *t, struct evbuffer *in, size_t len)
+{
+	struct evbuffer_ptr pos;
+
+	if (len >= HTTP_HEAD_MAX)
+		return 1;
+	if (t->head_seen >= len)
+		return 0;
+	if (evbuffer_ptr_set(in, &pos, t->head_seen, EVBUFFER_PTR_SET) != 0)
+		return 1;
+	pos = evbuffer_search(in, "\n", 1, &pos);
+	t->head_seen = len;
+	return pos.pos != -1;
+}
+
+/*
  * Move everything that can move now, in the order HTTP allows: one
  * request in flight, its response, then the next request.
  */
@@ -660,6 +689,9 @@ term_pump(struct term *t)
 			}
 			if (len > HTTP_HEAD_MAX)
 				len = HTTP_HEAD_MAX;
+			if (!term_head_ready(t, in, len))
+				goto out;
+			t->nparse++;
 			r = term_request(
 			    t, evbuffer_pullup(in, (ssize_t)len), len);
 			if (r != 0)
@@ -865,6 +897,7 @@ static void
 term_finish(struct term *t, enum reason reason)
 {
 	struct timeval tv = { 0, 0 };
+	char esc[600];
 
 	if (t->finishing)
 		return;
@@ -874,6 +907,10 @@ term_finish(struct term *t, enum reason reason)
 	if (t->method[0] != '\0') /* the request in flight ends with it */
 		term_row(t, reason == REASON_CLOSED ? REASON_NONE : reason);
 	t->fin_reason = reason;
+	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
+	log_info("term %s %s: %s, %u requests, %u head parses",
+	    t->inst ? t->inst->id : "?", esc, reason_name(reason), t->nreq,
+	    t->nparse);
 	bufferevent_disable(t->down, EV_READ | EV_WRITE);
 	bufferevent_disable(t->up, EV_READ | EV_WRITE);
 	if (t->timer != NULL)

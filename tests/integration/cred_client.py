@@ -9,7 +9,8 @@ CONNECT HOST:443 through PROXY (addr:port), TLS with the given ALPN list
 of REQFILE (with "@PH@" replaced by $KSB_PH) sent as they are; prints
 every response status line and X-Ksb-Deny header it reads (until the
 server closes, 10 s at most), or "tls-error: <reason>" when the
-handshake fails.  Exit 0 whenever it got that far.
+handshake fails.  Exit 0 whenever it got that far.  With $KSB_DRIBBLE
+set, the request goes one byte per TLS record (TCP_NODELAY).
 """
 import os
 import socket
@@ -41,7 +42,12 @@ except ssl.SSLError as e:
     sys.exit(0)
 req = open(reqfile, "rb").read().replace(
     b"@PH@", os.environ.get("KSB_PH", "").encode())
-t.sendall(req)
+if os.environ.get("KSB_DRIBBLE"):
+    t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for i in range(len(req)):
+        t.sendall(req[i:i + 1])
+else:
+    t.sendall(req)
 buf = b""
 try:
     while True:

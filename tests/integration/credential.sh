@@ -239,6 +239,20 @@ ksb_check "the origins never saw a placeholder" \
 ksb_check "the misuse rows are recorded" \
 	'ksb_sql_is 1 "SELECT count(*) >= 9 FROM requests WHERE reason = \"credential_misuse\""'
 
+ksb_say "a request head dribbled a byte at a time"
+pad=$(head -c 2000 /dev/zero | tr '\0' a)
+req 'GET /echo HTTP/1.1\r\nHost: git.test\r\nx-pad-1: %s\r\nx-pad-2: %s\r\nx-pad-3: %s\r\nx-pad-4: %s\r\nConnection: close\r\n\r\n' \
+	"$pad" "$pad" "$pad" "$pad"
+out=$(KSB_DRIBBLE=1 raw "$G2" git.test http/1.1 "$T/req")
+ksb_check "8 KiB of head, one byte per TLS record: 200" \
+	'echo "$out" | grep -q "HTTP/1.1 200"'
+ksb_until 10 grep -q '^ksb-gatewayd: term g2 git.test: ' "$T/gatewayd.log" || true
+np=$(sed -n 's/^ksb-gatewayd: term g2 git.test: .*, \([0-9]*\) head parses$/\1/p' \
+	"$T/gatewayd.log" | tail -1)
+echo "head parses: ${np:-none}"
+ksb_check "the head was parsed once per line at most (8 lines), not per byte" \
+	'[ -n "$np" ] && [ "$np" -le 8 ]'
+
 ksb_say "the upstream's certificate"
 out=$(gcurl "$G1" -H "x-api-key: $PH" -w '%{http_code}' -o "$T/w.out" https://wrong.test/echo) || true
 ksb_check "for another name: 502 upstream_cert_name" \
