@@ -198,6 +198,16 @@ req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Lengt
 misuse "the placeholder in the body" "$G1" api.test "$T/req"
 req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nksbp\r\n3c\r\nh_@PH@xxxxxxxxxxxxx\r\n0\r\n\r\n'
 misuse "the mark split across chunks of the body" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n5;n=@PH@\r\nhello\r\n0\r\n\r\n'
+misuse "the placeholder in a chunk extension" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0;@PH@\r\n\r\n'
+misuse "the placeholder in the last chunk's extension" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nx-leak: @PH@\r\n\r\n'
+misuse "the placeholder in a trailer" "$G1" api.test "$T/req"
+req 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nframe @PH@'
+raw "$G1" api.test http/1.1 "$T/req" > /dev/null
+ksb_check "the placeholder after an upgrade: closed, a credential_misuse row" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/ws\" AND status = 101 AND reason = \"credential_misuse\""'
 req 'GET /echo HTTP/1.1\r\nHost: bearer.test\r\nx-api-key: @PH@\r\n\r\n'
 misuse "api's placeholder sent to another bound host" "$G1" bearer.test "$T/req"
 req 'GET /echo HTTP/1.1\r\nHost: wrong.test\r\nx-api-key: @PH@\r\n\r\n'
