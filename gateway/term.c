@@ -80,10 +80,11 @@ struct term {
 	 * data, trailers, an upgraded stream), and the decoded body data
 	 * (a chunk boundary can split the mark there) */
 	struct term_scan raw, data;
-	/* guest bytes of the coming head already searched for a LF: the head
-	 * is parsed again only when a LF arrives (parse.h) */
+	/* bytes of the coming head (request or response) already searched
+	 * for a LF (head_worth_parsing) */
 	size_t head_seen;
-	unsigned nparse, nreq; /* head parses and requests, logged at close */
+	unsigned nparse, nreq; /* head parses (both ways) and requests,
+				  logged at close */
 	/* the request in flight, for its audit row */
 	char method[16], path[512], cred[65];
 	int status;
@@ -150,6 +151,24 @@ term_up_failure(struct term *t)
 }
 
 /* ---- answers and rows --------------------------------------------------- */
+
+/* See gateway.h.  Each byte is searched once: a head dribbled a byte at
+ * a time costs at most one parse per line (HTTP_FIELDS_MAX + 3). */
+int
+head_worth_parsing(struct evbuffer *in, size_t len, size_t cap, size_t *seen)
+{
+	struct evbuffer_ptr pos;
+
+	if (len >= cap)
+		return 1;
+	if (*seen >= len)
+		return 0;
+	if (evbuffer_ptr_set(in, &pos, *seen, EVBUFFER_PTR_SET) != 0)
+		return 1;
+	pos = evbuffer_search(in, "\n", 1, &pos);
+	*seen = len;
+	return pos.pos != -1;
+}
 
 static void
 term_row(struct term *t, enum reason reason)
@@ -560,6 +579,9 @@ term_response(struct term *t)
 
 	if (len > HTTP_HEAD_MAX)
 		len = HTTP_HEAD_MAX;
+	if (!head_worth_parsing(in, len, HTTP_HEAD_MAX, &t->head_seen))
+		return 0;
+	t->nparse++;
 	p = evbuffer_pullup(in, (ssize_t)len);
 	switch (http_parse_response(p, len, t->rq_flags, &rs, &reason)) {
 	case HTTP_INCOMPLETE:
@@ -578,6 +600,7 @@ term_response(struct term *t)
 	bufferevent_write(t->down, p, rs.head_len);
 	t->rs_bytes += rs.head_len;
 	evbuffer_drain(in, rs.head_len);
+	t->head_seen = 0;
 	if (rs.interim)
 		return 1; /* the final response follows */
 	t->status = rs.status;
@@ -686,29 +709,6 @@ term_throttle(struct term *t)
 }
 
 /*
- * Is the request head worth parsing (again)?  Only when the bytes not
- * searched yet hold a LF, or len (at most HTTP_HEAD_MAX) reached the cap
- * (parse.h): a head dribbled a byte at a time then costs at most
- * HTTP_FIELDS_MAX + 3 parses of at most HTTP_HEAD_MAX bytes, and each
- * byte is searched once.
- */
-static int
-term_head_ready(struct term *t, struct evbuffer *in, size_t len)
-{
-	struct evbuffer_ptr pos;
-
-	if (len >= HTTP_HEAD_MAX)
-		return 1;
-	if (t->head_seen >= len)
-		return 0;
-	if (evbuffer_ptr_set(in, &pos, t->head_seen, EVBUFFER_PTR_SET) != 0)
-		return 1;
-	pos = evbuffer_search(in, "\n", 1, &pos);
-	t->head_seen = len;
-	return pos.pos != -1;
-}
-
-/*
  * Move everything that can move now, in the order HTTP allows: one
  * request in flight, its response, then the next request.
  */
@@ -735,7 +735,8 @@ term_pump(struct term *t)
 			}
 			if (len > HTTP_HEAD_MAX)
 				len = HTTP_HEAD_MAX;
-			if (!term_head_ready(t, in, len))
+			if (!head_worth_parsing(
+				in, len, HTTP_HEAD_MAX, &t->head_seen))
 				goto out;
 			t->nparse++;
 			r = term_request(
