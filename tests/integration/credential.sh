@@ -205,6 +205,8 @@ req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r
 misuse "the placeholder in the last chunk's extension" "$G1" api.test "$T/req"
 req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nx-leak: @PH@\r\n\r\n'
 misuse "the placeholder in a trailer" "$G1" api.test "$T/req"
+ksb_check "the five body-side refusals each have a credential_misuse row" \
+	'ksb_sql_is 5 "SELECT count(*) FROM requests WHERE path = \"/upload\" AND reason = \"credential_misuse\""'
 req 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nframe @PH@'
 raw "$G1" api.test http/1.1 "$T/req" > /dev/null
 ksb_check "the placeholder after an upgrade: closed, a credential_misuse row" \
