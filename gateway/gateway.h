@@ -478,6 +478,17 @@ struct term *term_start(struct gateway *, struct instance *inst,
     struct bufferevent *up, term_done_cb done, void *arg);
 /* Stop without calling done (the tunnel is closed by its owner). */
 void term_free(struct term *);
+/*
+ * head_worth_parsing: is the head in in (len bytes of it, at most cap)
+ * worth parsing (again)?  1 when the bytes after the *seen already
+ * searched hold a LF, or len reached cap; then *seen = len.  A head
+ * parser called on every read is quadratic in a head sent a byte at a
+ * time; every line ends in a LF (parse.h, http_parse.c).  Reset *seen
+ * to 0 when the head is drained.
+ */
+struct evbuffer;
+int head_worth_parsing(
+    struct evbuffer *in, size_t len, size_t cap, size_t *seen);
 
 /* ---- proxy.c ---------------------------------------------------------------
  * The CONNECT proxy on bridge-address:proxy-port.

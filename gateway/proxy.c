@@ -104,6 +104,7 @@ struct conn {
 	enum reason drain_reason; /* the close reason after lingering */
 	const char *deny_detail;  /* for the next refusal's body: static */
 	const char *deny_rule;	  /* ... and a rule (owned by the policy) */
+	size_t head_seen;	  /* HEAD: bytes searched for a LF */
 	struct conn *next, *prev;
 };
 
@@ -1236,6 +1237,8 @@ head_read_cb(struct bufferevent *bev, void *arg)
 
 	if (len > CONNECT_HEAD_MAX)
 		len = CONNECT_HEAD_MAX;
+	if (!head_worth_parsing(in, len, CONNECT_HEAD_MAX, &c->head_seen))
+		return;
 	p = evbuffer_pullup(in, len);
 	switch (connect_parse(p, len, &req, &status, &reason)) {
 	case CONNECT_INCOMPLETE:

@@ -13,8 +13,11 @@
  * (http_parse.c), the placeholder replaced by the real value in its
  * declared place only when Host and SNI are the bound host, anything
  * else holding "ksbph_" refused (credential_misuse, 403); bodies are
- * streamed (scanned, never buffered whole), responses too (server-sent
- * events pass as they come); a 101 to an Upgrade makes it a plain relay.
+ * streamed, never buffered whole, responses too (server-sent events pass
+ * as they come); a 101 to an Upgrade makes it a relay.  Every guest byte
+ * sent upstream is scanned for the mark: the head (every span of it),
+ * then the raw bytes (chunk framing and extensions, trailers, an upgraded
+ * stream) and the decoded body data (a chunk boundary may split the mark).
  * One audit row per request (child_audit_request).
  */
 #include <stdio.h>
@@ -39,6 +42,13 @@
 #define TERM_MARK     CRED_PLACEHOLDER_MARK
 #define TERM_MARK_LEN 6
 #define TERM_HEAD_OUT (HTTP_HEAD_MAX + 3 * 8192) /* a rewritten head */
+
+/* A scan for the mark over a stream that arrives in runs: the tail of
+ * the runs so far, for a mark split across two of them. */
+struct term_scan {
+	char carry[TERM_MARK_LEN];
+	size_t ncarry;
+};
 
 enum term_state {
 	TERM_HANDSHAKE, /* either TLS handshake still running */
@@ -66,8 +76,15 @@ struct term {
 	struct http_body_reader body;
 	unsigned rq_flags;
 	int rq_close;
-	char carry[TERM_MARK_LEN]; /* body tail, for a mark split in two */
-	size_t ncarry;
+	/* every guest byte sent upstream after a head (body framing and
+	 * data, trailers, an upgraded stream), and the decoded body data
+	 * (a chunk boundary can split the mark there) */
+	struct term_scan raw, data;
+	/* bytes of the coming head (request or response) already searched
+	 * for a LF (head_worth_parsing) */
+	size_t head_seen;
+	unsigned nparse, nreq; /* head parses (both ways) and requests,
+				  logged at close */
 	/* the request in flight, for its audit row */
 	char method[16], path[512], cred[65];
 	int status;
@@ -134,6 +151,24 @@ term_up_failure(struct term *t)
 }
 
 /* ---- answers and rows --------------------------------------------------- */
+
+/* See gateway.h.  Each byte is searched once: a head dribbled a byte at
+ * a time costs at most one parse per line (HTTP_FIELDS_MAX + 3). */
+int
+head_worth_parsing(struct evbuffer *in, size_t len, size_t cap, size_t *seen)
+{
+	struct evbuffer_ptr pos;
+
+	if (len >= cap)
+		return 1;
+	if (*seen >= len)
+		return 0;
+	if (evbuffer_ptr_set(in, &pos, *seen, EVBUFFER_PTR_SET) != 0)
+		return 1;
+	pos = evbuffer_search(in, "\n", 1, &pos);
+	*seen = len;
+	return pos.pos != -1;
+}
 
 static void
 term_row(struct term *t, enum reason reason)
@@ -458,18 +493,20 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
 	free(sw.basic);
 	evbuffer_drain(bufferevent_get_input(t->down), rq.head_len);
+	t->head_seen = 0;
+	t->nreq++;
 	t->rq_flags = rq.flags;
 	t->rq_close = rq.close;
-	t->ncarry = 0;
+	t->raw.ncarry = t->data.ncarry = 0;
 	http_body_init(&t->body, rq.body, rq.length);
 	t->state = rq.body == HTTP_BODY_NONE ? TERM_RESP_HEAD : TERM_REQ_BODY;
 	return 0;
 }
 
-/* A run of decoded body data: refused if it (with the carried tail of
- * the previous run) holds the mark. */
+/* The next run p[0..n) of a stream: -1 if it (with the carried tail of
+ * the previous runs) holds the mark. */
 static int
-term_body_scan(struct term *t, const uint8_t *p, size_t n)
+term_scan(struct term_scan *t, const uint8_t *p, size_t n)
 {
 	uint8_t tmp[2 * TERM_MARK_LEN];
 	size_t k = n < TERM_MARK_LEN ? n : TERM_MARK_LEN;
@@ -513,10 +550,12 @@ term_request_body(struct term *t)
 			term_refuse(t, 400, reason, "malformed request body");
 			return -1;
 		}
-		if (data.len > 0 &&
-		    term_body_scan(t, p + data.off, data.len) == -1) {
+		if (term_scan(&t->raw, p, used) == -1 ||
+		    (data.len > 0 &&
+			term_scan(&t->data, p + data.off, data.len) == -1)) {
 			term_refuse(t, 403, REASON_CREDENTIAL_MISUSE,
-			    "a placeholder in the request body is refused");
+			    "a placeholder in the request body, its chunk "
+			    "extensions or trailers is refused");
 			return -1;
 		}
 		evbuffer_add(out, p, used);
@@ -540,6 +579,9 @@ term_response(struct term *t)
 
 	if (len > HTTP_HEAD_MAX)
 		len = HTTP_HEAD_MAX;
+	if (!head_worth_parsing(in, len, HTTP_HEAD_MAX, &t->head_seen))
+		return 0;
+	t->nparse++;
 	p = evbuffer_pullup(in, (ssize_t)len);
 	switch (http_parse_response(p, len, t->rq_flags, &rs, &reason)) {
 	case HTTP_INCOMPLETE:
@@ -558,6 +600,7 @@ term_response(struct term *t)
 	bufferevent_write(t->down, p, rs.head_len);
 	t->rs_bytes += rs.head_len;
 	evbuffer_drain(in, rs.head_len);
+	t->head_seen = 0;
 	if (rs.interim)
 		return 1; /* the final response follows */
 	t->status = rs.status;
@@ -601,10 +644,42 @@ term_response_body(struct term *t)
 	return 0;
 }
 
-/* Bytes both ways after a 101. */
+/* The guest's bytes in in, scanned as they are (a WebSocket client's
+ * frames are masked, RFC 6455 §5.3: what is scanned is what we see). */
+static int
+term_scan_buffer(struct term *t, struct evbuffer *in)
+{
+	struct evbuffer_iovec v[16];
+	struct evbuffer_ptr pos;
+	int i, n;
+
+	if (evbuffer_ptr_set(in, &pos, 0, EVBUFFER_PTR_SET) != 0)
+		return 0;
+	for (;;) {
+		n = evbuffer_peek(in, -1, &pos, v, 16);
+		for (i = 0; i < n && i < 16; i++) {
+			if (term_scan(&t->raw, v[i].iov_base, v[i].iov_len))
+				return -1;
+			if (evbuffer_ptr_set(
+				in, &pos, v[i].iov_len, EVBUFFER_PTR_ADD) != 0)
+				return 0;
+		}
+		if (n <= 16)
+			return 0;
+	}
+}
+
+/* Bytes both ways after a 101; the guest's scanned for the mark. */
 static void
 term_upgraded(struct term *t)
 {
+	if (term_scan_buffer(t, bufferevent_get_input(t->down)) == -1) {
+		log_info("refuse %s: a placeholder after the upgrade",
+		    t->inst ? t->inst->id : "?");
+		t->state = TERM_CLOSING;
+		term_finish(t, REASON_CREDENTIAL_MISUSE);
+		return;
+	}
 	t->rs_bytes += evbuffer_get_length(bufferevent_get_input(t->up));
 	t->rq_bytes += evbuffer_get_length(bufferevent_get_input(t->down));
 	bufferevent_write_buffer(t->down, bufferevent_get_input(t->up));
@@ -660,6 +735,10 @@ term_pump(struct term *t)
 			}
 			if (len > HTTP_HEAD_MAX)
 				len = HTTP_HEAD_MAX;
+			if (!head_worth_parsing(
+				in, len, HTTP_HEAD_MAX, &t->head_seen))
+				goto out;
+			t->nparse++;
 			r = term_request(
 			    t, evbuffer_pullup(in, (ssize_t)len), len);
 			if (r != 0)
@@ -736,6 +815,8 @@ term_eof_body(struct term *t)
 	}
 	if (t->state == TERM_UPGRADED) {
 		term_upgraded(t);
+		if (t->state == TERM_CLOSING)
+			return; /* refused */
 		t->status = 101;
 		t->rq_close = REASON_CLOSED;
 		t->state = TERM_CLOSING;
@@ -865,6 +946,7 @@ static void
 term_finish(struct term *t, enum reason reason)
 {
 	struct timeval tv = { 0, 0 };
+	char esc[600];
 
 	if (t->finishing)
 		return;
@@ -874,6 +956,10 @@ term_finish(struct term *t, enum reason reason)
 	if (t->method[0] != '\0') /* the request in flight ends with it */
 		term_row(t, reason == REASON_CLOSED ? REASON_NONE : reason);
 	t->fin_reason = reason;
+	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
+	log_info("term %s %s: %s, %u requests, %u head parses",
+	    t->inst ? t->inst->id : "?", esc, reason_name(reason), t->nreq,
+	    t->nparse);
 	bufferevent_disable(t->down, EV_READ | EV_WRITE);
 	bufferevent_disable(t->up, EV_READ | EV_WRITE);
 	if (t->timer != NULL)

@@ -9,7 +9,9 @@ CONNECT HOST:443 through PROXY (addr:port), TLS with the given ALPN list
 of REQFILE (with "@PH@" replaced by $KSB_PH) sent as they are; prints
 every response status line and X-Ksb-Deny header it reads (until the
 server closes, 10 s at most), or "tls-error: <reason>" when the
-handshake fails.  Exit 0 whenever it got that far.
+handshake fails.  Exit 0 whenever it got that far.  With $KSB_DRIBBLE
+set, the CONNECT head goes a byte per write and the request one byte per
+TLS record (TCP_NODELAY).
 """
 import os
 import socket
@@ -19,8 +21,14 @@ import sys
 proxy, host, cafile, alpn, reqfile = sys.argv[1:6]
 addr, port = proxy.rsplit(":", 1)
 s = socket.create_connection((addr, int(port)), timeout=10)
-s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
-          % (host.encode(), host.encode()))
+connect = (b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
+           % (host.encode(), host.encode()))
+if os.environ.get("KSB_DRIBBLE"):
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for i in range(len(connect)):
+        s.sendall(connect[i:i + 1])
+else:
+    s.sendall(connect)
 head = b""
 while b"\r\n\r\n" not in head:
     b = s.recv(1)
@@ -41,7 +49,12 @@ except ssl.SSLError as e:
     sys.exit(0)
 req = open(reqfile, "rb").read().replace(
     b"@PH@", os.environ.get("KSB_PH", "").encode())
-t.sendall(req)
+if os.environ.get("KSB_DRIBBLE"):
+    t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for i in range(len(req)):
+        t.sendall(req[i:i + 1])
+else:
+    t.sendall(req)
 buf = b""
 try:
     while True:

@@ -18,6 +18,8 @@ gateway must swap in; the guest only has a placeholder):
                        only if the gateway relays without buffering
   GET  /go             200: releases the waiting stream
   GET  /ws             101 to an Upgrade: websocket, then echoes bytes
+  GET  /dribble        200 with 8 KiB of head, one byte per TLS record,
+                       then closes
 Every request is one JSON line in LOG: method, path, key, auth,
 placeholder.
 """
@@ -77,7 +79,18 @@ class H(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b)
 
+    def dribble(self):
+        pad = "a" * 2000
+        head = "HTTP/1.1 200 OK\r\n" + "".join(
+            "x-pad-%d: %s\r\n" % (i, pad) for i in range(4)) + \
+            "Content-Length: 3\r\nConnection: close\r\n\r\nok\n"
+        for c in head.encode():
+            self.connection.sendall(bytes([c]))
+        self.close_connection = True
+
     def do_GET(self):
+        if self.path.startswith("/dribble"):
+            return self.dribble()
         if self.path.startswith("/go"):
             GO.set()
             return self.reply(200, {"go": True})

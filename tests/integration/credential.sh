@@ -7,7 +7,8 @@
 # Checks: the swap (header, bearer, basic), keep-alive, streaming of
 # server-sent events, Upgrade after the swap, the gateway CA, every misuse
 # shape of the issue with its audit row, a wrong upstream certificate
-# (502 and its reason), a guest offering only h2, ordinary tunnels.
+# (502 and its reason), a guest offering only h2, ordinary tunnels, and
+# heads dribbled a byte at a time (parses counted in the gateway's log).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -198,6 +199,18 @@ req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Lengt
 misuse "the placeholder in the body" "$G1" api.test "$T/req"
 req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nksbp\r\n3c\r\nh_@PH@xxxxxxxxxxxxx\r\n0\r\n\r\n'
 misuse "the mark split across chunks of the body" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n5;n=@PH@\r\nhello\r\n0\r\n\r\n'
+misuse "the placeholder in a chunk extension" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0;@PH@\r\n\r\n'
+misuse "the placeholder in the last chunk's extension" "$G1" api.test "$T/req"
+req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nx-leak: @PH@\r\n\r\n'
+misuse "the placeholder in a trailer" "$G1" api.test "$T/req"
+ksb_check "the five body-side refusals each have a credential_misuse row" \
+	'ksb_sql_is 5 "SELECT count(*) FROM requests WHERE path = \"/upload\" AND reason = \"credential_misuse\""'
+req 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nframe @PH@'
+raw "$G1" api.test http/1.1 "$T/req" > /dev/null
+ksb_check "the placeholder after an upgrade: closed, a credential_misuse row" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/ws\" AND status = 101 AND reason = \"credential_misuse\""'
 req 'GET /echo HTTP/1.1\r\nHost: bearer.test\r\nx-api-key: @PH@\r\n\r\n'
 misuse "api's placeholder sent to another bound host" "$G1" bearer.test "$T/req"
 req 'GET /echo HTTP/1.1\r\nHost: wrong.test\r\nx-api-key: @PH@\r\n\r\n'
@@ -238,6 +251,32 @@ ksb_check "the origins never saw a placeholder" \
 	'! grep -q "\"placeholder\": true" "$T"/origin-*.log'
 ksb_check "the misuse rows are recorded" \
 	'ksb_sql_is 1 "SELECT count(*) >= 9 FROM requests WHERE reason = \"credential_misuse\""'
+
+ksb_say "heads dribbled a byte at a time"
+parses() { # HOST: head parses of g2's tunnel to HOST, from its close line
+	local l="ksb-gatewayd: term g2 $1: "
+	ksb_until 10 grep -q "^$l" "$T/gatewayd.log" || true
+	sed -n "s/^$l.*, \([0-9]*\) head parses\$/\1/p" "$T/gatewayd.log" |
+		tail -1
+}
+pad=$(head -c 2000 /dev/zero | tr '\0' a)
+req 'GET /echo HTTP/1.1\r\nHost: git.test\r\nx-pad-1: %s\r\nx-pad-2: %s\r\nx-pad-3: %s\r\nx-pad-4: %s\r\nConnection: close\r\n\r\n' \
+	"$pad" "$pad" "$pad" "$pad"
+out=$(KSB_DRIBBLE=1 raw "$G2" git.test http/1.1 "$T/req")
+ksb_check "CONNECT a byte per write, 8 KiB of head a byte per record: 200" \
+	'echo "$out" | grep -q "HTTP/1.1 200"'
+np=$(parses git.test)
+echo "head parses: ${np:-none}"
+ksb_check "heads parsed at most once per line (8 + the response's 1)" \
+	'[ -n "$np" ] && [ "$np" -le 9 ]'
+req 'GET /dribble HTTP/1.1\r\nHost: bearer.test\r\n\r\n'
+out=$(raw "$G2" bearer.test http/1.1 "$T/req")
+ksb_check "a response head of 8 KiB, one byte per TLS record: 200" \
+	'echo "$out" | grep -q "HTTP/1.1 200"'
+np=$(parses bearer.test)
+echo "head parses: ${np:-none}"
+ksb_check "heads parsed at most once per line (1 + the response's 8)" \
+	'[ -n "$np" ] && [ "$np" -le 9 ]'
 
 ksb_say "the upstream's certificate"
 out=$(gcurl "$G1" -H "x-api-key: $PH" -w '%{http_code}' -o "$T/w.out" https://wrong.test/echo) || true
