@@ -108,13 +108,30 @@ struct boot {
 static int ctl_fd = -1;
 static int kmsg_fd = -1;
 
-/* A stage marker in the kernel log (dmesg timestamps it), debug level. */
+/* The start-up stages so far, sent as STAGE lines before READY. */
+#define STAGES_MAX 24
+static struct {
+	const char *name; /* a string literal */
+	long ms;	  /* CLOCK_BOOTTIME */
+} stages[STAGES_MAX];
+static int nstages;
+
+/*
+ * A stage marker in the kernel log (dmesg timestamps it), debug level,
+ * and in stages[] (what: a literal of [a-z0-9 -], GUESTCTL_STAGE_NAME
+ * bytes at most).
+ */
 static void
 stage(const char *what)
 {
+	struct timespec ts;
 	char buf[128];
 	int n;
 
+	if (nstages < STAGES_MAX && clock_gettime(CLOCK_BOOTTIME, &ts) == 0) {
+		stages[nstages].name = what;
+		stages[nstages++].ms = ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	}
 	if (kmsg_fd == -1)
 		return;
 	n = snprintf(buf, sizeof(buf), "<7>ksb-guest-init: %s\n", what);
@@ -2501,6 +2518,22 @@ early_mounts(void)
 	    "tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 }
 
+/* The stages so far as STAGE lines (proto/guestctl.h), "ready" last. */
+static void
+stages_send(void)
+{
+	char line[GUESTCTL_STAGE_NAME + 32];
+	int i, n;
+
+	stage("ready");
+	for (i = 0; i < nstages; i++) {
+		n = snprintf(line, sizeof(line), "STAGE %ld %s\n", stages[i].ms,
+		    stages[i].name);
+		if (n > 0 && (size_t)n < sizeof(line))
+			ctl_write(line, (size_t)n);
+	}
+}
+
 /*
  * READY, then the command as init's child (or the agent in tmux),
  * supervised until it exits; powers off with its exit status.
@@ -2518,6 +2551,7 @@ static void __attribute__((noreturn)) run_command(const struct boot *b)
 	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
 		fail("signalfd: %s", strerror(errno));
 
+	stages_send();
 	ctl_write("READY\n", 6);
 	if (b->agent)
 		poweroff(agent_supervise(b, sfd, pwr, npwr), 0);
@@ -2564,6 +2598,7 @@ main(int argc, char **argv)
 	load_modules();
 	stage("modules loaded");
 	open_control_port();
+	stage("control port open");
 	parse_cmdline(&b);
 	install_extra_ca();
 	read_home(&b);
@@ -2571,6 +2606,7 @@ main(int argc, char **argv)
 
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
+	stage("usr mounted");
 	write_etc(&b);
 	setup_storage(&b);
 	install_home(&b);
@@ -2578,9 +2614,11 @@ main(int argc, char **argv)
 		do_mount(b.shares[i].tag, b.shares[i].path, "9p",
 		    (b.shares[i].rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
 		    "trans=virtio,version=9p2000.L,msize=512000");
-	stage("9p mounted");
+	stage("shares mounted");
 	setup_network(&b);
+	stage("network up");
 	read_header(&b);
+	stage("header read");
 	setup_workspace(&b);
 	stage("starting the command");
 	run_command(&b);

@@ -22,6 +22,12 @@
  *                           The ACPI power button (QMP system_powerdown)
  *                           does the same.
  *   guest -> host:
+ *     STAGE <ms> <name>\n   before READY, one per start-up stage: the
+ *                           guest's CLOCK_BOOTTIME in ms (<= 86400000)
+ *                           when the stage ended; name 1..GUESTCTL_STAGE_NAME
+ *                           bytes of [a-z0-9 -] ("started", "modules
+ *                           loaded", ...): informational only, for the
+ *                           start-time breakdown of ksb-run -v
  *     READY\n               init is about to exec the command
  *     STOPPING\n            a graceful stop (STOP or power button) began
  *     ERR <text>\n          a setup failure, text is informational only
@@ -49,6 +55,8 @@
 #define GUESTCTL_LINE_MAX      256   /* bytes of one line, '\n' included */
 #define GUESTCTL_IN_MAX	       65536 /* total bytes accepted from a guest */
 #define GUESTCTL_STOP_GRACE_MS 5000
+#define GUESTCTL_STAGE_NAME    40 /* bytes of a STAGE line's name */
+#define GUESTCTL_STAGE_MAX_MS  86400000
 
 /*
  * Secrets travel host -> guest as one fw_cfg file, GUESTCTL_SECRETS_FWCFG,
@@ -157,6 +165,7 @@ enum guestctl_msg {
 	GUESTCTL_TOUT,	 /* turn, n: fd (1, 2), text */
 	GUESTCTL_SCREEN, /* n: id; text (none: the host's request) */
 	GUESTCTL_SCREND, /* n: id, status: GUESTCTL_SCREEN_* */
+	GUESTCTL_STAGE,	 /* *status: ms; *text, *textlen: the name */
 };
 /*
  * guestctl_parse_guest: one guest line line[0..len), '\n' excluded.

@@ -434,6 +434,46 @@ void preset_free(struct preset *p);
 void preset_toml_str(FILE *f, const char *s);
 void preset_sh_str(FILE *f, const char *s);
 
+/* ---- boottime.c ------------------------------------------------------------
+ * The start-time breakdown of ksb-run -v: host timestamps (util_mono_ms)
+ * and the guest's STAGE lines (proto/guestctl.h: its CLOCK_BOOTTIME in ms
+ * as it claims, so informational only).
+ */
+#define BOOTTIME_STAGES 24
+struct boottime {
+	int64_t t_start;     /* ksb-run started */
+	int64_t t_preflight; /* kernel found, KVM probed, initramfs ready */
+	int64_t t_lease;     /* instance prepared, lease held */
+	int64_t t_qemu;	     /* QEMU spawned */
+	int64_t t_ready;     /* READY received, 0 until then */
+	int64_t
+	    qemu_cpu_ms; /* QEMU's user + system CPU to READY, -1: unknown */
+	int nstages, dropped;
+	struct {
+		int ms; /* guest CLOCK_BOOTTIME at the stage's end */
+		char name[GUESTCTL_STAGE_NAME + 1];
+	} stage[BOOTTIME_STAGES];
+};
+/*
+ * boottime_stage: one STAGE line's fields (as guestctl_parse_guest gives
+ * them).  A stage before the last one in time, after READY or beyond
+ * BOOTTIME_STAGES is dropped (counted in dropped).
+ */
+void boottime_stage(
+    struct boottime *bt, int ms, const char *name, size_t namelen);
+/*
+ * boottime_row: row i (0, 1, ...) of the breakdown as text into buf
+ * (size >= 96), e.g. "kernel                    1.21 s"; 0 while rows
+ * remain, -1 after the last.  The guest's clock zero is placed at
+ * t_ready minus the guest's "ready" stage (else its last stage).
+ */
+int boottime_row(const struct boottime *bt, int i, char *buf, size_t size);
+/*
+ * boottime_cpu_ms: user + system CPU time of pid in ms (/proc/<pid>/stat
+ * fields 14 and 15, proc(5), in clock ticks), or -1.
+ */
+int64_t boottime_cpu_ms(pid_t pid);
+
 /* ---- agent.c ---------------------------------------------------------------
  * The host side of agent mode, inside the supervising ksb-run: the server
  * of <instance>/agent.sock (protocol in proto/agentsock.h).  The pane
