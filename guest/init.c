@@ -369,13 +369,17 @@ write_file(const char *path, const char *content, mode_t mode)
 	close(fd);
 }
 
+/*
+ * The modules of /modules.list before its GUESTCTL_MODULES_DISK line
+ * (disk 0), or after it (disk 1: a guest with an instance disk).
+ */
 static void
-load_modules(void)
+load_modules(int disk)
 {
 	char line[512];
 	FILE *f;
 	size_t len;
-	int fd, flags;
+	int fd, flags, in_disk = 0;
 
 	if ((f = fopen("/modules.list", "re")) == NULL)
 		fail("/modules.list: %s", strerror(errno));
@@ -383,7 +387,9 @@ load_modules(void)
 		len = strlen(line);
 		if (len > 0 && line[len - 1] == '\n')
 			line[--len] = '\0';
-		if (len == 0 || line[0] != '/')
+		if (strcmp(line, GUESTCTL_MODULES_DISK) == 0)
+			in_disk = 1;
+		if (len == 0 || line[0] != '/' || in_disk != disk)
 			continue;
 		if ((fd = open(line, O_RDONLY | O_CLOEXEC)) == -1) {
 			say("%s: %s", line, strerror(errno));
@@ -716,6 +722,8 @@ setup_storage(const struct boot *b)
 	int i;
 
 	if (b->disk) {
+		load_modules(1);
+		stage("disk modules loaded");
 		for (i = 0; i < 500 && access(DISK_DEV, F_OK) != 0; i++)
 			sleep_ms(10);
 		if (access(DISK_DEV, F_OK) != 0)
@@ -2595,7 +2603,7 @@ main(int argc, char **argv)
 	umask(022);
 	early_mounts();
 
-	load_modules();
+	load_modules(0);
 	stage("modules loaded");
 	open_control_port();
 	stage("control port open");

@@ -56,7 +56,13 @@
 #define GUESTCTL_IN_MAX	       65536 /* total bytes accepted from a guest */
 #define GUESTCTL_STOP_GRACE_MS 5000
 #define GUESTCTL_STAGE_NAME    40 /* bytes of a STAGE line's name */
-#define GUESTCTL_STAGE_MAX_MS  86400000
+/*
+ * The initramfs's /modules.list: one absolute path a line, in load order;
+ * the modules after this line only for a guest with ksb.disk=1.
+ */
+#define GUESTCTL_MODULES_DISK  "#disk"
+
+#define GUESTCTL_STAGE_MAX_MS 86400000
 
 /*
  * Secrets travel host -> guest as one fw_cfg file, GUESTCTL_SECRETS_FWCFG,

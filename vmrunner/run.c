@@ -2180,8 +2180,10 @@ run_preflight(struct run *r)
 		log_warnx("%s", cause);
 		goto cleanup;
 	}
-	kvm =
-	    strcmp(r->accel_opt, "tcg") != 0 && qemu_kvm_usable(&r->accel_why);
+	xasprintf(&cache, "%s/cache", r->state_dir);
+	(void)util_mkdirs(cache, 0700); /* else initramfs_cached says why */
+	kvm = strcmp(r->accel_opt, "tcg") != 0 &&
+	    qemu_kvm_usable_cached(cache, &r->accel_why);
 	if (strcmp(r->accel_opt, "kvm") == 0 && !kvm) {
 		log_warnx("accel kvm (%s): %s", config_origin(r->cfg, "accel"),
 		    r->accel_why);
@@ -2189,7 +2191,6 @@ run_preflight(struct run *r)
 	}
 	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
 	run_cpu_warn(r, r->accel);
-	xasprintf(&cache, "%s/cache", r->state_dir);
 	run_find_clone(r);
 	if (run_initramfs(r, cache, &cause) != 0) {
 		log_warnx("initramfs: %s", cause);
@@ -2356,6 +2357,7 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.memory_mib = r->memory_mib;
 	qc.cpus = r->cpus;
 	qc.cpu = config_get(r->cfg, "cpu");
+	qc.bios = qemu_fast_firmware(r->accel);
 	qc.ca_path = r->ca_path;
 	qc.kernel = r->kernel;
 	qc.initrd = r->initrd;

@@ -28,8 +28,9 @@
  * initramfs_modules: resolve the modules ksb guests need from
  * <modules_dir>/modules.dep (and modules.builtin), dependencies first.
  * *paths receives a NULL-terminated vector of paths relative to
- * modules_dir (caller frees with util_strv_free).  Built-in modules
- * are left out; a missing optional module is skipped, a missing required
+ * modules_dir (caller frees with util_strv_free), with the line
+ * GUESTCTL_MODULES_DISK before the instance disk's own modules (those a
+ * guest without a disk does not load).  Built-in modules are left out; a missing optional module is skipped, a missing required
  * one is an error.  0 or -1 and *cause.
  */
 int initramfs_modules(const char *modules_dir, char ***paths, char **cause);
@@ -134,6 +135,7 @@ struct qemu_config {
 	unsigned memory_mib; /* 64 .. 1048576 */
 	unsigned cpus;	     /* 1 .. 256 */
 	const char *cpu;     /* NULL or "auto" (qemu_cpu_model), or a model */
+	const char *bios;    /* NULL (QEMU's default) or -bios FILE */
 	const char *kernel;
 	const char *initrd;
 	const char *id;	 /* instance ID (util_valid_id) */
@@ -213,6 +215,22 @@ int qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text);
  * reason in *why ("no /dev/kvm", ...).
  */
 int qemu_kvm_usable(const char **why);
+/*
+ * qemu_kvm_usable_cached: qemu_kvm_usable, its probe's verdict kept in
+ * <cache_dir>/kvm-probe ("<boot_id> <0|1>\n", boot_id from
+ * /proc/sys/kernel/random/boot_id) so the 0.3 s probe of a slow /dev/kvm
+ * runs once per host boot; no /dev/kvm or one that cannot create a VM is
+ * never cached.  cache_dir must exist; a cache that cannot be read or
+ * written only costs the probe.
+ */
+int qemu_kvm_usable_cached(const char *cache_dir, const char **why);
+/*
+ * qemu_fast_firmware: the firmware for -bios under accel: qboot
+ * (QEMU_QBOOT, Debian's qemu-system-data) under TCG when it is readable,
+ * else NULL (QEMU's default SeaBIOS; KVM keeps it).
+ */
+#define QEMU_QBOOT "/usr/share/qemu/qboot.rom"
+const char *qemu_fast_firmware(enum qemu_accel accel);
 
 /* ---- config.c --------------------------------------------------------------
  * ksb-run's settings and where each came from: built-in defaults, then the
