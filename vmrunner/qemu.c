@@ -567,6 +567,16 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	}
 	qemu_add(a, "-device");
 	qemu_add(a, "virtio-rng-pci");
+	/*
+	 * Free page reporting: the guest hands pages it freed back (QEMU
+	 * discards them), so an idle guest's RSS follows what it holds;
+	 * its statistics feed ksbctl status (ksbctl/memory.c).
+	 */
+	qemu_add(a, "-device");
+	qemu_addf(a,
+	    "virtio-balloon-pci,id=balloon0,free-page-reporting=on,"
+	    "guest-stats-polling-interval=%d",
+	    QEMU_BALLOON_STATS_S);
 	qemu_add(a, "-device");
 	qemu_add(a, "virtio-serial-pci,id=vs0");
 	qemu_add(a, "-chardev");

@@ -159,6 +159,8 @@ struct qemu_config {
 };
 
 #define QEMU_SHARES_MAX 16
+/* Seconds between the guest's balloon statistics (ksbctl status). */
+#define QEMU_BALLOON_STATS_S 10
 
 /*
  * qemu_argv: build the argv (NULL-terminated, malloc'd; free with
