@@ -158,7 +158,7 @@ struct qemu_config {
 	size_t nshares;
 };
 
-#define QEMU_SHARES_MAX 16
+#define QEMU_SHARES_MAX	     16
 /* Seconds between the guest's balloon statistics (ksbctl status). */
 #define QEMU_BALLOON_STATS_S 10
 
