@@ -473,7 +473,10 @@ qemu_add_machine(
 	qemu_add(a, "-machine");
 	qemu_add(a, cfg->machine);
 	qemu_add(a, "-accel");
-	qemu_add(a, cfg->accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
+	if (cfg->accel == QEMU_ACCEL_KVM)
+		qemu_add(a, "kvm");
+	else /* TCG's translated code: 1 GiB by default, most of it held */
+		qemu_addf(a, "tcg,tb-size=%d", QEMU_TCG_TB_MIB);
 	qemu_add(a, "-cpu");
 	qemu_add(a, qemu_cpu_model(cfg->accel, cfg->cpu));
 	qemu_add(a, "-m");

@@ -159,6 +159,13 @@ struct qemu_config {
 };
 
 #define QEMU_SHARES_MAX	     16
+/*
+ * MiB of TCG's translation buffer (QEMU's tb-size; its default is 1 GiB,
+ * and a Node.js agent's JIT code makes QEMU fill most of it: 880 MiB of
+ * an idle Claude Code guest's 1.4 GiB RSS).  Full: QEMU flushes it and
+ * translates again.
+ */
+#define QEMU_TCG_TB_MIB	     256
 /* Seconds between the guest's balloon statistics (ksbctl status). */
 #define QEMU_BALLOON_STATS_S 10
 

@@ -79,7 +79,7 @@ test_argv(void)
 		return;
 	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0, "argv[0] is the binary");
 	CHECK(strcmp(argv[1], "-nodefaults") == 0, "-nodefaults first");
-	CHECK(has_pair(argv, "-accel", "tcg"), "-accel tcg");
+	CHECK(has_pair(argv, "-accel", "tcg,tb-size=256"), "-accel tcg, a 256 MiB translation buffer");
 	CHECK(has_pair(argv, "-machine", "q35"), "-machine q35");
 	CHECK(has_pair(argv, "-m", "512") && has_pair(argv, "-smp", "1"), "-m 512 -smp 1");
 	CHECK(has_pair(argv, "-display", "none"), "-display none");
@@ -218,7 +218,7 @@ test_argv_cpu(void)
 	size_t i;
 
 	base_config(&c);
-	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "tcg") &&
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "tcg,tb-size=256") &&
 	    has_pair(argv, "-cpu", QEMU_TCG_CPU), "tcg, cpu unset: -cpu " QEMU_TCG_CPU);
 	qemu_argv_free(argv);
 	base_config(&c);
