@@ -4,8 +4,8 @@
 # Claude Code in its TUI (interactive mode, the pinned version of
 # contrib/fetch-agents.sh) against tests/e2e/fakeapi.py, KSB_BENCH_MEMORY
 # MiB each (default 2048); each gets a first turn (its TUI starts in it),
-# and once it has gone idle (its pane quiet for 10 s: waiting for the next
-# prompt) and settled for KSB_BENCH_SETTLE s (default 30) a row is printed:
+# and once it waits for the next prompt (done, or its pane quiet for 10 s)
+# and has settled for KSB_BENCH_SETTLE s (default 30) a row is printed:
 #   n         guests running
 #   rss       the newest guest's QEMU RSS (MiB, /proc/<pid>/status)
 #   held      what that guest's balloon says it holds (MiB: total - free;
@@ -56,7 +56,8 @@ m = json.load(sys.stdin).get("memory", {})
 h = m.get("guest_held_bytes", -1)
 print(h // 1048576 if h >= 0 else "-")'
 }
-idle() { grep -qx 'agent_state=idle' "$I/$1/state" 2>/dev/null; }
+# Waiting for a prompt: done (the Stop hook said so) or idle (pane quiet).
+idle() { grep -Eqx 'agent_state=(done|idle)' "$I/$1/state" 2>/dev/null; }
 
 boot() {	# ID
 	timeout 300 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
