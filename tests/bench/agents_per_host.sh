@@ -17,7 +17,7 @@
 #   boot-s    ksb-run --detach until the first turn ended
 #   first/turn  a prompt to guest 1 (one tool call that commits, as in
 #             tests/bench/agents.sh): s to the fake API's first request of
-#             the turn, s to the turn's end (ksbctl prompt --wait)
+#             the turn, s to its end (done in agent.events)
 # The goal (issue 19) is 16 idle 2 GiB guests on a 24 GiB host with no
 # swapping and guest 1's turn at most 2x its time with one guest.  Stops
 # early when a guest does not go idle in 600 s, MemAvailable falls under
@@ -41,6 +41,16 @@ ksb_env
 ksb_fakeapi
 ksb_gateway
 ksb_host_repo
+# Detached guests outlive a killed ksb-run's caller: stop them first.
+stop_all() {
+	local d
+	for d in "$T"/state/instances/a*; do
+		[ -d "$d" ] && timeout 60 "$KSB_BUILDDIR/ksbctl/ksbctl" \
+			-f "$T/ksb.conf" stop "${d##*/}" > /dev/null 2>&1
+	done
+	return 0
+}
+trap 'rc=$?; stop_all; (exit $rc); ksb_cleanup' EXIT
 export KSBT_ANTHROPIC_KEY="sk-ant-api03-bench-$(openssl rand -hex 16)"
 I=$T/state/instances
 hz=$(getconf CLK_TCK)
@@ -69,13 +79,19 @@ boot() {	# ID
 	KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/$1/state")"
 }
 
-turn() {	# N: a turn to a1; prints "first-s turn-s"
-	local t0 t1 first
+turn() {	# K: a turn to a1; prints "first-s turn-s"
+	local t0 t1 first n
 	t0=$(now)
-	timeout 900 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" prompt a1 "RUN: cd ~/work && echo $1 > f$1.txt && git add f$1.txt &&
-git commit -qm a1-turn$1 && echo done-a1-turn$1" --wait > "$T/turn.$1" 2>&1 || true
+	# Delivered, then its end in agent.events (a "blocked" report while
+	# the pane is busy is not the end).
+	timeout 900 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" prompt a1 \
+		"RUN: cd ~/work && echo $1 > f$1.txt && git add f$1.txt &&
+git commit -qm a1-turn$1 && echo done-a1-turn$1" > "$T/turn.$1" 2>&1 || true
+	n=$(sed -n 's/^turn \([0-9]*\).*/\1/p' "$T/turn.$1" | head -1)
+	[ -n "$n" ] || { echo "- no-turn"; return; }
+	ksb_until 900 grep -Eq "^[0-9]+ $n (done|failed|exited)( |\$)" \
+		"$I/a1/agent.events" || { echo "- no-end"; return; }
 	t1=$(now)
-	grep -q ended "$T/turn.$1" || { echo "- no-end"; return; }
 	first=$(ksb_api_turn "a1-turn$1" | sed -n 's/.* first=\([^ ]*\) .*/\1/p')
 	[ -n "$first" ] && [ "$first" != - ] || first=$t1
 	echo "$(echo "$first - $t0" | bc) $(echo "$t1 - $t0" | bc)"
@@ -112,4 +128,3 @@ for n in $(seq 1 "$N"); do
 		{ echo "stopping: host memory is short"; break; }
 done
 ksb_say "load: $(uptime)"
-for i in $(seq 1 "$N"); do [ -d "$I/a$i" ] && ctl stop "a$i" > /dev/null 2>&1 || true; done
