@@ -336,11 +336,6 @@ qemu_check_machine(const struct qemu_config *cfg, char **cause)
 		    cause, "invalid CPU model `%s': %s", cfg->cpu, why);
 	if (cfg->kernel == NULL || cfg->initrd == NULL)
 		return cause_set(cause, "kernel and initrd are required");
-	if (cfg->bios != NULL &&
-	    (cfg->bios[0] != '/' || strchr(cfg->bios, ',') != NULL))
-		return cause_set(cause,
-		    "firmware `%s' is not an absolute path without commas",
-		    cfg->bios);
 	if (cfg->id == NULL || !util_valid_id(cfg->id))
 		return cause_set(
 		    cause, "invalid instance ID `%s'", cfg->id ? cfg->id : "");
@@ -466,10 +461,6 @@ qemu_add_machine(
 	qemu_add(a, "-no-user-config");
 	qemu_add(a, "-display");
 	qemu_add(a, "none");
-	if (cfg->bios != NULL) {
-		qemu_add(a, "-bios");
-		qemu_add(a, cfg->bios);
-	}
 	qemu_add(a, "-machine");
 	qemu_add(a, cfg->machine);
 	qemu_add(a, "-accel");
@@ -790,12 +781,4 @@ qemu_kvm_usable_cached(const char *cache_dir, const char **why)
 	}
 	free(path);
 	return ok;
-}
-
-const char *
-qemu_fast_firmware(enum qemu_accel accel)
-{
-	if (accel == QEMU_ACCEL_TCG && access(QEMU_QBOOT, R_OK) == 0)
-		return QEMU_QBOOT;
-	return NULL;
 }

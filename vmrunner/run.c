@@ -2357,7 +2357,6 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.memory_mib = r->memory_mib;
 	qc.cpus = r->cpus;
 	qc.cpu = config_get(r->cfg, "cpu");
-	qc.bios = qemu_fast_firmware(r->accel);
 	qc.ca_path = r->ca_path;
 	qc.kernel = r->kernel;
 	qc.initrd = r->initrd;

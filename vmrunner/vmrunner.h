@@ -135,7 +135,6 @@ struct qemu_config {
 	unsigned memory_mib; /* 64 .. 1048576 */
 	unsigned cpus;	     /* 1 .. 256 */
 	const char *cpu;     /* NULL or "auto" (qemu_cpu_model), or a model */
-	const char *bios;    /* NULL (QEMU's default) or -bios FILE */
 	const char *kernel;
 	const char *initrd;
 	const char *id;	 /* instance ID (util_valid_id) */
@@ -233,13 +232,6 @@ int qemu_kvm_usable(const char **why);
  * written only costs the probe.
  */
 int qemu_kvm_usable_cached(const char *cache_dir, const char **why);
-/*
- * qemu_fast_firmware: the firmware for -bios under accel: qboot
- * (QEMU_QBOOT, Debian's qemu-system-data) under TCG when it is readable,
- * else NULL (QEMU's default SeaBIOS; KVM keeps it).
- */
-#define QEMU_QBOOT "/usr/share/qemu/qboot.rom"
-const char *qemu_fast_firmware(enum qemu_accel accel);
 
 /* ---- config.c --------------------------------------------------------------
  * ksb-run's settings and where each came from: built-in defaults, then the

@@ -101,8 +101,7 @@ test_argv(void)
 	CHECK(strstr(value_of(argv, "-append"),
 	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init ") != NULL,
 	    "cmdline skips the kprobe trace set-up and the KDF self-test");
-	CHECK(value_of(argv, "-bios") == NULL || *value_of(argv, "-bios") == '\0',
-	    "no -bios unless given");
+	CHECK(*value_of(argv, "-bios") == '\0', "QEMU's own firmware (no -bios)");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
 	    "cmdline share");
 	CHECK(has_pair(argv, "-virtfs", "local,path=/var/lib/ksb/instances/x/mirror.git,"
@@ -319,34 +318,10 @@ test_boottime(void)
 	CHECK(boottime_cpu_ms(-5) == -1, "no such process: -1");
 }
 
-/* -bios: qboot under TCG when installed, never under KVM. */
-static void
-test_argv_bios(void)
-{
-	struct qemu_config c;
-	char **argv = NULL, *cause = NULL;
-
-	base_config(&c);
-	c.bios = QEMU_QBOOT;
-	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-bios", QEMU_QBOOT),
-	    "-bios FILE");
-	qemu_argv_free(argv);
-	argv = NULL;
-	c.bios = "rel/qboot.rom";
-	CHECK(qemu_argv(&c, &argv, &cause) == -1 && strstr(cause, "firmware") != NULL,
-	    "a relative firmware path refused");
-	free(cause);
-	CHECK(qemu_fast_firmware(QEMU_ACCEL_KVM) == NULL, "KVM keeps QEMU's firmware");
-	CHECK(qemu_fast_firmware(QEMU_ACCEL_TCG) == NULL ||
-	    strcmp(qemu_fast_firmware(QEMU_ACCEL_TCG), QEMU_QBOOT) == 0,
-	    "TCG: qboot or the default");
-}
-
 int
 main(void)
 {
 	log_init("test_qemu_argv", 0);
-	test_argv_bios();
 	test_boottime();
 	test_argv();
 	test_argv_errors();
