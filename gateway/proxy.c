@@ -885,9 +885,13 @@ conn_committed(int ok, void *arg)
 		conn_deny_tunnel(c, REASON_AUDIT_UNAVAILABLE);
 		return;
 	}
-	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-	log_info("allow %s %s:%u -> %s", c->inst->id, esc, c->port,
-	    c->upstream_addr);
+	/* The audit row is the record: a line per tunnel only with -v (a
+	 * write(2) per tunnel, and thousands of log lines a second). */
+	if (log_verbose()) {
+		log_escape(esc, sizeof(esc), c->host, strlen(c->host));
+		log_debug("allow %s %s:%u -> %s", c->inst->id, esc, c->port,
+		    c->upstream_addr);
+	}
 	if (!c->host_is_ip && term_wanted(c->gw, c->inst, c->host, c->port)) {
 		conn_term_start(c);
 		return;

@@ -111,13 +111,30 @@ struct boot {
 static int ctl_fd = -1;
 static int kmsg_fd = -1;
 
-/* A stage marker in the kernel log (dmesg timestamps it), debug level. */
+/* The start-up stages so far, sent as STAGE lines before READY. */
+#define STAGES_MAX 24
+static struct {
+	const char *name; /* a string literal */
+	long ms;	  /* CLOCK_BOOTTIME */
+} stages[STAGES_MAX];
+static int nstages;
+
+/*
+ * A stage marker in the kernel log (dmesg timestamps it), debug level,
+ * and in stages[] (what: a literal of [a-z0-9 -], GUESTCTL_STAGE_NAME
+ * bytes at most).
+ */
 static void
 stage(const char *what)
 {
+	struct timespec ts;
 	char buf[128];
 	int n;
 
+	if (nstages < STAGES_MAX && clock_gettime(CLOCK_BOOTTIME, &ts) == 0) {
+		stages[nstages].name = what;
+		stages[nstages++].ms = ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	}
 	if (kmsg_fd == -1)
 		return;
 	n = snprintf(buf, sizeof(buf), "<7>ksb-guest-init: %s\n", what);
@@ -355,13 +372,17 @@ write_file(const char *path, const char *content, mode_t mode)
 	close(fd);
 }
 
+/*
+ * The modules of /modules.list before its GUESTCTL_MODULES_DISK line
+ * (disk 0), or after it (disk 1: a guest with an instance disk).
+ */
 static void
-load_modules(void)
+load_modules(int disk)
 {
 	char line[512];
 	FILE *f;
 	size_t len;
-	int fd, flags;
+	int fd, flags, in_disk = 0;
 
 	if ((f = fopen("/modules.list", "re")) == NULL)
 		fail("/modules.list: %s", strerror(errno));
@@ -369,7 +390,9 @@ load_modules(void)
 		len = strlen(line);
 		if (len > 0 && line[len - 1] == '\n')
 			line[--len] = '\0';
-		if (len == 0 || line[0] != '/')
+		if (strcmp(line, GUESTCTL_MODULES_DISK) == 0)
+			in_disk = 1;
+		if (len == 0 || line[0] != '/' || in_disk != disk)
 			continue;
 		if ((fd = open(line, O_RDONLY | O_CLOEXEC)) == -1) {
 			say("%s: %s", line, strerror(errno));
@@ -707,6 +730,8 @@ setup_storage(const struct boot *b)
 	int i;
 
 	if (b->disk) {
+		load_modules(1);
+		stage("disk modules loaded");
 		for (i = 0; i < 500 && access(DISK_DEV, F_OK) != 0; i++)
 			sleep_ms(10);
 		if (access(DISK_DEV, F_OK) != 0)
@@ -2607,6 +2632,22 @@ start_extras(struct boot *b)
 		workspace_warn("forward channel: not started");
 }
 
+/* The stages so far as STAGE lines (proto/guestctl.h), "ready" last. */
+static void
+stages_send(void)
+{
+	char line[GUESTCTL_STAGE_NAME + 32];
+	int i, n;
+
+	stage("ready");
+	for (i = 0; i < nstages; i++) {
+		n = snprintf(line, sizeof(line), "STAGE %ld %s\n", stages[i].ms,
+		    stages[i].name);
+		if (n > 0 && (size_t)n < sizeof(line))
+			ctl_write(line, (size_t)n);
+	}
+}
+
 /*
  * READY, then the command as init's child (or the agent in tmux),
  * supervised until it exits; powers off with its exit status.
@@ -2625,6 +2666,7 @@ static void __attribute__((noreturn)) run_command(struct boot *b)
 		fail("signalfd: %s", strerror(errno));
 
 	start_extras(b);
+	stages_send();
 	ctl_write("READY\n", 6);
 	if (b->agent)
 		poweroff(agent_supervise(b, sfd, pwr, npwr), 0);
@@ -2668,9 +2710,10 @@ main(int argc, char **argv)
 	umask(022);
 	early_mounts();
 
-	load_modules();
+	load_modules(0);
 	stage("modules loaded");
 	open_control_port();
+	stage("control port open");
 	parse_cmdline(&b);
 	install_extra_ca();
 	read_home(&b);
@@ -2678,6 +2721,7 @@ main(int argc, char **argv)
 
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
+	stage("usr mounted");
 	write_etc(&b);
 	setup_storage(&b);
 	install_home(&b);
@@ -2689,9 +2733,11 @@ main(int argc, char **argv)
 			"trans=virtio,version=9p2000.L,msize=512000,"
 			"cache=loose" :
 			"trans=virtio,version=9p2000.L,msize=512000");
-	stage("9p mounted");
+	stage("shares mounted");
 	setup_network(&b);
+	stage("network up");
 	read_header(&b);
+	stage("header read");
 	setup_workspace(&b);
 	stage("starting the command");
 	run_command(&b);

@@ -68,6 +68,14 @@ struct sqlite3 *audit_db_open(void);
 int reload_main(int argc, char **argv);
 int policy_main(int argc, char **argv);
 int status_main(int argc, char **argv);
+/* memory.c: a running instance's memory for status: {qemu_rss_kib,
+ * guest_total_bytes, guest_free_bytes, guest_available_bytes,
+ * guest_cache_bytes, guest_held_bytes (total - free)}, -1 each where
+ * unknown (the guest's figures are what it claims); and its text lines. */
+struct instance_state;
+struct json_object *memory_status_json(
+    const char *dir, const struct instance_state *st);
+void memory_status_text(FILE *f, struct json_object *m);
 int stop_main(int argc, char **argv);
 /*
  * stop_qmp: one QMP command (after the greeting and qmp_capabilities) on

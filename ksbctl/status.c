@@ -433,6 +433,7 @@ status_instance_json(
 	out_add(o, "exit_status", out_int(st->exit_status));
 	if (strcmp(state, "running") == 0)
 		status_live_json(o, dir);
+		out_add(o, "memory", memory_status_json(dir, st));
 	if (st->agent)
 		out_add(o, "agent", status_agent_json(st, dir));
 	out_add(o, "denials", status_denials(id));
@@ -485,6 +486,8 @@ status_instance_text(FILE *f, struct json_object *o)
 	fprintf(f, "pids:      ksb-run %lld, qemu %lld\n",
 	    (long long)out_get_int(o, "pid"),
 	    (long long)out_get_int(o, "qemu_pid"));
+	if (out_get(o, "memory") != NULL)
+		memory_status_text(f, out_get(o, "memory"));
 	if (out_get_int(o, "exit_status") >= 0)
 		fprintf(f, "last exit: %lld\n",
 		    (long long)out_get_int(o, "exit_status"));

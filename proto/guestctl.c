@@ -148,6 +148,33 @@ cleanup:
 	return ret;
 }
 
+/* STAGE's "<ms> <name>" (proto/guestctl.h). */
+static enum guestctl_msg
+guestctl_parse_stage(
+    const char *s, size_t len, int *ms, const char **name, size_t *namelen)
+{
+	const char *sp = memchr(s, ' ', len);
+	unsigned long v;
+	size_t i, n;
+
+	if (sp == NULL ||
+	    guestctl_parse_uint(
+		s, (size_t)(sp - s), GUESTCTL_STAGE_MAX_MS, &v) != 0)
+		return GUESTCTL_BAD;
+	n = len - (size_t)(sp + 1 - s);
+	if (n == 0 || n > GUESTCTL_STAGE_NAME)
+		return GUESTCTL_BAD;
+	for (i = 0; i < n; i++)
+		if (!((sp[1 + i] >= 'a' && sp[1 + i] <= 'z') ||
+			(sp[1 + i] >= '0' && sp[1 + i] <= '9') ||
+			sp[1 + i] == ' ' || sp[1 + i] == '-'))
+			return GUESTCTL_BAD;
+	*ms = (int)v;
+	*name = sp + 1;
+	*namelen = n;
+	return GUESTCTL_STAGE;
+}
+
 enum guestctl_msg
 guestctl_parse_guest(const char *line, size_t len, int *status,
     const char **text, size_t *textlen)
@@ -169,6 +196,9 @@ guestctl_parse_guest(const char *line, size_t len, int *status,
 		*textlen = len - 4;
 		return GUESTCTL_ERR;
 	}
+	if (len > 6 && memcmp(line, "STAGE ", 6) == 0)
+		return guestctl_parse_stage(
+		    line + 6, len - 6, status, text, textlen);
 	return GUESTCTL_BAD;
 }
 

@@ -22,6 +22,12 @@
  *                           The ACPI power button (QMP system_powerdown)
  *                           does the same.
  *   guest -> host:
+ *     STAGE <ms> <name>\n   before READY, one per start-up stage: the
+ *                           guest's CLOCK_BOOTTIME in ms (<= 86400000)
+ *                           when the stage ended; name 1..GUESTCTL_STAGE_NAME
+ *                           bytes of [a-z0-9 -] ("started", "modules
+ *                           loaded", ...): informational only, for the
+ *                           start-time breakdown of ksb-run -v
  *     READY\n               init is about to exec the command
  *     STOPPING\n            a graceful stop (STOP or power button) began
  *     ERR <text>\n          a setup failure, text is informational only
@@ -50,6 +56,14 @@
 #define GUESTCTL_ARGC_MAX      4096
 #define GUESTCTL_LINE_MAX      256 /* bytes of one line, '\n' included */
 #define GUESTCTL_STOP_GRACE_MS 5000
+#define GUESTCTL_STAGE_NAME    40 /* bytes of a STAGE line's name */
+/*
+ * The initramfs's /modules.list: one absolute path a line, in load order;
+ * the modules after this line only for a guest with ksb.disk=1.
+ */
+#define GUESTCTL_MODULES_DISK  "#disk"
+
+#define GUESTCTL_STAGE_MAX_MS 86400000
 
 /*
  * Secrets travel host -> guest as one fw_cfg file, GUESTCTL_SECRETS_FWCFG,
@@ -158,6 +172,7 @@ enum guestctl_msg {
 	GUESTCTL_TOUT,	 /* turn, n: fd (1, 2), text */
 	GUESTCTL_SCREEN, /* n: id; text (none: the host's request) */
 	GUESTCTL_SCREND, /* n: id, status: GUESTCTL_SCREEN_* */
+	GUESTCTL_STAGE,	 /* *status: ms; *text, *textlen: the name */
 };
 /*
  * guestctl_parse_guest: one guest line line[0..len), '\n' excluded.

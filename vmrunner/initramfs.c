@@ -15,20 +15,27 @@
 #include "vmrunner/vmrunner.h"
 
 /* Bump when the archive layout changes: it is part of the cache key. */
-#define INITRAMFS_FORMAT "ksb-initramfs-4"
+#define INITRAMFS_FORMAT "ksb-initramfs-6"
 
+/*
+ * Load order; the instance disk's modules last, after the
+ * GUESTCTL_MODULES_DISK line of /modules.list: a guest without a disk
+ * never loads them (ext4, jbd2 and mbcache are a quarter of the module
+ * loading time under TCG).
+ */
 static const struct {
 	const char *name; /* module name, '-' and '_' equivalent */
-	int required;
+	int required, disk;
 } initramfs_wanted[] = {
-	{ "virtio_pci", 1 }, { "virtio_net", 1 }, { "virtio_console", 1 },
-	{ "9pnet_virtio", 1 }, { "9p", 1 }, { "virtio_rng", 0 },
-	{ "qemu_fw_cfg", 0 }, { "overlay", 0 },
-	{ "virtio_blk", 0 }, /* the instance disk */
-	{ "ext4", 0 },
-	{ "crc32c_generic", 0 }, /* ext4 metadata checksums (no modprobe) */
-	{ "button", 0 },	 /* ACPI power button: QMP system_powerdown */
-	{ "evdev", 0 },		 /* ... read by ksb-guest-init */
+	{ "virtio_pci", 1, 0 }, { "virtio_net", 1, 0 },
+	{ "virtio_console", 1, 0 }, { "9pnet_virtio", 1, 0 }, { "9p", 1, 0 },
+	{ "virtio_rng", 0, 0 }, { "qemu_fw_cfg", 0, 0 }, { "overlay", 0, 0 },
+	{ "virtio_balloon", 0, 0 }, /* free page reporting: memory back */
+	{ "button", 0, 0 },	/* ACPI power button: QMP system_powerdown */
+	{ "evdev", 0, 0 },	/* ... read by ksb-guest-init */
+	{ "virtio_blk", 0, 1 }, /* the instance disk */
+	{ "ext4", 0, 1 },	/* its file system */
+	{ "crc32c_generic", 0, 1 }, /* ext4 metadata checksums (no modprobe) */
 };
 
 struct initramfs_mod {
@@ -223,6 +230,12 @@ initramfs_modules(const char *modules_dir, char ***paths, char **cause)
 	out = xcalloc(1, sizeof(*out));
 	for (i = 0; i < sizeof(initramfs_wanted) / sizeof(initramfs_wanted[0]);
 	     i++) {
+		if (initramfs_wanted[i].disk &&
+		    (i == 0 || !initramfs_wanted[i - 1].disk)) {
+			out = xrealloc(out, (nout + 2) * sizeof(*out));
+			out[nout++] = xstrdup(GUESTCTL_MODULES_DISK);
+			out[nout] = NULL;
+		}
 		if ((m = initramfs_dep_find(&d, initramfs_wanted[i].name)) ==
 		    NULL) {
 			if (initramfs_builtin(
@@ -399,6 +412,12 @@ initramfs_pack_modules(struct initramfs_cpio *c, const char *modules_dir,
 	int ret = -1;
 
 	for (i = 0; mods[i] != NULL; i++) {
+		if (mods[i][0] == '#') { /* GUESTCTL_MODULES_DISK */
+			list = xrealloc(list, listlen + strlen(mods[i]) + 2);
+			listlen +=
+			    (size_t)sprintf(list + listlen, "%s\n", mods[i]);
+			continue;
+		}
 		xasprintf(&src, "%s/%s", modules_dir, mods[i]);
 		base =
 		    strrchr(mods[i], '/') ? strrchr(mods[i], '/') + 1 : mods[i];

@@ -425,6 +425,15 @@ qemu_check_shares(const struct qemu_config *cfg, char **cause)
 	return 0;
 }
 
+/*
+ * Boot-time work a ksb guest never needs, skipped with the kernel's
+ * initcall_blacklist= (init/main.c): the kprobe trace events' set-up
+ * (walks every kernel symbol) and the SP800-108 KDF self-test (crypto/
+ * kdf_sp800108.c, run whatever cryptomgr.notests says); about 60 ms of a
+ * TCG guest's kernel start.
+ */
+#define QEMU_INITCALL_SKIP "init_kprobe_trace,crypto_kdf108_init"
+
 /* The kernel command line (ksb.* for ksb-guest-init), malloc'd, or NULL. */
 static char *
 qemu_cmdline(const struct qemu_config *cfg, char **cause)
@@ -435,8 +444,9 @@ qemu_cmdline(const struct qemu_config *cfg, char **cause)
 	inet_ntop(AF_INET, &cfg->addr, ip, sizeof(ip));
 	inet_ntop(AF_INET, &cfg->gw, gw, sizeof(gw));
 	xasprintf(&append,
-	    "console=ttyS0 quiet loglevel=1 panic=-1 "
-	    "cryptomgr.notests ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
+	    "console=ttyS0 quiet loglevel=1 panic=-1 cryptomgr.notests "
+	    "initcall_blacklist=" QEMU_INITCALL_SKIP " "
+	    "ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
 	    cfg->id, ip, cfg->prefix, gw, (unsigned)cfg->port);
 	if (cfg->disk != NULL) {
 		xasprintf(&tmp, "%s ksb.disk=1", append);
@@ -479,7 +489,10 @@ qemu_add_machine(
 	qemu_add(a, "-machine");
 	qemu_add(a, cfg->machine);
 	qemu_add(a, "-accel");
-	qemu_add(a, cfg->accel == QEMU_ACCEL_KVM ? "kvm" : "tcg");
+	if (cfg->accel == QEMU_ACCEL_KVM)
+		qemu_add(a, "kvm");
+	else /* TCG's translated code: 1 GiB by default, most of it held */
+		qemu_addf(a, "tcg,tb-size=%d", QEMU_TCG_TB_MIB);
 	qemu_add(a, "-cpu");
 	qemu_add(a, qemu_cpu_model(cfg->accel, cfg->cpu));
 	qemu_add(a, "-m");
@@ -573,6 +586,16 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	}
 	qemu_add(a, "-device");
 	qemu_add(a, "virtio-rng-pci");
+	/*
+	 * Free page reporting: the guest hands pages it freed back (QEMU
+	 * discards them), so an idle guest's RSS follows what it holds;
+	 * its statistics feed ksbctl status (ksbctl/memory.c).
+	 */
+	qemu_add(a, "-device");
+	qemu_addf(a,
+	    "virtio-balloon-pci,id=balloon0,free-page-reporting=on,"
+	    "guest-stats-polling-interval=%d",
+	    QEMU_BALLOON_STATS_S);
 	qemu_add(a, "-device");
 	qemu_add(a, "virtio-serial-pci,id=vs0");
 	qemu_add(a, "-chardev");
@@ -735,4 +758,60 @@ qemu_kvm_usable(const char **why)
 	}
 	close(fd);
 	return ret;
+}
+
+int
+qemu_kvm_usable_cached(const char *cache_dir, const char **why)
+{
+	char boot[64] = "", line[128], *path = NULL, *tmp = NULL;
+	ssize_t n;
+	int fd, ok, ok_write;
+
+	if ((fd = open("/proc/sys/kernel/random/boot_id",
+		 O_RDONLY | O_CLOEXEC)) != -1) {
+		n = read(fd, boot, sizeof(boot) - 1);
+		boot[n > 0 ? n : 0] = '\0';
+		boot[strcspn(boot, "\n ")] = '\0';
+		close(fd);
+	}
+	if ((fd = open("/dev/kvm", O_RDWR | O_CLOEXEC)) == -1 ||
+	    strlen(boot) < 16) {
+		if (fd != -1)
+			close(fd);
+		return qemu_kvm_usable(why); /* nothing worth caching */
+	}
+	close(fd);
+	xasprintf(&path, "%s/kvm-probe", cache_dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		n = read(fd, line, sizeof(line) - 1);
+		close(fd);
+		line[n > 0 ? n : 0] = '\0';
+		if (strncmp(line, boot, strlen(boot)) == 0 &&
+		    (strcmp(line + strlen(boot), " 1\n") == 0 ||
+			strcmp(line + strlen(boot), " 0\n") == 0)) {
+			ok = line[strlen(boot) + 1] == '1';
+			if (!ok)
+				*why = "/dev/kvm failed the probe since this "
+				       "host booted (kvm-probe in the cache)";
+			free(path);
+			return ok;
+		}
+	}
+	ok = qemu_kvm_usable(why);
+	/* A VM that could not be created may work later: not cached. */
+	if (ok || strstr(*why, "probe") != NULL ||
+	    strstr(*why, "real-mode") != NULL) {
+		xasprintf(&tmp, "%s.%ld", path, (long)getpid());
+		n = snprintf(line, sizeof(line), "%s %d\n", boot, ok);
+		if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
+			 0644)) != -1) {
+			ok_write = write(fd, line, (size_t)n) == n;
+			if (close(fd) != 0 || !ok_write ||
+			    rename(tmp, path) != 0)
+				unlink(tmp);
+		}
+		free(tmp);
+	}
+	free(path);
+	return ok;
 }

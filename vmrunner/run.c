@@ -87,6 +87,7 @@ struct run {
 	struct run_flag *flags; /* settings flags: run_settings' top layer */
 	size_t nflags;
 	int64_t t_start;
+	struct boottime bt;    /* ksb-run -v: the start-time breakdown */
 	const char *state_dir; /* --state-dir, else ksb.conf */
 
 	/* state */
@@ -139,7 +140,8 @@ run_help(void)
 	    "  -d, --detach         run in the background under ksb-run; print "
 	    "the ID\n"
 	    "  -v                   verbose: the QEMU command line, the "
-	    "initramfs\n"
+	    "initramfs,\n"
+	    "                       the start-time breakdown\n"
 	    "  --name id            a named instance: kept after stop, resumed "
 	    "by name\n"
 	    "  --profile name       the gateway allowlist profile (default: "
@@ -1035,6 +1037,7 @@ struct guestin {
 	int skipping;	  /* discarding the rest of an overlong line */
 	int exit_status;  /* -1 until EXIT */
 	int64_t ready_ms; /* 0 until READY */
+	struct boottime *bt; /* STAGE lines go here */
 };
 
 /* Feed bytes from the guest; returns 1 when EXIT has just been seen. */
@@ -1075,6 +1078,9 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 				break;
 			case GUESTCTL_STOPPING:
 				log_debug("guest: stopping");
+				break;
+			case GUESTCTL_STAGE:
+				boottime_stage(g->bt, status, text, tlen);
 				break;
 			case GUESTCTL_ERR:
 				/* The first 20; a flood must not fill the log. */
@@ -1302,6 +1308,26 @@ sup_guest_budget(struct sup *s, size_t n, int64_t now)
 	}
 }
 
+/* ksb-run -v: the start-time breakdown (vmrunner/boottime.c). */
+static void
+run_boottime_log(struct run *r, int64_t t_qemu, int64_t t_ready)
+{
+	char row[128];
+	int i;
+
+	r->bt.t_start = r->t_start;
+	r->bt.t_qemu = t_qemu;
+	r->bt.t_ready = t_ready;
+	r->bt.qemu_cpu_ms = boottime_cpu_ms(r->qemu_pid);
+	if (!log_verbose())
+		return;
+	log_debug("instance %s: start time (guest stages as it reports "
+		  "them%s):",
+	    r->id, r->bt.dropped ? ", some dropped" : "");
+	for (i = 0; boottime_row(&r->bt, i, row, sizeof(row)) == 0; i++)
+		log_debug("  %s", row);
+}
+
 /* READY: the command started; --detach returns (unless an agent runs). */
 static void
 sup_guest_ready(struct sup *s)
@@ -1314,6 +1340,7 @@ sup_guest_ready(struct sup *s)
 		 "(%.2f s after QEMU start)",
 	    r->id, (double)(s->g.ready_ms - r->t_start) / 1000.0,
 	    (double)(s->g.ready_ms - s->t0) / 1000.0);
+	run_boottime_log(r, s->t0, s->g.ready_ms);
 	if (r->ready_fd != -1 && r->agent == NULL) {
 		run_write_all(r->ready_fd, "ok\n", 3);
 		close(r->ready_fd);
@@ -1875,6 +1902,7 @@ run_supervise(struct run *r, char **qargv)
 	s.g.exit_status = -1;
 	s.g.agent = r->agent;
 	s.g.rd = r->redact;
+	s.g.bt = &r->bt;
 	s.ctl_open = s.gw_open = s.con_open = 1;
 	s.in_open = !r->detach;
 	if (sup_start(&s, qargv) != 0)
@@ -2340,8 +2368,10 @@ run_preflight(struct run *r)
 		log_warnx("%s", cause);
 		goto cleanup;
 	}
-	kvm =
-	    strcmp(r->accel_opt, "tcg") != 0 && qemu_kvm_usable(&r->accel_why);
+	xasprintf(&cache, "%s/cache", r->state_dir);
+	(void)util_mkdirs(cache, 0700); /* else initramfs_cached says why */
+	kvm = strcmp(r->accel_opt, "tcg") != 0 &&
+	    qemu_kvm_usable_cached(cache, &r->accel_why);
 	if (strcmp(r->accel_opt, "kvm") == 0 && !kvm) {
 		log_warnx("accel kvm (%s): %s", config_origin(r->cfg, "accel"),
 		    r->accel_why);
@@ -2349,7 +2379,6 @@ run_preflight(struct run *r)
 	}
 	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
 	run_cpu_warn(r, r->accel);
-	xasprintf(&cache, "%s/cache", r->state_dir);
 	run_find_clone(r);
 	if (run_initramfs(r, cache, &cause) != 0) {
 		log_warnx("initramfs: %s", cause);
@@ -2441,6 +2470,7 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	 * and the secrets' memfd take in. */
 	if ((ret = run_lease(r)) != 0)
 		goto cleanup;
+	r->bt.t_lease = util_mono_ms();
 	ret = 125;
 	if (run_creds(r, &cause) != 0)
 		goto fail;
@@ -2780,6 +2810,7 @@ main(int argc, char **argv)
 		goto out;
 	if ((ret = run_preflight(&r)) != 0)
 		goto out;
+	r.bt.t_preflight = util_mono_ms();
 	if (r.detach)
 		run_detach(&r);
 	if ((ret = run_block_signals(&r)) != 0 ||

@@ -29,8 +29,9 @@
  * initramfs_modules: resolve the modules ksb guests need from
  * <modules_dir>/modules.dep (and modules.builtin), dependencies first.
  * *paths receives a NULL-terminated vector of paths relative to
- * modules_dir (caller frees with util_strv_free).  Built-in modules
- * are left out; a missing optional module is skipped, a missing required
+ * modules_dir (caller frees with util_strv_free), with the line
+ * GUESTCTL_MODULES_DISK before the instance disk's own modules (those a
+ * guest without a disk does not load).  Built-in modules are left out; a missing optional module is skipped, a missing required
  * one is an error.  0 or -1 and *cause.
  */
 int initramfs_modules(const char *modules_dir, char ***paths, char **cause);
@@ -159,7 +160,16 @@ struct qemu_config {
 	size_t nshares;
 };
 
-#define QEMU_SHARES_MAX 16
+#define QEMU_SHARES_MAX	     16
+/*
+ * MiB of TCG's translation buffer (QEMU's tb-size; its default is 1 GiB,
+ * and a Node.js agent's JIT code makes QEMU fill most of it: 880 MiB of
+ * an idle Claude Code guest's 1.4 GiB RSS).  Full: QEMU flushes it and
+ * translates again.
+ */
+#define QEMU_TCG_TB_MIB	     256
+/* Seconds between the guest's balloon statistics (ksbctl status). */
+#define QEMU_BALLOON_STATS_S 10
 
 /*
  * qemu_argv: build the argv (NULL-terminated, malloc'd; free with
@@ -218,6 +228,15 @@ int qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text);
  * reason in *why ("no /dev/kvm", ...).
  */
 int qemu_kvm_usable(const char **why);
+/*
+ * qemu_kvm_usable_cached: qemu_kvm_usable, its probe's verdict kept in
+ * <cache_dir>/kvm-probe ("<boot_id> <0|1>\n", boot_id from
+ * /proc/sys/kernel/random/boot_id) so the 0.3 s probe of a slow /dev/kvm
+ * runs once per host boot; no /dev/kvm or one that cannot create a VM is
+ * never cached.  cache_dir must exist; a cache that cannot be read or
+ * written only costs the probe.
+ */
+int qemu_kvm_usable_cached(const char *cache_dir, const char **why);
 
 /* ---- config.c --------------------------------------------------------------
  * ksb-run's settings and where each came from: built-in defaults, then the
@@ -483,6 +502,46 @@ void preset_free(struct preset *p);
  * shell word, written to f. */
 void preset_toml_str(FILE *f, const char *s);
 void preset_sh_str(FILE *f, const char *s);
+
+/* ---- boottime.c ------------------------------------------------------------
+ * The start-time breakdown of ksb-run -v: host timestamps (util_mono_ms)
+ * and the guest's STAGE lines (proto/guestctl.h: its CLOCK_BOOTTIME in ms
+ * as it claims, so informational only).
+ */
+#define BOOTTIME_STAGES 24
+struct boottime {
+	int64_t t_start;     /* ksb-run started */
+	int64_t t_preflight; /* kernel found, KVM probed, initramfs ready */
+	int64_t t_lease;     /* instance prepared, lease held */
+	int64_t t_qemu;	     /* QEMU spawned */
+	int64_t t_ready;     /* READY received, 0 until then */
+	int64_t
+	    qemu_cpu_ms; /* QEMU's user + system CPU to READY, -1: unknown */
+	int nstages, dropped;
+	struct {
+		int ms; /* guest CLOCK_BOOTTIME at the stage's end */
+		char name[GUESTCTL_STAGE_NAME + 1];
+	} stage[BOOTTIME_STAGES];
+};
+/*
+ * boottime_stage: one STAGE line's fields (as guestctl_parse_guest gives
+ * them).  A stage before the last one in time, after READY or beyond
+ * BOOTTIME_STAGES is dropped (counted in dropped).
+ */
+void boottime_stage(
+    struct boottime *bt, int ms, const char *name, size_t namelen);
+/*
+ * boottime_row: row i (0, 1, ...) of the breakdown as text into buf
+ * (size >= 96), e.g. "kernel                    1.21 s"; 0 while rows
+ * remain, -1 after the last.  The guest's clock zero is placed at
+ * t_ready minus the guest's "ready" stage (else its last stage).
+ */
+int boottime_row(const struct boottime *bt, int i, char *buf, size_t size);
+/*
+ * boottime_cpu_ms: user + system CPU time of pid in ms (/proc/<pid>/stat
+ * fields 14 and 15, proc(5), in clock ticks), or -1.
+ */
+int64_t boottime_cpu_ms(pid_t pid);
 
 /* ---- agent.c ---------------------------------------------------------------
  * The host side of agent mode, inside the supervising ksb-run: the server

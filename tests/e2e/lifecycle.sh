@@ -63,6 +63,12 @@ ksb_check "--detach printed the ID" '[ "$id" = lc-named ]'
 ksb_check "list shows it running" 'ctl list | grep -Eq "^lc-named +running"'
 ksb_check "status by unique prefix" 'ctl status lc- | grep -q "state: *running"'
 ksb_check "status --json" 'ctl status --json lc-named | grep -q "\"state\":\"running\""'
+# The balloon's statistics come every 10 s (QEMU_BALLOON_STATS_S).
+balloon_stats() { ctl status --json lc-named | grep -Eq '"guest_held_bytes":[1-9]'; }
+ksb_until 30 balloon_stats || true
+ksb_check "status: QEMU's RSS and what the guest holds (virtio-balloon)" \
+	'ctl status --json lc-named | grep -Eq "\"qemu_rss_kib\":[1-9][0-9]*," &&
+	 balloon_stats && ctl status lc-named | grep -Eq "^memory: +QEMU RSS [0-9.]+ MiB"'
 qpid=$(sed -n 's/^qemu_pid=//p' "$I/lc-named/state")
 ksb_check "secret not in QEMU's argv" '! tr "\0" "\n" < /proc/$qpid/cmdline | grep -q "$SECRET"'
 ksb_check "secret not in QEMU's environment" '! tr "\0" "\n" < /proc/$qpid/environ | grep -q "$SECRET"'

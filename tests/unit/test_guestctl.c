@@ -67,6 +67,25 @@ test_guestctl(void)
 	CHECK(guestctl_parse_guest("READY\r", 6, &status, &text, &tlen) == GUESTCTL_BAD, "READY\\r");
 	CHECK(guestctl_parse_guest("ERR no eth0", 11, &status, &text, &tlen) == GUESTCTL_ERR &&
 	    tlen == 7 && memcmp(text, "no eth0", 7) == 0, "ERR text");
+	CHECK(guestctl_parse_guest("STAGE 812 modules loaded", 24, &status, &text, &tlen) ==
+	    GUESTCTL_STAGE && status == 812 && tlen == 14 &&
+	    memcmp(text, "modules loaded", 14) == 0, "STAGE ms name");
+	CHECK(guestctl_parse_guest("STAGE 86400000 x", 16, &status, &text, &tlen) ==
+	    GUESTCTL_STAGE && status == 86400000, "STAGE at the ms cap");
+	CHECK(guestctl_parse_guest("STAGE 86400001 x", 16, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "STAGE over the ms cap");
+	CHECK(guestctl_parse_guest("STAGE 5", 7, &status, &text, &tlen) == GUESTCTL_BAD,
+	    "STAGE without a name");
+	CHECK(guestctl_parse_guest("STAGE 5 ", 8, &status, &text, &tlen) == GUESTCTL_BAD,
+	    "STAGE with an empty name");
+	CHECK(guestctl_parse_guest("STAGE -5 x", 10, &status, &text, &tlen) == GUESTCTL_BAD,
+	    "STAGE negative");
+	CHECK(guestctl_parse_guest("STAGE 5 \033[2J", 12, &status, &text, &tlen) == GUESTCTL_BAD,
+	    "STAGE name with a terminal control");
+	CHECK(guestctl_parse_guest("STAGE 5 Up", 10, &status, &text, &tlen) == GUESTCTL_BAD,
+	    "STAGE name outside [a-z0-9 -]");
+	CHECK(guestctl_parse_guest("STAGE 5 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 49,
+	    &status, &text, &tlen) == GUESTCTL_BAD, "STAGE name over GUESTCTL_STAGE_NAME");
 }
 
 static void

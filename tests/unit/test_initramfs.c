@@ -18,7 +18,7 @@ test_modules(void)
 	FILE *f;
 	size_t i;
 	int pos_virtio = -1, pos_ring = -1, pos_pci = -1, pos_net = -1, pos_9p = -1,
-	    pos_netfs = -1, pos_fscache = -1;
+	    pos_netfs = -1, pos_fscache = -1, pos_mark = -1, pos_blk = -1;
 
 	if (mkdtemp(dir) == NULL) {
 		CHECK(0, "mkdtemp");
@@ -39,7 +39,8 @@ test_modules(void)
 	    "kernel/drivers/virtio/virtio_ring.ko\n"
 	    "kernel/drivers/net/virtio_net.ko: kernel/drivers/virtio/virtio.ko "
 	    "kernel/drivers/virtio/virtio_ring.ko\n"
-	    "kernel/drivers/char/hw_random/virtio-rng.ko: kernel/drivers/virtio/virtio.ko\n",
+	    "kernel/drivers/char/hw_random/virtio-rng.ko: kernel/drivers/virtio/virtio.ko\n"
+	    "kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio.ko\n",
 	    f);
 	fclose(f);
 	free(p);
@@ -59,8 +60,13 @@ test_modules(void)
 		if (strstr(mods[i], "/9p.ko")) pos_9p = (int)i;
 		if (strstr(mods[i], "/netfs.ko")) pos_netfs = (int)i;
 		if (strstr(mods[i], "/fscache.ko")) pos_fscache = (int)i;
+		if (strcmp(mods[i], GUESTCTL_MODULES_DISK) == 0) pos_mark = (int)i;
+		if (strstr(mods[i], "/virtio_blk.ko")) pos_blk = (int)i;
 	}
-	CHECK(mods != NULL && i == 10, "10 modules (console built in, optional missing skipped)");
+	CHECK(mods != NULL && i == 12,
+	    "10 modules, the disk mark, virtio_blk (console built in, optional missing skipped)");
+	CHECK(pos_mark == 10 && pos_blk == 11,
+	    "the disk's module after the mark, everything else before it");
 	CHECK(pos_ring >= 0 && pos_ring < pos_virtio && pos_virtio < pos_pci &&
 	    pos_virtio < pos_net, "virtio_ring < virtio < virtio_pci, virtio_net");
 	CHECK(pos_netfs >= 0 && pos_netfs < pos_fscache && pos_fscache < pos_9p,

@@ -79,7 +79,7 @@ test_argv(void)
 		return;
 	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0, "argv[0] is the binary");
 	CHECK(strcmp(argv[1], "-nodefaults") == 0, "-nodefaults first");
-	CHECK(has_pair(argv, "-accel", "tcg"), "-accel tcg");
+	CHECK(has_pair(argv, "-accel", "tcg,tb-size=256"), "-accel tcg, a 256 MiB translation buffer");
 	CHECK(has_pair(argv, "-machine", "q35"), "-machine q35");
 	CHECK(has_pair(argv, "-m", "512") && has_pair(argv, "-smp", "1"), "-m 512 -smp 1");
 	CHECK(has_pair(argv, "-display", "none"), "-display none");
@@ -98,6 +98,10 @@ test_argv(void)
 	CHECK(strstr(value_of(argv, "-append"), "ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 "
 	    "ksb.port=3128") != NULL, "cmdline carries the lease");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
+	CHECK(strstr(value_of(argv, "-append"),
+	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init ") != NULL,
+	    "cmdline skips the kprobe trace set-up and the KDF self-test");
+	CHECK(*value_of(argv, "-bios") == '\0', "QEMU's own firmware (no -bios)");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
 	    "cmdline share");
 	CHECK(has_pair(argv, "-virtfs", "local,path=/var/lib/ksb/instances/x/mirror.git,"
@@ -213,7 +217,7 @@ test_argv_cpu(void)
 	size_t i;
 
 	base_config(&c);
-	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "tcg") &&
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "tcg,tb-size=256") &&
 	    has_pair(argv, "-cpu", QEMU_TCG_CPU), "tcg, cpu unset: -cpu " QEMU_TCG_CPU);
 	qemu_argv_free(argv);
 	base_config(&c);
@@ -305,10 +309,61 @@ test_argv_live(void)
 	qemu_argv_free(argv);
 }
 
+/* vmrunner/boottime.c: the breakdown's rows from host times and stages. */
+static void
+test_boottime(void)
+{
+	struct boottime bt;
+	char row[128], all[2048] = "";
+	int i;
+
+	memset(&bt, 0, sizeof(bt));
+	bt.t_start = 1000;
+	bt.t_preflight = 1300;
+	bt.t_lease = 1310;
+	bt.t_qemu = 1320;
+	bt.qemu_cpu_ms = 1500;
+	boottime_stage(&bt, 900, "started", 7);
+	boottime_stage(&bt, 1100, "modules loaded", 14);
+	boottime_stage(&bt, 1050, "back in time", 12);
+	boottime_stage(&bt, 1200, "ready", 5);
+	CHECK(bt.nstages == 3 && bt.dropped == 1, "a stage earlier than the last is dropped");
+	CHECK(boottime_row(&bt, 0, row, sizeof(row)) == -1, "no rows before READY");
+	bt.t_ready = 2720; /* guest clock 0 at 1520: 0.20 s after QEMU start */
+	boottime_stage(&bt, 1300, "after ready", 11);
+	CHECK(bt.nstages == 3 && bt.dropped == 2, "a stage after READY is dropped");
+	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0; i++) {
+		strcat(all, row);
+		strcat(all, "\n");
+	}
+	CHECK(i == 10, "10 rows (4 host, firmware, kernel, 2 init, total, CPU): %d", i);
+	CHECK(strstr(all, "ksb-run before QEMU                      0.32 s") != NULL,
+	    "ksb-run before QEMU: %s", all);
+	CHECK(strstr(all, "QEMU and firmware (to guest clock 0)     0.20 s") != NULL,
+	    "firmware: guest clock 0 from READY and the last stage");
+	CHECK(strstr(all, "kernel (to init's first stage)           0.90 s") != NULL,
+	    "kernel: the first stage");
+	CHECK(strstr(all, "  init: modules loaded                   0.20 s") != NULL &&
+	    strstr(all, "  init: ready                            0.10 s") != NULL,
+	    "init stages as differences");
+	CHECK(strstr(all, "total (ksb-run start to READY)           1.72 s") != NULL &&
+	    strstr(all, "QEMU CPU time to READY                   1.50 s") != NULL,
+	    "total and QEMU CPU");
+	memset(&bt, 0, sizeof(bt));
+	bt.t_ready = 10;
+	bt.qemu_cpu_ms = -1;
+	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0; i++)
+		;
+	CHECK(i == 6, "no stages: host rows, the guest as one, total: %d", i);
+	CHECK(boottime_cpu_ms(getpid()) >= 0, "our own CPU time");
+	CHECK(boottime_cpu_ms(-5) == -1, "no such process: -1");
+}
+
 int
 main(void)
 {
 	log_init("test_qemu_argv", 0);
+	test_boottime();
 	test_argv();
 	test_argv_live();
 	test_argv_errors();
