@@ -431,9 +431,10 @@ status_instance_json(
 	out_add(o, "stopped_ms", out_int(st->stopped_ms));
 	out_add(o, "uptime_s", out_int(up));
 	out_add(o, "exit_status", out_int(st->exit_status));
-	if (strcmp(state, "running") == 0)
+	if (strcmp(state, "running") == 0) {
 		status_live_json(o, dir);
 		out_add(o, "memory", memory_status_json(dir, st));
+	}
 	if (st->agent)
 		out_add(o, "agent", status_agent_json(st, dir));
 	out_add(o, "denials", status_denials(id));
