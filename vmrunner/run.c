@@ -1034,9 +1034,9 @@ struct guestin {
 	unsigned long bad;	 /* lines not understood */
 	unsigned long errs;	 /* ERR lines */
 	size_t len;
-	int skipping;	  /* discarding the rest of an overlong line */
-	int exit_status;  /* -1 until EXIT */
-	int64_t ready_ms; /* 0 until READY */
+	int skipping;	     /* discarding the rest of an overlong line */
+	int exit_status;     /* -1 until EXIT */
+	int64_t ready_ms;    /* 0 until READY */
 	struct boottime *bt; /* STAGE lines go here */
 };
 
