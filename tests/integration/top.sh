@@ -9,7 +9,9 @@
 #    audit's (totals_instance, read with sqlite3);
 #  - a refusal shows under the recent refusals;
 #  - a held CONNECT shows, selected; `a' lets it through (the client gets
-#    200); a second one, `d', refuses it (operator_denied); `q' quits.
+#    200); a second one, `d', refuses it (operator_denied);
+#  - control bytes in a host (a row written into the audit database: the
+#    parsers let none through) are shown escaped; `q' quits.
 # Two real guests are not booted here: the fake guests' traffic goes
 # through the same gateway, audit and control socket.
 set -eu
@@ -151,6 +153,18 @@ ksb_check "held again" 'ksb_until 10 shows "^> tp1  *held.test:443"'
 $TM send-keys -t top d
 wait "$P" || true
 ksb_check "d: refused at once: '$(cat "$T/g2")'" '[ "$(cat "$T/g2")" = "status 403 deny operator_denied" ]'
+
+ksb_say "text from the database is shown escaped"
+# The gateway's parsers admit no control bytes into a host (bad_request,
+# bad_host), so the row a parser fault would leave is written here, as
+# the newest refusal, straight into the audit database.
+ksb_sql "INSERT INTO connections (ts_ms, instance, client_addr, client_port,
+    host, port, decision, reason) SELECT max(ts_ms) + 1000, 'ts2',
+    '10.77.0.3', 1, 'e' || char(27) || '[2Jv' || char(7) || 'il.test', 443,
+    'deny', 'bad_host' FROM connections"
+ksb_check "ESC and BEL shown as \\x1b and \\x07" \
+	'ksb_until 10 shows "ts2  *e\\\\x1b\[2Jv\\\\x07il.test:443 bad_host"'
+screen | grep "il.test"
 
 ksb_say "q quits"
 $TM send-keys -t top q
