@@ -2,9 +2,10 @@
 # top.sh: `ksbctl top' driven in tmux (send-keys, capture-pane), issue 15.
 # The set-up of approvals.sh: a real ksb-gatewayd, fake guests on the
 # bridge (ctlhold: tp1 in a profile with `limit hold', ts2 in one
-# without), a TLS origin, tests/integration/proxy_raw.py as the guest:
-#  - the screen lists both instances; an open tunnel is counted while it
-#    is open;
+# without; tp1 also has an instance dir with an agent-mode state file and
+# its lock held), a TLS origin, tests/integration/proxy_raw.py as the guest:
+#  - the screen lists both instances, tp1 with its state, agent state and
+#    turn; an open tunnel is counted while it is open;
 #  - a tunnel's bytes show as a rate, and the totals on the screen are the
 #    audit's (totals_instance, read with sqlite3);
 #  - a refusal shows under the recent refusals;
@@ -75,16 +76,30 @@ refusal_shown() {
 	screen | sed -n '/RECENT REFUSALS/,$p' |
 	    grep -q "ts2  *other.test:443 not_in_allowlist"
 }
+agent_row() { row tp1 | grep -q "^tp1  *running  *working  *3 "; }
 gone() { ! $TM has-session -t top 2>/dev/null; }
+
+# tp1's instance dir, as ksb-run keeps it (proto/instance.h): a state file
+# in agent mode and its lock held (flock(2), as the supervising ksb-run).
+mkdir -p -m 0700 "$T/state/instances/tp1"
+printf 'id=tp1\nphase=running\nprofile=default\nagent=1\nagent_state=working\nagent_turn=3\nagent_turns=3\n' \
+	> "$T/state/instances/tp1/state"
+: > "$T/state/instances/tp1/lock"
+python3 -c 'import fcntl, sys, time
+f = open(sys.argv[1], "w"); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(300)' \
+	"$T/state/instances/tp1/lock" &
+KSB_PIDS="$KSB_PIDS $!"
 
 ksb_say "ksbctl top in tmux"
 $TM new-session -d -s top -x 150 -y 45 \
 	"exec timeout 300 $KSBCTL -f $T/ksb.conf top -d 1 2> $T/top.err"
 trap 'rc=$?; set +e; $TM kill-server 2>/dev/null; (exit $rc); ksb_cleanup' EXIT
-ksb_check "the screen lists tp1 and ts2 (registered)" \
+ksb_check "the screen lists tp1 and ts2" \
 	'ksb_until 10 both_listed'
-ksb_check "... as registered" \
-	'row tp1 | grep -q "^tp1  *registered " && row ts2 | grep -q "^ts2  *registered "'
+ksb_check "tp1 from its state file: running, agent working on turn 3" \
+	'ksb_until 10 agent_row'
+ksb_check "ts2 (no instance dir): registered" \
+	'row ts2 | grep -q "^ts2  *registered  *-  *- "'
 screen | head -8
 
 ksb_say "an open tunnel is counted while it is open"
