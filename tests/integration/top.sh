@@ -10,7 +10,8 @@
 #    audit's (totals_instance, read with sqlite3);
 #  - a refusal shows under the recent refusals;
 #  - a held CONNECT shows, selected; `a' lets it through (the client gets
-#    200); a second one, `d', refuses it (operator_denied);
+#    200); with two held, Down selects the second, `a' lets it through and
+#    `d' refuses the other (operator_denied);
 #  - control bytes in a host (a row written into the audit database: the
 #    parsers let none through) are shown escaped; `q' quits.
 # Two real guests are not booted here: the fake guests' traffic goes
@@ -167,13 +168,34 @@ ksb_check "the grant is in the audit chain" \
 	'ksb_sql_is 1 "SELECT count(*) FROM policy_versions WHERE files = '"'operator uid 0: allow tp1 held.test:443 once'"'"'
 ksb_check "no longer held" 'ksb_until 10 shows "^  (none)"'
 
-ksb_say "d denies the selected one"
-con 1 held.test > "$T/g2" 2>&1 &
-P=$!
-ksb_check "held again" 'ksb_until 10 shows "^> tp1  *held.test:443"'
+ksb_say "two held: Down selects the second, a allows it, d denies the other"
+con 1 held.test > "$T/held.test" 2>&1 &
+P1=$!
+con 1 other.test > "$T/other.test" 2>&1 &
+P2=$!
+held_lines() { screen | sed -n '/^HELD FOR/,/^RECENT/p' | grep '^[> ] tp1 '; }
+two_held() { [ "$(held_lines | wc -l)" = 2 ]; }
+one_held_selected() {
+	[ "$(held_lines | wc -l)" = 1 ] && shows "^> tp1  *$first:443"
+}
+ksb_check "both held" 'ksb_until 10 two_held'
+second=$(held_lines | sed -n 2p | awk '{ print $2 }')
+second=${second%%:*}
+first=held.test
+[ "$second" = held.test ] && first=other.test
+$TM send-keys -t top Down
+ksb_check "Down selects the second ($second)" \
+	'ksb_until 5 shows "^> tp1  *$second:443"'
+$TM send-keys -t top a
+ksb_check "a: the second's client gets 200" \
+	'ksb_until 10 grep -q . "$T/$second" &&
+	    [ "$(cat "$T/$second")" = "status 200 deny -" ]'
+ksb_check "the first is still held, now selected" \
+	'ksb_until 10 one_held_selected'
 $TM send-keys -t top d
-wait "$P" || true
-ksb_check "d: refused at once: '$(cat "$T/g2")'" '[ "$(cat "$T/g2")" = "status 403 deny operator_denied" ]'
+wait "$P1" "$P2" || true
+ksb_check "d: the first refused at once: '$(cat "$T/$first")'" \
+	'[ "$(cat "$T/$first")" = "status 403 deny operator_denied" ]'
 
 ksb_say "text from the database is shown escaped"
 # The gateway's parsers admit no control bytes into a host (bad_request,
