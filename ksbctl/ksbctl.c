@@ -73,6 +73,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "let a held or future CONNECT through" },
 	{ "deny", deny_main, "deny ID HOST[:PORT]",
 	    "refuse a held CONNECT now" },
+	{ "top", top_main, "top [-d SECONDS]",
+	    "live view: instances, tunnels, bytes, held requests" },
 	{ "policy check", policy_main, "policy check [FILE...]",
 	    "parse policies: \"configuration OK\"" },
 	{ "policy show", policy_main, "policy show [PROFILE]",

@@ -112,6 +112,11 @@ int logs_main(int argc, char **argv);
 int requests_main(int argc, char **argv);
 int allow_main(int argc, char **argv);
 int deny_main(int argc, char **argv);
+/* requests_field: the value of a "key=value" word of a REQUEST line
+ * (proto/ctl.h) into out[0..size), escaped (log_escape); "" if absent. */
+void requests_field(const char *line, const char *key, char *out, size_t size);
+/* top.c: `top', the live view (ncurses). */
+int top_main(int argc, char **argv);
 /* suggest.c: `policy suggest' (argv[0] "suggest"). */
 int policy_suggest_main(int argc, char **argv);
 /* turnsum.c: the summary ending `prompt --wait' (what turn reached and

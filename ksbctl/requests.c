@@ -25,8 +25,7 @@
 
 #define REQUESTS_POLL_MS 1000
 
-/* A "key=value" field of line into out (escaped); "" if absent. */
-static void
+void
 requests_field(const char *line, const char *key, char *out, size_t size)
 {
 	size_t k = strlen(key), n;
