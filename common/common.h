@@ -110,6 +110,11 @@ int util_proc_stat_parse(
  */
 int util_proc_alive(pid_t pid, uint64_t *start);
 /*
+ * util_write_all: write len bytes of p to fd, again after EINTR and short
+ * writes.  0, or -1 with errno (a write of 0 bytes is EIO).
+ */
+int util_write_all(int fd, const void *p, size_t len);
+/*
  * util_read_file: read the regular file path whole (opened O_CLOEXEC |
  * O_NOCTTY; symlinks are followed) into *buf, a new allocation of *len
  * bytes, not NUL-terminated, that the caller frees.  A file of more than

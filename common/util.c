@@ -345,6 +345,28 @@ util_rmtree(const char *path)
 }
 
 int
+util_write_all(int fd, const void *p, size_t len)
+{
+	const char *c = p;
+	ssize_t n;
+
+	while (len > 0) {
+		if ((n = write(fd, c, len)) == -1) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = EIO;
+			return -1;
+		}
+		c += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
 util_read_file(
     const char *path, size_t max, char **buf, size_t *len, char **cause)
 {

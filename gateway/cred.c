@@ -764,29 +764,11 @@ credset_find(const struct credset *set, const char *name)
 /* ---- the set on the wire (the policy memfd, after the files) ------------ */
 
 static int
-cred_write_all(int fd, const void *p, size_t len)
-{
-	const char *c = p;
-	ssize_t n;
-
-	while (len > 0) {
-		if ((n = write(fd, c, len)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		c += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int
 cred_put(int fd, const void *p, size_t len, uint64_t *size)
 {
 	uint32_t l = (uint32_t)len;
 
-	if (cred_write_all(fd, &l, 4) == -1 || cred_write_all(fd, p, len) == -1)
+	if (util_write_all(fd, &l, 4) == -1 || util_write_all(fd, p, len) == -1)
 		return -1;
 	*size += 4 + len;
 	return 0;

@@ -64,23 +64,6 @@ static int privsep_stopping;
 
 static int privsep_start(char **cause);
 
-static int
-privsep_write_all(int fd, const void *p, size_t len)
-{
-	const char *c = p;
-	ssize_t n;
-
-	while (len > 0) {
-		if ((n = write(fd, c, len)) == -1) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		c += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
 static void privsep_lost(const char *why, int exiting);
 static void privsep_schedule(int64_t now);
 
@@ -638,15 +621,15 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 	for (i = 0; i < pb->n; i++) {
 		nl = (uint32_t)strlen(pb->names[i]);
 		tl = pb->lens[i];
-		if (privsep_write_all(fd, &nl, 4) == -1 ||
-		    privsep_write_all(fd, pb->names[i], nl) == -1 ||
-		    privsep_write_all(fd, &tl, 8) == -1 ||
-		    privsep_write_all(fd, pb->texts[i], pb->lens[i]) == -1)
+		if (util_write_all(fd, &nl, 4) == -1 ||
+		    util_write_all(fd, pb->names[i], nl) == -1 ||
+		    util_write_all(fd, &tl, 8) == -1 ||
+		    util_write_all(fd, pb->texts[i], pb->lens[i]) == -1)
 			fatal("memfd write");
 		m.size += 4 + nl + 8 + tl;
 	}
 	if (pb->has_hosts) {
-		if (privsep_write_all(fd, pb->hosts, pb->hosts_len) == -1)
+		if (util_write_all(fd, pb->hosts, pb->hosts_len) == -1)
 			fatal("memfd write");
 		m.has_hosts = 1;
 		m.hosts_size = pb->hosts_len;

@@ -268,10 +268,14 @@ refusal_status_text(int status)
 		return "Method Not Allowed";
 	case 408:
 		return "Request Timeout";
+	case 417:
+		return "Expectation Failed";
 	case 429:
 		return "Too Many Requests";
 	case 431:
 		return "Request Header Fields Too Large";
+	case 501:
+		return "Not Implemented";
 	case 502:
 		return "Bad Gateway";
 	case 503:

@@ -36,6 +36,7 @@
 
 #include "common/common.h"
 #include "gateway/gateway.h"
+#include "gateway/refusal.h"
 #include "policy/policy.h"
 
 #define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
@@ -184,31 +185,6 @@ term_row(struct term *t, enum reason reason)
 	t->rq_bytes = t->rs_bytes = 0;
 }
 
-static const char *
-term_status_text(int status)
-{
-	switch (status) {
-	case 400:
-		return "Bad Request";
-	case 403:
-		return "Forbidden";
-	case 405:
-		return "Method Not Allowed";
-	case 417:
-		return "Expectation Failed";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 501:
-		return "Not Implemented";
-	case 502:
-		return "Bad Gateway";
-	case 505:
-		return "HTTP Version Not Supported";
-	default:
-		return "Error";
-	}
-}
-
 /*
  * Answer the guest ourselves (no upstream byte in it), record the request
  * with reason, and close once the answer is flushed.
@@ -225,7 +201,7 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 	    "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
 	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
 	    "Connection: close\r\n\r\nksb: %s\n",
-	    status, term_status_text(status), reason_name(reason),
+	    status, refusal_status_text(status), reason_name(reason),
 	    strlen(msg) + 6, msg);
 	t->status = status;
 	term_row(t, reason);

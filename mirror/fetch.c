@@ -503,8 +503,6 @@ fetch_owner_init(struct fetch_owner *ow, const char *path, char **cause)
 
 /* ---- the pack builder child ---------------------------------------------- */
 
-static int fetch_write_all(int fd, const void *buf, size_t len);
-
 /* Who the child becomes and where it sees the two object dirs. */
 struct fetch_jail {
 	const char *root; /* an empty root-owned dir to mount the tmpfs on */
@@ -685,41 +683,23 @@ fetch_child_confine(int pfd, int efd, struct fetch_jail *j, unsigned cpu_s)
 	if (fetch_child_seccomp(pfd, efd, &cause) == -1) {
 		snprintf(what, sizeof(what), "confining the pack builder: %s",
 		    cause);
-		(void)fetch_write_all(efd, what, strlen(what));
+		(void)util_write_all(efd, what, strlen(what));
 		_exit(1);
 	}
 	return;
 fail:
 	snprintf(what, sizeof(what), "confining the pack builder: %s: %s", step,
 	    strerror(errno));
-	(void)fetch_write_all(efd, what, strlen(what));
+	(void)util_write_all(efd, what, strlen(what));
 	_exit(1);
 }
 
 /* ---- the pack builder child ---------------------------------------------- */
 
 static int
-fetch_write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-	ssize_t n;
-
-	while (len > 0) {
-		n = write(fd, p, len);
-		if (n == -1 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
-static int
 fetch_pack_cb(void *buf, size_t size, void *payload)
 {
-	return fetch_write_all(*(int *)payload, buf, size) == 0 ? 0 : -1;
+	return util_write_all(*(int *)payload, buf, size) == 0 ? 0 : -1;
 }
 
 static void __attribute__((noreturn))
@@ -732,7 +712,7 @@ fetch_child_fail(int efd, const char *what)
 	n = snprintf(msg, sizeof(msg), "%s: %s", what,
 	    e != NULL && e->message != NULL ? e->message : "failed");
 	if (n > 0)
-		(void)fetch_write_all(efd, msg,
+		(void)util_write_all(efd, msg,
 		    (size_t)n < sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
 	_exit(1);
 }
@@ -789,7 +769,7 @@ fetch_child_selftest(int efd, const struct fetch_jail *j)
 	/* What it must still do: read the copy. */
 	fd = open(j->snap, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	fetch_try(msg, sizeof(msg), "read-only open", fd);
-	(void)fetch_write_all(efd, msg, strlen(msg));
+	(void)util_write_all(efd, msg, strlen(msg));
 	_exit(1);
 }
 

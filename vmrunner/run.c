@@ -863,20 +863,11 @@ run_ring_add(struct run *r, const char *buf, size_t n)
 	}
 }
 
+/* Best effort: what cannot be written (a closed terminal) is dropped. */
 static void
 run_write_all(int fd, const char *buf, size_t n)
 {
-	ssize_t w;
-
-	while (n > 0) {
-		w = write(fd, buf, n);
-		if (w == -1 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		buf += w;
-		n -= (size_t)w;
-	}
+	(void)util_write_all(fd, buf, n);
 }
 
 /* Guest console output: to the terminal, or to the attached client. */
