@@ -92,6 +92,11 @@ int util_mkdirs(const char *path, mode_t mode);
 /* rm -rf that never follows symlinks (unlinkat/openat based); 0 or -1. */
 int util_rmtree(const char *path);
 /*
+ * util_proc_stat_read: /proc/<pid>/stat (proc(5)) into buf (size bytes,
+ * NUL-terminated; the line is cut to size - 1).  Its length, or -1.
+ */
+ssize_t util_proc_stat_read(pid_t pid, char *buf, size_t size);
+/*
  * util_proc_stat_parse: parse one /proc/<pid>/stat line (proc(5)): the
  * NUL-terminated text buf, whose comm field (2) may hold spaces and
  * parentheses, so fields are counted from the last ')'.  Sets *state to

@@ -488,25 +488,34 @@ util_proc_stat_parse(
 	return 0;
 }
 
-int
-util_proc_alive(pid_t pid, uint64_t *start)
+ssize_t
+util_proc_stat_read(pid_t pid, char *buf, size_t size)
 {
-	char path[64], buf[1024], state;
-	unsigned long flags;
+	char path[64];
 	ssize_t n;
 	int fd;
 
-	if (pid <= 0)
+	if (pid <= 0 || size < 2)
 		return -1;
 	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
+	n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
 		return -1;
 	buf[n] = '\0';
-	if (util_proc_stat_parse(buf, &state, &flags, start) == -1)
+	return n;
+}
+
+int
+util_proc_alive(pid_t pid, uint64_t *start)
+{
+	char buf[1024], state;
+	unsigned long flags;
+
+	if (util_proc_stat_read(pid, buf, sizeof(buf)) == -1 ||
+	    util_proc_stat_parse(buf, &state, &flags, start) == -1)
 		return -1;
 	if (state == 'Z' || state == 'X' || (flags & 0x4) != 0)
 		return -1;

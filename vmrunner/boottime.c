@@ -99,20 +99,13 @@ boottime_row(const struct boottime *bt, int i, char *buf, size_t size)
 int64_t
 boottime_cpu_ms(pid_t pid)
 {
-	char path[64], buf[1024], *p, *end;
+	char buf[1024], *p, *end;
 	unsigned long long t = 0, v;
 	long hz = sysconf(_SC_CLK_TCK);
-	ssize_t n;
-	int fd, field;
+	int field;
 
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if (hz <= 0 || (fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+	if (hz <= 0 || util_proc_stat_read(pid, buf, sizeof(buf)) == -1)
 		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
 	/* Field 3 follows the last ')' (comm may hold anything). */
 	if ((p = strrchr(buf, ')')) == NULL)
 		return -1;
