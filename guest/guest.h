@@ -63,11 +63,13 @@ int display_start(
  */
 #include <netinet/in.h>
 
+#include "proto/guestctl.h"
+
 #define SELFTEST_OUTSIDE     "192.0.2.1"   /* TCP 443 */
 #define SELFTEST_OUTSIDE_DNS "192.0.2.53"  /* UDP 53 */
 #define SELFTEST_OUTSIDE6    "2001:db8::1" /* TCP 443 over IPv6 */
 #define SELFTEST_PORT	     22		   /* gateway, neighbour */
-#define SELFTEST_DENIED_NAME "ksb-selftest.invalid"
+#define SELFTEST_DENIED_NAME GUESTCTL_SELFTEST_NAME
 #define SELFTEST_PROBE_MS    300  /* the direct probes, run together */
 #define SELFTEST_CONNECT_MS  1000 /* the proxy's answer to the CONNECT */
 

@@ -56,6 +56,12 @@
 #define GUESTCTL_ARGC_MAX      4096
 #define GUESTCTL_LINE_MAX      256 /* bytes of one line, '\n' included */
 #define GUESTCTL_STOP_GRACE_MS 5000
+/*
+ * The name the self-test CONNECTs to (guest/selftest.c): no profile may
+ * allow it (RFC 6761 reserves .invalid).  The gateway never holds it for
+ * approval and ksbctl policy suggest never proposes it.
+ */
+#define GUESTCTL_SELFTEST_NAME "ksb-selftest.invalid"
 
 /*
  * Secrets travel host -> guest as one fw_cfg file, GUESTCTL_SECRETS_FWCFG,
