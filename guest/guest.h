@@ -54,4 +54,35 @@ int display_parse(const char *s, int *w, int *h);
 int display_start(
     int w, int h, unsigned uid, unsigned gid, char *err, size_t errcap);
 
+/* ---- selftest.c ------------------------------------------------------------
+ * The enforcement self-test, run by init as root before the command: the
+ * probes below must all fail (a refusal, silence for SELFTEST_PROBE_MS,
+ * or the proxy refusing SELFTEST_DENIED_NAME).  The "outside" addresses
+ * are documentation ranges (RFC 5737, RFC 3849): the guest's only
+ * neighbour on the bridge is the gateway.
+ */
+#include <netinet/in.h>
+
+#include "proto/guestctl.h"
+
+#define SELFTEST_OUTSIDE     "192.0.2.1"   /* TCP 443 */
+#define SELFTEST_OUTSIDE_DNS "192.0.2.53"  /* UDP 53 */
+#define SELFTEST_OUTSIDE6    "2001:db8::1" /* TCP 443 over IPv6 */
+#define SELFTEST_PORT	     22		   /* gateway, neighbour */
+#define SELFTEST_DENIED_NAME GUESTCTL_SELFTEST_NAME
+#define SELFTEST_PROBE_MS    300  /* the direct probes, run together */
+#define SELFTEST_CONNECT_MS  1000 /* the proxy's answer to the CONNECT */
+
+/*
+ * selftest_run: the probes from guest address ip/prefix with gateway gw,
+ * whose proxy listens on proxy_port: tcp-outside, tcp-gateway (gw on
+ * SELFTEST_PORT, or the next port if that is the proxy's), dns-gateway,
+ * dns-outside, tcp-neighbour (another address of the subnet), tcp-ipv6,
+ * connect-denied.  Returns the number of probes (all failed), or -1 with
+ * the name of the first that got through in failed[0..cap).  Takes at
+ * most SELFTEST_PROBE_MS + SELFTEST_CONNECT_MS.
+ */
+int selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
+    unsigned proxy_port, char *failed, size_t cap);
+
 #endif

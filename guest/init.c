@@ -95,6 +95,7 @@ struct boot {
 	    pane_busy[GUESTCTL_PANE_MAX + 1];
 	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
 	int display;		  /* Xvfb runs: DISPLAY for the command */
+	int selftest_off;	  /* ksb.selftest=off: no self-test */
 	char *home;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
@@ -488,6 +489,11 @@ parse_cmdline(struct boot *b)
 			    0)
 				fail("ksb.display: invalid `%s'", val);
 			seen |= 32;
+		} else if (strcmp(tok, "ksb.selftest") == 0 && !(seen & 64)) {
+			if (strcmp(val, "off") != 0)
+				fail("ksb.selftest: invalid `%s'", val);
+			b->selftest_off = 1;
+			seen |= 64;
 		} else if (strcmp(tok, "ksb.share") == 0) {
 			struct share *s;
 			size_t vlen = strlen(val);
@@ -2649,6 +2655,35 @@ stages_send(void)
 }
 
 /*
+ * The enforcement self-test (selftest.c), as root before the command:
+ * the result to the host; a probe that got through ends the boot here.
+ */
+static void
+run_selftest(const struct boot *b)
+{
+	char failed[33], line[GUESTCTL_LINE_MAX];
+	int64_t t0 = mono_ms();
+	int n;
+
+	if (b->selftest_off)
+		return;
+	n = selftest_run(
+	    b->ip, b->gw, b->prefix, b->port, failed, sizeof(failed));
+	stage("self-test done");
+	if (n < 0) {
+		n = snprintf(line, sizeof(line), "SELFTEST fail %s\n", failed);
+		ctl_write(line, (size_t)n);
+		fail("enforcement self-test: probe %s got through; the "
+		     "command is not started",
+		    failed);
+	}
+	/* The time is for the host's log: the console is the command's. */
+	n = snprintf(line, sizeof(line), "SELFTEST ok %d %lld\n", n,
+	    (long long)(mono_ms() - t0));
+	ctl_write(line, (size_t)n);
+}
+
+/*
  * READY, then the command as init's child (or the agent in tmux),
  * supervised until it exits; powers off with its exit status.
  */
@@ -2665,6 +2700,7 @@ static void __attribute__((noreturn)) run_command(struct boot *b)
 	    (sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) == -1)
 		fail("signalfd: %s", strerror(errno));
 
+	run_selftest(b);
 	start_extras(b);
 	stages_send();
 	ctl_write("READY\n", 6);

@@ -19,6 +19,7 @@
 #include "common/common.h"
 #include "ksbctl/ksbctl.h"
 #include "policy/policy.h"
+#include "proto/guestctl.h"
 
 #define SUGGEST_SIBLINGS 3 /* names under one parent for a wildcard */
 #define SUGGEST_PORTS	 16
@@ -104,6 +105,9 @@ suggest_row(struct suggest *s, const char *host, int port, int allow,
 	if (host != NULL)
 		k = hostname_normalise(
 		    host, strlen(host), norm, sizeof(norm), NULL, NULL);
+	/* The guest's self-test (guest/selftest.c), refused by design. */
+	if (k == HOSTNAME_NAME && strcmp(norm, GUESTCTL_SELFTEST_NAME) == 0)
+		return;
 	if (k == HOSTNAME_IP && strcmp(reason, "ip_literal") == 0 &&
 	    suggest_cidr(norm, cidr, sizeof(cidr)) == 0) {
 		e = suggest_get(s, cidr, 1);

@@ -191,6 +191,36 @@ guestctl_parse_guest(const char *line, size_t len, int *status,
 		*status = (int)v;
 		return GUESTCTL_EXIT;
 	}
+	if (len > 12 && memcmp(line, "SELFTEST ok ", 12) == 0) {
+		const char *sp = memchr(line + 12, ' ', len - 12);
+		unsigned long ms;
+
+		if (sp == NULL ||
+		    guestctl_parse_uint(
+			line + 12, (size_t)(sp - line - 12), 64, &v) != 0 ||
+		    v == 0 ||
+		    guestctl_parse_uint(sp + 1, len - (size_t)(sp + 1 - line),
+			600000, &ms) != 0)
+			return GUESTCTL_BAD;
+		*status = (int)v;
+		*text = sp + 1;
+		*textlen = len - (size_t)(sp + 1 - line);
+		return GUESTCTL_SELFTEST;
+	}
+	if (len > 14 && len <= 14 + 32 &&
+	    memcmp(line, "SELFTEST fail ", 14) == 0) {
+		size_t i;
+
+		for (i = 14; i < len; i++)
+			if (!((line[i] >= 'a' && line[i] <= 'z') ||
+				(line[i] >= '0' && line[i] <= '9') ||
+				line[i] == '-'))
+				return GUESTCTL_BAD;
+		*status = -1;
+		*text = line + 14;
+		*textlen = len - 14;
+		return GUESTCTL_SELFTEST;
+	}
 	if (len >= 4 && memcmp(line, "ERR ", 4) == 0) {
 		*text = line + 4;
 		*textlen = len - 4;

@@ -31,6 +31,12 @@
  *     READY\n               init is about to exec the command
  *     STOPPING\n            a graceful stop (STOP or power button) began
  *     ERR <text>\n          a setup failure, text is informational only
+ *     SELFTEST ok <n> <ms>\n  the enforcement self-test (guest/selftest.c):
+ *                           n probes (1..64), every one failed as it
+ *                           must, in ms milliseconds (0..600000)
+ *     SELFTEST fail <name>\n a probe got through ([a-z0-9-]{1,32}); init
+ *                           then refuses to start the command (ERR, EXIT
+ *                           125).  Not sent with ksb.selftest=off.
  *     EXIT <status>\n       0..255: the command's exit status (128+sig if
  *                           killed by a signal; 125 init failed, 126 cannot
  *                           exec, 127 command not found)
@@ -63,7 +69,13 @@
  */
 #define GUESTCTL_MODULES_DISK  "#disk"
 
-#define GUESTCTL_STAGE_MAX_MS 86400000
+#define GUESTCTL_STAGE_MAX_MS  86400000
+/*
+ * The name the self-test CONNECTs to (guest/selftest.c): no profile may
+ * allow it (RFC 6761 reserves .invalid).  The gateway never holds it for
+ * approval and ksbctl policy suggest never proposes it.
+ */
+#define GUESTCTL_SELFTEST_NAME "ksb-selftest.invalid"
 
 /*
  * Secrets travel host -> guest as one fw_cfg file, GUESTCTL_SECRETS_FWCFG,
@@ -169,13 +181,18 @@ enum guestctl_msg {
 	GUESTCTL_OUT,	  /* text: raw pane output */
 	GUESTCTL_PING,	  /* n: sequence number */
 	GUESTCTL_PONG,
-	GUESTCTL_TOUT,	 /* turn, n: fd (1, 2), text */
-	GUESTCTL_SCREEN, /* n: id; text (none: the host's request) */
-	GUESTCTL_SCREND, /* n: id, status: GUESTCTL_SCREEN_* */
-	GUESTCTL_STAGE,	 /* *status: ms; *text, *textlen: the name */
+	GUESTCTL_TOUT,	   /* turn, n: fd (1, 2), text */
+	GUESTCTL_SCREEN,   /* n: id; text (none: the host's request) */
+	GUESTCTL_SCREND,   /* n: id, status: GUESTCTL_SCREEN_* */
+	GUESTCTL_STAGE,	   /* *status: ms; *text, *textlen: the name */
+	GUESTCTL_SELFTEST, /* *status: n probes passed, or -1: failed,
+			      *text: the probe's name */
 };
 /*
  * guestctl_parse_guest: one guest line line[0..len), '\n' excluded.
+ * SELFTEST ok: *status = n, *text, *textlen the ms digits (into line);
+ * SELFTEST fail: *status = -1,
+ * *text, *textlen the name (into line).
  */
 enum guestctl_msg guestctl_parse_guest(const char *line, size_t len,
     int *status, const char **text, size_t *textlen);

@@ -51,6 +51,8 @@ static const struct config_key {
 	{ "share-ro", T_LIST, 0, 0, NULL },
 	{ "secret", T_LIST, 0, 0, NULL },
 	{ "command", T_STR, 0, 0, "/bin/bash -l" },
+	/* The guest's enforcement self-test (guest/selftest.c). */
+	{ "selftest", T_BOOL, 0, 0, "on" },
 	/* Git handoff (vmrunner/workspace.c). */
 	{ "repo", T_PATH, 0, 0, NULL },
 	{ "include-uncommitted", T_BOOL, 0, 0, "no" },
@@ -202,10 +204,10 @@ static int
 config_bool(const char *s)
 {
 	if (strcmp(s, "yes") == 0 || strcmp(s, "true") == 0 ||
-	    strcmp(s, "1") == 0)
+	    strcmp(s, "1") == 0 || strcmp(s, "on") == 0)
 		return 1;
 	if (strcmp(s, "no") == 0 || strcmp(s, "false") == 0 ||
-	    strcmp(s, "0") == 0)
+	    strcmp(s, "0") == 0 || strcmp(s, "off") == 0)
 		return 0;
 	return -1;
 }

@@ -453,6 +453,11 @@ qemu_cmdline(const struct qemu_config *cfg, char **cause)
 		free(append);
 		append = tmp;
 	}
+	if (cfg->selftest_off) {
+		xasprintf(&tmp, "%s ksb.selftest=off", append);
+		free(append);
+		append = tmp;
+	}
 	if (cfg->display != NULL) {
 		xasprintf(&tmp, "%s ksb.display=%s", append, cfg->display);
 		free(append);

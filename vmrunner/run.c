@@ -119,6 +119,7 @@ struct run {
 	const char *fwd_specs[FWD_MAX];
 	size_t nfwd;
 	const char *display; /* "WxH", NULL: none */
+	int selftest;	     /* setting selftest: the guest must pass it */
 	struct forward *fwd;
 	int child_fwd; /* QEMU's end of the forward port's socketpair */
 };
@@ -582,6 +583,7 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	r->memory_mib = (unsigned)config_uint(r->cfg, "memory");
 	/* 0 for "none" (an ephemeral instance not given --disk-size). */
 	r->disk_mib = config_uint(r->cfg, "disk-size");
+	r->selftest = config_uint(r->cfg, "selftest") != 0;
 	r->kernel_opt = config_get(r->cfg, "kernel");
 	r->modules_opt = config_get(r->cfg, "modules");
 	r->accel_opt = config_get(r->cfg, "accel");
@@ -1029,7 +1031,31 @@ struct guestin {
 	int exit_status;     /* -1 until EXIT */
 	int64_t ready_ms;    /* 0 until READY */
 	struct boottime *bt; /* STAGE lines go here */
+	int selftest; /* 0 none yet, n: passed with n probes, -1 failed */
+	char selftest_fail[33]; /* the probe that got through */
 };
+
+/* SELFTEST (guestctl_parse_guest): only the first counts. */
+static void
+run_guest_selftest(struct guestin *g, int status, const char *text, size_t tlen)
+{
+	if (g->selftest != 0 || g->ready_ms != 0) {
+		log_warnx("guest sent a second or late SELFTEST, ignored");
+		return;
+	}
+	g->selftest = status;
+	if (status > 0) {
+		log_info("enforcement self-test passed: %d probes failed "
+			 "as they must (%.*s ms in the guest)",
+		    status, (int)tlen, text);
+		return;
+	}
+	memcpy(g->selftest_fail, text, tlen); /* [a-z0-9-]{1,32} */
+	g->selftest_fail[tlen] = '\0';
+	log_warnx("enforcement self-test FAILED: probe %s got through the "
+		  "gateway; the command is not started",
+	    g->selftest_fail);
+}
 
 /* Feed bytes from the guest; returns 1 when EXIT has just been seen. */
 static int
@@ -1072,6 +1098,9 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 				break;
 			case GUESTCTL_STAGE:
 				boottime_stage(g->bt, status, text, tlen);
+				break;
+			case GUESTCTL_SELFTEST:
+				run_guest_selftest(g, status, text, tlen);
 				break;
 			case GUESTCTL_ERR:
 				/* The first 20; a flood must not fill the log. */
@@ -1325,6 +1354,16 @@ sup_guest_ready(struct sup *s)
 {
 	struct run *r = s->r;
 
+	if (r->selftest && s->g.selftest <= 0) {
+		/* init runs it before READY: a guest that skipped it is not
+		 * the guest ksb-run built. */
+		log_warnx("instance %s: the guest started its command without "
+			  "passing the enforcement self-test: stopping it",
+		    r->id);
+		s->g.selftest = -1;
+		sup_kill(s, util_mono_ms());
+		return;
+	}
 	strcpy(r->st.phase, "running");
 	run_state_save(r);
 	log_info("instance %s: command started %.2f s after ksb-run start "
@@ -1866,6 +1905,13 @@ sup_finish(struct sup *s)
 		    "%s %d)",
 		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
 		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	if (s->g.selftest < 0) {
+		log_warnx("instance %s: refused to start the command: the "
+			  "enforcement self-test failed%s%s (see ksb-run(1))",
+		    r->id, s->g.selftest_fail[0] ? ", probe " : "",
+		    s->g.selftest_fail);
+		return 125;
+	}
 	if (s->g.exit_status != -1)
 		return s->g.exit_status;
 	if (s->signo != 0)
@@ -2595,6 +2641,7 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.home_fd = r->home_fd != -1 ? QEMU_HOME_FD : -1;
 	qc.fwd_fd = QEMU_FWD_FD;
 	qc.display = r->display;
+	qc.selftest_off = !r->selftest;
 	qc.disk = r->disk_path;
 	qc.qmp_path = r->qmp_path;
 	qc.share_usr = 1;

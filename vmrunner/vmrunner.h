@@ -155,6 +155,7 @@ struct qemu_config {
 	const char *qmp_path; /* NULL, or the QMP UNIX socket QEMU listens on */
 	int fwd_fd;	     /* <= 0: none, or the forward port (proto/fwd.h) */
 	const char *display; /* NULL, or "WxH": ksb.display= (Xvfb) */
+	int selftest_off;    /* ksb.selftest=off: no enforcement self-test */
 	int share_usr;	     /* export host /usr as tag "usr" */
 	const struct qemu_share *shares; /* tags s0, s1, ... */
 	size_t nshares;
@@ -177,7 +178,7 @@ struct qemu_config {
  * ksb.id= ksb.ip=A/P ksb.gw=A ksb.port=N ksb.share=TAG:GUESTPATH[:rw] (one
  * per share; ":rw" marks a writable one, ':' never occurs in a guest path)
  * and ksb.display=WxH with a display (the guest runs Xvfb; QEMU gets no
- * display device).
+ * display device), ksb.selftest=off without the self-test.
  * Commas in host paths are doubled for QEMU's option parser.
  * 0, or -1 and *cause naming the bad value.
  */

@@ -92,6 +92,15 @@ got=$(body 2 other.test) || true
 ksb_check "a profile without limit hold refuses at once: '$got'" \
 	'case "$got" in "status 403 deny not_in_allowlist body "*"is not in the allowlist of profile strict"*) true ;; *) false ;; esac'
 
+ksb_say "the guest's self-test name is never held"
+t0=$(ms)
+got=$(con 1 ksb-selftest.invalid) || true
+el=$(( $(ms) - t0 ))
+ksb_check "refused at once under limit hold ($el ms): '$got'" \
+	'[ "$el" -lt 2500 ] && [ "$got" = "status 403 deny not_in_allowlist" ] && ! listed ap1 ksb-selftest.invalid'
+ksb_check "policy suggest does not propose it" \
+	'ctl policy suggest --instance ap1 > "$T/sugg" 2>&1 && ! grep -q ksb-selftest "$T/sugg"'
+
 ksb_say "--for 6s: allowed until it has passed"
 ctl allow ap1 other.test --for 6s > /dev/null
 t0=$(ms)

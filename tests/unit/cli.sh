@@ -170,6 +170,16 @@ check "print-config: the value column is aligned" \
     '[ "$(sed "s/= .*//" "$T/out" | awk "{ print length }" | sort -u | wc -l)" = 1 ]'
 run "$R" --name x1 --print-config
 check "print-config --name: the 8G default disk" 'rc 0 && grep -Eq "^disk-size += 8G +# default" "$T/out"'
+check "print-config: the self-test is on by default" \
+    'rc 0 && grep -Eq "^selftest += on +# default" "$T/out"'
+printf 'selftest = off\n' > "$T/st-off.conf"
+run "$R" -c "$T/st-off.conf" --print-config
+check "print-config: selftest = off from the project file" \
+    'rc 0 && grep -Eq "^selftest += off +# .*st-off.conf" "$T/out"'
+printf 'selftest = maybe\n' > "$T/st-bad.conf"
+run "$R" -c "$T/st-bad.conf" --print-config
+check "a bad selftest value: file:line, exit 2" \
+    'rc 2 && grep -q "st-bad.conf:1" "$T/err"'
 KSB_ACCEL=foo run "$R" --print-config
 check "a bad KSB_ACCEL is named as the source" 'rc 2 && grep -q "KSB_ACCEL" "$T/err"'
 # ksbctl audit: an option its subcommand does not use is named, not ignored.

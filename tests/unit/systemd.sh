@@ -1,7 +1,7 @@
 #!/bin/bash
 # systemd.sh: the systemd units in contrib/ (issue 17): `systemd-analyze
 # verify' clean and `systemd-analyze security' at 3.0 or lower for
-# ksb-gatewayd.service.  Needs systemd-analyze (package systemd), not a
+# ksb-gatewayd.service; ksb-run@.service's figure printed.  Needs systemd-analyze (package systemd), not a
 # running systemd: --offline.  Prints the figure.
 set -eu
 command -v systemd-analyze >/dev/null ||
@@ -37,6 +37,13 @@ for u in "$T"/units/*.service; do
 	MANPATH=$T/man systemd-analyze verify "$v" > "$T/out" 2>&1 && rc=0 || rc=$?
 	check "systemd-analyze verify $name: clean" '[ "$rc" = 0 ] && ! [ -s "$T/out" ]'
 done
+# ksb-run@.service: the instance's file and name from the instance name.
+check "ksb-run@.service runs /etc/ksb/instances/%i.conf as --name %i" \
+	'grep -qx "ExecStart=$B/ksb-run -c /etc/ksb/instances/%i.conf --name %i" "$T/units/ksb-run@.service" && grep -qx "SuccessExitStatus=143" "$T/units/ksb-run@.service"'
+systemd-analyze security --offline=true "$T/units/ksb-run@test.service" \
+	> "$T/out" 2>&1 || true
+echo "# systemd-analyze security ksb-run@.service:" \
+	"$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$T/out")"
 systemd-analyze security --offline=true "$T/units/ksb-gatewayd.service" \
 	> "$T/out" 2>&1 || true
 level=$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$T/out")

@@ -86,6 +86,28 @@ test_guestctl(void)
 	    "STAGE name outside [a-z0-9 -]");
 	CHECK(guestctl_parse_guest("STAGE 5 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 49,
 	    &status, &text, &tlen) == GUESTCTL_BAD, "STAGE name over GUESTCTL_STAGE_NAME");
+	CHECK(guestctl_parse_guest("SELFTEST ok 7 312", 17, &status, &text, &tlen) ==
+	    GUESTCTL_SELFTEST && status == 7 && tlen == 3 &&
+	    memcmp(text, "312", 3) == 0, "SELFTEST ok 7 312");
+	CHECK(guestctl_parse_guest("SELFTEST ok 7", 13, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "SELFTEST ok without ms");
+	CHECK(guestctl_parse_guest("SELFTEST ok 0 1", 15, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "SELFTEST ok 0");
+	CHECK(guestctl_parse_guest("SELFTEST ok 65 1", 16, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "SELFTEST ok 65");
+	CHECK(guestctl_parse_guest("SELFTEST ok 7 600001", 20, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "SELFTEST ok ms too large");
+	CHECK(guestctl_parse_guest("SELFTEST ok ", 12, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "SELFTEST ok empty");
+	CHECK(guestctl_parse_guest("SELFTEST fail tcp-ipv6", 22, &status, &text, &tlen) ==
+	    GUESTCTL_SELFTEST && status == -1 && tlen == 8 &&
+	    memcmp(text, "tcp-ipv6", 8) == 0, "SELFTEST fail name");
+	CHECK(guestctl_parse_guest("SELFTEST fail A\x1b", 16, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "SELFTEST fail bad byte");
+	CHECK(guestctl_parse_guest("SELFTEST fail ", 14, &status, &text, &tlen) ==
+	    GUESTCTL_BAD, "SELFTEST fail empty");
+	CHECK(guestctl_parse_guest("SELFTEST fail aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", 47,
+	    &status, &text, &tlen) == GUESTCTL_BAD, "SELFTEST fail name too long");
 }
 
 static void

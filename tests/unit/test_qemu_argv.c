@@ -287,6 +287,16 @@ test_argv_live(void)
 		strstr(value_of(argv, "-append"), " ksb.display=320x240") !=
 		    NULL,
 	    "ksb.display on the kernel command line");
+	CHECK(argv != NULL &&
+		strstr(value_of(argv, "-append"), "ksb.selftest") == NULL,
+	    "the self-test is on unless turned off");
+	qemu_argv_free(argv);
+	argv = NULL;
+	c.selftest_off = 1;
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 && argv != NULL &&
+		strstr(value_of(argv, "-append"), " ksb.selftest=off") != NULL,
+	    "selftest = off: ksb.selftest=off on the kernel command line");
+	c.selftest_off = 0;
 	CHECK(argv != NULL && !has_pair(argv, "-vga", "std") &&
 		strstr(value_of(argv, "-device"), "gpu") == NULL,
 	    "no display device");

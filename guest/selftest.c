@@ -1,0 +1,262 @@
+/*
+ * selftest.c: the guest's enforcement self-test (issue 15).  Before the
+ * command starts, init (as root) tries the ways out that the gateway's
+ * nftables rules and policy must close, each bounded by a short timeout;
+ * every probe must fail.  init reports the result to the host
+ * ("SELFTEST ok N" / "SELFTEST fail NAME", proto/guestctl.h) and refuses
+ * to start the command when a probe got through.
+ *
+ * A probe "gets through" when a TCP connect completes, a UDP DNS query is
+ * answered, or the proxy answers a CONNECT to SELFTEST_DENIED_NAME (a name
+ * no profile allows: RFC 6761 reserves .invalid) with a 2xx.  A refusal
+ * (RST, ICMP error, EAFNOSUPPORT, ENETUNREACH), silence until the timeout,
+ * or a 4xx/5xx from the proxy is a pass.
+ */
+#include <sys/socket.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "guest/guest.h"
+
+#define PROBES_MAX 8
+
+struct probe {
+	const char *name;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	int udp;
+	int fd;
+	int done; /* 1: refused (pass), 2: got through (fail) */
+};
+
+static long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void
+probe_v4(
+    struct probe *p, const char *name, struct in_addr a, unsigned port, int udp)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)&p->sa;
+
+	memset(p, 0, sizeof(*p));
+	p->name = name;
+	sin->sin_family = AF_INET;
+	sin->sin_addr = a;
+	sin->sin_port = htons((uint16_t)port);
+	p->salen = sizeof(*sin);
+	p->udp = udp;
+	p->fd = -1;
+}
+
+/* A minimal DNS query (RFC 1035 4.1) for "ksb-selftest.invalid" A. */
+static size_t
+dns_query(unsigned char *q)
+{
+	static const unsigned char msg[] = { 0x4b, 0x53, 0x01, 0x00, 0, 1, 0, 0,
+		0, 0, 0, 0, 12, 'k', 's', 'b', '-', 's', 'e', 'l', 'f', 't',
+		'e', 's', 't', 7, 'i', 'n', 'v', 'a', 'l', 'i', 'd', 0, 0, 1, 0,
+		1 };
+
+	memcpy(q, msg, sizeof(msg));
+	return sizeof(msg);
+}
+
+/* Start one probe: non-blocking connect (and the query for UDP). */
+static void
+probe_start(struct probe *p)
+{
+	unsigned char q[64];
+	size_t qlen;
+
+	p->fd = socket(p->sa.ss_family,
+	    (p->udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC,
+	    0);
+	if (p->fd == -1) {
+		p->done = 1; /* no such family: nothing can get out */
+		return;
+	}
+	if (connect(p->fd, (struct sockaddr *)&p->sa, p->salen) == 0) {
+		if (!p->udp) {
+			p->done = 2;
+			return;
+		}
+	} else if (errno != EINPROGRESS) {
+		p->done = 1;
+		return;
+	}
+	if (p->udp) {
+		qlen = dns_query(q);
+		if (send(p->fd, q, qlen, MSG_NOSIGNAL) == -1)
+			p->done = 1;
+	}
+}
+
+/* The poll result for a started probe. */
+static void
+probe_event(struct probe *p, short revents)
+{
+	unsigned char buf[512];
+	socklen_t len = sizeof(int);
+	int err = 0;
+
+	if (p->udp) {
+		if (revents & POLLIN)
+			p->done = recv(p->fd, buf, sizeof(buf), 0) > 0 ? 2 : 1;
+		else if (revents & (POLLERR | POLLHUP))
+			p->done = 1;
+		return;
+	}
+	if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
+		err = errno;
+	p->done = err == 0 && (revents & POLLOUT) ? 2 : 1;
+}
+
+/* Run the started probes together until each is done or ms passed. */
+static void
+probes_wait(struct probe *p, int n, int ms)
+{
+	struct pollfd pfd[PROBES_MAX];
+	int idx[PROBES_MAX], i, k;
+	long deadline = now_ms() + ms, left;
+
+	for (;;) {
+		for (i = k = 0; i < n; i++) {
+			if (p[i].done)
+				continue;
+			pfd[k].fd = p[i].fd;
+			pfd[k].events = p[i].udp ? POLLIN : POLLOUT;
+			pfd[k].revents = 0;
+			idx[k++] = i;
+		}
+		if (k == 0 || (left = deadline - now_ms()) <= 0)
+			break;
+		if (poll(pfd, (nfds_t)k, (int)left) == -1 && errno != EINTR)
+			break;
+		for (i = 0; i < k; i++)
+			if (pfd[i].revents != 0)
+				probe_event(&p[idx[i]], pfd[i].revents);
+	}
+	for (i = 0; i < n; i++)
+		if (!p[i].done)
+			p[i].done = 1; /* silence: dropped */
+}
+
+/*
+ * The CONNECT probe: "CONNECT SELFTEST_DENIED_NAME:443" to the proxy;
+ * 1 if the proxy answered 2xx (got through), else 0.
+ */
+static int
+probe_connect(struct in_addr gw, unsigned port, int ms)
+{
+	static const char req[] =
+	    "CONNECT " SELFTEST_DENIED_NAME
+	    ":443 HTTP/1.1\r\nHost: " SELFTEST_DENIED_NAME ":443\r\n\r\n";
+	struct probe p;
+	struct pollfd pfd;
+	char buf[16];
+	size_t got = 0;
+	ssize_t n;
+	long deadline = now_ms() + ms, left;
+
+	probe_v4(&p, "connect-denied", gw, port, 0);
+	probe_start(&p);
+	if (p.done == 0)
+		probes_wait(&p, 1, ms);
+	if (p.done != 2 ||
+	    send(p.fd, req, sizeof(req) - 1, MSG_NOSIGNAL) !=
+		(ssize_t)(sizeof(req) - 1)) {
+		if (p.fd != -1)
+			close(p.fd);
+		return 0;
+	}
+	/* "HTTP/1.1 2xx": the first 10 bytes decide. */
+	while (got < 10 && (left = deadline - now_ms()) > 0) {
+		pfd.fd = p.fd;
+		pfd.events = POLLIN;
+		if (poll(&pfd, 1, (int)left) <= 0)
+			break;
+		if ((n = recv(p.fd, buf + got, 10 - got, 0)) <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(p.fd);
+	return got == 10 && memcmp(buf, "HTTP/1.", 7) == 0 && buf[9] == '2';
+}
+
+/* Another address on the guest's subnet, neither ip nor gw nor the ends. */
+static struct in_addr
+neighbour(struct in_addr ip, struct in_addr gw, int prefix)
+{
+	uint32_t a = ntohl(ip.s_addr), g = ntohl(gw.s_addr);
+	uint32_t mask = prefix >= 32 ? ~0U : ~((1U << (32 - prefix)) - 1);
+	uint32_t c = a + 1;
+	struct in_addr r;
+
+	if ((c & ~mask) == ~mask || c == g)
+		c = a - 1;
+	if ((c & ~mask) == 0 || c == g)
+		c = a + 2;
+	r.s_addr = htonl(c);
+	return r;
+}
+
+int
+selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
+    unsigned proxy_port, char *failed, size_t cap)
+{
+	struct probe p[PROBES_MAX];
+	struct sockaddr_in6 *sin6;
+	struct in_addr out, dns;
+	int n = 0, i, passed = 0;
+
+	inet_pton(AF_INET, SELFTEST_OUTSIDE, &out);
+	inet_pton(AF_INET, SELFTEST_OUTSIDE_DNS, &dns);
+	probe_v4(&p[n++], "tcp-outside", out, 443, 0);
+	probe_v4(&p[n++], "tcp-gateway", gw,
+	    proxy_port == SELFTEST_PORT ? SELFTEST_PORT + 1 : SELFTEST_PORT, 0);
+	probe_v4(&p[n++], "dns-gateway", gw, 53, 1);
+	probe_v4(&p[n++], "dns-outside", dns, 53, 1);
+	probe_v4(&p[n++], "tcp-neighbour", neighbour(ip, gw, prefix),
+	    SELFTEST_PORT, 0);
+	probe_v4(&p[n], "tcp-ipv6", out, 443, 0);
+	sin6 = (struct sockaddr_in6 *)&p[n].sa;
+	memset(sin6, 0, sizeof(*sin6));
+	sin6->sin6_family = AF_INET6;
+	inet_pton(AF_INET6, SELFTEST_OUTSIDE6, &sin6->sin6_addr);
+	sin6->sin6_port = htons(443);
+	p[n++].salen = sizeof(*sin6);
+
+	for (i = 0; i < n; i++)
+		probe_start(&p[i]);
+	probes_wait(p, n, SELFTEST_PROBE_MS);
+	for (i = 0; i < n; i++) {
+		if (p[i].fd != -1)
+			close(p[i].fd);
+		if (p[i].done == 2 && passed >= 0) {
+			snprintf(failed, cap, "%s", p[i].name);
+			passed = -1;
+		} else if (passed >= 0)
+			passed++;
+	}
+	if (passed < 0)
+		return -1;
+	if (probe_connect(gw, proxy_port, SELFTEST_CONNECT_MS)) {
+		snprintf(failed, cap, "connect-denied");
+		return -1;
+	}
+	return passed + 1;
+}
