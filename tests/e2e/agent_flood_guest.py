@@ -51,7 +51,8 @@ def write_all(b):
 
 seq = 1
 last_turn = 0
-write_all(b"READY\nHELLO 1 0\nREPORT 1 0 starting \n")
+# The real init reports its enforcement self-test before READY.
+write_all(b"SELFTEST ok 7 1\nREADY\nHELLO 1 0\nREPORT 1 0 starting \n")
 chunks = [
     b"A" * (1 << 20) + b"\n",                       # one 1 MiB line
     bytes((i * 131 + (i >> 7)) & 255 for i in range(65536)) + b"\n",

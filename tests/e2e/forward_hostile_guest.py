@@ -42,7 +42,8 @@ while b"ARGV " not in cbuf or not cbuf.endswith(b"\0"):
     if not d:
         sys.exit(0)
     cbuf += d
-write_all(ctl, b"READY\n")
+# The real init reports its enforcement self-test before READY.
+write_all(ctl, b"SELFTEST ok 7 1\nREADY\n")
 write_all(fwd, frame(HELLO, 0, struct.pack(">I", 1)))
 # A guest-opened stream to a host port, and a SHOT: both must be dropped.
 write_all(fwd, frame(OPEN, 1, struct.pack(">H", host_port)))

@@ -29,7 +29,8 @@ def write_all(b):
     while b:
         b = b[os.write(fd, b):]
 
-write_all(b"READY\n")
+# The real init reports its enforcement self-test before READY.
+write_all(b"SELFTEST ok 7 1\nREADY\n")
 chunk = (bytes(range(256)) + b"\n" + b"x" * 3000 + b"\n" +
          b"NOSUCH line\n" + b"EXIT nope\n")
 sent = 0
