@@ -26,6 +26,8 @@ ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 	-- /bin/sh /ksb-test/guest.sh || true
 ksb_say "ksbctl audit"
 ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit
+echo "  (ksb-selftest.invalid: the guest's enforcement self-test, refused on"
+echo "  purpose before the command started; see ksb-run(1))"
 ksb_say "sqlite3 $T/state/audit.db 'SELECT ... FROM connections'"
 sqlite3 -header -column "$T/state/audit.db" \
 	"SELECT id, instance, host, port, sni, upstream_addr, decision, reason, bytes_up, bytes_down FROM connections"
