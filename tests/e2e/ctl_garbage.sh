@@ -24,7 +24,10 @@ cat "$T/err" | grep -v "^$" | tail -n 8
 ksb_check "ksb-run exits with the guest's status after 160 KiB of garbage: $rc" '[ "$rc" = 7 ]'
 ksb_check "it never stopped listening" '! grep -q "no longer listening\|reported no exit status" "$T/err"'
 took=$(sed -n 's/^garbage guest: [0-9]* bytes in \([0-9]*\)\..*/\1/p' "$T/err")
-ksb_check "the garbage was throttled (64 KiB/s): the guest took ${took:-?} s" \
-	'grep -q "control bytes/s: throttled" "$T/err" && [ "${took:-0}" -ge 3 ]'
+# The guest's own time is shown, not checked: the socketpair under the
+# control port buffers up to ~256 KiB, which a guest may write at once
+# however slowly ksb-run reads (seen: 0 s in one CI run, 3+ s in others).
+ksb_check "the garbage was throttled (64 KiB/s; the guest took ${took:-?} s)" \
+	'grep -q "control bytes/s: throttled" "$T/err"'
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]
