@@ -418,13 +418,40 @@ void requests_instance_gone(const char *instance);
 void requests_turn(const char *instance, int64_t turn);
 /*
  * requests_decide: the operator (uid) allows (scope: once, instance, a
- * duration) or denies (scope NULL) instance id's CONNECTs to target
- * (host[:port], default 443).  Sent to the proxy process, recorded in the
- * audit chain; *text (malloc'd) says what was decided.  0, or -1 and
- * *cause.
+ * duration, turn:N, permanent) or denies (scope NULL) instance id's
+ * CONNECTs to target (host[:port], default 443).  Sent to the proxy
+ * process (permanent: written into the profile's grant file, then
+ * reload_run), recorded in the audit chain; *text (malloc'd) says what
+ * was decided.  0, or -1 and *cause (nothing decided).
  */
 int requests_decide(struct gateway *, const char *id, const char *target,
     const char *scope, long uid, char **text, char **cause);
+
+/* ---- grantfile.c -----------------------------------------------------------
+ * The drop-in files of permanent grants: <grants-dir>/<profile>.policy
+ * (ksb-policy(5), EXTEND), root's, 0640, group control-group.
+ */
+struct grantfile_undo {
+	int dfd;	 /* grants-dir, -1: nothing to undo */
+	int had;	 /* the file existed: its old version is backup */
+	char name[80];	 /* "<profile>.policy" */
+	char backup[96]; /* ".<profile>.policy.old" */
+	char path[4200]; /* grants-dir/name, for messages and the audit */
+};
+/*
+ * grantfile_add: append to profile's file a block allowing host:port
+ * (normalised name, 1..65535), with a comment naming the operator's uid,
+ * the instance and the time (UTC): written beside it and renamed over it
+ * (fsync'd), the old version kept as a hard link.  Then the caller
+ * reloads and calls grantfile_done (the reload took it) or grantfile_undo
+ * (it failed: the old version, or no file, is back).  0, or -1 and *cause
+ * (nothing changed).
+ */
+int grantfile_add(const struct ksb_conf *, const char *profile,
+    const char *instance, const char *host, uint16_t port, long uid,
+    struct grantfile_undo *, char **cause);
+void grantfile_undo(struct grantfile_undo *);
+void grantfile_done(struct grantfile_undo *);
 
 /* ---- child.c ---------------------------------------------------------------
  * The proxy process: drops every privilege (user, empty root, no

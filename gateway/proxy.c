@@ -77,6 +77,7 @@ struct conn {
 	char host[256]; /* normalised CONNECT host */
 	uint16_t port;
 	int host_is_ip;
+	int granted; /* by an operator's grant, not the policy */
 	struct sockaddr_storage host_sa;
 	char sni[256];
 	struct resolve_req *rreq;
@@ -1333,6 +1334,7 @@ conn_not_listed(struct conn *c)
 
 	if (grants_take(
 		proxy_grants, c->inst->id, c->host, c->port, util_mono_ms())) {
+		c->granted = 1;
 		conn_proceed(c);
 		return 1;
 	}
@@ -1381,8 +1383,10 @@ proxy_grant(const char *instance, const char *host, uint16_t port,
 		if (scope == GRANT_DENY)
 			conn_held_refuse(c, REASON_OPERATOR_DENIED);
 		else if (grants_take(proxy_grants, instance, host, port,
-			     util_mono_ms()))
+			     util_mono_ms())) {
+			c->granted = 1;
 			conn_proceed(c);
+		}
 	}
 }
 
@@ -1730,6 +1734,22 @@ proxy_instance_gone(struct instance *inst)
 	}
 }
 
+/* Held CONNECTs the new policy allows (a permanent grant, an admin's
+ * edit) go on at once. */
+static void
+proxy_held_recheck(const struct policy *p)
+{
+	struct conn *c, *next;
+
+	for (c = proxy_conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->state == CONN_HELD && c->inst != NULL &&
+		    policy_match_host(p, c->inst->profile, c->host, c->port,
+			NULL) == POLICY_ALLOW)
+			conn_proceed(c);
+	}
+}
+
 int
 proxy_policy_changed(void)
 {
@@ -1742,12 +1762,16 @@ proxy_policy_changed(void)
 		if (c->inst == NULL || c->state == CONN_HEAD ||
 		    c->state == CONN_DRAIN || c->state == CONN_HELD)
 			continue;
-		ok = policy_has_profile(p, c->inst->profile) &&
-		    (c->host_is_ip ?
-			    policy_match_addr(p, c->inst->profile,
-				(struct sockaddr *)&c->host_sa, c->port, NULL) :
-			    policy_match_host(p, c->inst->profile, c->host,
-				c->port, NULL)) == POLICY_ALLOW;
+		/* An operator's grant outlives a reload; screening below
+		 * still applies. */
+		ok = c->granted ||
+		    (policy_has_profile(p, c->inst->profile) &&
+			(c->host_is_ip ?
+				policy_match_addr(p, c->inst->profile,
+				    (struct sockaddr *)&c->host_sa, c->port,
+				    NULL) :
+				policy_match_host(p, c->inst->profile, c->host,
+				    c->port, NULL)) == POLICY_ALLOW);
 		/* Upstream addresses chosen under the old policy must still
 		 * pass screening (an allow-address rule may have gone): the
 		 * current one, and those not tried yet are dropped. */
@@ -1773,5 +1797,6 @@ proxy_policy_changed(void)
 		else
 			conn_deny(c, REASON_REVOKED);
 	}
+	proxy_held_recheck(p);
 	return n;
 }

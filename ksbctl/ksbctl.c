@@ -69,7 +69,8 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "requests", requests_main, "requests [--follow]",
 	    "CONNECTs held for a decision" },
 	{ "allow", allow_main,
-	    "allow ID HOST[:PORT] [--once | --for D | --until-stopped]",
+	    "allow ID HOST[:PORT] [--once | --for D | --until-stopped | "
+	    "--permanent]",
 	    "let a held or future CONNECT through" },
 	{ "deny", deny_main, "deny ID HOST[:PORT]",
 	    "refuse a held CONNECT now" },
