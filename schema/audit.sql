@@ -1,4 +1,4 @@
--- ksb audit database, schema version 5 (PRAGMA user_version = 5).
+-- ksb audit database, schema version 8 (PRAGMA user_version = 8).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
@@ -43,7 +43,8 @@ CREATE TABLE connections (
 	closed_ms	INTEGER,
 	seq		INTEGER,
 	hash		BLOB,
-	turn		INTEGER			-- agent turn (TURN), not hashed
+	turn		INTEGER,		-- agent turn (TURN)
+	chain_v		INTEGER			-- 2: turn hashed; NULL: not
 );
 CREATE INDEX connections_ts ON connections (ts_ms);
 CREATE INDEX connections_turn ON connections (instance, turn)

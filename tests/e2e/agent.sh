@@ -154,6 +154,14 @@ ksb_check "audit: turn 4 (prompt --allow denied.test) reached both" \
 	'ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'allowed.test'"' AND decision = '"'allow'"'" && ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'denied.test'"' AND decision = '"'allow'"'"'
 ksb_check "the turn's grant is a chained record" \
 	'ksb_sql_is 1 "SELECT count(*) FROM policy_versions WHERE files = '"'operator uid 0: allow ag1 denied.test:443 turn:4'"' AND seq IS NOT NULL"'
+# The turn is chained (schema 8): the chain verifies, and a copy of the
+# database with one turn changed does not.
+ksb_check "ksbctl audit verify: the chain with the turns" 'ctl audit verify > /dev/null'
+ksb_sql ".backup '$T/tamper.db'"
+sqlite3 "$T/tamper.db" "UPDATE connections SET turn = 9 WHERE instance = 'ag1' AND turn = 3"
+{ cat "$T/ksb.conf"; echo "audit-db = $T/tamper.db"; } > "$T/tamper.conf"
+ksb_check "... a turn changed afterwards is found" \
+	'! "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/tamper.conf" audit verify > "$T/tamper.out" 2>&1 && grep -q "hash mismatch" "$T/tamper.out"'
 ctl policy suggest --instance ag1 --name default > "$T/suggest" 2>&1 || true
 cat "$T/suggest"
 ksb_check "policy suggest on this run: allowed.test used, denied.test refused" \

@@ -170,6 +170,53 @@ copy(const char *from, const char *to)
 	free(cmd);
 }
 
+/*
+ * Rehash the whole chain of p as schemas 2-7 wrote it: a connection's
+ * turn not hashed (hash version 1).  How a test makes an older database
+ * from rows the current writer wrote; the caller clears chain_v.
+ */
+static void
+rechain_v1(const char *p)
+{
+	sqlite3 *db = db_open(p);
+	struct audit_val v[AUDIT_MAX_COLS];
+	uint8_t prev[AUDIT_HASH_LEN], h[AUDIT_HASH_LEN];
+	sqlite3_stmt *st, *up;
+	const char *table;
+	int64_t seq, rowid;
+	char *sql;
+	size_t i;
+	int k;
+
+	if (audit_chain_anchor(db, &seq, prev) == -1)
+		fatalx("rechain: anchor");
+	while (audit_chain_record(db, ++seq, h, &table, &rowid) == 0) {
+		for (k = 0; strcmp(audit_kinds[k].table, table) != 0; k++)
+			;
+		xasprintf(&sql, "SELECT %s FROM %s WHERE rowid = %lld",
+		    audit_kinds[k].cols, table, (long long)rowid);
+		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
+		    sqlite3_step(st) != SQLITE_ROW)
+			fatalx("rechain: %s", sql);
+		free(sql);
+		for (i = 0; i < audit_kinds[k].ncols; i++)
+			audit_chain_column(st, (int)i, &v[i]);
+		audit_chain_hash(prev, seq, k, v, audit_kinds[k].ncols, h);
+		sqlite3_finalize(st);
+		xasprintf(&sql, "UPDATE %s SET hash = ? WHERE rowid = %lld",
+		    table, (long long)rowid);
+		if (sqlite3_prepare_v2(db, sql, -1, &up, NULL) != SQLITE_OK)
+			fatalx("rechain: %s", sql);
+		sqlite3_bind_blob(up, 1, h, AUDIT_HASH_LEN, SQLITE_STATIC);
+		if (sqlite3_step(up) != SQLITE_DONE)
+			fatalx("rechain: %s", sql);
+		sqlite3_finalize(up);
+		free(sql);
+		memcpy(prev, h, AUDIT_HASH_LEN);
+	}
+	sqlite3_close(db);
+}
+
 /* Write one of each record kind; returns the allowed row's id. */
 static int64_t
 write_some(struct audit *a, int64_t ts)
@@ -208,7 +255,7 @@ test_fresh(void)
 	id = write_some(a, 0);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "user_version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "user_version 8");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE turn = 3 AND "
 	    "decision = 'allow'") == 1 &&
@@ -251,6 +298,40 @@ test_fresh(void)
 	    "bytes_down = 1 WHERE decision = 'allow'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: modified close record detected");
+	free(problem);
+	free(q);
+	/* The turn (schema 8: hash version 2) and the version itself. */
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE chain_v = 2") ==
+		2, "new rows: hash version 2");
+	sqlite3_close(db);
+	q = path_of("turn1.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 4 WHERE turn = 3");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: modified turn detected");
+	free(problem);
+	free(q);
+	q = path_of("turn2.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 1 WHERE turn IS NULL");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a turn given to a row without one detected");
+	free(problem);
+	free(q);
+	q = path_of("turn3.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET chain_v = NULL, turn = 9 WHERE turn = 3");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a row made hash version 1 detected");
+	free(problem);
+	free(q);
+	q = path_of("turn4.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET chain_v = 3 WHERE turn = 3");
+	CHECK(verify(q, &problem) == 1 &&
+		strstr(problem, "unknown hash version"),
+	    "verify: an unknown hash version detected");
 	free(problem);
 	free(q);
 	/* Derived totals: not chained, but recomputed by verify. */
@@ -347,7 +428,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -551,9 +632,11 @@ test_migrate_v2(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
+	rechain_v1(p);
 	exec(p, "DROP TABLE requests; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
+	    "ALTER TABLE connections DROP COLUMN chain_v; "
 	    "ALTER TABLE connections DROP COLUMN turn; "
 	    "DROP TABLE totals_instance; DROP TABLE totals_host; "
 	    "CREATE VIEW egress_by_host AS SELECT instance, host, port, "
@@ -576,7 +659,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -605,6 +688,58 @@ test_migrate_v2(void)
 	free(g);
 }
 
+/*
+ * Version 5 -> 8: the rows written before keep hash version 1 (their turn
+ * not chained) and verify, before and after the migration; the rows
+ * written after chain their turn.
+ */
+static void
+test_migrate_v5(void)
+{
+	char *p = path_of("v5.db"), *q, *problem = NULL, *cause = NULL;
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	audit_free(a);
+	rechain_v1(p);
+	exec(p, "ALTER TABLE connections DROP COLUMN chain_v; "
+		"PRAGMA user_version = 5");
+	CHECK(verify(p, NULL) == 0, "verify: a version 5 database");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 5 database");
+	audit_start(a, base, &cause);
+	r = row("later.test", 0, "not_in_allowlist", 0);
+	r.turn = 2;
+	audit_decision(a, &r, NULL, NULL, NULL);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE chain_v IS "
+			"NULL") == 2 &&
+		q_int(db, "SELECT count(*) FROM connections WHERE chain_v = 2 "
+			  "AND turn = 2 AND host = 'later.test'") == 1,
+	    "old rows hash version 1, the new one 2");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: both versions in one chain");
+	q = path_of("v5t.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 7 WHERE host = 'later.test'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a new row's turn modified: detected");
+	free(problem);
+	free(q);
+	q = path_of("v5o.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 7 WHERE turn = 3");
+	CHECK(verify(q, NULL) == 0,
+	    "an old row's turn is not chained (ksb-audit(5) says so)");
+	free(q);
+	free(p);
+}
+
 /* Version 3 -> 5: the requests table (4) and turns (5); a request row
  * chains and verifies. */
 static void
@@ -628,7 +763,7 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
 	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
 	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
 	    "a request row");
@@ -760,6 +895,7 @@ main(void)
 	test_migrate_v1();
 	test_migrate_v2();
 	test_migrate_v3();
+	test_migrate_v5();
 	test_totals_retention();
 	test_retention();
 	test_idle();
