@@ -1446,18 +1446,60 @@ cleanup:
 }
 
 /*
+ * "allow ARG" or "allow-address ARG" after the keyword kw at *pos, a `}'
+ * may follow.  0 to go on with the line, -1 to skip the rest.
+ */
+static int
+policy_allow_line(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *kw)
+{
+	struct policy_tok arg, extra;
+	char q[QBUF];
+	size_t save;
+	int have;
+
+	if (!p->inblock) {
+		policy_error(p, p->line, kw->col, "`%.*s' outside a profile",
+		    (int)kw->len, kw->s);
+		return -1;
+	}
+	save = *pos;
+	have = policy_next_tok(line, len, pos, &arg);
+	if (have && (arg.s[0] == '{' || arg.s[0] == '}')) {
+		have = 0;
+		*pos = save;
+	}
+	policy_rule(
+	    p, policy_tok_is(kw, "allow-address"), kw, have ? &arg : NULL);
+	if (!have)
+		return 0;
+	save = *pos;
+	if (policy_next_tok(line, len, pos, &extra)) {
+		if (extra.s[0] == '}') {
+			*pos = save;
+			return 0;
+		}
+		policy_error(p, p->line, extra.col,
+		    "unexpected `%s' after rule (one rule per line; ports are "
+		    "written `443,8443')",
+		    policy_quote(q, sizeof(q), extra.s, extra.len));
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Process one line (without its '\n').
  *
- * 88 lines: the statement dispatcher of the policy language: one
- * case per keyword and the profile block state between them.
+ * 91 lines: the statement dispatcher of the policy language: one
+ * case per keyword and the block state (profile, extend) between them.
  */
 static void
 policy_line(struct policy_parse *p, const char *line, size_t len)
 {
-	struct policy_tok t, arg, extra;
+	struct policy_tok t;
 	char q[QBUF];
-	size_t pos = 0, save;
-	int have;
+	size_t pos = 0;
 
 	if (p->pol->creds.open) {
 		pcred_line(p, line, len, 0);
@@ -1524,35 +1566,8 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 		}
 		if (policy_tok_is(&t, "allow") ||
 		    policy_tok_is(&t, "allow-address")) {
-			if (!p->inblock) {
-				policy_error(p, p->line, t.col,
-				    "`%.*s' outside a profile", (int)t.len,
-				    t.s);
+			if (policy_allow_line(p, line, len, &pos, &t) != 0)
 				return;
-			}
-			save = pos;
-			have = policy_next_tok(line, len, &pos, &arg);
-			if (have && (arg.s[0] == '{' || arg.s[0] == '}')) {
-				have = 0;
-				pos = save;
-			}
-			policy_rule(p, policy_tok_is(&t, "allow-address"), &t,
-			    have ? &arg : NULL);
-			if (!have)
-				continue;
-			save = pos;
-			if (policy_next_tok(line, len, &pos, &extra)) {
-				if (extra.s[0] == '}') {
-					pos = save;
-					continue;
-				}
-				policy_error(p, p->line, extra.col,
-				    "unexpected `%s' after rule (one rule per "
-				    "line; ports are written `443,8443')",
-				    policy_quote(
-					q, sizeof(q), extra.s, extra.len));
-				return;
-			}
 			continue;
 		}
 		policy_error(p, p->line, t.col, "unknown keyword `%s'",
