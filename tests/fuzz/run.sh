@@ -92,6 +92,7 @@ text_seed hostname name 'WWW.Example.COM.'
 text_seed hostname v4 '0x7f.0.0.1'
 text_seed hostname v6 '[::ffff:127.0.0.1]'
 text_seed policy base 'profile base {\n  allow github.com\n  allow *.example.com:443,8000-8100\n  allow-address 10.0.0.0/8:22\n  allow-address [2001:db8::/32]\n}\nprofile dev extends base, other { # c\n}\nprofile other {}\n'
+text_seed policy extend 'extend profile dev {\n  allow new.example.com:8443\n  allow github.com\n}\nprofile dev { allow github.com }\nextend profile dev { allow-address 192.0.2.0/24 }\n'
 # fuzz_msg: a flag byte (bit 0: a descriptor came), then header (u16 type,
 # u16 len, u32 id, host order) and a payload of zeros but for its text.
 msg_seed() {
