@@ -2,7 +2,7 @@
  * audit_chain.c: the audit database's hash chain (ksb-audit(5), "HASH
  * CHAIN"), shared by ksb-gatewayd's writer and `ksbctl audit verify'.
  *
- * Five tables hold chained records, one sequence (seq) across them:
+ * Seven tables hold chained records, one sequence (seq) across them:
  *
  *   hash(seq) = SHA-256(hash(seq - 1) || be64(seq) || kind || NUL ||
  *                       field_1 || ... || field_n)
@@ -43,6 +43,10 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	[AUDIT_REQUEST] = { "request", "requests", "ts_ms",
 	    "conn_id, ts_ms, method, path, status, bytes_up, bytes_down, "
 	    "credential, reason",
+	    9 },
+	[AUDIT_SELFTEST] = { "selftest", "selftests", "ts_ms",
+	    "ts_ms, instance, trigger, result, probes, failed, duration_ms, "
+	    "action, policy_digest",
 	    9 },
 };
 

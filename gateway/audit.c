@@ -38,7 +38,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 5
+#define AUDIT_SCHEMA_VERSION 6
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -54,6 +54,7 @@ extern const char schema_migrate_2_sql[];
 extern const char schema_migrate_3_sql[];
 extern const char schema_migrate_4_sql[];
 extern const char schema_migrate_5_sql[];
+extern const char schema_migrate_6_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -638,12 +639,19 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 {
 	if (version == 0 && audit_exec(a, schema_audit_sql, cause) == -1)
 		return -1;
-	/* 3 -> 4 creates a table only; first, so every later step finds
-	 * every kind's table (schema/migrate-4.sql). */
+	/* 3 -> 4 and 5 -> 6 create a table only; first, so every later
+	 * step finds every kind's table (schema/migrate-4.sql, -6.sql). */
 	if (version != 0 && version < 4) {
 		if (audit_exec(a, schema_migrate_4_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: schema version 4's requests table "
+			 "added",
+		    a->path);
+	}
+	if (version != 0 && version < 6) {
+		if (audit_exec(a, schema_migrate_6_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 6's selftests table "
 			 "added",
 		    a->path);
 	}
@@ -1752,5 +1760,27 @@ audit_unregister(struct audit *a, int64_t id)
 	r->kind = AUDIT_UNREGISTER;
 	audit_set_int(&r->v[0], id);
 	audit_set_int(&r->v[1], util_now_ms());
+	return audit_enqueue(a, r);
+}
+
+int
+audit_selftest(struct audit *a, const struct audit_selftest *t)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+
+	r->kind = AUDIT_SELFTEST;
+	audit_set_int(&r->v[0], util_now_ms());
+	audit_set_text(&r->v[1], t->instance);
+	audit_set_text(&r->v[2], t->reload ? "reload" : "boot");
+	audit_set_text(&r->v[3], t->ok ? "ok" : "fail");
+	audit_set_int(&r->v[4], t->probes);
+	audit_set_text(&r->v[5], t->ok ? NULL : t->failed);
+	if (t->duration_ms >= 0)
+		audit_set_int(&r->v[6], t->duration_ms);
+	audit_set_text(&r->v[7],
+	    t->ok	  ? "none" :
+		t->reload ? "stopped" :
+			    "refused");
+	audit_set_text(&r->v[8], t->policy_digest);
 	return audit_enqueue(a, r);
 }

@@ -18,6 +18,10 @@
  *	from the state database; unless it is resumed within
  *	CONTROL_RESUME_GRACE_MS it is unregistered.
  *   UNREGISTER <id>		-> OK
+ *   SELFTEST <id> ...		-> OK | ERR: the lease holder's report of
+ *				   its guest's enforcement self-test
+ *				   (selftests.c); after a reload every lease
+ *				   holder is sent RELOADED <n>
  *   LIST			-> INSTANCE id=.. profile=.. ip=.. mac=.. tap=..
  *				   since=<unix ms> lines, then END
  *   RELOAD			-> OK digest=<sha256> revoked=<n> lost=<n>
@@ -526,6 +530,41 @@ control_words(char *line, char **w, int max)
 	return n;
 }
 
+int
+control_owner_send(struct instance *inst, const char *text)
+{
+	return inst->owner != NULL ? control_send(inst->owner, text, -1) : -1;
+}
+
+/*
+ * SELFTEST <id> ... (proto/ctl.h): only on the connection holding the
+ * instance's lease (which only an admin peer can hold).
+ */
+static void
+control_selftest(struct client *cl, const char *line)
+{
+	struct ctl_selftest t;
+	struct instance *inst;
+	char *cause = NULL, *reply;
+
+	if (ctl_parse_selftest(line, &t, &cause) != 0) {
+		control_sendf(cl, "ERR %s\n", cause);
+		control_refused(cl->uid, cl->pid, "a malformed SELFTEST");
+		free(cause);
+		return;
+	}
+	inst = registry_find_id(t.id);
+	if (inst == NULL || inst->owner != cl) {
+		control_sendf(
+		    cl, "ERR no instance `%s' on this connection\n", t.id);
+		control_refused(cl->uid, cl->pid, "SELFTEST");
+		return;
+	}
+	reply = selftests_report(control_gw, inst, &t);
+	control_send(cl, reply, -1);
+	free(reply);
+}
+
 static void
 control_command(struct client *cl, char *line)
 {
@@ -534,6 +573,10 @@ control_command(struct client *cl, char *line)
 	int n;
 	struct instance *inst;
 
+	if (strncmp(line, "SELFTEST ", 9) == 0) {
+		control_selftest(cl, line);
+		return;
+	}
 	n = control_words(line, w, 4);
 	if (n == 0) {
 		control_sendf(cl, "ERR empty request\n");

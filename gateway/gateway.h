@@ -174,6 +174,23 @@ int audit_policy(struct audit *, const char *digest, int ok, const char *files,
 int64_t audit_register(struct audit *, const char *instance,
     const char *profile, const char *tap, const char *mac, const char *ip);
 int audit_unregister(struct audit *, int64_t id);
+/*
+ * An enforcement self-test's result (table selftests, schema 6), as the
+ * instance's ksb-run reported it (SELFTEST, proto/ctl.h): the caller has
+ * checked every field (failed: [a-z0-9-]{1,32}, or NULL when ok).  The
+ * action follows: ok none, a failed boot test refused (the command was
+ * not started), a failed reload test stopped (the instance).  0 or -1.
+ */
+struct audit_selftest {
+	const char *instance;
+	int reload;	     /* 0: boot, 1: after a reload */
+	int ok;		     /* every probe failed as it must */
+	int probes;	     /* probes run */
+	const char *failed;  /* the probe that got through; NULL when ok */
+	int64_t duration_ms; /* in the guest; -1: unknown */
+	const char *policy_digest; /* the policy it ran under */
+};
+int audit_selftest(struct audit *, const struct audit_selftest *);
 
 /* ---- registry.c ------------------------------------------------------------
  * Registered instances, by ID and by guest address.  Pure bookkeeping:
@@ -195,6 +212,10 @@ struct instance {
 	int64_t resume_by_ms; /* owner NULL: unregistered at this
 					   monotonic time unless resumed */
 	int64_t turn;	      /* agent mode: the turn running (TURN) */
+	/* selftests.c: the enforcement self-test's reports */
+	int st_boot_seen;   /* a boot result was recorded */
+	uint64_t st_reload; /* RELOADED n awaiting its result, 0 none */
+	char st_digest[65]; /* the policy of that reload */
 	/* proxy.c's per-instance limits (zero at registration) */
 	int px_conns;		/* open proxy connections */
 	int64_t px_tokens;	/* rate bucket, milli-connections */
@@ -512,5 +533,25 @@ int proxy_policy_changed(void);
  */
 void proxy_grant(const char *instance, const char *host, uint16_t port,
     enum grant_scope scope, int64_t ttl_ms);
+
+/* ---- selftests.c -----------------------------------------------------------
+ * The guests' enforcement self-test in the audit chain (SELFTEST and
+ * RELOADED, proto/ctl.h): only the lease holder reports, a boot result
+ * once per registration, a reload result only for the reload announced
+ * last and once.
+ */
+/* After a reload: RELOADED <n> to every lease holder; each instance
+ * awaits that reload's result. */
+void selftests_reloaded(struct gateway *);
+struct ctl_selftest;
+/*
+ * SELFTEST line (without '\n') from the connection that holds inst's
+ * lease: checked, then one audit record.  The reply ("OK\n" or
+ * "ERR ...\n", malloc'd).
+ */
+char *selftests_report(
+    struct gateway *, struct instance *inst, const struct ctl_selftest *t);
+/* control.c: text to the connection holding inst's lease.  0 or -1. */
+int control_owner_send(struct instance *inst, const char *text);
 
 #endif

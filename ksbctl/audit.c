@@ -7,6 +7,7 @@
  *   audit summary [--instance ID] [--since T] [--until T] [--json]
  *   audit export --jsonl [--since T] [--follow]
  *   audit verify			(audit_verify.c)
+ *   audit selftests ...		(audit_selftest.c)
  *
  * T is a duration back from now (90s, 30m, 1h, 7d) or a UTC date
  * (2026-11-29, 2026-11-29T10:00, 2026-11-29T10:00:00Z).  --follow polls
@@ -428,6 +429,12 @@ const char audit_export_sql[] =
     "'unregister', "
     "'reg_id', reg_id, 'ts_ms', ts_ms, 'hash', lower(hex(hash))) FROM "
     "unregistrations WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'selftest', "
+    "'ts_ms', ts_ms, 'instance', instance, 'trigger', trigger, 'result', "
+    "result, 'probes', probes, 'failed', failed, 'duration_ms', "
+    "duration_ms, 'action', action, 'policy_digest', policy_digest, "
+    "'hash', lower(hex(hash))) FROM selftests WHERE seq > ?1 AND "
+    "(?2 IS NULL OR ts_ms >= ?2) "
     "ORDER BY 1 LIMIT 10000";
 
 /* Every chained record as one JSON object per line, in seq order. */
@@ -712,6 +719,8 @@ audit_main(int argc, char **argv)
 	if (argc > 1 && argv[1][0] != '-') {
 		if (strcmp(argv[1], "verify") == 0)
 			return audit_verify_main(argc - 1, argv + 1);
+		if (strcmp(argv[1], "selftests") == 0)
+			return audit_selftest_main(argc - 1, argv + 1);
 		if (strcmp(argv[1], "summary") == 0)
 			cmd = "audit summary";
 		else if (strcmp(argv[1], "export") == 0)
@@ -720,7 +729,7 @@ audit_main(int argc, char **argv)
 			log_escape(esc, sizeof(esc), argv[1], strlen(argv[1]));
 			fprintf(stderr,
 			    "ksbctl audit: unknown command `%s' "
-			    "(summary, export, verify)\n",
+			    "(summary, export, verify, selftests)\n",
 			    esc);
 			return 2;
 		}

@@ -65,6 +65,10 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "audit verify [--head SEQ:HASH | --head-from FILE] [--key FILE]\n"
 	    "[--json]",
 	    "check the audit hash chain" },
+	{ "audit selftests", audit_main,
+	    "audit selftests [--instance ID] [--failed] [--limit N] "
+	    "[--json|--csv]",
+	    "the enforcement self-test's results" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },
 	{ "requests", requests_main, "requests [--follow]",
 	    "CONNECTs held for a decision" },

@@ -314,8 +314,13 @@ ctl_unregister(int fd, const char *id, char **cause)
 
 	ctl_reader_init(&r, fd);
 	xasprintf(&req, "UNREGISTER %s\n", id);
-	if (ctl_send(fd, req, cause) != 0 || ctl_readline(&r, line, cause) != 0)
+	if (ctl_send(fd, req, cause) != 0)
 		goto cleanup;
+	/* A RELOADED notice may come first (proto/ctl.h). */
+	do {
+		if (ctl_readline(&r, line, cause) != 0)
+			goto cleanup;
+	} while (strncmp(line, "RELOADED ", 9) == 0);
 	if (strcmp(line, "OK") != 0) {
 		ctl_err(line, "UNREGISTER", cause);
 		goto cleanup;

@@ -38,6 +38,16 @@
  *                                connection: turn n (1..CTL_TURN_MAX) of
  *                                the instance's agent runs from now on;
  *                                the audit rows written meanwhile record it
+ *   SELFTEST <id> <trigger> <n> <result> <probes> <ms> <failed>
+ *                            ->  OK | ERR text: on the lease's connection,
+ *                                the enforcement self-test's result
+ *                                (struct ctl_selftest below), one chained
+ *                                audit record (table selftests)
+ * and, unsolicited, from the gateway to every lease holder:
+ *   RELOADED <n>             the policy was reloaded (n 1..CTL_TURN_MAX,
+ *                                per gateway run): the instance's guest
+ *                                runs the self-test again and ksb-run
+ *                                answers SELFTEST <id> reload <n> ...
  * A request that is refused before it runs ("ERR permission denied: ...",
  * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
@@ -141,5 +151,34 @@ int ctl_call(const char *path, const char *line, char **reply, char **cause);
 int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);
 int ctl_parse_instance(
     const char *line, struct ctl_instance *inst, char **cause);
+
+/* ---- ctl_selftest.c --------------------------------------------------------
+ * SELFTEST and RELOADED (above): fields, encoder and parsers (no I/O).
+ *   trigger  boot (n 0: before the command) | reload (n: RELOADED's)
+ *   result   ok (every probe failed as it must) | fail
+ *   probes   0..CTL_SELFTEST_PROBES_MAX (ok: at least 1)
+ *   ms       0..CTL_SELFTEST_MS_MAX in the guest, or "-": unknown
+ *   failed   "-" when ok; else the probe that got through, or what ksb-run
+ *            saw instead of an answer (timeout, skipped): [a-z0-9-]{1,32}
+ */
+#define CTL_SELFTEST_PROBES_MAX 64
+#define CTL_SELFTEST_MS_MAX	600000
+struct ctl_selftest {
+	char id[33];
+	int reload;	 /* 0: boot, 1: after RELOADED n */
+	uint64_t n;	 /* reload: RELOADED's n; boot: 0 */
+	int ok;		 /* 1: passed */
+	int probes;	 /* probes run */
+	int64_t ms;	 /* -1: unknown */
+	char failed[33]; /* "" when ok */
+};
+/* The request line of t into buf ('\n' included).  Its length, or -1 for
+ * a field outside the ranges above or a buffer too small. */
+int ctl_selftest_line(char *buf, size_t size, const struct ctl_selftest *t);
+/* line (without '\n'): a SELFTEST request, checked strictly.  0, or -1
+ * and *cause (what is wrong; guest-derived text is not quoted). */
+int ctl_parse_selftest(const char *line, struct ctl_selftest *t, char **cause);
+/* line (without '\n'): "RELOADED <n>"?  1 with *n, else 0. */
+int ctl_parse_reloaded(const char *line, size_t len, uint64_t *n);
 
 #endif

@@ -1,4 +1,4 @@
--- ksb audit database, schema version 5 (PRAGMA user_version = 5).
+-- ksb audit database, schema version 6 (PRAGMA user_version = 6).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
@@ -8,8 +8,8 @@
 -- appear as \xHH.
 --
 -- Hash chain: every record of connections, closes, policy_versions,
--- registrations, unregistrations and requests has a `seq' (one sequence
--- across the six tables, no gaps) and `hash' = SHA-256(hash of record seq-1 ||
+-- registrations, unregistrations, requests and selftests has a `seq' (one
+-- sequence across the seven tables, no gaps) and `hash' = SHA-256(hash of record seq-1 ||
 -- canonical encoding of the record); see ksb-audit(5).  chain_anchor holds
 -- the seq and hash that precede the oldest record kept (retention).
 --
@@ -113,6 +113,26 @@ CREATE TABLE requests (
 	hash		BLOB NOT NULL
 );
 CREATE INDEX requests_conn ON requests (conn_id);
+
+-- The enforcement self-test's results, at boot and after each reload
+-- (schema/migrate-6.sql).
+CREATE TABLE selftests (
+	seq		INTEGER PRIMARY KEY,
+	ts_ms		INTEGER NOT NULL,	-- when the gateway got it
+	instance	TEXT NOT NULL,
+	trigger		TEXT NOT NULL CHECK (trigger IN ('boot', 'reload')),
+	result		TEXT NOT NULL CHECK (result IN ('ok', 'fail')),
+	probes		INTEGER NOT NULL,	-- probes run (all failed: ok)
+	failed		TEXT,			-- the probe that got through,
+						-- 'timeout', 'skipped'; NULL: ok
+	duration_ms	INTEGER,		-- in the guest; NULL: unknown
+	action		TEXT NOT NULL CHECK (action IN ('none', 'refused',
+			    'stopped')),	-- refused: the command was not
+						-- started; stopped: the instance
+	policy_digest	TEXT,			-- the policy the test ran under
+	hash		BLOB NOT NULL
+);
+CREATE INDEX selftests_instance ON selftests (instance, ts_ms);
 
 -- The record the oldest kept one chains onto (one row; absent: genesis,
 -- the chain starts at seq 1 from 32 zero bytes).

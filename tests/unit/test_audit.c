@@ -20,6 +20,7 @@
 extern const char schema_audit_v1_sql[];
 extern const char schema_audit_v2_sql[];
 extern const char schema_audit_v3_sql[];
+extern const char schema_audit_v5_sql[];
 
 static struct event_base *base;
 static char dir[] = "/tmp/ksb-test-audit.XXXXXX";
@@ -194,6 +195,24 @@ write_some(struct audit *a, int64_t ts)
 	return id;
 }
 
+/* The self-test records (schema 6): boot ok, reload fail, boot fail. */
+static void
+write_selftests(struct audit *a)
+{
+	struct audit_selftest t = { "inst-1", 0, 1, 7, NULL, 812, "abcd" };
+
+	CHECK(audit_selftest(a, &t) == 0, "boot self-test queued");
+	t.reload = 1;
+	t.ok = 0;
+	t.failed = "tcp-gateway";
+	CHECK(audit_selftest(a, &t) == 0, "reload self-test queued");
+	t.reload = 0;
+	t.duration_ms = -1;
+	t.probes = 0;
+	t.failed = "skipped";
+	CHECK(audit_selftest(a, &t) == 0, "failed boot self-test queued");
+}
+
 static void
 test_fresh(void)
 {
@@ -206,9 +225,22 @@ test_fresh(void)
 	CHECK(audit_available(a), "available");
 	CHECK(audit_start(a, base, &cause) == 0, "writer started");
 	id = write_some(a, 0);
+	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "user_version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 6, "user_version 6");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
+	    "AND result = 'ok' AND probes = 7 AND failed IS NULL AND "
+	    "action = 'none' AND duration_ms = 812") == 1,
+	    "a boot self-test record");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = "
+	    "'reload' AND result = 'fail' AND failed = 'tcp-gateway' AND "
+	    "action = 'stopped' AND policy_digest = 'abcd'") == 1,
+	    "a failed reload self-test record: the instance stopped");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
+	    "AND result = 'fail' AND action = 'refused' AND duration_ms IS "
+	    "NULL") == 1,
+	    "a failed boot self-test record: the command refused");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE turn = 3 AND "
 	    "decision = 'allow'") == 1 &&
@@ -229,6 +261,23 @@ test_fresh(void)
 	    "'allowed.test'") == 2000, "egress_by_host: the close's bytes");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: intact (%lld)", (long long)id);
+
+	/* A self-test record is chained like the others. */
+	q = path_of("modst.db");
+	copy(p, q);
+	exec(q, "UPDATE selftests SET result = 'ok', action = 'none', "
+	    "failed = NULL WHERE trigger = 'reload'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a failed self-test turned ok is detected");
+	free(problem);
+	free(q);
+	q = path_of("delst.db");
+	copy(p, q);
+	exec(q, "DELETE FROM selftests WHERE trigger = 'reload'");
+	CHECK(verify(q, &problem) == 1,
+	    "verify: a deleted self-test record is detected");
+	free(problem);
+	free(q);
 
 	/* Modified: a decision field, a close field, a close record. */
 	q = path_of("mod1.db");
@@ -347,7 +396,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -551,7 +600,7 @@ test_migrate_v2(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
-	exec(p, "DROP TABLE requests; "
+	exec(p, "DROP TABLE requests; DROP TABLE selftests; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
 	    "ALTER TABLE connections DROP COLUMN turn; "
@@ -576,7 +625,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -628,7 +677,7 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
 	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
 	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
 	    "a request row");
@@ -642,6 +691,42 @@ test_migrate_v3(void)
 	s1 = shape(p);
 	s2 = shape(f);
 	CHECK(strcmp(s1, s2) == 0, "migrated (3) and new schemas are the same");
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+}
+
+/* Version 5 -> 6: the selftests table; its records chain onto the
+ * migrated chain and verify. */
+static void
+test_migrate_v5(void)
+{
+	char *p = path_of("v5.db"), *f = path_of("fresh6.db");
+	char *s1, *s2, *cause = NULL;
+	struct audit *a;
+	sqlite3 *db;
+
+	exec(p, schema_audit_v5_sql);
+	exec(p, "PRAGMA user_version = 5");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 5 database");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	write_selftests(a);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests") == 3,
+	    "self-test records in the migrated database");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: self-test records are chained");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated (5) and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
 	free(s1);
 	free(s2);
 	free(p);
@@ -760,6 +845,7 @@ main(void)
 	test_migrate_v1();
 	test_migrate_v2();
 	test_migrate_v3();
+	test_migrate_v5();
 	test_totals_retention();
 	test_retention();
 	test_idle();

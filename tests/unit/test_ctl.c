@@ -100,11 +100,91 @@ test_ctl_creds(void)
 	}
 }
 
+/* SELFTEST and RELOADED (proto/ctl_selftest.c): round trip, and every
+ * field outside its range refused. */
+static void
+test_ctl_selftest(void)
+{
+	static const char *bad[] = {
+		"SELFTEST a boot 0 ok 7 812",		  /* a field short */
+		"SELFTEST a boot 0 ok 7 812 - x",	  /* one too many */
+		"SELFTEST A boot 0 ok 7 812 -",	  /* bad ID */
+		"SELFTEST a later 0 ok 7 812 -",	  /* bad trigger */
+		"SELFTEST a boot 1 ok 7 812 -",	  /* boot with a number */
+		"SELFTEST a reload 0 ok 7 812 -",	  /* reload without */
+		"SELFTEST a reload 9007199254740993 ok 7 1 -",
+		"SELFTEST a boot 0 maybe 7 812 -",	  /* bad result */
+		"SELFTEST a boot 0 ok 0 812 -",	  /* ok, no probe */
+		"SELFTEST a boot 0 ok 65 812 -",	  /* too many probes */
+		"SELFTEST a boot 0 ok 07 812 -",	  /* leading zero */
+		"SELFTEST a boot 0 ok -7 812 -",	  /* sign */
+		"SELFTEST a boot 0 ok 7 600001 -",	  /* too long */
+		"SELFTEST a boot 0 ok 7 812 tcp-gateway", /* ok with a name */
+		"SELFTEST a boot 0 fail 0 - -",	  /* fail without */
+		"SELFTEST a boot 0 fail 0 - TCP",	  /* bad name */
+		"SELFTEST a boot 0 fail 0 - a\x01b",
+		"SELFTEST a boot 0 fail 0 - "
+		"abcdefghijklmnopqrstuvwxyz0123456", /* 33 bytes */
+	};
+	struct ctl_selftest t, u;
+	char line[CTL_LINE_MAX], *cause = NULL;
+	uint64_t n;
+	size_t i;
+	int len;
+
+	memset(&t, 0, sizeof(t));
+	strcpy(t.id, "boot-term");
+	t.reload = 1;
+	t.n = 3;
+	t.probes = 0;
+	t.ms = -1;
+	strcpy(t.failed, "tcp-gateway");
+	len = ctl_selftest_line(line, sizeof(line), &t);
+	CHECK(len > 0 && strcmp(line, "SELFTEST boot-term reload 3 fail 0 - "
+				      "tcp-gateway\n") == 0,
+	    "SELFTEST line: %s", line);
+	line[len - 1] = '\0';
+	CHECK(ctl_parse_selftest(line, &u, &cause) == 0 &&
+		memcmp(&t, &u, sizeof(t)) == 0,
+	    "SELFTEST parsed back");
+	t.ok = 1;
+	t.probes = 7;
+	t.ms = 812;
+	t.failed[0] = '\0';
+	t.reload = 0;
+	t.n = 0;
+	len = ctl_selftest_line(line, sizeof(line), &t);
+	CHECK(len > 0 && strcmp(line, "SELFTEST boot-term boot 0 ok 7 812 "
+				      "-\n") == 0,
+	    "SELFTEST boot line: %s", line);
+	t.n = 2;
+	CHECK(ctl_selftest_line(line, sizeof(line), &t) == -1,
+	    "SELFTEST: a boot result with a reload number is not encoded");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(ctl_parse_selftest(bad[i], &u, &cause) == -1 &&
+			cause != NULL,
+		    "refused: %s (%s)", bad[i], cause ? cause : "?");
+		free(cause);
+		cause = NULL;
+	}
+	CHECK(ctl_parse_reloaded("RELOADED 12", 11, &n) == 1 && n == 12,
+	    "RELOADED 12");
+	CHECK(ctl_parse_reloaded("RELOADED 0", 10, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED 012", 12, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED ", 9, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED 1x", 11, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED 99999999999999999999", 29, &n) ==
+		    0 &&
+		ctl_parse_reloaded("OK", 2, &n) == 0,
+	    "RELOADED: bad numbers and other lines refused");
+}
+
 int
 main(void)
 {
 	log_init("test_ctl", 0);
 	test_ctl_parsers();
 	test_ctl_creds();
+	test_ctl_selftest();
 	return tap_done();
 }
