@@ -1082,8 +1082,11 @@ run_guest_selftest(struct guestin *g, int status, const char *text, size_t tlen)
 	if (run_guest_reselftest(g, status, text, tlen))
 		return;
 	if (g->selftest != 0 || g->ready_ms != 0) {
-		log_warnx("guest sent a second, late or unasked SELFTEST, "
-			  "ignored");
+		/* Counted with the lines not understood: a flood is not
+		 * logged. */
+		if (g->bad++ < 10)
+			log_warnx("guest sent a second, late or unasked "
+				  "SELFTEST, ignored");
 		return;
 	}
 	g->selftest = status;
@@ -1656,7 +1659,8 @@ sup_selftest_done(struct sup *s, int status, const char *fail, int64_t ms)
 	log_warnx("instance %s: enforcement self-test after the reload "
 		  "FAILED: %s; stopping the instance",
 	    s->r->id, fail);
-	snprintf(s->g.re_fail, sizeof(s->g.re_fail), "%s", fail);
+	if (fail != s->g.re_fail) /* "timeout" */
+		snprintf(s->g.re_fail, sizeof(s->g.re_fail), "%s", fail);
 	s->st_failed = 1;
 	s->st_want = 0;
 	s->want_stop = 1;
@@ -2071,7 +2075,8 @@ sup_finish(struct sup *s)
 	sup_selftest_boot(s); /* a boot failure seen last */
 	if (s->st_failed) {
 		log_warnx("instance %s: stopped: the enforcement self-test "
-			  "after a policy reload failed, %s (see ksb-run(1))",
+			  "after a policy reload failed, probe %s (see "
+			  "ksb-run(1))",
 		    r->id, s->g.re_fail);
 		return 125;
 	}
