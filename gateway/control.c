@@ -367,6 +367,7 @@ control_reload(struct client *cl)
 		     line != NULL; line = strtok_r(NULL, "\n", &save))
 			evbuffer_add_printf(b, "W %s\n", line);
 		free(info.notes);
+		control_reloaded(); /* each guest tests the new rules */
 	} else {
 		for (line = errors; line != NULL && *line != '\0'; n++) {
 			line = strchr(line, '\n');
@@ -530,10 +531,23 @@ control_words(char *line, char **w, int max)
 	return n;
 }
 
-int
-control_owner_send(struct instance *inst, const char *text)
+void
+control_reloaded(void)
 {
-	return inst->owner != NULL ? control_send(inst->owner, text, -1) : -1;
+	struct instance *i;
+	char line[64];
+	uint64_t n = selftests_reload_begin();
+
+	snprintf(line, sizeof(line), "RELOADED %llu\n", (unsigned long long)n);
+	for (i = registry_first(); i != NULL; i = i->next) {
+		if (i->owner == NULL)
+			continue; /* re-adopted, not resumed: no one to ask */
+		selftests_await(control_gw, i, n);
+		if (control_send(i->owner, line, -1) != 0)
+			log_warnx("instance %s: could not announce the reload "
+				  "to its ksb-run",
+			    i->id);
+	}
 }
 
 /*

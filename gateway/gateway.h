@@ -252,6 +252,9 @@ const char *registry_addr_str(uint32_t addr, char *buf);
  * The control socket (ksb-run, ksbctl): line protocol, see control.c.
  */
 int control_init(struct gateway *, char **cause);
+/* After a successful reload (SIGHUP or RELOAD): RELOADED <n> to every
+ * lease holder (proto/ctl.h), each instance's result awaited. */
+void control_reloaded(void);
 /*
  * Start-up, before control_init: open <state-dir>/state.db, re-adopt the
  * registrations whose ksb-run still runs and whose tap is still on the
@@ -540,9 +543,11 @@ void proxy_grant(const char *instance, const char *host, uint16_t port,
  * once per registration, a reload result only for the reload announced
  * last and once.
  */
-/* After a reload: RELOADED <n> to every lease holder; each instance
- * awaits that reload's result. */
-void selftests_reloaded(struct gateway *);
+/* A reload succeeded: its number n (1, 2, ...) for RELOADED <n>. */
+uint64_t selftests_reload_begin(void);
+/* inst's ksb-run was told RELOADED n: its result for n is awaited (an
+ * older one no longer counts), under the policy now in force. */
+void selftests_await(struct gateway *, struct instance *inst, uint64_t n);
 struct ctl_selftest;
 /*
  * SELFTEST line (without '\n') from the connection that holds inst's
@@ -551,7 +556,5 @@ struct ctl_selftest;
  */
 char *selftests_report(
     struct gateway *, struct instance *inst, const struct ctl_selftest *t);
-/* control.c: text to the connection holding inst's lease.  0 or -1. */
-int control_owner_send(struct instance *inst, const char *text);
 
 #endif

@@ -22,25 +22,18 @@
 
 static uint64_t selftests_reloads; /* RELOADED numbers handed out */
 
-void
-selftests_reloaded(struct gateway *gw)
+uint64_t
+selftests_reload_begin(void)
 {
-	struct instance *i;
-	char line[64];
+	return ++selftests_reloads;
+}
 
-	snprintf(line, sizeof(line), "RELOADED %llu\n",
-	    (unsigned long long)++selftests_reloads);
-	for (i = registry_first(); i != NULL; i = i->next) {
-		if (i->owner == NULL)
-			continue; /* re-adopted, not resumed: no one to ask */
-		i->st_reload = selftests_reloads;
-		snprintf(i->st_digest, sizeof(i->st_digest), "%s",
-		    policy_digest(gw->policy));
-		if (control_owner_send(i, line) != 0)
-			log_warnx("instance %s: could not announce the reload "
-				  "to its ksb-run",
-			    i->id);
-	}
+void
+selftests_await(struct gateway *gw, struct instance *inst, uint64_t n)
+{
+	inst->st_reload = n;
+	snprintf(inst->st_digest, sizeof(inst->st_digest), "%s",
+	    policy_digest(gw->policy));
 }
 
 /* Why t does not count for inst, or NULL if it does. */
