@@ -2084,8 +2084,10 @@ agent_host_line(void *arg, const char *line, size_t len)
 	}
 	if (len == 8 && memcmp(line, "SELFTEST", 8) == 0) {
 		/* Through the queue: frames may be waiting there. */
-		if (selftest_again(out, sizeof(out), &sl) != -1)
+		if ((n = selftest_again(out, sizeof(out), &sl)) != -1)
 			agent_queue(a, out, sl, 0);
+		if (n == 1)
+			agent_flush(a); /* before the agent's exit ends init */
 		return;
 	}
 	if (guestctl_frame_parse(line, len, &f, a->text, GUESTCTL_TEXT_MAX) !=

@@ -2072,7 +2072,9 @@ sup_finish(struct sup *s)
 		    "%s %d)",
 		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
 		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-	sup_selftest_boot(s); /* a boot failure seen last */
+	sup_selftest_boot(s);			 /* a boot failure seen last */
+	if (s->st_n != 0 && s->g.re_status != 0) /* an answer seen last */
+		sup_selftest_done(s, s->g.re_status, s->g.re_fail, s->g.re_ms);
 	if (s->st_failed) {
 		log_warnx("instance %s: stopped: the enforcement self-test "
 			  "after a policy reload failed, probe %s (see "
