@@ -23,6 +23,7 @@ enum audit_kind {
 	AUDIT_REGISTER,
 	AUDIT_UNREGISTER,
 	AUDIT_REQUEST, /* a request of a terminated tunnel (schema 4) */
+	AUDIT_FORWARD, /* a port forward's event (schema 7) */
 	AUDIT_NKINDS
 };
 struct audit_kind_desc {

@@ -24,6 +24,9 @@
  *				   ms=<n>, "W <note>" lines, END | ERR <n>
  *				   errors, policy unchanged, then one
  *				   "E <file:line:col: message>" line each, END
+ *   FORWARD <id> <event> ...	-> OK | ERR: ksb-run's port forward record
+ *				   (proto/ctl.h), on the lease's connection
+ *				   only; into the audit (forwards.c)
  *
  * REGISTER, RESUME, UNREGISTER and RELOAD need the peer (SO_PEERCRED) to
  * be root, the gateway's own user, or in `control-group' (primary or
@@ -492,6 +495,34 @@ control_turn(struct client *cl, const char *id, const char *num)
 	control_sendf(cl, "OK\n");
 }
 
+/* FORWARD ...: the lease holder's record of a port forward (forwards.c). */
+static void
+control_forward(struct client *cl, const char *line)
+{
+	struct instance *inst;
+	struct ctl_fwd ev;
+	const char *why;
+	char *cause = NULL;
+
+	if (ctl_fwd_parse(line, &ev, &why) != 0) {
+		control_sendf(cl, "ERR FORWARD: %s\n", why);
+		control_refused(cl->uid, cl->pid, "a malformed FORWARD");
+		return;
+	}
+	inst = registry_find_id(ev.id);
+	if (inst == NULL || inst->owner != cl) {
+		control_sendf(
+		    cl, "ERR no instance `%s' on this connection\n", ev.id);
+		control_refused(cl->uid, cl->pid, "FORWARD");
+		return;
+	}
+	if (forwards_record(control_gw, inst, &ev, &cause) != 0)
+		control_sendf(cl, "ERR %s\n", cause);
+	else
+		control_sendf(cl, "OK\n");
+	free(cause);
+}
+
 static void
 control_client_free(struct client *cl)
 {
@@ -534,6 +565,10 @@ control_command(struct client *cl, char *line)
 	int n;
 	struct instance *inst;
 
+	if (strncmp(line, "FORWARD ", 8) == 0) {
+		control_forward(cl, line);
+		return;
+	}
 	n = control_words(line, w, 4);
 	if (n == 0) {
 		control_sendf(cl, "ERR empty request\n");

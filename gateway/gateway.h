@@ -174,6 +174,18 @@ int audit_policy(struct audit *, const char *digest, int ok, const char *files,
 int64_t audit_register(struct audit *, const char *instance,
     const char *profile, const char *tap, const char *mac, const char *ip);
 int audit_unregister(struct audit *, int64_t id);
+/*
+ * A port forward's event (table forwards, schema 7; the FORWARD request
+ * of ksb-run, proto/ctl.h), stamped with the time it is queued.  Text
+ * NULL: none; stream 0: none; to_guest -1: no counts (then from_guest
+ * and duration_ms are not written either).  Bytes, milliseconds.
+ */
+struct audit_fwd_row {
+	const char *instance, *event, *listen_addr, *peer, *reason;
+	int listen_port, guest_port;
+	int64_t stream, to_guest, from_guest, duration_ms;
+};
+int audit_forward(struct audit *, const struct audit_fwd_row *);
 
 /* ---- registry.c ------------------------------------------------------------
  * Registered instances, by ID and by guest address.  Pure bookkeeping:
@@ -512,5 +524,15 @@ int proxy_policy_changed(void);
  */
 void proxy_grant(const char *instance, const char *host, uint16_t port,
     enum grant_scope scope, int64_t ttl_ms);
+
+/* ---- forwards.c ------------------------------------------------------------
+ * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
+ * table, charged to inst's audit budget.  ev parsed and checked, from
+ * inst's lease connection.  0, or -1 and *cause (over the budget: one
+ * `budget' row written the first time; the backlog full).
+ */
+struct ctl_fwd;
+int forwards_record(struct gateway *gw, struct instance *inst,
+    const struct ctl_fwd *ev, char **cause);
 
 #endif
