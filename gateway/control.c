@@ -24,7 +24,8 @@
  *				   ms=<n>, "W <note>" lines, END | ERR <n>
  *				   errors, policy unchanged, then one
  *				   "E <file:line:col: message>" line each, END
- *   FORWARD <id> <event> ...	-> OK | ERR: ksb-run's port forward record
+ *   FORWARD <id> <event> ...	-> nothing | ERR forward: ... (at most one
+ *				   a second): ksb-run's port forward record
  *				   (proto/ctl.h), on the lease's connection
  *				   only; into the audit (forwards.c)
  *
@@ -72,7 +73,8 @@ struct client {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
-	int admin; /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int admin;	     /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int64_t fwd_err_sec; /* second of the last FORWARD refusal sent */
 };
 
 static int control_unpriv; /* connected non-admin clients */
@@ -495,7 +497,20 @@ control_turn(struct client *cl, const char *id, const char *num)
 	control_sendf(cl, "OK\n");
 }
 
-/* FORWARD ...: the lease holder's record of a port forward (forwards.c). */
+/* A FORWARD's refusal: at most one "ERR forward: ..." a second. */
+static void
+control_fwd_err(struct client *cl, const char *why)
+{
+	int64_t sec = util_mono_ms() / 1000;
+
+	if (sec == cl->fwd_err_sec)
+		return;
+	cl->fwd_err_sec = sec;
+	control_sendf(cl, "ERR forward: %s\n", why);
+}
+
+/* FORWARD ...: the lease holder's record of a port forward (forwards.c);
+ * no answer when it is queued for the audit. */
 static void
 control_forward(struct client *cl, const char *line)
 {
@@ -505,21 +520,18 @@ control_forward(struct client *cl, const char *line)
 	char *cause = NULL;
 
 	if (ctl_fwd_parse(line, &ev, &why) != 0) {
-		control_sendf(cl, "ERR FORWARD: %s\n", why);
+		control_fwd_err(cl, why);
 		control_refused(cl->uid, cl->pid, "a malformed FORWARD");
 		return;
 	}
 	inst = registry_find_id(ev.id);
 	if (inst == NULL || inst->owner != cl) {
-		control_sendf(
-		    cl, "ERR no instance `%s' on this connection\n", ev.id);
+		control_fwd_err(cl, "no such instance on this connection");
 		control_refused(cl->uid, cl->pid, "FORWARD");
 		return;
 	}
 	if (forwards_record(control_gw, inst, &ev, &cause) != 0)
-		control_sendf(cl, "ERR %s\n", cause);
-	else
-		control_sendf(cl, "OK\n");
+		control_fwd_err(cl, cause);
 	free(cause);
 }
 

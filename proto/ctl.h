@@ -153,7 +153,10 @@ int ctl_parse_instance(
  *   FORWARD <id> close ADDR PORT GPORT STREAM TO FROM MS REASON
  *                                  (reason: fwd_close_name, proto/fwd.h)
  *   FORWARD <id> refused ADDR PORT GPORT PEER REASON (limit, gone)
- *   -> OK | ERR text
+ *   -> no answer when the record is queued for the audit (a report: a
+ *      busy forward must not fill the connection with answers); else
+ *      "ERR forward: text", at most one a second per connection (a bad
+ *      line, not the lease's connection, over the audit budget)
  * ADDR, PEER: an IPv4 or IPv6 address as inet_ntop(3) writes it; PORT
  * the listener's (1..65535), GPORT the guest's (1..65535); STREAM the
  * forward channel's stream id (1..2^32-1); TO, FROM bytes host -> guest

@@ -91,9 +91,9 @@ ctl_fwd_reason(enum ctl_fwd_event e, const char *s)
 			strcmp(s, fwd_close_name(FWD_CLOSE_GONE)) == 0 ?
 		    0 :
 		    -1;
+	/* All of them: a guest's CLOSE may give any (forward.c). */
 	for (i = FWD_CLOSE_DONE; i <= FWD_CLOSE_GONE; i++)
-		if (i != FWD_CLOSE_NO_DISPLAY &&
-		    strcmp(s, fwd_close_name(i)) == 0)
+		if (strcmp(s, fwd_close_name(i)) == 0)
 			return 0;
 	return -1;
 }

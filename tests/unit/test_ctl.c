@@ -112,6 +112,7 @@ test_ctl_fwd(void)
 		"FORWARD live close 127.0.0.1 8080 80 4294967295 0 104857600 "
 		"9007199254740992 done",
 		"FORWARD live close 127.0.0.1 1 65535 7 12 34 5 gone",
+		"FORWARD live close 127.0.0.1 8080 80 1 0 0 0 no_display",
 		"FORWARD live refused 10.0.0.1 8080 80 ::1 limit",
 	};
 	static const char *bad[] = {
@@ -138,7 +139,6 @@ test_ctl_fwd(void)
 		"FORWARD live open 127.0.0.1 8080 80 0 127.0.0.1",
 		"FORWARD live open 127.0.0.1 8080 80 4294967296 127.0.0.1",
 		"FORWARD live open 127.0.0.1 8080 80 1 127.0.0.1:5",
-		"FORWARD live close 127.0.0.1 8080 80 1 0 0 0 no_display",
 		"FORWARD live close 127.0.0.1 8080 80 1 0 0 0 removed",
 		"FORWARD live close 127.0.0.1 8080 80 1 9007199254740993 0 0 "
 		"done",
