@@ -9,8 +9,9 @@
 --
 -- Hash chain: every record of connections, closes, policy_versions,
 -- registrations, unregistrations, requests and forwards has a `seq' (one
--- sequence across the seven tables, no gaps) and `hash' = SHA-256(hash of record seq-1 ||
--- canonical encoding of the record); see ksb-audit(5).  chain_anchor holds
+-- sequence across the seven tables, no gaps) and `hash' =
+-- SHA-256(hash of record seq-1 || canonical encoding of the record); see
+-- ksb-audit(5).  chain_anchor holds
 -- the seq and hash that precede the oldest record kept (retention).
 --
 -- totals_instance and totals_host are derived data, not chained: the

@@ -793,7 +793,8 @@ test_forwards(void)
 	audit_free(a);
 	db = db_open(p);
 	CHECK(q_int(db, "PRAGMA user_version") == 7, "migrated to version 7");
-	CHECK(q_int(db, "SELECT count(*) FROM forwards") == 4, "4 forward rows");
+	CHECK(q_int(db, "SELECT count(*) FROM forwards") == 4,
+	    "4 forward rows");
 	CHECK(q_int(db, "SELECT bytes_from_guest FROM forwards WHERE event = "
 	    "'close' AND stream = 1 AND reason = 'done' AND bytes_to_guest = "
 	    "120 AND duration_ms = 900") == 104857600, "the close's counts");
