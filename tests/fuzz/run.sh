@@ -107,6 +107,8 @@ msg_seed fatal 67 240 0 "proxy: hosts-file: cannot read"
 msg_seed instance 1 124 0 g1
 # fuzz_fwd: a CREDIT frame then a 2x1 32-bit XWD (header, 4-byte name).
 seed fwd credit_xwd '06000000000000010000000400001000000000680000000700000002000000180000000200000001000000000000000000000020000000000000002000000020000000080000000400ff00000000ff00000000ff00000008000000000000000000000002000000010000000000000000000000006b7362000000ff0000ff0000'
+text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004 done'
+text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
 
 # target, sources, max input length
 set -- \
@@ -116,7 +118,8 @@ set -- \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200" \
-	"fwd|proto/fwd.c proto/xwd.c|70000"
+	"fwd|proto/fwd.c proto/xwd.c|70000" \
+	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}
