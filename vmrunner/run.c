@@ -2562,11 +2562,17 @@ run_kept(struct run *r, char **cause)
 	if (!r->named)
 		return 0;
 	if (kept_read(r->instance_dir, k, &why) != 0) {
-		cause_set(cause,
-		    "%s (give --forward and --display, or none, to replace it)",
-		    why);
+		if (!r->fwd_given || !r->display_given) {
+			cause_set(cause,
+			    "%s (give --forward and --display, or none, to "
+			    "replace it)",
+			    why);
+			free(why);
+			return -1;
+		}
+		log_warnx("%s: replaced by this start's", why);
 		free(why);
-		return -1;
+		kept_init(k);
 	}
 	if (!r->fwd_given && k->nforward > 0) {
 		for (i = 0; i < k->nforward; i++)

@@ -107,6 +107,12 @@ ksb_check "the forward's listener is gone" '! ksb_listening "$GW" "$port"'
 ksb_check "audit: both forwards removed (stopped), sent before the lease went" \
 	'ksb_sql_is 2 "SELECT count(*) FROM forwards WHERE instance = '"'fh'"' AND event = '"'remove'"' AND reason = '"'stopped'"'"'
 ksb_check "audit verify" 'ctl audit verify'
+ksb_check "kept.conf: the --forward given (not the one ksbctl added)" \
+	'[ "$(grep -v "^#" "$I/kept.conf")" = "forward=127.0.0.1:0:80" ]'
+echo "display=huge" >> "$I/kept.conf"
+ksb_check "a bad kept.conf stops the next start, naming file:line and the way out" \
+	'! KSB_QEMU=/bin/false timeout 60 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name fh -- unused 2>"$T/err2" &&
+	 grep -q "kept.conf:3: not WxH.*give --forward and --display, or none, to replace it" "$T/err2"'
 cat "$KSB_TEST_OUT"
 [ "$fails" = 0 ] || cat "$I/forward.log"
 
