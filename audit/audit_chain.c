@@ -48,6 +48,11 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    "ts_ms, instance, trigger, result, probes, failed, duration_ms, "
 	    "action, policy_digest",
 	    9 },
+	[AUDIT_FORWARD] = { "forward", "forwards", "ts_ms",
+	    "ts_ms, instance, event, listen_addr, listen_port, guest_port, "
+	    "stream, peer, bytes_to_guest, bytes_from_guest, duration_ms, "
+	    "reason",
+	    12 },
 };
 
 static void

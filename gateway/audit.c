@@ -38,7 +38,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 6
+#define AUDIT_SCHEMA_VERSION 7
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -55,6 +55,7 @@ extern const char schema_migrate_3_sql[];
 extern const char schema_migrate_4_sql[];
 extern const char schema_migrate_5_sql[];
 extern const char schema_migrate_6_sql[];
+extern const char schema_migrate_7_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -653,6 +654,13 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 			return -1;
 		log_info("audit %s: schema version 6's selftests table "
 			 "added",
+		    a->path);
+	}
+	/* -> 7 creates a table only: first too (schema/migrate-7.sql). */
+	if (version != 0 && version < 7) {
+		if (audit_exec(a, schema_migrate_7_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 7's forwards table added",
 		    a->path);
 	}
 	a->seq = 0;
@@ -1782,5 +1790,29 @@ audit_selftest(struct audit *a, const struct audit_selftest *t)
 		t->reload ? "stopped" :
 			    "refused");
 	audit_set_text(&r->v[8], t->policy_digest);
+	return audit_enqueue(a, r);
+}
+
+int
+audit_forward(struct audit *a, const struct audit_fwd_row *row)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+
+	r->kind = AUDIT_FORWARD;
+	audit_set_int(&r->v[0], util_now_ms());
+	audit_set_text(&r->v[1], row->instance);
+	audit_set_text(&r->v[2], row->event);
+	audit_set_text(&r->v[3], row->listen_addr);
+	audit_set_int(&r->v[4], row->listen_port);
+	audit_set_int(&r->v[5], row->guest_port);
+	if (row->stream > 0)
+		audit_set_int(&r->v[6], row->stream);
+	audit_set_text(&r->v[7], row->peer);
+	if (row->to_guest >= 0) {
+		audit_set_int(&r->v[8], row->to_guest);
+		audit_set_int(&r->v[9], row->from_guest);
+		audit_set_int(&r->v[10], row->duration_ms);
+	}
+	audit_set_text(&r->v[11], row->reason);
 	return audit_enqueue(a, r);
 }

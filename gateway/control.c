@@ -28,6 +28,10 @@
  *				   ms=<n>, "W <note>" lines, END | ERR <n>
  *				   errors, policy unchanged, then one
  *				   "E <file:line:col: message>" line each, END
+ *   FORWARD <id> <event> ...	-> nothing | ERR forward: ... (at most one
+ *				   a second): ksb-run's port forward record
+ *				   (proto/ctl.h), on the lease's connection
+ *				   only; into the audit (forwards.c)
  *
  * REGISTER, RESUME, UNREGISTER and RELOAD need the peer (SO_PEERCRED) to
  * be root, the gateway's own user, or in `control-group' (primary or
@@ -73,7 +77,8 @@ struct client {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
-	int admin; /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int admin;	     /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int64_t fwd_err_sec; /* second of the last FORWARD refusal sent */
 };
 
 static int control_unpriv; /* connected non-admin clients */
@@ -497,6 +502,44 @@ control_turn(struct client *cl, const char *id, const char *num)
 	control_sendf(cl, "OK\n");
 }
 
+/* A FORWARD's refusal: at most one "ERR forward: ..." a second. */
+static void
+control_fwd_err(struct client *cl, const char *why)
+{
+	int64_t sec = util_mono_ms() / 1000;
+
+	if (sec == cl->fwd_err_sec)
+		return;
+	cl->fwd_err_sec = sec;
+	control_sendf(cl, "ERR forward: %s\n", why);
+}
+
+/* FORWARD ...: the lease holder's record of a port forward (forwards.c);
+ * no answer when it is queued for the audit. */
+static void
+control_forward(struct client *cl, const char *line)
+{
+	struct instance *inst;
+	struct ctl_fwd ev;
+	const char *why;
+	char *cause = NULL;
+
+	if (ctl_fwd_parse(line, &ev, &why) != 0) {
+		control_fwd_err(cl, why);
+		control_refused(cl->uid, cl->pid, "a malformed FORWARD");
+		return;
+	}
+	inst = registry_find_id(ev.id);
+	if (inst == NULL || inst->owner != cl) {
+		control_fwd_err(cl, "no such instance on this connection");
+		control_refused(cl->uid, cl->pid, "FORWARD");
+		return;
+	}
+	if (forwards_record(control_gw, inst, &ev, &cause) != 0)
+		control_fwd_err(cl, cause);
+	free(cause);
+}
+
 static void
 control_client_free(struct client *cl)
 {
@@ -589,6 +632,10 @@ control_command(struct client *cl, char *line)
 
 	if (strncmp(line, "SELFTEST ", 9) == 0) {
 		control_selftest(cl, line);
+		return;
+	}
+	if (strncmp(line, "FORWARD ", 8) == 0) {
+		control_forward(cl, line);
 		return;
 	}
 	n = control_words(line, w, 4);

@@ -191,6 +191,18 @@ struct audit_selftest {
 	const char *policy_digest; /* the policy it ran under */
 };
 int audit_selftest(struct audit *, const struct audit_selftest *);
+/*
+ * A port forward's event (table forwards, schema 7; the FORWARD request
+ * of ksb-run, proto/ctl.h), stamped with the time it is queued.  Text
+ * NULL: none; stream 0: none; to_guest -1: no counts (then from_guest
+ * and duration_ms are not written either).  Bytes, milliseconds.
+ */
+struct audit_fwd_row {
+	const char *instance, *event, *listen_addr, *peer, *reason;
+	int listen_port, guest_port;
+	int64_t stream, to_guest, from_guest, duration_ms;
+};
+int audit_forward(struct audit *, const struct audit_fwd_row *);
 
 /* ---- registry.c ------------------------------------------------------------
  * Registered instances, by ID and by guest address.  Pure bookkeeping:
@@ -556,5 +568,14 @@ struct ctl_selftest;
  */
 char *selftests_report(
     struct gateway *, struct instance *inst, const struct ctl_selftest *t);
+/* ---- forwards.c ------------------------------------------------------------
+ * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
+ * table, charged to inst's audit budget.  ev parsed and checked, from
+ * inst's lease connection.  0, or -1 and *cause (over the budget: one
+ * `budget' row written the first time; the backlog full).
+ */
+struct ctl_fwd;
+int forwards_record(struct gateway *gw, struct instance *inst,
+    const struct ctl_fwd *ev, char **cause);
 
 #endif

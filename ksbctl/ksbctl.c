@@ -57,6 +57,10 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "audit summary [--instance ID] "
 	    "[--host H] [--since T] [--until T]\n[--denied] [--json]",
 	    "per-host counts and bytes" },
+	{ "audit forwards", audit_main,
+	    "audit forwards [--instance ID] [--since T] [--until T] "
+	    "[--limit N]\n[--json|--csv]",
+	    "port forwards: added, removed, connections, bytes" },
 	{ "audit export", audit_main,
 	    "audit export --jsonl|--format ocsf|--otlp URL [--state FILE] "
 	    "[--since T] [--follow]",

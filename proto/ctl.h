@@ -180,5 +180,59 @@ int ctl_selftest_line(char *buf, size_t size, const struct ctl_selftest *t);
 int ctl_parse_selftest(const char *line, struct ctl_selftest *t, char **cause);
 /* line (without '\n'): "RELOADED <n>"?  1 with *n, else 0. */
 int ctl_parse_reloaded(const char *line, size_t len, uint64_t *n);
+/* ---- ctlfwd.c --------------------------------------------------------------
+ * FORWARD: ksb-run's record of a port forward (vmrunner/forward.c) for
+ * the audit database, sent on the lease's connection only (the gateway
+ * refuses it from any other connection), one line per event, positional
+ * words, every one checked (ctl_fwd_parse):
+ *   FORWARD <id> add ADDR PORT GPORT
+ *   FORWARD <id> remove ADDR PORT GPORT REASON      (removed, stopped)
+ *   FORWARD <id> open ADDR PORT GPORT STREAM PEER
+ *   FORWARD <id> close ADDR PORT GPORT STREAM TO FROM MS REASON
+ *                                  (reason: fwd_close_name, proto/fwd.h)
+ *   FORWARD <id> refused ADDR PORT GPORT PEER REASON (limit, gone)
+ *   -> no answer when the record is queued for the audit (a report: a
+ *      busy forward must not fill the connection with answers); else
+ *      "ERR forward: text", at most one a second per connection (a bad
+ *      line, not the lease's connection, over the audit budget)
+ * ADDR, PEER: an IPv4 or IPv6 address as inet_ntop(3) writes it; PORT
+ * the listener's (1..65535), GPORT the guest's (1..65535); STREAM the
+ * forward channel's stream id (1..2^32-1); TO, FROM bytes host -> guest
+ * and guest -> host, MS the connection's duration in milliseconds
+ * (decimal, 0..CTL_FWD_COUNT_MAX).
+ */
+#define CTL_FWD_COUNT_MAX (1LL << 53) /* largest byte count or duration */
+enum ctl_fwd_event {
+	CTL_FWD_ADD,
+	CTL_FWD_REMOVE,
+	CTL_FWD_OPEN,
+	CTL_FWD_CLOSE,
+	CTL_FWD_REFUSED,
+	CTL_FWD_NEVENTS
+};
+struct ctl_fwd {
+	char id[33];
+	enum ctl_fwd_event event;
+	char addr[46]; /* the listener's address */
+	uint16_t port, guest_port;
+	uint32_t stream; /* open, close; else 0 */
+	char peer[46];	 /* open, refused; else "" */
+	uint64_t to_guest, from_guest;
+	int64_t ms;	 /* close; else 0 */
+	char reason[16]; /* close, remove, refused; else "" */
+};
+/* ctl_fwd_event_name: "add", "remove", ... ("?" when out of range). */
+const char *ctl_fwd_event_name(enum ctl_fwd_event e);
+/*
+ * ctl_fwd_line: the FORWARD request for ev into buf ('\n'-terminated,
+ * size >= CTL_LINE_MAX).  Returns the length, or -1 when ev would not
+ * pass ctl_fwd_parse.
+ */
+int ctl_fwd_line(char *buf, size_t size, const struct ctl_fwd *ev);
+/*
+ * ctl_fwd_parse: line (without its '\n') into *ev.  0, or -1 and *why
+ * (a static text naming the bad word; the bytes are not quoted).
+ */
+int ctl_fwd_parse(const char *line, struct ctl_fwd *ev, const char **why);
 
 #endif

@@ -56,6 +56,7 @@
 #define RESUME_GIVE_UP_MS     60000
 #define DISPLAY_DEFAULT	      "1280x800" /* --display without WxH */
 #define SELFTEST_ANSWER_MS    30000	 /* a reload's self-test: the answer */
+#define FWD_REPORT_FLUSH_MS   2000 /* forward records at stop (fwdreport.c) */
 
 struct run_flag {
 	const char *key, *value;
@@ -119,9 +120,12 @@ struct run {
 	/* forwards and the display (forward.c; --forward, --display) */
 	const char *fwd_specs[FWD_MAX];
 	size_t nfwd;
-	const char *display; /* "WxH", NULL: none */
-	int selftest;	     /* setting selftest: the guest must pass it */
+	const char *display;	      /* "WxH", NULL: none */
+	int fwd_given, display_given; /* on the command line ("none" too) */
+	struct kept kept;	      /* a named instance's (kept.c) */
+	int selftest; /* setting selftest: the guest must pass it */
 	struct forward *fwd;
+	struct fwdreport *fwdrep; /* its events for the audit (fwdreport.c) */
 	int child_fwd; /* QEMU's end of the forward port's socketpair */
 };
 
@@ -185,6 +189,9 @@ run_help(void)
 	    "guest port\n"
 	    "  --display[=WxH]      a software display (Xvfb) for GUI "
 	    "programs, " DISPLAY_DEFAULT "\n"
+	    "                       a named instance keeps both for its next "
+	    "start;\n"
+	    "                       --forward none, --display=none: without\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -373,17 +380,23 @@ run_option_error(int ch, char **argv)
 	run_usage(stderr);
 }
 
-/* --forward (checked now, bound at boot) and --display[=WxH]. */
+/* --forward (checked now, bound at boot) and --display[=WxH]; "none"
+ * for either: not this time, nor kept for a named instance. */
 static int
 run_live_option(struct run *r, int ch, const char *arg)
 {
 	char addr[64];
 	uint16_t hp, gp;
-	const char *why;
+	const char *why = NULL;
 	unsigned w, h;
 	char tail;
 
 	if (ch == O_DISPLAY) {
+		r->display_given = 1;
+		if (arg != NULL && strcmp(arg, "none") == 0) {
+			r->display = NULL;
+			return 0;
+		}
 		r->display = arg != NULL ? arg : DISPLAY_DEFAULT;
 		if (sscanf(r->display, "%ux%u%c", &w, &h, &tail) != 2 ||
 		    w < 64 || h < 64 || w > FWD_SHOT_MAX_W ||
@@ -394,8 +407,15 @@ run_live_option(struct run *r, int ch, const char *arg)
 		}
 		return 0;
 	}
-	if (fwd_spec_parse(arg, addr, sizeof(addr), &hp, &gp, &why) != 0) {
-		log_warnx("--forward `%s': %s", arg, why);
+	r->fwd_given = 1;
+	if (strcmp(arg, "none") == 0) {
+		r->nfwd = 0;
+		return 0;
+	}
+	if (fwd_spec_parse(arg, addr, sizeof(addr), &hp, &gp, &why) != 0 ||
+	    strlen(arg) >= sizeof(r->kept.forward[0])) {
+		log_warnx(
+		    "--forward `%s': %s", arg, why != NULL ? why : "too long");
 		return -1;
 	}
 	if (r->nfwd >= FWD_MAX) {
@@ -1222,7 +1242,7 @@ run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
 /* ---- the supervisor: one handler per file descriptor -------------------- */
 
 #define SUP_AGENT_SLOTS 17 /* agent.sock and its clients (agent_pollfds) */
-#define SUP_SLOTS	(6 + 1 + SUP_AGENT_SLOTS)
+#define SUP_SLOTS	(6 + 1 + SUP_AGENT_SLOTS + 2)
 
 /*
  * What the supervisor keeps between poll(2) rounds.  Deadlines are
@@ -1590,6 +1610,8 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		r->registered = 0;
 		close(r->gw_fd);
 		r->gw_fd = -1;
+		if (r->fwdrep != NULL)
+			fwdreport_restart(r->fwdrep); /* a new connection */
 		s->lost_at = now;
 		s->resume_at = now + RESUME_EVERY_MS;
 	} else if (got > 0 && !sup_gw_answers(s, buf, (size_t)got))
@@ -1843,6 +1865,38 @@ sup_client(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		run_console_send(r, buf, (size_t)got);
 }
 
+/*
+ * The forward engine's audit lines (fwdreport.c): its eventfd, and the
+ * lease's connection for writing while lines wait.
+ */
+static int
+sup_fwd_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	struct fwdreport *rep = s->r->fwdrep;
+
+	(void)max;
+	(void)now;
+	pfd[0].fd = rep != NULL ? fwdreport_fd(rep) : -1;
+	pfd[0].events = POLLIN;
+	pfd[1].fd = rep != NULL && s->gw_open && fwdreport_pending(rep) ?
+	    s->r->gw_fd :
+	    -1;
+	pfd[1].events = POLLOUT;
+	return 2;
+}
+
+static void
+sup_fwd(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	(void)n;
+	(void)now;
+	if (s->r->fwdrep == NULL ||
+	    !((pfd[0].revents & POLLIN) || (pfd[1].revents & POLLOUT)))
+		return;
+	/* A connection error shows as EOF in sup_gw. */
+	(void)fwdreport_send(s->r->fwdrep, s->gw_open ? s->r->gw_fd : -1);
+}
+
 /* Polled in this order and served in this order. */
 static const struct sup_source sup_sources[] = {
 	{ sup_signal_prepare, sup_signal },
@@ -1853,6 +1907,7 @@ static const struct sup_source sup_sources[] = {
 	{ sup_stdin_prepare, sup_stdin },
 	{ sup_listen_prepare, sup_accept },
 	{ sup_client_prepare, sup_client },
+	{ sup_fwd_prepare, sup_fwd },
 };
 #define SUP_NSOURCES (sizeof(sup_sources) / sizeof(sup_sources[0]))
 
@@ -2667,6 +2722,62 @@ run_redact_setup(struct run *r)
 static int run_lease(struct run *r);
 
 /*
+ * A named instance keeps its --forward specs and --display (kept.c):
+ * those not given now come from its last start; what it starts with is
+ * kept for the next one.  0 or -1 and *cause.
+ */
+static int
+run_kept(struct run *r, char **cause)
+{
+	struct kept *k = &r->kept;
+	char *why = NULL;
+	size_t i;
+
+	if (!r->named)
+		return 0;
+	if (kept_read(r->instance_dir, k, &why) != 0) {
+		if (!r->fwd_given || !r->display_given) {
+			cause_set(cause,
+			    "%s (give --forward and --display, or none, to "
+			    "replace it)",
+			    why);
+			free(why);
+			return -1;
+		}
+		log_warnx("%s: replaced by this start's", why);
+		free(why);
+		kept_init(k);
+	}
+	if (!r->fwd_given && k->nforward > 0) {
+		for (i = 0; i < k->nforward; i++)
+			r->fwd_specs[i] = k->forward[i];
+		r->nfwd = k->nforward;
+		log_info("instance %s: its %zu forward(s) of the last start "
+			 "(--forward none: without)",
+		    r->id, k->nforward);
+	}
+	if (!r->display_given && k->display[0] != '\0') {
+		r->display = k->display;
+		log_info("instance %s: its display %s of the last start "
+			 "(--display=none: without)",
+		    r->id, k->display);
+	}
+	for (i = 0; i < r->nfwd; i++)
+		if (r->fwd_specs[i] != k->forward[i])
+			snprintf(k->forward[i], sizeof(k->forward[i]), "%s",
+			    r->fwd_specs[i]);
+	k->nforward = r->nfwd;
+	if (r->display != k->display)
+		snprintf(k->display, sizeof(k->display), "%s",
+		    r->display != NULL ? r->display : "");
+	for (i = 0; i < r->nfwd; i++)
+		r->fwd_specs[i] = k->forward[i];
+	if (r->display != NULL)
+		r->display = k->display;
+	return kept_write(r->instance_dir, k, cause);
+}
+
+/*
  * The instance: its directory (locked), state file, the lease (REGISTER),
  * disk, agent, the git handoff, the secrets' memfd, console.sock.  0, or
  * the exit status.
@@ -2677,7 +2788,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	char *cause = NULL;
 	int ret = 125;
 
-	if (run_instance_dir(r, r->state_dir, &cause) != 0)
+	if (run_instance_dir(r, r->state_dir, &cause) != 0 ||
+	    run_kept(r, &cause) != 0)
 		goto fail;
 	run_state_start(r);
 	/* The lease first: its placeholders are secrets the agent set-up
@@ -2756,11 +2868,13 @@ run_forward_setup(struct run *r)
 		return -1;
 	}
 	r->child_fwd = fp[1];
-	if ((r->fwd = forward_new(r->instance_dir, fp[0], &cause)) == NULL) {
+	if ((r->fwd = forward_new(r->instance_dir, fp[0], &cause)) == NULL ||
+	    (r->fwdrep = fwdreport_new(r->id, &cause)) == NULL) {
 		log_warnx("%s", cause);
 		free(cause);
 		return -1;
 	}
+	forward_set_report(r->fwd, r->fwdrep);
 	for (i = 0; i < r->nfwd; i++)
 		if (forward_add(r->fwd, r->fwd_specs[i], &cause) != 0) {
 			log_warnx("%s", cause);
@@ -2973,7 +3087,15 @@ run_teardown(struct run *r, char **qargv, int status)
 
 	forward_free(r->fwd); /* before the instance dir may go */
 	r->fwd = NULL;
+	/* Its last records (closes, removes) before UNREGISTER. */
+	if (r->registered &&
+	    fwdreport_flush(r->fwdrep, r->gw_fd, FWD_REPORT_FLUSH_MS) != 0)
+		log_warnx("forward audit: the last records did not reach "
+			  "the gateway in %d s",
+		    FWD_REPORT_FLUSH_MS / 1000);
 	run_cleanup(r, status);
+	fwdreport_free(r->fwdrep);
+	r->fwdrep = NULL;
 	agent_free(r->agent);
 	redact_stream_free(r->con_rs);
 	redact_free(r->redact);

@@ -111,6 +111,8 @@ seed fwd credit_xwd '06000000000000010000000400001000000000680000000700000002000
 text_seed ctl_selftest boot 'SELFTEST boot-term boot 0 ok 7 812 -'
 text_seed ctl_selftest reload 'SELFTEST e-1a2b3c4d reload 3 fail 0 - tcp-gateway'
 text_seed ctl_selftest reloaded 'RELOADED 12'
+text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004 done'
+text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
 
 # target, sources, max input length
 set -- \
@@ -121,7 +123,8 @@ set -- \
 	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200" \
 	"fwd|proto/fwd.c proto/xwd.c|70000" \
-	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300"
+	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300" \
+	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}

@@ -228,7 +228,6 @@ test_fresh(void)
 	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 6, "user_version 6");
 	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
 	    "AND result = 'ok' AND probes = 7 AND failed IS NULL AND "
 	    "action = 'none' AND duration_ms = 812") == 1,
@@ -241,6 +240,7 @@ test_fresh(void)
 	    "AND result = 'fail' AND action = 'refused' AND duration_ms IS "
 	    "NULL") == 1,
 	    "a failed boot self-test record: the command refused");
+	CHECK(q_int(db, "PRAGMA user_version") == 7, "user_version 7");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE turn = 3 AND "
 	    "decision = 'allow'") == 1 &&
@@ -396,7 +396,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
+	CHECK(q_int(db, "PRAGMA user_version") == 7, "migrated to version 7");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -601,6 +601,7 @@ test_migrate_v2(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
 	exec(p, "DROP TABLE requests; DROP TABLE selftests; "
+	    "DROP TABLE forwards; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
 	    "ALTER TABLE connections DROP COLUMN turn; "
@@ -625,7 +626,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
+	CHECK(q_int(db, "PRAGMA user_version") == 7, "migrated to version 7");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -677,7 +678,7 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
+	CHECK(q_int(db, "PRAGMA user_version") == 7, "migrated to version 7");
 	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
 	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
 	    "a request row");
@@ -715,7 +716,7 @@ test_migrate_v5(void)
 	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 6, "migrated to version 6");
+	CHECK(q_int(db, "PRAGMA user_version") == 7, "migrated to version 7");
 	CHECK(q_int(db, "SELECT count(*) FROM selftests") == 3,
 	    "self-test records in the migrated database");
 	sqlite3_close(db);
@@ -832,6 +833,85 @@ test_totals_retention(void)
 	free(p);
 }
 
+/* A forward's events (schema 7): rows, chain, a modified count caught;
+ * a version 5 database gets the table. */
+static void
+test_forwards(void)
+{
+	char *p = path_of("fwd.db"), *f = path_of("fwd-fresh.db");
+	char *s1, *s2, *cause = NULL, *problem = NULL;
+	struct audit_fwd_row fr;
+	struct audit *a;
+	sqlite3 *db;
+
+	exec(p, schema_audit_v3_sql);
+	exec(p, "PRAGMA user_version = 3");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open (to 7)");
+	audit_free(a);
+	/* As a version 5 database: without the table. */
+	exec(p, "DROP TABLE forwards; DROP TABLE selftests; "
+	    "PRAGMA user_version = 5");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 5 database");
+	audit_start(a, base, &cause);
+	memset(&fr, 0, sizeof(fr));
+	fr.instance = "inst-1";
+	fr.listen_addr = "127.0.0.1";
+	fr.listen_port = 8080;
+	fr.guest_port = 80;
+	fr.to_guest = -1;
+	fr.event = "add";
+	CHECK(audit_forward(a, &fr) == 0, "add queued");
+	fr.event = "open";
+	fr.stream = 1;
+	fr.peer = "127.0.0.1";
+	audit_forward(a, &fr);
+	fr.event = "close";
+	fr.peer = NULL;
+	fr.to_guest = 120;
+	fr.from_guest = 104857600;
+	fr.duration_ms = 900;
+	fr.reason = "done";
+	audit_forward(a, &fr);
+	fr.event = "remove";
+	fr.stream = 0;
+	fr.to_guest = -1;
+	fr.reason = "stopped";
+	audit_forward(a, &fr);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 7, "migrated to version 7");
+	CHECK(q_int(db, "SELECT count(*) FROM forwards") == 4,
+	    "4 forward rows");
+	CHECK(q_int(db, "SELECT bytes_from_guest FROM forwards WHERE event = "
+	    "'close' AND stream = 1 AND reason = 'done' AND bytes_to_guest = "
+	    "120 AND duration_ms = 900") == 104857600, "the close's counts");
+	CHECK(q_int(db, "SELECT count(*) FROM forwards WHERE event IN ('add', "
+	    "'remove') AND stream IS NULL AND peer IS NULL AND bytes_to_guest "
+	    "IS NULL") == 2, "add and remove: no stream, peer or counts");
+	CHECK(q_int(db, "SELECT count(*) FROM forwards WHERE event = 'open' "
+	    "AND peer = '127.0.0.1' AND listen_port = 8080 AND guest_port = "
+	    "80") == 1, "the open's peer and ports");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: forward rows are chained");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated (5) and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	exec(p, "UPDATE forwards SET bytes_from_guest = 1 WHERE event = "
+	    "'close'");
+	CHECK(verify(p, &problem) == 1 && problem != NULL &&
+	    strstr(problem, "hash mismatch") != NULL,
+	    "verify: a changed byte count is caught");
+	free(problem);
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+}
+
 int
 main(void)
 {
@@ -846,6 +926,7 @@ main(void)
 	test_migrate_v2();
 	test_migrate_v3();
 	test_migrate_v5();
+	test_forwards();
 	test_totals_retention();
 	test_retention();
 	test_idle();

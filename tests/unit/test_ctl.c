@@ -179,6 +179,109 @@ test_ctl_selftest(void)
 	    "RELOADED: bad numbers and other lines refused");
 }
 
+/* FORWARD (proto/ctlfwd.c): every event round-trips; hostile words fail. */
+static void
+test_ctl_fwd(void)
+{
+	static const char *good[] = {
+		"FORWARD live add 127.0.0.1 8080 80",
+		"FORWARD live remove ::1 8080 80 removed",
+		"FORWARD live remove 127.0.0.1 8080 80 stopped",
+		"FORWARD live open 127.0.0.1 8080 80 1 127.0.0.1",
+		"FORWARD live close 127.0.0.1 8080 80 4294967295 0 104857600 "
+		"9007199254740992 done",
+		"FORWARD live close 127.0.0.1 1 65535 7 12 34 5 gone",
+		"FORWARD live close 127.0.0.1 8080 80 1 0 0 0 no_display",
+		"FORWARD live refused 10.0.0.1 8080 80 ::1 limit",
+	};
+	static const char *bad[] = {
+		"", "FORWARD", "FORWARD live", "FORWARD live add",
+		"FORWARD live add 127.0.0.1 8080",
+		"FORWARD live add 127.0.0.1 8080 80 x",
+		"FORWARD live add 127.0.0.1 8080 80 ",
+		"FORWARD live add  127.0.0.1 8080 80",
+		" FORWARD live add 127.0.0.1 8080 80",
+		"FORWARD Live add 127.0.0.1 8080 80",
+		"FORWARD ../x add 127.0.0.1 8080 80",
+		"FORWARD live ADD 127.0.0.1 8080 80",
+		"FORWARD live shot 127.0.0.1 8080 80",
+		"FORWARD live add 127.0.0.01 8080 80",
+		"FORWARD live add 0:0::1 8080 80",
+		"FORWARD live add localhost 8080 80",
+		"FORWARD live add 127.0.0.1 0 80",
+		"FORWARD live add 127.0.0.1 8080 0",
+		"FORWARD live add 127.0.0.1 65536 80",
+		"FORWARD live add 127.0.0.1 08080 80",
+		"FORWARD live add 127.0.0.1 +8080 80",
+		"FORWARD live add 127.0.0.1 8080 -80",
+		"FORWARD live remove 127.0.0.1 8080 80 done",
+		"FORWARD live open 127.0.0.1 8080 80 0 127.0.0.1",
+		"FORWARD live open 127.0.0.1 8080 80 4294967296 127.0.0.1",
+		"FORWARD live open 127.0.0.1 8080 80 1 127.0.0.1:5",
+		"FORWARD live close 127.0.0.1 8080 80 1 0 0 0 removed",
+		"FORWARD live close 127.0.0.1 8080 80 1 9007199254740993 0 0 "
+		"done",
+		"FORWARD live close 127.0.0.1 8080 80 1 18446744073709551616 0 "
+		"0 done",
+		"FORWARD live close 127.0.0.1 8080 80 1 -1 0 0 done",
+		"FORWARD live close 127.0.0.1 8080 80 1 0 0 done",
+		"FORWARD live refused 127.0.0.1 8080 80 127.0.0.1 done",
+		"FORWARD live refused 127.0.0.1 8080 80 127.0.0.1 limit x",
+		"FORWARD live add 127.0.0.1 8080 80\r",
+	};
+	struct ctl_fwd ev, ev2;
+	char buf[CTL_LINE_MAX];
+	const char *why;
+	size_t i;
+	int n;
+
+	for (i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		CHECK(ctl_fwd_parse(good[i], &ev, &why) == 0, "good %zu", i);
+		n = ctl_fwd_line(buf, sizeof(buf), &ev);
+		CHECK(n > 0 && buf[n - 1] == '\n', "line %zu", i);
+		if (n > 0)
+			buf[n - 1] = '\0';
+		CHECK(n > 0 && strcmp(buf, good[i]) == 0, "round trip %zu: %s",
+		    i, n > 0 ? buf : "-");
+		CHECK(ctl_fwd_parse(buf, &ev2, &why) == 0 &&
+			memcmp(&ev, &ev2, sizeof(ev)) == 0,
+		    "same fields %zu", i);
+	}
+	CHECK(ctl_fwd_parse(good[4], &ev, &why) == 0 &&
+		ev.event == CTL_FWD_CLOSE && ev.stream == 4294967295u &&
+		ev.to_guest == 0 && ev.from_guest == 104857600 &&
+		ev.ms == 9007199254740992LL && strcmp(ev.reason, "done") == 0,
+	    "close fields");
+	CHECK(ctl_fwd_parse(good[3], &ev, &why) == 0 &&
+		strcmp(ev.peer, "127.0.0.1") == 0 && ev.port == 8080 &&
+		ev.guest_port == 80 && strcmp(ev.id, "live") == 0,
+	    "open fields");
+	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		CHECK(ctl_fwd_parse(bad[i], &ev, &why) == -1 && why != NULL,
+		    "bad %zu refused: `%s'", i, bad[i]);
+	memset(buf, 'a', sizeof(buf) - 1);
+	buf[sizeof(buf) - 1] = '\0';
+	CHECK(ctl_fwd_parse(buf, &ev, &why) == -1, "overlong refused");
+	/* The builder refuses what the parser would. */
+	memset(&ev, 0, sizeof(ev));
+	strcpy(ev.id, "live");
+	strcpy(ev.addr, "127.0.0.1");
+	ev.event = CTL_FWD_CLOSE;
+	ev.port = 1;
+	ev.guest_port = 2;
+	ev.stream = 3;
+	strcpy(ev.reason, "done");
+	CHECK(ctl_fwd_line(buf, sizeof(buf), &ev) > 0, "built");
+	ev.ms = -1;
+	CHECK(ctl_fwd_line(buf, sizeof(buf), &ev) == -1, "negative ms");
+	ev.ms = 0;
+	ev.event = CTL_FWD_NEVENTS;
+	CHECK(ctl_fwd_line(buf, sizeof(buf), &ev) == -1, "bad event");
+	CHECK(strcmp(ctl_fwd_event_name(CTL_FWD_REFUSED), "refused") == 0 &&
+		strcmp(ctl_fwd_event_name(CTL_FWD_NEVENTS), "?") == 0,
+	    "event names");
+}
+
 int
 main(void)
 {
@@ -186,5 +289,6 @@ main(void)
 	test_ctl_parsers();
 	test_ctl_creds();
 	test_ctl_selftest();
+	test_ctl_fwd();
 	return tap_done();
 }
