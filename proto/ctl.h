@@ -21,7 +21,14 @@
  *                                the lease back on a new connection
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
- *                                lines, then END
+ *                                [tunnels= up= down=] lines, then END;
+ *                                the traffic (decimal): tunnels open now,
+ *                                bytes relayed guest->upstream (up) and
+ *                                back (down) by all the instance's
+ *                                tunnels since it registered, open ones
+ *                                included, as of the proxy's last count
+ *                                (at most ~0.5 s old; the audit has a
+ *                                tunnel's bytes only once it closed)
  *   RELOAD                   ->  OK digest=D revoked=N lost=L ms=T, a
  *                                "W <note>" line per note, END | ERR <n>
  *                                errors, policy unchanged, an "E <error>"
@@ -84,6 +91,9 @@ struct ctl_instance {
 	char mac_str[18];
 	char tap[16];
 	int64_t since_ms; /* unix milliseconds */
+	/* The traffic (LIST above); -1 each when the gateway sent none. */
+	int64_t tunnels;
+	int64_t up, down; /* bytes since the registration */
 };
 
 /* ctl_connect: connect to path (CLOEXEC).  fd, or -1 and *cause. */
