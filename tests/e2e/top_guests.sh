@@ -120,31 +120,6 @@ tunnels_are() { [ "$(row "$1" | awk '{ print $5 }')" = "$2" ]; }
 down_rate() { row "$1" | awk '$10 + 0 > 0 { ok = 1 } END { exit !ok }'; }
 running() { row "$1" | grep -q "^$1  *running "; }
 both_running() { running g1 && running g2; }
-# The gateway's traffic of an instance (LIST): "TUNNELS UP DOWN".
-gw_traffic() {
-	python3 - "$T/gateway.sock" "$1" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(b"LIST\n")
-b = b""
-while not b.endswith(b"END\n"):
-    d = s.recv(65536)
-    if not d:
-        break
-    b += d
-for line in b.decode().splitlines():
-    kv = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
-    if kv.get("id") == sys.argv[2]:
-        print(kv["tunnels"], kv["up"], kv["down"])
-PY
-}
-sql_bytes() {
-	ksb_sql "SELECT coalesce(sum(bytes_up), 0), coalesce(sum(bytes_down), 0)
-	    FROM connections WHERE instance = '$1'" | tr '|' ' '
-}
-gw_matches() { [ "$(gw_traffic "$1")" = "0 $(sql_bytes "$1")" ]; }
 alive() { ! ksb_dead "$1"; }
 
 ksb_check "top lists g1 and g2, running" 'ksb_until 30 both_running'
@@ -161,7 +136,7 @@ ksb_check "while g1's download runs: TUNNELS 1 and a DOWN/s rate shown" \
 	'ksb_until 60 live && alive "$P1"'
 row g1
 ksb_check "... the gateway counts its bytes before the audit has them" \
-	'[ "$(gw_traffic g1 | cut -d" " -f3)" -gt \
+	'[ "$(ksb_traffic g1 | cut -d" " -f3)" -gt \
 	    "$(sql_figures g1 | cut -d" " -f4)" ]'
 ksb_check "g2's CONNECT to denied.test waits, selected in top" \
 	'ksb_until 60 shows "^> g2  *denied.test:443"'
@@ -187,8 +162,8 @@ for g in g1 g2; do
 		"ksb_until 20 figures_match $g"
 	echo "# $g screen: $(row_figures $g); audit: $(sql_figures $g)"
 	ksb_check "$g: the gateway's counts (LIST) equal the audit rows' bytes" \
-		"ksb_until 10 gw_matches $g"
-	echo "# $g gateway: $(gw_traffic $g); audit rows: $(sql_bytes $g)"
+		"ksb_until 10 ksb_traffic_is_audit $g"
+	echo "# $g gateway: $(ksb_traffic $g); audit rows: $(ksb_audit_bytes $g)"
 done
 ksb_check "g1's DOWN counts the download" \
 	'[ "$(row_figures g1 | cut -d" " -f4)" -gt "$SIZE" ]'

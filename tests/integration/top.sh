@@ -84,26 +84,6 @@ refusal_shown() {
 }
 agent_row() { row tp1 | grep -q "^tp1  *running  *working  *3 "; }
 gone() { ! $TM has-session -t top 2>/dev/null; }
-# The gateway's traffic of an instance (LIST): "TUNNELS UP DOWN".
-gw_traffic() {
-	python3 - "$T/gateway.sock" "$1" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(10)
-s.connect(sys.argv[1])
-s.sendall(b"LIST\n")
-b = b""
-while not b.endswith(b"END\n"):
-    d = s.recv(65536)
-    if not d:
-        break
-    b += d
-for line in b.decode().splitlines():
-    kv = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
-    if kv.get("id") == sys.argv[2]:
-        print(kv["tunnels"], kv["up"], kv["down"])
-PY
-}
 
 # tp1's instance dir, as ksb-run keeps it (proto/instance.h): a state file
 # in agent mode and its lock held (flock(2), as the supervising ksb-run).
@@ -193,7 +173,7 @@ ksb_check "while the download runs: TUNNELS 1 and a DOWN/s rate shown" \
 	'ksb_until 20 live_rate'
 row tp1
 ksb_check "... the gateway counts its bytes before the audit has them" \
-	'[ "$(gw_traffic tp1 | cut -d" " -f3)" -gt \
+	'[ "$(ksb_traffic tp1 | cut -d" " -f3)" -gt \
 	    "$(sql_figures tp1 | cut -d" " -f4)" ]'
 wait "$S" || true
 ksb_check "the download got 200 and all of the file: '$(cat "$T/slow")'" \
@@ -204,12 +184,9 @@ ksb_check "CONNS DENIED UP DOWN match totals_instance" \
 	'ksb_until 10 figures_match tp1 &&
 	    [ "$(row_figures tp1 | cut -d" " -f4)" -gt 1048576 ]'
 echo "# screen: $(row_figures tp1); audit: $(sql_figures tp1)"
-gw_matches() {
-	[ "$(gw_traffic tp1)" = "0 $(sql_figures tp1 | cut -d" " -f3-)" ]
-}
 ksb_check "the gateway's counts (LIST) equal the audit's bytes" \
-	'ksb_until 10 gw_matches'
-echo "# gateway: $(gw_traffic tp1)"
+	'ksb_until 10 ksb_traffic_is_audit tp1'
+echo "# gateway: $(ksb_traffic tp1); audit: $(ksb_audit_bytes tp1)"
 
 ksb_say "a refusal shows"
 got=$(body 2 other.test) || true
