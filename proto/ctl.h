@@ -22,7 +22,8 @@
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
  *                                [tunnels= up= down=] lines, then END;
- *                                the traffic (decimal): tunnels open now,
+ *                                the traffic (decimal; to root and the
+ *                                control group only): tunnels open now,
  *                                bytes relayed guest->upstream (up) and
  *                                back (down) by all the instance's
  *                                tunnels since it registered, open ones

@@ -11,6 +11,7 @@
 #    audit's, which has a tunnel's bytes only once it closed), and the
 #    totals on the screen are the audit's (totals_instance, read with
 #    sqlite3); after the close the gateway's counts equal the audit's;
+#    an unprivileged LIST has the instances without their traffic;
 #  - a refusal shows under the recent refusals;
 #  - a held CONNECT shows, selected; `a' lets it through (the client gets
 #    200); with two held, Down selects the second, `a' lets it through and
@@ -23,7 +24,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-ksb_need tmux
+ksb_need tmux setpriv /usr/bin/python3
 command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
@@ -187,6 +188,28 @@ echo "# screen: $(row_figures tp1); audit: $(sql_figures tp1)"
 ksb_check "the gateway's counts (LIST) equal the audit's bytes" \
 	'ksb_until 10 ksb_traffic_is_audit tp1'
 echo "# gateway: $(ksb_traffic tp1); audit: $(ksb_audit_bytes tp1)"
+# What the guests do is for the operators: an unprivileged LIST has the
+# instances without their traffic.
+nob_list() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b"LIST\n")
+b = b""
+while not b.endswith(b"END\n"):
+    d = s.recv(65536)
+    if not d:
+        break
+    b += d
+print(b.decode(), end="")' "$T/gateway.sock"
+}
+nob_list > "$T/nob-list" 2>&1 || true
+ksb_check "nobody's LIST: tp1 listed, without tunnels= up= down=" \
+	'grep -q "^INSTANCE id=tp1 " "$T/nob-list" &&
+	    ! grep -Eq "tunnels=|up=|down=" "$T/nob-list"'
+sed "s/^/# /" "$T/nob-list"
 
 ksb_say "a refusal shows"
 got=$(body 2 other.test) || true
