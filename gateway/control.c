@@ -20,9 +20,9 @@
  *   UNREGISTER <id>		-> OK
  *   LIST			-> INSTANCE id=.. profile=.. ip=.. mac=.. tap=..
  *				   since=<unix ms> [tunnels=<n> up=<bytes>
- *				   down=<bytes>] lines, then END (the
- *				   traffic, to admin peers only: proxy.c's
- *				   counts, MSG_TRAFFIC)
+ *				   down=<bytes> at=<unix ms>] lines, then
+ *				   END (the traffic, to admin peers only:
+ *				   proxy.c's counts, MSG_TRAFFIC)
  *   RELOAD			-> OK digest=<sha256> revoked=<n> lost=<n>
  *				   ms=<n>, "W <note>" lines, END | ERR <n>
  *				   errors, policy unchanged, then one
@@ -328,10 +328,12 @@ control_list(struct client *cl)
 		    registry_mac_str(i->mac, mac), i->tap,
 		    (long long)i->since_ms);
 		if (cl->admin) /* what the guests do: for the operators */
-			evbuffer_add_printf(b, " tunnels=%d up=%llu down=%llu",
+			evbuffer_add_printf(b,
+			    " tunnels=%d up=%llu down=%llu at=%lld",
 			    i->tr_tunnels,
 			    (unsigned long long)(i->tr_base_up + i->tr_up),
-			    (unsigned long long)(i->tr_base_down + i->tr_down));
+			    (unsigned long long)(i->tr_base_down + i->tr_down),
+			    (long long)(i->tr_ms ? i->tr_ms : i->since_ms));
 		evbuffer_add_printf(b, "\n");
 	}
 	evbuffer_add_printf(b, "END\n");

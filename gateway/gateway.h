@@ -211,10 +211,12 @@ struct instance {
 	 * (closed and open ones; up: guest to upstream) and its open
 	 * tunnels.  The proxy's figures as of its last walk (proxy.c,
 	 * every PROXY_TRAFFIC_MS); in the parent, the last MSG_TRAFFIC plus
-	 * tr_base (what earlier proxy processes had reported).
+	 * tr_base (what earlier proxy processes had reported), received at
+	 * tr_ms (unix ms; 0: none yet).
 	 */
 	uint64_t tr_up, tr_down, tr_base_up, tr_base_down;
 	int tr_tunnels;
+	int64_t tr_ms;
 	uint64_t px_closed_up, px_closed_down; /* proxy: closed tunnels */
 	uint64_t px_walk_up, px_walk_down;     /* proxy: walk scratch */
 	int px_walk_tunnels;

@@ -225,6 +225,7 @@ privsep_traffic(const struct msg_traffic *m)
 	inst->tr_up = m->up;
 	inst->tr_down = m->down;
 	inst->tr_tunnels = m->tunnels;
+	inst->tr_ms = util_now_ms();
 	return 0;
 }
 
@@ -240,6 +241,7 @@ privsep_traffic_lost(void)
 		inst->tr_base_down += inst->tr_down;
 		inst->tr_up = inst->tr_down = 0;
 		inst->tr_tunnels = 0;
+		inst->tr_ms = util_now_ms(); /* nothing open from now on */
 	}
 }
 

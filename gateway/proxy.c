@@ -1685,8 +1685,9 @@ proxy_error_cb(struct evconnlistener *l, void *arg)
  * Every PROXY_TRAFFIC_MS: each instance's bytes (its closed tunnels',
  * kept by conn_close, plus what the open ones relayed so far, the
  * counters the relay keeps anyway) and open tunnels, sent to the parent
- * (MSG_TRAFFIC) where they changed.  One pass over the connections: no
- * work per byte relayed.
+ * (MSG_TRAFFIC) where they changed or a tunnel is open (the report's time
+ * is then the count's: rates are exact over any two reports).  One pass
+ * over the connections: no work per byte relayed.
  */
 static void
 proxy_traffic_cb(evutil_socket_t fd, short ev, void *arg)
@@ -1718,7 +1719,8 @@ proxy_traffic_cb(evutil_socket_t fd, short ev, void *arg)
 	for (inst = registry_first(); inst != NULL; inst = inst->next) {
 		if (inst->px_walk_up == inst->tr_up &&
 		    inst->px_walk_down == inst->tr_down &&
-		    inst->px_walk_tunnels == inst->tr_tunnels)
+		    inst->px_walk_tunnels == inst->tr_tunnels &&
+		    inst->px_walk_tunnels == 0)
 			continue;
 		inst->tr_up = inst->px_walk_up;
 		inst->tr_down = inst->px_walk_down;

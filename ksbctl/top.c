@@ -46,6 +46,7 @@ struct top_inst {
 	uint64_t turn;
 	int64_t tunnels, conns, denied, up, down; /* -1: unknown */
 	int64_t gw_tunnels, gw_up, gw_down;	  /* LIST's; -1: unknown */
+	int64_t gw_at;				  /* when counted, unix ms */
 	double up_rate, down_rate;		  /* bytes per second */
 };
 
@@ -86,7 +87,7 @@ top_inst_add(struct top_inst *v, size_t *n, const char *id, const char *st)
 	snprintf(r->state, sizeof(r->state), "%s", st);
 	strcpy(r->agent, "-");
 	r->tunnels = r->conns = r->denied = r->up = r->down = -1;
-	r->gw_tunnels = r->gw_up = r->gw_down = -1;
+	r->gw_tunnels = r->gw_up = r->gw_down = r->gw_at = -1;
 	return r;
 }
 
@@ -136,6 +137,7 @@ top_read_instances(struct top *t, struct top_inst *v, size_t *n)
 			r->gw_tunnels = gw[j].tunnels;
 			r->gw_up = gw[j].up;
 			r->gw_down = gw[j].down;
+			r->gw_at = gw[j].at_ms;
 		}
 	}
 	free(gw);
@@ -162,16 +164,20 @@ top_int(sqlite3 *db, const char *sql, const char *id, int col)
 
 /*
  * The rates of r against o (the last refresh, secs ago): the gateway's
- * counts where both refreshes have them (0 where they went down: a new
- * registration), the audit's totals where neither has.
+ * counts where both refreshes have them, over the time between the two
+ * counts (0 where they went down, a new registration, or no new count
+ * came), the audit's totals where neither has.
  */
 static void
 top_rates(struct top_inst *r, const struct top_inst *o, double secs)
 {
+	double span = (double)(r->gw_at - o->gw_at) / 1000.0;
+
 	if (r->gw_up >= 0 && o->gw_up >= 0) {
-		if (r->gw_up >= o->gw_up && r->gw_down >= o->gw_down) {
-			r->up_rate = (double)(r->gw_up - o->gw_up) / secs;
-			r->down_rate = (double)(r->gw_down - o->gw_down) / secs;
+		if (span > 0 && r->gw_up >= o->gw_up &&
+		    r->gw_down >= o->gw_down) {
+			r->up_rate = (double)(r->gw_up - o->gw_up) / span;
+			r->down_rate = (double)(r->gw_down - o->gw_down) / span;
 		}
 	} else if (r->gw_up < 0 && o->gw_up < 0 && o->up >= 0 && r->up >= 0) {
 		r->up_rate = (double)(r->up - o->up) / secs;

@@ -769,6 +769,8 @@ ctl_instance_kv(
 		return ctl_parse_count(v, vlen, &in->up) == 0 ? 128 : -1;
 	if (KEYIS("down"))
 		return ctl_parse_count(v, vlen, &in->down) == 0 ? 256 : -1;
+	if (KEYIS("at"))
+		return ctl_parse_count(v, vlen, &in->at_ms) == 0 ? 512 : -1;
 	return 0;
 }
 
@@ -776,7 +778,7 @@ int
 ctl_parse_instance(const char *line, struct ctl_instance *inst, char **cause)
 {
 	memset(inst, 0, sizeof(*inst));
-	inst->tunnels = inst->up = inst->down = -1;
+	inst->tunnels = inst->up = inst->down = inst->at_ms = -1;
 	return ctl_parse_kv(
 	    line, "INSTANCE ", 63, ctl_instance_kv, inst, "LIST line", cause);
 }
