@@ -6,9 +6,11 @@
  *     state, agent state and turn) and the gateway's registrations (LIST,
  *     with each one's traffic: open tunnels and bytes relayed, open
  *     tunnels included);
- *   - the rates: the change per second of the gateway's byte counts since
- *     the last refresh (so a long download shows while it runs); without
- *     them (an older gateway), of the audit's totals;
+ *   - the rates: the change of the gateway's byte counts between the
+ *     last refresh's count and this one's, over the time between them
+ *     (LIST's at=), so a long download shows while it runs; without
+ *     counts (an unprivileged user, an older gateway), the change per
+ *     second of the audit's totals;
  *   - from the audit database, read-only as `ksbctl audit' reads it
  *     (ksb-audit(5)): the derived totals (totals_instance: connections,
  *     refused, bytes of the closed tunnels), open tunnels (allowed rows
