@@ -23,7 +23,10 @@
  *				   (selftests.c); after a reload every lease
  *				   holder is sent RELOADED <n>
  *   LIST			-> INSTANCE id=.. profile=.. ip=.. mac=.. tap=..
- *				   since=<unix ms> lines, then END
+ *				   since=<unix ms> [tunnels=<n> up=<bytes>
+ *				   down=<bytes> at=<unix ms>] lines, then
+ *				   END (the traffic, to admin peers only:
+ *				   proxy.c's counts, MSG_TRAFFIC)
  *   RELOAD			-> OK digest=<sha256> revoked=<n> lost=<n>
  *				   ms=<n>, "W <note>" lines, END | ERR <n>
  *				   errors, policy unchanged, then one
@@ -326,13 +329,22 @@ control_list(struct client *cl)
 	char *text;
 	size_t n;
 
-	for (i = registry_first(); i != NULL; i = i->next)
+	for (i = registry_first(); i != NULL; i = i->next) {
 		evbuffer_add_printf(b,
 		    "INSTANCE id=%s profile=%s ip=%s mac=%s "
-		    "tap=%s since=%lld\n",
+		    "tap=%s since=%lld",
 		    i->id, i->profile, registry_addr_str(i->addr, ip),
 		    registry_mac_str(i->mac, mac), i->tap,
 		    (long long)i->since_ms);
+		if (cl->admin) /* what the guests do: for the operators */
+			evbuffer_add_printf(b,
+			    " tunnels=%d up=%llu down=%llu at=%lld",
+			    i->tr_tunnels,
+			    (unsigned long long)(i->tr_base_up + i->tr_up),
+			    (unsigned long long)(i->tr_base_down + i->tr_down),
+			    (long long)(i->tr_ms ? i->tr_ms : i->since_ms));
+		evbuffer_add_printf(b, "\n");
+	}
 	evbuffer_add_printf(b, "END\n");
 	n = evbuffer_get_length(b);
 	text = xmalloc(n + 1);

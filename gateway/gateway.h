@@ -239,6 +239,20 @@ struct instance {
 	int64_t bg_sec, bg_day;	      /* current windows: second, UTC day */
 	int64_t bg_records, bg_bytes; /* charged in them */
 	int bg_over;		      /* enum budget_state */
+	/*
+	 * Traffic: bytes the instance's tunnels relayed since it registered
+	 * (closed and open ones; up: guest to upstream) and its open
+	 * tunnels.  The proxy's figures as of its last walk (proxy.c,
+	 * every PROXY_TRAFFIC_MS); in the parent, the last MSG_TRAFFIC plus
+	 * tr_base (what earlier proxy processes had reported), received at
+	 * tr_ms (unix ms; 0: none yet).
+	 */
+	uint64_t tr_up, tr_down, tr_base_up, tr_base_down;
+	int tr_tunnels;
+	int64_t tr_ms;
+	uint64_t px_closed_up, px_closed_down; /* proxy: closed tunnels */
+	uint64_t px_walk_up, px_walk_down;     /* proxy: walk scratch */
+	int px_walk_tunnels;
 	struct instance *next;
 };
 /* Set the address pool: the bridge network minus the gateway's address. */
@@ -491,6 +505,9 @@ const struct sockaddr_storage *child_own_addrs(size_t *n);
 /* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
 void child_hold(
     const char *instance, const char *host, uint16_t port, int hold_s);
+/* Tell the parent instance's traffic figures (MSG_TRAFFIC). */
+void child_traffic(
+    const char *instance, int tunnels, uint64_t up, uint64_t down);
 
 /* ---- term.c ----------------------------------------------------------------
  * A terminated tunnel to a host bound to a credential (see term.c).
@@ -514,6 +531,12 @@ struct term *term_start(struct gateway *, struct instance *inst,
     struct bufferevent *up, term_done_cb done, void *arg);
 /* Stop without calling done (the tunnel is closed by its owner). */
 void term_free(struct term *);
+/*
+ * term_bytes: what t relayed so far, requests in progress included
+ * (*up: guest to upstream, *down: back; bytes as child_audit_request
+ * counts them).
+ */
+void term_bytes(const struct term *t, uint64_t *up, uint64_t *down);
 /*
  * head_worth_parsing: is the head in in (len bytes of it, at most cap)
  * worth parsing (again)?  1 when the bytes after the *seen already

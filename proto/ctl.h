@@ -21,7 +21,17 @@
  *                                the lease back on a new connection
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
- *                                lines, then END
+ *                                [tunnels= up= down= at=] lines, then
+ *                                END; the traffic (decimal; to root and
+ *                                the control group only): tunnels open
+ *                                now, bytes relayed guest->upstream (up)
+ *                                and back (down) by all the instance's
+ *                                tunnels since it registered, open ones
+ *                                included, as counted at `at' (unix ms;
+ *                                every ~0.5 s while a tunnel is open, so
+ *                                a rate is (up2 - up1) / (at2 - at1));
+ *                                the audit has a tunnel's bytes only once
+ *                                it closed
  *   RELOAD                   ->  OK digest=D revoked=N lost=L ms=T, a
  *                                "W <note>" line per note, END | ERR <n>
  *                                errors, policy unchanged, an "E <error>"
@@ -94,6 +104,10 @@ struct ctl_instance {
 	char mac_str[18];
 	char tap[16];
 	int64_t since_ms; /* unix milliseconds */
+	/* The traffic (LIST above); -1 each when the gateway sent none. */
+	int64_t tunnels;
+	int64_t up, down; /* bytes since the registration */
+	int64_t at_ms;	  /* when counted, unix ms */
 };
 
 /* ctl_connect: connect to path (CLOEXEC).  fd, or -1 and *cause. */

@@ -57,6 +57,29 @@ test_ctl_parsers(void)
 	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1700000000000", &in, &cause) == 0 &&
 	    strcmp(in.id, "e-12345678") == 0 && in.since_ms == 1700000000000LL &&
 	    in.prefix == 32, "INSTANCE line");
+	CHECK(in.tunnels == -1 && in.up == -1 && in.down == -1,
+	    "no traffic fields: unknown (-1)");
+	CHECK(ctl_parse_instance("INSTANCE id=g1 profile=default ip=10.77.0.2 "
+	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1 tunnels=2 up=0 "
+	    "down=123456789012 at=1700000000500", &in, &cause) == 0 &&
+	    in.tunnels == 2 && in.up == 0 && in.down == 123456789012LL &&
+	    in.at_ms == 1700000000500LL, "INSTANCE line with traffic");
+	{
+		static const char *const badt[] = { "tunnels=-1", "up=01",
+			"down=1x", "up=", "up=1234567890123456789",
+			"up=1 up=2", "at=-5" };
+		char line[512];
+
+		for (i = 0; i < sizeof(badt) / sizeof(badt[0]); i++) {
+			snprintf(line, sizeof(line), "INSTANCE id=g1 "
+			    "profile=default ip=10.77.0.2 mac=52:54:00:aa:bb:01 "
+			    "tap=ksbt0 since=1 %s", badt[i]);
+			free(cause);
+			cause = NULL;
+			CHECK(ctl_parse_instance(line, &in, &cause) == -1,
+			    "bad traffic field refused: %s", badt[i]);
+		}
+	}
 	CHECK(ctl_parse_instance("INSTANCE id=Bad profile=default ip=10.77.0.2 "
 	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1", &in, &cause) == -1, "bad instance id");
 	free(cause);
