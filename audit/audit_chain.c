@@ -2,7 +2,7 @@
  * audit_chain.c: the audit database's hash chain (ksb-audit(5), "HASH
  * CHAIN"), shared by ksb-gatewayd's writer and `ksbctl audit verify'.
  *
- * Five tables hold chained records, one sequence (seq) across them:
+ * Seven tables hold chained records, one sequence (seq) across them:
  *
  *   hash(seq) = SHA-256(hash(seq - 1) || be64(seq) || kind || NUL ||
  *                       field_1 || ... || field_n)
@@ -45,6 +45,15 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    "conn_id, ts_ms, method, path, status, bytes_up, bytes_down, "
 	    "credential, reason",
 	    9 },
+	[AUDIT_SELFTEST] = { "selftest", "selftests", "ts_ms",
+	    "ts_ms, instance, trigger, result, probes, failed, duration_ms, "
+	    "action, policy_digest",
+	    9 },
+	[AUDIT_FORWARD] = { "forward", "forwards", "ts_ms",
+	    "ts_ms, instance, event, listen_addr, listen_port, guest_port, "
+	    "stream, peer, bytes_to_guest, bytes_from_guest, duration_ms, "
+	    "reason",
+	    12 },
 };
 
 static void

@@ -54,6 +54,8 @@ extern const char schema_migrate_2_sql[];
 extern const char schema_migrate_3_sql[];
 extern const char schema_migrate_4_sql[];
 extern const char schema_migrate_5_sql[];
+extern const char schema_migrate_6_sql[];
+extern const char schema_migrate_7_sql[];
 extern const char schema_migrate_8_sql[];
 
 struct audit_rec {
@@ -646,13 +648,27 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 {
 	if (version == 0 && audit_exec(a, schema_audit_sql, cause) == -1)
 		return -1;
-	/* 3 -> 4 creates a table only; first, so every later step finds
-	 * every kind's table (schema/migrate-4.sql). */
+	/* 3 -> 4 and 5 -> 6 create a table only; first, so every later
+	 * step finds every kind's table (schema/migrate-4.sql, -6.sql). */
 	if (version != 0 && version < 4) {
 		if (audit_exec(a, schema_migrate_4_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: schema version 4's requests table "
 			 "added",
+		    a->path);
+	}
+	if (version != 0 && version < 6) {
+		if (audit_exec(a, schema_migrate_6_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 6's selftests table "
+			 "added",
+		    a->path);
+	}
+	/* -> 7 creates a table only: first too (schema/migrate-7.sql). */
+	if (version != 0 && version < 7) {
+		if (audit_exec(a, schema_migrate_7_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 7's forwards table added",
 		    a->path);
 	}
 	a->seq = 0;
@@ -1768,5 +1784,51 @@ audit_unregister(struct audit *a, int64_t id)
 	r->kind = AUDIT_UNREGISTER;
 	audit_set_int(&r->v[0], id);
 	audit_set_int(&r->v[1], util_now_ms());
+	return audit_enqueue(a, r);
+}
+
+int
+audit_selftest(struct audit *a, const struct audit_selftest *t)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+
+	r->kind = AUDIT_SELFTEST;
+	audit_set_int(&r->v[0], util_now_ms());
+	audit_set_text(&r->v[1], t->instance);
+	audit_set_text(&r->v[2], t->reload ? "reload" : "boot");
+	audit_set_text(&r->v[3], t->ok ? "ok" : "fail");
+	audit_set_int(&r->v[4], t->probes);
+	audit_set_text(&r->v[5], t->ok ? NULL : t->failed);
+	if (t->duration_ms >= 0)
+		audit_set_int(&r->v[6], t->duration_ms);
+	audit_set_text(&r->v[7],
+	    t->ok	  ? "none" :
+		t->reload ? "stopped" :
+			    "refused");
+	audit_set_text(&r->v[8], t->policy_digest);
+	return audit_enqueue(a, r);
+}
+
+int
+audit_forward(struct audit *a, const struct audit_fwd_row *row)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+
+	r->kind = AUDIT_FORWARD;
+	audit_set_int(&r->v[0], util_now_ms());
+	audit_set_text(&r->v[1], row->instance);
+	audit_set_text(&r->v[2], row->event);
+	audit_set_text(&r->v[3], row->listen_addr);
+	audit_set_int(&r->v[4], row->listen_port);
+	audit_set_int(&r->v[5], row->guest_port);
+	if (row->stream > 0)
+		audit_set_int(&r->v[6], row->stream);
+	audit_set_text(&r->v[7], row->peer);
+	if (row->to_guest >= 0) {
+		audit_set_int(&r->v[8], row->to_guest);
+		audit_set_int(&r->v[9], row->from_guest);
+		audit_set_int(&r->v[10], row->duration_ms);
+	}
+	audit_set_text(&r->v[11], row->reason);
 	return audit_enqueue(a, r);
 }

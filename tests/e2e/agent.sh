@@ -199,6 +199,11 @@ ksb_check "status --json has the agent" 'grep -q "\"agent\":{\"state\":\"done\",
 timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach ag1 < /dev/null > "$T/attach" 2>&1 || true
 ksb_check "attach shows the agent's tmux pane" 'grep -aq "commit three" "$T/attach"'
 
+ksb_say "a policy reload: the agent's guest runs the self-test again"
+ctl reload > /dev/null
+ksb_check "reload: a pass record for ag1, in agent mode (the agent keeps running: turn 5 below)" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'ag1'"' AND trigger = '"'reload'"' AND result = '"'ok'"' AND probes = 7"'
+
 ksb_say "a client killed mid-turn; the prompt resent with its key"
 ctl prompt ag1 "sleep 4" --key ks --wait > "$T/ks1" 2>&1 &
 kp=$!

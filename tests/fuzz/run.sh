@@ -108,6 +108,12 @@ msg_seed fatal 67 240 0 "proxy: hosts-file: cannot read"
 msg_seed instance 1 124 0 g1
 # fuzz_fwd: a CREDIT frame then a 2x1 32-bit XWD (header, 4-byte name).
 seed fwd credit_xwd '06000000000000010000000400001000000000680000000700000002000000180000000200000001000000000000000000000020000000000000002000000020000000080000000400ff00000000ff00000000ff00000008000000000000000000000002000000010000000000000000000000006b7362000000ff0000ff0000'
+# fuzz_ctl_selftest: a boot and a reload report, a RELOADED notice.
+text_seed ctl_selftest boot 'SELFTEST boot-term boot 0 ok 7 812 -'
+text_seed ctl_selftest reload 'SELFTEST e-1a2b3c4d reload 3 fail 0 - tcp-gateway'
+text_seed ctl_selftest reloaded 'RELOADED 12'
+text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004 done'
+text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
 
 # target, sources, max input length
 set -- \
@@ -117,7 +123,9 @@ set -- \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200" \
-	"fwd|proto/fwd.c proto/xwd.c|70000"
+	"fwd|proto/fwd.c proto/xwd.c|70000" \
+	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300" \
+	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}
