@@ -238,9 +238,10 @@ requests_errors_line(const char *errors)
 
 /*
  * "permanent": m's target allowed for the instance's profile by a
- * drop-in file (grantfile.c), taken in by the normal reload: a reload
- * that fails puts the file back as it was and nothing is granted.  The
- * new policy lets the held connections through (proxy_policy_changed).
+ * drop-in file (grantfile.c), taken in by the normal reload (reload_run,
+ * then control_reloaded as after SIGHUP): a reload that fails puts the
+ * file back as it was and nothing is granted.  The new policy lets the
+ * held connections through (proxy_policy_changed).
  * *path: the file written.  0 or -1.
  */
 static int
@@ -280,6 +281,7 @@ requests_permanent(struct gateway *gw, const struct msg_grant *m, long uid,
 	}
 	free(info.notes);
 	grantfile_done(&u);
+	control_reloaded(); /* as after SIGHUP: each guest tests the rules */
 	snprintf(path, pathsz, "%s", u.path);
 	return 0;
 }
