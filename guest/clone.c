@@ -206,11 +206,8 @@ main(int argc, char **argv)
 	char refname[512], upstream[512];
 	const char *br;
 
-	if (argc == 5 && strcmp(argv[1], "--serve-tree") == 0) {
-		git_libgit2_init();
-		git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0);
+	if (argc == 5 && strcmp(argv[1], "--serve-tree") == 0)
 		return treefs_main(argv[2], argv[3], argv[4]);
-	}
 	if (argc == 6 && strcmp(argv[1], "--index") == 0) {
 		clone_index = argv[2];
 		argv += 2;

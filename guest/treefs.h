@@ -11,7 +11,8 @@
  * repository gitdir on mountpoint (an existing directory), as root.
  * Returns 1 (said on stderr) when the mount fails; once mounted, the
  * caller's process exits 0 (fuse_daemonize) and a daemon serves until
- * killed, then returns 0.  libgit2 must be initialised.
+ * killed, then returns 0.  It initialises libgit2 itself, at the first
+ * read of a file.
  */
 int treefs_main(const char *index, const char *gitdir, const char *mountpoint);
 
