@@ -53,7 +53,7 @@
 #define TREEFS_TIMEOUT 86400.0 /* s: the tree never changes */
 
 struct treefs_node {
-	const char *name;  /* last path component (in a copy of its path) */
+	const char *name;  /* last path component (in the index's buffer) */
 	fuse_ino_t parent; /* inode number; the root's is its own */
 	uint32_t mode;	   /* S_IFREG | 0644 etc. */
 	uint32_t size;
@@ -123,7 +123,7 @@ treefs_kid_cmp(const void *a, const void *b)
  * The directory of path's parent, made as needed.  The index is sorted
  * by path, so a directory's entries are consecutive: the directory being
  * filled is always the last child of its parent.  The components are
- * cut in place (path is our copy, kept: the names point into it).
+ * cut in place (path is in the index's buffer, ours and kept).
  */
 static fuse_ino_t
 treefs_dir_of(char *path, char **leaf)
