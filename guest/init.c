@@ -34,6 +34,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -944,7 +945,9 @@ install_home(struct boot *b)
  * into ~/work with ksb-guest-clone (libgit2 from the host /usr, read-only).
  * When the host also shared its checkout of the seed (/ksb/checkout:
  * tree/ and index, mirror/checkout.c), ~/work is first an overlay whose
- * lower layer is that tree and whose upper layer is on the instance disk
+ * lower layer is that tree (for a lazy cache, an index only, the tree
+ * file system ksb-guest-clone --serve-tree serves from the objects: see
+ * workspace_treefs) and whose upper layer is on the instance disk
  * (tmpfs without one), and the clone only adds .git with the host's index
  * (no file is checked out in the guest).  A failure is reported on the
  * console and as an ERR line, and the command starts anyway (in the
@@ -959,6 +962,68 @@ install_home(struct boot *b)
 static void __attribute__((format(printf, 1, 2)))
 workspace_warn(const char *fmt, ...);
 
+#define CHECKOUT_TREEFS	   "/run/ksb/tree" /* the lazy cache's files */
+#define CHECKOUT_TREEFS_MS 60000
+
+/*
+ * A lazy cache (an index, no tree/: mirror/checkout.c) mounted on
+ * CHECKOUT_TREEFS by `ksb-guest-clone --serve-tree' (guest/treefs.c, a
+ * FUSE server reading the files from the objects when opened), as root:
+ * its parent exits 0 once the file system is mounted.  0, or -1 (said).
+ */
+static int
+workspace_treefs(void)
+{
+	int64_t deadline;
+	pid_t pid, w;
+	int st = 0;
+
+	mkdirs(CHECKOUT_TREEFS, 0755);
+	if ((pid = fork()) == -1) {
+		workspace_warn("workspace: fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--serve-tree",
+		    CHECKOUT_GUEST_DIR "/index", MIRROR_GUEST_DIR,
+		    CHECKOUT_TREEFS, (char *)NULL);
+		_exit(EXIT_CANNOT_EXEC);
+	}
+	deadline = mono_ms() + CHECKOUT_TREEFS_MS;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
+		sleep_ms(2);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	if (w <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		workspace_warn("workspace: the tree of " CHECKOUT_GUEST_DIR
+			       "/index could not be mounted (status %d; the "
+			       "guest checks the branch out itself)",
+		    w > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		return -1;
+	}
+	stage("workspace tree mounted");
+	return 0;
+}
+
+/*
+ * The lower layer of ~/work: the host's files (tree/), or the lazy
+ * cache's file system; NULL when there is neither (or it failed: said).
+ */
+static const char *
+workspace_lower(void)
+{
+	struct stat sb;
+
+	if (stat(CHECKOUT_GUEST_DIR "/tree", &sb) == 0 && S_ISDIR(sb.st_mode))
+		return CHECKOUT_GUEST_DIR "/tree";
+	if (stat(CHECKOUT_GUEST_DIR "/index", &sb) != 0 ||
+	    !S_ISREG(sb.st_mode) || workspace_treefs() != 0)
+		return NULL;
+	return CHECKOUT_TREEFS;
+}
+
 /*
  * ~/work as an overlay of the host's checkout: 1 if it is mounted now, 0
  * if not (no checkout shared, or an instance made before this whose
@@ -967,16 +1032,18 @@ workspace_warn(const char *fmt, ...);
 static int
 workspace_overlay(const struct boot *b)
 {
-	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr";
+	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr", *lower;
 	char upper[128], work[128], opts[512];
 	struct stat sb;
 	int made = 0;
 
-	if (stat(CHECKOUT_GUEST_DIR "/tree", &sb) != 0 || !S_ISDIR(sb.st_mode))
+	if (stat(CHECKOUT_GUEST_DIR, &sb) != 0)
 		return 0;
 	snprintf(upper, sizeof(upper), "%s/work-upper", base);
 	snprintf(work, sizeof(work), "%s/work-work", base);
 	if (lstat(WORKSPACE_DIR, &sb) == 0 && lstat(upper, &sb) != 0)
+		return 0;
+	if ((lower = workspace_lower()) == NULL)
 		return 0;
 	mkdirs(upper, 0755);
 	mkdirs(work, 0700);
@@ -991,9 +1058,8 @@ workspace_overlay(const struct boot *b)
 			rmdir(WORKSPACE_DIR);
 		return 0;
 	}
-	snprintf(opts, sizeof(opts),
-	    "lowerdir=" CHECKOUT_GUEST_DIR "/tree,upperdir=%s,workdir=%s",
-	    upper, work);
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+	    lower, upper, work);
 	if (mount("overlay", WORKSPACE_DIR, "overlay", MS_NOSUID | MS_NODEV,
 		opts) == -1) {
 		workspace_warn("workspace: overlay on " WORKSPACE_DIR
@@ -1017,6 +1083,20 @@ workspace_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * libgit2's init parses the CA bundle (its build's default location, a
+ * few tenths of a second under TCG), and the clone makes no TLS
+ * connection: in a mount namespace of the clone's own, /dev/null (not a
+ * regular file, so libgit2 skips it) over the bundle.  Best effort.
+ */
+static void
+workspace_hide_ca(void)
+{
+	if (unshare(CLONE_NEWNS) == 0 &&
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+		(void)mount("/dev/null", CA_BUNDLE, NULL, MS_BIND, NULL);
+}
+
 /* The child: drop to the agent, write ~/.gitconfig, exec the clone
  * (overlay: only .git, with the host's index). */
 static void __attribute__((noreturn))
@@ -1027,6 +1107,8 @@ workspace_child(const struct boot *b, int clone, int overlay)
 	int fd, n;
 
 	setpgid(0, 0);
+	if (clone)
+		workspace_hide_ca();
 	if (setgroups(1, &gid) == -1 || setgid(AGENT_GID) == -1 ||
 	    setuid(AGENT_UID) == -1 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
