@@ -38,6 +38,27 @@ ksb_check "the aborted record has no duration and the digest announced" \
 	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE failed = '"'aborted'"' AND probes = 0 AND duration_ms IS NULL AND length(policy_digest) = 64"'
 ksb_check "the gateway logged the refusals and the aborted test" \
 	'grep -q "instance st-a: self-test report refused: a boot result was recorded already" "$T/gatewayd-1.log" && grep -q "instance st-b: its lease ended before the self-test after reload 2 reported" "$T/gatewayd-1.log"'
+"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit export --format ocsf \
+	> "$T/ocsf.jsonl"
+ksb_check "OCSF: self-tests as Compliance Findings (2003), Pass/Fail/Warning" \
+	'python3 - "$T/ocsf.jsonl" <<"PY"
+import json, sys
+evs = [json.loads(l) for l in open(sys.argv[1])]
+st = [e for e in evs if e["unmapped"]["kind"] == "selftest"]
+assert len(st) == 6, len(st)
+want = {None: (1, "Pass", 1), "tcp-gateway": (3, "Fail", 4),
+        "aborted": (2, "Warning", 3)}
+for e in st:
+    u, c = e["unmapped"], e["compliance"]
+    assert (e["class_uid"], e["category_uid"], e["activity_id"],
+            e["type_uid"]) == (2003, 2, 1, 200301), e
+    assert (c["status_id"], c["status"], e["severity_id"]) == \
+        want[u.get("failed")], e
+    assert c["standards"] and e["resource"]["name"] == u["instance"]
+    assert e["finding_info"]["uid"] == "ksb-selftest-%d" % u["seq"]
+    assert u["instance"] in e["finding_info"]["title"]
+    assert c.get("status_detail") == u.get("failed")
+PY'
 ksb_check "audit verify: the records are chained" \
 	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify'
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
