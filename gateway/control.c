@@ -165,7 +165,7 @@ control_unregister(struct instance *inst)
 
 	log_info("unregister %s (%s)", inst->id, inst->tap);
 	selftests_abandoned(gw, inst); /* a reload's test never reported */
-	privsep_instance_del(inst); /* its tunnels, in the proxy */
+	privsep_instance_del(inst);    /* its tunnels, in the proxy */
 	if (nft_guest_del(inst->tap, inst->mac, inst->addr, &cause) == -1) {
 		log_warnx("unregister %s: %s", inst->id, cause);
 		free(cause);

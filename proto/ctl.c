@@ -250,23 +250,21 @@ cleanup:
 }
 
 /*
- * What came after RESUME's OK line in the same read (r's buffer): only
- * RELOADED lines (proto/ctl.h), *n the last one's number.  0, or -1 and
- * *cause.
+ * What came after RESUME's OK line in the same read (r's buffer; a line
+ * cut there is read to its end): only RELOADED lines (proto/ctl.h), *n
+ * the last one's number.  0, or -1 and *cause.
  */
 static int
 ctl_resume_rest(struct ctl_reader *r, uint64_t *n, char **cause)
 {
-	char *p = r->buf, *nl;
-	size_t left = r->len;
+	char line[CTL_LINE_MAX];
 
-	while (left > 0) {
-		if ((nl = memchr(p, '\n', left)) == NULL ||
-		    !ctl_parse_reloaded(p, (size_t)(nl - p), n))
+	while (r->len > 0) {
+		if (ctl_readline(r, line, cause) != 0)
+			return -1;
+		if (!ctl_parse_reloaded(line, strlen(line), n))
 			return cause_set(
 			    cause, "gateway sent more than RESUME's reply");
-		left -= (size_t)(nl - p) + 1;
-		p = nl + 1;
 	}
 	return 0;
 }
