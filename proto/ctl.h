@@ -18,7 +18,8 @@
  *   RESUME <id> <tap>        ->  OK tap=T ip=A/P mac=M gw=A port=N (no fd)
  *                                | ERR text: after a gateway restart, the
  *                                ksb-run that registered (same pid) takes
- *                                the lease back on a new connection
+ *                                the lease back on a new connection; the
+ *                                OK is followed by RELOADED <n> (below)
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
  *                                [tunnels= up= down= at=] lines, then
