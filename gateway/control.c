@@ -16,7 +16,9 @@
  *	same process: SO_PEERCRED pid and its start time) takes the lease
  *	back on a new connection.  control_reconcile re-adopted the instance
  *	from the state database; unless it is resumed within
- *	CONTROL_RESUME_GRACE_MS it is unregistered.
+ *	CONTROL_RESUME_GRACE_MS it is unregistered.  The OK line is
+ *	followed by RELOADED <n>: the policy may have changed across the
+ *	restart, so the guest tests it again (selftests.c).
  *   UNREGISTER <id>		-> OK
  *   SELFTEST <id> ...		-> OK | ERR: the lease holder's report of
  *				   its guest's enforcement self-test
@@ -137,6 +139,23 @@ control_sendf(struct client *cl, const char *fmt, ...)
 	return ret;
 }
 
+/*
+ * RELOADED n to inst's lease holder (proto/ctl.h): its guest runs the
+ * self-test again, and its result for n is awaited (selftests.c).
+ */
+static void
+control_announce(struct instance *inst, uint64_t n)
+{
+	char line[64];
+
+	snprintf(line, sizeof(line), "RELOADED %llu\n", (unsigned long long)n);
+	selftests_await(control_gw, inst, n);
+	if (control_send(inst->owner, line, -1) != 0)
+		log_warnx("instance %s: could not announce the reload to its "
+			  "ksb-run",
+		    inst->id);
+}
+
 /* Undo a registration: tunnels, nftables elements, tap, audit. */
 static void
 control_unregister(struct instance *inst)
@@ -145,7 +164,8 @@ control_unregister(struct instance *inst)
 	char *cause = NULL;
 
 	log_info("unregister %s (%s)", inst->id, inst->tap);
-	privsep_instance_del(inst); /* its tunnels, in the proxy */
+	selftests_abandoned(gw, inst); /* a reload's test never reported */
+	privsep_instance_del(inst);    /* its tunnels, in the proxy */
 	if (nft_guest_del(inst->tap, inst->mac, inst->addr, &cause) == -1) {
 		log_warnx("unregister %s: %s", inst->id, cause);
 		free(cause);
@@ -318,6 +338,8 @@ control_resume(struct client *cl, const char *id, const char *tap)
 	inst->resume_by_ms = 0;
 	log_info(
 	    "resume %s (%s) by pid %ld", inst->id, inst->tap, (long)cl->pid);
+	/* The policy may have changed while no gateway ran: test again. */
+	control_announce(inst, selftests_reload_begin());
 }
 
 static void
@@ -590,19 +612,11 @@ void
 control_reloaded(void)
 {
 	struct instance *i;
-	char line[64];
 	uint64_t n = selftests_reload_begin();
 
-	snprintf(line, sizeof(line), "RELOADED %llu\n", (unsigned long long)n);
-	for (i = registry_first(); i != NULL; i = i->next) {
-		if (i->owner == NULL)
-			continue; /* re-adopted, not resumed: no one to ask */
-		selftests_await(control_gw, i, n);
-		if (control_send(i->owner, line, -1) != 0)
-			log_warnx("instance %s: could not announce the reload "
-				  "to its ksb-run",
-			    i->id);
-	}
+	for (i = registry_first(); i != NULL; i = i->next)
+		if (i->owner != NULL) /* else re-adopted, no one to ask */
+			control_announce(i, n);
 }
 
 /*

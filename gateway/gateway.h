@@ -607,7 +607,8 @@ void proxy_grant(const char *instance, const char *host, uint16_t port,
  */
 /* A reload succeeded: its number n (1, 2, ...) for RELOADED <n>. */
 uint64_t selftests_reload_begin(void);
-/* inst's ksb-run was told RELOADED n: its result for n is awaited (an
+/* inst's ksb-run was told RELOADED n (after a reload, or on its
+ * resumed lease after a restart): its result for n is awaited (an
  * older one no longer counts), under the policy now in force. */
 void selftests_await(struct gateway *, struct instance *inst, uint64_t n);
 struct ctl_selftest;
@@ -618,6 +619,13 @@ struct ctl_selftest;
  */
 char *selftests_report(
     struct gateway *, struct instance *inst, const struct ctl_selftest *t);
+/*
+ * inst's lease ends (UNREGISTER, or its connection closed) while a
+ * reload's result is awaited: one record, result fail, failed
+ * "aborted" (the test never reported), under the digest announced.
+ * Nothing when none is awaited.
+ */
+void selftests_abandoned(struct gateway *, struct instance *inst);
 /* ---- forwards.c ------------------------------------------------------------
  * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
  * table, charged to inst's audit budget.  ev parsed and checked, from

@@ -3,7 +3,12 @@
  * (issue 15).  ksb-run reports what its guest's init found, before the
  * command starts (trigger boot) and after each policy reload this
  * gateway announced to it (RELOADED <n>, trigger reload); each accepted
- * report is one chained record (audit_selftest, table selftests).
+ * report is one chained record (audit_selftest, table selftests).  A
+ * lease resumed after a gateway restart is announced the same way (the
+ * policy may have changed while no gateway ran): its record is a reload
+ * record with the digest in force at the RESUME.  A lease that ends
+ * while a result is awaited leaves a fail record, failed "aborted"
+ * (selftests_abandoned): no announced test goes unrecorded.
  *
  * The report comes from ksb-run (root or control-group), never from the
  * guest, but what it carries started as guest bytes: the fields are
@@ -95,4 +100,27 @@ selftests_report(
 		return xstrdup("ERR audit unavailable\n");
 	}
 	return xstrdup("OK\n");
+}
+
+void
+selftests_abandoned(struct gateway *gw, struct instance *inst)
+{
+	struct audit_selftest rec;
+
+	if (inst->st_reload == 0)
+		return;
+	log_warnx("instance %s: its lease ended before the self-test "
+		  "after reload %llu reported: recorded as aborted",
+	    inst->id, (unsigned long long)inst->st_reload);
+	memset(&rec, 0, sizeof(rec));
+	rec.instance = inst->id;
+	rec.reload = 1;
+	rec.failed = "aborted";
+	rec.duration_ms = -1;
+	rec.policy_digest = inst->st_digest;
+	inst->st_reload = 0;
+	if (gw->audit == NULL || audit_selftest(gw->audit, &rec) != 0)
+		log_warnx("instance %s: the self-test record could not be "
+			  "queued",
+		    inst->id);
 }

@@ -249,15 +249,36 @@ cleanup:
 	return ret;
 }
 
+/*
+ * What came after RESUME's OK line in the same read (r's buffer; a line
+ * cut there is read to its end): only RELOADED lines (proto/ctl.h), *n
+ * the last one's number.  0, or -1 and *cause.
+ */
+static int
+ctl_resume_rest(struct ctl_reader *r, uint64_t *n, char **cause)
+{
+	char line[CTL_LINE_MAX];
+
+	while (r->len > 0) {
+		if (ctl_readline(r, line, cause) != 0)
+			return -1;
+		if (!ctl_parse_reloaded(line, strlen(line), n))
+			return cause_set(
+			    cause, "gateway sent more than RESUME's reply");
+	}
+	return 0;
+}
+
 int
 ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    char **cause)
+    uint64_t *reloaded, char **cause)
 {
 	struct ctl_reader r;
 	struct ctl_lease now;
 	char line[CTL_LINE_MAX], *req = NULL;
 	int fd, ret = -1;
 
+	*reloaded = 0;
 	if (!util_valid_id(id))
 		return cause_set(cause, "invalid instance ID `%s'", id);
 	if ((fd = ctl_connect(path, cause)) == -1)
@@ -284,6 +305,8 @@ ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
 		    cause, "gateway resumed %s with a different lease", id);
 		goto cleanup;
 	}
+	if (ctl_resume_rest(&r, reloaded, cause) != 0)
+		goto cleanup;
 	ret = fd;
 	fd = -1;
 cleanup:

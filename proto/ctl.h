@@ -18,7 +18,8 @@
  *   RESUME <id> <tap>        ->  OK tap=T ip=A/P mac=M gw=A port=N (no fd)
  *                                | ERR text: after a gateway restart, the
  *                                ksb-run that registered (same pid) takes
- *                                the lease back on a new connection
+ *                                the lease back on a new connection; the
+ *                                OK is followed by RELOADED <n> (below)
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
  *                                [tunnels= up= down= at=] lines, then
@@ -55,9 +56,12 @@
  *                                audit record (table selftests)
  * and, unsolicited, from the gateway to every lease holder:
  *   RELOADED <n>             the policy was reloaded (n 1..CTL_TURN_MAX,
- *                                per gateway run): the instance's guest
- *                                runs the self-test again and ksb-run
- *                                answers SELFTEST <id> reload <n> ...
+ *                                per gateway run), or this connection
+ *                                has just RESUMEd the lease (right after
+ *                                its OK line: the policy may have changed
+ *                                across the restart): the instance's
+ *                                guest runs the self-test again and
+ *                                ksb-run answers SELFTEST <id> reload <n>
  * A request that is refused before it runs ("ERR permission denied: ...",
  * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
@@ -125,10 +129,13 @@ int ctl_register(int fd, const char *id, const char *profile,
  * Returns the new connection, which holds the lease from now on, or -1
  * and *cause (not ready yet, or the lease is gone: the gateway forgets
  * instances not resumed within 10 s of its start).  Call it when the
- * gateway connection closes, every ~200 ms while QEMU runs.
+ * gateway connection closes, every ~200 ms while QEMU runs.  The
+ * gateway follows its OK with RELOADED <n> (the resumed lease's
+ * self-test): *reloaded is that n when it came with the reply (read
+ * here), else 0 (then it comes later on the connection).
  */
 int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    char **cause);
+    uint64_t *reloaded, char **cause);
 /*
  * ctl_turn_line: the TURN request for turn of id into buf (size >=
  * CTL_LINE_MAX), for a non-blocking send on the lease's connection (its

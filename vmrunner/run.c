@@ -1209,15 +1209,19 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
  * The gateway connection (our lease) closed while QEMU runs: the gateway
  * restarted.  RESUME on a new connection, which then holds the lease.
  * Returns when to try again, or 0 (resumed, or given up after
- * RESUME_GIVE_UP_MS: the guest runs on without egress).
+ * RESUME_GIVE_UP_MS: the guest runs on without egress).  *reloaded: the
+ * RELOADED n that came with the reply (the resumed lease's self-test),
+ * 0 none.
  */
 static int64_t
-run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
+run_resume(struct run *r, int *gw_open, uint64_t *reloaded, int64_t lost_at,
+    int64_t now)
 {
 	char *cause = NULL;
 	int fd;
 
-	if ((fd = ctl_resume(r->gw_path, r->id, &r->lease, &cause)) != -1) {
+	fd = ctl_resume(r->gw_path, r->id, &r->lease, reloaded, &cause);
+	if (fd != -1) {
 		r->gw_fd = fd;
 		*gw_open = 1;
 		r->registered = 1;
@@ -1278,6 +1282,7 @@ struct sup {
 	int64_t st_due;	  /* its answer is due */
 	int st_boot_told; /* the boot result went to the gateway */
 	int st_failed;	  /* a reload's test failed: stopped, 125 */
+	int st_stale;	  /* st_n was the restarted gateway's: not sent */
 	int mid_frame;	  /* an agent frame is half sent */
 };
 
@@ -1614,6 +1619,7 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 			fwdreport_restart(r->fwdrep); /* a new connection */
 		s->lost_at = now;
 		s->resume_at = now + RESUME_EVERY_MS;
+		s->st_stale = s->st_n != 0; /* asked by the gateway gone */
 	} else if (got > 0 && !sup_gw_answers(s, buf, (size_t)got))
 		log_warnx("unexpected data from ksb-gatewayd, ignored");
 }
@@ -1669,9 +1675,15 @@ sup_selftest_done(struct sup *s, int status, const char *fail, int64_t ms)
 	t.ms = ms;
 	if (!t.ok)
 		snprintf(t.failed, sizeof(t.failed), "%s", fail);
-	sup_selftest_send(s, &t);
+	if (s->st_stale) /* the resumed lease announced its own test */
+		log_info("instance %s: a self-test asked before the gateway "
+			 "restarted ended; not reported",
+		    s->r->id);
+	else
+		sup_selftest_send(s, &t);
 	s->st_n = 0;
 	s->st_due = 0;
+	s->st_stale = 0;
 	if (t.ok) {
 		log_info("instance %s: enforcement self-test after the reload "
 			 "passed: %d probes failed as they must",
@@ -1717,9 +1729,9 @@ sup_selftest(struct sup *s, int64_t now)
 	s->st_due = now + SELFTEST_ANSWER_MS;
 	s->g.st_asked = 1;
 	s->g.re_status = 0;
-	log_info("instance %s: the gateway reloaded its policy: the guest "
-		 "runs the enforcement self-test again",
-	    r->id);
+	log_info("instance %s: RELOADED %llu (a policy reload, or the lease "
+		 "resumed): the guest runs the enforcement self-test again",
+	    r->id, (unsigned long long)s->st_n);
 }
 
 /* QEMU's console: to the terminal or the attached client. */
@@ -1919,6 +1931,7 @@ static void
 sup_timers(struct sup *s, int64_t now)
 {
 	struct run *r = s->r;
+	uint64_t reloaded = 0;
 
 	if (s->kill_at != 0 && now >= s->kill_at) {
 		log_warnx(
@@ -1942,8 +1955,11 @@ sup_timers(struct sup *s, int64_t now)
 			s->term_at = now + STOP_GRACE_MS;
 	}
 	if (s->resume_at != 0 && now >= s->resume_at) {
-		s->resume_at = run_resume(r, &s->gw_open, s->lost_at, now);
+		s->resume_at =
+		    run_resume(r, &s->gw_open, &reloaded, s->lost_at, now);
 		s->told_turn = 0; /* a new connection: tell it again */
+		if (reloaded != 0 && r->selftest)
+			s->st_want = reloaded; /* sup_selftest asks */
 	}
 	/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
 	if (s->mirror_at != -1 && now >= s->mirror_at &&

@@ -646,7 +646,8 @@ int agent_ready(const struct agent *a);
 int agent_take_changed(struct agent *a, int64_t now);
 /* agent_status: copy the agent's status into st. */
 void agent_status(const struct agent *a, struct instance_state *st);
-/* agent_guest_gone: QEMU exited; waiting clients get END exited. */
+/* agent_guest_gone: QEMU exited; the turn in flight and those clients
+ * wait on end "exited" (agent.events, END to the clients). */
 void agent_guest_gone(struct agent *a);
 /*
  * agent_set_redact: secret values (rd, owned by the caller, outliving a)

@@ -16,8 +16,12 @@
 #  - a prompt to the stopped instance boots it and is delivered (the agent
 #    starts fresh, in ~/work, where its earlier commits still are);
 #  - ksbctl logs --screen shows the pane as it is now (the last turn, the
-#    agent's start marker with its secret as [secret TOKEN]); refused once
-#    the instance is stopped.
+#    agent's start marker with its secret as [secret TOKEN]);
+#  - the enforcement self-test reruns after a reload and on the lease
+#    resumed after the restart (pass records); last, a hole opened during
+#    a turn: the reload's test fails, the instance is stopped (exit 125,
+#    a fail record), the turn in flight ends "exited"; logs --screen is
+#    then refused.
 # Needs root, QEMU, tmux, git, python3 and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -260,6 +264,10 @@ timeout 20 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 ksb_gateway
 ksb_until 60 grep -q "lease resumed" "$I/ag1/ksb-run.log" || true
 ksb_check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.log"'
+# The policy may have changed across the restart: the resumed lease is
+# announced RELOADED and the guest tests again (a second reload record).
+ksb_check "the resumed lease's guest ran the self-test again: a pass record" \
+	'ksb_sql_is 2 "SELECT count(*) FROM selftests WHERE instance = '"'ag1'"' AND trigger = '"'reload'"' AND result = '"'ok'"' AND probes = 7"'
 ctl prompt ag1 "curl please" --wait > "$T/w-curl" || true
 cat "$T/w-curl"
 ksb_check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w-curl"'
@@ -310,7 +318,55 @@ ksb_check "the screen shows the marker and the last turn" \
 ksb_check "the secret on the screen shows as [secret TOKEN]" \
 	'grep -aqF "screen-mark: [secret TOKEN]" "$T/screen2" &&
 	 ! grep -aqF "$KSB_AGENT_SECRET" "$T/screen2"'
-ctl stop ag1 >/dev/null
+
+# Last (the instance ends here): a hole opened on purpose while a turn
+# runs, as in boot.sh (the gateway's port 22, which tcp-gateway probes,
+# accepted both ways, and a listener there); the reload's self-test finds
+# it, the instance is stopped (exit 125) and the turn in flight ends.
+ksb_say "a hole opened during a turn: the reload's self-test stops the agent's instance"
+rp=$(sed -n 's/^pid=//p' "$I/ag1/state")
+# No client waits on this turn: its end must still be reported.
+ctl prompt ag1 "sleep 300" > "$T/w-hole" 2>&1 || true
+ht=$(sed -n 's/^turn \([0-9]*\)$/\1/p' "$T/w-hole" | head -n 1)
+ksb_until 120 grep -q "^[0-9]* ${ht:-x} delivered " "$I/ag1/agent.events" || true
+ip netns exec "$GW" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.1", 22))
+s.listen(8)
+open(sys.argv[1], "w").close()
+s.settimeout(240)
+try:
+    while True:
+        c, a = s.accept()
+        open(sys.argv[1], "a").write("connect from %s\n" % a[0])
+        c.close()
+except socket.timeout:
+    pass
+' "$T/hole.log" &
+KSB_PIDS="$KSB_PIDS $!"
+ksb_until 10 test -e "$T/hole.log"
+ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 tcp dport 22 accept
+ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 tcp sport 22 accept
+ctl reload > /dev/null
+timeout 90 tail --pid="$rp" -f /dev/null || true
+cat "$T/w-hole"; tail -n 4 "$I/ag1/ksb-run.log"; tail -n 2 "$I/ag1/agent.events"
+ksb_check "hole: the probe got through (the listener saw it)" \
+	'grep -q "connect from 10.77.0." "$T/hole.log"'
+ksb_check "hole: ksb-run stopped the instance, exit 125" \
+	'! kill -0 "$rp" 2>/dev/null && grep -q "^exit_status=125$" "$I/ag1/state" && ctl list | grep -Eq "^ag1 +stopped"'
+ksb_check "hole: the failed probe is named" \
+	'grep -q "enforcement self-test after the reload FAILED: tcp-gateway; stopping the instance" "$I/ag1/ksb-run.log" &&
+	 tail -n 3 "$I/ag1/ksb-run.log" | grep -q "stopped: the enforcement self-test after a policy reload failed, probe tcp-gateway"'
+ksb_check "hole: a fail record says the instance was stopped" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'ag1'"' AND trigger = '"'reload'"' AND result = '"'fail'"' AND failed = '"'tcp-gateway'"' AND action = '"'stopped'"'"'
+ksb_check "hole: the turn in flight (${ht:-?}), no client waiting, is reported ended in agent.events" \
+	'[ -n "$ht" ] && grep -q "^[0-9]* $ht exited the" "$I/ag1/agent.events"'
+ctl status ag1 > "$T/status-hole" 2>&1 || true
+ksb_check "hole: status says the agent exited at that turn" \
+	'grep -q "^agent: *exited, turn $ht" "$T/status-hole"'
+ksb_check "hole: no QEMU left behind" '! pgrep -f "ksb.id=ag1 " >/dev/null'
 ctl logs ag1 --screen > "$T/screen3" 2>&1 && sr=0 || sr=$?
 cat "$T/screen3"
 ksb_check "logs --screen of a stopped instance: refused, exit 1" \

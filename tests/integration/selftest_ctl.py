@@ -1,13 +1,17 @@
-# selftest_ctl.py SOCK: plays ksb-run (and a second root client) on the
-# control socket to check who may write enforcement self-test records
-# (SELFTEST, RELOADED: proto/ctl.h) and what is refused.  One "ok/not ok"
-# line per check on stdout; exit 1 if any failed.  A witness for
-# tests/integration/selftest_ctl.sh, not product code.  Bounded: every
-# read times out after 10 s.
-import socket, sys
+# selftest_ctl.py SOCK MARKER: plays ksb-run (and a second root client)
+# on the control socket to check who may write enforcement self-test
+# records (SELFTEST, RELOADED: proto/ctl.h) and what is refused; a lease
+# that ends with a result awaited (aborted); then creates MARKER, and
+# while selftest_ctl.sh restarts the gateway, RESUMEs st-a's lease (every
+# 100 ms, at most 60 s): the resumed lease is announced RELOADED and its
+# result recorded.  One "ok/not ok" line per check on stdout; exit 1 if
+# any failed.  A witness for tests/integration/selftest_ctl.sh, not
+# product code.  Bounded: every read times out after 10 s.
+import socket, sys, time
 
 sock = sys.argv[1]
 fails = 0
+taps = []
 
 
 def connect():
@@ -24,9 +28,7 @@ class Lines:
     def line(self):
         while b"\n" not in self.buf:
             msg, fds, _, _ = socket.recv_fds(self.s, 4096, 4)
-            for fd in fds:
-                import os
-                os.close(fd)
+            taps.extend(fds)  # kept open, as QEMU would: the tap stays
             if not msg:
                 return None
             self.buf += msg
@@ -47,6 +49,7 @@ def check(desc, ok):
 a = Lines(connect())
 r = a.ask("REGISTER st-a default")
 check("REGISTER st-a: %s" % r, r is not None and r.startswith("OK tap="))
+tap_a = r.split()[1][4:] if r else "?"
 b = Lines(connect())
 r = b.ask("REGISTER st-b default")
 check("REGISTER st-b: %s" % r, r is not None and r.startswith("OK tap="))
@@ -93,4 +96,57 @@ check("a second answer for that reload refused: %s" % r,
       r == "ERR no reload self-test is awaited")
 r = b.ask("SELFTEST st-b reload %d ok 7 2 -" % n)
 check("st-b's own reload result recorded: %s" % r, r == "OK")
+
+
+def reload():
+    c = Lines(connect())
+    c.s.sendall(b"RELOAD\n")
+    while True:
+        r = c.line()
+        if r is None or r == "END":
+            break
+    c.s.close()
+
+
+# Another reload: st-a answers, st-b's ksb-run goes away without one
+# (its lease ends): the gateway records that test as aborted.
+reload()
+ra, rb = a.line(), b.line()
+check("second RELOADED to both: %s %s" % (ra, rb),
+      ra is not None and ra.startswith("RELOADED ") and rb == ra)
+n = int(ra.split()[1])
+r = a.ask("SELFTEST st-a reload %d ok 7 3 -" % n)
+check("st-a's second reload result recorded: %s" % r, r == "OK")
+b.s.close()
+
+# The gateway restarts (selftest_ctl.sh, once MARKER exists); the lease
+# resumed by this process (the registering pid) is announced RELOADED
+# right after RESUME's OK: the policy may have changed meanwhile.
+open(sys.argv[2], "w").close()
+a.s.settimeout(60)
+check("the gateway went away (EOF on the lease)", a.line() is None)
+a.s.close()
+end, r = time.time() + 60, None
+while time.time() < end:
+    try:
+        a = Lines(connect())
+        r = a.ask("RESUME st-a %s" % tap_a)
+        if r is not None and r.startswith("OK tap="):
+            break
+        a.s.close()
+    except OSError:
+        pass
+    time.sleep(0.1)
+check("RESUME st-a after the restart: %s" % r,
+      r is not None and r.startswith("OK tap="))
+rr = a.line()
+check("the resumed lease is announced RELOADED: %s" % rr,
+      rr is not None and rr.startswith("RELOADED "))
+m = int(rr.split()[1]) if rr and rr.startswith("RELOADED ") else 1
+r = a.ask("SELFTEST st-a reload %d ok 7 4 -" % (m + 1))
+check("not another number: %s" % r, r == "ERR not the reload announced last")
+r = a.ask("SELFTEST st-a reload %d ok 7 4 -" % m)
+check("the resumed lease's result recorded: %s" % r, r == "OK")
+r = a.ask("UNREGISTER st-a")
+check("UNREGISTER st-a with nothing awaited: %s" % r, r == "OK")
 sys.exit(1 if fails else 0)

@@ -1,11 +1,17 @@
 /*
  * test_ctl.c: the gateway control protocol's reply parsers (proto/ctl.c):
- * the REGISTER lease and INSTANCE lines.
+ * the REGISTER lease and INSTANCE lines; ctl_resume against a forked
+ * server on a UNIX socket (what may follow RESUME's OK).
  */
 #include <arpa/inet.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "proto/ctl.h"
@@ -305,6 +311,93 @@ test_ctl_fwd(void)
 	    "event names");
 }
 
+#define RESUME_OK                                                              \
+	"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 "     \
+	"port=3128\n"
+
+/*
+ * ctl_resume against a server that answers the RESUME with the pieces
+ * given (each one write, 50 ms apart), then waits for EOF.  The result,
+ * *n its RELOADED number.
+ */
+static int
+resume_with(const char *piece1, const char *piece2, uint64_t *n, char **cause)
+{
+	struct sockaddr_un sun;
+	struct ctl_lease lease;
+	char path[] = "/tmp/test_ctl.XXXXXX", sock[64], buf[256];
+	int lfd, cfd, fd, st;
+	pid_t pid;
+
+	snprintf(buf, sizeof(buf), "%s", RESUME_OK);
+	buf[strlen(buf) - 1] = '\0'; /* the lease REGISTER gave */
+	if (ctl_parse_lease(buf, &lease, cause) != 0 || mkdtemp(path) == NULL)
+		return -2;
+	snprintf(sock, sizeof(sock), "%s/s", path);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (lfd == -1 || bind(lfd, (struct sockaddr *)&sun, sizeof(sun)) ||
+	    listen(lfd, 1))
+		return -2;
+	if ((pid = fork()) == 0) {
+		alarm(10);
+		cfd = accept(lfd, NULL, NULL);
+		if (cfd == -1 || read(cfd, buf, sizeof(buf)) <= 0)
+			_exit(1);
+		if (write(cfd, piece1, strlen(piece1)) < 0)
+			_exit(1);
+		if (piece2 != NULL) {
+			usleep(50000);
+			if (write(cfd, piece2, strlen(piece2)) < 0)
+				_exit(1);
+		}
+		while (read(cfd, buf, sizeof(buf)) > 0)
+			;
+		_exit(0);
+	}
+	close(lfd);
+	fd = ctl_resume(sock, "t1", &lease, n, cause);
+	if (fd != -1)
+		close(fd);
+	waitpid(pid, &st, 0);
+	unlink(sock);
+	rmdir(path);
+	return fd == -1 ? -1 : 0;
+}
+
+static void
+test_ctl_resume(void)
+{
+	char *cause = NULL;
+	uint64_t n = 99;
+
+	CHECK(resume_with(RESUME_OK, NULL, &n, &cause) == 0 && n == 0,
+	    "RESUME: OK alone, no RELOADED read (%s)", cause ? cause : "");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOADED 3\n", NULL, &n, &cause) == 0 &&
+		n == 3,
+	    "RESUME: RELOADED in the same read is returned");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOA", "DED 4\n", &n, &cause) == 0 &&
+		n == 4,
+	    "RESUME: a RELOADED cut after the reply is read to its end");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOADED 2\nRELOADED 5\n", NULL, &n,
+		  &cause) == 0 &&
+		n == 5,
+	    "RESUME: two RELOADED, the last counts");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "OK\n", NULL, &n, &cause) == -1 &&
+		cause != NULL && strstr(cause, "more than") != NULL,
+	    "RESUME: anything else after the reply refused");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOADED 0\n", NULL, &n, &cause) == -1,
+	    "RESUME: RELOADED 0 refused");
+	free(cause);
+}
+
 int
 main(void)
 {
@@ -313,5 +406,7 @@ main(void)
 	test_ctl_creds();
 	test_ctl_selftest();
 	test_ctl_fwd();
+	signal(SIGPIPE, SIG_IGN);
+	test_ctl_resume();
 	return tap_done();
 }
