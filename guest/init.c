@@ -96,7 +96,10 @@ struct boot {
 	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
 	int display;		  /* Xvfb runs: DISPLAY for the command */
 	int selftest_off;	  /* ksb.selftest=off: no self-test */
-	char *home;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int template;		  /* ksb.template=1: a template's boot */
+	unsigned char mac[6];	  /* ksb.mac (INSTANCE): eth0's address */
+	int has_mac;
+	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -374,8 +377,38 @@ write_file(const char *path, const char *content, mode_t mode)
 }
 
 /*
+ * qemu_fw_cfg reads fw_cfg's file list once, as it loads: a template's
+ * boot leaves it for after the restore (whose QEMU holds the instance's
+ * files), a template's restore loads only it (load_modules(2)).
+ */
+static int
+module_deferred(const char *path)
+{
+	return strstr(path, "/qemu_fw_cfg.ko") != NULL;
+}
+
+static int template_boot; /* ksb.template=1 on the kernel command line */
+
+/* 1 if /proc/cmdline has ksb.template=1 (parse_cmdline checks it all). */
+static int
+template_cmdline(void)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return strstr(buf, " ksb.template=1") != NULL;
+}
+
+/*
  * The modules of /modules.list before its GUESTCTL_MODULES_DISK line
- * (disk 0), or after it (disk 1: a guest with an instance disk).
+ * (disk 0), or after it (disk 1: a guest with an instance disk), or
+ * the deferred ones (2).
  */
 static void
 load_modules(int disk)
@@ -383,7 +416,7 @@ load_modules(int disk)
 	char line[512];
 	FILE *f;
 	size_t len;
-	int fd, flags, in_disk = 0;
+	int fd, flags, in_disk = 0, only_deferred = disk == 2;
 
 	if ((f = fopen("/modules.list", "re")) == NULL)
 		fail("/modules.list: %s", strerror(errno));
@@ -393,7 +426,12 @@ load_modules(int disk)
 			line[--len] = '\0';
 		if (strcmp(line, GUESTCTL_MODULES_DISK) == 0)
 			in_disk = 1;
-		if (len == 0 || line[0] != '/' || in_disk != disk)
+		if (len == 0 || line[0] != '/')
+			continue;
+		if (only_deferred ? in_disk || !module_deferred(line) :
+				    in_disk != disk ||
+			    (template_boot && !in_disk &&
+				module_deferred(line)))
 			continue;
 		if ((fd = open(line, O_RDONLY | O_CLOEXEC)) == -1) {
 			say("%s: %s", line, strerror(errno));
@@ -427,24 +465,51 @@ valid_id(const char *s)
 	return 1;
 }
 
-/* 85 lines: one pass over /proc/cmdline, one branch per ksb.* key, each
- * refusing a malformed value before anything is mounted. */
-static void
-parse_cmdline(struct boot *b)
+/*
+ * The keys of a template's boot (ksb.template=1, kernel command line only)
+ * and of its INSTANCE message (ksb.mac, ksb.time, ksb.seed: instance 1
+ * only, each at most once, acted on at once).  1 if tok was one of them.
+ */
+static int
+parse_template_key(struct boot *b, const char *tok, const char *val,
+    int instance, unsigned *seen)
 {
-	char buf[4096], *p, *tok, *val, *colon;
+	char err[128];
+
+	if (strcmp(tok, "ksb.template") == 0 && !instance && !(*seen & 128)) {
+		if (strcmp(val, "1") != 0)
+			fail("ksb.template: invalid `%s'", val);
+		b->template = 1;
+	} else if (strcmp(tok, "ksb.mac") == 0 && instance && !(*seen & 256)) {
+		if (template_parse_mac(val, b->mac) != 0)
+			fail("ksb.mac: invalid `%s'", val);
+		b->has_mac = 1;
+	} else if (strcmp(tok, "ksb.time") == 0 && instance && !(*seen & 512)) {
+		if (template_settime(val, err, sizeof(err)) != 0)
+			fail("ksb.time: %s", err);
+	} else if (strcmp(tok, "ksb.seed") == 0 && instance &&
+	    !(*seen & 1024)) {
+		if (template_reseed(val, err, sizeof(err)) != 0)
+			fail("ksb.seed: %s", err);
+	} else
+		return 0;
+	*seen |= strcmp(tok, "ksb.template") == 0 ? 128 :
+	    strcmp(tok, "ksb.mac") == 0		  ? 256 :
+	    strcmp(tok, "ksb.time") == 0	  ? 512 :
+						    1024;
+	return 1;
+}
+
+/* 90 lines: one pass over the ksb.* keys of buf (the kernel command line,
+ * or a template's INSTANCE message), one branch per key, each refusing a
+ * malformed value before anything is mounted. */
+static void
+parse_ksb(struct boot *b, char *buf, int instance)
+{
+	char *p, *tok, *val, *colon;
 	unsigned long v;
 	unsigned seen = 0;
-	ssize_t n;
-	int fd;
 
-	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
-		fail("/proc/cmdline: %s", strerror(errno));
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		fail("/proc/cmdline: empty");
-	buf[n] = '\0';
 	p = buf;
 	while ((tok = strsep(&p, " \t\n")) != NULL) {
 		if (strncmp(tok, "ksb.", 4) != 0)
@@ -452,6 +517,8 @@ parse_cmdline(struct boot *b)
 		if ((val = strchr(tok, '=')) == NULL)
 			fail("kernel command line: `%s' has no value", tok);
 		*val++ = '\0';
+		if (parse_template_key(b, tok, val, instance, &seen))
+			continue;
 		if (strcmp(tok, "ksb.id") == 0 && !(seen & 1)) {
 			if (!valid_id(val))
 				fail("ksb.id: invalid `%s'", val);
@@ -524,9 +591,28 @@ parse_cmdline(struct boot *b)
 			    tok);
 		}
 	}
-	if ((seen & 15) != 15)
+	if (b->template && !instance && (seen != 128 || b->nshares != 0))
+		fail("kernel command line: a template's has ksb.template only");
+	if ((seen & 15) != 15 && !(b->template && !instance))
 		fail("kernel command line: ksb.id, ksb.ip, ksb.gw and ksb.port "
 		     "are required");
+}
+
+static void
+parse_cmdline(struct boot *b)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+		fail("/proc/cmdline: %s", strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		fail("/proc/cmdline: empty");
+	buf[n] = '\0';
+	parse_ksb(b, buf, 0);
 }
 
 /* ---- network ------------------------------------------------------------ */
@@ -577,6 +663,8 @@ setup_network(const struct boot *b)
 	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
 		fail("socket: %s", strerror(errno));
 	if_up(s, "lo", NULL, 0);
+	if (b->has_mac && template_set_mac(s, "eth0", b->mac) != 0)
+		fail("SIOCSIFHWADDR eth0: %s", strerror(errno));
 	if_up(s, "eth0", &b->ip, b->prefix);
 	close(s);
 }
@@ -635,6 +723,43 @@ open_control_port(void)
 	}
 	if (ctl_fd == -1)
 		fail("no virtio-serial port " GUESTCTL_PORT_NAME);
+}
+
+/*
+ * A template's boot: TEMPLATE-READY to the host, which saves the guest
+ * while it waits here; each restore continues in this read with its
+ * INSTANCE message (proto/guestctl.h): the ksb.* keys, the host's time
+ * and a seed for the RNG, acted on as parsed.  Then the deferred
+ * modules (qemu_fw_cfg, for the instance's fw_cfg files).
+ */
+static void
+template_resume(struct boot *b)
+{
+	char line[GUESTCTL_LINE_MAX], *buf;
+	int64_t deadline = mono_ms() + 86400000; /* the guest's own clock */
+	unsigned long v;
+
+	ctl_write(
+	    GUESTCTL_TEMPLATE_READY "\n", sizeof(GUESTCTL_TEMPLATE_READY));
+	if (ctl_readline(line, sizeof(line), deadline) != 0 ||
+	    strncmp(line, "INSTANCE ", 9) != 0 ||
+	    guestctl_parse_uint(
+		line + 9, strlen(line + 9), GUESTCTL_INSTANCE_MAX, &v) != 0 ||
+	    v == 0)
+		fail("no INSTANCE message from the host");
+	nstages = 0; /* the template's boot is not this instance's */
+	stage("restored");
+	if ((buf = malloc(v + 1)) == NULL)
+		fail("out of memory");
+	if (ctl_readn(buf, v, mono_ms() + HDR_TIMEOUT_MS) != 0 ||
+	    memchr(buf, '\0', v) != NULL)
+		fail("short or bad INSTANCE message from the host");
+	buf[v] = '\0';
+	parse_ksb(b, buf, 1);
+	explicit_bzero(buf, v); /* the seed */
+	free(buf);
+	load_modules(2);
+	stage("instance settings");
 }
 
 /* The header from the host (proto/guestctl.h: guestctl_parse_header)
@@ -2746,11 +2871,14 @@ main(int argc, char **argv)
 	umask(022);
 	early_mounts();
 
+	template_boot = template_cmdline();
 	load_modules(0);
 	stage("modules loaded");
 	open_control_port();
 	stage("control port open");
 	parse_cmdline(&b);
+	if (b.template)
+		template_resume(&b);
 	install_extra_ca();
 	read_home(&b);
 	install_secrets();
