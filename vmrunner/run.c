@@ -122,10 +122,11 @@ struct run {
 	const char *display; /* "WxH", NULL: none */
 	int selftest;	     /* setting selftest: the guest must pass it */
 	struct forward *fwd;
-	int child_fwd; /* QEMU's end of the forward port's socketpair */
-	int template;  /* setting template: restore a saved guest */
-	int tpl_fd;    /* the template file, for -incoming fd: */
-	char *tpl_msg; /* its INSTANCE message (holds a seed) */
+	int child_fwd;	/* QEMU's end of the forward port's socketpair */
+	int template;	/* setting template: restore a saved guest */
+	int tpl_fd;	/* the template file, for -incoming fd: */
+	char *tpl_msg;	/* its INSTANCE message (holds a seed) */
+	char *tpl_path; /* the template restored */
 	size_t tpl_msg_len;
 };
 
@@ -189,6 +190,8 @@ run_help(void)
 	    "guest port\n"
 	    "  --display[=WxH]      a software display (Xvfb) for GUI "
 	    "programs, " DISPLAY_DEFAULT "\n"
+	    "  --template on|off    restore a saved guest instead of booting "
+	    "(default off)\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -1892,6 +1895,21 @@ sup_agent_exited(struct sup *s)
 	free(p);
 }
 
+/*
+ * QEMU failed (exit status not 0) with no exit status from a restored
+ * guest: a template it could not load, say.  It goes; the next start
+ * boots a new one.
+ */
+static void
+run_template_failed(struct run *r, int st)
+{
+	if (r->tpl_path == NULL || !WIFEXITED(st) || WEXITSTATUS(st) == 0)
+		return;
+	if (unlink(r->tpl_path) == 0)
+		log_warnx("template %s removed: the next start boots a new one",
+		    r->tpl_path);
+}
+
 /* QEMU is gone: its last console bytes, the terminal back; the status. */
 static int
 sup_finish(struct sup *s)
@@ -1916,12 +1934,14 @@ sup_finish(struct sup *s)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
 	    (double)(util_mono_ms() - s->t0) / 1000.0);
-	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop)
+	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop) {
 		log_warnx(
 		    "instance %s: the guest reported no exit status (QEMU "
 		    "%s %d)",
 		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
 		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		run_template_failed(r, st);
+	}
 	if (s->g.selftest < 0) {
 		log_warnx("instance %s: refused to start the command: the "
 			  "enforcement self-test failed%s%s (see ksb-run(1))",
@@ -2628,8 +2648,8 @@ run_template(struct run *r, struct qemu_config *qc)
 		if ((p = strstr(list[i], "=env:")) != NULL)
 			unset[k++] = p + 5;
 	qc->incoming_fd = QEMU_TEMPLATE_FD;
-	r->tpl_fd =
-	    template_open(r->state_dir, qc, unset, r->tap_fd, &built, &cause);
+	r->tpl_fd = template_open(
+	    r->state_dir, qc, unset, r->tap_fd, &built, &r->tpl_path, &cause);
 	free(unset);
 	if (r->tpl_fd == -1) {
 		log_warnx("template: %s", cause);
@@ -2878,6 +2898,7 @@ run_teardown(struct run *r, char **qargv, int status)
 		explicit_bzero(r->header, r->header_len); /* a seed, maybe */
 	free(r->header);
 	free(r->tpl_msg);
+	free(r->tpl_path);
 	for (i = 0; i < r->nshares; i++) {
 		free((char *)r->shares[i].host_path);
 		free((char *)r->shares[i].guest_path);

@@ -531,7 +531,7 @@ out:
 
 int
 template_open(const char *state_dir, const struct qemu_config *qc,
-    const char *const *unset, int tap, int *built, char **cause)
+    const char *const *unset, int tap, int *built, char **pathp, char **cause)
 {
 	char key[TEMPLATE_KEY_LEN + 1], *dir = NULL, *path = NULL, *tmp = NULL;
 	int fd = -1, out, ok;
@@ -570,7 +570,9 @@ done:
 	if (fd == -1 && *cause == NULL)
 		cause_set(cause, "%s: %s", path, strerror(errno));
 	free(tmp);
-	free(path);
+	*pathp = fd != -1 ? path : NULL;
+	if (fd == -1)
+		free(path);
 	free(dir);
 	return fd;
 }

@@ -5,7 +5,8 @@
 # ID, MAC address, guest address, /dev/urandom bytes, getrandom(2) bytes
 # and the clock differ between the two restores (no RNG state or seed
 # shared: init reseeds from the host's INSTANCE message, vmgenid too).
-# The cold path (template off) keeps working beside it.  Needs root,
+# A template QEMU cannot load is removed.  The cold path (template off)
+# keeps working beside it.  Needs root,
 # QEMU and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -72,6 +73,19 @@ ksb_check "the guest's address is its lease" \
 	'grep -q "instance $(val a id): $(val a ip)/" "$T/a.err"'
 ksb_check "the guest's MAC is its lease's, not the template's" \
 	'[ "$(val a mac)" != 52:54:00:6b:73:62 ]'
+
+ksb_say "a template QEMU cannot load is removed"
+tpl=$(find "$T/state/templates" -type f)
+truncate -s 1M "$tpl"
+set +e
+( cd "$T/empty" && timeout 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
+	-f "$T/ksb.conf" --template on -- /bin/true </dev/null \
+	>"$T/bad.out" 2>"$T/bad.err" )
+rc=$?
+set -e
+ksb_check "bad template: the start fails ($rc)" '[ "$rc" != 0 ] && [ "$rc" != 124 ]'
+ksb_check "bad template: removed, and said so" \
+	'[ ! -e "$tpl" ] && grep -q "template .* removed: the next start boots a new one" "$T/bad.err"'
 
 ksb_say "the cold path (template off)"
 ( cd "$T/empty" && timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
