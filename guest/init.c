@@ -99,6 +99,7 @@ struct boot {
 	int template;		  /* ksb.template=1: a template's boot */
 	unsigned char mac[6];	  /* ksb.mac (INSTANCE): eth0's address */
 	int has_mac;
+	int fwcfg;  /* ksb.fwcfg=1 (INSTANCE): QEMU has fw_cfg files for us */
 	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
@@ -467,8 +468,9 @@ valid_id(const char *s)
 
 /*
  * The keys of a template's boot (ksb.template=1, kernel command line only)
- * and of its INSTANCE message (ksb.mac, ksb.time, ksb.seed: instance 1
- * only, each at most once, acted on at once).  1 if tok was one of them.
+ * and of its INSTANCE message (ksb.mac, ksb.time, ksb.seed, ksb.fwcfg:
+ * instance 1 only, each at most once, acted on at once).  1 if tok was
+ * one of them.
  */
 static int
 parse_template_key(struct boot *b, const char *tok, const char *val,
@@ -491,12 +493,18 @@ parse_template_key(struct boot *b, const char *tok, const char *val,
 	    !(*seen & 1024)) {
 		if (template_reseed(val, err, sizeof(err)) != 0)
 			fail("ksb.seed: %s", err);
+	} else if (strcmp(tok, "ksb.fwcfg") == 0 && instance &&
+	    !(*seen & 2048)) {
+		if (strcmp(val, "1") != 0)
+			fail("ksb.fwcfg: invalid `%s'", val);
+		b->fwcfg = 1;
 	} else
 		return 0;
 	*seen |= strcmp(tok, "ksb.template") == 0 ? 128 :
 	    strcmp(tok, "ksb.mac") == 0		  ? 256 :
 	    strcmp(tok, "ksb.time") == 0	  ? 512 :
-						    1024;
+	    strcmp(tok, "ksb.seed") == 0	  ? 1024 :
+						    2048;
 	return 1;
 }
 
@@ -730,7 +738,7 @@ open_control_port(void)
  * while it waits here; each restore continues in this read with its
  * INSTANCE message (proto/guestctl.h): the ksb.* keys, the host's time
  * and a seed for the RNG, acted on as parsed.  Then the deferred
- * modules (qemu_fw_cfg, for the instance's fw_cfg files).
+ * modules (qemu_fw_cfg) if QEMU has fw_cfg files for this instance.
  */
 static void
 template_resume(struct boot *b)
@@ -758,7 +766,8 @@ template_resume(struct boot *b)
 	parse_ksb(b, buf, 1);
 	explicit_bzero(buf, v); /* the seed */
 	free(buf);
-	load_modules(2);
+	if (b->fwcfg)
+		load_modules(2);
 	stage("instance settings");
 }
 

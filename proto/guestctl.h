@@ -53,7 +53,9 @@
  *                           address), ksb.time=SEC.NSEC (the host's
  *                           CLOCK_REALTIME) and ksb.seed=HEX
  *                           (GUESTCTL_SEED_BYTES random bytes, hex: the
- *                           guest's RNG is reseeded with them), each once
+ *                           guest's RNG is reseeded with them), each once,
+ *                           and ksb.fwcfg=1 if QEMU has fw_cfg files
+ *                           (secrets, preset files, CAs) for it
  *   then the header above as usual.
  *
  * The guest is hostile: the host caps each line at GUESTCTL_LINE_MAX and

@@ -488,8 +488,9 @@ test_argv_template(void)
 	CHECK(strstr(msg, "ksb.id=e-1a2b3c4d ksb.ip=10.77.0.2/24") != NULL &&
 	    strstr(msg, " ksb.share=s0:/home/agent/a") != NULL &&
 	    strstr(msg, " ksb.mac=52:54:00:aa:bb:01 ") != NULL &&
-	    strstr(msg, " ksb.time=") != NULL,
-	    "INSTANCE: the instance's keys, its MAC and the time");
+	    strstr(msg, " ksb.time=") != NULL &&
+	    strstr(msg, " ksb.fwcfg=1 ") != NULL,
+	    "INSTANCE: the instance's keys, its MAC, the time, fw_cfg files");
 	CHECK(strstr(msg, " ksb.seed=") != NULL &&
 	    strlen(strstr(msg, " ksb.seed=") + 10) == 2 * GUESTCTL_SEED_BYTES &&
 	    strcmp(strstr(msg, " ksb.seed="), strstr(msg2, " ksb.seed=")) != 0,
