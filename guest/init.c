@@ -2788,6 +2788,65 @@ stages_send(void)
 	}
 }
 
+/* The self-test's result from its child (selftest_bg). */
+struct selftest_res {
+	int n;	 /* as selftest_run */
+	long ms; /* its time in the child */
+	char failed[33];
+};
+static pid_t selftest_pid = -1;
+static int selftest_fd = -1;
+
+/*
+ * The self-test in a child as soon as the network is up, so that it
+ * overlaps /usr, the shares and the workspace; run_selftest joins it
+ * before READY.  If the child cannot start, run_selftest runs it itself.
+ */
+static void
+selftest_bg(const struct boot *b)
+{
+	struct selftest_res r;
+	int64_t t0;
+	pid_t pid;
+	int p[2];
+
+	if (b->selftest_off || pipe2(p, O_CLOEXEC) == -1)
+		return;
+	if ((pid = fork()) == -1) {
+		close(p[0]);
+		close(p[1]);
+		return;
+	}
+	if (pid == 0) {
+		memset(&r, 0, sizeof(r));
+		t0 = mono_ms();
+		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
+		    sizeof(r.failed));
+		r.ms = (long)(mono_ms() - t0);
+		_exit(write(p[1], &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(p[1]);
+	selftest_pid = pid;
+	selftest_fd = p[0];
+}
+
+/* selftest_bg's result into *r; a child that gave none fails the boot. */
+static void
+selftest_join(struct selftest_res *r)
+{
+	ssize_t n;
+	int st;
+
+	while ((n = read(selftest_fd, r, sizeof(*r))) == -1 && errno == EINTR)
+		;
+	close(selftest_fd);
+	while (waitpid(selftest_pid, &st, 0) == -1 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(*r))
+		fail("enforcement self-test: its process gave no result");
+	r->failed[sizeof(r->failed) - 1] = '\0';
+}
+
 /*
  * The enforcement self-test (selftest.c), as root before the command:
  * the result to the host; a probe that got through ends the boot here.
@@ -2795,25 +2854,32 @@ stages_send(void)
 static void
 run_selftest(const struct boot *b)
 {
-	char failed[33], line[GUESTCTL_LINE_MAX];
+	char line[GUESTCTL_LINE_MAX];
+	struct selftest_res r;
 	int64_t t0 = mono_ms();
 	int n;
 
 	if (b->selftest_off)
 		return;
-	n = selftest_run(
-	    b->ip, b->gw, b->prefix, b->port, failed, sizeof(failed));
+	if (selftest_pid > 0)
+		selftest_join(&r);
+	else {
+		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
+		    sizeof(r.failed));
+		r.ms = (long)(mono_ms() - t0);
+	}
+	n = r.n;
 	stage("self-test done");
 	if (n < 0) {
-		n = snprintf(line, sizeof(line), "SELFTEST fail %s\n", failed);
+		n = snprintf(
+		    line, sizeof(line), "SELFTEST fail %s\n", r.failed);
 		ctl_write(line, (size_t)n);
 		fail("enforcement self-test: probe %s got through; the "
 		     "command is not started",
-		    failed);
+		    r.failed);
 	}
 	/* The time is for the host's log: the console is the command's. */
-	n = snprintf(line, sizeof(line), "SELFTEST ok %d %lld\n", n,
-	    (long long)(mono_ms() - t0));
+	n = snprintf(line, sizeof(line), "SELFTEST ok %d %ld\n", n, r.ms);
 	ctl_write(line, (size_t)n);
 }
 
@@ -2861,8 +2927,9 @@ static void __attribute__((noreturn)) run_command(struct boot *b)
 
 /*
  * PID 1 (or ksb-report under that name): early mounts, modules, the
- * control port, the kernel command line, secrets, /usr, /etc, storage,
- * shares, network, the command header, the workspace; then the command.
+ * control port, the kernel command line (or a template's INSTANCE),
+ * secrets, network (the self-test starts), /usr, /etc, storage, shares,
+ * the command header, the workspace; then the command.
  */
 int
 main(int argc, char **argv)
@@ -2892,6 +2959,9 @@ main(int argc, char **argv)
 	read_home(&b);
 	install_secrets();
 
+	setup_network(&b);
+	stage("network up");
+	selftest_bg(&b); /* joined before READY */
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
 	stage("usr mounted");
@@ -2907,8 +2977,6 @@ main(int argc, char **argv)
 			"cache=loose" :
 			"trans=virtio,version=9p2000.L,msize=512000");
 	stage("shares mounted");
-	setup_network(&b);
-	stage("network up");
 	read_header(&b);
 	stage("header read");
 	setup_workspace(&b);
