@@ -2632,7 +2632,8 @@ run_forward_setup(struct run *r)
 
 /*
  * template=on: the template (booted and saved first if there is none),
- * qc turned into its restore, and the instance's INSTANCE message.
+ * qc turned into its restore, and the instance's INSTANCE message.  0, or
+ * -1 (logged; qc and r as they were: the guest boots without one).
  */
 static int
 run_template(struct run *r, struct qemu_config *qc)
@@ -2664,6 +2665,11 @@ run_template(struct run *r, struct qemu_config *qc)
 	r->bt.t_template = util_mono_ms() - t0;
 	if (template_instance_msg(qc, &r->tpl_msg, &r->tpl_msg_len) != 0) {
 		log_warnx("template: cannot build the INSTANCE message");
+		close(r->tpl_fd);
+		r->tpl_fd = -1;
+		free(r->tpl_path);
+		r->tpl_path = NULL;
+		r->bt.restored = 0;
 		return -1;
 	}
 	return 0;
@@ -2723,8 +2729,10 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.share_usr = 1;
 	qc.shares = r->shares;
 	qc.nshares = r->nshares;
-	if (r->template && run_template(r, &qc) != 0)
-		return -1;
+	if (r->template && run_template(r, &qc) != 0) {
+		log_warnx("template: none to restore, booting the guest");
+		qc.template = QEMU_TEMPLATE_NONE;
+	}
 	if (qemu_argv(&qc, qargv, &cause) != 0) {
 		log_warnx("%s", cause);
 		free(cause);

@@ -7,8 +7,8 @@
 # shared: init reseeds from the host's INSTANCE message, vmgenid too);
 # a secret given to one reaches it through fw_cfg after its restore and
 # not the other.
-# A template QEMU cannot load is removed.  The cold path (template off)
-# keeps working beside it.  Needs root,
+# A template QEMU cannot load is removed; with no template to be had the
+# guest boots the cold way.  Needs root,
 # QEMU and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -97,12 +97,19 @@ ksb_check "bad template: the start fails ($rc)" '[ "$rc" != 0 ] && [ "$rc" != 12
 ksb_check "bad template: removed, and said so" \
 	'[ ! -e "$tpl" ] && grep -q "template .* removed: the next start boots a new one" "$T/bad.err"'
 
-ksb_say "the cold path (template off)"
+ksb_say "no template can be made: the guest boots without one (the cold path)"
+rm -rf "$T/state/templates"
+echo not-a-directory > "$T/state/templates"
 ( cd "$T/empty" && timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
-	-f "$T/ksb.conf" -- /bin/sh -c 'echo cold-ok' </dev/null \
-	>"$T/cold.out" 2>"$T/cold.err" ) ||
-	ksb_fail "cold: $(tail -5 "$T/cold.err")"
+	-f "$T/ksb.conf" -v --template on -- /bin/sh -c 'echo cold-ok' \
+	</dev/null >"$T/cold.out" 2>"$T/cold.err" ) ||
+	ksb_fail "cold: $(grep -v 'argv\[' "$T/cold.err" | tail -5)"
 ksb_check "cold: the command ran" 'grep -q cold-ok "$T/cold.out"'
+ksb_check "cold: said why" \
+	'grep -q "template: none to restore, booting the guest" "$T/cold.err"'
+ksb_check "cold: booted (no restore row)" \
+	'grep -q "kernel (to init.s first stage)" "$T/cold.err" &&
+	 ! grep -q "QEMU start and restore" "$T/cold.err"'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"
