@@ -90,8 +90,9 @@ int selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
  * INSTANCE message (proto/guestctl.h) sets before anything else runs.
  */
 /*
- * template_reseed: hex (GUESTCTL_SEED_BYTES bytes as 2 hex digits each) into the kernel's pool, credited in full (RNDADDENTROPY), then
- * the CRNG reseeded at once (RNDRESEEDCRNG, Linux 4.17; random(4)), so no
+ * template_reseed: hex (GUESTCTL_SEED_BYTES bytes as 2 hex digits each)
+ * into the kernel's pool, credited in full (RNDADDENTROPY), then the CRNG
+ * reseeded at once (RNDRESEEDCRNG, Linux 4.17; random(4)), so no
  * two guests of one template share the template's RNG state.  0, or -1
  * and a message in err.
  */

@@ -39,7 +39,8 @@ run() { # run NAME [FLAG...]: one ephemeral instance from the template
 	shift
 	( cd "$T/empty" && timeout 180 ip netns exec "$GW" \
 		"$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" -v --template on "$@" \
-		-- /bin/sh -c "$probe" </dev/null >"$T/$n.out" 2>"$T/$n.err" ) || {
+		-- /bin/sh -c "$probe" </dev/null \
+		>"$T/$n.out" 2>"$T/$n.err" ) || {
 		grep -v 'argv\[' "$T/$n.err" | tail -20 >&2
 		ksb_fail "$n: ksb-run failed"
 	}
@@ -62,7 +63,8 @@ run b & pb=$!
 wait "$pa" || ksb_fail "a failed"
 wait "$pb" || ksb_fail "b failed"
 for i in a b; do
-	ksb_check "$i: no new template" '! grep -q "template: booted" "$T/$i.err"'
+	ksb_check "$i: no new template" \
+		'! grep -q "template: booted" "$T/$i.err"'
 	ksb_check "$i: the command ran" 'grep -qx ok "$T/$i.kv"'
 	ksb_check "$i: restored (breakdown row)" \
 		'grep -q "QEMU start and restore (to init)" "$T/$i.err"'
@@ -93,9 +95,12 @@ set +e
 	>"$T/bad.out" 2>"$T/bad.err" )
 rc=$?
 set -e
-ksb_check "bad template: the start fails ($rc)" '[ "$rc" != 0 ] && [ "$rc" != 124 ]'
+ksb_check "bad template: the start fails ($rc)" \
+	'[ "$rc" != 0 ] && [ "$rc" != 124 ]'
 ksb_check "bad template: removed, and said so" \
-	'[ ! -e "$tpl" ] && grep -q "template .* removed: the next start boots a new one" "$T/bad.err"'
+	'[ ! -e "$tpl" ] &&
+	 grep -q "template .* removed: the next start boots a new one" \
+		"$T/bad.err"'
 
 ksb_say "no template can be made: the guest boots without one (the cold path)"
 rm -rf "$T/state/templates"
