@@ -520,6 +520,7 @@ run_conf_layer(struct run *r, char **cause)
 		{ "ca-file", r->conf->ca_file },
 		{ "agent-mode", r->conf->agent_mode },
 		{ "agent-base-url", r->conf->agent_base_url },
+		{ "template", r->conf->template },
 	};
 	size_t i;
 
