@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -535,6 +536,46 @@ out:
 }
 
 int
+template_prune(const char *dir, time_t now)
+{
+	struct dirent *de;
+	struct stat st;
+	char *path;
+	int n = 0, fd;
+	size_t len;
+	DIR *d;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1 ||
+	    (d = fdopendir(fd)) == NULL) {
+		if (fd != -1)
+			close(fd);
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		/* A template unused (atime: relatime's day) for long, or
+		 * what a build that died left behind. */
+		if (!(len == TEMPLATE_KEY_LEN &&
+			strspn(de->d_name, "0123456789abcdef") == len &&
+			now - st.st_atime > TEMPLATE_UNUSED_S) &&
+		    !(len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0 &&
+			now - st.st_mtime > TEMPLATE_STALE_TMP_S))
+			continue;
+		xasprintf(&path, "%s/%s", dir, de->d_name);
+		if (unlinkat(fd, de->d_name, 0) == 0) {
+			log_info("template %s: removed (unused)", path);
+			n++;
+		}
+		free(path);
+	}
+	closedir(d);
+	return n;
+}
+
+int
 template_open(const char *state_dir, const struct qemu_config *qc,
     const char *const *unset, int tap, int *built, char **pathp, char **cause)
 {
@@ -562,6 +603,7 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 	log_info("template %s: booting it once (kernel, initramfs or machine "
 		 "settings are new)",
 	    key);
+	template_prune(dir, time(NULL));
 	ok = template_build(qc, unset, tap, out, cause) == 0 && fsync(out) == 0;
 	if (close(out) != 0 || !ok || rename(tmp, path) != 0) {
 		if (*cause == NULL)

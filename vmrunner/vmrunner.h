@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "proto/agentsock.h"
@@ -229,6 +230,16 @@ int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
  */
 int template_open(const char *state_dir, const struct qemu_config *qc,
     const char *const *unset, int tap, int *built, char **path, char **cause);
+/*
+ * template_prune: remove from dir (<state-dir>/templates) the templates
+ * not read for TEMPLATE_UNUSED_S (their atime; with relatime, to a day)
+ * and the *.tmp files of builds that died (mtime TEMPLATE_STALE_TMP_S
+ * before now).  template_open calls it before it boots a new template.
+ * The number removed.
+ */
+#define TEMPLATE_UNUSED_S    (30 * 86400)
+#define TEMPLATE_STALE_TMP_S 3600
+int template_prune(const char *dir, time_t now);
 /*
  * template_instance_msg: the INSTANCE message (proto/guestctl.h) for qc's
  * instance: its ksb.* keys, ksb.mac, ksb.time (now) and ksb.seed (from

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -499,6 +501,45 @@ test_argv_template(void)
 	free(msg2);
 }
 
+/* template_prune: unused templates and dead builds' files go. */
+static void
+test_template_prune(void)
+{
+	char dir[] = "/tmp/test_tpl.XXXXXX", path[256];
+	const char *names[] = { "0123456789abcdef0123456789abcdef",
+		"fedcba9876543210fedcba9876543210",
+		"0123456789abcdef0123456789abcdef.1.tmp", "x.2.tmp", "README" };
+	time_t now = time(NULL), ago[] = { 31 * 86400, 86400, 7200, 60,
+		40 * 86400 };
+	struct timespec ts[2];
+	size_t i;
+	int fd;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	for (i = 0; i < 5; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if ((fd = open(path, O_WRONLY | O_CREAT, 0600)) != -1)
+			close(fd);
+		ts[0].tv_sec = ts[1].tv_sec = now - ago[i];
+		ts[0].tv_nsec = ts[1].tv_nsec = 0;
+		utimensat(AT_FDCWD, path, ts, 0);
+	}
+	CHECK(template_prune(dir, now) == 2, "two removed");
+	for (i = 0; i < 5; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		CHECK((access(path, F_OK) == 0) == (i != 0 && i != 2),
+		    "%s: %s", names[i],
+		    i == 0 ? "unused 31 days: removed" :
+		    i == 2 ? "a dead build's, 2 h old: removed" :
+			     "kept");
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -510,5 +551,6 @@ main(void)
 	test_argv_lifecycle();
 	test_argv_cpu();
 	test_argv_template();
+	test_template_prune();
 	return tap_done();
 }
