@@ -160,8 +160,11 @@ struct ksb_conf {
 				    credential hosts, NULL: the system's */
 	char *audit_key;	 /* HMAC key file of the chain; NULL: none */
 	char *resolver;		 /* "ip[:port]" or NULL: /etc/resolv.conf */
-	char **policy_files;	 /* expanded from "policy = GLOB" lines */
+	char **policy_files;	 /* expanded from "policy = GLOB" lines,
+				    then grants_dir's *.policy */
 	size_t npolicy_files;
+	char *grants_dir;  /* ksbctl allow --permanent's drop-ins:
+			     <state_dir>/grants.d */
 	char *kernel;	   /* guest kernel for ksb-run, NULL: search */
 	char *modules_dir; /* /lib/modules/<version> for that kernel */
 	char *cpu;	   /* guest CPU model for ksb-run, NULL: auto */

@@ -84,6 +84,14 @@ int display_start(
  */
 int selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
     unsigned proxy_port, char *failed, size_t cap);
+/*
+ * selftest_line: selftest_run, and the host's line for its result into
+ * line[0..cap) (*len bytes, '\n' included; 0 if it did not fit):
+ * "SELFTEST ok N MS" or "SELFTEST fail NAME" (proto/guestctl.h).
+ * Returns 0 when every probe failed as it must, 1 when one got through.
+ */
+int selftest_line(struct in_addr ip, struct in_addr gw, int prefix,
+    unsigned proxy_port, char *line, size_t cap, size_t *len);
 
 /* ---- template.c ------------------------------------------------------------
  * A guest restored from a template (vmrunner/template.c): what its

@@ -1461,10 +1461,48 @@ become_agent(const struct boot *b)
 }
 
 /*
+ * The enforcement self-test again, at the host's request (a SELFTEST
+ * line: the gateway reloaded its policy), as root in init while the
+ * command keeps running; supervision waits for it (at most
+ * SELFTEST_PROBE_MS + SELFTEST_CONNECT_MS).  The answer for the host
+ * into line (*len bytes).  A probe that got through: every process but
+ * init is killed at once, without the stop's grace (a way out is open),
+ * and 1 is returned; 0 passed; -1 no self-test here (ksb.selftest=off).
+ */
+static const struct boot *selftest_boot; /* set by run_selftest */
+
+static int
+selftest_again(char *line, size_t cap, size_t *len)
+{
+	const struct boot *b = selftest_boot;
+
+	*len = 0;
+	if (b == NULL || b->selftest_off)
+		return -1;
+	if (selftest_line(b->ip, b->gw, b->prefix, b->port, line, cap, len) ==
+	    0)
+		return 0;
+	say("enforcement self-test after a reload: a probe got through; "
+	    "stopping the command now");
+	kill(-1, SIGKILL);
+	return 1;
+}
+
+/*
  * Wait for the command (pid) to exit, reaping orphans.  A STOP line from
  * the host or the power button starts a graceful stop: SIGTERM to every
  * process, SIGKILL after GUESTCTL_STOP_GRACE_MS.  0 with *st, or -1.
  */
+static void
+supervise_selftest(void)
+{
+	char out[GUESTCTL_LINE_MAX];
+	size_t len;
+
+	if (selftest_again(out, sizeof(out), &len) != -1)
+		ctl_write(out, len);
+}
+
 static int
 supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 {
@@ -1523,6 +1561,8 @@ supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 				line[llen] = '\0';
 				if (strcmp(line, "STOP") == 0 && stopping == 0)
 					stopping = 1;
+				else if (strcmp(line, "SELFTEST") == 0)
+					supervise_selftest();
 				llen = 0;
 			}
 		} else if (pfd[1].revents & (POLLHUP | POLLERR)) {
@@ -2159,7 +2199,8 @@ agent_host_line(void *arg, const char *line, size_t len)
 {
 	struct guest_agent *a = arg;
 	struct guestctl_frame f;
-	char out[64];
+	char out[GUESTCTL_LINE_MAX];
+	size_t sl;
 	int i, j, n;
 
 	a->last_rx = mono_ms();
@@ -2173,6 +2214,14 @@ agent_host_line(void *arg, const char *line, size_t len)
 	}
 	if (len == 4 && memcmp(line, "STOP", 4) == 0) {
 		agent_stop_pending = 1;
+		return;
+	}
+	if (len == 8 && memcmp(line, "SELFTEST", 8) == 0) {
+		/* Through the queue: frames may be waiting there. */
+		if ((n = selftest_again(out, sizeof(out), &sl)) != -1)
+			agent_queue(a, out, sl, 0);
+		if (n == 1)
+			agent_flush(a); /* before the agent's exit ends init */
 		return;
 	}
 	if (guestctl_frame_parse(line, len, &f, a->text, GUESTCTL_TEXT_MAX) !=
@@ -2859,6 +2908,7 @@ run_selftest(const struct boot *b)
 	int64_t t0 = mono_ms();
 	int n;
 
+	selftest_boot = b;
 	if (b->selftest_off)
 		return;
 	if (selftest_pid > 0)

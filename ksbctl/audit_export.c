@@ -164,6 +164,22 @@ ocsf_endpoint(struct json_object *rec, const char *ip, const char *port,
 }
 
 /*
+ * A forward record's class and activity: a connection's open, refusal
+ * (Network Activity 4001, Open 1) and close (Close 2); a forward added
+ * or removed: Base Event 0, Other 99.
+ */
+static void
+ocsf_forward(struct json_object *rec, int *klass, int *activity)
+{
+	const char *e = rec_str(rec, "event");
+
+	if (e != NULL && (strcmp(e, "open") == 0 || strcmp(e, "refused") == 0))
+		*klass = 4001, *activity = 1;
+	else if (e != NULL && strcmp(e, "close") == 0)
+		*klass = 4001, *activity = 2;
+}
+
+/*
  * One audit record as an OCSF 1.1 event (schema.ocsf.io): Network
  * Activity 4001 (activity 1 Open for a connection, 2 Close for a close;
  * disposition 1 Allowed / 2 Blocked), anything else Base Event 0 (activity
@@ -181,6 +197,8 @@ ocsf_event(struct json_object *rec)
 		klass = 4001, activity = 1;
 	else if (kind != NULL && strcmp(kind, "close") == 0)
 		klass = 4001, activity = 2;
+	else if (kind != NULL && strcmp(kind, "forward") == 0)
+		ocsf_forward(rec, &klass, &activity);
 	json_object_object_add(ev, "class_uid", json_object_new_int(klass));
 	json_object_object_add(
 	    ev, "category_uid", json_object_new_int(klass / 1000));
@@ -191,7 +209,18 @@ ocsf_event(struct json_object *rec)
 	json_object_object_add(
 	    ev, "time", json_object_new_int64(rec_int(rec, "ts_ms")));
 	json_object_object_add(ev, "severity_id", json_object_new_int(1));
-	if (klass == 4001 && activity == 1) {
+	if (kind != NULL && strcmp(kind, "forward") == 0 && klass == 4001) {
+		/* Host client -> the forward's listener (to the guest). */
+		dec = rec_str(rec, "event");
+		blocked = dec != NULL && strcmp(dec, "refused") == 0;
+		json_object_object_add(
+		    ev, "disposition_id", json_object_new_int(blocked ? 2 : 1));
+		json_object_object_add(ev, "src_endpoint",
+		    ocsf_endpoint(rec, "peer", "-", "name", "-"));
+		json_object_object_add(ev, "dst_endpoint",
+		    ocsf_endpoint(
+			rec, "listen_addr", "listen_port", "name", "instance"));
+	} else if (klass == 4001 && activity == 1) {
 		dec = rec_str(rec, "decision");
 		blocked = dec != NULL && strcmp(dec, "allow") != 0;
 		json_object_object_add(

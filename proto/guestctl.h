@@ -21,6 +21,11 @@
  *                           GUESTCTL_STOP_GRACE_MS, then EXIT as usual).
  *                           The ACPI power button (QMP system_powerdown)
  *                           does the same.
+ *     SELFTEST\n            after READY (the gateway reloaded its policy):
+ *                           run the enforcement self-test again while the
+ *                           command runs and answer with one SELFTEST line
+ *                           below; on a failure init kills every process
+ *                           at once.  In agent mode between frames.
  *   guest -> host:
  *     STAGE <ms> <name>\n   before READY, one per start-up stage: the
  *                           guest's CLOCK_BOOTTIME in ms (<= 86400000)
@@ -36,7 +41,11 @@
  *                           must, in ms milliseconds (0..600000)
  *     SELFTEST fail <name>\n a probe got through ([a-z0-9-]{1,32}); init
  *                           then refuses to start the command (ERR, EXIT
- *                           125).  Not sent with ksb.selftest=off.
+ *                           125).  Not sent with ksb.selftest=off.  Sent
+ *                           once before READY, and after READY only as the
+ *                           answer to the host's SELFTEST: the host counts
+ *                           the first answer to a request it made and
+ *                           ignores (and logs) any other.
  *     EXIT <status>\n       0..255: the command's exit status (128+sig if
  *                           killed by a signal; 125 init failed, 126 cannot
  *                           exec, 127 command not found)

@@ -425,6 +425,13 @@ struct forward;
  * serving <dir>/forward.sock (0600).  NULL and *cause.
  */
 struct forward *forward_new(const char *dir, int chan_fd, char **cause);
+struct fwdreport;
+/*
+ * forward_set_report: every add, remove, open, close and refused event
+ * also goes to rep (fwdreport.c; not owned, outlives f).  Before
+ * forward_start.
+ */
+void forward_set_report(struct forward *f, struct fwdreport *rep);
 /*
  * forward_add: a forward "[ADDR:]HOSTPORT:GUESTPORT" (fwd_spec_parse),
  * listening at once.  Before forward_start only (later ones come over
@@ -439,6 +446,58 @@ int forward_start(struct forward *f, char **cause);
  * NULL-safe.
  */
 void forward_free(struct forward *f);
+
+/* ---- kept.c ----------------------------------------------------------------
+ * A named instance's --forward specs and --display size, kept in
+ * <instance>/kept.conf from one start to the next.
+ */
+struct kept {
+	char forward[FWD_MAX][64]; /* specs as given ([ADDR:]HP:GP) */
+	size_t nforward;
+	char display[16]; /* "WxH", "": none */
+};
+void kept_init(struct kept *k);
+/* kept_read: <dir>/kept.conf into *k (none: empty).  0, or -1 and *cause
+ * ("path:line: what"). */
+int kept_read(const char *dir, struct kept *k, char **cause);
+/* kept_write: *k into <dir>/kept.conf (0600, renamed into place).  0, or
+ * -1 and *cause. */
+int kept_write(const char *dir, const struct kept *k, char **cause);
+
+/* ---- fwdreport.c -----------------------------------------------------------
+ * The forward engine's events as FORWARD lines (proto/ctl.h) for the
+ * gateway's audit, queued by the engine's thread and sent by the
+ * supervisor on the lease's connection, never blocking it.
+ */
+/* fwdreport_new: for instance id.  NULL and *cause. */
+struct fwdreport *fwdreport_new(const char *id, char **cause);
+/* fwdreport_free: what is still queued is counted in a warning.  NULL-safe. */
+void fwdreport_free(struct fwdreport *rep);
+/*
+ * fwdreport_event: queue ev (any thread; ev->id is filled in) and wake
+ * the supervisor.  A full queue drops it (counted, one warning).
+ * NULL-safe.
+ */
+void fwdreport_event(struct fwdreport *rep, struct ctl_fwd *ev);
+/* fwdreport_fd: an eventfd, readable when lines were queued. */
+int fwdreport_fd(const struct fwdreport *rep);
+/* fwdreport_pending: 1 if lines wait to be sent. */
+int fwdreport_pending(struct fwdreport *rep);
+/*
+ * fwdreport_send: the supervisor: clear the eventfd and send on fd (the
+ * lease's connection; -1: none now) what it takes without blocking.  0,
+ * or -1 on a connection error (the lines stay queued).
+ */
+int fwdreport_send(struct fwdreport *rep, int fd);
+/* fwdreport_restart: a new lease connection: the line sent in part goes
+ * again whole. */
+void fwdreport_restart(struct fwdreport *rep);
+/*
+ * fwdreport_flush: send everything queued on fd, waiting up to
+ * timeout_ms for room (the instance stops: before UNREGISTER).  0, or -1
+ * (time out or error: the rest stays queued).  NULL-safe.
+ */
+int fwdreport_flush(struct fwdreport *rep, int fd, int timeout_ms);
 
 /* ---- secrets.c -------------------------------------------------------------
  * --secret NAME=env:VAR | NAME=file:PATH, read once by ksb-run into memory,
