@@ -171,6 +171,7 @@ struct ksb_conf {
 	char *ca_file;	   /* extra CA PEMs for guests (ksb-run), NULL: none */
 	char *agent_mode;  /* ksb-run agent-mode, NULL: interactive */
 	char *agent_base_url; /* ksb-run agent-base-url, NULL: none */
+	char *template;	      /* ksb-run template (on|off), NULL: off */
 	int header_timeout;   /* seconds, CONNECT request headers: 10 */
 	int hello_timeout;    /* seconds, ClientHello: 10 */
 	int connect_timeout;  /* seconds, upstream connect: 10 */

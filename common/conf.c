@@ -66,6 +66,7 @@ conf_free(struct ksb_conf *c)
 	free(c->ca_file);
 	free(c->agent_mode);
 	free(c->agent_base_url);
+	free(c->template);
 	free(c);
 }
 
@@ -337,6 +338,7 @@ static const struct {
 	{ "cpu", offsetof(struct ksb_conf, cpu), 0 }, /* checked by ksb-run */
 	{ "agent-mode", offsetof(struct ksb_conf, agent_mode), 0 }, /* ditto */
 	{ "agent-base-url", offsetof(struct ksb_conf, agent_base_url), 0 },
+	{ "template", offsetof(struct ksb_conf, template), 0 }, /* ksb-run */
 };
 
 /* A key of conf_str_keys: 1 if key is one (and was stored), else 0. */

@@ -97,7 +97,11 @@ struct boot {
 	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
 	int display;		  /* Xvfb runs: DISPLAY for the command */
 	int selftest_off;	  /* ksb.selftest=off: no self-test */
-	char *home;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int template;		  /* ksb.template=1: a template's boot */
+	unsigned char mac[6];	  /* ksb.mac (INSTANCE): eth0's address */
+	int has_mac;
+	int fwcfg;  /* ksb.fwcfg=1 (INSTANCE): QEMU has fw_cfg files for us */
+	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -375,8 +379,38 @@ write_file(const char *path, const char *content, mode_t mode)
 }
 
 /*
+ * qemu_fw_cfg reads fw_cfg's file list once, as it loads: a template's
+ * boot leaves it for after the restore (whose QEMU holds the instance's
+ * files), a template's restore loads only it (load_modules(2)).
+ */
+static int
+module_deferred(const char *path)
+{
+	return strstr(path, "/qemu_fw_cfg.ko") != NULL;
+}
+
+static int template_boot; /* ksb.template=1 on the kernel command line */
+
+/* 1 if /proc/cmdline has ksb.template=1 (parse_cmdline checks it all). */
+static int
+template_cmdline(void)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return strstr(buf, " ksb.template=1") != NULL;
+}
+
+/*
  * The modules of /modules.list before its GUESTCTL_MODULES_DISK line
- * (disk 0), or after it (disk 1: a guest with an instance disk).
+ * (disk 0), or after it (disk 1: a guest with an instance disk), or
+ * the deferred ones (2).
  */
 static void
 load_modules(int disk)
@@ -384,7 +418,7 @@ load_modules(int disk)
 	char line[512];
 	FILE *f;
 	size_t len;
-	int fd, flags, in_disk = 0;
+	int fd, flags, in_disk = 0, only_deferred = disk == 2;
 
 	if ((f = fopen("/modules.list", "re")) == NULL)
 		fail("/modules.list: %s", strerror(errno));
@@ -394,7 +428,12 @@ load_modules(int disk)
 			line[--len] = '\0';
 		if (strcmp(line, GUESTCTL_MODULES_DISK) == 0)
 			in_disk = 1;
-		if (len == 0 || line[0] != '/' || in_disk != disk)
+		if (len == 0 || line[0] != '/')
+			continue;
+		if (only_deferred ? in_disk || !module_deferred(line) :
+				    in_disk != disk ||
+			    (template_boot && !in_disk &&
+				module_deferred(line)))
 			continue;
 		if ((fd = open(line, O_RDONLY | O_CLOEXEC)) == -1) {
 			say("%s: %s", line, strerror(errno));
@@ -428,24 +467,58 @@ valid_id(const char *s)
 	return 1;
 }
 
-/* 85 lines: one pass over /proc/cmdline, one branch per ksb.* key, each
- * refusing a malformed value before anything is mounted. */
-static void
-parse_cmdline(struct boot *b)
+/*
+ * The keys of a template's boot (ksb.template=1, kernel command line only)
+ * and of its INSTANCE message (ksb.mac, ksb.time, ksb.seed, ksb.fwcfg:
+ * instance 1 only, each at most once, acted on at once).  1 if tok was
+ * one of them.
+ */
+static int
+parse_template_key(struct boot *b, const char *tok, const char *val,
+    int instance, unsigned *seen)
 {
-	char buf[4096], *p, *tok, *val, *colon;
+	char err[128];
+
+	if (strcmp(tok, "ksb.template") == 0 && !instance && !(*seen & 128)) {
+		if (strcmp(val, "1") != 0)
+			fail("ksb.template: invalid `%s'", val);
+		b->template = 1;
+	} else if (strcmp(tok, "ksb.mac") == 0 && instance && !(*seen & 256)) {
+		if (template_parse_mac(val, b->mac) != 0)
+			fail("ksb.mac: invalid `%s'", val);
+		b->has_mac = 1;
+	} else if (strcmp(tok, "ksb.time") == 0 && instance && !(*seen & 512)) {
+		if (template_settime(val, err, sizeof(err)) != 0)
+			fail("ksb.time: %s", err);
+	} else if (strcmp(tok, "ksb.seed") == 0 && instance &&
+	    !(*seen & 1024)) {
+		if (template_reseed(val, err, sizeof(err)) != 0)
+			fail("ksb.seed: %s", err);
+	} else if (strcmp(tok, "ksb.fwcfg") == 0 && instance &&
+	    !(*seen & 2048)) {
+		if (strcmp(val, "1") != 0)
+			fail("ksb.fwcfg: invalid `%s'", val);
+		b->fwcfg = 1;
+	} else
+		return 0;
+	*seen |= strcmp(tok, "ksb.template") == 0 ? 128 :
+	    strcmp(tok, "ksb.mac") == 0		  ? 256 :
+	    strcmp(tok, "ksb.time") == 0	  ? 512 :
+	    strcmp(tok, "ksb.seed") == 0	  ? 1024 :
+						    2048;
+	return 1;
+}
+
+/* 90 lines: one pass over the ksb.* keys of buf (the kernel command line,
+ * or a template's INSTANCE message), one branch per key, each refusing a
+ * malformed value before anything is mounted. */
+static void
+parse_ksb(struct boot *b, char *buf, int instance)
+{
+	char *p, *tok, *val, *colon;
 	unsigned long v;
 	unsigned seen = 0;
-	ssize_t n;
-	int fd;
 
-	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
-		fail("/proc/cmdline: %s", strerror(errno));
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		fail("/proc/cmdline: empty");
-	buf[n] = '\0';
 	p = buf;
 	while ((tok = strsep(&p, " \t\n")) != NULL) {
 		if (strncmp(tok, "ksb.", 4) != 0)
@@ -453,6 +526,8 @@ parse_cmdline(struct boot *b)
 		if ((val = strchr(tok, '=')) == NULL)
 			fail("kernel command line: `%s' has no value", tok);
 		*val++ = '\0';
+		if (parse_template_key(b, tok, val, instance, &seen))
+			continue;
 		if (strcmp(tok, "ksb.id") == 0 && !(seen & 1)) {
 			if (!valid_id(val))
 				fail("ksb.id: invalid `%s'", val);
@@ -525,9 +600,28 @@ parse_cmdline(struct boot *b)
 			    tok);
 		}
 	}
-	if ((seen & 15) != 15)
+	if (b->template && !instance && (seen != 128 || b->nshares != 0))
+		fail("kernel command line: a template's has ksb.template only");
+	if ((seen & 15) != 15 && !(b->template && !instance))
 		fail("kernel command line: ksb.id, ksb.ip, ksb.gw and ksb.port "
 		     "are required");
+}
+
+static void
+parse_cmdline(struct boot *b)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+		fail("/proc/cmdline: %s", strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		fail("/proc/cmdline: empty");
+	buf[n] = '\0';
+	parse_ksb(b, buf, 0);
 }
 
 /* ---- network ------------------------------------------------------------ */
@@ -578,6 +672,8 @@ setup_network(const struct boot *b)
 	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
 		fail("socket: %s", strerror(errno));
 	if_up(s, "lo", NULL, 0);
+	if (b->has_mac && template_set_mac(s, "eth0", b->mac) != 0)
+		fail("SIOCSIFHWADDR eth0: %s", strerror(errno));
 	if_up(s, "eth0", &b->ip, b->prefix);
 	close(s);
 }
@@ -636,6 +732,44 @@ open_control_port(void)
 	}
 	if (ctl_fd == -1)
 		fail("no virtio-serial port " GUESTCTL_PORT_NAME);
+}
+
+/*
+ * A template's boot: TEMPLATE-READY to the host, which saves the guest
+ * while it waits here; each restore continues in this read with its
+ * INSTANCE message (proto/guestctl.h): the ksb.* keys, the host's time
+ * and a seed for the RNG, acted on as parsed.  Then the deferred
+ * modules (qemu_fw_cfg) if QEMU has fw_cfg files for this instance.
+ */
+static void
+template_resume(struct boot *b)
+{
+	char line[GUESTCTL_LINE_MAX], *buf;
+	int64_t deadline = mono_ms() + 86400000; /* the guest's own clock */
+	unsigned long v;
+
+	ctl_write(
+	    GUESTCTL_TEMPLATE_READY "\n", sizeof(GUESTCTL_TEMPLATE_READY));
+	if (ctl_readline(line, sizeof(line), deadline) != 0 ||
+	    strncmp(line, "INSTANCE ", 9) != 0 ||
+	    guestctl_parse_uint(
+		line + 9, strlen(line + 9), GUESTCTL_INSTANCE_MAX, &v) != 0 ||
+	    v == 0)
+		fail("no INSTANCE message from the host");
+	nstages = 0; /* the template's boot is not this instance's */
+	stage("restored");
+	if ((buf = malloc(v + 1)) == NULL)
+		fail("out of memory");
+	if (ctl_readn(buf, v, mono_ms() + HDR_TIMEOUT_MS) != 0 ||
+	    memchr(buf, '\0', v) != NULL)
+		fail("short or bad INSTANCE message from the host");
+	buf[v] = '\0';
+	parse_ksb(b, buf, 1);
+	explicit_bzero(buf, v); /* the seed */
+	free(buf);
+	if (b->fwcfg)
+		load_modules(2);
+	stage("instance settings");
 }
 
 /* The header from the host (proto/guestctl.h: guestctl_parse_header)
@@ -2785,6 +2919,65 @@ stages_send(void)
 	}
 }
 
+/* The self-test's result from its child (selftest_bg). */
+struct selftest_res {
+	int n;	 /* as selftest_run */
+	long ms; /* its time in the child */
+	char failed[33];
+};
+static pid_t selftest_pid = -1;
+static int selftest_fd = -1;
+
+/*
+ * The self-test in a child as soon as the network is up, so that it
+ * overlaps /usr, the shares and the workspace; run_selftest joins it
+ * before READY.  If the child cannot start, run_selftest runs it itself.
+ */
+static void
+selftest_bg(const struct boot *b)
+{
+	struct selftest_res r;
+	int64_t t0;
+	pid_t pid;
+	int p[2];
+
+	if (b->selftest_off || pipe2(p, O_CLOEXEC) == -1)
+		return;
+	if ((pid = fork()) == -1) {
+		close(p[0]);
+		close(p[1]);
+		return;
+	}
+	if (pid == 0) {
+		memset(&r, 0, sizeof(r));
+		t0 = mono_ms();
+		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
+		    sizeof(r.failed));
+		r.ms = (long)(mono_ms() - t0);
+		_exit(write(p[1], &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(p[1]);
+	selftest_pid = pid;
+	selftest_fd = p[0];
+}
+
+/* selftest_bg's result into *r; a child that gave none fails the boot. */
+static void
+selftest_join(struct selftest_res *r)
+{
+	ssize_t n;
+	int st;
+
+	while ((n = read(selftest_fd, r, sizeof(*r))) == -1 && errno == EINTR)
+		;
+	close(selftest_fd);
+	while (waitpid(selftest_pid, &st, 0) == -1 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(*r))
+		fail("enforcement self-test: its process gave no result");
+	r->failed[sizeof(r->failed) - 1] = '\0';
+}
+
 /*
  * The enforcement self-test (selftest.c), as root before the command:
  * the result to the host; a probe that got through ends the boot here.
@@ -2792,26 +2985,33 @@ stages_send(void)
 static void
 run_selftest(const struct boot *b)
 {
-	char failed[33], line[GUESTCTL_LINE_MAX];
+	char line[GUESTCTL_LINE_MAX];
+	struct selftest_res r;
 	int64_t t0 = mono_ms();
 	int n;
 
 	selftest_boot = b;
 	if (b->selftest_off)
 		return;
-	n = selftest_run(
-	    b->ip, b->gw, b->prefix, b->port, failed, sizeof(failed));
+	if (selftest_pid > 0)
+		selftest_join(&r);
+	else {
+		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
+		    sizeof(r.failed));
+		r.ms = (long)(mono_ms() - t0);
+	}
+	n = r.n;
 	stage("self-test done");
 	if (n < 0) {
-		n = snprintf(line, sizeof(line), "SELFTEST fail %s\n", failed);
+		n = snprintf(
+		    line, sizeof(line), "SELFTEST fail %s\n", r.failed);
 		ctl_write(line, (size_t)n);
 		fail("enforcement self-test: probe %s got through; the "
 		     "command is not started",
-		    failed);
+		    r.failed);
 	}
 	/* The time is for the host's log: the console is the command's. */
-	n = snprintf(line, sizeof(line), "SELFTEST ok %d %lld\n", n,
-	    (long long)(mono_ms() - t0));
+	n = snprintf(line, sizeof(line), "SELFTEST ok %d %ld\n", n, r.ms);
 	ctl_write(line, (size_t)n);
 }
 
@@ -2859,8 +3059,9 @@ static void __attribute__((noreturn)) run_command(struct boot *b)
 
 /*
  * PID 1 (or ksb-report under that name): early mounts, modules, the
- * control port, the kernel command line, secrets, /usr, /etc, storage,
- * shares, network, the command header, the workspace; then the command.
+ * control port, the kernel command line (or a template's INSTANCE),
+ * secrets, network (the self-test starts), /usr, /etc, storage, shares,
+ * the command header, the workspace; then the command.
  */
 int
 main(int argc, char **argv)
@@ -2878,15 +3079,21 @@ main(int argc, char **argv)
 	umask(022);
 	early_mounts();
 
+	template_boot = template_cmdline();
 	load_modules(0);
 	stage("modules loaded");
 	open_control_port();
 	stage("control port open");
 	parse_cmdline(&b);
+	if (b.template)
+		template_resume(&b);
 	install_extra_ca();
 	read_home(&b);
 	install_secrets();
 
+	setup_network(&b);
+	stage("network up");
+	selftest_bg(&b); /* joined before READY */
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
 	stage("usr mounted");
@@ -2902,8 +3109,6 @@ main(int argc, char **argv)
 			"cache=loose" :
 			"trans=virtio,version=9p2000.L,msize=512000");
 	stage("shares mounted");
-	setup_network(&b);
-	stage("network up");
 	read_header(&b);
 	stage("header read");
 	setup_workspace(&b);

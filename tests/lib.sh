@@ -163,6 +163,11 @@ ksb_env() {
 	if [ -n "${KSB_KERNEL:-}" ]; then
 		printf 'kernel = %s\nmodules-dir = %s\n' "$KSB_KERNEL" "$KSB_MODULES" >> "$T/ksb.conf"
 	fi
+	# KSB_TEST_CONF: more ksb.conf lines, e.g. 'template = on' to run a
+	# test's guests from a template.
+	if [ -n "${KSB_TEST_CONF:-}" ]; then
+		printf '%s\n' "$KSB_TEST_CONF" >> "$T/ksb.conf"
+	fi
 }
 
 # ksb_origin: the TLS origin in ns OR, serving $T/www on 443.

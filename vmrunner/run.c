@@ -43,6 +43,7 @@
 #define QEMU_SECRETS_FD	      6
 #define QEMU_HOME_FD	      7
 #define QEMU_FWD_FD	      8
+#define QEMU_TEMPLATE_FD      9	    /* template=on: -incoming fd: */
 #define KILL_GRACE_MS	      5000  /* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS     10000 /* EXIT received -> QEMU must be gone */
 #define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGTERM QEMU */
@@ -126,7 +127,12 @@ struct run {
 	int selftest; /* setting selftest: the guest must pass it */
 	struct forward *fwd;
 	struct fwdreport *fwdrep; /* its events for the audit (fwdreport.c) */
-	int child_fwd; /* QEMU's end of the forward port's socketpair */
+	int child_fwd;	/* QEMU's end of the forward port's socketpair */
+	int template;	/* setting template: restore a saved guest */
+	int tpl_fd;	/* the template file, for -incoming fd: */
+	char *tpl_msg;	/* its INSTANCE message (holds a seed) */
+	char *tpl_path; /* the template restored */
+	size_t tpl_msg_len;
 };
 
 /* --help: the usage, then one line per option (ksb-run(1) has the rest). */
@@ -192,6 +198,8 @@ run_help(void)
 	    "                       a named instance keeps both for its next "
 	    "start;\n"
 	    "                       --forward none, --display=none: without\n"
+	    "  --template on|off    restore a saved guest instead of booting "
+	    "(default off)\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -314,11 +322,12 @@ enum {
 	O_AGENT_MODE,
 	O_AGENT_URL,
 	O_FORWARD,
-	O_DISPLAY
+	O_DISPLAY,
+	O_TEMPLATE
 };
 
-static const struct option run_longopts[] = {
-	{ "help", no_argument, NULL, 'h' },
+static const struct option run_longopts[] = { { "help", no_argument, NULL,
+						  'h' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "detach", no_argument, NULL, 'd' },
 	{ "project-file", required_argument, NULL, 'c' },
@@ -347,8 +356,9 @@ static const struct option run_longopts[] = {
 	{ "agent-mode", required_argument, NULL, O_AGENT_MODE },
 	{ "agent-base-url", required_argument, NULL, O_AGENT_URL },
 	{ "forward", required_argument, NULL, O_FORWARD },
-	{ "display", optional_argument, NULL, O_DISPLAY }, { NULL, 0, NULL, 0 }
-};
+	{ "display", optional_argument, NULL, O_DISPLAY },
+	{ "template", required_argument, NULL, O_TEMPLATE },
+	{ NULL, 0, NULL, 0 } };
 
 /* A setting flag, kept for run_settings' top layer (origin "--name"). */
 static void
@@ -507,6 +517,7 @@ run_options(struct run *r, int argc, char **argv)
 		case O_CA:
 		case O_AGENT_MODE:
 		case O_AGENT_URL:
+		case O_TEMPLATE:
 			run_flag_add(r, ch, idx, optarg);
 			break;
 		default: /* ("+:..." above: a missing value is ':') */
@@ -530,6 +541,7 @@ run_conf_layer(struct run *r, char **cause)
 		{ "ca-file", r->conf->ca_file },
 		{ "agent-mode", r->conf->agent_mode },
 		{ "agent-base-url", r->conf->agent_base_url },
+		{ "template", r->conf->template },
 	};
 	size_t i;
 
@@ -605,6 +617,7 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	/* 0 for "none" (an ephemeral instance not given --disk-size). */
 	r->disk_mib = config_uint(r->cfg, "disk-size");
 	r->selftest = config_uint(r->cfg, "selftest") != 0;
+	r->template = config_uint(r->cfg, "template") != 0;
 	r->kernel_opt = config_get(r->cfg, "kernel");
 	r->modules_opt = config_get(r->cfg, "modules");
 	r->accel_opt = config_get(r->cfg, "accel");
@@ -990,7 +1003,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	sigset_t all;
 	pid_t pid;
 	size_t i, n;
-	int t, c, k, s = -1, h = -1, w;
+	int t, c, k, s = -1, h = -1, w, tf;
 
 	pid_t parent = getpid();
 
@@ -1019,6 +1032,10 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 		s = fcntl(r->secrets_fd, F_DUPFD_CLOEXEC, 10);
 	if (r->home_fd != -1)
 		h = fcntl(r->home_fd, F_DUPFD_CLOEXEC, 10);
+	if (r->tpl_fd != -1 &&
+	    ((tf = fcntl(r->tpl_fd, F_DUPFD_CLOEXEC, 10)) == -1 ||
+		dup2(tf, QEMU_TEMPLATE_FD) == -1))
+		_exit(125);
 	if (t == -1 || c == -1 || k == -1 || (r->secrets_fd != -1 && s == -1) ||
 	    (r->home_fd != -1 && h == -1) || dup2(t, QEMU_TAP_FD) == -1 ||
 	    dup2(c, QEMU_CTL_FD) == -1 || dup2(k, QEMU_CON_FD) == -1 ||
@@ -2077,6 +2094,10 @@ sup_start(struct sup *s, char **qargv)
 		close(r->home_fd);
 		r->home_fd = -1;
 	}
+	if (r->tpl_fd != -1) {
+		close(r->tpl_fd);
+		r->tpl_fd = -1;
+	}
 	r->st.qemu_pid = (long)r->qemu_pid;
 	run_state_save(r);
 	return 0;
@@ -2113,6 +2134,21 @@ sup_agent_exited(struct sup *s)
 	free(p);
 }
 
+/*
+ * QEMU failed (exit status not 0) with no exit status from a restored
+ * guest: a template it could not load, say.  It goes; the next start
+ * boots a new one.
+ */
+static void
+run_template_failed(struct run *r, int st)
+{
+	if (r->tpl_path == NULL || !WIFEXITED(st) || WEXITSTATUS(st) == 0)
+		return;
+	if (unlink(r->tpl_path) == 0)
+		log_warnx("template %s removed: the next start boots a new one",
+		    r->tpl_path);
+}
+
 /* QEMU is gone: its last console bytes, the terminal back; the status. */
 static int
 sup_finish(struct sup *s)
@@ -2137,12 +2173,14 @@ sup_finish(struct sup *s)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
 	    (double)(util_mono_ms() - s->t0) / 1000.0);
-	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop)
+	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop) {
 		log_warnx(
 		    "instance %s: the guest reported no exit status (QEMU "
 		    "%s %d)",
 		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
 		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		run_template_failed(r, st);
+	}
 	sup_selftest_boot(s);			 /* a boot failure seen last */
 	if (s->st_n != 0 && s->g.re_status != 0) /* an answer seen last */
 		sup_selftest_done(s, s->g.re_status, s->g.re_fail, s->g.re_ms);
@@ -2498,7 +2536,7 @@ run_init(struct run *r)
 	memset(r, 0, sizeof(*r));
 	r->lock_fd = r->gw_fd = r->tap_fd = r->ctl_fd = r->con_fd = -1;
 	r->sig_fd = r->secrets_fd = r->listen_fd = r->client_fd = -1;
-	r->home_fd = -1;
+	r->home_fd = r->tpl_fd = -1;
 	r->ready_fd = r->child_ctl = r->child_con = r->child_fwd = -1;
 	r->qemu_pid = -1;
 	r->t_start = util_mono_ms();
@@ -2900,6 +2938,51 @@ run_forward_setup(struct run *r)
 	return 0;
 }
 
+/*
+ * template=on: the template (booted and saved first if there is none),
+ * qc turned into its restore, and the instance's INSTANCE message.  0, or
+ * -1 (logged; qc and r as they were: the guest boots without one).
+ */
+static int
+run_template(struct run *r, struct qemu_config *qc)
+{
+	char *cause = NULL;
+	int64_t t0 = util_mono_ms();
+	int built;
+	size_t n, i, k = 0;
+	char *const *list = config_list(r->cfg, "secret", &n);
+	const char **unset = xcalloc(n + 1, sizeof(*unset)), *p;
+
+	for (i = 0; i < n; i++)
+		if ((p = strstr(list[i], "=env:")) != NULL)
+			unset[k++] = p + 5;
+	qc->incoming_fd = QEMU_TEMPLATE_FD;
+	r->tpl_fd = template_open(
+	    r->state_dir, qc, unset, r->tap_fd, &built, &r->tpl_path, &cause);
+	free(unset);
+	if (r->tpl_fd == -1) {
+		log_warnx("template: %s", cause);
+		free(cause);
+		return -1;
+	}
+	if (built)
+		log_info("template: booted and saved in %.2f s",
+		    (double)(util_mono_ms() - t0) / 1000.0);
+	qc->template = QEMU_TEMPLATE_RESTORE;
+	r->bt.restored = 1;
+	r->bt.t_template = util_mono_ms() - t0;
+	if (template_instance_msg(qc, &r->tpl_msg, &r->tpl_msg_len) != 0) {
+		log_warnx("template: cannot build the INSTANCE message");
+		close(r->tpl_fd);
+		r->tpl_fd = -1;
+		free(r->tpl_path);
+		r->tpl_path = NULL;
+		r->bt.restored = 0;
+		return -1;
+	}
+	return 0;
+}
+
 /* The control and console socketpairs, and QEMU's argv for them. */
 static int
 run_qemu_argv(struct run *r, char ***qargv)
@@ -2954,6 +3037,10 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.share_usr = 1;
 	qc.shares = r->shares;
 	qc.nshares = r->nshares;
+	if (r->template && run_template(r, &qc) != 0) {
+		log_warnx("template: none to restore, booting the guest");
+		qc.template = QEMU_TEMPLATE_NONE;
+	}
 	if (qemu_argv(&qc, qargv, &cause) != 0) {
 		log_warnx("%s", cause);
 		free(cause);
@@ -3087,6 +3174,13 @@ run_boot(struct run *r, char ***qargv)
 {
 	if (run_qemu_argv(r, qargv) != 0 || run_command_header(r) != 0)
 		return 125;
+	if (r->tpl_msg != NULL) { /* INSTANCE first (proto/guestctl.h) */
+		r->header = xrealloc(r->header, r->header_len + r->tpl_msg_len);
+		memmove(r->header + r->tpl_msg_len, r->header, r->header_len);
+		memcpy(r->header, r->tpl_msg, r->tpl_msg_len);
+		r->header_len += r->tpl_msg_len;
+		explicit_bzero(r->tpl_msg, r->tpl_msg_len);
+	}
 	run_announce(r);
 	run_terminal(r);
 	return 0;
@@ -3099,7 +3193,7 @@ run_teardown(struct run *r, char **qargv, int status)
 	size_t i;
 	int *fds[] = { &r->ready_fd, &r->ctl_fd, &r->child_ctl, &r->con_fd,
 		&r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd,
-		&r->child_fwd };
+		&r->child_fwd, &r->tpl_fd };
 
 	forward_free(r->fwd); /* before the instance dir may go */
 	r->fwd = NULL;
@@ -3124,7 +3218,11 @@ run_teardown(struct run *r, char **qargv, int status)
 	util_strv_free(r->command);
 	config_free(r->cfg);
 	free(r->flags);
+	if (r->header != NULL)
+		explicit_bzero(r->header, r->header_len); /* a seed, maybe */
 	free(r->header);
+	free(r->tpl_msg);
+	free(r->tpl_path);
 	for (i = 0; i < r->nshares; i++) {
 		free((char *)r->shares[i].host_path);
 		free((char *)r->shares[i].guest_path);

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "proto/agentsock.h"
@@ -159,7 +160,22 @@ struct qemu_config {
 	int share_usr;	     /* export host /usr as tag "usr" */
 	const struct qemu_share *shares; /* tags s0, s1, ... */
 	size_t nshares;
+	/*
+	 * QEMU_TEMPLATE_BOOT: the template's boot (vmrunner/template.c):
+	 * ksb.template=1 alone on the kernel command line, MAC
+	 * QEMU_TEMPLATE_MAC, no fw_cfg files, QMP on incoming_fd (a
+	 * socket).  QEMU_TEMPLATE_RESTORE: the same machine, the
+	 * instance's fw_cfg files and QMP, -incoming fd:incoming_fd.
+	 */
+	enum {
+		QEMU_TEMPLATE_NONE,
+		QEMU_TEMPLATE_BOOT,
+		QEMU_TEMPLATE_RESTORE
+	} template;
+	int incoming_fd;
 };
+/* Locally administered; every guest from a template starts with it. */
+#define QEMU_TEMPLATE_MAC "52:54:00:6b:73:62"
 
 #define QEMU_SHARES_MAX	     16
 /*
@@ -183,7 +199,55 @@ struct qemu_config {
  * 0, or -1 and *cause naming the bad value.
  */
 int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
+/*
+ * qemu_ksb_args: the instance's ksb.* keys of the kernel command line
+ * above (ksb.id= ... ksb.share=...), malloc'd: what a guest from a
+ * template gets as its INSTANCE message instead (proto/guestctl.h).
+ */
+char *qemu_ksb_args(const struct qemu_config *cfg);
 void qemu_argv_free(char **argv);
+
+/* ---- template.c ------------------------------------------------------------
+ * Guests from a saved template (ksb-run template=on; the file's header
+ * has the design).
+ */
+#define TEMPLATE_KEY_LEN 32 /* hex digits: 128 bits of SHA-256 */
+/*
+ * template_key: the template's name for qc (an instance's, template 0):
+ * SHA-256 of the QEMU argv of its template's boot with what differs
+ * between instances made equal (share and disk paths, the lease: none of
+ * it is on a template's command line), and the identities (path, device,
+ * inode, size, mtime) of the QEMU binary, kernel and initramfs.  0 or -1.
+ */
+int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
+/*
+ * template_open: the template for qc in <state_dir>/templates, opened
+ * read-only for -incoming fd:, booted and saved first (with the tap fd
+ * tap, not yet QEMU's number, and qc's fd numbers for the child; the
+ * environment variables of unset, NULL-terminated, removed) if there is
+ * none; *built says so, *path (malloc'd) is the file's.  The fd, or -1
+ * and *cause.
+ */
+int template_open(const char *state_dir, const struct qemu_config *qc,
+    const char *const *unset, int tap, int *built, char **path, char **cause);
+/*
+ * template_prune: remove from dir (<state-dir>/templates) the templates
+ * not read for TEMPLATE_UNUSED_S (their atime; with relatime, to a day)
+ * and the *.tmp files of builds that died (mtime TEMPLATE_STALE_TMP_S
+ * before now).  template_open calls it before it boots a new template.
+ * The number removed.
+ */
+#define TEMPLATE_UNUSED_S    (30 * 86400)
+#define TEMPLATE_STALE_TMP_S 3600
+int template_prune(const char *dir, time_t now);
+/*
+ * template_instance_msg: the INSTANCE message (proto/guestctl.h) for qc's
+ * instance: its ksb.* keys, ksb.mac, ksb.time (now) and ksb.seed (from
+ * getrandom(2)).  *out malloc'd (the caller wipes and frees), *len.  0, or
+ * -1 (no randomness, or over GUESTCTL_INSTANCE_MAX).
+ */
+int template_instance_msg(
+    const struct qemu_config *qc, char **out, size_t *len);
 
 /*
  * The guest CPU.  auto: "host" with KVM (everything the host has), else
@@ -578,6 +642,8 @@ struct boottime {
 	int64_t
 	    qemu_cpu_ms; /* QEMU's user + system CPU to READY, -1: unknown */
 	int nstages, dropped;
+	int restored;	    /* from a template: stage 0 is "restored" */
+	int64_t t_template; /* ms to open (or boot and save) the template */
 	struct {
 		int ms; /* guest CLOCK_BOOTTIME at the stage's end */
 		char name[GUESTCTL_STAGE_NAME + 1];
