@@ -1276,6 +1276,7 @@ struct sup {
 	uint64_t st_want; /* RELOADED n not asked yet, 0 none */
 	uint64_t st_n;	  /* the reload whose test the guest runs */
 	int64_t st_due;	  /* its answer is due */
+	int64_t st_want_due; /* st_want asked and answered by then */
 	int st_boot_told; /* the boot result went to the gateway */
 	int st_failed;	  /* a reload's test failed: stopped, 125 */
 	int mid_frame;	  /* an agent frame is half sent */
@@ -1689,10 +1690,37 @@ sup_selftest_done(struct sup *s, int status, const char *fail, int64_t ms)
 }
 
 /*
+ * A reload's test not asked yet: its SELFTEST_ANSWER_MS run from the
+ * notice (from READY if it came during the boot), asked or not, so a
+ * guest that does not take the request (its port full, closed or mid
+ * frame) fails as one that does not answer.  1 if it timed out.
+ */
+static int
+sup_selftest_unasked(struct sup *s, int64_t now)
+{
+	if (s->want_stop)
+		s->st_want_due = 0; /* stopping anyway: no deadline */
+	if (s->st_want == 0 || s->g.ready_ms == 0 || s->want_stop)
+		return 0;
+	if (s->st_want_due == 0)
+		s->st_want_due = now + SELFTEST_ANSWER_MS;
+	if (s->st_n != 0 || now < s->st_want_due)
+		return 0;
+	log_warnx("instance %s: the guest did not take the request for the "
+		  "self-test after the reload in %d s",
+	    s->r->id, SELFTEST_ANSWER_MS / 1000);
+	s->st_n = s->st_want;
+	s->st_want_due = 0;
+	s->g.st_asked = 0;
+	sup_selftest_done(s, -1, "timeout", -1);
+	return 1;
+}
+
+/*
  * The enforcement self-test around reloads: the boot result to the
  * gateway; after RELOADED, SELFTEST to the guest (between agent frames,
  * once the command runs), its one answer, or a failure when none comes
- * within SELFTEST_ANSWER_MS.
+ * within SELFTEST_ANSWER_MS of the notice.
  */
 static void
 sup_selftest(struct sup *s, int64_t now)
@@ -1706,15 +1734,16 @@ sup_selftest(struct sup *s, int64_t now)
 		s->g.st_asked = 0; /* a late answer is ignored */
 		sup_selftest_done(s, -1, "timeout", -1);
 	}
-	if (s->st_want == 0 || s->st_n != 0 || s->g.ready_ms == 0 ||
-	    !s->ctl_open || s->out_off < r->header_len || s->mid_frame ||
-	    s->want_stop)
+	if (sup_selftest_unasked(s, now) || s->st_want == 0 || s->st_n != 0 ||
+	    s->g.ready_ms == 0 || !s->ctl_open ||
+	    s->out_off < r->header_len || s->mid_frame || s->want_stop)
 		return;
 	if (send(r->ctl_fd, "SELFTEST\n", 9, MSG_NOSIGNAL | MSG_DONTWAIT) != 9)
 		return; /* the port is full: the next round */
 	s->st_n = s->st_want;
 	s->st_want = 0;
-	s->st_due = now + SELFTEST_ANSWER_MS;
+	s->st_due = s->st_want_due; /* from the notice */
+	s->st_want_due = 0;
 	s->g.st_asked = 1;
 	s->g.re_status = 0;
 	log_info("instance %s: the gateway reloaded its policy: the guest "
@@ -1983,6 +2012,7 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
 	timeout = sup_sooner(timeout, s->st_due, now);
+	timeout = sup_sooner(timeout, s->st_want_due, now);
 	if (s->agent_seen != 0 && r->ready_fd != -1)
 		timeout = sup_sooner(timeout,
 		    s->agent_seen + AGENT_SETTLE_MS > now ?
