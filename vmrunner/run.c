@@ -1273,13 +1273,13 @@ struct sup {
 	int64_t tf_at;	      /* held bytes pass then (0: none held) */
 	uint64_t told_turn;   /* agent mode: the turn the gateway knows */
 	/* The enforcement self-test after a reload (sup_selftest). */
-	uint64_t st_want; /* RELOADED n not asked yet, 0 none */
-	uint64_t st_n;	  /* the reload whose test the guest runs */
-	int64_t st_due;	  /* its answer is due */
+	uint64_t st_want;    /* RELOADED n not asked yet, 0 none */
+	uint64_t st_n;	     /* the reload whose test the guest runs */
+	int64_t st_due;	     /* its answer is due */
 	int64_t st_want_due; /* st_want asked and answered by then */
-	int st_boot_told; /* the boot result went to the gateway */
-	int st_failed;	  /* a reload's test failed: stopped, 125 */
-	int mid_frame;	  /* an agent frame is half sent */
+	int st_boot_told;    /* the boot result went to the gateway */
+	int st_failed;	     /* a reload's test failed: stopped, 125 */
+	int mid_frame;	     /* an agent frame is half sent */
 };
 
 /*
@@ -1504,6 +1504,7 @@ sup_agent_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 }
 
 static void sup_gw_turn(struct sup *);
+static int sup_gw_send(struct sup *s, const char *line, int n);
 
 static void
 sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
@@ -1549,8 +1550,7 @@ sup_gw_turn(struct sup *s)
 	    r->st.agent_turn == s->told_turn)
 		return;
 	n = ctl_turn_line(line, sizeof(line), r->id, r->st.agent_turn);
-	if (n > 0 &&
-	    send(r->gw_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
+	if (sup_gw_send(s, line, n) == 0)
 		s->told_turn = r->st.agent_turn;
 }
 
@@ -1619,17 +1619,30 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		log_warnx("unexpected data from ksb-gatewayd, ignored");
 }
 
+/*
+ * line (n bytes) on the lease's connection, through the forward
+ * records' queue (fwdreport_own: one writer, whole lines; sent now what
+ * the socket takes, the rest as it drains, on a resumed lease if it is
+ * lost meanwhile).  0 or -1 (not queued).
+ */
+static int
+sup_gw_send(struct sup *s, const char *line, int n)
+{
+	if (n <= 0 || s->r->fwdrep == NULL ||
+	    fwdreport_own(s->r->fwdrep, line, (size_t)n) != 0)
+		return -1;
+	(void)fwdreport_send(s->r->fwdrep, s->gw_open ? s->r->gw_fd : -1);
+	return 0;
+}
+
 /* One SELFTEST report on the lease's connection (proto/ctl.h); its OK
  * comes back with the connection's other traffic (sup_gw_answers). */
 static void
 sup_selftest_send(struct sup *s, const struct ctl_selftest *t)
 {
 	char line[CTL_LINE_MAX];
-	int n = ctl_selftest_line(line, sizeof(line), t);
 
-	if (n < 0 || !s->gw_open ||
-	    send(s->r->gw_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) !=
-		n)
+	if (sup_gw_send(s, line, ctl_selftest_line(line, sizeof(line), t)) != 0)
 		log_warnx("instance %s: the self-test result did not reach "
 			  "ksb-gatewayd's audit",
 		    s->r->id);
@@ -1735,8 +1748,8 @@ sup_selftest(struct sup *s, int64_t now)
 		sup_selftest_done(s, -1, "timeout", -1);
 	}
 	if (sup_selftest_unasked(s, now) || s->st_want == 0 || s->st_n != 0 ||
-	    s->g.ready_ms == 0 || !s->ctl_open ||
-	    s->out_off < r->header_len || s->mid_frame || s->want_stop)
+	    s->g.ready_ms == 0 || !s->ctl_open || s->out_off < r->header_len ||
+	    s->mid_frame || s->want_stop)
 		return;
 	if (send(r->ctl_fd, "SELFTEST\n", 9, MSG_NOSIGNAL | MSG_DONTWAIT) != 9)
 		return; /* the port is full: the next round */
