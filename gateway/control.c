@@ -194,14 +194,17 @@ static char *
 control_lease_reply(struct instance *inst)
 {
 	struct gateway *gw = control_gw;
-	char mac[18], ip[16], gwip[16], *reply, *creds;
+	char mac[18], ip[16], gwip[16], *reply, *creds, reload[32] = "";
 
 	registry_mac_str(inst->mac, mac);
 	registry_addr_str(inst->addr, ip);
 	registry_addr_str(gw->conf->bridge_addr, gwip);
-	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u%s\n",
+	if (inst->st_reload != 0) /* RESUME: a RELOADED it missed */
+		snprintf(reload, sizeof(reload), " reload=%llu",
+		    (unsigned long long)inst->st_reload);
+	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u%s%s\n",
 	    inst->tap, ip, gw->conf->bridge_prefix, mac, gwip,
-	    gw->conf->proxy_port, creds = control_lease_creds(inst));
+	    gw->conf->proxy_port, creds = control_lease_creds(inst), reload);
 	free(creds);
 	return reply;
 }
@@ -595,9 +598,9 @@ control_reloaded(void)
 
 	snprintf(line, sizeof(line), "RELOADED %llu\n", (unsigned long long)n);
 	for (i = registry_first(); i != NULL; i = i->next) {
-		if (i->owner == NULL)
-			continue; /* re-adopted, not resumed: no one to ask */
 		selftests_await(control_gw, i, n);
+		if (i->owner == NULL)
+			continue; /* no connection: RESUME's reload=n tells it */
 		if (control_send(i->owner, line, -1) != 0)
 			log_warnx("instance %s: could not announce the reload "
 				  "to its ksb-run",

@@ -251,7 +251,7 @@ cleanup:
 
 int
 ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    char **cause)
+    uint64_t *reload, char **cause)
 {
 	struct ctl_reader r;
 	struct ctl_lease now;
@@ -284,6 +284,7 @@ ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
 		    cause, "gateway resumed %s with a different lease", id);
 		goto cleanup;
 	}
+	*reload = now.reload;
 	ret = fd;
 	fd = -1;
 cleanup:
@@ -639,6 +640,8 @@ bad:
 
 #define KEYIS(k) (klen == strlen(k) && memcmp(key, k, klen) == 0)
 
+static int ctl_parse_count(const char *v, size_t vlen, int64_t *out);
+
 /* cred=NAME/SECRET/PLACEHOLDER: one bit per credential, from 32 on. */
 static int
 ctl_parse_cred(struct ctl_lease *l, const char *v, size_t vlen)
@@ -678,6 +681,7 @@ ctl_lease_kv(
 {
 	struct ctl_lease *l = arg;
 	unsigned long port;
+	int64_t n;
 
 	if (KEYIS("tap"))
 		return ctl_parse_name(v, vlen, l->tap, 15, 0) == 0 ? 1 : -1;
@@ -699,6 +703,13 @@ ctl_lease_kv(
 	}
 	if (KEYIS("cred"))
 		return ctl_parse_cred(l, v, vlen);
+	if (KEYIS("reload")) { /* a bit above the credentials' */
+		if (ctl_parse_count(v, vlen, &n) != 0 || n < 1 ||
+		    n > CTL_TURN_MAX)
+			return -1;
+		l->reload = (uint64_t)n;
+		return 1 << 30;
+	}
 	return 0;
 }
 

@@ -16,9 +16,11 @@
  *                                [cred=NAME/SECRET/PLACEHOLDER ...]
  *                                (the tap fd attached, SCM_RIGHTS) | ERR text
  *   RESUME <id> <tap>        ->  OK tap=T ip=A/P mac=M gw=A port=N (no fd)
- *                                | ERR text: after a gateway restart, the
- *                                ksb-run that registered (same pid) takes
- *                                the lease back on a new connection
+ *                                [reload=N] | ERR text: after a gateway
+ *                                restart, the ksb-run that registered
+ *                                (same pid) takes the lease back on a new
+ *                                connection; reload=N: a RELOADED N it
+ *                                missed meanwhile (its self-test is due)
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
  *                                [tunnels= up= down= at=] lines, then
@@ -94,6 +96,10 @@ struct ctl_lease {
 	uint16_t port;	  /* host order */
 	struct ctl_cred creds[CTL_LEASE_CREDS_MAX];
 	size_t ncreds;
+	/* RESUME's reload=N: a reload was announced while the lease had no
+	 * connection; its self-test is awaited as after RELOADED N.  0:
+	 * none. */
+	uint64_t reload;
 };
 
 struct ctl_instance {
@@ -125,10 +131,11 @@ int ctl_register(int fd, const char *id, const char *profile,
  * Returns the new connection, which holds the lease from now on, or -1
  * and *cause (not ready yet, or the lease is gone: the gateway forgets
  * instances not resumed within 10 s of its start).  Call it when the
- * gateway connection closes, every ~200 ms while QEMU runs.
+ * gateway connection closes, every ~200 ms while QEMU runs.  *reload:
+ * the reply's reload=N (struct ctl_lease), 0 without.
  */
 int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    char **cause);
+    uint64_t *reload, char **cause);
 /*
  * ctl_turn_line: the TURN request for turn of id into buf (size >=
  * CTL_LINE_MAX), for a non-blocking send on the lease's connection (its

@@ -1207,17 +1207,21 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 
 /*
  * The gateway connection (our lease) closed while QEMU runs: the gateway
- * restarted.  RESUME on a new connection, which then holds the lease.
- * Returns when to try again, or 0 (resumed, or given up after
- * RESUME_GIVE_UP_MS: the guest runs on without egress).
+ * restarted.  RESUME on a new connection, which then holds the lease
+ * (*reload: a reload it announced meanwhile, 0 none).  Returns when to
+ * try again, or 0 (resumed, or given up after RESUME_GIVE_UP_MS: the
+ * guest runs on without egress).
  */
 static int64_t
-run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
+run_resume(
+    struct run *r, int *gw_open, uint64_t *reload, int64_t lost_at, int64_t now)
 {
 	char *cause = NULL;
 	int fd;
 
-	if ((fd = ctl_resume(r->gw_path, r->id, &r->lease, &cause)) != -1) {
+	*reload = 0;
+	if ((fd = ctl_resume(r->gw_path, r->id, &r->lease, reload, &cause)) !=
+	    -1) {
 		r->gw_fd = fd;
 		*gw_open = 1;
 		r->registered = 1;
@@ -1961,6 +1965,7 @@ static void
 sup_timers(struct sup *s, int64_t now)
 {
 	struct run *r = s->r;
+	uint64_t n;
 
 	if (s->kill_at != 0 && now >= s->kill_at) {
 		log_warnx(
@@ -1984,8 +1989,10 @@ sup_timers(struct sup *s, int64_t now)
 			s->term_at = now + STOP_GRACE_MS;
 	}
 	if (s->resume_at != 0 && now >= s->resume_at) {
-		s->resume_at = run_resume(r, &s->gw_open, s->lost_at, now);
+		s->resume_at = run_resume(r, &s->gw_open, &n, s->lost_at, now);
 		s->told_turn = 0; /* a new connection: tell it again */
+		if (n != 0 && n != s->st_n && r->selftest)
+			s->st_want = n; /* a reload while away: test it */
 	}
 	/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
 	if (s->mirror_at != -1 && now >= s->mirror_at &&

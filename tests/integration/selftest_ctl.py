@@ -3,11 +3,13 @@
 # (SELFTEST, RELOADED: proto/ctl.h) and what is refused.  One "ok/not ok"
 # line per check on stdout; exit 1 if any failed.  A witness for
 # tests/integration/selftest_ctl.sh, not product code.  Bounded: every
-# read times out after 10 s.
-import socket, sys
+# read times out after 10 s.  SOCK resume: a reload during a gateway
+# restart (the RESUME's reload=N).
+import os, socket, sys
 
 sock = sys.argv[1]
 fails = 0
+keep_fds, kept = False, []
 
 
 def connect():
@@ -25,8 +27,10 @@ class Lines:
         while b"\n" not in self.buf:
             msg, fds, _, _ = socket.recv_fds(self.s, 4096, 4)
             for fd in fds:
-                import os
-                os.close(fd)
+                if keep_fds:
+                    kept.append(fd)  # the tap lives while it is open
+                else:
+                    os.close(fd)
             if not msg:
                 return None
             self.buf += msg
@@ -43,6 +47,29 @@ def check(desc, ok):
     print(("ok - " if ok else "not ok - ") + desc, flush=True)
     fails += 0 if ok else 1
 
+
+if len(sys.argv) > 2 and sys.argv[2] == "resume":
+    # A reload while the gateway waits for this lease's RESUME (it was
+    # restarted): the RESUME's reply says reload=N, and the result for
+    # N counts.  stdin: "go" once the gateway was restarted and
+    # reloaded (selftest_ctl.sh).
+    keep_fds = True
+    e = Lines(connect())
+    r = e.ask("REGISTER st-c default")
+    check("REGISTER st-c: %s" % r, r is not None and r.startswith("OK tap="))
+    tap = r.split()[1].split("=")[1]
+    print("registered", flush=True)
+    go = sys.stdin.readline().strip()
+    check("told to resume: %s" % go, go == "go")
+    f = Lines(connect())
+    r = f.ask("RESUME st-c %s" % tap)
+    check("RESUME st-c: %s" % r, r is not None and r.startswith("OK tap="))
+    kv = dict(w.split("=", 1) for w in (r or "").split()[1:] if "=" in w)
+    check("the reply names the reload announced meanwhile: %s" %
+          kv.get("reload"), kv.get("reload", "").isdigit())
+    r = f.ask("SELFTEST st-c reload %s ok 7 3 -" % kv.get("reload", "1"))
+    check("that reload's result recorded: %s" % r, r == "OK")
+    sys.exit(1 if fails else 0)
 
 a = Lines(connect())
 r = a.ask("REGISTER st-a default")

@@ -45,6 +45,17 @@ test_ctl_parsers(void)
 	    "lease fields");
 	CHECK(ctl_parse_lease("OK port=1 gw=10.0.0.1 mac=02:00:00:00:00:01 ip=10.0.0.2/30 "
 	    "tap=t", &l, &cause) == 0, "any key order");
+	CHECK(l.reload == 0, "no reload= in a lease: 0");
+	CHECK(ctl_parse_lease("OK tap=t ip=10.0.0.2/30 mac=02:00:00:00:00:01 gw=10.0.0.1 "
+	    "port=1 reload=42", &l, &cause) == 0 && l.reload == 42,
+	    "RESUME's reload=N: a reload missed while away");
+	CHECK(ctl_parse_lease("OK tap=t ip=10.0.0.2/30 mac=02:00:00:00:00:01 gw=10.0.0.1 "
+	    "port=1 reload=0", &l, &cause) == -1 &&
+	    ctl_parse_lease("OK tap=t ip=10.0.0.2/30 mac=02:00:00:00:00:01 gw=10.0.0.1 "
+	    "port=1 reload=1 reload=2", &l, &cause) == -1 &&
+	    ctl_parse_lease("OK tap=t ip=10.0.0.2/30 mac=02:00:00:00:00:01 gw=10.0.0.1 "
+	    "port=1 reload=01", &l, &cause) == -1,
+	    "reload=0, twice, a leading zero: refused");
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		free(cause);
 		cause = NULL;
