@@ -120,4 +120,29 @@ check("a second answer for that reload refused: %s" % r,
       r == "ERR no reload self-test is awaited")
 r = b.ask("SELFTEST st-b reload %d ok 7 2 -" % n)
 check("st-b's own reload result recorded: %s" % r, r == "OK")
+
+# Two reloads in a row: a failure for the first, which the guest was
+# testing when the second came, still counts (ksb-run stops the
+# instance), once; not a pass, nor a second answer for an older one.
+ns = []
+for k in range(2):
+    c.s.sendall(b"RELOAD\n")
+    while True:
+        r = c.line()
+        if r is None or r == "END":
+            break
+    ra, rb = a.line(), b.line()
+    check("RELOADED %d to both: %s %s" % (k, ra, rb),
+          ra is not None and ra == rb and ra.startswith("RELOADED "))
+    ns.append(int(ra.split()[1]) if ra else 0)
+r = b.ask("SELFTEST st-b reload %d ok 7 2 -" % ns[0])
+check("a pass for the older reload refused: %s" % r,
+      r == "ERR not the reload announced last")
+r = a.ask("SELFTEST st-a reload %d fail 0 - tcp-gateway" % n)
+check("a failure for a reload answered before refused: %s" % r,
+      r == "ERR not the reload announced last")
+r = b.ask("SELFTEST st-b reload %d fail 0 - tcp-gateway" % ns[0])
+check("a failure for the older reload recorded: %s" % r, r == "OK")
+r = b.ask("SELFTEST st-b reload %d fail 0 - tcp-gateway" % ns[0])
+check("... once: %s" % r, r == "ERR not the reload announced last")
 sys.exit(1 if fails else 0)
