@@ -17,8 +17,10 @@
  *	back on a new connection.  control_reconcile re-adopted the instance
  *	from the state database; unless it is resumed within
  *	CONTROL_RESUME_GRACE_MS it is unregistered.  The OK line is
- *	followed by RELOADED <n>: the policy may have changed across the
- *	restart, so the guest tests it again (selftests.c).
+ *	followed by RELOADED <n>, a new number: the policy may have changed
+ *	across the restart, or by a reload while the lease waited for this
+ *	RESUME (no one to tell then), so the guest tests the policy in
+ *	force now (selftests.c).
  *   UNREGISTER <id>		-> OK
  *   SELFTEST <id> ...		-> OK | ERR: the lease holder's report of
  *				   its guest's enforcement self-test
@@ -338,7 +340,8 @@ control_resume(struct client *cl, const char *id, const char *tap)
 	inst->resume_by_ms = 0;
 	log_info(
 	    "resume %s (%s) by pid %ld", inst->id, inst->tap, (long)cl->pid);
-	/* The policy may have changed while no gateway ran: test again. */
+	/* The policy may have changed while no gateway ran, or by a reload
+	 * since (control_reloaded skips a lease not resumed): test it. */
 	control_announce(inst, selftests_reload_begin());
 }
 

@@ -228,6 +228,9 @@ struct instance {
 	int st_boot_seen;   /* a boot result was recorded */
 	uint64_t st_reload; /* RELOADED n awaiting its result, 0 none */
 	char st_digest[65]; /* the policy of that reload */
+	uint64_t st_first;  /* the first RELOADED n it was told, 0 none */
+	uint64_t st_done;   /* the newest n with a result recorded */
+	int st_late_fail;   /* a failure for an older n was recorded */
 	/* proxy.c's per-instance limits (zero at registration) */
 	int px_conns;		/* open proxy connections */
 	int64_t px_tokens;	/* rate bucket, milli-connections */
@@ -603,7 +606,9 @@ void proxy_grant(const char *instance, const char *host, uint16_t port,
  * The guests' enforcement self-test in the audit chain (SELFTEST and
  * RELOADED, proto/ctl.h): only the lease holder reports, a boot result
  * once per registration, a reload result only for the reload announced
- * last and once.
+ * last and once; besides, once, a failure for an older reload it was
+ * told of (a newer one came while its guest ran that test: ksb-run
+ * stops the instance, the audit says why), under that reload's policy.
  */
 /* A reload succeeded: its number n (1, 2, ...) for RELOADED <n>. */
 uint64_t selftests_reload_begin(void);

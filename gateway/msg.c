@@ -276,7 +276,8 @@ msg_hold_check(const struct msg_hold *m)
 int
 msg_traffic_check(const struct msg_traffic *m)
 {
-	if (!msg_str_ok(m->instance, sizeof(m->instance)) || m->tunnels < 0)
+	if (!msg_str_ok(m->instance, sizeof(m->instance)) || m->tunnels < 0 ||
+	    m->up > MSG_TRAFFIC_BYTES_MAX || m->down > MSG_TRAFFIC_BYTES_MAX)
 		return -1;
 	return 0;
 }

@@ -129,7 +129,11 @@ struct msg_hold {
 /*
  * An instance's traffic as the proxy counts it (struct instance's tr_
  * fields): sent when it changed, at most once per PROXY_TRAFFIC_MS.
+ * The bytes at most MSG_TRAFFIC_BYTES_MAX each (msg_traffic_check), so
+ * that the parent's sums over proxy restarts and LIST's figures
+ * (ctl_parse_instance: below 10^18) cannot wrap.
  */
+#define MSG_TRAFFIC_BYTES_MAX (1ULL << 53)
 struct msg_traffic {
 	char instance[33];
 	int32_t tunnels; /* open now, >= 0 */

@@ -229,6 +229,17 @@ privsep_traffic(const struct msg_traffic *m)
 	return 0;
 }
 
+/* The base's cap: it plus one proxy's count (MSG_TRAFFIC_BYTES_MAX)
+ * stays below LIST's 10^18 (ctl_parse_instance), restarts or not. */
+#define PRIVSEP_TRAFFIC_BASE_MAX (MSG_TRAFFIC_BYTES_MAX * 64)
+
+static uint64_t
+privsep_traffic_add(uint64_t base, uint64_t n)
+{
+	return base + n > PRIVSEP_TRAFFIC_BASE_MAX ? PRIVSEP_TRAFFIC_BASE_MAX :
+						     base + n;
+}
+
 /* The proxy process is gone: its tunnels with it; its counts are kept
  * as the base the next one's (from 0) add to. */
 static void
@@ -237,8 +248,10 @@ privsep_traffic_lost(void)
 	struct instance *inst;
 
 	for (inst = registry_first(); inst != NULL; inst = inst->next) {
-		inst->tr_base_up += inst->tr_up;
-		inst->tr_base_down += inst->tr_down;
+		inst->tr_base_up =
+		    privsep_traffic_add(inst->tr_base_up, inst->tr_up);
+		inst->tr_base_down =
+		    privsep_traffic_add(inst->tr_base_down, inst->tr_down);
 		inst->tr_up = inst->tr_down = 0;
 		inst->tr_tunnels = 0;
 		inst->tr_ms = util_now_ms(); /* nothing open from now on */

@@ -14,7 +14,10 @@
  * guest, but what it carries started as guest bytes: the fields are
  * bounded (ctl_parse_selftest), only the lease holder may report, a boot
  * result counts once per registration and a reload result only for the
- * reload announced last, once.  Anything else is refused and logged.
+ * reload announced last, once; and once a failure for an older reload the
+ * instance was told of (selftests_late_fail: a newer reload came while
+ * its guest ran that test), under that older reload's policy.  Anything
+ * else is refused and logged.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +28,14 @@
 #include "policy/policy.h"
 #include "proto/ctl.h"
 
+#define SELFTESTS_KEPT 16 /* reloads whose policy a late failure names */
+
 static uint64_t selftests_reloads; /* RELOADED numbers handed out */
+/* The last SELFTESTS_KEPT reloads' policies, slot n % SELFTESTS_KEPT. */
+static struct {
+	uint64_t n;
+	char digest[65];
+} selftests_kept[SELFTESTS_KEPT];
 
 uint64_t
 selftests_reload_begin(void)
@@ -37,8 +47,32 @@ void
 selftests_await(struct gateway *gw, struct instance *inst, uint64_t n)
 {
 	inst->st_reload = n;
+	if (inst->st_first == 0)
+		inst->st_first = n;
 	snprintf(inst->st_digest, sizeof(inst->st_digest), "%s",
 	    policy_digest(gw->policy));
+	selftests_kept[n % SELFTESTS_KEPT].n = n;
+	memcpy(selftests_kept[n % SELFTESTS_KEPT].digest, inst->st_digest,
+	    sizeof(inst->st_digest));
+}
+
+/* Reload n's policy digest if it is still kept, else NULL. */
+static const char *
+selftests_digest(uint64_t n)
+{
+	return selftests_kept[n % SELFTESTS_KEPT].n == n ?
+	    selftests_kept[n % SELFTESTS_KEPT].digest :
+	    NULL;
+}
+
+/* A failure for an older reload inst was told of, the first: it counts
+ * (its guest ran that test when the newer reload came). */
+static int
+selftests_late_fail(const struct instance *inst, const struct ctl_selftest *t)
+{
+	return !t->ok && !inst->st_late_fail && inst->st_first != 0 &&
+	    t->n >= inst->st_first && t->n > inst->st_done &&
+	    t->n < inst->st_reload && selftests_digest(t->n) != NULL;
 }
 
 /* Why t does not count for inst, or NULL if it does. */
@@ -49,6 +83,8 @@ selftests_refusal(const struct instance *inst, const struct ctl_selftest *t)
 		return inst->st_boot_seen ? "a boot result was recorded "
 					    "already" :
 					    NULL;
+	if (selftests_late_fail(inst, t))
+		return NULL;
 	if (inst->st_reload == 0)
 		return "no reload self-test is awaited";
 	if (t->n != inst->st_reload)
@@ -79,7 +115,12 @@ selftests_report(
 	rec.duration_ms = t->ms;
 	rec.policy_digest =
 	    t->reload ? inst->st_digest : policy_digest(gw->policy);
-	if (t->reload)
+	if (t->reload && t->n > inst->st_done)
+		inst->st_done = t->n;
+	if (t->reload && t->n != inst->st_reload) { /* selftests_late_fail */
+		rec.policy_digest = selftests_digest(t->n);
+		inst->st_late_fail = 1;
+	} else if (t->reload)
 		inst->st_reload = 0;
 	else
 		inst->st_boot_seen = 1;

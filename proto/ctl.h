@@ -59,7 +59,9 @@
  *                                per gateway run), or this connection
  *                                has just RESUMEd the lease (right after
  *                                its OK line: the policy may have changed
- *                                across the restart): the instance's
+ *                                across the restart, or by a reload
+ *                                while the lease waited for the RESUME;
+ *                                n is a new number): the instance's
  *                                guest runs the self-test again and
  *                                ksb-run answers SELFTEST <id> reload <n>
  * A request that is refused before it runs ("ERR permission denied: ...",

@@ -8,6 +8,9 @@
  * line it was in the middle of again (fwdreport_restart).  The queue is
  * bounded (FWDREPORT_QUEUE_MAX lines): past it, while the gateway is
  * away, lines are dropped and counted; forward.log has every event.
+ * ksb-run's own requests on that connection (TURN, SELFTEST) take the
+ * same queue (fwdreport_own), so that no line is ever written into the
+ * middle of another one sent in part.
  */
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -25,6 +28,7 @@
 #include "vmrunner/vmrunner.h"
 
 #define FWDREPORT_QUEUE_MAX 8192 /* lines waiting for the gateway */
+#define FWDREPORT_OWN_MAX   64	 /* ksb-run's own lines past that */
 
 struct fwdreport_line {
 	size_t len;
@@ -90,12 +94,37 @@ fwdreport_fd(const struct fwdreport *rep)
 	return rep->efd;
 }
 
+/* buf (n bytes, one whole line) at the queue's tail unless it holds max
+ * lines.  0 or -1 (full). */
+static int
+fwdreport_queue(struct fwdreport *rep, const char *buf, size_t n, size_t max)
+{
+	struct fwdreport_line *l;
+	uint64_t one = 1;
+
+	pthread_mutex_lock(&rep->mtx);
+	if (rep->qlen >= max) {
+		pthread_mutex_unlock(&rep->mtx);
+		return -1;
+	}
+	l = xmalloc(sizeof(*l) + n);
+	memcpy(l->s, buf, n);
+	l->len = n;
+	l->next = NULL;
+	*rep->qtail = l;
+	rep->qtail = &l->next;
+	rep->qlen++;
+	pthread_mutex_unlock(&rep->mtx);
+	if (write(rep->efd, &one, sizeof(one)) != sizeof(one) &&
+	    errno != EAGAIN)
+		log_warn("forward audit: eventfd");
+	return 0;
+}
+
 void
 fwdreport_event(struct fwdreport *rep, struct ctl_fwd *ev)
 {
-	struct fwdreport_line *l;
 	char buf[CTL_LINE_MAX];
-	uint64_t one = 1;
 	int n;
 
 	if (rep == NULL)
@@ -106,27 +135,25 @@ fwdreport_event(struct fwdreport *rep, struct ctl_fwd *ev)
 		    ctl_fwd_event_name(ev->event));
 		return;
 	}
-	pthread_mutex_lock(&rep->mtx);
-	if (rep->qlen >= FWDREPORT_QUEUE_MAX) {
+	if (fwdreport_queue(rep, buf, (size_t)n, FWDREPORT_QUEUE_MAX) != 0) {
+		pthread_mutex_lock(&rep->mtx);
 		if (rep->dropped++ == 0)
 			log_warnx("forward audit: %d records wait for the "
 				  "gateway; dropping more (forward.log has "
 				  "them)",
 			    FWDREPORT_QUEUE_MAX);
 		pthread_mutex_unlock(&rep->mtx);
-		return;
 	}
-	l = xmalloc(sizeof(*l) + (size_t)n);
-	memcpy(l->s, buf, (size_t)n);
-	l->len = (size_t)n;
-	l->next = NULL;
-	*rep->qtail = l;
-	rep->qtail = &l->next;
-	rep->qlen++;
-	pthread_mutex_unlock(&rep->mtx);
-	if (write(rep->efd, &one, sizeof(one)) != sizeof(one) &&
-	    errno != EAGAIN)
-		log_warn("forward audit: eventfd");
+}
+
+int
+fwdreport_own(struct fwdreport *rep, const char *line, size_t len)
+{
+	if (len == 0 || line[len - 1] != '\n' ||
+	    memchr(line, '\n', len - 1) != NULL)
+		return -1;
+	return fwdreport_queue(
+	    rep, line, len, FWDREPORT_QUEUE_MAX + FWDREPORT_OWN_MAX);
 }
 
 int
@@ -144,6 +171,29 @@ void
 fwdreport_restart(struct fwdreport *rep)
 {
 	rep->off = 0;
+}
+
+size_t
+fwdreport_forget(struct fwdreport *rep, const char *prefix)
+{
+	struct fwdreport_line **pp, *l;
+	size_t n = strlen(prefix), gone = 0;
+
+	pthread_mutex_lock(&rep->mtx);
+	for (pp = &rep->q; (l = *pp) != NULL;) {
+		if (l->len < n || memcmp(l->s, prefix, n) != 0) {
+			pp = &l->next;
+			continue;
+		}
+		*pp = l->next;
+		free(l);
+		rep->qlen--;
+		gone++;
+	}
+	rep->qtail = pp;
+	pthread_mutex_unlock(&rep->mtx);
+	rep->off = 0;
+	return gone;
 }
 
 /* The first queued line, or NULL (the lock is not held after). */

@@ -1294,13 +1294,14 @@ struct sup {
 	int64_t tf_at;	      /* held bytes pass then (0: none held) */
 	uint64_t told_turn;   /* agent mode: the turn the gateway knows */
 	/* The enforcement self-test after a reload (sup_selftest). */
-	uint64_t st_want; /* RELOADED n not asked yet, 0 none */
-	uint64_t st_n;	  /* the reload whose test the guest runs */
-	int64_t st_due;	  /* its answer is due */
-	int st_boot_told; /* the boot result went to the gateway */
-	int st_failed;	  /* a reload's test failed: stopped, 125 */
-	int st_stale;	  /* st_n was the restarted gateway's: not sent */
-	int mid_frame;	  /* an agent frame is half sent */
+	uint64_t st_want;    /* RELOADED n not asked yet, 0 none */
+	uint64_t st_n;	     /* the reload whose test the guest runs */
+	int64_t st_due;	     /* its answer is due */
+	int64_t st_want_due; /* st_want asked and answered by then */
+	int st_boot_told;    /* the boot result went to the gateway */
+	int st_failed;	     /* a reload's test failed: stopped, 125 */
+	int st_stale;	     /* st_n asked by the gateway gone */
+	int mid_frame;	     /* an agent frame is half sent */
 };
 
 /*
@@ -1525,6 +1526,7 @@ sup_agent_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 }
 
 static void sup_gw_turn(struct sup *);
+static int sup_gw_send(struct sup *s, const char *line, int n);
 
 static void
 sup_agent(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
@@ -1570,8 +1572,7 @@ sup_gw_turn(struct sup *s)
 	    r->st.agent_turn == s->told_turn)
 		return;
 	n = ctl_turn_line(line, sizeof(line), r->id, r->st.agent_turn);
-	if (n > 0 &&
-	    send(r->gw_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n)
+	if (sup_gw_send(s, line, n) == 0)
 		s->told_turn = r->st.agent_turn;
 }
 
@@ -1600,6 +1601,30 @@ sup_gw_answers(struct sup *s, const char *buf, size_t len)
 		i = e + 1;
 	}
 	return 1;
+}
+
+/*
+ * The lease's connection is lost: the reload tests the gateway gone
+ * asked for are its own (their numbers are per gateway run): one running
+ * is not reported, one not asked yet is not, a result still queued is
+ * dropped.  The resumed lease's RELOADED asks the new gateway's test.
+ */
+static void
+sup_selftest_stale(struct sup *s)
+{
+	char prefix[64];
+	size_t gone;
+
+	s->st_stale = s->st_n != 0;
+	s->st_want = 0;
+	s->st_want_due = 0;
+	if (s->r->fwdrep == NULL)
+		return;
+	snprintf(prefix, sizeof(prefix), "SELFTEST %s reload ", s->r->id);
+	if ((gone = fwdreport_forget(s->r->fwdrep, prefix)) > 0)
+		log_info("instance %s: %zu self-test result(s) for the "
+			 "gateway gone not sent to the new one",
+		    s->r->id, gone);
 }
 
 /* The gateway control connection: it holds our lease; EOF = restart. */
@@ -1636,9 +1661,25 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 			fwdreport_restart(r->fwdrep); /* a new connection */
 		s->lost_at = now;
 		s->resume_at = now + RESUME_EVERY_MS;
-		s->st_stale = s->st_n != 0; /* asked by the gateway gone */
+		sup_selftest_stale(s);
 	} else if (got > 0 && !sup_gw_answers(s, buf, (size_t)got))
 		log_warnx("unexpected data from ksb-gatewayd, ignored");
+}
+
+/*
+ * line (n bytes) on the lease's connection, through the forward
+ * records' queue (fwdreport_own: one writer, whole lines; sent now what
+ * the socket takes, the rest as it drains, on a resumed lease if it is
+ * lost meanwhile).  0 or -1 (not queued).
+ */
+static int
+sup_gw_send(struct sup *s, const char *line, int n)
+{
+	if (n <= 0 || s->r->fwdrep == NULL ||
+	    fwdreport_own(s->r->fwdrep, line, (size_t)n) != 0)
+		return -1;
+	(void)fwdreport_send(s->r->fwdrep, s->gw_open ? s->r->gw_fd : -1);
+	return 0;
 }
 
 /* One SELFTEST report on the lease's connection (proto/ctl.h); its OK
@@ -1647,11 +1688,8 @@ static void
 sup_selftest_send(struct sup *s, const struct ctl_selftest *t)
 {
 	char line[CTL_LINE_MAX];
-	int n = ctl_selftest_line(line, sizeof(line), t);
 
-	if (n < 0 || !s->gw_open ||
-	    send(s->r->gw_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) !=
-		n)
+	if (sup_gw_send(s, line, ctl_selftest_line(line, sizeof(line), t)) != 0)
 		log_warnx("instance %s: the self-test result did not reach "
 			  "ksb-gatewayd's audit",
 		    s->r->id);
@@ -1718,10 +1756,37 @@ sup_selftest_done(struct sup *s, int status, const char *fail, int64_t ms)
 }
 
 /*
+ * A reload's test not asked yet: its SELFTEST_ANSWER_MS run from the
+ * notice (from READY if it came during the boot), asked or not, so a
+ * guest that does not take the request (its port full, closed or mid
+ * frame) fails as one that does not answer.  1 if it timed out.
+ */
+static int
+sup_selftest_unasked(struct sup *s, int64_t now)
+{
+	if (s->want_stop)
+		s->st_want_due = 0; /* stopping anyway: no deadline */
+	if (s->st_want == 0 || s->g.ready_ms == 0 || s->want_stop)
+		return 0;
+	if (s->st_want_due == 0)
+		s->st_want_due = now + SELFTEST_ANSWER_MS;
+	if (s->st_n != 0 || now < s->st_want_due)
+		return 0;
+	log_warnx("instance %s: the guest did not take the request for the "
+		  "self-test after the reload in %d s",
+	    s->r->id, SELFTEST_ANSWER_MS / 1000);
+	s->st_n = s->st_want;
+	s->st_want_due = 0;
+	s->g.st_asked = 0;
+	sup_selftest_done(s, -1, "timeout", -1);
+	return 1;
+}
+
+/*
  * The enforcement self-test around reloads: the boot result to the
  * gateway; after RELOADED, SELFTEST to the guest (between agent frames,
  * once the command runs), its one answer, or a failure when none comes
- * within SELFTEST_ANSWER_MS.
+ * within SELFTEST_ANSWER_MS of the notice.
  */
 static void
 sup_selftest(struct sup *s, int64_t now)
@@ -1735,15 +1800,16 @@ sup_selftest(struct sup *s, int64_t now)
 		s->g.st_asked = 0; /* a late answer is ignored */
 		sup_selftest_done(s, -1, "timeout", -1);
 	}
-	if (s->st_want == 0 || s->st_n != 0 || s->g.ready_ms == 0 ||
-	    !s->ctl_open || s->out_off < r->header_len || s->mid_frame ||
-	    s->want_stop)
+	if (sup_selftest_unasked(s, now) || s->st_want == 0 || s->st_n != 0 ||
+	    s->g.ready_ms == 0 || !s->ctl_open || s->out_off < r->header_len ||
+	    s->mid_frame || s->want_stop)
 		return;
 	if (send(r->ctl_fd, "SELFTEST\n", 9, MSG_NOSIGNAL | MSG_DONTWAIT) != 9)
 		return; /* the port is full: the next round */
 	s->st_n = s->st_want;
 	s->st_want = 0;
-	s->st_due = now + SELFTEST_ANSWER_MS;
+	s->st_due = s->st_want_due; /* from the notice */
+	s->st_want_due = 0;
 	s->g.st_asked = 1;
 	s->g.re_status = 0;
 	log_info("instance %s: RELOADED %llu (a policy reload, or the lease "
@@ -2016,6 +2082,7 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
 	timeout = sup_sooner(timeout, s->st_due, now);
+	timeout = sup_sooner(timeout, s->st_want_due, now);
 	if (s->agent_seen != 0 && r->ready_fd != -1)
 		timeout = sup_sooner(timeout,
 		    s->agent_seen + AGENT_SETTLE_MS > now ?

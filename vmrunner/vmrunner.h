@@ -479,6 +479,15 @@ void fwdreport_free(struct fwdreport *rep);
  * NULL-safe.
  */
 void fwdreport_event(struct fwdreport *rep, struct ctl_fwd *ev);
+/*
+ * fwdreport_own: one whole line of ksb-run's own for the lease's
+ * connection (TURN, SELFTEST; len bytes, one '\n', at the end), queued
+ * behind the FORWARD lines: the connection has one writer, and a line
+ * sent in part is finished before the next one starts.  Room for 64
+ * such lines past the FORWARD lines' bound.  0, or -1 (not one line, or
+ * full).
+ */
+int fwdreport_own(struct fwdreport *rep, const char *line, size_t len);
 /* fwdreport_fd: an eventfd, readable when lines were queued. */
 int fwdreport_fd(const struct fwdreport *rep);
 /* fwdreport_pending: 1 if lines wait to be sent. */
@@ -492,6 +501,13 @@ int fwdreport_send(struct fwdreport *rep, int fd);
 /* fwdreport_restart: a new lease connection: the line sent in part goes
  * again whole. */
 void fwdreport_restart(struct fwdreport *rep);
+/*
+ * fwdreport_forget: the supervisor, the lease's connection lost: drop
+ * every queued line that starts with prefix (meant for the gateway gone
+ * only: a reload's SELFTEST result), the line sent in part too, which
+ * fwdreport_restart would send again.  Returns how many went.
+ */
+size_t fwdreport_forget(struct fwdreport *rep, const char *prefix);
 /*
  * fwdreport_flush: send everything queued on fd, waiting up to
  * timeout_ms for room (the instance stops: before UNREGISTER).  0, or -1

@@ -2,7 +2,9 @@
 # ctl_garbage.sh: a guest that writes 160 KiB (more than 64) of garbage to the control
 # port, then EXIT 7 (issue 17): ksb-run throttles it (64 KiB/s) but keeps
 # listening, and exits 7, the guest's status; the unasked SELFTEST lines
-# in its garbage forge no audit record.  ksb-run runs
+# in its garbage forge no audit record.  Then a guest that closes its
+# control port after READY: a reload's self-test still fails in 30 s and
+# stops it (exit 125, a fail record).  ksb-run runs
 # tests/e2e/garbage_guest.py in place of QEMU (KSB_QEMU).  Needs root,
 # python3 and a guest kernel file (exit 77); no QEMU.
 set -eu
@@ -35,5 +37,28 @@ ksb_check "unasked SELFTEST lines are ignored and said so" \
 	'grep -q "guest sent a second, late or unasked SELFTEST, ignored" "$T/err"'
 ksb_check "only the boot self-test is recorded: no forged record" \
 	'ksb_sql_is "boot|ok|7" "SELECT group_concat(trigger || '"'|'"' || result || '"'|'"' || probes) FROM selftests"'
+
+# A guest that closes its control port after READY takes no SELFTEST
+# request: a reload's test still fails within ksb-run's 30 s of the
+# notice (the instance is stopped, exit 125, a fail record), instead of
+# the guest running on untested under the new policy.
+ksb_say "a deaf guest after a reload"
+KSB_QEMU="$KSB_SRCDIR/tests/e2e/garbage_guest.py" KSB_TEST_DEAF=1 \
+	timeout 150 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--accel tcg -- /bin/true < /dev/null > "$T/out2" 2> "$T/err2" &
+deaf=$!
+KSB_PIDS="$KSB_PIDS $deaf"
+ksb_until 60 grep -q "deaf guest: control port closed" "$T/err2" ||
+	{ cat "$T/err2"; ksb_fail "the deaf guest did not start"; }
+kill -HUP "$KSB_GATEWAY_PID"
+t1=$SECONDS
+ksb_wait_dead "$deaf" 90 || { cat "$T/err2"; ksb_fail "ksb-run kept the deaf guest"; }
+wait "$deaf" && rc=0 || rc=$?
+dt=$((SECONDS - t1))
+grep -v "^$" "$T/err2" | tail -n 4
+ksb_check "deaf guest: stopped, exit 125, ${dt} s after the reload: $rc" \
+	'[ "$rc" = 125 ] && [ "$dt" -lt 75 ]'
+ksb_check "deaf guest: a reload fail record (timeout, stopped)" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE trigger = '"'reload'"' AND result = '"'fail'"' AND failed = '"'timeout'"' AND action = '"'stopped'"'"'
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

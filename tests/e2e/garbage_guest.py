@@ -3,6 +3,7 @@
 # and plays a guest root that writes KSB_TEST_GARBAGE_KIB KiB of garbage
 # (binary bytes, overlong lines, lines ksb-run does not know) to the
 # control port after READY (unasked SELFTEST lines too), then EXIT 7, and exits on BYE (or after 60 s).
+# KSB_TEST_DEAF=1: closes the control port after READY instead, and waits.
 # For tests/e2e/ctl_garbage.sh.  A witness, not product code.
 import os, select, sys, time
 
@@ -31,6 +32,14 @@ def write_all(b):
 
 # The real init reports its enforcement self-test before READY.
 write_all(b"SELFTEST ok 7 1\nREADY\n")
+if os.environ.get("KSB_TEST_DEAF"):
+    # A guest that closes its control port after READY: it takes no
+    # SELFTEST request after a reload; ksb-run must stop it (SIGTERM to
+    # this stand-in) within its 30 s, not wait for it.
+    os.close(fd)
+    sys.stderr.write("deaf guest: control port closed\n")
+    time.sleep(120)
+    sys.exit(0)
 # Self-test answers nobody asked for (and malformed ones) must not count:
 # no audit record, no stop (ctl_garbage.sh).
 chunk = (bytes(range(256)) + b"\n" + b"x" * 3000 + b"\n" +

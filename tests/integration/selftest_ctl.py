@@ -1,12 +1,17 @@
 # selftest_ctl.py SOCK MARKER: plays ksb-run (and a second root client)
 # on the control socket to check who may write enforcement self-test
-# records (SELFTEST, RELOADED: proto/ctl.h) and what is refused; a lease
-# that ends with a result awaited (aborted); then creates MARKER, and
-# while selftest_ctl.sh restarts the gateway, RESUMEs st-a's lease (every
-# 100 ms, at most 60 s): the resumed lease is announced RELOADED and its
-# result recorded.  One "ok/not ok" line per check on stdout; exit 1 if
-# any failed.  A witness for tests/integration/selftest_ctl.sh, not
-# product code.  Bounded: every read times out after 10 s.
+# records (SELFTEST, RELOADED: proto/ctl.h) and what is refused; a
+# failure for the older of two reloads; a lease that ends with a result
+# awaited (aborted); then creates MARKER, and while selftest_ctl.sh
+# restarts the gateway, RESUMEs st-a's lease (every 100 ms, at most
+# 60 s): the resumed lease is announced RELOADED and its result recorded.
+# selftest_ctl.py SOCK resume: registers st-c, says "registered", and on
+# "go" on stdin (selftest_ctl.sh has killed and restarted the gateway and
+# reloaded a changed policy meanwhile) RESUMEs it: the RELOADED after the
+# OK asks the test of the policy in force now.  One "ok/not ok" line per
+# check on stdout; exit 1 if any failed.  A witness for
+# tests/integration/selftest_ctl.sh, not product code.  Bounded: every
+# read times out after 10 s.
 import socket, sys, time
 
 sock = sys.argv[1]
@@ -45,6 +50,29 @@ def check(desc, ok):
     print(("ok - " if ok else "not ok - ") + desc, flush=True)
     fails += 0 if ok else 1
 
+
+if sys.argv[2] == "resume":
+    e = Lines(connect())
+    r = e.ask("REGISTER st-c default")
+    check("REGISTER st-c: %s" % r, r is not None and r.startswith("OK tap="))
+    tap = r.split()[1][4:] if r else "?"
+    print("registered", flush=True)
+    go = sys.stdin.readline().strip()
+    check("told to resume: %s" % go, go == "go")
+    f = Lines(connect())
+    r = f.ask("RESUME st-c %s" % tap)
+    check("RESUME st-c: %s" % r, r is not None and r.startswith("OK tap="))
+    rr = f.line()
+    # The restarted gateway's reload was its number 1: the RESUME's is
+    # a new one, tested under the policy that reload put in force.
+    check("the resumed lease is announced RELOADED 2: %s" % rr,
+          rr == "RELOADED 2")
+    r = f.ask("SELFTEST st-c reload 1 ok 7 3 -")
+    check("not the reload made before the RESUME: %s" % r,
+          r == "ERR not the reload announced last")
+    r = f.ask("SELFTEST st-c reload 2 ok 7 3 -")
+    check("the resumed lease's result recorded: %s" % r, r == "OK")
+    sys.exit(1 if fails else 0)
 
 a = Lines(connect())
 r = a.ask("REGISTER st-a default")
@@ -107,6 +135,27 @@ def reload():
             break
     c.s.close()
 
+
+# Two reloads in a row: a failure for the first, which the guest was
+# testing when the second came, still counts (ksb-run stops the
+# instance), once; not a pass, nor a second answer for an older one.
+ns = []
+for k in range(2):
+    reload()
+    ra, rb = a.line(), b.line()
+    check("RELOADED %d to both: %s %s" % (k, ra, rb),
+          ra is not None and ra == rb and ra.startswith("RELOADED "))
+    ns.append(int(ra.split()[1]) if ra else 0)
+r = b.ask("SELFTEST st-b reload %d ok 7 2 -" % ns[0])
+check("a pass for the older reload refused: %s" % r,
+      r == "ERR not the reload announced last")
+r = a.ask("SELFTEST st-a reload %d fail 0 - tcp-gateway" % n)
+check("a failure for a reload answered before refused: %s" % r,
+      r == "ERR not the reload announced last")
+r = b.ask("SELFTEST st-b reload %d fail 0 - tcp-gateway" % ns[0])
+check("a failure for the older reload recorded: %s" % r, r == "OK")
+r = b.ask("SELFTEST st-b reload %d fail 0 - tcp-gateway" % ns[0])
+check("... once: %s" % r, r == "ERR not the reload announced last")
 
 # Another reload: st-a answers, st-b's ksb-run goes away without one
 # (its lease ends): the gateway records that test as aborted.

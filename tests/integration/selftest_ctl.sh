@@ -4,11 +4,13 @@
 # namespaces: tests/integration/selftest_ctl.py plays two ksb-runs (the
 # lease holders) and a root client.  Only the lease holder's report
 # counts, a boot result once, a reload result only for the RELOADED the
-# gateway announced last and once; malformed reports are refused; a lease
-# that ends awaiting a result leaves an aborted record; a lease resumed
-# after a gateway restart is announced RELOADED and its result recorded.
-# The records written are exactly these, chained (ksbctl audit verify).
-# No guest boots.
+# gateway announced last and once, or a failure for an older one, once;
+# malformed reports are refused; a lease that ends awaiting a result
+# leaves an aborted record; a lease resumed after a gateway restart is
+# announced RELOADED and its result recorded, also when a reload changed
+# the policy while the restarted gateway waited for the RESUME (a third
+# ksb-run, st-c).  The records written are exactly these, chained
+# (ksbctl audit verify).  No guest boots.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -30,14 +32,34 @@ kill -TERM "$KSB_GATEWAY_PID"
 timeout 20 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 ksb_gateway
 wait "$py" || fails=$((fails + 1))
+# A reload while the restarted gateway waits for a lease's RESUME, with
+# a policy changed meanwhile: the RELOADED after the RESUME's OK tests
+# the policy in force then.
+coproc PY { ip netns exec "$GW" timeout 120 python3 \
+	"$KSB_SRCDIR/tests/integration/selftest_ctl.py" "$T/gateway.sock" resume; }
+pypid=$PY_PID
+KSB_PIDS="$KSB_PIDS $pypid"
+exec {pyout}<&"${PY[0]}" {pyin}>&"${PY[1]}"
+while read -r -t 30 got <&"$pyout" && [ "$got" != registered ]; do
+	echo "$got"
+done
+[ "$got" = registered ] || ksb_fail "st-c was not registered"
+kill -9 "$KSB_GATEWAY_PID"
+ksb_wait_dead "$KSB_GATEWAY_PID" 30 || ksb_fail "the gateway did not die"
+ksb_gateway
+printf 'profile st-extra {\n    allow extra.test\n}\n' > "$T/policy.d/extra.policy"
+"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload >/dev/null
+echo go >&"$pyin"
+while read -r -t 30 got <&"$pyout"; do echo "$got"; done
+wait "$pypid" || fails=$((fails + 1))
+ksb_check "st-c's record has the policy reloaded before its RESUME, not the one at the restart" \
+	'ksb_sql_is 1 "SELECT (SELECT policy_digest FROM selftests WHERE instance = '"'st-c'"') = (SELECT digest FROM policy_versions WHERE ok = 1 ORDER BY seq DESC LIMIT 1) AND (SELECT policy_digest FROM selftests WHERE instance = '"'st-c'"') <> (SELECT policy_digest FROM selftests WHERE instance = '"'st-a'"' ORDER BY seq DESC LIMIT 1)"'
 ksb_check "exactly the accepted reports are records; st-b's lease ended awaiting one: aborted" \
-	'ksb_sql_is "st-a|boot|ok|7|none st-a|reload|fail|tcp-gateway|stopped st-b|reload|ok|7|none st-a|reload|ok|7|none st-b|reload|fail|aborted|stopped st-a|reload|ok|7|none" "SELECT group_concat(r, '"' '"') FROM (SELECT instance || '"'|'"' || trigger || '"'|'"' || result || '"'|'"' || coalesce(failed, probes) || '"'|'"' || action AS r FROM selftests ORDER BY seq)"'
-ksb_check "the resumed lease's record has the restarted gateway's policy" \
-	'ksb_sql_is 1 "SELECT (SELECT policy_digest FROM selftests ORDER BY seq DESC LIMIT 1) = (SELECT digest FROM policy_versions WHERE ok = 1 ORDER BY seq DESC LIMIT 1)"'
+	'ksb_sql_is "st-a|boot|ok|7|none st-a|reload|fail|tcp-gateway|stopped st-b|reload|ok|7|none st-b|reload|fail|tcp-gateway|stopped st-a|reload|ok|7|none st-b|reload|fail|aborted|stopped st-a|reload|ok|7|none st-c|reload|ok|7|none" "SELECT group_concat(r, '"' '"') FROM (SELECT instance || '"'|'"' || trigger || '"'|'"' || result || '"'|'"' || coalesce(failed, probes) || '"'|'"' || action AS r FROM selftests ORDER BY seq)"'
 ksb_check "the aborted record has no duration and the digest announced" \
 	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE failed = '"'aborted'"' AND probes = 0 AND duration_ms IS NULL AND length(policy_digest) = 64"'
 ksb_check "the gateway logged the refusals and the aborted test" \
-	'grep -q "instance st-a: self-test report refused: a boot result was recorded already" "$T/gatewayd-1.log" && grep -q "instance st-b: its lease ended before the self-test after reload 2 reported" "$T/gatewayd-1.log"'
+	'grep -q "instance st-a: self-test report refused: a boot result was recorded already" "$T/gatewayd-1.log" && grep -q "instance st-b: its lease ended before the self-test after reload 4 reported" "$T/gatewayd-1.log"'
 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit export --format ocsf \
 	> "$T/ocsf.jsonl"
 ksb_check "OCSF: self-tests as Compliance Findings (2003), Pass/Fail/Warning" \
@@ -45,7 +67,7 @@ ksb_check "OCSF: self-tests as Compliance Findings (2003), Pass/Fail/Warning" \
 import json, sys
 evs = [json.loads(l) for l in open(sys.argv[1])]
 st = [e for e in evs if e["unmapped"]["kind"] == "selftest"]
-assert len(st) == 6, len(st)
+assert len(st) == 8, len(st)
 want = {None: (1, "Pass", 1), "tcp-gateway": (3, "Fail", 4),
         "aborted": (2, "Warning", 3)}
 for e in st:

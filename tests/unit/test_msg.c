@@ -204,6 +204,14 @@ main(void)
 		mt.tunnels = -1;
 		CHECK(msg_traffic_check(&mt) == -1, "MSG_TRAFFIC tunnels < 0");
 		mt.tunnels = 0;
+		mt.up = MSG_TRAFFIC_BYTES_MAX;
+		CHECK(msg_traffic_check(&mt) == 0, "MSG_TRAFFIC 2^53 bytes");
+		mt.up = UINT64_MAX; /* would wrap LIST's sums */
+		CHECK(msg_traffic_check(&mt) == -1, "MSG_TRAFFIC up 2^64-1");
+		mt.up = 0;
+		mt.down = MSG_TRAFFIC_BYTES_MAX + 1;
+		CHECK(msg_traffic_check(&mt) == -1, "MSG_TRAFFIC down 2^53+1");
+		mt.down = 0;
 		memset(mt.instance, 'a', sizeof(mt.instance));
 		CHECK(msg_traffic_check(&mt) == -1,
 		    "MSG_TRAFFIC instance unterminated");
