@@ -96,6 +96,8 @@ max-connections = $((IDLE + 1000))
 max-connections-per-instance = $((IDLE + 1000))
 connection-rate = 1000000
 connection-rate-per-instance = 1000000
+audit-budget-records = 1000000
+audit-budget-bytes = 2147483647
 CONF
 # dns.test for ksbdns: A 10.78.0.2 after DNS_DELAY_MS, NXDOMAIN (at once)
 # for anything else.
@@ -347,7 +349,10 @@ done
 bd=$(med < "$T/bulk.direct"); bk=$(med < "$T/bulk.ksb")
 rt=$(med < "$T/rate.tinyproxy"); rk=$(med < "$T/rate.ksb")
 rth=$(med < "$T/ratehi.tinyproxy"); rkh=$(med < "$T/ratehi.ksb")
-ratio() { awk "BEGIN { if ($2 == 0) print \"-\"; else printf \"%.2f\", $1 / $2 }"; }
+ratio() {	# a system left out (SYSTEMS=...) has no median: "-"
+	awk -v a="${1:-0}" -v b="${2:-0}" \
+		'BEGIN { if (b == 0) print "-"; else printf "%.2f", a / b }'
+}
 printf '%-10s %10s %12s %12s %8s %8s %14s\n' system "MiB/s" \
 	"tun/s@$RATE_CONC" "tun/s@$RATE_HI" "p50 ms" "p99 ms" "CPU us/tun(k)"
 for s in $SYSTEMS; do
