@@ -95,6 +95,7 @@ struct audit {
 	size_t qlen;
 	struct audit_rec *done, **donetail;
 	int stopping;
+	int gathering; /* audit_gather waits: wake it only when enough */
 	uint64_t dropped; /* records lost to a full backlog */
 	int64_t wit_seq;  /* the committed head (0: none yet) ... */
 	uint8_t wit_head[AUDIT_HASH_LEN]; /* ... for audit_witness */
@@ -1327,8 +1328,10 @@ audit_timedwait(struct audit *a, int64_t until_mono)
 	pthread_cond_timedwait(&a->cond, &a->mtx, &ts);
 }
 
-/* Called with the mutex held: wait (woken by each enqueue) until
- * AUDIT_GROUP_MIN records are queued or AUDIT_GROUP_WAIT_US passed. */
+/* Called with the mutex held: wait until AUDIT_GROUP_MIN records are
+ * queued (the enqueue that makes them so wakes it; the others do not:
+ * a wake-up and a thread switch per record would cost more than the
+ * gathering saves) or AUDIT_GROUP_WAIT_US passed. */
 static void
 audit_gather(struct audit *a)
 {
@@ -1340,6 +1343,7 @@ audit_gather(struct audit *a)
 		until.tv_sec++;
 		until.tv_nsec -= 1000000000L;
 	}
+	a->gathering = 1;
 	while (a->qlen < AUDIT_GROUP_MIN && !a->stopping) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > until.tv_sec ||
@@ -1350,6 +1354,7 @@ audit_gather(struct audit *a)
 		    ETIMEDOUT)
 			break;
 	}
+	a->gathering = 0;
 }
 
 /* Mutex held: prune if due (unlocked meanwhile), schedule the next. */
@@ -1555,7 +1560,8 @@ audit_enqueue(struct audit *a, struct audit_rec *r)
 	*a->qtail = r;
 	a->qtail = &r->next;
 	a->qlen++;
-	pthread_cond_signal(&a->cond);
+	if (!a->gathering || a->qlen >= AUDIT_GROUP_MIN || a->stopping)
+		pthread_cond_signal(&a->cond);
 	pthread_mutex_unlock(&a->mtx);
 	return 0;
 }

@@ -254,7 +254,8 @@ rss() {
 # call-graph profile of the proxy's processes (perf record -e cpu-clock
 # -g) into DIR/SYS.data, the top entries into DIR/SYS.top, and their
 # system calls per tunnel (perf stat on the syscalls tracepoints) into
-# DIR/SYS.syscalls.  The profile costs CPU: that run's figures are not
+# DIR/SYS.syscalls (PERF_CG=dwarf: call graphs through code built
+# without frame pointers, such as SQLite).  The profile costs CPU: that run's figures are not
 # comparable (the other runs are).
 PERF=${PERF:-}
 PERF_PIDS=
@@ -262,7 +263,8 @@ perf_start() {
 	[ -n "$PERF" ] && [ "$2" = 1 ] && [ -n "${PIDOF[$1]:-}" ] || return 0
 	mkdir -p "$PERF"
 	PERF_PIDS=$(gw_pids "${PIDOF[$1]}" | paste -sd,)
-	perf record -q -e cpu-clock -g -p "$PERF_PIDS" -o "$PERF/$1.data" \
+	perf record -q -e cpu-clock --call-graph "${PERF_CG:-fp}" \
+		-p "$PERF_PIDS" -o "$PERF/$1.data" \
 		2>"$PERF/$1.record.log" &
 	PERF_REC=$!
 	perf stat -x, -e 'syscalls:sys_enter_*' -p "$PERF_PIDS" \
