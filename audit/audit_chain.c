@@ -256,8 +256,8 @@ audit_chain_hash(const uint8_t prev[AUDIT_HASH_LEN], int64_t seq,
 	}
 	if (audit_chain_key == NULL) {
 		pthread_once(&audit_chain_once, audit_chain_fetch);
-		if (EVP_Digest(buf, len, out, &mlen, audit_chain_sha256,
-			NULL) != 1 ||
+		if (EVP_Digest(
+			buf, len, out, &mlen, audit_chain_sha256, NULL) != 1 ||
 		    mlen != AUDIT_HASH_LEN)
 			fatalx("EVP_Digest");
 	} else {

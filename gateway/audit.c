@@ -95,7 +95,7 @@ struct audit {
 	size_t qlen;
 	struct audit_rec *done, **donetail;
 	int stopping;
-	int gathering; /* audit_gather waits: wake it only when enough */
+	int gathering;	  /* audit_gather waits: wake it only when enough */
 	uint64_t dropped; /* records lost to a full backlog */
 	int64_t wit_seq;  /* the committed head (0: none yet) ... */
 	uint8_t wit_head[AUDIT_HASH_LEN]; /* ... for audit_witness */
