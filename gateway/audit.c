@@ -67,6 +67,8 @@ struct audit_rec {
 	int bad;      /* refused by a constraint: dropped */
 	int64_t turn; /* connection: the instance's agent turn, 0 none */
 	struct audit_rec *next;
+	size_t textlen; /* bytes of text in use */
+	char text[512]; /* the text columns (audit_rec_text) */
 };
 
 /* One key's totals gathered in a transaction (audit_totals). */
@@ -136,21 +138,37 @@ audit_rec_free(struct audit_rec *r)
 	if (r == NULL)
 		return;
 	for (i = 0; i < AUDIT_MAX_COLS; i++)
-		if (r->v[i].type == AUDIT_VAL_TEXT)
+		if (r->v[i].type == AUDIT_VAL_TEXT &&
+		    (uintptr_t)r->v[i].s - (uintptr_t)r->text >=
+			sizeof(r->text)) /* not in r->text */
 			free((char *)r->v[i].s);
 	free(r);
 }
 
+/* Column col of r is s (NULL or "" is NULL), copied into r->text while
+ * it has room (one allocation per record, freed by the writer), else
+ * allocated on its own. */
 static void
-audit_set_text(struct audit_val *v, const char *s)
+audit_rec_text(struct audit_rec *r, int col, const char *s)
 {
+	struct audit_val *v = &r->v[col];
+	size_t len;
+	char *d;
+
 	if (s == NULL || *s == '\0') {
 		v->type = AUDIT_VAL_NULL;
 		return;
 	}
+	len = strlen(s);
+	if (len < sizeof(r->text) - r->textlen) {
+		d = r->text + r->textlen;
+		r->textlen += len + 1;
+		memcpy(d, s, len + 1);
+	} else
+		d = xstrdup(s);
 	v->type = AUDIT_VAL_TEXT;
-	v->s = xstrdup(s);
-	v->len = strlen(s);
+	v->s = d;
+	v->len = len;
 }
 
 static void
@@ -852,8 +870,8 @@ audit_db_close_orphans(struct audit *a, int64_t now, char **cause)
 			audit_set_int(&r->v[1], now);
 			if (k == 0) {
 				r->kind = AUDIT_CLOSE;
-				audit_set_text(&r->v[5],
-				    reason_name(REASON_GATEWAY_RESTART));
+				audit_rec_text(
+				    r, 5, reason_name(REASON_GATEWAY_RESTART));
 			} else
 				r->kind = AUDIT_UNREGISTER;
 			if (audit_mirror(a, r, &skip) != 0 ||
@@ -1773,24 +1791,24 @@ audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
 	id = ++a->next_conn_id;
 	audit_set_int(&r->v[0], id);
 	audit_set_int(&r->v[1], row->ts_ms ? row->ts_ms : util_now_ms());
-	audit_set_text(&r->v[2], row->instance);
-	audit_set_text(&r->v[3], row->profile);
-	audit_set_text(&r->v[4], row->client_addr ? row->client_addr : "?");
+	audit_rec_text(r, 2, row->instance);
+	audit_rec_text(r, 3, row->profile);
+	audit_rec_text(r, 4, row->client_addr ? row->client_addr : "?");
 	audit_set_int(&r->v[5], row->client_port);
 	log_escape(
 	    esc, sizeof(esc), row->host, row->host ? strlen(row->host) : 0);
-	audit_set_text(&r->v[6], esc);
+	audit_rec_text(r, 6, esc);
 	if (row->port != 0)
 		audit_set_int(&r->v[7], row->port);
 	log_escape(esc, sizeof(esc), row->sni, row->sni ? strlen(row->sni) : 0);
-	audit_set_text(&r->v[8], esc);
-	audit_set_text(&r->v[9], row->upstream_addr);
+	audit_rec_text(r, 8, esc);
+	audit_rec_text(r, 9, row->upstream_addr);
 	if (row->upstream_port != 0)
 		audit_set_int(&r->v[10], row->upstream_port);
-	audit_set_text(&r->v[11], row->allow ? "allow" : "deny");
-	audit_set_text(
-	    &r->v[12], row->reason ? row->reason : reason_name(REASON_UNKNOWN));
-	audit_set_text(&r->v[13], row->policy_digest);
+	audit_rec_text(r, 11, row->allow ? "allow" : "deny");
+	audit_rec_text(
+	    r, 12, row->reason ? row->reason : reason_name(REASON_UNKNOWN));
+	audit_rec_text(r, 13, row->policy_digest);
 	r->turn = row->turn;
 	r->cb = cb;
 	r->arg = arg;
@@ -1823,7 +1841,7 @@ audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
 	audit_set_int(&r->v[2], (int64_t)up);
 	audit_set_int(&r->v[3], (int64_t)down);
 	audit_set_int(&r->v[4], duration_ms);
-	audit_set_text(&r->v[5], reason ? reason : reason_name(REASON_CLOSED));
+	audit_rec_text(r, 5, reason ? reason : reason_name(REASON_CLOSED));
 	return audit_enqueue(a, r);
 }
 
@@ -1839,15 +1857,15 @@ audit_request(struct audit *a, int64_t conn_id, const char *method,
 	audit_set_int(&r->v[0], conn_id);
 	audit_set_int(&r->v[1], util_now_ms());
 	log_escape(esc, sizeof(esc), method, strlen(method));
-	audit_set_text(&r->v[2], esc[0] ? esc : "-");
+	audit_rec_text(r, 2, esc[0] ? esc : "-");
 	log_escape(esc, sizeof(esc), path, strlen(path));
-	audit_set_text(&r->v[3], esc[0] ? esc : "-");
+	audit_rec_text(r, 3, esc[0] ? esc : "-");
 	if (status > 0)
 		audit_set_int(&r->v[4], status);
 	audit_set_int(&r->v[5], (int64_t)up);
 	audit_set_int(&r->v[6], (int64_t)down);
-	audit_set_text(&r->v[7], cred);
-	audit_set_text(&r->v[8], reason);
+	audit_rec_text(r, 7, cred);
+	audit_rec_text(r, 8, reason);
 	return audit_enqueue(a, r);
 }
 
@@ -1860,10 +1878,10 @@ audit_policy(struct audit *a, const char *digest, int ok, const char *files,
 	r->kind = AUDIT_POLICY;
 	audit_set_int(&r->v[0], ++a->next_policy_id);
 	audit_set_int(&r->v[1], util_now_ms());
-	audit_set_text(&r->v[2], digest);
+	audit_rec_text(r, 2, digest);
 	audit_set_int(&r->v[3], ok);
-	audit_set_text(&r->v[4], files && *files ? files : "-");
-	audit_set_text(&r->v[5], errors);
+	audit_rec_text(r, 4, files && *files ? files : "-");
+	audit_rec_text(r, 5, errors);
 	return audit_enqueue(a, r);
 }
 
@@ -1876,11 +1894,11 @@ audit_register(struct audit *a, const char *instance, const char *profile,
 
 	r->kind = AUDIT_REGISTER;
 	audit_set_int(&r->v[0], id);
-	audit_set_text(&r->v[1], instance);
-	audit_set_text(&r->v[2], profile);
-	audit_set_text(&r->v[3], tap);
-	audit_set_text(&r->v[4], mac);
-	audit_set_text(&r->v[5], ip);
+	audit_rec_text(r, 1, instance);
+	audit_rec_text(r, 2, profile);
+	audit_rec_text(r, 3, tap);
+	audit_rec_text(r, 4, mac);
+	audit_rec_text(r, 5, ip);
 	audit_set_int(&r->v[6], util_now_ms());
 	return audit_enqueue(a, r) == -1 ? -1 : id;
 }
