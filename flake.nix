@@ -9,7 +9,7 @@
       forAll = f: nixpkgs.lib.genAttrs systems (system: f nixpkgs.legacyPackages.${system});
       buildInputs = pkgs: [
         pkgs.libevent pkgs.openssl pkgs.libnftnl pkgs.libmnl
-        pkgs.libgit2 pkgs.sqlite pkgs.libseccomp pkgs.json_c pkgs.curl
+        pkgs.libgit2 pkgs.fuse3 pkgs.sqlite pkgs.libseccomp pkgs.json_c pkgs.curl
         pkgs.glibc.static   # the guest init is linked statically
       ];
     in {

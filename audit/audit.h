@@ -12,7 +12,7 @@
  * writer and `ksbctl audit verify'.  No threads, no globals but tables.
  */
 #define AUDIT_HASH_LEN 32 /* SHA-256 */
-#define AUDIT_MAX_COLS 14
+#define AUDIT_MAX_COLS 15 /* a kind's cols, then its vcols */
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -22,7 +22,9 @@ enum audit_kind {
 	AUDIT_POLICY,
 	AUDIT_REGISTER,
 	AUDIT_UNREGISTER,
-	AUDIT_REQUEST, /* a request of a terminated tunnel (schema 4) */
+	AUDIT_REQUEST,	/* a request of a terminated tunnel (schema 4) */
+	AUDIT_SELFTEST, /* an enforcement self-test's result (schema 6) */
+	AUDIT_FORWARD,	/* a port forward's event (schema 7) */
 	AUDIT_NKINDS
 };
 struct audit_kind_desc {
@@ -31,7 +33,12 @@ struct audit_kind_desc {
 	const char *ts_col; /* the record's time, for retention */
 	const char *cols;   /* hashed columns, in order, comma-separated */
 	size_t ncols;
+	/* Hash version 2 (schema 8): rows whose chain_v is 2 also hash
+	 * these columns, after cols; NULL: the kind has one version. */
+	const char *vcols;
+	size_t nvcols;
 };
+#define AUDIT_CHAIN_V2 2 /* connections.chain_v of a row hashed with turn */
 extern const struct audit_kind_desc audit_kinds[AUDIT_NKINDS];
 
 enum audit_val_type {

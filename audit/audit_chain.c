@@ -2,13 +2,14 @@
  * audit_chain.c: the audit database's hash chain (ksb-audit(5), "HASH
  * CHAIN"), shared by ksb-gatewayd's writer and `ksbctl audit verify'.
  *
- * Five tables hold chained records, one sequence (seq) across them:
+ * Seven tables hold chained records, one sequence (seq) across them:
  *
  *   hash(seq) = SHA-256(hash(seq - 1) || be64(seq) || kind || NUL ||
  *                       field_1 || ... || field_n)
  *
  * where a field is 'N' (NULL), 'I' be64 (integer) or 'T' be32(len) bytes
- * (text).  hash(0) is 32 zero bytes, or chain_anchor.hash when old records
+ * (text).  A connection row with chain_v 2 (schema 8 on) has one more
+ * field, its turn (audit_kinds' vcols); one with chain_v NULL does not.  hash(0) is 32 zero bytes, or chain_anchor.hash when old records
  * were pruned (then the oldest kept record is chain_anchor.seq + 1).
  */
 #include <errno.h>
@@ -32,7 +33,7 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    "id, ts_ms, instance, profile, client_addr, client_port, host, "
 	    "port, sni, upstream_addr, upstream_port, decision, reason, "
 	    "policy_digest",
-	    14 },
+	    14, "turn", 1 },
 	[AUDIT_CLOSE] = { "close", "closes", "ts_ms",
 	    "conn_id, ts_ms, bytes_up, bytes_down, duration_ms, reason", 6 },
 	[AUDIT_POLICY] = { "policy", "policy_versions", "ts_ms",
@@ -45,6 +46,15 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    "conn_id, ts_ms, method, path, status, bytes_up, bytes_down, "
 	    "credential, reason",
 	    9 },
+	[AUDIT_SELFTEST] = { "selftest", "selftests", "ts_ms",
+	    "ts_ms, instance, trigger, result, probes, failed, duration_ms, "
+	    "action, policy_digest",
+	    9 },
+	[AUDIT_FORWARD] = { "forward", "forwards", "ts_ms",
+	    "ts_ms, instance, event, listen_addr, listen_port, guest_port, "
+	    "stream, peer, bytes_to_guest, bytes_from_guest, duration_ms, "
+	    "reason",
+	    12 },
 };
 
 static void
@@ -435,6 +445,24 @@ static const char *audit_totals_sql[] = {
 	" EXCEPT SELECT * FROM totals_host) LIMIT 1",
 };
 
+/* Has kind k's table the chain_v column (schema 8 on)?  1 or 0. */
+static int
+audit_verify_has_v2(sqlite3 *db, int k)
+{
+	sqlite3_stmt *st = NULL;
+	int has = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT 1 FROM pragma_table_info(?1) WHERE name = 'chain_v'",
+		-1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(
+		    st, 1, audit_kinds[k].table, -1, SQLITE_STATIC);
+		has = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	return has;
+}
+
 /* One SELECT per kind of record, in seq order: st[k] (caller finalizes). */
 static int
 audit_verify_prepare(sqlite3 *db, sqlite3_stmt **st, char **cause)
@@ -443,10 +471,17 @@ audit_verify_prepare(sqlite3 *db, sqlite3_stmt **st, char **cause)
 	int k, rc;
 
 	for (k = 0; k < AUDIT_NKINDS; k++) {
+		/* A versioned kind: chain_v and its version 2 columns
+		 * after the others (NULL in a database before schema 8). */
 		xasprintf(&sql,
-		    "SELECT seq, hash, rowid, %s FROM %s "
+		    "SELECT seq, hash, rowid, %s%s%s FROM %s "
 		    "ORDER BY seq",
-		    audit_kinds[k].cols, audit_kinds[k].table);
+		    audit_kinds[k].cols,
+		    audit_kinds[k].vcols == NULL   ? "" :
+			audit_verify_has_v2(db, k) ? ", chain_v, " :
+						     ", NULL, ",
+		    audit_kinds[k].vcols != NULL ? audit_kinds[k].vcols : "",
+		    audit_kinds[k].table);
 		rc = sqlite3_prepare_v2(db, sql, -1, &st[k], NULL);
 		free(sql);
 		if (rc != SQLITE_OK)
@@ -485,6 +520,19 @@ audit_verify_record(sqlite3_stmt *st, int k, int64_t expect,
 	}
 	for (i = 0; i < n; i++)
 		audit_chain_column(st, (int)i + 3, &v[i]);
+	if (audit_kinds[k].vcols != NULL &&
+	    sqlite3_column_type(st, (int)n + 3) != SQLITE_NULL) {
+		/* Hash version 2: chain_v says so, its columns follow. */
+		if (sqlite3_column_type(st, (int)n + 3) != SQLITE_INTEGER ||
+		    sqlite3_column_int64(st, (int)n + 3) != AUDIT_CHAIN_V2) {
+			audit_verify_bad(r, k, seq, rowid,
+			    "unknown hash version (chain_v modified?)");
+			return 1;
+		}
+		for (i = 0; i < audit_kinds[k].nvcols; i++)
+			audit_chain_column(st, (int)(n + i) + 4, &v[n + i]);
+		n += audit_kinds[k].nvcols;
+	}
 	audit_chain_hash(prev, seq, k, v, n, h);
 	if (sqlite3_column_bytes(st, 1) != AUDIT_HASH_LEN ||
 	    memcmp(sqlite3_column_blob(st, 1), h, AUDIT_HASH_LEN) != 0) {

@@ -160,14 +160,18 @@ struct ksb_conf {
 				    credential hosts, NULL: the system's */
 	char *audit_key;	 /* HMAC key file of the chain; NULL: none */
 	char *resolver;		 /* "ip[:port]" or NULL: /etc/resolv.conf */
-	char **policy_files;	 /* expanded from "policy = GLOB" lines */
+	char **policy_files;	 /* expanded from "policy = GLOB" lines,
+				    then grants_dir's *.policy */
 	size_t npolicy_files;
+	char *grants_dir;  /* ksbctl allow --permanent's drop-ins:
+			     <state_dir>/grants.d */
 	char *kernel;	   /* guest kernel for ksb-run, NULL: search */
 	char *modules_dir; /* /lib/modules/<version> for that kernel */
 	char *cpu;	   /* guest CPU model for ksb-run, NULL: auto */
 	char *ca_file;	   /* extra CA PEMs for guests (ksb-run), NULL: none */
 	char *agent_mode;  /* ksb-run agent-mode, NULL: interactive */
 	char *agent_base_url; /* ksb-run agent-base-url, NULL: none */
+	char *template;	      /* ksb-run template (on|off), NULL: off */
 	int header_timeout;   /* seconds, CONNECT request headers: 10 */
 	int hello_timeout;    /* seconds, ClientHello: 10 */
 	int connect_timeout;  /* seconds, upstream connect: 10 */

@@ -59,12 +59,14 @@ conf_free(struct ksb_conf *c)
 	for (i = 0; i < c->npolicy_files; i++)
 		free(c->policy_files[i]);
 	free(c->policy_files);
+	free(c->grants_dir);
 	free(c->kernel);
 	free(c->modules_dir);
 	free(c->cpu);
 	free(c->ca_file);
 	free(c->agent_mode);
 	free(c->agent_base_url);
+	free(c->template);
 	free(c);
 }
 
@@ -173,6 +175,9 @@ conf_take_live(struct ksb_conf *dst, struct ksb_conf *src)
 	dst->npolicy_files = src->npolicy_files;
 	src->policy_files = files;
 	src->npolicy_files = n;
+	s = dst->grants_dir;
+	dst->grants_dir = src->grants_dir;
+	src->grants_dir = s;
 	s = dst->kernel;
 	dst->kernel = src->kernel;
 	src->kernel = s;
@@ -328,10 +333,12 @@ static const struct {
 	{ "kernel", offsetof(struct ksb_conf, kernel), 1 },
 	{ "modules-dir", offsetof(struct ksb_conf, modules_dir), 1 },
 	{ "ca-file", offsetof(struct ksb_conf, ca_file), 1 },
+	{ "grants-dir", offsetof(struct ksb_conf, grants_dir), 1 },
 	{ "resolver", offsetof(struct ksb_conf, resolver), 0 },
 	{ "cpu", offsetof(struct ksb_conf, cpu), 0 }, /* checked by ksb-run */
 	{ "agent-mode", offsetof(struct ksb_conf, agent_mode), 0 }, /* ditto */
 	{ "agent-base-url", offsetof(struct ksb_conf, agent_base_url), 0 },
+	{ "template", offsetof(struct ksb_conf, template), 0 }, /* ksb-run */
 };
 
 /* A key of conf_str_keys: 1 if key is one (and was stored), else 0. */
@@ -519,6 +526,42 @@ conf_trim(char *s)
 	return s;
 }
 
+/*
+ * The permanent grants (ksbctl allow --permanent, gateway/grantfile.c):
+ * every *.policy in grants-dir, after the policy files (a file already
+ * listed is not added twice).  No directory or no file: none.
+ */
+static void
+conf_grant_policies(struct ksb_conf *c)
+{
+	glob_t g;
+	size_t i, j;
+	char *pat, *f;
+
+	if (c->grants_dir == NULL) /* state the gateway writes */
+		xasprintf(&c->grants_dir, "%s/grants.d", c->state_dir);
+	if (c->npolicy_files == 0)
+		return; /* no policy: the load says so */
+	xasprintf(&pat, "%s/*.policy", c->grants_dir);
+	if (glob(pat, 0, NULL, &g) == 0) {
+		for (i = 0; i < g.gl_pathc; i++) {
+			f = conf_canonical(g.gl_pathv[i]);
+			for (j = 0; j < c->npolicy_files; j++)
+				if (strcmp(c->policy_files[j], f) == 0)
+					break;
+			if (j < c->npolicy_files) {
+				free(f);
+				continue;
+			}
+			c->policy_files = xrealloc(c->policy_files,
+			    (c->npolicy_files + 1) * sizeof(char *));
+			c->policy_files[c->npolicy_files++] = f;
+		}
+		globfree(&g);
+	}
+	free(pat);
+}
+
 /* No `policy' line: every *.policy in policy.d beside the configuration. */
 static void
 conf_default_policies(struct ksb_conf *c, const char *dir)
@@ -598,6 +641,7 @@ conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 done:
 	if (c->npolicy_files == 0)
 		conf_default_policies(c, dir);
+	conf_grant_policies(c);
 	if (c->audit_db == NULL)
 		xasprintf(&c->audit_db, "%s/audit.db", c->state_dir);
 	*out = c;

@@ -6,7 +6,7 @@ set -eu
 cd "$(dirname "$0")/.."
 
 PKGS="build-essential autoconf automake pkg-config libevent-dev libssl-dev
-libnftnl-dev libmnl-dev libgit2-dev libsqlite3-dev libseccomp-dev libjson-c-dev libcurl4-openssl-dev libpng-dev
+libnftnl-dev libmnl-dev libgit2-dev libfuse3-dev libsqlite3-dev libseccomp-dev libjson-c-dev libcurl4-openssl-dev libpng-dev
 libncurses-dev
 qemu-system-x86 qemu-utils
 nftables iproute2 openssl curl sqlite3 ca-certificates python3 kmod cpio bc

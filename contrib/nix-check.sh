@@ -43,7 +43,15 @@ nix-instantiate --eval --strict --json -E '
       limits = { connections = 32; rate = 20; }; };
   }' 2> "$T/err" | python3 -c 'import json,sys; sys.stdout.write(json.load(sys.stdin))' \
 	> "$T/nixos.policy"
-printf 'policy = %s/*.policy\nstate-dir = %s/state\n' "$T" "$T" > "$T/ksb.conf"
+# With a permanent grant in grants-dir, as ksbctl allow --permanent
+# writes it (the module's grants-dir is /var/lib/ksb/grants.d).
+mkdir "$T/grants.d"
+printf 'extend profile claude {\n    allow registry.npmjs.org:443\n}\n' \
+	> "$T/grants.d/claude.policy"
+printf 'policy = %s/*.policy\nstate-dir = %s/state\ngrants-dir = %s/grants.d\n' \
+	"$T" "$T" "$T" > "$T/ksb.conf"
 "$KSBCTL" -f "$T/ksb.conf" policy check
 "$KSBCTL" -f "$T/ksb.conf" policy test claude api.anthropic.com:443 | head -n 1
+"$KSBCTL" -f "$T/ksb.conf" policy test claude registry.npmjs.org:443 | head -n 1
 echo "ok - the policy rendered from Nix attributes passes ksbctl policy check"
+echo "ok - ... with a permanent grant's drop-in"

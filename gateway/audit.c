@@ -39,7 +39,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 5
+#define AUDIT_SCHEMA_VERSION 8
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -56,6 +56,9 @@ extern const char schema_migrate_2_sql[];
 extern const char schema_migrate_3_sql[];
 extern const char schema_migrate_4_sql[];
 extern const char schema_migrate_5_sql[];
+extern const char schema_migrate_6_sql[];
+extern const char schema_migrate_7_sql[];
+extern const char schema_migrate_8_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -110,7 +113,7 @@ struct audit {
 	sqlite3 *db;
 	sqlite3_stmt *ins[AUDIT_NKINDS];
 	sqlite3_stmt *mirror_close, *mirror_unreg;
-	sqlite3_stmt *set_turn; /* connections.turn (not hashed) */
+	sqlite3_stmt *ins_conn2; /* a connection, hash version 2 (turn) */
 	sqlite3_stmt *tot_up[2], *tot_ins[2]; /* totals_instance, _host */
 	int64_t seq;			      /* last record's seq ... */
 	uint8_t head[AUDIT_HASH_LEN];	      /* ... and hash */
@@ -143,6 +146,20 @@ audit_rec_free(struct audit_rec *r)
 			sizeof(r->text)) /* not in r->text */
 			free((char *)r->v[i].s);
 	free(r);
+}
+
+/* v is s (NULL or "" is NULL), allocated on its own (rare records; the
+ * hot ones use audit_rec_text). */
+static void
+audit_set_text(struct audit_val *v, const char *s)
+{
+	if (s == NULL || *s == '\0') {
+		v->type = AUDIT_VAL_NULL;
+		return;
+	}
+	v->type = AUDIT_VAL_TEXT;
+	v->s = xstrdup(s);
+	v->len = strlen(s);
 }
 
 /* Column col of r is s (NULL or "" is NULL), copied into r->text while
@@ -191,8 +208,8 @@ audit_db_close(struct audit *a)
 	}
 	sqlite3_finalize(a->mirror_close);
 	sqlite3_finalize(a->mirror_unreg);
-	sqlite3_finalize(a->set_turn);
-	a->mirror_close = a->mirror_unreg = a->set_turn = NULL;
+	sqlite3_finalize(a->ins_conn2);
+	a->mirror_close = a->mirror_unreg = a->ins_conn2 = NULL;
 	for (k = 0; k < 2; k++) {
 		sqlite3_finalize(a->tot_up[k]);
 		sqlite3_finalize(a->tot_ins[k]);
@@ -407,6 +424,15 @@ audit_put(struct audit *a, struct audit_rec *r)
 	struct audit_val key[3];
 	int rc, allow;
 
+	if (r->kind == AUDIT_CONNECTION && a->ins_conn2 != NULL) {
+		/* Hash version 2: the turn is chained too (schema 8). */
+		st = a->ins_conn2;
+		if (r->turn > 0)
+			audit_set_int(&r->v[n], r->turn);
+		else
+			r->v[n].type = AUDIT_VAL_NULL;
+		n++;
+	}
 	audit_chain_hash(a->head, a->seq + 1, r->kind, r->v, n, h);
 	for (i = 0; i < n; i++)
 		audit_bind_val(st, (int)i + 1, &r->v[i]);
@@ -417,15 +443,6 @@ audit_put(struct audit *a, struct audit_rec *r)
 	sqlite3_clear_bindings(st);
 	if (rc != SQLITE_DONE)
 		return -1;
-	if (r->kind == AUDIT_CONNECTION && r->turn > 0 && a->set_turn != NULL) {
-		/* The turn is beside the chained columns (ksb-audit(5)). */
-		sqlite3_bind_int64(a->set_turn, 1, r->turn);
-		sqlite3_bind_int64(a->set_turn, 2, r->v[0].i);
-		rc = sqlite3_step(a->set_turn);
-		sqlite3_reset(a->set_turn);
-		if (rc != SQLITE_DONE)
-			return -1;
-	}
 	if (r->kind == AUDIT_CONNECTION && a->tot_up[0] != NULL) {
 		/* instance, host, port; decision */
 		key[0] = r->v[2];
@@ -573,6 +590,7 @@ audit_prepare_totals(struct audit *a, char **cause)
 		"last_allow_ms) "
 		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10)",
 	};
+	char *sql2;
 	int t;
 
 	for (t = 0; t < 2; t++)
@@ -584,10 +602,16 @@ audit_prepare_totals(struct audit *a, char **cause)
 			NULL) != SQLITE_OK)
 			return cause_set(
 			    cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
-	/* After every migration (the column is version 5's). */
-	if (sqlite3_prepare_v3(a->db,
-		"UPDATE connections SET turn = ?1 WHERE id = ?2", -1,
-		SQLITE_PREPARE_PERSISTENT, &a->set_turn, NULL) != SQLITE_OK)
+	/* After every migration (turn is version 5's, chain_v 8's). */
+	xasprintf(&sql2,
+	    "INSERT INTO connections (%s, %s, chain_v, seq, hash) VALUES "
+	    "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,%d,?,?)",
+	    audit_kinds[AUDIT_CONNECTION].cols,
+	    audit_kinds[AUDIT_CONNECTION].vcols, AUDIT_CHAIN_V2);
+	t = sqlite3_prepare_v3(
+	    a->db, sql2, -1, SQLITE_PREPARE_PERSISTENT, &a->ins_conn2, NULL);
+	free(sql2);
+	if (t != SQLITE_OK)
 		return cause_set(
 		    cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 	return 0;
@@ -779,13 +803,27 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 {
 	if (version == 0 && audit_exec(a, schema_audit_sql, cause) == -1)
 		return -1;
-	/* 3 -> 4 creates a table only; first, so every later step finds
-	 * every kind's table (schema/migrate-4.sql). */
+	/* 3 -> 4 and 5 -> 6 create a table only; first, so every later
+	 * step finds every kind's table (schema/migrate-4.sql, -6.sql). */
 	if (version != 0 && version < 4) {
 		if (audit_exec(a, schema_migrate_4_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: schema version 4's requests table "
 			 "added",
+		    a->path);
+	}
+	if (version != 0 && version < 6) {
+		if (audit_exec(a, schema_migrate_6_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 6's selftests table "
+			 "added",
+		    a->path);
+	}
+	/* -> 7 creates a table only: first too (schema/migrate-7.sql). */
+	if (version != 0 && version < 7) {
+		if (audit_exec(a, schema_migrate_7_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 7's forwards table added",
 		    a->path);
 	}
 	a->seq = 0;
@@ -812,6 +850,14 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 			return -1;
 		log_info(
 		    "audit %s: migrated to schema version 5 (turns)", a->path);
+	}
+	if (version != 0 && version < 8) {
+		/* -> 8: turns in the chain (schema/migrate-8.sql). */
+		if (audit_exec(a, schema_migrate_8_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: migrated to schema version 8 (turns "
+			 "chained from now on)",
+		    a->path);
 	}
 	return audit_prepare_totals(a, cause);
 }
@@ -1911,5 +1957,51 @@ audit_unregister(struct audit *a, int64_t id)
 	r->kind = AUDIT_UNREGISTER;
 	audit_set_int(&r->v[0], id);
 	audit_set_int(&r->v[1], util_now_ms());
+	return audit_enqueue(a, r);
+}
+
+int
+audit_selftest(struct audit *a, const struct audit_selftest *t)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+
+	r->kind = AUDIT_SELFTEST;
+	audit_set_int(&r->v[0], util_now_ms());
+	audit_set_text(&r->v[1], t->instance);
+	audit_set_text(&r->v[2], t->reload ? "reload" : "boot");
+	audit_set_text(&r->v[3], t->ok ? "ok" : "fail");
+	audit_set_int(&r->v[4], t->probes);
+	audit_set_text(&r->v[5], t->ok ? NULL : t->failed);
+	if (t->duration_ms >= 0)
+		audit_set_int(&r->v[6], t->duration_ms);
+	audit_set_text(&r->v[7],
+	    t->ok	  ? "none" :
+		t->reload ? "stopped" :
+			    "refused");
+	audit_set_text(&r->v[8], t->policy_digest);
+	return audit_enqueue(a, r);
+}
+
+int
+audit_forward(struct audit *a, const struct audit_fwd_row *row)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+
+	r->kind = AUDIT_FORWARD;
+	audit_set_int(&r->v[0], util_now_ms());
+	audit_set_text(&r->v[1], row->instance);
+	audit_set_text(&r->v[2], row->event);
+	audit_set_text(&r->v[3], row->listen_addr);
+	audit_set_int(&r->v[4], row->listen_port);
+	audit_set_int(&r->v[5], row->guest_port);
+	if (row->stream > 0)
+		audit_set_int(&r->v[6], row->stream);
+	audit_set_text(&r->v[7], row->peer);
+	if (row->to_guest >= 0) {
+		audit_set_int(&r->v[8], row->to_guest);
+		audit_set_int(&r->v[9], row->from_guest);
+		audit_set_int(&r->v[10], row->duration_ms);
+	}
+	audit_set_text(&r->v[11], row->reason);
 	return audit_enqueue(a, r);
 }

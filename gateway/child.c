@@ -260,10 +260,11 @@ child_instance(const struct msg_instance *m, int add)
 	row.owner_start = m->owner_start;
 	row.tapfd = -1;
 	row.audit_id = -1;
-	if (registry_adopt(&row, &cause) == NULL) {
+	if ((inst = registry_adopt(&row, &cause)) == NULL) {
 		log_warnx("proxy: instance %s: %s", m->id, cause);
 		free(cause);
-	}
+	} else
+		inst->tr_tunnels = -1; /* the first traffic walk reports */
 }
 
 void
@@ -277,6 +278,19 @@ child_hold(const char *instance, const char *host, uint16_t port, int hold_s)
 	m.port = port;
 	m.hold_s = hold_s;
 	child_send(MSG_HOLD, 0, &m, sizeof(m));
+}
+
+void
+child_traffic(const char *instance, int tunnels, uint64_t up, uint64_t down)
+{
+	struct msg_traffic m;
+
+	memset(&m, 0, sizeof(m));
+	snprintf(m.instance, sizeof(m.instance), "%s", instance);
+	m.tunnels = tunnels;
+	m.up = up;
+	m.down = down;
+	child_send(MSG_TRAFFIC, 0, &m, sizeof(m));
 }
 
 /* The reload's hosts file (has 0: none configured) replaces the old. */

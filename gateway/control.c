@@ -16,14 +16,27 @@
  *	same process: SO_PEERCRED pid and its start time) takes the lease
  *	back on a new connection.  control_reconcile re-adopted the instance
  *	from the state database; unless it is resumed within
- *	CONTROL_RESUME_GRACE_MS it is unregistered.
+ *	CONTROL_RESUME_GRACE_MS it is unregistered.  The OK line is
+ *	followed by RELOADED <n>: the policy may have changed across the
+ *	restart, so the guest tests it again (selftests.c).
  *   UNREGISTER <id>		-> OK
+ *   SELFTEST <id> ...		-> OK | ERR: the lease holder's report of
+ *				   its guest's enforcement self-test
+ *				   (selftests.c); after a reload every lease
+ *				   holder is sent RELOADED <n>
  *   LIST			-> INSTANCE id=.. profile=.. ip=.. mac=.. tap=..
- *				   since=<unix ms> lines, then END
+ *				   since=<unix ms> [tunnels=<n> up=<bytes>
+ *				   down=<bytes> at=<unix ms>] lines, then
+ *				   END (the traffic, to admin peers only:
+ *				   proxy.c's counts, MSG_TRAFFIC)
  *   RELOAD			-> OK digest=<sha256> revoked=<n> lost=<n>
  *				   ms=<n>, "W <note>" lines, END | ERR <n>
  *				   errors, policy unchanged, then one
  *				   "E <file:line:col: message>" line each, END
+ *   FORWARD <id> <event> ...	-> nothing | ERR forward: ... (at most one
+ *				   a second): ksb-run's port forward record
+ *				   (proto/ctl.h), on the lease's connection
+ *				   only; into the audit (forwards.c)
  *
  * REGISTER, RESUME, UNREGISTER and RELOAD need the peer (SO_PEERCRED) to
  * be root, the gateway's own user, or in `control-group' (primary or
@@ -69,7 +82,8 @@ struct client {
 	uid_t uid;
 	gid_t gid;
 	pid_t pid;
-	int admin; /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int admin;	     /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int64_t fwd_err_sec; /* second of the last FORWARD refusal sent */
 };
 
 static int control_unpriv; /* connected non-admin clients */
@@ -125,6 +139,23 @@ control_sendf(struct client *cl, const char *fmt, ...)
 	return ret;
 }
 
+/*
+ * RELOADED n to inst's lease holder (proto/ctl.h): its guest runs the
+ * self-test again, and its result for n is awaited (selftests.c).
+ */
+static void
+control_announce(struct instance *inst, uint64_t n)
+{
+	char line[64];
+
+	snprintf(line, sizeof(line), "RELOADED %llu\n", (unsigned long long)n);
+	selftests_await(control_gw, inst, n);
+	if (control_send(inst->owner, line, -1) != 0)
+		log_warnx("instance %s: could not announce the reload to its "
+			  "ksb-run",
+		    inst->id);
+}
+
 /* Undo a registration: tunnels, nftables elements, tap, audit. */
 static void
 control_unregister(struct instance *inst)
@@ -133,7 +164,8 @@ control_unregister(struct instance *inst)
 	char *cause = NULL;
 
 	log_info("unregister %s (%s)", inst->id, inst->tap);
-	privsep_instance_del(inst); /* its tunnels, in the proxy */
+	selftests_abandoned(gw, inst); /* a reload's test never reported */
+	privsep_instance_del(inst);    /* its tunnels, in the proxy */
 	if (nft_guest_del(inst->tap, inst->mac, inst->addr, &cause) == -1) {
 		log_warnx("unregister %s: %s", inst->id, cause);
 		free(cause);
@@ -306,6 +338,8 @@ control_resume(struct client *cl, const char *id, const char *tap)
 	inst->resume_by_ms = 0;
 	log_info(
 	    "resume %s (%s) by pid %ld", inst->id, inst->tap, (long)cl->pid);
+	/* The policy may have changed while no gateway ran: test again. */
+	control_announce(inst, selftests_reload_begin());
 }
 
 static void
@@ -317,13 +351,22 @@ control_list(struct client *cl)
 	char *text;
 	size_t n;
 
-	for (i = registry_first(); i != NULL; i = i->next)
+	for (i = registry_first(); i != NULL; i = i->next) {
 		evbuffer_add_printf(b,
 		    "INSTANCE id=%s profile=%s ip=%s mac=%s "
-		    "tap=%s since=%lld\n",
+		    "tap=%s since=%lld",
 		    i->id, i->profile, registry_addr_str(i->addr, ip),
 		    registry_mac_str(i->mac, mac), i->tap,
 		    (long long)i->since_ms);
+		if (cl->admin) /* what the guests do: for the operators */
+			evbuffer_add_printf(b,
+			    " tunnels=%d up=%llu down=%llu at=%lld",
+			    i->tr_tunnels,
+			    (unsigned long long)(i->tr_base_up + i->tr_up),
+			    (unsigned long long)(i->tr_base_down + i->tr_down),
+			    (long long)(i->tr_ms ? i->tr_ms : i->since_ms));
+		evbuffer_add_printf(b, "\n");
+	}
 	evbuffer_add_printf(b, "END\n");
 	n = evbuffer_get_length(b);
 	text = xmalloc(n + 1);
@@ -363,6 +406,7 @@ control_reload(struct client *cl)
 		     line != NULL; line = strtok_r(NULL, "\n", &save))
 			evbuffer_add_printf(b, "W %s\n", line);
 		free(info.notes);
+		control_reloaded(); /* each guest tests the new rules */
 	} else {
 		for (line = errors; line != NULL && *line != '\0'; n++) {
 			line = strchr(line, '\n');
@@ -492,6 +536,44 @@ control_turn(struct client *cl, const char *id, const char *num)
 	control_sendf(cl, "OK\n");
 }
 
+/* A FORWARD's refusal: at most one "ERR forward: ..." a second. */
+static void
+control_fwd_err(struct client *cl, const char *why)
+{
+	int64_t sec = util_mono_ms() / 1000;
+
+	if (sec == cl->fwd_err_sec)
+		return;
+	cl->fwd_err_sec = sec;
+	control_sendf(cl, "ERR forward: %s\n", why);
+}
+
+/* FORWARD ...: the lease holder's record of a port forward (forwards.c);
+ * no answer when it is queued for the audit. */
+static void
+control_forward(struct client *cl, const char *line)
+{
+	struct instance *inst;
+	struct ctl_fwd ev;
+	const char *why;
+	char *cause = NULL;
+
+	if (ctl_fwd_parse(line, &ev, &why) != 0) {
+		control_fwd_err(cl, why);
+		control_refused(cl->uid, cl->pid, "a malformed FORWARD");
+		return;
+	}
+	inst = registry_find_id(ev.id);
+	if (inst == NULL || inst->owner != cl) {
+		control_fwd_err(cl, "no such instance on this connection");
+		control_refused(cl->uid, cl->pid, "FORWARD");
+		return;
+	}
+	if (forwards_record(control_gw, inst, &ev, &cause) != 0)
+		control_fwd_err(cl, cause);
+	free(cause);
+}
+
 static void
 control_client_free(struct client *cl)
 {
@@ -526,6 +608,46 @@ control_words(char *line, char **w, int max)
 	return n;
 }
 
+void
+control_reloaded(void)
+{
+	struct instance *i;
+	uint64_t n = selftests_reload_begin();
+
+	for (i = registry_first(); i != NULL; i = i->next)
+		if (i->owner != NULL) /* else re-adopted, no one to ask */
+			control_announce(i, n);
+}
+
+/*
+ * SELFTEST <id> ... (proto/ctl.h): only on the connection holding the
+ * instance's lease (which only an admin peer can hold).
+ */
+static void
+control_selftest(struct client *cl, const char *line)
+{
+	struct ctl_selftest t;
+	struct instance *inst;
+	char *cause = NULL, *reply;
+
+	if (ctl_parse_selftest(line, &t, &cause) != 0) {
+		control_sendf(cl, "ERR %s\n", cause);
+		control_refused(cl->uid, cl->pid, "a malformed SELFTEST");
+		free(cause);
+		return;
+	}
+	inst = registry_find_id(t.id);
+	if (inst == NULL || inst->owner != cl) {
+		control_sendf(
+		    cl, "ERR no instance `%s' on this connection\n", t.id);
+		control_refused(cl->uid, cl->pid, "SELFTEST");
+		return;
+	}
+	reply = selftests_report(control_gw, inst, &t);
+	control_send(cl, reply, -1);
+	free(reply);
+}
+
 static void
 control_command(struct client *cl, char *line)
 {
@@ -534,6 +656,14 @@ control_command(struct client *cl, char *line)
 	int n;
 	struct instance *inst;
 
+	if (strncmp(line, "SELFTEST ", 9) == 0) {
+		control_selftest(cl, line);
+		return;
+	}
+	if (strncmp(line, "FORWARD ", 8) == 0) {
+		control_forward(cl, line);
+		return;
+	}
 	n = control_words(line, w, 4);
 	if (n == 0) {
 		control_sendf(cl, "ERR empty request\n");

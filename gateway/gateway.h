@@ -174,6 +174,35 @@ int audit_policy(struct audit *, const char *digest, int ok, const char *files,
 int64_t audit_register(struct audit *, const char *instance,
     const char *profile, const char *tap, const char *mac, const char *ip);
 int audit_unregister(struct audit *, int64_t id);
+/*
+ * An enforcement self-test's result (table selftests, schema 6), as the
+ * instance's ksb-run reported it (SELFTEST, proto/ctl.h): the caller has
+ * checked every field (failed: [a-z0-9-]{1,32}, or NULL when ok).  The
+ * action follows: ok none, a failed boot test refused (the command was
+ * not started), a failed reload test stopped (the instance).  0 or -1.
+ */
+struct audit_selftest {
+	const char *instance;
+	int reload;	     /* 0: boot, 1: after a reload */
+	int ok;		     /* every probe failed as it must */
+	int probes;	     /* probes run */
+	const char *failed;  /* the probe that got through; NULL when ok */
+	int64_t duration_ms; /* in the guest; -1: unknown */
+	const char *policy_digest; /* the policy it ran under */
+};
+int audit_selftest(struct audit *, const struct audit_selftest *);
+/*
+ * A port forward's event (table forwards, schema 7; the FORWARD request
+ * of ksb-run, proto/ctl.h), stamped with the time it is queued.  Text
+ * NULL: none; stream 0: none; to_guest -1: no counts (then from_guest
+ * and duration_ms are not written either).  Bytes, milliseconds.
+ */
+struct audit_fwd_row {
+	const char *instance, *event, *listen_addr, *peer, *reason;
+	int listen_port, guest_port;
+	int64_t stream, to_guest, from_guest, duration_ms;
+};
+int audit_forward(struct audit *, const struct audit_fwd_row *);
 
 /* ---- registry.c ------------------------------------------------------------
  * Registered instances, by ID and by guest address.  Pure bookkeeping:
@@ -195,6 +224,10 @@ struct instance {
 	int64_t resume_by_ms; /* owner NULL: unregistered at this
 					   monotonic time unless resumed */
 	int64_t turn;	      /* agent mode: the turn running (TURN) */
+	/* selftests.c: the enforcement self-test's reports */
+	int st_boot_seen;   /* a boot result was recorded */
+	uint64_t st_reload; /* RELOADED n awaiting its result, 0 none */
+	char st_digest[65]; /* the policy of that reload */
 	/* proxy.c's per-instance limits (zero at registration) */
 	int px_conns;		/* open proxy connections */
 	int64_t px_tokens;	/* rate bucket, milli-connections */
@@ -206,6 +239,20 @@ struct instance {
 	int64_t bg_sec, bg_day;	      /* current windows: second, UTC day */
 	int64_t bg_records, bg_bytes; /* charged in them */
 	int bg_over;		      /* enum budget_state */
+	/*
+	 * Traffic: bytes the instance's tunnels relayed since it registered
+	 * (closed and open ones; up: guest to upstream) and its open
+	 * tunnels.  The proxy's figures as of its last walk (proxy.c,
+	 * every PROXY_TRAFFIC_MS); in the parent, the last MSG_TRAFFIC plus
+	 * tr_base (what earlier proxy processes had reported), received at
+	 * tr_ms (unix ms; 0: none yet).
+	 */
+	uint64_t tr_up, tr_down, tr_base_up, tr_base_down;
+	int tr_tunnels;
+	int64_t tr_ms;
+	uint64_t px_closed_up, px_closed_down; /* proxy: closed tunnels */
+	uint64_t px_walk_up, px_walk_down;     /* proxy: walk scratch */
+	int px_walk_tunnels;
 	struct instance *next;
 };
 /* Set the address pool: the bridge network minus the gateway's address. */
@@ -231,6 +278,9 @@ const char *registry_addr_str(uint32_t addr, char *buf);
  * The control socket (ksb-run, ksbctl): line protocol, see control.c.
  */
 int control_init(struct gateway *, char **cause);
+/* After a successful reload (SIGHUP or RELOAD): RELOADED <n> to every
+ * lease holder (proto/ctl.h), each instance's result awaited. */
+void control_reloaded(void);
 /*
  * Start-up, before control_init: open <state-dir>/state.db, re-adopt the
  * registrations whose ksb-run still runs and whose tap is still on the
@@ -418,13 +468,40 @@ void requests_instance_gone(const char *instance);
 void requests_turn(const char *instance, int64_t turn);
 /*
  * requests_decide: the operator (uid) allows (scope: once, instance, a
- * duration) or denies (scope NULL) instance id's CONNECTs to target
- * (host[:port], default 443).  Sent to the proxy process, recorded in the
- * audit chain; *text (malloc'd) says what was decided.  0, or -1 and
- * *cause.
+ * duration, turn:N, permanent) or denies (scope NULL) instance id's
+ * CONNECTs to target (host[:port], default 443).  Sent to the proxy
+ * process (permanent: written into the profile's grant file, then
+ * reload_run), recorded in the audit chain; *text (malloc'd) says what
+ * was decided.  0, or -1 and *cause (nothing decided).
  */
 int requests_decide(struct gateway *, const char *id, const char *target,
     const char *scope, long uid, char **text, char **cause);
+
+/* ---- grantfile.c -----------------------------------------------------------
+ * The drop-in files of permanent grants: <grants-dir>/<profile>.policy
+ * (ksb-policy(5), EXTEND), root's, 0640, group control-group.
+ */
+struct grantfile_undo {
+	int dfd;	 /* grants-dir, -1: nothing to undo */
+	int had;	 /* the file existed: its old version is backup */
+	char name[80];	 /* "<profile>.policy" */
+	char backup[96]; /* ".<profile>.policy.old" */
+	char path[4200]; /* grants-dir/name, for messages and the audit */
+};
+/*
+ * grantfile_add: append to profile's file a block allowing host:port
+ * (normalised name, 1..65535), with a comment naming the operator's uid,
+ * the instance and the time (UTC): written beside it and renamed over it
+ * (fsync'd), the old version kept as a hard link.  Then the caller
+ * reloads and calls grantfile_done (the reload took it) or grantfile_undo
+ * (it failed: the old version, or no file, is back).  0, or -1 and *cause
+ * (nothing changed).
+ */
+int grantfile_add(const struct ksb_conf *, const char *profile,
+    const char *instance, const char *host, uint16_t port, long uid,
+    struct grantfile_undo *, char **cause);
+void grantfile_undo(struct grantfile_undo *);
+void grantfile_done(struct grantfile_undo *);
 
 /* ---- child.c ---------------------------------------------------------------
  * The proxy process: drops every privilege (user, empty root, no
@@ -455,6 +532,9 @@ const struct sockaddr_storage *child_own_addrs(size_t *n);
 /* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
 void child_hold(
     const char *instance, const char *host, uint16_t port, int hold_s);
+/* Tell the parent instance's traffic figures (MSG_TRAFFIC). */
+void child_traffic(
+    const char *instance, int tunnels, uint64_t up, uint64_t down);
 
 /* ---- term.c ----------------------------------------------------------------
  * A terminated tunnel to a host bound to a credential (see term.c).
@@ -478,6 +558,12 @@ struct term *term_start(struct gateway *, struct instance *inst,
     struct bufferevent *up, term_done_cb done, void *arg);
 /* Stop without calling done (the tunnel is closed by its owner). */
 void term_free(struct term *);
+/*
+ * term_bytes: what t relayed so far, requests in progress included
+ * (*up: guest to upstream, *down: back; bytes as child_audit_request
+ * counts them).
+ */
+void term_bytes(const struct term *t, uint64_t *up, uint64_t *down);
 /*
  * head_worth_parsing: is the head in in (len bytes of it, at most cap)
  * worth parsing (again)?  1 when the bytes after the *seen already
@@ -512,5 +598,42 @@ int proxy_policy_changed(void);
  */
 void proxy_grant(const char *instance, const char *host, uint16_t port,
     enum grant_scope scope, int64_t ttl_ms);
+
+/* ---- selftests.c -----------------------------------------------------------
+ * The guests' enforcement self-test in the audit chain (SELFTEST and
+ * RELOADED, proto/ctl.h): only the lease holder reports, a boot result
+ * once per registration, a reload result only for the reload announced
+ * last and once.
+ */
+/* A reload succeeded: its number n (1, 2, ...) for RELOADED <n>. */
+uint64_t selftests_reload_begin(void);
+/* inst's ksb-run was told RELOADED n (after a reload, or on its
+ * resumed lease after a restart): its result for n is awaited (an
+ * older one no longer counts), under the policy now in force. */
+void selftests_await(struct gateway *, struct instance *inst, uint64_t n);
+struct ctl_selftest;
+/*
+ * SELFTEST line (without '\n') from the connection that holds inst's
+ * lease: checked, then one audit record.  The reply ("OK\n" or
+ * "ERR ...\n", malloc'd).
+ */
+char *selftests_report(
+    struct gateway *, struct instance *inst, const struct ctl_selftest *t);
+/*
+ * inst's lease ends (UNREGISTER, or its connection closed) while a
+ * reload's result is awaited: one record, result fail, failed
+ * "aborted" (the test never reported), under the digest announced.
+ * Nothing when none is awaited.
+ */
+void selftests_abandoned(struct gateway *, struct instance *inst);
+/* ---- forwards.c ------------------------------------------------------------
+ * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
+ * table, charged to inst's audit budget.  ev parsed and checked, from
+ * inst's lease connection.  0, or -1 and *cause (over the budget: one
+ * `budget' row written the first time; the backlog full).
+ */
+struct ctl_fwd;
+int forwards_record(struct gateway *gw, struct instance *inst,
+    const struct ctl_fwd *ev, char **cause);
 
 #endif

@@ -225,8 +225,10 @@ gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
 	case SIGHUP:
 		/* libevent runs this from the loop, not from the handler;
 		 * several SIGHUPs before it runs make one reload. */
-		if (reload_run(gw, &info, &errors) == 0)
+		if (reload_run(gw, &info, &errors) == 0) {
 			free(info.notes);
+			control_reloaded(); /* each guest tests the new rules */
+		}
 		free(errors);
 		break;
 	default:

@@ -45,6 +45,8 @@ msg_size(uint16_t type)
 		return sizeof(struct msg_grant);
 	case MSG_HOLD:
 		return sizeof(struct msg_hold);
+	case MSG_TRAFFIC:
+		return sizeof(struct msg_traffic);
 	default:
 		return -1;
 	}
@@ -413,6 +415,14 @@ msg_hold_check(const struct msg_hold *m)
 	if (!msg_str_ok(m->instance, sizeof(m->instance)) ||
 	    !msg_str_ok(m->host, sizeof(m->host)) || m->port == 0 ||
 	    m->hold_s < 1 || m->hold_s > 600)
+		return -1;
+	return 0;
+}
+
+int
+msg_traffic_check(const struct msg_traffic *m)
+{
+	if (!msg_str_ok(m->instance, sizeof(m->instance)) || m->tunnels < 0)
 		return -1;
 	return 0;
 }

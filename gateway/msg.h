@@ -42,6 +42,8 @@ enum msg_type {
 					   msg_request */
 	MSG_HOLD,		 /* struct msg_hold: a CONNECT held for
 					   an operator's decision */
+	MSG_TRAFFIC,		 /* struct msg_traffic: an instance's
+					   bytes relayed (proxy.c's walk) */
 };
 struct msg_int {
 	int32_t v;
@@ -124,8 +126,19 @@ struct msg_hold {
 	uint16_t port;
 	int32_t hold_s; /* how long it waits at most */
 };
+/*
+ * An instance's traffic as the proxy counts it (struct instance's tr_
+ * fields): sent when it changed, at most once per PROXY_TRAFFIC_MS.
+ */
+struct msg_traffic {
+	char instance[33];
+	int32_t tunnels; /* open now, >= 0 */
+	uint64_t up;	 /* bytes since it registered: guest to upstream */
+	uint64_t down;	 /* ... upstream to guest */
+};
 int msg_grant_check(const struct msg_grant *m);
 int msg_hold_check(const struct msg_hold *m);
+int msg_traffic_check(const struct msg_traffic *m);
 #define MSG_FATAL_MAX 240
 struct msg_fatal {
 	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */

@@ -258,6 +258,39 @@ privsep_request(uint32_t id, const struct msg_request *m)
 	return 0;
 }
 
+/* MSG_TRAFFIC: the proxy's figures of a registered instance. */
+static int
+privsep_traffic(const struct msg_traffic *m)
+{
+	struct instance *inst;
+
+	if (msg_traffic_check(m) == -1)
+		return -1;
+	if ((inst = registry_find_id(m->instance)) == NULL)
+		return 0; /* unregistered meanwhile */
+	inst->tr_up = m->up;
+	inst->tr_down = m->down;
+	inst->tr_tunnels = m->tunnels;
+	inst->tr_ms = util_now_ms();
+	return 0;
+}
+
+/* The proxy process is gone: its tunnels with it; its counts are kept
+ * as the base the next one's (from 0) add to. */
+static void
+privsep_traffic_lost(void)
+{
+	struct instance *inst;
+
+	for (inst = registry_first(); inst != NULL; inst = inst->next) {
+		inst->tr_base_up += inst->tr_up;
+		inst->tr_base_down += inst->tr_down;
+		inst->tr_up = inst->tr_down = 0;
+		inst->tr_tunnels = 0;
+		inst->tr_ms = util_now_ms(); /* nothing open from now on */
+	}
+}
+
 /* Dispatch one message; -1: the proxy process misbehaved. */
 static int
 privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
@@ -274,6 +307,8 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 			return -1;
 		requests_hold(p);
 		return 0;
+	case MSG_TRAFFIC:
+		return privsep_traffic(p);
 	case MSG_POLICY_DONE:
 		if (revoked == NULL)
 			return -1; /* unasked */
@@ -295,6 +330,7 @@ privsep_read(int *revoked)
 		uint8_t b[MSG_PAYLOAD_MAX];
 		struct msg_row row;
 		struct msg_fatal fatal;
+		struct msg_traffic traffic; /* 8-byte fields */
 	} p;
 	struct msg_hdr h;
 	char esc[MSG_FATAL_MAX * 4 + 1], why[sizeof(esc) + 32];
@@ -487,6 +523,7 @@ privsep_lost(const char *why, int exiting)
 	privsep_sock = -1;
 	if (privsep_pid > 0)
 		privsep_reap(privsep_pid, exiting, how, sizeof(how));
+	privsep_traffic_lost();
 	/* Its tunnels died with it: close their rows. */
 	for (i = 0; i < PRIVSEP_BUCKETS; i++) {
 		for (r = privsep_rows[i]; r != NULL; r = next) {

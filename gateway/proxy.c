@@ -44,6 +44,7 @@
 #define REFUSED_MAX	 512   /* refused connections lingering at once */
 #define REFUSED_ROWS	 10    /* 429 audit rows per instance and second */
 #define ACCEPT_PAUSE_MS	 100   /* listener pause when out of descriptors */
+#define PROXY_TRAFFIC_MS 500   /* traffic walk period (MSG_TRAFFIC) */
 
 /* One direction of a tunnel in CONN_RELAY: src -> pipe -> dst. */
 struct relay_dir {
@@ -77,6 +78,7 @@ struct conn {
 	char host[256]; /* normalised CONNECT host */
 	uint16_t port;
 	int host_is_ip;
+	int granted; /* by an operator's grant, not the policy */
 	struct sockaddr_storage host_sa;
 	char sni[256];
 	struct resolve_req *rreq;
@@ -119,7 +121,8 @@ static int64_t proxy_tokens, proxy_tokens_ms; /* global rate bucket */
 static int64_t proxy_refused_sec; /* refusal rows of unknown sources */
 static int proxy_refused_rows, proxy_refused_quiet;
 static struct event *proxy_accept_timer;
-static struct grants *proxy_grants; /* the operator's decisions */
+static struct event *proxy_traffic_ev; /* every PROXY_TRAFFIC_MS */
+static struct grants *proxy_grants;    /* the operator's decisions */
 
 static void conn_close(struct conn *c, enum reason reason);
 static void conn_proceed(struct conn *c);
@@ -453,6 +456,10 @@ conn_close(struct conn *c, enum reason reason)
 	if (c->row != -1) /* REASON_NONE: the parent forgets the row */
 		child_audit_close(c->row, c->bytes_up, c->bytes_down,
 		    util_mono_ms() - c->start_ms, reason);
+	if (c->inst != NULL) { /* its share of the instance's traffic */
+		c->inst->px_closed_up += c->bytes_up;
+		c->inst->px_closed_down += c->bytes_down;
+	}
 	resolve_cancel(c->rreq);
 	if (c->counted) {
 		proxy_nadmitted--;
@@ -1333,6 +1340,7 @@ conn_not_listed(struct conn *c)
 
 	if (grants_take(
 		proxy_grants, c->inst->id, c->host, c->port, util_mono_ms())) {
+		c->granted = 1;
 		conn_proceed(c);
 		return 1;
 	}
@@ -1381,8 +1389,10 @@ proxy_grant(const char *instance, const char *host, uint16_t port,
 		if (scope == GRANT_DENY)
 			conn_held_refuse(c, REASON_OPERATOR_DENIED);
 		else if (grants_take(proxy_grants, instance, host, port,
-			     util_mono_ms()))
+			     util_mono_ms())) {
+			c->granted = 1;
 			conn_proceed(c);
+		}
 	}
 }
 
@@ -1675,9 +1685,61 @@ proxy_error_cb(struct evconnlistener *l, void *arg)
 	}
 }
 
+/*
+ * Every PROXY_TRAFFIC_MS: each instance's bytes (its closed tunnels',
+ * kept by conn_close, plus what the open ones relayed so far, the
+ * counters the relay keeps anyway) and open tunnels, sent to the parent
+ * (MSG_TRAFFIC) where they changed or a tunnel is open (the report's time
+ * is then the count's: rates are exact over any two reports).  One pass
+ * over the connections: no work per byte relayed.
+ */
+static void
+proxy_traffic_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct instance *inst;
+	struct conn *c;
+	uint64_t up, down;
+
+	(void)fd;
+	(void)ev;
+	(void)arg;
+	for (inst = registry_first(); inst != NULL; inst = inst->next) {
+		inst->px_walk_up = inst->px_closed_up;
+		inst->px_walk_down = inst->px_closed_down;
+		inst->px_walk_tunnels = 0;
+	}
+	for (c = proxy_conns; c != NULL; c = c->next) {
+		if (c->inst == NULL)
+			continue;
+		up = c->bytes_up;
+		down = c->bytes_down;
+		if (c->state == CONN_TERM && c->term != NULL)
+			term_bytes(c->term, &up, &down);
+		c->inst->px_walk_up += up;
+		c->inst->px_walk_down += down;
+		if (c->state == CONN_RELAY || c->state == CONN_TERM)
+			c->inst->px_walk_tunnels++;
+	}
+	for (inst = registry_first(); inst != NULL; inst = inst->next) {
+		if (inst->px_walk_up == inst->tr_up &&
+		    inst->px_walk_down == inst->tr_down &&
+		    inst->px_walk_tunnels == inst->tr_tunnels &&
+		    inst->px_walk_tunnels == 0)
+			continue;
+		inst->tr_up = inst->px_walk_up;
+		inst->tr_down = inst->px_walk_down;
+		inst->tr_tunnels = inst->px_walk_tunnels;
+		child_traffic(
+		    inst->id, inst->tr_tunnels, inst->tr_up, inst->tr_down);
+	}
+}
+
 int
 proxy_init(struct gateway *gw, char **cause)
 {
+	struct timeval tv = { PROXY_TRAFFIC_MS / 1000,
+		(PROXY_TRAFFIC_MS % 1000) * 1000 };
+
 	/* The open-file limit is the hard one already (main.c,
 	 * gateway_nofile, before this process was forked). */
 	proxy_gw = gw;
@@ -1691,6 +1753,10 @@ proxy_init(struct gateway *gw, char **cause)
 	if (proxy_listener == NULL)
 		return cause_set(cause, "proxy listener: %s", strerror(errno));
 	evconnlistener_set_error_cb(proxy_listener, proxy_error_cb);
+	proxy_traffic_ev =
+	    event_new(gw->base, -1, EV_PERSIST, proxy_traffic_cb, NULL);
+	if (proxy_traffic_ev == NULL || event_add(proxy_traffic_ev, &tv) == -1)
+		return cause_set(cause, "traffic timer failed");
 	return 0;
 }
 
@@ -1710,6 +1776,9 @@ proxy_shutdown(void)
 	if (proxy_accept_timer != NULL)
 		event_free(proxy_accept_timer);
 	proxy_accept_timer = NULL;
+	if (proxy_traffic_ev != NULL)
+		event_free(proxy_traffic_ev);
+	proxy_traffic_ev = NULL;
 }
 
 void
@@ -1730,6 +1799,22 @@ proxy_instance_gone(struct instance *inst)
 	}
 }
 
+/* Held CONNECTs the new policy allows (a permanent grant, an admin's
+ * edit) go on at once. */
+static void
+proxy_held_recheck(const struct policy *p)
+{
+	struct conn *c, *next;
+
+	for (c = proxy_conns; c != NULL; c = next) {
+		next = c->next;
+		if (c->state == CONN_HELD && c->inst != NULL &&
+		    policy_match_host(p, c->inst->profile, c->host, c->port,
+			NULL) == POLICY_ALLOW)
+			conn_proceed(c);
+	}
+}
+
 int
 proxy_policy_changed(void)
 {
@@ -1742,12 +1827,16 @@ proxy_policy_changed(void)
 		if (c->inst == NULL || c->state == CONN_HEAD ||
 		    c->state == CONN_DRAIN || c->state == CONN_HELD)
 			continue;
-		ok = policy_has_profile(p, c->inst->profile) &&
-		    (c->host_is_ip ?
-			    policy_match_addr(p, c->inst->profile,
-				(struct sockaddr *)&c->host_sa, c->port, NULL) :
-			    policy_match_host(p, c->inst->profile, c->host,
-				c->port, NULL)) == POLICY_ALLOW;
+		/* An operator's grant outlives a reload; screening below
+		 * still applies. */
+		ok = c->granted ||
+		    (policy_has_profile(p, c->inst->profile) &&
+			(c->host_is_ip ?
+				policy_match_addr(p, c->inst->profile,
+				    (struct sockaddr *)&c->host_sa, c->port,
+				    NULL) :
+				policy_match_host(p, c->inst->profile, c->host,
+				    c->port, NULL)) == POLICY_ALLOW);
 		/* Upstream addresses chosen under the old policy must still
 		 * pass screening (an allow-address rule may have gone): the
 		 * current one, and those not tried yet are dropped. */
@@ -1773,5 +1862,6 @@ proxy_policy_changed(void)
 		else
 			conn_deny(c, REASON_REVOKED);
 	}
+	proxy_held_recheck(p);
 	return n;
 }

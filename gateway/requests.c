@@ -212,10 +212,6 @@ requests_scope(const char *scope, struct msg_grant *m, char **cause)
 		m->scope = GRANT_ONCE;
 	else if (strcmp(scope, "instance") == 0)
 		m->scope = GRANT_INSTANCE;
-	else if (strcmp(scope, "permanent") == 0)
-		return cause_set(cause,
-		    "permanent grants are not kept by the gateway: add the "
-		    "allow rule to the profile's policy and reload");
 	else if (util_parse_duration(scope, &s) == 0 && s > 0 &&
 	    s <= GRANT_TTL_MAX_S) {
 		m->scope = GRANT_UNTIL;
@@ -226,12 +222,78 @@ requests_scope(const char *scope, struct msg_grant *m, char **cause)
 	return 0;
 }
 
+/* The reload's errors on one line ("; " between them), at most ~1 KiB. */
+static char *
+requests_errors_line(const char *errors)
+{
+	char *s = xstrdup(errors ? errors : "unknown error"), *p;
+
+	for (p = s; *p != '\0'; p++)
+		if (*p == '\n')
+			*p = ';';
+	if (strlen(s) > 1024)
+		strcpy(s + 1000, " ... (see the gateway's log)");
+	return s;
+}
+
+/*
+ * "permanent": m's target allowed for the instance's profile by a
+ * drop-in file (grantfile.c), taken in by the normal reload (reload_run,
+ * then control_reloaded as after SIGHUP): a reload that fails puts the
+ * file back as it was and nothing is granted.  The new policy lets the
+ * held connections through (proxy_policy_changed).
+ * *path: the file written.  0 or -1.
+ */
+static int
+requests_permanent(struct gateway *gw, const struct msg_grant *m, long uid,
+    char *path, size_t pathsz, char **cause)
+{
+	struct instance *inst = registry_find_id(m->instance);
+	struct grantfile_undo u;
+	struct reload_info info;
+	const char *rule = NULL;
+	char *errors = NULL, *line;
+
+	if (inst == NULL || gw->policy == NULL ||
+	    !policy_has_profile(gw->policy, inst->profile))
+		return cause_set(cause,
+		    "profile `%s' is not in the running "
+		    "policy",
+		    inst != NULL ? inst->profile : "?");
+	if (policy_match_host(gw->policy, inst->profile, m->host, m->port,
+		&rule) == POLICY_ALLOW)
+		return cause_set(cause,
+		    "nothing written: %s already allows "
+		    "%s:%u (%s)",
+		    inst->profile, m->host, m->port, rule);
+	if (grantfile_add(gw->conf, inst->profile, m->instance, m->host,
+		m->port, uid, &u, cause) == -1)
+		return -1;
+	if (reload_run(gw, &info, &errors) == -1) {
+		grantfile_undo(&u);
+		line = requests_errors_line(errors);
+		cause_set(cause,
+		    "not granted: the reload failed, %s is as it was: %s",
+		    u.path, line);
+		free(line);
+		free(errors);
+		return -1;
+	}
+	free(info.notes);
+	grantfile_done(&u);
+	control_reloaded(); /* as after SIGHUP: each guest tests the rules */
+	snprintf(path, pathsz, "%s", u.path);
+	return 0;
+}
+
 int
 requests_decide(struct gateway *gw, const char *id, const char *target,
     const char *scope, long uid, char **text, char **cause)
 {
 	struct msg_grant m;
 	struct request *r;
+	char path[4200] = "";
+	int perm = scope != NULL && strcmp(scope, "permanent") == 0;
 
 	*text = NULL;
 	memset(&m, 0, sizeof(m));
@@ -246,15 +308,20 @@ requests_decide(struct gateway *gw, const char *id, const char *target,
 	else if (strncmp(scope, "turn:", 5) == 0) {
 		if (requests_turn_grant(&m, scope + 5, cause) == -1)
 			return -1;
+	} else if (perm) {
+		if (requests_permanent(
+			gw, &m, uid, path, sizeof(path), cause) == -1)
+			return -1;
 	} else if (requests_scope(scope, &m, cause) == -1)
 		return -1;
-	if (scope == NULL || strncmp(scope, "turn:", 5) != 0)
+	if (!perm && (scope == NULL || strncmp(scope, "turn:", 5) != 0))
 		privsep_grant(&m);
 	if ((r = requests_find(m.instance, m.host, m.port)) != NULL)
 		*r = requests[--nrequests];
-	xasprintf(text, "operator uid %ld: %s %s %s:%u%s%s", uid,
+	xasprintf(text, "operator uid %ld: %s %s %s:%u%s%s%s%s", uid,
 	    scope == NULL ? "deny" : "allow", m.instance, m.host, m.port,
-	    scope != NULL ? " " : "", scope != NULL ? scope : "");
+	    scope != NULL ? " " : "", scope != NULL ? scope : "",
+	    perm ? " " : "", path);
 	log_info("%s", *text);
 	/* The decision is a chained record: who, when, what, scope. */
 	(void)audit_policy(gw->audit,

@@ -171,6 +171,13 @@ head_worth_parsing(struct evbuffer *in, size_t len, size_t cap, size_t *seen)
 	return pos.pos != -1;
 }
 
+void
+term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
+{
+	*up = t->up_total + t->rq_bytes;
+	*down = t->down_total + t->rs_bytes;
+}
+
 static void
 term_row(struct term *t, enum reason reason)
 {

@@ -2,6 +2,7 @@
  * clone.c: ksb-guest-clone, the guest's workspace clone with libgit2.
  *
  *   ksb-guest-clone [--index INDEX] MIRROR BRANCH DIR
+ *   ksb-guest-clone --serve-tree INDEX GITDIR MOUNTPOINT (guest/treefs.c)
  *
  * Run by ksb-guest-init (as the agent user, once the host /usr with its
  * libgit2 is mounted in the guest) from the initramfs.  It makes DIR what
@@ -29,6 +30,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <git2.h>
+
+#include "guest/treefs.h"
 
 static const char *clone_dir;
 static int clone_made;		/* clone_dir is ours: remove it on failure */
@@ -203,6 +206,8 @@ main(int argc, char **argv)
 	char refname[512], upstream[512];
 	const char *br;
 
+	if (argc == 5 && strcmp(argv[1], "--serve-tree") == 0)
+		return treefs_main(argv[2], argv[3], argv[4]);
 	if (argc == 6 && strcmp(argv[1], "--index") == 0) {
 		clone_index = argv[2];
 		argv += 2;
@@ -211,7 +216,9 @@ main(int argc, char **argv)
 	if (argc != 4) {
 		fprintf(stderr,
 		    "usage: ksb-guest-clone [--index INDEX] MIRROR "
-		    "BRANCH DIR\n");
+		    "BRANCH DIR\n"
+		    "       ksb-guest-clone --serve-tree INDEX GITDIR "
+		    "MOUNTPOINT\n");
 		return 2;
 	}
 	br = argv[2];

@@ -84,5 +84,34 @@ int display_start(
  */
 int selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
     unsigned proxy_port, char *failed, size_t cap);
+/*
+ * selftest_line: selftest_run, and the host's line for its result into
+ * line[0..cap) (*len bytes, '\n' included; 0 if it did not fit):
+ * "SELFTEST ok N MS" or "SELFTEST fail NAME" (proto/guestctl.h).
+ * Returns 0 when every probe failed as it must, 1 when one got through.
+ */
+int selftest_line(struct in_addr ip, struct in_addr gw, int prefix,
+    unsigned proxy_port, char *line, size_t cap, size_t *len);
+
+/* ---- template.c ------------------------------------------------------------
+ * A guest restored from a template (vmrunner/template.c): what its
+ * INSTANCE message (proto/guestctl.h) sets before anything else runs.
+ */
+/*
+ * template_reseed: hex (GUESTCTL_SEED_BYTES bytes as 2 hex digits each)
+ * into the kernel's pool, credited in full (RNDADDENTROPY), then the CRNG
+ * reseeded at once (RNDRESEEDCRNG, Linux 4.17; random(4)), so no
+ * two guests of one template share the template's RNG state.  0, or -1
+ * and a message in err.
+ */
+int template_reseed(const char *hex, char *err, size_t errcap);
+/* template_settime: "SEC.NSEC" (the host's CLOCK_REALTIME) into the
+ * guest's (the template's clock stopped when it was saved).  0 or -1. */
+int template_settime(const char *val, char *err, size_t errcap);
+/* template_parse_mac: "xx:xx:xx:xx:xx:xx" (hex) into mac.  0 or -1. */
+int template_parse_mac(const char *s, unsigned char mac[6]);
+/* template_set_mac: SIOCSIFHWADDR on ifname (down) through socket s.
+ * 0, or -1 and errno. */
+int template_set_mac(int s, const char *ifname, const unsigned char mac[6]);
 
 #endif

@@ -34,6 +34,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -96,7 +97,11 @@ struct boot {
 	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
 	int display;		  /* Xvfb runs: DISPLAY for the command */
 	int selftest_off;	  /* ksb.selftest=off: no self-test */
-	char *home;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int template;		  /* ksb.template=1: a template's boot */
+	unsigned char mac[6];	  /* ksb.mac (INSTANCE): eth0's address */
+	int has_mac;
+	int fwcfg;  /* ksb.fwcfg=1 (INSTANCE): QEMU has fw_cfg files for us */
+	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -374,8 +379,38 @@ write_file(const char *path, const char *content, mode_t mode)
 }
 
 /*
+ * qemu_fw_cfg reads fw_cfg's file list once, as it loads: a template's
+ * boot leaves it for after the restore (whose QEMU holds the instance's
+ * files), a template's restore loads only it (load_modules(2)).
+ */
+static int
+module_deferred(const char *path)
+{
+	return strstr(path, "/qemu_fw_cfg.ko") != NULL;
+}
+
+static int template_boot; /* ksb.template=1 on the kernel command line */
+
+/* 1 if /proc/cmdline has ksb.template=1 (parse_cmdline checks it all). */
+static int
+template_cmdline(void)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return strstr(buf, " ksb.template=1") != NULL;
+}
+
+/*
  * The modules of /modules.list before its GUESTCTL_MODULES_DISK line
- * (disk 0), or after it (disk 1: a guest with an instance disk).
+ * (disk 0), or after it (disk 1: a guest with an instance disk), or
+ * the deferred ones (2).
  */
 static void
 load_modules(int disk)
@@ -383,7 +418,7 @@ load_modules(int disk)
 	char line[512];
 	FILE *f;
 	size_t len;
-	int fd, flags, in_disk = 0;
+	int fd, flags, in_disk = 0, only_deferred = disk == 2;
 
 	if ((f = fopen("/modules.list", "re")) == NULL)
 		fail("/modules.list: %s", strerror(errno));
@@ -393,7 +428,12 @@ load_modules(int disk)
 			line[--len] = '\0';
 		if (strcmp(line, GUESTCTL_MODULES_DISK) == 0)
 			in_disk = 1;
-		if (len == 0 || line[0] != '/' || in_disk != disk)
+		if (len == 0 || line[0] != '/')
+			continue;
+		if (only_deferred ? in_disk || !module_deferred(line) :
+				    in_disk != disk ||
+			    (template_boot && !in_disk &&
+				module_deferred(line)))
 			continue;
 		if ((fd = open(line, O_RDONLY | O_CLOEXEC)) == -1) {
 			say("%s: %s", line, strerror(errno));
@@ -427,24 +467,58 @@ valid_id(const char *s)
 	return 1;
 }
 
-/* 85 lines: one pass over /proc/cmdline, one branch per ksb.* key, each
- * refusing a malformed value before anything is mounted. */
-static void
-parse_cmdline(struct boot *b)
+/*
+ * The keys of a template's boot (ksb.template=1, kernel command line only)
+ * and of its INSTANCE message (ksb.mac, ksb.time, ksb.seed, ksb.fwcfg:
+ * instance 1 only, each at most once, acted on at once).  1 if tok was
+ * one of them.
+ */
+static int
+parse_template_key(struct boot *b, const char *tok, const char *val,
+    int instance, unsigned *seen)
 {
-	char buf[4096], *p, *tok, *val, *colon;
+	char err[128];
+
+	if (strcmp(tok, "ksb.template") == 0 && !instance && !(*seen & 128)) {
+		if (strcmp(val, "1") != 0)
+			fail("ksb.template: invalid `%s'", val);
+		b->template = 1;
+	} else if (strcmp(tok, "ksb.mac") == 0 && instance && !(*seen & 256)) {
+		if (template_parse_mac(val, b->mac) != 0)
+			fail("ksb.mac: invalid `%s'", val);
+		b->has_mac = 1;
+	} else if (strcmp(tok, "ksb.time") == 0 && instance && !(*seen & 512)) {
+		if (template_settime(val, err, sizeof(err)) != 0)
+			fail("ksb.time: %s", err);
+	} else if (strcmp(tok, "ksb.seed") == 0 && instance &&
+	    !(*seen & 1024)) {
+		if (template_reseed(val, err, sizeof(err)) != 0)
+			fail("ksb.seed: %s", err);
+	} else if (strcmp(tok, "ksb.fwcfg") == 0 && instance &&
+	    !(*seen & 2048)) {
+		if (strcmp(val, "1") != 0)
+			fail("ksb.fwcfg: invalid `%s'", val);
+		b->fwcfg = 1;
+	} else
+		return 0;
+	*seen |= strcmp(tok, "ksb.template") == 0 ? 128 :
+	    strcmp(tok, "ksb.mac") == 0		  ? 256 :
+	    strcmp(tok, "ksb.time") == 0	  ? 512 :
+	    strcmp(tok, "ksb.seed") == 0	  ? 1024 :
+						    2048;
+	return 1;
+}
+
+/* 90 lines: one pass over the ksb.* keys of buf (the kernel command line,
+ * or a template's INSTANCE message), one branch per key, each refusing a
+ * malformed value before anything is mounted. */
+static void
+parse_ksb(struct boot *b, char *buf, int instance)
+{
+	char *p, *tok, *val, *colon;
 	unsigned long v;
 	unsigned seen = 0;
-	ssize_t n;
-	int fd;
 
-	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
-		fail("/proc/cmdline: %s", strerror(errno));
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		fail("/proc/cmdline: empty");
-	buf[n] = '\0';
 	p = buf;
 	while ((tok = strsep(&p, " \t\n")) != NULL) {
 		if (strncmp(tok, "ksb.", 4) != 0)
@@ -452,6 +526,8 @@ parse_cmdline(struct boot *b)
 		if ((val = strchr(tok, '=')) == NULL)
 			fail("kernel command line: `%s' has no value", tok);
 		*val++ = '\0';
+		if (parse_template_key(b, tok, val, instance, &seen))
+			continue;
 		if (strcmp(tok, "ksb.id") == 0 && !(seen & 1)) {
 			if (!valid_id(val))
 				fail("ksb.id: invalid `%s'", val);
@@ -524,9 +600,28 @@ parse_cmdline(struct boot *b)
 			    tok);
 		}
 	}
-	if ((seen & 15) != 15)
+	if (b->template && !instance && (seen != 128 || b->nshares != 0))
+		fail("kernel command line: a template's has ksb.template only");
+	if ((seen & 15) != 15 && !(b->template && !instance))
 		fail("kernel command line: ksb.id, ksb.ip, ksb.gw and ksb.port "
 		     "are required");
+}
+
+static void
+parse_cmdline(struct boot *b)
+{
+	char buf[4096];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC)) == -1)
+		fail("/proc/cmdline: %s", strerror(errno));
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		fail("/proc/cmdline: empty");
+	buf[n] = '\0';
+	parse_ksb(b, buf, 0);
 }
 
 /* ---- network ------------------------------------------------------------ */
@@ -577,6 +672,8 @@ setup_network(const struct boot *b)
 	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
 		fail("socket: %s", strerror(errno));
 	if_up(s, "lo", NULL, 0);
+	if (b->has_mac && template_set_mac(s, "eth0", b->mac) != 0)
+		fail("SIOCSIFHWADDR eth0: %s", strerror(errno));
 	if_up(s, "eth0", &b->ip, b->prefix);
 	close(s);
 }
@@ -635,6 +732,44 @@ open_control_port(void)
 	}
 	if (ctl_fd == -1)
 		fail("no virtio-serial port " GUESTCTL_PORT_NAME);
+}
+
+/*
+ * A template's boot: TEMPLATE-READY to the host, which saves the guest
+ * while it waits here; each restore continues in this read with its
+ * INSTANCE message (proto/guestctl.h): the ksb.* keys, the host's time
+ * and a seed for the RNG, acted on as parsed.  Then the deferred
+ * modules (qemu_fw_cfg) if QEMU has fw_cfg files for this instance.
+ */
+static void
+template_resume(struct boot *b)
+{
+	char line[GUESTCTL_LINE_MAX], *buf;
+	int64_t deadline = mono_ms() + 86400000; /* the guest's own clock */
+	unsigned long v;
+
+	ctl_write(
+	    GUESTCTL_TEMPLATE_READY "\n", sizeof(GUESTCTL_TEMPLATE_READY));
+	if (ctl_readline(line, sizeof(line), deadline) != 0 ||
+	    strncmp(line, "INSTANCE ", 9) != 0 ||
+	    guestctl_parse_uint(
+		line + 9, strlen(line + 9), GUESTCTL_INSTANCE_MAX, &v) != 0 ||
+	    v == 0)
+		fail("no INSTANCE message from the host");
+	nstages = 0; /* the template's boot is not this instance's */
+	stage("restored");
+	if ((buf = malloc(v + 1)) == NULL)
+		fail("out of memory");
+	if (ctl_readn(buf, v, mono_ms() + HDR_TIMEOUT_MS) != 0 ||
+	    memchr(buf, '\0', v) != NULL)
+		fail("short or bad INSTANCE message from the host");
+	buf[v] = '\0';
+	parse_ksb(b, buf, 1);
+	explicit_bzero(buf, v); /* the seed */
+	free(buf);
+	if (b->fwcfg)
+		load_modules(2);
+	stage("instance settings");
 }
 
 /* The header from the host (proto/guestctl.h: guestctl_parse_header)
@@ -944,7 +1079,9 @@ install_home(struct boot *b)
  * into ~/work with ksb-guest-clone (libgit2 from the host /usr, read-only).
  * When the host also shared its checkout of the seed (/ksb/checkout:
  * tree/ and index, mirror/checkout.c), ~/work is first an overlay whose
- * lower layer is that tree and whose upper layer is on the instance disk
+ * lower layer is that tree (for a lazy cache, an index only, the tree
+ * file system ksb-guest-clone --serve-tree serves from the objects: see
+ * workspace_treefs) and whose upper layer is on the instance disk
  * (tmpfs without one), and the clone only adds .git with the host's index
  * (no file is checked out in the guest).  A failure is reported on the
  * console and as an ERR line, and the command starts anyway (in the
@@ -959,6 +1096,68 @@ install_home(struct boot *b)
 static void __attribute__((format(printf, 1, 2)))
 workspace_warn(const char *fmt, ...);
 
+#define CHECKOUT_TREEFS	   "/run/ksb/tree" /* the lazy cache's files */
+#define CHECKOUT_TREEFS_MS 60000
+
+/*
+ * A lazy cache (an index, no tree/: mirror/checkout.c) mounted on
+ * CHECKOUT_TREEFS by `ksb-guest-clone --serve-tree' (guest/treefs.c, a
+ * FUSE server reading the files from the objects when opened), as root:
+ * its parent exits 0 once the file system is mounted.  0, or -1 (said).
+ */
+static int
+workspace_treefs(void)
+{
+	int64_t deadline;
+	pid_t pid, w;
+	int st = 0;
+
+	mkdirs(CHECKOUT_TREEFS, 0755);
+	if ((pid = fork()) == -1) {
+		workspace_warn("workspace: fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--serve-tree",
+		    CHECKOUT_GUEST_DIR "/index", MIRROR_GUEST_DIR,
+		    CHECKOUT_TREEFS, (char *)NULL);
+		_exit(EXIT_CANNOT_EXEC);
+	}
+	deadline = mono_ms() + CHECKOUT_TREEFS_MS;
+	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
+		sleep_ms(2);
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+	}
+	if (w <= 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		workspace_warn("workspace: the tree of " CHECKOUT_GUEST_DIR
+			       "/index could not be mounted (status %d; the "
+			       "guest checks the branch out itself)",
+		    w > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		return -1;
+	}
+	stage("workspace tree mounted");
+	return 0;
+}
+
+/*
+ * The lower layer of ~/work: the host's files (tree/), or the lazy
+ * cache's file system; NULL when there is neither (or it failed: said).
+ */
+static const char *
+workspace_lower(void)
+{
+	struct stat sb;
+
+	if (stat(CHECKOUT_GUEST_DIR "/tree", &sb) == 0 && S_ISDIR(sb.st_mode))
+		return CHECKOUT_GUEST_DIR "/tree";
+	if (stat(CHECKOUT_GUEST_DIR "/index", &sb) != 0 ||
+	    !S_ISREG(sb.st_mode) || workspace_treefs() != 0)
+		return NULL;
+	return CHECKOUT_TREEFS;
+}
+
 /*
  * ~/work as an overlay of the host's checkout: 1 if it is mounted now, 0
  * if not (no checkout shared, or an instance made before this whose
@@ -967,16 +1166,18 @@ workspace_warn(const char *fmt, ...);
 static int
 workspace_overlay(const struct boot *b)
 {
-	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr";
+	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr", *lower;
 	char upper[128], work[128], opts[512];
 	struct stat sb;
 	int made = 0;
 
-	if (stat(CHECKOUT_GUEST_DIR "/tree", &sb) != 0 || !S_ISDIR(sb.st_mode))
+	if (stat(CHECKOUT_GUEST_DIR, &sb) != 0)
 		return 0;
 	snprintf(upper, sizeof(upper), "%s/work-upper", base);
 	snprintf(work, sizeof(work), "%s/work-work", base);
 	if (lstat(WORKSPACE_DIR, &sb) == 0 && lstat(upper, &sb) != 0)
+		return 0;
+	if ((lower = workspace_lower()) == NULL)
 		return 0;
 	mkdirs(upper, 0755);
 	mkdirs(work, 0700);
@@ -991,9 +1192,8 @@ workspace_overlay(const struct boot *b)
 			rmdir(WORKSPACE_DIR);
 		return 0;
 	}
-	snprintf(opts, sizeof(opts),
-	    "lowerdir=" CHECKOUT_GUEST_DIR "/tree,upperdir=%s,workdir=%s",
-	    upper, work);
+	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
+	    lower, upper, work);
 	if (mount("overlay", WORKSPACE_DIR, "overlay", MS_NOSUID | MS_NODEV,
 		opts) == -1) {
 		workspace_warn("workspace: overlay on " WORKSPACE_DIR
@@ -1017,6 +1217,20 @@ workspace_warn(const char *fmt, ...)
 	va_end(ap);
 }
 
+/*
+ * libgit2's init parses the CA bundle (its build's default location, a
+ * few tenths of a second under TCG), and the clone makes no TLS
+ * connection: in a mount namespace of the clone's own, /dev/null (not a
+ * regular file, so libgit2 skips it) over the bundle.  Best effort.
+ */
+static void
+workspace_hide_ca(void)
+{
+	if (unshare(CLONE_NEWNS) == 0 &&
+	    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0)
+		(void)mount("/dev/null", CA_BUNDLE, NULL, MS_BIND, NULL);
+}
+
 /* The child: drop to the agent, write ~/.gitconfig, exec the clone
  * (overlay: only .git, with the host's index). */
 static void __attribute__((noreturn))
@@ -1027,6 +1241,8 @@ workspace_child(const struct boot *b, int clone, int overlay)
 	int fd, n;
 
 	setpgid(0, 0);
+	if (clone)
+		workspace_hide_ca();
 	if (setgroups(1, &gid) == -1 || setgid(AGENT_GID) == -1 ||
 	    setuid(AGENT_UID) == -1 ||
 	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1)
@@ -1327,10 +1543,48 @@ become_agent(const struct boot *b)
 }
 
 /*
+ * The enforcement self-test again, at the host's request (a SELFTEST
+ * line: the gateway reloaded its policy), as root in init while the
+ * command keeps running; supervision waits for it (at most
+ * SELFTEST_PROBE_MS + SELFTEST_CONNECT_MS).  The answer for the host
+ * into line (*len bytes).  A probe that got through: every process but
+ * init is killed at once, without the stop's grace (a way out is open),
+ * and 1 is returned; 0 passed; -1 no self-test here (ksb.selftest=off).
+ */
+static const struct boot *selftest_boot; /* set by run_selftest */
+
+static int
+selftest_again(char *line, size_t cap, size_t *len)
+{
+	const struct boot *b = selftest_boot;
+
+	*len = 0;
+	if (b == NULL || b->selftest_off)
+		return -1;
+	if (selftest_line(b->ip, b->gw, b->prefix, b->port, line, cap, len) ==
+	    0)
+		return 0;
+	say("enforcement self-test after a reload: a probe got through; "
+	    "stopping the command now");
+	kill(-1, SIGKILL);
+	return 1;
+}
+
+/*
  * Wait for the command (pid) to exit, reaping orphans.  A STOP line from
  * the host or the power button starts a graceful stop: SIGTERM to every
  * process, SIGKILL after GUESTCTL_STOP_GRACE_MS.  0 with *st, or -1.
  */
+static void
+supervise_selftest(void)
+{
+	char out[GUESTCTL_LINE_MAX];
+	size_t len;
+
+	if (selftest_again(out, sizeof(out), &len) != -1)
+		ctl_write(out, len);
+}
+
 static int
 supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 {
@@ -1389,6 +1643,8 @@ supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 				line[llen] = '\0';
 				if (strcmp(line, "STOP") == 0 && stopping == 0)
 					stopping = 1;
+				else if (strcmp(line, "SELFTEST") == 0)
+					supervise_selftest();
 				llen = 0;
 			}
 		} else if (pfd[1].revents & (POLLHUP | POLLERR)) {
@@ -2025,7 +2281,8 @@ agent_host_line(void *arg, const char *line, size_t len)
 {
 	struct guest_agent *a = arg;
 	struct guestctl_frame f;
-	char out[64];
+	char out[GUESTCTL_LINE_MAX];
+	size_t sl;
 	int i, j, n;
 
 	a->last_rx = mono_ms();
@@ -2039,6 +2296,14 @@ agent_host_line(void *arg, const char *line, size_t len)
 	}
 	if (len == 4 && memcmp(line, "STOP", 4) == 0) {
 		agent_stop_pending = 1;
+		return;
+	}
+	if (len == 8 && memcmp(line, "SELFTEST", 8) == 0) {
+		/* Through the queue: frames may be waiting there. */
+		if ((n = selftest_again(out, sizeof(out), &sl)) != -1)
+			agent_queue(a, out, sl, 0);
+		if (n == 1)
+			agent_flush(a); /* before the agent's exit ends init */
 		return;
 	}
 	if (guestctl_frame_parse(line, len, &f, a->text, GUESTCTL_TEXT_MAX) !=
@@ -2654,6 +2919,65 @@ stages_send(void)
 	}
 }
 
+/* The self-test's result from its child (selftest_bg). */
+struct selftest_res {
+	int n;	 /* as selftest_run */
+	long ms; /* its time in the child */
+	char failed[33];
+};
+static pid_t selftest_pid = -1;
+static int selftest_fd = -1;
+
+/*
+ * The self-test in a child as soon as the network is up, so that it
+ * overlaps /usr, the shares and the workspace; run_selftest joins it
+ * before READY.  If the child cannot start, run_selftest runs it itself.
+ */
+static void
+selftest_bg(const struct boot *b)
+{
+	struct selftest_res r;
+	int64_t t0;
+	pid_t pid;
+	int p[2];
+
+	if (b->selftest_off || pipe2(p, O_CLOEXEC) == -1)
+		return;
+	if ((pid = fork()) == -1) {
+		close(p[0]);
+		close(p[1]);
+		return;
+	}
+	if (pid == 0) {
+		memset(&r, 0, sizeof(r));
+		t0 = mono_ms();
+		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
+		    sizeof(r.failed));
+		r.ms = (long)(mono_ms() - t0);
+		_exit(write(p[1], &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
+	}
+	close(p[1]);
+	selftest_pid = pid;
+	selftest_fd = p[0];
+}
+
+/* selftest_bg's result into *r; a child that gave none fails the boot. */
+static void
+selftest_join(struct selftest_res *r)
+{
+	ssize_t n;
+	int st;
+
+	while ((n = read(selftest_fd, r, sizeof(*r))) == -1 && errno == EINTR)
+		;
+	close(selftest_fd);
+	while (waitpid(selftest_pid, &st, 0) == -1 && errno == EINTR)
+		;
+	if (n != (ssize_t)sizeof(*r))
+		fail("enforcement self-test: its process gave no result");
+	r->failed[sizeof(r->failed) - 1] = '\0';
+}
+
 /*
  * The enforcement self-test (selftest.c), as root before the command:
  * the result to the host; a probe that got through ends the boot here.
@@ -2661,25 +2985,33 @@ stages_send(void)
 static void
 run_selftest(const struct boot *b)
 {
-	char failed[33], line[GUESTCTL_LINE_MAX];
+	char line[GUESTCTL_LINE_MAX];
+	struct selftest_res r;
 	int64_t t0 = mono_ms();
 	int n;
 
+	selftest_boot = b;
 	if (b->selftest_off)
 		return;
-	n = selftest_run(
-	    b->ip, b->gw, b->prefix, b->port, failed, sizeof(failed));
+	if (selftest_pid > 0)
+		selftest_join(&r);
+	else {
+		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
+		    sizeof(r.failed));
+		r.ms = (long)(mono_ms() - t0);
+	}
+	n = r.n;
 	stage("self-test done");
 	if (n < 0) {
-		n = snprintf(line, sizeof(line), "SELFTEST fail %s\n", failed);
+		n = snprintf(
+		    line, sizeof(line), "SELFTEST fail %s\n", r.failed);
 		ctl_write(line, (size_t)n);
 		fail("enforcement self-test: probe %s got through; the "
 		     "command is not started",
-		    failed);
+		    r.failed);
 	}
 	/* The time is for the host's log: the console is the command's. */
-	n = snprintf(line, sizeof(line), "SELFTEST ok %d %lld\n", n,
-	    (long long)(mono_ms() - t0));
+	n = snprintf(line, sizeof(line), "SELFTEST ok %d %ld\n", n, r.ms);
 	ctl_write(line, (size_t)n);
 }
 
@@ -2727,8 +3059,9 @@ static void __attribute__((noreturn)) run_command(struct boot *b)
 
 /*
  * PID 1 (or ksb-report under that name): early mounts, modules, the
- * control port, the kernel command line, secrets, /usr, /etc, storage,
- * shares, network, the command header, the workspace; then the command.
+ * control port, the kernel command line (or a template's INSTANCE),
+ * secrets, network (the self-test starts), /usr, /etc, storage, shares,
+ * the command header, the workspace; then the command.
  */
 int
 main(int argc, char **argv)
@@ -2746,15 +3079,21 @@ main(int argc, char **argv)
 	umask(022);
 	early_mounts();
 
+	template_boot = template_cmdline();
 	load_modules(0);
 	stage("modules loaded");
 	open_control_port();
 	stage("control port open");
 	parse_cmdline(&b);
+	if (b.template)
+		template_resume(&b);
 	install_extra_ca();
 	read_home(&b);
 	install_secrets();
 
+	setup_network(&b);
+	stage("network up");
+	selftest_bg(&b); /* joined before READY */
 	do_mount("usr", "/usr", "9p", MS_RDONLY | MS_NOSUID | MS_NODEV,
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
 	stage("usr mounted");
@@ -2770,8 +3109,6 @@ main(int argc, char **argv)
 			"cache=loose" :
 			"trans=virtio,version=9p2000.L,msize=512000");
 	stage("shares mounted");
-	setup_network(&b);
-	stage("network up");
 	read_header(&b);
 	stage("header read");
 	setup_workspace(&b);

@@ -260,3 +260,21 @@ selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
 	}
 	return passed + 1;
 }
+
+int
+selftest_line(struct in_addr ip, struct in_addr gw, int prefix,
+    unsigned proxy_port, char *line, size_t cap, size_t *len)
+{
+	char failed[33];
+	long t0 = now_ms();
+	int n, k;
+
+	n = selftest_run(ip, gw, prefix, proxy_port, failed, sizeof(failed));
+	if (n < 0)
+		k = snprintf(line, cap, "SELFTEST fail %s\n", failed);
+	else
+		k = snprintf(
+		    line, cap, "SELFTEST ok %d %ld\n", n, now_ms() - t0);
+	*len = k > 0 && (size_t)k < cap ? (size_t)k : 0;
+	return n < 0;
+}

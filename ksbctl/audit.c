@@ -5,8 +5,11 @@
  *   audit [--instance ID [--turn N]] [--host H] [--since T] [--until T]
  *         [--denied] [--limit N] [--json|--csv] [--follow]
  *   audit summary [--instance ID] [--since T] [--until T] [--json]
+ *   audit forwards [--instance ID] [--since T] [--until T] [--limit N]
+ *         [--json|--csv]		(port forwards: table forwards)
  *   audit export --jsonl [--since T] [--follow]
  *   audit verify			(audit_verify.c)
+ *   audit selftests ...		(audit_selftest.c)
  *
  * T is a duration back from now (90s, 30m, 1h, 7d) or a UTC date
  * (2026-11-29, 2026-11-29T10:00, 2026-11-29T10:00:00Z).  --follow polls
@@ -305,6 +308,79 @@ cleanup:
 	return ret;
 }
 
+static const char *audit_fwd_cols_sql =
+    "seq, strftime('%Y-%m-%dT%H:%M:%fZ', ts_ms / 1000.0, 'unixepoch'), "
+    "instance, event, listen_addr, listen_port, guest_port, stream, peer, "
+    "bytes_to_guest, bytes_from_guest, duration_ms, reason";
+static const char *const audit_fwd_fields[] = { "seq", "time", "instance",
+	"event", "listen_addr", "listen_port", "guest_port", "stream", "peer",
+	"bytes_to_guest", "bytes_from_guest", "duration_ms", "reason" };
+#define AUDIT_FWD_NCOLS 13
+
+static const char *
+audit_fwd_spec_cell(struct json_object *row, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s:%s->%s", audit_text(row, "listen_addr"),
+	    audit_text(row, "listen_port"), audit_text(row, "guest_port"));
+	return buf;
+}
+
+static const char *
+audit_fwd_bytes_cell(struct json_object *row, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s/%s %s", audit_text(row, "bytes_to_guest"),
+	    audit_text(row, "bytes_from_guest"), audit_text(row, "reason"));
+	return buf;
+}
+
+static const struct out_column audit_fwd_text_cols[] = {
+	{ "TIME (UTC)", "time", -24, 24, "-", NULL },
+	{ "INSTANCE", "instance", -16, 16, "-", NULL },
+	{ "EVENT", "event", -8, 0, "-", NULL },
+	{ "FORWARD", NULL, -30, 30, NULL, audit_fwd_spec_cell },
+	{ "STREAM", "stream", 6, 0, "-", NULL },
+	{ "PEER", "peer", -16, 16, "-", NULL },
+	{ "TO/FROM GUEST REASON", NULL, 0, 0, NULL, audit_fwd_bytes_cell },
+};
+
+/* audit forwards: the newest q->limit forward records, oldest first. */
+static int
+audit_forwards(sqlite3 *db, struct audit_query *q)
+{
+	struct out_table_spec spec;
+	struct out_table *t;
+	sqlite3_stmt *st = NULL;
+	char *where = audit_where(q, 1), *sql;
+	int rc;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.cols = audit_fwd_text_cols;
+	spec.ncols = sizeof(audit_fwd_text_cols) / sizeof(*audit_fwd_text_cols);
+	spec.fields = audit_fwd_fields;
+	spec.nfields = AUDIT_FWD_NCOLS;
+	xasprintf(&sql,
+	    "SELECT * FROM (SELECT %s FROM forwards WHERE %s "
+	    "ORDER BY seq DESC LIMIT ?6) ORDER BY 1",
+	    audit_fwd_cols_sql, where);
+	t = out_table_begin(stdout, q->fmt, &spec);
+	if ((rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) == SQLITE_OK) {
+		audit_bind_query(st, q);
+		sqlite3_bind_int64(st, 6, q->limit);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			out_table_row(t,
+			    audit_row_json(
+				st, audit_fwd_fields, AUDIT_FWD_NCOLS));
+	}
+	out_table_end(t);
+	if (rc != SQLITE_DONE)
+		fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
+		    sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	free(sql);
+	free(where);
+	return rc == SQLITE_DONE ? 0 : 1;
+}
+
 static const char *const audit_summary_fields[] = { "instance", "host", "port",
 	"connections", "allowed", "denied", "bytes_up", "bytes_down", "last" };
 static const struct out_column audit_summary_cols[] = {
@@ -428,6 +504,20 @@ const char audit_export_sql[] =
     "'unregister', "
     "'reg_id', reg_id, 'ts_ms', ts_ms, 'hash', lower(hex(hash))) FROM "
     "unregistrations WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'selftest', "
+    "'ts_ms', ts_ms, 'instance', instance, 'trigger', trigger, 'result', "
+    "result, 'probes', probes, 'failed', failed, 'duration_ms', "
+    "duration_ms, 'action', action, 'policy_digest', policy_digest, "
+    "'hash', lower(hex(hash))) FROM selftests WHERE seq > ?1 AND "
+    "(?2 IS NULL OR ts_ms >= ?2) "
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'forward', "
+    "'ts_ms', ts_ms, 'instance', instance, 'event', event, "
+    "'listen_addr', listen_addr, 'listen_port', listen_port, "
+    "'guest_port', guest_port, 'stream', stream, 'peer', peer, "
+    "'bytes_to_guest', bytes_to_guest, 'bytes_from_guest', "
+    "bytes_from_guest, 'duration_ms', duration_ms, 'reason', reason, "
+    "'hash', lower(hex(hash))) FROM forwards WHERE seq > ?1 AND "
+    "(?2 IS NULL OR ts_ms >= ?2) "
     "ORDER BY 1 LIMIT 10000";
 
 /* Every chained record as one JSON object per line, in seq order. */
@@ -498,6 +588,7 @@ audit_opt_applies(const char *me, const char *cmd, int ch)
 {
 	const char *takes = strcmp(cmd, "audit") == 0 ? "iHTsuDnjcfF" :
 	    strcmp(cmd, "audit summary") == 0	      ? "iHsuDj" :
+	    strcmp(cmd, "audit forwards") == 0	      ? "isunjc" :
 							"JsfFOSo";
 	int k;
 
@@ -712,15 +803,19 @@ audit_main(int argc, char **argv)
 	if (argc > 1 && argv[1][0] != '-') {
 		if (strcmp(argv[1], "verify") == 0)
 			return audit_verify_main(argc - 1, argv + 1);
+		if (strcmp(argv[1], "selftests") == 0)
+			return audit_selftest_main(argc - 1, argv + 1);
 		if (strcmp(argv[1], "summary") == 0)
 			cmd = "audit summary";
 		else if (strcmp(argv[1], "export") == 0)
 			cmd = "audit export";
+		else if (strcmp(argv[1], "forwards") == 0)
+			cmd = "audit forwards";
 		else {
 			log_escape(esc, sizeof(esc), argv[1], strlen(argv[1]));
 			fprintf(stderr,
 			    "ksbctl audit: unknown command `%s' "
-			    "(summary, export, verify)\n",
+			    "(summary, forwards, export, verify, selftests)\n",
 			    esc);
 			return 2;
 		}
@@ -737,6 +832,8 @@ audit_main(int argc, char **argv)
 		ret = audit_rows(db, &q);
 	else if (strcmp(cmd, "audit summary") == 0)
 		ret = audit_summary(db, &q);
+	else if (strcmp(cmd, "audit forwards") == 0)
+		ret = audit_forwards(db, &q);
 	else if (q.otlp != NULL)
 		ret = audit_export_otlp(db, q.otlp, q.state, q.since, q.follow);
 	else if (strcmp(q.format, "ocsf") == 0)

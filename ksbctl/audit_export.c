@@ -164,10 +164,87 @@ ocsf_endpoint(struct json_object *rec, const char *ip, const char *port,
 }
 
 /*
+ * A forward record's class and activity: a connection's open, refusal
+ * (Network Activity 4001, Open 1) and close (Close 2); a forward added
+ * or removed: Base Event 0, Other 99.
+ */
+static void
+ocsf_forward(struct json_object *rec, int *klass, int *activity)
+{
+	const char *e = rec_str(rec, "event");
+
+	if (e != NULL && (strcmp(e, "open") == 0 || strcmp(e, "refused") == 0))
+		*klass = 4001, *activity = 1;
+	else if (e != NULL && strcmp(e, "close") == 0)
+		*klass = 4001, *activity = 2;
+}
+
+/*
+ * A self-test record's Compliance Finding fields (OCSF 1.1 class 2003,
+ * objects finding_info, compliance, resource_details): the check is the
+ * egress enforcement seen from inside the guest; compliance.status_id 1
+ * Pass (every probe refused), 3 Fail (a probe got through, or no answer:
+ * timeout), 2 Warning for "aborted" (the lease ended before a result);
+ * severity_id 1 Informational, 4 High for a fail, 3 Medium for aborted.
+ */
+static void
+ocsf_selftest(struct json_object *rec, struct json_object *ev)
+{
+	/* By compliance status_id: 1 Pass, 2 Warning, 3 Fail. */
+	static const char *const status[] = { "", "Pass", "Warning", "Fail" };
+	static const char *const said[] = { "", "passed", "aborted",
+		"FAILED, probe " };
+	static const int severity[] = { 0, 1, 3, 4 };
+	struct json_object *fi, *co, *res, *std;
+	const char *inst = rec_str(rec, "instance");
+	const char *result = rec_str(rec, "result");
+	const char *failed = rec_str(rec, "failed");
+	const char *trig = rec_str(rec, "trigger");
+	char text[160], uid[48];
+	int cs = 3;
+
+	if (result != NULL && strcmp(result, "ok") == 0)
+		cs = 1;
+	else if (failed != NULL && strcmp(failed, "aborted") == 0)
+		cs = 2;
+	inst = inst != NULL ? inst : "?";
+	snprintf(text, sizeof(text), "enforcement self-test (%s) of %s: %s%s",
+	    trig != NULL ? trig : "?", inst, said[cs],
+	    cs == 3 && failed != NULL ? failed : "");
+	snprintf(uid, sizeof(uid), "ksb-selftest-%lld",
+	    (long long)rec_int(rec, "seq"));
+	fi = json_object_new_object();
+	json_object_object_add(fi, "uid", json_object_new_string(uid));
+	json_object_object_add(fi, "title", json_object_new_string(text));
+	json_object_object_add(ev, "finding_info", fi);
+	co = json_object_new_object();
+	std = json_object_new_array();
+	json_object_array_add(std, json_object_new_string("ksb egress"));
+	json_object_object_add(co, "standards", std);
+	json_object_object_add(co, "control",
+	    json_object_new_string("guest egress only through the gateway"));
+	json_object_object_add(co, "status_id", json_object_new_int(cs));
+	json_object_object_add(
+	    co, "status", json_object_new_string(status[cs]));
+	if (cs != 1 && failed != NULL)
+		json_object_object_add(
+		    co, "status_detail", json_object_new_string(failed));
+	json_object_object_add(ev, "compliance", co);
+	res = json_object_new_object();
+	json_object_object_add(res, "type", json_object_new_string("instance"));
+	json_object_object_add(res, "name", json_object_new_string(inst));
+	json_object_object_add(ev, "resource", res);
+	json_object_object_add(ev, "message", json_object_new_string(text));
+	json_object_object_add(
+	    ev, "severity_id", json_object_new_int(severity[cs]));
+}
+
+/*
  * One audit record as an OCSF 1.1 event (schema.ocsf.io): Network
  * Activity 4001 (activity 1 Open for a connection, 2 Close for a close;
- * disposition 1 Allowed / 2 Blocked), anything else Base Event 0 (activity
- * 99 Other).  Returns a new object.
+ * disposition 1 Allowed / 2 Blocked), a self-test Compliance Finding 2003
+ * (activity 1 Create; ocsf_selftest), anything else Base Event 0
+ * (activity 99 Other).  Returns a new object.
  */
 static struct json_object *
 ocsf_event(struct json_object *rec)
@@ -181,6 +258,10 @@ ocsf_event(struct json_object *rec)
 		klass = 4001, activity = 1;
 	else if (kind != NULL && strcmp(kind, "close") == 0)
 		klass = 4001, activity = 2;
+	else if (kind != NULL && strcmp(kind, "forward") == 0)
+		ocsf_forward(rec, &klass, &activity);
+	else if (kind != NULL && strcmp(kind, "selftest") == 0)
+		klass = 2003, activity = 1;
 	json_object_object_add(ev, "class_uid", json_object_new_int(klass));
 	json_object_object_add(
 	    ev, "category_uid", json_object_new_int(klass / 1000));
@@ -191,7 +272,20 @@ ocsf_event(struct json_object *rec)
 	json_object_object_add(
 	    ev, "time", json_object_new_int64(rec_int(rec, "ts_ms")));
 	json_object_object_add(ev, "severity_id", json_object_new_int(1));
-	if (klass == 4001 && activity == 1) {
+	if (kind != NULL && strcmp(kind, "forward") == 0 && klass == 4001) {
+		/* Host client -> the forward's listener (to the guest). */
+		dec = rec_str(rec, "event");
+		blocked = dec != NULL && strcmp(dec, "refused") == 0;
+		json_object_object_add(
+		    ev, "disposition_id", json_object_new_int(blocked ? 2 : 1));
+		json_object_object_add(ev, "src_endpoint",
+		    ocsf_endpoint(rec, "peer", "-", "name", "-"));
+		json_object_object_add(ev, "dst_endpoint",
+		    ocsf_endpoint(
+			rec, "listen_addr", "listen_port", "name", "instance"));
+	} else if (klass == 2003)
+		ocsf_selftest(rec, ev);
+	else if (klass == 4001 && activity == 1) {
 		dec = rec_str(rec, "decision");
 		blocked = dec != NULL && strcmp(dec, "allow") != 0;
 		json_object_object_add(
@@ -318,14 +412,16 @@ otlp_attr(struct json_object *attrs, const char *key, struct json_object *any)
 }
 
 /* One audit record as an OTLP LogRecord: time from ts_ms, WARN for a
- * deny, INFO otherwise, the record's JSON line as body, each field as an
- * attribute "ksb.FIELD". */
+ * deny or a failed self-test, INFO otherwise, the record's JSON line as
+ * body, each field as an attribute "ksb.FIELD". */
 static struct json_object *
 otlp_record(struct json_object *rec)
 {
 	struct json_object *lr = json_object_new_object(), *attrs, *any;
-	const char *dec = rec_str(rec, "decision");
-	int warn = dec != NULL && strcmp(dec, "deny") == 0;
+	const char *dec = rec_str(rec, "decision"),
+		   *st = rec_str(rec, "result");
+	int warn = (dec != NULL && strcmp(dec, "deny") == 0) ||
+	    (st != NULL && strcmp(st, "fail") == 0); /* a self-test's */
 	char ns[32], key[64];
 
 	snprintf(

@@ -57,6 +57,10 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "audit summary [--instance ID] "
 	    "[--host H] [--since T] [--until T]\n[--denied] [--json]",
 	    "per-host counts and bytes" },
+	{ "audit forwards", audit_main,
+	    "audit forwards [--instance ID] [--since T] [--until T] "
+	    "[--limit N]\n[--json|--csv]",
+	    "port forwards: added, removed, connections, bytes" },
 	{ "audit export", audit_main,
 	    "audit export --jsonl|--format ocsf|--otlp URL [--state FILE] "
 	    "[--since T] [--follow]",
@@ -65,11 +69,16 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "audit verify [--head SEQ:HASH | --head-from FILE] [--key FILE]\n"
 	    "[--json]",
 	    "check the audit hash chain" },
+	{ "audit selftests", audit_main,
+	    "audit selftests [--instance ID] [--failed] [--limit N] "
+	    "[--json|--csv]",
+	    "the enforcement self-test's results" },
 	{ "reload", reload_main, "reload", "reload the gateway's policy" },
 	{ "requests", requests_main, "requests [--follow]",
 	    "CONNECTs held for a decision" },
 	{ "allow", allow_main,
-	    "allow ID HOST[:PORT] [--once | --for D | --until-stopped]",
+	    "allow ID HOST[:PORT] [--once | --for D | --until-stopped | "
+	    "--permanent]",
 	    "let a held or future CONNECT through" },
 	{ "deny", deny_main, "deny ID HOST[:PORT]",
 	    "refuse a held CONNECT now" },

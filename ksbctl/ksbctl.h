@@ -59,6 +59,8 @@ struct sqlite3;
 int audit_export_ocsf(struct sqlite3 *db, int64_t since, int follow);
 int audit_export_otlp(struct sqlite3 *db, const char *url, const char *state,
     int64_t since, int follow);
+/* audit_selftest.c: `audit selftests' (argv[0] "selftests"). */
+int audit_selftest_main(int argc, char **argv);
 /* audit_verify.c: `audit verify' (argv[0] "verify"). */
 int audit_verify_main(int argc, char **argv);
 /* audit_db.c: the audit database opened read-only with a busy timeout;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "policy/policy.h"
@@ -48,6 +49,15 @@ policy_cli_load(
 	if (nfiles == 0) {
 		files = ksbctl_conf->policy_files;
 		nfiles = ksbctl_conf->npolicy_files;
+		/* The permanent grants are read with them: say so when
+		 * they cannot be (the gateway, as root, can). */
+		if (ksbctl_conf->grants_dir != NULL &&
+		    access(ksbctl_conf->grants_dir, R_OK | X_OK) == -1 &&
+		    errno != ENOENT)
+			fprintf(stderr,
+			    "ksbctl policy %s: warning: cannot read grants-dir "
+			    "%s (%s): its permanent grants are left out\n",
+			    cmd, ksbctl_conf->grants_dir, strerror(errno));
 	}
 	if (nfiles == 0 && ksbctl_conf->path == NULL) {
 		fprintf(stderr,

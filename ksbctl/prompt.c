@@ -357,6 +357,14 @@ prompt_show_turn(
 	fflush(stdout);
 }
 
+static const char *prompt_id; /* the instance */
+/* --wait --json: the summary's instance dir and the branch before the
+ * turn; dir NULL: no summary. */
+static struct {
+	const char *dir;
+	const char *before;
+} prompt_sum;
+
 /* "EVENT ms turn state [text]": {type: ksb.event, event, turn, ts_ms,
  * text (guest text decoded, then escaped)}; "END turn state [exit]":
  * {type: ksb.end, event: end, turn, state, exit (null: not headless)}. */
@@ -388,6 +396,10 @@ prompt_show(const char *line, enum out_format fmt)
 		out_add(o, "text", out_str(esc));
 		out_print(stdout, fmt, o, prompt_event_text);
 	} else if (sscanf(line, "END %llu %31s %d", &turn, state, &ex) >= 2) {
+		/* --json: the summary comes before ksb.end, still last. */
+		if (fmt == OUT_JSON && prompt_sum.dir != NULL)
+			(void)turnsum_print(stdout, prompt_id, prompt_sum.dir,
+			    turn, prompt_sum.before, fmt);
 		o = out_object();
 		out_add(o, "type", out_str("ksb.end"));
 		out_add(o, "event", out_str("end"));
@@ -486,7 +498,6 @@ prompt_connect(const char *id, const char *dir)
 #define PROMPT_ALLOW_MAX 8
 static const char *prompt_allow[PROMPT_ALLOW_MAX];
 static int prompt_nallow;
-static const char *prompt_id;
 
 /* The turn is known: ALLOW each --allow target for it (scope turn:N; the
  * gateway grants it while that turn runs).  A refusal is said, not fatal. */
@@ -615,7 +626,7 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 }
 
 /*
- * 84 lines: the options, then the instance, the text, the conversation
+ * 88 lines: the options, then the instance, the text, the conversation
  * and the turn's summary, one straight sequence sharing one cleanup;
  * the pieces that stand alone are functions already.
  */
@@ -690,10 +701,13 @@ prompt_main(int argc, char **argv)
 	    prompt_ready(id, dir) != 0 || (fd = prompt_connect(id, dir)) == -1)
 		goto cleanup;
 	turnsum_ref(dir, id, before);
+	if (wait && !no_summary && fmt == OUT_JSON) { /* at END */
+		prompt_sum.dir = dir;
+		prompt_sum.before = before;
+	}
 	ret = prompt_converse(fd, id, key, text, len, wait, fmt, &turn);
-	/* The turn ended (or the instance stopped): what it did.  Text
-	 * only: with --json the last line stays ksb.end (ksbctl audit
-	 * --turn gives the rows as JSON). */
+	/* The turn ended (or the instance stopped): what it did.  With
+	 * --json it came before ksb.end (prompt_show). */
 	if (wait && turn > 0 && !no_summary && fmt != OUT_JSON)
 		(void)turnsum_print(stdout, id, dir, turn, before, fmt);
 cleanup:

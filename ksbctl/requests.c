@@ -4,13 +4,16 @@
  * control-group):
  *
  *   requests [--follow]           REQUESTS: what waits, and since when
- *   allow ID HOST[:PORT] [--once | --for D | --until-stopped]
+ *   allow ID HOST[:PORT] [--once | --for D | --until-stopped |
+ *                         --permanent]
  *   deny ID HOST[:PORT]
  *
  * A decision applies to the connections held now and the next ones: once
- * (the next connection only, the default), for a duration, or until the
- * instance stops; deny refuses the held ones (operator_denied).  Each is
- * a record in the audit chain.
+ * (the next connection only, the default), for a duration, until the
+ * instance stops, or permanently (the gateway adds the rule to the
+ * instance's profile in a drop-in file of grants-dir and reloads); deny
+ * refuses the held ones (operator_denied).  Each is a record in the audit
+ * chain.
  */
 #include <getopt.h>
 #include <poll.h>
@@ -212,6 +215,7 @@ allow_main(int argc, char **argv)
 		{ "once", no_argument, NULL, 'o' },
 		{ "for", required_argument, NULL, 'd' },
 		{ "until-stopped", no_argument, NULL, 'u' },
+		{ "permanent", no_argument, NULL, 'p' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -240,6 +244,10 @@ allow_main(int argc, char **argv)
 			break;
 		case 'u':
 			scope = "instance";
+			nscope++;
+			break;
+		case 'p':
+			scope = "permanent";
 			nscope++;
 			break;
 		case 'h':

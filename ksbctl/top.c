@@ -3,12 +3,19 @@
  * every instance, refreshed every SECONDS (default 1):
  *
  *   - instances: the instance dirs (their state file, proto/instance.h:
- *     state, agent state and turn) and the gateway's registrations (LIST);
+ *     state, agent state and turn) and the gateway's registrations (LIST,
+ *     with each one's traffic: open tunnels and bytes relayed, open
+ *     tunnels included);
+ *   - the rates: the change of the gateway's byte counts between the
+ *     last refresh's count and this one's, over the time between them
+ *     (LIST's at=), so a long download shows while it runs; without
+ *     counts (an unprivileged user, an older gateway), the change per
+ *     second of the audit's totals;
  *   - from the audit database, read-only as `ksbctl audit' reads it
- *     (ksb-audit(5)): open tunnels (allowed rows not closed yet), the
- *     derived totals (totals_instance: connections, refused, bytes of the
- *     closed tunnels) and their change per second since the last refresh,
- *     and the newest refusals;
+ *     (ksb-audit(5)): the derived totals (totals_instance: connections,
+ *     refused, bytes of the closed tunnels), open tunnels (allowed rows
+ *     not closed yet) where the gateway gave no count, and the newest
+ *     refusals;
  *   - the CONNECTs held for a decision (REQUESTS, proto/ctl.h; root or
  *     control-group).
  *
@@ -40,6 +47,8 @@ struct top_inst {
 	char agent[16]; /* agent state, "-" if not agent mode */
 	uint64_t turn;
 	int64_t tunnels, conns, denied, up, down; /* -1: unknown */
+	int64_t gw_tunnels, gw_up, gw_down;	  /* LIST's; -1: unknown */
+	int64_t gw_at;				  /* when counted, unix ms */
 	double up_rate, down_rate;		  /* bytes per second */
 };
 
@@ -80,6 +89,7 @@ top_inst_add(struct top_inst *v, size_t *n, const char *id, const char *st)
 	snprintf(r->state, sizeof(r->state), "%s", st);
 	strcpy(r->agent, "-");
 	r->tunnels = r->conns = r->denied = r->up = r->down = -1;
+	r->gw_tunnels = r->gw_up = r->gw_down = r->gw_at = -1;
 	return r;
 }
 
@@ -124,8 +134,13 @@ top_read_instances(struct top *t, struct top_inst *v, size_t *n)
 	for (j = 0; j < ngw; j++) {
 		for (i = 0; i < *n && strcmp(v[i].id, gw[j].id) != 0; i++)
 			;
-		if (i == *n)
-			top_inst_add(v, n, gw[j].id, "registered");
+		r = i < *n ? &v[i] : top_inst_add(v, n, gw[j].id, "registered");
+		if (r != NULL) {
+			r->gw_tunnels = gw[j].tunnels;
+			r->gw_up = gw[j].up;
+			r->gw_down = gw[j].down;
+			r->gw_at = gw[j].at_ms;
+		}
 	}
 	free(gw);
 }
@@ -149,6 +164,29 @@ top_int(sqlite3 *db, const char *sql, const char *id, int col)
 	return v;
 }
 
+/*
+ * The rates of r against o (the last refresh, secs ago): the gateway's
+ * counts where both refreshes have them, over the time between the two
+ * counts (0 where they went down, a new registration, or no new count
+ * came), the audit's totals where neither has.
+ */
+static void
+top_rates(struct top_inst *r, const struct top_inst *o, double secs)
+{
+	double span = (double)(r->gw_at - o->gw_at) / 1000.0;
+
+	if (r->gw_up >= 0 && o->gw_up >= 0) {
+		if (span > 0 && r->gw_up >= o->gw_up &&
+		    r->gw_down >= o->gw_down) {
+			r->up_rate = (double)(r->gw_up - o->gw_up) / span;
+			r->down_rate = (double)(r->gw_down - o->gw_down) / span;
+		}
+	} else if (r->gw_up < 0 && o->gw_up < 0 && o->up >= 0 && r->up >= 0) {
+		r->up_rate = (double)(r->up - o->up) / secs;
+		r->down_rate = (double)(r->down - o->down) / secs;
+	}
+}
+
 /* The audit's figures of r; rates against old (the last refresh). */
 static void
 top_read_figures(
@@ -160,24 +198,21 @@ top_read_figures(
 	double secs = (double)(now - old->last_ms) / 1000.0;
 	size_t i;
 
-	r->tunnels = top_int(db,
-	    "SELECT count(*) FROM connections WHERE decision = 'allow' AND "
-	    "closed_ms IS NULL AND instance = ?1",
-	    r->id, 0);
+	r->tunnels = r->gw_tunnels >= 0 ?
+	    r->gw_tunnels :
+	    top_int(db,
+		"SELECT count(*) FROM connections WHERE decision = 'allow' "
+		"AND closed_ms IS NULL AND instance = ?1",
+		r->id, 0);
 	r->conns = top_int(db, tot, r->id, 0);
 	r->denied = top_int(db, tot, r->id, 1);
 	r->up = top_int(db, tot, r->id, 2);
 	r->down = top_int(db, tot, r->id, 3);
 	if (old->last_ms == 0 || secs <= 0)
 		return;
-	for (i = 0; i < old->ninst; i++) {
-		const struct top_inst *o = &old->inst[i];
-
-		if (strcmp(o->id, r->id) != 0 || o->up < 0 || r->up < 0)
-			continue;
-		r->up_rate = (double)(r->up - o->up) / secs;
-		r->down_rate = (double)(r->down - o->down) / secs;
-	}
+	for (i = 0; i < old->ninst; i++)
+		if (strcmp(old->inst[i].id, r->id) == 0)
+			top_rates(r, &old->inst[i], secs);
 }
 
 /* The newest refusals (of any instance) into t->deny. */

@@ -4,7 +4,14 @@
  * the turn, ksb-audit(5): connections.turn), its bytes, and whether the
  * agent's branch sandbox/ID moved (read with mirror_read_ref: the mirror
  * is the guest's and is never opened as a repository).  One screen at
- * most: TURNSUM_ROWS hosts of each kind, the rest counted.
+ * most: TURNSUM_ROWS hosts of each kind, the rest counted.  With --json
+ * one object, every row:
+ *
+ *   {"type":"ksb.summary","instance":ID,"turn":N,
+ *    "reached":[{"host","port","connections","bytes_up","bytes_down"}...],
+ *    "refused":[{"host","port","reason","connections"}...],
+ *    "before":OID|"","after":OID|"","allowed_connections":N,
+ *    "refused_connections":N,"bytes_up":N,"bytes_down":N,"pushed":BOOL}
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +104,37 @@ turnsum_audit(const char *id, unsigned long long turn, struct json_object *o)
 	return ret;
 }
 
+/* The totals of o's rows and the branch's move, added to o: connections
+ * (allowed and refused), bytes_up, bytes_down, pushed (a bool). */
+static void
+turnsum_totals(struct json_object *o)
+{
+	struct json_object *reached = out_get(o, "reached"),
+			   *refused = out_get(o, "refused"), *r;
+	size_t i, nr = json_object_array_length(reached),
+		  nd = json_object_array_length(refused);
+	int64_t up = 0, down = 0, na = 0, nd_conn = 0;
+	const char *before = out_get_str(o, "before"),
+		   *after = out_get_str(o, "after");
+
+	for (i = 0; i < nr; i++) {
+		r = json_object_array_get_idx(reached, i);
+		up += out_get_int(r, "bytes_up");
+		down += out_get_int(r, "bytes_down");
+		na += out_get_int(r, "connections");
+	}
+	for (i = 0; i < nd; i++)
+		nd_conn += out_get_int(
+		    json_object_array_get_idx(refused, i), "connections");
+	out_add(o, "allowed_connections", out_int(na));
+	out_add(o, "refused_connections", out_int(nd_conn));
+	out_add(o, "bytes_up", out_int(up));
+	out_add(o, "bytes_down", out_int(down));
+	out_add(o, "pushed",
+	    out_bool(after != NULL && after[0] != '\0' &&
+		(before == NULL || strcmp(before, after) != 0)));
+}
+
 /* Text: a line per host (TURNSUM_ROWS of each kind), totals first. */
 static void
 turnsum_text(FILE *f, struct json_object *o)
@@ -105,15 +143,11 @@ turnsum_text(FILE *f, struct json_object *o)
 			   *refused = out_get(o, "refused"), *r;
 	size_t i, nr = json_object_array_length(reached),
 		  nd = json_object_array_length(refused);
-	int64_t up = 0, down = 0;
+	int64_t up = out_get_int(o, "bytes_up"),
+		down = out_get_int(o, "bytes_down");
 	const char *before = json_object_get_string(out_get(o, "before")),
 		   *after = json_object_get_string(out_get(o, "after"));
 
-	for (i = 0; i < nr; i++) {
-		r = json_object_array_get_idx(reached, i);
-		up += out_get_int(r, "bytes_up");
-		down += out_get_int(r, "bytes_down");
-	}
 	fprintf(f,
 	    "turn %lld: %zu host%s reached, %zu refused, %lld bytes up, "
 	    "%lld down\n",
@@ -166,6 +200,7 @@ turnsum_print(FILE *f, const char *id, const char *dir, unsigned long long turn,
 	turnsum_ref(dir, id, after);
 	out_add(o, "before", out_str(before));
 	out_add(o, "after", out_str(after));
+	turnsum_totals(o);
 	out_print(f, fmt, o, turnsum_text);
 	return ret;
 }

@@ -231,18 +231,93 @@ cleanup:
 	return ret;
 }
 
+/* ---- the lazy cache: an index, no files -------------------------------- */
+
+/* 1 if path names a .gitattributes file, at any depth. */
+static int
+checkout_is_attributes(const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	return strcmp(base != NULL ? base + 1 : path, ".gitattributes") == 0;
+}
+
+/*
+ * The lazy cache of tree: only the index at path, every entry's stat data
+ * made up from the object database, as the guest's tree file system
+ * (guest/treefs.c) reports the file: size the blob's (its header only is
+ * read), mtime and ctime `when' (the commit's time, seconds), owner
+ * uid:gid, device and inode 0.  No file is written.  0; 1 when the tree
+ * has a .gitattributes (a filter may make checked-out bytes differ from
+ * the blob's, so the full checkout is made instead: nothing written); -1
+ * and *cause.
+ */
+static int
+checkout_lazy(git_repository *r, git_tree *tree, int64_t when, const char *path,
+    uid_t uid, gid_t gid, size_t *files, char **cause)
+{
+	const git_index_entry *e;
+	git_index_entry ne;
+	git_index *idx = NULL;
+	git_odb *odb = NULL;
+	git_object_t type;
+	size_t i, n, len;
+	int ret = -1;
+
+	if (git_repository_odb(&odb, r) < 0 || git_index_open(&idx, path) < 0 ||
+	    git_index_read_tree(idx, tree) < 0) {
+		mirror_git_cause(cause, "index");
+		goto cleanup;
+	}
+	n = git_index_entrycount(idx);
+	for (i = 0; i < n; i++) {
+		e = git_index_get_byindex(idx, i);
+		if (e == NULL || (e->mode & 0170000) == 0160000)
+			continue; /* a submodule: an empty directory */
+		if (checkout_is_attributes(e->path)) {
+			ret = 1;
+			goto cleanup;
+		}
+		if (git_odb_read_header(&len, &type, odb, &e->id) < 0) {
+			mirror_git_cause(cause, e->path);
+			goto cleanup;
+		}
+		ne = *e;
+		ne.ctime.seconds = ne.mtime.seconds = (int32_t)when;
+		ne.ctime.nanoseconds = ne.mtime.nanoseconds = 0;
+		ne.dev = ne.ino = 0;
+		ne.uid = uid;
+		ne.gid = gid;
+		ne.file_size = (uint32_t)len;
+		if (git_index_add(idx, &ne) < 0) {
+			mirror_git_cause(cause, "index");
+			goto cleanup;
+		}
+	}
+	if (git_index_write(idx) < 0) {
+		mirror_git_cause(cause, path);
+		goto cleanup;
+	}
+	*files = n;
+	ret = 0;
+cleanup:
+	git_index_free(idx);
+	git_odb_free(odb);
+	return ret;
+}
+
 /* ---- linking unchanged files from an older cache ----------------------- */
 
 /*
- * The newest other cache made from the same repository (its `source'
- * file, host-written, names gitdir): *base (malloc'd) and *oid, 0; or -1
- * when there is none.
+ * The newest other full cache (with tree/: a lazy one has no files to
+ * link) made from the same repository (its `source' file, host-written,
+ * names gitdir): *base (malloc'd) and *oid, 0; or -1 when there is none.
  */
 static int
 checkout_find_base(
     const char *state_dir, const char *gitdir, char **base, git_oid *oid)
 {
-	char **commits = NULL, *cause = NULL, *dir, *src, *buf;
+	char **commits = NULL, *cause = NULL, *dir, *src, *buf, *top;
 	struct stat sb;
 	time_t best = 0;
 	size_t i, len;
@@ -256,10 +331,11 @@ checkout_find_base(
 		dir = checkout_path(state_dir, commits[i]);
 		xasprintf(&src, "%s/source", dir);
 		buf = NULL;
+		xasprintf(&top, "%s/tree", dir);
 		if (util_read_file(src, 4096, &buf, &len, &cause) == 0 &&
 		    len == strlen(gitdir) + 1 &&
-		    memcmp(buf, gitdir, len - 1) == 0 && stat(dir, &sb) == 0 &&
-		    sb.st_mtime >= best) {
+		    memcmp(buf, gitdir, len - 1) == 0 && stat(top, &sb) == 0 &&
+		    stat(dir, &sb) == 0 && sb.st_mtime >= best) {
 			best = sb.st_mtime;
 			free(*base);
 			*base = dir;
@@ -270,6 +346,7 @@ checkout_find_base(
 		cause = NULL;
 		free(buf);
 		free(src);
+		free(top);
 		free(dir);
 	}
 	util_strv_free(commits);
@@ -397,23 +474,40 @@ checkout_walk_clear(struct checkout_walk *w)
 	memset(w, 0, sizeof(*w));
 }
 
+/* tmp/source: the git dir the cache was made from.  0, or -1, *cause. */
+static int
+checkout_source(const char *tmp, const char *gitdir, char **cause)
+{
+	char *src;
+	int fd, ret = 0;
+
+	xasprintf(&src, "%s/source", tmp);
+	if ((fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) ==
+		-1 ||
+	    dprintf(fd, "%s\n", gitdir) < 0 || close(fd) != 0)
+		ret = cause_set(cause, "%s: %s", src, strerror(errno));
+	free(src);
+	return ret;
+}
+
 /*
- * Check commit out of r into the new directory tmp: tmp/tree (the files,
- * chowned to uid:gid; with a base cache, its unchanged files linked and
- * only the rest checked out), tmp/index and tmp/source (gitdir).  0, or
- * -1 and *cause.
+ * Check commit out of r into the new directory tmp: lazily (*lazy 1:
+ * tmp/index only, checkout_lazy) unless the tree has a .gitattributes,
+ * else tmp/tree (the files, chowned to uid:gid; with a base cache, its
+ * unchanged files linked and only the rest checked out) and tmp/index;
+ * and tmp/source (gitdir).  0, or -1 and *cause.
  */
 static int
 checkout_make(git_repository *r, const git_oid *commit, const char *tmp,
     const char *gitdir, const char *base, const git_oid *base_oid, uid_t uid,
-    gid_t gid, size_t *files, size_t *linked, char **cause)
+    gid_t gid, size_t *files, size_t *linked, int *lazy, char **cause)
 {
 	struct checkout_walk w;
 	git_checkout_options co;
 	git_commit *c = NULL;
 	git_tree *tree = NULL;
-	char *top = NULL, *index = NULL, *src = NULL;
-	int ret = -1, fd, full = 1;
+	char *top = NULL, *index = NULL;
+	int ret = -1, rc, full = 1;
 
 	memset(&w, 0, sizeof(w));
 	if (git_commit_lookup(&c, r, commit) < 0 ||
@@ -423,7 +517,14 @@ checkout_make(git_repository *r, const git_oid *commit, const char *tmp,
 	}
 	xasprintf(&top, "%s/tree", tmp);
 	xasprintf(&index, "%s/index", tmp);
-	xasprintf(&src, "%s/source", tmp);
+	rc = checkout_lazy(
+	    r, tree, git_commit_time(c), index, uid, gid, files, cause);
+	if (rc != 1) {
+		*lazy = rc == 0;
+		if (rc == 0)
+			ret = checkout_source(tmp, gitdir, cause);
+		goto cleanup;
+	}
 	if (mkdir(top, 0755) != 0) {
 		cause_set(cause, "%s: %s", top, strerror(errno));
 		goto cleanup;
@@ -459,14 +560,9 @@ checkout_make(git_repository *r, const git_oid *commit, const char *tmp,
 		cause_set(cause, "chown %s: %s", top, strerror(errno));
 		goto cleanup;
 	}
-	if (checkout_index(tree, top, index, files, cause) != 0)
+	if (checkout_index(tree, top, index, files, cause) != 0 ||
+	    checkout_source(tmp, gitdir, cause) != 0)
 		goto cleanup;
-	if ((fd = open(src, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) ==
-		-1 ||
-	    dprintf(fd, "%s\n", gitdir) < 0 || close(fd) != 0) {
-		cause_set(cause, "%s: %s", src, strerror(errno));
-		goto cleanup;
-	}
 	ret = 0;
 cleanup:
 	checkout_walk_clear(&w);
@@ -474,7 +570,6 @@ cleanup:
 	git_commit_free(c);
 	free(top);
 	free(index);
-	free(src);
 	return ret;
 }
 
@@ -516,7 +611,7 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 	char *final = NULL, *tmp = NULL, *base = NULL;
 	size_t files = 0, linked = 0;
 	double secs;
-	int ret = -1, have_base;
+	int ret = -1, have_base, lazy = 0;
 
 	mirror_global_init();
 	*dir = NULL;
@@ -541,7 +636,7 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 	    checkout_find_base(state_dir, gitdir, &base, &base_oid) == 0;
 	if (checkout_open(gitdir, extra_objects, &r, cause) != 0 ||
 	    checkout_make(r, &oid, tmp, gitdir, have_base ? base : NULL,
-		&base_oid, uid, gid, &files, &linked, cause) != 0)
+		&base_oid, uid, gid, &files, &linked, &lazy, cause) != 0)
 		goto cleanup;
 	if (chmod(tmp, 0755) != 0) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
@@ -559,7 +654,11 @@ checkout_prepare(const char *state_dir, const char *gitdir,
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	secs = (double)(t1.tv_sec - t0.tv_sec) +
 	    (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
-	if (have_base)
+	if (lazy)
+		log_info("checkout of %.12s: %zu file%s, lazy (an index, the "
+			 "files served in the guest) in %.2f s",
+		    commit, files, files == 1 ? "" : "s", secs);
+	else if (have_base)
 		log_info("checkout of %.12s: %zu file%s in %.2f s (%zu linked "
 			 "from the checkout of %.12s)",
 		    commit, files, files == 1 ? "" : "s", secs, linked,

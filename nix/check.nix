@@ -60,6 +60,9 @@ let
     (expect "ksb.conf: settings" (has conf "proxy-port = 3129"))
     (expect "ksb.conf: control-group" (has conf "control-group = ksb"))
     (expect "ksb.conf: policy glob" (has conf "policy = /etc/ksb/policy.d/[*].policy"))
+    (expect "ksb.conf: grants-dir" (has conf "grants-dir = /var/lib/ksb/grants.d"))
+    (expect "tmpfiles: grants-dir 0750"
+      (builtins.elem "d /var/lib/ksb/grants.d 0750 root ksb -" c.systemd.tmpfiles.rules))
     (expect "policy: extends" (has pol "profile claude extends default [{]"))
     (expect "policy: allow" (has pol "    allow api.anthropic.com"))
     (expect "policy: allow-address" (has pol "    allow-address 10.20.0.0/16:443"))

@@ -1,7 +1,8 @@
 # nix/module.nix: the NixOS module (flake output nixosModules.default).
 # The gateway as a systemd service; ksb.conf from services.ksb.settings;
 # the policy written as Nix attributes (services.ksb.policy.profiles,
-# rendered by nix/policy.nix to /etc/ksb/policy.d/nixos.policy); the guest
+# rendered by nix/policy.nix to /etc/ksb/policy.d/nixos.policy; the
+# permanent grants of ksbctl allow in /var/lib/ksb/grants.d); the guest
 # kernel and its modules from nixpkgs (services.ksb.kernelPackages); the
 # _ksbproxy user and the control group.  `self' is the flake (for its
 # package).
@@ -17,6 +18,8 @@ let
     else "${k} = ${toString v}\n";
   settings = {
     policy = "/etc/ksb/policy.d/*.policy";
+    # ksbctl allow --permanent's drop-ins: state, not NixOS-managed /etc.
+    grants-dir = "/var/lib/ksb/grants.d";
     control-group = cfg.group;
     kernel = "${kernel}/bzImage";
     modules-dir = "${kernel}/lib/modules/${kernel.modDirVersion}";
@@ -47,7 +50,7 @@ in
       type = lib.types.attrsOf (lib.types.oneOf [ lib.types.str lib.types.int (lib.types.listOf lib.types.str) ]);
       default = { };
       example = { bridge = "ksb0"; proxy-port = 3128; hosts-file = "/etc/ksb/hosts"; };
-      description = "ksb.conf(5) settings; policy, control-group, kernel and modules-dir are set by the module.";
+      description = "ksb.conf(5) settings; policy, grants-dir, control-group, kernel and modules-dir are set by the module.";
     };
     policy.profiles = lib.mkOption {
       type = lib.types.attrsOf (lib.types.attrsOf lib.types.anything);
@@ -69,6 +72,7 @@ in
     };
     systemd.tmpfiles.rules = [
       "d /var/lib/ksb 0750 root ${cfg.group} -"
+      "d /var/lib/ksb/grants.d 0750 root ${cfg.group} -"
       "d /var/cache/ksb 0755 root root -"
     ];
     systemd.services.ksb-gatewayd = {

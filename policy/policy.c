@@ -45,8 +45,9 @@
 #define POLICY_RULES_MAX     (1 << 20) /* rules in one policy */
 #define POLICY_QUOTE_MAX     80	       /* bytes of offending text quoted */
 #define POLICY_DEFAULT_PORT  443
-#define POLICY_FILES_MAX     1024 /* files in one policy, with includes */
-#define POLICY_INCLUDE_DEPTH 16	  /* nested includes */
+#define POLICY_FILES_MAX     1024  /* files in one policy, with includes */
+#define POLICY_INCLUDE_DEPTH 16	   /* nested includes */
+#define POLICY_EXTENDS_MAX   65536 /* `extend profile' blocks */
 
 struct policy_ports {
 	uint16_t lo, hi; /* inclusive, sorted, disjoint */
@@ -63,8 +64,10 @@ struct policy_rule {
 	int prefix;
 	struct policy_ports *ports;
 	size_t nports;
-	char *text; /* canonical: "allow *.example.com:443" */
-	char *desc; /* "profile p (file:line): <text>" */
+	char *text;	  /* canonical: "allow *.example.com:443" */
+	char *desc;	  /* "profile p (file:line): <text>" */
+	const char *file; /* owned by the policy's files[]: an extend
+			     block's rules come from another file */
 	int line;
 };
 
@@ -130,6 +133,10 @@ struct policy {
 	struct policy_index addrs;   /* allow-address */
 	uint8_t pfx4[33], pfx6[129]; /* prefix lengths in use */
 	struct policy_creds creds;   /* credential blocks (credential.c) */
+	/* `extend profile NAME { }' blocks, merged into NAME by
+	 * policy_extend_merge; name, file, line and rules are used. */
+	struct policy_profile *exts;
+	size_t nexts;
 };
 
 /* A growing string, for errors and canonical text. */
@@ -153,6 +160,7 @@ struct policy_parse {
 	const char *file;
 	int line;
 	int inblock;		       /* inside { } */
+	int inextend;		       /* ... of `extend profile' */
 	struct policy_profile *cur;    /* block's profile */
 	struct policy_profile scratch; /* block of a rejected header */
 	struct policy_index dups;      /* canonical texts of cur's rules */
@@ -449,6 +457,7 @@ policy_block_start(struct policy_parse *p, struct policy_profile *pr)
 	policy_index_free(&p->dups);
 	p->cur = pr;
 	p->inblock = 1;
+	p->inextend = 0;
 }
 
 /*
@@ -896,6 +905,7 @@ policy_rule(struct policy_parse *p, int addr, const struct policy_tok *kw,
 
 	memset(&r, 0, sizeof(r));
 	r.kind = addr ? POLICY_RULE_ADDR : POLICY_RULE_HOST;
+	r.file = p->file;
 	r.line = p->line;
 	if (t == NULL) {
 		policy_error(p, p->line, kw->col, "`%s' needs %s",
@@ -1113,6 +1123,65 @@ block:
 	policy_block_start(p, pr);
 	if (!brace)
 		*pos = len; /* the rest of a broken header is noise */
+}
+
+/*
+ * "extend profile NAME {" starting after the keyword kw at *pos: a block
+ * of rules for NAME, defined anywhere in the policy (a drop-in file, such
+ * as what `ksbctl allow --permanent' writes).  Its rules are merged into
+ * NAME by policy_extend_merge.  Like policy_header, always enters a block.
+ */
+static void
+policy_extend_header(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *kw)
+{
+	struct policy *pol = p->pol;
+	struct policy_profile *pr;
+	struct policy_tok t, name, brace;
+	char q[QBUF];
+	int ok = 0;
+
+	if (!policy_next_tok(line, len, pos, &t) ||
+	    !policy_tok_is(&t, "profile"))
+		policy_error(
+		    p, p->line, kw->col, "`extend' needs `profile NAME {'");
+	else if (!policy_next_tok(line, len, pos, &name) ||
+	    !util_valid_profile(name.s, name.len))
+		policy_error(p, p->line, t.col,
+		    "`extend profile' needs a profile name (want "
+		    "[a-z0-9][a-z0-9_-]{0,63})");
+	else if (!policy_next_tok(line, len, pos, &brace))
+		policy_error(p, p->line, name.col + (int)name.len,
+		    "expected `{' after `extend profile %.*s'", (int)name.len,
+		    name.s);
+	else if (!policy_tok_is(&brace, "{"))
+		policy_error(p, p->line, brace.col,
+		    "expected `{' after `extend profile %.*s', found `%s' "
+		    "(an extend block adds rules only)",
+		    (int)name.len, name.s,
+		    policy_quote(q, sizeof(q), brace.s, brace.len));
+	else if (pol->nexts >= POLICY_EXTENDS_MAX)
+		policy_error(p, p->line, kw->col,
+		    "too many extend blocks (max %d)", POLICY_EXTENDS_MAX);
+	else
+		ok = 1;
+	if (!ok) {
+		policy_profile_clear(&p->scratch);
+		pr = &p->scratch;
+		pr->name = xstrdup("(invalid)");
+		*pos = len; /* the rest of a broken header is noise */
+	} else {
+		pol->exts =
+		    xrealloc(pol->exts, (pol->nexts + 1) * sizeof(*pol->exts));
+		pr = &pol->exts[pol->nexts++];
+		memset(pr, 0, sizeof(*pr));
+		pr->name = xstrndup(name.s, name.len);
+	}
+	pr->file = p->file;
+	pr->line = p->line;
+	pr->col = kw->col;
+	policy_block_start(p, pr);
+	p->inextend = 1;
 }
 
 static const char *const policy_limit_names[POLICY_NLIMITS] = { "connections",
@@ -1377,24 +1446,84 @@ cleanup:
 }
 
 /*
+ * "allow ARG" or "allow-address ARG" after the keyword kw at *pos, a `}'
+ * may follow.  0 to go on with the line, -1 to skip the rest.
+ */
+static int
+policy_allow_line(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *kw)
+{
+	struct policy_tok arg, extra;
+	char q[QBUF];
+	size_t save;
+	int have;
+
+	if (!p->inblock) {
+		policy_error(p, p->line, kw->col, "`%.*s' outside a profile",
+		    (int)kw->len, kw->s);
+		return -1;
+	}
+	save = *pos;
+	have = policy_next_tok(line, len, pos, &arg);
+	if (have && (arg.s[0] == '{' || arg.s[0] == '}')) {
+		have = 0;
+		*pos = save;
+	}
+	policy_rule(
+	    p, policy_tok_is(kw, "allow-address"), kw, have ? &arg : NULL);
+	if (!have)
+		return 0;
+	save = *pos;
+	if (policy_next_tok(line, len, pos, &extra)) {
+		if (extra.s[0] == '}') {
+			*pos = save;
+			return 0;
+		}
+		policy_error(p, p->line, extra.col,
+		    "unexpected `%s' after rule (one rule per line; ports are "
+		    "written `443,8443')",
+		    policy_quote(q, sizeof(q), extra.s, extra.len));
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Process one line (without its '\n').
  *
- * 88 lines: the statement dispatcher of the policy language: one
- * case per keyword and the profile block state between them.
+ * 91 lines: the statement dispatcher of the policy language: one
+ * case per keyword and the block state (profile, extend) between them.
  */
 static void
 policy_line(struct policy_parse *p, const char *line, size_t len)
 {
-	struct policy_tok t, arg, extra;
+	struct policy_tok t;
 	char q[QBUF];
-	size_t pos = 0, save;
-	int have;
+	size_t pos = 0;
 
 	if (p->pol->creds.open) {
 		pcred_line(p, line, len, 0);
 		return;
 	}
 	while (policy_next_tok(line, len, &pos, &t)) {
+		if (p->inextend &&
+		    (policy_tok_is(&t, "credential") ||
+			policy_tok_is(&t, "limit"))) {
+			policy_error(p, p->line, t.col,
+			    "`%.*s' in an extend block (it adds `allow' and "
+			    "`allow-address' rules only)",
+			    (int)t.len, t.s);
+			return;
+		}
+		if (policy_tok_is(&t, "extend")) {
+			if (p->inblock)
+				policy_error(p, p->line, t.col,
+				    "`extend' inside profile `%s' (missing "
+				    "`}' for the block at line %d?)",
+				    p->cur->name, p->cur->line);
+			policy_extend_header(p, line, len, &pos, &t);
+			continue;
+		}
 		if (policy_tok_is(&t, "credential")) {
 			if (p->inblock)
 				policy_credref(p, line, len, &pos, &t);
@@ -1418,6 +1547,7 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 				policy_error(p, p->line, t.col,
 				    "unexpected `}' outside a profile");
 			p->inblock = 0;
+			p->inextend = 0;
 			continue;
 		}
 		if (policy_tok_is(&t, "include")) {
@@ -1436,35 +1566,8 @@ policy_line(struct policy_parse *p, const char *line, size_t len)
 		}
 		if (policy_tok_is(&t, "allow") ||
 		    policy_tok_is(&t, "allow-address")) {
-			if (!p->inblock) {
-				policy_error(p, p->line, t.col,
-				    "`%.*s' outside a profile", (int)t.len,
-				    t.s);
+			if (policy_allow_line(p, line, len, &pos, &t) != 0)
 				return;
-			}
-			save = pos;
-			have = policy_next_tok(line, len, &pos, &arg);
-			if (have && (arg.s[0] == '{' || arg.s[0] == '}')) {
-				have = 0;
-				pos = save;
-			}
-			policy_rule(p, policy_tok_is(&t, "allow-address"), &t,
-			    have ? &arg : NULL);
-			if (!have)
-				continue;
-			save = pos;
-			if (policy_next_tok(line, len, &pos, &extra)) {
-				if (extra.s[0] == '}') {
-					pos = save;
-					continue;
-				}
-				policy_error(p, p->line, extra.col,
-				    "unexpected `%s' after rule (one rule per "
-				    "line; ports are written `443,8443')",
-				    policy_quote(
-					q, sizeof(q), extra.s, extra.len));
-				return;
-			}
 			continue;
 		}
 		policy_error(p, p->line, t.col, "unknown keyword `%s'",
@@ -1547,9 +1650,12 @@ policy_parse_text(
 	}
 	if (p->inblock)
 		policy_error(p, p->cur->line, p->cur->col,
-		    "profile `%s' is not closed: missing `}'", p->cur->name);
+		    "%s `%s' is not closed: missing `}'",
+		    p->inextend ? "extend block of profile" : "profile",
+		    p->cur->name);
 	pcred_end_file(p);
 	p->inblock = 0;
+	p->inextend = 0;
 	p->cur = NULL;
 }
 
@@ -1716,6 +1822,75 @@ policy_credrefs_check(struct policy_parse *p, struct policy_profile *pr)
 					    v[k]->name, v[j]->name);
 }
 
+/*
+ * Move the rules of every `extend profile NAME' block into NAME, after
+ * NAME's own, in load order.  A rule NAME has already (the same canonical
+ * text) is dropped, so that a grant later copied into the profile's own
+ * file does not break the policy.  An unknown NAME is an error at the
+ * block.  One index over every (profile, rule text), so the cost is
+ * linear in the rules.
+ */
+static void
+policy_extend_merge(struct policy_parse *p)
+{
+	struct policy *pol = p->pol;
+	struct policy_index have;
+	const struct policy_ent *e;
+	struct policy_profile *x, *to;
+	struct policy_rule *r;
+	size_t i, j;
+	uint32_t ti;
+	uint64_t h;
+
+	memset(&have, 0, sizeof(have));
+	for (i = 0; pol->nexts > 0 && i < pol->nprofiles; i++) {
+		ti = (uint32_t)i;
+		for (j = 0; j < pol->profiles[i].nrules; j++) {
+			r = &pol->profiles[i].rules[j];
+			h = policy_hash_bytes(
+			    policy_hash_str(r->text, strlen(r->text)), &ti,
+			    sizeof(ti));
+			policy_index_add(&have, h, ti, j);
+		}
+	}
+	for (i = 0; i < pol->nexts; i++) {
+		x = &pol->exts[i];
+		if ((to = policy_find(pol, x->name, strlen(x->name))) == NULL) {
+			p->file = x->file;
+			policy_error(p, x->line, x->col,
+			    "extend profile `%s': no such profile", x->name);
+			continue;
+		}
+		ti = (uint32_t)(to - pol->profiles);
+		for (j = 0; j < x->nrules; j++) {
+			r = &x->rules[j];
+			h = policy_hash_bytes(
+			    policy_hash_str(r->text, strlen(r->text)), &ti,
+			    sizeof(ti));
+			for (e = NULL; (e = policy_index_next(&have, h, e)) &&
+			     (e->prof != ti ||
+				 strcmp(to->rules[e->rule].text, r->text) !=
+				     0);)
+				;
+			if (e != NULL) { /* the profile has it already */
+				policy_rule_clear(r);
+				pol->nrules--;
+				continue;
+			}
+			if (to->nrules == to->rcap) {
+				to->rcap = to->rcap ? to->rcap * 2 : 8;
+				to->rules = xrealloc(
+				    to->rules, to->rcap * sizeof(*to->rules));
+			}
+			policy_index_add(&have, h, ti, to->nrules);
+			to->rules[to->nrules++] = *r;
+			memset(r, 0, sizeof(*r));
+		}
+		x->nrules = 0;
+	}
+	policy_index_free(&have);
+}
+
 /* Resolve extends, find cycles and build closures.  0 or -1 (reported). */
 static int
 policy_resolve(struct policy_parse *p)
@@ -1726,6 +1901,7 @@ policy_resolve(struct policy_parse *p)
 	uint8_t *seen = NULL;
 	int ret = -1;
 
+	policy_extend_merge(p);
 	for (i = 0; i < pol->nprofiles; i++) {
 		pr = &pol->profiles[i];
 		for (e = 0; e < pr->next; e++) {
@@ -1800,6 +1976,9 @@ policy_free(struct policy *pol)
 	for (i = 0; i < pol->nprofiles; i++)
 		policy_profile_clear(&pol->profiles[i]);
 	free(pol->profiles);
+	for (i = 0; i < pol->nexts; i++)
+		policy_profile_clear(&pol->exts[i]);
+	free(pol->exts);
 	for (i = 0; i < pol->nfiles; i++) {
 		free(pol->files[i]);
 		free(pol->texts[i]);
@@ -2298,7 +2477,7 @@ policy_foreach_rule(
 				continue;
 			policy_index_add(&seen, h, pr->closure[i], j);
 			if (cb != NULL)
-				cb(r->text, anc->name, anc->file, r->line, arg);
+				cb(r->text, anc->name, r->file, r->line, arg);
 			n++;
 		}
 	}

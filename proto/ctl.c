@@ -249,15 +249,36 @@ cleanup:
 	return ret;
 }
 
+/*
+ * What came after RESUME's OK line in the same read (r's buffer; a line
+ * cut there is read to its end): only RELOADED lines (proto/ctl.h), *n
+ * the last one's number.  0, or -1 and *cause.
+ */
+static int
+ctl_resume_rest(struct ctl_reader *r, uint64_t *n, char **cause)
+{
+	char line[CTL_LINE_MAX];
+
+	while (r->len > 0) {
+		if (ctl_readline(r, line, cause) != 0)
+			return -1;
+		if (!ctl_parse_reloaded(line, strlen(line), n))
+			return cause_set(
+			    cause, "gateway sent more than RESUME's reply");
+	}
+	return 0;
+}
+
 int
 ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    char **cause)
+    uint64_t *reloaded, char **cause)
 {
 	struct ctl_reader r;
 	struct ctl_lease now;
 	char line[CTL_LINE_MAX], *req = NULL;
 	int fd, ret = -1;
 
+	*reloaded = 0;
 	if (!util_valid_id(id))
 		return cause_set(cause, "invalid instance ID `%s'", id);
 	if ((fd = ctl_connect(path, cause)) == -1)
@@ -284,6 +305,8 @@ ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
 		    cause, "gateway resumed %s with a different lease", id);
 		goto cleanup;
 	}
+	if (ctl_resume_rest(&r, reloaded, cause) != 0)
+		goto cleanup;
 	ret = fd;
 	fd = -1;
 cleanup:
@@ -314,8 +337,13 @@ ctl_unregister(int fd, const char *id, char **cause)
 
 	ctl_reader_init(&r, fd);
 	xasprintf(&req, "UNREGISTER %s\n", id);
-	if (ctl_send(fd, req, cause) != 0 || ctl_readline(&r, line, cause) != 0)
+	if (ctl_send(fd, req, cause) != 0)
 		goto cleanup;
+	/* A RELOADED notice may come first (proto/ctl.h). */
+	do {
+		if (ctl_readline(&r, line, cause) != 0)
+			goto cleanup;
+	} while (strncmp(line, "RELOADED ", 9) == 0);
 	if (strcmp(line, "OK") != 0) {
 		ctl_err(line, "UNREGISTER", cause);
 		goto cleanup;
@@ -705,6 +733,24 @@ ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause)
 	    line, "OK ", 31, ctl_lease_kv, lease, "REGISTER reply", cause);
 }
 
+/* A decimal count without leading zeros, below 2^63.  0 or -1. */
+static int
+ctl_parse_count(const char *v, size_t vlen, int64_t *out)
+{
+	uint64_t n = 0;
+	size_t i;
+
+	if (vlen == 0 || vlen > 18 || (vlen > 1 && v[0] == '0'))
+		return -1;
+	for (i = 0; i < vlen; i++) {
+		if (v[i] < '0' || v[i] > '9')
+			return -1;
+		n = n * 10 + (unsigned)(v[i] - '0');
+	}
+	*out = (int64_t)n;
+	return 0;
+}
+
 static int
 ctl_instance_kv(
     void *arg, const char *key, size_t klen, const char *v, size_t vlen)
@@ -745,6 +791,14 @@ ctl_instance_kv(
 		in->since_ms = (int64_t)ms;
 		return 32;
 	}
+	if (KEYIS("tunnels"))
+		return ctl_parse_count(v, vlen, &in->tunnels) == 0 ? 64 : -1;
+	if (KEYIS("up"))
+		return ctl_parse_count(v, vlen, &in->up) == 0 ? 128 : -1;
+	if (KEYIS("down"))
+		return ctl_parse_count(v, vlen, &in->down) == 0 ? 256 : -1;
+	if (KEYIS("at"))
+		return ctl_parse_count(v, vlen, &in->at_ms) == 0 ? 512 : -1;
 	return 0;
 }
 
@@ -752,6 +806,7 @@ int
 ctl_parse_instance(const char *line, struct ctl_instance *inst, char **cause)
 {
 	memset(inst, 0, sizeof(*inst));
+	inst->tunnels = inst->up = inst->down = inst->at_ms = -1;
 	return ctl_parse_kv(
 	    line, "INSTANCE ", 63, ctl_instance_kv, inst, "LIST line", cause);
 }

@@ -18,10 +18,21 @@
  *   RESUME <id> <tap>        ->  OK tap=T ip=A/P mac=M gw=A port=N (no fd)
  *                                | ERR text: after a gateway restart, the
  *                                ksb-run that registered (same pid) takes
- *                                the lease back on a new connection
+ *                                the lease back on a new connection; the
+ *                                OK is followed by RELOADED <n> (below)
  *   UNREGISTER <id>          ->  OK | ERR text
  *   LIST                     ->  INSTANCE id= profile= ip= mac= tap= since=
- *                                lines, then END
+ *                                [tunnels= up= down= at=] lines, then
+ *                                END; the traffic (decimal; to root and
+ *                                the control group only): tunnels open
+ *                                now, bytes relayed guest->upstream (up)
+ *                                and back (down) by all the instance's
+ *                                tunnels since it registered, open ones
+ *                                included, as counted at `at' (unix ms;
+ *                                every ~0.5 s while a tunnel is open, so
+ *                                a rate is (up2 - up1) / (at2 - at1));
+ *                                the audit has a tunnel's bytes only once
+ *                                it closed
  *   RELOAD                   ->  OK digest=D revoked=N lost=L ms=T, a
  *                                "W <note>" line per note, END | ERR <n>
  *                                errors, policy unchanged, an "E <error>"
@@ -38,6 +49,19 @@
  *                                connection: turn n (1..CTL_TURN_MAX) of
  *                                the instance's agent runs from now on;
  *                                the audit rows written meanwhile record it
+ *   SELFTEST <id> <trigger> <n> <result> <probes> <ms> <failed>
+ *                            ->  OK | ERR text: on the lease's connection,
+ *                                the enforcement self-test's result
+ *                                (struct ctl_selftest below), one chained
+ *                                audit record (table selftests)
+ * and, unsolicited, from the gateway to every lease holder:
+ *   RELOADED <n>             the policy was reloaded (n 1..CTL_TURN_MAX,
+ *                                per gateway run), or this connection
+ *                                has just RESUMEd the lease (right after
+ *                                its OK line: the policy may have changed
+ *                                across the restart): the instance's
+ *                                guest runs the self-test again and
+ *                                ksb-run answers SELFTEST <id> reload <n>
  * A request that is refused before it runs ("ERR permission denied: ...",
  * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
@@ -84,6 +108,10 @@ struct ctl_instance {
 	char mac_str[18];
 	char tap[16];
 	int64_t since_ms; /* unix milliseconds */
+	/* The traffic (LIST above); -1 each when the gateway sent none. */
+	int64_t tunnels;
+	int64_t up, down; /* bytes since the registration */
+	int64_t at_ms;	  /* when counted, unix ms */
 };
 
 /* ctl_connect: connect to path (CLOEXEC).  fd, or -1 and *cause. */
@@ -101,10 +129,13 @@ int ctl_register(int fd, const char *id, const char *profile,
  * Returns the new connection, which holds the lease from now on, or -1
  * and *cause (not ready yet, or the lease is gone: the gateway forgets
  * instances not resumed within 10 s of its start).  Call it when the
- * gateway connection closes, every ~200 ms while QEMU runs.
+ * gateway connection closes, every ~200 ms while QEMU runs.  The
+ * gateway follows its OK with RELOADED <n> (the resumed lease's
+ * self-test): *reloaded is that n when it came with the reply (read
+ * here), else 0 (then it comes later on the connection).
  */
 int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    char **cause);
+    uint64_t *reloaded, char **cause);
 /*
  * ctl_turn_line: the TURN request for turn of id into buf (size >=
  * CTL_LINE_MAX), for a non-blocking send on the lease's connection (its
@@ -141,5 +172,88 @@ int ctl_call(const char *path, const char *line, char **reply, char **cause);
 int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);
 int ctl_parse_instance(
     const char *line, struct ctl_instance *inst, char **cause);
+
+/* ---- ctl_selftest.c --------------------------------------------------------
+ * SELFTEST and RELOADED (above): fields, encoder and parsers (no I/O).
+ *   trigger  boot (n 0: before the command) | reload (n: RELOADED's)
+ *   result   ok (every probe failed as it must) | fail
+ *   probes   0..CTL_SELFTEST_PROBES_MAX (ok: at least 1)
+ *   ms       0..CTL_SELFTEST_MS_MAX in the guest, or "-": unknown
+ *   failed   "-" when ok; else the probe that got through, or what ksb-run
+ *            saw instead of an answer (timeout, skipped): [a-z0-9-]{1,32}
+ */
+#define CTL_SELFTEST_PROBES_MAX 64
+#define CTL_SELFTEST_MS_MAX	600000
+struct ctl_selftest {
+	char id[33];
+	int reload;	 /* 0: boot, 1: after RELOADED n */
+	uint64_t n;	 /* reload: RELOADED's n; boot: 0 */
+	int ok;		 /* 1: passed */
+	int probes;	 /* probes run */
+	int64_t ms;	 /* -1: unknown */
+	char failed[33]; /* "" when ok */
+};
+/* The request line of t into buf ('\n' included).  Its length, or -1 for
+ * a field outside the ranges above or a buffer too small. */
+int ctl_selftest_line(char *buf, size_t size, const struct ctl_selftest *t);
+/* line (without '\n'): a SELFTEST request, checked strictly.  0, or -1
+ * and *cause (what is wrong; guest-derived text is not quoted). */
+int ctl_parse_selftest(const char *line, struct ctl_selftest *t, char **cause);
+/* line (without '\n'): "RELOADED <n>"?  1 with *n, else 0. */
+int ctl_parse_reloaded(const char *line, size_t len, uint64_t *n);
+/* ---- ctlfwd.c --------------------------------------------------------------
+ * FORWARD: ksb-run's record of a port forward (vmrunner/forward.c) for
+ * the audit database, sent on the lease's connection only (the gateway
+ * refuses it from any other connection), one line per event, positional
+ * words, every one checked (ctl_fwd_parse):
+ *   FORWARD <id> add ADDR PORT GPORT
+ *   FORWARD <id> remove ADDR PORT GPORT REASON      (removed, stopped)
+ *   FORWARD <id> open ADDR PORT GPORT STREAM PEER
+ *   FORWARD <id> close ADDR PORT GPORT STREAM TO FROM MS REASON
+ *                                  (reason: fwd_close_name, proto/fwd.h)
+ *   FORWARD <id> refused ADDR PORT GPORT PEER REASON (limit, gone)
+ *   -> no answer when the record is queued for the audit (a report: a
+ *      busy forward must not fill the connection with answers); else
+ *      "ERR forward: text", at most one a second per connection (a bad
+ *      line, not the lease's connection, over the audit budget)
+ * ADDR, PEER: an IPv4 or IPv6 address as inet_ntop(3) writes it; PORT
+ * the listener's (1..65535), GPORT the guest's (1..65535); STREAM the
+ * forward channel's stream id (1..2^32-1); TO, FROM bytes host -> guest
+ * and guest -> host, MS the connection's duration in milliseconds
+ * (decimal, 0..CTL_FWD_COUNT_MAX).
+ */
+#define CTL_FWD_COUNT_MAX (1LL << 53) /* largest byte count or duration */
+enum ctl_fwd_event {
+	CTL_FWD_ADD,
+	CTL_FWD_REMOVE,
+	CTL_FWD_OPEN,
+	CTL_FWD_CLOSE,
+	CTL_FWD_REFUSED,
+	CTL_FWD_NEVENTS
+};
+struct ctl_fwd {
+	char id[33];
+	enum ctl_fwd_event event;
+	char addr[46]; /* the listener's address */
+	uint16_t port, guest_port;
+	uint32_t stream; /* open, close; else 0 */
+	char peer[46];	 /* open, refused; else "" */
+	uint64_t to_guest, from_guest;
+	int64_t ms;	 /* close; else 0 */
+	char reason[16]; /* close, remove, refused; else "" */
+};
+/* ctl_fwd_event_name: "add", "remove", ... ("?" when out of range). */
+const char *ctl_fwd_event_name(enum ctl_fwd_event e);
+/*
+ * ctl_fwd_line: the FORWARD request for ev into buf ('\n'-terminated,
+ * size >= CTL_LINE_MAX).  Returns the length, or -1 when ev would not
+ * pass ctl_fwd_parse.
+ */
+int ctl_fwd_line(char *buf, size_t size, const struct ctl_fwd *ev);
+/*
+ * ctl_fwd_parse: line (without its '\n') into *ev.  0, or -1 and *why
+ * (a static text naming the bad word; the bytes are not quoted).
+ */
+int ctl_fwd_parse(const char *line, struct ctl_fwd *ev, const char **why);
 
 #endif

@@ -21,6 +21,11 @@
  *                           GUESTCTL_STOP_GRACE_MS, then EXIT as usual).
  *                           The ACPI power button (QMP system_powerdown)
  *                           does the same.
+ *     SELFTEST\n            after READY (the gateway reloaded its policy):
+ *                           run the enforcement self-test again while the
+ *                           command runs and answer with one SELFTEST line
+ *                           below; on a failure init kills every process
+ *                           at once.  In agent mode between frames.
  *   guest -> host:
  *     STAGE <ms> <name>\n   before READY, one per start-up stage: the
  *                           guest's CLOCK_BOOTTIME in ms (<= 86400000)
@@ -36,10 +41,31 @@
  *                           must, in ms milliseconds (0..600000)
  *     SELFTEST fail <name>\n a probe got through ([a-z0-9-]{1,32}); init
  *                           then refuses to start the command (ERR, EXIT
- *                           125).  Not sent with ksb.selftest=off.
+ *                           125).  Not sent with ksb.selftest=off.  Sent
+ *                           once before READY, and after READY only as the
+ *                           answer to the host's SELFTEST: the host counts
+ *                           the first answer to a request it made and
+ *                           ignores (and logs) any other.
  *     EXIT <status>\n       0..255: the command's exit status (128+sig if
  *                           killed by a signal; 125 init failed, 126 cannot
  *                           exec, 127 command not found)
+ *
+ * A guest from a template (ksb-run template=on, vmrunner/template.c) has
+ * ksb.template=1 alone on its kernel command line.  It says, once, before
+ * any share is mounted or address set:
+ *     TEMPLATE-READY\n      the host may save it now (QEMU migration)
+ * and waits; the host of each restored instance sends first:
+ *     INSTANCE <len>\n<bytes>  len 1..GUESTCTL_INSTANCE_MAX: the ksb.*
+ *                           keys the kernel command line would carry
+ *                           (ksb.id= ... ksb.share=, space-separated, no
+ *                           NUL), and ksb.mac=xx:xx:xx:xx:xx:xx (eth0's
+ *                           address), ksb.time=SEC.NSEC (the host's
+ *                           CLOCK_REALTIME) and ksb.seed=HEX
+ *                           (GUESTCTL_SEED_BYTES random bytes, hex: the
+ *                           guest's RNG is reseeded with them), each once,
+ *                           and ksb.fwcfg=1 if QEMU has fw_cfg files
+ *                           (secrets, preset files, CAs) for it
+ *   then the header above as usual.
  *
  * The guest is hostile: the host caps each line at GUESTCTL_LINE_MAX and
  * what the guest sends at a byte budget per second (vmrunner/run.c,
@@ -69,13 +95,16 @@
  */
 #define GUESTCTL_MODULES_DISK  "#disk"
 
-#define GUESTCTL_STAGE_MAX_MS  86400000
+#define GUESTCTL_STAGE_MAX_MS	86400000
+#define GUESTCTL_TEMPLATE_READY "TEMPLATE-READY"
+#define GUESTCTL_INSTANCE_MAX	4096 /* bytes of INSTANCE's keys */
+#define GUESTCTL_SEED_BYTES	32   /* ksb.seed: 256 bits */
 /*
  * The name the self-test CONNECTs to (guest/selftest.c): no profile may
  * allow it (RFC 6761 reserves .invalid).  The gateway never holds it for
  * approval and ksbctl policy suggest never proposes it.
  */
-#define GUESTCTL_SELFTEST_NAME "ksb-selftest.invalid"
+#define GUESTCTL_SELFTEST_NAME	"ksb-selftest.invalid"
 
 /*
  * Secrets travel host -> guest as one fw_cfg file, GUESTCTL_SECRETS_FWCFG,

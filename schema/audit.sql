@@ -1,4 +1,4 @@
--- ksb audit database, schema version 5 (PRAGMA user_version = 5).
+-- ksb audit database, schema version 8 (PRAGMA user_version = 8).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
@@ -8,9 +8,10 @@
 -- appear as \xHH.
 --
 -- Hash chain: every record of connections, closes, policy_versions,
--- registrations, unregistrations and requests has a `seq' (one sequence
--- across the six tables, no gaps) and `hash' = SHA-256(hash of record seq-1 ||
--- canonical encoding of the record); see ksb-audit(5).  chain_anchor holds
+-- registrations, unregistrations, requests, selftests and forwards has a
+-- `seq' (one sequence across the eight tables, no gaps) and `hash' =
+-- SHA-256(hash of record seq-1 || canonical encoding of the record); see
+-- ksb-audit(5).  chain_anchor holds
 -- the seq and hash that precede the oldest record kept (retention).
 --
 -- totals_instance and totals_host are derived data, not chained: the
@@ -43,7 +44,8 @@ CREATE TABLE connections (
 	closed_ms	INTEGER,
 	seq		INTEGER,
 	hash		BLOB,
-	turn		INTEGER			-- agent turn (TURN), not hashed
+	turn		INTEGER,		-- agent turn (TURN)
+	chain_v		INTEGER			-- 2: turn hashed; NULL: not
 );
 CREATE INDEX connections_ts ON connections (ts_ms);
 CREATE INDEX connections_turn ON connections (instance, turn)
@@ -113,6 +115,46 @@ CREATE TABLE requests (
 	hash		BLOB NOT NULL
 );
 CREATE INDEX requests_conn ON requests (conn_id);
+
+-- The enforcement self-test's results, at boot and after each reload
+-- (schema/migrate-6.sql).
+CREATE TABLE selftests (
+	seq		INTEGER PRIMARY KEY,
+	ts_ms		INTEGER NOT NULL,	-- when the gateway got it
+	instance	TEXT NOT NULL,
+	trigger		TEXT NOT NULL CHECK (trigger IN ('boot', 'reload')),
+	result		TEXT NOT NULL CHECK (result IN ('ok', 'fail')),
+	probes		INTEGER NOT NULL,	-- probes run (all failed: ok)
+	failed		TEXT,			-- the probe that got through,
+						-- 'timeout', 'skipped'; NULL: ok
+	duration_ms	INTEGER,		-- in the guest; NULL: unknown
+	action		TEXT NOT NULL CHECK (action IN ('none', 'refused',
+			    'stopped')),	-- refused: the command was not
+						-- started; stopped: the instance
+	policy_digest	TEXT,			-- the policy the test ran under
+	hash		BLOB NOT NULL
+);
+CREATE INDEX selftests_instance ON selftests (instance, ts_ms);
+-- Port forwards of ksb-run (schema/migrate-7.sql): one row per forward
+-- added or removed and per forwarded connection opened, closed or refused.
+CREATE TABLE forwards (
+	seq		INTEGER PRIMARY KEY,
+	ts_ms		INTEGER NOT NULL,	-- when the gateway got it
+	instance	TEXT NOT NULL,
+	event		TEXT NOT NULL,		-- add remove open close
+						-- refused budget
+	listen_addr	TEXT NOT NULL,		-- the host side
+	listen_port	INTEGER NOT NULL,
+	guest_port	INTEGER NOT NULL,	-- 127.0.0.1:PORT in the guest
+	stream		INTEGER,		-- open, close: the connection
+	peer		TEXT,			-- open, refused: host client
+	bytes_to_guest	INTEGER,		-- close
+	bytes_from_guest INTEGER,		-- close
+	duration_ms	INTEGER,		-- close
+	reason		TEXT,			-- close remove refused budget
+	hash		BLOB NOT NULL
+);
+CREATE INDEX forwards_instance ON forwards (instance, ts_ms);
 
 -- The record the oldest kept one chains onto (one row; absent: genesis,
 -- the chain starts at seq 1 from 32 zero bytes).

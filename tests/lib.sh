@@ -163,6 +163,11 @@ ksb_env() {
 	if [ -n "${KSB_KERNEL:-}" ]; then
 		printf 'kernel = %s\nmodules-dir = %s\n' "$KSB_KERNEL" "$KSB_MODULES" >> "$T/ksb.conf"
 	fi
+	# KSB_TEST_CONF: more ksb.conf lines, e.g. 'template = on' to run a
+	# test's guests from a template.
+	if [ -n "${KSB_TEST_CONF:-}" ]; then
+		printf '%s\n' "$KSB_TEST_CONF" >> "$T/ksb.conf"
+	fi
 }
 
 # ksb_origin: the TLS origin in ns OR, serving $T/www on 443.
@@ -280,6 +285,36 @@ ksb_sql_is() {
 	echo "# $2 -> '$got', want '$1'" >&2
 	return 1
 }
+
+# ksb_traffic ID: the gateway's traffic of instance ID as "TUNNELS UP
+# DOWN" (LIST's tunnels=, up=, down=; proto/ctl.h), nothing if ID is not
+# registered.  ksb_audit_bytes ID: "UP DOWN", the sums of its audit rows.
+# ksb_traffic_is_audit ID: no tunnel open and the gateway's bytes are the
+# audit's (the proxy reports every 0.5 s: poll it).
+ksb_traffic() {
+	python3 - "$T/gateway.sock" "$1" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b"LIST\n")
+b = b""
+while not b.endswith(b"END\n"):
+    d = s.recv(65536)
+    if not d:
+        break
+    b += d
+for line in b.decode().splitlines():
+    kv = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
+    if kv.get("id") == sys.argv[2]:
+        print(kv["tunnels"], kv["up"], kv["down"])
+PY
+}
+ksb_audit_bytes() {
+	ksb_sql "SELECT coalesce(sum(bytes_up), 0), coalesce(sum(bytes_down), 0)
+	    FROM connections WHERE instance = '$1'" | tr '|' ' '
+}
+ksb_traffic_is_audit() { [ "$(ksb_traffic "$1")" = "0 $(ksb_audit_bytes "$1")" ]; }
 
 # ksb_rows WHERE: the number of audit rows (connections) matching WHERE, now.
 ksb_rows() { ksb_sql "SELECT count(*) FROM connections WHERE $1"; }

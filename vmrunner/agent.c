@@ -936,6 +936,10 @@ agent_guest_gone(struct agent *a)
 {
 	size_t i;
 
+	/* The turn in flight ends, waited for or not (agent.events). */
+	if (a->turn_delivered != 0)
+		agent_turn_end(a, a->turn_delivered, GUESTCTL_ST_EXITED,
+		    "the instance stopped", 20);
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
 		if (a->clients[i].fd != -1 && a->clients[i].wait != 0)
 			agent_turn_end(a, a->clients[i].wait,

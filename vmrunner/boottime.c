@@ -44,6 +44,13 @@ boottime_guest_row(const struct boottime *bt, int i, char *buf, size_t size)
 	if (bt->nstages <= 0 || bt->nstages > BOOTTIME_STAGES)
 		return -1;
 	zero = bt->t_ready - bt->stage[bt->nstages - 1].ms;
+	if (i == 0 && bt->restored) /* the clock went on from the template */
+		return boottime_line(buf, size,
+		    "QEMU start and restore (to init)",
+		    zero + bt->stage[0].ms - bt->t_qemu);
+	if (i == 1 && bt->restored)
+		return boottime_line(buf, size,
+		    "template (opened, or booted and saved)", bt->t_template);
 	if (i == 0)
 		return boottime_line(buf, size,
 		    "QEMU and firmware (to guest clock 0)", zero - bt->t_qemu);

@@ -53,6 +53,8 @@ static const struct config_key {
 	{ "command", T_STR, 0, 0, "/bin/bash -l" },
 	/* The guest's enforcement self-test (guest/selftest.c). */
 	{ "selftest", T_BOOL, 0, 0, "on" },
+	/* Start from a saved template (vmrunner/template.c). */
+	{ "template", T_BOOL, 0, 0, "off" },
 	/* Git handoff (vmrunner/workspace.c). */
 	{ "repo", T_PATH, 0, 0, NULL },
 	{ "include-uncommitted", T_BOOL, 0, 0, "no" },

@@ -83,6 +83,7 @@ struct forward {
 	struct fwd_listen *listens;
 	struct fstream *streams;
 	FILE *log;
+	struct fwdreport *rep; /* the audit's copy (fwdreport.c), or NULL */
 };
 
 static void fstream_close(struct fstream *s, uint32_t reason, int tell);
@@ -113,6 +114,40 @@ forward_log(struct forward *f, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', f->log);
 	fflush(f->log);
+}
+
+/*
+ * The event for the audit (fwdreport.c): e on fl, with the stream's id,
+ * counts and duration (s, close), the host client (peer) and reason.
+ */
+static void
+forward_report(struct forward *f, enum ctl_fwd_event e,
+    const struct fwd_listen *fl, const struct fstream *s, const char *peer,
+    const char *reason)
+{
+	struct ctl_fwd ev;
+
+	if (f->rep == NULL)
+		return;
+	memset(&ev, 0, sizeof(ev));
+	ev.event = e;
+	snprintf(ev.addr, sizeof(ev.addr), "%s", fl->addr);
+	ev.port = fl->port;
+	ev.guest_port = fl->guest_port;
+	if (s != NULL) {
+		ev.stream = s->id;
+		ev.to_guest = s->up;
+		ev.from_guest = s->down;
+		if (e == CTL_FWD_CLOSE)
+			ev.ms = forward_unix_ms() - s->t0;
+		if (ev.ms < 0)
+			ev.ms = 0;
+	}
+	if (peer != NULL)
+		snprintf(ev.peer, sizeof(ev.peer), "%s", peer);
+	if (reason != NULL)
+		snprintf(ev.reason, sizeof(ev.reason), "%s", reason);
+	fwdreport_event(f->rep, &ev);
 }
 
 /* A rule the guest broke: logged (the first few), counted. */
@@ -190,6 +225,8 @@ fstream_close(struct fstream *s, uint32_t reason, int tell)
 		    s->id, fwd_close_name(reason), (unsigned long long)s->up,
 		    (unsigned long long)s->down,
 		    (long long)(forward_unix_ms() - s->t0));
+		forward_report(
+		    f, CTL_FWD_CLOSE, s->fl, s, NULL, fwd_close_name(reason));
 		if (s->bev != NULL) {
 			evbuffer_remove_cb(
 			    bufferevent_get_output(s->bev), fstream_drained, s);
@@ -351,6 +388,9 @@ forward_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	if (bev == NULL || (s = fstream_new(f, fl, bev)) == NULL) {
 		forward_log(f, "refused %s:%u from %s (%s)", fl->addr, fl->port,
 		    host, f->chan == NULL ? "guest gone" : "too many streams");
+		forward_report(f, CTL_FWD_REFUSED, fl, NULL, host,
+		    fwd_close_name(
+			f->chan == NULL ? FWD_CLOSE_GONE : FWD_CLOSE_LIMIT));
 		if (bev != NULL)
 			bufferevent_free(bev);
 		else
@@ -372,6 +412,7 @@ forward_accept_cb(struct evconnlistener *lev, evutil_socket_t fd,
 	forward_chan_send(f, b, fwd_frame(b, FWD_OPEN, s->id, port, 2));
 	forward_log(f, "open stream=%u listen=%s:%u peer=%s guest-port=%u",
 	    s->id, fl->addr, fl->port, host, fl->guest_port);
+	forward_report(f, CTL_FWD_OPEN, fl, s, host, NULL);
 }
 
 /* ---- frames from the guest ---------------------------------------------- */
@@ -528,13 +569,28 @@ forward_chan_event_cb(struct bufferevent *bev, short what, void *arg)
 
 /* ---- listeners ---------------------------------------------------------- */
 
+/* addr as inet_ntop writes it (the form listeners and the audit use). */
+static void
+forward_canon(const char *addr, char out[INET6_ADDRSTRLEN])
+{
+	unsigned char bin[16];
+
+	if ((inet_pton(AF_INET, addr, bin) != 1 ||
+		inet_ntop(AF_INET, bin, out, INET6_ADDRSTRLEN) == NULL) &&
+	    (inet_pton(AF_INET6, addr, bin) != 1 ||
+		inet_ntop(AF_INET6, bin, out, INET6_ADDRSTRLEN) == NULL))
+		snprintf(out, INET6_ADDRSTRLEN, "%s", addr);
+}
+
 static struct fwd_listen *
 forward_find_listen(struct forward *f, const char *addr, uint16_t port)
 {
 	struct fwd_listen *fl;
+	char canon[INET6_ADDRSTRLEN];
 
+	forward_canon(addr, canon);
 	for (fl = f->listens; fl != NULL; fl = fl->next)
-		if (fl->port == port && strcmp(fl->addr, addr) == 0)
+		if (fl->port == port && strcmp(fl->addr, canon) == 0)
 			return fl;
 	return NULL;
 }
@@ -579,7 +635,7 @@ forward_listen(struct forward *f, const char *addr, uint16_t hostport,
 	sl = sizeof(ss);
 	getsockname(
 	    evconnlistener_get_fd(fl->lev), (struct sockaddr *)&ss, &sl);
-	snprintf(fl->addr, sizeof(fl->addr), "%s", addr);
+	forward_canon(addr, fl->addr);
 	fl->port =
 	    ntohs(ss.ss_family == AF_INET ? sin->sin_port : sin6->sin6_port);
 	fl->guest_port = guest_port;
@@ -588,13 +644,15 @@ forward_listen(struct forward *f, const char *addr, uint16_t hostport,
 	f->nlisten++;
 	forward_log(f, "add listen=%s:%u guest-port=%u", fl->addr, fl->port,
 	    guest_port);
+	forward_report(f, CTL_FWD_ADD, fl, NULL, NULL, NULL);
 	*out = fl;
 	return 0;
 }
 
-/* Remove a forward; its open connections end (FWD_CLOSE_GONE). */
+/* Remove a forward (why: "removed", "stopped"); its open connections
+ * end (FWD_CLOSE_GONE). */
 static void
-forward_unlisten(struct forward *f, struct fwd_listen *fl)
+forward_unlisten(struct forward *f, struct fwd_listen *fl, const char *why)
 {
 	struct fwd_listen **pp;
 	struct fstream *s, *next;
@@ -615,6 +673,7 @@ forward_unlisten(struct forward *f, struct fwd_listen *fl)
 	    "down=%llu",
 	    fl->addr, fl->port, fl->guest_port, (unsigned long long)fl->total,
 	    (unsigned long long)fl->up, (unsigned long long)fl->down);
+	forward_report(f, CTL_FWD_REMOVE, fl, NULL, NULL, why);
 	evconnlistener_free(fl->lev);
 	free(fl);
 }
@@ -761,7 +820,7 @@ forward_ctl_line(struct forward *f, struct bufferevent *bev, const char *line)
 			snprintf(reply, sizeof(reply),
 			    "ERR no forward on %s:%u\n", addr, hp);
 		else {
-			forward_unlisten(f, fl);
+			forward_unlisten(f, fl, "removed");
 			snprintf(reply, sizeof(reply), "OK\n");
 		}
 		fstream_ctl_reply(bev, reply);
@@ -885,6 +944,12 @@ fail:
 	return NULL;
 }
 
+void
+forward_set_report(struct forward *f, struct fwdreport *rep)
+{
+	f->rep = rep;
+}
+
 int
 forward_add(struct forward *f, const char *spec, char **cause)
 {
@@ -934,7 +999,7 @@ forward_free(struct forward *f)
 	if (f->sock_path != NULL && f->ctl != NULL)
 		unlink(f->sock_path);
 	while (f->listens != NULL)
-		forward_unlisten(f, f->listens);
+		forward_unlisten(f, f->listens, "stopped");
 	if (f->chan != NULL)
 		forward_chan_gone(f, "the instance stops");
 	if (f->ctl != NULL)

@@ -30,6 +30,7 @@ static const struct {
 	{ "virtio_pci", 1, 0 }, { "virtio_net", 1, 0 },
 	{ "virtio_console", 1, 0 }, { "9pnet_virtio", 1, 0 }, { "9p", 1, 0 },
 	{ "virtio_rng", 0, 0 }, { "qemu_fw_cfg", 0, 0 }, { "overlay", 0, 0 },
+	{ "fuse", 0, 0 }, /* the lazily read work tree (guest/treefs.c) */
 	{ "virtio_balloon", 0, 0 }, /* free page reporting: memory back */
 	{ "button", 0, 0 },	/* ACPI power button: QMP system_powerdown */
 	{ "evdev", 0, 0 },	/* ... read by ksb-guest-init */

@@ -434,19 +434,19 @@ qemu_check_shares(const struct qemu_config *cfg, char **cause)
  */
 #define QEMU_INITCALL_SKIP "init_kprobe_trace,crypto_kdf108_init"
 
-/* The kernel command line (ksb.* for ksb-guest-init), malloc'd, or NULL. */
-static char *
-qemu_cmdline(const struct qemu_config *cfg, char **cause)
+#define QEMU_KERNEL_ARGS                                                       \
+	"console=ttyS0 quiet loglevel=1 panic=-1 cryptomgr.notests "           \
+	"initcall_blacklist=" QEMU_INITCALL_SKIP
+
+char *
+qemu_ksb_args(const struct qemu_config *cfg)
 {
 	char ip[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN], *append, *tmp;
 	size_t i;
 
 	inet_ntop(AF_INET, &cfg->addr, ip, sizeof(ip));
 	inet_ntop(AF_INET, &cfg->gw, gw, sizeof(gw));
-	xasprintf(&append,
-	    "console=ttyS0 quiet loglevel=1 panic=-1 cryptomgr.notests "
-	    "initcall_blacklist=" QEMU_INITCALL_SKIP " "
-	    "ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
+	xasprintf(&append, "ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
 	    cfg->id, ip, cfg->prefix, gw, (unsigned)cfg->port);
 	if (cfg->disk != NULL) {
 		xasprintf(&tmp, "%s ksb.disk=1", append);
@@ -470,6 +470,21 @@ qemu_cmdline(const struct qemu_config *cfg, char **cause)
 		free(append);
 		append = tmp;
 	}
+	return append;
+}
+
+/* The kernel command line (ksb.* for ksb-guest-init), malloc'd, or NULL.
+ * A template's has none of the instance's: ksb.template=1 only. */
+static char *
+qemu_cmdline(const struct qemu_config *cfg, char **cause)
+{
+	char *append, *args;
+
+	if (cfg->template != QEMU_TEMPLATE_NONE)
+		return xstrdup(QEMU_KERNEL_ARGS " ksb.template=1");
+	args = qemu_ksb_args(cfg);
+	xasprintf(&append, QEMU_KERNEL_ARGS " %s", args);
+	free(args);
 	if (strlen(append) >= QEMU_CMDLINE_MAX) {
 		cause_set(cause,
 		    "kernel command line too long (%zu bytes, shorten "
@@ -522,7 +537,9 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 	qemu_add(a, "-netdev");
 	qemu_addf(a, "tap,id=n0,fd=%d,vhost=off", cfg->tap_fd);
 	qemu_add(a, "-device");
-	qemu_addf(a, "virtio-net-pci,netdev=n0,mac=%s,romfile=", cfg->mac);
+	/* A template's MAC is the same for all; init sets the lease's. */
+	qemu_addf(a, "virtio-net-pci,netdev=n0,mac=%s,romfile=",
+	    cfg->template != QEMU_TEMPLATE_NONE ? QEMU_TEMPLATE_MAC : cfg->mac);
 	if (cfg->share_usr) {
 		qemu_add(a, "-virtfs");
 		qemu_add(a,
@@ -559,12 +576,41 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 	}
 }
 
+/*
+ * A template's extras: vmgenid (a new generation ID at each QEMU start,
+ * so the guest kernel reseeds its RNG as it resumes: drivers/virt/
+ * vmgenid.c), QMP on a socketpair for the save, -incoming for a restore.
+ */
+static void
+qemu_add_template(struct qemu_args *a, const struct qemu_config *cfg)
+{
+	if (cfg->template == QEMU_TEMPLATE_NONE)
+		return;
+	qemu_add(a, "-device");
+	qemu_add(a, "vmgenid,guid=auto");
+	if (cfg->template == QEMU_TEMPLATE_BOOT) {
+		/* Saved stopped; a restore runs at once (no "paused" state
+		 * in the stream: migration/global_state.c). */
+		qemu_add(a, "-global");
+		qemu_add(a, "migration.store-global-state=off");
+		qemu_add(a, "-chardev");
+		qemu_addf(a, "socket,id=tqmp,fd=%d", cfg->incoming_fd);
+		qemu_add(a, "-mon");
+		qemu_add(a, "chardev=tqmp,mode=control");
+	} else {
+		qemu_add(a, "-incoming");
+		qemu_addf(a, "fd:%d", cfg->incoming_fd);
+	}
+}
+
 /* fw_cfg files, QMP, the control port and the console. */
 static void
 qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 {
 	char *v;
 
+	if (cfg->template == QEMU_TEMPLATE_BOOT)
+		goto devices; /* nothing of an instance's in a template */
 	if (cfg->secrets_fd >= 0) {
 		/* QEMU reads the (sealed memfd) file once at start. */
 		qemu_add(a, "-fw_cfg");
@@ -589,6 +635,7 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 		qemu_add(a, "-qmp");
 		qemu_addf(a, "unix:%s,server=on,wait=off", cfg->qmp_path);
 	}
+devices:
 	qemu_add(a, "-device");
 	qemu_add(a, "virtio-rng-pci");
 	/*
@@ -624,6 +671,7 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	qemu_add(a, "-serial");
 	qemu_add(a, "chardev:con");
 	qemu_add(a, "-no-reboot");
+	qemu_add_template(a, cfg);
 }
 
 int

@@ -43,6 +43,7 @@
 #define QEMU_SECRETS_FD	      6
 #define QEMU_HOME_FD	      7
 #define QEMU_FWD_FD	      8
+#define QEMU_TEMPLATE_FD      9	    /* template=on: -incoming fd: */
 #define KILL_GRACE_MS	      5000  /* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS     10000 /* EXIT received -> QEMU must be gone */
 #define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGTERM QEMU */
@@ -55,6 +56,8 @@
 #define RESUME_EVERY_MS	      200 /* gateway connection lost: RESUME retries */
 #define RESUME_GIVE_UP_MS     60000
 #define DISPLAY_DEFAULT	      "1280x800" /* --display without WxH */
+#define SELFTEST_ANSWER_MS    30000	 /* a reload's self-test: the answer */
+#define FWD_REPORT_FLUSH_MS   2000 /* forward records at stop (fwdreport.c) */
 
 struct run_flag {
 	const char *key, *value;
@@ -118,10 +121,18 @@ struct run {
 	/* forwards and the display (forward.c; --forward, --display) */
 	const char *fwd_specs[FWD_MAX];
 	size_t nfwd;
-	const char *display; /* "WxH", NULL: none */
-	int selftest;	     /* setting selftest: the guest must pass it */
+	const char *display;	      /* "WxH", NULL: none */
+	int fwd_given, display_given; /* on the command line ("none" too) */
+	struct kept kept;	      /* a named instance's (kept.c) */
+	int selftest; /* setting selftest: the guest must pass it */
 	struct forward *fwd;
-	int child_fwd; /* QEMU's end of the forward port's socketpair */
+	struct fwdreport *fwdrep; /* its events for the audit (fwdreport.c) */
+	int child_fwd;	/* QEMU's end of the forward port's socketpair */
+	int template;	/* setting template: restore a saved guest */
+	int tpl_fd;	/* the template file, for -incoming fd: */
+	char *tpl_msg;	/* its INSTANCE message (holds a seed) */
+	char *tpl_path; /* the template restored */
+	size_t tpl_msg_len;
 };
 
 /* --help: the usage, then one line per option (ksb-run(1) has the rest). */
@@ -184,6 +195,11 @@ run_help(void)
 	    "guest port\n"
 	    "  --display[=WxH]      a software display (Xvfb) for GUI "
 	    "programs, " DISPLAY_DEFAULT "\n"
+	    "                       a named instance keeps both for its next "
+	    "start;\n"
+	    "                       --forward none, --display=none: without\n"
+	    "  --template on|off    restore a saved guest instead of booting "
+	    "(default off)\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -306,11 +322,12 @@ enum {
 	O_AGENT_MODE,
 	O_AGENT_URL,
 	O_FORWARD,
-	O_DISPLAY
+	O_DISPLAY,
+	O_TEMPLATE
 };
 
-static const struct option run_longopts[] = {
-	{ "help", no_argument, NULL, 'h' },
+static const struct option run_longopts[] = { { "help", no_argument, NULL,
+						  'h' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "detach", no_argument, NULL, 'd' },
 	{ "project-file", required_argument, NULL, 'c' },
@@ -339,8 +356,9 @@ static const struct option run_longopts[] = {
 	{ "agent-mode", required_argument, NULL, O_AGENT_MODE },
 	{ "agent-base-url", required_argument, NULL, O_AGENT_URL },
 	{ "forward", required_argument, NULL, O_FORWARD },
-	{ "display", optional_argument, NULL, O_DISPLAY }, { NULL, 0, NULL, 0 }
-};
+	{ "display", optional_argument, NULL, O_DISPLAY },
+	{ "template", required_argument, NULL, O_TEMPLATE },
+	{ NULL, 0, NULL, 0 } };
 
 /* A setting flag, kept for run_settings' top layer (origin "--name"). */
 static void
@@ -372,17 +390,23 @@ run_option_error(int ch, char **argv)
 	run_usage(stderr);
 }
 
-/* --forward (checked now, bound at boot) and --display[=WxH]. */
+/* --forward (checked now, bound at boot) and --display[=WxH]; "none"
+ * for either: not this time, nor kept for a named instance. */
 static int
 run_live_option(struct run *r, int ch, const char *arg)
 {
 	char addr[64];
 	uint16_t hp, gp;
-	const char *why;
+	const char *why = NULL;
 	unsigned w, h;
 	char tail;
 
 	if (ch == O_DISPLAY) {
+		r->display_given = 1;
+		if (arg != NULL && strcmp(arg, "none") == 0) {
+			r->display = NULL;
+			return 0;
+		}
 		r->display = arg != NULL ? arg : DISPLAY_DEFAULT;
 		if (sscanf(r->display, "%ux%u%c", &w, &h, &tail) != 2 ||
 		    w < 64 || h < 64 || w > FWD_SHOT_MAX_W ||
@@ -393,8 +417,15 @@ run_live_option(struct run *r, int ch, const char *arg)
 		}
 		return 0;
 	}
-	if (fwd_spec_parse(arg, addr, sizeof(addr), &hp, &gp, &why) != 0) {
-		log_warnx("--forward `%s': %s", arg, why);
+	r->fwd_given = 1;
+	if (strcmp(arg, "none") == 0) {
+		r->nfwd = 0;
+		return 0;
+	}
+	if (fwd_spec_parse(arg, addr, sizeof(addr), &hp, &gp, &why) != 0 ||
+	    strlen(arg) >= sizeof(r->kept.forward[0])) {
+		log_warnx(
+		    "--forward `%s': %s", arg, why != NULL ? why : "too long");
 		return -1;
 	}
 	if (r->nfwd >= FWD_MAX) {
@@ -486,6 +517,7 @@ run_options(struct run *r, int argc, char **argv)
 		case O_CA:
 		case O_AGENT_MODE:
 		case O_AGENT_URL:
+		case O_TEMPLATE:
 			run_flag_add(r, ch, idx, optarg);
 			break;
 		default: /* ("+:..." above: a missing value is ':') */
@@ -509,6 +541,7 @@ run_conf_layer(struct run *r, char **cause)
 		{ "ca-file", r->conf->ca_file },
 		{ "agent-mode", r->conf->agent_mode },
 		{ "agent-base-url", r->conf->agent_base_url },
+		{ "template", r->conf->template },
 	};
 	size_t i;
 
@@ -584,6 +617,7 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	/* 0 for "none" (an ephemeral instance not given --disk-size). */
 	r->disk_mib = config_uint(r->cfg, "disk-size");
 	r->selftest = config_uint(r->cfg, "selftest") != 0;
+	r->template = config_uint(r->cfg, "template") != 0;
 	r->kernel_opt = config_get(r->cfg, "kernel");
 	r->modules_opt = config_get(r->cfg, "modules");
 	r->accel_opt = config_get(r->cfg, "accel");
@@ -969,7 +1003,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	sigset_t all;
 	pid_t pid;
 	size_t i, n;
-	int t, c, k, s = -1, h = -1, w;
+	int t, c, k, s = -1, h = -1, w, tf;
 
 	pid_t parent = getpid();
 
@@ -998,6 +1032,10 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 		s = fcntl(r->secrets_fd, F_DUPFD_CLOEXEC, 10);
 	if (r->home_fd != -1)
 		h = fcntl(r->home_fd, F_DUPFD_CLOEXEC, 10);
+	if (r->tpl_fd != -1 &&
+	    ((tf = fcntl(r->tpl_fd, F_DUPFD_CLOEXEC, 10)) == -1 ||
+		dup2(tf, QEMU_TEMPLATE_FD) == -1))
+		_exit(125);
 	if (t == -1 || c == -1 || k == -1 || (r->secrets_fd != -1 && s == -1) ||
 	    (r->home_fd != -1 && h == -1) || dup2(t, QEMU_TAP_FD) == -1 ||
 	    dup2(c, QEMU_CTL_FD) == -1 || dup2(k, QEMU_CON_FD) == -1 ||
@@ -1033,17 +1071,63 @@ struct guestin {
 	struct boottime *bt; /* STAGE lines go here */
 	int selftest; /* 0 none yet, n: passed with n probes, -1 failed */
 	char selftest_fail[33]; /* the probe that got through */
+	int64_t selftest_ms;	/* its time in the guest, -1 unknown */
+	int st_asked;		/* a reload's test was asked: one answer */
+	int re_status;		/* its answer as selftest's, 0 none yet */
+	char re_fail[33];
+	int64_t re_ms;
 };
+
+/* The ms digits of "SELFTEST ok N MS" (checked: 0..600000). */
+static int64_t
+run_selftest_ms(const char *text, size_t tlen)
+{
+	char ms[8];
+
+	if (tlen == 0 || tlen >= sizeof(ms))
+		return -1;
+	memcpy(ms, text, tlen);
+	ms[tlen] = '\0';
+	return strtoll(ms, NULL, 10);
+}
+
+/*
+ * SELFTEST after READY: the answer to the test asked after a reload,
+ * once; anything else from the guest is ignored (only a test the host
+ * asked for counts).  1 if it was the answer.
+ */
+static int
+run_guest_reselftest(
+    struct guestin *g, int status, const char *text, size_t tlen)
+{
+	if (g->ready_ms == 0 || !g->st_asked)
+		return 0;
+	g->st_asked = 0;
+	g->re_status = status;
+	g->re_ms = status > 0 ? run_selftest_ms(text, tlen) : -1;
+	if (status < 0) {
+		memcpy(g->re_fail, text, tlen); /* [a-z0-9-]{1,32} */
+		g->re_fail[tlen] = '\0';
+	}
+	return 1;
+}
 
 /* SELFTEST (guestctl_parse_guest): only the first counts. */
 static void
 run_guest_selftest(struct guestin *g, int status, const char *text, size_t tlen)
 {
+	if (run_guest_reselftest(g, status, text, tlen))
+		return;
 	if (g->selftest != 0 || g->ready_ms != 0) {
-		log_warnx("guest sent a second or late SELFTEST, ignored");
+		/* Counted with the lines not understood: a flood is not
+		 * logged. */
+		if (g->bad++ < 10)
+			log_warnx("guest sent a second, late or unasked "
+				  "SELFTEST, ignored");
 		return;
 	}
 	g->selftest = status;
+	g->selftest_ms = status > 0 ? run_selftest_ms(text, tlen) : -1;
 	if (status > 0) {
 		log_info("enforcement self-test passed: %d probes failed "
 			 "as they must (%.*s ms in the guest)",
@@ -1142,15 +1226,19 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
  * The gateway connection (our lease) closed while QEMU runs: the gateway
  * restarted.  RESUME on a new connection, which then holds the lease.
  * Returns when to try again, or 0 (resumed, or given up after
- * RESUME_GIVE_UP_MS: the guest runs on without egress).
+ * RESUME_GIVE_UP_MS: the guest runs on without egress).  *reloaded: the
+ * RELOADED n that came with the reply (the resumed lease's self-test),
+ * 0 none.
  */
 static int64_t
-run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
+run_resume(struct run *r, int *gw_open, uint64_t *reloaded, int64_t lost_at,
+    int64_t now)
 {
 	char *cause = NULL;
 	int fd;
 
-	if ((fd = ctl_resume(r->gw_path, r->id, &r->lease, &cause)) != -1) {
+	fd = ctl_resume(r->gw_path, r->id, &r->lease, reloaded, &cause);
+	if (fd != -1) {
 		r->gw_fd = fd;
 		*gw_open = 1;
 		r->registered = 1;
@@ -1175,7 +1263,7 @@ run_resume(struct run *r, int *gw_open, int64_t lost_at, int64_t now)
 /* ---- the supervisor: one handler per file descriptor -------------------- */
 
 #define SUP_AGENT_SLOTS 17 /* agent.sock and its clients (agent_pollfds) */
-#define SUP_SLOTS	(6 + 1 + SUP_AGENT_SLOTS)
+#define SUP_SLOTS	(6 + 1 + SUP_AGENT_SLOTS + 2)
 
 /*
  * What the supervisor keeps between poll(2) rounds.  Deadlines are
@@ -1205,6 +1293,14 @@ struct sup {
 	struct termfilter tf; /* the terminal's replies out of its input */
 	int64_t tf_at;	      /* held bytes pass then (0: none held) */
 	uint64_t told_turn;   /* agent mode: the turn the gateway knows */
+	/* The enforcement self-test after a reload (sup_selftest). */
+	uint64_t st_want; /* RELOADED n not asked yet, 0 none */
+	uint64_t st_n;	  /* the reload whose test the guest runs */
+	int64_t st_due;	  /* its answer is due */
+	int st_boot_told; /* the boot result went to the gateway */
+	int st_failed;	  /* a reload's test failed: stopped, 125 */
+	int st_stale;	  /* st_n was the restarted gateway's: not sent */
+	int mid_frame;	  /* an agent frame is half sent */
 };
 
 /*
@@ -1295,6 +1391,8 @@ sup_ctl_write(struct sup *s)
 		    r->ctl_fd, s->aq, s->aqlen, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0)
 			agent_consumed_out(r->agent, (size_t)n);
+		if (n > 0)
+			s->mid_frame = (size_t)n < s->aqlen;
 	} else
 		return;
 	if (n == -1 && errno != EAGAIN && errno != EINTR)
@@ -1361,6 +1459,7 @@ sup_guest_ready(struct sup *s)
 			  "passing the enforcement self-test: stopping it",
 		    r->id);
 		s->g.selftest = -1;
+		strcpy(s->g.selftest_fail, "skipped");
 		sup_kill(s, util_mono_ms());
 		return;
 	}
@@ -1476,13 +1575,14 @@ sup_gw_turn(struct sup *s)
 		s->told_turn = r->st.agent_turn;
 }
 
-/* The gateway's answers to TURN: 1 if buf holds only whole "OK" lines
- * (an ERR is logged, escaped). */
+/* The gateway's answers to TURN and SELFTEST, and its RELOADED notices:
+ * 1 if buf holds only whole such lines (an ERR is logged, escaped). */
 static int
-sup_gw_answers(const char *buf, size_t len)
+sup_gw_answers(struct sup *s, const char *buf, size_t len)
 {
 	char esc[256];
 	size_t i = 0, e;
+	uint64_t n;
 
 	while (i < len) {
 		for (e = i; e < len && buf[e] != '\n'; e++)
@@ -1491,7 +1591,10 @@ sup_gw_answers(const char *buf, size_t len)
 			return 0;
 		if (e - i > 4 && memcmp(buf + i, "ERR ", 4) == 0) {
 			log_escape(esc, sizeof(esc), buf + i, e - i);
-			log_warnx("ksb-gatewayd: TURN: %s", esc);
+			log_warnx("ksb-gatewayd: %s", esc);
+		} else if (ctl_parse_reloaded(buf + i, e - i, &n)) {
+			if (s->r->selftest)
+				s->st_want = n; /* sup_selftest asks */
 		} else if (e - i != 2 || memcmp(buf + i, "OK", 2) != 0)
 			return 0;
 		i = e + 1;
@@ -1529,10 +1632,123 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		r->registered = 0;
 		close(r->gw_fd);
 		r->gw_fd = -1;
+		if (r->fwdrep != NULL)
+			fwdreport_restart(r->fwdrep); /* a new connection */
 		s->lost_at = now;
 		s->resume_at = now + RESUME_EVERY_MS;
-	} else if (got > 0 && !sup_gw_answers(buf, (size_t)got))
+		s->st_stale = s->st_n != 0; /* asked by the gateway gone */
+	} else if (got > 0 && !sup_gw_answers(s, buf, (size_t)got))
 		log_warnx("unexpected data from ksb-gatewayd, ignored");
+}
+
+/* One SELFTEST report on the lease's connection (proto/ctl.h); its OK
+ * comes back with the connection's other traffic (sup_gw_answers). */
+static void
+sup_selftest_send(struct sup *s, const struct ctl_selftest *t)
+{
+	char line[CTL_LINE_MAX];
+	int n = ctl_selftest_line(line, sizeof(line), t);
+
+	if (n < 0 || !s->gw_open ||
+	    send(s->r->gw_fd, line, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+		n)
+		log_warnx("instance %s: the self-test result did not reach "
+			  "ksb-gatewayd's audit",
+		    s->r->id);
+}
+
+/* The boot test's result to the gateway, once it is known. */
+static void
+sup_selftest_boot(struct sup *s)
+{
+	struct ctl_selftest t;
+
+	if (s->st_boot_told || s->g.selftest == 0)
+		return;
+	s->st_boot_told = 1;
+	memset(&t, 0, sizeof(t));
+	snprintf(t.id, sizeof(t.id), "%s", s->r->id);
+	t.ok = s->g.selftest > 0;
+	t.probes = t.ok ? s->g.selftest : 0;
+	t.ms = t.ok ? s->g.selftest_ms : -1;
+	if (!t.ok)
+		snprintf(t.failed, sizeof(t.failed), "%s", s->g.selftest_fail);
+	sup_selftest_send(s, &t);
+}
+
+/* A reload's test has its answer (or none in time): report it; a
+ * failure stops the instance (init has killed the command already). */
+static void
+sup_selftest_done(struct sup *s, int status, const char *fail, int64_t ms)
+{
+	struct ctl_selftest t;
+
+	memset(&t, 0, sizeof(t));
+	snprintf(t.id, sizeof(t.id), "%s", s->r->id);
+	t.reload = 1;
+	t.n = s->st_n;
+	t.ok = status > 0;
+	t.probes = t.ok ? status : 0;
+	t.ms = ms;
+	if (!t.ok)
+		snprintf(t.failed, sizeof(t.failed), "%s", fail);
+	if (s->st_stale) /* the resumed lease announced its own test */
+		log_info("instance %s: a self-test asked before the gateway "
+			 "restarted ended; not reported",
+		    s->r->id);
+	else
+		sup_selftest_send(s, &t);
+	s->st_n = 0;
+	s->st_due = 0;
+	s->st_stale = 0;
+	if (t.ok) {
+		log_info("instance %s: enforcement self-test after the reload "
+			 "passed: %d probes failed as they must",
+		    s->r->id, status);
+		return;
+	}
+	log_warnx("instance %s: enforcement self-test after the reload "
+		  "FAILED: %s; stopping the instance",
+	    s->r->id, fail);
+	if (fail != s->g.re_fail) /* "timeout" */
+		snprintf(s->g.re_fail, sizeof(s->g.re_fail), "%s", fail);
+	s->st_failed = 1;
+	s->st_want = 0;
+	s->want_stop = 1;
+}
+
+/*
+ * The enforcement self-test around reloads: the boot result to the
+ * gateway; after RELOADED, SELFTEST to the guest (between agent frames,
+ * once the command runs), its one answer, or a failure when none comes
+ * within SELFTEST_ANSWER_MS.
+ */
+static void
+sup_selftest(struct sup *s, int64_t now)
+{
+	struct run *r = s->r;
+
+	sup_selftest_boot(s);
+	if (s->st_n != 0 && s->g.re_status != 0)
+		sup_selftest_done(s, s->g.re_status, s->g.re_fail, s->g.re_ms);
+	else if (s->st_n != 0 && now >= s->st_due) {
+		s->g.st_asked = 0; /* a late answer is ignored */
+		sup_selftest_done(s, -1, "timeout", -1);
+	}
+	if (s->st_want == 0 || s->st_n != 0 || s->g.ready_ms == 0 ||
+	    !s->ctl_open || s->out_off < r->header_len || s->mid_frame ||
+	    s->want_stop)
+		return;
+	if (send(r->ctl_fd, "SELFTEST\n", 9, MSG_NOSIGNAL | MSG_DONTWAIT) != 9)
+		return; /* the port is full: the next round */
+	s->st_n = s->st_want;
+	s->st_want = 0;
+	s->st_due = now + SELFTEST_ANSWER_MS;
+	s->g.st_asked = 1;
+	s->g.re_status = 0;
+	log_info("instance %s: RELOADED %llu (a policy reload, or the lease "
+		 "resumed): the guest runs the enforcement self-test again",
+	    r->id, (unsigned long long)s->st_n);
 }
 
 /* QEMU's console: to the terminal or the attached client. */
@@ -1678,6 +1894,38 @@ sup_client(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		run_console_send(r, buf, (size_t)got);
 }
 
+/*
+ * The forward engine's audit lines (fwdreport.c): its eventfd, and the
+ * lease's connection for writing while lines wait.
+ */
+static int
+sup_fwd_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
+{
+	struct fwdreport *rep = s->r->fwdrep;
+
+	(void)max;
+	(void)now;
+	pfd[0].fd = rep != NULL ? fwdreport_fd(rep) : -1;
+	pfd[0].events = POLLIN;
+	pfd[1].fd = rep != NULL && s->gw_open && fwdreport_pending(rep) ?
+	    s->r->gw_fd :
+	    -1;
+	pfd[1].events = POLLOUT;
+	return 2;
+}
+
+static void
+sup_fwd(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
+{
+	(void)n;
+	(void)now;
+	if (s->r->fwdrep == NULL ||
+	    !((pfd[0].revents & POLLIN) || (pfd[1].revents & POLLOUT)))
+		return;
+	/* A connection error shows as EOF in sup_gw. */
+	(void)fwdreport_send(s->r->fwdrep, s->gw_open ? s->r->gw_fd : -1);
+}
+
 /* Polled in this order and served in this order. */
 static const struct sup_source sup_sources[] = {
 	{ sup_signal_prepare, sup_signal },
@@ -1688,6 +1936,7 @@ static const struct sup_source sup_sources[] = {
 	{ sup_stdin_prepare, sup_stdin },
 	{ sup_listen_prepare, sup_accept },
 	{ sup_client_prepare, sup_client },
+	{ sup_fwd_prepare, sup_fwd },
 };
 #define SUP_NSOURCES (sizeof(sup_sources) / sizeof(sup_sources[0]))
 
@@ -1699,6 +1948,7 @@ static void
 sup_timers(struct sup *s, int64_t now)
 {
 	struct run *r = s->r;
+	uint64_t reloaded = 0;
 
 	if (s->kill_at != 0 && now >= s->kill_at) {
 		log_warnx(
@@ -1722,8 +1972,11 @@ sup_timers(struct sup *s, int64_t now)
 			s->term_at = now + STOP_GRACE_MS;
 	}
 	if (s->resume_at != 0 && now >= s->resume_at) {
-		s->resume_at = run_resume(r, &s->gw_open, s->lost_at, now);
+		s->resume_at =
+		    run_resume(r, &s->gw_open, &reloaded, s->lost_at, now);
 		s->told_turn = 0; /* a new connection: tell it again */
+		if (reloaded != 0 && r->selftest)
+			s->st_want = reloaded; /* sup_selftest asks */
 	}
 	/* Mirror disk cap (workspace.c): a bounded du every 10 s. */
 	if (s->mirror_at != -1 && now >= s->mirror_at &&
@@ -1732,6 +1985,7 @@ sup_timers(struct sup *s, int64_t now)
 		s->mirror_at = -1;
 		sup_kill(s, now);
 	}
+	sup_selftest(s, now);
 	if (r->agent != NULL)
 		agent_tick(r->agent, now);
 }
@@ -1761,6 +2015,7 @@ sup_timeout(const struct sup *s, int64_t now)
 	timeout = sup_sooner(timeout, s->resume_at, now);
 	timeout = sup_sooner(timeout, s->mirror_at, now);
 	timeout = sup_sooner(timeout, s->term_at, now);
+	timeout = sup_sooner(timeout, s->st_due, now);
 	if (s->agent_seen != 0 && r->ready_fd != -1)
 		timeout = sup_sooner(timeout,
 		    s->agent_seen + AGENT_SETTLE_MS > now ?
@@ -1839,6 +2094,10 @@ sup_start(struct sup *s, char **qargv)
 		close(r->home_fd);
 		r->home_fd = -1;
 	}
+	if (r->tpl_fd != -1) {
+		close(r->tpl_fd);
+		r->tpl_fd = -1;
+	}
 	r->st.qemu_pid = (long)r->qemu_pid;
 	run_state_save(r);
 	return 0;
@@ -1875,6 +2134,21 @@ sup_agent_exited(struct sup *s)
 	free(p);
 }
 
+/*
+ * QEMU failed (exit status not 0) with no exit status from a restored
+ * guest: a template it could not load, say.  It goes; the next start
+ * boots a new one.
+ */
+static void
+run_template_failed(struct run *r, int st)
+{
+	if (r->tpl_path == NULL || !WIFEXITED(st) || WEXITSTATUS(st) == 0)
+		return;
+	if (unlink(r->tpl_path) == 0)
+		log_warnx("template %s removed: the next start boots a new one",
+		    r->tpl_path);
+}
+
 /* QEMU is gone: its last console bytes, the terminal back; the status. */
 static int
 sup_finish(struct sup *s)
@@ -1899,12 +2173,24 @@ sup_finish(struct sup *s)
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
 	    (double)(util_mono_ms() - s->t0) / 1000.0);
-	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop)
+	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop) {
 		log_warnx(
 		    "instance %s: the guest reported no exit status (QEMU "
 		    "%s %d)",
 		    r->id, WIFSIGNALED(st) ? "killed by signal" : "exited with",
 		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		run_template_failed(r, st);
+	}
+	sup_selftest_boot(s);			 /* a boot failure seen last */
+	if (s->st_n != 0 && s->g.re_status != 0) /* an answer seen last */
+		sup_selftest_done(s, s->g.re_status, s->g.re_fail, s->g.re_ms);
+	if (s->st_failed) {
+		log_warnx("instance %s: stopped: the enforcement self-test "
+			  "after a policy reload failed, probe %s (see "
+			  "ksb-run(1))",
+		    r->id, s->g.re_fail);
+		return 125;
+	}
 	if (s->g.selftest < 0) {
 		log_warnx("instance %s: refused to start the command: the "
 			  "enforcement self-test failed%s%s (see ksb-run(1))",
@@ -2250,7 +2536,7 @@ run_init(struct run *r)
 	memset(r, 0, sizeof(*r));
 	r->lock_fd = r->gw_fd = r->tap_fd = r->ctl_fd = r->con_fd = -1;
 	r->sig_fd = r->secrets_fd = r->listen_fd = r->client_fd = -1;
-	r->home_fd = -1;
+	r->home_fd = r->tpl_fd = -1;
 	r->ready_fd = r->child_ctl = r->child_con = r->child_fwd = -1;
 	r->qemu_pid = -1;
 	r->t_start = util_mono_ms();
@@ -2490,6 +2776,62 @@ run_redact_setup(struct run *r)
 static int run_lease(struct run *r);
 
 /*
+ * A named instance keeps its --forward specs and --display (kept.c):
+ * those not given now come from its last start; what it starts with is
+ * kept for the next one.  0 or -1 and *cause.
+ */
+static int
+run_kept(struct run *r, char **cause)
+{
+	struct kept *k = &r->kept;
+	char *why = NULL;
+	size_t i;
+
+	if (!r->named)
+		return 0;
+	if (kept_read(r->instance_dir, k, &why) != 0) {
+		if (!r->fwd_given || !r->display_given) {
+			cause_set(cause,
+			    "%s (give --forward and --display, or none, to "
+			    "replace it)",
+			    why);
+			free(why);
+			return -1;
+		}
+		log_warnx("%s: replaced by this start's", why);
+		free(why);
+		kept_init(k);
+	}
+	if (!r->fwd_given && k->nforward > 0) {
+		for (i = 0; i < k->nforward; i++)
+			r->fwd_specs[i] = k->forward[i];
+		r->nfwd = k->nforward;
+		log_info("instance %s: its %zu forward(s) of the last start "
+			 "(--forward none: without)",
+		    r->id, k->nforward);
+	}
+	if (!r->display_given && k->display[0] != '\0') {
+		r->display = k->display;
+		log_info("instance %s: its display %s of the last start "
+			 "(--display=none: without)",
+		    r->id, k->display);
+	}
+	for (i = 0; i < r->nfwd; i++)
+		if (r->fwd_specs[i] != k->forward[i])
+			snprintf(k->forward[i], sizeof(k->forward[i]), "%s",
+			    r->fwd_specs[i]);
+	k->nforward = r->nfwd;
+	if (r->display != k->display)
+		snprintf(k->display, sizeof(k->display), "%s",
+		    r->display != NULL ? r->display : "");
+	for (i = 0; i < r->nfwd; i++)
+		r->fwd_specs[i] = k->forward[i];
+	if (r->display != NULL)
+		r->display = k->display;
+	return kept_write(r->instance_dir, k, cause);
+}
+
+/*
  * The instance: its directory (locked), state file, the lease (REGISTER),
  * disk, agent, the git handoff, the secrets' memfd, console.sock.  0, or
  * the exit status.
@@ -2500,7 +2842,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	char *cause = NULL;
 	int ret = 125;
 
-	if (run_instance_dir(r, r->state_dir, &cause) != 0)
+	if (run_instance_dir(r, r->state_dir, &cause) != 0 ||
+	    run_kept(r, &cause) != 0)
 		goto fail;
 	run_state_start(r);
 	/* The lease first: its placeholders are secrets the agent set-up
@@ -2579,17 +2922,64 @@ run_forward_setup(struct run *r)
 		return -1;
 	}
 	r->child_fwd = fp[1];
-	if ((r->fwd = forward_new(r->instance_dir, fp[0], &cause)) == NULL) {
+	if ((r->fwd = forward_new(r->instance_dir, fp[0], &cause)) == NULL ||
+	    (r->fwdrep = fwdreport_new(r->id, &cause)) == NULL) {
 		log_warnx("%s", cause);
 		free(cause);
 		return -1;
 	}
+	forward_set_report(r->fwd, r->fwdrep);
 	for (i = 0; i < r->nfwd; i++)
 		if (forward_add(r->fwd, r->fwd_specs[i], &cause) != 0) {
 			log_warnx("%s", cause);
 			free(cause);
 			return -1;
 		}
+	return 0;
+}
+
+/*
+ * template=on: the template (booted and saved first if there is none),
+ * qc turned into its restore, and the instance's INSTANCE message.  0, or
+ * -1 (logged; qc and r as they were: the guest boots without one).
+ */
+static int
+run_template(struct run *r, struct qemu_config *qc)
+{
+	char *cause = NULL;
+	int64_t t0 = util_mono_ms();
+	int built;
+	size_t n, i, k = 0;
+	char *const *list = config_list(r->cfg, "secret", &n);
+	const char **unset = xcalloc(n + 1, sizeof(*unset)), *p;
+
+	for (i = 0; i < n; i++)
+		if ((p = strstr(list[i], "=env:")) != NULL)
+			unset[k++] = p + 5;
+	qc->incoming_fd = QEMU_TEMPLATE_FD;
+	r->tpl_fd = template_open(
+	    r->state_dir, qc, unset, r->tap_fd, &built, &r->tpl_path, &cause);
+	free(unset);
+	if (r->tpl_fd == -1) {
+		log_warnx("template: %s", cause);
+		free(cause);
+		return -1;
+	}
+	if (built)
+		log_info("template: booted and saved in %.2f s",
+		    (double)(util_mono_ms() - t0) / 1000.0);
+	qc->template = QEMU_TEMPLATE_RESTORE;
+	r->bt.restored = 1;
+	r->bt.t_template = util_mono_ms() - t0;
+	if (template_instance_msg(qc, &r->tpl_msg, &r->tpl_msg_len) != 0) {
+		log_warnx("template: cannot build the INSTANCE message");
+		close(r->tpl_fd);
+		r->tpl_fd = -1;
+		free(r->tpl_path);
+		r->tpl_path = NULL;
+		r->bt.restored = 0;
+		return -1;
+	}
 	return 0;
 }
 
@@ -2647,6 +3037,10 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.share_usr = 1;
 	qc.shares = r->shares;
 	qc.nshares = r->nshares;
+	if (r->template && run_template(r, &qc) != 0) {
+		log_warnx("template: none to restore, booting the guest");
+		qc.template = QEMU_TEMPLATE_NONE;
+	}
 	if (qemu_argv(&qc, qargv, &cause) != 0) {
 		log_warnx("%s", cause);
 		free(cause);
@@ -2780,6 +3174,13 @@ run_boot(struct run *r, char ***qargv)
 {
 	if (run_qemu_argv(r, qargv) != 0 || run_command_header(r) != 0)
 		return 125;
+	if (r->tpl_msg != NULL) { /* INSTANCE first (proto/guestctl.h) */
+		r->header = xrealloc(r->header, r->header_len + r->tpl_msg_len);
+		memmove(r->header + r->tpl_msg_len, r->header, r->header_len);
+		memcpy(r->header, r->tpl_msg, r->tpl_msg_len);
+		r->header_len += r->tpl_msg_len;
+		explicit_bzero(r->tpl_msg, r->tpl_msg_len);
+	}
 	run_announce(r);
 	run_terminal(r);
 	return 0;
@@ -2792,11 +3193,19 @@ run_teardown(struct run *r, char **qargv, int status)
 	size_t i;
 	int *fds[] = { &r->ready_fd, &r->ctl_fd, &r->child_ctl, &r->con_fd,
 		&r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd,
-		&r->child_fwd };
+		&r->child_fwd, &r->tpl_fd };
 
 	forward_free(r->fwd); /* before the instance dir may go */
 	r->fwd = NULL;
+	/* Its last records (closes, removes) before UNREGISTER. */
+	if (r->registered &&
+	    fwdreport_flush(r->fwdrep, r->gw_fd, FWD_REPORT_FLUSH_MS) != 0)
+		log_warnx("forward audit: the last records did not reach "
+			  "the gateway in %d s",
+		    FWD_REPORT_FLUSH_MS / 1000);
 	run_cleanup(r, status);
+	fwdreport_free(r->fwdrep);
+	r->fwdrep = NULL;
 	agent_free(r->agent);
 	redact_stream_free(r->con_rs);
 	redact_free(r->redact);
@@ -2809,7 +3218,11 @@ run_teardown(struct run *r, char **qargv, int status)
 	util_strv_free(r->command);
 	config_free(r->cfg);
 	free(r->flags);
+	if (r->header != NULL)
+		explicit_bzero(r->header, r->header_len); /* a seed, maybe */
 	free(r->header);
+	free(r->tpl_msg);
+	free(r->tpl_path);
 	for (i = 0; i < r->nshares; i++) {
 		free((char *)r->shares[i].host_path);
 		free((char *)r->shares[i].guest_path);

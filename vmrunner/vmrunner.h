@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "proto/agentsock.h"
@@ -159,7 +160,22 @@ struct qemu_config {
 	int share_usr;	     /* export host /usr as tag "usr" */
 	const struct qemu_share *shares; /* tags s0, s1, ... */
 	size_t nshares;
+	/*
+	 * QEMU_TEMPLATE_BOOT: the template's boot (vmrunner/template.c):
+	 * ksb.template=1 alone on the kernel command line, MAC
+	 * QEMU_TEMPLATE_MAC, no fw_cfg files, QMP on incoming_fd (a
+	 * socket).  QEMU_TEMPLATE_RESTORE: the same machine, the
+	 * instance's fw_cfg files and QMP, -incoming fd:incoming_fd.
+	 */
+	enum {
+		QEMU_TEMPLATE_NONE,
+		QEMU_TEMPLATE_BOOT,
+		QEMU_TEMPLATE_RESTORE
+	} template;
+	int incoming_fd;
 };
+/* Locally administered; every guest from a template starts with it. */
+#define QEMU_TEMPLATE_MAC "52:54:00:6b:73:62"
 
 #define QEMU_SHARES_MAX	     16
 /*
@@ -183,7 +199,55 @@ struct qemu_config {
  * 0, or -1 and *cause naming the bad value.
  */
 int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
+/*
+ * qemu_ksb_args: the instance's ksb.* keys of the kernel command line
+ * above (ksb.id= ... ksb.share=...), malloc'd: what a guest from a
+ * template gets as its INSTANCE message instead (proto/guestctl.h).
+ */
+char *qemu_ksb_args(const struct qemu_config *cfg);
 void qemu_argv_free(char **argv);
+
+/* ---- template.c ------------------------------------------------------------
+ * Guests from a saved template (ksb-run template=on; the file's header
+ * has the design).
+ */
+#define TEMPLATE_KEY_LEN 32 /* hex digits: 128 bits of SHA-256 */
+/*
+ * template_key: the template's name for qc (an instance's, template 0):
+ * SHA-256 of the QEMU argv of its template's boot with what differs
+ * between instances made equal (share and disk paths, the lease: none of
+ * it is on a template's command line), and the identities (path, device,
+ * inode, size, mtime) of the QEMU binary, kernel and initramfs.  0 or -1.
+ */
+int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
+/*
+ * template_open: the template for qc in <state_dir>/templates, opened
+ * read-only for -incoming fd:, booted and saved first (with the tap fd
+ * tap, not yet QEMU's number, and qc's fd numbers for the child; the
+ * environment variables of unset, NULL-terminated, removed) if there is
+ * none; *built says so, *path (malloc'd) is the file's.  The fd, or -1
+ * and *cause.
+ */
+int template_open(const char *state_dir, const struct qemu_config *qc,
+    const char *const *unset, int tap, int *built, char **path, char **cause);
+/*
+ * template_prune: remove from dir (<state-dir>/templates) the templates
+ * not read for TEMPLATE_UNUSED_S (their atime; with relatime, to a day)
+ * and the *.tmp files of builds that died (mtime TEMPLATE_STALE_TMP_S
+ * before now).  template_open calls it before it boots a new template.
+ * The number removed.
+ */
+#define TEMPLATE_UNUSED_S    (30 * 86400)
+#define TEMPLATE_STALE_TMP_S 3600
+int template_prune(const char *dir, time_t now);
+/*
+ * template_instance_msg: the INSTANCE message (proto/guestctl.h) for qc's
+ * instance: its ksb.* keys, ksb.mac, ksb.time (now) and ksb.seed (from
+ * getrandom(2)).  *out malloc'd (the caller wipes and frees), *len.  0, or
+ * -1 (no randomness, or over GUESTCTL_INSTANCE_MAX).
+ */
+int template_instance_msg(
+    const struct qemu_config *qc, char **out, size_t *len);
 
 /*
  * The guest CPU.  auto: "host" with KVM (everything the host has), else
@@ -361,6 +425,13 @@ struct forward;
  * serving <dir>/forward.sock (0600).  NULL and *cause.
  */
 struct forward *forward_new(const char *dir, int chan_fd, char **cause);
+struct fwdreport;
+/*
+ * forward_set_report: every add, remove, open, close and refused event
+ * also goes to rep (fwdreport.c; not owned, outlives f).  Before
+ * forward_start.
+ */
+void forward_set_report(struct forward *f, struct fwdreport *rep);
 /*
  * forward_add: a forward "[ADDR:]HOSTPORT:GUESTPORT" (fwd_spec_parse),
  * listening at once.  Before forward_start only (later ones come over
@@ -375,6 +446,58 @@ int forward_start(struct forward *f, char **cause);
  * NULL-safe.
  */
 void forward_free(struct forward *f);
+
+/* ---- kept.c ----------------------------------------------------------------
+ * A named instance's --forward specs and --display size, kept in
+ * <instance>/kept.conf from one start to the next.
+ */
+struct kept {
+	char forward[FWD_MAX][64]; /* specs as given ([ADDR:]HP:GP) */
+	size_t nforward;
+	char display[16]; /* "WxH", "": none */
+};
+void kept_init(struct kept *k);
+/* kept_read: <dir>/kept.conf into *k (none: empty).  0, or -1 and *cause
+ * ("path:line: what"). */
+int kept_read(const char *dir, struct kept *k, char **cause);
+/* kept_write: *k into <dir>/kept.conf (0600, renamed into place).  0, or
+ * -1 and *cause. */
+int kept_write(const char *dir, const struct kept *k, char **cause);
+
+/* ---- fwdreport.c -----------------------------------------------------------
+ * The forward engine's events as FORWARD lines (proto/ctl.h) for the
+ * gateway's audit, queued by the engine's thread and sent by the
+ * supervisor on the lease's connection, never blocking it.
+ */
+/* fwdreport_new: for instance id.  NULL and *cause. */
+struct fwdreport *fwdreport_new(const char *id, char **cause);
+/* fwdreport_free: what is still queued is counted in a warning.  NULL-safe. */
+void fwdreport_free(struct fwdreport *rep);
+/*
+ * fwdreport_event: queue ev (any thread; ev->id is filled in) and wake
+ * the supervisor.  A full queue drops it (counted, one warning).
+ * NULL-safe.
+ */
+void fwdreport_event(struct fwdreport *rep, struct ctl_fwd *ev);
+/* fwdreport_fd: an eventfd, readable when lines were queued. */
+int fwdreport_fd(const struct fwdreport *rep);
+/* fwdreport_pending: 1 if lines wait to be sent. */
+int fwdreport_pending(struct fwdreport *rep);
+/*
+ * fwdreport_send: the supervisor: clear the eventfd and send on fd (the
+ * lease's connection; -1: none now) what it takes without blocking.  0,
+ * or -1 on a connection error (the lines stay queued).
+ */
+int fwdreport_send(struct fwdreport *rep, int fd);
+/* fwdreport_restart: a new lease connection: the line sent in part goes
+ * again whole. */
+void fwdreport_restart(struct fwdreport *rep);
+/*
+ * fwdreport_flush: send everything queued on fd, waiting up to
+ * timeout_ms for room (the instance stops: before UNREGISTER).  0, or -1
+ * (time out or error: the rest stays queued).  NULL-safe.
+ */
+int fwdreport_flush(struct fwdreport *rep, int fd, int timeout_ms);
 
 /* ---- secrets.c -------------------------------------------------------------
  * --secret NAME=env:VAR | NAME=file:PATH, read once by ksb-run into memory,
@@ -519,6 +642,8 @@ struct boottime {
 	int64_t
 	    qemu_cpu_ms; /* QEMU's user + system CPU to READY, -1: unknown */
 	int nstages, dropped;
+	int restored;	    /* from a template: stage 0 is "restored" */
+	int64_t t_template; /* ms to open (or boot and save) the template */
 	struct {
 		int ms; /* guest CLOCK_BOOTTIME at the stage's end */
 		char name[GUESTCTL_STAGE_NAME + 1];
@@ -587,7 +712,8 @@ int agent_ready(const struct agent *a);
 int agent_take_changed(struct agent *a, int64_t now);
 /* agent_status: copy the agent's status into st. */
 void agent_status(const struct agent *a, struct instance_state *st);
-/* agent_guest_gone: QEMU exited; waiting clients get END exited. */
+/* agent_guest_gone: QEMU exited; the turn in flight and those clients
+ * wait on end "exited" (agent.events, END to the clients). */
 void agent_guest_gone(struct agent *a);
 /*
  * agent_set_redact: secret values (rd, owned by the caller, outliving a)

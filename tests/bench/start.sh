@@ -6,8 +6,11 @@
 # READY.  KSB_BENCH_OTHER=DIR also runs the ksb-run of another built tree
 # (e.g. a worktree of main), alternating with this one, so both see the
 # same load; its column comes second.  On a shared machine the wall
-# figures are upper bounds; QEMU's CPU time is the steadier one.  Needs
-# root, QEMU and a guest kernel (exit 77).
+# figures are upper bounds; QEMU's CPU time is the steadier one.  The
+# "tpl" column is this tree with --template on (vmrunner/template.c): a
+# first run, not counted, boots and saves the template; each counted run
+# restores it.  KSB_BENCH_TEMPLATE=0 leaves it out.  Needs root, QEMU and
+# a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -22,16 +25,28 @@ OTHER=${KSB_BENCH_OTHER:-}
 [ -z "$OTHER" ] || [ -x "$OTHER/ksb-run" ] || ksb_fail "$OTHER/ksb-run not built"
 mkdir -p "$T/empty"
 trees="this"
-[ -z "$OTHER" ] || trees="this other"
+[ "${KSB_BENCH_TEMPLATE:-1}" = 0 ] || trees="$trees tpl"
+[ -z "$OTHER" ] || trees="$trees other"
+# run_one TREE OUT: one ksb-run -v -- /bin/true of that tree.
+run_one() {
+	local b=$KSB_BUILDDIR extra=
+	[ "$1" = other ] && b=$OTHER
+	[ "$1" = tpl ] && extra="--template on"
+	# shellcheck disable=SC2086 # extra: two words or none
+	( cd "$T/empty" && timeout 300 ip netns exec "$GW" "$b/ksb-run" \
+		-f "$T/ksb.conf" -v $extra -- /bin/true < /dev/null > "$2.con" \
+		2> "$2" )
+}
+if [ "${KSB_BENCH_TEMPLATE:-1}" != 0 ]; then
+	run_one tpl "$T/tpl.warmup" ||
+		ksb_fail "template warm-up: $(grep -v 'argv\[' "$T/tpl.warmup" | tail -5)"
+	ksb_say "template built: $(grep -o 'booted and saved in .*' "$T/tpl.warmup")"
+fi
 
 ksb_say "load: $(uptime)"
 for r in $(seq 1 "$N"); do
 	for t in $trees; do
-		b=$KSB_BUILDDIR
-		[ "$t" = other ] && b=$OTHER
-		( cd "$T/empty" && timeout 300 ip netns exec "$GW" "$b/ksb-run" \
-			-f "$T/ksb.conf" -v -- /bin/true < /dev/null > "$T/$t.$r.con" \
-			2> "$T/$t.$r" ) ||
+		run_one "$t" "$T/$t.$r" ||
 			ksb_fail "$t run $r: $(grep -v 'argv\[' "$T/$t.$r" | tail -5)
 console: $(tail -c 3000 "$T/$t.$r.con")"
 		# The breakdown's rows: "label  N.NN s" after "start time".
@@ -51,12 +66,14 @@ med() {
 	done | sort -g | sed -n "$(( (N + 1) / 2 ))p"
 }
 echo
-printf '%-40s %8s %8s\n' "median of $N (s)" this "${OTHER:+other}"
-cut -d'|' -f1 "$T/this.1.rows" | while read -r label; do
-	printf '%-40s %8s %8s\n' "$label" "$(med this "$label")" \
-		"$( [ -n "$OTHER" ] && med other "$label")"
+cols=$(for t in $trees; do printf ' %8s' "$t"; done)
+printf '%-40s%s\n' "median of $N (s)" "$cols"
+# Every tree's rows, in the order they first appear.
+cat $(for t in $trees; do echo "$T/$t.1.rows"; done) | cut -d'|' -f1 |
+	awk '!seen[$0]++' | while read -r label; do
+	printf '%-40s' "$label"
+	for t in $trees; do
+		printf ' %8s' "$(med "$t" "$label")"
+	done
+	echo
 done
-if [ -n "$OTHER" ]; then
-	echo "(other rows missing in this tree's list are not shown:" \
-		"$(cut -d'|' -f1 "$T/other.1.rows" | grep -vxFf <(cut -d'|' -f1 "$T/this.1.rows") | tr '\n' ';'))"
-fi

@@ -16,8 +16,12 @@
 #  - a prompt to the stopped instance boots it and is delivered (the agent
 #    starts fresh, in ~/work, where its earlier commits still are);
 #  - ksbctl logs --screen shows the pane as it is now (the last turn, the
-#    agent's start marker with its secret as [secret TOKEN]); refused once
-#    the instance is stopped.
+#    agent's start marker with its secret as [secret TOKEN]);
+#  - the enforcement self-test reruns after a reload and on the lease
+#    resumed after the restart (pass records); last, a hole opened during
+#    a turn: the reload's test fails, the instance is stopped (exit 125,
+#    a fail record), the turn in flight ends "exited"; logs --screen is
+#    then refused.
 # Needs root, QEMU, tmux, git, python3 and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -125,7 +129,8 @@ ksb_say "three turns with prompt --wait: write, commit, push, report done"
 for k in one two three; do
 	t0=$(date +%s.%N)
 	# Turn 4 may reach denied.test (a grant for that turn only).
-	a=; [ $k = three ] && a="--allow denied.test"
+	# and its output is JSON, with the summary before ksb.end.
+	a=; [ $k = three ] && a="--allow denied.test --json"
 	# shellcheck disable=SC2086
 	ctl prompt ag1 "commit $k" $a --wait > "$T/w-$k" || true
 	echo "turn round trip $(secs "$t0") s"
@@ -134,7 +139,8 @@ done
 ksb_check "turn 1 (--prompt) ended done" 'grep -q "^1 done turn 1: ok in /home/agent/work" <(cut -d" " -f2- "$I/ag1/agent.events")'
 ksb_check "turn 2 committed, in ~/work" 'grep -q "turn 2 done: turn 2: committed turn2.txt in /home/agent/work" "$T/w-one"'
 ksb_check "turn 3 committed" 'grep -q "turn 3 ended: done" "$T/w-two" && grep -q "committed turn3.txt" "$T/w-two"'
-ksb_check "turn 4 committed" 'grep -q "turn 4 ended: done" "$T/w-three" && grep -q "committed turn4.txt" "$T/w-three"'
+ksb_check "turn 4 committed (--json)" \
+	'grep -q "\"type\":\"ksb.end\",\"event\":\"end\",\"turn\":4,\"state\":\"done\"" "$T/w-three" && grep -q "committed turn4.txt" "$T/w-three"'
 ctl fetch ag1 --repo "$P" > "$T/fetch" 2>&1 || true
 cat "$T/fetch"
 git -C "$P" log --format='%s' main..refs/remotes/ksb/ag1 > "$T/commits" 2>&1 || true
@@ -152,6 +158,14 @@ ksb_check "audit: turn 4 (prompt --allow denied.test) reached both" \
 	'ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'allowed.test'"' AND decision = '"'allow'"'" && ksb_row_is 1 "instance = '"'ag1'"' AND turn = 4 AND host = '"'denied.test'"' AND decision = '"'allow'"'"'
 ksb_check "the turn's grant is a chained record" \
 	'ksb_sql_is 1 "SELECT count(*) FROM policy_versions WHERE files = '"'operator uid 0: allow ag1 denied.test:443 turn:4'"' AND seq IS NOT NULL"'
+# The turn is chained (schema 8): the chain verifies, and a copy of the
+# database with one turn changed does not.
+ksb_check "ksbctl audit verify: the chain with the turns" 'ctl audit verify > /dev/null'
+ksb_sql ".backup '$T/tamper.db'"
+sqlite3 "$T/tamper.db" "UPDATE connections SET turn = 9 WHERE instance = 'ag1' AND turn = 3"
+{ cat "$T/ksb.conf"; echo "audit-db = $T/tamper.db"; } > "$T/tamper.conf"
+ksb_check "... a turn changed afterwards is found" \
+	'! "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/tamper.conf" audit verify > "$T/tamper.out" 2>&1 && grep -q "hash mismatch" "$T/tamper.out"'
 ctl policy suggest --instance ag1 --name default > "$T/suggest" 2>&1 || true
 cat "$T/suggest"
 ksb_check "policy suggest on this run: allowed.test used, denied.test refused" \
@@ -159,6 +173,23 @@ ksb_check "policy suggest on this run: allowed.test used, denied.test refused" \
 ctl audit --instance ag1 --turn 3 --csv > "$T/turn3.csv" 2>&1 || true
 ksb_check "ksbctl audit --turn 3: its two rows only" \
 	'[ "$(tail -n +2 "$T/turn3.csv" | wc -l)" = 2 ] && ! grep -v "^id," "$T/turn3.csv" | grep -qv ",3$"'
+# The JSON summary of turn 4, checked against the audit's rows.
+# (Bytes are not compared: a tunnel's close may commit after the turn's end.)
+sum4=$(ksb_sql "SELECT group_concat(h, ' ') FROM (SELECT host || ':' || port || ':' || count(*) AS h FROM connections WHERE instance = 'ag1' AND turn = 4 AND decision = 'allow' GROUP BY host, port ORDER BY host)")
+ksb_check "prompt --wait --json: the summary is one object before ksb.end, as the audit says ($sum4)" \
+	'python3 - "$T/w-three" "$sum4" <<-"PY"
+	import json, sys
+	lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+	s, end = lines[-2], lines[-1]
+	assert end["type"] == "ksb.end" and s["type"] == "ksb.summary", (s, end)
+	assert s["instance"] == "ag1" and s["turn"] == 4 and s["refused"] == []
+	got = " ".join("%s:%d:%d" % (r["host"], r["port"], r["connections"])
+	    for r in sorted(s["reached"], key=lambda r: r["host"]))
+	assert got == sys.argv[2], (got, sys.argv[2])
+	assert [r["host"] for r in sorted(s["reached"], key=lambda r: r["host"])] == ["allowed.test", "denied.test"]
+	assert s["allowed_connections"] == 2 and s["pushed"] is True and s["before"] != s["after"]
+	assert s["bytes_down"] == sum(r["bytes_down"] for r in s["reached"])
+	PY'
 ksb_check "prompt --wait ends with the turn summary" \
 	'grep -q "^turn 2: 1 host reached, 1 refused" "$T/w-one" && grep -q "^  reached allowed.test:443  1 conn" "$T/w-one" && grep -q "^  refused denied.test:443  not_in_allowlist (1)" "$T/w-one" && grep -q "^  branch: pushed " "$T/w-one"'
 
@@ -171,6 +202,11 @@ ctl status ag1 --json > "$T/status.json"
 ksb_check "status --json has the agent" 'grep -q "\"agent\":{\"state\":\"done\",\"turn\":4,\"turns\":4," "$T/status.json"'
 timeout 3 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" attach ag1 < /dev/null > "$T/attach" 2>&1 || true
 ksb_check "attach shows the agent's tmux pane" 'grep -aq "commit three" "$T/attach"'
+
+ksb_say "a policy reload: the agent's guest runs the self-test again"
+ctl reload > /dev/null
+ksb_check "reload: a pass record for ag1, in agent mode (the agent keeps running: turn 5 below)" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'ag1'"' AND trigger = '"'reload'"' AND result = '"'ok'"' AND probes = 7"'
 
 ksb_say "a client killed mid-turn; the prompt resent with its key"
 ctl prompt ag1 "sleep 4" --key ks --wait > "$T/ks1" 2>&1 &
@@ -228,6 +264,10 @@ timeout 20 tail --pid="$KSB_GATEWAY_PID" -f /dev/null || true
 ksb_gateway
 ksb_until 60 grep -q "lease resumed" "$I/ag1/ksb-run.log" || true
 ksb_check "ksb-run resumed its lease" 'grep -q "lease resumed" "$I/ag1/ksb-run.log"'
+# The policy may have changed across the restart: the resumed lease is
+# announced RELOADED and the guest tests again (a second reload record).
+ksb_check "the resumed lease's guest ran the self-test again: a pass record" \
+	'ksb_sql_is 2 "SELECT count(*) FROM selftests WHERE instance = '"'ag1'"' AND trigger = '"'reload'"' AND result = '"'ok'"' AND probes = 7"'
 ctl prompt ag1 "curl please" --wait > "$T/w-curl" || true
 cat "$T/w-curl"
 ksb_check "the guest's curl after the restart works" 'grep -q "$ORIGIN_BODY" "$T/w-curl"'
@@ -278,7 +318,55 @@ ksb_check "the screen shows the marker and the last turn" \
 ksb_check "the secret on the screen shows as [secret TOKEN]" \
 	'grep -aqF "screen-mark: [secret TOKEN]" "$T/screen2" &&
 	 ! grep -aqF "$KSB_AGENT_SECRET" "$T/screen2"'
-ctl stop ag1 >/dev/null
+
+# Last (the instance ends here): a hole opened on purpose while a turn
+# runs, as in boot.sh (the gateway's port 22, which tcp-gateway probes,
+# accepted both ways, and a listener there); the reload's self-test finds
+# it, the instance is stopped (exit 125) and the turn in flight ends.
+ksb_say "a hole opened during a turn: the reload's self-test stops the agent's instance"
+rp=$(sed -n 's/^pid=//p' "$I/ag1/state")
+# No client waits on this turn: its end must still be reported.
+ctl prompt ag1 "sleep 300" > "$T/w-hole" 2>&1 || true
+ht=$(sed -n 's/^turn \([0-9]*\)$/\1/p' "$T/w-hole" | head -n 1)
+ksb_until 120 grep -q "^[0-9]* ${ht:-x} delivered " "$I/ag1/agent.events" || true
+ip netns exec "$GW" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.1", 22))
+s.listen(8)
+open(sys.argv[1], "w").close()
+s.settimeout(240)
+try:
+    while True:
+        c, a = s.accept()
+        open(sys.argv[1], "a").write("connect from %s\n" % a[0])
+        c.close()
+except socket.timeout:
+    pass
+' "$T/hole.log" &
+KSB_PIDS="$KSB_PIDS $!"
+ksb_until 10 test -e "$T/hole.log"
+ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 tcp dport 22 accept
+ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 tcp sport 22 accept
+ctl reload > /dev/null
+timeout 90 tail --pid="$rp" -f /dev/null || true
+cat "$T/w-hole"; tail -n 4 "$I/ag1/ksb-run.log"; tail -n 2 "$I/ag1/agent.events"
+ksb_check "hole: the probe got through (the listener saw it)" \
+	'grep -q "connect from 10.77.0." "$T/hole.log"'
+ksb_check "hole: ksb-run stopped the instance, exit 125" \
+	'! kill -0 "$rp" 2>/dev/null && grep -q "^exit_status=125$" "$I/ag1/state" && ctl list | grep -Eq "^ag1 +stopped"'
+ksb_check "hole: the failed probe is named" \
+	'grep -q "enforcement self-test after the reload FAILED: tcp-gateway; stopping the instance" "$I/ag1/ksb-run.log" &&
+	 tail -n 3 "$I/ag1/ksb-run.log" | grep -q "stopped: the enforcement self-test after a policy reload failed, probe tcp-gateway"'
+ksb_check "hole: a fail record says the instance was stopped" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'ag1'"' AND trigger = '"'reload'"' AND result = '"'fail'"' AND failed = '"'tcp-gateway'"' AND action = '"'stopped'"'"'
+ksb_check "hole: the turn in flight (${ht:-?}), no client waiting, is reported ended in agent.events" \
+	'[ -n "$ht" ] && grep -q "^[0-9]* $ht exited the" "$I/ag1/agent.events"'
+ctl status ag1 > "$T/status-hole" 2>&1 || true
+ksb_check "hole: status says the agent exited at that turn" \
+	'grep -q "^agent: *exited, turn $ht" "$T/status-hole"'
+ksb_check "hole: no QEMU left behind" '! pgrep -f "ksb.id=ag1 " >/dev/null'
 ctl logs ag1 --screen > "$T/screen3" 2>&1 && sr=0 || sr=$?
 cat "$T/screen3"
 ksb_check "logs --screen of a stopped instance: refused, exit 1" \

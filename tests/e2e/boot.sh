@@ -1,15 +1,17 @@
 #!/bin/bash
 # e2e smoke test: ksb-run boots a real guest behind a real ksb-gatewayd (in
 # its own network namespace and temp dir), runs a command as the agent user
-# and passes its exit status back.  Needs root, QEMU and a guest kernel
+# and passes its exit status back.  The enforcement self-test: passed at
+# boot and after a reload (audit records), failing closed at boot and after
+# a reload when a hole is opened on purpose.  Needs root, QEMU and a guest kernel
 # ($KSB_KERNEL/$KSB_MODULES, else /var/cache/ksb/kernel via
 # contrib/fetch-kernel.sh); exits 77 naming what is missing.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-ksb_need qemu-system-x86_64 pgrep nft python3	# nft, python3: the hole
-ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
+ksb_need qemu-system-x86_64 pgrep nft python3 sqlite3	# nft, python3: the hole
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env
 ksb_gateway
@@ -31,6 +33,8 @@ ksb_check "stderr names the instance and the accel" \
 ksb_check "the guest passed the enforcement self-test" \
 	'grep -Eq "enforcement self-test passed: 7 probes failed as they must" "$T/err1"'
 ksb_check "ephemeral instance dir removed" '[ -z "$(ls -A "$T/state/instances" 2>/dev/null)" ]'
+ksb_check "the boot self-test is an audit record" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance LIKE '"'e-%'"' AND trigger = '"'boot'"' AND result = '"'ok'"' AND probes = 7 AND failed IS NULL AND action = '"'none'"' AND duration_ms >= 0 AND length(policy_digest) = 64"'
 
 ksb_say "named instance: a command that is not there"
 set +e
@@ -50,6 +54,12 @@ pid=$!
 # generous bound); ksb-run gone early ends the wait too.
 started() { grep -q "instance boot-term: command started" "$T/err3" || ! kill -0 "$pid" 2>/dev/null; }
 ksb_until 240 started || true
+# A reload through the control path: the guest tests again while the
+# command runs; the result is a record with trigger reload.
+"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload
+ksb_check "reload: the running guest passed the self-test again" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'boot-term'"' AND trigger = '"'reload'"' AND result = '"'ok'"' AND probes = 7 AND action = '"'none'"'"'
+ksb_check "reload: the command kept running" 'kill -0 "$pid" && ! grep -q "stopping the instance" "$T/err3"'
 kill -TERM "$pid"
 set +e
 timeout 30 tail --pid="$pid" -f /dev/null
@@ -62,9 +72,16 @@ ksb_check "no QEMU left behind" '! pgrep -f "ksb.id=boot-term " >/dev/null'
 
 # The self-test fails closed: a hole opened on purpose in the gateway's
 # own ruleset (the gateway's port 22, which tcp-gateway probes, accepted
-# both ways, and something listening there) stops the command before it
-# runs.  Last: the hole stays until the namespace goes.
-ksb_say "a hole in the gateway: the self-test refuses the command"
+# both ways, and something listening there).  Opened while an instance
+# runs, the next reload's self-test finds it and the instance is stopped;
+# then a new instance's command is never started.  Last: the hole stays
+# until the namespace goes.
+ksb_say "a hole opened while an instance runs: the reload's self-test stops it"
+ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name boot-hole \
+	-- /bin/sleep 600 </dev/null >"$T/out5" 2>"$T/err5" &
+pid=$!
+started() { grep -q "instance boot-hole: command started" "$T/err5" || ! kill -0 "$pid" 2>/dev/null; }
+ksb_until 240 started || true
 ip netns exec "$GW" python3 -c '
 import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -85,6 +102,23 @@ KSB_PIDS="$KSB_PIDS $!"
 ksb_until 10 test -e "$T/hole.log"
 ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 tcp dport 22 accept
 ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 tcp sport 22 accept
+kill -HUP "$KSB_GATEWAY_PID"	# the other reload path: SIGHUP
+set +e
+timeout 60 tail --pid="$pid" -f /dev/null
+wait "$pid"
+rc=$?
+set -e
+cat "$T/err5" >&2
+ksb_check "reload hole: ksb-run stopped the instance, exit 125" '[ "$rc" = 125 ]'
+ksb_check "reload hole: the failed probe is named" \
+	'grep -q "enforcement self-test after the reload FAILED: tcp-gateway; stopping the instance" "$T/err5"'
+ksb_check "reload hole: a fail record says the instance was stopped" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'boot-hole'"' AND trigger = '"'reload'"' AND result = '"'fail'"' AND failed = '"'tcp-gateway'"' AND action = '"'stopped'"'"'
+ksb_check "reload hole: no QEMU left behind" '! pgrep -f "ksb.id=boot-hole " >/dev/null'
+ksb_check "reload hole: unregistered" \
+	'ksb_sql_is 1 "SELECT count(*) FROM registrations WHERE instance = '"'boot-hole'"' AND unregistered_ms IS NOT NULL"'
+
+ksb_say "a hole in the gateway: the self-test refuses the command"
 set +e
 timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 	-- /bin/sh -c 'echo COMMAND-RAN' </dev/null >"$T/out4" 2>"$T/err4"
@@ -100,6 +134,18 @@ ksb_check "hole: the failed probe is named" \
 ksb_check "hole: the refusal is said last" \
 	'tail -n 3 "$T/err4" | grep -q "refused to start the command: the enforcement self-test failed, probe tcp-gateway"'
 ksb_check "hole: no 'command started'" '! grep -q "command started" "$T/err4"'
+ksb_check "hole: a boot fail record says the command was refused" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE trigger = '"'boot'"' AND result = '"'fail'"' AND failed = '"'tcp-gateway'"' AND action = '"'refused'"' AND instance LIKE '"'e-%'"'"'
+
+ksb_say "ksbctl audit selftests lists them; audit verify covers them"
+"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit selftests --json >"$T/st.json"
+cat "$T/st.json"
+ksb_check "audit selftests: boot, reload and both failures listed" \
+	'python3 -c "import json,sys; r=json.load(open(sys.argv[1])); k=sorted((x[\"trigger\"],x[\"result\"],x[\"action\"]) for x in r); sys.exit(k != sorted([(\"boot\",\"ok\",\"none\")]*4 + [(\"reload\",\"ok\",\"none\"),(\"reload\",\"fail\",\"stopped\"),(\"boot\",\"fail\",\"refused\")]))" "$T/st.json"'
+ksb_check "audit selftests --failed: the two failures" \
+	'[ "$("$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit selftests --failed --csv | wc -l)" = 3 ]'
+ksb_check "audit verify: the chain with the self-test records is intact" \
+	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # ctl_garbage.sh: a guest that writes 160 KiB (more than 64) of garbage to the control
 # port, then EXIT 7 (issue 17): ksb-run throttles it (64 KiB/s) but keeps
-# listening, and exits 7, the guest's status.  ksb-run runs
+# listening, and exits 7, the guest's status; the unasked SELFTEST lines
+# in its garbage forge no audit record.  ksb-run runs
 # tests/e2e/garbage_guest.py in place of QEMU (KSB_QEMU).  Needs root,
 # python3 and a guest kernel file (exit 77); no QEMU.
 set -eu
@@ -9,6 +10,7 @@ set -eu
 
 ksb_need_root
 command -v python3 >/dev/null || ksb_skip "needs python3 (the fake guest)"
+ksb_need sqlite3
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
 ksb_kernel
 ksb_env
@@ -29,5 +31,9 @@ took=$(sed -n 's/^garbage guest: [0-9]* bytes in \([0-9]*\)\..*/\1/p' "$T/err")
 # however slowly ksb-run reads (seen: 0 s in one CI run, 3+ s in others).
 ksb_check "the garbage was throttled (64 KiB/s; the guest took ${took:-?} s)" \
 	'grep -q "control bytes/s: throttled" "$T/err"'
+ksb_check "unasked SELFTEST lines are ignored and said so" \
+	'grep -q "guest sent a second, late or unasked SELFTEST, ignored" "$T/err"'
+ksb_check "only the boot self-test is recorded: no forged record" \
+	'ksb_sql_is "boot|ok|7" "SELECT group_concat(trigger || '"'|'"' || result || '"'|'"' || probes) FROM selftests"'
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

@@ -2,7 +2,7 @@
 # tests/e2e/garbage_guest.py: stands in for qemu-system-x86_64 (KSB_QEMU)
 # and plays a guest root that writes KSB_TEST_GARBAGE_KIB KiB of garbage
 # (binary bytes, overlong lines, lines ksb-run does not know) to the
-# control port after READY, then EXIT 7, and exits on BYE (or after 60 s).
+# control port after READY (unasked SELFTEST lines too), then EXIT 7, and exits on BYE (or after 60 s).
 # For tests/e2e/ctl_garbage.sh.  A witness, not product code.
 import os, select, sys, time
 
@@ -31,8 +31,12 @@ def write_all(b):
 
 # The real init reports its enforcement self-test before READY.
 write_all(b"SELFTEST ok 7 1\nREADY\n")
+# Self-test answers nobody asked for (and malformed ones) must not count:
+# no audit record, no stop (ctl_garbage.sh).
 chunk = (bytes(range(256)) + b"\n" + b"x" * 3000 + b"\n" +
-         b"NOSUCH line\n" + b"EXIT nope\n")
+         b"NOSUCH line\n" + b"EXIT nope\n" + b"SELFTEST fail tcp-outside\n" +
+         b"SELFTEST ok 7 1\n" + b"SELFTEST ok 99 x\n" +
+         b"SELFTEST fail NOT/A-NAME\n")
 sent = 0
 t0 = time.monotonic()
 while sent < kib * 1024:

@@ -28,7 +28,10 @@ P=$T/proj
 git init -q "$P"
 echo "committed line" > "$P/tracked.txt"
 echo "readme" > "$P/README"
-git -C "$P" add tracked.txt README
+ln -s README "$P/link"
+printf '#!/bin/sh\necho run\n' > "$P/run.sh"
+chmod 755 "$P/run.sh"
+git -C "$P" add tracked.txt README link run.sh
 git -C "$P" commit -qm "host: first"
 git -C "$P" branch topic
 echo "uncommitted line" > "$P/tracked.txt"	# tracked, not committed
@@ -54,11 +57,17 @@ if [ "$b" = "sandbox/$id" ]; then r branch ok; else r branch "bad: $b"; fi
 if grep -qx 'uncommitted line' tracked.txt 2>/dev/null; then r uncommitted ok; else r uncommitted bad; fi
 if [ ! -e untracked.txt ]; then r no_untracked ok; else r no_untracked bad; fi
 if git rev-parse -q --verify origin/base >/dev/null; then r base ok; else r base bad; fi
-# ~/work is the overlay of the host's checkout, and git trusts its index.
-if grep -q "^overlay /home/agent/work overlay .*lowerdir=/ksb/checkout/tree" /proc/mounts; then r overlay ok; else r overlay bad; fi
+# ~/work is the overlay of the host's lazy checkout (an index; the files
+# served read-only from the objects by the guest's tree file system), and
+# git trusts its index.
+if grep -q "^overlay /home/agent/work overlay .*lowerdir=/run/ksb/tree," /proc/mounts &&
+	grep -q "^ksb-tree /run/ksb/tree fuse.ksb ro," /proc/mounts; then r overlay ok; else r overlay bad; fi
 st=$(git status --porcelain 2>&1)
 if [ "$st" = "" ]; then r status_clean ok; else r status_clean "bad: $st"; fi
-if (: > /ksb/checkout/tree/x) 2>/dev/null; then r checkout_ro bad; else r checkout_ro ok; fi
+if (: > /run/ksb/tree/x) 2>/dev/null || (echo x >> /run/ksb/tree/README) 2>/dev/null ||
+	(: > /ksb/checkout/index) 2>/dev/null; then r checkout_ro bad; else r checkout_ro ok; fi
+if [ "$(readlink link)" = README ] && [ "$(./run.sh)" = run ] && [ ! -x README ] &&
+	git cat-file blob HEAD:README | cmp -s - README; then r lazy_files ok; else r lazy_files bad; fi
 # A file of the lower layer is writable (copied up) and git sees the change.
 if echo more >> README && [ "$(git status --porcelain README)" = " M README" ] &&
 	git checkout -q README && [ "$(cat README)" = readme ]; then r lower_write ok; else r lower_write bad; fi
@@ -100,7 +109,7 @@ check() {
 }
 check "ksb-run exited 0" '[ "$rc" = 0 ]'
 for r in cwd branch uncommitted no_untracked base overlay status_clean \
-	checkout_ro lower_write commit push context_read context_no_create \
+	checkout_ro lazy_files lower_write commit push context_read context_no_create \
 	context_no_write objects_ro plant; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
 done
@@ -115,10 +124,10 @@ check "host repo untouched by the run (refs, HEAD, index, work tree)" \
 	 [ "$(git -C "$P" rev-parse HEAD)" = "$(cat "$T/head.before")" ] &&
 	 sha256sum -c --quiet "$T/files.before" &&
 	 git -C "$P" status --porcelain | cmp -s - "$T/status.before"'
-CO=$(ls -d "$T"/state/checkouts/*/tree)
-check "the host's checkout cache kept the seed, none of the guest's writes" \
-	'[ "$(cat "$CO/README")" = readme ] && [ "$(cat "$CO/tracked.txt")" = "uncommitted line" ] &&
-	 [ ! -e "$CO/agent.txt" ] && [ "$(stat -c %u "$CO/README")" = 1000 ]'
+CO=$(ls -d "$T"/state/checkouts/[0-9a-f]*)
+check "the host's checkout cache is lazy: an index of the seed, no file, none of the guest's writes" \
+	'[ "$(ls "$CO" | tr "\n" " ")" = "index source " ] &&
+	 [ "$(GIT_INDEX_FILE="$CO/index" git -C "$P" ls-files | tr "\n" " ")" = "README link run.sh tracked.txt " ]'
 check "no remote-tracking ref before the fetch" \
 	'! git -C "$P" rev-parse -q --verify "refs/remotes/ksb/$ID" >/dev/null'
 
@@ -185,7 +194,10 @@ check "--branch with an invalid name is refused" \
 
 ksb_say "resume: the branch stays, base follows the host's HEAD"
 echo "more" >> "$P/README"
-git -C "$P" commit -qm "host: second" README
+# Attributes: this commit's cache is a full checkout (the ephemeral run).
+echo "*.sh -text" > "$P/.gitattributes"
+git -C "$P" add .gitattributes
+git -C "$P" commit -qm "host: second" README .gitattributes
 cat > "$T/share/git-resume.sh" <<'GUEST'
 r() { echo "RESULT $1 $2"; }
 if [ "$(pwd)" = /home/agent/work ] && [ -f agent.txt ]; then r kept ok; else r kept bad; fi
@@ -213,11 +225,19 @@ ksb_say "ephemeral: the mirror goes with the instance"
 set +e
 timeout -k 10 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 	--state-dir "$T/state" --repo "$P" \
-	-- /bin/sh -c 'git --no-pager log -1 --format="RESULT ephemeral %s"' > "$T/eph.out" 2> "$T/eph.err"
+	-- /bin/sh -c 'git --no-pager log -1 --format="RESULT ephemeral %s"
+		grep -q "^overlay /home/agent/work overlay .*lowerdir=/ksb/checkout/tree," /proc/mounts &&
+		[ -z "$(git status --porcelain)" ] && [ "$(readlink link)" = README ] &&
+		echo "RESULT full_tree ok"' > "$T/eph.out" 2> "$T/eph.err"
 rc=$?
 set -e
 cat "$T/eph.out" "$T/eph.err"
 check "ephemeral guest cloned the host's HEAD" '[ "$rc" = 0 ] && grep -qx "RESULT ephemeral host: second" "$T/eph.out"'
+CO=$(ls -d "$T"/state/checkouts/*/tree)
+check "a tree with .gitattributes: the full checkout, the overlay on it clean" \
+	'grep -qx "RESULT full_tree ok" "$T/eph.out" &&
+	 [ "$(cat "$CO/README")" = "readme
+more" ] && [ "$(stat -c %u "$CO/README")" = 1000 ] && [ ! -e "$CO/agent.txt" ]'
 check "a dirty work tree without --include-uncommitted is named, with the option" \
 	'grep -q "uncommitted changes to tracked files.*--include-uncommitted" "$T/eph.err"'
 check "no such warning when the option was given" \

@@ -1,8 +1,9 @@
 #!/bin/bash
 # e2e lifecycle test (real QEMU guests behind a real ksb-gatewayd, own
 # namespaces and temp dir): a detached named instance with a secret and a
-# disk, ksbctl list/status/stop of a busy guest, resume keeps the disk,
-# ksbctl rm; ksbctl prune and list's disk use; kill -9 of a detached
+# disk, ksbctl list/status/stop of a busy guest, resume keeps the disk
+# and the instance's --forward and --display (and the audit records the
+# forward each time), ksbctl rm; ksbctl prune and list's disk use; kill -9 of a detached
 # supervisor -> lost, lease gone; an
 # ephemeral instance leaves nothing behind; --print-config; the preflight
 # reports a missing secret.  Needs root, QEMU and a guest kernel (exit 77).
@@ -51,7 +52,8 @@ ksb_check "bad project file: file:line error, exit 2" \
 
 ksb_say "detached named instance with a secret and a disk"
 t0=$(date +%s.%N)
-id=$(cd "$T/proj" && run --detach --name lc-named --disk-size 2G -- /bin/sh -c \
+id=$(cd "$T/proj" && run --detach --name lc-named --disk-size 2G \
+	--forward 127.0.0.1:0:8000 --display=320x240 -- /bin/sh -c \
 	'echo hello-disk > ~/f; sha256sum < /run/ksb/secrets/TOKEN > ~/s;
 	 stat -c %a:%U /run/ksb/secrets/TOKEN > ~/m;
 	 { cat /sys/firmware/qemu_fw_cfg/by_name/opt/org.ksb/secrets/raw || echo fwcfg-unreadable; } > ~/fw 2>&1;
@@ -99,9 +101,17 @@ ksb_check "list shows it stopped" 'ctl list | grep -Eq "^lc-named +stopped"'
 echo "idle named instance on disk: $(du -sh --apparent-size "$I/lc-named" | cut -f1) apparent, $(du -sh "$I/lc-named" | cut -f1) allocated"
 
 ksb_say "resume keeps the disk"
-run --name lc-named -- /bin/sh -c 'cat ~/f ~/s ~/m ~/fw; echo x > /usr/local/y && echo usr-local-writable' \
+run --name lc-named -- /bin/sh -c 'cat ~/f ~/s ~/m ~/fw; echo x > /usr/local/y && echo usr-local-writable;
+	tr " " "\n" < /proc/cmdline | grep "^ksb.display="' \
 	</dev/null >"$T/out-r" 2>"$T/err-r" || true
 cat "$T/out-r"; cat "$T/err-r" >&2
+ksb_check "resume keeps the forward (a listener for guest port 8000 again)" \
+	'grep -q "its 1 forward(s) of the last start" "$T/err-r" &&
+	 [ "$(grep -c " add listen=127.0.0.1:[0-9]* guest-port=8000$" "$I/lc-named/forward.log")" = 2 ]'
+ksb_check "resume keeps the display (ksb.display=320x240)" 'grep -qx "ksb.display=320x240" "$T/out-r"'
+ksb_check "audit: the forward added and removed at both starts" \
+	'ksb_sql_is "2|2" "SELECT sum(event = '"'add'"'), sum(event = '"'remove'"' AND reason = '"'stopped'"') FROM forwards WHERE instance = '"'lc-named'"' AND guest_port = 8000"'
+ksb_check "kept.conf has them" 'grep -qx "forward=127.0.0.1:0:8000" "$I/lc-named/kept.conf" && grep -qx "display=320x240" "$I/lc-named/kept.conf"'
 ksb_check "file written before the stop is there" 'grep -qx hello-disk "$T/out-r"'
 ksb_check "agent read the secret" 'grep -q "$(printf %s "$SECRET" | sha256sum | cut -d" " -f1)" "$T/out-r"'
 ksb_check "secret file 0400 owned by agent" 'grep -qx 400:agent "$T/out-r"'

@@ -6,7 +6,9 @@
 # --list, --remove, status, forward.log; the guest cannot reach the host
 # through them), the display (ksb-run --display: Xvfb, an X client,
 # ksbctl screenshot and a known pixel region), pause and resume (status,
-# a prompt refused while paused).  Needs root, QEMU, a guest kernel, and
+# a prompt refused while paused); the audit's forward records (one open
+# and one close per request, the 100 MB download's bytes as curl counted
+# them, add and remove, ksbctl audit forwards and verify).  Needs root, QEMU, a guest kernel, and
 # Xvfb and x11-apps on the host (exit 77 naming what is missing).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -98,6 +100,15 @@ ksb_check "--forward is listed with its port" '[ -n "$port" ]'
 up() { hcurl -f -o /dev/null "http://127.0.0.1:$port/big.sha" 2>/dev/null; }
 ksb_until 300 up || { ctl status live; ksb_fail "the guest's web server never answered through the forward"; }
 
+# The forward records so far in the audit (the polls above): as many
+# opens as forward.log has; the highest stream id.
+n0=$(grep -c " open stream=[0-9]* listen=127.0.0.1:$port " "$I/forward.log")
+ksb_check "audit: every open of forward.log so far ($n0)" \
+	'ksb_sql_is "$n0" "SELECT count(*) FROM forwards WHERE instance = '"'live'"' AND event = '"'open'"' AND listen_port = $port"'
+ksb_check "audit: the --forward's add record" \
+	'[ "$(ksb_sql "SELECT count(*) FROM forwards WHERE instance = '"'live'"' AND event = '"'add'"' AND listen_addr = '"'127.0.0.1'"' AND listen_port = $port AND guest_port = 8000")" = 1 ]'
+s0=$(ksb_sql "SELECT coalesce(max(stream), 0) FROM forwards WHERE instance = 'live'")
+
 say "50 concurrent requests through the forward"
 cpids=
 for i in $(seq 1 50); do
@@ -109,14 +120,25 @@ wait $cpids || true
 ok=0
 for i in $(seq 1 50); do grep -qx "hello from the guest" "$T/c$i" && ok=$((ok + 1)); done
 ksb_check "50 of 50 answered right ($ok)" '[ "$ok" = 50 ]'
+ksb_check "audit: 50 more opens, from 127.0.0.1" \
+	'ksb_sql_is $((n0 + 50)) "SELECT count(*) FROM forwards WHERE instance = '"'live'"' AND event = '"'open'"' AND listen_port = $port" &&
+	 [ "$(ksb_sql "SELECT count(*) FROM forwards WHERE event = '"'open'"' AND stream > $s0 AND peer = '"'127.0.0.1'"'")" = 50 ]'
+ksb_check "audit: 50 closes, done, bytes each way" \
+	'ksb_sql_is 50 "SELECT count(*) FROM forwards WHERE instance = '"'live'"' AND event = '"'close'"' AND stream > $s0 AND reason = '"'done'"' AND bytes_to_guest > 0 AND bytes_from_guest > 21 AND duration_ms >= 0"'
+s1=$(ksb_sql "SELECT max(stream) FROM forwards WHERE instance = 'live'")
 
 say "a 100 MB download"
 t0=$(date +%s.%N)
-hcurl -o "$T/big" "http://127.0.0.1:$port/big"
+hcurl -o "$T/big" -w '%{size_request} %{size_header} %{size_download}\n' \
+	"http://127.0.0.1:$port/big" > "$T/curlw"
 t1=$(date +%s.%N)
+read -r creq chdr cbody < "$T/curlw"
+echo "# curl: request $creq, header $chdr, body $cbody bytes"
 echo "# 100 MB in $(echo "$t1 - $t0" | bc) s"
 ksb_check "100 MB arrived whole (SHA-256)" '[ "$(sha256sum < "$T/big" | cut -d" " -f1)" = "$want" ] && [ "$(stat -c %s "$T/big")" = 104857600 ]'
 rm -f "$T/big"
+ksb_check "audit: the download's close has curl's bytes ($creq to, $((chdr + cbody)) from the guest)" \
+	'ksb_sql_is "1|$creq|$((chdr + cbody))|done" "SELECT count(*), bytes_to_guest, bytes_from_guest, reason FROM forwards WHERE instance = '"'live'"' AND event = '"'close'"' AND stream > $s1"'
 
 say "ksbctl forward: add (any port), half-close, list, remove"
 ctl forward live 0:8100 > "$T/add"; cat "$T/add"
@@ -150,6 +172,10 @@ ksb_check "the agent reached no host port" '[ -z "$reach" ]'
 ksb_check "the agent cannot open the virtio-serial ports" '! echo "$vports" | grep -q "^opened"'
 ksb_check "forward --remove" 'ctl forward live --remove "$hp"'
 ksb_check "removed: nothing listens there" '! ksb_listening "$GW" "$hp"'
+ksb_check "audit: ksbctl forward's add and remove (removed)" \
+	'ksb_sql_is "add remove|removed" "SELECT group_concat(event || coalesce('"'|'"' || reason, '"''"'), '"' '"') FROM (SELECT * FROM forwards WHERE instance = '"'live'"' AND listen_port = $hp AND guest_port = 8100 AND event IN ('"'add'"', '"'remove'"') ORDER BY seq)"'
+ksb_check "audit: the half-close connection's bytes (300000 to the guest, 11 back)" \
+	'[ "$(ksb_sql "SELECT bytes_to_guest || '"'/'"' || bytes_from_guest FROM forwards WHERE event = '"'close'"' AND listen_port = $hp")" = "300000/11" ]'
 
 say "screenshot of the display"
 ksb_check "ksbctl screenshot writes a PNG" 'ctl screenshot live "$T/shot.png"'
@@ -191,6 +217,16 @@ ctl pause live >/dev/null
 ksb_check "ksbctl stop of a paused instance powers it down" 'ctl stop live | grep -q powerdown'
 ksb_check "nothing listens on the forward's port" '! ksb_listening "$GW" "$port"'
 ksb_check "forward.sock gone" '[ ! -S "$I/forward.sock" ]'
+nopen=$(grep -c " open stream=" "$I/forward.log")
+ksb_check "audit: as many opens as forward.log ($nopen), each closed" \
+	'ksb_sql_is "$nopen|$nopen" "SELECT sum(event = '"'open'"'), sum(event = '"'close'"') FROM forwards WHERE instance = '"'live'"'"'
+ksb_check "audit: the --forward removed when the instance stopped" \
+	'ksb_sql_is 1 "SELECT count(*) FROM forwards WHERE instance = '"'live'"' AND event = '"'remove'"' AND listen_port = $port AND reason = '"'stopped'"'"'
+ctl audit forwards --instance live --limit 5 > "$T/af"; cat "$T/af"
+ksb_check "ksbctl audit forwards lists them" 'grep -Eq "^[0-9T:.-]+Z +live +remove +127.0.0.1:$port->8000 " "$T/af"'
+ksb_check "ksbctl audit verify: the forward records are chained" 'ctl audit verify'
+ksb_check "audit export has every forward record" \
+	'[ "$(ctl audit export --jsonl | grep -c "\"kind\":\"forward\"")" = "$(ksb_sql "SELECT count(*) FROM forwards")" ]'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

@@ -24,6 +24,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct msg_row row;
 		struct msg_close close;
 		struct msg_fatal fatal;
+		struct msg_traffic traffic;
 	} p;
 	struct msg_hdr h;
 	char esc[MSG_FATAL_MAX * 4 + 1];
@@ -67,6 +68,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (strlen(esc) >= sizeof(esc))
 				abort();
 		}
+		break;
+	case MSG_TRAFFIC:
+		if (msg_traffic_check(&p.traffic) == 0 &&
+		    (strlen(p.traffic.instance) >= sizeof(p.traffic.instance) ||
+		    p.traffic.tunnels < 0))
+			abort();
 		break;
 	case MSG_POLICY_DONE:
 	case MSG_AUDIT_STATE:

@@ -92,6 +92,7 @@ text_seed hostname name 'WWW.Example.COM.'
 text_seed hostname v4 '0x7f.0.0.1'
 text_seed hostname v6 '[::ffff:127.0.0.1]'
 text_seed policy base 'profile base {\n  allow github.com\n  allow *.example.com:443,8000-8100\n  allow-address 10.0.0.0/8:22\n  allow-address [2001:db8::/32]\n}\nprofile dev extends base, other { # c\n}\nprofile other {}\n'
+text_seed policy extend 'extend profile dev {\n  allow new.example.com:8443\n  allow github.com\n}\nprofile dev { allow github.com }\nextend profile dev { allow-address 192.0.2.0/24 }\n'
 # fuzz_msg: a flag byte (bit 0: a descriptor came), then header (u16 type,
 # u16 len, u32 id, host order) and a payload of zeros but for its text.
 msg_seed() {
@@ -107,6 +108,12 @@ msg_seed fatal 67 240 0 "proxy: hosts-file: cannot read"
 msg_seed instance 1 124 0 g1
 # fuzz_fwd: a CREDIT frame then a 2x1 32-bit XWD (header, 4-byte name).
 seed fwd credit_xwd '06000000000000010000000400001000000000680000000700000002000000180000000200000001000000000000000000000020000000000000002000000020000000080000000400ff00000000ff00000000ff00000008000000000000000000000002000000010000000000000000000000006b7362000000ff0000ff0000'
+# fuzz_ctl_selftest: a boot and a reload report, a RELOADED notice.
+text_seed ctl_selftest boot 'SELFTEST boot-term boot 0 ok 7 812 -'
+text_seed ctl_selftest reload 'SELFTEST e-1a2b3c4d reload 3 fail 0 - tcp-gateway'
+text_seed ctl_selftest reloaded 'RELOADED 12'
+text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004 done'
+text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
 
 # target, sources, max input length
 set -- \
@@ -116,7 +123,9 @@ set -- \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200" \
-	"fwd|proto/fwd.c proto/xwd.c|70000"
+	"fwd|proto/fwd.c proto/xwd.c|70000" \
+	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300" \
+	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}

@@ -10,6 +10,12 @@
 #  - scopes: --once lets the next connection only, --for D until D has
 #    passed, --until-stopped until the instance's lease ends;
 #  - an unprivileged user can neither list nor decide;
+#  - a tunnel an operator's grant let through outlives a reload;
+#  - --permanent: a drop-in file in grants-dir (0640, root's, accepted by
+#    `ksbctl policy check'), reloaded in; the held CONNECT goes on, the
+#    next is not held, and after a gateway restart neither; a malformed
+#    drop-in fails a reload (the old policy stays, the error names it)
+#    and a permanent grant made meanwhile leaves the file as it was;
 #  - every decision is a chained audit record; `ksbctl audit verify'.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -23,7 +29,8 @@ KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 ksb_env
 ksb_origin
-printf '%s held.test\n%s other.test\n' "$ORIGIN_IP" "$ORIGIN_IP" >> "$T/hosts"
+printf '%s held.test\n%s other.test\n%s perm.test\n%s perm2.test\n' \
+	"$ORIGIN_IP" "$ORIGIN_IP" "$ORIGIN_IP" "$ORIGIN_IP" >> "$T/hosts"
 cat > "$T/policy.d/test.policy" <<'POL'
 profile default {
     allow allowed.test
@@ -119,6 +126,31 @@ ksb_say "--until-stopped: until the lease ends"
 ctl allow ap1 held.test --until-stopped > /dev/null
 ksb_check "through" '[ "$(con 1 held.test)" = "$OK200" ]'
 ksb_check "through again" '[ "$(con 1 held.test)" = "$OK200" ]'
+# A tunnel the grant let through is not the policy's to revoke.
+ip netns exec "ksbt-$$-g1" timeout 60 python3 -c '
+import socket, sys
+s = socket.create_connection(("10.77.0.1", 3128), timeout=30)
+s.sendall(b"CONNECT held.test:443 HTTP/1.1\r\nHost: held.test:443\r\n\r\n")
+b = b""
+while b"\r\n\r\n" not in b:
+    d = s.recv(4096)
+    if not d:
+        break
+    b += d
+print(b.split(b"\r\n")[0].decode(), flush=True)
+s.settimeout(50)
+try:
+    print("eof" if s.recv(1) == b"" else "data", flush=True)
+except OSError:
+    print("timeout", flush=True)
+' > "$T/tunnel" 2>&1 &
+P=$!
+ksb_until 10 grep -q " 200 " "$T/tunnel" || true
+ctl reload > "$T/reload0" 2>&1 || true
+ksb_check "a granted tunnel outlives a reload: $(head -n 1 "$T/reload0")" \
+	'grep -q "revoked=0" "$T/reload0" && [ "$(wc -l < "$T/tunnel")" = 1 ]'
+kill "$P" 2>/dev/null || true
+wait "$P" 2>/dev/null || true
 ksb_unguest 1
 ksb_fake_guest 1 ap1
 ( ksb_until 5 listed ap1 held.test && ctl deny ap1 held.test ) > /dev/null 2>&1 &
@@ -126,6 +158,65 @@ D=$!
 got=$(con 1 held.test) || true
 wait "$D" || true
 ksb_check "after a new lease: held, not granted: '$got'" '[ "$got" = "status 403 deny operator_denied" ]'
+
+ksb_say "--permanent: a drop-in, reloaded in, through a restart"
+G=$T/state/grants.d/default.policy
+tls 1 perm.test > "$T/g3" 2>&1 &
+P=$!
+ksb_check "held" 'ksb_until 5 listed ap1 perm.test'
+ctl allow ap1 perm.test --permanent > "$T/perm" 2>&1 || true
+cat "$T/perm"
+wait "$P" || true
+ksb_check "ksbctl allow --permanent names the file" \
+	'grep -qx "operator uid 0: allow ap1 perm.test:443 permanent $G" "$T/perm"'
+ksb_check "the held CONNECT gets through: '$(cat "$T/g3")'" \
+	'[ "$(cat "$T/g3")" = "tls $ORIGIN_BODY" ]'
+ksb_check "the drop-in: root's, 0640, an extend block" \
+	'[ "$(stat -c "%u %a" "$G")" = "0 640" ] && grep -qx "extend profile default {" "$G" && grep -qx "    allow perm.test:443" "$G" && grep -q "uid 0: ksbctl allow --permanent ap1 perm.test:443" "$G"'
+ksb_check "no temporary file left" '[ "$(ls -A "$T/state/grants.d")" = default.policy ]'
+ksb_check "ksbctl policy check accepts it" \
+	'ctl policy check > "$T/pc" 2>&1 && grep -q "configuration OK" "$T/pc"'
+ksb_check "policy show names it" \
+	'ctl policy show default | grep -q "allow perm.test:443 .*grants.d/default.policy:"'
+ksb_check "policy test: allowed by it" \
+	'ctl policy test default perm.test | grep -q "grants.d/default.policy"'
+t0=$(ms)
+got=$(con 1 perm.test) || true
+ksb_check "the next CONNECT is not held ($(( $(ms) - t0 )) ms): '$got'" \
+	'[ "$got" = "$OK200" ] && [ $(( $(ms) - t0 )) -lt 2500 ]'
+ksb_check "again: refused, nothing to write" \
+	'! ctl allow ap1 perm.test --permanent > "$T/perm2" 2>&1 && grep -q "nothing written: default already allows perm.test:443" "$T/perm2"'
+sum=$(cksum < "$G")
+nobp() { setpriv --reuid=65534 --regid=65534 --clear-groups "$KSBCTL" -f "$T/ksb.conf" "$@"; }
+ksb_check "nobody cannot make one" \
+	'! nobp allow ap1 perm2.test --permanent > "$T/nob" 2>&1 && grep -q "permission denied" "$T/nob" && [ "$(cksum < "$G")" = "$sum" ]'
+
+printf 'extend profile default {\n    limit rate 5\n}\n' > "$T/state/grants.d/bad.policy"
+d0=$(ksb_sql "SELECT digest FROM policy_versions WHERE ok = 1 AND digest IS NOT NULL ORDER BY id DESC LIMIT 1")
+ksb_check "a malformed drop-in fails the reload, naming it" \
+	'! ctl reload > "$T/rl" 2>&1 && grep -q "grants.d/bad.policy:2:5: .limit. in an extend block" "$T/rl"'
+ksb_check "... and a permanent grant then puts the file back" \
+	'! ctl allow ap1 perm2.test --permanent > "$T/perm3" 2>&1 && grep -q "not granted: the reload failed" "$T/perm3" && [ "$(cksum < "$G")" = "$sum" ]'
+ksb_check "the old policy still runs: perm.test through, perm2.test not" \
+	'[ "$(con 1 perm.test)" = "$OK200" ] && [ "$(con 1 perm2.test)" = "status 403 deny not_in_allowlist" ]'
+rm -f "$T/state/grants.d/bad.policy"
+ksb_check "the digest did not change" \
+	'[ "$(ksb_sql "SELECT digest FROM policy_versions WHERE ok = 1 AND digest IS NOT NULL ORDER BY id DESC LIMIT 1")" = "$d0" ]'
+
+ksb_unguest 1
+ksb_unguest 2
+kill -TERM "$KSB_GATEWAY_PID"
+ksb_wait_dead "$KSB_GATEWAY_PID" || true
+rm -f "$T/gateway.sock"
+ksb_gateway
+ksb_fake_guest 1 ap1
+ksb_fake_guest 2 st1 strict
+t0=$(ms)
+got=$(con 1 perm.test) || true
+el=$(( $(ms) - t0 ))
+ksb_check "after a restart: through without a hold ($el ms): '$got'" \
+	'[ "$got" = "$OK200" ] && [ "$el" -lt 2500 ] && ! listed ap1 perm.test'
+ksb_check "the other profile did not get it" '[ "$(con 2 perm.test)" != "$OK200" ]'
 
 ksb_say "only root or the control group decides"
 nob() { setpriv --reuid=65534 --regid=65534 --clear-groups "$KSBCTL" -f "$T/ksb.conf" "$@"; }
@@ -139,6 +230,8 @@ ksb_check "a bad scope and a bad target are refused" \
 ksb_say "the decisions are in the audit chain"
 ksb_check "one chained record per decision" \
 	'[ "$(ksb_sql "SELECT count(*) FROM policy_versions WHERE files LIKE '"'operator uid 0: %'"' AND seq IS NOT NULL")" -ge 6 ]'
+ksb_check "the permanent grant's record names the file" \
+	'ksb_sql_is 1 "SELECT count(*) FROM policy_versions WHERE files = '"'operator uid 0: allow ap1 perm.test:443 permanent $G'"' AND seq IS NOT NULL"'
 ksb_check "who, what, scope" \
 	'ksb_sql_is 1 "SELECT count(*) FROM policy_versions WHERE files = '"'operator uid 0: allow ap1 other.test:443 6s'"'"'
 ksb_check "ksbctl audit verify" 'ctl audit verify > "$T/verify" 2>&1'

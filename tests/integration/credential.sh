@@ -320,5 +320,10 @@ ksb_check "allowed.test: the origin's own certificate, end to end" \
 	'echo "$out" | grep -q "\"host\": \"allowed.test\""'
 ksb_check "the audit chain verifies" \
 	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify >/dev/null'
+# Terminated tunnels and plain ones: the gateway's live counts (LIST,
+# for ksbctl top) end where the audit's rows do.
+ksb_check "g1's traffic counts (LIST) are its audit rows' bytes" \
+	'ksb_until 10 ksb_traffic_is_audit g1'
+echo "# g1 gateway: $(ksb_traffic g1); audit: $(ksb_audit_bytes g1)"
 
 [ "$fails" = 0 ]

@@ -14,8 +14,13 @@ def connect():
     return s
 
 def reply(s):
+    # The reply line with the fds it carried; lines that came with it
+    # (RELOADED after RESUME's OK) each on their own.
     msg, fds, _, _ = socket.recv_fds(s, 1024, 4)
-    print(msg.decode(errors="replace").strip(), "fds=%d" % len(fds), flush=True)
+    lines = msg.decode(errors="replace").strip().split("\n")
+    print(lines[0], "fds=%d" % len(fds), flush=True)
+    for l in lines[1:]:
+        print(l, flush=True)
     return msg.decode(errors="replace"), fds
 
 if mode == "send":

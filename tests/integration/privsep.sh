@@ -137,10 +137,19 @@ check "still sandboxed" '[ "$(field "$C2" Seccomp)" = 2 ] && [ "$(field "$C2" Ca
 check "the guest is still served" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
 
 ksb_say "kill -9 of the proxy process"
+# The traffic counts (LIST) survive it: a new proxy's add to the old's.
+check "the gateway's traffic counts are the audit's" \
+	'ksb_until 10 ksb_traffic_is_audit g1'
+before=$(ksb_traffic g1)
 kill -9 "$C2"
 C3=$(child "$C2") || C3=
 check "restarted" '[ -n "$C3" ] && [ "$C3" != "$C2" ]'
+check "the counts are kept across the restart ($before)" \
+	'[ "$(ksb_traffic g1)" = "$before" ]'
 check "the guest is still served" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
+check "... and counted on top of them: still the audit's" \
+	'ksb_until 10 ksb_traffic_is_audit g1 &&
+	    [ "$(ksb_traffic g1 | cut -d" " -f3)" -gt "${before##* }" ]'
 check "denied names still denied" \
 	'ip netns exec "$ns" timeout 30 curl -sS --max-time 20 --proxy http://10.77.0.1:3128 --cacert "$T/pki/ca.pem" https://denied.test/ 2>&1 | grep -q 403'
 check "gateway alive" 'kill -0 "$GWPID"'

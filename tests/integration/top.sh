@@ -6,8 +6,12 @@
 # its lock held), a TLS origin, tests/integration/proxy_raw.py as the guest:
 #  - the screen lists both instances, tp1 with its state, agent state and
 #    turn; an open tunnel is counted while it is open;
-#  - a tunnel's bytes show as a rate, and the totals on the screen are the
-#    audit's (totals_instance, read with sqlite3);
+#  - a tunnel's bytes show as a rate while it is open and moving bytes (a
+#    slow download: the gateway's live counts, LIST's up=/down=, not the
+#    audit's, which has a tunnel's bytes only once it closed), and the
+#    totals on the screen are the audit's (totals_instance, read with
+#    sqlite3); after the close the gateway's counts equal the audit's;
+#    an unprivileged LIST has the instances without their traffic;
 #  - a refusal shows under the recent refusals;
 #  - a held CONNECT shows, selected; `a' lets it through (the client gets
 #    200); with two held, Down selects the second, `a' lets it through and
@@ -20,7 +24,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-ksb_need tmux
+ksb_need tmux setpriv /usr/bin/python3
 command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
@@ -136,14 +140,76 @@ ksb_say "bytes: a rate while they come, the totals of the audit"
 got=$(tls 1 allowed.test) || true
 ksb_check "a TLS exchange through the tunnel: '$got'" \
 	'[ "$got" = "tls $ORIGIN_BODY" ]'
-# The rate is shown for one refresh (1 s) after the tunnel's close is
-# recorded; the screen is read every 0.1 s.
-ksb_check "a DOWN/s rate other than 0 B shows" \
-	'ksb_until 10 rate_shown tp1'
+# A download read slowly (a small receive buffer, 16 KiB every 50 ms:
+# ~0.3 MB/s, ~3 s for 1 MiB) keeps the tunnel open and moving bytes.
+head -c 1048576 /dev/urandom > "$T/www/big"
+ip netns exec "ksbt-$$-g1" timeout 60 python3 -c '
+import socket, ssl, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32768)
+s.settimeout(20)
+s.connect(("10.77.0.1", 3128))
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\n"
+          b"Host: allowed.test:443\r\n\r\n")
+head = s.recv(4096)
+c = ssl.create_default_context()
+c.check_hostname = False
+c.verify_mode = ssl.CERT_NONE
+t = c.wrap_socket(s, server_hostname="allowed.test")
+t.sendall(b"GET /big HTTP/1.0\r\n\r\n")
+n = 0
+end = time.monotonic() + 50
+while time.monotonic() < end:
+    b = t.recv(16384)
+    if not b:
+        break
+    n += len(b)
+    time.sleep(0.05)
+print(head.split(b"\r\n")[0].decode(), n)
+' > "$T/slow" 2>&1 &
+S=$!
+# TUNNELS 1 and a DOWN/s other than 0 B on one screen: the live rate.
+live_rate() { tunnels_are tp1 1 && rate_shown tp1; }
+ksb_check "while the download runs: TUNNELS 1 and a DOWN/s rate shown" \
+	'ksb_until 20 live_rate'
+row tp1
+ksb_check "... the gateway counts its bytes before the audit has them" \
+	'[ "$(ksb_traffic tp1 | cut -d" " -f3)" -gt \
+	    "$(sql_figures tp1 | cut -d" " -f4)" ]'
+wait "$S" || true
+ksb_check "the download got 200 and all of the file: '$(cat "$T/slow")'" \
+	'[ "$(awk "{ print \$2 }" "$T/slow")" = 200 ] &&
+	    [ "$(awk "{ print \$NF }" "$T/slow")" -gt 1048576 ]'
+ksb_check "TUNNELS 0 once it closed" 'ksb_until 10 tunnels_are tp1 0'
 ksb_check "CONNS DENIED UP DOWN match totals_instance" \
 	'ksb_until 10 figures_match tp1 &&
-	    [ "$(row_figures tp1 | cut -d" " -f4)" -gt 0 ]'
+	    [ "$(row_figures tp1 | cut -d" " -f4)" -gt 1048576 ]'
 echo "# screen: $(row_figures tp1); audit: $(sql_figures tp1)"
+ksb_check "the gateway's counts (LIST) equal the audit's bytes" \
+	'ksb_until 10 ksb_traffic_is_audit tp1'
+echo "# gateway: $(ksb_traffic tp1); audit: $(ksb_audit_bytes tp1)"
+# What the guests do is for the operators: an unprivileged LIST has the
+# instances without their traffic.
+nob_list() {
+	setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(10)
+s.connect(sys.argv[1])
+s.sendall(b"LIST\n")
+b = b""
+while not b.endswith(b"END\n"):
+    d = s.recv(65536)
+    if not d:
+        break
+    b += d
+print(b.decode(), end="")' "$T/gateway.sock"
+}
+nob_list > "$T/nob-list" 2>&1 || true
+ksb_check "nobody's LIST: tp1 listed, without tunnels= up= down=" \
+	'grep -q "^INSTANCE id=tp1 " "$T/nob-list" &&
+	    ! grep -Eq "tunnels=|up=|down=" "$T/nob-list"'
+sed "s/^/# /" "$T/nob-list"
 
 ksb_say "a refusal shows"
 got=$(body 2 other.test) || true

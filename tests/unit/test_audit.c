@@ -20,6 +20,7 @@
 extern const char schema_audit_v1_sql[];
 extern const char schema_audit_v2_sql[];
 extern const char schema_audit_v3_sql[];
+extern const char schema_audit_v5_sql[];
 
 static struct event_base *base;
 static char dir[] = "/tmp/ksb-test-audit.XXXXXX";
@@ -170,6 +171,53 @@ copy(const char *from, const char *to)
 	free(cmd);
 }
 
+/*
+ * Rehash the whole chain of p as schemas 2-7 wrote it: a connection's
+ * turn not hashed (hash version 1).  How a test makes an older database
+ * from rows the current writer wrote; the caller clears chain_v.
+ */
+static void
+rechain_v1(const char *p)
+{
+	sqlite3 *db = db_open(p);
+	struct audit_val v[AUDIT_MAX_COLS];
+	uint8_t prev[AUDIT_HASH_LEN], h[AUDIT_HASH_LEN];
+	sqlite3_stmt *st, *up;
+	const char *table;
+	int64_t seq, rowid;
+	char *sql;
+	size_t i;
+	int k;
+
+	if (audit_chain_anchor(db, &seq, prev) == -1)
+		fatalx("rechain: anchor");
+	while (audit_chain_record(db, ++seq, h, &table, &rowid) == 0) {
+		for (k = 0; strcmp(audit_kinds[k].table, table) != 0; k++)
+			;
+		xasprintf(&sql, "SELECT %s FROM %s WHERE rowid = %lld",
+		    audit_kinds[k].cols, table, (long long)rowid);
+		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK ||
+		    sqlite3_step(st) != SQLITE_ROW)
+			fatalx("rechain: %s", sql);
+		free(sql);
+		for (i = 0; i < audit_kinds[k].ncols; i++)
+			audit_chain_column(st, (int)i, &v[i]);
+		audit_chain_hash(prev, seq, k, v, audit_kinds[k].ncols, h);
+		sqlite3_finalize(st);
+		xasprintf(&sql, "UPDATE %s SET hash = ? WHERE rowid = %lld",
+		    table, (long long)rowid);
+		if (sqlite3_prepare_v2(db, sql, -1, &up, NULL) != SQLITE_OK)
+			fatalx("rechain: %s", sql);
+		sqlite3_bind_blob(up, 1, h, AUDIT_HASH_LEN, SQLITE_STATIC);
+		if (sqlite3_step(up) != SQLITE_DONE)
+			fatalx("rechain: %s", sql);
+		sqlite3_finalize(up);
+		free(sql);
+		memcpy(prev, h, AUDIT_HASH_LEN);
+	}
+	sqlite3_close(db);
+}
+
 /* Write one of each record kind; returns the allowed row's id. */
 static int64_t
 write_some(struct audit *a, int64_t ts)
@@ -194,6 +242,24 @@ write_some(struct audit *a, int64_t ts)
 	return id;
 }
 
+/* The self-test records (schema 6): boot ok, reload fail, boot fail. */
+static void
+write_selftests(struct audit *a)
+{
+	struct audit_selftest t = { "inst-1", 0, 1, 7, NULL, 812, "abcd" };
+
+	CHECK(audit_selftest(a, &t) == 0, "boot self-test queued");
+	t.reload = 1;
+	t.ok = 0;
+	t.failed = "tcp-gateway";
+	CHECK(audit_selftest(a, &t) == 0, "reload self-test queued");
+	t.reload = 0;
+	t.duration_ms = -1;
+	t.probes = 0;
+	t.failed = "skipped";
+	CHECK(audit_selftest(a, &t) == 0, "failed boot self-test queued");
+}
+
 static void
 test_fresh(void)
 {
@@ -206,9 +272,22 @@ test_fresh(void)
 	CHECK(audit_available(a), "available");
 	CHECK(audit_start(a, base, &cause) == 0, "writer started");
 	id = write_some(a, 0);
+	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "user_version 5");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
+	    "AND result = 'ok' AND probes = 7 AND failed IS NULL AND "
+	    "action = 'none' AND duration_ms = 812") == 1,
+	    "a boot self-test record");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = "
+	    "'reload' AND result = 'fail' AND failed = 'tcp-gateway' AND "
+	    "action = 'stopped' AND policy_digest = 'abcd'") == 1,
+	    "a failed reload self-test record: the instance stopped");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
+	    "AND result = 'fail' AND action = 'refused' AND duration_ms IS "
+	    "NULL") == 1,
+	    "a failed boot self-test record: the command refused");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "user_version 8");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE turn = 3 AND "
 	    "decision = 'allow'") == 1 &&
@@ -229,6 +308,23 @@ test_fresh(void)
 	    "'allowed.test'") == 2000, "egress_by_host: the close's bytes");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: intact (%lld)", (long long)id);
+
+	/* A self-test record is chained like the others. */
+	q = path_of("modst.db");
+	copy(p, q);
+	exec(q, "UPDATE selftests SET result = 'ok', action = 'none', "
+	    "failed = NULL WHERE trigger = 'reload'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a failed self-test turned ok is detected");
+	free(problem);
+	free(q);
+	q = path_of("delst.db");
+	copy(p, q);
+	exec(q, "DELETE FROM selftests WHERE trigger = 'reload'");
+	CHECK(verify(q, &problem) == 1,
+	    "verify: a deleted self-test record is detected");
+	free(problem);
+	free(q);
 
 	/* Modified: a decision field, a close field, a close record. */
 	q = path_of("mod1.db");
@@ -251,6 +347,40 @@ test_fresh(void)
 	    "bytes_down = 1 WHERE decision = 'allow'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: modified close record detected");
+	free(problem);
+	free(q);
+	/* The turn (schema 8: hash version 2) and the version itself. */
+	db = db_open(p);
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE chain_v = 2") ==
+		2, "new rows: hash version 2");
+	sqlite3_close(db);
+	q = path_of("turn1.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 4 WHERE turn = 3");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: modified turn detected");
+	free(problem);
+	free(q);
+	q = path_of("turn2.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 1 WHERE turn IS NULL");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a turn given to a row without one detected");
+	free(problem);
+	free(q);
+	q = path_of("turn3.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET chain_v = NULL, turn = 9 WHERE turn = 3");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a row made hash version 1 detected");
+	free(problem);
+	free(q);
+	q = path_of("turn4.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET chain_v = 3 WHERE turn = 3");
+	CHECK(verify(q, &problem) == 1 &&
+		strstr(problem, "unknown hash version"),
+	    "verify: an unknown hash version detected");
 	free(problem);
 	free(q);
 	/* Derived totals: not chained, but recomputed by verify. */
@@ -347,7 +477,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -551,9 +681,12 @@ test_migrate_v2(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
-	exec(p, "DROP TABLE requests; "
+	rechain_v1(p);
+	exec(p, "DROP TABLE requests; DROP TABLE selftests; "
+	    "DROP TABLE forwards; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
+	    "ALTER TABLE connections DROP COLUMN chain_v; "
 	    "ALTER TABLE connections DROP COLUMN turn; "
 	    "DROP TABLE totals_instance; DROP TABLE totals_host; "
 	    "CREATE VIEW egress_by_host AS SELECT instance, host, port, "
@@ -576,7 +709,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -605,6 +738,58 @@ test_migrate_v2(void)
 	free(g);
 }
 
+/*
+ * Version 7 -> 8: the rows written before keep hash version 1 (their turn
+ * not chained) and verify, before and after the migration; the rows
+ * written after chain their turn.
+ */
+static void
+test_migrate_v7(void)
+{
+	char *p = path_of("v7.db"), *q, *problem = NULL, *cause = NULL;
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	audit_free(a);
+	rechain_v1(p);
+	exec(p, "ALTER TABLE connections DROP COLUMN chain_v; "
+		"PRAGMA user_version = 7");
+	CHECK(verify(p, NULL) == 0, "verify: a version 7 database");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 7 database");
+	audit_start(a, base, &cause);
+	r = row("later.test", 0, "not_in_allowlist", 0);
+	r.turn = 2;
+	audit_decision(a, &r, NULL, NULL, NULL);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE chain_v IS "
+			"NULL") == 2 &&
+		q_int(db, "SELECT count(*) FROM connections WHERE chain_v = 2 "
+			  "AND turn = 2 AND host = 'later.test'") == 1,
+	    "old rows hash version 1, the new one 2");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: both versions in one chain");
+	q = path_of("v7t.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 7 WHERE host = 'later.test'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a new row's turn modified: detected");
+	free(problem);
+	free(q);
+	q = path_of("v7o.db");
+	copy(p, q);
+	exec(q, "UPDATE connections SET turn = 7 WHERE turn = 3");
+	CHECK(verify(q, NULL) == 0,
+	    "an old row's turn is not chained (ksb-audit(5) says so)");
+	free(q);
+	free(p);
+}
+
 /* Version 3 -> 5: the requests table (4) and turns (5); a request row
  * chains and verifies. */
 static void
@@ -628,7 +813,7 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 5, "migrated to version 5");
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
 	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
 	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
 	    "a request row");
@@ -642,6 +827,42 @@ test_migrate_v3(void)
 	s1 = shape(p);
 	s2 = shape(f);
 	CHECK(strcmp(s1, s2) == 0, "migrated (3) and new schemas are the same");
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+}
+
+/* Version 5 -> 6: the selftests table; its records chain onto the
+ * migrated chain and verify. */
+static void
+test_migrate_v5(void)
+{
+	char *p = path_of("v5.db"), *f = path_of("fresh6.db");
+	char *s1, *s2, *cause = NULL;
+	struct audit *a;
+	sqlite3 *db;
+
+	exec(p, schema_audit_v5_sql);
+	exec(p, "PRAGMA user_version = 5");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 5 database");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	write_selftests(a);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "SELECT count(*) FROM selftests") == 3,
+	    "self-test records in the migrated database");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: self-test records are chained");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated (5) and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
 	free(s1);
 	free(s2);
 	free(p);
@@ -799,6 +1020,86 @@ test_totals_batch(void)
 	free(p);
 }
 
+/* A forward's events (schema 7): rows, chain, a modified count caught;
+ * a version 5 database gets the table. */
+static void
+test_forwards(void)
+{
+	char *p = path_of("fwd.db"), *f = path_of("fwd-fresh.db");
+	char *s1, *s2, *cause = NULL, *problem = NULL;
+	struct audit_fwd_row fr;
+	struct audit *a;
+	sqlite3 *db;
+
+	exec(p, schema_audit_v3_sql);
+	exec(p, "PRAGMA user_version = 3");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open (to 8)");
+	audit_free(a);
+	/* As a version 5 database: without the tables and chain_v. */
+	exec(p, "DROP TABLE forwards; DROP TABLE selftests; "
+	    "ALTER TABLE connections DROP COLUMN chain_v; "
+	    "PRAGMA user_version = 5");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 5 database");
+	audit_start(a, base, &cause);
+	memset(&fr, 0, sizeof(fr));
+	fr.instance = "inst-1";
+	fr.listen_addr = "127.0.0.1";
+	fr.listen_port = 8080;
+	fr.guest_port = 80;
+	fr.to_guest = -1;
+	fr.event = "add";
+	CHECK(audit_forward(a, &fr) == 0, "add queued");
+	fr.event = "open";
+	fr.stream = 1;
+	fr.peer = "127.0.0.1";
+	audit_forward(a, &fr);
+	fr.event = "close";
+	fr.peer = NULL;
+	fr.to_guest = 120;
+	fr.from_guest = 104857600;
+	fr.duration_ms = 900;
+	fr.reason = "done";
+	audit_forward(a, &fr);
+	fr.event = "remove";
+	fr.stream = 0;
+	fr.to_guest = -1;
+	fr.reason = "stopped";
+	audit_forward(a, &fr);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "SELECT count(*) FROM forwards") == 4,
+	    "4 forward rows");
+	CHECK(q_int(db, "SELECT bytes_from_guest FROM forwards WHERE event = "
+	    "'close' AND stream = 1 AND reason = 'done' AND bytes_to_guest = "
+	    "120 AND duration_ms = 900") == 104857600, "the close's counts");
+	CHECK(q_int(db, "SELECT count(*) FROM forwards WHERE event IN ('add', "
+	    "'remove') AND stream IS NULL AND peer IS NULL AND bytes_to_guest "
+	    "IS NULL") == 2, "add and remove: no stream, peer or counts");
+	CHECK(q_int(db, "SELECT count(*) FROM forwards WHERE event = 'open' "
+	    "AND peer = '127.0.0.1' AND listen_port = 8080 AND guest_port = "
+	    "80") == 1, "the open's peer and ports");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: forward rows are chained");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated (5) and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	exec(p, "UPDATE forwards SET bytes_from_guest = 1 WHERE event = "
+	    "'close'");
+	CHECK(verify(p, &problem) == 1 && problem != NULL &&
+	    strstr(problem, "hash mismatch") != NULL,
+	    "verify: a changed byte count is caught");
+	free(problem);
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+}
+
 int
 main(void)
 {
@@ -812,6 +1113,9 @@ main(void)
 	test_migrate_v1();
 	test_migrate_v2();
 	test_migrate_v3();
+	test_migrate_v5();
+	test_migrate_v7();
+	test_forwards();
 	test_totals_retention();
 	test_totals_batch();
 	test_retention();

@@ -63,6 +63,21 @@ test_config(void)
 	CHECK(config_parse_size("8G", &mib) == 0 && mib == 8192, "8G = 8192 MiB");
 	CHECK(config_parse_size("63M", &mib) == -1 && config_parse_size("G", &mib) == -1,
 	    "sizes below 64M or without digits refused");
+	cause = NULL;
+	CHECK(config_uint(c, "template") == 0 &&
+	    strcmp(config_origin(c, "template"), "default") == 0,
+	    "template: off by default");
+	CHECK(config_set(c, CONFIG_CONF, "template", "on", "ksb.conf", &cause) ==
+		0 &&
+	    config_set(c, CONFIG_FLAG, "template", "off", "--template",
+		&cause) == 0 &&
+	    config_uint(c, "template") == 0 &&
+	    strcmp(config_origin(c, "template"), "--template") == 0,
+	    "template: ksb.conf's on, the flag's off wins");
+	CHECK(config_set(c, CONFIG_FILE, "template", "maybe", "p.conf:1",
+		  &cause) == -1,
+	    "template: only a boolean");
+	free(cause);
 	config_free(c);
 }
 

@@ -1,11 +1,17 @@
 /*
  * test_ctl.c: the gateway control protocol's reply parsers (proto/ctl.c):
- * the REGISTER lease and INSTANCE lines.
+ * the REGISTER lease and INSTANCE lines; ctl_resume against a forked
+ * server on a UNIX socket (what may follow RESUME's OK).
  */
 #include <arpa/inet.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "proto/ctl.h"
@@ -57,6 +63,29 @@ test_ctl_parsers(void)
 	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1700000000000", &in, &cause) == 0 &&
 	    strcmp(in.id, "e-12345678") == 0 && in.since_ms == 1700000000000LL &&
 	    in.prefix == 32, "INSTANCE line");
+	CHECK(in.tunnels == -1 && in.up == -1 && in.down == -1,
+	    "no traffic fields: unknown (-1)");
+	CHECK(ctl_parse_instance("INSTANCE id=g1 profile=default ip=10.77.0.2 "
+	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1 tunnels=2 up=0 "
+	    "down=123456789012 at=1700000000500", &in, &cause) == 0 &&
+	    in.tunnels == 2 && in.up == 0 && in.down == 123456789012LL &&
+	    in.at_ms == 1700000000500LL, "INSTANCE line with traffic");
+	{
+		static const char *const badt[] = { "tunnels=-1", "up=01",
+			"down=1x", "up=", "up=1234567890123456789",
+			"up=1 up=2", "at=-5" };
+		char line[512];
+
+		for (i = 0; i < sizeof(badt) / sizeof(badt[0]); i++) {
+			snprintf(line, sizeof(line), "INSTANCE id=g1 "
+			    "profile=default ip=10.77.0.2 mac=52:54:00:aa:bb:01 "
+			    "tap=ksbt0 since=1 %s", badt[i]);
+			free(cause);
+			cause = NULL;
+			CHECK(ctl_parse_instance(line, &in, &cause) == -1,
+			    "bad traffic field refused: %s", badt[i]);
+		}
+	}
 	CHECK(ctl_parse_instance("INSTANCE id=Bad profile=default ip=10.77.0.2 "
 	    "mac=52:54:00:aa:bb:01 tap=ksbt0 since=1", &in, &cause) == -1, "bad instance id");
 	free(cause);
@@ -100,11 +129,284 @@ test_ctl_creds(void)
 	}
 }
 
+/* SELFTEST and RELOADED (proto/ctl_selftest.c): round trip, and every
+ * field outside its range refused. */
+static void
+test_ctl_selftest(void)
+{
+	static const char *bad[] = {
+		"SELFTEST a boot 0 ok 7 812",		  /* a field short */
+		"SELFTEST a boot 0 ok 7 812 - x",	  /* one too many */
+		"SELFTEST A boot 0 ok 7 812 -",	  /* bad ID */
+		"SELFTEST a later 0 ok 7 812 -",	  /* bad trigger */
+		"SELFTEST a boot 1 ok 7 812 -",	  /* boot with a number */
+		"SELFTEST a reload 0 ok 7 812 -",	  /* reload without */
+		"SELFTEST a reload 9007199254740993 ok 7 1 -",
+		"SELFTEST a boot 0 maybe 7 812 -",	  /* bad result */
+		"SELFTEST a boot 0 ok 0 812 -",	  /* ok, no probe */
+		"SELFTEST a boot 0 ok 65 812 -",	  /* too many probes */
+		"SELFTEST a boot 0 ok 07 812 -",	  /* leading zero */
+		"SELFTEST a boot 0 ok -7 812 -",	  /* sign */
+		"SELFTEST a boot 0 ok 7 600001 -",	  /* too long */
+		"SELFTEST a boot 0 ok 7 812 tcp-gateway", /* ok with a name */
+		"SELFTEST a boot 0 fail 0 - -",	  /* fail without */
+		"SELFTEST a boot 0 fail 0 - TCP",	  /* bad name */
+		"SELFTEST a boot 0 fail 0 - a\x01b",
+		"SELFTEST a boot 0 fail 0 - "
+		"abcdefghijklmnopqrstuvwxyz0123456", /* 33 bytes */
+	};
+	struct ctl_selftest t, u;
+	char line[CTL_LINE_MAX], *cause = NULL;
+	uint64_t n;
+	size_t i;
+	int len;
+
+	memset(&t, 0, sizeof(t));
+	strcpy(t.id, "boot-term");
+	t.reload = 1;
+	t.n = 3;
+	t.probes = 0;
+	t.ms = -1;
+	strcpy(t.failed, "tcp-gateway");
+	len = ctl_selftest_line(line, sizeof(line), &t);
+	CHECK(len > 0 && strcmp(line, "SELFTEST boot-term reload 3 fail 0 - "
+				      "tcp-gateway\n") == 0,
+	    "SELFTEST line: %s", line);
+	line[len - 1] = '\0';
+	CHECK(ctl_parse_selftest(line, &u, &cause) == 0 &&
+		memcmp(&t, &u, sizeof(t)) == 0,
+	    "SELFTEST parsed back");
+	t.ok = 1;
+	t.probes = 7;
+	t.ms = 812;
+	t.failed[0] = '\0';
+	t.reload = 0;
+	t.n = 0;
+	len = ctl_selftest_line(line, sizeof(line), &t);
+	CHECK(len > 0 && strcmp(line, "SELFTEST boot-term boot 0 ok 7 812 "
+				      "-\n") == 0,
+	    "SELFTEST boot line: %s", line);
+	t.n = 2;
+	CHECK(ctl_selftest_line(line, sizeof(line), &t) == -1,
+	    "SELFTEST: a boot result with a reload number is not encoded");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(ctl_parse_selftest(bad[i], &u, &cause) == -1 &&
+			cause != NULL,
+		    "refused: %s (%s)", bad[i], cause ? cause : "?");
+		free(cause);
+		cause = NULL;
+	}
+	CHECK(ctl_parse_reloaded("RELOADED 12", 11, &n) == 1 && n == 12,
+	    "RELOADED 12");
+	CHECK(ctl_parse_reloaded("RELOADED 0", 10, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED 012", 12, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED ", 9, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED 1x", 11, &n) == 0 &&
+		ctl_parse_reloaded("RELOADED 99999999999999999999", 29, &n) ==
+		    0 &&
+		ctl_parse_reloaded("OK", 2, &n) == 0,
+	    "RELOADED: bad numbers and other lines refused");
+}
+
+/* FORWARD (proto/ctlfwd.c): every event round-trips; hostile words fail. */
+static void
+test_ctl_fwd(void)
+{
+	static const char *good[] = {
+		"FORWARD live add 127.0.0.1 8080 80",
+		"FORWARD live remove ::1 8080 80 removed",
+		"FORWARD live remove 127.0.0.1 8080 80 stopped",
+		"FORWARD live open 127.0.0.1 8080 80 1 127.0.0.1",
+		"FORWARD live close 127.0.0.1 8080 80 4294967295 0 104857600 "
+		"9007199254740992 done",
+		"FORWARD live close 127.0.0.1 1 65535 7 12 34 5 gone",
+		"FORWARD live close 127.0.0.1 8080 80 1 0 0 0 no_display",
+		"FORWARD live refused 10.0.0.1 8080 80 ::1 limit",
+	};
+	static const char *bad[] = {
+		"", "FORWARD", "FORWARD live", "FORWARD live add",
+		"FORWARD live add 127.0.0.1 8080",
+		"FORWARD live add 127.0.0.1 8080 80 x",
+		"FORWARD live add 127.0.0.1 8080 80 ",
+		"FORWARD live add  127.0.0.1 8080 80",
+		" FORWARD live add 127.0.0.1 8080 80",
+		"FORWARD Live add 127.0.0.1 8080 80",
+		"FORWARD ../x add 127.0.0.1 8080 80",
+		"FORWARD live ADD 127.0.0.1 8080 80",
+		"FORWARD live shot 127.0.0.1 8080 80",
+		"FORWARD live add 127.0.0.01 8080 80",
+		"FORWARD live add 0:0::1 8080 80",
+		"FORWARD live add localhost 8080 80",
+		"FORWARD live add 127.0.0.1 0 80",
+		"FORWARD live add 127.0.0.1 8080 0",
+		"FORWARD live add 127.0.0.1 65536 80",
+		"FORWARD live add 127.0.0.1 08080 80",
+		"FORWARD live add 127.0.0.1 +8080 80",
+		"FORWARD live add 127.0.0.1 8080 -80",
+		"FORWARD live remove 127.0.0.1 8080 80 done",
+		"FORWARD live open 127.0.0.1 8080 80 0 127.0.0.1",
+		"FORWARD live open 127.0.0.1 8080 80 4294967296 127.0.0.1",
+		"FORWARD live open 127.0.0.1 8080 80 1 127.0.0.1:5",
+		"FORWARD live close 127.0.0.1 8080 80 1 0 0 0 removed",
+		"FORWARD live close 127.0.0.1 8080 80 1 9007199254740993 0 0 "
+		"done",
+		"FORWARD live close 127.0.0.1 8080 80 1 18446744073709551616 0 "
+		"0 done",
+		"FORWARD live close 127.0.0.1 8080 80 1 -1 0 0 done",
+		"FORWARD live close 127.0.0.1 8080 80 1 0 0 done",
+		"FORWARD live refused 127.0.0.1 8080 80 127.0.0.1 done",
+		"FORWARD live refused 127.0.0.1 8080 80 127.0.0.1 limit x",
+		"FORWARD live add 127.0.0.1 8080 80\r",
+	};
+	struct ctl_fwd ev, ev2;
+	char buf[CTL_LINE_MAX];
+	const char *why;
+	size_t i;
+	int n;
+
+	for (i = 0; i < sizeof(good) / sizeof(*good); i++) {
+		CHECK(ctl_fwd_parse(good[i], &ev, &why) == 0, "good %zu", i);
+		n = ctl_fwd_line(buf, sizeof(buf), &ev);
+		CHECK(n > 0 && buf[n - 1] == '\n', "line %zu", i);
+		if (n > 0)
+			buf[n - 1] = '\0';
+		CHECK(n > 0 && strcmp(buf, good[i]) == 0, "round trip %zu: %s",
+		    i, n > 0 ? buf : "-");
+		CHECK(ctl_fwd_parse(buf, &ev2, &why) == 0 &&
+			memcmp(&ev, &ev2, sizeof(ev)) == 0,
+		    "same fields %zu", i);
+	}
+	CHECK(ctl_fwd_parse(good[4], &ev, &why) == 0 &&
+		ev.event == CTL_FWD_CLOSE && ev.stream == 4294967295u &&
+		ev.to_guest == 0 && ev.from_guest == 104857600 &&
+		ev.ms == 9007199254740992LL && strcmp(ev.reason, "done") == 0,
+	    "close fields");
+	CHECK(ctl_fwd_parse(good[3], &ev, &why) == 0 &&
+		strcmp(ev.peer, "127.0.0.1") == 0 && ev.port == 8080 &&
+		ev.guest_port == 80 && strcmp(ev.id, "live") == 0,
+	    "open fields");
+	for (i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		CHECK(ctl_fwd_parse(bad[i], &ev, &why) == -1 && why != NULL,
+		    "bad %zu refused: `%s'", i, bad[i]);
+	memset(buf, 'a', sizeof(buf) - 1);
+	buf[sizeof(buf) - 1] = '\0';
+	CHECK(ctl_fwd_parse(buf, &ev, &why) == -1, "overlong refused");
+	/* The builder refuses what the parser would. */
+	memset(&ev, 0, sizeof(ev));
+	strcpy(ev.id, "live");
+	strcpy(ev.addr, "127.0.0.1");
+	ev.event = CTL_FWD_CLOSE;
+	ev.port = 1;
+	ev.guest_port = 2;
+	ev.stream = 3;
+	strcpy(ev.reason, "done");
+	CHECK(ctl_fwd_line(buf, sizeof(buf), &ev) > 0, "built");
+	ev.ms = -1;
+	CHECK(ctl_fwd_line(buf, sizeof(buf), &ev) == -1, "negative ms");
+	ev.ms = 0;
+	ev.event = CTL_FWD_NEVENTS;
+	CHECK(ctl_fwd_line(buf, sizeof(buf), &ev) == -1, "bad event");
+	CHECK(strcmp(ctl_fwd_event_name(CTL_FWD_REFUSED), "refused") == 0 &&
+		strcmp(ctl_fwd_event_name(CTL_FWD_NEVENTS), "?") == 0,
+	    "event names");
+}
+
+#define RESUME_OK                                                              \
+	"OK tap=ksbt0 ip=10.77.0.2/24 mac=52:54:00:aa:bb:01 gw=10.77.0.1 "     \
+	"port=3128\n"
+
+/*
+ * ctl_resume against a server that answers the RESUME with the pieces
+ * given (each one write, 50 ms apart), then waits for EOF.  The result,
+ * *n its RELOADED number.
+ */
+static int
+resume_with(const char *piece1, const char *piece2, uint64_t *n, char **cause)
+{
+	struct sockaddr_un sun;
+	struct ctl_lease lease;
+	char path[] = "/tmp/test_ctl.XXXXXX", sock[64], buf[256];
+	int lfd, cfd, fd, st;
+	pid_t pid;
+
+	snprintf(buf, sizeof(buf), "%s", RESUME_OK);
+	buf[strlen(buf) - 1] = '\0'; /* the lease REGISTER gave */
+	if (ctl_parse_lease(buf, &lease, cause) != 0 || mkdtemp(path) == NULL)
+		return -2;
+	snprintf(sock, sizeof(sock), "%s/s", path);
+	memset(&sun, 0, sizeof(sun));
+	sun.sun_family = AF_UNIX;
+	snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+	if (lfd == -1 || bind(lfd, (struct sockaddr *)&sun, sizeof(sun)) ||
+	    listen(lfd, 1))
+		return -2;
+	if ((pid = fork()) == 0) {
+		alarm(10);
+		cfd = accept(lfd, NULL, NULL);
+		if (cfd == -1 || read(cfd, buf, sizeof(buf)) <= 0)
+			_exit(1);
+		if (write(cfd, piece1, strlen(piece1)) < 0)
+			_exit(1);
+		if (piece2 != NULL) {
+			usleep(50000);
+			if (write(cfd, piece2, strlen(piece2)) < 0)
+				_exit(1);
+		}
+		while (read(cfd, buf, sizeof(buf)) > 0)
+			;
+		_exit(0);
+	}
+	close(lfd);
+	fd = ctl_resume(sock, "t1", &lease, n, cause);
+	if (fd != -1)
+		close(fd);
+	waitpid(pid, &st, 0);
+	unlink(sock);
+	rmdir(path);
+	return fd == -1 ? -1 : 0;
+}
+
+static void
+test_ctl_resume(void)
+{
+	char *cause = NULL;
+	uint64_t n = 99;
+
+	CHECK(resume_with(RESUME_OK, NULL, &n, &cause) == 0 && n == 0,
+	    "RESUME: OK alone, no RELOADED read (%s)", cause ? cause : "");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOADED 3\n", NULL, &n, &cause) == 0 &&
+		n == 3,
+	    "RESUME: RELOADED in the same read is returned");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOA", "DED 4\n", &n, &cause) == 0 &&
+		n == 4,
+	    "RESUME: a RELOADED cut after the reply is read to its end");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOADED 2\nRELOADED 5\n", NULL, &n,
+		  &cause) == 0 &&
+		n == 5,
+	    "RESUME: two RELOADED, the last counts");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "OK\n", NULL, &n, &cause) == -1 &&
+		cause != NULL && strstr(cause, "more than") != NULL,
+	    "RESUME: anything else after the reply refused");
+	free(cause), cause = NULL;
+	CHECK(resume_with(RESUME_OK "RELOADED 0\n", NULL, &n, &cause) == -1,
+	    "RESUME: RELOADED 0 refused");
+	free(cause);
+}
+
 int
 main(void)
 {
 	log_init("test_ctl", 0);
 	test_ctl_parsers();
 	test_ctl_creds();
+	test_ctl_selftest();
+	test_ctl_fwd();
+	signal(SIGPIPE, SIG_IGN);
+	test_ctl_resume();
 	return tap_done();
 }

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -680,6 +681,80 @@ test_checkout_linked(git_repository *r, const char *repo, const char *state,
 }
 
 /*
+ * A tree without .gitattributes: the lazy cache, an index and no file;
+ * each entry has the blob's id, mode and size and the commit's time as
+ * its mtime, what the guest's tree file system serves.  The next commit's
+ * cache is lazy too (nothing to link).
+ */
+static void
+test_checkout_lazy(void)
+{
+	git_repository *r;
+	git_index *idx;
+	const git_index_entry *e;
+	git_commit *c;
+	git_oid id;
+	struct stat sb;
+	char *repo, *state, *dir = NULL, *cause = NULL, *p, hex[41];
+	int rc, ok, lfd;
+
+	r = new_repo("lazy", &repo);
+	put(repo, "a.txt", "alpha\n", 6);
+	xasprintf(&p, "%s/sub", repo);
+	mkdir(p, 0755);
+	free(p);
+	put(repo, "sub/b.sh", "#!/bin/sh\n", 10);
+	xasprintf(&p, "%s/sub/b.sh", repo);
+	chmod(p, 0755);
+	free(p);
+	xasprintf(&p, "%s/link", repo);
+	CHECK(symlink("a.txt", p) == 0, "a symlink in the lazy repo");
+	free(p);
+	id = commit_all(r, "lazy");
+	git_oid_tostr(hex, sizeof(hex), &id);
+	xasprintf(&state, "%s/lazy-state", tmp);
+	mkdir(state, 0700);
+	lfd = checkout_lock(state, 0, &cause); /* makes checkouts/ */
+	rc = checkout_prepare(state, git_repository_commondir(r), NULL, hex,
+	    getuid(), getgid(), &dir, &cause);
+	CHECK(rc == 0, "lazy checkout_prepare (%s)", rc ? cause : "ok");
+	xasprintf(&p, "%s/tree", dir);
+	CHECK(rc == 0 && lstat(p, &sb) == -1 && errno == ENOENT,
+	    "a lazy cache has no files");
+	free(p);
+	CHECK(git_commit_lookup(&c, r, &id) == 0, "the commit");
+	xasprintf(&p, "%s/index", dir);
+	ok = git_index_open(&idx, p) == 0 && git_index_entrycount(idx) == 3;
+	free(p);
+	e = ok ? git_index_get_bypath(idx, "a.txt", 0) : NULL;
+	ok = ok && e != NULL && e->file_size == 6 && e->mode == 0100644 &&
+	    e->mtime.seconds == (int32_t)git_commit_time(c) && e->ino == 0;
+	e = ok ? git_index_get_bypath(idx, "sub/b.sh", 0) : NULL;
+	ok = ok && e != NULL && e->file_size == 10 && e->mode == 0100755;
+	e = ok ? git_index_get_bypath(idx, "link", 0) : NULL;
+	ok = ok && e != NULL && e->file_size == 5 && e->mode == 0120000;
+	CHECK(ok, "lazy index: blob sizes, modes, the commit's time");
+	git_index_free(idx);
+	git_commit_free(c);
+	put(repo, "a.txt", "alpha 2\n", 8);
+	id = commit_all(r, "lazy2");
+	git_oid_tostr(hex, sizeof(hex), &id);
+	free(dir);
+	dir = NULL;
+	rc = checkout_prepare(state, git_repository_commondir(r), NULL, hex,
+	    getuid(), getgid(), &dir, &cause);
+	xasprintf(&p, "%s/tree", dir != NULL ? dir : tmp);
+	CHECK(rc == 0 && lstat(p, &sb) == -1,
+	    "the next commit's cache is lazy too (%s)", rc ? cause : "ok");
+	free(p);
+	close(lfd);
+	free(dir);
+	free(state);
+	free(repo);
+	git_repository_free(r);
+}
+
+/*
  * The checkout cache: the seed's files and an index whose stat data match
  * them, the project's work tree and index untouched (a dirty work tree
  * shows through nowhere), found again, listed, recorded per instance, a
@@ -701,6 +776,8 @@ test_checkout(void)
 
 	r = new_repo("co", &repo);
 	put(repo, "a.txt", "alpha\n", 6);
+	/* Attributes: the full checkout (test_checkout_lazy has none). */
+	put(repo, ".gitattributes", "*.sh -text\n", 11);
 	xasprintf(&p, "%s/sub", repo);
 	mkdir(p, 0755);
 	free(p);
@@ -730,7 +807,7 @@ test_checkout(void)
 
 	/* The index: every entry's size and mtime are the file's. */
 	xasprintf(&p, "%s/index", dir);
-	ok = git_index_open(&idx, p) == 0 && git_index_entrycount(idx) == 2;
+	ok = git_index_open(&idx, p) == 0 && git_index_entrycount(idx) == 3;
 	free(p);
 	for (i = 0; ok && i < git_index_entrycount(idx); i++) {
 		e = git_index_get_byindex(idx, i);
@@ -791,6 +868,7 @@ main(void)
 	test_confinement();
 	test_usage();
 	test_checkout();
+	test_checkout_lazy();
 	test_cost();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)

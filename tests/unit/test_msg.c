@@ -241,6 +241,29 @@ main(void)
 		ma.a[0].family = 99;
 		CHECK(msg_addrs_check(&ma) == -1, "an unknown family");
 	}
+	{
+		struct msg_traffic mt, got;
+
+		memset(&mt, 0, sizeof(mt));
+		strcpy(mt.instance, "g1");
+		mt.tunnels = 2;
+		mt.up = 1ULL << 40;
+		CHECK(msg_send(sv[0], MSG_TRAFFIC, 0, &mt, sizeof(mt), -1) == 0 &&
+			msg_recv(sv[1], &h, payload, &fd) == 1 &&
+			h.type == MSG_TRAFFIC && h.len == sizeof(mt) &&
+			memcpy(&got, payload, sizeof(got)) &&
+			msg_traffic_check(&got) == 0 && got.up == mt.up,
+		    "MSG_TRAFFIC sent and received");
+		CHECK(raw(sv, MSG_TRAFFIC, sizeof(mt) - 8, sizeof(mt) - 8,
+			  -1) == -1,
+		    "MSG_TRAFFIC of the wrong size");
+		mt.tunnels = -1;
+		CHECK(msg_traffic_check(&mt) == -1, "MSG_TRAFFIC tunnels < 0");
+		mt.tunnels = 0;
+		memset(mt.instance, 'a', sizeof(mt.instance));
+		CHECK(msg_traffic_check(&mt) == -1,
+		    "MSG_TRAFFIC instance unterminated");
+	}
 	close(sv[0]);
 	CHECK(msg_recv(sv[1], &h, payload, &fd) == 0, "peer closed: 0");
 	close(sv[1]);

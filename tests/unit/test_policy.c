@@ -1381,6 +1381,101 @@ test_credentials(void)
 	free(path);
 }
 
+static void
+extend_rule_cb(const char *text, const char *profile, const char *file,
+    int line, void *arg)
+{
+	char **acc = arg, *n;
+
+	if (asprintf(&n, "%s%s@%s:%s:%d;", *acc, text, profile, file, line) <
+	    0)
+		abort();
+	free(*acc);
+	*acc = n;
+}
+
+/* `extend profile NAME { }': a drop-in's rules for a profile defined in
+ * another file (ksbctl allow --permanent writes such a file). */
+static void
+test_extend(void)
+{
+	const char *names[2] = { "g.policy", "m.policy" };
+	const char *texts[2] = {
+		"# grants\nextend profile dev {\n    allow new.test:8443\n"
+		"    allow github.com\n}\nextend profile dev { allow b.test }\n",
+		"profile base {\n  allow github.com\n}\n"
+		"profile dev extends base {\n  allow x.test\n}\n"
+		"profile kid extends dev {\n}\n"
+	};
+	size_t lens[2] = { strlen(texts[0]), strlen(texts[1]) };
+	struct policy *pol = NULL, *plain = NULL;
+	const char *rule = NULL;
+	char *errs = NULL, *acc = strdup("");
+
+	CHECK(policy_load_buffers(names, texts, lens, 2, &pol, &errs) == 0,
+	    "extend before the profile's file: %s", errs ? errs : "ok");
+	if (pol == NULL)
+		return;
+	CHECK(allow(pol, "dev", "new.test", 8443) &&
+	    !allow(pol, "dev", "new.test", 443) && allow(pol, "dev", "b.test", 443),
+	    "the extend blocks' rules are the profile's");
+	CHECK(allow(pol, "kid", "new.test", 8443) &&
+	    !allow(pol, "base", "new.test", 8443),
+	    "a profile extending it gets them, its parent does not");
+	(void)policy_match_host(pol, "dev", "new.test", 8443, &rule);
+	CHECK(rule != NULL &&
+	    strcmp(rule, "profile dev (g.policy:3): allow new.test:8443") == 0,
+	    "the deciding rule names the drop-in: %s", rule ? rule : "none");
+	CHECK(policy_foreach_rule(pol, "dev", extend_rule_cb, &acc) == 4 &&
+	    strcmp(acc, "allow x.test:443@dev:m.policy:5;"
+			"allow new.test:8443@dev:g.policy:3;"
+			"allow github.com:443@dev:g.policy:4;"
+			"allow b.test:443@dev:g.policy:6;") == 0,
+	    "policy show's list: each rule with its own file: %s", acc);
+	CHECK(policy_nprofiles(pol) == 3, "an extend block is no profile");
+	CHECK(policy_load_buffers(names + 1, texts + 1, lens + 1, 1, &plain,
+		  &errs) == 0 &&
+	    strcmp(policy_digest(plain), policy_digest(pol)) != 0 &&
+	    !allow(plain, "dev", "new.test", 8443),
+	    "without the drop-in: another digest, not allowed");
+	policy_free(plain);
+	policy_free(pol);
+	free(acc);
+	free(errs);
+	pol = load("profile dev {\n  allow a.test\n}\n"
+		   "extend profile dev {\n  allow a.test\n}\n", &errs);
+	CHECK(pol != NULL && policy_foreach_rule(pol, "dev", NULL, NULL) == 1,
+	    "a rule the profile has already is dropped, not an error: %s",
+	    errs ? errs : "ok");
+	policy_free(pol);
+	free(errs);
+	expect_error("extend profile nope {\n  allow a.test\n}\n",
+	    "t.policy:1:1: extend profile `nope': no such profile");
+	expect_error("profile dev {\n}\nextend profile dev {\n  limit rate 3\n}\n",
+	    "t.policy:4:3: `limit' in an extend block (it adds `allow' and "
+	    "`allow-address' rules only)");
+	expect_error("profile dev {\n}\nextend profile dev {\n"
+		     "  credential c\n}\n",
+	    "t.policy:4:3: `credential' in an extend block (it adds `allow' "
+	    "and `allow-address' rules only)");
+	expect_error("profile dev {\n}\nextend dev {\n}\n",
+	    "t.policy:3:1: `extend' needs `profile NAME {'");
+	expect_error("profile dev {\n}\nprofile b {\n}\n"
+		     "extend profile dev extends b {\n}\n",
+	    "t.policy:5:20: expected `{' after `extend profile dev', found "
+	    "`extends' (an extend block adds rules only)");
+	expect_error("profile dev {\n}\nextend profile dev {\n  allow a.test\n"
+		     "  allow a.test\n}\n",
+	    "t.policy:5:3: duplicate rule `allow a.test:443' (first at "
+	    "t.policy:4)");
+	expect_error("profile dev {\n}\nextend profile dev {\n  allow a.test\n",
+	    "t.policy:3:1: extend block of profile `dev' is not closed: "
+	    "missing `}'");
+	expect_error("profile dev {\n  extend profile dev {\n}\n",
+	    "t.policy:2:3: `extend' inside profile `dev' (missing `}' for the "
+	    "block at line 1?)");
+}
+
 int
 main(void)
 {
@@ -1396,5 +1491,6 @@ main(void)
 	test_scale();
 	test_hostname();
 	test_credentials();
+	test_extend();
 	return tap_done();
 }

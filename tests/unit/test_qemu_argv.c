@@ -1,14 +1,17 @@
 /*
  * test_qemu_argv.c: the QEMU argv builder (vmrunner/qemu.c): a valid
  * configuration, every refused field, QMP and disk options, -cpu for each
- * accelerator and the x86-64-v2 check.
+ * accelerator and the x86-64-v2 check; a template's boot and restore, its
+ * key and INSTANCE message (vmrunner/template.c).
  */
 #include <sys/stat.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -365,8 +368,176 @@ test_boottime(void)
 	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0; i++)
 		;
 	CHECK(i == 6, "no stages: host rows, the guest as one, total: %d", i);
+	memset(&bt, 0, sizeof(bt));
+	bt.t_start = 1000;
+	bt.t_qemu = 1100;
+	bt.restored = 1;
+	bt.t_template = 20;
+	bt.qemu_cpu_ms = -1;
+	boottime_stage(&bt, 5000, "restored", 8); /* the template's clock */
+	boottime_stage(&bt, 5400, "ready", 5);
+	bt.t_ready = 1900; /* "restored" at 1500: 0.40 s after QEMU start */
+	all[0] = '\0';
+	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0; i++) {
+		strcat(all, row);
+		strcat(all, "\n");
+	}
+	CHECK(strstr(all, "QEMU start and restore (to init)         0.40 s") !=
+		NULL &&
+	    strstr(all, "template (opened, or booted and saved)   0.02 s") !=
+		NULL &&
+	    strstr(all, "  init: ready                            0.40 s") != NULL,
+	    "restored: the restore, the template, init after it: %s", all);
 	CHECK(boottime_cpu_ms(getpid()) >= 0, "our own CPU time");
 	CHECK(boottime_cpu_ms(-5) == -1, "no such process: -1");
+}
+
+/* The -device values (and -virtfs, -drive, -netdev) in order: the machine. */
+static void
+devices_of(char **argv, char *out, size_t cap)
+{
+	size_t i;
+
+	out[0] = '\0';
+	for (i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++)
+		if (strcmp(argv[i], "-device") == 0 ||
+		    strcmp(argv[i], "-virtfs") == 0 ||
+		    strcmp(argv[i], "-drive") == 0 ||
+		    strcmp(argv[i], "-netdev") == 0) {
+			strncat(out, argv[i + 1], cap - strlen(out) - 2);
+			strcat(out, "\n");
+		}
+}
+
+/* vmrunner/qemu.c and template.c: a template's boot, its restore, the key
+ * and the INSTANCE message. */
+static void
+test_argv_template(void)
+{
+	struct qemu_share shares[] = { { "/src/a", "/home/agent/a", 0 } },
+	    other[] = { { "/src/b", "/home/agent/b", 0 } };
+	struct qemu_config c, d;
+	char **boot = NULL, **rest = NULL, *cause = NULL, *msg = NULL,
+	     *msg2 = NULL;
+	char k1[TEMPLATE_KEY_LEN + 1], k2[TEMPLATE_KEY_LEN + 1], db[4096],
+	    dr[4096];
+	size_t len, len2;
+
+	base_config(&c);
+	c.shares = shares;
+	c.nshares = 1;
+	c.secrets_fd = 6;
+	c.qmp_path = "/run/q.sock";
+	c.incoming_fd = 9;
+	c.template = QEMU_TEMPLATE_BOOT;
+	CHECK(qemu_argv(&c, &boot, &cause) == 0, "template boot builds");
+	c.template = QEMU_TEMPLATE_RESTORE;
+	CHECK(qemu_argv(&c, &rest, &cause) == 0, "template restore builds");
+	if (boot == NULL || rest == NULL)
+		return;
+	CHECK(strstr(value_of(boot, "-append"), " ksb.template=1") != NULL &&
+	    strstr(value_of(boot, "-append"), "ksb.id") == NULL &&
+	    strstr(value_of(boot, "-append"), "ksb.share") == NULL,
+	    "a template's command line: ksb.template=1, nothing of the instance's");
+	CHECK(strcmp(value_of(boot, "-append"), value_of(rest, "-append")) == 0,
+	    "the restore has the template's command line");
+	CHECK(has_pair(boot, "-device",
+		"virtio-net-pci,netdev=n0,mac=" QEMU_TEMPLATE_MAC ",romfile="),
+	    "a template's MAC is QEMU_TEMPLATE_MAC");
+	CHECK(!has_pair(boot, "-qmp", "unix:/run/q.sock,server=on,wait=off") &&
+	    strcmp(value_of(boot, "-fw_cfg"), "") == 0,
+	    "no fw_cfg file, no instance QMP in a template's boot");
+	CHECK(has_pair(boot, "-chardev", "socket,id=tqmp,fd=9") &&
+	    has_pair(boot, "-global", "migration.store-global-state=off"),
+	    "the boot's QMP on fd 9; saved without the run state");
+	CHECK(has_pair(rest, "-incoming", "fd:9") &&
+	    has_pair(rest, "-qmp", "unix:/run/q.sock,server=on,wait=off") &&
+	    strstr(value_of(rest, "-fw_cfg"), "secrets") != NULL,
+	    "the restore: -incoming fd:9, the instance's QMP and fw_cfg");
+	devices_of(boot, db, sizeof(db));
+	devices_of(rest, dr, sizeof(dr));
+	CHECK(strcmp(db, dr) == 0 && strstr(db, "vmgenid,guid=auto") != NULL,
+	    "the same devices in the same order, vmgenid among them");
+	qemu_argv_free(boot);
+	qemu_argv_free(rest);
+
+	/* The key: one per machine, whatever the instance. */
+	c.template = QEMU_TEMPLATE_NONE;
+	d = c;
+	d.id = "e-99999999";
+	d.mac = "52:54:00:aa:bb:77";
+	d.port = 3129;
+	d.shares = other;
+	CHECK(template_key(&c, k1) == 0 && template_key(&d, k2) == 0 &&
+	    strlen(k1) == TEMPLATE_KEY_LEN && strcmp(k1, k2) == 0,
+	    "the key ignores the instance: %s %s", k1, k2);
+	d.memory_mib = 1024;
+	CHECK(template_key(&d, k2) == 0 && strcmp(k1, k2) != 0,
+	    "the key changes with the memory");
+	d = c;
+	d.shares = NULL;
+	d.nshares = 0;
+	CHECK(template_key(&d, k2) == 0 && strcmp(k1, k2) != 0,
+	    "the key changes with the number of shares");
+
+	CHECK(template_instance_msg(&c, &msg, &len) == 0 &&
+	    template_instance_msg(&c, &msg2, &len2) == 0, "INSTANCE builds");
+	if (msg == NULL || msg2 == NULL)
+		return;
+	CHECK(strncmp(msg, "INSTANCE ", 9) == 0 &&
+	    strtoul(msg + 9, NULL, 10) == len - (strchr(msg, '\n') + 1 - msg),
+	    "INSTANCE <len>: the length of what follows");
+	CHECK(strstr(msg, "ksb.id=e-1a2b3c4d ksb.ip=10.77.0.2/24") != NULL &&
+	    strstr(msg, " ksb.share=s0:/home/agent/a") != NULL &&
+	    strstr(msg, " ksb.mac=52:54:00:aa:bb:01 ") != NULL &&
+	    strstr(msg, " ksb.time=") != NULL &&
+	    strstr(msg, " ksb.fwcfg=1 ") != NULL,
+	    "INSTANCE: the instance's keys, its MAC, the time, fw_cfg files");
+	CHECK(strstr(msg, " ksb.seed=") != NULL &&
+	    strlen(strstr(msg, " ksb.seed=") + 10) == 2 * GUESTCTL_SEED_BYTES &&
+	    strcmp(strstr(msg, " ksb.seed="), strstr(msg2, " ksb.seed=")) != 0,
+	    "a fresh seed of %d bytes each time", GUESTCTL_SEED_BYTES);
+	free(msg);
+	free(msg2);
+}
+
+/* template_prune: unused templates and dead builds' files go. */
+static void
+test_template_prune(void)
+{
+	char dir[] = "/tmp/test_tpl.XXXXXX", path[256];
+	const char *names[] = { "0123456789abcdef0123456789abcdef",
+		"fedcba9876543210fedcba9876543210",
+		"0123456789abcdef0123456789abcdef.1.tmp", "x.2.tmp", "README" };
+	time_t now = time(NULL), ago[] = { 31 * 86400, 86400, 7200, 60,
+		40 * 86400 };
+	struct timespec ts[2];
+	size_t i;
+	int fd;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	for (i = 0; i < 5; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		if ((fd = open(path, O_WRONLY | O_CREAT, 0600)) != -1)
+			close(fd);
+		ts[0].tv_sec = ts[1].tv_sec = now - ago[i];
+		ts[0].tv_nsec = ts[1].tv_nsec = 0;
+		utimensat(AT_FDCWD, path, ts, 0);
+	}
+	CHECK(template_prune(dir, now) == 2, "two removed");
+	for (i = 0; i < 5; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		CHECK((access(path, F_OK) == 0) == (i != 0 && i != 2),
+		    "%s: %s", names[i],
+		    i == 0 ? "unused 31 days: removed" :
+		    i == 2 ? "a dead build's, 2 h old: removed" :
+			     "kept");
+		unlink(path);
+	}
+	rmdir(dir);
 }
 
 int
@@ -379,5 +550,7 @@ main(void)
 	test_argv_errors();
 	test_argv_lifecycle();
 	test_argv_cpu();
+	test_argv_template();
+	test_template_prune();
 	return tap_done();
 }

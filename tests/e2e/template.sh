@@ -1,0 +1,120 @@
+#!/bin/bash
+# e2e: guests from a template (ksb-run --template on, vmrunner/template.c).
+# The first start boots the template once and saves it; two more restore
+# it.  Each instance must be its own: its command runs, and the instance
+# ID, MAC address, guest address, /dev/urandom bytes, getrandom(2) bytes
+# and the clock differ between the two restores (no RNG state or seed
+# shared: init reseeds from the host's INSTANCE message, vmgenid too);
+# a secret given to one reaches it through fw_cfg after its restore and
+# not the other.
+# A template QEMU cannot load is removed; with no template to be had the
+# guest boots the cold way.  Needs root,
+# QEMU and a guest kernel (exit 77).
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+ksb_need qemu-system-x86_64 python3
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
+ksb_kernel
+ksb_env
+ksb_gateway
+fails=0
+
+# What one instance reports about itself, one key=value a line.  Python
+# reads /dev/urandom and getrandom(2) right after the restore.
+probe='echo id=$(hostname); echo mac=$(cat /sys/class/net/eth0/address)
+echo ip=$(python3 -c "import socket,fcntl,struct
+s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)
+print(socket.inet_ntoa(fcntl.ioctl(s.fileno(),0x8915,struct.pack(\"256s\",b\"eth0\"))[20:24]))")
+echo urandom=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d " \n")
+echo getrandom=$(python3 -c "import os; print(os.getrandom(16).hex())")
+echo time=$(date +%s)
+echo secret=$(cat /run/ksb/secrets/TPL_TOKEN 2>/dev/null || echo none)
+echo ok'
+
+mkdir -p "$T/empty"
+run() { # run NAME [FLAG...]: one ephemeral instance from the template
+	local n=$1
+	shift
+	( cd "$T/empty" && timeout 180 ip netns exec "$GW" \
+		"$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" -v --template on "$@" \
+		-- /bin/sh -c "$probe" </dev/null \
+		>"$T/$n.out" 2>"$T/$n.err" ) || {
+		grep -v 'argv\[' "$T/$n.err" | tail -20 >&2
+		ksb_fail "$n: ksb-run failed"
+	}
+	tr -d '\r' < "$T/$n.out" > "$T/$n.kv"
+}
+val() { sed -n "s/^$2=//p" "$T/$1.kv"; }
+
+ksb_say "first start: the template is booted, saved, then restored"
+run first
+ksb_check "first: the template was built" \
+	'grep -q "template: booted and saved" "$T/first.err"'
+ksb_check "first: the command ran" 'grep -qx ok "$T/first.kv"'
+ksb_check "one template file, 0600, no temporary left" \
+	'[ "$(find "$T/state/templates" -type f -perm 0600 | wc -l)" = 1 ]'
+
+ksb_say "two more starts at once restore the saved template"
+export TPL_SECRET="tpl-$$-secret"
+run a --secret TPL_TOKEN=env:TPL_SECRET & pa=$!
+run b & pb=$!
+wait "$pa" || ksb_fail "a failed"
+wait "$pb" || ksb_fail "b failed"
+for i in a b; do
+	ksb_check "$i: no new template" \
+		'! grep -q "template: booted" "$T/$i.err"'
+	ksb_check "$i: the command ran" 'grep -qx ok "$T/$i.kv"'
+	ksb_check "$i: restored (breakdown row)" \
+		'grep -q "QEMU start and restore (to init)" "$T/$i.err"'
+	ksb_check "$i: the guest's clock is the host's" \
+		'[ $(( $(val $i time) - $(date +%s) )) -gt -60 ]'
+	ksb_check "$i: the enforcement self-test passed" \
+		'grep -q "enforcement self-test passed" "$T/$i.err"'
+done
+for k in id mac ip urandom getrandom; do
+	ksb_check "the two restores differ in $k ($(val a $k) vs $(val b $k))" \
+		'[ -n "$(val a $k)" ] && [ "$(val a $k)" != "$(val b $k)" ]'
+done
+ksb_check "a: its secret, through fw_cfg after the restore" \
+	'[ "$(val a secret)" = "[secret TPL_TOKEN]" ]' # ksb-run redacts it
+ksb_check "b: no secret (given none; a's is not in the template)" \
+	'[ "$(val b secret)" = none ]'
+ksb_check "the guest's address is its lease" \
+	'grep -q "instance $(val a id): $(val a ip)/" "$T/a.err"'
+ksb_check "the guest's MAC is its lease's, not the template's" \
+	'[ "$(val a mac)" != 52:54:00:6b:73:62 ]'
+
+ksb_say "a template QEMU cannot load is removed"
+tpl=$(find "$T/state/templates" -type f)
+truncate -s 1M "$tpl"
+set +e
+( cd "$T/empty" && timeout 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
+	-f "$T/ksb.conf" --template on -- /bin/true </dev/null \
+	>"$T/bad.out" 2>"$T/bad.err" )
+rc=$?
+set -e
+ksb_check "bad template: the start fails ($rc)" \
+	'[ "$rc" != 0 ] && [ "$rc" != 124 ]'
+ksb_check "bad template: removed, and said so" \
+	'[ ! -e "$tpl" ] &&
+	 grep -q "template .* removed: the next start boots a new one" \
+		"$T/bad.err"'
+
+ksb_say "no template can be made: the guest boots without one (the cold path)"
+rm -rf "$T/state/templates"
+echo not-a-directory > "$T/state/templates"
+( cd "$T/empty" && timeout 180 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
+	-f "$T/ksb.conf" -v --template on -- /bin/sh -c 'echo cold-ok' \
+	</dev/null >"$T/cold.out" 2>"$T/cold.err" ) ||
+	ksb_fail "cold: $(grep -v 'argv\[' "$T/cold.err" | tail -5)"
+ksb_check "cold: the command ran" 'grep -q cold-ok "$T/cold.out"'
+ksb_check "cold: said why" \
+	'grep -q "template: none to restore, booting the guest" "$T/cold.err"'
+ksb_check "cold: booted (no restore row)" \
+	'grep -q "kernel (to init.s first stage)" "$T/cold.err" &&
+	 ! grep -q "QEMU start and restore" "$T/cold.err"'
+
+[ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
+echo "PASS"

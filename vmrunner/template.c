@@ -1,0 +1,625 @@
+/*
+ * template.c: guests started from a saved template (ksb-run template=on).
+ *
+ * A template is a guest booted once per kernel, initramfs and machine
+ * shape with ksb.template=1 (qemu.c, QEMU_TEMPLATE_BOOT): its init stops
+ * right after it opened the control port, before any share is mounted,
+ * address set, secret read or instance ID known, and says TEMPLATE-READY
+ * (proto/guestctl.h).  ksb-run then saves it with QMP (stop, migrate to a
+ * file descriptor passed with getfd: QEMU's docs/devel/migration.rst and
+ * qapi/migration.json) into <state-dir>/templates/<key>, 0600, written
+ * beside and renamed over, and quits it.  Each instance restores that file
+ * (-incoming fd:N) and gets its settings, the host's time and a fresh RNG
+ * seed in its INSTANCE message; vmgenid (a new generation ID at each
+ * QEMU start) makes the guest kernel reseed as it resumes too.
+ */
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <openssl/evp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "proto/guestctl.h"
+#include "vmrunner/vmrunner.h"
+
+/* Bump when what a template holds changes (init's template point). */
+#define TEMPLATE_FORMAT	   1
+#define TEMPLATE_BOOT_MS   180000	 /* to TEMPLATE-READY, under TCG */
+#define TEMPLATE_SAVE_MS   120000	 /* the migration to the file */
+#define TEMPLATE_QMP_MAX   65536	 /* bytes of one QMP line */
+#define TEMPLATE_BANDWIDTH "68719476736" /* max-bandwidth: no limit */
+
+/* ---- the key ------------------------------------------------------------- */
+
+/* A file's identity for the key: path, device, inode, size, mtime. */
+static void
+template_file_id(EVP_MD_CTX *md, const char *what, const char *path)
+{
+	struct stat st;
+	char buf[512];
+	int n;
+
+	memset(&st, 0, sizeof(st));
+	if (path == NULL || stat(path, &st) != 0)
+		n = snprintf(buf, sizeof(buf), "%s none\n", what);
+	else
+		n = snprintf(buf, sizeof(buf), "%s %s %ju %ju %jd %jd.%09ld\n",
+		    what, path, (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
+		    (intmax_t)st.st_size, (intmax_t)st.st_mtim.tv_sec,
+		    st.st_mtim.tv_nsec);
+	EVP_DigestUpdate(md, buf, (size_t)n);
+}
+
+/* The QEMU binary as execvp would find it (NULL: not found), malloc'd. */
+static char *
+template_which(const char *bin)
+{
+	const char *path = getenv("PATH"), *p, *e;
+	char *cand;
+
+	if (strchr(bin, '/') != NULL)
+		return xstrdup(bin);
+	for (p = path ? path : "/usr/bin:/bin"; *p != '\0'; p = e) {
+		e = p + strcspn(p, ":");
+		xasprintf(&cand, "%.*s/%s", (int)(e - p), p, bin);
+		if (access(cand, X_OK) == 0)
+			return cand;
+		free(cand);
+		if (*e == ':')
+			e++;
+	}
+	return NULL;
+}
+
+int
+template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1])
+{
+	struct qemu_share shares[QEMU_SHARES_MAX];
+	struct qemu_config k = *qc;
+	unsigned char d[EVP_MAX_MD_SIZE];
+	unsigned dlen = 0, i;
+	char **argv = NULL, *cause = NULL, *bin, fmt[32];
+	EVP_MD_CTX *md;
+
+	/* The argv's shape: what differs between instances set to one. */
+	for (i = 0; i < qc->nshares && i < QEMU_SHARES_MAX; i++) {
+		shares[i] = qc->shares[i];
+		shares[i].host_path = "/";
+		shares[i].guest_path = "/x";
+	}
+	k.shares = shares;
+	k.disk = qc->disk != NULL ? "/" : NULL;
+	k.template = QEMU_TEMPLATE_BOOT;
+	k.incoming_fd = 9;
+	if (qemu_argv(&k, &argv, &cause) != 0) {
+		log_warnx("template: %s", cause);
+		free(cause);
+		return -1;
+	}
+	if ((md = EVP_MD_CTX_new()) == NULL ||
+	    EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1)
+		fatalx("EVP_DigestInit_ex failed");
+	snprintf(fmt, sizeof(fmt), "ksb-template %d\n", TEMPLATE_FORMAT);
+	EVP_DigestUpdate(md, fmt, strlen(fmt));
+	for (i = 0; argv[i] != NULL; i++)
+		EVP_DigestUpdate(md, argv[i], strlen(argv[i]) + 1);
+	bin = template_which(qc->binary);
+	template_file_id(md, "qemu", bin);
+	template_file_id(md, "kernel", qc->kernel);
+	template_file_id(md, "initrd", qc->initrd);
+	free(bin);
+	qemu_argv_free(argv);
+	if (EVP_DigestFinal_ex(md, d, &dlen) != 1 ||
+	    dlen * 2 < TEMPLATE_KEY_LEN)
+		fatalx("EVP_DigestFinal_ex failed");
+	EVP_MD_CTX_free(md);
+	for (i = 0; i < TEMPLATE_KEY_LEN / 2; i++)
+		snprintf(hex + 2 * i, 3, "%02x", d[i]);
+	return 0;
+}
+
+/* ---- the INSTANCE message ------------------------------------------------ */
+
+int
+template_instance_msg(const struct qemu_config *qc, char **out, size_t *len)
+{
+	unsigned char seed[GUESTCTL_SEED_BYTES];
+	char hex[2 * GUESTCTL_SEED_BYTES + 1], *args, *body;
+	struct timespec ts;
+	size_t i;
+
+	if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+		return -1;
+	for (i = 0; i < sizeof(seed); i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	explicit_bzero(seed, sizeof(seed));
+	clock_gettime(CLOCK_REALTIME, &ts);
+	args = qemu_ksb_args(qc);
+	/* No fw_cfg file: the guest need not load qemu_fw_cfg (~0.05 s). */
+	xasprintf(&body, "%s ksb.mac=%s ksb.time=%lld.%09ld%s ksb.seed=%s",
+	    args, qc->mac, (long long)ts.tv_sec, ts.tv_nsec,
+	    qc->secrets_fd >= 0 || qc->home_fd > 0 || qc->ca_path != NULL ?
+		" ksb.fwcfg=1" :
+		"",
+	    hex);
+	explicit_bzero(hex, sizeof(hex));
+	free(args);
+	if (strlen(body) > GUESTCTL_INSTANCE_MAX) {
+		explicit_bzero(body, strlen(body));
+		free(body);
+		return -1;
+	}
+	xasprintf(out, "INSTANCE %zu\n%s", strlen(body), body);
+	*len = strlen(*out);
+	explicit_bzero(body, strlen(body));
+	free(body);
+	return 0;
+}
+
+/* ---- QMP --------------------------------------------------------------- */
+
+struct template_qmp {
+	int fd;
+	size_t len;
+	char buf[TEMPLATE_QMP_MAX];
+};
+
+/*
+ * The next QMP line (a JSON object, RFC 8259; QMP's docs/interop/
+ * qmp-spec.rst) by deadline: the object (caller puts it), or NULL.
+ */
+static struct json_object *
+template_qmp_line(struct template_qmp *q, int64_t deadline)
+{
+	struct pollfd pfd = { q->fd, POLLIN, 0 };
+	struct json_object *o;
+	char *nl;
+	ssize_t n;
+	int left;
+
+	for (;;) {
+		if ((nl = memchr(q->buf, '\n', q->len)) != NULL) {
+			*nl = '\0';
+			o = json_tokener_parse(q->buf);
+			q->len -= (size_t)(nl + 1 - q->buf);
+			memmove(q->buf, nl + 1, q->len);
+			if (o != NULL &&
+			    json_object_is_type(o, json_type_object))
+				return o;
+			json_object_put(o);
+			continue;
+		}
+		if (q->len == sizeof(q->buf) ||
+		    (left = (int)(deadline - util_mono_ms())) <= 0 ||
+		    poll(&pfd, 1, left) <= 0 ||
+		    (n = read(
+			 q->fd, q->buf + q->len, sizeof(q->buf) - q->len)) <= 0)
+			return NULL;
+		q->len += (size_t)n;
+	}
+}
+
+/*
+ * Send cmd (a QMP command, with fd as SCM_RIGHTS if not -1) and wait for
+ * its reply, skipping events but the MIGRATION ones, whose status goes to
+ * *mig (if not NULL).  0, or -1 and *cause.
+ */
+static int
+template_qmp(struct template_qmp *q, const char *cmd, int fd, char **cause)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { (void *)cmd, strlen(cmd) };
+	struct msghdr m;
+	struct cmsghdr *cm;
+	struct json_object *o, *v;
+	int64_t deadline = util_mono_ms() + TEMPLATE_SAVE_MS;
+	int ret;
+
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	if (fd != -1) {
+		memset(cbuf, 0, sizeof(cbuf));
+		m.msg_control = cbuf;
+		m.msg_controllen = sizeof(cbuf);
+		cm = CMSG_FIRSTHDR(&m);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	if (sendmsg(q->fd, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
+		return cause_set(cause, "QMP: %s", strerror(errno));
+	while ((o = template_qmp_line(q, deadline)) != NULL) {
+		if (json_object_object_get_ex(o, "return", &v)) {
+			json_object_put(o);
+			return 0;
+		}
+		if (json_object_object_get_ex(o, "error", &v)) {
+			ret = cause_set(cause, "QMP %.40s: %s", cmd,
+			    json_object_to_json_string(v));
+			json_object_put(o);
+			return ret;
+		}
+		json_object_put(o);
+	}
+	return cause_set(cause, "QMP: no reply to %.40s", cmd);
+}
+
+/* The MIGRATION event's final status: 0 completed, or -1 and *cause. */
+static int
+template_qmp_migrated(struct template_qmp *q, char **cause)
+{
+	struct json_object *o, *ev, *data, *st;
+	int64_t deadline = util_mono_ms() + TEMPLATE_SAVE_MS;
+	const char *s;
+
+	while ((o = template_qmp_line(q, deadline)) != NULL) {
+		s = NULL;
+		if (json_object_object_get_ex(o, "event", &ev) &&
+		    strcmp(json_object_get_string(ev), "MIGRATION") == 0 &&
+		    json_object_object_get_ex(o, "data", &data) &&
+		    json_object_object_get_ex(data, "status", &st))
+			s = json_object_get_string(st);
+		if (s != NULL && strcmp(s, "completed") == 0) {
+			json_object_put(o);
+			return 0;
+		}
+		if (s != NULL &&
+		    (strcmp(s, "failed") == 0 || strcmp(s, "cancelled") == 0)) {
+			json_object_put(o);
+			return cause_set(cause, "the migration to the file %s",
+			    s[0] == 'f' ? "failed" : "was cancelled");
+		}
+		json_object_put(o);
+	}
+	return cause_set(cause, "the migration did not finish in %d s",
+	    TEMPLATE_SAVE_MS / 1000);
+}
+
+/* ---- the template's boot ------------------------------------------------ */
+
+struct template_boot {
+	int ctl, con, fwd, qmp; /* our ends */
+	pid_t pid;
+	char line[GUESTCTL_LINE_MAX];
+	size_t len;
+	char tail[2048]; /* the console's last bytes, for an error */
+	size_t tlen;
+};
+
+/* The child: fds at the numbers qc names, then QEMU. */
+static void __attribute__((noreturn))
+template_child(const struct qemu_config *qc, char **argv,
+    const char *const *unset, int tap, int ctl, int con, int fwd, int qmp)
+{
+	int src[5] = { tap, ctl, con, fwd, qmp }, dst[5], tmp[5], i;
+	sigset_t all;
+
+	dst[0] = qc->tap_fd;
+	dst[1] = qc->ctl_fd;
+	dst[2] = qc->con_fd;
+	dst[3] = qc->fwd_fd;
+	dst[4] = qc->incoming_fd;
+	sigemptyset(&all);
+	sigprocmask(SIG_SETMASK, &all, NULL);
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	for (i = 0; unset != NULL && unset[i] != NULL; i++)
+		unsetenv(unset[i]); /* no secret in QEMU's environment */
+	for (i = 0; i < 5; i++)
+		if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 20)) == -1)
+			_exit(125);
+	for (i = 0; i < 5; i++)
+		if (dup2(tmp[i], dst[i]) == -1)
+			_exit(125);
+	if ((i = open("/dev/null", O_RDWR)) != -1) {
+		dup2(i, STDIN_FILENO);
+		dup2(i, STDOUT_FILENO);
+	}
+	execvp(argv[0], argv);
+	_exit(127);
+}
+
+/* A control line of the template's guest: 1 TEMPLATE-READY, 0 other. */
+static int
+template_ctl_line(struct template_boot *tb, char **cause)
+{
+	char c;
+	ssize_t n;
+
+	while ((n = recv(tb->ctl, &c, 1, MSG_DONTWAIT)) == 1) {
+		if (c != '\n') {
+			if (tb->len < sizeof(tb->line) - 1)
+				tb->line[tb->len++] = c;
+			continue;
+		}
+		tb->line[tb->len] = '\0';
+		tb->len = 0;
+		if (strcmp(tb->line, GUESTCTL_TEMPLATE_READY) == 0)
+			return 1;
+		if (strncmp(tb->line, "ERR ", 4) == 0) {
+			char esc[GUESTCTL_LINE_MAX * 4];
+
+			log_escape(esc, sizeof(esc), tb->line + 4,
+			    strlen(tb->line + 4));
+			cause_set(cause, "the template's guest: %s", esc);
+			return -1;
+		}
+	}
+	if (n == 0)
+		return cause_set(cause, "QEMU exited before TEMPLATE-READY");
+	return 0;
+}
+
+/* Wait for TEMPLATE-READY, draining the console.  0, or -1 and *cause. */
+static int
+template_wait_ready(struct template_boot *tb, char **cause)
+{
+	int64_t deadline = util_mono_ms() + TEMPLATE_BOOT_MS;
+	struct pollfd pfd[2];
+	char buf[1024];
+	ssize_t n;
+	int left, r;
+
+	while ((left = (int)(deadline - util_mono_ms())) > 0) {
+		pfd[0].fd = tb->ctl;
+		pfd[1].fd = tb->con;
+		pfd[0].events = pfd[1].events = POLLIN;
+		if (poll(pfd, 2, left) == -1 && errno != EINTR)
+			return cause_set(cause, "poll: %s", strerror(errno));
+		if (pfd[1].revents != 0 &&
+		    (n = recv(tb->con, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
+			if ((size_t)n > sizeof(tb->tail) - tb->tlen)
+				tb->tlen = 0; /* keep the last bytes only */
+			memcpy(tb->tail + tb->tlen, buf, (size_t)n);
+			tb->tlen += (size_t)n;
+		}
+		if (pfd[0].revents != 0 && (r = template_ctl_line(tb, cause)))
+			return r > 0 ? 0 : -1;
+	}
+	return cause_set(
+	    cause, "no TEMPLATE-READY in %d s", TEMPLATE_BOOT_MS / 1000);
+}
+
+/* stop, events, bandwidth, getfd, migrate, its end; then quit. */
+static int
+template_save(struct template_boot *tb, int file, char **cause)
+{
+	struct template_qmp *q = xcalloc(1, sizeof(*q));
+	struct json_object *o;
+	int ret = -1;
+
+	q->fd = tb->qmp;
+	if ((o = template_qmp_line(q, util_mono_ms() + 10000)) == NULL) {
+		cause_set(cause, "no QMP greeting");
+		goto out;
+	}
+	json_object_put(o);
+	if (template_qmp(q, "{\"execute\":\"qmp_capabilities\"}", -1, cause) !=
+		0 ||
+	    template_qmp(q, "{\"execute\":\"stop\"}", -1, cause) != 0 ||
+	    template_qmp(q,
+		"{\"execute\":\"migrate-set-capabilities\",\"arguments\":"
+		"{\"capabilities\":[{\"capability\":\"events\","
+		"\"state\":true}]}}",
+		-1, cause) != 0 ||
+	    template_qmp(q,
+		"{\"execute\":\"migrate-set-parameters\",\"arguments\":"
+		"{\"max-bandwidth\":" TEMPLATE_BANDWIDTH "}}",
+		-1, cause) != 0 ||
+	    template_qmp(q,
+		"{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"tpl\"}}",
+		file, cause) != 0 ||
+	    template_qmp(q,
+		"{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:tpl\"}}",
+		-1, cause) != 0 ||
+	    template_qmp_migrated(q, cause) != 0)
+		goto out;
+	ret = template_qmp(q, "{\"execute\":\"quit\"}", -1, cause);
+out:
+	free(q);
+	return ret;
+}
+
+/*
+ * Reap the template's QEMU (killed first if killit): its exit closes the
+ * control socketpair's other end.  0 if it exited 0 within 10 s.
+ */
+static int
+template_reap(struct template_boot *tb, int killit)
+{
+	struct pollfd pfd = { tb->ctl, POLLIN, 0 };
+	int64_t deadline = util_mono_ms() + 10000;
+	char buf[256];
+	int st, left;
+
+	if (killit)
+		kill(tb->pid, SIGKILL);
+	while ((left = (int)(deadline - util_mono_ms())) > 0 &&
+	    poll(&pfd, 1, left) >= 0 &&
+	    recv(tb->ctl, buf, sizeof(buf), MSG_DONTWAIT) != 0)
+		;
+	if (left <= 0)
+		kill(tb->pid, SIGKILL);
+	if (waitpid(tb->pid, &st, 0) != tb->pid)
+		return -1;
+	return !killit && left > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0 ?
+	    0 :
+	    -1;
+}
+
+/* Four socketpairs: ctl, con, fwd, qmp; ours in tb, theirs in child. */
+static int
+template_pairs(struct template_boot *tb, int child[4])
+{
+	int *ours[4] = { &tb->ctl, &tb->con, &tb->fwd, &tb->qmp }, sp[2], i;
+
+	for (i = 0; i < 4; i++) {
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) ==
+		    -1)
+			return -1;
+		*ours[i] = sp[0];
+		child[i] = sp[1];
+	}
+	return 0;
+}
+
+/* Boot the template's guest and save it into file.  0, or -1 and *cause. */
+static int
+template_build(const struct qemu_config *inst, const char *const *unset,
+    int tap, int file, char **cause)
+{
+	struct template_boot tb;
+	struct qemu_config qc = *inst;
+	char **argv = NULL;
+	int child[4] = { -1, -1, -1, -1 }, ret = -1, i;
+
+	memset(&tb, 0, sizeof(tb));
+	tb.ctl = tb.con = tb.fwd = tb.qmp = -1;
+	qc.template = QEMU_TEMPLATE_BOOT;
+	if (qemu_argv(&qc, &argv, cause) != 0)
+		return -1;
+	if (template_pairs(&tb, child) != 0) {
+		cause_set(cause, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	if ((tb.pid = fork()) == -1) {
+		cause_set(cause, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (tb.pid == 0)
+		template_child(&qc, argv, unset, tap, child[0], child[1],
+		    child[2], child[3]);
+	for (i = 0; i < 4; i++)
+		close(child[i]);
+	child[0] = child[1] = child[2] = child[3] = -1;
+	ret = template_wait_ready(&tb, cause) == 0 &&
+		template_save(&tb, file, cause) == 0 ?
+	    0 :
+	    -1;
+	if (template_reap(&tb, ret != 0) != 0 && ret == 0)
+		ret = cause_set(cause, "the template's QEMU did not quit");
+	if (ret != 0 && tb.tlen > 0) {
+		char esc[sizeof(tb.tail) * 4 + 1];
+
+		log_escape(esc, sizeof(esc), tb.tail, tb.tlen);
+		log_debug("template: the guest's console ended with: %s", esc);
+	}
+out:
+	for (i = 0; i < 4; i++)
+		if (child[i] != -1)
+			close(child[i]);
+	if (tb.ctl != -1)
+		close(tb.ctl);
+	if (tb.con != -1)
+		close(tb.con);
+	if (tb.fwd != -1)
+		close(tb.fwd);
+	if (tb.qmp != -1)
+		close(tb.qmp);
+	qemu_argv_free(argv);
+	return ret;
+}
+
+int
+template_prune(const char *dir, time_t now)
+{
+	struct dirent *de;
+	struct stat st;
+	char *path;
+	int n = 0, fd;
+	size_t len;
+	DIR *d;
+
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1 ||
+	    (d = fdopendir(fd)) == NULL) {
+		if (fd != -1)
+			close(fd);
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		/* A template unused (atime: relatime's day) for long, or
+		 * what a build that died left behind. */
+		if (!(len == TEMPLATE_KEY_LEN &&
+			strspn(de->d_name, "0123456789abcdef") == len &&
+			now - st.st_atime > TEMPLATE_UNUSED_S) &&
+		    !(len > 4 && strcmp(de->d_name + len - 4, ".tmp") == 0 &&
+			now - st.st_mtime > TEMPLATE_STALE_TMP_S))
+			continue;
+		xasprintf(&path, "%s/%s", dir, de->d_name);
+		if (unlinkat(fd, de->d_name, 0) == 0) {
+			log_info("template %s: removed (unused)", path);
+			n++;
+		}
+		free(path);
+	}
+	closedir(d);
+	return n;
+}
+
+int
+template_open(const char *state_dir, const struct qemu_config *qc,
+    const char *const *unset, int tap, int *built, char **pathp, char **cause)
+{
+	char key[TEMPLATE_KEY_LEN + 1], *dir = NULL, *path = NULL, *tmp = NULL;
+	int fd = -1, out, ok;
+
+	*built = 0;
+	if (template_key(qc, key) != 0)
+		return cause_set(cause, "template: bad machine settings");
+	xasprintf(&dir, "%s/templates", state_dir);
+	xasprintf(&path, "%s/%s", dir, key);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1 ||
+	    errno != ENOENT)
+		goto done;
+	if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
+		cause_set(cause, "%s: %s", dir, strerror(errno));
+		goto done;
+	}
+	xasprintf(&tmp, "%s.%ld.tmp", path, (long)getpid());
+	if ((out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) ==
+	    -1) {
+		cause_set(cause, "%s: %s", tmp, strerror(errno));
+		goto done;
+	}
+	log_info("template %s: booting it once (kernel, initramfs or machine "
+		 "settings are new)",
+	    key);
+	template_prune(dir, time(NULL));
+	ok = template_build(qc, unset, tap, out, cause) == 0 && fsync(out) == 0;
+	if (close(out) != 0 || !ok || rename(tmp, path) != 0) {
+		if (*cause == NULL)
+			cause_set(cause, "%s: %s", tmp, strerror(errno));
+		unlink(tmp);
+		goto done;
+	}
+	*built = 1;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+done:
+	if (fd == -1 && *cause == NULL)
+		cause_set(cause, "%s: %s", path, strerror(errno));
+	free(tmp);
+	*pathp = fd != -1 ? path : NULL;
+	if (fd == -1)
+		free(path);
+	free(dir);
+	return fd;
+}
