@@ -14,6 +14,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -187,41 +188,95 @@ audit_chain_end(struct audit_chain_ctx *c, uint8_t out[AUDIT_HASH_LEN])
 	EVP_MAC_CTX_free(c->mac);
 }
 
+/* The SHA-256 implementation, fetched once (an implicit fetch by
+ * EVP_sha256() at every record costs a lookup and a lock). */
+static EVP_MD *audit_chain_sha256;
+static pthread_once_t audit_chain_once = PTHREAD_ONCE_INIT;
+
+static void
+audit_chain_fetch(void)
+{
+	if ((audit_chain_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL)) == NULL)
+		fatalx("EVP_MD_fetch SHA256");
+}
+
+/*
+ * The record's bytes as hashed (ksb-audit(5), "HASH CHAIN") into buf
+ * (size bytes).  Their length; more than size: nothing usable in buf.
+ */
+static size_t
+audit_chain_serialize(uint8_t *buf, size_t size,
+    const uint8_t prev[AUDIT_HASH_LEN], int64_t seq, const char *name,
+    const struct audit_val *v, size_t n)
+{
+	size_t i, sl, len = 0, nl = strlen(name) + 1;
+
+#define PUT(p, l)                                                              \
+	do {                                                                   \
+		if (len + (l) <= size)                                         \
+			memcpy(buf + len, (p), (l));                           \
+		len += (l);                                                    \
+	} while (0)
+	uint8_t b[9];
+
+	PUT(prev, AUDIT_HASH_LEN);
+	audit_chain_be(b, (uint64_t)seq, 8);
+	PUT(b, 8);
+	PUT(name, nl);
+	for (i = 0; i < n; i++) {
+		switch (v[i].type) {
+		case AUDIT_VAL_NULL:
+			PUT("N", 1);
+			break;
+		case AUDIT_VAL_INT:
+			b[0] = 'I';
+			audit_chain_be(b + 1, (uint64_t)v[i].i, 8);
+			PUT(b, 9);
+			break;
+		default:
+			sl = v[i].len;
+			b[0] = v[i].type == AUDIT_VAL_TEXT ? 'T' : 'X';
+			audit_chain_be(b + 1, sl, 4);
+			PUT(b, 5);
+			PUT(v[i].s, sl);
+			break;
+		}
+	}
+#undef PUT
+	return len;
+}
+
 void
 audit_chain_hash(const uint8_t prev[AUDIT_HASH_LEN], int64_t seq,
     enum audit_kind kind, const struct audit_val *v, size_t n,
     uint8_t out[AUDIT_HASH_LEN])
 {
 	struct audit_chain_ctx c;
-	const char *name = audit_kinds[kind].name;
-	uint8_t b[9];
-	size_t i, sl;
+	uint8_t stack[4096], *buf = stack;
+	size_t len;
+	unsigned int mlen = AUDIT_HASH_LEN;
 
-	audit_chain_begin(&c);
-	audit_chain_update(&c, prev, AUDIT_HASH_LEN);
-	audit_chain_be(b, (uint64_t)seq, 8);
-	audit_chain_update(&c, b, 8);
-	audit_chain_update(&c, name, strlen(name) + 1);
-	for (i = 0; i < n; i++) {
-		switch (v[i].type) {
-		case AUDIT_VAL_NULL:
-			audit_chain_update(&c, "N", 1);
-			break;
-		case AUDIT_VAL_INT:
-			b[0] = 'I';
-			audit_chain_be(b + 1, (uint64_t)v[i].i, 8);
-			audit_chain_update(&c, b, 9);
-			break;
-		default:
-			sl = v[i].len;
-			b[0] = v[i].type == AUDIT_VAL_TEXT ? 'T' : 'X';
-			audit_chain_be(b + 1, sl, 4);
-			audit_chain_update(&c, b, 5);
-			audit_chain_update(&c, v[i].s, sl);
-			break;
-		}
+	/* One buffer, one digest call: a record is a few hundred bytes. */
+	len = audit_chain_serialize(
+	    buf, sizeof(stack), prev, seq, audit_kinds[kind].name, v, n);
+	if (len > sizeof(stack)) {
+		buf = xmalloc(len);
+		(void)audit_chain_serialize(
+		    buf, len, prev, seq, audit_kinds[kind].name, v, n);
 	}
-	audit_chain_end(&c, out);
+	if (audit_chain_key == NULL) {
+		pthread_once(&audit_chain_once, audit_chain_fetch);
+		if (EVP_Digest(
+			buf, len, out, &mlen, audit_chain_sha256, NULL) != 1 ||
+		    mlen != AUDIT_HASH_LEN)
+			fatalx("EVP_Digest");
+	} else {
+		audit_chain_begin(&c);
+		audit_chain_update(&c, buf, len);
+		audit_chain_end(&c, out);
+	}
+	if (buf != stack)
+		free(buf);
 }
 
 void

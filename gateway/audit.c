@@ -18,7 +18,8 @@
  *
  * Totals (schema version 3): totals_instance and totals_host are derived,
  * not chained.  The writer adds each decision row and each close record's
- * bytes to them in the same transaction (audit_totals), and retention
+ * bytes to them in the same transaction (audit_totals: summed per key
+ * over the batch, one UPDATE per key and table), and retention
  * subtracts what it deletes (audit_prune), so they always equal the
  * aggregates of the connections rows present; `ksbctl audit verify'
  * recomputes and compares them.
@@ -48,6 +49,7 @@
 					   carried at least this many */
 #define AUDIT_PRUNE_EVERY_MS (3600 * 1000)
 #define AUDIT_PRUNE_CHUNK    20000 /* records deleted per transaction */
+#define AUDIT_TACC_MAX	     64	   /* totals keys gathered per flush */
 
 extern const char schema_audit_sql[];
 extern const char schema_migrate_2_sql[];
@@ -68,6 +70,16 @@ struct audit_rec {
 	int bad;      /* refused by a constraint: dropped */
 	int64_t turn; /* connection: the instance's agent turn, 0 none */
 	struct audit_rec *next;
+	size_t textlen; /* bytes of text in use */
+	char text[512]; /* the text columns (audit_rec_text) */
+};
+
+/* One key's totals gathered in a transaction (audit_totals). */
+struct audit_tacc {
+	struct audit_val key[3]; /* instance, host, port; texts owned */
+	int64_t d[5];		 /* connections, allowed, denied, up, down */
+	int64_t first, last;	 /* decision times, -1: none */
+	int64_t last_allow;	 /* of an allowed one, -1: none */
 };
 
 struct audit {
@@ -88,6 +100,7 @@ struct audit {
 	size_t qlen;
 	struct audit_rec *done, **donetail;
 	int stopping;
+	int gathering;	  /* audit_gather waits: wake it only when enough */
 	uint64_t dropped; /* records lost to a full backlog */
 	int64_t wit_seq;  /* the committed head (0: none yet) ... */
 	uint8_t wit_head[AUDIT_HASH_LEN]; /* ... for audit_witness */
@@ -109,6 +122,9 @@ struct audit {
 	int probe_ok; /* down, but the last probe passed */
 	int64_t down_since, retry_at, next_prune;
 	size_t last_batch; /* records in the last transaction */
+	int tacc_on;	   /* audit_commit: totals gathered in tacc */
+	struct audit_tacc tacc[AUDIT_TACC_MAX];
+	size_t ntacc;
 };
 
 static int64_t
@@ -125,11 +141,15 @@ audit_rec_free(struct audit_rec *r)
 	if (r == NULL)
 		return;
 	for (i = 0; i < AUDIT_MAX_COLS; i++)
-		if (r->v[i].type == AUDIT_VAL_TEXT)
+		if (r->v[i].type == AUDIT_VAL_TEXT &&
+		    (uintptr_t)r->v[i].s - (uintptr_t)r->text >=
+			sizeof(r->text)) /* not in r->text */
 			free((char *)r->v[i].s);
 	free(r);
 }
 
+/* v is s (NULL or "" is NULL), allocated on its own (rare records; the
+ * hot ones use audit_rec_text). */
 static void
 audit_set_text(struct audit_val *v, const char *s)
 {
@@ -140,6 +160,32 @@ audit_set_text(struct audit_val *v, const char *s)
 	v->type = AUDIT_VAL_TEXT;
 	v->s = xstrdup(s);
 	v->len = strlen(s);
+}
+
+/* Column col of r is s (NULL or "" is NULL), copied into r->text while
+ * it has room (one allocation per record, freed by the writer), else
+ * allocated on its own. */
+static void
+audit_rec_text(struct audit_rec *r, int col, const char *s)
+{
+	struct audit_val *v = &r->v[col];
+	size_t len;
+	char *d;
+
+	if (s == NULL || *s == '\0') {
+		v->type = AUDIT_VAL_NULL;
+		return;
+	}
+	len = strlen(s);
+	if (len < sizeof(r->text) - r->textlen) {
+		d = r->text + r->textlen;
+		r->textlen += len + 1;
+		memcpy(d, s, len + 1);
+	} else
+		d = xstrdup(s);
+	v->type = AUDIT_VAL_TEXT;
+	v->s = d;
+	v->len = len;
 }
 
 static void
@@ -202,51 +248,43 @@ audit_bind_val(sqlite3_stmt *st, int i, const struct audit_val *v)
 }
 
 static void
-audit_totals_bind(sqlite3_stmt *st, int t, const struct audit_val key[3],
-    const int64_t d[5], int64_t ts, int allowed)
+audit_totals_bind(sqlite3_stmt *st, int t, const struct audit_tacc *e)
 {
 	int i;
 
 	for (i = 0; i < 3; i++)
 		if (t == 1 || i == 0) /* totals_instance: no host, port */
-			audit_bind_val(st, i + 1, &key[i]);
+			audit_bind_val(st, i + 1, &e->key[i]);
 	for (i = 0; i < 5; i++)
-		sqlite3_bind_int64(st, i + 4, d[i]);
-	if (ts >= 0)
-		sqlite3_bind_int64(st, 9, ts);
-	if (ts >= 0 && allowed && t == 1)
-		sqlite3_bind_int64(st, 10, ts);
+		sqlite3_bind_int64(st, i + 4, e->d[i]);
+	if (e->first >= 0 && t == 0)
+		sqlite3_bind_int64(st, 9, e->first);
+	if (e->last_allow >= 0 && t == 1)
+		sqlite3_bind_int64(st, 10, e->last_allow);
+	if (e->last >= 0)
+		sqlite3_bind_int64(st, 11, e->last);
 }
 
-/*
- * Add to the totals of key (instance, host, port; bound as they are, valid
- * until this returns): n decision rows (0 for a close record), of which
- * allow allowed and deny denied, the bytes up and down, the decision time
- * ts (-1: none; allowed: it is an allowed one).  Inside the writer's
- * transaction.  0 or -2 (the transaction must go: see audit_commit).
- */
+/* Write e's sums into both totals tables.  0 or -2 (audit_totals). */
 static int
-audit_totals(struct audit *a, const struct audit_val key[3], int64_t n,
-    int64_t allow, int64_t deny, int64_t up, int64_t down, int64_t ts,
-    int allowed)
+audit_totals_write(struct audit *a, const struct audit_tacc *e)
 {
-	const int64_t d[5] = { n, allow, deny, up, down };
 	sqlite3_stmt *st;
 	int t, rc;
 
 	for (t = 0; t < 2; t++) {
 		/* UPDATE, or INSERT the group's first row. */
 		st = a->tot_up[t];
-		audit_totals_bind(st, t, key, d, ts, allowed);
+		audit_totals_bind(st, t, e);
 		rc = sqlite3_step(st);
 		sqlite3_reset(st);
 		sqlite3_clear_bindings(st);
 		if (rc != SQLITE_DONE)
 			return -2;
-		if (sqlite3_changes(a->db) > 0 || n == 0)
+		if (sqlite3_changes(a->db) > 0 || e->d[0] == 0)
 			continue;
 		st = a->tot_ins[t];
-		audit_totals_bind(st, t, key, d, ts, allowed);
+		audit_totals_bind(st, t, e);
 		rc = sqlite3_step(st);
 		sqlite3_reset(st);
 		sqlite3_clear_bindings(st);
@@ -254,6 +292,123 @@ audit_totals(struct audit *a, const struct audit_val key[3], int64_t n,
 			return -2;
 	}
 	return 0;
+}
+
+static void
+audit_tacc_reset(struct audit *a)
+{
+	size_t i, k;
+
+	for (i = 0; i < a->ntacc; i++)
+		for (k = 0; k < 3; k++)
+			if (a->tacc[i].key[k].type == AUDIT_VAL_TEXT)
+				free((char *)a->tacc[i].key[k].s);
+	a->ntacc = 0;
+}
+
+/* Write the sums gathered in this transaction (audit_commit).  0 or -2. */
+static int
+audit_tacc_flush(struct audit *a)
+{
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < a->ntacc && rc == 0; i++)
+		rc = audit_totals_write(a, &a->tacc[i]);
+	audit_tacc_reset(a);
+	return rc;
+}
+
+static int
+audit_val_same(const struct audit_val *x, const struct audit_val *y)
+{
+	if (x->type != y->type)
+		return 0;
+	if (x->type == AUDIT_VAL_NULL)
+		return 1;
+	if (x->type == AUDIT_VAL_INT)
+		return x->i == y->i;
+	return x->len == y->len && memcmp(x->s, y->s, x->len) == 0;
+}
+
+/* The sums of key in this transaction, a new zeroed entry if none. */
+static struct audit_tacc *
+audit_tacc_find(struct audit *a, const struct audit_val key[3])
+{
+	struct audit_tacc *e;
+	char *s;
+	size_t i;
+	int k;
+
+	for (i = 0; i < a->ntacc; i++) {
+		e = &a->tacc[i];
+		if (audit_val_same(&e->key[0], &key[0]) &&
+		    audit_val_same(&e->key[1], &key[1]) &&
+		    audit_val_same(&e->key[2], &key[2]))
+			return e;
+	}
+	e = &a->tacc[a->ntacc++];
+	memset(e, 0, sizeof(*e));
+	for (k = 0; k < 3; k++) {
+		e->key[k] = key[k];
+		if (key[k].type == AUDIT_VAL_NULL)
+			continue;
+		if (key[k].type != AUDIT_VAL_INT) {
+			e->key[k].type = AUDIT_VAL_TEXT;
+			s = xmalloc(key[k].len + 1);
+			memcpy(s, key[k].s, key[k].len);
+			s[key[k].len] = '\0';
+			e->key[k].s = s;
+		}
+	}
+	e->first = e->last = e->last_allow = -1;
+	return e;
+}
+
+/*
+ * Add to the totals of key (instance, host, port; bound as they are, valid
+ * until this returns): n decision rows (0 for a close record), of which
+ * allow allowed and deny denied, the bytes up and down, the decision time
+ * ts (-1: none; allowed: it is an allowed one).  Inside the writer's
+ * transaction.  Within audit_commit the sums are gathered per key
+ * (a->tacc_on) and written once per key before the COMMIT
+ * (audit_tacc_flush): a batch of tunnels to one host costs two UPDATEs,
+ * not four per tunnel.  0 or -2 (the transaction must go: see
+ * audit_commit).
+ */
+static int
+audit_totals(struct audit *a, const struct audit_val key[3], int64_t n,
+    int64_t allow, int64_t deny, int64_t up, int64_t down, int64_t ts,
+    int allowed)
+{
+	struct audit_tacc one, *e = &one;
+	int i;
+
+	if (a->tacc_on && a->ntacc == AUDIT_TACC_MAX &&
+	    audit_tacc_flush(a) != 0)
+		return -2;
+	if (a->tacc_on)
+		e = audit_tacc_find(a, key);
+	else {
+		memset(e, 0, sizeof(*e));
+		for (i = 0; i < 3; i++)
+			e->key[i] = key[i];
+		e->first = e->last = e->last_allow = -1;
+	}
+	e->d[0] += n;
+	e->d[1] += allow;
+	e->d[2] += deny;
+	e->d[3] += up;
+	e->d[4] += down;
+	if (ts >= 0) {
+		if (e->first == -1 || ts < e->first)
+			e->first = ts;
+		if (ts > e->last)
+			e->last = ts;
+		if (allowed && ts > e->last_allow)
+			e->last_allow = ts;
+	}
+	return a->tacc_on ? 0 : audit_totals_write(a, e);
 }
 
 /*
@@ -418,22 +573,22 @@ audit_prepare_totals(struct audit *a, char **cause)
 		"allowed = allowed + ?5, denied = denied + ?6, "
 		"bytes_up = bytes_up + ?7, bytes_down = bytes_down + ?8, "
 		"first_ms = min(first_ms, coalesce(?9, first_ms)), "
-		"last_ms = max(last_ms, coalesce(?9, last_ms)) "
+		"last_ms = max(last_ms, coalesce(?11, last_ms)) "
 		"WHERE instance IS ?1",
 		"UPDATE totals_host SET connections = connections + ?4, "
 		"allowed = allowed + ?5, denied = denied + ?6, "
 		"bytes_up = bytes_up + ?7, bytes_down = bytes_down + ?8, "
-		"last_ms = max(last_ms, coalesce(?9, last_ms)), "
+		"last_ms = max(last_ms, coalesce(?11, last_ms)), "
 		"last_allow_ms = CASE WHEN last_allow_ms IS NULL THEN ?10 "
 		"ELSE max(last_allow_ms, coalesce(?10, last_allow_ms)) END "
 		"WHERE instance IS ?1 AND host IS ?2 AND port IS ?3",
 		"INSERT INTO totals_instance (instance, connections, allowed, "
 		"denied, bytes_up, bytes_down, first_ms, last_ms) "
-		"VALUES (?1, ?4, ?5, ?6, ?7, ?8, ?9, ?9)",
+		"VALUES (?1, ?4, ?5, ?6, ?7, ?8, ?9, ?11)",
 		"INSERT INTO totals_host (instance, host, port, connections, "
 		"allowed, denied, bytes_up, bytes_down, last_ms, "
 		"last_allow_ms) "
-		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+		"VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?11, ?10)",
 	};
 	char *sql2;
 	int t;
@@ -761,8 +916,8 @@ audit_db_close_orphans(struct audit *a, int64_t now, char **cause)
 			audit_set_int(&r->v[1], now);
 			if (k == 0) {
 				r->kind = AUDIT_CLOSE;
-				audit_set_text(&r->v[5],
-				    reason_name(REASON_GATEWAY_RESTART));
+				audit_rec_text(
+				    r, 5, reason_name(REASON_GATEWAY_RESTART));
 			} else
 				r->kind = AUDIT_UNREGISTER;
 			if (audit_mirror(a, r, &skip) != 0 ||
@@ -911,6 +1066,7 @@ audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
 	memcpy(head, a->head, AUDIT_HASH_LEN);
 	if (audit_exec(a, "BEGIN IMMEDIATE", cause) == -1)
 		goto fail;
+	a->tacc_on = 1;
 	for (r = batch; r != NULL; r = r->next) {
 		rc = audit_mirror(a, r, &skip);
 		if (rc == 0 && !skip)
@@ -936,10 +1092,17 @@ audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
 			goto fail;
 		}
 	}
+	a->tacc_on = 0;
+	if (audit_tacc_flush(a) != 0) {
+		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+		goto fail;
+	}
 	if (audit_exec(a, "COMMIT", cause) == -1)
 		goto fail;
 	return 0;
 fail:
+	a->tacc_on = 0;
+	audit_tacc_reset(a);
 	if (a->db != NULL && !sqlite3_get_autocommit(a->db))
 		sqlite3_exec(a->db, "ROLLBACK", NULL, NULL, NULL);
 	a->seq = seq;
@@ -1229,8 +1392,10 @@ audit_timedwait(struct audit *a, int64_t until_mono)
 	pthread_cond_timedwait(&a->cond, &a->mtx, &ts);
 }
 
-/* Called with the mutex held: wait (woken by each enqueue) until
- * AUDIT_GROUP_MIN records are queued or AUDIT_GROUP_WAIT_US passed. */
+/* Called with the mutex held: wait until AUDIT_GROUP_MIN records are
+ * queued (the enqueue that makes them so wakes it; the others do not:
+ * a wake-up and a thread switch per record would cost more than the
+ * gathering saves) or AUDIT_GROUP_WAIT_US passed. */
 static void
 audit_gather(struct audit *a)
 {
@@ -1242,6 +1407,7 @@ audit_gather(struct audit *a)
 		until.tv_sec++;
 		until.tv_nsec -= 1000000000L;
 	}
+	a->gathering = 1;
 	while (a->qlen < AUDIT_GROUP_MIN && !a->stopping) {
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		if (now.tv_sec > until.tv_sec ||
@@ -1252,6 +1418,7 @@ audit_gather(struct audit *a)
 		    ETIMEDOUT)
 			break;
 	}
+	a->gathering = 0;
 }
 
 /* Mutex held: prune if due (unlocked meanwhile), schedule the next. */
@@ -1457,7 +1624,8 @@ audit_enqueue(struct audit *a, struct audit_rec *r)
 	*a->qtail = r;
 	a->qtail = &r->next;
 	a->qlen++;
-	pthread_cond_signal(&a->cond);
+	if (!a->gathering || a->qlen >= AUDIT_GROUP_MIN || a->stopping)
+		pthread_cond_signal(&a->cond);
 	pthread_mutex_unlock(&a->mtx);
 	return 0;
 }
@@ -1486,6 +1654,11 @@ audit_open(
 	char *why = NULL;
 	int rc;
 
+	/* No allocation statistics: they take a global mutex around every
+	 * SQLite malloc and free (5-8% of the writer's time).  Only before
+	 * SQLite's first use in the process; later it is refused
+	 * (SQLITE_MISUSE) and changes nothing. */
+	(void)sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	a->path = xstrdup(path);
 	a->retention_ms = retention_s * 1000;
 	a->efd = -1;
@@ -1664,24 +1837,24 @@ audit_decision(struct audit *a, const struct audit_row *row, audit_done_cb cb,
 	id = ++a->next_conn_id;
 	audit_set_int(&r->v[0], id);
 	audit_set_int(&r->v[1], row->ts_ms ? row->ts_ms : util_now_ms());
-	audit_set_text(&r->v[2], row->instance);
-	audit_set_text(&r->v[3], row->profile);
-	audit_set_text(&r->v[4], row->client_addr ? row->client_addr : "?");
+	audit_rec_text(r, 2, row->instance);
+	audit_rec_text(r, 3, row->profile);
+	audit_rec_text(r, 4, row->client_addr ? row->client_addr : "?");
 	audit_set_int(&r->v[5], row->client_port);
 	log_escape(
 	    esc, sizeof(esc), row->host, row->host ? strlen(row->host) : 0);
-	audit_set_text(&r->v[6], esc);
+	audit_rec_text(r, 6, esc);
 	if (row->port != 0)
 		audit_set_int(&r->v[7], row->port);
 	log_escape(esc, sizeof(esc), row->sni, row->sni ? strlen(row->sni) : 0);
-	audit_set_text(&r->v[8], esc);
-	audit_set_text(&r->v[9], row->upstream_addr);
+	audit_rec_text(r, 8, esc);
+	audit_rec_text(r, 9, row->upstream_addr);
 	if (row->upstream_port != 0)
 		audit_set_int(&r->v[10], row->upstream_port);
-	audit_set_text(&r->v[11], row->allow ? "allow" : "deny");
-	audit_set_text(
-	    &r->v[12], row->reason ? row->reason : reason_name(REASON_UNKNOWN));
-	audit_set_text(&r->v[13], row->policy_digest);
+	audit_rec_text(r, 11, row->allow ? "allow" : "deny");
+	audit_rec_text(
+	    r, 12, row->reason ? row->reason : reason_name(REASON_UNKNOWN));
+	audit_rec_text(r, 13, row->policy_digest);
 	r->turn = row->turn;
 	r->cb = cb;
 	r->arg = arg;
@@ -1714,7 +1887,7 @@ audit_close(struct audit *a, int64_t id, uint64_t up, uint64_t down,
 	audit_set_int(&r->v[2], (int64_t)up);
 	audit_set_int(&r->v[3], (int64_t)down);
 	audit_set_int(&r->v[4], duration_ms);
-	audit_set_text(&r->v[5], reason ? reason : reason_name(REASON_CLOSED));
+	audit_rec_text(r, 5, reason ? reason : reason_name(REASON_CLOSED));
 	return audit_enqueue(a, r);
 }
 
@@ -1730,15 +1903,15 @@ audit_request(struct audit *a, int64_t conn_id, const char *method,
 	audit_set_int(&r->v[0], conn_id);
 	audit_set_int(&r->v[1], util_now_ms());
 	log_escape(esc, sizeof(esc), method, strlen(method));
-	audit_set_text(&r->v[2], esc[0] ? esc : "-");
+	audit_rec_text(r, 2, esc[0] ? esc : "-");
 	log_escape(esc, sizeof(esc), path, strlen(path));
-	audit_set_text(&r->v[3], esc[0] ? esc : "-");
+	audit_rec_text(r, 3, esc[0] ? esc : "-");
 	if (status > 0)
 		audit_set_int(&r->v[4], status);
 	audit_set_int(&r->v[5], (int64_t)up);
 	audit_set_int(&r->v[6], (int64_t)down);
-	audit_set_text(&r->v[7], cred);
-	audit_set_text(&r->v[8], reason);
+	audit_rec_text(r, 7, cred);
+	audit_rec_text(r, 8, reason);
 	return audit_enqueue(a, r);
 }
 
@@ -1751,10 +1924,10 @@ audit_policy(struct audit *a, const char *digest, int ok, const char *files,
 	r->kind = AUDIT_POLICY;
 	audit_set_int(&r->v[0], ++a->next_policy_id);
 	audit_set_int(&r->v[1], util_now_ms());
-	audit_set_text(&r->v[2], digest);
+	audit_rec_text(r, 2, digest);
 	audit_set_int(&r->v[3], ok);
-	audit_set_text(&r->v[4], files && *files ? files : "-");
-	audit_set_text(&r->v[5], errors);
+	audit_rec_text(r, 4, files && *files ? files : "-");
+	audit_rec_text(r, 5, errors);
 	return audit_enqueue(a, r);
 }
 
@@ -1767,11 +1940,11 @@ audit_register(struct audit *a, const char *instance, const char *profile,
 
 	r->kind = AUDIT_REGISTER;
 	audit_set_int(&r->v[0], id);
-	audit_set_text(&r->v[1], instance);
-	audit_set_text(&r->v[2], profile);
-	audit_set_text(&r->v[3], tap);
-	audit_set_text(&r->v[4], mac);
-	audit_set_text(&r->v[5], ip);
+	audit_rec_text(r, 1, instance);
+	audit_rec_text(r, 2, profile);
+	audit_rec_text(r, 3, tap);
+	audit_rec_text(r, 4, mac);
+	audit_rec_text(r, 5, ip);
 	audit_set_int(&r->v[6], util_now_ms());
 	return audit_enqueue(a, r) == -1 ? -1 : id;
 }

@@ -76,6 +76,7 @@ static uint32_t child_next_id;
 static struct child_wait *child_waits[CHILD_WAIT_BUCKETS];
 static struct sockaddr_storage child_own[MSG_ADDRS_MAX];
 static size_t child_nown;
+static struct msg_rbatch child_rb = MSG_RBATCH_INIT; /* child_read_cb */
 
 static void
 child_send(uint16_t type, uint32_t id, const void *p, size_t len)
@@ -430,7 +431,8 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 	int r, pfd;
 
 	for (;;) {
-		r = msg_recv(child_sock, &h, &p, &pfd);
+		/* A burst (the commits of a group) in one recvmmsg(2). */
+		r = msg_recv_batched(child_sock, &child_rb, &h, &p, &pfd);
 		if (r == 0)
 			_exit(0); /* the parent is gone */
 		if (r == -1 && errno == EAGAIN)
@@ -487,6 +489,9 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 void
 child_sync(void)
 {
+	/* A real read, even if the last one emptied the socket: what the
+	 * parent sent since is what this call is for. */
+	msg_rbatch_recheck(&child_rb);
 	if (child_sock != -1)
 		child_read_cb(child_sock, EV_READ, NULL);
 }
@@ -547,7 +552,7 @@ child_seccomp(char **cause)
 		/* Bytes: bufferevents (readv/writev), the relay (splice
 		 * through a pipe; recv with MSG_PEEK and send through
 		 * relay_buf without one), evdns (sendto/recvfrom), the parent
-		 * (sendmsg/recvmsg, SCM_RIGHTS for the policy memfd), stderr
+		 * (sendmsg/recvmsg/recvmmsg, SCM_RIGHTS for the policy memfd), stderr
 		 * (write). */
 		SB_CALL("read"),
 		SB_CALL("write"),
@@ -556,6 +561,7 @@ child_seccomp(char **cause)
 		SB_CALL("recvfrom"),
 		SB_CALL("sendto"),
 		SB_CALL("recvmsg"),
+		SB_CALL("recvmmsg"),
 		SB_CALL("sendmsg"),
 		SB_CALL("splice"),
 		SB_CALL("pipe2"),

@@ -107,6 +107,49 @@ msg_send(int sock, uint16_t type, uint32_t id, const void *payload, size_t len,
 }
 
 int
+msg_send_many(int sock, uint16_t type, const uint32_t *ids,
+    const void *payloads, size_t len, size_t n)
+{
+	struct msg_hdr h[MSG_SBATCH];
+	struct iovec iov[MSG_SBATCH][2];
+	struct mmsghdr mm[MSG_SBATCH];
+	size_t i, done = 0;
+	int r;
+
+	if (len > MSG_PAYLOAD_MAX || n > MSG_SBATCH) {
+		errno = EMSGSIZE;
+		return -1;
+	}
+	memset(mm, 0, sizeof(mm));
+	for (i = 0; i < n; i++) {
+		h[i].type = type;
+		h[i].len = (uint16_t)len;
+		h[i].id = ids[i];
+		iov[i][0].iov_base = &h[i];
+		iov[i][0].iov_len = sizeof(h[i]);
+		iov[i][1].iov_base = (uint8_t *)payloads + i * len;
+		iov[i][1].iov_len = len;
+		mm[i].msg_hdr.msg_iov = iov[i];
+		mm[i].msg_hdr.msg_iovlen = len > 0 ? 2 : 1;
+	}
+	while (done < n) {
+		r = sendmmsg(
+		    sock, mm + done, (unsigned)(n - done), MSG_NOSIGNAL);
+		if (r == -1 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		for (i = done; i < done + (size_t)r; i++)
+			if (mm[i].msg_len != sizeof(h[i]) + len) {
+				errno = EMSGSIZE;
+				return -1;
+			}
+		done += (size_t)r;
+	}
+	return 0;
+}
+
+int
 msg_parse(const uint8_t *buf, size_t len, int has_fd, struct msg_hdr *hdr)
 {
 	struct msg_hdr h;
@@ -149,6 +192,41 @@ msg_fds_close(struct msghdr *m)
 	}
 }
 
+/*
+ * One received packet (m, n bytes at pkt) into hdr, payload and *fd, as
+ * msg_recv describes.  1, or -1 and errno EBADMSG (its descriptors
+ * closed).
+ */
+static int
+msg_unpack(struct msghdr *m, const uint8_t *pkt, ssize_t n, struct msg_hdr *hdr,
+    void *payload, int *fd)
+{
+	struct cmsghdr *cm;
+	int got = -1;
+
+	*fd = -1;
+	for (cm = CMSG_FIRSTHDR(m); cm != NULL; cm = CMSG_NXTHDR(m, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET &&
+		    cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && got == -1)
+			memcpy(&got, CMSG_DATA(cm), sizeof(int));
+		else
+			goto bad; /* more descriptors, or anything else */
+	}
+	if (m->msg_flags & (MSG_TRUNC | MSG_CTRUNC))
+		goto bad;
+	if (msg_parse(pkt, (size_t)n, got != -1, hdr) == -1)
+		goto bad;
+	memcpy(payload, pkt + sizeof(*hdr), hdr->len);
+	*fd = got;
+	return 1;
+bad:
+	/* Every descriptor that came, however many (two fit in u). */
+	msg_fds_close(m);
+	errno = EBADMSG;
+	return -1;
+}
+
 int
 msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
 {
@@ -159,9 +237,7 @@ msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
 	struct iovec iov;
 	struct msghdr m;
 	union msg_fd_buf u;
-	struct cmsghdr *cm;
 	ssize_t n;
-	int got = -1;
 
 	*fd = -1;
 	iov.iov_base = pkt.b;
@@ -178,26 +254,96 @@ msg_recv(int sock, struct msg_hdr *hdr, void *payload, int *fd)
 		return 0;
 	if (n == -1)
 		return -1;
-	for (cm = CMSG_FIRSTHDR(&m); cm != NULL; cm = CMSG_NXTHDR(&m, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET &&
-		    cm->cmsg_type == SCM_RIGHTS &&
-		    cm->cmsg_len == CMSG_LEN(sizeof(int)) && got == -1)
-			memcpy(&got, CMSG_DATA(cm), sizeof(int));
-		else
-			goto bad; /* more descriptors, or anything else */
+	return msg_unpack(&m, pkt.b, n, hdr, payload, fd);
+}
+
+void
+msg_rbatch_reset(struct msg_rbatch *b)
+{
+	/* Descriptors of packets read but not taken. */
+	for (; b->next < b->n; b->next++)
+		if (b->mm[b->next].msg_len > 0)
+			msg_fds_close(&b->mm[b->next].msg_hdr);
+	b->n = b->next = 0;
+	b->drained = 0;
+	b->sock = -1;
+}
+
+/* Read up to MSG_RBATCH packets into b.  As recvmmsg(2): the count, or
+ * -1 and errno. */
+static int
+msg_rbatch_fill(int sock, struct msg_rbatch *b)
+{
+	struct msghdr *m;
+	int i, n;
+
+	for (i = 0; i < MSG_RBATCH; i++) {
+		b->iov[i].iov_base = b->pkt[i].b;
+		b->iov[i].iov_len = sizeof(b->pkt[i].b);
+		m = &b->mm[i].msg_hdr;
+		memset(m, 0, sizeof(*m));
+		m->msg_iov = &b->iov[i];
+		m->msg_iovlen = 1;
+		m->msg_control = b->u[i].buf;
+		m->msg_controllen = sizeof(b->u[i].buf);
+		b->mm[i].msg_len = 0;
 	}
-	if (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC))
-		goto bad;
-	if (msg_parse(pkt.b, (size_t)n, got != -1, hdr) == -1)
-		goto bad;
-	memcpy(payload, pkt.b + sizeof(*hdr), hdr->len);
-	*fd = got;
-	return 1;
-bad:
-	/* Every descriptor that came, however many (two fit in u). */
-	msg_fds_close(&m);
-	errno = EBADMSG;
-	return -1;
+	do
+		n = recvmmsg(sock, b->mm, MSG_RBATCH,
+		    MSG_CMSG_CLOEXEC | MSG_DONTWAIT, NULL);
+	while (n == -1 && errno == EINTR);
+	return n;
+}
+
+int
+msg_recv_batched(
+    int sock, struct msg_rbatch *b, struct msg_hdr *hdr, void *payload, int *fd)
+{
+	struct mmsghdr *mm;
+	int n;
+
+	*fd = -1;
+	if (b->sock != sock) {
+		msg_rbatch_reset(b);
+		b->sock = sock;
+	}
+	if (b->next == b->n) {
+		if (b->drained) {
+			/* The last read found fewer than it had room for:
+			 * the queue was empty then (no call to learn it). */
+			b->drained = 0;
+			errno = EAGAIN;
+			return -1;
+		}
+		b->n = b->next = 0;
+		if ((n = msg_rbatch_fill(sock, b)) == -1)
+			return -1;
+		b->n = n;
+		b->drained = n < MSG_RBATCH;
+		if (n == 0) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+	mm = &b->mm[b->next++];
+	if (mm->msg_len == 0) {
+		b->next = b->n; /* end of file: nothing after it */
+		return 0;
+	}
+	return msg_unpack(&mm->msg_hdr, b->pkt[b->next - 1].b,
+	    (ssize_t)mm->msg_len, hdr, payload, fd);
+}
+
+void
+msg_rbatch_recheck(struct msg_rbatch *b)
+{
+	b->drained = 0;
+}
+
+int
+msg_rbatch_pending(const struct msg_rbatch *b)
+{
+	return b->next < b->n;
 }
 
 int

@@ -155,6 +155,15 @@ struct msg_fatal {
 int msg_send(int sock, uint16_t type, uint32_t id, const void *payload,
     size_t len, int fd);
 /*
+ * msg_send_many: n (<= MSG_SBATCH) messages of one type, no descriptors,
+ * in one sendmmsg(2): message i has id ids[i] and the len payload bytes
+ * at payloads + i * len.  0, or -1 and errno (as msg_send; some may have
+ * been sent).
+ */
+#define MSG_SBATCH 64
+int msg_send_many(int sock, uint16_t type, const uint32_t *ids,
+    const void *payloads, size_t len, size_t n);
+/*
  * msg_recv: one message into hdr and payload (MSG_PAYLOAD_MAX bytes).
  * 1 received (*fd: a passed descriptor or -1), 0 the peer closed, -1 and
  * errno (EAGAIN: nothing yet; EBADMSG: malformed: truncated, a size that
@@ -193,5 +202,42 @@ union msg_fd_buf {
  * until the sendmsg.
  */
 void msg_fd_attach(struct msghdr *m, union msg_fd_buf *u, int fd);
+
+/*
+ * msg_recv_batched: msg_recv through b, which one recvmmsg(2) fills with
+ * up to MSG_RBATCH packets: one system call for a burst of messages (the
+ * rows of concurrent tunnels), and none to learn that the socket is empty
+ * when the last read found fewer than it had room for (-1, EAGAIN: call
+ * again once the socket is readable).  b starts zeroed with sock -1
+ * (MSG_RBATCH_INIT) and belongs to one socket: another sock resets it.
+ * Each packet is checked as msg_recv checks it.  After EAGAIN nothing is
+ * buffered; after any other return, msg_rbatch_pending says whether
+ * packets read are still to be taken (a caller that stops early must come
+ * back for them: the socket may not become readable again).
+ */
+#define MSG_RBATCH 16
+struct msg_rbatch {
+	union {
+		struct msg_hdr h;
+		uint8_t b[sizeof(struct msg_hdr) + MSG_PAYLOAD_MAX];
+	} pkt[MSG_RBATCH];
+	union msg_fd_buf u[MSG_RBATCH];
+	struct iovec iov[MSG_RBATCH];
+	struct mmsghdr mm[MSG_RBATCH];
+	int sock, n, next, drained;
+};
+#define MSG_RBATCH_INIT                                                        \
+	{                                                                      \
+		.sock = -1                                                     \
+	}
+int msg_recv_batched(int sock, struct msg_rbatch *b, struct msg_hdr *hdr,
+    void *payload, int *fd);
+int msg_rbatch_pending(const struct msg_rbatch *b);
+/* msg_rbatch_recheck: the next msg_recv_batched on an empty b reads the
+ * socket even if the last read emptied it (a caller that must see what
+ * was sent since, without waiting for readability). */
+void msg_rbatch_recheck(struct msg_rbatch *b);
+/* msg_rbatch_reset: drop what b holds (its descriptors closed). */
+void msg_rbatch_reset(struct msg_rbatch *b);
 
 #endif

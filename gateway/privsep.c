@@ -60,9 +60,19 @@ static int64_t privsep_backoff_ms, privsep_started_ms, privsep_addrs_ms;
 static int privsep_avail = -1;	       /* last audit state sent */
 static struct msg_addrs privsep_addrs; /* last address list sent */
 static struct privsep_row *privsep_rows[PRIVSEP_BUCKETS];
+/* Its messages, a burst per recvmmsg(2) (the rows of concurrent tunnels). */
+static struct msg_rbatch privsep_rb = MSG_RBATCH_INIT;
+/* MSG_AUDIT_COMMITTED answers of one group commit, sent together by
+ * privsep_flush (one sendmmsg(2)) once the loop has run the group's
+ * callbacks; any other message sends them first, keeping the order. */
+static uint32_t privsep_out_id[MSG_SBATCH];
+static struct msg_int privsep_out[MSG_SBATCH];
+static size_t privsep_nout;
+static struct event *privsep_flush_ev;
 static int privsep_stopping;
 
 static int privsep_start(char **cause);
+static void privsep_flush(void);
 
 static void privsep_lost(const char *why, int exiting);
 static void privsep_schedule(int64_t now);
@@ -71,6 +81,10 @@ static void privsep_schedule(int64_t now);
 static int
 privsep_send(uint16_t type, uint32_t id, const void *p, size_t len, int fd)
 {
+	if (privsep_sock == -1)
+		return -1;
+	if (privsep_nout > 0)
+		privsep_flush();
 	if (privsep_sock == -1)
 		return -1;
 	if (msg_send(privsep_sock, type, id, p, len, fd) == -1) {
@@ -100,17 +114,49 @@ privsep_row_take(uint32_t id)
 	return NULL;
 }
 
+/* Send the queued MSG_AUDIT_COMMITTED answers; on failure the proxy
+ * process is killed, as privsep_send does. */
+static void
+privsep_flush(void)
+{
+	size_t n = privsep_nout;
+
+	privsep_nout = 0;
+	if (n == 0 || privsep_sock == -1)
+		return;
+	if (msg_send_many(privsep_sock, MSG_AUDIT_COMMITTED, privsep_out_id,
+		privsep_out, sizeof(privsep_out[0]), n) == -1) {
+		log_warn(
+		    "proxy process %ld: send, killing it", (long)privsep_pid);
+		if (privsep_pid > 0)
+			kill(privsep_pid, SIGKILL);
+	}
+}
+
+static void
+privsep_flush_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	privsep_flush();
+}
+
 static void
 privsep_committed(int ok, void *arg)
 {
 	struct privsep_row *r = arg;
-	struct msg_int m = { ok };
 	uint32_t id = r->id;
 
 	r->wait = NULL;
 	if (!ok)
 		free(privsep_row_take(id)); /* the proxy drops the row */
-	(void)privsep_send(MSG_AUDIT_COMMITTED, id, &m, sizeof(m), -1);
+	if (privsep_sock == -1)
+		return;
+	if (privsep_nout == MSG_SBATCH)
+		privsep_flush();
+	privsep_out_id[privsep_nout] = id;
+	privsep_out[privsep_nout].v = ok;
+	/* After the rest of this group's callbacks (same loop pass). */
+	if (privsep_nout++ == 0)
+		event_active(privsep_flush_ev, EV_TIMEOUT, 1);
 }
 
 static const char *
@@ -304,7 +350,7 @@ privsep_read(int *revoked)
 	int r, fd;
 
 	while (privsep_sock != -1) {
-		r = msg_recv(privsep_sock, &h, &p, &fd);
+		r = msg_recv_batched(privsep_sock, &privsep_rb, &h, &p, &fd);
 		if (r == -1 && errno == EAGAIN)
 			return 0;
 		/* It exited with our messages unread: ECONNRESET comes
@@ -340,8 +386,12 @@ privsep_read(int *revoked)
 			privsep_lost("bad message", 0);
 			return -1;
 		}
-		if (revoked != NULL && h.type == MSG_POLICY_DONE)
+		if (revoked != NULL && h.type == MSG_POLICY_DONE) {
+			/* Rows read with it are taken from the loop. */
+			if (msg_rbatch_pending(&privsep_rb) && privsep_ev)
+				event_active(privsep_ev, EV_READ, 1);
 			return 1;
+		}
 	}
 	return -1;
 }
@@ -480,6 +530,8 @@ privsep_lost(const char *why, int exiting)
 	event_del(privsep_ev);
 	event_free(privsep_ev);
 	privsep_ev = NULL;
+	msg_rbatch_reset(&privsep_rb); /* the lost proxy's unread rows */
+	privsep_nout = 0;
 	close(privsep_sock);
 	privsep_sock = -1;
 	if (privsep_pid > 0)
@@ -586,7 +638,9 @@ privsep_init(struct gateway *gw, char **cause)
 	privsep_gw = gw;
 	privsep_restart_ev = evtimer_new(gw->base, privsep_restart_cb, NULL);
 	privsep_tick_ev = evtimer_new(gw->base, privsep_tick_cb, NULL);
-	if (privsep_restart_ev == NULL || privsep_tick_ev == NULL)
+	privsep_flush_ev = event_new(gw->base, -1, 0, privsep_flush_cb, NULL);
+	if (privsep_restart_ev == NULL || privsep_tick_ev == NULL ||
+	    privsep_flush_ev == NULL)
 		return cause_set(cause, "evtimer_new failed");
 	evtimer_add(privsep_tick_ev, &tv);
 	return privsep_start(cause);
@@ -611,7 +665,9 @@ privsep_shutdown(void)
 		event_free(privsep_restart_ev);
 	if (privsep_tick_ev != NULL)
 		event_free(privsep_tick_ev);
-	privsep_restart_ev = privsep_tick_ev = NULL;
+	if (privsep_flush_ev != NULL)
+		event_free(privsep_flush_ev);
+	privsep_restart_ev = privsep_tick_ev = privsep_flush_ev = NULL;
 	privsep_gw = NULL;
 }
 

@@ -29,7 +29,8 @@
 # CONNECT, issue 15; before, the lookup ran while the guest sent its
 # ClientHello).  KSB_GATEWAYD=path runs another ksb-gatewayd build (the
 # one before, for the comparison); LATENCY_ONLY=1 runs only the
-# one-at-a-time latency of SYSTEMS (no idle, bulk or rate runs).
+# one-at-a-time latency of SYSTEMS (no idle, bulk or rate runs);
+# RATE_ONLY=1 skips the idle and bulk runs.
 # tinyproxy and squid are installed and started only if SYSTEMS names
 # them.
 set -eu
@@ -96,6 +97,8 @@ max-connections = $((IDLE + 1000))
 max-connections-per-instance = $((IDLE + 1000))
 connection-rate = 1000000
 connection-rate-per-instance = 1000000
+audit-budget-records = 1000000
+audit-budget-bytes = 2147483647
 CONF
 # dns.test for ksbdns: A 10.78.0.2 after DNS_DELAY_MS, NXDOMAIN (at once)
 # for anything else.
@@ -228,12 +231,13 @@ gw_pids() {
 	echo "$p"
 	for k in $(pgrep -P "$p"); do gw_pids "$k"; done
 }
-# cpu_s [PID [sys]]: CPU seconds, user + system (or system only), of PID
-# (the gateway) and its descendants, from /proc/<pid>/stat fields 14 and
-# 15 (clock ticks).
+# cpu_s [PID [sys [self]]]: CPU seconds, user + system (or system only),
+# of PID (the gateway) and its descendants (self: PID alone), from
+# /proc/<pid>/stat fields 14 and 15 (clock ticks).
 cpu_s() {
 	# shellcheck disable=SC2046
-	cat $(gw_pids "${1:-$GWPID}" | sed 's|.*|/proc/&/stat|') 2>/dev/null |
+	cat $(if [ "${3:-}" = self ]; then echo "$1"; else gw_pids "${1:-$GWPID}"
+		fi | sed 's|.*|/proc/&/stat|') 2>/dev/null |
 		awk -v hz="$(getconf CLK_TCK)" -v sys="${2:-}" \
 		'{ sub(/^.*\) /, ""); t += $13; if (sys == "") t += $12 }
 		END { printf "%.2f", t / hz }'
@@ -246,6 +250,57 @@ rss() {
 		awk '/^VmRSS/ { t += $2 } END { print t }'
 }
 
+# PERF=DIR: during the first 32-at-once run of ksb and of tinyproxy, a
+# call-graph profile of the proxy's processes (perf record -e cpu-clock
+# -g) into DIR/SYS.data, the top entries into DIR/SYS.top, and their
+# system calls per tunnel (perf stat on the syscalls tracepoints) into
+# DIR/SYS.syscalls (PERF_CG=dwarf: call graphs through code built
+# without frame pointers, such as SQLite).  The profile costs CPU: that run's figures are not
+# comparable (the other runs are).
+PERF=${PERF:-}
+PERF_PIDS=
+perf_start() {
+	[ -n "$PERF" ] && [ "$2" = 1 ] && [ -n "${PIDOF[$1]:-}" ] || return 0
+	mkdir -p "$PERF"
+	PERF_PIDS=$(gw_pids "${PIDOF[$1]}" | paste -sd,)
+	perf record -q -e cpu-clock --call-graph "${PERF_CG:-fp}" \
+		-p "$PERF_PIDS" -o "$PERF/$1.data" \
+		2>"$PERF/$1.record.log" &
+	PERF_REC=$!
+	perf stat -x, -e 'syscalls:sys_enter_*' -p "$PERF_PIDS" \
+		-o "$PERF/$1.stat" &
+	PERF_STAT=$!
+	sleep 0.5	# perf attaches
+}
+perf_stop() {	# SYS TUNNELS_PER_S
+	[ -n "$PERF_PIDS" ] || return 0
+	kill -INT "$PERF_REC" "$PERF_STAT"
+	wait "$PERF_REC" "$PERF_STAT" || true
+	perf report -i "$PERF/$1.data" --no-children --sort comm,dso,sym \
+		--stdio -g none --percent-limit 0.7 2>/dev/null |
+		grep -v '^#' | grep -v '^$' > "$PERF/$1.top" || true
+	# A few tunnels one at a time under strace: the calls of each.
+	if command -v strace >/dev/null; then
+		strace -f -tt -p "$PERF_PIDS" -o "$PERF/$1.strace" 2>/dev/null &
+		PERF_REC=$!
+		sleep 0.5
+		# shellcheck disable=SC2046
+		lg rate "$(addr "$1")" 0.2 1 $(via "$1") >/dev/null || true
+		kill -INT "$PERF_REC"
+		wait "$PERF_REC" || true
+	fi
+	# Tunnels during the profile: the rate times RATE_S (perf attached
+	# before the run and stopped right after it).
+	awk -F, -v n="$(( $2 * RATE_S ))" '
+		$1 ~ /^[0-9]+$/ && $1 > 0 { t += $1; sub(/.*sys_enter_/, "", $3)
+			c[$3] = $1 }
+		END { printf "%.1f system calls per tunnel\n", t / n
+			for (k in c) if (c[k] / n >= 0.05)
+				printf "%6.2f %s\n", c[k] / n, k }' \
+		"$PERF/$1.stat" | sort -k1,1gr > "$PERF/$1.syscalls"
+	PERF_PIDS=
+}
+
 ksb_say "load: $(uptime)"
 for s in $SYSTEMS; do	# warm-up, and a check that each path works
 	# shellcheck disable=SC2046
@@ -253,7 +308,7 @@ for s in $SYSTEMS; do	# warm-up, and a check that each path works
 		ksb_fail "$s: no tunnel: $out"
 done
 
-if [ -z "${LATENCY_ONLY:-}" ]; then
+if [ -z "${LATENCY_ONLY:-}" ] && [ -z "${RATE_ONLY:-}" ]; then
 ksb_say "idle: $IDLE tunnels through ksb"
 # First, on a gateway that has carried only the warm-up tunnels, and all
 # runs against the RSS before the first one: later runs reuse what the
@@ -310,15 +365,22 @@ for s in $SYSTEMS; do
 		if [ -z "${LATENCY_ONLY:-}" ]; then
 		c0=$( [ -n "$p" ] && cpu_s "$p" || echo 0)
 		k0=$( [ -n "$p" ] && cpu_s "$p" sys || echo 0)
+		s0=$( [ -n "$p" ] && cpu_s "$p" "" self || echo 0)
+		perf_start "$s" "$r"
 		# shellcheck disable=SC2046
 		set -- $(lg rate "$(addr "$s")" "$RATE_S" "$RATE_CONC" $(via "$s"))
+		perf_stop "$s" "$2"
 		c1=$( [ -n "$p" ] && cpu_s "$p" || echo 0)
 		k1=$( [ -n "$p" ] && cpu_s "$p" sys || echo 0)
+		s1=$( [ -n "$p" ] && cpu_s "$p" "" self || echo 0)
 		# CPU microseconds the proxy spent per tunnel, all and in the
 		# kernel (the TCP work every proxy does for two connections).
 		us=$(awk "BEGIN { printf \"%.0f\", ($c1 - $c0) * 1e6 / ($2 * $RATE_S) }")
 		ks=$(awk "BEGIN { printf \"%.0f\", ($k1 - $k0) * 1e6 / ($2 * $RATE_S) }")
-		echo "$s run $r: $RATE_CONC at a time: $2 tunnels/s (p50 $3 ms, p99 $4 ms, errors $5)$( [ -n "$p" ] && echo ", proxy CPU $us us/tunnel, $ks in the kernel")"
+		# ... and of that, the main process's (ksb: the parent, with
+		# its audit writer; the rest is the proxy process)
+		ss=$(awk "BEGIN { printf \"%.0f\", ($s1 - $s0) * 1e6 / ($2 * $RATE_S) }")
+		echo "$s run $r: $RATE_CONC at a time: $2 tunnels/s (p50 $3 ms, p99 $4 ms, errors $5)$( [ -n "$p" ] && echo ", proxy CPU $us us/tunnel, $ks in the kernel$( [ "$s" = ksb ] && echo ", $ss in the parent")")"
 		echo "$2" >> "$T/rate.$s"
 		echo "$us" >> "$T/cpu.$s"
 		echo "$ks" >> "$T/kcpu.$s"
@@ -347,7 +409,10 @@ done
 bd=$(med < "$T/bulk.direct"); bk=$(med < "$T/bulk.ksb")
 rt=$(med < "$T/rate.tinyproxy"); rk=$(med < "$T/rate.ksb")
 rth=$(med < "$T/ratehi.tinyproxy"); rkh=$(med < "$T/ratehi.ksb")
-ratio() { awk "BEGIN { if ($2 == 0) print \"-\"; else printf \"%.2f\", $1 / $2 }"; }
+ratio() {	# a system left out (SYSTEMS=...) has no median: "-"
+	awk -v a="${1:-0}" -v b="${2:-0}" \
+		'BEGIN { if (b == 0) print "-"; else printf "%.2f", a / b }'
+}
 printf '%-10s %10s %12s %12s %8s %8s %14s\n' system "MiB/s" \
 	"tun/s@$RATE_CONC" "tun/s@$RATE_HI" "p50 ms" "p99 ms" "CPU us/tun(k)"
 for s in $SYSTEMS; do

@@ -968,6 +968,58 @@ test_totals_retention(void)
 	free(p);
 }
 
+/*
+ * One transaction, many keys: the writer gathers the totals of a batch
+ * per (instance, host, port) and writes them before its COMMIT, flushing
+ * every AUDIT_TACC_MAX (64) keys.  Records queued before the writer
+ * starts are one batch: 150 decisions to 100 keys, times out of order,
+ * with the close records of the allowed ones.
+ */
+static void
+test_totals_batch(void)
+{
+	char *p = path_of("totbatch.db"), *s1, *s2, *cause = NULL;
+	char host[32], *q;
+	int64_t now = util_now_ms(), ids[150];
+	struct audit *a;
+	sqlite3 *db;
+	int i;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	for (i = 0; i < 150; i++) {
+		snprintf(host, sizeof(host), "h%d.test", i % 100);
+		ids[i] = put(a, i % 3 ? "inst-1" : "inst-2", host, i % 2,
+		    now - (i * 7919) % 1000);
+	}
+	for (i = 1; i < 150; i += 2)
+		audit_close(a, ids[i], i, 10 * i, 1, "closed");
+	audit_start(a, base, &cause);
+	audit_free(a);
+	db = db_open(p);
+	s1 = totals_recomputed(db);
+	s2 = totals_stored(db);
+	CHECK(strcmp(s1, s2) == 0, "batch: totals equal the rows' aggregates");
+	if (strcmp(s1, s2) != 0)
+		printf("# rows:   %s\n# totals: %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	q = q_text(db, "SELECT group_concat(x) FROM (SELECT instance || ':' "
+	    "|| count(*) || ':' || sum(coalesce(bytes_down, 0)) || ':' || "
+	    "min(ts_ms) || ':' || max(ts_ms) AS x FROM connections GROUP BY "
+	    "instance ORDER BY instance)");
+	s1 = q_text(db, "SELECT group_concat(x) FROM (SELECT instance || ':' "
+	    "|| connections || ':' || bytes_down || ':' || first_ms || ':' || "
+	    "last_ms AS x FROM totals_instance ORDER BY instance)");
+	CHECK(strcmp(q, s1) == 0, "batch: instance totals, first and last");
+	if (strcmp(q, s1) != 0)
+		printf("# rows:   %s\n# totals: %s\n", q, s1);
+	free(q);
+	free(s1);
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: chain and totals of one batch");
+	free(p);
+}
+
 /* A forward's events (schema 7): rows, chain, a modified count caught;
  * a version 5 database gets the table. */
 static void
@@ -1065,6 +1117,7 @@ main(void)
 	test_migrate_v7();
 	test_forwards();
 	test_totals_retention();
+	test_totals_batch();
 	test_retention();
 	test_idle();
 	test_removed();

@@ -15,6 +15,18 @@
 
 static uint8_t payload[MSG_PAYLOAD_MAX];
 
+/* Send raw bytes: a header saying hlen, then plen payload bytes. */
+static int
+raw_send(int sv[2], uint16_t type, uint16_t hlen, size_t plen)
+{
+	struct msg_hdr h = { type, hlen, 7 };
+	uint8_t buf[sizeof(h) + MSG_PAYLOAD_MAX];
+
+	memset(buf, 0, sizeof(buf));
+	memcpy(buf, &h, sizeof(h));
+	return (int)send(sv[0], buf, sizeof(h) + plen, 0);
+}
+
 /* Send raw bytes (header + payload as given), then msg_recv. */
 static int
 raw(int sv[2], uint16_t type, uint16_t hlen, size_t plen, int fd)
@@ -144,6 +156,50 @@ main(void)
 		CHECK(r == -1 && errno == EBADMSG && probe == fds[0],
 		    "two descriptors: EBADMSG, neither kept");
 		close(probe);
+	}
+	{
+		/* msg_recv_batched: a burst larger than one batch, in order;
+		 * EAGAIN once drained without losing what follows; a bad
+		 * packet in a batch; EOF after the last packet. */
+		static struct msg_rbatch rb = MSG_RBATCH_INIT;
+		int i, n = 0, order = 1, sv2[2];
+
+		for (i = 0; i < MSG_RBATCH + 5; i++)
+			(void)msg_send(sv[0], MSG_AUDIT_COMMITTED, (uint32_t)i + 1,
+			    &mi, sizeof(mi), -1);
+		while ((r = msg_recv_batched(sv[1], &rb, &h, payload, &fd)) == 1) {
+			order &= h.id == (uint32_t)n + 1 && fd == -1;
+			n++;
+		}
+		CHECK(r == -1 && errno == EAGAIN && n == MSG_RBATCH + 5 && order,
+		    "batched: a burst of %d in order, then EAGAIN", n);
+		CHECK(!msg_rbatch_pending(&rb), "batched: nothing held");
+		(void)msg_send(sv[0], MSG_AUDIT_COMMITTED, 99, &mi, sizeof(mi), -1);
+		CHECK(msg_recv_batched(sv[1], &rb, &h, payload, &fd) == 1 &&
+		    h.id == 99, "batched: a message after EAGAIN");
+		CHECK(msg_recv_batched(sv[1], &rb, &h, payload, &fd) == -1 &&
+		    errno == EAGAIN, "batched: EAGAIN again");
+		(void)msg_send(sv[0], MSG_AUDIT_COMMITTED, 1, &mi, sizeof(mi), -1);
+		(void)raw_send(sv, MSG_AUDIT_DECISION, 3, 3);
+		(void)msg_send(sv[0], MSG_AUDIT_COMMITTED, 2, &mi, sizeof(mi), -1);
+		r = msg_recv_batched(sv[1], &rb, &h, payload, &fd);
+		CHECK(r == 1 && h.id == 1, "batched: good packet first");
+		r = msg_recv_batched(sv[1], &rb, &h, payload, &fd);
+		CHECK(r == -1 && errno == EBADMSG, "batched: then the bad one");
+		CHECK(msg_rbatch_pending(&rb), "batched: the rest still held");
+		msg_rbatch_reset(&rb);
+		CHECK(!msg_rbatch_pending(&rb), "batched: reset drops it");
+		if (socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv2) == 0) {
+			(void)msg_send(sv2[0], MSG_AUDIT_COMMITTED, 5, &mi,
+			    sizeof(mi), -1);
+			close(sv2[0]);
+			r = msg_recv_batched(sv2[1], &rb, &h, payload, &fd);
+			CHECK(r == 1 && h.id == 5, "batched: another socket");
+			CHECK(msg_recv_batched(sv2[1], &rb, &h, payload, &fd) ==
+			    0, "batched: end of file after the last message");
+			close(sv2[1]);
+		}
+		msg_rbatch_reset(&rb);
 	}
 	{
 		uint8_t pkt[sizeof(struct msg_hdr) + sizeof(struct msg_fatal)];
