@@ -21,7 +21,7 @@ set -eu
 
 ksb_need_root
 ksb_need tmux
-command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
+ksb_need python3
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
 KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl
