@@ -779,6 +779,13 @@ http_response_fields(const uint8_t *buf, unsigned rq_flags,
 		rs->interim = true;
 		return 0;
 	}
+	/* A 204 announcing a body: RFC 9110 §8.6 and RFC 9112 §6.1 forbid
+	 * both fields in it, and parsers disagree on its end (llhttp before
+	 * 8, in Debian 12's Node 18, reads the body: the client's next
+	 * response would not be the one this side sees). */
+	if (rs->status == 204 && !(rq_flags & HTTP_RQ_HEAD) &&
+	    body != HTTP_BODY_NONE)
+		return -1;
 	if ((rq_flags & HTTP_RQ_HEAD) || rs->status == 204 || rs->status == 304)
 		return 0;
 	if (body == HTTP_BODY_NONE && seen->n_cl == 0) {

@@ -211,8 +211,10 @@ struct http_response {
  * http_parse_request.  Every refusal is REASON_UPSTREAM_BAD_RESPONSE (the
  * guest is answered 502): a status line other than `HTTP/1.x NNN
  * [SP reason]`, a status outside 100-599, 101 to a request that did not
- * ask for it, a head over HTTP_HEAD_MAX or with more than HTTP_FIELDS_MAX
- * fields, and the same line, field, Content-Length and
+ * ask for it, a 204 (not to HEAD) with Transfer-Encoding or a
+ * Content-Length other than 0 (RFC 9110 §8.6, RFC 9112 §6.1: parsers
+ * disagree on where it ends), a head over HTTP_HEAD_MAX or with more
+ * than HTTP_FIELDS_MAX fields, and the same line, field, Content-Length and
  * Transfer-Encoding rules as requests (here TE must be exactly chunked
  * too, and TE with Content-Length is refused, not resolved).
  */

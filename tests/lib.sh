@@ -45,6 +45,8 @@ ksb_pkg() {
 	clang) echo clang ;;
 	clang-format) echo clang-format ;;
 	file) echo file ;;
+	systemd-analyze) echo systemd ;;
+	man) echo man-db ;;
 	depmod | modprobe) echo kmod ;;
 	timeout | mkfifo | stat | sha256sum | base64 | od) echo coreutils ;;
 	*) echo "?" ;;

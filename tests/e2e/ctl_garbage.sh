@@ -11,8 +11,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3 (the fake guest)"
-ksb_need sqlite3
+ksb_need python3 sqlite3
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
 ksb_kernel
 ksb_env

@@ -14,7 +14,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
+ksb_need qemu-system-x86_64
 [ -x /usr/bin/python3 ] || ksb_skip "needs /usr/bin/python3 (the guest's web server)"
 [ -x /usr/bin/Xvfb ] || ksb_skip "needs /usr/bin/Xvfb (Debian package xvfb)"
 [ -x /usr/bin/xlogo ] || ksb_skip "needs /usr/bin/xlogo (Debian package x11-apps)"

@@ -21,8 +21,8 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
-command -v setpriv >/dev/null || ksb_skip "needs setpriv (util-linux)"
+ksb_need python3
+ksb_need setpriv
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
 KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl

@@ -10,7 +10,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
+ksb_need python3
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"

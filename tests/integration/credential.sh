@@ -13,7 +13,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3"
+ksb_need python3
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 ORIGIN=$KSB_SRCDIR/tests/integration/cred_origin.py
 CLIENT=$KSB_SRCDIR/tests/integration/cred_client.py

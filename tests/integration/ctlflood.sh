@@ -9,8 +9,8 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-command -v python3 >/dev/null || ksb_skip "needs python3"
-command -v setpriv >/dev/null || ksb_skip "needs setpriv (util-linux)"
+ksb_need python3
+ksb_need setpriv
 getent passwd daemon >/dev/null || ksb_skip "needs the user daemon"
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"

@@ -13,7 +13,7 @@ set -eu
 ksb_need_root
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
-command -v setpriv >/dev/null || ksb_skip "needs setpriv (util-linux)"
+ksb_need setpriv
 getent group adm >/dev/null || ksb_skip "needs the group adm"
 caps=$(sed -n 's/^CapabilityBoundingSet=//p' "$KSB_SRCDIR/contrib/ksb-gatewayd.service" |
 	tr 'A-Z' 'a-z' | sed -e 's/cap_/+/g' -e 's/ /,/g')

@@ -11,7 +11,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 builddir=${KSB_BUILDDIR:-$(cd "$here/../.." && pwd)}
 drv=$builddir/tests/integration/mirrordrv
 ksbctl=$builddir/ksbctl/ksbctl
-command -v git >/dev/null 2>&1 || { echo "SKIP: needs git (test witness): install the Debian package git"; exit 77; }
+. "$here/../lib.sh"
+ksb_need git	# the test witness
 [ -x "$drv" ] && [ -x "$ksbctl" ] || { echo "FAIL: mirrordrv/ksbctl not built"; exit 99; }
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/ksbt-mirror.XXXXXX")

@@ -31,8 +31,12 @@ URL=http://127.0.0.1:4318/v1/logs
 fails=0
 pass=0
 
-# denials N: N refused CONNECTs from g1 (one audit record each).
+# denials N: N refused CONNECTs from g1 (one audit record each), then
+# until the audit writer has committed them (<= 30 s): it writes after
+# the answer, and an export started before would miss them.
 denials() {
+	local before
+	before=$(db_seqs | wc -l)
 	ip netns exec "ksbt-$$-g1" timeout 120 python3 - "$1" <<'PY'
 import socket, sys
 for i in range(int(sys.argv[1])):
@@ -42,7 +46,10 @@ for i in range(int(sys.argv[1])):
         pass
     s.close()
 PY
+	ksb_until 30 db_has "$((before + $1))" || ksb_fail \
+		"the audit has $(db_seqs | wc -l) records, want $((before + $1))"
 }
+db_has() { [ "$(db_seqs | wc -l)" -ge "$1" ]; }
 # db_seqs: every chained record's seq, in order (the --jsonl export).
 db_seqs() {
 	"$KSBCTL" -f "$T/ksb.conf" audit export --jsonl |

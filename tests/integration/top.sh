@@ -24,8 +24,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-ksb_need tmux setpriv /usr/bin/python3
-command -v python3 >/dev/null || ksb_skip "needs python3 (raw-socket client)"
+ksb_need tmux setpriv python3
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 RAW=$KSB_SRCDIR/tests/integration/proxy_raw.py
 KSBCTL=$KSB_BUILDDIR/ksbctl/ksbctl

@@ -31,6 +31,18 @@ for p in $(sed -n '/^ksb_pkg() {/,/^}/p' "$S/tests/lib.sh" |
 	for q in $pkgs; do [ "$q" = "$p" ] && in=0; done
 	check "contrib/bootstrap.sh installs $p" "$in"
 done
+# No test of contrib/test.sh skips on a missing tool by hand (`command -v
+# X || ... SKIP`): ksb_need names the package, and fails under
+# contrib/test.sh, where bootstrap.sh should have installed it.
+hand=$(cd "$S" &&
+    for f in tests/unit/*.sh tests/integration/*.sh tests/e2e/*.sh; do
+	[ "$f" = tests/unit/packages.sh ] && continue
+	awk -v f="$f" '/command -v/ { l = $0; n = FNR; getline nx
+		if ((l nx) ~ /ksb_skip|SKIP|exit 77/) print f ":" n }' "$f"
+done)
+[ -z "$hand" ] || echo "# hand-made skips: $hand"
+check "no test skips on a missing tool without ksb_need" \
+	"$([ -z "$hand" ]; echo $?)"
 # A missing tool: skipped (77) with its package named; failed under
 # KSB_NEED_STRICT (contrib/test.sh).
 out=$(PATH=/nonexistent; unset KSB_NEED_STRICT; ksb_need pgrep 2>&1); rc=$?

@@ -8,7 +8,8 @@
 set -eu
 B=${KSB_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 S=${KSB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
-command -v sqlite3 >/dev/null || { echo "SKIP: needs sqlite3"; exit 77; }
+. "$(dirname "$0")/../lib.sh"
+ksb_need sqlite3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 fails=0

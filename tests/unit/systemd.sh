@@ -4,8 +4,8 @@
 # ksb-gatewayd.service; ksb-run@.service's figure printed.  Needs systemd-analyze (package systemd), not a
 # running systemd: --offline.  Prints the figure.
 set -eu
-command -v systemd-analyze >/dev/null ||
-	{ echo "SKIP: needs systemd-analyze (package systemd)"; exit 77; }
+. "$(dirname "$0")/../lib.sh"
+ksb_need systemd-analyze man	# man: verify checks Documentation=man:
 S=${KSB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 B=${KSB_BUILDDIR:-$S}
 T=$(mktemp -d /tmp/ksbt-systemd.XXXXXX)

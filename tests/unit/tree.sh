@@ -7,11 +7,10 @@
 set -eu
 S=${KSB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 cd "$S"
-command -v git >/dev/null || { echo "SKIP: git not installed (Debian package git)"; exit 77; }
+. "$S/tests/lib.sh"
+ksb_need git clang-format
 git rev-parse --git-dir >/dev/null 2>&1 ||
 	{ echo "SKIP: $S is not a git checkout (a release tarball)"; exit 77; }
-command -v clang-format >/dev/null ||
-	{ echo "SKIP: clang-format not installed (Debian package clang-format)"; exit 77; }
 fails=0 n=0
 check() {
 	n=$((n + 1))
