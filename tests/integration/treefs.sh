@@ -9,11 +9,11 @@
 # root and /dev/fuse (the fuse module); no network.
 set -eu
 
-here=$(cd "$(dirname "$0")" && pwd)
-builddir=${KSB_BUILDDIR:-$(cd "$here/../.." && pwd)}
+. "$(dirname "$0")/../lib.sh"
+builddir=$KSB_BUILDDIR
 clone=$builddir/ksb-guest-clone
-command -v git >/dev/null 2>&1 || { echo "SKIP: needs git (test witness): install the Debian package git"; exit 77; }
-[ "$(id -u)" = 0 ] || { echo "SKIP: needs root (a FUSE mount)"; exit 77; }
+ksb_need git
+ksb_need_root
 [ -c /dev/fuse ] || { echo "SKIP: needs /dev/fuse (modprobe fuse)"; exit 77; }
 [ -x "$clone" ] || { echo "FAIL: ksb-guest-clone not built"; exit 99; }
 
