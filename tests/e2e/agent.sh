@@ -21,7 +21,9 @@
 #    resumed after the restart (pass records); last, a hole opened during
 #    a turn: the reload's test fails, the instance is stopped (exit 125,
 #    a fail record), the turn in flight ends "exited"; logs --screen is
-#    then refused.
+#    then refused;
+#  - policy suggest on the whole run, applied: what ag1 used or was
+#    refused (the audit's rows) is allowed, nothing else.
 # Needs root, QEMU, tmux, git, python3 and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -371,6 +373,65 @@ ctl logs ag1 --screen > "$T/screen3" 2>&1 && sr=0 || sr=$?
 cat "$T/screen3"
 ksb_check "logs --screen of a stopped instance: refused, exit 1" \
 	'[ "$sr" = 1 ] && grep -q "not running" "$T/screen3"'
+
+# The whole recorded run (the instance is stopped: its rows are all in):
+# `policy suggest' drafts a profile; beside the test's own policy files
+# `policy check' accepts it, and `policy test' on it allows every name
+# (and port) the audit says ag1 used or was refused, and nothing else.
+# The names come from the audit rows (sqlite3 as the witness); the
+# self-test's probe name is refused by design and not suggested.
+ksb_say "policy suggest on the recorded run, applied"
+ctl policy suggest --instance ag1 --name suggested \
+	> "$T/draft" 2> "$T/draft.err" || true
+cat "$T/draft" "$T/draft.err"
+mkdir -p "$T/try"
+cp "$T/policy.d/"*.policy "$T/try/"
+cp "$T/draft" "$T/try/suggested.policy"
+sed "s|^policy = .*|policy = $T/try/*.policy|" "$T/ksb.conf" > "$T/try.conf"
+KC() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/try.conf" "$@"; }
+KT() { KC policy test suggested "$1" > /dev/null 2>&1; }
+ksb_check "ksbctl policy check accepts the draft with the test's policy" \
+	'KC policy check > "$T/try.check" 2>&1 &&
+	 grep -q "configuration OK" "$T/try.check"'
+q="SELECT DISTINCT host || ':' || port FROM connections WHERE instance ="
+q="$q 'ag1' AND host IS NOT NULL AND host != 'ksb-selftest.invalid' AND"
+used=$(ksb_sql "$q decision = 'allow'")
+refused=$(ksb_sql "$q decision = 'deny' AND
+	reason IN ('not_in_allowlist', 'ip_literal')")
+echo "audit: used $(echo $used), refused $(echo $refused)"
+ksb_check "the run has both used and refused names" \
+	'[ -n "$used" ] && [ -n "$refused" ]'
+for h in $refused; do
+	ksb_check "refused $h: refused by the test's policy" \
+		'! ctl policy test default "$h" > /dev/null 2>&1'
+done
+names=$(printf '%s\n' $used $refused | sort -u)
+for h in $names; do
+	ksb_check "applied: $h allowed" 'KT "$h"'
+done
+never=never-asked-$$.test
+ksb_check "$never is not in the audit" \
+	'[ "$(ksb_rows "host = '"'$never'"'")" = 0 ]'
+ksb_check "applied: $never still refused" '! KT "$never"'
+seen=
+for h in $names; do
+	n=${h%:*}; port=${h##*:}
+	case $n in *[!0-9.]*) ;; *) continue ;; esac	# an address
+	sib=ksb-sibling-$$.${n#*.}
+	if grep -qF "allow *.${n#*.}:" "$T/draft"; then
+		echo "# a wildcard *.${n#*.} was proposed: $sib covered"
+	elif [ "${seen#* $sib:$port }" = "$seen" ]; then
+		seen="$seen $sib:$port "
+		ksb_check "applied: sibling $sib:$port refused (no wildcard)" \
+			'! KT "$sib:$port"'
+	fi
+	o=$((port == 443 ? 8443 : 443))
+	w="instance = 'ag1' AND host = '$n' AND port = $o"
+	if [ "$(ksb_rows "$w")" = 0 ]; then
+		ksb_check "applied: $n:$o (a port never asked) refused" \
+			'! KT "$n:$o"'
+	fi
+done
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"
