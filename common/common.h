@@ -120,6 +120,15 @@ int util_proc_alive(pid_t pid, uint64_t *start);
  */
 int util_write_all(int fd, const void *p, size_t len);
 /*
+ * util_replace_file: make path hold exactly the len bytes of buf, all or
+ * nothing: written to "<path>.tmp" (an old one removed first; created
+ * O_EXCL | O_NOFOLLOW with mode), fsync'd, then renamed over path
+ * (rename(2) is atomic within a file system).  0, or -1 and *cause
+ * ("<file>: <strerror>"); the temporary file is removed on failure.
+ */
+int util_replace_file(
+    const char *path, const void *buf, size_t len, mode_t mode, char **cause);
+/*
  * util_read_file: read the regular file path whole (opened O_CLOEXEC |
  * O_NOCTTY; symlinks are followed) into *buf, a new allocation of *len
  * bytes, not NUL-terminated, that the caller frees.  A file of more than

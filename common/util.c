@@ -367,6 +367,41 @@ util_write_all(int fd, const void *p, size_t len)
 }
 
 int
+util_replace_file(
+    const char *path, const void *buf, size_t len, mode_t mode, char **cause)
+{
+	char *tmp;
+	int fd, ret = -1;
+
+	xasprintf(&tmp, "%s.tmp", path);
+	(void)unlink(tmp);
+	fd = open(
+	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd == -1 || util_write_all(fd, buf, len) != 0 || fsync(fd) != 0) {
+		cause_set(cause, "%s: %s", tmp, strerror(errno));
+		goto cleanup;
+	}
+	if (close(fd) != 0) {
+		fd = -1;
+		cause_set(cause, "%s: %s", tmp, strerror(errno));
+		goto cleanup;
+	}
+	fd = -1;
+	if (rename(tmp, path) != 0) {
+		cause_set(cause, "%s: %s", path, strerror(errno));
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	if (fd != -1)
+		close(fd);
+	if (ret != 0)
+		(void)unlink(tmp);
+	free(tmp);
+	return ret;
+}
+
+int
 util_read_file(
     const char *path, size_t max, char **buf, size_t *len, char **cause)
 {

@@ -636,23 +636,15 @@ otlp_state_read(const char *path, int64_t *seq)
 static int
 otlp_state_write(const char *path, int64_t seq)
 {
-	char *tmp, line[32];
-	int fd, len, ok;
+	char line[32], *cause = NULL;
+	int len;
 
-	xasprintf(&tmp, "%s.tmp", path);
 	len = snprintf(line, sizeof(line), "%lld\n", (long long)seq);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	ok = fd != -1 && write(fd, line, len) == len && fsync(fd) == 0;
-	if (fd != -1 && close(fd) != 0)
-		ok = 0;
-	if (!ok || rename(tmp, path) != 0) {
-		fprintf(stderr, "ksbctl audit export: %s: %s\n", path,
-		    strerror(errno));
-		unlink(tmp);
-		free(tmp);
+	if (util_replace_file(path, line, (size_t)len, 0600, &cause) != 0) {
+		fprintf(stderr, "ksbctl audit export: %s\n", cause);
+		free(cause);
 		return -1;
 	}
-	free(tmp);
 	return 0;
 }
 

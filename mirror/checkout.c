@@ -131,28 +131,14 @@ checkout_instance_commit(const char *instance_dir, char commit[41])
 int
 checkout_record(const char *instance_dir, const char *commit, char **cause)
 {
-	char *path, *tmp;
-	int fd, ret = -1;
+	char *path, *line;
+	int n, ret;
 
 	xasprintf(&path, "%s/" CHECKOUT_RECORD, instance_dir);
-	xasprintf(&tmp, "%s.tmp", path);
-	if ((fd = open(tmp,
-		 O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-		 0600)) == -1 ||
-	    dprintf(fd, "%s\n", commit) != 41 || fsync(fd) != 0) {
-		cause_set(cause, "%s: %s", tmp, strerror(errno));
-		if (fd != -1)
-			close(fd);
-		goto cleanup;
-	}
-	if (close(fd) != 0 || rename(tmp, path) != 0) {
-		cause_set(cause, "%s: %s", path, strerror(errno));
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
+	n = xasprintf(&line, "%s\n", commit);
+	ret = util_replace_file(path, line, (size_t)n, 0600, cause);
 	free(path);
-	free(tmp);
+	free(line);
 	return ret;
 }
 

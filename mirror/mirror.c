@@ -167,36 +167,17 @@ int
 mirror_state_write(
     const char *instance_dir, const struct mirror_state *st, char **cause)
 {
-	char *path = NULL, *tmp = NULL, *buf = NULL;
-	int fd = -1, ret = -1, n;
+	char *path = NULL, *buf = NULL;
+	int ret, n;
 
 	if (strchr(st->gitdir, '\n') != NULL ||
 	    strchr(st->objects, '\n') != NULL)
 		return cause_set(cause, "repository path contains a newline");
 	xasprintf(&path, "%s/%s", instance_dir, MIRROR_STATE);
-	xasprintf(&tmp, "%s/%s.tmp", instance_dir, MIRROR_STATE);
 	n = xasprintf(&buf, "gitdir %s\nobjects %s\nseed %s\nbase %s\n",
 	    st->gitdir, st->objects, st->seed, st->base);
-	(void)unlink(tmp);
-	if ((fd = open(tmp,
-		 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)) ==
-		-1 ||
-	    write(fd, buf, (size_t)n) != n || fsync(fd) != 0) {
-		cause_set(cause, "%s: %s", tmp, strerror(errno));
-		goto cleanup;
-	}
-	if (rename(tmp, path) != 0) {
-		cause_set(cause, "%s: %s", path, strerror(errno));
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
-	if (fd != -1)
-		close(fd);
-	if (ret != 0)
-		(void)unlink(tmp);
+	ret = util_replace_file(path, buf, (size_t)n, 0600, cause);
 	free(path);
-	free(tmp);
 	free(buf);
 	return ret;
 }

@@ -107,23 +107,13 @@ cleanup:
 int
 kept_write(const char *dir, const struct kept *k, char **cause)
 {
-	char *path = NULL, *tmp = NULL;
-	FILE *f = NULL;
-	size_t i;
-	int fd = -1, ret = -1;
+	char *path, *buf = NULL;
+	size_t i, len = 0;
+	FILE *f;
+	int ret;
 
-	xasprintf(&path, "%s/%s", dir, KEPT_FILE);
-	xasprintf(&tmp, "%s/.%s.new", dir, KEPT_FILE);
-	unlink(tmp);
-	if ((fd = open(tmp,
-		 O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600)) ==
-		-1 ||
-	    (f = fdopen(fd, "w")) == NULL) {
-		cause_set(cause, "%s: %s", tmp, strerror(errno));
-		if (fd != -1)
-			close(fd);
-		goto cleanup;
-	}
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		fatal("open_memstream");
 	fprintf(f,
 	    "# ksb-run: kept for this named instance's next start "
 	    "(--forward, --display)\n");
@@ -131,21 +121,11 @@ kept_write(const char *dir, const struct kept *k, char **cause)
 		fprintf(f, "forward=%s\n", k->forward[i]);
 	if (k->display[0] != '\0')
 		fprintf(f, "display=%s\n", k->display);
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-		cause_set(cause, "%s: %s", tmp, strerror(errno));
-		goto cleanup;
-	}
-	if (rename(tmp, path) != 0) {
-		cause_set(cause, "%s: %s", path, strerror(errno));
-		goto cleanup;
-	}
-	ret = 0;
-cleanup:
-	if (f != NULL)
-		fclose(f);
-	if (ret != 0)
-		unlink(tmp);
+	if (fclose(f) != 0)
+		fatal("open_memstream");
+	xasprintf(&path, "%s/%s", dir, KEPT_FILE);
+	ret = util_replace_file(path, buf, len, 0600, cause);
 	free(path);
-	free(tmp);
+	free(buf);
 	return ret;
 }

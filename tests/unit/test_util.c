@@ -9,7 +9,9 @@
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -305,6 +307,49 @@ test_drop(void)
 	    WEXITSTATUS(status) : -1);
 }
 
+/* util_replace_file: the whole new content or the old one, never a
+ * temporary file left, the mode asked, a failure naming the file. */
+static void
+test_replace_file(void)
+{
+	char dir[] = "/tmp/ksbt-util.XXXXXX", path[64], tmp[64], buf[64];
+	char *cause = NULL;
+	struct stat st;
+	FILE *f;
+	size_t n;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/state", dir);
+	snprintf(tmp, sizeof(tmp), "%s/state.tmp", dir);
+	CHECK(util_replace_file(path, "one\n", 4, 0600, &cause) == 0 &&
+		stat(path, &st) == 0 && (st.st_mode & 07777) == 0600 &&
+		st.st_size == 4,
+	    "a new file: its bytes, mode 0600");
+	f = fopen(tmp, "w"); /* a stale temporary file from a crash */
+	if (f != NULL)
+		fclose(f);
+	CHECK(util_replace_file(path, "second\n", 7, 0600, &cause) == 0 &&
+		(f = fopen(path, "r")) != NULL,
+	    "a stale temporary file does not stop a replace");
+	n = f != NULL ? fread(buf, 1, sizeof(buf), f) : 0;
+	if (f != NULL)
+		fclose(f);
+	CHECK(n == 7 && memcmp(buf, "second\n", 7) == 0 &&
+		access(tmp, F_OK) == -1,
+	    "the old content replaced whole, no temporary file left");
+	snprintf(path, sizeof(path), "%s/none/state", dir);
+	CHECK(util_replace_file(path, "x", 1, 0600, &cause) == -1 &&
+		cause != NULL && strstr(cause, "/none/state.tmp") != NULL,
+	    "a missing directory: -1, the cause names the file");
+	free(cause);
+	snprintf(path, sizeof(path), "%s/state", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -313,5 +358,6 @@ main(void)
 	test_profile();
 	test_size_duration();
 	test_drop();
+	test_replace_file();
 	return tap_done();
 }
