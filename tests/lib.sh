@@ -468,3 +468,34 @@ ksb_host_repo() {
 	git -C "$P" add README
 	git -C "$P" commit -qm "host: first"
 }
+
+# ksb_open_hole LOG: open a hole in the test gateway's own ruleset on
+# purpose, for the enforcement self-test to find (its tcp-gateway probe):
+# a listener on the gateway's port 22 in $GW that appends "connect from
+# ADDR" to LOG per connection (for at most 240 s idle), and nft rules
+# accepting that port both ways on the bridge.  Returns once the listener
+# is up (LOG exists).  The hole stays until the namespace goes.
+ksb_open_hole() {
+	ip netns exec "$GW" python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.77.0.1", 22))
+s.listen(8)
+open(sys.argv[1], "w").close()
+s.settimeout(240)
+try:
+    while True:
+        c, a = s.accept()
+        open(sys.argv[1], "a").write("connect from %s\n" % a[0])
+        c.close()
+except socket.timeout:
+    pass
+' "$1" &
+	KSB_PIDS="$KSB_PIDS $!"
+	ksb_until 10 test -e "$1"
+	ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 \
+		tcp dport 22 accept
+	ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 \
+		tcp sport 22 accept
+}

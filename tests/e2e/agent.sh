@@ -331,26 +331,7 @@ rp=$(sed -n 's/^pid=//p' "$I/ag1/state")
 ctl prompt ag1 "sleep 300" > "$T/w-hole" 2>&1 || true
 ht=$(sed -n 's/^turn \([0-9]*\)$/\1/p' "$T/w-hole" | head -n 1)
 ksb_until 120 grep -q "^[0-9]* ${ht:-x} delivered " "$I/ag1/agent.events" || true
-ip netns exec "$GW" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.77.0.1", 22))
-s.listen(8)
-open(sys.argv[1], "w").close()
-s.settimeout(240)
-try:
-    while True:
-        c, a = s.accept()
-        open(sys.argv[1], "a").write("connect from %s\n" % a[0])
-        c.close()
-except socket.timeout:
-    pass
-' "$T/hole.log" &
-KSB_PIDS="$KSB_PIDS $!"
-ksb_until 10 test -e "$T/hole.log"
-ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 tcp dport 22 accept
-ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 tcp sport 22 accept
+ksb_open_hole "$T/hole.log"
 ctl reload > /dev/null
 timeout 90 tail --pid="$rp" -f /dev/null || true
 cat "$T/w-hole"; tail -n 4 "$I/ag1/ksb-run.log"; tail -n 2 "$I/ag1/agent.events"

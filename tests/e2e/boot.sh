@@ -82,26 +82,7 @@ ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name boot-hole \
 pid=$!
 started() { grep -q "instance boot-hole: command started" "$T/err5" || ! kill -0 "$pid" 2>/dev/null; }
 ksb_until 240 started || true
-ip netns exec "$GW" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.77.0.1", 22))
-s.listen(8)
-open(sys.argv[1], "w").close()
-s.settimeout(240)
-try:
-    while True:
-        c, a = s.accept()
-        open(sys.argv[1], "a").write("connect from %s\n" % a[0])
-        c.close()
-except socket.timeout:
-    pass
-' "$T/hole.log" &
-KSB_PIDS="$KSB_PIDS $!"
-ksb_until 10 test -e "$T/hole.log"
-ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 tcp dport 22 accept
-ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 tcp sport 22 accept
+ksb_open_hole "$T/hole.log"
 kill -HUP "$KSB_GATEWAY_PID"	# the other reload path: SIGHUP
 set +e
 timeout 60 tail --pid="$pid" -f /dev/null
