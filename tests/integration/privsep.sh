@@ -119,6 +119,12 @@ check "its row is allowed and closed" \
 	'sql_wait 1 "SELECT count(*) FROM connections WHERE decision = '"'allow'"' AND close_reason IS NOT NULL"'
 
 ksb_say "a malformed message from the proxy process"
+# The live traffic counts are the proxy's report, sent every 500 ms: bytes
+# of a tunnel that ended less than that before the proxy process is
+# replaced are not in them (ksb-gatewayd(8), LIST).  Wait for the report
+# of the tunnel above, so the checks below compare whole figures.
+check "the first tunnel's bytes are in the traffic counts" \
+	'ksb_until 10 ksb_traffic_is_audit g1'
 python3 - "$C1" <<'PY'
 import ctypes, os, struct, sys
 libc = ctypes.CDLL(None, use_errno=True)
