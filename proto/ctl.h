@@ -32,7 +32,9 @@
  *                                every ~0.5 s while a tunnel is open, so
  *                                a rate is (up2 - up1) / (at2 - at1));
  *                                the audit has a tunnel's bytes only once
- *                                it closed
+ *                                it closed, and from then on these count
+ *                                its close record's bytes: with no tunnel
+ *                                open they are the audit's totals
  *   RELOAD                   ->  OK digest=D revoked=N lost=L ms=T, a
  *                                "W <note>" line per note, END | ERR <n>
  *                                errors, policy unchanged, an "E <error>"
