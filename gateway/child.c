@@ -183,9 +183,17 @@ child_audit_cancel(struct child_wait *w)
 	free(child_wait_take(w->id));
 }
 
+/* A traffic figure within what the parent accepts (msg_traffic_check;
+ * 2^53 bytes: not reached in practice). */
+static uint64_t
+child_traffic_cap(uint64_t n)
+{
+	return n > MSG_TRAFFIC_BYTES_MAX ? MSG_TRAFFIC_BYTES_MAX : n;
+}
+
 void
 child_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
-    enum reason reason)
+    enum reason reason, uint64_t seen_up, uint64_t seen_down, int seen_open)
 {
 	struct msg_close m;
 
@@ -197,6 +205,10 @@ child_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
 	m.duration_ms = duration_ms;
 	m.forget = reason == REASON_NONE;
 	snprintf(m.reason, sizeof(m.reason), "%s", reason_name(reason));
+	/* A report's figures are capped so (child_traffic): so is a share. */
+	m.seen_up = child_traffic_cap(seen_up);
+	m.seen_down = child_traffic_cap(seen_down);
+	m.seen_open = seen_open;
 	child_send(MSG_AUDIT_CLOSE, (uint32_t)id, &m, sizeof(m));
 }
 
@@ -288,8 +300,8 @@ child_traffic(const char *instance, int tunnels, uint64_t up, uint64_t down)
 	memset(&m, 0, sizeof(m));
 	snprintf(m.instance, sizeof(m.instance), "%s", instance);
 	m.tunnels = tunnels;
-	m.up = up;
-	m.down = down;
+	m.up = child_traffic_cap(up);
+	m.down = child_traffic_cap(down);
 	child_send(MSG_TRAFFIC, 0, &m, sizeof(m));
 }
 

@@ -365,8 +365,9 @@ control_list(struct client *cl)
 			evbuffer_add_printf(b,
 			    " tunnels=%d up=%llu down=%llu at=%lld",
 			    i->tr_tunnels,
-			    (unsigned long long)(i->tr_base_up + i->tr_up),
-			    (unsigned long long)(i->tr_base_down + i->tr_down),
+			    (unsigned long long)(i->tr_closed_up + i->tr_up),
+			    (unsigned long long)(i->tr_closed_down +
+				i->tr_down),
 			    (long long)(i->tr_ms ? i->tr_ms : i->since_ms));
 		evbuffer_add_printf(b, "\n");
 	}

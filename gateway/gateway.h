@@ -243,18 +243,19 @@ struct instance {
 	int64_t bg_records, bg_bytes; /* charged in them */
 	int bg_over;		      /* enum budget_state */
 	/*
-	 * Traffic: bytes the instance's tunnels relayed since it registered
-	 * (closed and open ones; up: guest to upstream) and its open
-	 * tunnels.  The proxy's figures as of its last walk (proxy.c,
-	 * every PROXY_TRAFFIC_MS); in the parent, the last MSG_TRAFFIC plus
-	 * tr_base (what earlier proxy processes had reported), received at
-	 * tr_ms (unix ms; 0: none yet).
+	 * Traffic (up: guest to upstream).  tr_up, tr_down, tr_tunnels:
+	 * the open tunnels and the bytes they relayed so far, as of the
+	 * proxy's last walk (proxy.c, every PROXY_TRAFFIC_MS: MSG_TRAFFIC)
+	 * less the shares of the tunnels closed since (msg_close's seen_),
+	 * in the proxy and in the parent alike.  Parent only: tr_closed_,
+	 * the bytes of the closed tunnels' close records written to the
+	 * audit since the instance registered, whichever proxy process
+	 * relayed them; tr_ms (unix ms; 0: none yet) when they changed.
 	 */
-	uint64_t tr_up, tr_down, tr_base_up, tr_base_down;
+	uint64_t tr_up, tr_down, tr_closed_up, tr_closed_down;
 	int tr_tunnels;
 	int64_t tr_ms;
-	uint64_t px_closed_up, px_closed_down; /* proxy: closed tunnels */
-	uint64_t px_walk_up, px_walk_down;     /* proxy: walk scratch */
+	uint64_t px_walk_up, px_walk_down; /* proxy: walk scratch */
 	int px_walk_tunnels;
 	struct instance *next;
 };
@@ -515,12 +516,15 @@ void child_main(struct gateway *, int sock) __attribute__((noreturn));
 struct child_wait;
 /* As audit_decision/audit_cancel/audit_close/audit_available, through
  * the parent.  Returns a local row id (> 0) or -1. reason REASON_NONE
- * in child_audit_close: drop the row without a close record. */
+ * in child_audit_close: drop the row without a close record; seen_up,
+ * seen_down, seen_open: the tunnel's share of its instance's last
+ * child_traffic (struct msg_close). */
 int64_t child_audit_decision(const struct audit_row *, audit_done_cb cb,
     void *arg, struct child_wait **wait);
 void child_audit_cancel(struct child_wait *);
 void child_audit_close(int64_t id, uint64_t up, uint64_t down,
-    int64_t duration_ms, enum reason reason);
+    int64_t duration_ms, enum reason reason, uint64_t seen_up,
+    uint64_t seen_down, int seen_open);
 int child_audit_available(void);
 /* One request of a terminated tunnel (row: its tunnel's local row id):
  * method, path (no query), status (0: none), bytes, the credential used

@@ -366,7 +366,10 @@ int
 msg_close_check(const struct msg_close *m)
 {
 	if (!msg_str_ok(m->reason, sizeof(m->reason)) ||
-	    (m->forget != 0 && m->forget != 1))
+	    (m->forget != 0 && m->forget != 1) ||
+	    (m->seen_open != 0 && m->seen_open != 1) ||
+	    m->seen_up > MSG_TRAFFIC_BYTES_MAX ||
+	    m->seen_down > MSG_TRAFFIC_BYTES_MAX)
 		return -1;
 	return 0;
 }

@@ -100,6 +100,12 @@ struct msg_close {
 	int64_t duration_ms;
 	int32_t forget; /* 1: no close record, drop the row */
 	char reason[48];
+	/* The tunnel's share of its instance's last MSG_TRAFFIC (proxy.c's
+	 * walk), which the parent takes off that instance's open figures:
+	 * bytes (at most MSG_TRAFFIC_BYTES_MAX each), and 1 if it was
+	 * counted in the report's tunnels, else 0. */
+	uint64_t seen_up, seen_down;
+	int32_t seen_open;
 };
 /* One request of a terminated tunnel (gateway/term.c). */
 struct msg_request {
@@ -127,8 +133,10 @@ struct msg_hold {
 	int32_t hold_s; /* how long it waits at most */
 };
 /*
- * An instance's traffic as the proxy counts it (struct instance's tr_
- * fields): sent when it changed, at most once per PROXY_TRAFFIC_MS.
+ * An instance's open tunnels and the bytes they relayed so far, as the
+ * proxy counts them (struct instance's tr_ fields): sent when it
+ * changed, at most once per PROXY_TRAFFIC_MS.  Closed tunnels are not
+ * in it: the parent counts them from their close records (msg_close).
  * The bytes at most MSG_TRAFFIC_BYTES_MAX each (msg_traffic_check), so
  * that the parent's sums over proxy restarts and LIST's figures
  * (ctl_parse_instance: below 10^18) cannot wrap.

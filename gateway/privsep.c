@@ -47,6 +47,8 @@ struct privsep_row {
 	uint32_t id;
 	int64_t row; /* audit.c's id */
 	int64_t start_ms;
+	char instance[33];	 /* its registration then ("": none), and */
+	int64_t reg;		 /* that registration's audit_id */
 	struct audit_wait *wait; /* not committed yet */
 	struct privsep_row *next;
 };
@@ -168,10 +170,8 @@ privsep_null(const char *s, uint32_t nulls, uint32_t bit)
 /* The agent turn the instance's ksb-run last announced (TURN), 0 none:
  * the turn in force when the parent receives the row. */
 static int64_t
-privsep_turn(const char *id)
+privsep_turn(const struct instance *inst)
 {
-	struct instance *inst = id != NULL ? registry_find_id(id) : NULL;
-
 	return inst != NULL ? inst->turn : 0;
 }
 
@@ -181,6 +181,7 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	struct audit_row r;
 	struct privsep_row *pr = NULL;
 	struct msg_int no = { 0 };
+	struct instance *inst;
 
 	if (msg_row_check(id, m) == -1)
 		return -1;
@@ -199,7 +200,8 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	r.reason = m->reason;
 	r.policy_digest =
 	    privsep_null(m->digest, m->nulls, MSG_ROW_NULL_DIGEST);
-	r.turn = privsep_turn(r.instance);
+	inst = r.instance != NULL ? registry_find_id(r.instance) : NULL;
+	r.turn = privsep_turn(inst);
 	if (!m->allow) {
 		(void)audit_decision(privsep_gw->audit, &r, NULL, NULL, NULL);
 		return 0;
@@ -209,6 +211,10 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	pr = xcalloc(1, sizeof(*pr));
 	pr->id = id;
 	pr->start_ms = util_mono_ms();
+	if (inst != NULL) {
+		snprintf(pr->instance, sizeof(pr->instance), "%s", inst->id);
+		pr->reg = inst->audit_id;
+	}
 	pr->row = audit_decision(
 	    privsep_gw->audit, &r, privsep_committed, pr, &pr->wait);
 	if (pr->row == -1) {
@@ -222,19 +228,100 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	return 0;
 }
 
+/* ---- traffic: LIST's live counts (struct instance's tr_ fields) ----------
+ * Closed tunnels are counted here from their close records, exactly what
+ * the audit gets; open ones are the proxy's last report (MSG_TRAFFIC) less
+ * the shares of the tunnels closed since (msg_close's seen_).  Once no
+ * tunnel is open the counts are the audit's totals, also across proxy
+ * restarts: a lost proxy's open tunnels are closed in the audit with 0
+ * bytes, and leave the counts with nothing either.
+ */
+
+/* The sum's cap: it plus one proxy's report (MSG_TRAFFIC_BYTES_MAX)
+ * stays below LIST's 10^18 (ctl_parse_instance). */
+#define PRIVSEP_TRAFFIC_CLOSED_MAX (MSG_TRAFFIC_BYTES_MAX * 64)
+
+static uint64_t
+privsep_traffic_add(uint64_t sum, uint64_t n)
+{
+	return n >= PRIVSEP_TRAFFIC_CLOSED_MAX - sum ?
+	    PRIVSEP_TRAFFIC_CLOSED_MAX :
+	    sum + n;
+}
+
+/* MSG_TRAFFIC: the open tunnels of a registered instance. */
+static int
+privsep_traffic(const struct msg_traffic *m)
+{
+	struct instance *inst;
+
+	if (msg_traffic_check(m) == -1)
+		return -1;
+	if ((inst = registry_find_id(m->instance)) == NULL)
+		return 0; /* unregistered meanwhile */
+	inst->tr_up = m->up;
+	inst->tr_down = m->down;
+	inst->tr_tunnels = m->tunnels;
+	inst->tr_ms = util_now_ms();
+	return 0;
+}
+
+/* Row r's tunnel closed (m, checked): its share of the last report out
+ * of the open figures; its bytes into the closed ones if recorded (its
+ * close record is on its way to the audit). */
+static void
+privsep_traffic_closed(
+    const struct privsep_row *r, const struct msg_close *m, int recorded)
+{
+	struct instance *inst;
+
+	if (r->instance[0] == '\0' ||
+	    (inst = registry_find_id(r->instance)) == NULL ||
+	    inst->audit_id != r->reg)
+		return; /* unregistered meanwhile (maybe registered again) */
+	inst->tr_up -= m->seen_up < inst->tr_up ? m->seen_up : inst->tr_up;
+	inst->tr_down -=
+	    m->seen_down < inst->tr_down ? m->seen_down : inst->tr_down;
+	if (m->seen_open && inst->tr_tunnels > 0)
+		inst->tr_tunnels--;
+	if (recorded) {
+		inst->tr_closed_up =
+		    privsep_traffic_add(inst->tr_closed_up, m->up);
+		inst->tr_closed_down =
+		    privsep_traffic_add(inst->tr_closed_down, m->down);
+	}
+	inst->tr_ms = util_now_ms();
+}
+
+/* The proxy process is gone, its tunnels with it (privsep_lost closes
+ * their rows with 0 bytes): nothing open from now on. */
+static void
+privsep_traffic_lost(void)
+{
+	struct instance *inst;
+
+	for (inst = registry_first(); inst != NULL; inst = inst->next) {
+		inst->tr_up = inst->tr_down = 0;
+		inst->tr_tunnels = 0;
+		inst->tr_ms = util_now_ms();
+	}
+}
+
 static int
 privsep_close(uint32_t id, const struct msg_close *m)
 {
 	struct privsep_row *r;
+	int recorded;
 
 	if (msg_close_check(m) == -1)
 		return -1;
 	if ((r = privsep_row_take(id)) == NULL)
 		return 0; /* failed commit, already dropped */
 	audit_cancel(r->wait);
-	if (!m->forget)
-		audit_close(privsep_gw->audit, r->row, m->up, m->down,
-		    m->duration_ms, m->reason);
+	recorded = !m->forget &&
+	    audit_close(privsep_gw->audit, r->row, m->up, m->down,
+		m->duration_ms, m->reason) == 0;
+	privsep_traffic_closed(r, m, recorded);
 	free(r);
 	return 0;
 }
@@ -256,52 +343,6 @@ privsep_request(uint32_t id, const struct msg_request *m)
 	    m->status, m->up, m->down, m->cred[0] ? m->cred : NULL,
 	    m->reason[0] ? m->reason : NULL);
 	return 0;
-}
-
-/* MSG_TRAFFIC: the proxy's figures of a registered instance. */
-static int
-privsep_traffic(const struct msg_traffic *m)
-{
-	struct instance *inst;
-
-	if (msg_traffic_check(m) == -1)
-		return -1;
-	if ((inst = registry_find_id(m->instance)) == NULL)
-		return 0; /* unregistered meanwhile */
-	inst->tr_up = m->up;
-	inst->tr_down = m->down;
-	inst->tr_tunnels = m->tunnels;
-	inst->tr_ms = util_now_ms();
-	return 0;
-}
-
-/* The base's cap: it plus one proxy's count (MSG_TRAFFIC_BYTES_MAX)
- * stays below LIST's 10^18 (ctl_parse_instance), restarts or not. */
-#define PRIVSEP_TRAFFIC_BASE_MAX (MSG_TRAFFIC_BYTES_MAX * 64)
-
-static uint64_t
-privsep_traffic_add(uint64_t base, uint64_t n)
-{
-	return base + n > PRIVSEP_TRAFFIC_BASE_MAX ? PRIVSEP_TRAFFIC_BASE_MAX :
-						     base + n;
-}
-
-/* The proxy process is gone: its tunnels with it; its counts are kept
- * as the base the next one's (from 0) add to. */
-static void
-privsep_traffic_lost(void)
-{
-	struct instance *inst;
-
-	for (inst = registry_first(); inst != NULL; inst = inst->next) {
-		inst->tr_base_up =
-		    privsep_traffic_add(inst->tr_base_up, inst->tr_up);
-		inst->tr_base_down =
-		    privsep_traffic_add(inst->tr_base_down, inst->tr_down);
-		inst->tr_up = inst->tr_down = 0;
-		inst->tr_tunnels = 0;
-		inst->tr_ms = util_now_ms(); /* nothing open from now on */
-	}
 }
 
 /* Dispatch one message; -1: the proxy process misbehaved. */

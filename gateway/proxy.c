@@ -92,6 +92,10 @@ struct conn {
 	struct child_wait *awaiting; /* allowed row not committed yet */
 	int64_t start_ms;
 	uint64_t bytes_up, bytes_down;
+	/* Its share of c->inst's last traffic report (proxy_traffic_cb),
+	 * taken off the instance's open figures when its row closes. */
+	uint64_t seen_up, seen_down;
+	int seen_open;
 	struct relay_dir dir[2]; /* RELAY: guest->upstream, upstream->guest */
 	int64_t last_ms;	 /* last relay activity, monotonic */
 	struct event *timer;	 /* phase deadline (HEAD, HELLO, DRAIN),
@@ -371,6 +375,31 @@ conn_deny_http(struct conn *c, int status, enum reason reason,
 }
 
 /*
+ * The close record of c's allowed row (reason REASON_NONE: the parent
+ * forgets the row), with c's share of its instance's last traffic
+ * report, which leaves the instance's open figures here as it does in
+ * the parent (privsep.c): both stay the report less the closed shares.
+ */
+static void
+conn_row_close(struct conn *c, uint64_t up, uint64_t down, enum reason reason)
+{
+	struct instance *inst = c->inst;
+
+	child_audit_close(c->row, up, down, util_mono_ms() - c->start_ms,
+	    reason, c->seen_up, c->seen_down, c->seen_open);
+	if (inst != NULL) {
+		inst->tr_up -=
+		    c->seen_up < inst->tr_up ? c->seen_up : inst->tr_up;
+		inst->tr_down -=
+		    c->seen_down < inst->tr_down ? c->seen_down : inst->tr_down;
+		if (c->seen_open && inst->tr_tunnels > 0)
+			inst->tr_tunnels--;
+	}
+	c->seen_up = c->seen_down = 0;
+	c->seen_open = 0;
+}
+
+/*
  * Deny after the 200: there is no HTTP left to speak, so the row, then a
  * fatal TLS alert (the guest's TLS library reports it instead of a reset)
  * and a lingering close.
@@ -387,7 +416,7 @@ conn_deny_tunnel(struct conn *c, enum reason reason)
 	    reason_name(reason));
 	(void)conn_audit(c, 0, reason, NULL);
 	if (c->row != -1) /* an allowed row gets no close record */
-		child_audit_close(c->row, 0, 0, 0, REASON_NONE);
+		conn_row_close(c, 0, 0, REASON_NONE);
 	c->row = -1; /* the row is complete; nothing to close */
 	child_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
@@ -454,12 +483,7 @@ conn_close(struct conn *c, enum reason reason)
 	child_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
 	if (c->row != -1) /* REASON_NONE: the parent forgets the row */
-		child_audit_close(c->row, c->bytes_up, c->bytes_down,
-		    util_mono_ms() - c->start_ms, reason);
-	if (c->inst != NULL) { /* its share of the instance's traffic */
-		c->inst->px_closed_up += c->bytes_up;
-		c->inst->px_closed_down += c->bytes_down;
-	}
+		conn_row_close(c, c->bytes_up, c->bytes_down, reason);
 	resolve_cancel(c->rreq);
 	if (c->counted) {
 		proxy_nadmitted--;
@@ -1686,41 +1710,46 @@ proxy_error_cb(struct evconnlistener *l, void *arg)
 }
 
 /*
- * Every PROXY_TRAFFIC_MS: each instance's bytes (its closed tunnels',
- * kept by conn_close, plus what the open ones relayed so far, the
- * counters the relay keeps anyway) and open tunnels, sent to the parent
- * (MSG_TRAFFIC) where they changed or a tunnel is open (the report's time
- * is then the count's: rates are exact over any two reports).  One pass
- * over the connections: no work per byte relayed.
+ * Every PROXY_TRAFFIC_MS: each instance's open tunnels and what they
+ * relayed so far (the counters the relay keeps anyway), sent to the
+ * parent (MSG_TRAFFIC) where they changed or a tunnel is open (the
+ * report's time is then the count's: rates are exact over any two
+ * reports).  Closed tunnels are the parent's to count, from their close
+ * records; each open one remembers its share of the report (c->seen_),
+ * which its close record takes off again (conn_row_close), so the
+ * parent's figures never count a tunnel twice or drop one.  Counted:
+ * the connections whose allowed row is committed (only they relay, and
+ * only they get a close record).  One pass over the connections: no
+ * work per byte relayed.
  */
 static void
 proxy_traffic_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct instance *inst;
 	struct conn *c;
-	uint64_t up, down;
 
 	(void)fd;
 	(void)ev;
 	(void)arg;
 	for (inst = registry_first(); inst != NULL; inst = inst->next) {
-		inst->px_walk_up = inst->px_closed_up;
-		inst->px_walk_down = inst->px_closed_down;
+		inst->px_walk_up = inst->px_walk_down = 0;
 		inst->px_walk_tunnels = 0;
 	}
 	for (c = proxy_conns; c != NULL; c = c->next) {
-		if (c->inst == NULL)
+		if (c->inst == NULL || c->row == -1 || c->awaiting != NULL)
 			continue;
-		up = c->bytes_up;
-		down = c->bytes_down;
+		c->seen_up = c->bytes_up;
+		c->seen_down = c->bytes_down;
 		if (c->state == CONN_TERM && c->term != NULL)
-			term_bytes(c->term, &up, &down);
-		c->inst->px_walk_up += up;
-		c->inst->px_walk_down += down;
-		if (c->state == CONN_RELAY || c->state == CONN_TERM)
-			c->inst->px_walk_tunnels++;
+			term_bytes(c->term, &c->seen_up, &c->seen_down);
+		c->seen_open = c->state == CONN_RELAY || c->state == CONN_TERM;
+		c->inst->px_walk_up += c->seen_up;
+		c->inst->px_walk_down += c->seen_down;
+		c->inst->px_walk_tunnels += c->seen_open;
 	}
 	for (inst = registry_first(); inst != NULL; inst = inst->next) {
+		/* Unchanged: the parent has these figures already (and
+		 * they are the sum of the shares just remembered). */
 		if (inst->px_walk_up == inst->tr_up &&
 		    inst->px_walk_down == inst->tr_down &&
 		    inst->px_walk_tunnels == inst->tr_tunnels &&

@@ -18,10 +18,12 @@
 #include "proto/ctl.h"
 #include "proto/guestctl.h"
 
+/* A connection's input: what was read and not taken as lines yet. */
 struct ctl_reader {
 	int fd;
 	char buf[CTL_LINE_MAX * 4];
 	size_t len;
+	int skipping;	  /* dropping an overlong line up to its '\n' */
 	int passed_fd;	  /* -1 or the one fd received */
 	int extra_fds;	  /* more fds than expected: a protocol error */
 	int64_t deadline; /* util_mono_ms() */
@@ -32,9 +34,19 @@ ctl_reader_init(struct ctl_reader *r, int fd)
 {
 	r->fd = fd;
 	r->len = 0;
+	r->skipping = 0;
 	r->passed_fd = -1;
 	r->extra_fds = 0;
 	r->deadline = util_mono_ms() + CTL_TIMEOUT_MS;
+}
+
+struct ctl_reader *
+ctl_reader_new(int fd)
+{
+	struct ctl_reader *r = xcalloc(1, sizeof(*r));
+
+	ctl_reader_init(r, fd);
+	return r;
 }
 
 static void
@@ -43,6 +55,15 @@ ctl_reader_done(struct ctl_reader *r)
 	if (r->passed_fd != -1)
 		close(r->passed_fd);
 	r->passed_fd = -1;
+}
+
+void
+ctl_reader_free(struct ctl_reader *r)
+{
+	if (r == NULL)
+		return;
+	ctl_reader_done(r);
+	free(r);
 }
 
 static void
@@ -71,12 +92,56 @@ ctl_take_fds(struct ctl_reader *r, struct msghdr *msg)
 	}
 }
 
-/*
- * Read one line (without '\n') into line (CTL_LINE_MAX bytes).  0, or -1
- * and *cause on timeout, EOF, overlong line or a NUL byte.
- */
-static int
-ctl_readline(struct ctl_reader *r, char *line, char **cause)
+/* Drop the first n bytes of r's buffer. */
+static void
+ctl_reader_consume(struct ctl_reader *r, size_t n)
+{
+	memmove(r->buf, r->buf + n, r->len - n);
+	r->len -= n;
+}
+
+int
+ctl_reader_line(struct ctl_reader *r, char *line, char **cause)
+{
+	char *nl;
+	size_t l;
+
+	if (r->skipping) {
+		if ((nl = memchr(r->buf, '\n', r->len)) == NULL) {
+			r->len = 0;
+			return 0;
+		}
+		ctl_reader_consume(r, (size_t)(nl - r->buf) + 1);
+		r->skipping = 0;
+	}
+	if ((nl = memchr(r->buf, '\n', r->len)) == NULL) {
+		if (r->len < CTL_LINE_MAX)
+			return 0; /* its end is still to come */
+		r->len = 0;
+		r->skipping = 1;
+		return cause_set(cause, "gateway sent an overlong line");
+	}
+	l = (size_t)(nl - r->buf);
+	if (l + 1 > CTL_LINE_MAX) {
+		ctl_reader_consume(r, l + 1);
+		return cause_set(cause, "gateway sent an overlong line");
+	}
+	if (memchr(r->buf, '\0', l) != NULL) {
+		ctl_reader_consume(r, l + 1);
+		return cause_set(cause, "gateway sent a NUL byte");
+	}
+	if (l > 0 && r->buf[l - 1] == '\r') {
+		ctl_reader_consume(r, l + 1);
+		return cause_set(cause, "gateway sent CRLF");
+	}
+	memcpy(line, r->buf, l);
+	line[l] = '\0';
+	ctl_reader_consume(r, l + 1);
+	return 1;
+}
+
+int
+ctl_reader_recv(struct ctl_reader *r, char **cause)
 {
 	union {
 		struct cmsghdr align;
@@ -84,32 +149,47 @@ ctl_readline(struct ctl_reader *r, char *line, char **cause)
 	} cbuf;
 	struct msghdr msg;
 	struct iovec iov;
-	struct pollfd pfd;
-	char *nl;
 	ssize_t n;
+
+	if (r->len == sizeof(r->buf))
+		return 0; /* whole lines not taken yet (ctl_reader_line) */
+	memset(&msg, 0, sizeof(msg));
+	iov.iov_base = r->buf + r->len;
+	iov.iov_len = sizeof(r->buf) - r->len;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = cbuf.buf;
+	msg.msg_controllen = sizeof(cbuf.buf);
+	n = recvmsg(r->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n == -1 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (n == -1)
+		return cause_set(
+		    cause, "gateway connection: %s", strerror(errno));
+	ctl_take_fds(r, &msg);
+	if (msg.msg_flags & MSG_CTRUNC)
+		r->extra_fds = 1;
+	if (n == 0)
+		return cause_set(cause, "gateway closed the connection");
+	r->len += (size_t)n;
+	return (int)n;
+}
+
+/*
+ * Read one line (without '\n') into line (CTL_LINE_MAX bytes), waiting
+ * until r->deadline.  0, or -1 and *cause on timeout, EOF, overlong line
+ * or a NUL byte.
+ */
+static int
+ctl_readline(struct ctl_reader *r, char *line, char **cause)
+{
+	struct pollfd pfd;
 	int64_t left;
-	size_t l;
+	int k;
 
 	for (;;) {
-		if ((nl = memchr(r->buf, '\n', r->len)) != NULL) {
-			l = (size_t)(nl - r->buf);
-			if (l + 1 > CTL_LINE_MAX)
-				return cause_set(
-				    cause, "gateway sent an overlong line");
-			if (memchr(r->buf, '\0', l) != NULL)
-				return cause_set(
-				    cause, "gateway sent a NUL byte");
-			memcpy(line, r->buf, l);
-			line[l] = '\0';
-			if (l > 0 && line[l - 1] == '\r')
-				return cause_set(cause, "gateway sent CRLF");
-			memmove(r->buf, nl + 1, r->len - l - 1);
-			r->len -= l + 1;
-			return 0;
-		}
-		if (r->len >= CTL_LINE_MAX)
-			return cause_set(
-			    cause, "gateway sent an overlong line");
+		if ((k = ctl_reader_line(r, line, cause)) != 0)
+			return k == 1 ? 0 : -1;
 		left = r->deadline - util_mono_ms();
 		if (left <= 0)
 			return cause_set(cause,
@@ -122,28 +202,8 @@ ctl_readline(struct ctl_reader *r, char *line, char **cause)
 				continue;
 			return cause_set(cause, "poll: %s", strerror(errno));
 		}
-		if (pfd.revents == 0)
-			continue;
-		memset(&msg, 0, sizeof(msg));
-		iov.iov_base = r->buf + r->len;
-		iov.iov_len = sizeof(r->buf) - r->len;
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		msg.msg_control = cbuf.buf;
-		msg.msg_controllen = sizeof(cbuf.buf);
-		n = recvmsg(r->fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-		if (n == -1 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n == -1)
-			return cause_set(
-			    cause, "gateway connection: %s", strerror(errno));
-		ctl_take_fds(r, &msg);
-		if (msg.msg_flags & MSG_CTRUNC)
-			r->extra_fds = 1;
-		if (n == 0)
-			return cause_set(
-			    cause, "gateway closed the connection");
-		r->len += (size_t)n;
+		if (pfd.revents != 0 && ctl_reader_recv(r, cause) == -1)
+			return -1;
 	}
 }
 
@@ -328,29 +388,71 @@ ctl_turn_line(char *buf, size_t size, const char *id, uint64_t turn)
 	return n < 0 || (size_t)n >= size ? -1 : n;
 }
 
-int
-ctl_unregister(int fd, const char *id, char **cause)
+enum ctl_in
+ctl_classify(const char *line, uint64_t *reloaded)
 {
-	struct ctl_reader r;
-	char line[CTL_LINE_MAX], *req = NULL;
+	if (ctl_parse_reloaded(line, strlen(line), reloaded))
+		return CTL_IN_RELOADED;
+	if (strncmp(line, "ERR forward: ", 13) == 0)
+		return CTL_IN_FORWARD_ERR;
+	if (strcmp(line, "OK") == 0 || strncmp(line, "OK ", 3) == 0)
+		return CTL_IN_OK;
+	if (strncmp(line, "ERR ", 4) == 0)
+		return CTL_IN_ERR;
+	return CTL_IN_OTHER;
+}
+
+int
+ctl_unregister(
+    struct ctl_reader *r, const char *id, size_t awaited, char **cause)
+{
+	char line[CTL_LINE_MAX], esc[256], *req = NULL;
+	size_t notices = 0;
+	uint64_t n;
 	int ret = -1;
 
-	ctl_reader_init(&r, fd);
 	xasprintf(&req, "UNREGISTER %s\n", id);
-	if (ctl_send(fd, req, cause) != 0)
+	if (ctl_send(r->fd, req, cause) != 0)
 		goto cleanup;
-	/* A RELOADED notice may come first (proto/ctl.h). */
-	do {
-		if (ctl_readline(&r, line, cause) != 0)
+	r->deadline = util_mono_ms() + CTL_TIMEOUT_MS;
+	for (;;) {
+		if (ctl_readline(r, line, cause) != 0)
 			goto cleanup;
-	} while (strncmp(line, "RELOADED ", 9) == 0);
+		switch (ctl_classify(line, &n)) {
+		case CTL_IN_RELOADED:
+		case CTL_IN_FORWARD_ERR:
+			if (++notices > CTL_NOTICES_MAX) {
+				cause_set(cause,
+				    "gateway sent over %d notices before "
+				    "UNREGISTER's reply",
+				    CTL_NOTICES_MAX);
+				goto cleanup;
+			}
+			continue;
+		case CTL_IN_OK:
+		case CTL_IN_ERR:
+			if (awaited == 0)
+				break;
+			awaited--; /* an earlier request's answer */
+			if (line[0] == 'E') {
+				log_escape(
+				    esc, sizeof(esc), line, strlen(line));
+				log_warnx("ksb-gatewayd refused an earlier "
+					  "request: %s",
+				    esc);
+			}
+			continue;
+		case CTL_IN_OTHER:
+			break;
+		}
+		break;
+	}
 	if (strcmp(line, "OK") != 0) {
 		ctl_err(line, "UNREGISTER", cause);
 		goto cleanup;
 	}
 	ret = 0;
 cleanup:
-	ctl_reader_done(&r);
 	free(req);
 	return ret;
 }

@@ -32,7 +32,9 @@
  *                                every ~0.5 s while a tunnel is open, so
  *                                a rate is (up2 - up1) / (at2 - at1));
  *                                the audit has a tunnel's bytes only once
- *                                it closed
+ *                                it closed, and from then on these count
+ *                                its close record's bytes: with no tunnel
+ *                                open they are the audit's totals
  *   RELOAD                   ->  OK digest=D revoked=N lost=L ms=T, a
  *                                "W <note>" line per note, END | ERR <n>
  *                                errors, policy unchanged, an "E <error>"
@@ -145,8 +147,57 @@ int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
  * the length, or -1 for a bad id or turn.
  */
 int ctl_turn_line(char *buf, size_t size, const char *id, uint64_t turn);
-/* ctl_unregister: UNREGISTER and wait for OK.  0 or -1 and *cause. */
-int ctl_unregister(int fd, const char *id, char **cause);
+/*
+ * The lease's connection after REGISTER's (or RESUME's) reply, read by
+ * the lease holder (ksb-run's supervisor polls it): struct ctl_reader
+ * keeps the start of a line that a read cut until the rest comes, so
+ * every line is taken whole whatever the reads' sizes.  One thread.
+ * ctl_reader_new: a reader of fd (not owned: never closed here).
+ * ctl_reader_free: NULL-safe; closes a descriptor that came with bytes.
+ */
+struct ctl_reader;
+struct ctl_reader *ctl_reader_new(int fd);
+void ctl_reader_free(struct ctl_reader *r);
+/*
+ * ctl_reader_recv: one read without waiting.  The bytes read (> 0), 0
+ * when there were none (EAGAIN, EINTR; or the buffer holds whole lines:
+ * take them first), or -1 and *cause (the gateway closed the connection,
+ * a socket error).
+ */
+int ctl_reader_recv(struct ctl_reader *r, char **cause);
+/*
+ * ctl_reader_line: the next whole line read so far into line
+ * (CTL_LINE_MAX bytes: without its '\n', NUL-terminated).  1; 0 when no
+ * whole line is buffered; -1 and *cause when the line is over
+ * CTL_LINE_MAX bytes or holds a NUL byte or ends in CRLF: it is dropped
+ * through its '\n' (what follows is read as usual).
+ */
+int ctl_reader_line(struct ctl_reader *r, char *line, char **cause);
+/*
+ * What a line from the gateway on a lease's connection is (the protocol
+ * above): the answer to the oldest request still unanswered (OK or ERR:
+ * requests are answered in order, once each; FORWARD only when refused,
+ * with its own prefix), a RELOADED notice (*reloaded: its n), a FORWARD
+ * refusal ("ERR forward: ..."), or nothing the protocol has.
+ */
+enum ctl_in {
+	CTL_IN_OK,
+	CTL_IN_ERR,
+	CTL_IN_RELOADED,
+	CTL_IN_FORWARD_ERR,
+	CTL_IN_OTHER
+};
+enum ctl_in ctl_classify(const char *line, uint64_t *reloaded);
+/*
+ * ctl_unregister: UNREGISTER id on r's connection and wait for its
+ * answer (CTL_TIMEOUT_MS): the answers of the awaited requests sent
+ * before it (TURN, SELFTEST) come first and are skipped (a refusal
+ * among them logged), and so are notices (RELOADED, FORWARD refusals,
+ * CTL_NOTICES_MAX at most).  0 on its OK, or -1 and *cause.
+ */
+#define CTL_NOTICES_MAX 64
+int ctl_unregister(
+    struct ctl_reader *r, const char *id, size_t awaited, char **cause);
 /*
  * ctl_list: connect to path, LIST, parse every INSTANCE line.  *list
  * (malloc'd, caller frees) and *n receive them.  0 or -1 and *cause.

@@ -292,7 +292,8 @@ ksb_sql_is() {
 # DOWN" (LIST's tunnels=, up=, down=; proto/ctl.h), nothing if ID is not
 # registered.  ksb_audit_bytes ID: "UP DOWN", the sums of its audit rows.
 # ksb_traffic_is_audit ID: no tunnel open and the gateway's bytes are the
-# audit's (the proxy reports every 0.5 s: poll it).
+# audit's (true as soon as the last tunnel's row is closed: the gateway
+# counts closed tunnels from their close records, ksb-gatewayd(8)).
 ksb_traffic() {
 	python3 - "$T/gateway.sock" "$1" <<'PY'
 import socket, sys

@@ -29,9 +29,11 @@
 
 #define FWDREPORT_QUEUE_MAX 8192 /* lines waiting for the gateway */
 #define FWDREPORT_OWN_MAX   64	 /* ksb-run's own lines past that */
+#define FWDREPORT_AWAIT_MAX 64	 /* named awaited answers (more counted) */
 
 struct fwdreport_line {
 	size_t len;
+	int own; /* fwdreport_own's: the gateway answers it */
 	struct fwdreport_line *next;
 	char s[];
 };
@@ -44,6 +46,11 @@ struct fwdreport {
 	size_t qlen;
 	uint64_t dropped;
 	size_t off; /* supervisor: bytes of q's first line sent */
+	/* Supervisor: own lines sent whole on this connection, answer
+	 * not come yet, oldest first: a ring of their requests' first
+	 * words, and how many (past the ring: counted, not named). */
+	char await[FWDREPORT_AWAIT_MAX][FWDREPORT_WHAT_MAX];
+	size_t await_first, nnamed, nawait;
 };
 
 struct fwdreport *
@@ -97,7 +104,8 @@ fwdreport_fd(const struct fwdreport *rep)
 /* buf (n bytes, one whole line) at the queue's tail unless it holds max
  * lines.  0 or -1 (full). */
 static int
-fwdreport_queue(struct fwdreport *rep, const char *buf, size_t n, size_t max)
+fwdreport_queue(
+    struct fwdreport *rep, const char *buf, size_t n, size_t max, int own)
 {
 	struct fwdreport_line *l;
 	uint64_t one = 1;
@@ -110,6 +118,7 @@ fwdreport_queue(struct fwdreport *rep, const char *buf, size_t n, size_t max)
 	l = xmalloc(sizeof(*l) + n);
 	memcpy(l->s, buf, n);
 	l->len = n;
+	l->own = own;
 	l->next = NULL;
 	*rep->qtail = l;
 	rep->qtail = &l->next;
@@ -135,7 +144,7 @@ fwdreport_event(struct fwdreport *rep, struct ctl_fwd *ev)
 		    ctl_fwd_event_name(ev->event));
 		return;
 	}
-	if (fwdreport_queue(rep, buf, (size_t)n, FWDREPORT_QUEUE_MAX) != 0) {
+	if (fwdreport_queue(rep, buf, (size_t)n, FWDREPORT_QUEUE_MAX, 0) != 0) {
 		pthread_mutex_lock(&rep->mtx);
 		if (rep->dropped++ == 0)
 			log_warnx("forward audit: %d records wait for the "
@@ -153,7 +162,7 @@ fwdreport_own(struct fwdreport *rep, const char *line, size_t len)
 	    memchr(line, '\n', len - 1) != NULL)
 		return -1;
 	return fwdreport_queue(
-	    rep, line, len, FWDREPORT_QUEUE_MAX + FWDREPORT_OWN_MAX);
+	    rep, line, len, FWDREPORT_QUEUE_MAX + FWDREPORT_OWN_MAX, 1);
 }
 
 int
@@ -171,6 +180,46 @@ void
 fwdreport_restart(struct fwdreport *rep)
 {
 	rep->off = 0;
+	rep->nawait = rep->nnamed = 0; /* the connection gone answers no
+					  more */
+	rep->await_first = 0;
+}
+
+/* Own line l was sent whole: its answer is awaited (named in the ring
+ * while it has room and no unnamed one is older). */
+static void
+fwdreport_await(struct fwdreport *rep, const struct fwdreport_line *l)
+{
+	size_t k = (rep->await_first + rep->nnamed) % FWDREPORT_AWAIT_MAX;
+
+	if (rep->nnamed == rep->nawait && rep->nnamed < FWDREPORT_AWAIT_MAX) {
+		snprintf(rep->await[k], sizeof(rep->await[k]), "%.*s",
+		    (int)(l->len - 1), l->s); /* without its '\n' */
+		rep->nnamed++;
+	}
+	rep->nawait++;
+}
+
+size_t
+fwdreport_awaited(const struct fwdreport *rep)
+{
+	return rep != NULL ? rep->nawait : 0;
+}
+
+int
+fwdreport_answered(struct fwdreport *rep, char *what, size_t size)
+{
+	if (rep == NULL || rep->nawait == 0)
+		return 0;
+	if (rep->nnamed == 0) {
+		snprintf(what, size, "an earlier request");
+	} else {
+		snprintf(what, size, "%s", rep->await[rep->await_first]);
+		rep->await_first = (rep->await_first + 1) % FWDREPORT_AWAIT_MAX;
+		rep->nnamed--;
+	}
+	rep->nawait--;
+	return 1;
 }
 
 size_t
@@ -208,7 +257,7 @@ fwdreport_head(struct fwdreport *rep)
 	return l;
 }
 
-/* The first line is sent: off the queue. */
+/* The first line is sent: off the queue (an own one: answer awaited). */
 static void
 fwdreport_pop(struct fwdreport *rep)
 {
@@ -221,6 +270,8 @@ fwdreport_pop(struct fwdreport *rep)
 		rep->qtail = &rep->q;
 	rep->qlen--;
 	pthread_mutex_unlock(&rep->mtx);
+	if (l->own)
+		fwdreport_await(rep, l);
 	free(l);
 	rep->off = 0;
 }

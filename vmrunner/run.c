@@ -103,7 +103,8 @@ struct run {
 	struct redact *redact;	      /* the secrets' values, for the logs */
 	struct redact_stream *con_rs; /* the console's bytes, redacted */
 	int lock_fd, gw_fd, tap_fd, ctl_fd, con_fd, sig_fd, secrets_fd;
-	int home_fd; /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	struct ctl_reader *gw_in; /* gw_fd's lines (sup_gw, UNREGISTER) */
+	int home_fd;		  /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	int listen_fd, client_fd, ready_fd;
 	int child_ctl, child_con; /* QEMU's ends of the ctl, console pairs */
 	enum qemu_accel accel;
@@ -1240,6 +1241,8 @@ run_resume(struct run *r, int *gw_open, uint64_t *reloaded, int64_t lost_at,
 	fd = ctl_resume(r->gw_path, r->id, &r->lease, reloaded, &cause);
 	if (fd != -1) {
 		r->gw_fd = fd;
+		ctl_reader_free(r->gw_in);
+		r->gw_in = ctl_reader_new(fd);
 		*gw_open = 1;
 		r->registered = 1;
 		log_info("instance %s: lease resumed with ksb-gatewayd after "
@@ -1576,31 +1579,61 @@ sup_gw_turn(struct sup *s)
 		s->told_turn = r->st.agent_turn;
 }
 
-/* The gateway's answers to TURN and SELFTEST, and its RELOADED notices:
- * 1 if buf holds only whole such lines (an ERR is logged, escaped). */
-static int
-sup_gw_answers(struct sup *s, const char *buf, size_t len)
+/*
+ * One line from the gateway on the lease's connection: a RELOADED
+ * notice, a FORWARD refusal, or the answer to the oldest own request
+ * still unanswered (TURN, SELFTEST: fwdreport_answered); a refusal is
+ * logged with its request, anything else the protocol has not too.
+ */
+static void
+sup_gw_line(struct sup *s, const char *line)
 {
-	char esc[256];
-	size_t i = 0, e;
+	char esc[CTL_LINE_MAX], what[FWDREPORT_WHAT_MAX];
+	enum ctl_in in;
 	uint64_t n;
 
-	while (i < len) {
-		for (e = i; e < len && buf[e] != '\n'; e++)
-			;
-		if (e == len)
-			return 0;
-		if (e - i > 4 && memcmp(buf + i, "ERR ", 4) == 0) {
-			log_escape(esc, sizeof(esc), buf + i, e - i);
-			log_warnx("ksb-gatewayd: %s", esc);
-		} else if (ctl_parse_reloaded(buf + i, e - i, &n)) {
-			if (s->r->selftest)
-				s->st_want = n; /* sup_selftest asks */
-		} else if (e - i != 2 || memcmp(buf + i, "OK", 2) != 0)
-			return 0;
-		i = e + 1;
+	log_escape(esc, sizeof(esc), line, strlen(line));
+	switch ((in = ctl_classify(line, &n))) {
+	case CTL_IN_RELOADED:
+		if (s->r->selftest)
+			s->st_want = n; /* sup_selftest asks */
+		break;
+	case CTL_IN_FORWARD_ERR:
+		log_warnx("ksb-gatewayd: %s", esc);
+		break;
+	case CTL_IN_OK:
+	case CTL_IN_ERR:
+		if (!fwdreport_answered(s->r->fwdrep, what, sizeof(what)))
+			log_warnx("ksb-gatewayd answered no request: \"%s\", "
+				  "ignored",
+			    esc);
+		else if (in == CTL_IN_ERR)
+			log_warnx("ksb-gatewayd refused %s: %s", what, esc + 4);
+		break;
+	case CTL_IN_OTHER:
+		log_warnx(
+		    "unexpected line from ksb-gatewayd, ignored: \"%s\"", esc);
+		break;
 	}
-	return 1;
+}
+
+/* The lines read so far on the lease's connection; a line cut by the
+ * read waits in r->gw_in for its end. */
+static void
+sup_gw_lines(struct sup *s)
+{
+	char line[CTL_LINE_MAX], *cause = NULL;
+	int k;
+
+	while ((k = ctl_reader_line(s->r->gw_in, line, &cause)) != 0) {
+		if (k == 1) {
+			sup_gw_line(s, line);
+			continue;
+		}
+		log_warnx("%s, ignored", cause);
+		free(cause);
+		cause = NULL;
+	}
 }
 
 /*
@@ -1642,19 +1675,23 @@ static void
 sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 {
 	struct run *r = s->r;
-	char buf[4096];
-	ssize_t got;
+	char *cause = NULL;
+	int got;
 
 	(void)n;
 	if (!s->gw_open || !(pfd->revents & (POLLIN | POLLHUP | POLLERR)))
 		return;
-	got = recv(r->gw_fd, buf, sizeof(buf), MSG_DONTWAIT);
-	if (got == 0 || (got == -1 && errno != EAGAIN && errno != EINTR)) {
+	got = ctl_reader_recv(r->gw_in, &cause);
+	if (got == -1) {
 		log_warnx(
-		    "lost the connection to ksb-gatewayd: the guest has no "
-		    "egress until the lease is resumed");
+		    "lost the connection to ksb-gatewayd (%s): the guest has "
+		    "no egress until the lease is resumed",
+		    cause);
+		free(cause);
 		s->gw_open = 0;
 		r->registered = 0;
+		ctl_reader_free(r->gw_in);
+		r->gw_in = NULL;
 		close(r->gw_fd);
 		r->gw_fd = -1;
 		if (r->fwdrep != NULL)
@@ -1662,8 +1699,8 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		s->lost_at = now;
 		s->resume_at = now + RESUME_EVERY_MS;
 		sup_selftest_stale(s);
-	} else if (got > 0 && !sup_gw_answers(s, buf, (size_t)got))
-		log_warnx("unexpected data from ksb-gatewayd, ignored");
+	} else if (got > 0)
+		sup_gw_lines(s);
 }
 
 /*
@@ -1683,7 +1720,7 @@ sup_gw_send(struct sup *s, const char *line, int n)
 }
 
 /* One SELFTEST report on the lease's connection (proto/ctl.h); its OK
- * comes back with the connection's other traffic (sup_gw_answers). */
+ * comes back with the connection's other traffic (sup_gw_line). */
 static void
 sup_selftest_send(struct sup *s, const struct ctl_selftest *t)
 {
@@ -2312,13 +2349,16 @@ run_cleanup(struct run *r, int status)
 {
 	char *cause = NULL;
 
-	if (r->registered && r->gw_fd != -1) {
-		if (ctl_unregister(r->gw_fd, r->id, &cause) != 0) {
+	if (r->registered && r->gw_fd != -1 && r->gw_in != NULL) {
+		if (ctl_unregister(r->gw_in, r->id,
+			fwdreport_awaited(r->fwdrep), &cause) != 0) {
 			log_warnx("%s", cause);
 			free(cause);
 		}
 		r->registered = 0;
 	}
+	ctl_reader_free(r->gw_in);
+	r->gw_in = NULL;
 	if (r->gw_fd != -1)
 		close(r->gw_fd);
 	r->gw_fd = -1;
@@ -2969,6 +3009,7 @@ run_lease(struct run *r)
 		free(cause);
 		return 125;
 	}
+	r->gw_in = ctl_reader_new(r->gw_fd);
 	r->registered = 1;
 	return 0;
 }
@@ -3264,12 +3305,17 @@ run_teardown(struct run *r, char **qargv, int status)
 
 	forward_free(r->fwd); /* before the instance dir may go */
 	r->fwd = NULL;
-	/* Its last records (closes, removes) before UNREGISTER. */
+	/* Its last records (closes, removes) before UNREGISTER.  Not all
+	 * sent: a line may be in part, UNREGISTER would land inside it;
+	 * closing the connection ends the lease as well (proto/ctl.h). */
 	if (r->registered &&
-	    fwdreport_flush(r->fwdrep, r->gw_fd, FWD_REPORT_FLUSH_MS) != 0)
+	    fwdreport_flush(r->fwdrep, r->gw_fd, FWD_REPORT_FLUSH_MS) != 0) {
 		log_warnx("forward audit: the last records did not reach "
-			  "the gateway in %d s",
+			  "the gateway in %d s; closing the lease's "
+			  "connection without UNREGISTER",
 		    FWD_REPORT_FLUSH_MS / 1000);
+		r->registered = 0;
+	}
 	run_cleanup(r, status);
 	fwdreport_free(r->fwdrep);
 	r->fwdrep = NULL;

@@ -499,8 +499,21 @@ int fwdreport_pending(struct fwdreport *rep);
  */
 int fwdreport_send(struct fwdreport *rep, int fd);
 /* fwdreport_restart: a new lease connection: the line sent in part goes
- * again whole. */
+ * again whole; no answer is awaited on it (fwdreport_awaited 0). */
 void fwdreport_restart(struct fwdreport *rep);
+/*
+ * The answers the lease's connection owes (proto/ctl.h: every request
+ * but FORWARD is answered, in order, once): fwdreport_awaited: how many
+ * own lines (fwdreport_own) were sent whole on it and not answered yet
+ * (0 for NULL).  fwdreport_answered: the gateway answered (OK or ERR,
+ * ctl_classify): the oldest of them, as its request line without the
+ * '\n' (cut to FWDREPORT_WHAT_MAX, or "an earlier request" past the
+ * FWDREPORT_AWAIT_MAX oldest) into what, is answered: 1; 0 when none
+ * is awaited (an answer to no request).  The supervisor only.
+ */
+#define FWDREPORT_WHAT_MAX 64
+size_t fwdreport_awaited(const struct fwdreport *rep);
+int fwdreport_answered(struct fwdreport *rep, char *what, size_t size);
 /*
  * fwdreport_forget: the supervisor, the lease's connection lost: drop
  * every queued line that starts with prefix (meant for the gateway gone

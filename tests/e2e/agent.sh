@@ -350,6 +350,11 @@ ctl status ag1 > "$T/status-hole" 2>&1 || true
 ksb_check "hole: status says the agent exited at that turn" \
 	'grep -q "^agent: *exited, turn $ht" "$T/status-hole"'
 ksb_check "hole: no QEMU left behind" '! pgrep -f "ksb.id=ag1 " >/dev/null'
+# The lease's connection carried TURN and SELFTEST lines, RELOADED
+# notices, a resumed lease, and last the failed test's SELFTEST right
+# before UNREGISTER: ksb-run matched every answer to its request.
+ksb_check "every gateway answer matched ksb-run's request, UNREGISTER's last" \
+	'! grep -E "answered no request|unexpected line from ksb-gatewayd|ksb-gatewayd refused|UNREGISTER" "$I/ag1/ksb-run.log"'
 ctl logs ag1 --screen > "$T/screen3" 2>&1 && sr=0 || sr=$?
 cat "$T/screen3"
 ksb_check "logs --screen of a stopped instance: refused, exit 1" \

@@ -59,5 +59,15 @@ ksb_check "deaf guest: stopped, exit 125, ${dt} s after the reload: $rc" \
 	'[ "$rc" = 125 ] && [ "$dt" -lt 75 ]'
 ksb_check "deaf guest: a reload fail record (timeout, stopped)" \
 	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE trigger = '"'reload'"' AND result = '"'fail'"' AND failed = '"'timeout'"' AND action = '"'stopped'"'"'
+# Both runs sent SELFTEST (the deaf one right before it stopped) and
+# then UNREGISTER on the lease's connection: every answer matched its
+# request (UNREGISTER's taken after SELFTEST's, not instead of it).
+lease_talk() {
+	! grep -E "answered no request|unexpected line from ksb-gatewayd|refused (SELFTEST|an earlier)|UNREGISTER" "$1"
+}
+ksb_check "the gateway's answers matched to ksb-run's requests, UNREGISTER's last" \
+	'lease_talk "$T/err" && lease_talk "$T/err2"'
+ksb_check "both leases ended" \
+	'[ "$(grep -c "^ksb-gatewayd: unregister " "$T/gatewayd.log")" = 2 ]'
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

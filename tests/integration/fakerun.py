@@ -15,8 +15,18 @@ def connect():
 
 def reply(s):
     # The reply line with the fds it carried; lines that came with it
-    # (RELOADED after RESUME's OK) each on their own.
-    msg, fds, _, _ = socket.recv_fds(s, 1024, 4)
+    # (RELOADED after RESUME's OK) each on their own.  Read to the end
+    # of its line: one read may end inside it (bounded: 64 KiB, 10 s).
+    msg, fds = b"", []
+    end = time.time() + 10
+    while b"\n" not in msg and len(msg) < 65536 and time.time() < end:
+        s.settimeout(max(0.01, end - time.time()))
+        d, f, _, _ = socket.recv_fds(s, 4096, 4)
+        if not d:
+            break
+        msg += d
+        fds += f
+    s.settimeout(None)
     lines = msg.decode(errors="replace").strip().split("\n")
     print(lines[0], "fds=%d" % len(fds), flush=True)
     for l in lines[1:]:

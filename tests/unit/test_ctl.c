@@ -1,7 +1,10 @@
 /*
  * test_ctl.c: the gateway control protocol's reply parsers (proto/ctl.c):
  * the REGISTER lease and INSTANCE lines; ctl_resume against a forked
- * server on a UNIX socket (what may follow RESUME's OK).
+ * server on a UNIX socket (what may follow RESUME's OK); the lease
+ * connection's reader (lines cut by reads, overlong lines) and
+ * UNREGISTER's answer among those owed to earlier requests, on a
+ * socketpair.
  */
 #include <arpa/inet.h>
 #include <signal.h>
@@ -398,6 +401,178 @@ test_ctl_resume(void)
 	free(cause);
 }
 
+/* len bytes of s to fd, whole. */
+static void
+put(int fd, const char *s, size_t len)
+{
+	if (write(fd, s, len) != (ssize_t)len)
+		fatal("write");
+}
+
+/*
+ * The lease connection's reader (ctl_reader): a line cut between two
+ * reads is taken whole once its end came; an overlong line (in one read
+ * or over several), a NUL byte or CRLF is one error, and the lines after
+ * it are read as usual.
+ */
+static void
+test_ctl_reader(void)
+{
+	static char big[CTL_LINE_MAX + 100];
+	char line[CTL_LINE_MAX], *cause = NULL;
+	struct ctl_reader *r;
+	int sv[2], k, n;
+	uint64_t v = 0;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		fatal("socketpair");
+	r = ctl_reader_new(sv[0]);
+	CHECK(ctl_reader_recv(r, &cause) == 0, "nothing to read: 0");
+	put(sv[1], "OK\nRELOA", 8);
+	CHECK(ctl_reader_recv(r, &cause) == 8, "8 bytes read");
+	CHECK(ctl_reader_line(r, line, &cause) == 1 && strcmp(line, "OK") == 0,
+	    "the whole line");
+	CHECK(ctl_reader_line(r, line, &cause) == 0,
+	    "the cut one waits for its end");
+	put(sv[1], "DED 4\nOK", 8);
+	CHECK(ctl_reader_recv(r, &cause) == 8 &&
+		ctl_reader_line(r, line, &cause) == 1 &&
+		ctl_classify(line, &v) == CTL_IN_RELOADED && v == 4,
+	    "then taken whole: RELOADED 4 (%s)", line);
+	put(sv[1], " recorded\n", 10);
+	CHECK(ctl_reader_recv(r, &cause) == 10 &&
+		ctl_reader_line(r, line, &cause) == 1 &&
+		strcmp(line, "OK recorded") == 0 &&
+		ctl_reader_line(r, line, &cause) == 0,
+	    "a line cut at any byte (%s)", line);
+
+	memset(big, 'x', sizeof(big));
+	big[sizeof(big) - 1] = '\n';
+	put(sv[1], big, sizeof(big));
+	put(sv[1], "OK\n", 3);
+	(void)ctl_reader_recv(r, &cause);
+	k = ctl_reader_line(r, line, &cause);
+	CHECK(k == -1 && cause != NULL && strstr(cause, "overlong") != NULL,
+	    "a line over CTL_LINE_MAX in one read: an error (%s)",
+	    cause ? cause : "");
+	free(cause), cause = NULL;
+	CHECK(ctl_reader_line(r, line, &cause) == 1 && strcmp(line, "OK") == 0,
+	    "the next line is read as usual");
+
+	/* Over several reads: the reader never holds more than it must. */
+	for (n = 0, k = 0; n < 3; n++) {
+		put(sv[1], big, CTL_LINE_MAX - 1);
+		(void)ctl_reader_recv(r, &cause);
+		k += ctl_reader_line(r, line, &cause) == -1;
+		free(cause), cause = NULL;
+	}
+	put(sv[1], "yy\nERR no\n", 10);
+	(void)ctl_reader_recv(r, &cause);
+	CHECK(k == 1 && ctl_reader_line(r, line, &cause) == 1 &&
+		strcmp(line, "ERR no") == 0,
+	    "an overlong line over 3 reads: one error, dropped through its "
+	    "end (%d)",
+	    k);
+	put(sv[1], "O\0K\nA\r\nOK\n", 10);
+	(void)ctl_reader_recv(r, &cause);
+	CHECK(ctl_reader_line(r, line, &cause) == -1, "a NUL byte: an error");
+	free(cause), cause = NULL;
+	CHECK(ctl_reader_line(r, line, &cause) == -1, "CRLF: an error");
+	free(cause), cause = NULL;
+	CHECK(ctl_reader_line(r, line, &cause) == 1 && strcmp(line, "OK") == 0,
+	    "then the next line");
+	close(sv[1]);
+	CHECK(ctl_reader_recv(r, &cause) == -1 && cause != NULL,
+	    "EOF: -1 (%s)", cause ? cause : "");
+	free(cause);
+	ctl_reader_free(r);
+	close(sv[0]);
+}
+
+/* ctl_unregister against the replies in "in" (written before it asks),
+ * awaited answers owed; the cause into *cause. */
+static int
+unregister_with(const char *cut, const char *in, size_t awaited,
+    char **cause)
+{
+	char req[64];
+	struct ctl_reader *r;
+	int sv[2], ret;
+	ssize_t n;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+		fatal("socketpair");
+	r = ctl_reader_new(sv[0]);
+	if (cut != NULL) { /* read by the supervisor already: a part */
+		put(sv[1], cut, strlen(cut));
+		(void)ctl_reader_recv(r, cause);
+	}
+	put(sv[1], in, strlen(in));
+	ret = ctl_unregister(r, "g1", awaited, cause);
+	n = read(sv[1], req, sizeof(req) - 1);
+	req[n > 0 ? n : 0] = '\0';
+	if (strcmp(req, "UNREGISTER g1\n") != 0)
+		ret = -2;
+	ctl_reader_free(r);
+	close(sv[0]);
+	close(sv[1]);
+	return ret;
+}
+
+/*
+ * UNREGISTER's answer among the others on the lease's connection: the
+ * answers owed to TURN and SELFTEST lines sent before it come first,
+ * notices anywhere; only the answer after them is UNREGISTER's.
+ */
+static void
+test_ctl_unregister(void)
+{
+	char *cause = NULL, many[65 * 12 + 4] = "";
+	uint64_t v;
+	int i;
+
+	CHECK(unregister_with(NULL, "OK\n", 0, &cause) == 0, "OK: 0");
+	free(cause), cause = NULL;
+	CHECK(unregister_with(NULL,
+		  "OK\nRELOADED 3\nERR forward: bad\n"
+		  "ERR no instance `g1' on this connection\n",
+		  1, &cause) == -1 &&
+		cause != NULL && strstr(cause, "no instance") != NULL,
+	    "a TURN's OK owed, then UNREGISTER's refusal: -1 (%s)",
+	    cause ? cause : "");
+	free(cause), cause = NULL;
+	CHECK(unregister_with(NULL, "ERR bad turn number\nRELOADED 2\nOK\n", 1,
+		  &cause) == 0,
+	    "a TURN's refusal owed, then UNREGISTER's OK: 0 (%s)",
+	    cause ? cause : "");
+	free(cause), cause = NULL;
+	CHECK(unregister_with(NULL, "OK\nERR x\nOK\n", 2, &cause) == 0,
+	    "two answers owed (TURN, SELFTEST), then UNREGISTER's OK");
+	free(cause), cause = NULL;
+	CHECK(unregister_with("O", "K\n", 0, &cause) == 0,
+	    "its OK cut by the supervisor's last read: read whole");
+	free(cause), cause = NULL;
+	CHECK(unregister_with(NULL, "OK recorded\n", 0, &cause) == -1,
+	    "an OK with text is not UNREGISTER's");
+	free(cause), cause = NULL;
+	for (i = 0; i < 65; i++)
+		strcat(many, "RELOADED 1\n");
+	strcat(many, "OK\n");
+	CHECK(unregister_with(NULL, many, 0, &cause) == -1 && cause != NULL &&
+		strstr(cause, "notices") != NULL,
+	    "over CTL_NOTICES_MAX notices first: bounded (%s)",
+	    cause ? cause : "");
+	free(cause), cause = NULL;
+	CHECK(ctl_classify("OK", &v) == CTL_IN_OK &&
+		ctl_classify("OK 1", &v) == CTL_IN_OK &&
+		ctl_classify("OKAY", &v) == CTL_IN_OTHER &&
+		ctl_classify("ERR x", &v) == CTL_IN_ERR &&
+		ctl_classify("ERR forward: x", &v) == CTL_IN_FORWARD_ERR &&
+		ctl_classify("RELOADED 0", &v) == CTL_IN_OTHER &&
+		ctl_classify("", &v) == CTL_IN_OTHER,
+	    "ctl_classify");
+}
+
 int
 main(void)
 {
@@ -408,5 +583,7 @@ main(void)
 	test_ctl_fwd();
 	signal(SIGPIPE, SIG_IGN);
 	test_ctl_resume();
+	test_ctl_reader();
+	test_ctl_unregister();
 	return tap_done();
 }

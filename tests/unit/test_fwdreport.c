@@ -3,7 +3,8 @@
  * fwdreport.c): ksb-run's own lines (TURN, SELFTEST: fwdreport_own)
  * queued while a FORWARD line is sent in part reach the gateway whole
  * and in order, never inside another line; the reload results dropped
- * when the connection is lost (fwdreport_forget); the bounds of the queue.
+ * when the connection is lost (fwdreport_forget); the bounds of the queue;
+ * the answers the connection owes for the own lines sent whole.
  * The connection is a real socketpair with the smallest buffers the
  * kernel allows, drained by this test.
  */
@@ -79,6 +80,84 @@ drain(struct fwdreport *rep, int w, int r, int *nfwd, int *nown, int *own_at)
 	return bad + (start != len);
 }
 
+/* Send everything queued through w, reading it off r (bounded). */
+static void
+pump(struct fwdreport *rep, int w, int r)
+{
+	static char buf[1 << 16];
+	int rounds;
+
+	for (rounds = 0; rounds < 100000; rounds++) {
+		if (fwdreport_send(rep, w) != 0)
+			return;
+		if (recv(r, buf, sizeof(buf), MSG_DONTWAIT) <= 0 &&
+		    !fwdreport_pending(rep))
+			return;
+	}
+}
+
+/*
+ * The answers the connection owes: one per own line sent whole (TURN,
+ * SELFTEST), none for FORWARD lines, matched oldest first; a line sent
+ * in part owes none yet; a new connection owes none; past the named
+ * ring they are still counted.
+ */
+static void
+test_awaited(int w, int r)
+{
+	struct fwdreport *rep;
+	char *cause = NULL, what[FWDREPORT_WHAT_MAX], turn[64];
+	int i, ok;
+
+	rep = fwdreport_new("fr-test", &cause);
+	if (rep == NULL)
+		fatalx("fwdreport_new: %s", cause);
+	for (i = 0; i < 4000; i++)
+		event(rep, (uint32_t)i + 1);
+	CHECK(fwdreport_own(rep, "TURN fr-test 3\n", 15) == 0 &&
+		fwdreport_send(rep, w) == 0 && fwdreport_awaited(rep) == 0,
+	    "an own line queued behind unsent FORWARD lines owes nothing");
+	event(rep, 4001);
+	CHECK(fwdreport_own(rep, OWN, strlen(OWN)) == 0, "a SELFTEST line");
+	pump(rep, w, r);
+	CHECK(fwdreport_awaited(rep) == 2,
+	    "sent: 2 answers awaited, none for 4001 FORWARD lines (%zu)",
+	    fwdreport_awaited(rep));
+	CHECK(fwdreport_answered(rep, what, sizeof(what)) == 1 &&
+		strcmp(what, "TURN fr-test 3") == 0,
+	    "the first answer is TURN's (%s)", what);
+	CHECK(fwdreport_answered(rep, what, sizeof(what)) == 1 &&
+		strncmp(what, "SELFTEST fr-test reload 3 fail", 30) == 0,
+	    "the second SELFTEST's (%s)", what);
+	CHECK(fwdreport_answered(rep, what, sizeof(what)) == 0 &&
+		fwdreport_awaited(rep) == 0,
+	    "a third answers no request");
+
+	CHECK(fwdreport_own(rep, OWN, strlen(OWN)) == 0, "own line");
+	pump(rep, w, r);
+	fwdreport_restart(rep);
+	CHECK(fwdreport_awaited(rep) == 0 &&
+		fwdreport_answered(rep, what, sizeof(what)) == 0,
+	    "a new connection owes no answer of the old one");
+
+	for (i = 1; i <= 70; i++) {
+		snprintf(turn, sizeof(turn), "TURN fr-test %d\n", i);
+		(void)fwdreport_own(rep, turn, strlen(turn));
+		pump(rep, w, r);
+	}
+	CHECK(fwdreport_awaited(rep) == 70, "70 awaited (%zu)",
+	    fwdreport_awaited(rep));
+	for (i = 1, ok = 1; i <= 70; i++) {
+		snprintf(turn, sizeof(turn), "TURN fr-test %d", i);
+		ok &= fwdreport_answered(rep, what, sizeof(what)) == 1 &&
+		    strcmp(what, i <= 64 ? turn : "an earlier request") == 0;
+	}
+	CHECK(ok && fwdreport_awaited(rep) == 0,
+	    "answered in order: 64 named, 6 counted past the ring");
+	fwdreport_free(rep);
+	free(cause);
+}
+
 int
 main(void)
 {
@@ -143,6 +222,7 @@ main(void)
 	CHECK(fwdreport_own(rep, OWN, strlen(OWN)) == -1,
 	    "then the queue is full for them too");
 	fwdreport_free(rep);
+	test_awaited(sp[0], sp[1]);
 	close(sp[0]);
 	close(sp[1]);
 	free(cause);

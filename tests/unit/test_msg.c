@@ -234,6 +234,15 @@ main(void)
 		memset(&mc, 0, sizeof(mc));
 		mc.forget = 2;
 		CHECK(msg_close_check(&mc) == -1, "forget 2");
+		mc.forget = 1;
+		mc.seen_open = 1;
+		mc.seen_up = MSG_TRAFFIC_BYTES_MAX;
+		CHECK(msg_close_check(&mc) == 0, "a close seen open, 2^53 bytes");
+		mc.seen_open = 2;
+		CHECK(msg_close_check(&mc) == -1, "seen_open 2");
+		mc.seen_open = 0;
+		mc.seen_down = MSG_TRAFFIC_BYTES_MAX + 1;
+		CHECK(msg_close_check(&mc) == -1, "seen_down 2^53+1");
 		memset(&ma, 0, sizeof(ma));
 		ma.n = MSG_ADDRS_MAX + 1;
 		CHECK(msg_addrs_check(&ma) == -1, "too many addresses");
