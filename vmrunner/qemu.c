@@ -324,8 +324,7 @@ qemu_machine_auto(enum qemu_accel accel, const char *machine)
 {
 	if (machine != NULL && *machine != '\0' && strcmp(machine, "auto") != 0)
 		return machine;
-	(void)accel;
-	return "q35";
+	return accel == QEMU_ACCEL_KVM ? "q35" : "microvm";
 }
 
 /* 1 on microvm: virtio-mmio devices ("virtio-*-device"), no PCI bus. */
@@ -458,11 +457,14 @@ qemu_check_shares(const struct qemu_config *cfg, char **cause)
 /*
  * Boot-time work a ksb guest never needs, skipped with the kernel's
  * initcall_blacklist= (init/main.c): the kprobe trace events' set-up
- * (walks every kernel symbol) and the SP800-108 KDF self-test (crypto/
- * kdf_sp800108.c, run whatever cryptomgr.notests says); about 60 ms of a
- * TCG guest's kernel start.
+ * (walks every kernel symbol), the SP800-108 KDF self-test (crypto/
+ * kdf_sp800108.c, run whatever cryptomgr.notests says), about 60 ms of a
+ * TCG guest's kernel start; and tracefs (kernel/trace/trace.c: the files
+ * of every trace event, some 0.2-0.3 CPU-s under TCG here, left as an
+ * empty /sys/kernel/tracing).
  */
-#define QEMU_INITCALL_SKIP "init_kprobe_trace,crypto_kdf108_init"
+#define QEMU_INITCALL_SKIP                                                     \
+	"init_kprobe_trace,crypto_kdf108_init,tracer_init_tracefs"
 
 #define QEMU_KERNEL_ARGS                                                       \
 	"console=ttyS0 quiet loglevel=1 panic=-1 cryptomgr.notests "           \

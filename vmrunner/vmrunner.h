@@ -184,7 +184,10 @@ struct qemu_config {
 const char *qemu_machine_problem(const char *machine);
 /*
  * qemu_machine_auto: the machine type for the machine setting (static or
- * machine): NULL, "" or "auto" is q35.
+ * machine): NULL, "" or "auto" is microvm under TCG (no PCI bus or
+ * PC firmware to set up and probe: the e2e tests pass on it) and q35
+ * with KVM (where ksb's microvm path has not been tested: no /dev/kvm
+ * here).
  */
 const char *qemu_machine_auto(enum qemu_accel accel, const char *machine);
 

@@ -102,8 +102,9 @@ test_argv(void)
 	    "ksb.port=3128") != NULL, "cmdline carries the lease");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
 	CHECK(strstr(value_of(argv, "-append"),
-	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init ") != NULL,
-	    "cmdline skips the kprobe trace set-up and the KDF self-test");
+	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init,"
+	    "tracer_init_tracefs ") != NULL,
+	    "cmdline skips the kprobe trace set-up, the KDF self-test, tracefs");
 	CHECK(*value_of(argv, "-bios") == '\0', "QEMU's own firmware (no -bios)");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
 	    "cmdline share");
@@ -496,12 +497,12 @@ test_argv_microvm(void)
 	    "microvm template: no vmgenid (no ACPI table for it), pci=off");
 	qemu_argv_free(argv);
 
-	CHECK(strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, "auto"), "q35") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, NULL), "q35") == 0 &&
+	CHECK(strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, "auto"), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, NULL), "microvm") == 0 &&
 	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, "auto"), "q35") == 0 &&
 	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, "microvm"), "microvm") == 0 &&
 	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, "q35"), "q35") == 0,
-	    "auto: q35; a named machine as given");
+	    "auto: microvm with TCG, q35 with KVM; a named machine as given");
 	CHECK(qemu_machine_problem("pc") == NULL && qemu_machine_problem("q35") == NULL &&
 	    qemu_machine_problem("microvm") == NULL &&
 	    qemu_machine_problem("isapc") != NULL && qemu_machine_problem("") != NULL,
