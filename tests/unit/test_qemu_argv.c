@@ -103,7 +103,7 @@ test_argv(void)
 	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
 	CHECK(strstr(value_of(argv, "-append"),
 	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init,"
-	    "tracer_init_tracefs ") != NULL,
+	    "tracer_init_tracefs,trace_eval_init ") != NULL,
 	    "cmdline skips the kprobe trace set-up, the KDF self-test, tracefs");
 	CHECK(*value_of(argv, "-bios") == '\0', "QEMU's own firmware (no -bios)");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
