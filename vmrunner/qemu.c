@@ -320,11 +320,11 @@ qemu_machine_problem(const char *machine)
 }
 
 const char *
-qemu_machine_auto(enum qemu_accel accel, const char *machine)
+qemu_machine_auto(enum qemu_accel accel, unsigned cpus, const char *machine)
 {
 	if (machine != NULL && *machine != '\0' && strcmp(machine, "auto") != 0)
 		return machine;
-	return accel == QEMU_ACCEL_KVM ? "q35" : "microvm";
+	return accel == QEMU_ACCEL_TCG && cpus == 1 ? "microvm" : "q35";
 }
 
 /* 1 on microvm: virtio-mmio devices ("virtio-*-device"), no PCI bus. */

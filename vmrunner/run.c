@@ -171,8 +171,8 @@ run_help(void)
 	    "  --cpu model          guest CPU (auto: host with "
 	    "KVM, " QEMU_TCG_CPU " with TCG)\n"
 	    "  --machine auto|microvm|q35|pc\n"
-	    "                       the QEMU machine (auto: microvm with TCG, "
-	    "q35 with KVM)\n"
+	    "                       the QEMU machine (auto: microvm with TCG "
+	    "and 1 vCPU)\n"
 	    "  --ca-file pem        extra CA certificates the guest trusts\n"
 	    "  --share-ro host[:guest]\n"
 	    "                       a host directory, read-only in the guest\n"
@@ -2795,7 +2795,14 @@ run_preflight(struct run *r)
 	}
 	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
 	run_cpu_warn(r, r->accel);
-	r->machine = qemu_machine_auto(r->accel, config_get(r->cfg, "machine"));
+	r->machine =
+	    qemu_machine_auto(r->accel, r->cpus, config_get(r->cfg, "machine"));
+	if (strcmp(r->machine, "microvm") == 0 && r->accel == QEMU_ACCEL_TCG &&
+	    r->cpus > 1)
+		log_warnx("machine microvm (from %s) with %u vCPUs under TCG: "
+			  "the guest finds their TSCs unsynchronized and, with "
+			  "no HPET, keeps time with jiffies; q35 does not",
+		    config_origin(r->cfg, "machine"), r->cpus);
 	if (strcmp(r->machine, "microvm") == 0 && r->accel == QEMU_ACCEL_TCG)
 		r->tsc_khz = tsc_host_khz(cache);
 	log_debug("machine %s (from %s)%s", r->machine,

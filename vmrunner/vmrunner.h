@@ -184,12 +184,15 @@ struct qemu_config {
 const char *qemu_machine_problem(const char *machine);
 /*
  * qemu_machine_auto: the machine type for the machine setting (static or
- * machine): NULL, "" or "auto" is microvm under TCG (no PCI bus or
- * PC firmware to set up and probe: the e2e tests pass on it) and q35
- * with KVM (where ksb's microvm path has not been tested: no /dev/kvm
- * here).
+ * machine) and cpus vCPUs: NULL, "" or "auto" is microvm under TCG with
+ * one vCPU (no PCI bus or PC firmware to set up and probe: the e2e tests
+ * pass on it), else q35: with KVM ksb's microvm path has not been tested
+ * (no /dev/kvm here), and with two or more TCG vCPUs the guest kernel
+ * finds their TSCs unsynchronized and, microvm having no HPET or ACPI PM
+ * timer, falls back to the jiffies clock.
  */
-const char *qemu_machine_auto(enum qemu_accel accel, const char *machine);
+const char *qemu_machine_auto(
+    enum qemu_accel accel, unsigned cpus, const char *machine);
 
 /* Locally administered; every guest from a template starts with it. */
 #define QEMU_TEMPLATE_MAC "52:54:00:6b:73:62"

@@ -497,12 +497,14 @@ test_argv_microvm(void)
 	    "microvm template: no vmgenid (no ACPI table for it), pci=off");
 	qemu_argv_free(argv);
 
-	CHECK(strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, "auto"), "microvm") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, NULL), "microvm") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, "auto"), "q35") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, "microvm"), "microvm") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, "q35"), "q35") == 0,
-	    "auto: microvm with TCG, q35 with KVM; a named machine as given");
+	CHECK(strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "auto"), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, NULL), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 2, "auto"), "q35") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "auto"), "q35") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "microvm"), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 4, "microvm"), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "q35"), "q35") == 0,
+	    "auto: microvm with TCG and one vCPU, else q35; a named machine as given");
 	CHECK(qemu_machine_problem("pc") == NULL && qemu_machine_problem("q35") == NULL &&
 	    qemu_machine_problem("microvm") == NULL &&
 	    qemu_machine_problem("isapc") != NULL && qemu_machine_problem("") != NULL,
