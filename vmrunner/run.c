@@ -446,6 +446,7 @@ run_live_option(struct run *r, int ch, const char *arg)
 /*
  * The command line into r (settings flags into r->flags).  The index of
  * the first operand, or -1 (logged).  -h prints the help and exits.
+ * Over 80 lines: a case per option of run_longopts.
  */
 static int
 run_options(struct run *r, int argc, char **argv)
