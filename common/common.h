@@ -177,6 +177,7 @@ struct ksb_conf {
 	char *kernel;	   /* guest kernel for ksb-run, NULL: search */
 	char *modules_dir; /* /lib/modules/<version> for that kernel */
 	char *cpu;	   /* guest CPU model for ksb-run, NULL: auto */
+	char *machine;	   /* QEMU machine for ksb-run, NULL: auto */
 	char *ca_file;	   /* extra CA PEMs for guests (ksb-run), NULL: none */
 	char *agent_mode;  /* ksb-run agent-mode, NULL: interactive */
 	char *agent_base_url; /* ksb-run agent-base-url, NULL: none */

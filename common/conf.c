@@ -67,6 +67,7 @@ conf_free(struct ksb_conf *c)
 	free(c->agent_mode);
 	free(c->agent_base_url);
 	free(c->template);
+	free(c->machine);
 	free(c);
 }
 
@@ -336,6 +337,7 @@ static const struct {
 	{ "grants-dir", offsetof(struct ksb_conf, grants_dir), 1 },
 	{ "resolver", offsetof(struct ksb_conf, resolver), 0 },
 	{ "cpu", offsetof(struct ksb_conf, cpu), 0 }, /* checked by ksb-run */
+	{ "machine", offsetof(struct ksb_conf, machine), 0 },	    /* ditto */
 	{ "agent-mode", offsetof(struct ksb_conf, agent_mode), 0 }, /* ditto */
 	{ "agent-base-url", offsetof(struct ksb_conf, agent_base_url), 0 },
 	{ "template", offsetof(struct ksb_conf, template), 0 }, /* ksb-run */

@@ -28,6 +28,7 @@ enum config_type {
 	T_PATH,
 	T_BOOL,
 	T_CPU,
+	T_MACHINE,
 	T_MODE,
 	T_URL
 };
@@ -46,8 +47,9 @@ static const struct config_key {
 	{ "kernel", T_PATH, 0, 0, NULL },
 	{ "modules", T_PATH, 0, 0, NULL },
 	{ "accel", T_ACCEL, 0, 0, "auto" },
-	{ "cpu", T_CPU, 0, 0, "auto" },	   /* qemu_cpu_model */
-	{ "ca-file", T_PATH, 0, 0, NULL }, /* etc_extra_ca */
+	{ "cpu", T_CPU, 0, 0, "auto" },		/* qemu_cpu_model */
+	{ "machine", T_MACHINE, 0, 0, "auto" }, /* qemu_machine_auto */
+	{ "ca-file", T_PATH, 0, 0, NULL },	/* etc_extra_ca */
 	{ "share-ro", T_LIST, 0, 0, NULL },
 	{ "secret", T_LIST, 0, 0, NULL },
 	{ "command", T_STR, 0, 0, "/bin/bash -l" },
@@ -288,6 +290,13 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 		    strcmp(value, "tcg") != 0)
 			return cause_set(cause,
 			    "%s: `%s' is not auto, kvm or tcg", k->name, value);
+		break;
+	case T_MACHINE:
+		if (strcmp(value, "auto") != 0 &&
+		    qemu_machine_problem(value) != NULL)
+			return cause_set(cause,
+			    "%s: `%s' is not auto, microvm, q35 or pc", k->name,
+			    value);
 		break;
 	case T_CPU:
 		if (strcmp(value, "auto") != 0 &&

@@ -15,7 +15,7 @@
 #include "vmrunner/vmrunner.h"
 
 /* Bump when the archive layout changes: it is part of the cache key. */
-#define INITRAMFS_FORMAT "ksb-initramfs-6"
+#define INITRAMFS_FORMAT "ksb-initramfs-7"
 
 /*
  * Load order; the instance disk's modules last, after the
@@ -27,9 +27,11 @@ static const struct {
 	const char *name; /* module name, '-' and '_' equivalent */
 	int required, disk;
 } initramfs_wanted[] = {
-	{ "virtio_pci", 1, 0 }, { "virtio_net", 1, 0 },
-	{ "virtio_console", 1, 0 }, { "9pnet_virtio", 1, 0 }, { "9p", 1, 0 },
-	{ "virtio_rng", 0, 0 }, { "qemu_fw_cfg", 0, 0 }, { "overlay", 0, 0 },
+	{ "virtio_pci", 1, 0 },
+	{ "virtio_mmio", 0, 0 }, /* microvm (init loads one transport) */
+	{ "virtio_net", 1, 0 }, { "virtio_console", 1, 0 },
+	{ "9pnet_virtio", 1, 0 }, { "9p", 1, 0 }, { "virtio_rng", 0, 0 },
+	{ "qemu_fw_cfg", 0, 0 }, { "overlay", 0, 0 },
 	{ "fuse", 0, 0 }, /* the lazily read work tree (guest/treefs.c) */
 	{ "virtio_balloon", 0, 0 }, /* free page reporting: memory back */
 	{ "button", 0, 0 },	/* ACPI power button: QMP system_powerdown */

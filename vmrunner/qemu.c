@@ -310,6 +310,37 @@ qemu_cpu_report(enum qemu_accel accel, const char *cpu, char **text)
 
 /* ---- the command line ---------------------------------------------------- */
 
+const char *
+qemu_machine_problem(const char *machine)
+{
+	if (strcmp(machine, "q35") == 0 || strcmp(machine, "pc") == 0 ||
+	    strcmp(machine, "microvm") == 0)
+		return NULL;
+	return "not q35, pc or microvm";
+}
+
+const char *
+qemu_machine_auto(enum qemu_accel accel, unsigned cpus, const char *machine)
+{
+	if (machine != NULL && *machine != '\0' && strcmp(machine, "auto") != 0)
+		return machine;
+	return accel == QEMU_ACCEL_TCG && cpus == 1 ? "microvm" : "q35";
+}
+
+/* 1 on microvm: virtio-mmio devices ("virtio-*-device"), no PCI bus. */
+static int
+qemu_microvm(const struct qemu_config *cfg)
+{
+	return strcmp(cfg->machine, "microvm") == 0;
+}
+
+/* The virtio transport's device name suffix: "device" or "pci". */
+static const char *
+qemu_virtio(const struct qemu_config *cfg)
+{
+	return qemu_microvm(cfg) ? "device" : "pci";
+}
+
 /* The machine, its size and its CPU: the settings a user gives. */
 static int
 qemu_check_machine(const struct qemu_config *cfg, char **cause)
@@ -318,9 +349,7 @@ qemu_check_machine(const struct qemu_config *cfg, char **cause)
 
 	if (cfg->binary == NULL || *cfg->binary == '\0')
 		return cause_set(cause, "no QEMU binary");
-	if (cfg->machine == NULL ||
-	    (strcmp(cfg->machine, "q35") != 0 &&
-		strcmp(cfg->machine, "pc") != 0))
+	if (cfg->machine == NULL || qemu_machine_problem(cfg->machine) != NULL)
 		return cause_set(cause, "unsupported machine type `%s'",
 		    cfg->machine ? cfg->machine : "");
 	if (cfg->memory_mib < 64 || cfg->memory_mib > 1048576)
@@ -428,15 +457,47 @@ qemu_check_shares(const struct qemu_config *cfg, char **cause)
 /*
  * Boot-time work a ksb guest never needs, skipped with the kernel's
  * initcall_blacklist= (init/main.c): the kprobe trace events' set-up
- * (walks every kernel symbol) and the SP800-108 KDF self-test (crypto/
- * kdf_sp800108.c, run whatever cryptomgr.notests says); about 60 ms of a
- * TCG guest's kernel start.
+ * (walks every kernel symbol), the SP800-108 KDF self-test (crypto/
+ * kdf_sp800108.c, run whatever cryptomgr.notests says), about 60 ms of a
+ * TCG guest's kernel start; and tracefs with the trace events' enum
+ * maps (kernel/trace/trace.c: tracer_init_tracefs makes the files of
+ * every trace event, trace_eval_init rewrites every event's format; 11 %
+ * and 9 % of the guest kernel's instructions to init under -icount, some
+ * 0.2-0.3 CPU-s under TCG here), leaving /sys/kernel/tracing empty.
  */
-#define QEMU_INITCALL_SKIP "init_kprobe_trace,crypto_kdf108_init"
+#define QEMU_INITCALL_SKIP                                                     \
+	"init_kprobe_trace,crypto_kdf108_init,tracer_init_tracefs,"            \
+	"trace_eval_init"
 
 #define QEMU_KERNEL_ARGS                                                       \
 	"console=ttyS0 quiet loglevel=1 panic=-1 cryptomgr.notests "           \
 	"initcall_blacklist=" QEMU_INITCALL_SKIP
+
+/*
+ * microvm's extras: no PCI bus to probe (pci=off), and under TCG the TSC
+ * rate given (tsc_early_khz=, arch/x86/kernel/tsc.c): microvm has neither
+ * HPET nor ACPI PM timer, and calibrating against the PIT alone failed in
+ * about one boot in five under TCG ("Unable to calibrate against PIT"),
+ * leaving a guest without a usable clock.  TCG's guest TSC is the host's
+ * (QEMU's cpu_get_host_ticks), so the host's rate is the guest's.
+ */
+#define QEMU_MICROVM_ARGS "pci=off"
+
+/* The kernel's own arguments for cfg's machine, malloc'd. */
+static char *
+qemu_kernel_args(const struct qemu_config *cfg)
+{
+	char *s;
+
+	if (!qemu_microvm(cfg))
+		return xstrdup(QEMU_KERNEL_ARGS);
+	if (cfg->accel == QEMU_ACCEL_KVM || cfg->tsc_khz == 0)
+		return xstrdup(QEMU_KERNEL_ARGS " " QEMU_MICROVM_ARGS);
+	xasprintf(&s,
+	    QEMU_KERNEL_ARGS " " QEMU_MICROVM_ARGS " tsc_early_khz=%u",
+	    cfg->tsc_khz);
+	return s;
+}
 
 char *
 qemu_ksb_args(const struct qemu_config *cfg)
@@ -478,13 +539,17 @@ qemu_ksb_args(const struct qemu_config *cfg)
 static char *
 qemu_cmdline(const struct qemu_config *cfg, char **cause)
 {
-	char *append, *args;
+	char *append, *args, *kargs = qemu_kernel_args(cfg);
 
-	if (cfg->template != QEMU_TEMPLATE_NONE)
-		return xstrdup(QEMU_KERNEL_ARGS " ksb.template=1");
+	if (cfg->template != QEMU_TEMPLATE_NONE) {
+		xasprintf(&append, "%s ksb.template=1", kargs);
+		free(kargs);
+		return append;
+	}
 	args = qemu_ksb_args(cfg);
-	xasprintf(&append, QEMU_KERNEL_ARGS " %s", args);
+	xasprintf(&append, "%s %s", kargs, args);
 	free(args);
+	free(kargs);
 	if (strlen(append) >= QEMU_CMDLINE_MAX) {
 		cause_set(cause,
 		    "kernel command line too long (%zu bytes, shorten "
@@ -507,7 +572,12 @@ qemu_add_machine(
 	qemu_add(a, "-display");
 	qemu_add(a, "none");
 	qemu_add(a, "-machine");
-	qemu_add(a, cfg->machine);
+	/*
+	 * microvm: ACPI on, since Debian's kernel finds virtio-mmio devices
+	 * (LNRO0005) and fw_cfg (QEMU0002) only there (it has no
+	 * VIRTIO_MMIO_CMDLINE_DEVICES): QEMU's hw/i386/acpi-microvm.c.
+	 */
+	qemu_add(a, qemu_microvm(cfg) ? "microvm,acpi=on" : cfg->machine);
 	qemu_add(a, "-accel");
 	if (cfg->accel == QEMU_ACCEL_KVM)
 		qemu_add(a, "kvm");
@@ -527,28 +597,46 @@ qemu_add_machine(
 	qemu_add(a, append);
 }
 
+/*
+ * A 9p export: -virtfs on pc and q35 (a virtio-9p-pci device); on
+ * microvm, which has no PCI bus, -fsdev with the same options and a
+ * virtio-9p-device.  path: escaped (qemu_optval); opts: the rest,
+ * "security_model=...".
+ */
+static void
+qemu_add_9p(struct qemu_args *a, const struct qemu_config *cfg, const char *tag,
+    const char *path, const char *opts)
+{
+	if (!qemu_microvm(cfg)) {
+		qemu_add(a, "-virtfs");
+		qemu_addf(a, "local,path=%s,mount_tag=%s,%s", path, tag, opts);
+		return;
+	}
+	qemu_add(a, "-fsdev");
+	qemu_addf(a, "local,id=fs-%s,path=%s,%s", tag, path, opts);
+	qemu_add(a, "-device");
+	qemu_addf(a, "virtio-9p-device,fsdev=fs-%s,mount_tag=%s", tag, tag);
+}
+
 /* The network card, the 9p exports and the instance disk. */
 static void
 qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 {
+	char *v, *opts, tag[24];
 	size_t i;
-	char *v;
 
 	qemu_add(a, "-netdev");
 	qemu_addf(a, "tap,id=n0,fd=%d,vhost=off", cfg->tap_fd);
 	qemu_add(a, "-device");
 	/* A template's MAC is the same for all; init sets the lease's. */
-	qemu_addf(a, "virtio-net-pci,netdev=n0,mac=%s,romfile=",
-	    cfg->template != QEMU_TEMPLATE_NONE ? QEMU_TEMPLATE_MAC : cfg->mac);
-	if (cfg->share_usr) {
-		qemu_add(a, "-virtfs");
-		qemu_add(a,
-		    "local,path=/usr,mount_tag=usr,security_model=none,"
-		    "readonly=on,multidevs=remap");
-	}
+	qemu_addf(a, "virtio-net-%s,netdev=n0,mac=%s%s", qemu_virtio(cfg),
+	    cfg->template != QEMU_TEMPLATE_NONE ? QEMU_TEMPLATE_MAC : cfg->mac,
+	    qemu_microvm(cfg) ? "" : ",romfile=");
+	if (cfg->share_usr)
+		qemu_add_9p(a, cfg, "usr", "/usr",
+		    "security_model=none,readonly=on,multidevs=remap");
 	for (i = 0; i < cfg->nshares; i++) {
 		v = qemu_optval(cfg->shares[i].host_path);
-		qemu_add(a, "-virtfs");
 		/*
 		 * A writable share (the mirror) uses mapped-xattr: what the
 		 * guest creates lands as plain 0600 files of QEMU's user, with
@@ -556,11 +644,12 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 		 * in user.virtfs.* xattrs, so guest root can never plant a
 		 * device node, a setuid file or a symlink on the host.
 		 */
-		qemu_addf(a,
-		    "local,path=%s,mount_tag=s%zu,security_model=%s,"
-		    "%smultidevs=remap",
-		    v, i, cfg->shares[i].writable ? "mapped-xattr" : "none",
+		xasprintf(&opts, "security_model=%s,%smultidevs=remap",
+		    cfg->shares[i].writable ? "mapped-xattr" : "none",
 		    cfg->shares[i].writable ? "" : "readonly=on,");
+		snprintf(tag, sizeof(tag), "s%zu", i);
+		qemu_add_9p(a, cfg, tag, v, opts);
+		free(opts);
 		free(v);
 	}
 	if (cfg->disk != NULL) {
@@ -572,7 +661,8 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 		    v);
 		free(v);
 		qemu_add(a, "-device");
-		qemu_add(a, "virtio-blk-pci,drive=d0,serial=ksb-disk");
+		qemu_addf(a, "virtio-blk-%s,drive=d0,serial=ksb-disk",
+		    qemu_virtio(cfg));
 	}
 }
 
@@ -586,8 +676,12 @@ qemu_add_template(struct qemu_args *a, const struct qemu_config *cfg)
 {
 	if (cfg->template == QEMU_TEMPLATE_NONE)
 		return;
-	qemu_add(a, "-device");
-	qemu_add(a, "vmgenid,guid=auto");
+	/* microvm's ACPI tables have no vmgenid (QEMU 7.2): the INSTANCE
+	 * message's seed alone reseeds the guest's RNG there. */
+	if (!qemu_microvm(cfg)) {
+		qemu_add(a, "-device");
+		qemu_add(a, "vmgenid,guid=auto");
+	}
 	if (cfg->template == QEMU_TEMPLATE_BOOT) {
 		/* Saved stopped; a restore runs at once (no "paused" state
 		 * in the stream: migration/global_state.c). */
@@ -637,7 +731,7 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 	}
 devices:
 	qemu_add(a, "-device");
-	qemu_add(a, "virtio-rng-pci");
+	qemu_addf(a, "virtio-rng-%s", qemu_virtio(cfg));
 	/*
 	 * Free page reporting: the guest hands pages it freed back (QEMU
 	 * discards them), so an idle guest's RSS follows what it holds;
@@ -645,11 +739,11 @@ devices:
 	 */
 	qemu_add(a, "-device");
 	qemu_addf(a,
-	    "virtio-balloon-pci,id=balloon0,free-page-reporting=on,"
+	    "virtio-balloon-%s,id=balloon0,free-page-reporting=on,"
 	    "guest-stats-polling-interval=%d",
-	    QEMU_BALLOON_STATS_S);
+	    qemu_virtio(cfg), QEMU_BALLOON_STATS_S);
 	qemu_add(a, "-device");
-	qemu_add(a, "virtio-serial-pci,id=vs0");
+	qemu_addf(a, "virtio-serial-%s,id=vs0", qemu_virtio(cfg));
 	qemu_add(a, "-chardev");
 	qemu_addf(a, "socket,id=ctl,fd=%d", cfg->ctl_fd);
 	qemu_add(a, "-device");

@@ -109,6 +109,8 @@ struct run {
 	int child_ctl, child_con; /* QEMU's ends of the ctl, console pairs */
 	enum qemu_accel accel;
 	const char *accel_why; /* why not KVM (static); NULL: tcg forced */
+	const char *machine;   /* qemu_machine_auto: "microvm", "q35", ... */
+	unsigned tsc_khz;      /* microvm under TCG: tsc_host_khz, else 0 */
 	char *header;	       /* the command header for the guest */
 	size_t header_len;
 	pid_t qemu_pid;
@@ -169,6 +171,9 @@ run_help(void)
 	    "works)\n"
 	    "  --cpu model          guest CPU (auto: host with "
 	    "KVM, " QEMU_TCG_CPU " with TCG)\n"
+	    "  --machine auto|microvm|q35|pc\n"
+	    "                       the QEMU machine (auto: microvm with TCG "
+	    "and 1 vCPU)\n"
 	    "  --ca-file pem        extra CA certificates the guest trusts\n"
 	    "  --share-ro host[:guest]\n"
 	    "                       a host directory, read-only in the guest\n"
@@ -324,7 +329,8 @@ enum {
 	O_AGENT_URL,
 	O_FORWARD,
 	O_DISPLAY,
-	O_TEMPLATE
+	O_TEMPLATE,
+	O_MACHINE
 };
 
 static const struct option run_longopts[] = { { "help", no_argument, NULL,
@@ -348,6 +354,7 @@ static const struct option run_longopts[] = { { "help", no_argument, NULL,
 	{ "control-socket", required_argument, NULL, O_SOCKET },
 	{ "accel", required_argument, NULL, O_ACCEL },
 	{ "cpu", required_argument, NULL, O_CPU },
+	{ "machine", required_argument, NULL, O_MACHINE },
 	{ "ca-file", required_argument, NULL, O_CA },
 	{ "print-config", no_argument, NULL, O_PRINT },
 	{ "json", no_argument, NULL, O_JSON },
@@ -440,6 +447,7 @@ run_live_option(struct run *r, int ch, const char *arg)
 /*
  * The command line into r (settings flags into r->flags).  The index of
  * the first operand, or -1 (logged).  -h prints the help and exits.
+ * Over 80 lines: a case per option of run_longopts.
  */
 static int
 run_options(struct run *r, int argc, char **argv)
@@ -519,6 +527,7 @@ run_options(struct run *r, int argc, char **argv)
 		case O_AGENT_MODE:
 		case O_AGENT_URL:
 		case O_TEMPLATE:
+		case O_MACHINE:
 			run_flag_add(r, ch, idx, optarg);
 			break;
 		default: /* ("+:..." above: a missing value is ':') */
@@ -539,6 +548,7 @@ run_conf_layer(struct run *r, char **cause)
 		{ "kernel", r->conf->kernel },
 		{ "modules", r->conf->modules_dir },
 		{ "cpu", r->conf->cpu },
+		{ "machine", r->conf->machine },
 		{ "ca-file", r->conf->ca_file },
 		{ "agent-mode", r->conf->agent_mode },
 		{ "agent-base-url", r->conf->agent_base_url },
@@ -554,8 +564,32 @@ run_conf_layer(struct run *r, char **cause)
 	return 0;
 }
 
+/* KSB_ACCEL and KSB_MACHINE, between the project file and the flags. */
+static int
+run_env_layer(struct run *r, char **cause)
+{
+	static const char *const env[][2] = { { "KSB_ACCEL", "accel" },
+		{ "KSB_MACHINE", "machine" } };
+	const char *v;
+	char *t;
+	size_t i;
+
+	for (i = 0; i < sizeof(env) / sizeof(env[0]); i++) {
+		if ((v = getenv(env[i][0])) == NULL || *v == '\0' ||
+		    config_set(r->cfg, CONFIG_FLAG, env[i][1], v, env[i][0],
+			cause) == 0)
+			continue;
+		xasprintf(&t, "%s (environment): %s", env[i][0], *cause);
+		free(*cause);
+		*cause = t;
+		return -1;
+	}
+	return 0;
+}
+
 /*
- * Merge defaults < ksb.conf < project file < KSB_ACCEL < flags into r->cfg,
+ * Merge defaults < ksb.conf < project file < KSB_ACCEL and KSB_MACHINE <
+ * flags into r->cfg,
  * then copy the effective values into r.  0 or -1 (logged).
  */
 static int
@@ -563,7 +597,7 @@ run_settings(struct run *r, int argc, char **argv, int first,
     const struct run_flag *flags, size_t nflags)
 {
 	char *cause = NULL, *const * list;
-	const char *env, *v;
+	const char *v;
 	struct stat st;
 	size_t i, n;
 	int ret = -1;
@@ -578,16 +612,8 @@ run_settings(struct run *r, int argc, char **argv, int first,
 		if (config_load(r->cfg, PROJECT_FILE, &cause) != 0)
 			goto fail;
 	}
-	if ((env = getenv("KSB_ACCEL")) != NULL && *env != '\0' &&
-	    config_set(
-		r->cfg, CONFIG_FLAG, "accel", env, "KSB_ACCEL", &cause) != 0) {
-		char *t;
-
-		xasprintf(&t, "KSB_ACCEL (environment): %s", cause);
-		free(cause);
-		cause = t;
+	if (run_env_layer(r, &cause) != 0)
 		goto fail;
-	}
 	for (i = 0; i < nflags; i++)
 		if (config_set(r->cfg, CONFIG_FLAG, flags[i].key,
 			flags[i].value, flags[i].origin, &cause) != 0)
@@ -1443,9 +1469,10 @@ run_boottime_log(struct run *r, int64_t t_qemu, int64_t t_ready)
 	r->bt.qemu_cpu_ms = boottime_cpu_ms(r->qemu_pid);
 	if (!log_verbose())
 		return;
-	log_debug("instance %s: start time (guest stages as it reports "
-		  "them%s):",
-	    r->id, r->bt.dropped ? ", some dropped" : "");
+	log_debug("instance %s: start time (%s, %s; guest stages as it "
+		  "reports them%s):",
+	    r->id, r->machine, r->accel == QEMU_ACCEL_KVM ? "kvm" : "tcg",
+	    r->bt.dropped ? ", some dropped" : "");
 	for (i = 0; boottime_row(&r->bt, i, row, sizeof(row)) == 0; i++)
 		log_debug("  %s", row);
 }
@@ -2809,6 +2836,19 @@ run_preflight(struct run *r)
 	}
 	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
 	run_cpu_warn(r, r->accel);
+	r->machine =
+	    qemu_machine_auto(r->accel, r->cpus, config_get(r->cfg, "machine"));
+	if (strcmp(r->machine, "microvm") == 0 && r->accel == QEMU_ACCEL_TCG &&
+	    r->cpus > 1)
+		log_warnx("machine microvm (from %s) with %u vCPUs under TCG: "
+			  "the guest finds their TSCs unsynchronized and, with "
+			  "no HPET, keeps time with jiffies; q35 does not",
+		    config_origin(r->cfg, "machine"), r->cpus);
+	if (strcmp(r->machine, "microvm") == 0 && r->accel == QEMU_ACCEL_TCG)
+		r->tsc_khz = tsc_host_khz(cache);
+	log_debug("machine %s (from %s)%s", r->machine,
+	    config_origin(r->cfg, "machine"),
+	    r->tsc_khz ? ", host TSC rate measured" : "");
 	run_find_clone(r);
 	if (run_initramfs(r, cache, &cause) != 0) {
 		log_warnx("initramfs: %s", cause);
@@ -3118,8 +3158,9 @@ run_qemu_argv(struct run *r, char ***qargv)
 	memset(&qc, 0, sizeof(qc));
 	qc.binary =
 	    getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
-	qc.machine = getenv("KSB_MACHINE") ? getenv("KSB_MACHINE") : "q35";
+	qc.machine = r->machine;
 	qc.accel = r->accel;
+	qc.tsc_khz = r->tsc_khz;
 	qc.memory_mib = r->memory_mib;
 	qc.cpus = r->cpus;
 	qc.cpu = config_get(r->cfg, "cpu");

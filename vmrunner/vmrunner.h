@@ -132,8 +132,11 @@ struct qemu_share {
 
 struct qemu_config {
 	const char *binary;  /* "qemu-system-x86_64" (searched in PATH) */
-	const char *machine; /* "q35" or "pc" */
+	const char *machine; /* "q35", "pc" or "microvm" (qemu_machine_auto) */
 	enum qemu_accel accel;
+	/* The host's TSC rate (tsc_host_khz), 0: unknown; microvm under
+	 * TCG passes it as tsc_early_khz=. */
+	unsigned tsc_khz;
 	unsigned memory_mib; /* 64 .. 1048576 */
 	unsigned cpus;	     /* 1 .. 256 */
 	const char *cpu;     /* NULL or "auto" (qemu_cpu_model), or a model */
@@ -174,6 +177,23 @@ struct qemu_config {
 	} template;
 	int incoming_fd;
 };
+/*
+ * qemu_machine_problem: NULL if machine is one ksb can boot ("q35", "pc",
+ * "microvm"), else why not (static).
+ */
+const char *qemu_machine_problem(const char *machine);
+/*
+ * qemu_machine_auto: the machine type for the machine setting (static or
+ * machine) and cpus vCPUs: NULL, "" or "auto" is microvm under TCG with
+ * one vCPU (no PCI bus or PC firmware to set up and probe: the e2e tests
+ * pass on it), else q35: with KVM ksb's microvm path has not been tested
+ * (no /dev/kvm here), and with two or more TCG vCPUs the guest kernel
+ * finds their TSCs unsynchronized and, microvm having no HPET or ACPI PM
+ * timer, falls back to the jiffies clock.
+ */
+const char *qemu_machine_auto(
+    enum qemu_accel accel, unsigned cpus, const char *machine);
+
 /* Locally administered; every guest from a template starts with it. */
 #define QEMU_TEMPLATE_MAC "52:54:00:6b:73:62"
 
@@ -302,6 +322,28 @@ int qemu_kvm_usable(const char **why);
  * written only costs the probe.
  */
 int qemu_kvm_usable_cached(const char *cache_dir, const char **why);
+
+/* ---- tsc.c -----------------------------------------------------------------
+ * The host's TSC rate: a TCG guest's TSC runs at it (QEMU's
+ * cpu_get_host_ticks), so a guest without a reference clock (microvm: no
+ * HPET, no ACPI PM timer) is told it instead of calibrating against the
+ * PIT.
+ */
+
+/*
+ * tsc_measure_khz: the host's TSC rate in kHz, from RDTSC against
+ * CLOCK_MONOTONIC_RAW over 100 ms (each reading bracketed by two clock
+ * reads at most 20 us apart: about 1e-5 off).  0 if the host's TSC is not
+ * constant (constant_tsc and nonstop_tsc in /proc/cpuinfo), this is not
+ * x86, or the readings were disturbed.
+ */
+unsigned tsc_measure_khz(void);
+/*
+ * tsc_host_khz: tsc_measure_khz, kept in <cache_dir>/tsc-khz
+ * ("<boot_id> <kHz>\n", like kvm-probe) so it is measured once per host
+ * boot; a failed measurement (0) is not kept.
+ */
+unsigned tsc_host_khz(const char *cache_dir);
 
 /* ---- config.c --------------------------------------------------------------
  * ksb-run's settings and where each came from: built-in defaults, then the

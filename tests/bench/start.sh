@@ -9,8 +9,10 @@
 # figures are upper bounds; QEMU's CPU time is the steadier one.  The
 # "tpl" column is this tree with --template on (vmrunner/template.c): a
 # first run, not counted, boots and saves the template; each counted run
-# restores it.  KSB_BENCH_TEMPLATE=0 leaves it out.  Needs root, QEMU and
-# a guest kernel (exit 77).
+# restores it.  KSB_BENCH_TEMPLATE=0 leaves it out.  KSB_BENCH_MACHINES=
+# "microvm q35" adds a column per machine type (this tree, --machine M),
+# alternating with the others.  Needs root, QEMU and a guest kernel (exit
+# 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -27,11 +29,13 @@ mkdir -p "$T/empty"
 trees="this"
 [ "${KSB_BENCH_TEMPLATE:-1}" = 0 ] || trees="$trees tpl"
 [ -z "$OTHER" ] || trees="$trees other"
+for m in ${KSB_BENCH_MACHINES:-}; do trees="$trees $m"; done
 # run_one TREE OUT: one ksb-run -v -- /bin/true of that tree.
 run_one() {
 	local b=$KSB_BUILDDIR extra=
 	[ "$1" = other ] && b=$OTHER
 	[ "$1" = tpl ] && extra="--template on"
+	case " ${KSB_BENCH_MACHINES:-} " in *" $1 "*) extra="--machine $1" ;; esac
 	# shellcheck disable=SC2086 # extra: two words or none
 	( cd "$T/empty" && timeout 300 ip netns exec "$GW" "$b/ksb-run" \
 		-f "$T/ksb.conf" -v $extra -- /bin/true < /dev/null > "$2.con" \

@@ -81,7 +81,7 @@ test_config(void)
 	config_free(c);
 }
 
-/* The cpu and ca-file settings. */
+/* The cpu, ca-file and machine settings. */
 static void
 test_config_cpu(void)
 {
@@ -102,6 +102,19 @@ test_config_cpu(void)
 	cause = NULL;
 	CHECK(config_set(cfg, CONFIG_FILE, "ca-file", "/t/ca.pem", "f:2", &cause) == 0 &&
 	    strcmp(config_get(cfg, "ca-file"), "/t/ca.pem") == 0, "ca-file set");
+	CHECK(strcmp(config_get(cfg, "machine"), "auto") == 0 &&
+	    strcmp(config_origin(cfg, "machine"), "default") == 0,
+	    "machine defaults to auto");
+	CHECK(config_set(cfg, CONFIG_CONF, "machine", "q35", "ksb.conf", &cause) == 0 &&
+	    config_set(cfg, CONFIG_FILE, "machine", "pc", "f:3", &cause) == 0 &&
+	    config_set(cfg, CONFIG_FLAG, "machine", "microvm", "--machine", &cause) == 0 &&
+	    strcmp(config_get(cfg, "machine"), "microvm") == 0 &&
+	    strcmp(config_origin(cfg, "machine"), "--machine") == 0,
+	    "machine layered: flag wins");
+	CHECK(config_set(cfg, CONFIG_FLAG, "machine", "virt", "--machine", &cause) == -1 &&
+	    cause != NULL && strstr(cause, "`virt'") != NULL, "bad machine quoted (%s)",
+	    cause ? cause : "");
+	free(cause);
 	config_free(cfg);
 }
 

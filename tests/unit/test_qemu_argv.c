@@ -102,8 +102,9 @@ test_argv(void)
 	    "ksb.port=3128") != NULL, "cmdline carries the lease");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
 	CHECK(strstr(value_of(argv, "-append"),
-	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init ") != NULL,
-	    "cmdline skips the kprobe trace set-up and the KDF self-test");
+	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init,"
+	    "tracer_init_tracefs,trace_eval_init ") != NULL,
+	    "cmdline skips the kprobe trace set-up, the KDF self-test, tracefs");
 	CHECK(*value_of(argv, "-bios") == '\0', "QEMU's own firmware (no -bios)");
 	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
 	    "cmdline share");
@@ -188,7 +189,9 @@ test_argv_errors(void)
 	struct qemu_config c;
 	size_t i;
 
-	base_config(&c); c.machine = "microvm"; expect_fail(&c, "microvm", "machine microvm");
+	base_config(&c); c.machine = "virt"; expect_fail(&c, "virt", "machine virt");
+	base_config(&c); c.machine = "microvm,acpi=off"; expect_fail(&c, "microvm,acpi=off",
+	    "machine options");
 	base_config(&c); c.memory_mib = 10; expect_fail(&c, "memory", "memory 10");
 	base_config(&c); c.cpus = 0; expect_fail(&c, "cpus", "0 cpus");
 	base_config(&c); c.id = "Bad ID"; expect_fail(&c, "Bad ID", "bad id");
@@ -392,6 +395,122 @@ test_boottime(void)
 	CHECK(boottime_cpu_ms(-5) == -1, "no such process: -1");
 }
 
+/* 1 if some value of opt starts with prefix. */
+static int
+has_prefix(char **argv, const char *opt, const char *prefix)
+{
+	size_t i;
+
+	for (i = 0; argv[i] != NULL && argv[i + 1] != NULL; i++)
+		if (strcmp(argv[i], opt) == 0 &&
+		    strncmp(argv[i + 1], prefix, strlen(prefix)) == 0)
+			return 1;
+	return 0;
+}
+
+/* vmrunner/qemu.c on microvm: virtio-mmio devices, 9p through -fsdev,
+ * ACPI on, the TSC rate under TCG; the auto machine per accelerator. */
+static void
+test_argv_microvm(void)
+{
+	struct qemu_share shares[] = { { "/src/my,proj", "/home/agent/proj", 0 },
+	    { "/var/lib/ksb/instances/x/mirror.git", "/ksb/mirror.git", 1 } };
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL;
+	const char *append;
+	size_t i, pci;
+	int rc;
+
+	base_config(&c);
+	c.machine = "microvm";
+	c.tsc_khz = 2294608;
+	c.shares = shares;
+	c.nshares = 2;
+	c.disk = "/var/lib/ksb/instances/x/disk.img";
+	rc = qemu_argv(&c, &argv, &cause);
+	CHECK(rc == 0, "microvm builds (%s)", cause ? cause : "");
+	if (rc != 0)
+		return;
+	append = value_of(argv, "-append");
+	CHECK(has_pair(argv, "-machine", "microvm,acpi=on"), "-machine microvm,acpi=on");
+	CHECK(has_pair(argv, "-device", "virtio-net-device,netdev=n0,mac=52:54:00:aa:bb:01"),
+	    "virtio-net-device, no romfile=");
+	CHECK(has_pair(argv, "-device", "virtio-serial-device,id=vs0") &&
+	    has_pair(argv, "-device",
+		"virtserialport,bus=vs0.0,chardev=ctl,name=org.ksb.control"),
+	    "virtio-serial-device, the control port on its bus");
+	CHECK(has_pair(argv, "-device", "virtio-rng-device") &&
+	    has_prefix(argv, "-device", "virtio-balloon-device,id=balloon0,"
+		"free-page-reporting=on,"),
+	    "virtio-rng-device, virtio-balloon-device with free page reporting");
+	CHECK(has_pair(argv, "-device", "virtio-blk-device,drive=d0,serial=ksb-disk"),
+	    "virtio-blk-device with the disk's serial");
+	for (i = 0, pci = 0; argv[i] != NULL; i++)
+		pci += strstr(argv[i], "-pci") != NULL ||
+		    strcmp(argv[i], "-virtfs") == 0;
+	CHECK(pci == 0, "no PCI device, no -virtfs");
+	CHECK(has_pair(argv, "-fsdev", "local,id=fs-usr,path=/usr,security_model=none,"
+	    "readonly=on,multidevs=remap") &&
+	    has_pair(argv, "-device", "virtio-9p-device,fsdev=fs-usr,mount_tag=usr"),
+	    "host /usr: -fsdev and virtio-9p-device");
+	CHECK(has_pair(argv, "-fsdev", "local,id=fs-s0,path=/src/my,,proj,"
+	    "security_model=none,readonly=on,multidevs=remap") &&
+	    has_pair(argv, "-device", "virtio-9p-device,fsdev=fs-s0,mount_tag=s0"),
+	    "a read-only share, comma doubled");
+	CHECK(has_pair(argv, "-fsdev", "local,id=fs-s1,path=/var/lib/ksb/instances/x/"
+	    "mirror.git,security_model=mapped-xattr,multidevs=remap"),
+	    "the writable share: mapped-xattr");
+	CHECK(strstr(append, " pci=off") != NULL &&
+	    strstr(append, " tsc_early_khz=2294608") != NULL,
+	    "cmdline: pci=off, the host's TSC rate under TCG");
+	CHECK(strstr(append, "ksb.share=s1:/ksb/mirror.git:rw") != NULL,
+	    "cmdline shares as on q35");
+	qemu_argv_free(argv);
+
+	c.accel = QEMU_ACCEL_KVM;
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+	    strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL,
+	    "KVM: no tsc_early_khz (kvm-clock has the rate)");
+	qemu_argv_free(argv);
+	c.accel = QEMU_ACCEL_TCG;
+	c.tsc_khz = 0;
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+	    strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL,
+	    "TSC rate unknown: none given");
+	qemu_argv_free(argv);
+	base_config(&c);
+	c.tsc_khz = 2294608;
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+	    strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL &&
+	    strstr(value_of(argv, "-append"), "pci=off") == NULL,
+	    "q35: neither pci=off nor tsc_early_khz");
+	qemu_argv_free(argv);
+
+	base_config(&c);
+	c.machine = "microvm";
+	c.incoming_fd = 9;
+	c.template = QEMU_TEMPLATE_BOOT;
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+	    !has_pair(argv, "-device", "vmgenid,guid=auto") &&
+	    strstr(value_of(argv, "-append"), " ksb.template=1") != NULL &&
+	    strstr(value_of(argv, "-append"), " pci=off") != NULL,
+	    "microvm template: no vmgenid (no ACPI table for it), pci=off");
+	qemu_argv_free(argv);
+
+	CHECK(strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "auto"), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, NULL), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 2, "auto"), "q35") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "auto"), "q35") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "microvm"), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 4, "microvm"), "microvm") == 0 &&
+	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "q35"), "q35") == 0,
+	    "auto: microvm with TCG and one vCPU, else q35; a named machine as given");
+	CHECK(qemu_machine_problem("pc") == NULL && qemu_machine_problem("q35") == NULL &&
+	    qemu_machine_problem("microvm") == NULL &&
+	    qemu_machine_problem("isapc") != NULL && qemu_machine_problem("") != NULL,
+	    "machines: pc, q35, microvm");
+}
+
 /* The -device values (and -virtfs, -drive, -netdev) in order: the machine. */
 static void
 devices_of(char **argv, char *out, size_t cap)
@@ -540,6 +659,71 @@ test_template_prune(void)
 	rmdir(dir);
 }
 
+/* Write text to path (whole). */
+static void
+put_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd != -1) {
+		if (write(fd, text, strlen(text)) < 0)
+			(void)0;
+		close(fd);
+	}
+}
+
+/* vmrunner/tsc.c: the host's TSC rate, measured and kept per host boot. */
+static void
+test_tsc(void)
+{
+	char dir[] = "/tmp/test_tsc.XXXXXX", path[64], boot[64] = "", buf[128],
+	    want[128];
+	unsigned a, b;
+	ssize_t n;
+	int fd;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/tsc-khz", dir);
+	if ((fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY)) != -1) {
+		n = read(fd, boot, sizeof(boot) - 1);
+		boot[n > 0 ? n : 0] = '\0';
+		boot[strcspn(boot, "\n")] = '\0';
+		close(fd);
+	}
+	a = tsc_host_khz(dir);
+	b = tsc_measure_khz();
+	if (a == 0 || b == 0) {
+		/* No constant TSC here: nothing is kept. */
+		CHECK(access(path, F_OK) != 0, "no rate, no tsc-khz file (%u %u)", a, b);
+		rmdir(dir);
+		return;
+	}
+	CHECK(a >= 100000 && a <= 100000000 && (a > b ? a - b : b - a) < a / 100,
+	    "two measurements agree within 1%%: %u, %u kHz", a, b);
+	snprintf(want, sizeof(want), "%s %u\n", boot, a);
+	n = -1;
+	if ((fd = open(path, O_RDONLY)) != -1) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	buf[n > 0 ? n : 0] = '\0';
+	CHECK(strcmp(buf, want) == 0, "kept as \"<boot_id> <kHz>\": %s", buf);
+	snprintf(buf, sizeof(buf), "%s 1234567\n", boot);
+	put_file(path, buf);
+	CHECK(tsc_host_khz(dir) == 1234567, "this boot's kept rate is used");
+	put_file(path, "0123456789abcdef-other-boot 1234567\n");
+	CHECK(tsc_host_khz(dir) != 1234567, "another boot's is measured again");
+	put_file(path, buf);
+	snprintf(buf, sizeof(buf), "%s 12x\n", boot);
+	put_file(path, buf);
+	CHECK(tsc_host_khz(dir) != 0, "a garbled file is measured again");
+	unlink(path);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -551,6 +735,8 @@ main(void)
 	test_argv_lifecycle();
 	test_argv_cpu();
 	test_argv_template();
+	test_argv_microvm();
+	test_tsc();
 	test_template_prune();
 	return tap_done();
 }

@@ -1,0 +1,163 @@
+/*
+ * tsc.c: the host's TSC rate, which a TCG guest's TSC runs at (QEMU's
+ * cpu_get_host_ticks is the host's RDTSC), measured once per host boot.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include "common/common.h"
+#include "vmrunner/vmrunner.h"
+
+#define TSC_MEASURE_MS 100 /* between the two readings */
+#define TSC_TRIES      8   /* to read the clock and the TSC together */
+#define TSC_PAIR_NS    20000
+
+/* 1 if the space-separated flags have flag as a whole word. */
+static int
+tsc_has_flag(const char *flags, const char *flag)
+{
+	size_t len = strlen(flag);
+	const char *p;
+
+	for (p = flags; (p = strstr(p, flag)) != NULL; p += len)
+		if ((p == flags || p[-1] == ' ') &&
+		    (p[len] == '\0' || p[len] == ' ' || p[len] == '\n'))
+			return 1;
+	return 0;
+}
+
+/* 1 if /proc/cpuinfo's first flags line has constant_tsc and nonstop_tsc:
+ * a TSC whose rate does not follow the CPU's frequency or sleep states. */
+static int
+tsc_constant(void)
+{
+	char *flags = qemu_host_cpu_flags();
+	int ok = flags != NULL && tsc_has_flag(flags, "constant_tsc") &&
+	    tsc_has_flag(flags, "nonstop_tsc");
+
+	free(flags);
+	return ok;
+}
+
+static int64_t
+tsc_raw_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC_RAW, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The TSC and the clock read together (within TSC_PAIR_NS), or -1. */
+static int
+tsc_pair(uint64_t *tsc, int64_t *ns)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	int64_t a, b;
+	int i;
+
+	for (i = 0; i < TSC_TRIES; i++) {
+		a = tsc_raw_ns();
+		*tsc = __rdtsc();
+		b = tsc_raw_ns();
+		if (b - a <= TSC_PAIR_NS) {
+			*ns = a + (b - a) / 2;
+			return 0;
+		}
+	}
+#else
+	(void)tsc;
+	(void)ns;
+#endif
+	return -1;
+}
+
+unsigned
+tsc_measure_khz(void)
+{
+	struct timespec nap = { 0, TSC_MEASURE_MS * 1000000L };
+	uint64_t t0, t1;
+	int64_t n0, n1;
+
+	if (!tsc_constant() || tsc_pair(&t0, &n0) != 0)
+		return 0;
+	while (nanosleep(&nap, &nap) == -1 && errno == EINTR)
+		;
+	if (tsc_pair(&t1, &n1) != 0 || n1 <= n0 || t1 <= t0)
+		return 0;
+	/* kHz = cycles per millisecond; below 100 MHz or above 100 GHz
+	 * is not a TSC rate. */
+	t1 = (t1 - t0) * 1000000 / (uint64_t)(n1 - n0);
+	return t1 >= 100000 && t1 <= 100000000 ? (unsigned)t1 : 0;
+}
+
+/* This host boot's ID (/proc/sys/kernel/random/boot_id) into buf. */
+static int
+tsc_boot_id(char *buf, size_t size)
+{
+	ssize_t n;
+	int fd;
+
+	if ((fd = open("/proc/sys/kernel/random/boot_id",
+		 O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n ")] = '\0';
+	return strlen(buf) >= 16 ? 0 : -1;
+}
+
+unsigned
+tsc_host_khz(const char *cache_dir)
+{
+	char boot[64], line[128], *path = NULL, *tmp = NULL, *end;
+	unsigned long v;
+	unsigned khz;
+	ssize_t n;
+	int fd, ok;
+
+	if (tsc_boot_id(boot, sizeof(boot)) != 0)
+		return tsc_measure_khz();
+	xasprintf(&path, "%s/tsc-khz", cache_dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+		n = read(fd, line, sizeof(line) - 1);
+		close(fd);
+		line[n > 0 ? n : 0] = '\0';
+		if (strncmp(line, boot, strlen(boot)) == 0 &&
+		    line[strlen(boot)] == ' ') {
+			errno = 0;
+			v = strtoul(line + strlen(boot) + 1, &end, 10);
+			if (errno == 0 && *end == '\n' && v <= 100000000) {
+				free(path);
+				return (unsigned)v;
+			}
+		}
+	}
+	/* A failed measurement (0) is not kept: it may work next time. */
+	if ((khz = tsc_measure_khz()) == 0) {
+		free(path);
+		return 0;
+	}
+	xasprintf(&tmp, "%s.%ld", path, (long)getpid());
+	n = snprintf(line, sizeof(line), "%s %u\n", boot, khz);
+	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) !=
+	    -1) {
+		ok = write(fd, line, (size_t)n) == n;
+		if (close(fd) != 0 || !ok || rename(tmp, path) != 0)
+			unlink(tmp);
+	}
+	free(tmp);
+	free(path);
+	return khz;
+}
