@@ -39,7 +39,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 8
+#define AUDIT_SCHEMA_VERSION 9
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -59,6 +59,7 @@ extern const char schema_migrate_5_sql[];
 extern const char schema_migrate_6_sql[];
 extern const char schema_migrate_7_sql[];
 extern const char schema_migrate_8_sql[];
+extern const char schema_migrate_9_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -857,6 +858,14 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 			return -1;
 		log_info("audit %s: migrated to schema version 8 (turns "
 			 "chained from now on)",
+		    a->path);
+	}
+	if (version != 0 && version < 9) {
+		/* -> 9: the denials' time index (schema/migrate-9.sql). */
+		if (audit_exec(a, schema_migrate_9_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: migrated to schema version 9 (the "
+			 "denials' time index)",
 		    a->path);
 	}
 	return audit_prepare_totals(a, cause);
