@@ -39,7 +39,7 @@
 #include "common/common.h"
 #include "gateway/gateway.h"
 
-#define AUDIT_SCHEMA_VERSION 8
+#define AUDIT_SCHEMA_VERSION 9
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -59,6 +59,7 @@ extern const char schema_migrate_5_sql[];
 extern const char schema_migrate_6_sql[];
 extern const char schema_migrate_7_sql[];
 extern const char schema_migrate_8_sql[];
+extern const char schema_migrate_9_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -112,7 +113,7 @@ struct audit {
 	/* Writer thread only (and audit_open before it starts). */
 	sqlite3 *db;
 	sqlite3_stmt *ins[AUDIT_NKINDS];
-	sqlite3_stmt *mirror_close, *mirror_unreg;
+	sqlite3_stmt *mirror_key, *mirror_close, *mirror_unreg;
 	sqlite3_stmt *ins_conn2; /* a connection, hash version 2 (turn) */
 	sqlite3_stmt *tot_up[2], *tot_ins[2]; /* totals_instance, _host */
 	int64_t seq;			      /* last record's seq ... */
@@ -206,10 +207,11 @@ audit_db_close(struct audit *a)
 		sqlite3_finalize(a->ins[k]);
 		a->ins[k] = NULL;
 	}
+	sqlite3_finalize(a->mirror_key);
 	sqlite3_finalize(a->mirror_close);
 	sqlite3_finalize(a->mirror_unreg);
 	sqlite3_finalize(a->ins_conn2);
-	a->mirror_close = a->mirror_unreg = a->ins_conn2 = NULL;
+	a->mirror_key = a->mirror_close = a->mirror_unreg = a->ins_conn2 = NULL;
 	for (k = 0; k < 2; k++) {
 		sqlite3_finalize(a->tot_up[k]);
 		sqlite3_finalize(a->tot_ins[k]);
@@ -461,6 +463,54 @@ audit_put(struct audit *a, struct audit_rec *r)
 }
 
 /*
+ * audit_mirror of a close record: the row's key (instance, host, port:
+ * none if it is not there or closed already), its totals, then the
+ * UPDATE of its close fields.  A SELECT by rowid and a plain UPDATE:
+ * the same UPDATE with RETURNING cost about twice as much (SQLite runs
+ * RETURNING as a trigger program; callgrind, tests/bench/audit_bench).
+ * A failed UPDATE fails the batch (-2), its totals being counted.
+ */
+static int
+audit_mirror_close(struct audit *a, struct audit_rec *r, int *skip)
+{
+	sqlite3_stmt *st = a->mirror_key;
+	struct audit_val key[3];
+	int rc, i;
+
+	sqlite3_bind_int64(st, 1, r->v[0].i);
+	rc = sqlite3_step(st);
+	*skip = rc != SQLITE_ROW;
+	if (rc == SQLITE_ROW) {
+		for (i = 0; i < 3; i++)
+			audit_chain_column(st, i, &key[i]);
+		rc = audit_totals(a, key, 0, 0, 0,
+		    r->v[2].type == AUDIT_VAL_INT ? r->v[2].i : 0,
+		    r->v[3].type == AUDIT_VAL_INT ? r->v[3].i : 0, -1, 0);
+	} else
+		rc = rc == SQLITE_DONE ? 0 : -1;
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	if (rc != 0 || *skip)
+		return rc;
+	st = a->mirror_close;
+	/* conn_id, ts_ms, bytes_up, bytes_down, duration_ms, reason */
+	for (i = 1; i < 6; i++) {
+		if (r->v[i].type == AUDIT_VAL_INT)
+			sqlite3_bind_int64(st, i, r->v[i].i);
+		else if (r->v[i].type == AUDIT_VAL_TEXT)
+			sqlite3_bind_text(
+			    st, i, r->v[i].s, (int)r->v[i].len, SQLITE_STATIC);
+		else
+			sqlite3_bind_null(st, i);
+	}
+	sqlite3_bind_int64(st, 6, r->v[0].i);
+	rc = sqlite3_step(st);
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+	return rc == SQLITE_DONE ? 0 : -2;
+}
+
+/*
  * A close or unregistration record first updates the mirrored columns
  * (and a close adds its bytes to the totals);
  * *skip is set when the row it closes does not exist (its batch failed,
@@ -471,44 +521,12 @@ static int
 audit_mirror(struct audit *a, struct audit_rec *r, int *skip)
 {
 	sqlite3_stmt *st;
-	int rc, i;
+	int rc;
 
 	*skip = 0;
-	if (r->kind == AUDIT_CLOSE) {
-		struct audit_val key[3];
-
-		st = a->mirror_close;
-		/* conn_id, ts_ms, bytes_up, bytes_down, duration_ms, reason */
-		for (i = 1; i < 6; i++) {
-			if (r->v[i].type == AUDIT_VAL_INT)
-				sqlite3_bind_int64(st, i, r->v[i].i);
-			else if (r->v[i].type == AUDIT_VAL_TEXT)
-				sqlite3_bind_text(st, i, r->v[i].s,
-				    (int)r->v[i].len, SQLITE_STATIC);
-			else
-				sqlite3_bind_null(st, i);
-		}
-		sqlite3_bind_int64(st, 6, r->v[0].i);
-		/* RETURNING instance, host, port: one row if it closed one. */
-		rc = sqlite3_step(st);
-		*skip = rc != SQLITE_ROW;
-		if (rc == SQLITE_ROW) {
-			for (i = 0; i < 3; i++)
-				audit_chain_column(st, i, &key[i]);
-			if (audit_totals(a, key, 0, 0, 0,
-				r->v[2].type == AUDIT_VAL_INT ? r->v[2].i : 0,
-				r->v[3].type == AUDIT_VAL_INT ? r->v[3].i : 0,
-				-1, 0) != 0) {
-				sqlite3_reset(st);
-				sqlite3_clear_bindings(st);
-				return -2;
-			}
-			rc = sqlite3_step(st);
-		}
-		sqlite3_reset(st);
-		sqlite3_clear_bindings(st);
-		return rc == SQLITE_DONE ? 0 : -1;
-	} else if (r->kind == AUDIT_UNREGISTER) {
+	if (r->kind == AUDIT_CLOSE)
+		return audit_mirror_close(a, r, skip);
+	if (r->kind == AUDIT_UNREGISTER) {
 		st = a->mirror_unreg;
 		sqlite3_bind_int64(st, 1, r->v[1].i);
 		sqlite3_bind_int64(st, 2, r->v[0].i);
@@ -545,11 +563,14 @@ audit_prepare(struct audit *a, char **cause)
 		sql = NULL;
 	}
 	if (sqlite3_prepare_v3(a->db,
+		"SELECT instance, host, port FROM connections "
+		"WHERE id = ?1 AND closed_ms IS NULL",
+		-1, SQLITE_PREPARE_PERSISTENT, &a->mirror_key,
+		NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(a->db,
 		"UPDATE connections SET closed_ms = ?1, "
 		"bytes_up = ?2, bytes_down = ?3, duration_ms = ?4, "
-		"close_reason = ?5 "
-		"WHERE id = ?6 AND closed_ms IS NULL RETURNING instance, host, "
-		"port",
+		"close_reason = ?5 WHERE id = ?6",
 		-1, SQLITE_PREPARE_PERSISTENT, &a->mirror_close,
 		NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v3(a->db,
@@ -857,6 +878,14 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 			return -1;
 		log_info("audit %s: migrated to schema version 8 (turns "
 			 "chained from now on)",
+		    a->path);
+	}
+	if (version != 0 && version < 9) {
+		/* -> 9: the denials' time index (schema/migrate-9.sql). */
+		if (audit_exec(a, schema_migrate_9_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: migrated to schema version 9 (the "
+			 "denials' time index)",
 		    a->path);
 	}
 	return audit_prepare_totals(a, cause);

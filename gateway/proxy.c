@@ -37,6 +37,7 @@
 #define RELAY_PIPE_SIZE	 (1024 * 1024) /* per direction in flight, bytes */
 #define RELAY_POOL_MAX	 16    /* empty pipes kept for the next tunnels */
 #define RELAY_PEEK_MAX	 65536 /* copy size without a pipe */
+#define RELAY_SHORT	 16384 /* a read this short emptied the socket */
 #define CONN_MAX_ADDRS	 8     /* resolved addresses kept */
 #define CONN_MAX_TRIES	 3     /* upstream connect attempts, each timed */
 #define LINGER_MS	 2000  /* after a refusal: wait for the guest's FIN */
@@ -107,7 +108,8 @@ struct conn {
 	struct sockaddr_storage cands[CONN_MAX_ADDRS]; /* screened, in order */
 	size_t ncands, ntry;
 	int in_connect, sync_fail, sync_errno;
-	struct term *term;	  /* CONN_TERM */
+	int guest_errno;   /* the guest side failed while the row committed */
+	struct term *term; /* CONN_TERM */
 	enum reason drain_reason; /* the close reason after lingering */
 	const char *deny_detail;  /* for the next refusal's body: static */
 	const char *deny_rule;	  /* ... and a rule (owned by the policy) */
@@ -610,21 +612,43 @@ relay_again(void)
 }
 
 /*
+ * The event d waits for: the destination writable (one-shot d->wev) when
+ * it is full, else the source readable.  d->rev is persistent
+ * (level-triggered: a read that stopped early is taken up on the next
+ * loop pass), so it costs no epoll_ctl(2) per read; it leaves epoll only
+ * while the destination is full or once the source ended.
+ */
+static void
+relay_arm(struct relay_dir *d, int wr_blocked)
+{
+	if (wr_blocked) {
+		event_del(d->rev);
+		event_add(d->wev, NULL);
+	} else if (!d->eof)
+		event_add(d->rev, NULL); /* no change if still pending */
+	else
+		event_del(d->rev);
+}
+
+/*
  * Move what direction i can move without blocking: first the bytes the
  * bufferevents held, then splice(2) source -> pipe -> destination.  Passes
  * a half-close on once the source ended and everything was written, and
- * arms the event it waits for.  0, or -1 once c is closed.
+ * arms the event it waits for (relay_arm).  fresh: no read is tried (the
+ * read event reports what is there: relay_start).  A read shorter than
+ * RELAY_SHORT emptied the socket: no second read to fail with EAGAIN.
+ * 0, or -1 once c is closed.
  *
  * 93 lines: the splice(2) relay of one direction: buffered bytes,
  * pipe fill and drain, half-close and re-arming are one state machine on
  * the hot path.
  */
 static int
-relay_pump(struct conn *c, int i)
+relay_pump(struct conn *c, int i, int fresh)
 {
 	struct relay_dir *d = &c->dir[i];
 	uint64_t *count = i == 0 ? &c->bytes_up : &c->bytes_down;
-	int rd_blocked = 0, wr_blocked = 0;
+	int rd_blocked = fresh, wr_blocked = 0;
 	ssize_t n, m;
 
 	while (!wr_blocked) {
@@ -690,11 +714,11 @@ relay_pump(struct conn *c, int i)
 		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
 		if (n == -1 && !relay_again())
 			return relay_fail(c, d->src);
-		if (n == -1)
+		if (n == -1 || (n > 0 && n < RELAY_SHORT))
 			rd_blocked = 1;
-		else if (n == 0)
+		if (n == 0)
 			d->eof = 1;
-		else {
+		else if (n > 0) {
 			d->inpipe += n;
 			*count += n;
 			c->last_ms = util_mono_ms();
@@ -710,10 +734,7 @@ relay_pump(struct conn *c, int i)
 			d->shut = 1;
 		}
 	}
-	if (wr_blocked)
-		event_add(d->wev, NULL);
-	else if (!d->eof)
-		event_add(d->rev, NULL);
+	relay_arm(d, wr_blocked);
 	return 0;
 }
 
@@ -721,7 +742,7 @@ relay_pump(struct conn *c, int i)
 static void
 relay_run(struct conn *c, int i)
 {
-	if (relay_pump(c, i) == -1)
+	if (relay_pump(c, i, 0) == -1)
 		return;
 	if (c->dir[0].shut && c->dir[1].shut)
 		conn_close(c, REASON_CLOSED);
@@ -816,9 +837,11 @@ relay_start(struct conn *c)
 	c->down = c->up = NULL;
 	c->dir[0].src = c->dir[1].dst = fd_down;
 	c->dir[0].dst = c->dir[1].src = fd_up;
-	c->dir[0].rev = event_new(base, fd_down, EV_READ, relay_up_cb, c);
+	c->dir[0].rev =
+	    event_new(base, fd_down, EV_READ | EV_PERSIST, relay_up_cb, c);
 	c->dir[0].wev = event_new(base, fd_up, EV_WRITE, relay_up_cb, c);
-	c->dir[1].rev = event_new(base, fd_up, EV_READ, relay_down_cb, c);
+	c->dir[1].rev =
+	    event_new(base, fd_up, EV_READ | EV_PERSIST, relay_down_cb, c);
 	c->dir[1].wev = event_new(base, fd_down, EV_WRITE, relay_down_cb, c);
 	for (i = 0; i < 2; i++) {
 		c->dir[i].pipe[0] = c->dir[i].pipe[1] = -1;
@@ -826,8 +849,16 @@ relay_start(struct conn *c)
 			fatalx("event_new");
 	}
 	conn_deadline(c, (int64_t)c->gw->conf->idle_timeout * 1000);
-	if (relay_pump(c, 0) == 0)
-		relay_run(c, 1);
+	/* What came before is in pend; what came since (or comes) is
+	 * reported by the read events: no read is tried here. */
+	if (relay_pump(c, 0, 1) == -1)
+		return;
+	if (c->guest_errno != 0) { /* during the commit (conn_event_cb) */
+		errno = c->guest_errno;
+		(void)relay_fail(c, c->dir[0].src);
+		return;
+	}
+	(void)relay_pump(c, 1, 1);
 }
 
 /* ---- upstream ------------------------------------------------------------- */
@@ -843,10 +874,21 @@ static void hello_read_cb(struct bufferevent *, void *);
 static void
 conn_upstream_ready(struct conn *c)
 {
+	static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 	struct evbuffer *in = bufferevent_get_input(c->down);
+	struct evbuffer *out = bufferevent_get_output(c->down);
+	ssize_t n = 0;
 
-	evbuffer_add_printf(bufferevent_get_output(c->down),
-	    "HTTP/1.1 200 Connection established\r\n\r\n");
+	/* Nothing was sent before it: straight to the socket, which has
+	 * room (no EV_WRITE round, two epoll_ctl(2) fewer); a rest or an
+	 * error is left to the bufferevent. */
+	if (evbuffer_get_length(out) == 0)
+		n = send(bufferevent_getfd(c->down), ok, sizeof(ok) - 1,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n < sizeof(ok) - 1)
+		evbuffer_add(out, ok + n, sizeof(ok) - 1 - (size_t)n);
 	c->state = CONN_HELLO;
 	conn_deadline(c, (int64_t)c->gw->conf->hello_timeout * 1000);
 	bufferevent_setcb(c->down, hello_read_cb, NULL, conn_event_cb, c);
@@ -1206,6 +1248,8 @@ hello_read_cb(struct bufferevent *bev, void *arg)
 	enum reason reason = REASON_NONE;
 	char sni[256];
 
+	if (c->row != -1)
+		return; /* bytes after the hello: relayed after the commit */
 	if (len > TLS_PEEK_MAX)
 		len = TLS_PEEK_MAX;
 	p = evbuffer_pullup(in, len);
@@ -1229,9 +1273,11 @@ hello_read_cb(struct bufferevent *bev, void *arg)
 		break;
 	}
 	conn_deadline(c, 0);
-	bufferevent_disable(bev, EV_READ);
 	/* The promise: the row is committed before any byte goes up;
-	 * nothing is read or relayed until conn_committed. */
+	 * nothing is relayed until conn_committed.  The guest side keeps
+	 * reading meanwhile (into the input, bounded by its watermark):
+	 * relay_start's switch to the relay's read event is then one
+	 * epoll_ctl(2), not a disable here and an add there. */
 	if (conn_audit(c, 1, REASON_ALLOWED, NULL) == -1) {
 		c->row = -1;
 		conn_deny_tunnel(c, REASON_AUDIT_UNAVAILABLE);
@@ -1249,6 +1295,17 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 			    "timed out reading the CONNECT request", NULL);
 		else
 			conn_deny_tunnel(c, REASON_HELLO_TIMEOUT);
+		return;
+	}
+	/* While connecting: libevent stopped reading; after the 200 the
+	 * hello phase reads again and meets the end (REASON_GUEST_CLOSED). */
+	if (c->state == CONN_CONNECTING)
+		return;
+	/* While the allowed row commits: the relay meets the end (EOF) or
+	 * reports the error (relay_start), as if it had come later. */
+	if (c->state == CONN_HELLO && c->row != -1) {
+		if (what & BEV_EVENT_ERROR)
+			c->guest_errno = EVUTIL_SOCKET_ERROR();
 		return;
 	}
 	/* EOF or error before the tunnel: record it only once a host is known. */
@@ -1271,6 +1328,8 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	int status = 400;
 	char raw[1100];
 
+	if (c->state != CONN_HEAD)
+		return; /* bytes after the request: the hello's, kept */
 	if (len > CONNECT_HEAD_MAX)
 		len = CONNECT_HEAD_MAX;
 	if (!head_worth_parsing(in, len, CONNECT_HEAD_MAX, &c->head_seen))
@@ -1344,7 +1403,9 @@ conn_proceed(struct conn *c)
 	}
 	c->state = CONN_CONNECTING;
 	conn_deadline(c, 0);
-	bufferevent_disable(c->down, EV_READ);
+	/* The guest side keeps reading (into the input, bounded by its
+	 * watermark; head_read_cb ignores it): two epoll_ctl(2) fewer than
+	 * a disable and an enable around the connect. */
 	if (c->host_is_ip)
 		conn_ready(c);
 	else
@@ -1652,7 +1713,6 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	struct conn *c;
 	struct sockaddr_in *sin = (struct sockaddr_in *)sa;
 	enum reason why;
-	int one = 1;
 
 	c = xcalloc(1, sizeof(*c));
 	c->gw = gw;
@@ -1663,7 +1723,7 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	c->down = bufferevent_socket_new(gw->base, fd, BEV_OPT_CLOSE_ON_FREE);
 	if (c->down == NULL || c->timer == NULL)
 		fatalx("bufferevent_socket_new");
-	(void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	/* TCP_NODELAY: inherited from the listener (proxy_init). */
 	if (sa->sa_family == AF_INET && salen >= (int)sizeof(*sin)) {
 		inet_ntop(AF_INET, &sin->sin_addr, c->client_addr,
 		    sizeof(c->client_addr));
@@ -1685,7 +1745,10 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 	bufferevent_setwatermark(
 	    c->down, EV_READ, 0, CONNECT_HEAD_MAX + TLS_PEEK_MAX);
 	conn_deadline(c, (int64_t)gw->conf->header_timeout * 1000);
-	bufferevent_enable(c->down, EV_READ | EV_WRITE);
+	/* Read only: writing stays enabled (libevent's default), so an
+	 * answer added to the output is sent, but no EV_WRITE is armed on
+	 * an empty output (one wakeup and one epoll_ctl per connection). */
+	bufferevent_enable(c->down, EV_READ);
 }
 
 static void
@@ -1768,6 +1831,7 @@ proxy_init(struct gateway *gw, char **cause)
 {
 	struct timeval tv = { PROXY_TRAFFIC_MS / 1000,
 		(PROXY_TRAFFIC_MS % 1000) * 1000 };
+	int one = 1;
 
 	/* The open-file limit is the hard one already (main.c,
 	 * gateway_nofile, before this process was forked). */
@@ -1776,7 +1840,13 @@ proxy_init(struct gateway *gw, char **cause)
 	if ((proxy_accept_timer =
 		    evtimer_new(gw->base, proxy_accept_resume, NULL)) == NULL)
 		return cause_set(cause, "evtimer_new failed");
-	/* Bound and listening already (main.c, the privileged parent). */
+	/* Bound and listening already (main.c, the privileged parent).
+	 * Accepted sockets inherit TCP_NODELAY from it (Linux copies the
+	 * listener's options into each child socket): one setsockopt(2)
+	 * here instead of one per connection. */
+	if (setsockopt(gw->proxy_fd, IPPROTO_TCP, TCP_NODELAY, &one,
+		sizeof(one)) == -1)
+		log_warn("proxy listener: TCP_NODELAY");
 	proxy_listener = evconnlistener_new(gw->base, proxy_accept_cb, gw,
 	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, -1, gw->proxy_fd);
 	if (proxy_listener == NULL)

@@ -1,4 +1,4 @@
--- ksb audit database, schema version 8 (PRAGMA user_version = 8).
+-- ksb audit database, schema version 9 (PRAGMA user_version = 9).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
@@ -51,7 +51,6 @@ CREATE INDEX connections_ts ON connections (ts_ms);
 CREATE INDEX connections_turn ON connections (instance, turn)
 	WHERE turn IS NOT NULL;
 CREATE INDEX connections_instance ON connections (instance, ts_ms);
-CREATE INDEX connections_decision ON connections (decision, ts_ms);
 
 -- Every policy load and reload attempt.
 CREATE TABLE policy_versions (
@@ -200,6 +199,10 @@ CREATE TABLE totals_host (
 );
 -- Denials of one instance, newest first (--instance ID --denied, denials).
 CREATE INDEX connections_denied ON connections (instance, ts_ms)
+	WHERE decision = 'deny';
+-- Denials of every instance by time (schema/migrate-9.sql: allowed rows,
+-- the common kind, have no entry in it).
+CREATE INDEX connections_deny_ts ON connections (ts_ms)
 	WHERE decision = 'deny';
 CREATE INDEX totals_instance_key ON totals_instance (instance);
 CREATE INDEX totals_host_key ON totals_host (instance, host, port);

@@ -4,7 +4,8 @@
  * the hash chain and verify detecting a modified, deleted and inserted
  * record, retention with an anchor, and a removed database; the derived
  * totals (schema version 3): built by the migration from version 2, kept
- * by the writer through allowed, denied and close records and by retention.
+ * by the writer through allowed, denied and close records and by retention;
+ * the denials' time index (schema version 9) and the plans that use it.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -287,7 +288,7 @@ test_fresh(void)
 	    "AND result = 'fail' AND action = 'refused' AND duration_ms IS "
 	    "NULL") == 1,
 	    "a failed boot self-test record: the command refused");
-	CHECK(q_int(db, "PRAGMA user_version") == 8, "user_version 8");
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "user_version 9");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE turn = 3 AND "
 	    "decision = 'allow'") == 1 &&
@@ -428,14 +429,21 @@ test_fresh(void)
 	free(p);
 }
 
-/* Column names of every table and the names of indexes and views. */
+/* Column names of every table, the names of views, and of indexes with
+ * their table, columns and WHERE (a partial index's), white space folded. */
 static char *
 shape(const char *p)
 {
 	sqlite3 *db = db_open(p);
 	char *s = q_text(db, "SELECT m.type || ':' || m.name || ':' || "
 	    "coalesce((SELECT group_concat(name || ' ' || type, ',') FROM "
-	    "pragma_table_info(m.name)), '') FROM sqlite_master m "
+	    "pragma_table_info(m.name)), '') || CASE WHEN m.type = 'index' "
+	    "THEN m.tbl_name || '(' || coalesce((SELECT group_concat(name, "
+	    "',') FROM pragma_index_info(m.name)), '') || ')' || "
+	    "CASE WHEN instr(m.sql, 'WHERE') > 0 THEN ' ' || "
+	    "replace(replace(replace(substr(m.sql, instr(m.sql, 'WHERE')), "
+	    "char(10), ' '), char(9), ' '), '  ', ' ') ELSE '' END "
+	    "ELSE '' END FROM sqlite_master m "
 	    "WHERE m.name NOT LIKE 'sqlite_%' ORDER BY m.type, m.name");
 
 	sqlite3_close(db);
@@ -477,7 +485,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
@@ -686,6 +694,8 @@ test_migrate_v2(void)
 	    "DROP TABLE forwards; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
+	    "DROP INDEX connections_deny_ts; CREATE INDEX "
+	    "connections_decision ON connections (decision, ts_ms); "
 	    "ALTER TABLE connections DROP COLUMN chain_v; "
 	    "ALTER TABLE connections DROP COLUMN turn; "
 	    "DROP TABLE totals_instance; DROP TABLE totals_host; "
@@ -709,7 +719,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -757,6 +767,8 @@ test_migrate_v7(void)
 	audit_free(a);
 	rechain_v1(p);
 	exec(p, "ALTER TABLE connections DROP COLUMN chain_v; "
+		"DROP INDEX connections_deny_ts; CREATE INDEX "
+		"connections_decision ON connections (decision, ts_ms); "
 		"PRAGMA user_version = 7");
 	CHECK(verify(p, NULL) == 0, "verify: a version 7 database");
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 7 database");
@@ -766,7 +778,7 @@ test_migrate_v7(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE chain_v IS "
 			"NULL") == 2 &&
 		q_int(db, "SELECT count(*) FROM connections WHERE chain_v = 2 "
@@ -788,6 +800,89 @@ test_migrate_v7(void)
 	    "an old row's turn is not chained (ksb-audit(5) says so)");
 	free(q);
 	free(p);
+}
+
+/* The query plan of sql, its steps joined by "; " (EXPLAIN QUERY PLAN's
+ * detail column); "" if it does not prepare. */
+static char *
+plan_of(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	char *q, *v = xstrdup(""), *n;
+
+	xasprintf(&q, "EXPLAIN QUERY PLAN %s", sql);
+	if (sqlite3_prepare_v2(db, q, -1, &st, NULL) == SQLITE_OK) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			xasprintf(&n, "%s%s; ", v,
+			    (const char *)sqlite3_column_text(st, 3));
+			free(v);
+			v = n;
+		}
+		sqlite3_finalize(st);
+	}
+	free(q);
+	return v;
+}
+
+/*
+ * Version 8 -> 9: the (decision, ts_ms) index gives way to a partial one
+ * of the denials by time (schema/migrate-9.sql).  The denials' queries
+ * (ksbctl top's newest refusals, audit --denied --since) still read an
+ * index from its newest end without sorting, the denials of both
+ * versions are in it, and the migrated schema is the new one's.
+ */
+static void
+test_migrate_v8(void)
+{
+	char *p = path_of("v8.db"), *f = path_of("fresh9.db");
+	char *s1, *s2, *plan, *cause = NULL;
+	struct audit *a;
+	sqlite3 *db;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	audit_free(a);
+	exec(p, "DROP INDEX connections_deny_ts; CREATE INDEX "
+		"connections_decision ON connections (decision, ts_ms); "
+		"PRAGMA user_version = 8");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 8 database");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
+	CHECK(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
+			"'connections_decision'") == 0,
+	    "the (decision, time) index dropped");
+	CHECK(q_int(db, "SELECT count(*) FROM connections INDEXED BY "
+			"connections_deny_ts WHERE decision = 'deny'") == 2,
+	    "both denials (one from version 8) in the denials' time index");
+	plan = plan_of(db, "SELECT * FROM connections WHERE decision = "
+			   "'deny' ORDER BY ts_ms DESC, id DESC LIMIT 6");
+	CHECK(strstr(plan, "connections_deny_ts") != NULL &&
+		strstr(plan, "TEMP B-TREE") == NULL,
+	    "newest denials: the denials' time index, no sort (%s)", plan);
+	free(plan);
+	plan = plan_of(db, "SELECT * FROM connections WHERE ts_ms >= 5 AND "
+			   "decision = 'deny' ORDER BY ts_ms DESC, id DESC "
+			   "LIMIT 100");
+	CHECK(strstr(plan, "connections_deny_ts (ts_ms>?)") != NULL,
+	    "denials since: a range of the denials' time index (%s)", plan);
+	free(plan);
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: a migrated version 8 database");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated (8) and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
 }
 
 /* Version 3 -> 5: the requests table (4) and turns (5); a request row
@@ -813,7 +908,7 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
 	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
 	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
 	    "a request row");
@@ -851,7 +946,7 @@ test_migrate_v5(void)
 	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
 	CHECK(q_int(db, "SELECT count(*) FROM selftests") == 3,
 	    "self-test records in the migrated database");
 	sqlite3_close(db);
@@ -1033,11 +1128,14 @@ test_forwards(void)
 
 	exec(p, schema_audit_v3_sql);
 	exec(p, "PRAGMA user_version = 3");
-	CHECK(audit_open(p, 0, &a, &cause) == 0, "open (to 8)");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open (to 9)");
 	audit_free(a);
-	/* As a version 5 database: without the tables and chain_v. */
+	/* As a version 5 database: without the tables, chain_v and the
+	 * denials' time index. */
 	exec(p, "DROP TABLE forwards; DROP TABLE selftests; "
 	    "ALTER TABLE connections DROP COLUMN chain_v; "
+	    "DROP INDEX connections_deny_ts; CREATE INDEX "
+	    "connections_decision ON connections (decision, ts_ms); "
 	    "PRAGMA user_version = 5");
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 5 database");
 	audit_start(a, base, &cause);
@@ -1067,7 +1165,7 @@ test_forwards(void)
 	audit_forward(a, &fr);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 8, "migrated to version 8");
+	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
 	CHECK(q_int(db, "SELECT count(*) FROM forwards") == 4,
 	    "4 forward rows");
 	CHECK(q_int(db, "SELECT bytes_from_guest FROM forwards WHERE event = "
@@ -1115,6 +1213,7 @@ main(void)
 	test_migrate_v3();
 	test_migrate_v5();
 	test_migrate_v7();
+	test_migrate_v8();
 	test_forwards();
 	test_totals_retention();
 	test_totals_batch();
