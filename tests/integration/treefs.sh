@@ -143,6 +143,10 @@ resource.setrlimit(resource.RLIMIT_NICE, (20, 20))' 2>/dev/null || {
 }
 check "held: the loader waits on the FIFO, at nice $low" \
 	'parked && [ -n "$loader" ] && [ "$(nice_of)" = "$low" ]'
+CA=/etc/ssl/certs/ca-certificates.crt
+check "the server's own mount namespace has /dev/null over the CA bundle" \
+	'[ ! -f "$CA" ] || { grep -q " $CA " "/proc/$daemon/mountinfo" &&
+	 ! grep -q " $CA " /proc/self/mountinfo; }'
 timeout 30 cat "$T/ov/ab/e" > "$T/early.out" 2>&1 &
 reader=$!
 timeout 30 sh -c 'echo more >> "$1"' sh "$T/ov/ab.c" 2> "$T/early.err" &
