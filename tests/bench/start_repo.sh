@@ -26,8 +26,8 @@
 #   a worktree of main), alternating with this one run by run, so both see
 #   the same load; its row is marked `other'.
 #   KSB_BENCH_READS=1 also times, after each size, the first reads in a
-#   new instance: `git status' twice (the first looks every file up in
-#   the lazy tree, the second finds them cached) and `find' of the tree.
+#   new instance: one file, `git status' twice (the first looks every file
+#   up in the lazy tree, the second finds them cached), `find' of the tree.
 # ksb-run runs with -v: after each size, the medians of its start-time
 # breakdown (vmrunner/boottime.c: host phases, the guest's stages) for
 # this tree's first starts and resumes.
@@ -122,16 +122,22 @@ run() {
 		> "$T/rows.$4$5.$6"
 }
 
-# stages KIND: the median of each breakdown row over this tree's runs.
+# stages KIND: the median of each breakdown row over each tree's runs.
 stages() {
-	local label r
-	echo "  $1, median breakdown (s):"
+	local label r k
+	printf '  %s, median breakdown (s): %s\n' "$1" \
+		"$([ -n "${KSB_BENCH_OTHER:-}" ] && echo "this, other" || echo this)"
 	for r in $(seq 1 "$runs"); do cut -d'|' -f1 "$T/rows.${1}1.$r"; done |
 		awk '!seen[$0]++' | while read -r label; do
-		printf '    %-40s %6s\n' "$label" "$(for r in $(seq 1 "$runs"); do
-			awk -F'|' -v l="$label" '$1 == l { print $2; exit }' \
-				"$T/rows.${1}1.$r"
-		done | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
+		printf '    %-40s' "$label"
+		for k in $(seq 1 "$(echo $trees | wc -w)"); do
+			printf ' %6s' "$(for r in $(seq 1 "$runs"); do
+				awk -F'|' -v l="$label" '$1 == l { print $2; exit }' \
+					"$T/rows.${1}$k.$r"
+			done | sort -g |
+				awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
+		done
+		echo
 	done
 }
 
@@ -145,7 +151,8 @@ reads() {
 		s=$(date +%s%N); "$@" > /dev/null 2>&1; e=$(date +%s%N)
 		echo "read: $* $(( (e - s) / 1000000 )) ms"
 	}
-	t git status --porcelain; t git status --porcelain; t find . -type f' ) \
+	t cat d000/f00000.bin; t git status --porcelain
+	t git status --porcelain; t find . -type f' ) \
 		2>> "$T/run.err" | grep '^read:' | sed 's/^/  /'
 	KSBCTL rm "$2" > /dev/null || true
 }
