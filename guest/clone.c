@@ -1,7 +1,7 @@
 /*
  * clone.c: ksb-guest-clone, the guest's workspace clone with libgit2.
  *
- *   ksb-guest-clone [--index INDEX] MIRROR BRANCH DIR
+ *   ksb-guest-clone [--index INDEX | --no-checkout] MIRROR BRANCH DIR
  *   ksb-guest-clone --serve-tree INDEX GITDIR MOUNTPOINT (guest/treefs.c)
  *
  * Run by ksb-guest-init (as the agent user, once the host /usr with its
@@ -14,9 +14,15 @@
  * With --index, DIR already holds BRANCH's files (the overlay of the
  * host's checkout, guest/init.c): nothing is checked out, INDEX (the
  * host's index of those files, mirror/checkout.c) becomes DIR/.git/index
- * and core.checkStat is `minimal' (the files' inode, device, owner and
+ * unless DIR already shows one (a lazy checkout's tree file system serves
+ * the host's index there, guest/treefs.c: nothing is copied then) and
+ * core.checkStat is `minimal' (the files' inode, device, owner and
  * ctime differ from what the host saw; size and mtime do not), so git
- * status hashes no file.  A failure then removes DIR/.git only.
+ * status hashes no file.  --no-checkout is --index without the copy
+ * (git clone --no-checkout, but HEAD's index is there): DIR is the upper
+ * dir of an overlay whose lower layer, the lazy tree (guest/treefs.c),
+ * shows the host's index as .git/index.  A failure with either removes
+ * DIR/.git only.
  * Exit 0, or 1 with one line on stderr.  Everything it reads is the
  * guest's own (the mirror is its share), so no hostile-input handling
  * beyond libgit2's own is needed here; the host reads the mirror back
@@ -36,6 +42,7 @@
 static const char *clone_dir;
 static int clone_made;		/* clone_dir is ours: remove it on failure */
 static const char *clone_index; /* --index INDEX, or NULL */
+static int clone_overlay;	/* --index or --no-checkout: DIR is there */
 
 static int
 clone_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
@@ -54,7 +61,7 @@ static void __attribute__((noreturn)) clone_fail(const char *what)
 	    e != NULL && e->message != NULL ? e->message : strerror(errno));
 	char git[4096];
 
-	if (clone_made && clone_index != NULL &&
+	if (clone_made && clone_overlay &&
 	    (size_t)snprintf(git, sizeof(git), "%s/.git", clone_dir) <
 		sizeof(git))
 		(void)nftw(git, clone_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
@@ -107,7 +114,7 @@ clone_init_shared(const char *mirror_path, const char *br)
 	    &io, GIT_REPOSITORY_INIT_OPTIONS_VERSION);
 	io.flags = GIT_REPOSITORY_INIT_MKPATH | GIT_REPOSITORY_INIT_NO_REINIT;
 	io.initial_head = br;
-	if (clone_index == NULL && access(clone_dir, F_OK) == 0) {
+	if (!clone_overlay && access(clone_dir, F_OK) == 0) {
 		errno = EEXIST;
 		clone_fail(clone_dir);
 	}
@@ -132,18 +139,14 @@ clone_init_shared(const char *mirror_path, const char *br)
 	return repo;
 }
 
-/* --index: the host's index as .git/index, and core.checkStat minimal. */
+/* --index: INDEX copied to path, a new file. */
 static void
-clone_use_index(git_repository *repo)
+clone_copy_index(const char *path)
 {
-	char path[4096], buf[65536];
-	git_config *cfg;
+	char buf[65536];
 	ssize_t n;
 	int in, out;
 
-	if ((size_t)snprintf(path, sizeof(path), "%sindex",
-		git_repository_path(repo)) >= sizeof(path))
-		clone_fail("index path");
 	if ((in = open(clone_index, O_RDONLY | O_CLOEXEC)) == -1)
 		clone_fail(clone_index);
 	if ((out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)) ==
@@ -155,6 +158,21 @@ clone_use_index(git_repository *repo)
 	if (n < 0 || close(out) != 0)
 		clone_fail(path);
 	close(in);
+}
+
+/* --index: the host's index as .git/index; --no-checkout: none (the lazy
+ * tree shows it).  Both: core.checkStat minimal. */
+static void
+clone_use_index(git_repository *repo)
+{
+	char path[4096];
+	git_config *cfg;
+
+	if ((size_t)snprintf(path, sizeof(path), "%sindex",
+		git_repository_path(repo)) >= sizeof(path))
+		clone_fail("index path");
+	if (clone_index != NULL)
+		clone_copy_index(path);
 	if (git_repository_config(&cfg, repo) != 0 ||
 	    git_config_set_string(cfg, "core.checkStat", "minimal") != 0)
 		clone_fail("core.checkStat");
@@ -188,7 +206,7 @@ clone_checkout(git_repository *repo, git_repository *mirror,
 	git_commit_free(commit);
 	if (git_repository_set_head(repo, refname) != 0)
 		clone_fail("HEAD");
-	if (clone_index != NULL) {
+	if (clone_overlay) {
 		clone_use_index(repo);
 		return;
 	}
@@ -210,13 +228,18 @@ main(int argc, char **argv)
 		return treefs_main(argv[2], argv[3], argv[4]);
 	if (argc == 6 && strcmp(argv[1], "--index") == 0) {
 		clone_index = argv[2];
+		clone_overlay = 1;
 		argv += 2;
 		argc -= 2;
+	} else if (argc == 5 && strcmp(argv[1], "--no-checkout") == 0) {
+		clone_overlay = 1;
+		argv++;
+		argc--;
 	}
 	if (argc != 4) {
 		fprintf(stderr,
-		    "usage: ksb-guest-clone [--index INDEX] MIRROR "
-		    "BRANCH DIR\n"
+		    "usage: ksb-guest-clone [--index INDEX | --no-checkout] "
+		    "MIRROR BRANCH DIR\n"
 		    "       ksb-guest-clone --serve-tree INDEX GITDIR "
 		    "MOUNTPOINT\n");
 		return 2;

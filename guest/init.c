@@ -1121,12 +1121,14 @@ install_home(struct boot *b)
  * When the host also shared its checkout of the seed (/ksb/checkout:
  * tree/ and index, mirror/checkout.c), ~/work is first an overlay whose
  * lower layer is that tree (for a lazy cache, an index only, the tree
- * file system ksb-guest-clone --serve-tree serves from the objects: see
- * workspace_treefs) and whose upper layer is on the instance disk
- * (tmpfs without one), and the clone only adds .git with the host's index
- * (no file is checked out in the guest).  A failure is reported on the
- * console and as an ERR line, and the command starts anyway (in the
- * agent's home).
+ * file system ksb-guest-clone --serve-tree serves from the objects, the
+ * index itself as .git/index: see workspace_treefs) and whose upper layer
+ * is on the instance disk (tmpfs without one), and the clone, run in the
+ * upper dir before the overlay is mounted, only adds .git (with a copy of
+ * the host's index for a full checkout; none over a lazy tree, whose
+ * .git/index shows through): no file is checked out in the guest.  A
+ * failure is reported on the console and as an ERR line, and the command
+ * starts anyway (in the agent's home).
  */
 #define MIRROR_GUEST_DIR     "/ksb/mirror.git" /* mirror/mirror.h */
 #define CHECKOUT_GUEST_DIR   "/ksb/checkout"   /* mirror/mirror.h */
@@ -1199,48 +1201,65 @@ workspace_lower(void)
 	return CHECKOUT_TREEFS;
 }
 
+/* The overlay on ~/work: its layers, and whether ~/work was made here. */
+struct workspace_ovl {
+	const char *lower; /* workspace_lower() */
+	char upper[128], work[128];
+	int made;
+};
+
 /*
- * ~/work as an overlay of the host's checkout: 1 if it is mounted now, 0
- * if not (no checkout shared, or an instance made before this whose
- * ~/work is a plain clone: kept as it is, or the mount failed: said).
+ * The layers of ~/work as an overlay of the host's checkout, made and
+ * owned by the agent, not mounted yet: 1, or 0 if there is to be no
+ * overlay (no checkout shared, or an instance made before this whose
+ * ~/work is a plain clone: kept as it is, or a failure: said).
  */
 static int
-workspace_overlay(const struct boot *b)
+workspace_overlay_prepare(const struct boot *b, struct workspace_ovl *o)
 {
-	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr", *lower;
-	char upper[128], work[128], opts[512];
+	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr";
 	struct stat sb;
-	int made = 0;
 
+	memset(o, 0, sizeof(*o));
 	if (stat(CHECKOUT_GUEST_DIR, &sb) != 0)
 		return 0;
-	snprintf(upper, sizeof(upper), "%s/work-upper", base);
-	snprintf(work, sizeof(work), "%s/work-work", base);
-	if (lstat(WORKSPACE_DIR, &sb) == 0 && lstat(upper, &sb) != 0)
+	snprintf(o->upper, sizeof(o->upper), "%s/work-upper", base);
+	snprintf(o->work, sizeof(o->work), "%s/work-work", base);
+	if (lstat(WORKSPACE_DIR, &sb) == 0 && lstat(o->upper, &sb) != 0)
 		return 0;
-	if ((lower = workspace_lower()) == NULL)
+	if ((o->lower = workspace_lower()) == NULL)
 		return 0;
-	mkdirs(upper, 0755);
-	mkdirs(work, 0700);
+	mkdirs(o->upper, 0755);
+	mkdirs(o->work, 0700);
 	if (mkdir(WORKSPACE_DIR, 0755) == 0)
-		made = 1;
+		o->made = 1;
 	/* The merged root shows the upper dir's owner: the agent's. */
-	if (chown(upper, AGENT_UID, AGENT_GID) == -1 ||
+	if (chown(o->upper, AGENT_UID, AGENT_GID) == -1 ||
 	    chown(WORKSPACE_DIR, AGENT_UID, AGENT_GID) == -1) {
 		workspace_warn(
-		    "workspace: chown %s: %s", upper, strerror(errno));
-		if (made)
+		    "workspace: chown %s: %s", o->upper, strerror(errno));
+		if (o->made)
 			rmdir(WORKSPACE_DIR);
 		return 0;
 	}
+	return 1;
+}
+
+/* Mount the overlay o on ~/work: 1, or 0 (said; ~/work removed if it was
+ * made for it). */
+static int
+workspace_overlay_mount(const struct workspace_ovl *o)
+{
+	char opts[512];
+
 	snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=%s,workdir=%s",
-	    lower, upper, work);
+	    o->lower, o->upper, o->work);
 	if (mount("overlay", WORKSPACE_DIR, "overlay", MS_NOSUID | MS_NODEV,
 		opts) == -1) {
 		workspace_warn("workspace: overlay on " WORKSPACE_DIR
 			       ": %s (the guest checks the branch out itself)",
 		    strerror(errno));
-		if (made)
+		if (o->made)
 			rmdir(WORKSPACE_DIR);
 		return 0;
 	}
@@ -1272,10 +1291,13 @@ workspace_hide_ca(void)
 		(void)mount("/dev/null", CA_BUNDLE, NULL, MS_BIND, NULL);
 }
 
-/* The child: drop to the agent, write ~/.gitconfig, exec the clone
- * (overlay: only .git, with the host's index). */
-static void __attribute__((noreturn))
-workspace_child(const struct boot *b, int clone, int overlay)
+/*
+ * The child: drop to the agent, write ~/.gitconfig, exec the clone into
+ * dir (mode NULL: a plain clone; "--index": only .git, with the host's
+ * index; "--no-checkout": only .git, the index being the lazy tree's).
+ */
+static void __attribute__((noreturn)) workspace_child(
+    const struct boot *b, int clone, const char *mode, const char *dir)
 {
 	char cfg[512], branch[64];
 	gid_t gid = AGENT_GID;
@@ -1314,37 +1336,36 @@ workspace_child(const struct boot *b, int clone, int overlay)
 		_exit(0);
 	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
 	/* libgit2 (guest/clone.c): git clone --shared -b branch. */
-	if (overlay)
-		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--index",
-		    CHECKOUT_GUEST_DIR "/index", MIRROR_GUEST_DIR, branch,
-		    WORKSPACE_DIR, (char *)NULL);
-	else
+	if (mode == NULL)
 		execl(WORKSPACE_CLONE, "ksb-guest-clone", MIRROR_GUEST_DIR,
-		    branch, WORKSPACE_DIR, (char *)NULL);
+		    branch, dir, (char *)NULL);
+	else if (strcmp(mode, "--index") == 0)
+		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--index",
+		    CHECKOUT_GUEST_DIR "/index", MIRROR_GUEST_DIR, branch, dir,
+		    (char *)NULL);
+	else
+		execl(WORKSPACE_CLONE, "ksb-guest-clone", mode,
+		    MIRROR_GUEST_DIR, branch, dir, (char *)NULL);
 	say(WORKSPACE_CLONE ": %s", strerror(errno));
 	_exit(EXIT_CANNOT_EXEC);
 }
 
+/* The child run to its end (at most WORKSPACE_TIMEOUT_MS); a failure
+ * said.  Arguments as workspace_child's. */
 static void
-setup_workspace(struct boot *b)
+workspace_clone(
+    const struct boot *b, int clone, const char *mode, const char *dir)
 {
-	struct stat sb;
 	int64_t deadline;
 	pid_t pid, w;
-	int st = 0, mirror, clone, overlay = 0;
+	int st = 0;
 
-	mirror = stat(MIRROR_GUEST_DIR, &sb) == 0 && S_ISDIR(sb.st_mode);
-	if (mirror)
-		overlay = workspace_overlay(b);
-	clone = mirror &&
-	    lstat(overlay ? WORKSPACE_DIR "/.git" : WORKSPACE_DIR, &sb) == -1 &&
-	    errno == ENOENT;
 	if ((pid = fork()) == -1) {
 		workspace_warn("workspace: fork: %s", strerror(errno));
 		return;
 	}
 	if (pid == 0)
-		workspace_child(b, clone, overlay);
+		workspace_child(b, clone, mode, dir);
 	deadline = mono_ms() + WORKSPACE_TIMEOUT_MS;
 	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
 		sleep_ms(20);
@@ -1362,9 +1383,40 @@ setup_workspace(struct boot *b)
 			    "writing ~/.gitconfig",
 		    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	}
-	b->workspace = mirror && stat(WORKSPACE_DIR "/.git", &sb) == 0;
-	if (clone && b->workspace)
+}
+
+/*
+ * With an overlay, the clone writes .git into its upper dir before the
+ * mount, so it sends no request to the lower layer (a lazy tree answers
+ * the root's names once its index is loaded: guest/treefs.c); if the
+ * mount then fails, ~/work is cloned plainly.
+ */
+static void
+setup_workspace(struct boot *b)
+{
+	struct workspace_ovl o;
+	struct stat sb;
+	char head[160];
+	const char *mode = NULL;
+	int mirror, clone, overlay = 0;
+
+	memset(&o, 0, sizeof(o));
+	mirror = stat(MIRROR_GUEST_DIR, &sb) == 0 && S_ISDIR(sb.st_mode);
+	if (mirror)
+		overlay = workspace_overlay_prepare(b, &o);
+	if (overlay)
+		mode = strcmp(o.lower, CHECKOUT_TREEFS) == 0 ? "--no-checkout" :
+							       "--index";
+	snprintf(head, sizeof(head), "%s/.git/HEAD", o.upper);
+	clone = mirror && lstat(overlay ? head : WORKSPACE_DIR, &sb) == -1 &&
+	    errno == ENOENT;
+	workspace_clone(b, clone, mode, overlay ? o.upper : WORKSPACE_DIR);
+	if (clone && lstat(overlay ? head : WORKSPACE_DIR "/.git", &sb) == 0)
 		stage("workspace cloned");
+	if (overlay && !workspace_overlay_mount(&o) && mirror &&
+	    lstat(WORKSPACE_DIR, &sb) == -1 && errno == ENOENT)
+		workspace_clone(b, 1, NULL, WORKSPACE_DIR);
+	b->workspace = mirror && stat(WORKSPACE_DIR "/.git/HEAD", &sb) == 0;
 }
 
 /* ---- power button ------------------------------------------------------- */

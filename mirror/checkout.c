@@ -232,7 +232,9 @@ checkout_is_attributes(const char *path)
  * The lazy cache of tree: only the index at path, every entry's stat data
  * made up from the object database, as the guest's tree file system
  * (guest/treefs.c) reports the file: size the blob's (its header only is
- * read), mtime and ctime `when' (the commit's time, seconds), owner
+ * read), mtime and ctime `when' (the commit's time, seconds; at most
+ * the second before now, so that no entry is racily clean against the
+ * index file's own mtime: git would hash every file again), owner
  * uid:gid, device and inode 0.  No file is written.  0; 1 when the tree
  * has a .gitattributes (a filter may make checked-out bytes differ from
  * the blob's, so the full checkout is made instead: nothing written); -1
@@ -250,6 +252,8 @@ checkout_lazy(git_repository *r, git_tree *tree, int64_t when, const char *path,
 	size_t i, n, len;
 	int ret = -1;
 
+	if (when >= (int64_t)time(NULL))
+		when = (int64_t)time(NULL) - 1;
 	if (git_repository_odb(&odb, r) < 0 || git_index_open(&idx, path) < 0 ||
 	    git_index_read_tree(idx, tree) < 0) {
 		mirror_git_cause(cause, "index");

@@ -25,6 +25,12 @@
 #   KSB_BENCH_OTHER=DIR also runs the ksb-run of another built tree (e.g.
 #   a worktree of main), alternating with this one run by run, so both see
 #   the same load; its row is marked `other'.
+#   KSB_BENCH_READS=1 also times, after each size, the first reads in a
+#   new instance: one file, `git status' twice (the first looks every file
+#   up in the lazy tree, the second finds them cached), `find' of the tree.
+# ksb-run runs with -v: after each size, the medians of its start-time
+# breakdown (vmrunner/boottime.c: host phases, the guest's stages) for
+# this tree's first starts and resumes.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -74,10 +80,11 @@ one() {
 	run, t, gw, name = sys.argv[1:5]
 	argv = ["timeout", "-k", "10", "900", "ip", "netns", "exec", gw, run,
 	        "-f", t + "/ksb.conf", "--state-dir", t + "/state",
-	        "--name", name, "--disk-size", "4G", "--", "echo", "started"]
+	        "--name", name, "--disk-size", "4G", "-v", "--", "echo",
+	        "started"]
 	t0 = time.monotonic()
 	p = subprocess.Popen(argv, stdout=subprocess.PIPE,
-	                     stderr=open(t + "/run.err", "ab"))
+	                     stderr=open(t + "/last.err", "wb"))
 	first = None
 	for line in p.stdout:
 	    if first is None and line.strip() == b"started":
@@ -103,6 +110,51 @@ one() {
 	      else "fail fail")
 	PY
 	)
+}
+
+# run TREE DIR NAME KIND K I: one, its result appended to $T/KIND$K and
+# its breakdown's rows ("label|seconds") kept in $T/rows.KIND$K.I.
+run() {
+	one "$1" "$2" "$3" >> "$T/$4$5"
+	cat "$T/last.err" >> "$T/run.err"
+	sed -n '/start time/,/QEMU CPU time/p' "$T/last.err" |
+		sed -n 's/^ksb-run:  *\(.*[^ ]\)  *\([0-9.-]*\) s$/\1|\2/p' \
+		> "$T/rows.$4$5.$6"
+}
+
+# stages KIND: the median of each breakdown row over each tree's runs.
+stages() {
+	local label r k
+	printf '  %s, median breakdown (s): %s\n' "$1" \
+		"$([ -n "${KSB_BENCH_OTHER:-}" ] && echo "this, other" || echo this)"
+	for r in $(seq 1 "$runs"); do cut -d'|' -f1 "$T/rows.${1}1.$r"; done |
+		awk '!seen[$0]++' | while read -r label; do
+		printf '    %-40s' "$label"
+		for k in $(seq 1 "$(echo $trees | wc -w)"); do
+			printf ' %6s' "$(for r in $(seq 1 "$runs"); do
+				awk -F'|' -v l="$label" '$1 == l { print $2; exit }' \
+					"$T/rows.${1}$k.$r"
+			done | sort -g |
+				awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')"
+		done
+		echo
+	done
+}
+
+# reads DIR NAME: the first reads of a new instance (KSB_BENCH_READS),
+# in milliseconds of the guest's clock.
+reads() {
+	( cd "$1" && timeout -k 10 900 ip netns exec "$GW" \
+		"$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --state-dir "$T/state" \
+		--name "$2" --disk-size 4G -- sh -c '
+	t() {
+		s=$(date +%s%N); "$@" > /dev/null 2>&1; e=$(date +%s%N)
+		echo "read: $* $(( (e - s) / 1000000 )) ms"
+	}
+	t cat d000/f00000.bin; t git status --porcelain
+	t git status --porcelain; t find . -type f' ) \
+		2>> "$T/run.err" | grep '^read:' | sed 's/^/  /'
+	KSBCTL rm "$2" > /dev/null || true
 }
 
 # median COL < FILE: the median of column COL (1 wall, 2 CPU).
@@ -137,14 +189,14 @@ for s in $sizes; do
 		for tree in $trees; do
 			k=$((k + 1))
 			rm -rf "$T/state/checkouts"
-			one "$tree" "$dir" "b$k$l-$i" >> "$T/first$k"
-			one "$tree" "$dir" "w$k$l-$i" >> "$T/warm$k"
-			one "$tree" "$dir" "b$k$l-$i" >> "$T/resume$k"
+			run "$tree" "$dir" "b$k$l-$i" first "$k" "$i"
+			run "$tree" "$dir" "w$k$l-$i" warm "$k" "$i"
+			run "$tree" "$dir" "b$k$l-$i" resume "$k" "$i"
 			# The next commit (an empty one: every file linked
 			# from the cache of the one before).
 			[ "$s" = empty ] ||
 				git -C "$dir" commit -q --allow-empty -m "next $i"
-			one "$tree" "$dir" "n$k$l-$i" >> "$T/next$k"
+			run "$tree" "$dir" "n$k$l-$i" next "$k" "$i"
 			KSBCTL rm "b$k$l-$i" >/dev/null || tail -n 5 "$T/run.err"
 			KSBCTL rm "w$k$l-$i" >/dev/null || true
 			KSBCTL rm "n$k$l-$i" >/dev/null || true
@@ -160,4 +212,7 @@ for s in $sizes; do
 		echo "  runs: $(tr '\n' , < "$T/first$k") / $(tr '\n' , < "$T/warm$k")" \
 			"/ $(tr '\n' , < "$T/resume$k") / $(tr '\n' , < "$T/next$k")"
 	done
+	stages first
+	stages resume
+	[ "${KSB_BENCH_READS:-0}" != 1 ] || [ "$s" = empty ] || reads "$dir" "r$l"
 done

@@ -51,6 +51,11 @@ cat > "$T/share/git-guest.sh" <<'GUEST'
 # Runs in the guest as the agent.  One RESULT line per check.
 r() { echo "RESULT $1 $2"; }
 id=$KSB_INSTANCE
+# Before any git command: .git/index is the host's, shown by the lazy
+# tree (no copy in the upper layer, where the clone put only .git).
+U=/run/ksb/disk/work-upper
+if cmp -s .git/index /ksb/checkout/index && [ ! -e $U/.git/index ] &&
+	[ -f $U/.git/HEAD ]; then r index_lower ok; else r index_lower bad; fi
 if [ "$(pwd)" = /home/agent/work ]; then r cwd ok; else r cwd "bad: $(pwd)"; fi
 b=$(git rev-parse --abbrev-ref HEAD 2>&1)
 if [ "$b" = "sandbox/$id" ]; then r branch ok; else r branch "bad: $b"; fi
@@ -73,6 +78,9 @@ if echo more >> README && [ "$(git status --porcelain README)" = " M README" ] &
 	git checkout -q README && [ "$(cat README)" = readme ]; then r lower_write ok; else r lower_write bad; fi
 echo "from the guest $id" > agent.txt
 if git add agent.txt && git commit -qm "agent: add agent.txt"; then r commit ok; else r commit bad; fi
+# git's first index write lands in the upper layer; the host's is kept.
+if [ -f $U/.git/index ] && ! cmp -s $U/.git/index /ksb/checkout/index &&
+	[ "$(git ls-files agent.txt)" = agent.txt ]; then r index_upper ok; else r index_upper bad; fi
 if git push -q origin "sandbox/$id"; then r push ok; else r push bad; fi
 if [ "$(cat /context/ctx/ctx.txt 2>&1)" = "context content" ]; then r context_read ok; else r context_read bad; fi
 if (echo x > /context/ctx/new.txt) 2>/dev/null; then r context_no_create bad; else r context_no_create ok; fi
@@ -108,8 +116,8 @@ check() {
 	if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fails=$((fails + 1)); fi
 }
 check "ksb-run exited 0" '[ "$rc" = 0 ]'
-for r in cwd branch uncommitted no_untracked base overlay status_clean \
-	checkout_ro lazy_files lower_write commit push context_read context_no_create \
+for r in index_lower cwd branch uncommitted no_untracked base overlay status_clean \
+	checkout_ro lazy_files lower_write commit index_upper push context_read context_no_create \
 	context_no_write objects_ro plant; do
 	check "guest: $r" "grep -qx 'RESULT $r ok' '$T/guest.out'"
 done

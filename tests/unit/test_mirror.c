@@ -52,6 +52,9 @@ slurp(const char *path)
 	return buf;
 }
 
+/* The time commit_all gives its commits (s), now when 0. */
+static int64_t commit_when;
+
 /* Commit every file of the work tree on HEAD; returns the commit id. */
 static git_oid
 commit_all(git_repository *r, const char *msg)
@@ -69,7 +72,8 @@ commit_all(git_repository *r, const char *msg)
 	    git_index_add_all(idx, &ps, 0, NULL, NULL) < 0 || git_index_write(idx) < 0 ||
 	    git_index_write_tree(&tree_id, idx) < 0 ||
 	    git_tree_lookup(&tree, r, &tree_id) < 0 ||
-	    git_signature_now(&sig, "T", "t@example") < 0)
+	    (commit_when == 0 ? git_signature_now(&sig, "T", "t@example") :
+		git_signature_new(&sig, "T", "t@example", commit_when, 0)) < 0)
 		fatalx("commit_all: %s", git_error_last()->message);
 	if (git_revparse_single(&parent, r, "HEAD^{commit}") != 0)
 		git_error_clear();
@@ -683,8 +687,10 @@ test_checkout_linked(git_repository *r, const char *repo, const char *state,
 /*
  * A tree without .gitattributes: the lazy cache, an index and no file;
  * each entry has the blob's id, mode and size and the commit's time as
- * its mtime, what the guest's tree file system serves.  The next commit's
- * cache is lazy too (nothing to link).
+ * its mtime (a commit of this second: the second before, so that no entry
+ * is racily clean against the index file), what the guest's tree file
+ * system serves.  The next commit's cache is lazy too (nothing to link),
+ * and an older commit's mtime is its time exactly.
  */
 static void
 test_checkout_lazy(void)
@@ -724,11 +730,14 @@ test_checkout_lazy(void)
 	free(p);
 	CHECK(git_commit_lookup(&c, r, &id) == 0, "the commit");
 	xasprintf(&p, "%s/index", dir);
-	ok = git_index_open(&idx, p) == 0 && git_index_entrycount(idx) == 3;
+	ok = git_index_open(&idx, p) == 0 && git_index_entrycount(idx) == 3 &&
+	    stat(p, &sb) == 0;
 	free(p);
 	e = ok ? git_index_get_bypath(idx, "a.txt", 0) : NULL;
 	ok = ok && e != NULL && e->file_size == 6 && e->mode == 0100644 &&
-	    e->mtime.seconds == (int32_t)git_commit_time(c) && e->ino == 0;
+	    e->mtime.seconds <= (int32_t)git_commit_time(c) &&
+	    e->mtime.seconds >= (int32_t)git_commit_time(c) - 1 &&
+	    e->mtime.seconds < (int32_t)sb.st_mtime && e->ino == 0;
 	e = ok ? git_index_get_bypath(idx, "sub/b.sh", 0) : NULL;
 	ok = ok && e != NULL && e->file_size == 10 && e->mode == 0100755;
 	e = ok ? git_index_get_bypath(idx, "link", 0) : NULL;
@@ -737,7 +746,9 @@ test_checkout_lazy(void)
 	git_index_free(idx);
 	git_commit_free(c);
 	put(repo, "a.txt", "alpha 2\n", 8);
+	commit_when = 1500000000;
 	id = commit_all(r, "lazy2");
+	commit_when = 0;
 	git_oid_tostr(hex, sizeof(hex), &id);
 	free(dir);
 	dir = NULL;
@@ -746,6 +757,13 @@ test_checkout_lazy(void)
 	xasprintf(&p, "%s/tree", dir != NULL ? dir : tmp);
 	CHECK(rc == 0 && lstat(p, &sb) == -1,
 	    "the next commit's cache is lazy too (%s)", rc ? cause : "ok");
+	free(p);
+	xasprintf(&p, "%s/index", dir != NULL ? dir : tmp);
+	ok = git_index_open(&idx, p) == 0;
+	e = ok ? git_index_get_bypath(idx, "a.txt", 0) : NULL;
+	CHECK(e != NULL && e->mtime.seconds == 1500000000 && e->file_size == 8,
+	    "an older commit's time is its entries' mtime");
+	git_index_free(idx);
 	free(p);
 	close(lfd);
 	free(dir);
