@@ -8,9 +8,13 @@
 # and has settled for KSB_BENCH_SETTLE s (default 30) a row is printed:
 #   n         guests running
 #   rss       the newest guest's QEMU RSS (MiB, /proc/<pid>/status)
+#   anon      of it, QEMU's own (RssAnon: guest RAM, translated code,
+#             heap); the rest (RssFile: the vmlinux QEMU loaded, its
+#             binary and libraries) is page cache all guests share
 #   held      what that guest's balloon says it holds (MiB: total - free;
 #             free pages go back to the host by free page reporting)
 #   rss-all   the sum of every guest's QEMU RSS (MiB)
+#   anon-all  the sum of every guest's RssAnon (MiB): what they cost
 #   idle-cpu  CPU of all guests' QEMU processes over KSB_BENCH_WINDOW s
 #             (default 30), in % of one core, and per guest
 #   avail     the host's MemAvailable (MiB); swap used (MiB)
@@ -58,6 +62,7 @@ ctl() { timeout 300 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 now() { date +%s.%N; }
 qpid() { sed -n 's/^qemu_pid=//p' "$I/$1/state"; }
 rss_mib() { awk '/^VmRSS/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
+anon_mib() { awk '/^RssAnon/ { printf "%d", $2 / 1024 }' "/proc/$1/status"; }
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 meminfo() { awk -v k="$1" '$1 == k ":" { printf "%d", $2 / 1024 }' /proc/meminfo; }
 held_mib() {
@@ -98,8 +103,8 @@ git commit -qm a1-turn$1 && echo done-a1-turn$1" > "$T/turn.$1" 2>&1 || true
 }
 
 ksb_say "load: $(uptime); MemAvailable $(meminfo MemAvailable) MiB"
-printf '%3s %6s %6s %8s %14s %8s %6s %8s %8s %8s\n' n rss held rss-all \
-	"idle-cpu %(1)" avail swap first-s turn-s boot-s
+printf '%3s %6s %6s %6s %8s %8s %14s %8s %6s %8s %8s %8s\n' n rss anon held \
+	rss-all anon-all "idle-cpu %(1)" avail swap first-s turn-s boot-s
 swap0=$(( $(meminfo SwapTotal) - $(meminfo SwapFree) ))
 for n in $(seq 1 "$N"); do
 	t0=$SECONDS
@@ -117,13 +122,15 @@ for n in $(seq 1 "$N"); do
 	sleep "$WIN"
 	c1=0; for p in $pids; do c1=$((c1 + $(ticks "$p"))); done
 	all=0; for p in $pids; do all=$((all + $(rss_mib "$p"))); done
+	anon=0; for p in $pids; do anon=$((anon + $(anon_mib "$p"))); done
 	cpu=$(echo "scale=1; ($c1 - $c0) * 100 / $hz / $WIN" | bc)
 	per=$(echo "scale=1; $cpu / $n" | bc)
 	swap=$(( $(meminfo SwapTotal) - $(meminfo SwapFree) - swap0 ))
 	read -r first tt <<< "$(turn "$n")"
-	printf '%3s %6s %6s %8s %14s %8s %6s %8s %8s %8s\n' "$n" \
-		"$(rss_mib "$(qpid "a$n")")" "$(held_mib "a$n")" "$all" \
-		"$cpu ($per)" "$(meminfo MemAvailable)" "$swap" "$first" "$tt" "$bt"
+	printf '%3s %6s %6s %6s %8s %8s %14s %8s %6s %8s %8s %8s\n' "$n" \
+		"$(rss_mib "$(qpid "a$n")")" "$(anon_mib "$(qpid "a$n")")" \
+		"$(held_mib "a$n")" "$all" "$anon" "$cpu ($per)" \
+		"$(meminfo MemAvailable)" "$swap" "$first" "$tt" "$bt"
 	[ "$(meminfo MemAvailable)" -ge 1024 ] && [ "$swap" -le 0 ] ||
 		{ echo "stopping: host memory is short"; break; }
 done
