@@ -129,6 +129,21 @@ int util_write_all(int fd, const void *p, size_t len);
 int util_replace_file(
     const char *path, const void *buf, size_t len, mode_t mode, char **cause);
 /*
+ * A value kept once per host boot, in the file <dir>/<name> holding one
+ * line "<boot_id> <value>\n" (boot_id from /proc/sys/kernel/random/boot_id,
+ * proc(5)); written with util_replace_file (mode 0644).
+ * util_boot_id: this boot's ID into buf (at least 16 characters), 0 or -1.
+ * util_boot_cache_get: the value (1..size-1 bytes, no space or newline)
+ * into val and 0 when the file was written in this host boot, else -1 (no
+ * boot ID, no file, another boot's, malformed, too long).
+ * util_boot_cache_put: value (no space or newline) for this boot; 0, or
+ * -1 (nothing written: no boot ID, a bad value, or the write failed).
+ */
+int util_boot_id(char *buf, size_t size);
+int util_boot_cache_get(
+    const char *dir, const char *name, char *val, size_t size);
+int util_boot_cache_put(const char *dir, const char *name, const char *val);
+/*
  * util_read_file: read the regular file path whole (opened O_CLOEXEC |
  * O_NOCTTY; symlinks are followed) into *buf, a new allocation of *len
  * bytes, not NUL-terminated, that the caller frees.  A file of more than

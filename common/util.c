@@ -401,6 +401,85 @@ cleanup:
 	return ret;
 }
 
+#define UTIL_BOOT_ID_MAX 64  /* a UUID is 36 */
+#define UTIL_BOOT_LINE	 160 /* "<boot_id> <value>\n" */
+
+int
+util_boot_id(char *buf, size_t size)
+{
+	ssize_t n;
+	int fd;
+
+	if (size < 2 ||
+	    (fd = open("/proc/sys/kernel/random/boot_id",
+		 O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	buf[strcspn(buf, "\n ")] = '\0';
+	return strlen(buf) >= 16 ? 0 : -1;
+}
+
+/* 1 if v is 1..max-1 bytes with no space or newline. */
+static int
+util_boot_value_ok(const char *v, size_t max)
+{
+	size_t len = strlen(v);
+
+	return len > 0 && len < max && strcspn(v, " \n") == len;
+}
+
+int
+util_boot_cache_get(const char *dir, const char *name, char *val, size_t size)
+{
+	char boot[UTIL_BOOT_ID_MAX], line[UTIL_BOOT_LINE], *path, *v;
+	size_t blen, vlen;
+	ssize_t n;
+	int fd;
+
+	if (size < 2 || util_boot_id(boot, sizeof(boot)) != 0)
+		return -1;
+	xasprintf(&path, "%s/%s", dir, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY);
+	free(path);
+	if (fd == -1)
+		return -1;
+	n = read(fd, line, sizeof(line) - 1);
+	close(fd);
+	line[n > 0 ? n : 0] = '\0';
+	blen = strlen(boot);
+	if (strncmp(line, boot, blen) != 0 || line[blen] != ' ')
+		return -1; /* another boot's, or not ours */
+	v = line + blen + 1;
+	vlen = strcspn(v, "\n");
+	if (v[vlen] != '\n' || v[vlen + 1] != '\0')
+		return -1;
+	v[vlen] = '\0';
+	if (!util_boot_value_ok(v, size))
+		return -1;
+	memcpy(val, v, vlen + 1);
+	return 0;
+}
+
+int
+util_boot_cache_put(const char *dir, const char *name, const char *val)
+{
+	char boot[UTIL_BOOT_ID_MAX], line[UTIL_BOOT_LINE], *path;
+	int n, ret;
+
+	if (util_boot_id(boot, sizeof(boot)) != 0 ||
+	    !util_boot_value_ok(val, sizeof(line)))
+		return -1;
+	n = snprintf(line, sizeof(line), "%s %s\n", boot, val);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return -1;
+	xasprintf(&path, "%s/%s", dir, name);
+	ret = util_replace_file(path, line, (size_t)n, 0644, NULL);
+	free(path);
+	return ret;
+}
+
 int
 util_read_file(
     const char *path, size_t max, char **buf, size_t *len, char **cause)

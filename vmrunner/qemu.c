@@ -910,55 +910,30 @@ qemu_kvm_usable(const char **why)
 int
 qemu_kvm_usable_cached(const char *cache_dir, const char **why)
 {
-	char boot[64] = "", line[128], *path = NULL, *tmp = NULL;
-	ssize_t n;
-	int fd, ok, ok_write;
+	char boot[64], val[4];
+	int fd, ok;
 
-	if ((fd = open("/proc/sys/kernel/random/boot_id",
-		 O_RDONLY | O_CLOEXEC)) != -1) {
-		n = read(fd, boot, sizeof(boot) - 1);
-		boot[n > 0 ? n : 0] = '\0';
-		boot[strcspn(boot, "\n ")] = '\0';
-		close(fd);
-	}
 	if ((fd = open("/dev/kvm", O_RDWR | O_CLOEXEC)) == -1 ||
-	    strlen(boot) < 16) {
+	    util_boot_id(boot, sizeof(boot)) != 0) {
 		if (fd != -1)
 			close(fd);
 		return qemu_kvm_usable(why); /* nothing worth caching */
 	}
 	close(fd);
-	xasprintf(&path, "%s/kvm-probe", cache_dir);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
-		n = read(fd, line, sizeof(line) - 1);
-		close(fd);
-		line[n > 0 ? n : 0] = '\0';
-		if (strncmp(line, boot, strlen(boot)) == 0 &&
-		    (strcmp(line + strlen(boot), " 1\n") == 0 ||
-			strcmp(line + strlen(boot), " 0\n") == 0)) {
-			ok = line[strlen(boot) + 1] == '1';
-			if (!ok)
-				*why = "/dev/kvm failed the probe since this "
-				       "host booted (kvm-probe in the cache)";
-			free(path);
-			return ok;
-		}
+	if (util_boot_cache_get(cache_dir, "kvm-probe", val, sizeof(val)) ==
+		0 &&
+	    (strcmp(val, "1") == 0 || strcmp(val, "0") == 0)) {
+		ok = val[0] == '1';
+		if (!ok)
+			*why = "/dev/kvm failed the probe since this "
+			       "host booted (kvm-probe in the cache)";
+		return ok;
 	}
 	ok = qemu_kvm_usable(why);
 	/* A VM that could not be created may work later: not cached. */
 	if (ok || strstr(*why, "probe") != NULL ||
-	    strstr(*why, "real-mode") != NULL) {
-		xasprintf(&tmp, "%s.%ld", path, (long)getpid());
-		n = snprintf(line, sizeof(line), "%s %d\n", boot, ok);
-		if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC,
-			 0644)) != -1) {
-			ok_write = write(fd, line, (size_t)n) == n;
-			if (close(fd) != 0 || !ok_write ||
-			    rename(tmp, path) != 0)
-				unlink(tmp);
-		}
-		free(tmp);
-	}
-	free(path);
+	    strstr(*why, "real-mode") != NULL)
+		(void)util_boot_cache_put(
+		    cache_dir, "kvm-probe", ok ? "1" : "0");
 	return ok;
 }

@@ -101,63 +101,25 @@ tsc_measure_khz(void)
 	return t1 >= 100000 && t1 <= 100000000 ? (unsigned)t1 : 0;
 }
 
-/* This host boot's ID (/proc/sys/kernel/random/boot_id) into buf. */
-static int
-tsc_boot_id(char *buf, size_t size)
-{
-	ssize_t n;
-	int fd;
-
-	if ((fd = open("/proc/sys/kernel/random/boot_id",
-		 O_RDONLY | O_CLOEXEC)) == -1)
-		return -1;
-	n = read(fd, buf, size - 1);
-	close(fd);
-	buf[n > 0 ? n : 0] = '\0';
-	buf[strcspn(buf, "\n ")] = '\0';
-	return strlen(buf) >= 16 ? 0 : -1;
-}
-
 unsigned
 tsc_host_khz(const char *cache_dir)
 {
-	char boot[64], line[128], *path = NULL, *tmp = NULL, *end;
+	char val[16], *end, boot[64];
 	unsigned long v;
 	unsigned khz;
-	ssize_t n;
-	int fd, ok;
 
-	if (tsc_boot_id(boot, sizeof(boot)) != 0)
-		return tsc_measure_khz();
-	xasprintf(&path, "%s/tsc-khz", cache_dir);
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
-		n = read(fd, line, sizeof(line) - 1);
-		close(fd);
-		line[n > 0 ? n : 0] = '\0';
-		if (strncmp(line, boot, strlen(boot)) == 0 &&
-		    line[strlen(boot)] == ' ') {
-			errno = 0;
-			v = strtoul(line + strlen(boot) + 1, &end, 10);
-			if (errno == 0 && *end == '\n' && v <= 100000000) {
-				free(path);
-				return (unsigned)v;
-			}
-		}
+	if (util_boot_cache_get(cache_dir, "tsc-khz", val, sizeof(val)) == 0) {
+		errno = 0;
+		v = strtoul(val, &end, 10);
+		if (errno == 0 && *end == '\0' && v <= 100000000)
+			return (unsigned)v;
 	}
-	/* A failed measurement (0) is not kept: it may work next time. */
-	if ((khz = tsc_measure_khz()) == 0) {
-		free(path);
-		return 0;
-	}
-	xasprintf(&tmp, "%s.%ld", path, (long)getpid());
-	n = snprintf(line, sizeof(line), "%s %u\n", boot, khz);
-	if ((fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) !=
-	    -1) {
-		ok = write(fd, line, (size_t)n) == n;
-		if (close(fd) != 0 || !ok || rename(tmp, path) != 0)
-			unlink(tmp);
-	}
-	free(tmp);
-	free(path);
+	/* A failed measurement (0) is not kept: it may work next time; nor
+	 * is one made without a boot ID to file it under. */
+	if ((khz = tsc_measure_khz()) == 0 ||
+	    util_boot_id(boot, sizeof(boot)) != 0)
+		return khz;
+	snprintf(val, sizeof(val), "%u", khz);
+	(void)util_boot_cache_put(cache_dir, "tsc-khz", val);
 	return khz;
 }

@@ -43,14 +43,15 @@ test_proc(void)
 
 	line(buf, sizeof(buf), "ksb-run", 'S');
 	CHECK(util_proc_stat_parse(buf, &state, &flags, &start) == 0 &&
-	    state == 'S' && flags == 9 && start == 22,
+		state == 'S' && flags == 9 && start == 22,
 	    "fields 3, 9 and 22 (got %c %lu %llu)", state, flags,
 	    (unsigned long long)start);
 	line(buf, sizeof(buf), ") S 7 7 (x) ", 'R');
 	CHECK(util_proc_stat_parse(buf, &state, &flags, &start) == 0 &&
-	    state == 'R' && flags == 9 && start == 22,
+		state == 'R' && flags == 9 && start == 22,
 	    "a comm with spaces and parentheses is skipped whole");
-	CHECK(util_proc_stat_parse("1 (x) S 4 5 6", &state, &flags, &start) == -1,
+	CHECK(
+	    util_proc_stat_parse("1 (x) S 4 5 6", &state, &flags, &start) == -1,
 	    "a short line is refused");
 	CHECK(util_proc_stat_parse("1 x S 4 5 6", &state, &flags, &start) == -1,
 	    "a line without ')' is refused");
@@ -60,7 +61,8 @@ test_proc(void)
 	    "a non-numeric start time is refused");
 
 	CHECK(util_proc_alive(getpid(), &start) == 0 && start > 0,
-	    "this process is alive, start time %llu", (unsigned long long)start);
+	    "this process is alive, start time %llu",
+	    (unsigned long long)start);
 	if (pipe(p) == -1 || (pid = fork()) == -1) {
 		CHECK(0, "pipe, fork");
 		return;
@@ -68,12 +70,13 @@ test_proc(void)
 	if (pid == 0) {
 		char c;
 		close(p[1]);
-		(void)read(p[0], &c, 1);	/* until the parent closes */
+		(void)read(p[0], &c, 1); /* until the parent closes */
 		_exit(0);
 	}
 	close(p[0]);
 	CHECK(util_proc_alive(pid, &start2) == 0 && start2 >= start,
-	    "a live child is alive, start time %llu", (unsigned long long)start2);
+	    "a live child is alive, start time %llu",
+	    (unsigned long long)start2);
 	kill(pid, SIGKILL);
 	/* A zombie until reaped: waitid with WNOWAIT sees it without reaping. */
 	{
@@ -81,11 +84,13 @@ test_proc(void)
 		memset(&si, 0, sizeof(si));
 		(void)waitid(P_PID, (id_t)pid, &si, WEXITED | WNOWAIT);
 	}
-	CHECK(util_proc_alive(pid, &start2) == -1, "a killed, unreaped child (zombie) is not");
+	CHECK(util_proc_alive(pid, &start2) == -1,
+	    "a killed, unreaped child (zombie) is not");
 	waitpid(pid, &status, 0);
 	close(p[1]);
 	CHECK(util_proc_alive(pid, &start2) == -1, "a reaped pid is not");
-	CHECK(util_proc_alive(0, &start2) == -1 && util_proc_alive(-1, &start2) == -1,
+	CHECK(util_proc_alive(0, &start2) == -1 &&
+		util_proc_alive(-1, &start2) == -1,
 	    "pids 0 and -1 are not");
 }
 
@@ -96,7 +101,10 @@ test_proc(void)
 static void
 test_reason(void)
 {
-	static const struct { enum reason r; const char *name; } t[] = {
+	static const struct {
+		enum reason r;
+		const char *name;
+	} t[] = {
 		{ REASON_ALLOWED, "allowed" },
 		{ REASON_NOT_IN_ALLOWLIST, "not_in_allowlist" },
 		{ REASON_UNKNOWN_SOURCE, "unknown_source" },
@@ -125,7 +133,8 @@ test_reason(void)
 		{ REASON_REVOKED, "revoked" },
 		{ REASON_RATE_LIMITED, "rate_limited" },
 		{ REASON_INSTANCE_RATE_LIMITED, "instance_rate_limited" },
-		{ REASON_INSTANCE_CONNECTION_LIMIT, "instance_connection_limit" },
+		{ REASON_INSTANCE_CONNECTION_LIMIT,
+		    "instance_connection_limit" },
 		{ REASON_TOO_MANY_CONNECTIONS, "too_many_connections" },
 		{ REASON_AUDIT_UNAVAILABLE, "audit_unavailable" },
 		{ REASON_CLOSED, "closed" },
@@ -172,16 +181,18 @@ test_reason(void)
 	    sizeof(t) / sizeof(t[0]) - bad, REASON_COUNT_ - 1);
 	for (r = 1; r < REASON_COUNT_; r++)
 		if (reason_name((enum reason)r)[0] == '\0' ||
-		    reason_lookup(reason_name((enum reason)r)) != (enum reason)r)
+		    reason_lookup(reason_name((enum reason)r)) !=
+			(enum reason)r)
 			unique = 0;
 	CHECK(unique, "names are non-empty and unique");
 	CHECK(strcmp(reason_name(REASON_NONE), "") == 0 &&
-	    strcmp(reason_name(REASON_COUNT_), "") == 0 &&
-	    strcmp(reason_name((enum reason)-1), "") == 0,
+		strcmp(reason_name(REASON_COUNT_), "") == 0 &&
+		strcmp(reason_name((enum reason) - 1), "") == 0,
 	    "REASON_NONE and out-of-range values name \"\"");
-	CHECK(reason_lookup(NULL) == REASON_NONE && reason_lookup("") ==
-	    REASON_NONE && reason_lookup("Closed") == REASON_NONE &&
-	    reason_lookup("closed ") == REASON_NONE,
+	CHECK(reason_lookup(NULL) == REASON_NONE &&
+		reason_lookup("") == REASON_NONE &&
+		reason_lookup("Closed") == REASON_NONE &&
+		reason_lookup("closed ") == REASON_NONE,
 	    "lookup is exact: NULL, \"\", other case, trailing space");
 }
 
@@ -193,9 +204,9 @@ static void
 test_profile(void)
 {
 	static const char *good[] = { "a", "default", "0", "dev-2", "a_b-c",
-	    "x-", "y_" };
-	static const char *bad[] = { "", "Dev", "a.b", "-a", "_a", "a b",
-	    "a/b", "a:b", "\xc3\xa9t\xc3\xa9" };
+		"x-", "y_" };
+	static const char *bad[] = { "", "Dev", "a.b", "-a", "_a", "a b", "a/b",
+		"a:b", "\xc3\xa9t\xc3\xa9" };
 	char name[80];
 	size_t i;
 	int ok = 1;
@@ -208,11 +219,12 @@ test_profile(void)
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (util_valid_profile(bad[i], strlen(bad[i])))
 			ok = 0;
-	CHECK(ok, "empty, upper case, '.', a leading '-' or '_', other bytes "
+	CHECK(ok,
+	    "empty, upper case, '.', a leading '-' or '_', other bytes "
 	    "are not");
 	memset(name, 'p', sizeof(name));
 	CHECK(util_valid_profile(name, KSB_PROFILE_MAX) &&
-	    !util_valid_profile(name, KSB_PROFILE_MAX + 1),
+		!util_valid_profile(name, KSB_PROFILE_MAX + 1),
 	    "%d bytes are valid, %d are not", KSB_PROFILE_MAX,
 	    KSB_PROFILE_MAX + 1);
 	CHECK(!util_valid_profile("ab\0c", 4) && util_valid_profile("ab\0c", 2),
@@ -227,45 +239,46 @@ test_size_duration(void)
 	int64_t sec = 0;
 
 	CHECK(util_parse_size("2G", 0, &b) == 0 && b == 2ULL << 30 &&
-	    util_parse_size("512k", 0, &b) == 0 && b == 512ULL << 10 &&
-	    util_parse_size("1T", 0, &b) == 0 && b == 1ULL << 40 &&
-	    util_parse_size("3m", 0, &b) == 0 && b == 3ULL << 20,
+		util_parse_size("512k", 0, &b) == 0 && b == 512ULL << 10 &&
+		util_parse_size("1T", 0, &b) == 0 && b == 1ULL << 40 &&
+		util_parse_size("3m", 0, &b) == 0 && b == 3ULL << 20,
 	    "K, M, G, T in either case are powers of 1024");
 	CHECK(util_parse_size("1048576", 1, &b) == 0 && b == 1048576 &&
-	    util_parse_size("64", 1ULL << 20, &b) == 0 && b == 64ULL << 20 &&
-	    util_parse_size("0", 1, &b) == 0 && b == 0,
+		util_parse_size("64", 1ULL << 20, &b) == 0 &&
+		b == 64ULL << 20 && util_parse_size("0", 1, &b) == 0 && b == 0,
 	    "a bare number counts the caller's unit");
 	CHECK(util_parse_size("1048576", 0, &b) == -1,
 	    "unit 0: the suffix is required");
 	CHECK(util_parse_size("", 1, &b) == -1 &&
-	    util_parse_size("M", 1, &b) == -1 &&
-	    util_parse_size("01M", 1, &b) == -1 &&
-	    util_parse_size("-1M", 1, &b) == -1 &&
-	    util_parse_size(" 1M", 1, &b) == -1 &&
-	    util_parse_size("1MB", 1, &b) == -1 &&
-	    util_parse_size("1P", 1, &b) == -1 &&
-	    util_parse_size("1.5G", 1, &b) == -1,
-	    "empty, no digits, leading zero, sign, space, MB, P, fraction refused");
+		util_parse_size("M", 1, &b) == -1 &&
+		util_parse_size("01M", 1, &b) == -1 &&
+		util_parse_size("-1M", 1, &b) == -1 &&
+		util_parse_size(" 1M", 1, &b) == -1 &&
+		util_parse_size("1MB", 1, &b) == -1 &&
+		util_parse_size("1P", 1, &b) == -1 &&
+		util_parse_size("1.5G", 1, &b) == -1,
+	    "empty, no digits, leading zero, sign, space, MB, P, fraction "
+	    "refused");
 	CHECK(util_parse_size("1048576T", 1, &b) == 0 && b == 1ULL << 60 &&
-	    util_parse_size("1048577T", 1, &b) == -1 &&
-	    util_parse_size("99999999999999999999999", 1, &b) == -1,
+		util_parse_size("1048577T", 1, &b) == -1 &&
+		util_parse_size("99999999999999999999999", 1, &b) == -1,
 	    "at most 2^60 bytes, no overflow");
 	CHECK(util_parse_duration("0", &sec) == 0 && sec == 0 &&
-	    util_parse_duration("90s", &sec) == 0 && sec == 90 &&
-	    util_parse_duration("30m", &sec) == 0 && sec == 1800 &&
-	    util_parse_duration("1h", &sec) == 0 && sec == 3600 &&
-	    util_parse_duration("7d", &sec) == 0 && sec == 7 * 86400 &&
-	    util_parse_duration("0s", &sec) == 0 && sec == 0,
+		util_parse_duration("90s", &sec) == 0 && sec == 90 &&
+		util_parse_duration("30m", &sec) == 0 && sec == 1800 &&
+		util_parse_duration("1h", &sec) == 0 && sec == 3600 &&
+		util_parse_duration("7d", &sec) == 0 && sec == 7 * 86400 &&
+		util_parse_duration("0s", &sec) == 0 && sec == 0,
 	    "durations: 0, N s, m, h, d");
 	CHECK(util_parse_duration("36600d", &sec) == 0 &&
-	    util_parse_duration("36601d", &sec) == -1 &&
-	    util_parse_duration("", &sec) == -1 &&
-	    util_parse_duration("5", &sec) == -1 &&
-	    util_parse_duration("05m", &sec) == -1 &&
-	    util_parse_duration("+5m", &sec) == -1 &&
-	    util_parse_duration(" 5m", &sec) == -1 &&
-	    util_parse_duration("5w", &sec) == -1 &&
-	    util_parse_duration("s", &sec) == -1,
+		util_parse_duration("36601d", &sec) == -1 &&
+		util_parse_duration("", &sec) == -1 &&
+		util_parse_duration("5", &sec) == -1 &&
+		util_parse_duration("05m", &sec) == -1 &&
+		util_parse_duration("+5m", &sec) == -1 &&
+		util_parse_duration(" 5m", &sec) == -1 &&
+		util_parse_duration("5w", &sec) == -1 &&
+		util_parse_duration("s", &sec) == -1,
 	    "100 years at most; no unit, leading zero, sign, space, w refused");
 }
 
@@ -289,22 +302,25 @@ test_drop(void)
 
 		if (geteuid() != 0)
 			_exit(util_drop_privileges(getuid(), getgid()) == -1 &&
-			    errno == EPERM ? 0 : 1);
+				    errno == EPERM ?
+				0 :
+				1);
 		if (util_drop_privileges(65534, 65534) == -1)
 			_exit(2);
 		if (getresuid(&ru, &eu, &su) == -1 || ru != 65534 ||
-		    eu != 65534 || su != 65534 || getresgid(&rg, &eg, &sg) == -1 ||
-		    rg != 65534 || eg != 65534 || sg != 65534 ||
-		    getgroups(0, NULL) != 0 || setuid(0) != -1)
+		    eu != 65534 || su != 65534 ||
+		    getresgid(&rg, &eg, &sg) == -1 || rg != 65534 ||
+		    eg != 65534 || sg != 65534 || getgroups(0, NULL) != 0 ||
+		    setuid(0) != -1)
 			_exit(3);
 		_exit(0);
 	}
 	waitpid(pid, &status, 0);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	    "util_drop_privileges %s (exit %d)", geteuid() == 0 ?
-	    "as root: uid and gid 65534 for good, no groups" :
-	    "not root: refused with EPERM", WIFEXITED(status) ?
-	    WEXITSTATUS(status) : -1);
+	    "util_drop_privileges %s (exit %d)",
+	    geteuid() == 0 ? "as root: uid and gid 65534 for good, no groups" :
+			     "not root: refused with EPERM",
+	    WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 /* util_replace_file: the whole new content or the old one, never a
@@ -350,10 +366,63 @@ test_replace_file(void)
 	rmdir(dir);
 }
 
+/* util_boot_cache_*: a value is this boot's or none; malformed files and
+ * symlinks are not taken; a value with a space or newline is refused. */
+static void
+test_boot_cache(void)
+{
+	char dir[] = "/tmp/ksbt-boot.XXXXXX", path[64], link[64], boot[64];
+	char val[16], line[160];
+	FILE *f;
+
+	if (mkdtemp(dir) == NULL || util_boot_id(boot, sizeof(boot)) != 0) {
+		CHECK(0, "mkdtemp and this boot's ID");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/v", dir);
+	CHECK(util_boot_cache_get(dir, "v", val, sizeof(val)) == -1,
+	    "no file: no value");
+	CHECK(util_boot_cache_put(dir, "v", "42") == 0 &&
+		util_boot_cache_get(dir, "v", val, sizeof(val)) == 0 &&
+		strcmp(val, "42") == 0,
+	    "a value put is got back in the same boot");
+	CHECK(util_boot_cache_put(dir, "v", "4 2") == -1 &&
+		util_boot_cache_put(dir, "v", "4\n") == -1 &&
+		util_boot_cache_put(dir, "v", "") == -1,
+	    "values with a space or newline, or empty, are refused");
+	CHECK(util_boot_cache_get(dir, "v", val, 2) == -1,
+	    "a value longer than the buffer is none");
+	/* After this boot's ID (or, for the first, another boot's). */
+	const char *bad[] = { " 7 8\n", " 7", " 7\nmore\n", "  7\n", "\n",
+		"7\n" };
+	for (size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++) {
+		if (i == 0)
+			snprintf(line, sizeof(line), "%s",
+			    "00000000-0000-0000-0000-000000000000 7\n");
+		else
+			snprintf(line, sizeof(line), "%s%s", boot, bad[i - 1]);
+		if ((f = fopen(path, "w")) != NULL) {
+			fputs(line, f);
+			fclose(f);
+		}
+		CHECK(util_boot_cache_get(dir, "v", val, sizeof(val)) == -1,
+		    "not taken: another boot's or malformed (%zu)", i);
+	}
+	CHECK(util_boot_cache_put(dir, "v", "9") == 0, "put again");
+	snprintf(link, sizeof(link), "%s/l", dir);
+	CHECK(symlink(path, link) == 0 &&
+		util_boot_cache_get(dir, "l", val, sizeof(val)) == -1,
+	    "a symlink is not followed");
+	unlink(link);
+	unlink(path);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
 	test_proc();
+	test_boot_cache();
 	test_reason();
 	test_profile();
 	test_size_duration();
