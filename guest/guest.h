@@ -54,6 +54,35 @@ int display_parse(const char *s, int *w, int *h);
 int display_start(
     int w, int h, unsigned uid, unsigned gid, char *err, size_t errcap);
 
+/* ---- gitdir.c --------------------------------------------------------------
+ * The workspace's .git over a lazy tree, written by init without libgit2
+ * (what `ksb-guest-clone --no-checkout' makes, guest/clone.c).
+ */
+#define GITDIR_NAME_MAX 256 /* a branch name's bytes, below refs/heads/ */
+
+/*
+ * gitdir_name_ok: 1 if name (a branch below refs/heads/) is one the fast
+ * clone takes: [A-Za-z0-9._/-], shorter than GITDIR_NAME_MAX, and valid
+ * by git-check-ref-format(1) (no "..", no component starting with '.' or
+ * ending with ".lock", no empty component); else 0.
+ */
+int gitdir_name_ok(const char *name);
+/*
+ * gitdir_write: make dir/.git what `git clone --shared --no-checkout -b
+ * branch mirror dir' makes (mirror: an absolute path, the guest's
+ * /ksb/mirror.git), with core.checkStat minimal and no index (the lazy
+ * tree shows one), as the calling user: alternates to mirror/objects,
+ * origin = mirror, refs/remotes/origin/<name> for each of the mirror's
+ * branches, branch at the mirror's commit tracking origin, HEAD on it
+ * (written last).  Returns 0; 1 when the mirror is not the plain layout
+ * this handles (packed-refs, a symbolic, malformed or oddly named ref,
+ * an object store or alternate we cannot read, dir/.git already there):
+ * nothing written, the caller runs the libgit2 clone; -1 when a write
+ * failed (dir/.git removed again, the reason in err[0..errcap)).
+ */
+int gitdir_write(const char *dir, const char *mirror, const char *branch,
+    char *err, size_t errcap);
+
 /* ---- selftest.c ------------------------------------------------------------
  * The enforcement self-test, run by init as root before the command: the
  * probes below must all fail (a refusal, silence for SELFTEST_PROBE_MS,

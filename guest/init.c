@@ -1335,6 +1335,15 @@ static void __attribute__((noreturn)) workspace_child(
 	if (!clone)
 		_exit(0);
 	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
+	/* Over a lazy tree, init writes .git itself (guest/gitdir.c: no
+	 * exec of libgit2), unless the mirror is not as the host made it. */
+	if (mode != NULL && strcmp(mode, "--no-checkout") == 0 &&
+	    (n = gitdir_write(dir, MIRROR_GUEST_DIR, branch, cfg,
+		 sizeof(cfg))) != 1) {
+		if (n != 0)
+			say("workspace: %s", cfg);
+		_exit(n == 0 ? 0 : 1);
+	}
 	/* libgit2 (guest/clone.c): git clone --shared -b branch. */
 	if (mode == NULL)
 		execl(WORKSPACE_CLONE, "ksb-guest-clone", MIRROR_GUEST_DIR,
@@ -1368,7 +1377,7 @@ workspace_clone(
 		workspace_child(b, clone, mode, dir);
 	deadline = mono_ms() + WORKSPACE_TIMEOUT_MS;
 	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
-		sleep_ms(20);
+		sleep_ms(2);
 	if (w == 0) {
 		kill(-pid, SIGKILL);
 		kill(pid, SIGKILL);
