@@ -1338,8 +1338,8 @@ static void __attribute__((noreturn)) workspace_child(
 	/* Over a lazy tree, init writes .git itself (guest/gitdir.c: no
 	 * exec of libgit2), unless the mirror is not as the host made it. */
 	if (mode != NULL && strcmp(mode, "--no-checkout") == 0 &&
-	    (n = gitdir_write(dir, MIRROR_GUEST_DIR, branch, cfg,
-		 sizeof(cfg))) != 1) {
+	    (n = gitdir_write(
+		 dir, MIRROR_GUEST_DIR, branch, cfg, sizeof(cfg))) != 1) {
 		if (n != 0)
 			say("workspace: %s", cfg);
 		_exit(n == 0 ? 0 : 1);
