@@ -75,8 +75,7 @@
 struct share {
 	char tag[8];
 	char path[256];
-	int rw;	     /* ksb.share=TAG:PATH:rw */
-	int mounted; /* by workspace_early */
+	int rw; /* ksb.share=TAG:PATH:rw */
 };
 
 struct boot {
@@ -363,18 +362,6 @@ do_mount(const char *src, const char *dst, const char *type,
 	if (mount(src, dst, type, flags, data) == -1)
 		fail(
 		    "mount %s on %s (%s): %s", src, dst, type, strerror(errno));
-}
-
-/* A 9p share from the host mounted (read-only unless marked rw); the
- * host's checkout never changes under a guest: cached. */
-static void
-share_mount(const struct share *s)
-{
-	do_mount(s->tag, s->path, "9p",
-	    (s->rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
-	    strcmp(s->path, "/ksb/checkout") == 0 ?
-		"trans=virtio,version=9p2000.L,msize=512000,cache=loose" :
-		"trans=virtio,version=9p2000.L,msize=512000");
 }
 
 static void
@@ -1155,34 +1142,11 @@ workspace_warn(const char *fmt, ...);
 #define CHECKOUT_TREEFS	   "/run/ksb/tree" /* the lazy cache's files */
 #define CHECKOUT_TREEFS_MS 60000
 
-static pid_t workspace_treefs_pid; /* started, not waited for yet */
-
-/* The tree's server started (workspace_treefs_pid), not waited for. */
-static void
-workspace_treefs_start(void)
-{
-	pid_t pid;
-
-	mkdirs(CHECKOUT_TREEFS, 0755);
-	if ((pid = fork()) == -1) {
-		workspace_warn("workspace: fork: %s", strerror(errno));
-		return;
-	}
-	if (pid == 0) {
-		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--serve-tree",
-		    CHECKOUT_GUEST_DIR "/index", MIRROR_GUEST_DIR,
-		    CHECKOUT_TREEFS, (char *)NULL);
-		_exit(EXIT_CANNOT_EXEC);
-	}
-	workspace_treefs_pid = pid;
-}
-
 /*
  * A lazy cache (an index, no tree/: mirror/checkout.c) mounted on
  * CHECKOUT_TREEFS by `ksb-guest-clone --serve-tree' (guest/treefs.c, a
  * FUSE server reading the files from the objects when opened), as root:
- * its parent exits 0 once the file system is mounted (started here
- * unless workspace_early did).  0, or -1 (said).
+ * its parent exits 0 once the file system is mounted.  0, or -1 (said).
  */
 static int
 workspace_treefs(void)
@@ -1191,11 +1155,17 @@ workspace_treefs(void)
 	pid_t pid, w;
 	int st = 0;
 
-	if (workspace_treefs_pid == 0)
-		workspace_treefs_start();
-	if ((pid = workspace_treefs_pid) == 0)
+	mkdirs(CHECKOUT_TREEFS, 0755);
+	if ((pid = fork()) == -1) {
+		workspace_warn("workspace: fork: %s", strerror(errno));
 		return -1;
-	workspace_treefs_pid = 0;
+	}
+	if (pid == 0) {
+		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--serve-tree",
+		    CHECKOUT_GUEST_DIR "/index", MIRROR_GUEST_DIR,
+		    CHECKOUT_TREEFS, (char *)NULL);
+		_exit(EXIT_CANNOT_EXEC);
+	}
 	deadline = mono_ms() + CHECKOUT_TREEFS_MS;
 	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
 		sleep_ms(2);
@@ -1425,44 +1395,6 @@ workspace_clone(
 }
 
 /*
- * Before the storage: the shares under /ksb mounted (the tree's server
- * reads them in a mount namespace of its own, which later mounts do not
- * reach) and, for a lazy cache, its server started, so its exec and
- * mount overlap the disk's set-up; setup_workspace waits for it.
- */
-static void
-workspace_early(struct boot *b)
-{
-	struct stat sb;
-	int i;
-
-	for (i = 0; i < b->nshares; i++)
-		if (strncmp(b->shares[i].path, "/ksb/", 5) == 0) {
-			share_mount(&b->shares[i]);
-			b->shares[i].mounted = 1;
-		}
-	if (stat(MIRROR_GUEST_DIR, &sb) == 0 && S_ISDIR(sb.st_mode) &&
-	    stat(CHECKOUT_GUEST_DIR "/index", &sb) == 0 &&
-	    S_ISREG(sb.st_mode) && stat(CHECKOUT_GUEST_DIR "/tree", &sb) != 0)
-		workspace_treefs_start();
-}
-
-/* A tree started early but not used (no overlay): waited for, unmounted
- * (its server then exits). */
-static void
-workspace_treefs_unused(void)
-{
-	int st;
-
-	if (workspace_treefs_pid == 0)
-		return;
-	while (waitpid(workspace_treefs_pid, &st, 0) == -1 && errno == EINTR)
-		;
-	workspace_treefs_pid = 0;
-	(void)umount2(CHECKOUT_TREEFS, MNT_DETACH);
-}
-
-/*
  * With an overlay, the clone writes .git into its upper dir before the
  * mount, so it sends no request to the lower layer (a lazy tree answers
  * the root's names once its index is loaded: guest/treefs.c); if the
@@ -1481,8 +1413,6 @@ setup_workspace(struct boot *b)
 	mirror = stat(MIRROR_GUEST_DIR, &sb) == 0 && S_ISDIR(sb.st_mode);
 	if (mirror)
 		overlay = workspace_overlay_prepare(b, &o);
-	if (!overlay)
-		workspace_treefs_unused();
 	if (overlay)
 		mode = strcmp(o.lower, CHECKOUT_TREEFS) == 0 ? "--no-checkout" :
 							       "--index";
@@ -3270,12 +3200,16 @@ main(int argc, char **argv)
 	    "trans=virtio,version=9p2000.L,msize=512000,cache=loose");
 	stage("usr mounted");
 	write_etc(&b);
-	workspace_early(&b);
 	setup_storage(&b);
 	install_home(&b);
+	/* The host's checkout never changes under a guest: cached. */
 	for (i = 0; i < b.nshares; i++)
-		if (!b.shares[i].mounted)
-			share_mount(&b.shares[i]);
+		do_mount(b.shares[i].tag, b.shares[i].path, "9p",
+		    (b.shares[i].rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
+		    strcmp(b.shares[i].path, CHECKOUT_GUEST_DIR) == 0 ?
+			"trans=virtio,version=9p2000.L,msize=512000,"
+			"cache=loose" :
+			"trans=virtio,version=9p2000.L,msize=512000");
 	stage("shares mounted");
 	read_header(&b);
 	stage("header read");
