@@ -299,6 +299,15 @@ gitdir_rm_cb(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 	return (flag == FTW_DP ? rmdir(path) : unlink(path)) == -1 ? -1 : 0;
 }
 
+void
+gitdir_remove(const char *dir)
+{
+	char git[4096];
+
+	if ((size_t)snprintf(git, sizeof(git), "%s/.git", dir) < sizeof(git))
+		(void)nftw(git, gitdir_rm_cb, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 int
 gitdir_write(const char *dir, const char *mirror, const char *branch, char *err,
     size_t errcap)

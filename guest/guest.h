@@ -82,6 +82,8 @@ int gitdir_name_ok(const char *name);
  */
 int gitdir_write(const char *dir, const char *mirror, const char *branch,
     char *err, size_t errcap);
+/* gitdir_remove: dir/.git removed (not following symlinks); best effort. */
+void gitdir_remove(const char *dir);
 
 /* ---- selftest.c ------------------------------------------------------------
  * The enforcement self-test, run by init as root before the command: the

@@ -1146,19 +1146,22 @@ workspace_warn(const char *fmt, ...);
  * A lazy cache (an index, no tree/: mirror/checkout.c) mounted on
  * CHECKOUT_TREEFS by `ksb-guest-clone --serve-tree' (guest/treefs.c, a
  * FUSE server reading the files from the objects when opened), as root:
- * its parent exits 0 once the file system is mounted.  0, or -1 (said).
+ * its parent exits 0 once the file system is mounted.  This waits for
+ * the server workspace_lower started (the clone runs meanwhile: its 9p
+ * reads of the mirror fill the server's exec).  0, or -1 (said).
  */
-static int
-workspace_treefs(void)
+static pid_t workspace_treefs_pid; /* its parent: exits once mounted */
+
+/* The server started (workspace_treefs_pid); workspace_treefs waits. */
+static void
+workspace_treefs_start(void)
 {
-	int64_t deadline;
-	pid_t pid, w;
-	int st = 0;
+	pid_t pid;
 
 	mkdirs(CHECKOUT_TREEFS, 0755);
 	if ((pid = fork()) == -1) {
 		workspace_warn("workspace: fork: %s", strerror(errno));
-		return -1;
+		return;
 	}
 	if (pid == 0) {
 		execl(WORKSPACE_CLONE, "ksb-guest-clone", "--serve-tree",
@@ -1166,6 +1169,17 @@ workspace_treefs(void)
 		    CHECKOUT_TREEFS, (char *)NULL);
 		_exit(EXIT_CANNOT_EXEC);
 	}
+	workspace_treefs_pid = pid;
+}
+
+static int
+workspace_treefs(void)
+{
+	int64_t deadline;
+	pid_t pid = workspace_treefs_pid, w;
+	int st = 0;
+
+	workspace_treefs_pid = 0;
 	deadline = mono_ms() + CHECKOUT_TREEFS_MS;
 	while ((w = waitpid(pid, &st, WNOHANG)) == 0 && mono_ms() < deadline)
 		sleep_ms(2);
@@ -1186,7 +1200,8 @@ workspace_treefs(void)
 
 /*
  * The lower layer of ~/work: the host's files (tree/), or the lazy
- * cache's file system; NULL when there is neither (or it failed: said).
+ * cache's file system, its server started (workspace_lower_ready waits
+ * for it); NULL when there is neither (or it failed: said).
  */
 static const char *
 workspace_lower(void)
@@ -1195,10 +1210,10 @@ workspace_lower(void)
 
 	if (stat(CHECKOUT_GUEST_DIR "/tree", &sb) == 0 && S_ISDIR(sb.st_mode))
 		return CHECKOUT_GUEST_DIR "/tree";
-	if (stat(CHECKOUT_GUEST_DIR "/index", &sb) != 0 ||
-	    !S_ISREG(sb.st_mode) || workspace_treefs() != 0)
+	if (stat(CHECKOUT_GUEST_DIR "/index", &sb) != 0 || !S_ISREG(sb.st_mode))
 		return NULL;
-	return CHECKOUT_TREEFS;
+	workspace_treefs_start();
+	return workspace_treefs_pid != 0 ? CHECKOUT_TREEFS : NULL;
 }
 
 /* The overlay on ~/work: its layers, and whether ~/work was made here. */
@@ -1243,6 +1258,26 @@ workspace_overlay_prepare(const struct boot *b, struct workspace_ovl *o)
 		return 0;
 	}
 	return 1;
+}
+
+/*
+ * The lower layer mounted (a lazy tree's server waited for): 1; or 0 when
+ * it failed (said), the upper and work dirs removed again, with the
+ * .git the clone wrote there (cloned: made at this start, before the
+ * agent ran), and ~/work if it was made for the overlay.
+ */
+static int
+workspace_lower_ready(const struct workspace_ovl *o, int cloned)
+{
+	if (strcmp(o->lower, CHECKOUT_TREEFS) != 0 || workspace_treefs() == 0)
+		return 1;
+	if (cloned)
+		gitdir_remove(o->upper);
+	(void)rmdir(o->upper);
+	(void)rmdir(o->work);
+	if (o->made)
+		rmdir(WORKSPACE_DIR);
+	return 0;
 }
 
 /* Mount the overlay o on ~/work: 1, or 0 (said; ~/work removed if it was
@@ -1422,8 +1457,10 @@ setup_workspace(struct boot *b)
 	workspace_clone(b, clone, mode, overlay ? o.upper : WORKSPACE_DIR);
 	if (clone && lstat(overlay ? head : WORKSPACE_DIR "/.git", &sb) == 0)
 		stage("workspace cloned");
-	if (overlay && !workspace_overlay_mount(&o) && mirror &&
-	    lstat(WORKSPACE_DIR, &sb) == -1 && errno == ENOENT)
+	if (overlay &&
+	    (!workspace_lower_ready(&o, clone) ||
+		!workspace_overlay_mount(&o)) &&
+	    mirror && lstat(WORKSPACE_DIR, &sb) == -1 && errno == ENOENT)
 		workspace_clone(b, 1, NULL, WORKSPACE_DIR);
 	b->workspace = mirror && stat(WORKSPACE_DIR "/.git/HEAD", &sb) == 0;
 }

@@ -270,6 +270,41 @@ check "--print-config outside a repo says there is no mirror" \
 check "only the named instance is left in the state dir" \
 	'[ "$(ls "$T/state/instances")" = "$ID" ]'
 
+ksb_say "a lazy tree that cannot be mounted: a plain clone, no .git left in the upper dir"
+# The clone into the overlay's upper dir runs while the tree's server
+# starts; when the server then refuses the index (here a cache whose
+# index is not one), init removes what the clone wrote and clones
+# ~/work plainly.
+B=$T/badtree
+git init -q "$B"
+echo y > "$B/y"
+git -C "$B" add y
+git -C "$B" commit -qm y
+BC=$T/state/checkouts/$(git -C "$B" rev-parse HEAD)
+mkdir -p "$BC"
+echo "not a git index" > "$BC/index"
+printf '%s\n' "$B/.git" > "$BC/source"
+chmod 755 "$BC"
+chmod 644 "$BC/index" "$BC/source"
+set +e
+timeout -k 10 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--state-dir "$T/state" --repo "$B" \
+	-- /bin/sh -c 'echo "RESULT cwd $(pwd)"
+		[ "$(cat y)" = y ] && [ -z "$(git status --porcelain)" ] &&
+			echo "RESULT plain ok"
+		grep -q " /home/agent/work overlay " /proc/mounts || echo "RESULT no_overlay ok"
+		[ ! -e /run/ksb/usr/work-upper ] && echo "RESULT no_upper ok"' \
+	> "$T/bt.out" 2> "$T/bt.err"
+rc=$?
+set -e
+grep RESULT "$T/bt.out" || true
+check "a tree that fails to mount: the command ran in a plain clone of ~/work" \
+	'[ "$rc" = 0 ] && grep -qx "RESULT cwd /home/agent/work" "$T/bt.out" &&
+	 grep -qx "RESULT plain ok" "$T/bt.out" && grep -qx "RESULT no_overlay ok" "$T/bt.out"'
+check "... the upper dir the clone wrote into removed" 'grep -qx "RESULT no_upper ok" "$T/bt.out"'
+check "... the failed mount reported" \
+	'grep -q "guest: workspace: the tree of /ksb/checkout/index could not be mounted" "$T/bt.err"'
+
 ksb_say "a failed clone is reported and the command still runs"
 Q=$T/priv
 git init -q "$Q"
