@@ -204,8 +204,9 @@ run_help(void)
 	    "                       a named instance keeps both for its next "
 	    "start;\n"
 	    "                       --forward none, --display=none: without\n"
-	    "  --template on|off    restore a saved guest instead of booting "
-	    "(default off)\n"
+	    "  --template auto|on|off\n"
+	    "                       restore a saved guest instead of booting "
+	    "(auto: under TCG)\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -564,12 +565,13 @@ run_conf_layer(struct run *r, char **cause)
 	return 0;
 }
 
-/* KSB_ACCEL and KSB_MACHINE, between the project file and the flags. */
+/* KSB_ACCEL, KSB_MACHINE and KSB_TEMPLATE, between the project file and
+ * the flags. */
 static int
 run_env_layer(struct run *r, char **cause)
 {
 	static const char *const env[][2] = { { "KSB_ACCEL", "accel" },
-		{ "KSB_MACHINE", "machine" } };
+		{ "KSB_MACHINE", "machine" }, { "KSB_TEMPLATE", "template" } };
 	const char *v;
 	char *t;
 	size_t i;
@@ -588,8 +590,8 @@ run_env_layer(struct run *r, char **cause)
 }
 
 /*
- * Merge defaults < ksb.conf < project file < KSB_ACCEL and KSB_MACHINE <
- * flags into r->cfg,
+ * Merge defaults < ksb.conf < project file < KSB_ACCEL, KSB_MACHINE and
+ * KSB_TEMPLATE < flags into r->cfg,
  * then copy the effective values into r.  0 or -1 (logged).
  */
 static int
@@ -644,7 +646,6 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	/* 0 for "none" (an ephemeral instance not given --disk-size). */
 	r->disk_mib = config_uint(r->cfg, "disk-size");
 	r->selftest = config_uint(r->cfg, "selftest") != 0;
-	r->template = config_uint(r->cfg, "template") != 0;
 	r->kernel_opt = config_get(r->cfg, "kernel");
 	r->modules_opt = config_get(r->cfg, "modules");
 	r->accel_opt = config_get(r->cfg, "accel");
@@ -2705,6 +2706,25 @@ run_check_command(struct run *r, int argc, int first)
 }
 
 /*
+ * --print-config: template = auto as this host resolves it (KVM if accel
+ * is kvm, or auto and the KVM probe, cached in <state-dir>/cache, says
+ * yes; else TCG).
+ */
+static void
+run_print_template(struct run *r, const char *state_dir)
+{
+	const char *accel = config_get(r->cfg, "accel"), *why;
+	char *cache;
+	int kvm;
+
+	xasprintf(&cache, "%s/cache", state_dir);
+	kvm = strcmp(accel, "kvm") == 0 ||
+	    (strcmp(accel, "tcg") != 0 && qemu_kvm_usable_cached(cache, &why));
+	free(cache);
+	config_template(r->cfg, kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG);
+}
+
+/*
  * ksb.conf, then the settings (run_settings); --print-config prints them.
  * 0, or the exit status.
  */
@@ -2724,6 +2744,8 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 		return 2;
 	if (r->print_config) {
 		workspace_show_repo(r->cfg,
+		    r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir);
+		run_print_template(r,
 		    r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir);
 		config_print(r->cfg, stdout, r->json);
 		return 0;
@@ -2835,6 +2857,9 @@ run_preflight(struct run *r)
 		goto cleanup;
 	}
 	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
+	r->template = config_template(r->cfg, r->accel);
+	log_debug("template %s (from %s)", r->template ? "on" : "off",
+	    config_origin(r->cfg, "template"));
 	run_cpu_warn(r, r->accel);
 	r->machine =
 	    qemu_machine_auto(r->accel, r->cpus, config_get(r->cfg, "machine"));

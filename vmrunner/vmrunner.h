@@ -396,6 +396,14 @@ char *const *config_list(const struct config *c, const char *key, size_t *n);
  */
 uint64_t config_uint(const struct config *c, const char *key);
 /*
+ * config_template: the template setting resolved for accel: 1 (restore a
+ * saved template) or 0.  auto is on under TCG, whose cold boot costs
+ * seconds, and off under KVM, whose does not; an auto value is then shown
+ * (config_print) as on or off with "(auto: TCG)" or "(auto: KVM)" after
+ * its origin.
+ */
+int config_template(struct config *c, enum qemu_accel accel);
+/*
  * config_command: the command, split like sh(1) words with '…' and "…"
  * quoting (no expansion).  NULL-terminated, malloc'd (free with
  * util_strv_free), or NULL if unset.
