@@ -291,6 +291,58 @@ template_qmp_migrated(struct template_qmp *q, char **cause)
 	    TEMPLATE_SAVE_MS / 1000);
 }
 
+/* ---- a restore's start -------------------------------------------------- */
+
+/*
+ * One QMP object while waiting for a restore: 1 the guest runs (the
+ * query-status reply says "running", or a RESUME event: qapi/run-state.json),
+ * 0 not yet (the greeting, the capabilities' reply, other events).
+ */
+static int
+template_restore_line(struct json_object *o)
+{
+	struct json_object *v, *st;
+
+	if (json_object_object_get_ex(o, "event", &v))
+		return strcmp(json_object_get_string(v), "RESUME") == 0;
+	return json_object_object_get_ex(o, "return", &v) &&
+	    json_object_is_type(v, json_type_object) &&
+	    json_object_object_get_ex(v, "status", &st) &&
+	    strcmp(json_object_get_string(st), "running") == 0;
+}
+
+int
+template_restore_wait(int qmp, int timeout_ms, char **cause)
+{
+	static const char cmd[] = "{\"execute\":\"qmp_capabilities\"}\n"
+				  "{\"execute\":\"query-status\"}\n";
+	struct template_qmp *q = xcalloc(1, sizeof(*q));
+	int64_t deadline = util_mono_ms() + timeout_ms;
+	struct json_object *o;
+	int ret = -1;
+
+	q->fd = qmp;
+	if (send(qmp, cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(cmd) - 1) {
+		cause_set(cause, "QEMU quit before the guest ran (QMP: %s)",
+		    strerror(errno));
+		goto out;
+	}
+	while ((o = template_qmp_line(q, deadline)) != NULL) {
+		ret = template_restore_line(o);
+		json_object_put(o);
+		if (ret == 1)
+			goto out;
+	}
+	if (util_mono_ms() >= deadline)
+		ret = 0; /* undecided: the supervisor goes on */
+	else
+		ret = cause_set(cause, "QEMU quit before the guest ran");
+out:
+	free(q);
+	return ret;
+}
+
 /* ---- the template's boot ------------------------------------------------ */
 
 struct template_boot {
@@ -600,8 +652,10 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
 		goto done;
 	}
-	log_info("template %s: booting it once (kernel, initramfs or machine "
-		 "settings are new)",
+	/* Said at every verbosity: this start takes seconds longer. */
+	log_info("template %s: none yet for this kernel, initramfs and "
+		 "machine: booting it once and saving it (later starts "
+		 "restore it)",
 	    key);
 	template_prune(dir, time(NULL));
 	ok = template_build(qc, unset, tap, out, cause) == 0 && fsync(out) == 0;

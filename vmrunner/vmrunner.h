@@ -168,7 +168,9 @@ struct qemu_config {
 	 * ksb.template=1 alone on the kernel command line, MAC
 	 * QEMU_TEMPLATE_MAC, no fw_cfg files, QMP on incoming_fd (a
 	 * socket).  QEMU_TEMPLATE_RESTORE: the same machine, the
-	 * instance's fw_cfg files and QMP, -incoming fd:incoming_fd.
+	 * instance's fw_cfg files and QMP, -incoming fd:incoming_fd, and
+	 * QMP on restore_qmp_fd (a socket, if > 0) for
+	 * template_restore_wait.
 	 */
 	enum {
 		QEMU_TEMPLATE_NONE,
@@ -176,6 +178,7 @@ struct qemu_config {
 		QEMU_TEMPLATE_RESTORE
 	} template;
 	int incoming_fd;
+	int restore_qmp_fd;
 };
 /*
  * qemu_machine_problem: NULL if machine is one ksb can boot ("q35", "pc",
@@ -268,6 +271,15 @@ int template_prune(const char *dir, time_t now);
  */
 int template_instance_msg(
     const struct qemu_config *qc, char **out, size_t *len);
+/*
+ * template_restore_wait: wait (at most timeout_ms) on qmp, the restoring
+ * QEMU's QMP socket (qemu_config.restore_qmp_fd), until its guest runs:
+ * QEMU 7.2 exits when it cannot load the stream (migration/migration.c,
+ * process_incoming_migration_co), closing the socket.  1 the guest runs
+ * (query-status "running" or a RESUME event), 0 undecided at the
+ * deadline, -1 and *cause (malloc'd) if QEMU closed QMP before it ran.
+ */
+int template_restore_wait(int qmp, int timeout_ms, char **cause);
 
 /*
  * The guest CPU.  auto: "host" with KVM (everything the host has), else
@@ -341,7 +353,8 @@ unsigned tsc_measure_khz(void);
 /*
  * tsc_host_khz: tsc_measure_khz, kept in <cache_dir>/tsc-khz
  * ("<boot_id> <kHz>\n", like kvm-probe) so it is measured once per host
- * boot; a failed measurement (0) is not kept.
+ * boot; a failed measurement (0) is not kept.  Measurements are
+ * serialized (flock on tsc-khz.lock): racing first starts get one rate.
  */
 unsigned tsc_host_khz(const char *cache_dir);
 

@@ -551,6 +551,7 @@ test_argv_template(void)
 	c.template = QEMU_TEMPLATE_BOOT;
 	CHECK(qemu_argv(&c, &boot, &cause) == 0, "template boot builds");
 	c.template = QEMU_TEMPLATE_RESTORE;
+	c.restore_qmp_fd = 10;
 	CHECK(qemu_argv(&c, &rest, &cause) == 0, "template restore builds");
 	if (boot == NULL || rest == NULL)
 		return;
@@ -573,6 +574,9 @@ test_argv_template(void)
 	    has_pair(rest, "-qmp", "unix:/run/q.sock,server=on,wait=off") &&
 	    strstr(value_of(rest, "-fw_cfg"), "secrets") != NULL,
 	    "the restore: -incoming fd:9, the instance's QMP and fw_cfg");
+	CHECK(has_pair(rest, "-chardev", "socket,id=tqmp,fd=10") &&
+	    has_pair(rest, "-mon", "chardev=tqmp,mode=control"),
+	    "the restore's own QMP on restore_qmp_fd (did it run?)");
 	devices_of(boot, db, sizeof(db));
 	devices_of(rest, dr, sizeof(dr));
 	CHECK(strcmp(db, dr) == 0 && strstr(db, "vmgenid,guid=auto") != NULL,
