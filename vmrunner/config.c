@@ -248,7 +248,19 @@ config_valid_url(const char *v)
 	return 1;
 }
 
-/* 90 lines: one check per kind of setting in the key table (numbers,
+/* yes/no, or auto/yes/no (T_AUTOBOOL).  0, or -1 and *cause. */
+static int
+config_validate_bool(
+    const struct config_key *k, const char *value, char **cause)
+{
+	if (config_bool(value) != -1 ||
+	    (k->type == T_AUTOBOOL && strcmp(value, "auto") == 0))
+		return 0;
+	return cause_set(cause, "%s: `%s' is not %s", k->name, value,
+	    k->type == T_BOOL ? "yes or no" : "auto, on or off");
+}
+
+/* 95 lines: one check per kind of setting in the key table (numbers,
  * sizes, choices, paths, URLs, CPU models, secrets), each with the
  * message that names its rule. */
 static int
@@ -327,15 +339,8 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 			return cause_set(cause, "%s: empty path", k->name);
 		break;
 	case T_BOOL:
-		if (config_bool(value) == -1)
-			return cause_set(
-			    cause, "%s: `%s' is not yes or no", k->name, value);
-		break;
 	case T_AUTOBOOL:
-		if (strcmp(value, "auto") != 0 && config_bool(value) == -1)
-			return cause_set(cause, "%s: `%s' is not auto, on or off",
-			    k->name, value);
-		break;
+		return config_validate_bool(k, value, cause);
 	case T_STR:
 		if ((w = config_words(value, cause)) == NULL)
 			return -1;

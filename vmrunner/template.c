@@ -64,6 +64,24 @@ template_file_id(EVP_MD_CTX *md, const char *what, const char *path)
 	EVP_DigestUpdate(md, buf, (size_t)n);
 }
 
+/*
+ * An instance disk's size: a guest kernel with virtio_blk built in (not
+ * Debian's: a module loaded after the restore) reads it as the template
+ * boots, and would keep it.
+ */
+static void
+template_disk_size(EVP_MD_CTX *md, const char *disk)
+{
+	struct stat st;
+	char buf[64];
+	int n;
+
+	if (disk == NULL || stat(disk, &st) != 0)
+		return;
+	n = snprintf(buf, sizeof(buf), "disk %jd\n", (intmax_t)st.st_size);
+	EVP_DigestUpdate(md, buf, (size_t)n);
+}
+
 /* The QEMU binary as execvp would find it (NULL: not found), malloc'd. */
 static char *
 template_which(const char *bin)
@@ -121,6 +139,7 @@ template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1])
 	template_file_id(md, "qemu", bin);
 	template_file_id(md, "kernel", qc->kernel);
 	template_file_id(md, "initrd", qc->initrd);
+	template_disk_size(md, qc->disk);
 	free(bin);
 	qemu_argv_free(argv);
 	if (EVP_DigestFinal_ex(md, d, &dlen) != 1 ||

@@ -240,7 +240,8 @@ void qemu_argv_free(char **argv);
  * SHA-256 of the QEMU argv of its template's boot with what differs
  * between instances made equal (share and disk paths, the lease: none of
  * it is on a template's command line), and the identities (path, device,
- * inode, size, mtime) of the QEMU binary, kernel and initramfs.  0 or -1.
+ * inode, size, mtime) of the QEMU binary, kernel and initramfs, and the
+ * disk's size.  0 or -1.
  */
 int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
 /*

@@ -9,7 +9,7 @@
 # a secret given to one reaches it through fw_cfg after its restore and
 # not the other.
 # A template QEMU cannot load is removed and that guest boots the cold
-# way, said in one line; with no template to be had the guest boots the
+# way, said in one line; q35 has its own template; with no template to be had the guest boots the
 # cold way too.  Needs root,
 # QEMU and a guest kernel (exit 77).
 set -eu
@@ -19,6 +19,7 @@ ksb_need_root
 ksb_need qemu-system-x86_64 python3
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
 ksb_kernel
+KSB_TEST_TEMPLATE=default # the default start: from a template under TCG
 ksb_env
 ksb_gateway
 fails=0
@@ -119,6 +120,15 @@ ksb_check "bad template: removed, said in one line" \
 ksb_check "bad template: booted (no restore row)" \
 	'grep -q "kernel (to init.s first stage)" "$T/bad.err" &&
 	 ! grep -q "QEMU start and restore" "$T/bad.err"'
+
+ksb_say "q35 (PCI, vmgenid): its own template, booted, saved and restored"
+run q35 -v --machine q35
+ksb_check "q35: the template was built and restored" \
+	'grep -q "template: booted and saved" "$T/q35.err" &&
+	 grep -q "QEMU start and restore (to init)" "$T/q35.err" &&
+	 grep -q "start time (q35, tcg" "$T/q35.err"'
+ksb_check "q35: the command ran, its own address" \
+	'grep -qx ok "$T/q35.kv" && [ "$(val q35 mac)" != 52:54:00:6b:73:62 ]'
 
 ksb_say "no template can be made: the guest boots without one (the cold path)"
 rm -rf "$T/state/templates"
