@@ -698,8 +698,8 @@ qemu_add_template(struct qemu_args *a, const struct qemu_config *cfg)
 		if (cfg->restore_qmp_fd > 0) {
 			/* Did the restore run? (template_restore_wait) */
 			qemu_add(a, "-chardev");
-			qemu_addf(a, "socket,id=tqmp,fd=%d",
-			    cfg->restore_qmp_fd);
+			qemu_addf(
+			    a, "socket,id=tqmp,fd=%d", cfg->restore_qmp_fd);
 			qemu_add(a, "-mon");
 			qemu_add(a, "chardev=tqmp,mode=control");
 		}
