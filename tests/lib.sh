@@ -291,7 +291,7 @@ ksb_check_template() {
 	"$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --print-config 2>/dev/null |
 		grep -Eq '^template +=  *on ' || return 0
 	ksb_check "the guests started from a template (template on)" \
-		'[ -n "$(find "$T/state/templates" -type f 2>/dev/null)" ] &&
+		'[ -n "$(find "$T/state/templates" -type f ! -name .lock 2>/dev/null)" ] &&
 		 ! grep -rqs -e "booting the guest the cold way" \
 			-e "template: none to restore" "$T" --include="*.log" \
 			--include="*.err"'

@@ -13,6 +13,7 @@
  * seed in its INSTANCE message; vmgenid (a new generation ID at each
  * QEMU start) makes the guest kernel reseed as it resumes too.
  */
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -646,12 +647,40 @@ template_prune(const char *dir, time_t now)
 	return n;
 }
 
+/*
+ * dir's .lock, held (flock(2), exclusive) while a template is booted and
+ * saved: one build at a time, the others wait and then restore its file
+ * (said when they must wait).  The fd (close to release), or -1: no lock,
+ * each start builds its own and renames it into place, as before.
+ */
+static int
+template_lock(const char *dir, const char *key)
+{
+	char *p;
+	int fd;
+
+	xasprintf(&p, "%s/.lock", dir);
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(p);
+	if (fd == -1 || flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return fd;
+	if (errno == EWOULDBLOCK) {
+		log_info("template %s: another start is booting a template; "
+			 "waiting for it",
+		    key);
+		if (flock(fd, LOCK_EX) == 0)
+			return fd;
+	}
+	close(fd);
+	return -1;
+}
+
 int
 template_open(const char *state_dir, const struct qemu_config *qc,
     const char *const *unset, int tap, int *built, char **pathp, char **cause)
 {
 	char key[TEMPLATE_KEY_LEN + 1], *dir = NULL, *path = NULL, *tmp = NULL;
-	int fd = -1, out, ok;
+	int fd = -1, out, ok, lock = -1;
 
 	*built = 0;
 	if (template_key(qc, key) != 0)
@@ -665,6 +694,9 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 		cause_set(cause, "%s: %s", dir, strerror(errno));
 		goto done;
 	}
+	if ((lock = template_lock(dir, key)) != -1 &&
+	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1)
+		goto done; /* another start built it meanwhile */
 	xasprintf(&tmp, "%s.%ld.tmp", path, (long)getpid());
 	if ((out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) ==
 	    -1) {
@@ -689,6 +721,8 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 done:
 	if (fd == -1 && *cause == NULL)
 		cause_set(cause, "%s: %s", path, strerror(errno));
+	if (lock != -1)
+		close(lock);
 	free(tmp);
 	*pathp = fd != -1 ? path : NULL;
 	if (fd == -1)

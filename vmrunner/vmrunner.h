@@ -249,8 +249,9 @@ int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
  * read-only for -incoming fd:, booted and saved first (with the tap fd
  * tap, not yet QEMU's number, and qc's fd numbers for the child; the
  * environment variables of unset, NULL-terminated, removed) if there is
- * none; *built says so, *path (malloc'd) is the file's.  The fd, or -1
- * and *cause.
+ * none; *built says so, *path (malloc'd) is the file's.  One build at a
+ * time per state dir (flock(2) on templates/.lock): a start that finds
+ * one under way waits and restores its file.  The fd, or -1 and *cause.
  */
 int template_open(const char *state_dir, const struct qemu_config *qc,
     const char *const *unset, int tap, int *built, char **path, char **cause);
