@@ -3,13 +3,11 @@
  * cpu_get_host_ticks is the host's RDTSC), measured once per host boot.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
