@@ -788,16 +788,19 @@ static void
 build_inet_refusals(struct nft_batch *b, const struct nft_params *p)
 {
 	struct nft_rule nr;
-	uint8_t tcp = IPPROTO_TCP, udp = IPPROTO_UDP;
+	uint8_t tcp = IPPROTO_TCP, udp = IPPROTO_UDP, ipv4 = NFPROTO_IPV4;
 	uint16_t port = htons(p->proxy_port);
 	uint32_t addr = p->bridge_addr;
 
+	/* iifname BR ip daddr ADDR tcp dport PORT accept: on to input, which
+	 * checks the source (no lookup here: the proxy's packets are most) */
 	rule_start(&nr, NFPROTO_INET, "prerouting");
-	rule_from_guest(&nr, p);
+	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv4, 1);
 	rule_match(&nr, NFT_PAYLOAD_NETWORK_HEADER, 16, &addr, 4);
 	rule_meta_eq(&nr, NFT_META_L4PROTO, &tcp, 1);
 	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 2, &port, 2);
-	rule_end(b, &nr, NF_ACCEPT, "guest to proxy: on to input");
+	rule_end(b, &nr, NF_ACCEPT, "to the proxy: on to input");
 
 	rule_start(&nr, NFPROTO_INET, "prerouting");
 	rule_from_guest(&nr, p);

@@ -310,7 +310,7 @@ timeout 1m
 }
 chain prerouting {
 type filter hook prerouting priority filter; policy accept;
-iifname "kbr0" ip saddr @guests ip daddr 10.99.0.1 tcp dport 3128 accept
+iifname "kbr0" ip daddr 10.99.0.1 tcp dport 3128 accept
 iifname "kbr0" ip saddr @guests meta l4proto tcp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with tcp reset
 iifname "kbr0" ip saddr @guests meta l4proto udp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with icmpx admin-prohibited
 }
