@@ -80,6 +80,10 @@ ksb_until 240 started || true
 ksb_check "reload: the running guest passed the self-test again" \
 	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'boot-term'"' AND trigger = '"'reload'"' AND result = '"'ok'"' AND probes = 7 AND action = '"'none'"'"'
 ksb_check "reload: the command kept running" 'kill -0 "$pid" && ! grep -q "stopping the instance" "$T/err3"'
+rl_ms=$(ksb_sql "SELECT duration_ms FROM selftests WHERE instance = 'boot-term' AND trigger = 'reload'")
+echo "# reload self-test: $rl_ms ms"
+ksb_check "reload: the self-test waited for no silence either ($rl_ms ms < 300)" \
+	'[ -n "$rl_ms" ] && [ "$rl_ms" -lt 300 ]'
 kill -TERM "$pid"
 set +e
 timeout 30 tail --pid="$pid" -f /dev/null
