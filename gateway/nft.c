@@ -458,12 +458,13 @@ batch_meter(struct nft_batch *b, uint32_t id)
 }
 
 /*
- * NEWSETELEM or DELSETELEM of n keys in `family ksb guests`, one message.
+ * NEWSETELEM or DELSETELEM of n keys in `family ksb SET`, one message.
  * Key i is keylen bytes at keys + i * stride (stride 0: keylen).
  */
 static void
-batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
-    const void *keys, size_t keylen, size_t stride, size_t n, const char *desc)
+batch_elems_in(struct nft_batch *b, const char *set, uint16_t type,
+    uint16_t family, const void *keys, size_t keylen, size_t stride, size_t n,
+    const char *desc)
 {
 	struct nftnl_set *s;
 	struct nftnl_set_elem *e;
@@ -475,7 +476,7 @@ batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
 	if ((s = nftnl_set_alloc()) == NULL)
 		fatal("nftnl_set_alloc");
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft_table);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, NFT_SET);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	for (i = 0; i < n; i++) {
 		if ((e = nftnl_set_elem_alloc()) == NULL)
 			fatal("nftnl_set_elem_alloc");
@@ -487,12 +488,20 @@ batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
 	    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0,
 	    "%s element %s in set %s %s %s",
 	    type == NFT_MSG_NEWSETELEM ? "add" : "delete", desc,
-	    family_name(family), nft_table, NFT_SET);
+	    family_name(family), nft_table, set);
 	if (nlh != NULL) {
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		batch_next(b);
 	}
 	nftnl_set_free(s);
+}
+
+/* The same in `family ksb guests`. */
+static void
+batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
+    const void *keys, size_t keylen, size_t stride, size_t n, const char *desc)
+{
+	batch_elems_in(b, NFT_SET, type, family, keys, keylen, stride, n, desc);
 }
 
 /* ---- rules ---------------------------------------------------------------- */
@@ -1168,7 +1177,9 @@ setup_build(const struct nft_params *p, const struct nft_guest *g, size_t n,
 
 /*
  * The batch for one guest.  Delete is add-then-delete: it never fails on
- * an element that is not there.
+ * an element that is not there.  A deleted guest's entry in the refusals'
+ * meter goes too, so that nothing of it stays in the tables (and the next
+ * guest at its address starts with a full bucket).
  */
 static int
 guest_build(
@@ -1182,6 +1193,12 @@ guest_build(
 	    (!add && batch_guests(b, NFT_MSG_DELSETELEM, g, 1, cause) != 0)) {
 		batch_free(b);
 		return -1;
+	}
+	if (!add) {
+		batch_elems_in(b, NFT_METER, NFT_MSG_NEWSETELEM, NFPROTO_INET,
+		    &g->addr, 4, 0, 1, "of a deleted guest");
+		batch_elems_in(b, NFT_METER, NFT_MSG_DELSETELEM, NFPROTO_INET,
+		    &g->addr, 4, 0, 1, "of a deleted guest");
 	}
 	*out = b;
 	return 0;

@@ -607,6 +607,7 @@ for bnf in $modes; do
 	flush_neigh
 
 	must "$m unregister G1" drv "$H" del ksbt9 02:00:00:00:00:09 10.99.0.9
+	must "$m the meter forgot G1 with it" sh -c "! ip netns exec $H nft list set inet ksb refusals | grep -q 10.99.0.9"
 	mustnot "$m G1 cut off after del" tcp_try "$G1" 10.99.0.9 10.99.0.1 3128
 	must "$m G2 still works" tcp_ok "$G2" 10.99.0.8 10.99.0.1 3128
 done

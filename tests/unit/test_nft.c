@@ -451,9 +451,15 @@ main(void)
 	buf = NULL;
 	r = nft_guest_batch(0, "ksbt2", g[0].mac, g[0].addr, &buf, &len, &cause);
 	n = r == 0 ? parse(buf, len, m) : 0;
-	CHECK(n == 6 && envelope_ok(m, n) && m[1].type == NFT_MSG_NEWSETELEM &&
+	CHECK(n == 8 && envelope_ok(m, n) && m[1].type == NFT_MSG_NEWSETELEM &&
 	    m[3].type == NFT_MSG_DELSETELEM && m[4].type == NFT_MSG_DELSETELEM,
 	    "del: add-then-delete in one batch (never ENOENT)");
+	CHECK(n == 8 && m[5].type == NFT_MSG_NEWSETELEM &&
+	    m[6].type == NFT_MSG_DELSETELEM && m[5].family == NFPROTO_INET &&
+	    strcmp(m[5].text, "refusals") == 0 &&
+	    strcmp(m[6].text, "refusals") == 0 && m[6].nelem == 1 &&
+	    memcmp(m[6].elem[0], &g[0].addr, 4) == 0,
+	    "del: the guest's meter entry goes too (add-then-delete)");
 	free(buf);
 	buf = NULL;
 
