@@ -699,7 +699,8 @@ if_up(int s, const char *name, const struct in_addr *addr, int prefix)
  * default via gw dev name: every address goes to the gateway, which
  * refuses all but its proxy at once (gateway/nft.c), so a direct
  * connection, and the self-test's outside probes, get the gateway's
- * answer instead of "no route" from the guest itself.
+ * answer instead of "no route" from the guest itself.  Without it (said
+ * on the console) they fail in the guest, as surely.
  */
 static void
 route_default(int s, const char *name, const struct in_addr *gw)
@@ -720,7 +721,7 @@ route_default(int s, const char *name, const struct in_addr *gw)
 	rt.rt_flags = RTF_UP | RTF_GATEWAY;
 	rt.rt_dev = dev;
 	if (ioctl(s, SIOCADDRT, &rt) == -1 && errno != EEXIST)
-		fail("SIOCADDRT default via gateway: %s", strerror(errno));
+		say("SIOCADDRT default via the gateway: %s", strerror(errno));
 }
 
 static void
