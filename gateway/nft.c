@@ -790,8 +790,9 @@ rule_to_guest(struct nft_rule *nr, const struct nft_params *p, uint8_t proto)
  * proxy is refused at once (before routing, so with ip_forward off too):
  * a reset, ICMP administratively prohibited.  The answer goes to the
  * guest's own address (ip saddr @guests, behind the bridge table's
- * anti-spoofing); the kernel sends none for a reset, a fragment, or to a
- * broadcast (nf_reject_ipv4.c), and rate-limits ICMP itself too.
+ * anti-spoofing); the kernel answers no reset and no fragment
+ * (nf_reject_ipv4.c), no frame sent to a link broadcast or multicast
+ * with ICMP, and rate-limits ICMP itself too (icmp_ratelimit).
  */
 static void
 build_inet_refusals(struct nft_batch *b, const struct nft_params *p)
