@@ -456,6 +456,11 @@ flush_neigh() {
 # check that follows is the rules' doing, not the test's topology.
 must "control: G1 -> host:8080 without tables" tcp_ok "$G1" 10.99.0.9 10.99.0.1 8080
 must "control: G1 -> G2 without tables" tcp_ok "$G1" 10.99.0.9 10.99.0.8 3128
+# (the way the self-test's neighbour probe goes: straight to its MAC)
+g1 ip neigh replace 10.99.0.8 lladdr 02:00:00:00:00:08 dev eth0 nud permanent
+must "control: G1 -> G2 by its MAC (static neighbour) without tables" \
+    tcp_ok "$G1" 10.99.0.9 10.99.0.8 3128
+g1 ip neigh del 10.99.0.8 dev eth0
 must "control: G1 -> routed O without tables" tcp_ok "$G1" 10.99.0.9 10.98.0.2 3128
 must "control: G1 -> public-looking 203.0.113.10 without tables" tcp_ok "$G1" 10.99.0.9 203.0.113.10 3128
 must "control: G1 -> host:853 (DoT) without tables" tcp_ok "$G1" 10.99.0.9 10.99.0.1 853
