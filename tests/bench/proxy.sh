@@ -161,6 +161,9 @@ ip -n "$G" link set eth0 up
 # tinyproxy and squid in GW on the bridge address, reachable by the guest.
 TPPID= SQPID=
 if [ -n "$OTHERS" ]; then
+# (prerouting too: past the refusal a guest gets for any other port)
+ip netns exec "$GW" nft insert rule inet ksb prerouting iifname ksb0 \
+	tcp dport '{ 3129, 3130 }' accept
 ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 \
 	tcp dport '{ 3129, 3130 }' accept
 ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 \
