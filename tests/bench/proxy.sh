@@ -404,6 +404,7 @@ ksb_say "load: $(uptime)"
 ksb_say "results (medians of $REPS)"
 # A run of some systems only (SYSTEMS=...) still prints its table; the
 # ratios need direct, ksb, tinyproxy and squid.
+[ -e "$T/idle" ] || echo 0 > "$T/idle"	# RATE_ONLY: no idle run
 for s in direct ksb ksbdns tinyproxy squid; do
 	for f in bulk rate ratehi p50 p99 cpu kcpu; do
 		[ -e "$T/$f.$s" ] || echo 0 > "$T/$f.$s"
