@@ -497,7 +497,8 @@ ksb_host_repo() {
 # purpose, for the enforcement self-test to find (its tcp-gateway probe):
 # a listener on the gateway's port 22 in $GW that appends "connect from
 # ADDR" to LOG per connection (for at most 240 s idle), and nft rules
-# accepting that port both ways on the bridge.  Returns once the listener
+# accepting that port both ways on the bridge (past the refusals in
+# prerouting too).  Returns once the listener
 # is up (LOG exists).  The hole stays until the namespace goes.
 ksb_open_hole() {
 	ip netns exec "$GW" python3 -c '
@@ -518,6 +519,8 @@ except socket.timeout:
 ' "$1" &
 	KSB_PIDS="$KSB_PIDS $!"
 	ksb_until 10 test -e "$1"
+	ip netns exec "$GW" nft insert rule inet ksb prerouting iifname ksb0 \
+		tcp dport 22 accept
 	ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 \
 		tcp dport 22 accept
 	ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 \
