@@ -214,6 +214,21 @@ elif mode == "frags":	# frags SRC DST N: N UDP fragments that never
                         0x2000 | 10, 64, 17, 0, socket.inet_aton(src),
                         socket.inet_aton(dst))
         s.sendto(h + b"f" * 1400, (dst, 0))
+elif mode == "syns":	# syns SRC DST PORT N: N SYNs, 1 ms apart (a raw
+    # socket: no retries, no connection state)
+    import struct
+    src, dst, port, n = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+    for i in range(n):
+        seg = struct.pack("!HHIIBBHHH", 1024 + i, port, i, 0, 0x50, 2,
+                          1024, 0, 0)
+        b = socket.inet_aton(src) + socket.inet_aton(dst) + \
+            struct.pack("!BBH", 0, 6, len(seg)) + seg
+        c = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+        while c >> 16: c = (c & 0xffff) + (c >> 16)
+        s.sendto(seg[:16] + struct.pack("!H", ~c & 0xffff) + seg[18:],
+                 (dst, 0))
+        time.sleep(0.001)
 elif mode == "flood":	# flood SRC DST PORT N: N connects at once, 2 s
     # for their answers (SYNs are retried after 1 s); prints "refused R of
     # N in MS ms" (MS: from the first SYN to the end)
@@ -729,6 +744,27 @@ for bnf in $modes; do
 	g1 ip addr del 10.99.0.8/32 dev eth0
 	g1 ip link set eth0 address 02:00:00:00:00:09
 	flush_neigh
+
+	# A setup (the gateway's restart) replaces both tables in one batch:
+	# 10 of them while G1 sends SYNs at O and at G2's MAC (1,500 each, 1
+	# ms apart: the whole time), and neither receives a datagram (TCP
+	# only: ICMP tokens are kept for the next round's checks).
+	g2in=$(ip_in "$G2"); oin=$(ip_in "$O")
+	g1 ip neigh replace 10.99.0.8 lladdr 02:00:00:00:00:08 dev eth0 nud permanent
+	ip netns exec "$G1" timeout 20 python3 "$tmp/peer.py" syns 10.99.0.9 10.98.0.2 3128 1500 &
+	fl1=$!
+	ip netns exec "$G1" timeout 20 python3 "$tmp/peer.py" syns 10.99.0.9 10.99.0.8 3128 1500 &
+	fl2=$!
+	nset=0
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		drv "$H" setup kbr0 10.99.0.1 3128 ksbt ksbt9 02:00:00:00:00:09 \
+		    10.99.0.9 ksbt8 02:00:00:00:00:08 10.99.0.8 && nset=$((nset + 1))
+	done
+	wait "$fl1" "$fl2" || true
+	g1 ip neigh del 10.99.0.8 dev eth0
+	must "$m 10 setups during the SYNs" test "$nset" = 10
+	must "$m during the setups G2 received nothing" test "$(ip_in "$G2")" = "$g2in"
+	must "$m during the setups O received nothing" test "$(ip_in "$O")" = "$oin"
 
 	must "$m unregister G1" drv "$H" del ksbt9 02:00:00:00:00:09 10.99.0.9
 	must "$m the meter forgot G1 with it" sh -c "! ip netns exec $H nft list set inet ksb refusals | grep -q 10.99.0.9"
