@@ -14,6 +14,7 @@
  * table bridge ksb: a frame from a tap must carry the (tap, MAC, IPv4) the
  * guest was registered with (ARP likewise), nothing else enters from a tap,
  * and nothing is bridged from or to a tap (guests cannot see each other).
+ * A guest's IPv4 fragments are dropped first, before any reassembly.
  * A registered guest's unicast IPv4 frame for another MAC (a neighbour's)
  * is handed to the host instead (its destination MAC rewritten to the
  * bridge's), where the inet table refuses it.
@@ -1004,6 +1005,39 @@ rule_bridge_redirect(struct nft_batch *b, const struct nft_params *p)
 	    b, &nr, "registered guest IPv4 to another MAC: to the host");
 }
 
+/*
+ * iifname "TAP*" ether type ip ip frag-off & 0x3fff != 0 counter drop
+ * (RFC 791: MF or a fragment offset).  A guest's fragments never reach
+ * the host's reassembly, whose memory (ipfrag_high_thresh, per network
+ * namespace) they could fill for ipfrag_time with datagrams that never
+ * complete, so that the host reassembles nobody's meanwhile (the
+ * outside's large DNS answers).  A guest has no use for them: it talks
+ * TCP to the proxy, with DF set and PMTU discovery.  Before the bridge's
+ * br_netfilter hook (priority 0) and so before any IP defragmentation.
+ */
+static void
+rule_drop_fragments(struct nft_batch *b, const struct nft_params *p)
+{
+	static const uint8_t zero[2];
+	struct nft_rule nr;
+	uint16_t ether_ip = ETH_P_IP_BE, frag = htons(0x3fff);
+	struct nftnl_expr *e;
+
+	rule_start(&nr, NFPROTO_BRIDGE, "prerouting");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->tap_prefix, 1);
+	rule_match(&nr, NFT_PAYLOAD_LL_HEADER, 12, &ether_ip, 2);
+	rule_payload(&nr, NFT_PAYLOAD_NETWORK_HEADER, 6, 2, NFT_REG_1);
+	e = rule_expr(&nr, "bitwise");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 2);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &frag, 2);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, 2);
+	rule_cmp_op(&nr, NFT_CMP_NEQ, NFT_REG_1, zero, 2);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_DROP, "IPv4 fragments from a tap");
+}
+
 static void
 build_bridge(struct nft_batch *b, const struct nft_params *p)
 {
@@ -1020,6 +1054,7 @@ build_bridge(struct nft_batch *b, const struct nft_params *p)
 	batch_chain(
 	    b, NFPROTO_BRIDGE, "forward", NFT_BR_FORWARD, NFT_BR_PRI_FILTER);
 
+	rule_drop_fragments(b, p);
 	rule_bridge_redirect(b, p);
 
 	/* iifname "TAP*" ether type ip

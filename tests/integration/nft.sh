@@ -144,6 +144,91 @@ elif mode == "refused":	# refused SRC DST PORT tcp|udp: 0 refused within
     print("%s:%d/%s: %s in %.0f ms" % (dst, port, proto, what, ms))
     ok = {"tcp": ("ECONNREFUSED",), "udp": ("EHOSTUNREACH", "ECONNREFUSED")}
     sys.exit(0 if what in ok[proto] and ms < 1000 else 1 if what == "silence" else 2)
+elif mode == "forge":	# forge SRC NEIGH HOST FAR: hand-made IPv4 (raw
+    # socket, own headers) a guest may send: IP options that ask for a
+    # reply along a source route through FAR, odd TCP flags, ICMP errors
+    # quoting a forged FAR -> NEIGH header, fragments, TTL 1, broadcast,
+    # multicast and loopback destinations, and TCP/UDP to NEIGH (whose
+    # MAC the caller has made known).  Each is sent once.
+    import struct
+    src, nb, host, far = sys.argv[2:6]
+    a = socket.inet_aton
+    def csum(b):
+        b += b"\0" * (len(b) % 2)
+        c = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+        while c >> 16: c = (c & 0xffff) + (c >> 16)
+        return ~c & 0xffff
+    def ip(s, d, proto, body, opts=b"", frag=0, ttl=64):
+        h = struct.pack("!BBHHHBBH4s4s", 0x45 + len(opts) // 4, 0,
+                        20 + len(opts) + len(body), 4242, frag, ttl,
+                        proto, 0, a(s), a(d)) + opts
+        return h[:10] + struct.pack("!H", csum(h)) + h[12:] + body
+    def l4(s, d, proto, seg, off):	# RFC 768/9293 pseudo-header sum
+        c = csum(a(s) + a(d) + struct.pack("!BBH", 0, proto, len(seg)) + seg)
+        return seg[:off] + struct.pack("!H", c) + seg[off + 2:]
+    def udp(s, d, dport, data=b"x" * 8):
+        return l4(s, d, 17, struct.pack("!HHHH", 4444, dport,
+                                        8 + len(data), 0) + data, 6)
+    def tcp(s, d, dport, flags, data=b""):
+        return l4(s, d, 6, struct.pack("!HHIIBBHHH", 4444, dport, 1, 0,
+                                       0x50, flags, 1024, 0, 0) + data, 16)
+    def route(kind, hops, ptr):	# RFC 791 LSRR 0x83, SSRR 0x89, RR 7
+        o = bytes([kind, 3 + 4 * len(hops), ptr]) + b"".join(map(a, hops))
+        return o + b"\x01" * (-len(o) % 4)
+    pk = []
+    for kind in (0x83, 0x89, 7):
+        o = route(kind, [far, host], 8)
+        pk.append((host, ip(src, host, 17, udp(src, host, 9), o)))
+        pk.append((host, ip(src, host, 6, tcp(src, host, 9, 2), o)))
+    for d in ("10.99.0.255", "10.98.0.255", "224.0.0.1", "255.255.255.255",
+              "127.0.0.1", "0.0.0.0", far):
+        pk.append((host, ip(src, d, 17, udp(src, d, 53))))
+        pk.append((host, ip(src, d, 6, tcp(src, d, 3128, 2))))
+    for f in (0x10, 0x11, 0x01, 0x12, 0x14, 0x29, 0x00, 0x03):
+        pk.append((host, ip(src, far, 6, tcp(src, far, 3128, f))))
+    inner = ip(far, nb, 6, tcp(far, nb, 4444, 2))[:28]
+    for t, c in ((3, 3), (3, 4), (11, 0), (5, 1), (12, 0)):
+        m = struct.pack("!BBHI", t, c, 0, 1400) + inner
+        pk.append((host, ip(src, host, 1,
+                            m[:2] + struct.pack("!H", csum(m)) + m[4:])))
+    for proto, seg in ((17, udp(src, far, 53, b"y" * 64)),
+                       (6, tcp(src, far, 3128, 2, b"z" * 64))):
+        pk.append((host, ip(src, far, proto, seg[:24], frag=0x2000)))
+        pk.append((host, ip(src, far, proto, seg[24:], frag=3)))
+    for d in (far, nb):
+        pk.append((host, ip(src, d, 17, udp(src, d, 53), ttl=1)))
+        pk.append((host, ip(src, d, 6, tcp(src, d, 3128, 2), ttl=1)))
+    pk.append((nb, ip(src, nb, 17, udp(src, nb, 53))))
+    pk.append((nb, ip(src, nb, 6, tcp(src, nb, 3128, 2))))
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for d, p in pk:
+        s.sendto(p, (d, 0))
+    print("forged %d packets" % len(pk))
+elif mode == "frags":	# frags SRC DST N: N UDP fragments that never
+    # complete (offset 80, more to come, each its own datagram id)
+    import struct
+    src, dst, n = sys.argv[2], sys.argv[3], int(sys.argv[4])
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    for i in range(n):
+        h = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 1420, i & 0xffff,
+                        0x2000 | 10, 64, 17, 0, socket.inet_aton(src),
+                        socket.inet_aton(dst))
+        s.sendto(h + b"f" * 1400, (dst, 0))
+elif mode == "syns":	# syns SRC DST PORT N: N SYNs, 1 ms apart (a raw
+    # socket: no retries, no connection state)
+    import struct
+    src, dst, port, n = sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+    for i in range(n):
+        seg = struct.pack("!HHIIBBHHH", 1024 + i, port, i, 0, 0x50, 2,
+                          1024, 0, 0)
+        b = socket.inet_aton(src) + socket.inet_aton(dst) + \
+            struct.pack("!BBH", 0, 6, len(seg)) + seg
+        c = sum(struct.unpack("!%dH" % (len(b) // 2), b))
+        while c >> 16: c = (c & 0xffff) + (c >> 16)
+        s.sendto(seg[:16] + struct.pack("!H", ~c & 0xffff) + seg[18:],
+                 (dst, 0))
+        time.sleep(0.001)
 elif mode == "flood":	# flood SRC DST PORT N: N connects at once, 2 s
     # for their answers (SYNs are retried after 1 s); prints "refused R of
     # N in MS ms" (MS: from the first SYN to the end)
@@ -344,6 +429,7 @@ type ifname . ether_addr . ipv4_addr
 }
 chain prerouting {
 type filter hook prerouting priority filter; policy accept;
+iifname "ksbt*" ip frag-off & 16383 != 0 counter drop
 iifname "ksbt*" ether daddr != 02:6b:73:63:00:01 ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00 iifname . ether saddr . ip saddr @guests counter ether daddr set 02:6b:73:63:00:01 meta pkttype set host
 iifname "ksbt*" iifname . ether saddr . ip saddr @guests accept
 iifname "ksbt*" arp htype 1 arp ptype ip arp hlen 6 arp plen 4 iifname . ether saddr . arp saddr ip @guests iifname . arp saddr ether . arp saddr ip @guests accept
@@ -469,6 +555,38 @@ must "control: G1 -> host 10.98.0.1 without tables" tcp_ok "$G1" 10.99.0.9 10.98
 udp_send "$G1" 10.99.0.9 10.99.0.1 53
 must "control: UDP 53 arrives without tables" wait_for "$tmp/h.log" '^udp 53 10.99.0.9$'
 
+# forged M: G1 sends peer.py's hand-made packets (forge: source routes
+# through O, broadcast, multicast, loopback, odd TCP flags, forged ICMP
+# errors, fragments, TTL 1, straight to G2's MAC); the host may answer
+# G1, but sends G2 and O nothing.  (20 are unfragmented TCP: the reset
+# rule's counter shows they were judged.)
+forged() {
+	local g2in oin cr
+	g2in=$(ip_in "$G2"); oin=$(ip_in "$O")
+	cr=$(counter inet prerouting 'reject with tcp reset')
+	g1 ip neigh replace 10.99.0.8 lladdr 02:00:00:00:00:08 dev eth0 nud permanent
+	must "$1 forged packets sent" ip netns exec "$G1" timeout 10 \
+	    python3 "$tmp/peer.py" forge 10.99.0.9 10.99.0.8 10.99.0.1 10.98.0.2
+	must "$1 forged packets judged" \
+	    counted inet prerouting 'reject with tcp reset' $((cr + 19))
+	g1 ip neigh del 10.99.0.8 dev eth0
+	must "$1 forged: G2 received nothing" test "$(ip_in "$G2")" = "$g2in"
+	must "$1 forged: O received nothing" test "$(ip_in "$O")" = "$oin"
+}
+
+# Control for forged's witnesses: without the tables G2 and O do receive
+# some of those packets.
+g2in=$(ip_in "$G2"); oin=$(ip_in "$O")
+forge_ctl() {
+	[ "$(ip_in "$G2")" -gt "$g2in" ] && [ "$(ip_in "$O")" -gt "$oin" ]
+}
+g1 ip neigh replace 10.99.0.8 lladdr 02:00:00:00:00:08 dev eth0 nud permanent
+ip netns exec "$G1" timeout 10 python3 "$tmp/peer.py" forge \
+    10.99.0.9 10.99.0.8 10.99.0.1 10.98.0.2 > /dev/null
+must "control: forged packets reach G2 and O without tables" \
+    until_ok 10 forge_ctl
+g1 ip neigh del 10.99.0.8 dev eth0
+
 knob=/proc/sys/net/bridge/bridge-nf-call-iptables
 if h test -e "$knob"; then modes="0 1"; else modes=absent; fi
 
@@ -557,6 +675,22 @@ for bnf in $modes; do
 	must "$m G2 received no datagram" test "$(ip_in "$G2")" = "$g2in"
 	must "$m tap to tap counted in bridge forward" counted bridge forward 'iifname "ksbt\*"'
 
+	# (before the flood: the forged UDP spend the kernel's ICMP tokens for
+	# G1, which the spoofing checks' silences after it give back)
+	forged "$m"
+
+	# Fragments: a guest's never reach the host's reassembly, whose
+	# memory (ipfrag_high_thresh, 4 MB a namespace) they would fill for
+	# ipfrag_time (30 s): the outside's fragmented datagrams to the host
+	# (a large DNS answer) would be dropped meanwhile.
+	ip netns exec "$G1" timeout 20 python3 "$tmp/peer.py" frags 10.99.0.9 10.99.0.1 3000
+	must "$m no fragment of a guest's waits for reassembly" \
+	    sh -c "ip netns exec $H grep -q '^FRAG: inuse 0 ' /proc/net/sockstat"
+	o timeout 5 python3 -c 'import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"B" * 3000, ("10.98.0.1", 53))'
+	must "$m the outside's fragmented datagram still reassembled" \
+	    wait_for "$tmp/h.log" '^udp 53 10.98.0.2$'
+	must "$m fragments from a tap counted" counted bridge prerouting 'frag-off' 2999
+
 	# The rate: at most NFT_REFUSE_BURST (50) at once and 50 a second
 	# per guest (the retried SYNs after 1 s get the refilled tokens);
 	# past it, silence.  Another guest is refused at once meanwhile (a
@@ -611,11 +745,61 @@ for bnf in $modes; do
 	g1 ip link set eth0 address 02:00:00:00:00:09
 	flush_neigh
 
+	# A setup (the gateway's restart) replaces both tables in one batch:
+	# 10 of them while G1 sends SYNs at O and at G2's MAC (1,500 each, 1
+	# ms apart: the whole time), and neither receives a datagram (TCP
+	# only: ICMP tokens are kept for the next round's checks).
+	g2in=$(ip_in "$G2"); oin=$(ip_in "$O")
+	g1 ip neigh replace 10.99.0.8 lladdr 02:00:00:00:00:08 dev eth0 nud permanent
+	ip netns exec "$G1" timeout 20 python3 "$tmp/peer.py" syns 10.99.0.9 10.98.0.2 3128 1500 &
+	fl1=$!
+	ip netns exec "$G1" timeout 20 python3 "$tmp/peer.py" syns 10.99.0.9 10.99.0.8 3128 1500 &
+	fl2=$!
+	nset=0
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		drv "$H" setup kbr0 10.99.0.1 3128 ksbt ksbt9 02:00:00:00:00:09 \
+		    10.99.0.9 ksbt8 02:00:00:00:00:08 10.99.0.8 && nset=$((nset + 1))
+	done
+	wait "$fl1" "$fl2" || true
+	g1 ip neigh del 10.99.0.8 dev eth0
+	must "$m 10 setups during the SYNs" test "$nset" = 10
+	must "$m during the setups G2 received nothing" test "$(ip_in "$G2")" = "$g2in"
+	must "$m during the setups O received nothing" test "$(ip_in "$O")" = "$oin"
+
 	must "$m unregister G1" drv "$H" del ksbt9 02:00:00:00:00:09 10.99.0.9
 	must "$m the meter forgot G1 with it" sh -c "! ip netns exec $H nft list set inet ksb refusals | grep -q 10.99.0.9"
 	mustnot "$m G1 cut off after del" tcp_try "$G1" 10.99.0.9 10.99.0.1 3128
 	must "$m G2 still works" tcp_ok "$G2" 10.99.0.8 10.99.0.1 3128
 done
+
+# ip_forward off: the refusals come before routing, the same; and what
+# the host does not route it answers no other way either.
+h sysctl -qw net.ipv4.ip_forward=0
+for bnf in $modes; do
+	[ "$bnf" = absent ] || h sh -c "echo $bnf > $knob"
+	m="[ip_forward 0, br_netfilter $bnf]"
+	flush_neigh
+	must "$m setup with both guests" drv "$H" setup kbr0 10.99.0.1 3128 \
+	    ksbt ksbt9 02:00:00:00:00:09 10.99.0.9 ksbt8 02:00:00:00:00:08 10.99.0.8
+	must "$m G1 -> proxy" tcp_ok "$G1" 10.99.0.9 10.99.0.1 3128
+	must "$m G1 -> host:8080 refused at once" \
+	    refused "$G1" 10.99.0.9 10.99.0.1 8080 tcp
+	must "$m G1 -> routed 10.98.0.2 refused at once" \
+	    refused "$G1" 10.99.0.9 10.98.0.2 3128 tcp
+	must "$m UDP G1 -> 203.0.113.10:53 refused at once (ICMP)" \
+	    refused "$G1" 10.99.0.9 203.0.113.10 53 udp
+done
+# (forged's UDP spend the kernel's ICMP tokens for G1 for seconds: last;
+# a setup each, for a full bucket in the meter)
+for bnf in $modes; do
+	[ "$bnf" = absent ] || h sh -c "echo $bnf > $knob"
+	m="[ip_forward 0, br_netfilter $bnf]"
+	flush_neigh
+	must "$m setup again" drv "$H" setup kbr0 10.99.0.1 3128 \
+	    ksbt ksbt9 02:00:00:00:00:09 10.99.0.9 ksbt8 02:00:00:00:00:08 10.99.0.8
+	forged "$m"
+done
+h sysctl -qw net.ipv4.ip_forward=1
 
 must "final teardown" drv "$H" teardown
 echo "PASS: $npass checks"

@@ -377,42 +377,49 @@ main(void)
 	    has(m, n, NFPROTO_INET, "output", 2, "accept"),
 	    "inet output 3: ICMP prohibited (3/13) to a registered guest");
 
-	CHECK(rules_in(m, n, NFPROTO_BRIDGE, "prerouting") == 7,
-	    "bridge prerouting has 7 rules");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "payload load 6b @ link header + 0 => reg 1") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "cmp neq reg 1 0x4d736b02 0x00000100") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "& 0x00000001 0x00000000") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "lookup reg 1 set guests") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "payload write reg 1 => 6b @ link header + 0") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "meta set pkttype with reg 1") &&
-	    !has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "accept"),
-	    "bridge 1: a registered guest's unicast IPv4 for another MAC "
-	    "goes to 02:6b:73:4d:00:01 (the host), no verdict");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload load 2b @ link header + 12") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "0x00000008") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload load 6b @ link header + 6 => reg 12") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload load 4b @ network header + 12 => reg 14") &&
+	CHECK(rules_in(m, n, NFPROTO_BRIDGE, "prerouting") == 8,
+	    "bridge prerouting has 8 rules");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "cmp eq reg 1 0x00000008") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "payload load 2b @ network header + 6 => reg 1") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "& 0x0000ff3f") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "cmp neq reg 1 0x00000000") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "counter") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "drop"),
+	    "bridge 1: IPv4 fragments (MF or an offset) counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload load 6b @ link header + 0 => reg 1") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "cmp neq reg 1 0x4d736b02 0x00000100") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "& 0x00000001 0x00000000") &&
 	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "lookup reg 1 set guests") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "accept"),
-	    "bridge 2: ether type ip, iifname . ether saddr . ip saddr @guests accept");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "cmp eq reg 1 0x7462736b ]"),
-	    "bridge 2: iifname prefix ksbt (4-byte compare)");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "0x00000608") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 6b @ network header + 8 => reg 12") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 4b @ network header + 14 => reg 14"),
-	    "bridge 3: ARP sender MAC and IP both looked up");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "0x00000008") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "counter") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "drop"),
-	    "bridge 4: spoofed IPv4 counted and dropped");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "0x00000608") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload write reg 1 => 6b @ link header + 0") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "meta set pkttype with reg 1") &&
+	    !has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "accept"),
+	    "bridge 2: a registered guest's unicast IPv4 for another MAC "
+	    "goes to 02:6b:73:4d:00:01 (the host), no verdict");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 2b @ link header + 12") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "0x00000008") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 6b @ link header + 6 => reg 12") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 4b @ network header + 12 => reg 14") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "lookup reg 1 set guests") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "accept"),
+	    "bridge 3: ether type ip, iifname . ether saddr . ip saddr @guests accept");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "cmp eq reg 1 0x7462736b ]"),
+	    "bridge 3: iifname prefix ksbt (4-byte compare)");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "0x00000608") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "payload load 6b @ network header + 8 => reg 12") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "payload load 4b @ network header + 14 => reg 14"),
+	    "bridge 4: ARP sender MAC and IP both looked up");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "0x00000008") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "counter") &&
 	    has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "drop"),
-	    "bridge 5: spoofed ARP counted and dropped");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 5, "0x0000dd86") &&
+	    "bridge 5: spoofed IPv4 counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 5, "0x00000608") &&
 	    has(m, n, NFPROTO_BRIDGE, "prerouting", 5, "drop"),
-	    "bridge 6: IPv6 (0x86dd) counted and dropped");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 6, "drop"),
-	    "bridge 7: every other ethertype dropped");
+	    "bridge 6: spoofed ARP counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 6, "0x0000dd86") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 6, "drop"),
+	    "bridge 7: IPv6 (0x86dd) counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 7, "drop"),
+	    "bridge 8: every other ethertype dropped");
 	CHECK(rules_in(m, n, NFPROTO_BRIDGE, "forward") == 2 &&
 	    has(m, n, NFPROTO_BRIDGE, "forward", 0, "drop") &&
 	    has(m, n, NFPROTO_BRIDGE, "forward", 1, "drop"),
