@@ -114,7 +114,8 @@ struct audit {
 	sqlite3 *db;
 	sqlite3_stmt *ins[AUDIT_NKINDS];
 	sqlite3_stmt *mirror_key, *mirror_close, *mirror_unreg;
-	sqlite3_stmt *ins_conn2; /* a connection, hash version 2 (turn) */
+	sqlite3_stmt *ins_conn2;      /* a connection, hash version 2 (turn) */
+	sqlite3_stmt *begin, *commit; /* audit_commit's, prepared once */
 	sqlite3_stmt *tot_up[2], *tot_ins[2]; /* totals_instance, _host */
 	int64_t seq;			      /* last record's seq ... */
 	uint8_t head[AUDIT_HASH_LEN];	      /* ... and hash */
@@ -212,6 +213,9 @@ audit_db_close(struct audit *a)
 	sqlite3_finalize(a->mirror_unreg);
 	sqlite3_finalize(a->ins_conn2);
 	a->mirror_key = a->mirror_close = a->mirror_unreg = a->ins_conn2 = NULL;
+	sqlite3_finalize(a->begin);
+	sqlite3_finalize(a->commit);
+	a->begin = a->commit = NULL;
 	for (k = 0; k < 2; k++) {
 		sqlite3_finalize(a->tot_up[k]);
 		sqlite3_finalize(a->tot_ins[k]);
@@ -231,6 +235,19 @@ audit_exec(struct audit *a, const char *sql, char **cause)
 	cause_set(cause, "%s: %s", a->path, err ? err : sqlite3_errmsg(a->db));
 	sqlite3_free(err);
 	return -1;
+}
+
+/* A prepared statement without rows (audit_commit's BEGIN and COMMIT,
+ * which sqlite3_exec parsed anew at every batch).  0, or -1 with *cause. */
+static int
+audit_step(struct audit *a, sqlite3_stmt *st, char **cause)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc != SQLITE_DONE)
+		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : -1;
 }
 
 static void
@@ -577,7 +594,11 @@ audit_prepare(struct audit *a, char **cause)
 		"UPDATE registrations SET unregistered_ms "
 		"= ?1 WHERE id = ?2 AND unregistered_ms IS NULL",
 		-1, SQLITE_PREPARE_PERSISTENT, &a->mirror_unreg,
-		NULL) != SQLITE_OK)
+		NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(a->db, "BEGIN IMMEDIATE", -1,
+		SQLITE_PREPARE_PERSISTENT, &a->begin, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v3(a->db, "COMMIT", -1, SQLITE_PREPARE_PERSISTENT,
+		&a->commit, NULL) != SQLITE_OK)
 		goto fail;
 	return 0;
 fail:
@@ -1093,7 +1114,7 @@ audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
 	if (audit_check(a, cause) == -1)
 		return -1;
 	memcpy(head, a->head, AUDIT_HASH_LEN);
-	if (audit_exec(a, "BEGIN IMMEDIATE", cause) == -1)
+	if (audit_step(a, a->begin, cause) == -1)
 		goto fail;
 	a->tacc_on = 1;
 	for (r = batch; r != NULL; r = r->next) {
@@ -1126,7 +1147,7 @@ audit_commit(struct audit *a, struct audit_rec *batch, char **cause)
 		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 		goto fail;
 	}
-	if (audit_exec(a, "COMMIT", cause) == -1)
+	if (audit_step(a, a->commit, cause) == -1)
 		goto fail;
 	return 0;
 fail:

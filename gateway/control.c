@@ -737,8 +737,9 @@ control_read_cb(struct bufferevent *bev, void *arg)
 	char *line;
 	size_t n;
 
+	/* n leaves the '\n' out; CTL_LINE_MAX counts it (proto/ctl.h). */
 	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF)) != NULL) {
-		if (n > CTL_LINE_MAX || memchr(line, '\0', n) != NULL) {
+		if (n >= CTL_LINE_MAX || memchr(line, '\0', n) != NULL) {
 			free(line);
 			control_sendf(
 			    cl, "ERR request too long or malformed\n");
@@ -748,7 +749,7 @@ control_read_cb(struct bufferevent *bev, void *arg)
 		control_command(cl, line);
 		free(line);
 	}
-	if (evbuffer_get_length(in) > CTL_LINE_MAX) {
+	if (evbuffer_get_length(in) >= CTL_LINE_MAX) {
 		control_sendf(cl, "ERR request too long\n");
 		control_client_free(cl);
 	}

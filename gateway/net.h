@@ -54,6 +54,12 @@ void nft_use_table(const char *name);
  * Links and addresses over rtnetlink (libmnl), taps through /dev/net/tun.
  */
 /*
+ * The MAC a bridge gets when netdev_bridge_ensure creates it for address
+ * addr (network order): 02:6b:73 ("ks", locally administered) and the
+ * address's last three bytes.  nft.c's rules name it too.
+ */
+void netdev_bridge_mac(uint32_t addr, uint8_t mac[6]);
+/*
  * Create the bridge if missing (STP off, IPv6 off), set addr/prefix, remove
  * every other address from it, bring it up.
  */

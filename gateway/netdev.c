@@ -494,6 +494,19 @@ cleanup:
 	return ret;
 }
 
+void
+netdev_bridge_mac(uint32_t addr, uint8_t mac[6])
+{
+	const uint8_t *a = (const uint8_t *)&addr;
+
+	mac[0] = 0x02; /* locally administered */
+	mac[1] = 0x6b; /* "ks" */
+	mac[2] = 0x73;
+	mac[3] = a[1];
+	mac[4] = a[2];
+	mac[5] = a[3];
+}
+
 /*
  * A new bridge name, STP off (ports forward at once).  A fixed, locally
  * administered MAC derived from the address, else the bridge's MAC would
@@ -502,12 +515,12 @@ cleanup:
 static int
 bridge_create(struct rtnl *r, const char *name, uint32_t addr)
 {
-	const uint8_t *a = (const uint8_t *)&addr;
-	uint8_t mac[6] = { 0x02, 0x6b, 0x73 /* "ks" */, a[1], a[2], a[3] };
+	uint8_t mac[6];
 	struct nlmsghdr *nlh;
 	struct ifinfomsg *ifm;
 	struct nlattr *info, *data;
 
+	netdev_bridge_mac(addr, mac);
 	nlh = rtnl_link_msg(r, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 0, &ifm);
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
 	mnl_attr_put(nlh, IFLA_ADDRESS, sizeof(mac), mac);

@@ -3,10 +3,21 @@
  *
  * table inet ksb: from the bridge, only TCP to bridge-addr:proxy-port from a
  * registered guest address is accepted; nothing from or to the bridge is
- * forwarded; towards the bridge the host sends only the proxy's replies.
+ * forwarded; towards the bridge the host sends only the proxy's replies
+ * and its refusals.  A registered guest's other TCP is answered with a
+ * reset and its UDP with ICMP administratively prohibited (prerouting),
+ * at most NFT_REFUSE_RATE a second per guest, so that a blocked direct
+ * connection fails at once instead of hanging; the refusal goes to the
+ * guest address that sent it, which the bridge table has checked.
+ * Anything else (not from a registered guest, IPv6, ICMP, past the rate)
+ * is dropped without a word.
  * table bridge ksb: a frame from a tap must carry the (tap, MAC, IPv4) the
  * guest was registered with (ARP likewise), nothing else enters from a tap,
  * and nothing is bridged from or to a tap (guests cannot see each other).
+ * A guest's IPv4 fragments are dropped first, before any reassembly.
+ * A registered guest's unicast IPv4 frame for another MAC (a neighbour's)
+ * is handed to the host instead (its destination MAC rewritten to the
+ * bridge's), where the inet table refuses it.
  *
  * Every change is one nfnetlink batch (kernel net/netfilter/nfnetlink.c,
  * nfnetlink_rcv_batch): applied all or nothing.  Every message in it carries
@@ -26,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <linux/if_packet.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -43,7 +55,20 @@
 #include "common/common.h"
 #include "gateway/net.h"
 
-#define NFT_SET "guests"
+#define NFT_SET	  "guests"
+#define NFT_METER "refusals" /* inet: per guest address, for the rate */
+
+/*
+ * Refusals (reset, ICMP) per guest address: a token bucket of
+ * NFT_REFUSE_BURST packets refilled at NFT_REFUSE_RATE a second; past it,
+ * silence.  A meter entry is forgotten NFT_METER_TIMEOUT_MS after the
+ * guest's last refusal; at most NFT_METER_SIZE guests at once (more:
+ * silence for the others).
+ */
+#define NFT_REFUSE_RATE	     50
+#define NFT_REFUSE_BURST     50
+#define NFT_METER_TIMEOUT_MS 60000
+#define NFT_METER_SIZE	     4096
 
 /* The name of both tables (ksb.conf(5) nft-table; nft_use_table). */
 static char nft_table[33] = "ksb";
@@ -57,6 +82,9 @@ static char nft_table[33] = "ksb";
 /* Set key types, as nft numbers them (nftables include/datatype.h). */
 #define NFT_TYPE_BITS	   6
 #define NFT_TYPE_IPADDR	   7
+#define NFT_ICMP_UNREACH   3	/* ICMP type destination unreachable */
+#define NFT_ICMP_FILTERED  13	/* its code administratively prohibited */
+#define NFT_TCP_RST	   0x04 /* TCP flags (RFC 9293 3.1) */
 #define NFT_TYPE_ETHERADDR 9
 #define NFT_TYPE_IFNAME	   41
 #define NFT_KEY_IFNAME_MAC_IP                                                  \
@@ -377,23 +405,30 @@ batch_chain(struct nft_batch *b, uint16_t family, const char *name,
 	nftnl_chain_free(c);
 }
 
-static void
-batch_set(struct nft_batch *b, uint16_t family, uint32_t id, uint32_t key_type,
-    uint32_t key_len)
+static struct nftnl_set *
+set_new(const char *name, uint32_t id, uint32_t key_type, uint32_t key_len)
 {
 	struct nftnl_set *s;
-	struct nlmsghdr *nlh;
 
 	if ((s = nftnl_set_alloc()) == NULL)
 		fatal("nftnl_set_alloc");
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft_table);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, NFT_SET);
-	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, 0);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, key_type);
 	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, key_len);
 	nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+	return s;
+}
+
+/* NEWSET of s (freed). */
+static void
+batch_set_add(struct nft_batch *b, uint16_t family, struct nftnl_set *s)
+{
+	struct nlmsghdr *nlh;
+
 	nlh = batch_hdr(b, NFT_MSG_NEWSET, family, NLM_F_CREATE,
-	    "create set %s %s %s", family_name(family), nft_table, NFT_SET);
+	    "create set %s %s %s", family_name(family), nft_table,
+	    nftnl_set_get_str(s, NFTNL_SET_NAME));
 	if (nlh != NULL) {
 		nftnl_set_nlmsg_build_payload(nlh, s);
 		batch_next(b);
@@ -401,13 +436,36 @@ batch_set(struct nft_batch *b, uint16_t family, uint32_t id, uint32_t key_type,
 	nftnl_set_free(s);
 }
 
+static void
+batch_set(struct nft_batch *b, uint16_t family, uint32_t id, uint32_t key_type,
+    uint32_t key_len)
+{
+	struct nftnl_set *s = set_new(NFT_SET, id, key_type, key_len);
+
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, 0);
+	batch_set_add(b, family, s);
+}
+
+/* The refusals' meter: a set the rules update (flags dynamic, timeout). */
+static void
+batch_meter(struct nft_batch *b, uint32_t id)
+{
+	struct nftnl_set *s = set_new(NFT_METER, id, NFT_TYPE_IPADDR, 4);
+
+	nftnl_set_set_u32(s, NFTNL_SET_FLAGS, NFT_SET_EVAL | NFT_SET_TIMEOUT);
+	nftnl_set_set_u64(s, NFTNL_SET_TIMEOUT, NFT_METER_TIMEOUT_MS);
+	nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, NFT_METER_SIZE);
+	batch_set_add(b, NFPROTO_INET, s);
+}
+
 /*
- * NEWSETELEM or DELSETELEM of n keys in `family ksb guests`, one message.
+ * NEWSETELEM or DELSETELEM of n keys in `family ksb SET`, one message.
  * Key i is keylen bytes at keys + i * stride (stride 0: keylen).
  */
 static void
-batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
-    const void *keys, size_t keylen, size_t stride, size_t n, const char *desc)
+batch_elems_in(struct nft_batch *b, const char *set, uint16_t type,
+    uint16_t family, const void *keys, size_t keylen, size_t stride, size_t n,
+    const char *desc)
 {
 	struct nftnl_set *s;
 	struct nftnl_set_elem *e;
@@ -419,7 +477,7 @@ batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
 	if ((s = nftnl_set_alloc()) == NULL)
 		fatal("nftnl_set_alloc");
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, nft_table);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, NFT_SET);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	for (i = 0; i < n; i++) {
 		if ((e = nftnl_set_elem_alloc()) == NULL)
 			fatal("nftnl_set_elem_alloc");
@@ -431,12 +489,20 @@ batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
 	    type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0,
 	    "%s element %s in set %s %s %s",
 	    type == NFT_MSG_NEWSETELEM ? "add" : "delete", desc,
-	    family_name(family), nft_table, NFT_SET);
+	    family_name(family), nft_table, set);
 	if (nlh != NULL) {
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		batch_next(b);
 	}
 	nftnl_set_free(s);
+}
+
+/* The same in `family ksb guests`. */
+static void
+batch_elems(struct nft_batch *b, uint16_t type, uint16_t family,
+    const void *keys, size_t keylen, size_t stride, size_t n, const char *desc)
+{
+	batch_elems_in(b, NFT_SET, type, family, keys, keylen, stride, n, desc);
 }
 
 /* ---- rules ---------------------------------------------------------------- */
@@ -491,13 +557,71 @@ rule_payload(struct nft_rule *nr, uint32_t base, uint32_t off, uint32_t len,
 }
 
 static void
-rule_cmp(struct nft_rule *nr, uint32_t sreg, const void *data, uint32_t len)
+rule_cmp_op(struct nft_rule *nr, uint32_t op, uint32_t sreg, const void *data,
+    uint32_t len)
 {
 	struct nftnl_expr *e = rule_expr(nr, "cmp");
 
 	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_SREG, sreg);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_CMP_OP, op);
 	nftnl_expr_set(e, NFTNL_EXPR_CMP_DATA, data, len);
+}
+
+static void
+rule_cmp(struct nft_rule *nr, uint32_t sreg, const void *data, uint32_t len)
+{
+	rule_cmp_op(nr, NFT_CMP_EQ, sreg, data, len);
+}
+
+/* payload[base + off, len] & mask == value (len <= 16) */
+static void
+rule_masked(struct nft_rule *nr, uint32_t base, uint32_t off, const void *mask,
+    const void *value, uint32_t len)
+{
+	static const uint8_t zero[16];
+	struct nftnl_expr *e;
+
+	rule_payload(nr, base, off, len, NFT_REG_1);
+	e = rule_expr(nr, "bitwise");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, len);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, mask, len);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, len);
+	rule_cmp(nr, NFT_REG_1, value, len);
+}
+
+/* payload[base + off, len] := sreg (no checksum to fix: link layer). */
+static void
+rule_payload_set(struct nft_rule *nr, uint32_t base, uint32_t off, uint32_t len,
+    uint32_t sreg)
+{
+	struct nftnl_expr *e = rule_expr(nr, "payload");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_BASE, base);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_OFFSET, off);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_LEN, len);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_PAYLOAD_SREG, sreg);
+}
+
+/* meta key := sreg */
+static void
+rule_meta_set(struct nft_rule *nr, uint32_t key, uint32_t sreg)
+{
+	struct nftnl_expr *e = rule_expr(nr, "meta");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_META_SREG, sreg);
+}
+
+/* Register reg := data (len bytes). */
+static void
+rule_imm(struct nft_rule *nr, uint32_t reg, const void *data, uint32_t len)
+{
+	struct nftnl_expr *e = rule_expr(nr, "immediate");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, reg);
+	nftnl_expr_set(e, NFTNL_EXPR_IMM_DATA, data, len);
 }
 
 /* payload[base + off, len] == data */
@@ -549,16 +673,49 @@ rule_counter(struct nft_rule *nr)
 	rule_expr(nr, "counter");
 }
 
-/* End the rule with a verdict and append it to the batch. */
+/*
+ * `update @refusals { ip saddr limit rate NFT_REFUSE_RATE/second burst
+ * NFT_REFUSE_BURST packets }`: matches while the guest at network+12 has
+ * tokens left (nft_dynset with a limit per element).
+ */
 static void
-rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
-    const char *desc)
+rule_refusal_meter(struct nft_rule *nr, uint32_t set_id)
 {
-	struct nftnl_expr *e = rule_expr(nr, "immediate");
+	struct nftnl_expr *e, *lim;
+
+	if ((lim = nftnl_expr_alloc("limit")) == NULL)
+		fatal("nftnl_expr_alloc");
+	nftnl_expr_set_u64(lim, NFTNL_EXPR_LIMIT_RATE, NFT_REFUSE_RATE);
+	nftnl_expr_set_u64(lim, NFTNL_EXPR_LIMIT_UNIT, 1);
+	nftnl_expr_set_u32(lim, NFTNL_EXPR_LIMIT_BURST, NFT_REFUSE_BURST);
+	nftnl_expr_set_u32(lim, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+	nftnl_expr_set_u32(lim, NFTNL_EXPR_LIMIT_FLAGS, 0);
+	rule_payload(nr, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
+	e = rule_expr(nr, "dynset");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_UPDATE);
+	nftnl_expr_set_str(e, NFTNL_EXPR_DYNSET_SET_NAME, NFT_METER);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_DYNSET_SET_ID, set_id);
+	nftnl_expr_set(e, NFTNL_EXPR_DYNSET_EXPR, lim, 0); /* owns lim */
+}
+
+/* reject with TYPE (NFT_REJECT_*) and CODE: the kernel drops the packet
+ * and answers it (net/ipv4/netfilter/nf_reject_ipv4.c). */
+static void
+rule_reject(struct nft_rule *nr, uint32_t type, uint8_t code)
+{
+	struct nftnl_expr *e = rule_expr(nr, "reject");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_REJECT_TYPE, type);
+	nftnl_expr_set_u8(e, NFTNL_EXPR_REJECT_CODE, code);
+}
+
+/* Append the rule as it is (its last expression decides) to the batch. */
+static void
+rule_commit(struct nft_batch *b, struct nft_rule *nr, const char *desc)
+{
 	struct nlmsghdr *nlh;
 
-	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, verdict);
 	nlh = batch_hdr(b, NFT_MSG_NEWRULE, nr->family,
 	    NLM_F_CREATE | NLM_F_APPEND, "add rule %s %s %s (%s)",
 	    family_name(nr->family), nft_table, nr->chain, desc);
@@ -570,10 +727,23 @@ rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
 	nr->r = NULL;
 }
 
+/* End the rule with a verdict and append it to the batch. */
+static void
+rule_end(struct nft_batch *b, struct nft_rule *nr, uint32_t verdict,
+    const char *desc)
+{
+	struct nftnl_expr *e = rule_expr(nr, "immediate");
+
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_IMM_VERDICT, verdict);
+	rule_commit(b, nr, desc);
+}
+
 /* ---- the tables ----------------------------------------------------------- */
 
 #define INET_SET_ID   1
 #define BRIDGE_SET_ID 2
+#define INET_METER_ID 3
 
 /* iifname BR meta l4proto PROTO th dport PORT counter drop */
 static void
@@ -591,6 +761,114 @@ rule_drop_port(struct nft_batch *b, const struct nft_params *p, uint8_t proto,
 	rule_end(b, &nr, NF_DROP, desc);
 }
 
+/* iifname BR meta nfproto ipv4 ip saddr @guests */
+static void
+rule_from_guest(struct nft_rule *nr, const struct nft_params *p)
+{
+	uint8_t ipv4 = NFPROTO_IPV4;
+
+	rule_ifname(nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_meta_eq(nr, NFT_META_NFPROTO, &ipv4, 1);
+	rule_payload(nr, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
+	rule_lookup(nr, NFT_REG_1, INET_SET_ID);
+}
+
+/* oifname BR meta nfproto ipv4 ip daddr @guests meta l4proto PROTO */
+static void
+rule_to_guest(struct nft_rule *nr, const struct nft_params *p, uint8_t proto)
+{
+	uint8_t ipv4 = NFPROTO_IPV4;
+
+	rule_ifname(nr, NFT_META_OIFNAME, p->bridge, 0);
+	rule_meta_eq(nr, NFT_META_NFPROTO, &ipv4, 1);
+	rule_payload(nr, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1);
+	rule_lookup(nr, NFT_REG_1, INET_SET_ID);
+	rule_meta_eq(nr, NFT_META_L4PROTO, &proto, 1);
+}
+
+/*
+ * inet prerouting: a registered guest's TCP and UDP anywhere but the
+ * proxy is refused at once (before routing, so with ip_forward off too):
+ * a reset, ICMP administratively prohibited.  The answer goes to the
+ * guest's own address (ip saddr @guests, behind the bridge table's
+ * anti-spoofing); the kernel answers no reset and no fragment
+ * (nf_reject_ipv4.c), no frame sent to a link broadcast or multicast
+ * with ICMP, and rate-limits ICMP itself too (icmp_ratelimit).
+ */
+static void
+build_inet_refusals(struct nft_batch *b, const struct nft_params *p)
+{
+	struct nft_rule nr;
+	uint8_t tcp = IPPROTO_TCP, udp = IPPROTO_UDP, ipv4 = NFPROTO_IPV4;
+	uint16_t port = htons(p->proxy_port);
+	uint32_t addr = p->bridge_addr;
+
+	/* iifname BR ip daddr ADDR tcp dport PORT accept: on to input, which
+	 * checks the source (no lookup here: the proxy's packets are most) */
+	rule_start(&nr, NFPROTO_INET, "prerouting");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv4, 1);
+	rule_match(&nr, NFT_PAYLOAD_NETWORK_HEADER, 16, &addr, 4);
+	rule_meta_eq(&nr, NFT_META_L4PROTO, &tcp, 1);
+	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 2, &port, 2);
+	rule_end(b, &nr, NF_ACCEPT, "to the proxy: on to input");
+
+	rule_start(&nr, NFPROTO_INET, "prerouting");
+	rule_from_guest(&nr, p);
+	rule_meta_eq(&nr, NFT_META_L4PROTO, &tcp, 1);
+	rule_refusal_meter(&nr, INET_METER_ID);
+	rule_counter(&nr);
+	rule_reject(&nr, NFT_REJECT_TCP_RST, 0);
+	rule_commit(b, &nr, "other TCP from a guest: reset");
+
+	rule_start(&nr, NFPROTO_INET, "prerouting");
+	rule_from_guest(&nr, p);
+	rule_meta_eq(&nr, NFT_META_L4PROTO, &udp, 1);
+	rule_refusal_meter(&nr, INET_METER_ID);
+	rule_counter(&nr);
+	rule_reject(
+	    &nr, NFT_REJECT_ICMPX_UNREACH, NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+	rule_commit(b, &nr, "UDP from a guest: ICMP prohibited");
+}
+
+/* inet output: towards the bridge only the proxy's replies and the
+ * refusals above (a reset, ICMP prohibited), to registered guests. */
+static void
+build_inet_output(struct nft_batch *b, const struct nft_params *p)
+{
+	struct nft_rule nr;
+	uint8_t tcp = IPPROTO_TCP, icmp = IPPROTO_ICMP, rst = NFT_TCP_RST;
+	uint8_t unreach = NFT_ICMP_UNREACH, filtered = NFT_ICMP_FILTERED;
+	uint16_t port = htons(p->proxy_port);
+	uint32_t addr = p->bridge_addr;
+
+	/* oifname BR ip saddr ADDR ip daddr @guests tcp sport PORT accept */
+	rule_start(&nr, NFPROTO_INET, "output");
+	rule_to_guest(&nr, p, tcp);
+	rule_match(&nr, NFT_PAYLOAD_NETWORK_HEADER, 12, &addr, 4);
+	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 0, &port, 2);
+	rule_end(b, &nr, NF_ACCEPT, "proxy to guest");
+
+	rule_start(&nr, NFPROTO_INET, "output");
+	rule_to_guest(&nr, p, tcp);
+	rule_masked(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 13, &rst, &rst, 1);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_ACCEPT, "refusal: reset");
+
+	rule_start(&nr, NFPROTO_INET, "output");
+	rule_to_guest(&nr, p, icmp);
+	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 0, &unreach, 1);
+	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 1, &filtered, 1);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_ACCEPT, "refusal: ICMP prohibited");
+
+	/* The host sends nothing else to guests (ARP is not inet). */
+	rule_start(&nr, NFPROTO_INET, "output");
+	rule_ifname(&nr, NFT_META_OIFNAME, p->bridge, 0);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_DROP, "everything else to the bridge");
+}
+
 static void
 build_inet(struct nft_batch *b, const struct nft_params *p)
 {
@@ -602,6 +880,8 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 
 	batch_table(b, NFT_MSG_NEWTABLE, NFPROTO_INET);
 	batch_set(b, NFPROTO_INET, INET_SET_ID, NFT_TYPE_IPADDR, 4);
+	batch_meter(b, INET_METER_ID);
+	batch_chain(b, NFPROTO_INET, "prerouting", NF_INET_PRE_ROUTING, 0);
 	batch_chain(b, NFPROTO_INET, "input", NF_INET_LOCAL_IN, 0);
 	batch_chain(b, NFPROTO_INET, "forward", NF_INET_FORWARD, 0);
 	batch_chain(b, NFPROTO_INET, "output", NF_INET_LOCAL_OUT, 0);
@@ -622,7 +902,9 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 	/*
 	 * Everything else from the bridge is dropped by the last rule; the
 	 * rules before it only count what guests try: DNS and DNS over TLS
-	 * (to any address), IPv6, ICMP.
+	 * (to any address), IPv6, ICMP.  (A registered guest's TCP and UDP
+	 * were refused in prerouting already, up to the rate: these count
+	 * the rest.)
 	 */
 	rule_drop_port(b, p, udp, 53, "DNS over UDP");
 	rule_drop_port(b, p, tcp, 53, "DNS over TCP");
@@ -654,22 +936,8 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "to the bridge");
 
-	/* oifname BR ip saddr ADDR ip daddr @guests tcp sport PORT accept */
-	rule_start(&nr, NFPROTO_INET, "output");
-	rule_ifname(&nr, NFT_META_OIFNAME, p->bridge, 0);
-	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv4, 1);
-	rule_match(&nr, NFT_PAYLOAD_NETWORK_HEADER, 12, &addr, 4);
-	rule_payload(&nr, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1);
-	rule_lookup(&nr, NFT_REG_1, INET_SET_ID);
-	rule_meta_eq(&nr, NFT_META_L4PROTO, &tcp, 1);
-	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 0, &port, 2);
-	rule_end(b, &nr, NF_ACCEPT, "proxy to guest");
-
-	/* The host sends nothing else to guests (ARP is not inet). */
-	rule_start(&nr, NFPROTO_INET, "output");
-	rule_ifname(&nr, NFT_META_OIFNAME, p->bridge, 0);
-	rule_counter(&nr);
-	rule_end(b, &nr, NF_DROP, "everything else to the bridge");
+	build_inet_refusals(b, p);
+	build_inet_output(b, p);
 }
 
 /* iifname . <mac at base+off> . <ipv4 at network+ipoff> @guests */
@@ -698,6 +966,78 @@ rule_drop_ethertype(struct nft_batch *b, const struct nft_params *p,
 	rule_end(b, &nr, NF_DROP, desc);
 }
 
+/*
+ * iifname "TAP*" ether type ip ether daddr != BRMAC
+ *     ether daddr & 01:00:00:00:00:00 == 00:00:00:00:00:00
+ *     iifname . ether saddr . ip saddr @guests
+ *     ether daddr set BRMAC meta pkttype set host
+ * A registered guest's unicast IPv4 frame for another MAC goes up to the
+ * host (the bridge delivers a frame for its own MAC locally; pkttype, as
+ * br_handle_frame would have set it), where the inet table refuses it at
+ * once: a guest never reaches a neighbour's MAC, and learns so quickly.
+ * Broadcast and multicast frames are bridged as before (and dropped in
+ * forward).  BRMAC is netdev_bridge_mac's: on a bridge with another MAC
+ * the frame is bridged and dropped, silently.
+ */
+static void
+rule_bridge_redirect(struct nft_batch *b, const struct nft_params *p)
+{
+	static const uint8_t group[6] = { 0x01 }, zero[6];
+	struct nft_rule nr;
+	uint16_t ether_ip = ETH_P_IP_BE;
+	uint8_t mac[6];
+	uint32_t host = PACKET_HOST;
+
+	netdev_bridge_mac(p->bridge_addr, mac);
+	rule_start(&nr, NFPROTO_BRIDGE, "prerouting");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->tap_prefix, 1);
+	rule_match(&nr, NFT_PAYLOAD_LL_HEADER, 12, &ether_ip, 2);
+	rule_payload(&nr, NFT_PAYLOAD_LL_HEADER, 0, 6, NFT_REG_1);
+	rule_cmp_op(&nr, NFT_CMP_NEQ, NFT_REG_1, mac, 6);
+	rule_masked(&nr, NFT_PAYLOAD_LL_HEADER, 0, group, zero, 6);
+	rule_guest_lookup(&nr, NFT_PAYLOAD_LL_HEADER, 6, 12);
+	rule_counter(&nr);
+	rule_imm(&nr, NFT_REG_1, mac, 6);
+	rule_payload_set(&nr, NFT_PAYLOAD_LL_HEADER, 0, 6, NFT_REG_1);
+	rule_imm(&nr, NFT_REG_1, &host, 1);
+	rule_meta_set(&nr, NFT_META_PKTTYPE, NFT_REG_1);
+	rule_commit(
+	    b, &nr, "registered guest IPv4 to another MAC: to the host");
+}
+
+/*
+ * iifname "TAP*" ether type ip ip frag-off & 0x3fff != 0 counter drop
+ * (RFC 791: MF or a fragment offset).  A guest's fragments never reach
+ * the host's reassembly, whose memory (ipfrag_high_thresh, per network
+ * namespace) they could fill for ipfrag_time with datagrams that never
+ * complete, so that the host reassembles nobody's meanwhile (the
+ * outside's large DNS answers).  A guest has no use for them: it talks
+ * TCP to the proxy, with DF set and PMTU discovery.  Before the bridge's
+ * br_netfilter hook (priority 0) and so before any IP defragmentation.
+ */
+static void
+rule_drop_fragments(struct nft_batch *b, const struct nft_params *p)
+{
+	static const uint8_t zero[2];
+	struct nft_rule nr;
+	uint16_t ether_ip = ETH_P_IP_BE, frag = htons(0x3fff);
+	struct nftnl_expr *e;
+
+	rule_start(&nr, NFPROTO_BRIDGE, "prerouting");
+	rule_ifname(&nr, NFT_META_IIFNAME, p->tap_prefix, 1);
+	rule_match(&nr, NFT_PAYLOAD_LL_HEADER, 12, &ether_ip, 2);
+	rule_payload(&nr, NFT_PAYLOAD_NETWORK_HEADER, 6, 2, NFT_REG_1);
+	e = rule_expr(&nr, "bitwise");
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(e, NFTNL_EXPR_BITWISE_LEN, 2);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_MASK, &frag, 2);
+	nftnl_expr_set(e, NFTNL_EXPR_BITWISE_XOR, zero, 2);
+	rule_cmp_op(&nr, NFT_CMP_NEQ, NFT_REG_1, zero, 2);
+	rule_counter(&nr);
+	rule_end(b, &nr, NF_DROP, "IPv4 fragments from a tap");
+}
+
 static void
 build_bridge(struct nft_batch *b, const struct nft_params *p)
 {
@@ -713,6 +1053,9 @@ build_bridge(struct nft_batch *b, const struct nft_params *p)
 	    NFT_BR_PRI_FILTER);
 	batch_chain(
 	    b, NFPROTO_BRIDGE, "forward", NFT_BR_FORWARD, NFT_BR_PRI_FILTER);
+
+	rule_drop_fragments(b, p);
+	rule_bridge_redirect(b, p);
 
 	/* iifname "TAP*" ether type ip
 	 *     iifname . ether saddr . ip saddr @guests accept
@@ -870,7 +1213,9 @@ setup_build(const struct nft_params *p, const struct nft_guest *g, size_t n,
 
 /*
  * The batch for one guest.  Delete is add-then-delete: it never fails on
- * an element that is not there.
+ * an element that is not there.  A deleted guest's entry in the refusals'
+ * meter goes too, so that nothing of it stays in the tables (and the next
+ * guest at its address starts with a full bucket).
  */
 static int
 guest_build(
@@ -884,6 +1229,12 @@ guest_build(
 	    (!add && batch_guests(b, NFT_MSG_DELSETELEM, g, 1, cause) != 0)) {
 		batch_free(b);
 		return -1;
+	}
+	if (!add) {
+		batch_elems_in(b, NFT_METER, NFT_MSG_NEWSETELEM, NFPROTO_INET,
+		    &g->addr, 4, 0, 1, "of a deleted guest");
+		batch_elems_in(b, NFT_METER, NFT_MSG_DELSETELEM, NFPROTO_INET,
+		    &g->addr, 4, 0, 1, "of a deleted guest");
 	}
 	*out = b;
 	return 0;

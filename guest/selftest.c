@@ -10,9 +10,23 @@
  * answered, or the proxy answers a CONNECT to SELFTEST_DENIED_NAME (a name
  * no profile allows: RFC 6761 reserves .invalid) with a 2xx.  A refusal
  * (RST, ICMP error, EAFNOSUPPORT, ENETUNREACH), silence until the timeout,
- * or a 4xx/5xx from the proxy is a pass.
+ * or a 4xx/5xx from the proxy is a pass.  The gateway refuses at once
+ * (gateway/nft.c), so the probes normally end in a few ms; silence (a
+ * drop elsewhere) still passes, after SELFTEST_PROBE_MS.
+ *
+ * The neighbour probe goes straight to the MAC a guest at that address
+ * would have (the gateway gives each guest 52:54:00 and its address's
+ * last three bytes, gateway/registry.c), through a neighbour entry set
+ * for the probe, as if ARP had answered: were the bridge to pass it, a
+ * neighbour there would get the SYN.  ARP would wait for an answer that
+ * never comes.  When this guest's own MAC does not follow that rule, the
+ * probe asks ARP (and waits out its silence).
  */
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+
+#include <net/if.h>
+#include <net/if_arp.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -197,6 +211,49 @@ probe_connect(struct in_addr gw, unsigned port, int ms)
 	return got == 10 && memcmp(buf, "HTTP/1.", 7) == 0 && buf[9] == '2';
 }
 
+#define SELFTEST_IF "eth0"
+
+/*
+ * The neighbour entry for addr on SELFTEST_IF (add 1: permanent, with
+ * the MAC a guest at addr would get; add 0: removed), by the kernel's
+ * ARP ioctls (arp(7)).  0, or -1 when this guest's MAC does not follow
+ * the gateway's rule (or an ioctl failed): ARP decides then.
+ */
+static int
+neighbour_entry(int add, struct in_addr ip, struct in_addr addr)
+{
+	struct ifreq ifr;
+	struct arpreq req;
+	const uint8_t *own = (const uint8_t *)&ip.s_addr;
+	const uint8_t *nb = (const uint8_t *)&addr.s_addr;
+	unsigned char *mac;
+	int s, ret = -1;
+
+	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
+		return -1;
+	memset(&ifr, 0, sizeof(ifr));
+	memset(&req, 0, sizeof(req));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", SELFTEST_IF);
+	if (ioctl(s, SIOCGIFHWADDR, &ifr) == -1)
+		goto cleanup;
+	mac = (unsigned char *)ifr.ifr_hwaddr.sa_data;
+	if (memcmp(mac + 3, own + 1, 3) != 0)
+		goto cleanup; /* not 52:54:00 . address */
+	memcpy(&((struct sockaddr_in *)&req.arp_pa)->sin_addr, &addr, 4);
+	req.arp_pa.sa_family = AF_INET;
+	req.arp_ha.sa_family = ARPHRD_ETHER;
+	memcpy(req.arp_ha.sa_data, mac, 3);
+	memcpy(req.arp_ha.sa_data + 3, nb + 1, 3);
+	req.arp_flags = ATF_COM | ATF_PERM;
+	snprintf(req.arp_dev, sizeof(req.arp_dev), "%s", SELFTEST_IF);
+	if (ioctl(s, add ? SIOCSARP : SIOCDARP, &req) == 0)
+		ret = 0;
+
+cleanup:
+	close(s);
+	return ret;
+}
+
 /* Another address on the guest's subnet, neither ip nor gw nor the ends. */
 static struct in_addr
 neighbour(struct in_addr ip, struct in_addr gw, int prefix)
@@ -220,8 +277,8 @@ selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
 {
 	struct probe p[PROBES_MAX];
 	struct sockaddr_in6 *sin6;
-	struct in_addr out, dns;
-	int n = 0, i, passed = 0;
+	struct in_addr out, dns, nb = neighbour(ip, gw, prefix);
+	int n = 0, i, passed = 0, entry;
 
 	inet_pton(AF_INET, SELFTEST_OUTSIDE, &out);
 	inet_pton(AF_INET, SELFTEST_OUTSIDE_DNS, &dns);
@@ -230,8 +287,7 @@ selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
 	    proxy_port == SELFTEST_PORT ? SELFTEST_PORT + 1 : SELFTEST_PORT, 0);
 	probe_v4(&p[n++], "dns-gateway", gw, 53, 1);
 	probe_v4(&p[n++], "dns-outside", dns, 53, 1);
-	probe_v4(&p[n++], "tcp-neighbour", neighbour(ip, gw, prefix),
-	    SELFTEST_PORT, 0);
+	probe_v4(&p[n++], "tcp-neighbour", nb, SELFTEST_PORT, 0);
 	probe_v4(&p[n], "tcp-ipv6", out, 443, 0);
 	sin6 = (struct sockaddr_in6 *)&p[n].sa;
 	memset(sin6, 0, sizeof(*sin6));
@@ -240,9 +296,12 @@ selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
 	sin6->sin6_port = htons(443);
 	p[n++].salen = sizeof(*sin6);
 
+	entry = neighbour_entry(1, ip, nb);
 	for (i = 0; i < n; i++)
 		probe_start(&p[i]);
 	probes_wait(p, n, SELFTEST_PROBE_MS);
+	if (entry == 0)
+		neighbour_entry(0, ip, nb);
 	for (i = 0; i < n; i++) {
 		if (p[i].fd != -1)
 			close(p[i].fd);

@@ -165,8 +165,17 @@ ksb_env() {
 	if [ -n "${KSB_KERNEL:-}" ]; then
 		printf 'kernel = %s\nmodules-dir = %s\n' "$KSB_KERNEL" "$KSB_MODULES" >> "$T/ksb.conf"
 	fi
-	# KSB_TEST_CONF: more ksb.conf lines, e.g. 'template = on' to run a
-	# test's guests from a template.
+	# Guests boot the cold way unless the test set KSB_TEST_TEMPLATE:
+	# "default" leaves ksb-run's default (template = auto: from a
+	# template under TCG), anything else is written as the template
+	# setting.  A template is per state dir, so its boot and save would
+	# cost each test more than its restores save (README, Tests);
+	# agent.sh, git.sh, lifecycle.sh, live.sh and template.sh run on
+	# the default.
+	if [ "${KSB_TEST_TEMPLATE:-off}" != default ]; then
+		printf 'template = %s\n' "${KSB_TEST_TEMPLATE:-off}" >> "$T/ksb.conf"
+	fi
+	# KSB_TEST_CONF: more ksb.conf lines (the last of a key wins).
 	if [ -n "${KSB_TEST_CONF:-}" ]; then
 		printf '%s\n' "$KSB_TEST_CONF" >> "$T/ksb.conf"
 	fi
@@ -272,6 +281,20 @@ ksb_sql() {
 ksb_check() {
 	if eval "$2"; then echo "ok - $1"; pass=$((${pass:-0} + 1))
 	else echo "not ok - $1"; fails=$((${fails:-0} + 1)); fi
+}
+
+# ksb_check_template: where the template setting resolves on (as
+# --print-config says: under TCG by default), the test's guests started
+# from a template: its file is there (a restore that fails removes it, a
+# build that fails leaves none) and no start fell back to a boot.
+ksb_check_template() {
+	"$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --print-config 2>/dev/null |
+		grep -Eq '^template +=  *on ' || return 0
+	ksb_check "the guests started from a template (template on)" \
+		'[ -n "$(find "$T/state/templates" -type f ! -name .lock 2>/dev/null)" ] &&
+		 ! grep -rqs -e "booting the guest the cold way" \
+			-e "template: none to restore" "$T" --include="*.log" \
+			--include="*.err"'
 }
 
 # ksb_sql_is WANT QUERY: poll (bounded, 20 s) until QUERY against the audit
@@ -474,7 +497,8 @@ ksb_host_repo() {
 # purpose, for the enforcement self-test to find (its tcp-gateway probe):
 # a listener on the gateway's port 22 in $GW that appends "connect from
 # ADDR" to LOG per connection (for at most 240 s idle), and nft rules
-# accepting that port both ways on the bridge.  Returns once the listener
+# accepting that port both ways on the bridge (past the refusals in
+# prerouting too).  Returns once the listener
 # is up (LOG exists).  The hole stays until the namespace goes.
 ksb_open_hole() {
 	ip netns exec "$GW" python3 -c '
@@ -495,6 +519,8 @@ except socket.timeout:
 ' "$1" &
 	KSB_PIDS="$KSB_PIDS $!"
 	ksb_until 10 test -e "$1"
+	ip netns exec "$GW" nft insert rule inet ksb prerouting iifname ksb0 \
+		tcp dport 22 accept
 	ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 \
 		tcp dport 22 accept
 	ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 \

@@ -27,6 +27,7 @@ enum config_type {
 	T_LIST,
 	T_PATH,
 	T_BOOL,
+	T_AUTOBOOL, /* auto, or yes/no */
 	T_CPU,
 	T_MACHINE,
 	T_MODE,
@@ -55,8 +56,9 @@ static const struct config_key {
 	{ "command", T_STR, 0, 0, "/bin/bash -l" },
 	/* The guest's enforcement self-test (guest/selftest.c). */
 	{ "selftest", T_BOOL, 0, 0, "on" },
-	/* Start from a saved template (vmrunner/template.c). */
-	{ "template", T_BOOL, 0, 0, "off" },
+	/* Start from a saved template (vmrunner/template.c); auto: under
+	 * TCG (config_template). */
+	{ "template", T_AUTOBOOL, 0, 0, "auto" },
 	/* Git handoff (vmrunner/workspace.c). */
 	{ "repo", T_PATH, 0, 0, NULL },
 	{ "include-uncommitted", T_BOOL, 0, 0, "no" },
@@ -246,7 +248,19 @@ config_valid_url(const char *v)
 	return 1;
 }
 
-/* 90 lines: one check per kind of setting in the key table (numbers,
+/* yes/no, or auto/yes/no (T_AUTOBOOL).  0, or -1 and *cause. */
+static int
+config_validate_bool(
+    const struct config_key *k, const char *value, char **cause)
+{
+	if (config_bool(value) != -1 ||
+	    (k->type == T_AUTOBOOL && strcmp(value, "auto") == 0))
+		return 0;
+	return cause_set(cause, "%s: `%s' is not %s", k->name, value,
+	    k->type == T_BOOL ? "yes or no" : "auto, on or off");
+}
+
+/* 95 lines: one check per kind of setting in the key table (numbers,
  * sizes, choices, paths, URLs, CPU models, secrets), each with the
  * message that names its rule. */
 static int
@@ -325,10 +339,8 @@ config_validate(const struct config_key *k, const char *value, char **cause)
 			return cause_set(cause, "%s: empty path", k->name);
 		break;
 	case T_BOOL:
-		if (config_bool(value) == -1)
-			return cause_set(
-			    cause, "%s: `%s' is not yes or no", k->name, value);
-		break;
+	case T_AUTOBOOL:
+		return config_validate_bool(k, value, cause);
 	case T_STR:
 		if ((w = config_words(value, cause)) == NULL)
 			return -1;
@@ -544,6 +556,23 @@ config_uint(const struct config *c, const char *key)
 	if (config_bool(s) != -1)
 		return (uint64_t)config_bool(s);
 	return guestctl_parse_uint(s, strlen(s), ~0UL, &n) == 0 ? n : 0;
+}
+
+int
+config_template(struct config *c, enum qemu_accel accel)
+{
+	const char *v = config_get(c, "template");
+	char *origin;
+	int on;
+
+	if (v == NULL || strcmp(v, "auto") != 0)
+		return v != NULL && config_bool(v) == 1;
+	on = accel == QEMU_ACCEL_TCG;
+	xasprintf(&origin, "%s (auto: %s)", config_origin(c, "template"),
+	    on ? "TCG" : "KVM");
+	config_show(c, "template", on ? "on" : "off", origin);
+	free(origin);
+	return on;
 }
 
 /* --print-config --json: {"KEY":{"value":V,"origin":O},...}, lists as arrays. */

@@ -669,7 +669,8 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 /*
  * A template's extras: vmgenid (a new generation ID at each QEMU start,
  * so the guest kernel reseeds its RNG as it resumes: drivers/virt/
- * vmgenid.c), QMP on a socketpair for the save, -incoming for a restore.
+ * vmgenid.c), QMP on a socketpair for the save, -incoming for a restore
+ * (and QMP on another to see it run).
  */
 static void
 qemu_add_template(struct qemu_args *a, const struct qemu_config *cfg)
@@ -694,6 +695,14 @@ qemu_add_template(struct qemu_args *a, const struct qemu_config *cfg)
 	} else {
 		qemu_add(a, "-incoming");
 		qemu_addf(a, "fd:%d", cfg->incoming_fd);
+		if (cfg->restore_qmp_fd > 0) {
+			/* Did the restore run? (template_restore_wait) */
+			qemu_add(a, "-chardev");
+			qemu_addf(
+			    a, "socket,id=tqmp,fd=%d", cfg->restore_qmp_fd);
+			qemu_add(a, "-mon");
+			qemu_add(a, "chardev=tqmp,mode=control");
+		}
 	}
 }
 

@@ -44,6 +44,8 @@
 #define QEMU_HOME_FD	      7
 #define QEMU_FWD_FD	      8
 #define QEMU_TEMPLATE_FD      9	    /* template=on: -incoming fd: */
+#define QEMU_RESTORE_QMP_FD   10    /* ... and QMP to see it run */
+#define RESTORE_WAIT_MS	      60000 /* QEMU loads the template by then */
 #define KILL_GRACE_MS	      5000  /* SIGTERM -> SIGKILL */
 #define POWEROFF_GRACE_MS     10000 /* EXIT received -> QEMU must be gone */
 #define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGTERM QEMU */
@@ -136,6 +138,8 @@ struct run {
 	char *tpl_msg;	/* its INSTANCE message (holds a seed) */
 	char *tpl_path; /* the template restored */
 	size_t tpl_msg_len;
+	int tqmp_fd, child_tqmp; /* the restore's QMP: ours, QEMU's */
+	char **cold_argv;	 /* QEMU's argv if the restore fails */
 };
 
 /* --help: the usage, then one line per option (ksb-run(1) has the rest). */
@@ -204,8 +208,9 @@ run_help(void)
 	    "                       a named instance keeps both for its next "
 	    "start;\n"
 	    "                       --forward none, --display=none: without\n"
-	    "  --template on|off    restore a saved guest instead of booting "
-	    "(default off)\n"
+	    "  --template auto|on|off\n"
+	    "                       restore a saved guest instead of booting "
+	    "(auto: under TCG)\n"
 	    "  --state-dir dir, --control-socket path\n"
 	    "                       where instances live; the gateway's "
 	    "socket\n"
@@ -564,12 +569,13 @@ run_conf_layer(struct run *r, char **cause)
 	return 0;
 }
 
-/* KSB_ACCEL and KSB_MACHINE, between the project file and the flags. */
+/* KSB_ACCEL, KSB_MACHINE and KSB_TEMPLATE, between the project file and
+ * the flags. */
 static int
 run_env_layer(struct run *r, char **cause)
 {
 	static const char *const env[][2] = { { "KSB_ACCEL", "accel" },
-		{ "KSB_MACHINE", "machine" } };
+		{ "KSB_MACHINE", "machine" }, { "KSB_TEMPLATE", "template" } };
 	const char *v;
 	char *t;
 	size_t i;
@@ -588,8 +594,8 @@ run_env_layer(struct run *r, char **cause)
 }
 
 /*
- * Merge defaults < ksb.conf < project file < KSB_ACCEL and KSB_MACHINE <
- * flags into r->cfg,
+ * Merge defaults < ksb.conf < project file < KSB_ACCEL, KSB_MACHINE and
+ * KSB_TEMPLATE < flags into r->cfg,
  * then copy the effective values into r.  0 or -1 (logged).
  */
 static int
@@ -644,7 +650,6 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	/* 0 for "none" (an ephemeral instance not given --disk-size). */
 	r->disk_mib = config_uint(r->cfg, "disk-size");
 	r->selftest = config_uint(r->cfg, "selftest") != 0;
-	r->template = config_uint(r->cfg, "template") != 0;
 	r->kernel_opt = config_get(r->cfg, "kernel");
 	r->modules_opt = config_get(r->cfg, "modules");
 	r->accel_opt = config_get(r->cfg, "accel");
@@ -1030,7 +1035,7 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	sigset_t all;
 	pid_t pid;
 	size_t i, n;
-	int t, c, k, s = -1, h = -1, w, tf;
+	int t, c, k, s = -1, h = -1, w, tf, tq;
 
 	pid_t parent = getpid();
 
@@ -1051,17 +1056,21 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 			unsetenv(p + 5);
 	}
 	/* Above any fd we may clobber; dup2 then clears FD_CLOEXEC. */
-	t = fcntl(r->tap_fd, F_DUPFD_CLOEXEC, 10);
-	c = fcntl(child_ctl, F_DUPFD_CLOEXEC, 10);
-	k = fcntl(child_con, F_DUPFD_CLOEXEC, 10);
-	w = fcntl(r->child_fwd, F_DUPFD_CLOEXEC, 10);
+	t = fcntl(r->tap_fd, F_DUPFD_CLOEXEC, 20);
+	c = fcntl(child_ctl, F_DUPFD_CLOEXEC, 20);
+	k = fcntl(child_con, F_DUPFD_CLOEXEC, 20);
+	w = fcntl(r->child_fwd, F_DUPFD_CLOEXEC, 20);
 	if (r->secrets_fd != -1)
-		s = fcntl(r->secrets_fd, F_DUPFD_CLOEXEC, 10);
+		s = fcntl(r->secrets_fd, F_DUPFD_CLOEXEC, 20);
 	if (r->home_fd != -1)
-		h = fcntl(r->home_fd, F_DUPFD_CLOEXEC, 10);
+		h = fcntl(r->home_fd, F_DUPFD_CLOEXEC, 20);
 	if (r->tpl_fd != -1 &&
-	    ((tf = fcntl(r->tpl_fd, F_DUPFD_CLOEXEC, 10)) == -1 ||
+	    ((tf = fcntl(r->tpl_fd, F_DUPFD_CLOEXEC, 20)) == -1 ||
 		dup2(tf, QEMU_TEMPLATE_FD) == -1))
+		_exit(125);
+	if (r->child_tqmp != -1 &&
+	    ((tq = fcntl(r->child_tqmp, F_DUPFD_CLOEXEC, 20)) == -1 ||
+		dup2(tq, QEMU_RESTORE_QMP_FD) == -1))
 		_exit(125);
 	if (t == -1 || c == -1 || k == -1 || (r->secrets_fd != -1 && s == -1) ||
 	    (r->home_fd != -1 && h == -1) || dup2(t, QEMU_TAP_FD) == -1 ||
@@ -2198,6 +2207,48 @@ run_forward_start(struct run *r)
 	}
 }
 
+/*
+ * A restore: wait until its QEMU runs the guest (template_restore_wait;
+ * the guest waits for its INSTANCE message, the header's first bytes,
+ * meanwhile).  If QEMU quit first, the template cannot be loaded: it is
+ * removed and the guest boots the cold way, with the fds QEMU had (still
+ * ours: nothing was written to them).  0, or -1 (fork).
+ */
+static int
+run_restore_check(struct sup *s)
+{
+	struct run *r = s->r;
+	char *cause = NULL;
+	int st;
+
+	close(r->child_tqmp);
+	r->child_tqmp = -1;
+	st = template_restore_wait(r->tqmp_fd, RESTORE_WAIT_MS, &cause);
+	close(r->tqmp_fd);
+	r->tqmp_fd = -1;
+	if (st >= 0)
+		return 0;
+	kill(r->qemu_pid, SIGKILL); /* it is quitting: no second one */
+	waitpid(r->qemu_pid, &st, 0);
+	(void)unlink(r->tpl_path);
+	log_warnx("template %s: %s: removed; booting the guest the cold way",
+	    r->tpl_path, cause);
+	free(cause);
+	free(r->tpl_path);
+	r->tpl_path = NULL;
+	close(r->tpl_fd);
+	r->tpl_fd = -1;
+	r->bt.restored = 0;
+	/* No INSTANCE message for a booted guest. */
+	memmove(r->header, r->header + r->tpl_msg_len,
+	    r->header_len - r->tpl_msg_len);
+	r->header_len -= r->tpl_msg_len;
+	explicit_bzero(r->header + r->header_len, r->tpl_msg_len);
+	s->t0 = util_mono_ms();
+	r->qemu_pid = run_spawn(r, r->cold_argv, r->child_ctl, r->child_con);
+	return r->qemu_pid == -1 ? -1 : 0;
+}
+
 /* QEMU started with its fds; ours of them closed.  0 or -1 (fork). */
 static int
 sup_start(struct sup *s, char **qargv)
@@ -2206,7 +2257,8 @@ sup_start(struct sup *s, char **qargv)
 
 	s->t0 = util_mono_ms();
 	r->qemu_pid = run_spawn(r, qargv, r->child_ctl, r->child_con);
-	if (r->qemu_pid == -1) {
+	if (r->qemu_pid == -1 ||
+	    (r->tqmp_fd != -1 && run_restore_check(s) != 0)) {
 		log_warn("fork");
 		return -1;
 	}
@@ -2670,7 +2722,7 @@ run_init(struct run *r)
 	memset(r, 0, sizeof(*r));
 	r->lock_fd = r->gw_fd = r->tap_fd = r->ctl_fd = r->con_fd = -1;
 	r->sig_fd = r->secrets_fd = r->listen_fd = r->client_fd = -1;
-	r->home_fd = r->tpl_fd = -1;
+	r->home_fd = r->tpl_fd = r->tqmp_fd = r->child_tqmp = -1;
 	r->ready_fd = r->child_ctl = r->child_con = r->child_fwd = -1;
 	r->qemu_pid = -1;
 	r->t_start = util_mono_ms();
@@ -2705,6 +2757,25 @@ run_check_command(struct run *r, int argc, int first)
 }
 
 /*
+ * --print-config: template = auto as this host resolves it (KVM if accel
+ * is kvm, or auto and the KVM probe, cached in <state-dir>/cache, says
+ * yes; else TCG).
+ */
+static void
+run_print_template(struct run *r, const char *state_dir)
+{
+	const char *accel = config_get(r->cfg, "accel"), *why;
+	char *cache;
+	int kvm;
+
+	xasprintf(&cache, "%s/cache", state_dir);
+	kvm = strcmp(accel, "kvm") == 0 ||
+	    (strcmp(accel, "tcg") != 0 && qemu_kvm_usable_cached(cache, &why));
+	free(cache);
+	config_template(r->cfg, kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG);
+}
+
+/*
  * ksb.conf, then the settings (run_settings); --print-config prints them.
  * 0, or the exit status.
  */
@@ -2724,6 +2795,8 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 		return 2;
 	if (r->print_config) {
 		workspace_show_repo(r->cfg,
+		    r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir);
+		run_print_template(r,
 		    r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir);
 		config_print(r->cfg, stdout, r->json);
 		return 0;
@@ -2835,6 +2908,9 @@ run_preflight(struct run *r)
 		goto cleanup;
 	}
 	r->accel = kvm ? QEMU_ACCEL_KVM : QEMU_ACCEL_TCG;
+	r->template = config_template(r->cfg, r->accel);
+	log_debug("template %s (from %s)", r->template ? "on" : "off",
+	    config_origin(r->cfg, "template"));
 	run_cpu_warn(r, r->accel);
 	r->machine =
 	    qemu_machine_auto(r->accel, r->cpus, config_get(r->cfg, "machine"));
@@ -3086,6 +3162,23 @@ run_forward_setup(struct run *r)
 	return 0;
 }
 
+/* The restore's QMP socketpair (template_restore_wait).  0 (or -1 on
+ * failure: the restore goes on without it). */
+static int
+run_restore_pair(struct run *r, struct qemu_config *qc)
+{
+	int sp[2];
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) == -1) {
+		log_warn("socketpair");
+		return 0;
+	}
+	r->tqmp_fd = sp[0];
+	r->child_tqmp = sp[1];
+	qc->restore_qmp_fd = QEMU_RESTORE_QMP_FD;
+	return 0;
+}
+
 /*
  * template=on: the template (booted and saved first if there is none),
  * qc turned into its restore, and the instance's INSTANCE message.  0, or
@@ -3128,7 +3221,18 @@ run_template(struct run *r, struct qemu_config *qc)
 		r->bt.restored = 0;
 		return -1;
 	}
-	return 0;
+	return run_restore_pair(r, qc);
+}
+
+/* The argv that boots qc's guest (if its restore fails): r->cold_argv. */
+static int
+run_cold_argv(struct run *r, const struct qemu_config *qc, char **cause)
+{
+	struct qemu_config cold = *qc;
+
+	cold.template = QEMU_TEMPLATE_NONE;
+	cold.incoming_fd = cold.restore_qmp_fd = 0;
+	return qemu_argv(&cold, &r->cold_argv, cause);
 }
 
 /* The control and console socketpairs, and QEMU's argv for them. */
@@ -3190,7 +3294,8 @@ run_qemu_argv(struct run *r, char ***qargv)
 		log_warnx("template: none to restore, booting the guest");
 		qc.template = QEMU_TEMPLATE_NONE;
 	}
-	if (qemu_argv(&qc, qargv, &cause) != 0) {
+	if (qemu_argv(&qc, qargv, &cause) != 0 ||
+	    (r->tqmp_fd != -1 && run_cold_argv(r, &qc, &cause) != 0)) {
 		log_warnx("%s", cause);
 		free(cause);
 		return -1;
@@ -3342,7 +3447,7 @@ run_teardown(struct run *r, char **qargv, int status)
 	size_t i;
 	int *fds[] = { &r->ready_fd, &r->ctl_fd, &r->child_ctl, &r->con_fd,
 		&r->child_con, &r->tap_fd, &r->secrets_fd, &r->home_fd,
-		&r->child_fwd, &r->tpl_fd };
+		&r->child_fwd, &r->tpl_fd, &r->tqmp_fd, &r->child_tqmp };
 
 	forward_free(r->fwd); /* before the instance dir may go */
 	r->fwd = NULL;
@@ -3369,6 +3474,7 @@ run_teardown(struct run *r, char **qargv, int status)
 			close(*fds[i]);
 	secrets_free(r->secrets);
 	qemu_argv_free(qargv);
+	qemu_argv_free(r->cold_argv);
 	util_strv_free(r->command);
 	config_free(r->cfg);
 	free(r->flags);

@@ -13,6 +13,7 @@
  * seed in its INSTANCE message; vmgenid (a new generation ID at each
  * QEMU start) makes the guest kernel reseed as it resumes too.
  */
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -61,6 +62,24 @@ template_file_id(EVP_MD_CTX *md, const char *what, const char *path)
 		    what, path, (uintmax_t)st.st_dev, (uintmax_t)st.st_ino,
 		    (intmax_t)st.st_size, (intmax_t)st.st_mtim.tv_sec,
 		    st.st_mtim.tv_nsec);
+	EVP_DigestUpdate(md, buf, (size_t)n);
+}
+
+/*
+ * An instance disk's size: a guest kernel with virtio_blk built in (not
+ * Debian's: a module loaded after the restore) reads it as the template
+ * boots, and would keep it.
+ */
+static void
+template_disk_size(EVP_MD_CTX *md, const char *disk)
+{
+	struct stat st;
+	char buf[64];
+	int n;
+
+	if (disk == NULL || stat(disk, &st) != 0)
+		return;
+	n = snprintf(buf, sizeof(buf), "disk %jd\n", (intmax_t)st.st_size);
 	EVP_DigestUpdate(md, buf, (size_t)n);
 }
 
@@ -121,6 +140,7 @@ template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1])
 	template_file_id(md, "qemu", bin);
 	template_file_id(md, "kernel", qc->kernel);
 	template_file_id(md, "initrd", qc->initrd);
+	template_disk_size(md, qc->disk);
 	free(bin);
 	qemu_argv_free(argv);
 	if (EVP_DigestFinal_ex(md, d, &dlen) != 1 ||
@@ -289,6 +309,58 @@ template_qmp_migrated(struct template_qmp *q, char **cause)
 	}
 	return cause_set(cause, "the migration did not finish in %d s",
 	    TEMPLATE_SAVE_MS / 1000);
+}
+
+/* ---- a restore's start -------------------------------------------------- */
+
+/*
+ * One QMP object while waiting for a restore: 1 the guest runs (the
+ * query-status reply says "running", or a RESUME event: qapi/run-state.json),
+ * 0 not yet (the greeting, the capabilities' reply, other events).
+ */
+static int
+template_restore_line(struct json_object *o)
+{
+	struct json_object *v, *st;
+
+	if (json_object_object_get_ex(o, "event", &v))
+		return strcmp(json_object_get_string(v), "RESUME") == 0;
+	return json_object_object_get_ex(o, "return", &v) &&
+	    json_object_is_type(v, json_type_object) &&
+	    json_object_object_get_ex(v, "status", &st) &&
+	    strcmp(json_object_get_string(st), "running") == 0;
+}
+
+int
+template_restore_wait(int qmp, int timeout_ms, char **cause)
+{
+	static const char cmd[] = "{\"execute\":\"qmp_capabilities\"}\n"
+				  "{\"execute\":\"query-status\"}\n";
+	struct template_qmp *q = xcalloc(1, sizeof(*q));
+	int64_t deadline = util_mono_ms() + timeout_ms;
+	struct json_object *o;
+	int ret = -1;
+
+	q->fd = qmp;
+	if (send(qmp, cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) !=
+	    (ssize_t)sizeof(cmd) - 1) {
+		cause_set(cause, "QEMU quit before the guest ran (QMP: %s)",
+		    strerror(errno));
+		goto out;
+	}
+	while ((o = template_qmp_line(q, deadline)) != NULL) {
+		ret = template_restore_line(o);
+		json_object_put(o);
+		if (ret == 1)
+			goto out;
+	}
+	if (util_mono_ms() >= deadline)
+		ret = 0; /* undecided: the supervisor goes on */
+	else
+		ret = cause_set(cause, "QEMU quit before the guest ran");
+out:
+	free(q);
+	return ret;
 }
 
 /* ---- the template's boot ------------------------------------------------ */
@@ -575,12 +647,40 @@ template_prune(const char *dir, time_t now)
 	return n;
 }
 
+/*
+ * dir's .lock, held (flock(2), exclusive) while a template is booted and
+ * saved: one build at a time, the others wait and then restore its file
+ * (said when they must wait).  The fd (close to release), or -1: no lock,
+ * each start builds its own and renames it into place, as before.
+ */
+static int
+template_lock(const char *dir, const char *key)
+{
+	char *p;
+	int fd;
+
+	xasprintf(&p, "%s/.lock", dir);
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(p);
+	if (fd == -1 || flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return fd;
+	if (errno == EWOULDBLOCK) {
+		log_info("template %s: another start is booting a template; "
+			 "waiting for it",
+		    key);
+		if (flock(fd, LOCK_EX) == 0)
+			return fd;
+	}
+	close(fd);
+	return -1;
+}
+
 int
 template_open(const char *state_dir, const struct qemu_config *qc,
     const char *const *unset, int tap, int *built, char **pathp, char **cause)
 {
 	char key[TEMPLATE_KEY_LEN + 1], *dir = NULL, *path = NULL, *tmp = NULL;
-	int fd = -1, out, ok;
+	int fd = -1, out, ok, lock = -1;
 
 	*built = 0;
 	if (template_key(qc, key) != 0)
@@ -594,14 +694,19 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 		cause_set(cause, "%s: %s", dir, strerror(errno));
 		goto done;
 	}
+	if ((lock = template_lock(dir, key)) != -1 &&
+	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1)
+		goto done; /* another start built it meanwhile */
 	xasprintf(&tmp, "%s.%ld.tmp", path, (long)getpid());
 	if ((out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) ==
 	    -1) {
 		cause_set(cause, "%s: %s", tmp, strerror(errno));
 		goto done;
 	}
-	log_info("template %s: booting it once (kernel, initramfs or machine "
-		 "settings are new)",
+	/* Said at every verbosity: this start takes seconds longer. */
+	log_info("template %s: none yet for this kernel, initramfs and "
+		 "machine: booting it once and saving it (later starts "
+		 "restore it)",
 	    key);
 	template_prune(dir, time(NULL));
 	ok = template_build(qc, unset, tap, out, cause) == 0 && fsync(out) == 0;
@@ -616,6 +721,8 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 done:
 	if (fd == -1 && *cause == NULL)
 		cause_set(cause, "%s: %s", path, strerror(errno));
+	if (lock != -1)
+		close(lock);
 	free(tmp);
 	*pathp = fd != -1 ? path : NULL;
 	if (fd == -1)

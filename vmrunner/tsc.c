@@ -2,6 +2,8 @@
  * tsc.c: the host's TSC rate, which a TCG guest's TSC runs at (QEMU's
  * cpu_get_host_ticks is the host's RDTSC), measured once per host boot.
  */
+#include <sys/file.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -101,25 +103,46 @@ tsc_measure_khz(void)
 	return t1 >= 100000 && t1 <= 100000000 ? (unsigned)t1 : 0;
 }
 
+/* The kept rate (cache_dir's tsc-khz of this boot), or 0. */
+static unsigned
+tsc_kept_khz(const char *cache_dir)
+{
+	char val[16], *end;
+	unsigned long v;
+
+	if (util_boot_cache_get(cache_dir, "tsc-khz", val, sizeof(val)) != 0)
+		return 0;
+	errno = 0;
+	v = strtoul(val, &end, 10);
+	return errno == 0 && *end == '\0' && v <= 100000000 ? (unsigned)v : 0;
+}
+
 unsigned
 tsc_host_khz(const char *cache_dir)
 {
-	char val[16], *end, boot[64];
-	unsigned long v;
+	char val[16], boot[64], *lock;
 	unsigned khz;
+	int fd;
 
-	if (util_boot_cache_get(cache_dir, "tsc-khz", val, sizeof(val)) == 0) {
-		errno = 0;
-		v = strtoul(val, &end, 10);
-		if (errno == 0 && *end == '\0' && v <= 100000000)
-			return (unsigned)v;
-	}
+	if ((khz = tsc_kept_khz(cache_dir)) != 0)
+		return khz;
+	/* One measurement at a time: two first starts at once use the same
+	 * rate (it is on a template's command line: template_key). */
+	xasprintf(&lock, "%s/tsc-khz.lock", cache_dir);
+	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	free(lock);
+	if (fd != -1 && flock(fd, LOCK_EX) == 0 &&
+	    (khz = tsc_kept_khz(cache_dir)) != 0)
+		goto out;
 	/* A failed measurement (0) is not kept: it may work next time; nor
 	 * is one made without a boot ID to file it under. */
 	if ((khz = tsc_measure_khz()) == 0 ||
 	    util_boot_id(boot, sizeof(boot)) != 0)
-		return khz;
+		goto out;
 	snprintf(val, sizeof(val), "%u", khz);
 	(void)util_boot_cache_put(cache_dir, "tsc-khz", val);
+out:
+	if (fd != -1)
+		close(fd);
 	return khz;
 }

@@ -168,7 +168,9 @@ struct qemu_config {
 	 * ksb.template=1 alone on the kernel command line, MAC
 	 * QEMU_TEMPLATE_MAC, no fw_cfg files, QMP on incoming_fd (a
 	 * socket).  QEMU_TEMPLATE_RESTORE: the same machine, the
-	 * instance's fw_cfg files and QMP, -incoming fd:incoming_fd.
+	 * instance's fw_cfg files and QMP, -incoming fd:incoming_fd, and
+	 * QMP on restore_qmp_fd (a socket, if > 0) for
+	 * template_restore_wait.
 	 */
 	enum {
 		QEMU_TEMPLATE_NONE,
@@ -176,6 +178,7 @@ struct qemu_config {
 		QEMU_TEMPLATE_RESTORE
 	} template;
 	int incoming_fd;
+	int restore_qmp_fd;
 };
 /*
  * qemu_machine_problem: NULL if machine is one ksb can boot ("q35", "pc",
@@ -237,7 +240,8 @@ void qemu_argv_free(char **argv);
  * SHA-256 of the QEMU argv of its template's boot with what differs
  * between instances made equal (share and disk paths, the lease: none of
  * it is on a template's command line), and the identities (path, device,
- * inode, size, mtime) of the QEMU binary, kernel and initramfs.  0 or -1.
+ * inode, size, mtime) of the QEMU binary, kernel and initramfs, and the
+ * disk's size.  0 or -1.
  */
 int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
 /*
@@ -245,8 +249,9 @@ int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
  * read-only for -incoming fd:, booted and saved first (with the tap fd
  * tap, not yet QEMU's number, and qc's fd numbers for the child; the
  * environment variables of unset, NULL-terminated, removed) if there is
- * none; *built says so, *path (malloc'd) is the file's.  The fd, or -1
- * and *cause.
+ * none; *built says so, *path (malloc'd) is the file's.  One build at a
+ * time per state dir (flock(2) on templates/.lock): a start that finds
+ * one under way waits and restores its file.  The fd, or -1 and *cause.
  */
 int template_open(const char *state_dir, const struct qemu_config *qc,
     const char *const *unset, int tap, int *built, char **path, char **cause);
@@ -268,6 +273,15 @@ int template_prune(const char *dir, time_t now);
  */
 int template_instance_msg(
     const struct qemu_config *qc, char **out, size_t *len);
+/*
+ * template_restore_wait: wait (at most timeout_ms) on qmp, the restoring
+ * QEMU's QMP socket (qemu_config.restore_qmp_fd), until its guest runs:
+ * QEMU 7.2 exits when it cannot load the stream (migration/migration.c,
+ * process_incoming_migration_co), closing the socket.  1 the guest runs
+ * (query-status "running" or a RESUME event), 0 undecided at the
+ * deadline, -1 and *cause (malloc'd) if QEMU closed QMP before it ran.
+ */
+int template_restore_wait(int qmp, int timeout_ms, char **cause);
 
 /*
  * The guest CPU.  auto: "host" with KVM (everything the host has), else
@@ -341,7 +355,8 @@ unsigned tsc_measure_khz(void);
 /*
  * tsc_host_khz: tsc_measure_khz, kept in <cache_dir>/tsc-khz
  * ("<boot_id> <kHz>\n", like kvm-probe) so it is measured once per host
- * boot; a failed measurement (0) is not kept.
+ * boot; a failed measurement (0) is not kept.  Measurements are
+ * serialized (flock on tsc-khz.lock): racing first starts get one rate.
  */
 unsigned tsc_host_khz(const char *cache_dir);
 
@@ -395,6 +410,14 @@ char *const *config_list(const struct config *c, const char *key, size_t *n);
  * 1/0); 0 if unset.
  */
 uint64_t config_uint(const struct config *c, const char *key);
+/*
+ * config_template: the template setting resolved for accel: 1 (restore a
+ * saved template) or 0.  auto is on under TCG, whose cold boot costs
+ * seconds, and off under KVM, whose does not; an auto value is then shown
+ * (config_print) as on or off with "(auto: TCG)" or "(auto: KVM)" after
+ * its origin.
+ */
+int config_template(struct config *c, enum qemu_accel accel);
 /*
  * config_command: the command, split like sh(1) words with '…' and "…"
  * quoting (no expansion).  NULL-terminated, malloc'd (free with

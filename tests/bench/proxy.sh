@@ -161,6 +161,9 @@ ip -n "$G" link set eth0 up
 # tinyproxy and squid in GW on the bridge address, reachable by the guest.
 TPPID= SQPID=
 if [ -n "$OTHERS" ]; then
+# (prerouting too: past the refusal a guest gets for any other port)
+ip netns exec "$GW" nft insert rule inet ksb prerouting iifname ksb0 \
+	tcp dport '{ 3129, 3130 }' accept
 ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 \
 	tcp dport '{ 3129, 3130 }' accept
 ip netns exec "$GW" nft insert rule inet ksb output oifname ksb0 \
@@ -360,7 +363,12 @@ fi
 ksb_say "tunnels/s: $RATE_CONC and $RATE_HI at a time for $RATE_S s; latency: one at a time for $LAT_S s"
 for s in $SYSTEMS; do
 	: > "$T/rate.$s"; : > "$T/cpu.$s"; : > "$T/kcpu.$s"; : > "$T/ratehi.$s"; : > "$T/p50.$s"; : > "$T/p99.$s"
-	for r in $(seq 1 "$REPS"); do
+done
+# The systems take turns within each repetition (ksb, tinyproxy, ksb,
+# ...): on a shared machine the load drifts over minutes, and the ratios
+# compare runs seconds apart rather than a system's runs with another's.
+for r in $(seq 1 "$REPS"); do
+	for s in $SYSTEMS; do
 		p=${PIDOF[$s]:-}
 		if [ -z "${LATENCY_ONLY:-}" ]; then
 		c0=$( [ -n "$p" ] && cpu_s "$p" || echo 0)
@@ -401,6 +409,7 @@ ksb_say "load: $(uptime)"
 ksb_say "results (medians of $REPS)"
 # A run of some systems only (SYSTEMS=...) still prints its table; the
 # ratios need direct, ksb, tinyproxy and squid.
+[ -e "$T/idle" ] || echo 0 > "$T/idle"	# RATE_ONLY: no idle run
 for s in direct ksb ksbdns tinyproxy squid; do
 	for f in bulk rate ratehi p50 p99 cpu kcpu; do
 		[ -e "$T/$f.$s" ] || echo 0 > "$T/$f.$s"
@@ -428,6 +437,11 @@ printf 'tunnels/s ksb/tinyproxy   %5s @%s, %s @%s  (target >= 2)\n' \
 	"$(ratio "$rk" "$rt")" "$RATE_CONC" "$(ratio "$rkh" "$rth")" "$RATE_HI"
 printf 'proxy CPU/tunnel ksb/tinyproxy %s @%s (ksb includes its audit writer)\n' \
 	"$(ratio "$(med < "$T/cpu.ksb")" "$(med < "$T/cpu.tinyproxy")")" "$RATE_CONC"
+# ... and per repetition (the two runs seconds apart), with their median
+paste -d' ' "$T/cpu.ksb" "$T/cpu.tinyproxy" |
+	awk '$2 > 0 { printf "%.2f\n", $1 / $2 }' > "$T/pair"
+[ -s "$T/pair" ] && printf 'proxy CPU/tunnel ksb/tinyproxy by repetition: %s (median %s)\n' \
+	"$(paste -sd' ' "$T/pair")" "$(med < "$T/pair")"
 printf 'tunnels/s ksb/squid       %5s @%s, %s @%s\n' \
 	"$(ratio "$rk" "$(med < "$T/rate.squid")")" "$RATE_CONC" \
 	"$(ratio "$rkh" "$(med < "$T/ratehi.squid")")" "$RATE_HI"

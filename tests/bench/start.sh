@@ -7,12 +7,15 @@
 # (e.g. a worktree of main), alternating with this one, so both see the
 # same load; its column comes second.  On a shared machine the wall
 # figures are upper bounds; QEMU's CPU time is the steadier one.  The
-# "tpl" column is this tree with --template on (vmrunner/template.c): a
-# first run, not counted, boots and saves the template; each counted run
-# restores it.  KSB_BENCH_TEMPLATE=0 leaves it out.  KSB_BENCH_MACHINES=
-# "microvm q35" adds a column per machine type (this tree, --machine M),
-# alternating with the others.  Needs root, QEMU and a guest kernel (exit
-# 77).
+# "this" column is this tree booting the guest (--template off), the
+# "tpl" column this tree with --template on (vmrunner/template.c), the
+# "default" column this tree with no template flag (template = auto: a
+# template under TCG, a boot under KVM): a first run, not counted, boots
+# and saves the template; each counted run restores it.
+# KSB_BENCH_TEMPLATE=0 leaves the last two out.  KSB_BENCH_MACHINES=
+# "microvm q35" adds a column per machine type (this tree booting it:
+# --template off --machine M), alternating with the others.  Needs root,
+# QEMU and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -20,6 +23,7 @@ ksb_need_root
 command -v qemu-system-x86_64 >/dev/null || ksb_skip "needs qemu-system-x86_64"
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
 ksb_kernel
+KSB_TEST_TEMPLATE=default # ksb.conf: no template line (the default)
 ksb_env
 ksb_gateway
 N=${1:-5}
@@ -27,16 +31,19 @@ OTHER=${KSB_BENCH_OTHER:-}
 [ -z "$OTHER" ] || [ -x "$OTHER/ksb-run" ] || ksb_fail "$OTHER/ksb-run not built"
 mkdir -p "$T/empty"
 trees="this"
-[ "${KSB_BENCH_TEMPLATE:-1}" = 0 ] || trees="$trees tpl"
+[ "${KSB_BENCH_TEMPLATE:-1}" = 0 ] || trees="$trees tpl default"
 [ -z "$OTHER" ] || trees="$trees other"
 for m in ${KSB_BENCH_MACHINES:-}; do trees="$trees $m"; done
 # run_one TREE OUT: one ksb-run -v -- /bin/true of that tree.
 run_one() {
 	local b=$KSB_BUILDDIR extra=
 	[ "$1" = other ] && b=$OTHER
+	[ "$1" = this ] && extra="--template off"
 	[ "$1" = tpl ] && extra="--template on"
-	case " ${KSB_BENCH_MACHINES:-} " in *" $1 "*) extra="--machine $1" ;; esac
-	# shellcheck disable=SC2086 # extra: two words or none
+	case " ${KSB_BENCH_MACHINES:-} " in
+	*" $1 "*) extra="--template off --machine $1" ;;
+	esac
+	# shellcheck disable=SC2086 # extra: words or none
 	( cd "$T/empty" && timeout 300 ip netns exec "$GW" "$b/ksb-run" \
 		-f "$T/ksb.conf" -v $extra -- /bin/true < /dev/null > "$2.con" \
 		2> "$2" )

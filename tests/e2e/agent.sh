@@ -33,6 +33,7 @@ ksb_need_root
 ksb_need qemu-system-x86_64 /usr/bin/tmux /usr/bin/git /usr/bin/python3
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
+KSB_TEST_TEMPLATE=default # the default start: from a template under TCG
 ksb_env
 ksb_origin
 ksb_gateway
@@ -419,5 +420,6 @@ for h in $names; do
 	fi
 done
 
+ksb_check_template
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

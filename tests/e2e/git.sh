@@ -14,6 +14,7 @@ ksb_need_root
 # The guest's git is the host's /usr/bin/git.
 ksb_need qemu-system-x86_64 git
 ksb_kernel
+KSB_TEST_TEMPLATE=default # the default start: from a template under TCG
 ksb_env
 ksb_gateway
 
@@ -325,5 +326,6 @@ check "the command ran, in the agent's home, exit 0" \
 check "ksb-run reported the guest's failed clone" \
 	'grep -q "guest: workspace: git clone of /ksb/mirror.git failed" "$T/neg.err"'
 
+ksb_check_template
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]

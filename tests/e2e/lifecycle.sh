@@ -14,6 +14,7 @@ ksb_need_root
 ksb_need qemu-system-x86_64 /usr/sbin/mkfs.ext4 python3	# instance disks
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
+KSB_TEST_TEMPLATE=default # the default start: from a template under TCG
 ksb_env
 ksb_gateway
 
@@ -102,13 +103,14 @@ echo "idle named instance on disk: $(du -sh --apparent-size "$I/lc-named" | cut 
 
 ksb_say "resume keeps the disk"
 run --name lc-named -- /bin/sh -c 'cat ~/f ~/s ~/m ~/fw; echo x > /usr/local/y && echo usr-local-writable;
-	tr " " "\n" < /proc/cmdline | grep "^ksb.display="' \
+	for c in /proc/[0-9]*/cmdline; do tr "\0" " " <"$c"; echo; done 2>/dev/null |
+	sed -n "s/^Xvfb .*-screen 0 \([0-9x]*\) .*/xvfb=\1/p"' \
 	</dev/null >"$T/out-r" 2>"$T/err-r" || true
 cat "$T/out-r"; cat "$T/err-r" >&2
 ksb_check "resume keeps the forward (a listener for guest port 8000 again)" \
 	'grep -q "its 1 forward(s) of the last start" "$T/err-r" &&
 	 [ "$(grep -c " add listen=127.0.0.1:[0-9]* guest-port=8000$" "$I/lc-named/forward.log")" = 2 ]'
-ksb_check "resume keeps the display (ksb.display=320x240)" 'grep -qx "ksb.display=320x240" "$T/out-r"'
+ksb_check "resume keeps the display (Xvfb at 320x240)" 'grep -qx "xvfb=320x240x24" "$T/out-r"'
 ksb_check "audit: the forward added and removed at both starts" \
 	'ksb_sql_is "2|2" "SELECT sum(event = '"'add'"'), sum(event = '"'remove'"' AND reason = '"'stopped'"') FROM forwards WHERE instance = '"'lc-named'"' AND guest_port = 8000"'
 ksb_check "kept.conf has them" 'grep -qx "forward=127.0.0.1:0:8000" "$I/lc-named/kept.conf" && grep -qx "display=320x240" "$I/lc-named/kept.conf"'
@@ -214,5 +216,6 @@ ksb_check "preflight: missing secret reported" 'grep -Eq "^MISSING +secret .*KSB
 ksb_check "preflight: exit 1" '[ "$rc" = 1 ]'
 ksb_check "preflight: gateway OK" 'grep -Eq "^OK +gateway" "$T/pre"'
 
+ksb_check_template
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

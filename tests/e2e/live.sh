@@ -20,6 +20,7 @@ ksb_need qemu-system-x86_64
 [ -x /usr/bin/xlogo ] || ksb_skip "needs /usr/bin/xlogo (Debian package x11-apps)"
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
+KSB_TEST_TEMPLATE=default # the default start: from a template under TCG
 ksb_env
 ksb_gateway
 
@@ -228,5 +229,6 @@ ksb_check "ksbctl audit verify: the forward records are chained" 'ctl audit veri
 ksb_check "audit export has every forward record" \
 	'[ "$(ctl audit export --jsonl | grep -c "\"kind\":\"forward\"")" = "$(ksb_sql "SELECT count(*) FROM forwards")" ]'
 
+ksb_check_template
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS"

@@ -227,8 +227,8 @@ snap() {
 	echo "spoofip=$(ctr bridge prerouting 'ether type ip counter')"
 	echo "spoofarp=$(ctr bridge prerouting 'ether type arp counter')"
 	echo "ipv6=$(ctr bridge prerouting 'ether type ip6 counter')"
-	echo "udp53=$(ctr inet input 'udp dport 53 counter')"
-	echo "tcp853=$(ctr inet input 'tcp dport 853 counter')"
+	echo "udp53=$(ctr inet prerouting 'reject with icmpx')"
+	echo "tcp853=$(ctr inet prerouting 'reject with tcp reset')"
 	echo "fwd=$(ctr inet forward 'iifname "ksb0" counter')"
 }
 snap > "$T/ctr0"
@@ -275,7 +275,7 @@ ksb_check "the guest ran all steps" 'grep -q "^KSBT done" "$T/console.log"'
 ksb_check "guest came up with the lease ($VM_IP, $VM_MAC)" '[ "$(res up)" = "$VM_IP/24 mac $VM_MAC" ]'
 snap > "$T/ctr1"
 d() { echo $(( $(sed -n "s/^$1=//p" "$T/ctr1") - $(sed -n "s/^$1=//p" "$T/ctr0") )); }
-echo "# counter deltas: spoofed IPv4 $(d spoofip), spoofed ARP $(d spoofarp), IPv6 $(d ipv6), UDP 53 $(d udp53), TCP 853 $(d tcp853), forward from bridge $(d fwd)"
+echo "# counter deltas: spoofed IPv4 $(d spoofip), spoofed ARP $(d spoofarp), IPv6 $(d ipv6), UDP refused $(d udp53), TCP refused $(d tcp853), forward from bridge $(d fwd)"
 
 ksb_say "a) the proxy, normally"
 ksb_check "403 for denied.test: '$(res a)'" '[ "$(res a)" = "HTTP/1.1 403 Forbidden" ]'
@@ -306,9 +306,11 @@ ksb_check "UDP 53 beyond the gateway: no answer ($(res "e-udp53 $ORIGIN_IP"))" '
 ksb_check "TCP 853 to the gateway failed" '[ "$(res "e-tcp853 10.77.0.1")" = failed ]'
 ksb_check "TCP 853 beyond the gateway failed" '[ "$(res "e-tcp853 $ORIGIN_IP")" = failed ]'
 ksb_check "witnesses heard nothing: '$(tr '\n' ';' < "$T/witness")'" '[ ! -s "$T/witness" ]'
-ksb_check "UDP 53 to the gateway counted ($(d udp53))" '[ "$(d udp53)" -ge 1 ]'
-ksb_check "TCP 853 to the gateway counted ($(d tcp853))" '[ "$(d tcp853)" -ge 1 ]'
-ksb_check "traffic to the other namespace dropped in forward ($(d fwd))" '[ "$(d fwd)" -ge 2 ]'
+# A registered guest's own UDP and TCP are refused before routing (ICMP
+# prohibited, a reset): to the gateway and beyond, nothing forwarded.
+ksb_check "UDP 53 (gateway and beyond) refused and counted ($(d udp53))" '[ "$(d udp53)" -ge 2 ]'
+ksb_check "TCP 853 (gateway and beyond) refused and counted ($(d tcp853))" '[ "$(d tcp853)" -ge 2 ]'
+ksb_check "nothing from the guest reached forward ($(d fwd))" '[ "$(d fwd)" = 0 ]'
 ksb_say "f) IPv6"
 ksb_check "no reply to ff02::1 ($(res f))" '[ "$(res f)" = replies=0 ]'
 ksb_check "IPv6 frames dropped and counted ($(d ipv6))" '[ "$(d ipv6)" -ge 2 ]'

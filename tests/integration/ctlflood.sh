@@ -92,6 +92,24 @@ ksb_check "all $N refusals counted: $(grep -o '([0-9]* refused since start)' "$T
 	'[ "$(grep -o "([0-9]* refused since start)" "$T/gatewayd.log" | tail -n 1 | tr -dc 0-9)" -gt "$N" ]'
 ksb_check "logged at a bounded rate: $lines lines in $((SECONDS - start)) s (flood $flood_s s), at most $bound" \
 	'[ "$lines" -le "$bound" ]'
+# The line limit (proto/ctl.h: CTL_LINE_MAX bytes, its '\n' included):
+# 4096 bytes with the '\n' are a request, one more byte is not, and
+# neither is 4096 bytes still waiting for theirs.
+edge() {
+	timeout 20 python3 -c 'import socket,sys
+s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1])
+n=int(sys.argv[2]); s.sendall(b"X"*n + (b"\n" if sys.argv[3]=="nl" else b""))
+print(s.makefile().readline().strip())' "$T/gateway.sock" "$1" "$2"
+}
+got=$(edge 4095 nl 2>&1) || true
+ksb_check "a line of CTL_LINE_MAX bytes is read: '$got'" \
+	'[ -n "$got" ] && [ "${got#ERR request too long}" = "$got" ]'
+got=$(edge 4096 nl 2>&1) || true
+ksb_check "one byte more is refused: '$got'" \
+	'[ "${got#ERR request too long}" != "$got" ]'
+got=$(edge 4096 no 2>&1) || true
+ksb_check "CTL_LINE_MAX bytes with no end refused: '$got'" \
+	'[ "$got" = "ERR request too long" ]'
 echo go >&"$GO"
 exec {GO}>&-
 ksb_check "gateway alive" 'kill -0 "$KSB_GATEWAY_PID"'

@@ -64,19 +64,57 @@ test_config(void)
 	CHECK(config_parse_size("63M", &mib) == -1 && config_parse_size("G", &mib) == -1,
 	    "sizes below 64M or without digits refused");
 	cause = NULL;
-	CHECK(config_uint(c, "template") == 0 &&
+	CHECK(strcmp(config_get(c, "template"), "auto") == 0 &&
 	    strcmp(config_origin(c, "template"), "default") == 0,
-	    "template: off by default");
+	    "template: auto by default");
 	CHECK(config_set(c, CONFIG_CONF, "template", "on", "ksb.conf", &cause) ==
 		0 &&
 	    config_set(c, CONFIG_FLAG, "template", "off", "--template",
 		&cause) == 0 &&
-	    config_uint(c, "template") == 0 &&
+	    config_template(c, QEMU_ACCEL_TCG) == 0 &&
 	    strcmp(config_origin(c, "template"), "--template") == 0,
-	    "template: ksb.conf's on, the flag's off wins");
+	    "template: ksb.conf's on, the flag's off wins, also under TCG");
 	CHECK(config_set(c, CONFIG_FILE, "template", "maybe", "p.conf:1",
-		  &cause) == -1,
-	    "template: only a boolean");
+		  &cause) == -1 &&
+	    strstr(cause, "`maybe' is not auto, on or off") != NULL,
+	    "template: auto or a boolean (%s)", cause);
+	free(cause);
+	config_free(c);
+}
+
+/* template = auto: on under TCG, off under KVM, shown resolved. */
+static void
+test_template_auto(void)
+{
+	struct config *c = config_new();
+	char *cause = NULL;
+
+	CHECK(config_template(c, QEMU_ACCEL_TCG) == 1 &&
+	    strcmp(config_get(c, "template"), "on") == 0 &&
+	    strcmp(config_origin(c, "template"), "default (auto: TCG)") == 0,
+	    "template auto under TCG: on, shown as such (%s)",
+	    config_origin(c, "template"));
+	config_free(c);
+	c = config_new();
+	CHECK(config_template(c, QEMU_ACCEL_KVM) == 0 &&
+	    strcmp(config_get(c, "template"), "off") == 0 &&
+	    strcmp(config_origin(c, "template"), "default (auto: KVM)") == 0,
+	    "template auto under KVM: off (the KVM path as it was)");
+	CHECK(config_set(c, CONFIG_FILE, "template", "auto", "p.conf:2",
+		  &cause) == 0 &&
+	    config_template(c, QEMU_ACCEL_TCG) == 1 &&
+	    strcmp(config_origin(c, "template"), "p.conf:2 (auto: TCG)") == 0,
+	    "template auto from a file keeps its origin");
+	CHECK(config_set(c, CONFIG_FLAG, "template", "on", "--template",
+		  &cause) == 0 &&
+	    config_template(c, QEMU_ACCEL_KVM) == 1 &&
+	    strcmp(config_get(c, "template"), "on") == 0 &&
+	    strcmp(config_origin(c, "template"), "--template") == 0,
+	    "template on under KVM: on, as asked");
+	CHECK(config_set(c, CONFIG_FLAG, "template", "no", "--template",
+		  &cause) == 0 &&
+	    config_template(c, QEMU_ACCEL_TCG) == 0,
+	    "template no under TCG: off");
 	free(cause);
 	config_free(c);
 }
@@ -124,5 +162,6 @@ main(void)
 	log_init("test_config", 0);
 	test_config();
 	test_config_cpu();
+	test_template_auto();
 	return tap_done();
 }

@@ -275,9 +275,51 @@ main(void)
 				    "inet set: ipv4_addr, 4 bytes");
 		}
 	}
-	CHECK(chains == 5, "5 chains (inet input/forward/output, bridge "
-	    "prerouting/forward): %d", chains);
-	CHECK(sets == 2, "2 sets: %d", sets);
+	CHECK(chains == 6, "6 chains (inet prerouting/input/forward/output, "
+	    "bridge prerouting/forward): %d", chains);
+	CHECK(sets == 3, "3 sets (guests twice, the refusals' meter): %d",
+	    sets);
+	for (i = 0; i < n; i++)
+		if (m[i].type == NFT_MSG_NEWCHAIN &&
+		    m[i].family == NFPROTO_INET &&
+		    strcmp(m[i].chain, "prerouting") == 0)
+			break;
+	CHECK(i < n && m[i].hook == NF_INET_PRE_ROUTING && m[i].prio == 0,
+	    "inet prerouting: hook prerouting, priority 0");
+
+	/* inet prerouting: the proxy passes, TCP reset, UDP ICMP, rated. */
+	CHECK(rules_in(m, n, NFPROTO_INET, "prerouting") == 3,
+	    "inet prerouting has 3 rules: %d",
+	    rules_in(m, n, NFPROTO_INET, "prerouting"));
+	CHECK(!has(m, n, NFPROTO_INET, "prerouting", 0, "lookup") &&
+	    has(m, n, NFPROTO_INET, "prerouting", 0, "0x01004d0a") &&
+	    has(m, n, NFPROTO_INET, "prerouting", 0, "0x0000380c") &&
+	    has(m, n, NFPROTO_INET, "prerouting", 0, "accept") &&
+	    !has(m, n, NFPROTO_INET, "prerouting", 0, "reject"),
+	    "inet prerouting 1: to 10.77.0.1:3128 passes (input checks the "
+	    "source)");
+	for (k = 1; k <= 2; k++)
+		CHECK(has(m, n, NFPROTO_INET, "prerouting", k,
+			  "lookup reg 1 set guests") &&
+		    has(m, n, NFPROTO_INET, "prerouting", k,
+			"dynset update reg_key 1 set refusals expr [ limit "
+			"rate 50/second burst 50 type packets flags 0x0 ]") &&
+		    has(m, n, NFPROTO_INET, "prerouting", k, "counter") &&
+		    !has(m, n, NFPROTO_INET, "prerouting", k, "immediate"),
+		    "inet prerouting %d: registered source, 50/s per guest, "
+		    "counted, no verdict after the reject", k + 1);
+	CHECK(has(m, n, NFPROTO_INET, "prerouting", 1, "cmp eq reg 1 0x00000006") &&
+	    has(m, n, NFPROTO_INET, "prerouting", 1, "reject type 1 code 0"),
+	    "inet prerouting 2: TCP, reject with tcp reset");
+	CHECK(has(m, n, NFPROTO_INET, "prerouting", 2, "cmp eq reg 1 0x00000011") &&
+	    has(m, n, NFPROTO_INET, "prerouting", 2, "reject type 2 code 3"),
+	    "inet prerouting 3: UDP, reject with icmpx admin-prohibited");
+	for (i = 0; i < n; i++)
+		if (m[i].type == NFT_MSG_NEWSET && strcmp(m[i].text,
+		    "refusals") == 0)
+			break;
+	CHECK(i < n && m[i].family == NFPROTO_INET && m[i].keylen == 4 &&
+	    m[i].keytype == 7, "meter refusals: inet, ipv4_addr");
 
 	/* inet input: accept first, then counted drops, catch-all last. */
 	CHECK(rules_in(m, n, NFPROTO_INET, "input") == 8,
@@ -319,38 +361,65 @@ main(void)
 	    has(m, n, NFPROTO_INET, "forward", 0, "drop") &&
 	    has(m, n, NFPROTO_INET, "forward", 1, "drop"),
 	    "inet forward: from and to the bridge dropped");
-	CHECK(rules_in(m, n, NFPROTO_INET, "output") == 2 &&
+	CHECK(rules_in(m, n, NFPROTO_INET, "output") == 4 &&
+	    has(m, n, NFPROTO_INET, "output", 0, "0x0000380c") &&
 	    has(m, n, NFPROTO_INET, "output", 0, "accept") &&
-	    has(m, n, NFPROTO_INET, "output", 1, "drop"),
-	    "inet output: proxy replies, nothing else");
+	    has(m, n, NFPROTO_INET, "output", 3, "drop"),
+	    "inet output: proxy replies, refusals, nothing else");
+	CHECK(has(m, n, NFPROTO_INET, "output", 1, "lookup reg 1 set guests") &&
+	    has(m, n, NFPROTO_INET, "output", 1, "payload load 1b @ transport header + 13") &&
+	    has(m, n, NFPROTO_INET, "output", 1, "& 0x00000004") &&
+	    has(m, n, NFPROTO_INET, "output", 1, "accept"),
+	    "inet output 2: a reset to a registered guest");
+	CHECK(has(m, n, NFPROTO_INET, "output", 2, "lookup reg 1 set guests") &&
+	    has(m, n, NFPROTO_INET, "output", 2, "cmp eq reg 1 0x00000003") &&
+	    has(m, n, NFPROTO_INET, "output", 2, "cmp eq reg 1 0x0000000d") &&
+	    has(m, n, NFPROTO_INET, "output", 2, "accept"),
+	    "inet output 3: ICMP prohibited (3/13) to a registered guest");
 
-	CHECK(rules_in(m, n, NFPROTO_BRIDGE, "prerouting") == 6,
-	    "bridge prerouting has 6 rules");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "payload load 2b @ link header + 12") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "0x00000008") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "payload load 6b @ link header + 6 => reg 12") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "payload load 4b @ network header + 12 => reg 14") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "lookup reg 1 set guests") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "accept"),
-	    "bridge 1: ether type ip, iifname . ether saddr . ip saddr @guests accept");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "cmp eq reg 1 0x7462736b ]"),
-	    "bridge 1: iifname prefix ksbt (4-byte compare)");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "0x00000608") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload load 6b @ network header + 8 => reg 12") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload load 4b @ network header + 14 => reg 14"),
-	    "bridge 2: ARP sender MAC and IP both looked up");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "0x00000008") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "counter") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "drop"),
-	    "bridge 3: spoofed IPv4 counted and dropped");
+	CHECK(rules_in(m, n, NFPROTO_BRIDGE, "prerouting") == 8,
+	    "bridge prerouting has 8 rules");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "cmp eq reg 1 0x00000008") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "payload load 2b @ network header + 6 => reg 1") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "& 0x0000ff3f") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "cmp neq reg 1 0x00000000") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "counter") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 0, "drop"),
+	    "bridge 1: IPv4 fragments (MF or an offset) counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload load 6b @ link header + 0 => reg 1") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "cmp neq reg 1 0x4d736b02 0x00000100") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "& 0x00000001 0x00000000") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "lookup reg 1 set guests") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "payload write reg 1 => 6b @ link header + 0") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "meta set pkttype with reg 1") &&
+	    !has(m, n, NFPROTO_BRIDGE, "prerouting", 1, "accept"),
+	    "bridge 2: a registered guest's unicast IPv4 for another MAC "
+	    "goes to 02:6b:73:4d:00:01 (the host), no verdict");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 2b @ link header + 12") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "0x00000008") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 6b @ link header + 6 => reg 12") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "payload load 4b @ network header + 12 => reg 14") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "lookup reg 1 set guests") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "accept"),
+	    "bridge 3: ether type ip, iifname . ether saddr . ip saddr @guests accept");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 2, "cmp eq reg 1 0x7462736b ]"),
+	    "bridge 3: iifname prefix ksbt (4-byte compare)");
 	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "0x00000608") &&
-	    has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "drop"),
-	    "bridge 4: spoofed ARP counted and dropped");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "0x0000dd86") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "payload load 6b @ network header + 8 => reg 12") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 3, "payload load 4b @ network header + 14 => reg 14"),
+	    "bridge 4: ARP sender MAC and IP both looked up");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "0x00000008") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "counter") &&
 	    has(m, n, NFPROTO_BRIDGE, "prerouting", 4, "drop"),
-	    "bridge 5: IPv6 (0x86dd) counted and dropped");
-	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 5, "drop"),
-	    "bridge 6: every other ethertype dropped");
+	    "bridge 5: spoofed IPv4 counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 5, "0x00000608") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 5, "drop"),
+	    "bridge 6: spoofed ARP counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 6, "0x0000dd86") &&
+	    has(m, n, NFPROTO_BRIDGE, "prerouting", 6, "drop"),
+	    "bridge 7: IPv6 (0x86dd) counted and dropped");
+	CHECK(has(m, n, NFPROTO_BRIDGE, "prerouting", 7, "drop"),
+	    "bridge 8: every other ethertype dropped");
 	CHECK(rules_in(m, n, NFPROTO_BRIDGE, "forward") == 2 &&
 	    has(m, n, NFPROTO_BRIDGE, "forward", 0, "drop") &&
 	    has(m, n, NFPROTO_BRIDGE, "forward", 1, "drop"),
@@ -389,9 +458,15 @@ main(void)
 	buf = NULL;
 	r = nft_guest_batch(0, "ksbt2", g[0].mac, g[0].addr, &buf, &len, &cause);
 	n = r == 0 ? parse(buf, len, m) : 0;
-	CHECK(n == 6 && envelope_ok(m, n) && m[1].type == NFT_MSG_NEWSETELEM &&
+	CHECK(n == 8 && envelope_ok(m, n) && m[1].type == NFT_MSG_NEWSETELEM &&
 	    m[3].type == NFT_MSG_DELSETELEM && m[4].type == NFT_MSG_DELSETELEM,
 	    "del: add-then-delete in one batch (never ENOENT)");
+	CHECK(n == 8 && m[5].type == NFT_MSG_NEWSETELEM &&
+	    m[6].type == NFT_MSG_DELSETELEM && m[5].family == NFPROTO_INET &&
+	    strcmp(m[5].text, "refusals") == 0 &&
+	    strcmp(m[6].text, "refusals") == 0 && m[6].nelem == 1 &&
+	    memcmp(m[6].elem[0], &g[0].addr, 4) == 0,
+	    "del: the guest's meter entry goes too (add-then-delete)");
 	free(buf);
 	buf = NULL;
 

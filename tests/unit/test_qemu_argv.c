@@ -528,6 +528,33 @@ devices_of(char **argv, char *out, size_t cap)
 		}
 }
 
+/* Two disks of one size: one key; another size: another (template_key). */
+static void
+test_template_key_disk(const struct qemu_config *c)
+{
+	char p1[] = "/tmp/test_qemu_argv.XXXXXX";
+	char p2[] = "/tmp/test_qemu_argv.XXXXXX";
+	char k1[TEMPLATE_KEY_LEN + 1], k2[TEMPLATE_KEY_LEN + 1];
+	struct qemu_config a = *c, b = *c;
+	int f1 = mkstemp(p1), f2 = mkstemp(p2);
+
+	if (f1 == -1 || f2 == -1 || ftruncate(f1, 8LL << 30) != 0 ||
+	    ftruncate(f2, 8LL << 30) != 0) {
+		CHECK(0, "temporary disk images");
+		return;
+	}
+	a.disk = p1;
+	b.disk = p2;
+	CHECK(template_key(&a, k1) == 0 && template_key(&b, k2) == 0 &&
+	    strcmp(k1, k2) == 0, "two disks of one size: one key");
+	CHECK(ftruncate(f2, 16LL << 30) == 0 && template_key(&b, k2) == 0 &&
+	    strcmp(k1, k2) != 0, "a disk of another size: another key");
+	close(f1);
+	close(f2);
+	unlink(p1);
+	unlink(p2);
+}
+
 /* vmrunner/qemu.c and template.c: a template's boot, its restore, the key
  * and the INSTANCE message. */
 static void
@@ -551,6 +578,7 @@ test_argv_template(void)
 	c.template = QEMU_TEMPLATE_BOOT;
 	CHECK(qemu_argv(&c, &boot, &cause) == 0, "template boot builds");
 	c.template = QEMU_TEMPLATE_RESTORE;
+	c.restore_qmp_fd = 10;
 	CHECK(qemu_argv(&c, &rest, &cause) == 0, "template restore builds");
 	if (boot == NULL || rest == NULL)
 		return;
@@ -573,6 +601,9 @@ test_argv_template(void)
 	    has_pair(rest, "-qmp", "unix:/run/q.sock,server=on,wait=off") &&
 	    strstr(value_of(rest, "-fw_cfg"), "secrets") != NULL,
 	    "the restore: -incoming fd:9, the instance's QMP and fw_cfg");
+	CHECK(has_pair(rest, "-chardev", "socket,id=tqmp,fd=10") &&
+	    has_pair(rest, "-mon", "chardev=tqmp,mode=control"),
+	    "the restore's own QMP on restore_qmp_fd (did it run?)");
 	devices_of(boot, db, sizeof(db));
 	devices_of(rest, dr, sizeof(dr));
 	CHECK(strcmp(db, dr) == 0 && strstr(db, "vmgenid,guid=auto") != NULL,
@@ -598,6 +629,7 @@ test_argv_template(void)
 	d.nshares = 0;
 	CHECK(template_key(&d, k2) == 0 && strcmp(k1, k2) != 0,
 	    "the key changes with the number of shares");
+	test_template_key_disk(&c);
 
 	CHECK(template_instance_msg(&c, &msg, &len) == 0 &&
 	    template_instance_msg(&c, &msg2, &len2) == 0, "INSTANCE builds");
