@@ -25,7 +25,9 @@
 # The goal (issue 19) is 16 idle 2 GiB guests on a 24 GiB host with no
 # swapping and guest 1's turn at most 2x its time with one guest.  Stops
 # early when a guest does not go idle in 600 s, MemAvailable falls under
-# 1 GiB or swap is used.  Needs root, QEMU, the built tree, a guest kernel
+# 1 GiB or swap is used.  Guests boot the cold way unless
+# KSB_TEST_TEMPLATE=default (ksb-run's default start: from a template under
+# TCG); the header says which.  Needs root, QEMU, the built tree, a guest kernel
 # and the agents (exit 77); not in TESTS.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -103,6 +105,10 @@ git commit -qm a1-turn$1 && echo done-a1-turn$1" > "$T/turn.$1" 2>&1 || true
 }
 
 ksb_say "load: $(uptime); MemAvailable $(meminfo MemAvailable) MiB"
+# How the guests start (KSB_TEST_TEMPLATE=default: ksb-run's default, from
+# a template under TCG; else the cold boot tests/lib.sh sets)
+ksb_say "start: $("$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --print-config |
+	grep '^template ')"
 printf '%3s %6s %6s %6s %8s %8s %14s %8s %6s %8s %8s %8s\n' n rss anon held \
 	rss-all anon-all "idle-cpu %(1)" avail swap first-s turn-s boot-s
 swap0=$(( $(meminfo SwapTotal) - $(meminfo SwapFree) ))
@@ -135,3 +141,5 @@ for n in $(seq 1 "$N"); do
 		{ echo "stopping: host memory is short"; break; }
 done
 ksb_say "load: $(uptime)"
+ksb_say "templates: $(find "$T/state/templates" -type f ! -name .lock \
+	2>/dev/null | wc -l) saved"

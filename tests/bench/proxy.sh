@@ -392,6 +392,7 @@ for r in $(seq 1 "$REPS"); do
 		echo "$2" >> "$T/rate.$s"
 		echo "$us" >> "$T/cpu.$s"
 		echo "$ks" >> "$T/kcpu.$s"
+		echo "$ss" >> "$T/parent.$s"
 		# shellcheck disable=SC2046
 		set -- $(lg rate "$(addr "$s")" "$RATE_S" "$RATE_HI" $(via "$s"))
 		echo "$s run $r: $RATE_HI at a time: $2 tunnels/s (p50 $3 ms, p99 $4 ms, errors $5)"
@@ -411,7 +412,7 @@ ksb_say "results (medians of $REPS)"
 # ratios need direct, ksb, tinyproxy and squid.
 [ -e "$T/idle" ] || echo 0 > "$T/idle"	# RATE_ONLY: no idle run
 for s in direct ksb ksbdns tinyproxy squid; do
-	for f in bulk rate ratehi p50 p99 cpu kcpu; do
+	for f in bulk rate ratehi p50 p99 cpu kcpu parent; do
 		[ -e "$T/$f.$s" ] || echo 0 > "$T/$f.$s"
 	done
 done
@@ -442,6 +443,13 @@ paste -d' ' "$T/cpu.ksb" "$T/cpu.tinyproxy" |
 	awk '$2 > 0 { printf "%.2f\n", $1 / $2 }' > "$T/pair"
 [ -s "$T/pair" ] && printf 'proxy CPU/tunnel ksb/tinyproxy by repetition: %s (median %s)\n' \
 	"$(paste -sd' ' "$T/pair")" "$(med < "$T/pair")"
+# ... and without ksb's parent (its audit writer and loop): the proxy
+# process alone against all of tinyproxy, the floor of the ratio
+paste -d' ' "$T/cpu.ksb" "$T/parent.ksb" "$T/cpu.tinyproxy" 2>/dev/null |
+	awk 'NF == 3 && $3 > 0 { printf "%.2f\n", ($1 - $2) / $3 }' \
+	> "$T/pairproxy"
+[ -s "$T/pairproxy" ] && printf 'proxy CPU/tunnel ksb proxy process alone/tinyproxy by repetition: %s (median %s)\n' \
+	"$(paste -sd' ' "$T/pairproxy")" "$(med < "$T/pairproxy")"
 printf 'tunnels/s ksb/squid       %5s @%s, %s @%s\n' \
 	"$(ratio "$rk" "$(med < "$T/rate.squid")")" "$RATE_CONC" \
 	"$(ratio "$rkh" "$(med < "$T/ratehi.squid")")" "$RATE_HI"
