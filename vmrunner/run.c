@@ -135,6 +135,7 @@ struct run {
 	int child_fwd;	/* QEMU's end of the forward port's socketpair */
 	int template;	/* setting template: restore a saved guest */
 	int tpl_fd;	/* the template file, for -incoming fd: */
+	int tpl_signo;	/* a signal stopped the template's build: 0 none */
 	char *tpl_msg;	/* its INSTANCE message (holds a seed) */
 	char *tpl_path; /* the template restored */
 	size_t tpl_msg_len;
@@ -3180,16 +3181,50 @@ run_restore_pair(struct run *r, struct qemu_config *qc)
 }
 
 /*
+ * A signalfd of the signals that stop ksb-run (blocked since
+ * run_block_signals; SIGCHLD not among them), for template_open to watch
+ * while it builds.  -1: none (the build then runs to its end).
+ */
+static int
+run_intr_fd(void)
+{
+	sigset_t mask;
+
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
+	sigaddset(&mask, SIGQUIT);
+	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* The signal that stopped the template's build, taken from intr (so
+ * r->sig_fd does not see it again): r->tpl_signo, said once. */
+static void
+run_template_stopped(struct run *r, int intr)
+{
+	struct signalfd_siginfo si;
+
+	r->tpl_signo = read(intr, &si, sizeof(si)) == sizeof(si) ?
+	    (int)si.ssi_signo :
+	    SIGTERM;
+	log_warnx("got signal %d while the template was being made: "
+		  "stopping (nothing saved; the next start makes it)",
+	    r->tpl_signo);
+}
+
+/*
  * template=on: the template (booted and saved first if there is none),
  * qc turned into its restore, and the instance's INSTANCE message.  0, or
- * -1 (logged; qc and r as they were: the guest boots without one).
+ * -1 (logged; qc and r as they were: the guest boots without one), or -2:
+ * a signal stopped the build (r->tpl_signo), the start stops too.
  */
 static int
 run_template(struct run *r, struct qemu_config *qc)
 {
 	char *cause = NULL;
 	int64_t t0 = util_mono_ms();
-	int built;
+	int built, intr = run_intr_fd();
 	size_t n, i, k = 0;
 	char *const *list = config_list(r->cfg, "secret", &n);
 	const char **unset = xcalloc(n + 1, sizeof(*unset)), *p;
@@ -3198,9 +3233,17 @@ run_template(struct run *r, struct qemu_config *qc)
 		if ((p = strstr(list[i], "=env:")) != NULL)
 			unset[k++] = p + 5;
 	qc->incoming_fd = QEMU_TEMPLATE_FD;
-	r->tpl_fd = template_open(
-	    r->state_dir, qc, unset, r->tap_fd, &built, &r->tpl_path, &cause);
+	r->tpl_fd = template_open(r->state_dir, qc, unset, r->tap_fd, intr,
+	    &built, &r->tpl_path, &cause);
 	free(unset);
+	if (built == -1) {
+		free(cause);
+		run_template_stopped(r, intr);
+		close(intr);
+		return -2;
+	}
+	if (intr != -1)
+		close(intr);
 	if (r->tpl_fd == -1) {
 		log_warnx("template: %s", cause);
 		free(cause);
@@ -3240,7 +3283,7 @@ static int
 run_qemu_argv(struct run *r, char ***qargv)
 {
 	struct qemu_config qc;
-	int sp[2], cp[2];
+	int sp[2], cp[2], t;
 	char *cause = NULL;
 	size_t i;
 
@@ -3290,7 +3333,9 @@ run_qemu_argv(struct run *r, char ***qargv)
 	qc.share_usr = 1;
 	qc.shares = r->shares;
 	qc.nshares = r->nshares;
-	if (r->template && run_template(r, &qc) != 0) {
+	if (r->template && (t = run_template(r, &qc)) != 0) {
+		if (t == -2)
+			return -1; /* a signal: r->tpl_signo */
 		log_warnx("template: none to restore, booting the guest");
 		qc.template = QEMU_TEMPLATE_NONE;
 	}
@@ -3427,7 +3472,7 @@ static int
 run_boot(struct run *r, char ***qargv)
 {
 	if (run_qemu_argv(r, qargv) != 0 || run_command_header(r) != 0)
-		return 125;
+		return r->tpl_signo != 0 ? 128 + r->tpl_signo : 125;
 	if (r->tpl_msg != NULL) { /* INSTANCE first (proto/guestctl.h) */
 		r->header = xrealloc(r->header, r->header_len + r->tpl_msg_len);
 		memmove(r->header + r->tpl_msg_len, r->header, r->header_len);

@@ -43,6 +43,9 @@
 #define TEMPLATE_SAVE_MS   120000	 /* the migration to the file */
 #define TEMPLATE_QMP_MAX   65536	 /* bytes of one QMP line */
 #define TEMPLATE_BANDWIDTH "68719476736" /* max-bandwidth: no limit */
+/* Waiting for another start's build: its own bounds, and a margin. */
+#define TEMPLATE_LOCK_WAIT_MS (TEMPLATE_BOOT_MS + TEMPLATE_SAVE_MS + 10000)
+#define TEMPLATE_LOCK_POLL_MS 100
 
 /* ---- the key ------------------------------------------------------------- */
 
@@ -192,6 +195,49 @@ template_instance_msg(const struct qemu_config *qc, char **out, size_t *len)
 
 /* ---- QMP --------------------------------------------------------------- */
 
+/*
+ * The signalfd template_open watches while it builds (-1: none, as for a
+ * restore's wait): readable while SIGINT, SIGTERM, SIGHUP or SIGQUIT is
+ * pending for ksb-run (blocked, run_block_signals), which stops the build;
+ * the signal stays pending for the caller.  ksb-run is one thread here.
+ */
+static int template_intr_fd = -1;
+static int template_intr_hit;
+
+/*
+ * poll(2) pfd[0..n-1] and, in pfd[n] (the caller's spare slot), the
+ * signalfd: poll's result, or -1 with template_intr_hit set and errno
+ * EINTR when a stopping signal is pending.
+ */
+static int
+template_poll(struct pollfd *pfd, nfds_t n, int timeout_ms)
+{
+	int r;
+
+	pfd[n].fd = template_intr_fd;
+	pfd[n].events = POLLIN;
+	pfd[n].revents = 0;
+	r = poll(pfd, n + 1, timeout_ms);
+	if (r > 0 && (pfd[n].revents & POLLIN)) {
+		template_intr_hit = 1;
+		errno = EINTR;
+		return -1;
+	}
+	return r;
+}
+
+/* A stopping signal pending now (checked after a build failed: a Ctrl-C
+ * in the terminal reaches the template's QEMU too, and may end it first). */
+static int
+template_intr_pending(void)
+{
+	struct pollfd pfd[1];
+
+	if (template_intr_fd != -1 && template_poll(pfd, 0, 0) == -1)
+		return 1;
+	return template_intr_hit;
+}
+
 struct template_qmp {
 	int fd;
 	size_t len;
@@ -205,7 +251,7 @@ struct template_qmp {
 static struct json_object *
 template_qmp_line(struct template_qmp *q, int64_t deadline)
 {
-	struct pollfd pfd = { q->fd, POLLIN, 0 };
+	struct pollfd pfd[2] = { { q->fd, POLLIN, 0 } };
 	struct json_object *o;
 	char *nl;
 	ssize_t n;
@@ -225,7 +271,7 @@ template_qmp_line(struct template_qmp *q, int64_t deadline)
 		}
 		if (q->len == sizeof(q->buf) ||
 		    (left = (int)(deadline - util_mono_ms())) <= 0 ||
-		    poll(&pfd, 1, left) <= 0 ||
+		    template_poll(pfd, 1, left) <= 0 ||
 		    (n = read(
 			 q->fd, q->buf + q->len, sizeof(q->buf) - q->len)) <= 0)
 			return NULL;
@@ -442,7 +488,7 @@ static int
 template_wait_ready(struct template_boot *tb, char **cause)
 {
 	int64_t deadline = util_mono_ms() + TEMPLATE_BOOT_MS;
-	struct pollfd pfd[2];
+	struct pollfd pfd[3];
 	char buf[1024];
 	ssize_t n;
 	int left, r;
@@ -451,8 +497,13 @@ template_wait_ready(struct template_boot *tb, char **cause)
 		pfd[0].fd = tb->ctl;
 		pfd[1].fd = tb->con;
 		pfd[0].events = pfd[1].events = POLLIN;
-		if (poll(pfd, 2, left) == -1 && errno != EINTR)
-			return cause_set(cause, "poll: %s", strerror(errno));
+		if (template_poll(pfd, 2, left) == -1) {
+			if (template_intr_hit)
+				return -1; /* template_open says so */
+			if (errno != EINTR)
+				return cause_set(
+				    cause, "poll: %s", strerror(errno));
+		}
 		if (pfd[1].revents != 0 &&
 		    (n = recv(tb->con, buf, sizeof(buf), MSG_DONTWAIT)) > 0) {
 			if ((size_t)n > sizeof(tb->tail) - tb->tlen)
@@ -665,11 +716,25 @@ template_lock(const char *dir, const char *key)
 	if (fd == -1 || flock(fd, LOCK_EX | LOCK_NB) == 0)
 		return fd;
 	if (errno == EWOULDBLOCK) {
+		struct pollfd pfd[1];
+		int64_t deadline = util_mono_ms() + TEMPLATE_LOCK_WAIT_MS;
+
 		log_info("template %s: another start is booting a template; "
 			 "waiting for it",
 		    key);
-		if (flock(fd, LOCK_EX) == 0)
-			return fd;
+		/* No event says a flock is free: try again every
+		 * TEMPLATE_LOCK_POLL_MS, and stop at a signal. */
+		while (util_mono_ms() < deadline &&
+		    template_poll(pfd, 0, TEMPLATE_LOCK_POLL_MS) != -1) {
+			if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+				return fd;
+			if (errno != EWOULDBLOCK)
+				break;
+		}
+		if (!template_intr_hit)
+			log_info("template %s: the other start's build did "
+				 "not end in %d s: building one here",
+			    key, TEMPLATE_LOCK_WAIT_MS / 1000);
 	}
 	close(fd);
 	return -1;
@@ -677,12 +742,15 @@ template_lock(const char *dir, const char *key)
 
 int
 template_open(const char *state_dir, const struct qemu_config *qc,
-    const char *const *unset, int tap, int *built, char **pathp, char **cause)
+    const char *const *unset, int tap, int intr, int *built, char **pathp,
+    char **cause)
 {
 	char key[TEMPLATE_KEY_LEN + 1], *dir = NULL, *path = NULL, *tmp = NULL;
 	int fd = -1, out, ok, lock = -1;
 
 	*built = 0;
+	template_intr_fd = intr;
+	template_intr_hit = 0;
 	if (template_key(qc, key) != 0)
 		return cause_set(cause, "template: bad machine settings");
 	xasprintf(&dir, "%s/templates", state_dir);
@@ -697,6 +765,8 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 	if ((lock = template_lock(dir, key)) != -1 &&
 	    (fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1)
 		goto done; /* another start built it meanwhile */
+	if (template_intr_hit)
+		goto done;
 	xasprintf(&tmp, "%s.%ld.tmp", path, (long)getpid());
 	if ((out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)) ==
 	    -1) {
@@ -710,6 +780,11 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 	    key);
 	template_prune(dir, time(NULL));
 	ok = template_build(qc, unset, tap, out, cause) == 0 && fsync(out) == 0;
+	if (!ok && template_intr_pending()) {
+		close(out);
+		unlink(tmp);
+		goto done;
+	}
 	if (close(out) != 0 || !ok || rename(tmp, path) != 0) {
 		if (*cause == NULL)
 			cause_set(cause, "%s: %s", tmp, strerror(errno));
@@ -719,6 +794,13 @@ template_open(const char *state_dir, const struct qemu_config *qc,
 	*built = 1;
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 done:
+	if (fd == -1 && template_intr_hit) {
+		free(*cause);
+		*cause = NULL;
+		cause_set(cause, "%s: stopped by a signal, nothing saved", key);
+		*built = -1;
+	}
+	template_intr_fd = -1;
 	if (fd == -1 && *cause == NULL)
 		cause_set(cause, "%s: %s", path, strerror(errno));
 	if (lock != -1)

@@ -251,10 +251,15 @@ int template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1]);
  * environment variables of unset, NULL-terminated, removed) if there is
  * none; *built says so, *path (malloc'd) is the file's.  One build at a
  * time per state dir (flock(2) on templates/.lock): a start that finds
- * one under way waits and restores its file.  The fd, or -1 and *cause.
+ * one under way waits and restores its file.  intr (-1: none) is a
+ * signalfd of the signals that stop ksb-run, blocked: while one is
+ * pending the wait or the build stops (its QEMU killed, its file
+ * removed), *built is -1 and the signal is left pending.  The fd, or -1
+ * and *cause.
  */
 int template_open(const char *state_dir, const struct qemu_config *qc,
-    const char *const *unset, int tap, int *built, char **path, char **cause);
+    const char *const *unset, int tap, int intr, int *built, char **path,
+    char **cause);
 /*
  * template_prune: remove from dir (<state-dir>/templates) the templates
  * not read for TEMPLATE_UNUSED_S (their atime; with relatime, to a day)

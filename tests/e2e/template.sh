@@ -10,13 +10,16 @@
 # reaches it through fw_cfg after its restore and not the other.
 # A template QEMU cannot load is removed and that guest boots the cold
 # way, said in one line; q35 has its own template; with no template to
-# be had the guest boots the cold way too.  Needs root, QEMU and a guest
-# kernel (exit 77).
+# be had the guest boots the cold way too.  SIGINT while a template is
+# made (booting it, or waiting for another start's build) stops that start
+# within seconds (exit 130, one line, its QEMU killed, nothing saved)
+# instead of after the build.  Needs root, QEMU and a guest kernel (exit
+# 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-ksb_need qemu-system-x86_64 python3
+ksb_need qemu-system-x86_64 python3 pgrep flock
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd
 ksb_kernel
 KSB_TEST_TEMPLATE=default # the default start: from a template under TCG
@@ -126,6 +129,60 @@ ksb_check "bad template: removed, said in one line" \
 ksb_check "bad template: booted (no restore row)" \
 	'grep -q "kernel (to init.s first stage)" "$T/bad.err" &&
 	 ! grep -q "QEMU start and restore" "$T/bad.err"'
+
+# start_bg NAME: a start in the background (no template now: it builds
+# one); $bg is ksb-run's pid (the subshell execs ip, ip execs ksb-run).
+start_bg() {
+	( cd "$T/empty" && exec ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
+		-f "$T/ksb.conf" -- /bin/sh -c "echo $1-ok" </dev/null \
+		>"$T/$1.out" 2>"$T/$1.err" ) &
+	bg=$!
+}
+# stopped NAME RC: what a start stopped by SIGINT before its guest must show
+stopped() {
+	sn=$1 src=$2 # ksb_check evaluates its test with the globals
+	ksb_check "$sn: exit 130 (SIGINT), the command never ran ($src)" \
+		'[ "$src" = 130 ] && ! grep -q "$sn-ok" "$T/$sn.out"'
+	ksb_check "$sn: said why, in one line" \
+		'[ "$(grep -c "got signal 2 while the template was being made: stopping (nothing saved" "$T/$sn.err")" = 1 ]'
+	ksb_check "$sn: it did not go on to boot the guest" \
+		'! grep -q "none to restore, booting the guest" "$T/$sn.err"'
+	ksb_check "$sn: no template and no temporary file left" \
+		'[ -z "$(find "$T/state/templates" -type f ! -name .lock)" ]'
+	ksb_check "$sn: its instance is gone" \
+		'[ -z "$(ls -A "$T/state/instances" 2>/dev/null)" ]'
+}
+
+ksb_say "SIGINT while the template boots: stopped at once, nothing saved"
+start_bg intr
+ksb_until 120 grep -q "booting it once and saving it" "$T/intr.err" ||
+	ksb_fail "intr: no template build began: $(tail -3 "$T/intr.err")"
+ksb_until 30 pgrep -P "$bg" -f qemu-system >/dev/null ||
+	ksb_fail "intr: the template's QEMU did not start"
+qp=$(pgrep -P "$bg" -f qemu-system | head -1)
+kill -INT "$bg"
+ksb_until 20 ksb_dead "$bg" || ksb_fail "intr: ksb-run still runs 20 s after SIGINT"
+set +e; wait "$bg"; rc=$?; set -e
+stopped intr "$rc"
+ksb_check "intr: the template's QEMU is gone (${qp:-none found})" \
+	'[ -n "$qp" ] && ksb_dead "$qp"'
+
+ksb_say "SIGINT while waiting for another start's build: stopped at once"
+# flock -o: the lock is flock's own, not sleep's; it ends with sleep.
+flock -o "$T/state/templates/.lock" sleep 300 & holder=$!
+ksb_until 10 sh -c '! flock -n "$1" true' _ "$T/state/templates/.lock" ||
+	ksb_fail "wait: the lock was not taken"
+start_bg wait
+ksb_until 60 grep -q "another start is booting a template; waiting for it" \
+	"$T/wait.err" || ksb_fail "wait: it did not wait: $(tail -3 "$T/wait.err")"
+kill -INT "$bg"
+ksb_until 20 ksb_dead "$bg" || ksb_fail "wait: ksb-run still runs 20 s after SIGINT"
+set +e; wait "$bg"; rc=$?; set -e
+pkill -P "$holder" sleep 2>/dev/null || true
+wait "$holder" 2>/dev/null || true
+ksb_check "wait: the holder let the lock go" \
+	'flock -n "$T/state/templates/.lock" true'
+stopped wait "$rc"
 
 ksb_say "q35 (PCI, vmgenid): its own template, booted, saved and restored"
 run q35 -v --machine q35
