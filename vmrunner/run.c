@@ -2943,17 +2943,24 @@ cleanup:
  * through the set-up (instance directory, lease): it waits in the
  * signalfd until run_supervise reads it, or run_teardown runs.
  */
+/* The signals that stop ksb-run (sup_signal; a template's build too). */
+static void
+run_stop_signals(sigset_t *mask)
+{
+	sigemptyset(mask);
+	sigaddset(mask, SIGINT);
+	sigaddset(mask, SIGTERM);
+	sigaddset(mask, SIGHUP);
+	sigaddset(mask, SIGQUIT);
+}
+
 static int
 run_block_signals(struct run *r)
 {
 	sigset_t mask;
 
-	sigemptyset(&mask);
+	run_stop_signals(&mask);
 	sigaddset(&mask, SIGCHLD);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGQUIT);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL) == -1 ||
 	    (r->sig_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK)) ==
 		-1) {
@@ -3190,11 +3197,7 @@ run_intr_fd(void)
 {
 	sigset_t mask;
 
-	sigemptyset(&mask);
-	sigaddset(&mask, SIGINT);
-	sigaddset(&mask, SIGTERM);
-	sigaddset(&mask, SIGHUP);
-	sigaddset(&mask, SIGQUIT);
+	run_stop_signals(&mask);
 	return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 

@@ -38,11 +38,11 @@
 #include "vmrunner/vmrunner.h"
 
 /* Bump when what a template holds changes (init's template point). */
-#define TEMPLATE_FORMAT	   1
-#define TEMPLATE_BOOT_MS   180000	 /* to TEMPLATE-READY, under TCG */
-#define TEMPLATE_SAVE_MS   120000	 /* the migration to the file */
-#define TEMPLATE_QMP_MAX   65536	 /* bytes of one QMP line */
-#define TEMPLATE_BANDWIDTH "68719476736" /* max-bandwidth: no limit */
+#define TEMPLATE_FORMAT	      1
+#define TEMPLATE_BOOT_MS      180000	    /* to TEMPLATE-READY, under TCG */
+#define TEMPLATE_SAVE_MS      120000	    /* the migration to the file */
+#define TEMPLATE_QMP_MAX      65536	    /* bytes of one QMP line */
+#define TEMPLATE_BANDWIDTH    "68719476736" /* max-bandwidth: no limit */
 /* Waiting for another start's build: its own bounds, and a margin. */
 #define TEMPLATE_LOCK_WAIT_MS (TEMPLATE_BOOT_MS + TEMPLATE_SAVE_MS + 10000)
 #define TEMPLATE_LOCK_POLL_MS 100
