@@ -160,9 +160,11 @@ ksb_until 120 grep -q "booting it once and saving it" "$T/intr.err" ||
 ksb_until 30 pgrep -P "$bg" -f qemu-system >/dev/null ||
 	ksb_fail "intr: the template's QEMU did not start"
 qp=$(pgrep -P "$bg" -f qemu-system | head -1)
+t0=$(date +%s%N)
 kill -INT "$bg"
 ksb_until 20 ksb_dead "$bg" || ksb_fail "intr: ksb-run still runs 20 s after SIGINT"
 set +e; wait "$bg"; rc=$?; set -e
+echo "# intr: ksb-run exited $(( ($(date +%s%N) - t0) / 1000000 )) ms after SIGINT"
 stopped intr "$rc"
 ksb_check "intr: the template's QEMU is gone (${qp:-none found})" \
 	'[ -n "$qp" ] && ksb_dead "$qp"'
