@@ -731,10 +731,14 @@ template_lock(const char *dir, const char *key)
 			if (errno != EWOULDBLOCK)
 				break;
 		}
-		if (!template_intr_hit)
+		if (!template_intr_hit && util_mono_ms() >= deadline)
 			log_info("template %s: the other start's build did "
 				 "not end in %d s: building one here",
 			    key, TEMPLATE_LOCK_WAIT_MS / 1000);
+		else if (!template_intr_hit)
+			log_info("template %s: cannot wait for the other "
+				 "start's build (%s): building one here",
+			    key, strerror(errno));
 	}
 	close(fd);
 	return -1;
