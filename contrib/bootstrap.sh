@@ -31,8 +31,10 @@ for p in $PKGS; do
 done
 if [ -n "$missing" ]; then
 	echo "bootstrap: installing$missing"
+	echo "bootstrap: (apt-get, quietly: a few minutes on a new machine)"
 	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes \
+		apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 contrib/fetch-kernel.sh /var/cache/ksb/kernel >/dev/null
 if [ ! -x configure ]; then

@@ -12,6 +12,7 @@ KSB_SRCDIR=$PWD
 . tests/lib.sh
 ksb_need_root
 ksb_kernel
+KSB_TEST_TEMPLATE=default # ksb-run's own default start, as a user gets it
 ksb_env
 ksb_origin
 ksb_gateway

@@ -65,7 +65,8 @@ fi
 
 mkdir -p "$dest"
 tmp=$(mktemp -d "$dest/.fetch.XXXXXX")
-chmod 755 "$tmp"	# apt-get download runs as _apt
+chmod 755 "$tmp"	# apt-get download runs as _apt, and writes there
+if id -u _apt >/dev/null 2>&1; then chown _apt "$tmp"; fi
 trap 'rm -rf "$tmp"' EXIT INT TERM
 (cd "$tmp" && apt-get download "$pkg" >&2) || die "apt-get download $pkg failed"
 deb=$(ls "$tmp"/*.deb 2>/dev/null | head -n 1)
