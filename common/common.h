@@ -43,6 +43,28 @@ void log_set_fatal(void (*cb)(const char *text));
  */
 char *log_escape(char *dst, size_t dstsz, const void *src, size_t len);
 
+/* ---- usock.c --------------------------------------------------------------
+ * Unix-domain stream sockets by path (unix(7)).  Every call returns -1 with
+ * errno set on failure and writes no message: the caller words the cause
+ * (ENAMETOOLONG: the path does not fit sun_path, 107 bytes; EINVAL: empty).
+ */
+struct sockaddr_un;
+/* Fill *sun (zeroed first) with AF_UNIX and path. 0 or -1. */
+int usock_addr(struct sockaddr_un *sun, const char *path);
+/*
+ * A connected SOCK_STREAM | SOCK_CLOEXEC socket to path, or -1.  flags is
+ * OR'ed into the type (SOCK_NONBLOCK: an EINPROGRESS connect is returned
+ * as success; the caller waits for writability).  The caller closes it.
+ */
+int usock_connect(const char *path, int flags);
+/*
+ * A listening socket on path: a stale file at path unlinked first, then
+ * bind, chmod(path, mode) and listen(backlog).  flags as for usock_connect.
+ * It does not check for a live server on path (connect first if that
+ * matters).  The caller closes the socket and unlinks path.
+ */
+int usock_listen(const char *path, mode_t mode, int backlog, int flags);
+
 /* ---- util.c --------------------------------------------------------------- */
 void *xmalloc(size_t);
 void *xcalloc(size_t, size_t);
