@@ -169,7 +169,7 @@ ksb_env() {
 	# "default" leaves ksb-run's default (template = auto: from a
 	# template under TCG), anything else is written as the template
 	# setting.  A template is per state dir, so its boot and save would
-	# cost each test more than its restores save (README, Tests);
+	# cost each test more than its restores save (tests/bench/RESULTS.md);
 	# agent.sh, git.sh, lifecycle.sh, live.sh and template.sh run on
 	# the default.
 	if [ "${KSB_TEST_TEMPLATE:-off}" != default ]; then
