@@ -154,8 +154,8 @@ exec_become_agent(const struct boot *b)
 	    chdir(AGENT_HOME) == -1 && chdir("/") == -1)
 		port_say("chdir /: %s", strerror(errno));
 
-	snprintf(
-	    proxy, sizeof(proxy), "http://%s:%u", inet_ntoa(b->gw), b->port);
+	snprintf(proxy, sizeof(proxy), "http://%s:%u", inet_ntoa(b->ksb.gw),
+	    b->ksb.port);
 	clearenv();
 	setenv("HOME", AGENT_HOME, 1);
 	setenv("USER", "agent", 1);
@@ -171,7 +171,7 @@ exec_become_agent(const struct boot *b)
 	setenv("HTTP_PROXY", proxy, 1);
 	setenv("no_proxy", "localhost,127.0.0.1", 1);
 	setenv("NO_PROXY", "localhost,127.0.0.1", 1);
-	setenv("KSB_INSTANCE", b->id, 1);
+	setenv("KSB_INSTANCE", b->ksb.id, 1);
 	if (b->display)
 		setenv("DISPLAY", DISPLAY_NAME, 1);
 }
@@ -289,10 +289,10 @@ exec_selftest_again(char *line, size_t cap, size_t *len)
 	const struct boot *b = selftest_boot;
 
 	*len = 0;
-	if (b == NULL || b->selftest_off)
+	if (b == NULL || b->ksb.selftest_off)
 		return -1;
-	if (selftest_line(b->ip, b->gw, b->prefix, b->port, line, cap, len) ==
-	    0)
+	if (selftest_line(b->ksb.ip, b->ksb.gw, b->ksb.prefix, b->ksb.port,
+		line, cap, len) == 0)
 		return 0;
 	port_say("enforcement self-test after a reload: a probe got through; "
 		 "stopping the command now");
@@ -322,7 +322,7 @@ exec_selftest_start(const struct boot *b)
 	pid_t pid;
 	int p[2];
 
-	if (b->selftest_off || pipe2(p, O_CLOEXEC) == -1)
+	if (b->ksb.selftest_off || pipe2(p, O_CLOEXEC) == -1)
 		return;
 	if ((pid = fork()) == -1) {
 		close(p[0]);
@@ -332,8 +332,8 @@ exec_selftest_start(const struct boot *b)
 	if (pid == 0) {
 		memset(&r, 0, sizeof(r));
 		t0 = port_mono_ms();
-		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
-		    sizeof(r.failed));
+		r.n = selftest_run(b->ksb.ip, b->ksb.gw, b->ksb.prefix,
+		    b->ksb.port, r.failed, sizeof(r.failed));
 		r.ms = (long)(port_mono_ms() - t0);
 		_exit(write(p[1], &r, sizeof(r)) == (ssize_t)sizeof(r) ? 0 : 1);
 	}
@@ -372,13 +372,13 @@ exec_selftest(const struct boot *b)
 	int n;
 
 	selftest_boot = b;
-	if (b->selftest_off)
+	if (b->ksb.selftest_off)
 		return;
 	if (selftest_pid > 0)
 		selftest_join(&r);
 	else {
-		r.n = selftest_run(b->ip, b->gw, b->prefix, b->port, r.failed,
-		    sizeof(r.failed));
+		r.n = selftest_run(b->ksb.ip, b->ksb.gw, b->ksb.prefix,
+		    b->ksb.port, r.failed, sizeof(r.failed));
 		r.ms = (long)(port_mono_ms() - t0);
 	}
 	n = r.n;

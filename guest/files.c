@@ -323,7 +323,7 @@ write_etc_generated(const struct boot *b)
 	files_write("/etc/group", "root:x:0:\nagent:x:1000:\n", 0644);
 	files_write(
 	    "/etc/hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost\n", 0644);
-	files_write("/etc/hostname", b->id, 0644);
+	files_write("/etc/hostname", b->ksb.id, 0644);
 	files_write("/etc/nsswitch.conf",
 	    "passwd: files\ngroup: files\n"
 	    "shadow: files\nhosts: files\nnetworks: files\nprotocols: files\n"
@@ -343,7 +343,7 @@ void
 files_etc(const struct boot *b)
 {
 	write_etc_generated(b);
-	if (sethostname(b->id, strlen(b->id)) == -1)
+	if (sethostname(b->ksb.id, strlen(b->ksb.id)) == -1)
 		port_say("sethostname: %s", strerror(errno));
 	files_mkdirs(AGENT_HOME, 0700);
 	if (chown(AGENT_HOME, AGENT_UID, AGENT_GID) == -1 ||

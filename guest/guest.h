@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/cmdline.h"
 #include "proto/guestctl.h"
 
 #define AGENT_UID  1000
@@ -21,7 +22,6 @@
 #define AGENT_HOME "/home/agent"
 #define AGENT_DIR  "/run/ksb/agent"
 #define AGENT_BIN  "/run/ksb/bin"
-#define SHARES_MAX 16
 #define DISK_MNT   "/run/ksb/disk"
 #define CA_BUNDLE  "/etc/ssl/certs/ca-certificates.crt"
 #define PWRBTN_MAX 4
@@ -34,20 +34,8 @@
 #define EXIT_CANNOT_EXEC 126
 #define EXIT_NOT_FOUND	 127
 
-struct share {
-	char tag[8];
-	char path[256];
-	int rw; /* ksb.share=TAG:PATH:rw */
-};
-
 struct boot {
-	char id[33];
-	struct in_addr ip, gw;
-	int prefix;
-	unsigned port;
-	struct share shares[SHARES_MAX];
-	int nshares;
-	int disk;      /* ksb.disk=1: an instance disk on /dev/vda */
+	struct cmdline ksb; /* the kernel command line's, or INSTANCE's */
 	int workspace; /* WORKSPACE_DIR is ready: the command starts there */
 	int agent;     /* AGENT: argv[0] is the agent's shell command */
 	long idle_ms;  /* agent mode: quiet pane -> "idle" */
@@ -56,14 +44,8 @@ struct boot {
 	int pane; /* PANE given: paste once the pane is ready */
 	char pane_ready[GUESTCTL_PANE_MAX + 1],
 	    pane_busy[GUESTCTL_PANE_MAX + 1];
-	int display_w, display_h; /* ksb.display=WxH: Xvfb (display.c) */
-	int display;		  /* Xvfb runs: DISPLAY for the command */
-	int selftest_off;	  /* ksb.selftest=off: no self-test */
-	int template;		  /* ksb.template=1: a template's boot */
-	unsigned char mac[6];	  /* ksb.mac (INSTANCE): eth0's address */
-	int has_mac;
-	int fwcfg;  /* ksb.fwcfg=1 (INSTANCE): QEMU has fw_cfg files for us */
-	char *home; /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	int display; /* Xvfb runs: DISPLAY for the command */
+	char *home;  /* the preset's files (GUESTCTL_HOME_FWCFG) */
 	size_t homelen;
 	/* from the control port */
 	char term[65];
@@ -243,11 +225,6 @@ int guestfwd_start(
 #define DISPLAY_WAIT_MS 20000 /* Xvfb's socket must appear within this */
 
 /*
- * display_parse: "WxH" (W 64..FWD_SHOT_MAX_W, H 64..FWD_SHOT_MAX_H) from
- * ksb.display= into *w, *h.  0 or -1.
- */
-int display_parse(const char *s, int *w, int *h);
-/*
  * display_start: Xvfb :0 -screen 0 WxHx24 -fbdir DISPLAY_FBDIR
  * -nolisten tcp as uid/gid (the agent), then wait for its socket
  * (DISPLAY_WAIT_MS).  0, or -1 and a message in err[0..errcap).
@@ -326,18 +303,17 @@ int selftest_line(struct in_addr ip, struct in_addr gw, int prefix,
  * INSTANCE message (proto/guestctl.h) sets before anything else runs.
  */
 /*
- * template_reseed: hex (GUESTCTL_SEED_BYTES bytes as 2 hex digits each)
- * into the kernel's pool, credited in full (RNDADDENTROPY), then the CRNG
- * reseeded at once (RNDRESEEDCRNG, Linux 4.17; random(4)), so no
- * two guests of one template share the template's RNG state.  0, or -1
- * and a message in err.
+ * template_reseed: seed (ksb.seed) into the kernel's pool, credited in
+ * full (RNDADDENTROPY), then the CRNG reseeded at once (RNDRESEEDCRNG,
+ * Linux 4.17; random(4)), so no two guests of one template share the
+ * template's RNG state.  0, or -1 and a message in err[0..errcap).
  */
-int template_reseed(const char *hex, char *err, size_t errcap);
-/* template_settime: "SEC.NSEC" (the host's CLOCK_REALTIME) into the
- * guest's (the template's clock stopped when it was saved).  0 or -1. */
-int template_settime(const char *val, char *err, size_t errcap);
-/* template_parse_mac: "xx:xx:xx:xx:xx:xx" (hex) into mac.  0 or -1. */
-int template_parse_mac(const char *s, unsigned char mac[6]);
+int template_reseed(
+    const unsigned char seed[GUESTCTL_SEED_BYTES], char *err, size_t errcap);
+/* template_settime: sec.nsec (ksb.time: the host's CLOCK_REALTIME) into
+ * the guest's (the template's clock stopped when it was saved).  0, or -1
+ * and a message in err[0..errcap). */
+int template_settime(uint64_t sec, long nsec, char *err, size_t errcap);
 /* template_set_mac: SIOCSIFHWADDR on ifname (down) through socket s.
  * 0, or -1 and errno. */
 int template_set_mac(int s, const char *ifname, const unsigned char mac[6]);

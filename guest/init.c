@@ -103,7 +103,7 @@ module_unneeded(const char *path)
 
 static int template_boot; /* ksb.template=1 on the kernel command line */
 
-/* 1 if /proc/cmdline has ksb.template=1 (parse_cmdline checks it all). */
+/* 1 if /proc/cmdline has ksb.template=1 (boot_parse checks it all). */
 static int
 template_cmdline(void)
 {
@@ -169,164 +169,15 @@ load_modules(int disk)
 
 /* ---- kernel command line ------------------------------------------------ */
 
-static int
-valid_id(const char *s)
-{
-	size_t i, len = strlen(s);
-
-	if (len < 1 || len > 32 || s[0] == '-')
-		return 0;
-	for (i = 0; i < len; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') ||
-			(s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return 0;
-	return 1;
-}
-
-/*
- * The keys of a template's boot (ksb.template=1, kernel command line only)
- * and of its INSTANCE message (ksb.mac, ksb.time, ksb.seed, ksb.fwcfg:
- * instance 1 only, each at most once, acted on at once).  1 if tok was
- * one of them.
- */
-static int
-parse_template_key(struct boot *b, const char *tok, const char *val,
-    int instance, unsigned *seen)
-{
-	char err[128];
-
-	if (strcmp(tok, "ksb.template") == 0 && !instance && !(*seen & 128)) {
-		if (strcmp(val, "1") != 0)
-			port_fail("ksb.template: invalid `%s'", val);
-		b->template = 1;
-	} else if (strcmp(tok, "ksb.mac") == 0 && instance && !(*seen & 256)) {
-		if (template_parse_mac(val, b->mac) != 0)
-			port_fail("ksb.mac: invalid `%s'", val);
-		b->has_mac = 1;
-	} else if (strcmp(tok, "ksb.time") == 0 && instance && !(*seen & 512)) {
-		if (template_settime(val, err, sizeof(err)) != 0)
-			port_fail("ksb.time: %s", err);
-	} else if (strcmp(tok, "ksb.seed") == 0 && instance &&
-	    !(*seen & 1024)) {
-		if (template_reseed(val, err, sizeof(err)) != 0)
-			port_fail("ksb.seed: %s", err);
-	} else if (strcmp(tok, "ksb.fwcfg") == 0 && instance &&
-	    !(*seen & 2048)) {
-		if (strcmp(val, "1") != 0)
-			port_fail("ksb.fwcfg: invalid `%s'", val);
-		b->fwcfg = 1;
-	} else
-		return 0;
-	*seen |= strcmp(tok, "ksb.template") == 0 ? 128 :
-	    strcmp(tok, "ksb.mac") == 0		  ? 256 :
-	    strcmp(tok, "ksb.time") == 0	  ? 512 :
-	    strcmp(tok, "ksb.seed") == 0	  ? 1024 :
-						    2048;
-	return 1;
-}
-
-/* 90 lines: one pass over the ksb.* keys of buf (the kernel command line,
- * or a template's INSTANCE message), one branch per key, each refusing a
- * malformed value before anything is mounted. */
+/* The ksb.* keys of buf[0..len) from ctx (proto/cmdline.h) into b->ksb; a
+ * malformed one is refused before anything is mounted. */
 static void
-parse_ksb(struct boot *b, char *buf, int instance)
+boot_parse(struct boot *b, const char *buf, size_t len, enum cmdline_ctx ctx)
 {
-	char *p, *tok, *val, *colon;
-	unsigned long v;
-	unsigned seen = 0;
+	char *cause = NULL;
 
-	p = buf;
-	while ((tok = strsep(&p, " \t\n")) != NULL) {
-		if (strncmp(tok, "ksb.", 4) != 0)
-			continue;
-		if ((val = strchr(tok, '=')) == NULL)
-			port_fail(
-			    "kernel command line: `%s' has no value", tok);
-		*val++ = '\0';
-		if (parse_template_key(b, tok, val, instance, &seen))
-			continue;
-		if (strcmp(tok, "ksb.id") == 0 && !(seen & 1)) {
-			if (!valid_id(val))
-				port_fail("ksb.id: invalid `%s'", val);
-			strcpy(b->id, val);
-			seen |= 1;
-		} else if (strcmp(tok, "ksb.ip") == 0 && !(seen & 2)) {
-			if ((colon = strchr(val, '/')) == NULL)
-				port_fail(
-				    "ksb.ip: no prefix length in `%s'", val);
-			*colon++ = '\0';
-			if (inet_pton(AF_INET, val, &b->ip) != 1 ||
-			    guestctl_parse_uint(colon, strlen(colon), 30, &v) !=
-				0 ||
-			    v < 1)
-				port_fail(
-				    "ksb.ip: invalid `%s/%s'", val, colon);
-			b->prefix = (int)v;
-			seen |= 2;
-		} else if (strcmp(tok, "ksb.gw") == 0 && !(seen & 4)) {
-			if (inet_pton(AF_INET, val, &b->gw) != 1)
-				port_fail("ksb.gw: invalid `%s'", val);
-			seen |= 4;
-		} else if (strcmp(tok, "ksb.port") == 0 && !(seen & 8)) {
-			if (guestctl_parse_uint(val, strlen(val), 65535, &v) !=
-				0 ||
-			    v == 0)
-				port_fail("ksb.port: invalid `%s'", val);
-			b->port = (unsigned)v;
-			seen |= 8;
-		} else if (strcmp(tok, "ksb.disk") == 0 && !(seen & 16)) {
-			if (strcmp(val, "1") != 0)
-				port_fail("ksb.disk: invalid `%s'", val);
-			b->disk = 1;
-			seen |= 16;
-		} else if (strcmp(tok, "ksb.display") == 0 && !(seen & 32)) {
-			if (display_parse(val, &b->display_w, &b->display_h) !=
-			    0)
-				port_fail("ksb.display: invalid `%s'", val);
-			seen |= 32;
-		} else if (strcmp(tok, "ksb.selftest") == 0 && !(seen & 64)) {
-			if (strcmp(val, "off") != 0)
-				port_fail("ksb.selftest: invalid `%s'", val);
-			b->selftest_off = 1;
-			seen |= 64;
-		} else if (strcmp(tok, "ksb.share") == 0) {
-			struct share *s;
-			size_t vlen = strlen(val);
-
-			if (b->nshares >= SHARES_MAX)
-				port_fail(
-				    "ksb.share: more than %d", SHARES_MAX);
-			s = &b->shares[b->nshares];
-			/* TAG:PATH:rw is writable (no ':' in a guest path). */
-			if (vlen > 3 && strcmp(val + vlen - 3, ":rw") == 0) {
-				val[vlen - 3] = '\0';
-				s->rw = 1;
-			}
-			if ((colon = strchr(val, ':')) == NULL ||
-			    colon - val < 2 || colon - val > 3 ||
-			    val[0] != 's' ||
-			    guestctl_parse_uint(val + 1,
-				(size_t)(colon - val - 1), SHARES_MAX - 1,
-				&v) != 0 ||
-			    guestctl_guest_path_problem(colon + 1) != NULL)
-				port_fail("ksb.share: invalid `%s'", val);
-			memcpy(s->tag, val, (size_t)(colon - val));
-			s->tag[colon - val] = '\0';
-			strcpy(s->path, colon + 1);
-			b->nshares++;
-		} else {
-			port_fail(
-			    "kernel command line: unknown or repeated key `%s'",
-			    tok);
-		}
-	}
-	if (b->template && !instance && (seen != 128 || b->nshares != 0))
-		port_fail(
-		    "kernel command line: a template's has ksb.template only");
-	if ((seen & 15) != 15 && !(b->template && !instance))
-		port_fail(
-		    "kernel command line: ksb.id, ksb.ip, ksb.gw and ksb.port "
-		    "are required");
+	if (cmdline_parse(&b->ksb, buf, len, ctx, &cause) != 0)
+		port_fail("%s", cause != NULL ? cause : "out of memory");
 }
 
 static void
@@ -343,7 +194,7 @@ parse_cmdline(struct boot *b)
 	if (n <= 0)
 		port_fail("/proc/cmdline: empty");
 	buf[n] = '\0';
-	parse_ksb(b, buf, 0);
+	boot_parse(b, buf, (size_t)n, CMDLINE_BOOT);
 }
 
 /* ---- network ------------------------------------------------------------ */
@@ -425,10 +276,10 @@ setup_network(const struct boot *b)
 	if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1)
 		port_fail("socket: %s", strerror(errno));
 	if_up(s, "lo", NULL, 0);
-	if (b->has_mac && template_set_mac(s, "eth0", b->mac) != 0)
+	if (b->ksb.has_mac && template_set_mac(s, "eth0", b->ksb.mac) != 0)
 		port_fail("SIOCSIFHWADDR eth0: %s", strerror(errno));
-	if_up(s, "eth0", &b->ip, b->prefix);
-	route_default(s, "eth0", &b->gw);
+	if_up(s, "eth0", &b->ksb.ip, b->ksb.prefix);
+	route_default(s, "eth0", &b->ksb.gw);
 	close(s);
 }
 
@@ -476,13 +327,13 @@ open_control_port(void)
  * A template's boot: TEMPLATE-READY to the host, which saves the guest
  * while it waits here; each restore continues in this read with its
  * INSTANCE message (proto/guestctl.h): the ksb.* keys, the host's time
- * and a seed for the RNG, acted on as parsed.  Then the deferred
+ * and a seed for the RNG, acted on once all are parsed.  Then the deferred
  * modules (qemu_fw_cfg) if QEMU has fw_cfg files for this instance.
  */
 static void
 template_resume(struct boot *b)
 {
-	char line[GUESTCTL_LINE_MAX], *buf;
+	char line[GUESTCTL_LINE_MAX], err[128], *buf;
 	int64_t deadline =
 	    port_mono_ms() + 86400000; /* the guest's own clock */
 	unsigned long v;
@@ -503,10 +354,18 @@ template_resume(struct boot *b)
 	    memchr(buf, '\0', v) != NULL)
 		port_fail("short or bad INSTANCE message from the host");
 	buf[v] = '\0';
-	parse_ksb(b, buf, 1);
+	boot_parse(b, buf, v, CMDLINE_INSTANCE);
 	explicit_bzero(buf, v); /* the seed */
 	free(buf);
-	if (b->fwcfg)
+	if (b->ksb.has_time &&
+	    template_settime(
+		b->ksb.time_sec, b->ksb.time_nsec, err, sizeof(err)) != 0)
+		port_fail("ksb.time: %s", err);
+	if (b->ksb.has_seed &&
+	    template_reseed(b->ksb.seed, err, sizeof(err)) != 0)
+		port_fail("ksb.seed: %s", err);
+	explicit_bzero(b->ksb.seed, sizeof(b->ksb.seed));
+	if (b->ksb.fwcfg)
 		load_modules(2);
 	port_stage("instance settings");
 }
@@ -610,7 +469,7 @@ setup_storage(const struct boot *b)
 	char opts[256];
 	int i;
 
-	if (b->disk) {
+	if (b->ksb.disk) {
 		load_modules(1);
 		port_stage("disk modules loaded");
 		for (i = 0; i < 500 && access(DISK_DEV, F_OK) != 0; i++)
@@ -703,8 +562,8 @@ start_extras(struct boot *b)
 {
 	char err[200];
 
-	if (b->display_w > 0) {
-		if (display_start(b->display_w, b->display_h, AGENT_UID,
+	if (b->ksb.display_w > 0) {
+		if (display_start(b->ksb.display_w, b->ksb.display_h, AGENT_UID,
 			AGENT_GID, err, sizeof(err)) == 0)
 			b->display = 1;
 		else
@@ -785,7 +644,7 @@ main(int argc, char **argv)
 	open_control_port();
 	port_stage("control port open");
 	parse_cmdline(&b);
-	if (b.template)
+	if (b.ksb.template)
 		template_resume(&b);
 	files_extra_ca();
 	files_home_read(&b);
@@ -801,10 +660,10 @@ main(int argc, char **argv)
 	setup_storage(&b);
 	files_home_install(&b);
 	/* The host's checkout never changes under a guest: cached. */
-	for (i = 0; i < b.nshares; i++)
-		files_mount(b.shares[i].tag, b.shares[i].path, "9p",
-		    (b.shares[i].rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
-		    strcmp(b.shares[i].path, CHECKOUT_GUEST_DIR) == 0 ?
+	for (i = 0; i < b.ksb.nshares; i++)
+		files_mount(b.ksb.shares[i].tag, b.ksb.shares[i].path, "9p",
+		    (b.ksb.shares[i].rw ? 0 : MS_RDONLY) | MS_NOSUID | MS_NODEV,
+		    strcmp(b.ksb.shares[i].path, CHECKOUT_GUEST_DIR) == 0 ?
 			"trans=virtio,version=9p2000.L,msize=512000,"
 			"cache=loose" :
 			"trans=virtio,version=9p2000.L,msize=512000");

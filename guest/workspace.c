@@ -156,7 +156,7 @@ struct workspace_ovl {
 static int
 workspace_overlay_prepare(const struct boot *b, struct workspace_ovl *o)
 {
-	const char *base = b->disk ? DISK_MNT : "/run/ksb/usr";
+	const char *base = b->ksb.disk ? DISK_MNT : "/run/ksb/usr";
 	struct stat sb;
 
 	memset(o, 0, sizeof(*o));
@@ -269,7 +269,7 @@ static void __attribute__((noreturn)) workspace_child(
 	    "[user]\n\tname = ksb agent\n"
 	    "\temail = agent@%s.ksb.invalid\n[safe]\n\tdirectory = %s\n"
 	    "\tdirectory = %s\n",
-	    b->id, MIRROR_GUEST_DIR, WORKSPACE_DIR);
+	    b->ksb.id, MIRROR_GUEST_DIR, WORKSPACE_DIR);
 	fd = open(AGENT_HOME "/.gitconfig",
 	    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 	if (fd == -1 && errno != EEXIST) {
@@ -282,7 +282,7 @@ static void __attribute__((noreturn)) workspace_child(
 	}
 	if (!clone)
 		_exit(0);
-	snprintf(branch, sizeof(branch), "sandbox/%s", b->id);
+	snprintf(branch, sizeof(branch), "sandbox/%s", b->ksb.id);
 	/* Over a lazy tree, init writes .git itself (guest/gitdir.c: no
 	 * exec of libgit2), unless the mirror is not as the host made it. */
 	if (mode != NULL && strcmp(mode, "--no-checkout") == 0 &&
