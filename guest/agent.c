@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/common.h"
 #include "guest/guest.h"
 #include "proto/guestctl.h"
 
@@ -827,11 +828,9 @@ agent_start(struct guest_agent *a, int *pane_fd, int *go_fd, int *rep_fd)
 	*pane_fd = agent_mkfifo(AGENT_PANE_FIFO);
 	*go_fd = agent_mkfifo(AGENT_GO_FIFO);
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	strcpy(sun.sun_path, GUESTCTL_REPORT_SOCKET);
 	unlink(GUESTCTL_REPORT_SOCKET);
-	if ((*rep_fd = socket(AF_UNIX,
+	if (usock_addr(&sun, GUESTCTL_REPORT_SOCKET) == -1 ||
+	    (*rep_fd = socket(AF_UNIX,
 		 SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1 ||
 	    bind(*rep_fd, (struct sockaddr *)&sun, sizeof(sun)) == -1 ||
 	    chmod(GUESTCTL_REPORT_SOCKET, 0666) == -1)

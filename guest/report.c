@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/common.h"
 #include "guest/guest.h"
 #include "proto/guestctl.h"
 
@@ -72,11 +73,9 @@ report_main(int argc, char **argv)
 		if (i + 1 < argc && len < sizeof(buf))
 			buf[len++] = ' ';
 	}
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	strcpy(sun.sun_path, GUESTCTL_REPORT_SOCKET);
 	/* Waits (5 s at most) while the init's queue is full. */
-	if ((fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1 ||
+	if (usock_addr(&sun, GUESTCTL_REPORT_SOCKET) == -1 ||
+	    (fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0)) == -1 ||
 	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == -1 ||
 	    sendto(fd, buf, len, 0, (struct sockaddr *)&sun, sizeof(sun)) !=
 		(ssize_t)len) {
