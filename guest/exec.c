@@ -175,11 +175,7 @@ exec_become_agent(const struct boot *b)
 	if (b->display)
 		setenv("DISPLAY", DISPLAY_NAME, 1);
 }
-/*
- * Wait for the command (pid) to exit, reaping orphans.  A STOP line from
- * the host or the power button starts a graceful stop: SIGTERM to every
- * process, SIGKILL after GUESTCTL_STOP_GRACE_MS.  0 with *st, or -1.
- */
+/* The host's SELFTEST during supervision: answered at once. */
 static void
 supervise_selftest(void)
 {
@@ -190,85 +186,129 @@ supervise_selftest(void)
 		port_write(out, len);
 }
 
+/* exec_supervise's state: the control port's line, the stop. */
+struct supervision {
+	char line[64];
+	size_t llen;
+	int64_t kill_at; /* SIGKILL everything then (0: not due) */
+	int stopping;	 /* 1: a stop asked for, 2: under way */
+	int ctl_ok;	 /* the control port still reads */
+};
+
+/* The control port readable: one read (poll said there is something),
+ * its STOP and SELFTEST lines acted on. */
+static void
+supervise_port(struct supervision *v)
+{
+	char buf[256];
+	int j, n;
+
+	if ((n = (int)read(port_fd, buf, sizeof(buf))) <= 0)
+		v->ctl_ok = 0;
+	for (j = 0; j < n; j++) {
+		if (buf[j] != '\n') {
+			if (v->llen < sizeof(v->line) - 1)
+				v->line[v->llen++] = buf[j];
+			continue;
+		}
+		v->line[v->llen] = '\0';
+		if (strcmp(v->line, "STOP") == 0 && v->stopping == 0)
+			v->stopping = 1;
+		else if (strcmp(v->line, "SELFTEST") == 0)
+			supervise_selftest();
+		v->llen = 0;
+	}
+}
+
+/* A power button's events: a press asks for a stop. */
+static void
+supervise_power(struct supervision *v, int fd)
+{
+	struct input_event ev;
+
+	while (read(fd, &ev, sizeof(ev)) == sizeof(ev))
+		if (ev.type == EV_KEY && ev.code == KEY_POWER &&
+		    ev.value == 1 && v->stopping == 0)
+			v->stopping = 1;
+}
+
+/* The stop's timers: SIGTERM once asked for, SIGKILL when its grace is
+ * over. */
+static void
+supervise_stop(struct supervision *v)
+{
+	if (v->kill_at != 0 && port_mono_ms() >= v->kill_at) {
+		port_say("the command did not stop in %d s: SIGKILL",
+		    GUESTCTL_STOP_GRACE_MS / 1000);
+		kill(-1, SIGKILL);
+		v->kill_at = 0;
+	}
+	if (v->stopping == 1) {
+		v->stopping = 2;
+		port_write("STOPPING\n", 9);
+		kill(-1, SIGTERM);
+		v->kill_at = port_mono_ms() + GUESTCTL_STOP_GRACE_MS;
+	}
+}
+
+/* SIGCHLD: the signalfd drained, children reaped.  1 when pid was (its
+ * status in *st), 0 not yet, -1 an error. */
+static int
+supervise_reap(int sfd, pid_t pid, int *st)
+{
+	struct signalfd_siginfo si;
+	pid_t w;
+
+	while (read(sfd, &si, sizeof(si)) == sizeof(si))
+		;
+	while ((w = waitpid(-1, st, WNOHANG)) > 0)
+		if (w == pid)
+			return 1;
+	return w == -1 && errno != ECHILD ? -1 : 0;
+}
+
 int
 exec_supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st)
 {
 	struct pollfd pfd[2 + PWRBTN_MAX];
-	struct signalfd_siginfo si;
-	struct input_event ev;
-	char line[64], buf[256];
-	size_t llen = 0;
-	int64_t kill_at = 0;
-	int i, j, n, w, stopping = 0, timeout, ctl_ok = 1;
+	struct supervision v;
+	int i, r, timeout;
 
+	memset(&v, 0, sizeof(v));
+	v.ctl_ok = 1;
 	for (;;) {
 		pfd[0].fd = sfd;
 		pfd[0].events = POLLIN;
-		pfd[1].fd = ctl_ok ? port_fd : -1;
+		pfd[1].fd = v.ctl_ok ? port_fd : -1;
 		pfd[1].events = POLLIN;
 		for (i = 0; i < npwr; i++) {
 			pfd[2 + i].fd = pwr[i];
 			pfd[2 + i].events = POLLIN;
 		}
 		timeout = -1;
-		if (kill_at != 0)
-			timeout = kill_at > port_mono_ms() ?
-			    (int)(kill_at - port_mono_ms()) :
+		if (v.kill_at != 0)
+			timeout = v.kill_at > port_mono_ms() ?
+			    (int)(v.kill_at - port_mono_ms()) :
 			    0;
-		if ((n = poll(pfd, (nfds_t)(2 + npwr), timeout)) == -1) {
+		if (poll(pfd, (nfds_t)(2 + npwr), timeout) == -1) {
 			if (errno == EINTR)
 				continue;
 			return -1;
 		}
-		if (kill_at != 0 && port_mono_ms() >= kill_at) {
-			port_say("the command did not stop in %d s: SIGKILL",
-			    GUESTCTL_STOP_GRACE_MS / 1000);
-			kill(-1, SIGKILL);
-			kill_at = 0;
-		}
-		if (pfd[0].revents & POLLIN) {
-			while (read(sfd, &si, sizeof(si)) == sizeof(si))
-				;
-			while ((w = waitpid(-1, st, WNOHANG)) > 0)
-				if (w == pid)
-					return 0;
-			if (w == -1 && errno != ECHILD)
-				return -1;
-		}
-		if (pfd[1].revents & POLLIN) {
-			/* One read: poll said there is something. */
-			if ((n = (int)read(port_fd, buf, sizeof(buf))) <= 0)
-				ctl_ok = 0;
-			for (j = 0; j < n; j++) {
-				if (buf[j] != '\n') {
-					if (llen < sizeof(line) - 1)
-						line[llen++] = buf[j];
-					continue;
-				}
-				line[llen] = '\0';
-				if (strcmp(line, "STOP") == 0 && stopping == 0)
-					stopping = 1;
-				else if (strcmp(line, "SELFTEST") == 0)
-					supervise_selftest();
-				llen = 0;
-			}
-		} else if (pfd[1].revents & (POLLHUP | POLLERR)) {
-			ctl_ok = 0;
-		}
+		if (v.kill_at != 0 && port_mono_ms() >= v.kill_at)
+			supervise_stop(&v);
+		if ((pfd[0].revents & POLLIN) &&
+		    (r = supervise_reap(sfd, pid, st)) != 0)
+			return r == 1 ? 0 : -1;
+		if (pfd[1].revents & POLLIN)
+			supervise_port(&v);
+		else if (pfd[1].revents & (POLLHUP | POLLERR))
+			v.ctl_ok = 0;
 		for (i = 0; i < npwr; i++)
 			if (pfd[2 + i].revents & POLLIN)
-				while (
-				    read(pwr[i], &ev, sizeof(ev)) == sizeof(ev))
-					if (ev.type == EV_KEY &&
-					    ev.code == KEY_POWER &&
-					    ev.value == 1 && stopping == 0)
-						stopping = 1;
-		if (stopping == 1) {
-			stopping = 2;
-			port_write("STOPPING\n", 9);
-			kill(-1, SIGTERM);
-			kill_at = port_mono_ms() + GUESTCTL_STOP_GRACE_MS;
-		}
+				supervise_power(&v, pwr[i]);
+		if (v.stopping == 1)
+			supervise_stop(&v);
 	}
 }
 
