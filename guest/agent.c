@@ -725,13 +725,59 @@ agent_host_line(void *arg, const char *line, size_t len)
  * AGENT_REPORTS_PER_S working/info reports a second (the rest are counted
  * and dropped); done, blocked and exited always pass.  The text is
  * percent-encoded into the frame: a datagram can never forge a frame.
+ * This is one datagram, buf[0..n).
  */
+static void
+agent_report_datagram(struct guest_agent *a, const char *buf, size_t n)
+{
+	char hb[GUESTCTL_REPORT_MAX + 40];
+	const char *sp;
+	unsigned long v;
+	int state, hook, hl;
+
+	if ((sp = memchr(buf, ' ', n)) == NULL)
+		return;
+	state = guestctl_state_parse(buf, (size_t)(sp - buf));
+	if (state != GUESTCTL_ST_WORKING && state != GUESTCTL_ST_DONE &&
+	    state != GUESTCTL_ST_BLOCKED && state != GUESTCTL_ST_INFO &&
+	    state != GUESTCTL_ST_EXITED)
+		return;
+	/* The submit hook: the turn being delivered was taken. */
+	if (state == GUESTCTL_ST_WORKING && a->dlv_phase == 2 &&
+	    a->b->hook_submit)
+		agent_dlv_done(a, NULL);
+	/* Headless: the process's exit ends a turn, not its hooks. */
+	hook = a->b->headless && state != GUESTCTL_ST_INFO &&
+	    state != GUESTCTL_ST_EXITED;
+	if (hook && state == GUESTCTL_ST_WORKING)
+		return;
+	if (hook)
+		state = GUESTCTL_ST_INFO;
+	if ((state == GUESTCTL_ST_WORKING || state == GUESTCTL_ST_INFO) &&
+	    a->rate_n++ >= AGENT_REPORTS_PER_S) {
+		a->rate_dropped++;
+		return;
+	}
+	if (state == GUESTCTL_ST_EXITED &&
+	    guestctl_parse_uint(sp + 1, (size_t)(buf + n - sp - 1), 255, &v) ==
+		0)
+		a->exit_status = (int)v;
+	if (hook) {
+		/* "info hook: done TEXT" */
+		hl = snprintf(hb, sizeof(hb), "hook: %.*s", (int)n, buf);
+		agent_report(a, state, hb,
+		    (size_t)hl < sizeof(hb) ? (size_t)hl : sizeof(hb) - 1);
+	} else
+		agent_report(a, state, sp + 1, (size_t)(buf + n - sp - 1));
+}
+
+/* The report socket fd readable: its datagrams, as above. */
 static void
 agent_report_in(struct guest_agent *a, int fd)
 {
-	char buf[GUESTCTL_REPORT_MAX + 32], hb[GUESTCTL_REPORT_MAX + 40], *sp;
+	char buf[GUESTCTL_REPORT_MAX + 32];
 	ssize_t n;
-	int state, k, hook, hl;
+	int k;
 	int64_t now = port_mono_ms();
 
 	if (now - a->rate_at >= 1000) {
@@ -740,50 +786,8 @@ agent_report_in(struct guest_agent *a, int fd)
 	}
 	for (k = 0; k < AGENT_REPORTS_PER_POLL &&
 	     (n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT)) >= 0;
-	     k++) {
-		sp = memchr(buf, ' ', (size_t)n);
-		if (sp == NULL)
-			continue;
-		state = guestctl_state_parse(buf, (size_t)(sp - buf));
-		if (state != GUESTCTL_ST_WORKING && state != GUESTCTL_ST_DONE &&
-		    state != GUESTCTL_ST_BLOCKED && state != GUESTCTL_ST_INFO &&
-		    state != GUESTCTL_ST_EXITED)
-			continue;
-		/* The submit hook: the turn being delivered was taken. */
-		if (state == GUESTCTL_ST_WORKING && a->dlv_phase == 2 &&
-		    a->b->hook_submit)
-			agent_dlv_done(a, NULL);
-		/* Headless: the process's exit ends a turn, not its hooks. */
-		hook = a->b->headless && state != GUESTCTL_ST_INFO &&
-		    state != GUESTCTL_ST_EXITED;
-		if (hook && state == GUESTCTL_ST_WORKING)
-			continue;
-		if (hook)
-			state = GUESTCTL_ST_INFO;
-		if ((state == GUESTCTL_ST_WORKING ||
-			state == GUESTCTL_ST_INFO) &&
-		    a->rate_n++ >= AGENT_REPORTS_PER_S) {
-			a->rate_dropped++;
-			continue;
-		}
-		if (state == GUESTCTL_ST_EXITED) {
-			unsigned long v;
-
-			if (guestctl_parse_uint(sp + 1,
-				(size_t)(buf + n - sp - 1), 255, &v) == 0)
-				a->exit_status = (int)v;
-		}
-		if (hook) {
-			/* "info hook: done TEXT" */
-			hl =
-			    snprintf(hb, sizeof(hb), "hook: %.*s", (int)n, buf);
-			agent_report(a, state, hb,
-			    (size_t)hl < sizeof(hb) ? (size_t)hl :
-						      sizeof(hb) - 1);
-		} else
-			agent_report(
-			    a, state, sp + 1, (size_t)(buf + n - sp - 1));
-	}
+	     k++)
+		agent_report_datagram(a, buf, (size_t)n);
 }
 
 static int

@@ -124,13 +124,43 @@ template_cmdline(void)
  * (disk 0), or after it (disk 1: a guest with an instance disk), or
  * the deferred ones (2).
  */
+/* 1 if module path (in the disk part of the list or not) is one to load
+ * for disk (as load_modules'). */
+static int
+module_wanted(const char *path, int disk, int in_disk)
+{
+	if (disk == 2)
+		return !in_disk && module_deferred(path);
+	return in_disk == disk &&
+	    !(template_boot && !in_disk && module_deferred(path));
+}
+
+/* finit_module(2) of path (len bytes; compressed unless it ends in .ko),
+ * then the file removed to give the memory back; a failure said. */
+static void
+module_load(const char *path, size_t len)
+{
+	int fd, flags = 0;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		port_say("%s: %s", path, strerror(errno));
+		return;
+	}
+	if (len > 3 && strcmp(path + len - 3, ".ko") != 0)
+		flags = 4; /* MODULE_INIT_COMPRESSED_FILE */
+	if (syscall(SYS_finit_module, fd, "", flags) == -1 && errno != EEXIST)
+		port_say("finit_module %s: %s", path, strerror(errno));
+	close(fd);
+	unlink(path);
+}
+
 static void
 load_modules(int disk)
 {
 	char line[512];
 	FILE *f;
 	size_t len;
-	int fd, flags, in_disk = 0, only_deferred = disk == 2;
+	int in_disk = 0;
 
 	if ((f = fopen("/modules.list", "re")) == NULL)
 		port_fail("/modules.list: %s", strerror(errno));
@@ -140,29 +170,13 @@ load_modules(int disk)
 			line[--len] = '\0';
 		if (strcmp(line, GUESTCTL_MODULES_DISK) == 0)
 			in_disk = 1;
-		if (len == 0 || line[0] != '/')
+		if (len == 0 || line[0] != '/' ||
+		    !module_wanted(line, disk, in_disk))
 			continue;
-		if (only_deferred ? in_disk || !module_deferred(line) :
-				    in_disk != disk ||
-			    (template_boot && !in_disk &&
-				module_deferred(line)))
-			continue;
-		if (module_unneeded(line)) {
+		if (module_unneeded(line))
 			unlink(line);
-			continue;
-		}
-		if ((fd = open(line, O_RDONLY | O_CLOEXEC)) == -1) {
-			port_say("%s: %s", line, strerror(errno));
-			continue;
-		}
-		flags = 0;
-		if (len > 3 && strcmp(line + len - 3, ".ko") != 0)
-			flags = 4; /* MODULE_INIT_COMPRESSED_FILE */
-		if (syscall(SYS_finit_module, fd, "", flags) == -1 &&
-		    errno != EEXIST)
-			port_say("finit_module %s: %s", line, strerror(errno));
-		close(fd);
-		unlink(line); /* give the memory back */
+		else
+			module_load(line, len);
 	}
 	fclose(f);
 }
