@@ -10,6 +10,11 @@
  * certificates to the bundle, reads the command from the virtio-serial port
  * org.ksb.control (protocol in proto/guestctl.h), runs it as the agent user (uid
  * 1000) on the console, reports EXIT <status> and powers off.
+ *
+ * This file holds main and the boot sequence (modules, the ksb.* keys
+ * through proto/cmdline.c, network, control port header, storage); the
+ * steps it calls are in port.c, files.c, workspace.c, exec.c, agent.c and
+ * report.c (guest/guest.h).
  */
 #include <sys/ioctl.h>
 #include <sys/mount.h>
