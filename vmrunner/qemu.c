@@ -554,9 +554,13 @@ static char *
 qemu_cmdline(const struct qemu_config *cfg, char **cause)
 {
 	char *append, *args, *kargs = qemu_kernel_args(cfg);
+	struct cmdline t = { .template = 1 };
 
 	if (cfg->template != QEMU_TEMPLATE_NONE) {
-		xasprintf(&append, "%s ksb.template=1", kargs);
+		if ((args = cmdline_encode(&t, CMDLINE_BOOT)) == NULL)
+			fatalx("out of memory");
+		xasprintf(&append, "%s %s", kargs, args);
+		free(args);
 		free(kargs);
 		return append;
 	}
