@@ -22,37 +22,6 @@
 #include "guest/guest.h"
 #include "proto/fwd.h"
 
-static int
-display_num(const char *s, size_t len, int lo, int hi, int *v)
-{
-	size_t i;
-	long n = 0;
-
-	if (len == 0 || len > 5 || s[0] == '0')
-		return -1;
-	for (i = 0; i < len; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-		n = n * 10 + (s[i] - '0');
-	}
-	if (n < lo || n > hi)
-		return -1;
-	*v = (int)n;
-	return 0;
-}
-
-int
-display_parse(const char *s, int *w, int *h)
-{
-	const char *x = strchr(s, 'x');
-
-	if (x == NULL ||
-	    display_num(s, (size_t)(x - s), 64, FWD_SHOT_MAX_W, w) != 0 ||
-	    display_num(x + 1, strlen(x + 1), 64, FWD_SHOT_MAX_H, h) != 0)
-		return -1;
-	return 0;
-}
-
 static void __attribute__((noreturn))
 display_exec(int w, int h, unsigned uid, unsigned gid)
 {

@@ -1,12 +1,195 @@
 /*
- * guest/guest.h: the guest init's modules besides init.c, prototypes
- * grouped by file.  Everything here is linked into the static
+ * guest/guest.h: the modules of the guest's init (ksb-guest-init), what
+ * they share (the boot's settings, the agent's ids and paths) and their
+ * prototypes grouped by file.  Everything here is linked into the static
  * ksb-guest-init (libc only).
  */
 #ifndef KSB_GUEST_H
 #define KSB_GUEST_H
 
+#include <sys/types.h>
+
+#include <netinet/in.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "proto/cmdline.h"
+#include "proto/guestctl.h"
+
+#define AGENT_UID  1000
+#define AGENT_GID  1000
+#define AGENT_HOME "/home/agent"
+#define AGENT_DIR  "/run/ksb/agent"
+#define AGENT_BIN  "/run/ksb/bin"
+#define DISK_MNT   "/run/ksb/disk"
+#define CA_BUNDLE  "/etc/ssl/certs/ca-certificates.crt"
+#define PWRBTN_MAX 4
+
+#define MIRROR_GUEST_DIR   "/ksb/mirror.git" /* mirror/mirror.h */
+#define CHECKOUT_GUEST_DIR "/ksb/checkout"   /* mirror/mirror.h */
+#define WORKSPACE_DIR	   AGENT_HOME "/work"
+
+#define EXIT_INIT_FAILED 125
+#define EXIT_CANNOT_EXEC 126
+#define EXIT_NOT_FOUND	 127
+
+struct boot {
+	struct cmdline ksb; /* the kernel command line's, or INSTANCE's */
+	int workspace; /* WORKSPACE_DIR is ready: the command starts there */
+	int agent;     /* AGENT: argv[0] is the agent's shell command */
+	long idle_ms;  /* agent mode: quiet pane -> "idle" */
+	int headless;  /* MODE headless: one process per turn */
+	int hook_submit, hook_end; /* HOOKS: what the agent's hooks report */
+	int pane; /* PANE given: paste once the pane is ready */
+	char pane_ready[GUESTCTL_PANE_MAX + 1],
+	    pane_busy[GUESTCTL_PANE_MAX + 1];
+	int display; /* Xvfb runs: DISPLAY for the command */
+	char *home;  /* the preset's files (GUESTCTL_HOME_FWCFG) */
+	size_t homelen;
+	/* from the control port */
+	char term[65];
+	int rows, cols, raw;
+	char *argbuf;
+	char **argv;
+};
+
+/* ---- port.c ----------------------------------------------------------------
+ * What init says and to whom: the control port (org.ksb.control), the
+ * console and the host's ERR lines, the start-up stages, the power-off.
+ */
+extern int port_fd;	 /* the control port, -1 before it is open */
+extern int port_kmsg_fd; /* /dev/kmsg, -1 before it is open */
+extern int port_nstages; /* stages kept for port_stages_send */
+
+/* port_stage: what (a literal of [a-z0-9 -], GUESTCTL_STAGE_NAME bytes at
+ * most) as a start-up stage: in the kernel log and kept for a STAGE line
+ * (CLOCK_BOOTTIME ms; at most 24 kept). */
+void port_stage(const char *what);
+/* port_stages_send: stage "ready", then the stages so far as STAGE lines
+ * (proto/guestctl.h). */
+void port_stages_send(void);
+/* port_say: a line on the console (stderr), "ksb-guest-init: " first. */
+void __attribute__((format(printf, 1, 2))) port_say(const char *fmt, ...);
+/* port_warn: port_say and "ERR <text>" to the host, one line. */
+void __attribute__((format(printf, 1, 2))) port_warn(const char *fmt, ...);
+/* port_fail: port_warn, then port_poweroff(EXIT_INIT_FAILED, 0). */
+void __attribute__((noreturn, format(printf, 1, 2)))
+port_fail(const char *fmt, ...);
+/* port_poweroff: "EXIT status" to the host unless reported (then its BYE,
+ * 3 s at most), every process killed, the power off. */
+void __attribute__((noreturn)) port_poweroff(int status, int reported);
+/* port_write: len bytes of s to the control port, a full non-blocking
+ * port retried for about 3 s; dropped when the port is gone. */
+void port_write(const char *s, size_t len);
+/* port_readline: one '\n'-terminated line (without it, NUL-terminated)
+ * into line[0..cap) by deadline (port_mono_ms).  0, or -1 (the deadline,
+ * an error, a NUL byte or a line too long). */
+int port_readline(char *line, size_t cap, int64_t deadline);
+/* port_readn: exactly len bytes into buf by deadline.  0 or -1. */
+int port_readn(char *buf, size_t len, int64_t deadline);
+/* port_mono_ms: CLOCK_MONOTONIC in milliseconds. */
+int64_t port_mono_ms(void);
+/* port_sleep_ms: sleep ms milliseconds (EINTR resumed). */
+void port_sleep_ms(long ms);
+
+/* ---- files.c ---------------------------------------------------------------
+ * Directories, mounts and files init makes (each failure is port_fail's),
+ * the fw_cfg files and /etc.
+ */
+/* files_mkdirs: path and its parents (0755), path itself mode. */
+void files_mkdirs(const char *path, mode_t mode);
+/* files_mount: mount(2) of src on dst (made first), as mount(2)'s args. */
+void files_mount(const char *src, const char *dst, const char *type,
+    unsigned long flags, const char *data);
+/* files_write: path truncated to content (a string), mode when created. */
+void files_write(const char *path, const char *content, mode_t mode);
+/* files_sysfs_is: 1 if the sysfs attribute path holds exactly want (its
+ * '\n' included), else 0. */
+int files_sysfs_is(const char *path, const char *want);
+/* files_extra_ca: fw_cfg GUESTCTL_CA_FWCFG appended to CA_BUNDLE (before
+ * files_secrets, which unloads qemu_fw_cfg). */
+void files_extra_ca(void);
+/* files_secrets: fw_cfg GUESTCTL_SECRETS_FWCFG's secrets as 0400 files
+ * of the agent's in a tmpfs, then qemu_fw_cfg unloaded. */
+void files_secrets(void);
+/* files_home_read: the preset's files (fw_cfg GUESTCTL_HOME_FWCFG) into
+ * b->home (malloc'd, b->homelen bytes; NULL: none). */
+void files_home_read(struct boot *b);
+/* files_home_install: b->home written into AGENT_HOME by a child running
+ * as the agent, then wiped and freed. */
+void files_home_install(struct boot *b);
+/* files_etc: /etc's generated files, the host name, the agent's home,
+ * /var/tmp, /root. */
+void files_etc(const struct boot *b);
+
+/* ---- workspace.c -----------------------------------------------------------
+ * The guest's side of the git handoff: ~/.gitconfig, ~/work cloned from
+ * the host's mirror (over an overlay of the host's checkout if shared).
+ */
+/* workspace_prepare: as above; a failure is said (port_warn) and the command
+ * starts in AGENT_HOME.  Sets b->workspace when ~/work is a clone. */
+void workspace_prepare(struct boot *b);
+
+/* ---- exec.c ----------------------------------------------------------------
+ * The command: the enforcement self-test before it and again on request,
+ * the child that becomes the agent user and execs it, init's supervision
+ * until it exits.
+ */
+/* exec_power_buttons: the ACPI power button's event devices opened into
+ * fds[0..PWRBTN_MAX); their number. */
+int exec_power_buttons(int *fds);
+/* exec_child: in a child, the console (b->raw, b->rows, b->cols) as the
+ * controlling tty, exec_become_agent, exec b->argv; never returns. */
+void __attribute__((noreturn)) exec_child(const struct boot *b);
+/* exec_become_agent: in a child, drop to the agent user for good and set
+ * its environment and directory; _exit(EXIT_INIT_FAILED) if it cannot. */
+void exec_become_agent(const struct boot *b);
+/*
+ * exec_supervise: wait for the command (pid) to exit, reaping orphans
+ * (SIGCHLD on signalfd sfd).  A STOP line from the host or the power
+ * button (pwr[0..npwr)) starts a graceful stop: SIGTERM to every process,
+ * SIGKILL after GUESTCTL_STOP_GRACE_MS.  0 with its wait status in *st,
+ * or -1 and errno.
+ */
+int exec_supervise(pid_t pid, int sfd, const int *pwr, int npwr, int *st);
+
+/*
+ * exec_selftest_start: the enforcement self-test (selftest.c) in a child
+ * as soon as the network is up (nothing if b->selftest_off or the child
+ * cannot start); exec_selftest joins it.
+ */
+void exec_selftest_start(const struct boot *b);
+/*
+ * exec_selftest: the self-test's result (exec_selftest_start's, or run
+ * here) to the host as a SELFTEST line; a probe that got through fails the
+ * boot (port_fail).  b is kept for exec_selftest_again.
+ */
+void exec_selftest(const struct boot *b);
+/*
+ * exec_selftest_again: the enforcement self-test again, at the host's
+ * request (a SELFTEST line: the gateway reloaded its policy), as root in
+ * init while the command keeps running (at most SELFTEST_PROBE_MS +
+ * SELFTEST_CONNECT_MS).  The answer for the host into line[0..cap) (*len
+ * bytes).  A probe that got through: every process but init is killed at
+ * once and 1 is returned; 0 passed; -1 no self-test here
+ * (ksb.selftest=off).
+ */
+int exec_selftest_again(char *line, size_t cap, size_t *len);
+
+/* ---- agent.c ---------------------------------------------------------------
+ * ksb-run --agent: the agent in tmux, served over the control port.
+ */
+/* agent_supervise: agent mode until the tmux server exits or the host
+ * stops it; the exit status to power off with. */
+int agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr);
+
+/* ---- report.c --------------------------------------------------------------
+ * ksb-report: this binary under that name (AGENT_BIN/ksb-report).
+ */
+/* report_main: "ksb-report STATE [TEXT...]" as one datagram to
+ * GUESTCTL_REPORT_SOCKET.  0 sent, 1 not in agent mode, 2 usage. */
+int report_main(int argc, char **argv);
 
 /* ---- guestfwd.c ------------------------------------------------------------
  * The guest side of the forward channel (proto/fwd.h): a child of init,
@@ -41,11 +224,6 @@ int guestfwd_start(
 #define DISPLAY_SOCK	"/tmp/.X11-unix/X0"
 #define DISPLAY_WAIT_MS 20000 /* Xvfb's socket must appear within this */
 
-/*
- * display_parse: "WxH" (W 64..FWD_SHOT_MAX_W, H 64..FWD_SHOT_MAX_H) from
- * ksb.display= into *w, *h.  0 or -1.
- */
-int display_parse(const char *s, int *w, int *h);
 /*
  * display_start: Xvfb :0 -screen 0 WxHx24 -fbdir DISPLAY_FBDIR
  * -nolisten tcp as uid/gid (the agent), then wait for its socket
@@ -92,10 +270,6 @@ void gitdir_remove(const char *dir);
  * are documentation ranges (RFC 5737, RFC 3849): the guest's only
  * neighbour on the bridge is the gateway.
  */
-#include <netinet/in.h>
-
-#include "proto/guestctl.h"
-
 #define SELFTEST_OUTSIDE     "192.0.2.1"   /* TCP 443 */
 #define SELFTEST_OUTSIDE_DNS "192.0.2.53"  /* UDP 53 */
 #define SELFTEST_OUTSIDE6    "2001:db8::1" /* TCP 443 over IPv6 */
@@ -129,18 +303,17 @@ int selftest_line(struct in_addr ip, struct in_addr gw, int prefix,
  * INSTANCE message (proto/guestctl.h) sets before anything else runs.
  */
 /*
- * template_reseed: hex (GUESTCTL_SEED_BYTES bytes as 2 hex digits each)
- * into the kernel's pool, credited in full (RNDADDENTROPY), then the CRNG
- * reseeded at once (RNDRESEEDCRNG, Linux 4.17; random(4)), so no
- * two guests of one template share the template's RNG state.  0, or -1
- * and a message in err.
+ * template_reseed: seed (ksb.seed) into the kernel's pool, credited in
+ * full (RNDADDENTROPY), then the CRNG reseeded at once (RNDRESEEDCRNG,
+ * Linux 4.17; random(4)), so no two guests of one template share the
+ * template's RNG state.  0, or -1 and a message in err[0..errcap).
  */
-int template_reseed(const char *hex, char *err, size_t errcap);
-/* template_settime: "SEC.NSEC" (the host's CLOCK_REALTIME) into the
- * guest's (the template's clock stopped when it was saved).  0 or -1. */
-int template_settime(const char *val, char *err, size_t errcap);
-/* template_parse_mac: "xx:xx:xx:xx:xx:xx" (hex) into mac.  0 or -1. */
-int template_parse_mac(const char *s, unsigned char mac[6]);
+int template_reseed(
+    const unsigned char seed[GUESTCTL_SEED_BYTES], char *err, size_t errcap);
+/* template_settime: sec.nsec (ksb.time: the host's CLOCK_REALTIME) into
+ * the guest's (the template's clock stopped when it was saved).  0, or -1
+ * and a message in err[0..errcap). */
+int template_settime(uint64_t sec, long nsec, char *err, size_t errcap);
 /* template_set_mac: SIOCSIFHWADDR on ifname (down) through socket s.
  * 0, or -1 and errno. */
 int template_set_mac(int s, const char *ifname, const unsigned char mac[6]);

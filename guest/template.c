@@ -1,7 +1,8 @@
 /*
  * template.c: a guest restored from a template (vmrunner/template.c) is
  * made an instance of its own: the RNG reseeded from the host's seed, the
- * clock set from the host's, eth0 given the lease's MAC address.
+ * clock set from the host's, eth0 given the lease's MAC address (the
+ * values parsed by proto/cmdline.c).
  */
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -20,41 +21,17 @@
 #include "guest/guest.h"
 #include "proto/guestctl.h"
 
-static int
-template_hex(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int
-template_reseed(const char *hex, char *err, size_t errcap)
+template_reseed(
+    const unsigned char bytes[GUESTCTL_SEED_BYTES], char *err, size_t errcap)
 {
 	struct {
 		struct rand_pool_info info;
 		unsigned char buf[GUESTCTL_SEED_BYTES];
 	} seed;
-	int fd, hi, lo, ret = -1;
-	size_t i;
+	int fd, ret = -1;
 
-	if (strlen(hex) != 2 * GUESTCTL_SEED_BYTES) {
-		snprintf(
-		    err, errcap, "not %d hex digits", 2 * GUESTCTL_SEED_BYTES);
-		return -1;
-	}
-	for (i = 0; i < GUESTCTL_SEED_BYTES; i++) {
-		if ((hi = template_hex(hex[2 * i])) < 0 ||
-		    (lo = template_hex(hex[2 * i + 1])) < 0) {
-			snprintf(err, errcap, "not hex");
-			goto out;
-		}
-		seed.buf[i] = (unsigned char)(hi << 4 | lo);
-	}
+	memcpy(seed.buf, bytes, sizeof(seed.buf));
 	seed.info.entropy_count = 8 * GUESTCTL_SEED_BYTES;
 	seed.info.buf_size = GUESTCTL_SEED_BYTES;
 	if ((fd = open("/dev/random", O_WRONLY | O_CLOEXEC)) == -1) {
@@ -74,44 +51,16 @@ out:
 }
 
 int
-template_settime(const char *val, char *err, size_t errcap)
+template_settime(uint64_t sec, long nsec, char *err, size_t errcap)
 {
 	struct timespec ts;
-	const char *dot = strchr(val, '.');
-	unsigned long s, ns;
 
-	if (dot == NULL ||
-	    guestctl_parse_uint(val, (size_t)(dot - val), 1UL << 40, &s) != 0 ||
-	    strlen(dot + 1) != 9 || strspn(dot + 1, "0123456789") != 9) {
-		snprintf(err, errcap, "not SEC.NSEC (9 digits)");
-		return -1;
-	}
-	ns = strtoul(dot + 1, NULL, 10);
-	ts.tv_sec = (time_t)s;
-	ts.tv_nsec = (long)ns;
+	ts.tv_sec = (time_t)sec;
+	ts.tv_nsec = nsec;
 	if (clock_settime(CLOCK_REALTIME, &ts) == -1) {
 		snprintf(err, errcap, "clock_settime: %s", strerror(errno));
 		return -1;
 	}
-	return 0;
-}
-
-int
-template_parse_mac(const char *s, unsigned char mac[6])
-{
-	int i, hi, lo;
-
-	if (strlen(s) != 17)
-		return -1;
-	for (i = 0; i < 6; i++) {
-		if ((hi = template_hex(s[3 * i])) < 0 ||
-		    (lo = template_hex(s[3 * i + 1])) < 0 ||
-		    (i < 5 && s[3 * i + 2] != ':'))
-			return -1;
-		mac[i] = (unsigned char)(hi << 4 | lo);
-	}
-	if (mac[0] & 1)
-		return -1; /* multicast */
 	return 0;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "proto/cmdline.h"
 #include "vmrunner/vmrunner.h"
 
 #define QEMU_CMDLINE_MAX 2048 /* x86 COMMAND_LINE_SIZE, NUL included */
@@ -499,39 +500,52 @@ qemu_kernel_args(const struct qemu_config *cfg)
 	return s;
 }
 
+/* cfg's boot values as proto/cmdline.h has them: 0, or -1 if one does not
+ * fit (qemu_check_* refused it already). */
+static int
+qemu_ksb_values(const struct qemu_config *cfg, struct cmdline *c)
+{
+	struct cmdline_share *s;
+	size_t i;
+
+	memset(c, 0, sizeof(*c));
+	if (cfg->id == NULL || strlen(cfg->id) >= sizeof(c->id) ||
+	    (cfg->display != NULL &&
+		strlen(cfg->display) >= sizeof(c->display)) ||
+	    cfg->nshares > CMDLINE_SHARES_MAX)
+		return -1;
+	memcpy(c->id, cfg->id, strlen(cfg->id) + 1);
+	c->ip.s_addr = cfg->addr;
+	c->gw.s_addr = cfg->gw;
+	c->prefix = cfg->prefix;
+	c->port = (unsigned)cfg->port;
+	c->disk = cfg->disk != NULL;
+	c->selftest_off = cfg->selftest_off != 0;
+	if (cfg->display != NULL)
+		memcpy(c->display, cfg->display, strlen(cfg->display) + 1);
+	for (i = 0; i < cfg->nshares; i++) {
+		s = &c->shares[c->nshares++];
+		if (strlen(cfg->shares[i].guest_path) >= sizeof(s->path))
+			return -1;
+		snprintf(s->tag, sizeof(s->tag), "s%u", (unsigned)i & 15);
+		memcpy(s->path, cfg->shares[i].guest_path,
+		    strlen(cfg->shares[i].guest_path) + 1);
+		s->rw = cfg->shares[i].writable;
+	}
+	return 0;
+}
+
 char *
 qemu_ksb_args(const struct qemu_config *cfg)
 {
-	char ip[INET_ADDRSTRLEN], gw[INET_ADDRSTRLEN], *append, *tmp;
-	size_t i;
+	struct cmdline c;
+	char *s;
 
-	inet_ntop(AF_INET, &cfg->addr, ip, sizeof(ip));
-	inet_ntop(AF_INET, &cfg->gw, gw, sizeof(gw));
-	xasprintf(&append, "ksb.id=%s ksb.ip=%s/%d ksb.gw=%s ksb.port=%u",
-	    cfg->id, ip, cfg->prefix, gw, (unsigned)cfg->port);
-	if (cfg->disk != NULL) {
-		xasprintf(&tmp, "%s ksb.disk=1", append);
-		free(append);
-		append = tmp;
-	}
-	if (cfg->selftest_off) {
-		xasprintf(&tmp, "%s ksb.selftest=off", append);
-		free(append);
-		append = tmp;
-	}
-	if (cfg->display != NULL) {
-		xasprintf(&tmp, "%s ksb.display=%s", append, cfg->display);
-		free(append);
-		append = tmp;
-	}
-	for (i = 0; i < cfg->nshares; i++) {
-		xasprintf(&tmp, "%s ksb.share=s%zu:%s%s", append, i,
-		    cfg->shares[i].guest_path,
-		    cfg->shares[i].writable ? ":rw" : "");
-		free(append);
-		append = tmp;
-	}
-	return append;
+	if (qemu_ksb_values(cfg, &c) != 0)
+		fatalx("qemu_ksb_args: a value over proto/cmdline.h's bounds");
+	if ((s = cmdline_encode(&c, CMDLINE_BOOT)) == NULL)
+		fatalx("out of memory");
+	return s;
 }
 
 /* The kernel command line (ksb.* for ksb-guest-init), malloc'd, or NULL.
@@ -540,9 +554,13 @@ static char *
 qemu_cmdline(const struct qemu_config *cfg, char **cause)
 {
 	char *append, *args, *kargs = qemu_kernel_args(cfg);
+	struct cmdline t = { .template = 1 };
 
 	if (cfg->template != QEMU_TEMPLATE_NONE) {
-		xasprintf(&append, "%s ksb.template=1", kargs);
+		if ((args = cmdline_encode(&t, CMDLINE_BOOT)) == NULL)
+			fatalx("out of memory");
+		xasprintf(&append, "%s %s", kargs, args);
+		free(args);
 		free(kargs);
 		return append;
 	}

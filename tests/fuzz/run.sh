@@ -114,6 +114,10 @@ text_seed ctl_selftest reload 'SELFTEST e-1a2b3c4d reload 3 fail 0 - tcp-gateway
 text_seed ctl_selftest reloaded 'RELOADED 12'
 text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004 done'
 text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
+# fuzz_cmdline: a context byte (bit 0: INSTANCE), then the keys.
+text_seed cmdline boot '\0000console=ttyS0 quiet ksb.id=e-1a2b ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 ksb.port=3128 ksb.disk=1 ksb.selftest=off ksb.display=320x240 ksb.share=s0:/home/agent/proj ksb.share=s1:/ksb/mirror.git:rw'
+text_seed cmdline template '\0000console=ttyS0 ksb.template=1'
+text_seed cmdline instance '\0001ksb.id=e-1 ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 ksb.port=3128 ksb.mac=52:54:00:12:34:56 ksb.time=1700000000.000000005 ksb.fwcfg=1 ksb.seed=000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f'
 
 # target, sources, max input length
 set -- \
@@ -125,7 +129,8 @@ set -- \
 	"msg|gateway/msg.c common/log.c|4200" \
 	"fwd|proto/fwd.c proto/xwd.c|70000" \
 	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300" \
-	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200"
+	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200" \
+	"cmdline|proto/cmdline.c proto/guestctl.c|4200"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}
