@@ -329,21 +329,14 @@ main(int argc, char **argv)
 int
 ksbctl_sock_connect(const char *dir, const char *name)
 {
-	struct sockaddr_un sun;
+	char *path;
 	int fd, e;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s", dir,
-		name) >= sizeof(sun.sun_path))
-		return errno = ENAMETOOLONG, -1;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		e = errno;
-		close(fd);
-		return errno = e, -1;
-	}
+	xasprintf(&path, "%s/%s", dir, name);
+	fd = usock_connect(path, 0);
+	e = errno;
+	free(path);
+	errno = e;
 	return fd;
 }
 

@@ -35,24 +35,16 @@
 int
 console_listen(struct run *r, char **cause)
 {
-	struct sockaddr_un sun;
 	int fd;
 
 	xasprintf(&r->console_path, "%s/console.sock", r->instance_dir);
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(r->console_path) >= sizeof(sun.sun_path))
-		return cause_set(cause, "%s: path too long", r->console_path);
-	strcpy(sun.sun_path, r->console_path);
-	unlink(r->console_path);
-	if ((fd = socket(
-		 AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) == -1)
-		return cause_set(cause, "socket: %s", strerror(errno));
-	if (bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
-	    chmod(r->console_path, 0600) != 0 || listen(fd, 4) != 0) {
-		cause_set(cause, "%s: %s", r->console_path, strerror(errno));
-		close(fd);
-		return -1;
+	if ((fd = usock_listen(r->console_path, 0600, 4, SOCK_NONBLOCK)) ==
+	    -1) {
+		if (errno == ENAMETOOLONG)
+			return cause_set(
+			    cause, "%s: path too long", r->console_path);
+		return cause_set(
+		    cause, "%s: %s", r->console_path, strerror(errno));
 	}
 	r->listen_fd = fd;
 	return 0;
