@@ -324,3 +324,12 @@ fwdreport_flush(struct fwdreport *rep, int fd, int timeout_ms)
 			return -1;
 	}
 }
+
+int
+fwdreport_post(struct fwdreport *rep, int fd, const char *line, int n)
+{
+	if (n <= 0 || rep == NULL || fwdreport_own(rep, line, (size_t)n) != 0)
+		return -1;
+	(void)fwdreport_send(rep, fd);
+	return 0;
+}

@@ -240,11 +240,7 @@ void selftest_done(struct sup *s, int status, const char *fail, int64_t ms);
 /* One supervisor round of the self-test around reloads (now: ms, mono). */
 void selftest_round(struct sup *s, int64_t now);
 
-/* ---- supervise.c ----------------------------------------------------------
- * line (n bytes) on the lease's connection, through the forward records'
- * queue.  0 or -1 (not queued).
- */
-int supervise_gw_send(struct sup *s, const char *line, int n);
+/* ---- supervise.c ---------------------------------------------------------- */
 /*
  * Start QEMU with qargv and serve its descriptors until it has exited.
  * The exit status for ksb-run: the command's, 128 + a signal's, QEMU's,

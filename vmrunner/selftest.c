@@ -125,8 +125,8 @@ selftest_send(struct sup *s, const struct ctl_selftest *t)
 {
 	char line[CTL_LINE_MAX];
 
-	if (supervise_gw_send(
-		s, line, ctl_selftest_line(line, sizeof(line), t)) != 0)
+	if (fwdreport_post(s->r->fwdrep, s->gw_open ? s->r->gw_fd : -1, line,
+		ctl_selftest_line(line, sizeof(line), t)) != 0)
 		log_warnx("instance %s: the self-test result did not reach "
 			  "ksb-gatewayd's audit",
 		    s->r->id);

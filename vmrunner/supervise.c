@@ -490,7 +490,8 @@ sup_gw_turn(struct sup *s)
 	    r->st.agent_turn == s->told_turn)
 		return;
 	n = ctl_turn_line(line, sizeof(line), r->id, r->st.agent_turn);
-	if (supervise_gw_send(s, line, n) == 0)
+	if (fwdreport_post(
+		s->r->fwdrep, s->gw_open ? s->r->gw_fd : -1, line, n) == 0)
 		s->told_turn = r->st.agent_turn;
 }
 
@@ -592,22 +593,6 @@ sup_gw(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 		selftest_stale(s);
 	} else if (got > 0)
 		sup_gw_lines(s);
-}
-
-/*
- * line (n bytes) on the lease's connection, through the forward
- * records' queue (fwdreport_own: one writer, whole lines; sent now what
- * the socket takes, the rest as it drains, on a resumed lease if it is
- * lost meanwhile).  0 or -1 (not queued).
- */
-int
-supervise_gw_send(struct sup *s, const char *line, int n)
-{
-	if (n <= 0 || s->r->fwdrep == NULL ||
-	    fwdreport_own(s->r->fwdrep, line, (size_t)n) != 0)
-		return -1;
-	(void)fwdreport_send(s->r->fwdrep, s->gw_open ? s->r->gw_fd : -1);
-	return 0;
 }
 
 /* QEMU's console: to the terminal or the attached client. */
