@@ -79,12 +79,6 @@ struct json_object *memory_status_json(
     const char *dir, const struct instance_state *st);
 void memory_status_text(FILE *f, struct json_object *m);
 int stop_main(int argc, char **argv);
-/*
- * stop_qmp: one QMP command (after the greeting and qmp_capabilities) on
- * <dir>/qmp.sock, within 3 s; the reply holding "return" is copied into
- * reply[0..cap) (NULL: not kept).  0, or -1 (no socket, error, timeout).
- */
-int stop_qmp(const char *dir, const char *cmd, char *reply, size_t cap);
 /* pause.c: `pause ID' and `resume ID' (argv[0] says which). */
 int pause_main(int argc, char **argv);
 /*
