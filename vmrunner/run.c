@@ -36,6 +36,7 @@
 #include "common/common.h"
 #include "common/termfilter.h"
 #include "vmrunner/vmrunner.h"
+#include "proto/agentcmd.h"
 #include "vmrunner/run.h"
 
 /* ---- kernel, modules, init ---------------------------------------------- */
@@ -184,42 +185,52 @@ run_cleanup(struct run *r, int status)
 	r->lock_fd = -1;
 }
 
+/* 1 if argv[i] is left out of agent.cmd (*i past its value then). */
+static int
+run_agent_cmd_skip(char **argv, int *i)
+{
+	static const char *const skip_arg[] = { "--name", "--agent", "--prompt",
+		"--idle", "-f", NULL };
+	size_t k, len;
+
+	if (strcmp(argv[*i], "--detach") == 0 || strcmp(argv[*i], "-d") == 0)
+		return 1;
+	for (k = 0; skip_arg[k] != NULL; k++) {
+		len = strlen(skip_arg[k]);
+		if (strcmp(argv[*i], skip_arg[k]) == 0) {
+			(*i)++; /* and its value */
+			return 1;
+		}
+		if (strncmp(argv[*i], skip_arg[k], len) == 0 &&
+		    (argv[*i][len] == '=' ||
+			(len == 2 && argv[*i][len] != '\0')))
+			return 1;
+	}
+	return 0;
+}
+
 /*
- * agent.cmd, what ksbctl prompt boots a stopped instance with (read by
- * ksbctl_prompt.c): "idle=<s>\n", then "cwd=<dir>\n" and "arg=<arg>\n"
- * lines (ksb-run's arguments except --detach, --name, --agent, --prompt,
- * --idle and -f; a --secret's spec NAME=env:VAR|file:PATH is kept, so the
- * booted agent has its credentials again, never a value), then the
- * agent's command.  An argument holding a newline is left out, with a warning.
+ * agent.cmd (proto/agentcmd.h), what ksbctl prompt boots a stopped
+ * instance with: --idle, the directory, ksb-run's arguments except
+ * --detach, --name, --agent, --prompt, --idle and -f (a --secret's spec
+ * NAME=env:VAR|file:PATH is kept, so the booted agent has its credentials
+ * again, never a value), then the agent's command.  An argument holding a
+ * newline is left out, with a warning.  0 or -1 (errno).
  */
 static int
 run_agent_cmd(struct run *r, int fd, int argc, char **argv)
 {
-	static const char *const skip_arg[] = { "--name", "--agent", "--prompt",
-		"--idle", "-f", NULL };
-	char cwd[PATH_MAX];
-	size_t k, len;
-	int i, skip;
+	struct agentcmd c;
+	char cwd[PATH_MAX], *buf = xmalloc(AGENTCMD_MAX + 1);
+	int i, n, ret = -1;
 
-	if (dprintf(fd, "idle=%lu\n", r->idle_s) < 0)
-		return -1;
-	if (getcwd(cwd, sizeof(cwd)) != NULL && strchr(cwd, '\n') == NULL &&
-	    dprintf(fd, "cwd=%s\n", cwd) < 0)
-		return -1;
+	memset(&c, 0, sizeof(c));
+	c.idle_s = r->idle_s;
+	c.command = r->agent_cmd;
+	if (getcwd(cwd, sizeof(cwd)) != NULL && strchr(cwd, '\n') == NULL)
+		c.cwd = cwd;
 	for (i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
-		skip = strcmp(argv[i], "--detach") == 0 ||
-		    strcmp(argv[i], "-d") == 0;
-		for (k = 0; !skip && skip_arg[k] != NULL; k++) {
-			len = strlen(skip_arg[k]);
-			if (strcmp(argv[i], skip_arg[k]) == 0) {
-				skip = 1;
-				i++; /* and its value */
-			} else if (strncmp(argv[i], skip_arg[k], len) == 0 &&
-			    (argv[i][len] == '=' ||
-				(len == 2 && argv[i][len] != '\0')))
-				skip = 1;
-		}
-		if (skip)
+		if (run_agent_cmd_skip(argv, &i))
 			continue;
 		if (strchr(argv[i], '\n') != NULL) {
 			log_warnx("--agent: an argument with a newline is not "
@@ -227,10 +238,20 @@ run_agent_cmd(struct run *r, int fd, int argc, char **argv)
 				  "booting the instance again");
 			continue;
 		}
-		if (dprintf(fd, "arg=%s\n", argv[i]) < 0)
-			return -1;
+		if (c.nargs == AGENTCMD_ARGS_MAX) {
+			log_warnx("--agent: arguments past %d are not kept for "
+				  "booting the instance again",
+			    AGENTCMD_ARGS_MAX);
+			break;
+		}
+		c.args[c.nargs++] = argv[i];
 	}
-	return dprintf(fd, "%s", r->agent_cmd) < 0 ? -1 : 0;
+	if ((n = agentcmd_encode(buf, AGENTCMD_MAX + 1, &c)) == -1)
+		errno = EINVAL;
+	else if (util_write_all(fd, buf, (size_t)n) == 0)
+		ret = 0;
+	free(buf);
+	return ret;
 }
 
 /*

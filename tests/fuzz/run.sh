@@ -113,6 +113,8 @@ text_seed ctl_selftest boot 'SELFTEST boot-term boot 0 ok 7 812 -'
 text_seed ctl_selftest reload 'SELFTEST e-1a2b3c4d reload 3 fail 0 - tcp-gateway'
 text_seed ctl_selftest reloaded 'RELOADED 12'
 text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004 done'
+text_seed agentcmd full 'idle=600\ncwd=/home/me/src\narg=--share\narg=/home/me/src\nclaude --print'
+text_seed agentcmd bare 'idle=5\nsh -c x'
 text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
 
 # target, sources, max input length
@@ -125,7 +127,8 @@ set -- \
 	"msg|gateway/msg.c common/log.c|4200" \
 	"fwd|proto/fwd.c proto/xwd.c|70000" \
 	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300" \
-	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200"
+	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200" \
+	"agentcmd|proto/agentcmd.c|70000"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}
