@@ -49,13 +49,14 @@ char *ksbctl_size(char *buf, size_t cap, uint64_t bytes);
 
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
-/* audit.c: the export's query (seq, JSON line) of every chained record
- * after seq ?1 with ts_ms >= ?2 (NULL: all), seq order. */
-extern const char audit_export_sql[];
+struct sqlite3;
+/* audit_export.c: `audit --jsonl': every chained record as one JSON
+ * object per line on stdout, seq order (since: ms or -1; follow: poll for
+ * new ones).  Exit status. */
+int audit_export_jsonl(struct sqlite3 *db, int64_t since, int follow);
 /* audit_export.c: `audit export --format ocsf' (JSON lines on stdout) and
  * `--otlp URL' (OTLP/HTTP JSON; state: the file of the last accepted seq,
  * NULL for the default).  since: ms or -1.  Exit status. */
-struct sqlite3;
 int audit_export_ocsf(struct sqlite3 *db, int64_t since, int follow);
 int audit_export_otlp(struct sqlite3 *db, const char *url, const char *state,
     int64_t since, int follow);
