@@ -585,13 +585,19 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 	return ret;
 }
 
+/* prompt's options. */
+struct prompt_opts {
+	enum out_format fmt;
+	const char *key; /* "-": none */
+	int wait, no_summary;
+};
+
 /*
- * 88 lines: the options, then the instance, the text, the conversation
- * and the turn's summary, one straight sequence sharing one cleanup;
- * the pieces that stand alone are functions already.
+ * The options into o and the operands checked (ID and TEXT at
+ * argv[optind]).  -1 to go on, else the exit status (0 after --help).
  */
-int
-prompt_main(int argc, char **argv)
+static int
+prompt_parse(int argc, char **argv, struct prompt_opts *o)
 {
 	static const struct option longopts[] = { { "wait", no_argument, NULL,
 						      'w' },
@@ -600,28 +606,26 @@ prompt_main(int argc, char **argv)
 		{ "no-summary", no_argument, NULL, 'S' },
 		{ "allow", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
-	enum out_format fmt = OUT_TEXT;
-	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, before[41];
-	const char *key = "-";
-	size_t len = 0;
-	unsigned long long turn = 0;
-	int ch, wait = 0, fd = -1, ret = 1, no_summary = 0;
+	int ch;
 
+	o->fmt = OUT_TEXT;
+	o->key = "-";
+	o->wait = o->no_summary = 0;
 	optind = 0; /* glibc: reinitialise (argv permutation) */
 	while (
 	    (ch = ksbctl_getopt(argc, argv, "prompt", "h", longopts)) != -1) {
 		switch (ch) {
 		case 'w':
-			wait = 1;
+			o->wait = 1;
 			break;
 		case 'j':
-			fmt = OUT_JSON;
+			o->fmt = OUT_JSON;
 			break;
 		case 'k':
-			key = optarg;
+			o->key = optarg;
 			break;
 		case 'S':
-			no_summary = 1;
+			o->no_summary = 1;
 			break;
 		case 'a':
 			if (prompt_allow_add(optarg) == -1)
@@ -633,11 +637,12 @@ prompt_main(int argc, char **argv)
 			return ksbctl_usage(stderr, "prompt");
 		}
 	}
-	if (strcmp(key, "-") != 0 && !agentsock_valid_key(key, strlen(key))) {
+	if (strcmp(o->key, "-") != 0 &&
+	    !agentsock_valid_key(o->key, strlen(o->key))) {
 		fprintf(stderr,
 		    "ksbctl prompt: --key `%s': 1 to %d of "
 		    "A-Z a-z 0-9 . _ -\n",
-		    key, AGENTSOCK_KEY_MAX);
+		    o->key, AGENTSOCK_KEY_MAX);
 		return 2;
 	}
 	if (argc - optind != 2) {
@@ -650,6 +655,25 @@ prompt_main(int argc, char **argv)
 			"too many arguments (quote the turn text)");
 		return ksbctl_usage(stderr, "prompt");
 	}
+	return -1;
+}
+
+/*
+ * `ksbctl prompt': the options, then the instance (booted if it is
+ * stopped), the text, the conversation and the turn's summary.
+ */
+int
+prompt_main(int argc, char **argv)
+{
+	struct prompt_opts o;
+	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, before[41];
+	size_t len = 0;
+	unsigned long long turn = 0;
+	int fd = -1, ret;
+
+	if ((ret = prompt_parse(argc, argv, &o)) != -1)
+		return ret;
+	ret = 1;
 	if (instance_resolve(
 		ksbctl_conf->state_dir, argv[optind], &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl prompt: %s\n", cause);
@@ -661,15 +685,15 @@ prompt_main(int argc, char **argv)
 	    prompt_ready(id, dir) != 0 || (fd = prompt_connect(id, dir)) == -1)
 		goto cleanup;
 	turnsum_ref(dir, id, before);
-	if (wait && !no_summary && fmt == OUT_JSON) { /* at END */
+	if (o.wait && !o.no_summary && o.fmt == OUT_JSON) { /* at END */
 		prompt_sum.dir = dir;
 		prompt_sum.before = before;
 	}
-	ret = prompt_converse(fd, id, key, text, len, wait, fmt, &turn);
+	ret = prompt_converse(fd, id, o.key, text, len, o.wait, o.fmt, &turn);
 	/* The turn ended (or the instance stopped): what it did.  With
 	 * --json it came before ksb.end (prompt_show). */
-	if (wait && turn > 0 && !no_summary && fmt != OUT_JSON)
-		(void)turnsum_print(stdout, id, dir, turn, before, fmt);
+	if (o.wait && turn > 0 && !o.no_summary && o.fmt != OUT_JSON)
+		(void)turnsum_print(stdout, id, dir, turn, before, o.fmt);
 cleanup:
 	if (fd != -1)
 		close(fd);
