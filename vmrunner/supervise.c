@@ -99,15 +99,86 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 	_exit(errno == ENOENT ? 127 : 126);
 }
 
+/* An ERR line from the guest: logged, redacted and escaped, the first 20. */
+static void
+sup_guest_err(struct guestin *g, const char *text, size_t tlen)
+{
+	char red[GUESTCTL_LINE_MAX], esc[200 * 4 + 1];
+
+	if (g->errs++ < 20) {
+		tlen = redact_text(g->rd, text, tlen, red, sizeof(red));
+		log_escape(esc, sizeof(esc), red, tlen);
+		log_warnx("guest: %s", esc);
+	} else if (g->errs == 21)
+		log_warnx("guest: more errors, not logged");
+}
+
+/* A line that is no control message: an agent frame, or counted. */
+static void
+sup_guest_other(struct guestin *g)
+{
+	char esc[200 * 4 + 1];
+
+	if (g->agent != NULL && g->ready_ms != 0 &&
+	    agent_guest_line(g->agent, g->line, g->len) == 0)
+		return;
+	/* A flood of garbage is counted, not logged. */
+	if (g->bad++ < 10) {
+		log_escape(
+		    esc, sizeof(esc), g->line, g->len < 200 ? g->len : 200);
+		log_warnx("guest sent an unknown "
+			  "control line: "
+			  "\"%s\"",
+		    esc);
+	}
+}
+
+/* One whole control line in g->line; 1 when it is the first EXIT. */
+static int
+sup_guest_line(struct guestin *g, int64_t now)
+{
+	enum guestctl_msg m;
+	const char *text;
+	size_t tlen;
+	int status;
+
+	m = guestctl_parse_guest(g->line, g->len, &status, &text, &tlen);
+	switch (m) {
+	case GUESTCTL_READY:
+		if (g->ready_ms == 0)
+			g->ready_ms = now;
+		break;
+	case GUESTCTL_EXIT:
+		if (g->exit_status == -1) {
+			g->exit_status = status;
+			return 1;
+		}
+		break;
+	case GUESTCTL_STOPPING:
+		log_debug("guest: stopping");
+		break;
+	case GUESTCTL_STAGE:
+		boottime_stage(g->bt, status, text, tlen);
+		break;
+	case GUESTCTL_SELFTEST:
+		selftest_guest(g, status, text, tlen);
+		break;
+	case GUESTCTL_ERR:
+		sup_guest_err(g, text, tlen);
+		break;
+	default:
+		sup_guest_other(g);
+		break;
+	}
+	return 0;
+}
+
 /* Feed bytes from the guest; returns 1 when EXIT has just been seen. */
 static int
 run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 {
-	enum guestctl_msg m;
-	const char *text;
-	size_t i, tlen;
-	char esc[200 * 4 + 1];
-	int status, got_exit = 0;
+	size_t i;
+	int got_exit = 0;
 
 	for (i = 0; i < n; i++) {
 		if (buf[i] != '\n') {
@@ -121,59 +192,8 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
 			if (g->bad++ < 10)
 				log_warnx("guest sent an overlong control "
 					  "line, ignored");
-		} else {
-			m = guestctl_parse_guest(
-			    g->line, g->len, &status, &text, &tlen);
-			switch (m) {
-			case GUESTCTL_READY:
-				if (g->ready_ms == 0)
-					g->ready_ms = now;
-				break;
-			case GUESTCTL_EXIT:
-				if (g->exit_status == -1) {
-					g->exit_status = status;
-					got_exit = 1;
-				}
-				break;
-			case GUESTCTL_STOPPING:
-				log_debug("guest: stopping");
-				break;
-			case GUESTCTL_STAGE:
-				boottime_stage(g->bt, status, text, tlen);
-				break;
-			case GUESTCTL_SELFTEST:
-				selftest_guest(g, status, text, tlen);
-				break;
-			case GUESTCTL_ERR:
-				/* The first 20; a flood must not fill the log. */
-				if (g->errs++ < 20) {
-					char red[GUESTCTL_LINE_MAX];
-
-					tlen = redact_text(g->rd, text, tlen,
-					    red, sizeof(red));
-					log_escape(esc, sizeof(esc), red, tlen);
-					log_warnx("guest: %s", esc);
-				} else if (g->errs == 21)
-					log_warnx(
-					    "guest: more errors, not logged");
-				break;
-			default:
-				if (g->agent != NULL && g->ready_ms != 0 &&
-				    agent_guest_line(
-					g->agent, g->line, g->len) == 0)
-					break;
-				/* A flood of garbage is counted, not logged. */
-				if (g->bad++ < 10) {
-					log_escape(esc, sizeof(esc), g->line,
-					    g->len < 200 ? g->len : 200);
-					log_warnx("guest sent an unknown "
-						  "control line: "
-						  "\"%s\"",
-					    esc);
-				}
-				break;
-			}
-		}
+		} else if (sup_guest_line(g, now))
+			got_exit = 1;
 		g->len = 0;
 		g->skipping = 0;
 	}
