@@ -5,7 +5,7 @@
  * guest over the virtio-serial port "org.ksb.forward"; the forward socket
  * (<instance>/forward.sock: ADD, REMOVE, LIST, SHOT); the record of every
  * connection in <instance>/forward.log.  It runs in its own thread on its
- * own libevent base, so the supervisor's poll loop (run.c) is untouched;
+ * own libevent base, so the supervisor's poll loop (supervise.c) is untouched;
  * the two share nothing after forward_start but the stop pipe.
  *
  * Everything the guest sends is checked (fwd_hdr_decode) before it is

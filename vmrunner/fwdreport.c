@@ -1,7 +1,7 @@
 /*
  * fwdreport.c: the forward engine's events (forward.c, its own thread)
  * on their way to the gateway's audit as FORWARD lines (proto/ctl.h) on
- * the lease's connection, which the supervisor (run.c) owns.  The engine
+ * the lease's connection, which the supervisor (supervise.c) owns.  The engine
  * queues a line (fwdreport_event) and wakes the supervisor through an
  * eventfd; the supervisor sends what the socket takes without blocking
  * (fwdreport_send), keeps the rest, and on a resumed lease starts the
