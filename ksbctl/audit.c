@@ -471,97 +471,6 @@ audit_summary(sqlite3 *db, struct audit_query *q)
 	return 0;
 }
 
-/* Every chained record, seq order: (seq, its JSON line); ?1 after this
- * seq, ?2 ts_ms from (NULL: all).  Also audit_export.c's. */
-const char audit_export_sql[] =
-    "SELECT seq, json_object('seq', seq, 'kind', 'connection', 'id', "
-    "id, "
-    "'ts_ms', ts_ms, 'instance', instance, 'profile', profile, "
-    "'client_addr', client_addr, 'client_port', client_port, 'host', "
-    "host, "
-    "'port', port, 'sni', sni, 'upstream_addr', upstream_addr, "
-    "'upstream_port', upstream_port, 'decision', decision, 'reason', "
-    "reason, 'policy_digest', policy_digest, 'hash', lower(hex(hash))) "
-    "FROM connections WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
-    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'close', "
-    "'conn_id', conn_id, 'ts_ms', ts_ms, 'bytes_up', bytes_up, "
-    "'bytes_down', bytes_down, 'duration_ms', duration_ms, 'reason', "
-    "reason, 'hash', lower(hex(hash))) FROM closes WHERE seq > ?1 "
-    "AND (?2 IS NULL OR ts_ms >= ?2) "
-    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'policy', "
-    "'id', "
-    "id, 'ts_ms', ts_ms, 'digest', digest, 'ok', ok, 'files', files, "
-    "'errors', errors, 'hash', lower(hex(hash))) FROM policy_versions "
-    "WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
-    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'register', "
-    "'id', id, 'ts_ms', registered_ms, 'instance', instance, "
-    "'profile', "
-    "profile, 'tap', tap, 'mac', mac, 'ip', ip, 'hash', "
-    "lower(hex(hash))) "
-    "FROM registrations WHERE seq > ?1 AND (?2 IS NULL OR "
-    "registered_ms >= ?2) "
-    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', "
-    "'unregister', "
-    "'reg_id', reg_id, 'ts_ms', ts_ms, 'hash', lower(hex(hash))) FROM "
-    "unregistrations WHERE seq > ?1 AND (?2 IS NULL OR ts_ms >= ?2) "
-    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'selftest', "
-    "'ts_ms', ts_ms, 'instance', instance, 'trigger', trigger, 'result', "
-    "result, 'probes', probes, 'failed', failed, 'duration_ms', "
-    "duration_ms, 'action', action, 'policy_digest', policy_digest, "
-    "'hash', lower(hex(hash))) FROM selftests WHERE seq > ?1 AND "
-    "(?2 IS NULL OR ts_ms >= ?2) "
-    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'forward', "
-    "'ts_ms', ts_ms, 'instance', instance, 'event', event, "
-    "'listen_addr', listen_addr, 'listen_port', listen_port, "
-    "'guest_port', guest_port, 'stream', stream, 'peer', peer, "
-    "'bytes_to_guest', bytes_to_guest, 'bytes_from_guest', "
-    "bytes_from_guest, 'duration_ms', duration_ms, 'reason', reason, "
-    "'hash', lower(hex(hash))) FROM forwards WHERE seq > ?1 AND "
-    "(?2 IS NULL OR ts_ms >= ?2) "
-    "ORDER BY 1 LIMIT 10000";
-
-/* Every chained record as one JSON object per line, in seq order. */
-static int
-audit_export(sqlite3 *db, struct audit_query *q)
-{
-	struct timespec ts = { 0, FOLLOW_POLL_MS * 1000000L };
-	sqlite3_stmt *st = NULL;
-	int64_t last = 0;
-	int rc, n;
-
-	if (sqlite3_prepare_v2(db, audit_export_sql, -1, &st, NULL) !=
-	    SQLITE_OK)
-		goto sqlerr;
-	for (;;) {
-		do {
-			sqlite3_reset(st);
-			sqlite3_bind_int64(st, 1, last);
-			if (q->since != -1)
-				sqlite3_bind_int64(st, 2, q->since);
-			n = 0;
-			while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-				last = sqlite3_column_int64(st, 0);
-				puts((const char *)sqlite3_column_text(st, 1));
-				n++;
-			}
-			if (rc != SQLITE_DONE &&
-			    !(q->follow && rc == SQLITE_BUSY))
-				goto sqlerr;
-		} while (n == 10000);
-		if (!q->follow)
-			break;
-		fflush(stdout);
-		nanosleep(&ts, NULL);
-	}
-	sqlite3_finalize(st);
-	return 0;
-sqlerr:
-	fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
-	    sqlite3_errmsg(db));
-	sqlite3_finalize(st);
-	return 1;
-}
-
 static const struct option audit_longopts[] = {
 	{ "instance", required_argument, NULL, 'i' },
 	{ "host", required_argument, NULL, 'H' },
@@ -839,7 +748,7 @@ audit_main(int argc, char **argv)
 	else if (strcmp(q.format, "ocsf") == 0)
 		ret = audit_export_ocsf(db, q.since, q.follow);
 	else
-		ret = audit_export(db, &q);
+		ret = audit_export_jsonl(db, q.since, q.follow);
 	sqlite3_close(db);
 	return ret;
 }

@@ -205,8 +205,18 @@ audit_verify_key(sqlite3 *db, const char *keyfile, struct audit_verify *r)
 	return 0;
 }
 
-int
-audit_verify_main(int argc, char **argv)
+/* audit verify's options. */
+struct audit_verify_opts {
+	enum out_format fmt;
+	const char *keyfile; /* --key, NULL: none */
+	int witness;	     /* --head or --head-from given */
+	int64_t wseq;
+	uint8_t whead[AUDIT_HASH_LEN];
+};
+
+/* The options into o.  -1 to go on, else the exit status. */
+static int
+audit_verify_parse(int argc, char **argv, struct audit_verify_opts *o)
 {
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
@@ -216,40 +226,36 @@ audit_verify_main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct audit_verify r;
-	enum out_format fmt = OUT_TEXT;
-	char *cause = NULL;
-	int ch, rc, witness = 0;
-	const char *keyfile = NULL;
-	int64_t wseq = 0;
-	uint8_t whead[AUDIT_HASH_LEN];
-	sqlite3 *db;
+	int ch;
 
+	memset(o, 0, sizeof(*o));
+	o->fmt = OUT_TEXT;
 	optind = 1;
 	while ((ch = ksbctl_getopt(
 		    argc, argv, "audit verify", "h", longopts)) != -1) {
 		switch (ch) {
 		case 'j':
-			fmt = OUT_JSON;
+			o->fmt = OUT_JSON;
 			break;
 		case 'H':
-			if (audit_chain_parse_head(optarg, &wseq, whead) ==
-			    -1) {
+			if (audit_chain_parse_head(
+				optarg, &o->wseq, o->whead) == -1) {
 				fprintf(stderr,
 				    "ksbctl audit verify: --head: `%.80s' is "
 				    "not SEQ:HASH (64 hex digits)\n",
 				    optarg);
 				return 2;
 			}
-			witness = 1;
+			o->witness = 1;
 			break;
 		case 'K':
-			keyfile = optarg;
+			o->keyfile = optarg;
 			break;
 		case 'F':
-			if (audit_verify_head_from(optarg, &wseq, whead) == -1)
+			if (audit_verify_head_from(
+				optarg, &o->wseq, o->whead) == -1)
 				return 1;
-			witness = 1;
+			o->witness = 1;
 			break;
 		case 'h':
 			return ksbctl_usage(stdout, "audit verify");
@@ -263,17 +269,31 @@ audit_verify_main(int argc, char **argv)
 		    argv[optind]);
 		return 2;
 	}
+	return -1;
+}
+
+int
+audit_verify_main(int argc, char **argv)
+{
+	struct audit_verify_opts o;
+	struct audit_verify r;
+	char *cause = NULL;
+	int rc;
+	sqlite3 *db;
+
+	if ((rc = audit_verify_parse(argc, argv, &o)) != -1)
+		return rc;
 	if ((db = audit_db_open()) == NULL)
 		return 1;
 	memset(&r, 0, sizeof(r));
-	if ((rc = audit_verify_key(db, keyfile, &r)) == -1) {
+	if ((rc = audit_verify_key(db, o.keyfile, &r)) == -1) {
 		sqlite3_close(db);
 		return 1;
 	}
 	if (rc == 0)
 		rc = audit_chain_verify(db, &r, &cause);
-	if (rc == 0 && witness)
-		rc = audit_verify_witness(db, &r, wseq, whead);
+	if (rc == 0 && o.witness)
+		rc = audit_verify_witness(db, &r, o.wseq, o.whead);
 	sqlite3_close(db);
 	if (rc == -1) {
 		fprintf(stderr, "ksbctl audit verify: %s: %s\n",
@@ -281,7 +301,7 @@ audit_verify_main(int argc, char **argv)
 		free(cause);
 		return 1;
 	}
-	out_print(stdout, fmt, audit_verify_json(rc, &r), audit_verify_text);
+	out_print(stdout, o.fmt, audit_verify_json(rc, &r), audit_verify_text);
 	free(r.problem);
 	return rc == 0 ? 0 : 1;
 }

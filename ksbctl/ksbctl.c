@@ -150,7 +150,7 @@ ksbctl_help_entry(FILE *f, const struct ksbctl_cmd *c)
 }
 
 static void
-usage(FILE *f)
+ksbctl_overview(FILE *f)
 {
 	size_t i;
 
@@ -288,17 +288,17 @@ main(int argc, char **argv)
 			conffile = optarg;
 			break;
 		case 'h':
-			usage(stdout);
+			ksbctl_overview(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			ksbctl_overview(stderr);
 			return 2;
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if (argc == 0) {
-		usage(stderr);
+		ksbctl_overview(stderr);
 		return 2;
 	}
 	if (argc == 2 && strcmp(argv[0], "help") == 0 &&
@@ -307,7 +307,7 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "help") == 0) {
-		usage(stdout);
+		ksbctl_overview(stdout);
 		return 0;
 	}
 	if (conf_load(conffile ? conffile : conf_default_path(),
@@ -319,7 +319,7 @@ main(int argc, char **argv)
 		ret = cmd->fn(argc, argv);
 	else {
 		fprintf(stderr, "ksbctl: unknown command `%s'\n", argv[0]);
-		usage(stderr);
+		ksbctl_overview(stderr);
 		ret = 2;
 	}
 	conf_free(ksbctl_conf);
@@ -329,21 +329,14 @@ main(int argc, char **argv)
 int
 ksbctl_sock_connect(const char *dir, const char *name)
 {
-	struct sockaddr_un sun;
+	char *path;
 	int fd, e;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if ((size_t)snprintf(sun.sun_path, sizeof(sun.sun_path), "%s/%s", dir,
-		name) >= sizeof(sun.sun_path))
-		return errno = ENAMETOOLONG, -1;
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0) {
-		e = errno;
-		close(fd);
-		return errno = e, -1;
-	}
+	xasprintf(&path, "%s/%s", dir, name);
+	fd = usock_connect(path, 0);
+	e = errno;
+	free(path);
+	errno = e;
 	return fd;
 }
 

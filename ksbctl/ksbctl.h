@@ -49,13 +49,14 @@ char *ksbctl_size(char *buf, size_t cap, uint64_t bytes);
 
 int list_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
-/* audit.c: the export's query (seq, JSON line) of every chained record
- * after seq ?1 with ts_ms >= ?2 (NULL: all), seq order. */
-extern const char audit_export_sql[];
+struct sqlite3;
+/* audit_export.c: `audit --jsonl': every chained record as one JSON
+ * object per line on stdout, seq order (since: ms or -1; follow: poll for
+ * new ones).  Exit status. */
+int audit_export_jsonl(struct sqlite3 *db, int64_t since, int follow);
 /* audit_export.c: `audit export --format ocsf' (JSON lines on stdout) and
  * `--otlp URL' (OTLP/HTTP JSON; state: the file of the last accepted seq,
  * NULL for the default).  since: ms or -1.  Exit status. */
-struct sqlite3;
 int audit_export_ocsf(struct sqlite3 *db, int64_t since, int follow);
 int audit_export_otlp(struct sqlite3 *db, const char *url, const char *state,
     int64_t since, int follow);
@@ -79,12 +80,6 @@ struct json_object *memory_status_json(
     const char *dir, const struct instance_state *st);
 void memory_status_text(FILE *f, struct json_object *m);
 int stop_main(int argc, char **argv);
-/*
- * stop_qmp: one QMP command (after the greeting and qmp_capabilities) on
- * <dir>/qmp.sock, within 3 s; the reply holding "return" is copied into
- * reply[0..cap) (NULL: not kept).  0, or -1 (no socket, error, timeout).
- */
-int stop_qmp(const char *dir, const char *cmd, char *reply, size_t cap);
 /* pause.c: `pause ID' and `resume ID' (argv[0] says which). */
 int pause_main(int argc, char **argv);
 /*

@@ -481,42 +481,57 @@ logs_screen(const char *id, const char *dir)
 	return ret;
 }
 
-/* 80 lines: the options, then one of the three outputs (the log, the
- * events with --follow, the screen). */
-int
-logs_main(int argc, char **argv)
+/*
+ * The options: *arg the index of the ID, *follow, *screen.  -1 to go on,
+ * else the exit status (0 after --help).
+ */
+static int
+logs_parse(int argc, char **argv, int *arg, int *follow, int *screen)
 {
-	char *id = NULL, *dir = NULL, *cause = NULL, *p = NULL;
-	int follow = 0, ret = 1, lfd = -1, efd = -1, i, arg = 0, last = 0;
-	int screen = 0;
-	struct logs_term term;
-	off_t loff = 0, eoff = 0;
+	int i;
 
 	for (i = 1; i < argc; i++) {
 		if (ksbctl_is_help(argv[i]))
 			return ksbctl_usage(stdout, "logs");
 		if (strcmp(argv[i], "--follow") == 0 ||
 		    strcmp(argv[i], "-f") == 0)
-			follow = 1;
+			*follow = 1;
 		else if (strcmp(argv[i], "--screen") == 0)
-			screen = 1;
-		else if (argv[i][0] != '-' && arg == 0)
-			arg = i;
+			*screen = 1;
+		else if (argv[i][0] != '-' && *arg == 0)
+			*arg = i;
 		else {
 			ksbctl_bad_arg("logs", argv[i]);
-			goto usage;
+			return ksbctl_usage(stderr, "logs");
 		}
 	}
-	if (arg == 0) {
+	if (*arg == 0) {
 		fprintf(stderr, "ksbctl logs: missing instance ID\n");
-		goto usage;
+		return ksbctl_usage(stderr, "logs");
 	}
-	if (screen && follow) {
+	if (*screen && *follow) {
 		fprintf(stderr,
 		    "ksbctl logs: --screen and --follow exclude "
 		    "each other\n");
-		goto usage;
+		return ksbctl_usage(stderr, "logs");
 	}
+	return -1;
+}
+
+/* `ksbctl logs': the options, then one of the three outputs (the log, the
+ * events with --follow, the screen). */
+int
+logs_main(int argc, char **argv)
+{
+	char *id = NULL, *dir = NULL, *cause = NULL, *p = NULL;
+	int follow = 0, ret, lfd = -1, efd = -1, arg = 0, last = 0;
+	int screen = 0;
+	struct logs_term term;
+	off_t loff = 0, eoff = 0;
+
+	if ((ret = logs_parse(argc, argv, &arg, &follow, &screen)) != -1)
+		return ret;
+	ret = 1;
 	if (instance_resolve(ksbctl_conf->state_dir, argv[arg], &id, &cause) !=
 	    0) {
 		fprintf(stderr, "ksbctl logs: %s\n", cause);
@@ -553,9 +568,6 @@ logs_main(int argc, char **argv)
 		eoff = logs_events(efd, eoff);
 	}
 	ret = 0;
-	goto cleanup;
-usage:
-	ret = ksbctl_usage(stderr, "logs");
 cleanup:
 	if (lfd != -1)
 		close(lfd);

@@ -8,9 +8,6 @@
  * back through the balloon's free page reporting, so the RSS follows what
  * the guest holds rather than the most it ever touched.
  */
-#include <sys/socket.h>
-#include <sys/un.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -21,12 +18,12 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/qmp.h"
 #include "common/output.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
 #define MEM_QMP_TIMEOUT_MS 2000
-#define MEM_QMP_REPLY_MAX  16384
 
 /* VmRSS of pid in KiB, or -1. */
 static int64_t
@@ -46,81 +43,22 @@ memory_rss_kib(long pid)
 	return kib;
 }
 
-/*
- * One QMP reply line that parses as a JSON object with "return" or
- * "error" (events and the greeting are skipped): the object, or NULL.
- */
-struct memory_qmp {
-	int fd;
-	size_t len;
-	char buf[MEM_QMP_REPLY_MAX];
-};
-
-static struct json_object *
-memory_qmp_reply(struct memory_qmp *q, int64_t deadline)
-{
-	struct pollfd pfd = { q->fd, POLLIN, 0 };
-	char *buf = q->buf;
-	size_t len = q->len;
-	struct json_object *o;
-	char *nl;
-	ssize_t n;
-
-	for (;;) {
-		while ((nl = memchr(buf, '\n', len)) != NULL) {
-			*nl = '\0';
-			o = json_tokener_parse(buf);
-			len -= (size_t)(nl + 1 - buf);
-			memmove(buf, nl + 1, len);
-			q->len = len;
-			if (o != NULL &&
-			    (json_object_object_get_ex(o, "return", NULL) ||
-				json_object_object_get_ex(o, "error", NULL)))
-				return o;
-			json_object_put(o);
-		}
-		if (len == sizeof(q->buf) || util_mono_ms() >= deadline ||
-		    poll(&pfd, 1, (int)(deadline - util_mono_ms())) <= 0 ||
-		    (n = recv(q->fd, buf + len, sizeof(q->buf) - len, 0)) <= 0)
-			return NULL;
-		len += (size_t)n;
-		q->len = len;
-	}
-}
-
 /* The balloon's guest-stats "stats" object (caller puts it), or NULL. */
 static struct json_object *
 memory_guest_stats(const char *dir)
 {
-	static const char caps[] = "{\"execute\":\"qmp_capabilities\"}\n",
-			  get[] = "{\"execute\":\"qom-get\",\"arguments\":{"
-				  "\"path\":\"/machine/peripheral/balloon0\","
-				  "\"property\":\"guest-stats\"}}\n";
-	struct json_object *r = NULL, *ret, *stats = NULL;
-	int64_t deadline = util_mono_ms() + MEM_QMP_TIMEOUT_MS;
-	struct memory_qmp *q = xcalloc(1, sizeof(*q));
+	struct json_object *ret = NULL, *stats = NULL;
+	char *path;
 
-	if ((q->fd = ksbctl_sock_connect(dir, "qmp.sock")) == -1) {
-		free(q);
-		return NULL;
-	}
-	if (send(q->fd, caps, sizeof(caps) - 1, MSG_NOSIGNAL) !=
-		(ssize_t)(sizeof(caps) - 1) ||
-	    (r = memory_qmp_reply(q, deadline)) == NULL ||
-	    !json_object_object_get_ex(r, "return", NULL))
-		goto cleanup;
-	json_object_put(r);
-	if (send(q->fd, get, sizeof(get) - 1, MSG_NOSIGNAL) !=
-		(ssize_t)(sizeof(get) - 1) ||
-	    (r = memory_qmp_reply(q, deadline)) == NULL)
-		goto cleanup;
-	if (json_object_object_get_ex(r, "return", &ret) &&
+	xasprintf(&path, "%s/qmp.sock", dir);
+	if (qmp_command(path, MEM_QMP_TIMEOUT_MS, "qom-get",
+		"{\"path\":\"/machine/peripheral/balloon0\","
+		"\"property\":\"guest-stats\"}",
+		&ret, NULL) == 0 &&
 	    json_object_object_get_ex(ret, "stats", &stats))
 		json_object_get(stats);
-cleanup:
-	json_object_put(r);
-	close(q->fd);
-	free(q);
+	json_object_put(ret);
+	free(path);
 	return stats;
 }
 

@@ -10,20 +10,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "common/common.h"
+#include "common/qmp.h"
 #include "ksbctl/ksbctl.h"
+
+#define PAUSE_QMP_MS 3000 /* connect, greeting, the command */
+
+/* One QMP command on <dir>/qmp.sock within PAUSE_QMP_MS; *ret as
+ * qmp_command's.  0 or -1. */
+static int
+pause_qmp(const char *dir, const char *cmd, struct json_object **ret)
+{
+	char *path;
+	int rc;
+
+	xasprintf(&path, "%s/qmp.sock", dir);
+	rc = qmp_command(path, PAUSE_QMP_MS, cmd, NULL, ret, NULL);
+	free(path);
+	return rc;
+}
 
 int
 pause_state(const char *dir)
 {
-	char reply[4096];
+	struct json_object *ret, *running;
+	int st = -1;
 
-	if (stop_qmp(dir, "query-status", reply, sizeof(reply)) != 0)
+	if (pause_qmp(dir, "query-status", &ret) != 0)
 		return -1;
-	if (strstr(reply, "\"running\": false") != NULL ||
-	    strstr(reply, "\"running\":false") != NULL)
-		return 1;
-	return 0;
+	if (json_object_object_get_ex(ret, "running", &running) &&
+	    json_object_is_type(running, json_type_boolean))
+		st = !json_object_get_boolean(running);
+	else
+		st = 0;
+	json_object_put(ret);
+	return st;
 }
 
 int
@@ -46,7 +69,7 @@ pause_main(int argc, char **argv)
 	} else if (st == pause) {
 		printf("%s: already %s\n", id, pause ? "paused" : "running");
 		st = 0;
-	} else if (stop_qmp(dir, pause ? "stop" : "cont", NULL, 0) != 0) {
+	} else if (pause_qmp(dir, pause ? "stop" : "cont", NULL) != 0) {
 		fprintf(stderr, "ksbctl %s: %s: QMP %s failed\n", argv[0], id,
 		    pause ? "stop" : "cont");
 		st = -1;

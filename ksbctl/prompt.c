@@ -23,6 +23,7 @@
 
 #include "common/common.h"
 #include "common/output.h"
+#include "proto/agentcmd.h"
 #include "proto/agentsock.h"
 #include "proto/ctl.h"
 #include "proto/guestctl.h"
@@ -44,49 +45,7 @@ prompt_read_all(int fd, char *buf, size_t cap, size_t *len)
 	return n < 0 ? -1 : 0;
 }
 
-#define PROMPT_ARGS_MAX	     64
 #define PROMPT_CONNECT_TRIES 300 /* 100 ms apart */
-
-/* What ksb-run left in agent.cmd (pointers into the buffer read). */
-struct prompt_cmd {
-	char idle[16];
-	const char *cwd;	     /* NULL: none */
-	char *args[PROMPT_ARGS_MAX]; /* the original arguments */
-	size_t nargs;
-	const char *command; /* the agent command */
-};
-
-/*
- * Parse agent.cmd (format in run.c: "idle=S\n", then "cwd=DIR\n" and
- * "arg=A\n" lines, then the command; written by root's ksb-run in the
- * 0700 instance dir, never by the guest) from buf, NUL-terminated and
- * cut into lines in place.  0, or -1 if malformed.
- */
-static int
-prompt_cmd_parse(char *buf, struct prompt_cmd *c)
-{
-	char *nl, *p;
-
-	memset(c, 0, sizeof(*c));
-	if (strncmp(buf, "idle=", 5) != 0 || (nl = strchr(buf, '\n')) == NULL)
-		return -1;
-	*nl = '\0';
-	if (strlen(buf + 5) >= sizeof(c->idle))
-		return -1;
-	memcpy(c->idle, buf + 5, strlen(buf + 5) + 1);
-	for (p = nl + 1; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
-		if (strncmp(p, "cwd=", 4) == 0)
-			c->cwd = p + 4;
-		else if (strncmp(p, "arg=", 4) == 0 &&
-		    c->nargs < PROMPT_ARGS_MAX)
-			c->args[c->nargs++] = p + 4;
-		else
-			break;
-		*nl = '\0';
-	}
-	c->command = p;
-	return 0;
-}
 
 /*
  * The ksb-run to boot with: beside this ksbctl (installed together), else
@@ -123,25 +82,26 @@ prompt_find_run(void)
 /* The child: ksb-run --detach with the instance's settings, from its
  * original directory, stdout to /dev/null.  Does not return. */
 static void __attribute__((noreturn)) prompt_boot_exec(const char *run,
-    const char *id, const struct instance_state *st, const struct prompt_cmd *c)
+    const char *id, const struct instance_state *st, const struct agentcmd *c)
 {
-	char cpus[16], mem[16];
-	char *argv[17 + PROMPT_ARGS_MAX] = {
+	char cpus[16], mem[16], idle[24];
+	char *argv[17 + AGENTCMD_ARGS_MAX] = {
 		(char *)(run != NULL ? run : "ksb-run"), "-f",
 		ksbctl_conf->path != NULL ? ksbctl_conf->path :
 					    "/etc/ksb/ksb.conf",
 		"--detach", "--name", (char *)id, "--profile",
 		(char *)st->profile, "--cpus", cpus, "--memory", mem, "--agent",
-		(char *)c->command, "--idle", (char *)c->idle, NULL
+		(char *)c->command, "--idle", idle, NULL
 	};
 	int null = open("/dev/null", O_WRONLY);
 	size_t k;
 
 	snprintf(cpus, sizeof(cpus), "%u", st->cpus);
 	snprintf(mem, sizeof(mem), "%u", st->memory_mib);
+	snprintf(idle, sizeof(idle), "%lu", c->idle_s);
 	/* The original arguments (shares, repo...), from its directory. */
 	for (k = 0; k < c->nargs; k++)
-		argv[16 + k] = c->args[k];
+		argv[16 + k] = (char *)c->args[k];
 	argv[16 + c->nargs] = NULL;
 	if (c->cwd != NULL && chdir(c->cwd) == -1 && chdir("/") == -1) {
 		fprintf(
@@ -164,8 +124,9 @@ static void __attribute__((noreturn)) prompt_boot_exec(const char *run,
 static int
 prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 {
-	char *path = NULL, *run = NULL, buf[65536];
-	struct prompt_cmd c;
+	char *path = NULL, *run = NULL, buf[AGENTCMD_MAX + 1];
+	const char *why;
+	struct agentcmd c;
 	size_t len;
 	pid_t pid;
 	int fd, status, ret = -1;
@@ -178,8 +139,7 @@ prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 		    strerror(errno));
 		goto cleanup;
 	}
-	buf[len] = '\0';
-	if (prompt_cmd_parse(buf, &c) != 0) {
+	if (agentcmd_parse(buf, len, &c, &why) != 0) {
 		fprintf(stderr, "ksbctl prompt: %s: malformed\n", path);
 		goto cleanup;
 	}
@@ -625,13 +585,19 @@ prompt_converse(int fd, const char *id, const char *key, const char *text,
 	return ret;
 }
 
+/* prompt's options. */
+struct prompt_opts {
+	enum out_format fmt;
+	const char *key; /* "-": none */
+	int wait, no_summary;
+};
+
 /*
- * 88 lines: the options, then the instance, the text, the conversation
- * and the turn's summary, one straight sequence sharing one cleanup;
- * the pieces that stand alone are functions already.
+ * The options into o and the operands checked (ID and TEXT at
+ * argv[optind]).  -1 to go on, else the exit status (0 after --help).
  */
-int
-prompt_main(int argc, char **argv)
+static int
+prompt_parse(int argc, char **argv, struct prompt_opts *o)
 {
 	static const struct option longopts[] = { { "wait", no_argument, NULL,
 						      'w' },
@@ -640,28 +606,26 @@ prompt_main(int argc, char **argv)
 		{ "no-summary", no_argument, NULL, 'S' },
 		{ "allow", required_argument, NULL, 'a' },
 		{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
-	enum out_format fmt = OUT_TEXT;
-	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, before[41];
-	const char *key = "-";
-	size_t len = 0;
-	unsigned long long turn = 0;
-	int ch, wait = 0, fd = -1, ret = 1, no_summary = 0;
+	int ch;
 
+	o->fmt = OUT_TEXT;
+	o->key = "-";
+	o->wait = o->no_summary = 0;
 	optind = 0; /* glibc: reinitialise (argv permutation) */
 	while (
 	    (ch = ksbctl_getopt(argc, argv, "prompt", "h", longopts)) != -1) {
 		switch (ch) {
 		case 'w':
-			wait = 1;
+			o->wait = 1;
 			break;
 		case 'j':
-			fmt = OUT_JSON;
+			o->fmt = OUT_JSON;
 			break;
 		case 'k':
-			key = optarg;
+			o->key = optarg;
 			break;
 		case 'S':
-			no_summary = 1;
+			o->no_summary = 1;
 			break;
 		case 'a':
 			if (prompt_allow_add(optarg) == -1)
@@ -673,11 +637,12 @@ prompt_main(int argc, char **argv)
 			return ksbctl_usage(stderr, "prompt");
 		}
 	}
-	if (strcmp(key, "-") != 0 && !agentsock_valid_key(key, strlen(key))) {
+	if (strcmp(o->key, "-") != 0 &&
+	    !agentsock_valid_key(o->key, strlen(o->key))) {
 		fprintf(stderr,
 		    "ksbctl prompt: --key `%s': 1 to %d of "
 		    "A-Z a-z 0-9 . _ -\n",
-		    key, AGENTSOCK_KEY_MAX);
+		    o->key, AGENTSOCK_KEY_MAX);
 		return 2;
 	}
 	if (argc - optind != 2) {
@@ -690,6 +655,25 @@ prompt_main(int argc, char **argv)
 			"too many arguments (quote the turn text)");
 		return ksbctl_usage(stderr, "prompt");
 	}
+	return -1;
+}
+
+/*
+ * `ksbctl prompt': the options, then the instance (booted if it is
+ * stopped), the text, the conversation and the turn's summary.
+ */
+int
+prompt_main(int argc, char **argv)
+{
+	struct prompt_opts o;
+	char *id = NULL, *dir = NULL, *cause = NULL, *text = NULL, before[41];
+	size_t len = 0;
+	unsigned long long turn = 0;
+	int fd = -1, ret;
+
+	if ((ret = prompt_parse(argc, argv, &o)) != -1)
+		return ret;
+	ret = 1;
 	if (instance_resolve(
 		ksbctl_conf->state_dir, argv[optind], &id, &cause) != 0) {
 		fprintf(stderr, "ksbctl prompt: %s\n", cause);
@@ -701,15 +685,15 @@ prompt_main(int argc, char **argv)
 	    prompt_ready(id, dir) != 0 || (fd = prompt_connect(id, dir)) == -1)
 		goto cleanup;
 	turnsum_ref(dir, id, before);
-	if (wait && !no_summary && fmt == OUT_JSON) { /* at END */
+	if (o.wait && !o.no_summary && o.fmt == OUT_JSON) { /* at END */
 		prompt_sum.dir = dir;
 		prompt_sum.before = before;
 	}
-	ret = prompt_converse(fd, id, key, text, len, wait, fmt, &turn);
+	ret = prompt_converse(fd, id, o.key, text, len, o.wait, o.fmt, &turn);
 	/* The turn ended (or the instance stopped): what it did.  With
 	 * --json it came before ksb.end (prompt_show). */
-	if (wait && turn > 0 && !no_summary && fmt != OUT_JSON)
-		(void)turnsum_print(stdout, id, dir, turn, before, fmt);
+	if (o.wait && turn > 0 && !o.no_summary && o.fmt != OUT_JSON)
+		(void)turnsum_print(stdout, id, dir, turn, before, o.fmt);
 cleanup:
 	if (fd != -1)
 		close(fd);

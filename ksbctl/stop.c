@@ -5,9 +5,6 @@
  * only once the supervising ksb-run has released the instance (so QEMU is
  * gone and the lease is dropped).  A paused instance is continued first.
  */
-#include <sys/socket.h>
-#include <sys/un.h>
-
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -19,75 +16,33 @@
 
 #include "common/common.h"
 #include "common/output.h"
+#include "common/qmp.h"
 #include "proto/guestctl.h"
 #include "proto/instance.h"
 #include "ksbctl/ksbctl.h"
 
 #define QMP_TIMEOUT_MS 3000
-#define QMP_REPLY_MAX  65536
 
-/* Read QMP replies until one holds "return" or "error" (copied into
- * reply[0..cap) when reply is not NULL).  0 or -1. */
+/*
+ * One QMP command on <dir>/qmp.sock within QMP_TIMEOUT_MS, its reply
+ * awaited unless it is quit (QEMU may exit before it answers).  0 or -1.
+ */
 static int
-stop_qmp_wait(int fd, int64_t deadline, char *reply, size_t cap)
+stop_qmp(const char *dir, const char *cmd)
 {
-	char buf[4096];
-	size_t total = 0;
-	struct pollfd pfd = { fd, POLLIN, 0 };
-	ssize_t n;
-
-	while (util_mono_ms() < deadline && total < QMP_REPLY_MAX) {
-		if (poll(&pfd, 1, (int)(deadline - util_mono_ms())) <= 0)
-			continue;
-		if ((n = recv(fd, buf, sizeof(buf) - 1, 0)) <= 0)
-			return -1;
-		buf[n] = '\0';
-		total += (size_t)n;
-		if (strstr(buf, "\"return\"") != NULL) {
-			if (reply != NULL)
-				snprintf(reply, cap, "%s", buf);
-			return 0;
-		}
-		if (strstr(buf, "\"error\"") != NULL)
-			return -1;
-	}
-	return -1;
-}
-
-int
-stop_qmp(const char *dir, const char *cmd, char *reply, size_t cap)
-{
-	struct sockaddr_un sun;
-	char *path, line[128];
-	int fd, ret = -1, n;
-	int64_t deadline = util_mono_ms() + QMP_TIMEOUT_MS;
+	struct qmp *q;
+	char *path;
+	int ret;
 
 	xasprintf(&path, "%s/qmp.sock", dir);
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sun.sun_path)) {
-		free(path);
-		return -1;
-	}
-	strcpy(sun.sun_path, path);
+	if ((q = qmp_connect(path, QMP_TIMEOUT_MS, NULL)) == NULL)
+		ret = -1;
+	else if (strcmp(cmd, "quit") == 0)
+		ret = qmp_send(q, cmd, NULL, -1, NULL);
+	else
+		ret = qmp_execute(q, cmd, NULL, -1, NULL, NULL);
+	qmp_free(q);
 	free(path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return -1;
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0)
-		goto cleanup;
-	/* Greeting ({"QMP": ...}) carries no "return": wait for capabilities' reply. */
-	if (send(fd, "{\"execute\":\"qmp_capabilities\"}\n", 31,
-		MSG_NOSIGNAL) != 31 ||
-	    stop_qmp_wait(fd, deadline, NULL, 0) != 0)
-		goto cleanup;
-	n = snprintf(line, sizeof(line), "{\"execute\":\"%s\"}\n", cmd);
-	if (send(fd, line, (size_t)n, MSG_NOSIGNAL) != n)
-		goto cleanup;
-	if (strcmp(cmd, "quit") == 0 ||
-	    stop_qmp_wait(fd, deadline, reply, cap) == 0)
-		ret = 0;
-cleanup:
-	close(fd);
 	return ret;
 }
 
@@ -175,9 +130,9 @@ stop_supervised(const char *id, const char *dir,
     const struct instance_state *st, int64_t deadline, unsigned long timeout)
 {
 	/* A paused guest cannot see the power button: continue it first. */
-	if (pause_state(dir) == 1 && stop_qmp(dir, "cont", NULL, 0) != 0)
+	if (pause_state(dir) == 1 && stop_qmp(dir, "cont") != 0)
 		fprintf(stderr, "ksbctl stop: %s: QMP cont failed\n", id);
-	if (stop_qmp(dir, "system_powerdown", NULL, 0) != 0)
+	if (stop_qmp(dir, "system_powerdown") != 0)
 		fprintf(stderr,
 		    "ksbctl stop: %s: QMP system_powerdown failed\n", id);
 	if (stop_wait_released(dir, deadline))
@@ -186,8 +141,7 @@ stop_supervised(const char *id, const char *dir,
 	    "ksbctl stop: %s did not power off in %lu s: "
 	    "forcing\n",
 	    id, timeout);
-	if (stop_qmp(dir, "quit", NULL, 0) != 0 &&
-	    stop_is_our_qemu(st->qemu_pid, id))
+	if (stop_qmp(dir, "quit") != 0 && stop_is_our_qemu(st->qemu_pid, id))
 		kill((pid_t)st->qemu_pid, SIGKILL);
 	if (stop_wait_released(dir, util_mono_ms() + 15000))
 		return "forced";

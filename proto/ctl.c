@@ -228,26 +228,17 @@ ctl_send(int fd, const char *s, char **cause)
 int
 ctl_connect(const char *path, char **cause)
 {
-	struct sockaddr_un sun;
 	int fd;
 
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sun.sun_path))
+	if ((fd = usock_connect(path, 0)) != -1)
+		return fd;
+	if (errno == ENAMETOOLONG)
 		return cause_set(
 		    cause, "control socket path too long: `%s'", path);
-	strcpy(sun.sun_path, path);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)) == -1)
-		return cause_set(cause, "socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == -1) {
-		cause_set(cause,
-		    "cannot connect to the gateway at %s: %s "
-		    "(is ksb-gatewayd running?)",
-		    path, strerror(errno));
-		close(fd);
-		return -1;
-	}
-	return fd;
+	return cause_set(cause,
+	    "cannot connect to the gateway at %s: %s "
+	    "(is ksb-gatewayd running?)",
+	    path, strerror(errno));
 }
 
 /* The message part of "ERR <text>", escaped, as a cause. */

@@ -174,24 +174,15 @@ agent_free(struct agent *a)
 int
 agent_listen(struct agent *a, char **cause)
 {
-	struct sockaddr_un sun;
 	char *p = NULL;
 	int fd = -1, ret = -1;
 
 	xasprintf(&p, "%s/agent.sock", a->dir);
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(p) >= sizeof(sun.sun_path)) {
-		cause_set(cause, "%s: path too long", p);
-		goto cleanup;
-	}
-	strcpy(sun.sun_path, p);
-	unlink(p);
-	if ((fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		 0)) == -1 ||
-	    bind(fd, (struct sockaddr *)&sun, sizeof(sun)) != 0 ||
-	    chmod(p, 0600) != 0 || listen(fd, 8) != 0) {
-		cause_set(cause, "%s: %s", p, strerror(errno));
+	if ((fd = usock_listen(p, 0600, 8, SOCK_NONBLOCK)) == -1) {
+		if (errno == ENAMETOOLONG)
+			cause_set(cause, "%s: path too long", p);
+		else
+			cause_set(cause, "%s: %s", p, strerror(errno));
 		goto cleanup;
 	}
 	a->listen_fd = fd;

@@ -5,7 +5,7 @@
  * guest over the virtio-serial port "org.ksb.forward"; the forward socket
  * (<instance>/forward.sock: ADD, REMOVE, LIST, SHOT); the record of every
  * connection in <instance>/forward.log.  It runs in its own thread on its
- * own libevent base, so the supervisor's poll loop (run.c) is untouched;
+ * own libevent base, so the supervisor's poll loop (supervise.c) is untouched;
  * the two share nothing after forward_start but the stop pipe.
  *
  * Everything the guest sends is checked (fwd_hdr_decode) before it is
@@ -885,8 +885,6 @@ struct forward *
 forward_new(const char *dir, int chan_fd, char **cause)
 {
 	struct forward *f = xcalloc(1, sizeof(*f));
-	struct sockaddr_un sun;
-	mode_t old;
 	int fd;
 
 	f->stop_pipe[0] = f->stop_pipe[1] = -1;
@@ -921,21 +919,20 @@ forward_new(const char *dir, int chan_fd, char **cause)
 	bufferevent_setcb(
 	    f->chan, forward_chan_read_cb, NULL, forward_chan_event_cb, f);
 	bufferevent_enable(f->chan, EV_READ | EV_WRITE);
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(f->sock_path) >= sizeof(sun.sun_path)) {
-		cause_set(cause, "%s: path too long", f->sock_path);
+	if ((fd = usock_listen(f->sock_path, 0700, 16, SOCK_NONBLOCK)) == -1) {
+		if (errno == ENAMETOOLONG)
+			cause_set(cause, "%s: path too long", f->sock_path);
+		else
+			cause_set(
+			    cause, "%s: %s", f->sock_path, strerror(errno));
 		goto fail;
 	}
-	strcpy(sun.sun_path, f->sock_path);
-	unlink(f->sock_path);
-	old = umask(077);
-	f->ctl = evconnlistener_new_bind(f->base, forward_ctl_accept_cb, f,
-	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
-	    (struct sockaddr *)&sun, sizeof(sun));
-	umask(old);
+	/* backlog 0: usock_listen has called listen(2). */
+	f->ctl = evconnlistener_new(f->base, forward_ctl_accept_cb, f,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
 	if (f->ctl == NULL) {
 		cause_set(cause, "%s: %s", f->sock_path, strerror(errno));
+		close(fd);
 		goto fail;
 	}
 	return f;

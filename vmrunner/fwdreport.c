@@ -1,7 +1,7 @@
 /*
  * fwdreport.c: the forward engine's events (forward.c, its own thread)
  * on their way to the gateway's audit as FORWARD lines (proto/ctl.h) on
- * the lease's connection, which the supervisor (run.c) owns.  The engine
+ * the lease's connection, which the supervisor (supervise.c) owns.  The engine
  * queues a line (fwdreport_event) and wakes the supervisor through an
  * eventfd; the supervisor sends what the socket takes without blocking
  * (fwdreport_send), keeps the rest, and on a resumed lease starts the
@@ -323,4 +323,13 @@ fwdreport_flush(struct fwdreport *rep, int fd, int timeout_ms)
 		if (poll(&pfd, 1, (int)left) == -1 && errno != EINTR)
 			return -1;
 	}
+}
+
+int
+fwdreport_post(struct fwdreport *rep, int fd, const char *line, int n)
+{
+	if (n <= 0 || rep == NULL || fwdreport_own(rep, line, (size_t)n) != 0)
+		return -1;
+	(void)fwdreport_send(rep, fd);
+	return 0;
 }

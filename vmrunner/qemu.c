@@ -822,60 +822,16 @@ qemu_alarm(int sig)
 }
 
 /*
- * Run a few real-mode instructions (a 2M-iteration loop, OUT to port 0x10,
- * HLT) in a throwaway VM, bounded by a 0.3 s timer: a few milliseconds on
- * hardware virtualisation.  Some hosts give a /dev/kvm that creates VMs but
- * emulates such code instruction by instruction (nested or paravirtual KVM
- * such as kvm-pvm): an ordinary guest kernel then never gets going.
- * 80 lines: the KVM ioctl sequence (memory, vCPU, registers, run, exit
- * reason) in the order the kernel's API document gives it.
+ * KVM_RUN the probe's vCPU (run: its mmap'd kvm_run) under a 0.3 s
+ * ITIMER_REAL: 1 if it did the OUT to port 0x10 and then HLT, else 0 with
+ * *why set when the timer cut it short.
  */
 static int
-qemu_kvm_probe(int kvm, int vm, const char **why)
+qemu_kvm_probe_run(int vcpu, struct kvm_run *run, const char **why)
 {
-	static const unsigned char code[] = {
-		0x66, 0xb9, 0x00, 0x00, 0x20, 0x00, /* mov ecx, 0x200000 */
-		0x66, 0x49,			    /* l: dec ecx */
-		0x75, 0xfc,			    /* jnz l */
-		0xb0, 0x42,			    /* mov al, 0x42 */
-		0xe6, 0x10,			    /* out 0x10, al */
-		0xf4,				    /* hlt */
-	};
-	struct kvm_userspace_memory_region region;
 	struct itimerval it, old_it;
 	struct sigaction sa, old_sa;
-	struct kvm_sregs sregs;
-	struct kvm_regs regs;
-	struct kvm_run *run = MAP_FAILED;
-	void *mem = MAP_FAILED;
-	int vcpu = -1, runsz = 0, saw_io = 0, ret = 0, i;
-
-	*why = "KVM cannot run a real-mode guest here";
-	mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
-	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (mem == MAP_FAILED)
-		goto cleanup;
-	memcpy(mem, code, sizeof(code));
-	memset(&region, 0, sizeof(region));
-	region.guest_phys_addr = 0x1000;
-	region.memory_size = 4096;
-	region.userspace_addr = (uintptr_t)mem;
-	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) == -1 ||
-	    (vcpu = ioctl(vm, KVM_CREATE_VCPU, 0)) == -1 ||
-	    (runsz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0)) <= 0)
-		goto cleanup;
-	run = mmap(
-	    NULL, (size_t)runsz, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
-	if (run == MAP_FAILED || ioctl(vcpu, KVM_GET_SREGS, &sregs) == -1)
-		goto cleanup;
-	sregs.cs.base = 0;
-	sregs.cs.selector = 0;
-	memset(&regs, 0, sizeof(regs));
-	regs.rip = 0x1000;
-	regs.rflags = 2;
-	if (ioctl(vcpu, KVM_SET_SREGS, &sregs) == -1 ||
-	    ioctl(vcpu, KVM_SET_REGS, &regs) == -1)
-		goto cleanup;
+	int saw_io = 0, ret = 0, i;
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = qemu_alarm; /* no SA_RESTART: KVM_RUN gets EINTR */
@@ -903,6 +859,63 @@ qemu_kvm_probe(int kvm, int vm, const char **why)
 	memset(&it, 0, sizeof(it));
 	setitimer(ITIMER_REAL, &old_it, NULL);
 	sigaction(SIGALRM, &old_sa, NULL);
+	return ret;
+}
+
+/*
+ * Run a few real-mode instructions (a 2M-iteration loop, OUT to port 0x10,
+ * HLT) in a throwaway VM, bounded by a 0.3 s timer: a few milliseconds on
+ * hardware virtualisation.  Some hosts give a /dev/kvm that creates VMs but
+ * emulates such code instruction by instruction (nested or paravirtual KVM
+ * such as kvm-pvm): an ordinary guest kernel then never gets going.
+ * The KVM ioctl sequence (memory, vCPU, registers, run, exit reason) in
+ * the order the kernel's API document gives it.
+ */
+static int
+qemu_kvm_probe(int kvm, int vm, const char **why)
+{
+	static const unsigned char code[] = {
+		0x66, 0xb9, 0x00, 0x00, 0x20, 0x00, /* mov ecx, 0x200000 */
+		0x66, 0x49,			    /* l: dec ecx */
+		0x75, 0xfc,			    /* jnz l */
+		0xb0, 0x42,			    /* mov al, 0x42 */
+		0xe6, 0x10,			    /* out 0x10, al */
+		0xf4,				    /* hlt */
+	};
+	struct kvm_userspace_memory_region region;
+	struct kvm_sregs sregs;
+	struct kvm_regs regs;
+	struct kvm_run *run = MAP_FAILED;
+	void *mem = MAP_FAILED;
+	int vcpu = -1, runsz = 0, ret = 0;
+
+	*why = "KVM cannot run a real-mode guest here";
+	mem = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+	    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		goto cleanup;
+	memcpy(mem, code, sizeof(code));
+	memset(&region, 0, sizeof(region));
+	region.guest_phys_addr = 0x1000;
+	region.memory_size = 4096;
+	region.userspace_addr = (uintptr_t)mem;
+	if (ioctl(vm, KVM_SET_USER_MEMORY_REGION, &region) == -1 ||
+	    (vcpu = ioctl(vm, KVM_CREATE_VCPU, 0)) == -1 ||
+	    (runsz = ioctl(kvm, KVM_GET_VCPU_MMAP_SIZE, 0)) <= 0)
+		goto cleanup;
+	run = mmap(
+	    NULL, (size_t)runsz, PROT_READ | PROT_WRITE, MAP_SHARED, vcpu, 0);
+	if (run == MAP_FAILED || ioctl(vcpu, KVM_GET_SREGS, &sregs) == -1)
+		goto cleanup;
+	sregs.cs.base = 0;
+	sregs.cs.selector = 0;
+	memset(&regs, 0, sizeof(regs));
+	regs.rip = 0x1000;
+	regs.rflags = 2;
+	if (ioctl(vcpu, KVM_SET_SREGS, &sregs) == -1 ||
+	    ioctl(vcpu, KVM_SET_REGS, &regs) == -1)
+		goto cleanup;
+	ret = qemu_kvm_probe_run(vcpu, run, why);
 cleanup:
 	if (run != MAP_FAILED)
 		munmap(run, (size_t)runsz);

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/qmp.h"
 #include "proto/guestctl.h"
 #include "vmrunner/vmrunner.h"
 
@@ -41,7 +42,6 @@
 #define TEMPLATE_FORMAT	      1
 #define TEMPLATE_BOOT_MS      180000	    /* to TEMPLATE-READY, under TCG */
 #define TEMPLATE_SAVE_MS      120000	    /* the migration to the file */
-#define TEMPLATE_QMP_MAX      65536	    /* bytes of one QMP line */
 #define TEMPLATE_BANDWIDTH    "68719476736" /* max-bandwidth: no limit */
 /* Waiting for another start's build: its own bounds, and a margin. */
 #define TEMPLATE_LOCK_WAIT_MS (TEMPLATE_BOOT_MS + TEMPLATE_SAVE_MS + 10000)
@@ -238,103 +238,15 @@ template_intr_pending(void)
 	return template_intr_hit;
 }
 
-struct template_qmp {
-	int fd;
-	size_t len;
-	char buf[TEMPLATE_QMP_MAX];
-};
-
-/*
- * The next QMP line (a JSON object, RFC 8259; QMP's docs/interop/
- * qmp-spec.rst) by deadline: the object (caller puts it), or NULL.
- */
-static struct json_object *
-template_qmp_line(struct template_qmp *q, int64_t deadline)
-{
-	struct pollfd pfd[2] = { { q->fd, POLLIN, 0 } };
-	struct json_object *o;
-	char *nl;
-	ssize_t n;
-	int left;
-
-	for (;;) {
-		if ((nl = memchr(q->buf, '\n', q->len)) != NULL) {
-			*nl = '\0';
-			o = json_tokener_parse(q->buf);
-			q->len -= (size_t)(nl + 1 - q->buf);
-			memmove(q->buf, nl + 1, q->len);
-			if (o != NULL &&
-			    json_object_is_type(o, json_type_object))
-				return o;
-			json_object_put(o);
-			continue;
-		}
-		if (q->len == sizeof(q->buf) ||
-		    (left = (int)(deadline - util_mono_ms())) <= 0 ||
-		    template_poll(pfd, 1, left) <= 0 ||
-		    (n = read(
-			 q->fd, q->buf + q->len, sizeof(q->buf) - q->len)) <= 0)
-			return NULL;
-		q->len += (size_t)n;
-	}
-}
-
-/*
- * Send cmd (a QMP command, with fd as SCM_RIGHTS if not -1) and wait for
- * its reply, skipping events but the MIGRATION ones, whose status goes to
- * *mig (if not NULL).  0, or -1 and *cause.
- */
-static int
-template_qmp(struct template_qmp *q, const char *cmd, int fd, char **cause)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))];
-	struct iovec iov = { (void *)cmd, strlen(cmd) };
-	struct msghdr m;
-	struct cmsghdr *cm;
-	struct json_object *o, *v;
-	int64_t deadline = util_mono_ms() + TEMPLATE_SAVE_MS;
-	int ret;
-
-	memset(&m, 0, sizeof(m));
-	m.msg_iov = &iov;
-	m.msg_iovlen = 1;
-	if (fd != -1) {
-		memset(cbuf, 0, sizeof(cbuf));
-		m.msg_control = cbuf;
-		m.msg_controllen = sizeof(cbuf);
-		cm = CMSG_FIRSTHDR(&m);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
-	if (sendmsg(q->fd, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
-		return cause_set(cause, "QMP: %s", strerror(errno));
-	while ((o = template_qmp_line(q, deadline)) != NULL) {
-		if (json_object_object_get_ex(o, "return", &v)) {
-			json_object_put(o);
-			return 0;
-		}
-		if (json_object_object_get_ex(o, "error", &v)) {
-			ret = cause_set(cause, "QMP %.40s: %s", cmd,
-			    json_object_to_json_string(v));
-			json_object_put(o);
-			return ret;
-		}
-		json_object_put(o);
-	}
-	return cause_set(cause, "QMP: no reply to %.40s", cmd);
-}
-
 /* The MIGRATION event's final status: 0 completed, or -1 and *cause. */
 static int
-template_qmp_migrated(struct template_qmp *q, char **cause)
+template_qmp_migrated(struct qmp *q, char **cause)
 {
 	struct json_object *o, *ev, *data, *st;
-	int64_t deadline = util_mono_ms() + TEMPLATE_SAVE_MS;
 	const char *s;
 
-	while ((o = template_qmp_line(q, deadline)) != NULL) {
+	qmp_set_timeout(q, TEMPLATE_SAVE_MS);
+	while ((o = qmp_next(q, NULL)) != NULL) {
 		s = NULL;
 		if (json_object_object_get_ex(o, "event", &ev) &&
 		    strcmp(json_object_get_string(ev), "MIGRATION") == 0 &&
@@ -353,6 +265,8 @@ template_qmp_migrated(struct template_qmp *q, char **cause)
 		}
 		json_object_put(o);
 	}
+	if (qmp_interrupted(q))
+		template_intr_hit = 1;
 	return cause_set(cause, "the migration did not finish in %d s",
 	    TEMPLATE_SAVE_MS / 1000);
 }
@@ -380,32 +294,32 @@ template_restore_line(struct json_object *o)
 int
 template_restore_wait(int qmp, int timeout_ms, char **cause)
 {
-	static const char cmd[] = "{\"execute\":\"qmp_capabilities\"}\n"
-				  "{\"execute\":\"query-status\"}\n";
-	struct template_qmp *q = xcalloc(1, sizeof(*q));
 	int64_t deadline = util_mono_ms() + timeout_ms;
+	struct qmp *q = qmp_new(qmp, timeout_ms);
 	struct json_object *o;
 	int ret = -1;
 
-	q->fd = qmp;
-	if (send(qmp, cmd, sizeof(cmd) - 1, MSG_NOSIGNAL) !=
-	    (ssize_t)sizeof(cmd) - 1) {
+	qmp_set_intr(q, template_intr_fd);
+	if (qmp_send(q, "qmp_capabilities", NULL, -1, NULL) != 0 ||
+	    qmp_send(q, "query-status", NULL, -1, NULL) != 0) {
 		cause_set(cause, "QEMU quit before the guest ran (QMP: %s)",
 		    strerror(errno));
 		goto out;
 	}
-	while ((o = template_qmp_line(q, deadline)) != NULL) {
+	while ((o = qmp_next(q, NULL)) != NULL) {
 		ret = template_restore_line(o);
 		json_object_put(o);
 		if (ret == 1)
 			goto out;
 	}
+	if (qmp_interrupted(q))
+		template_intr_hit = 1;
 	if (util_mono_ms() >= deadline)
 		ret = 0; /* undecided: the supervisor goes on */
 	else
 		ret = cause_set(cause, "QEMU quit before the guest ran");
 out:
-	free(q);
+	qmp_free(q);
 	return ret;
 }
 
@@ -522,39 +436,41 @@ template_wait_ready(struct template_boot *tb, char **cause)
 static int
 template_save(struct template_boot *tb, int file, char **cause)
 {
-	struct template_qmp *q = xcalloc(1, sizeof(*q));
-	struct json_object *o;
+	static const struct {
+		const char *cmd, *args;
+		int fd; /* 1: the template file goes with it */
+	} step[] = {
+		{ "stop", NULL, 0 },
+		{ "migrate-set-capabilities",
+		    "{\"capabilities\":[{\"capability\":\"events\","
+		    "\"state\":true}]}",
+		    0 },
+		{ "migrate-set-parameters",
+		    "{\"max-bandwidth\":" TEMPLATE_BANDWIDTH "}", 0 },
+		{ "getfd", "{\"fdname\":\"tpl\"}", 1 },
+		{ "migrate", "{\"uri\":\"fd:tpl\"}", 0 },
+	};
+	struct qmp *q = qmp_new(tb->qmp, 10000);
+	size_t i;
 	int ret = -1;
 
-	q->fd = tb->qmp;
-	if ((o = template_qmp_line(q, util_mono_ms() + 10000)) == NULL) {
-		cause_set(cause, "no QMP greeting");
+	qmp_set_intr(q, template_intr_fd);
+	if (qmp_greeting(q, cause) != 0)
 		goto out;
+	for (i = 0; i < sizeof(step) / sizeof(step[0]); i++) {
+		qmp_set_timeout(q, TEMPLATE_SAVE_MS);
+		if (qmp_execute(q, step[i].cmd, step[i].args,
+			step[i].fd ? file : -1, NULL, cause) != 0)
+			goto out;
 	}
-	json_object_put(o);
-	if (template_qmp(q, "{\"execute\":\"qmp_capabilities\"}", -1, cause) !=
-		0 ||
-	    template_qmp(q, "{\"execute\":\"stop\"}", -1, cause) != 0 ||
-	    template_qmp(q,
-		"{\"execute\":\"migrate-set-capabilities\",\"arguments\":"
-		"{\"capabilities\":[{\"capability\":\"events\","
-		"\"state\":true}]}}",
-		-1, cause) != 0 ||
-	    template_qmp(q,
-		"{\"execute\":\"migrate-set-parameters\",\"arguments\":"
-		"{\"max-bandwidth\":" TEMPLATE_BANDWIDTH "}}",
-		-1, cause) != 0 ||
-	    template_qmp(q,
-		"{\"execute\":\"getfd\",\"arguments\":{\"fdname\":\"tpl\"}}",
-		file, cause) != 0 ||
-	    template_qmp(q,
-		"{\"execute\":\"migrate\",\"arguments\":{\"uri\":\"fd:tpl\"}}",
-		-1, cause) != 0 ||
-	    template_qmp_migrated(q, cause) != 0)
+	if (template_qmp_migrated(q, cause) != 0)
 		goto out;
-	ret = template_qmp(q, "{\"execute\":\"quit\"}", -1, cause);
+	qmp_set_timeout(q, TEMPLATE_SAVE_MS);
+	ret = qmp_execute(q, "quit", NULL, -1, NULL, cause);
 out:
-	free(q);
+	if (qmp_interrupted(q))
+		template_intr_hit = 1;
+	qmp_free(q);
 	return ret;
 }
 

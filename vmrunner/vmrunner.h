@@ -568,6 +568,13 @@ int fwdreport_pending(struct fwdreport *rep);
  * or -1 on a connection error (the lines stay queued).
  */
 int fwdreport_send(struct fwdreport *rep, int fd);
+/*
+ * fwdreport_post: line (n bytes) for the lease's connection fd (-1: lost
+ * now): fwdreport_own, then fwdreport_send what fd takes (the rest as it
+ * drains, on a resumed lease if it is lost meanwhile).  0, or -1 (n <= 0,
+ * rep NULL, or not queued).
+ */
+int fwdreport_post(struct fwdreport *rep, int fd, const char *line, int n);
 /* fwdreport_restart: a new lease connection: the line sent in part goes
  * again whole; no answer is awaited on it (fwdreport_awaited 0). */
 void fwdreport_restart(struct fwdreport *rep);

@@ -113,6 +113,8 @@ text_seed ctl_selftest boot 'SELFTEST boot-term boot 0 ok 7 812 -'
 text_seed ctl_selftest reload 'SELFTEST e-1a2b3c4d reload 3 fail 0 - tcp-gateway'
 text_seed ctl_selftest reloaded 'RELOADED 12'
 text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004 done'
+text_seed agentcmd full 'idle=600\ncwd=/home/me/src\narg=--share\narg=/home/me/src\nclaude --print'
+text_seed agentcmd bare 'idle=5\nsh -c x'
 text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
 # fuzz_cmdline: a context byte (bit 0: INSTANCE), then the keys.
 text_seed cmdline boot '\0000console=ttyS0 quiet ksb.id=e-1a2b ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 ksb.port=3128 ksb.disk=1 ksb.selftest=off ksb.display=320x240 ksb.share=s0:/home/agent/proj ksb.share=s1:/ksb/mirror.git:rw'
@@ -130,7 +132,8 @@ set -- \
 	"fwd|proto/fwd.c proto/xwd.c|70000" \
 	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300" \
 	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200" \
-	"cmdline|proto/cmdline.c proto/guestctl.c|4200"
+	"cmdline|proto/cmdline.c proto/guestctl.c|4200" \
+	"agentcmd|proto/agentcmd.c|70000"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}
