@@ -461,10 +461,44 @@ pcred_close(struct policy_parse *p, struct policy_creds *cs, int col)
 		c->prefix = xstrdup("");
 }
 
-/*
- * One line in a credential block: `KEYWORD WORDS...' lines and `}'.
- * 84 lines: the keyword dispatch, with the block's end on any line.
- */
+/* One `KEYWORD WORDS...' line of the block c: w[0] the keyword, n words
+ * after it.  0, or -1 when the block is abandoned (a missing `}'). */
+static int
+pcred_statement(struct policy_parse *p, struct policy_creds *cs,
+    struct policy_cred *c, const struct policy_tok *w, size_t n)
+{
+	char q[POLICY_QBUF];
+	int ln = p->line;
+
+	if (policy_lex_is(&w[0], "host"))
+		pcred_host(p, c, w, n);
+	else if (policy_lex_is(&w[0], "header") ||
+	    policy_lex_is(&w[0], "basic"))
+		pcred_place(p, c, w, n);
+	else if (policy_lex_is(&w[0], "source"))
+		pcred_source(p, c, w, n);
+	else if (policy_lex_is(&w[0], "secret") ||
+	    policy_lex_is(&w[0], "placeholder-prefix"))
+		pcred_names(p, c, w, n);
+	else if (policy_lex_is(&w[0], "allow-request"))
+		pcred_rule(p, c, w, n);
+	else if (policy_lex_is(&w[0], "profile") ||
+	    policy_lex_is(&w[0], "credential")) {
+		policy_lex_error(p, ln, w[0].col,
+		    "`%.*s' inside credential `%s' (missing `}' for "
+		    "the credential at line %d?)",
+		    (int)w[0].len, w[0].s, c->name, c->line);
+		cs->open = 0;
+		return -1;
+	} else
+		policy_lex_error(p, ln, w[0].col,
+		    "unknown keyword `%s' in a credential",
+		    policy_lex_quote(q, sizeof(q), w[0].s, w[0].len));
+	return 0;
+}
+
+/* One line in a credential block: `KEYWORD WORDS...' lines and `}' (the
+ * block may end on any line). */
 void
 pcred_line(struct policy_parse *p, const char *line, size_t len, size_t pos)
 {
@@ -490,32 +524,7 @@ pcred_line(struct policy_parse *p, const char *line, size_t len, size_t pos)
 			policy_lex_error(p, ln, w[0].col, "too many words");
 			return;
 		}
-		n--; /* arguments after the keyword */
-		if (policy_lex_is(&w[0], "host"))
-			pcred_host(p, c, w, n);
-		else if (policy_lex_is(&w[0], "header") ||
-		    policy_lex_is(&w[0], "basic"))
-			pcred_place(p, c, w, n);
-		else if (policy_lex_is(&w[0], "source"))
-			pcred_source(p, c, w, n);
-		else if (policy_lex_is(&w[0], "secret") ||
-		    policy_lex_is(&w[0], "placeholder-prefix"))
-			pcred_names(p, c, w, n);
-		else if (policy_lex_is(&w[0], "allow-request"))
-			pcred_rule(p, c, w, n);
-		else if (policy_lex_is(&w[0], "profile") ||
-		    policy_lex_is(&w[0], "credential")) {
-			policy_lex_error(p, ln, w[0].col,
-			    "`%.*s' inside credential `%s' (missing `}' for "
-			    "the credential at line %d?)",
-			    (int)w[0].len, w[0].s, c->name, c->line);
-			cs->open = 0;
-			return;
-		} else
-			policy_lex_error(p, ln, w[0].col,
-			    "unknown keyword `%s' in a credential",
-			    policy_lex_quote(q, sizeof(q), w[0].s, w[0].len));
-		if (!closed)
+		if (pcred_statement(p, cs, c, w, n - 1) != 0 || !closed)
 			return;
 	}
 	/* After the block's `}': nothing but a comment. */

@@ -419,11 +419,52 @@ policy_cmp_strp(const void *a, const void *b)
 }
 
 /*
+ * The files a glob pattern names (quoted: the path as written), in *list
+ * (the caller frees each and the array): among the buffers' names with
+ * fnmatch(3), else glob(3) on disk.  Their number, or -1 after a read
+ * error (reported at column col).
+ */
+static int
+policy_include_glob(struct policy_parse *p, const char *pattern, int col,
+    const char *quoted, char ***list)
+{
+	glob_t g;
+	size_t k, n = 0;
+	int r;
+
+	if (p->bufs != NULL) {
+		for (k = 0; k < p->nbufs; k++) {
+			if (fnmatch(pattern, p->bnames[k],
+				FNM_PATHNAME | FNM_PERIOD) != 0)
+				continue;
+			*list = xrealloc(*list, (n + 1) * sizeof(**list));
+			(*list)[n++] = xstrdup(p->bnames[k]);
+		}
+	} else {
+		memset(&g, 0, sizeof(g));
+		r = glob(pattern, GLOB_NOSORT, NULL, &g);
+		if (r == GLOB_NOSPACE)
+			fatalx("glob: out of memory");
+		if (r == GLOB_ABORTED)
+			policy_lex_error(p, p->line, col,
+			    "include `%s': "
+			    "read error",
+			    quoted);
+		for (k = 0; r == 0 && k < g.gl_pathc; k++) {
+			*list = xrealloc(*list, (n + 1) * sizeof(**list));
+			(*list)[n++] = xstrdup(g.gl_pathv[k]);
+		}
+		globfree(&g);
+		if (r == GLOB_ABORTED)
+			return -1;
+	}
+	return (int)n;
+}
+
+/*
  * include "PATH-OR-GLOB" (between profiles), after the keyword kw at
  * *pos.  The rest of the line is consumed.
- *
- * 83 lines: include's path resolution, glob, cycle and depth checks
- * and its error for each, in the order ksb-policy(5) states them.
+ * Each check has its error, in the order ksb-policy(5) states them.
  */
 static void
 policy_include(struct policy_parse *p, const char *line, size_t len,
@@ -433,7 +474,6 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 	const char *path, *end;
 	char q[POLICY_QBUF], **list = NULL, *pattern = NULL;
 	size_t i = *pos, plen, n = 0, k;
-	glob_t g;
 	int r;
 
 	*pos = len;
@@ -477,32 +517,9 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 		return;
 	}
 	pattern = policy_include_path(p->file, path, plen, 1);
-	if (p->bufs != NULL) {
-		for (k = 0; k < p->nbufs; k++) {
-			if (fnmatch(pattern, p->bnames[k],
-				FNM_PATHNAME | FNM_PERIOD) != 0)
-				continue;
-			list = xrealloc(list, (n + 1) * sizeof(*list));
-			list[n++] = xstrdup(p->bnames[k]);
-		}
-	} else {
-		memset(&g, 0, sizeof(g));
-		r = glob(pattern, GLOB_NOSORT, NULL, &g);
-		if (r == GLOB_NOSPACE)
-			fatalx("glob: out of memory");
-		if (r == GLOB_ABORTED)
-			policy_lex_error(p, p->line, (int)i + 1,
-			    "include `%s': "
-			    "read error",
-			    q);
-		for (k = 0; r == 0 && k < g.gl_pathc; k++) {
-			list = xrealloc(list, (n + 1) * sizeof(*list));
-			list[n++] = xstrdup(g.gl_pathv[k]);
-		}
-		globfree(&g);
-		if (r == GLOB_ABORTED)
-			goto cleanup;
-	}
+	if ((r = policy_include_glob(p, pattern, (int)i + 1, q, &list)) < 0)
+		goto cleanup;
+	n = (size_t)r;
 	if (n == 0) {
 		policy_lex_error(p, p->line, (int)i + 1,
 		    "include `%s' matches no "
@@ -606,100 +623,121 @@ policy_credref(struct policy_parse *p, const char *line, size_t len,
 }
 
 /*
- * Process one line (without its '\n').
- *
- * 91 lines: the statement dispatcher of the policy language: one
- * case per keyword and the block state (profile, extend) between them.
+ * One statement of a line, from its keyword t (pos after it): one case per
+ * keyword and the block state (profile, extend) between them.  1 to go on
+ * with the line, 0 to skip the rest of it, -1 if t is no keyword.
  */
+static int
+policy_statement(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *t)
+{
+	if (p->inextend &&
+	    (policy_lex_is(t, "credential") || policy_lex_is(t, "limit"))) {
+		policy_lex_error(p, p->line, t->col,
+		    "`%.*s' in an extend block (it adds `allow' and "
+		    "`allow-address' rules only)",
+		    (int)t->len, t->s);
+		return 0;
+	}
+	if (policy_lex_is(t, "extend")) {
+		if (p->inblock)
+			policy_lex_error(p, p->line, t->col,
+			    "`extend' inside profile `%s' (missing "
+			    "`}' for the block at line %d?)",
+			    p->cur->name, p->cur->line);
+		policy_extend_header(p, line, len, pos, t);
+		return 1;
+	}
+	if (policy_lex_is(t, "credential")) {
+		if (p->inblock)
+			policy_credref(p, line, len, pos, t);
+		else
+			pcred_header(p, line, len, pos, t);
+		return 0;
+	}
+	if (policy_lex_is(t, "profile")) {
+		if (p->inblock) {
+			policy_lex_error(p, p->line, t->col,
+			    "`profile' "
+			    "inside profile `%s' (missing `}' for the "
+			    "profile at line %d?)",
+			    p->cur->name, p->cur->line);
+		}
+		policy_header(p, line, len, pos, t);
+		return 1;
+	}
+	if (policy_lex_is(t, "}")) {
+		if (!p->inblock)
+			policy_lex_error(p, p->line, t->col,
+			    "unexpected `}' outside a profile");
+		p->inblock = 0;
+		p->inextend = 0;
+		return 1;
+	}
+	if (policy_lex_is(t, "include")) {
+		policy_include(p, line, len, pos, t);
+		return 0;
+	}
+	if (policy_lex_is(t, "limit")) {
+		if (!p->inblock) {
+			policy_lex_error(
+			    p, p->line, t->col, "`limit' outside a profile");
+			return 0;
+		}
+		if (policy_limit(p, line, len, pos, t) != 0)
+			return 0;
+		return 1;
+	}
+	if (policy_lex_is(t, "allow") || policy_lex_is(t, "allow-address")) {
+		if (policy_allow_line(p, line, len, pos, t) != 0)
+			return 0;
+		return 1;
+	}
+	return -1;
+}
+
+/* After the unknown keyword t: a misspelt "profile NAME {" has its block
+ * swallowed quietly. */
+static void
+policy_unknown(struct policy_parse *p, const char *line, size_t len,
+    size_t *pos, const struct policy_tok *t)
+{
+	struct policy_tok w;
+	char q[POLICY_QBUF];
+
+	policy_lex_error(p, p->line, t->col, "unknown keyword `%s'",
+	    policy_lex_quote(q, sizeof(q), t->s, t->len));
+	while (!p->inblock && policy_lex_next(line, len, pos, &w)) {
+		if (w.s[0] != '{')
+			continue;
+		policy_profile_clear(&p->scratch);
+		p->scratch.name = xstrdup("(invalid)");
+		p->scratch.file = p->file;
+		p->scratch.line = p->line;
+		p->scratch.col = 1;
+		policy_block_start(p, &p->scratch);
+	}
+}
+
+/* Process one line (without its '\n'): a credential block's line, or
+ * statements until one ends the line. */
 static void
 policy_line(struct policy_parse *p, const char *line, size_t len)
 {
 	struct policy_tok t;
-	char q[POLICY_QBUF];
 	size_t pos = 0;
+	int r;
 
 	if (p->pol->creds.open) {
 		pcred_line(p, line, len, 0);
 		return;
 	}
 	while (policy_lex_next(line, len, &pos, &t)) {
-		if (p->inextend &&
-		    (policy_lex_is(&t, "credential") ||
-			policy_lex_is(&t, "limit"))) {
-			policy_lex_error(p, p->line, t.col,
-			    "`%.*s' in an extend block (it adds `allow' and "
-			    "`allow-address' rules only)",
-			    (int)t.len, t.s);
-			return;
-		}
-		if (policy_lex_is(&t, "extend")) {
-			if (p->inblock)
-				policy_lex_error(p, p->line, t.col,
-				    "`extend' inside profile `%s' (missing "
-				    "`}' for the block at line %d?)",
-				    p->cur->name, p->cur->line);
-			policy_extend_header(p, line, len, &pos, &t);
+		r = policy_statement(p, line, len, &pos, &t);
+		if (r > 0)
 			continue;
-		}
-		if (policy_lex_is(&t, "credential")) {
-			if (p->inblock)
-				policy_credref(p, line, len, &pos, &t);
-			else
-				pcred_header(p, line, len, &pos, &t);
-			return;
-		}
-		if (policy_lex_is(&t, "profile")) {
-			if (p->inblock) {
-				policy_lex_error(p, p->line, t.col,
-				    "`profile' "
-				    "inside profile `%s' (missing `}' for the "
-				    "profile at line %d?)",
-				    p->cur->name, p->cur->line);
-			}
-			policy_header(p, line, len, &pos, &t);
-			continue;
-		}
-		if (policy_lex_is(&t, "}")) {
-			if (!p->inblock)
-				policy_lex_error(p, p->line, t.col,
-				    "unexpected `}' outside a profile");
-			p->inblock = 0;
-			p->inextend = 0;
-			continue;
-		}
-		if (policy_lex_is(&t, "include")) {
-			policy_include(p, line, len, &pos, &t);
-			return;
-		}
-		if (policy_lex_is(&t, "limit")) {
-			if (!p->inblock) {
-				policy_lex_error(p, p->line, t.col,
-				    "`limit' outside a profile");
-				return;
-			}
-			if (policy_limit(p, line, len, &pos, &t) != 0)
-				return;
-			continue;
-		}
-		if (policy_lex_is(&t, "allow") ||
-		    policy_lex_is(&t, "allow-address")) {
-			if (policy_allow_line(p, line, len, &pos, &t) != 0)
-				return;
-			continue;
-		}
-		policy_lex_error(p, p->line, t.col, "unknown keyword `%s'",
-		    policy_lex_quote(q, sizeof(q), t.s, t.len));
-		/* A misspelt "profile NAME {": swallow its block quietly. */
-		while (!p->inblock && policy_lex_next(line, len, &pos, &t)) {
-			if (t.s[0] != '{')
-				continue;
-			policy_profile_clear(&p->scratch);
-			p->scratch.name = xstrdup("(invalid)");
-			p->scratch.file = p->file;
-			p->scratch.line = p->line;
-			p->scratch.col = 1;
-			policy_block_start(p, &p->scratch);
-		}
+		if (r < 0)
+			policy_unknown(p, line, len, &pos, &t);
 		return;
 	}
 }

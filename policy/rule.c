@@ -13,83 +13,42 @@
 #include "policy/policy.h"
 #include "policy/policy_int.h"
 
-/*
- * Parse PORTS at s[0..len) (col: column of s) into sorted, merged ranges.
- * Reports its own errors.  Returns 0 or -1.
- *
- * 91 lines: one pass over PORTS (numbers, ranges, commas, `*')
- * with an error per malformed item, then the sort-and-merge of the ranges.
- */
+/* One port list item s[0..len): "N" or "N-M" into v[0..1] (v[1] = v[0]
+ * for "N").  Returns 0, or -1 if it is not made of 1 to 5 digit numbers. */
 static int
-policy_parse_ports(struct policy_parse *p, const char *s, size_t len, int col,
-    struct policy_ports **out, size_t *nout)
+policy_port_item(const char *s, size_t len, unsigned long v[2])
 {
-	struct policy_ports *r = NULL, tmp;
-	size_t n = 0, i, j, start = 0;
-	unsigned long v[2];
-	char q[POLICY_QBUF];
-	int ret = -1, bad = 0;
+	size_t dash, k, a, b, m;
 
-	if (len == 0) {
-		policy_lex_error(p, p->line, col, "empty port list after `:'");
-		goto cleanup;
-	}
-	for (i = 0; i <= len; i++) {
-		size_t k, dash, item;
-		int nv = 0;
-
-		if (i < len && s[i] != ',')
-			continue;
-		item = i - start;
-		for (dash = start; dash < i && s[dash] != '-'; dash++)
-			;
-		for (k = 0; k < 2; k++) {
-			size_t a = k == 0 ? start : dash + 1;
-			size_t b = k == 0 ? dash : i;
-			size_t m;
-
-			if (k == 1 && dash == i)
-				break;
-			v[k] = 0;
-			if (a == b || b - a > 5)
-				goto badport;
-			for (m = a; m < b; m++) {
-				if (s[m] < '0' || s[m] > '9')
-					goto badport;
-				v[k] = v[k] * 10 + (s[m] - '0');
-			}
-			nv++;
-		}
-		if (nv == 1)
+	for (dash = 0; dash < len && s[dash] != '-'; dash++)
+		;
+	for (k = 0; k < 2; k++) {
+		a = k == 0 ? 0 : dash + 1;
+		b = k == 0 ? dash : len;
+		if (k == 1 && dash == len) {
 			v[1] = v[0];
-		if (v[0] < 1 || v[0] > 65535 || v[1] < 1 || v[1] > 65535) {
-			policy_lex_error(p, p->line, col + (int)start,
-			    "port `%s' out of range (1-65535)",
-			    policy_lex_quote(q, sizeof(q), s + start, item));
-			bad = 1;
-		} else if (v[0] > v[1]) {
-			policy_lex_error(p, p->line, col + (int)start,
-			    "port range `%s' is backwards",
-			    policy_lex_quote(q, sizeof(q), s + start, item));
-			bad = 1;
-		} else {
-			r = xrealloc(r, (n + 1) * sizeof(*r));
-			r[n].lo = (uint16_t)v[0];
-			r[n].hi = (uint16_t)v[1];
-			n++;
+			break;
 		}
-		start = i + 1;
-		continue;
-	badport:
-		policy_lex_error(p, p->line, col + (int)start,
-		    "invalid port `%s': want N or N-M, N in 1-65535",
-		    policy_lex_quote(q, sizeof(q), s + start, item));
-		bad = 1;
-		start = i + 1;
+		v[k] = 0;
+		if (a == b || b - a > 5)
+			return -1;
+		for (m = a; m < b; m++) {
+			if (s[m] < '0' || s[m] > '9')
+				return -1;
+			v[k] = v[k] * 10 + (unsigned long)(s[m] - '0');
+		}
 	}
-	if (bad)
-		goto cleanup;
-	/* Sort (insertion: lists are short) and merge. */
+	return 0;
+}
+
+/* Sort r[0..n) by lo (insertion: lists are short) and merge overlapping
+ * or adjacent ranges in place; the number of ranges left. */
+static size_t
+policy_ports_merge(struct policy_ports *r, size_t n)
+{
+	struct policy_ports tmp;
+	size_t i, j;
+
 	for (i = 1; i < n; i++) {
 		tmp = r[i];
 		for (j = i; j > 0 && r[j - 1].lo > tmp.lo; j--)
@@ -104,8 +63,56 @@ policy_parse_ports(struct policy_parse *p, const char *s, size_t len, int col,
 		}
 		r[j++] = r[i];
 	}
+	return j;
+}
+
+/*
+ * Parse PORTS at s[0..len) (col: column of s) into sorted, merged ranges:
+ * one error per malformed item.  Returns 0 or -1 (errors reported).
+ */
+static int
+policy_parse_ports(struct policy_parse *p, const char *s, size_t len, int col,
+    struct policy_ports **out, size_t *nout)
+{
+	struct policy_ports *r = NULL;
+	size_t n = 0, i, start = 0, item;
+	unsigned long v[2];
+	char q[POLICY_QBUF];
+	int ret = -1, bad = 0;
+
+	if (len == 0) {
+		policy_lex_error(p, p->line, col, "empty port list after `:'");
+		goto cleanup;
+	}
+	for (i = 0; i <= len; i++) {
+		if (i < len && s[i] != ',')
+			continue;
+		item = i - start;
+		policy_lex_quote(q, sizeof(q), s + start, item);
+		bad++;
+		if (policy_port_item(s + start, item, v) == -1)
+			policy_lex_error(p, p->line, col + (int)start,
+			    "invalid port `%s': want N or N-M, N in 1-65535",
+			    q);
+		else if (v[0] < 1 || v[0] > 65535 || v[1] < 1 || v[1] > 65535)
+			policy_lex_error(p, p->line, col + (int)start,
+			    "port `%s' out of range (1-65535)", q);
+		else if (v[0] > v[1])
+			policy_lex_error(p, p->line, col + (int)start,
+			    "port range `%s' is backwards", q);
+		else {
+			bad--;
+			r = xrealloc(r, (n + 1) * sizeof(*r));
+			r[n].lo = (uint16_t)v[0];
+			r[n].hi = (uint16_t)v[1];
+			n++;
+		}
+		start = i + 1;
+	}
+	if (bad)
+		goto cleanup;
+	*nout = policy_ports_merge(r, n);
 	*out = r;
-	*nout = j;
 	r = NULL;
 	ret = 0;
 cleanup:
@@ -180,12 +187,69 @@ policy_public_suffix(const char *name)
 		   sizeof(policy_public_suffixes[0]), policy_cmp_str) != NULL;
 }
 
+/* The spelling of host[0..hlen) (quoted as q): present, lowercase, no
+ * trailing dot.  0, or -1 with the error reported at column col. */
+static int
+policy_host_spelling(struct policy_parse *p, int col, const char *host,
+    size_t hlen, const char *q)
+{
+	size_t i;
+
+	if (hlen == 0) {
+		policy_lex_error(p, p->line, col, "`allow' needs a host");
+		return -1;
+	}
+	for (i = 0; i < hlen; i++)
+		if (host[i] >= 'A' && host[i] <= 'Z')
+			break;
+	if (i < hlen) {
+		policy_lex_error(p, p->line, col,
+		    "host `%s' has uppercase letters: write it in lowercase",
+		    q);
+		return -1;
+	}
+	if (host[hlen - 1] == '.') {
+		policy_lex_error(p, p->line, col,
+		    "host `%s' ends with a dot: write it without the trailing "
+		    "dot",
+		    q);
+		return -1;
+	}
+	return 0;
+}
+
+/* A wildcard's suffix name[0..nlen) (normalised: norm; the pattern quoted
+ * as q): at least two labels and not a public suffix.  0, or -1 with the
+ * error reported at column col. */
+static int
+policy_host_wildcard(struct policy_parse *p, int col, const char *name,
+    size_t nlen, const char *norm, const char *q)
+{
+	size_t i, dots;
+
+	for (i = 0, dots = 0; i < nlen; i++)
+		dots += name[i] == '.';
+	if (dots < 1) {
+		policy_lex_error(p, p->line, col,
+		    "wildcard `%s' is too broad: at least two labels "
+		    "must follow `*.'",
+		    q);
+		return -1;
+	}
+	if (policy_public_suffix(norm)) {
+		policy_lex_error(p, p->line, col,
+		    "wildcard `%s' is too broad: `%s' is a public "
+		    "suffix (names under it belong to anyone)",
+		    q, norm);
+		return -1;
+	}
+	return 0;
+}
+
 /*
- * allow HOST[:PORTS]
- *
- * 88 lines: the host pattern's checks (wildcard placement, public
- * suffixes, normalisation, ports) each report their own error with its
- * column.
+ * allow HOST[:PORTS]: the host pattern's checks (spelling, wildcard
+ * placement, normalisation, public suffixes, ports) each report their own
+ * error with its column.  0, or -1 (r may hold ports: the caller clears it).
  */
 static int
 policy_parse_host(
@@ -193,7 +257,7 @@ policy_parse_host(
 {
 	char q[POLICY_QBUF], norm[HOSTNAME_OUTSZ];
 	const char *host = t->s, *name, *reason = NULL, *star;
-	size_t colon, hlen, nlen, i, dots;
+	size_t colon, hlen, nlen;
 	enum hostname_kind kind;
 	int ret = -1, bad = 0;
 
@@ -207,26 +271,8 @@ policy_parse_host(
 	policy_lex_quote(q, sizeof(q), host, hlen);
 	if (policy_rule_ports(p, t, colon, r) != 0)
 		bad = 1;
-	if (hlen == 0) {
-		policy_lex_error(p, p->line, t->col, "`allow' needs a host");
+	if (policy_host_spelling(p, t->col, host, hlen, q) != 0)
 		goto cleanup;
-	}
-	for (i = 0; i < hlen; i++)
-		if (host[i] >= 'A' && host[i] <= 'Z')
-			break;
-	if (i < hlen) {
-		policy_lex_error(p, p->line, t->col,
-		    "host `%s' has uppercase letters: write it in lowercase",
-		    q);
-		goto cleanup;
-	}
-	if (host[hlen - 1] == '.') {
-		policy_lex_error(p, p->line, t->col,
-		    "host `%s' ends with a dot: write it without the trailing "
-		    "dot",
-		    q);
-		goto cleanup;
-	}
 	name = host;
 	nlen = hlen;
 	star = memchr(host, '*', hlen);
@@ -257,25 +303,12 @@ policy_parse_host(
 		    reason != NULL ? reason : "not a host name");
 		goto cleanup;
 	}
-	if (r->wildcard) {
-		for (i = 0, dots = 0; i < nlen; i++)
-			dots += name[i] == '.';
-		if (dots < 1) {
-			policy_lex_error(p, p->line, t->col,
-			    "wildcard `%s' is too broad: at least two labels "
-			    "must follow `*.'",
-			    q);
-			goto cleanup;
-		}
-		if (policy_public_suffix(norm)) {
-			policy_lex_error(p, p->line, t->col,
-			    "wildcard `%s' is too broad: `%s' is a public "
-			    "suffix (names under it belong to anyone)",
-			    q, norm);
-			goto cleanup;
-		}
+	if (r->wildcard &&
+	    policy_host_wildcard(p, t->col, name, nlen, norm, q) != 0)
+		goto cleanup;
+	if (r->wildcard)
 		r->host = xstrndup(host + 1, hlen - 1); /* ".suffix" */
-	} else
+	else
 		r->host = xstrndup(host, hlen);
 	if (!bad)
 		ret = 0;
