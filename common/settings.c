@@ -187,9 +187,24 @@ settings_err(char **all, const char *name, int line, const char *fmt, ...)
 	*all = n;
 }
 
-/* Cut the comment off s and trim blanks at both ends, in place. */
+/* Trim blanks at both ends of s, in place. */
 static char *
-settings_trim(char *s, int hash_after_blank)
+settings_trim(char *s)
+{
+	char *e;
+
+	while (settings_is_blank((unsigned char)*s))
+		s++;
+	e = s + strlen(s);
+	while (e > s && settings_is_blank((unsigned char)e[-1]))
+		*--e = '\0';
+	return s;
+}
+
+/* Cut the comment off s, in place: from '#' (only at the start or after a
+ * blank if hash_after_blank). */
+static void
+settings_uncomment(char *s, int hash_after_blank)
 {
 	char *e;
 
@@ -197,14 +212,8 @@ settings_trim(char *s, int hash_after_blank)
 		if (!hash_after_blank || e == s ||
 		    settings_is_blank((unsigned char)e[-1])) {
 			*e = '\0';
-			break;
+			return;
 		}
-	while (settings_is_blank((unsigned char)*s))
-		s++;
-	e = s + strlen(s);
-	while (e > s && settings_is_blank((unsigned char)e[-1]))
-		*--e = '\0';
-	return s;
 }
 
 /* The state of one settings_parse. */
@@ -228,7 +237,8 @@ settings_line(struct settings_parse *ps, char *s, int hash_after_blank)
 	int line = ps->src.line;
 	size_t i;
 
-	s = settings_trim(s, hash_after_blank);
+	settings_uncomment(s, hash_after_blank);
+	s = settings_trim(s);
 	if (*s == '\0')
 		return;
 	if ((eq = strchr(s, '=')) == NULL) {
@@ -237,8 +247,8 @@ settings_line(struct settings_parse *ps, char *s, int hash_after_blank)
 		return;
 	}
 	*eq = '\0';
-	key = settings_trim(s, 0);
-	val = settings_trim(eq + 1, 0);
+	key = settings_trim(s);
+	val = settings_trim(eq + 1);
 	if ((k = settings_find(ps->keys, ps->nkeys, key)) == NULL) {
 		settings_err(&ps->errors, name, line, "unknown setting `%s'",
 		    settings_quote(q, key));
