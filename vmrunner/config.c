@@ -1,7 +1,8 @@
 /*
  * config.c: ksb-run's settings, merged from built-in defaults, the
  * project file (.ksb/instance.conf: ksb-run(1), FILES) and flags, each
- * remembering where it came from (--print-config).
+ * remembering where it came from (--print-config): the key table (read by
+ * common/settings.c), each key's check, and the layered store.
  */
 #include <errno.h>
 #include <fcntl.h>
