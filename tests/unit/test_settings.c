@@ -2,12 +2,14 @@
  * test_settings.c: the settings engine (common/settings.c) with a table of
  * its own: unknown keys, duplicates (ONCE, LAST, LIST), arity, who may set
  * a key, the stock setters, comments of both dialects, origins, and a
- * hostile value quoted escaped and bounded, a 1 MB line refused bounded.
+ * hostile value quoted escaped and bounded, a 1 MB line refused bounded;
+ * ksb.conf's table through conf_load (values, origins, errors).
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "common/settings.h"
@@ -280,6 +282,63 @@ test_who(void)
 	target_free(&t);
 }
 
+static void
+test_ksb_conf(void)
+{
+	char dir[] = "/tmp/test_settings.XXXXXX", path[64], *cause = NULL;
+	struct ksb_conf *c = NULL;
+	FILE *f;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/ksb.conf", dir);
+	f = fopen(path, "w");
+	fputs("state-dir = state # relative\n"
+	      "idle-timeout = 30\n"
+	      "idle-timeout = 40\n"
+	      "bridge = br1\n"
+	      "audit-budget-bytes = 1M\n",
+	    f);
+	fclose(f);
+	CHECK(conf_load(path, 0, &c, &cause) == 0 && c != NULL,
+	    "conf_load reads a good ksb.conf (%s)", cause ? cause : "");
+	if (c != NULL) {
+		CHECK(c->idle_timeout == 40 && strcmp(c->bridge, "br1") == 0 &&
+			c->audit_budget_bytes == 1 << 20,
+		    "values stored (a repeated key: the later one)");
+		CHECK(strncmp(c->state_dir, dir, strlen(dir)) == 0 &&
+			strcmp(c->state_dir + strlen(dir), "/state") == 0,
+		    "a path relative to ksb.conf's directory");
+		CHECK(strcmp(conf_origin(c, "idle-timeout") + strlen(dir),
+			  "/ksb.conf:3") == 0 &&
+			strcmp(conf_origin(c, "proxy-port"), "default") == 0 &&
+			conf_origin(c, "nope") == NULL,
+		    "conf_origin: file:line, default, NULL");
+		CHECK(c->header_timeout == 10 && c->proxy_port == 3128,
+		    "defaults kept");
+	}
+	conf_free(c);
+	c = NULL;
+	f = fopen(path, "w");
+	fputs("proxy-port = 0\nbridge-address = 10.0.0.1/31\n", f);
+	fclose(f);
+	CHECK(conf_load(path, 0, &c, &cause) == -1 && c == NULL &&
+		cause != NULL &&
+		strstr(cause, "ksb.conf:1: proxy-port: `0' is not a port") &&
+		strstr(cause, "ksb.conf:2: bridge-address: `10.0.0.1/31'"),
+	    "every error as file:line");
+	free(cause);
+	cause = NULL;
+	unlink(path);
+	CHECK(
+	    conf_load(path, 1, &c, &cause) == 0 && c != NULL && c->path == NULL,
+	    "a missing file with missing_ok: the defaults");
+	conf_free(c);
+	rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -287,5 +346,6 @@ main(void)
 	test_errors();
 	test_hostile();
 	test_who();
+	test_ksb_conf();
 	return tap_done();
 }
