@@ -182,8 +182,9 @@ void util_strv_free(char **v);
 int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
 
 /* ---- conf.c ---------------------------------------------------------------
- * ksb.conf: "key = value" lines, '#' comments, documented in ksb.conf(5).
- * Every key has a default; unknown keys are errors.
+ * ksb.conf: "key = value" lines, '#' comments, documented in ksb.conf(5),
+ * read by common/settings.c.  Every key has a default; unknown keys are
+ * errors.
  */
 struct ksb_conf {
 	char *path;	      /* the file read, or NULL for built-in defaults */
@@ -233,6 +234,7 @@ struct ksb_conf {
 	int audit_budget_bytes;	  /* ... and bytes per UTC day: 1 GiB */
 	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
 					   may use (ksb-run stops it): 2 GiB */
+	char **origins; /* per key, "file:line" or NULL (conf_origin) */
 };
 
 /*
@@ -259,5 +261,9 @@ void conf_live_get(const struct ksb_conf *c, int32_t v[CONF_LIVE_NINTS]);
 void conf_live_set(struct ksb_conf *c, const int32_t v[CONF_LIVE_NINTS]);
 /* The default path: $KSB_CONF or /etc/ksb/ksb.conf. */
 const char *conf_default_path(void);
+/* conf_origin: where key's value came from as conf_load read it: "file:line"
+ * (of the last line; the first for policy), or "default"; NULL for an
+ * unknown key.  Owned by c. */
+const char *conf_origin(const struct ksb_conf *c, const char *key);
 
 #endif

@@ -1,8 +1,11 @@
 /*
- * conf.c: ksb.conf, the daemon and runner settings (see ksb.conf(5)).
+ * conf.c: ksb.conf, the daemon and runner settings (see ksb.conf(5)): its
+ * key table, the checks and setters of its keys, defaults, the policy file
+ * list, and what a reload takes over.
  *
- * Format: one "key = value" per line; '#' starts a comment; blank lines
- * ignored.  Every key has a default.  "policy" may be repeated and takes a
+ * Format (common/settings.c reads it): one "key = value" per line; '#'
+ * starts a comment; blank lines ignored.  Every key has a default; a key
+ * given twice keeps the later value.  "policy" may be repeated and takes a
  * glob; relative paths are taken relative to the directory of the file.
  * The whole file is parsed and every error reported before anything is
  * returned.
@@ -20,6 +23,10 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "common/settings.h"
+
+#define CONF_NKEYS    37	/* conf_keys */
+#define CONF_FILE_MAX (1 << 20) /* bytes of ksb.conf */
 
 #ifndef KSB_SYSCONFDIR
 #define KSB_SYSCONFDIR "/etc/ksb"
@@ -68,6 +75,9 @@ conf_free(struct ksb_conf *c)
 	free(c->agent_base_url);
 	free(c->template);
 	free(c->machine);
+	for (i = 0; c->origins != NULL && i < CONF_NKEYS; i++)
+		free(c->origins[i]);
+	free(c->origins);
 	free(c);
 }
 
@@ -93,41 +103,6 @@ conf_group(const char *val, gid_t *gid)
 	return 0;
 }
 
-/*
- * The numeric settings a reload changes in a running gateway, in the order
- * of conf_live_get's array (ksb.conf(5), RELOAD: "the timeouts",
- * max-connections, max-connections-per-instance, connection-rate and
- * connection-rate-per-instance), with the range each accepts.
- */
-static const struct conf_live_int {
-	const char *key;
-	size_t off;
-	long min, max;
-} conf_live_ints[] = {
-	{ "header-timeout", offsetof(struct ksb_conf, header_timeout), 1,
-	    3600 },
-	{ "hello-timeout", offsetof(struct ksb_conf, hello_timeout), 1, 3600 },
-	{ "connect-timeout", offsetof(struct ksb_conf, connect_timeout), 1,
-	    3600 },
-	{ "resolve-timeout", offsetof(struct ksb_conf, resolve_timeout), 1,
-	    3600 },
-	{ "idle-timeout", offsetof(struct ksb_conf, idle_timeout), 1, 604800 },
-	{ "max-connections", offsetof(struct ksb_conf, max_connections), 1,
-	    1000000 },
-	{ "max-connections-per-instance",
-	    offsetof(struct ksb_conf, max_per_instance), 1, 1000000 },
-	{ "connection-rate", offsetof(struct ksb_conf, conn_rate), 1, 1000000 },
-	{ "connection-rate-per-instance",
-	    offsetof(struct ksb_conf, conn_rate_instance), 1, 1000000 },
-	{ "audit-budget-records",
-	    offsetof(struct ksb_conf, audit_budget_records), 1, 1000000 },
-	{ "audit-budget-bytes", offsetof(struct ksb_conf, audit_budget_bytes),
-	    4096, 2147483647 },
-};
-_Static_assert(
-    sizeof(conf_live_ints) / sizeof(conf_live_ints[0]) == CONF_LIVE_NINTS,
-    "CONF_LIVE_NINTS does not match conf_live_ints");
-
 /* [a-z0-9_]{1,max} (nftables table and interface name parts). */
 static int
 conf_name_ok(const char *v, size_t max)
@@ -140,10 +115,318 @@ conf_name_ok(const char *v, size_t max)
 		"0123456789_") == n;
 }
 
+/* bridge: an interface name, 1-15 bytes. */
+static int
+conf_check_bridge(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (strlen(v) == 0 || strlen(v) > 15)
+		return cause_set(cause,
+		    "%s: `%s' is not a valid interface name (1-15 bytes)",
+		    k->name, q);
+	return 0;
+}
+
+/* nft-table: [a-z0-9_], 1-32 bytes. */
+static int
+conf_check_table(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (!conf_name_ok(v, 32))
+		return cause_set(cause,
+		    "%s: `%s' is not a table name ([a-z0-9_], 1-32 bytes)",
+		    k->name, q);
+	return 0;
+}
+
+/* tap-prefix: [a-z0-9], 1-10 bytes. */
+static int
+conf_check_tap(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (!conf_name_ok(v, 10) || strchr(v, '_') != NULL)
+		return cause_set(cause,
+		    "%s: `%s' is not a tap prefix ([a-z0-9], 1-10 bytes)",
+		    k->name, q);
+	return 0;
+}
+
+static int
+conf_set_bridge_addr(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+
+	(void)src;
+	if (util_parse_cidr4(v, &c->bridge_addr, &c->bridge_prefix) == -1 ||
+	    c->bridge_prefix < 8 || c->bridge_prefix > 30)
+		return cause_set(cause,
+		    "%s: `%s' is not an IPv4 address/prefix (prefix 8-30)",
+		    k->name, q);
+	return 0;
+}
+
+static int
+conf_set_port(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+	char *end;
+	long n;
+
+	(void)src;
+	errno = 0;
+	n = strtol(v, &end, 10);
+	if (*v == '\0' || *end != '\0' || errno != 0 || n < 1 || n > 65535)
+		return cause_set(
+		    cause, "%s: `%s' is not a port (1-65535)", k->name, q);
+	c->proxy_port = (uint16_t)n;
+	return 0;
+}
+
+static int
+conf_set_retention(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+
+	(void)src;
+	if (util_parse_duration(v, &c->audit_retention) == -1)
+		return cause_set(cause,
+		    "%s: `%s' is not a duration (0, or N followed by s, m, h "
+		    "or d)",
+		    k->name, q);
+	return 0;
+}
+
+/* SIZE: a number with a K, M, G or T suffix (powers of 1024), 1M..1P. */
+static int
+conf_size(const char *v, uint64_t *out)
+{
+	uint64_t n;
+
+	if (util_parse_size(v, 0, &n) == -1 || n < (1ULL << 20) ||
+	    n > (1ULL << 50))
+		return -1;
+	*out = n;
+	return 0;
+}
+
+static int
+conf_set_mirror_size(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+
+	(void)src;
+	if (conf_size(v, &c->mirror_max_size) == -1)
+		return cause_set(cause,
+		    "%s: `%s' is not a size (1M or more, with K, M, G or T)",
+		    k->name, q);
+	return 0;
+}
+
+/* audit-budget-bytes: a size (K, M, G suffixes) or a number in range. */
+static int
+conf_set_budget_bytes(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	uint64_t size;
+
+	if (util_parse_size(v, 1, &size) == 0 && size >= (uint64_t)k->min &&
+	    size <= (uint64_t)k->max) {
+		*(int *)(void *)((char *)t + k->off) = (int)size;
+		return 0;
+	}
+	return settings_set_int(t, k, v, q, src, cause);
+}
+
+static int
+conf_set_group(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+
+	(void)src;
+	if (conf_group(v, &c->control_gid) == -1)
+		return cause_set(cause, "%s: no such group `%s'", k->name, q);
+	free(c->control_group);
+	c->control_group = xstrdup(v);
+	return 0;
+}
+
+static int
+conf_set_user(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+	struct passwd *pw;
+
+	(void)src;
+	if ((pw = getpwnam(v)) == NULL)
+		return cause_set(cause, "%s: no such user `%s'", k->name, q);
+	if (pw->pw_uid == 0 || pw->pw_gid == 0)
+		return cause_set(cause,
+		    "%s: `%s' has uid or gid 0; the proxy must run "
+		    "unprivileged",
+		    k->name, q);
+	free(c->proxy_user);
+	c->proxy_user = xstrdup(v);
+	return 0;
+}
+
+/* A file read at start (hosts-file by the proxy process, upstream-ca-file
+ * by the parent): relative to ksb.conf, readable now (caught by -n). */
+static int
+conf_set_readable(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	char **dst = (char **)(void *)((char *)t + k->off), *p;
+	char pq[SETTINGS_QBUF];
+
+	(void)q;
+	p = settings_path(src, v);
+	if (access(p, R_OK) == -1) {
+		cause_set(cause, "%s: `%s': %s", k->name, settings_quote(pq, p),
+		    strerror(errno));
+		free(p);
+		return -1;
+	}
+	free(*dst);
+	*dst = p;
+	return 0;
+}
+
+/*
+ * The absolute, symlink-free name of a policy file: the digest covers file
+ * names, so `ksbctl policy check' and the gateway must name a file the same
+ * way however the configuration path was spelled.  Falls back to the name
+ * as given if it cannot be resolved (the load then reports the error).
+ */
+static char *
+conf_canonical(const char *path)
+{
+	char *r = realpath(path, NULL);
+
+	return r != NULL ? r : xstrdup(path);
+}
+
+/* policy = GLOB: every file it matches, added (the key repeats). */
+static int
+conf_set_policy(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+	char *pattern, pq[SETTINGS_QBUF];
+	glob_t g;
+	size_t i;
+	int rc, ret = -1;
+
+	(void)q;
+	pattern = settings_path(src, v);
+	settings_quote(pq, pattern);
+	rc = glob(pattern, GLOB_ERR, NULL, &g);
+	if (rc == GLOB_NOMATCH) {
+		cause_set(cause, "%s: no file matches `%s'", k->name, pq);
+		goto cleanup;
+	}
+	if (rc != 0) {
+		cause_set(cause, "%s: cannot read `%s'", k->name, pq);
+		globfree(&g);
+		goto cleanup;
+	}
+	for (i = 0; i < g.gl_pathc; i++) {
+		c->policy_files = xrealloc(c->policy_files,
+		    (c->npolicy_files + 1) * sizeof(*c->policy_files));
+		c->policy_files[c->npolicy_files++] =
+		    conf_canonical(g.gl_pathv[i]);
+	}
+	globfree(&g);
+	ret = 0;
+cleanup:
+	free(pattern);
+	return ret;
+}
+
+#define CONF_OFF(f) offsetof(struct ksb_conf, f)
+/* A host-side key with a value (never empty). */
+#define CONF_KEY(n, ...)                                                       \
+	{                                                                      \
+		.name = n, .amin = 1, .who = SETTINGS_HOST, __VA_ARGS__        \
+	}
+#define CONF_INT(n, f, lo, hi)                                                 \
+	CONF_KEY(                                                              \
+	    n, .kind = SETTINGS_INT, .off = CONF_OFF(f), .min = lo, .max = hi)
+
+/*
+ * ksb.conf's keys (ksb.conf(5)).  Paths are relative to ksb.conf's
+ * directory; cpu, machine, agent-mode and template are checked by ksb-run.
+ * The live numbers (conf_live_keys) first, in the order of
+ * conf_live_get's array: keep ksb.conf(5), RELOAD, in step.
+ */
+static const struct settings_key conf_keys[] = {
+	CONF_INT("header-timeout", header_timeout, 1, 3600),
+	CONF_INT("hello-timeout", hello_timeout, 1, 3600),
+	CONF_INT("connect-timeout", connect_timeout, 1, 3600),
+	CONF_INT("resolve-timeout", resolve_timeout, 1, 3600),
+	CONF_INT("idle-timeout", idle_timeout, 1, 604800),
+	CONF_INT("max-connections", max_connections, 1, 1000000),
+	CONF_INT("max-connections-per-instance", max_per_instance, 1, 1000000),
+	CONF_INT("connection-rate", conn_rate, 1, 1000000),
+	CONF_INT(
+	    "connection-rate-per-instance", conn_rate_instance, 1, 1000000),
+	CONF_INT("audit-budget-records", audit_budget_records, 1, 1000000),
+	CONF_KEY("audit-budget-bytes", .off = CONF_OFF(audit_budget_bytes),
+	    .min = 4096, .max = 2147483647, .set = conf_set_budget_bytes),
+	/* Not live. */
+	CONF_KEY("control-socket", .kind = SETTINGS_PATH,
+	    .off = CONF_OFF(control_socket)),
+	CONF_KEY(
+	    "state-dir", .kind = SETTINGS_PATH, .off = CONF_OFF(state_dir)),
+	CONF_KEY("audit-db", .kind = SETTINGS_PATH, .off = CONF_OFF(audit_db)),
+	CONF_KEY("kernel", .kind = SETTINGS_PATH, .off = CONF_OFF(kernel)),
+	CONF_KEY(
+	    "modules-dir", .kind = SETTINGS_PATH, .off = CONF_OFF(modules_dir)),
+	CONF_KEY("ca-file", .kind = SETTINGS_PATH, .off = CONF_OFF(ca_file)),
+	CONF_KEY(
+	    "grants-dir", .kind = SETTINGS_PATH, .off = CONF_OFF(grants_dir)),
+	/* Read (and its mode checked) by the gateway at start. */
+	CONF_KEY(
+	    "audit-key", .kind = SETTINGS_PATH, .off = CONF_OFF(audit_key)),
+	CONF_KEY("resolver", .kind = SETTINGS_STR, .off = CONF_OFF(resolver)),
+	CONF_KEY("cpu", .kind = SETTINGS_STR, .off = CONF_OFF(cpu)),
+	CONF_KEY("machine", .kind = SETTINGS_STR, .off = CONF_OFF(machine)),
+	CONF_KEY(
+	    "agent-mode", .kind = SETTINGS_STR, .off = CONF_OFF(agent_mode)),
+	CONF_KEY("agent-base-url", .kind = SETTINGS_STR,
+	    .off = CONF_OFF(agent_base_url)),
+	CONF_KEY("template", .kind = SETTINGS_STR, .off = CONF_OFF(template)),
+	CONF_KEY("bridge", .kind = SETTINGS_STR, .off = CONF_OFF(bridge),
+	    .check = conf_check_bridge),
+	CONF_KEY("nft-table", .kind = SETTINGS_STR, .off = CONF_OFF(nft_table),
+	    .check = conf_check_table),
+	CONF_KEY("tap-prefix", .kind = SETTINGS_STR,
+	    .off = CONF_OFF(tap_prefix), .check = conf_check_tap),
+	CONF_KEY("bridge-address", .set = conf_set_bridge_addr),
+	CONF_KEY("proxy-port", .set = conf_set_port),
+	CONF_KEY("audit-retention", .set = conf_set_retention),
+	CONF_KEY("mirror-max-size", .set = conf_set_mirror_size),
+	CONF_KEY("control-group", .set = conf_set_group),
+	CONF_KEY("proxy-user", .set = conf_set_user),
+	CONF_KEY("hosts-file", .off = CONF_OFF(hosts_file),
+	    .set = conf_set_readable),
+	/* Read by the parent at start: caught here (-n). */
+	CONF_KEY("upstream-ca-file", .off = CONF_OFF(upstream_ca_file),
+	    .set = conf_set_readable),
+	CONF_KEY("policy", .repeat = SETTINGS_LIST, .set = conf_set_policy),
+};
+_Static_assert(sizeof(conf_keys) / sizeof(conf_keys[0]) == CONF_NKEYS,
+    "CONF_NKEYS does not match conf_keys");
+
 static int *
 conf_live_int_at(struct ksb_conf *c, size_t i)
 {
-	return (int *)(void *)((char *)c + conf_live_ints[i].off);
+	return (int *)(void *)((char *)c + conf_keys[i].off);
 }
 
 void
@@ -153,7 +436,7 @@ conf_live_get(const struct ksb_conf *c, int32_t v[CONF_LIVE_NINTS])
 
 	for (i = 0; i < CONF_LIVE_NINTS; i++)
 		v[i] = *(const int *)(const void *)((const char *)c +
-		    conf_live_ints[i].off);
+		    conf_keys[i].off);
 }
 
 void
@@ -163,6 +446,18 @@ conf_live_set(struct ksb_conf *c, const int32_t v[CONF_LIVE_NINTS])
 
 	for (i = 0; i < CONF_LIVE_NINTS; i++)
 		*conf_live_int_at(c, i) = v[i];
+}
+
+const char *
+conf_origin(const struct ksb_conf *c, const char *key)
+{
+	const struct settings_key *k;
+
+	if ((k = settings_find(conf_keys, CONF_NKEYS, key)) == NULL)
+		return NULL;
+	if (c->origins == NULL || c->origins[k - conf_keys] == NULL)
+		return "default";
+	return c->origins[k - conf_keys];
 }
 
 void
@@ -214,318 +509,6 @@ conf_defaults(void)
 	c->audit_budget_bytes = 1 << 30;
 	c->mirror_max_size = 2ULL << 30;
 	return c;
-}
-
-/* Append "file:line: message" to the error list. */
-static void
-conf_err(char **errs, const char *file, int line, const char *fmt, ...)
-{
-	va_list ap;
-	char *msg, *n;
-
-	va_start(ap, fmt);
-	if (vasprintf(&msg, fmt, ap) < 0)
-		fatal("vasprintf");
-	va_end(ap);
-	xasprintf(&n, "%s%s%s:%d: %s", *errs ? *errs : "", *errs ? "\n" : "",
-	    file, line, msg);
-	free(msg);
-	free(*errs);
-	*errs = n;
-}
-
-static char *
-conf_path(const char *dir, const char *v)
-{
-	char *p;
-
-	if (v[0] == '/' || dir == NULL)
-		return xstrdup(v);
-	xasprintf(&p, "%s/%s", dir, v);
-	return p;
-}
-
-static int
-conf_int(const char *v, long min, long max, long *out)
-{
-	char *end;
-	long n;
-
-	errno = 0;
-	n = strtol(v, &end, 10);
-	if (*v == '\0' || *end != '\0' || errno != 0 || n < min || n > max)
-		return -1;
-	*out = n;
-	return 0;
-}
-
-/* SIZE: a number with a K, M, G or T suffix (powers of 1024), 1M..1P. */
-static int
-conf_size(const char *v, uint64_t *out)
-{
-	uint64_t n;
-
-	if (util_parse_size(v, 0, &n) == -1 || n < (1ULL << 20) ||
-	    n > (1ULL << 50))
-		return -1;
-	*out = n;
-	return 0;
-}
-
-static void
-conf_setstr(char **dst, const char *v)
-{
-	free(*dst);
-	*dst = xstrdup(v);
-}
-
-/*
- * The absolute, symlink-free name of a policy file: the digest covers file
- * names, so `ksbctl policy check' and the gateway must name a file the same
- * way however the configuration path was spelled.  Falls back to the name
- * as given if it cannot be resolved (the load then reports the error).
- */
-static char *
-conf_canonical(const char *path)
-{
-	char *r = realpath(path, NULL);
-
-	return r != NULL ? r : xstrdup(path);
-}
-
-static void
-conf_policy_glob(struct ksb_conf *c, const char *pattern, char **errs,
-    const char *file, int line)
-{
-	glob_t g;
-	size_t i;
-	int rc;
-
-	rc = glob(pattern, GLOB_ERR, NULL, &g);
-	if (rc == GLOB_NOMATCH) {
-		conf_err(
-		    errs, file, line, "policy: no file matches `%s'", pattern);
-		return;
-	}
-	if (rc != 0) {
-		conf_err(errs, file, line, "policy: cannot read `%s'", pattern);
-		globfree(&g);
-		return;
-	}
-	for (i = 0; i < g.gl_pathc; i++) {
-		c->policy_files = xrealloc(c->policy_files,
-		    (c->npolicy_files + 1) * sizeof(*c->policy_files));
-		c->policy_files[c->npolicy_files++] =
-		    conf_canonical(g.gl_pathv[i]);
-	}
-	globfree(&g);
-}
-
-/* ksb.conf's keys whose value is a path (relative to ksb.conf's
- * directory) or a plain string, stored as given: no check here. */
-static const struct {
-	const char *key;
-	size_t off; /* of the char * in struct ksb_conf */
-	int path;
-} conf_str_keys[] = {
-	{ "control-socket", offsetof(struct ksb_conf, control_socket), 1 },
-	{ "state-dir", offsetof(struct ksb_conf, state_dir), 1 },
-	{ "audit-db", offsetof(struct ksb_conf, audit_db), 1 },
-	{ "kernel", offsetof(struct ksb_conf, kernel), 1 },
-	{ "modules-dir", offsetof(struct ksb_conf, modules_dir), 1 },
-	{ "ca-file", offsetof(struct ksb_conf, ca_file), 1 },
-	{ "grants-dir", offsetof(struct ksb_conf, grants_dir), 1 },
-	{ "resolver", offsetof(struct ksb_conf, resolver), 0 },
-	{ "cpu", offsetof(struct ksb_conf, cpu), 0 }, /* checked by ksb-run */
-	{ "machine", offsetof(struct ksb_conf, machine), 0 },	    /* ditto */
-	{ "agent-mode", offsetof(struct ksb_conf, agent_mode), 0 }, /* ditto */
-	{ "agent-base-url", offsetof(struct ksb_conf, agent_base_url), 0 },
-	{ "template", offsetof(struct ksb_conf, template), 0 }, /* ksb-run */
-};
-
-/* A key of conf_str_keys: 1 if key is one (and was stored), else 0. */
-static int
-conf_line_str(
-    struct ksb_conf *c, const char *dir, const char *key, const char *val)
-{
-	size_t i;
-	char *p;
-
-	for (i = 0; i < sizeof(conf_str_keys) / sizeof(conf_str_keys[0]); i++) {
-		if (strcmp(key, conf_str_keys[i].key) != 0)
-			continue;
-		p = conf_str_keys[i].path ? conf_path(dir, val) : xstrdup(val);
-		conf_setstr((char **)((char *)c + conf_str_keys[i].off), p);
-		free(p);
-		return 1;
-	}
-	return 0;
-}
-
-/* A live setting (conf_live_ints): 1 if key is one, else 0. */
-static int
-conf_line_live(struct ksb_conf *c, const char *key, const char *val,
-    char **errs, const char *file, int line)
-{
-	size_t i;
-	long n;
-	uint64_t size;
-
-	for (i = 0; i < CONF_LIVE_NINTS; i++) {
-		const struct conf_live_int *li = &conf_live_ints[i];
-
-		if (strcmp(key, li->key) != 0)
-			continue;
-		if (strcmp(key, "audit-budget-bytes") == 0 &&
-		    util_parse_size(val, 1, &size) == 0 &&
-		    size >= (uint64_t)li->min && size <= (uint64_t)li->max)
-			*conf_live_int_at(c, i) = (int)size;
-		else if (conf_int(val, li->min, li->max, &n) == -1)
-			conf_err(errs, file, line,
-			    "%s: `%s' is not a number in %ld-%ld", key, val,
-			    li->min, li->max);
-		else
-			*conf_live_int_at(c, i) = (int)n;
-		return 1;
-	}
-	return 0;
-}
-
-/* The users and groups ksb.conf names: 1 if key is one, else 0. */
-static int
-conf_line_ids(struct ksb_conf *c, const char *key, const char *val, char **errs,
-    const char *file, int line)
-{
-	struct passwd *pw;
-
-	if (strcmp(key, "control-group") == 0) {
-		if (conf_group(val, &c->control_gid) == -1)
-			conf_err(errs, file, line,
-			    "control-group: no such group `%s'", val);
-		else
-			conf_setstr(&c->control_group, val);
-		return 1;
-	}
-	if (strcmp(key, "proxy-user") != 0)
-		return 0;
-	if ((pw = getpwnam(val)) == NULL)
-		conf_err(
-		    errs, file, line, "proxy-user: no such user `%s'", val);
-	else if (pw->pw_uid == 0 || pw->pw_gid == 0)
-		conf_err(errs, file, line,
-		    "proxy-user: `%s' has uid or "
-		    "gid 0; the proxy must run unprivileged",
-		    val);
-	else
-		conf_setstr(&c->proxy_user, val);
-	return 1;
-}
-
-/* One ksb.conf line: the key's value parsed, checked and stored, or an
- * error as file:line. */
-static void
-conf_line(struct ksb_conf *c, const char *dir, char *key, char *val,
-    char **errs, const char *file, int line)
-{
-	long n;
-	char *p;
-
-	if (conf_line_str(c, dir, key, val) ||
-	    conf_line_ids(c, key, val, errs, file, line) ||
-	    conf_line_live(c, key, val, errs, file, line))
-		return;
-	if (strcmp(key, "bridge") == 0) {
-		if (strlen(val) == 0 || strlen(val) > 15)
-			conf_err(errs, file, line,
-			    "bridge: `%s' is not a valid interface name (1-15 "
-			    "bytes)",
-			    val);
-		else
-			conf_setstr(&c->bridge, val);
-	} else if (strcmp(key, "nft-table") == 0) {
-		if (!conf_name_ok(val, 32))
-			conf_err(errs, file, line,
-			    "nft-table: `%s' is not a table name "
-			    "([a-z0-9_], 1-32 bytes)",
-			    val);
-		else
-			conf_setstr(&c->nft_table, val);
-	} else if (strcmp(key, "tap-prefix") == 0) {
-		if (!conf_name_ok(val, 10) || strchr(val, '_') != NULL)
-			conf_err(errs, file, line,
-			    "tap-prefix: `%s' is not a tap prefix "
-			    "([a-z0-9], 1-10 bytes)",
-			    val);
-		else
-			conf_setstr(&c->tap_prefix, val);
-	} else if (strcmp(key, "bridge-address") == 0) {
-		if (util_parse_cidr4(val, &c->bridge_addr, &c->bridge_prefix) ==
-			-1 ||
-		    c->bridge_prefix < 8 || c->bridge_prefix > 30)
-			conf_err(errs, file, line,
-			    "bridge-address: `%s' is not an IPv4 "
-			    "address/prefix (prefix 8-30)",
-			    val);
-	} else if (strcmp(key, "proxy-port") == 0) {
-		if (conf_int(val, 1, 65535, &n) == -1)
-			conf_err(errs, file, line,
-			    "proxy-port: `%s' is not a port (1-65535)", val);
-		else
-			c->proxy_port = (uint16_t)n;
-	} else if (strcmp(key, "audit-retention") == 0) {
-		if (util_parse_duration(val, &c->audit_retention) == -1)
-			conf_err(errs, file, line,
-			    "audit-retention: `%s' is not "
-			    "a duration (0, or N followed by s, m, h or d)",
-			    val);
-	} else if (strcmp(key, "audit-key") == 0) {
-		/* Read (and its mode checked) by the gateway at start. */
-		p = conf_path(dir, val);
-		conf_setstr(&c->audit_key, p);
-		free(p);
-	} else if (strcmp(key, "hosts-file") == 0) {
-		p = conf_path(dir, val);
-		/* Read by the proxy process at start: catch it here (-n). */
-		if (access(p, R_OK) == -1)
-			conf_err(errs, file, line, "hosts-file: `%s': %s", p,
-			    strerror(errno));
-		else
-			conf_setstr(&c->hosts_file, p);
-		free(p);
-	} else if (strcmp(key, "upstream-ca-file") == 0) {
-		p = conf_path(dir, val);
-		if (access(p, R_OK) == -1)
-			conf_err(errs, file, line, "upstream-ca-file: `%s': %s",
-			    p, strerror(errno));
-		else
-			conf_setstr(&c->upstream_ca_file, p);
-		free(p);
-	} else if (strcmp(key, "policy") == 0) {
-		p = conf_path(dir, val);
-		conf_policy_glob(c, p, errs, file, line);
-		free(p);
-	} else if (strcmp(key, "mirror-max-size") == 0) {
-		if (conf_size(val, &c->mirror_max_size) == -1)
-			conf_err(errs, file, line,
-			    "mirror-max-size: `%s' is not a "
-			    "size (1M or more, with K, M, G or T)",
-			    val);
-	} else
-		conf_err(errs, file, line, "unknown setting `%s'", key);
-}
-
-static char *
-conf_trim(char *s)
-{
-	char *e;
-
-	while (*s == ' ' || *s == '\t')
-		s++;
-	e = s + strlen(s);
-	while (e > s &&
-	    (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' || e[-1] == '\n'))
-		*--e = '\0';
-	return s;
 }
 
 /*
@@ -588,58 +571,28 @@ conf_default_policies(struct ksb_conf *c, const char *dir)
 int
 conf_load(const char *path, int missing_ok, struct ksb_conf **out, char **cause)
 {
+	static const struct settings_syntax syntax = { .who = SETTINGS_HOST };
 	struct ksb_conf *c = conf_defaults();
-	char *errs = NULL, *line = NULL, *dir = NULL, *tmp;
-	size_t cap = 0;
-	FILE *f = NULL;
-	int lineno = 0, ret = -1;
+	char *text = NULL, *dir = NULL, *tmp, *why = NULL;
+	size_t len = 0;
+	int ret = -1;
 
 	if (path == NULL)
 		goto done;
-	f = fopen(path, "re");
-	if (f == NULL) {
-		if (errno == ENOENT && missing_ok)
-			goto done;
-		cause_set(cause, "%s: %s", path, strerror(errno));
+	if (missing_ok && access(path, F_OK) == -1 && errno == ENOENT)
+		goto done;
+	if (util_read_file(path, CONF_FILE_MAX, &text, &len, &why) == -1) {
+		cause_set(cause, "%s: %s", path, why);
 		goto cleanup;
 	}
 	c->path = xstrdup(path);
 	tmp = xstrdup(path);
 	dir = xstrdup(dirname(tmp));
 	free(tmp);
-	while (getline(&line, &cap, f) != -1) {
-		char *s, *eq, *key, *val, *hash;
-
-		lineno++;
-		if ((hash = strchr(line, '#')) != NULL)
-			*hash = '\0';
-		s = conf_trim(line);
-		if (*s == '\0')
-			continue;
-		eq = strchr(s, '=');
-		if (eq == NULL) {
-			conf_err(&errs, path, lineno,
-			    "expected `key = value', got `%s'", s);
-			continue;
-		}
-		*eq = '\0';
-		key = conf_trim(s);
-		val = conf_trim(eq + 1);
-		if (*val == '\0') {
-			conf_err(&errs, path, lineno, "%s: empty value", key);
-			continue;
-		}
-		conf_line(c, dir, key, val, &errs, path, lineno);
-	}
-	if (ferror(f))
-		conf_err(
-		    &errs, path, lineno, "read error: %s", strerror(errno));
-	if (errs != NULL) {
-		free(*cause);
-		*cause = errs;
-		errs = NULL;
+	c->origins = xcalloc(CONF_NKEYS, sizeof(*c->origins));
+	if (settings_parse(conf_keys, CONF_NKEYS, &syntax, path, text, len, c,
+		c->origins, cause) != 0)
 		goto cleanup;
-	}
 done:
 	if (c->npolicy_files == 0)
 		conf_default_policies(c, dir);
@@ -650,11 +603,9 @@ done:
 	c = NULL;
 	ret = 0;
 cleanup:
-	if (f != NULL)
-		fclose(f);
-	free(line);
+	free(text);
 	free(dir);
-	free(errs);
+	free(why);
 	conf_free(c);
 	return ret;
 }

@@ -2,7 +2,7 @@
  * credential.c: the `credential NAME { ... }' blocks of ksb-policy(5)
  * (CREDENTIALS): parsing, the completeness checks of one block, lookups.
  * The references from profiles (`credential NAME' inside a profile) and
- * their checks against the allow rules are in policy.c (policy_resolve),
+ * their checks against the allow rules are in resolve.c (policy_resolve),
  * which has the profiles.
  *
  * A block holds where the value comes from (a file, an environment
@@ -81,31 +81,31 @@ void
 pcred_header(struct policy_parse *p, const char *line, size_t len, size_t *pos,
     const struct policy_tok *kw)
 {
-	struct policy_creds *cs = policy_parse_creds(p);
+	struct policy_creds *cs = &p->pol->creds;
 	const struct policy_cred *prev;
 	struct policy_tok name = { 0 }, t;
 	char q[POLICY_QBUF];
-	int bad = 0, ln = policy_parse_line(p);
+	int bad = 0, ln = p->line;
 
-	if (!policy_next_tok(line, len, pos, &name) || name.s[0] == '{') {
-		policy_error(p, ln, kw->col, "`credential' needs a name");
+	if (!policy_lex_next(line, len, pos, &name) || name.s[0] == '{') {
+		policy_lex_error(p, ln, kw->col, "`credential' needs a name");
 		bad = 1;
 		if (name.s != NULL && name.s[0] == '{')
 			goto open;
 	} else if (!util_valid_profile(name.s, name.len)) {
-		policy_error(p, ln, name.col,
+		policy_lex_error(p, ln, name.col,
 		    "invalid credential name `%s': want "
 		    "[a-z0-9][a-z0-9_-]{0,63}",
-		    policy_quote(q, sizeof(q), name.s, name.len));
+		    policy_lex_quote(q, sizeof(q), name.s, name.len));
 		bad = 1;
 	} else if ((prev = pcred_lookup(cs, name.s, name.len)) != NULL) {
-		policy_error(p, ln, name.col,
+		policy_lex_error(p, ln, name.col,
 		    "duplicate credential `%.*s' (first defined at %s:%d)",
 		    (int)name.len, name.s, prev->file, prev->line);
 		bad = 1;
 	}
-	if (!policy_next_tok(line, len, pos, &t) || !policy_tok_is(&t, "{"))
-		policy_error(p, ln, name.col + (int)name.len,
+	if (!policy_lex_next(line, len, pos, &t) || !policy_lex_is(&t, "{"))
+		policy_lex_error(p, ln, name.col + (int)name.len,
 		    "expected `{' after the credential name");
 open:
 	if (bad) {
@@ -120,7 +120,7 @@ open:
 	}
 	cs->bad = bad;
 	cs->open = 1;
-	pcred_cur(cs)->file = policy_parse_fname(p);
+	pcred_cur(cs)->file = p->file;
 	pcred_cur(cs)->line = ln;
 	pcred_line(p, line, len, *pos); /* "credential x { host y" */
 	*pos = len;
@@ -137,7 +137,7 @@ pcred_words(const char *line, size_t len, size_t *pos, struct policy_tok *w,
 	*closed = 0;
 	for (;;) {
 		save = *pos;
-		if (!policy_next_tok(line, len, pos, &t))
+		if (!policy_lex_next(line, len, pos, &t))
 			break;
 		if (t.s[0] == '}') {
 			*pos = save;
@@ -204,30 +204,30 @@ pcred_host(struct policy_parse *p, struct policy_cred *c,
 {
 	char norm[HOSTNAME_OUTSZ], q[POLICY_QBUF];
 	const char *why = NULL;
-	int ln = policy_parse_line(p);
+	int ln = p->line;
 	size_t i;
 
 	if (n != 1) {
-		policy_error(p, ln, w[0].col, "`host' takes one name");
+		policy_lex_error(p, ln, w[0].col, "`host' takes one name");
 		return;
 	}
 	if (hostname_normalise(w[1].s, w[1].len, norm, sizeof(norm), NULL,
 		&why) != HOSTNAME_NAME ||
 	    memchr(w[1].s, '*', w[1].len) != NULL) {
-		policy_error(p, ln, w[1].col,
+		policy_lex_error(p, ln, w[1].col,
 		    "credential host `%s' is not an exact host name%s%s",
-		    policy_quote(q, sizeof(q), w[1].s, w[1].len),
+		    policy_lex_quote(q, sizeof(q), w[1].s, w[1].len),
 		    why ? ": " : "", why ? why : "");
 		return;
 	}
 	for (i = 0; i < c->nhosts; i++)
 		if (strcmp(c->hosts[i], norm) == 0) {
-			policy_error(
+			policy_lex_error(
 			    p, ln, w[1].col, "duplicate host `%s'", norm);
 			return;
 		}
 	if (c->nhosts == POLICY_CRED_HOSTS_MAX) {
-		policy_error(p, ln, w[1].col, "too many hosts (max %d)",
+		policy_lex_error(p, ln, w[1].col, "too many hosts (max %d)",
 		    POLICY_CRED_HOSTS_MAX);
 		return;
 	}
@@ -241,16 +241,17 @@ pcred_place(struct policy_parse *p, struct policy_cred *c,
     const struct policy_tok *w, size_t n)
 {
 	char q[POLICY_QBUF];
-	int ln = policy_parse_line(p);
+	int ln = p->line;
 
 	if (c->place != 0) {
-		policy_error(p, ln, w[0].col,
+		policy_lex_error(p, ln, w[0].col,
 		    "a credential has one place: `header' or `basic'");
 		return;
 	}
-	if (policy_tok_is(&w[0], "basic")) {
+	if (policy_lex_is(&w[0], "basic")) {
 		if (n != 0) {
-			policy_error(p, ln, w[1].col, "`basic' takes nothing");
+			policy_lex_error(
+			    p, ln, w[1].col, "`basic' takes nothing");
 			return;
 		}
 		c->place = POLICY_CRED_BASIC;
@@ -258,24 +259,26 @@ pcred_place(struct policy_parse *p, struct policy_cred *c,
 		return;
 	}
 	if (n < 1 || n > 2 || !pcred_token(w[1].s, w[1].len)) {
-		policy_error(p, ln, w[0].col,
+		policy_lex_error(p, ln, w[0].col,
 		    "`header' takes a field name and optionally `bearer'%s%s%s",
 		    n >= 1 ? ": `" : "",
-		    n >= 1 ? policy_quote(q, sizeof(q), w[1].s, w[1].len) : "",
+		    n >= 1 ? policy_lex_quote(q, sizeof(q), w[1].s, w[1].len) :
+			     "",
 		    n >= 1 ? "'" : "");
 		return;
 	}
-	if (n == 2 && !policy_tok_is(&w[2], "bearer")) {
-		policy_error(p, ln, w[2].col, "expected `bearer', found `%s'",
-		    policy_quote(q, sizeof(q), w[2].s, w[2].len));
+	if (n == 2 && !policy_lex_is(&w[2], "bearer")) {
+		policy_lex_error(p, ln, w[2].col,
+		    "expected `bearer', found `%s'",
+		    policy_lex_quote(q, sizeof(q), w[2].s, w[2].len));
 		return;
 	}
 	c->header = pcred_lower(w[1].s, w[1].len);
 	if (strcmp(c->header, "host") == 0 ||
 	    strcmp(c->header, "content-length") == 0 ||
 	    strcmp(c->header, "transfer-encoding") == 0) {
-		policy_error(p, ln, w[1].col, "`%s' cannot hold a credential",
-		    c->header);
+		policy_lex_error(p, ln, w[1].col,
+		    "`%s' cannot hold a credential", c->header);
 		free(c->header);
 		c->header = NULL;
 		return;
@@ -290,7 +293,7 @@ pcred_cache(struct policy_parse *p, struct policy_cred *c,
 {
 	char buf[32], q[POLICY_QBUF];
 
-	if (*n < 4 || !policy_tok_is(&w[*n - 1], "cache"))
+	if (*n < 4 || !policy_lex_is(&w[*n - 1], "cache"))
 		return 0;
 	if (w[*n].len >= sizeof(buf))
 		goto bad;
@@ -301,9 +304,9 @@ pcred_cache(struct policy_parse *p, struct policy_cred *c,
 	*n -= 2;
 	return 0;
 bad:
-	policy_error(p, policy_parse_line(p), w[*n].col,
+	policy_lex_error(p, p->line, w[*n].col,
 	    "invalid cache duration `%s': want N followed by s, m, h or d",
-	    policy_quote(q, sizeof(q), w[*n].s, w[*n].len));
+	    policy_lex_quote(q, sizeof(q), w[*n].s, w[*n].len));
 	return -1;
 }
 
@@ -314,45 +317,45 @@ pcred_source(struct policy_parse *p, struct policy_cred *c,
     const struct policy_tok *w, size_t n)
 {
 	char q[POLICY_QBUF];
-	int ln = policy_parse_line(p);
+	int ln = p->line;
 	size_t i, k;
 
 	if (c->source != 0) {
-		policy_error(p, ln, w[0].col, "duplicate `source'");
+		policy_lex_error(p, ln, w[0].col, "duplicate `source'");
 		return;
 	}
 	if (n < 2) {
-		policy_error(p, ln, w[0].col,
+		policy_lex_error(p, ln, w[0].col,
 		    "`source' needs `file PATH', `env NAME' or "
 		    "`command PATH [ARG...] [cache DURATION]'");
 		return;
 	}
-	if (policy_tok_is(&w[1], "file") || policy_tok_is(&w[1], "command")) {
+	if (policy_lex_is(&w[1], "file") || policy_lex_is(&w[1], "command")) {
 		if (w[2].s[0] != '/') {
-			policy_error(p, ln, w[2].col,
+			policy_lex_error(p, ln, w[2].col,
 			    "`%s' is not an absolute path",
-			    policy_quote(q, sizeof(q), w[2].s, w[2].len));
+			    policy_lex_quote(q, sizeof(q), w[2].s, w[2].len));
 			return;
 		}
 	}
-	if (policy_tok_is(&w[1], "file") || policy_tok_is(&w[1], "env")) {
+	if (policy_lex_is(&w[1], "file") || policy_lex_is(&w[1], "env")) {
 		if (n != 2) {
-			policy_error(p, ln, w[3].col,
+			policy_lex_error(p, ln, w[3].col,
 			    "unexpected `%s' (`source %.*s' takes one word)",
-			    policy_quote(q, sizeof(q), w[3].s, w[3].len),
+			    policy_lex_quote(q, sizeof(q), w[3].s, w[3].len),
 			    (int)w[1].len, w[1].s);
 			return;
 		}
-		c->source = policy_tok_is(&w[1], "file") ? POLICY_CRED_FILE :
+		c->source = policy_lex_is(&w[1], "file") ? POLICY_CRED_FILE :
 							   POLICY_CRED_ENV;
-	} else if (policy_tok_is(&w[1], "command")) {
+	} else if (policy_lex_is(&w[1], "command")) {
 		if (pcred_cache(p, c, w, &n) == -1)
 			return;
 		c->source = POLICY_CRED_COMMAND;
 	} else {
-		policy_error(p, ln, w[1].col,
+		policy_lex_error(p, ln, w[1].col,
 		    "unknown source `%s': want file, env or command",
-		    policy_quote(q, sizeof(q), w[1].s, w[1].len));
+		    policy_lex_quote(q, sizeof(q), w[1].s, w[1].len));
 		return;
 	}
 	c->argc = n - 1;
@@ -367,18 +370,18 @@ pcred_rule(struct policy_parse *p, struct policy_cred *c,
     const struct policy_tok *w, size_t n)
 {
 	char q[POLICY_QBUF];
-	int ln = policy_parse_line(p);
+	int ln = p->line;
 
 	if (n != 2 ||
-	    (!pcred_token(w[1].s, w[1].len) && !policy_tok_is(&w[1], "*")) ||
+	    (!pcred_token(w[1].s, w[1].len) && !policy_lex_is(&w[1], "*")) ||
 	    w[2].s[0] != '/' || memchr(w[2].s, '?', w[2].len) != NULL) {
-		policy_error(p, ln, w[0].col,
+		policy_lex_error(p, ln, w[0].col,
 		    "`allow-request' takes a method (or `*') and a path "
 		    "prefix starting with `/', without a query");
 		return;
 	}
 	if (c->nrules == POLICY_CRED_RULES_MAX) {
-		policy_error(p, ln, w[0].col, "too many rules (max %d)",
+		policy_lex_error(p, ln, w[0].col, "too many rules (max %d)",
 		    POLICY_CRED_RULES_MAX);
 		return;
 	}
@@ -394,25 +397,25 @@ pcred_names(struct policy_parse *p, struct policy_cred *c,
     const struct policy_tok *w, size_t n)
 {
 	char q[POLICY_QBUF];
-	int ln = policy_parse_line(p), secret = policy_tok_is(&w[0], "secret");
+	int ln = p->line, secret = policy_lex_is(&w[0], "secret");
 	size_t i;
 
 	if (n != 1) {
-		policy_error(p, ln, w[0].col, "`%.*s' takes one word",
+		policy_lex_error(p, ln, w[0].col, "`%.*s' takes one word",
 		    (int)w[0].len, w[0].s);
 		return;
 	}
 	if (secret ? c->secret != NULL : c->prefix != NULL) {
-		policy_error(
+		policy_lex_error(
 		    p, ln, w[0].col, "duplicate `%.*s'", (int)w[0].len, w[0].s);
 		return;
 	}
 	if (secret) {
 		if (!pcred_secret_name(w[1].s, w[1].len)) {
-			policy_error(p, ln, w[1].col,
+			policy_lex_error(p, ln, w[1].col,
 			    "invalid secret name `%s': want "
 			    "[A-Za-z0-9._-], 1-64, not starting with `.'",
-			    policy_quote(q, sizeof(q), w[1].s, w[1].len));
+			    policy_lex_quote(q, sizeof(q), w[1].s, w[1].len));
 			return;
 		}
 		c->secret = xstrndup(w[1].s, w[1].len);
@@ -422,10 +425,10 @@ pcred_names(struct policy_parse *p, struct policy_cred *c,
 		if (!pcred_token(w[1].s + i, 1) || w[1].s[i] == '%')
 			break;
 	if (i != w[1].len || w[1].len > POLICY_CRED_PREFIX_MAX) {
-		policy_error(p, ln, w[1].col,
+		policy_lex_error(p, ln, w[1].col,
 		    "invalid placeholder prefix `%s': want at most %d "
 		    "letters, digits or -._~",
-		    policy_quote(q, sizeof(q), w[1].s, w[1].len),
+		    policy_lex_quote(q, sizeof(q), w[1].s, w[1].len),
 		    POLICY_CRED_PREFIX_MAX);
 		return;
 	}
@@ -437,46 +440,80 @@ static void
 pcred_close(struct policy_parse *p, struct policy_creds *cs, int col)
 {
 	struct policy_cred *c = pcred_cur(cs);
-	int ln = policy_parse_line(p);
+	int ln = p->line;
 
 	cs->open = 0;
 	if (cs->bad)
 		return;
 	if (c->nhosts == 0)
-		policy_error(
+		policy_lex_error(
 		    p, ln, col, "credential `%s' has no `host'", c->name);
 	if (c->place == 0)
-		policy_error(p, ln, col,
+		policy_lex_error(p, ln, col,
 		    "credential `%s' has no `header' or `basic'", c->name);
 	if (c->source == 0)
-		policy_error(
+		policy_lex_error(
 		    p, ln, col, "credential `%s' has no `source'", c->name);
 	if (c->secret == NULL)
-		policy_error(
+		policy_lex_error(
 		    p, ln, col, "credential `%s' has no `secret'", c->name);
 	if (c->prefix == NULL)
 		c->prefix = xstrdup("");
 }
 
-/*
- * One line in a credential block: `KEYWORD WORDS...' lines and `}'.
- * 84 lines: the keyword dispatch, with the block's end on any line.
- */
+/* One `KEYWORD WORDS...' line of the block c: w[0] the keyword, n words
+ * after it.  0, or -1 when the block is abandoned (a missing `}'). */
+static int
+pcred_statement(struct policy_parse *p, struct policy_creds *cs,
+    struct policy_cred *c, const struct policy_tok *w, size_t n)
+{
+	char q[POLICY_QBUF];
+	int ln = p->line;
+
+	if (policy_lex_is(&w[0], "host"))
+		pcred_host(p, c, w, n);
+	else if (policy_lex_is(&w[0], "header") ||
+	    policy_lex_is(&w[0], "basic"))
+		pcred_place(p, c, w, n);
+	else if (policy_lex_is(&w[0], "source"))
+		pcred_source(p, c, w, n);
+	else if (policy_lex_is(&w[0], "secret") ||
+	    policy_lex_is(&w[0], "placeholder-prefix"))
+		pcred_names(p, c, w, n);
+	else if (policy_lex_is(&w[0], "allow-request"))
+		pcred_rule(p, c, w, n);
+	else if (policy_lex_is(&w[0], "profile") ||
+	    policy_lex_is(&w[0], "credential")) {
+		policy_lex_error(p, ln, w[0].col,
+		    "`%.*s' inside credential `%s' (missing `}' for "
+		    "the credential at line %d?)",
+		    (int)w[0].len, w[0].s, c->name, c->line);
+		cs->open = 0;
+		return -1;
+	} else
+		policy_lex_error(p, ln, w[0].col,
+		    "unknown keyword `%s' in a credential",
+		    policy_lex_quote(q, sizeof(q), w[0].s, w[0].len));
+	return 0;
+}
+
+/* One line in a credential block: `KEYWORD WORDS...' lines and `}' (the
+ * block may end on any line). */
 void
 pcred_line(struct policy_parse *p, const char *line, size_t len, size_t pos)
 {
-	struct policy_creds *cs = policy_parse_creds(p);
+	struct policy_creds *cs = &p->pol->creds;
 	struct policy_tok w[POLICY_CRED_ARGS_MAX + 4], t;
 	struct policy_cred *c = pcred_cur(cs);
 	char q[POLICY_QBUF];
 	size_t n, save;
-	int closed, ln = policy_parse_line(p);
+	int closed, ln = p->line;
 
 	while (cs->open) {
 		save = pos;
-		if (!policy_next_tok(line, len, &pos, &t))
+		if (!policy_lex_next(line, len, &pos, &t))
 			return;
-		if (policy_tok_is(&t, "}")) {
+		if (policy_lex_is(&t, "}")) {
 			pcred_close(p, cs, t.col);
 			break;
 		}
@@ -484,51 +521,26 @@ pcred_line(struct policy_parse *p, const char *line, size_t len, size_t pos)
 		n = pcred_words(
 		    line, len, &pos, w, sizeof(w) / sizeof(w[0]), &closed);
 		if (n > sizeof(w) / sizeof(w[0])) {
-			policy_error(p, ln, w[0].col, "too many words");
+			policy_lex_error(p, ln, w[0].col, "too many words");
 			return;
 		}
-		n--; /* arguments after the keyword */
-		if (policy_tok_is(&w[0], "host"))
-			pcred_host(p, c, w, n);
-		else if (policy_tok_is(&w[0], "header") ||
-		    policy_tok_is(&w[0], "basic"))
-			pcred_place(p, c, w, n);
-		else if (policy_tok_is(&w[0], "source"))
-			pcred_source(p, c, w, n);
-		else if (policy_tok_is(&w[0], "secret") ||
-		    policy_tok_is(&w[0], "placeholder-prefix"))
-			pcred_names(p, c, w, n);
-		else if (policy_tok_is(&w[0], "allow-request"))
-			pcred_rule(p, c, w, n);
-		else if (policy_tok_is(&w[0], "profile") ||
-		    policy_tok_is(&w[0], "credential")) {
-			policy_error(p, ln, w[0].col,
-			    "`%.*s' inside credential `%s' (missing `}' for "
-			    "the credential at line %d?)",
-			    (int)w[0].len, w[0].s, c->name, c->line);
-			cs->open = 0;
-			return;
-		} else
-			policy_error(p, ln, w[0].col,
-			    "unknown keyword `%s' in a credential",
-			    policy_quote(q, sizeof(q), w[0].s, w[0].len));
-		if (!closed)
+		if (pcred_statement(p, cs, c, w, n - 1) != 0 || !closed)
 			return;
 	}
 	/* After the block's `}': nothing but a comment. */
-	if (policy_next_tok(line, len, &pos, &t))
-		policy_error(p, ln, t.col, "unexpected `%s' after `}'",
-		    policy_quote(q, sizeof(q), t.s, t.len));
+	if (policy_lex_next(line, len, &pos, &t))
+		policy_lex_error(p, ln, t.col, "unexpected `%s' after `}'",
+		    policy_lex_quote(q, sizeof(q), t.s, t.len));
 }
 
 void
 pcred_end_file(struct policy_parse *p)
 {
-	struct policy_creds *cs = policy_parse_creds(p);
+	struct policy_creds *cs = &p->pol->creds;
 
 	if (!cs->open)
 		return;
-	policy_error(p, pcred_cur(cs)->line, 0,
+	policy_lex_error(p, pcred_cur(cs)->line, 0,
 	    "credential `%s' is not closed: missing `}'", pcred_cur(cs)->name);
 	cs->open = 0;
 }
@@ -536,13 +548,13 @@ pcred_end_file(struct policy_parse *p)
 size_t
 policy_ncreds(const struct policy *pol)
 {
-	return policy_creds_of(pol)->n;
+	return pol->creds.n;
 }
 
 const struct policy_cred *
 policy_cred_at(const struct policy *pol, size_t i)
 {
-	const struct policy_creds *cs = policy_creds_of(pol);
+	const struct policy_creds *cs = &pol->creds;
 
 	return i < cs->n ? &cs->v[i] : NULL;
 }
@@ -550,23 +562,19 @@ policy_cred_at(const struct policy *pol, size_t i)
 const struct policy_cred *
 policy_cred_find(const struct policy *pol, const char *name)
 {
-	return pcred_lookup(policy_creds_of(pol), name, strlen(name));
+	return pcred_lookup(&pol->creds, name, strlen(name));
 }
 
-const struct policy_cred *
-policy_cred_for_host(
-    const struct policy *pol, const char *profile, const char *host)
+/* 1 if the block c names host (normalised), else 0. */
+int
+pcred_has_host(const struct policy_cred *c, const char *host)
 {
-	const struct policy_cred *v[64];
-	int n, i;
 	size_t h;
 
-	n = policy_profile_creds(pol, profile, v, 64);
-	for (i = 0; i < n && i < 64; i++)
-		for (h = 0; h < v[i]->nhosts; h++)
-			if (strcmp(v[i]->hosts[h], host) == 0)
-				return v[i];
-	return NULL;
+	for (h = 0; h < c->nhosts; h++)
+		if (strcmp(c->hosts[h], host) == 0)
+			return 1;
+	return 0;
 }
 
 int

@@ -15,9 +15,10 @@
  * A policy is a set of named profiles of allow rules, parsed from one or more
  * files.  It is immutable once loaded, so a reload builds a new one and
  * swaps the pointer; matching needs no locks.  Matching is by hash lookups
- * (cost independent of the number of rules; see policy.c).
+ * (cost independent of the number of rules; see match.c).
  */
 struct policy;
+struct policy_cred; /* credential.c */
 
 #define POLICY_FILE_MAX	  (16 << 20) /* bytes per policy file */
 #define POLICY_DIGEST_LEN 64	     /* SHA-256 as lowercase hex */
@@ -74,6 +75,16 @@ int policy_load_buffers(const char *const *names, const char *const *texts,
 void policy_free(struct policy *);
 
 /*
+ * policy_digest: SHA-256 over the canonical content (see ksb-policy(5),
+ * DIGEST) as 64 lowercase hex characters, NUL-terminated, owned by the
+ * policy.
+ */
+const char *policy_digest(const struct policy *);
+
+/* ---- file.c ----------------------------------------------------------------
+ * The files of a policy.
+ */
+/*
  * policy_nfiles / policy_file: the files that make up the policy, in load
  * order (each included file right after the line that includes it, depth
  * first).  *name and *text (NUL-terminated; *len bytes without the NUL;
@@ -84,13 +95,9 @@ size_t policy_nfiles(const struct policy *);
 int policy_file(const struct policy *, size_t i, const char **name,
     const char **text, size_t *len);
 
-/*
- * policy_digest: SHA-256 over the canonical content (see ksb-policy(5),
- * DIGEST) as 64 lowercase hex characters, NUL-terminated, owned by the
- * policy.
+/* ---- profile.c -------------------------------------------------------------
+ * The profiles of a policy.
  */
-const char *policy_digest(const struct policy *);
-
 /* policy_has_profile: 1 if profile is defined, else 0. */
 int policy_has_profile(const struct policy *, const char *profile);
 
@@ -99,6 +106,45 @@ int policy_has_profile(const struct policy *, const char *profile);
 size_t policy_nprofiles(const struct policy *);
 const char *policy_profile_name(const struct policy *, size_t i);
 
+/*
+ * policy_profile_limits: the effective limits of profile, indexed by enum
+ * policy_limit, 0 where none applies: the profile's own `limit', else the
+ * smallest effective value among the profiles it extends directly (so an
+ * extending profile's own value always wins).  Returns 0, or -1 (all 0)
+ * if profile is unknown.
+ */
+int policy_profile_limits(
+    const struct policy *, const char *profile, int limits[POLICY_NLIMITS]);
+
+/* policy_limit_name: "connections", "rate", "hold"; NULL if out of range. */
+const char *policy_limit_name(enum policy_limit);
+
+/*
+ * policy_foreach_limit: each effective limit of profile, in enum order:
+ * cb (may be NULL) gets the limit, its value and the profile, file and
+ * line that set it (owned by the policy).  Returns the number listed, or
+ * -1 if profile is unknown.
+ */
+typedef void (*policy_limit_cb)(enum policy_limit, int value,
+    const char *profile, const char *file, int line, void *arg);
+int policy_foreach_limit(
+    const struct policy *, const char *profile, policy_limit_cb cb, void *arg);
+
+/*
+ * policy_profile_creds: the credentials profile uses (its own `credential'
+ * lines, then those of what it extends, each once) into out[0..max);
+ * returns how many there are (may exceed max), -1 for an unknown profile.
+ * A policy that loaded has at most one credential per host in a profile.
+ */
+int policy_profile_creds(const struct policy *, const char *profile,
+    const struct policy_cred **out, size_t max);
+/* The credential of profile bound to host (normalised), or NULL. */
+const struct policy_cred *policy_cred_for_host(
+    const struct policy *, const char *profile, const char *host);
+
+/* ---- match.c ---------------------------------------------------------------
+ * Matching a request.
+ */
 enum policy_verdict { POLICY_DENY = 0, POLICY_ALLOW = 1 };
 
 /*
@@ -146,30 +192,6 @@ typedef void (*policy_rule_cb)(const char *text, const char *profile,
     const char *file, int line, void *arg);
 int policy_foreach_rule(
     const struct policy *, const char *profile, policy_rule_cb cb, void *arg);
-
-/*
- * policy_profile_limits: the effective limits of profile, indexed by enum
- * policy_limit, 0 where none applies: the profile's own `limit', else the
- * smallest effective value among the profiles it extends directly (so an
- * extending profile's own value always wins).  Returns 0, or -1 (all 0)
- * if profile is unknown.
- */
-int policy_profile_limits(
-    const struct policy *, const char *profile, int limits[POLICY_NLIMITS]);
-
-/* policy_limit_name: "connections", "rate", "hold"; NULL if out of range. */
-const char *policy_limit_name(enum policy_limit);
-
-/*
- * policy_foreach_limit: each effective limit of profile, in enum order:
- * cb (may be NULL) gets the limit, its value and the profile, file and
- * line that set it (owned by the policy).  Returns the number listed, or
- * -1 if profile is unknown.
- */
-typedef void (*policy_limit_cb)(enum policy_limit, int value,
-    const char *profile, const char *file, int line, void *arg);
-int policy_foreach_limit(
-    const struct policy *, const char *profile, policy_limit_cb cb, void *arg);
 
 /* ---- credential.c ----------------------------------------------------------
  * `credential NAME { ... }' blocks (ksb-policy(5), CREDENTIALS): a secret
@@ -219,17 +241,6 @@ size_t policy_ncreds(const struct policy *);
 const struct policy_cred *policy_cred_at(const struct policy *, size_t i);
 const struct policy_cred *policy_cred_find(
     const struct policy *, const char *name);
-/*
- * policy_profile_creds: the credentials profile uses (its own `credential'
- * lines, then those of what it extends, each once) into out[0..max);
- * returns how many there are (may exceed max), -1 for an unknown profile.
- * A policy that loaded has at most one credential per host in a profile.
- */
-int policy_profile_creds(const struct policy *, const char *profile,
-    const struct policy_cred **out, size_t max);
-/* The credential of profile bound to host (normalised), or NULL. */
-const struct policy_cred *policy_cred_for_host(
-    const struct policy *, const char *profile, const char *host);
 /*
  * policy_cred_allows: may a request with this method and path (no query;
  * bytes, not NUL-terminated) use the credential?  1 when it has no

@@ -1,7 +1,8 @@
 /*
  * config.c: ksb-run's settings, merged from built-in defaults, the
  * project file (.ksb/instance.conf: ksb-run(1), FILES) and flags, each
- * remembering where it came from (--print-config).
+ * remembering where it came from (--print-config): the key table (read by
+ * common/settings.c), each key's check, and the layered store.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,66 +13,97 @@
 
 #include "common/common.h"
 #include "common/output.h"
+#include "common/settings.h"
 #include "vmrunner/vmrunner.h"
 
 #define CONFIG_FILE_MAX (256 * 1024)
 #define CONFIG_LIST_MAX 32
 
-enum config_type {
-	T_STR,
-	T_ID,
-	T_PROFILE,
-	T_UINT,
-	T_SIZE,
-	T_ACCEL,
-	T_LIST,
-	T_PATH,
-	T_BOOL,
-	T_AUTOBOOL, /* auto, or yes/no */
-	T_CPU,
-	T_MACHINE,
-	T_MODE,
-	T_URL
-};
+static int config_check_id(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_profile(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_uint(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_size(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_accel(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_cpu(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_machine(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_path(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_list(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_secret(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_command(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_bool(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_autobool(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_mode(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_url(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_store(void *, const struct settings_key *, const char *,
+    const char *, const struct settings_src *, char **);
 
-static const struct config_key {
-	const char *name;
-	enum config_type type;
-	unsigned min, max;
-	const char *def;
-} config_keys[] = {
-	{ "name", T_ID, 0, 0, NULL },
-	{ "profile", T_PROFILE, 0, 0, "default" },
-	{ "cpus", T_UINT, 1, 64, "1" },
-	{ "memory", T_UINT, 128, 262144, "512" },
-	{ "disk-size", T_SIZE, 0, 0, "8G" },
-	{ "kernel", T_PATH, 0, 0, NULL },
-	{ "modules", T_PATH, 0, 0, NULL },
-	{ "accel", T_ACCEL, 0, 0, "auto" },
-	{ "cpu", T_CPU, 0, 0, "auto" },		/* qemu_cpu_model */
-	{ "machine", T_MACHINE, 0, 0, "auto" }, /* qemu_machine_auto */
-	{ "ca-file", T_PATH, 0, 0, NULL },	/* etc_extra_ca */
-	{ "share-ro", T_LIST, 0, 0, NULL },
-	{ "secret", T_LIST, 0, 0, NULL },
-	{ "command", T_STR, 0, 0, "/bin/bash -l" },
+/* Set by the host (ksb.conf, flags) and by the project file alike, today:
+ * .who says so per key.  .arg is the built-in default (NULL: unset). */
+#define CONFIG_KEY(n, chk, def, ...)                                           \
+	{                                                                      \
+		.name = n, .who = SETTINGS_HOST | SETTINGS_PROJECT,            \
+		.check = chk, .set = config_store, .arg = def, __VA_ARGS__     \
+	}
+#define CONFIG_LIST(n, chk) CONFIG_KEY(n, chk, NULL, .repeat = SETTINGS_LIST)
+
+static const struct settings_key config_keys[] = {
+	CONFIG_KEY("name", config_check_id, NULL),
+	CONFIG_KEY("profile", config_check_profile, "default"),
+	CONFIG_KEY("cpus", config_check_uint, "1", .min = 1, .max = 64),
+	CONFIG_KEY(
+	    "memory", config_check_uint, "512", .min = 128, .max = 262144),
+	CONFIG_KEY("disk-size", config_check_size, "8G"),
+	CONFIG_KEY("kernel", config_check_path, NULL),
+	CONFIG_KEY("modules", config_check_path, NULL),
+	CONFIG_KEY("accel", config_check_accel, "auto"),
+	CONFIG_KEY("cpu", config_check_cpu, "auto"), /* qemu_cpu_model */
+	CONFIG_KEY(
+	    "machine", config_check_machine, "auto"),	/* qemu_machine_auto */
+	CONFIG_KEY("ca-file", config_check_path, NULL), /* etc_extra_ca */
+	CONFIG_LIST("share-ro", config_check_list),
+	CONFIG_LIST("secret", config_check_secret),
+	CONFIG_KEY("command", config_check_command, "/bin/bash -l"),
 	/* The guest's enforcement self-test (guest/selftest.c). */
-	{ "selftest", T_BOOL, 0, 0, "on" },
+	CONFIG_KEY("selftest", config_check_bool, "on"),
 	/* Start from a saved template (vmrunner/template.c); auto: under
 	 * TCG (config_template). */
-	{ "template", T_AUTOBOOL, 0, 0, "auto" },
+	CONFIG_KEY("template", config_check_autobool, "auto"),
 	/* Git handoff (vmrunner/workspace.c). */
-	{ "repo", T_PATH, 0, 0, NULL },
-	{ "include-uncommitted", T_BOOL, 0, 0, "no" },
-	{ "context", T_LIST, 0, 0, NULL },
+	CONFIG_KEY("repo", config_check_path, NULL),
+	CONFIG_KEY("include-uncommitted", config_check_bool, "no"),
+	CONFIG_LIST("context", config_check_list),
 	/* Agent mode (vmrunner/preset.c, agent.c). */
-	{ "agent-mode", T_MODE, 0, 0, "interactive" },
-	{ "agent-base-url", T_URL, 0, 0, NULL },
+	CONFIG_KEY("agent-mode", config_check_mode, "interactive"),
+	CONFIG_KEY("agent-base-url", config_check_url, NULL),
 };
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
+/* What config_store writes into: the layer, and the origin (NULL: the
+ * source's "file:line"). */
+struct config_target {
+	struct config *c;
+	enum config_layer layer;
+	const char *origin;
+};
+
 struct config_val {
 	char *value; /* scalar */
-	char **list; /* T_LIST */
+	char **list; /* SETTINGS_LIST */
 	size_t n;
 	char *origin;
 	enum config_layer layer;
@@ -84,12 +116,10 @@ struct config {
 static int
 config_find(const char *key)
 {
-	size_t i;
+	const struct settings_key *k;
 
-	for (i = 0; i < CONFIG_NKEYS; i++)
-		if (strcmp(config_keys[i].name, key) == 0)
-			return (int)i;
-	return -1;
+	k = settings_find(config_keys, CONFIG_NKEYS, key);
+	return k != NULL ? (int)(k - config_keys) : -1;
 }
 
 static void
@@ -117,8 +147,8 @@ config_new(void)
 	for (i = 0; i < CONFIG_NKEYS; i++) {
 		c->v[i].layer = CONFIG_DEFAULT;
 		c->v[i].origin = xstrdup("default");
-		if (config_keys[i].def != NULL)
-			c->v[i].value = xstrdup(config_keys[i].def);
+		if (config_keys[i].arg != NULL)
+			c->v[i].value = xstrdup(config_keys[i].arg);
 	}
 	return c;
 }
@@ -248,118 +278,215 @@ config_valid_url(const char *v)
 	return 1;
 }
 
-/* yes/no, or auto/yes/no (T_AUTOBOOL).  0, or -1 and *cause. */
 static int
-config_validate_bool(
-    const struct config_key *k, const char *value, char **cause)
+config_check_id(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
 {
-	if (config_bool(value) != -1 ||
-	    (k->type == T_AUTOBOOL && strcmp(value, "auto") == 0))
-		return 0;
-	return cause_set(cause, "%s: `%s' is not %s", k->name, value,
-	    k->type == T_BOOL ? "yes or no" : "auto, on or off");
+	if (!util_valid_id(v))
+		return cause_set(cause,
+		    "%s: invalid instance ID `%s' ([a-z0-9][a-z0-9-]{0,31})",
+		    k->name, q);
+	return 0;
 }
 
-/* 95 lines: one check per kind of setting in the key table (numbers,
- * sizes, choices, paths, URLs, CPU models, secrets), each with the
- * message that names its rule. */
 static int
-config_validate(const struct config_key *k, const char *value, char **cause)
+config_check_profile(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (!util_valid_profile(v, strlen(v)))
+		return cause_set(
+		    cause, "%s: invalid profile name `%s'", k->name, q);
+	return 0;
+}
+
+/* A decimal in k->min..k->max. */
+static int
+config_check_uint(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
 {
 	unsigned long n;
-	uint64_t mib;
-	const char *why;
-	char **w;
 
-	switch (k->type) {
-	case T_ID:
-		if (!util_valid_id(value))
-			return cause_set(cause,
-			    "%s: invalid instance ID `%s' "
-			    "([a-z0-9][a-z0-9-]{0,31})",
-			    k->name, value);
-		break;
-	case T_PROFILE:
-		if (!util_valid_profile(value, strlen(value)))
-			return cause_set(cause, "%s: invalid profile name `%s'",
-			    k->name, value);
-		break;
-	case T_UINT:
-		if (guestctl_parse_uint(value, strlen(value), k->max, &n) !=
-			0 ||
-		    n < k->min)
-			return cause_set(cause,
-			    "%s: invalid value `%s' (%u..%u)", k->name, value,
-			    k->min, k->max);
-		break;
-	case T_SIZE:
-		if (config_parse_size(value, &mib) != 0)
-			return cause_set(cause,
-			    "%s: invalid size `%s' (64M..16T, "
-			    "suffix M, G or T)",
-			    k->name, value);
-		break;
-	case T_ACCEL:
-		if (strcmp(value, "auto") != 0 && strcmp(value, "kvm") != 0 &&
-		    strcmp(value, "tcg") != 0)
-			return cause_set(cause,
-			    "%s: `%s' is not auto, kvm or tcg", k->name, value);
-		break;
-	case T_MACHINE:
-		if (strcmp(value, "auto") != 0 &&
-		    qemu_machine_problem(value) != NULL)
-			return cause_set(cause,
-			    "%s: `%s' is not auto, microvm, q35 or pc", k->name,
-			    value);
-		break;
-	case T_CPU:
-		if (strcmp(value, "auto") != 0 &&
-		    (why = qemu_cpu_problem(value)) != NULL)
-			return cause_set(cause,
-			    "%s: invalid CPU model `%s' (%s)", k->name, value,
-			    why);
-		break;
-	case T_MODE:
-		if (strcmp(value, "interactive") != 0 &&
-		    strcmp(value, "headless") != 0)
-			return cause_set(cause,
-			    "%s: `%s' is not interactive or "
-			    "headless",
-			    k->name, value);
-		break;
-	case T_URL:
-		if (!config_valid_url(value))
-			return cause_set(cause,
-			    "%s: `%s' is not an http(s) URL "
-			    "(no space or control byte)",
-			    k->name, value);
-		break;
-	case T_PATH:
-		if (*value == '\0')
-			return cause_set(cause, "%s: empty path", k->name);
-		break;
-	case T_BOOL:
-	case T_AUTOBOOL:
-		return config_validate_bool(k, value, cause);
-	case T_STR:
-		if ((w = config_words(value, cause)) == NULL)
-			return -1;
-		n = w[0] != NULL;
-		util_strv_free(w);
-		if (n == 0)
-			return cause_set(cause, "%s: empty command", k->name);
-		break;
-	case T_LIST:
-		if (*value == '\0')
-			return cause_set(cause, "%s: empty value", k->name);
-		if (strcmp(k->name, "secret") == 0 &&
-		    !config_valid_secret(value))
-			return cause_set(cause,
-			    "secret `%s': expected "
-			    "NAME=env:VAR or NAME=file:PATH",
-			    value);
-		break;
+	if (guestctl_parse_uint(v, strlen(v), (unsigned long)k->max, &n) != 0 ||
+	    n < (unsigned long)k->min)
+		return cause_set(cause, "%s: invalid value `%s' (%ld..%ld)",
+		    k->name, q, k->min, k->max);
+	return 0;
+}
+
+static int
+config_check_size(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	uint64_t mib;
+
+	if (config_parse_size(v, &mib) != 0)
+		return cause_set(cause,
+		    "%s: invalid size `%s' (64M..16T, suffix M, G or T)",
+		    k->name, q);
+	return 0;
+}
+
+static int
+config_check_accel(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (strcmp(v, "auto") != 0 && strcmp(v, "kvm") != 0 &&
+	    strcmp(v, "tcg") != 0)
+		return cause_set(
+		    cause, "%s: `%s' is not auto, kvm or tcg", k->name, q);
+	return 0;
+}
+
+static int
+config_check_machine(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (strcmp(v, "auto") != 0 && qemu_machine_problem(v) != NULL)
+		return cause_set(cause,
+		    "%s: `%s' is not auto, microvm, q35 or pc", k->name, q);
+	return 0;
+}
+
+static int
+config_check_cpu(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	const char *why;
+
+	if (strcmp(v, "auto") != 0 && (why = qemu_cpu_problem(v)) != NULL)
+		return cause_set(
+		    cause, "%s: invalid CPU model `%s' (%s)", k->name, q, why);
+	return 0;
+}
+
+static int
+config_check_mode(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (strcmp(v, "interactive") != 0 && strcmp(v, "headless") != 0)
+		return cause_set(cause,
+		    "%s: `%s' is not interactive or headless", k->name, q);
+	return 0;
+}
+
+static int
+config_check_url(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (!config_valid_url(v))
+		return cause_set(cause,
+		    "%s: `%s' is not an http(s) URL (no space or control "
+		    "byte)",
+		    k->name, q);
+	return 0;
+}
+
+static int
+config_check_path(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	(void)q;
+	if (*v == '\0')
+		return cause_set(cause, "%s: empty path", k->name);
+	return 0;
+}
+
+static int
+config_check_bool(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (config_bool(v) == -1)
+		return cause_set(
+		    cause, "%s: `%s' is not yes or no", k->name, q);
+	return 0;
+}
+
+static int
+config_check_autobool(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (config_bool(v) == -1 && strcmp(v, "auto") != 0)
+		return cause_set(
+		    cause, "%s: `%s' is not auto, on or off", k->name, q);
+	return 0;
+}
+
+/* A command: sh(1) words, at least one. */
+static int
+config_check_command(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	char **w;
+	int empty;
+
+	(void)q;
+	if ((w = config_words(v, cause)) == NULL)
+		return -1;
+	empty = w[0] == NULL;
+	util_strv_free(w);
+	if (empty)
+		return cause_set(cause, "%s: empty command", k->name);
+	return 0;
+}
+
+static int
+config_check_list(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	(void)q;
+	if (*v == '\0')
+		return cause_set(cause, "%s: empty value", k->name);
+	return 0;
+}
+
+static int
+config_check_secret(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (config_check_list(k, v, q, cause) != 0)
+		return -1;
+	if (!config_valid_secret(v))
+		return cause_set(cause,
+		    "secret `%s': expected NAME=env:VAR or NAME=file:PATH", q);
+	return 0;
+}
+
+/* The setter of every key: the value at t's layer, unless a higher layer
+ * set it already; a list's values add up within a layer. */
+static int
+config_store(void *target, const struct settings_key *k, const char *value,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct config_target *t = target;
+	struct config_val *v = &t->c->v[k - config_keys];
+	char *origin;
+
+	(void)q;
+	if (t->layer < v->layer)
+		return 0;
+	origin =
+	    t->origin != NULL ? xstrdup(t->origin) : settings_src_text(src);
+	if (k->repeat == SETTINGS_LIST) {
+		if (t->layer > v->layer)
+			config_clear(v);
+		if (v->n >= CONFIG_LIST_MAX) {
+			free(origin);
+			return cause_set(
+			    cause, "%s: at most %d", k->name, CONFIG_LIST_MAX);
+		}
+		v->list = xrealloc(v->list, (v->n + 2) * sizeof(*v->list));
+		v->list[v->n++] = xstrdup(value);
+		v->list[v->n] = NULL;
+		if (v->origin == NULL)
+			v->origin = origin;
+		else
+			free(origin);
+	} else {
+		config_clear(v);
+		v->value = xstrdup(value);
+		v->origin = origin;
 	}
+	v->layer = t->layer;
 	return 0;
 }
 
@@ -367,104 +494,29 @@ int
 config_set(struct config *c, enum config_layer layer, const char *key,
     const char *value, const char *origin, char **cause)
 {
-	struct config_val *v;
-	int i;
+	struct config_target t = { c, layer, origin };
+	struct settings_src src = { 0 };
+	const struct settings_key *k;
+	char q[SETTINGS_QBUF];
 
-	if ((i = config_find(key)) == -1)
-		return cause_set(cause, "unknown setting `%s'", key);
-	if (config_validate(&config_keys[i], value, cause) != 0)
-		return -1;
-	v = &c->v[i];
-	if (layer < v->layer)
-		return 0;
-	if (config_keys[i].type == T_LIST) {
-		if (layer > v->layer)
-			config_clear(v);
-		if (v->n >= CONFIG_LIST_MAX)
-			return cause_set(
-			    cause, "%s: at most %d", key, CONFIG_LIST_MAX);
-		v->list = xrealloc(v->list, (v->n + 2) * sizeof(*v->list));
-		v->list[v->n++] = xstrdup(value);
-		v->list[v->n] = NULL;
-		if (v->origin == NULL)
-			v->origin = xstrdup(origin);
-	} else {
-		config_clear(v);
-		v->value = xstrdup(value);
-		v->origin = xstrdup(origin);
-	}
-	v->layer = layer;
-	return 0;
-}
-
-static void
-config_cause_append(char **all, const char *msg)
-{
-	char *t;
-
-	if (*all == NULL) {
-		*all = xstrdup(msg);
-		return;
-	}
-	xasprintf(&t, "%s\n%s", *all, msg);
-	free(*all);
-	*all = t;
+	if ((k = settings_find(config_keys, CONFIG_NKEYS, key)) == NULL)
+		return cause_set(
+		    cause, "unknown setting `%s'", settings_quote(q, key));
+	src.flag = origin;
+	src.who = layer == CONFIG_FILE ? SETTINGS_PROJECT : SETTINGS_HOST;
+	return settings_apply(k, &t, value, &src, cause);
 }
 
 int
 config_parse(struct config *c, const char *name, const char *buf, size_t len,
     char **cause)
 {
-	char *copy, *line, *next, *key, *val, *eq, *end, *origin,
-	    *err = NULL, *msg, *all = NULL;
-	unsigned lineno = 0;
+	static const struct settings_syntax syntax = { .who = SETTINGS_PROJECT,
+		.hash_after_blank = 1 };
+	struct config_target t = { c, CONFIG_FILE, NULL };
 
-	if (memchr(buf, '\0', len) != NULL)
-		return cause_set(cause, "%s: contains a NUL byte", name);
-	copy = xstrndup(buf, len);
-	for (line = copy; line != NULL; line = next) {
-		lineno++;
-		if ((next = strchr(line, '\n')) != NULL)
-			*next++ = '\0';
-		if ((eq = strchr(line, '#')) != NULL &&
-		    (eq == line || eq[-1] == ' ' || eq[-1] == '\t'))
-			*eq = '\0';
-		key = line + strspn(line, " \t\r");
-		end = key + strlen(key);
-		while (end > key &&
-		    (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-			*--end = '\0';
-		if (*key == '\0')
-			continue;
-		if ((eq = strchr(key, '=')) == NULL) {
-			xasprintf(&msg, "%s:%u: expected `key = value'", name,
-			    lineno);
-			config_cause_append(&all, msg);
-			free(msg);
-			continue;
-		}
-		val = eq + 1;
-		val += strspn(val, " \t");
-		end = eq;
-		while (end > key && (end[-1] == ' ' || end[-1] == '\t'))
-			end--;
-		*end = '\0';
-		xasprintf(&origin, "%s:%u", name, lineno);
-		if (config_set(c, CONFIG_FILE, key, val, origin, &err) != 0) {
-			xasprintf(&msg, "%s: %s", origin, err);
-			config_cause_append(&all, msg);
-			free(msg);
-			free(err);
-			err = NULL;
-		}
-		free(origin);
-	}
-	free(copy);
-	if (all != NULL) {
-		*cause = all;
-		return -1;
-	}
-	return 0;
+	return settings_parse(config_keys, CONFIG_NKEYS, &syntax, name, buf,
+	    len, &t, NULL, cause);
 }
 
 int
@@ -517,7 +569,7 @@ config_show(
 	struct config_val *v;
 	int i = config_find(key);
 
-	if (i == -1 || config_keys[i].type == T_LIST)
+	if (i == -1 || config_keys[i].repeat == SETTINGS_LIST)
 		return;
 	v = &c->v[i];
 	config_clear(v);
@@ -561,15 +613,16 @@ config_uint(const struct config *c, const char *key)
 int
 config_template(struct config *c, enum qemu_accel accel)
 {
-	const char *v = config_get(c, "template");
+	const char *v = config_get(c, "template"), *from;
 	char *origin;
 	int on;
 
 	if (v == NULL || strcmp(v, "auto") != 0)
 		return v != NULL && config_bool(v) == 1;
 	on = accel == QEMU_ACCEL_TCG;
-	xasprintf(&origin, "%s (auto: %s)", config_origin(c, "template"),
-	    on ? "TCG" : "KVM");
+	if ((from = config_origin(c, "template")) == NULL)
+		from = "default";
+	xasprintf(&origin, "%s (auto: %s)", from, on ? "TCG" : "KVM");
 	config_show(c, "template", on ? "on" : "off", origin);
 	free(origin);
 	return on;
@@ -587,7 +640,7 @@ config_print_json(const struct config *c, FILE *f)
 	for (i = 0; i < CONFIG_NKEYS; i++) {
 		v = &c->v[i];
 		one = out_object();
-		if (config_keys[i].type == T_LIST) {
+		if (config_keys[i].repeat == SETTINGS_LIST) {
 			list = out_array();
 			for (j = 0; j < v->n; j++)
 				out_append(list, out_str(v->list[j]));
@@ -618,7 +671,7 @@ config_print(const struct config *c, FILE *f, int json)
 			w = (int)strlen(config_keys[i].name);
 	for (i = 0; i < CONFIG_NKEYS; i++) {
 		v = &c->v[i];
-		if (config_keys[i].type == T_LIST) {
+		if (config_keys[i].repeat == SETTINGS_LIST) {
 			if (v->n == 0)
 				fprintf(f, "%-*s = %-40s # %s\n", w,
 				    config_keys[i].name, "(none)", v->origin);

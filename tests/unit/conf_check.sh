@@ -1,7 +1,8 @@
 #!/bin/bash
 # `ksb-gatewayd -n' refuses what the daemon could not run with, naming the
 # file and line: an unreadable hosts-file, a proxy-user with uid or gid 0,
-# a duplicate setting.  No root needed, no network.
+# an unknown key, a hostile value (quoted escaped and cut), a line too long
+# (common/settings.c).  No root needed, no network.
 set -eu
 B=${KSB_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 T=$(mktemp -d)
@@ -20,5 +21,24 @@ echo "$out" | sed 's/^/# /'
 check "exit status 1" '[ "$rc" = 1 ]'
 check "missing hosts-file named with file:line" 'echo "$out" | grep -q "bad.conf:2: hosts-file: .*missing-hosts.*No such file"'
 check "root proxy-user refused with file:line" 'echo "$out" | grep -q "bad.conf:3: proxy-user: .root. has uid or gid 0"'
+{
+	printf 'policy = policy.d/*.policy\n'
+	printf 'bridge = \033]0;pwned\007%0300d\n' 0
+	printf 'no-such-key = 1\n'
+	printf 'resolver = '; head -c 70000 /dev/zero | tr '\0' a; printf '\n'
+	printf 'idle-timeout = 5\nidle-timeout = 9999999\n'
+} > "$T/hostile.conf"
+set +e
+out=$("$B/ksb-gatewayd" -n -f "$T/hostile.conf" 2>&1); rc=$?
+set -e
+echo "$out" | cut -c1-200 | sed 's/^/# /'
+check "hostile file refused" '[ "$rc" = 1 ]'
+check "control bytes quoted escaped" 'echo "$out" | grep -q "hostile.conf:2: bridge: .\\\\x1b\]0;pwned\\\\x07"'
+check "no raw escape byte in the output" '! printf %s "$out" | grep -q "$(printf "\033")"'
+check "a long value cut with ..." 'echo "$out" | grep -q "0000\.\.\.. is not a valid interface name"'
+check "unknown key named" 'echo "$out" | grep -q "hostile.conf:3: unknown setting .no-such-key."'
+check "a 70000-byte line refused, bounded" 'echo "$out" | grep -q "hostile.conf:4: line longer than 65536 bytes$"'
+check "a repeated key: the later line is checked" 'echo "$out" | grep -q "hostile.conf:6: idle-timeout: .9999999. is not a number in 1-604800"'
+check "every message bounded" '[ "$(echo "$out" | awk "length > 400" | wc -l)" = 0 ]'
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
