@@ -627,7 +627,7 @@ run_settings(struct run *r, int argc, char **argv, int first,
 	if (!r->ignore_project &&
 	    trust_load(r->cfg, r->project_path,
 		r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir,
-		r->print_config, &cause) != 0)
+		r->print_config, NULL, &cause) != 0)
 		goto fail;
 	if (run_env_layer(r, &cause) != 0)
 		goto fail;

@@ -640,7 +640,7 @@ trust_judge(struct config *c, const struct trust_file *tf, int state, int quiet)
 				  "trust it, or --ignore-project-file)",
 			    origin, key,
 			    state == TRUST_CHANGED ?
-				" (changed since it was trusted)" :
+				", changed since it was trusted," :
 				"",
 			    arg);
 			free(origin);
@@ -652,13 +652,15 @@ trust_judge(struct config *c, const struct trust_file *tf, int state, int quiet)
 
 int
 trust_load(struct config *c, const char *path, const char *state_dir, int quiet,
-    char **cause)
+    unsigned *nrefused, char **cause)
 {
 	struct trust_file *tf = NULL;
 	char *store = NULL, *why = NULL;
 	unsigned refused;
 	int rc, state, ret = -1;
 
+	if (nrefused != NULL)
+		*nrefused = 0;
 	rc = path != NULL ? trust_file_open(path, &tf, cause) :
 			    trust_file_project(NULL, &tf, cause);
 	if (rc != 0) {
@@ -675,6 +677,8 @@ trust_load(struct config *c, const char *path, const char *state_dir, int quiet,
 		state = TRUST_NONE;
 	}
 	refused = trust_judge(c, tf, state, quiet);
+	if (nrefused != NULL)
+		*nrefused = refused;
 	if (refused > 0 && !quiet) {
 		cause_set(cause,
 		    "%s: %u privileged setting%s refused: nothing "

@@ -522,11 +522,12 @@ unsigned trust_judge(
  * trust_load: read the project file (path, or NULL: the current
  * directory's, none is fine), parse it into c (config_parse) and judge it
  * against the trust store of state_dir's user (trust_store_path).  With
- * quiet (--print-config) refusals are only marked.  0, or -1 and *cause
- * (a parse error, or "N privileged settings refused").
+ * quiet (--print-config, ksbctl status) refusals are only marked and
+ * counted in *nrefused (may be NULL).  0, or -1 and *cause (a parse error,
+ * or "N privileged settings refused").
  */
 int trust_load(struct config *c, const char *path, const char *state_dir,
-    int quiet, char **cause);
+    int quiet, unsigned *nrefused, char **cause);
 /* trust_show: tf's privileged settings to f, one "  FILE:LINE: key =
  * value" line per value (escaped).  Their number, or -1 and *cause. */
 int trust_show(const struct trust_file *tf, FILE *f, char **cause);
