@@ -640,7 +640,7 @@ trust_judge(struct config *c, const struct trust_file *tf, int state, int quiet)
 				  "trust it, or --ignore-project-file)",
 			    origin, key,
 			    state == TRUST_CHANGED ?
-				", changed since it was trusted," :
+				", changed since it was trusted" :
 				"",
 			    arg);
 			free(origin);
