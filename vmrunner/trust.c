@@ -36,7 +36,8 @@
 #define TRUST_STORE_MAX (1024 * 1024)
 #define TRUST_PROJECT	".ksb/instance.conf"
 #define TRUST_INSTANCES KSB_SYSCONFDIR "/instances"
-#define TRUST_NAME_MAX	64 /* mirror/mirror.h MIRROR_NAME_MAX */
+#define TRUST_MARK	"project" /* <instance>/project: trust_mark */
+#define TRUST_NAME_MAX	64	  /* mirror/mirror.h MIRROR_NAME_MAX */
 
 /*
  * The allowlist: the keys a project file may set without trust.  They
@@ -604,8 +605,64 @@ trust_command_arg(const struct trust_file *tf)
 		tf->canon);
 }
 
+/*
+ * Would an untrusted file's name resume an instance it did not create?
+ * Its disk, mirror and kept settings came from other starts: only one
+ * whose <instance>/project names this file may be resumed (trust_mark).
+ */
+static int
+trust_name_foreign(
+    const struct config *c, const struct trust_file *tf, const char *state_dir)
+{
+	const char *id = config_get(c, "name");
+	char *dir = NULL, *mark = NULL, buf[PATH_MAX + 2];
+	struct stat st;
+	ssize_t n = -1;
+	int fd, foreign = 1;
+
+	if (id == NULL || state_dir == NULL)
+		return 0;
+	xasprintf(&dir, "%s/instances/%s", state_dir, id);
+	xasprintf(&mark, "%s/%s", dir, TRUST_MARK);
+	if (lstat(dir, &st) == -1 && errno == ENOENT)
+		foreign = 0;
+	else if ((fd = open(mark, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) != -1) {
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+	}
+	if (n > 0) {
+		buf[n] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		foreign = strcmp(buf, tf->canon) != 0;
+	}
+	free(mark);
+	free(dir);
+	return foreign;
+}
+
+/* Refuse key (marked, and one line unless quiet); why follows "not
+ * allowed from an untrusted project file". */
+static void
+trust_refuse(struct config *c, const char *key, const struct trust_file *tf,
+    const char *mark, const char *why, int quiet)
+{
+	char *origin, *arg;
+
+	config_mark(c, key, 0, mark);
+	if (quiet)
+		return;
+	origin = trust_esc(config_origin(c, key));
+	arg = trust_command_arg(tf);
+	log_warnx("%s: %s: not allowed from an untrusted project file%s (run "
+		  "`ksbctl trust %s' to trust it, or --ignore-project-file)",
+	    origin, key, why, arg);
+	free(arg);
+	free(origin);
+}
+
 unsigned
-trust_judge(struct config *c, const struct trust_file *tf, int state, int quiet)
+trust_judge(struct config *c, const struct trust_file *tf, int state,
+    const char *state_dir, int quiet)
 {
 	static const char *const marks[] = {
 		[TRUST_NONE] = "REFUSED: untrusted project file",
@@ -615,39 +672,69 @@ trust_judge(struct config *c, const struct trust_file *tf, int state, int quiet)
 		[TRUST_HOST] = "allowed: host side (" TRUST_INSTANCES ")",
 	};
 	const char *key;
-	char *arg = trust_command_arg(tf), *origin;
 	unsigned refused = 0;
+	int trusted = state == TRUST_PINNED || state == TRUST_HOST;
 	size_t i;
 
 	for (i = 0; (key = config_key_at(i)) != NULL; i++) {
 		if (config_layer(c, key) != CONFIG_FILE)
 			continue;
-		if (trust_key_allowed(key))
+		if (!trusted && strcmp(key, "name") == 0 &&
+		    trust_name_foreign(c, tf, state_dir)) {
+			trust_refuse(c, key, tf,
+			    "REFUSED: resumes an instance this project file "
+			    "did "
+			    "not create",
+			    " (the instance exists and was not created from "
+			    "it)",
+			    quiet);
+			refused++;
+		} else if (trust_key_allowed(key))
 			config_mark(c, key, 1, "allowed: unprivileged");
-		else if (state == TRUST_PINNED || state == TRUST_HOST)
+		else if (trusted)
 			config_mark(c, key, 1, marks[state]);
 		else if (trust_paths_inside(c, key, tf))
 			config_mark(
 			    c, key, 1, "allowed: inside the repository");
 		else {
-			config_mark(c, key, 0, marks[state]);
-			refused++;
-			if (quiet)
-				continue;
-			origin = trust_esc(config_origin(c, key));
-			log_warnx("%s: %s: not allowed from an untrusted "
-				  "project file%s (run `ksbctl trust %s' to "
-				  "trust it, or --ignore-project-file)",
-			    origin, key,
+			trust_refuse(c, key, tf, marks[state],
 			    state == TRUST_CHANGED ?
 				", changed since it was trusted" :
 				"",
-			    arg);
-			free(origin);
+			    quiet);
+			refused++;
 		}
 	}
-	free(arg);
 	return refused;
+}
+
+void
+trust_mark(const char *instance_dir, const char *path)
+{
+	char *mark = NULL, *canon = NULL, *line = NULL, cwd[PATH_MAX];
+	struct stat st;
+	int fd;
+
+	if (path != NULL)
+		canon = realpath(path, NULL);
+	else if (lstat(TRUST_PROJECT, &st) == 0 && S_ISREG(st.st_mode) &&
+	    getcwd(cwd, sizeof(cwd)) != NULL)
+		xasprintf(&canon, "%s/%s", cwd, TRUST_PROJECT);
+	if (canon == NULL)
+		return;
+	xasprintf(&mark, "%s/%s", instance_dir, TRUST_MARK);
+	xasprintf(&line, "%s\n", canon);
+	fd = open(
+	    mark, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd != -1) {
+		if (util_write_all(fd, line, strlen(line)) != 0)
+			log_warn("%s", mark);
+		close(fd);
+	} else if (errno != EEXIST)
+		log_warn("%s", mark);
+	free(line);
+	free(mark);
+	free(canon);
 }
 
 int
@@ -676,7 +763,7 @@ trust_load(struct config *c, const char *path, const char *state_dir, int quiet,
 		log_warnx("trust store: %s", why);
 		state = TRUST_NONE;
 	}
-	refused = trust_judge(c, tf, state, quiet);
+	refused = trust_judge(c, tf, state, state_dir, quiet);
 	if (nrefused != NULL)
 		*nrefused = refused;
 	if (refused > 0 && !quiet) {

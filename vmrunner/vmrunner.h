@@ -514,10 +514,19 @@ int trust_store_list(const char *store, FILE *f, char **cause);
  * (CONFIG_FILE): allowed (allowlisted; state TRUST_PINNED or TRUST_HOST;
  * repo and context paths inside the repository) or refused, each refusal
  * logged as one line naming file:line, the key and `ksbctl trust' unless
- * quiet.  Returns the number refused.
+ * quiet.  An untrusted file's name is refused when it names an existing
+ * instance (under state_dir) that trust_mark did not mark with this file.
+ * Returns the number refused.
  */
-unsigned trust_judge(
-    struct config *c, const struct trust_file *tf, int state, int quiet);
+unsigned trust_judge(struct config *c, const struct trust_file *tf, int state,
+    const char *state_dir, int quiet);
+/*
+ * trust_mark: record in the new instance_dir ("project", 0600, never
+ * replaced) the canonical path of the project file it was created from
+ * (path, or NULL: the current directory's, if any).  Best effort: a
+ * failure is logged.
+ */
+void trust_mark(const char *instance_dir, const char *path);
 /*
  * trust_load: read the project file (path, or NULL: the current
  * directory's, none is fine), parse it into c (config_parse) and judge it

@@ -5,7 +5,8 @@
  * refused again, --revoke forgets it), a store that is a symlink or
  * writable by others is not used, repo and context paths inside the
  * repository only (.., symlinks, @REV, :NAME), .ksb or instance.conf as a
- * symlink refused, hostile values escaped by trust_show.
+ * symlink refused, an untrusted name resumes only an instance its file
+ * created, hostile values escaped by trust_show.
  */
 #include <sys/stat.h>
 
@@ -222,6 +223,32 @@ test_paths(void)
 	trust_file_free(tf);
 }
 
+/* name: a new instance, or one this file created (trust_mark). */
+static void
+test_name(void)
+{
+	struct config *c = config_new();
+	char inst[600], *cause = NULL;
+	unsigned n = 0;
+
+	snprintf(inst, sizeof(inst), "%s/instances", state);
+	mkdir(inst, 0700);
+	snprintf(inst, sizeof(inst), "%s/instances/foo", state);
+	mkdir(inst, 0700);
+	CHECK(!refused("name = bar\n"), "name of a new instance allowed");
+	CHECK(refused("name = foo\n"),
+	    "name of an instance another start created refused");
+	put(".ksb/instance.conf", "name = foo\n");
+	trust_mark(inst, NULL);
+	CHECK(!refused("name = foo\n"),
+	    "name of an instance this file created allowed");
+	put("other.conf", "name = foo\n");
+	CHECK(trust_load(c, "other.conf", state, 1, &n, &cause) == 0 && n == 1,
+	    "... but not from another file");
+	free(cause);
+	config_free(c);
+}
+
 static void
 test_escape(void)
 {
@@ -273,6 +300,7 @@ main(void)
 	test_pinning();
 	test_store();
 	test_paths();
+	test_name();
 	test_escape();
 	if (chdir("/") == 0)
 		util_rmtree(top);
