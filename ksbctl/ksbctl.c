@@ -112,6 +112,9 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "resume", pause_main, "resume ID", "continue a paused guest" },
 	{ "screenshot", screenshot_main, "screenshot ID [FILE|-]",
 	    "the guest's display as PNG (ID.png)" },
+	{ "trust", trust_main,
+	    "trust [DIR|FILE] | --list | --revoke [DIR|FILE]",
+	    "pin a project file's privileged settings" },
 };
 #define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))
 #define HELP_COL     36 /* where --help's summaries start */

@@ -201,20 +201,30 @@ status_check_project(struct json_object *rows, const char *project)
 {
 	struct config *cfg = config_new();
 	char *cause = NULL, *p, *const * list;
+	const char *given = project;
+	unsigned refused = 0;
 	struct stat st;
 	size_t i, n;
 
-	if (project == NULL && stat(".ksb/instance.conf", &st) == 0)
-		project = ".ksb/instance.conf";
-	if (project != NULL) {
-		if (config_load(cfg, project, &cause) != 0) {
-			status_add(rows, "project file", "fix the file", 0,
-			    "%s", cause);
-			free(cause);
-			cause = NULL;
-		} else
-			status_add(rows, "project file", "", 1, "%s", project);
-	}
+	if (project == NULL && lstat(".ksb/instance.conf", &st) == 0)
+		given = ".ksb/instance.conf";
+	/* As ksb-run reads it: privileged keys need trust (trust.c). */
+	if (given != NULL &&
+	    trust_load(cfg, project, ksbctl_conf->state_dir, 1, &refused,
+		&cause) != 0) {
+		status_add(
+		    rows, "project file", "fix the file", 0, "%s", cause);
+		free(cause);
+		cause = NULL;
+	} else if (refused > 0) {
+		status_add(rows, "project file",
+		    "ksbctl trust it, or ksb-run --ignore-project-file", 0,
+		    "%s: %u privileged setting%s refused (untrusted)", given,
+		    refused, refused == 1 ? "" : "s");
+		config_free(cfg);
+		return;
+	} else if (given != NULL)
+		status_add(rows, "project file", "", 1, "%s", given);
 	list = config_list(cfg, "secret", &n);
 	for (i = 0; i < n; i++) {
 		p = strchr(list[i], '=');

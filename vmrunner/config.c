@@ -107,6 +107,8 @@ struct config_val {
 	size_t n;
 	char *origin;
 	enum config_layer layer;
+	const char *mark; /* config_mark: static; NULL: none */
+	int refused;
 };
 
 struct config {
@@ -578,6 +580,31 @@ config_show(
 }
 
 const char *
+config_key_at(size_t i)
+{
+	return i < CONFIG_NKEYS ? config_keys[i].name : NULL;
+}
+
+enum config_layer
+config_layer(const struct config *c, const char *key)
+{
+	int i = config_find(key);
+
+	return i == -1 ? CONFIG_DEFAULT : c->v[i].layer;
+}
+
+void
+config_mark(struct config *c, const char *key, int allowed, const char *mark)
+{
+	int i = config_find(key);
+
+	if (i == -1)
+		return;
+	c->v[i].refused = !allowed;
+	c->v[i].mark = mark;
+}
+
+const char *
 config_origin(const struct config *c, const char *key)
 {
 	int i = config_find(key);
@@ -648,6 +675,9 @@ config_print_json(const struct config *c, FILE *f)
 		} else
 			out_add(one, "value", out_str(v->value));
 		out_add(one, "origin", out_str(v->origin));
+		out_add(one, "allowed", out_bool(!v->refused));
+		if (v->mark != NULL)
+			out_add(one, "trust", out_str(v->mark));
 		out_add(all, config_keys[i].name, one);
 	}
 	out_json(f, all);
@@ -659,6 +689,7 @@ void
 config_print(const struct config *c, FILE *f, int json)
 {
 	const struct config_val *v;
+	const char *m, *sep;
 	size_t i, j;
 	int w = 0;
 
@@ -671,16 +702,21 @@ config_print(const struct config *c, FILE *f, int json)
 			w = (int)strlen(config_keys[i].name);
 	for (i = 0; i < CONFIG_NKEYS; i++) {
 		v = &c->v[i];
+		m = v->mark != NULL ? v->mark : "";
+		sep = v->mark != NULL ? ", " : "";
 		if (config_keys[i].repeat == SETTINGS_LIST) {
 			if (v->n == 0)
-				fprintf(f, "%-*s = %-40s # %s\n", w,
-				    config_keys[i].name, "(none)", v->origin);
+				fprintf(f, "%-*s = %-40s # %s%s%s\n", w,
+				    config_keys[i].name, "(none)", v->origin,
+				    sep, m);
 			for (j = 0; j < v->n; j++)
-				fprintf(f, "%-*s = %-40s # %s\n", w,
-				    config_keys[i].name, v->list[j], v->origin);
+				fprintf(f, "%-*s = %-40s # %s%s%s\n", w,
+				    config_keys[i].name, v->list[j], v->origin,
+				    sep, m);
 		} else
-			fprintf(f, "%-*s = %-40s # %s\n", w,
+			fprintf(f, "%-*s = %-40s # %s%s%s\n", w,
 			    config_keys[i].name,
-			    v->value != NULL ? v->value : "(unset)", v->origin);
+			    v->value != NULL ? v->value : "(unset)", v->origin,
+			    sep, m);
 	}
 }

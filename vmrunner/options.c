@@ -45,6 +45,10 @@ run_help(void)
 	    "  -f config            ksb.conf (default /etc/ksb/ksb.conf)\n"
 	    "  -c project-file      instance settings (default "
 	    ".ksb/instance.conf)\n"
+	    "  --ignore-project-file\n"
+	    "                       run without the project file (its "
+	    "privileged keys\n"
+	    "                       need `ksbctl trust')\n"
 	    "  -d, --detach         run in the background under ksb-run; print "
 	    "the ID\n"
 	    "  -v                   verbose: the QEMU command line, the "
@@ -115,6 +119,7 @@ run_usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: ksb-run [-dhv] [-f config] [-c project-file] [--name id]\n"
+	    "               [--ignore-project-file]\n"
 	    "               [--profile name] [--cpus n] [--memory MiB]\n"
 	    "               [--disk-size size] [--kernel path] [--modules "
 	    "dir]\n"
@@ -210,6 +215,7 @@ enum {
 	O_DISK,
 	O_SECRET,
 	O_PRINT,
+	O_IGNORE_PROJECT,
 	O_JSON,
 	O_REPO,
 	O_UNCOMMITTED,
@@ -251,6 +257,7 @@ static const struct option run_longopts[] = { { "help", no_argument, NULL,
 	{ "machine", required_argument, NULL, O_MACHINE },
 	{ "ca-file", required_argument, NULL, O_CA },
 	{ "print-config", no_argument, NULL, O_PRINT },
+	{ "ignore-project-file", no_argument, NULL, O_IGNORE_PROJECT },
 	{ "json", no_argument, NULL, O_JSON },
 	{ "agent", required_argument, NULL, O_AGENT },
 	{ "prompt", required_argument, NULL, O_PROMPT },
@@ -352,6 +359,9 @@ run_plain_option(struct run *r, int ch, const char *arg)
 	case O_PRINT:
 		r->print_config = 1;
 		break;
+	case O_IGNORE_PROJECT:
+		r->ignore_project = 1;
+		break;
 	case O_JSON:
 		r->json = 1;
 		break;
@@ -407,6 +417,7 @@ options_parse(struct run *r, int argc, char **argv)
 		case O_STATE:
 		case O_SOCKET:
 		case O_PRINT:
+		case O_IGNORE_PROJECT:
 		case O_JSON:
 		case O_AGENT:
 		case O_PROMPT:
@@ -509,20 +520,19 @@ options_settings(struct run *r, int argc, char **argv, int first,
 {
 	char *cause = NULL, *const * list;
 	const char *v;
-	struct stat st;
 	size_t i, n;
 	int ret = -1;
 
 	r->cfg = config_new();
 	if (run_conf_layer(r, &cause) != 0)
 		goto fail;
-	if (r->project_path != NULL) {
-		if (config_load(r->cfg, r->project_path, &cause) != 0)
-			goto fail;
-	} else if (stat(PROJECT_FILE, &st) == 0) {
-		if (config_load(r->cfg, PROJECT_FILE, &cause) != 0)
-			goto fail;
-	}
+	/* The project file is untrusted input: trust.c decides which of its
+	 * keys apply; a refused one stops the start here. */
+	if (!r->ignore_project &&
+	    trust_load(r->cfg, r->project_path,
+		r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir,
+		r->print_config, NULL, &cause) != 0)
+		goto fail;
 	if (run_env_layer(r, &cause) != 0)
 		goto fail;
 	for (i = 0; i < nflags; i++)

@@ -811,6 +811,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	if (instdir_open(r, r->state_dir, &cause) != 0 ||
 	    run_kept(r, &cause) != 0)
 		goto fail;
+	if (!r->ignore_project)
+		trust_mark(r->instance_dir, r->project_path);
 	run_state_start(r);
 	/* The lease first: its placeholders are secrets the agent set-up
 	 * and the secrets' memfd take in. */

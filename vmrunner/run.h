@@ -47,6 +47,7 @@ struct run {
 	const char *conf_path;
 	int conf_explicit;
 	const char *project_path;
+	int ignore_project; /* --ignore-project-file */
 	int detach, print_config, json;
 	struct config *cfg;
 	char *id;

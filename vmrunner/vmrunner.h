@@ -410,6 +410,17 @@ const char *config_get(const struct config *c, const char *key);
 const char *config_origin(const struct config *c, const char *key);
 /* config_list: the values of a list key; *n receives the count. */
 char *const *config_list(const struct config *c, const char *key, size_t *n);
+/* config_key_at: the i-th setting's name (table order); NULL past the end. */
+const char *config_key_at(size_t i);
+/* config_layer: the layer key's current value came from. */
+enum config_layer config_layer(const struct config *c, const char *key);
+/*
+ * config_mark: how trust.c judged key (allowed or refused, mark: a static
+ * string such as "refused: untrusted project file"), shown by config_print
+ * after the origin and as "allowed"/"trust" in its JSON.
+ */
+void config_mark(
+    struct config *c, const char *key, int allowed, const char *mark);
 /*
  * config_uint: the value as a number (disk-size in MiB; a yes/no key as
  * 1/0); 0 if unset.
@@ -433,6 +444,102 @@ char **config_command(const struct config *c);
 void config_print(const struct config *c, FILE *f, int json);
 /* config_parse_size: "512M", "8G", "1T", plain MiB; 64 MiB .. 16 TiB. */
 int config_parse_size(const char *s, uint64_t *mib);
+
+/* ---- trust.c ---------------------------------------------------------------
+ * Who may set what (ksb-run(1), PROJECT FILE): a project file sets only
+ * the allowlisted keys unless the user trusted it (`ksbctl trust', its
+ * canonical path and SHA-256 pinned in the user's trust store) or it is
+ * root's, in /etc/ksb/instances.  Every other key is privileged.
+ */
+#define TRUST_SHA256_LEN 32
+/* trust_store_lookup's verdicts, and trust_judge's state. */
+enum { TRUST_NONE, TRUST_CHANGED, TRUST_PINNED, TRUST_HOST };
+
+struct trust_file;
+
+/* trust_key_allowed: 1 if a project file may set key without trust. */
+int trust_key_allowed(const char *key);
+/*
+ * trust_file_project: dir's project file (dir NULL: the current
+ * directory's .ksb/instance.conf, named so in messages; else named by its
+ * canonical path), read once (at most 256 KiB) and hashed; neither .ksb
+ * nor the file may be a symlink.  0 and *tf (trust_file_free), 1 when
+ * there is none, or -1 and *cause.
+ */
+int trust_file_project(const char *dir, struct trust_file **tf, char **cause);
+/*
+ * trust_file_open: the project file path (ksb-run -c; symlinks followed),
+ * read once and hashed; its repository is its directory, or the one
+ * holding its .ksb directory.  0 and *tf, or -1 and *cause.
+ */
+int trust_file_open(const char *path, struct trust_file **tf, char **cause);
+void trust_file_free(struct trust_file *tf);
+/* The file's name in messages, canonical path, repository directory,
+ * SHA-256 (64 lowercase hex digits), and whether it is host side (root's
+ * and writable by root alone, in /etc/ksb/instances). */
+const char *trust_file_name(const struct trust_file *tf);
+const char *trust_file_path(const struct trust_file *tf);
+const char *trust_file_root(const struct trust_file *tf);
+const char *trust_file_sha256(const struct trust_file *tf);
+int trust_file_host_side(const struct trust_file *tf);
+/*
+ * trust_store_path: the real uid's trust store: root's
+ * <state_dir>/trust/projects, another user's
+ * $XDG_CONFIG_HOME/ksb/trusted-projects (else ~/.config/ksb/...).
+ * 0 and *path (malloc'd), or -1 and *cause.
+ */
+int trust_store_path(const char *state_dir, char **path, char **cause);
+/*
+ * trust_store_lookup: TRUST_HOST (host side), TRUST_PINNED (its path and
+ * hash recorded), TRUST_CHANGED (its path recorded with another hash),
+ * TRUST_NONE (no store, or no record), or -1 and *cause (a store that is
+ * not this user's alone, unreadable).
+ */
+int trust_store_lookup(
+    const char *store, const struct trust_file *tf, char **cause);
+/*
+ * trust_store_add: record tf (its canonical path and hash), replacing the
+ * path's old record; the store's directory is made 0700, the store written
+ * 0600 through a renamed fresh file.  trust_store_revoke: remove path's
+ * record: 1, or 0 if there was none.  Both -1 and *cause on failure.
+ */
+int trust_store_add(
+    const char *store, const struct trust_file *tf, char **cause);
+int trust_store_revoke(const char *store, const char *path, char **cause);
+/* trust_store_list: one line per record to f: hash prefix, trusted /
+ * changed / gone (the file now), path (escaped).  0, or -1 and *cause. */
+int trust_store_list(const char *store, FILE *f, char **cause);
+/*
+ * trust_judge: mark (config_mark) each key c took from tf's layer
+ * (CONFIG_FILE): allowed (allowlisted; state TRUST_PINNED or TRUST_HOST;
+ * repo and context paths inside the repository) or refused, each refusal
+ * logged as one line naming file:line, the key and `ksbctl trust' unless
+ * quiet.  An untrusted file's name is refused when it names an existing
+ * instance (under state_dir) that trust_mark did not mark with this file.
+ * Returns the number refused.
+ */
+unsigned trust_judge(struct config *c, const struct trust_file *tf, int state,
+    const char *state_dir, int quiet);
+/*
+ * trust_mark: record in the new instance_dir ("project", 0600, never
+ * replaced) the canonical path of the project file it was created from
+ * (path, or NULL: the current directory's, if any).  Best effort: a
+ * failure is logged.
+ */
+void trust_mark(const char *instance_dir, const char *path);
+/*
+ * trust_load: read the project file (path, or NULL: the current
+ * directory's, none is fine), parse it into c (config_parse) and judge it
+ * against the trust store of state_dir's user (trust_store_path).  With
+ * quiet (--print-config, ksbctl status) refusals are only marked and
+ * counted in *nrefused (may be NULL).  0, or -1 and *cause (a parse error,
+ * or "N privileged settings refused").
+ */
+int trust_load(struct config *c, const char *path, const char *state_dir,
+    int quiet, unsigned *nrefused, char **cause);
+/* trust_show: tf's privileged settings to f, one "  FILE:LINE: key =
+ * value" line per value (escaped).  Their number, or -1 and *cause. */
+int trust_show(const struct trust_file *tf, FILE *f, char **cause);
 
 /* ---- workspace.c -----------------------------------------------------------
  * ksb-run's side of the git handoff (ARCHITECTURE.md, "Git handoff"); the

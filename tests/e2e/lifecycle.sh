@@ -38,6 +38,8 @@ ksb_say "--print-config: where each setting came from"
 mkdir -p "$T/proj/.ksb"
 printf 'cpus = 1\nmemory = 384\nprofile = default\nsecret = TOKEN=env:KSB_TEST_SECRET\n' \
 	> "$T/proj/.ksb/instance.conf"
+# profile and secret are privileged: the file is trusted (ksbctl trust).
+ctl trust "$T/proj" > /dev/null
 (cd "$T/proj" && "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --memory 512 --print-config) > "$T/pc"
 cat "$T/pc"
 ksb_check "memory from the flag" 'grep -Eq "^memory += 512 +# --memory" "$T/pc"'
@@ -208,6 +210,7 @@ ksb_check "after SIGTERM in set-up: no instance dir left" '[ -z "$(ls -A "$I")" 
 
 ksb_say "preflight"
 printf 'secret = GONE=env:KSB_NO_SUCH_VARIABLE\n' > "$T/miss.conf"
+ctl trust "$T/miss.conf" > /dev/null
 set +e
 ctl status -c "$T/miss.conf" > "$T/pre"; rc=$?
 set -e
