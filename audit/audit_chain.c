@@ -414,7 +414,7 @@ static const char *audit_mirror_sql[] = {
 
 /*
  * The derived totals (schema version 3, not chained) must equal their
- * recomputation from the connections rows (schema/migrate-3.sql).
+ * recomputation from the connections rows (audit/schema/migrate-3.sql).
  */
 #define AUDIT_TOTALS_HOST                                                      \
 	"SELECT instance, host, port, count(*), sum(decision = 'allow'), "     \

@@ -12,9 +12,9 @@
 #include "common/common.h"
 #include "audit/audit.h"
 #include "gateway/msg.h"
-#include "gateway/net.h"
-#include "gateway/parse.h"
-#include "gateway/grant.h"
+#include "gateway/net/net.h"
+#include "gateway/parse/parse.h"
+#include "gateway/proxy/grant.h"
 
 /* ---- main.c ----------------------------------------------------------------
  * The daemon's shared state.  One event loop, one thread.
@@ -83,7 +83,7 @@ int reload_load_policy(const struct ksb_conf *conf, struct policy **out,
 char *reload_files(const struct ksb_conf *conf, const struct policy *p);
 
 /* ---- audit.c ---------------------------------------------------------------
- * The SQLite audit database (schema/audit.sql, ksb-audit(5)).  One writer
+ * The SQLite audit database (audit/schema/audit.sql, ksb-audit(5)).  One writer
  * thread owns the database: WAL, synchronous=FULL, prepared statements,
  * group commit (BEGIN IMMEDIATE..COMMIT per batch of queued records).
  * Every function here is called from the event loop only; completions are

@@ -107,7 +107,7 @@ struct msg_close {
 	uint64_t seen_up, seen_down;
 	int32_t seen_open;
 };
-/* One request of a terminated tunnel (gateway/term.c). */
+/* One request of a terminated tunnel (gateway/proxy/term.c). */
 struct msg_request {
 	uint64_t up, down;
 	int32_t status; /* 0: no response */

@@ -1,6 +1,6 @@
 /*
  * audit_bench.c: committed decision rows per second through the audit
- * writer (gateway/audit.c) with the durability promise on: each of N
+ * writer (audit/audit.c) with the durability promise on: each of N
  * "clients" queues an allowed row, waits for its commit callback (what
  * the proxy waits for before relaying), queues the tunnel's close record
  * and starts over.  WAL, synchronous=FULL, group commit.

@@ -117,9 +117,9 @@ text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit
 
 # target, sources, max input length
 set -- \
-	"connect_parse|gateway/connect_parse.c|9000" \
-	"http_parse|gateway/http_parse.c|20000" \
-	"tls_peek|gateway/tls_peek.c|20000" \
+	"connect_parse|gateway/parse/connect_parse.c|9000" \
+	"http_parse|gateway/parse/http_parse.c|20000" \
+	"tls_peek|gateway/parse/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200" \

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 
 #define CONNECT_HOST_MAX 255 /* bytes, fits connect_req.host */
 

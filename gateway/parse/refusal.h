@@ -1,5 +1,5 @@
 /*
- * gateway/refusal.h: what a refused guest is told.  The one-line body of
+ * gateway/parse/refusal.h: what a refused guest is told.  The one-line body of
  * every HTTP refusal (what was refused, why, what to ask the operator for)
  * and the TLS alert that ends a refused tunnel after the 200.  No I/O, no
  * daemon types: linked by the proxy and by tests/unit/test_refusal.

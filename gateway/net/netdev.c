@@ -28,7 +28,7 @@
 #include <libmnl/libmnl.h>
 
 #include "common/common.h"
-#include "gateway/net.h"
+#include "gateway/net/net.h"
 
 #define NETDEV_RECV_TIMEOUT 10 /* seconds */
 #define NETDEV_KIND_MAX	    32

@@ -54,7 +54,7 @@
 #include "common/common.h"
 #include "common/sandbox.h"
 #include "gateway/gateway.h"
-#include "gateway/hosts.h"
+#include "gateway/parse/hosts.h"
 #include "policy/policy.h"
 
 #define CHILD_WAIT_BUCKETS 1024

@@ -1,5 +1,5 @@
 /*
- * gateway/hosts.h: the gateway's hosts file (hosts(5) format), parsed from
+ * gateway/parse/hosts.h: the gateway's hosts file (hosts(5) format), parsed from
  * bytes so that the proxy process, which opens no file, takes a new one on
  * every reload (evdns can load hosts only from a path).  No I/O.
  */

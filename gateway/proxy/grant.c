@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "gateway/grant.h"
+#include "gateway/proxy/grant.h"
 
 struct grant {
 	char instance[33];

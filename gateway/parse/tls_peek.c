@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 
 #define TLS_RECORD_HEADER   5
 #define TLS_RECORD_MAX	    16384 /* plaintext fragment, RFC 8446 §5.1 */

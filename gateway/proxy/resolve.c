@@ -34,7 +34,7 @@
 
 #include "common/common.h"
 #include "gateway/gateway.h"
-#include "gateway/hosts.h"
+#include "gateway/parse/hosts.h"
 
 #define RESOLVE_MAX_ADDRS      16
 #define RESOLVE_QUERIES	       2 /* per lookup: A and AAAA */

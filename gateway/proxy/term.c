@@ -36,7 +36,7 @@
 
 #include "common/common.h"
 #include "gateway/gateway.h"
-#include "gateway/refusal.h"
+#include "gateway/parse/refusal.h"
 #include "policy/policy.h"
 
 #define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */

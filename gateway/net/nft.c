@@ -53,7 +53,7 @@
 #include <libnftnl/table.h>
 
 #include "common/common.h"
-#include "gateway/net.h"
+#include "gateway/net/net.h"
 
 #define NFT_SET	  "guests"
 #define NFT_METER "refusals" /* inet: per guest address, for the rate */

@@ -30,8 +30,8 @@
 #include "gateway/gateway.h"
 #include "policy/policy.h"
 #include "policy/decide.h"
-#include "gateway/refusal.h"
-#include "gateway/grant.h"
+#include "gateway/parse/refusal.h"
+#include "gateway/proxy/grant.h"
 #include "proto/guestctl.h"
 
 #define RELAY_PIPE_SIZE	 (1024 * 1024) /* per direction in flight, bytes */

@@ -13,7 +13,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 
 struct screen_net {
 	uint8_t addr[16];

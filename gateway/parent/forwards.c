@@ -1,6 +1,6 @@
 /*
  * forwards.c: ksb-run's port forward records (FORWARD, proto/ctl.h) into
- * the audit database's forwards table (schema/migrate-7.sql,
+ * the audit database's forwards table (audit/schema/migrate-7.sql,
  * ksb-audit(5)).  The control server (control.c) has checked that the
  * request came on the instance's lease connection; the line is parsed
  * here word by word (ctl_fwd_parse) and charged to the instance's audit

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "gateway/hosts.h"
+#include "gateway/parse/hosts.h"
 
 #define HOSTS_NAME_MAX 253
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/refusal.h"
+#include "gateway/parse/refusal.h"
 
 /* TLS alert descriptions, RFC 8446 §6.2 */
 #define ALERT_RECORD_OVERFLOW	22

@@ -382,7 +382,7 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 
 /*
  * The audit and state databases, their companions and the lock files at
- * 0640, group control-group (gateway/filemode.c).  Fatal on failure.
+ * 0640, group control-group (gateway/parent/filemode.c).  Fatal on failure.
  */
 static void
 gateway_file_modes(const struct ksb_conf *conf)
@@ -471,7 +471,7 @@ main(int argc, char **argv)
 		printf("configuration OK\n");
 		return 0;
 	}
-	/* Files the gateway creates: 0640 at most (gateway/filemode.c);
+	/* Files the gateway creates: 0640 at most (gateway/parent/filemode.c);
 	 * control-group as a supplementary group lets it give them that
 	 * group without CAP_CHOWN (the owner may choose any group it is
 	 * in, chown(2)); the proxy process drops every group. */

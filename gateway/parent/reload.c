@@ -15,7 +15,7 @@
 
 #include "common/common.h"
 #include "gateway/gateway.h"
-#include "gateway/hosts.h"
+#include "gateway/parse/hosts.h"
 #include "policy/policy.h"
 
 /*

@@ -1,5 +1,5 @@
 /*
- * gateway/parse.h: the I/O-free parsers of guest bytes (CONNECT request, ClientHello) and upstream address screening.  Bytes in, result out: no sockets, no globals, no daemon types.  Linked by the unit tests and the fuzzers.
+ * gateway/parse/parse.h: the I/O-free parsers of guest bytes (CONNECT request, ClientHello) and upstream address screening.  Bytes in, result out: no sockets, no globals, no daemon types.  Linked by the unit tests and the fuzzers.
  * Also the HTTP/1.1 messages of terminated tunnels (http_parse.c).
  */
 #ifndef KSB_GATEWAY_PARSE_H

@@ -1,5 +1,5 @@
 /*
- * gateway/net.h: netlink, nftables (nft.c) and rtnetlink (netdev.c).
+ * gateway/net/net.h: netlink, nftables (nft.c) and rtnetlink (netdev.c).
  */
 #ifndef KSB_GATEWAY_NET_H
 #define KSB_GATEWAY_NET_H

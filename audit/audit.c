@@ -1,5 +1,5 @@
 /*
- * audit.c: the SQLite audit database (schema/audit.sql, ksb-audit(5)).
+ * audit.c: the SQLite audit database (audit/schema/audit.sql, ksb-audit(5)).
  *
  * The event loop queues records (audit_decision, audit_close, ...); one
  * writer thread owns the database connection and commits whatever is
@@ -718,7 +718,7 @@ audit_migrate_chain(
 }
 
 /*
- * Migration 1 -> 2, inside the open transaction: schema/migrate-2.sql,
+ * Migration 1 -> 2, inside the open transaction: audit/schema/migrate-2.sql,
  * then chain every existing row in time order.  Rows of version 1 were
  * updated in place at close; their close fields become close records.
  */
@@ -846,7 +846,7 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 	if (version == 0 && audit_exec(a, schema_audit_sql, cause) == -1)
 		return -1;
 	/* 3 -> 4 and 5 -> 6 create a table only; first, so every later
-	 * step finds every kind's table (schema/migrate-4.sql, -6.sql). */
+	 * step finds every kind's table (audit/schema/migrate-4.sql, -6.sql). */
 	if (version != 0 && version < 4) {
 		if (audit_exec(a, schema_migrate_4_sql, cause) == -1)
 			return -1;
@@ -861,7 +861,7 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 			 "added",
 		    a->path);
 	}
-	/* -> 7 creates a table only: first too (schema/migrate-7.sql). */
+	/* -> 7 creates a table only: first too (audit/schema/migrate-7.sql). */
 	if (version != 0 && version < 7) {
 		if (audit_exec(a, schema_migrate_7_sql, cause) == -1)
 			return -1;
@@ -879,7 +879,7 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 	} else if (audit_prepare(a, cause) == -1)
 		return -1;
 	if (version != 0 && version < 3) {
-		/* 2 -> 3: totals built from the rows (schema/migrate-3.sql). */
+		/* 2 -> 3: totals built from the rows (audit/schema/migrate-3.sql). */
 		if (audit_exec(a, schema_migrate_3_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: migrated from schema version 2 to 3 "
@@ -887,14 +887,14 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		    a->path);
 	}
 	if (version != 0 && version < 5) {
-		/* -> 5: connections.turn (schema/migrate-5.sql). */
+		/* -> 5: connections.turn (audit/schema/migrate-5.sql). */
 		if (audit_exec(a, schema_migrate_5_sql, cause) == -1)
 			return -1;
 		log_info(
 		    "audit %s: migrated to schema version 5 (turns)", a->path);
 	}
 	if (version != 0 && version < 8) {
-		/* -> 8: turns in the chain (schema/migrate-8.sql). */
+		/* -> 8: turns in the chain (audit/schema/migrate-8.sql). */
 		if (audit_exec(a, schema_migrate_8_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: migrated to schema version 8 (turns "
@@ -902,7 +902,7 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		    a->path);
 	}
 	if (version != 0 && version < 9) {
-		/* -> 9: the denials' time index (schema/migrate-9.sql). */
+		/* -> 9: the denials' time index (audit/schema/migrate-9.sql). */
 		if (audit_exec(a, schema_migrate_9_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: migrated to schema version 9 (the "

@@ -1,5 +1,5 @@
 /*
- * gateway/grant.h: the operator's decisions on held CONNECTs (ksbctl
+ * gateway/proxy/grant.h: the operator's decisions on held CONNECTs (ksbctl
  * allow/deny), as the proxy process keeps them: per instance, host and
  * port, with a scope.  No I/O.
  */

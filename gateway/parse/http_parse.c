@@ -14,7 +14,7 @@
  */
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 
 #define HTTP_HOST_MAX	   255 /* bytes of a Host's host part */
 #define HTTP_LABEL_MAX	   63
