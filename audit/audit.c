@@ -37,7 +37,9 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "common/reason.h"
+#include "audit/audit.h"
+#include "audit/audit_chain.h"
 
 #define AUDIT_SCHEMA_VERSION 9
 #define AUDIT_RETRY_MS	     1000

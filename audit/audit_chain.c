@@ -26,7 +26,7 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "audit/audit.h"
+#include "audit/audit_chain.h"
 
 const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	[AUDIT_CONNECTION] = { "connection", "connections", "ts_ms",

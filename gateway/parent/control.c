@@ -63,7 +63,7 @@
 #include <event2/listener.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "policy/policy.h"
 #include "proto/ctl.h"
 
@@ -195,13 +195,13 @@ static char *
 control_lease_creds(const struct instance *inst)
 {
 	const struct policy_cred *v[CTL_LEASE_CREDS_MAX];
-	char ph[CRED_PLACEHOLDER_MAX], *s = xstrdup(""), *n;
+	char ph[PLACEHOLDER_MAX], *s = xstrdup(""), *n;
 	int k, i;
 
 	k = policy_profile_creds(
 	    control_gw->policy, inst->profile, v, CTL_LEASE_CREDS_MAX);
 	for (i = 0; i < k && i < CTL_LEASE_CREDS_MAX; i++) {
-		cred_placeholder(cred_phkey_get(), inst->id, v[i]->name,
+		placeholder_make(placeholder_key(), inst->id, v[i]->name,
 		    inst->owner_pid, inst->owner_start, v[i]->prefix, ph);
 		xasprintf(
 		    &n, "%s cred=%s/%s/%s", s, v[i]->name, v[i]->secret, ph);

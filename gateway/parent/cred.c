@@ -41,7 +41,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
 #define CRED_VALUE_MAX	    8192  /* bytes of a real value */
@@ -49,12 +49,10 @@
 #define CRED_CMD_MS	    10000 /* a source command's time limit */
 #define CRED_CA_DAYS	    3650
 #define CRED_LEAF_DAYS	    365
-#define CRED_SET_MAX	    (8 << 20) /* bytes of a serialised set */
 #define CRED_DEFAULT_CAFILE "/etc/ssl/certs/ca-certificates.crt"
 
 static EVP_PKEY *cred_ca_key;
 static X509 *cred_ca_cert;
-static uint8_t cred_phkey[CRED_PHKEY_LEN];
 
 /* A command's output, kept for its `cache' time across reloads. */
 struct cred_cache {
@@ -324,6 +322,7 @@ cleanup:
 static int
 cred_phkey_init(const struct ksb_conf *conf, char **cause)
 {
+	uint8_t cred_phkey[PLACEHOLDER_KEY_LEN];
 	char *path = NULL, *buf = NULL;
 	size_t len = 0;
 	int ret = -1;
@@ -334,21 +333,24 @@ cred_phkey_init(const struct ksb_conf *conf, char **cause)
 			cause_set(cause, "RAND_bytes: %s", cred_ssl_error());
 			goto cleanup;
 		}
-		ret = cred_write_new(
-		    path, 0600, cred_phkey, sizeof(cred_phkey), cause);
+		if ((ret = cred_write_new(path, 0600, cred_phkey,
+			 sizeof(cred_phkey), cause)) == 0)
+			placeholder_key_set(cred_phkey);
 		goto cleanup;
 	}
-	if (cred_read_private(path, 077, CRED_PHKEY_LEN, &buf, &len, cause) ==
-	    -1)
+	if (cred_read_private(
+		path, 077, PLACEHOLDER_KEY_LEN, &buf, &len, cause) == -1)
 		goto cleanup;
-	if (len != CRED_PHKEY_LEN) {
-		cause_set(
-		    cause, "%s: %zu bytes, want %d", path, len, CRED_PHKEY_LEN);
+	if (len != PLACEHOLDER_KEY_LEN) {
+		cause_set(cause, "%s: %zu bytes, want %d", path, len,
+		    PLACEHOLDER_KEY_LEN);
 		goto cleanup;
 	}
 	memcpy(cred_phkey, buf, len);
+	placeholder_key_set(cred_phkey);
 	ret = 0;
 cleanup:
+	OPENSSL_cleanse(cred_phkey, sizeof(cred_phkey));
 	if (buf != NULL)
 		OPENSSL_cleanse(buf, len);
 	free(buf);
@@ -391,43 +393,6 @@ cred_ca_path(const struct ksb_conf *conf, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/ca/ca.crt", conf->state_dir);
 	return buf;
-}
-
-/* ---- placeholders ------------------------------------------------------- */
-
-void
-cred_placeholder(const uint8_t key[CRED_PHKEY_LEN], const char *instance,
-    const char *cred, pid_t pid, uint64_t start, const char *prefix,
-    char out[CRED_PLACEHOLDER_MAX])
-{
-	uint8_t md[EVP_MAX_MD_SIZE], msg[512];
-	unsigned mdlen = 0;
-	char nonce[64];
-	size_t n = 0, i;
-	int k;
-
-	snprintf(nonce, sizeof(nonce), "%ld.%llu", (long)pid,
-	    (unsigned long long)start);
-	memcpy(msg, "ksb-placeholder", 16); /* with its NUL */
-	n = 16;
-	k = snprintf((char *)msg + n, sizeof(msg) - n, "%s", instance);
-	n += (size_t)k + 1;
-	k = snprintf((char *)msg + n, sizeof(msg) - n, "%s", cred);
-	n += (size_t)k + 1;
-	k = snprintf((char *)msg + n, sizeof(msg) - n, "%s", nonce);
-	n += (size_t)k;
-	if (HMAC(EVP_sha256(), key, CRED_PHKEY_LEN, msg, n, md, &mdlen) == NULL)
-		fatalx("HMAC-SHA256 failed");
-	k = snprintf(
-	    out, CRED_PLACEHOLDER_MAX, "%s%s", prefix, CRED_PLACEHOLDER_MARK);
-	for (i = 0; i < CRED_PLACEHOLDER_HEX / 2; i++)
-		snprintf(out + k + 2 * i, 3, "%02x", md[i]);
-}
-
-const uint8_t *
-cred_phkey_get(void)
-{
-	return cred_phkey;
 }
 
 /* ---- sources ------------------------------------------------------------ */
@@ -719,191 +684,4 @@ fail:
 	cause_set(errors, "%s", cause);
 	free(cause);
 	return -1;
-}
-
-void
-credset_free(struct credset *set)
-{
-	size_t i, h;
-	struct cred_value *v;
-
-	if (set == NULL)
-		return;
-	for (i = 0; i < set->n; i++) {
-		v = &set->v[i];
-		if (v->value != NULL)
-			OPENSSL_cleanse(v->value, v->len);
-		free(v->value);
-		free(v->name);
-		for (h = 0; h < v->nhosts; h++) {
-			free(v->hosts[h].host);
-			free(v->hosts[h].cert);
-			if (v->hosts[h].key != NULL)
-				OPENSSL_cleanse(
-				    v->hosts[h].key, v->hosts[h].key_len);
-			free(v->hosts[h].key);
-			SSL_CTX_free(v->hosts[h].ctx);
-		}
-		free(v->hosts);
-	}
-	free(set->v);
-	free(set);
-}
-
-const struct cred_value *
-credset_find(const struct credset *set, const char *name)
-{
-	size_t i;
-
-	for (i = 0; set != NULL && i < set->n; i++)
-		if (strcmp(set->v[i].name, name) == 0)
-			return &set->v[i];
-	return NULL;
-}
-
-/* ---- the set on the wire (the policy memfd, after the files) ------------ */
-
-static int
-cred_put(int fd, const void *p, size_t len, uint64_t *size)
-{
-	uint32_t l = (uint32_t)len;
-
-	if (util_write_all(fd, &l, 4) == -1 || util_write_all(fd, p, len) == -1)
-		return -1;
-	*size += 4 + len;
-	return 0;
-}
-
-int
-credset_write(int fd, const struct credset *set, uint64_t *size)
-{
-	const struct cred_value *v;
-	uint32_t nh;
-	size_t i, h;
-
-	for (i = 0; set != NULL && i < set->n; i++) {
-		v = &set->v[i];
-		nh = (uint32_t)v->nhosts;
-		if (cred_put(fd, v->name, strlen(v->name), size) == -1 ||
-		    cred_put(fd, v->value, v->len, size) == -1 ||
-		    cred_put(fd, &nh, 4, size) == -1)
-			return -1;
-		for (h = 0; h < v->nhosts; h++)
-			if (cred_put(fd, v->hosts[h].host,
-				strlen(v->hosts[h].host), size) == -1 ||
-			    cred_put(fd, v->hosts[h].cert, v->hosts[h].cert_len,
-				size) == -1 ||
-			    cred_put(fd, v->hosts[h].key, v->hosts[h].key_len,
-				size) == -1)
-				return -1;
-	}
-	return 0;
-}
-
-/* The next length-prefixed field of buf as a malloc'd string. */
-static char *
-cred_get(const uint8_t *buf, size_t len, size_t *off, size_t *flen)
-{
-	uint32_t l;
-	char *s;
-
-	if (len - *off < 4)
-		return NULL;
-	memcpy(&l, buf + *off, 4);
-	*off += 4;
-	if (len - *off < l || l > CRED_SET_MAX)
-		return NULL;
-	s = xmalloc((size_t)l + 1);
-	memcpy(s, buf + *off, l);
-	s[l] = '\0';
-	*off += l;
-	*flen = l;
-	return s;
-}
-
-int
-credset_read(const uint8_t *buf, size_t len, size_t n, struct credset **out)
-{
-	struct credset *set = xcalloc(1, sizeof(*set));
-	struct cred_value *v;
-	struct cred_host *ch;
-	size_t off = 0, i, h, fl;
-	uint32_t nh;
-	char *t;
-
-	if (n > 4096)
-		goto fail;
-	set->v = xcalloc(n + 1, sizeof(*set->v));
-	for (i = 0; i < n; i++) {
-		v = &set->v[set->n++];
-		if ((v->name = cred_get(buf, len, &off, &fl)) == NULL ||
-		    (v->value = cred_get(buf, len, &off, &v->len)) == NULL ||
-		    (t = cred_get(buf, len, &off, &fl)) == NULL)
-			goto fail;
-		memcpy(&nh, t, fl == 4 ? 4 : 0);
-		free(t);
-		if (fl != 4 || nh > POLICY_CRED_HOSTS_MAX)
-			goto fail;
-		v->hosts = xcalloc(nh + 1, sizeof(*v->hosts));
-		for (h = 0; h < nh; h++) {
-			ch = &v->hosts[v->nhosts++];
-			if ((ch->host = cred_get(buf, len, &off, &fl)) ==
-				NULL ||
-			    (ch->cert = cred_get(
-				 buf, len, &off, &ch->cert_len)) == NULL ||
-			    (ch->key = cred_get(
-				 buf, len, &off, &ch->key_len)) == NULL)
-				goto fail;
-		}
-	}
-	if (off != len)
-		goto fail;
-	*out = set;
-	return 0;
-fail:
-	credset_free(set);
-	return -1;
-}
-
-/* The server side for host of credential v: its leaf, built once. */
-void *
-credset_server_ctx(const struct cred_value *cv, const char *host)
-{
-	struct cred_value *v = (struct cred_value *)cv;
-	struct cred_host *h = NULL;
-	SSL_CTX *ctx;
-	X509 *x = NULL;
-	EVP_PKEY *k = NULL;
-	BIO *b;
-	size_t i;
-
-	for (i = 0; i < v->nhosts; i++)
-		if (strcmp(v->hosts[i].host, host) == 0)
-			h = &v->hosts[i];
-	if (h == NULL)
-		return NULL;
-	if (h->ctx != NULL)
-		return h->ctx;
-	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL)
-		return NULL;
-	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
-	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
-	if ((b = BIO_new_mem_buf(h->cert, (int)h->cert_len)) != NULL)
-		x = PEM_read_bio_X509(b, NULL, NULL, NULL);
-	BIO_free(b);
-	if ((b = BIO_new_mem_buf(h->key, (int)h->key_len)) != NULL)
-		k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
-	BIO_free(b);
-	if (x == NULL || k == NULL || SSL_CTX_use_certificate(ctx, x) != 1 ||
-	    SSL_CTX_use_PrivateKey(ctx, k) != 1) {
-		log_warnx("proxy: leaf certificate for %s: %s", host,
-		    cred_ssl_error());
-		SSL_CTX_free(ctx);
-		ctx = NULL;
-	}
-	X509_free(x);
-	EVP_PKEY_free(k);
-	h->ctx = ctx;
-	return ctx;
 }

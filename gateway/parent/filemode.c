@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 
 #define FILEMODE_MODE 0640
 

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "proto/ctl.h"
 
 #define FORWARDS_ROW_BYTES 160 /* a record besides its text (budget.c) */

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
 #define GRANTFILE_MODE	   0640

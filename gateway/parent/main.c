@@ -31,7 +31,8 @@
 #include <event2/event.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "audit/audit_chain.h"
+#include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
 static void

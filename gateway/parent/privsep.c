@@ -29,7 +29,7 @@
 #include <event2/event.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
 #define PRIVSEP_BUCKETS	       4096

@@ -14,7 +14,7 @@
 #include <event2/buffer.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "gateway/parse/hosts.h"
 #include "policy/policy.h"
 

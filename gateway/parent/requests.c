@@ -14,7 +14,7 @@
 #include <event2/buffer.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
 #define REQUESTS_MAX	1024	       /* held targets listed */

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 #include "policy/policy.h"
 #include "proto/ctl.h"
 

@@ -22,7 +22,7 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/parent/parent.h"
 
 #define STATE_VERSION 1
 

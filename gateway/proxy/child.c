@@ -53,197 +53,18 @@
 
 #include "common/common.h"
 #include "common/sandbox.h"
-#include "gateway/gateway.h"
+#include "audit/audit_chain.h"
+#include "gateway/proxy/proxy.h"
 #include "gateway/parse/hosts.h"
 #include "policy/policy.h"
 
-#define CHILD_WAIT_BUCKETS 1024
-#define CHILD_POLICY_MAX   (64 << 20) /* bytes of policy files */
-#define CHILD_LISTEN_FD	   3
-#define CHILD_SOCK_FD	   4
-
-struct child_wait {
-	uint32_t id;
-	audit_done_cb cb;
-	void *arg;
-	struct child_wait *next;
-};
+#define CHILD_POLICY_MAX (64 << 20) /* bytes of policy files */
+#define CHILD_LISTEN_FD	 3
+#define CHILD_SOCK_FD	 4
 
 static struct gateway *child_gw;
 static int child_sock = -1;
-static int child_avail = 1;
-static uint32_t child_next_id;
-static struct child_wait *child_waits[CHILD_WAIT_BUCKETS];
-static struct sockaddr_storage child_own[MSG_ADDRS_MAX];
-static size_t child_nown;
 static struct msg_rbatch child_rb = MSG_RBATCH_INIT; /* child_read_cb */
-
-static void
-child_send(uint16_t type, uint32_t id, const void *p, size_t len)
-{
-	if (msg_send(child_sock, type, id, p, len, -1) == -1) {
-		log_warn("proxy: to the parent");
-		_exit(1);
-	}
-}
-
-/*
- * log_set_fatal hook: the parent learns why (MSG_FATAL, which it escapes
- * and logs) before fatal _exits.  Best effort: no fatal from here.
- */
-static void
-child_fatal(const char *text)
-{
-	struct msg_fatal m;
-
-	if (child_sock == -1)
-		return;
-	memset(&m, 0, sizeof(m));
-	snprintf(m.text, sizeof(m.text), "%s", text);
-	(void)msg_send(child_sock, MSG_FATAL, 0, &m, sizeof(m), -1);
-}
-
-static void
-child_str(
-    char *dst, size_t size, const char *src, uint32_t *nulls, uint32_t bit)
-{
-	if (src == NULL) {
-		*nulls |= bit;
-		dst[0] = '\0';
-	} else
-		snprintf(dst, size, "%s", src);
-}
-
-int64_t
-child_audit_decision(const struct audit_row *r, audit_done_cb cb, void *arg,
-    struct child_wait **wait)
-{
-	struct msg_row m;
-	struct child_wait *w;
-	uint32_t id = 0;
-
-	/* Denied rows are queued while the database is down (as audit.c
-	 * does); an allowed one is refused at once. */
-	if (cb != NULL && !child_avail)
-		return -1;
-	memset(&m, 0, sizeof(m));
-	child_str(m.instance, sizeof(m.instance), r->instance, &m.nulls,
-	    MSG_ROW_NULL_INSTANCE);
-	snprintf(
-	    m.profile, sizeof(m.profile), "%s", r->profile ? r->profile : "");
-	snprintf(m.client_addr, sizeof(m.client_addr), "%s",
-	    r->client_addr ? r->client_addr : "");
-	m.client_port = r->client_port;
-	child_str(m.host, sizeof(m.host), r->host, &m.nulls, MSG_ROW_NULL_HOST);
-	m.port = r->port;
-	child_str(m.sni, sizeof(m.sni), r->sni, &m.nulls, MSG_ROW_NULL_SNI);
-	child_str(m.upstream_addr, sizeof(m.upstream_addr), r->upstream_addr,
-	    &m.nulls, MSG_ROW_NULL_UPSTREAM);
-	m.upstream_port = r->upstream_port;
-	m.allow = r->allow;
-	snprintf(m.reason, sizeof(m.reason), "%s", r->reason ? r->reason : "");
-	child_str(m.digest, sizeof(m.digest), r->policy_digest, &m.nulls,
-	    MSG_ROW_NULL_DIGEST);
-	if (cb != NULL) {
-		if (++child_next_id == 0)
-			child_next_id = 1;
-		id = child_next_id;
-		w = xcalloc(1, sizeof(*w));
-		w->id = id;
-		w->cb = cb;
-		w->arg = arg;
-		w->next = child_waits[id % CHILD_WAIT_BUCKETS];
-		child_waits[id % CHILD_WAIT_BUCKETS] = w;
-		*wait = w;
-	}
-	child_send(MSG_AUDIT_DECISION, id, &m, sizeof(m));
-	return id;
-}
-
-/* Unlink the wait of id (NULL if none). */
-static struct child_wait *
-child_wait_take(uint32_t id)
-{
-	struct child_wait **pp, *w;
-
-	for (pp = &child_waits[id % CHILD_WAIT_BUCKETS]; (w = *pp) != NULL;
-	     pp = &w->next)
-		if (w->id == id) {
-			*pp = w->next;
-			return w;
-		}
-	return NULL;
-}
-
-void
-child_audit_cancel(struct child_wait *w)
-{
-	if (w == NULL)
-		return;
-	free(child_wait_take(w->id));
-}
-
-/* A traffic figure within what the parent accepts (msg_traffic_check;
- * 2^53 bytes: not reached in practice). */
-static uint64_t
-child_traffic_cap(uint64_t n)
-{
-	return n > MSG_TRAFFIC_BYTES_MAX ? MSG_TRAFFIC_BYTES_MAX : n;
-}
-
-void
-child_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
-    enum reason reason, uint64_t seen_up, uint64_t seen_down, int seen_open)
-{
-	struct msg_close m;
-
-	if (id <= 0)
-		return;
-	memset(&m, 0, sizeof(m));
-	m.up = up;
-	m.down = down;
-	m.duration_ms = duration_ms;
-	m.forget = reason == REASON_NONE;
-	snprintf(m.reason, sizeof(m.reason), "%s", reason_name(reason));
-	/* A report's figures are capped so (child_traffic): so is a share. */
-	m.seen_up = child_traffic_cap(seen_up);
-	m.seen_down = child_traffic_cap(seen_down);
-	m.seen_open = seen_open;
-	child_send(MSG_AUDIT_CLOSE, (uint32_t)id, &m, sizeof(m));
-}
-
-void
-child_audit_request(int64_t row, const char *method, const char *path,
-    int status, uint64_t up, uint64_t down, const char *cred,
-    enum reason reason)
-{
-	struct msg_request m;
-
-	if (row <= 0)
-		return;
-	memset(&m, 0, sizeof(m));
-	m.up = up;
-	m.down = down;
-	m.status = status;
-	snprintf(m.method, sizeof(m.method), "%s", method);
-	snprintf(m.path, sizeof(m.path), "%s", path);
-	snprintf(m.cred, sizeof(m.cred), "%s", cred ? cred : "");
-	snprintf(m.reason, sizeof(m.reason), "%s", reason_name(reason));
-	child_send(MSG_AUDIT_REQUEST, (uint32_t)row, &m, sizeof(m));
-}
-
-int
-child_audit_available(void)
-{
-	return child_avail;
-}
-
-const struct sockaddr_storage *
-child_own_addrs(size_t *n)
-{
-	*n = child_nown;
-	return child_own;
-}
 
 /* ---- messages from the parent --------------------------------------------- */
 
@@ -279,32 +100,6 @@ child_instance(const struct msg_instance *m, int add)
 		inst->tr_tunnels = -1; /* the first traffic walk reports */
 }
 
-void
-child_hold(const char *instance, const char *host, uint16_t port, int hold_s)
-{
-	struct msg_hold m;
-
-	memset(&m, 0, sizeof(m));
-	snprintf(m.instance, sizeof(m.instance), "%s", instance);
-	snprintf(m.host, sizeof(m.host), "%s", host);
-	m.port = port;
-	m.hold_s = hold_s;
-	child_send(MSG_HOLD, 0, &m, sizeof(m));
-}
-
-void
-child_traffic(const char *instance, int tunnels, uint64_t up, uint64_t down)
-{
-	struct msg_traffic m;
-
-	memset(&m, 0, sizeof(m));
-	snprintf(m.instance, sizeof(m.instance), "%s", instance);
-	m.tunnels = tunnels;
-	m.up = child_traffic_cap(up);
-	m.down = child_traffic_cap(down);
-	child_send(MSG_TRAFFIC, 0, &m, sizeof(m));
-}
-
 /* The reload's hosts file (has 0: none configured) replaces the old. */
 static void
 child_hosts(const char *text, uint32_t has, uint64_t len)
@@ -327,7 +122,7 @@ child_policy(const struct msg_policy *m, int fd)
 	struct credset *ncreds = NULL, *oldcreds;
 	char **names = NULL, **texts = NULL, *buf = NULL, *errors = NULL;
 	size_t *lens = NULL, off = 0, i, n = m->nfiles;
-	struct msg_int done = { 0 };
+	int done = 0;
 	struct stat st;
 	uint32_t nl;
 	uint64_t tl;
@@ -376,7 +171,7 @@ child_policy(const struct msg_policy *m, int fd)
 		(const char *const *)texts, lens, n, &np, &errors) == -1) {
 		log_warnx(
 		    "proxy: the parent's policy does not parse: %s", errors);
-		done.v = -1;
+		done = -1;
 	} else {
 		conf_live_set(conf, m->live);
 		child_hosts(buf + off, m->has_hosts, m->hosts_size);
@@ -385,12 +180,12 @@ child_policy(const struct msg_policy *m, int fd)
 		oldcreds = child_gw->creds;
 		child_gw->creds = ncreds;
 		ncreds = NULL;
-		done.v = proxy_policy_changed();
+		done = proxy_policy_changed();
 		policy_free(old);
 		credset_free(oldcreds);
 	}
 	credset_free(ncreds);
-	child_send(MSG_POLICY_DONE, 0, &done, sizeof(done));
+	uplink_policy_done(done);
 	for (i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
@@ -404,27 +199,26 @@ child_policy(const struct msg_policy *m, int fd)
 static void
 child_addrs(const struct msg_addrs *m)
 {
+	struct sockaddr_storage own[MSG_ADDRS_MAX];
 	size_t i;
 
 	if (msg_addrs_check(m) == -1)
 		fatalx("proxy: malformed address list from the parent");
-	memset(child_own, 0, sizeof(child_own));
+	memset(own, 0, sizeof(own));
 	for (i = 0; i < m->n; i++) {
 		if (m->a[i].family == AF_INET) {
-			struct sockaddr_in *s =
-			    (struct sockaddr_in *)&child_own[i];
+			struct sockaddr_in *s = (struct sockaddr_in *)&own[i];
 
 			s->sin_family = AF_INET;
 			memcpy(&s->sin_addr, m->a[i].addr, 4);
 		} else if (m->a[i].family == AF_INET6) {
-			struct sockaddr_in6 *s =
-			    (struct sockaddr_in6 *)&child_own[i];
+			struct sockaddr_in6 *s = (struct sockaddr_in6 *)&own[i];
 
 			s->sin6_family = AF_INET6;
 			memcpy(&s->sin6_addr, m->a[i].addr, 16);
 		}
 	}
-	child_nown = m->n;
+	proxy_own_addrs_set(own, m->n);
 }
 
 static void
@@ -439,7 +233,6 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 		struct msg_grant grant;
 	} p;
 	struct msg_hdr h;
-	struct child_wait *w;
 	int r, pfd;
 
 	for (;;) {
@@ -466,16 +259,10 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 			child_addrs(&p.addrs);
 			break;
 		case MSG_AUDIT_STATE:
-			child_avail = p.i.v != 0;
+			uplink_audit_state(p.i.v);
 			break;
 		case MSG_AUDIT_COMMITTED:
-			if ((w = child_wait_take(h.id)) != NULL) {
-				audit_done_cb cb = w->cb;
-				void *a = w->arg;
-
-				free(w);
-				cb(p.i.v != 0, a);
-			}
+			uplink_audit_committed(h.id, p.i.v != 0);
 			break;
 		case MSG_GRANT:
 			if (msg_grant_check(&p.grant) == -1) {
@@ -498,7 +285,8 @@ child_read_cb(evutil_socket_t fd, short ev, void *arg)
 	}
 }
 
-void
+/* Handle every message the parent has sent so far (proxy_init's sync). */
+static void
 child_sync(void)
 {
 	/* A real read, even if the last one emptied the socket: what the
@@ -882,7 +670,7 @@ child_main(struct gateway *gw, int sock)
 	child_gw = gw;
 	child_sock = sock;
 	audit_chain_set_key(NULL, 0); /* the parent's alone: wiped here */
-	log_set_fatal(child_fatal);
+	uplink_init(sock);
 	child_title_room();
 	for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_IGN);
@@ -898,6 +686,7 @@ child_main(struct gateway *gw, int sock)
 			close((int)i);
 	gw->proxy_fd = CHILD_LISTEN_FD;
 	child_sock = CHILD_SOCK_FD;
+	uplink_init(child_sock);
 	if (fcntl(child_sock, F_SETFD, FD_CLOEXEC) == -1 ||
 	    fcntl(gw->proxy_fd, F_SETFD, FD_CLOEXEC) == -1)
 		fatal("proxy: fcntl");
@@ -921,7 +710,7 @@ child_main(struct gateway *gw, int sock)
 	child_drop(gw, parent);
 	if (gw->selftest)
 		child_selftest();
-	if (proxy_init(gw, &cause) == -1)
+	if (proxy_init(gw, child_sync, &cause) == -1)
 		fatalx("proxy: %s", cause);
 	ev = event_new(
 	    gw->base, child_sock, EV_READ | EV_PERSIST, child_read_cb, NULL);

@@ -9,16 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gateway/msg.h" /* enum grant_scope */
+
 #define GRANT_MAX      4096 /* decisions kept; the oldest goes first */
 #define GRANT_HOLD_MAX 600  /* seconds a CONNECT may be held at most */
-
-enum grant_scope {
-	GRANT_ONCE = 1, /* the next connection only */
-	GRANT_UNTIL,	/* until expires_ms (monotonic) */
-	GRANT_INSTANCE, /* until the instance stops */
-	GRANT_DENY,	/* refuse the held connections now */
-	GRANT_REVOKE,	/* forget the target's decision (a turn's ended) */
-};
 
 struct grants;
 struct grants *grants_new(void);

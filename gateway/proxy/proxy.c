@@ -27,7 +27,7 @@
 #include <event2/listener.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/proxy/proxy.h"
 #include "policy/policy.h"
 #include "policy/decide.h"
 #include "gateway/parse/refusal.h"
@@ -88,9 +88,9 @@ struct conn {
 	struct sockaddr_storage upstream;
 	char upstream_addr[INET6_ADDRSTRLEN];
 	int have_upstream;
-	int64_t row;		     /* allowed row id (queued or committed),
+	int64_t row;		      /* allowed row id (queued or committed),
 					   -1 before the decision */
-	struct child_wait *awaiting; /* allowed row not committed yet */
+	struct uplink_wait *awaiting; /* allowed row not committed yet */
 	int64_t start_ms;
 	uint64_t bytes_up, bytes_down;
 	/* Its share of c->inst's last traffic report (proxy_traffic_cb),
@@ -118,6 +118,9 @@ struct conn {
 };
 
 static struct gateway *proxy_gw;
+static void (*proxy_sync)(void); /* reads the parent's messages (child.c) */
+static struct sockaddr_storage proxy_own[MSG_ADDRS_MAX]; /* MSG_OWN_ADDRS */
+static size_t proxy_nown;
 static struct evconnlistener *proxy_listener;
 static struct conn *proxy_conns;
 static int proxy_nconns;    /* linked connections, refused included */
@@ -208,7 +211,7 @@ conn_audit_budget(struct conn *c, const struct audit_row *r)
 							    "records a second",
 		    c->inst->bg_over == BUDGET_OVER_BYTES ? "next UTC day" :
 							    "next second");
-		(void)child_audit_decision(&b, NULL, NULL, NULL);
+		(void)uplink_audit_decision(&b, NULL, NULL, NULL);
 	}
 	return -1;
 }
@@ -241,9 +244,9 @@ conn_audit(struct conn *c, int allow, enum reason reason, const char *rawhost)
 		return allow ? -1 : 0;
 	/* Through the parent (privsep.c), which owns the database. */
 	if (!allow)
-		return child_audit_decision(&r, NULL, NULL, NULL) == -1 ? -1 :
-									  0;
-	id = child_audit_decision(&r, conn_committed, c, &c->awaiting);
+		return uplink_audit_decision(&r, NULL, NULL, NULL) == -1 ? -1 :
+									   0;
+	id = uplink_audit_decision(&r, conn_committed, c, &c->awaiting);
 	if (id == -1)
 		return -1;
 	c->row = id;
@@ -364,7 +367,7 @@ conn_deny_http(struct conn *c, int status, enum reason reason,
 	/* Fail closed: while the audit database cannot be written, every
 	 * refusal says so (its row is queued and written on recovery; -1
 	 * only when that backlog is full). */
-	if (!child_audit_available())
+	if (!uplink_audit_available())
 		reason = REASON_AUDIT_UNAVAILABLE;
 	if (conn_audit(c, 0, reason, rawhost) == -1)
 		reason = REASON_AUDIT_UNAVAILABLE;
@@ -387,7 +390,7 @@ conn_row_close(struct conn *c, uint64_t up, uint64_t down, enum reason reason)
 {
 	struct instance *inst = c->inst;
 
-	child_audit_close(c->row, up, down, util_mono_ms() - c->start_ms,
+	uplink_audit_close(c->row, up, down, util_mono_ms() - c->start_ms,
 	    reason, c->seen_up, c->seen_down, c->seen_open);
 	if (inst != NULL) {
 		inst->tr_up -=
@@ -420,7 +423,7 @@ conn_deny_tunnel(struct conn *c, enum reason reason)
 	if (c->row != -1) /* an allowed row gets no close record */
 		conn_row_close(c, 0, 0, REASON_NONE);
 	c->row = -1; /* the row is complete; nothing to close */
-	child_audit_cancel(c->awaiting);
+	uplink_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
 	if (alert == -1 || c->down == NULL) {
 		conn_close(c, REASON_NONE);
@@ -482,7 +485,7 @@ conn_close(struct conn *c, enum reason reason)
 			conn_abort_fd(bufferevent_getfd(c->up));
 	}
 	/* A pending allowed row is still written, then this close record. */
-	child_audit_cancel(c->awaiting);
+	uplink_audit_cancel(c->awaiting);
 	c->awaiting = NULL;
 	if (c->row != -1) /* REASON_NONE: the parent forgets the row */
 		conn_row_close(c, c->bytes_up, c->bytes_down, reason);
@@ -973,6 +976,15 @@ conn_committed(int ok, void *arg)
 	relay_start(c);
 }
 
+void
+proxy_own_addrs_set(const struct sockaddr_storage *a, size_t n)
+{
+	if (n > MSG_ADDRS_MAX)
+		n = MSG_ADDRS_MAX;
+	memcpy(proxy_own, a, n * sizeof(*a));
+	proxy_nown = n;
+}
+
 /*
  * Is ss one of this host's (this network namespace's) addresses?  The
  * parent reads them (getifaddrs(3) needs netlink, which the proxy process
@@ -985,7 +997,8 @@ proxy_is_local(const struct sockaddr_storage *ss)
 	const struct sockaddr_storage *local;
 	size_t k, nlocal;
 
-	local = child_own_addrs(&nlocal);
+	local = proxy_own;
+	nlocal = proxy_nown;
 	for (k = 0; k < nlocal; k++) {
 		if (local[k].ss_family != ss->ss_family)
 			continue;
@@ -1332,7 +1345,7 @@ head_read_cb(struct bufferevent *bev, void *arg)
 		return; /* bytes after the request: the hello's, kept */
 	if (len > CONNECT_HEAD_MAX)
 		len = CONNECT_HEAD_MAX;
-	if (!head_worth_parsing(in, len, CONNECT_HEAD_MAX, &c->head_seen))
+	if (!term_head_worth_parsing(in, len, CONNECT_HEAD_MAX, &c->head_seen))
 		return;
 	p = evbuffer_pullup(in, len);
 	switch (connect_parse(p, len, &req, &status, &reason)) {
@@ -1355,8 +1368,8 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	snprintf(raw, sizeof(raw), "%s", req.host);
 	/* A placeholder is worthless in a CONNECT head (a proxy header, a
 	 * host): refused everywhere, terminated host or not. */
-	if (memmem(p, req.head_len, CRED_PLACEHOLDER_MARK,
-		strlen(CRED_PLACEHOLDER_MARK)) != NULL) {
+	if (memmem(p, req.head_len, PLACEHOLDER_MARK,
+		strlen(PLACEHOLDER_MARK)) != NULL) {
 		evbuffer_drain(in, req.head_len);
 		(void)policy_decide(c->gw->policy,
 		    c->inst ? c->inst->profile : "", req.host, strlen(req.host),
@@ -1396,7 +1409,7 @@ static void
 conn_proceed(struct conn *c)
 {
 	/* Fail closed before the tunnel: no allowed row could be written. */
-	if (!child_audit_available()) {
+	if (!uplink_audit_available()) {
 		conn_deny_http(c, 503, REASON_AUDIT_UNAVAILABLE,
 		    "audit log unavailable", NULL);
 		return;
@@ -1440,7 +1453,7 @@ conn_not_listed(struct conn *c)
 	c->state = CONN_HELD;
 	bufferevent_disable(c->down, EV_READ);
 	conn_deadline(c, (int64_t)hold * 1000);
-	child_hold(c->inst->id, c->host, c->port, hold);
+	uplink_hold(c->inst->id, c->host, c->port, hold);
 	return 1;
 }
 
@@ -1729,7 +1742,7 @@ proxy_accept_cb(struct evconnlistener *l, evutil_socket_t fd,
 		    sizeof(c->client_addr));
 		c->client_port = ntohs(sin->sin_port);
 		/* Registrations the parent sent before this guest connected. */
-		child_sync();
+		proxy_sync();
 		c->inst = registry_find_addr(sin->sin_addr.s_addr);
 	} else
 		snprintf(c->client_addr, sizeof(c->client_addr), "?");
@@ -1821,13 +1834,13 @@ proxy_traffic_cb(evutil_socket_t fd, short ev, void *arg)
 		inst->tr_up = inst->px_walk_up;
 		inst->tr_down = inst->px_walk_down;
 		inst->tr_tunnels = inst->px_walk_tunnels;
-		child_traffic(
+		uplink_traffic(
 		    inst->id, inst->tr_tunnels, inst->tr_up, inst->tr_down);
 	}
 }
 
 int
-proxy_init(struct gateway *gw, char **cause)
+proxy_init(struct gateway *gw, void (*sync)(void), char **cause)
 {
 	struct timeval tv = { PROXY_TRAFFIC_MS / 1000,
 		(PROXY_TRAFFIC_MS % 1000) * 1000 };
@@ -1836,6 +1849,7 @@ proxy_init(struct gateway *gw, char **cause)
 	/* The open-file limit is the hard one already (main.c,
 	 * gateway_nofile, before this process was forked). */
 	proxy_gw = gw;
+	proxy_sync = sync;
 	proxy_grants = grants_new();
 	if ((proxy_accept_timer =
 		    evtimer_new(gw->base, proxy_accept_resume, NULL)) == NULL)

@@ -33,7 +33,7 @@
 #include <event2/util.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/proxy/proxy.h"
 #include "gateway/parse/hosts.h"
 
 #define RESOLVE_MAX_ADDRS      16

@@ -18,7 +18,7 @@
  * sent upstream is scanned for the mark: the head (every span of it),
  * then the raw bytes (chunk framing and extensions, trailers, an upgraded
  * stream) and the decoded body data (a chunk boundary may split the mark).
- * One audit row per request (child_audit_request).
+ * One audit row per request (uplink_audit_request).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,16 +31,17 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "gateway/proxy/proxy.h"
 #include "gateway/parse/refusal.h"
 #include "policy/policy.h"
 
 #define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
-#define TERM_MARK     CRED_PLACEHOLDER_MARK
+#define TERM_MARK     PLACEHOLDER_MARK
 #define TERM_MARK_LEN 6
 #define TERM_HEAD_OUT (HTTP_HEAD_MAX + 3 * 8192) /* a rewritten head */
 
@@ -82,7 +83,7 @@ struct term {
 	 * (a chunk boundary can split the mark there) */
 	struct term_scan raw, data;
 	/* bytes of the coming head (request or response) already searched
-	 * for a LF (head_worth_parsing) */
+	 * for a LF (term_head_worth_parsing) */
 	size_t head_seen;
 	unsigned nparse, nreq; /* head parses (both ways) and requests,
 				  logged at close */
@@ -156,7 +157,8 @@ term_up_failure(struct term *t)
 /* See gateway.h.  Each byte is searched once: a head dribbled a byte at
  * a time costs at most one parse per line (HTTP_FIELDS_MAX + 3). */
 int
-head_worth_parsing(struct evbuffer *in, size_t len, size_t cap, size_t *seen)
+term_head_worth_parsing(
+    struct evbuffer *in, size_t len, size_t cap, size_t *seen)
 {
 	struct evbuffer_ptr pos;
 
@@ -183,7 +185,7 @@ term_row(struct term *t, enum reason reason)
 {
 	if (t->method[0] == '\0' && reason == REASON_NONE)
 		return;
-	child_audit_request(t->row, t->method, t->path, t->status, t->rq_bytes,
+	uplink_audit_request(t->row, t->method, t->path, t->status, t->rq_bytes,
 	    t->rs_bytes, t->cred[0] ? t->cred : NULL, reason);
 	t->up_total += t->rq_bytes;
 	t->down_total += t->rs_bytes;
@@ -298,7 +300,7 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
     const struct policy_cred *pc, const struct cred_value *cv,
     struct term_swap *sw, const char **msg)
 {
-	char ph[CRED_PLACEHOLDER_MAX];
+	char ph[PLACEHOLDER_MAX];
 	uint8_t dec[HTTP_HEAD_MAX];
 	size_t i, declen, plen, seen = 0;
 	const struct http_field *f;
@@ -311,7 +313,7 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 	    (rq->host_port == 0 || rq->host_port == 443);
 	bound = host_ok && pc != NULL && cv != NULL;
 	if (bound)
-		cred_placeholder(cred_phkey_get(), t->inst->id, pc->name,
+		placeholder_make(placeholder_key(), t->inst->id, pc->name,
 		    t->inst->owner_pid, t->inst->owner_start, pc->prefix, ph);
 	plen = bound ? strlen(ph) : 0;
 	if (term_has_mark(buf, rq->fields[0].name.off)) {
@@ -562,7 +564,7 @@ term_response(struct term *t)
 
 	if (len > HTTP_HEAD_MAX)
 		len = HTTP_HEAD_MAX;
-	if (!head_worth_parsing(in, len, HTTP_HEAD_MAX, &t->head_seen))
+	if (!term_head_worth_parsing(in, len, HTTP_HEAD_MAX, &t->head_seen))
 		return 0;
 	t->nparse++;
 	p = evbuffer_pullup(in, (ssize_t)len);
@@ -718,7 +720,7 @@ term_pump(struct term *t)
 			}
 			if (len > HTTP_HEAD_MAX)
 				len = HTTP_HEAD_MAX;
-			if (!head_worth_parsing(
+			if (!term_head_worth_parsing(
 				in, len, HTTP_HEAD_MAX, &t->head_seen))
 				goto out;
 			t->nparse++;
@@ -960,6 +962,63 @@ term_free(struct term *t)
 	free(t);
 }
 
+/* The last OpenSSL error as text (a static buffer), cleared. */
+static const char *
+term_ssl_error(void)
+{
+	static char buf[256];
+	unsigned long e = ERR_get_error();
+
+	if (e == 0)
+		return "unknown OpenSSL error";
+	ERR_error_string_n(e, buf, sizeof(buf));
+	ERR_clear_error();
+	return buf;
+}
+
+/* The server side for host of credential v: its leaf, built once. */
+static SSL_CTX *
+term_leaf_ctx(const struct cred_value *cv, const char *host)
+{
+	struct cred_value *v = (struct cred_value *)cv;
+	struct cred_host *h = NULL;
+	SSL_CTX *ctx;
+	X509 *x = NULL;
+	EVP_PKEY *k = NULL;
+	BIO *b;
+	size_t i;
+
+	for (i = 0; i < v->nhosts; i++)
+		if (strcmp(v->hosts[i].host, host) == 0)
+			h = &v->hosts[i];
+	if (h == NULL)
+		return NULL;
+	if (h->ctx != NULL)
+		return h->ctx;
+	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL)
+		return NULL;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+	if ((b = BIO_new_mem_buf(h->cert, (int)h->cert_len)) != NULL)
+		x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+	BIO_free(b);
+	if ((b = BIO_new_mem_buf(h->key, (int)h->key_len)) != NULL)
+		k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+	BIO_free(b);
+	if (x == NULL || k == NULL || SSL_CTX_use_certificate(ctx, x) != 1 ||
+	    SSL_CTX_use_PrivateKey(ctx, k) != 1) {
+		log_warnx("proxy: leaf certificate for %s: %s", host,
+		    term_ssl_error());
+		SSL_CTX_free(ctx);
+		ctx = NULL;
+	}
+	X509_free(x);
+	EVP_PKEY_free(k);
+	h->ctx = ctx;
+	return ctx;
+}
+
 int
 term_wanted(struct gateway *gw, const struct instance *inst, const char *host,
     uint16_t port)
@@ -972,7 +1031,7 @@ term_wanted(struct gateway *gw, const struct instance *inst, const char *host,
 	pc = policy_cred_for_host(gw->policy, inst->profile, host);
 	if (pc == NULL || (cv = credset_find(gw->creds, pc->name)) == NULL)
 		return 0;
-	return credset_server_ctx(cv, host) != NULL;
+	return term_leaf_ctx(cv, host) != NULL;
 }
 
 struct term *
@@ -986,7 +1045,7 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 	struct timeval tv = { 1, 0 };
 
 	pc = policy_cred_for_host(gw->policy, inst->profile, host);
-	sctx = credset_server_ctx(credset_find(gw->creds, pc->name), host);
+	sctx = term_leaf_ctx(credset_find(gw->creds, pc->name), host);
 	SSL_CTX_set_alpn_select_cb(sctx, term_alpn_cb, NULL);
 	t->gw = gw;
 	t->inst = inst;

@@ -27,7 +27,8 @@
 #include <event2/event.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "audit/audit.h"
+#include "audit/audit_chain.h"
 
 struct client {
 	struct audit *a;

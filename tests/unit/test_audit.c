@@ -15,7 +15,8 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "audit/audit.h"
+#include "audit/audit_chain.h"
 #include "tests/unit/tap.h"
 
 extern const char schema_audit_v1_sql[];
