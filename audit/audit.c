@@ -1029,7 +1029,7 @@ audit_db_keyed(struct audit *a, int version, char **cause)
  * Returns 0, -1 (*cause; retry later) or -2 (schema too new).
  */
 static int
-audit_db_open(struct audit *a, char **cause)
+audit_sqlite_open(struct audit *a, char **cause)
 {
 	int version = -1, ret = -1, r;
 	int64_t prev_seq = a->seq, now = util_now_ms();
@@ -1098,7 +1098,7 @@ audit_check(struct audit *a, char **cause)
 			    cause, "%s: %s", a->path, strerror(errno));
 		return 0;
 	}
-	rc = audit_db_open(a, cause);
+	rc = audit_sqlite_open(a, cause);
 	if (rc == -2)
 		log_warnx("audit: %s", *cause);
 	return rc == 0 ? 0 : -1;
@@ -1729,7 +1729,7 @@ audit_open(
 		pthread_cond_init(&a->cond, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	rc = audit_db_open(a, &why);
+	rc = audit_sqlite_open(a, &why);
 	if (rc == -2) {
 		*cause = why;
 		audit_free(a);

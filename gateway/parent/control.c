@@ -79,15 +79,6 @@
 #define CONTROL_IDLE_SEC       10
 #define CONTROL_PAUSE_MS       100 /* listener pause on EMFILE/ENFILE */
 
-struct client {
-	struct bufferevent *bev;
-	uid_t uid;
-	gid_t gid;
-	pid_t pid;
-	int admin;	     /* may REGISTER, RESUME, UNREGISTER, RELOAD */
-	int64_t fwd_err_sec; /* second of the last FORWARD refusal sent */
-};
-
 static int control_unpriv; /* connected non-admin clients */
 static struct {
 	uid_t uid;
@@ -103,61 +94,6 @@ static struct evconnlistener *control_listener;
 static struct state *control_state;
 static struct event *control_resume_ev;
 
-/* Send text (and optionally one fd) in one message.  0 or -1. */
-static int
-control_send(struct client *cl, const char *text, int fd)
-{
-	struct msghdr msg;
-	struct iovec iov;
-	union msg_fd_buf u;
-	ssize_t n;
-
-	memset(&msg, 0, sizeof(msg));
-	iov.iov_base = (void *)text;
-	iov.iov_len = strlen(text);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg_fd_attach(&msg, &u, fd);
-	n = sendmsg(bufferevent_getfd(cl->bev), &msg, MSG_NOSIGNAL);
-	return n == (ssize_t)iov.iov_len ? 0 : -1;
-}
-
-static int control_sendf(struct client *cl, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int
-control_sendf(struct client *cl, const char *fmt, ...)
-{
-	va_list ap;
-	char *s;
-	int ret;
-
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		fatal("vasprintf");
-	va_end(ap);
-	ret = control_send(cl, s, -1);
-	free(s);
-	return ret;
-}
-
-/*
- * RELOADED n to inst's lease holder (proto/ctl.h): its guest runs the
- * self-test again, and its result for n is awaited (selftests.c).
- */
-static void
-control_announce(struct instance *inst, uint64_t n)
-{
-	char line[64];
-
-	snprintf(line, sizeof(line), "RELOADED %llu\n", (unsigned long long)n);
-	selftests_await(control_gw, inst, n);
-	if (control_send(inst->owner, line, -1) != 0)
-		log_warnx("instance %s: could not announce the reload to its "
-			  "ksb-run",
-		    inst->id);
-}
-
 /* Undo a registration: tunnels, nftables elements, tap, audit. */
 static void
 control_unregister(struct instance *inst)
@@ -166,8 +102,9 @@ control_unregister(struct instance *inst)
 	char *cause = NULL;
 
 	log_info("unregister %s (%s)", inst->id, inst->tap);
-	selftests_abandoned(gw, inst); /* a reload's test never reported */
-	privsep_instance_del(inst);    /* its tunnels, in the proxy */
+	selftests_abandoned(gw, inst);	  /* a reload's test never reported */
+	requests_instance_gone(inst->id); /* held, grants for its turns */
+	privsep_instance_del(inst);	  /* its tunnels, in the proxy */
 	if (nft_guest_del(inst->tap, inst->mac, inst->addr, &cause) == -1) {
 		log_warnx("unregister %s: %s", inst->id, cause);
 		free(cause);
@@ -237,7 +174,7 @@ control_register(struct client *cl, const char *id, const char *profile)
 	int added = 0;
 
 	if (!policy_has_profile(gw->policy, profile)) {
-		control_sendf(cl, "ERR unknown profile `%s'\n", profile);
+		client_sendf(cl, "ERR unknown profile `%s'\n", profile);
 		return;
 	}
 	inst = registry_add(id, profile, cl, &cause);
@@ -271,7 +208,7 @@ control_register(struct client *cl, const char *id, const char *profile)
 	/* The proxy process knows the guest before the guest can exist. */
 	privsep_instance_add(inst);
 	reply = control_lease_reply(inst);
-	if (control_send(cl, reply, inst->tapfd) == -1) {
+	if (client_send(cl, reply, inst->tapfd) == -1) {
 		cause_set(&cause, "cannot send the reply: %s", strerror(errno));
 		free(reply);
 		control_unregister(inst);
@@ -294,7 +231,7 @@ fail:
 		registry_remove(inst);
 	}
 	log_warnx("register %s: %s", id, cause);
-	control_sendf(cl, "ERR %s\n", cause);
+	client_sendf(cl, "ERR %s\n", cause);
 	free(cause);
 }
 
@@ -308,14 +245,14 @@ control_resume(struct client *cl, const char *id, const char *tap)
 
 	inst = util_valid_id(id) ? registry_find_id(id) : NULL;
 	if (inst == NULL || strcmp(inst->tap, tap) != 0) {
-		control_sendf(cl,
+		client_sendf(cl,
 		    "ERR no instance `%s' with that tap to "
 		    "resume (unregistered?)\n",
 		    util_valid_id(id) ? id : "?");
 		return;
 	}
 	if (inst->owner != NULL) {
-		control_sendf(cl,
+		client_sendf(cl,
 		    "ERR instance %s is held by another "
 		    "connection\n",
 		    id);
@@ -324,14 +261,14 @@ control_resume(struct client *cl, const char *id, const char *tap)
 	if (cl->pid != inst->owner_pid ||
 	    util_proc_alive(cl->pid, &start) == -1 ||
 	    start != inst->owner_start) {
-		control_sendf(cl,
+		client_sendf(cl,
 		    "ERR instance %s was registered by another "
 		    "process (pid %ld)\n",
 		    id, (long)inst->owner_pid);
 		return;
 	}
 	reply = control_lease_reply(inst);
-	if (control_send(cl, reply, -1) == -1) {
+	if (client_send(cl, reply, -1) == -1) {
 		free(reply);
 		return; /* still an orphan: the timer will decide */
 	}
@@ -341,8 +278,8 @@ control_resume(struct client *cl, const char *id, const char *tap)
 	log_info(
 	    "resume %s (%s) by pid %ld", inst->id, inst->tap, (long)cl->pid);
 	/* The policy may have changed while no gateway ran, or by a reload
-	 * since (control_reloaded skips a lease not resumed): test it. */
-	control_announce(inst, selftests_reload_begin());
+	 * since (selftests_reloaded skips a lease not resumed): test it. */
+	selftests_announce(control_gw, inst, selftests_reload_begin());
 }
 
 static void
@@ -376,7 +313,7 @@ control_list(struct client *cl)
 	text = xmalloc(n + 1);
 	evbuffer_remove(b, text, n);
 	text[n] = '\0';
-	control_send(cl, text, -1);
+	client_send(cl, text, -1);
 	free(text);
 	evbuffer_free(b);
 }
@@ -410,7 +347,6 @@ control_reload(struct client *cl)
 		     line != NULL; line = strtok_r(NULL, "\n", &save))
 			evbuffer_add_printf(b, "W %s\n", line);
 		free(info.notes);
-		control_reloaded(); /* each guest tests the new rules */
 	} else {
 		for (line = errors; line != NULL && *line != '\0'; n++) {
 			line = strchr(line, '\n');
@@ -492,7 +428,7 @@ control_requests(struct client *cl)
 
 	if (b == NULL)
 		fatalx("evbuffer_new");
-	requests_list(b);
+	held_list(b);
 	evbuffer_add_printf(b, "END\n");
 	bufferevent_write_buffer(cl->bev, b);
 	evbuffer_free(b);
@@ -505,12 +441,12 @@ control_decide(
 {
 	char *text = NULL, *cause = NULL, esc[600];
 
-	if (requests_decide(control_gw, id, target, scope, (long)cl->uid, &text,
+	if (requests_answer(control_gw, id, target, scope, (long)cl->uid, &text,
 		&cause) == -1) {
 		log_escape(esc, sizeof(esc), cause, strlen(cause));
-		control_sendf(cl, "ERR %s\n", esc);
+		client_sendf(cl, "ERR %s\n", esc);
 	} else
-		control_sendf(cl, "OK %s\n", text);
+		client_sendf(cl, "OK %s\n", text);
 	free(text);
 	free(cause);
 }
@@ -524,7 +460,7 @@ control_turn(struct client *cl, const char *id, const char *num)
 	long long t;
 
 	if (inst == NULL || inst->owner != cl) {
-		control_sendf(cl, "ERR no instance `%s' on this connection\n",
+		client_sendf(cl, "ERR no instance `%s' on this connection\n",
 		    util_valid_id(id) ? id : "?");
 		return;
 	}
@@ -532,12 +468,12 @@ control_turn(struct client *cl, const char *id, const char *num)
 	t = strtoll(num, &e, 10);
 	if (num[0] < '0' || num[0] > '9' || *e != '\0' || errno != 0 || t < 1 ||
 	    t > CTL_TURN_MAX) {
-		control_sendf(cl, "ERR bad turn number\n");
+		client_sendf(cl, "ERR bad turn number\n");
 		return;
 	}
 	inst->turn = t;
 	requests_turn(inst->id, t);
-	control_sendf(cl, "OK\n");
+	client_sendf(cl, "OK\n");
 }
 
 /* A FORWARD's refusal: at most one "ERR forward: ..." a second. */
@@ -549,7 +485,7 @@ control_fwd_err(struct client *cl, const char *why)
 	if (sec == cl->fwd_err_sec)
 		return;
 	cl->fwd_err_sec = sec;
-	control_sendf(cl, "ERR forward: %s\n", why);
+	client_sendf(cl, "ERR forward: %s\n", why);
 }
 
 /* FORWARD ...: the lease holder's record of a port forward (forwards.c);
@@ -612,17 +548,6 @@ control_words(char *line, char **w, int max)
 	return n;
 }
 
-void
-control_reloaded(void)
-{
-	struct instance *i;
-	uint64_t n = selftests_reload_begin();
-
-	for (i = registry_first(); i != NULL; i = i->next)
-		if (i->owner != NULL) /* else re-adopted, no one to ask */
-			control_announce(i, n);
-}
-
 /*
  * SELFTEST <id> ... (proto/ctl.h): only on the connection holding the
  * instance's lease (which only an admin peer can hold).
@@ -635,20 +560,20 @@ control_selftest(struct client *cl, const char *line)
 	char *cause = NULL, *reply;
 
 	if (ctl_parse_selftest(line, &t, &cause) != 0) {
-		control_sendf(cl, "ERR %s\n", cause);
+		client_sendf(cl, "ERR %s\n", cause);
 		control_refused(cl->uid, cl->pid, "a malformed SELFTEST");
 		free(cause);
 		return;
 	}
 	inst = registry_find_id(t.id);
 	if (inst == NULL || inst->owner != cl) {
-		control_sendf(
+		client_sendf(
 		    cl, "ERR no instance `%s' on this connection\n", t.id);
 		control_refused(cl->uid, cl->pid, "SELFTEST");
 		return;
 	}
 	reply = selftests_report(control_gw, inst, &t);
-	control_send(cl, reply, -1);
+	client_send(cl, reply, -1);
 	free(reply);
 }
 
@@ -670,7 +595,7 @@ control_command(struct client *cl, char *line)
 	}
 	n = control_words(line, w, 4);
 	if (n == 0) {
-		control_sendf(cl, "ERR empty request\n");
+		client_sendf(cl, "ERR empty request\n");
 		return;
 	}
 	if (strcmp(w[0], "LIST") == 0 && n == 1) {
@@ -682,19 +607,19 @@ control_command(struct client *cl, char *line)
 	    strcmp(w[0], "TURN") != 0 && strcmp(w[0], "REQUESTS") != 0 &&
 	    strcmp(w[0], "ALLOW") != 0 && strcmp(w[0], "DENY") != 0) {
 		log_escape(esc, sizeof(esc), w[0], strlen(w[0]));
-		control_sendf(cl, "ERR unknown request `%s'\n", esc);
+		client_sendf(cl, "ERR unknown request `%s'\n", esc);
 		control_refused(cl->uid, cl->pid, "an unknown request");
 		return;
 	}
 	if (!cl->admin) {
 		if (gw->conf->control_group != NULL)
-			control_sendf(cl,
+			client_sendf(cl,
 			    "ERR permission denied: %s needs root "
 			    "or group `%s' (you are uid %ld gid %ld)\n",
 			    w[0], gw->conf->control_group, (long)cl->uid,
 			    (long)cl->gid);
 		else
-			control_sendf(cl,
+			client_sendf(cl,
 			    "ERR permission denied: %s needs root "
 			    "(you are uid %ld)\n",
 			    w[0], (long)cl->uid);
@@ -708,12 +633,12 @@ control_command(struct client *cl, char *line)
 	else if (strcmp(w[0], "UNREGISTER") == 0 && n == 2) {
 		inst = registry_find_id(w[1]);
 		if (inst == NULL || inst->owner != cl)
-			control_sendf(cl,
+			client_sendf(cl,
 			    "ERR no instance `%s' on this connection\n",
 			    util_valid_id(w[1]) ? w[1] : "?");
 		else {
 			control_unregister(inst);
-			control_sendf(cl, "OK\n");
+			client_sendf(cl, "OK\n");
 		}
 	} else if (strcmp(w[0], "RELOAD") == 0 && n == 1)
 		control_reload(cl);
@@ -725,8 +650,7 @@ control_command(struct client *cl, char *line)
 	    (strcmp(w[0], "DENY") == 0 && n == 3))
 		control_decide(cl, w[1], w[2], n == 4 ? w[3] : NULL);
 	else
-		control_sendf(
-		    cl, "ERR wrong number of arguments to %s\n", w[0]);
+		client_sendf(cl, "ERR wrong number of arguments to %s\n", w[0]);
 }
 
 static void
@@ -741,8 +665,7 @@ control_read_cb(struct bufferevent *bev, void *arg)
 	while ((line = evbuffer_readln(in, &n, EVBUFFER_EOL_LF)) != NULL) {
 		if (n >= CTL_LINE_MAX || memchr(line, '\0', n) != NULL) {
 			free(line);
-			control_sendf(
-			    cl, "ERR request too long or malformed\n");
+			client_sendf(cl, "ERR request too long or malformed\n");
 			control_client_free(cl);
 			return;
 		}
@@ -750,7 +673,7 @@ control_read_cb(struct bufferevent *bev, void *arg)
 		free(line);
 	}
 	if (evbuffer_get_length(in) >= CTL_LINE_MAX) {
-		control_sendf(cl, "ERR request too long\n");
+		client_sendf(cl, "ERR request too long\n");
 		control_client_free(cl);
 	}
 }

@@ -36,7 +36,7 @@
 #include "policy/policy.h"
 
 static void
-usage(FILE *f)
+gateway_usage(FILE *f)
 {
 	fprintf(f,
 	    "usage: ksb-gatewayd [-dnTv] [-f config] [--teardown]\n"
@@ -226,10 +226,8 @@ gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
 	case SIGHUP:
 		/* libevent runs this from the loop, not from the handler;
 		 * several SIGHUPs before it runs make one reload. */
-		if (reload_run(gw, &info, &errors) == 0) {
+		if (reload_run(gw, &info, &errors) == 0)
 			free(info.notes);
-			control_reloaded(); /* each guest tests the new rules */
-		}
 		free(errors);
 		break;
 	default:
@@ -279,17 +277,17 @@ gateway_options(int argc, char **argv, struct gateway_opts *o)
 			o->teardown = 1;
 			break;
 		case 'h':
-			usage(stdout);
+			gateway_usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
+			gateway_usage(stderr);
 			return 2;
 		}
 	}
 	if (optind != argc) {
 		fprintf(stderr, "ksb-gatewayd: unexpected argument `%s'\n",
 		    argv[optind]);
-		usage(stderr);
+		gateway_usage(stderr);
 		return 2;
 	}
 	return -1;

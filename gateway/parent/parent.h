@@ -41,8 +41,10 @@ struct reload_info {
  * "file:line:col: message" per line), each is logged and the attempt is
  * recorded in the audit database.  On success: the new policy is swapped
  * in, its digest recorded, tunnels it no longer allows closed ("revoked"),
- * live settings applied; 0 and *info (may be NULL; caller frees
- * info->notes).  Runs on the event loop; called for SIGHUP and RELOAD.
+ * live settings applied, and every guest told to test the new rules
+ * (RELOADED, selftests_reloaded); 0 and *info (may be NULL; caller frees
+ * info->notes).  Runs on the event loop; called for SIGHUP, RELOAD and a
+ * permanent grant (requests.c).
  */
 int reload_run(struct gateway *, struct reload_info *info, char **errors);
 /*
@@ -64,9 +66,6 @@ char *reload_files(const struct ksb_conf *conf, const struct policy *p);
  * The control socket (ksb-run, ksbctl): line protocol, see control.c.
  */
 int control_init(struct gateway *, char **cause);
-/* After a successful reload (SIGHUP or RELOAD): RELOADED <n> to every
- * lease holder (proto/ctl.h), each instance's result awaited. */
-void control_reloaded(void);
 /*
  * Start-up, before control_init: open <state-dir>/state.db, re-adopt the
  * registrations whose ksb-run still runs and whose tap is still on the
@@ -84,6 +83,25 @@ int control_reconcile(
  * next start to re-adopt or remove.  Tunnels are closed by proxy_shutdown.
  */
 void control_shutdown(void);
+
+/* ---- client.c --------------------------------------------------------------
+ * A connection to the control socket, as control.c accepted it.
+ */
+struct bufferevent;
+struct client {
+	struct bufferevent *bev;
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	int admin;	     /* may REGISTER, RESUME, UNREGISTER, RELOAD */
+	int64_t fwd_err_sec; /* second of the last FORWARD refusal sent */
+};
+/* Send text (and optionally one fd, -1: none, by SCM_RIGHTS) in one
+ * message, never blocking.  0, or -1 if not all of it went out. */
+int client_send(struct client *cl, const char *text, int fd);
+/* client_send of a formatted line.  0 or -1. */
+int client_sendf(struct client *cl, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* ---- filemode.c ------------------------------------------------------------
  * The gateway's files at mode 0640, group control-group (or root's).
@@ -156,27 +174,37 @@ pid_t privsep_child_pid(void);
 /* Send an operator's decision to the proxy process (MSG_GRANT). */
 void privsep_grant(const struct msg_grant *);
 
-/* ---- requests.c ------------------------------------------------------------
- * CONNECTs held for an operator's decision (limit hold), REQUESTS, ALLOW
- * and DENY.
+/* ---- held.c ----------------------------------------------------------------
+ * CONNECTs held for an operator's decision (limit hold), as REQUESTS
+ * lists them.
  */
 struct evbuffer;
 /* A held CONNECT from the proxy process (MSG_HOLD, checked). */
-void requests_hold(const struct msg_hold *);
+void held_add(const struct msg_hold *);
 /* "REQUEST instance= host= port= turn= since= left= held=" lines. */
-void requests_list(struct evbuffer *);
+void held_list(struct evbuffer *);
+/* A decision was made on instance's target host:port: off the list. */
+void held_take(const char *instance, const char *host, uint16_t port);
+/* The instance is gone: its held targets off the list. */
+void held_instance_gone(const char *instance);
+
+/* ---- requests.c ------------------------------------------------------------
+ * The operator's decisions on held CONNECTs: ALLOW and DENY, the grants
+ * for an agent turn.
+ */
+/* The instance is gone: its held targets and its turns' grants dropped. */
 void requests_instance_gone(const char *instance);
 /* TURN: the grants for turn (scope turn:N) start, those of others end. */
 void requests_turn(const char *instance, int64_t turn);
 /*
- * requests_decide: the operator (uid) allows (scope: once, instance, a
+ * requests_answer: the operator (uid) allows (scope: once, instance, a
  * duration, turn:N, permanent) or denies (scope NULL) instance id's
  * CONNECTs to target (host[:port], default 443).  Sent to the proxy
  * process (permanent: written into the profile's grant file, then
  * reload_run), recorded in the audit chain; *text (malloc'd) says what
  * was decided.  0, or -1 and *cause (nothing decided).
  */
-int requests_decide(struct gateway *, const char *id, const char *target,
+int requests_answer(struct gateway *, const char *id, const char *target,
     const char *scope, long uid, char **text, char **cause);
 
 /* ---- grantfile.c -----------------------------------------------------------
@@ -215,6 +243,16 @@ void grantfile_done(struct grantfile_undo *);
  */
 /* A reload succeeded: its number n (1, 2, ...) for RELOADED <n>. */
 uint64_t selftests_reload_begin(void);
+/*
+ * selftests_reloaded: after a successful reload (from reload_run only,
+ * so that no reload path forgets it): a new number n and RELOADED <n> to
+ * every lease holder (proto/ctl.h), each instance's result awaited.
+ * Instances re-adopted and not resumed have no one to ask: skipped.
+ */
+void selftests_reloaded(struct gateway *);
+/* RELOADED n to inst's lease holder (inst->owner, not NULL): its guest
+ * runs the self-test again, and its result for n is awaited. */
+void selftests_announce(struct gateway *, struct instance *inst, uint64_t n);
 /* inst's ksb-run was told RELOADED n (after a reload, or on its
  * resumed lease after a restart): its result for n is awaited (an
  * older one no longer counts), under the policy now in force. */

@@ -359,7 +359,7 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 	case MSG_HOLD:
 		if (msg_hold_check(p) == -1)
 			return -1;
-		requests_hold(p);
+		held_add(p);
 		return 0;
 	case MSG_TRAFFIC:
 		return privsep_traffic(p);
@@ -743,7 +743,6 @@ privsep_grant(const struct msg_grant *m)
 void
 privsep_instance_del(const struct instance *inst)
 {
-	requests_instance_gone(inst->id);
 	privsep_instance(MSG_INSTANCE_DEL, inst);
 }
 

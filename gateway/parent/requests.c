@@ -1,9 +1,8 @@
 /*
- * requests.c: CONNECTs held for an operator's decision (ksb-policy(5),
- * `limit hold N'), as the parent keeps them: the proxy process says
- * MSG_HOLD for each, REQUESTS lists them (ksbctl requests), ALLOW and DENY
- * decide (ksbctl allow/deny, control.c; root or control-group only, and
- * a guest never reaches the control socket).  A decision goes to the
+ * requests.c: the operator's decisions on CONNECTs held for one
+ * (ksb-policy(5), `limit hold N'; the list is held.c): ALLOW and DENY
+ * (ksbctl allow/deny, control.c; root or control-group only, and a guest
+ * never reaches the control socket), and the grants for an agent turn.  A decision goes to the
  * proxy process (MSG_GRANT) and into the audit chain as a policy_versions
  * record whose files column says who decided what, with which scope.
  */
@@ -17,21 +16,7 @@
 #include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
-#define REQUESTS_MAX	1024	       /* held targets listed */
 #define GRANT_TTL_MAX_S (30LL * 86400) /* a duration scope, at most */
-
-struct request {
-	char instance[33];
-	char host[256];
-	uint16_t port;
-	int64_t since_ms; /* unix ms, the first held connection */
-	int64_t until_ms; /* monotonic: the last one's hold ends */
-	int64_t turn;	  /* the instance's agent turn then, 0 none */
-	int count;	  /* connections held for it */
-};
-
-static struct request requests[REQUESTS_MAX];
-static size_t nrequests;
 
 /* Grants for one agent turn (ksbctl prompt --allow): sent to the proxy
  * process when the turn starts (TURN), revoked when the next one does. */
@@ -93,87 +78,12 @@ requests_turn_grant(const struct msg_grant *m, const char *n, char **cause)
 	return 0;
 }
 
-/* Drop the requests whose every held connection has timed out. */
-static void
-requests_expire(int64_t now)
-{
-	size_t i, j;
-
-	for (i = j = 0; i < nrequests; i++)
-		if (requests[i].until_ms > now)
-			requests[j++] = requests[i];
-	nrequests = j;
-}
-
-static struct request *
-requests_find(const char *instance, const char *host, uint16_t port)
-{
-	size_t i;
-
-	for (i = 0; i < nrequests; i++)
-		if (requests[i].port == port &&
-		    strcmp(requests[i].host, host) == 0 &&
-		    strcmp(requests[i].instance, instance) == 0)
-			return &requests[i];
-	return NULL;
-}
-
-void
-requests_hold(const struct msg_hold *m)
-{
-	struct instance *inst = registry_find_id(m->instance);
-	int64_t now = util_mono_ms();
-	struct request *r;
-
-	requests_expire(now);
-	if ((r = requests_find(m->instance, m->host, m->port)) == NULL) {
-		if (nrequests == REQUESTS_MAX)
-			return; /* still held, only not listed */
-		r = &requests[nrequests++];
-		memset(r, 0, sizeof(*r));
-		snprintf(r->instance, sizeof(r->instance), "%s", m->instance);
-		snprintf(r->host, sizeof(r->host), "%s", m->host);
-		r->port = m->port;
-		r->since_ms = util_now_ms();
-	}
-	r->until_ms = now + (int64_t)m->hold_s * 1000;
-	r->turn = inst != NULL ? inst->turn : 0;
-	r->count++;
-}
-
-void
-requests_list(struct evbuffer *b)
-{
-	int64_t now = util_mono_ms();
-	size_t i;
-
-	requests_expire(now);
-	for (i = 0; i < nrequests; i++) {
-		char esc[600];
-
-		/* The host is a normalised name; escaped all the same. */
-		log_escape(esc, sizeof(esc), requests[i].host,
-		    strlen(requests[i].host));
-		evbuffer_add_printf(b,
-		    "REQUEST instance=%s host=%s port=%u turn=%lld since=%lld "
-		    "left=%lld held=%d\n",
-		    requests[i].instance, esc, requests[i].port,
-		    (long long)requests[i].turn,
-		    (long long)requests[i].since_ms,
-		    (long long)(requests[i].until_ms - now + 999) / 1000,
-		    requests[i].count);
-	}
-}
-
 void
 requests_instance_gone(const char *instance)
 {
 	size_t i, j;
 
-	for (i = j = 0; i < nrequests; i++)
-		if (strcmp(requests[i].instance, instance) != 0)
-			requests[j++] = requests[i];
-	nrequests = j;
+	held_instance_gone(instance);
 	for (i = j = 0; i < nturn_grants; i++)
 		if (strcmp(turn_grants[i].m.instance, instance) != 0)
 			turn_grants[j++] = turn_grants[i];
@@ -239,7 +149,7 @@ requests_errors_line(const char *errors)
 /*
  * "permanent": m's target allowed for the instance's profile by a
  * drop-in file (grantfile.c), taken in by the normal reload (reload_run,
- * then control_reloaded as after SIGHUP): a reload that fails puts the
+ * which announces it to the guests, as after SIGHUP): a reload that fails puts the
  * file back as it was and nothing is granted.  The new policy lets the
  * held connections through (proxy_policy_changed).
  * *path: the file written.  0 or -1.
@@ -281,17 +191,15 @@ requests_permanent(struct gateway *gw, const struct msg_grant *m, long uid,
 	}
 	free(info.notes);
 	grantfile_done(&u);
-	control_reloaded(); /* as after SIGHUP: each guest tests the rules */
 	snprintf(path, pathsz, "%s", u.path);
 	return 0;
 }
 
 int
-requests_decide(struct gateway *gw, const char *id, const char *target,
+requests_answer(struct gateway *gw, const char *id, const char *target,
     const char *scope, long uid, char **text, char **cause)
 {
 	struct msg_grant m;
-	struct request *r;
 	char path[4200] = "";
 	int perm = scope != NULL && strcmp(scope, "permanent") == 0;
 
@@ -316,8 +224,7 @@ requests_decide(struct gateway *gw, const char *id, const char *target,
 		return -1;
 	if (!perm && (scope == NULL || strncmp(scope, "turn:", 5) != 0))
 		privsep_grant(&m);
-	if ((r = requests_find(m.instance, m.host, m.port)) != NULL)
-		*r = requests[--nrequests];
+	held_take(m.instance, m.host, m.port);
 	xasprintf(text, "operator uid %ld: %s %s %s:%u%s%s%s%s", uid,
 	    scope == NULL ? "deny" : "allow", m.instance, m.host, m.port,
 	    scope != NULL ? " " : "", scope != NULL ? scope : "",

@@ -165,3 +165,27 @@ selftests_abandoned(struct gateway *gw, struct instance *inst)
 			  "queued",
 		    inst->id);
 }
+
+void
+selftests_announce(struct gateway *gw, struct instance *inst, uint64_t n)
+{
+	char line[64];
+
+	snprintf(line, sizeof(line), "RELOADED %llu\n", (unsigned long long)n);
+	selftests_await(gw, inst, n);
+	if (client_send(inst->owner, line, -1) != 0)
+		log_warnx("instance %s: could not announce the reload to its "
+			  "ksb-run",
+		    inst->id);
+}
+
+void
+selftests_reloaded(struct gateway *gw)
+{
+	struct instance *i;
+	uint64_t n = selftests_reload_begin();
+
+	for (i = registry_first(); i != NULL; i = i->next)
+		if (i->owner != NULL) /* else re-adopted, no one to ask */
+			selftests_announce(gw, i, n);
+}

@@ -16,13 +16,13 @@
 #define ALERT_INTERNAL_ERROR	80
 #define ALERT_UNRECOGNIZED_NAME 112
 
-struct out {
+struct refusal_out {
 	char *buf;
 	size_t size, len;
 };
 
 static void
-out_add(struct out *o, const char *fmt, ...)
+refusal_out_add(struct refusal_out *o, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
@@ -40,66 +40,69 @@ out_add(struct out *o, const char *fmt, ...)
 }
 
 static const char *
-str(const char *s, const char *dflt)
+refusal_str(const char *s, const char *dflt)
 {
 	return s != NULL && s[0] != '\0' ? s : dflt;
 }
 
 /* "allow HOST:PORT" / "allow-address ADDR/32:PORT" to profile P. */
 static void
-ask_rule(struct out *o, const struct refusal *r, const char *rule)
+refusal_ask_rule(
+    struct refusal_out *o, const struct refusal *r, const char *rule)
 {
-	out_add(o,
+	refusal_out_add(o,
 	    "; ask the operator to add \"%s\" to profile %s and run: "
 	    "ksbctl reload",
-	    rule, str(r->profile, "?"));
+	    rule, refusal_str(r->profile, "?"));
 }
 
 static void
-ask_audit(struct out *o, const struct refusal *r)
+refusal_ask_audit(struct refusal_out *o, const struct refusal *r)
 {
-	out_add(o, "; the operator sees it with: ksbctl audit --instance %s",
-	    str(r->instance, "?"));
+	refusal_out_add(o,
+	    "; the operator sees it with: ksbctl audit --instance %s",
+	    refusal_str(r->instance, "?"));
 	if (r->host != NULL && r->host[0] != '\0')
-		out_add(o, " --host %s", r->host);
+		refusal_out_add(o, " --host %s", r->host);
 }
 
 /* The why and what-to-ask of a refusal after the policy allowed the
  * name: resolution, screening, connect, audit. */
 static int
-body_upstream(struct out *o, const struct refusal *r, const char *addr)
+refusal_body_upstream(
+    struct refusal_out *o, const struct refusal *r, const char *addr)
 {
 	char rule[128];
 
 	switch (r->reason) {
 	case REASON_RESOLVE_FAILED:
-		out_add(o, ": the gateway could not resolve the name");
-		out_add(o,
+		refusal_out_add(o, ": the gateway could not resolve the name");
+		refusal_out_add(o,
 		    "; ask the operator to check the gateway's resolver "
 		    "and hosts-file");
-		ask_audit(o, r);
+		refusal_ask_audit(o, r);
 		return 1;
 	case REASON_ADDRESS_SCREENED:
-		out_add(o,
+		refusal_out_add(o,
 		    ": it resolves to %s (%s), an address guests may "
 		    "not reach",
-		    addr, str(r->detail, "screened"));
+		    addr, refusal_str(r->detail, "screened"));
 		if (r->rule != NULL)
-			out_add(o,
+			refusal_out_add(o,
 			    "; the rule \"%s\" covers %s on other ports "
 			    "only (allow-address without a port means "
 			    "443)",
 			    r->rule, addr);
 		snprintf(rule, sizeof(rule), "allow-address %s/%s:%u", addr,
 		    strchr(addr, ':') != NULL ? "128" : "32", r->port);
-		ask_rule(o, r, rule);
+		refusal_ask_rule(o, r, rule);
 		return 1;
 	case REASON_CONNECT_REFUSED:
 	case REASON_CONNECT_RESET:
 	case REASON_CONNECT_UNREACHABLE:
 	case REASON_CONNECT_FAILED:
 	case REASON_CONNECT_TIMEOUT:
-		out_add(o, ": the upstream %s %s", addr,
+		refusal_out_add(o, ": the upstream %s %s", addr,
 		    r->reason == REASON_CONNECT_REFUSED ?
 			"refused the "
 			"connection" :
@@ -111,20 +114,21 @@ body_upstream(struct out *o, const struct refusal *r, const char *addr)
 			r->reason == REASON_CONNECT_TIMEOUT ?
 			"did not answer" :
 			"could not be reached");
-		out_add(o, "; retry later or ask the operator to check it");
-		ask_audit(o, r);
+		refusal_out_add(
+		    o, "; retry later or ask the operator to check it");
+		refusal_ask_audit(o, r);
 		return 1;
 	case REASON_AUDIT_UNAVAILABLE:
-		out_add(o,
+		refusal_out_add(o,
 		    ": the gateway cannot write its audit log, so it "
 		    "refuses every connection; ask the operator to free "
 		    "or repair the audit database (ksbctl audit verify)");
 		return 1;
 	case REASON_REVOKED:
-		out_add(o, ": a policy reload no longer allows it");
-		snprintf(rule, sizeof(rule), "allow %s:%u", str(r->host, "?"),
-		    r->port);
-		ask_rule(o, r, rule);
+		refusal_out_add(o, ": a policy reload no longer allows it");
+		snprintf(rule, sizeof(rule), "allow %s:%u",
+		    refusal_str(r->host, "?"), r->port);
+		refusal_ask_rule(o, r, rule);
 		return 1;
 	default:
 		return 0;
@@ -133,36 +137,38 @@ body_upstream(struct out *o, const struct refusal *r, const char *addr)
 
 /* The policy's own refusals and the request's. */
 static void
-body_other(struct out *o, const struct refusal *r)
+refusal_body_other(struct refusal_out *o, const struct refusal *r)
 {
 	char rule[128];
 
 	if (r->detail != NULL)
-		out_add(o, ": %s", r->detail);
+		refusal_out_add(o, ": %s", r->detail);
 	switch (r->reason) {
 	case REASON_NOT_IN_ALLOWLIST:
 		/* A grant (this connection) or a rule (for good). */
-		out_add(o, "; ask the operator to run: ksbctl allow %s %s:%u",
-		    str(r->instance, "?"), str(r->host, "?"), r->port);
-		snprintf(rule, sizeof(rule), "allow %s:%u", str(r->host, "?"),
+		refusal_out_add(o,
+		    "; ask the operator to run: ksbctl allow %s %s:%u",
+		    refusal_str(r->instance, "?"), refusal_str(r->host, "?"),
 		    r->port);
-		out_add(o,
+		snprintf(rule, sizeof(rule), "allow %s:%u",
+		    refusal_str(r->host, "?"), r->port);
+		refusal_out_add(o,
 		    ", or to add \"%s\" to profile %s and run: "
 		    "ksbctl reload",
-		    rule, str(r->profile, "?"));
+		    rule, refusal_str(r->profile, "?"));
 		break;
 	case REASON_IP_LITERAL:
 		if (r->addr == NULL)
 			break; /* a spelling no rule can allow */
 		snprintf(rule, sizeof(rule), "allow-address %s/%s:%u", r->addr,
 		    strchr(r->addr, ':') != NULL ? "128" : "32", r->port);
-		ask_rule(o, r, rule);
+		refusal_ask_rule(o, r, rule);
 		break;
 	case REASON_RATE_LIMITED:
 	case REASON_INSTANCE_RATE_LIMITED:
 	case REASON_INSTANCE_CONNECTION_LIMIT:
 	case REASON_TOO_MANY_CONNECTIONS:
-		out_add(o,
+		refusal_out_add(o,
 		    "; retry more slowly, or ask the operator to raise "
 		    "the profile's limit (ksb-policy(5)) and run: "
 		    "ksbctl reload");
@@ -175,21 +181,21 @@ body_other(struct out *o, const struct refusal *r)
 size_t
 refusal_body(char *buf, size_t size, const struct refusal *r)
 {
-	struct out o = { buf, size, 0 };
-	const char *addr = str(r->addr, "?");
+	struct refusal_out o = { buf, size, 0 };
+	const char *addr = refusal_str(r->addr, "?");
 	size_t i;
 
 	if (size == 0)
 		return 0;
 	buf[0] = '\0';
 	if (r->port != 0 && r->host != NULL && r->host[0] != '\0')
-		out_add(&o, "ksb: refused CONNECT %s:%u (%s)", r->host, r->port,
-		    reason_name(r->reason));
+		refusal_out_add(&o, "ksb: refused CONNECT %s:%u (%s)", r->host,
+		    r->port, reason_name(r->reason));
 	else
-		out_add(&o, "ksb: refused the request (%s)",
+		refusal_out_add(&o, "ksb: refused the request (%s)",
 		    reason_name(r->reason));
-	if (!body_upstream(&o, r, addr))
-		body_other(&o, r);
+	if (!refusal_body_upstream(&o, r, addr))
+		refusal_body_other(&o, r);
 	/* Room for the newline: cut the line if need be. */
 	if (o.len > size - 2)
 		o.len = size - 2;
