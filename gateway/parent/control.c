@@ -956,56 +956,58 @@ cleanup:
 	return ret;
 }
 
+/* The control socket's directory, made if missing.  0, or -1 and *cause. */
+static int
+control_socket_dir(const char *path, char **cause)
+{
+	char *dir, *slash;
+	int ret = 0;
+
+	dir = xstrdup(path);
+	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+		*slash = '\0';
+		if (util_mkdirs(dir, 0755) == -1)
+			ret = cause_set(cause, "%s: %s", dir, strerror(errno));
+	}
+	free(dir);
+	return ret;
+}
+
 int
 control_init(struct gateway *gw, char **cause)
 {
 	struct sockaddr_un sun;
 	const char *path = gw->conf->control_socket;
-	char *dir, *slash;
 	int fd;
 
 	control_gw = gw;
-	memset(&sun, 0, sizeof(sun));
-	sun.sun_family = AF_UNIX;
-	if (strlen(path) >= sizeof(sun.sun_path))
+	if (usock_addr(&sun, path) == -1 && errno == ENAMETOOLONG)
 		return cause_set(
 		    cause, "control-socket: path too long: `%s'", path);
-	strcpy(sun.sun_path, path);
-	dir = xstrdup(path);
-	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
-		*slash = '\0';
-		if (util_mkdirs(dir, 0755) == -1) {
-			cause_set(cause, "%s: %s", dir, strerror(errno));
-			free(dir);
-			return -1;
-		}
-	}
-	free(dir);
+	if (control_socket_dir(path, cause) == -1)
+		return -1;
 	/* A live socket means another gateway; a dead one is stale. */
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd != -1 &&
-	    connect(fd, (struct sockaddr *)&sun, sizeof(sun)) == 0) {
+	if ((fd = usock_connect(path, 0)) != -1) {
 		close(fd);
 		return cause_set(
 		    cause, "%s: another ksb-gatewayd is running", path);
 	}
-	if (fd != -1)
-		close(fd);
-	unlink(path);
-	control_listener = evconnlistener_new_bind(gw->base, control_accept_cb,
-	    gw, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 16,
-	    (struct sockaddr *)&sun, sizeof(sun));
-	if (control_listener == NULL)
+	/* Everyone may connect (LIST); privileged requests check SO_PEERCRED. */
+	if ((fd = usock_listen(path, 0666, 16, SOCK_NONBLOCK)) == -1)
 		return cause_set(cause, "%s: %s", path, strerror(errno));
+	control_listener = evconnlistener_new(gw->base, control_accept_cb, gw,
+	    LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 0, fd);
+	if (control_listener == NULL) {
+		cause_set(cause, "%s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
 	evconnlistener_set_error_cb(
 	    control_listener, control_listener_error_cb);
 	control_pause_ev =
 	    evtimer_new(gw->base, control_resume_listener_cb, NULL);
 	if (control_pause_ev == NULL)
 		fatalx("evtimer_new");
-	/* Everyone may connect (LIST); privileged requests check SO_PEERCRED. */
-	if (chmod(path, 0666) == -1)
-		return cause_set(cause, "%s: chmod: %s", path, strerror(errno));
 	return 0;
 }
 
