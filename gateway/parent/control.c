@@ -864,65 +864,60 @@ control_tap_listed(char (*taps)[16], size_t ntaps, const char *tap)
 /* 90 lines: restart reconciliation as one batch (state rows,
  * liveness, taps, the nftables guests) built and committed together, all
  * or nothing. */
-int
-control_reconcile(struct gateway *gw, const struct nft_params *np, char **cause)
+/*
+ * One registration read back from the state database: re-adopted (its
+ * nftables elements into guests[*ng]) or forgotten (state and audit).
+ * 0, or -1 and *cause (the state database failed).
+ */
+static int
+control_reconcile_row(struct gateway *gw, const struct instance *row,
+    char (*taps)[16], size_t ntaps, struct nft_guest *guests, size_t *ng,
+    char **cause)
 {
-	struct instance *rows = NULL, *inst;
-	struct nft_guest *guests = NULL;
-	char(*taps)[16] = NULL, *path = NULL, *why = NULL;
-	const char *reason;
-	size_t nrows = 0, ntaps = 0, ng = 0, i;
+	struct instance *inst = NULL;
+	const char *reason = NULL;
+	char *why = NULL;
 	uint64_t start;
-	struct timeval tv;
-	int ret = -1;
+	int ret = 0;
 
-	control_gw = gw;
-	xasprintf(&path, "%s/state.db", gw->conf->state_dir);
-	if (state_open(path, &control_state, cause) == -1 ||
-	    state_load(control_state, &rows, &nrows, cause) == -1 ||
-	    netdev_taps_on_bridge(gw->conf->bridge, &taps, &ntaps, cause) == -1)
-		goto cleanup;
-
-	guests = xcalloc(nrows + 1, sizeof(*guests));
-	for (i = 0; i < nrows; i++) {
-		reason = NULL;
-		inst = NULL;
-		if (util_proc_alive(rows[i].owner_pid, &start) == -1 ||
-		    start != rows[i].owner_start)
-			reason = "its ksb-run is gone";
-		else if (!control_tap_listed(taps, ntaps, rows[i].tap))
-			reason = "its tap is gone";
-		else if (ng == NFT_GUESTS_MAX)
-			reason = "too many instances";
-		else if ((inst = registry_adopt(&rows[i], &why)) == NULL)
-			reason = why;
-		if (inst == NULL) {
-			log_info("forgetting instance %s (%s): %s", rows[i].id,
-			    rows[i].tap, reason);
-			if (rows[i].audit_id != -1)
-				audit_unregister(gw->audit, rows[i].audit_id);
-			if (state_del(control_state, rows[i].id, cause) == -1)
-				goto cleanup;
-			free(why);
-			why = NULL;
-			continue;
-		}
-		inst->resume_by_ms = util_mono_ms() + CONTROL_RESUME_GRACE_MS;
-		memcpy(guests[ng].tap, inst->tap, sizeof(guests[ng].tap));
-		memcpy(guests[ng].mac, inst->mac, sizeof(guests[ng].mac));
-		guests[ng].addr = inst->addr;
-		ng++;
-		log_info("re-adopted instance %s (%s), waiting %d s for its "
-			 "ksb-run (pid %ld) to resume",
-		    inst->id, inst->tap, CONTROL_RESUME_GRACE_MS / 1000,
-		    (long)inst->owner_pid);
+	if (util_proc_alive(row->owner_pid, &start) == -1 ||
+	    start != row->owner_start)
+		reason = "its ksb-run is gone";
+	else if (!control_tap_listed(taps, ntaps, row->tap))
+		reason = "its tap is gone";
+	else if (*ng == NFT_GUESTS_MAX)
+		reason = "too many instances";
+	else if ((inst = registry_adopt(row, &why)) == NULL)
+		reason = why;
+	if (inst == NULL) {
+		log_info("forgetting instance %s (%s): %s", row->id, row->tap,
+		    reason);
+		if (row->audit_id != -1)
+			audit_unregister(gw->audit, row->audit_id);
+		ret = state_del(control_state, row->id, cause);
+		free(why);
+		return ret;
 	}
+	inst->resume_by_ms = util_mono_ms() + CONTROL_RESUME_GRACE_MS;
+	memcpy(guests[*ng].tap, inst->tap, sizeof(guests[*ng].tap));
+	memcpy(guests[*ng].mac, inst->mac, sizeof(guests[*ng].mac));
+	guests[*ng].addr = inst->addr;
+	(*ng)++;
+	log_info("re-adopted instance %s (%s), waiting %d s for its "
+		 "ksb-run (pid %ld) to resume",
+	    inst->id, inst->tap, CONTROL_RESUME_GRACE_MS / 1000,
+	    (long)inst->owner_pid);
+	return 0;
+}
 
-	/* Both tables, with exactly the re-adopted guests: one batch. */
-	if (nft_setup(np, guests, ng, cause) == -1)
-		goto cleanup;
+/* Every tap on the bridge that no registered instance holds goes. */
+static void
+control_reconcile_taps(char (*taps)[16], size_t ntaps)
+{
+	struct instance *inst;
+	char *why = NULL;
+	size_t i;
 
-	/* Every other tap on the bridge goes. */
 	for (i = 0; i < ntaps; i++) {
 		for (inst = registry_first(); inst != NULL; inst = inst->next)
 			if (strcmp(inst->tap, taps[i]) == 0)
@@ -936,6 +931,35 @@ control_reconcile(struct gateway *gw, const struct nft_params *np, char **cause)
 			why = NULL;
 		}
 	}
+}
+
+int
+control_reconcile(struct gateway *gw, const struct nft_params *np, char **cause)
+{
+	struct instance *rows = NULL;
+	struct nft_guest *guests = NULL;
+	char(*taps)[16] = NULL, *path = NULL;
+	size_t nrows = 0, ntaps = 0, ng = 0, i;
+	struct timeval tv;
+	int ret = -1;
+
+	control_gw = gw;
+	xasprintf(&path, "%s/state.db", gw->conf->state_dir);
+	if (state_open(path, &control_state, cause) == -1 ||
+	    state_load(control_state, &rows, &nrows, cause) == -1 ||
+	    netdev_taps_on_bridge(gw->conf->bridge, &taps, &ntaps, cause) == -1)
+		goto cleanup;
+
+	guests = xcalloc(nrows + 1, sizeof(*guests));
+	for (i = 0; i < nrows; i++)
+		if (control_reconcile_row(
+			gw, &rows[i], taps, ntaps, guests, &ng, cause) == -1)
+			goto cleanup;
+
+	/* Both tables, with exactly the re-adopted guests: one batch. */
+	if (nft_setup(np, guests, ng, cause) == -1)
+		goto cleanup;
+	control_reconcile_taps(taps, ntaps);
 
 	control_resume_ev = evtimer_new(gw->base, control_resume_cb, NULL);
 	if (control_resume_ev == NULL)
@@ -952,7 +976,6 @@ cleanup:
 	free(guests);
 	free(taps);
 	free(path);
-	free(why);
 	return ret;
 }
 

@@ -113,23 +113,19 @@ child_hosts(const char *text, uint32_t has, uint64_t len)
 	resolve_hosts_set(child_gw, h);
 }
 
-/* Read the policy files out of the parent's memfd and swap them in. */
-static void
-child_policy(const struct msg_policy *m, int fd)
+/* The memfd's m->size + m->cred_size bytes (malloc'd; the caller wipes
+ * and frees them).  Fatal if the memfd is not what m says. */
+static char *
+child_policy_read(const struct msg_policy *m, int fd)
 {
-	struct ksb_conf *conf = child_gw->conf;
-	struct policy *np = NULL, *old;
-	struct credset *ncreds = NULL, *oldcreds;
-	char **names = NULL, **texts = NULL, *buf = NULL, *errors = NULL;
-	size_t *lens = NULL, off = 0, i, n = m->nfiles;
-	int done = 0;
 	struct stat st;
-	uint32_t nl;
-	uint64_t tl;
+	size_t off = 0;
+	char *buf;
 
 	if (fstat(fd, &st) == -1 || st.st_size < 0 ||
 	    m->size > CHILD_POLICY_MAX || m->cred_size > CHILD_POLICY_MAX ||
-	    (uint64_t)st.st_size != m->size + m->cred_size || n > 100000)
+	    (uint64_t)st.st_size != m->size + m->cred_size ||
+	    m->nfiles > 100000)
 		fatalx("proxy: bad policy from the parent");
 	buf = xmalloc(m->size + m->cred_size + 1);
 	while (off < m->size + m->cred_size) {
@@ -140,10 +136,23 @@ child_policy(const struct msg_policy *m, int fd)
 			fatal("proxy: policy read");
 		off += (size_t)r;
 	}
-	names = xcalloc(n + 1, sizeof(*names));
-	texts = xcalloc(n + 1, sizeof(*texts));
-	lens = xcalloc(n + 1, sizeof(*lens));
-	for (off = 0, i = 0; i < n; i++) {
+	return buf;
+}
+
+/*
+ * The m->nfiles policy files in buf (name length, name, text length,
+ * text): names[i] malloc'd, texts[i] pointing into buf.  Returns the
+ * offset of what follows them (the hosts file).  Fatal if malformed.
+ */
+static size_t
+child_policy_files(const struct msg_policy *m, char *buf, char **names,
+    char **texts, size_t *lens)
+{
+	size_t off = 0, i;
+	uint32_t nl;
+	uint64_t tl;
+
+	for (i = 0; i < m->nfiles; i++) {
 		if (m->size - off < 4)
 			fatalx("proxy: bad policy from the parent");
 		memcpy(&nl, buf + off, 4);
@@ -164,6 +173,44 @@ child_policy(const struct msg_policy *m, int fd)
 	}
 	if (m->size - off != (m->has_hosts ? m->hosts_size : 0))
 		fatalx("proxy: bad policy from the parent");
+	return off;
+}
+
+/* The new policy, credentials and live settings in force: the count of
+ * tunnels it revoked.  np and ncreds are taken over. */
+static int
+child_policy_swap(const struct msg_policy *m, struct policy *np,
+    struct credset *ncreds, const char *hosts)
+{
+	struct policy *old = child_gw->policy;
+	struct credset *oldcreds = child_gw->creds;
+	int revoked;
+
+	conf_live_set(child_gw->conf, m->live);
+	child_hosts(hosts, m->has_hosts, m->hosts_size);
+	child_gw->policy = np;
+	child_gw->creds = ncreds;
+	revoked = proxy_policy_changed();
+	policy_free(old);
+	credset_free(oldcreds);
+	return revoked;
+}
+
+/* Read the policy files out of the parent's memfd and swap them in. */
+static void
+child_policy(const struct msg_policy *m, int fd)
+{
+	struct policy *np = NULL;
+	struct credset *ncreds = NULL;
+	char **names, **texts, *buf, *errors = NULL;
+	size_t *lens, off, i, n = m->nfiles;
+	int done;
+
+	buf = child_policy_read(m, fd);
+	names = xcalloc(n + 1, sizeof(*names));
+	texts = xcalloc(n + 1, sizeof(*texts));
+	lens = xcalloc(n + 1, sizeof(*lens));
+	off = child_policy_files(m, buf, names, texts, lens);
 	if (credset_read((const uint8_t *)buf + m->size, m->cred_size,
 		m->ncreds, &ncreds) == -1)
 		fatalx("proxy: bad credentials from the parent");
@@ -171,20 +218,10 @@ child_policy(const struct msg_policy *m, int fd)
 		(const char *const *)texts, lens, n, &np, &errors) == -1) {
 		log_warnx(
 		    "proxy: the parent's policy does not parse: %s", errors);
+		credset_free(ncreds);
 		done = -1;
-	} else {
-		conf_live_set(conf, m->live);
-		child_hosts(buf + off, m->has_hosts, m->hosts_size);
-		old = child_gw->policy;
-		child_gw->policy = np;
-		oldcreds = child_gw->creds;
-		child_gw->creds = ncreds;
-		ncreds = NULL;
-		done = proxy_policy_changed();
-		policy_free(old);
-		credset_free(oldcreds);
-	}
-	credset_free(ncreds);
+	} else
+		done = child_policy_swap(m, np, ncreds, buf + off);
 	uplink_policy_done(done);
 	for (i = 0; i < n; i++)
 		free(names[i]);

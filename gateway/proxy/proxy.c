@@ -633,6 +633,122 @@ relay_arm(struct relay_dir *d, int wr_blocked)
 		event_del(d->rev);
 }
 
+/* What one step of relay_pump did. */
+enum relay_step {
+	RELAY_IDLE,	 /* nothing in flight */
+	RELAY_MOVED,	 /* bytes moved (or the read side changed): again */
+	RELAY_WRBLOCKED, /* the destination is full */
+	RELAY_CLOSED,	 /* c was closed (relay_fail) */
+};
+
+/* Write what d holds (bytes read before the relay, then the pipe) to its
+ * destination. */
+static enum relay_step
+relay_drain(struct conn *c, struct relay_dir *d)
+{
+	ssize_t n;
+
+	if (d->pendoff < d->pendlen) {
+		n = send(d->dst, d->pend + d->pendoff, d->pendlen - d->pendoff,
+		    MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (n == -1 && !relay_again()) {
+			(void)relay_fail(c, d->dst);
+			return RELAY_CLOSED;
+		}
+		if (n <= 0)
+			return RELAY_WRBLOCKED;
+		d->pendoff += n;
+	} else if (d->inpipe > 0) {
+		n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe,
+		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (n == -1 && !relay_again()) {
+			(void)relay_fail(c, d->dst);
+			return RELAY_CLOSED;
+		}
+		if (n <= 0)
+			return RELAY_WRBLOCKED;
+		d->inpipe -= n;
+	} else
+		return RELAY_IDLE;
+	c->last_ms = util_mono_ms();
+	return RELAY_MOVED;
+}
+
+/* No pipe to be had: peek, send, then drop what was sent. */
+static enum relay_step
+relay_copy(
+    struct conn *c, struct relay_dir *d, uint64_t *count, int *rd_blocked)
+{
+	ssize_t n, m;
+
+	n = recv(d->src, relay_buf, sizeof(relay_buf), MSG_PEEK | MSG_DONTWAIT);
+	if (n == -1 && !relay_again()) {
+		(void)relay_fail(c, d->src);
+		return RELAY_CLOSED;
+	}
+	if (n == -1) {
+		*rd_blocked = 1;
+		return RELAY_MOVED;
+	}
+	if (n == 0) {
+		d->eof = 1;
+		return RELAY_MOVED;
+	}
+	m = send(d->dst, relay_buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (m == -1 && !relay_again()) {
+		(void)relay_fail(c, d->dst);
+		return RELAY_CLOSED;
+	}
+	if (m <= 0)
+		return RELAY_WRBLOCKED;
+	(void)recv(d->src, relay_buf, m, MSG_TRUNC | MSG_DONTWAIT);
+	*count += m;
+	c->last_ms = util_mono_ms();
+	return RELAY_MOVED;
+}
+
+/* Read from the source into the pipe (splice). */
+static enum relay_step
+relay_fill(
+    struct conn *c, struct relay_dir *d, uint64_t *count, int *rd_blocked)
+{
+	ssize_t n;
+
+	n = splice(d->src, NULL, d->pipe[1], NULL, d->pipe_size,
+	    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n == -1 && !relay_again()) {
+		(void)relay_fail(c, d->src);
+		return RELAY_CLOSED;
+	}
+	if (n == -1 || (n > 0 && n < RELAY_SHORT))
+		*rd_blocked = 1;
+	if (n == 0)
+		d->eof = 1;
+	else if (n > 0) {
+		d->inpipe += n;
+		*count += n;
+		c->last_ms = util_mono_ms();
+	}
+	return RELAY_MOVED;
+}
+
+/* Nothing in flight any more: the pipe back, the buffer freed, and the
+ * destination half-closed after the source's end. */
+static void
+relay_settle(struct relay_dir *d)
+{
+	if (d->inpipe != 0 || d->pendoff < d->pendlen)
+		return;
+	relay_pipe_put(d);
+	free(d->pend);
+	d->pend = NULL;
+	d->pendoff = d->pendlen = 0;
+	if (d->eof && !d->shut) {
+		shutdown(d->dst, SHUT_WR);
+		d->shut = 1;
+	}
+}
+
 /*
  * Move what direction i can move without blocking: first the bytes the
  * bufferevents held, then splice(2) source -> pipe -> destination.  Passes
@@ -641,103 +757,35 @@ relay_arm(struct relay_dir *d, int wr_blocked)
  * read event reports what is there: relay_start).  A read shorter than
  * RELAY_SHORT emptied the socket: no second read to fail with EAGAIN.
  * 0, or -1 once c is closed.
- *
- * 93 lines: the splice(2) relay of one direction: buffered bytes,
- * pipe fill and drain, half-close and re-arming are one state machine on
- * the hot path.
  */
 static int
 relay_pump(struct conn *c, int i, int fresh)
 {
 	struct relay_dir *d = &c->dir[i];
 	uint64_t *count = i == 0 ? &c->bytes_up : &c->bytes_down;
-	int rd_blocked = fresh, wr_blocked = 0;
-	ssize_t n, m;
+	int rd_blocked = fresh;
+	enum relay_step st;
 
-	while (!wr_blocked) {
-		if (d->pendoff < d->pendlen) {
-			n = send(d->dst, d->pend + d->pendoff,
-			    d->pendlen - d->pendoff,
-			    MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (n == -1 && !relay_again())
-				return relay_fail(c, d->dst);
-			if (n <= 0) {
-				wr_blocked = 1;
+	for (;;) {
+		st = relay_drain(c, d);
+		if (st == RELAY_IDLE) {
+			/* Nothing in flight: read, unless the source ended or
+			 * has nothing (with the pipe empty, EAGAIN means
+			 * exactly that). */
+			if (d->eof || rd_blocked)
 				break;
-			}
-			d->pendoff += n;
-			c->last_ms = util_mono_ms();
-			continue;
+			if (d->pipe[0] == -1 && relay_pipe_get(d) == -1)
+				st = relay_copy(c, d, count, &rd_blocked);
+			else
+				st = relay_fill(c, d, count, &rd_blocked);
 		}
-		if (d->inpipe > 0) {
-			n = splice(d->pipe[0], NULL, d->dst, NULL, d->inpipe,
-			    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-			if (n == -1 && !relay_again())
-				return relay_fail(c, d->dst);
-			if (n <= 0) {
-				wr_blocked = 1;
-				break;
-			}
-			d->inpipe -= n;
-			c->last_ms = util_mono_ms();
-			continue;
-		}
-		/* Nothing in flight: read, unless the source ended or has
-		 * nothing (with the pipe empty, EAGAIN means exactly that). */
-		if (d->eof || rd_blocked)
+		if (st == RELAY_CLOSED)
+			return -1;
+		if (st == RELAY_WRBLOCKED)
 			break;
-		if (d->pipe[0] == -1 && relay_pipe_get(d) == -1) {
-			n = recv(d->src, relay_buf, sizeof(relay_buf),
-			    MSG_PEEK | MSG_DONTWAIT);
-			if (n == -1 && !relay_again())
-				return relay_fail(c, d->src);
-			if (n == -1) {
-				rd_blocked = 1;
-				continue;
-			}
-			if (n == 0) {
-				d->eof = 1;
-				continue;
-			}
-			m = send(
-			    d->dst, relay_buf, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (m == -1 && !relay_again())
-				return relay_fail(c, d->dst);
-			if (m <= 0) {
-				wr_blocked = 1;
-				break;
-			}
-			(void)recv(
-			    d->src, relay_buf, m, MSG_TRUNC | MSG_DONTWAIT);
-			*count += m;
-			c->last_ms = util_mono_ms();
-			continue;
-		}
-		n = splice(d->src, NULL, d->pipe[1], NULL, d->pipe_size,
-		    SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
-		if (n == -1 && !relay_again())
-			return relay_fail(c, d->src);
-		if (n == -1 || (n > 0 && n < RELAY_SHORT))
-			rd_blocked = 1;
-		if (n == 0)
-			d->eof = 1;
-		else if (n > 0) {
-			d->inpipe += n;
-			*count += n;
-			c->last_ms = util_mono_ms();
-		}
 	}
-	if (d->inpipe == 0 && d->pendoff >= d->pendlen) {
-		relay_pipe_put(d);
-		free(d->pend);
-		d->pend = NULL;
-		d->pendoff = d->pendlen = 0;
-		if (d->eof && !d->shut) {
-			shutdown(d->dst, SHUT_WR);
-			d->shut = 1;
-		}
-	}
-	relay_arm(d, wr_blocked);
+	relay_settle(d);
+	relay_arm(d, st == RELAY_WRBLOCKED);
 	return 0;
 }
 
