@@ -266,58 +266,56 @@ batch_finish(struct nft_batch *b, char **cause)
 	return 0;
 }
 
-/* Send the batch and count the ACKs.  0 or -1 and *cause.  80 lines: one
- * socket's life (open, bind, send, read every ACK, close) on one error
- * path, as libnftnl's examples do. */
-static int
-batch_commit(struct nft_batch *b, char **cause)
+/* A netfilter netlink socket, bound, with extended ACKs and a receive
+ * timeout.  NULL and *cause on failure. */
+static struct mnl_socket *
+batch_socket(char **cause)
 {
-	struct mnl_socket *nl = NULL;
-	struct nft_acks a;
-	mnl_cb_t ctl[NLMSG_MIN_TYPE] = { 0 };
+	struct mnl_socket *nl;
 	struct timeval tv = { NFT_RECV_TIMEOUT, 0 };
-	const char *what;
-	char *buf = NULL;
-	uint32_t portid;
-	ssize_t n;
-	int one = 1, ret = -1;
-
-	if (batch_finish(b, cause) != 0)
-		goto cleanup;
+	int one = 1;
 
 	nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
 	if (nl == NULL) {
 		cause_set(
 		    cause, "nftables: netlink socket: %s", strerror(errno));
-		goto cleanup;
+		return NULL;
 	}
 	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) == -1) {
 		cause_set(cause, "nftables: netlink bind: %s", strerror(errno));
-		goto cleanup;
+		goto fail;
 	}
-	portid = mnl_socket_get_portid(nl);
 	/* Errors without the original message, but with the kernel's text. */
 	mnl_socket_setsockopt(nl, NETLINK_CAP_ACK, &one, sizeof(one));
 	mnl_socket_setsockopt(nl, NETLINK_EXT_ACK, &one, sizeof(one));
 	if (setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
 		sizeof(tv)) == -1) {
 		cause_set(cause, "nftables: SO_RCVTIMEO: %s", strerror(errno));
-		goto cleanup;
+		goto fail;
 	}
+	return nl;
+fail:
+	mnl_socket_close(nl);
+	return NULL;
+}
 
-	n = mnl_socket_sendto(
-	    nl, mnl_nlmsg_batch_head(b->mb), mnl_nlmsg_batch_size(b->mb));
-	if (n == -1) {
-		cause_set(cause, "nftables: send: %s", strerror(errno));
-		goto cleanup;
-	}
+/* Read b's ACKs from nl into *a.  0, or -1 and *cause (nothing heard, or
+ * a reply that does not parse); a refused message is a->error. */
+static int
+batch_acks(struct nft_batch *b, struct mnl_socket *nl, struct nft_acks *a,
+    char **cause)
+{
+	mnl_cb_t ctl[NLMSG_MIN_TYPE] = { 0 };
+	uint32_t portid = mnl_socket_get_portid(nl);
+	char *buf = xmalloc(MNL_SOCKET_BUFFER_SIZE);
+	ssize_t n;
+	int ret = -1;
 
-	memset(&a, 0, sizeof(a));
-	a.b = b;
+	memset(a, 0, sizeof(*a));
+	a->b = b;
 	ctl[NLMSG_ERROR] = ack_cb;
-	buf = xmalloc(MNL_SOCKET_BUFFER_SIZE);
 	/* A commit failure may come alone: stop there (the socket is ours). */
-	while (a.got < b->n && !a.commit_failed) {
+	while (a->got < b->n && !a->commit_failed) {
 		n = mnl_socket_recvfrom(nl, buf, MNL_SOCKET_BUFFER_SIZE);
 		if (n == -1) {
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
@@ -330,13 +328,38 @@ batch_commit(struct nft_batch *b, char **cause)
 				    strerror(errno));
 			goto cleanup;
 		}
-		if (mnl_cb_run2(buf, (size_t)n, 0, portid, NULL, &a, ctl,
+		if (mnl_cb_run2(buf, (size_t)n, 0, portid, NULL, a, ctl,
 			MNL_ARRAY_SIZE(ctl)) == MNL_CB_ERROR) {
 			cause_set(
 			    cause, "nftables: bad reply: %s", strerror(errno));
 			goto cleanup;
 		}
 	}
+	ret = 0;
+cleanup:
+	free(buf);
+	return ret;
+}
+
+/* Send the batch and count the ACKs, as libnftnl's examples do.  0 or -1
+ * and *cause (the refused message's name and the kernel's text). */
+static int
+batch_commit(struct nft_batch *b, char **cause)
+{
+	struct mnl_socket *nl = NULL;
+	struct nft_acks a;
+	const char *what;
+	int ret = -1;
+
+	if (batch_finish(b, cause) != 0 || (nl = batch_socket(cause)) == NULL)
+		goto cleanup;
+	if (mnl_socket_sendto(nl, mnl_nlmsg_batch_head(b->mb),
+		mnl_nlmsg_batch_size(b->mb)) == -1) {
+		cause_set(cause, "nftables: send: %s", strerror(errno));
+		goto cleanup;
+	}
+	if (batch_acks(b, nl, &a, cause) == -1)
+		goto cleanup;
 	if (a.error != 0) {
 		what = a.error_idx == SIZE_MAX ? "batch" : b->what[a.error_idx];
 		cause_set(cause, "nftables: %s: %s%s%s", what,
@@ -346,7 +369,6 @@ batch_commit(struct nft_batch *b, char **cause)
 	ret = 0;
 
 cleanup:
-	free(buf);
 	if (nl != NULL)
 		mnl_socket_close(nl);
 	return ret;

@@ -861,9 +861,6 @@ control_tap_listed(char (*taps)[16], size_t ntaps, const char *tap)
 	return 0;
 }
 
-/* 90 lines: restart reconciliation as one batch (state rows,
- * liveness, taps, the nftables guests) built and committed together, all
- * or nothing. */
 /*
  * One registration read back from the state database: re-adopted (its
  * nftables elements into guests[*ng]) or forgotten (state and audit).

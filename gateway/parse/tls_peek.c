@@ -166,14 +166,90 @@ tls_parse_hello(const uint8_t *hs, size_t len, char *sni, size_t snisz)
 	return REASON_NONE;
 }
 
-/* 81 lines: the record reassembly loop of RFC 8446 §5.1 (a hello
- * spread over records, each bound checked before it is copied). */
+/* The handshake reassembled so far from the records (RFC 8446 §5.1). */
+struct tls_asm {
+	uint8_t hs[TLS_PEEK_MAX];
+	size_t off;   /* bytes of buf consumed: whole records */
+	size_t hslen; /* handshake bytes in hs */
+	size_t need;  /* the hello's length with its header, 0: not known */
+};
+
+/*
+ * The hello's length from its handshake header, once the 4 bytes are
+ * there (in hs and the next take bytes of rec).  REASON_NONE, or the
+ * reason the hello is refused.
+ */
+static enum reason
+tls_hello_need(struct tls_asm *a, const uint8_t *rec, size_t take)
+{
+	uint8_t h[4];
+	size_t k;
+
+	if (a->need != 0 || a->hslen + take < 4)
+		return REASON_NONE;
+	for (k = 0; k < 4; k++)
+		h[k] = k < a->hslen ? a->hs[k] : rec[k - a->hslen];
+	if (h[0] != TLS_HS_CLIENT_HELLO)
+		return REASON_BAD_HELLO;
+	a->need = 4 + ((size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3]);
+	/* Records carry at least one byte each, but the hello plus one
+	 * header must fit the cap. */
+	if (a->need + TLS_RECORD_HEADER > TLS_PEEK_MAX)
+		return REASON_HELLO_TOO_LARGE;
+	return REASON_NONE;
+}
+
+/*
+ * Copy the handshake records of buf into a, each bound checked before it
+ * is copied, until the hello is whole or the bytes end (an incomplete
+ * record stays in buf).  REASON_NONE, or the reason it is refused.
+ */
+static enum reason
+tls_reassemble(const uint8_t *buf, size_t len, struct tls_asm *a)
+{
+	const uint8_t *rec;
+	size_t rlen, take;
+	enum reason why;
+
+	for (;;) {
+		if (len - a->off < TLS_RECORD_HEADER)
+			return tls_record_ok(buf + a->off, len - a->off) ?
+			    REASON_NONE :
+			    REASON_BAD_HELLO; /* incomplete */
+		if (!tls_record_ok(buf + a->off, 3))
+			return REASON_BAD_HELLO;
+		rlen = (size_t)buf[a->off + 3] << 8 | buf[a->off + 4];
+		if (rlen == 0 || rlen > TLS_RECORD_MAX)
+			return REASON_BAD_HELLO;
+		/* Peek at the handshake header as soon as it is there. */
+		rec = buf + a->off + TLS_RECORD_HEADER;
+		take = len - a->off - TLS_RECORD_HEADER;
+		if (take > rlen)
+			take = rlen;
+		if (a->need == 0 && a->hslen == 0 && take > 0 &&
+		    rec[0] != TLS_HS_CLIENT_HELLO)
+			return REASON_BAD_HELLO;
+		if ((why = tls_hello_need(a, rec, take)) != REASON_NONE)
+			return why;
+		if (a->off + TLS_RECORD_HEADER + rlen > TLS_PEEK_MAX)
+			return REASON_HELLO_TOO_LARGE;
+		if (take < rlen)
+			return REASON_NONE; /* incomplete record */
+		if (a->need != 0 && a->hslen + rlen > a->need)
+			return REASON_BAD_HELLO; /* trailing data after hello */
+		memcpy(a->hs + a->hslen, rec, rlen);
+		a->hslen += rlen;
+		a->off += TLS_RECORD_HEADER + rlen;
+		if (a->need != 0 && a->hslen == a->need)
+			return REASON_NONE;
+	}
+}
+
 enum tls_peek_result
 tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
     size_t *hello_len, enum reason *reason)
 {
-	uint8_t hs[TLS_PEEK_MAX];
-	size_t off = 0, hslen = 0, rlen, need = 0, take;
+	struct tls_asm a;
 	enum reason why;
 
 	*reason = REASON_NONE;
@@ -184,71 +260,25 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 		*reason = REASON_NOT_TLS;
 		return TLS_PEEK_ERROR;
 	}
-	for (;;) {
-		if (len - off < TLS_RECORD_HEADER) {
-			if (!tls_record_ok(buf + off, len - off))
-				goto bad;
-			break; /* incomplete */
-		}
-		if (!tls_record_ok(buf + off, 3))
-			goto bad;
-		rlen = (size_t)buf[off + 3] << 8 | buf[off + 4];
-		if (rlen == 0 || rlen > TLS_RECORD_MAX)
-			goto bad;
-		/* Peek at the handshake header as soon as it is there. */
-		take = len - off - TLS_RECORD_HEADER;
-		if (take > rlen)
-			take = rlen;
-		if (need == 0 && hslen == 0 && take > 0 &&
-		    buf[off + TLS_RECORD_HEADER] != TLS_HS_CLIENT_HELLO)
-			goto bad;
-		if (need == 0 && hslen + take >= 4) {
-			uint8_t h[4];
-			size_t k;
-
-			for (k = 0; k < 4; k++)
-				h[k] = k < hslen ?
-				    hs[k] :
-				    buf[off + TLS_RECORD_HEADER + k - hslen];
-			if (h[0] != TLS_HS_CLIENT_HELLO)
-				goto bad;
-			need =
-			    4 + ((size_t)h[1] << 16 | (size_t)h[2] << 8 | h[3]);
-			/* Records carry at least one byte each, but the
-			 * hello plus one header must fit the cap. */
-			if (need + TLS_RECORD_HEADER > TLS_PEEK_MAX)
-				goto toolarge;
-		}
-		if (off + TLS_RECORD_HEADER + rlen > TLS_PEEK_MAX)
-			goto toolarge;
-		if (take < rlen)
-			break; /* incomplete record */
-		if (need != 0 && hslen + rlen > need)
-			goto bad; /* trailing data after hello */
-		memcpy(hs + hslen, buf + off + TLS_RECORD_HEADER, rlen);
-		hslen += rlen;
-		off += TLS_RECORD_HEADER + rlen;
-		if (need != 0 && hslen == need)
-			break;
+	a.off = a.hslen = a.need = 0;
+	if ((why = tls_reassemble(buf, len, &a)) != REASON_NONE) {
+		*reason = why;
+		return TLS_PEEK_ERROR;
 	}
-	if (need == 0 || hslen < need) {
-		if (len >= TLS_PEEK_MAX || off >= TLS_PEEK_MAX)
-			goto toolarge;
+	if (a.need == 0 || a.hslen < a.need) {
+		if (len >= TLS_PEEK_MAX || a.off >= TLS_PEEK_MAX) {
+			*reason = REASON_HELLO_TOO_LARGE;
+			return TLS_PEEK_ERROR;
+		}
 		return TLS_PEEK_INCOMPLETE;
 	}
-	if ((why = tls_parse_hello(hs + 4, need - 4, sni, snisz)) !=
+	if ((why = tls_parse_hello(a.hs + 4, a.need - 4, sni, snisz)) !=
 	    REASON_NONE) {
 		if (snisz > 0)
 			sni[0] = '\0';
 		*reason = why;
 		return TLS_PEEK_ERROR;
 	}
-	*hello_len = off;
+	*hello_len = a.off;
 	return TLS_PEEK_OK;
-toolarge:
-	*reason = REASON_HELLO_TOO_LARGE;
-	return TLS_PEEK_ERROR;
-bad:
-	*reason = REASON_BAD_HELLO;
-	return TLS_PEEK_ERROR;
 }

@@ -287,97 +287,131 @@ struct term_swap {
 	char *basic; /* BASIC: the re-encoded value, malloc'd */
 };
 
+/* What term_place checks each field of a request against. */
+struct term_place_ctx {
+	const uint8_t *buf;	      /* the head */
+	const struct policy_cred *pc; /* the host's credential, or NULL */
+	const struct cred_value *cv;  /* its value, or NULL */
+	int bound;		  /* Host is the bound host, pc and cv set */
+	char ph[PLACEHOLDER_MAX]; /* this instance's placeholder (bound) */
+	size_t plen;
+	size_t seen; /* placeholders found in their place so far */
+};
+
+/*
+ * Field i (f) as HTTP Basic credentials holding the mark: 1 (its place:
+ * sw rewrites it), 0 (not such a field), -1 (misuse; *msg).
+ */
+static int
+term_place_basic(struct term_place_ctx *p, const struct http_field *f, int i,
+    int is_place, struct term_swap *sw, const char **msg)
+{
+	uint8_t dec[HTTP_HEAD_MAX], *colon;
+	size_t declen;
+
+	if (!http_field_name_is(p->buf, f, "authorization") ||
+	    term_basic_decode(p->buf, f->value, dec, sizeof(dec), &declen) !=
+		0 ||
+	    !term_has_mark(dec, declen))
+		return 0;
+	colon = memchr(dec, ':', declen);
+	if (!is_place || p->pc->place != POLICY_CRED_BASIC || colon == NULL ||
+	    (size_t)(dec + declen - colon - 1) != p->plen ||
+	    memcmp(colon + 1, p->ph, p->plen) != 0 ||
+	    term_has_mark(dec, (size_t)(colon - dec)) || p->seen++ > 0) {
+		*msg = "a placeholder in HTTP Basic "
+		       "credentials outside their place";
+		OPENSSL_cleanse(dec, sizeof(dec));
+		return -1;
+	}
+	sw->field = i;
+	sw->basic = term_basic_encode(dec, (size_t)(colon - dec), p->cv);
+	OPENSSL_cleanse(dec, sizeof(dec));
+	return 1;
+}
+
+/* Field i (f), not Basic credentials: the mark only as the declared
+ * header's value (or bearer token).  0 (sw may rewrite it) or -1. */
+static int
+term_place_field(struct term_place_ctx *p, const struct http_field *f, int i,
+    int is_place, struct term_swap *sw, const char **msg)
+{
+	struct http_span v = f->value;
+	int in_name = term_has_mark(p->buf + f->name.off, f->name.len);
+
+	if (!in_name && !term_has_mark(p->buf + v.off, v.len))
+		return 0;
+	if (in_name || !is_place || p->pc->place == POLICY_CRED_BASIC ||
+	    p->seen++ > 0) {
+		*msg = p->bound ? "a placeholder outside its declared "
+				  "header is refused" :
+				  "a placeholder sent to a host it is "
+				  "not bound to is refused";
+		return -1;
+	}
+	if (p->pc->place == POLICY_CRED_BEARER) {
+		if (v.len < 7 ||
+		    strncasecmp((const char *)p->buf + v.off, "bearer ", 7))
+			goto wrong;
+		v.off += 7;
+		v.len -= 7;
+	}
+	if (v.len != p->plen || memcmp(p->buf + v.off, p->ph, p->plen) != 0)
+		goto wrong;
+	sw->field = i;
+	sw->real = p->cv->value;
+	sw->real_len = p->cv->len;
+	return 0;
+wrong:
+	*msg = "not this instance's placeholder for this credential";
+	return -1;
+}
+
 /*
  * Where may a placeholder be in rq?  Only in the declared field of a
  * request whose Host is the bound host, once, and equal to this
  * instance's placeholder; anything else holding the mark is misuse.  0
  * (sw says what to rewrite, maybe nothing) or -1 (misuse; *msg).
- * 82 lines: the three places (header, bearer, basic) share the checks of
- * "the mark elsewhere" around them.
  */
 static int
 term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
     const struct policy_cred *pc, const struct cred_value *cv,
     struct term_swap *sw, const char **msg)
 {
-	char ph[PLACEHOLDER_MAX];
-	uint8_t dec[HTTP_HEAD_MAX];
-	size_t i, declen, plen, seen = 0;
-	const struct http_field *f;
-	int host_ok, bound;
+	struct term_place_ctx p;
+	size_t i;
+	int host_ok, is_place, r;
 
 	sw->field = -1;
+	memset(&p, 0, sizeof(p));
+	p.buf = buf;
+	p.pc = pc;
+	p.cv = cv;
 	host_ok = rq->host_name.len == strlen(t->host) &&
 	    strncasecmp((const char *)buf + rq->host_name.off, t->host,
 		rq->host_name.len) == 0 &&
 	    (rq->host_port == 0 || rq->host_port == 443);
-	bound = host_ok && pc != NULL && cv != NULL;
-	if (bound)
+	p.bound = host_ok && pc != NULL && cv != NULL;
+	if (p.bound)
 		placeholder_make(placeholder_key(), t->inst->id, pc->name,
-		    t->inst->owner_pid, t->inst->owner_start, pc->prefix, ph);
-	plen = bound ? strlen(ph) : 0;
+		    t->inst->owner_pid, t->inst->owner_start, pc->prefix, p.ph);
+	p.plen = p.bound ? strlen(p.ph) : 0;
 	if (term_has_mark(buf, rq->fields[0].name.off)) {
 		*msg = "a placeholder in the request line is refused";
 		return -1;
 	}
 	for (i = 0; i < rq->nfields; i++) {
-		struct http_span v;
-		int in_name, is_place;
+		const struct http_field *f = &rq->fields[i];
 
-		f = &rq->fields[i];
-		v = f->value;
-		in_name = term_has_mark(buf + f->name.off, f->name.len);
-		is_place = bound && http_field_name_is(buf, f, pc->header);
-		if (http_field_name_is(buf, f, "authorization") &&
-		    term_basic_decode(buf, v, dec, sizeof(dec), &declen) == 0 &&
-		    term_has_mark(dec, declen)) {
-			uint8_t *colon = memchr(dec, ':', declen);
-
-			if (!is_place || pc->place != POLICY_CRED_BASIC ||
-			    colon == NULL ||
-			    (size_t)(dec + declen - colon - 1) != plen ||
-			    memcmp(colon + 1, ph, plen) != 0 ||
-			    term_has_mark(dec, (size_t)(colon - dec)) ||
-			    seen++ > 0) {
-				*msg = "a placeholder in HTTP Basic "
-				       "credentials outside their place";
-				OPENSSL_cleanse(dec, sizeof(dec));
-				return -1;
-			}
-			sw->field = (int)i;
-			sw->basic =
-			    term_basic_encode(dec, (size_t)(colon - dec), cv);
-			OPENSSL_cleanse(dec, sizeof(dec));
-			continue;
-		}
-		if (!in_name && !term_has_mark(buf + v.off, v.len))
-			continue;
-		if (in_name || !is_place || pc->place == POLICY_CRED_BASIC ||
-		    seen++ > 0) {
-			*msg = bound ? "a placeholder outside its declared "
-				       "header is refused" :
-				       "a placeholder sent to a host it is "
-				       "not bound to is refused";
+		is_place = p.bound && http_field_name_is(buf, f, pc->header);
+		if ((r = term_place_basic(&p, f, (int)i, is_place, sw, msg)) ==
+		    -1)
 			return -1;
-		}
-		if (pc->place == POLICY_CRED_BEARER) {
-			if (v.len < 7 ||
-			    strncasecmp(
-				(const char *)buf + v.off, "bearer ", 7))
-				goto wrong;
-			v.off += 7;
-			v.len -= 7;
-		}
-		if (v.len != plen || memcmp(buf + v.off, ph, plen) != 0)
-			goto wrong;
-		sw->field = (int)i;
-		sw->real = cv->value;
-		sw->real_len = cv->len;
+		if (r == 0 &&
+		    term_place_field(&p, f, (int)i, is_place, sw, msg) == -1)
+			return -1;
 	}
 	return 0;
-wrong:
-	*msg = "not this instance's placeholder for this credential";
-	return -1;
 }
 
 /* The head as sent upstream: rq's bytes with the one field rewritten. */
