@@ -11,13 +11,10 @@
  * ksb-gatewayd, a command's first output line, cached), and a leaf
  * certificate with its key for each of its hosts, issued by the CA.  The
  * CA key never leaves the parent.  The set travels to the proxy process
- * in the policy memfd (credset_write / credset_read); values are wiped
- * (OPENSSL_cleanse) when a set is freed, and never logged.
- *
- * Placeholders (cred_placeholder) are HMAC-SHA256(placeholder key,
- * "ksb-placeholder\0" instance "\0" credential "\0" nonce), the nonce
- * being the registration's holder (pid and start time, kept in state.db,
- * so a restarted gateway computes the same placeholders).
+ * in the policy memfd (gateway/credset.c); values are wiped
+ * (OPENSSL_cleanse) when a set is freed, and never logged.  The
+ * placeholder key goes to gateway/placeholder.c, which makes the
+ * placeholders.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,7 @@
 /*
- * privsep.c: the privileged parent's side of the proxy process (child.c).
+ * privsep.c: the privileged parent's side of the proxy process
+ * (gateway/proxy/: child.c reads what this file sends, uplink.c sends
+ * what it reads).
  *
  * The parent keeps netlink (nftables, links, addresses), taps, the
  * listener, the control socket and both databases; the proxy process
@@ -8,7 +10,8 @@
  * it dies or sends anything malformed (the listener and the nftables
  * tables stay meanwhile: connections wait in the backlog), pushes the
  * host's addresses (it cannot read them) and the audit database's state,
- * and turns its rows into audit.c calls.  An allowed row is answered
+ * and turns its rows into audit.c calls (audit/audit.h); held CONNECTs go
+ * to held.c.  An allowed row is answered
  * with MSG_AUDIT_COMMITTED once audit.c has committed it: the proxy
  * relays nothing before, so the promise holds across the processes.
  * Parent -> child sends never block: a proxy that stops reading is

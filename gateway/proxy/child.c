@@ -15,12 +15,13 @@
  * ioctl/fcntl/setsockopt requests, splice and pipes, the parent's
  * messages, non-executable memory; every other call (another socket
  * family, open, exec, fork, ptrace, set*id...) fails with EPERM, another
- * ABI kills.  It then runs proxy.c and resolve.c.
- * Audit rows go to the parent (MSG_AUDIT_DECISION); an allowed tunnel
- * relays only after the parent's MSG_AUDIT_COMMITTED with ok set.
+ * ABI kills.  It then runs proxy.c and resolve.c, and reads the
+ * parent's messages here.  What it sends the parent is uplink.c's: audit
+ * rows (MSG_AUDIT_DECISION); an allowed tunnel relays only after the
+ * parent's MSG_AUDIT_COMMITTED with ok set (handed to uplink.c).
  * Anything malformed from the parent, or the parent gone: exit.  Every
  * exit is _exit (stdio and atexit handlers are the parent's); a fatal
- * error is sent to the parent first (MSG_FATAL), which logs it.
+ * error is sent to the parent first (MSG_FATAL, uplink.c), which logs it.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -154,7 +154,7 @@ term_up_failure(struct term *t)
 
 /* ---- answers and rows --------------------------------------------------- */
 
-/* See gateway.h.  Each byte is searched once: a head dribbled a byte at
+/* See proxy.h.  Each byte is searched once: a head dribbled a byte at
  * a time costs at most one parse per line (HTTP_FIELDS_MAX + 3). */
 int
 term_head_worth_parsing(
