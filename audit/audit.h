@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "audit/audit_chain.h" /* the chain the writer extends */
 #include "audit/audit_row.h"
 
 /* ---- audit.c ---------------------------------------------------------------
