@@ -1,5 +1,7 @@
 /*
- * audit/audit.h: the audit hash chain (ksb-audit(5)), shared by the gateway's writer and `ksbctl audit'.
+ * audit/audit.h: the audit database's writer (audit.c), for ksb-gatewayd's
+ * parent and the writer's tests and benchmark.  The hash chain it extends
+ * is audit_chain.h; the decision row is audit_row.h.
  */
 #ifndef KSB_AUDIT_AUDIT_H
 #define KSB_AUDIT_AUDIT_H
@@ -7,110 +9,111 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- audit_chain.c ---------------------------------------------------------
- * The hash chain over the audit records (ksb-audit(5)), shared by the
- * writer and `ksbctl audit verify'.  No threads, no globals but tables.
- */
-#define AUDIT_HASH_LEN 32 /* SHA-256 */
-#define AUDIT_MAX_COLS 15 /* a kind's cols, then its vcols */
+#include "audit/audit_chain.h" /* the chain the writer extends */
+#include "audit/audit_row.h"
 
-struct sqlite3;
-struct sqlite3_stmt;
-enum audit_kind {
-	AUDIT_CONNECTION,
-	AUDIT_CLOSE,
-	AUDIT_POLICY,
-	AUDIT_REGISTER,
-	AUDIT_UNREGISTER,
-	AUDIT_REQUEST,	/* a request of a terminated tunnel (schema 4) */
-	AUDIT_SELFTEST, /* an enforcement self-test's result (schema 6) */
-	AUDIT_FORWARD,	/* a port forward's event (schema 7) */
-	AUDIT_NKINDS
-};
-struct audit_kind_desc {
-	const char *name; /* hashed: "connection", "close", ... */
-	const char *table;
-	const char *ts_col; /* the record's time, for retention */
-	const char *cols;   /* hashed columns, in order, comma-separated */
-	size_t ncols;
-	/* Hash version 2 (schema 8): rows whose chain_v is 2 also hash
-	 * these columns, after cols; NULL: the kind has one version. */
-	const char *vcols;
-	size_t nvcols;
-};
-#define AUDIT_CHAIN_V2 2 /* connections.chain_v of a row hashed with turn */
-extern const struct audit_kind_desc audit_kinds[AUDIT_NKINDS];
+/* ---- audit.c ---------------------------------------------------------------
+ * The SQLite audit database (audit/schema/audit.sql, ksb-audit(5)).  One writer
+ * thread owns the database: WAL, synchronous=FULL, prepared statements,
+ * group commit (BEGIN IMMEDIATE..COMMIT per batch of queued records).
+ * Every function here is called from the event loop only; completions are
+ * delivered back into the loop.  Denied rows, close records, policy and
+ * registration records are queued and batched; an allowed row reports its
+ * commit through a callback, and the proxy relays nothing before that.
+ * If the database cannot be written (full, read-only, removed, corrupt,
+ * locked) audit_available() turns 0 until a retry (every second) succeeds;
+ * queued records are kept (up to AUDIT_BACKLOG_MAX) and written then.
+ */
+#define AUDIT_BACKLOG_MAX 100000 /* queued records kept while down */
 
-enum audit_val_type {
-	AUDIT_VAL_NULL,
-	AUDIT_VAL_INT,
-	AUDIT_VAL_TEXT,
-	AUDIT_VAL_OTHER
+struct audit;
+struct event_base;
+struct audit_wait;
+
+/*
+ * audit_open: open or create the database at path and migrate it
+ * (forward only).  retention_s: prune records older than that many
+ * seconds (0: keep everything).  A database that cannot be opened now
+ * leaves the audit unavailable (logged) and is retried; -1 and *cause
+ * only for a schema newer than this build.
+ */
+int audit_open(
+    const char *path, int64_t retention_s, struct audit **out, char **cause);
+/* Start the writer thread and its wakeup event on base.  0 or -1. */
+int audit_start(struct audit *, struct event_base *base, char **cause);
+/* Flush every queued record (bounded: one attempt if the database is
+ * down), stop the writer, close.  Call before event_base_free.  NULL-safe. */
+void audit_free(struct audit *);
+/*
+ * The witness: log "audit head SEQ:HASH" (the last committed record's seq
+ * and hash, hex) to standard error and syslog(3), now and every
+ * AUDIT_WITNESS_SEC seconds on base when it changed, and from audit_free
+ * after the last flush.  0 or -1 (*cause).
+ */
+#define AUDIT_WITNESS_SEC 60
+int audit_witness_start(struct audit *, struct event_base *base, char **cause);
+/* Log the head now if it changed since the last line (loop thread). */
+void audit_witness(struct audit *);
+/* Change the retention (seconds, 0: keep everything); applied by the
+ * writer at its next pruning pass (hourly). */
+void audit_set_retention(struct audit *, int64_t retention_s);
+/* 1 if new decisions can be recorded, 0 while the database is down. */
+int audit_available(struct audit *);
+/*
+ * audit_decision: queue one decision row and return its id (-1: the audit
+ * is unavailable or the backlog is full; nothing was queued).  For an
+ * allowed row pass cb: it runs from the loop after the commit, unless
+ * audit_cancel(*wait) ran first.  Denied rows: cb NULL, wait NULL.
+ */
+int64_t audit_decision(struct audit *, const struct audit_row *,
+    audit_done_cb cb, void *arg, struct audit_wait **wait);
+/* The callback of a pending allowed row will not run (the row is still
+ * written).  NULL-safe. */
+void audit_cancel(struct audit_wait *);
+/* Queue the close record of row id.  bytes, milliseconds.  0 or -1. */
+int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
+    int64_t duration_ms, const char *reason);
+/* One request of a terminated tunnel conn_id (table requests): path
+ * without the query, escaped on write; status 0: none; cred, reason NULL:
+ * none.  0 or -1. */
+int audit_request(struct audit *, int64_t conn_id, const char *method,
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
+    const char *reason);
+/* Record a policy (re)load attempt; digest NULL and errors set on failure. */
+int audit_policy(struct audit *, const char *digest, int ok, const char *files,
+    const char *errors);
+/* Registration records: returns the row id or -1; unregister closes it. */
+int64_t audit_register(struct audit *, const char *instance,
+    const char *profile, const char *tap, const char *mac, const char *ip);
+int audit_unregister(struct audit *, int64_t id);
+/*
+ * An enforcement self-test's result (table selftests, schema 6), as the
+ * instance's ksb-run reported it (SELFTEST, proto/ctl.h): the caller has
+ * checked every field (failed: [a-z0-9-]{1,32}, or NULL when ok).  The
+ * action follows: ok none, a failed boot test refused (the command was
+ * not started), a failed reload test stopped (the instance).  0 or -1.
+ */
+struct audit_selftest {
+	const char *instance;
+	int reload;	     /* 0: boot, 1: after a reload */
+	int ok;		     /* every probe failed as it must */
+	int probes;	     /* probes run */
+	const char *failed;  /* the probe that got through; NULL when ok */
+	int64_t duration_ms; /* in the guest; -1: unknown */
+	const char *policy_digest; /* the policy it ran under */
 };
-struct audit_val {
-	enum audit_val_type type;
-	int64_t i;
-	const char *s; /* TEXT/OTHER: len bytes, not owned */
-	size_t len;
+int audit_selftest(struct audit *, const struct audit_selftest *);
+/*
+ * A port forward's event (table forwards, schema 7; the FORWARD request
+ * of ksb-run, proto/ctl.h), stamped with the time it is queued.  Text
+ * NULL: none; stream 0: none; to_guest -1: no counts (then from_guest
+ * and duration_ms are not written either).  Bytes, milliseconds.
+ */
+struct audit_fwd_row {
+	const char *instance, *event, *listen_addr, *peer, *reason;
+	int listen_port, guest_port;
+	int64_t stream, to_guest, from_guest, duration_ms;
 };
-struct audit_verify {
-	int64_t records;    /* records checked */
-	int64_t anchor_seq; /* 0: the chain starts at genesis */
-	int64_t head_seq;   /* the last record's seq and hash */
-	uint8_t head[AUDIT_HASH_LEN];
-	char *problem; /* NULL if intact; else the first break */
-	const char *bad_table;
-	int64_t bad_seq, bad_id; /* bad_id: rowid in bad_table */
-};
-/*
- * The keyed chain (ksb.conf audit-key, ksb-audit(5)): from now on this
- * process's hashes are HMAC-SHA256 with key (len bytes, copied; NULL:
- * SHA-256 again).  audit_chain_keyed: 1 if a key is set.
- */
-void audit_chain_set_key(const uint8_t *key, size_t len);
-int audit_chain_keyed(void);
-/*
- * Read the key file path (root's, no group or other bits: checked on the
- * opened file; AUDIT_KEY_MIN..MAX bytes, used as they are) and set it.
- * 0, or -1 with *cause.
- */
-#define AUDIT_KEY_MIN 32
-#define AUDIT_KEY_MAX 4096
-int audit_chain_load_key(const char *path, char **cause);
-/* A database whose chain is keyed says so: PRAGMA application_id. */
-#define AUDIT_APP_KEYED 0x6b73624b /* "ksbK" */
-/* out = SHA-256 (HMAC-SHA256 when keyed) of prev, seq, the kind's name
- * and the n fields. */
-void audit_chain_hash(const uint8_t prev[AUDIT_HASH_LEN], int64_t seq,
-    enum audit_kind kind, const struct audit_val *v, size_t n,
-    uint8_t out[AUDIT_HASH_LEN]);
-/* Column col of the current row of st as a value (valid until the step). */
-void audit_chain_column(struct sqlite3_stmt *st, int col, struct audit_val *v);
-void audit_chain_hex(
-    const uint8_t h[AUDIT_HASH_LEN], char out[AUDIT_HASH_LEN * 2 + 1]);
-/* The anchor (seq 0 and zeros if none) / the last record.  0 or -1. */
-int audit_chain_anchor(
-    struct sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
-int audit_chain_head(
-    struct sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
-/*
- * audit_chain_verify: walk every record in seq order from the anchor.
- * 0: intact (r->records, head set); 1: broken (r->problem, caller frees,
- * bad_*); -1: the database could not be read (*cause).
- */
-int audit_chain_verify(
-    struct sqlite3 *db, struct audit_verify *r, char **cause);
-/*
- * A witnessed head as the gateway logs it ("SEQ:HASH": decimal seq > 0,
- * 64 lowercase hex digits; ksb-audit(5)) into *seq and hash.  0 or -1.
- */
-int audit_chain_parse_head(
-    const char *s, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
-/*
- * The hash of the record at seq, its table (static) and rowid: 0; 1 if
- * no record has that seq; -1 if the database could not be read.
- */
-int audit_chain_record(struct sqlite3 *db, int64_t seq,
-    uint8_t hash[AUDIT_HASH_LEN], const char **table, int64_t *rowid);
+int audit_forward(struct audit *, const struct audit_fwd_row *);
 
 #endif

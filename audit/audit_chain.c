@@ -26,7 +26,7 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "audit/audit.h"
+#include "audit/audit_chain.h"
 
 const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	[AUDIT_CONNECTION] = { "connection", "connections", "ts_ms",
@@ -414,7 +414,7 @@ static const char *audit_mirror_sql[] = {
 
 /*
  * The derived totals (schema version 3, not chained) must equal their
- * recomputation from the connections rows (schema/migrate-3.sql).
+ * recomputation from the connections rows (audit/schema/migrate-3.sql).
  */
 #define AUDIT_TOTALS_HOST                                                      \
 	"SELECT instance, host, port, count(*), sum(decision = 'allow'), "     \

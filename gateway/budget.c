@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "audit/audit_row.h"
 #include "gateway/gateway.h"
 
 #define BUDGET_RECORD_OVERHEAD 128 /* bytes a record costs besides text */

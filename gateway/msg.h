@@ -107,7 +107,7 @@ struct msg_close {
 	uint64_t seen_up, seen_down;
 	int32_t seen_open;
 };
-/* One request of a terminated tunnel (gateway/term.c). */
+/* One request of a terminated tunnel (gateway/proxy/term.c). */
 struct msg_request {
 	uint64_t up, down;
 	int32_t status; /* 0: no response */
@@ -117,12 +117,21 @@ struct msg_request {
 	char reason[48]; /* "" if answered by the upstream */
 };
 int msg_request_check(const struct msg_request *m);
+/* The scope of an operator's decision (struct msg_grant; the proxy
+ * process keeps them in proxy/grant.c). */
+enum grant_scope {
+	GRANT_ONCE = 1, /* the next connection only */
+	GRANT_UNTIL,	/* until expires_ms (monotonic) */
+	GRANT_INSTANCE, /* until the instance stops */
+	GRANT_DENY,	/* refuse the held connections now */
+	GRANT_REVOKE,	/* forget the target's decision (a turn's ended) */
+};
 /* An operator's decision on a target (ksbctl allow/deny, requests.c). */
 struct msg_grant {
 	char instance[33];
 	char host[256]; /* normalised name */
 	uint16_t port;
-	uint8_t scope;	/* enum grant_scope (grant.h) */
+	uint8_t scope;	/* enum grant_scope */
 	int64_t ttl_ms; /* GRANT_UNTIL: from now, monotonic */
 };
 /* A held CONNECT (the profile's `limit hold'), for ksbctl requests. */

@@ -15,7 +15,7 @@
 
 #include "common/common.h"
 #include "common/output.h"
-#include "audit/audit.h"
+#include "audit/audit_chain.h"
 #include "ksbctl/ksbctl.h"
 
 /* The result: ok, records, anchor_seq, then head_seq and head (intact)

@@ -1,6 +1,6 @@
 /*
  * audit_bench.c: committed decision rows per second through the audit
- * writer (gateway/audit.c) with the durability promise on: each of N
+ * writer (audit/audit.c) with the durability promise on: each of N
  * "clients" queues an allowed row, waits for its commit callback (what
  * the proxy waits for before relaying), queues the tunnel's close record
  * and starts over.  WAL, synchronous=FULL, group commit.
@@ -27,7 +27,8 @@
 #include <event2/event.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "audit/audit.h"
+#include "audit/audit_chain.h"
 
 struct client {
 	struct audit *a;

@@ -35,7 +35,7 @@ ksb_check "the guest passed the enforcement self-test" \
 ksb_check "ephemeral instance dir removed" '[ -z "$(ls -A "$T/state/instances" 2>/dev/null)" ]'
 ksb_check "the boot self-test is an audit record" \
 	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance LIKE '"'e-%'"' AND trigger = '"'boot'"' AND result = '"'ok'"' AND probes = 7 AND failed IS NULL AND action = '"'none'"' AND duration_ms >= 0 AND length(policy_digest) = 64"'
-# The gateway refuses the direct probes at once (gateway/nft.c): none
+# The gateway refuses the direct probes at once (gateway/net/nft.c): none
 # waits out SELFTEST_PROBE_MS (300 ms) of silence (checked after the
 # reload below, where the test runs alone; at boot it shares the one
 # vCPU with init's mounts, so its time is only shown).  Its refusals are

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -124,9 +124,9 @@ text_seed cmdline instance '\0001ksb.id=e-1 ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1
 
 # target, sources, max input length
 set -- \
-	"connect_parse|gateway/connect_parse.c|9000" \
-	"http_parse|gateway/http_parse.c|20000" \
-	"tls_peek|gateway/tls_peek.c|20000" \
+	"connect_parse|gateway/parse/connect_parse.c|9000" \
+	"http_parse|gateway/parse/http_parse.c|20000" \
+	"tls_peek|gateway/parse/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/lex.c policy/index.c policy/file.c policy/rule.c policy/profile.c policy/parse.c policy/resolve.c policy/match.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
 	"settings|common/settings.c common/util.c common/log.c|4096" \

@@ -109,7 +109,7 @@ ksb_check "allowed rows >= connections that carried data to the origin" \
 ksb_check "tunnels open at the kill closed as gateway_restart" \
 	'[ "$(ksb_sql "SELECT count(*) FROM active_tunnels")" = 0 ]'
 ksb_check "ksbctl audit verify passes after the crash" 'ctl audit verify'
-# The totals are summed per group commit in memory (gateway/audit.c): a
+# The totals are summed per group commit in memory (audit/audit.c): a
 # kill between two commits loses none and counts none twice.
 ksb_check "totals after the crash: every row counted once" \
 	'[ "$(ksb_sql "SELECT connections FROM totals_instance WHERE instance = '"'crash-1'"'")" = "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = '"'crash-1'"'")" ]'

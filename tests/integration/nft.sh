@@ -1,5 +1,5 @@
 #!/bin/bash
-# nft.sh: gateway/nft.c and gateway/netdev.c against the running kernel,
+# nft.sh: gateway/net/nft.c and gateway/net/netdev.c against the running kernel,
 # driven by tests/integration/nftdrv, inside private network namespaces.
 #
 #   host ns  H : bridge kbr0 10.99.0.1/24 (nftdrv), tables inet/bridge ksb,

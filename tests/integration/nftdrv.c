@@ -1,5 +1,5 @@
 /*
- * nftdrv: drive gateway/nft.c and gateway/netdev.c from a shell test.
+ * nftdrv: drive gateway/net/nft.c and gateway/net/netdev.c from a shell test.
  *
  *   nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX [TAP MAC IP]...]
  *				 (prefix default "ksbt"; guests in the batch)
@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
-#include "gateway/net.h"
+#include "gateway/net/net.h"
 
 static void __attribute__((noreturn))
 usage(void)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# seccomp.sh: the proxy process's seccomp allow-list (gateway/child.c,
+# seccomp.sh: the proxy process's seccomp allow-list (gateway/proxy/child.c,
 # common/sandbox.c).  ksb-gatewayd -T makes the proxy process try what it
 # must not do and log each outcome; every one must be "Operation not
 # permitted", the filter's answer (the empty root alone would say "No such

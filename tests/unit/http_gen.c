@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 
 #define GEN_MAX 8192
 

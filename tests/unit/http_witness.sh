@@ -1,5 +1,5 @@
 #!/bin/bash
-# http_witness.sh: a second parser as witness for gateway/http_parse.c.
+# http_witness.sh: a second parser as witness for gateway/parse/http_parse.c.
 # tests/unit/http_gen makes near-valid HTTP/1.1 messages and prints those
 # our parser accepts; Node's llhttp (the parser of Node's http module,
 # which the agents use) must read each the same way: no error, one

@@ -21,7 +21,7 @@ check() {
 mkdir -p "$T/policy.d" "$T/try"
 printf 'profile dev {\n    allow used.test\n}\n' > "$T/policy.d/dev.policy"
 printf 'audit-db = %s/audit.db\npolicy = %s/policy.d/*.policy\n' "$T" "$T" > "$T/ksb.conf"
-sqlite3 "$T/audit.db" < "$S/schema/audit.sql"
+sqlite3 "$T/audit.db" < "$S/audit/schema/audit.sql"
 row() {	# row HOST PORT DECISION REASON [UPSTREAM] [INSTANCE]
 	sqlite3 "$T/audit.db" "INSERT INTO connections (ts_ms, instance, profile, client_addr, client_port, host, port, decision, reason, upstream_addr) VALUES ($(date +%s)000, '${6:-ag1}', 'dev', '10.77.0.2', 4000, $1, $2, '$3', '$4', ${5:-NULL})"
 }

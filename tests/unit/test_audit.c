@@ -15,7 +15,8 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
-#include "gateway/gateway.h"
+#include "audit/audit.h"
+#include "audit/audit_chain.h"
 #include "tests/unit/tap.h"
 
 extern const char schema_audit_v1_sql[];
@@ -645,7 +646,7 @@ test_removed(void)
 
 /*
  * Totals recomputed from the rows, as text, for comparisons (the same
- * query as schema/migrate-3.sql).
+ * query as audit/schema/migrate-3.sql).
  */
 static char *
 totals_recomputed(sqlite3 *db)
@@ -826,7 +827,7 @@ plan_of(sqlite3 *db, const char *sql)
 
 /*
  * Version 8 -> 9: the (decision, ts_ms) index gives way to a partial one
- * of the denials by time (schema/migrate-9.sql).  The denials' queries
+ * of the denials by time (audit/schema/migrate-9.sql).  The denials' queries
  * (ksbctl top's newest refusals, audit --denied --since) still read an
  * index from its newest end without sorting, the denials of both
  * versions are in it, and the migrated schema is the new one's.

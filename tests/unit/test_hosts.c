@@ -1,11 +1,11 @@
 /*
- * test_hosts.c: the gateway's hosts file from bytes (gateway/hosts.c).
+ * test_hosts.c: the gateway's hosts file from bytes (gateway/parse/hosts.c).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <string.h>
 
-#include "gateway/hosts.h"
+#include "gateway/parse/hosts.h"
 #include "tests/unit/tap.h"
 
 static const char *

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 #include "tests/unit/tap.h"
 
 #define H "Host: api.example.com\r\n"

@@ -1,5 +1,5 @@
 /*
- * test_nft: build gateway/nft.c's batches (nothing is sent) and parse them
+ * test_nft: build gateway/net/nft.c's batches (nothing is sent) and parse them
  * back with libnftnl, as libnftnl's own tests do.  No root, no kernel.
  */
 #include <arpa/inet.h>
@@ -18,7 +18,7 @@
 #include <libnftnl/table.h>
 
 #include "common/common.h"
-#include "gateway/net.h"
+#include "gateway/net/net.h"
 #include "tests/unit/tap.h"
 
 #define MAXMSG 256

@@ -1,11 +1,11 @@
 /*
- * test_refusal.c: what a refused guest reads (gateway/refusal.c): one
+ * test_refusal.c: what a refused guest reads (gateway/parse/refusal.c): one
  * line per refusal naming the target, the reason, the why and the
  * operator's command; no control or non-ASCII byte; the TLS alerts.
  */
 #include <string.h>
 
-#include "gateway/refusal.h"
+#include "gateway/parse/refusal.h"
 #include "tests/unit/tap.h"
 
 /* body(r) is one line, contains every needle, and only printable ASCII. */

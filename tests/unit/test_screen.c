@@ -5,7 +5,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 #include "tests/unit/tap.h"
 
 static struct sockaddr_storage

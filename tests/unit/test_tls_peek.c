@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/parse.h"
+#include "gateway/parse/parse.h"
 #include "tests/unit/tap.h"
 
 /* Captured from `openssl s_client -servername www.example.com` (3.0). */

@@ -1,7 +1,8 @@
 #!/bin/bash
 # tree.sh: what the repository itself must hold.  No committed build output
-# (an ELF file anywhere in git), and no formatting drift: every product
-# source is as clang-format (.clang-format at the top) would write it.
+# (an ELF file anywhere in git), no formatting drift (every product
+# source is as clang-format, .clang-format at the top, would write it)
+# and no #include across the gateway's process boundary.
 # Needs git and clang-format (Debian: git, clang-format); no root, no
 # network.
 set -eu
@@ -37,6 +38,23 @@ done
 [ -z "$drift" ] || echo "# not as clang-format writes them (clang-format -i FILE):$drift"
 check "product sources have no formatting drift ($(echo "$srcs" | wc -w) files)" \
 	"$([ -z "$drift" ]; echo $?)"
+
+# 3. The gateway's process boundary (ARCHITECTURE.md, "Processes"): the
+# proxy process's files include neither the parent's header, nor a netlink
+# one (gateway/net/), nor the audit writer's; the parent's files do not
+# include the proxy's header; the parsers include neither.  A plain grep
+# over the #include lines.
+inc() { # PATTERN FILES...: every matching #include line, file:line:text
+	git grep -n -E "^[[:space:]]*#[[:space:]]*include[[:space:]]*\"($1)\"" -- "${@:2}" || true
+}
+bad=$( (
+	inc 'gateway/parent/parent\.h|gateway/net/[^"]*\.h|audit/audit\.h' 'gateway/proxy/*.[ch]'
+	inc 'gateway/proxy/proxy\.h' 'gateway/parent/*.[ch]'
+	inc 'gateway/parent/parent\.h|gateway/proxy/proxy\.h' 'gateway/parse/*.[ch]'
+))
+[ -z "$bad" ] || printf '%s\n' "$bad" | sed 's/^/# across the process boundary: /'
+check "gateway/proxy, parent and parse stay on their side of the boundary" \
+	"$([ -z "$bad" ]; echo $?)"
 
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]

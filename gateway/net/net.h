@@ -1,0 +1,85 @@
+/*
+ * gateway/net/net.h: netlink, nftables (nft.c) and rtnetlink (netdev.c).
+ */
+#ifndef KSB_GATEWAY_NET_H
+#define KSB_GATEWAY_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- nft.c -----------------------------------------------------------------
+ * Our two nftables tables (inet ksb, bridge ksb) over libnftnl/libmnl.
+ * Every change is one netlink batch, applied all or nothing.
+ * Addresses are IPv4 in network byte order; mac is 6 bytes.
+ */
+struct nft_params {
+	const char *bridge;	/* bridge name, e.g. "ksb0" */
+	const char *tap_prefix; /* tap names start with this, e.g. "ksbt" */
+	uint32_t bridge_addr;	/* gateway address on the bridge */
+	uint16_t proxy_port;	/* host order */
+};
+/* One guest as the sets key it: tap name, MAC, IPv4 (network order). */
+struct nft_guest {
+	char tap[16];
+	uint8_t mac[6];
+	uint32_t addr;
+};
+#define NFT_GUESTS_MAX 1024 /* guests in one nft_setup batch */
+/*
+ * Replace both tables atomically (delete + create in one batch), with the
+ * sets holding guests g[0..n).  0 or -1 and *cause.
+ */
+int nft_setup(const struct nft_params *p, const struct nft_guest *g, size_t n,
+    char **cause);
+/* Add / remove one guest (tap name, MAC, IPv4) to every set, one batch. */
+int nft_guest_add(
+    const char *tap, const uint8_t mac[6], uint32_t addr, char **cause);
+int nft_guest_del(
+    const char *tap, const uint8_t mac[6], uint32_t addr, char **cause);
+/*
+ * The batches nft_setup and nft_guest_add (add 1) / nft_guest_del (add 0)
+ * send, built but not sent (unit tests): *buf (caller frees) holds *len
+ * bytes, BEGIN .. END.  0 or -1 and *cause.
+ */
+int nft_setup_batch(const struct nft_params *p, const struct nft_guest *g,
+    size_t n, void **buf, size_t *len, char **cause);
+int nft_guest_batch(int add, const char *tap, const uint8_t mac[6],
+    uint32_t addr, void **buf, size_t *len, char **cause);
+/* Delete both tables (tests and ksb-gatewayd --teardown only). */
+int nft_teardown(char **cause);
+/* The tables' name from now on (default "ksb"; at most 32 bytes). */
+void nft_use_table(const char *name);
+
+/* ---- netdev.c --------------------------------------------------------------
+ * Links and addresses over rtnetlink (libmnl), taps through /dev/net/tun.
+ */
+/*
+ * The MAC a bridge gets when netdev_bridge_ensure creates it for address
+ * addr (network order): 02:6b:73 ("ks", locally administered) and the
+ * address's last three bytes.  nft.c's rules name it too.
+ */
+void netdev_bridge_mac(uint32_t addr, uint8_t mac[6]);
+/*
+ * Create the bridge if missing (STP off, IPv6 off), set addr/prefix, remove
+ * every other address from it, bring it up.
+ */
+int netdev_bridge_ensure(
+    const char *name, uint32_t addr, int prefix, char **cause);
+/*
+ * Create tap `name` (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR, <= 15 bytes), IPv6
+ * off, enslave it to `bridge` and bring it up.  *fd receives the tap fd
+ * (O_CLOEXEC); the tap disappears when the last fd to it is closed.
+ */
+int netdev_tap_create(
+    const char *name, const char *bridge, int *fd, char **cause);
+/* Delete a link by name; 0 if it did not exist. */
+int netdev_link_del(const char *name, char **cause);
+/*
+ * The tap (tun kind) links enslaved to `bridge`: *names (caller frees)
+ * gets *n names of up to 15 bytes.  0 (none if the bridge is missing) or
+ * -1 and *cause.
+ */
+int netdev_taps_on_bridge(
+    const char *bridge, char (**names)[16], size_t *n, char **cause);
+
+#endif

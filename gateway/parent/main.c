@@ -1,0 +1,511 @@
+/*
+ * main.c: ksb-gatewayd, the egress gateway daemon.
+ *
+ * Start-up order: parse the configuration and every policy (nothing is
+ * touched before both are good) -> bridge -> audit database ->
+ * control_reconcile (state database -> nftables tables and sets in one
+ * batch, re-adopted and stale taps) -> proxy listener (bound here) ->
+ * the proxy process (privsep.c forks child.c: resolver, proxy, no
+ * privileges) -> control socket -> event loop.
+ * SIGHUP (and RELOAD on the control socket) reloads ksb.conf and the
+ * policy: parse new, swap on success, keep the old one otherwise; see
+ * reload.c.  SIGTERM/SIGINT close every tunnel and exit, keeping
+ * the registrations (state database), taps and nftables tables for the
+ * next start: guests fail closed meanwhile.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+
+#include "common/common.h"
+#include "audit/audit_chain.h"
+#include "gateway/parent/parent.h"
+#include "policy/policy.h"
+
+static void
+gateway_usage(FILE *f)
+{
+	fprintf(f,
+	    "usage: ksb-gatewayd [-dnTv] [-f config] [--teardown]\n"
+	    "  -f config  configuration file (default %s)\n"
+	    "  -d         stay in the foreground, log to stderr\n"
+	    "  -n         check the configuration and policies, then exit\n"
+	    "  -v         verbose logging\n"
+	    "  -T         (tests) the proxy process tries what its sandbox\n"
+	    "             forbids and logs the outcome\n"
+	    "  --teardown remove a stopped gateway's bridge, taps and tables\n"
+	    "  -h         this help\n"
+	    "See ksb-gatewayd(8), ksb.conf(5), ksb-policy(5).\n",
+	    conf_default_path());
+}
+
+/*
+ * libevent's own messages (evdns: "Nameserver 10.0.0.53:53 has failed"),
+ * through our log with a prefix, not on stderr as "[msg] ...".  Nothing
+ * in them comes from a guest; escaped all the same.
+ */
+static void
+gateway_event_log(int severity, const char *msg)
+{
+	char esc[600];
+
+	log_escape(esc, sizeof(esc), msg, strlen(msg));
+	if (severity >= EVENT_LOG_WARN)
+		log_warnx("libevent: %s", esc);
+	else if (severity == EVENT_LOG_MSG)
+		log_info("libevent: %s", esc);
+	else
+		log_debug("libevent: %s", esc);
+}
+
+/*
+ * Descriptors: raise the soft RLIMIT_NOFILE to the hard one (each tunnel
+ * holds two sockets and, while bytes move, two pipes; the proxy process
+ * inherits the limit).  Below GATEWAY_NOFILE_MIN the gateway cannot even
+ * start its proxy process: say so and refuse, rather than start one that
+ * fails.  0, or -1 with the message written.
+ */
+#define GATEWAY_NOFILE_MIN 64
+
+static int
+gateway_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
+		/* EPERM: a system call filter (the systemd unit's, which
+		 * sets LimitNOFILE= itself) */
+		if (errno != EPERM)
+			log_warn("getrlimit RLIMIT_NOFILE");
+		return 0;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) == -1)
+			log_warn("setrlimit RLIMIT_NOFILE %llu",
+			    (unsigned long long)rl.rlim_max);
+		(void)getrlimit(RLIMIT_NOFILE, &rl);
+	}
+	if (rl.rlim_cur < GATEWAY_NOFILE_MIN) {
+		fprintf(stderr,
+		    "ksb-gatewayd: RLIMIT_NOFILE is %llu: at least "
+		    "%d descriptors are needed (raise `ulimit -n', or "
+		    "LimitNOFILE= in the systemd unit)\n",
+		    (unsigned long long)rl.rlim_cur, GATEWAY_NOFILE_MIN);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * One gateway per state directory and per audit database: two would both
+ * reconcile the same instances, both append to the same hash chain (each
+ * with its own idea of the last seq: a chain broken for good) and fight
+ * over the bridge.  An exclusive flock(2) on <state-dir>/gatewayd.lock and
+ * on <audit-db>.lock, taken before anything is opened or changed, held
+ * for the life of the process (the descriptors stay open; close-on-exec).
+ * Each lock file holds the holder's pid, for the message.  0, or -1 with
+ * the message written.
+ */
+static int gateway_lock_fds[2] = { -1, -1 };
+
+static int
+gateway_lock_one(int k, const char *path, const char *what)
+{
+	char buf[32];
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+		 0640)) == -1) {
+		fprintf(
+		    stderr, "ksb-gatewayd: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		fprintf(stderr,
+		    "ksb-gatewayd: another ksb-gatewayd (pid %s) "
+		    "uses %s (%s is locked): stop it first, or give this one "
+		    "its own state-dir and audit-db\n",
+		    buf[0] ? buf : "?", what, path);
+		close(fd);
+		return -1;
+	}
+	gateway_lock_fds[k] = fd;
+	return 0;
+}
+
+static int
+gateway_lock(const struct ksb_conf *conf)
+{
+	char *path;
+	int r;
+
+	if (util_mkdirs(conf->state_dir, 0700) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s: %s\n", conf->state_dir,
+		    strerror(errno));
+		return -1;
+	}
+	xasprintf(&path, "%s/gatewayd.lock", conf->state_dir);
+	r = gateway_lock_one(0, path, "this state directory");
+	free(path);
+	if (r == -1)
+		return -1;
+	xasprintf(&path, "%s.lock", conf->audit_db);
+	r = gateway_lock_one(1, path, "this audit database");
+	free(path);
+	return r;
+}
+
+/* After daemon(3): the pid in the lock files is the daemon's. */
+static void
+gateway_lock_pid(void)
+{
+	char buf[32];
+	int k, len;
+
+	len = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+	for (k = 0; k < 2; k++)
+		if (gateway_lock_fds[k] != -1 &&
+		    (ftruncate(gateway_lock_fds[k], 0) == -1 ||
+			pwrite(gateway_lock_fds[k], buf, (size_t)len, 0) !=
+			    len))
+			log_warn("lock file");
+}
+
+/* Bind the proxy listener on bridge-address:proxy-port. */
+static int
+gateway_listen(struct gateway *gw, char **cause)
+{
+	struct sockaddr_in sin;
+	int fd, one = 1;
+
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = gw->conf->bridge_addr;
+	sin.sin_port = htons(gw->conf->proxy_port);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd == -1 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1 ||
+	    bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == -1 ||
+	    listen(fd, 4096) == -1) {
+		cause_set(cause, "listen on %s:%u: %s", inet_ntoa(sin.sin_addr),
+		    gw->conf->proxy_port, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	gw->proxy_fd = fd;
+	return 0;
+}
+
+static void
+gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	struct gateway *gw = arg;
+	struct reload_info info;
+	char *errors = NULL;
+
+	switch (sig) {
+	case SIGHUP:
+		/* libevent runs this from the loop, not from the handler;
+		 * several SIGHUPs before it runs make one reload. */
+		if (reload_run(gw, &info, &errors) == 0)
+			free(info.notes);
+		free(errors);
+		break;
+	default:
+		log_info("signal %d: exiting", (int)sig);
+		event_base_loopbreak(gw->base);
+		break;
+	}
+}
+
+struct gateway_opts {
+	const char *conffile;
+	int foreground, check, verbose, selftest, teardown;
+};
+
+/* Command line -> *o.  Returns -1 to go on, else the exit status. */
+static int
+gateway_options(int argc, char **argv, struct gateway_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ "teardown", no_argument, NULL, 'X' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int ch;
+
+	memset(o, 0, sizeof(*o));
+	o->conffile = conf_default_path();
+	while (
+	    (ch = getopt_long(argc, argv, "df:hnTv", longopts, NULL)) != -1) {
+		switch (ch) {
+		case 'd':
+			o->foreground = 1;
+			break;
+		case 'f':
+			o->conffile = optarg;
+			break;
+		case 'n':
+			o->check = 1;
+			break;
+		case 'T':
+			o->selftest = 1;
+			break;
+		case 'v':
+			o->verbose++;
+			break;
+		case 'X':
+			o->teardown = 1;
+			break;
+		case 'h':
+			gateway_usage(stdout);
+			return 0;
+		default:
+			gateway_usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "ksb-gatewayd: unexpected argument `%s'\n",
+		    argv[optind]);
+		gateway_usage(stderr);
+		return 2;
+	}
+	return -1;
+}
+
+/*
+ * --teardown: what a stopped gateway left for its guests to fail closed
+ * on (ksb-gatewayd(8)): its two nftables tables (nft-table), the taps on
+ * its bridge and the bridge.  Refused while a gateway holds the locks of
+ * this configuration's state-dir or audit-db.  0, or 1 with the message
+ * written.
+ */
+static int
+gateway_teardown(const struct ksb_conf *conf)
+{
+	char(*taps)[16] = NULL, *cause = NULL;
+	size_t n = 0, i;
+	int ret = 1;
+
+	if (gateway_lock(conf) == -1)
+		return 1;
+	nft_use_table(conf->nft_table);
+	if (netdev_taps_on_bridge(conf->bridge, &taps, &n, &cause) == -1)
+		goto cleanup;
+	for (i = 0; i < n; i++) {
+		if (netdev_link_del(taps[i], &cause) == -1)
+			goto cleanup;
+		printf("removed tap %s\n", taps[i]);
+	}
+	if (netdev_link_del(conf->bridge, &cause) == -1 ||
+	    nft_teardown(&cause) == -1)
+		goto cleanup;
+	printf("removed bridge %s (if it was there), tables inet %s and "
+	       "bridge %s\n",
+	    conf->bridge, conf->nft_table, conf->nft_table);
+	ret = 0;
+cleanup:
+	if (ret != 0)
+		fprintf(stderr, "ksb-gatewayd: --teardown: %s\n", cause);
+	free(cause);
+	free(taps);
+	return ret;
+}
+
+/*
+ * The bridge, the nftables parameters and the gateway's own address, the
+ * audit database (with the policy in force recorded), the event loop.
+ * Fatal on failure: nothing is running yet.
+ */
+static void
+gateway_setup(struct gateway *gw, struct nft_params *np)
+{
+	struct sockaddr_in *own;
+	char *cause = NULL, *files;
+
+	if (netdev_bridge_ensure(gw->conf->bridge, gw->conf->bridge_addr,
+		gw->conf->bridge_prefix, &cause) == -1)
+		fatalx("%s", cause);
+	memset(np, 0, sizeof(*np));
+	np->bridge = gw->conf->bridge;
+	np->tap_prefix = gw->conf->tap_prefix;
+	nft_use_table(gw->conf->nft_table);
+	np->bridge_addr = gw->conf->bridge_addr;
+	np->proxy_port = gw->conf->proxy_port;
+	own = (struct sockaddr_in *)&gw->own[0];
+	own->sin_family = AF_INET;
+	own->sin_addr.s_addr = gw->conf->bridge_addr;
+	gw->nown = 1;
+
+	if (util_mkdirs(gw->conf->state_dir, 0700) == -1)
+		fatal("%s", gw->conf->state_dir);
+	/* The CA, the placeholder key and the real values: read as root,
+	 * before the proxy process forks with them. */
+	if (cred_init(gw, &cause) == -1 ||
+	    cred_load(gw->policy, &gw->creds, &cause) == -1)
+		fatalx("credentials: %s", cause);
+	if (audit_open(gw->conf->audit_db, gw->conf->audit_retention,
+		&gw->audit, &cause) == -1)
+		fatalx("audit: %s", cause);
+	files = reload_files(gw->conf, gw->policy);
+	audit_policy(gw->audit, policy_digest(gw->policy), 1, files, NULL);
+	free(files);
+
+	gw->base = event_base_new();
+	if (gw->base == NULL)
+		fatalx("event_base_new");
+	if (audit_start(gw->audit, gw->base, &cause) == -1 ||
+	    audit_witness_start(gw->audit, gw->base, &cause) == -1)
+		fatalx("%s", cause);
+}
+
+/*
+ * The audit and state databases, their companions and the lock files at
+ * 0640, group control-group (gateway/parent/filemode.c).  Fatal on failure.
+ */
+static void
+gateway_file_modes(const struct ksb_conf *conf)
+{
+	gid_t gid = conf->control_group != NULL ? conf->control_gid : 0;
+	char *path, *cause = NULL;
+	int r;
+
+	xasprintf(&path, "%s/gatewayd.lock", conf->state_dir);
+	r = filemode_fix(path, gid, &cause);
+	free(path);
+	xasprintf(&path, "%s/state.db", conf->state_dir);
+	if (r == 0)
+		r = filemode_fix_db(path, NULL, gid, &cause);
+	free(path);
+	if (r == 0)
+		r = filemode_fix_db(conf->audit_db, ".lock", gid, &cause);
+	if (r == -1)
+		fatalx("%s", cause);
+}
+
+/*
+ * Start the processes and sockets in order (see the top of this file):
+ * registry, reconciliation, listener, proxy process, control socket,
+ * signals.  Fatal on failure.
+ */
+static void
+gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
+    const int *signums, int nsigs)
+{
+	char *cause = NULL, a[16];
+	int i;
+
+	registry_init(gw->conf->bridge_addr, gw->conf->bridge_prefix,
+	    gw->conf->tap_prefix);
+	/* State database -> nftables tables and sets (one batch), taps. */
+	if (control_reconcile(gw, np, &cause) == -1)
+		fatalx("%s", cause);
+	gateway_file_modes(gw->conf);
+	/* The listener is bound here; the proxy process (child.c) gets it,
+	 * resolves and parses without any privilege. */
+	if (gateway_listen(gw, &cause) == -1 ||
+	    privsep_init(gw, &cause) == -1 || control_init(gw, &cause) == -1)
+		fatalx("%s", cause);
+	for (i = 0; i < nsigs; i++) {
+		sigs[i] =
+		    evsignal_new(gw->base, signums[i], gateway_signal_cb, gw);
+		if (sigs[i] == NULL || evsignal_add(sigs[i], NULL) == -1)
+			fatalx("evsignal_new");
+	}
+	log_info("ready: bridge %s %s/%d, proxy port %u, control %s, "
+		 "policy %s",
+	    gw->conf->bridge, registry_addr_str(gw->conf->bridge_addr, a),
+	    gw->conf->bridge_prefix, gw->conf->proxy_port,
+	    gw->conf->control_socket, policy_digest(gw->policy));
+}
+
+int
+main(int argc, char **argv)
+{
+	struct gateway gw;
+	struct gateway_opts o;
+	struct nft_params np;
+	struct event *sigs[4];
+	const int signums[4] = { SIGHUP, SIGTERM, SIGINT, SIGQUIT };
+	char *cause = NULL;
+	int i, r;
+
+	if ((r = gateway_options(argc, argv, &o)) != -1)
+		return r;
+	log_init("ksb-gatewayd", o.verbose);
+	event_set_log_callback(gateway_event_log);
+	memset(&gw, 0, sizeof(gw));
+	gw.proxy_fd = -1;
+	if (conf_load(o.conffile, 0, &gw.conf, &cause) == -1) {
+		fprintf(stderr, "%s\n", cause);
+		return 1;
+	}
+	if (o.teardown) /* whatever the policy says */
+		return gateway_teardown(gw.conf);
+	if (reload_load_policy(gw.conf, &gw.policy, NULL, &cause) == -1) {
+		fprintf(stderr, "%s\n", cause);
+		return 1;
+	}
+	if (o.check) {
+		printf("configuration OK\n");
+		return 0;
+	}
+	/* Files the gateway creates: 0640 at most (gateway/parent/filemode.c);
+	 * control-group as a supplementary group lets it give them that
+	 * group without CAP_CHOWN (the owner may choose any group it is
+	 * in, chown(2)); the proxy process drops every group. */
+	umask(027);
+	if (gw.conf->control_group != NULL &&
+	    setgroups(1, &gw.conf->control_gid) == -1)
+		log_warn("setgroups %ld", (long)gw.conf->control_gid);
+	if (gw.conf->audit_key != NULL &&
+	    audit_chain_load_key(gw.conf->audit_key, &cause) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		return 1;
+	}
+	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
+		return 1;
+	signal(SIGPIPE, SIG_IGN);
+	if (!o.foreground && daemon(0, 0) == -1)
+		fatal("daemon");
+	gateway_lock_pid();
+	gateway_setup(&gw, &np);
+	gw.selftest = o.selftest;
+	gateway_start(&gw, &np, sigs, signums, 4);
+	event_base_dispatch(gw.base);
+
+	/* The proxy process closes its tunnels (close records) and exits. */
+	privsep_shutdown();
+	control_shutdown();
+	if (gw.proxy_fd != -1)
+		close(gw.proxy_fd);
+	for (i = 0; i < 4; i++)
+		event_free(sigs[i]);
+	/* Flushes every queued audit record (SIGTERM included). */
+	audit_free(gw.audit);
+	event_base_free(gw.base);
+	policy_free(gw.policy);
+	credset_free(gw.creds);
+	conf_free(gw.conf);
+	return 0;
+}

@@ -1,0 +1,1122 @@
+/*
+ * term.c: a terminated tunnel, for a host bound to a credential
+ * (ksb-policy(5), CREDENTIALS; ARCHITECTURE.md, "Credentials").
+ *
+ * After the SNI check and the committed audit row (proxy.c), the guest's
+ * TLS is terminated with the host's leaf from the gateway CA (ALPN
+ * http/1.1 only: a guest offering only h2 gets a no_application_protocol
+ * alert) and the gateway opens its own TLS to the upstream, verified
+ * against upstream-ca-file or the system store and the host name.  Both
+ * are libevent bufferevent_openssl filters over the tunnel's socket
+ * bufferevents, which proxy.c keeps owning.  Then HTTP/1.1, request by
+ * request (keep-alive, one in flight): each head is parsed strictly
+ * (http_parse.c), the placeholder replaced by the real value in its
+ * declared place only when Host and SNI are the bound host, anything
+ * else holding "ksbph_" refused (credential_misuse, 403); bodies are
+ * streamed, never buffered whole, responses too (server-sent events pass
+ * as they come); a 101 to an Upgrade makes it a relay.  Every guest byte
+ * sent upstream is scanned for the mark: the head (every span of it),
+ * then the raw bytes (chunk framing and extensions, trailers, an upgraded
+ * stream) and the decoded body data (a chunk boundary may split the mark).
+ * One audit row per request (uplink_audit_request).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/event.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "common/common.h"
+#include "gateway/proxy/proxy.h"
+#include "gateway/parse/refusal.h"
+#include "policy/policy.h"
+
+#define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
+#define TERM_MARK     PLACEHOLDER_MARK
+#define TERM_MARK_LEN 6
+#define TERM_HEAD_OUT (HTTP_HEAD_MAX + 3 * 8192) /* a rewritten head */
+
+/* A scan for the mark over a stream that arrives in runs: the tail of
+ * the runs so far, for a mark split across two of them. */
+struct term_scan {
+	char carry[TERM_MARK_LEN];
+	size_t ncarry;
+};
+
+enum term_state {
+	TERM_HANDSHAKE, /* either TLS handshake still running */
+	TERM_REQ_HEAD,	/* reading a request head */
+	TERM_REQ_BODY,	/* streaming its body upstream */
+	TERM_RESP_HEAD, /* request sent, reading the response head */
+	TERM_RESP_BODY, /* streaming the response body */
+	TERM_UPGRADED,	/* 101: bytes both ways, no HTTP */
+	TERM_CLOSING,	/* a final answer is being flushed */
+};
+
+struct term {
+	struct gateway *gw;
+	struct instance *inst;
+	char host[256];
+	struct bufferevent *down, *up;	   /* the SSL filters */
+	struct bufferevent *down_u, *up_u; /* proxy.c's sockets */
+	SSL *down_ssl, *up_ssl;
+	enum term_state state;
+	int down_ready, up_ready;
+	enum reason up_failed; /* the upstream's TLS failed: 502 */
+	char up_why[400];
+	int alpn_refused;
+	int64_t row; /* the tunnel's local row id */
+	struct http_body_reader body;
+	unsigned rq_flags;
+	int rq_close;
+	/* every guest byte sent upstream after a head (body framing and
+	 * data, trailers, an upgraded stream), and the decoded body data
+	 * (a chunk boundary can split the mark there) */
+	struct term_scan raw, data;
+	/* bytes of the coming head (request or response) already searched
+	 * for a LF (term_head_worth_parsing) */
+	size_t head_seen;
+	unsigned nparse, nreq; /* head parses (both ways) and requests,
+				  logged at close */
+	/* the request in flight, for its audit row */
+	char method[16], path[512], cred[65];
+	int status;
+	uint64_t rq_bytes, rs_bytes;
+	uint64_t up_total, down_total;
+	int64_t last_ms;
+	struct event *timer;
+	term_done_cb done;
+	void *arg;
+	int finishing;
+	enum reason fin_reason;
+};
+
+static void term_finish(struct term *, enum reason);
+static void term_pump(struct term *);
+
+/* ---- TLS --------------------------------------------------------------- */
+
+/* ALPN (RFC 7301 §3.2): http/1.1 if offered; none offered is HTTP/1.1
+ * too; a list without it (h2 only) ends the handshake with an alert. */
+static int
+term_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+    const unsigned char *in, unsigned int inlen, void *arg)
+{
+	static const unsigned char h11[] = "\x08http/1.1";
+	unsigned char *sel = NULL, selen = 0;
+	struct term *t = SSL_get_app_data(ssl);
+
+	(void)arg;
+	if (SSL_select_next_proto(&sel, &selen, h11, sizeof(h11) - 1, in,
+		inlen) != OPENSSL_NPN_NEGOTIATED) {
+		if (t != NULL)
+			t->alpn_refused = 1;
+		return SSL_TLSEXT_ERR_ALERT_FATAL;
+	}
+	*out = sel;
+	*outlen = selen;
+	return SSL_TLSEXT_ERR_OK;
+}
+
+/* Why the upstream's handshake failed, for the 502 and the row. */
+static void
+term_up_failure(struct term *t)
+{
+	long v = SSL_get_verify_result(t->up_ssl);
+	unsigned long e = bufferevent_get_openssl_error(t->up);
+
+	if (v == X509_V_ERR_HOSTNAME_MISMATCH) {
+		t->up_failed = REASON_UPSTREAM_CERT_NAME;
+		snprintf(t->up_why, sizeof(t->up_why),
+		    "the upstream's certificate is not for %s", t->host);
+	} else if (v != X509_V_OK) {
+		t->up_failed = REASON_UPSTREAM_CERT_INVALID;
+		snprintf(t->up_why, sizeof(t->up_why),
+		    "the upstream's certificate does not verify: %s",
+		    X509_verify_cert_error_string(v));
+	} else {
+		t->up_failed = REASON_UPSTREAM_TLS_FAILED;
+		snprintf(t->up_why, sizeof(t->up_why),
+		    "upstream TLS failed%s%s", e ? ": " : "",
+		    e ? ERR_reason_error_string(e) : "");
+	}
+	ERR_clear_error();
+}
+
+/* ---- answers and rows --------------------------------------------------- */
+
+/* See proxy.h.  Each byte is searched once: a head dribbled a byte at
+ * a time costs at most one parse per line (HTTP_FIELDS_MAX + 3). */
+int
+term_head_worth_parsing(
+    struct evbuffer *in, size_t len, size_t cap, size_t *seen)
+{
+	struct evbuffer_ptr pos;
+
+	if (len >= cap)
+		return 1;
+	if (*seen >= len)
+		return 0;
+	if (evbuffer_ptr_set(in, &pos, *seen, EVBUFFER_PTR_SET) != 0)
+		return 1;
+	pos = evbuffer_search(in, "\n", 1, &pos);
+	*seen = len;
+	return pos.pos != -1;
+}
+
+void
+term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
+{
+	*up = t->up_total + t->rq_bytes;
+	*down = t->down_total + t->rs_bytes;
+}
+
+static void
+term_row(struct term *t, enum reason reason)
+{
+	if (t->method[0] == '\0' && reason == REASON_NONE)
+		return;
+	uplink_audit_request(t->row, t->method, t->path, t->status, t->rq_bytes,
+	    t->rs_bytes, t->cred[0] ? t->cred : NULL, reason);
+	t->up_total += t->rq_bytes;
+	t->down_total += t->rs_bytes;
+	t->method[0] = t->path[0] = t->cred[0] = '\0';
+	t->status = 0;
+	t->rq_bytes = t->rs_bytes = 0;
+}
+
+/*
+ * Answer the guest ourselves (no upstream byte in it), record the request
+ * with reason, and close once the answer is flushed.
+ */
+static void
+term_refuse(struct term *t, int status, enum reason reason, const char *msg)
+{
+	char esc[600];
+
+	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
+	log_info("refuse %s %s: %d %s", t->inst ? t->inst->id : "?", esc,
+	    status, reason_name(reason));
+	evbuffer_add_printf(bufferevent_get_output(t->down),
+	    "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
+	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
+	    "Connection: close\r\n\r\nksb: %s\n",
+	    status, refusal_status_text(status), reason_name(reason),
+	    strlen(msg) + 6, msg);
+	t->status = status;
+	term_row(t, reason);
+	t->state = TERM_CLOSING;
+	t->rq_close = (int)reason; /* the tunnel's close reason */
+	bufferevent_disable(t->down, EV_READ);
+	if (t->up != NULL)
+		bufferevent_disable(t->up, EV_READ);
+}
+
+/* ---- the placeholder in a request head ---------------------------------- */
+
+/* Does buf[0..len) hold the mark?  Case-insensitive: a guest would not
+ * hide it by case, but a server might not care. */
+static int
+term_has_mark(const uint8_t *buf, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i + TERM_MARK_LEN <= len; i++)
+		if ((buf[i] | 0x20) == 'k' &&
+		    strncasecmp(
+			(const char *)buf + i, TERM_MARK, TERM_MARK_LEN) == 0)
+			return 1;
+	return 0;
+}
+
+/* Basic credentials of a field value (RFC 7617): decoded into out. */
+static int
+term_basic_decode(const uint8_t *buf, struct http_span v, uint8_t *out,
+    size_t outsz, size_t *outlen)
+{
+	size_t n, pad = 0;
+	int r;
+
+	if (v.len < 6 || strncasecmp((const char *)buf + v.off, "basic ", 6))
+		return -1;
+	n = v.len - 6;
+	if (n == 0 || n % 4 != 0 || (n / 4) * 3 + 1 > outsz)
+		return -1;
+	r = EVP_DecodeBlock(out, buf + v.off + 6, (int)n);
+	if (r < 0)
+		return -1;
+	if (buf[v.off + v.len - 1] == '=')
+		pad++;
+	if (buf[v.off + v.len - 2] == '=')
+		pad++;
+	*outlen = (size_t)r - pad;
+	return 0;
+}
+
+/* "Basic " base64(user ":" real value), malloc'd (wipe it). */
+static char *
+term_basic_encode(const uint8_t *user, size_t ulen, const struct cred_value *cv)
+{
+	size_t n = ulen + 1 + cv->len;
+	uint8_t *plain = xmalloc(n);
+	char *out = xmalloc(6 + 4 * ((n + 2) / 3) + 1);
+
+	memcpy(plain, user, ulen);
+	plain[ulen] = ':';
+	memcpy(plain + ulen + 1, cv->value, cv->len);
+	memcpy(out, "Basic ", 6);
+	EVP_EncodeBlock((unsigned char *)out + 6, plain, (int)n);
+	OPENSSL_cleanse(plain, n);
+	free(plain);
+	return out;
+}
+
+struct term_swap {
+	int field;	  /* index of the field to rewrite, -1: none */
+	const char *real; /* the value written in its place */
+	size_t real_len;
+	char *basic; /* BASIC: the re-encoded value, malloc'd */
+};
+
+/* What term_place checks each field of a request against. */
+struct term_place_ctx {
+	const uint8_t *buf;	      /* the head */
+	const struct policy_cred *pc; /* the host's credential, or NULL */
+	const struct cred_value *cv;  /* its value, or NULL */
+	int bound;		  /* Host is the bound host, pc and cv set */
+	char ph[PLACEHOLDER_MAX]; /* this instance's placeholder (bound) */
+	size_t plen;
+	size_t seen; /* placeholders found in their place so far */
+};
+
+/*
+ * Field i (f) as HTTP Basic credentials holding the mark: 1 (its place:
+ * sw rewrites it), 0 (not such a field), -1 (misuse; *msg).
+ */
+static int
+term_place_basic(struct term_place_ctx *p, const struct http_field *f, int i,
+    int is_place, struct term_swap *sw, const char **msg)
+{
+	uint8_t dec[HTTP_HEAD_MAX], *colon;
+	size_t declen;
+
+	if (!http_field_name_is(p->buf, f, "authorization") ||
+	    term_basic_decode(p->buf, f->value, dec, sizeof(dec), &declen) !=
+		0 ||
+	    !term_has_mark(dec, declen))
+		return 0;
+	colon = memchr(dec, ':', declen);
+	if (!is_place || p->pc->place != POLICY_CRED_BASIC || colon == NULL ||
+	    (size_t)(dec + declen - colon - 1) != p->plen ||
+	    memcmp(colon + 1, p->ph, p->plen) != 0 ||
+	    term_has_mark(dec, (size_t)(colon - dec)) || p->seen++ > 0) {
+		*msg = "a placeholder in HTTP Basic "
+		       "credentials outside their place";
+		OPENSSL_cleanse(dec, sizeof(dec));
+		return -1;
+	}
+	sw->field = i;
+	sw->basic = term_basic_encode(dec, (size_t)(colon - dec), p->cv);
+	OPENSSL_cleanse(dec, sizeof(dec));
+	return 1;
+}
+
+/* Field i (f), not Basic credentials: the mark only as the declared
+ * header's value (or bearer token).  0 (sw may rewrite it) or -1. */
+static int
+term_place_field(struct term_place_ctx *p, const struct http_field *f, int i,
+    int is_place, struct term_swap *sw, const char **msg)
+{
+	struct http_span v = f->value;
+	int in_name = term_has_mark(p->buf + f->name.off, f->name.len);
+
+	if (!in_name && !term_has_mark(p->buf + v.off, v.len))
+		return 0;
+	if (in_name || !is_place || p->pc->place == POLICY_CRED_BASIC ||
+	    p->seen++ > 0) {
+		*msg = p->bound ? "a placeholder outside its declared "
+				  "header is refused" :
+				  "a placeholder sent to a host it is "
+				  "not bound to is refused";
+		return -1;
+	}
+	if (p->pc->place == POLICY_CRED_BEARER) {
+		if (v.len < 7 ||
+		    strncasecmp((const char *)p->buf + v.off, "bearer ", 7))
+			goto wrong;
+		v.off += 7;
+		v.len -= 7;
+	}
+	if (v.len != p->plen || memcmp(p->buf + v.off, p->ph, p->plen) != 0)
+		goto wrong;
+	sw->field = i;
+	sw->real = p->cv->value;
+	sw->real_len = p->cv->len;
+	return 0;
+wrong:
+	*msg = "not this instance's placeholder for this credential";
+	return -1;
+}
+
+/*
+ * Where may a placeholder be in rq?  Only in the declared field of a
+ * request whose Host is the bound host, once, and equal to this
+ * instance's placeholder; anything else holding the mark is misuse.  0
+ * (sw says what to rewrite, maybe nothing) or -1 (misuse; *msg).
+ */
+static int
+term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
+    const struct policy_cred *pc, const struct cred_value *cv,
+    struct term_swap *sw, const char **msg)
+{
+	struct term_place_ctx p;
+	size_t i;
+	int host_ok, is_place, r;
+
+	sw->field = -1;
+	memset(&p, 0, sizeof(p));
+	p.buf = buf;
+	p.pc = pc;
+	p.cv = cv;
+	host_ok = rq->host_name.len == strlen(t->host) &&
+	    strncasecmp((const char *)buf + rq->host_name.off, t->host,
+		rq->host_name.len) == 0 &&
+	    (rq->host_port == 0 || rq->host_port == 443);
+	p.bound = host_ok && pc != NULL && cv != NULL;
+	if (p.bound)
+		placeholder_make(placeholder_key(), t->inst->id, pc->name,
+		    t->inst->owner_pid, t->inst->owner_start, pc->prefix, p.ph);
+	p.plen = p.bound ? strlen(p.ph) : 0;
+	if (term_has_mark(buf, rq->fields[0].name.off)) {
+		*msg = "a placeholder in the request line is refused";
+		return -1;
+	}
+	for (i = 0; i < rq->nfields; i++) {
+		const struct http_field *f = &rq->fields[i];
+
+		is_place = p.bound && http_field_name_is(buf, f, pc->header);
+		if ((r = term_place_basic(&p, f, (int)i, is_place, sw, msg)) ==
+		    -1)
+			return -1;
+		if (r == 0 &&
+		    term_place_field(&p, f, (int)i, is_place, sw, msg) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* The head as sent upstream: rq's bytes with the one field rewritten. */
+static void
+term_write_head(struct term *t, const uint8_t *buf,
+    const struct http_request *rq, const struct term_swap *sw)
+{
+	struct evbuffer *out = bufferevent_get_output(t->up);
+	const struct http_field *f;
+	size_t vstart, vend;
+
+	if (sw->field < 0) {
+		evbuffer_add(out, buf, rq->head_len);
+		t->rq_bytes += rq->head_len;
+		return;
+	}
+	f = &rq->fields[sw->field];
+	vstart = f->value.off;
+	vend = f->value.off + f->value.len;
+	evbuffer_add(out, buf, vstart);
+	if (sw->basic != NULL)
+		evbuffer_add(out, sw->basic, strlen(sw->basic));
+	else {
+		if (vend - vstart > sw->real_len &&
+		    strncasecmp((const char *)buf + vstart, "bearer ", 7) == 0)
+			evbuffer_add(out, "Bearer ", 7);
+		evbuffer_add(out, sw->real, sw->real_len);
+	}
+	evbuffer_add(out, buf + vend, rq->head_len - vend);
+	t->rq_bytes += rq->head_len;
+}
+
+/* Copy s (a span of buf) into dst (NUL-terminated, cut to dstsz). */
+static void
+term_copy(char *dst, size_t dstsz, const uint8_t *buf, struct http_span s)
+{
+	size_t n = s.len < dstsz - 1 ? s.len : dstsz - 1;
+
+	memcpy(dst, buf + s.off, n);
+	dst[n] = '\0';
+}
+
+/*
+ * A whole request head is in the guest's input: parse, check, rewrite,
+ * send.  Returns 0 to go on, -1 if the request was refused.
+ */
+static int
+term_request(struct term *t, const uint8_t *buf, size_t len)
+{
+	const struct policy_cred *pc;
+	const struct cred_value *cv = NULL;
+	struct http_request rq;
+	struct term_swap sw = { -1, NULL, 0, NULL };
+	enum reason reason = REASON_NONE;
+	const char *msg = NULL;
+	int status = 0;
+
+	switch (http_parse_request(buf, len, &rq, &status, &reason)) {
+	case HTTP_INCOMPLETE:
+		if (len >= HTTP_HEAD_MAX) {
+			term_refuse(t, 431, REASON_HEADER_TOO_LARGE,
+			    "request header too large");
+			return -1;
+		}
+		return 1;
+	case HTTP_ERROR:
+		snprintf(t->method, sizeof(t->method), "-");
+		term_refuse(t, status, reason, "malformed request");
+		return -1;
+	case HTTP_OK:
+		break;
+	}
+	term_copy(t->method, sizeof(t->method), buf, rq.method);
+	term_copy(t->path, sizeof(t->path), buf, rq.path);
+	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
+	if (pc != NULL)
+		cv = credset_find(t->gw->creds, pc->name);
+	if (term_place(t, buf, &rq, pc, cv, &sw, &msg) == -1) {
+		free(sw.basic);
+		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE, msg);
+		return -1;
+	}
+	if (sw.field >= 0 &&
+	    !policy_cred_allows(pc, (const char *)buf + rq.method.off,
+		rq.method.len, (const char *)buf + rq.path.off, rq.path.len)) {
+		if (sw.basic != NULL)
+			OPENSSL_cleanse(sw.basic, strlen(sw.basic));
+		free(sw.basic);
+		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+		term_refuse(t, 403, REASON_REQUEST_NOT_ALLOWED,
+		    "the credential's policy does not allow this request");
+		return -1;
+	}
+	if (sw.field >= 0)
+		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	term_write_head(t, buf, &rq, &sw);
+	if (sw.basic != NULL)
+		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
+	free(sw.basic);
+	evbuffer_drain(bufferevent_get_input(t->down), rq.head_len);
+	t->head_seen = 0;
+	t->nreq++;
+	t->rq_flags = rq.flags;
+	t->rq_close = rq.close;
+	t->raw.ncarry = t->data.ncarry = 0;
+	http_body_init(&t->body, rq.body, rq.length);
+	t->state = rq.body == HTTP_BODY_NONE ? TERM_RESP_HEAD : TERM_REQ_BODY;
+	return 0;
+}
+
+/* The next run p[0..n) of a stream: -1 if it (with the carried tail of
+ * the previous runs) holds the mark. */
+static int
+term_scan(struct term_scan *t, const uint8_t *p, size_t n)
+{
+	uint8_t tmp[2 * TERM_MARK_LEN];
+	size_t k = n < TERM_MARK_LEN ? n : TERM_MARK_LEN;
+
+	memcpy(tmp, t->carry, t->ncarry);
+	memcpy(tmp + t->ncarry, p, k);
+	if (term_has_mark(tmp, t->ncarry + k) || term_has_mark(p, n))
+		return -1;
+	if (n >= TERM_MARK_LEN - 1) {
+		memcpy(
+		    t->carry, p + n - (TERM_MARK_LEN - 1), TERM_MARK_LEN - 1);
+		t->ncarry = TERM_MARK_LEN - 1;
+	} else {
+		memcpy(tmp, t->carry, t->ncarry);
+		memcpy(tmp + t->ncarry, p, n);
+		k = t->ncarry + n;
+		t->ncarry = k < TERM_MARK_LEN - 1 ? k : TERM_MARK_LEN - 1;
+		memcpy(t->carry, tmp + k - t->ncarry, t->ncarry);
+	}
+	return 0;
+}
+
+/* Stream what the guest sent of the request body; 1: the body ended. */
+static int
+term_request_body(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->down);
+	struct evbuffer *out = bufferevent_get_output(t->up);
+	struct http_span data;
+	enum reason reason = REASON_NONE;
+	size_t len, used;
+	const uint8_t *p;
+	enum http_result r;
+
+	while ((len = evbuffer_get_length(in)) > 0) {
+		if (len > 65536)
+			len = 65536;
+		p = evbuffer_pullup(in, (ssize_t)len);
+		r = http_body_feed(&t->body, p, len, &used, &data, &reason);
+		if (r == HTTP_ERROR) {
+			term_refuse(t, 400, reason, "malformed request body");
+			return -1;
+		}
+		if (term_scan(&t->raw, p, used) == -1 ||
+		    (data.len > 0 &&
+			term_scan(&t->data, p + data.off, data.len) == -1)) {
+			term_refuse(t, 403, REASON_CREDENTIAL_MISUSE,
+			    "a placeholder in the request body, its chunk "
+			    "extensions or trailers is refused");
+			return -1;
+		}
+		evbuffer_add(out, p, used);
+		t->rq_bytes += used;
+		evbuffer_drain(in, used);
+		if (r == HTTP_OK)
+			return 1;
+	}
+	return 0;
+}
+
+/* The response head: pass it on; 1 when the head was complete. */
+static int
+term_response(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->up);
+	size_t len = evbuffer_get_length(in);
+	struct http_response rs;
+	enum reason reason = REASON_NONE;
+	const uint8_t *p;
+
+	if (len > HTTP_HEAD_MAX)
+		len = HTTP_HEAD_MAX;
+	if (!term_head_worth_parsing(in, len, HTTP_HEAD_MAX, &t->head_seen))
+		return 0;
+	t->nparse++;
+	p = evbuffer_pullup(in, (ssize_t)len);
+	switch (http_parse_response(p, len, t->rq_flags, &rs, &reason)) {
+	case HTTP_INCOMPLETE:
+		if (len < HTTP_HEAD_MAX)
+			return 0;
+		reason = REASON_UPSTREAM_BAD_RESPONSE;
+		/* FALLTHROUGH */
+	case HTTP_ERROR:
+		term_refuse(t, 502, reason,
+		    "the upstream's response is "
+		    "malformed");
+		return -1;
+	case HTTP_OK:
+		break;
+	}
+	bufferevent_write(t->down, p, rs.head_len);
+	t->rs_bytes += rs.head_len;
+	evbuffer_drain(in, rs.head_len);
+	t->head_seen = 0;
+	if (rs.interim)
+		return 1; /* the final response follows */
+	t->status = rs.status;
+	if (rs.upgraded) { /* its row is written when it ends */
+		t->state = TERM_UPGRADED;
+		return 1;
+	}
+	if (rs.close)
+		t->rq_close = 1;
+	http_body_init(&t->body, rs.body, rs.length);
+	t->state = TERM_RESP_BODY;
+	return 1;
+}
+
+/* Stream the response body; 1: it ended (the next request may go). */
+static int
+term_response_body(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->up);
+	struct http_span data;
+	enum reason reason = REASON_NONE;
+	size_t len, used;
+	const uint8_t *p;
+	enum http_result r;
+
+	while ((len = evbuffer_get_length(in)) > 0) {
+		if (len > 65536)
+			len = 65536;
+		p = evbuffer_pullup(in, (ssize_t)len);
+		r = http_body_feed(&t->body, p, len, &used, &data, &reason);
+		if (r == HTTP_ERROR) {
+			term_finish(t, REASON_UPSTREAM_BAD_RESPONSE);
+			return -1;
+		}
+		bufferevent_write(t->down, p, used);
+		t->rs_bytes += used;
+		evbuffer_drain(in, used);
+		if (r == HTTP_OK)
+			return 1;
+	}
+	return 0;
+}
+
+/* The guest's bytes in in, scanned as they are (a WebSocket client's
+ * frames are masked, RFC 6455 §5.3: what is scanned is what we see). */
+static int
+term_scan_buffer(struct term *t, struct evbuffer *in)
+{
+	struct evbuffer_iovec v[16];
+	struct evbuffer_ptr pos;
+	int i, n;
+
+	if (evbuffer_ptr_set(in, &pos, 0, EVBUFFER_PTR_SET) != 0)
+		return 0;
+	for (;;) {
+		n = evbuffer_peek(in, -1, &pos, v, 16);
+		for (i = 0; i < n && i < 16; i++) {
+			if (term_scan(&t->raw, v[i].iov_base, v[i].iov_len))
+				return -1;
+			if (evbuffer_ptr_set(
+				in, &pos, v[i].iov_len, EVBUFFER_PTR_ADD) != 0)
+				return 0;
+		}
+		if (n <= 16)
+			return 0;
+	}
+}
+
+/* Bytes both ways after a 101; the guest's scanned for the mark. */
+static void
+term_upgraded(struct term *t)
+{
+	if (term_scan_buffer(t, bufferevent_get_input(t->down)) == -1) {
+		log_info("refuse %s: a placeholder after the upgrade",
+		    t->inst ? t->inst->id : "?");
+		t->state = TERM_CLOSING;
+		term_finish(t, REASON_CREDENTIAL_MISUSE);
+		return;
+	}
+	t->rs_bytes += evbuffer_get_length(bufferevent_get_input(t->up));
+	t->rq_bytes += evbuffer_get_length(bufferevent_get_input(t->down));
+	bufferevent_write_buffer(t->down, bufferevent_get_input(t->up));
+	bufferevent_write_buffer(t->up, bufferevent_get_input(t->down));
+}
+
+/* Back-pressure: read from a side only while the other's output is short. */
+static void
+term_throttle(struct term *t)
+{
+	int up_full, down_full;
+
+	if (t->state == TERM_CLOSING)
+		return;
+	up_full =
+	    evbuffer_get_length(bufferevent_get_output(t->up)) > TERM_BUF_MAX;
+	down_full =
+	    evbuffer_get_length(bufferevent_get_output(t->down)) > TERM_BUF_MAX;
+	if (up_full)
+		bufferevent_disable(t->down, EV_READ);
+	else
+		bufferevent_enable(t->down, EV_READ);
+	if (down_full)
+		bufferevent_disable(t->up, EV_READ);
+	else
+		bufferevent_enable(t->up, EV_READ);
+}
+
+/*
+ * Move everything that can move now, in the order HTTP allows: one
+ * request in flight, its response, then the next request.
+ */
+static void
+term_pump(struct term *t)
+{
+	struct evbuffer *in;
+	size_t len;
+	int r;
+
+	for (;;) {
+		switch (t->state) {
+		case TERM_HANDSHAKE:
+		case TERM_CLOSING:
+			return;
+		case TERM_REQ_HEAD:
+			in = bufferevent_get_input(t->down);
+			if ((len = evbuffer_get_length(in)) == 0)
+				goto out;
+			if (t->up_failed != REASON_NONE) {
+				snprintf(t->method, sizeof(t->method), "-");
+				term_refuse(t, 502, t->up_failed, t->up_why);
+				return;
+			}
+			if (len > HTTP_HEAD_MAX)
+				len = HTTP_HEAD_MAX;
+			if (!term_head_worth_parsing(
+				in, len, HTTP_HEAD_MAX, &t->head_seen))
+				goto out;
+			t->nparse++;
+			r = term_request(
+			    t, evbuffer_pullup(in, (ssize_t)len), len);
+			if (r != 0)
+				goto out;
+			break;
+		case TERM_REQ_BODY:
+			if ((r = term_request_body(t)) != 1)
+				goto out;
+			t->state = TERM_RESP_HEAD;
+			break;
+		case TERM_RESP_HEAD:
+			if ((r = term_response(t)) != 1)
+				goto out;
+			break;
+		case TERM_RESP_BODY:
+			if ((r = term_response_body(t)) != 1)
+				goto out;
+			term_row(t, REASON_NONE);
+			if (t->rq_close) {
+				t->state = TERM_CLOSING;
+				t->rq_close = REASON_CLOSED;
+				return;
+			}
+			t->state = TERM_REQ_HEAD;
+			break;
+		case TERM_UPGRADED:
+			term_upgraded(t);
+			goto out;
+		}
+	}
+out:
+	if (t->state != TERM_CLOSING)
+		term_throttle(t);
+}
+
+static void
+term_read_cb(struct bufferevent *bev, void *arg)
+{
+	struct term *t = arg;
+
+	(void)bev;
+	t->last_ms = util_mono_ms();
+	term_pump(t);
+}
+
+/* Output drained: throttled reads resume; a final answer ends it. */
+static void
+term_write_cb(struct bufferevent *bev, void *arg)
+{
+	struct term *t = arg;
+
+	t->last_ms = util_mono_ms();
+	if (t->state == TERM_CLOSING) {
+		if (bev == t->down &&
+		    evbuffer_get_length(bufferevent_get_output(t->down)) == 0)
+			term_finish(t, (enum reason)t->rq_close);
+		return;
+	}
+	term_pump(t);
+}
+
+/* Where a response delimited by the close is finished. */
+static void
+term_eof_body(struct term *t)
+{
+	if (t->state == TERM_RESP_BODY && t->body.kind == HTTP_BODY_EOF) {
+		term_response_body(t);
+		term_row(t, REASON_NONE);
+		t->rq_close = REASON_CLOSED;
+		t->state = TERM_CLOSING;
+		if (evbuffer_get_length(bufferevent_get_output(t->down)) == 0)
+			term_finish(t, REASON_CLOSED);
+		return;
+	}
+	if (t->state == TERM_UPGRADED) {
+		term_upgraded(t);
+		if (t->state == TERM_CLOSING)
+			return; /* refused */
+		t->status = 101;
+		t->rq_close = REASON_CLOSED;
+		t->state = TERM_CLOSING;
+		if (evbuffer_get_length(bufferevent_get_output(t->down)) == 0)
+			term_finish(t, REASON_CLOSED);
+		return;
+	}
+	term_finish(t, t->method[0] ? REASON_UPSTREAM_ERROR : REASON_CLOSED);
+}
+
+static void
+term_up_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct term *t = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		t->up_ready = 1;
+		if (t->down_ready)
+			t->state = TERM_REQ_HEAD;
+		term_pump(t);
+		return;
+	}
+	if (t->up_failed != REASON_NONE)
+		return; /* told already; the guest learns it at its request */
+	if (!t->up_ready) {
+		/* The handshake failed: the guest is told at its request. */
+		term_up_failure(t);
+		bufferevent_disable(t->up, EV_READ | EV_WRITE);
+		t->up_ready = 1;
+		if (t->down_ready) {
+			t->state = TERM_REQ_HEAD;
+			term_pump(t);
+		}
+		return;
+	}
+	if (t->state == TERM_CLOSING)
+		return;
+	if (what & BEV_EVENT_EOF)
+		term_eof_body(t);
+	else
+		term_finish(t, REASON_UPSTREAM_ERROR);
+}
+
+static void
+term_down_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	struct term *t = arg;
+
+	(void)bev;
+	if (what & BEV_EVENT_CONNECTED) {
+		t->down_ready = 1;
+		if (t->up_ready)
+			t->state = TERM_REQ_HEAD;
+		term_pump(t);
+		return;
+	}
+	if (!t->down_ready) {
+		ERR_clear_error();
+		term_finish(t,
+		    t->alpn_refused ? REASON_TLS_ALPN_REFUSED :
+				      REASON_GUEST_TLS_FAILED);
+		return;
+	}
+	if (t->state == TERM_UPGRADED)
+		term_upgraded(t);
+	term_finish(t,
+	    (what & BEV_EVENT_EOF) ?
+		(t->method[0] && t->state != TERM_UPGRADED ?
+			REASON_GUEST_CLOSED :
+			REASON_CLOSED) :
+		REASON_GUEST_ERROR);
+}
+
+static void
+term_timer_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct term *t = arg;
+	int64_t idle = (int64_t)t->gw->conf->idle_timeout * 1000;
+	struct timeval tv = { 1, 0 };
+
+	(void)fd;
+	(void)ev;
+	if (t->state == TERM_CLOSING || util_mono_ms() - t->last_ms >= idle) {
+		term_finish(t,
+		    t->state == TERM_CLOSING ? (enum reason)t->rq_close :
+					       REASON_IDLE_TIMEOUT);
+		return;
+	}
+	evtimer_add(t->timer, &tv);
+}
+
+/* Free the filters and the SSL objects; proxy.c's sockets stay. */
+static void
+term_release(struct term *t)
+{
+	if (t->timer != NULL)
+		event_free(t->timer);
+	if (t->down != NULL)
+		bufferevent_free(t->down);
+	if (t->up != NULL)
+		bufferevent_free(t->up);
+	SSL_free(t->down_ssl);
+	SSL_free(t->up_ssl);
+	t->timer = NULL;
+	t->down = t->up = NULL;
+	t->down_ssl = t->up_ssl = NULL;
+}
+
+/* The deferred end: outside every bufferevent callback, so the filters
+ * and their SSL objects can go. */
+static void
+term_finish_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	struct term *t = arg;
+	term_done_cb done = t->done;
+
+	(void)fd;
+	(void)ev;
+	term_release(t);
+	t->done = NULL;
+	if (done != NULL)
+		done(t->arg, t->fin_reason, t->up_total, t->down_total);
+}
+
+static void
+term_finish(struct term *t, enum reason reason)
+{
+	struct timeval tv = { 0, 0 };
+	char esc[600];
+
+	if (t->finishing)
+		return;
+	t->finishing = 1;
+	if (reason == REASON_NONE)
+		reason = REASON_CLOSED;
+	if (t->method[0] != '\0') /* the request in flight ends with it */
+		term_row(t, reason == REASON_CLOSED ? REASON_NONE : reason);
+	t->fin_reason = reason;
+	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
+	log_info("term %s %s: %s, %u requests, %u head parses",
+	    t->inst ? t->inst->id : "?", esc, reason_name(reason), t->nreq,
+	    t->nparse);
+	bufferevent_disable(t->down, EV_READ | EV_WRITE);
+	bufferevent_disable(t->up, EV_READ | EV_WRITE);
+	if (t->timer != NULL)
+		event_free(t->timer);
+	t->timer = evtimer_new(t->gw->base, term_finish_cb, t);
+	evtimer_add(t->timer, &tv);
+}
+
+void
+term_free(struct term *t)
+{
+	if (t == NULL)
+		return;
+	term_release(t);
+	free(t);
+}
+
+/* The last OpenSSL error as text (a static buffer), cleared. */
+static const char *
+term_ssl_error(void)
+{
+	static char buf[256];
+	unsigned long e = ERR_get_error();
+
+	if (e == 0)
+		return "unknown OpenSSL error";
+	ERR_error_string_n(e, buf, sizeof(buf));
+	ERR_clear_error();
+	return buf;
+}
+
+/* The server side for host of credential v: its leaf, built once. */
+static SSL_CTX *
+term_leaf_ctx(const struct cred_value *cv, const char *host)
+{
+	struct cred_value *v = (struct cred_value *)cv;
+	struct cred_host *h = NULL;
+	SSL_CTX *ctx;
+	X509 *x = NULL;
+	EVP_PKEY *k = NULL;
+	BIO *b;
+	size_t i;
+
+	for (i = 0; i < v->nhosts; i++)
+		if (strcmp(v->hosts[i].host, host) == 0)
+			h = &v->hosts[i];
+	if (h == NULL)
+		return NULL;
+	if (h->ctx != NULL)
+		return h->ctx;
+	if ((ctx = SSL_CTX_new(TLS_server_method())) == NULL)
+		return NULL;
+	SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET | SSL_OP_NO_RENEGOTIATION);
+	if ((b = BIO_new_mem_buf(h->cert, (int)h->cert_len)) != NULL)
+		x = PEM_read_bio_X509(b, NULL, NULL, NULL);
+	BIO_free(b);
+	if ((b = BIO_new_mem_buf(h->key, (int)h->key_len)) != NULL)
+		k = PEM_read_bio_PrivateKey(b, NULL, NULL, NULL);
+	BIO_free(b);
+	if (x == NULL || k == NULL || SSL_CTX_use_certificate(ctx, x) != 1 ||
+	    SSL_CTX_use_PrivateKey(ctx, k) != 1) {
+		log_warnx("proxy: leaf certificate for %s: %s", host,
+		    term_ssl_error());
+		SSL_CTX_free(ctx);
+		ctx = NULL;
+	}
+	X509_free(x);
+	EVP_PKEY_free(k);
+	h->ctx = ctx;
+	return ctx;
+}
+
+int
+term_wanted(struct gateway *gw, const struct instance *inst, const char *host,
+    uint16_t port)
+{
+	const struct policy_cred *pc;
+	const struct cred_value *cv;
+
+	if (port != 443 || inst == NULL || gw->tls_upstream == NULL)
+		return 0;
+	pc = policy_cred_for_host(gw->policy, inst->profile, host);
+	if (pc == NULL || (cv = credset_find(gw->creds, pc->name)) == NULL)
+		return 0;
+	return term_leaf_ctx(cv, host) != NULL;
+}
+
+struct term *
+term_start(struct gateway *gw, struct instance *inst, const char *host,
+    int64_t row, struct bufferevent *down, struct bufferevent *up,
+    term_done_cb done, void *arg)
+{
+	struct term *t = xcalloc(1, sizeof(*t));
+	const struct policy_cred *pc;
+	SSL_CTX *sctx;
+	struct timeval tv = { 1, 0 };
+
+	pc = policy_cred_for_host(gw->policy, inst->profile, host);
+	sctx = term_leaf_ctx(credset_find(gw->creds, pc->name), host);
+	SSL_CTX_set_alpn_select_cb(sctx, term_alpn_cb, NULL);
+	t->gw = gw;
+	t->inst = inst;
+	t->row = row;
+	t->done = done;
+	t->arg = arg;
+	t->down_u = down;
+	t->up_u = up;
+	t->last_ms = util_mono_ms();
+	snprintf(t->host, sizeof(t->host), "%s", host);
+	if ((t->down_ssl = SSL_new(sctx)) == NULL ||
+	    (t->up_ssl = SSL_new(gw->tls_upstream)) == NULL)
+		fatalx("SSL_new");
+	SSL_set_app_data(t->down_ssl, t);
+	SSL_set_tlsext_host_name(t->up_ssl, host);
+	SSL_set1_host(t->up_ssl, host);
+	t->down = bufferevent_openssl_filter_new(
+	    gw->base, down, t->down_ssl, BUFFEREVENT_SSL_ACCEPTING, 0);
+	t->up = bufferevent_openssl_filter_new(
+	    gw->base, up, t->up_ssl, BUFFEREVENT_SSL_CONNECTING, 0);
+	if (t->down == NULL || t->up == NULL)
+		fatalx("bufferevent_openssl_filter_new");
+	bufferevent_setcb(
+	    t->down, term_read_cb, term_write_cb, term_down_event_cb, t);
+	bufferevent_setcb(
+	    t->up, term_read_cb, term_write_cb, term_up_event_cb, t);
+	bufferevent_setwatermark(t->down, EV_WRITE, TERM_BUF_MAX / 2, 0);
+	bufferevent_setwatermark(t->up, EV_WRITE, TERM_BUF_MAX / 2, 0);
+	/* What a side sent that is not taken yet (a pipelined request while
+	 * a response streams) is bounded too. */
+	bufferevent_setwatermark(t->down, EV_READ, 0, TERM_BUF_MAX);
+	bufferevent_setwatermark(t->up, EV_READ, 0, TERM_BUF_MAX);
+	bufferevent_enable(t->down, EV_READ | EV_WRITE);
+	bufferevent_enable(t->up, EV_READ | EV_WRITE);
+	t->timer = evtimer_new(gw->base, term_timer_cb, t);
+	evtimer_add(t->timer, &tv);
+	/* The ClientHello is already in the socket's input: start on it. */
+	bufferevent_trigger(down, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+	return t;
+}
