@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""filegraph.py BUILDDIR: the file-level call graph of ksb's product code.
+"""filegraph.py BUILDDIR [SRCDIR]: the file-level call graph of ksb's product code.
 
-Reads the product objects of a built tree with nm(1) (GNU binutils): an
+Reads the product objects of a built tree with nm(1) (an object whose
+source is no longer in SRCDIR, default BUILDDIR, is a stale leftover and
+is skipped) (GNU binutils): an
 edge A -> B when A.o references a global symbol that B.o defines.  Prints
 the circles (strongly connected components of two files or more) and every
 function name that two product source files define (global or static, as
@@ -17,7 +19,7 @@ PRODUCT = ('common/', 'proto/', 'audit/', 'policy/', 'mirror/', 'gateway/',
 TABLE = 'ksbctl/ksbctl.c'
 
 
-def objects(root):
+def objects(root, srcdir):
     """Map each product source (path relative to root) to its objects."""
     objs = collections.defaultdict(list)
     for dp, _dn, fn in os.walk(root):
@@ -31,7 +33,9 @@ def objects(root):
             # automake names per-target objects TARGET-SOURCE.o
             if '-' in stem:
                 stem = stem.split('-', 1)[1]
-            objs[os.path.join(rel, stem + '.c')].append(os.path.join(dp, f))
+            src = os.path.join(rel, stem + '.c')
+            if os.path.exists(os.path.join(srcdir, src)):
+                objs[src].append(os.path.join(dp, f))
     return objs
 
 
@@ -95,10 +99,10 @@ def circles(nodes, edges):
 
 
 def main():
-    if len(sys.argv) != 2:
-        print('usage: filegraph.py BUILDDIR', file=sys.stderr)
+    if len(sys.argv) not in (2, 3):
+        print('usage: filegraph.py BUILDDIR [SRCDIR]', file=sys.stderr)
         return 2
-    objs = objects(sys.argv[1])
+    objs = objects(sys.argv[1], sys.argv[-1])
     defs, local, undef = symbols(objs)
     edges = collections.defaultdict(set)
     for src, syms in undef.items():
