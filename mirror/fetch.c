@@ -160,26 +160,23 @@ fetch_read_small(int dfd, const char *name, size_t cap, char **buf, size_t *len,
 	return 0;
 }
 
-/* 80 lines: a ref read as git does (loose file, then packed-refs), each
- * name component checked on the way, with one cleanup path. */
-int
-mirror_read_ref(
-    const char *dir, const char *refname, char hex[41], char **cause)
+/*
+ * fetch_ref_loose: the loose ref refname under the directory dfd, every
+ * directory on the way opened without following symlinks.  0 and hex (40
+ * hex digits, NUL-terminated), 1 when there is no such file, -1 and
+ * *cause (a symbolic ref, a non-directory component, not an object id).
+ */
+static int
+fetch_ref_loose(int dfd, const char *refname, char hex[41], char **cause)
 {
-	char *copy = NULL, *comp, *next, *buf = NULL, *line, *end, esc[128];
-	size_t len, nlen = strlen(refname);
-	int dfd, sub, ret = -1, rc, missing = 0;
+	char *copy, *comp, *next, *buf = NULL, esc[128];
+	size_t len;
+	int sub, d, rc, ret = -1;
 
-	if ((dfd = open(
-		 dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
-		return cause_set(cause, "mirror %s: %s", dir, strerror(errno));
 	copy = xstrdup(refname);
-	/* The loose ref: every directory opened without following symlinks. */
 	sub = dup(dfd);
 	for (comp = copy; sub != -1 && (next = strchr(comp, '/')) != NULL;
 	     comp = next + 1) {
-		int d;
-
 		*next = '\0';
 		d = openat(
 		    sub, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -193,46 +190,55 @@ mirror_read_ref(
 		close(sub);
 		sub = d;
 	}
-	if (sub != -1) {
-		rc = fetch_read_small(
-		    sub, comp, REF_FILE_MAX, &buf, &len, cause);
-		close(sub);
-		if (rc == -1)
-			goto cleanup;
-		if (rc == 0) {
-			if (len >= 4 && strncmp(buf, "ref:", 4) == 0) {
-				cause_set(cause,
-				    "mirror: %s is a symbolic ref: refused",
-				    refname);
-				goto cleanup;
-			}
-			if (len > 0 && buf[len - 1] == '\n')
-				len--;
-			if (!mirror_valid_hex(buf, len)) {
-				log_escape(
-				    esc, sizeof(esc), buf, len > 60 ? 60 : len);
-				cause_set(cause,
-				    "mirror: %s: not an object id: \"%s\"",
-				    refname, esc);
-				goto cleanup;
-			}
-			memcpy(hex, buf, 40);
-			hex[40] = '\0';
-			ret = 0;
-			goto cleanup;
-		}
-		free(buf);
-		buf = NULL;
+	if (sub == -1) {
+		ret = 1;
+		goto cleanup;
 	}
-	/* packed-refs: "<40 hex> <name>\n" lines; '#' and '^' lines skipped. */
+	rc = fetch_read_small(sub, comp, REF_FILE_MAX, &buf, &len, cause);
+	close(sub);
+	if (rc != 0) {
+		ret = rc;
+		goto cleanup;
+	}
+	if (len >= 4 && strncmp(buf, "ref:", 4) == 0) {
+		cause_set(
+		    cause, "mirror: %s is a symbolic ref: refused", refname);
+		goto cleanup;
+	}
+	if (len > 0 && buf[len - 1] == '\n')
+		len--;
+	if (!mirror_valid_hex(buf, len)) {
+		log_escape(esc, sizeof(esc), buf, len > 60 ? 60 : len);
+		cause_set(cause, "mirror: %s: not an object id: \"%s\"",
+		    refname, esc);
+		goto cleanup;
+	}
+	memcpy(hex, buf, 40);
+	hex[40] = '\0';
+	ret = 0;
+cleanup:
+	free(copy);
+	free(buf);
+	return ret;
+}
+
+/*
+ * fetch_ref_packed: refname in dfd's packed-refs ("<40 hex> <name>\n"
+ * lines; '#' and '^' lines never match).  0 and hex, 1 when the file or
+ * the name is not there, -1 and *cause.
+ */
+static int
+fetch_ref_packed(int dfd, const char *refname, char hex[41], char **cause)
+{
+	char *buf = NULL, *line, *end;
+	size_t len, nlen = strlen(refname);
+	int rc, ret = 1;
+
 	rc = fetch_read_small(
 	    dfd, "packed-refs", PACKED_REFS_MAX, &buf, &len, cause);
-	if (rc == -1)
-		goto cleanup;
-	if (rc == 1)
-		missing = 1;
-	for (line = buf; !missing && line != NULL && line < buf + len;
-	     line = end) {
+	if (rc != 0)
+		return rc;
+	for (line = buf; line != NULL && line < buf + len; line = end) {
 		if ((end = memchr(line, '\n', (size_t)(buf + len - line))) !=
 		    NULL)
 			*end++ = '\0';
@@ -242,15 +248,29 @@ mirror_read_ref(
 			memcpy(hex, line, 40);
 			hex[40] = '\0';
 			ret = 0;
-			goto cleanup;
+			break;
 		}
 	}
-	cause_set(cause, "mirror has no %s", refname);
-cleanup:
-	close(dfd);
-	free(copy);
 	free(buf);
 	return ret;
+}
+
+/* A ref read as git does: the loose file, then packed-refs. */
+int
+mirror_read_ref(
+    const char *dir, const char *refname, char hex[41], char **cause)
+{
+	int dfd, rc;
+
+	if ((dfd = open(
+		 dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) == -1)
+		return cause_set(cause, "mirror %s: %s", dir, strerror(errno));
+	if ((rc = fetch_ref_loose(dfd, refname, hex, cause)) == 1)
+		rc = fetch_ref_packed(dfd, refname, hex, cause);
+	close(dfd);
+	if (rc == 1)
+		return cause_set(cause, "mirror has no %s", refname);
+	return rc;
 }
 
 /* ---- copying the guest's object files ------------------------------------ */
@@ -1344,6 +1364,60 @@ fetch_summary(git_repository *r, git_odb *odb, const git_oid *tip,
 }
 
 /*
+ * fetch_branch_forward: move the existing direct ref (refname, borrowed)
+ * to tip when that is a fast-forward and the branch is not checked out;
+ * res->branch_old and res->branch_state say what happened.  0, or -1 and
+ * *cause (a refusal included).
+ */
+static int
+fetch_branch_forward(git_repository *r, git_reference *ref, const char *refname,
+    const git_oid *tip, const char *id, struct mirror_fetch_result *res,
+    char **cause)
+{
+	git_reference *out = NULL;
+	const char *name = refname + strlen("refs/heads/");
+	git_oid cur;
+	int ret = -1;
+
+	git_oid_cpy(&cur, git_reference_target(ref));
+	git_oid_tostr(res->branch_old, sizeof(res->branch_old), &cur);
+	if (git_oid_equal(&cur, tip)) {
+		res->branch_state = MIRROR_BRANCH_CURRENT;
+		ret = 0;
+		goto cleanup;
+	}
+	if (git_graph_descendant_of(r, tip, &cur) != 1) {
+		git_error_clear();
+		fetch_count(r, &cur, tip, &res->branch_extra, NULL);
+		res->branch_state = MIRROR_BRANCH_REFUSED;
+		cause_set(cause,
+		    "branch %s not moved: it has %zu commit%s that "
+		    "sandbox/%s (%.12s) does not contain (git log %s..%s)",
+		    name, res->branch_extra, res->branch_extra == 1 ? "" : "s",
+		    id, res->tip, res->refname + strlen("refs/remotes/"), name);
+		goto cleanup;
+	}
+	if (git_branch_is_checked_out(ref) == 1) {
+		res->branch_state = MIRROR_BRANCH_REFUSED;
+		cause_set(cause,
+		    "branch %s not moved: it is checked out (git merge "
+		    "--ff-only %s)",
+		    name, res->refname + strlen("refs/remotes/"));
+		goto cleanup;
+	}
+	if (git_reference_create_matching(&out, r, refname, tip, 1, &cur,
+		"ksbctl fetch: fast-forward") < 0) {
+		mirror_git_cause(cause, refname);
+		goto cleanup;
+	}
+	res->branch_state = MIRROR_BRANCH_FORWARD;
+	ret = 0;
+cleanup:
+	git_reference_free(out);
+	return ret;
+}
+
+/*
  * --branch: refs/heads/<name> created at tip, or fast-forwarded to it by
  * a compare-and-swap on the value it had when it was checked (a branch
  * moved meanwhile is not overwritten); refused when it has a commit that
@@ -1356,7 +1430,6 @@ fetch_branch(git_repository *r, const char *name, const git_oid *tip,
 {
 	git_reference *ref = NULL, *out = NULL;
 	git_commit *c = NULL;
-	git_oid cur;
 	char *refname = NULL;
 	int valid = 0, ret = -1, rc;
 
@@ -1392,39 +1465,7 @@ fetch_branch(git_repository *r, const char *name, const git_oid *tip,
 			    cause, "%s: a symbolic ref: not moved", refname);
 		goto cleanup;
 	}
-	git_oid_cpy(&cur, git_reference_target(ref));
-	git_oid_tostr(res->branch_old, sizeof(res->branch_old), &cur);
-	if (git_oid_equal(&cur, tip)) {
-		res->branch_state = MIRROR_BRANCH_CURRENT;
-		ret = 0;
-		goto cleanup;
-	}
-	if (git_graph_descendant_of(r, tip, &cur) != 1) {
-		git_error_clear();
-		fetch_count(r, &cur, tip, &res->branch_extra, NULL);
-		res->branch_state = MIRROR_BRANCH_REFUSED;
-		cause_set(cause,
-		    "branch %s not moved: it has %zu commit%s that "
-		    "sandbox/%s (%.12s) does not contain (git log %s..%s)",
-		    name, res->branch_extra, res->branch_extra == 1 ? "" : "s",
-		    id, res->tip, res->refname + strlen("refs/remotes/"), name);
-		goto cleanup;
-	}
-	if (git_branch_is_checked_out(ref) == 1) {
-		res->branch_state = MIRROR_BRANCH_REFUSED;
-		cause_set(cause,
-		    "branch %s not moved: it is checked out (git merge "
-		    "--ff-only %s)",
-		    name, res->refname + strlen("refs/remotes/"));
-		goto cleanup;
-	}
-	if (git_reference_create_matching(&out, r, refname, tip, 1, &cur,
-		"ksbctl fetch: fast-forward") < 0) {
-		mirror_git_cause(cause, refname);
-		goto cleanup;
-	}
-	res->branch_state = MIRROR_BRANCH_FORWARD;
-	ret = 0;
+	ret = fetch_branch_forward(r, ref, refname, tip, id, res, cause);
 cleanup:
 	git_commit_free(c);
 	git_reference_free(ref);
@@ -1434,9 +1475,34 @@ cleanup:
 }
 
 /*
- * 86 lines: the steps of one fetch in order (state, host repo, the
- * mirror's tip, the old ref, the transfer, the new ref, the branch) with
- * one cleanup that owns every resource; each step is a call.
+ * fetch_begin: the checks before a fetch touches a repository: o->id and
+ * ns valid, res reset with its refname refs/remotes/<ns>/<id>, the
+ * instance's mirror state read into *st (mirror_state_clear) and its seed
+ * copied to res.  0, or -1 and *cause.
+ */
+static int
+fetch_begin(const struct mirror_fetch_opts *o, const char *ns,
+    struct mirror_fetch_result *res, struct mirror_state *st, char **cause)
+{
+	mirror_global_init();
+	memset(res, 0, sizeof(*res));
+	memset(st, 0, sizeof(*st));
+	if (!util_valid_id(o->id))
+		return cause_set(cause, "invalid instance ID `%s'", o->id);
+	if (fetch_check_ns(ns, cause) != 0)
+		return -1;
+	snprintf(res->refname, sizeof(res->refname), "refs/remotes/%s/%s", ns,
+	    o->id);
+	if (mirror_state_read(o->instance_dir, st, cause) != 0)
+		return -1;
+	memcpy(res->seed, st->seed, sizeof(res->seed));
+	return 0;
+}
+
+/*
+ * The steps of one fetch in order (state, host repo, the mirror's tip, the
+ * old ref, the transfer, the new ref, the branch) with one cleanup that
+ * owns every resource; each step is a call.
  */
 int
 mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
@@ -1454,19 +1520,9 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	char *mdir = NULL, *branch = NULL, *snap = NULL;
 	int ret = -1, have_old = 0, snapfd = -1;
 
-	mirror_global_init();
-	memset(res, 0, sizeof(*res));
-	memset(&st, 0, sizeof(st));
 	memset(&ow, 0, sizeof(ow));
-	if (!util_valid_id(o->id))
-		return cause_set(cause, "invalid instance ID `%s'", o->id);
-	if (fetch_check_ns(ns, cause) != 0)
+	if (fetch_begin(o, ns, res, &st, cause) != 0)
 		return -1;
-	snprintf(res->refname, sizeof(res->refname), "refs/remotes/%s/%s", ns,
-	    o->id);
-	if (mirror_state_read(o->instance_dir, &st, cause) != 0)
-		return -1;
-	memcpy(res->seed, st.seed, sizeof(res->seed));
 	/* The host repo: only ever with its owner's file-system rights. */
 	repo = o->repo != NULL ? o->repo : st.gitdir;
 	if (fetch_open_host(&ow, repo, &r, &odb, cause) != 0)

@@ -237,6 +237,36 @@ cleanup:
 
 /* ---- refs in the guest-owned mirror -------------------------------------- */
 
+/*
+ * mirror_ref_dir: the directory comp under dfd, opened without following
+ * a symlink, made (0755, owned by uid:gid) when it is missing.  Its
+ * descriptor, or -1 and *cause (refname names the ref in the message).
+ */
+static int
+mirror_ref_dir(int dfd, const char *comp, const char *refname, uid_t uid,
+    gid_t gid, char **cause)
+{
+	int sub;
+
+	sub =
+	    openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub == -1 && errno == ENOENT) {
+		if (mkdirat(dfd, comp, 0755) == -1 && errno != EEXIST)
+			return cause_set(cause, "mirror: mkdir %s: %s", comp,
+			    strerror(errno));
+		if (fchownat(dfd, comp, uid, gid, AT_SYMLINK_NOFOLLOW) == -1)
+			return cause_set(cause, "mirror: chown %s: %s", comp,
+			    strerror(errno));
+		sub = openat(
+		    dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (sub == -1)
+		return cause_set(cause,
+		    "mirror: `%s' in %s is not a directory: %s", comp, refname,
+		    strerror(errno));
+	return sub;
+}
+
 int
 mirror_write_ref(const char *dir, const char *refname, const char *hex,
     uid_t uid, gid_t gid, char **cause)
@@ -258,29 +288,9 @@ mirror_write_ref(const char *dir, const char *refname, const char *hex,
 			cause_set(cause, "invalid ref name `%s'", refname);
 			goto cleanup;
 		}
-		sub = openat(
-		    dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub == -1 && errno == ENOENT) {
-			if (mkdirat(dfd, comp, 0755) == -1 && errno != EEXIST) {
-				cause_set(cause, "mirror: mkdir %s: %s", comp,
-				    strerror(errno));
-				goto cleanup;
-			}
-			if (fchownat(dfd, comp, uid, gid,
-				AT_SYMLINK_NOFOLLOW) == -1) {
-				cause_set(cause, "mirror: chown %s: %s", comp,
-				    strerror(errno));
-				goto cleanup;
-			}
-			sub = openat(dfd, comp,
-			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		}
-		if (sub == -1) {
-			cause_set(cause,
-			    "mirror: `%s' in %s is not a directory: %s", comp,
-			    refname, strerror(errno));
+		if ((sub = mirror_ref_dir(
+			 dfd, comp, refname, uid, gid, cause)) == -1)
 			goto cleanup;
-		}
 		close(dfd);
 		dfd = sub;
 	}

@@ -414,87 +414,69 @@ guestctl_field_uint(const char *line, size_t len, size_t *off, uint64_t *v)
 	return sp != NULL ? 1 : 0;
 }
 
-/* 90 lines: one branch per frame verb with its exact fields, in the order
- * of the grammar in guestctl.h, so the two read side by side. */
-int
-guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
-    char *text, size_t textcap)
+/*
+ * The agent frames' verbs with their exact fields, in the order of the
+ * grammar in guestctl.h, so the two read side by side.
+ */
+static const struct guestctl_verb {
+	const char *verb;
+	enum guestctl_msg type;
+	int nums; /* leading numeric fields */
+	/* 1: a text field follows, 2: state then text, 3: text may follow */
+	int has_text;
+} guestctl_verbs[] = {
+	{ "HELLO", GUESTCTL_HELLO, 2, 0 },
+	{ "PROMPT", GUESTCTL_PROMPT, 1, 1 },
+	{ "ACK", GUESTCTL_ACK, 1, 0 },
+	{ "REPORT", GUESTCTL_REPORT, 2, 2 },
+	{ "ACKR", GUESTCTL_ACKR, 1, 0 },
+	{ "OUT", GUESTCTL_OUT, 0, 1 },
+	{ "PING", GUESTCTL_PING, 1, 0 },
+	{ "PONG", GUESTCTL_PONG, 1, 0 },
+	{ "TOUT", GUESTCTL_TOUT, 2, 1 },
+	{ "SCREEN", GUESTCTL_SCREEN, 1, 3 },
+	{ "SCREND", GUESTCTL_SCREND, 2, 0 },
+};
+
+/*
+ * guestctl_frame_numbers: the verb's leading numeric fields of
+ * line[*off..len) into v (at most two), *off moved past them; nothing may
+ * follow the last one unless the verb has text.  0 or -1.
+ */
+static int
+guestctl_frame_numbers(const struct guestctl_verb *vb, const char *line,
+    size_t len, size_t *off, uint64_t v[2])
 {
-	static const struct {
-		const char *verb;
-		enum guestctl_msg type;
-		int nums; /* leading numeric fields */
-		/* 1: a text field follows, 2: state then text, 3: text may
-		 * follow */
-		int has_text;
-	} verbs[] = {
-		{ "HELLO", GUESTCTL_HELLO, 2, 0 },
-		{ "PROMPT", GUESTCTL_PROMPT, 1, 1 },
-		{ "ACK", GUESTCTL_ACK, 1, 0 },
-		{ "REPORT", GUESTCTL_REPORT, 2, 2 },
-		{ "ACKR", GUESTCTL_ACKR, 1, 0 },
-		{ "OUT", GUESTCTL_OUT, 0, 1 },
-		{ "PING", GUESTCTL_PING, 1, 0 },
-		{ "PONG", GUESTCTL_PONG, 1, 0 },
-		{ "TOUT", GUESTCTL_TOUT, 2, 1 },
-		{ "SCREEN", GUESTCTL_SCREEN, 1, 3 },
-		{ "SCREND", GUESTCTL_SCREND, 2, 0 },
-	};
-	const char *sp, *t;
-	size_t i, off, vlen, tlen;
-	uint64_t v[2] = { 0, 0 };
 	int k, r;
 
-	memset(f, 0, sizeof(*f));
-	f->type = GUESTCTL_BAD;
-	f->text = text;
-	sp = memchr(line, ' ', len);
-	vlen = sp != NULL ? (size_t)(sp - line) : len;
-	for (i = 0; i < sizeof(verbs) / sizeof(*verbs); i++)
-		if (strlen(verbs[i].verb) == vlen &&
-		    memcmp(verbs[i].verb, line, vlen) == 0)
-			break;
-	if (i == sizeof(verbs) / sizeof(*verbs) || sp == NULL)
-		return -1;
-	off = vlen + 1;
-	for (k = 0; k < verbs[i].nums; k++) {
-		r = guestctl_field_uint(line, len, &off, &v[k]);
-		if (r < 0)
+	for (k = 0; k < vb->nums; k++) {
+		if ((r = guestctl_field_uint(line, len, off, &v[k])) < 0)
 			return -1;
-		/* The last field: nothing may follow unless text does. */
-		if (k == verbs[i].nums - 1 && verbs[i].has_text != 3 &&
-		    (r == 1) != (verbs[i].has_text != 0))
+		if (k == vb->nums - 1 && vb->has_text != 3 &&
+		    (r == 1) != (vb->has_text != 0))
 			return -1;
-		if (k < verbs[i].nums - 1 && r != 1)
+		if (k < vb->nums - 1 && r != 1)
 			return -1;
 	}
-	if (verbs[i].has_text == 2) {
-		sp = memchr(line + off, ' ', len - off);
-		if (sp == NULL)
-			return -1;
-		if ((f->state = guestctl_state_parse(
-			 line + off, (size_t)(sp - line) - off)) < 0)
-			return -1;
-		off = (size_t)(sp - line) + 1;
-	}
-	if (verbs[i].has_text) {
-		t = line + off;
-		if (guestctl_decode_text(t, len - off, text, textcap, &tlen) !=
-		    0)
-			return -1;
-		f->textlen = tlen;
-	}
+	return 0;
+}
+
+/*
+ * guestctl_frame_fields: f's typed fields from the numbers v of a frame
+ * of f->type (HELLO: version and n; REPORT: seq and turn; TOUT: turn and
+ * fd 1 or 2; SCREEN/SCREND: id and status).  0, or -1 with f->type
+ * GUESTCTL_BAD for a value out of range.
+ */
+static int
+guestctl_frame_fields(struct guestctl_frame *f, const uint64_t v[2])
+{
 	f->n = v[0];
 	f->turn = v[1];
-	f->type = verbs[i].type;
 	if (f->type == GUESTCTL_HELLO) {
 		f->version = (unsigned)v[0];
 		f->n = v[1];
 		if (f->version != GUESTCTL_AGENT_VERSION)
 			f->type = GUESTCTL_VERSION;
-	} else if (f->type == GUESTCTL_REPORT) {
-		f->n = v[0]; /* seq */
-		f->turn = v[1];
 	} else if (f->type == GUESTCTL_TOUT) {
 		f->turn = v[0];
 		f->n = v[1]; /* fd */
@@ -508,6 +490,48 @@ guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
 		f->status = (int)v[1];
 	}
 	return 0;
+}
+
+int
+guestctl_frame_parse(const char *line, size_t len, struct guestctl_frame *f,
+    char *text, size_t textcap)
+{
+	const struct guestctl_verb *vb = NULL;
+	const char *sp;
+	size_t i, off, vlen, tlen;
+	uint64_t v[2] = { 0, 0 };
+
+	memset(f, 0, sizeof(*f));
+	f->type = GUESTCTL_BAD;
+	f->text = text;
+	sp = memchr(line, ' ', len);
+	vlen = sp != NULL ? (size_t)(sp - line) : len;
+	for (i = 0; i < sizeof(guestctl_verbs) / sizeof(*guestctl_verbs); i++)
+		if (strlen(guestctl_verbs[i].verb) == vlen &&
+		    memcmp(guestctl_verbs[i].verb, line, vlen) == 0)
+			vb = &guestctl_verbs[i];
+	if (vb == NULL || sp == NULL)
+		return -1;
+	off = vlen + 1;
+	if (guestctl_frame_numbers(vb, line, len, &off, v) != 0)
+		return -1;
+	if (vb->has_text == 2) {
+		sp = memchr(line + off, ' ', len - off);
+		if (sp == NULL)
+			return -1;
+		if ((f->state = guestctl_state_parse(
+			 line + off, (size_t)(sp - line) - off)) < 0)
+			return -1;
+		off = (size_t)(sp - line) + 1;
+	}
+	if (vb->has_text) {
+		if (guestctl_decode_text(
+			line + off, len - off, text, textcap, &tlen) != 0)
+			return -1;
+		f->textlen = tlen;
+	}
+	f->type = vb->type;
+	return guestctl_frame_fields(f, v);
 }
 
 size_t
