@@ -500,9 +500,7 @@ qemu_kernel_args(const struct qemu_config *cfg)
 	return s;
 }
 
-/* cfg's boot values as proto/cmdline.h has them: 0, or -1 if one does not
- * fit (qemu_check_* refused it already). */
-static int
+int
 qemu_ksb_values(const struct qemu_config *cfg, struct cmdline *c)
 {
 	struct cmdline_share *s;

@@ -35,6 +35,7 @@
 
 #include "common/common.h"
 #include "common/qmp.h"
+#include "proto/cmdline.h"
 #include "proto/guestctl.h"
 #include "vmrunner/vmrunner.h"
 
@@ -157,30 +158,45 @@ template_key(const struct qemu_config *qc, char hex[TEMPLATE_KEY_LEN + 1])
 
 /* ---- the INSTANCE message ------------------------------------------------ */
 
+/* "52:54:00:12:34:56" (qemu_argv checked its form) into six bytes. */
+static int
+template_mac(const char *s, unsigned char mac[6])
+{
+	int n = -1;
+
+	if (s == NULL || strlen(s) != 17 ||
+	    sscanf(s, "%2hhx:%2hhx:%2hhx:%2hhx:%2hhx:%2hhx%n", &mac[0], &mac[1],
+		&mac[2], &mac[3], &mac[4], &mac[5], &n) != 6 ||
+	    n != 17)
+		return -1;
+	return 0;
+}
+
 int
 template_instance_msg(const struct qemu_config *qc, char **out, size_t *len)
 {
-	unsigned char seed[GUESTCTL_SEED_BYTES];
-	char hex[2 * GUESTCTL_SEED_BYTES + 1], *args, *body;
+	struct cmdline c;
 	struct timespec ts;
-	size_t i;
+	char *body;
 
-	if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+	if (qemu_ksb_values(qc, &c) != 0 || template_mac(qc->mac, c.mac) != 0)
 		return -1;
-	for (i = 0; i < sizeof(seed); i++)
-		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
-	explicit_bzero(seed, sizeof(seed));
+	c.has_mac = 1;
+	if (getrandom(c.seed, sizeof(c.seed), 0) != (ssize_t)sizeof(c.seed)) {
+		explicit_bzero(&c, sizeof(c));
+		return -1;
+	}
+	c.has_seed = 1;
 	clock_gettime(CLOCK_REALTIME, &ts);
-	args = qemu_ksb_args(qc);
+	c.has_time = 1;
+	c.time_sec = (uint64_t)ts.tv_sec;
+	c.time_nsec = ts.tv_nsec;
 	/* No fw_cfg file: the guest need not load qemu_fw_cfg (~0.05 s). */
-	xasprintf(&body, "%s ksb.mac=%s ksb.time=%lld.%09ld%s ksb.seed=%s",
-	    args, qc->mac, (long long)ts.tv_sec, ts.tv_nsec,
-	    qc->secrets_fd >= 0 || qc->home_fd > 0 || qc->ca_path != NULL ?
-		" ksb.fwcfg=1" :
-		"",
-	    hex);
-	explicit_bzero(hex, sizeof(hex));
-	free(args);
+	c.fwcfg = qc->secrets_fd >= 0 || qc->home_fd > 0 || qc->ca_path != NULL;
+	body = cmdline_encode(&c, CMDLINE_INSTANCE);
+	explicit_bzero(&c, sizeof(c));
+	if (body == NULL)
+		fatalx("out of memory");
 	if (strlen(body) > GUESTCTL_INSTANCE_MAX) {
 		explicit_bzero(body, strlen(body));
 		free(body);

@@ -228,6 +228,13 @@ int qemu_argv(const struct qemu_config *cfg, char ***argv, char **cause);
  * template gets as its INSTANCE message instead (proto/guestctl.h).
  */
 char *qemu_ksb_args(const struct qemu_config *cfg);
+struct cmdline;
+/*
+ * qemu_ksb_values: cfg's boot values as proto/cmdline.h has them, *c
+ * cleared first (the instance's keys only: no MAC, time or seed).  0, or
+ * -1 if one does not fit (qemu_argv's checks refused it already).
+ */
+int qemu_ksb_values(const struct qemu_config *cfg, struct cmdline *c);
 void qemu_argv_free(char **argv);
 
 /* ---- template.c ------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "proto/cmdline.h"
 #include "vmrunner/vmrunner.h"
 #include "tests/unit/tap.h"
 
@@ -564,7 +565,8 @@ test_argv_template(void)
 	    other[] = { { "/src/b", "/home/agent/b", 0 } };
 	struct qemu_config c, d;
 	char **boot = NULL, **rest = NULL, *cause = NULL, *msg = NULL,
-	     *msg2 = NULL;
+	     *msg2 = NULL, *body;
+	struct cmdline p;
 	char k1[TEMPLATE_KEY_LEN + 1], k2[TEMPLATE_KEY_LEN + 1], db[4096],
 	    dr[4096];
 	size_t len, len2;
@@ -648,6 +650,22 @@ test_argv_template(void)
 	    strlen(strstr(msg, " ksb.seed=") + 10) == 2 * GUESTCTL_SEED_BYTES &&
 	    strcmp(strstr(msg, " ksb.seed="), strstr(msg2, " ksb.seed=")) != 0,
 	    "a fresh seed of %d bytes each time", GUESTCTL_SEED_BYTES);
+	/* What the guest makes of it: the same codec's parser. */
+	body = strchr(msg, '\n');
+	memset(&p, 0, sizeof(p));
+	free(cause);
+	cause = NULL;
+	CHECK(body != NULL &&
+	    cmdline_parse(&p, body + 1, strlen(body + 1), CMDLINE_INSTANCE,
+		&cause) == 0 &&
+	    strcmp(p.id, "e-1a2b3c4d") == 0 && p.has_mac &&
+	    p.mac[0] == 0x52 && p.mac[5] == 0x01 && p.has_time &&
+	    p.has_seed && p.fwcfg,
+	    "INSTANCE parses back with the guest's codec: %s",
+	    cause != NULL ? cause : "ok");
+	free(cause);
+	cause = NULL;
+	explicit_bzero(&p, sizeof(p));
 	free(msg);
 	free(msg2);
 }
