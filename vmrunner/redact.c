@@ -289,7 +289,8 @@ redact_stream_feed(
 		s->buf = nb;
 		s->cap = (s->len + n) * 2;
 	}
-	memcpy(s->buf + s->len, in, n);
+	if (n > 0) /* an empty feed before any: s->buf is still NULL */
+		memcpy(s->buf + s->len, in, n);
 	s->len += n;
 	redact_scan(s, 0);
 	*out = s->out;
