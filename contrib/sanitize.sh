@@ -33,7 +33,9 @@ tests=$(printf 'ksb-print-tests:\n\t@echo $(TESTS)\n' |
 	grep -vxE 'tests/unit/(static|tree)\.sh' | tr '\n' ' ')
 # A report ends the process with an error (UBSan: -fno-sanitize-recover);
 # the stack trace goes to the test's log.
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:print_summary=1
+# Full stacks for allocations (fast_unwind_on_malloc=0): libgit2 and pcre2
+# have no frame pointers, and contrib/lsan.supp names their functions.
+ASAN_OPTIONS=detect_leaks=1:fast_unwind_on_malloc=0:print_summary=1
 LSAN_OPTIONS=suppressions=$top/contrib/lsan.supp:print_suppressions=0
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 KSB_NEED_STRICT=1
