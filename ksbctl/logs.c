@@ -201,7 +201,8 @@ logs_plain(FILE *f, struct logs_term *t, const unsigned char *b, size_t n)
 			o += (size_t)snprintf(
 			    out + o, sizeof(out) - o, "\\x%02x", c);
 	}
-	fwrite(out, 1, o, f);
+	if (o > 0)
+		fwrite(out, 1, o, f);
 }
 
 /*
@@ -274,7 +275,7 @@ logs_copy(int fd, off_t off, struct logs_term *t)
 int
 logs_agent_exited(const char *dir, int *status)
 {
-	char *p = NULL, buf[16];
+	char *p = NULL, buf[16] = "";
 	unsigned long v;
 	ssize_t n = -1;
 	int fd;

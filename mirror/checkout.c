@@ -86,14 +86,16 @@ checkout_list(const char *state_dir, char ***commits, char **cause)
 	char *dir;
 	size_t n = 0;
 	DIR *d;
+	int ret = -1;
 
 	*commits = xcalloc(1, sizeof(**commits));
 	xasprintf(&dir, "%s/" CHECKOUT_DIR, state_dir);
 	if ((d = opendir(dir)) == NULL) {
-		free(dir);
 		if (errno == ENOENT)
-			return 0;
-		return cause_set(cause, "%s: %s", dir, strerror(errno));
+			ret = 0;
+		else
+			cause_set(cause, "%s: %s", dir, strerror(errno));
+		goto cleanup;
 	}
 	while ((de = readdir(d)) != NULL) {
 		if (!mirror_valid_hex(de->d_name, strlen(de->d_name)))
@@ -103,8 +105,14 @@ checkout_list(const char *state_dir, char ***commits, char **cause)
 		(*commits)[n] = NULL;
 	}
 	closedir(d);
+	ret = 0;
+cleanup:
+	if (ret != 0) {
+		util_strv_free(*commits);
+		*commits = NULL;
+	}
 	free(dir);
-	return 0;
+	return ret;
 }
 
 int

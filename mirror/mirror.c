@@ -699,7 +699,7 @@ mirror_context(const char *spec, const char *instance_dir, char **name,
     char **dir, char **cause)
 {
 	git_repository *r = NULL;
-	git_object *o = NULL;
+	git_object *o = NULL, *rv = NULL;
 	char *path = NULL, *rev = NULL, *nm = NULL, *p, *out = NULL, hex[12];
 	struct stat sb;
 	int ret = -1;
@@ -728,10 +728,8 @@ mirror_context(const char *spec, const char *instance_dir, char **name,
 	}
 	if (nm == NULL && (nm = mirror_context_name(r, spec, cause)) == NULL)
 		goto cleanup;
-	if (git_revparse_single(&o, r, rev != NULL ? rev : "HEAD") < 0 ||
-	    git_object_peel(&o, o, GIT_OBJECT_COMMIT) < 0) {
-		git_object_free(o);
-		o = NULL;
+	if (git_revparse_single(&rv, r, rev != NULL ? rev : "HEAD") < 0 ||
+	    git_object_peel(&o, rv, GIT_OBJECT_COMMIT) < 0) {
 		mirror_git_cause(cause, spec);
 		goto cleanup;
 	}
@@ -745,6 +743,7 @@ mirror_context(const char *spec, const char *instance_dir, char **name,
 	nm = out = NULL;
 	ret = 0;
 cleanup:
+	git_object_free(rv); /* the peel is a new object, even for a commit */
 	git_object_free(o);
 	git_repository_free(r);
 	free(path);

@@ -152,7 +152,8 @@ char *checkout_path(const char *state_dir, const char *commit);
  */
 int checkout_lock(const char *state_dir, int exclusive, char **cause);
 /* checkout_list: the commits (40 hex) cached under state_dir, a
- * NULL-terminated strv (util_strv_free).  0, or -1 and *cause. */
+ * NULL-terminated strv (util_strv_free; empty when there is no checkouts
+ * dir).  0, or -1, *commits NULL and *cause (the dir and strerror). */
 int checkout_list(const char *state_dir, char ***commits, char **cause);
 /* checkout_instance_commit: the commit recorded in <instance_dir>/checkout
  * (40 hex + newline, host-written).  0, or -1 when there is none. */

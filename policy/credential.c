@@ -611,13 +611,14 @@ char *
 policy_cred_text(const struct policy_cred *c)
 {
 	char *s = NULL, *t;
-	size_t i;
+	size_t i, n;
 
 #define PCRED_ADD(...)                                                         \
 	do {                                                                   \
 		xasprintf(&t, __VA_ARGS__);                                    \
-		s = s ? xrealloc(s, strlen(s) + strlen(t) + 1) : xstrdup("");  \
-		strcat(s, t);                                                  \
+		n = s != NULL ? strlen(s) : 0;                                 \
+		s = xrealloc(s, n + strlen(t) + 1);                            \
+		memcpy(s + n, t, strlen(t) + 1);                               \
 		free(t);                                                       \
 	} while (0)
 	PCRED_ADD("credential %s {\n", c->name);

@@ -44,6 +44,7 @@ ksb_pkg() {
 	npm) echo npm ;;
 	clang) echo clang ;;
 	clang-format) echo clang-format ;;
+	cppcheck) echo cppcheck ;;
 	file) echo file ;;
 	systemd-analyze) echo systemd ;;
 	man) echo man-db ;;

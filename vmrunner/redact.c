@@ -179,6 +179,8 @@ redact_count(const struct redact *r)
 static void
 redact_emit(struct redact_stream *s, const char *buf, size_t n)
 {
+	if (n == 0) /* s->out may still be NULL */
+		return;
 	if (s->outlen + n > s->outcap) {
 		s->outcap = (s->outlen + n) * 2;
 		s->out = xrealloc(s->out, s->outcap);
@@ -225,6 +227,8 @@ redact_scan(struct redact_stream *s, int final)
 	size_t i = 0, start = 0, k = 0;
 	int m, n;
 
+	if (s->len == 0) /* s->buf may still be NULL */
+		return;
 	while (i < s->len) {
 		m = redact_match(r, s->buf, i, s->len, final, &k);
 		if (m == 2)
@@ -289,10 +293,11 @@ redact_stream_feed(
 		s->buf = nb;
 		s->cap = (s->len + n) * 2;
 	}
-	memcpy(s->buf + s->len, in, n);
+	if (n > 0) /* an empty feed before any: s->buf is still NULL */
+		memcpy(s->buf + s->len, in, n);
 	s->len += n;
 	redact_scan(s, 0);
-	*out = s->out;
+	*out = s->out != NULL ? s->out : ""; /* as the flush */
 	return s->outlen;
 }
 

@@ -460,14 +460,21 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
-	if (o.teardown) /* whatever the policy says */
-		return gateway_teardown(gw.conf);
+	if (o.teardown) { /* whatever the policy says */
+		r = gateway_teardown(gw.conf);
+		conf_free(gw.conf);
+		return r;
+	}
 	if (reload_load_policy(gw.conf, &gw.policy, NULL, &cause) == -1) {
 		fprintf(stderr, "%s\n", cause);
+		free(cause);
+		conf_free(gw.conf);
 		return 1;
 	}
 	if (o.check) {
 		printf("configuration OK\n");
+		policy_free(gw.policy);
+		conf_free(gw.conf);
 		return 0;
 	}
 	/* Files the gateway creates: 0640 at most (gateway/parent/filemode.c);

@@ -384,6 +384,7 @@ test_flood(void)
 	feed(&lb, a, line, (size_t)n);
 	n = snprintf(line, 128, "REPORT %u 1 done again\n", ++seq);
 	feed(&lb, a, line, (size_t)n);
+	free(line); /* the cursor below reuses the name */
 	serve(a);
 	fcntl(fd, F_SETFL, O_NONBLOCK);
 	while ((n = read(fd, reply + rlen, sizeof(reply) - 1 - rlen)) > 0)

@@ -863,6 +863,26 @@ test_checkout(void)
 	CHECK(checkout_lock(state, 1, &cause) >= 0, "exclusive lock once released");
 	xasprintf(&p, "%s/none", tmp);
 	CHECK(checkout_lock(p, 1, &cause) == -2, "no caches: nothing to lock");
+	CHECK(checkout_list(p, &list, &cause) == 0 && list[0] == NULL,
+	    "no caches: an empty list");
+	util_strv_free(list);
+	free(p);
+	/* The error path quotes the dir after its cleanup (it once used the
+	 * freed path: cppcheck, ASan). */
+	xasprintf(&p, "%s/notadir", tmp);
+	CHECK(mkdir(p, 0700) == 0, "state dir for a checkouts file");
+	free(dir2);
+	xasprintf(&dir2, "%s/" CHECKOUT_DIR, p);
+	CHECK(close(open(dir2, O_WRONLY | O_CREAT, 0600)) == 0,
+	    "checkouts is a regular file");
+	list = NULL;
+	CHECK(checkout_list(p, &list, &cause) == -1 && list == NULL &&
+		cause != NULL && strstr(cause, dir2) != NULL &&
+		strstr(cause, strerror(ENOTDIR)) != NULL,
+	    "checkouts not a dir: -1, the path quoted (%s)", cause);
+	free(cause);
+	cause = NULL;
+	free(dir2);
 	free(p);
 	free(dir);
 	free(state);
