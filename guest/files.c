@@ -263,7 +263,7 @@ files_home_install(struct boot *b)
 			}
 		if (r == -1)
 			port_say("preset files: %s", err);
-		_exit(r == -1);
+		_exit(r == -1 ? 1 : 0);
 	}
 	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
 		;

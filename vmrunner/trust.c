@@ -280,7 +280,8 @@ int
 trust_store_path(const char *state_dir, char **path, char **cause)
 {
 	const char *x = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-	struct passwd *pw;
+	struct passwd pwbuf, *pw = NULL;
+	char buf[4096];
 
 	*path = NULL;
 	if (getuid() == 0) {
@@ -292,7 +293,8 @@ trust_store_path(const char *state_dir, char **path, char **cause)
 		return 0;
 	}
 	if ((home == NULL || home[0] != '/') &&
-	    (pw = getpwuid(getuid())) != NULL)
+	    getpwuid_r(getuid(), &pwbuf, buf, sizeof(buf), &pw) == 0 &&
+	    pw != NULL)
 		home = pw->pw_dir;
 	if (home == NULL || home[0] != '/')
 		return cause_set(cause,
