@@ -100,6 +100,89 @@ mirror_find_repo(const char *path, char **gitdir, char **cause)
 	return 0;
 }
 
+/* Is p (resolved) inside root?  p NULL counts as inside. */
+static int
+mirror_path_inside(const char *p, const char *root)
+{
+	char *r;
+	size_t n = strlen(root);
+	int in;
+
+	if (p == NULL)
+		return 1;
+	if ((r = realpath(p, NULL)) == NULL)
+		return 0;
+	in = strncmp(r, root, n) == 0 &&
+	    (r[n] == '\0' || r[n] == '/' || strcmp(root, "/") == 0);
+	free(r);
+	return in;
+}
+
+/* The objects dir objs and what its info/alternates name (as libgit2
+ * reads them: relative to objs, '#' comments, nested up to its depth),
+ * all inside root? */
+static int
+mirror_objects_inside(const char *objs, const char *root, int depth)
+{
+	char *alt, *line = NULL, *p;
+	size_t cap = 0, n;
+	FILE *f;
+	int in = 1;
+
+	if (depth > 6 || !mirror_path_inside(objs, root))
+		return 0;
+	xasprintf(&alt, "%s/info/alternates", objs);
+	f = fopen(alt, "re");
+	free(alt);
+	if (f == NULL)
+		return errno == ENOENT || errno == ENOTDIR;
+	while (in && getline(&line, &cap, f) != -1) {
+		n = strcspn(line, "\r\n");
+		line[n] = '\0';
+		if (line[0] == '\0' || line[0] == '#')
+			continue;
+		if (line[0] == '/')
+			p = xstrdup(line);
+		else
+			xasprintf(&p, "%s/%s", objs, line);
+		in = mirror_objects_inside(p, root, depth + 1);
+		free(p);
+	}
+	if (ferror(f))
+		in = 0;
+	free(line);
+	fclose(f);
+	return in;
+}
+
+int
+mirror_repo_inside(const char *path, int search, const char *root)
+{
+	git_repository *r = NULL;
+	char *objs = NULL;
+	int rc, in;
+
+	mirror_global_init();
+	rc = git_repository_open_ext(
+	    &r, path, search ? 0 : GIT_REPOSITORY_OPEN_NO_SEARCH, NULL);
+	if (rc == GIT_ENOTFOUND) {
+		git_error_clear();
+		return 1;
+	}
+	if (rc < 0) {
+		git_error_clear();
+		return 0;
+	}
+	xasprintf(&objs, "%s/objects", git_repository_commondir(r));
+	in = mirror_path_inside(git_repository_path(r), root) &&
+	    mirror_path_inside(git_repository_commondir(r), root) &&
+	    mirror_path_inside(git_repository_workdir(r), root) &&
+	    mirror_objects_inside(objs, root, 0);
+	free(objs);
+	git_repository_free(r);
+	return in;
+}
+
 /* Stop at the first changed tracked file. */
 static int
 mirror_dirty_cb(const char *path, unsigned int flags, void *payload)

@@ -69,6 +69,18 @@ int mirror_valid_hex(const char *s, size_t len);
 int mirror_find_repo(const char *path, char **gitdir, char **cause);
 
 /*
+ * mirror_repo_inside: does the repository that path opens (searching
+ * upward when search, as mirror_find_repo; else at path only, as
+ * mirror_context) keep its git dir, its common dir, its work tree and
+ * every objects/info/alternates entry (nested too) inside the directory
+ * root (canonical)?  A .git file, a commondir file, core.worktree or
+ * alternates are plain files a repository can carry that would make a
+ * path inside it read any repository of the host.  1 yes (also when no
+ * repository opens there: nothing is read), 0 no or an error.
+ */
+int mirror_repo_inside(const char *path, int search, const char *root);
+
+/*
  * mirror_dirty: whether the work tree of the repository with git dir
  * gitdir has changes to tracked files (staged or not; untracked files do
  * not count), as libgit2's status sees them; the index is read, never

@@ -30,6 +30,7 @@
 #include <openssl/evp.h>
 
 #include "common/common.h"
+#include "mirror/mirror.h"
 #include "vmrunner/vmrunner.h"
 
 #define TRUST_FILE_MAX	(256 * 1024) /* config.c CONFIG_FILE_MAX */
@@ -571,7 +572,8 @@ trust_context_inside(const char *spec, const char *root)
 	if ((stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) &&
 	    (p = strrchr(path, '@')) != NULL && p[1] != '\0')
 		*p = '\0';
-	in = *path != '\0' && trust_inside(path, root);
+	in = *path != '\0' && trust_inside(path, root) &&
+	    mirror_repo_inside(path, 0, root);
 	free(path);
 	return in;
 }
@@ -587,7 +589,8 @@ trust_paths_inside(
 
 	if (strcmp(key, "repo") == 0)
 		return (v = config_get(c, key)) != NULL &&
-		    trust_inside(v, tf->root);
+		    trust_inside(v, tf->root) &&
+		    mirror_repo_inside(v, 1, tf->root);
 	if (strcmp(key, "context") != 0)
 		return 0;
 	list = config_list(c, key, &n);

@@ -5,7 +5,8 @@
  * refused again, --revoke forgets it), a store that is a symlink or
  * writable by others is not used, repo and context paths inside the
  * repository only (.., symlinks, @REV, :NAME), .ksb or instance.conf as a
- * symlink refused, an untrusted name resumes only an instance its file
+ * symlink refused, a path inside whose git dir, common dir, work tree or
+ * alternates lead outside refused, an untrusted name resumes only an instance its file
  * created, hostile values escaped by trust_show.
  */
 #include <sys/stat.h>
@@ -223,6 +224,73 @@ test_paths(void)
 	trust_file_free(tf);
 }
 
+/* A minimal git dir at d (HEAD, objects, refs), plus file name = text. */
+static void
+gitdir(const char *d, const char *name, const char *text)
+{
+	char p[1024];
+
+	mkdir(d, 0755);
+	snprintf(p, sizeof(p), "%s/HEAD", d);
+	put(p, "ref: refs/heads/main\n");
+	snprintf(p, sizeof(p), "%s/objects", d);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/objects/info", d);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/refs", d);
+	mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/refs/heads", d);
+	mkdir(p, 0755);
+	if (name != NULL) {
+		snprintf(p, sizeof(p), "%s/%s", d, name);
+		put(p, text);
+	}
+}
+
+/* A path inside the repository that git resolves to a repository
+ * outside it (a .git file, commondir, alternates, core.worktree: files
+ * a repository can carry) is outside. */
+static void
+test_git_redirect(void)
+{
+	char out[600], text[700];
+
+	snprintf(out, sizeof(out), "%s/outside.git", top);
+	gitdir(out, NULL, NULL);
+	gitdir("emb", NULL, NULL);
+	CHECK(!refused("repo = emb\n") && !refused("context = emb:x\n"),
+	    "an embedded bare repository inside: allowed");
+	snprintf(text, sizeof(text), "%s\n", out);
+	gitdir("emb-common", "commondir", text);
+	CHECK(refused("repo = emb-common\n"), "repo: commondir outside refused");
+	CHECK(refused("context = emb-common:x\n"),
+	    "context: commondir outside refused");
+	gitdir("emb-rel", "commondir", "../../outside.git\n");
+	CHECK(refused("context = emb-rel:x\n"),
+	    "context: a relative commondir outside refused");
+	snprintf(text, sizeof(text), "# borrowed\n%s/objects\n", out);
+	gitdir("emb-alt", "objects/info/alternates", text);
+	CHECK(refused("context = emb-alt:x\n"),
+	    "context: alternates outside refused");
+	CHECK(refused("repo = emb-alt\n"), "repo: alternates outside refused");
+	gitdir("emb-alt-in", "objects/info/alternates", "../../emb/objects\n");
+	CHECK(!refused("context = emb-alt-in:x\n"),
+	    "context: alternates inside allowed");
+	gitdir("emb-alt-2", "objects/info/alternates",
+	    "../../emb-alt/objects\n");
+	CHECK(refused("context = emb-alt-2:x\n"),
+	    "context: nested alternates outside refused");
+	snprintf(text, sizeof(text),
+	    "[core]\n\tbare = false\n\tworktree = %s\n", top);
+	gitdir("emb-wt", "config", text);
+	CHECK(refused("repo = emb-wt\n"), "repo: core.worktree outside refused");
+	mkdir("gf", 0755);
+	snprintf(text, sizeof(text), "gitdir: %s\n", out);
+	put("gf/.git", text);
+	CHECK(refused("repo = gf\n"), "repo: a .git file outside refused");
+	CHECK(refused("context = gf:x\n"), "context: a .git file outside refused");
+}
+
 /* name: a new instance, or one this file created (trust_mark). */
 static void
 test_name(void)
@@ -300,6 +368,7 @@ main(void)
 	test_pinning();
 	test_store();
 	test_paths();
+	test_git_redirect();
 	test_name();
 	test_escape();
 	if (chdir("/") == 0)
