@@ -685,11 +685,48 @@ config_print_json(const struct config *c, FILE *f)
 	json_object_put(all);
 }
 
+/* src with every byte outside printable ASCII as \xHH, malloc'd. */
+static char *
+config_print_esc(const char *src)
+{
+	size_t i, o = 0, n = strlen(src);
+	char *dst = xmalloc(4 * n + 1);
+
+	for (i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)src[i];
+
+		if (ch >= 0x20 && ch < 0x7f)
+			dst[o++] = (char)ch;
+		else
+			o += (size_t)snprintf(dst + o, 5, "\\x%02x", ch);
+	}
+	dst[o] = '\0';
+	return dst;
+}
+
+/*
+ * One "key = value # origin, mark" line of --print-config.  The value and
+ * the origin may come from a hostile project file (or its path): every
+ * byte outside printable ASCII is written as \xHH, so no terminal escape
+ * reaches the operator's terminal.
+ */
+static void
+config_print_line(FILE *f, int w, const char *key, const char *value,
+    const char *origin, const char *mark)
+{
+	char *ev = config_print_esc(value), *eo = config_print_esc(origin);
+
+	fprintf(f, "%-*s = %-40s # %s%s%s\n", w, key, ev, eo,
+	    mark != NULL ? ", " : "", mark != NULL ? mark : "");
+	free(ev);
+	free(eo);
+}
+
 void
 config_print(const struct config *c, FILE *f, int json)
 {
 	const struct config_val *v;
-	const char *m, *sep;
+	const char *name;
 	size_t i, j;
 	int w = 0;
 
@@ -702,21 +739,17 @@ config_print(const struct config *c, FILE *f, int json)
 			w = (int)strlen(config_keys[i].name);
 	for (i = 0; i < CONFIG_NKEYS; i++) {
 		v = &c->v[i];
-		m = v->mark != NULL ? v->mark : "";
-		sep = v->mark != NULL ? ", " : "";
-		if (config_keys[i].repeat == SETTINGS_LIST) {
-			if (v->n == 0)
-				fprintf(f, "%-*s = %-40s # %s%s%s\n", w,
-				    config_keys[i].name, "(none)", v->origin,
-				    sep, m);
-			for (j = 0; j < v->n; j++)
-				fprintf(f, "%-*s = %-40s # %s%s%s\n", w,
-				    config_keys[i].name, v->list[j], v->origin,
-				    sep, m);
-		} else
-			fprintf(f, "%-*s = %-40s # %s%s%s\n", w,
-			    config_keys[i].name,
+		name = config_keys[i].name;
+		if (config_keys[i].repeat != SETTINGS_LIST)
+			config_print_line(f, w, name,
 			    v->value != NULL ? v->value : "(unset)", v->origin,
-			    sep, m);
+			    v->mark);
+		else if (v->n == 0)
+			config_print_line(
+			    f, w, name, "(none)", v->origin, v->mark);
+		for (j = 0; config_keys[i].repeat == SETTINGS_LIST && j < v->n;
+		     j++)
+			config_print_line(
+			    f, w, name, v->list[j], v->origin, v->mark);
 	}
 }

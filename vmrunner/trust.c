@@ -17,6 +17,7 @@
  * it (util_replace_file).
  */
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -306,6 +307,34 @@ trust_store_path(const char *state_dir, char **path, char **cause)
 }
 
 /*
+ * trust_store_dir_ok: the directory holding store, when it exists, is a
+ * real directory (not a symlink) of this uid that no one else may write:
+ * another user could otherwise swap or delete the store.  A missing one
+ * is fine (no store yet).  0, or -1 and *cause.
+ */
+static int
+trust_store_dir_ok(const char *store, char **cause)
+{
+	char *dir = xstrdup(store), *slash = strrchr(dir, '/');
+	struct stat st;
+	int ret = 0;
+
+	if (slash != NULL && slash != dir)
+		*slash = '\0';
+	if (lstat(dir, &st) == -1) {
+		if (errno != ENOENT)
+			ret = cause_set(cause, "%s: %s", dir, strerror(errno));
+	} else if (!S_ISDIR(st.st_mode) || st.st_uid != getuid() ||
+	    (st.st_mode & 022) != 0)
+		ret = cause_set(cause,
+		    "%s: not a directory of uid %u writable by it alone: "
+		    "the trust store in it is not used",
+		    dir, (unsigned)getuid());
+	free(dir);
+	return ret;
+}
+
+/*
  * The store whole into *buf (NUL-terminated; NULL and 0 when there is
  * none).  It must be a regular file of this user, writable by no one
  * else, not a symlink.  0, or -1 and *cause.
@@ -319,6 +348,8 @@ trust_store_read(const char *store, char **buf, size_t *len, char **cause)
 
 	*buf = NULL;
 	*len = 0;
+	if (trust_store_dir_ok(store, cause) != 0)
+		return -1;
 	if ((fd = open(store,
 		 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) == -1) {
 		if (errno == ENOENT)
@@ -484,13 +515,17 @@ int
 trust_store_add(const char *store, const struct trust_file *tf, char **cause)
 {
 	const char *s;
+	char *esc;
 	int removed;
 
 	for (s = tf->canon; *s != '\0'; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return cause_set(cause,
-			    "%s: a control byte in the path: not trusted",
-			    tf->name);
+		if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+			esc = trust_esc(tf->name);
+			cause_set(cause,
+			    "%s: a control byte in the path: not trusted", esc);
+			free(esc);
+			return -1;
+		}
 	return trust_store_update(store, tf->canon, tf->hex, &removed, cause);
 }
 
@@ -645,6 +680,89 @@ trust_name_foreign(
 	return foreign;
 }
 
+/*
+ * The free space, in MiB, of the file system holding path or, while path
+ * does not exist yet, its nearest existing parent.  0 when none is found.
+ */
+static uint64_t
+trust_free_mib(const char *path)
+{
+	struct statvfs sv;
+	char *p = xstrdup(path), *slash;
+	uint64_t mib = 0;
+
+	for (;;) {
+		if (statvfs(p, &sv) == 0) {
+			mib =
+			    (uint64_t)sv.f_bavail * sv.f_frsize / (1024 * 1024);
+			break;
+		}
+		if (errno != ENOENT || (slash = strrchr(p, '/')) == NULL ||
+		    slash == p)
+			break;
+		*slash = '\0';
+	}
+	free(p);
+	return mib;
+}
+
+/*
+ * trust_host_bound: whether an allowlisted key's value from an untrusted
+ * project file stays inside what this host gives such a file: cpus at
+ * most the online CPUs, memory at most half the physical memory, a
+ * disk-size at most the free space of the state directory's file system,
+ * template not on or auto where the host side (ksb.conf) set it off.  1,
+ * or 0 with the reason in why (one clause, for trust_refuse).
+ */
+static int
+trust_host_bound(const struct config *c, const char *key, const char *state_dir,
+    int host_template_off, char *why, size_t whysz)
+{
+	uint64_t v, lim;
+	long n, pages, psz;
+	const char *t;
+
+	if (strcmp(key, "cpus") == 0) {
+		n = sysconf(_SC_NPROCESSORS_ONLN);
+		v = config_uint(c, key);
+		if (n > 0 && v <= (uint64_t)n)
+			return 1;
+		snprintf(why, whysz,
+		    " (%llu CPUs: more than this host's %ld online)",
+		    (unsigned long long)v, n);
+		return 0;
+	}
+	if (strcmp(key, "memory") == 0) {
+		pages = sysconf(_SC_PHYS_PAGES);
+		psz = sysconf(_SC_PAGESIZE);
+		lim = pages > 0 && psz > 0 ?
+		    (uint64_t)pages * (uint64_t)psz / (2 * 1024 * 1024) :
+		    0;
+		if ((v = config_uint(c, key)) <= lim)
+			return 1;
+		snprintf(why, whysz,
+		    " (%llu MiB: over %llu MiB, half this host's memory)",
+		    (unsigned long long)v, (unsigned long long)lim);
+		return 0;
+	}
+	if (strcmp(key, "disk-size") == 0) {
+		lim = trust_free_mib(state_dir);
+		if ((v = config_uint(c, key)) <= lim)
+			return 1;
+		snprintf(why, whysz,
+		    " (%llu MiB: over the %llu MiB free where the state "
+		    "directory is)",
+		    (unsigned long long)v, (unsigned long long)lim);
+		return 0;
+	}
+	if (strcmp(key, "template") == 0 && host_template_off &&
+	    ((t = config_get(c, key)) == NULL || strcmp(t, "off") != 0)) {
+		snprintf(why, whysz, " (ksb.conf sets template = off)");
+		return 0;
+	}
+	return 1;
+}
+
 /* Refuse key (marked, and one line unless quiet); why follows "not
  * allowed from an untrusted project file". */
 static void
@@ -667,7 +785,7 @@ trust_refuse(struct config *c, const char *key, const struct trust_file *tf,
 
 unsigned
 trust_judge(struct config *c, const struct trust_file *tf, int state,
-    const char *state_dir, int quiet)
+    const char *state_dir, int host_template_off, int quiet)
 {
 	static const char *const marks[] = {
 		[TRUST_NONE] = "REFUSED: untrusted project file",
@@ -677,6 +795,7 @@ trust_judge(struct config *c, const struct trust_file *tf, int state,
 		[TRUST_HOST] = "allowed: host side (" TRUST_INSTANCES ")",
 	};
 	const char *key;
+	char why[160];
 	unsigned refused = 0;
 	int trusted = state == TRUST_PINNED || state == TRUST_HOST;
 	size_t i;
@@ -693,6 +812,14 @@ trust_judge(struct config *c, const struct trust_file *tf, int state,
 			    " (the instance exists and was not created from "
 			    "it)",
 			    quiet);
+			refused++;
+		} else if (trust_key_allowed(key) && !trusted &&
+		    !trust_host_bound(c, key, state_dir, host_template_off, why,
+			sizeof(why))) {
+			trust_refuse(c, key, tf,
+			    "REFUSED: over the host's bound for an untrusted "
+			    "project file",
+			    why, quiet);
 			refused++;
 		} else if (trust_key_allowed(key))
 			config_mark(c, key, 1, "allowed: unprivileged");
@@ -748,8 +875,9 @@ trust_load(struct config *c, const char *path, const char *state_dir, int quiet,
 {
 	struct trust_file *tf = NULL;
 	char *store = NULL, *why = NULL;
+	const char *t;
 	unsigned refused;
-	int rc, state, ret = -1;
+	int rc, state, ret = -1, host_template_off;
 
 	if (nrefused != NULL)
 		*nrefused = 0;
@@ -759,6 +887,9 @@ trust_load(struct config *c, const char *path, const char *state_dir, int quiet,
 		ret = rc == 1 ? 0 : -1;
 		goto cleanup;
 	}
+	/* What the host side said before the file speaks. */
+	host_template_off = config_layer(c, "template") == CONFIG_CONF &&
+	    (t = config_get(c, "template")) != NULL && strcmp(t, "off") == 0;
 	if (config_parse(c, tf->name, tf->buf, tf->len, cause) != 0)
 		goto cleanup;
 	state = TRUST_HOST;
@@ -768,7 +899,8 @@ trust_load(struct config *c, const char *path, const char *state_dir, int quiet,
 		log_warnx("trust store: %s", why);
 		state = TRUST_NONE;
 	}
-	refused = trust_judge(c, tf, state, state_dir, quiet);
+	refused =
+	    trust_judge(c, tf, state, state_dir, host_template_off, quiet);
 	if (nrefused != NULL)
 		*nrefused = refused;
 	if (refused > 0 && !quiet) {

@@ -523,10 +523,14 @@ int trust_store_list(const char *store, FILE *f, char **cause);
  * logged as one line naming file:line, the key and `ksbctl trust' unless
  * quiet.  An untrusted file's name is refused when it names an existing
  * instance (under state_dir) that trust_mark did not mark with this file.
- * Returns the number refused.
+ * An untrusted file's allowlisted values must stay inside the host's
+ * bounds: cpus at most the online CPUs, memory at most half the physical
+ * memory, disk-size at most the free space under state_dir, and template
+ * only off when host_template_off (ksb.conf said off).  Returns the
+ * number refused.
  */
 unsigned trust_judge(struct config *c, const struct trust_file *tf, int state,
-    const char *state_dir, int quiet);
+    const char *state_dir, int host_template_off, int quiet);
 /*
  * trust_mark: record in the new instance_dir ("project", 0600, never
  * replaced) the canonical path of the project file it was created from

@@ -62,6 +62,93 @@ refused(const char *line)
 	return load(line, 1, &n, NULL) == 0 && n == 1;
 }
 
+/*
+ * The allowlisted keys stay inside the host's bounds when the file is
+ * untrusted: CPUs online, half the memory, the free disk, and a template
+ * the host side turned off stays off.  Trusted, they apply.
+ */
+static void
+test_bounds(void)
+{
+	struct trust_file *tf = NULL;
+	struct config *c;
+	char line[64], *cause = NULL;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned n = 0;
+	int rc;
+
+	snprintf(line, sizeof(line), "cpus = %ld\n", ncpu);
+	CHECK(!refused(line), "cpus = the online CPUs (%ld): allowed", ncpu);
+	snprintf(line, sizeof(line), "cpus = %ld\n", ncpu + 1);
+	CHECK(
+	    ncpu >= 64 || refused(line), "cpus over the online CPUs: refused");
+	CHECK(!refused("memory = 256\n"), "memory = 256: allowed");
+	CHECK(refused("memory = 262144\n"),
+	    "memory = 256 GiB (over half this host's): refused");
+	CHECK(!refused("disk-size = 64M\n"), "disk-size = 64M: allowed");
+	CHECK(refused("disk-size = 16T\n"),
+	    "disk-size = 16T (over the free disk): refused");
+	CHECK(!refused("template = on\n"),
+	    "template = on, the host silent: allowed");
+	c = config_new();
+	CHECK(config_set(
+		  c, CONFIG_CONF, "template", "off", "ksb.conf:1", &cause) == 0,
+	    "the host side: template = off");
+	put(".ksb/instance.conf", "template = on\n");
+	rc = trust_load(c, NULL, state, 1, &n, &cause);
+	CHECK(rc == 0 && n == 1, "template = on over the host's off: refused");
+	config_free(c);
+	c = config_new();
+	(void)config_set(
+	    c, CONFIG_CONF, "template", "off", "ksb.conf:1", &cause);
+	put(".ksb/instance.conf", "template = off\n");
+	CHECK(trust_load(c, NULL, state, 1, &n, &cause) == 0 && n == 0,
+	    "template = off over the host's off: allowed");
+	config_free(c);
+	put(".ksb/instance.conf", "memory = 262144\ndisk-size = 16T\n");
+	CHECK(trust_file_project(NULL, &tf, &cause) == 0 &&
+		trust_store_add(store, tf, &cause) == 0,
+	    "the big file trusted");
+	trust_file_free(tf);
+	CHECK(load("memory = 262144\ndisk-size = 16T\n", 0, &n, NULL) == 0 &&
+		n == 0,
+	    "trusted: over the bounds, allowed (the user said so)");
+	free(cause);
+}
+
+/* --print-config's text shows a hostile value's escapes as \xHH. */
+static void
+test_print_escaped(void)
+{
+	struct config *c = NULL;
+	char out[8192];
+	unsigned n = 0;
+	size_t len, i;
+	int raw = 0;
+	FILE *f;
+
+	CHECK(load("command = echo \033]52;c;SGk=\007 \x9b"
+		   "2J x\n",
+		  1, &n, &c) == 0,
+	    "a command with OSC 52, BEL and C1 CSI loads");
+	if ((f = tmpfile()) == NULL)
+		fatal("tmpfile");
+	config_print(c, f, 0);
+	rewind(f);
+	len = fread(out, 1, sizeof(out) - 1, f);
+	out[len] = '\0';
+	fclose(f);
+	for (i = 0; i < len; i++)
+		if (out[i] != '\n' &&
+		    ((unsigned char)out[i] < 0x20 ||
+			(unsigned char)out[i] >= 0x7f))
+			raw = 1;
+	CHECK(
+	    !raw && strstr(out, "echo \\x1b]52;c;SGk=\\x07 \\x9b2J x") != NULL,
+	    "print-config: no raw control byte, the escapes as \\xHH");
+	config_free(c);
+}
+
 static void
 test_allowlist(void)
 {
@@ -127,7 +214,7 @@ test_pinning(void)
 		config_uint(c, "selftest") == 0,
 	    "trusted: the privileged keys apply");
 	config_free(c);
-	CHECK(load("cpus = 3\nshare-ro = /etc:/loot\n", 0, &n, NULL) == -1 &&
+	CHECK(load("cpus = 1\nshare-ro = /etc:/loot\n", 0, &n, NULL) == -1 &&
 		n == 1,
 	    "edited: refused again");
 	CHECK(trust_file_project(NULL, &tf, &cause) == 0 &&
@@ -163,6 +250,17 @@ test_store(void)
 	free(cause);
 	cause = NULL;
 	chmod(store, 0600);
+	snprintf(other, sizeof(other), "%s", store);
+	*strrchr(other, '/') = '\0';
+	chmod(other, 0777);
+	CHECK(trust_store_lookup(store, tf, &cause) == -1 &&
+		strstr(cause, "not used") != NULL,
+	    "a store in a directory others may write is not used");
+	free(cause);
+	cause = NULL;
+	chmod(other, 0700);
+	CHECK(trust_store_lookup(store, tf, &cause) == TRUST_PINNED,
+	    "its directory 0700 again: used");
 	snprintf(other, sizeof(other), "%s.real", store);
 	rename(store, other);
 	if (symlink(other, store) != 0)
@@ -262,7 +360,8 @@ test_git_redirect(void)
 	    "an embedded bare repository inside: allowed");
 	snprintf(text, sizeof(text), "%s\n", out);
 	gitdir("emb-common", "commondir", text);
-	CHECK(refused("repo = emb-common\n"), "repo: commondir outside refused");
+	CHECK(
+	    refused("repo = emb-common\n"), "repo: commondir outside refused");
 	CHECK(refused("context = emb-common:x\n"),
 	    "context: commondir outside refused");
 	gitdir("emb-rel", "commondir", "../../outside.git\n");
@@ -276,19 +375,21 @@ test_git_redirect(void)
 	gitdir("emb-alt-in", "objects/info/alternates", "../../emb/objects\n");
 	CHECK(!refused("context = emb-alt-in:x\n"),
 	    "context: alternates inside allowed");
-	gitdir("emb-alt-2", "objects/info/alternates",
-	    "../../emb-alt/objects\n");
+	gitdir(
+	    "emb-alt-2", "objects/info/alternates", "../../emb-alt/objects\n");
 	CHECK(refused("context = emb-alt-2:x\n"),
 	    "context: nested alternates outside refused");
 	snprintf(text, sizeof(text),
 	    "[core]\n\tbare = false\n\tworktree = %s\n", top);
 	gitdir("emb-wt", "config", text);
-	CHECK(refused("repo = emb-wt\n"), "repo: core.worktree outside refused");
+	CHECK(
+	    refused("repo = emb-wt\n"), "repo: core.worktree outside refused");
 	mkdir("gf", 0755);
 	snprintf(text, sizeof(text), "gitdir: %s\n", out);
 	put("gf/.git", text);
 	CHECK(refused("repo = gf\n"), "repo: a .git file outside refused");
-	CHECK(refused("context = gf:x\n"), "context: a .git file outside refused");
+	CHECK(refused("context = gf:x\n"),
+	    "context: a .git file outside refused");
 }
 
 /* name: a new instance, or one this file created (trust_mark). */
@@ -366,6 +467,8 @@ main(void)
 	CHECK(load("", 0, NULL, NULL) == 0, "an empty file");
 	test_allowlist();
 	test_pinning();
+	test_bounds();
+	test_print_escaped();
 	test_store();
 	test_paths();
 	test_git_redirect();
