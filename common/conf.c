@@ -512,7 +512,7 @@ conf_defaults(void)
 }
 
 /*
- * The permanent grants (ksbctl allow --permanent, gateway/grantfile.c):
+ * The permanent grants (ksbctl allow --permanent, gateway/parent/grantfile.c):
  * every *.policy in grants-dir, after the policy files (a file already
  * listed is not added twice).  No directory or no file: none.
  */

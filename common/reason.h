@@ -12,7 +12,7 @@
 #define REASON_TABLE(X)                                                        \
 	/* decision (reason column): allowed */                                \
 	X(ALLOWED, "allowed")                                                  \
-	/* the CONNECT request (gateway/connect_parse.c) */                    \
+	/* the CONNECT request (gateway/parse/connect_parse.c) */              \
 	X(BAD_REQUEST, "bad_request")                                          \
 	X(METHOD_NOT_ALLOWED, "method_not_allowed")                            \
 	X(VERSION_NOT_SUPPORTED, "version_not_supported")                      \
@@ -23,7 +23,7 @@
 	X(BAD_HOST, "bad_host")                                                \
 	X(IP_LITERAL, "ip_literal")                                            \
 	X(NOT_IN_ALLOWLIST, "not_in_allowlist")                                \
-	/* the ClientHello (gateway/tls_peek.c) */                             \
+	/* the ClientHello (gateway/parse/tls_peek.c) */                       \
 	X(NOT_TLS, "not_tls")                                                  \
 	X(BAD_HELLO, "bad_hello")                                              \
 	X(HELLO_TOO_LARGE, "hello_too_large")                                  \
@@ -62,7 +62,7 @@
 	X(PROXY_RESTARTED, "proxy_restarted")                                  \
 	/* the audit writer's stand-in for a row that carried none */          \
 	X(UNKNOWN, "unknown")                                                  \
-	/* HTTP/1.1 in a terminated tunnel (gateway/http_parse.c) */           \
+	/* HTTP/1.1 in a terminated tunnel (gateway/parse/http_parse.c) */     \
 	X(HTTP_BAD_TARGET, "http_bad_target")                                  \
 	X(HTTP_BAD_HOST, "http_bad_host")                                      \
 	X(HTTP_AMBIGUOUS_LENGTH, "http_ambiguous_length")                      \
@@ -73,7 +73,7 @@
 	X(UPSTREAM_BAD_RESPONSE, "upstream_bad_response")                      \
 	/* a connection closed to admit an instance below its fair share */    \
 	X(OVER_SHARE, "over_share")                                            \
-	/* credentials in a terminated tunnel (gateway/term.c) */              \
+	/* credentials in a terminated tunnel (gateway/proxy/term.c) */        \
 	X(CREDENTIAL_MISUSE, "credential_misuse")                              \
 	X(REQUEST_NOT_ALLOWED, "request_not_allowed")                          \
 	X(TLS_ALPN_REFUSED, "tls_alpn_refused")                                \

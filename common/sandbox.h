@@ -1,6 +1,6 @@
 /*
  * sandbox.h: seccomp allow-lists for the processes that read bytes from a
- * guest: ksb-gatewayd's proxy process (gateway/child.c) and the pack
+ * guest: ksb-gatewayd's proxy process (gateway/proxy/child.c) and the pack
  * builder of `ksbctl fetch' (mirror/fetch.c).  Built with libseccomp;
  * linked only into the programs that install a filter (libksbsandbox.a).
  */

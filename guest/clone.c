@@ -12,7 +12,7 @@
  * refs/remotes/origin/<name>, BRANCH checked out and tracking origin/BRANCH.
  * No object is copied, so the cost does not grow with the repository.
  * With --index, DIR already holds BRANCH's files (the overlay of the
- * host's checkout, guest/init.c): nothing is checked out, INDEX (the
+ * host's checkout, guest/workspace.c): nothing is checked out, INDEX (the
  * host's index of those files, mirror/checkout.c) becomes DIR/.git/index
  * unless DIR already shows one (a lazy checkout's tree file system serves
  * the host's index there, guest/treefs.c: nothing is copied then) and

@@ -248,7 +248,7 @@ if_up(int s, const char *name, const struct in_addr *addr, int prefix)
 
 /*
  * default via gw dev name: every address goes to the gateway, which
- * refuses all but its proxy at once (gateway/nft.c), so a direct
+ * refuses all but its proxy at once (gateway/net/nft.c), so a direct
  * connection, and the self-test's outside probes, get the gateway's
  * answer instead of "no route" from the guest itself.  Without it (said
  * on the console) they fail in the guest, as surely.

@@ -11,7 +11,7 @@
  * no profile allows: RFC 6761 reserves .invalid) with a 2xx.  A refusal
  * (RST, ICMP error, EAFNOSUPPORT, ENETUNREACH), silence until the timeout,
  * or a 4xx/5xx from the proxy is a pass.  The gateway refuses at once
- * (gateway/nft.c), so the probes normally end in a few ms; silence (a
+ * (gateway/net/nft.c), so the probes normally end in a few ms; silence (a
  * drop elsewhere) still passes, after SELFTEST_PROBE_MS.
  *
  * The neighbour probe goes straight to the MAC a guest at that address

@@ -13,7 +13,7 @@
  * the index's paths as files owned by the agent (0644, or 0755 when
  * executable), symlinks and directories (a submodule is an empty one),
  * with the index's sizes, mtimes and ctimes, so that ~/work, the overlay
- * on it (guest/init.c), is clean to `git status' without hashing a file.  A
+ * on it (guest/workspace.c), is clean to `git status' without hashing a file.  A
  * file's bytes are read from the object database when it is first read,
  * so starting costs the same for any repository size.  Nothing here runs on
  * the host: the host's only part is the index, made from its own
@@ -71,10 +71,10 @@
 
 #include "guest/treefs.h"
 
-#define TREEFS_UID	 1000 /* the agent (guest/init.c AGENT_UID) */
+#define TREEFS_UID	 1000 /* the agent (guest/guest.h AGENT_UID) */
 #define TREEFS_GID	 1000
 #define TREEFS_TIMEOUT	 86400.0 /* s: the tree never changes */
-/* guest/init.c CA_BUNDLE, libgit2's default (parsed by its init) */
+/* guest/guest.h CA_BUNDLE, libgit2's default (parsed by its init) */
 #define TREEFS_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 /* Inode numbers: the root is 1 (nodes[0]); .git and .git/index are
@@ -878,7 +878,7 @@ static const struct fuse_lowlevel_ops treefs_ops = {
  * it the loader runs at nice 0 throughout).  And a mount namespace of its
  * own with /dev/null over the CA bundle, which libgit2's init (at the
  * first blob read) would parse for no TLS connection: 51 M instructions
- * (callgrind) of the first read's time, as guest/init.c does for the
+ * (callgrind) of the first read's time, as guest/workspace.c does for the
  * clone; best effort.  Before the loader thread: unshare(2) refuses
  * CLONE_NEWNS to a process whose threads share its file system context.
  */

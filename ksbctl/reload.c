@@ -4,7 +4,7 @@
  *
  * The gateway answers "OK digest=D revoked=N lost=L ms=T" and a "W <note>"
  * line per note, or "ERR <n> errors, policy unchanged" and an "E <error>"
- * line per error; then END (see gateway/control.c).  A refusal before the
+ * line per error; then END (see gateway/parent/control.c).  A refusal before the
  * reload ("ERR permission denied: ...", "ERR too many connections ...")
  * is that one line, without END; the gateway then keeps (or drops) the
  * idle connection, so the reply ends at that line.

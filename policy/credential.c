@@ -7,7 +7,7 @@
  *
  * A block holds where the value comes from (a file, an environment
  * variable, a command), never the value: the gateway's parent reads it
- * (gateway/cred.c).
+ * (gateway/parent/cred.c).
  */
 #include <stdarg.h>
 #include <stdio.h>

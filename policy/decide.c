@@ -1,6 +1,6 @@
 /*
  * decide.c: the policy decision on a CONNECT target (see decide.h).  Used
- * by gateway/proxy.c and ksbctl/policy.c.
+ * by gateway/proxy/proxy.c and ksbctl/policy.c.
  */
 #include <netinet/in.h>
 #include <stdio.h>

@@ -172,7 +172,7 @@ enum policy_verdict policy_match_addr(const struct policy *,
 /*
  * policy_match_addr_exact: the same, but only a rule naming sa itself
  * (prefix /32 for IPv4, /128 for IPv6) counts: what opens the gateway's
- * own addresses and loopback (gateway/screen.c, screen_needs_exact).
+ * own addresses and loopback (gateway/parse/screen.c, screen_needs_exact).
  */
 enum policy_verdict policy_match_addr_exact(const struct policy *,
     const char *profile, const struct sockaddr *sa, uint16_t port,

@@ -1,6 +1,6 @@
 /*
  * proto/ctl.h: the control protocol of ksb-gatewayd's control socket,
- * included by the server (gateway/control.c) and by every client
+ * included by the server (gateway/parent/control.c) and by every client
  * (ksb-run, ksbctl).
  */
 #ifndef KSB_PROTO_CTL_H
@@ -69,7 +69,7 @@
  * A request that is refused before it runs ("ERR permission denied: ...",
  * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
- * The server (gateway/control.c) uses these sizes too.
+ * The server (gateway/parent/control.c) uses these sizes too.
  */
 #define CTL_LINE_MAX	      4096
 #define CTL_TIMEOUT_MS	      10000 /* per reply */

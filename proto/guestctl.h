@@ -1,6 +1,7 @@
 /*
  * proto/guestctl.h: the host<->guest control channel, included by both
- * ends (ksb-run on the host, the guest's PID 1 in guest/init.c).
+ * ends (ksb-run on the host; the guest's PID 1, guest/init.c and the files
+ * of guest/guest.h).
  *
  * Guest control channel (virtio-serial port "org.ksb.control", a socketpair
  * end passed to QEMU as -chardev socket,fd=N).  Line-based, ASCII, every
@@ -68,7 +69,7 @@
  *   then the header above as usual.
  *
  * The guest is hostile: the host caps each line at GUESTCTL_LINE_MAX and
- * what the guest sends at a byte budget per second (vmrunner/run.c,
+ * what the guest sends at a byte budget per second (vmrunner/supervise.c,
  * sup_guest_budget; never a total, so that the EXIT line after any
  * amount of garbage is read), parses strictly, and only logs (escaped)
  * what it does not understand.

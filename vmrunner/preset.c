@@ -17,9 +17,9 @@
 #include "common/common.h"
 #include "vmrunner/vmrunner.h"
 
-#define PRESET_HOME	     "/home/agent" /* guest/init.c AGENT_HOME */
+#define PRESET_HOME	     "/home/agent" /* guest/guest.h AGENT_HOME */
 #define PRESET_WORK	     PRESET_HOME "/work"
-#define PRESET_REPORT	     "/run/ksb/bin/ksb-report" /* guest/init.c AGENT_BIN */
+#define PRESET_REPORT	     "/run/ksb/bin/ksb-report" /* guest/guest.h AGENT_BIN */
 #define PRESET_SECRETS	     "/run/ksb/secrets"
 #define PRESET_ENV	     ".config/ksb/env"
 #define PRESET_CODEX_NOTIFY  ".config/ksb/codex-notify"

@@ -554,8 +554,8 @@ int trust_show(const struct trust_file *tf, FILE *f, char **cause);
 
 /* ---- workspace.c -----------------------------------------------------------
  * ksb-run's side of the git handoff (ARCHITECTURE.md, "Git handoff"); the
- * guest's side is setup_workspace() in guest/init.c.  Linked into ksb-run
- * only (it needs libksbmirror and libgit2).
+ * guest's side is workspace_prepare() in guest/workspace.c.  Linked into
+ * ksb-run only (it needs libksbmirror and libgit2).
  */
 #define WORKSPACE_UID 1000 /* the guest's agent: owns the mirror */
 #define WORKSPACE_GID 1000

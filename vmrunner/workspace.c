@@ -2,8 +2,8 @@
  * workspace.c: ksb-run's side of the git handoff (ARCHITECTURE.md, "Git
  * handoff"): the instance's mirror (created, or its base refreshed when a
  * named instance resumes), the context checkouts, and the 9p shares that
- * carry them into the guest.  The guest's side is setup_workspace() in
- * guest/init.c.
+ * carry them into the guest.  The guest's side is workspace_prepare() in
+ * guest/workspace.c.
  */
 #include <sys/stat.h>
 

@@ -1,7 +1,7 @@
 -- ksb audit database, schema version 9 (PRAGMA user_version = 9).
 -- Documented in ksb-audit(5).  A new database is created from this file;
--- an older one is brought here by schema/migrate-*.sql (forward only), so
--- both end with the same tables, columns, indexes and views.
+-- an older one is brought here by audit/schema/migrate-*.sql (forward
+-- only), so both end with the same tables, columns, indexes and views.
 --
 -- Times are milliseconds since the Unix epoch, UTC.  Text that came from a
 -- guest (host, sni) is stored escaped: bytes outside printable ASCII
@@ -99,7 +99,7 @@ CREATE TABLE unregistrations (
 	hash		BLOB NOT NULL
 );
 
--- One row per request of a terminated tunnel (schema/migrate-4.sql).
+-- One row per request of a terminated tunnel (audit/schema/migrate-4.sql).
 CREATE TABLE requests (
 	seq		INTEGER PRIMARY KEY,
 	conn_id		INTEGER NOT NULL,	-- connections.id (the tunnel)
@@ -116,7 +116,7 @@ CREATE TABLE requests (
 CREATE INDEX requests_conn ON requests (conn_id);
 
 -- The enforcement self-test's results, at boot and after each reload
--- (schema/migrate-6.sql).
+-- (audit/schema/migrate-6.sql).
 CREATE TABLE selftests (
 	seq		INTEGER PRIMARY KEY,
 	ts_ms		INTEGER NOT NULL,	-- when the gateway got it
@@ -134,7 +134,7 @@ CREATE TABLE selftests (
 	hash		BLOB NOT NULL
 );
 CREATE INDEX selftests_instance ON selftests (instance, ts_ms);
--- Port forwards of ksb-run (schema/migrate-7.sql): one row per forward
+-- Port forwards of ksb-run (audit/schema/migrate-7.sql): one row per forward
 -- added or removed and per forwarded connection opened, closed or refused.
 CREATE TABLE forwards (
 	seq		INTEGER PRIMARY KEY,
@@ -174,7 +174,7 @@ CREATE UNIQUE INDEX registrations_seq ON registrations (seq);
 CREATE INDEX closes_conn ON closes (conn_id);
 CREATE INDEX unregistrations_reg ON unregistrations (reg_id);
 
--- Derived totals (not chained), see above and schema/migrate-3.sql.
+-- Derived totals (not chained), see above and audit/schema/migrate-3.sql.
 CREATE TABLE totals_instance (
 	instance	TEXT,			-- NULL: source not registered
 	connections	INTEGER NOT NULL,
@@ -200,8 +200,8 @@ CREATE TABLE totals_host (
 -- Denials of one instance, newest first (--instance ID --denied, denials).
 CREATE INDEX connections_denied ON connections (instance, ts_ms)
 	WHERE decision = 'deny';
--- Denials of every instance by time (schema/migrate-9.sql: allowed rows,
--- the common kind, have no entry in it).
+-- Denials of every instance by time (audit/schema/migrate-9.sql: allowed
+-- rows, the common kind, have no entry in it).
 CREATE INDEX connections_deny_ts ON connections (ts_ms)
 	WHERE decision = 'deny';
 CREATE INDEX totals_instance_key ON totals_instance (instance);

@@ -1,8 +1,9 @@
 #!/bin/bash
 # tree.sh: what the repository itself must hold.  No committed build output
 # (an ELF file anywhere in git), no formatting drift (every product
-# source is as clang-format, .clang-format at the top, would write it)
-# and no #include across the gateway's process boundary.
+# source is as clang-format, .clang-format at the top, would write it),
+# no #include across the gateway's process boundary, no circle between
+# files and ARCHITECTURE.md's file list matching the tree.
 # Needs git and clang-format (Debian: git, clang-format); no root, no
 # network.
 set -eu
@@ -72,6 +73,52 @@ else
 	echo "# check 4 needs python3, nm and a built tree at $B (ksbctl/ksbctl)"
 	check "no circle between product files (not built: not checked)" 1
 fi
+
+# 5. ARCHITECTURE.md's "Files" block is the tree: every product source git
+# lists has a line there, and every name a line starts with exists.  A
+# line's name is what comes before its first two blanks: a path, a glob
+# (audit/schema/migrate-*.sql, tests/unit/test_*.c, man/*) or a directory
+# (contrib/); after a comma, more of them in the first one's directory
+# (tests/unit/test_*.c, tap.h; debian/, flake.nix) or the first one's
+# stem with another suffix (common/reason.h, .c).  Lines that start with a
+# blank continue the one above.
+names=$(awk '
+	/^## Files$/ { files = 1; next }
+	files && /^```/ { if (block) exit; block = 1; next }
+	!block || /^[[:space:]]/ || $0 == "" { next }
+	{
+		col = $0; i = index(col, "  "); if (i) col = substr(col, 1, i - 1)
+		n = split(col, part, /, */)
+		dir = part[1]; sub(/\/$/, "", dir); sub(/[^\/]*$/, "", dir)
+		stem = part[1]; sub(/\.[^.\/]*$/, "", stem)
+		print part[1]
+		for (k = 2; k <= n; k++)
+			print (part[k] ~ /^\./ ? stem : dir) part[k]
+	}' ARCHITECTURE.md)
+set -f # the names are patterns: no pathname expansion but where asked
+nofile=
+for p in $names; do
+	set +f
+	# shellcheck disable=SC2086 # a glob must name at least one file
+	set -- $p
+	set -f
+	[ -e "$1" ] || nofile="$nofile $p"
+done
+missing=
+for f in $(git ls-files 'common/*' 'proto/*' 'audit/*' 'policy/*' 'mirror/*' \
+	'gateway/*' 'vmrunner/*' 'ksbctl/*' 'guest/*'); do
+	hit=
+	for p in $names; do
+		# shellcheck disable=SC2254 # p is a pattern on purpose
+		case $f in $p) hit=1; break ;; esac
+	done
+	[ -n "$hit" ] || missing="$missing $f"
+done
+set +f
+[ -z "$missing" ] || echo "# not in ARCHITECTURE.md's Files (one line each):$missing"
+[ -z "$nofile" ] || echo "# in ARCHITECTURE.md's Files but no such file:$nofile"
+check "ARCHITECTURE.md's Files block lists every product source and only files that exist" \
+	"$([ -z "$missing$nofile" ] && [ -n "$names" ]; echo $?)"
 
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
