@@ -31,6 +31,8 @@
 #include "vmrunner/vmrunner.h"
 #include "vmrunner/run.h"
 
+static void run_help_more(void);
+
 /* --help: the usage, then one line per option (ksb-run(1) has the rest). */
 static void
 run_help(void)
@@ -71,7 +73,15 @@ run_help(void)
 	    "  --machine auto|microvm|q35|pc\n"
 	    "                       the QEMU machine (auto: microvm with TCG "
 	    "and 1 vCPU)\n"
-	    "  --ca-file pem        extra CA certificates the guest trusts\n"
+	    "  --ca-file pem        extra CA certificates the guest trusts\n");
+	run_help_more();
+}
+
+/* --help's second half: what enters the guest, agents, where it lives. */
+static void
+run_help_more(void)
+{
+	printf(
 	    "  --share-ro host[:guest]\n"
 	    "                       a host directory, read-only in the guest\n"
 	    "  --secret NAME=env:VAR|NAME=file:PATH\n"
