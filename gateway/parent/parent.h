@@ -272,6 +272,13 @@ char *selftests_report(
  * Nothing when none is awaited.
  */
 void selftests_abandoned(struct gateway *, struct instance *inst);
+/* ---- canary.c --------------------------------------------------------------
+ * canary_open: the self-test's positive control: listeners on the
+ * gateway's probed ports (TCP GUESTCTL_SELFTEST_PORT or the next one, UDP
+ * GUESTCTL_SELFTEST_DNS) on the bridge address, for the gateway's life,
+ * in gw->base.  A port it cannot take is logged, never fatal.
+ */
+void canary_open(struct gateway *);
 /* ---- forwards.c ------------------------------------------------------------
  * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
  * table, charged to inst's audit budget.  ev parsed and checked, from
