@@ -427,6 +427,7 @@ gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
 	    privsep_init(gw, &cause) == -1 || control_init(gw, &cause) == -1)
 		fatalx("%s", cause);
 	canary_open(gw);
+	rulecheck_start(gw);
 	for (i = 0; i < nsigs; i++) {
 		sigs[i] =
 		    evsignal_new(gw->base, signums[i], gateway_signal_cb, gw);
