@@ -186,18 +186,18 @@ control_register(struct client *cl, const char *id, const char *profile)
 		    (long)cl->pid);
 		goto fail;
 	}
-	if (netdev_tap_create(
-		inst->tap, gw->conf->bridge, &inst->tapfd, &cause) == -1)
-		goto fail;
-	if (nft_guest_add(inst->tap, inst->mac, inst->addr, &cause) == -1)
-		goto fail;
-	added = 1;
 	if (rulecheck_now(gw, "register") == -1) {
 		cause_set(&cause,
 		    "the gateway's nftables rules are not ksb's "
 		    "and could not be restored: egress stopped");
 		goto fail;
 	}
+	if (netdev_tap_create(
+		inst->tap, gw->conf->bridge, &inst->tapfd, &cause) == -1)
+		goto fail;
+	if (nft_guest_add(inst->tap, inst->mac, inst->addr, &cause) == -1)
+		goto fail;
+	added = 1;
 	registry_mac_str(inst->mac, mac);
 	registry_addr_str(inst->addr, ip);
 	inst->audit_id =

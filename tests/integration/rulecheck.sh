@@ -5,7 +5,10 @@
 # here; awaited by polling nft list, bounded), at a reload at once and
 # at a REGISTER; a registered guest stays in the sets; each restore is
 # one log line and one selftests record (instance "(gateway)", failed
-# nft-drift, action none).  A healthy ruleset is never "restored".
+# nft-drift, action none).  A healthy ruleset is never "restored".  Drift
+# it cannot restore (the table held by another netlink socket) sets the
+# bridge down: the guest no longer reaches the proxy, a new REGISTER is
+# refused, a record with action stopped.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -85,6 +88,35 @@ ksb_check "six drift records ($(drifts))" drifts_ge
 ksb_check "audit verify: the chain with the records is intact" \
 	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify >/dev/null'
 ksb_check "the egress was never stopped" '! grep -q "set down" "$T/gatewayd.log"'
+
+ksb_say "drift that cannot be restored: the bridge goes down, egress stops"
+# The guest reaches the proxy before.
+reach() { ip netns exec "ksbt-$$-g1" timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/3128' 2>/dev/null; }
+ksb_check "the guest reaches the proxy" reach
+# The table taken by another netlink socket (nft -i, kept open: flags
+# owner, kernel >= 5.12): the gateway may neither replace nor delete it.
+gwns nft delete table inet ksb
+mkfifo "$T/nfti"
+gwns nft -i < "$T/nfti" > "$T/nfti.log" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+exec {NFTI}>"$T/nfti"
+echo 'add table inet ksb { flags owner; }' >&$NFTI
+bridge_down() { ! gwns ip link show ksb0 | grep -q "[<,]UP[,>]"; }
+ksb_until 8 bridge_down || true
+ksb_check "the bridge is down" bridge_down
+ksb_check "the log says why, in one line" \
+	'grep -q "could not be restored (.*): bridge ksb0 set down, every guest.s egress stops until ksb-gatewayd restarts" "$T/gatewayd.log"'
+ksb_check "a record says egress stopped" \
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'(gateway)'"' AND failed = '"'nft-drift'"' AND action = '"'stopped'"'"'
+ksb_check "the guest no longer reaches the proxy" '! reach'
+mkfifo "$T/hold9"
+gwns "$HOLD" "$T/gateway.sock" g9 default < "$T/hold9" > "$T/lease9" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+exec {H9}>"$T/hold9"
+ksb_until 10 test -s "$T/lease9" || true
+ksb_check "a new REGISTER is refused, saying why ($(head -c 200 "$T/lease9"))" \
+	'grep -q "nftables rules are not ksb.s and could not be restored" "$T/lease9"'
+exec {H9}>&- {NFTI}>&-
 
 [ "$fails" = 0 ] || { tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
 echo "PASS"
