@@ -1,6 +1,7 @@
 #!/bin/bash
 # privsep.sh: privilege separation (issue 6), and signals (issue 29): a
-# SIGHUP storm during reloads costs no tunnel and no proxy restart.  The proxy process of
+# SIGHUP storm during reloads costs no tunnel and no proxy restart, and
+# SIGHUPs during the shutdown do not cut its wait for the close records.  The proxy process of
 # ksb-gatewayd runs as the unprivileged proxy user with no capabilities
 # (bounding set included), no_new_privs, a seccomp filter and an empty
 # root; it cannot open a netlink socket or create a tap (ksb-gatewayd -T:
@@ -299,6 +300,52 @@ done
 sandboxed 4 || true
 check "started once it can" '[ -n "$C4" ] && [ "$(field "$C4" Seccomp)" = 2 ]'
 check "the guest is served again" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
+
+ksb_say "SIGHUPs during the shutdown: the close records are still awaited"
+# A TLS tunnel is open when SIGTERM comes.  The proxy process is stopped
+# (SIGSTOP) first, so that the parent's wait for its close records lasts:
+# up to 200 SIGHUPs arrive during it (for at most 1.5 s, inside the
+# wait's 5 s), then
+# the proxy goes on (SIGCONT), closes the tunnel and sends its record.  A
+# wait that took a signal for its end would have given up at the first
+# one and closed the row proxy_restarted with 0 bytes.
+ip netns exec "$ns" timeout 60 python3 -c '
+import socket, ssl, time
+s = socket.create_connection(("10.77.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+c = ssl.create_default_context()
+c.check_hostname = False
+c.verify_mode = ssl.CERT_NONE
+t = c.wrap_socket(s, server_hostname="allowed.test")
+print("tls up", flush=True)
+t.settimeout(50)
+try:
+    t.recv(1)
+except Exception:
+    pass
+print("closed", flush=True)
+' >"$T/down" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+tls_up() { grep -q "^tls up" "$T/down"; }
+ksb_until 30 tls_up || true
+check "a tunnel up before the shutdown" tls_up
+P=$(child) || P=
+kill -STOP "$P"
+kill -TERM "$GWPID"
+now_ms() { echo $(( ${EPOCHREALTIME/./} / 1000 )); }
+t_end=$(( $(now_ms) + 1500 ))	# well inside the parent's 5 s
+for _ in $(seq 1 200); do
+	[ "$(now_ms)" -lt "$t_end" ] || break
+	kill -HUP "$GWPID" 2>/dev/null || break
+	sleep 0.005
+done
+check "the parent still waits for the proxy's records" 'kill -0 "$GWPID"'
+kill -CONT "$P"
+ksb_wait_dead "$GWPID" || true
+check "the gateway exited" 'ksb_dead "$GWPID"'
+check "the tunnel's row is closed gateway_shutdown, with its bytes" \
+	'ksb_sql_is 1 "SELECT count(*) FROM connections WHERE id = (SELECT max(id) FROM connections) AND close_reason = '"'gateway_shutdown'"' AND bytes_down > 0"'
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]
