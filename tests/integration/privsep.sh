@@ -1,10 +1,10 @@
 #!/bin/bash
 # privsep.sh: privilege separation (issue 6), and signals (issue 29): a
 # SIGHUP storm during reloads costs no tunnel and no proxy restart, and
-# SIGHUPs during the shutdown do not cut its wait for the close records.  The proxy process of
-# ksb-gatewayd runs as the unprivileged proxy user with no capabilities
-# (bounding set included), no_new_privs, a seccomp filter and an empty
-# root; it cannot open a netlink socket or create a tap (ksb-gatewayd -T:
+# SIGHUPs during the shutdown do not cut its wait for the close records.
+# The proxy process of ksb-gatewayd runs as the unprivileged proxy user
+# with no capabilities (bounding set included), no_new_privs, a seccomp
+# filter and an empty root; it cannot open a netlink socket or create a tap (ksb-gatewayd -T:
 # the proxy process tries and logs the outcome); it holds no descriptor of
 # the parent's (databases, taps, control socket).  A malformed message
 # from it (injected on its socketpair end, taken with pidfd_getfd) and a
