@@ -4,8 +4,9 @@
 # SIGHUPs during the shutdown do not cut its wait for the close records.
 # The proxy process of ksb-gatewayd runs as the unprivileged proxy user
 # with no capabilities (bounding set included), no_new_privs, a seccomp
-# filter and an empty root; it cannot open a netlink socket or create a tap (ksb-gatewayd -T:
-# the proxy process tries and logs the outcome); it holds no descriptor of
+# filter and an empty root; it cannot open a netlink socket or create a
+# tap (ksb-gatewayd -T: the proxy process tries and logs the outcome); it
+# holds no descriptor of
 # the parent's (databases, taps, control socket).  A malformed message
 # from it (injected on its socketpair end, taken with pidfd_getfd) and a
 # kill -9 make the parent restart it; the guest's registration survives
