@@ -2027,9 +2027,10 @@ audit_selftest(struct audit *a, const struct audit_selftest *t)
 	if (t->duration_ms >= 0)
 		audit_set_int(&r->v[6], t->duration_ms);
 	audit_set_text(&r->v[7],
-	    t->ok	  ? "none" :
-		t->reload ? "stopped" :
-			    "refused");
+	    t->action != NULL ? t->action :
+		t->ok	      ? "none" :
+		t->reload     ? "stopped" :
+				"refused");
 	audit_set_text(&r->v[8], t->policy_digest);
 	return audit_enqueue(a, r);
 }

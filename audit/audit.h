@@ -101,6 +101,8 @@ struct audit_selftest {
 	const char *failed;  /* the probe that got through; NULL when ok */
 	int64_t duration_ms; /* in the guest; -1: unknown */
 	const char *policy_digest; /* the policy it ran under */
+	const char *action; /* "none", "refused", "stopped"; NULL: from ok
+			       and reload */
 };
 int audit_selftest(struct audit *, const struct audit_selftest *);
 /*

@@ -232,6 +232,9 @@ struct ksb_conf {
 	int audit_budget_records; /* audit records per second per instance:
 				     1000 (gateway/budget.c) */
 	int audit_budget_bytes;	  /* ... and bytes per UTC day: 1 GiB */
+	int nft_check_interval;	  /* seconds between the gateway's reads of
+				     its nftables rules: 5; 0: never read
+				     (gateway/parent/rulecheck.c) */
 	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
 					   may use (ksb-run stops it): 2 GiB */
 	char **origins; /* per key, "file:line" or NULL (conf_origin) */

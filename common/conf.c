@@ -25,7 +25,7 @@
 #include "common/common.h"
 #include "common/settings.h"
 
-#define CONF_NKEYS    37	/* conf_keys */
+#define CONF_NKEYS    38	/* conf_keys */
 #define CONF_FILE_MAX (1 << 20) /* bytes of ksb.conf */
 
 #ifndef KSB_SYSCONFDIR
@@ -379,6 +379,7 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY("audit-budget-bytes", .off = CONF_OFF(audit_budget_bytes),
 	    .min = 4096, .max = 2147483647, .set = conf_set_budget_bytes),
 	/* Not live. */
+	CONF_INT("nft-check-interval", nft_check_interval, 0, 3600),
 	CONF_KEY("control-socket", .kind = SETTINGS_PATH,
 	    .off = CONF_OFF(control_socket)),
 	CONF_KEY(
@@ -501,6 +502,7 @@ conf_defaults(void)
 	c->connect_timeout = 10;
 	c->resolve_timeout = 5;
 	c->idle_timeout = 600;
+	c->nft_check_interval = 5;
 	c->max_connections = 1024;
 	c->max_per_instance = 256;
 	c->conn_rate = 1000;

@@ -427,8 +427,8 @@ exec_selftest(const struct boot *b)
 		n = snprintf(
 		    line, sizeof(line), "SELFTEST fail %s\n", r.failed);
 		port_write(line, (size_t)n);
-		port_fail("enforcement self-test: probe %s got through; the "
-			  "command is not started",
+		port_fail("enforcement self-test: probe %s failed (see "
+			  "ksb-run(1)); the command is not started",
 		    r.failed);
 	}
 	/* The time is for the host's log: the console is the command's. */

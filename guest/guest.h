@@ -265,15 +265,17 @@ void gitdir_remove(const char *dir);
 
 /* ---- selftest.c ------------------------------------------------------------
  * The enforcement self-test, run by init as root before the command: the
- * probes below must all fail (a refusal, silence for SELFTEST_PROBE_MS,
- * or the proxy refusing SELFTEST_DENIED_NAME).  The "outside" addresses
+ * probes below must all be refused by ksb's rules (its reset for TCP, its
+ * ICMP administratively prohibited for UDP; silence only where ksb
+ * answers nothing: IPv6, a neighbour reached by ARP), or by the proxy
+ * refusing SELFTEST_DENIED_NAME.  The "outside" addresses
  * are documentation ranges (RFC 5737, RFC 3849): the guest's only
  * neighbour on the bridge is the gateway.
  */
-#define SELFTEST_OUTSIDE     "192.0.2.1"   /* TCP 443 */
-#define SELFTEST_OUTSIDE_DNS "192.0.2.53"  /* UDP 53 */
-#define SELFTEST_OUTSIDE6    "2001:db8::1" /* TCP 443 over IPv6 */
-#define SELFTEST_PORT	     22		   /* gateway, neighbour */
+#define SELFTEST_OUTSIDE     "192.0.2.1"	    /* TCP 443 */
+#define SELFTEST_OUTSIDE_DNS "192.0.2.53"	    /* UDP 53 */
+#define SELFTEST_OUTSIDE6    "2001:db8::1"	    /* TCP 443 over IPv6 */
+#define SELFTEST_PORT	     GUESTCTL_SELFTEST_PORT /* gateway, neighbour */
 #define SELFTEST_DENIED_NAME GUESTCTL_SELFTEST_NAME
 #define SELFTEST_PROBE_MS    300  /* the direct probes, run together */
 #define SELFTEST_CONNECT_MS  1000 /* the proxy's answer to the CONNECT */
@@ -283,8 +285,10 @@ void gitdir_remove(const char *dir);
  * whose proxy listens on proxy_port: tcp-outside, tcp-gateway (gw on
  * SELFTEST_PORT, or the next port if that is the proxy's), dns-gateway,
  * dns-outside, tcp-neighbour (another address of the subnet), tcp-ipv6,
- * connect-denied.  Returns the number of probes (all failed), or -1 with
- * the name of the first that got through in failed[0..cap).  Takes at
+ * connect-denied.  Returns the number of probes (all refused), or -1
+ * with the first that was not in failed[0..cap): its name when it got
+ * through, its name and "-unrefused" when the answer was not ksb's
+ * refusal (the kernel's own RST or ICMP, or silence: no rule refused it).  Takes at
  * most SELFTEST_PROBE_MS + SELFTEST_CONNECT_MS.
  */
 int selftest_run(struct in_addr ip, struct in_addr gw, int prefix,

@@ -8,11 +8,20 @@
  *
  * A probe "gets through" when a TCP connect completes, a UDP DNS query is
  * answered, or the proxy answers a CONNECT to SELFTEST_DENIED_NAME (a name
- * no profile allows: RFC 6761 reserves .invalid) with a 2xx.  A refusal
- * (RST, ICMP error, EAFNOSUPPORT, ENETUNREACH), silence until the timeout,
- * or a 4xx/5xx from the proxy is a pass.  The gateway refuses at once
- * (gateway/net/nft.c), so the probes normally end in a few ms; silence (a
- * drop elsewhere) still passes, after SELFTEST_PROBE_MS.
+ * no profile allows: RFC 6761 reserves .invalid) with a 2xx.  A pass is
+ * ksb's own refusal, not just any failure (issue 29): a TCP probe must
+ * end in a reset (ECONNREFUSED: the gateway's prerouting rule, which
+ * answers before any socket or route is looked up) and a UDP probe in
+ * ICMP destination unreachable, administratively prohibited (type 3 code
+ * 13, RFC 1812 5.2.7.1), read from the socket's error queue (IP_RECVERR,
+ * ip(7)).  Without ksb's rules the kernel answers otherwise: the host's
+ * ICMP host unreachable for the outside addresses, port unreachable (code
+ * 3) or the canary's answer on the gateway's own ports (the gateway holds
+ * listeners there, gateway/parent/canary.c), silence for the neighbour.
+ * Such an answer fails as NAME-unrefused.  Silence passes only where ksb
+ * itself answers nothing: IPv6 (dropped on the bridge) and a neighbour
+ * reached by ARP (below).  The gateway refuses at once (gateway/net/nft.c),
+ * so the probes normally end in a few ms.
  *
  * The neighbour probe goes straight to the MAC a guest at that address
  * would have (the gateway gives each guest 52:54:00 and its address's
@@ -25,6 +34,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
+#include <linux/errqueue.h>
 #include <net/if.h>
 #include <net/if_arp.h>
 
@@ -42,13 +52,22 @@
 
 #define PROBES_MAX 8
 
+/* What a probe's pass is: ksb's refusal, or (PROBE_ANY) any failure. */
+enum probe_want { PROBE_ANY, PROBE_RST, PROBE_PROHIBITED };
+
+/* done: a probe's end */
+#define PROBE_REFUSED	1 /* pass */
+#define PROBE_THROUGH	2 /* got through: fail */
+#define PROBE_UNREFUSED 3 /* an answer (or silence) not ksb's: fail */
+
 struct probe {
 	const char *name;
 	struct sockaddr_storage sa;
 	socklen_t salen;
 	int udp;
+	enum probe_want want;
 	int fd;
-	int done; /* 1: refused (pass), 2: got through (fail) */
+	int done; /* 0: running, else PROBE_* */
 };
 
 static long
@@ -73,7 +92,48 @@ probe_v4(
 	sin->sin_port = htons((uint16_t)port);
 	p->salen = sizeof(*sin);
 	p->udp = udp;
+	p->want = udp ? PROBE_PROHIBITED : PROBE_RST;
 	p->fd = -1;
+}
+
+/* The end of a probe that failed to get through with errno err (0:
+ * silence): PROBE_REFUSED when that is the refusal it wants. */
+static int
+probe_refused(const struct probe *p, int err)
+{
+	if (p->want == PROBE_ANY ||
+	    (p->want == PROBE_RST && err == ECONNREFUSED))
+		return PROBE_REFUSED;
+	return PROBE_UNREFUSED;
+}
+
+/*
+ * A UDP probe's error: PROBE_REFUSED only for ICMP type 3 code 13 from
+ * the error queue (IP_RECVERR, ip(7)), else PROBE_UNREFUSED (or
+ * PROBE_REFUSED when any failure will do).
+ */
+static int
+probe_icmp(const struct probe *p)
+{
+	char cbuf[512];
+	struct msghdr mh;
+	struct cmsghdr *c;
+	struct sock_extended_err *ee;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_control = cbuf;
+	mh.msg_controllen = sizeof(cbuf);
+	if (recvmsg(p->fd, &mh, MSG_ERRQUEUE | MSG_DONTWAIT) == -1)
+		return probe_refused(p, errno);
+	for (c = CMSG_FIRSTHDR(&mh); c != NULL; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_IP || c->cmsg_type != IP_RECVERR)
+			continue;
+		ee = (struct sock_extended_err *)CMSG_DATA(c);
+		if (ee->ee_origin == SO_EE_ORIGIN_ICMP && ee->ee_type == 3 &&
+		    ee->ee_code == 13)
+			return PROBE_REFUSED;
+	}
+	return probe_refused(p, EIO);
 }
 
 /* A minimal DNS query (RFC 1035 4.1) for "ksb-selftest.invalid" A. */
@@ -95,27 +155,33 @@ probe_start(struct probe *p)
 {
 	unsigned char q[64];
 	size_t qlen;
+	int one = 1;
 
 	p->fd = socket(p->sa.ss_family,
 	    (p->udp ? SOCK_DGRAM : SOCK_STREAM) | SOCK_NONBLOCK | SOCK_CLOEXEC,
 	    0);
 	if (p->fd == -1) {
-		p->done = 1; /* no such family: nothing can get out */
+		p->done = probe_refused(p, errno); /* no such family */
+		return;
+	}
+	if (p->udp &&
+	    setsockopt(p->fd, SOL_IP, IP_RECVERR, &one, sizeof(one)) == -1) {
+		p->done = probe_refused(p, errno);
 		return;
 	}
 	if (connect(p->fd, (struct sockaddr *)&p->sa, p->salen) == 0) {
 		if (!p->udp) {
-			p->done = 2;
+			p->done = PROBE_THROUGH;
 			return;
 		}
 	} else if (errno != EINPROGRESS) {
-		p->done = 1;
+		p->done = probe_refused(p, errno);
 		return;
 	}
 	if (p->udp) {
 		qlen = dns_query(q);
 		if (send(p->fd, q, qlen, MSG_NOSIGNAL) == -1)
-			p->done = 1;
+			p->done = probe_icmp(p);
 	}
 }
 
@@ -128,15 +194,19 @@ probe_event(struct probe *p, short revents)
 	int err = 0;
 
 	if (p->udp) {
-		if (revents & POLLIN)
-			p->done = recv(p->fd, buf, sizeof(buf), 0) > 0 ? 2 : 1;
-		else if (revents & (POLLERR | POLLHUP))
-			p->done = 1;
+		if ((revents & POLLIN) &&
+		    recv(p->fd, buf, sizeof(buf), MSG_DONTWAIT) > 0)
+			p->done = PROBE_THROUGH;
+		else if (revents & (POLLIN | POLLERR | POLLHUP))
+			p->done = probe_icmp(p);
 		return;
 	}
 	if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &len) == -1)
 		err = errno;
-	p->done = err == 0 && (revents & POLLOUT) ? 2 : 1;
+	if (err == 0 && (revents & POLLOUT))
+		p->done = PROBE_THROUGH;
+	else
+		p->done = probe_refused(p, err != 0 ? err : EIO);
 }
 
 /* Run the started probes together until each is done or ms passed. */
@@ -166,7 +236,7 @@ probes_wait(struct probe *p, int n, int ms)
 	}
 	for (i = 0; i < n; i++)
 		if (!p[i].done)
-			p[i].done = 1; /* silence: dropped */
+			p[i].done = probe_refused(&p[i], 0); /* silence */
 }
 
 /*
@@ -190,7 +260,7 @@ probe_connect(struct in_addr gw, unsigned port, int ms)
 	probe_start(&p);
 	if (p.done == 0)
 		probes_wait(&p, 1, ms);
-	if (p.done != 2 ||
+	if (p.done != PROBE_THROUGH ||
 	    send(p.fd, req, sizeof(req) - 1, MSG_NOSIGNAL) !=
 		(ssize_t)(sizeof(req) - 1)) {
 		if (p.fd != -1)
@@ -294,9 +364,12 @@ selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
 	sin6->sin6_family = AF_INET6;
 	inet_pton(AF_INET6, SELFTEST_OUTSIDE6, &sin6->sin6_addr);
 	sin6->sin6_port = htons(443);
-	p[n++].salen = sizeof(*sin6);
+	p[n].salen = sizeof(*sin6);
+	p[n++].want = PROBE_ANY; /* ksb drops IPv6 on the bridge, unanswered */
 
-	entry = neighbour_entry(1, ip, nb);
+	/* Through ARP nothing answers (ksb's bridge drops the request). */
+	if ((entry = neighbour_entry(1, ip, nb)) != 0)
+		p[4].want = PROBE_ANY;
 	for (i = 0; i < n; i++)
 		probe_start(&p[i]);
 	probes_wait(p, n, SELFTEST_PROBE_MS);
@@ -305,8 +378,9 @@ selftest_run(struct in_addr ip, struct in_addr gw, int prefix,
 	for (i = 0; i < n; i++) {
 		if (p[i].fd != -1)
 			close(p[i].fd);
-		if (p[i].done == 2 && passed >= 0) {
-			snprintf(failed, cap, "%s", p[i].name);
+		if (p[i].done != PROBE_REFUSED && passed >= 0) {
+			snprintf(failed, cap, "%s%s", p[i].name,
+			    p[i].done == PROBE_UNREFUSED ? "-unrefused" : "");
 			passed = -1;
 		} else if (passed >= 0)
 			passed++;

@@ -106,6 +106,15 @@
  * approval and ksbctl policy suggest never proposes it.
  */
 #define GUESTCTL_SELFTEST_NAME	"ksb-selftest.invalid"
+/*
+ * The gateway's ports the self-test probes (tcp-gateway: TCP
+ * GUESTCTL_SELFTEST_PORT, or the next one when that is the proxy's;
+ * dns-gateway: UDP GUESTCTL_SELFTEST_DNS).  The gateway holds canary
+ * listeners there (gateway/parent/canary.c): without its rules a probe
+ * is answered, not refused.
+ */
+#define GUESTCTL_SELFTEST_PORT	22
+#define GUESTCTL_SELFTEST_DNS	53
 
 /*
  * Secrets travel host -> guest as one fw_cfg file, GUESTCTL_SECRETS_FWCFG,

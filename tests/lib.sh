@@ -496,30 +496,13 @@ ksb_host_repo() {
 
 # ksb_open_hole LOG: open a hole in the test gateway's own ruleset on
 # purpose, for the enforcement self-test to find (its tcp-gateway probe):
-# a listener on the gateway's port 22 in $GW that appends "connect from
-# ADDR" to LOG per connection (for at most 240 s idle), and nft rules
-# accepting that port both ways on the bridge (past the refusals in
-# prerouting too).  Returns once the listener
-# is up (LOG exists).  The hole stays until the namespace goes.
+# nft rules accepting the gateway's port 22 both ways on the bridge (past
+# the refusals in prerouting too).  The gateway's self-test canary listens
+# there (gateway/parent/canary.c) and logs "self-test canary: TCP connect
+# from ADDR" per connection: LOG is made a link to the gateway's log.  The
+# hole stays until the namespace goes.
 ksb_open_hole() {
-	ip netns exec "$GW" python3 -c '
-import socket, sys
-s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("10.77.0.1", 22))
-s.listen(8)
-open(sys.argv[1], "w").close()
-s.settimeout(240)
-try:
-    while True:
-        c, a = s.accept()
-        open(sys.argv[1], "a").write("connect from %s\n" % a[0])
-        c.close()
-except socket.timeout:
-    pass
-' "$1" &
-	KSB_PIDS="$KSB_PIDS $!"
-	ksb_until 10 test -e "$1"
+	ln -sf "$T/gatewayd.log" "$1"
 	ip netns exec "$GW" nft insert rule inet ksb prerouting iifname ksb0 \
 		tcp dport 22 accept
 	ip netns exec "$GW" nft insert rule inet ksb input iifname ksb0 \

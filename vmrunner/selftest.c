@@ -65,6 +65,19 @@ selftest_guest_again(
 	return 1;
 }
 
+/* How probe name failed (guest/selftest.c): through, or not refused by
+ * ksb's rules (its name ends in "-unrefused"). */
+static const char *
+selftest_why(const char *name)
+{
+	size_t n = strlen(name), k = strlen("-unrefused");
+
+	if (n > k && strcmp(name + n - k, "-unrefused") == 0)
+		return "was not refused by the gateway's rules (the answer was "
+		       "not ksb's)";
+	return "got through the gateway";
+}
+
 /* SELFTEST (guestctl_parse_guest): only the first counts. */
 void
 selftest_guest(struct guestin *g, int status, const char *text, size_t tlen)
@@ -89,9 +102,9 @@ selftest_guest(struct guestin *g, int status, const char *text, size_t tlen)
 	}
 	memcpy(g->selftest_fail, text, tlen); /* [a-z0-9-]{1,32} */
 	g->selftest_fail[tlen] = '\0';
-	log_warnx("enforcement self-test FAILED: probe %s got through the "
-		  "gateway; the command is not started",
-	    g->selftest_fail);
+	log_warnx("enforcement self-test FAILED: probe %s %s; the command is "
+		  "not started",
+	    g->selftest_fail, selftest_why(g->selftest_fail));
 }
 
 /*

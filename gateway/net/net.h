@@ -50,6 +50,17 @@ int nft_teardown(char **cause);
 /* The tables' name from now on (default "ksb"; at most 32 bytes). */
 void nft_use_table(const char *name);
 
+/* ---- nftcheck.c ------------------------------------------------------------
+ * nftcheck_run: read both tables named table back over netlink and
+ * compare their rules, chain by chain and in order, with the ones
+ * nft_setup(p) installs (counters and meter state aside; set elements
+ * not compared).  0: the same; 1: drift, *drift (malloc'd) says where,
+ * e.g. "chain inet prerouting: a rule is missing"; -1 and *cause when
+ * they could not be read.
+ */
+int nftcheck_run(
+    const struct nft_params *p, const char *table, char **drift, char **cause);
+
 /* ---- netdev.c --------------------------------------------------------------
  * Links and addresses over rtnetlink (libmnl), taps through /dev/net/tun.
  */
@@ -74,6 +85,9 @@ int netdev_tap_create(
     const char *name, const char *bridge, int *fd, char **cause);
 /* Delete a link by name; 0 if it did not exist. */
 int netdev_link_del(const char *name, char **cause);
+/* netdev_link_down: link name down (RTM_NEWLINK, IFF_UP cleared): a
+ * bridge down forwards nothing from its ports.  0, or -1 and *cause. */
+int netdev_link_down(const char *name, char **cause);
 /*
  * The tap (tun kind) links enslaved to `bridge`: *names (caller frees)
  * gets *n names of up to 15 bytes.  0 (none if the bridge is missing) or

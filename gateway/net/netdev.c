@@ -767,6 +767,37 @@ cleanup:
 	return ret;
 }
 
+int
+netdev_link_down(const char *name, char **cause)
+{
+	struct rtnl r;
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	int error, ret = -1;
+
+	memset(&r, 0, sizeof(r));
+	if (!ifname_valid(name)) {
+		cause_set(
+		    cause, "invalid link name `%s'", name != NULL ? name : "");
+		goto cleanup;
+	}
+	if (rtnl_open(&r, cause) != 0)
+		goto cleanup;
+	nlh = rtnl_link_msg(&r, RTM_NEWLINK, 0, 0, &ifm);
+	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	ifm->ifi_flags = 0;
+	ifm->ifi_change = IFF_UP;
+	if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
+		rtnl_cause(&r, cause, "cannot set link down", name, error);
+		goto cleanup;
+	}
+	ret = 0;
+
+cleanup:
+	rtnl_close(&r);
+	return ret;
+}
+
 /* ---- taps on the bridge --------------------------------------------------- */
 
 struct tap_list {

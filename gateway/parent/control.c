@@ -186,6 +186,12 @@ control_register(struct client *cl, const char *id, const char *profile)
 		    (long)cl->pid);
 		goto fail;
 	}
+	if (rulecheck_now(gw, "register") == -1) {
+		cause_set(&cause,
+		    "the gateway's nftables rules are not ksb's "
+		    "and could not be restored: egress stopped");
+		goto fail;
+	}
 	if (netdev_tap_create(
 		inst->tap, gw->conf->bridge, &inst->tapfd, &cause) == -1)
 		goto fail;

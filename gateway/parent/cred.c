@@ -454,6 +454,8 @@ cred_run(const struct policy_cred *c, char **out, size_t *outlen, char **cause)
 		if (poll(&pfd, 1, (int)(deadline - now)) <= 0)
 			continue;
 		r = read(p[0], buf + len, CRED_VALUE_MAX + 1 - len);
+		if (r == -1 && errno == EINTR)
+			continue; /* a signal: keep waiting until the deadline */
 		if (r <= 0)
 			break;
 		len += (size_t)r;

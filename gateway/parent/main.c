@@ -215,20 +215,39 @@ gateway_listen(struct gateway *gw, char **cause)
 	return 0;
 }
 
+/* A SIGHUP's reload, queued at most once (gateway_signal_cb). */
+static struct event *gateway_reload_ev;
+
 static void
-gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
+gateway_reload_cb(evutil_socket_t fd, short ev, void *arg)
 {
 	struct gateway *gw = arg;
 	struct reload_info info;
 	char *errors = NULL;
 
+	(void)fd;
+	(void)ev;
+	if (reload_run(gw, &info, &errors) == 0)
+		free(info.notes);
+	free(errors);
+}
+
+static void
+gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
+{
+	struct gateway *gw = arg;
+	struct timeval now = { 0, 0 };
+
 	switch (sig) {
 	case SIGHUP:
-		/* libevent runs this from the loop, not from the handler;
-		 * several SIGHUPs before it runs make one reload. */
-		if (reload_run(gw, &info, &errors) == 0)
-			free(info.notes);
-		free(errors);
+		/*
+		 * libevent runs this from the loop, not from the handler,
+		 * once per signal caught.  Reloads coalesce: SIGHUPs while
+		 * one is queued add nothing; one during a reload queues one
+		 * more, which reads the files as they are after the last.
+		 */
+		if (!event_pending(gateway_reload_ev, EV_TIMEOUT, NULL))
+			evtimer_add(gateway_reload_ev, &now);
 		break;
 	default:
 		log_info("signal %d: exiting", (int)sig);
@@ -426,6 +445,11 @@ gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
 	if (gateway_listen(gw, &cause) == -1 ||
 	    privsep_init(gw, &cause) == -1 || control_init(gw, &cause) == -1)
 		fatalx("%s", cause);
+	canary_open(gw);
+	rulecheck_start(gw);
+	if ((gateway_reload_ev =
+		    evtimer_new(gw->base, gateway_reload_cb, gw)) == NULL)
+		fatalx("evtimer_new");
 	for (i = 0; i < nsigs; i++) {
 		sigs[i] =
 		    evsignal_new(gw->base, signums[i], gateway_signal_cb, gw);

@@ -272,6 +272,24 @@ char *selftests_report(
  * Nothing when none is awaited.
  */
 void selftests_abandoned(struct gateway *, struct instance *inst);
+/* ---- canary.c --------------------------------------------------------------
+ * canary_open: the self-test's positive control: listeners on the
+ * gateway's probed ports (TCP GUESTCTL_SELFTEST_PORT or the next one, UDP
+ * GUESTCTL_SELFTEST_DNS) on the bridge address, for the gateway's life,
+ * in gw->base.  A port it cannot take is logged, never fatal.
+ */
+void canary_open(struct gateway *);
+/* ---- rulecheck.c -----------------------------------------------------------
+ * The gateway's nftables rules read back and compared with what it
+ * installs; drift restored, else the bridge set down (fail closed); a
+ * log line and a selftests record, instance "(gateway)", either way.
+ */
+/* rulecheck_now: one check now (when: "register", "reload", "periodic",
+ * for the log).  0: the rules are ksb's (restored or not); -1: they are
+ * not and the bridge is down (then also every later call). */
+int rulecheck_now(struct gateway *, const char *when);
+/* rulecheck_start: the periodic check, every nft-check-interval s. */
+void rulecheck_start(struct gateway *);
 /* ---- forwards.c ------------------------------------------------------------
  * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
  * table, charged to inst's audit budget.  ev parsed and checked, from

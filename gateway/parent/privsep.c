@@ -18,13 +18,13 @@
  * restarted.
  */
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <netinet/in.h>
@@ -446,21 +446,34 @@ privsep_read_cb(evutil_socket_t fd, short ev, void *arg)
 	(void)privsep_read(NULL);
 }
 
-/* Wait (bounded) for readable input; 1 readable, 0 timeout. */
+/*
+ * Wait until deadline (util_mono_ms) for the proxy's socket to be
+ * readable; 1 readable, 0 at the deadline (or no socket).  A signal
+ * (EINTR: a SIGHUP, a SIGTERM during the wait) is "keep waiting": taken
+ * for "no answer" it would restart the proxy process and drop every
+ * tunnel (issue 29).  libevent handles the signal once the loop runs.
+ */
 static int
 privsep_poll(int64_t deadline)
 {
-	fd_set rf;
-	struct timeval tv;
-	int64_t left = deadline - util_mono_ms();
+	struct pollfd pfd;
+	int64_t left;
+	int r;
 
-	if (left <= 0 || privsep_sock == -1)
-		return 0;
-	FD_ZERO(&rf);
-	FD_SET(privsep_sock, &rf);
-	tv.tv_sec = left / 1000;
-	tv.tv_usec = (left % 1000) * 1000;
-	return select(privsep_sock + 1, &rf, NULL, NULL, &tv) > 0;
+	for (;;) {
+		left = deadline - util_mono_ms();
+		if (left <= 0 || privsep_sock == -1)
+			return 0;
+		pfd.fd = privsep_sock;
+		pfd.events = POLLIN;
+		pfd.revents = 0;
+		if ((r = poll(&pfd, 1, (int)left)) > 0)
+			return 1;
+		if (r == -1 && errno != EINTR) {
+			log_warn("proxy process: poll");
+			return 0;
+		}
+	}
 }
 
 /* The host's addresses, for screening in the proxy. */

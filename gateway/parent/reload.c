@@ -315,7 +315,8 @@ reload_run(struct gateway *gw, struct reload_info *info, char **errors)
 		info->notes = text;
 	} else
 		free(text);
-	selftests_reloaded(gw); /* each guest tests the new rules */
+	(void)rulecheck_now(gw, "reload"); /* before the guests test them */
+	selftests_reloaded(gw);		   /* each guest tests the new rules */
 	ret = 0;
 cleanup:
 	reload_policy_bytes_free(&pb);

@@ -1,9 +1,12 @@
 #!/bin/bash
-# privsep.sh: privilege separation (issue 6).  The proxy process of
-# ksb-gatewayd runs as the unprivileged proxy user with no capabilities
-# (bounding set included), no_new_privs, a seccomp filter and an empty
-# root; it cannot open a netlink socket or create a tap (ksb-gatewayd -T:
-# the proxy process tries and logs the outcome); it holds no descriptor of
+# privsep.sh: privilege separation (issue 6), and signals (issue 29): a
+# SIGHUP storm during reloads costs no tunnel and no proxy restart, and
+# SIGHUPs during the shutdown do not cut its wait for the close records.
+# The proxy process of ksb-gatewayd runs as the unprivileged proxy user
+# with no capabilities (bounding set included), no_new_privs, a seccomp
+# filter and an empty root; it cannot open a netlink socket or create a
+# tap (ksb-gatewayd -T: the proxy process tries and logs the outcome); it
+# holds no descriptor of
 # the parent's (databases, taps, control socket).  A malformed message
 # from it (injected on its socketpair end, taken with pidfd_getfd) and a
 # kill -9 make the parent restart it; the guest's registration survives
@@ -144,7 +147,10 @@ if fd < 0:
 # MSG_AUDIT_DECISION with a 3-byte payload: the size is not the type's.
 os.write(fd, struct.pack("=HHI", 64, 3, 1) + b"abc")
 PY
-check "the parent drops it" 'logged "malformed message; restarting"'
+# Awaited as the event it is, whatever the reap found: the parent closes
+# its end first, so a proxy process that saw EOF and exited before the
+# reap is logged "malformed message (exit status 1); restarting it".
+check "the parent drops it" 'logged "malformed message.*; restarting it"'
 C2=$(child "$C1") || C2=
 sandboxed 2 || true
 check "a new proxy process" '[ -n "$C2" ] && [ "$C2" != "$C1" ] && ksb_dead "$C1"'
@@ -204,6 +210,76 @@ check "gateway alive" 'kill -0 "$GWPID"'
 check "nftables tables still in force" \
 	'ip netns exec "$GW" nft list tables | grep -q "inet ksb"'
 
+ksb_say "a SIGHUP storm during reloads, tunnels open: none dropped"
+# A TLS tunnel is up and idle while 50 SIGHUPs arrive (paced a few ms
+# apart, so that some land while a reload waits for the proxy's answer);
+# then it sends a request: it still works.  (One: openssl s_server serves
+# one connection at a time.)  The proxy
+# process is the same, and the reloads coalesced (never more than the
+# signals).
+rm -f "$T/storm.go"
+# A large policy (a profile of 20000 names): each reload's wait for the
+# proxy's answer (it parses the policy too) lasts long enough for SIGHUPs
+# to land in it, and reloads take longer than the signals' pacing.
+{
+	echo "profile storm {"
+	seq 1 20000 | sed 's/.*/    allow h&.storm.test/'
+	echo "}"
+} > "$T/policy.d/storm.policy"
+for k in 1; do
+	ip netns exec "$ns" timeout 90 python3 -c '
+import os, socket, ssl, sys, time
+s = socket.create_connection(("10.77.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+c = ssl.create_default_context()
+c.check_hostname = False
+c.verify_mode = ssl.CERT_NONE
+t = c.wrap_socket(s, server_hostname="allowed.test")
+print("tls up", flush=True)
+end = time.monotonic() + 60
+while not os.path.exists(sys.argv[1]) and time.monotonic() < end:
+    time.sleep(0.05)
+t.settimeout(20)
+t.sendall(b"GET /index.txt HTTP/1.0\r\n\r\n")
+got = b""
+while True:
+    b = t.recv(4096)
+    if not b:
+        break
+    got += b
+print("reply", got.split(b"\r\n")[0].decode(), flush=True)
+' "$T/storm.go" >"$T/storm$k" 2>&1 &
+	KSB_PIDS="$KSB_PIDS $!"
+	eval "SP$k=\$!"
+done
+up() { grep -q "^tls up" "$T/storm1"; }
+ksb_until 30 up || true
+check "a tunnel up" up
+P=$(child) || P=
+r0=$(nlogged "policy reloaded in")
+for _ in $(seq 1 50); do
+	kill -HUP "$GWPID"
+	sleep 0.005
+done
+# A reload by ksbctl answers after the ones queued before it ran.
+"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload >/dev/null
+touch "$T/storm.go"
+ksb_until 30 eval '! kill -0 "$SP1" 2>/dev/null' || true
+r1=$(nlogged "policy reloaded in")
+cat "$T/storm1"
+check "the tunnel still served a request after the storm" \
+	'grep -q "^reply HTTP/1.0 200" "$T/storm1"'
+check "the same proxy process ($P)" '[ -n "$P" ] && [ "$(child)" = "$P" ] && ! ksb_dead "$P"'
+check "no reload took the proxy for silent" '! grep -q "no answer to the new policy" "$T/gatewayd.log"'
+check "the reloads coalesced: $((r1 - r0)) for 51 asked" \
+	'[ $((r1 - r0)) -ge 2 ] && [ $((r1 - r0)) -le 25 ]'
+check "no row closed as proxy_restarted but the kill -9's" \
+	'ksb_sql_is 1 "SELECT count(*) FROM connections WHERE close_reason = '"'proxy_restarted'"'"'
+
+rm -f "$T/policy.d/storm.policy"
+"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload >/dev/null
+
 ksb_say "a proxy process that cannot start"
 mv "$T/hosts" "$T/hosts.away"
 kill -9 "$C3"
@@ -225,6 +301,52 @@ done
 sandboxed 4 || true
 check "started once it can" '[ -n "$C4" ] && [ "$(field "$C4" Seccomp)" = 2 ]'
 check "the guest is served again" '[ "$(fetch)" = "$ORIGIN_BODY" ]'
+
+ksb_say "SIGHUPs during the shutdown: the close records are still awaited"
+# A TLS tunnel is open when SIGTERM comes.  The proxy process is stopped
+# (SIGSTOP) first, so that the parent's wait for its close records lasts:
+# up to 200 SIGHUPs arrive during it (for at most 1.5 s, inside the
+# wait's 5 s), then
+# the proxy goes on (SIGCONT), closes the tunnel and sends its record.  A
+# wait that took a signal for its end would have given up at the first
+# one and closed the row proxy_restarted with 0 bytes.
+ip netns exec "$ns" timeout 60 python3 -c '
+import socket, ssl, time
+s = socket.create_connection(("10.77.0.1", 3128), timeout=20)
+s.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n")
+print(s.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+c = ssl.create_default_context()
+c.check_hostname = False
+c.verify_mode = ssl.CERT_NONE
+t = c.wrap_socket(s, server_hostname="allowed.test")
+print("tls up", flush=True)
+t.settimeout(50)
+try:
+    t.recv(1)
+except Exception:
+    pass
+print("closed", flush=True)
+' >"$T/down" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+tls_up() { grep -q "^tls up" "$T/down"; }
+ksb_until 30 tls_up || true
+check "a tunnel up before the shutdown" tls_up
+P=$(child) || P=
+kill -STOP "$P"
+kill -TERM "$GWPID"
+now_ms() { echo $(( ${EPOCHREALTIME/./} / 1000 )); }
+t_end=$(( $(now_ms) + 1500 ))	# well inside the parent's 5 s
+for _ in $(seq 1 200); do
+	[ "$(now_ms)" -lt "$t_end" ] || break
+	kill -HUP "$GWPID" 2>/dev/null || break
+	sleep 0.005
+done
+check "the parent still waits for the proxy's records" 'kill -0 "$GWPID"'
+kill -CONT "$P"
+ksb_wait_dead "$GWPID" || true
+check "the gateway exited" 'ksb_dead "$GWPID"'
+check "the tunnel's row is closed gateway_shutdown, with its bytes" \
+	'ksb_sql_is 1 "SELECT count(*) FROM connections WHERE id = (SELECT max(id) FROM connections) AND close_reason = '"'gateway_shutdown'"' AND bytes_down > 0"'
 
 echo "# $pass passed, $fails failed"
 [ "$fails" = 0 ]

@@ -248,7 +248,7 @@ write_some(struct audit *a, int64_t ts)
 static void
 write_selftests(struct audit *a)
 {
-	struct audit_selftest t = { "inst-1", 0, 1, 7, NULL, 812, "abcd" };
+	struct audit_selftest t = { "inst-1", 0, 1, 7, NULL, 812, "abcd", NULL };
 
 	CHECK(audit_selftest(a, &t) == 0, "boot self-test queued");
 	t.reload = 1;
