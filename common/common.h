@@ -199,6 +199,7 @@ struct ksb_conf {
 	gid_t control_gid;    /* its gid, resolved when the file is read */
 	char *proxy_user;     /* the proxy process's user; NULL: _ksbproxy
 				   if it exists, else nobody */
+	char *qemu_user;      /* QEMU's user; NULL: _ksbqemu, else nobody */
 	char *state_dir;      /* /var/lib/ksb */
 	char *audit_db;	      /* <state_dir>/audit.db */
 	int64_t audit_retention; /* seconds of audit records kept; 0: all */

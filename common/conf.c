@@ -25,7 +25,7 @@
 #include "common/common.h"
 #include "common/settings.h"
 
-#define CONF_NKEYS    37	/* conf_keys */
+#define CONF_NKEYS    38	/* conf_keys */
 #define CONF_FILE_MAX (1 << 20) /* bytes of ksb.conf */
 
 #ifndef KSB_SYSCONFDIR
@@ -57,6 +57,7 @@ conf_free(struct ksb_conf *c)
 	free(c->control_socket);
 	free(c->control_group);
 	free(c->proxy_user);
+	free(c->qemu_user);
 	free(c->state_dir);
 	free(c->audit_db);
 	free(c->hosts_file);
@@ -259,7 +260,7 @@ static int
 conf_set_user(void *t, const struct settings_key *k, const char *v,
     const char *q, const struct settings_src *src, char **cause)
 {
-	struct ksb_conf *c = t;
+	char **dst = (char **)(void *)((char *)t + k->off);
 	struct passwd *pw;
 
 	(void)src;
@@ -267,11 +268,10 @@ conf_set_user(void *t, const struct settings_key *k, const char *v,
 		return cause_set(cause, "%s: no such user `%s'", k->name, q);
 	if (pw->pw_uid == 0 || pw->pw_gid == 0)
 		return cause_set(cause,
-		    "%s: `%s' has uid or gid 0; the proxy must run "
-		    "unprivileged",
+		    "%s: `%s' has uid or gid 0; it must be unprivileged",
 		    k->name, q);
-	free(c->proxy_user);
-	c->proxy_user = xstrdup(v);
+	free(*dst);
+	*dst = xstrdup(v);
 	return 0;
 }
 
@@ -412,7 +412,9 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY("audit-retention", .set = conf_set_retention),
 	CONF_KEY("mirror-max-size", .set = conf_set_mirror_size),
 	CONF_KEY("control-group", .set = conf_set_group),
-	CONF_KEY("proxy-user", .set = conf_set_user),
+	CONF_KEY(
+	    "proxy-user", .off = CONF_OFF(proxy_user), .set = conf_set_user),
+	CONF_KEY("qemu-user", .off = CONF_OFF(qemu_user), .set = conf_set_user),
 	CONF_KEY("hosts-file", .off = CONF_OFF(hosts_file),
 	    .set = conf_set_readable),
 	/* Read by the parent at start: caught here (-n). */

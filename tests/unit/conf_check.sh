@@ -1,6 +1,6 @@
 #!/bin/bash
 # `ksb-gatewayd -n' refuses what the daemon could not run with, naming the
-# file and line: an unreadable hosts-file, a proxy-user with uid or gid 0,
+# file and line: an unreadable hosts-file, a proxy-user or qemu-user with uid or gid 0,
 # an unknown key, a hostile value (quoted escaped and cut), a line too long
 # (common/settings.c).  No root needed, no network.
 set -eu
@@ -13,7 +13,7 @@ fails=0 n=0
 check() { n=$((n + 1)); if eval "$2"; then echo "ok $n - $1"; else echo "not ok $n - $1"; fails=$((fails + 1)); fi; }
 printf 'policy = policy.d/*.policy\n' > "$T/good.conf"
 check "a good configuration is OK" '"$B/ksb-gatewayd" -n -f "$T/good.conf" | grep -qx "configuration OK"'
-printf 'policy = policy.d/*.policy\nhosts-file = %s/missing-hosts\nproxy-user = root\n' "$T" > "$T/bad.conf"
+printf 'policy = policy.d/*.policy\nhosts-file = %s/missing-hosts\nproxy-user = root\nqemu-user = root\nqemu-user = no-such-user-ksbt\n' "$T" > "$T/bad.conf"
 set +e
 out=$("$B/ksb-gatewayd" -n -f "$T/bad.conf" 2>&1); rc=$?
 set -e
@@ -21,6 +21,8 @@ echo "$out" | sed 's/^/# /'
 check "exit status 1" '[ "$rc" = 1 ]'
 check "missing hosts-file named with file:line" 'echo "$out" | grep -q "bad.conf:2: hosts-file: .*missing-hosts.*No such file"'
 check "root proxy-user refused with file:line" 'echo "$out" | grep -q "bad.conf:3: proxy-user: .root. has uid or gid 0"'
+check "root qemu-user refused with file:line" 'echo "$out" | grep -q "bad.conf:4: qemu-user: .root. has uid or gid 0"'
+check "unknown qemu-user refused with file:line" 'echo "$out" | grep -q "bad.conf:5: qemu-user: no such user .no-such-user-ksbt."'
 {
 	printf 'policy = policy.d/*.policy\n'
 	printf 'bridge = \033]0;pwned\007%0300d\n' 0
