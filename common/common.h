@@ -239,6 +239,14 @@ struct ksb_conf {
 };
 
 /*
+ * conf_check_private: 0 if the state directory and the audit database's
+ * directory lie outside every host tree ksb-run shares into all guests
+ * (/usr, /nix/store when it exists), both resolved (symlinks, "..",
+ * the part that exists yet); else -1 and *cause, one line naming the
+ * directory and the tree.  No I/O beyond realpath(3) and stat(2).
+ */
+int conf_check_private(const struct ksb_conf *c, char **cause);
+/*
  * conf_load: read path (or only defaults when path is NULL or, with
  * missing_ok, when the file does not exist).  On error returns -1 and sets
  * *cause to every error, one "file:line: message" per line.

@@ -466,6 +466,11 @@ main(int argc, char **argv)
 		fprintf(stderr, "%s\n", cause);
 		return 1;
 	}
+	/* Its keys, the audit and the CA out of every guest's sight. */
+	if (conf_check_private(gw.conf, &cause) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		return 1;
+	}
 	if (o.check) {
 		printf("configuration OK\n");
 		return 0;
