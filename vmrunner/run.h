@@ -117,7 +117,9 @@ struct run {
 	char *tpl_msg;	/* its INSTANCE message (holds a seed) */
 	char *tpl_path; /* the template restored */
 	size_t tpl_msg_len;
-	int tqmp_fd, child_tqmp;      /* the restore's QMP: ours, QEMU's */
+	int tqmp_fd, child_tqmp; /* the restore's QMP: ours, QEMU's */
+	struct termout con_to;	 /* console output filter (console.c) */
+	int con_to_init;
 	struct qemuuser *qu;	      /* QEMU's user */
 	struct qemu_handoff *handoff; /* what QEMU is handed (qemuuser.c) */
 	char **cold_argv;	      /* QEMU's argv if the restore fails */
