@@ -199,6 +199,7 @@ struct ksb_conf {
 	gid_t control_gid;    /* its gid, resolved when the file is read */
 	char *proxy_user;     /* the proxy process's user; NULL: _ksbproxy
 				   if it exists, else nobody */
+	char *qemu_user;      /* QEMU's user; NULL: _ksbqemu, else nobody */
 	char *state_dir;      /* /var/lib/ksb */
 	char *audit_db;	      /* <state_dir>/audit.db */
 	int64_t audit_retention; /* seconds of audit records kept; 0: all */
@@ -240,6 +241,14 @@ struct ksb_conf {
 	char **origins; /* per key, "file:line" or NULL (conf_origin) */
 };
 
+/*
+ * conf_check_private: 0 if the state directory and the audit database's
+ * directory lie outside every host tree ksb-run shares into all guests
+ * (/usr, /nix/store when it exists), both resolved (symlinks, "..",
+ * the part that exists yet); else -1 and *cause, one line naming the
+ * directory and the tree.  No I/O beyond realpath(3) and stat(2).
+ */
+int conf_check_private(const struct ksb_conf *c, char **cause);
 /*
  * conf_load: read path (or only defaults when path is NULL or, with
  * missing_ok, when the file does not exist).  On error returns -1 and sets

@@ -10,6 +10,8 @@
  * The whole file is parsed and every error reported before anything is
  * returned.
  */
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <glob.h>
 #include <grp.h>
@@ -57,6 +59,7 @@ conf_free(struct ksb_conf *c)
 	free(c->control_socket);
 	free(c->control_group);
 	free(c->proxy_user);
+	free(c->qemu_user);
 	free(c->state_dir);
 	free(c->audit_db);
 	free(c->hosts_file);
@@ -259,7 +262,7 @@ static int
 conf_set_user(void *t, const struct settings_key *k, const char *v,
     const char *q, const struct settings_src *src, char **cause)
 {
-	struct ksb_conf *c = t;
+	char **dst = (char **)(void *)((char *)t + k->off);
 	struct passwd *pw;
 
 	(void)src;
@@ -267,11 +270,10 @@ conf_set_user(void *t, const struct settings_key *k, const char *v,
 		return cause_set(cause, "%s: no such user `%s'", k->name, q);
 	if (pw->pw_uid == 0 || pw->pw_gid == 0)
 		return cause_set(cause,
-		    "%s: `%s' has uid or gid 0; the proxy must run "
-		    "unprivileged",
+		    "%s: `%s' has uid or gid 0; it must be unprivileged",
 		    k->name, q);
-	free(c->proxy_user);
-	c->proxy_user = xstrdup(v);
+	free(*dst);
+	*dst = xstrdup(v);
 	return 0;
 }
 
@@ -413,7 +415,9 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY("audit-retention", .set = conf_set_retention),
 	CONF_KEY("mirror-max-size", .set = conf_set_mirror_size),
 	CONF_KEY("control-group", .set = conf_set_group),
-	CONF_KEY("proxy-user", .set = conf_set_user),
+	CONF_KEY(
+	    "proxy-user", .off = CONF_OFF(proxy_user), .set = conf_set_user),
+	CONF_KEY("qemu-user", .off = CONF_OFF(qemu_user), .set = conf_set_user),
 	CONF_KEY("hosts-file", .off = CONF_OFF(hosts_file),
 	    .set = conf_set_readable),
 	/* Read by the parent at start: caught here (-n). */
@@ -609,5 +613,72 @@ cleanup:
 	free(dir);
 	free(why);
 	conf_free(c);
+	return ret;
+}
+
+/*
+ * path made absolute and canonical as far as it exists (realpath of the
+ * longest existing prefix, the rest appended): into out (PATH_MAX).
+ */
+static void
+conf_resolve(const char *path, char out[PATH_MAX])
+{
+	char buf[PATH_MAX], *slash;
+
+	snprintf(buf, sizeof(buf), "%s", path);
+	while ((slash = strrchr(buf, '/')) != NULL) {
+		if (realpath(buf[0] != '\0' ? buf : "/", out) != NULL) {
+			if (strcmp(out, "/") == 0)
+				out[0] = '\0';
+			snprintf(out + strlen(out), PATH_MAX - strlen(out),
+			    "%s", path + strlen(buf));
+			return;
+		}
+		*slash = '\0';
+	}
+	snprintf(out, PATH_MAX, "%s", path);
+}
+
+/* The tree of trees[] that holds path, or NULL. */
+static const char *
+conf_shared_tree(const char *path)
+{
+	static const char *const trees[] = { "/usr", "/nix/store" };
+	char p[PATH_MAX], t[PATH_MAX];
+	struct stat st;
+	size_t i, n;
+
+	conf_resolve(path, p);
+	for (i = 0; i < sizeof(trees) / sizeof(trees[0]); i++) {
+		if (stat(trees[i], &st) != 0 || !S_ISDIR(st.st_mode) ||
+		    realpath(trees[i], t) == NULL)
+			continue;
+		n = strlen(t);
+		if (strncmp(p, t, n) == 0 && (p[n] == '\0' || p[n] == '/'))
+			return trees[i];
+	}
+	return NULL;
+}
+
+int
+conf_check_private(const struct ksb_conf *c, char **cause)
+{
+	char *dir = xstrdup(c->audit_db), *slash;
+	const char *t;
+	int ret = 0;
+
+	if ((slash = strrchr(dir, '/')) != NULL)
+		*(slash == dir ? slash + 1 : slash) = '\0';
+	if ((t = conf_shared_tree(c->state_dir)) != NULL)
+		ret = cause_set(cause,
+		    "state-dir %s is inside %s, which every guest reads: "
+		    "set state-dir outside it",
+		    c->state_dir, t);
+	else if ((t = conf_shared_tree(dir)) != NULL)
+		ret = cause_set(cause,
+		    "audit-db %s is inside %s, which every guest reads: set "
+		    "audit-db outside it",
+		    c->audit_db, t);
+	free(dir);
 	return ret;
 }

@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,16 @@ qmp_connect(const char *path, int timeout_ms, char **cause)
 	struct qmp *q;
 	int fd;
 
-	if ((fd = usock_connect(path, 0)) == -1) {
-		cause_set(cause, "%s: %s", path, strerror(errno));
+	/* Non-blocking: a QEMU that does not accept (its listen backlog
+	 * full) is EAGAIN now, not a connect(2) blocked for ever; then
+	 * blocking again, every read bounded by the deadline. */
+	if ((fd = usock_connect(path, SOCK_NONBLOCK)) == -1 ||
+	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == -1) {
+		cause_set(cause, "%s: %s", path,
+		    errno == EAGAIN ? "QEMU does not accept on it" :
+				      strerror(errno));
+		if (fd != -1)
+			close(fd);
 		return NULL;
 	}
 	q = qmp_new(fd, timeout_ms);

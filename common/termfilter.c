@@ -1,7 +1,10 @@
 /*
  * termfilter.c: terminal replies out of keystrokes (see termfilter.h).
  * A state machine over ECMA-48 escape sequences; what it cannot judge yet
- * it holds, never more than TERMFILTER_HOLD bytes.
+ * it holds, never more than TERMFILTER_HOLD bytes.  And the guest's
+ * output on its way to a terminal (termfilter_out_*): an allow-list of
+ * ECMA-48 controls (ECMA-48 5th ed. §5.4 CSI syntax, §8.3 functions;
+ * xterm ctlseqs for the private modes), everything else dropped.
  */
 #include <string.h>
 
@@ -195,5 +198,230 @@ termfilter_feed(struct termfilter *tf, const char *in, size_t n, char *out)
 		tf->held[tf->nheld++] = c;
 		o += termfilter_byte(tf, c, out + o);
 	}
+	return o;
+}
+
+/* ---- the guest's output to a terminal ------------------------------- */
+
+enum {
+	TO_GROUND,
+	TO_ESC,	    /* ESC seen */
+	TO_CSI,	    /* ESC [ ..., held until its final byte */
+	TO_CSI_BAD, /* a CSI too long: dropped to its final byte */
+	TO_CHARSET, /* ESC ( */
+	TO_ESC_INT, /* ESC and another intermediate: dropped to its final */
+	TO_STR,	    /* OSC, DCS, SOS, PM, APC: dropped to ST or BEL */
+	TO_STR_ESC, /* ESC inside it */
+	TO_UTF8,    /* a UTF-8 sequence, held until whole */
+};
+
+void
+termfilter_out_init(struct termout *to)
+{
+	memset(to, 0, sizeof(*to));
+}
+
+/* A whole CSI held[0..n) (ESC [ ... final): 1 if it may pass. */
+static int
+termfilter_out_csi_ok(const unsigned char *s, size_t n)
+{
+	static const char *const modes[] = { "25", "7", "12", "47", "1047",
+		"1048", "1049" };
+	unsigned char fin = s[n - 1];
+	size_t i, k;
+
+	if (n > 3 && s[2] == '?') { /* DECSET / DECRST of a listed mode */
+		if (fin != 'h' && fin != 'l')
+			return 0;
+		for (k = 0; k < sizeof(modes) / sizeof(modes[0]); k++)
+			if (strlen(modes[k]) == n - 4 &&
+			    memcmp(s + 3, modes[k], n - 4) == 0)
+				return 1;
+		return 0;
+	}
+	for (i = 2; i < n - 1; i++) /* parameters only: digits ; : */
+		if (!((s[i] >= '0' && s[i] <= '9') || s[i] == ';' ||
+			(s[i] == ':' && fin == 'm')))
+			return 0;
+	return strchr("mABCDEFGHJKLMP@XSTdfG`aersu", fin) != NULL &&
+	    fin != '\0';
+}
+
+/* The byte after ESC: a state, and *pass 1 if ESC c passes as is. */
+static int
+termfilter_out_esc(unsigned char c, int *pass)
+{
+	*pass = 0;
+	switch (c) {
+	case '[':
+		return TO_CSI;
+	case ']':
+	case 'P':
+	case 'X':
+	case '^':
+	case '_':
+		return TO_STR;
+	case '(':
+		return TO_CHARSET;
+	case '7':
+	case '8':
+	case 'D':
+	case 'E':
+	case 'M':
+	case '=':
+	case '>':
+		*pass = 1;
+		return TO_GROUND;
+	default: /* ESC c (reset), ESC Z (identify), ESC # 8...: dropped */
+		if (c >= 0x20 && c <= 0x2f)
+			return TO_ESC_INT;
+		return c == ESC ? TO_ESC : TO_GROUND;
+	}
+}
+
+/* UTF-8 sequence length for lead byte c (RFC 3629 §4), 0 if not one. */
+static size_t
+termfilter_out_utf8_len(unsigned char c)
+{
+	if (c >= 0xc2 && c <= 0xdf)
+		return 2;
+	if (c >= 0xe0 && c <= 0xef)
+		return 3;
+	if (c >= 0xf0 && c <= 0xf4)
+		return 4;
+	return 0;
+}
+
+/* held[0..nheld) a whole UTF-8 sequence: 1 if well-formed and no C1. */
+static int
+termfilter_out_utf8_ok(const unsigned char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if (s[0] == 0xc2 && s[1] < 0xa0)
+		return 0; /* U+0080..U+009F: C1 */
+	if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+	    (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+		return 0; /* overlong, surrogate, beyond U+10FFFF */
+	return 1;
+}
+
+/* One byte in the ground state; what passes goes to out. */
+static size_t
+termfilter_out_ground(struct termout *to, unsigned char c, char *out)
+{
+	if (c == ESC) {
+		to->state = TO_ESC;
+		return 0;
+	}
+	if ((c >= 0x20 && c < 0x7f) || c == '\b' || c == '\t' || c == '\n' ||
+	    c == '\r' || c == BEL) {
+		out[0] = (char)c;
+		return 1;
+	}
+	if (termfilter_out_utf8_len(c) > 0) {
+		to->held[0] = c;
+		to->nheld = 1;
+		to->state = TO_UTF8;
+	}
+	return 0; /* other C0, DEL, raw C1, stray continuation bytes */
+}
+
+/* One byte of a held UTF-8 sequence or CSI; what passes goes to out. */
+static size_t
+termfilter_out_held(struct termout *to, unsigned char c, char *out)
+{
+	size_t n;
+
+	if (to->state == TO_UTF8 && (c & 0xc0) != 0x80) {
+		to->state = TO_GROUND; /* cut short: dropped */
+		to->nheld = 0;
+		return termfilter_out_ground(to, c, out);
+	}
+	to->held[to->nheld++] = c;
+	if (to->state == TO_UTF8) {
+		if (to->nheld < termfilter_out_utf8_len(to->held[0]))
+			return 0;
+	} else if (c < 0x40 || c > 0x7e) { /* CSI: not its final byte yet */
+		if (c < 0x20 || to->nheld == TERMOUT_HOLD) {
+			to->state = c == ESC ? TO_ESC : TO_CSI_BAD;
+			to->nheld = 0;
+		}
+		return 0;
+	}
+	n = to->nheld;
+	to->nheld = 0;
+	if (!(to->state == TO_UTF8 ? termfilter_out_utf8_ok(to->held, n) :
+				     termfilter_out_csi_ok(to->held, n))) {
+		to->state = TO_GROUND;
+		return 0;
+	}
+	to->state = TO_GROUND;
+	memcpy(out, to->held, n);
+	return n;
+}
+
+/* One byte in a state after ESC; what passes goes to out. */
+static size_t
+termfilter_out_seq(struct termout *to, unsigned char c, char *out)
+{
+	int pass;
+
+	switch (to->state) {
+	case TO_ESC:
+		to->state = termfilter_out_esc(c, &pass);
+		to->strlen = 0;
+		if (to->state == TO_CSI) {
+			to->held[0] = ESC;
+			to->held[1] = '[';
+			to->nheld = 2;
+		}
+		if (!pass)
+			return 0;
+		out[0] = ESC;
+		out[1] = (char)c;
+		return 2;
+	case TO_CHARSET:
+		to->state = TO_GROUND;
+		if (c != 'B' && c != '0')
+			return 0;
+		out[0] = ESC;
+		out[1] = '(';
+		out[2] = (char)c;
+		return 3;
+	case TO_CSI_BAD:
+		if (c >= 0x40 && c <= 0x7e)
+			to->state = TO_GROUND;
+		return 0;
+	case TO_ESC_INT:
+		if (c < 0x20 || c > 0x2f)
+			to->state = c == ESC ? TO_ESC : TO_GROUND;
+		return 0;
+	case TO_STR:
+	case TO_STR_ESC:
+		if (c == BEL || (to->state == TO_STR_ESC && c == '\\') ||
+		    ++to->strlen >= TERMOUT_STR_MAX)
+			to->state = TO_GROUND;
+		else
+			to->state = c == ESC ? TO_STR_ESC : TO_STR;
+		return 0;
+	default:
+		return termfilter_out_held(to, c, out);
+	}
+}
+
+size_t
+termfilter_out_feed(struct termout *to, const char *in, size_t n, char *out)
+{
+	const unsigned char *b = (const unsigned char *)in;
+	size_t i, o = 0;
+
+	for (i = 0; i < n; i++)
+		o += to->state == TO_GROUND ?
+		    termfilter_out_ground(to, b[i], out + o) :
+		    termfilter_out_seq(to, b[i], out + o);
 	return o;
 }

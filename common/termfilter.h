@@ -46,4 +46,37 @@ int termfilter_pending(const struct termfilter *tf);
 /* termfilter_flush: the held bytes into out (TERMFILTER_HOLD); count. */
 size_t termfilter_flush(struct termfilter *tf, char *out);
 
+/*
+ * The other direction: a guest's output on its way to an operator's
+ * terminal (ksb-run in the foreground, ksbctl attach).  What passes:
+ * printable ASCII, well-formed UTF-8 (not U+0080..U+009F, which some
+ * terminals take as C1), BS HT LF CR BEL; SGR (CSI digits ; : m), the
+ * cursor movement and erasing CSIs (A-H, J, K, L, M, P, @, X, S, T, d,
+ * f, G, `, a, e, r, s, u), CSI ? 25/7/12/47/1047/1048/1049 h or l;
+ * ESC 7, ESC 8, ESC D, ESC E, ESC M, ESC =, ESC >, ESC ( B, ESC ( 0.
+ * Everything else is dropped whole: OSC (titles, OSC 52 clipboard,
+ * hyperlinks), DCS, SOS, PM, APC (to ST or BEL, at most
+ * TERMOUT_STR_MAX bytes), every other CSI (window operations, reports,
+ * modes, printing) and ESC, raw 8-bit C1 bytes and malformed UTF-8,
+ * other C0 controls (ENQ, SO, SI...).  A sequence cut between two reads
+ * is held (at most TERMOUT_HOLD bytes; longer: dropped).  Pure.
+ */
+#define TERMOUT_HOLD	64
+#define TERMOUT_STR_MAX 65536
+
+struct termout {
+	int state;
+	size_t strlen; /* bytes of the string being dropped */
+	unsigned char held[TERMOUT_HOLD];
+	size_t nheld;
+};
+
+void termfilter_out_init(struct termout *to);
+/*
+ * termfilter_out_feed: in[0..n) in, what may reach the terminal into out,
+ * which must have room for n + TERMOUT_HOLD bytes; returns its count.
+ */
+size_t termfilter_out_feed(
+    struct termout *to, const char *in, size_t n, char *out);
+
 #endif

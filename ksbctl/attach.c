@@ -96,11 +96,14 @@ attach_relay(int fd)
 {
 	struct pollfd pfd[2];
 	struct termfilter tf;
-	char buf[4096];
+	struct termout to;
+	char buf[4096], out[4096 + TERMOUT_HOLD];
+	size_t o;
 	int escaped = 0, in_open = 1, r;
 	ssize_t n;
 
 	termfilter_init(&tf);
+	termfilter_out_init(&to);
 	for (;;) {
 		pfd[0].fd = in_open ? STDIN_FILENO : -1;
 		pfd[0].events = POLLIN;
@@ -121,7 +124,10 @@ attach_relay(int fd)
 		if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
 			if ((n = recv(fd, buf, sizeof(buf), 0)) <= 0)
 				return;
-			if (write(STDOUT_FILENO, buf, (size_t)n) != n)
+			/* ksb-run filtered it; an attach filters it again
+			 * (no escape but those it allows reaches the tty). */
+			o = termfilter_out_feed(&to, buf, (size_t)n, out);
+			if (o > 0 && util_write_all(STDOUT_FILENO, out, o) != 0)
 				return;
 		}
 		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {

@@ -70,6 +70,12 @@ in
       group = "_ksbproxy";
       description = "ksb proxy process";
     };
+    users.groups._ksbqemu = { };
+    users.users._ksbqemu = {
+      isSystemUser = true;
+      group = "_ksbqemu";
+      description = "ksb QEMU processes";
+    };
     systemd.tmpfiles.rules = [
       "d /var/lib/ksb 0750 root ${cfg.group} -"
       "d /var/lib/ksb/grants.d 0750 root ${cfg.group} -"

@@ -72,7 +72,7 @@ console_write_all(int fd, const char *buf, size_t n)
 
 /* Guest console output: to the terminal, or to the attached client. */
 static void
-console_write(struct run *r, const char *buf, size_t n)
+console_write_raw(struct run *r, const char *buf, size_t n)
 {
 	if (!r->detach) {
 		console_write_all(STDOUT_FILENO, buf, n);
@@ -85,6 +85,29 @@ console_write(struct run *r, const char *buf, size_t n)
 		/* A client too slow to keep up loses the console. */
 		close(r->client_fd);
 		r->client_fd = -1;
+	}
+}
+
+/*
+ * The same, through the terminal output filter (termfilter_out_feed): no
+ * OSC, DCS, APC, window CSI or C1 of the guest reaches an operator's
+ * terminal, in the foreground or through ksbctl attach (the replay ring
+ * holds filtered bytes).
+ */
+static void
+console_write(struct run *r, const char *buf, size_t n)
+{
+	char out[4096 + TERMOUT_HOLD];
+	size_t k, o;
+
+	if (!r->con_to_init) {
+		termfilter_out_init(&r->con_to);
+		r->con_to_init = 1;
+	}
+	for (; n > 0; buf += k, n -= k) {
+		k = n < 4096 ? n : 4096;
+		if ((o = termfilter_out_feed(&r->con_to, buf, k, out)) > 0)
+			console_write_raw(r, out, o);
 	}
 }
 

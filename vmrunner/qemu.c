@@ -585,6 +585,15 @@ qemu_add_machine(
 	qemu_add(a, cfg->binary);
 	qemu_add(a, "-nodefaults");
 	qemu_add(a, "-no-user-config");
+	if (cfg->sandbox) {
+		/* QEMU's seccomp filter (softmmu/qemu-seccomp.c), the
+		 * strictest QEMU 7.2 has: no obsolete calls, no set*id, no
+		 * fork/exec, no scheduler or affinity changes. */
+		qemu_add(a, "-sandbox");
+		qemu_add(a,
+		    "on,obsolete=deny,elevateprivileges=deny,"
+		    "spawn=deny,resourcecontrol=deny");
+	}
 	qemu_add(a, "-display");
 	qemu_add(a, "none");
 	qemu_add(a, "-machine");
@@ -668,8 +677,18 @@ qemu_add_devices(struct qemu_args *a, const struct qemu_config *cfg)
 		free(opts);
 		free(v);
 	}
-	if (cfg->disk != NULL) {
+	if (cfg->disk != NULL && cfg->disk_fd > 0) {
+		/* QEMU's qemu_open dups the set's fd of the access mode. */
+		qemu_add(a, "-add-fd");
+		qemu_addf(a, "fd=%d,set=%d", cfg->disk_fd, cfg->disk_fd);
+		qemu_add(a, "-add-fd");
+		qemu_addf(a, "fd=%d,set=%d", cfg->disk_ro_fd, cfg->disk_fd);
+		/* Two open file descriptions in one QEMU would conflict in
+		 * its OFD locks: the instance's lock is the exclusion. */
+		xasprintf(&v, "/dev/fdset/%d,file.locking=off", cfg->disk_fd);
+	} else if (cfg->disk != NULL)
 		v = qemu_optval(cfg->disk);
+	if (cfg->disk != NULL) {
 		qemu_add(a, "-drive");
 		qemu_addf(a,
 		    "file=%s,if=none,id=d0,format=raw,discard=unmap,"
@@ -750,7 +769,15 @@ qemu_add_channels(struct qemu_args *a, const struct qemu_config *cfg)
 		qemu_addf(a, "name=" GUESTCTL_CA_FWCFG ",file=%s", v);
 		free(v);
 	}
-	if (cfg->qmp_path != NULL) {
+	if (cfg->qmp_fd > 0) {
+		/* A socket ksb-run bound (QEMU's user cannot, in the 0700
+		 * instance directory): QEMU listens on it. */
+		qemu_add(a, "-chardev");
+		qemu_addf(
+		    a, "socket,id=qmp,fd=%d,server=on,wait=off", cfg->qmp_fd);
+		qemu_add(a, "-mon");
+		qemu_add(a, "chardev=qmp,mode=control");
+	} else if (cfg->qmp_path != NULL) {
 		qemu_add(a, "-qmp");
 		qemu_addf(a, "unix:%s,server=on,wait=off", cfg->qmp_path);
 	}

@@ -1018,6 +1018,43 @@ run_cold_argv(struct run *r, const struct qemu_config *qc, char **cause)
 	return qemu_argv(&cold, &r->cold_argv, cause);
 }
 
+/* The instance's QEMU configuration (qemu_argv's input). */
+static void
+run_qemu_config(struct run *r, struct qemu_config *qc)
+{
+	memset(qc, 0, sizeof(*qc));
+	qc->binary =
+	    getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
+	qc->machine = r->machine;
+	qc->accel = r->accel;
+	qc->tsc_khz = r->tsc_khz;
+	qc->memory_mib = r->memory_mib;
+	qc->cpus = r->cpus;
+	qc->cpu = config_get(r->cfg, "cpu");
+	qc->ca_path = r->ca_path;
+	qc->kernel = r->kernel;
+	qc->initrd = r->initrd;
+	qc->id = r->id;
+	qc->addr = r->lease.addr;
+	qc->prefix = r->lease.prefix;
+	qc->gw = r->lease.gw;
+	qc->port = r->lease.port;
+	qc->mac = r->lease.mac_str;
+	qc->tap_fd = QEMU_TAP_FD;
+	qc->ctl_fd = QEMU_CTL_FD;
+	qc->con_fd = QEMU_CON_FD;
+	qc->secrets_fd = r->secrets_fd != -1 ? QEMU_SECRETS_FD : -1;
+	qc->home_fd = r->home_fd != -1 ? QEMU_HOME_FD : -1;
+	qc->fwd_fd = QEMU_FWD_FD;
+	qc->display = r->display;
+	qc->selftest_off = !r->selftest;
+	qc->disk = r->disk_path;
+	qc->qmp_path = r->qmp_path;
+	qc->share_usr = 1;
+	qc->shares = r->shares;
+	qc->nshares = r->nshares;
+}
+
 /* The control and console socketpairs, and QEMU's argv for them. */
 static int
 run_qemu_argv(struct run *r, char ***qargv)
@@ -1042,53 +1079,32 @@ run_qemu_argv(struct run *r, char ***qargv)
 	if (run_forward_setup(r) != 0)
 		return -1;
 
-	memset(&qc, 0, sizeof(qc));
-	qc.binary =
-	    getenv("KSB_QEMU") ? getenv("KSB_QEMU") : "qemu-system-x86_64";
-	qc.machine = r->machine;
-	qc.accel = r->accel;
-	qc.tsc_khz = r->tsc_khz;
-	qc.memory_mib = r->memory_mib;
-	qc.cpus = r->cpus;
-	qc.cpu = config_get(r->cfg, "cpu");
-	qc.ca_path = r->ca_path;
-	qc.kernel = r->kernel;
-	qc.initrd = r->initrd;
-	qc.id = r->id;
-	qc.addr = r->lease.addr;
-	qc.prefix = r->lease.prefix;
-	qc.gw = r->lease.gw;
-	qc.port = r->lease.port;
-	qc.mac = r->lease.mac_str;
-	qc.tap_fd = QEMU_TAP_FD;
-	qc.ctl_fd = QEMU_CTL_FD;
-	qc.con_fd = QEMU_CON_FD;
-	qc.secrets_fd = r->secrets_fd != -1 ? QEMU_SECRETS_FD : -1;
-	qc.home_fd = r->home_fd != -1 ? QEMU_HOME_FD : -1;
-	qc.fwd_fd = QEMU_FWD_FD;
-	qc.display = r->display;
-	qc.selftest_off = !r->selftest;
-	qc.disk = r->disk_path;
-	qc.qmp_path = r->qmp_path;
-	qc.share_usr = 1;
-	qc.shares = r->shares;
-	qc.nshares = r->nshares;
+	run_qemu_config(r, &qc);
+	if ((r->qu = qemuuser_new(
+		 r->conf, r->accel == QEMU_ACCEL_KVM, &cause)) == NULL)
+		goto fail;
+	qc.user = r->qu;
 	if (r->template && (t = run_template(r, &qc)) != 0) {
 		if (t == -2)
 			return -1; /* a signal: r->tpl_signo */
 		log_warnx("template: none to restore, booting the guest");
 		qc.template = QEMU_TEMPLATE_NONE;
 	}
-	if (qemu_argv(&qc, qargv, &cause) != 0 ||
-	    (r->tqmp_fd != -1 && run_cold_argv(r, &qc, &cause) != 0)) {
-		log_warnx("%s", cause);
-		free(cause);
-		return -1;
-	}
+	if ((r->handoff = qemuuser_handoff(r->qu, &qc, &cause)) == NULL ||
+	    qemu_argv(qemuuser_config(r->handoff), qargv, &cause) != 0 ||
+	    (r->tqmp_fd != -1 &&
+		run_cold_argv(r, qemuuser_config(r->handoff), &cause) != 0))
+		goto fail;
+	if (qemuuser_name(r->qu) != NULL)
+		log_debug("QEMU runs as %s", qemuuser_name(r->qu));
 	if (log_verbose())
 		for (i = 0; (*qargv)[i] != NULL; i++)
 			log_debug("qemu argv[%zu] = %s", i, (*qargv)[i]);
 	return 0;
+fail:
+	log_warnx("%s", cause);
+	free(cause);
+	return -1;
 }
 
 /*
@@ -1281,6 +1297,8 @@ run_teardown(struct run *r, char **qargv, int status)
 	free(r->disk_path);
 	free(r->ca_path);
 	free(r->qmp_path);
+	qemuuser_handoff_free(r->handoff);
+	qemuuser_free(r->qu);
 	free(r->console_path);
 	free(r->id);
 	conf_free(r->conf);

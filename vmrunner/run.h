@@ -118,7 +118,11 @@ struct run {
 	char *tpl_path; /* the template restored */
 	size_t tpl_msg_len;
 	int tqmp_fd, child_tqmp; /* the restore's QMP: ours, QEMU's */
-	char **cold_argv;	 /* QEMU's argv if the restore fails */
+	struct termout con_to;	 /* console output filter (console.c) */
+	int con_to_init;
+	struct qemuuser *qu;	      /* QEMU's user */
+	struct qemu_handoff *handoff; /* what QEMU is handed (qemuuser.c) */
+	char **cold_argv;	      /* QEMU's argv if the restore fails */
 };
 
 struct guestin {

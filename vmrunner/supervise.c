@@ -94,6 +94,13 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 			dup2(null, STDOUT_FILENO);
 		}
 	}
+	/* Last: QEMU's user, handed its files (vmrunner/qemuuser.c). */
+	if (r->handoff != NULL && qemuuser_enter(r->qu, r->handoff) != 0) {
+		fprintf(stderr, "ksb-run: QEMU's user %s: %s\n",
+		    qemuuser_name(r->qu) ? qemuuser_name(r->qu) : "",
+		    strerror(errno));
+		_exit(125);
+	}
 	execvp(argv[0], argv);
 	fprintf(stderr, "ksb-run: %s: %s\n", argv[0], strerror(errno));
 	_exit(errno == ENOENT ? 127 : 126);

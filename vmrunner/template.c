@@ -351,9 +351,9 @@ struct template_boot {
 };
 
 /* The child: fds at the numbers qc names, then QEMU. */
-static void __attribute__((noreturn))
-template_child(const struct qemu_config *qc, char **argv,
-    const char *const *unset, int tap, int ctl, int con, int fwd, int qmp)
+static void __attribute__((noreturn)) template_child(
+    const struct qemu_config *qc, char **argv, const char *const *unset,
+    int tap, int ctl, int con, int fwd, int qmp, const struct qemu_handoff *h)
 {
 	int src[5] = { tap, ctl, con, fwd, qmp }, dst[5], tmp[5], i;
 	sigset_t all;
@@ -378,6 +378,8 @@ template_child(const struct qemu_config *qc, char **argv,
 		dup2(i, STDIN_FILENO);
 		dup2(i, STDOUT_FILENO);
 	}
+	if (h != NULL && qemuuser_enter(qc->user, h) != 0)
+		_exit(125);
 	execvp(argv[0], argv);
 	_exit(127);
 }
@@ -540,13 +542,19 @@ template_build(const struct qemu_config *inst, const char *const *unset,
 {
 	struct template_boot tb;
 	struct qemu_config qc = *inst;
+	struct qemu_handoff *h = NULL;
 	char **argv = NULL;
 	int child[4] = { -1, -1, -1, -1 }, ret = -1, i;
 
 	memset(&tb, 0, sizeof(tb));
 	tb.ctl = tb.con = tb.fwd = tb.qmp = -1;
 	qc.template = QEMU_TEMPLATE_BOOT;
-	if (qemu_argv(&qc, &argv, cause) != 0)
+	/* QEMU as its user, as an instance's (vmrunner/qemuuser.c). */
+	if (qc.user != NULL &&
+	    ((h = qemuuser_handoff(qc.user, &qc, cause)) == NULL ||
+		qemu_argv(qemuuser_config(h), &argv, cause) != 0))
+		goto out;
+	if (qc.user == NULL && qemu_argv(&qc, &argv, cause) != 0)
 		return -1;
 	if (template_pairs(&tb, child) != 0) {
 		cause_set(cause, "socketpair: %s", strerror(errno));
@@ -558,7 +566,7 @@ template_build(const struct qemu_config *inst, const char *const *unset,
 	}
 	if (tb.pid == 0)
 		template_child(&qc, argv, unset, tap, child[0], child[1],
-		    child[2], child[3]);
+		    child[2], child[3], h);
 	for (i = 0; i < 4; i++)
 		close(child[i]);
 	child[0] = child[1] = child[2] = child[3] = -1;
@@ -587,6 +595,7 @@ out:
 	if (tb.qmp != -1)
 		close(tb.qmp);
 	qemu_argv_free(argv);
+	qemuuser_handoff_free(h);
 	return ret;
 }
 

@@ -179,6 +179,13 @@ struct qemu_config {
 	} template;
 	int incoming_fd;
 	int restore_qmp_fd;
+	/* qemuuser_handoff's: > 0, the disk as /dev/fdset (-add-fd, a
+	 * read-write and a read-only fd); > 0, QMP on this listening socket
+	 * instead of qmp_path; 1: QEMU's own seccomp filter (-sandbox). */
+	int disk_fd, disk_ro_fd;
+	int qmp_fd;
+	int sandbox;
+	const struct qemuuser *user; /* NULL, or QEMU's (qemuuser_new) */
 };
 /*
  * qemu_machine_problem: NULL if machine is one ksb can boot ("q35", "pc",
@@ -236,6 +243,39 @@ struct cmdline;
  */
 int qemu_ksb_values(const struct qemu_config *cfg, struct cmdline *c);
 void qemu_argv_free(char **argv);
+
+/* ---- qemuuser.c -----------------------------------------------------------
+ * QEMU's user (qemu-user, ksb.conf(5)) and what QEMU is handed before the
+ * drop (the file's header has the design).
+ */
+struct qemuuser;
+struct qemu_handoff;
+/* qemuuser_new: QEMU's user for this ksb-run (kvm: add /dev/kvm's group);
+ * NULL and *cause if qemu-user names no unprivileged user.  Not root:
+ * QEMU runs as ksb-run's user.  Freed with qemuuser_free. */
+struct qemuuser *qemuuser_new(
+    const struct ksb_conf *conf, int kvm, char **cause);
+void qemuuser_free(struct qemuuser *qu);
+/* qemuuser_name: the user's name, or NULL when nothing is dropped. */
+const char *qemuuser_name(const struct qemuuser *qu);
+/*
+ * qemuuser_handoff: in's configuration with its files, shares, disk and
+ * QMP opened by ksb-run (root) for QEMU's user; a writable share is
+ * chowned to that user.  NULL and *cause (the path and errno) on failure.
+ * qemuuser_config gives the configuration to build the argv from (valid
+ * while h lives); qemuuser_handoff_free closes ksb-run's copies.
+ */
+struct qemu_handoff *qemuuser_handoff(
+    const struct qemuuser *qu, const struct qemu_config *in, char **cause);
+const struct qemu_config *qemuuser_config(const struct qemu_handoff *h);
+void qemuuser_handoff_free(struct qemu_handoff *h);
+/*
+ * qemuuser_enter: in the child about to exec QEMU: h's descriptors at
+ * QEMU's numbers (fds 11 .. 32 are taken), then the drop (bounding set,
+ * groups, gid, uid), no_new_privs, no capability left.  0, or -1 and
+ * errno; nothing to undo: the caller _exits.
+ */
+int qemuuser_enter(const struct qemuuser *qu, const struct qemu_handoff *h);
 
 /* ---- template.c ------------------------------------------------------------
  * Guests from a saved template (ksb-run template=on; the file's header

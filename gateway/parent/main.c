@@ -495,6 +495,11 @@ main(int argc, char **argv)
 		conf_free(gw.conf);
 		return 1;
 	}
+	/* Its keys, the audit and the CA out of every guest's sight. */
+	if (conf_check_private(gw.conf, &cause) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		return 1;
+	}
 	if (o.check) {
 		printf("configuration OK\n");
 		policy_free(gw.policy);

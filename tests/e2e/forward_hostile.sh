@@ -25,6 +25,7 @@ ctl() { timeout 30 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
 I=$T/state/instances/fh
 export KSB_TEST_OUT=$T/guest.out
 : > "$KSB_TEST_OUT"
+chmod 0666 "$KSB_TEST_OUT"	# the stand-in runs as QEMU's user (qemu-user)
 
 # A host port the guest tries to open: it must never see a connection.
 export KSB_TEST_HOST_PORT=$((20000 + $$ % 20000))

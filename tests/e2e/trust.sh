@@ -31,9 +31,12 @@ run() {
 }
 I=$T/state/instances
 # QEMU through a witness: a refused start must not reach it.
-printf '#!/bin/sh\n: > %s/qemu-ran\nexec qemu-system-x86_64 "$@"\n' "$T" > "$T/qemu"
+# The wrapper runs as QEMU's user (qemu-user): its mark goes into a
+# directory that user may write.
+mkdir -m 1777 "$T/mark"
+printf '#!/bin/sh\n: > %s/mark/qemu-ran\nexec qemu-system-x86_64 "$@"\n' "$T" > "$T/qemu"
 chmod 755 "$T/qemu"
-no_start() { [ ! -e "$T/qemu-ran" ] && [ -z "$(ls -A "$I" 2>/dev/null)" ]; }
+no_start() { [ ! -e "$T/mark/qemu-ran" ] && [ -z "$(ls -A "$I" 2>/dev/null)" ]; }
 
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
 	GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
@@ -133,7 +136,7 @@ ksb_check "trusted: cpus from the file" 'grep -aq "^RESULT nproc 2" "$T/out-t"'
 
 ksb_say "an edit makes it untrusted again"
 echo "# an edit" >> "$R/.ksb/instance.conf"
-rm -f "$T/qemu-ran"
+rm -f "$T/mark/qemu-ran"
 set +e
 KSB_QEMU=$T/qemu run "$R" > /dev/null 2> "$T/err-e"; rc=$?
 set -e

@@ -68,8 +68,10 @@ base_config(struct qemu_config *c)
 static void
 test_argv(void)
 {
-	struct qemu_share shares[] = { { "/src/my,proj", "/home/agent/proj", 0 },
-	    { "/var/lib/ksb/instances/x/mirror.git", "/ksb/mirror.git", 1 } };
+	struct qemu_share shares[] = {
+		{ "/src/my,proj", "/home/agent/proj", 0 },
+		{ "/var/lib/ksb/instances/x/mirror.git", "/ksb/mirror.git", 1 }
+	};
 	struct qemu_config c;
 	char **argv = NULL, *cause = NULL;
 	int rc;
@@ -81,52 +83,78 @@ test_argv(void)
 	CHECK(rc == 0, "valid config builds (%s)", cause ? cause : "");
 	if (rc != 0)
 		return;
-	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0, "argv[0] is the binary");
+	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0,
+	    "argv[0] is the binary");
 	CHECK(strcmp(argv[1], "-nodefaults") == 0, "-nodefaults first");
-	CHECK(has_pair(argv, "-accel", "tcg,tb-size=256"), "-accel tcg, a 256 MiB translation buffer");
+	CHECK(has_pair(argv, "-accel", "tcg,tb-size=256"),
+	    "-accel tcg, a 256 MiB translation buffer");
 	CHECK(has_pair(argv, "-machine", "q35"), "-machine q35");
-	CHECK(has_pair(argv, "-m", "512") && has_pair(argv, "-smp", "1"), "-m 512 -smp 1");
+	CHECK(has_pair(argv, "-m", "512") && has_pair(argv, "-smp", "1"),
+	    "-m 512 -smp 1");
 	CHECK(has_pair(argv, "-display", "none"), "-display none");
-	CHECK(has_pair(argv, "-netdev", "tap,id=n0,fd=3,vhost=off"), "tap fd 3");
-	CHECK(has_pair(argv, "-device", "virtio-net-pci,netdev=n0,mac=52:54:00:aa:bb:01,romfile="),
-	    "virtio-net with the assigned MAC");
-	CHECK(has_pair(argv, "-chardev", "socket,id=ctl,fd=4"), "control socket fd 4");
+	CHECK(
+	    has_pair(argv, "-netdev", "tap,id=n0,fd=3,vhost=off"), "tap fd 3");
 	CHECK(has_pair(argv, "-device",
-	    "virtserialport,bus=vs0.0,chardev=ctl,name=org.ksb.control"), "control port name");
-	CHECK(has_pair(argv, "-virtfs", "local,path=/usr,mount_tag=usr,security_model=none,"
-	    "readonly=on,multidevs=remap"), "host /usr read-only");
-	CHECK(has_pair(argv, "-virtfs", "local,path=/src/my,,proj,mount_tag=s0,"
-	    "security_model=none,readonly=on,multidevs=remap"), "share with doubled comma");
+		  "virtio-net-pci,netdev=n0,mac=52:54:00:aa:bb:01,romfile="),
+	    "virtio-net with the assigned MAC");
+	CHECK(has_pair(argv, "-chardev", "socket,id=ctl,fd=4"),
+	    "control socket fd 4");
+	CHECK(has_pair(argv, "-device",
+		  "virtserialport,bus=vs0.0,chardev=ctl,name=org.ksb.control"),
+	    "control port name");
+	CHECK(has_pair(argv, "-virtfs",
+		  "local,path=/usr,mount_tag=usr,security_model=none,"
+		  "readonly=on,multidevs=remap"),
+	    "host /usr read-only");
+	CHECK(has_pair(argv, "-virtfs",
+		  "local,path=/src/my,,proj,mount_tag=s0,"
+		  "security_model=none,readonly=on,multidevs=remap"),
+	    "share with doubled comma");
 	CHECK(has_pair(argv, "-serial", "chardev:con") &&
-	    has_pair(argv, "-chardev", "stdio,id=con,signal=off"), "console on stdio");
-	CHECK(strstr(value_of(argv, "-append"), "ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 "
-	    "ksb.port=3128") != NULL, "cmdline carries the lease");
-	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL, "cmdline id");
+		has_pair(argv, "-chardev", "stdio,id=con,signal=off"),
+	    "console on stdio");
 	CHECK(strstr(value_of(argv, "-append"),
-	    " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init,"
-	    "tracer_init_tracefs,trace_eval_init ") != NULL,
-	    "cmdline skips the kprobe trace set-up, the KDF self-test, tracefs");
-	CHECK(*value_of(argv, "-bios") == '\0', "QEMU's own firmware (no -bios)");
-	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj ") != NULL,
+		  "ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 "
+		  "ksb.port=3128") != NULL,
+	    "cmdline carries the lease");
+	CHECK(strstr(value_of(argv, "-append"), "ksb.id=e-1a2b3c4d") != NULL,
+	    "cmdline id");
+	CHECK(strstr(value_of(argv, "-append"),
+		  " initcall_blacklist=init_kprobe_trace,crypto_kdf108_init,"
+		  "tracer_init_tracefs,trace_eval_init ") != NULL,
+	    "cmdline skips the kprobe trace set-up, the KDF self-test, "
+	    "tracefs");
+	CHECK(
+	    *value_of(argv, "-bios") == '\0', "QEMU's own firmware (no -bios)");
+	CHECK(strstr(value_of(argv, "-append"),
+		  "ksb.share=s0:/home/agent/proj ") != NULL,
 	    "cmdline share");
-	CHECK(has_pair(argv, "-virtfs", "local,path=/var/lib/ksb/instances/x/mirror.git,"
-	    "mount_tag=s1,security_model=mapped-xattr,multidevs=remap"),
+	CHECK(has_pair(argv, "-virtfs",
+		  "local,path=/var/lib/ksb/instances/x/mirror.git,"
+		  "mount_tag=s1,security_model=mapped-xattr,multidevs=remap"),
 	    "writable share: mapped-xattr, no readonly=on");
-	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s1:/ksb/mirror.git:rw") != NULL,
+	CHECK(strstr(value_of(argv, "-append"),
+		  "ksb.share=s1:/ksb/mirror.git:rw") != NULL,
 	    "cmdline marks the writable share :rw");
-	CHECK(strstr(value_of(argv, "-append"), "ksb.share=s0:/home/agent/proj:rw") == NULL,
+	CHECK(strstr(value_of(argv, "-append"),
+		  "ksb.share=s0:/home/agent/proj:rw") == NULL,
 	    "read-only share has no :rw");
-	CHECK(strstr(value_of(argv, "-append"), "console=ttyS0") != NULL, "serial console");
+	CHECK(strstr(value_of(argv, "-append"), "console=ttyS0") != NULL,
+	    "serial console");
 	CHECK(strcmp(argv[0], "qemu-system-x86_64") == 0 &&
-	    strcmp(value_of(argv, "-no-reboot"), "") == 0, "-no-reboot last");
+		strcmp(value_of(argv, "-no-reboot"), "") == 0,
+	    "-no-reboot last");
 	qemu_argv_free(argv);
 
 	base_config(&c);
 	c.accel = QEMU_ACCEL_KVM;
 	c.share_usr = 0;
-	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "kvm") &&
-	    !has_pair(argv, "-virtfs", "local,path=/usr,mount_tag=usr,security_model=none,"
-	    "readonly=on,multidevs=remap"), "kvm, no /usr share");
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+		has_pair(argv, "-accel", "kvm") &&
+		!has_pair(argv, "-virtfs",
+		    "local,path=/usr,mount_tag=usr,security_model=none,"
+		    "readonly=on,multidevs=remap"),
+	    "kvm, no /usr share");
 	qemu_argv_free(argv);
 }
 
@@ -136,7 +164,8 @@ expect_fail(struct qemu_config *c, const char *needle, const char *what)
 	char **argv = NULL, *cause = NULL;
 	int rc = qemu_argv(c, &argv, &cause);
 
-	CHECK(rc == -1 && argv == NULL && cause != NULL && strstr(cause, needle) != NULL,
+	CHECK(rc == -1 && argv == NULL && cause != NULL &&
+		strstr(cause, needle) != NULL,
 	    "%s refused (%s)", what, cause ? cause : "no cause");
 	free(cause);
 	qemu_argv_free(argv);
@@ -155,23 +184,32 @@ test_argv_lifecycle(void)
 	c.disk = "/var/lib/ksb/instances/x/disk.img";
 	c.qmp_path = "/var/lib/ksb/instances/x/qmp.sock";
 	rc = qemu_argv(&c, &argv, &cause);
-	CHECK(rc == 0, "console, secrets, disk, qmp build (%s)", cause ? cause : "");
+	CHECK(rc == 0, "console, secrets, disk, qmp build (%s)",
+	    cause ? cause : "");
 	if (rc != 0)
 		return;
-	CHECK(has_pair(argv, "-chardev", "socket,id=con,fd=5"), "console on fd 5");
-	CHECK(has_pair(argv, "-fw_cfg", "name=opt/org.ksb/secrets,file=/proc/self/fd/6"),
+	CHECK(has_pair(argv, "-chardev", "socket,id=con,fd=5"),
+	    "console on fd 5");
+	CHECK(has_pair(argv, "-fw_cfg",
+		  "name=opt/org.ksb/secrets,file=/proc/self/fd/6"),
 	    "secrets as fw_cfg from fd 6");
-	CHECK(has_pair(argv, "-drive", "file=/var/lib/ksb/instances/x/disk.img,if=none,"
-	    "id=d0,format=raw,discard=unmap,detect-zeroes=unmap"), "raw disk");
-	CHECK(has_pair(argv, "-device", "virtio-blk-pci,drive=d0,serial=ksb-disk"),
+	CHECK(has_pair(argv, "-drive",
+		  "file=/var/lib/ksb/instances/x/disk.img,if=none,"
+		  "id=d0,format=raw,discard=unmap,detect-zeroes=unmap"),
+	    "raw disk");
+	CHECK(has_pair(
+		  argv, "-device", "virtio-blk-pci,drive=d0,serial=ksb-disk"),
 	    "virtio-blk");
-	CHECK(has_pair(argv, "-qmp", "unix:/var/lib/ksb/instances/x/qmp.sock,server=on,wait=off"),
+	CHECK(has_pair(argv, "-qmp",
+		  "unix:/var/lib/ksb/instances/x/qmp.sock,server=on,wait=off"),
 	    "QMP socket");
-	CHECK(strstr(value_of(argv, "-append"), " ksb.disk=1") != NULL, "ksb.disk=1");
+	CHECK(strstr(value_of(argv, "-append"), " ksb.disk=1") != NULL,
+	    "ksb.disk=1");
 	qemu_argv_free(argv);
 	argv = NULL;
 	c.secrets_fd = 5;
-	CHECK(qemu_argv(&c, &argv, &cause) == -1, "secrets fd == console fd refused");
+	CHECK(qemu_argv(&c, &argv, &cause) == -1,
+	    "secrets fd == console fd refused");
 	free(cause);
 	cause = NULL;
 	base_config(&c);
@@ -183,23 +221,40 @@ test_argv_lifecycle(void)
 static void
 test_argv_errors(void)
 {
-	static const char *bad_paths[] = { "relative", "/", "/a/../b", "/a/./b", "/a//b",
-	    "/a b", "/a,b", "/usr", "/usr/lib", "/proc", "/etc", "/home/agent", "/x/",
-	    "/a;b", "/a/.." };
+	static const char *bad_paths[] = { "relative", "/", "/a/../b", "/a/./b",
+		"/a//b", "/a b", "/a,b", "/usr", "/usr/lib", "/proc", "/etc",
+		"/home/agent", "/x/", "/a;b", "/a/.." };
 	struct qemu_share sh = { NULL, NULL, 0 };
 	struct qemu_config c;
 	size_t i;
 
-	base_config(&c); c.machine = "virt"; expect_fail(&c, "virt", "machine virt");
-	base_config(&c); c.machine = "microvm,acpi=off"; expect_fail(&c, "microvm,acpi=off",
-	    "machine options");
-	base_config(&c); c.memory_mib = 10; expect_fail(&c, "memory", "memory 10");
-	base_config(&c); c.cpus = 0; expect_fail(&c, "cpus", "0 cpus");
-	base_config(&c); c.id = "Bad ID"; expect_fail(&c, "Bad ID", "bad id");
-	base_config(&c); c.mac = "52:54:00:aa:bb"; expect_fail(&c, "MAC", "short MAC");
-	base_config(&c); c.prefix = 31; expect_fail(&c, "prefix", "prefix 31");
-	base_config(&c); c.tap_fd = 4; expect_fail(&c, "descriptors", "same fds");
-	base_config(&c); c.port = 0; expect_fail(&c, "port", "port 0");
+	base_config(&c);
+	c.machine = "virt";
+	expect_fail(&c, "virt", "machine virt");
+	base_config(&c);
+	c.machine = "microvm,acpi=off";
+	expect_fail(&c, "microvm,acpi=off", "machine options");
+	base_config(&c);
+	c.memory_mib = 10;
+	expect_fail(&c, "memory", "memory 10");
+	base_config(&c);
+	c.cpus = 0;
+	expect_fail(&c, "cpus", "0 cpus");
+	base_config(&c);
+	c.id = "Bad ID";
+	expect_fail(&c, "Bad ID", "bad id");
+	base_config(&c);
+	c.mac = "52:54:00:aa:bb";
+	expect_fail(&c, "MAC", "short MAC");
+	base_config(&c);
+	c.prefix = 31;
+	expect_fail(&c, "prefix", "prefix 31");
+	base_config(&c);
+	c.tap_fd = 4;
+	expect_fail(&c, "descriptors", "same fds");
+	base_config(&c);
+	c.port = 0;
+	expect_fail(&c, "port", "port 0");
 	for (i = 0; i < sizeof(bad_paths) / sizeof(bad_paths[0]); i++) {
 		base_config(&c);
 		sh.host_path = "/srv";
@@ -208,35 +263,45 @@ test_argv_errors(void)
 		c.nshares = 1;
 		expect_fail(&c, "guest path", bad_paths[i]);
 	}
-	base_config(&c); sh.host_path = "srv"; sh.guest_path = "/srv";
-	c.shares = &sh; c.nshares = 1; expect_fail(&c, "absolute", "relative host path");
+	base_config(&c);
+	sh.host_path = "srv";
+	sh.guest_path = "/srv";
+	c.shares = &sh;
+	c.nshares = 1;
+	expect_fail(&c, "absolute", "relative host path");
 }
 
 /* The guest CPU: -cpu for each accel, explicit models, the v2 check. */
 static void
 test_argv_cpu(void)
 {
-	static const char *bad[] = { "max -smp 64", "-machine", "help", "a;b", "",
-	    "max,x=$(id)", "qemu64\n" };
-	static const char *host = "fpu vme sse sse2 ssse3 sse4_1 sse4_2 popcnt avx";
+	static const char *bad[] = { "max -smp 64", "-machine", "help", "a;b",
+		"", "max,x=$(id)", "qemu64\n" };
+	static const char *host =
+	    "fpu vme sse sse2 ssse3 sse4_1 sse4_2 popcnt avx";
 	struct qemu_config c;
 	char **argv = NULL, *cause = NULL, buf[64];
 	size_t i;
 
 	base_config(&c);
-	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "tcg,tb-size=256") &&
-	    has_pair(argv, "-cpu", QEMU_TCG_CPU), "tcg, cpu unset: -cpu " QEMU_TCG_CPU);
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+		has_pair(argv, "-accel", "tcg,tb-size=256") &&
+		has_pair(argv, "-cpu", QEMU_TCG_CPU),
+	    "tcg, cpu unset: -cpu " QEMU_TCG_CPU);
 	qemu_argv_free(argv);
 	base_config(&c);
 	c.accel = QEMU_ACCEL_KVM;
 	c.cpu = "auto";
-	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-accel", "kvm") &&
-	    has_pair(argv, "-cpu", "host"), "kvm, cpu auto: -cpu host");
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+		has_pair(argv, "-accel", "kvm") &&
+		has_pair(argv, "-cpu", "host"),
+	    "kvm, cpu auto: -cpu host");
 	qemu_argv_free(argv);
 	base_config(&c);
 	c.cpu = "Nehalem-v2,+avx,-la57";
 	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
-	    has_pair(argv, "-cpu", "Nehalem-v2,+avx,-la57"), "explicit model passed through");
+		has_pair(argv, "-cpu", "Nehalem-v2,+avx,-la57"),
+	    "explicit model passed through");
 	qemu_argv_free(argv);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		base_config(&c);
@@ -244,29 +309,38 @@ test_argv_cpu(void)
 		expect_fail(&c, "CPU model", bad[i]);
 	}
 	CHECK(strcmp(qemu_cpu_model(QEMU_ACCEL_TCG, NULL), QEMU_TCG_CPU) == 0 &&
-	    strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "auto"), "host") == 0 &&
-	    strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "Haswell"), "Haswell") == 0,
+		strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "auto"), "host") == 0 &&
+		strcmp(qemu_cpu_model(QEMU_ACCEL_KVM, "Haswell"), "Haswell") ==
+		    0,
 	    "qemu_cpu_model: auto per accel, else the setting");
 	CHECK(qemu_cpu_lacks("qemu64", host, buf, sizeof(buf)) == 4 &&
-	    strcmp(buf, "ssse3 sse4_1 sse4_2 popcnt") == 0, "qemu64 lacks all four (%s)", buf);
+		strcmp(buf, "ssse3 sse4_1 sse4_2 popcnt") == 0,
+	    "qemu64 lacks all four (%s)", buf);
 	CHECK(qemu_cpu_lacks("Penryn-v1", host, buf, sizeof(buf)) == 2 &&
-	    strcmp(buf, "sse4_2 popcnt") == 0, "Penryn-v1 lacks sse4_2 popcnt (%s)", buf);
-	CHECK(qemu_cpu_lacks("qemu64,+ssse3,sse4.1=on,+sse4.2,+popcnt", host, buf,
-	    sizeof(buf)) == 0, "qemu64 with the four switched on lacks none");
+		strcmp(buf, "sse4_2 popcnt") == 0,
+	    "Penryn-v1 lacks sse4_2 popcnt (%s)", buf);
+	CHECK(qemu_cpu_lacks("qemu64,+ssse3,sse4.1=on,+sse4.2,+popcnt", host,
+		  buf, sizeof(buf)) == 0,
+	    "qemu64 with the four switched on lacks none");
 	CHECK(qemu_cpu_lacks("max", host, buf, sizeof(buf)) == 0 &&
-	    qemu_cpu_lacks("host", host, buf, sizeof(buf)) == 0 &&
-	    qemu_cpu_lacks("Nehalem", host, buf, sizeof(buf)) == 0,
+		qemu_cpu_lacks("host", host, buf, sizeof(buf)) == 0 &&
+		qemu_cpu_lacks("Nehalem", host, buf, sizeof(buf)) == 0,
 	    "max, host, Nehalem lack none");
 	CHECK(qemu_cpu_lacks("max,-popcnt", host, buf, sizeof(buf)) == 1 &&
-	    strcmp(buf, "popcnt") == 0, "max,-popcnt lacks popcnt");
+		strcmp(buf, "popcnt") == 0,
+	    "max,-popcnt lacks popcnt");
 	CHECK(qemu_cpu_lacks("qemu64", "fpu sse sse2", buf, sizeof(buf)) == 0,
 	    "a host without them: nothing to report");
-	CHECK(qemu_cpu_lacks("qemu64", "fpu sse4_2x popcnt", buf, sizeof(buf)) == 1 &&
-	    strcmp(buf, "popcnt") == 0, "whole flag words only");
+	CHECK(qemu_cpu_lacks(
+		  "qemu64", "fpu sse4_2x popcnt", buf, sizeof(buf)) == 1 &&
+		strcmp(buf, "popcnt") == 0,
+	    "whole flag words only");
 	base_config(&c);
 	c.ca_path = "/var/lib/ksb/instances/x,y/ca.pem";
-	CHECK(qemu_argv(&c, &argv, &cause) == 0 && has_pair(argv, "-fw_cfg",
-	    "name=opt/org.ksb/ca,file=/var/lib/ksb/instances/x,,y/ca.pem"),
+	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
+		has_pair(argv, "-fw_cfg",
+		    "name=opt/org.ksb/ca,file=/var/lib/ksb/instances/x,,y/"
+		    "ca.pem"),
 	    "ca_path: fw_cfg opt/org.ksb/ca, comma doubled");
 	qemu_argv_free(argv);
 	base_config(&c);
@@ -286,7 +360,8 @@ test_argv_live(void)
 	c.fwd_fd = 8;
 	c.display = "320x240";
 	CHECK(qemu_argv(&c, &argv, &cause) == 0, "forward port and display");
-	CHECK(argv != NULL && has_pair(argv, "-chardev", "socket,id=fwd,fd=8") &&
+	CHECK(argv != NULL &&
+		has_pair(argv, "-chardev", "socket,id=fwd,fd=8") &&
 		has_pair(argv, "-device",
 		    "virtserialport,bus=vs0.0,chardev=fwd,name=" FWD_PORT_NAME),
 	    "the forward port is a virtserialport of its own");
@@ -344,27 +419,39 @@ test_boottime(void)
 	boottime_stage(&bt, 1100, "modules loaded", 14);
 	boottime_stage(&bt, 1050, "back in time", 12);
 	boottime_stage(&bt, 1200, "ready", 5);
-	CHECK(bt.nstages == 3 && bt.dropped == 1, "a stage earlier than the last is dropped");
-	CHECK(boottime_row(&bt, 0, row, sizeof(row)) == -1, "no rows before READY");
+	CHECK(bt.nstages == 3 && bt.dropped == 1,
+	    "a stage earlier than the last is dropped");
+	CHECK(boottime_row(&bt, 0, row, sizeof(row)) == -1,
+	    "no rows before READY");
 	bt.t_ready = 2720; /* guest clock 0 at 1520: 0.20 s after QEMU start */
 	boottime_stage(&bt, 1300, "after ready", 11);
-	CHECK(bt.nstages == 3 && bt.dropped == 2, "a stage after READY is dropped");
-	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0; i++) {
+	CHECK(bt.nstages == 3 && bt.dropped == 2,
+	    "a stage after READY is dropped");
+	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0;
+	     i++) {
 		strcat(all, row);
 		strcat(all, "\n");
 	}
-	CHECK(i == 10, "10 rows (4 host, firmware, kernel, 2 init, total, CPU): %d", i);
-	CHECK(strstr(all, "ksb-run before QEMU                      0.32 s") != NULL,
+	CHECK(i == 10,
+	    "10 rows (4 host, firmware, kernel, 2 init, total, CPU): %d", i);
+	CHECK(strstr(all, "ksb-run before QEMU                      0.32 s") !=
+		NULL,
 	    "ksb-run before QEMU: %s", all);
-	CHECK(strstr(all, "QEMU and firmware (to guest clock 0)     0.20 s") != NULL,
+	CHECK(strstr(all, "QEMU and firmware (to guest clock 0)     0.20 s") !=
+		NULL,
 	    "firmware: guest clock 0 from READY and the last stage");
-	CHECK(strstr(all, "kernel (to init's first stage)           0.90 s") != NULL,
+	CHECK(strstr(all, "kernel (to init's first stage)           0.90 s") !=
+		NULL,
 	    "kernel: the first stage");
-	CHECK(strstr(all, "  init: modules loaded                   0.20 s") != NULL &&
-	    strstr(all, "  init: ready                            0.10 s") != NULL,
+	CHECK(strstr(all, "  init: modules loaded                   0.20 s") !=
+		    NULL &&
+		strstr(all,
+		    "  init: ready                            0.10 s") != NULL,
 	    "init stages as differences");
-	CHECK(strstr(all, "total (ksb-run start to READY)           1.72 s") != NULL &&
-	    strstr(all, "QEMU CPU time to READY                   1.50 s") != NULL,
+	CHECK(strstr(all, "total (ksb-run start to READY)           1.72 s") !=
+		    NULL &&
+		strstr(all,
+		    "QEMU CPU time to READY                   1.50 s") != NULL,
 	    "total and QEMU CPU");
 	memset(&bt, 0, sizeof(bt));
 	bt.t_ready = 10;
@@ -382,15 +469,18 @@ test_boottime(void)
 	boottime_stage(&bt, 5400, "ready", 5);
 	bt.t_ready = 1900; /* "restored" at 1500: 0.40 s after QEMU start */
 	all[0] = '\0';
-	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0; i++) {
+	for (i = 0; i < 20 && boottime_row(&bt, i, row, sizeof(row)) == 0;
+	     i++) {
 		strcat(all, row);
 		strcat(all, "\n");
 	}
 	CHECK(strstr(all, "QEMU start and restore (to init)         0.40 s") !=
-		NULL &&
-	    strstr(all, "template (opened, or booted and saved)   0.02 s") !=
-		NULL &&
-	    strstr(all, "  init: ready                            0.40 s") != NULL,
+		    NULL &&
+		strstr(
+		    all, "template (opened, or booted and saved)   0.02 s") !=
+		    NULL &&
+		strstr(all,
+		    "  init: ready                            0.40 s") != NULL,
 	    "restored: the restore, the template, init after it: %s", all);
 	CHECK(boottime_cpu_ms(getpid()) >= 0, "our own CPU time");
 	CHECK(boottime_cpu_ms(-5) == -1, "no such process: -1");
@@ -414,8 +504,10 @@ has_prefix(char **argv, const char *opt, const char *prefix)
 static void
 test_argv_microvm(void)
 {
-	struct qemu_share shares[] = { { "/src/my,proj", "/home/agent/proj", 0 },
-	    { "/var/lib/ksb/instances/x/mirror.git", "/ksb/mirror.git", 1 } };
+	struct qemu_share shares[] = {
+		{ "/src/my,proj", "/home/agent/proj", 0 },
+		{ "/var/lib/ksb/instances/x/mirror.git", "/ksb/mirror.git", 1 }
+	};
 	struct qemu_config c;
 	char **argv = NULL, *cause = NULL;
 	const char *append;
@@ -433,36 +525,47 @@ test_argv_microvm(void)
 	if (rc != 0)
 		return;
 	append = value_of(argv, "-append");
-	CHECK(has_pair(argv, "-machine", "microvm,acpi=on"), "-machine microvm,acpi=on");
-	CHECK(has_pair(argv, "-device", "virtio-net-device,netdev=n0,mac=52:54:00:aa:bb:01"),
+	CHECK(has_pair(argv, "-machine", "microvm,acpi=on"),
+	    "-machine microvm,acpi=on");
+	CHECK(has_pair(argv, "-device",
+		  "virtio-net-device,netdev=n0,mac=52:54:00:aa:bb:01"),
 	    "virtio-net-device, no romfile=");
 	CHECK(has_pair(argv, "-device", "virtio-serial-device,id=vs0") &&
-	    has_pair(argv, "-device",
-		"virtserialport,bus=vs0.0,chardev=ctl,name=org.ksb.control"),
+		has_pair(argv, "-device",
+		    "virtserialport,bus=vs0.0,chardev=ctl,name=org.ksb."
+		    "control"),
 	    "virtio-serial-device, the control port on its bus");
 	CHECK(has_pair(argv, "-device", "virtio-rng-device") &&
-	    has_prefix(argv, "-device", "virtio-balloon-device,id=balloon0,"
-		"free-page-reporting=on,"),
-	    "virtio-rng-device, virtio-balloon-device with free page reporting");
-	CHECK(has_pair(argv, "-device", "virtio-blk-device,drive=d0,serial=ksb-disk"),
+		has_prefix(argv, "-device",
+		    "virtio-balloon-device,id=balloon0,"
+		    "free-page-reporting=on,"),
+	    "virtio-rng-device, virtio-balloon-device with free page "
+	    "reporting");
+	CHECK(has_pair(argv, "-device",
+		  "virtio-blk-device,drive=d0,serial=ksb-disk"),
 	    "virtio-blk-device with the disk's serial");
 	for (i = 0, pci = 0; argv[i] != NULL; i++)
 		pci += strstr(argv[i], "-pci") != NULL ||
 		    strcmp(argv[i], "-virtfs") == 0;
 	CHECK(pci == 0, "no PCI device, no -virtfs");
-	CHECK(has_pair(argv, "-fsdev", "local,id=fs-usr,path=/usr,security_model=none,"
-	    "readonly=on,multidevs=remap") &&
-	    has_pair(argv, "-device", "virtio-9p-device,fsdev=fs-usr,mount_tag=usr"),
+	CHECK(has_pair(argv, "-fsdev",
+		  "local,id=fs-usr,path=/usr,security_model=none,"
+		  "readonly=on,multidevs=remap") &&
+		has_pair(argv, "-device",
+		    "virtio-9p-device,fsdev=fs-usr,mount_tag=usr"),
 	    "host /usr: -fsdev and virtio-9p-device");
-	CHECK(has_pair(argv, "-fsdev", "local,id=fs-s0,path=/src/my,,proj,"
-	    "security_model=none,readonly=on,multidevs=remap") &&
-	    has_pair(argv, "-device", "virtio-9p-device,fsdev=fs-s0,mount_tag=s0"),
+	CHECK(has_pair(argv, "-fsdev",
+		  "local,id=fs-s0,path=/src/my,,proj,"
+		  "security_model=none,readonly=on,multidevs=remap") &&
+		has_pair(argv, "-device",
+		    "virtio-9p-device,fsdev=fs-s0,mount_tag=s0"),
 	    "a read-only share, comma doubled");
-	CHECK(has_pair(argv, "-fsdev", "local,id=fs-s1,path=/var/lib/ksb/instances/x/"
-	    "mirror.git,security_model=mapped-xattr,multidevs=remap"),
+	CHECK(has_pair(argv, "-fsdev",
+		  "local,id=fs-s1,path=/var/lib/ksb/instances/x/"
+		  "mirror.git,security_model=mapped-xattr,multidevs=remap"),
 	    "the writable share: mapped-xattr");
 	CHECK(strstr(append, " pci=off") != NULL &&
-	    strstr(append, " tsc_early_khz=2294608") != NULL,
+		strstr(append, " tsc_early_khz=2294608") != NULL,
 	    "cmdline: pci=off, the host's TSC rate under TCG");
 	CHECK(strstr(append, "ksb.share=s1:/ksb/mirror.git:rw") != NULL,
 	    "cmdline shares as on q35");
@@ -470,20 +573,20 @@ test_argv_microvm(void)
 
 	c.accel = QEMU_ACCEL_KVM;
 	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
-	    strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL,
+		strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL,
 	    "KVM: no tsc_early_khz (kvm-clock has the rate)");
 	qemu_argv_free(argv);
 	c.accel = QEMU_ACCEL_TCG;
 	c.tsc_khz = 0;
 	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
-	    strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL,
+		strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL,
 	    "TSC rate unknown: none given");
 	qemu_argv_free(argv);
 	base_config(&c);
 	c.tsc_khz = 2294608;
 	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
-	    strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL &&
-	    strstr(value_of(argv, "-append"), "pci=off") == NULL,
+		strstr(value_of(argv, "-append"), "tsc_early_khz") == NULL &&
+		strstr(value_of(argv, "-append"), "pci=off") == NULL,
 	    "q35: neither pci=off nor tsc_early_khz");
 	qemu_argv_free(argv);
 
@@ -492,23 +595,32 @@ test_argv_microvm(void)
 	c.incoming_fd = 9;
 	c.template = QEMU_TEMPLATE_BOOT;
 	CHECK(qemu_argv(&c, &argv, &cause) == 0 &&
-	    !has_pair(argv, "-device", "vmgenid,guid=auto") &&
-	    strstr(value_of(argv, "-append"), " ksb.template=1") != NULL &&
-	    strstr(value_of(argv, "-append"), " pci=off") != NULL,
+		!has_pair(argv, "-device", "vmgenid,guid=auto") &&
+		strstr(value_of(argv, "-append"), " ksb.template=1") != NULL &&
+		strstr(value_of(argv, "-append"), " pci=off") != NULL,
 	    "microvm template: no vmgenid (no ACPI table for it), pci=off");
 	qemu_argv_free(argv);
 
-	CHECK(strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "auto"), "microvm") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, NULL), "microvm") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 2, "auto"), "q35") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "auto"), "q35") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "microvm"), "microvm") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 4, "microvm"), "microvm") == 0 &&
-	    strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "q35"), "q35") == 0,
-	    "auto: microvm with TCG and one vCPU, else q35; a named machine as given");
-	CHECK(qemu_machine_problem("pc") == NULL && qemu_machine_problem("q35") == NULL &&
-	    qemu_machine_problem("microvm") == NULL &&
-	    qemu_machine_problem("isapc") != NULL && qemu_machine_problem("") != NULL,
+	CHECK(strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "auto"), "microvm") ==
+		    0 &&
+		strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, NULL), "microvm") ==
+		    0 &&
+		strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 2, "auto"), "q35") ==
+		    0 &&
+		strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "auto"), "q35") ==
+		    0 &&
+		strcmp(qemu_machine_auto(QEMU_ACCEL_KVM, 1, "microvm"),
+		    "microvm") == 0 &&
+		strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 4, "microvm"),
+		    "microvm") == 0 &&
+		strcmp(qemu_machine_auto(QEMU_ACCEL_TCG, 1, "q35"), "q35") == 0,
+	    "auto: microvm with TCG and one vCPU, else q35; a named machine as "
+	    "given");
+	CHECK(qemu_machine_problem("pc") == NULL &&
+		qemu_machine_problem("q35") == NULL &&
+		qemu_machine_problem("microvm") == NULL &&
+		qemu_machine_problem("isapc") != NULL &&
+		qemu_machine_problem("") != NULL,
 	    "machines: pc, q35, microvm");
 }
 
@@ -547,9 +659,11 @@ test_template_key_disk(const struct qemu_config *c)
 	a.disk = p1;
 	b.disk = p2;
 	CHECK(template_key(&a, k1) == 0 && template_key(&b, k2) == 0 &&
-	    strcmp(k1, k2) == 0, "two disks of one size: one key");
+		strcmp(k1, k2) == 0,
+	    "two disks of one size: one key");
 	CHECK(ftruncate(f2, 16LL << 30) == 0 && template_key(&b, k2) == 0 &&
-	    strcmp(k1, k2) != 0, "a disk of another size: another key");
+		strcmp(k1, k2) != 0,
+	    "a disk of another size: another key");
 	close(f1);
 	close(f2);
 	unlink(p1);
@@ -562,7 +676,7 @@ static void
 test_argv_template(void)
 {
 	struct qemu_share shares[] = { { "/src/a", "/home/agent/a", 0 } },
-	    other[] = { { "/src/b", "/home/agent/b", 0 } };
+			  other[] = { { "/src/b", "/home/agent/b", 0 } };
 	struct qemu_config c, d;
 	char **boot = NULL, **rest = NULL, *cause = NULL, *msg = NULL,
 	     *msg2 = NULL, *body;
@@ -585,26 +699,28 @@ test_argv_template(void)
 	if (boot == NULL || rest == NULL)
 		return;
 	CHECK(strstr(value_of(boot, "-append"), " ksb.template=1") != NULL &&
-	    strstr(value_of(boot, "-append"), "ksb.id") == NULL &&
-	    strstr(value_of(boot, "-append"), "ksb.share") == NULL,
-	    "a template's command line: ksb.template=1, nothing of the instance's");
+		strstr(value_of(boot, "-append"), "ksb.id") == NULL &&
+		strstr(value_of(boot, "-append"), "ksb.share") == NULL,
+	    "a template's command line: ksb.template=1, nothing of the "
+	    "instance's");
 	CHECK(strcmp(value_of(boot, "-append"), value_of(rest, "-append")) == 0,
 	    "the restore has the template's command line");
-	CHECK(has_pair(boot, "-device",
+	CHECK(
+	    has_pair(boot, "-device",
 		"virtio-net-pci,netdev=n0,mac=" QEMU_TEMPLATE_MAC ",romfile="),
 	    "a template's MAC is QEMU_TEMPLATE_MAC");
 	CHECK(!has_pair(boot, "-qmp", "unix:/run/q.sock,server=on,wait=off") &&
-	    strcmp(value_of(boot, "-fw_cfg"), "") == 0,
+		strcmp(value_of(boot, "-fw_cfg"), "") == 0,
 	    "no fw_cfg file, no instance QMP in a template's boot");
 	CHECK(has_pair(boot, "-chardev", "socket,id=tqmp,fd=9") &&
-	    has_pair(boot, "-global", "migration.store-global-state=off"),
+		has_pair(boot, "-global", "migration.store-global-state=off"),
 	    "the boot's QMP on fd 9; saved without the run state");
 	CHECK(has_pair(rest, "-incoming", "fd:9") &&
-	    has_pair(rest, "-qmp", "unix:/run/q.sock,server=on,wait=off") &&
-	    strstr(value_of(rest, "-fw_cfg"), "secrets") != NULL,
+		has_pair(rest, "-qmp", "unix:/run/q.sock,server=on,wait=off") &&
+		strstr(value_of(rest, "-fw_cfg"), "secrets") != NULL,
 	    "the restore: -incoming fd:9, the instance's QMP and fw_cfg");
 	CHECK(has_pair(rest, "-chardev", "socket,id=tqmp,fd=10") &&
-	    has_pair(rest, "-mon", "chardev=tqmp,mode=control"),
+		has_pair(rest, "-mon", "chardev=tqmp,mode=control"),
 	    "the restore's own QMP on restore_qmp_fd (did it run?)");
 	devices_of(boot, db, sizeof(db));
 	devices_of(rest, dr, sizeof(dr));
@@ -621,7 +737,7 @@ test_argv_template(void)
 	d.port = 3129;
 	d.shares = other;
 	CHECK(template_key(&c, k1) == 0 && template_key(&d, k2) == 0 &&
-	    strlen(k1) == TEMPLATE_KEY_LEN && strcmp(k1, k2) == 0,
+		strlen(k1) == TEMPLATE_KEY_LEN && strcmp(k1, k2) == 0,
 	    "the key ignores the instance: %s %s", k1, k2);
 	d.memory_mib = 1024;
 	CHECK(template_key(&d, k2) == 0 && strcmp(k1, k2) != 0,
@@ -634,21 +750,25 @@ test_argv_template(void)
 	test_template_key_disk(&c);
 
 	CHECK(template_instance_msg(&c, &msg, &len) == 0 &&
-	    template_instance_msg(&c, &msg2, &len2) == 0, "INSTANCE builds");
+		template_instance_msg(&c, &msg2, &len2) == 0,
+	    "INSTANCE builds");
 	if (msg == NULL || msg2 == NULL)
 		return;
 	CHECK(strncmp(msg, "INSTANCE ", 9) == 0 &&
-	    strtoul(msg + 9, NULL, 10) == len - (strchr(msg, '\n') + 1 - msg),
+		strtoul(msg + 9, NULL, 10) ==
+		    len - (strchr(msg, '\n') + 1 - msg),
 	    "INSTANCE <len>: the length of what follows");
 	CHECK(strstr(msg, "ksb.id=e-1a2b3c4d ksb.ip=10.77.0.2/24") != NULL &&
-	    strstr(msg, " ksb.share=s0:/home/agent/a") != NULL &&
-	    strstr(msg, " ksb.mac=52:54:00:aa:bb:01 ") != NULL &&
-	    strstr(msg, " ksb.time=") != NULL &&
-	    strstr(msg, " ksb.fwcfg=1 ") != NULL,
+		strstr(msg, " ksb.share=s0:/home/agent/a") != NULL &&
+		strstr(msg, " ksb.mac=52:54:00:aa:bb:01 ") != NULL &&
+		strstr(msg, " ksb.time=") != NULL &&
+		strstr(msg, " ksb.fwcfg=1 ") != NULL,
 	    "INSTANCE: the instance's keys, its MAC, the time, fw_cfg files");
 	CHECK(strstr(msg, " ksb.seed=") != NULL &&
-	    strlen(strstr(msg, " ksb.seed=") + 10) == 2 * GUESTCTL_SEED_BYTES &&
-	    strcmp(strstr(msg, " ksb.seed="), strstr(msg2, " ksb.seed=")) != 0,
+		strlen(strstr(msg, " ksb.seed=") + 10) ==
+		    2 * GUESTCTL_SEED_BYTES &&
+		strcmp(strstr(msg, " ksb.seed="), strstr(msg2, " ksb.seed=")) !=
+		    0,
 	    "a fresh seed of %d bytes each time", GUESTCTL_SEED_BYTES);
 	/* What the guest makes of it: the same codec's parser. */
 	body = strchr(msg, '\n');
@@ -678,8 +798,8 @@ test_template_prune(void)
 	const char *names[] = { "0123456789abcdef0123456789abcdef",
 		"fedcba9876543210fedcba9876543210",
 		"0123456789abcdef0123456789abcdef.1.tmp", "x.2.tmp", "README" };
-	time_t now = time(NULL), ago[] = { 31 * 86400, 86400, 7200, 60,
-		40 * 86400 };
+	time_t now = time(NULL),
+	       ago[] = { 31 * 86400, 86400, 7200, 60, 40 * 86400 };
 	struct timespec ts[2];
 	size_t i;
 	int fd;
@@ -699,11 +819,11 @@ test_template_prune(void)
 	CHECK(template_prune(dir, now) == 2, "two removed");
 	for (i = 0; i < 5; i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		CHECK((access(path, F_OK) == 0) == (i != 0 && i != 2),
-		    "%s: %s", names[i],
-		    i == 0 ? "unused 31 days: removed" :
-		    i == 2 ? "a dead build's, 2 h old: removed" :
-			     "kept");
+		CHECK((access(path, F_OK) == 0) == (i != 0 && i != 2), "%s: %s",
+		    names[i],
+		    i == 0     ? "unused 31 days: removed" :
+			i == 2 ? "a dead build's, 2 h old: removed" :
+				 "kept");
 		unlink(path);
 	}
 	rmdir(dir);
@@ -727,7 +847,7 @@ static void
 test_tsc(void)
 {
 	char dir[] = "/tmp/test_tsc.XXXXXX", path[64], boot[64] = "", buf[128],
-	    want[128];
+	     want[128];
 	unsigned a, b;
 	ssize_t n;
 	int fd;
@@ -747,11 +867,13 @@ test_tsc(void)
 	b = tsc_measure_khz();
 	if (a == 0 || b == 0) {
 		/* No constant TSC here: nothing is kept. */
-		CHECK(access(path, F_OK) != 0, "no rate, no tsc-khz file (%u %u)", a, b);
+		CHECK(access(path, F_OK) != 0,
+		    "no rate, no tsc-khz file (%u %u)", a, b);
 		rmdir(dir);
 		return;
 	}
-	CHECK(a >= 100000 && a <= 100000000 && (a > b ? a - b : b - a) < a / 100,
+	CHECK(
+	    a >= 100000 && a <= 100000000 && (a > b ? a - b : b - a) < a / 100,
 	    "two measurements agree within 1%%: %u, %u kHz", a, b);
 	snprintf(want, sizeof(want), "%s %u\n", boot, a);
 	n = -1;
@@ -774,6 +896,47 @@ test_tsc(void)
 	rmdir(dir);
 }
 
+/* QEMU as its user (vmrunner/qemuuser.c): -sandbox, the disk through
+ * -add-fd, QMP on a listening socket it was handed. */
+static void
+test_argv_handoff(void)
+{
+	struct qemu_config c;
+	char **argv = NULL, *cause = NULL;
+	int rc;
+
+	base_config(&c);
+	c.disk = "/i/disk.img";
+	c.qmp_path = "/i/qmp.sock";
+	rc = qemu_argv(&c, &argv, &cause);
+	CHECK(rc == 0 && *value_of(argv, "-sandbox") == '\0' &&
+		has_pair(argv, "-qmp", "unix:/i/qmp.sock,server=on,wait=off"),
+	    "no handoff: no -sandbox, QMP by path");
+	qemu_argv_free(argv);
+	c.sandbox = 1;
+	c.disk_fd = 14;
+	c.disk_ro_fd = 15;
+	c.qmp_fd = 16;
+	rc = qemu_argv(&c, &argv, &cause);
+	CHECK(rc == 0, "a handed-off config builds (%s)", cause ? cause : "");
+	CHECK(has_pair(argv, "-sandbox",
+		  "on,obsolete=deny,elevateprivileges=deny,spawn=deny,"
+		  "resourcecontrol=deny"),
+	    "QEMU's own seccomp filter, every deny");
+	CHECK(has_pair(argv, "-add-fd", "fd=14,set=14") &&
+		has_pair(argv, "-add-fd", "fd=15,set=14"),
+	    "the disk's two fds in one fd set");
+	CHECK(strncmp(value_of(argv, "-drive"),
+		  "file=/dev/fdset/14,file.locking=off,", 36) == 0,
+	    "the disk opened through /dev/fdset");
+	CHECK(has_pair(
+		  argv, "-chardev", "socket,id=qmp,fd=16,server=on,wait=off") &&
+		has_pair(argv, "-mon", "chardev=qmp,mode=control") &&
+		*value_of(argv, "-qmp") == '\0',
+	    "QMP on the handed listening socket, no path");
+	qemu_argv_free(argv);
+}
+
 int
 main(void)
 {
@@ -786,6 +949,7 @@ main(void)
 	test_argv_cpu();
 	test_argv_template();
 	test_argv_microvm();
+	test_argv_handoff();
 	test_tsc();
 	test_template_prune();
 	return tap_done();
