@@ -27,7 +27,7 @@
 #include "common/common.h"
 #include "common/settings.h"
 
-#define CONF_NKEYS    38	/* conf_keys */
+#define CONF_NKEYS    39	/* conf_keys */
 #define CONF_FILE_MAX (1 << 20) /* bytes of ksb.conf */
 
 #ifndef KSB_SYSCONFDIR
