@@ -43,7 +43,6 @@
 #define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
 #define TERM_MARK     PLACEHOLDER_MARK
 #define TERM_MARK_LEN 6
-#define TERM_HEAD_OUT (HTTP_HEAD_MAX + 3 * 8192) /* a rewritten head */
 
 /* A scan for the mark over a stream that arrives in runs: the tail of
  * the runs so far, for a mark split across two of them. */
@@ -280,9 +279,14 @@ term_basic_encode(const uint8_t *user, size_t ulen, const struct cred_value *cv)
 	return out;
 }
 
+/* What the head sent upstream differs in: exactly the placeholder's
+ * bytes (for BASIC the whole field value), whatever the lengths of the
+ * placeholder and the value; the bytes around it (a scheme word, the
+ * field name) go as the guest sent them. */
 struct term_swap {
-	int field;	  /* index of the field to rewrite, -1: none */
-	const char *real; /* the value written in its place */
+	int field;	     /* index of the field to rewrite, -1: none */
+	struct http_span at; /* the bytes replaced, within that field */
+	const char *real;    /* the value written in their place */
 	size_t real_len;
 	char *basic; /* BASIC: the re-encoded value, malloc'd */
 };
@@ -325,6 +329,7 @@ term_place_basic(struct term_place_ctx *p, const struct http_field *f, int i,
 		return -1;
 	}
 	sw->field = i;
+	sw->at = f->value;
 	sw->basic = term_basic_encode(dec, (size_t)(colon - dec), p->cv);
 	OPENSSL_cleanse(dec, sizeof(dec));
 	return 1;
@@ -359,6 +364,7 @@ term_place_field(struct term_place_ctx *p, const struct http_field *f, int i,
 	if (v.len != p->plen || memcmp(p->buf + v.off, p->ph, p->plen) != 0)
 		goto wrong;
 	sw->field = i;
+	sw->at = v;
 	sw->real = p->cv->value;
 	sw->real_len = p->cv->len;
 	return 0;
@@ -414,34 +420,26 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 	return 0;
 }
 
-/* The head as sent upstream: rq's bytes with the one field rewritten. */
+/* The head as sent upstream: rq's bytes with sw->at replaced. */
 static void
 term_write_head(struct term *t, const uint8_t *buf,
     const struct http_request *rq, const struct term_swap *sw)
 {
 	struct evbuffer *out = bufferevent_get_output(t->up);
-	const struct http_field *f;
-	size_t vstart, vend;
+	size_t end;
 
+	t->rq_bytes += rq->head_len;
 	if (sw->field < 0) {
 		evbuffer_add(out, buf, rq->head_len);
-		t->rq_bytes += rq->head_len;
 		return;
 	}
-	f = &rq->fields[sw->field];
-	vstart = f->value.off;
-	vend = f->value.off + f->value.len;
-	evbuffer_add(out, buf, vstart);
+	end = (size_t)sw->at.off + sw->at.len;
+	evbuffer_add(out, buf, sw->at.off);
 	if (sw->basic != NULL)
 		evbuffer_add(out, sw->basic, strlen(sw->basic));
-	else {
-		if (vend - vstart > sw->real_len &&
-		    strncasecmp((const char *)buf + vstart, "bearer ", 7) == 0)
-			evbuffer_add(out, "Bearer ", 7);
+	else
 		evbuffer_add(out, sw->real, sw->real_len);
-	}
-	evbuffer_add(out, buf + vend, rq->head_len - vend);
-	t->rq_bytes += rq->head_len;
+	evbuffer_add(out, buf + end, rq->head_len - end);
 }
 
 /* Copy s (a span of buf) into dst (NUL-terminated, cut to dstsz). */
@@ -464,7 +462,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	const struct policy_cred *pc;
 	const struct cred_value *cv = NULL;
 	struct http_request rq;
-	struct term_swap sw = { -1, NULL, 0, NULL };
+	struct term_swap sw = { -1, { 0, 0 }, NULL, 0, NULL };
 	enum reason reason = REASON_NONE;
 	const char *msg = NULL;
 	int status = 0;
