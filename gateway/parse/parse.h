@@ -119,10 +119,14 @@ struct http_field {
 
 struct http_request {
 	struct http_span method; /* a token, case-sensitive (RFC 9110 §9.1) */
-	struct http_span target; /* origin-form (RFC 9112 §3.2.1): "/..." */
-	struct http_span path;	 /* target up to the '?' (or all of it) */
-	struct http_span query;	 /* after the '?'; len 0 if none or empty */
-	int minor;		 /* HTTP/1.<minor>: always 1 */
+	struct http_span target; /* origin-form (RFC 9112 §3.2.1): "/...",
+				    or absolute-form (§3.2.2) */
+	bool absolute;		 /* absolute-form: "http[s]://" authority.. */
+	struct http_span target_host; /* absolute: its host, as host_name */
+	uint16_t target_port;	      /* absolute: its port; 0 if none */
+	struct http_span path;	/* its path up to the '?' (or all of it) */
+	struct http_span query; /* after the '?'; len 0 if none or empty */
+	int minor;		/* HTTP/1.<minor>: always 1 */
 	struct http_field fields[HTTP_FIELDS_MAX]; /* in the order sent */
 	size_t nfields;
 	int host;		    /* index in fields of the one Host field */
@@ -158,7 +162,8 @@ struct http_request {
  *       HTTP/2 preface "PRI * HTTP/2.0");
  *   405 REASON_METHOD_NOT_ALLOWED: CONNECT, TRACE (it would echo the
  *       swapped credential back);
- *   400 REASON_HTTP_BAD_TARGET: absolute-, authority- or asterisk-form,
+ *   400 REASON_HTTP_BAD_TARGET: authority- or asterisk-form, an
+ *       absolute-form other than "http[s]://" Host origin-form,
  *       a fragment, a byte outside RFC 3986 pchar / "/" / "?" (but
  *       "[]|^", and "{}`\\" in the query, which WHATWG URL clients send
  *       unencoded), a bad %-escape or %00, a "." or ".." path segment

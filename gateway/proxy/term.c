@@ -10,8 +10,10 @@
  * are libevent bufferevent_openssl filters over the tunnel's socket
  * bufferevents, which proxy.c keeps owning.  Then HTTP/1.1, request by
  * request (keep-alive, one in flight): each head is parsed strictly
- * (http_parse.c), the placeholder replaced by the real value in its
- * declared place only when Host and SNI are the bound host, anything
+ * (http_parse.c); a request whose Host or absolute-form authority is
+ * not the bound host (the SNI's) is answered 421 (misdirected_request,
+ * RFC 9110 §15.5.20) and goes nowhere; the placeholder is replaced by
+ * the real value in its declared place only, anything
  * else holding "ksbph_" refused (credential_misuse, 403); bodies are
  * streamed, never buffered whole, responses too (server-sent events pass
  * as they come); a 101 to an Upgrade makes it a relay.  Every guest byte
@@ -373,6 +375,50 @@ wrong:
 	return -1;
 }
 
+/* Does the authority name[port] (spans of buf, http_parse.c) name the
+ * bound host?  Case-insensitive, one trailing dot, port none or 443. */
+static int
+term_is_bound(const struct term *t, const uint8_t *buf, struct http_span name,
+    uint16_t port)
+{
+	size_t n = name.len;
+
+	if (n > 1 && buf[name.off + n - 1] == '.')
+		n--;
+	return n == strlen(t->host) &&
+	    strncasecmp((const char *)buf + name.off, t->host, n) == 0 &&
+	    (port == 0 || port == 443);
+}
+
+/*
+ * Is rq for a host other than the bound one (RFC 9110 §15.5.20)?  Its
+ * Host, and the authority of an absolute-form target, must each name
+ * it.  1 with the offending authority in asked (as sent, escaped, e.g.
+ * "169.254.169.254:80"), or 0.
+ */
+static int
+term_misdirected(const struct term *t, const uint8_t *buf,
+    const struct http_request *rq, char *asked, size_t askedsz)
+{
+	struct http_span a;
+	uint16_t port;
+
+	if (rq->absolute &&
+	    !term_is_bound(t, buf, rq->target_host, rq->target_port)) {
+		a = rq->target_host;
+		port = rq->target_port;
+	} else if (!term_is_bound(t, buf, rq->host_name, rq->host_port)) {
+		a = rq->host_name;
+		port = rq->host_port;
+	} else
+		return 0;
+	log_escape(asked, askedsz, (const char *)buf + a.off, a.len);
+	if (port != 0)
+		snprintf(asked + strlen(asked), askedsz - strlen(asked), ":%u",
+		    (unsigned)port);
+	return 1;
+}
+
 /*
  * Where may a placeholder be in rq?  Only in the declared field of a
  * request whose Host is the bound host, once, and equal to this
@@ -393,10 +439,9 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 	p.buf = buf;
 	p.pc = pc;
 	p.cv = cv;
-	host_ok = rq->host_name.len == strlen(t->host) &&
-	    strncasecmp((const char *)buf + rq->host_name.off, t->host,
-		rq->host_name.len) == 0 &&
-	    (rq->host_port == 0 || rq->host_port == 443);
+	host_ok = term_is_bound(t, buf, rq->host_name, rq->host_port) &&
+	    (!rq->absolute ||
+		term_is_bound(t, buf, rq->target_host, rq->target_port));
 	p.bound = host_ok && pc != NULL && cv != NULL;
 	if (p.bound)
 		placeholder_make(placeholder_key(), t->inst->id, pc->name,
@@ -452,6 +497,26 @@ term_copy(char *dst, size_t dstsz, const uint8_t *buf, struct http_span s)
 	dst[n] = '\0';
 }
 
+/* A request for another host than the bound one: 421, its row's path
+ * "https://HOST[:PORT]/path" naming what it asked for; -1.  Else 0. */
+static int
+term_refuse_misdirected(
+    struct term *t, const uint8_t *buf, const struct http_request *rq)
+{
+	char asked[300], b[600];
+
+	if (!term_misdirected(t, buf, rq, asked, sizeof(asked)))
+		return 0;
+	snprintf(b, sizeof(b), "https://%s", asked);
+	term_copy(b + strlen(b), sizeof(b) - strlen(b), buf, rq->path);
+	snprintf(t->path, sizeof(t->path), "%s", b);
+	snprintf(b, sizeof(b),
+	    "this tunnel is for %s only, the request names another host",
+	    t->host);
+	term_refuse(t, 421, REASON_MISDIRECTED_REQUEST, b);
+	return -1;
+}
+
 /*
  * A whole request head is in the guest's input: parse, check, rewrite,
  * send.  Returns 0 to go on, -1 if the request was refused.
@@ -484,6 +549,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	}
 	term_copy(t->method, sizeof(t->method), buf, rq.method);
 	term_copy(t->path, sizeof(t->path), buf, rq.path);
+	if (term_refuse_misdirected(t, buf, &rq) == -1)
+		return -1;
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc != NULL)
 		cv = credset_find(t->gw->creds, pc->name);

@@ -121,7 +121,9 @@ request_check(const uint8_t *buf, size_t len, size_t step)
 		    memcmp(buf + rq.head_len - 4, "\r\n\r\n", 4) != 0 ||
 		    rq.host < 0 || (size_t)rq.host >= rq.nfields ||
 		    rq.minor != 1 || rq.target.len == 0 ||
-		    buf[rq.target.off] != '/' || rq.body == HTTP_BODY_EOF ||
+		    buf[rq.path.off] != '/' ||
+		    (buf[rq.target.off] != '/') != rq.absolute ||
+		    rq.body == HTTP_BODY_EOF ||
 		    (rq.body == HTTP_BODY_LENGTH &&
 			(rq.length == 0 || rq.length > HTTP_LENGTH_MAX)) ||
 		    status != 0 || reason != REASON_NONE)
@@ -130,6 +132,7 @@ request_check(const uint8_t *buf, size_t len, size_t step)
 		span_check(rq.path, rq.head_len);
 		span_check(rq.query, rq.head_len);
 		span_check(rq.host_name, rq.head_len);
+		span_check(rq.target_host, rq.head_len);
 		fields_check(buf, rq.fields, rq.nfields, rq.head_len);
 		body_check(rq.body, rq.length, buf + rq.head_len,
 		    len - rq.head_len, step);

@@ -7,7 +7,7 @@ HTTP/1.1 with keep-alive (standard library only).  Every request it
 receives is one JSON line in LOG (method, target, every Host field as
 received), so a test can prove what reached it and what did not.
 
-  GET /check/NAME   compares the exact field the gateway must have
+  GET /check/NAME   (origin- or absolute-form, any query) compares the exact field the gateway must have
                     written against EXPECTDIR/NAME (first line "FIELD",
                     second line the exact value, no newline after it):
                     200 {"match": true} when the field is there once and
@@ -22,6 +22,7 @@ import socketserver
 import ssl
 import sys
 import threading
+import urllib.parse
 
 ADDR, PORT, CERT, KEY, EXPECTDIR, LOG = sys.argv[1:7]
 LOCK = threading.Lock()
@@ -67,8 +68,9 @@ class H(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self):
         self.record()
-        if self.path.startswith("/check/"):
-            return self.reply(self.check(self.path[7:]))
+        path = urllib.parse.urlsplit(self.path).path
+        if path.startswith("/check/"):
+            return self.reply(self.check(path[7:]))
         self.reply({"ok": True})
 
     do_POST = do_GET

@@ -7,7 +7,13 @@
 #  - the swap matrix: header, bearer and basic forms x real formats of
 #    keys and tokens and the lengths 1..8192 (cred_values.py) x
 #    placeholders of 46, 49 and 78 bytes: the origin received exactly the
-#    field the declared form says, byte for byte.
+#    field the declared form says, byte for byte;
+#  - fronting: on a tunnel terminated for one bound host, a request whose
+#    Host or absolute-form authority names anything else (another allowed
+#    or bound name, a denied one, addresses, localhost, the metadata
+#    address, another port) gets 421 and a misdirected_request row naming
+#    it, and the origin's log shows that none arrived; the spellings of
+#    the bound host itself (case, trailing dot, :443, absolute-form) pass.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -15,6 +21,7 @@ ksb_need_root
 ksb_need python3
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 ORIGIN=$KSB_SRCDIR/tests/integration/cred_reflect.py
+CLIENT=$KSB_SRCDIR/tests/integration/cred_client.py
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 ksb_env
 pass=0 fails=0
@@ -95,5 +102,78 @@ ksb_check "each swap has its audit row with the credential" \
 	'ksb_sql_is "$nph" "SELECT count(DISTINCT credential) FROM requests WHERE path LIKE \"/check/%\" AND status = 200 AND reason IS NULL"'
 ksb_check "the gateway log never shows a real value" \
 	'! grep -qF -f <(sed -n "/^.\{8,\}$/p" "$T"/c/v/*) "$T/gatewayd.log"'
+
+ksb_say "every request on a terminated tunnel is for the bound host"
+B=header-ghp
+BG=$(sed -n "s/^$B //p" "$T/guest-of")
+BPH=$(ph "$B" "$BG")
+raw() { # HOST REQFILE
+	KSB_PH=$BPH ip netns exec "ksbt-$$-g$BG" python3 "$CLIENT" \
+		10.77.0.1:3128 "$1" "$CA" http/1.1 "$2"
+}
+i=0 nfront=0
+front() { # WANT LINE HOSTFIELD...: one request on a tunnel to $B
+	local want=$1 line=$2 out h
+	shift 2
+	i=$((i + 1))
+	{
+		printf '%s HTTP/1.1\r\n' "${line//@N@/$i}"
+		for h in "$@"; do printf 'Host: %s\r\n' "$h"; done
+		printf 'x-api-key: @PH@\r\nConnection: close\r\n\r\n'
+	} > "$T/front.req"
+	out=$(raw "$B.swap.test" "$T/front.req")
+	case $want in
+	421) nfront=$((nfront + 1)) ;;
+	esac
+	ksb_check "$(printf '%s | %s -> %s' "$line" "$*" "$want")" \
+		'echo "$out" | head -1 | grep -q "^HTTP/1.1 $want " &&
+		 { [ "$want" != 200 ] || echo "$out" | grep -q "\"match\": true"; }'
+}
+for h in header-npm.swap.test evil.example.com 10.78.0.6 127.0.0.1 \
+	localhost 169.254.169.254 "[::1]" "[fd00::6]" "$B.swap.test:8443" \
+	"$B.swap.test:80" "$B.swap.test.evil.example" "x$B.swap.test" \
+	"metadata.google.internal"; do
+	front 421 "GET /front/@N@" "$h"
+done
+front 421 "GET https://169.254.169.254/front/@N@" "$B.swap.test"
+front 421 "GET https://header-npm.swap.test/front/@N@" "$B.swap.test"
+front 421 "GET http://localhost:80/front/@N@" "$B.swap.test"
+front 421 "GET https://$B.swap.test/front/@N@" "evil.example.com"
+front 400 "GET /front/@N@" "$B.swap.test" "evil.example.com"
+front 400 "GET /front/@N@" "$B.swap.test" "$B.swap.test"
+front 400 "GET https://u@$B.swap.test/front/@N@" "$B.swap.test"
+for h in "$B.swap.test" "$(echo "$B.swap.test" | tr a-z A-Z)" \
+	"$B.swap.test." "$B.swap.test:443" "$B.swap.test.:443"; do
+	front 200 "GET /check/$B?pass=@N@" "$h"
+done
+front 200 "GET https://$B.swap.test/check/$B?pass=@N@" "$B.swap.test"
+front 200 "GET https://$(echo "$B" | tr a-z A-Z).SWAP.test.:443/check/$B?pass=@N@" "$B.swap.test."
+ksb_check "the seven spellings of the bound host reached the origin" \
+	'[ "$(grep -c "/check/$B?pass=" "$T/origin.log")" = 7 ]'
+ksb_check "the origin's log: no refused request arrived" \
+	'! grep -q "/front/" "$T/origin.log"'
+ksb_check "each 421 has its misdirected_request row" \
+	'ksb_sql_is "$nfront" "SELECT count(*) FROM requests WHERE status = 421 AND reason = \"misdirected_request\" AND path LIKE \"https://%/front/%\""'
+ksb_check "the rows name the host asked for (metadata address, port)" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"https://169.254.169.254/front/6\"" &&
+	 ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"https://$B.swap.test:8443/front/9\"" &&
+	 ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"https://[::1]/front/7\"" &&
+	 ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"https://evil.example.com/front/17\""'
+ksb_check "the guest is told why in one line" \
+	'printf "GET /x HTTP/1.1\r\nHost: evil.example.com\r\n\r\n" > "$T/front.req" &&
+	 ip netns exec "ksbt-$$-g$BG" python3 -c "
+import socket, ssl, sys
+s = socket.create_connection((\"10.77.0.1\", 3128), timeout=10)
+s.sendall(b\"CONNECT $B.swap.test:443 HTTP/1.1\\r\\nHost: $B.swap.test:443\\r\\n\\r\\n\")
+h = b\"\"
+while b\"\\r\\n\\r\\n\" not in h: h += s.recv(1)
+t = ssl.create_default_context(cafile=\"$CA\").wrap_socket(s, server_hostname=\"$B.swap.test\")
+t.sendall(open(\"$T/front.req\", \"rb\").read())
+b = b\"\"
+while True:
+    x = t.recv(4096)
+    if not x: break
+    b += x
+sys.stdout.write(b.decode())" | tail -1 | grep -qx "ksb: this tunnel is for $B.swap.test only, the request names another host"'
 
 [ "$fails" = 0 ]
