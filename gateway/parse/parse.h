@@ -304,4 +304,29 @@ const char *screen_addr(
  */
 int screen_needs_exact(const char *cls);
 
+/* ---- reflect.c -------------------------------------------------------------
+ * The real values a bound upstream could hand back towards the guest, as
+ * byte patterns: each value as sent, its base64 and base64url (RFC 4648
+ * §4-§5, at the three alignments), percent-encoding (RFC 3986 §2.1, both
+ * hex cases) and JSON string escaping (RFC 8259 §7, with and without
+ * "\/"); patterns under REFLECT_MIN bytes are not made.  No I/O.
+ */
+#define REFLECT_MIN 8
+
+struct reflect;
+/* An empty set; reflect_free wipes and frees it (NULL: nothing). */
+struct reflect *reflect_new(void);
+void reflect_free(struct reflect *);
+/* Add the patterns of the value v[0..len) (copied). */
+void reflect_add(struct reflect *, const uint8_t *v, size_t len);
+/* How many patterns the set holds. */
+size_t reflect_count(const struct reflect *);
+/* Overwrite every whole occurrence of a pattern in buf[0..len) with '*'
+ * (same length); returns how many were found.  NULL set: 0. */
+size_t reflect_mask(const struct reflect *, uint8_t *buf, size_t len);
+/* The length of the longest suffix of buf[0..len) that is a proper
+ * prefix of a pattern: bytes to hold back until more arrive (less than
+ * the longest pattern).  0 when nothing could still match. */
+size_t reflect_partial(const struct reflect *, const uint8_t *buf, size_t len);
+
 #endif

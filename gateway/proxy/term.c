@@ -20,6 +20,10 @@
  * sent upstream is scanned for the mark: the head (every span of it),
  * then the raw bytes (chunk framing and extensions, trailers, an upgraded
  * stream) and the decoded body data (a chunk boundary may split the mark).
+ * Every upstream byte towards the guest (heads, interim ones, body data,
+ * an upgraded stream) has the instance's real values and their
+ * encodings masked (reflect.c, term_down_data: same length, a tail held
+ * back while it could begin one; chunked bodies re-chunked).
  * One audit row per request (uplink_audit_request).
  */
 #include <stdio.h>
@@ -94,10 +98,20 @@ struct term {
 	uint64_t rq_bytes, rs_bytes;
 	uint64_t up_total, down_total;
 	int64_t last_ms;
+	/* what flows back: the real values of the instance's credentials
+	 * (reflect.c), masked in every response byte towards the guest; the
+	 * data bytes held back while they could still begin one; chunked
+	 * responses re-framed (term_down_data); hits in this response */
+	struct reflect *refl;
+	uint8_t *hold;
+	size_t nhold;
+	int rs_chunked;
+	unsigned reflected;
 	struct event *timer;
 	term_done_cb done;
 	void *arg;
 	int finishing;
+	int up_eof; /* the upstream closed: its reads stay off */
 	enum reason fin_reason;
 };
 
@@ -184,6 +198,12 @@ term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
 static void
 term_row(struct term *t, enum reason reason)
 {
+	if (reason == REASON_NONE && t->reflected > 0) {
+		log_info("term %s: %u real values masked in a response",
+		    t->inst ? t->inst->id : "?", t->reflected);
+		reason = REASON_CREDENTIAL_REFLECTED;
+	}
+	t->reflected = 0;
 	if (t->method[0] == '\0' && reason == REASON_NONE)
 		return;
 	uplink_audit_request(t->row, t->method, t->path, t->status, t->rq_bytes,
@@ -651,6 +671,91 @@ term_request_body(struct term *t)
 	return 0;
 }
 
+/* ---- what flows back ---------------------------------------------------- */
+
+/* A response head (or an interim one) towards the guest, every real
+ * value in it masked (same length: its framing fields stay true). */
+static void
+term_down_head(struct term *t, const uint8_t *p, size_t n)
+{
+	uint8_t *b = xmalloc(n);
+
+	memcpy(b, p, n);
+	t->reflected += (unsigned)reflect_mask(t->refl, b, n);
+	bufferevent_write(t->down, b, n);
+	free(b);
+}
+
+/*
+ * The next n bytes of data towards the guest (a response body's decoded
+ * data, or an upgraded stream), after the bytes held back: every real
+ * value masked, the tail that could still begin one held back (all of it
+ * goes when end is set: the data ended).  A chunked response is written
+ * as chunks of what goes now (its extensions and trailers dropped, RFC
+ * 9110 §6.5.1: they never reach the guest), ended by the last chunk.
+ */
+static void
+term_down_data(struct term *t, const uint8_t *p, size_t n, int end)
+{
+	struct evbuffer *out = bufferevent_get_output(t->down);
+	size_t len = t->nhold + n, keep;
+	uint8_t *b = xmalloc(len + 1);
+
+	memcpy(b, t->hold, t->nhold);
+	if (n > 0)
+		memcpy(b + t->nhold, p, n);
+	t->reflected += (unsigned)reflect_mask(t->refl, b, len);
+	keep = end ? 0 : reflect_partial(t->refl, b, len);
+	if (len - keep > 0) {
+		if (t->rs_chunked)
+			evbuffer_add_printf(out, "%zx\r\n", len - keep);
+		evbuffer_add(out, b, len - keep);
+		if (t->rs_chunked)
+			evbuffer_add(out, "\r\n", 2);
+	}
+	if (end && t->rs_chunked)
+		evbuffer_add(out, "0\r\n\r\n", 5);
+	if (end)
+		t->rs_chunked = 0;
+	t->hold = xrealloc(t->hold, keep + 1);
+	memcpy(t->hold, b + len - keep, keep);
+	t->nhold = keep;
+	free(b);
+}
+
+/* All of in as data towards the guest (term_down_data), drained. */
+static void
+term_down_stream(struct term *t, struct evbuffer *in, int end)
+{
+	size_t n;
+
+	while ((n = evbuffer_get_length(in)) > 0) {
+		if (n > 65536)
+			n = 65536;
+		t->rs_bytes += n;
+		term_down_data(t, evbuffer_pullup(in, (ssize_t)n), n, 0);
+		evbuffer_drain(in, n);
+	}
+	if (end)
+		term_down_data(t, NULL, 0, 1);
+}
+
+/* The real values of the credentials of inst's profile, for t->refl. */
+static struct reflect *
+term_reflect_new(struct gateway *gw, const struct instance *inst)
+{
+	const struct policy_cred *v[64];
+	const struct cred_value *cv;
+	struct reflect *r = reflect_new();
+	int i, k;
+
+	k = policy_profile_creds(gw->policy, inst->profile, v, 64);
+	for (i = 0; i < k && i < 64; i++)
+		if ((cv = credset_find(gw->creds, v[i]->name)) != NULL)
+			reflect_add(r, (const uint8_t *)cv->value, cv->len);
+	return r;
+}
+
 /* The response head: pass it on; 1 when the head was complete. */
 static int
 term_response(struct term *t)
@@ -681,13 +786,14 @@ term_response(struct term *t)
 	case HTTP_OK:
 		break;
 	}
-	bufferevent_write(t->down, p, rs.head_len);
+	term_down_head(t, p, rs.head_len);
 	t->rs_bytes += rs.head_len;
 	evbuffer_drain(in, rs.head_len);
 	t->head_seen = 0;
 	if (rs.interim)
 		return 1; /* the final response follows */
 	t->status = rs.status;
+	t->rs_chunked = rs.body == HTTP_BODY_CHUNKED;
 	if (rs.upgraded) { /* its row is written when it ends */
 		t->state = TERM_UPGRADED;
 		return 1;
@@ -710,6 +816,10 @@ term_response_body(struct term *t)
 	const uint8_t *p;
 	enum http_result r;
 
+	if (t->body.kind == HTTP_BODY_NONE) { /* HEAD, 204, 304: ended */
+		term_down_data(t, NULL, 0, 1);
+		return 1;
+	}
 	while ((len = evbuffer_get_length(in)) > 0) {
 		if (len > 65536)
 			len = 65536;
@@ -719,7 +829,7 @@ term_response_body(struct term *t)
 			term_finish(t, REASON_UPSTREAM_BAD_RESPONSE);
 			return -1;
 		}
-		bufferevent_write(t->down, p, used);
+		term_down_data(t, p + data.off, data.len, r == HTTP_OK);
 		t->rs_bytes += used;
 		evbuffer_drain(in, used);
 		if (r == HTTP_OK)
@@ -764,9 +874,8 @@ term_upgraded(struct term *t)
 		term_finish(t, REASON_CREDENTIAL_MISUSE);
 		return;
 	}
-	t->rs_bytes += evbuffer_get_length(bufferevent_get_input(t->up));
+	term_down_stream(t, bufferevent_get_input(t->up), 0);
 	t->rq_bytes += evbuffer_get_length(bufferevent_get_input(t->down));
-	bufferevent_write_buffer(t->down, bufferevent_get_input(t->up));
 	bufferevent_write_buffer(t->up, bufferevent_get_input(t->down));
 }
 
@@ -786,7 +895,7 @@ term_throttle(struct term *t)
 		bufferevent_disable(t->down, EV_READ);
 	else
 		bufferevent_enable(t->down, EV_READ);
-	if (down_full)
+	if (down_full || t->up_eof)
 		bufferevent_disable(t->up, EV_READ);
 	else
 		bufferevent_enable(t->up, EV_READ);
@@ -888,8 +997,14 @@ term_write_cb(struct bufferevent *bev, void *arg)
 static void
 term_eof_body(struct term *t)
 {
+	/* what came with the close (a head, a body's end) goes first: the
+	 * close may be reported before the read */
+	term_pump(t);
+	if (t->state == TERM_CLOSING)
+		return;
 	if (t->state == TERM_RESP_BODY && t->body.kind == HTTP_BODY_EOF) {
 		term_response_body(t);
+		term_down_data(t, NULL, 0, 1);
 		term_row(t, REASON_NONE);
 		t->rq_close = REASON_CLOSED;
 		t->state = TERM_CLOSING;
@@ -901,6 +1016,7 @@ term_eof_body(struct term *t)
 		term_upgraded(t);
 		if (t->state == TERM_CLOSING)
 			return; /* refused */
+		term_down_data(t, NULL, 0, 1);
 		t->status = 101;
 		t->rq_close = REASON_CLOSED;
 		t->state = TERM_CLOSING;
@@ -939,9 +1055,12 @@ term_up_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (t->state == TERM_CLOSING)
 		return;
-	if (what & BEV_EVENT_EOF)
+	if ((what & BEV_EVENT_EOF) && t->up_eof)
+		return; /* told already (term_eof_body's own pump) */
+	if (what & BEV_EVENT_EOF) {
+		t->up_eof = 1;
 		term_eof_body(t);
-	else
+	} else
 		term_finish(t, REASON_UPSTREAM_ERROR);
 }
 
@@ -1005,6 +1124,13 @@ term_release(struct term *t)
 		bufferevent_free(t->up);
 	SSL_free(t->down_ssl);
 	SSL_free(t->up_ssl);
+	reflect_free(t->refl);
+	if (t->hold != NULL)
+		OPENSSL_cleanse(t->hold, t->nhold);
+	free(t->hold);
+	t->refl = NULL;
+	t->hold = NULL;
+	t->nhold = 0;
 	t->timer = NULL;
 	t->down = t->up = NULL;
 	t->down_ssl = t->up_ssl = NULL;
@@ -1154,6 +1280,7 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 	t->down_u = down;
 	t->up_u = up;
 	t->last_ms = util_mono_ms();
+	t->refl = term_reflect_new(gw, inst);
 	snprintf(t->host, sizeof(t->host), "%s", host);
 	if ((t->down_ssl = SSL_new(sctx)) == NULL ||
 	    (t->up_ssl = SSL_new(gw->tls_upstream)) == NULL)

@@ -13,9 +13,18 @@ received), so a test can prove what reached it and what did not.
                     200 {"match": true} when the field is there once and
                     equal byte for byte, else 200 {"match": false,
                     "why": ...} (lengths only, never the value)
+  GET /reflect/ENC/FRAMING
+                    hands back the credential it received (x-api-key, the
+                    Bearer token or the Basic password) encoded as ENC
+                    (reflect_encodings) in FRAMING: length, chunked (7-byte
+                    chunks), eof (delimited by the close), sse (an event
+                    stream), header (a response field), status (the
+                    reason phrase), interim (a 103 before the answer),
+                    dribble (a byte per write); always Connection: close
   anything else     200 {"ok": true}
 """
 import http.server
+import base64
 import json
 import os
 import socketserver
@@ -26,6 +35,25 @@ import urllib.parse
 
 ADDR, PORT, CERT, KEY, EXPECTDIR, LOG = sys.argv[1:7]
 LOCK = threading.Lock()
+
+
+def reflect_encodings(v):
+    """ENC -> the bytes a server quoting v (bytes) would write."""
+    def pct(hexd):
+        return "".join(chr(c) if chr(c).isalnum() or chr(c) in "-._~"
+                       else ("%%%02" + hexd) % c for c in v).encode()
+    j = json.dumps(v.decode("latin-1"))[1:-1].encode()
+    return {
+        "raw": v,
+        "b64": base64.b64encode(v),
+        "b64a1": base64.b64encode(b"x" + v),
+        "b64a2": base64.b64encode(b"xy" + v),
+        "b64url": base64.urlsafe_b64encode(b"x" + v),
+        "pct": pct("X"),
+        "pctlower": pct("x"),
+        "json": j,
+        "jsonslash": j.replace(b"/", b"\\/"),
+    }
 
 
 class H(http.server.BaseHTTPRequestHandler):
@@ -66,9 +94,65 @@ class H(http.server.BaseHTTPRequestHandler):
                     (len(g), len(want), g[:7] == want[:7])}
         return {"match": True}
 
+    def secret(self):
+        k = self.headers.get("x-api-key")
+        a = self.headers.get("authorization") or ""
+        if k is not None:
+            return k.encode("latin-1")
+        if a.lower().startswith("bearer "):
+            return a[7:].encode("latin-1")
+        if a.lower().startswith("basic "):
+            return base64.b64decode(a[6:]).split(b":", 1)[1]
+        return b"none"
+
+    def out(self, b):
+        self.wfile.write(b)
+
+    def reflect(self, enc, framing):
+        e = reflect_encodings(self.secret())[enc]
+        body = b'{"echo": "' + e + b'", "n": 1}\n'
+        self.close_connection = True
+        w = self.out
+        if framing == "interim":
+            w(b"HTTP/1.1 103 Early Hints\r\nLink: </s?k=" + e +
+              b">; rel=preload\r\n\r\n")
+        status = b"200 OK " + e if framing == "status" else b"200 OK"
+        w(b"HTTP/1.1 " + status + b"\r\nConnection: close\r\n")
+        if framing == "header":
+            w(b"X-Echo: " + e + b"\r\n")
+        if framing in ("chunked", "sse"):
+            if framing == "sse":
+                w(b"Content-Type: text/event-stream\r\n")
+                body = b"event: echo\ndata: " + e + b"\n\n"
+            w(b"Transfer-Encoding: chunked\r\n\r\n")
+            for i in range(0, len(body), 7):
+                c = body[i:i + 7]
+                w(b"%x\r\n%s\r\n" % (len(c), c))
+                self.wfile.flush()
+            w(b"0\r\n\r\n")
+        elif framing == "eof":
+            w(b"\r\n" + body)
+        else:
+            w(b"Content-Length: %d\r\n\r\n" % len(body))
+            if framing == "dribble":
+                self.wfile.flush()
+                for c in body:
+                    self.connection.sendall(bytes([c]))
+            else:
+                w(body)
+        self.wfile.flush()
+        if framing == "eof":  # close_notify: the body's end, not a cut
+            try:
+                self.connection.unwrap()
+            except (OSError, ssl.SSLError):
+                pass
+
     def do_GET(self):
         self.record()
         path = urllib.parse.urlsplit(self.path).path
+        if path.startswith("/reflect/"):
+            enc, framing = path.split("/")[2:4]
+            return self.reflect(enc, framing)
         if path.startswith("/check/"):
             return self.reply(self.check(path[7:]))
         self.reply({"ok": True})

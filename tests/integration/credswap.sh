@@ -13,7 +13,15 @@
 #    or bound name, a denied one, addresses, localhost, the metadata
 #    address, another port) gets 421 and a misdirected_request row naming
 #    it, and the origin's log shows that none arrived; the spellings of
-#    the bound host itself (case, trailing dot, :443, absolute-form) pass.
+#    the bound host itself (case, trailing dot, :443, absolute-form) pass;
+#  - nothing real flows back: the origin hands back the value it received
+#    (raw, base64 at each alignment, base64url, percent-encoded, JSON
+#    escaped) in every framing (Content-Length, chunked in 7-byte chunks,
+#    until the close, server-sent events, a response field, the reason
+#    phrase, a 103 interim response, a byte per write); the guest's
+#    client (cred_leakcheck.py) finds none of the value's encodings in
+#    the bytes it received, the response still parses, and each request
+#    has its credential_reflected row.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -22,6 +30,7 @@ ksb_need python3
 HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
 ORIGIN=$KSB_SRCDIR/tests/integration/cred_reflect.py
 CLIENT=$KSB_SRCDIR/tests/integration/cred_client.py
+LEAK=$KSB_SRCDIR/tests/integration/cred_leakcheck.py
 [ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
 ksb_env
 pass=0 fails=0
@@ -175,5 +184,36 @@ while True:
     if not x: break
     b += x
 sys.stdout.write(b.decode())" | tail -1 | grep -qx "ksb: this tunnel is for $B.swap.test only, the request names another host"'
+
+ksb_say "nothing real flows towards the guest"
+nref=0 bad=
+for n in header-anthropic bearer-openai basic-github-pat; do
+	g=$(sed -n "s/^$n //p" "$T/guest-of")
+	p=$(ph "$n" "$g")
+	case $n in
+	header-*) a="x-api-key: $p" ;;
+	bearer-*) a="Authorization: Bearer $p" ;;
+	basic-*) a="Authorization: Basic $(printf 'agent:%s' "$p" | base64 -w0)" ;;
+	esac
+	for enc in raw b64 b64a1 b64a2 b64url pct pctlower json jsonslash; do
+		for fr in length chunked eof sse header status interim dribble; do
+			printf 'GET /reflect/%s/%s HTTP/1.1\r\nHost: %s.swap.test\r\n%s\r\n\r\n' \
+				"$enc" "$fr" "$n" "$a" > "$T/refl.req"
+			out=$(ip netns exec "ksbt-$$-g$g" python3 "$LEAK" \
+				10.77.0.1:3128 "$n.swap.test" "$CA" "$T/c/v/$n" \
+				"$T/refl.req" 2>&1) || true
+			nref=$((nref + 1))
+			case $out in
+			"status=200 parse=ok leaks=none masked=yes len="*) ;;
+			*) bad="$bad $n/$enc/$fr($out)" ;;
+			esac
+		done
+	done
+done
+echo "# $nref reflections tried${bad:+; failed:$bad}"
+ksb_check "no encoding of a real value reached the guest, framing intact" \
+	'[ -z "$bad" ] && [ "$nref" = 216 ]'
+ksb_check "each reflection has its credential_reflected row" \
+	'ksb_sql_is "$nref" "SELECT count(*) FROM requests WHERE path LIKE \"/reflect/%\" AND reason = \"credential_reflected\" AND status = 200"'
 
 [ "$fails" = 0 ]
