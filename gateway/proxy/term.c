@@ -82,6 +82,7 @@ struct term {
 	int64_t row; /* the tunnel's local row id */
 	struct http_body_reader body;
 	unsigned rq_flags;
+	int rq_expect; /* Expect: 100-continue, its body still to come */
 	int rq_close;
 	/* every guest byte sent upstream after a head (body framing and
 	 * data, trailers, an upgraded stream), and the decoded body data
@@ -601,6 +602,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	t->nreq++;
 	t->rq_flags = rq.flags;
 	t->rq_close = rq.close;
+	t->rq_expect = rq.expect_continue;
 	t->raw.ncarry = t->data.ncarry = 0;
 	http_body_init(&t->body, rq.body, rq.length);
 	t->state = rq.body == HTTP_BODY_NONE ? TERM_RESP_HEAD : TERM_REQ_BODY;
@@ -754,6 +756,53 @@ term_reflect_new(struct gateway *gw, const struct instance *inst)
 		if ((cv = credset_find(gw->creds, v[i]->name)) != NULL)
 			reflect_add(r, (const uint8_t *)cv->value, cv->len);
 	return r;
+}
+
+/*
+ * While a request that said Expect: 100-continue (RFC 9110 §10.1.1)
+ * waits for its body, the upstream's interim responses go to the guest
+ * as they come (masked as any head), or the client would sit out its
+ * expect timeout.  A final response waits for the body's end as ever.
+ * 0, or -1 when the upstream's bytes are no response (refused: 502).
+ */
+static int
+term_interim_early(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->up);
+	struct http_response rs;
+	enum reason reason = REASON_NONE;
+	size_t len;
+	const uint8_t *p;
+
+	while (t->rq_expect && (len = evbuffer_get_length(in)) > 0) {
+		if (len > HTTP_HEAD_MAX)
+			len = HTTP_HEAD_MAX;
+		if (!term_head_worth_parsing(
+			in, len, HTTP_HEAD_MAX, &t->head_seen))
+			return 0;
+		t->nparse++;
+		p = evbuffer_pullup(in, (ssize_t)len);
+		switch (
+		    http_parse_response(p, len, t->rq_flags, &rs, &reason)) {
+		case HTTP_INCOMPLETE:
+			if (len < HTTP_HEAD_MAX)
+				return 0;
+			/* FALLTHROUGH */
+		case HTTP_ERROR:
+			term_refuse(t, 502, REASON_UPSTREAM_BAD_RESPONSE,
+			    "the upstream's response is malformed");
+			return -1;
+		case HTTP_OK:
+			break;
+		}
+		if (!rs.interim)
+			return 0;
+		term_down_head(t, p, rs.head_len);
+		t->rs_bytes += rs.head_len;
+		evbuffer_drain(in, rs.head_len);
+		t->head_seen = 0;
+	}
+	return 0;
 }
 
 /* The response head: pass it on; 1 when the head was complete. */
@@ -938,6 +987,8 @@ term_pump(struct term *t)
 				goto out;
 			break;
 		case TERM_REQ_BODY:
+			if (term_interim_early(t) == -1)
+				return;
 			if ((r = term_request_body(t)) != 1)
 				goto out;
 			t->state = TERM_RESP_HEAD;

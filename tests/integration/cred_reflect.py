@@ -21,6 +21,9 @@ received), so a test can prove what reached it and what did not.
                     stream), header (a response field), status (the
                     reason phrase), interim (a 103 before the answer),
                     dribble (a byte per write); always Connection: close
+  HEAD ...          200, Content-Length: 5, no body (keep-alive)
+  PUT ...           reads the body (a 100 Continue first when asked),
+                    200 {"len": bytes}
   anything else     200 {"ok": true}
 """
 import http.server
@@ -158,6 +161,22 @@ class H(http.server.BaseHTTPRequestHandler):
         self.reply({"ok": True})
 
     do_POST = do_GET
+
+    def handle_expect_100(self):  # sent at once (wfile is buffered)
+        r = super().handle_expect_100()
+        self.wfile.flush()
+        return r
+
+    def do_HEAD(self):
+        self.record()
+        self.send_response(200)
+        self.send_header("Content-Length", "5")
+        self.end_headers()
+
+    def do_PUT(self):  # http.server answers Expect: 100-continue itself
+        self.record()
+        n = int(self.headers.get("content-length", "0"))
+        self.reply({"len": len(self.rfile.read(n))})
 
 
 class S(socketserver.ThreadingMixIn, http.server.HTTPServer):

@@ -216,4 +216,24 @@ ksb_check "no encoding of a real value reached the guest, framing intact" \
 ksb_check "each reflection has its credential_reflected row" \
 	'ksb_sql_is "$nref" "SELECT count(*) FROM requests WHERE path LIKE \"/reflect/%\" AND reason = \"credential_reflected\" AND status = 200"'
 
+ksb_say "HTTP features real clients use"
+printf 'HEAD /head HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: @PH@\r\n\r\nGET /check/%s HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: @PH@\r\nConnection: close\r\n\r\n' \
+	"$B" "$B" "$B" > "$T/head.req"
+out=$(raw "$B.swap.test" "$T/head.req")
+ksb_check "HEAD (no body) then GET on one tunnel: both answered at once" \
+	'[ "$(echo "$out" | grep -c "^HTTP/1.1 200")" = 2 ] && echo "$out" | grep -q "\"match\": true"'
+head -c 200000 /dev/urandom | base64 -w0 > "$T/upload.bin"
+g=$BG
+for expect in with without; do
+	if [ $expect = with ]; then e=(); else e=(-H "Expect:"); fi
+	tt=$(gcurl "$g" -o "$T/put-$expect.out" -w '%{time_total}' "${e[@]}" \
+		-H "x-api-key: $BPH" -T "$T/upload.bin" \
+		"https://$B.swap.test/put-$expect") || true
+	eval "t_$expect=\$tt"
+done
+echo "# curl -T 266 KB: ${t_with}s with Expect: 100-continue, ${t_without}s without"
+ksb_check "curl -T: the 100 Continue is relayed at once (no 1 s expect wait)" \
+	'grep -q "\"len\": $(stat -c %s "$T/upload.bin")" "$T/put-with.out" &&
+	 awk -v a="$t_with" "BEGIN { exit !(a < 0.8) }"'
+
 [ "$fails" = 0 ]
