@@ -26,6 +26,7 @@
  * back while it could begin one; chunked bodies re-chunked).
  * One audit row per request (uplink_audit_request).
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -508,13 +509,73 @@ term_write_head(struct term *t, const uint8_t *buf,
 	evbuffer_add(out, buf + end, rq->head_len - end);
 }
 
-/* Copy s (a span of buf) into dst (NUL-terminated, cut to dstsz). */
-static void
-term_copy(char *dst, size_t dstsz, const uint8_t *buf, struct http_span s)
+/* Is the mark at buf[at] (of buf[0..len)) in one of this instance's
+ * placeholders?  Its credential's name, *back the bytes of its prefix
+ * before at, *skip its bytes from at on; else NULL. */
+static const char *
+term_which_placeholder(const struct term *t, const uint8_t *buf, size_t len,
+    size_t at, size_t *back, size_t *skip)
 {
-	size_t n = s.len < dstsz - 1 ? s.len : dstsz - 1;
+	const struct policy_cred *v[64];
+	char ph[PLACEHOLDER_MAX];
+	size_t plen, pre;
+	int i, k;
 
-	memcpy(dst, buf + s.off, n);
+	k = policy_profile_creds(t->gw->policy, t->inst->profile, v, 64);
+	for (i = 0; i < k && i < 64; i++) {
+		pre = strlen(v[i]->prefix);
+		if (pre > at)
+			continue;
+		placeholder_make(placeholder_key(), t->inst->id, v[i]->name,
+		    t->inst->owner_pid, t->inst->owner_start, v[i]->prefix, ph);
+		plen = strlen(ph);
+		if (len - (at - pre) >= plen &&
+		    memcmp(buf + at - pre, ph, plen) == 0) {
+			*back = pre;
+			*skip = plen - pre;
+			return v[i]->name;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * s (a span of buf) into dst for an audit row (NUL-terminated, cut to
+ * dstsz), no placeholder ever in it: each of this instance's is written
+ * "[placeholder NAME]", anything else holding the mark (its hex digits
+ * with it) "[placeholder]".
+ */
+static void
+term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
+    struct http_span sp)
+{
+	const uint8_t *b = buf + sp.off;
+	size_t i = 0, n = 0, back = 0, skip = 0, h;
+	const char *name;
+	int k;
+
+	while (i < sp.len && n + 1 < dstsz) {
+		if (sp.len - i < TERM_MARK_LEN ||
+		    strncasecmp(
+			(const char *)b + i, TERM_MARK, TERM_MARK_LEN)) {
+			dst[n++] = (char)b[i++];
+			continue;
+		}
+		name = term_which_placeholder(t, b, sp.len, i, &back, &skip);
+		if (name != NULL) {
+			n -= back < n ? back : n;
+			k = snprintf(
+			    dst + n, dstsz - n, "[placeholder %s]", name);
+			i += skip;
+		} else {
+			k = snprintf(dst + n, dstsz - n, "[placeholder]");
+			for (h = 0, i += TERM_MARK_LEN; i < sp.len &&
+			     h < PLACEHOLDER_HEX && isxdigit(b[i]);
+			     i++, h++)
+				;
+		}
+		n += (size_t)k < dstsz - n ? (size_t)k : dstsz - n - 1;
+	}
 	dst[n] = '\0';
 }
 
@@ -529,7 +590,7 @@ term_refuse_misdirected(
 	if (!term_misdirected(t, buf, rq, asked, sizeof(asked)))
 		return 0;
 	snprintf(b, sizeof(b), "https://%s", asked);
-	term_copy(b + strlen(b), sizeof(b) - strlen(b), buf, rq->path);
+	term_copy_row(t, b + strlen(b), sizeof(b) - strlen(b), buf, rq->path);
 	snprintf(t->path, sizeof(t->path), "%s", b);
 	snprintf(b, sizeof(b),
 	    "this tunnel is for %s only, the request names another host",
@@ -568,8 +629,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	case HTTP_OK:
 		break;
 	}
-	term_copy(t->method, sizeof(t->method), buf, rq.method);
-	term_copy(t->path, sizeof(t->path), buf, rq.path);
+	term_copy_row(t, t->method, sizeof(t->method), buf, rq.method);
+	term_copy_row(t, t->path, sizeof(t->path), buf, rq.path);
 	if (term_refuse_misdirected(t, buf, &rq) == -1)
 		return -1;
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);

@@ -21,7 +21,9 @@
 #    phrase, a 103 interim response, a byte per write); the guest's
 #    client (cred_leakcheck.py) finds none of the value's encodings in
 #    the bytes it received, the response still parses, and each request
-#    has its credential_reflected row.
+#    has its credential_reflected row;
+#  - HEAD then GET on one tunnel; curl -T not waiting its expect timeout;
+#  - the audit never stores a placeholder ([placeholder NAME] instead).
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -235,5 +237,26 @@ echo "# curl -T 266 KB: ${t_with}s with Expect: 100-continue, ${t_without}s with
 ksb_check "curl -T: the 100 Continue is relayed at once (no 1 s expect wait)" \
 	'grep -q "\"len\": $(stat -c %s "$T/upload.bin")" "$T/put-with.out" &&
 	 awk -v a="$t_with" "BEGIN { exit !(a < 0.8) }"'
+
+ksb_say "no placeholder is ever stored in the audit"
+printf 'GET /repo/@PH@/x HTTP/1.1\r\nHost: %s.swap.test\r\n\r\n' "$B" > "$T/ph.req"
+out=$(raw "$B.swap.test" "$T/ph.req")
+ksb_check "a placeholder in the path: 403, the row says [placeholder $B]" \
+	'echo "$out" | grep -q "^HTTP/1.1 403" &&
+	 ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/repo/[placeholder $B]/x\" AND reason = \"credential_misuse\""'
+printf 'GET /x/ksbph_0123456789abcdef0123456789abcdef01234567/y HTTP/1.1\r\nHost: %s.swap.test\r\n\r\n' "$B" > "$T/ph.req"
+raw "$B.swap.test" "$T/ph.req" > /dev/null
+ksb_check "a mark that is no placeholder of the instance: [placeholder]" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/x/[placeholder]/y\""'
+n2=header-anthropic-oauth
+g2=$(sed -n "s/^$n2 //p" "$T/guest-of")
+p2=$(ph "$n2" "$g2")
+printf 'GET /f/%s HTTP/1.1\r\nHost: evil.example.com\r\n\r\n' "$p2" > "$T/ph.req"
+KSB_PH=$p2 ip netns exec "ksbt-$$-g$g2" python3 "$CLIENT" 10.77.0.1:3128 \
+	"$n2.swap.test" "$CA" http/1.1 "$T/ph.req" > /dev/null
+ksb_check "a prefixed placeholder in a misdirected path: its name, no prefix" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"https://evil.example.com/f/[placeholder $n2]\" AND status = 421"'
+ksb_check "no row of the audit holds a placeholder" \
+	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE path LIKE \"%ksbph%\" OR method LIKE \"%ksbph%\""'
 
 [ "$fails" = 0 ]
