@@ -487,26 +487,36 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 	return 0;
 }
 
-/* The head as sent upstream: rq's bytes with sw->at replaced. */
+/*
+ * The head as sent upstream: rq's bytes with sw->at replaced, and each
+ * Accept-Encoding value made "identity" (RFC 9110 §12.5.3): a compressed
+ * response could not be searched for a real value (term_down_data).
+ */
 static void
 term_write_head(struct term *t, const uint8_t *buf,
     const struct http_request *rq, const struct term_swap *sw)
 {
 	struct evbuffer *out = bufferevent_get_output(t->up);
-	size_t end;
+	const struct http_field *f;
+	size_t pos = 0, i;
 
 	t->rq_bytes += rq->head_len;
-	if (sw->field < 0) {
-		evbuffer_add(out, buf, rq->head_len);
-		return;
+	for (i = 0; i < rq->nfields; i++) {
+		f = &rq->fields[i];
+		if ((int)i == sw->field) {
+			evbuffer_add(out, buf + pos, sw->at.off - pos);
+			if (sw->basic != NULL)
+				evbuffer_add(out, sw->basic, strlen(sw->basic));
+			else
+				evbuffer_add(out, sw->real, sw->real_len);
+			pos = (size_t)sw->at.off + sw->at.len;
+		} else if (http_field_name_is(buf, f, "accept-encoding")) {
+			evbuffer_add(out, buf + pos, f->value.off - pos);
+			evbuffer_add(out, "identity", 8);
+			pos = (size_t)f->value.off + f->value.len;
+		}
 	}
-	end = (size_t)sw->at.off + sw->at.len;
-	evbuffer_add(out, buf, sw->at.off);
-	if (sw->basic != NULL)
-		evbuffer_add(out, sw->basic, strlen(sw->basic));
-	else
-		evbuffer_add(out, sw->real, sw->real_len);
-	evbuffer_add(out, buf + end, rq->head_len - end);
+	evbuffer_add(out, buf + pos, rq->head_len - pos);
 }
 
 /* Is the mark at buf[at] (of buf[0..len)) in one of this instance's

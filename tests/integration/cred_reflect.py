@@ -20,7 +20,8 @@ received), so a test can prove what reached it and what did not.
                     chunks), eof (delimited by the close), sse (an event
                     stream), header (a response field), status (the
                     reason phrase), interim (a 103 before the answer),
-                    dribble (a byte per write); always Connection: close
+                    dribble (a byte per write), gzip (compressed when
+                    the request accepts gzip); always Connection: close
   HEAD ...          200, Content-Length: 5, no body (keep-alive)
   PUT ...           reads the body (a 100 Continue first when asked),
                     200 {"len": bytes}
@@ -28,6 +29,7 @@ received), so a test can prove what reached it and what did not.
 """
 import http.server
 import base64
+import gzip
 import json
 import os
 import socketserver
@@ -116,6 +118,17 @@ class H(http.server.BaseHTTPRequestHandler):
         body = b'{"echo": "' + e + b'", "n": 1}\n'
         self.close_connection = True
         w = self.out
+        if framing == "gzip":  # compressed when the client accepts it
+            ae = self.headers.get("accept-encoding") or ""
+            gz = "gzip" in ae
+            if gz:
+                body = gzip.compress(body)
+            w(b"HTTP/1.1 200 OK\r\nConnection: close\r\n" +
+              (b"Content-Encoding: gzip\r\n" if gz else b"") +
+              b"X-Got-Accept-Encoding: " + ae.encode() +
+              b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+            self.wfile.flush()
+            return
         if framing == "interim":
             w(b"HTTP/1.1 103 Early Hints\r\nLink: </s?k=" + e +
               b">; rel=preload\r\n\r\n")

@@ -215,6 +215,16 @@ done
 echo "# $nref reflections tried${bad:+; failed:$bad}"
 ksb_check "no encoding of a real value reached the guest, framing intact" \
 	'[ -z "$bad" ] && [ "$nref" = 216 ]'
+n=header-anthropic
+g=$(sed -n "s/^$n //p" "$T/guest-of")
+printf 'GET /reflect/raw/gzip HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: %s\r\nAccept-Encoding: gzip, deflate, br\r\n\r\n' \
+	"$n" "$(ph "$n" "$g")" > "$T/refl.req"
+out=$(ip netns exec "ksbt-$$-g$g" python3 "$LEAK" 10.77.0.1:3128 \
+	"$n.swap.test" "$CA" "$T/c/v/$n" "$T/refl.req" 2>&1) || true
+echo "# gzip: $out"
+ksb_check "Accept-Encoding: gzip becomes identity: the body is searched, masked" \
+	'case $out in "status=200 parse=ok leaks=none masked=yes len="*) true ;; *) false ;; esac'
+nref=$((nref + 1))
 ksb_check "each reflection has its credential_reflected row" \
 	'ksb_sql_is "$nref" "SELECT count(*) FROM requests WHERE path LIKE \"/reflect/%\" AND reason = \"credential_reflected\" AND status = 200"'
 
