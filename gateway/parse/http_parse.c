@@ -443,19 +443,22 @@ http_dot_segment(const uint8_t *s, size_t n)
 	return dots == 1 || dots == 2;
 }
 
+static int http_authority(const uint8_t *buf, struct http_span v,
+    struct http_span *name, uint16_t *port);
+
 /*
  * origin-form = absolute-path [ "?" query ] (RFC 9112 §3.2.1, RFC 3986
- * §3.3-§3.4); no fragment.  Fills rq->target, path, query.  Returns 0
- * or -1.
+ * §3.3-§3.4); no fragment.  Fills rq->path and query.  Returns 0 or -1.
  */
 static int
-http_target(const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
+http_origin_form(
+    const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
 {
 	const uint8_t *t = buf + off;
 	size_t i, q = len, seg = 1;
 
 	if (len == 0 || t[0] != '/')
-		return -1; /* absolute-, authority-, asterisk-form */
+		return -1; /* authority-, asterisk-form, an empty path */
 	/* t[0] is the first "/": the first segment starts at 1 */
 	for (i = 1; i < len; i++) {
 		int c = t[i];
@@ -490,10 +493,40 @@ http_target(const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
 		return -1;
 	if (q < len && http_dot_segment(t + seg, q - seg))
 		return -1;
-	rq->target = http_span_at(off, len);
 	rq->path = http_span_at(off, q);
 	rq->query = q < len ? http_span_at(off + q + 1, len - q - 1) :
 			      http_span_at(off + len, 0);
+	return 0;
+}
+
+/*
+ * request-target: origin-form, or absolute-form (RFC 9112 §3.2.2)
+ * "http[s]://" authority origin-form, its authority a Host as http_host
+ * takes it (no userinfo), in rq->target_host and target_port.  Fills
+ * rq->target too.  Returns 0 or -1.
+ */
+static int
+http_target(const uint8_t *buf, size_t off, size_t len, struct http_request *rq)
+{
+	const uint8_t *t = buf + off;
+	size_t skip = 0, a;
+
+	if (len > 8 && strncasecmp((const char *)t, "https://", 8) == 0)
+		skip = 8;
+	else if (len > 7 && strncasecmp((const char *)t, "http://", 7) == 0)
+		skip = 7;
+	if (skip > 0) {
+		for (a = skip; a < len && t[a] != '/' && t[a] != '?'; a++)
+			;
+		if (http_authority(buf, http_span_at(off + skip, a - skip),
+			&rq->target_host, &rq->target_port) != 0)
+			return -1;
+		rq->absolute = true;
+		skip = a;
+	}
+	if (http_origin_form(buf, off + skip, len - skip, rq) != 0)
+		return -1;
+	rq->target = http_span_at(off, len);
 	return 0;
 }
 
@@ -552,12 +585,15 @@ http_request_line(const uint8_t *buf, size_t end, struct http_request *rq,
 }
 
 /* A reg-name restricted to a DNS name: LDH labels of 1-63 bytes, no
- * empty label (so no trailing dot).  Returns 0 or -1. */
+ * empty label but for one trailing dot (the root: "api.test." is the
+ * name "api.test").  Returns 0 or -1. */
 static int
 http_host_dns(const uint8_t *s, size_t n)
 {
 	size_t i, label = 0;
 
+	if (n > 1 && s[n - 1] == '.')
+		n--;
 	if (n == 0 || n > HTTP_HOST_MAX)
 		return -1;
 	for (i = 0; i <= n; i++) {
@@ -578,11 +614,13 @@ http_host_dns(const uint8_t *s, size_t n)
 
 /*
  * Host = uri-host [ ":" port ] (RFC 9110 §7.2, RFC 3986 §3.2.2): a DNS
- * name or IPv4 address, or "[" IPv6 "]"; no userinfo, no %-escapes, no
- * zone.  Fills rq->host_name and host_port.  Returns 0 or -1.
+ * name (a trailing dot kept) or IPv4 address, or "[" IPv6 "]"; no
+ * userinfo, no %-escapes, no zone.  Fills *name and *port (0: none).
+ * Returns 0 or -1.
  */
 static int
-http_host(const uint8_t *buf, struct http_span v, struct http_request *rq)
+http_authority(const uint8_t *buf, struct http_span v, struct http_span *name,
+    uint16_t *portp)
 {
 	const uint8_t *s = buf + v.off;
 	size_t hlen, i;
@@ -614,8 +652,8 @@ http_host(const uint8_t *buf, struct http_span v, struct http_request *rq)
 		if (port < 1 || port > 65535)
 			return -1;
 	}
-	rq->host_name = http_span_at(v.off, hlen);
-	rq->host_port = (uint16_t)port;
+	*name = http_span_at(v.off, hlen);
+	*portp = (uint16_t)port;
 	return 0;
 }
 
@@ -663,7 +701,8 @@ http_request_fields(const uint8_t *buf, struct http_request *rq,
 	*status = 400;
 	*reason = REASON_HTTP_BAD_HOST;
 	if (seen->n_host != 1 ||
-	    http_host(buf, rq->fields[seen->host].value, rq) != 0)
+	    http_authority(buf, rq->fields[seen->host].value, &rq->host_name,
+		&rq->host_port) != 0)
 		return -1;
 	rq->host = seen->host;
 	*reason = http_framing(buf, rq->fields, seen, &rq->body, &rq->length);

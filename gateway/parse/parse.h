@@ -119,10 +119,14 @@ struct http_field {
 
 struct http_request {
 	struct http_span method; /* a token, case-sensitive (RFC 9110 §9.1) */
-	struct http_span target; /* origin-form (RFC 9112 §3.2.1): "/..." */
-	struct http_span path;	 /* target up to the '?' (or all of it) */
-	struct http_span query;	 /* after the '?'; len 0 if none or empty */
-	int minor;		 /* HTTP/1.<minor>: always 1 */
+	struct http_span target; /* origin-form (RFC 9112 §3.2.1): "/...",
+				    or absolute-form (§3.2.2) */
+	bool absolute;		 /* absolute-form: "http[s]://" authority.. */
+	struct http_span target_host; /* absolute: its host, as host_name */
+	uint16_t target_port;	      /* absolute: its port; 0 if none */
+	struct http_span path;	/* its path up to the '?' (or all of it) */
+	struct http_span query; /* after the '?'; len 0 if none or empty */
+	int minor;		/* HTTP/1.<minor>: always 1 */
 	struct http_field fields[HTTP_FIELDS_MAX]; /* in the order sent */
 	size_t nfields;
 	int host;		    /* index in fields of the one Host field */
@@ -158,7 +162,8 @@ struct http_request {
  *       HTTP/2 preface "PRI * HTTP/2.0");
  *   405 REASON_METHOD_NOT_ALLOWED: CONNECT, TRACE (it would echo the
  *       swapped credential back);
- *   400 REASON_HTTP_BAD_TARGET: absolute-, authority- or asterisk-form,
+ *   400 REASON_HTTP_BAD_TARGET: authority- or asterisk-form, an
+ *       absolute-form other than "http[s]://" Host origin-form,
  *       a fragment, a byte outside RFC 3986 pchar / "/" / "?" (but
  *       "[]|^", and "{}`\\" in the query, which WHATWG URL clients send
  *       unencoded), a bad %-escape or %00, a "." or ".." path segment
@@ -298,5 +303,30 @@ const char *screen_addr(
  * naming that very address (ksb-policy(5)), not by a range around it.
  */
 int screen_needs_exact(const char *cls);
+
+/* ---- reflect.c -------------------------------------------------------------
+ * The real values a bound upstream could hand back towards the guest, as
+ * byte patterns: each value as sent, its base64 and base64url (RFC 4648
+ * §4-§5, at the three alignments), percent-encoding (RFC 3986 §2.1, both
+ * hex cases) and JSON string escaping (RFC 8259 §7, with and without
+ * "\/"); patterns under REFLECT_MIN bytes are not made.  No I/O.
+ */
+#define REFLECT_MIN 8
+
+struct reflect;
+/* An empty set; reflect_free wipes and frees it (NULL: nothing). */
+struct reflect *reflect_new(void);
+void reflect_free(struct reflect *);
+/* Add the patterns of the value v[0..len) (copied). */
+void reflect_add(struct reflect *, const uint8_t *v, size_t len);
+/* How many patterns the set holds. */
+size_t reflect_count(const struct reflect *);
+/* Overwrite every whole occurrence of a pattern in buf[0..len) with '*'
+ * (same length); returns how many were found.  NULL set: 0. */
+size_t reflect_mask(const struct reflect *, uint8_t *buf, size_t len);
+/* The length of the longest suffix of buf[0..len) that is a proper
+ * prefix of a pattern: bytes to hold back until more arrive (less than
+ * the longest pattern).  0 when nothing could still match. */
+size_t reflect_partial(const struct reflect *, const uint8_t *buf, size_t len);
 
 #endif

@@ -276,6 +276,8 @@ refusal_status_text(int status)
 		return "Request Timeout";
 	case 417:
 		return "Expectation Failed";
+	case 421:
+		return "Misdirected Request";
 	case 429:
 		return "Too Many Requests";
 	case 431:

@@ -10,16 +10,23 @@
  * are libevent bufferevent_openssl filters over the tunnel's socket
  * bufferevents, which proxy.c keeps owning.  Then HTTP/1.1, request by
  * request (keep-alive, one in flight): each head is parsed strictly
- * (http_parse.c), the placeholder replaced by the real value in its
- * declared place only when Host and SNI are the bound host, anything
+ * (http_parse.c); a request whose Host or absolute-form authority is
+ * not the bound host (the SNI's) is answered 421 (misdirected_request,
+ * RFC 9110 §15.5.20) and goes nowhere; the placeholder is replaced by
+ * the real value in its declared place only, anything
  * else holding "ksbph_" refused (credential_misuse, 403); bodies are
  * streamed, never buffered whole, responses too (server-sent events pass
  * as they come); a 101 to an Upgrade makes it a relay.  Every guest byte
  * sent upstream is scanned for the mark: the head (every span of it),
  * then the raw bytes (chunk framing and extensions, trailers, an upgraded
  * stream) and the decoded body data (a chunk boundary may split the mark).
+ * Every upstream byte towards the guest (heads, interim ones, body data,
+ * an upgraded stream) has the instance's real values and their
+ * encodings masked (reflect.c, term_down_data: same length, a tail held
+ * back while it could begin one; chunked bodies re-chunked).
  * One audit row per request (uplink_audit_request).
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +50,6 @@
 #define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
 #define TERM_MARK     PLACEHOLDER_MARK
 #define TERM_MARK_LEN 6
-#define TERM_HEAD_OUT (HTTP_HEAD_MAX + 3 * 8192) /* a rewritten head */
 
 /* A scan for the mark over a stream that arrives in runs: the tail of
  * the runs so far, for a mark split across two of them. */
@@ -77,6 +83,7 @@ struct term {
 	int64_t row; /* the tunnel's local row id */
 	struct http_body_reader body;
 	unsigned rq_flags;
+	int rq_expect; /* Expect: 100-continue, its body still to come */
 	int rq_close;
 	/* every guest byte sent upstream after a head (body framing and
 	 * data, trailers, an upgraded stream), and the decoded body data
@@ -93,10 +100,20 @@ struct term {
 	uint64_t rq_bytes, rs_bytes;
 	uint64_t up_total, down_total;
 	int64_t last_ms;
+	/* what flows back: the real values of the instance's credentials
+	 * (reflect.c), masked in every response byte towards the guest; the
+	 * data bytes held back while they could still begin one; chunked
+	 * responses re-framed (term_down_data); hits in this response */
+	struct reflect *refl;
+	uint8_t *hold;
+	size_t nhold;
+	int rs_chunked;
+	unsigned reflected;
 	struct event *timer;
 	term_done_cb done;
 	void *arg;
 	int finishing;
+	int up_eof; /* the upstream closed: its reads stay off */
 	enum reason fin_reason;
 };
 
@@ -183,6 +200,12 @@ term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
 static void
 term_row(struct term *t, enum reason reason)
 {
+	if (reason == REASON_NONE && t->reflected > 0) {
+		log_info("term %s: %u real values masked in a response",
+		    t->inst ? t->inst->id : "?", t->reflected);
+		reason = REASON_CREDENTIAL_REFLECTED;
+	}
+	t->reflected = 0;
 	if (t->method[0] == '\0' && reason == REASON_NONE)
 		return;
 	uplink_audit_request(t->row, t->method, t->path, t->status, t->rq_bytes,
@@ -280,9 +303,14 @@ term_basic_encode(const uint8_t *user, size_t ulen, const struct cred_value *cv)
 	return out;
 }
 
+/* What the head sent upstream differs in: exactly the placeholder's
+ * bytes (for BASIC the whole field value), whatever the lengths of the
+ * placeholder and the value; the bytes around it (a scheme word, the
+ * field name) go as the guest sent them. */
 struct term_swap {
-	int field;	  /* index of the field to rewrite, -1: none */
-	const char *real; /* the value written in its place */
+	int field;	     /* index of the field to rewrite, -1: none */
+	struct http_span at; /* the bytes replaced, within that field */
+	const char *real;    /* the value written in their place */
 	size_t real_len;
 	char *basic; /* BASIC: the re-encoded value, malloc'd */
 };
@@ -325,6 +353,7 @@ term_place_basic(struct term_place_ctx *p, const struct http_field *f, int i,
 		return -1;
 	}
 	sw->field = i;
+	sw->at = f->value;
 	sw->basic = term_basic_encode(dec, (size_t)(colon - dec), p->cv);
 	OPENSSL_cleanse(dec, sizeof(dec));
 	return 1;
@@ -359,12 +388,57 @@ term_place_field(struct term_place_ctx *p, const struct http_field *f, int i,
 	if (v.len != p->plen || memcmp(p->buf + v.off, p->ph, p->plen) != 0)
 		goto wrong;
 	sw->field = i;
+	sw->at = v;
 	sw->real = p->cv->value;
 	sw->real_len = p->cv->len;
 	return 0;
 wrong:
 	*msg = "not this instance's placeholder for this credential";
 	return -1;
+}
+
+/* Does the authority name[port] (spans of buf, http_parse.c) name the
+ * bound host?  Case-insensitive, one trailing dot, port none or 443. */
+static int
+term_is_bound(const struct term *t, const uint8_t *buf, struct http_span name,
+    uint16_t port)
+{
+	size_t n = name.len;
+
+	if (n > 1 && buf[name.off + n - 1] == '.')
+		n--;
+	return n == strlen(t->host) &&
+	    strncasecmp((const char *)buf + name.off, t->host, n) == 0 &&
+	    (port == 0 || port == 443);
+}
+
+/*
+ * Is rq for a host other than the bound one (RFC 9110 §15.5.20)?  Its
+ * Host, and the authority of an absolute-form target, must each name
+ * it.  1 with the offending authority in asked (as sent, escaped, e.g.
+ * "169.254.169.254:80"), or 0.
+ */
+static int
+term_misdirected(const struct term *t, const uint8_t *buf,
+    const struct http_request *rq, char *asked, size_t askedsz)
+{
+	struct http_span a;
+	uint16_t port;
+
+	if (rq->absolute &&
+	    !term_is_bound(t, buf, rq->target_host, rq->target_port)) {
+		a = rq->target_host;
+		port = rq->target_port;
+	} else if (!term_is_bound(t, buf, rq->host_name, rq->host_port)) {
+		a = rq->host_name;
+		port = rq->host_port;
+	} else
+		return 0;
+	log_escape(asked, askedsz, (const char *)buf + a.off, a.len);
+	if (port != 0)
+		snprintf(asked + strlen(asked), askedsz - strlen(asked), ":%u",
+		    (unsigned)port);
+	return 1;
 }
 
 /*
@@ -387,10 +461,9 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 	p.buf = buf;
 	p.pc = pc;
 	p.cv = cv;
-	host_ok = rq->host_name.len == strlen(t->host) &&
-	    strncasecmp((const char *)buf + rq->host_name.off, t->host,
-		rq->host_name.len) == 0 &&
-	    (rq->host_port == 0 || rq->host_port == 443);
+	host_ok = term_is_bound(t, buf, rq->host_name, rq->host_port) &&
+	    (!rq->absolute ||
+		term_is_bound(t, buf, rq->target_host, rq->target_port));
 	p.bound = host_ok && pc != NULL && cv != NULL;
 	if (p.bound)
 		placeholder_make(placeholder_key(), t->inst->id, pc->name,
@@ -414,44 +487,126 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 	return 0;
 }
 
-/* The head as sent upstream: rq's bytes with the one field rewritten. */
+/*
+ * The head as sent upstream: rq's bytes with sw->at replaced, and each
+ * Accept-Encoding value made "identity" (RFC 9110 §12.5.3): a compressed
+ * response could not be searched for a real value (term_down_data).
+ */
 static void
 term_write_head(struct term *t, const uint8_t *buf,
     const struct http_request *rq, const struct term_swap *sw)
 {
 	struct evbuffer *out = bufferevent_get_output(t->up);
 	const struct http_field *f;
-	size_t vstart, vend;
+	size_t pos = 0, i;
 
-	if (sw->field < 0) {
-		evbuffer_add(out, buf, rq->head_len);
-		t->rq_bytes += rq->head_len;
-		return;
-	}
-	f = &rq->fields[sw->field];
-	vstart = f->value.off;
-	vend = f->value.off + f->value.len;
-	evbuffer_add(out, buf, vstart);
-	if (sw->basic != NULL)
-		evbuffer_add(out, sw->basic, strlen(sw->basic));
-	else {
-		if (vend - vstart > sw->real_len &&
-		    strncasecmp((const char *)buf + vstart, "bearer ", 7) == 0)
-			evbuffer_add(out, "Bearer ", 7);
-		evbuffer_add(out, sw->real, sw->real_len);
-	}
-	evbuffer_add(out, buf + vend, rq->head_len - vend);
 	t->rq_bytes += rq->head_len;
+	for (i = 0; i < rq->nfields; i++) {
+		f = &rq->fields[i];
+		if ((int)i == sw->field) {
+			evbuffer_add(out, buf + pos, sw->at.off - pos);
+			if (sw->basic != NULL)
+				evbuffer_add(out, sw->basic, strlen(sw->basic));
+			else
+				evbuffer_add(out, sw->real, sw->real_len);
+			pos = (size_t)sw->at.off + sw->at.len;
+		} else if (http_field_name_is(buf, f, "accept-encoding")) {
+			evbuffer_add(out, buf + pos, f->value.off - pos);
+			evbuffer_add(out, "identity", 8);
+			pos = (size_t)f->value.off + f->value.len;
+		}
+	}
+	evbuffer_add(out, buf + pos, rq->head_len - pos);
 }
 
-/* Copy s (a span of buf) into dst (NUL-terminated, cut to dstsz). */
-static void
-term_copy(char *dst, size_t dstsz, const uint8_t *buf, struct http_span s)
+/* Is the mark at buf[at] (of buf[0..len)) in one of this instance's
+ * placeholders?  Its credential's name, *back the bytes of its prefix
+ * before at, *skip its bytes from at on; else NULL. */
+static const char *
+term_which_placeholder(const struct term *t, const uint8_t *buf, size_t len,
+    size_t at, size_t *back, size_t *skip)
 {
-	size_t n = s.len < dstsz - 1 ? s.len : dstsz - 1;
+	const struct policy_cred *v[64];
+	char ph[PLACEHOLDER_MAX];
+	size_t plen, pre;
+	int i, k;
 
-	memcpy(dst, buf + s.off, n);
+	k = policy_profile_creds(t->gw->policy, t->inst->profile, v, 64);
+	for (i = 0; i < k && i < 64; i++) {
+		pre = strlen(v[i]->prefix);
+		if (pre > at)
+			continue;
+		placeholder_make(placeholder_key(), t->inst->id, v[i]->name,
+		    t->inst->owner_pid, t->inst->owner_start, v[i]->prefix, ph);
+		plen = strlen(ph);
+		if (len - (at - pre) >= plen &&
+		    memcmp(buf + at - pre, ph, plen) == 0) {
+			*back = pre;
+			*skip = plen - pre;
+			return v[i]->name;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * s (a span of buf) into dst for an audit row (NUL-terminated, cut to
+ * dstsz), no placeholder ever in it: each of this instance's is written
+ * "[placeholder NAME]", anything else holding the mark (its hex digits
+ * with it) "[placeholder]".
+ */
+static void
+term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
+    struct http_span sp)
+{
+	const uint8_t *b = buf + sp.off;
+	size_t i = 0, n = 0, back = 0, skip = 0, h;
+	const char *name;
+	int k;
+
+	while (i < sp.len && n + 1 < dstsz) {
+		if (sp.len - i < TERM_MARK_LEN ||
+		    strncasecmp(
+			(const char *)b + i, TERM_MARK, TERM_MARK_LEN)) {
+			dst[n++] = (char)b[i++];
+			continue;
+		}
+		name = term_which_placeholder(t, b, sp.len, i, &back, &skip);
+		if (name != NULL) {
+			n -= back < n ? back : n;
+			k = snprintf(
+			    dst + n, dstsz - n, "[placeholder %s]", name);
+			i += skip;
+		} else {
+			k = snprintf(dst + n, dstsz - n, "[placeholder]");
+			for (h = 0, i += TERM_MARK_LEN; i < sp.len &&
+			     h < PLACEHOLDER_HEX && isxdigit(b[i]);
+			     i++, h++)
+				;
+		}
+		n += (size_t)k < dstsz - n ? (size_t)k : dstsz - n - 1;
+	}
 	dst[n] = '\0';
+}
+
+/* A request for another host than the bound one: 421, its row's path
+ * "https://HOST[:PORT]/path" naming what it asked for; -1.  Else 0. */
+static int
+term_refuse_misdirected(
+    struct term *t, const uint8_t *buf, const struct http_request *rq)
+{
+	char asked[300], b[600];
+
+	if (!term_misdirected(t, buf, rq, asked, sizeof(asked)))
+		return 0;
+	snprintf(b, sizeof(b), "https://%s", asked);
+	term_copy_row(t, b + strlen(b), sizeof(b) - strlen(b), buf, rq->path);
+	snprintf(t->path, sizeof(t->path), "%s", b);
+	snprintf(b, sizeof(b),
+	    "this tunnel is for %s only, the request names another host",
+	    t->host);
+	term_refuse(t, 421, REASON_MISDIRECTED_REQUEST, b);
+	return -1;
 }
 
 /*
@@ -464,7 +619,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	const struct policy_cred *pc;
 	const struct cred_value *cv = NULL;
 	struct http_request rq;
-	struct term_swap sw = { -1, NULL, 0, NULL };
+	struct term_swap sw = { -1, { 0, 0 }, NULL, 0, NULL };
 	enum reason reason = REASON_NONE;
 	const char *msg = NULL;
 	int status = 0;
@@ -484,8 +639,10 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	case HTTP_OK:
 		break;
 	}
-	term_copy(t->method, sizeof(t->method), buf, rq.method);
-	term_copy(t->path, sizeof(t->path), buf, rq.path);
+	term_copy_row(t, t->method, sizeof(t->method), buf, rq.method);
+	term_copy_row(t, t->path, sizeof(t->path), buf, rq.path);
+	if (term_refuse_misdirected(t, buf, &rq) == -1)
+		return -1;
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc != NULL)
 		cv = credset_find(t->gw->creds, pc->name);
@@ -516,6 +673,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	t->nreq++;
 	t->rq_flags = rq.flags;
 	t->rq_close = rq.close;
+	t->rq_expect = rq.expect_continue;
 	t->raw.ncarry = t->data.ncarry = 0;
 	http_body_init(&t->body, rq.body, rq.length);
 	t->state = rq.body == HTTP_BODY_NONE ? TERM_RESP_HEAD : TERM_REQ_BODY;
@@ -586,6 +744,138 @@ term_request_body(struct term *t)
 	return 0;
 }
 
+/* ---- what flows back ---------------------------------------------------- */
+
+/* A response head (or an interim one) towards the guest, every real
+ * value in it masked (same length: its framing fields stay true). */
+static void
+term_down_head(struct term *t, const uint8_t *p, size_t n)
+{
+	uint8_t *b = xmalloc(n);
+
+	memcpy(b, p, n);
+	t->reflected += (unsigned)reflect_mask(t->refl, b, n);
+	bufferevent_write(t->down, b, n);
+	free(b);
+}
+
+/*
+ * The next n bytes of data towards the guest (a response body's decoded
+ * data, or an upgraded stream), after the bytes held back: every real
+ * value masked, the tail that could still begin one held back (all of it
+ * goes when end is set: the data ended).  A chunked response is written
+ * as chunks of what goes now (its extensions and trailers dropped, RFC
+ * 9110 §6.5.1: they never reach the guest), ended by the last chunk.
+ */
+static void
+term_down_data(struct term *t, const uint8_t *p, size_t n, int end)
+{
+	struct evbuffer *out = bufferevent_get_output(t->down);
+	size_t len = t->nhold + n, keep;
+	uint8_t *b = xmalloc(len + 1);
+
+	memcpy(b, t->hold, t->nhold);
+	if (n > 0)
+		memcpy(b + t->nhold, p, n);
+	t->reflected += (unsigned)reflect_mask(t->refl, b, len);
+	keep = end ? 0 : reflect_partial(t->refl, b, len);
+	if (len - keep > 0) {
+		if (t->rs_chunked)
+			evbuffer_add_printf(out, "%zx\r\n", len - keep);
+		evbuffer_add(out, b, len - keep);
+		if (t->rs_chunked)
+			evbuffer_add(out, "\r\n", 2);
+	}
+	if (end && t->rs_chunked)
+		evbuffer_add(out, "0\r\n\r\n", 5);
+	if (end)
+		t->rs_chunked = 0;
+	t->hold = xrealloc(t->hold, keep + 1);
+	memcpy(t->hold, b + len - keep, keep);
+	t->nhold = keep;
+	free(b);
+}
+
+/* All of in as data towards the guest (term_down_data), drained. */
+static void
+term_down_stream(struct term *t, struct evbuffer *in, int end)
+{
+	size_t n;
+
+	while ((n = evbuffer_get_length(in)) > 0) {
+		if (n > 65536)
+			n = 65536;
+		t->rs_bytes += n;
+		term_down_data(t, evbuffer_pullup(in, (ssize_t)n), n, 0);
+		evbuffer_drain(in, n);
+	}
+	if (end)
+		term_down_data(t, NULL, 0, 1);
+}
+
+/* The real values of the credentials of inst's profile, for t->refl. */
+static struct reflect *
+term_reflect_new(struct gateway *gw, const struct instance *inst)
+{
+	const struct policy_cred *v[64];
+	const struct cred_value *cv;
+	struct reflect *r = reflect_new();
+	int i, k;
+
+	k = policy_profile_creds(gw->policy, inst->profile, v, 64);
+	for (i = 0; i < k && i < 64; i++)
+		if ((cv = credset_find(gw->creds, v[i]->name)) != NULL)
+			reflect_add(r, (const uint8_t *)cv->value, cv->len);
+	return r;
+}
+
+/*
+ * While a request that said Expect: 100-continue (RFC 9110 §10.1.1)
+ * waits for its body, the upstream's interim responses go to the guest
+ * as they come (masked as any head), or the client would sit out its
+ * expect timeout.  A final response waits for the body's end as ever.
+ * 0, or -1 when the upstream's bytes are no response (refused: 502).
+ */
+static int
+term_interim_early(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->up);
+	struct http_response rs;
+	enum reason reason = REASON_NONE;
+	size_t len;
+	const uint8_t *p;
+
+	while (t->rq_expect && (len = evbuffer_get_length(in)) > 0) {
+		if (len > HTTP_HEAD_MAX)
+			len = HTTP_HEAD_MAX;
+		if (!term_head_worth_parsing(
+			in, len, HTTP_HEAD_MAX, &t->head_seen))
+			return 0;
+		t->nparse++;
+		p = evbuffer_pullup(in, (ssize_t)len);
+		switch (
+		    http_parse_response(p, len, t->rq_flags, &rs, &reason)) {
+		case HTTP_INCOMPLETE:
+			if (len < HTTP_HEAD_MAX)
+				return 0;
+			/* FALLTHROUGH */
+		case HTTP_ERROR:
+			term_refuse(t, 502, REASON_UPSTREAM_BAD_RESPONSE,
+			    "the upstream's response is malformed");
+			return -1;
+		case HTTP_OK:
+			break;
+		}
+		if (!rs.interim)
+			return 0;
+		term_down_head(t, p, rs.head_len);
+		t->rs_bytes += rs.head_len;
+		evbuffer_drain(in, rs.head_len);
+		t->head_seen = 0;
+	}
+	return 0;
+}
+
 /* The response head: pass it on; 1 when the head was complete. */
 static int
 term_response(struct term *t)
@@ -616,13 +906,14 @@ term_response(struct term *t)
 	case HTTP_OK:
 		break;
 	}
-	bufferevent_write(t->down, p, rs.head_len);
+	term_down_head(t, p, rs.head_len);
 	t->rs_bytes += rs.head_len;
 	evbuffer_drain(in, rs.head_len);
 	t->head_seen = 0;
 	if (rs.interim)
 		return 1; /* the final response follows */
 	t->status = rs.status;
+	t->rs_chunked = rs.body == HTTP_BODY_CHUNKED;
 	if (rs.upgraded) { /* its row is written when it ends */
 		t->state = TERM_UPGRADED;
 		return 1;
@@ -645,6 +936,10 @@ term_response_body(struct term *t)
 	const uint8_t *p;
 	enum http_result r;
 
+	if (t->body.kind == HTTP_BODY_NONE) { /* HEAD, 204, 304: ended */
+		term_down_data(t, NULL, 0, 1);
+		return 1;
+	}
 	while ((len = evbuffer_get_length(in)) > 0) {
 		if (len > 65536)
 			len = 65536;
@@ -654,7 +949,7 @@ term_response_body(struct term *t)
 			term_finish(t, REASON_UPSTREAM_BAD_RESPONSE);
 			return -1;
 		}
-		bufferevent_write(t->down, p, used);
+		term_down_data(t, p + data.off, data.len, r == HTTP_OK);
 		t->rs_bytes += used;
 		evbuffer_drain(in, used);
 		if (r == HTTP_OK)
@@ -699,9 +994,8 @@ term_upgraded(struct term *t)
 		term_finish(t, REASON_CREDENTIAL_MISUSE);
 		return;
 	}
-	t->rs_bytes += evbuffer_get_length(bufferevent_get_input(t->up));
+	term_down_stream(t, bufferevent_get_input(t->up), 0);
 	t->rq_bytes += evbuffer_get_length(bufferevent_get_input(t->down));
-	bufferevent_write_buffer(t->down, bufferevent_get_input(t->up));
 	bufferevent_write_buffer(t->up, bufferevent_get_input(t->down));
 }
 
@@ -721,7 +1015,7 @@ term_throttle(struct term *t)
 		bufferevent_disable(t->down, EV_READ);
 	else
 		bufferevent_enable(t->down, EV_READ);
-	if (down_full)
+	if (down_full || t->up_eof)
 		bufferevent_disable(t->up, EV_READ);
 	else
 		bufferevent_enable(t->up, EV_READ);
@@ -764,6 +1058,8 @@ term_pump(struct term *t)
 				goto out;
 			break;
 		case TERM_REQ_BODY:
+			if (term_interim_early(t) == -1)
+				return;
 			if ((r = term_request_body(t)) != 1)
 				goto out;
 			t->state = TERM_RESP_HEAD;
@@ -823,8 +1119,14 @@ term_write_cb(struct bufferevent *bev, void *arg)
 static void
 term_eof_body(struct term *t)
 {
+	/* what came with the close (a head, a body's end) goes first: the
+	 * close may be reported before the read */
+	term_pump(t);
+	if (t->state == TERM_CLOSING)
+		return;
 	if (t->state == TERM_RESP_BODY && t->body.kind == HTTP_BODY_EOF) {
 		term_response_body(t);
+		term_down_data(t, NULL, 0, 1);
 		term_row(t, REASON_NONE);
 		t->rq_close = REASON_CLOSED;
 		t->state = TERM_CLOSING;
@@ -836,6 +1138,7 @@ term_eof_body(struct term *t)
 		term_upgraded(t);
 		if (t->state == TERM_CLOSING)
 			return; /* refused */
+		term_down_data(t, NULL, 0, 1);
 		t->status = 101;
 		t->rq_close = REASON_CLOSED;
 		t->state = TERM_CLOSING;
@@ -874,9 +1177,12 @@ term_up_event_cb(struct bufferevent *bev, short what, void *arg)
 	}
 	if (t->state == TERM_CLOSING)
 		return;
-	if (what & BEV_EVENT_EOF)
+	if ((what & BEV_EVENT_EOF) && t->up_eof)
+		return; /* told already (term_eof_body's own pump) */
+	if (what & BEV_EVENT_EOF) {
+		t->up_eof = 1;
 		term_eof_body(t);
-	else
+	} else
 		term_finish(t, REASON_UPSTREAM_ERROR);
 }
 
@@ -940,6 +1246,13 @@ term_release(struct term *t)
 		bufferevent_free(t->up);
 	SSL_free(t->down_ssl);
 	SSL_free(t->up_ssl);
+	reflect_free(t->refl);
+	if (t->hold != NULL)
+		OPENSSL_cleanse(t->hold, t->nhold);
+	free(t->hold);
+	t->refl = NULL;
+	t->hold = NULL;
+	t->nhold = 0;
 	t->timer = NULL;
 	t->down = t->up = NULL;
 	t->down_ssl = t->up_ssl = NULL;
@@ -1089,6 +1402,7 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 	t->down_u = down;
 	t->up_u = up;
 	t->last_ms = util_mono_ms();
+	t->refl = term_reflect_new(gw, inst);
 	snprintf(t->host, sizeof(t->host), "%s", host);
 	if ((t->down_ssl = SSL_new(sctx)) == NULL ||
 	    (t->up_ssl = SSL_new(gw->tls_upstream)) == NULL)

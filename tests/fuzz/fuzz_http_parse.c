@@ -7,7 +7,12 @@
  * response answers, the rest a piece size for feeding the body.  Checks:
  * results within the input and the caps, spans in bounds, and the same
  * body end and decoded data whether the body is fed at once or in pieces,
- * and a prefix of the head read as the whole is (prefix_check).
+ * and a prefix of the head read as the whole is (prefix_check).  The
+ * response path of a terminated tunnel too (reflect_check): a response's
+ * head and its decoded body data masked as term.c does, fed in pieces
+ * with the tail held back (reflect_partial), come out the same length,
+ * equal to the input but for '*', and with no pattern left in them; the
+ * values are a fixed one and one cut from the input.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +126,9 @@ request_check(const uint8_t *buf, size_t len, size_t step)
 		    memcmp(buf + rq.head_len - 4, "\r\n\r\n", 4) != 0 ||
 		    rq.host < 0 || (size_t)rq.host >= rq.nfields ||
 		    rq.minor != 1 || rq.target.len == 0 ||
-		    buf[rq.target.off] != '/' || rq.body == HTTP_BODY_EOF ||
+		    buf[rq.path.off] != '/' ||
+		    (buf[rq.target.off] != '/') != rq.absolute ||
+		    rq.body == HTTP_BODY_EOF ||
 		    (rq.body == HTTP_BODY_LENGTH &&
 			(rq.length == 0 || rq.length > HTTP_LENGTH_MAX)) ||
 		    status != 0 || reason != REASON_NONE)
@@ -130,6 +137,7 @@ request_check(const uint8_t *buf, size_t len, size_t step)
 		span_check(rq.path, rq.head_len);
 		span_check(rq.query, rq.head_len);
 		span_check(rq.host_name, rq.head_len);
+		span_check(rq.target_host, rq.head_len);
 		fields_check(buf, rq.fields, rq.nfields, rq.head_len);
 		body_check(rq.body, rq.length, buf + rq.head_len,
 		    len - rq.head_len, step);
@@ -143,6 +151,64 @@ request_check(const uint8_t *buf, size_t len, size_t step)
 			abort();
 		break;
 	}
+}
+
+/* buf[0..len) through a mask-and-hold stream in pieces of step bytes
+ * (term_down_data); checks the output as said at the top. */
+static void
+reflect_stream(
+    const struct reflect *r, const uint8_t *buf, size_t len, size_t step)
+{
+	uint8_t *out = malloc(len + 1), *work = malloc(len + 1);
+	size_t nout = 0, nhold = 0, off = 0, n, w, keep, i;
+
+	if (out == NULL || work == NULL)
+		abort();
+	while (off < len || nhold > 0) {
+		n = step && len - off > step ? step : len - off;
+		memcpy(work + nhold, buf + off, n); /* work holds the tail */
+		off += n;
+		w = nhold + n;
+		reflect_mask(r, work, w);
+		keep = off < len ? reflect_partial(r, work, w) : 0;
+		if (keep > w)
+			abort();
+		memcpy(out + nout, work, w - keep);
+		nout += w - keep;
+		memmove(work, work + w - keep, keep);
+		nhold = keep;
+		if (off >= len && keep == 0)
+			break;
+	}
+	if (nout != len)
+		abort();
+	for (i = 0; i < len; i++)
+		if (out[i] != buf[i] && out[i] != '*')
+			abort();
+	if (reflect_mask(r, out, nout) != 0)
+		abort();
+	free(out);
+	free(work);
+}
+
+static void
+reflect_check(const uint8_t *buf, size_t len, size_t step)
+{
+	static const char fixed[] = "sk-ant-api03-Zx9/Qw+e_r-tyU"
+				    "iopAsdfGhjkLzxcvbnm0123456789AA";
+	struct reflect *r = reflect_new();
+	size_t vlen = len > 40 ? 8 + buf[0] % 32 : 0;
+	size_t i;
+
+	reflect_add(r, (const uint8_t *)fixed, sizeof(fixed) - 1);
+	/* a value from the input, without '*' (a mask must not match) */
+	for (i = 0; i < vlen; i++)
+		if (buf[1 + i] == '*')
+			vlen = 0;
+	if (vlen > 0)
+		reflect_add(r, buf + 1, vlen);
+	reflect_stream(r, buf, len, step);
+	reflect_free(r);
 }
 
 static void
@@ -164,6 +230,7 @@ response_check(const uint8_t *buf, size_t len, unsigned flags, size_t step)
 		fields_check(buf, rs.fields, rs.nfields, rs.head_len);
 		body_check(rs.body, rs.length, buf + rs.head_len,
 		    len - rs.head_len, step);
+		reflect_check(buf, len, step + 1);
 		break;
 	case HTTP_ERROR:
 		if (reason != REASON_UPSTREAM_BAD_RESPONSE)

@@ -86,6 +86,10 @@ http_seed target '\0000GET /a/%2e.x/b;c/%2F?q={x}&r=%41 HTTP/1.1\r\n' \
 http_seed trailer '\0010POST / HTTP/1.1\r\n' "$H" \
 	'Transfer-Encoding: chunked\r\n\r\n' \
 	'3;x="a\\"b"\r\nabc\r\n0\r\nX: 1\r\nY: 2\r\n\r\n'
+# a response quoting fuzz_http_parse.c's fixed value, raw and in base64
+http_seed reflect '\0011HTTP/1.1 200 OK\r\nX-Echo: sk-ant-api03-Zx9/' \
+	'Qw+e_r-tyUiopAsdfGhjkLzxcvbnm0123456789AA\r\nContent-Length: 28\r\n' \
+	'\r\n{"k": "c2stYW50LWFwaTAzLVp4"}'
 http_seed resp10 '\0041HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc'
 seed tls_peek openssl12 '16030100cc010000c80303f0e4f6aa0534607c7b821a0683f610f484f8116b8b94d2bbbf01e821edee2628000038c02cc030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c0035002f00ff0100006700000011000f00000c4578616d706c652e4f52472e000b000403000102000a000c000a001d0017001e00190018002300000016000000170000000d002a0028040305030603080708080809080a080b080408050806040105010601030303010302040205020602'
 text_seed hostname name 'WWW.Example.COM.'
@@ -125,7 +129,7 @@ text_seed cmdline instance '\0001ksb.id=e-1 ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1
 # target, sources, max input length
 set -- \
 	"connect_parse|gateway/parse/connect_parse.c|9000" \
-	"http_parse|gateway/parse/http_parse.c|20000" \
+	"http_parse|gateway/parse/http_parse.c gateway/parse/reflect.c common/util.c common/log.c|20000" \
 	"tls_peek|gateway/parse/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/lex.c policy/index.c policy/file.c policy/rule.c policy/profile.c policy/parse.c policy/resolve.c policy/match.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \

@@ -214,7 +214,9 @@ ksb_check "the placeholder after an upgrade: closed, a credential_misuse row" \
 req 'GET /echo HTTP/1.1\r\nHost: bearer.test\r\nx-api-key: @PH@\r\n\r\n'
 misuse "api's placeholder sent to another bound host" "$G1" bearer.test "$T/req"
 req 'GET /echo HTTP/1.1\r\nHost: wrong.test\r\nx-api-key: @PH@\r\n\r\n'
-misuse "Host not the SNI's (bound) host" "$G1" api.test "$T/req"
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "Host not the SNI's (bound) host: 421 misdirected_request" \
+	'echo "$out" | grep -q "HTTP/1.1 421" && echo "$out" | grep -qi "x-ksb-deny: misdirected_request"'
 KSB_PH=$PH2 out=$(KSB_PH=$PH2 ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 api.test "$CA" http/1.1 "$T/req" 2>&1)
 req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\n'
 out=$(KSB_PH=$PH2 ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 api.test "$CA" http/1.1 "$T/req" 2>&1)

@@ -161,6 +161,8 @@ test_reason(void)
 		{ REASON_OVER_SHARE, "over_share" },
 		{ REASON_CREDENTIAL_MISUSE, "credential_misuse" },
 		{ REASON_REQUEST_NOT_ALLOWED, "request_not_allowed" },
+		{ REASON_MISDIRECTED_REQUEST, "misdirected_request" },
+		{ REASON_CREDENTIAL_REFLECTED, "credential_reflected" },
 		{ REASON_TLS_ALPN_REFUSED, "tls_alpn_refused" },
 		{ REASON_GUEST_TLS_FAILED, "guest_tls_failed" },
 		{ REASON_UPSTREAM_CERT_INVALID, "upstream_cert_invalid" },
