@@ -87,8 +87,9 @@ qemuuser_new(const struct ksb_conf *conf, int kvm, char **cause)
 {
 	const char *names[] = { conf->qemu_user, "_ksbqemu", "nobody" };
 	struct qemuuser *qu = xcalloc(1, sizeof(*qu));
-	struct passwd *pw = NULL;
+	struct passwd pwbuf, *pw = NULL;
 	struct stat st;
+	char buf[4096];
 	size_t i;
 
 	qu->active = geteuid() == 0;
@@ -97,8 +98,8 @@ qemuuser_new(const struct ksb_conf *conf, int kvm, char **cause)
 	for (i = 0; i < 3 && qu->active; i++) {
 		if (names[i] == NULL)
 			continue;
-		if ((pw = getpwnam(names[i])) != NULL && pw->pw_uid != 0 &&
-		    pw->pw_gid != 0)
+		if (getpwnam_r(names[i], &pwbuf, buf, sizeof(buf), &pw) == 0 &&
+		    pw != NULL && pw->pw_uid != 0 && pw->pw_gid != 0)
 			break;
 		if (i == 0) {
 			cause_set(cause,

@@ -11,6 +11,16 @@
 # heads dribbled a byte at a time (parses counted in the gateway's log).
 set -eu
 . "$(dirname "$0")/../lib.sh"
+# Under the sanitizers (contrib/sanitize.sh sets KSB_SANITIZED) the heads
+# dribbled a byte per TLS record take several times longer: the gateway's
+# head timeouts and the client's per-read timeout are raised to match.
+if [ -n "${KSB_SANITIZED:-}" ]; then
+	KSB_TEST_CONF="header-timeout = 60
+hello-timeout = 60${KSB_TEST_CONF:+
+$KSB_TEST_CONF}"
+	KSB_CLIENT_TIMEOUT=60
+	export KSB_TEST_CONF KSB_CLIENT_TIMEOUT
+fi
 
 ksb_need_root
 ksb_need python3
