@@ -178,7 +178,12 @@ finish() {
 # memscan ID: the guest's whole RAM (QMP pmemsave, while it runs) holds
 # the placeholder (the dump works) and never the real key.
 memscan() {
-	local id=$1 dump=$T/$1.ram ph
+	local id=$1 dump dumpdir ph
+	# QEMU runs as its own user (ksb-run(1)): the dump goes where that
+	# user may write, $T being root's 0700.
+	dumpdir=$(mktemp -d /tmp/ksbt-ram.XXXXXX)
+	chmod 1733 "$dumpdir"
+	dump=$dumpdir/$id.ram
 	python3 - "$I/$id/qmp.sock" "$dump" <<'PY' || true
 import json, socket, sys
 s = socket.socket(socket.AF_UNIX)
@@ -201,7 +206,7 @@ PY
 		"grep -qaF 'ksbph_' '$dump'"
 	ksb_check "$id: the real key is nowhere in the guest's RAM" \
 		"! grep -qaF -e '$KEY' -e '$(printf %s "$KEY" | base64 -w0)' '$dump'"
-	rm -f "$dump"
+	rm -rf "$dumpdir"
 }
 
 # one ID AGENT MODE: the three turns, fetch, audit; headless: resume.
