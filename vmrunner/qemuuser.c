@@ -39,6 +39,7 @@
 #include <ftw.h>
 #include <grp.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -450,6 +451,7 @@ int
 qemuuser_enter(const struct qemuuser *qu, const struct qemu_handoff *h)
 {
 	int tmp[QEMUUSER_PASS_MAX];
+	pid_t parent = getppid();
 	size_t i;
 
 	for (i = 0; i < h->npass; i++)
@@ -459,6 +461,13 @@ qemuuser_enter(const struct qemuuser *qu, const struct qemu_handoff *h)
 		if (dup2(tmp[i], h->dst[i]) == -1)
 			return -1;
 	if (qu->active && qemuuser_drop(qu) != 0)
+		return -1;
+	/*
+	 * The uid change cleared the parent-death signal (prctl(2)): set it
+	 * again, so that QEMU never outlives its ksb-run, and check that the
+	 * parent did not die in between.
+	 */
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) == -1 || getppid() != parent)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
 	    (qu->active && qemuuser_no_caps() != 0))

@@ -68,7 +68,7 @@ echo "KSBT whoami \$(id -u)"
 echo "KSBT kept \$(cat /mnt/local/share/ksbt-qemuuser-$$/kept 2>&1)"
 echo "KSBT open \$(cat /mnt/local/share/ksbt-qemuuser-$$/open 2>&1)"
 echo "KSBT done"
-sleep 20
+sleep 60
 poweroff -f
 INIT
 chmod 755 "$R/init"
@@ -117,6 +117,15 @@ ksb_check "QEMU has no_new_privs and a seccomp filter" \
 	'echo "$st" | grep -q "NoNewPrivs: 1 Seccomp: 2"'
 ksb_check "the wrapper ran unprivileged" \
 	'grep -q "KSBT wrapper uid=[1-9][0-9]* CapPrm: 0000000000000000 CapEff: 0000000000000000" "$T/err"'
+# QEMU never outlives its ksb-run: the uid drop clears the parent-death
+# signal (prctl(2)), which must be set again after it.  The guest sleeps
+# 60 s after "done"; QEMU must be gone well before.
+rpid=$(pgrep -P "$run" | head -n 1 || true)
+[ -n "$rpid" ] && kill -9 "$rpid" 2>/dev/null || true
+qemu_gone() { [ -n "$qpid" ] && ! kill -0 "$qpid" 2>/dev/null; }
+ksb_until 10 qemu_gone || true
+ksb_check "QEMU exits when its ksb-run is killed (SIGKILL)" qemu_gone
+[ -n "$qpid" ] && kill "$qpid" 2>/dev/null || true
 kill "$run" 2>/dev/null || true
 ksb_wait_dead "$run" 30 || true
 
