@@ -737,8 +737,13 @@ cleanup:
 	return ret;
 }
 
-int
-netdev_link_del(const char *name, char **cause)
+/*
+ * netdev_link_change: delete the link name (del; one that is already gone
+ * is fine) or set it down, over rtnetlink (rtnetlink(7): RTM_DELLINK, or
+ * RTM_NEWLINK clearing IFF_UP).  0, or -1 and *cause.
+ */
+static int
+netdev_link_change(const char *name, int del, char **cause)
 {
 	struct rtnl r;
 	struct nlmsghdr *nlh;
@@ -753,49 +758,35 @@ netdev_link_del(const char *name, char **cause)
 	}
 	if (rtnl_open(&r, cause) != 0)
 		goto cleanup;
-	nlh = rtnl_link_msg(&r, RTM_DELLINK, 0, 0, &ifm);
+	nlh = rtnl_link_msg(&r, del ? RTM_DELLINK : RTM_NEWLINK, 0, 0, &ifm);
 	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	if (!del) {
+		ifm->ifi_flags = 0;
+		ifm->ifi_change = IFF_UP;
+	}
 	error = rtnl_talk(&r, nlh, NULL, NULL);
-	if (error != 0 && error != -ENODEV) {
-		rtnl_cause(&r, cause, "cannot delete link", name, error);
+	if (error != 0 && !(del && error == -ENODEV)) {
+		rtnl_cause(&r, cause,
+		    del ? "cannot delete link" : "cannot set link down", name,
+		    error);
 		goto cleanup;
 	}
 	ret = 0;
-
 cleanup:
 	rtnl_close(&r);
 	return ret;
 }
 
 int
+netdev_link_del(const char *name, char **cause)
+{
+	return netdev_link_change(name, 1, cause);
+}
+
+int
 netdev_link_down(const char *name, char **cause)
 {
-	struct rtnl r;
-	struct nlmsghdr *nlh;
-	struct ifinfomsg *ifm;
-	int error, ret = -1;
-
-	memset(&r, 0, sizeof(r));
-	if (!ifname_valid(name)) {
-		cause_set(
-		    cause, "invalid link name `%s'", name != NULL ? name : "");
-		goto cleanup;
-	}
-	if (rtnl_open(&r, cause) != 0)
-		goto cleanup;
-	nlh = rtnl_link_msg(&r, RTM_NEWLINK, 0, 0, &ifm);
-	mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-	ifm->ifi_flags = 0;
-	ifm->ifi_change = IFF_UP;
-	if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0) {
-		rtnl_cause(&r, cause, "cannot set link down", name, error);
-		goto cleanup;
-	}
-	ret = 0;
-
-cleanup:
-	rtnl_close(&r);
-	return ret;
+	return netdev_link_change(name, 0, cause);
 }
 
 /* ---- taps on the bridge --------------------------------------------------- */

@@ -2,8 +2,8 @@
 """filegraph.py BUILDDIR [SRCDIR]: the file-level call graph of ksb's product code.
 
 Reads the product objects of a built tree with nm(1) (an object whose
-source is no longer in SRCDIR, default BUILDDIR, is a stale leftover and
-is skipped) (GNU binutils): an
+source is no longer in SRCDIR, default BUILDDIR, or is newer than the
+object, is a stale leftover and is skipped) (GNU binutils): an
 edge A -> B when A.o references a global symbol that B.o defines.  Prints
 the circles (strongly connected components of two files or more) and every
 function name that two product source files define (global or static, as
@@ -34,8 +34,12 @@ def objects(root, srcdir):
             if '-' in stem:
                 stem = stem.split('-', 1)[1]
             src = os.path.join(rel, stem + '.c')
-            if os.path.exists(os.path.join(srcdir, src)):
-                objs[src].append(os.path.join(dp, f))
+            spath, opath = os.path.join(srcdir, src), os.path.join(dp, f)
+            # An object older than its source is a leftover of another
+            # build (a renamed target, a file since cut in two).
+            if (os.path.exists(spath) and
+                    os.path.getmtime(opath) >= os.path.getmtime(spath)):
+                objs[src].append(opath)
     return objs
 
 
