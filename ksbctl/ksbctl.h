@@ -85,9 +85,11 @@ int stop_main(int argc, char **argv);
 int pause_main(int argc, char **argv);
 /*
  * pause_state: 1 if the instance at dir runs and its VM is paused (QMP
- * query-status), 0 if it runs unpaused, -1 if QMP does not answer.
+ * query-status), 0 if it runs unpaused, -1 if QMP does not answer within
+ * ms milliseconds (connect, greeting and reply).
  */
-int pause_state(const char *dir);
+#define PAUSE_QMP_MS 3000 /* connect, greeting, the command */
+int pause_state(const char *dir, int ms);
 /*
  * forward.c: `forward'; forward_ask sends req (one line) to
  * <dir>/forward.sock and reads the whole reply (until the server closes,

@@ -16,29 +16,27 @@
 #include "common/qmp.h"
 #include "ksbctl/ksbctl.h"
 
-#define PAUSE_QMP_MS 3000 /* connect, greeting, the command */
-
-/* One QMP command on <dir>/qmp.sock within PAUSE_QMP_MS; *ret as
+/* One QMP command on <dir>/qmp.sock within ms milliseconds; *ret as
  * qmp_command's.  0 or -1. */
 static int
-pause_qmp(const char *dir, const char *cmd, struct json_object **ret)
+pause_qmp(const char *dir, int ms, const char *cmd, struct json_object **ret)
 {
 	char *path;
 	int rc;
 
 	xasprintf(&path, "%s/qmp.sock", dir);
-	rc = qmp_command(path, PAUSE_QMP_MS, cmd, NULL, ret, NULL);
+	rc = qmp_command(path, ms, cmd, NULL, ret, NULL);
 	free(path);
 	return rc;
 }
 
 int
-pause_state(const char *dir)
+pause_state(const char *dir, int ms)
 {
 	struct json_object *ret, *running;
 	int st = -1;
 
-	if (pause_qmp(dir, "query-status", &ret) != 0)
+	if (pause_qmp(dir, ms, "query-status", &ret) != 0)
 		return -1;
 	if (json_object_object_get_ex(ret, "running", &running) &&
 	    json_object_is_type(running, json_type_boolean))
@@ -62,14 +60,15 @@ pause_main(int argc, char **argv)
 				  ksbctl_usage(stderr, argv[0]);
 	if ((dir = forward_instance(argv[0], argv[1], &id)) == NULL)
 		return 1;
-	st = pause_state(dir);
+	st = pause_state(dir, PAUSE_QMP_MS);
 	if (st == -1) {
 		fprintf(stderr, "ksbctl %s: %s: QMP does not answer\n", argv[0],
 		    id);
 	} else if (st == pause) {
 		printf("%s: already %s\n", id, pause ? "paused" : "running");
 		st = 0;
-	} else if (pause_qmp(dir, pause ? "stop" : "cont", NULL) != 0) {
+	} else if (pause_qmp(
+		       dir, PAUSE_QMP_MS, pause ? "stop" : "cont", NULL) != 0) {
 		fprintf(stderr, "ksbctl %s: %s: QMP %s failed\n", argv[0], id,
 		    pause ? "stop" : "cont");
 		st = -1;

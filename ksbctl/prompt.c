@@ -427,8 +427,10 @@ prompt_connect(const char *id, const char *dir)
 {
 	int fd, i;
 
-	/* A paused guest cannot take a turn: refused, not queued. */
-	if (pause_state(dir) == 1) {
+	/* A paused guest cannot take a turn: refused, not queued.  A QEMU
+	 * answers QMP in milliseconds; one that does not within a second is
+	 * not paused by ksbctl, and the turn is queued as for a busy guest. */
+	if (pause_state(dir, 1000) == 1) {
 		fprintf(stderr,
 		    "ksbctl prompt: %s: the instance is paused; `ksbctl resume "
 		    "%s' first\n",

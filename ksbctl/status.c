@@ -361,7 +361,7 @@ status_live_json(struct json_object *o, const char *dir)
 	unsigned hp, gp, open;
 	unsigned long long total, up, down;
 	size_t len;
-	int p = pause_state(dir);
+	int p = pause_state(dir, PAUSE_QMP_MS);
 
 	out_add(o, "vm",
 	    out_str(p == 1 ? "paused" :

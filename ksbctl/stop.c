@@ -130,7 +130,7 @@ stop_supervised(const char *id, const char *dir,
     const struct instance_state *st, int64_t deadline, unsigned long timeout)
 {
 	/* A paused guest cannot see the power button: continue it first. */
-	if (pause_state(dir) == 1 && stop_qmp(dir, "cont") != 0)
+	if (pause_state(dir, PAUSE_QMP_MS) == 1 && stop_qmp(dir, "cont") != 0)
 		fprintf(stderr, "ksbctl stop: %s: QMP cont failed\n", id);
 	if (stop_qmp(dir, "system_powerdown") != 0)
 		fprintf(stderr,
