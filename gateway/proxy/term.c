@@ -774,7 +774,8 @@ term_down_data(struct term *t, const uint8_t *p, size_t n, int end)
 	size_t len = t->nhold + n, keep;
 	uint8_t *b = xmalloc(len + 1);
 
-	memcpy(b, t->hold, t->nhold);
+	if (t->nhold > 0)
+		memcpy(b, t->hold, t->nhold);
 	if (n > 0)
 		memcpy(b + t->nhold, p, n);
 	t->reflected += (unsigned)reflect_mask(t->refl, b, len);
