@@ -498,6 +498,9 @@ main(int argc, char **argv)
 	/* Its keys, the audit and the CA out of every guest's sight. */
 	if (conf_check_private(gw.conf, &cause) == -1) {
 		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		free(cause);
+		policy_free(gw.policy);
+		conf_free(gw.conf);
 		return 1;
 	}
 	if (o.check) {
