@@ -282,7 +282,8 @@ refusal_status_text(int status)
 		return "Too Many Requests";
 	case 431:
 		return "Request Header Fields Too Large";
-	case 501:
+	case 501: /* RFC 9110 §15.6.2: a Transfer-Encoding ksb does not
+		   * parse (http_parse.c); the status's reason phrase */
 		return "Not Implemented";
 	case 502:
 		return "Bad Gateway";
