@@ -685,23 +685,13 @@ config_print_json(const struct config *c, FILE *f)
 	json_object_put(all);
 }
 
-/* src with every byte outside printable ASCII as \xHH, malloc'd. */
+/* src escaped by log_escape (printable ASCII, else \xHH), malloc'd. */
 static char *
 config_print_esc(const char *src)
 {
-	size_t i, o = 0, n = strlen(src);
-	char *dst = xmalloc(4 * n + 1);
+	size_t n = strlen(src);
 
-	for (i = 0; i < n; i++) {
-		unsigned char ch = (unsigned char)src[i];
-
-		if (ch >= 0x20 && ch < 0x7f)
-			dst[o++] = (char)ch;
-		else
-			o += (size_t)snprintf(dst + o, 5, "\\x%02x", ch);
-	}
-	dst[o] = '\0';
-	return dst;
+	return log_escape(xmalloc(4 * n + 1), 4 * n + 1, src, n);
 }
 
 /*
