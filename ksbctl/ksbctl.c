@@ -113,7 +113,7 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "screenshot", screenshot_main, "screenshot ID [FILE|-]",
 	    "the guest's display as PNG (ID.png)" },
 	{ "trust", trust_main,
-	    "trust [DIR|FILE] | --list | --revoke [DIR|FILE]",
+	    "trust [--state-dir DIR] [DIR|FILE] | --list | --revoke [DIR|FILE]",
 	    "pin a project file's privileged settings" },
 };
 #define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))

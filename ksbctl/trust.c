@@ -6,6 +6,8 @@
  * of the user running ksbctl; --list shows the pinned files, --revoke
  * forgets one.  DIR (default: the current directory) means
  * DIR/.ksb/instance.conf; a FILE is a project file given to ksb-run -c.
+ * --state-dir DIR (absolute) names root's store as ksb-run --state-dir
+ * does; the default is ksb.conf's state-dir.
  */
 #include <sys/stat.h>
 
@@ -110,7 +112,7 @@ trust_cmd_revoke(const char *store, const char *arg)
 int
 trust_main(int argc, char **argv)
 {
-	const char *arg = NULL;
+	const char *arg = NULL, *state_dir = ksbctl_conf->state_dir;
 	char *store = NULL, *cause = NULL;
 	int list = 0, revoke = 0, i, ret = 1;
 
@@ -121,7 +123,15 @@ trust_main(int argc, char **argv)
 			list = 1;
 		else if (strcmp(argv[i], "--revoke") == 0)
 			revoke = 1;
-		else if (arg == NULL && argv[i][0] != '-')
+		else if (strcmp(argv[i], "--state-dir") == 0) {
+			if (i + 1 == argc || argv[i + 1][0] != '/') {
+				fprintf(stderr,
+				    "ksbctl trust: --state-dir "
+				    "takes an absolute directory\n");
+				return 2;
+			}
+			state_dir = argv[++i];
+		} else if (arg == NULL && argv[i][0] != '-')
 			arg = argv[i];
 		else {
 			ksbctl_bad_arg("trust", argv[i]);
@@ -134,7 +144,7 @@ trust_main(int argc, char **argv)
 		    "argument\n");
 		return ksbctl_usage(stderr, "trust");
 	}
-	if (trust_store_path(ksbctl_conf->state_dir, &store, &cause) != 0) {
+	if (trust_store_path(state_dir, &store, &cause) != 0) {
 		fprintf(stderr, "ksbctl trust: %s\n", cause);
 		goto cleanup;
 	}

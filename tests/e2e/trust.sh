@@ -149,6 +149,14 @@ ctl trust "$R" > /dev/null
 ksb_check "re-trusted: print-config allows" \
 	'run "$R" --print-config | grep -Eq "^share-ro +=.*allowed: trusted project file"'
 ctl trust --revoke "$R" > /dev/null
+mkdir -m 700 "$T/state2"
+ctl trust --state-dir "$T/state2" "$R" > /dev/null
+ksb_check "trust --state-dir: pinned where ksb-run --state-dir looks" \
+	'run "$R" --state-dir "$T/state2" --print-config | grep -Eq "^share-ro +=.*allowed: trusted project file" &&
+	 run "$R" --print-config | grep -Eq "^share-ro +=.*REFUSED: untrusted project file" &&
+	 ctl trust --state-dir "$T/state2" --list | grep -q "trusted  *$R/.ksb/instance.conf"'
+ksb_check "trust --state-dir: a relative directory is refused" \
+	'! ctl trust --state-dir state2 "$R" 2>&1 | grep -q "trusted for"'
 ksb_check "revoked: refused again" \
 	'! KSB_QEMU=$T/qemu run "$R" > /dev/null 2>&1 && no_start'
 ksb_check "--ignore-project-file: the file is not read" \
