@@ -809,7 +809,8 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	int ret = 125;
 
 	if (instdir_open(r, r->state_dir, &cause) != 0 ||
-	    run_kept(r, &cause) != 0)
+	    run_kept(r, &cause) != 0 ||
+	    workspace_precheck(r->cfg, r->instance_dir, &cause) != 0)
 		goto fail;
 	if (!r->ignore_project)
 		trust_mark(r->instance_dir, r->project_path);

@@ -622,6 +622,15 @@ void workspace_disk_warn(const struct ksb_conf *conf, const char *state_dir,
  */
 void workspace_show_repo(struct config *cfg, const char *state_dir);
 /*
+ * workspace_precheck: what workspace_setup would refuse in cfg's repo and
+ * context settings, checked before anything is made for the instance (its
+ * disk, the lease): a repo that is no git repository (unless the instance
+ * already has a mirror), too many contexts.  Reads only.  0, or -1 and
+ * *cause.
+ */
+int workspace_precheck(
+    const struct config *cfg, const char *instance_dir, char **cause);
+/*
  * workspace_setup: from cfg's repo, include-uncommitted and context
  * settings, create <instance_dir>/mirror.git for the repo (default: the
  * one holding the cwd; none: no mirror) or, when the instance already has

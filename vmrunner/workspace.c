@@ -230,6 +230,32 @@ cleanup:
 }
 
 int
+workspace_precheck(
+    const struct config *cfg, const char *instance_dir, char **cause)
+{
+	const char *repo = config_get(cfg, "repo");
+	char *state = NULL, *gitdir = NULL;
+	struct stat sb;
+	size_t nctx;
+	int rc = 0;
+
+	(void)config_list(cfg, "context", &nctx);
+	if (nctx > MIRROR_CONTEXT_MAX)
+		return cause_set(
+		    cause, "context: at most %d", MIRROR_CONTEXT_MAX);
+	xasprintf(&state, "%s/%s", instance_dir, MIRROR_STATE);
+	if (repo != NULL && lstat(state, &sb) != 0 && errno == ENOENT) {
+		if ((rc = mirror_find_repo(repo, &gitdir, cause)) == 1)
+			rc = cause_set(cause,
+			    "repo `%s' (%s): not in a git repository", repo,
+			    config_origin(cfg, "repo"));
+	}
+	free(state);
+	free(gitdir);
+	return rc == 0 ? 0 : -1;
+}
+
+int
 workspace_setup(const struct config *cfg, const char *state_dir,
     const char *instance_dir, const char *id, struct qemu_share *shares,
     size_t *nshares, size_t max, char **cause)

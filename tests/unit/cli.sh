@@ -202,5 +202,11 @@ printf 'control-socket = %s/no.sock\nstate-dir = %s/srstate\n' "$T" "$T" > "$T/s
 run "$R" -f "$T/sr.conf" --share-ro "$T:/usr/x" -- true
 check "share-ro onto /usr/x: exit 2, reserved, before the gateway" \
     'rc 2 && grep -q "invalid guest path \`/usr/x'"'"': reserved" "$T/err" && ! grep -q "gateway" "$T/err" && [ ! -e "$T/srstate/instances" ]'
+# A repo that is no repository is refused before the instance gets
+# anything: no lease asked (no gateway runs), no disk made.
+mkdir -p "$T/norepo"
+run "$R" -f "$T/sr.conf" --name nr --disk 64 --repo "$T/norepo" -- true
+check "--repo not a repository: refused before the lease and the disk" \
+    'rc 125 && grep -q "repo .$T/norepo. (--repo): not in a git repository" "$T/err" && ! grep -q "gateway" "$T/err" && [ ! -e "$T/srstate/instances/nr/disk.img" ]'
 echo "1..$n"
 [ "$fails" = 0 ]
