@@ -12,7 +12,12 @@
 #   3. unbound: a reload removes the credential from the profile; the
 #      placeholder sent on the open terminated tunnel is refused (403,
 #      credential_misuse row).
-# Never does the origin receive a placeholder.
+# Never does the origin receive a placeholder.  A second lease holder
+# (rebind_lease.py, playing ksb-run on the control protocol) is sent
+# CREDS (proto/ctl.h) before RELOADED exactly when its instance's
+# credentials changed: not for rounds 1 and 2 (same names and
+# placeholders), an empty CREDS for round 3, its placeholder again when
+# a 4th reload puts the credential back.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 ksb_need_root
@@ -65,6 +70,13 @@ policy other.test "$T/key1"
 ksb_gateway
 ksb_fake_guest 1 g1
 PH=$(sed -n 's|^cred=api/[^/]*/||p' "$T/lease1")
+mkfifo "$T/lease-in"
+ip netns exec "$GW" python3 "$KSB_SRCDIR/tests/integration/rebind_lease.py" \
+	"$T/gateway.sock" g9 default < "$T/lease-in" > "$T/lease9" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+exec {LEASEFD}>"$T/lease-in"
+ksb_until 30 grep -q '^OK ' "$T/lease9" || ksb_fail "REGISTER g9: $(cat "$T/lease9")"
+PH9=$(sed -n 's|^OK .* cred=api/API_KEY/\([^ ]*\).*|\1|p' "$T/lease9")
 G1=ksbt-$$-g1
 cat "$T/pki/ca.pem" "$T/state/ca/ca.crt" > "$T/cas.pem"
 reload() {
@@ -123,6 +135,19 @@ ksb_check "its requests row" \
 ksb_check "no third credential_rebound row" '[ "$(rebound)" = 2 ]'
 ksb_check "no placeholder in any audit row" \
 	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE path LIKE \"%ksbph_%\" OR method LIKE \"%ksbph_%\""'
+
+ksb_say "4. the lease holder is told the credentials when they change"
+policy api.test "$T/key2"
+reload
+ksb_until 30 grep -q '^RELOADED 4$' "$T/lease9" || true
+sed 's/^/# lease: /' "$T/lease9"
+ksb_check "REGISTER's OK gave g9 its placeholder" '[ -n "$PH9" ]'
+ksb_check "rounds 1 and 2 (same credentials): RELOADED only" \
+	'[ "$(sed -n 2,3p "$T/lease9" | tr "\n" " ")" = "RELOADED 1 RELOADED 2 " ]'
+ksb_check "round 3 (credential gone): CREDS alone, then RELOADED 3" \
+	'[ "$(sed -n 4,5p "$T/lease9" | tr "\n" " ")" = "CREDS RELOADED 3 " ]'
+ksb_check "round 4 (back): CREDS with the same placeholder, then RELOADED 4" \
+	'[ "$(sed -n 6,7p "$T/lease9" | tr "\n" " ")" = "CREDS cred=api/API_KEY/$PH9 RELOADED 4 " ]'
 
 echo
 echo "rebind: $pass passed, $fails failed"
