@@ -113,7 +113,15 @@ credfiles_ca_end(void)
 
 	if (credfiles_ca == NULL)
 		return;
-	if ((fd = open(CA_BUNDLE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) != -1) {
+	fd = open(CA_BUNDLE, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd == -1 && errno != ENOENT) {
+		/* Not a file of ours (a symlink, say): never replaced by one
+		 * holding the gateway CA alone. */
+		port_say(CA_BUNDLE ": %s: the gateway CA not added",
+		    strerror(errno));
+		goto cleanup;
+	}
+	if (fd != -1) {
 		if ((old = malloc(CREDFILES_BUNDLE_MAX)) == NULL)
 			port_fail("out of memory");
 		while (olen < CREDFILES_BUNDLE_MAX &&
