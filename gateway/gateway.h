@@ -63,6 +63,8 @@ struct instance {
 	int64_t resume_by_ms; /* owner NULL: unregistered at this
 					   monotonic time unless resumed */
 	int64_t turn;	      /* agent mode: the turn running (TURN) */
+	uint8_t creds_md[32]; /* SHA-256 of the cred= list its lease holder
+				 was last given (control.c) */
 	/* selftests.c: the enforcement self-test's reports */
 	int st_boot_seen;   /* a boot result was recorded */
 	uint64_t st_reload; /* RELOADED n awaiting its result, 0 none */

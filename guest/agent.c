@@ -681,6 +681,8 @@ agent_host_line(void *arg, const char *line, size_t len)
 			agent_flush(a); /* before the agent's exit ends init */
 		return;
 	}
+	if (credfiles_host_line(line, len))
+		return; /* a reload's credentials */
 	if (guestctl_frame_parse(line, len, &f, a->text, GUESTCTL_TEXT_MAX) !=
 	    0)
 		return; /* BYE and anything unknown */

@@ -188,7 +188,7 @@ supervise_selftest(void)
 
 /* exec_supervise's state: the control port's line, the stop. */
 struct supervision {
-	char line[64];
+	char line[GUESTCTL_LINE_MAX];
 	size_t llen;
 	int64_t kill_at; /* SIGKILL everything then (0: not due) */
 	int stopping;	 /* 1: a stop asked for, 2: under way */
@@ -216,6 +216,8 @@ supervise_port(struct supervision *v)
 			v->stopping = 1;
 		else if (strcmp(v->line, "SELFTEST") == 0)
 			supervise_selftest();
+		else
+			(void)credfiles_host_line(v->line, v->llen);
 		v->llen = 0;
 	}
 }

@@ -46,7 +46,6 @@
 #define GRND_INSECURE 0x0004 /* Linux 5.6: never blocks */
 #endif
 
-#define SECRETS_DIR "/run/ksb/secrets"
 #define FWCFG_SECRETS                                                          \
 	"/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_SECRETS_FWCFG "/raw"
 #define FWCFG_CA "/sys/firmware/qemu_fw_cfg/by_name/" GUESTCTL_CA_FWCFG "/raw"

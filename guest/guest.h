@@ -26,6 +26,9 @@
 #define CA_BUNDLE  "/etc/ssl/certs/ca-certificates.crt"
 #define PWRBTN_MAX 4
 
+/* The secrets' tmpfs (files.c at boot, credfiles.c after a reload). */
+#define SECRETS_DIR "/run/ksb/secrets"
+
 #define MIRROR_GUEST_DIR   "/ksb/mirror.git" /* mirror/mirror.h */
 #define CHECKOUT_GUEST_DIR "/ksb/checkout"   /* mirror/mirror.h */
 #define WORKSPACE_DIR	   AGENT_HOME "/work"
@@ -92,6 +95,13 @@ int port_readn(char *buf, size_t len, int64_t deadline);
 int64_t port_mono_ms(void);
 /* port_sleep_ms: sleep ms milliseconds (EINTR resumed). */
 void port_sleep_ms(long ms);
+
+/* ---- credfiles.c -----------------------------------------------------------
+ * credfiles_host_line: a host line (len bytes, no '\n') after READY that
+ * changes the credentials (SECRET, UNSECRET, CA, CA-END: proto/guestctl.h)
+ * acted on: 1; 0 when it is none of them.
+ */
+int credfiles_host_line(const char *line, size_t len);
 
 /* ---- files.c ---------------------------------------------------------------
  * Directories, mounts and files init makes (each failure is port_fail's),

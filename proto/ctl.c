@@ -384,6 +384,8 @@ ctl_classify(const char *line, uint64_t *reloaded)
 {
 	if (ctl_parse_reloaded(line, strlen(line), reloaded))
 		return CTL_IN_RELOADED;
+	if (strcmp(line, "CREDS") == 0 || strncmp(line, "CREDS ", 6) == 0)
+		return CTL_IN_CREDS;
 	if (strncmp(line, "ERR forward: ", 13) == 0)
 		return CTL_IN_FORWARD_ERR;
 	if (strcmp(line, "OK") == 0 || strncmp(line, "OK ", 3) == 0)
@@ -411,6 +413,7 @@ ctl_unregister(
 			goto cleanup;
 		switch (ctl_classify(line, &n)) {
 		case CTL_IN_RELOADED:
+		case CTL_IN_CREDS:
 		case CTL_IN_FORWARD_ERR:
 			if (++notices > CTL_NOTICES_MAX) {
 				cause_set(cause,
@@ -824,6 +827,24 @@ ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause)
 	memset(lease, 0, sizeof(*lease));
 	return ctl_parse_kv(
 	    line, "OK ", 31, ctl_lease_kv, lease, "REGISTER reply", cause);
+}
+
+static int
+ctl_creds_kv(
+    void *arg, const char *key, size_t klen, const char *v, size_t vlen)
+{
+	return KEYIS("cred") ? ctl_parse_cred(arg, v, vlen) : 0;
+}
+
+int
+ctl_parse_creds(const char *line, struct ctl_lease *lease, char **cause)
+{
+	memset(lease->creds, 0, sizeof(lease->creds));
+	lease->ncreds = 0;
+	if (strcmp(line, "CREDS") == 0)
+		return 0;
+	return ctl_parse_kv(
+	    line, "CREDS ", 0, ctl_creds_kv, lease, "CREDS notice", cause);
 }
 
 /* A decimal count without leading zeros, below 2^63.  0 or -1. */

@@ -66,6 +66,13 @@
  *                                n is a new number): the instance's
  *                                guest runs the self-test again and
  *                                ksb-run answers SELFTEST <id> reload <n>
+ *   CREDS [cred=NAME/SECRET/PLACEHOLDER ...]
+ *                            a reload changed the instance's credentials
+ *                                (before its RELOADED): all of them now,
+ *                                as REGISTER's OK line gives them (none:
+ *                                "CREDS" alone); ksb-run has its guest
+ *                                install the new placeholders (and the
+ *                                gateway CA), remove the lost ones
  * A request that is refused before it runs ("ERR permission denied: ...",
  * "ERR too many connections ...") gets that one line, without END.
  * A registration is a lease held by the connection that made it.
@@ -177,13 +184,15 @@ int ctl_reader_line(struct ctl_reader *r, char *line, char **cause);
  * What a line from the gateway on a lease's connection is (the protocol
  * above): the answer to the oldest request still unanswered (OK or ERR:
  * requests are answered in order, once each; FORWARD only when refused,
- * with its own prefix), a RELOADED notice (*reloaded: its n), a FORWARD
+ * with its own prefix), a RELOADED notice (*reloaded: its n), a CREDS
+ * notice (parse it with ctl_parse_creds), a FORWARD
  * refusal ("ERR forward: ..."), or nothing the protocol has.
  */
 enum ctl_in {
 	CTL_IN_OK,
 	CTL_IN_ERR,
 	CTL_IN_RELOADED,
+	CTL_IN_CREDS,
 	CTL_IN_FORWARD_ERR,
 	CTL_IN_OTHER
 };
@@ -192,7 +201,7 @@ enum ctl_in ctl_classify(const char *line, uint64_t *reloaded);
  * ctl_unregister: UNREGISTER id on r's connection and wait for its
  * answer (CTL_TIMEOUT_MS): the answers of the awaited requests sent
  * before it (TURN, SELFTEST) come first and are skipped (a refusal
- * among them logged), and so are notices (RELOADED, FORWARD refusals,
+ * among them logged), and so are notices (RELOADED, CREDS, FORWARD refusals,
  * CTL_NOTICES_MAX at most).  0 on its OK, or -1 and *cause.
  */
 #define CTL_NOTICES_MAX 64
@@ -223,6 +232,8 @@ int ctl_call(const char *path, const char *line, char **reply, char **cause);
 
 /* Parsers (no I/O) for the replies above; line without its '\n'. */
 int ctl_parse_lease(const char *line, struct ctl_lease *lease, char **cause);
+/* A CREDS notice into lease->creds and ->ncreds (the rest untouched). */
+int ctl_parse_creds(const char *line, struct ctl_lease *lease, char **cause);
 int ctl_parse_instance(
     const char *line, struct ctl_instance *inst, char **cause);
 

@@ -27,6 +27,19 @@
  *                           command runs and answer with one SELFTEST line
  *                           below; on a failure init kills every process
  *                           at once.  In agent mode between frames.
+ *     SECRET <name> <value>\n  after READY (a gateway reload gave the
+ *                           profile a credential, or a new placeholder):
+ *                           /run/ksb/secrets/<name> := value (name as a
+ *                           secret's, value 1.. bytes without space), by
+ *                           rename, 0400, the agent's
+ *     UNSECRET <name>\n     after READY: that file goes (a credential
+ *                           left the profile)
+ *     CA <line>\n ... CA-END\n  after READY: a PEM certificate line by
+ *                           line (the gateway CA, for a guest that had no
+ *                           credential at boot), added to the CA bundle by
+ *                           rename unless it holds it already
+ *                           (GUESTCTL_CA_MAX bytes at most).  These come
+ *                           between agent frames too
  *   guest -> host:
  *     STAGE <ms> <name>\n   before READY, one per start-up stage: the
  *                           guest's CLOCK_BOOTTIME in ms (<= 86400000)

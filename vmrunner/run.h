@@ -185,6 +185,10 @@ struct sup {
 	int st_failed;	     /* a reload's test failed: stopped, 125 */
 	int st_stale;	     /* st_n asked by the gateway gone */
 	int mid_frame;	     /* an agent frame is half sent */
+	/* A reload's credentials for the guest (credpush.c). */
+	char *cq;	     /* lines queued, malloc'd */
+	size_t cqlen, cqoff; /* queued, sent */
+	int cq_mid;	     /* a line of it is half sent */
 };
 
 struct ctl_selftest;
@@ -229,6 +233,16 @@ void console_send(struct run *r, const char *buf, size_t n);
  * state across calls: 1 when ESCAPE_CHAR '.' asked to stop, else 0.
  */
 int console_in(struct run *r, const char *buf, size_t n, int *escaped);
+
+/* ---- credpush.c -----------------------------------------------------------
+ * credpush_notice: a CREDS line from the gateway: what changed queued for
+ * the guest, r->lease's credentials replaced (a bad line is logged).
+ * credpush_ready: queued lines may go now (after READY, between agent
+ * frames).  credpush_write: one non-blocking send of them; send's value.
+ */
+void credpush_notice(struct sup *s, const char *line);
+int credpush_ready(const struct sup *s);
+ssize_t credpush_write(struct sup *s);
 
 /* ---- selftest.c -----------------------------------------------------------
  * A SELFTEST line from the guest (status: probes failed as they must, or

@@ -317,7 +317,9 @@ sup_ctl_prepare(struct sup *s, struct pollfd *pfd, int max, int64_t now)
 	pfd->fd = s->ctl_open ? r->ctl_fd : -1;
 	/* A guest over its byte budget waits for the next second. */
 	pfd->events = (s->budget_at > now ? 0 : POLLIN) |
-	    (s->out_off < r->header_len || s->aqlen > 0 ? POLLOUT : 0);
+	    (s->out_off < r->header_len || s->aqlen > 0 || credpush_ready(s) ?
+		    POLLOUT :
+		    0);
 	return 1;
 }
 
@@ -332,6 +334,8 @@ sup_ctl_write(struct sup *s)
 		    r->header_len - s->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
 		if (n > 0)
 			s->out_off += (size_t)n;
+	} else if (credpush_ready(s)) {
+		n = credpush_write(s);
 	} else if (s->aqlen > 0) {
 		n = send(
 		    r->ctl_fd, s->aq, s->aqlen, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -540,6 +544,9 @@ sup_gw_line(struct sup *s, const char *line)
 	case CTL_IN_RELOADED:
 		if (s->r->selftest)
 			s->st_want = n; /* selftest_round asks */
+		break;
+	case CTL_IN_CREDS:
+		credpush_notice(s, line);
 		break;
 	case CTL_IN_FORWARD_ERR:
 		log_warnx("ksb-gatewayd: %s", esc);
@@ -1073,6 +1080,8 @@ sup_finish(struct sup *s)
 	int st = s->st;
 
 	r->qemu_pid = -1;
+	free(s->cq); /* credentials the guest never got */
+	s->cq = NULL;
 	if (r->agent != NULL) {
 		agent_guest_gone(r->agent);
 		agent_status(r->agent, &r->st);

@@ -25,7 +25,9 @@
  *   SELFTEST <id> ...		-> OK | ERR: the lease holder's report of
  *				   its guest's enforcement self-test
  *				   (selftests.c); after a reload every lease
- *				   holder is sent RELOADED <n>
+ *				   holder is sent RELOADED <n>, after
+ *				   CREDS <list> when its instance's
+ *				   credentials changed (leasecreds.c)
  *   LIST			-> INSTANCE id=.. profile=.. ip=.. mac=.. tap=..
  *				   since=<unix ms> [tunnels=<n> up=<bytes>
  *				   down=<bytes> at=<unix ms>] lines, then
@@ -126,28 +128,6 @@ control_unregister(struct instance *inst)
 	registry_remove(inst);
 }
 
-/* " cred=NAME/SECRET/PLACEHOLDER" per credential of inst's profile
- * (proto/ctl.h), malloc'd, "" for none. */
-static char *
-control_lease_creds(const struct instance *inst)
-{
-	const struct policy_cred *v[CTL_LEASE_CREDS_MAX];
-	char ph[PLACEHOLDER_MAX], *s = xstrdup(""), *n;
-	int k, i;
-
-	k = policy_profile_creds(
-	    control_gw->policy, inst->profile, v, CTL_LEASE_CREDS_MAX);
-	for (i = 0; i < k && i < CTL_LEASE_CREDS_MAX; i++) {
-		placeholder_make(placeholder_key(), inst->id, v[i]->name,
-		    inst->owner_pid, inst->owner_start, v[i]->prefix, ph);
-		xasprintf(
-		    &n, "%s cred=%s/%s/%s", s, v[i]->name, v[i]->secret, ph);
-		free(s);
-		s = n;
-	}
-	return s;
-}
-
 /* "OK tap=.. ip=../P mac=.. gw=.. port=..\n", malloc'd. */
 static char *
 control_lease_reply(struct instance *inst)
@@ -160,7 +140,8 @@ control_lease_reply(struct instance *inst)
 	registry_addr_str(gw->conf->bridge_addr, gwip);
 	xasprintf(&reply, "OK tap=%s ip=%s/%d mac=%s gw=%s port=%u%s\n",
 	    inst->tap, ip, gw->conf->bridge_prefix, mac, gwip,
-	    gw->conf->proxy_port, creds = control_lease_creds(inst));
+	    gw->conf->proxy_port, creds = leasecreds_list(gw, inst));
+	leasecreds_given(inst, creds);
 	free(creds);
 	return reply;
 }

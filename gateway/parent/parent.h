@@ -84,6 +84,18 @@ int control_reconcile(
  */
 void control_shutdown(void);
 
+/* ---- leasecreds.c ----------------------------------------------------------
+ * leasecreds_list: " cred=NAME/SECRET/PLACEHOLDER" per credential of
+ * inst's profile under gw's policy (proto/ctl.h), malloc'd, "" for none.
+ * leasecreds_given: list went to inst's lease holder (its digest kept).
+ * leasecreds_reloaded: after a reload's swap, each lease holder whose
+ * list differs from what it was last given is sent CREDS with the whole
+ * list now, before RELOADED.
+ */
+char *leasecreds_list(const struct gateway *gw, const struct instance *inst);
+void leasecreds_given(struct instance *inst, const char *list);
+void leasecreds_reloaded(const struct gateway *gw);
+
 /* ---- client.c --------------------------------------------------------------
  * A connection to the control socket, as control.c accepted it.
  */

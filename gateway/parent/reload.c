@@ -315,6 +315,7 @@ reload_run(struct gateway *gw, struct reload_info *info, char **errors)
 		info->notes = text;
 	} else
 		free(text);
+	leasecreds_reloaded(gw); /* new placeholders before RELOADED */
 	(void)rulecheck_now(gw, "reload"); /* before the guests test them */
 	selftests_reloaded(gw);		   /* each guest tests the new rules */
 	ret = 0;

@@ -1976,6 +1976,26 @@ proxy_held_recheck(const struct policy *p)
 	}
 }
 
+/*
+ * Is c, still allowed after a reload, a tunnel whose credential binding
+ * changed?  An opaque tunnel to a host now bound (its next request would
+ * leave unreplaced: the next connection is terminated instead), or a
+ * terminated one now bound otherwise (term_rebound).
+ */
+static int
+conn_rebound(struct conn *c)
+{
+	if (c->host_is_ip)
+		return 0;
+	if (c->state == CONN_RELAY)
+		return term_wanted(c->gw, c->inst, c->host, c->port);
+	if (c->state == CONN_TERM && c->term != NULL && term_rebound(c->term)) {
+		term_bytes(c->term, &c->bytes_up, &c->bytes_down);
+		return 1;
+	}
+	return 0;
+}
+
 int
 proxy_policy_changed(void)
 {
@@ -2015,11 +2035,12 @@ proxy_policy_changed(void)
 			if (ok)
 				c->ncands = m;
 		}
-		if (ok)
+		if (ok && !conn_rebound(c))
 			continue;
 		n++;
 		if (c->row != -1)
-			conn_close(c, REASON_REVOKED);
+			conn_close(
+			    c, ok ? REASON_CREDENTIAL_REBOUND : REASON_REVOKED);
 		else
 			conn_deny(c, REASON_REVOKED);
 	}

@@ -109,6 +109,15 @@ struct term *term_start(struct gateway *, struct instance *inst,
 /* Stop without calling done (the tunnel is closed by its owner). */
 void term_free(struct term *);
 /*
+ * term_rebound: after a reload (gw's policy and credentials swapped), is
+ * t's host bound to another credential, or to a new value of its own,
+ * than at term_start?  1: close t (credential_rebound), its requests
+ * would be swapped with a binding it was not made for (and its response
+ * scan lacks the new value).  0: the same binding, or none now (then its
+ * requests' placeholders are refused, term.c).
+ */
+int term_rebound(const struct term *t);
+/*
  * term_bytes: what t relayed so far, requests in progress included
  * (*up: guest to upstream, *down: back; bytes as uplink_audit_request
  * counts them).

@@ -105,6 +105,10 @@ struct term {
 	 * data bytes held back while they could still begin one; chunked
 	 * responses re-framed (term_down_data); hits in this response */
 	struct reflect *refl;
+	/* the binding the tunnel was terminated for (term_rebound): the
+	 * credential's name and SHA-256 of its value at term_start */
+	char bound[65];
+	uint8_t bound_md[32];
 	uint8_t *hold;
 	size_t nhold;
 	int rs_chunked;
@@ -1367,6 +1371,33 @@ term_leaf_ctx(const struct cred_value *cv, const char *host)
 	return ctx;
 }
 
+/* SHA-256 of cv's value into md (all zero for none). */
+static void
+term_value_md(const struct cred_value *cv, uint8_t md[32])
+{
+	unsigned n = 32;
+
+	memset(md, 0, 32);
+	if (cv != NULL &&
+	    EVP_Digest(cv->value, cv->len, md, &n, EVP_sha256(), NULL) != 1)
+		fatalx("EVP_Digest");
+}
+
+int
+term_rebound(const struct term *t)
+{
+	const struct policy_cred *pc;
+	const struct cred_value *cv;
+	uint8_t md[32];
+
+	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
+	if (pc == NULL || (cv = credset_find(t->gw->creds, pc->name)) == NULL)
+		return 0; /* unbound now: its placeholders are refused */
+	term_value_md(cv, md);
+	return strcmp(pc->name, t->bound) != 0 ||
+	    CRYPTO_memcmp(md, t->bound_md, sizeof(md)) != 0;
+}
+
 int
 term_wanted(struct gateway *gw, const struct instance *inst, const char *host,
     uint16_t port)
@@ -1394,6 +1425,8 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 
 	pc = policy_cred_for_host(gw->policy, inst->profile, host);
 	sctx = term_leaf_ctx(credset_find(gw->creds, pc->name), host);
+	snprintf(t->bound, sizeof(t->bound), "%s", pc->name);
+	term_value_md(credset_find(gw->creds, pc->name), t->bound_md);
 	SSL_CTX_set_alpn_select_cb(sctx, term_alpn_cb, NULL);
 	t->gw = gw;
 	t->inst = inst;

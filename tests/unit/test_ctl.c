@@ -109,6 +109,7 @@ test_ctl_creds(void)
 	};
 	struct ctl_lease l;
 	char line[CTL_LINE_MAX], *cause = NULL;
+	uint64_t v;
 	size_t i;
 
 	snprintf(line, sizeof(line), "%s cred=anthropic/ANTHROPIC_API_KEY/"
@@ -130,6 +131,30 @@ test_ctl_creds(void)
 		free(cause);
 		cause = NULL;
 	}
+	/* CREDS after a reload: the same list, the lease's other fields
+	 * kept. */
+	CHECK(ctl_parse_lease(base, &l, &cause) == 0 &&
+	    ctl_parse_creds("CREDS cred=gh/GH_TOKEN/ksbph_ab", &l, &cause) == 0 &&
+	    l.ncreds == 1 && strcmp(l.creds[0].secret, "GH_TOKEN") == 0 &&
+	    strcmp(l.creds[0].placeholder, "ksbph_ab") == 0 && l.port == 3128,
+	    "CREDS: one credential, the lease kept (%s)", cause ? cause : "");
+	free(cause);
+	cause = NULL;
+	CHECK(ctl_parse_creds("CREDS", &l, &cause) == 0 && l.ncreds == 0 &&
+	    l.creds[0].name[0] == '\0', "CREDS alone: none");
+	CHECK(ctl_classify("CREDS", &v) == CTL_IN_CREDS &&
+	    ctl_classify("CREDS cred=a/B/ksbph_1", &v) == CTL_IN_CREDS &&
+	    ctl_classify("CREDSX", &v) == CTL_IN_OTHER, "ctl_classify: CREDS");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(line, sizeof(line), "CREDS%s", bad[i]);
+		CHECK(ctl_parse_creds(line, &l, &cause) == -1,
+		    "CREDS refused: %s", bad[i]);
+		free(cause);
+		cause = NULL;
+	}
+	CHECK(ctl_parse_creds("CREDS tap=x", &l, &cause) == -1,
+	    "CREDS: no other key");
+	free(cause);
 }
 
 /* SELFTEST and RELOADED (proto/ctl_selftest.c): round trip, and every
@@ -540,6 +565,10 @@ test_ctl_unregister(void)
 		cause != NULL && strstr(cause, "no instance") != NULL,
 	    "a TURN's OK owed, then UNREGISTER's refusal: -1 (%s)",
 	    cause ? cause : "");
+	free(cause), cause = NULL;
+	CHECK(unregister_with(NULL, "CREDS cred=a/B/ksbph_1\nCREDS\nOK\n", 0,
+		  &cause) == 0,
+	    "CREDS notices skipped: 0 (%s)", cause ? cause : "");
 	free(cause), cause = NULL;
 	CHECK(unregister_with(NULL, "ERR bad turn number\nRELOADED 2\nOK\n", 1,
 		  &cause) == 0,
