@@ -322,7 +322,7 @@ ctl_resume_rest(struct ctl_reader *r, uint64_t *n, char **cause)
 
 int
 ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    uint64_t *reloaded, char **cause)
+    struct ctl_lease *got, uint64_t *reloaded, char **cause)
 {
 	struct ctl_reader r;
 	struct ctl_lease now;
@@ -358,6 +358,8 @@ ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
 	}
 	if (ctl_resume_rest(&r, reloaded, cause) != 0)
 		goto cleanup;
+	if (got != NULL)
+		*got = now;
 	ret = fd;
 	fd = -1;
 cleanup:

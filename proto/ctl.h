@@ -143,10 +143,13 @@ int ctl_register(int fd, const char *id, const char *profile,
  * gateway connection closes, every ~200 ms while QEMU runs.  The
  * gateway follows its OK with RELOADED <n> (the resumed lease's
  * self-test): *reloaded is that n when it came with the reply (read
- * here), else 0 (then it comes later on the connection).
+ * here), else 0 (then it comes later on the connection).  *now (if not
+ * NULL) is the lease the gateway replied with: the same address, tap and
+ * MAC, and the credentials of the profile in force now (the policy may
+ * have changed across the restart).
  */
 int ctl_resume(const char *path, const char *id, const struct ctl_lease *lease,
-    uint64_t *reloaded, char **cause);
+    struct ctl_lease *now, uint64_t *reloaded, char **cause);
 /*
  * ctl_turn_line: the TURN request for turn of id into buf (size >=
  * CTL_LINE_MAX), for a non-blocking send on the lease's connection (its

@@ -98,20 +98,28 @@ credpush_ca(struct sup *s)
 void
 credpush_notice(struct sup *s, const char *line)
 {
-	struct run *r = s->r;
-	const struct ctl_cred *c, *old;
-	const char *v;
 	struct ctl_lease nl;
 	char *cause = NULL;
-	size_t i, len;
 
 	if (ctl_parse_creds(line, &nl, &cause) == -1) {
 		log_warnx("%s, ignored", cause);
 		free(cause);
 		return;
 	}
+	credpush_lease(s, &nl);
+}
+
+void
+credpush_lease(struct sup *s, const struct ctl_lease *now)
+{
+	const struct ctl_lease *nl = now;
+	struct run *r = s->r;
+	const struct ctl_cred *c, *old;
+	const char *v;
+	size_t i, len;
+
 	for (i = 0; i < r->lease.ncreds; i++)
-		if (credpush_find(&nl, r->lease.creds[i].secret) == NULL) {
+		if (credpush_find(nl, r->lease.creds[i].secret) == NULL) {
 			credpush_queue(
 			    s, "UNSECRET %s\n", r->lease.creds[i].secret);
 			log_info("instance %s: credential %s left the profile: "
@@ -119,8 +127,8 @@ credpush_notice(struct sup *s, const char *line)
 			    r->id, r->lease.creds[i].name,
 			    r->lease.creds[i].secret);
 		}
-	for (i = 0; i < nl.ncreds; i++) {
-		c = &nl.creds[i];
+	for (i = 0; i < nl->ncreds; i++) {
+		c = &nl->creds[i];
 		old = credpush_find(&r->lease, c->secret);
 		if (old != NULL &&
 		    strcmp(old->placeholder, c->placeholder) == 0)
@@ -141,10 +149,10 @@ credpush_notice(struct sup *s, const char *line)
 			 "placeholder",
 		    r->id, c->name, c->secret);
 	}
-	if (nl.ncreds > 0 && r->lease.ncreds == 0)
+	if (nl->ncreds > 0 && r->lease.ncreds == 0)
 		credpush_ca(s);
-	memcpy(r->lease.creds, nl.creds, sizeof(nl.creds));
-	r->lease.ncreds = nl.ncreds;
+	memcpy(r->lease.creds, nl->creds, sizeof(nl->creds));
+	r->lease.ncreds = nl->ncreds;
 }
 
 int

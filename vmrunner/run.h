@@ -241,6 +241,8 @@ int console_in(struct run *r, const char *buf, size_t n, int *escaped);
  * frames).  credpush_write: one non-blocking send of them; send's value.
  */
 void credpush_notice(struct sup *s, const char *line);
+/* credpush_lease: the same for the credentials of a lease (RESUME's). */
+void credpush_lease(struct sup *s, const struct ctl_lease *now);
 int credpush_ready(const struct sup *s);
 ssize_t credpush_write(struct sup *s);
 

@@ -216,14 +216,18 @@ run_guest_input(struct guestin *g, const char *buf, size_t n, int64_t now)
  * 0 none.
  */
 static int64_t
-run_resume(struct run *r, int *gw_open, uint64_t *reloaded, int64_t lost_at,
+run_resume(struct sup *s, int *gw_open, uint64_t *reloaded, int64_t lost_at,
     int64_t now)
 {
+	struct run *r = s->r;
+	struct ctl_lease got;
 	char *cause = NULL;
 	int fd;
 
-	fd = ctl_resume(r->gw_path, r->id, &r->lease, reloaded, &cause);
+	fd = ctl_resume(r->gw_path, r->id, &r->lease, &got, reloaded, &cause);
 	if (fd != -1) {
+		/* The profile may have gained or lost credentials meanwhile. */
+		credpush_lease(s, &got);
 		r->gw_fd = fd;
 		ctl_reader_free(r->gw_in);
 		r->gw_in = ctl_reader_new(fd);
@@ -850,7 +854,7 @@ sup_timers(struct sup *s, int64_t now)
 	}
 	if (s->resume_at != 0 && now >= s->resume_at) {
 		s->resume_at =
-		    run_resume(r, &s->gw_open, &reloaded, s->lost_at, now);
+		    run_resume(s, &s->gw_open, &reloaded, s->lost_at, now);
 		s->told_turn = 0; /* a new connection: tell it again */
 		if (reloaded != 0 && r->selftest)
 			s->st_want = reloaded; /* selftest_round asks */

@@ -8,7 +8,9 @@
 # origin sees the real value).  A second reload replaces the credential
 # by another bound to the same host: API_KEY goes, API_KEY2 comes, and
 # the old placeholder is refused (403 credential_misuse, its row); the
-# origin never sees a placeholder.  Needs root, QEMU and a guest kernel
+# origin never sees a placeholder.  A gateway restart with the policy
+# changed meanwhile: RESUME's reply carries the profile's credentials now
+# and the guest gets them the same way.  Needs root, QEMU and a guest kernel
 # (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -136,6 +138,22 @@ out=$(turn "$(req /run/ksb/secrets/API_KEY2)")
 ksb_check "API_KEY2's placeholder is swapped" \
 	'echo "$out" | grep -q "\"key\": \"real\", \"auth\": \"none\", \"placeholder\": false"'
 ksb_check "the origin never saw a placeholder" '! grep -q "\"placeholder\": true" "$OLOG"'
+
+ksb_say "a gateway restart with a changed policy: RESUME brings api back"
+kill -TERM "$KSB_GATEWAY_PID"
+ksb_wait_dead "$KSB_GATEWAY_PID" 30 || true
+policy "credential api"
+ksb_gateway
+ksb_check "ksb-run resumed its lease" 'ksb_until 60 grep -q "lease resumed" "$I/ksb-run.log"'
+ksb_check "and relayed the profile's credentials as RESUME gave them" \
+	'ksb_until 60 grep -q "credential api2 left the profile" "$I/ksb-run.log"'
+out=$(turn 'ls /run/ksb/secrets')
+echo "# $out"
+ksb_check "after the restart: API_KEY is back, API_KEY2 gone" \
+	'echo "$out" | grep -qw API_KEY && ! echo "$out" | grep -qw API_KEY2'
+out=$(turn "$(req /run/ksb/secrets/API_KEY)")
+ksb_check "its placeholder is swapped" \
+	'echo "$out" | grep -q "\"key\": \"real\", \"auth\": \"none\", \"placeholder\": false"'
 
 ctl stop rb > /dev/null 2>&1 || true
 echo

@@ -386,7 +386,7 @@ resume_with(const char *piece1, const char *piece2, uint64_t *n, char **cause)
 		_exit(0);
 	}
 	close(lfd);
-	fd = ctl_resume(sock, "t1", &lease, n, cause);
+	fd = ctl_resume(sock, "t1", &lease, NULL, n, cause);
 	if (fd != -1)
 		close(fd);
 	waitpid(pid, &st, 0);
