@@ -39,11 +39,26 @@ struct audit_wait;
  */
 int audit_open(
     const char *path, int64_t retention_s, struct audit **out, char **cause);
+/*
+ * audit_open_lost: audit_open, for a chain that was lost (--new-audit):
+ * if the database has no record, it is anchored at lost_seq/lost_head
+ * (chain_anchor reason "lost", ksb-audit(5)): the new records continue
+ * the recorded head's seq and hash, and the anchor row says where and
+ * when the loss was accepted.  lost_seq 0: audit_open.
+ */
+int audit_open_lost(const char *path, int64_t retention_s, int64_t lost_seq,
+    const uint8_t *lost_head, struct audit **out, char **cause);
 /* Start the writer thread and its wakeup event on base.  0 or -1. */
 int audit_start(struct audit *, struct event_base *base, char **cause);
 /* Flush every queued record (bounded: one attempt if the database is
  * down), stop the writer, close.  Call before event_base_free.  NULL-safe. */
 void audit_free(struct audit *);
+/* The flush and stop of audit_free, the struct kept for audit_head (the
+ * final head).  NULL-safe, idempotent. */
+void audit_stop(struct audit *);
+/* The last committed record's seq and hash (loop thread): 0, or -1 while
+ * nothing was committed (seq 0). */
+int audit_head(struct audit *, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
 /*
  * The witness: log "audit head SEQ:HASH" (the last committed record's seq
  * and hash, hex) to standard error and syslog(3), now and every

@@ -764,3 +764,62 @@ audit_chain_record(sqlite3 *db, int64_t seq, uint8_t hash[AUDIT_HASH_LEN],
 	free(sql);
 	return ret;
 }
+
+int
+audit_chain_mark_read(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -1;
+
+	*seq = 0;
+	memset(hash, 0, AUDIT_HASH_LEN);
+	if (sqlite3_prepare_v2(db,
+		"SELECT seq, hash FROM audit_head WHERE id = 1", -1, &st,
+		NULL) != SQLITE_OK) {
+		/* A state database older than version 2: nothing recorded. */
+		ret = strstr(sqlite3_errmsg(db), "no such table") != NULL ? 1 :
+									    -1;
+		goto cleanup;
+	}
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		ret = 1;
+	else if (rc == SQLITE_ROW &&
+	    sqlite3_column_bytes(st, 1) == AUDIT_HASH_LEN &&
+	    sqlite3_column_int64(st, 0) > 0) {
+		*seq = sqlite3_column_int64(st, 0);
+		memcpy(hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
+		ret = 0;
+	}
+cleanup:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+int
+audit_chain_absent(const char *path)
+{
+	struct stat sb;
+	sqlite3 *db = NULL;
+	uint8_t h[AUDIT_HASH_LEN];
+	int64_t seq = 0;
+	char *uri;
+	int ret = -1;
+
+	if (stat(path, &sb) == -1)
+		return errno == ENOENT ? 1 : -1;
+	if (S_ISREG(sb.st_mode) && sb.st_size == 0)
+		return 1;
+	xasprintf(&uri, "file:%s?mode=ro", path);
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+		NULL) == SQLITE_OK) {
+		sqlite3_busy_timeout(db, 2000);
+		if (audit_chain_head(db, &seq, h) == 0)
+			ret = seq == 0;
+		else if (strstr(sqlite3_errmsg(db), "no such table") != NULL)
+			ret = 1; /* a database without the audit's tables */
+	}
+	sqlite3_close(db);
+	free(uri);
+	return ret;
+}
