@@ -228,6 +228,8 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	}
 	pr->next = privsep_rows[id % PRIVSEP_BUCKETS];
 	privsep_rows[id % PRIVSEP_BUCKETS] = pr;
+	if (log_verbose()) /* the event tests await (auditqueue.sh) */
+		log_debug("audit row %lld queued", (long long)pr->row);
 	return 0;
 }
 
@@ -594,15 +596,16 @@ privsep_lost(const char *why, int exiting)
 	if (privsep_pid > 0)
 		privsep_reap(privsep_pid, exiting, how, sizeof(how));
 	privsep_traffic_lost();
-	/* Its tunnels died with it: close their rows. */
+	/* Its tunnels died with it: close their rows, those still queued
+	 * for their commit too (the close follows the row in the writer's
+	 * FIFO; a row whose commit fails has its close skipped). */
 	for (i = 0; i < PRIVSEP_BUCKETS; i++) {
 		for (r = privsep_rows[i]; r != NULL; r = next) {
 			next = r->next;
 			audit_cancel(r->wait);
-			if (r->wait == NULL)
-				audit_close(privsep_gw->audit, r->row, 0, 0,
-				    now - r->start_ms,
-				    reason_name(REASON_PROXY_RESTARTED));
+			audit_close(privsep_gw->audit, r->row, 0, 0,
+			    now - r->start_ms,
+			    reason_name(REASON_PROXY_RESTARTED));
 			free(r);
 		}
 		privsep_rows[i] = NULL;
