@@ -651,6 +651,34 @@ cred_used(const struct policy *pol, const struct policy_cred *c)
 }
 
 int
+cred_check(const struct policy *pol, char **errors)
+{
+	const struct policy_cred *c;
+	char *value = NULL;
+	size_t i, len = 0;
+
+	for (i = 0; i < policy_ncreds(pol); i++) {
+		c = policy_cred_at(pol, i);
+		if (!cred_used(pol, c))
+			continue;
+		if (c->source == POLICY_CRED_COMMAND) {
+			if (access(c->argv[0], X_OK) == -1)
+				return cause_set(errors,
+				    "%s:%d: credential %s: %s: %s", c->file,
+				    c->line, c->name, c->argv[0],
+				    strerror(errno));
+			continue;
+		}
+		if (cred_read_source(c, &value, &len, errors) == -1)
+			return -1;
+		OPENSSL_cleanse(value, len);
+		free(value);
+		value = NULL;
+	}
+	return 0;
+}
+
+int
 cred_load(const struct policy *pol, struct credset **out, char **errors)
 {
 	struct credset *set = xcalloc(1, sizeof(*set));

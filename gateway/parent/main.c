@@ -613,6 +613,13 @@ main(int argc, char **argv)
 		conf_free(gw.conf);
 		return 1;
 	}
+	if (o.check && cred_check(gw.policy, &cause) == -1) {
+		fprintf(stderr, "ksb-gatewayd: credentials: %s\n", cause);
+		free(cause);
+		policy_free(gw.policy);
+		conf_free(gw.conf);
+		return 1;
+	}
 	if (o.check) {
 		printf("configuration OK\n");
 		policy_free(gw.policy);

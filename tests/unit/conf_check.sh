@@ -68,5 +68,33 @@ check "state-dir /usrx (not under /usr) accepted" \
 	 "$B/ksb-gatewayd" -n -f "$T/ok.conf" | grep -qx "configuration OK"'
 check "the compiled default state-dir is outside /usr (configure: /var/lib/ksb)" \
 	'"$B/ksb-gatewayd" -n -f "$T/good.conf" | grep -qx "configuration OK"'
+# Credential sources are checked as the start checks them (issue 29):
+# -n said "configuration OK" for a source the start then refused.
+mkdir -p "$T/cred.d"
+cred_conf() {
+	printf 'credential k {\n    host x.example.com\n    header x-api-key\n    source %s\n    secret K_KEY\n}\nprofile a {\n    allow x.example.com\n    credential k\n}\n' "$1" > "$T/cred.d/a.policy"
+	printf 'policy = cred.d/*.policy\nstate-dir = %s/state\n' "$T" > "$T/cred.conf"
+}
+cred_conf "file $T/no-such-key"
+check "-n: a missing credential file refused, naming it" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "credentials: .*a.policy:[0-9]*: credential k: .*no-such-key" "$T/cred.err"'
+printf 'sk-secret-value-ksbt\n' > "$T/open-key"
+chmod 0644 "$T/open-key"
+cred_conf "file $T/open-key"
+check "-n: a credential file others may read refused, its value not shown" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "credential k: " "$T/cred.err" && ! grep -q sk-secret "$T/cred.err"'
+chmod 0600 "$T/open-key"
+check "-n: a private credential file is OK" \
+	'"$B/ksb-gatewayd" -n -f "$T/cred.conf" 2>&1 | grep -qx "configuration OK"'
+cred_conf "env KSBT_NO_SUCH_VAR"
+check "-n: an unset credential variable refused" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "KSBT_NO_SUCH_VAR is not set" "$T/cred.err"'
+cred_conf "command $T/no-such-helper"
+check "-n: a missing credential command refused (not run)" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "no-such-helper: No such file" "$T/cred.err"'
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
