@@ -41,7 +41,7 @@
 #include "audit/audit.h"
 #include "audit/audit_chain.h"
 
-#define AUDIT_SCHEMA_VERSION 9
+#define AUDIT_SCHEMA_VERSION 10
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -62,6 +62,7 @@ extern const char schema_migrate_6_sql[];
 extern const char schema_migrate_7_sql[];
 extern const char schema_migrate_8_sql[];
 extern const char schema_migrate_9_sql[];
+extern const char schema_migrate_10_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -870,6 +871,15 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		if (audit_exec(a, schema_migrate_7_sql, cause) == -1)
 			return -1;
 		log_info("audit %s: schema version 7's forwards table added",
+		    a->path);
+	}
+	/* -> 10 adds a table and rebuilds selftests: first too (the
+	 * statements are prepared after; audit/schema/migrate-10.sql). */
+	if (version != 0 && version < 10) {
+		if (audit_exec(a, schema_migrate_10_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: migrated to schema version 10 (request "
+			 "opens, self-test trigger rules)",
 		    a->path);
 	}
 	a->seq = 0;
@@ -2014,6 +2024,36 @@ audit_request(struct audit *a, int64_t conn_id, const char *method,
 }
 
 int
+audit_request_open(struct audit *a, int64_t conn_id, const char *method,
+    const char *path, const char *cred, audit_done_cb cb, void *arg,
+    struct audit_wait **wait)
+{
+	struct audit_rec *r;
+	char esc[2100];
+
+	if (wait != NULL)
+		*wait = NULL;
+	if (cb != NULL && !audit_available(a))
+		return -1;
+	r = xcalloc(1, sizeof(*r));
+	r->kind = AUDIT_REQUEST_OPEN;
+	audit_set_int(&r->v[0], conn_id);
+	audit_set_int(&r->v[1], util_now_ms());
+	log_escape(esc, sizeof(esc), method, strlen(method));
+	audit_rec_text(r, 2, esc[0] ? esc : "-");
+	log_escape(esc, sizeof(esc), path, strlen(path));
+	audit_rec_text(r, 3, esc[0] ? esc : "-");
+	audit_rec_text(r, 4, cred);
+	r->cb = cb;
+	r->arg = arg;
+	if (audit_enqueue(a, r) == -1)
+		return -1;
+	if (wait != NULL && cb != NULL)
+		*wait = (struct audit_wait *)r;
+	return 0;
+}
+
+int
 audit_policy(struct audit *a, const char *digest, int ok, const char *files,
     const char *errors)
 {
@@ -2066,7 +2106,10 @@ audit_selftest(struct audit *a, const struct audit_selftest *t)
 	r->kind = AUDIT_SELFTEST;
 	audit_set_int(&r->v[0], util_now_ms());
 	audit_set_text(&r->v[1], t->instance);
-	audit_set_text(&r->v[2], t->reload ? "reload" : "boot");
+	audit_set_text(&r->v[2],
+	    t->rules	  ? "rules" :
+		t->reload ? "reload" :
+			    "boot");
 	audit_set_text(&r->v[3], t->ok ? "ok" : "fail");
 	audit_set_int(&r->v[4], t->probes);
 	audit_set_text(&r->v[5], t->ok ? NULL : t->failed);

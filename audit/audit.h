@@ -94,6 +94,18 @@ int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
 int audit_request(struct audit *, int64_t conn_id, const char *method,
     const char *path, int status, uint64_t up, uint64_t down, const char *cred,
     const char *reason);
+/*
+ * audit_request_open: a request of the terminated tunnel conn_id as it is
+ * about to be sent (table request_opens, schema 10): method, path
+ * (without the query) escaped on write, cred NULL: none.  cb runs from
+ * the loop after the commit (ok 1) or its failure (ok 0), unless
+ * audit_cancel(*wait) ran first; the proxy sends nothing of the request
+ * upstream before.  Its end is an audit_request row.  0, or -1 (the
+ * audit is unavailable or the backlog full: nothing queued, cb not run).
+ */
+int audit_request_open(struct audit *, int64_t conn_id, const char *method,
+    const char *path, const char *cred, audit_done_cb cb, void *arg,
+    struct audit_wait **wait);
 /* Record a policy (re)load attempt; digest NULL and errors set on failure. */
 int audit_policy(struct audit *, const char *digest, int ok, const char *files,
     const char *errors);
@@ -118,6 +130,8 @@ struct audit_selftest {
 	const char *policy_digest; /* the policy it ran under */
 	const char *action; /* "none", "refused", "stopped"; NULL: from ok
 			       and reload */
+	int rules;	    /* 1: the gateway's own rule check (trigger rules,
+		      schema 10; rulecheck.c) */
 };
 int audit_selftest(struct audit *, const struct audit_selftest *);
 /*

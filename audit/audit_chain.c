@@ -2,7 +2,7 @@
  * audit_chain.c: the audit database's hash chain (ksb-audit(5), "HASH
  * CHAIN"), shared by ksb-gatewayd's writer and `ksbctl audit verify'.
  *
- * Seven tables hold chained records, one sequence (seq) across them:
+ * Nine tables hold chained records, one sequence (seq) across them:
  *
  *   hash(seq) = SHA-256(hash(seq - 1) || be64(seq) || kind || NUL ||
  *                       field_1 || ... || field_n)
@@ -55,6 +55,8 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    "stream, peer, bytes_to_guest, bytes_from_guest, duration_ms, "
 	    "reason",
 	    12 },
+	[AUDIT_REQUEST_OPEN] = { "request_open", "request_opens", "ts_ms",
+	    "conn_id, ts_ms, method, path, credential", 5 },
 };
 
 static void
