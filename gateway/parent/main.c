@@ -582,6 +582,7 @@ main(int argc, char **argv)
 	struct event *sigs[4];
 	const int signums[4] = { SIGHUP, SIGTERM, SIGINT, SIGQUIT };
 	char *cause = NULL;
+	unsigned unseen = 0; /* -n run by a user other than root */
 	int i, r;
 
 	if ((r = gateway_options(argc, argv, &o)) != -1)
@@ -613,7 +614,9 @@ main(int argc, char **argv)
 		conf_free(gw.conf);
 		return 1;
 	}
-	if (o.check && cred_check(gw.policy, &cause) == -1) {
+	if (o.check &&
+	    credsource_check(
+		gw.policy, CREDSOURCE_CHECK_ENV, &unseen, &cause) == -1) {
 		fprintf(stderr, "ksb-gatewayd: credentials: %s\n", cause);
 		free(cause);
 		policy_free(gw.policy);

@@ -151,15 +151,6 @@ const char *cred_ca_path(const struct ksb_conf *, char *buf, size_t len);
  * or -1 and *errors: "file:line: credential NAME: why" (never a value).
  */
 int cred_load(const struct policy *pol, struct credset **out, char **errors);
-/*
- * cred_check (ksb-gatewayd -n): every credential a profile uses is
- * checked as the start checks it: a file source opened, its owner and
- * mode checked and its value read, checked and wiped; an environment
- * variable set and valid; a command's program present and executable
- * (it is not run).  No value is kept or logged.  0, or -1 and *errors
- * (the first failure, as cred_load says it).
- */
-int cred_check(const struct policy *pol, char **errors);
 /* ---- privsep.c -------------------------------------------------------------
  * The parent's side of privilege separation: starts the proxy process
  * (child.c), restarts it with backoff when it dies or misbehaves, turns
