@@ -69,6 +69,29 @@ audit_chain_be(uint8_t *p, uint64_t v, int n)
 }
 
 /*
+ * Has db kind k's table?  1 or 0.  A database of an older schema lacks
+ * the tables of later kinds (request_opens: schema 10; a copy kept for
+ * the record is read, not migrated): it holds no record of them.
+ */
+static int
+audit_chain_has_table(sqlite3 *db, int k)
+{
+	sqlite3_stmt *st = NULL;
+	int has = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+		"name = ?1",
+		-1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(
+		    st, 1, audit_kinds[k].table, -1, SQLITE_STATIC);
+		has = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	return has;
+}
+
+/*
  * The chain's key (ksb.conf audit-key): NULL, SHA-256; else HMAC-SHA256
  * with it.  Process-wide: one chain per process, set before any hash.
  */
@@ -357,6 +380,8 @@ audit_chain_head(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
 	if (audit_chain_anchor(db, seq, hash) == -1)
 		return -1;
 	for (k = 0; k < AUDIT_NKINDS; k++) {
+		if (!audit_chain_has_table(db, k))
+			continue;
 		xasprintf(&sql,
 		    "SELECT seq, hash FROM %s WHERE seq IS NOT NULL "
 		    "ORDER BY seq DESC LIMIT 1",
@@ -475,15 +500,20 @@ audit_verify_prepare(sqlite3 *db, sqlite3_stmt **st, char **cause)
 	for (k = 0; k < AUDIT_NKINDS; k++) {
 		/* A versioned kind: chain_v and its version 2 columns
 		 * after the others (NULL in a database before schema 8). */
-		xasprintf(&sql,
-		    "SELECT seq, hash, rowid, %s%s%s FROM %s "
-		    "ORDER BY seq",
-		    audit_kinds[k].cols,
-		    audit_kinds[k].vcols == NULL   ? "" :
-			audit_verify_has_v2(db, k) ? ", chain_v, " :
-						     ", NULL, ",
-		    audit_kinds[k].vcols != NULL ? audit_kinds[k].vcols : "",
-		    audit_kinds[k].table);
+		if (!audit_chain_has_table(db, k))
+			xasprintf(&sql, "SELECT NULL WHERE 0"); /* no rows */
+		else
+			xasprintf(&sql,
+			    "SELECT seq, hash, rowid, %s%s%s FROM %s "
+			    "ORDER BY seq",
+			    audit_kinds[k].cols,
+			    audit_kinds[k].vcols == NULL   ? "" :
+				audit_verify_has_v2(db, k) ? ", chain_v, " :
+							     ", NULL, ",
+			    audit_kinds[k].vcols != NULL ?
+				audit_kinds[k].vcols :
+				"",
+			    audit_kinds[k].table);
 		rc = sqlite3_prepare_v2(db, sql, -1, &st[k], NULL);
 		free(sql);
 		if (rc != SQLITE_OK)
@@ -740,6 +770,8 @@ audit_chain_record(sqlite3 *db, int64_t seq, uint8_t hash[AUDIT_HASH_LEN],
 	int k, rc, ret = 1;
 
 	for (k = 0; k < AUDIT_NKINDS && ret == 1; k++) {
+		if (!audit_chain_has_table(db, k))
+			continue;
 		xasprintf(&sql, "SELECT rowid, hash FROM %s WHERE seq = ?",
 		    audit_kinds[k].table);
 		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
