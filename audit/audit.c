@@ -41,7 +41,7 @@
 #include "audit/audit.h"
 #include "audit/audit_chain.h"
 
-#define AUDIT_SCHEMA_VERSION 9
+#define AUDIT_SCHEMA_VERSION 10
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -62,6 +62,7 @@ extern const char schema_migrate_6_sql[];
 extern const char schema_migrate_7_sql[];
 extern const char schema_migrate_8_sql[];
 extern const char schema_migrate_9_sql[];
+extern const char schema_migrate_10_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -121,7 +122,9 @@ struct audit {
 	sqlite3_stmt *tot_up[2], *tot_ins[2]; /* totals_instance, _host */
 	int64_t seq;			      /* last record's seq ... */
 	uint8_t head[AUDIT_HASH_LEN];	      /* ... and hash */
-	int have_head; /* seq/head known (a database was open) */
+	int have_head;	  /* seq/head known (a database was open) */
+	int64_t lost_seq; /* audit_open_lost: anchor an absent chain here */
+	uint8_t lost_head[AUDIT_HASH_LEN];
 	int down;
 	int probe_ok; /* down, but the last probe passed */
 	int64_t down_since, retry_at, next_prune;
@@ -870,6 +873,15 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 		log_info("audit %s: schema version 7's forwards table added",
 		    a->path);
 	}
+	/* -> 10 adds a table and rebuilds selftests: first too (the
+	 * statements are prepared after; audit/schema/migrate-10.sql). */
+	if (version != 0 && version < 10) {
+		if (audit_exec(a, schema_migrate_10_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: migrated to schema version 10 (request "
+			 "opens, self-test trigger rules)",
+		    a->path);
+	}
 	a->seq = 0;
 	memset(a->head, 0, AUDIT_HASH_LEN);
 	if (version == 1) {
@@ -914,27 +926,33 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 	return audit_prepare_totals(a, cause);
 }
 
-/* A new database continues the chain of the removed one (seq, head). */
+/*
+ * A new database continues a chain at (seq, head): reason "replaced" (the
+ * file was removed under a running gateway) or "lost" (it was absent at
+ * start, --new-audit: audit_open_lost).
+ */
 static int
 audit_db_anchor(struct audit *a, int64_t seq, const uint8_t *head, int64_t now,
-    char **cause)
+    const char *reason, char **cause)
 {
 	sqlite3_stmt *st = NULL;
 	int ret = -1;
 
 	if (sqlite3_prepare_v2(a->db,
 		"INSERT INTO chain_anchor (id, seq, "
-		"hash, ts_ms, reason) VALUES (1, ?, ?, ?, 'replaced')",
+		"hash, ts_ms, reason) VALUES (1, ?, ?, ?, ?)",
 		-1, &st, NULL) != SQLITE_OK)
 		goto sqlerr;
 	sqlite3_bind_int64(st, 1, seq);
 	sqlite3_bind_blob(st, 2, head, AUDIT_HASH_LEN, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 3, now);
+	sqlite3_bind_text(st, 4, reason, -1, SQLITE_STATIC);
 	if (sqlite3_step(st) != SQLITE_DONE)
 		goto sqlerr;
 	log_warnx("audit %s: new database continues the chain of the "
-		  "removed one at seq %lld",
-	    a->path, (long long)seq);
+		  "%s one at seq %lld",
+	    a->path, strcmp(reason, "lost") == 0 ? "lost" : "removed",
+	    (long long)seq);
 	ret = 0;
 	goto cleanup;
 sqlerr:
@@ -1048,11 +1066,19 @@ audit_sqlite_open(struct audit *a, char **cause)
 	if (audit_db_migrate(a, version, cause) == -1)
 		goto rollback;
 	if (version == 0 && a->have_head && prev_seq > 0 &&
-	    audit_db_anchor(a, prev_seq, prev_head, now, cause) == -1)
+	    audit_db_anchor(a, prev_seq, prev_head, now, "replaced", cause) ==
+		-1)
 		goto rollback;
 	if (audit_chain_head(a->db, &a->seq, a->head) == -1) {
 		cause_set(cause, "%s: %s", a->path, sqlite3_errmsg(a->db));
 		goto rollback;
+	}
+	if (a->lost_seq > 0 && a->seq == 0) {
+		if (audit_db_anchor(
+			a, a->lost_seq, a->lost_head, now, "lost", cause) == -1)
+			goto rollback;
+		a->seq = a->lost_seq;
+		memcpy(a->head, a->lost_head, AUDIT_HASH_LEN);
 	}
 	if ((r = audit_db_keyed(a, version, cause)) != 0) {
 		ret = r;
@@ -1066,6 +1092,7 @@ audit_sqlite_open(struct audit *a, char **cause)
 		goto rollback;
 	free(sql);
 	a->have_head = 1;
+	a->lost_seq = 0;
 	return 0;
 rollback:
 	free(sql);
@@ -1702,9 +1729,21 @@ int
 audit_open(
     const char *path, int64_t retention_s, struct audit **out, char **cause)
 {
+	return audit_open_lost(path, retention_s, 0, NULL, out, cause);
+}
+
+int
+audit_open_lost(const char *path, int64_t retention_s, int64_t lost_seq,
+    const uint8_t *lost_head, struct audit **out, char **cause)
+{
 	struct audit *a = xcalloc(1, sizeof(*a));
 	char *why = NULL;
 	int rc;
+
+	if (lost_seq > 0 && lost_head != NULL) {
+		a->lost_seq = lost_seq;
+		memcpy(a->lost_head, lost_head, AUDIT_HASH_LEN);
+	}
 
 	/* No allocation statistics: they take a global mutex around every
 	 * SQLite malloc and free (5-8% of the writer's time).  Only before
@@ -1822,6 +1861,29 @@ audit_witness_start(struct audit *a, struct event_base *base, char **cause)
 	return 0;
 }
 
+int
+audit_head(struct audit *a, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
+{
+	pthread_mutex_lock(&a->mtx);
+	*seq = a->wit_seq;
+	memcpy(hash, a->wit_head, AUDIT_HASH_LEN);
+	pthread_mutex_unlock(&a->mtx);
+	return *seq > 0 ? 0 : -1;
+}
+
+void
+audit_stop(struct audit *a)
+{
+	if (a == NULL || !a->started)
+		return;
+	pthread_mutex_lock(&a->mtx);
+	a->stopping = 1;
+	pthread_cond_signal(&a->cond);
+	pthread_mutex_unlock(&a->mtx);
+	pthread_join(a->thread, NULL);
+	a->started = 0;
+}
+
 void
 audit_free(struct audit *a)
 {
@@ -1829,13 +1891,7 @@ audit_free(struct audit *a)
 
 	if (a == NULL)
 		return;
-	if (a->started) {
-		pthread_mutex_lock(&a->mtx);
-		a->stopping = 1;
-		pthread_cond_signal(&a->cond);
-		pthread_mutex_unlock(&a->mtx);
-		pthread_join(a->thread, NULL);
-	}
+	audit_stop(a);
 	if (a->wit_ev != NULL) {
 		audit_witness(a); /* the head after the last flush */
 		event_free(a->wit_ev);
@@ -1968,6 +2024,36 @@ audit_request(struct audit *a, int64_t conn_id, const char *method,
 }
 
 int
+audit_request_open(struct audit *a, int64_t conn_id, const char *method,
+    const char *path, const char *cred, audit_done_cb cb, void *arg,
+    struct audit_wait **wait)
+{
+	struct audit_rec *r;
+	char esc[2100];
+
+	if (wait != NULL)
+		*wait = NULL;
+	if (cb != NULL && !audit_available(a))
+		return -1;
+	r = xcalloc(1, sizeof(*r));
+	r->kind = AUDIT_REQUEST_OPEN;
+	audit_set_int(&r->v[0], conn_id);
+	audit_set_int(&r->v[1], util_now_ms());
+	log_escape(esc, sizeof(esc), method, strlen(method));
+	audit_rec_text(r, 2, esc[0] ? esc : "-");
+	log_escape(esc, sizeof(esc), path, strlen(path));
+	audit_rec_text(r, 3, esc[0] ? esc : "-");
+	audit_rec_text(r, 4, cred);
+	r->cb = cb;
+	r->arg = arg;
+	if (audit_enqueue(a, r) == -1)
+		return -1;
+	if (wait != NULL && cb != NULL)
+		*wait = (struct audit_wait *)r;
+	return 0;
+}
+
+int
 audit_policy(struct audit *a, const char *digest, int ok, const char *files,
     const char *errors)
 {
@@ -2020,7 +2106,10 @@ audit_selftest(struct audit *a, const struct audit_selftest *t)
 	r->kind = AUDIT_SELFTEST;
 	audit_set_int(&r->v[0], util_now_ms());
 	audit_set_text(&r->v[1], t->instance);
-	audit_set_text(&r->v[2], t->reload ? "reload" : "boot");
+	audit_set_text(&r->v[2],
+	    t->rules	  ? "rules" :
+		t->reload ? "reload" :
+			    "boot");
 	audit_set_text(&r->v[3], t->ok ? "ok" : "fail");
 	audit_set_int(&r->v[4], t->probes);
 	audit_set_text(&r->v[5], t->ok ? NULL : t->failed);

@@ -39,11 +39,26 @@ struct audit_wait;
  */
 int audit_open(
     const char *path, int64_t retention_s, struct audit **out, char **cause);
+/*
+ * audit_open_lost: audit_open, for a chain that was lost (--new-audit):
+ * if the database has no record, it is anchored at lost_seq/lost_head
+ * (chain_anchor reason "lost", ksb-audit(5)): the new records continue
+ * the recorded head's seq and hash, and the anchor row says where and
+ * when the loss was accepted.  lost_seq 0: audit_open.
+ */
+int audit_open_lost(const char *path, int64_t retention_s, int64_t lost_seq,
+    const uint8_t *lost_head, struct audit **out, char **cause);
 /* Start the writer thread and its wakeup event on base.  0 or -1. */
 int audit_start(struct audit *, struct event_base *base, char **cause);
 /* Flush every queued record (bounded: one attempt if the database is
  * down), stop the writer, close.  Call before event_base_free.  NULL-safe. */
 void audit_free(struct audit *);
+/* The flush and stop of audit_free, the struct kept for audit_head (the
+ * final head).  NULL-safe, idempotent. */
+void audit_stop(struct audit *);
+/* The last committed record's seq and hash (loop thread): 0, or -1 while
+ * nothing was committed (seq 0). */
+int audit_head(struct audit *, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
 /*
  * The witness: log "audit head SEQ:HASH" (the last committed record's seq
  * and hash, hex) to standard error and syslog(3), now and every
@@ -79,6 +94,18 @@ int audit_close(struct audit *, int64_t id, uint64_t up, uint64_t down,
 int audit_request(struct audit *, int64_t conn_id, const char *method,
     const char *path, int status, uint64_t up, uint64_t down, const char *cred,
     const char *reason);
+/*
+ * audit_request_open: a request of the terminated tunnel conn_id as it is
+ * about to be sent (table request_opens, schema 10): method, path
+ * (without the query) escaped on write, cred NULL: none.  cb runs from
+ * the loop after the commit (ok 1) or its failure (ok 0), unless
+ * audit_cancel(*wait) ran first; the proxy sends nothing of the request
+ * upstream before.  Its end is an audit_request row.  0, or -1 (the
+ * audit is unavailable or the backlog full: nothing queued, cb not run).
+ */
+int audit_request_open(struct audit *, int64_t conn_id, const char *method,
+    const char *path, const char *cred, audit_done_cb cb, void *arg,
+    struct audit_wait **wait);
 /* Record a policy (re)load attempt; digest NULL and errors set on failure. */
 int audit_policy(struct audit *, const char *digest, int ok, const char *files,
     const char *errors);
@@ -103,6 +130,8 @@ struct audit_selftest {
 	const char *policy_digest; /* the policy it ran under */
 	const char *action; /* "none", "refused", "stopped"; NULL: from ok
 			       and reload */
+	int rules;	    /* 1: the gateway's own rule check (trigger rules,
+		      schema 10; rulecheck.c) */
 };
 int audit_selftest(struct audit *, const struct audit_selftest *);
 /*

@@ -2,7 +2,7 @@
  * audit_chain.c: the audit database's hash chain (ksb-audit(5), "HASH
  * CHAIN"), shared by ksb-gatewayd's writer and `ksbctl audit verify'.
  *
- * Seven tables hold chained records, one sequence (seq) across them:
+ * Nine tables hold chained records, one sequence (seq) across them:
  *
  *   hash(seq) = SHA-256(hash(seq - 1) || be64(seq) || kind || NUL ||
  *                       field_1 || ... || field_n)
@@ -55,6 +55,8 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    "stream, peer, bytes_to_guest, bytes_from_guest, duration_ms, "
 	    "reason",
 	    12 },
+	[AUDIT_REQUEST_OPEN] = { "request_open", "request_opens", "ts_ms",
+	    "conn_id, ts_ms, method, path, credential", 5 },
 };
 
 static void
@@ -64,6 +66,29 @@ audit_chain_be(uint8_t *p, uint64_t v, int n)
 
 	for (i = n - 1; i >= 0; i--, v >>= 8)
 		p[i] = v & 0xff;
+}
+
+/*
+ * Has db kind k's table?  1 or 0.  A database of an older schema lacks
+ * the tables of later kinds (request_opens: schema 10; a copy kept for
+ * the record is read, not migrated): it holds no record of them.
+ */
+static int
+audit_chain_has_table(sqlite3 *db, int k)
+{
+	sqlite3_stmt *st = NULL;
+	int has = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+		"name = ?1",
+		-1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(
+		    st, 1, audit_kinds[k].table, -1, SQLITE_STATIC);
+		has = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	return has;
 }
 
 /*
@@ -355,6 +380,8 @@ audit_chain_head(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
 	if (audit_chain_anchor(db, seq, hash) == -1)
 		return -1;
 	for (k = 0; k < AUDIT_NKINDS; k++) {
+		if (!audit_chain_has_table(db, k))
+			continue;
 		xasprintf(&sql,
 		    "SELECT seq, hash FROM %s WHERE seq IS NOT NULL "
 		    "ORDER BY seq DESC LIMIT 1",
@@ -473,15 +500,20 @@ audit_verify_prepare(sqlite3 *db, sqlite3_stmt **st, char **cause)
 	for (k = 0; k < AUDIT_NKINDS; k++) {
 		/* A versioned kind: chain_v and its version 2 columns
 		 * after the others (NULL in a database before schema 8). */
-		xasprintf(&sql,
-		    "SELECT seq, hash, rowid, %s%s%s FROM %s "
-		    "ORDER BY seq",
-		    audit_kinds[k].cols,
-		    audit_kinds[k].vcols == NULL   ? "" :
-			audit_verify_has_v2(db, k) ? ", chain_v, " :
-						     ", NULL, ",
-		    audit_kinds[k].vcols != NULL ? audit_kinds[k].vcols : "",
-		    audit_kinds[k].table);
+		if (!audit_chain_has_table(db, k))
+			xasprintf(&sql, "SELECT NULL WHERE 0"); /* no rows */
+		else
+			xasprintf(&sql,
+			    "SELECT seq, hash, rowid, %s%s%s FROM %s "
+			    "ORDER BY seq",
+			    audit_kinds[k].cols,
+			    audit_kinds[k].vcols == NULL   ? "" :
+				audit_verify_has_v2(db, k) ? ", chain_v, " :
+							     ", NULL, ",
+			    audit_kinds[k].vcols != NULL ?
+				audit_kinds[k].vcols :
+				"",
+			    audit_kinds[k].table);
 		rc = sqlite3_prepare_v2(db, sql, -1, &st[k], NULL);
 		free(sql);
 		if (rc != SQLITE_OK)
@@ -738,6 +770,8 @@ audit_chain_record(sqlite3 *db, int64_t seq, uint8_t hash[AUDIT_HASH_LEN],
 	int k, rc, ret = 1;
 
 	for (k = 0; k < AUDIT_NKINDS && ret == 1; k++) {
+		if (!audit_chain_has_table(db, k))
+			continue;
 		xasprintf(&sql, "SELECT rowid, hash FROM %s WHERE seq = ?",
 		    audit_kinds[k].table);
 		if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
@@ -762,5 +796,64 @@ audit_chain_record(sqlite3 *db, int64_t seq, uint8_t hash[AUDIT_HASH_LEN],
 	}
 	sqlite3_finalize(st);
 	free(sql);
+	return ret;
+}
+
+int
+audit_chain_mark_read(sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN])
+{
+	sqlite3_stmt *st = NULL;
+	int rc, ret = -1;
+
+	*seq = 0;
+	memset(hash, 0, AUDIT_HASH_LEN);
+	if (sqlite3_prepare_v2(db,
+		"SELECT seq, hash FROM audit_head WHERE id = 1", -1, &st,
+		NULL) != SQLITE_OK) {
+		/* A state database older than version 2: nothing recorded. */
+		ret = strstr(sqlite3_errmsg(db), "no such table") != NULL ? 1 :
+									    -1;
+		goto cleanup;
+	}
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_DONE)
+		ret = 1;
+	else if (rc == SQLITE_ROW &&
+	    sqlite3_column_bytes(st, 1) == AUDIT_HASH_LEN &&
+	    sqlite3_column_int64(st, 0) > 0) {
+		*seq = sqlite3_column_int64(st, 0);
+		memcpy(hash, sqlite3_column_blob(st, 1), AUDIT_HASH_LEN);
+		ret = 0;
+	}
+cleanup:
+	sqlite3_finalize(st);
+	return ret;
+}
+
+int
+audit_chain_absent(const char *path)
+{
+	struct stat sb;
+	sqlite3 *db = NULL;
+	uint8_t h[AUDIT_HASH_LEN];
+	int64_t seq = 0;
+	char *uri;
+	int ret = -1;
+
+	if (stat(path, &sb) == -1)
+		return errno == ENOENT ? 1 : -1;
+	if (S_ISREG(sb.st_mode) && sb.st_size == 0)
+		return 1;
+	xasprintf(&uri, "file:%s?mode=ro", path);
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+		NULL) == SQLITE_OK) {
+		sqlite3_busy_timeout(db, 2000);
+		if (audit_chain_head(db, &seq, h) == 0)
+			ret = seq == 0;
+		else if (strstr(sqlite3_errmsg(db), "no such table") != NULL)
+			ret = 1; /* a database without the audit's tables */
+	}
+	sqlite3_close(db);
+	free(uri);
 	return ret;
 }

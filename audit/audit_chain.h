@@ -23,9 +23,10 @@ enum audit_kind {
 	AUDIT_POLICY,
 	AUDIT_REGISTER,
 	AUDIT_UNREGISTER,
-	AUDIT_REQUEST,	/* a request of a terminated tunnel (schema 4) */
-	AUDIT_SELFTEST, /* an enforcement self-test's result (schema 6) */
-	AUDIT_FORWARD,	/* a port forward's event (schema 7) */
+	AUDIT_REQUEST,	    /* a request of a terminated tunnel (schema 4) */
+	AUDIT_SELFTEST,	    /* an enforcement self-test's result (schema 6) */
+	AUDIT_FORWARD,	    /* a port forward's event (schema 7) */
+	AUDIT_REQUEST_OPEN, /* a request as it is sent (schema 10) */
 	AUDIT_NKINDS
 };
 struct audit_kind_desc {
@@ -113,5 +114,22 @@ int audit_chain_parse_head(
  */
 int audit_chain_record(struct sqlite3 *db, int64_t seq,
     uint8_t hash[AUDIT_HASH_LEN], const char **table, int64_t *rowid);
+/*
+ * The chain's head as the gateway last recorded it outside the audit
+ * database: table audit_head (id 1, seq, hash, ts_ms) of the state
+ * database db (gateway/parent/state.c, schema 2), written at start, every
+ * STATE_HEAD_SEC seconds while the head moves and at shutdown.  0 and
+ * *seq > 0, hash; 1 if none is recorded (or the state database predates
+ * it); -1 if it could not be read.
+ */
+int audit_chain_mark_read(
+    struct sqlite3 *db, int64_t *seq, uint8_t hash[AUDIT_HASH_LEN]);
+/*
+ * Is the audit database at path absent: missing, 0 bytes, or without a
+ * single record or anchor (a database the chain never reached)?  1 yes,
+ * 0 no, -1 it could not be told (unreadable: the writer retries it).
+ * Opened read-only, never created.
+ */
+int audit_chain_absent(const char *path);
 
 #endif

@@ -40,6 +40,7 @@ msg_size(uint16_t type)
 	case MSG_FATAL:
 		return sizeof(struct msg_fatal);
 	case MSG_AUDIT_REQUEST:
+	case MSG_AUDIT_REQUEST_OPEN:
 		return sizeof(struct msg_request);
 	case MSG_GRANT:
 		return sizeof(struct msg_grant);

@@ -44,6 +44,10 @@ enum msg_type {
 					   an operator's decision */
 	MSG_TRAFFIC,		 /* struct msg_traffic: an instance's
 					   bytes relayed (proxy.c's walk) */
+	MSG_AUDIT_REQUEST_OPEN,	 /* id: the tunnel's decision; struct
+					   msg_request (method, path, cred,
+					   wait): answer MSG_AUDIT_COMMITTED
+					   id wait once its row is committed */
 };
 struct msg_int {
 	int32_t v;
@@ -115,6 +119,8 @@ struct msg_request {
 	char path[512];	 /* without the query; untrusted */
 	char cred[65];	 /* "" if no credential was used */
 	char reason[48]; /* "" if answered by the upstream */
+	uint32_t wait;	 /* MSG_AUDIT_REQUEST_OPEN: the id of its answer
+			    (not 0); else 0 */
 };
 int msg_request_check(const struct msg_request *m);
 /* The scope of an operator's decision (struct msg_grant; the proxy

@@ -111,13 +111,14 @@ audit_verify_head_from(
 }
 
 /*
- * The intact chain r against the witnessed head (seq, h): 0 if the chain
+ * The intact chain r against a head known outside it (seq, h; who: "the
+ * witnessed head", "the state database's recorded head"): 0 if the chain
  * reaches it and its record there has that hash (or it is older than the
  * anchor: pruned, not checkable); 1 and r->problem if not; -1 unreadable.
  */
 static int
 audit_verify_witness(sqlite3 *db, struct audit_verify *r, int64_t seq,
-    const uint8_t h[AUDIT_HASH_LEN])
+    const uint8_t h[AUDIT_HASH_LEN], const char *who)
 {
 	uint8_t got[AUDIT_HASH_LEN];
 	char hex[AUDIT_HASH_LEN * 2 + 1], whex[AUDIT_HASH_LEN * 2 + 1];
@@ -128,9 +129,9 @@ audit_verify_witness(sqlite3 *db, struct audit_verify *r, int64_t seq,
 	r->bad_table = "(end)";
 	if (seq > r->head_seq) {
 		xasprintf(&r->problem,
-		    "the chain ends at seq %lld, the witnessed head is seq "
-		    "%lld: records cut from its end",
-		    (long long)r->head_seq, (long long)seq);
+		    "the chain ends at seq %lld, %s is seq %lld: records cut "
+		    "from its end (truncated)",
+		    (long long)r->head_seq, who, (long long)seq);
 		return 1;
 	}
 	if (seq < r->anchor_seq)
@@ -144,19 +145,42 @@ audit_verify_witness(sqlite3 *db, struct audit_verify *r, int64_t seq,
 		return -1;
 	audit_chain_hex(h, whex);
 	if (rc == 1) {
-		xasprintf(&r->problem, "no record has the witnessed seq %lld",
-		    (long long)seq);
+		xasprintf(&r->problem, "no record has the seq %lld of %s",
+		    (long long)seq, who);
 		return 1;
 	}
 	if (memcmp(got, h, AUDIT_HASH_LEN) != 0) {
 		audit_chain_hex(got, hex);
 		xasprintf(&r->problem,
-		    "record seq %lld has hash %s, the witness says %s: the "
-		    "chain was rewritten",
-		    (long long)seq, hex, whex);
+		    "record seq %lld has hash %s, %s says %s: the chain was "
+		    "rewritten or replaced",
+		    (long long)seq, hex, who, whex);
 		return 1;
 	}
 	return 0;
+}
+
+/*
+ * The head the gateway recorded in <state-dir>/state.db (table audit_head,
+ * audit_chain_mark_read): 0 and *seq > 0; 1 none (no state database, none
+ * recorded, or not readable by this user: nothing to compare).
+ */
+static int
+audit_verify_state_head(int64_t *seq, uint8_t h[AUDIT_HASH_LEN])
+{
+	sqlite3 *db = NULL;
+	char *uri;
+	int r = 1;
+
+	xasprintf(&uri, "file:%s/state.db?mode=ro", ksbctl_conf->state_dir);
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+		NULL) == SQLITE_OK) {
+		sqlite3_busy_timeout(db, 2000);
+		r = audit_chain_mark_read(db, seq, h) == 0 ? 0 : 1;
+	}
+	sqlite3_close(db);
+	free(uri);
+	return r;
 }
 
 /*
@@ -293,7 +317,11 @@ audit_verify_main(int argc, char **argv)
 	if (rc == 0)
 		rc = audit_chain_verify(db, &r, &cause);
 	if (rc == 0 && o.witness)
-		rc = audit_verify_witness(db, &r, o.wseq, o.whead);
+		rc = audit_verify_witness(
+		    db, &r, o.wseq, o.whead, "the witnessed head");
+	if (rc == 0 && audit_verify_state_head(&o.wseq, o.whead) == 0)
+		rc = audit_verify_witness(db, &r, o.wseq, o.whead,
+		    "the state database's recorded head");
 	sqlite3_close(db);
 	if (rc == -1) {
 		fprintf(stderr, "ksbctl audit verify: %s: %s\n",

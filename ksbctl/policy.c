@@ -86,6 +86,8 @@ static int
 policy_check(int argc, char **argv)
 {
 	struct policy *p = NULL;
+	char *errors = NULL;
+	unsigned unseen = 0;
 	size_t i;
 	int a = 1;
 
@@ -100,7 +102,21 @@ policy_check(int argc, char **argv)
 	}
 	if (policy_cli_load("check", argv + a, (size_t)(argc - a), &p) == -1)
 		return 1;
+	/* The credential sources as the gateway's start will find them
+	 * (policy/credsource.c, as ksb-gatewayd -n; the environment is the
+	 * gateway's, not this one's: not checked). */
+	if (credsource_check(p, 0, &unseen, &errors) == -1) {
+		fprintf(
+		    stderr, "ksbctl policy check: credentials: %s\n", errors);
+		free(errors);
+		policy_free(p);
+		return 1;
+	}
 	printf("configuration OK\n");
+	if (unseen > 0)
+		printf("  %u credential source(s) not readable by uid %ld: "
+		       "checked by the gateway's start (or ksb-gatewayd -n)\n",
+		    unseen, (long)geteuid());
 	for (i = 0; i < policy_nprofiles(p); i++)
 		printf("  profile %s\n", policy_profile_name(p, i));
 	printf("  digest %s\n", policy_digest(p));

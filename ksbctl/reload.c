@@ -17,6 +17,27 @@
 #include "proto/ctl.h"
 #include "ksbctl/ksbctl.h"
 
+/*
+ * The gateway's line as it is, its bytes outside printable ASCII as \xNN.
+ * The gateway escapes what came from the files (log_escape) before it
+ * sends a line: escaping its backslashes again would show "\x01" as
+ * "\x5cx01".  A byte that still is not printable is escaped here all the
+ * same (the terminal never sees a raw control byte).  dst: 4 * len + 1.
+ */
+static void
+reload_clean(char *dst, const char *src)
+{
+	const unsigned char *s = (const unsigned char *)src;
+
+	for (; *s != '\0'; s++) {
+		if (*s >= 0x20 && *s < 0x7f)
+			*dst++ = (char)*s;
+		else
+			dst += sprintf(dst, "\\x%02x", *s);
+	}
+	*dst = '\0';
+}
+
 int
 reload_main(int argc, char **argv)
 {
@@ -34,10 +55,9 @@ reload_main(int argc, char **argv)
 	}
 	for (line = strtok_r(reply, "\n", &save); line != NULL;
 	     line = strtok_r(NULL, "\n", &save)) {
-		/* The gateway's text, but print it escaped all the same. */
 		n = strlen(line) * 4 + 1;
 		esc = xrealloc(esc, n);
-		log_escape(esc, n, line, strlen(line));
+		reload_clean(esc, line);
 		if (strcmp(line, "END") == 0)
 			break;
 		if (strncmp(line, "OK ", 3) == 0) {

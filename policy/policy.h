@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 /* ---- policy.c --------------------------------------------------------------
  * A policy is a set of named profiles of allow rules, parsed from one or more
@@ -248,6 +249,50 @@ const struct policy_cred *policy_cred_find(
  */
 int policy_cred_allows(const struct policy_cred *, const char *method,
     size_t mlen, const char *path, size_t plen);
+
+/* ---- credsource.c ----------------------------------------------------------
+ * A credential's source read and checked as the gateway's start does
+ * (gateway/parent/cred.c loads with these; ksb-gatewayd -n and ksbctl
+ * policy check check with credsource_check): one implementation.
+ */
+#define CREDSOURCE_VALUE_MAX 8192  /* bytes of a real value */
+#define CREDSOURCE_FILE_MAX  65536 /* bytes of a source file read */
+/* A value as a header may carry it: 1..CREDSOURCE_VALUE_MAX bytes, no
+ * CTL but HTAB.  1 or 0. */
+int credsource_value_ok(const char *v, size_t len);
+/* The length of buf's first line (cut at "\n" or "\r\n"). */
+size_t credsource_first_line(const char *buf, size_t len);
+/*
+ * A root-owned regular file (not a symbolic link) with no mode bit of
+ * deny set, at most max bytes, read whole into *buf (NUL-terminated,
+ * malloc'd: the caller wipes and frees it), *len bytes.  0, or -1 and
+ * *cause ("PATH: why").
+ */
+int credsource_read_private(const char *path, mode_t deny, size_t max,
+    char **buf, size_t *len, char **cause);
+/* The value of a file (its first line) or environment source into *out
+ * (malloc'd, wipe it), not yet checked (credsource_value_ok); a command
+ * source is -1 (gateway/parent/cred.c runs it).  0 or -1 (*cause). */
+int credsource_read(
+    const struct policy_cred *, char **out, size_t *len, char **cause);
+/* Is c used by a profile of pol?  1 or 0. */
+int credsource_used(const struct policy *pol, const struct policy_cred *c);
+/*
+ * credsource_check: every credential a profile uses, its source checked
+ * as the start will find it, no value kept or shown: a file opened, its
+ * owner (root), mode (no group or other bit), size and value checked and
+ * wiped; an environment variable (only with CREDSOURCE_CHECK_ENV: the
+ * environment is the gateway's only for ksb-gatewayd -n) set and valid; a
+ * command's program an executable regular file (never run).  Run by a
+ * user other than root, a file is checked by its path (type, owner,
+ * mode; its value is root's to read) and a source that user cannot see
+ * (EACCES on the way) is counted in *unseen, not failed.  0, or -1 and
+ * *errors: "FILE:LINE: credential NAME: why" (the first failure).
+ */
+#define CREDSOURCE_CHECK_ENV 0x1
+int credsource_check(
+    const struct policy *pol, unsigned flags, unsigned *unseen, char **errors);
+
 /*
  * policy_cred_text: the block as canonical text (every line, the source
  * as written, never a value), malloc'd; lines end in '\n'.

@@ -1,4 +1,4 @@
--- ksb audit database, schema version 9 (PRAGMA user_version = 9).
+-- ksb audit database, schema version 10 (PRAGMA user_version = 10).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by audit/schema/migrate-*.sql (forward
 -- only), so both end with the same tables, columns, indexes and views.
@@ -8,8 +8,8 @@
 -- appear as \xHH.
 --
 -- Hash chain: every record of connections, closes, policy_versions,
--- registrations, unregistrations, requests, selftests and forwards has a
--- `seq' (one sequence across the eight tables, no gaps) and `hash' =
+-- registrations, unregistrations, requests, request_opens, selftests and
+-- forwards has a `seq' (one sequence across the nine tables, no gaps) and `hash' =
 -- SHA-256(hash of record seq-1 || canonical encoding of the record); see
 -- ksb-audit(5).  chain_anchor holds
 -- the seq and hash that precede the oldest record kept (retention).
@@ -115,13 +115,29 @@ CREATE TABLE requests (
 );
 CREATE INDEX requests_conn ON requests (conn_id);
 
+-- A request of a terminated tunnel as it is sent: committed before its
+-- first byte goes upstream; its `requests' row follows when it ends
+-- (audit/schema/migrate-10.sql).
+CREATE TABLE request_opens (
+	seq		INTEGER PRIMARY KEY,
+	conn_id		INTEGER NOT NULL,	-- connections.id (the tunnel)
+	ts_ms		INTEGER NOT NULL,	-- before its head went upstream
+	method		TEXT NOT NULL,
+	path		TEXT NOT NULL,		-- without the query, escaped
+	credential	TEXT,			-- the credential swapped in
+	hash		BLOB NOT NULL
+);
+CREATE INDEX request_opens_conn ON request_opens (conn_id);
+
 -- The enforcement self-test's results, at boot and after each reload
 -- (audit/schema/migrate-6.sql).
 CREATE TABLE selftests (
 	seq		INTEGER PRIMARY KEY,
 	ts_ms		INTEGER NOT NULL,	-- when the gateway got it
 	instance	TEXT NOT NULL,
-	trigger		TEXT NOT NULL CHECK (trigger IN ('boot', 'reload')),
+	trigger		TEXT NOT NULL CHECK (trigger IN ('boot', 'reload',
+			    'rules')),		-- rules: the gateway's own
+						-- check (audit/schema/migrate-10.sql)
 	result		TEXT NOT NULL CHECK (result IN ('ok', 'fail')),
 	probes		INTEGER NOT NULL,	-- probes run (all failed: ok)
 	failed		TEXT,			-- the probe that got through,

@@ -41,8 +41,8 @@
 #include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
-#define CRED_VALUE_MAX	    8192  /* bytes of a real value */
-#define CRED_FILE_MAX	    65536 /* bytes of a source file read */
+#define CRED_VALUE_MAX	    CREDSOURCE_VALUE_MAX /* policy/credsource.c */
+#define CRED_FILE_MAX	    CREDSOURCE_FILE_MAX
 #define CRED_CMD_MS	    10000 /* a source command's time limit */
 #define CRED_CA_DAYS	    3650
 #define CRED_LEAF_DAYS	    365
@@ -174,50 +174,6 @@ cred_write_new(
 	return 0;
 }
 
-/* Read a root-owned file of at most max bytes with no group/other access
- * beyond what allow_mode lets through (the key files: 0600). */
-static int
-cred_read_private(const char *path, mode_t deny, size_t max, char **buf,
-    size_t *len, char **cause)
-{
-	struct stat st;
-	ssize_t r;
-	int fd;
-
-	*buf = NULL;
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-	if (fd == -1)
-		return cause_set(cause, "%s: %s", path,
-		    errno == ELOOP ? "is a symbolic link" : strerror(errno));
-	if (fstat(fd, &st) == -1 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return cause_set(cause, "%s: not a regular file", path);
-	}
-	if (st.st_uid != 0 || (st.st_mode & deny) != 0) {
-		close(fd);
-		return cause_set(cause,
-		    "%s: owner %ld mode %04o: want root-owned, mode 0600 or "
-		    "0400",
-		    path, (long)st.st_uid, (unsigned)(st.st_mode & 07777));
-	}
-	if ((size_t)st.st_size > max) {
-		close(fd);
-		return cause_set(cause, "%s: larger than %zu bytes", path, max);
-	}
-	*buf = xmalloc((size_t)st.st_size + 1);
-	r = read(fd, *buf, (size_t)st.st_size);
-	close(fd);
-	if (r != st.st_size) {
-		OPENSSL_cleanse(*buf, (size_t)st.st_size);
-		free(*buf);
-		*buf = NULL;
-		return cause_set(cause, "%s: short read", path);
-	}
-	(*buf)[r] = '\0';
-	*len = (size_t)r;
-	return 0;
-}
-
 /* The CA's key (0600) and certificate (0644) as PEM files, new. */
 static int
 cred_pem_files(const char *kp, const char *cp, char **cause)
@@ -261,7 +217,8 @@ cred_ca_load(const char *kp, const char *cp, char **cause)
 	size_t len = 0;
 	BIO *b;
 
-	if (cred_read_private(kp, 077, CRED_FILE_MAX, &buf, &len, cause) == -1)
+	if (credsource_read_private(
+		kp, 077, CRED_FILE_MAX, &buf, &len, cause) == -1)
 		return -1;
 	b = BIO_new_mem_buf(buf, (int)len);
 	cred_ca_key = b ? PEM_read_bio_PrivateKey(b, NULL, NULL, NULL) : NULL;
@@ -335,7 +292,7 @@ cred_phkey_init(const struct ksb_conf *conf, char **cause)
 			placeholder_key_set(cred_phkey);
 		goto cleanup;
 	}
-	if (cred_read_private(
+	if (credsource_read_private(
 		path, 077, PLACEHOLDER_KEY_LEN, &buf, &len, cause) == -1)
 		goto cleanup;
 	if (len != PLACEHOLDER_KEY_LEN) {
@@ -394,35 +351,6 @@ cred_ca_path(const struct ksb_conf *conf, char *buf, size_t len)
 
 /* ---- sources ------------------------------------------------------------ */
 
-/* A value as a header may carry it: no CTL but HTAB, not empty. */
-static int
-cred_value_ok(const char *v, size_t len)
-{
-	size_t i;
-
-	if (len == 0 || len > CRED_VALUE_MAX)
-		return 0;
-	for (i = 0; i < len; i++)
-		if (((unsigned char)v[i] < 0x20 && v[i] != '\t') ||
-		    v[i] == 0x7f)
-			return 0;
-	return 1;
-}
-
-/* Cut buf at its first line end (one "\n" or "\r\n"). */
-static size_t
-cred_first_line(const char *buf, size_t len)
-{
-	const char *nl = memchr(buf, '\n', len);
-
-	if (nl == NULL)
-		return len;
-	len = (size_t)(nl - buf);
-	if (len > 0 && buf[len - 1] == '\r')
-		len--;
-	return len;
-}
-
 /* Run the command (no shell; stdin /dev/null), first line of stdout. */
 static int
 cred_run(const struct policy_cred *c, char **out, size_t *outlen, char **cause)
@@ -473,7 +401,7 @@ cred_run(const struct policy_cred *c, char **out, size_t *outlen, char **cause)
 		    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 		goto cleanup;
 	}
-	*outlen = cred_first_line(buf, len);
+	*outlen = credsource_first_line(buf, len);
 	*out = buf;
 	buf = NULL;
 	ret = 0;
@@ -544,32 +472,15 @@ static int
 cred_read_source(
     const struct policy_cred *c, char **out, size_t *len, char **cause)
 {
-	const char *v;
 	char *why = NULL;
 
 	*out = NULL;
-	switch (c->source) {
-	case POLICY_CRED_FILE:
-		if (cred_read_private(
-			c->argv[0], 077, CRED_FILE_MAX, out, len, &why) == -1)
-			goto fail;
-		*len = cred_first_line(*out, *len);
-		break;
-	case POLICY_CRED_ENV:
-		if ((v = getenv(c->argv[0])) == NULL) {
-			cause_set(&why, "environment variable %s is not set",
-			    c->argv[0]);
-			goto fail;
-		}
-		*len = strlen(v);
-		*out = xstrndup(v, *len);
-		break;
-	case POLICY_CRED_COMMAND:
+	if (c->source == POLICY_CRED_COMMAND) {
 		if (cred_command(c, out, len, &why) == -1)
 			goto fail;
-		break;
-	}
-	if (!cred_value_ok(*out, *len)) {
+	} else if (credsource_read(c, out, len, &why) == -1)
+		goto fail;
+	if (!credsource_value_ok(*out, *len)) {
 		cause_set(&why,
 		    "the value is empty, longer than %d bytes or "
 		    "holds control characters",
@@ -632,24 +543,6 @@ cred_leaf(struct cred_host *h, char **cause)
 	return 0;
 }
 
-/* Is c used by a profile of pol? */
-static int
-cred_used(const struct policy *pol, const struct policy_cred *c)
-{
-	const struct policy_cred *v[64];
-	size_t i;
-	int n, j;
-
-	for (i = 0; i < policy_nprofiles(pol); i++) {
-		n = policy_profile_creds(
-		    pol, policy_profile_name(pol, i), v, 64);
-		for (j = 0; j < n && j < 64; j++)
-			if (v[j] == c)
-				return 1;
-	}
-	return 0;
-}
-
 int
 cred_load(const struct policy *pol, struct credset **out, char **errors)
 {
@@ -661,7 +554,7 @@ cred_load(const struct policy *pol, struct credset **out, char **errors)
 
 	for (i = 0; i < policy_ncreds(pol); i++) {
 		c = policy_cred_at(pol, i);
-		if (!cred_used(pol, c))
+		if (!credsource_used(pol, c))
 			continue;
 		set->v = xrealloc(set->v, (set->n + 1) * sizeof(*set->v));
 		v = &set->v[set->n++];

@@ -39,13 +39,17 @@ static void
 gateway_usage(FILE *f)
 {
 	fprintf(f,
-	    "usage: ksb-gatewayd [-dnTv] [-f config] [--teardown]\n"
+	    "usage: ksb-gatewayd [-dnTv] [-f config] [--new-audit] "
+	    "[--teardown]\n"
 	    "  -f config  configuration file (default %s)\n"
 	    "  -d         stay in the foreground, log to stderr\n"
 	    "  -n         check the configuration and policies, then exit\n"
 	    "  -v         verbose logging\n"
 	    "  -T         (tests) the proxy process tries what its sandbox\n"
 	    "             forbids and logs the outcome\n"
+	    "  --new-audit  start although the audit database where a chain\n"
+	    "             was recorded is missing or empty (a new chain,\n"
+	    "             anchored at the recorded head, reason `lost')\n"
 	    "  --teardown remove a stopped gateway's bridge, taps and tables\n"
 	    "  -h         this help\n"
 	    "See ksb-gatewayd(8), ksb.conf(5), ksb-policy(5).\n",
@@ -189,6 +193,102 @@ gateway_lock_pid(void)
 			log_warn("lock file");
 }
 
+/*
+ * No silent audit loss (ksb-gatewayd(8), --new-audit): the state database
+ * records the audit chain's head (state_head_put) at start, every
+ * GATEWAY_HEAD_SEC seconds while it moves, and at shutdown after the last
+ * flush.  A start that finds the audit database absent (missing, 0 bytes,
+ * no record: audit_chain_absent) where a head was recorded refuses, unless
+ * --new-audit: then the new database is anchored at the recorded head
+ * (chain_anchor reason "lost").  A crash costs at most the last
+ * GATEWAY_HEAD_SEC seconds of recorded head: records cut from that span
+ * are not seen by this check (the witness lines and `ksbctl audit verify
+ * --head' still can).  One state write per interval at most, off the
+ * decision path.
+ */
+#define GATEWAY_HEAD_SEC 2
+static struct state *gateway_state;
+static int64_t gateway_head_seq; /* last recorded */
+static int64_t gateway_lost_seq; /* --new-audit: anchor here */
+static uint8_t gateway_lost_head[AUDIT_HASH_LEN];
+
+/* Before anything runs: 0 go on, or -1 with the message written. */
+static int
+gateway_audit_gate(const struct ksb_conf *conf, int new_audit)
+{
+	char *path, *cause = NULL;
+	int r, absent;
+
+	xasprintf(&path, "%s/state.db", conf->state_dir);
+	r = state_open(path, &gateway_state, &cause);
+	free(path);
+	if (r == -1 ||
+	    (r = state_head_get(gateway_state, &gateway_head_seq,
+		 gateway_lost_head, &cause)) == -1) {
+		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		free(cause);
+		return -1;
+	}
+	if (r == 1)
+		gateway_head_seq = 0;
+	absent = audit_chain_absent(conf->audit_db);
+	if (gateway_head_seq == 0 || absent != 1)
+		return 0;
+	if (!new_audit) {
+		fprintf(stderr,
+		    "ksb-gatewayd: audit-db %s is missing or empty, but the "
+		    "state database recorded its chain up to seq %lld: "
+		    "restore it, or start with --new-audit to begin a new "
+		    "chain after the loss\n",
+		    conf->audit_db, (long long)gateway_head_seq);
+		return -1;
+	}
+	gateway_lost_seq = gateway_head_seq;
+	return 0;
+}
+
+/* Record the audit head in the state database if it moved. */
+static void
+gateway_head_record(struct gateway *gw)
+{
+	uint8_t h[AUDIT_HASH_LEN];
+	char *cause = NULL;
+	int64_t seq;
+
+	if (gateway_state == NULL || audit_head(gw->audit, &seq, h) == -1 ||
+	    seq == gateway_head_seq)
+		return;
+	if (state_head_put(gateway_state, seq, h, &cause) == -1) {
+		log_warnx("recording the audit head: %s", cause);
+		free(cause);
+		return;
+	}
+	gateway_head_seq = seq;
+}
+
+static void
+gateway_head_cb(evutil_socket_t fd, short ev, void *arg)
+{
+	(void)fd;
+	(void)ev;
+	gateway_head_record(arg);
+}
+
+/* The head now and every GATEWAY_HEAD_SEC seconds.  Fatal on failure. */
+static struct event *gateway_head_ev;
+
+static void
+gateway_head_start(struct gateway *gw)
+{
+	struct timeval tv = { GATEWAY_HEAD_SEC, 0 };
+
+	gateway_head_record(gw);
+	gateway_head_ev =
+	    event_new(gw->base, -1, EV_PERSIST, gateway_head_cb, gw);
+	if (gateway_head_ev == NULL || event_add(gateway_head_ev, &tv) == -1)
+		fatalx("event_new");
+}
+
 /* Bind the proxy listener on bridge-address:proxy-port. */
 static int
 gateway_listen(struct gateway *gw, char **cause)
@@ -258,7 +358,7 @@ gateway_signal_cb(evutil_socket_t sig, short ev, void *arg)
 
 struct gateway_opts {
 	const char *conffile;
-	int foreground, check, verbose, selftest, teardown;
+	int foreground, check, verbose, selftest, teardown, new_audit;
 };
 
 /* Command line -> *o.  Returns -1 to go on, else the exit status. */
@@ -268,6 +368,7 @@ gateway_options(int argc, char **argv, struct gateway_opts *o)
 	static const struct option longopts[] = {
 		{ "help", no_argument, NULL, 'h' },
 		{ "teardown", no_argument, NULL, 'X' },
+		{ "new-audit", no_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
@@ -294,6 +395,9 @@ gateway_options(int argc, char **argv, struct gateway_opts *o)
 			break;
 		case 'X':
 			o->teardown = 1;
+			break;
+		case 'A':
+			o->new_audit = 1;
 			break;
 		case 'h':
 			gateway_usage(stdout);
@@ -383,8 +487,13 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 	if (cred_init(gw, &cause) == -1 ||
 	    cred_load(gw->policy, &gw->creds, &cause) == -1)
 		fatalx("credentials: %s", cause);
-	if (audit_open(gw->conf->audit_db, gw->conf->audit_retention,
-		&gw->audit, &cause) == -1)
+	if (gateway_lost_seq > 0)
+		log_warnx("--new-audit: audit-db %s was missing or empty; the "
+			  "state database recorded its chain up to seq %lld: a "
+			  "new chain begins there (chain_anchor reason lost)",
+		    gw->conf->audit_db, (long long)gateway_lost_seq);
+	if (audit_open_lost(gw->conf->audit_db, gw->conf->audit_retention,
+		gateway_lost_seq, gateway_lost_head, &gw->audit, &cause) == -1)
 		fatalx("audit: %s", cause);
 	files = reload_files(gw->conf, gw->policy);
 	audit_policy(gw->audit, policy_digest(gw->policy), 1, files, NULL);
@@ -396,6 +505,7 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 	if (audit_start(gw->audit, gw->base, &cause) == -1 ||
 	    audit_witness_start(gw->audit, gw->base, &cause) == -1)
 		fatalx("%s", cause);
+	gateway_head_start(gw);
 }
 
 /*
@@ -472,6 +582,7 @@ main(int argc, char **argv)
 	struct event *sigs[4];
 	const int signums[4] = { SIGHUP, SIGTERM, SIGINT, SIGQUIT };
 	char *cause = NULL;
+	unsigned unseen = 0; /* -n run by a user other than root */
 	int i, r;
 
 	if ((r = gateway_options(argc, argv, &o)) != -1)
@@ -503,6 +614,15 @@ main(int argc, char **argv)
 		conf_free(gw.conf);
 		return 1;
 	}
+	if (o.check &&
+	    credsource_check(
+		gw.policy, CREDSOURCE_CHECK_ENV, &unseen, &cause) == -1) {
+		fprintf(stderr, "ksb-gatewayd: credentials: %s\n", cause);
+		free(cause);
+		policy_free(gw.policy);
+		conf_free(gw.conf);
+		return 1;
+	}
 	if (o.check) {
 		printf("configuration OK\n");
 		policy_free(gw.policy);
@@ -524,6 +644,12 @@ main(int argc, char **argv)
 	}
 	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
 		return 1;
+	if (gateway_audit_gate(gw.conf, o.new_audit) == -1) {
+		state_free(gateway_state);
+		policy_free(gw.policy);
+		conf_free(gw.conf);
+		return 1;
+	}
 	signal(SIGPIPE, SIG_IGN);
 	if (!o.foreground && daemon(0, 0) == -1)
 		fatal("daemon");
@@ -540,8 +666,14 @@ main(int argc, char **argv)
 		close(gw.proxy_fd);
 	for (i = 0; i < 4; i++)
 		event_free(sigs[i]);
-	/* Flushes every queued audit record (SIGTERM included). */
+	/* Flushes every queued audit record (SIGTERM included), then the
+	 * final head into the state database. */
+	audit_stop(gw.audit);
+	gateway_head_record(&gw);
+	if (gateway_head_ev != NULL)
+		event_free(gateway_head_ev);
 	audit_free(gw.audit);
+	state_free(gateway_state);
 	event_base_free(gw.base);
 	policy_free(gw.policy);
 	credset_free(gw.creds);

@@ -136,6 +136,12 @@ int state_put(struct state *, const struct instance *, char **cause);
 int state_del(struct state *, const char *id, char **cause);
 /* Every row as an instance (owner NULL, tapfd -1); *out: caller frees. */
 int state_load(struct state *, struct instance **out, size_t *n, char **cause);
+/* The audit chain's head (seq > 0, hash AUDIT_HASH_LEN bytes), recorded
+ * for the next start's check (table audit_head).  0 or -1. */
+int state_head_put(
+    struct state *, int64_t seq, const uint8_t *hash, char **cause);
+/* The recorded head: 0 (*seq > 0), 1 none recorded, -1 (*cause). */
+int state_head_get(struct state *, int64_t *seq, uint8_t *hash, char **cause);
 
 /* ---- cred.c ----------------------------------------------------------------
  * Credentials (ksb-policy(5), CREDENTIALS), the parent's side: the

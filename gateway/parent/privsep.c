@@ -53,6 +53,12 @@ struct privsep_row {
 	char instance[33];	 /* its registration then ("": none), and */
 	int64_t reg;		 /* that registration's audit_id */
 	struct audit_wait *wait; /* not committed yet */
+	/* The request in flight of a terminated tunnel, its request_opens
+	 * record queued or committed (MSG_AUDIT_REQUEST_OPEN) and its end
+	 * not yet: privsep_lost ends it proxy_restarted. */
+	struct msg_request req;
+	int req_open;
+	struct audit_wait *req_wait; /* its record not committed yet */
 	struct privsep_row *next;
 };
 
@@ -80,6 +86,7 @@ static int privsep_start(char **cause);
 static void privsep_flush(void);
 
 static void privsep_lost(const char *why, int exiting);
+static void privsep_ack(uint32_t id, int ok);
 static void privsep_schedule(int64_t now);
 
 /* Send to the proxy process; on failure it is restarted. */
@@ -153,6 +160,26 @@ privsep_committed(int ok, void *arg)
 	r->wait = NULL;
 	if (!ok)
 		free(privsep_row_take(id)); /* the proxy drops the row */
+	privsep_ack(id, ok);
+}
+
+/* A request's record committed (ok) or not: the proxy sends its head
+ * upstream, or answers 503 (term.c). */
+static void
+privsep_req_committed(int ok, void *arg)
+{
+	struct privsep_row *r = arg;
+
+	r->req_wait = NULL;
+	if (!ok)
+		r->req_open = 0; /* no record: the request goes nowhere */
+	privsep_ack(r->req.wait, ok);
+}
+
+/* Queue MSG_AUDIT_COMMITTED (id, ok) for privsep_flush. */
+static void
+privsep_ack(uint32_t id, int ok)
+{
 	if (privsep_sock == -1)
 		return;
 	if (privsep_nout == MSG_SBATCH)
@@ -228,6 +255,8 @@ privsep_decision(uint32_t id, const struct msg_row *m)
 	}
 	pr->next = privsep_rows[id % PRIVSEP_BUCKETS];
 	privsep_rows[id % PRIVSEP_BUCKETS] = pr;
+	if (log_verbose()) /* the event tests await (auditqueue.sh) */
+		log_debug("audit row %lld queued", (long long)pr->row);
 	return 0;
 }
 
@@ -310,6 +339,20 @@ privsep_traffic_lost(void)
 	}
 }
 
+/* The request in flight of r ends with the tunnel (reason; 0 bytes: the
+ * proxy's figures died with it). */
+static void
+privsep_request_lost(struct privsep_row *r, const char *reason)
+{
+	audit_cancel(r->req_wait);
+	r->req_wait = NULL;
+	if (!r->req_open)
+		return;
+	r->req_open = 0;
+	(void)audit_request(privsep_gw->audit, r->row, r->req.method,
+	    r->req.path, 0, 0, 0, r->req.cred[0] ? r->req.cred : NULL, reason);
+}
+
 static int
 privsep_close(uint32_t id, const struct msg_close *m)
 {
@@ -321,6 +364,7 @@ privsep_close(uint32_t id, const struct msg_close *m)
 	if ((r = privsep_row_take(id)) == NULL)
 		return 0; /* failed commit, already dropped */
 	audit_cancel(r->wait);
+	privsep_request_lost(r, m->reason);
 	recorded = !m->forget &&
 	    audit_close(privsep_gw->audit, r->row, m->up, m->down,
 		m->duration_ms, m->reason) == 0;
@@ -342,9 +386,44 @@ privsep_request(uint32_t id, const struct msg_request *m)
 			break;
 	if (r == NULL || r->row == -1)
 		return 0; /* its tunnel's row failed: nothing to tie it to */
+	audit_cancel(r->req_wait); /* ended before its commit: no answer */
+	r->req_wait = NULL;
+	r->req_open = 0;
 	(void)audit_request(privsep_gw->audit, r->row, m->method, m->path,
 	    m->status, m->up, m->down, m->cred[0] ? m->cred : NULL,
 	    m->reason[0] ? m->reason : NULL);
+	return 0;
+}
+
+/*
+ * MSG_AUDIT_REQUEST_OPEN: a request of tunnel id about to be sent; its
+ * request_opens record is queued and m->wait answered (MSG_AUDIT_COMMITTED)
+ * once it is committed, or at once with 0 when it cannot be.
+ */
+static int
+privsep_request_open(uint32_t id, const struct msg_request *m)
+{
+	struct privsep_row *r;
+
+	if (msg_request_check(m) == -1 || m->wait == 0)
+		return -1;
+	for (r = privsep_rows[id % PRIVSEP_BUCKETS]; r != NULL; r = r->next)
+		if (r->id == id)
+			break;
+	if (r != NULL && r->req_open)
+		return -1; /* one request in flight per tunnel */
+	if (r == NULL || r->row == -1 ||
+	    audit_request_open(privsep_gw->audit, r->row, m->method, m->path,
+		m->cred[0] ? m->cred : NULL, privsep_req_committed, r,
+		&r->req_wait) == -1) {
+		privsep_ack(m->wait, 0);
+		return 0;
+	}
+	r->req = *m;
+	r->req_open = 1;
+	if (log_verbose()) /* the event tests await (requestrow.sh) */
+		log_debug(
+		    "audit request of row %lld queued", (long long)r->row);
 	return 0;
 }
 
@@ -359,6 +438,8 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 		return privsep_close(h->id, p);
 	case MSG_AUDIT_REQUEST:
 		return privsep_request(h->id, p);
+	case MSG_AUDIT_REQUEST_OPEN:
+		return privsep_request_open(h->id, p);
 	case MSG_HOLD:
 		if (msg_hold_check(p) == -1)
 			return -1;
@@ -594,15 +675,18 @@ privsep_lost(const char *why, int exiting)
 	if (privsep_pid > 0)
 		privsep_reap(privsep_pid, exiting, how, sizeof(how));
 	privsep_traffic_lost();
-	/* Its tunnels died with it: close their rows. */
+	/* Its tunnels died with it: close their rows, those still queued
+	 * for their commit too (the close follows the row in the writer's
+	 * FIFO; a row whose commit fails has its close skipped). */
 	for (i = 0; i < PRIVSEP_BUCKETS; i++) {
 		for (r = privsep_rows[i]; r != NULL; r = next) {
 			next = r->next;
 			audit_cancel(r->wait);
-			if (r->wait == NULL)
-				audit_close(privsep_gw->audit, r->row, 0, 0,
-				    now - r->start_ms,
-				    reason_name(REASON_PROXY_RESTARTED));
+			privsep_request_lost(
+			    r, reason_name(REASON_PROXY_RESTARTED));
+			audit_close(privsep_gw->audit, r->row, 0, 0,
+			    now - r->start_ms,
+			    reason_name(REASON_PROXY_RESTARTED));
 			free(r);
 		}
 		privsep_rows[i] = NULL;

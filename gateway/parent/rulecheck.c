@@ -71,6 +71,7 @@ rulecheck_record(struct gateway *gw, int stopped)
 	memset(&rec, 0, sizeof(rec));
 	rec.instance = RULECHECK_ID;
 	rec.reload = 1;
+	rec.rules = 1; /* trigger rules (schema 10) */
 	rec.failed = "nft-drift";
 	rec.duration_ms = -1;
 	rec.policy_digest = policy_digest(gw->policy);

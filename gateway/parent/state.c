@@ -6,9 +6,13 @@
  * rest (control_reconcile).  Every change is committed before the call
  * returns.
  *
- * Schema (PRAGMA user_version 1):
+ * Schema (PRAGMA user_version 2; 1 lacks audit_head):
  *   instances(id PRIMARY KEY, profile, tap, mac, addr, owner_pid,
  *             owner_start, since_ms, audit_id)
+ *   audit_head(id 1, seq, hash, ts_ms): the audit chain's head as last
+ *             recorded (state_head_put), so that a start can tell an audit
+ *             database that was lost from one never written; read by
+ *             audit_chain_mark_read (ksbctl audit verify too)
  * owner_pid/owner_start: the ksb-run holding the lease and its start time
  * (field 22 of /proc/<pid>/stat), so that a reused pid is not mistaken
  * for it.
@@ -22,9 +26,10 @@
 #include <sqlite3.h>
 
 #include "common/common.h"
+#include "audit/audit_chain.h"
 #include "gateway/parent/parent.h"
 
-#define STATE_VERSION 1
+#define STATE_VERSION 2
 
 struct state {
 	sqlite3 *db;
@@ -42,7 +47,13 @@ static const char state_schema[] = "CREATE TABLE IF NOT EXISTS instances (\n"
 				   "  since_ms INTEGER NOT NULL,\n"
 				   "  audit_id INTEGER NOT NULL\n"
 				   ");\n"
-				   "PRAGMA user_version = 1;\n";
+				   "CREATE TABLE IF NOT EXISTS audit_head (\n"
+				   "  id INTEGER PRIMARY KEY CHECK (id = 1),\n"
+				   "  seq INTEGER NOT NULL,\n"
+				   "  hash BLOB NOT NULL,\n"
+				   "  ts_ms INTEGER NOT NULL\n"
+				   ");\n"
+				   "PRAGMA user_version = 2;\n";
 
 static int
 state_exec(struct state *st, const char *sql, char **cause)
@@ -261,4 +272,30 @@ cleanup:
 	sqlite3_finalize(s);
 	free(list);
 	return ret;
+}
+
+int
+state_head_put(struct state *st, int64_t seq, const uint8_t *hash, char **cause)
+{
+	sqlite3_stmt *s = NULL;
+
+	if (sqlite3_prepare_v2(st->db,
+		"INSERT OR REPLACE INTO audit_head (id, seq, hash, ts_ms) "
+		"VALUES (1, ?, ?, ?)",
+		-1, &s, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(s, 1, seq);
+		sqlite3_bind_blob(s, 2, hash, AUDIT_HASH_LEN, SQLITE_STATIC);
+		sqlite3_bind_int64(s, 3, util_now_ms());
+	}
+	return state_step(st, s, cause);
+}
+
+int
+state_head_get(struct state *st, int64_t *seq, uint8_t *hash, char **cause)
+{
+	int r = audit_chain_mark_read(st->db, seq, hash);
+
+	if (r == -1)
+		cause_set(cause, "%s: %s", st->path, sqlite3_errmsg(st->db));
+	return r;
 }

@@ -47,6 +47,15 @@ int uplink_audit_available(void);
 void uplink_audit_request(int64_t row, const char *method, const char *path,
     int status, uint64_t up, uint64_t down, const char *cred,
     enum reason reason);
+/*
+ * The request of a terminated tunnel (row) about to be sent upstream
+ * (MSG_AUDIT_REQUEST_OPEN): cb(ok, arg) runs when the parent answers,
+ * ok 1 once its request_opens record is committed, unless
+ * uplink_audit_cancel(*wait) ran first.  Its end is uplink_audit_request.
+ * 0, or -1 (the audit is down: nothing sent, cb not run).
+ */
+int uplink_audit_request_open(int64_t row, const char *method, const char *path,
+    const char *cred, audit_done_cb cb, void *arg, struct uplink_wait **wait);
 /* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
 void uplink_hold(
     const char *instance, const char *host, uint16_t port, int hold_s);

@@ -24,7 +24,8 @@
  * an upgraded stream) has the instance's real values and their
  * encodings masked (reflect.c, term_down_data: same length, a tail held
  * back while it could begin one; chunked bodies re-chunked).
- * One audit row per request (uplink_audit_request).
+ * One audit row per request (uplink_audit_request), and before a head
+ * goes upstream its request_opens row, committed (term_request_open).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -61,6 +62,7 @@ struct term_scan {
 enum term_state {
 	TERM_HANDSHAKE, /* either TLS handshake still running */
 	TERM_REQ_HEAD,	/* reading a request head */
+	TERM_REQ_WAIT,	/* its head held until its row is committed */
 	TERM_REQ_BODY,	/* streaming its body upstream */
 	TERM_RESP_HEAD, /* request sent, reading the response head */
 	TERM_RESP_BODY, /* streaming the response body */
@@ -85,6 +87,9 @@ struct term {
 	unsigned rq_flags;
 	int rq_expect; /* Expect: 100-continue, its body still to come */
 	int rq_close;
+	/* the request's request_opens row: awaited (rq_wait), committed */
+	struct uplink_wait *rq_wait;
+	int rq_opened;
 	/* every guest byte sent upstream after a head (body framing and
 	 * data, trailers, an upgraded stream), and the decoded body data
 	 * (a chunk boundary can split the mark there) */
@@ -613,9 +618,50 @@ term_refuse_misdirected(
 	return -1;
 }
 
+/* The parent's answer on the request's row: send it, or refuse it. */
+static void
+term_opened_cb(int ok, void *arg)
+{
+	struct term *t = arg;
+
+	t->rq_wait = NULL;
+	if (t->finishing || t->state != TERM_REQ_WAIT)
+		return;
+	if (!ok) {
+		term_refuse(t, 503, REASON_AUDIT_UNAVAILABLE,
+		    "the audit could not record the request; it was not sent");
+		return;
+	}
+	t->rq_opened = 1;
+	t->state = TERM_REQ_HEAD;
+	t->head_seen = 0;
+	term_pump(t);
+}
+
+/*
+ * Nothing of a request goes upstream before its row: ask the parent to
+ * commit it (request_opens) and hold the head, unread, in the guest's
+ * input (TERM_REQ_WAIT: reads off) until term_opened_cb.  1 (wait), or -1
+ * refused (503 audit_unavailable).
+ */
+static int
+term_request_open(struct term *t)
+{
+	if (uplink_audit_request_open(t->row, t->method, t->path,
+		t->cred[0] ? t->cred : NULL, term_opened_cb, t,
+		&t->rq_wait) == -1) {
+		term_refuse(t, 503, REASON_AUDIT_UNAVAILABLE,
+		    "the audit is unavailable; the request was not sent");
+		return -1;
+	}
+	t->state = TERM_REQ_WAIT;
+	return 1;
+}
+
 /*
  * A whole request head is in the guest's input: parse, check, rewrite,
- * send.  Returns 0 to go on, -1 if the request was refused.
+ * send.  Returns 0 to go on, 1 not yet (incomplete, or held for its
+ * row), -1 if the request was refused.
  */
 static int
 term_request(struct term *t, const uint8_t *buf, size_t len)
@@ -668,6 +714,13 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	}
 	if (sw.field >= 0)
 		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if (!t->rq_opened) { /* parsed again once its row is committed */
+		if (sw.basic != NULL)
+			OPENSSL_cleanse(sw.basic, strlen(sw.basic));
+		free(sw.basic);
+		return term_request_open(t);
+	}
+	t->rq_opened = 0;
 	term_write_head(t, buf, &rq, &sw);
 	if (sw.basic != NULL)
 		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
@@ -1016,7 +1069,7 @@ term_throttle(struct term *t)
 	    evbuffer_get_length(bufferevent_get_output(t->up)) > TERM_BUF_MAX;
 	down_full =
 	    evbuffer_get_length(bufferevent_get_output(t->down)) > TERM_BUF_MAX;
-	if (up_full)
+	if (up_full || t->state == TERM_REQ_WAIT)
 		bufferevent_disable(t->down, EV_READ);
 	else
 		bufferevent_enable(t->down, EV_READ);
@@ -1042,6 +1095,8 @@ term_pump(struct term *t)
 		case TERM_HANDSHAKE:
 		case TERM_CLOSING:
 			return;
+		case TERM_REQ_WAIT:
+			goto out;
 		case TERM_REQ_HEAD:
 			in = bufferevent_get_input(t->down);
 			if ((len = evbuffer_get_length(in)) == 0)
@@ -1243,6 +1298,8 @@ term_timer_cb(evutil_socket_t fd, short ev, void *arg)
 static void
 term_release(struct term *t)
 {
+	uplink_audit_cancel(t->rq_wait);
+	t->rq_wait = NULL;
 	if (t->timer != NULL)
 		event_free(t->timer);
 	if (t->down != NULL)

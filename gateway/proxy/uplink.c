@@ -2,11 +2,11 @@
  * uplink.c: everything the proxy process tells the parent (privsep.c
  * reads it): each privsep message the proxy sends is built here and
  * nowhere else.  Audit rows (MSG_AUDIT_DECISION, MSG_AUDIT_CLOSE,
- * MSG_AUDIT_REQUEST), held CONNECTs (MSG_HOLD), traffic figures
+ * MSG_AUDIT_REQUEST_OPEN, MSG_AUDIT_REQUEST), held CONNECTs (MSG_HOLD), traffic figures
  * (MSG_TRAFFIC), the count of tunnels a new policy revoked
  * (MSG_POLICY_DONE) and a fatal error's text (MSG_FATAL).  It also keeps
- * what those messages wait for: the allowed rows awaiting the parent's
- * MSG_AUDIT_COMMITTED and the audit's availability (MSG_AUDIT_STATE),
+ * what those messages wait for: the allowed rows and the requests' opens
+ * awaiting the parent's MSG_AUDIT_COMMITTED and the audit's availability (MSG_AUDIT_STATE),
  * both handed in by child.c, which reads the parent's messages.  A send
  * that fails means the parent is gone: the process exits.
  */
@@ -68,12 +68,29 @@ uplink_str(
 		snprintf(dst, size, "%s", src);
 }
 
+/* A new wait for the parent's MSG_AUDIT_COMMITTED: its id (not 0). */
+static uint32_t
+uplink_wait_add(audit_done_cb cb, void *arg, struct uplink_wait **wait)
+{
+	struct uplink_wait *w;
+
+	if (++uplink_next_id == 0)
+		uplink_next_id = 1;
+	w = xcalloc(1, sizeof(*w));
+	w->id = uplink_next_id;
+	w->cb = cb;
+	w->arg = arg;
+	w->next = uplink_waits[w->id % UPLINK_WAIT_BUCKETS];
+	uplink_waits[w->id % UPLINK_WAIT_BUCKETS] = w;
+	*wait = w;
+	return w->id;
+}
+
 int64_t
 uplink_audit_decision(const struct audit_row *r, audit_done_cb cb, void *arg,
     struct uplink_wait **wait)
 {
 	struct msg_row m;
-	struct uplink_wait *w;
 	uint32_t id = 0;
 
 	/* Denied rows are queued while the database is down (as audit.c
@@ -99,18 +116,8 @@ uplink_audit_decision(const struct audit_row *r, audit_done_cb cb, void *arg,
 	snprintf(m.reason, sizeof(m.reason), "%s", r->reason ? r->reason : "");
 	uplink_str(m.digest, sizeof(m.digest), r->policy_digest, &m.nulls,
 	    MSG_ROW_NULL_DIGEST);
-	if (cb != NULL) {
-		if (++uplink_next_id == 0)
-			uplink_next_id = 1;
-		id = uplink_next_id;
-		w = xcalloc(1, sizeof(*w));
-		w->id = id;
-		w->cb = cb;
-		w->arg = arg;
-		w->next = uplink_waits[id % UPLINK_WAIT_BUCKETS];
-		uplink_waits[id % UPLINK_WAIT_BUCKETS] = w;
-		*wait = w;
-	}
+	if (cb != NULL)
+		id = uplink_wait_add(cb, arg, wait);
 	uplink_send(MSG_AUDIT_DECISION, id, &m, sizeof(m));
 	return id;
 }
@@ -185,6 +192,24 @@ uplink_audit_request(int64_t row, const char *method, const char *path,
 	snprintf(m.cred, sizeof(m.cred), "%s", cred ? cred : "");
 	snprintf(m.reason, sizeof(m.reason), "%s", reason_name(reason));
 	uplink_send(MSG_AUDIT_REQUEST, (uint32_t)row, &m, sizeof(m));
+}
+
+int
+uplink_audit_request_open(int64_t row, const char *method, const char *path,
+    const char *cred, audit_done_cb cb, void *arg, struct uplink_wait **wait)
+{
+	struct msg_request m;
+
+	*wait = NULL;
+	if (row <= 0 || !uplink_avail)
+		return -1;
+	memset(&m, 0, sizeof(m));
+	snprintf(m.method, sizeof(m.method), "%s", method);
+	snprintf(m.path, sizeof(m.path), "%s", path);
+	snprintf(m.cred, sizeof(m.cred), "%s", cred ? cred : "");
+	m.wait = uplink_wait_add(cb, arg, wait);
+	uplink_send(MSG_AUDIT_REQUEST_OPEN, (uint32_t)row, &m, sizeof(m));
+	return 0;
 }
 
 int

@@ -180,6 +180,16 @@ ksb_check "b.test still refused, a.test still served" \
 	'[ "$(once 1 b.test)" = "403 not_in_allowlist" ] && [ "$(once 1 a.test)" = ok ]'
 ksb_check "rows still reference the running digest" \
 	"ksb_sql_is '$D2' \"SELECT policy_digest FROM connections ORDER BY id DESC LIMIT 1\""
+# A control byte in the file: the gateway escapes it (\x01), ksbctl
+# reload shows that once-escaped text as it is (not \x5cx01).
+printf 'profile default {\n    frob\001nicate\n}\n' > "$POL"
+set +e
+"$KSBCTL" -f "$T/ksb.conf" reload > "$T/reload.out" 2> "$T/reload.err"
+rc=$?
+set -e
+sed 's/^/# /' "$T/reload.err"
+ksb_check "a control byte in an error is shown escaped once" \
+	'[ $rc = 1 ] && grep -qF "unknown keyword \`frob\\x01nicate'"'"'" "$T/reload.err" && ! grep -q "x5c" "$T/reload.err" && ! grep -q "$(printf "\001")" "$T/reload.err"'
 cp "$T/good.policy" "$POL"
 
 ksb_say "3. a profile disappears; a restart-only setting changes"

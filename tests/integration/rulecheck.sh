@@ -27,7 +27,7 @@ rules() { gwns nft list chain "$1" ksb "$2" | grep -vE '^\s*(table|chain|type|\}
 snapshot() { for c in "inet prerouting" "inet input" "inet forward" "inet output" "bridge prerouting" "bridge forward"; do rules $c; done; }
 whole() { [ "$(snapshot)" = "$WANT" ]; }
 drifts_ge() { [ "$(drifts)" -ge "$DRIFTS" ]; }
-drifts() { ksb_sql "SELECT count(*) FROM selftests WHERE instance = '(gateway)' AND failed = 'nft-drift' AND action = 'none'"; }
+drifts() { ksb_sql "SELECT count(*) FROM selftests WHERE instance = '(gateway)' AND trigger = 'rules' AND failed = 'nft-drift' AND action = 'none'"; }
 # restored N WHAT: within 3 intervals the rules are whole again and N
 # drift records exist.
 restored() {

@@ -68,5 +68,81 @@ check "state-dir /usrx (not under /usr) accepted" \
 	 "$B/ksb-gatewayd" -n -f "$T/ok.conf" | grep -qx "configuration OK"'
 check "the compiled default state-dir is outside /usr (configure: /var/lib/ksb)" \
 	'"$B/ksb-gatewayd" -n -f "$T/good.conf" | grep -qx "configuration OK"'
+# Credential sources are checked as the start checks them (issue 29):
+# -n said "configuration OK" for a source the start then refused.
+mkdir -p "$T/cred.d"
+cred_conf() {
+	printf 'credential k {\n    host x.example.com\n    header x-api-key\n    source %s\n    secret K_KEY\n}\nprofile a {\n    allow x.example.com\n    credential k\n}\n' "$1" > "$T/cred.d/a.policy"
+	printf 'policy = cred.d/*.policy\nstate-dir = %s/state\n' "$T" > "$T/cred.conf"
+}
+cred_conf "file $T/no-such-key"
+check "-n: a missing credential file refused, naming it" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "credentials: .*a.policy:[0-9]*: credential k: .*no-such-key" "$T/cred.err"'
+printf 'sk-secret-value-ksbt\n' > "$T/open-key"
+chmod 0644 "$T/open-key"
+cred_conf "file $T/open-key"
+check "-n: a credential file others may read refused, its value not shown" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "credential k: " "$T/cred.err" && ! grep -q sk-secret "$T/cred.err"'
+chmod 0600 "$T/open-key"
+check "-n: a private credential file is OK" \
+	'"$B/ksb-gatewayd" -n -f "$T/cred.conf" 2>&1 | grep -qx "configuration OK"'
+cred_conf "env KSBT_NO_SUCH_VAR"
+check "-n: an unset credential variable refused" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "KSBT_NO_SUCH_VAR is not set" "$T/cred.err"'
+cred_conf "command $T/no-such-helper"
+check "-n: a missing credential command refused (not run)" \
+	'! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>"$T/cred.err" &&
+	 grep -q "no-such-helper: No such file" "$T/cred.err"'
+# ksbctl policy check uses the same check (policy/credsource.c): it said
+# "configuration OK" for a source the start then refused (issue 29).
+K=$B/ksbctl/ksbctl
+pcheck() { "$K" -f "$T/cred.conf" policy check "$@"; }
+cred_conf "file $T/no-such-key"
+check "policy check: a missing credential file refused, naming it" \
+	'! pcheck >/dev/null 2>"$T/cred.err" &&
+	 grep -q "ksbctl policy check: credentials: .*a.policy:[0-9]*: credential k: .*no-such-key: No such file" "$T/cred.err"'
+chmod 0644 "$T/open-key"
+cred_conf "file $T/open-key"
+check "policy check: a credential file others may read refused, no value shown" \
+	'! pcheck >/dev/null 2>"$T/cred.err" &&
+	 grep -q "credential k: .*open-key: owner 0 mode 0644" "$T/cred.err" && ! grep -q sk-secret "$T/cred.err"'
+chmod 0600 "$T/open-key"
+check "policy check: a private credential file is OK" \
+	'pcheck 2>&1 | grep -qx "configuration OK"'
+printf 'not\001printable\n' > "$T/ctl-key"
+chmod 0600 "$T/ctl-key"
+cred_conf "file $T/ctl-key"
+check "policy check: a value with a control byte refused, as the start does" \
+	'! pcheck >/dev/null 2>"$T/cred.err" && grep -q "holds control characters" "$T/cred.err" &&
+	 ! "$B/ksb-gatewayd" -n -f "$T/cred.conf" >/dev/null 2>&1'
+cred_conf "command $T/no-such-helper"
+check "policy check: a missing credential command refused (not run)" \
+	'! pcheck >/dev/null 2>"$T/cred.err" && grep -q "no-such-helper: No such file" "$T/cred.err"'
+printf '#!/bin/sh\ntouch %s/ran\necho v\n' "$T" > "$T/helper"
+chmod 0755 "$T/helper"
+cred_conf "command $T/helper"
+check "policy check: a present command is OK and is not run" \
+	'pcheck 2>&1 | grep -qx "configuration OK" && [ ! -e "$T/ran" ]'
+cred_conf "env KSBT_NO_SUCH_VAR"
+check "policy check: an environment source is the gateway's: not checked here" \
+	'pcheck 2>&1 | grep -qx "configuration OK"'
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+	mkdir -p "$T/sealed" && chmod 0755 "$T" "$T/cred.d" && chmod 0700 "$T/sealed"
+	cp "$T/open-key" "$T/sealed/key"
+	cred_conf "file $T/sealed/key"
+	chmod 0644 "$T/cred.d/a.policy" "$T/cred.conf"
+	check "policy check as nobody: a source it cannot see is counted, not failed" \
+		'setpriv --reuid=65534 --regid=65534 --clear-groups "$K" -f "$T/cred.conf" policy check > "$T/nob.out" 2>&1 &&
+		 grep -qx "configuration OK" "$T/nob.out" && grep -q "1 credential source(s) not readable by uid 65534" "$T/nob.out"'
+	chmod 0644 "$T/open-key"
+	cred_conf "file $T/open-key"
+	chmod 0644 "$T/cred.d/a.policy"
+	check "policy check as nobody: a key others may read refused by its mode" \
+		'! setpriv --reuid=65534 --regid=65534 --clear-groups "$K" -f "$T/cred.conf" policy check > "$T/nob.out" 2>&1 &&
+		 grep -q "open-key: owner 0 mode 0644" "$T/nob.out"'
+fi
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]

@@ -23,6 +23,7 @@ extern const char schema_audit_v1_sql[];
 extern const char schema_audit_v2_sql[];
 extern const char schema_audit_v3_sql[];
 extern const char schema_audit_v5_sql[];
+extern const char schema_audit_v9_sql[];
 
 static struct event_base *base;
 static char dir[] = "/tmp/ksb-test-audit.XXXXXX";
@@ -229,8 +230,8 @@ write_some(struct audit *a, int64_t ts)
 	int64_t reg, id;
 
 	audit_policy(a, "abcd", 1, "/etc/ksb/policy.d/a.policy", NULL);
-	reg = audit_register(a, "inst-1", "default", "ksbt0",
-	    "52:54:00:00:00:02", "10.77.0.2");
+	reg = audit_register(
+	    a, "inst-1", "default", "ksbt0", "52:54:00:00:00:02", "10.77.0.2");
 	r = row("denied.test", 0, "not_in_allowlist", ts);
 	audit_decision(a, &r, NULL, NULL, NULL);
 	r = row("allowed.test", 1, "allowed", ts);
@@ -248,7 +249,8 @@ write_some(struct audit *a, int64_t ts)
 static void
 write_selftests(struct audit *a)
 {
-	struct audit_selftest t = { "inst-1", 0, 1, 7, NULL, 812, "abcd", NULL };
+	struct audit_selftest t = { "inst-1", 0, 1, 7, NULL, 812, "abcd", NULL,
+		0 };
 
 	CHECK(audit_selftest(a, &t) == 0, "boot self-test queued");
 	t.reload = 1;
@@ -277,44 +279,60 @@ test_fresh(void)
 	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
-	    "AND result = 'ok' AND probes = 7 AND failed IS NULL AND "
-	    "action = 'none' AND duration_ms = 812") == 1,
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
+		  "AND result = 'ok' AND probes = 7 AND failed IS NULL AND "
+		  "action = 'none' AND duration_ms = 812") == 1,
 	    "a boot self-test record");
-	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = "
-	    "'reload' AND result = 'fail' AND failed = 'tcp-gateway' AND "
-	    "action = 'stopped' AND policy_digest = 'abcd'") == 1,
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM selftests WHERE trigger = "
+		  "'reload' AND result = 'fail' AND failed = 'tcp-gateway' AND "
+		  "action = 'stopped' AND policy_digest = 'abcd'") == 1,
 	    "a failed reload self-test record: the instance stopped");
-	CHECK(q_int(db, "SELECT count(*) FROM selftests WHERE trigger = 'boot' "
-	    "AND result = 'fail' AND action = 'refused' AND duration_ms IS "
-	    "NULL") == 1,
+	CHECK(
+	    q_int(db,
+		"SELECT count(*) FROM selftests WHERE trigger = 'boot' "
+		"AND result = 'fail' AND action = 'refused' AND duration_ms IS "
+		"NULL") == 1,
 	    "a failed boot self-test record: the command refused");
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "user_version 9");
-	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2, "2 decision rows");
-	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE turn = 3 AND "
-	    "decision = 'allow'") == 1 &&
-	    q_int(db, "SELECT count(*) FROM connections WHERE turn IS NULL") == 1,
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "user_version 10");
+	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2,
+	    "2 decision rows");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections WHERE turn = 3 AND "
+		  "decision = 'allow'") == 1 &&
+		q_int(db,
+		    "SELECT count(*) FROM connections WHERE turn IS NULL") == 1,
 	    "the turn recorded, NULL without one");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 1, "1 close record");
-	CHECK(q_int(db, "SELECT bytes_down FROM connections WHERE decision = "
-	    "'allow'") == 2000, "close fields mirrored");
-	CHECK(q_int(db, "SELECT count(*) FROM registrations WHERE "
-	    "unregistered_ms IS NOT NULL") == 1, "registration closed");
+	CHECK(q_int(db,
+		  "SELECT bytes_down FROM connections WHERE decision = "
+		  "'allow'") == 2000,
+	    "close fields mirrored");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM registrations WHERE "
+		  "unregistered_ms IS NOT NULL") == 1,
+	    "registration closed");
 	CHECK(q_int(db, "SELECT count(*) FROM active_tunnels") == 0,
 	    "no active tunnel");
 	CHECK(q_int(db, "SELECT allowed FROM instance_totals") == 1,
 	    "instance_totals view");
-	CHECK(q_int(db, "SELECT denied * 1000000 + bytes_down FROM "
-	    "instance_totals") == 1002000, "instance_totals: denial and bytes");
-	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
-	    "'allowed.test'") == 2000, "egress_by_host: the close's bytes");
+	CHECK(q_int(db,
+		  "SELECT denied * 1000000 + bytes_down FROM "
+		  "instance_totals") == 1002000,
+	    "instance_totals: denial and bytes");
+	CHECK(q_int(db,
+		  "SELECT bytes_down FROM egress_by_host WHERE host = "
+		  "'allowed.test'") == 2000,
+	    "egress_by_host: the close's bytes");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: intact (%lld)", (long long)id);
 
 	/* A self-test record is chained like the others. */
 	q = path_of("modst.db");
 	copy(p, q);
-	exec(q, "UPDATE selftests SET result = 'ok', action = 'none', "
+	exec(q,
+	    "UPDATE selftests SET result = 'ok', action = 'none', "
 	    "failed = NULL WHERE trigger = 'reload'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: a failed self-test turned ok is detected");
@@ -331,21 +349,25 @@ test_fresh(void)
 	/* Modified: a decision field, a close field, a close record. */
 	q = path_of("mod1.db");
 	copy(p, q);
-	exec(q, "UPDATE connections SET host = 'evil.test' WHERE decision = 'allow'");
+	exec(q,
+	    "UPDATE connections SET host = 'evil.test' WHERE decision = "
+	    "'allow'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: modified host detected");
 	free(problem);
 	free(q);
 	q = path_of("mod2.db");
 	copy(p, q);
-	exec(q, "UPDATE connections SET bytes_down = 1 WHERE decision = 'allow'");
+	exec(q,
+	    "UPDATE connections SET bytes_down = 1 WHERE decision = 'allow'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "close fields"),
 	    "verify: modified close field detected");
 	free(problem);
 	free(q);
 	q = path_of("mod3.db");
 	copy(p, q);
-	exec(q, "UPDATE closes SET bytes_down = 1; UPDATE connections SET "
+	exec(q,
+	    "UPDATE closes SET bytes_down = 1; UPDATE connections SET "
 	    "bytes_down = 1 WHERE decision = 'allow'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: modified close record detected");
@@ -354,7 +376,8 @@ test_fresh(void)
 	/* The turn (schema 8: hash version 2) and the version itself. */
 	db = db_open(p);
 	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE chain_v = 2") ==
-		2, "new rows: hash version 2");
+		2,
+	    "new rows: hash version 2");
 	sqlite3_close(db);
 	q = path_of("turn1.db");
 	copy(p, q);
@@ -372,7 +395,8 @@ test_fresh(void)
 	free(q);
 	q = path_of("turn3.db");
 	copy(p, q);
-	exec(q, "UPDATE connections SET chain_v = NULL, turn = 9 WHERE turn = 3");
+	exec(q,
+	    "UPDATE connections SET chain_v = NULL, turn = 9 WHERE turn = 3");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: a row made hash version 1 detected");
 	free(problem);
@@ -380,15 +404,17 @@ test_fresh(void)
 	q = path_of("turn4.db");
 	copy(p, q);
 	exec(q, "UPDATE connections SET chain_v = 3 WHERE turn = 3");
-	CHECK(verify(q, &problem) == 1 &&
-		strstr(problem, "unknown hash version"),
+	CHECK(
+	    verify(q, &problem) == 1 && strstr(problem, "unknown hash version"),
 	    "verify: an unknown hash version detected");
 	free(problem);
 	free(q);
 	/* Derived totals: not chained, but recomputed by verify. */
 	q = path_of("tot.db");
 	copy(p, q);
-	exec(q, "UPDATE totals_host SET bytes_down = 1 WHERE host = 'allowed.test'");
+	exec(q,
+	    "UPDATE totals_host SET bytes_down = 1 WHERE host = "
+	    "'allowed.test'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "totals_host"),
 	    "verify: modified totals detected");
 	free(problem);
@@ -404,15 +430,18 @@ test_fresh(void)
 	/* Inserted: with a copied seq, without one, at the end. */
 	q = path_of("ins1.db");
 	copy(p, q);
-	exec(q, "INSERT INTO unregistrations (seq, reg_id, ts_ms, hash) "
-	    "SELECT seq, 1, ts_ms, hash FROM connections WHERE decision = 'deny'");
+	exec(q,
+	    "INSERT INTO unregistrations (seq, reg_id, ts_ms, hash) "
+	    "SELECT seq, 1, ts_ms, hash FROM connections WHERE decision = "
+	    "'deny'");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "duplicate"),
 	    "verify: inserted row (duplicate seq) detected");
 	free(problem);
 	free(q);
 	q = path_of("ins2.db");
 	copy(p, q);
-	exec(q, "INSERT INTO connections (ts_ms, client_addr, client_port, "
+	exec(q,
+	    "INSERT INTO connections (ts_ms, client_addr, client_port, "
 	    "decision, reason) VALUES (1, '10.77.0.9', 1, 'allow', 'allowed')");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "without seq"),
 	    "verify: inserted row (no seq) detected");
@@ -420,9 +449,11 @@ test_fresh(void)
 	free(q);
 	q = path_of("ins3.db");
 	copy(p, q);
-	exec(q, "INSERT INTO connections (ts_ms, client_addr, client_port, "
+	exec(q,
+	    "INSERT INTO connections (ts_ms, client_addr, client_port, "
 	    "decision, reason, seq, hash) VALUES (1, '10.77.0.9', 1, 'allow', "
-	    "'allowed', (SELECT max(seq) + 1 FROM unregistrations), zeroblob(32))");
+	    "'allowed', (SELECT max(seq) + 1 FROM unregistrations), "
+	    "zeroblob(32))");
 	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
 	    "verify: inserted row at the end detected");
 	free(problem);
@@ -436,7 +467,8 @@ static char *
 shape(const char *p)
 {
 	sqlite3 *db = db_open(p);
-	char *s = q_text(db, "SELECT m.type || ':' || m.name || ':' || "
+	char *s = q_text(db,
+	    "SELECT m.type || ':' || m.name || ':' || "
 	    "coalesce((SELECT group_concat(name || ' ' || type, ',') FROM "
 	    "pragma_table_info(m.name)), '') || CASE WHEN m.type = 'index' "
 	    "THEN m.tbl_name || '(' || coalesce((SELECT group_concat(name, "
@@ -461,39 +493,51 @@ test_migrate_v1(void)
 
 	/* A version 1 database as the version 1 gateway left it. */
 	db = db_open(p);
-	if (sqlite3_exec(db, schema_audit_v1_sql, NULL, NULL, NULL) != SQLITE_OK)
+	if (sqlite3_exec(db, schema_audit_v1_sql, NULL, NULL, NULL) !=
+	    SQLITE_OK)
 		fatalx("v1 schema: %s", sqlite3_errmsg(db));
-	sqlite3_exec(db, "PRAGMA user_version = 1;"
-	    "INSERT INTO policy_versions (ts_ms, digest, ok, files, errors) VALUES "
-	    "(1000, 'abcd', 1, '', NULL), (1500, NULL, 0, 'x.policy', 'x:1: bad');"
+	sqlite3_exec(db,
+	    "PRAGMA user_version = 1;"
+	    "INSERT INTO policy_versions (ts_ms, digest, ok, files, errors) "
+	    "VALUES "
+	    "(1000, 'abcd', 1, '', NULL), (1500, NULL, 0, 'x.policy', 'x:1: "
+	    "bad');"
 	    "INSERT INTO registrations (instance, profile, tap, mac, ip, "
 	    "registered_ms, unregistered_ms) VALUES ('a', 'default', 'ksbt0', "
 	    "'52:54:00:00:00:02', '10.77.0.2', 1100, 5000), ('b', 'default', "
 	    "'ksbt1', '52:54:00:00:00:03', '10.77.0.3', 1200, NULL);"
 	    "INSERT INTO connections (ts_ms, instance, profile, client_addr, "
-	    "client_port, host, port, sni, upstream_addr, upstream_port, decision, "
+	    "client_port, host, port, sni, upstream_addr, upstream_port, "
+	    "decision, "
 	    "reason, policy_digest, bytes_up, bytes_down, duration_ms, "
 	    "close_reason, closed_ms) VALUES "
 	    "(2000, 'a', 'default', '10.77.0.2', 1, 'x.test', 443, 'x.test', "
-	    "'192.0.2.1', 443, 'allow', 'allowed', 'abcd', 10, 20, 30, 'closed', 2030),"
+	    "'192.0.2.1', 443, 'allow', 'allowed', 'abcd', 10, 20, 30, "
+	    "'closed', 2030),"
 	    "(2100, 'a', 'default', '10.77.0.2', 2, 'y.test', 443, NULL, NULL, "
-	    "NULL, 'deny', 'not_in_allowlist', 'abcd', NULL, NULL, NULL, NULL, NULL),"
+	    "NULL, 'deny', 'not_in_allowlist', 'abcd', NULL, NULL, NULL, NULL, "
+	    "NULL),"
 	    "(2200, 'b', 'default', '10.77.0.3', 3, 'x.test', 443, 'x.test', "
-	    "'192.0.2.1', 443, 'allow', 'allowed', 'abcd', NULL, NULL, NULL, NULL, "
-	    "NULL);", NULL, NULL, NULL);
+	    "'192.0.2.1', 443, 'allow', 'allowed', 'abcd', NULL, NULL, NULL, "
+	    "NULL, "
+	    "NULL);",
+	    NULL, NULL, NULL);
 	sqlite3_close(db);
 
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
-	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE close_reason = "
-	    "'gateway_restart'") == 1, "open tunnel closed as gateway_restart");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections WHERE close_reason = "
+		  "'gateway_restart'") == 1,
+	    "open tunnel closed as gateway_restart");
 	CHECK(q_int(db, "SELECT count(*) FROM unregistrations") == 2,
 	    "unregistration records");
-	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE seq IS NULL") == 0,
+	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE seq IS NULL") ==
+		0,
 	    "every row chained");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: migrated database intact");
@@ -515,7 +559,8 @@ test_migrate_v1(void)
 	/* A newer schema is refused. */
 	exec(f, "PRAGMA user_version = 99");
 	CHECK(audit_open(f, 0, &a, &cause) == -1 && cause != NULL &&
-	    strstr(cause, "newer"), "newer schema refused");
+		strstr(cause, "newer"),
+	    "newer schema refused");
 	free(cause);
 	free(p);
 	free(f);
@@ -541,13 +586,17 @@ test_retention(void)
 	audit_free(a);
 	CHECK(audit_open(p, 86400, &a, &cause) == 0, "reopen, retention 1 day");
 	audit_start(a, base, &cause);
-	write_some(a, 0);	/* the writer prunes when it starts */
+	write_some(a, 0); /* the writer prunes when it starts */
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE host = "
-	    "'old.test'") == 0, "old rows pruned");
-	CHECK(q_int(db, "SELECT seq FROM chain_anchor") == 50, "anchor at seq 50");
-	CHECK(q_int(db, "SELECT count(*) FROM connections") == 4, "recent rows kept");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections WHERE host = "
+		  "'old.test'") == 0,
+	    "old rows pruned");
+	CHECK(q_int(db, "SELECT seq FROM chain_anchor") == 50,
+	    "anchor at seq 50");
+	CHECK(q_int(db, "SELECT count(*) FROM connections") == 4,
+	    "recent rows kept");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify after pruning");
 	free(p);
@@ -586,8 +635,10 @@ test_idle(void)
 	c0 = cpu_ms();
 	nanosleep(&half, NULL);
 	used = cpu_ms() - c0;
-	CHECK(used < 100, "an idle writer with retention sleeps (%.1f ms CPU "
-	    "in 500 ms)", used);
+	CHECK(used < 100,
+	    "an idle writer with retention sleeps (%.1f ms CPU "
+	    "in 500 ms)",
+	    used);
 	audit_free(a);
 	free(p);
 }
@@ -634,10 +685,14 @@ test_removed(void)
 	CHECK(w.done && w.ok, "allowed row committed in the new database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "SELECT count(*) FROM chain_anchor WHERE reason = "
-	    "'replaced' AND seq = 7") == 1, "anchored on the removed chain");
-	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE reason = "
-	    "'audit_unavailable'") == 1, "row queued while down was written");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM chain_anchor WHERE reason = "
+		  "'replaced' AND seq = 7") == 1,
+	    "anchored on the removed chain");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections WHERE reason = "
+		  "'audit_unavailable'") == 1,
+	    "row queued while down was written");
 	sqlite3_close(db);
 	CHECK(verify(p, &problem) == 0, "verify the new database");
 	free(problem);
@@ -651,9 +706,12 @@ test_removed(void)
 static char *
 totals_recomputed(sqlite3 *db)
 {
-	return q_text(db, "SELECT quote(instance) || ',' || quote(host) || ',' "
-	    "|| quote(port) || ',' || count(*) || ',' || sum(decision = 'allow') "
-	    "|| ',' || sum(coalesce(bytes_down, 0)) || ',' || max(ts_ms) || ',' "
+	return q_text(db,
+	    "SELECT quote(instance) || ',' || quote(host) || ',' "
+	    "|| quote(port) || ',' || count(*) || ',' || sum(decision = "
+	    "'allow') "
+	    "|| ',' || sum(coalesce(bytes_down, 0)) || ',' || max(ts_ms) || "
+	    "',' "
 	    "|| quote(max(CASE WHEN decision = 'allow' THEN ts_ms END)) FROM "
 	    "connections GROUP BY instance, host, port ORDER BY 1");
 }
@@ -661,7 +719,8 @@ totals_recomputed(sqlite3 *db)
 static char *
 totals_stored(sqlite3 *db)
 {
-	return q_text(db, "SELECT quote(instance) || ',' || quote(host) || ',' "
+	return q_text(db,
+	    "SELECT quote(instance) || ',' || quote(host) || ',' "
 	    "|| quote(port) || ',' || connections || ',' || allowed || ',' || "
 	    "bytes_down || ',' || last_ms || ',' || quote(last_allow_ms) FROM "
 	    "totals_host ORDER BY 1");
@@ -670,7 +729,8 @@ totals_stored(sqlite3 *db)
 static void
 test_migrate_v2(void)
 {
-	char *p = path_of("v2.db"), *f = path_of("fresh3.db"), *g = path_of("v2ref.db");
+	char *p = path_of("v2.db"), *f = path_of("fresh3.db"),
+	     *g = path_of("v2ref.db");
 	char *s1, *s2, *cause = NULL;
 	struct audit_row r;
 	struct audit *a;
@@ -691,7 +751,9 @@ test_migrate_v2(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
 	rechain_v1(p);
-	exec(p, "DROP TABLE requests; DROP TABLE selftests; "
+	exec(p,
+	    "DROP TABLE requests; DROP TABLE selftests; "
+	    "DROP TABLE request_opens; "
 	    "DROP TABLE forwards; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
@@ -703,7 +765,8 @@ test_migrate_v2(void)
 	    "CREATE VIEW egress_by_host AS SELECT instance, host, port, "
 	    "count(*) AS connections, sum(coalesce(bytes_up, 0)) AS bytes_up, "
 	    "sum(coalesce(bytes_down, 0)) AS bytes_down, max(ts_ms) AS last_ms "
-	    "FROM connections WHERE decision = 'allow' GROUP BY instance, host, "
+	    "FROM connections WHERE decision = 'allow' GROUP BY instance, "
+	    "host, "
 	    "port; CREATE VIEW instance_totals AS SELECT instance, count(*) AS "
 	    "connections, sum(decision = 'allow') AS allowed, "
 	    "sum(decision = 'deny') AS denied, sum(coalesce(bytes_up, 0)) AS "
@@ -720,7 +783,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -729,10 +792,14 @@ test_migrate_v2(void)
 	free(s1);
 	free(s2);
 	CHECK(q_int(db, "SELECT count(*) FROM totals_host") == 4, "4 groups");
-	CHECK(q_int(db, "SELECT connections FROM instance_totals WHERE "
-	    "instance IS NULL") == 2, "unregistered source: one NULL group");
-	CHECK(q_int(db, "SELECT bytes_down FROM instance_totals WHERE "
-	    "instance = 'inst-2'") == 50, "inst-2 totals");
+	CHECK(q_int(db,
+		  "SELECT connections FROM instance_totals WHERE "
+		  "instance IS NULL") == 2,
+	    "unregistered source: one NULL group");
+	CHECK(q_int(db,
+		  "SELECT bytes_down FROM instance_totals WHERE "
+		  "instance = 'inst-2'") == 50,
+	    "inst-2 totals");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: chain and totals after migration");
 	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
@@ -767,10 +834,11 @@ test_migrate_v7(void)
 	write_some(a, 0);
 	audit_free(a);
 	rechain_v1(p);
-	exec(p, "ALTER TABLE connections DROP COLUMN chain_v; "
-		"DROP INDEX connections_deny_ts; CREATE INDEX "
-		"connections_decision ON connections (decision, ts_ms); "
-		"PRAGMA user_version = 7");
+	exec(p,
+	    "ALTER TABLE connections DROP COLUMN chain_v; "
+	    "DROP INDEX connections_deny_ts; CREATE INDEX "
+	    "connections_decision ON connections (decision, ts_ms); "
+	    "PRAGMA user_version = 7");
 	CHECK(verify(p, NULL) == 0, "verify: a version 7 database");
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 7 database");
 	audit_start(a, base, &cause);
@@ -779,11 +847,13 @@ test_migrate_v7(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
-	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE chain_v IS "
-			"NULL") == 2 &&
-		q_int(db, "SELECT count(*) FROM connections WHERE chain_v = 2 "
-			  "AND turn = 2 AND host = 'later.test'") == 1,
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections WHERE chain_v IS "
+		  "NULL") == 2 &&
+		q_int(db,
+		    "SELECT count(*) FROM connections WHERE chain_v = 2 "
+		    "AND turn = 2 AND host = 'later.test'") == 1,
 	    "old rows hash version 1, the new one 2");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: both versions in one chain");
@@ -844,30 +914,35 @@ test_migrate_v8(void)
 	audit_start(a, base, &cause);
 	write_some(a, 0);
 	audit_free(a);
-	exec(p, "DROP INDEX connections_deny_ts; CREATE INDEX "
-		"connections_decision ON connections (decision, ts_ms); "
-		"PRAGMA user_version = 8");
+	exec(p,
+	    "DROP INDEX connections_deny_ts; CREATE INDEX "
+	    "connections_decision ON connections (decision, ts_ms); "
+	    "PRAGMA user_version = 8");
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 8 database");
 	audit_start(a, base, &cause);
 	write_some(a, 0);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
-	CHECK(q_int(db, "SELECT count(*) FROM sqlite_master WHERE name = "
-			"'connections_decision'") == 0,
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM sqlite_master WHERE name = "
+		  "'connections_decision'") == 0,
 	    "the (decision, time) index dropped");
-	CHECK(q_int(db, "SELECT count(*) FROM connections INDEXED BY "
-			"connections_deny_ts WHERE decision = 'deny'") == 2,
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections INDEXED BY "
+		  "connections_deny_ts WHERE decision = 'deny'") == 2,
 	    "both denials (one from version 8) in the denials' time index");
-	plan = plan_of(db, "SELECT * FROM connections WHERE decision = "
-			   "'deny' ORDER BY ts_ms DESC, id DESC LIMIT 6");
+	plan = plan_of(db,
+	    "SELECT * FROM connections WHERE decision = "
+	    "'deny' ORDER BY ts_ms DESC, id DESC LIMIT 6");
 	CHECK(strstr(plan, "connections_deny_ts") != NULL &&
 		strstr(plan, "TEMP B-TREE") == NULL,
 	    "newest denials: the denials' time index, no sort (%s)", plan);
 	free(plan);
-	plan = plan_of(db, "SELECT * FROM connections WHERE ts_ms >= 5 AND "
-			   "decision = 'deny' ORDER BY ts_ms DESC, id DESC "
-			   "LIMIT 100");
+	plan = plan_of(db,
+	    "SELECT * FROM connections WHERE ts_ms >= 5 AND "
+	    "decision = 'deny' ORDER BY ts_ms DESC, id DESC "
+	    "LIMIT 100");
 	CHECK(strstr(plan, "connections_deny_ts (ts_ms>?)") != NULL,
 	    "denials since: a range of the denials' time index (%s)", plan);
 	free(plan);
@@ -878,6 +953,100 @@ test_migrate_v8(void)
 	s1 = shape(p);
 	s2 = shape(f);
 	CHECK(strcmp(s1, s2) == 0, "migrated (8) and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+}
+
+/*
+ * Version 9 -> 10 (audit/schema/migrate-10.sql): a database made by the
+ * version 9 schema (history/audit-v9.sql) holding a chained self-test
+ * record of trigger reload (the rule check's, as version 9 wrote it).
+ * The migration keeps it (chain intact), adds request_opens, and the
+ * rebuilt selftests takes trigger 'rules' and still refuses others.
+ */
+static void
+test_migrate_v9(void)
+{
+	char *p = path_of("v9.db"), *f = path_of("fresh10.db");
+	char *s1, *s2, *cause = NULL;
+	struct audit_selftest t = { "(gateway)", 1, 0, 0, "nft-drift", -1,
+		"abcd", "none", 1 };
+	struct audit_val v[9];
+	uint8_t zero[AUDIT_HASH_LEN] = { 0 }, h[AUDIT_HASH_LEN];
+	struct audit *a;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	int64_t id;
+
+	exec(p, schema_audit_v9_sql);
+	exec(p, "PRAGMA user_version = 9");
+	memset(v, 0, sizeof(v));
+	v[0] = (struct audit_val){ AUDIT_VAL_INT, 1000, NULL, 0 };
+	v[1] = (struct audit_val){ AUDIT_VAL_TEXT, 0, "(gateway)", 9 };
+	v[2] = (struct audit_val){ AUDIT_VAL_TEXT, 0, "reload", 6 };
+	v[3] = (struct audit_val){ AUDIT_VAL_TEXT, 0, "fail", 4 };
+	v[4] = (struct audit_val){ AUDIT_VAL_INT, 0, NULL, 0 };
+	v[5] = (struct audit_val){ AUDIT_VAL_TEXT, 0, "nft-drift", 9 };
+	v[6] = (struct audit_val){ AUDIT_VAL_NULL, 0, NULL, 0 };
+	v[7] = (struct audit_val){ AUDIT_VAL_TEXT, 0, "none", 4 };
+	v[8] = (struct audit_val){ AUDIT_VAL_TEXT, 0, "abcd", 4 };
+	audit_chain_hash(zero, 1, AUDIT_SELFTEST, v, 9, h);
+	db = db_open(p);
+	CHECK(sqlite3_prepare_v2(db,
+		  "INSERT INTO selftests VALUES (1, 1000, '(gateway)', "
+		  "'reload', 'fail', 0, 'nft-drift', NULL, 'none', 'abcd', ?)",
+		  -1, &st, NULL) == SQLITE_OK,
+	    "v9: insert prepared");
+	sqlite3_bind_blob(st, 1, h, AUDIT_HASH_LEN, SQLITE_STATIC);
+	CHECK(sqlite3_step(st) == SQLITE_DONE, "v9: a rule check record");
+	sqlite3_finalize(st);
+	CHECK(sqlite3_exec(db,
+		  "INSERT INTO selftests VALUES (2, 1, 'x', 'rules', 'ok', "
+		  "0, NULL, NULL, 'none', NULL, x'00')",
+		  NULL, NULL, NULL) != SQLITE_OK,
+	    "v9: trigger rules refused by the old schema");
+	sqlite3_close(db);
+	/* A copy kept as it was is still verified (no request_opens). */
+	CHECK(verify(p, NULL) == 0, "verify: the version 9 database");
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 9 database");
+	audit_start(a, base, &cause);
+	CHECK(audit_selftest(a, &t) == 0, "a rule check record queued");
+	id = write_some(a, 0);
+	CHECK(audit_request_open(
+		  a, id, "GET", "/v1", "api", NULL, NULL, NULL) == 0,
+	    "a request open queued");
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM selftests WHERE seq = 1 AND "
+		  "trigger = 'reload'") == 1,
+	    "the version 9 record kept as it was");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM selftests WHERE trigger = "
+		  "'rules' AND failed = 'nft-drift'") == 1,
+	    "trigger rules written after the migration");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM request_opens WHERE method = "
+		  "'GET' AND path = '/v1' AND credential = 'api'") == 1,
+	    "request_opens written after the migration");
+	CHECK(sqlite3_exec(db,
+		  "INSERT INTO selftests VALUES (999, 1, 'x', 'bogus', 'ok', "
+		  "0, NULL, NULL, 'none', NULL, x'00')",
+		  NULL, NULL, NULL) != SQLITE_OK,
+	    "the rebuilt selftests still checks trigger");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: a migrated version 9 database");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(strcmp(s1, s2) == 0, "migrated (9) and new schemas are the same");
 	if (strcmp(s1, s2) != 0)
 		printf("# migrated: %s\n# new:      %s\n", s1, s2);
 	free(s1);
@@ -909,12 +1078,14 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
-	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE credential = "
-	    "'api' AND status = 200 AND path = '/v1/messages'") == 1,
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM requests WHERE credential = "
+		  "'api' AND status = 200 AND path = '/v1/messages'") == 1,
 	    "a request row");
-	CHECK(q_int(db, "SELECT count(*) FROM requests WHERE path = '-' AND "
-	    "status IS NULL AND reason = 'credential_misuse'") == 1,
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM requests WHERE path = '-' AND "
+		  "status IS NULL AND reason = 'credential_misuse'") == 1,
 	    "a refused request row (no path, no status)");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: request rows are chained");
@@ -947,7 +1118,7 @@ test_migrate_v5(void)
 	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
 	CHECK(q_int(db, "SELECT count(*) FROM selftests") == 3,
 	    "self-test records in the migrated database");
 	sqlite3_close(db);
@@ -969,7 +1140,8 @@ test_migrate_v5(void)
 static int64_t
 put(struct audit *a, const char *inst, const char *host, int allow, int64_t ts)
 {
-	struct audit_row r = row(host, allow, allow ? "allowed" : "not_in_allowlist", ts);
+	struct audit_row r =
+	    row(host, allow, allow ? "allowed" : "not_in_allowlist", ts);
 
 	r.instance = inst;
 	if (host == NULL)
@@ -1005,23 +1177,29 @@ test_totals_retention(void)
 	CHECK(w.done && w.ok, "young allowed row committed");
 	/* Open: no bytes yet; the close record adds them. */
 	db = db_open(p);
-	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
-	    "'mixed.test'") == 0, "open tunnels: no bytes counted yet");
+	CHECK(q_int(db,
+		  "SELECT bytes_down FROM egress_by_host WHERE host = "
+		  "'mixed.test'") == 0,
+	    "open tunnels: no bytes counted yet");
 	sqlite3_close(db);
 	audit_close(a, id, 7, 70, 1, "closed");
 	for (i = 0; i < 4; i++)
 		audit_close(a, ids[i], 1, i < 3 ? 1000 : 500, 1, "closed");
 	put(a, NULL, NULL, 0, 0);
 	put(a, "inst-2", "late.test", 0, old + 2);
-	audit_close(a, put(a, "inst-2", "late.test", 1, old + 3), 1, 30, 1,
-	    "closed");
-	audit_close(a, id, 7, 70, 1, "closed");	/* twice: counted once */
+	audit_close(
+	    a, put(a, "inst-2", "late.test", 1, old + 3), 1, 30, 1, "closed");
+	audit_close(a, id, 7, 70, 1, "closed"); /* twice: counted once */
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "SELECT bytes_down FROM egress_by_host WHERE host = "
-	    "'mixed.test'") == 3070, "close records add their bytes");
-	CHECK(q_int(db, "SELECT allowed * 100 + denied FROM instance_totals "
-	    "WHERE instance = 'inst-2'") == 202, "allowed and denied counted");
+	CHECK(q_int(db,
+		  "SELECT bytes_down FROM egress_by_host WHERE host = "
+		  "'mixed.test'") == 3070,
+	    "close records add their bytes");
+	CHECK(q_int(db,
+		  "SELECT allowed * 100 + denied FROM instance_totals "
+		  "WHERE instance = 'inst-2'") == 202,
+	    "allowed and denied counted");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "writer: totals equal the rows' aggregates");
@@ -1037,24 +1215,38 @@ test_totals_retention(void)
 	audit_start(a, base, &cause);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "SELECT count(*) FROM connections WHERE host = "
-	    "'old.test'") == 0, "old rows pruned");
-	CHECK(q_int(db, "SELECT count(*) FROM totals_host WHERE host = "
-	    "'old.test'") == 0, "emptied totals dropped");
-	CHECK(q_int(db, "SELECT bytes_down * 10 + connections FROM "
-	    "egress_by_host WHERE host = 'mixed.test'") == 701,
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections WHERE host = "
+		  "'old.test'") == 0,
+	    "old rows pruned");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM totals_host WHERE host = "
+		  "'old.test'") == 0,
+	    "emptied totals dropped");
+	CHECK(q_int(db,
+		  "SELECT bytes_down * 10 + connections FROM "
+		  "egress_by_host WHERE host = 'mixed.test'") == 701,
 	    "pruned bytes subtracted");
-	CHECK(q_int(db, "SELECT last_ms FROM totals_host WHERE host = "
-	    "'late.test'") == old + 3, "last time found again below the cut");
-	CHECK(q_int(db, "SELECT last_ms FROM egress_by_host WHERE host = "
-	    "'late.test'") == old + 3, "last allowed time found again");
-	CHECK(q_int(db, "SELECT first_ms FROM instance_totals WHERE instance = "
-	    "'inst-2'") == old + 2, "first time of an instance moved on");
-	CHECK(q_int(db, "SELECT connections FROM instance_totals WHERE instance "
-	    "IS NULL") == 1, "unregistered source: one row left");
+	CHECK(q_int(db,
+		  "SELECT last_ms FROM totals_host WHERE host = "
+		  "'late.test'") == old + 3,
+	    "last time found again below the cut");
+	CHECK(q_int(db,
+		  "SELECT last_ms FROM egress_by_host WHERE host = "
+		  "'late.test'") == old + 3,
+	    "last allowed time found again");
+	CHECK(q_int(db,
+		  "SELECT first_ms FROM instance_totals WHERE instance = "
+		  "'inst-2'") == old + 2,
+	    "first time of an instance moved on");
+	CHECK(q_int(db,
+		  "SELECT connections FROM instance_totals WHERE instance "
+		  "IS NULL") == 1,
+	    "unregistered source: one row left");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
-	CHECK(strcmp(s1, s2) == 0, "retention: totals equal the rows' aggregates");
+	CHECK(strcmp(s1, s2) == 0,
+	    "retention: totals equal the rows' aggregates");
 	if (strcmp(s1, s2) != 0)
 		printf("# rows:   %s\n# totals: %s\n", s1, s2);
 	free(s1);
@@ -1099,11 +1291,13 @@ test_totals_batch(void)
 		printf("# rows:   %s\n# totals: %s\n", s1, s2);
 	free(s1);
 	free(s2);
-	q = q_text(db, "SELECT group_concat(x) FROM (SELECT instance || ':' "
+	q = q_text(db,
+	    "SELECT group_concat(x) FROM (SELECT instance || ':' "
 	    "|| count(*) || ':' || sum(coalesce(bytes_down, 0)) || ':' || "
 	    "min(ts_ms) || ':' || max(ts_ms) AS x FROM connections GROUP BY "
 	    "instance ORDER BY instance)");
-	s1 = q_text(db, "SELECT group_concat(x) FROM (SELECT instance || ':' "
+	s1 = q_text(db,
+	    "SELECT group_concat(x) FROM (SELECT instance || ':' "
 	    "|| connections || ':' || bytes_down || ':' || first_ms || ':' || "
 	    "last_ms AS x FROM totals_instance ORDER BY instance)");
 	CHECK(strcmp(q, s1) == 0, "batch: instance totals, first and last");
@@ -1133,7 +1327,8 @@ test_forwards(void)
 	audit_free(a);
 	/* As a version 5 database: without the tables, chain_v and the
 	 * denials' time index. */
-	exec(p, "DROP TABLE forwards; DROP TABLE selftests; "
+	exec(p,
+	    "DROP TABLE forwards; DROP TABLE selftests; "
 	    "ALTER TABLE connections DROP COLUMN chain_v; "
 	    "DROP INDEX connections_deny_ts; CREATE INDEX "
 	    "connections_decision ON connections (decision, ts_ms); "
@@ -1166,18 +1361,27 @@ test_forwards(void)
 	audit_forward(a, &fr);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 9, "migrated to version 9");
-	CHECK(q_int(db, "SELECT count(*) FROM forwards") == 4,
-	    "4 forward rows");
-	CHECK(q_int(db, "SELECT bytes_from_guest FROM forwards WHERE event = "
-	    "'close' AND stream = 1 AND reason = 'done' AND bytes_to_guest = "
-	    "120 AND duration_ms = 900") == 104857600, "the close's counts");
-	CHECK(q_int(db, "SELECT count(*) FROM forwards WHERE event IN ('add', "
-	    "'remove') AND stream IS NULL AND peer IS NULL AND bytes_to_guest "
-	    "IS NULL") == 2, "add and remove: no stream, peer or counts");
-	CHECK(q_int(db, "SELECT count(*) FROM forwards WHERE event = 'open' "
-	    "AND peer = '127.0.0.1' AND listen_port = 8080 AND guest_port = "
-	    "80") == 1, "the open's peer and ports");
+	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(
+	    q_int(db, "SELECT count(*) FROM forwards") == 4, "4 forward rows");
+	CHECK(q_int(db,
+		  "SELECT bytes_from_guest FROM forwards WHERE event = "
+		  "'close' AND stream = 1 AND reason = 'done' AND "
+		  "bytes_to_guest = "
+		  "120 AND duration_ms = 900") == 104857600,
+	    "the close's counts");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM forwards WHERE event IN ('add', "
+		  "'remove') AND stream IS NULL AND peer IS NULL AND "
+		  "bytes_to_guest "
+		  "IS NULL") == 2,
+	    "add and remove: no stream, peer or counts");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM forwards WHERE event = 'open' "
+		  "AND peer = '127.0.0.1' AND listen_port = 8080 AND "
+		  "guest_port = "
+		  "80") == 1,
+	    "the open's peer and ports");
 	sqlite3_close(db);
 	CHECK(verify(p, NULL) == 0, "verify: forward rows are chained");
 	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
@@ -1187,10 +1391,11 @@ test_forwards(void)
 	CHECK(strcmp(s1, s2) == 0, "migrated (5) and new schemas are the same");
 	if (strcmp(s1, s2) != 0)
 		printf("# migrated: %s\n# new:      %s\n", s1, s2);
-	exec(p, "UPDATE forwards SET bytes_from_guest = 1 WHERE event = "
+	exec(p,
+	    "UPDATE forwards SET bytes_from_guest = 1 WHERE event = "
 	    "'close'");
 	CHECK(verify(p, &problem) == 1 && problem != NULL &&
-	    strstr(problem, "hash mismatch") != NULL,
+		strstr(problem, "hash mismatch") != NULL,
 	    "verify: a changed byte count is caught");
 	free(problem);
 	free(s1);
@@ -1215,6 +1420,7 @@ main(void)
 	test_migrate_v5();
 	test_migrate_v7();
 	test_migrate_v8();
+	test_migrate_v9();
 	test_forwards();
 	test_totals_retention();
 	test_totals_batch();

@@ -1,6 +1,6 @@
 -- ksb audit database, schema version 3 (PRAGMA user_version = 3).
 -- Documented in ksb-audit(5).  A new database is created from this file;
--- an older one is brought here by schema/migrate-*.sql (forward only), so
+-- an older one is brought here by audit/schema/migrate-*.sql (forward only), so
 -- both end with the same tables, columns, indexes and views.
 --
 -- Times are milliseconds since the Unix epoch, UTC.  Text that came from a
@@ -114,7 +114,7 @@ CREATE UNIQUE INDEX registrations_seq ON registrations (seq);
 CREATE INDEX closes_conn ON closes (conn_id);
 CREATE INDEX unregistrations_reg ON unregistrations (reg_id);
 
--- Derived totals (not chained), see above and schema/migrate-3.sql.
+-- Derived totals (not chained), see above and audit/schema/migrate-3.sql.
 CREATE TABLE totals_instance (
 	instance	TEXT,			-- NULL: source not registered
 	connections	INTEGER NOT NULL,
