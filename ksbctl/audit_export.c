@@ -3,7 +3,9 @@
  *
  *   --format ocsf   one OCSF 1.1 event per line (JSON): connection and
  *                   close records as Network Activity (class 4001, open
- *                   and close), the others as Base Event (class 0); every
+ *                   and close), requests as HTTP Activity (4002),
+ *                   self-tests as Compliance Finding (2003), the others
+ *                   as Base Event (class 0); every
  *                   field of the record kept under "unmapped".
  *   --otlp URL      OpenTelemetry logs over OTLP/HTTP, JSON encoding
  *                   (opentelemetry-proto, logs/v1; POST URL, usually
@@ -95,7 +97,42 @@ static const char audit_export_sql[] =
     "bytes_from_guest, 'duration_ms', duration_ms, 'reason', reason, "
     "'hash', lower(hex(hash))) FROM forwards WHERE seq > ?1 AND "
     "(?2 IS NULL OR ts_ms >= ?2) "
-    "ORDER BY 1 LIMIT 10000";
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', 'request', "
+    "'conn_id', conn_id, 'ts_ms', ts_ms, 'method', method, 'path', path, "
+    "'status', status, 'bytes_up', bytes_up, 'bytes_down', bytes_down, "
+    "'credential', credential, 'reason', reason, "
+    "'hash', lower(hex(hash))) FROM requests WHERE seq > ?1 AND "
+    "(?2 IS NULL OR ts_ms >= ?2) ";
+/* The request_open records (schema 10); a database of an older schema,
+ * which has no such table, is exported without them. */
+static const char audit_export_sql_opens[] =
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', "
+    "'request_open', 'conn_id', conn_id, 'ts_ms', ts_ms, 'method', "
+    "method, 'path', path, 'credential', credential, "
+    "'hash', lower(hex(hash))) FROM request_opens WHERE seq > ?1 AND "
+    "(?2 IS NULL OR ts_ms >= ?2) ";
+static const char audit_export_sql_order[] = "ORDER BY 1 LIMIT 10000";
+
+/* The export's statement for db's schema.  SQLite's value. */
+static int
+audit_export_prepare(sqlite3 *db, sqlite3_stmt **st)
+{
+	sqlite3_stmt *q = NULL;
+	char *sql;
+	int opens = 0, rc;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+		"name = 'request_opens'",
+		-1, &q, NULL) == SQLITE_OK)
+		opens = sqlite3_step(q) == SQLITE_ROW;
+	sqlite3_finalize(q);
+	xasprintf(&sql, "%s%s%s", audit_export_sql,
+	    opens ? audit_export_sql_opens : "", audit_export_sql_order);
+	rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
+	free(sql);
+	return rc;
+}
 
 int
 audit_export_jsonl(sqlite3 *db, int64_t since, int follow)
@@ -105,8 +142,7 @@ audit_export_jsonl(sqlite3 *db, int64_t since, int follow)
 	int64_t last = 0;
 	int rc, n;
 
-	if (sqlite3_prepare_v2(db, audit_export_sql, -1, &st, NULL) !=
-	    SQLITE_OK)
+	if (audit_export_prepare(db, &st) != SQLITE_OK)
 		goto sqlerr;
 	for (;;) {
 		do {
@@ -328,10 +364,29 @@ ocsf_selftest(struct json_object *rec, struct json_object *ev)
 	    ev, "severity_id", json_object_new_int(severity[cs]));
 }
 
+/* An HTTP request's OCSF HTTP Activity (4002) activity_id by its method:
+ * 1 Connect, 2 Delete, 3 Get, 4 Head, 5 Options, 6 Post, 7 Put, 8 Trace,
+ * 99 Other (PATCH and anything else). */
+static int
+ocsf_http_activity(struct json_object *rec)
+{
+	static const char *const m[] = { "CONNECT", "DELETE", "GET", "HEAD",
+		"OPTIONS", "POST", "PUT", "TRACE" };
+	const char *method = rec_str(rec, "method");
+	size_t i;
+
+	for (i = 0; method != NULL && i < sizeof(m) / sizeof(m[0]); i++)
+		if (strcmp(method, m[i]) == 0)
+			return (int)i + 1;
+	return 99;
+}
+
 /*
  * One audit record as an OCSF 1.1 event (schema.ocsf.io): Network
  * Activity 4001 (activity 1 Open for a connection, 2 Close for a close;
- * disposition 1 Allowed / 2 Blocked), a self-test Compliance Finding 2003
+ * disposition 1 Allowed / 2 Blocked), a request or request_open of a
+ * terminated tunnel HTTP Activity 4002 (ocsf_http_activity), a self-test
+ * Compliance Finding 2003
  * (activity 1 Create; ocsf_selftest), anything else Base Event 0
  * (activity 99 Other).  Returns a new object.
  */
@@ -351,6 +406,9 @@ ocsf_event(struct json_object *rec)
 		ocsf_forward(rec, &klass, &activity);
 	else if (kind != NULL && strcmp(kind, "selftest") == 0)
 		klass = 2003, activity = 1;
+	else if (kind != NULL &&
+	    (strcmp(kind, "request") == 0 || strcmp(kind, "request_open") == 0))
+		klass = 4002, activity = ocsf_http_activity(rec);
 	json_object_object_add(ev, "class_uid", json_object_new_int(klass));
 	json_object_object_add(
 	    ev, "category_uid", json_object_new_int(klass / 1000));
@@ -414,8 +472,7 @@ audit_export_ocsf(sqlite3 *db, int64_t since, int follow)
 	size_t i;
 	int n;
 
-	if (sqlite3_prepare_v2(db, audit_export_sql, -1, &st, NULL) !=
-	    SQLITE_OK) {
+	if (audit_export_prepare(db, &st) != SQLITE_OK) {
 		fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
 		    sqlite3_errmsg(db));
 		return 1;
@@ -852,8 +909,7 @@ audit_export_otlp(
 
 	if (path == NULL || otlp_state_read(path, &done) != 0)
 		goto out;
-	if (sqlite3_prepare_v2(db, audit_export_sql, -1, &st, NULL) !=
-	    SQLITE_OK) {
+	if (audit_export_prepare(db, &st) != SQLITE_OK) {
 		fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
 		    sqlite3_errmsg(db));
 		goto out;

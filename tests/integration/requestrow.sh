@@ -103,6 +103,16 @@ ksb_check "every request_opens row has its end" \
 	'ksb_sql_is 0 "SELECT (SELECT count(*) FROM request_opens) - (SELECT count(*) FROM requests)"'
 ksb_check "the chain verifies" \
 	'ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify'
+ksb_say "the export carries them"
+kctl() { ip netns exec "$GW" "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" "$@"; }
+kctl audit export --jsonl > "$T/export.jsonl"
+ksb_check "--jsonl: every request and request_open record, as in the tables" \
+	'[ "$(grep -c "\"kind\": *\"request\"" "$T/export.jsonl")" = "$(ksb_sql "SELECT count(*) FROM requests")" ] &&
+	 [ "$(grep -c "\"kind\": *\"request_open\"" "$T/export.jsonl")" = "$(ksb_sql "SELECT count(*) FROM request_opens")" ] &&
+	 grep -q "\"kind\": *\"request\".*\"path\": *\"\\/hold\".*\"reason\": *\"proxy_restarted\"" "$T/export.jsonl"'
+kctl audit export --format ocsf > "$T/export.ocsf"
+ksb_check "--format ocsf: a GET request is HTTP Activity 4002, activity 3 Get" \
+	'python3 -c "import json,sys; e=[json.loads(l) for l in open(sys.argv[1])]; sys.exit(not any(x[\"class_uid\"] == 4002 and x[\"activity_id\"] == 3 and x[\"unmapped\"][\"kind\"] == \"request\" for x in e))" "$T/export.ocsf" || { head -c 600 "$T/export.ocsf"; false; }'
 ksb_unguest 1
 
 echo "# $pass passed, $fails failed"
