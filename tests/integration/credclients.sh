@@ -1,0 +1,217 @@
+#!/bin/bash
+# credclients.sh: real clients through the credential swap (issue 28),
+# not hand-written requests.  A real ksb-gatewayd in its own namespace, a
+# fake guest holding a lease (ctlhold) whose namespace reaches nothing
+# but the gateway, a TLS origin of its own in the origin namespace
+# (clients_origin.py) that checks the exact Authorization it received and
+# that no placeholder arrived, and serves git's smart HTTP by the real
+# git-http-backend.  Each credential has a value of a real format and
+# length.  Checks, each client also proving it never saw the real value:
+#  - git clone and git push over HTTPS with a Basic credential (a GitHub
+#    fine-grained token, 93 bytes, as the password of user "agent"): the
+#    push arrives in the origin's bare repository; git's own trace
+#    (GIT_TRACE_CURL, unredacted) holds the placeholder, never the value;
+#  - Python requests and urllib.request with a bearer key (an OpenAI
+#    project key, 164 bytes); Node's fetch with a bearer token (an
+#    Anthropic OAuth token, 108 bytes); the origin echoes the field it
+#    received, and the clients find no real value in what they got;
+#  - curl -T of 16 MiB with Expect: 100-continue (an npm token): the 100
+#    arrives (no expect timeout), the body arrives whole (sha256).
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+ksb_need python3
+ksb_need curl
+ksb_need git
+ksb_need node
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+BACKEND=/usr/lib/git-core/git-http-backend
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
+[ -x "$BACKEND" ] || ksb_skip "$BACKEND missing (apt-get install git)"
+# Libraries, not commands (ksb_need's table): skipped the same way, and
+# a failure under contrib/test.sh, where bootstrap.sh installed them.
+lib_need() { # PACKAGE CMD...
+	local p=$1
+	shift
+	"$@" >/dev/null 2>&1 && return 0
+	[ -z "${KSB_NEED_STRICT:-}" ] || ksb_fail "$p missing after bootstrap.sh"
+	ksb_skip "$p missing (apt-get install $p)"
+}
+lib_need python3-requests python3 -c 'import requests'
+lib_need node-undici env NODE_PATH=/usr/share/nodejs node -e 'require("undici")'
+ksb_env
+pass=0 fails=0
+S=$KSB_SRCDIR/tests/integration
+
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+	-keyout "$T/pki/cl.key" -out "$T/pki/cl.csr" -subj "/CN=clients.test" \
+	>/dev/null 2>&1
+printf 'subjectAltName=DNS:*.clients.test\n' > "$T/pki/cl.ext"
+openssl x509 -req -in "$T/pki/cl.csr" -CA "$T/pki/ca.pem" \
+	-CAkey "$T/pki/ca.key" -CAcreateserial -days 2 \
+	-extfile "$T/pki/cl.ext" -out "$T/pki/cl.pem" >/dev/null 2>&1
+# Values of the real formats and lengths; the exact field each host's
+# requests must carry.
+mkdir -p "$T/c/expect"
+umask 077
+python3 - "$T/c" <<'PY'
+import base64, os, secrets, string, sys
+d = sys.argv[1]
+A = string.ascii_letters + string.digits
+def s(n, cs=A):
+    return "".join(secrets.choice(cs) for _ in range(n))
+vals = {
+    "git": ("github_pat_" + s(22) + "_" + s(59), "basic"),
+    "py": ("sk-proj-" + s(156, A + "-_"), "bearer"),
+    "node": ("sk-ant-oat01-" + s(95, A + "-_"), "bearer"),
+    "up": ("npm_" + s(36), "bearer"),
+}
+for name, (v, form) in vals.items():
+    with open("%s/%s" % (d, name), "w") as f:
+        f.write(v + "\n")
+    want = ("Basic " + base64.b64encode(("agent:" + v).encode()).decode()
+            if form == "basic" else "Bearer " + v)
+    with open("%s/expect/%s.clients.test" % (d, name), "w") as f:
+        f.write(want)
+PY
+umask 022
+chmod 755 "$T/c" "$T/c/expect"
+chmod 644 "$T/c/expect"/*
+# The bare repository git-http-backend serves, with one commit on main.
+git init -q --bare -b main "$T/git/repo.git"
+git -C "$T/git/repo.git" config http.receivepack true
+git init -q -b main "$T/seed"
+echo seed > "$T/seed/README"
+git -C "$T/seed" add README
+git -C "$T/seed" -c user.name=t -c user.email=t@t commit -qm seed
+git -C "$T/seed" push -q "$T/git/repo.git" main
+ip -n "$OR" addr add 10.78.0.8/24 dev ko1
+ip netns exec "$OR" python3 "$S/clients_origin.py" 10.78.0.8 443 \
+	"$T/pki/cl.pem" "$T/pki/cl.key" "$T/c/expect" "$T/git" \
+	"$T/origin.log" > "$T/origin.err" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+ksb_wait_port "$OR" 10.78.0.8 443
+for n in git py node up; do echo "10.78.0.8 $n.clients.test"; done >> "$T/hosts"
+echo "upstream-ca-file = $T/pki/ca.pem" >> "$T/ksb.conf"
+cat > "$T/policy.d/test.policy" <<POL
+credential gitpat {
+    host git.clients.test
+    basic
+    source file $T/c/git
+    secret GIT_TOKEN
+}
+credential pykey {
+    host py.clients.test
+    header authorization bearer
+    source file $T/c/py
+    secret OPENAI_API_KEY
+    placeholder-prefix sk-proj-
+}
+credential nodekey {
+    host node.clients.test
+    header authorization bearer
+    source file $T/c/node
+    secret ANTHROPIC_AUTH_TOKEN
+    placeholder-prefix sk-ant-oat01-
+}
+credential upkey {
+    host up.clients.test
+    header authorization bearer
+    source file $T/c/up
+    secret NPM_TOKEN
+}
+profile p1 {
+    allow *.clients.test
+    allow-address 10.78.0.0/24
+    credential gitpat
+    credential pykey
+    credential nodekey
+    credential upkey
+}
+POL
+ksb_gateway
+ksb_fake_guest 1 g1 p1
+ph() { sed -n "s|^cred=$1/[^/]*/||p" "$T/lease1"; }
+GPH=$(ph gitpat) PPH=$(ph pykey) NPH=$(ph nodekey) UPH=$(ph upkey)
+[ -n "$GPH" ] && [ -n "$PPH" ] && [ -n "$NPH" ] && [ -n "$UPH" ] ||
+	ksb_fail "placeholders missing from the lease: $(cat "$T/lease1")"
+CA=$T/state/ca/ca.crt
+PROXY=http://10.77.0.1:3128
+G() { ip netns exec "ksbt-$$-g1" "$@"; }
+# never REALFILE FILE...: none of the real value's spellings (as is, and
+# base64 of the Basic pair) is in FILEs.
+never() {
+	local v b
+	v=$(head -n1 "$1")
+	b=$(printf 'agent:%s' "$v" | base64 -w0)
+	shift
+	! grep -rqF -e "$v" -e "$b" "$@"
+}
+echo "# values: git $(($(wc -c < "$T/c/git") - 1)), python $(($(wc -c < "$T/c/py") - 1)), node $(($(wc -c < "$T/c/node") - 1)), npm $(($(wc -c < "$T/c/up") - 1)) bytes"
+
+ksb_say "git over HTTPS, Basic: clone and push against git-http-backend"
+# GIT_SSL_CAINFO wins over http.sslCAInfo: set it, whatever the caller has.
+mkdir -p "$T/home"
+GITENV=(env HOME="$T/home" GIT_SSL_CAINFO="$CA" GIT_TRACE_CURL="$T/git.trace" GIT_TRACE_REDACT=0
+	GIT_TERMINAL_PROMPT=0 git -c http.proxy="$PROXY" -c http.sslCAInfo="$CA"
+	-c credential.helper= -c user.name=agent -c user.email=agent@guest)
+ksb_check "git clone through the gateway" \
+	'G "${GITENV[@]}" clone -q "https://agent:$GPH@git.clients.test/git/repo.git" \
+		"$T/work" 2> "$T/clone.err" && [ "$(cat "$T/work/README")" = seed ]'
+MSG="pushed through ksb $$"
+echo "$MSG" > "$T/work/NEW"
+ksb_check "git push through the gateway: the commit is in the origin's repository" \
+	'G "${GITENV[@]}" -C "$T/work" add NEW &&
+	 G "${GITENV[@]}" -C "$T/work" commit -qm "$MSG" &&
+	 G "${GITENV[@]}" -C "$T/work" push -q origin main 2> "$T/push.err" &&
+	 [ "$(git --git-dir="$T/git/repo.git" log -1 --format=%s main)" = "$MSG" ]'
+ksb_check "the origin got the exact Basic field on upload-pack and receive-pack" \
+	'grep -q "\"path\": \"/git/repo.git/git-upload-pack\", .*\"auth\": \"ok\"" "$T/origin.log" &&
+	 grep -q "\"path\": \"/git/repo.git/git-receive-pack\", .*\"auth\": \"ok\"" "$T/origin.log"'
+ksb_check "git sent the placeholder (its own trace), never the value" \
+	'grep -qF "Authorization: Basic $(printf "agent:%s" "$GPH" | base64 -w0)" "$T/git.trace" &&
+	 never "$T/c/git" "$T/git.trace" "$T/work" "$T/clone.err" "$T/push.err"'
+
+ksb_say "Python requests and urllib.request, bearer"
+for m in requests urllib; do
+	out=$(G python3 "$S/clients_py.py" "$m" "$PROXY" \
+		"https://py.clients.test/v1/chat/completions" "$CA" "$PPH" \
+		"$T/c/py" 2>&1) && rc=0 || rc=$?
+	echo "$out" | sed "s/^/# $m: /"
+	ksb_check "python $m: GET and POST, the exact field, nothing real back" \
+		'[ "$rc" = 0 ] && [ "$(echo "$out" | grep -c "status=200 auth=ok leak=no")" = 2 ]'
+done
+
+ksb_say "Node's fetch, bearer"
+out=$(G env NODE_PATH=/usr/share/nodejs node "$S/clients_node.js" "$PROXY" \
+	"https://node.clients.test/v1/messages" "$CA" "$NPH" "$T/c/node" 2>&1) &&
+	rc=0 || rc=$?
+echo "$out" | sed "s/^/# node: /"
+ksb_check "node fetch: GET and POST, the exact field, nothing real back" \
+	'[ "$rc" = 0 ] && [ "$(echo "$out" | grep -c "status=200 auth=ok leak=no")" = 2 ]'
+ksb_check "the masked echo: the value went back as '*'s, not at all in clear" \
+	'ksb_sql_is 4 "SELECT count(*) FROM requests WHERE path = \"/v1/chat/completions\" AND reason = \"credential_reflected\" AND credential = \"pykey\""'
+
+ksb_say "curl -T of 16 MiB, Expect: 100-continue"
+head -c $((16 << 20)) /dev/urandom > "$T/big.bin"
+SUM=$(sha256sum "$T/big.bin" | cut -d" " -f1)
+tt=$(G curl -sS -v --max-time 120 --proxy "$PROXY" --cacert "$CA" \
+	-H "Authorization: Bearer $UPH" -T "$T/big.bin" -o "$T/put.out" \
+	-w '%{time_total}' "https://up.clients.test/upload/big.bin" 2> "$T/put.err") || true
+echo "# curl -T 16 MiB: ${tt}s; $(cat "$T/put.out" 2>/dev/null)"
+ksb_check "curl -T: Expect sent, the 100 Continue relayed to curl" \
+	'grep -q "^> Expect: 100-continue" "$T/put.err" &&
+	 grep -q "^< HTTP/1.1 100 Continue" "$T/put.err"'
+ksb_check "the body arrived whole, with the exact field" \
+	'grep -q "\"len\": $((16 << 20)), \"sha256\": \"$SUM\", \"auth\": \"ok\"" "$T/put.out"'
+
+ksb_say "what arrived, what came back"
+ksb_check "no placeholder, no wrong field ever reached the origin" \
+	'! grep -qE "\"auth\": \"(placeholder|wrong)\"" "$T/origin.log" &&
+	 [ "$(grep -c "\"auth\": \"ok\"" "$T/origin.log")" -ge 10 ]'
+ksb_check "the gateway log never shows a real value" \
+	'for f in git py node up; do never "$T/c/$f" "$T/gatewayd.log" || exit 1; done'
+ksb_check "each swapped request has its row with its credential" \
+	'ksb_sql_is 4 "SELECT count(DISTINCT credential) FROM requests WHERE status IN (200, 401)"'
+[ "$fails" = 0 ]
