@@ -10,13 +10,17 @@
 // that honour HTTPS_PROXY do.  Prints "METHOD status=N auth=A leak=no|yes"
 // per request (as clients_py.py) and exits 0 only when each was 200,
 // auth=ok and the real value (REALFILE, first line) appeared nowhere in
-// what the client received.
+// what the client received.  REALFILE "dump:PATH" (in a guest, which
+// never holds the value): those bytes are appended to PATH instead, for
+// clients_leakscan.py, and leak=dumped.
 "use strict";
 const fs = require("fs");
 const { ProxyAgent, setGlobalDispatcher } = require("undici");
 
 const [proxy, url, cafile, ph, realfile] = process.argv.slice(2);
-const real = fs.readFileSync(realfile, "latin1").split("\n")[0];
+const dump = realfile.startsWith("dump:") ? realfile.slice(5) : null;
+const real = dump ? null :
+	fs.readFileSync(realfile, "latin1").split("\n")[0];
 const ca = fs.readFileSync(cafile, "utf8");
 setGlobalDispatcher(new ProxyAgent({ uri: proxy, requestTls: { ca } }));
 
@@ -39,9 +43,16 @@ setGlobalDispatcher(new ProxyAgent({ uri: proxy, requestTls: { ca } }));
 		try {
 			auth = JSON.parse(text).auth;
 		} catch (e) {}
-		const leak = raw.includes(real);
+		let leak = false, word;
+		if (dump) {
+			fs.appendFileSync(dump, raw);
+			word = "dumped";
+		} else {
+			leak = raw.includes(real);
+			word = leak ? "yes" : "no";
+		}
 		console.log(`${method} status=${r.status} auth=${auth} ` +
-			`leak=${leak ? "yes" : "no"}`);
+			`leak=${word}`);
 		ok = ok && r.status === 200 && auth === "ok" && !leak;
 	}
 	process.exit(ok ? 0 : 1);

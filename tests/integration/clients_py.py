@@ -18,7 +18,8 @@ import ssl
 import sys
 
 MODE, PROXY, URL, CA, PH, REAL = sys.argv[1:7]
-real = open(REAL, "rb").read().split(b"\n")[0]
+DUMP = REAL[5:] if REAL.startswith("dump:") else None
+real = None if DUMP else open(REAL, "rb").read().split(b"\n")[0]
 hdr = {"Authorization": "Bearer " + PH, "Content-Type": "application/json"}
 body = json.dumps({"model": "x", "messages": [{"role": "user",
                                                "content": "hi"}]}).encode()
@@ -31,9 +32,14 @@ def judge(method, status, raw, payload):
         auth = json.loads(payload).get("auth")
     except ValueError:
         auth = "unparsed"
-    leak = real in raw
-    print("%s status=%d auth=%s leak=%s" % (method, status, auth,
-                                            "yes" if leak else "no"))
+    if DUMP:
+        with open(DUMP, "ab") as f:
+            f.write(raw)
+        leak, word = False, "dumped"
+    else:
+        leak = real in raw
+        word = "yes" if leak else "no"
+    print("%s status=%d auth=%s leak=%s" % (method, status, auth, word))
     ok = ok and status == 200 and auth == "ok" and not leak
 
 
