@@ -54,15 +54,16 @@ r() { echo "RESULT \$1 \$2"; }
 ph() { eval "v=\\\${\$1:-}"; [ -n "\$v" ] || v=\$(cat /run/ksb/secrets/\$1); printf %s "\$v"; }
 G=\$(ph GIT_TOKEN) P=\$(ph OPENAI_API_KEY) N=\$(ph ANTHROPIC_AUTH_TOKEN)
 case \$G in *ksbph_*) r placeholders ok ;; *) r placeholders "bad: \$G" ;; esac
+# ~/work is the instance's workspace: the clone goes beside it.
 cd "\$HOME"
 D=\$HOME/received
 export GIT_TRACE_CURL=\$HOME/git.trace GIT_TRACE_REDACT=0 GIT_TERMINAL_PROMPT=0
 g() { git -c user.name=agent -c user.email=agent@guest "\$@"; }
-if g clone -q "https://agent:\$G@git.clients.test/git/repo.git" work 2> clone.err &&
-	[ "\$(cat work/README)" = seed ]; then r clone ok; else r clone "bad: \$(tail -c 300 clone.err)"; fi
-echo "$MSG" > work/NEW
-if g -C work add NEW && g -C work commit -qm "$MSG" &&
-	g -C work push -q origin main 2> push.err; then r push ok; else r push "bad: \$(tail -c 300 push.err)"; fi
+if g clone -q "https://agent:\$G@git.clients.test/git/repo.git" gitclone 2> clone.err &&
+	[ "\$(cat gitclone/README)" = seed ]; then r clone ok; else r clone "bad: \$(tail -c 300 clone.err)"; fi
+echo "$MSG" > gitclone/NEW
+if g -C gitclone add NEW && g -C gitclone commit -qm "$MSG" &&
+	g -C gitclone push -q origin main 2> push.err; then r push ok; else r push "bad: \$(tail -c 300 push.err)"; fi
 out=\$(python3 /ksb-test/clients_py.py requests "\$HTTPS_PROXY" \
 	https://py.clients.test/v1/chat/completions "\$SSL_CERT_FILE" "\$P" "dump:\$D" 2>&1)
 echo "\$out" | sed 's/^/# requests: /'

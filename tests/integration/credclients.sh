@@ -128,6 +128,11 @@ ksb_check "no placeholder, no wrong field ever reached the origin" \
 	 [ "$(grep -c "\"auth\": \"ok\"" "$T/origin.log")" -ge 10 ]'
 ksb_check "the gateway log never shows a real value" \
 	'for f in git py node up; do never "$T/c/$f" "$T/gatewayd.log" || exit 1; done'
+ksb_check "clients_leakscan.py (tests/e2e/clients.sh's witness) finds a value by its hash" \
+	'v=$(head -n1 "$T/c/py") &&
+	 sp="sk-proj-:${#v}:$(printf %s "$v" | sha256sum | cut -c1-64)" &&
+	 python3 "$S/clients_leakscan.py" "$sp" -- "$T/c" | grep -q "^leak=yes" &&
+	 python3 "$S/clients_leakscan.py" "$sp" -- "$T/put.out" | grep -qx "leak=no"'
 ksb_check "each swapped request has its row with its credential" \
 	'ksb_sql_is 4 "SELECT count(DISTINCT credential) FROM requests WHERE status IN (200, 401)"'
 [ "$fails" = 0 ]
