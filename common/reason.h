@@ -76,6 +76,7 @@
 	/* credentials in a terminated tunnel (gateway/proxy/term.c) */        \
 	X(CREDENTIAL_MISUSE, "credential_misuse")                              \
 	X(REQUEST_NOT_ALLOWED, "request_not_allowed")                          \
+	X(REQUEST_PATH_AMBIGUOUS, "request_path_ambiguous")                    \
 	X(MISDIRECTED_REQUEST, "misdirected_request")                          \
 	X(CREDENTIAL_REFLECTED, "credential_reflected")                        \
 	/* a reload bound the tunnel's host anew (proxy_policy_changed) */     \

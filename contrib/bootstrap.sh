@@ -5,6 +5,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
+# node-undici, python3-requests: real clients of tests/integration/credclients.sh.
 PKGS="build-essential autoconf automake pkg-config libevent-dev libssl-dev
 libnftnl-dev libmnl-dev libgit2-dev libfuse3-dev libsqlite3-dev libseccomp-dev libjson-c-dev libcurl4-openssl-dev libpng-dev
 libncurses-dev
@@ -12,7 +13,8 @@ qemu-system-x86 qemu-utils
 nftables iproute2 openssl curl sqlite3 ca-certificates python3 kmod cpio bc
 git clang libclang-rt-14-dev busybox-static tmux e2fsprogs util-linux
 make vim-tiny clang-format cppcheck procps netbase file xvfb x11-apps systemd man-db
-dpkg-dev debhelper lintian debootstrap nix-bin"
+dpkg-dev debhelper lintian debootstrap nix-bin
+node-undici python3-requests"
 # Node.js and npm (the guest's developer tools; npm installs the pinned
 # agents for the tests): Debian's, unless a node and npm are already there
 # (another vendor's nodejs package ships npm and conflicts with Debian's).

@@ -369,8 +369,10 @@ static void
 pcred_rule(struct policy_parse *p, struct policy_cred *c,
     const struct policy_tok *w, size_t n)
 {
-	char q[POLICY_QBUF];
+	char q[POLICY_QBUF], *path;
+	const char *why = NULL;
 	int ln = p->line;
+	size_t pl;
 
 	if (n != 2 ||
 	    (!pcred_token(w[1].s, w[1].len) && !policy_lex_is(&w[1], "*")) ||
@@ -385,10 +387,20 @@ pcred_rule(struct policy_parse *p, struct policy_cred *c,
 		    POLICY_CRED_RULES_MAX);
 		return;
 	}
-	(void)q;
+	/* kept normalised, without a trailing '/' (but "/") */
+	path = xmalloc(w[2].len + 1);
+	if (urlpath_normalise(w[2].s, w[2].len, path, w[2].len + 1, &why)) {
+		policy_lex_error(p, ln, w[2].col,
+		    "`allow-request' path `%s' has no single reading: %s",
+		    policy_lex_quote(q, sizeof(q), w[2].s, w[2].len), why);
+		free(path);
+		return;
+	}
+	if ((pl = strlen(path)) > 1 && path[pl - 1] == '/')
+		path[pl - 1] = '\0';
 	c->rules = xrealloc(c->rules, (c->nrules + 1) * sizeof(*c->rules));
 	c->rules[c->nrules].method = xstrndup(w[1].s, w[1].len);
-	c->rules[c->nrules++].path = xstrndup(w[2].s, w[2].len);
+	c->rules[c->nrules++].path = path;
 }
 
 /* `secret NAME' and `placeholder-prefix TEXT'. */
@@ -579,24 +591,33 @@ pcred_has_host(const struct policy_cred *c, const char *host)
 
 int
 policy_cred_allows(const struct policy_cred *c, const char *method, size_t mlen,
-    const char *path, size_t plen)
+    const char *path, size_t plen, const char **reason)
 {
 	const struct policy_cred_rule *r;
-	size_t i, pl;
+	char *norm = NULL;
+	size_t i;
+	int ret = 0;
 
+	if (reason != NULL)
+		*reason = NULL;
 	if (c->nrules == 0)
 		return 1;
-	for (i = 0; i < c->nrules; i++) {
+	norm = xmalloc(plen + 1);
+	if (urlpath_normalise(path, plen, norm, plen + 1, reason) == -1) {
+		ret = -1;
+		goto cleanup;
+	}
+	for (i = 0; i < c->nrules && ret == 0; i++) {
 		r = &c->rules[i];
-		pl = strlen(r->path);
 		if (strcmp(r->method, "*") != 0 &&
 		    (strlen(r->method) != mlen ||
 			memcmp(r->method, method, mlen) != 0))
 			continue;
-		if (plen >= pl && memcmp(path, r->path, pl) == 0)
-			return 1;
+		ret = urlpath_within(norm, r->path);
 	}
-	return 0;
+cleanup:
+	free(norm);
+	return ret;
 }
 
 static const char *

@@ -245,10 +245,13 @@ const struct policy_cred *policy_cred_find(
 /*
  * policy_cred_allows: may a request with this method and path (no query;
  * bytes, not NUL-terminated) use the credential?  1 when it has no
- * allow-request rules or one matches (method equal or `*', path prefix).
+ * allow-request rules or one matches (method equal or `*', and the path
+ * urlpath_normalise'd is the rule's path or under it, whole segments);
+ * 0 when none does; -1 when the path has no single reading (*reason, if
+ * reason is not NULL, is urlpath_normalise's static reason).
  */
 int policy_cred_allows(const struct policy_cred *, const char *method,
-    size_t mlen, const char *path, size_t plen);
+    size_t mlen, const char *path, size_t plen, const char **reason);
 
 /* ---- credsource.c ----------------------------------------------------------
  * A credential's source read and checked as the gateway's start does
@@ -298,6 +301,25 @@ int credsource_check(
  * as written, never a value), malloc'd; lines end in '\n'.
  */
 char *policy_cred_text(const struct policy_cred *);
+
+/* ---- urlpath.c -------------------------------------------------------------
+ * A request path as an origin reads it (RFC 3986 §6.2.2, §5.2.4).
+ */
+/*
+ * urlpath_normalise: in[0..len) (a path without its query, not
+ * NUL-terminated) normalised into out: unreserved escapes decoded, other
+ * escapes' hex upper-cased, "." and ".." resolved, repeated '/' merged;
+ * NUL-terminated, never longer than in.  outsz must be >= len + 1.
+ * Returns 0, or -1 (out "") when origins could read the path in more
+ * than one way; *reason (if reason is not NULL) is then a static phrase
+ * ("encoded '/'", "backslash", "invalid percent-encoding"...).
+ */
+int urlpath_normalise(
+    const char *in, size_t len, char *out, size_t outsz, const char **reason);
+/* urlpath_within: is the normalised path prefix or under it, by whole
+ * segments ("/a" has "/a", "/a/", "/a/b", not "/ab"; "/" has all)?  The
+ * prefix has no trailing '/' unless it is "/". */
+int urlpath_within(const char *path, const char *prefix);
 
 /* ---- hostname.c ------------------------------------------------------------
  * CONNECT host normalisation (RFC 1123 §2.1 host names, RFC 3986 §3.2.2

@@ -659,6 +659,36 @@ term_request_open(struct term *t)
 }
 
 /*
+ * The credential's allow-request rules (policy_cred_allows, on the path
+ * as the origin reads it): refuse with 403 a request they do not allow,
+ * with 400 one whose path has no single reading.  Returns 0 or -1.
+ */
+static int
+term_refuse_rules(struct term *t, const uint8_t *buf,
+    const struct http_request *rq, const struct policy_cred *pc)
+{
+	const char *why = NULL;
+	char b[160];
+	int ok;
+
+	ok = policy_cred_allows(pc, (const char *)buf + rq->method.off,
+	    rq->method.len, (const char *)buf + rq->path.off, rq->path.len,
+	    &why);
+	if (ok == 1)
+		return 0;
+	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if (ok == 0) {
+		term_refuse(t, 403, REASON_REQUEST_NOT_ALLOWED,
+		    "the credential's policy does not allow this request");
+		return -1;
+	}
+	snprintf(b, sizeof(b),
+	    "the path has no single reading (%s): refused, not guessed", why);
+	term_refuse(t, 400, REASON_REQUEST_PATH_AMBIGUOUS, b);
+	return -1;
+}
+
+/*
  * A whole request head is in the guest's input: parse, check, rewrite,
  * send.  Returns 0 to go on, 1 not yet (incomplete, or held for its
  * row), -1 if the request was refused.
@@ -701,15 +731,10 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE, msg);
 		return -1;
 	}
-	if (sw.field >= 0 &&
-	    !policy_cred_allows(pc, (const char *)buf + rq.method.off,
-		rq.method.len, (const char *)buf + rq.path.off, rq.path.len)) {
+	if (sw.field >= 0 && term_refuse_rules(t, buf, &rq, pc) == -1) {
 		if (sw.basic != NULL)
 			OPENSSL_cleanse(sw.basic, strlen(sw.basic));
 		free(sw.basic);
-		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
-		term_refuse(t, 403, REASON_REQUEST_NOT_ALLOWED,
-		    "the credential's policy does not allow this request");
 		return -1;
 	}
 	if (sw.field >= 0)

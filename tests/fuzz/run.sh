@@ -97,6 +97,8 @@ text_seed hostname v4 '0x7f.0.0.1'
 text_seed hostname v6 '[::ffff:127.0.0.1]'
 text_seed policy base 'profile base {\n  allow github.com\n  allow *.example.com:443,8000-8100\n  allow-address 10.0.0.0/8:22\n  allow-address [2001:db8::/32]\n}\nprofile dev extends base, other { # c\n}\nprofile other {}\n'
 text_seed settings ok 's = a # c\np = rel/x\nh = a b\nh = c\nn = -3\nbad\nq = 1\ns = x\n'
+text_seed policy path '/repos/./org//x%2e%7E%2f/..;/%252e/a\\b'
+text_seed policy cred 'credential t { host t.example\n header x\n source env T\n secret T\n allow-request GET /repos/org\n allow-request * /v1/ }\nprofile p { allow t.example\n credential t }\n'
 text_seed policy extend 'extend profile dev {\n  allow new.example.com:8443\n  allow github.com\n}\nprofile dev { allow github.com }\nextend profile dev { allow-address 192.0.2.0/24 }\n'
 # fuzz_msg: a flag byte (bit 0: a descriptor came), then header (u16 type,
 # u16 len, u32 id, host order) and a payload of zeros but for its text.
@@ -132,7 +134,7 @@ set -- \
 	"http_parse|gateway/parse/http_parse.c gateway/parse/reflect.c common/util.c common/log.c|20000" \
 	"tls_peek|gateway/parse/tls_peek.c|20000" \
 	"hostname|policy/hostname.c|300" \
-	"policy|policy/policy.c policy/lex.c policy/index.c policy/file.c policy/rule.c policy/profile.c policy/parse.c policy/resolve.c policy/match.c policy/credential.c policy/hostname.c common/util.c common/log.c|4096" \
+	"policy|policy/policy.c policy/lex.c policy/index.c policy/file.c policy/rule.c policy/profile.c policy/parse.c policy/resolve.c policy/match.c policy/credential.c policy/hostname.c policy/urlpath.c common/util.c common/log.c|4096" \
 	"settings|common/settings.c common/util.c common/log.c|4096" \
 	"msg|gateway/msg.c common/log.c|4200" \
 	"fwd|proto/fwd.c proto/xwd.c|70000" \

@@ -1337,12 +1337,12 @@ test_credentials(void)
 	    c->source == POLICY_CRED_COMMAND && c->argc == 2 &&
 	    c->cache_s == 3600 && c->prefix[0] == '\0', "gh: command, cache");
 	c = policy_cred_find(pol, "anthropic");
-	CHECK(policy_cred_allows(c, "POST", 4, "/v1/messages", 12) &&
-	    !policy_cred_allows(c, "GET", 3, "/v1/messages", 12) &&
-	    !policy_cred_allows(c, "POST", 4, "/v1/files", 9),
+	CHECK(policy_cred_allows(c, "POST", 4, "/v1/messages", 12, NULL) &&
+	    !policy_cred_allows(c, "GET", 3, "/v1/messages", 12, NULL) &&
+	    !policy_cred_allows(c, "POST", 4, "/v1/files", 9, NULL),
 	    "allow-request: method and path prefix");
 	CHECK(policy_cred_allows(policy_cred_find(pol, "oa"), "GET", 3, "/",
-	    1), "no rules: any request");
+	    1, NULL), "no rules: any request");
 	text = policy_cred_text(c);
 	CHECK(strstr(text, "source file /etc/ksb/credentials/anthropic\n") &&
 	    strstr(text, "host api.anthropic.com\n"), "canonical text");
@@ -1476,6 +1476,158 @@ test_extend(void)
 	    "block at line 1?)");
 }
 
+/*
+ * allow-request on normalised paths, whole segments (ksb-policy(5),
+ * urlpath.c): 1 allowed, 0 not allowed, -1 no single reading.
+ */
+static void
+test_request_paths(void)
+{
+	static const char text[] =
+	    "credential t { host t.example\n header x-key\n source env T\n"
+	    " secret T\n allow-request GET /repos/org\n"
+	    " allow-request * /v1/\n allow-request GET /a%7eb/c\n"
+	    " allow-request GET /x/./y/../z }\n"
+	    "profile p { allow t.example\n credential t }\n";
+	static const struct {
+		const char *method, *path;
+		size_t len; /* 0: strlen */
+		int want;
+	} cases[] = {
+		{ "GET", "/repos/org", 0, 1 },
+		{ "GET", "/repos/org/", 0, 1 },
+		{ "GET", "/repos/org/x", 0, 1 },
+		{ "GET", "/repos//org", 0, 1 },
+		{ "GET", "//repos/org", 0, 1 },
+		{ "GET", "/repos/org//x///y", 0, 1 },
+		{ "GET", "/repos/%6Frg", 0, 1 },
+		{ "GET", "/repos/%6frg", 0, 1 },
+		{ "GET", "/%72epos/org/x", 0, 1 },
+		{ "GET", "/repos/./org", 0, 1 },
+		{ "GET", "/repos/x/../org", 0, 1 },
+		{ "GET", "/repos/org/./x", 0, 1 },
+		{ "GET", "/repos/org/x/..", 0, 1 },
+		{ "GET", "/repos/org/%41", 0, 1 },
+		{ "GET", "/repos/org/%2a", 0, 1 },
+		{ "GET", "/repos/org/a:b@c!$&'()*+,=", 0, 1 },
+		{ "GET", "/repos/org/...", 0, 1 },
+		{ "GET", "/repos/org/a..b", 0, 1 },
+		{ "GET", "/v1", 0, 1 },
+		{ "GET", "/v1/", 0, 1 },
+		{ "POST", "/v1/messages", 0, 1 },
+		{ "DELETE", "/v1/x/y", 0, 1 },
+		{ "GET", "/a~b/c", 0, 1 },
+		{ "GET", "/a%7Eb/c/d", 0, 1 },
+		{ "GET", "/x/z", 0, 1 },
+		{ "GET", "/x/y/../z/w", 0, 1 },
+		{ "GET", "/repos/org-other", 0, 0 },
+		{ "GET", "/repos/orgx", 0, 0 },
+		{ "GET", "/repos/org%2Dother", 0, 0 },
+		{ "GET", "/repos", 0, 0 },
+		{ "GET", "/repos/", 0, 0 },
+		{ "GET", "/", 0, 0 },
+		{ "GET", "/Repos/org", 0, 0 },
+		{ "GET", "/repos/ORG", 0, 0 },
+		{ "GET", "/repos/org%40", 0, 0 },
+		{ "GET", "/repos/org/../other", 0, 0 },
+		{ "GET", "/repos/org/x/../../other", 0, 0 },
+		{ "POST", "/repos/org", 0, 0 },
+		{ "get", "/repos/org", 0, 0 },
+		{ "GET", "/v1x", 0, 0 },
+		{ "GET", "/v10/a", 0, 0 },
+		{ "GET", "/a%7Eb", 0, 0 },
+		{ "GET", "/a~b/cd", 0, 0 },
+		{ "GET", "/x/y/z", 0, 0 },
+		{ "GET", "/repos/org%2Fx", 0, -1 },
+		{ "GET", "/repos/org%2fx", 0, -1 },
+		{ "GET", "/repos/org/%2e%2e/admin", 0, -1 },
+		{ "GET", "/repos/org/%2E", 0, -1 },
+		{ "GET", "/repos/org/.%2e/x", 0, -1 },
+		{ "GET", "/repos\\org", 0, -1 },
+		{ "GET", "/repos/org/%5c../x", 0, -1 },
+		{ "GET", "/repos/org;x=1", 0, -1 },
+		{ "GET", "/repos/org/..;/admin", 0, -1 },
+		{ "GET", "/repos/org%3B", 0, -1 },
+		{ "GET", "/repos/org%00", 0, -1 },
+		{ "GET", "/repos/org\0/x", 12, -1 },
+		{ "GET", "/repos/org%zz", 0, -1 },
+		{ "GET", "/repos/org%4", 0, -1 },
+		{ "GET", "/repos/org%", 0, -1 },
+		{ "GET", "/repos/org/%252e%252e/x", 0, -1 },
+		{ "GET", "/repos/org/%25%32%65", 0, -1 },
+		{ "GET", "/repos/org/%25%2A", 0, 1 },
+		{ "GET", "/..", 0, -1 },
+		{ "GET", "/../repos/org", 0, -1 },
+		{ "GET", "/repos/org/x y", 0, -1 },
+		{ "GET", "/repos/org/\x01", 0, -1 },
+		{ "GET", "/repos/org/\xc3\xa9", 0, -1 },
+		{ "GET", "/repos/org#f", 0, -1 },
+		{ "GET", "repos/org", 0, -1 },
+		{ "POST", "/repos/org%2F", 0, -1 },
+	};
+	static const struct {
+		const char *in, *out;
+	} norm[] = {
+		{ "/a//b/./c/../d%7e%2a%c3%a9", "/a/b/d~%2A%C3%A9" },
+		{ "/a/b/..", "/a/" },
+		{ "/a/.", "/a/" },
+		{ "//", "/" },
+		{ "/%41%2d%5F%2E%7E", "/A-_.~" },
+		{ "/%25", "/%25" },
+	};
+	static const char amb[] =
+	    "credential t { host t.example\n header x\n source env T\n"
+	    " secret T\n allow-request GET /a%2fb }\n";
+	const struct policy_cred *c;
+	struct policy *pol = NULL;
+	char *errs = NULL, out[64];
+	const char *why;
+	size_t i, len;
+	int got, bad = 0;
+
+	CHECK(policy_load_buffer(
+		  "r.policy", text, sizeof(text) - 1, &pol, &errs) == 0,
+	    "request rules load (%s)", errs ? errs : "");
+	if (pol == NULL)
+		return;
+	c = policy_cred_find(pol, "t");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		len = cases[i].len ? cases[i].len : strlen(cases[i].path);
+		why = NULL;
+		got = policy_cred_allows(c, cases[i].method,
+		    strlen(cases[i].method), cases[i].path, len, &why);
+		if (got != cases[i].want || (got == -1) != (why != NULL)) {
+			bad++;
+			CHECK(0, "%s %s: %d, want %d", cases[i].method,
+			    cases[i].path, got, cases[i].want);
+		}
+	}
+	CHECK(bad == 0 && i >= 40,
+	    "%zu request paths: allowed, refused, "
+	    "no single reading",
+	    i);
+	for (i = 0; i < sizeof(norm) / sizeof(norm[0]); i++) {
+		got = urlpath_normalise(
+		    norm[i].in, strlen(norm[i].in), out, sizeof(out), NULL);
+		CHECK(got == 0 && strcmp(out, norm[i].out) == 0,
+		    "normalise %s: %s", norm[i].in, out);
+	}
+	CHECK(urlpath_normalise("/a%2f", 5, out, sizeof(out), &why) == -1 &&
+		strcmp(why, "encoded '/'") == 0 && out[0] == '\0',
+	    "the reason names the ambiguity");
+	CHECK(urlpath_normalise("/abc", 4, out, 4, NULL) == -1,
+	    "outsz below len + 1");
+	policy_free(pol);
+	pol = NULL;
+	CHECK(policy_load_buffer(
+		  "s.policy", amb, sizeof(amb) - 1, &pol, &errs) == -1 &&
+		errs != NULL && strstr(errs, "s.policy:5:") &&
+		strstr(errs, "no single reading: encoded '/'"),
+	    "an ambiguous rule path is an error (%s)", errs ? errs : "");
+	free(errs);
+	policy_free(pol);
+}
+
 int
 main(void)
 {
@@ -1491,6 +1643,7 @@ main(void)
 	test_scale();
 	test_hostname();
 	test_credentials();
+	test_request_paths();
 	test_extend();
 	return tap_done();
 }

@@ -161,6 +161,7 @@ test_reason(void)
 		{ REASON_OVER_SHARE, "over_share" },
 		{ REASON_CREDENTIAL_MISUSE, "credential_misuse" },
 		{ REASON_REQUEST_NOT_ALLOWED, "request_not_allowed" },
+		{ REASON_REQUEST_PATH_AMBIGUOUS, "request_path_ambiguous" },
 		{ REASON_MISDIRECTED_REQUEST, "misdirected_request" },
 		{ REASON_CREDENTIAL_REFLECTED, "credential_reflected" },
 		{ REASON_CREDENTIAL_REBOUND, "credential_rebound" },
