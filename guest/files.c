@@ -303,7 +303,7 @@ files_extra_ca(void)
 		port_fail(CA_BUNDLE ": %s", strerror(errno));
 	close(out);
 	free(buf);
-	port_stage("extra CA certificates added");
+	port_stage("extra ca certificates added");
 }
 
 /* The generated part of /etc: users, names, NSS, a fresh machine-id. */

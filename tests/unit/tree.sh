@@ -3,8 +3,8 @@
 # (an ELF file anywhere in git), no formatting drift (every product
 # source is as clang-format, .clang-format at the top, would write it),
 # no #include across the gateway's process boundary, no circle between
-# files and ARCHITECTURE.md's file list matching the tree.
-# Needs git and clang-format (Debian: git, clang-format); no root, no
+# files, ARCHITECTURE.md's file list matching the tree and the guest's
+# stage names within what ksb-run accepts.  Needs git and clang-format (Debian: git, clang-format); no root, no
 # network.
 set -eu
 S=${KSB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -119,6 +119,15 @@ set +f
 [ -z "$nofile" ] || echo "# in ARCHITECTURE.md's Files but no such file:$nofile"
 check "ARCHITECTURE.md's Files block lists every product source and only files that exist" \
 	"$([ -z "$missing$nofile" ] && [ -n "$names" ]; echo $?)"
+
+# 6. Every boot stage the guest names (port_stage("...") in guest/) is one
+# ksb-run accepts: 1..GUESTCTL_STAGE_NAME (40) bytes of a-z, 0-9, space
+# and '-' (proto/guestctl.c, guestctl_parse_stage); else its STAGE line is
+# refused on every boot as an unknown control line.
+badstage=$(git grep -h -o 'port_stage("[^"]*")' -- 'guest/*.c' |
+	sed 's/^port_stage("\(.*\)")$/\1/' | grep -Ev '^[a-z0-9 -]{1,40}$' || true)
+[ -z "$badstage" ] || echo "# stage names ksb-run refuses: $badstage"
+check "every guest stage name is one ksb-run accepts" "$([ -z "$badstage" ]; echo $?)"
 
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
