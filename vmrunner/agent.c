@@ -86,6 +86,7 @@ struct agent {
 	int64_t rate_at; /* working/info events: start of this second */
 	int rate_n;
 	unsigned long suppressed, dropped_out;
+	int out_full;		      /* an answer found the queue full: stop */
 	const struct redact *rd;      /* secret values (NULL: none) */
 	struct redact_stream *log_rs; /* agent.log, across OUT frames */
 	char *tline[2]; /* headless: the turn's stdout, stderr line */
@@ -141,6 +142,10 @@ agent_free(struct agent *a)
 
 	if (a == NULL)
 		return;
+	if (a->dropped_out > 0)
+		log_warnx("agent: %lu frame(s) to the guest dropped: it did "
+			  "not read its control port",
+		    a->dropped_out);
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
 		if (a->clients[i].fd != -1)
 			agent_client_close(&a->clients[i]);
@@ -197,20 +202,50 @@ cleanup:
 
 /* ---- to the guest ------------------------------------------------------- */
 
+/*
+ * Frames to the guest, at most AGENT_OUTQ_MAX bytes queued.  Past it a
+ * frame of ksb-run's own (PING, a PROMPT: sent again later) is dropped
+ * and counted, logged the first time; an answer to the guest's own frame
+ * (agent_reply: PONG, ACKR, HELLO) means a guest that asks and never
+ * reads its port: one line, and agent_out_full() tells the supervisor to
+ * stop the instance (closing the port would lose its EXIT; nothing more
+ * can reach a guest that does not read, its STOP included).
+ */
 static void
-agent_queue(struct agent *a, const char *buf, size_t len)
+agent_enqueue(struct agent *a, const char *buf, size_t len, int reply)
 {
 	if (a->outq_len + len > AGENT_OUTQ_MAX) {
-		/* Counted; logged the first time and every 10000th. */
-		if (a->dropped_out++ % 10000 == 0)
-			log_warnx(
-			    "agent: the guest is not reading its control port: "
-			    "%lu frame(s) dropped",
-			    a->dropped_out);
+		if (reply && !a->out_full) {
+			a->out_full = 1;
+			log_warnx("agent: the guest asks and does not read its "
+				  "control port (%d bytes queued): stopping "
+				  "the instance",
+			    AGENT_OUTQ_MAX);
+		} else if (!reply && a->dropped_out++ == 0)
+			log_warnx("agent: the guest is not reading its control "
+				  "port: frames dropped (counted at the end)");
 		return;
 	}
 	memcpy(a->outq + a->outq_len, buf, len);
 	a->outq_len += len;
+}
+
+static void
+agent_queue(struct agent *a, const char *buf, size_t len)
+{
+	agent_enqueue(a, buf, len, 0);
+}
+
+static void
+agent_reply(struct agent *a, const char *buf, size_t len)
+{
+	agent_enqueue(a, buf, len, 1);
+}
+
+int
+agent_out_full(const struct agent *a)
+{
+	return a->out_full;
 }
 
 static void
@@ -641,7 +676,7 @@ agent_on_hello(struct agent *a, const struct guestctl_frame *f)
 	a->hello = 1;
 	n = snprintf(out, sizeof(out), "HELLO %d %llu\n",
 	    GUESTCTL_AGENT_VERSION, (unsigned long long)a->seen_seq);
-	agent_queue(a, out, (size_t)n);
+	agent_reply(a, out, (size_t)n);
 	/*
 	 * Delivered while we were away, or not yet: the guest decides,
 	 * but only about turns we gave (as for ACK): a forged count
@@ -695,7 +730,7 @@ agent_on_report(struct agent *a, struct guestctl_frame *f)
 	int n, forged;
 
 	n = snprintf(out, sizeof(out), "ACKR %llu\n", (unsigned long long)f->n);
-	agent_queue(a, out, (size_t)n);
+	agent_reply(a, out, (size_t)n);
 	if (f->n <= a->seen_seq)
 		return; /* a repeat */
 	a->seen_seq = f->n;
@@ -864,7 +899,7 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	case GUESTCTL_PING:
 		n = snprintf(
 		    out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
-		agent_queue(a, out, (size_t)n);
+		agent_reply(a, out, (size_t)n);
 		break;
 	case GUESTCTL_TOUT:
 		agent_on_tout(a, &f);

@@ -981,6 +981,9 @@ int agent_guest_line(struct agent *a, const char *line, size_t len);
 /* Bytes queued for the guest's control port, and how many were written. */
 size_t agent_pending_out(const struct agent *a, const char **buf);
 void agent_consumed_out(struct agent *a, size_t n);
+/* agent_out_full: 1 once an answer to the guest found the queue toward it
+ * full (AGENT_OUTQ_MAX): the guest does not read; the caller stops it. */
+int agent_out_full(const struct agent *a);
 /* agent_tick: heartbeats and resends; agent_next_ms: ms until it is due. */
 void agent_tick(struct agent *a, int64_t now);
 int agent_next_ms(const struct agent *a, int64_t now);
