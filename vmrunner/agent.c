@@ -27,6 +27,7 @@
 #define AGENT_CLIENTS_MAX    16
 #define AGENT_TURNS	     256 /* turns remembered (keys, how they ended) */
 #define AGENT_OUTQ_MAX	     (4 * 1024 * 1024)
+#define AGENT_NOISE_LOGGED   3 /* guest-paced lines (rates, silences) logged */
 #define AGENT_LOG_MAX	     (16 * 1024 * 1024) /* agent.log, then agent.log.1 */
 #define AGENT_CLIENT_IN_MAX  (GUESTCTL_TEXT_MAX + AGENTSOCK_HEAD_MAX)
 #define AGENT_RESEND_MS	     10000 /* unacknowledged PROMPT sent again */
@@ -86,9 +87,10 @@ struct agent {
 	int64_t rate_at; /* working/info events: start of this second */
 	int rate_n;
 	unsigned long suppressed, dropped_out;
-	int out_full;		      /* an answer found the queue full: stop */
-	const struct redact *rd;      /* secret values (NULL: none) */
-	struct redact_stream *log_rs; /* agent.log, across OUT frames */
+	int out_full; /* an answer found the queue full: stop */
+	int noise_logged, lost_logged; /* AGENT_NOISE_LOGGED each */
+	const struct redact *rd;       /* secret values (NULL: none) */
+	struct redact_stream *log_rs;  /* agent.log, across OUT frames */
 	char *tline[2]; /* headless: the turn's stdout, stderr line */
 	size_t tlen[2];
 	uint64_t tturn;	     /* the turn they belong to */
@@ -706,9 +708,16 @@ agent_report_show(struct agent *a, const struct guestctl_frame *f, size_t tlen)
 			n = snprintf(out, sizeof(out), "%lu reports not shown",
 			    a->suppressed);
 			agent_event(a, f->turn, "info", out, (size_t)n, 0);
-			log_warnx("agent: the guest sent more than %d reports "
-				  "a second: %lu not shown",
-			    AGENT_EVENTS_PER_S, a->suppressed);
+			/* One line a second is still a flood: the first
+			 * AGENT_NOISE_LOGGED, then agent.events only. */
+			if (a->noise_logged < AGENT_NOISE_LOGGED)
+				log_warnx("agent: the guest sent more than %d "
+					  "reports a second: %lu not shown%s",
+				    AGENT_EVENTS_PER_S, a->suppressed,
+				    ++a->noise_logged == AGENT_NOISE_LOGGED ?
+					" (no more such lines; counted in "
+					"agent.events)" :
+					"");
 			a->suppressed = 0;
 		}
 		a->rate_at = a->last_rx;
@@ -872,7 +881,8 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	a->last_rx = util_mono_ms();
 	if (a->lost) {
 		a->lost = 0;
-		log_info("agent: the guest's control channel is back");
+		if (a->lost_logged <= AGENT_NOISE_LOGGED)
+			log_info("agent: the guest's control channel is back");
 	}
 	switch (f.type) {
 	case GUESTCTL_VERSION:
@@ -934,8 +944,9 @@ agent_tick(struct agent *a, int64_t now)
 	agent_screen_tick(a, now);
 	if (!a->lost && now - a->last_rx >= GUESTCTL_PEER_LOST_MS) {
 		a->lost = 1;
-		log_warnx("agent: nothing from the guest for %d s",
-		    GUESTCTL_PEER_LOST_MS / 1000);
+		if (a->lost_logged++ < AGENT_NOISE_LOGGED)
+			log_warnx("agent: nothing from the guest for %d s",
+			    GUESTCTL_PEER_LOST_MS / 1000);
 	}
 }
 

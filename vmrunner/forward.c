@@ -56,6 +56,11 @@
  * anything past every stream's window plus FORWARD_OUTQ_SLACK is a
  * guest that asks and never reads: the channel is closed.
  */
+/* SHOTs under way at once: each holds up to FWD_SHOT_MAX of the guest's. */
+#define FORWARD_SHOTS_MAX     2
+#define FORWARD_SHOTS_MAX_S   "2"
+/* forward.log past this becomes forward.log.1 (the older .1 goes). */
+#define FORWARD_LOG_MAX	      (16 * 1024 * 1024)
 #define FORWARD_OUTQ_SLACK    (1024 * 1024)
 #define FORWARD_OUTQ_MAX                                                       \
 	((size_t)FWD_STREAMS_MAX * (FWD_WINDOW + 4 * FWD_HDR_LEN) +            \
@@ -97,7 +102,8 @@ struct forward {
 	pthread_t thread;
 	int started;
 	uint32_t next_id;
-	unsigned nstreams, nlisten, bad;
+	unsigned nstreams, nlisten, bad, nshots;
+	off_t log_bytes;       /* forward.log's size (FORWARD_LOG_MAX) */
 	unsigned bad_window;   /* protocol errors in this window */
 	int64_t bad_window_ms; /* its start (monotonic) */
 	const char *closing;   /* a close is pending: why (closing_why) */
@@ -123,20 +129,55 @@ forward_unix_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One line of forward.log: "<unix-ms> <text>". */
+/* forward.log opened for appending (0600, not followed); NULL on error. */
+static FILE *
+forward_log_open(const char *path, off_t *bytes)
+{
+	struct stat sb;
+	FILE *fp;
+	int fd;
+
+	if ((fd = open(path,
+		 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+		 0600)) == -1)
+		return NULL;
+	*bytes = fstat(fd, &sb) == 0 ? sb.st_size : 0;
+	if ((fp = fdopen(fd, "a")) == NULL)
+		close(fd);
+	return fp;
+}
+
+/*
+ * One line of forward.log: "<unix-ms> <text>".  Past FORWARD_LOG_MAX the
+ * file becomes forward.log.1, so it holds at most twice that on the
+ * host's disk, whoever causes the lines (host clients: one open and one
+ * close line a connection).
+ */
 static void __attribute__((format(printf, 2, 3)))
 forward_log(struct forward *f, const char *fmt, ...)
 {
+	char *old = NULL;
 	va_list ap;
+	int n;
 
+	if (f->log != NULL && f->log_bytes >= FORWARD_LOG_MAX) {
+		xasprintf(&old, "%s.1", f->log_path);
+		if (rename(f->log_path, old) == 0) {
+			fclose(f->log);
+			f->log = forward_log_open(f->log_path, &f->log_bytes);
+		}
+		free(old);
+	}
 	if (f->log == NULL)
 		return;
-	fprintf(f->log, "%lld ", (long long)forward_unix_ms());
+	n = fprintf(f->log, "%lld ", (long long)forward_unix_ms());
 	va_start(ap, fmt);
-	vfprintf(f->log, fmt, ap);
+	n += vfprintf(f->log, fmt, ap);
 	va_end(ap);
 	fputc('\n', f->log);
 	fflush(f->log);
+	if (n > 0)
+		f->log_bytes += n + 1;
 }
 
 /*
@@ -332,8 +373,10 @@ fstream_close(struct fstream *s, uint32_t reason, int tell)
 	}
 	if (s->timer != NULL)
 		event_free(s->timer);
-	if (s->shot != NULL)
+	if (s->shot != NULL) {
 		evbuffer_free(s->shot);
+		f->nshots--;
+	}
 	fstream_unlink(s);
 	free(s);
 }
@@ -830,12 +873,19 @@ forward_ctl_shot(struct forward *f, struct bufferevent *bev)
 	uint8_t b[FWD_HDR_LEN];
 	struct fstream *s;
 
+	if (f->nshots >= FORWARD_SHOTS_MAX) {
+		fstream_ctl_reply(bev,
+		    "ERR " FORWARD_SHOTS_MAX_S " screenshots are under way "
+		    "already: try again\n");
+		return;
+	}
 	if ((s = fstream_new(f, NULL, bev)) == NULL) {
 		fstream_ctl_reply(bev,
 		    f->chan == NULL ? "ERR the guest is gone\n" :
 				      "ERR too many streams\n");
 		return;
 	}
+	f->nshots++;
 	s->shot = evbuffer_new();
 	s->timer = evtimer_new(f->base, forward_shot_timeout, s);
 	evtimer_add(s->timer, &tv);
@@ -983,10 +1033,7 @@ forward_new(const char *dir, int chan_fd, char **cause)
 	f->dir = xstrdup(dir);
 	xasprintf(&f->log_path, "%s/%s", dir, FWD_LOG_NAME);
 	xasprintf(&f->sock_path, "%s/%s", dir, FWD_SOCK_NAME);
-	if ((fd = open(f->log_path,
-		 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-		 0600)) == -1 ||
-	    (f->log = fdopen(fd, "a")) == NULL) {
+	if ((f->log = forward_log_open(f->log_path, &f->log_bytes)) == NULL) {
 		cause_set(cause, "%s: %s", f->log_path, strerror(errno));
 		goto fail;
 	}

@@ -6,7 +6,8 @@
 # capped (4 MiB, agent.c): past it one line, and the instance is stopped
 # (nothing, its STOP included, reaches a guest that does not read; closing
 # the port would lose its EXIT).  ksb-run's memory stays bounded and its
-# log short.  Needs root, python3 and a guest kernel file (exit 77); no QEMU.
+# log short.  Then a guest sending 1000 REPORTs a second for 8 s: its
+# rate lines in ksb-run.log stop at 3.  Needs root, python3 and a guest kernel file (exit 77); no QEMU.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -45,5 +46,22 @@ ksb_check "the stand-in was stopped (SIGTERM), not left running" 'grep -q "QEMU 
 ksb_check "the state says stopped" 'grep -q "^phase=stopped" "$I/state"'
 n=$(wc -l < "$I/ksb-run.log")
 ksb_check "ksb-run.log stays short ($n lines)" '[ "$n" -lt 30 ]'
+ksb_say "1000 reports a second for 8 s: the rate lines are capped too"
+: > "$KSB_TEST_OUT"
+I=$T/state/instances/cr
+KSB_TEST_MODE=reports KSB_QEMU="$KSB_SRCDIR/tests/e2e/ctl_unread_guest.py" timeout 60 \
+	ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
+	--detach --name cr --accel tcg --agent 'unused' > /dev/null 2> "$T/err" ||
+	{ cat "$T/err"; ksb_fail "ksb-run --detach"; }
+rp=$(sed -n 's/^pid=//p' "$I/state")
+KSB_PIDS="$KSB_PIDS $rp"
+reported() { grep -q "^reported" "$KSB_TEST_OUT"; }
+ksb_check "the guest reported" 'ksb_until 60 reported'
+n=$(grep -c "reports a second" "$I/ksb-run.log" || true)
+ksb_check "at most 3 rate lines in ksb-run.log ($n), the last says so" \
+	'[ "$n" -le 3 ] && [ "$n" -ge 1 ] && grep -q "no more such lines" "$I/ksb-run.log"'
+kill -TERM "$rp"
+ksb_check "ksb-run ends on SIGTERM" 'ksb_wait_dead "$rp" 30'
+
 [ "$fails" = 0 ] || { cat "$I/ksb-run.log"; ksb_fail "$fails check(s) failed"; }
 echo "PASS"

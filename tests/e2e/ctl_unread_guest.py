@@ -4,6 +4,8 @@
 # after the header, READY and HELLO it sends PINGs (each answered by a
 # PONG) for up to $KSB_TEST_UNREAD_S seconds (150) and never reads a byte
 # again.  It reports "pinged <bytes> <how it ended>" to $KSB_TEST_OUT.
+# KSB_TEST_MODE=reports: instead, 1000 REPORTs a second for 8 s, reading
+# its port ("reported <n>"), then it waits for STOP.
 import os, select, sys, time
 
 fd = None
@@ -28,6 +30,26 @@ while b"ARGV " not in buf or not buf.endswith(b"\0"):
         sys.exit(0)
     buf += d
 write_all(b"SELFTEST ok 7 1\nREADY\nHELLO 1 0\n")
+if os.environ.get("KSB_TEST_MODE") == "reports":
+    # 100 reports every 0.1 s for 8 s (over 20 a second each second),
+    # reading what comes; then on to STOP.
+    seq, end = 1, time.time() + 8
+    while time.time() < end:
+        write_all(b"".join(b"REPORT %d 0 info r\n" % (seq + i)
+                           for i in range(100)))
+        seq += 100
+        time.sleep(0.1)
+        while select.select([fd], [], [], 0)[0]:
+            buf = os.read(fd, 65536)
+            if not buf or b"STOP" in buf:
+                write_all(b"EXIT 0\n")
+                sys.exit(0)
+    out.write("reported %d\n" % (seq - 1))
+    while True:
+        buf = os.read(fd, 65536)
+        if not buf or b"STOP" in buf:
+            write_all(b"EXIT 0\n")
+            sys.exit(0)
 chunk = b"".join(b"PING %d\n" % (1000000 + i) for i in range(5000))
 sent, how = 0, "time out"
 end = time.time() + float(os.environ.get("KSB_TEST_UNREAD_S", "150"))

@@ -7,8 +7,9 @@
 # (2) 64 MiB of HELLOs whose answers the guest never reads: ksb-run's
 # memory (VmHWM) grows by less than 24 MiB (the output queue's cap is
 # 17 MiB), one line says so and the channel is closed; ksb-run stays up
-# and ends with the guest's status.  Needs root, python3 and a guest
-# kernel file (exit 77); no QEMU.
+# and ends with the guest's status.  (3) forward.log at 16 MiB becomes
+# forward.log.1; a third screenshot while two are under way is refused.
+# Needs root, python3 and a guest kernel file (exit 77); no QEMU.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -73,6 +74,25 @@ L=$T/state/instances/fu/forward.log
 ksb_check "forward.log: the channel closed, why" 'grep -q "channel closed: the guest does not read: output queue over" "$L"'
 ksb_check "ksb-run.log: one line" '[ "$(grep -c "the guest does not read its replies" "$T/state/instances/fu/ksb-run.log")" = 1 ]'
 ksb_check "ksb-run is still up" 'kill -0 "$rp"'
+stop
+
+ksb_say "forward.log at its cap; three screenshots at once"
+L=$T/state/instances/fe/forward.log
+head -c $((16 << 20)) /dev/zero | tr '\0' 'p' >> "$L"
+flood hold fe
+ksb_check "forward.log past 16 MiB became forward.log.1" \
+	'ksb_until 20 test -e "$L.1" && [ "$(stat -c %s "$L.1")" -ge $((16 << 20)) ] && [ "$(stat -c %s "$L")" -lt 65536 ]'
+shot() { timeout 60 "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" screenshot fe "$T/s$1.png" > "$T/shot$1" 2>&1; }
+shot 1 & s1=$!
+shot 2 & s2=$!
+KSB_PIDS="$KSB_PIDS $s1 $s2"
+two() { [ "$(grep -c "^host SHOT" "$KSB_TEST_OUT")" = 2 ]; }
+ksb_check "two SHOTs reached the guest" 'ksb_until 20 two'
+shot 3 || true
+cat "$T/shot3"
+ksb_check "a third is refused at once, saying why" 'grep -q "2 screenshots are under way already" "$T/shot3"'
+kill "$s1" "$s2" 2>/dev/null || true
+wait "$s1" "$s2" 2>/dev/null || true
 stop
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"

@@ -5,7 +5,9 @@
 #   errors: KSB_TEST_FLOOD_N (100000) OPEN frames, each a protocol error
 #           the host would log (the guest never opens anything);
 #   unread: KSB_TEST_FLOOD_MIB (64) MiB of HELLO frames, each answered by
-#           the host, whose answers this guest never reads.
+#           the host, whose answers this guest never reads;
+#   hold:   no flood: it reads the host's frames, writes "host SHOT <id>"
+#           for each SHOT and never answers one.
 # It stops when the host closes the channel or the flood is out, writes
 # "flood done <bytes sent> <how it ended>" to $KSB_TEST_OUT, and runs on:
 # READY on the control port, EXIT 0 on STOP.
@@ -42,6 +44,30 @@ while b"ARGV " not in cbuf or not cbuf.endswith(b"\0"):
     cbuf += d
 write_all(ctl, b"SELFTEST ok 7 1\nREADY\n")
 
+if mode == "hold":
+    os.write(fwd, frame(HELLO, 0, struct.pack(">I", 1)))
+    fbuf = b""
+    while True:
+        r, _, _ = select.select([ctl, fwd], [], [], 120)
+        if not r:
+            sys.exit(0)
+        if ctl in r:
+            d = os.read(ctl, 4096)
+            if not d or b"STOP" in d:
+                write_all(ctl, b"EXIT 0\n")
+                sys.exit(0)
+        if fwd in r:
+            d = os.read(fwd, 65536)
+            if not d:
+                sys.exit(0)
+            fbuf += d
+            while len(fbuf) >= 12:
+                t, _, _, sid, n = struct.unpack(">BBHII", fbuf[:12])
+                if len(fbuf) < 12 + n:
+                    break
+                fbuf = fbuf[12 + n:]
+                if t == 3:
+                    out.write("host SHOT %d\n" % sid)
 if mode == "errors":
     one = frame(OPEN, 1, struct.pack(">H", 22))
     total = int(os.environ.get("KSB_TEST_FLOOD_N", "100000")) * len(one)
