@@ -15,6 +15,7 @@
 #include "common/common.h"
 #include "mirror/mirror.h"
 #include "ksbctl/ksbctl.h"
+#include "proto/instance.h"
 
 /* SIZE: bytes with an optional K, M, G or T suffix (powers of 1024),
  * 1M..1T (util_parse_size). */
@@ -163,7 +164,7 @@ fetch_main(int argc, char **argv)
 {
 	struct mirror_fetch_opts o;
 	struct mirror_fetch_result res;
-	char *cause = NULL, *dir = NULL;
+	char *cause = NULL, *dir = NULL, *mdir = NULL;
 	int ret;
 
 	memset(&o, 0, sizeof(o));
@@ -172,6 +173,8 @@ fetch_main(int argc, char **argv)
 		return ret;
 	xasprintf(&dir, "%s/instances/%s", ksbctl_conf->state_dir, o.id);
 	o.instance_dir = dir;
+	mdir = instance_mirror_path(dir);
+	o.mirror_dir = mdir;
 	if (mirror_fetch(&o, &res, &cause) != 0) {
 		/* A refused branch: the remote-tracking ref did land. */
 		if (res.branch_state == MIRROR_BRANCH_REFUSED)
@@ -186,6 +189,7 @@ fetch_main(int argc, char **argv)
 	}
 	mirror_fetch_result_clear(&res);
 	free(cause);
+	free(mdir);
 	free(dir);
 	return ret;
 }

@@ -22,6 +22,7 @@
 #include "common/output.h"
 #include "ksbctl/ksbctl.h"
 #include "mirror/mirror.h"
+#include "proto/instance.h"
 
 #define TURNSUM_ROWS 8
 
@@ -31,7 +32,7 @@ turnsum_ref(const char *dir, const char *id, char hex[41])
 	char *git = NULL, *ref = NULL, *cause = NULL;
 
 	hex[0] = '\0';
-	xasprintf(&git, "%s/mirror.git", dir);
+	git = instance_mirror_path(dir);
 	xasprintf(&ref, "refs/heads/sandbox/%s", id);
 	if (mirror_read_ref(git, ref, hex, &cause) == -1)
 		hex[0] = '\0';

@@ -1534,7 +1534,10 @@ mirror_fetch(const struct mirror_fetch_opts *o, struct mirror_fetch_result *res,
 	if (fetch_open_host(&ow, repo, &r, &odb, cause) != 0)
 		goto cleanup;
 
-	xasprintf(&mdir, "%s/%s", o->instance_dir, MIRROR_DIR);
+	if (o->mirror_dir != NULL)
+		mdir = xstrdup(o->mirror_dir);
+	else
+		xasprintf(&mdir, "%s/%s", o->instance_dir, MIRROR_DIR);
 	xasprintf(&branch, "refs/heads/sandbox/%s", o->id);
 	/* The mirror's files belong to QEMU's user: root reads them. */
 	if (fetch_owner_switch(&ow, 0, cause) != 0 ||

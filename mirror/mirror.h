@@ -194,6 +194,7 @@ int checkout_prepare(const char *state_dir, const char *gitdir,
 
 struct mirror_fetch_opts {
 	const char *instance_dir; /* holds mirror.git and mirror.state */
+	const char *mirror_dir;	  /* NULL: <instance_dir>/mirror.git */
 	const char *id;		  /* instance ID */
 	const char *repo;	  /* NULL: the repo recorded at creation */
 	const char *ns;		  /* NULL: "ksb" -> refs/remotes/ksb/<id> */

@@ -240,6 +240,25 @@ instance_locked(const char *dir)
 	return ret;
 }
 
+char *
+instance_mirror_path(const char *dir)
+{
+	struct instance_state st;
+	char *p = NULL, *img = NULL, *abs = NULL;
+	struct stat sb;
+
+	xasprintf(&img, "%s/mirror.img", dir);
+	if (lstat(img, &sb) == 0 && instance_locked(dir) == 1 &&
+	    instance_state_read(dir, &st, NULL) == 0 && st.pid > 0 &&
+	    (abs = realpath(dir, NULL)) != NULL)
+		xasprintf(&p, "/proc/%ld/root%s/mirror.git", st.pid, abs);
+	else
+		xasprintf(&p, "%s/mirror.git", dir);
+	free(abs);
+	free(img);
+	return p;
+}
+
 const char *
 instance_status(const char *dir, const struct instance_state *st)
 {

@@ -68,6 +68,14 @@ int instance_resolve(
     const char *state_dir, const char *prefix, char **id, char **cause);
 /* instance_dir: "<state_dir>/instances/<id>", malloc'd. */
 char *instance_dir(const char *state_dir, const char *id);
+/*
+ * instance_mirror_path: where the instance's git mirror is read, malloc'd.
+ * While ksb-run runs it with the mirror on its own file system
+ * (<dir>/mirror.img, vmrunner/mirrorfs.c), that mount lives in ksb-run's
+ * mount namespace: /proc/<pid>/root<dir>/mirror.git; else
+ * <dir>/mirror.git.  dir is made absolute (realpath) for the first.
+ */
+char *instance_mirror_path(const char *dir);
 /* instance_du: bytes allocated on disk under dir (st_blocks * 512). */
 uint64_t instance_du(const char *dir);
 

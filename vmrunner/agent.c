@@ -27,6 +27,7 @@
 #define AGENT_CLIENTS_MAX    16
 #define AGENT_TURNS	     256 /* turns remembered (keys, how they ended) */
 #define AGENT_OUTQ_MAX	     (4 * 1024 * 1024)
+#define AGENT_NOISE_LOGGED   3 /* guest-paced lines (rates, silences) logged */
 #define AGENT_LOG_MAX	     (16 * 1024 * 1024) /* agent.log, then agent.log.1 */
 #define AGENT_CLIENT_IN_MAX  (GUESTCTL_TEXT_MAX + AGENTSOCK_HEAD_MAX)
 #define AGENT_RESEND_MS	     10000 /* unacknowledged PROMPT sent again */
@@ -86,8 +87,10 @@ struct agent {
 	int64_t rate_at; /* working/info events: start of this second */
 	int rate_n;
 	unsigned long suppressed, dropped_out;
-	const struct redact *rd;      /* secret values (NULL: none) */
-	struct redact_stream *log_rs; /* agent.log, across OUT frames */
+	int out_full; /* an answer found the queue full: stop */
+	int noise_logged, lost_logged; /* AGENT_NOISE_LOGGED each */
+	const struct redact *rd;       /* secret values (NULL: none) */
+	struct redact_stream *log_rs;  /* agent.log, across OUT frames */
 	char *tline[2]; /* headless: the turn's stdout, stderr line */
 	size_t tlen[2];
 	uint64_t tturn;	     /* the turn they belong to */
@@ -141,6 +144,10 @@ agent_free(struct agent *a)
 
 	if (a == NULL)
 		return;
+	if (a->dropped_out > 0)
+		log_warnx("agent: %lu frame(s) to the guest dropped: it did "
+			  "not read its control port",
+		    a->dropped_out);
 	for (i = 0; i < AGENT_CLIENTS_MAX; i++)
 		if (a->clients[i].fd != -1)
 			agent_client_close(&a->clients[i]);
@@ -197,20 +204,50 @@ cleanup:
 
 /* ---- to the guest ------------------------------------------------------- */
 
+/*
+ * Frames to the guest, at most AGENT_OUTQ_MAX bytes queued.  Past it a
+ * frame of ksb-run's own (PING, a PROMPT: sent again later) is dropped
+ * and counted, logged the first time; an answer to the guest's own frame
+ * (agent_reply: PONG, ACKR, HELLO) means a guest that asks and never
+ * reads its port: one line, and agent_out_full() tells the supervisor to
+ * stop the instance (closing the port would lose its EXIT; nothing more
+ * can reach a guest that does not read, its STOP included).
+ */
 static void
-agent_queue(struct agent *a, const char *buf, size_t len)
+agent_enqueue(struct agent *a, const char *buf, size_t len, int reply)
 {
 	if (a->outq_len + len > AGENT_OUTQ_MAX) {
-		/* Counted; logged the first time and every 10000th. */
-		if (a->dropped_out++ % 10000 == 0)
-			log_warnx(
-			    "agent: the guest is not reading its control port: "
-			    "%lu frame(s) dropped",
-			    a->dropped_out);
+		if (reply && !a->out_full) {
+			a->out_full = 1;
+			log_warnx("agent: the guest asks and does not read its "
+				  "control port (%d bytes queued): stopping "
+				  "the instance",
+			    AGENT_OUTQ_MAX);
+		} else if (!reply && a->dropped_out++ == 0)
+			log_warnx("agent: the guest is not reading its control "
+				  "port: frames dropped (counted at the end)");
 		return;
 	}
 	memcpy(a->outq + a->outq_len, buf, len);
 	a->outq_len += len;
+}
+
+static void
+agent_queue(struct agent *a, const char *buf, size_t len)
+{
+	agent_enqueue(a, buf, len, 0);
+}
+
+static void
+agent_reply(struct agent *a, const char *buf, size_t len)
+{
+	agent_enqueue(a, buf, len, 1);
+}
+
+int
+agent_out_full(const struct agent *a)
+{
+	return a->out_full;
 }
 
 static void
@@ -641,7 +678,7 @@ agent_on_hello(struct agent *a, const struct guestctl_frame *f)
 	a->hello = 1;
 	n = snprintf(out, sizeof(out), "HELLO %d %llu\n",
 	    GUESTCTL_AGENT_VERSION, (unsigned long long)a->seen_seq);
-	agent_queue(a, out, (size_t)n);
+	agent_reply(a, out, (size_t)n);
 	/*
 	 * Delivered while we were away, or not yet: the guest decides,
 	 * but only about turns we gave (as for ACK): a forged count
@@ -671,9 +708,16 @@ agent_report_show(struct agent *a, const struct guestctl_frame *f, size_t tlen)
 			n = snprintf(out, sizeof(out), "%lu reports not shown",
 			    a->suppressed);
 			agent_event(a, f->turn, "info", out, (size_t)n, 0);
-			log_warnx("agent: the guest sent more than %d reports "
-				  "a second: %lu not shown",
-			    AGENT_EVENTS_PER_S, a->suppressed);
+			/* One line a second is still a flood: the first
+			 * AGENT_NOISE_LOGGED, then agent.events only. */
+			if (a->noise_logged < AGENT_NOISE_LOGGED)
+				log_warnx("agent: the guest sent more than %d "
+					  "reports a second: %lu not shown%s",
+				    AGENT_EVENTS_PER_S, a->suppressed,
+				    ++a->noise_logged == AGENT_NOISE_LOGGED ?
+					" (no more such lines; counted in "
+					"agent.events)" :
+					"");
 			a->suppressed = 0;
 		}
 		a->rate_at = a->last_rx;
@@ -695,7 +739,7 @@ agent_on_report(struct agent *a, struct guestctl_frame *f)
 	int n, forged;
 
 	n = snprintf(out, sizeof(out), "ACKR %llu\n", (unsigned long long)f->n);
-	agent_queue(a, out, (size_t)n);
+	agent_reply(a, out, (size_t)n);
 	if (f->n <= a->seen_seq)
 		return; /* a repeat */
 	a->seen_seq = f->n;
@@ -837,7 +881,8 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	a->last_rx = util_mono_ms();
 	if (a->lost) {
 		a->lost = 0;
-		log_info("agent: the guest's control channel is back");
+		if (a->lost_logged <= AGENT_NOISE_LOGGED)
+			log_info("agent: the guest's control channel is back");
 	}
 	switch (f.type) {
 	case GUESTCTL_VERSION:
@@ -864,7 +909,7 @@ agent_guest_line(struct agent *a, const char *line, size_t len)
 	case GUESTCTL_PING:
 		n = snprintf(
 		    out, sizeof(out), "PONG %llu\n", (unsigned long long)f.n);
-		agent_queue(a, out, (size_t)n);
+		agent_reply(a, out, (size_t)n);
 		break;
 	case GUESTCTL_TOUT:
 		agent_on_tout(a, &f);
@@ -899,8 +944,9 @@ agent_tick(struct agent *a, int64_t now)
 	agent_screen_tick(a, now);
 	if (!a->lost && now - a->last_rx >= GUESTCTL_PEER_LOST_MS) {
 		a->lost = 1;
-		log_warnx("agent: nothing from the guest for %d s",
-		    GUESTCTL_PEER_LOST_MS / 1000);
+		if (a->lost_logged++ < AGENT_NOISE_LOGGED)
+			log_warnx("agent: nothing from the guest for %d s",
+			    GUESTCTL_PEER_LOST_MS / 1000);
 	}
 }
 

@@ -39,9 +39,32 @@
 #include "proto/fwd.h"
 #include "vmrunner/vmrunner.h"
 
-#define FORWARD_SHOT_MS	   30000 /* a SHOT's answer must be complete by then */
-#define FORWARD_BAD_LOGGED 10	 /* protocol errors logged, then counted */
-#define FORWARD_IO_MAX	   (256 * 1024) /* one read or write on the channel */
+#define FORWARD_SHOT_MS	      30000 /* a SHOT's answer must be complete by then */
+#define FORWARD_BAD_LOGGED    10 /* protocol errors to ksb-run.log, then none */
+#define FORWARD_IO_MAX	      (256 * 1024) /* one read or write on the channel */
+/*
+ * forward.log's lines the guest can cause (protocol errors): at most
+ * FORWARD_BAD_BUDGET in FORWARD_BAD_WINDOW_MS; the next one ends the
+ * channel with one summary line instead.
+ */
+#define FORWARD_BAD_BUDGET    20
+#define FORWARD_BAD_WINDOW_MS 10000
+/*
+ * Bytes queued toward the guest (the channel's output), checked at each
+ * enqueue.  DATA is held to the guest's credit (FWD_WINDOW a stream);
+ * the rest (CREDIT, HELLO, CLOSE...) is a few frames a stream, so
+ * anything past every stream's window plus FORWARD_OUTQ_SLACK is a
+ * guest that asks and never reads: the channel is closed.
+ */
+/* SHOTs under way at once: each holds up to FWD_SHOT_MAX of the guest's. */
+#define FORWARD_SHOTS_MAX     2
+#define FORWARD_SHOTS_MAX_S   "2"
+/* forward.log past this becomes forward.log.1 (the older .1 goes). */
+#define FORWARD_LOG_MAX	      (16 * 1024 * 1024)
+#define FORWARD_OUTQ_SLACK    (1024 * 1024)
+#define FORWARD_OUTQ_MAX                                                       \
+	((size_t)FWD_STREAMS_MAX * (FWD_WINDOW + 4 * FWD_HDR_LEN) +            \
+	    FORWARD_OUTQ_SLACK)
 
 struct fwd_listen {
 	struct forward *f;
@@ -79,7 +102,13 @@ struct forward {
 	pthread_t thread;
 	int started;
 	uint32_t next_id;
-	unsigned nstreams, nlisten, bad;
+	unsigned nstreams, nlisten, bad, nshots;
+	off_t log_bytes;       /* forward.log's size (FORWARD_LOG_MAX) */
+	unsigned bad_window;   /* protocol errors in this window */
+	int64_t bad_window_ms; /* its start (monotonic) */
+	const char *closing;   /* a close is pending: why (closing_why) */
+	char closing_why[128];
+	struct event *close_ev; /* ... made by forward_close_cb */
 	struct fwd_listen *listens;
 	struct fstream *streams;
 	FILE *log;
@@ -100,20 +129,55 @@ forward_unix_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* One line of forward.log: "<unix-ms> <text>". */
+/* forward.log opened for appending (0600, not followed); NULL on error. */
+static FILE *
+forward_log_open(const char *path, off_t *bytes)
+{
+	struct stat sb;
+	FILE *fp;
+	int fd;
+
+	if ((fd = open(path,
+		 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+		 0600)) == -1)
+		return NULL;
+	*bytes = fstat(fd, &sb) == 0 ? sb.st_size : 0;
+	if ((fp = fdopen(fd, "a")) == NULL)
+		close(fd);
+	return fp;
+}
+
+/*
+ * One line of forward.log: "<unix-ms> <text>".  Past FORWARD_LOG_MAX the
+ * file becomes forward.log.1, so it holds at most twice that on the
+ * host's disk, whoever causes the lines (host clients: one open and one
+ * close line a connection).
+ */
 static void __attribute__((format(printf, 2, 3)))
 forward_log(struct forward *f, const char *fmt, ...)
 {
+	char *old = NULL;
 	va_list ap;
+	int n;
 
+	if (f->log != NULL && f->log_bytes >= FORWARD_LOG_MAX) {
+		xasprintf(&old, "%s.1", f->log_path);
+		if (rename(f->log_path, old) == 0) {
+			fclose(f->log);
+			f->log = forward_log_open(f->log_path, &f->log_bytes);
+		}
+		free(old);
+	}
 	if (f->log == NULL)
 		return;
-	fprintf(f->log, "%lld ", (long long)forward_unix_ms());
+	n = fprintf(f->log, "%lld ", (long long)forward_unix_ms());
 	va_start(ap, fmt);
-	vfprintf(f->log, fmt, ap);
+	n += vfprintf(f->log, fmt, ap);
 	va_end(ap);
 	fputc('\n', f->log);
 	fflush(f->log);
+	if (n > 0)
+		f->log_bytes += n + 1;
 }
 
 /*
@@ -150,10 +214,62 @@ forward_report(struct forward *f, enum ctl_fwd_event e,
 	fwdreport_event(f->rep, &ev);
 }
 
-/* A rule the guest broke: logged (the first few), counted. */
+static void forward_chan_gone(struct forward *f, const char *why);
+
+/* The channel's close, from the event loop (the callers hold streams that
+ * forward_chan_gone frees); until then nothing is read or sent.  The
+ * reason (printf) goes to forward.log's "channel closed" line. */
+static void __attribute__((format(printf, 2, 3)))
+forward_close_later(struct forward *f, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (f->closing != NULL || f->chan == NULL)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(f->closing_why, sizeof(f->closing_why), fmt, ap);
+	va_end(ap);
+	f->closing = f->closing_why;
+	event_active(f->close_ev, 0, 0);
+}
+
+static void
+forward_close_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct forward *f = arg;
+
+	(void)fd;
+	(void)what;
+	forward_chan_gone(f, f->closing);
+}
+
+/*
+ * A rule the guest broke: a line in forward.log, the first
+ * FORWARD_BAD_LOGGED also in ksb-run.log.  Past FORWARD_BAD_BUDGET in
+ * FORWARD_BAD_WINDOW_MS the channel is closed, its line the summary: the
+ * guest adds at most FORWARD_BAD_BUDGET + 1 lines a window, and then none.
+ */
 static void
 forward_bad(struct forward *f, const char *why, uint32_t id)
 {
+	int64_t now = util_mono_ms();
+
+	if (f->closing != NULL || f->chan == NULL)
+		return;
+	if (now - f->bad_window_ms >= FORWARD_BAD_WINDOW_MS) {
+		f->bad_window_ms = now;
+		f->bad_window = 0;
+	}
+	if (f->bad_window++ >= FORWARD_BAD_BUDGET) {
+		log_warnx("forward channel: more than %d protocol errors in "
+			  "%d s: the rest suppressed, channel closed",
+		    FORWARD_BAD_BUDGET, FORWARD_BAD_WINDOW_MS / 1000);
+		forward_close_later(f,
+		    "more than %d protocol errors in %d s from the guest, "
+		    "the rest suppressed",
+		    FORWARD_BAD_BUDGET, FORWARD_BAD_WINDOW_MS / 1000);
+		return;
+	}
 	if (f->bad++ < FORWARD_BAD_LOGGED)
 		log_warnx("forward channel: guest broke the protocol (%s, "
 			  "stream %u)",
@@ -161,11 +277,27 @@ forward_bad(struct forward *f, const char *why, uint32_t id)
 	forward_log(f, "guest-error stream=%u %s", id, why);
 }
 
+/*
+ * n bytes to the guest.  Past FORWARD_OUTQ_MAX queued (a guest that asks
+ * and never reads) they are dropped, one line says so and the channel is
+ * closed.
+ */
 static void
 forward_chan_send(struct forward *f, const uint8_t *p, size_t n)
 {
-	if (f->chan != NULL)
-		bufferevent_write(f->chan, p, n);
+	if (f->chan == NULL || f->closing != NULL)
+		return;
+	if (evbuffer_get_length(bufferevent_get_output(f->chan)) + n >
+	    FORWARD_OUTQ_MAX) {
+		log_warnx("forward channel: the guest does not read its "
+			  "replies (%zu bytes queued): channel closed",
+		    (size_t)FORWARD_OUTQ_MAX);
+		forward_close_later(f,
+		    "the guest does not read: output queue over %zu bytes",
+		    (size_t)FORWARD_OUTQ_MAX);
+		return;
+	}
+	bufferevent_write(f->chan, p, n);
 }
 
 static void
@@ -241,8 +373,10 @@ fstream_close(struct fstream *s, uint32_t reason, int tell)
 	}
 	if (s->timer != NULL)
 		event_free(s->timer);
-	if (s->shot != NULL)
+	if (s->shot != NULL) {
 		evbuffer_free(s->shot);
+		f->nshots--;
+	}
 	fstream_unlink(s);
 	free(s);
 }
@@ -544,7 +678,8 @@ forward_chan_read_cb(struct bufferevent *bev, void *arg)
 	struct fwd_hdr h;
 	const char *why;
 
-	while (f->chan != NULL && evbuffer_get_length(in) >= FWD_HDR_LEN) {
+	while (f->chan != NULL && f->closing == NULL &&
+	    evbuffer_get_length(in) >= FWD_HDR_LEN) {
 		evbuffer_copyout(in, hb, FWD_HDR_LEN);
 		if (fwd_hdr_decode(hb, &h, &why) != 0) {
 			forward_bad(f, why, 0);
@@ -738,12 +873,19 @@ forward_ctl_shot(struct forward *f, struct bufferevent *bev)
 	uint8_t b[FWD_HDR_LEN];
 	struct fstream *s;
 
+	if (f->nshots >= FORWARD_SHOTS_MAX) {
+		fstream_ctl_reply(bev,
+		    "ERR " FORWARD_SHOTS_MAX_S " screenshots are under way "
+		    "already: try again\n");
+		return;
+	}
 	if ((s = fstream_new(f, NULL, bev)) == NULL) {
 		fstream_ctl_reply(bev,
 		    f->chan == NULL ? "ERR the guest is gone\n" :
 				      "ERR too many streams\n");
 		return;
 	}
+	f->nshots++;
 	s->shot = evbuffer_new();
 	s->timer = evtimer_new(f->base, forward_shot_timeout, s);
 	evtimer_add(s->timer, &tv);
@@ -891,10 +1033,7 @@ forward_new(const char *dir, int chan_fd, char **cause)
 	f->dir = xstrdup(dir);
 	xasprintf(&f->log_path, "%s/%s", dir, FWD_LOG_NAME);
 	xasprintf(&f->sock_path, "%s/%s", dir, FWD_SOCK_NAME);
-	if ((fd = open(f->log_path,
-		 O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
-		 0600)) == -1 ||
-	    (f->log = fdopen(fd, "a")) == NULL) {
+	if ((f->log = forward_log_open(f->log_path, &f->log_bytes)) == NULL) {
 		cause_set(cause, "%s: %s", f->log_path, strerror(errno));
 		goto fail;
 	}
@@ -906,6 +1045,7 @@ forward_new(const char *dir, int chan_fd, char **cause)
 	f->stop_ev =
 	    event_new(f->base, f->stop_pipe[0], EV_READ, forward_stop_cb, f);
 	event_add(f->stop_ev, NULL);
+	f->close_ev = event_new(f->base, -1, 0, forward_close_cb, f);
 	evutil_make_socket_nonblocking(chan_fd);
 	f->chan =
 	    bufferevent_socket_new(f->base, chan_fd, BEV_OPT_CLOSE_ON_FREE);
@@ -1003,6 +1143,8 @@ forward_free(struct forward *f)
 		evconnlistener_free(f->ctl);
 	if (f->stop_ev != NULL)
 		event_free(f->stop_ev);
+	if (f->close_ev != NULL)
+		event_free(f->close_ev);
 	if (f->base != NULL)
 		event_base_free(f->base);
 	if (f->stop_pipe[0] != -1) {

@@ -166,6 +166,12 @@ run_cleanup(struct run *r, int status)
 		close(r->client_fd);
 	r->client_fd = -1;
 	if (r->instance_dir != NULL && r->lock_fd != -1) {
+		/* QEMU is gone: the mirror back on the host's disk. */
+		if (mirrorfs_finish(r->instance_dir, r->named, &cause) != 0) {
+			log_warnx("instance %s: the mirror: %s", r->id, cause);
+			free(cause);
+			cause = NULL;
+		}
 		if (!r->named) {
 			if (util_rmtree(r->instance_dir) != 0)
 				log_warn("removing %s", r->instance_dir);
@@ -835,6 +841,10 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 		log_warnx("instance %s: %s", r->id, cause);
 		goto cleanup;
 	}
+	/* Its cap enforced as it is written (mirrorfs.c). */
+	if (mirrorfs_mount(r->instance_dir, r->conf->mirror_max_size, &cause) !=
+	    0)
+		goto fail;
 	workspace_disk_warn(r->conf, r->state_dir, r->instance_dir);
 	if (run_extra_ca(r, &cause) != 0)
 		goto fail;

@@ -164,6 +164,7 @@ struct sup {
 	int64_t resume_at; /* next RESUME after the gateway went away */
 	int64_t lost_at;   /* when it went away */
 	int64_t mirror_at; /* mirror disk cap: next check, -1 done */
+	int outq_killed;   /* stopped: the guest does not read (agent.c) */
 	int64_t budget_at; /* the guest's byte budget window */
 	size_t budget;
 	unsigned long throttled; /* windows it went over the budget */

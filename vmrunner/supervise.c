@@ -869,6 +869,11 @@ sup_timers(struct sup *s, int64_t now)
 	selftest_round(s, now);
 	if (r->agent != NULL)
 		agent_tick(r->agent, now);
+	/* A guest that asks and never reads: not even STOP reaches it. */
+	if (r->agent != NULL && agent_out_full(r->agent) && !s->outq_killed) {
+		s->outq_killed = 1;
+		sup_kill(s, now);
+	}
 }
 
 /* at (0: not armed) as a poll(2) timeout, if sooner than timeout. */

@@ -592,6 +592,27 @@ int trust_load(struct config *c, const char *path, const char *state_dir,
  * value" line per value (escaped).  Their number, or -1 and *cause. */
 int trust_show(const struct trust_file *tf, FILE *f, char **cause);
 
+/* ---- mirrorfs.c ------------------------------------------------------------
+ * The read-write mirror on a file system of its cap (mirror-max-size):
+ * <instance>/mirror.img loop-mounted over <instance>/mirror.git in
+ * ksb-run's own mount namespace while the instance runs.
+ */
+#define MIRRORFS_IMAGE "mirror.img" /* in the instance dir */
+/*
+ * mirrorfs_mount: unshare ksb-run's mount namespace (before any thread
+ * starts), copy back an image a dead ksb-run left, make the image of
+ * max_bytes from <instance_dir>/mirror.git (mkfs.ext4 -d) and mount it
+ * there.  0 (also: no mirror; not root, with a warning), or -1 and *cause.
+ */
+int mirrorfs_mount(const char *instance_dir, uint64_t max_bytes, char **cause);
+/*
+ * mirrorfs_finish: after QEMU is gone: keep: the contents copied back to
+ * a plain <instance_dir>/mirror.git; then unmounted, the image removed.
+ * 0 (also: nothing mounted), or -1 and *cause (the image is kept then,
+ * and copied back at the next start).
+ */
+int mirrorfs_finish(const char *instance_dir, int keep, char **cause);
+
 /* ---- workspace.c -----------------------------------------------------------
  * ksb-run's side of the git handoff (ARCHITECTURE.md, "Git handoff"); the
  * guest's side is workspace_prepare() in guest/workspace.c.  Linked into
@@ -969,6 +990,9 @@ int agent_guest_line(struct agent *a, const char *line, size_t len);
 /* Bytes queued for the guest's control port, and how many were written. */
 size_t agent_pending_out(const struct agent *a, const char **buf);
 void agent_consumed_out(struct agent *a, size_t n);
+/* agent_out_full: 1 once an answer to the guest found the queue toward it
+ * full (AGENT_OUTQ_MAX): the guest does not read; the caller stops it. */
+int agent_out_full(const struct agent *a);
 /* agent_tick: heartbeats and resends; agent_next_ms: ms until it is due. */
 void agent_tick(struct agent *a, int64_t now);
 int agent_next_ms(const struct agent *a, int64_t now);
