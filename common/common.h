@@ -42,6 +42,23 @@ void log_set_fatal(void (*cb)(const char *text));
  * written as \xHH.  Returns dst.  Use for anything a guest sent.
  */
 char *log_escape(char *dst, size_t dstsz, const void *src, size_t len);
+/*
+ * log_limit: at most `per' lines a `window_ms' window for one source of
+ * lines a peer drives (a guest's connections, its protocol errors), so
+ * that it cannot grow the host's log without bound.  Zero-initialised.
+ * log_limit_take(l, per, window_ms, now_ms, &dropped): 1 if a line may
+ * go now, else 0 (counted).  *dropped is the count of the lines refused
+ * in the windows before this one, once, when the first line of a new
+ * window is let through (the caller logs one summary line for them),
+ * else 0.
+ */
+struct log_limit {
+	int64_t window_ms; /* start of the current window, monotonic */
+	int n;		   /* lines let through in it */
+	unsigned dropped;  /* refused since the last summary */
+};
+int log_limit_take(struct log_limit *l, int per, int window_ms, int64_t now_ms,
+    unsigned *dropped);
 
 /* ---- usock.c --------------------------------------------------------------
  * Unix-domain stream sockets by path (unix(7)).  Every call returns -1 with

@@ -139,6 +139,26 @@ fatalx(const char *fmt, ...)
 	log_fatal_exit(line);
 }
 
+int
+log_limit_take(struct log_limit *l, int per, int window_ms, int64_t now_ms,
+    unsigned *dropped)
+{
+	*dropped = 0;
+	if (l->window_ms == 0 || now_ms - l->window_ms >= window_ms) {
+		l->window_ms = now_ms;
+		l->n = 0;
+	}
+	if (l->n >= per) {
+		l->dropped++;
+		return 0;
+	}
+	if (l->n++ == 0) {
+		*dropped = l->dropped;
+		l->dropped = 0;
+	}
+	return 1;
+}
+
 char *
 log_escape(char *dst, size_t dstsz, const void *src, size_t len)
 {

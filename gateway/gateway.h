@@ -73,12 +73,13 @@ struct instance {
 	uint64_t st_done;   /* the newest n with a result recorded */
 	int st_late_fail;   /* a failure for an older n was recorded */
 	/* proxy.c's per-instance limits (zero at registration) */
-	int px_conns;		/* open proxy connections */
-	int64_t px_tokens;	/* rate bucket, milli-connections */
-	int64_t px_tokens_ms;	/* last refill, monotonic ms */
-	int64_t px_refused_sec; /* second of the last refusal row */
-	int px_refused_rows;	/* refusal rows in that second */
-	int px_refused_quiet;	/* refusals not audited since */
+	int px_conns;		 /* open proxy connections */
+	int64_t px_tokens;	 /* rate bucket, milli-connections */
+	int64_t px_tokens_ms;	 /* last refill, monotonic ms */
+	int64_t px_refused_sec;	 /* second of the last refusal row */
+	int px_refused_rows;	 /* refusal rows in that second */
+	int px_refused_quiet;	 /* refusals not audited since */
+	struct log_limit px_log; /* its connections' log lines (proxy_log_ok) */
 	/* budget.c's audit budget (zero at registration) */
 	int64_t bg_sec, bg_day;	      /* current windows: second, UTC day */
 	int64_t bg_records, bg_bytes; /* charged in them */

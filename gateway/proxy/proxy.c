@@ -34,18 +34,20 @@
 #include "gateway/proxy/grant.h"
 #include "proto/guestctl.h"
 
-#define RELAY_PIPE_SIZE	 (1024 * 1024) /* per direction in flight, bytes */
-#define RELAY_POOL_MAX	 16    /* empty pipes kept for the next tunnels */
-#define RELAY_PEEK_MAX	 65536 /* copy size without a pipe */
-#define RELAY_SHORT	 16384 /* a read this short emptied the socket */
-#define CONN_MAX_ADDRS	 8     /* resolved addresses kept */
-#define CONN_MAX_TRIES	 3     /* upstream connect attempts, each timed */
-#define LINGER_MS	 2000  /* after a refusal: wait for the guest's FIN */
-#define LINGER_MAX_BYTES 65536 /* ... discarding at most this much */
-#define REFUSED_MAX	 512   /* refused connections lingering at once */
-#define REFUSED_ROWS	 10    /* 429 audit rows per instance and second */
-#define ACCEPT_PAUSE_MS	 100   /* listener pause when out of descriptors */
-#define PROXY_TRAFFIC_MS 500   /* traffic walk period (MSG_TRAFFIC) */
+#define RELAY_PIPE_SIZE	    (1024 * 1024) /* per direction in flight, bytes */
+#define RELAY_POOL_MAX	    16	  /* empty pipes kept for the next tunnels */
+#define RELAY_PEEK_MAX	    65536 /* copy size without a pipe */
+#define RELAY_SHORT	    16384 /* a read this short emptied the socket */
+#define CONN_MAX_ADDRS	    8	  /* resolved addresses kept */
+#define CONN_MAX_TRIES	    3	  /* upstream connect attempts, each timed */
+#define LINGER_MS	    2000 /* after a refusal: wait for the guest's FIN */
+#define LINGER_MAX_BYTES    65536 /* ... discarding at most this much */
+#define REFUSED_MAX	    512	  /* refused connections lingering at once */
+#define REFUSED_ROWS	    10	  /* 429 audit rows per instance and second */
+#define ACCEPT_PAUSE_MS	    100	  /* listener pause when out of descriptors */
+#define PROXY_TRAFFIC_MS    500	  /* traffic walk period (MSG_TRAFFIC) */
+#define PROXY_LOG_LINES	    100	  /* log lines per instance and window */
+#define PROXY_LOG_WINDOW_MS 10000
 
 /* One direction of a tunnel in CONN_RELAY: src -> pipe -> dst. */
 struct relay_dir {
@@ -404,6 +406,24 @@ conn_row_close(struct conn *c, uint64_t up, uint64_t down, enum reason reason)
 	c->seen_open = 0;
 }
 
+static struct log_limit proxy_log_other; /* clients that are no instance */
+
+int
+proxy_log_ok(struct instance *inst)
+{
+	unsigned dropped;
+
+	if (!log_limit_take(inst != NULL ? &inst->px_log : &proxy_log_other,
+		PROXY_LOG_LINES, PROXY_LOG_WINDOW_MS, util_mono_ms(), &dropped))
+		return 0;
+	if (dropped > 0)
+		log_warnx("%s: %u lines about its connections not logged (more "
+			  "than %d in %d s; the audit has their rows)",
+		    inst != NULL ? inst->id : "non-instance clients", dropped,
+		    PROXY_LOG_LINES, PROXY_LOG_WINDOW_MS / 1000);
+	return 1;
+}
+
 /*
  * Deny after the 200: there is no HTTP left to speak, so the row, then a
  * fatal TLS alert (the guest's TLS library reports it instead of a reset)
@@ -417,8 +437,9 @@ conn_deny_tunnel(struct conn *c, enum reason reason)
 	int alert = refusal_alert(reason);
 
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc, c->port,
-	    reason_name(reason));
+	if (proxy_log_ok(c->inst))
+		log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
+		    c->port, reason_name(reason));
 	(void)conn_audit(c, 0, reason, NULL);
 	if (c->row != -1) /* an allowed row gets no close record */
 		conn_row_close(c, 0, 0, REASON_NONE);
@@ -445,8 +466,9 @@ conn_deny(struct conn *c, enum reason reason)
 		return;
 	}
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-	log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc, c->port,
-	    reason_name(reason));
+	if (proxy_log_ok(c->inst))
+		log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
+		    c->port, reason_name(reason));
 	conn_deny_http(c, refusal_status(reason), reason, c->deny_detail, NULL);
 }
 
@@ -1261,8 +1283,9 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 		if (refused != NULL) {
 			conn_set_upstream(c, refused);
 			log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-			log_info("screened %s -> %s (%s)", esc,
-			    c->upstream_addr, cls ? cls : "?");
+			if (proxy_log_ok(c->inst))
+				log_info("screened %s -> %s (%s)", esc,
+				    c->upstream_addr, cls ? cls : "?");
 			c->deny_detail = cls;
 		}
 		conn_deny(c,
@@ -1680,9 +1703,10 @@ proxy_reclaim(struct conn *c, int share)
 	}
 	if (best == NULL) /* cannot happen (see above) */
 		return;
-	log_info("%s: over its share (%d), a connection closed for %s",
-	    best->inst != NULL ? best->inst->id : best->client_addr, share,
-	    c->inst->id);
+	if (proxy_log_ok(c->inst))
+		log_info("%s: over its share (%d), a connection closed for %s",
+		    best->inst != NULL ? best->inst->id : best->client_addr,
+		    share, c->inst->id);
 	conn_close(best, REASON_OVER_SHARE);
 }
 

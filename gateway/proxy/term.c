@@ -210,8 +210,9 @@ static void
 term_row(struct term *t, enum reason reason)
 {
 	if (reason == REASON_NONE && t->reflected > 0) {
-		log_info("term %s: %u real values masked in a response",
-		    t->inst ? t->inst->id : "?", t->reflected);
+		if (proxy_log_ok(t->inst))
+			log_info("term %s: %u real values masked in a response",
+			    t->inst ? t->inst->id : "?", t->reflected);
 		reason = REASON_CREDENTIAL_REFLECTED;
 	}
 	t->reflected = 0;
@@ -236,8 +237,9 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 	char esc[600];
 
 	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
-	log_info("refuse %s %s: %d %s", t->inst ? t->inst->id : "?", esc,
-	    status, reason_name(reason));
+	if (proxy_log_ok(t->inst))
+		log_info("refuse %s %s: %d %s", t->inst ? t->inst->id : "?",
+		    esc, status, reason_name(reason));
 	evbuffer_add_printf(bufferevent_get_output(t->down),
 	    "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
 	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
@@ -1071,8 +1073,9 @@ static void
 term_upgraded(struct term *t)
 {
 	if (term_scan_buffer(t, bufferevent_get_input(t->down)) == -1) {
-		log_info("refuse %s: a placeholder after the upgrade",
-		    t->inst ? t->inst->id : "?");
+		if (proxy_log_ok(t->inst))
+			log_info("refuse %s: a placeholder after the upgrade",
+			    t->inst ? t->inst->id : "?");
 		t->state = TERM_CLOSING;
 		term_finish(t, REASON_CREDENTIAL_MISUSE);
 		return;
@@ -1376,9 +1379,10 @@ term_finish(struct term *t, enum reason reason)
 		term_row(t, reason == REASON_CLOSED ? REASON_NONE : reason);
 	t->fin_reason = reason;
 	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
-	log_info("term %s %s: %s, %u requests, %u head parses",
-	    t->inst ? t->inst->id : "?", esc, reason_name(reason), t->nreq,
-	    t->nparse);
+	if (proxy_log_ok(t->inst))
+		log_info("term %s %s: %s, %u requests, %u head parses",
+		    t->inst ? t->inst->id : "?", esc, reason_name(reason),
+		    t->nreq, t->nparse);
 	bufferevent_disable(t->down, EV_READ | EV_WRITE);
 	bufferevent_disable(t->up, EV_READ | EV_WRITE);
 	if (t->timer != NULL)
