@@ -73,13 +73,14 @@ struct instance {
 	uint64_t st_done;   /* the newest n with a result recorded */
 	int st_late_fail;   /* a failure for an older n was recorded */
 	/* proxy.c's per-instance limits (zero at registration) */
-	int px_conns;		 /* open proxy connections */
-	int64_t px_tokens;	 /* rate bucket, milli-connections */
-	int64_t px_tokens_ms;	 /* last refill, monotonic ms */
-	int64_t px_refused_sec;	 /* second of the last refusal row */
-	int px_refused_rows;	 /* refusal rows in that second */
-	int px_refused_quiet;	 /* refusals not audited since */
-	struct log_limit px_log; /* its connections' log lines (proxy_log_ok) */
+	int px_conns;		/* open proxy connections */
+	int64_t px_tokens;	/* rate bucket, milli-connections */
+	int64_t px_tokens_ms;	/* last refill, monotonic ms */
+	int64_t px_refused_sec; /* second of the last refusal row */
+	int px_refused_rows;	/* refusal rows in that second */
+	int px_refused_quiet;	/* refusals not audited since */
+	struct log_limit
+	    px_log; /* its connections' log lines (registry_log_ok) */
 	/* budget.c's audit budget (zero at registration) */
 	int64_t bg_sec, bg_day;	      /* current windows: second, UTC day */
 	int64_t bg_records, bg_bytes; /* charged in them */
@@ -112,6 +113,15 @@ struct instance *registry_add(
  * taken or outside the pool.
  */
 struct instance *registry_adopt(const struct instance *row, char **cause);
+/*
+ * registry_log_ok: 1 if a line about one of inst's connections (a refusal,
+ * a tunnel's end; NULL: a client that is no instance) may go to the log
+ * now: REGISTRY_LOG_LINES a REGISTRY_LOG_WINDOW_MS window per instance (one
+ * budget for all non-instances), the rest counted and said in one line
+ * when the next window's first goes.  Their audit rows are not limited
+ * by this (budget.c limits those).
+ */
+int registry_log_ok(struct instance *inst);
 void registry_remove(struct instance *);
 struct instance *registry_find_id(const char *id);
 struct instance *registry_find_addr(uint32_t addr);

@@ -21,6 +21,28 @@ static uint32_t registry_gw;   /* host order */
 static uint32_t registry_size; /* addresses in the network */
 static char registry_tap_prefix[11] = "ksbt";
 
+#define REGISTRY_LOG_LINES     100 /* log lines per instance and window */
+#define REGISTRY_LOG_WINDOW_MS 10000
+
+static struct log_limit registry_log_other; /* clients that are no instance */
+
+int
+registry_log_ok(struct instance *inst)
+{
+	unsigned dropped;
+
+	if (!log_limit_take(inst != NULL ? &inst->px_log : &registry_log_other,
+		REGISTRY_LOG_LINES, REGISTRY_LOG_WINDOW_MS, util_mono_ms(),
+		&dropped))
+		return 0;
+	if (dropped > 0)
+		log_warnx("%s: %u lines about its connections not logged (more "
+			  "than %d in %d s; the audit has their rows)",
+		    inst != NULL ? inst->id : "non-instance clients", dropped,
+		    REGISTRY_LOG_LINES, REGISTRY_LOG_WINDOW_MS / 1000);
+	return 1;
+}
+
 void
 registry_init(uint32_t bridge_addr, int prefix, const char *tap_prefix)
 {

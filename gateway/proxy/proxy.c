@@ -406,24 +406,6 @@ conn_row_close(struct conn *c, uint64_t up, uint64_t down, enum reason reason)
 	c->seen_open = 0;
 }
 
-static struct log_limit proxy_log_other; /* clients that are no instance */
-
-int
-proxy_log_ok(struct instance *inst)
-{
-	unsigned dropped;
-
-	if (!log_limit_take(inst != NULL ? &inst->px_log : &proxy_log_other,
-		PROXY_LOG_LINES, PROXY_LOG_WINDOW_MS, util_mono_ms(), &dropped))
-		return 0;
-	if (dropped > 0)
-		log_warnx("%s: %u lines about its connections not logged (more "
-			  "than %d in %d s; the audit has their rows)",
-		    inst != NULL ? inst->id : "non-instance clients", dropped,
-		    PROXY_LOG_LINES, PROXY_LOG_WINDOW_MS / 1000);
-	return 1;
-}
-
 /*
  * Deny after the 200: there is no HTTP left to speak, so the row, then a
  * fatal TLS alert (the guest's TLS library reports it instead of a reset)
@@ -437,7 +419,7 @@ conn_deny_tunnel(struct conn *c, enum reason reason)
 	int alert = refusal_alert(reason);
 
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-	if (proxy_log_ok(c->inst))
+	if (registry_log_ok(c->inst))
 		log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
 		    c->port, reason_name(reason));
 	(void)conn_audit(c, 0, reason, NULL);
@@ -466,7 +448,7 @@ conn_deny(struct conn *c, enum reason reason)
 		return;
 	}
 	log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-	if (proxy_log_ok(c->inst))
+	if (registry_log_ok(c->inst))
 		log_info("deny %s %s:%u: %s", c->inst ? c->inst->id : "?", esc,
 		    c->port, reason_name(reason));
 	conn_deny_http(c, refusal_status(reason), reason, c->deny_detail, NULL);
@@ -1283,7 +1265,7 @@ conn_try_connect(struct conn *c, const struct sockaddr_storage *addrs, size_t n)
 		if (refused != NULL) {
 			conn_set_upstream(c, refused);
 			log_escape(esc, sizeof(esc), c->host, strlen(c->host));
-			if (proxy_log_ok(c->inst))
+			if (registry_log_ok(c->inst))
 				log_info("screened %s -> %s (%s)", esc,
 				    c->upstream_addr, cls ? cls : "?");
 			c->deny_detail = cls;
@@ -1703,7 +1685,7 @@ proxy_reclaim(struct conn *c, int share)
 	}
 	if (best == NULL) /* cannot happen (see above) */
 		return;
-	if (proxy_log_ok(c->inst))
+	if (registry_log_ok(c->inst))
 		log_info("%s: over its share (%d), a connection closed for %s",
 		    best->inst != NULL ? best->inst->id : best->client_addr,
 		    share, c->inst->id);

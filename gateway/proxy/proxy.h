@@ -154,15 +154,6 @@ int term_head_worth_parsing(
  * *cause.
  */
 int proxy_init(struct gateway *, void (*sync)(void), char **cause);
-/*
- * proxy_log_ok: 1 if a line about one of inst's connections (a refusal,
- * a tunnel's end; NULL: a client that is no instance) may go to the log
- * now: PROXY_LOG_LINES a PROXY_LOG_WINDOW_MS window per instance (one
- * budget for all non-instances), the rest counted and said in one line
- * when the next window's first goes.  Their audit rows are not limited
- * by this (budget.c limits those).
- */
-int proxy_log_ok(struct instance *inst);
 void proxy_shutdown(void);
 /* The host's own addresses (MSG_OWN_ADDRS, at most MSG_ADDRS_MAX of the
  * n): refused as upstreams like the bridge address. */

@@ -210,7 +210,7 @@ static void
 term_row(struct term *t, enum reason reason)
 {
 	if (reason == REASON_NONE && t->reflected > 0) {
-		if (proxy_log_ok(t->inst))
+		if (registry_log_ok(t->inst))
 			log_info("term %s: %u real values masked in a response",
 			    t->inst ? t->inst->id : "?", t->reflected);
 		reason = REASON_CREDENTIAL_REFLECTED;
@@ -237,7 +237,7 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 	char esc[600];
 
 	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
-	if (proxy_log_ok(t->inst))
+	if (registry_log_ok(t->inst))
 		log_info("refuse %s %s: %d %s", t->inst ? t->inst->id : "?",
 		    esc, status, reason_name(reason));
 	evbuffer_add_printf(bufferevent_get_output(t->down),
@@ -1073,7 +1073,7 @@ static void
 term_upgraded(struct term *t)
 {
 	if (term_scan_buffer(t, bufferevent_get_input(t->down)) == -1) {
-		if (proxy_log_ok(t->inst))
+		if (registry_log_ok(t->inst))
 			log_info("refuse %s: a placeholder after the upgrade",
 			    t->inst ? t->inst->id : "?");
 		t->state = TERM_CLOSING;
@@ -1379,7 +1379,7 @@ term_finish(struct term *t, enum reason reason)
 		term_row(t, reason == REASON_CLOSED ? REASON_NONE : reason);
 	t->fin_reason = reason;
 	log_escape(esc, sizeof(esc), t->host, strlen(t->host));
-	if (proxy_log_ok(t->inst))
+	if (registry_log_ok(t->inst))
 		log_info("term %s %s: %s, %u requests, %u head parses",
 		    t->inst ? t->inst->id : "?", esc, reason_name(reason),
 		    t->nreq, t->nparse);
