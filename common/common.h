@@ -216,9 +216,12 @@ struct ksb_conf {
 	gid_t control_gid;    /* its gid, resolved when the file is read */
 	char *proxy_user;     /* the proxy process's user; NULL: _ksbproxy
 				   if it exists, else nobody */
-	char *qemu_user;      /* QEMU's user; NULL: _ksbqemu, else nobody */
-	char *state_dir;      /* /var/lib/ksb */
-	char *audit_db;	      /* <state_dir>/audit.db */
+	char *qemu_user;      /* QEMU's user; NULL: per instance (below) */
+	uint32_t qemu_uid_base;	 /* QEMU's uid and gid: this + the instance's
+				   address in the pool (1..); 0: off, then
+				   _ksbqemu, else nobody */
+	char *state_dir;	 /* /var/lib/ksb */
+	char *audit_db;		 /* <state_dir>/audit.db */
 	int64_t audit_retention; /* seconds of audit records kept; 0: all */
 	char *hosts_file;	 /* NULL: none */
 	char *upstream_ca_file;	 /* CAs for the gateway's own TLS to

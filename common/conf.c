@@ -27,8 +27,11 @@
 #include "common/common.h"
 #include "common/settings.h"
 
-#define CONF_NKEYS    39	/* conf_keys */
-#define CONF_FILE_MAX (1 << 20) /* bytes of ksb.conf */
+#define CONF_NKEYS	   40 /* conf_keys */
+/* qemu-uid-base's default: 2145386496, above the uids of users and of the
+ * usual subordinate ranges (/etc/subuid: 100000 + 65536 n), below 2^31. */
+#define CONF_QEMU_UID_BASE 0x7fe00000u
+#define CONF_FILE_MAX	   (1 << 20) /* bytes of ksb.conf */
 
 #ifndef KSB_SYSCONFDIR
 #define KSB_SYSCONFDIR "/etc/ksb"
@@ -277,6 +280,31 @@ conf_set_user(void *t, const struct settings_key *k, const char *v,
 	return 0;
 }
 
+/* qemu-uid-base: off, or N in 1000..4294901760 (N + 65535 must fit). */
+static int
+conf_set_uid_base(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	struct ksb_conf *c = t;
+	unsigned long long n;
+	char *end;
+
+	(void)src;
+	if (strcmp(v, "off") == 0) {
+		c->qemu_uid_base = 0;
+		return 0;
+	}
+	errno = 0;
+	n = strtoull(v, &end, 10);
+	if (errno != 0 || end == v || *end != '\0' || v[0] == '-' || n < 1000 ||
+	    n > 0xffff0000ULL)
+		return cause_set(cause,
+		    "%s: `%s' is not off or a uid from 1000 to 4294901760",
+		    k->name, q);
+	c->qemu_uid_base = (uint32_t)n;
+	return 0;
+}
+
 /* A file read at start (hosts-file by the proxy process, upstream-ca-file
  * by the parent): relative to ksb.conf, readable now (caught by -n). */
 static int
@@ -418,6 +446,7 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY(
 	    "proxy-user", .off = CONF_OFF(proxy_user), .set = conf_set_user),
 	CONF_KEY("qemu-user", .off = CONF_OFF(qemu_user), .set = conf_set_user),
+	CONF_KEY("qemu-uid-base", .set = conf_set_uid_base),
 	CONF_KEY("hosts-file", .off = CONF_OFF(hosts_file),
 	    .set = conf_set_readable),
 	/* Read by the parent at start: caught here (-n). */
@@ -514,6 +543,7 @@ conf_defaults(void)
 	c->audit_budget_records = 1000;
 	c->audit_budget_bytes = 1 << 30;
 	c->mirror_max_size = 2ULL << 30;
+	c->qemu_uid_base = CONF_QEMU_UID_BASE;
 	return c;
 }
 

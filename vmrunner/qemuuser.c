@@ -4,10 +4,15 @@
  * QEMU never runs as root (the way libvirt runs it): ksb-run does every
  * privileged step first (the lease's tap, the instance directory, the
  * disk), opens what QEMU needs, and the child that execs QEMU drops to
- * qemu-user (ksb.conf(5); default _ksbqemu, else nobody, else 65534) with
+ * qemu-user (ksb.conf(5); default: the instance's own uid, see below)
+ * with
  * no supplementary groups (but /dev/kvm's group under KVM), an empty
  * capability bounding set, no capabilities and no_new_privs; QEMU then
- * installs its own seccomp filter (-sandbox, qemu_argv).  The guest's 9p
+ * installs its own seccomp filter (-sandbox, qemu_argv).  Without
+ * qemu-user, each instance's QEMU has a uid and gid of its own, no user's
+ * of the host: qemu-uid-base + its address's slot in the gateway's pool
+ * (unique among the running instances), so one guest's QEMU cannot reach
+ * another's mirror or disk either.  The guest's 9p
  * shares are read with that user's rights: a host file kept from other
  * users stays kept from the guest.
  *
@@ -83,8 +88,38 @@ struct qemu_handoff {
 static uid_t qemuuser_chown_uid;
 static gid_t qemuuser_chown_gid;
 
+/*
+ * The instance's own uid and gid, base + slot (qemu-uid-base), if no user
+ * or group of the host has them (NSS: a clash would hand QEMU that user's
+ * files).  0, or -1 and *cause.
+ */
+static int
+qemuuser_dynamic(
+    struct qemuuser *qu, uint32_t base, uint32_t slot, char **cause)
+{
+	struct passwd pwbuf, *pw = NULL;
+	struct group grbuf, *gr = NULL;
+	char buf[4096], gbuf[4096];
+	uint32_t id = base + slot;
+
+	if (getpwuid_r(id, &pwbuf, buf, sizeof(buf), &pw) == 0 && pw != NULL)
+		return cause_set(cause,
+		    "qemu-uid-base %u: uid %u (this instance's) is user `%s' "
+		    "of the host: choose another base in ksb.conf",
+		    base, id, pw->pw_name);
+	if (getgrgid_r(id, &grbuf, gbuf, sizeof(gbuf), &gr) == 0 && gr != NULL)
+		return cause_set(cause,
+		    "qemu-uid-base %u: gid %u (this instance's) is group `%s' "
+		    "of the host: choose another base in ksb.conf",
+		    base, id, gr->gr_name);
+	qu->uid = id;
+	qu->gid = id;
+	xasprintf(&qu->name, "uid %u (the instance's own)", id);
+	return 0;
+}
+
 struct qemuuser *
-qemuuser_new(const struct ksb_conf *conf, int kvm, char **cause)
+qemuuser_new(const struct ksb_conf *conf, int kvm, uint32_t slot, char **cause)
 {
 	const char *names[] = { conf->qemu_user, "_ksbqemu", "nobody" };
 	struct qemuuser *qu = xcalloc(1, sizeof(*qu));
@@ -96,6 +131,15 @@ qemuuser_new(const struct ksb_conf *conf, int kvm, char **cause)
 	qu->active = geteuid() == 0;
 	qu->uid = geteuid();
 	qu->gid = getegid();
+	if (qu->active && conf->qemu_user == NULL && conf->qemu_uid_base != 0 &&
+	    slot != 0) {
+		if (qemuuser_dynamic(qu, conf->qemu_uid_base, slot, cause) !=
+		    0) {
+			qemuuser_free(qu);
+			return NULL;
+		}
+		goto kvm;
+	}
 	for (i = 0; i < 3 && qu->active; i++) {
 		if (names[i] == NULL)
 			continue;
@@ -114,11 +158,12 @@ qemuuser_new(const struct ksb_conf *conf, int kvm, char **cause)
 		qu->uid = pw != NULL ? pw->pw_uid : 65534;
 		qu->gid = pw != NULL ? pw->pw_gid : 65534;
 		qu->name = xstrdup(pw != NULL ? pw->pw_name : "65534");
-		/* KVM: /dev/kvm's group (0660 root:kvm), as libvirt does. */
-		if (kvm && stat("/dev/kvm", &st) == 0 && st.st_gid != 0) {
-			qu->kvm_gid = st.st_gid;
-			qu->ngroups = 1;
-		}
+	}
+kvm:
+	/* KVM: /dev/kvm's group (0660 root:kvm), as libvirt does. */
+	if (qu->active && kvm && stat("/dev/kvm", &st) == 0 && st.st_gid != 0) {
+		qu->kvm_gid = st.st_gid;
+		qu->ngroups = 1;
 	}
 	return qu;
 }

@@ -868,6 +868,15 @@ cleanup:
 	return ret;
 }
 
+/* The lease's address in its pool: the host part (1..), 0 none. */
+static uint32_t
+run_lease_slot(const struct ctl_lease *l)
+{
+	if (l->addr == 0 || l->prefix < 8 || l->prefix > 30)
+		return 0;
+	return ntohl(l->addr) & ((1u << (32 - l->prefix)) - 1);
+}
+
 /* REGISTER with ksb-gatewayd: the lease and the tap.  0, or 125. */
 static int
 run_lease(struct run *r)
@@ -1091,8 +1100,8 @@ run_qemu_argv(struct run *r, char ***qargv)
 		return -1;
 
 	run_qemu_config(r, &qc);
-	if ((r->qu = qemuuser_new(
-		 r->conf, r->accel == QEMU_ACCEL_KVM, &cause)) == NULL)
+	if ((r->qu = qemuuser_new(r->conf, r->accel == QEMU_ACCEL_KVM,
+		 run_lease_slot(&r->lease), &cause)) == NULL)
 		goto fail;
 	qc.user = r->qu;
 	if (r->template && (t = run_template(r, &qc)) != 0) {

@@ -250,11 +250,14 @@ void qemu_argv_free(char **argv);
  */
 struct qemuuser;
 struct qemu_handoff;
-/* qemuuser_new: QEMU's user for this ksb-run (kvm: add /dev/kvm's group);
- * NULL and *cause if qemu-user names no unprivileged user.  Not root:
- * QEMU runs as ksb-run's user.  Freed with qemuuser_free. */
+/* qemuuser_new: QEMU's user for this ksb-run (kvm: add /dev/kvm's group):
+ * qemu-user, else uid = gid = qemu-uid-base + slot (the lease's address
+ * in the pool, 1..; 0: none, then _ksbqemu, else nobody); NULL and *cause
+ * if qemu-user names no unprivileged user or that uid or gid is one of
+ * the host's (NSS).  Not root: QEMU runs as ksb-run's user.  Freed with
+ * qemuuser_free. */
 struct qemuuser *qemuuser_new(
-    const struct ksb_conf *conf, int kvm, char **cause);
+    const struct ksb_conf *conf, int kvm, uint32_t slot, char **cause);
 void qemuuser_free(struct qemuuser *qu);
 /* qemuuser_name: the user's name, or NULL when nothing is dropped. */
 const char *qemuuser_name(const struct qemuuser *qu);

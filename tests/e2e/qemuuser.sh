@@ -111,12 +111,16 @@ ksb_check "guest root reads the world-readable file beside it" \
 	'grep -q "^KSBT open KSBT-OPEN-$$" "$T/out"'
 ksb_check "QEMU's uid is not 0 (ps)" \
 	'[ -n "$qpid" ] && [ "$(ps -o uid= -p "$qpid" | tr -d " ")" != 0 ]'
+# No qemu-user: the instance's own uid and gid, qemu-uid-base (default
+# 2145386496) + its address's slot (10.77.0.2: 2).
+ksb_check "QEMU's uid and gid are the instance's own (2145386498)" \
+	'[ -n "$qpid" ] && echo "$st" | grep -q "Uid: 2145386498 2145386498 2145386498 2145386498" && grep -q "^Gid:.2145386498.2145386498.2145386498.2145386498" "/proc/$qpid/status"'
 ksb_check "QEMU has no capabilities, not even bounded" \
 	'echo "$st" | grep -q "CapPrm: 0000000000000000 CapEff: 0000000000000000 CapBnd: 0000000000000000"'
 ksb_check "QEMU has no_new_privs and a seccomp filter" \
 	'echo "$st" | grep -q "NoNewPrivs: 1 Seccomp: 2"'
 ksb_check "the wrapper ran unprivileged" \
-	'grep -q "KSBT wrapper uid=[1-9][0-9]* CapPrm: 0000000000000000 CapEff: 0000000000000000" "$T/err"'
+	'grep -q "KSBT wrapper uid=2145386498 CapPrm: 0000000000000000 CapEff: 0000000000000000" "$T/err"'
 # QEMU never outlives its ksb-run: the uid drop clears the parent-death
 # signal (prctl(2)), which must be set again after it.  The guest sleeps
 # 60 s after "done"; QEMU must be gone well before.
@@ -128,6 +132,19 @@ ksb_check "QEMU exits when its ksb-run is killed (SIGKILL)" qemu_gone
 [ -n "$qpid" ] && kill "$qpid" 2>/dev/null || true
 kill "$run" 2>/dev/null || true
 ksb_wait_dead "$run" 30 || true
+
+ksb_say "a per-instance uid that is one of the host's is refused"
+# 65532 + slot 2 = 65534, nobody's (Debian's passwd): refused before QEMU.
+cp "$T/ksb.conf" "$T/clash.conf"
+echo "qemu-uid-base = 65532" >> "$T/clash.conf"
+set +e
+KSB_QEMU=$T/qemu timeout 120 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
+	-f "$T/clash.conf" -- true </dev/null >"$T/out2" 2>"$T/err2"
+rc=$?
+set -e
+sed 's/^/# /' "$T/err2" | tail -n 3
+ksb_check "refused (exit 125), the line names the user and qemu-uid-base" \
+	'[ "$rc" = 125 ] && grep -q "qemu-uid-base 65532: uid 65534 (this instance.s) is user .nobody. of the host" "$T/err2" && ! grep -q "KSBT wrapper" "$T/err2"'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS: qemuuser"

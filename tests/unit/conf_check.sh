@@ -23,6 +23,15 @@ check "missing hosts-file named with file:line" 'echo "$out" | grep -q "bad.conf
 check "root proxy-user refused with file:line" 'echo "$out" | grep -q "bad.conf:3: proxy-user: .root. has uid or gid 0"'
 check "root qemu-user refused with file:line" 'echo "$out" | grep -q "bad.conf:4: qemu-user: .root. has uid or gid 0"'
 check "unknown qemu-user refused with file:line" 'echo "$out" | grep -q "bad.conf:5: qemu-user: no such user .no-such-user-ksbt."'
+for v in 999 -1 4294901761 12x 0x7fe00000; do
+	printf 'policy = policy.d/*.policy\nqemu-uid-base = %s\n' "$v" > "$T/uid.conf"
+	check "qemu-uid-base = '$v' refused with file:line" \
+		'! "$B/ksb-gatewayd" -n -f "$T/uid.conf" >/dev/null 2>&1 && "$B/ksb-gatewayd" -n -f "$T/uid.conf" 2>&1 | grep -q "uid.conf:2: qemu-uid-base: .*not off or a uid from 1000 to 4294901760"'
+done
+for v in off 1000 2145386496; do
+	printf 'policy = policy.d/*.policy\nqemu-uid-base = %s\n' "$v" > "$T/uid.conf"
+	check "qemu-uid-base = $v is OK" '"$B/ksb-gatewayd" -n -f "$T/uid.conf" | grep -qx "configuration OK"'
+done
 {
 	printf 'policy = policy.d/*.policy\n'
 	printf 'bridge = \033]0;pwned\007%0300d\n' 0
