@@ -78,6 +78,7 @@
 	X(REQUEST_NOT_ALLOWED, "request_not_allowed")                          \
 	X(MISDIRECTED_REQUEST, "misdirected_request")                          \
 	X(CREDENTIAL_REFLECTED, "credential_reflected")                        \
+	X(WEBSOCKET_VIOLATION, "websocket_violation")                          \
 	X(TLS_ALPN_REFUSED, "tls_alpn_refused")                                \
 	X(GUEST_TLS_FAILED, "guest_tls_failed")                                \
 	X(UPSTREAM_CERT_INVALID, "upstream_cert_invalid")                      \

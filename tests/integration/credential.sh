@@ -184,7 +184,7 @@ wait "$SSE" || true
 ksb_check "then event two, and the stream ends" 'grep -q "event: two" "$T/sse.out"'
 
 ksb_say "Upgrade after the swap"
-printf 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nhello-frame' > "$T/ws.req"
+printf 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n\x81\x8b\0\0\0\0hello-frame' > "$T/ws.req"
 out=$(raw "$G1" api.test http/1.1 "$T/ws.req")
 echo "$out"
 ksb_check "101, then bytes both ways" 'echo "$out" | grep -q "HTTP/1.1 101"'
@@ -217,7 +217,7 @@ req 'POST /upload HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n\r
 misuse "the placeholder in a trailer" "$G1" api.test "$T/req"
 ksb_check "the five body-side refusals each have a credential_misuse row" \
 	'ksb_sql_is 5 "SELECT count(*) FROM requests WHERE path = \"/upload\" AND reason = \"credential_misuse\""'
-req 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\nframe @PH@'
+req 'GET /ws HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n\x81\xb7\0\0\0\0frame @PH@'
 raw "$G1" api.test http/1.1 "$T/req" > /dev/null
 ksb_check "the placeholder after an upgrade: closed, a credential_misuse row" \
 	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/ws\" AND status = 101 AND reason = \"credential_misuse\""'
