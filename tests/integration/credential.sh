@@ -264,6 +264,32 @@ ksb_check "the origins never saw a placeholder" \
 ksb_check "the misuse rows are recorded" \
 	'ksb_sql_is 1 "SELECT count(*) >= 9 FROM requests WHERE reason = \"credential_misuse\""'
 
+ksb_say "pipelined requests: each checked on its own, answered in order"
+smug='GET /smuggled HTTP/1.1\r\nHost: api.test\r\nx-leak: none\r\n\r\n'
+nsmug=$(printf "$smug" | wc -c)
+req "GET /pipe1 HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\nPOST /pipe2 HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: $nsmug\r\n\r\n${smug}POST /pipe3 HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /pipe4 HTTP/1.1\r\nHost: wrong.test\r\nx-api-key: @PH@\r\n\r\nGET /pipe5 HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\n"
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+echo "$out"
+ksb_check "5 requests in one write: 200 200 200, then 421 for another Host" \
+	'[ "$(echo "$out" | grep "^HTTP" | tr -d "\r" | tr "\n" " ")" = "HTTP/1.1 200 OK HTTP/1.1 200 OK HTTP/1.1 200 OK HTTP/1.1 421 Misdirected Request " ]'
+ksb_check "each of the three swapped, in order" \
+	'[ "$(echo "$out" | grep -o "\"path\": \"/pipe[0-9]\", \"key\": \"real\"" | tr "\n" " ")" = "\"path\": \"/pipe1\", \"key\": \"real\" \"path\": \"/pipe2\", \"key\": \"real\" \"path\": \"/pipe3\", \"key\": \"real\" " ]'
+ksb_check "a request in a body is body: the origin read $nsmug bytes, no /smuggled" \
+	'grep "\"/pipe2\"" "$T/origin-10.78.0.6.log" | grep -q "\"placeholder\": false" && echo "$out" | grep -q "\"len\": $nsmug" && ! grep -q "/smuggled" "$T/origin-10.78.0.6.log"'
+ksb_check "nothing after the 421 reached the origin" \
+	'! grep -q "/pipe[45]" "$T/origin-10.78.0.6.log"'
+ksb_check "a row each: /pipe1-3 200 api, the 421 naming wrong.test" \
+	'ksb_sql_is "/pipe1|200|api|/pipe2|200|api|/pipe3|200|api|https://wrong.test/pipe4|421||misdirected_request" "SELECT group_concat(path || \"|\" || status || \"|\" || coalesce(credential, \"\") || coalesce(\"|\" || reason, \"\"), \"|\") FROM (SELECT * FROM requests WHERE path LIKE \"%/pipe%\" ORDER BY rowid)"'
+req 'GET /echo HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\nGET /echo HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\nPATCH /echo/x HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\nGET /echo HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\n'
+out=$(KSB_PH=$PHB ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 bearer.test "$CA" http/1.1 "$T/req")
+echo "$out"
+ksb_check "allow-request per pipelined request: 200 200, then 403 for PATCH" \
+	'[ "$(echo "$out" | grep "^HTTP" | tr -d "\r" | tr "\n" " ")" = "HTTP/1.1 200 OK HTTP/1.1 200 OK HTTP/1.1 403 Forbidden " ] && echo "$out" | grep -qi "x-ksb-deny: request_not_allowed"'
+req 'GET /echo HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\nPOST /upload HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled2 HTTP/1.1\r\nHost: api.test\r\n\r\n'
+out=$(raw "$G1" api.test http/1.1 "$T/req")
+ksb_check "CL and TE in the second of a pipeline: 200, then 400, nothing smuggled" \
+	'[ "$(echo "$out" | grep "^HTTP" | tr -d "\r" | tr "\n" " ")" = "HTTP/1.1 200 OK HTTP/1.1 400 Bad Request " ] && ! grep -q "/smuggled2" "$T/origin-10.78.0.6.log"'
+
 ksb_say "heads dribbled a byte at a time"
 parses() { # HOST: head parses of g2's tunnel to HOST, from its close line
 	local l="ksb-gatewayd: term g2 $1: "
