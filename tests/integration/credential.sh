@@ -290,6 +290,40 @@ out=$(raw "$G1" api.test http/1.1 "$T/req")
 ksb_check "CL and TE in the second of a pipeline: 200, then 400, nothing smuggled" \
 	'[ "$(echo "$out" | grep "^HTTP" | tr -d "\r" | tr "\n" " ")" = "HTTP/1.1 200 OK HTTP/1.1 400 Bad Request " ] && ! grep -q "/smuggled2" "$T/origin-10.78.0.6.log"'
 
+ksb_say "large and slow bodies streamed, the proxy's memory bounded"
+PXPID=$(sed -n 's/^ksb-gatewayd: proxy process \([0-9]*\) started$/\1/p' "$T/gatewayd.log" | tail -1)
+hwm() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$PXPID/status"; }
+rss() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$PXPID/status"; }
+h0=$(hwm) r0=$(rss)
+big64=$T/big64.bin
+head -c 52000000 /dev/urandom | base64 -w0 | tr -d 'k' | head -c 67108864 > "$big64"
+bigcurl() { ip netns exec "$G1" curl -sS --max-time 300 --proxy http://10.77.0.1:3128 --cacert "$CA" "$@"; }
+out=$(bigcurl -H "x-api-key: $PH" --data-binary "@$big64" -w '\n%{time_total}' https://api.test/upload) || true
+echo "$out"
+ksb_check "a 64 MiB upload: all of it at the origin, swapped" \
+	'echo "$out" | grep -q "\"key\": \"real\".*\"len\": 67108864"'
+bigcurl -H "x-api-key: $PH" -o "$T/big.down" -w '%{time_total}\n' \
+	"https://api.test/big?mb=64" || true
+ksb_check "a 64 MiB download, a real value in each MiB: all masked" \
+	'[ "$(stat -c %s "$T/big.down")" = 67108864 ] && [ "$(grep -cF "$REAL" "$T/big.down")" = 0 ] && [ "$(grep -c "^\*\{${#REAL}\}a" "$T/big.down")" = 64 ]'
+ksb_check "its row: credential_reflected" \
+	'ksb_sql_is "200|credential_reflected" "SELECT status, reason FROM requests WHERE path = \"/big\""'
+h1=$(hwm) r1=$(rss)
+echo "# proxy RSS ${r0} kB -> ${r1} kB, peak ${h0} kB -> ${h1} kB (2 x 64 MiB moved)"
+ksb_check "the proxy's peak RSS grew by less than 16 MiB ($(( (h1 - h0) / 1024 )) MiB)" \
+	'[ $((h1 - h0)) -lt 16384 ]'
+slow=$(head -c 40 /dev/zero | tr '\0' s)
+req "POST /trickle HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 40\r\n\r\n@SLOW@$slow"
+rm -f "$T/origin-10.78.0.6.log.trickle"
+raw "$G1" api.test http/1.1 "$T/req" > "$T/trickle.out" &
+TR=$!
+trickled() { [ "$(cat "$T/origin-10.78.0.6.log.trickle" 2>/dev/null || echo 0)" -ge "$1" ]; }
+ksb_check "a body a byte per 50 ms: 5 bytes at the origin while the guest sends" \
+	'ksb_until 10 trickled 5 && ! ksb_dead $TR && ! trickled 40'
+wait "$TR" || true
+ksb_check "then all 40, answered" \
+	'trickled 40 && grep -q "\"len\": 40" "$T/trickle.out"'
+
 ksb_say "heads dribbled a byte at a time"
 parses() { # HOST: head parses of g2's tunnel to HOST, from its close line
 	local l="ksb-gatewayd: term g2 $1: "
