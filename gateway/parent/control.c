@@ -126,6 +126,9 @@ control_unregister(struct instance *inst)
 	registry_remove(inst);
 }
 
+_Static_assert(POLICY_PROFILE_CREDS_MAX <= CTL_LEASE_CREDS_MAX,
+    "a lease must carry every credential a profile may have");
+
 /* " cred=NAME/SECRET/PLACEHOLDER" per credential of inst's profile
  * (proto/ctl.h), malloc'd, "" for none. */
 static char *
