@@ -14,7 +14,8 @@
  * not the bound host (the SNI's) is answered 421 (misdirected_request,
  * RFC 9110 §15.5.20) and goes nowhere; the placeholder is replaced by
  * the real value in its declared place only, anything
- * else holding "ksbph_" refused (credential_misuse, 403); bodies are
+ * else holding "ksbph_" (as sent or percent-encoded, term_mark_at)
+ * refused (credential_misuse, 403); bodies are
  * streamed, never buffered whole, responses too (server-sent events pass
  * as they come); a 101 to an Upgrade makes it a WebSocket relay
  * (wsframe.c: the guest's frames unmasked and scanned, a hit or a broken
@@ -49,14 +50,16 @@
 #include "gateway/parse/refusal.h"
 #include "policy/policy.h"
 
-#define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
-#define TERM_MARK     PLACEHOLDER_MARK
-#define TERM_MARK_LEN 6
+#define TERM_BUF_MAX	  (256 * 1024) /* bytes queued towards one side */
+#define TERM_MARK	  PLACEHOLDER_MARK
+#define TERM_MARK_LEN	  6
+/* the mark with each of its bytes percent-encoded (RFC 3986 §2.1) */
+#define TERM_MARK_ENC_MAX (3 * TERM_MARK_LEN)
 
 /* A scan for the mark over a stream that arrives in runs: the tail of
  * the runs so far, for a mark split across two of them. */
 struct term_scan {
-	char carry[TERM_MARK_LEN];
+	char carry[TERM_MARK_ENC_MAX];
 	size_t ncarry;
 };
 
@@ -256,17 +259,51 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 
 /* ---- the placeholder in a request head ---------------------------------- */
 
-/* Does buf[0..len) hold the mark?  Case-insensitive: a guest would not
- * hide it by case, but a server might not care. */
+/* A hex digit's value, or -1. */
+static int
+term_hexval(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Does b[0..n) begin with the mark, any byte of it as sent or
+ * percent-encoded (RFC 3986 §2.1: "ksbph%5F", "%6Bsbph_", either hex
+ * case), letters in any case?  Its length in b (6 to 18), else 0: a
+ * server that decodes a URL or a form body would see the mark. */
+static size_t
+term_mark_at(const uint8_t *b, size_t n)
+{
+	size_t i = 0, k;
+	int hi, lo, c;
+
+	for (k = 0; k < TERM_MARK_LEN; k++) {
+		if (i >= n)
+			return 0;
+		c = b[i++];
+		if (c == '%' && i + 1 < n && (hi = term_hexval(b[i])) >= 0 &&
+		    (lo = term_hexval(b[i + 1])) >= 0) {
+			c = hi << 4 | lo;
+			i += 2;
+		}
+		if ((c >= 'A' && c <= 'Z' ? c | 0x20 : c) != TERM_MARK[k])
+			return 0;
+	}
+	return i;
+}
+
+/* Does buf[0..len) hold the mark (term_mark_at)?  Case-insensitive: a
+ * guest would not hide it by case, but a server might not care. */
 static int
 term_has_mark(const uint8_t *buf, size_t len)
 {
 	size_t i;
 
-	for (i = 0; i + TERM_MARK_LEN <= len; i++)
-		if ((buf[i] | 0x20) == 'k' &&
-		    strncasecmp(
-			(const char *)buf + i, TERM_MARK, TERM_MARK_LEN) == 0)
+	for (i = 0; i < len; i++)
+		if (((buf[i] | 0x20) == 'k' || buf[i] == '%') &&
+		    term_mark_at(buf + i, len - i) > 0)
 			return 1;
 	return 0;
 }
@@ -586,18 +623,18 @@ term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
     struct http_span sp)
 {
 	const uint8_t *b = buf + sp.off;
-	size_t i = 0, n = 0, back = 0, skip = 0, h;
+	size_t i = 0, n = 0, back = 0, skip = 0, h, m;
 	const char *name;
 	int k;
 
 	while (i < sp.len && n + 1 < dstsz) {
-		if (sp.len - i < TERM_MARK_LEN ||
-		    strncasecmp(
-			(const char *)b + i, TERM_MARK, TERM_MARK_LEN)) {
+		if ((m = term_mark_at(b + i, sp.len - i)) == 0) {
 			dst[n++] = (char)b[i++];
 			continue;
 		}
-		name = term_which_placeholder(t, b, sp.len, i, &back, &skip);
+		name = m != TERM_MARK_LEN ?
+		    NULL :
+		    term_which_placeholder(t, b, sp.len, i, &back, &skip);
 		if (name != NULL) {
 			n -= back < n ? back : n;
 			k = snprintf(
@@ -605,8 +642,10 @@ term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
 			i += skip;
 		} else {
 			k = snprintf(dst + n, dstsz - n, "[placeholder]");
-			for (h = 0, i += TERM_MARK_LEN; i < sp.len &&
-			     h < PLACEHOLDER_HEX && isxdigit(b[i]);
+			/* its hex digits, as sent or percent-encoded */
+			for (h = 0, i += m;
+			     i < sp.len && h < 3 * PLACEHOLDER_HEX &&
+			     (isxdigit(b[i]) || b[i] == '%');
 			     i++, h++)
 				;
 		}
@@ -711,22 +750,23 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 static int
 term_scan(struct term_scan *t, const uint8_t *p, size_t n)
 {
-	uint8_t tmp[2 * TERM_MARK_LEN];
-	size_t k = n < TERM_MARK_LEN ? n : TERM_MARK_LEN;
+	uint8_t tmp[2 * TERM_MARK_ENC_MAX];
+	size_t k = n < TERM_MARK_ENC_MAX ? n : TERM_MARK_ENC_MAX;
 
 	memcpy(tmp, t->carry, t->ncarry);
 	memcpy(tmp + t->ncarry, p, k);
 	if (term_has_mark(tmp, t->ncarry + k) || term_has_mark(p, n))
 		return -1;
-	if (n >= TERM_MARK_LEN - 1) {
-		memcpy(
-		    t->carry, p + n - (TERM_MARK_LEN - 1), TERM_MARK_LEN - 1);
-		t->ncarry = TERM_MARK_LEN - 1;
+	if (n >= TERM_MARK_ENC_MAX - 1) {
+		memcpy(t->carry, p + n - (TERM_MARK_ENC_MAX - 1),
+		    TERM_MARK_ENC_MAX - 1);
+		t->ncarry = TERM_MARK_ENC_MAX - 1;
 	} else {
 		memcpy(tmp, t->carry, t->ncarry);
 		memcpy(tmp + t->ncarry, p, n);
 		k = t->ncarry + n;
-		t->ncarry = k < TERM_MARK_LEN - 1 ? k : TERM_MARK_LEN - 1;
+		t->ncarry =
+		    k < TERM_MARK_ENC_MAX - 1 ? k : TERM_MARK_ENC_MAX - 1;
 		memcpy(t->carry, tmp + k - t->ncarry, t->ncarry);
 	}
 	return 0;

@@ -264,6 +264,41 @@ ksb_check "the origins never saw a placeholder" \
 ksb_check "the misuse rows are recorded" \
 	'ksb_sql_is 1 "SELECT count(*) >= 9 FROM requests WHERE reason = \"credential_misuse\""'
 
+ksb_say "a percent-encoded placeholder is the placeholder"
+# The placeholder as a server decoding a URL or a form would read it.
+enc() { # HOW: the placeholder, its mark percent-encoded so
+	case $1 in
+	underscore) echo "${PH/ksbph_/ksbph%5F}" ;;
+	lower) echo "${PH/ksbph_/ksbph%5f}" ;;
+	mixed) echo "${PH/ksbph_/%6bSbPh%5F}" ;;
+	all) echo "${PH/ksbph_/%6B%73%62%70%68%5f}" ;;
+	esac
+}
+encreq() { # HOW: send T/req with @PH@ as enc HOW
+	KSB_PH=$(enc "$1") ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 \
+		api.test "$CA" http/1.1 "$T/req"
+}
+for how in underscore lower mixed all; do
+	req 'GET /pct-query?k=@PH@ HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\n\r\n'
+	sed -i "s|x-api-key: @PH@|x-api-key: $PH|" "$T/req"
+	out=$(encreq $how)
+	ksb_check "in the query ($how): 403 credential_misuse" \
+		'echo "$out" | grep -qi "x-ksb-deny: credential_misuse"'
+	req 'GET /pct-path/@PH@ HTTP/1.1\r\nHost: api.test\r\n\r\n'
+	out=$(encreq $how)
+	ksb_check "in the path ($how): 403 credential_misuse" \
+		'echo "$out" | grep -qi "x-ksb-deny: credential_misuse"'
+done
+req 'POST /pct-form HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nk=@PH@&pad=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx'
+sed -i "s|x-api-key: @PH@|x-api-key: $PH|" "$T/req"
+out=$(encreq underscore)
+ksb_check "in a form body: 403 credential_misuse" \
+	'echo "$out" | grep -qi "x-ksb-deny: credential_misuse"'
+ksb_check "no query or path one reached the origin" \
+	'! grep -q "/pct-query\|/pct-path" "$T/origin-10.78.0.6.log"'
+ksb_check "the audit holds none of them (paths as [placeholder])" \
+	'ksb_sql_is "0|4" "SELECT sum(path LIKE \"%ksbph%\" OR path LIKE \"%sbph%\" OR path LIKE \"%\%6b%\"), sum(path = \"/pct-path/sk-[placeholder]\") FROM requests WHERE path LIKE \"/pct-%\""'
+
 ksb_say "pipelined requests: each checked on its own, answered in order"
 smug='GET /smuggled HTTP/1.1\r\nHost: api.test\r\nx-leak: none\r\n\r\n'
 nsmug=$(printf "$smug" | wc -c)
