@@ -315,6 +315,10 @@ ksb_check "nothing after the 421 reached the origin" \
 	'! grep -q "/pipe[45]" "$T/origin-10.78.0.6.log"'
 ksb_check "a row each: /pipe1-3 200 api, the 421 naming wrong.test" \
 	'ksb_sql_is "/pipe1|200|api|/pipe2|200|api|/pipe3|200|api|https://wrong.test/pipe4|421||misdirected_request" "SELECT group_concat(path || \"|\" || status || \"|\" || coalesce(credential, \"\") || coalesce(\"|\" || reason, \"\"), \"|\") FROM (SELECT * FROM requests WHERE path LIKE \"%/pipe%\" ORDER BY rowid)"'
+out=$(KSB_PH=$PH ip netns exec "$G1" python3 "$KSB_SRCDIR/tests/integration/cred_pipeline.py" 10.77.0.1:3128 api.test "$CA" 6 2>&1) || true
+echo "$out"
+ksb_check "http.client pipelining 6: 6 responses in order, each swapped" \
+	'[ "$(echo "$out" | grep -c "^200 .*\"key\": \"real\"")" = 6 ] && [ "$(echo "$out" | grep -o "/pipe-c[0-9]" | tr "\n" " ")" = "/pipe-c0 /pipe-c1 /pipe-c2 /pipe-c3 /pipe-c4 /pipe-c5 " ]'
 req 'GET /echo HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\nGET /echo HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\nPATCH /echo/x HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\nGET /echo HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\n'
 out=$(KSB_PH=$PHB ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 bearer.test "$CA" http/1.1 "$T/req")
 echo "$out"
