@@ -190,6 +190,8 @@ echo "$out"
 ksb_check "101, then bytes both ways" 'echo "$out" | grep -q "HTTP/1.1 101"'
 ksb_check "the origin saw the real key on the upgrade request" \
 	'grep "\"/ws\"" "$T/origin-10.78.0.6.log" | grep -q "\"key\": \"real\""'
+ksb_check "the origin's bytes after the 101 are no frames: upstream_bad_response" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/ws\" AND status = 101 AND reason = \"upstream_bad_response\""'
 
 ksb_say "misuse: refused with 403 and a credential_misuse row"
 misuse() { # DESC NS HOST REQFILE
@@ -349,8 +351,10 @@ ksb_check "its row: credential_reflected" \
 	'ksb_sql_is "200|credential_reflected" "SELECT status, reason FROM requests WHERE path = \"/big\""'
 h1=$(hwm) r1=$(rss)
 echo "# proxy RSS ${r0} kB -> ${r1} kB, peak ${h0} kB -> ${h1} kB (2 x 64 MiB moved)"
-ksb_check "the proxy's peak RSS grew by less than 16 MiB ($(( (h1 - h0) / 1024 )) MiB)" \
-	'[ $((h1 - h0)) -lt 16384 ]'
+# (Under ASan, freed memory waits in its quarantine, 256 MiB: no bound.)
+[ -n "${KSB_SANITIZED:-}" ] ||
+	ksb_check "the proxy's peak RSS grew by less than 16 MiB ($(( (h1 - h0) / 1024 )) MiB)" \
+		'[ $((h1 - h0)) -lt 16384 ]'
 slow=$(head -c 40 /dev/zero | tr '\0' s)
 req "POST /trickle HTTP/1.1\r\nHost: api.test\r\nx-api-key: @PH@\r\nContent-Length: 40\r\n\r\n@SLOW@$slow"
 rm -f "$T/origin-10.78.0.6.log.trickle"
