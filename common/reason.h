@@ -81,6 +81,7 @@
 	X(CREDENTIAL_REFLECTED, "credential_reflected")                        \
 	/* a reload bound the tunnel's host anew (proxy_policy_changed) */     \
 	X(CREDENTIAL_REBOUND, "credential_rebound")                            \
+	X(WEBSOCKET_VIOLATION, "websocket_violation")                          \
 	X(TLS_ALPN_REFUSED, "tls_alpn_refused")                                \
 	X(GUEST_TLS_FAILED, "guest_tls_failed")                                \
 	X(UPSTREAM_CERT_INVALID, "upstream_cert_invalid")                      \

@@ -10,7 +10,7 @@ PKGS="build-essential autoconf automake pkg-config libevent-dev libssl-dev
 libnftnl-dev libmnl-dev libgit2-dev libfuse3-dev libsqlite3-dev libseccomp-dev libjson-c-dev libcurl4-openssl-dev libpng-dev
 libncurses-dev
 qemu-system-x86 qemu-utils
-nftables iproute2 openssl curl sqlite3 ca-certificates python3 kmod cpio bc
+nftables iproute2 openssl curl sqlite3 ca-certificates python3 python3-websockets kmod cpio bc
 git clang libclang-rt-14-dev busybox-static tmux e2fsprogs util-linux
 make vim-tiny clang-format cppcheck procps netbase file xvfb x11-apps systemd man-db
 dpkg-dev debhelper lintian debootstrap nix-bin

@@ -214,6 +214,11 @@ enum policy_cred_source {
 #define POLICY_CRED_ARGS_MAX   16
 #define POLICY_CRED_RULES_MAX  64
 #define POLICY_CRED_PREFIX_MAX 32
+
+/* Credentials of one profile (with what it extends): a guest's lease
+ * carries a placeholder for each (CTL_LEASE_CREDS_MAX, proto/ctl.h). */
+#define POLICY_PROFILE_CREDS_MAX 8
+
 struct policy_cred_rule {
 	char *method; /* "POST", or "*" for any */
 	char *path;   /* a prefix of the path (no query), starts with '/' */

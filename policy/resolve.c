@@ -157,10 +157,12 @@ policy_credrefs_check(struct policy_parse *p, struct policy_profile *pr)
 				    pr->name, c->name, c->hosts[h]);
 	}
 	n = policy_profile_creds(p->pol, pr->name, v, 64);
-	if (n > 64) {
+	if (n > POLICY_PROFILE_CREDS_MAX) {
 		policy_lex_error(p, pr->line, pr->col,
-		    "profile `%s' uses too many credentials (max 64)",
-		    pr->name);
+		    "profile `%s' uses %d credentials, at most %d (a "
+		    "guest's lease carries %d placeholders)",
+		    pr->name, n, POLICY_PROFILE_CREDS_MAX,
+		    POLICY_PROFILE_CREDS_MAX);
 		return;
 	}
 	for (j = 0; j < n; j++)

@@ -31,6 +31,7 @@ ksb_pkg() {
 	sqlite3) echo sqlite3 ;;
 	curl) echo curl ;;
 	python3) echo python3 ;;
+	websockets) echo python3-websockets ;; # Debian's module directory
 	git) echo git ;;
 	tmux) echo tmux ;;
 	cpio) echo cpio ;;

@@ -16,6 +16,9 @@
 #include "policy/policy.h"
 #include "proto/ctl.h"
 
+_Static_assert(POLICY_PROFILE_CREDS_MAX <= CTL_LEASE_CREDS_MAX,
+    "a lease must carry every credential a profile may have");
+
 char *
 leasecreds_list(const struct gateway *gw, const struct instance *inst)
 {

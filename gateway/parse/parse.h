@@ -329,4 +329,56 @@ size_t reflect_mask(const struct reflect *, uint8_t *buf, size_t len);
  * the longest pattern).  0 when nothing could still match. */
 size_t reflect_partial(const struct reflect *, const uint8_t *buf, size_t len);
 
+/* ---- wsframe.c -------------------------------------------------------------
+ * The frames of one direction of a WebSocket connection (RFC 6455 §5.2),
+ * read as a stream in runs of any size: no frame is ever held whole.  No
+ * extension is negotiated through a terminated tunnel (term.c strips
+ * Sec-WebSocket-Extensions), so a set RSV bit is a violation.  No I/O.
+ */
+enum wsframe_run {
+	WSFRAME_HEAD,	 /* frame header bytes */
+	WSFRAME_DATA,	 /* payload of a text, binary or continuation frame */
+	WSFRAME_CONTROL, /* payload of a close, ping or pong frame */
+};
+
+/* A direction's parser state; plain data (may be copied), fields
+ * internal to wsframe.c.  wsframe_init before use. */
+struct wsframe {
+	uint8_t hdr[14]; /* the current frame's header so far */
+	unsigned nhdr;	 /* its bytes so far */
+	unsigned need;	 /* its length once known (2 to 14) */
+	uint64_t left;	 /* payload bytes of the current frame to come */
+	uint8_t key[4];	 /* its masking key (RFC 6455 §5.3) */
+	unsigned kpos;	 /* payload bytes unmasked so far, mod 4 */
+	uint8_t opcode;	 /* the current frame's */
+	bool client;	 /* frames from the client: each must be masked */
+	bool in_message; /* a fragmented message is open (§5.4) */
+	bool closed;	 /* a Close frame was read: nothing may follow */
+};
+
+/* client: the frames are a client's (masked, §5.1), else a server's
+ * (never masked). */
+void wsframe_init(struct wsframe *w, bool client);
+
+/*
+ * wsframe_feed: read the next bytes p[0..n) (n > 0) of the stream.
+ * Consumes *used bytes (1 to n), all of one kind (*run): header bytes,
+ * or payload of one frame, of which out[0..*used) (out at least n bytes)
+ * receives the unmasked bytes.  Call again with p + *used while bytes
+ * remain.  Returns 0, or -1 at a violation with *why (static, one line):
+ * an RSV bit set, a reserved opcode, an unmasked client frame or a masked
+ * server frame, a control frame fragmented or over 125 bytes (§5.5), a
+ * 64-bit length with its high bit set (§5.2), a continuation outside a
+ * message, a new message inside one (§5.4), a frame after a Close.  The
+ * state is then undefined.
+ */
+int wsframe_feed(struct wsframe *w, const uint8_t *p, size_t n, size_t *used,
+    enum wsframe_run *run, uint8_t *out, const char **why);
+
+/* Is the current frame (its header complete) a control frame? */
+bool wsframe_control(const struct wsframe *w);
+
+/* Is w between frames (no header or payload byte of one pending)? */
+bool wsframe_boundary(const struct wsframe *w);
+
 #endif

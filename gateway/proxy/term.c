@@ -14,9 +14,12 @@
  * not the bound host (the SNI's) is answered 421 (misdirected_request,
  * RFC 9110 §15.5.20) and goes nowhere; the placeholder is replaced by
  * the real value in its declared place only, anything
- * else holding "ksbph_" refused (credential_misuse, 403); bodies are
+ * else holding "ksbph_" (as sent or percent-encoded, term_mark_at)
+ * refused (credential_misuse, 403); bodies are
  * streamed, never buffered whole, responses too (server-sent events pass
- * as they come); a 101 to an Upgrade makes it a relay.  Every guest byte
+ * as they come); a 101 to an Upgrade makes it a WebSocket relay
+ * (wsframe.c: the guest's frames unmasked and scanned, a hit or a broken
+ * frame ends it with a Close 1008; no extension negotiated).  Every guest byte
  * sent upstream is scanned for the mark: the head (every span of it),
  * then the raw bytes (chunk framing and extensions, trailers, an upgraded
  * stream) and the decoded body data (a chunk boundary may split the mark).
@@ -48,14 +51,16 @@
 #include "gateway/parse/refusal.h"
 #include "policy/policy.h"
 
-#define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
-#define TERM_MARK     PLACEHOLDER_MARK
-#define TERM_MARK_LEN 6
+#define TERM_BUF_MAX	  (256 * 1024) /* bytes queued towards one side */
+#define TERM_MARK	  PLACEHOLDER_MARK
+#define TERM_MARK_LEN	  6
+/* the mark with each of its bytes percent-encoded (RFC 3986 §2.1) */
+#define TERM_MARK_ENC_MAX (3 * TERM_MARK_LEN)
 
 /* A scan for the mark over a stream that arrives in runs: the tail of
  * the runs so far, for a mark split across two of them. */
 struct term_scan {
-	char carry[TERM_MARK_LEN];
+	char carry[TERM_MARK_ENC_MAX];
 	size_t ncarry;
 };
 
@@ -118,6 +123,11 @@ struct term {
 	size_t nhold;
 	int rs_chunked;
 	unsigned reflected;
+	/* after a 101 (RFC 6455 §5): the guest's frames, their unmasked
+	 * data and control payloads scanned for the mark; the upstream's
+	 * frames as emitted towards the guest (t->hold: raw bytes after) */
+	struct wsframe ws_guest, ws_origin;
+	struct term_scan ws_data, ws_ctl;
 	struct event *timer;
 	term_done_cb done;
 	void *arg;
@@ -209,7 +219,10 @@ term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
 static void
 term_row(struct term *t, enum reason reason)
 {
-	if (reason == REASON_NONE && t->reflected > 0) {
+	/* a tunnel the guest ended (upgraded ones end so) keeps the fact */
+	if ((reason == REASON_NONE || reason == REASON_GUEST_CLOSED ||
+		reason == REASON_GUEST_ERROR) &&
+	    t->reflected > 0) {
 		if (registry_log_ok(t->inst))
 			log_info("term %s: %u real values masked in a response",
 			    t->inst ? t->inst->id : "?", t->reflected);
@@ -257,17 +270,51 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 
 /* ---- the placeholder in a request head ---------------------------------- */
 
-/* Does buf[0..len) hold the mark?  Case-insensitive: a guest would not
- * hide it by case, but a server might not care. */
+/* A hex digit's value, or -1. */
+static int
+term_hexval(uint8_t c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Does b[0..n) begin with the mark, any byte of it as sent or
+ * percent-encoded (RFC 3986 §2.1: "ksbph%5F", "%6Bsbph_", either hex
+ * case), letters in any case?  Its length in b (6 to 18), else 0: a
+ * server that decodes a URL or a form body would see the mark. */
+static size_t
+term_mark_at(const uint8_t *b, size_t n)
+{
+	size_t i = 0, k;
+	int hi, lo, c;
+
+	for (k = 0; k < TERM_MARK_LEN; k++) {
+		if (i >= n)
+			return 0;
+		c = b[i++];
+		if (c == '%' && i + 1 < n && (hi = term_hexval(b[i])) >= 0 &&
+		    (lo = term_hexval(b[i + 1])) >= 0) {
+			c = hi << 4 | lo;
+			i += 2;
+		}
+		if ((c >= 'A' && c <= 'Z' ? c | 0x20 : c) != TERM_MARK[k])
+			return 0;
+	}
+	return i;
+}
+
+/* Does buf[0..len) hold the mark (term_mark_at)?  Case-insensitive: a
+ * guest would not hide it by case, but a server might not care. */
 static int
 term_has_mark(const uint8_t *buf, size_t len)
 {
 	size_t i;
 
-	for (i = 0; i + TERM_MARK_LEN <= len; i++)
-		if ((buf[i] | 0x20) == 'k' &&
-		    strncasecmp(
-			(const char *)buf + i, TERM_MARK, TERM_MARK_LEN) == 0)
+	for (i = 0; i < len; i++)
+		if (((buf[i] | 0x20) == 'k' || buf[i] == '%') &&
+		    term_mark_at(buf + i, len - i) > 0)
 			return 1;
 	return 0;
 }
@@ -498,10 +545,21 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 	return 0;
 }
 
+/* The offset just past the LF ending the line at from in buf[0..len). */
+static size_t
+term_line_end(const uint8_t *buf, size_t len, size_t from)
+{
+	const uint8_t *lf = memchr(buf + from, '\n', len - from);
+
+	return lf != NULL ? (size_t)(lf - buf) + 1 : len;
+}
+
 /*
- * The head as sent upstream: rq's bytes with sw->at replaced, and each
- * Accept-Encoding value made "identity" (RFC 9110 §12.5.3): a compressed
- * response could not be searched for a real value (term_down_data).
+ * The head as sent upstream: rq's bytes with sw->at replaced, each
+ * Accept-Encoding value made "identity" (RFC 9110 §12.5.3) and every
+ * Sec-WebSocket-Extensions line left out (RFC 6455 §9.1, so no
+ * permessage-deflate): a compressed response or frame could not be
+ * searched (term_down_data, term_ws_from_guest).
  */
 static void
 term_write_head(struct term *t, const uint8_t *buf,
@@ -525,6 +583,11 @@ term_write_head(struct term *t, const uint8_t *buf,
 			evbuffer_add(out, buf + pos, f->value.off - pos);
 			evbuffer_add(out, "identity", 8);
 			pos = (size_t)f->value.off + f->value.len;
+		} else if (http_field_name_is(
+			       buf, f, "sec-websocket-extensions")) {
+			evbuffer_add(out, buf + pos, f->name.off - pos);
+			pos = term_line_end(buf, rq->head_len,
+			    (size_t)f->value.off + f->value.len);
 		}
 	}
 	evbuffer_add(out, buf + pos, rq->head_len - pos);
@@ -571,18 +634,18 @@ term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
     struct http_span sp)
 {
 	const uint8_t *b = buf + sp.off;
-	size_t i = 0, n = 0, back = 0, skip = 0, h;
+	size_t i = 0, n = 0, back = 0, skip = 0, h, m;
 	const char *name;
 	int k;
 
 	while (i < sp.len && n + 1 < dstsz) {
-		if (sp.len - i < TERM_MARK_LEN ||
-		    strncasecmp(
-			(const char *)b + i, TERM_MARK, TERM_MARK_LEN)) {
+		if ((m = term_mark_at(b + i, sp.len - i)) == 0) {
 			dst[n++] = (char)b[i++];
 			continue;
 		}
-		name = term_which_placeholder(t, b, sp.len, i, &back, &skip);
+		name = m != TERM_MARK_LEN ?
+		    NULL :
+		    term_which_placeholder(t, b, sp.len, i, &back, &skip);
 		if (name != NULL) {
 			n -= back < n ? back : n;
 			k = snprintf(
@@ -590,8 +653,10 @@ term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
 			i += skip;
 		} else {
 			k = snprintf(dst + n, dstsz - n, "[placeholder]");
-			for (h = 0, i += TERM_MARK_LEN; i < sp.len &&
-			     h < PLACEHOLDER_HEX && isxdigit(b[i]);
+			/* its hex digits, as sent or percent-encoded */
+			for (h = 0, i += m;
+			     i < sp.len && h < 3 * PLACEHOLDER_HEX &&
+			     (isxdigit(b[i]) || b[i] == '%');
 			     i++, h++)
 				;
 		}
@@ -769,22 +834,23 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 static int
 term_scan(struct term_scan *t, const uint8_t *p, size_t n)
 {
-	uint8_t tmp[2 * TERM_MARK_LEN];
-	size_t k = n < TERM_MARK_LEN ? n : TERM_MARK_LEN;
+	uint8_t tmp[2 * TERM_MARK_ENC_MAX];
+	size_t k = n < TERM_MARK_ENC_MAX ? n : TERM_MARK_ENC_MAX;
 
 	memcpy(tmp, t->carry, t->ncarry);
 	memcpy(tmp + t->ncarry, p, k);
 	if (term_has_mark(tmp, t->ncarry + k) || term_has_mark(p, n))
 		return -1;
-	if (n >= TERM_MARK_LEN - 1) {
-		memcpy(
-		    t->carry, p + n - (TERM_MARK_LEN - 1), TERM_MARK_LEN - 1);
-		t->ncarry = TERM_MARK_LEN - 1;
+	if (n >= TERM_MARK_ENC_MAX - 1) {
+		memcpy(t->carry, p + n - (TERM_MARK_ENC_MAX - 1),
+		    TERM_MARK_ENC_MAX - 1);
+		t->ncarry = TERM_MARK_ENC_MAX - 1;
 	} else {
 		memcpy(tmp, t->carry, t->ncarry);
 		memcpy(tmp + t->ncarry, p, n);
 		k = t->ncarry + n;
-		t->ncarry = k < TERM_MARK_LEN - 1 ? k : TERM_MARK_LEN - 1;
+		t->ncarry =
+		    k < TERM_MARK_ENC_MAX - 1 ? k : TERM_MARK_ENC_MAX - 1;
 		memcpy(t->carry, tmp + k - t->ncarry, t->ncarry);
 	}
 	return 0;
@@ -879,23 +945,6 @@ term_down_data(struct term *t, const uint8_t *p, size_t n, int end)
 	memcpy(t->hold, b + len - keep, keep);
 	t->nhold = keep;
 	free(b);
-}
-
-/* All of in as data towards the guest (term_down_data), drained. */
-static void
-term_down_stream(struct term *t, struct evbuffer *in, int end)
-{
-	size_t n;
-
-	while ((n = evbuffer_get_length(in)) > 0) {
-		if (n > 65536)
-			n = 65536;
-		t->rs_bytes += n;
-		term_down_data(t, evbuffer_pullup(in, (ssize_t)n), n, 0);
-		evbuffer_drain(in, n);
-	}
-	if (end)
-		term_down_data(t, NULL, 0, 1);
 }
 
 /* The real values of the credentials of inst's profile, for t->refl. */
@@ -1001,6 +1050,9 @@ term_response(struct term *t)
 	t->rs_chunked = rs.body == HTTP_BODY_CHUNKED;
 	if (rs.upgraded) { /* its row is written when it ends */
 		t->state = TERM_UPGRADED;
+		wsframe_init(&t->ws_guest, true);
+		wsframe_init(&t->ws_origin, false);
+		t->ws_data.ncarry = t->ws_ctl.ncarry = 0;
 		return 1;
 	}
 	if (rs.close)
@@ -1043,46 +1095,178 @@ term_response_body(struct term *t)
 	return 0;
 }
 
-/* The guest's bytes in in, scanned as they are (a WebSocket client's
- * frames are masked, RFC 6455 §5.3: what is scanned is what we see). */
-static int
-term_scan_buffer(struct term *t, struct evbuffer *in)
+/*
+ * End an upgraded tunnel for reason, the guest told why in a Close frame
+ * (RFC 6455 §5.5.1, status 1008 policy violation, §7.4.1) when the
+ * stream towards it is between frames; nothing more goes upstream.
+ */
+static void
+term_ws_refuse(struct term *t, enum reason reason, const char *why)
 {
-	struct evbuffer_iovec v[16];
-	struct evbuffer_ptr pos;
-	int i, n;
+	struct evbuffer *out = bufferevent_get_output(t->down);
+	size_t n = strlen(why) > 100 ? 100 : strlen(why);
+	uint8_t f[4] = { 0x88, (uint8_t)(2 + n), 0x03, 0xf0 };
 
-	if (evbuffer_ptr_set(in, &pos, 0, EVBUFFER_PTR_SET) != 0)
-		return 0;
-	for (;;) {
-		n = evbuffer_peek(in, -1, &pos, v, 16);
-		for (i = 0; i < n && i < 16; i++) {
-			if (term_scan(&t->raw, v[i].iov_base, v[i].iov_len))
-				return -1;
-			if (evbuffer_ptr_set(
-				in, &pos, v[i].iov_len, EVBUFFER_PTR_ADD) != 0)
-				return 0;
+	if (registry_log_ok(t->inst))
+		log_info("refuse %s: %s after the upgrade",
+		    t->inst ? t->inst->id : "?", reason_name(reason));
+	if (wsframe_boundary(&t->ws_origin)) {
+		evbuffer_add(out, f, sizeof(f));
+		evbuffer_add(out, why, n);
+	}
+	term_row(t, reason);
+	t->state = TERM_CLOSING;
+	t->rq_close = (int)reason;
+	bufferevent_disable(t->down, EV_READ);
+	bufferevent_disable(t->up, EV_READ);
+	if (evbuffer_get_length(out) == 0)
+		term_finish(t, reason);
+}
+
+/* The guest's run p[0..n) of frames: its payload unmasked and scanned
+ * (data across fragments, each control frame apart).  0, or -1 with the
+ * reason and *why. */
+static int
+term_ws_scan(struct term *t, const uint8_t *p, size_t n, uint8_t *plain,
+    enum reason *reason, const char **why)
+{
+	enum wsframe_run run;
+	size_t at, used;
+
+	for (at = 0; at < n; at += used) {
+		if (wsframe_feed(&t->ws_guest, p + at, n - at, &used, &run,
+			plain, why) == -1) {
+			*reason = REASON_WEBSOCKET_VIOLATION;
+			return -1;
 		}
-		if (n <= 16)
-			return 0;
+		if (run == WSFRAME_HEAD && wsframe_control(&t->ws_guest))
+			t->ws_ctl.ncarry = 0;
+		if (run != WSFRAME_HEAD &&
+		    term_scan(run == WSFRAME_DATA ? &t->ws_data : &t->ws_ctl,
+			plain, used) == -1) {
+			*reason = REASON_CREDENTIAL_MISUSE;
+			*why = "a placeholder in a WebSocket frame is refused";
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* What the guest sent after a 101, frame by frame (RFC 6455 §5): each
+ * run scanned before any of it goes upstream as it came (still masked). */
+static void
+term_ws_from_guest(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->down);
+	enum reason reason = REASON_NONE;
+	const char *why = NULL;
+	uint8_t *plain = NULL;
+	size_t n;
+
+	while ((n = evbuffer_get_length(in)) > 0) {
+		if (n > 65536)
+			n = 65536;
+		plain = xrealloc(plain, n);
+		if (term_ws_scan(t, evbuffer_pullup(in, (ssize_t)n), n, plain,
+			&reason, &why) == -1) {
+			term_ws_refuse(t, reason, why);
+			break;
+		}
+		t->rq_bytes += n;
+		evbuffer_remove_buffer(in, bufferevent_get_output(t->up), n);
+	}
+	if (plain != NULL)
+		OPENSSL_cleanse(plain, n);
+	free(plain);
+}
+
+/*
+ * The upstream's frames b[0..len) (held bytes first), from state *w:
+ * their payload bytes gathered into proj (their offsets in b in at),
+ * masked there and written back, so a real value split across frames is
+ * found.  The offset in b from which to hold back (a tail of payload
+ * that could still begin one, with the headers after it), or -1 at a
+ * violation (*why).
+ */
+static long
+term_ws_mask(struct term *t, struct wsframe w, uint8_t *b, size_t len, int end,
+    const char **why)
+{
+	uint8_t *proj = xmalloc(len + 1);
+	uint32_t *at = xmalloc((len + 1) * sizeof(*at));
+	enum wsframe_run run;
+	size_t i, k, np = 0, used, keep;
+	long cut = -1;
+
+	for (i = 0; i < len; i += used) {
+		if (wsframe_feed(
+			&w, b + i, len - i, &used, &run, proj + np, why) == -1)
+			goto cleanup;
+		for (k = 0; run != WSFRAME_HEAD && k < used; k++)
+			at[np++] = (uint32_t)(i + k);
+	}
+	t->reflected += (unsigned)reflect_mask(t->refl, proj, np);
+	for (k = 0; k < np; k++)
+		b[at[k]] = proj[k];
+	keep = end ? 0 : reflect_partial(t->refl, proj, np);
+	cut = keep > 0 ? (long)at[np - keep] : (long)len;
+cleanup:
+	free(proj);
+	free(at);
+	return cut;
+}
+
+/* The upstream's bytes after a 101 towards the guest (end: all of them,
+ * it closed), real values masked across frames (term_ws_mask). */
+static void
+term_ws_to_guest(struct term *t, int end)
+{
+	struct evbuffer *in = bufferevent_get_input(t->up);
+	size_t n, len, used, i;
+	enum wsframe_run run;
+	const char *why = NULL;
+	uint8_t *b, *tmp;
+	long cut;
+
+	while ((n = evbuffer_get_length(in)) > 0 || end) {
+		n = n > 65536 ? 65536 : n;
+		len = t->nhold + n;
+		b = xmalloc(len + 1);
+		if (t->nhold > 0)
+			memcpy(b, t->hold, t->nhold);
+		if (n > 0)
+			evbuffer_remove(in, b + t->nhold, n);
+		t->rs_bytes += n;
+		if ((cut = term_ws_mask(t, t->ws_origin, b, len, end, &why)) <
+		    0) {
+			free(b);
+			term_finish(t, REASON_UPSTREAM_BAD_RESPONSE);
+			return;
+		}
+		bufferevent_write(t->down, b, (size_t)cut);
+		tmp = xmalloc((size_t)cut + 1);
+		for (i = 0; i < (size_t)cut; i += used)
+			wsframe_feed(&t->ws_origin, b + i, (size_t)cut - i,
+			    &used, &run, tmp, &why);
+		free(tmp);
+		t->hold = xrealloc(t->hold, len - (size_t)cut + 1);
+		memcpy(t->hold, b + cut, len - (size_t)cut);
+		t->nhold = len - (size_t)cut;
+		free(b);
+		if (n == 0)
+			break;
 	}
 }
 
-/* Bytes both ways after a 101; the guest's scanned for the mark. */
+/* Bytes both ways after a 101: the guest's frames scanned for the mark,
+ * the upstream's masked for real values. */
 static void
 term_upgraded(struct term *t)
 {
-	if (term_scan_buffer(t, bufferevent_get_input(t->down)) == -1) {
-		if (registry_log_ok(t->inst))
-			log_info("refuse %s: a placeholder after the upgrade",
-			    t->inst ? t->inst->id : "?");
-		t->state = TERM_CLOSING;
-		term_finish(t, REASON_CREDENTIAL_MISUSE);
+	term_ws_from_guest(t);
+	if (t->state == TERM_CLOSING)
 		return;
-	}
-	term_down_stream(t, bufferevent_get_input(t->up), 0);
-	t->rq_bytes += evbuffer_get_length(bufferevent_get_input(t->down));
-	bufferevent_write_buffer(t->up, bufferevent_get_input(t->down));
+	term_ws_to_guest(t, 0);
 }
 
 /* Back-pressure: read from a side only while the other's output is short. */
@@ -1224,9 +1408,9 @@ term_eof_body(struct term *t)
 	}
 	if (t->state == TERM_UPGRADED) {
 		term_upgraded(t);
-		if (t->state == TERM_CLOSING)
+		if (t->state == TERM_CLOSING || t->finishing)
 			return; /* refused */
-		term_down_data(t, NULL, 0, 1);
+		term_ws_to_guest(t, 1);
 		t->status = 101;
 		t->rq_close = REASON_CLOSED;
 		t->state = TERM_CLOSING;

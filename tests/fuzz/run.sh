@@ -91,6 +91,12 @@ http_seed reflect '\0011HTTP/1.1 200 OK\r\nX-Echo: sk-ant-api03-Zx9/' \
 	'Qw+e_r-tyUiopAsdfGhjkLzxcvbnm0123456789AA\r\nContent-Length: 28\r\n' \
 	'\r\n{"k": "c2stYW50LWFwaTAzLVp4"}'
 http_seed resp10 '\0041HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc'
+# fuzz_wsframe: a control byte (bit 0: a client's frames; the rest: the
+# piece size), then frames: a masked fragmented text with a ping between,
+# a 16-bit binary, a close; a server's unmasked text.
+seed wsframe client '0b0184010203046964688980000000008081000000006f880000000000'
+seed wsframe client16 '07827e0100a1a2a3a4'
+seed wsframe server '1081056865796f6b'
 seed tls_peek openssl12 '16030100cc010000c80303f0e4f6aa0534607c7b821a0683f610f484f8116b8b94d2bbbf01e821edee2628000038c02cc030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c0035002f00ff0100006700000011000f00000c4578616d706c652e4f52472e000b000403000102000a000c000a001d0017001e00190018002300000016000000170000000d002a0028040305030603080708080809080a080b080408050806040105010601030303010302040205020602'
 text_seed hostname name 'WWW.Example.COM.'
 text_seed hostname v4 '0x7f.0.0.1'
@@ -133,6 +139,7 @@ set -- \
 	"connect_parse|gateway/parse/connect_parse.c|9000" \
 	"http_parse|gateway/parse/http_parse.c gateway/parse/reflect.c common/util.c common/log.c|20000" \
 	"tls_peek|gateway/parse/tls_peek.c|20000" \
+	"wsframe|gateway/parse/wsframe.c|70000" \
 	"hostname|policy/hostname.c|300" \
 	"policy|policy/policy.c policy/lex.c policy/index.c policy/file.c policy/rule.c policy/profile.c policy/parse.c policy/resolve.c policy/match.c policy/credential.c policy/hostname.c policy/urlpath.c common/util.c common/log.c|4096" \
 	"settings|common/settings.c common/util.c common/log.c|4096" \

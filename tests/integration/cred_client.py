@@ -11,12 +11,14 @@ every response status line and X-Ksb-Deny header it reads (until the
 server closes, 10 s at most), or "tls-error: <reason>" when the
 handshake fails.  Exit 0 whenever it got that far.  With $KSB_DRIBBLE
 set, the CONNECT head goes a byte per write and the request one byte per
-TLS record (TCP_NODELAY).
+TLS record (TCP_NODELAY).  From an "@SLOW@" in REQFILE on (the marker
+itself not sent), the bytes go one per TLS record every 50 ms.
 """
 import os
 import socket
 import ssl
 import sys
+import time
 
 proxy, host, cafile, alpn, reqfile = sys.argv[1:6]
 addr, port = proxy.rsplit(":", 1)
@@ -52,12 +54,17 @@ except ssl.SSLError as e:
     sys.exit(0)
 req = open(reqfile, "rb").read().replace(
     b"@PH@", os.environ.get("KSB_PH", "").encode())
+req, slow = req.split(b"@SLOW@", 1) if b"@SLOW@" in req else (req, b"")
 if os.environ.get("KSB_DRIBBLE"):
     t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for i in range(len(req)):
         t.sendall(req[i:i + 1])
 else:
     t.sendall(req)
+t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+for i in range(len(slow)):
+    time.sleep(0.05)
+    t.sendall(slow[i:i + 1])
 buf = b""
 try:
     while True:

@@ -20,6 +20,10 @@ gateway must swap in; the guest only has a placeholder):
   GET  /ws             101 to an Upgrade: websocket, then echoes bytes
   GET  /dribble        200 with 8 KiB of head, one byte per TLS record,
                        then closes
+  GET  /big?mb=N       200, N MiB (Content-Length), each MiB the real
+                       value then "a"s and a LF: a download to mask
+  POST /trickle        reads its body a byte at a time, writing the count
+                       so far to LOG.trickle after each; then as /upload
 Every request is one JSON line in LOG: method, path, key, auth,
 placeholder.
 """
@@ -88,7 +92,33 @@ class H(http.server.BaseHTTPRequestHandler):
             self.connection.sendall(bytes([c]))
         self.close_connection = True
 
+    def big(self):
+        mb = int(self.path.split("mb=", 1)[1])
+        block = (REAL + "a" * ((1 << 20) - len(REAL) - 1) + "\n").encode()
+        self.seen()
+        self.send_response(200)
+        self.send_header("Content-Length", str(mb << 20))
+        self.end_headers()
+        for _ in range(mb):
+            self.wfile.write(block)
+        self.wfile.flush()
+
+    def trickle(self, n):
+        got = 0
+        body = b""
+        while got < n:
+            b = self.rfile.read(1)
+            if not b:
+                break
+            body += b
+            got += 1
+            with open(LOG + ".trickle", "w") as f:
+                f.write("%d\n" % got)
+        return body
+
     def do_GET(self):
+        if self.path.startswith("/big"):
+            return self.big()
         if self.path.startswith("/dribble"):
             return self.dribble()
         if self.path.startswith("/go"):
@@ -110,7 +140,10 @@ class H(http.server.BaseHTTPRequestHandler):
 
     def do_POST(self):
         n = int(self.headers.get("content-length", "0"))
-        body = self.rfile.read(n)
+        if self.path.startswith("/trickle"):
+            body = self.trickle(n)
+        else:
+            body = self.rfile.read(n)
         d = self.seen(body)
         if self.path.startswith("/v1/messages"):
             GO.clear()

@@ -1305,6 +1305,31 @@ test_credentials(void)
 	    "profile q extends p {\n credential b\n}\n"
 	    "profile r { allow y.example\n credential a\n credential zz\n"
 	    "}\n";
+	static const char nine[] =
+	    "credential c1 { host h1.x.example\n header a\n source env A\n"
+	    " secret S1 }\n"
+	    "credential c2 { host h2.x.example\n header a\n source env A\n"
+	    " secret S2 }\n"
+	    "credential c3 { host h3.x.example\n header a\n source env A\n"
+	    " secret S3 }\n"
+	    "credential c4 { host h4.x.example\n header a\n source env A\n"
+	    " secret S4 }\n"
+	    "credential c5 { host h5.x.example\n header a\n source env A\n"
+	    " secret S5 }\n"
+	    "credential c6 { host h6.x.example\n header a\n source env A\n"
+	    " secret S6 }\n"
+	    "credential c7 { host h7.x.example\n header a\n source env A\n"
+	    " secret S7 }\n"
+	    "credential c8 { host h8.x.example\n header a\n source env A\n"
+	    " secret S8 }\n"
+	    "credential c9 { host h9.x.example\n header a\n source env A\n"
+	    " secret S9 }\n"
+	    "profile base { allow *.x.example\n credential c1\n"
+	    " credential c2\n credential c3\n credential c4\n"
+	    " credential c5 }\n"
+	    "profile eight extends base { credential c6\n credential c7\n"
+	    " credential c8 }\n"
+	    "profile nine extends eight { credential c9 }\n";
 	static const char dup[] = "profile r { allow y.example\n"
 				  " credential a\n credential a }\n";
 	const struct policy_cred *c, *v[8];
@@ -1356,6 +1381,21 @@ test_credentials(void)
 	    "`a'") && strstr(errs, "unknown credential `zz'") &&
 	    strstr(errs, "does not allow its host x.example:443"),
 	    "profile checks (%s)", errs ? errs : "");
+	free(errs);
+	errs = NULL;
+	CHECK(policy_load_buffer("n.policy", nine, sizeof(nine) - 1, &pol,
+	    &errs) == -1 && errs != NULL && nlines(errs) == 1 &&
+	    strstr(errs, "profile `nine' uses 9 credentials, at most 8 (a "
+	    "guest's lease carries 8 placeholders)"),
+	    "a profile of 9 credentials (its own and inherited) is refused, "
+	    "one line (%s)", errs ? errs : "");
+	free(errs);
+	errs = NULL;
+	CHECK(policy_load_buffer("n.policy", nine, sizeof(nine) - 1 -
+	    strlen("profile nine extends eight { credential c9 }\n"), &pol,
+	    &errs) == 0, "8 are accepted (%s)", errs ? errs : "");
+	policy_free(pol);
+	pol = NULL;
 	free(errs);
 	errs = NULL;
 	CHECK(policy_load_buffer("d.policy", dup, sizeof(dup) - 1, &pol,
