@@ -165,6 +165,7 @@ test_reason(void)
 		{ REASON_MISDIRECTED_REQUEST, "misdirected_request" },
 		{ REASON_CREDENTIAL_REFLECTED, "credential_reflected" },
 		{ REASON_CREDENTIAL_REBOUND, "credential_rebound" },
+		{ REASON_WEBSOCKET_VIOLATION, "websocket_violation" },
 		{ REASON_TLS_ALPN_REFUSED, "tls_alpn_refused" },
 		{ REASON_GUEST_TLS_FAILED, "guest_tls_failed" },
 		{ REASON_UPSTREAM_CERT_INVALID, "upstream_cert_invalid" },
