@@ -14,6 +14,8 @@
  */
 struct nft_params {
 	const char *bridge;	/* bridge name, e.g. "ksb0" */
+	uint32_t bridge_index;	/* its ifindex: the inet rules match it (iif,
+				   oif); 0: they match the name instead */
 	const char *tap_prefix; /* tap names start with this, e.g. "ksbt" */
 	uint32_t bridge_addr;	/* gateway address on the bridge */
 	uint16_t proxy_port;	/* host order */
@@ -95,5 +97,31 @@ int netdev_link_down(const char *name, char **cause);
  */
 int netdev_taps_on_bridge(
     const char *bridge, char (**names)[16], size_t *n, char **cause);
+
+/*
+ * Every link of the network namespace as one RTM_GETLINK dump (at most
+ * NETDEV_LINKS_MAX; rtnetlink(7)): *links (caller frees) gets *n.  Names
+ * are the kernel's (anyone with CAP_NET_ADMIN chooses them): escape them
+ * before logging.  0, or -1 and *cause.
+ */
+#define NETDEV_LINKS_MAX 65536
+struct netdev_link {
+	char name[16];
+	uint32_t index;
+	uint32_t master; /* the bridge it is a port of, 0 none */
+	int up;		 /* IFF_UP */
+	int tun;	 /* kind "tun" (a tap) */
+	int bridge;	 /* kind "bridge" */
+};
+int netdev_links(struct netdev_link **links, size_t *n, char **cause);
+/* The index of link name.  0, or -1 and *cause (no such link too). */
+int netdev_link_index(const char *name, uint32_t *index, char **cause);
+/* Link index renamed to name: set down, renamed, set up again if up.
+ * 0, or -1 and *cause (the name taken: EEXIST). */
+int netdev_link_rename(uint32_t index, const char *name, int up, char **cause);
+/* Link index down (IFF_UP cleared).  0, or -1 and *cause. */
+int netdev_link_down_index(uint32_t index, char **cause);
+/* The tap's name now (TUNGETIFF on its fd, tuntap.rst): renamed or not. */
+int netdev_tap_name(int fd, char name[16], char **cause);
 
 #endif

@@ -8,8 +8,10 @@
  * refused in prerouting, gateway/net/nft.c); without them the probe is
  * answered (a completed connect, a datagram back) and the guest's
  * self-test fails, where a closed port's RST would have passed for a
- * refusal.  Every hit is a hole in the rules: logged (the first
- * CANARY_LOGGED, then one line saying the rest are not).  A TCP
+ * refusal.  Every hit from the bridge's subnet (not the gateway's own
+ * address: a host process) is a hole in the rules: logged (the first
+ * CANARY_LOGGED, then one line saying the rest are not) and drift of
+ * kind canary (rulecheck_hole: the rules restored, or egress stops).  A TCP
  * connection is accepted and closed at once; a datagram
  * from the bridge's subnet gets one short datagram back, nothing else:
  * neither reads more than it must nor keeps anything.  A port someone
@@ -21,6 +23,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,22 +40,35 @@ static unsigned canary_hits;
 
 static struct event *canary_ev[2];
 static uint32_t canary_net, canary_mask; /* the bridge's subnet, host order */
+static uint32_t canary_own;		 /* the bridge address, network order */
 
-/* A guest (or anyone on the bridge) reached the canary: said, bounded. */
-static void
-canary_hit(const char *what, const struct sockaddr_in *from)
+/* From the bridge's subnet, not the gateway itself (a host process). */
+static int
+canary_guest(const struct sockaddr_in *from, socklen_t len)
 {
-	char a[INET_ADDRSTRLEN];
+	return len == sizeof(*from) && from->sin_family == AF_INET &&
+	    (ntohl(from->sin_addr.s_addr) & canary_mask) == canary_net &&
+	    from->sin_addr.s_addr != canary_own;
+}
 
-	if (canary_hits == CANARY_LOGGED)
-		log_warnx("self-test canary: further hits not logged");
-	if (canary_hits++ >= CANARY_LOGGED)
-		return;
+/* A guest reached the canary: said (bounded), and a hole in the rules
+ * (rulecheck_hole: restored, or egress stops). */
+static void
+canary_hit(struct gateway *gw, const char *what, const struct sockaddr_in *from)
+{
+	char a[INET_ADDRSTRLEN], *hole = NULL;
+
 	if (inet_ntop(AF_INET, &from->sin_addr, a, sizeof(a)) == NULL)
 		snprintf(a, sizeof(a), "?");
-	log_warnx("self-test canary: %s connect from %s: ksb's rules let it "
-		  "through",
-	    what, a);
+	if (canary_hits == CANARY_LOGGED)
+		log_warnx("self-test canary: further hits not logged");
+	if (canary_hits++ < CANARY_LOGGED)
+		log_warnx("self-test canary: %s connect from %s: ksb's rules "
+			  "let it through",
+		    what, a);
+	xasprintf(&hole, "%s from %s reached the self-test canary", what, a);
+	(void)rulecheck_hole(gw, hole);
+	free(hole);
 }
 
 static void
@@ -63,7 +79,6 @@ canary_tcp_cb(evutil_socket_t fd, short what, void *arg)
 	int i, c;
 
 	(void)what;
-	(void)arg;
 	for (i = 0; i < CANARY_BURST; i++) {
 		len = sizeof(from);
 		memset(&from, 0, sizeof(from));
@@ -71,7 +86,8 @@ canary_tcp_cb(evutil_socket_t fd, short what, void *arg)
 			 SOCK_CLOEXEC)) == -1)
 			break;
 		close(c);
-		canary_hit("TCP", &from);
+		if (canary_guest(&from, len))
+			canary_hit(arg, "TCP", &from);
 	}
 }
 
@@ -85,16 +101,14 @@ canary_udp_cb(evutil_socket_t fd, short what, void *arg)
 	int i;
 
 	(void)what;
-	(void)arg;
 	for (i = 0; i < CANARY_BURST; i++) {
 		len = sizeof(from);
 		if (recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
 			(struct sockaddr *)&from, &len) == -1)
 			break;
-		if (len != sizeof(from) || from.sin_family != AF_INET ||
-		    (ntohl(from.sin_addr.s_addr) & canary_mask) != canary_net)
+		if (!canary_guest(&from, len))
 			continue; /* only guests' probes are answered */
-		canary_hit("UDP", &from);
+		canary_hit(arg, "UDP", &from);
 		(void)sendto(fd, reply, sizeof(reply) - 1, MSG_DONTWAIT,
 		    (struct sockaddr *)&from, len);
 	}
@@ -129,7 +143,7 @@ canary_one(struct gateway *gw, int k, int type, uint32_t addr, unsigned port)
 		return;
 	}
 	canary_ev[k] = event_new(gw->base, fd, EV_READ | EV_PERSIST,
-	    type == SOCK_STREAM ? canary_tcp_cb : canary_udp_cb, NULL);
+	    type == SOCK_STREAM ? canary_tcp_cb : canary_udp_cb, gw);
 	if (canary_ev[k] == NULL || event_add(canary_ev[k], NULL) == -1)
 		fatalx("event_new");
 }
@@ -146,6 +160,7 @@ canary_open(struct gateway *gw)
 	    prefix >= 32	  ? ~0U :
 				    ~((1U << (32 - prefix)) - 1);
 	canary_net = ntohl(gw->conf->bridge_addr) & canary_mask;
+	canary_own = gw->conf->bridge_addr;
 	canary_one(gw, 0, SOCK_STREAM, gw->conf->bridge_addr, port);
 	canary_one(
 	    gw, 1, SOCK_DGRAM, gw->conf->bridge_addr, GUESTCTL_SELFTEST_DNS);

@@ -395,32 +395,32 @@ timeout 1m
 }
 chain prerouting {
 type filter hook prerouting priority filter; policy accept;
-iifname "kbr0" ip daddr 10.99.0.1 tcp dport 3128 accept
-iifname "kbr0" ip saddr @guests meta l4proto tcp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with tcp reset
-iifname "kbr0" ip saddr @guests meta l4proto udp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with icmpx admin-prohibited
+iif "kbr0" ip daddr 10.99.0.1 tcp dport 3128 accept
+iif "kbr0" ip saddr @guests meta l4proto tcp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with tcp reset
+iif "kbr0" ip saddr @guests meta l4proto udp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with icmpx admin-prohibited
 }
 chain input {
 type filter hook input priority filter; policy accept;
-iifname "kbr0" ip saddr @guests ip daddr 10.99.0.1 tcp dport 3128 counter accept
-iifname "kbr0" udp dport 53 counter drop
-iifname "kbr0" tcp dport 53 counter drop
-iifname "kbr0" udp dport 853 counter drop
-iifname "kbr0" tcp dport 853 counter drop
-iifname "kbr0" meta nfproto ipv6 counter drop
-iifname "kbr0" meta l4proto icmp counter drop
-iifname "kbr0" counter drop
+iif "kbr0" ip saddr @guests ip daddr 10.99.0.1 tcp dport 3128 counter accept
+iif "kbr0" udp dport 53 counter drop
+iif "kbr0" tcp dport 53 counter drop
+iif "kbr0" udp dport 853 counter drop
+iif "kbr0" tcp dport 853 counter drop
+iif "kbr0" meta nfproto ipv6 counter drop
+iif "kbr0" meta l4proto icmp counter drop
+iif "kbr0" counter drop
 }
 chain forward {
 type filter hook forward priority filter; policy accept;
-iifname "kbr0" counter drop
-oifname "kbr0" counter drop
+iif "kbr0" counter drop
+oif "kbr0" counter drop
 }
 chain output {
 type filter hook output priority filter; policy accept;
-oifname "kbr0" ip daddr @guests ip saddr 10.99.0.1 tcp sport 3128 accept
-oifname "kbr0" ip daddr @guests tcp flags & rst == rst counter accept
-oifname "kbr0" ip daddr @guests icmp type destination-unreachable icmp code admin-prohibited counter accept
-oifname "kbr0" counter drop
+oif "kbr0" ip daddr @guests ip saddr 10.99.0.1 tcp sport 3128 accept
+oif "kbr0" ip daddr @guests tcp flags & rst == rst counter accept
+oif "kbr0" ip daddr @guests icmp type destination-unreachable icmp code admin-prohibited counter accept
+oif "kbr0" counter drop
 }
 }
 table bridge ksb {

@@ -13,6 +13,7 @@
  * Exit 0 on success; on failure prints the cause and exits 1 (2: usage).
  */
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +22,10 @@
 #include "common/common.h"
 #include "gateway/net/net.h"
 
-static void __attribute__((noreturn))
-usage(void)
+static void __attribute__((noreturn)) usage(void)
 {
-	fprintf(stderr, "usage: nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX "
+	fprintf(stderr,
+	    "usage: nftdrv setup BRIDGE ADDR PORT [TAP_PREFIX "
 	    "[TAP MAC IP]...] | "
 	    "add TAP MAC IP | del TAP MAC IP | teardown |\n"
 	    "       bridge NAME ADDR/PREFIX | tap NAME BRIDGE | "
@@ -44,10 +45,10 @@ parse_ip(const char *s, uint32_t *addr)
 static void
 parse_mac(const char *s, uint8_t mac[6])
 {
-	char	end;
+	char end;
 
 	if (sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx%c", &mac[0], &mac[1],
-	    &mac[2], &mac[3], &mac[4], &mac[5], &end) != 6) {
+		&mac[2], &mac[3], &mac[4], &mac[5], &end) != 6) {
 		fprintf(stderr, "nftdrv: bad MAC address `%s'\n", s);
 		exit(2);
 	}
@@ -56,15 +57,15 @@ parse_mac(const char *s, uint8_t mac[6])
 int
 main(int argc, char **argv)
 {
-	struct nft_params	 p;
-	struct nft_guest	*g;
-	size_t			 ng, i;
-	uint8_t			 mac[6];
-	uint32_t		 addr;
-	char			*cause = NULL, *end, buf[256];
-	const char		*cmd;
-	long			 port;
-	int			 prefix, fd, ret;
+	struct nft_params p;
+	struct nft_guest *g;
+	size_t ng, i;
+	uint8_t mac[6];
+	uint32_t addr;
+	char *cause = NULL, *end, buf[256];
+	const char *cmd;
+	long port;
+	int prefix, fd, ret;
 
 	if (argc < 2)
 		usage();
@@ -77,6 +78,8 @@ main(int argc, char **argv)
 			usage();
 		memset(&p, 0, sizeof(p));
 		p.bridge = argv[0];
+		/* As the gateway: the bridge by index when it exists. */
+		p.bridge_index = if_nametoindex(p.bridge);
 		parse_ip(argv[1], &p.bridge_addr);
 		port = strtol(argv[2], &end, 10);
 		if (*end != '\0' || port < 1 || port > 65535)

@@ -1,0 +1,101 @@
+#!/bin/bash
+# drift.sh: what the gateway's own check (gateway/parent/rulecheck.c)
+# must notice beyond its rules' text (the outside audit of issue 29).
+# A guest (namespace on a veth in ksb0, lease held by ctlhold, default
+# route via the gateway) with forwarding on in the gateway's namespace
+# (as on a host running docker or libvirt) and an origin listening on
+# TCP 8080 in its own namespace; the guest's direct connect must be
+# refused by ksb's reset before and after each tampering:
+#   - the bridge renamed (`ip link set ksb0 name ...'): the rules match
+#     it by index, so nothing opens; renamed back within the interval;
+#   - a registered guest's tap renamed: renamed back;
+#   - a hole opened and a guest reaching the self-test canary: drift of
+#     kind canary, restored at once;
+# each one log line and one selftests record nft-drift:KIND.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+ksb_need nft sqlite3 python3 sysctl
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
+KSB_TEST_CONF="nft-check-interval = 2"
+ksb_env
+ksb_gateway
+fails=0
+gwns() { ip netns exec "$GW" "$@"; }
+gwns sysctl -q net.ipv4.ip_forward=1
+ip -n "$OR" route add 10.77.0.0/24 via 10.78.0.1
+ip netns exec "$OR" python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8080)); s.listen(64)
+while True:
+    c, _ = s.accept(); c.sendall(b"origin\n"); c.close()
+' &
+KSB_PIDS="$KSB_PIDS $!"
+ksb_wait_port "$OR" "$ORIGIN_IP" 8080
+ksb_fake_guest 1 g1
+G=ksbt-$$-g1
+ip -n "$G" route add default via 10.77.0.1
+TAP=$(sed -n 's/.*tap=\([^ ]*\).*/\1/p' "$T/lease1")
+# out: the guest reaches the origin directly (a hole).
+out() { ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/$ORIGIN_IP/8080 && head -c 6 <&3" 2>/dev/null | grep -q origin; }
+refused() { ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/$ORIGIN_IP/8080" 2>&1 | grep -q "refused"; }
+recs() { ksb_sql "SELECT count(*) FROM selftests WHERE instance = '(gateway)' AND failed = 'nft-drift:$1' AND action = '$2'"; }
+recs_ge() { [ "$(recs "$1" "$2")" -ge "$3" ]; }
+logged() { grep -q "$1" "$T/gatewayd.log"; }
+
+ksb_check "before: the guest's direct connect is refused by ksb" refused
+ksb_check "before: nothing gets out" '! out'
+
+ksb_say "the bridge renamed behind the gateway's back"
+gwns ip link set ksb0 down
+gwns ip link set ksb0 name ksbX
+gwns ip link set ksbX up
+ksb_check "renamed: still nothing gets out (the rules hold)" '! out'
+ksb_check "renamed: the direct connect is still refused by ksb" refused
+named_back() { gwns ip link show ksb0 >/dev/null 2>&1; }
+ksb_until 8 named_back || true
+ksb_check "renamed back to ksb0 within the interval" named_back
+ksb_check "the bridge is up again" 'gwns ip link show ksb0 | grep -q "[<,]UP[,>]"'
+ksb_check "one log line says so" \
+	'logged "nftables check (periodic): device drift: bridge ksb0 renamed to ksbX: restored"'
+ksb_until 5 recs_ge device none 1 || true
+ksb_check "a record nft-drift:device, action none ($(recs device none))" 'recs_ge device none 1'
+ksb_check "the guest reaches the proxy again" \
+	'ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/10.77.0.1/3128"'
+
+ksb_say "a registered guest's tap ($TAP) renamed"
+gwns ip link set "$TAP" down
+gwns ip link set "$TAP" name evil0
+gwns ip link set evil0 up
+tap_back() { gwns ip link show "$TAP" >/dev/null 2>&1; }
+ksb_until 8 tap_back || true
+ksb_check "the tap is renamed back" tap_back
+ksb_check "one log line says so" \
+	'logged "device drift: tap $TAP renamed to evil0: restored"'
+ksb_until 5 recs_ge device none 2 || true
+ksb_check "a second nft-drift:device record ($(recs device none))" 'recs_ge device none 2'
+
+ksb_say "a guest reaching the self-test canary is drift"
+canary() { ip netns exec "$G" timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22' 2>/dev/null; }
+hit=0
+for i in 1 2 3 4 5; do
+	gwns nft insert rule inet ksb prerouting tcp dport 22 accept
+	gwns nft insert rule inet ksb input tcp dport 22 accept
+	gwns nft insert rule inet ksb output tcp sport 22 accept
+	if canary; then hit=1; break; fi
+	ksb_until 6 logged "rules drift" || true
+done
+ksb_check "the guest reached the canary through the hole" '[ "$hit" = 1 ]'
+ksb_until 5 recs_ge canary none 1 || true
+ksb_check "a record nft-drift:canary ($(recs canary none))" 'recs_ge canary none 1'
+ksb_check "the log says what and that it was restored" \
+	'logged "nftables check (canary): canary drift: TCP from 10.77.0.[0-9]* reached the self-test canary: restored"'
+ksb_check "the hole is gone" '! gwns nft list chain inet ksb prerouting | grep -q "tcp dport 22 accept"'
+ksb_check "the egress was never stopped" '! logged "set down, every"'
+
+[ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
+grep -E "nftables check|canary" "$T/gatewayd.log" | head -n 20
+echo "PASS"
