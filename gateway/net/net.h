@@ -53,15 +53,28 @@ int nft_teardown(char **cause);
 void nft_use_table(const char *name);
 
 /* ---- nftcheck.c ------------------------------------------------------------
- * nftcheck_run: read both tables named table back over netlink and
- * compare their rules, chain by chain and in order, with the ones
- * nft_setup(p) installs (counters and meter state aside; set elements
- * not compared).  0: the same; 1: drift, *drift (malloc'd) says where,
- * e.g. "chain inet prerouting: a rule is missing"; -1 and *cause when
- * they could not be read.
+ * nftcheck_run: what the kernel holds, read back over netlink, against
+ * what nft_setup(w->p, w->g, w->ng) installs:
+ *   rules: both tables named w->table, chain by chain and in order
+ *     (counters and meter state aside);
+ *   foreign: every other table's base chains: a netdev chain hooked on
+ *     one of w->devs (the bridge and its ports) or on a name with the
+ *     tap prefix, or any bridge-family base chain (it sees ksb's bridge);
+ * 0: as installed; 1: drift, *kind (static: "rules", "foreign") and
+ * *drift (malloc'd; names in it are the kernel's: escape before logging)
+ * say what, e.g. "chain inet prerouting: a rule is missing"; -1 and
+ * *cause when they could not be read.
  */
-int nftcheck_run(
-    const struct nft_params *p, const char *table, char **drift, char **cause);
+struct nftcheck_want {
+	const struct nft_params *p;
+	const char *table;
+	const struct nft_guest *g; /* the registered guests */
+	size_t ng;
+	const char (*devs)[16]; /* ksb's links: the bridge and its ports */
+	size_t ndev;
+};
+int nftcheck_run(const struct nftcheck_want *w, const char **kind, char **drift,
+    char **cause);
 
 /* ---- netdev.c --------------------------------------------------------------
  * Links and addresses over rtnetlink (libmnl), taps through /dev/net/tun.

@@ -27,6 +27,7 @@
 #include <linux/netfilter/nfnetlink.h>
 
 #include <libmnl/libmnl.h>
+#include <libnftnl/chain.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 
@@ -277,22 +278,183 @@ nftcheck_diff(const struct nftcheck_list *want, const struct nftcheck_list *got)
 	return d;
 }
 
-int
-nftcheck_run(
-    const struct nft_params *p, const char *table, char **drift, char **cause)
+/* ---- every table's chains --------------------------------------------------- */
+
+struct nftcheck_chains {
+	const struct nftcheck_want *w;
+	char *foreign; /* the first foreign base chain on ksb's links */
+};
+
+/* dev is ksb's: the bridge, a port of it, or a name with the tap prefix. */
+static int
+nftcheck_ksbdev(const struct nftcheck_want *w, const char *dev)
+{
+	size_t k;
+
+	if (strncmp(dev, w->p->tap_prefix, strlen(w->p->tap_prefix)) == 0 ||
+	    strcmp(dev, w->p->bridge) == 0)
+		return 1;
+	for (k = 0; k < w->ndev; k++)
+		if (strcmp(dev, w->devs[k]) == 0)
+			return 1;
+	return 0;
+}
+
+/* The first of chain c's hook devices that is ksb's, or NULL. */
+static const char *
+nftcheck_chain_dev(const struct nftcheck_want *w, const struct nftnl_chain *c)
+{
+	const char *const *devs;
+	const char *dev;
+	size_t k;
+
+	if (nftnl_chain_is_set(c, NFTNL_CHAIN_DEV) &&
+	    (dev = nftnl_chain_get_str(c, NFTNL_CHAIN_DEV)) != NULL &&
+	    nftcheck_ksbdev(w, dev))
+		return dev;
+	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_DEVICES) ||
+	    (devs = nftnl_chain_get_array(c, NFTNL_CHAIN_DEVICES)) == NULL)
+		return NULL;
+	for (k = 0; devs[k] != NULL && k < 256; k++)
+		if (nftcheck_ksbdev(w, devs[k]))
+			return devs[k];
+	return NULL;
+}
+
+/* Another table's base chain that sees ksb's links: said in d->foreign. */
+static void
+nftcheck_other(struct nftcheck_chains *d, const struct nftnl_chain *c,
+    uint32_t fam, const char *t)
+{
+	const char *n = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME), *dev;
+
+	if (d->foreign != NULL || !nftnl_chain_is_set(c, NFTNL_CHAIN_HOOKNUM))
+		return;
+	if (n == NULL)
+		n = "?";
+	if (fam == NFPROTO_NETDEV && (dev = nftcheck_chain_dev(d->w, c)))
+		xasprintf(&d->foreign,
+		    "table netdev %s chain %s is hooked on %s (%s): another "
+		    "program's, ahead of ksb's rules",
+		    t, n, dev,
+		    nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM) ==
+			    NF_NETDEV_INGRESS ?
+			"ingress" :
+			"egress");
+	else if (fam == NFPROTO_BRIDGE)
+		xasprintf(&d->foreign,
+		    "table bridge %s chain %s is a base chain of another "
+		    "program's: it sees ksb's bridge",
+		    t, n);
+}
+
+static int
+nftcheck_chain_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nftcheck_chains *d = data;
+	struct nftnl_chain *c;
+	const char *t;
+	uint32_t fam;
+
+	if ((c = nftnl_chain_alloc()) == NULL)
+		fatal("nftnl_chain_alloc");
+	if (nftnl_chain_nlmsg_parse(nlh, c) == 0 &&
+	    (t = nftnl_chain_get_str(c, NFTNL_CHAIN_TABLE)) != NULL) {
+		fam = nftnl_chain_get_u32(c, NFTNL_CHAIN_FAMILY);
+		if (!((fam == NFPROTO_INET || fam == NFPROTO_BRIDGE) &&
+			strcmp(t, d->w->table) == 0))
+			nftcheck_other(d, c, fam, t);
+	}
+	nftnl_chain_free(c);
+	return MNL_CB_OK;
+}
+
+/* Every table's chains, one dump of all families (NFPROTO_UNSPEC).
+ * 0, or -1 and *cause. */
+static int
+nftcheck_chains(struct mnl_socket *nl, struct nftcheck_chains *d, char **cause)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE * 4];
+	struct nlmsghdr *nlh;
+	uint32_t seq = (uint32_t)time(NULL) + 1;
+	uint32_t port = mnl_socket_get_portid(nl);
+	ssize_t n;
+	int ret;
+
+	nlh = nftnl_chain_nlmsg_build_hdr(
+	    buf, NFT_MSG_GETCHAIN, NFPROTO_UNSPEC, NLM_F_DUMP, seq);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		return cause_set(cause, "nftables: send: %s", strerror(errno));
+	do {
+		if ((n = mnl_socket_recvfrom(nl, buf, sizeof(buf))) <= 0)
+			return cause_set(cause, "nftables: no chain dump: %s",
+			    n == 0 ? "closed" : strerror(errno));
+		ret =
+		    mnl_cb_run(buf, (size_t)n, seq, port, nftcheck_chain_cb, d);
+	} while (ret > 0);
+	if (ret == -1)
+		return cause_set(
+		    cause, "nftables: chain dump: %s", strerror(errno));
+	return 0;
+}
+
+/* A netfilter netlink socket, bound, with a receive timeout. */
+static struct mnl_socket *
+nftcheck_socket(char **cause)
+{
+	struct mnl_socket *nl;
+	struct timeval tv = { NFTCHECK_TIMEOUT_S, 0 };
+
+	if ((nl = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC)) == NULL) {
+		cause_set(
+		    cause, "nftables: netlink socket: %s", strerror(errno));
+		return NULL;
+	}
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) == -1 ||
+	    setsockopt(mnl_socket_get_fd(nl), SOL_SOCKET, SO_RCVTIMEO, &tv,
+		sizeof(tv)) == -1) {
+		cause_set(cause, "nftables: netlink: %s", strerror(errno));
+		mnl_socket_close(nl);
+		return NULL;
+	}
+	return nl;
+}
+
+/* Other tables' base chains on ksb's links: 0, 1 (*drift), -1. */
+static int
+nftcheck_foreign(const struct nftcheck_want *w, char **drift, char **cause)
+{
+	struct nftcheck_chains d = { w, NULL };
+	struct mnl_socket *nl;
+	int ret;
+
+	if ((nl = nftcheck_socket(cause)) == NULL)
+		return -1;
+	ret = nftcheck_chains(nl, &d, cause);
+	mnl_socket_close(nl);
+	if (ret == 0 && d.foreign != NULL) {
+		*drift = d.foreign;
+		return 1;
+	}
+	free(d.foreign);
+	return ret;
+}
+
+/* ksb's own tables' rules: 0, 1 (*drift), -1. */
+static int
+nftcheck_rules(const struct nftcheck_want *w, char **drift, char **cause)
 {
 	struct nftcheck_list want, got;
 	void *buf = NULL;
 	size_t len = 0;
 	int ret = -1;
 
-	*drift = NULL;
 	memset(&want, 0, sizeof(want));
 	memset(&got, 0, sizeof(got));
-	if (nft_setup_batch(p, NULL, 0, &buf, &len, cause) != 0)
+	if (nft_setup_batch(w->p, NULL, 0, &buf, &len, cause) != 0)
 		goto cleanup;
-	nftcheck_expected(buf, len, table, &want);
-	if (nftcheck_read(table, &got, cause) != 0) {
+	nftcheck_expected(buf, len, w->table, &want);
+	if (nftcheck_read(w->table, &got, cause) != 0) {
 		if (*cause != NULL && strstr(*cause, "is missing") != NULL) {
 			*drift = *cause; /* a missing table is drift */
 			*cause = NULL;
@@ -308,4 +470,18 @@ cleanup:
 	nftcheck_list_free(&got);
 	free(buf);
 	return ret;
+}
+
+int
+nftcheck_run(const struct nftcheck_want *w, const char **kind, char **drift,
+    char **cause)
+{
+	int r;
+
+	*drift = NULL;
+	*kind = "foreign";
+	if ((r = nftcheck_foreign(w, drift, cause)) != 0)
+		return r;
+	*kind = "rules";
+	return nftcheck_rules(w, drift, cause);
 }

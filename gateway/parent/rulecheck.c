@@ -98,6 +98,45 @@ rulecheck_restore(const struct gateway *gw, char **cause)
 	return ret;
 }
 
+/*
+ * nftcheck_run against what the registry says: the rules, every
+ * registered guest, ksb's links (the bridge and its ports, listed now).
+ * 0, 1 (*kind, *drift), or -1 and *cause.
+ */
+static int
+rulecheck_read(
+    const struct gateway *gw, const char **kind, char **drift, char **cause)
+{
+	struct nft_params np;
+	struct nftcheck_want w;
+	struct nft_guest *g;
+	struct netdev_link *l = NULL;
+	char(*devs)[16];
+	size_t n = 0, k, nd = 0;
+	int ret;
+
+	if (netdev_links(&l, &n, cause) == -1)
+		return -1;
+	devs = xcalloc(n + 1, sizeof(*devs));
+	for (k = 0; k < n; k++)
+		if (l[k].index == rulecheck_brindex ||
+		    (rulecheck_brindex != 0 &&
+			l[k].master == rulecheck_brindex))
+			memcpy(devs[nd++], l[k].name, sizeof(devs[0]));
+	rulecheck_guests(&g, &w.ng);
+	rulecheck_params(gw, &np);
+	w.p = &np;
+	w.table = gw->conf->nft_table;
+	w.g = g;
+	w.devs = (const char(*)[16])devs;
+	w.ndev = nd;
+	ret = nftcheck_run(&w, kind, drift, cause);
+	free(g);
+	free(devs);
+	free(l);
+	return ret;
+}
+
 /* One chained record of what was found (kind) and done. */
 static void
 rulecheck_record(struct gateway *gw, const char *kind, int stopped)
@@ -145,11 +184,15 @@ rulecheck_say(const char *kind, const char *when, const char *what,
 	    "nftables check (%s): %s drift: %s: %s", when, kind, esc, outcome);
 }
 
-/* Egress stops: the bridge down by name and by index.  Logged. */
+/* Egress stops: the bridge down by name and by index, and every port of
+ * it (a foreign netdev hook on a tap sees its frames before the bridge;
+ * a tap that is down takes no frame from QEMU).  Logged. */
 static void
 rulecheck_close(struct gateway *gw)
 {
+	struct netdev_link *l = NULL;
 	char *cause = NULL;
+	size_t n = 0, k;
 
 	rulecheck_closed = 1;
 	if (netdev_link_down(gw->conf->bridge, &cause) == -1) {
@@ -157,10 +200,18 @@ rulecheck_close(struct gateway *gw)
 		free(cause);
 		cause = NULL;
 	}
-	if (rulecheck_brindex != 0 &&
-	    netdev_link_down_index(rulecheck_brindex, &cause) == -1)
+	if (netdev_links(&l, &n, &cause) == -1)
 		log_warnx("nftables check: %s", cause);
+	for (k = 0; k < n && rulecheck_brindex != 0; k++)
+		if ((l[k].index == rulecheck_brindex ||
+			l[k].master == rulecheck_brindex) &&
+		    netdev_link_down_index(l[k].index, &cause) == -1) {
+			log_warnx("nftables check: %s", cause);
+			free(cause);
+			cause = NULL;
+		}
 	free(cause);
+	free(l);
 }
 
 /*
@@ -194,13 +245,12 @@ static int
 rulecheck_drift(
     struct gateway *gw, const char *when, const char *kind, const char *what)
 {
-	struct nft_params np;
+	const char *k2;
 	char *cause = NULL, *again = NULL;
 	int ok, ret;
 
-	rulecheck_params(gw, &np);
 	ok = rulecheck_restore(gw, &cause) == 0 &&
-	    nftcheck_run(&np, gw->conf->nft_table, &again, &cause) == 0;
+	    rulecheck_read(gw, &k2, &again, &cause) == 0;
 	if (!ok && cause == NULL)
 		cause = again != NULL ? xstrdup(again) : xstrdup("unknown");
 	ret = rulecheck_report(gw, when, kind, what, ok, cause);
@@ -329,7 +379,7 @@ rulecheck_devices(struct gateway *gw, char **what, char **cause)
 int
 rulecheck_now(struct gateway *gw, const char *when)
 {
-	struct nft_params np;
+	const char *kind = "rules";
 	char *what = NULL, *cause = NULL;
 	int r, ret = 0;
 
@@ -347,11 +397,14 @@ rulecheck_now(struct gateway *gw, const char *when)
 	what = cause = NULL;
 	if (ret != 0)
 		return ret;
-	rulecheck_params(gw, &np);
-	r = nftcheck_run(&np, gw->conf->nft_table, &what, &cause);
+	r = rulecheck_read(gw, &kind, &what, &cause);
 	if (r == -1)
 		xasprintf(&what, "cannot read them: %s", cause);
-	if (r != 0)
+	/* Another program's table: ksb deletes none but its own. */
+	if (r == 1 && strcmp(kind, "foreign") == 0)
+		ret = rulecheck_report(gw, when, kind, what, 0,
+		    "not ksb's table: delete it, then restart ksb-gatewayd");
+	else if (r != 0)
 		ret = rulecheck_drift(gw, when, "rules", what);
 	free(what);
 	free(cause);

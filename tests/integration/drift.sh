@@ -11,6 +11,11 @@
 #   - a registered guest's tap renamed: renamed back;
 #   - a hole opened and a guest reaching the self-test canary: drift of
 #     kind canary, restored at once;
+#   - another program's netdev table hooked on a port of the bridge,
+#     forwarding the guest's frames to the uplink (`fwd to'): the check
+#     reads every table's base chains and fails closed (bridge and ports
+#     down), as ksb deletes no table but its own; one on the uplink only
+#     is not drift;
 # each one log line and one selftests record nft-drift:KIND.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -95,6 +100,42 @@ ksb_check "the log says what and that it was restored" \
 	'logged "nftables check (canary): canary drift: TCP from 10.77.0.[0-9]* reached the self-test canary: restored"'
 ksb_check "the hole is gone" '! gwns nft list chain inet ksb prerouting | grep -q "tcp dport 22 accept"'
 ksb_check "the egress was never stopped" '! logged "set down, every"'
+
+ksb_say "another program's netdev table on a port of the bridge (fails closed)"
+reload() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload >/dev/null; }
+OMAC=$(ip -n "$OR" link show ko1 | awk '/ether/{print $2}')
+GMAC=$(ip -n "$G" link show eth0 | awk '/ether/{print $2}')
+GIP=$(sed -n 's/^ip=\([^/]*\).*/\1/p' "$T/lease1")
+# The return path alone (on the uplink, not ksb's link) is not drift.
+gwns nft -f - <<NFT
+table netdev other2 {
+  chain in { type filter hook ingress device "ko0" priority -500; policy accept;
+    ip daddr $GIP ether daddr set $GMAC fwd to "kvg1"
+  }
+}
+NFT
+reload
+ksb_check "a netdev chain on another link only: no drift" '! logged "foreign drift"'
+# The gateway stopped meanwhile (SIGSTOP): the hole is shown open first.
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft -f - <<NFT
+table netdev other {
+  chain in { type filter hook ingress device "kvg1" priority -500; policy accept;
+    ip daddr $ORIGIN_IP ether daddr set $OMAC fwd to "ko0"
+  }
+}
+NFT
+ksb_check "the hole is real: the guest gets out past ksb's rules" out
+kill -CONT "$KSB_GATEWAY_PID"
+down() { ! gwns ip link show ksb0 | grep -q "[<,]UP[,>]"; }
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+ksb_check "its ports are down" '! gwns ip link show kvg1 | grep -q "[<,]UP[,>]"'
+ksb_check "nothing gets out any more" '! out'
+ksb_check "one log line says which chain and what to do" \
+	'logged "foreign drift: table netdev other chain in is hooked on kvg1 (ingress): another program.s, ahead of ksb.s rules: could not be restored (not ksb.s table: delete it, then restart ksb-gatewayd): bridge ksb0 set down"'
+ksb_until 5 recs_ge foreign stopped 1 || true
+ksb_check "a record nft-drift:foreign, action stopped" 'recs_ge foreign stopped 1'
 
 [ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
 grep -E "nftables check|canary" "$T/gatewayd.log" | head -n 20
