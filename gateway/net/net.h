@@ -26,7 +26,16 @@ struct nft_guest {
 	uint8_t mac[6];
 	uint32_t addr;
 };
-#define NFT_GUESTS_MAX 1024 /* guests in one nft_setup batch */
+#define NFT_GUESTS_MAX	  1024 /* guests in one nft_setup batch */
+/*
+ * The bridge set's key of guest g, as nft_setup sends it: ifname (16,
+ * zero padded) . MAC (6 + 2 zero) . IPv4 (4), NFT_GUEST_KEY_LEN bytes
+ * (nftables concatenations: each field padded to 4 bytes).  The inet
+ * set's key is g->addr (4).  0, or -1 and *cause (an invalid tap name).
+ */
+#define NFT_GUEST_KEY_LEN 28
+int nft_guest_key(
+    const struct nft_guest *g, uint8_t key[NFT_GUEST_KEY_LEN], char **cause);
 /*
  * Replace both tables atomically (delete + create in one batch), with the
  * sets holding guests g[0..n).  0 or -1 and *cause.
@@ -60,7 +69,12 @@ void nft_use_table(const char *name);
  *   foreign: every other table's base chains: a netdev chain hooked on
  *     one of w->devs (the bridge and its ports) or on a name with the
  *     tap prefix, or any bridge-family base chain (it sees ksb's bridge);
- * 0: as installed; 1: drift, *kind (static: "rules", "foreign") and
+ *   chain: each of ksb's chains' type, hook, priority and policy, and no
+ *     chain ksb does not install;
+ *   set: the elements of both sets guests against w->g (the meter's,
+ *     dynamic, aside);
+ * 0: as installed; 1: drift, *kind (static: "foreign", "rules", "chain",
+ * "set"; the first found in that order) and
  * *drift (malloc'd; names in it are the kernel's: escape before logging)
  * say what, e.g. "chain inet prerouting: a rule is missing"; -1 and
  * *cause when they could not be read.

@@ -93,7 +93,7 @@ static char nft_table[33] = "ksb";
 	    NFT_TYPE_IPADDR)
 
 /* Bridge set key: ifname (16, zero padded) . MAC (6 + 2 pad) . IPv4 (4). */
-#define NFT_KEY_LEN  28
+#define NFT_KEY_LEN  NFT_GUEST_KEY_LEN
 #define NFT_IFNAMSIZ 16
 
 /* Registers: a concatenation is loaded into consecutive 32-bit registers. */
@@ -1166,9 +1166,8 @@ ifname_ok(const char *name)
 	return len > 0 && len < NFT_IFNAMSIZ;
 }
 
-/* The bridge set's key: ifname (16, zero padded) . MAC (6 + 2) . IPv4. */
-static int
-guest_key(const struct nft_guest *g, uint8_t key[NFT_KEY_LEN], char **cause)
+int
+nft_guest_key(const struct nft_guest *g, uint8_t key[NFT_KEY_LEN], char **cause)
 {
 	if (!ifname_ok(g->tap) || memchr(g->tap, '\0', sizeof(g->tap)) == NULL)
 		return cause_set(cause, "invalid tap name `%.*s'",
@@ -1195,7 +1194,7 @@ batch_guests(struct nft_batch *b, uint16_t type, const struct nft_guest *g,
 
 	keys = xcalloc(n > 0 ? n : 1, NFT_KEY_LEN);
 	for (i = 0; i < n; i++)
-		if (guest_key(&g[i], keys + i * NFT_KEY_LEN, cause) != 0)
+		if (nft_guest_key(&g[i], keys + i * NFT_KEY_LEN, cause) != 0)
 			goto cleanup;
 	for (off = 0; off < n; off += NFT_ELEMS_PER_MSG) {
 		k = n - off < NFT_ELEMS_PER_MSG ? n - off : NFT_ELEMS_PER_MSG;

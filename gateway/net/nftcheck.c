@@ -30,6 +30,7 @@
 #include <libnftnl/chain.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/set.h>
 
 #include "common/common.h"
 #include "gateway/net/net.h"
@@ -283,7 +284,43 @@ nftcheck_diff(const struct nftcheck_list *want, const struct nftcheck_list *got)
 struct nftcheck_chains {
 	const struct nftcheck_want *w;
 	char *foreign; /* the first foreign base chain on ksb's links */
+	struct nftcheck_list *own; /* ksb's chains: "family name", attributes */
 };
+
+/*
+ * Chain c's attributes as one string: "type filter hook 0 priority 0
+ * policy 1" for a base chain (policy NF_ACCEPT 1, NF_DROP 0), "regular"
+ * for another.  Appended to l under "family name".
+ */
+static void
+nftcheck_chain_add(struct nftcheck_list *l, const struct nftnl_chain *c)
+{
+	const char *n = nftnl_chain_get_str(c, NFTNL_CHAIN_NAME);
+	const char *type = nftnl_chain_get_str(c, NFTNL_CHAIN_TYPE);
+	uint32_t fam = nftnl_chain_get_u32(c, NFTNL_CHAIN_FAMILY);
+
+	if (l->n == NFTCHECK_RULES_MAX) {
+		l->over = 1;
+		return;
+	}
+	xasprintf(&l->key[l->n], "%s %s",
+	    fam == NFPROTO_BRIDGE ? "bridge" : "inet", n != NULL ? n : "?");
+	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_HOOKNUM))
+		l->sig[l->n++] = xstrdup("regular");
+	else
+		xasprintf(&l->sig[l->n++],
+		    "type %s hook %u priority %d policy %s",
+		    type != NULL ? type : "?",
+		    nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM),
+		    nftnl_chain_get_s32(c, NFTNL_CHAIN_PRIO),
+		    !nftnl_chain_is_set(c, NFTNL_CHAIN_POLICY) ? "none" :
+			nftnl_chain_get_u32(c, NFTNL_CHAIN_POLICY) == NF_DROP ?
+								 "drop" :
+			nftnl_chain_get_u32(c, NFTNL_CHAIN_POLICY) ==
+			    NF_ACCEPT ?
+								 "accept" :
+								 "other");
+}
 
 /* dev is ksb's: the bridge, a port of it, or a name with the tap prefix. */
 static int
@@ -364,6 +401,8 @@ nftcheck_chain_cb(const struct nlmsghdr *nlh, void *data)
 		if (!((fam == NFPROTO_INET || fam == NFPROTO_BRIDGE) &&
 			strcmp(t, d->w->table) == 0))
 			nftcheck_other(d, c, fam, t);
+		else if (d->own != NULL)
+			nftcheck_chain_add(d->own, c);
 	}
 	nftnl_chain_free(c);
 	return MNL_CB_OK;
@@ -420,11 +459,15 @@ nftcheck_socket(char **cause)
 	return nl;
 }
 
-/* Other tables' base chains on ksb's links: 0, 1 (*drift), -1. */
+/*
+ * One chain dump: other tables' base chains on ksb's links (1, *drift),
+ * ksb's own chains into own.  0, 1, or -1 and *cause.
+ */
 static int
-nftcheck_foreign(const struct nftcheck_want *w, char **drift, char **cause)
+nftcheck_foreign(const struct nftcheck_want *w, struct nftcheck_list *own,
+    char **drift, char **cause)
 {
-	struct nftcheck_chains d = { w, NULL };
+	struct nftcheck_chains d = { w, NULL, own };
 	struct mnl_socket *nl;
 	int ret;
 
@@ -440,21 +483,289 @@ nftcheck_foreign(const struct nftcheck_want *w, char **drift, char **cause)
 	return ret;
 }
 
-/* ksb's own tables' rules: 0, 1 (*drift), -1. */
-static int
-nftcheck_rules(const struct nftcheck_want *w, char **drift, char **cause)
+/* ksb's chains as installed (want) and as read (got): the first
+ * difference, or NULL (malloc'd). */
+static char *
+nftcheck_chain_diff(
+    const struct nftcheck_list *want, const struct nftcheck_list *got)
 {
-	struct nftcheck_list want, got;
+	size_t i, j;
+	char *d = NULL;
+
+	if (got->over)
+		return xstrdup("more chains than ksb installs");
+	for (i = 0; i < want->n && d == NULL; i++) {
+		for (j = 0; j < got->n; j++)
+			if (strcmp(want->key[i], got->key[j]) == 0)
+				break;
+		if (j == got->n)
+			xasprintf(&d, "chain %s is missing", want->key[i]);
+		else if (strcmp(want->sig[i], got->sig[j]) != 0)
+			xasprintf(&d, "chain %s: %s, ksb's is %s", want->key[i],
+			    got->sig[j], want->sig[i]);
+	}
+	for (j = 0; j < got->n && d == NULL; j++) {
+		for (i = 0; i < want->n; i++)
+			if (strcmp(want->key[i], got->key[j]) == 0)
+				break;
+		if (i == want->n)
+			xasprintf(&d, "chain %s is not ksb's", got->key[j]);
+	}
+	return d;
+}
+
+/* ---- the guests' sets --------------------------------------------------------- */
+
+#define NFTCHECK_SET	   "guests" /* nft.c's NFT_SET */
+#define NFTCHECK_ELEMS_MAX (2 * NFT_GUESTS_MAX + 64)
+
+/* Elements as "family hex-of-key", either side; sorted to compare. */
+struct nftcheck_elems {
+	char **v;
+	size_t n;
+	int over;
+	const char *table; /* ksb's */
+	const char *fam;   /* of the set being read: "inet", "bridge" */
+};
+
+static void
+nftcheck_elems_free(struct nftcheck_elems *e)
+{
+	size_t i;
+
+	for (i = 0; i < e->n; i++)
+		free(e->v[i]);
+	free(e->v);
+	e->v = NULL;
+	e->n = 0;
+}
+
+static int
+nftcheck_elem_cb(struct nftnl_set_elem *el, void *data)
+{
+	struct nftcheck_elems *e = data;
+	const uint8_t *key;
+	uint32_t len = 0, i;
+	char *h;
+
+	if (e->n == NFTCHECK_ELEMS_MAX) {
+		e->over = 1;
+		return 0;
+	}
+	key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
+	h = xcalloc(1, 2 * 64 + 8);
+	snprintf(h, 8, "%s ", e->fam);
+	for (i = 0; key != NULL && i < len && i < 64; i++)
+		snprintf(h + strlen(h), 3, "%02x", key[i]);
+	e->v = xrealloc(e->v, (e->n + 1) * sizeof(*e->v));
+	e->v[e->n++] = h;
+	return 0;
+}
+
+/* A NEWSETELEM message of a dump of ksb's set: its keys into e. */
+static int
+nftcheck_elems_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nftcheck_elems *e = data;
+	struct nftnl_set *set;
+	const char *t, *n;
+
+	if ((set = nftnl_set_alloc()) == NULL)
+		fatal("nftnl_set_alloc");
+	if (nftnl_set_elems_nlmsg_parse(nlh, set) == 0 &&
+	    (t = nftnl_set_get_str(set, NFTNL_SET_TABLE)) != NULL &&
+	    (n = nftnl_set_get_str(set, NFTNL_SET_NAME)) != NULL &&
+	    strcmp(t, e->table) == 0 && strcmp(n, NFTCHECK_SET) == 0) {
+		e->fam =
+		    nftnl_set_get_u32(set, NFTNL_SET_FAMILY) == NFPROTO_BRIDGE ?
+		    "bridge" :
+		    "inet";
+		nftnl_set_elem_foreach(set, nftcheck_elem_cb, e);
+	}
+	nftnl_set_free(set);
+	return MNL_CB_OK;
+}
+/* The kernel's elements of family's set guests into e: a dump.  0, or
+ * -1 and *cause (ENOENT: no such set, said so). */
+static int
+nftcheck_elems_dump(struct mnl_socket *nl, uint16_t family,
+    struct nftcheck_elems *e, char **cause)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE * 4];
+	struct nlmsghdr *nlh;
+	struct nftnl_set *set;
+	uint32_t seq = (uint32_t)time(NULL) + 2 + family;
+	uint32_t port = mnl_socket_get_portid(nl);
+	ssize_t n;
+	int ret;
+
+	if ((set = nftnl_set_alloc()) == NULL)
+		fatal("nftnl_set_alloc");
+	nlh = nftnl_nlmsg_build_hdr(
+	    buf, NFT_MSG_GETSETELEM, family, NLM_F_DUMP, seq);
+	nftnl_set_set_str(set, NFTNL_SET_TABLE, e->table);
+	nftnl_set_set_str(set, NFTNL_SET_NAME, NFTCHECK_SET);
+	nftnl_set_elems_nlmsg_build_payload(nlh, set);
+	nftnl_set_free(set);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		return cause_set(cause, "nftables: send: %s", strerror(errno));
+	do {
+		if ((n = mnl_socket_recvfrom(nl, buf, sizeof(buf))) <= 0)
+			return cause_set(cause, "nftables: no element dump: %s",
+			    n == 0 ? "closed" : strerror(errno));
+		ret =
+		    mnl_cb_run(buf, (size_t)n, seq, port, nftcheck_elems_cb, e);
+	} while (ret > 0);
+	if (ret == -1 && errno == ENOENT)
+		return cause_set(cause, "set %s %s %s is missing",
+		    family == NFPROTO_BRIDGE ? "bridge" : "inet", e->table,
+		    NFTCHECK_SET);
+	if (ret == -1)
+		return cause_set(
+		    cause, "nftables: element dump: %s", strerror(errno));
+	return 0;
+}
+
+static int
+nftcheck_strcmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The registry's elements (want) against the kernel's: the first
+ * difference, or NULL (malloc'd). */
+static char *
+nftcheck_elems_diff(struct nftcheck_elems *want, struct nftcheck_elems *got)
+{
+	size_t i, j;
+	char *d = NULL;
+	int c;
+
+	if (got->over)
+		return xstrdup("set guests: more elements than guests");
+	qsort(want->v, want->n, sizeof(*want->v), nftcheck_strcmp);
+	qsort(got->v, got->n, sizeof(*got->v), nftcheck_strcmp);
+	for (i = j = 0; d == NULL && (i < want->n || j < got->n);) {
+		c = i == want->n ? 1 :
+		    j == got->n	 ? -1 :
+				   strcmp(want->v[i], got->v[j]);
+		if (c < 0)
+			xasprintf(&d,
+			    "set %.*s guests: a registered guest's "
+			    "element is missing",
+			    (int)strcspn(want->v[i], " "), want->v[i]);
+		else if (c > 0)
+			xasprintf(&d,
+			    "set %.*s guests: an element no guest "
+			    "registered (key %s)",
+			    (int)strcspn(got->v[j], " "), got->v[j],
+			    strchr(got->v[j], ' ') + 1);
+		i += c == 0;
+		j += c == 0;
+	}
+	return d;
+}
+
+/* The elements the registered guests make: their keys as nft_setup
+ * sends them (nft_guest_key, g->addr). */
+static void
+nftcheck_elems_want(const struct nftcheck_want *w, struct nftcheck_elems *e)
+{
+	struct nftnl_set_elem *el;
+	uint8_t key[NFT_GUEST_KEY_LEN];
+	size_t i;
+
+	for (i = 0; i < w->ng; i++) {
+		if (nft_guest_key(&w->g[i], key, NULL) != 0)
+			continue; /* never sent either */
+		if ((el = nftnl_set_elem_alloc()) == NULL)
+			fatal("nftnl_set_elem_alloc");
+		e->fam = "inet";
+		nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &w->g[i].addr, 4);
+		nftcheck_elem_cb(el, e);
+		e->fam = "bridge";
+		nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, sizeof(key));
+		nftcheck_elem_cb(el, e);
+		nftnl_set_elem_free(el);
+	}
+}
+
+/* The expected rules and chains, from nft_setup's batch. */
+static void
+nftcheck_expected_all(const void *buf, size_t len, const char *table,
+    struct nftcheck_list *rules, struct nftcheck_list *chains)
+{
+	const struct nlmsghdr *nlh = buf;
+	struct nftnl_chain *c;
+	int left = (int)len;
+
+	nftcheck_expected(buf, len, table, rules);
+	for (; mnl_nlmsg_ok(nlh, left); nlh = mnl_nlmsg_next(nlh, &left)) {
+		if (nlh->nlmsg_type !=
+		    ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN))
+			continue;
+		if ((c = nftnl_chain_alloc()) == NULL)
+			fatal("nftnl_chain_alloc");
+		if (nftnl_chain_nlmsg_parse(nlh, c) == 0)
+			nftcheck_chain_add(chains, c);
+		nftnl_chain_free(c);
+	}
+}
+
+/* Both sets' elements as the kernel holds them.  0, 1 (a set missing:
+ * *drift), or -1 and *cause. */
+static int
+nftcheck_elems_read(struct nftcheck_elems *got, char **drift, char **cause)
+{
+	struct mnl_socket *nl;
+	int ret = -1;
+
+	if ((nl = nftcheck_socket(cause)) == NULL)
+		return -1;
+	if (nftcheck_elems_dump(nl, NFPROTO_INET, got, cause) == 0 &&
+	    nftcheck_elems_dump(nl, NFPROTO_BRIDGE, got, cause) == 0)
+		ret = 0;
+	mnl_socket_close(nl);
+	if (ret == -1 && *cause != NULL && strstr(*cause, "is missing")) {
+		*drift = *cause;
+		*cause = NULL;
+		ret = 1;
+	}
+	return ret;
+}
+
+/*
+ * ksb's tables, in this order: other tables' base chains (foreign), the
+ * rules (rules), the chains' attributes (chain), the sets' elements (set).
+ * 0, 1 (*kind, *drift), or -1 and *cause.
+ */
+int
+nftcheck_run(const struct nftcheck_want *w, const char **kind, char **drift,
+    char **cause)
+{
+	struct nftcheck_list rules, got, chains, gotchains;
+	struct nftcheck_elems elems, gotelems;
 	void *buf = NULL;
 	size_t len = 0;
 	int ret = -1;
 
-	memset(&want, 0, sizeof(want));
+	*drift = NULL;
+	memset(&rules, 0, sizeof(rules));
 	memset(&got, 0, sizeof(got));
+	memset(&chains, 0, sizeof(chains));
+	memset(&gotchains, 0, sizeof(gotchains));
+	memset(&elems, 0, sizeof(elems));
+	memset(&gotelems, 0, sizeof(gotelems));
+	elems.table = gotelems.table = w->table;
 	if (nft_setup_batch(w->p, NULL, 0, &buf, &len, cause) != 0)
 		goto cleanup;
-	nftcheck_expected(buf, len, w->table, &want);
-	if (nftcheck_read(w->table, &got, cause) != 0) {
+	nftcheck_expected_all(buf, len, w->table, &rules, &chains);
+	nftcheck_elems_want(w, &elems);
+	*kind = "foreign";
+	if ((ret = nftcheck_foreign(w, &gotchains, drift, cause)) != 0)
+		goto cleanup;
+	*kind = "rules";
+	if ((ret = nftcheck_read(w->table, &got, cause)) != 0) {
 		if (*cause != NULL && strstr(*cause, "is missing") != NULL) {
 			*drift = *cause; /* a missing table is drift */
 			*cause = NULL;
@@ -462,26 +773,25 @@ nftcheck_rules(const struct nftcheck_want *w, char **drift, char **cause)
 		}
 		goto cleanup;
 	}
-	*drift = nftcheck_diff(&want, &got);
+	if ((*drift = nftcheck_diff(&rules, &got)) == NULL) {
+		*kind = "chain";
+		*drift = nftcheck_chain_diff(&chains, &gotchains);
+	}
+	if (*drift == NULL) {
+		*kind = "set";
+		if ((ret = nftcheck_elems_read(&gotelems, drift, cause)) != 0)
+			goto cleanup;
+		*drift = nftcheck_elems_diff(&elems, &gotelems);
+	}
 	ret = *drift != NULL;
 
 cleanup:
-	nftcheck_list_free(&want);
+	nftcheck_list_free(&rules);
 	nftcheck_list_free(&got);
+	nftcheck_list_free(&chains);
+	nftcheck_list_free(&gotchains);
+	nftcheck_elems_free(&elems);
+	nftcheck_elems_free(&gotelems);
 	free(buf);
 	return ret;
-}
-
-int
-nftcheck_run(const struct nftcheck_want *w, const char **kind, char **drift,
-    char **cause)
-{
-	int r;
-
-	*drift = NULL;
-	*kind = "foreign";
-	if ((r = nftcheck_foreign(w, drift, cause)) != 0)
-		return r;
-	*kind = "rules";
-	return nftcheck_rules(w, drift, cause);
 }

@@ -8,9 +8,14 @@
  *     table's rules name the taps).  A renamed bridge or tap is renamed
  *     back; a port of the bridge that is a tap but no registered guest's
  *     is set down; a bridge gone is not restorable.
- *   rules: both tables (gateway/net/nftcheck.c) against what nft_setup
- *     installs.  Drift is restored: both tables replaced in one batch,
- *     with every registered guest, then read back again.
+ *   foreign: every other table's base chains: one hooked on ksb's links
+ *     (gateway/net/nftcheck.c) is another program's way around ksb's
+ *     rules, and not ksb's to delete: fail closed at once.
+ *   rules, chain, set: both tables against what nft_setup installs: the
+ *     rules, the chains' type, hook, priority and policy, the guests'
+ *     sets' elements against the registry.  Drift is restored: both
+ *     tables replaced in one batch, with every registered guest, then
+ *     read back again.
  * And a guest that reaches the self-test's canary (canary.c) proves a
  * hole by itself (kind canary): the rules are restored whatever the
  * read-back says.  When restoring fails the gateway fails closed: the
@@ -405,7 +410,7 @@ rulecheck_now(struct gateway *gw, const char *when)
 		ret = rulecheck_report(gw, when, kind, what, 0,
 		    "not ksb's table: delete it, then restart ksb-gatewayd");
 	else if (r != 0)
-		ret = rulecheck_drift(gw, when, "rules", what);
+		ret = rulecheck_drift(gw, when, r == 1 ? kind : "rules", what);
 	free(what);
 	free(cause);
 	return ret;

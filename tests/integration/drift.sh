@@ -11,6 +11,9 @@
 #   - a registered guest's tap renamed: renamed back;
 #   - a hole opened and a guest reaching the self-test canary: drift of
 #     kind canary, restored at once;
+#   - a base chain's policy set to drop, a base chain made again at
+#     another priority with the same rules (kind chain), the guests' set
+#     flushed, a spoofed element added (kind set): restored;
 #   - another program's netdev table hooked on a port of the bridge,
 #     forwarding the guest's frames to the uplink (`fwd to'): the check
 #     reads every table's base chains and fails closed (bridge and ports
@@ -44,6 +47,7 @@ ksb_fake_guest 1 g1
 G=ksbt-$$-g1
 ip -n "$G" route add default via 10.77.0.1
 TAP=$(sed -n 's/.*tap=\([^ ]*\).*/\1/p' "$T/lease1")
+GIP=$(sed -n 's/^ip=\([^/]*\).*/\1/p' "$T/lease1")
 # out: the guest reaches the origin directly (a hole).
 out() { ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/$ORIGIN_IP/8080 && head -c 6 <&3" 2>/dev/null | grep -q origin; }
 refused() { ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/$ORIGIN_IP/8080" 2>&1 | grep -q "refused"; }
@@ -101,11 +105,58 @@ ksb_check "the log says what and that it was restored" \
 ksb_check "the hole is gone" '! gwns nft list chain inet ksb prerouting | grep -q "tcp dport 22 accept"'
 ksb_check "the egress was never stopped" '! logged "set down, every"'
 
+ksb_say "a base chain's policy changed (accept -> drop)"
+policy_back() { gwns nft list chain inet ksb output | grep -q "policy accept;"; }
+gwns nft chain inet ksb output '{ policy drop; }'
+ksb_until 8 policy_back || true
+ksb_check "the policy is accept again" policy_back
+ksb_check "one log line says so" \
+	'logged "chain drift: chain inet output: type filter hook 3 priority 0 policy drop, ksb.s is type filter hook 3 priority 0 policy accept: restored"'
+ksb_until 5 recs_ge chain none 1 || true
+ksb_check "a record nft-drift:chain ($(recs chain none))" 'recs_ge chain none 1'
+
+ksb_say "a base chain made again at another priority, its rules the same"
+gwns nft list chain bridge ksb forward | sed 's/priority filter;/priority -100;/' > "$T/fwd.nft"
+grep -q "priority -100;" "$T/fwd.nft" || ksb_fail "no priority in $(cat "$T/fwd.nft")"
+gwns nft delete chain bridge ksb forward
+gwns nft -f "$T/fwd.nft"
+prio_back() { gwns nft list chain bridge ksb forward | grep -Eq "priority (filter|-200);"; }
+ksb_until 8 prio_back || true
+ksb_check "the chain is at priority -200 again" prio_back
+ksb_check "one log line says so" \
+	'logged "chain drift: chain bridge forward: type filter hook 2 priority -100 policy accept, ksb.s is type filter hook 2 priority -200 policy accept: restored"'
+ksb_until 5 recs_ge chain none 2 || true
+ksb_check "a second record nft-drift:chain ($(recs chain none))" 'recs_ge chain none 2'
+
+ksb_say "the guests' set flushed"
+in_set() { gwns nft list set inet ksb guests | grep -q "$GIP"; }
+gwns nft flush set inet ksb guests
+ksb_until 8 in_set || true
+ksb_check "the guest is in the inet set again" in_set
+ksb_check "one log line says so" \
+	'logged "set drift: set inet guests: a registered guest.s element is missing: restored"'
+ksb_until 5 recs_ge set none 1 || true
+ksb_check "a record nft-drift:set ($(recs set none))" 'recs_ge set none 1'
+ksb_check "the guest reaches the proxy" \
+	'ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/10.77.0.1/3128"'
+
+ksb_say "a spoofed element added to the bridge set"
+gwns nft add element bridge ksb guests "{ \"$TAP\" . 52:54:00:4e:00:77 . 10.77.0.77 }"
+spoof_gone() { ! gwns nft list set bridge ksb guests | grep -q "10.77.0.77"; }
+ksb_until 8 spoof_gone || true
+ksb_check "the spoofed element is gone" spoof_gone
+ksb_check "one log line says so" \
+	'logged "set drift: set bridge guests: an element no guest registered (key [0-9a-f]*): restored"'
+ksb_until 5 recs_ge set none 2 || true
+ksb_check "a second record nft-drift:set ($(recs set none))" 'recs_ge set none 2'
+ksb_check "the registered guest is still in the bridge set" \
+	'gwns nft list set bridge ksb guests | grep -q "$GIP"'
+ksb_check "the egress was still never stopped" '! logged "set down, every"'
+
 ksb_say "another program's netdev table on a port of the bridge (fails closed)"
 reload() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload >/dev/null; }
 OMAC=$(ip -n "$OR" link show ko1 | awk '/ether/{print $2}')
 GMAC=$(ip -n "$G" link show eth0 | awk '/ether/{print $2}')
-GIP=$(sed -n 's/^ip=\([^/]*\).*/\1/p' "$T/lease1")
 # The return path alone (on the uplink, not ksb's link) is not drift.
 gwns nft -f - <<NFT
 table netdev other2 {

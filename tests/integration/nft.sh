@@ -484,6 +484,24 @@ must "setup: both guests in the inet set" sh -c "ip netns exec $H nft list set i
 must "setup again without guests empties the sets" drv "$H" setup kbr0 10.99.0.1 3128
 must "sets empty again" sh -c "! ip netns exec $H nft list ruleset | grep -q 10.99.0.9"
 
+# The gateway's read-back (nftcheck_run, every nft-check-interval): the
+# same after a setup, drift for a flushed set; its cost with 100 guests.
+must "check: a fresh setup reads back the same" sh -c "ip netns exec $H timeout 30 $drv check kbr0 10.99.0.1 3128 | grep -q '^same'"
+g100=
+for i in $(seq 1 100); do
+	g100="$g100 ksbt$i 02:00:00:00:$(printf '%02x:%02x' $((i / 256)) $((i % 256))) 10.99.$((1 + i / 250)).$((i % 250 + 1))"
+done
+must "setup with 100 guests" drv "$H" setup kbr0 10.99.0.1 3128 ksbt $g100
+h "$drv" check kbr0 10.99.0.1 3128 ksbt $g100 > "$tmp/check100" 2>&1 || true
+echo "# nftcheck_run with 100 guests: $(tr "\n" " " < "$tmp/check100")"
+must "check with 100 guests: the same" grep -q '^same' "$tmp/check100"
+must "check with 100 guests: under 100 ms a run" \
+    awk '/^mean/ { exit !($2 < 100) }' "$tmp/check100"
+h nft delete element inet ksb guests '{ 10.99.1.8 }'
+must "check: a guest's element gone is set drift" sh -c \
+    "ip netns exec $H timeout 30 $drv check kbr0 10.99.0.1 3128 ksbt $g100 | grep -q '^drift set: set inet guests: a registered guest.s element is missing'"
+must "setup again without guests" drv "$H" setup kbr0 10.99.0.1 3128
+
 must "teardown" drv "$H" teardown
 must "teardown removed inet ksb" sh -c "! ip netns exec $H nft list table inet ksb 2>/dev/null"
 must "teardown removed bridge ksb" sh -c "! ip netns exec $H nft list table bridge ksb 2>/dev/null"
