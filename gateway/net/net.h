@@ -66,9 +66,11 @@ void nft_use_table(const char *name);
  * what nft_setup(w->p, w->g, w->ng) installs:
  *   rules: both tables named w->table, chain by chain and in order
  *     (counters and meter state aside);
- *   foreign: every other table's base chains: a netdev chain hooked on
- *     one of w->devs (the bridge and its ports) or on a name with the
- *     tap prefix, or any bridge-family base chain (it sees ksb's bridge);
+ *   foreign: every other table's base chains: one hooked on a device
+ *     (netdev, inet ingress) that is one of w->devs (the bridge and its
+ *     ports) or has the tap prefix; a bridge-family one (it sees ksb's
+ *     bridge) with a rule that does not start with iifname/oifname ==
+ *     a name or prefix no link of ksb's can have;
  *   chain: each of ksb's chains' type, hook, priority and policy, and no
  *     chain ksb does not install;
  *   set: the elements of both sets guests against w->g (the meter's,

@@ -285,6 +285,8 @@ struct nftcheck_chains {
 	const struct nftcheck_want *w;
 	char *foreign; /* the first foreign base chain on ksb's links */
 	struct nftcheck_list *own; /* ksb's chains: "family name", attributes */
+	struct nftcheck_list
+	    bridge; /* other bridge base chains: "table chain" */
 };
 
 /*
@@ -369,20 +371,26 @@ nftcheck_other(struct nftcheck_chains *d, const struct nftnl_chain *c,
 		return;
 	if (n == NULL)
 		n = "?";
-	if (fam == NFPROTO_NETDEV && (dev = nftcheck_chain_dev(d->w, c)))
+	/* netdev ingress/egress, inet ingress: hooked on a device. */
+	if ((dev = nftcheck_chain_dev(d->w, c)) != NULL)
 		xasprintf(&d->foreign,
-		    "table netdev %s chain %s is hooked on %s (%s): another "
+		    "table %s %s chain %s is hooked on %s (%s): another "
 		    "program's, ahead of ksb's rules",
+		    fam == NFPROTO_NETDEV   ? "netdev" :
+			fam == NFPROTO_INET ? "inet" :
+					      "family-other",
 		    t, n, dev,
 		    nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM) ==
-			    NF_NETDEV_INGRESS ?
+			    (fam == NFPROTO_NETDEV ? NF_NETDEV_INGRESS :
+						     NF_INET_INGRESS) ?
 			"ingress" :
 			"egress");
-	else if (fam == NFPROTO_BRIDGE)
-		xasprintf(&d->foreign,
-		    "table bridge %s chain %s is a base chain of another "
-		    "program's: it sees ksb's bridge",
-		    t, n);
+	else if (fam == NFPROTO_BRIDGE && d->bridge.n < NFTCHECK_RULES_MAX) {
+		/* It sees every bridge's frames: its rules decide (below). */
+		xasprintf(&d->bridge.key[d->bridge.n], "%s %s", t, n);
+		d->bridge.sig[d->bridge.n++] = NULL;
+	} else if (fam == NFPROTO_BRIDGE)
+		d->bridge.over = 1;
 }
 
 static int
@@ -460,6 +468,147 @@ nftcheck_socket(char **cause)
 }
 
 /*
+ * A rule confined to other links: it starts `meta iifname|oifname` then
+ * `cmp eq` of those bytes (nft's `iifname "name"`, 16 bytes zero padded,
+ * or `iifname "prefix*"`, the prefix's bytes), and no link of ksb's (the
+ * bridge, its ports, a name with the tap prefix) has that name or
+ * prefix: another ksb gateway's rules are (its own tap prefix).
+ */
+struct nftcheck_confined {
+	const struct nftcheck_want *w;
+	int step;     /* expressions seen */
+	uint32_t reg; /* the meta's register, 0 none */
+	int ok;
+};
+
+/* The bytes d (len) match name: the whole name (16 padded) or a prefix. */
+static int
+nftcheck_ifmatch(const char *d, uint32_t len, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (len == 16)
+		return strnlen(d, 16) == n && memcmp(d, name, n) == 0;
+	return len <= n && memcmp(d, name, len) == 0;
+}
+
+/* d (len bytes) could name a link of ksb's. */
+static int
+nftcheck_ifksb(const struct nftcheck_want *w, const char *d, uint32_t len)
+{
+	const char *pre = w->p->tap_prefix;
+	size_t k, n = strlen(pre), m = len == 16 ? strnlen(d, 16) : len;
+
+	/* The prefixes overlap either way: some name has both. */
+	if (memcmp(d, pre, m < n ? m : n) == 0 && (len < 16 || m >= n))
+		return 1;
+	if (nftcheck_ifmatch(d, len, w->p->bridge))
+		return 1;
+	for (k = 0; k < w->ndev; k++)
+		if (nftcheck_ifmatch(d, len, w->devs[k]))
+			return 1;
+	return 0;
+}
+
+static int
+nftcheck_confined_cb(struct nftnl_expr *e, void *data)
+{
+	struct nftcheck_confined *c = data;
+	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME), *d;
+	uint32_t key, len = 0;
+
+	if (name == NULL)
+		return 0;
+	if (c->step++ == 0) {
+		key = nftnl_expr_get_u32(e, NFTNL_EXPR_META_KEY);
+		if (strcmp(name, "meta") == 0 &&
+		    nftnl_expr_is_set(e, NFTNL_EXPR_META_DREG) &&
+		    (key == NFT_META_IIFNAME || key == NFT_META_OIFNAME))
+			c->reg = nftnl_expr_get_u32(e, NFTNL_EXPR_META_DREG);
+		return 0;
+	}
+	if (c->step != 2 || c->reg == 0 || strcmp(name, "cmp") != 0 ||
+	    nftnl_expr_get_u32(e, NFTNL_EXPR_CMP_SREG) != c->reg ||
+	    nftnl_expr_get_u32(e, NFTNL_EXPR_CMP_OP) != NFT_CMP_EQ ||
+	    (d = nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &len)) == NULL ||
+	    len == 0 || len > 16)
+		return 0;
+	c->ok = !nftcheck_ifksb(c->w, d, len);
+	return 0;
+}
+
+/* A bridge-family rule: in a listed chain and not confined: foreign. */
+static int
+nftcheck_bridge_rule_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nftcheck_chains *d = data;
+	struct nftcheck_confined c = { d->w, 0, 0, 0 };
+	struct nftnl_rule *r;
+	const char *t, *n;
+	char key[128];
+	size_t k;
+
+	if (d->foreign != NULL)
+		return MNL_CB_OK;
+	if ((r = nftnl_rule_alloc()) == NULL)
+		fatal("nftnl_rule_alloc");
+	if (nftnl_rule_nlmsg_parse(nlh, r) == 0 &&
+	    (t = nftnl_rule_get_str(r, NFTNL_RULE_TABLE)) != NULL &&
+	    (n = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN)) != NULL) {
+		snprintf(key, sizeof(key), "%s %s", t, n);
+		for (k = 0; k < d->bridge.n; k++)
+			if (strcmp(d->bridge.key[k], key) == 0)
+				break;
+		if (k < d->bridge.n)
+			nftnl_expr_foreach(r, nftcheck_confined_cb, &c);
+		if (k < d->bridge.n && !c.ok)
+			xasprintf(&d->foreign,
+			    "table bridge %s chain %s: a base chain of another "
+			    "program's with a rule not confined to other links "
+			    "(it sees ksb's bridge)",
+			    t, n);
+	}
+	nftnl_rule_free(r);
+	return MNL_CB_OK;
+}
+
+/* Every bridge-family rule (all tables), when other bridge base chains
+ * exist: nftcheck_bridge_rule_cb.  0, or -1 and *cause. */
+static int
+nftcheck_bridge_rules(
+    struct mnl_socket *nl, struct nftcheck_chains *d, char **cause)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE * 4];
+	struct nlmsghdr *nlh;
+	uint32_t seq = (uint32_t)time(NULL) + 9;
+	uint32_t port = mnl_socket_get_portid(nl);
+	ssize_t n;
+	int ret;
+
+	if (d->bridge.over)
+		xasprintf(&d->foreign,
+		    "more than %d bridge-family base chains of other programs",
+		    NFTCHECK_RULES_MAX);
+	if (d->bridge.n == 0 || d->foreign != NULL)
+		return 0;
+	nlh = nftnl_rule_nlmsg_build_hdr(
+	    buf, NFT_MSG_GETRULE, NFPROTO_BRIDGE, NLM_F_DUMP, seq);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		return cause_set(cause, "nftables: send: %s", strerror(errno));
+	do {
+		if ((n = mnl_socket_recvfrom(nl, buf, sizeof(buf))) <= 0)
+			return cause_set(cause, "nftables: no rule dump: %s",
+			    n == 0 ? "closed" : strerror(errno));
+		ret = mnl_cb_run(
+		    buf, (size_t)n, seq, port, nftcheck_bridge_rule_cb, d);
+	} while (ret > 0);
+	if (ret == -1)
+		return cause_set(
+		    cause, "nftables: bridge rule dump: %s", strerror(errno));
+	return 0;
+}
+
+/*
  * One chain dump: other tables' base chains on ksb's links (1, *drift),
  * ksb's own chains into own.  0, 1, or -1 and *cause.
  */
@@ -467,14 +616,22 @@ static int
 nftcheck_foreign(const struct nftcheck_want *w, struct nftcheck_list *own,
     char **drift, char **cause)
 {
-	struct nftcheck_chains d = { w, NULL, own };
+	struct nftcheck_chains d;
 	struct mnl_socket *nl;
+	size_t k;
 	int ret;
 
+	memset(&d, 0, sizeof(d));
+	d.w = w;
+	d.own = own;
 	if ((nl = nftcheck_socket(cause)) == NULL)
 		return -1;
 	ret = nftcheck_chains(nl, &d, cause);
+	if (ret == 0 && d.foreign == NULL)
+		ret = nftcheck_bridge_rules(nl, &d, cause);
 	mnl_socket_close(nl);
+	for (k = 0; k < d.bridge.n; k++)
+		free(d.bridge.key[k]);
 	if (ret == 0 && d.foreign != NULL) {
 		*drift = d.foreign;
 		return 1;

@@ -501,6 +501,34 @@ h nft delete element inet ksb guests '{ 10.99.1.8 }'
 must "check: a guest's element gone is set drift" sh -c \
     "ip netns exec $H timeout 30 $drv check kbr0 10.99.0.1 3128 ksbt $g100 | grep -q '^drift set: set inet guests: a registered guest.s element is missing'"
 must "setup again without guests" drv "$H" setup kbr0 10.99.0.1 3128
+# Other tables' base chains that see ksb's links are drift (foreign);
+# one on another link is not.
+chk() { ip netns exec "$H" timeout 30 "$drv" check kbr0 10.99.0.1 3128 | grep -q -- "$1"; }
+h nft add table netdev other
+h nft add chain netdev other lo_in '{ type filter hook ingress device "lo" priority 0; }'
+must "check: a netdev chain on lo only is not drift" chk '^same'
+h nft add chain netdev other br_in '{ type filter hook ingress device "kbr0" priority -500; }'
+must "check: a netdev ingress chain on the bridge is foreign" chk '^drift foreign: table netdev other chain br_in is hooked on kbr0 (ingress)'
+h nft delete table netdev other
+if h nft add table inet other 2>/dev/null &&
+    h nft add chain inet other in '{ type filter hook ingress device "kbr0" priority 0; }' 2>/dev/null; then
+	must "check: an inet ingress chain on the bridge is foreign" chk '^drift foreign: table inet other chain in is hooked on kbr0 (ingress)'
+fi
+h nft delete table inet other 2>/dev/null || true
+h nft add table bridge other
+h nft add chain bridge other pre '{ type filter hook prerouting priority -300; }'
+h nft add rule bridge other pre iifname "vnet*" ether saddr set 02:00:00:00:00:01
+h nft add rule bridge other pre oifname "docker0" counter
+must "check: a bridge-family base chain confined to other links is not drift" chk '^same'
+h nft add rule bridge other pre iifname "ksb*" counter
+must "check: a rule of it that may see ksb's taps is foreign" \
+    chk '^drift foreign: table bridge other chain pre: a base chain of another program.s with a rule not confined'
+h nft flush chain bridge other pre
+h nft add rule bridge other pre ether type ip meta pkttype set host
+must "check: a rule of it for every link is foreign" \
+    chk '^drift foreign: table bridge other chain pre: a base chain of another program.s with a rule not confined'
+h nft delete table bridge other
+must "check: the same again" chk '^same'
 
 must "teardown" drv "$H" teardown
 must "teardown removed inet ksb" sh -c "! ip netns exec $H nft list table inet ksb 2>/dev/null"
