@@ -71,8 +71,8 @@ void nft_use_table(const char *name);
  *     ports) or has the tap prefix; a bridge-family one (it sees ksb's
  *     bridge) with a rule that does not start with iifname/oifname ==
  *     a name or prefix no link of ksb's can have;
- *   chain: each of ksb's chains' type, hook, priority and policy, and no
- *     chain ksb does not install;
+ *   chain: each of ksb's chains' type, hook, priority and policy, no
+ *     chain ksb does not install, both tables without flags (dormant);
  *   set: the elements of both sets guests against w->g (the meter's,
  *     dynamic, aside);
  * 0: as installed; 1: drift, *kind (static: "foreign", "rules", "chain",

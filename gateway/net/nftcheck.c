@@ -31,6 +31,7 @@
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
+#include <libnftnl/table.h>
 
 #include "common/common.h"
 #include "gateway/net/net.h"
@@ -671,6 +672,89 @@ nftcheck_chain_diff(
 	return d;
 }
 
+/* ---- ksb's tables' flags ------------------------------------------------------ */
+
+struct nftcheck_tables {
+	const char *table;
+	char *drift; /* the first of ksb's tables not as installed */
+};
+
+/* A table of the dump: ksb's with flags other than none (dormant: its
+ * chains hooked nowhere; owner: held by another process) is drift. */
+static int
+nftcheck_table_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nftcheck_tables *d = data;
+	struct nftnl_table *t;
+	const char *n;
+	uint32_t fam, flags;
+
+	if ((t = nftnl_table_alloc()) == NULL)
+		fatal("nftnl_table_alloc");
+	if (d->drift == NULL && nftnl_table_nlmsg_parse(nlh, t) == 0 &&
+	    (n = nftnl_table_get_str(t, NFTNL_TABLE_NAME)) != NULL &&
+	    strcmp(n, d->table) == 0) {
+		fam = nftnl_table_get_u32(t, NFTNL_TABLE_FAMILY);
+		flags = nftnl_table_is_set(t, NFTNL_TABLE_FLAGS) ?
+		    nftnl_table_get_u32(t, NFTNL_TABLE_FLAGS) :
+		    0;
+		if ((fam == NFPROTO_INET || fam == NFPROTO_BRIDGE) &&
+		    flags != 0)
+			xasprintf(&d->drift, "table %s %s has flags%s%s",
+			    fam == NFPROTO_BRIDGE ? "bridge" : "inet", n,
+			    flags & NFT_TABLE_F_DORMANT ? " dormant" : "",
+			    flags & ~NFT_TABLE_F_DORMANT ? " owner or other" :
+							   "");
+	}
+	nftnl_table_free(t);
+	return MNL_CB_OK;
+}
+
+/* ksb's tables' flags, one dump of every family's tables: 0, 1 (*drift),
+ * or -1 and *cause. */
+static int
+nftcheck_tables(const char *table, char **drift, char **cause)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nftcheck_tables d = { table, NULL };
+	struct mnl_socket *nl;
+	struct nlmsghdr *nlh;
+	uint32_t seq = (uint32_t)time(NULL) + 17, port;
+	ssize_t n;
+	int ret = -1;
+
+	if ((nl = nftcheck_socket(cause)) == NULL)
+		return -1;
+	port = mnl_socket_get_portid(nl);
+	nlh = nftnl_table_nlmsg_build_hdr(
+	    buf, NFT_MSG_GETTABLE, NFPROTO_UNSPEC, NLM_F_DUMP, seq);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
+		cause_set(cause, "nftables: send: %s", strerror(errno));
+		goto cleanup;
+	}
+	do {
+		if ((n = mnl_socket_recvfrom(nl, buf, sizeof(buf))) <= 0) {
+			cause_set(cause, "nftables: no table dump: %s",
+			    n == 0 ? "closed" : strerror(errno));
+			goto cleanup;
+		}
+		ret = mnl_cb_run(
+		    buf, (size_t)n, seq, port, nftcheck_table_cb, &d);
+	} while (ret > 0);
+	if (ret == -1) {
+		cause_set(cause, "nftables: table dump: %s", strerror(errno));
+		goto cleanup;
+	}
+	ret = d.drift != NULL;
+	*drift = d.drift;
+	d.drift = NULL;
+
+cleanup:
+	free(d.drift);
+	mnl_socket_close(nl);
+	return ret;
+}
+
 /* ---- the guests' sets --------------------------------------------------------- */
 
 #define NFTCHECK_SET	   "guests" /* nft.c's NFT_SET */
@@ -893,7 +977,8 @@ nftcheck_elems_read(struct nftcheck_elems *got, char **drift, char **cause)
 
 /*
  * ksb's tables, in this order: other tables' base chains (foreign), the
- * rules (rules), the chains' attributes (chain), the sets' elements (set).
+ * rules (rules), the chains' attributes and the tables' flags (chain),
+ * the sets' elements (set).
  * 0, 1 (*kind, *drift), or -1 and *cause.
  */
 int
@@ -934,6 +1019,9 @@ nftcheck_run(const struct nftcheck_want *w, const char **kind, char **drift,
 		*kind = "chain";
 		*drift = nftcheck_chain_diff(&chains, &gotchains);
 	}
+	if (*drift == NULL &&
+	    (ret = nftcheck_tables(w->table, drift, cause)) != 0)
+		goto cleanup; /* kind chain: the table's chains hook nothing */
 	if (*drift == NULL) {
 		*kind = "set";
 		if ((ret = nftcheck_elems_read(&gotelems, drift, cause)) != 0)

@@ -12,7 +12,8 @@
 #   - a hole opened and a guest reaching the self-test canary: drift of
 #     kind canary, restored at once;
 #   - a base chain's policy set to drop, a base chain made again at
-#     another priority with the same rules (kind chain), the guests' set
+#     another priority with the same rules, a table made dormant (kind
+#     chain), the guests' set
 #     flushed, a spoofed element added (kind set): restored;
 #   - another program's netdev table hooked on a port of the bridge,
 #     forwarding the guest's frames to the uplink (`fwd to'): the check
@@ -127,6 +128,20 @@ ksb_check "one log line says so" \
 	'logged "chain drift: chain bridge forward: type filter hook 2 priority -100 policy accept, ksb.s is type filter hook 2 priority -200 policy accept: restored"'
 ksb_until 5 recs_ge chain none 2 || true
 ksb_check "a second record nft-drift:chain ($(recs chain none))" 'recs_ge chain none 2'
+
+ksb_say "ksb's inet table made dormant (its chains hooked nowhere)"
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft add table inet ksb '{ flags dormant; }'
+ksb_check "the hole is real: the guest gets out" out
+kill -CONT "$KSB_GATEWAY_PID"
+awake() { ! gwns nft list table inet ksb | grep -q dormant; }
+ksb_until 8 awake || true
+ksb_check "the table is active again" awake
+ksb_check "nothing gets out again" '! out'
+ksb_check "one log line says so" \
+	'logged "chain drift: table inet ksb has flags dormant: restored"'
+ksb_until 5 recs_ge chain none 3 || true
+ksb_check "a third record nft-drift:chain ($(recs chain none))" 'recs_ge chain none 3'
 
 ksb_say "the guests' set flushed"
 in_set() { gwns nft list set inet ksb guests | grep -q "$GIP"; }
