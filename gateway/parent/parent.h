@@ -291,8 +291,8 @@ void canary_open(struct gateway *);
 int rulecheck_now(struct gateway *, const char *when);
 /* rulecheck_hole: a guest got through (what: how, e.g. the canary hit;
  * attacker-chosen bytes allowed, escaped): drift of kind canary, the rules
- * restored whatever their read-back says; at most one a second.  0 or -1
- * (egress stopped). */
+ * restored whatever their read-back says; at most one a second; the
+ * third within a minute fails closed.  0 or -1 (egress stopped). */
 int rulecheck_hole(struct gateway *, const char *what);
 /* rulecheck_start: the periodic check, every nft-check-interval s;
  * bridge_index: the bridge's ifindex the inet rules match (nft_params). */

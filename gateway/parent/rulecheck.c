@@ -44,6 +44,7 @@
 #define RULECHECK_LINES	    5		/* log lines per kind per window */
 #define RULECHECK_WINDOW_MS 60000
 #define RULECHECK_TEXT	    512 /* a drift's text, escaped, at most */
+#define RULECHECK_HOLES	    2	/* canary drifts a window; one more: closed */
 
 static struct event *rulecheck_ev;
 static int rulecheck_closed;	   /* the bridge is down: nothing more to do */
@@ -227,7 +228,7 @@ static int
 rulecheck_report(struct gateway *gw, const char *when, const char *kind,
     const char *what, int ok, const char *cause)
 {
-	char *outcome = NULL;
+	char *outcome = NULL, esc[RULECHECK_TEXT];
 
 	if (ok) {
 		rulecheck_say(kind, when, what, "restored", 0);
@@ -238,7 +239,9 @@ rulecheck_report(struct gateway *gw, const char *when, const char *kind,
 	xasprintf(&outcome,
 	    "could not be restored (%s): bridge %s set down, every "
 	    "guest's egress stops until ksb-gatewayd restarts",
-	    cause != NULL ? cause : "unknown", gw->conf->bridge);
+	    log_escape(esc, sizeof(esc), cause != NULL ? cause : "unknown",
+		strlen(cause != NULL ? cause : "unknown")),
+	    gw->conf->bridge);
 	rulecheck_say(kind, when, what, outcome, 1);
 	rulecheck_record(gw, kind, 1);
 	free(outcome);
@@ -419,13 +422,23 @@ rulecheck_now(struct gateway *gw, const char *when)
 int
 rulecheck_hole(struct gateway *gw, const char *what)
 {
-	static int64_t last;
+	static int64_t last, since;
+	static unsigned n;
 	int64_t now = util_mono_ms();
 
 	if (gw->conf->nft_check_interval == 0 || rulecheck_closed ||
 	    now - last < 1000)
 		return rulecheck_closed ? -1 : 0; /* at most one a second */
 	last = now;
+	if (now - since >= RULECHECK_WINDOW_MS) {
+		since = now;
+		n = 0;
+	}
+	/* Restored and reached again: the hole is not in ksb's rules. */
+	if (++n > RULECHECK_HOLES)
+		return rulecheck_report(gw, "canary", "canary", what, 0,
+		    "reached again after restoring the rules: the hole is "
+		    "not in them");
 	if (rulecheck_now(gw, "canary") != 0)
 		return -1;
 	return rulecheck_drift(gw, "canary", "canary", what);

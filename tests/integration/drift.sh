@@ -20,6 +20,8 @@
 #     reads every table's base chains and fails closed (bridge and ports
 #     down), as ksb deletes no table but its own; one on the uplink only
 #     is not drift;
+#   - a guest reaching the canary a third time within a minute (a hole
+#     restoring does not close): fails closed;
 # each one log line and one selftests record nft-drift:KIND.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -202,6 +204,39 @@ ksb_check "one log line says which chain and what to do" \
 	'logged "foreign drift: table netdev other chain in is hooked on kvg1 (ingress): another program.s, ahead of ksb.s rules: could not be restored (not ksb.s table: delete it, then restart ksb-gatewayd): bridge ksb0 set down"'
 ksb_until 5 recs_ge foreign stopped 1 || true
 ksb_check "a record nft-drift:foreign, action stopped" 'recs_ge foreign stopped 1'
+
+ksb_say "a guest that reaches the canary again and again: fails closed"
+# A fresh gateway (the last one stopped egress) and guest.
+gwns nft delete table netdev other
+gwns nft delete table netdev other2
+kill "$KSB_GATEWAY_PID"
+ksb_wait_dead "$KSB_GATEWAY_PID" || ksb_fail "the gateway did not exit"
+ksb_gateway
+ksb_fake_guest 2 g2
+G2=ksbt-$$-g2
+canary2() { ip netns exec "$G2" timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22' 2>/dev/null; }
+hole() {
+	gwns nft insert rule inet ksb prerouting tcp dport 22 accept
+	gwns nft insert rule inet ksb input tcp dport 22 accept
+	gwns nft insert rule inet ksb output tcp sport 22 accept
+}
+hits=0
+for i in 1 2 3 4 5 6 7 8 9; do
+	hole
+	canary2 && hits=$((hits + 1))
+	[ "$hits" -ge 3 ] && break
+	ksb_until 6 logged "rules drift" || true
+	# Hits within a second of the last are not counted (the bound):
+	# the only wait here that is a duration by design.
+	sleep 1.2
+done
+ksb_check "the guest reached the canary three times ($hits)" '[ "$hits" -ge 3 ]'
+ksb_until 8 down || true
+ksb_check "the third time the bridge is down" down
+ksb_check "one line says why" \
+	'logged "canary drift: TCP from 10.77.0.[0-9]* reached the self-test canary: could not be restored (reached again after restoring the rules: the hole is not in them): bridge ksb0 set down"'
+ksb_until 5 recs_ge canary stopped 1 || true
+ksb_check "a record nft-drift:canary, action stopped" 'recs_ge canary stopped 1'
 
 [ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
 grep -E "nftables check|canary" "$T/gatewayd.log" | head -n 20
