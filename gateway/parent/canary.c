@@ -8,10 +8,11 @@
  * refused in prerouting, gateway/net/nft.c); without them the probe is
  * answered (a completed connect, a datagram back) and the guest's
  * self-test fails, where a closed port's RST would have passed for a
- * refusal.  Every hit from the bridge's subnet (not the gateway's own
- * address: a host process) is a hole in the rules: logged (the first
- * CANARY_LOGGED, then one line saying the rest are not) and drift of
- * kind canary (rulecheck_hole: the rules restored, or egress stops).  A TCP
+ * refusal.  Every hit is logged (the first CANARY_LOGGED, then one line
+ * saying the rest are not); one from a guest's address (the bridge's
+ * subnet but not the gateway's own, which a host process uses) is a hole
+ * in the rules: drift of kind canary (rulecheck_hole: the rules
+ * restored, or egress stops).  A TCP
  * connection is accepted and closed at once; a datagram
  * from the bridge's subnet gets one short datagram back, nothing else:
  * neither reads more than it must nor keeps anything.  A port someone
@@ -42,19 +43,20 @@ static struct event *canary_ev[2];
 static uint32_t canary_net, canary_mask; /* the bridge's subnet, host order */
 static uint32_t canary_own;		 /* the bridge address, network order */
 
-/* From the bridge's subnet, not the gateway itself (a host process). */
+/* From the bridge's subnet (a guest, or the gateway's own address). */
 static int
-canary_guest(const struct sockaddr_in *from, socklen_t len)
+canary_subnet(const struct sockaddr_in *from, socklen_t len)
 {
 	return len == sizeof(*from) && from->sin_family == AF_INET &&
-	    (ntohl(from->sin_addr.s_addr) & canary_mask) == canary_net &&
-	    from->sin_addr.s_addr != canary_own;
+	    (ntohl(from->sin_addr.s_addr) & canary_mask) == canary_net;
 }
 
-/* A guest reached the canary: said (bounded), and a hole in the rules
+/* Someone reached the canary: said (bounded); from a guest's address (in
+ * the subnet, not the gateway's own: a host process) a hole in the rules
  * (rulecheck_hole: restored, or egress stops). */
 static void
-canary_hit(struct gateway *gw, const char *what, const struct sockaddr_in *from)
+canary_hit(struct gateway *gw, const char *what, const struct sockaddr_in *from,
+    socklen_t len)
 {
 	char a[INET_ADDRSTRLEN], *hole = NULL;
 
@@ -66,6 +68,8 @@ canary_hit(struct gateway *gw, const char *what, const struct sockaddr_in *from)
 		log_warnx("self-test canary: %s connect from %s: ksb's rules "
 			  "let it through",
 		    what, a);
+	if (!canary_subnet(from, len) || from->sin_addr.s_addr == canary_own)
+		return;
 	xasprintf(&hole, "%s from %s reached the self-test canary", what, a);
 	(void)rulecheck_hole(gw, hole);
 	free(hole);
@@ -86,8 +90,7 @@ canary_tcp_cb(evutil_socket_t fd, short what, void *arg)
 			 SOCK_CLOEXEC)) == -1)
 			break;
 		close(c);
-		if (canary_guest(&from, len))
-			canary_hit(arg, "TCP", &from);
+		canary_hit(arg, "TCP", &from, len);
 	}
 }
 
@@ -106,9 +109,9 @@ canary_udp_cb(evutil_socket_t fd, short what, void *arg)
 		if (recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
 			(struct sockaddr *)&from, &len) == -1)
 			break;
-		if (!canary_guest(&from, len))
-			continue; /* only guests' probes are answered */
-		canary_hit(arg, "UDP", &from);
+		if (!canary_subnet(&from, len))
+			continue; /* only the bridge's probes are answered */
+		canary_hit(arg, "UDP", &from, len);
 		(void)sendto(fd, reply, sizeof(reply) - 1, MSG_DONTWAIT,
 		    (struct sockaddr *)&from, len);
 	}
