@@ -348,7 +348,9 @@ rulecheck_devices(struct gateway *gw, char **what, char **cause)
 	size_t n = 0, k;
 	int bad = 0;
 
-	if (netdev_links(&l, &n, cause) == -1)
+	/* Once more before failing closed: a dump can fail (ENOBUFS). */
+	if (netdev_links(&l, &n, NULL) == -1 &&
+	    netdev_links(&l, &n, cause) == -1)
 		return 2;
 	if ((br = rulecheck_link(l, n, rulecheck_brindex, gw->conf->bridge)) ==
 	    NULL) {
