@@ -14,6 +14,8 @@
  */
 struct nft_params {
 	const char *bridge;	/* bridge name, e.g. "ksb0" */
+	uint32_t bridge_index;	/* its ifindex: the inet rules match it (iif,
+				   oif); 0: they match the name instead */
 	const char *tap_prefix; /* tap names start with this, e.g. "ksbt" */
 	uint32_t bridge_addr;	/* gateway address on the bridge */
 	uint16_t proxy_port;	/* host order */
@@ -24,7 +26,16 @@ struct nft_guest {
 	uint8_t mac[6];
 	uint32_t addr;
 };
-#define NFT_GUESTS_MAX 1024 /* guests in one nft_setup batch */
+#define NFT_GUESTS_MAX	  1024 /* guests in one nft_setup batch */
+/*
+ * The bridge set's key of guest g, as nft_setup sends it: ifname (16,
+ * zero padded) . MAC (6 + 2 zero) . IPv4 (4), NFT_GUEST_KEY_LEN bytes
+ * (nftables concatenations: each field padded to 4 bytes).  The inet
+ * set's key is g->addr (4).  0, or -1 and *cause (an invalid tap name).
+ */
+#define NFT_GUEST_KEY_LEN 28
+int nft_guest_key(
+    const struct nft_guest *g, uint8_t key[NFT_GUEST_KEY_LEN], char **cause);
 /*
  * Replace both tables atomically (delete + create in one batch), with the
  * sets holding guests g[0..n).  0 or -1 and *cause.
@@ -51,15 +62,35 @@ int nft_teardown(char **cause);
 void nft_use_table(const char *name);
 
 /* ---- nftcheck.c ------------------------------------------------------------
- * nftcheck_run: read both tables named table back over netlink and
- * compare their rules, chain by chain and in order, with the ones
- * nft_setup(p) installs (counters and meter state aside; set elements
- * not compared).  0: the same; 1: drift, *drift (malloc'd) says where,
- * e.g. "chain inet prerouting: a rule is missing"; -1 and *cause when
- * they could not be read.
+ * nftcheck_run: what the kernel holds, read back over netlink, against
+ * what nft_setup(w->p, w->g, w->ng) installs:
+ *   rules: both tables named w->table, chain by chain and in order
+ *     (counters and meter state aside);
+ *   foreign: every other table's base chains: one hooked on a device
+ *     (netdev, inet ingress) that is one of w->devs (the bridge and its
+ *     ports) or has the tap prefix; a bridge-family one (it sees ksb's
+ *     bridge) with a rule that does not start with iifname/oifname ==
+ *     a name or prefix no link of ksb's can have;
+ *   chain: each of ksb's chains' type, hook, priority and policy, no
+ *     chain ksb does not install, both tables without flags (dormant);
+ *   set: the elements of both sets guests against w->g (the meter's,
+ *     dynamic, aside);
+ * 0: as installed; 1: drift, *kind (static: "foreign", "rules", "chain",
+ * "set"; the first found in that order) and
+ * *drift (malloc'd; names in it are the kernel's: escape before logging)
+ * say what, e.g. "chain inet prerouting: a rule is missing"; -1 and
+ * *cause when they could not be read.
  */
-int nftcheck_run(
-    const struct nft_params *p, const char *table, char **drift, char **cause);
+struct nftcheck_want {
+	const struct nft_params *p;
+	const char *table;
+	const struct nft_guest *g; /* the registered guests */
+	size_t ng;
+	const char (*devs)[16]; /* ksb's links: the bridge and its ports */
+	size_t ndev;
+};
+int nftcheck_run(const struct nftcheck_want *w, const char **kind, char **drift,
+    char **cause);
 
 /* ---- netdev.c --------------------------------------------------------------
  * Links and addresses over rtnetlink (libmnl), taps through /dev/net/tun.
@@ -95,5 +126,31 @@ int netdev_link_down(const char *name, char **cause);
  */
 int netdev_taps_on_bridge(
     const char *bridge, char (**names)[16], size_t *n, char **cause);
+
+/*
+ * Every link of the network namespace as one RTM_GETLINK dump (at most
+ * NETDEV_LINKS_MAX; rtnetlink(7)): *links (caller frees) gets *n.  Names
+ * are the kernel's (anyone with CAP_NET_ADMIN chooses them): escape them
+ * before logging.  0, or -1 and *cause.
+ */
+#define NETDEV_LINKS_MAX 65536
+struct netdev_link {
+	char name[16];
+	uint32_t index;
+	uint32_t master; /* the bridge it is a port of, 0 none */
+	int up;		 /* IFF_UP */
+	int tun;	 /* kind "tun" (a tap) */
+	int bridge;	 /* kind "bridge" */
+};
+int netdev_links(struct netdev_link **links, size_t *n, char **cause);
+/* The index of link name.  0, or -1 and *cause (no such link too). */
+int netdev_link_index(const char *name, uint32_t *index, char **cause);
+/* Link index renamed to name: set down, renamed, set up again if up.
+ * 0, or -1 and *cause (the name taken: EEXIST). */
+int netdev_link_rename(uint32_t index, const char *name, int up, char **cause);
+/* Link index down (IFF_UP cleared).  0, or -1 and *cause. */
+int netdev_link_down_index(uint32_t index, char **cause);
+/* The tap's name now (TUNGETIFF on its fd, tuntap.rst): renamed or not. */
+int netdev_tap_name(int fd, char name[16], char **cause);
 
 #endif

@@ -876,3 +876,165 @@ cleanup:
 	rtnl_close(&r);
 	return ret;
 }
+
+/* ---- every link, by index ------------------------------------------------- */
+
+struct link_list {
+	struct netdev_link *l;
+	size_t n;
+};
+
+static int
+link_list_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct link_list *ll = data;
+	const struct ifinfomsg *ifm;
+	const struct nlattr *attr;
+	struct netdev_link *k;
+	struct link_info li;
+
+	if (nlh->nlmsg_type != RTM_NEWLINK ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*ifm)) ||
+	    ll->n >= NETDEV_LINKS_MAX)
+		return MNL_CB_OK;
+	ifm = mnl_nlmsg_get_payload(nlh);
+	memset(&li, 0, sizeof(li));
+	mnl_attr_parse(nlh, sizeof(*ifm), link_attr_cb, &li);
+	ll->l = xrealloc(ll->l, (ll->n + 1) * sizeof(*ll->l));
+	k = &ll->l[ll->n++];
+	memset(k, 0, sizeof(*k));
+	k->index = (uint32_t)ifm->ifi_index;
+	k->master = li.master;
+	k->up = (ifm->ifi_flags & IFF_UP) != 0;
+	k->tun = strcmp(li.kind, "tun") == 0;
+	k->bridge = strcmp(li.kind, "bridge") == 0;
+	mnl_attr_for_each(attr, nlh, sizeof(*ifm))
+	{
+		if (mnl_attr_get_type(attr) == IFLA_IFNAME &&
+		    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0)
+			snprintf(k->name, sizeof(k->name), "%s",
+			    mnl_attr_get_str(attr));
+	}
+	return MNL_CB_OK;
+}
+
+int
+netdev_links(struct netdev_link **links, size_t *n, char **cause)
+{
+	struct rtnl r;
+	struct link_list ll = { NULL, 0 };
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	int error, ret = -1;
+
+	*links = NULL;
+	*n = 0;
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	nlh = rtnl_link_msg(&r, RTM_GETLINK, 0, 0, &ifm);
+	if ((error = rtnl_dump(&r, nlh, link_list_cb, &ll)) != 0) {
+		cause_set(cause, "cannot list the links: %s", strerror(-error));
+		goto cleanup;
+	}
+	*links = ll.l;
+	*n = ll.n;
+	ll.l = NULL;
+	ret = 0;
+
+cleanup:
+	free(ll.l);
+	rtnl_close(&r);
+	return ret;
+}
+
+int
+netdev_link_index(const char *name, uint32_t *index, char **cause)
+{
+	struct rtnl r;
+	struct link_info li;
+	int error, ret = -1;
+
+	*index = 0;
+	if (!ifname_valid(name))
+		return cause_set(
+		    cause, "invalid link name `%s'", name != NULL ? name : "");
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	if ((error = link_get(&r, name, &li)) != 0)
+		rtnl_cause(&r, cause, "cannot find link", name, error);
+	else {
+		*index = (uint32_t)li.index;
+		ret = 0;
+	}
+	rtnl_close(&r);
+	return ret;
+}
+
+/* RTM_NEWLINK by index: IFF_UP set (up 1) or cleared (0), or name set
+ * (name != NULL, flags untouched).  0 or a negative errno. */
+static int
+link_set(struct rtnl *r, uint32_t index, int up, const char *name)
+{
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+
+	nlh = rtnl_link_msg(r, RTM_NEWLINK, 0, (int)index, &ifm);
+	if (name != NULL)
+		mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+	else {
+		ifm->ifi_flags = up ? IFF_UP : 0;
+		ifm->ifi_change = IFF_UP;
+	}
+	return rtnl_talk(r, nlh, NULL, NULL);
+}
+
+int
+netdev_link_rename(uint32_t index, const char *name, int up, char **cause)
+{
+	struct rtnl r;
+	char what[32];
+	int error, ret = -1;
+
+	if (!ifname_valid(name))
+		return cause_set(
+		    cause, "invalid link name `%s'", name != NULL ? name : "");
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	snprintf(what, sizeof(what), "cannot rename link %u to", index);
+	/* A link that is up may not be renamed (EBUSY): down, name, up. */
+	if ((error = link_set(&r, index, 0, NULL)) != 0 ||
+	    (error = link_set(&r, index, 0, name)) != 0 ||
+	    (up && (error = link_set(&r, index, 1, NULL)) != 0))
+		rtnl_cause(&r, cause, what, name, error);
+	else
+		ret = 0;
+	rtnl_close(&r);
+	return ret;
+}
+
+int
+netdev_link_down_index(uint32_t index, char **cause)
+{
+	struct rtnl r;
+	int error, ret = 0;
+
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	if ((error = link_set(&r, index, 0, NULL)) != 0)
+		ret = cause_set(cause, "cannot set link %u down: %s", index,
+		    strerror(-error));
+	rtnl_close(&r);
+	return ret;
+}
+
+int
+netdev_tap_name(int fd, char name[16], char **cause)
+{
+	struct ifreq ifr;
+
+	memset(&ifr, 0, sizeof(ifr));
+	if (ioctl(fd, TUNGETIFF, &ifr) == -1)
+		return cause_set(cause, "TUNGETIFF: %s", strerror(errno));
+	snprintf(name, 16, "%.*s", IFNAMSIZ - 1, ifr.ifr_name);
+	return 0;
+}

@@ -93,7 +93,7 @@ static char nft_table[33] = "ksb";
 	    NFT_TYPE_IPADDR)
 
 /* Bridge set key: ifname (16, zero padded) . MAC (6 + 2 pad) . IPv4 (4). */
-#define NFT_KEY_LEN  28
+#define NFT_KEY_LEN  NFT_GUEST_KEY_LEN
 #define NFT_IFNAMSIZ 16
 
 /* Registers: a concatenation is loaded into consecutive 32-bit registers. */
@@ -678,6 +678,27 @@ rule_ifname(struct nft_rule *nr, uint32_t key, const char *name, int prefix)
 	rule_cmp(nr, NFT_REG_1, buf, prefix ? (uint32_t)len : NFT_IFNAMSIZ);
 }
 
+/*
+ * The packet came in on (in) or goes out to the bridge: `meta iif` /
+ * `meta oif` == its interface index when p->bridge_index is known (the
+ * rules then hold whatever the bridge is renamed to; a bridge deleted and
+ * made again has another index and matches nothing, which rulecheck.c
+ * notices), else iifname/oifname == its name.
+ */
+static void
+rule_bridge(struct nft_rule *nr, const struct nft_params *p, int in)
+{
+	uint32_t index = p->bridge_index;
+
+	if (index == 0) {
+		rule_ifname(
+		    nr, in ? NFT_META_IIFNAME : NFT_META_OIFNAME, p->bridge, 0);
+		return;
+	}
+	rule_meta(nr, in ? NFT_META_IIF : NFT_META_OIF, NFT_REG_1);
+	rule_cmp(nr, NFT_REG_1, &index, sizeof(index));
+}
+
 static void
 rule_lookup(struct nft_rule *nr, uint32_t sreg, uint32_t set_id)
 {
@@ -776,7 +797,7 @@ rule_drop_port(struct nft_batch *b, const struct nft_params *p, uint8_t proto,
 	uint16_t be = htons(port);
 
 	rule_start(&nr, NFPROTO_INET, "input");
-	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 1);
 	rule_meta_eq(&nr, NFT_META_L4PROTO, &proto, 1);
 	rule_match(&nr, NFT_PAYLOAD_TRANSPORT_HEADER, 2, &be, 2);
 	rule_counter(&nr);
@@ -789,7 +810,7 @@ rule_from_guest(struct nft_rule *nr, const struct nft_params *p)
 {
 	uint8_t ipv4 = NFPROTO_IPV4;
 
-	rule_ifname(nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(nr, p, 1);
 	rule_meta_eq(nr, NFT_META_NFPROTO, &ipv4, 1);
 	rule_payload(nr, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
 	rule_lookup(nr, NFT_REG_1, INET_SET_ID);
@@ -801,7 +822,7 @@ rule_to_guest(struct nft_rule *nr, const struct nft_params *p, uint8_t proto)
 {
 	uint8_t ipv4 = NFPROTO_IPV4;
 
-	rule_ifname(nr, NFT_META_OIFNAME, p->bridge, 0);
+	rule_bridge(nr, p, 0);
 	rule_meta_eq(nr, NFT_META_NFPROTO, &ipv4, 1);
 	rule_payload(nr, NFT_PAYLOAD_NETWORK_HEADER, 16, 4, NFT_REG_1);
 	rule_lookup(nr, NFT_REG_1, INET_SET_ID);
@@ -828,7 +849,7 @@ build_inet_refusals(struct nft_batch *b, const struct nft_params *p)
 	/* iifname BR ip daddr ADDR tcp dport PORT accept: on to input, which
 	 * checks the source (no lookup here: the proxy's packets are most) */
 	rule_start(&nr, NFPROTO_INET, "prerouting");
-	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 1);
 	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv4, 1);
 	rule_match(&nr, NFT_PAYLOAD_NETWORK_HEADER, 16, &addr, 4);
 	rule_meta_eq(&nr, NFT_META_L4PROTO, &tcp, 1);
@@ -886,7 +907,7 @@ build_inet_output(struct nft_batch *b, const struct nft_params *p)
 
 	/* The host sends nothing else to guests (ARP is not inet). */
 	rule_start(&nr, NFPROTO_INET, "output");
-	rule_ifname(&nr, NFT_META_OIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 0);
 	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "everything else to the bridge");
 }
@@ -911,7 +932,7 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 	/* iifname BR ip saddr @guests ip daddr ADDR tcp dport PORT
 	 *     counter accept */
 	rule_start(&nr, NFPROTO_INET, "input");
-	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 1);
 	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv4, 1);
 	rule_payload(&nr, NFT_PAYLOAD_NETWORK_HEADER, 12, 4, NFT_REG_1);
 	rule_lookup(&nr, NFT_REG_1, INET_SET_ID);
@@ -933,28 +954,28 @@ build_inet(struct nft_batch *b, const struct nft_params *p)
 	rule_drop_port(b, p, udp, 853, "DNS over DTLS/QUIC");
 	rule_drop_port(b, p, tcp, 853, "DNS over TLS");
 	rule_start(&nr, NFPROTO_INET, "input");
-	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 1);
 	rule_meta_eq(&nr, NFT_META_NFPROTO, &ipv6, 1);
 	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "IPv6 from the bridge");
 	rule_start(&nr, NFPROTO_INET, "input");
-	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 1);
 	rule_meta_eq(&nr, NFT_META_L4PROTO, &icmp, 1);
 	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "ICMP from the bridge");
 	rule_start(&nr, NFPROTO_INET, "input");
-	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 1);
 	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "everything else from the bridge");
 
 	/* Nothing is routed from or to the bridge, whatever ip_forward says;
 	 * with br_netfilter, bridged IPv4 (guest to guest) also ends here. */
 	rule_start(&nr, NFPROTO_INET, "forward");
-	rule_ifname(&nr, NFT_META_IIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 1);
 	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "from the bridge");
 	rule_start(&nr, NFPROTO_INET, "forward");
-	rule_ifname(&nr, NFT_META_OIFNAME, p->bridge, 0);
+	rule_bridge(&nr, p, 0);
 	rule_counter(&nr);
 	rule_end(b, &nr, NF_DROP, "to the bridge");
 
@@ -1145,9 +1166,8 @@ ifname_ok(const char *name)
 	return len > 0 && len < NFT_IFNAMSIZ;
 }
 
-/* The bridge set's key: ifname (16, zero padded) . MAC (6 + 2) . IPv4. */
-static int
-guest_key(const struct nft_guest *g, uint8_t key[NFT_KEY_LEN], char **cause)
+int
+nft_guest_key(const struct nft_guest *g, uint8_t key[NFT_KEY_LEN], char **cause)
 {
 	if (!ifname_ok(g->tap) || memchr(g->tap, '\0', sizeof(g->tap)) == NULL)
 		return cause_set(cause, "invalid tap name `%.*s'",
@@ -1174,7 +1194,7 @@ batch_guests(struct nft_batch *b, uint16_t type, const struct nft_guest *g,
 
 	keys = xcalloc(n > 0 ? n : 1, NFT_KEY_LEN);
 	for (i = 0; i < n; i++)
-		if (guest_key(&g[i], keys + i * NFT_KEY_LEN, cause) != 0)
+		if (nft_guest_key(&g[i], keys + i * NFT_KEY_LEN, cause) != 0)
 			goto cleanup;
 	for (off = 0; off < n; off += NFT_ELEMS_PER_MSG) {
 		k = n - off < NFT_ELEMS_PER_MSG ? n - off : NFT_ELEMS_PER_MSG;

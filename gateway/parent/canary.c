@@ -8,8 +8,11 @@
  * refused in prerouting, gateway/net/nft.c); without them the probe is
  * answered (a completed connect, a datagram back) and the guest's
  * self-test fails, where a closed port's RST would have passed for a
- * refusal.  Every hit is a hole in the rules: logged (the first
- * CANARY_LOGGED, then one line saying the rest are not).  A TCP
+ * refusal.  Every hit is logged (the first CANARY_LOGGED, then one line
+ * saying the rest are not); one from a guest's address (the bridge's
+ * subnet but not the gateway's own, which a host process uses) is a hole
+ * in the rules: drift of kind canary (rulecheck_hole: the rules
+ * restored, or egress stops).  A TCP
  * connection is accepted and closed at once; a datagram
  * from the bridge's subnet gets one short datagram back, nothing else:
  * neither reads more than it must nor keeps anything.  A port someone
@@ -21,6 +24,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,22 +41,38 @@ static unsigned canary_hits;
 
 static struct event *canary_ev[2];
 static uint32_t canary_net, canary_mask; /* the bridge's subnet, host order */
+static uint32_t canary_own;		 /* the bridge address, network order */
 
-/* A guest (or anyone on the bridge) reached the canary: said, bounded. */
-static void
-canary_hit(const char *what, const struct sockaddr_in *from)
+/* From the bridge's subnet (a guest, or the gateway's own address). */
+static int
+canary_subnet(const struct sockaddr_in *from, socklen_t len)
 {
-	char a[INET_ADDRSTRLEN];
+	return len == sizeof(*from) && from->sin_family == AF_INET &&
+	    (ntohl(from->sin_addr.s_addr) & canary_mask) == canary_net;
+}
 
-	if (canary_hits == CANARY_LOGGED)
-		log_warnx("self-test canary: further hits not logged");
-	if (canary_hits++ >= CANARY_LOGGED)
-		return;
+/* Someone reached the canary: said (bounded); from a guest's address (in
+ * the subnet, not the gateway's own: a host process) a hole in the rules
+ * (rulecheck_hole: restored, or egress stops). */
+static void
+canary_hit(struct gateway *gw, const char *what, const struct sockaddr_in *from,
+    socklen_t len)
+{
+	char a[INET_ADDRSTRLEN], *hole = NULL;
+
 	if (inet_ntop(AF_INET, &from->sin_addr, a, sizeof(a)) == NULL)
 		snprintf(a, sizeof(a), "?");
-	log_warnx("self-test canary: %s connect from %s: ksb's rules let it "
-		  "through",
-	    what, a);
+	if (canary_hits == CANARY_LOGGED)
+		log_warnx("self-test canary: further hits not logged");
+	if (canary_hits++ < CANARY_LOGGED)
+		log_warnx("self-test canary: %s connect from %s: ksb's rules "
+			  "let it through",
+		    what, a);
+	if (!canary_subnet(from, len) || from->sin_addr.s_addr == canary_own)
+		return;
+	xasprintf(&hole, "%s from %s reached the self-test canary", what, a);
+	(void)rulecheck_hole(gw, hole);
+	free(hole);
 }
 
 static void
@@ -63,7 +83,6 @@ canary_tcp_cb(evutil_socket_t fd, short what, void *arg)
 	int i, c;
 
 	(void)what;
-	(void)arg;
 	for (i = 0; i < CANARY_BURST; i++) {
 		len = sizeof(from);
 		memset(&from, 0, sizeof(from));
@@ -71,7 +90,7 @@ canary_tcp_cb(evutil_socket_t fd, short what, void *arg)
 			 SOCK_CLOEXEC)) == -1)
 			break;
 		close(c);
-		canary_hit("TCP", &from);
+		canary_hit(arg, "TCP", &from, len);
 	}
 }
 
@@ -85,16 +104,14 @@ canary_udp_cb(evutil_socket_t fd, short what, void *arg)
 	int i;
 
 	(void)what;
-	(void)arg;
 	for (i = 0; i < CANARY_BURST; i++) {
 		len = sizeof(from);
 		if (recvfrom(fd, buf, sizeof(buf), MSG_DONTWAIT,
 			(struct sockaddr *)&from, &len) == -1)
 			break;
-		if (len != sizeof(from) || from.sin_family != AF_INET ||
-		    (ntohl(from.sin_addr.s_addr) & canary_mask) != canary_net)
-			continue; /* only guests' probes are answered */
-		canary_hit("UDP", &from);
+		if (!canary_subnet(&from, len))
+			continue; /* only the bridge's probes are answered */
+		canary_hit(arg, "UDP", &from, len);
 		(void)sendto(fd, reply, sizeof(reply) - 1, MSG_DONTWAIT,
 		    (struct sockaddr *)&from, len);
 	}
@@ -129,7 +146,7 @@ canary_one(struct gateway *gw, int k, int type, uint32_t addr, unsigned port)
 		return;
 	}
 	canary_ev[k] = event_new(gw->base, fd, EV_READ | EV_PERSIST,
-	    type == SOCK_STREAM ? canary_tcp_cb : canary_udp_cb, NULL);
+	    type == SOCK_STREAM ? canary_tcp_cb : canary_udp_cb, gw);
 	if (canary_ev[k] == NULL || event_add(canary_ev[k], NULL) == -1)
 		fatalx("event_new");
 }
@@ -146,6 +163,7 @@ canary_open(struct gateway *gw)
 	    prefix >= 32	  ? ~0U :
 				    ~((1U << (32 - prefix)) - 1);
 	canary_net = ntohl(gw->conf->bridge_addr) & canary_mask;
+	canary_own = gw->conf->bridge_addr;
 	canary_one(gw, 0, SOCK_STREAM, gw->conf->bridge_addr, port);
 	canary_one(
 	    gw, 1, SOCK_DGRAM, gw->conf->bridge_addr, GUESTCTL_SELFTEST_DNS);

@@ -150,13 +150,20 @@ static void
 control_register(struct client *cl, const char *id, const char *profile)
 {
 	struct gateway *gw = control_gw;
-	struct instance *inst;
+	struct instance *inst = NULL;
 	char *cause = NULL, mac[18], ip[16], *reply = NULL;
 	int added = 0;
 
 	if (!policy_has_profile(gw->policy, profile)) {
 		client_sendf(cl, "ERR unknown profile `%s'\n", profile);
 		return;
+	}
+	/* Before the guest is in the registry: the sets do not hold it yet. */
+	if (rulecheck_now(gw, "register") == -1) {
+		cause_set(&cause,
+		    "the gateway's nftables rules are not ksb's "
+		    "and could not be restored: egress stopped");
+		goto fail;
 	}
 	inst = registry_add(id, profile, cl, &cause);
 	if (inst == NULL)
@@ -165,12 +172,6 @@ control_register(struct client *cl, const char *id, const char *profile)
 	if (util_proc_alive(cl->pid, &inst->owner_start) == -1) {
 		cause_set(&cause, "cannot read the start time of pid %ld",
 		    (long)cl->pid);
-		goto fail;
-	}
-	if (rulecheck_now(gw, "register") == -1) {
-		cause_set(&cause,
-		    "the gateway's nftables rules are not ksb's "
-		    "and could not be restored: egress stopped");
 		goto fail;
 	}
 	if (netdev_tap_create(

@@ -471,6 +471,10 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 		fatalx("%s", cause);
 	memset(np, 0, sizeof(*np));
 	np->bridge = gw->conf->bridge;
+	/* The inet rules match the bridge by index: renaming it opens nothing. */
+	if (netdev_link_index(gw->conf->bridge, &np->bridge_index, &cause) ==
+	    -1)
+		fatalx("%s", cause);
 	np->tap_prefix = gw->conf->tap_prefix;
 	nft_use_table(gw->conf->nft_table);
 	np->bridge_addr = gw->conf->bridge_addr;
@@ -556,7 +560,7 @@ gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
 	    privsep_init(gw, &cause) == -1 || control_init(gw, &cause) == -1)
 		fatalx("%s", cause);
 	canary_open(gw);
-	rulecheck_start(gw);
+	rulecheck_start(gw, np->bridge_index);
 	if ((gateway_reload_ev =
 		    evtimer_new(gw->base, gateway_reload_cb, gw)) == NULL)
 		fatalx("evtimer_new");

@@ -298,16 +298,23 @@ void selftests_abandoned(struct gateway *, struct instance *inst);
  */
 void canary_open(struct gateway *);
 /* ---- rulecheck.c -----------------------------------------------------------
- * The gateway's nftables rules read back and compared with what it
- * installs; drift restored, else the bridge set down (fail closed); a
- * log line and a selftests record, instance "(gateway)", either way.
+ * The gateway's devices and nftables rules read back and compared with
+ * what it installs; drift restored, else the bridge set down (fail
+ * closed); a log line and a selftests record, instance "(gateway)",
+ * failed "nft-drift:KIND", either way.
  */
 /* rulecheck_now: one check now (when: "register", "reload", "periodic",
  * for the log).  0: the rules are ksb's (restored or not); -1: they are
  * not and the bridge is down (then also every later call). */
 int rulecheck_now(struct gateway *, const char *when);
-/* rulecheck_start: the periodic check, every nft-check-interval s. */
-void rulecheck_start(struct gateway *);
+/* rulecheck_hole: a guest got through (what: how, e.g. the canary hit;
+ * attacker-chosen bytes allowed, escaped): drift of kind canary, the rules
+ * restored whatever their read-back says; at most one a second; the
+ * third within a minute fails closed.  0 or -1 (egress stopped). */
+int rulecheck_hole(struct gateway *, const char *what);
+/* rulecheck_start: the periodic check, every nft-check-interval s;
+ * bridge_index: the bridge's ifindex the inet rules match (nft_params). */
+void rulecheck_start(struct gateway *, uint32_t bridge_index);
 /* ---- forwards.c ------------------------------------------------------------
  * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
  * table, charged to inst's audit budget.  ev parsed and checked, from

@@ -1,19 +1,36 @@
 /*
- * rulecheck.c: the gateway checks its own nftables rules (issue 29).  At
+ * rulecheck.c: the gateway checks its own enforcement (issue 29).  At
  * every REGISTER, after every reload and every nft-check-interval seconds
- * (ksb.conf(5), default 5) the parent reads both tables back over netlink
- * (gateway/net/nftcheck.c) and compares them with what nft_setup
- * installs.  Drift (a rule deleted, added or changed, a table gone, or
- * rules that cannot be read) is restored: both tables replaced in one
- * batch, with every registered guest, then read back again.  When that
- * fails the gateway fails closed: the bridge is set down (rtnetlink,
- * independent of nftables), so that no guest's frame is forwarded to
- * anything, and stays down until the gateway is restarted.  Either way
- * one log line and one audit record (table selftests, instance
- * "(gateway)", failed "nft-drift", action none when restored, stopped
- * when egress stopped; ksb-audit(5)).  nft-check-interval = 0 turns all
- * of it off (a test of the guests' self-test alone): said at start.
+ * (ksb.conf(5), default 5) the parent reads back, over netlink:
+ *   device: the links the rules assume (rtnetlink, gateway/net/netdev.c):
+ *     the bridge at the index the inet rules match, with its name, and
+ *     every registered guest's tap on it with its name (the bridge
+ *     table's rules name the taps).  A renamed bridge or tap is renamed
+ *     back; a port of the bridge that is a tap but no registered guest's
+ *     is set down; a bridge gone is not restorable.
+ *   foreign: every other table's base chains: one hooked on ksb's links
+ *     (gateway/net/nftcheck.c) is another program's way around ksb's
+ *     rules, and not ksb's to delete: fail closed at once.
+ *   rules, chain, set: both tables against what nft_setup installs: the
+ *     rules, the chains' type, hook, priority and policy, the guests'
+ *     sets' elements against the registry.  Drift is restored: both
+ *     tables replaced in one batch, with every registered guest, then
+ *     read back again.
+ * And a guest that reaches the self-test's canary (canary.c) proves a
+ * hole by itself (kind canary): the rules are restored whatever the
+ * read-back says.  When restoring fails the gateway fails closed: the
+ * bridge is set down (rtnetlink, independent of nftables; by index too,
+ * whatever it is called), so that no guest's frame is forwarded to
+ * anything, and stays down until the gateway is restarted.  Every drift
+ * is one log line (device names escaped: anyone with CAP_NET_ADMIN
+ * chooses them; at most RULECHECK_LINES a minute per kind, then one line
+ * saying so) and one audit record (table selftests, instance
+ * "(gateway)", failed "nft-drift:KIND", action none when restored,
+ * stopped when egress stopped; ksb-audit(5)).  nft-check-interval = 0
+ * turns all of it off (a test of the guests' self-test alone): said at
+ * start.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +40,52 @@
 #include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
-#define RULECHECK_ID "(gateway)" /* the records' instance: no instance's */
+#define RULECHECK_ID	    "(gateway)" /* the records' instance */
+#define RULECHECK_LINES	    5		/* log lines per kind per window */
+#define RULECHECK_WINDOW_MS 60000
+#define RULECHECK_TEXT	    512 /* a drift's text, escaped, at most */
+#define RULECHECK_HOLES	    2	/* canary drifts a window; one more: closed */
 
 static struct event *rulecheck_ev;
-static int rulecheck_closed; /* the bridge is down: nothing more to do */
+static int rulecheck_closed;	   /* the bridge is down: nothing more to do */
+static uint32_t rulecheck_brindex; /* the bridge the inet rules match */
+
+/* Log lines per kind in the current window (rulecheck_say). */
+static const char *rulecheck_kinds[] = { "device", "rules", "chain", "set",
+	"foreign", "canary" };
+#define RULECHECK_KINDS (sizeof(rulecheck_kinds) / sizeof(*rulecheck_kinds))
+static struct {
+	int64_t since;
+	unsigned lines;
+} rulecheck_rate[RULECHECK_KINDS];
 
 static void
 rulecheck_params(const struct gateway *gw, struct nft_params *np)
 {
 	memset(np, 0, sizeof(*np));
 	np->bridge = gw->conf->bridge;
+	np->bridge_index = rulecheck_brindex;
 	np->tap_prefix = gw->conf->tap_prefix;
 	np->bridge_addr = gw->conf->bridge_addr;
 	np->proxy_port = gw->conf->proxy_port;
+}
+
+/* Every registered guest as the sets key it: *g (caller frees), *n. */
+static void
+rulecheck_guests(struct nft_guest **g, size_t *n)
+{
+	struct instance *i;
+	size_t cap = 0;
+
+	for (i = registry_first(); i != NULL; i = i->next)
+		cap++;
+	*g = xcalloc(cap + 1, sizeof(**g));
+	*n = 0;
+	for (i = registry_first(); i != NULL && *n < cap; i = i->next) {
+		snprintf((*g)[*n].tap, sizeof((*g)[*n].tap), "%s", i->tap);
+		memcpy((*g)[*n].mac, i->mac, 6);
+		(*g)[(*n)++].addr = i->addr;
+	}
 }
 
 /* Both tables anew, with every registered guest.  0, or -1 and *cause. */
@@ -44,35 +94,68 @@ rulecheck_restore(const struct gateway *gw, char **cause)
 {
 	struct nft_params np;
 	struct nft_guest *g;
-	struct instance *i;
-	size_t n = 0, cap = 0;
+	size_t n;
 	int ret;
 
-	for (i = registry_first(); i != NULL; i = i->next)
-		cap++;
-	g = xcalloc(cap + 1, sizeof(*g));
-	for (i = registry_first(); i != NULL && n < cap; i = i->next, n++) {
-		snprintf(g[n].tap, sizeof(g[n].tap), "%s", i->tap);
-		memcpy(g[n].mac, i->mac, 6);
-		g[n].addr = i->addr;
-	}
+	rulecheck_guests(&g, &n);
 	rulecheck_params(gw, &np);
 	ret = nft_setup(&np, g, n, cause);
 	free(g);
 	return ret;
 }
 
-/* One chained record of what was found and done. */
+/*
+ * nftcheck_run against what the registry says: the rules, every
+ * registered guest, ksb's links (the bridge and its ports, listed now).
+ * 0, 1 (*kind, *drift), or -1 and *cause.
+ */
+static int
+rulecheck_read(
+    const struct gateway *gw, const char **kind, char **drift, char **cause)
+{
+	struct nft_params np;
+	struct nftcheck_want w;
+	struct nft_guest *g;
+	struct netdev_link *l = NULL;
+	char(*devs)[16];
+	size_t n = 0, k, nd = 0;
+	int ret;
+
+	if (netdev_links(&l, &n, cause) == -1)
+		return -1;
+	devs = xcalloc(n + 1, sizeof(*devs));
+	for (k = 0; k < n; k++)
+		if (l[k].index == rulecheck_brindex ||
+		    (rulecheck_brindex != 0 &&
+			l[k].master == rulecheck_brindex))
+			memcpy(devs[nd++], l[k].name, sizeof(devs[0]));
+	rulecheck_guests(&g, &w.ng);
+	rulecheck_params(gw, &np);
+	w.p = &np;
+	w.table = gw->conf->nft_table;
+	w.g = g;
+	w.devs = (const char(*)[16])devs;
+	w.ndev = nd;
+	ret = nftcheck_run(&w, kind, drift, cause);
+	free(g);
+	free(devs);
+	free(l);
+	return ret;
+}
+
+/* One chained record of what was found (kind) and done. */
 static void
-rulecheck_record(struct gateway *gw, int stopped)
+rulecheck_record(struct gateway *gw, const char *kind, int stopped)
 {
 	struct audit_selftest rec;
+	char failed[32];
 
+	snprintf(failed, sizeof(failed), "nft-drift:%s", kind);
 	memset(&rec, 0, sizeof(rec));
 	rec.instance = RULECHECK_ID;
 	rec.reload = 1;
 	rec.rules = 1; /* trigger rules (schema 10) */
-	rec.failed = "nft-drift";
+	rec.failed = failed;
 	rec.duration_ms = -1;
 	rec.policy_digest = policy_digest(gw->policy);
 	rec.action = stopped ? "stopped" : "none";
@@ -80,58 +163,288 @@ rulecheck_record(struct gateway *gw, int stopped)
 		log_warnx("nftables check: the record could not be queued");
 }
 
-/* The rules are not ksb's (drift): restore them, or fail closed. */
-static int
-rulecheck_drift(struct gateway *gw, const char *when, const char *drift)
+/* One log line of kind, text escaped; restored ones (always: the line
+ * that egress stops is said once) at most RULECHECK_LINES a window. */
+static void
+rulecheck_say(const char *kind, const char *when, const char *what,
+    const char *outcome, int always)
 {
-	struct nft_params np;
-	char *cause = NULL, *again = NULL;
-	int r;
+	char esc[RULECHECK_TEXT];
+	int64_t now = util_mono_ms();
+	size_t k;
 
-	rulecheck_params(gw, &np);
-	if (rulecheck_restore(gw, &cause) == 0 &&
-	    (r = nftcheck_run(&np, gw->conf->nft_table, &again, &cause)) == 0) {
-		log_warnx("nftables check (%s): the rules were not ksb's (%s): "
-			  "restored",
-		    when, drift);
-		rulecheck_record(gw, 0);
+	for (k = 0; k < RULECHECK_KINDS - 1; k++)
+		if (strcmp(rulecheck_kinds[k], kind) == 0)
+			break;
+	if (now - rulecheck_rate[k].since >= RULECHECK_WINDOW_MS) {
+		rulecheck_rate[k].since = now;
+		rulecheck_rate[k].lines = 0;
+	}
+	if (!always && rulecheck_rate[k].lines++ == RULECHECK_LINES)
+		log_warnx("nftables check: further %s drift not logged for "
+			  "%d s (the audit records it)",
+		    kind, RULECHECK_WINDOW_MS / 1000);
+	if (!always && rulecheck_rate[k].lines > RULECHECK_LINES)
+		return;
+	log_escape(esc, sizeof(esc), what, strlen(what));
+	log_warnx(
+	    "nftables check (%s): %s drift: %s: %s", when, kind, esc, outcome);
+}
+
+/* Egress stops: the bridge down by name and by index, and every port of
+ * it (a foreign netdev hook on a tap sees its frames before the bridge;
+ * a tap that is down takes no frame from QEMU).  Logged. */
+static void
+rulecheck_close(struct gateway *gw)
+{
+	struct netdev_link *l = NULL;
+	char *cause = NULL;
+	size_t n = 0, k;
+
+	rulecheck_closed = 1;
+	if (netdev_link_down(gw->conf->bridge, &cause) == -1) {
+		log_warnx("nftables check: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (netdev_links(&l, &n, &cause) == -1)
+		log_warnx("nftables check: %s", cause);
+	for (k = 0; k < n && rulecheck_brindex != 0; k++)
+		if ((l[k].index == rulecheck_brindex ||
+			l[k].master == rulecheck_brindex) &&
+		    netdev_link_down_index(l[k].index, &cause) == -1) {
+			log_warnx("nftables check: %s", cause);
+			free(cause);
+			cause = NULL;
+		}
+	free(cause);
+	free(l);
+}
+
+/*
+ * Drift of kind (what: where), restored (ok) or not (cause): one line,
+ * one record, and unless ok egress stops.  0, or -1 when closed.
+ */
+static int
+rulecheck_report(struct gateway *gw, const char *when, const char *kind,
+    const char *what, int ok, const char *cause)
+{
+	char *outcome = NULL, esc[RULECHECK_TEXT];
+
+	if (ok) {
+		rulecheck_say(kind, when, what, "restored", 0);
+		rulecheck_record(gw, kind, 0);
 		return 0;
 	}
-	if (cause == NULL)
+	rulecheck_close(gw);
+	xasprintf(&outcome,
+	    "could not be restored (%s): bridge %s set down, every "
+	    "guest's egress stops until ksb-gatewayd restarts",
+	    log_escape(esc, sizeof(esc), cause != NULL ? cause : "unknown",
+		strlen(cause != NULL ? cause : "unknown")),
+	    gw->conf->bridge);
+	rulecheck_say(kind, when, what, outcome, 1);
+	rulecheck_record(gw, kind, 1);
+	free(outcome);
+	return -1;
+}
+
+/* Rules drift (kind): restore them, read them back, report.  0 or -1. */
+static int
+rulecheck_drift(
+    struct gateway *gw, const char *when, const char *kind, const char *what)
+{
+	const char *k2;
+	char *cause = NULL, *again = NULL;
+	int ok, ret;
+
+	ok = rulecheck_restore(gw, &cause) == 0 &&
+	    rulecheck_read(gw, &k2, &again, &cause) == 0;
+	if (!ok && cause == NULL)
 		cause = again != NULL ? xstrdup(again) : xstrdup("unknown");
-	rulecheck_closed = 1;
-	if (netdev_link_down(gw->conf->bridge, &again) == -1)
-		log_warnx("nftables check: %s", again);
-	log_warnx("nftables check (%s): the rules were not ksb's (%s) and "
-		  "could not be restored (%s): bridge %s set down, every "
-		  "guest's egress stops until ksb-gatewayd restarts",
-	    when, drift, cause, gw->conf->bridge);
-	rulecheck_record(gw, 1);
+	ret = rulecheck_report(gw, when, kind, what, ok, cause);
 	free(cause);
 	free(again);
-	return -1;
+	return ret;
+}
+
+/* *w += the text (printf format); *w malloc'd or NULL. */
+static void rulecheck_add(char **, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void
+rulecheck_add(char **w, const char *fmt, ...)
+{
+	va_list ap;
+	char *s, *t;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) == -1)
+		fatal("vasprintf");
+	va_end(ap);
+	xasprintf(
+	    &t, "%s%s%s", *w != NULL ? *w : "", *w != NULL ? "; " : "", s);
+	free(*w);
+	free(s);
+	*w = t;
+}
+
+static struct netdev_link *
+rulecheck_link(
+    struct netdev_link *l, size_t n, uint32_t index, const char *name)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (index != 0 ? l[k].index == index :
+				 strcmp(l[k].name, name) == 0)
+			return &l[k];
+	return NULL;
+}
+
+/* The registered guest whose tap is called name, or NULL. */
+static struct instance *
+rulecheck_tap_owner(const char *name)
+{
+	struct instance *i;
+
+	for (i = registry_first(); i != NULL; i = i->next)
+		if (strcmp(i->tap, name) == 0)
+			return i;
+	return NULL;
+}
+
+/*
+ * Registered guest i's tap, not on the bridge under its name: renamed
+ * back when the gateway holds its fd (its name now from TUNGETIFF);
+ * said in *what.  0 (restored, or nothing to restore), or -1 and *cause.
+ */
+static int
+rulecheck_tap(const struct instance *i, struct netdev_link *l, size_t n,
+    char **what, char **cause)
+{
+	struct netdev_link *t;
+	char now[16];
+
+	/* No fd (re-adopted, or a REGISTER before its tap): a tap renamed
+	 * is then no guest's (below).  A tap gone forwards nothing. */
+	if (i->tapfd == -1 || netdev_tap_name(i->tapfd, now, NULL) == -1 ||
+	    (t = rulecheck_link(l, n, 0, now)) == NULL)
+		return 0;
+	rulecheck_add(what, "tap %s renamed to %s", i->tap, now);
+	if (netdev_link_rename(t->index, i->tap, t->up, cause) == -1)
+		return -1;
+	snprintf(t->name, sizeof(t->name), "%s", i->tap);
+	return 0;
+}
+
+/* The devices against the registry: see the file's comment.  0: as
+ * assumed; 1: drift (*what), put right; 2: drift, not (*cause). */
+static int
+rulecheck_devices(struct gateway *gw, char **what, char **cause)
+{
+	struct netdev_link *l = NULL, *br, *t;
+	struct instance *i;
+	char *w = NULL;
+	size_t n = 0, k;
+	int bad = 0;
+
+	/* Once more before failing closed: a dump can fail (ENOBUFS). */
+	if (netdev_links(&l, &n, NULL) == -1 &&
+	    netdev_links(&l, &n, cause) == -1)
+		return 2;
+	if ((br = rulecheck_link(l, n, rulecheck_brindex, gw->conf->bridge)) ==
+	    NULL) {
+		xasprintf(what, "bridge %s (index %u) is gone",
+		    gw->conf->bridge, rulecheck_brindex);
+		free(l);
+		return 2;
+	}
+	if (strcmp(br->name, gw->conf->bridge) != 0) {
+		rulecheck_add(
+		    &w, "bridge %s renamed to %s", gw->conf->bridge, br->name);
+		bad |= netdev_link_rename(
+			   br->index, gw->conf->bridge, br->up, cause) == -1;
+	}
+	for (i = registry_first(); i != NULL && !bad; i = i->next) {
+		t = rulecheck_link(l, n, 0, i->tap);
+		if (t == NULL || t->master != br->index || !t->tun)
+			bad |= rulecheck_tap(i, l, n, &w, cause) == -1;
+	}
+	/* A tap on the bridge that is no guest's (renamed, or another's). */
+	for (k = 0; k < n && !bad; k++)
+		if (l[k].master == br->index && l[k].tun && l[k].up &&
+		    rulecheck_tap_owner(l[k].name) == NULL) {
+			rulecheck_add(&w,
+			    "a tap %s on the bridge is no guest's: set down",
+			    l[k].name);
+			bad |= netdev_link_down_index(l[k].index, cause) == -1;
+		}
+	free(l);
+	if (w == NULL)
+		return 0;
+	*what = w;
+	return bad ? 2 : 1;
 }
 
 int
 rulecheck_now(struct gateway *gw, const char *when)
 {
-	struct nft_params np;
-	char *drift = NULL, *cause = NULL;
+	const char *kind = "rules";
+	char *what = NULL, *cause = NULL;
 	int r, ret = 0;
 
 	if (gw->conf->nft_check_interval == 0)
 		return 0;
 	if (rulecheck_closed)
 		return -1;
-	rulecheck_params(gw, &np);
-	r = nftcheck_run(&np, gw->conf->nft_table, &drift, &cause);
+	/* The devices first: the rules' read-back assumes their names. */
+	if ((r = rulecheck_devices(gw, &what, &cause)) != 0)
+		ret = rulecheck_report(gw, when, "device",
+		    what != NULL ? what : "cannot list the links", r == 1,
+		    cause);
+	free(what);
+	free(cause);
+	what = cause = NULL;
+	if (ret != 0)
+		return ret;
+	r = rulecheck_read(gw, &kind, &what, &cause);
 	if (r == -1)
-		xasprintf(&drift, "cannot read them: %s", cause);
-	if (r != 0)
-		ret = rulecheck_drift(gw, when, drift);
-	free(drift);
+		xasprintf(&what, "cannot read them: %s", cause);
+	/* Another program's table: ksb deletes none but its own. */
+	if (r == 1 && strcmp(kind, "foreign") == 0)
+		ret = rulecheck_report(gw, when, kind, what, 0,
+		    "not ksb's table: delete it, then restart ksb-gatewayd");
+	else if (r != 0)
+		ret = rulecheck_drift(gw, when, r == 1 ? kind : "rules", what);
+	free(what);
 	free(cause);
 	return ret;
+}
+
+int
+rulecheck_hole(struct gateway *gw, const char *what)
+{
+	static int64_t last, since;
+	static unsigned n;
+	int64_t now = util_mono_ms();
+
+	if (gw->conf->nft_check_interval == 0 || rulecheck_closed ||
+	    now - last < 1000)
+		return rulecheck_closed ? -1 : 0; /* at most one a second */
+	last = now;
+	if (now - since >= RULECHECK_WINDOW_MS) {
+		since = now;
+		n = 0;
+	}
+	/* Restored and reached again: the hole is not in ksb's rules. */
+	if (++n > RULECHECK_HOLES)
+		return rulecheck_report(gw, "canary", "canary", what, 0,
+		    "reached again after restoring the rules: the hole is "
+		    "not in them");
+	if (rulecheck_now(gw, "canary") != 0)
+		return -1;
+	return rulecheck_drift(gw, "canary", "canary", what);
 }
 
 static void
@@ -143,10 +456,11 @@ rulecheck_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
-rulecheck_start(struct gateway *gw)
+rulecheck_start(struct gateway *gw, uint32_t bridge_index)
 {
 	struct timeval tv = { gw->conf->nft_check_interval, 0 };
 
+	rulecheck_brindex = bridge_index;
 	if (gw->conf->nft_check_interval == 0) {
 		log_warnx("nft-check-interval = 0: the gateway never reads its "
 			  "nftables rules back (drift goes unnoticed)");

@@ -235,7 +235,7 @@ snap() {
 	echo "ipv6=$(ctr bridge prerouting 'ether type ip6 counter')"
 	echo "udp53=$(ctr inet prerouting 'reject with icmpx')"
 	echo "tcp853=$(ctr inet prerouting 'reject with tcp reset')"
-	echo "fwd=$(ctr inet forward 'iifname "ksb0" counter')"
+	echo "fwd=$(ctr inet forward 'iif "ksb0" counter')"
 }
 snap > "$T/ctr0"
 

@@ -395,32 +395,32 @@ timeout 1m
 }
 chain prerouting {
 type filter hook prerouting priority filter; policy accept;
-iifname "kbr0" ip daddr 10.99.0.1 tcp dport 3128 accept
-iifname "kbr0" ip saddr @guests meta l4proto tcp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with tcp reset
-iifname "kbr0" ip saddr @guests meta l4proto udp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with icmpx admin-prohibited
+iif "kbr0" ip daddr 10.99.0.1 tcp dport 3128 accept
+iif "kbr0" ip saddr @guests meta l4proto tcp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with tcp reset
+iif "kbr0" ip saddr @guests meta l4proto udp update @refusals { ip saddr limit rate 50/second burst 50 packets } counter reject with icmpx admin-prohibited
 }
 chain input {
 type filter hook input priority filter; policy accept;
-iifname "kbr0" ip saddr @guests ip daddr 10.99.0.1 tcp dport 3128 counter accept
-iifname "kbr0" udp dport 53 counter drop
-iifname "kbr0" tcp dport 53 counter drop
-iifname "kbr0" udp dport 853 counter drop
-iifname "kbr0" tcp dport 853 counter drop
-iifname "kbr0" meta nfproto ipv6 counter drop
-iifname "kbr0" meta l4proto icmp counter drop
-iifname "kbr0" counter drop
+iif "kbr0" ip saddr @guests ip daddr 10.99.0.1 tcp dport 3128 counter accept
+iif "kbr0" udp dport 53 counter drop
+iif "kbr0" tcp dport 53 counter drop
+iif "kbr0" udp dport 853 counter drop
+iif "kbr0" tcp dport 853 counter drop
+iif "kbr0" meta nfproto ipv6 counter drop
+iif "kbr0" meta l4proto icmp counter drop
+iif "kbr0" counter drop
 }
 chain forward {
 type filter hook forward priority filter; policy accept;
-iifname "kbr0" counter drop
-oifname "kbr0" counter drop
+iif "kbr0" counter drop
+oif "kbr0" counter drop
 }
 chain output {
 type filter hook output priority filter; policy accept;
-oifname "kbr0" ip daddr @guests ip saddr 10.99.0.1 tcp sport 3128 accept
-oifname "kbr0" ip daddr @guests tcp flags & rst == rst counter accept
-oifname "kbr0" ip daddr @guests icmp type destination-unreachable icmp code admin-prohibited counter accept
-oifname "kbr0" counter drop
+oif "kbr0" ip daddr @guests ip saddr 10.99.0.1 tcp sport 3128 accept
+oif "kbr0" ip daddr @guests tcp flags & rst == rst counter accept
+oif "kbr0" ip daddr @guests icmp type destination-unreachable icmp code admin-prohibited counter accept
+oif "kbr0" counter drop
 }
 }
 table bridge ksb {
@@ -483,6 +483,52 @@ must "setup: both guests in the inet set" sh -c "ip netns exec $H nft list set i
     tr -d '\n\t' | grep -qE 'elements = \{ 10.99.0.(8, 10.99.0.9|9, 10.99.0.8) \}'"
 must "setup again without guests empties the sets" drv "$H" setup kbr0 10.99.0.1 3128
 must "sets empty again" sh -c "! ip netns exec $H nft list ruleset | grep -q 10.99.0.9"
+
+# The gateway's read-back (nftcheck_run, every nft-check-interval): the
+# same after a setup, drift for a flushed set; its cost with 100 guests.
+must "check: a fresh setup reads back the same" sh -c "ip netns exec $H timeout 30 $drv check kbr0 10.99.0.1 3128 | grep -q '^same'"
+g100=
+for i in $(seq 1 100); do
+	g100="$g100 ksbt$i 02:00:00:00:$(printf '%02x:%02x' $((i / 256)) $((i % 256))) 10.99.$((1 + i / 250)).$((i % 250 + 1))"
+done
+must "setup with 100 guests" drv "$H" setup kbr0 10.99.0.1 3128 ksbt $g100
+h "$drv" check kbr0 10.99.0.1 3128 ksbt $g100 > "$tmp/check100" 2>&1 || true
+echo "# nftcheck_run with 100 guests: $(tr "\n" " " < "$tmp/check100")"
+must "check with 100 guests: the same" grep -q '^same' "$tmp/check100"
+must "check with 100 guests: under 100 ms a run" \
+    awk '/^mean/ { exit !($2 < 100) }' "$tmp/check100"
+h nft delete element inet ksb guests '{ 10.99.1.8 }'
+must "check: a guest's element gone is set drift" sh -c \
+    "ip netns exec $H timeout 30 $drv check kbr0 10.99.0.1 3128 ksbt $g100 | grep -q '^drift set: set inet guests: a registered guest.s element is missing'"
+must "setup again without guests" drv "$H" setup kbr0 10.99.0.1 3128
+# Other tables' base chains that see ksb's links are drift (foreign);
+# one on another link is not.
+chk() { ip netns exec "$H" timeout 30 "$drv" check kbr0 10.99.0.1 3128 | grep -q -- "$1"; }
+h nft add table netdev other
+h nft add chain netdev other lo_in '{ type filter hook ingress device "lo" priority 0; }'
+must "check: a netdev chain on lo only is not drift" chk '^same'
+h nft add chain netdev other br_in '{ type filter hook ingress device "kbr0" priority -500; }'
+must "check: a netdev ingress chain on the bridge is foreign" chk '^drift foreign: table netdev other chain br_in is hooked on kbr0 (ingress)'
+h nft delete table netdev other
+if h nft add table inet other 2>/dev/null &&
+    h nft add chain inet other in '{ type filter hook ingress device "kbr0" priority 0; }' 2>/dev/null; then
+	must "check: an inet ingress chain on the bridge is foreign" chk '^drift foreign: table inet other chain in is hooked on kbr0 (ingress)'
+fi
+h nft delete table inet other 2>/dev/null || true
+h nft add table bridge other
+h nft add chain bridge other pre '{ type filter hook prerouting priority -300; }'
+h nft add rule bridge other pre iifname "vnet*" ether saddr set 02:00:00:00:00:01
+h nft add rule bridge other pre oifname "docker0" counter
+must "check: a bridge-family base chain confined to other links is not drift" chk '^same'
+h nft add rule bridge other pre iifname "ksb*" counter
+must "check: a rule of it that may see ksb's taps is foreign" \
+    chk '^drift foreign: table bridge other chain pre: a base chain of another program.s with a rule not confined'
+h nft flush chain bridge other pre
+h nft add rule bridge other pre ether type ip meta pkttype set host
+must "check: a rule of it for every link is foreign" \
+    chk '^drift foreign: table bridge other chain pre: a base chain of another program.s with a rule not confined'
+h nft delete table bridge other
+must "check: the same again" chk '^same'
 
 must "teardown" drv "$H" teardown
 must "teardown removed inet ksb" sh -c "! ip netns exec $H nft list table inet ksb 2>/dev/null"

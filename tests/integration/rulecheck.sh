@@ -5,7 +5,7 @@
 # here; awaited by polling nft list, bounded), at a reload at once and
 # at a REGISTER; a registered guest stays in the sets; each restore is
 # one log line and one selftests record (instance "(gateway)", failed
-# nft-drift, action none).  A healthy ruleset is never "restored".  Drift
+# nft-drift:rules, action none).  A healthy ruleset is never "restored".  Drift
 # it cannot restore (the table held by another netlink socket) sets the
 # bridge down: the guest no longer reaches the proxy, a new REGISTER is
 # refused, a record with action stopped.
@@ -27,7 +27,7 @@ rules() { gwns nft list chain "$1" ksb "$2" | grep -vE '^\s*(table|chain|type|\}
 snapshot() { for c in "inet prerouting" "inet input" "inet forward" "inet output" "bridge prerouting" "bridge forward"; do rules $c; done; }
 whole() { [ "$(snapshot)" = "$WANT" ]; }
 drifts_ge() { [ "$(drifts)" -ge "$DRIFTS" ]; }
-drifts() { ksb_sql "SELECT count(*) FROM selftests WHERE instance = '(gateway)' AND trigger = 'rules' AND failed = 'nft-drift' AND action = 'none'"; }
+drifts() { ksb_sql "SELECT count(*) FROM selftests WHERE instance = '(gateway)' AND trigger = 'rules' AND failed = 'nft-drift:rules' AND action = 'none'"; }
 # restored N WHAT: within 3 intervals the rules are whole again and N
 # drift records exist.
 restored() {
@@ -56,7 +56,7 @@ t0=$SECONDS
 restored 1 "flushed chain"
 ksb_check "restored within 2 intervals ($((SECONDS - t0)) s)" '[ $((SECONDS - t0)) -le 5 ]'
 ksb_check "the log says what and that it was restored" \
-	'grep -q "nftables check (periodic): the rules were not ksb.s (chain inet prerouting: a rule is missing): restored" "$T/gatewayd.log"'
+	'grep -q "nftables check (periodic): rules drift: chain inet prerouting: a rule is missing: restored" "$T/gatewayd.log"'
 
 ksb_say "nft delete rule: restored"
 h=$(gwns nft -a list chain bridge ksb forward | grep -v 'chain ' | sed -n 's/.*# handle \([0-9]*\)$/\1/p' | head -n 1)
@@ -88,6 +88,10 @@ ksb_check "six drift records ($(drifts))" drifts_ge
 ksb_check "audit verify: the chain with the records is intact" \
 	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify >/dev/null'
 ksb_check "the egress was never stopped" '! grep -q "set down" "$T/gatewayd.log"'
+ksb_check "at most 5 restored lines a minute ($(grep -c "rules drift: .*: restored" "$T/gatewayd.log"))" \
+	'[ "$(grep -c "rules drift: .*: restored" "$T/gatewayd.log")" -le 5 ]'
+ksb_check "then one line saying the rest are not logged" \
+	'[ "$(grep -c "further rules drift not logged" "$T/gatewayd.log")" = 1 ]'
 
 ksb_say "drift that cannot be restored: the bridge goes down, egress stops"
 # The guest reaches the proxy before.
@@ -107,7 +111,7 @@ ksb_check "the bridge is down" bridge_down
 ksb_check "the log says why, in one line" \
 	'grep -q "could not be restored (.*): bridge ksb0 set down, every guest.s egress stops until ksb-gatewayd restarts" "$T/gatewayd.log"'
 ksb_check "a record says egress stopped" \
-	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'(gateway)'"' AND failed = '"'nft-drift'"' AND action = '"'stopped'"'"'
+	'ksb_sql_is 1 "SELECT count(*) FROM selftests WHERE instance = '"'(gateway)'"' AND failed LIKE '"'nft-drift:%'"' AND action = '"'stopped'"'"'
 ksb_check "the guest no longer reaches the proxy" '! reach'
 mkfifo "$T/hold9"
 gwns "$HOLD" "$T/gateway.sock" g9 default < "$T/hold9" > "$T/lease9" 2>&1 &

@@ -1,0 +1,243 @@
+#!/bin/bash
+# drift.sh: what the gateway's own check (gateway/parent/rulecheck.c)
+# must notice beyond its rules' text (the outside audit of issue 29).
+# A guest (namespace on a veth in ksb0, lease held by ctlhold, default
+# route via the gateway) with forwarding on in the gateway's namespace
+# (as on a host running docker or libvirt) and an origin listening on
+# TCP 8080 in its own namespace; the guest's direct connect must be
+# refused by ksb's reset before and after each tampering:
+#   - the bridge renamed (`ip link set ksb0 name ...'): the rules match
+#     it by index, so nothing opens; renamed back within the interval;
+#   - a registered guest's tap renamed: renamed back;
+#   - a hole opened and a guest reaching the self-test canary: drift of
+#     kind canary, restored at once;
+#   - a base chain's policy set to drop, a base chain made again at
+#     another priority with the same rules, a table made dormant (kind
+#     chain), the guests' set
+#     flushed, a spoofed element added (kind set): restored;
+#   - another program's netdev table hooked on a port of the bridge,
+#     forwarding the guest's frames to the uplink (`fwd to'): the check
+#     reads every table's base chains and fails closed (bridge and ports
+#     down), as ksb deletes no table but its own; one on the uplink only
+#     is not drift;
+#   - a guest reaching the canary a third time within a minute (a hole
+#     restoring does not close): fails closed;
+# each one log line and one selftests record nft-drift:KIND.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+ksb_need nft sqlite3 python3 sysctl
+HOLD=$KSB_BUILDDIR/tests/integration/ctlhold
+[ -x "$HOLD" ] || ksb_fail "$HOLD not built (make check builds it)"
+KSB_TEST_CONF="nft-check-interval = 2"
+ksb_env
+ksb_gateway
+fails=0
+gwns() { ip netns exec "$GW" "$@"; }
+gwns sysctl -q net.ipv4.ip_forward=1
+ip -n "$OR" route add 10.77.0.0/24 via 10.78.0.1
+ip netns exec "$OR" python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 8080)); s.listen(64)
+while True:
+    c, _ = s.accept(); c.sendall(b"origin\n"); c.close()
+' &
+KSB_PIDS="$KSB_PIDS $!"
+ksb_wait_port "$OR" "$ORIGIN_IP" 8080
+ksb_fake_guest 1 g1
+G=ksbt-$$-g1
+ip -n "$G" route add default via 10.77.0.1
+TAP=$(sed -n 's/.*tap=\([^ ]*\).*/\1/p' "$T/lease1")
+GIP=$(sed -n 's/^ip=\([^/]*\).*/\1/p' "$T/lease1")
+# out: the guest reaches the origin directly (a hole).
+out() { ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/$ORIGIN_IP/8080 && head -c 6 <&3" 2>/dev/null | grep -q origin; }
+refused() { ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/$ORIGIN_IP/8080" 2>&1 | grep -q "refused"; }
+recs() { ksb_sql "SELECT count(*) FROM selftests WHERE instance = '(gateway)' AND trigger = 'rules' AND failed = 'nft-drift:$1' AND action = '$2'"; }
+recs_ge() { [ "$(recs "$1" "$2")" -ge "$3" ]; }
+logged() { grep -q "$1" "$T/gatewayd.log"; }
+
+ksb_check "before: the guest's direct connect is refused by ksb" refused
+ksb_check "before: nothing gets out" '! out'
+
+ksb_say "the bridge renamed behind the gateway's back"
+gwns ip link set ksb0 down
+gwns ip link set ksb0 name ksbX
+gwns ip link set ksbX up
+ksb_check "renamed: still nothing gets out (the rules hold)" '! out'
+ksb_check "renamed: the direct connect is still refused by ksb" refused
+named_back() { gwns ip link show ksb0 >/dev/null 2>&1; }
+ksb_until 8 named_back || true
+ksb_check "renamed back to ksb0 within the interval" named_back
+ksb_check "the bridge is up again" 'gwns ip link show ksb0 | grep -q "[<,]UP[,>]"'
+ksb_check "one log line says so" \
+	'logged "nftables check (periodic): device drift: bridge ksb0 renamed to ksbX: restored"'
+ksb_until 5 recs_ge device none 1 || true
+ksb_check "a record nft-drift:device, action none ($(recs device none))" 'recs_ge device none 1'
+ksb_check "the guest reaches the proxy again" \
+	'ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/10.77.0.1/3128"'
+
+ksb_say "a registered guest's tap ($TAP) renamed"
+gwns ip link set "$TAP" down
+gwns ip link set "$TAP" name evil0
+gwns ip link set evil0 up
+tap_back() { gwns ip link show "$TAP" >/dev/null 2>&1; }
+ksb_until 8 tap_back || true
+ksb_check "the tap is renamed back" tap_back
+ksb_check "one log line says so" \
+	'logged "device drift: tap $TAP renamed to evil0: restored"'
+ksb_until 5 recs_ge device none 2 || true
+ksb_check "a second nft-drift:device record ($(recs device none))" 'recs_ge device none 2'
+
+ksb_say "a guest reaching the self-test canary is drift"
+canary() { ip netns exec "$G" timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22' 2>/dev/null; }
+hit=0
+for i in 1 2 3 4 5; do
+	gwns nft insert rule inet ksb prerouting tcp dport 22 accept
+	gwns nft insert rule inet ksb input tcp dport 22 accept
+	gwns nft insert rule inet ksb output tcp sport 22 accept
+	if canary; then hit=1; break; fi
+	ksb_until 6 logged "rules drift" || true
+done
+ksb_check "the guest reached the canary through the hole" '[ "$hit" = 1 ]'
+ksb_until 5 recs_ge canary none 1 || true
+ksb_check "a record nft-drift:canary ($(recs canary none))" 'recs_ge canary none 1'
+ksb_check "the log says what and that it was restored" \
+	'logged "nftables check (canary): canary drift: TCP from 10.77.0.[0-9]* reached the self-test canary: restored"'
+ksb_check "the hole is gone" '! gwns nft list chain inet ksb prerouting | grep -q "tcp dport 22 accept"'
+ksb_check "the egress was never stopped" '! logged "set down, every"'
+
+ksb_say "a base chain's policy changed (accept -> drop)"
+policy_back() { gwns nft list chain inet ksb output | grep -q "policy accept;"; }
+gwns nft chain inet ksb output '{ policy drop; }'
+ksb_until 8 policy_back || true
+ksb_check "the policy is accept again" policy_back
+ksb_check "one log line says so" \
+	'logged "chain drift: chain inet output: type filter hook 3 priority 0 policy drop, ksb.s is type filter hook 3 priority 0 policy accept: restored"'
+ksb_until 5 recs_ge chain none 1 || true
+ksb_check "a record nft-drift:chain ($(recs chain none))" 'recs_ge chain none 1'
+
+ksb_say "a base chain made again at another priority, its rules the same"
+gwns nft list chain bridge ksb forward | sed 's/priority filter;/priority -100;/' > "$T/fwd.nft"
+grep -q "priority -100;" "$T/fwd.nft" || ksb_fail "no priority in $(cat "$T/fwd.nft")"
+gwns nft delete chain bridge ksb forward
+gwns nft -f "$T/fwd.nft"
+prio_back() { gwns nft list chain bridge ksb forward | grep -Eq "priority (filter|-200);"; }
+ksb_until 8 prio_back || true
+ksb_check "the chain is at priority -200 again" prio_back
+ksb_check "one log line says so" \
+	'logged "chain drift: chain bridge forward: type filter hook 2 priority -100 policy accept, ksb.s is type filter hook 2 priority -200 policy accept: restored"'
+ksb_until 5 recs_ge chain none 2 || true
+ksb_check "a second record nft-drift:chain ($(recs chain none))" 'recs_ge chain none 2'
+
+ksb_say "ksb's inet table made dormant (its chains hooked nowhere)"
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft add table inet ksb '{ flags dormant; }'
+ksb_check "the hole is real: the guest gets out" out
+kill -CONT "$KSB_GATEWAY_PID"
+awake() { ! gwns nft list table inet ksb | grep -q dormant; }
+ksb_until 8 awake || true
+ksb_check "the table is active again" awake
+ksb_check "nothing gets out again" '! out'
+ksb_check "one log line says so" \
+	'logged "chain drift: table inet ksb has flags dormant: restored"'
+ksb_until 5 recs_ge chain none 3 || true
+ksb_check "a third record nft-drift:chain ($(recs chain none))" 'recs_ge chain none 3'
+
+ksb_say "the guests' set flushed"
+in_set() { gwns nft list set inet ksb guests | grep -q "$GIP"; }
+gwns nft flush set inet ksb guests
+ksb_until 8 in_set || true
+ksb_check "the guest is in the inet set again" in_set
+ksb_check "one log line says so" \
+	'logged "set drift: set inet guests: a registered guest.s element is missing: restored"'
+ksb_until 5 recs_ge set none 1 || true
+ksb_check "a record nft-drift:set ($(recs set none))" 'recs_ge set none 1'
+ksb_check "the guest reaches the proxy" \
+	'ip netns exec "$G" timeout 3 bash -c "exec 3<>/dev/tcp/10.77.0.1/3128"'
+
+ksb_say "a spoofed element added to the bridge set"
+gwns nft add element bridge ksb guests "{ \"$TAP\" . 52:54:00:4e:00:77 . 10.77.0.77 }"
+spoof_gone() { ! gwns nft list set bridge ksb guests | grep -q "10.77.0.77"; }
+ksb_until 8 spoof_gone || true
+ksb_check "the spoofed element is gone" spoof_gone
+ksb_check "one log line says so" \
+	'logged "set drift: set bridge guests: an element no guest registered (key [0-9a-f]*): restored"'
+ksb_until 5 recs_ge set none 2 || true
+ksb_check "a second record nft-drift:set ($(recs set none))" 'recs_ge set none 2'
+ksb_check "the registered guest is still in the bridge set" \
+	'gwns nft list set bridge ksb guests | grep -q "$GIP"'
+ksb_check "the egress was still never stopped" '! logged "set down, every"'
+
+ksb_say "another program's netdev table on a port of the bridge (fails closed)"
+reload() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload >/dev/null; }
+OMAC=$(ip -n "$OR" link show ko1 | awk '/ether/{print $2}')
+GMAC=$(ip -n "$G" link show eth0 | awk '/ether/{print $2}')
+# The return path alone (on the uplink, not ksb's link) is not drift.
+gwns nft -f - <<NFT
+table netdev other2 {
+  chain in { type filter hook ingress device "ko0" priority -500; policy accept;
+    ip daddr $GIP ether daddr set $GMAC fwd to "kvg1"
+  }
+}
+NFT
+reload
+ksb_check "a netdev chain on another link only: no drift" '! logged "foreign drift"'
+# The gateway stopped meanwhile (SIGSTOP): the hole is shown open first.
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft -f - <<NFT
+table netdev other {
+  chain in { type filter hook ingress device "kvg1" priority -500; policy accept;
+    ip daddr $ORIGIN_IP ether daddr set $OMAC fwd to "ko0"
+  }
+}
+NFT
+ksb_check "the hole is real: the guest gets out past ksb's rules" out
+kill -CONT "$KSB_GATEWAY_PID"
+down() { ! gwns ip link show ksb0 | grep -q "[<,]UP[,>]"; }
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+ksb_check "its ports are down" '! gwns ip link show kvg1 | grep -q "[<,]UP[,>]"'
+ksb_check "nothing gets out any more" '! out'
+ksb_check "one log line says which chain and what to do" \
+	'logged "foreign drift: table netdev other chain in is hooked on kvg1 (ingress): another program.s, ahead of ksb.s rules: could not be restored (not ksb.s table: delete it, then restart ksb-gatewayd): bridge ksb0 set down"'
+ksb_until 5 recs_ge foreign stopped 1 || true
+ksb_check "a record nft-drift:foreign, action stopped" 'recs_ge foreign stopped 1'
+
+ksb_say "a guest that reaches the canary again and again: fails closed"
+# A fresh gateway (the last one stopped egress) and guest.
+gwns nft delete table netdev other
+gwns nft delete table netdev other2
+kill "$KSB_GATEWAY_PID"
+ksb_wait_dead "$KSB_GATEWAY_PID" || ksb_fail "the gateway did not exit"
+ksb_gateway
+ksb_fake_guest 2 g2
+G2=ksbt-$$-g2
+canary2() { ip netns exec "$G2" timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22' 2>/dev/null; }
+hole() {
+	gwns nft insert rule inet ksb prerouting tcp dport 22 accept
+	gwns nft insert rule inet ksb input tcp dport 22 accept
+	gwns nft insert rule inet ksb output tcp sport 22 accept
+}
+hits=0
+for i in 1 2 3 4 5 6 7 8 9; do
+	hole
+	canary2 && hits=$((hits + 1))
+	[ "$hits" -ge 3 ] && break
+	ksb_until 6 logged "rules drift" || true
+	# Hits within a second of the last are not counted (the bound):
+	# the only wait here that is a duration by design.
+	sleep 1.2
+done
+ksb_check "the guest reached the canary three times ($hits)" '[ "$hits" -ge 3 ]'
+ksb_until 8 down || true
+ksb_check "the third time the bridge is down" down
+ksb_check "one line says why" \
+	'logged "canary drift: TCP from 10.77.0.[0-9]* reached the self-test canary: could not be restored (reached again after restoring the rules: the hole is not in them): bridge ksb0 set down"'
+ksb_until 5 recs_ge canary stopped 1 || true
+ksb_check "a record nft-drift:canary, action stopped" 'recs_ge canary stopped 1'
+
+[ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
+grep -E "nftables check|canary" "$T/gatewayd.log" | head -n 20
+echo "PASS"
