@@ -47,8 +47,28 @@ def reflect_encodings(v):
     def pct(hexd):
         return "".join(chr(c) if chr(c).isalnum() or chr(c) in "-._~"
                        else ("%%%02" + hexd) % c for c in v).encode()
+    def pcteach(fmt):  # every byte %XX, fmt(i, c) its two hex digits
+        return "".join("%" + fmt(i, c) for i, c in enumerate(v)).encode()
+
+    def mixcase(i, c):  # upper/lower chosen per digit
+        d = "%02x" % c
+        return "".join(x.upper() if (i + k) % 2 else x
+                       for k, x in enumerate(d))
+
+    def jsonu(i, c):  # \u00XX either case, every third byte raw
+        if i % 3 == 2 and chr(c) not in '"\\':
+            return chr(c)
+        return ("\\u%04X" if i % 2 else "\\u%04x") % c
     j = json.dumps(v.decode("latin-1"))[1:-1].encode()
     return {
+        "pctall": pcteach(lambda i, c: "%02X" % c),
+        "pctallower": pcteach(lambda i, c: "%02x" % c),
+        "pctmix": pcteach(mixcase),
+        "pctsome": "".join(chr(c) if i % 2 and chr(c).isalnum()
+                           else "%" + mixcase(i, c)
+                           for i, c in enumerate(v)).encode(),
+        "jsonu": "".join("\\u%04x" % c for c in v).encode(),
+        "jsonumix": "".join(jsonu(i, c) for i, c in enumerate(v)).encode(),
         "raw": v,
         "b64": base64.b64encode(v),
         "b64a1": base64.b64encode(b"x" + v),

@@ -16,7 +16,9 @@
 #    the bound host itself (case, trailing dot, :443, absolute-form) pass;
 #  - nothing real flows back: the origin hands back the value it received
 #    (raw, base64 at each alignment, base64url, percent-encoded, JSON
-#    escaped) in every framing (Content-Length, chunked in 7-byte chunks,
+#    escaped; every byte %XX in upper, lower and mixed hex case, some
+#    bytes raw and some %XX, every byte \u00XX, \u00XX mixed with raw)
+#    in every framing (Content-Length, chunked in 7-byte chunks,
 #    until the close, server-sent events, a response field, the reason
 #    phrase, a 103 interim response, a byte per write); the guest's
 #    client (cred_leakcheck.py) finds none of the value's encodings in
@@ -197,7 +199,8 @@ for n in header-anthropic bearer-openai basic-github-pat; do
 	bearer-*) a="Authorization: Bearer $p" ;;
 	basic-*) a="Authorization: Basic $(printf 'agent:%s' "$p" | base64 -w0)" ;;
 	esac
-	for enc in raw b64 b64a1 b64a2 b64url pct pctlower json jsonslash; do
+	for enc in raw b64 b64a1 b64a2 b64url pct pctlower json jsonslash \
+		pctall pctallower pctmix pctsome jsonu jsonumix; do
 		for fr in length chunked eof sse header status interim dribble; do
 			printf 'GET /reflect/%s/%s HTTP/1.1\r\nHost: %s.swap.test\r\n%s\r\n\r\n' \
 				"$enc" "$fr" "$n" "$a" > "$T/refl.req"
@@ -214,7 +217,7 @@ for n in header-anthropic bearer-openai basic-github-pat; do
 done
 echo "# $nref reflections tried${bad:+; failed:$bad}"
 ksb_check "no encoding of a real value reached the guest, framing intact" \
-	'[ -z "$bad" ] && [ "$nref" = 216 ]'
+	'[ -z "$bad" ] && [ "$nref" = 360 ]'
 n=header-anthropic
 g=$(sed -n "s/^$n //p" "$T/guest-of")
 printf 'GET /reflect/raw/gzip HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: %s\r\nAccept-Encoding: gzip, deflate, br\r\n\r\n' \
