@@ -340,5 +340,9 @@ int reflect_find(const struct reflect *, const uint8_t *buf, size_t len);
  * pattern starts, or an escape is unfinished): bytes to hold back, at
  * most reflect_hold_max.  0 when nothing could still match. */
 size_t reflect_partial(const struct reflect *, const uint8_t *buf, size_t len);
+/* buf[0..len) percent-decoded, then JSON-unescaped, each escape where it
+ * stands (the views reflect_find reads), into out (room for len bytes;
+ * may be buf); returns the length written (at most len). */
+size_t reflect_unescape(uint8_t *out, const uint8_t *buf, size_t len);
 
 #endif

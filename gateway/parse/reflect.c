@@ -499,3 +499,29 @@ reflect_partial(const struct reflect *r, const uint8_t *buf, size_t len)
 		best = k;
 	return best;
 }
+
+/* buf[0..len) as view reads it, into out (at most len bytes; an
+ * unfinished escape at the end copied as it is); the length. */
+static size_t
+reflect_unescape_view(
+    unsigned view, uint8_t *out, const uint8_t *buf, size_t len)
+{
+	struct reflect_view v;
+
+	if (reflect_view(view, buf, len, &v) == -1) {
+		memmove(out, buf, len);
+		return len;
+	}
+	memcpy(out, v.d, v.n);
+	memcpy(out + v.n, buf + v.pend, len - v.pend);
+	len = v.n + len - v.pend;
+	reflect_view_free(&v);
+	return len;
+}
+
+size_t
+reflect_unescape(uint8_t *out, const uint8_t *buf, size_t len)
+{
+	len = reflect_unescape_view(REFLECT_VPCT, out, buf, len);
+	return reflect_unescape_view(REFLECT_VJSON, out, out, len);
+}

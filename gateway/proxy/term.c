@@ -50,11 +50,13 @@
 #define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
 #define TERM_MARK     PLACEHOLDER_MARK
 #define TERM_MARK_LEN 6
+/* the longest encoding of the mark: six bytes a byte (\u006B...) */
+#define TERM_CARRY    (6 * TERM_MARK_LEN)
 
 /* A scan for the mark over a stream that arrives in runs: the tail of
  * the runs so far, for a mark split across two of them. */
 struct term_scan {
-	char carry[TERM_MARK_LEN];
+	char carry[TERM_CARRY];
 	size_t ncarry;
 };
 
@@ -246,19 +248,27 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 
 /* ---- the placeholder in a request head ---------------------------------- */
 
-/* Does buf[0..len) hold the mark?  Case-insensitive: a guest would not
- * hide it by case, but a server might not care. */
+/* The mark, found as reflect.c finds a pattern: ASCII case ignored (a
+ * guest would not hide it by case, but a server might not care), raw,
+ * percent-encoded or JSON-escaped in any of its bytes (a server decodes
+ * them).  Made once, for the process's life. */
+static const struct reflect *
+term_marks(void)
+{
+	static struct reflect *m;
+
+	if (m == NULL) {
+		m = reflect_new();
+		reflect_add_mark(m, TERM_MARK);
+	}
+	return m;
+}
+
+/* Does buf[0..len) hold the mark (term_marks)? */
 static int
 term_has_mark(const uint8_t *buf, size_t len)
 {
-	size_t i;
-
-	for (i = 0; i + TERM_MARK_LEN <= len; i++)
-		if ((buf[i] | 0x20) == 'k' &&
-		    strncasecmp(
-			(const char *)buf + i, TERM_MARK, TERM_MARK_LEN) == 0)
-			return 1;
-	return 0;
+	return reflect_find(term_marks(), buf, len);
 }
 
 /* Basic credentials of a field value (RFC 7617): decoded into out. */
@@ -553,7 +563,8 @@ term_which_placeholder(const struct term *t, const uint8_t *buf, size_t len,
  * s (a span of buf) into dst for an audit row (NUL-terminated, cut to
  * dstsz), no placeholder ever in it: each of this instance's is written
  * "[placeholder NAME]", anything else holding the mark (its hex digits
- * with it) "[placeholder]".
+ * with it) "[placeholder]"; a span holding it only escaped is copied
+ * unescaped (reflect_unescape; control bytes as '?') to find it.
  */
 static void
 term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
@@ -561,9 +572,20 @@ term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
 {
 	const uint8_t *b = buf + sp.off;
 	size_t i = 0, n = 0, back = 0, skip = 0, h;
+	uint8_t *dec = NULL;
 	const char *name;
 	int k;
 
+	if (term_has_mark(b, sp.len) &&
+	    memmem(b, sp.len, TERM_MARK, TERM_MARK_LEN) == NULL) {
+		dec = xmalloc(sp.len + 1);
+		sp.len = reflect_unescape(dec, b, sp.len);
+		for (i = 0; i < sp.len; i++)
+			if (dec[i] < 0x20 || dec[i] == 0x7f)
+				dec[i] = '?';
+		b = dec;
+		i = 0;
+	}
 	while (i < sp.len && n + 1 < dstsz) {
 		if (sp.len - i < TERM_MARK_LEN ||
 		    strncasecmp(
@@ -587,6 +609,7 @@ term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
 		n += (size_t)k < dstsz - n ? (size_t)k : dstsz - n - 1;
 	}
 	dst[n] = '\0';
+	free(dec);
 }
 
 /* A request for another host than the bound one: 421, its row's path
@@ -685,22 +708,21 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 static int
 term_scan(struct term_scan *t, const uint8_t *p, size_t n)
 {
-	uint8_t tmp[2 * TERM_MARK_LEN];
-	size_t k = n < TERM_MARK_LEN ? n : TERM_MARK_LEN;
+	uint8_t tmp[2 * TERM_CARRY];
+	size_t k = n < TERM_CARRY ? n : TERM_CARRY;
 
 	memcpy(tmp, t->carry, t->ncarry);
 	memcpy(tmp + t->ncarry, p, k);
 	if (term_has_mark(tmp, t->ncarry + k) || term_has_mark(p, n))
 		return -1;
-	if (n >= TERM_MARK_LEN - 1) {
-		memcpy(
-		    t->carry, p + n - (TERM_MARK_LEN - 1), TERM_MARK_LEN - 1);
-		t->ncarry = TERM_MARK_LEN - 1;
+	if (n >= TERM_CARRY - 1) {
+		memcpy(t->carry, p + n - (TERM_CARRY - 1), TERM_CARRY - 1);
+		t->ncarry = TERM_CARRY - 1;
 	} else {
 		memcpy(tmp, t->carry, t->ncarry);
 		memcpy(tmp + t->ncarry, p, n);
 		k = t->ncarry + n;
-		t->ncarry = k < TERM_MARK_LEN - 1 ? k : TERM_MARK_LEN - 1;
+		t->ncarry = k < TERM_CARRY - 1 ? k : TERM_CARRY - 1;
 		memcpy(t->carry, tmp + k - t->ncarry, t->ncarry);
 	}
 	return 0;

@@ -269,6 +269,64 @@ KSB_PH=$p2 ip netns exec "ksbt-$$-g$g2" python3 "$CLIENT" 10.77.0.1:3128 \
 	"$n2.swap.test" "$CA" http/1.1 "$T/ph.req" > /dev/null
 ksb_check "a prefixed placeholder in a misdirected path: its name, no prefix" \
 	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"https://evil.example.com/f/[placeholder $n2]\" AND status = 421"'
+ksb_say "the placeholder escaped in any of its bytes is refused the same"
+phenc() { # MODE PLACEHOLDER: the placeholder percent- or JSON-escaped
+	python3 -c '
+import sys
+m, p = sys.argv[1], sys.argv[2]
+def mix(i, c):
+    return "".join(x.upper() if (i + k) % 2 else x
+                   for k, x in enumerate("%02x" % ord(c)))
+print({"p": p.replace("ph_", "%70h_"),
+       "all": "".join("%%%02X" % ord(c) for c in p),
+       "mix": "".join("%" + mix(i, c) for i, c in enumerate(p)),
+       "u": "".join("\\u%04x" % ord(c) for c in p),
+       "umix": "".join(c if i % 3 else "\\u%04X" % ord(c)
+                       for i, c in enumerate(p))}[m], end="")' "$1" "$2"; }
+nenc=0
+encref() { # WHAT REQFILE: 403 credential_misuse
+	local out
+	nenc=$((nenc + 1))
+	out=$(raw "$B.swap.test" "$2")
+	ksb_check "$1: 403 credential_misuse" \
+		'echo "$out" | head -1 | grep -q "^HTTP/1.1 403 " &&
+		 echo "$out" | grep -qi "^X-Ksb-Deny: credential_misuse"'
+}
+for m in p all mix; do
+	printf 'GET /enc/%s/%s HTTP/1.1\r\nHost: %s.swap.test\r\n\r\n' \
+		"$m" "$(phenc "$m" "$BPH")" "$B" > "$T/enc.req"
+	encref "in the path, escaped ($m)" "$T/enc.req"
+	printf 'GET /enc/q%s?k=%s HTTP/1.1\r\nHost: %s.swap.test\r\n\r\n' \
+		"$m" "$(phenc "$m" "$BPH")" "$B" > "$T/enc.req"
+	encref "in the query, escaped ($m)" "$T/enc.req"
+	printf 'GET /enc/h%s HTTP/1.1\r\nHost: %s.swap.test\r\nx-other: %s\r\n\r\n' \
+		"$m" "$B" "$(phenc "$m" "$BPH")" > "$T/enc.req"
+	encref "in another header, escaped ($m)" "$T/enc.req"
+done
+printf 'GET /enc/declared HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: %s\r\n\r\n' \
+	"$B" "$(phenc p "$BPH")" > "$T/enc.req"
+encref "escaped in its declared header (no swap)" "$T/enc.req"
+for m in u umix; do
+	b=$(printf '{"k": "%s"}' "$(phenc "$m" "$BPH")")
+	printf 'POST /enc/b%s HTTP/1.1\r\nHost: %s.swap.test\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' \
+		"$m" "$B" "${#b}" "$b" > "$T/enc.req"
+	encref "JSON-escaped in a body ($m)" "$T/enc.req"
+	printf 'POST /enc/c%s HTTP/1.1\r\nHost: %s.swap.test\r\nTransfer-Encoding: chunked\r\n\r\n' \
+		"$m" "$B" > "$T/enc.req"
+	python3 -c 'import sys
+b = sys.argv[1].encode()
+sys.stdout.buffer.write(b"".join(
+    b"%x\r\n%s\r\n" % (len(b[i:i + 5]), b[i:i + 5])
+    for i in range(0, len(b), 5)) + b"0\r\n\r\n")' "$b" >> "$T/enc.req"
+	encref "JSON-escaped in a chunked body, split across chunks ($m)" "$T/enc.req"
+done
+ksb_check "no escaped placeholder in a head reached the origin" \
+	'! grep -q "/enc/[pamhdq]" "$T/origin.log"'
+ksb_check "each has its credential_misuse row, the path's placeholder named" \
+	'ksb_sql_is "$nenc" "SELECT count(*) FROM requests WHERE path LIKE \"/enc/%\" AND status = 403 AND reason = \"credential_misuse\"" &&
+	 ksb_sql_is 3 "SELECT count(*) FROM requests WHERE path IN (\"/enc/p/[placeholder $B]\", \"/enc/all/[placeholder $B]\", \"/enc/mix/[placeholder $B]\")"'
+ksb_check "no row holds an escaped placeholder" \
+	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE instr(lower(path), \"%6b%73\") > 0 OR instr(path, \"%70h_\") > 0 OR instr(path, \"\\u\") > 0"'
 ksb_check "no row of the audit holds a placeholder" \
 	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE path LIKE \"%ksbph%\" OR method LIKE \"%ksbph%\""'
 
