@@ -633,6 +633,31 @@ term_refuse_misdirected(
 }
 
 /*
+ * A path beginning with two slashes is a network-path reference (RFC
+ * 3986 §4.2): a framework resolving it against the request ("//x.test/p")
+ * reads another host, and the request would carry the real value there.
+ * Refused (400, http_bad_target, -1) as sent and as a server may read it:
+ * percent-decoded (%2F, %5C), a backslash for a slash (WHATWG URL, §4.4
+ * "special authority slashes").  Else 0.
+ */
+static int
+term_refuse_netpath(
+    struct term *t, const uint8_t *buf, const struct http_request *rq)
+{
+	uint8_t b[12];
+	size_t n = rq->path.len < sizeof(b) ? rq->path.len : sizeof(b);
+
+	n = reflect_unescape(b, buf + rq->path.off, n);
+	if (n < 2 || (b[0] != '/' && b[0] != '\\') ||
+	    (b[1] != '/' && b[1] != '\\'))
+		return 0;
+	term_refuse(t, 400, REASON_HTTP_BAD_TARGET,
+	    "a target path beginning with // names another host "
+	    "(RFC 3986 section 4.2) and is refused");
+	return -1;
+}
+
+/*
  * A whole request head is in the guest's input: parse, check, rewrite,
  * send.  Returns 0 to go on, -1 if the request was refused.
  */
@@ -664,7 +689,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	}
 	term_copy_row(t, t->method, sizeof(t->method), buf, rq.method);
 	term_copy_row(t, t->path, sizeof(t->path), buf, rq.path);
-	if (term_refuse_misdirected(t, buf, &rq) == -1)
+	if (term_refuse_misdirected(t, buf, &rq) == -1 ||
+	    term_refuse_netpath(t, buf, &rq) == -1)
 		return -1;
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc != NULL)

@@ -14,6 +14,8 @@
 #    address, another port) gets 421 and a misdirected_request row naming
 #    it, and the origin's log shows that none arrived; the spellings of
 #    the bound host itself (case, trailing dot, :443, absolute-form) pass;
+#    a path beginning with "//" (as sent, %2F, %5C, in an absolute-form
+#    target) gets 400 and an http_bad_target row, nothing upstream;
 #  - nothing real flows back: the origin hands back the value it received
 #    (raw, base64 at each alignment, base64url, percent-encoded, JSON
 #    escaped; every byte %XX in upper, lower and mixed hex case, some
@@ -25,7 +27,11 @@
 #    the bytes it received, the response still parses, and each request
 #    has its credential_reflected row;
 #  - HEAD then GET on one tunnel; curl -T not waiting its expect timeout;
-#  - the audit never stores a placeholder ([placeholder NAME] instead).
+#  - the audit never stores a placeholder ([placeholder NAME] instead);
+#  - the placeholder percent-encoded (one byte, every byte, mixed hex
+#    case) in the path, query, another header or its own, JSON-escaped
+#    (\u00XX, mixed with raw) in a body and a chunked body: 403
+#    credential_misuse, its row, nothing of a head at the origin.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -155,6 +161,18 @@ front 421 "GET https://$B.swap.test/front/@N@" "evil.example.com"
 front 400 "GET /front/@N@" "$B.swap.test" "evil.example.com"
 front 400 "GET /front/@N@" "$B.swap.test" "$B.swap.test"
 front 400 "GET https://u@$B.swap.test/front/@N@" "$B.swap.test"
+# a network-path reference ("//host/p", RFC 3986 §4.2) as the path, as
+# sent, percent-encoded, with a backslash (raw: the parser refuses it, no
+# path in its row), inside an absolute-form target
+for l in "//evil.example.com/front/@N@" "/%2Fevil.example.com/front/@N@" \
+	"/%5cevil.example.com/front/@N@" "/\\evil.example.com/front/@N@" \
+	"https://$B.swap.test//evil.example.com/front/@N@"; do
+	front 400 "GET $l" "$B.swap.test"
+done
+ksb_check "each // path has its http_bad_target row; the guest is told why" \
+	'ksb_sql_is 4 "SELECT count(*) FROM requests WHERE status = 400 AND reason = \"http_bad_target\" AND path LIKE \"%evil.example.com/front/%\"" &&
+	 printf "GET //evil.example.com/x HTTP/1.1\r\nHost: $B.swap.test\r\n\r\n" > "$T/np.req" &&
+	 raw "$B.swap.test" "$T/np.req" | grep -q "^X-Ksb-Deny: http_bad_target"'
 for h in "$B.swap.test" "$(echo "$B.swap.test" | tr a-z A-Z)" \
 	"$B.swap.test." "$B.swap.test:443" "$B.swap.test.:443"; do
 	front 200 "GET /check/$B?pass=@N@" "$h"
