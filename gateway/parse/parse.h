@@ -274,6 +274,10 @@ void http_body_init(
 enum http_result http_body_feed(struct http_body_reader *br, const uint8_t *buf,
     size_t len, size_t *used, struct http_span *data, enum reason *reason);
 
+/* http_body_trailers: has a chunked body's trailer section (RFC 9112
+ * §7.1.2) begun a field line so far?  (Its bytes are framing, not data.) */
+bool http_body_trailers(const struct http_body_reader *br);
+
 /*
  * http_field_name_is: is f's name (in buf) equal to lower, ignoring ASCII
  * case (RFC 9110 §5.1)?  lower is NUL-terminated and lowercase.

@@ -48,6 +48,9 @@
 #include "policy/policy.h"
 
 #define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
+/* A request body up to this many bytes (Content-Length, or chunked
+ * framing and data) is scanned before its head goes (term_request_hold) */
+#define TERM_HOLD_MAX (64 * 1024)
 #define TERM_MARK     PLACEHOLDER_MARK
 #define TERM_MARK_LEN 6
 /* the longest encoding of the mark: six bytes a byte (\u006B...) */
@@ -63,6 +66,7 @@ struct term_scan {
 enum term_state {
 	TERM_HANDSHAKE, /* either TLS handshake still running */
 	TERM_REQ_HEAD,	/* reading a request head */
+	TERM_REQ_HOLD,	/* its small body scanned before the head goes */
 	TERM_REQ_BODY,	/* streaming its body upstream */
 	TERM_RESP_HEAD, /* request sent, reading the response head */
 	TERM_RESP_BODY, /* streaming the response body */
@@ -91,6 +95,14 @@ struct term {
 	 * data, trailers, an upgraded stream), and the decoded body data
 	 * (a chunk boundary can split the mark there) */
 	struct term_scan raw, data;
+	/* the request held (TERM_REQ_HOLD): its head's length, its body's
+	 * bytes scanned so far (hold_seen, after the head in the guest's
+	 * input), read and scanned by hold_body/raw/data; hold_done: the
+	 * next parse of the head sends it */
+	struct http_body_reader hold_body;
+	struct term_scan hold_raw, hold_data;
+	size_t hold_head, hold_seen;
+	int hold_done;
 	/* bytes of the coming head (request or response) already searched
 	 * for a LF (term_head_worth_parsing) */
 	size_t head_seen;
@@ -121,6 +133,7 @@ struct term {
 
 static void term_finish(struct term *, enum reason);
 static void term_pump(struct term *);
+static int term_scan(struct term_scan *, const uint8_t *, size_t);
 
 /* ---- TLS --------------------------------------------------------------- */
 
@@ -658,6 +671,103 @@ term_refuse_netpath(
 }
 
 /*
+ * Hold rq (its head checked, nothing sent) until its body is scanned, if
+ * that body is small: Content-Length up to TERM_HOLD_MAX, or chunked (up
+ * to TERM_HOLD_MAX bytes of it, term_request_hold), so that a refusal
+ * for what the body holds sends nothing upstream.  A client waiting on
+ * Expect: 100-continue is sent the 100 by the gateway (RFC 9110 §10.1.1
+ * lets a proxy do so); the upstream's own follows later.  1 when held;
+ * 0 to send the head now (the second parse, after the hold).
+ */
+static int
+term_hold_start(struct term *t, const struct http_request *rq)
+{
+	if (t->hold_done ||
+	    (rq->body != HTTP_BODY_CHUNKED &&
+		(rq->body != HTTP_BODY_LENGTH || rq->length == 0 ||
+		    rq->length > TERM_HOLD_MAX))) {
+		t->hold_done = 0;
+		return 0;
+	}
+	t->hold_head = rq->head_len;
+	t->hold_seen = 0;
+	t->hold_raw.ncarry = t->hold_data.ncarry = 0;
+	http_body_init(&t->hold_body, rq->body, rq->length);
+	if (rq->expect_continue)
+		evbuffer_add_printf(bufferevent_get_output(t->down),
+		    "HTTP/1.1 100 Continue\r\n\r\n");
+	t->state = TERM_REQ_HOLD;
+	return 1;
+}
+
+/* Refuse what a request's body (framing or data) may not hold: the
+ * mark (403), trailer fields (400, http_trailer_refused: a server may
+ * merge them into the header, past every check made on it).  -1 when
+ * refused: t->rq_bytes says how much went upstream before. */
+static int
+term_body_refuse(struct term *t, const struct http_body_reader *br,
+    struct term_scan *raw, struct term_scan *data, const uint8_t *p,
+    size_t used, struct http_span d)
+{
+	if (term_scan(raw, p, used) == -1 ||
+	    (d.len > 0 && term_scan(data, p + d.off, d.len) == -1)) {
+		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE,
+		    "a placeholder in the request body, its chunk "
+		    "extensions or trailers is refused");
+		return -1;
+	}
+	if (http_body_trailers(br)) {
+		term_refuse(t, 400, REASON_HTTP_TRAILER_REFUSED,
+		    "trailer fields in a request are refused");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * TERM_REQ_HOLD: scan what came of the held request's body.  When it
+ * ended, or TERM_HOLD_MAX bytes of it passed, the head is parsed again
+ * and sent (TERM_REQ_HEAD, hold_done).  0 to go on (or wait), -1 when
+ * refused (nothing was sent upstream).
+ */
+static int
+term_request_hold(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->down);
+	size_t len = evbuffer_get_length(in), at, used, n;
+	struct http_span data;
+	enum reason reason = REASON_NONE;
+	enum http_result r = HTTP_INCOMPLETE;
+	const uint8_t *p;
+
+	at = t->hold_head + t->hold_seen;
+	if (len > at + 65536)
+		len = at + 65536;
+	p = evbuffer_pullup(in, (ssize_t)len);
+	while (
+	    at < len && r == HTTP_INCOMPLETE && t->hold_seen < TERM_HOLD_MAX) {
+		n = len - at;
+		r = http_body_feed(
+		    &t->hold_body, p + at, n, &used, &data, &reason);
+		if (r == HTTP_ERROR) {
+			term_refuse(t, 400, reason, "malformed request body");
+			return -1;
+		}
+		if (term_body_refuse(t, &t->hold_body, &t->hold_raw,
+			&t->hold_data, p + at, used, data) == -1)
+			return -1;
+		at += used;
+		t->hold_seen += used;
+	}
+	if (r == HTTP_INCOMPLETE && t->hold_seen < TERM_HOLD_MAX)
+		return 1; /* wait for more */
+	t->hold_done = 1;
+	t->head_seen = 0;
+	t->state = TERM_REQ_HEAD;
+	return 0;
+}
+
+/*
  * A whole request head is in the guest's input: parse, check, rewrite,
  * send.  Returns 0 to go on, -1 if the request was refused.
  */
@@ -713,6 +823,12 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	}
 	if (sw.field >= 0)
 		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if (term_hold_start(t, &rq) == 1) {
+		if (sw.basic != NULL)
+			OPENSSL_cleanse(sw.basic, strlen(sw.basic));
+		free(sw.basic);
+		return 0;
+	}
 	term_write_head(t, buf, &rq, &sw);
 	if (sw.basic != NULL)
 		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
@@ -775,14 +891,9 @@ term_request_body(struct term *t)
 			term_refuse(t, 400, reason, "malformed request body");
 			return -1;
 		}
-		if (term_scan(&t->raw, p, used) == -1 ||
-		    (data.len > 0 &&
-			term_scan(&t->data, p + data.off, data.len) == -1)) {
-			term_refuse(t, 403, REASON_CREDENTIAL_MISUSE,
-			    "a placeholder in the request body, its chunk "
-			    "extensions or trailers is refused");
+		if (term_body_refuse(
+			t, &t->body, &t->raw, &t->data, p, used, data) == -1)
 			return -1;
-		}
 		evbuffer_add(out, p, used);
 		t->rq_bytes += used;
 		evbuffer_drain(in, used);
@@ -1104,6 +1215,10 @@ term_pump(struct term *t)
 			r = term_request(
 			    t, evbuffer_pullup(in, (ssize_t)len), len);
 			if (r != 0)
+				goto out;
+			break;
+		case TERM_REQ_HOLD:
+			if ((r = term_request_hold(t)) != 0)
 				goto out;
 			break;
 		case TERM_REQ_BODY:

@@ -11,12 +11,14 @@ every response status line and X-Ksb-Deny header it reads (until the
 server closes, 10 s at most), or "tls-error: <reason>" when the
 handshake fails.  Exit 0 whenever it got that far.  With $KSB_DRIBBLE
 set, the CONNECT head goes a byte per write and the request one byte per
-TLS record (TCP_NODELAY).
+TLS record (TCP_NODELAY).  "@PAUSE@" in REQFILE: the bytes after it go
+0.5 s later.
 """
 import os
 import socket
 import ssl
 import sys
+import time
 
 proxy, host, cafile, alpn, reqfile = sys.argv[1:6]
 addr, port = proxy.rsplit(":", 1)
@@ -56,8 +58,11 @@ if os.environ.get("KSB_DRIBBLE"):
     t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for i in range(len(req)):
         t.sendall(req[i:i + 1])
-else:
-    t.sendall(req)
+else:  # "@PAUSE@": the rest goes 0.5 s later (a body still coming)
+    for i, part in enumerate(req.split(b"@PAUSE@")):
+        if i:
+            time.sleep(0.5)
+        t.sendall(part)
 buf = b""
 try:
     while True:

@@ -269,6 +269,50 @@ ksb_check "curl -T: the 100 Continue is relayed at once (no 1 s expect wait)" \
 	'grep -q "\"len\": $(stat -c %s "$T/upload.bin")" "$T/put-with.out" &&
 	 awk -v a="$t_with" "BEGIN { exit !(a < 0.8) }"'
 
+ksb_say "a refusal for a small body sends nothing upstream"
+nhold=0
+hold() { # WANT WHAT REQFILE: WANT status, and the row
+	local out want=$1
+	nhold=$((nhold + 1))
+	out=$(raw "$B.swap.test" "$3")
+	ksb_check "$2: $1" 'echo "$out" | head -1 | grep -q "^HTTP/1.1 $want "'
+}
+printf 'POST /hold/cl HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: @PH@\r\nContent-Length: %d\r\n\r\nhello-first-part@PAUSE@@PH@' \
+	"$B" $((16 + ${#BPH})) > "$T/hold.req"
+hold 403 "Content-Length body, the placeholder 0.5 s after the head" "$T/hold.req"
+printf 'POST /hold/tr HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: @PH@\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n@PAUSE@0\r\nX-T: @PH@\r\n\r\n' \
+	"$B" > "$T/hold.req"
+hold 403 "the placeholder in a chunked trailer" "$T/hold.req"
+printf 'POST /hold/ch HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: @PH@\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n@PAUSE@%x\r\n%s\r\n0\r\n\r\n' \
+	"$B" "${#BPH}" "$BPH" > "$T/hold.req"
+hold 403 "the placeholder in a later chunk" "$T/hold.req"
+printf 'POST /hold/t2 HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: @PH@\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\nHost: evil.example.com\r\n\r\n' \
+	"$B" > "$T/hold.req"
+hold 400 "any trailer field in a request" "$T/hold.req"
+ksb_check "the origin's log: none of their heads arrived (the real value stayed)" \
+	'! grep -q "/hold/" "$T/origin.log"'
+ksb_check "their rows: 0 bytes went upstream" \
+	'ksb_sql_is "$nhold" "SELECT count(*) FROM requests WHERE path LIKE \"/hold/%\" AND bytes_up = 0 AND reason IN (\"credential_misuse\", \"http_trailer_refused\")"'
+{
+	printf 'PUT /big/cl HTTP/1.1\r\nHost: %s.swap.test\r\nx-api-key: @PH@\r\nContent-Length: %d\r\n\r\n' \
+		"$B" $((200000 + ${#BPH}))
+	head -c 200000 /dev/zero | tr '\0' a
+	printf '@PAUSE@@PH@'
+} > "$T/hold.req"
+out=$(raw "$B.swap.test" "$T/hold.req")
+ksb_check "a body over 64 KiB: refused mid-body, the row says how much went" \
+	'echo "$out" | head -1 | grep -q "^HTTP/1.1 403 " &&
+	 grep -q "/big/cl" "$T/origin.log" &&
+	 ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/big/cl\" AND reason = \"credential_misuse\" AND bytes_up > 200000"'
+head -c 30000 /dev/urandom | base64 -w0 > "$T/small.bin"
+tt=$(gcurl "$BG" -o "$T/put-small.out" -w '%{time_total}' \
+	-H "Expect: 100-continue" -H "x-api-key: $BPH" -T "$T/small.bin" \
+	"https://$B.swap.test/put-small") || true
+echo "# curl -T 40 KB held for its scan: ${tt}s"
+ksb_check "a small body held for its scan still goes, Expect answered at once" \
+	'grep -q "\"len\": $(stat -c %s "$T/small.bin")" "$T/put-small.out" &&
+	 awk -v a="$tt" "BEGIN { exit !(a < 0.8) }"'
+
 ksb_say "no placeholder is ever stored in the audit"
 printf 'GET /repo/@PH@/x HTTP/1.1\r\nHost: %s.swap.test\r\n\r\n' "$B" > "$T/ph.req"
 out=$(raw "$B.swap.test" "$T/ph.req")
