@@ -91,6 +91,8 @@ struct term {
 	unsigned rq_flags;
 	int rq_expect; /* Expect: 100-continue, its body still to come */
 	int rq_close;
+	int rq_cut; /* a final response came before the body's end: the
+		       rest of the body is read and dropped (term_pump) */
 	/* every guest byte sent upstream after a head (body framing and
 	 * data, trailers, an upgraded stream), and the decoded body data
 	 * (a chunk boundary can split the mark there) */
@@ -990,10 +992,11 @@ term_reflect_new(struct gateway *gw, const struct instance *inst)
 }
 
 /*
- * While a request that said Expect: 100-continue (RFC 9110 §10.1.1)
- * waits for its body, the upstream's interim responses go to the guest
- * as they come (masked as any head), or the client would sit out its
- * expect timeout.  A final response waits for the body's end as ever.
+ * While a request's body is still to come, the upstream's interim
+ * responses go to the guest as they come (masked as any head): one that
+ * said Expect: 100-continue (RFC 9110 §10.1.1) would sit out its expect
+ * timeout.  A final response may come early too (RFC 9112 §9.6: a 413
+ * or 401 to an upload): 1, term_pump relays it and cuts the request.
  * 0, or -1 when the upstream's bytes are no response (refused: 502).
  */
 static int
@@ -1005,7 +1008,7 @@ term_interim_early(struct term *t)
 	size_t len;
 	const uint8_t *p;
 
-	while (t->rq_expect && (len = evbuffer_get_length(in)) > 0) {
+	while ((len = evbuffer_get_length(in)) > 0) {
 		if (len > HTTP_HEAD_MAX)
 			len = HTTP_HEAD_MAX;
 		if (!term_head_worth_parsing(
@@ -1026,8 +1029,10 @@ term_interim_early(struct term *t)
 		case HTTP_OK:
 			break;
 		}
-		if (!rs.interim)
-			return 0;
+		if (!rs.interim) {
+			t->head_seen = 0; /* term_response parses it again */
+			return 1;
+		}
 		term_down_head(t, p, rs.head_len);
 		t->rs_bytes += rs.head_len;
 		evbuffer_drain(in, rs.head_len);
@@ -1182,6 +1187,30 @@ term_throttle(struct term *t)
 }
 
 /*
+ * TERM_REQ_BODY: the body's next bytes, and what the upstream sent
+ * meanwhile.  A final response before the body's end (RFC 9112 §9.6: a
+ * 413 or 401 to an upload) is relayed: the rest of the body goes
+ * nowhere (read and dropped, term_pump), then the tunnel closes.  1 to
+ * go on (the response is next), 0 to wait, -1 when the tunnel closes.
+ */
+static int
+term_request_step(struct term *t)
+{
+	int r;
+
+	if ((r = term_request_body(t)) == -1)
+		return 0; /* refused: term_pump's out sees TERM_CLOSING */
+	if (r == 0) {
+		if ((r = term_interim_early(t)) != 1)
+			return r;
+		t->rq_cut = 1;
+		t->rq_close = 1;
+	}
+	t->state = TERM_RESP_HEAD;
+	return 1;
+}
+
+/*
  * Move everything that can move now, in the order HTTP allows: one
  * request in flight, its response, then the next request.
  */
@@ -1193,6 +1222,10 @@ term_pump(struct term *t)
 	int r;
 
 	for (;;) {
+		if (t->rq_cut) /* the cut body's rest, read so the guest can */
+			evbuffer_drain(bufferevent_get_input(t->down),
+			    evbuffer_get_length(
+				bufferevent_get_input(t->down)));
 		switch (t->state) {
 		case TERM_HANDSHAKE:
 		case TERM_CLOSING:
@@ -1222,11 +1255,10 @@ term_pump(struct term *t)
 				goto out;
 			break;
 		case TERM_REQ_BODY:
-			if (term_interim_early(t) == -1)
+			if ((r = term_request_step(t)) == -1)
 				return;
-			if ((r = term_request_body(t)) != 1)
+			if (r == 0)
 				goto out;
-			t->state = TERM_RESP_HEAD;
 			break;
 		case TERM_RESP_HEAD:
 			if ((r = term_response(t)) != 1)

@@ -27,6 +27,13 @@
 #    the bytes it received, the response still parses, and each request
 #    has its credential_reflected row;
 #  - HEAD then GET on one tunnel; curl -T not waiting its expect timeout;
+#  - a body up to 64 KiB scanned before its head goes: the placeholder
+#    later in it, in a later chunk or a trailer gets 403 and the origin's
+#    log shows no head (rows: bytes_up 0); trailers 400; over 64 KiB the
+#    request is cut mid-body and the row counts what went;
+#  - an origin answering 413 while curl still uploads 24 MB (with and
+#    without Expect), reading nothing for 3 s: curl gets the 413 at
+#    once (under 2 s), the row has it;
 #  - the audit never stores a placeholder ([placeholder NAME] instead);
 #  - the placeholder percent-encoded (one byte, every byte, mixed hex
 #    case) in the path, query, another header or its own, JSON-escaped
@@ -312,6 +319,21 @@ echo "# curl -T 40 KB held for its scan: ${tt}s"
 ksb_check "a small body held for its scan still goes, Expect answered at once" \
 	'grep -q "\"len\": $(stat -c %s "$T/small.bin")" "$T/put-small.out" &&
 	 awk -v a="$tt" "BEGIN { exit !(a < 0.8) }"'
+
+ksb_say "a response before the request body's end is relayed"
+head -c 24000000 /dev/zero > "$T/big.bin"
+for expect in with without; do
+	if [ $expect = with ]; then e=(); else e=(-H "Expect:"); fi
+	out=$(gcurl "$BG" -o "$T/early-$expect.out" -w '%{http_code} %{time_total}' \
+		"${e[@]}" -H "x-api-key: $BPH" -T "$T/big.bin" \
+		"https://$B.swap.test/early/$expect" 2>&1) || true
+	echo "# curl -T 24 MB, $expect Expect, origin answers 413 at once: $out"
+	ksb_check "413 while uploading ($expect Expect): the guest gets it, at once" \
+		'echo "$out" | awk "{ exit !(\$1 == 413 && \$2 < 2) }" &&
+		 grep -qx "too large" "$T/early-$expect.out"'
+done
+ksb_check "their rows: status 413, no upstream_error" \
+	'ksb_sql_is 2 "SELECT count(*) FROM requests WHERE path LIKE \"/early/%\" AND status = 413 AND reason IS NULL"'
 
 ksb_say "no placeholder is ever stored in the audit"
 printf 'GET /repo/@PH@/x HTTP/1.1\r\nHost: %s.swap.test\r\n\r\n' "$B" > "$T/ph.req"
