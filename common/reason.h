@@ -90,7 +90,9 @@
 	/* the instance's audit budget (gateway/budget.c) is spent */          \
 	X(AUDIT_BUDGET, "audit_budget")                                        \
 	/* a held CONNECT the operator refused (ksbctl deny) */                \
-	X(OPERATOR_DENIED, "operator_denied")
+	X(OPERATOR_DENIED, "operator_denied")                                  \
+	/* a request's chunked body with trailer fields (term.c) */            \
+	X(HTTP_TRAILER_REFUSED, "http_trailer_refused")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

@@ -900,6 +900,12 @@ http_body_init(
 	br->state = CH_SIZE;
 }
 
+bool
+http_body_trailers(const struct http_body_reader *br)
+{
+	return br->kind == HTTP_BODY_CHUNKED && br->nfield > 0;
+}
+
 /* One byte of a chunk-size line after its digits (chunk-ext, §7.1.1):
  * ndigit counts the bytes of the current name or token.  Returns the next
  * state (CH_ERROR to refuse). */

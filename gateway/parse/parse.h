@@ -274,6 +274,10 @@ void http_body_init(
 enum http_result http_body_feed(struct http_body_reader *br, const uint8_t *buf,
     size_t len, size_t *used, struct http_span *data, enum reason *reason);
 
+/* http_body_trailers: has a chunked body's trailer section (RFC 9112
+ * §7.1.2) begun a field line so far?  (Its bytes are framing, not data.) */
+bool http_body_trailers(const struct http_body_reader *br);
+
 /*
  * http_field_name_is: is f's name (in buf) equal to lower, ignoring ASCII
  * case (RFC 9110 §5.1)?  lower is NUL-terminated and lowercase.
@@ -305,11 +309,14 @@ const char *screen_addr(
 int screen_needs_exact(const char *cls);
 
 /* ---- reflect.c -------------------------------------------------------------
- * The real values a bound upstream could hand back towards the guest, as
- * byte patterns: each value as sent, its base64 and base64url (RFC 4648
- * §4-§5, at the three alignments), percent-encoding (RFC 3986 §2.1, both
- * hex cases) and JSON string escaping (RFC 8259 §7, with and without
- * "\/"); patterns under REFLECT_MIN bytes are not made.  No I/O.
+ * Byte patterns looked for in three views of a stream: the raw bytes,
+ * what a percent-decoder reads (RFC 3986 §2.1, any hex case) and what a
+ * JSON string decoder reads (RFC 8259 §7: the short escapes and \uHHHH),
+ * each escape decoded where it stands, so any mix of raw and escaped
+ * bytes in one family is found; a hit is the span it was decoded from.
+ * A real value adds itself (all views) and its base64/base64url at the
+ * three alignments (RFC 4648 §4-§5, raw view); patterns under
+ * REFLECT_MIN bytes are not made.  Linear in the bytes.  No I/O.
  */
 #define REFLECT_MIN 8
 
@@ -319,15 +326,28 @@ struct reflect *reflect_new(void);
 void reflect_free(struct reflect *);
 /* Add the patterns of the value v[0..len) (copied). */
 void reflect_add(struct reflect *, const uint8_t *v, size_t len);
+/* Add mark (NUL-terminated, copied), ASCII case ignored, all views, no
+ * base64: the placeholder mark of a request (term.c). */
+void reflect_add_mark(struct reflect *, const char *mark);
 /* How many patterns the set holds. */
 size_t reflect_count(const struct reflect *);
-/* Overwrite every whole occurrence of a pattern in buf[0..len) with '*'
- * (same length); returns how many were found.  NULL set: 0. */
+/* The most bytes reflect_partial can hold back: the longest encoded
+ * form of a pattern less one. */
+size_t reflect_hold_max(const struct reflect *);
+/* Overwrite the bytes of every hit in buf[0..len) with '*' (same
+ * length); returns how many were found.  NULL set: 0. */
 size_t reflect_mask(const struct reflect *, uint8_t *buf, size_t len);
-/* The length of the longest suffix of buf[0..len) that is a proper
- * prefix of a pattern: bytes to hold back until more arrive (less than
- * the longest pattern).  0 when nothing could still match. */
+/* 1 if buf[0..len) holds a hit, else 0 (buf is not changed). */
+int reflect_find(const struct reflect *, const uint8_t *buf, size_t len);
+/* The length of the longest tail of buf[0..len) that could still become
+ * a hit when more bytes follow (it starts where an encoded prefix of a
+ * pattern starts, or an escape is unfinished): bytes to hold back, at
+ * most reflect_hold_max.  0 when nothing could still match. */
 size_t reflect_partial(const struct reflect *, const uint8_t *buf, size_t len);
+/* buf[0..len) percent-decoded, then JSON-unescaped, each escape where it
+ * stands (the views reflect_find reads), into out (room for len bytes;
+ * may be buf); returns the length written (at most len). */
+size_t reflect_unescape(uint8_t *out, const uint8_t *buf, size_t len);
 
 /* ---- wsframe.c -------------------------------------------------------------
  * The frames of one direction of a WebSocket connection (RFC 6455 §5.2),

@@ -14,7 +14,7 @@
  * not the bound host (the SNI's) is answered 421 (misdirected_request,
  * RFC 9110 §15.5.20) and goes nowhere; the placeholder is replaced by
  * the real value in its declared place only, anything
- * else holding "ksbph_" (as sent or percent-encoded, term_mark_at)
+ * else holding "ksbph_" (as sent, percent- or JSON-escaped, term_marks)
  * refused (credential_misuse, 403); bodies are
  * streamed, never buffered whole, responses too (server-sent events pass
  * as they come); a 101 to an Upgrade makes it a WebSocket relay
@@ -51,16 +51,19 @@
 #include "gateway/parse/refusal.h"
 #include "policy/policy.h"
 
-#define TERM_BUF_MAX	  (256 * 1024) /* bytes queued towards one side */
-#define TERM_MARK	  PLACEHOLDER_MARK
-#define TERM_MARK_LEN	  6
-/* the mark with each of its bytes percent-encoded (RFC 3986 §2.1) */
-#define TERM_MARK_ENC_MAX (3 * TERM_MARK_LEN)
+#define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
+/* A request body up to this many bytes (Content-Length, or chunked
+ * framing and data) is scanned before its head goes (term_request_hold) */
+#define TERM_HOLD_MAX (64 * 1024)
+#define TERM_MARK     PLACEHOLDER_MARK
+#define TERM_MARK_LEN 6
+/* the longest encoding of the mark: six bytes a byte (\u006B...) */
+#define TERM_CARRY    (6 * TERM_MARK_LEN)
 
 /* A scan for the mark over a stream that arrives in runs: the tail of
  * the runs so far, for a mark split across two of them. */
 struct term_scan {
-	char carry[TERM_MARK_ENC_MAX];
+	char carry[TERM_CARRY];
 	size_t ncarry;
 };
 
@@ -68,6 +71,7 @@ enum term_state {
 	TERM_HANDSHAKE, /* either TLS handshake still running */
 	TERM_REQ_HEAD,	/* reading a request head */
 	TERM_REQ_WAIT,	/* its head held until its row is committed */
+	TERM_REQ_HOLD,	/* its small body scanned before the head goes */
 	TERM_REQ_BODY,	/* streaming its body upstream */
 	TERM_RESP_HEAD, /* request sent, reading the response head */
 	TERM_RESP_BODY, /* streaming the response body */
@@ -95,10 +99,20 @@ struct term {
 	/* the request's request_opens row: awaited (rq_wait), committed */
 	struct uplink_wait *rq_wait;
 	int rq_opened;
+	int rq_cut; /* a final response came before the body's end: the
+		       rest of the body is read and dropped (term_pump) */
 	/* every guest byte sent upstream after a head (body framing and
 	 * data, trailers, an upgraded stream), and the decoded body data
 	 * (a chunk boundary can split the mark there) */
 	struct term_scan raw, data;
+	/* the request held (TERM_REQ_HOLD): its head's length, its body's
+	 * bytes scanned so far (hold_seen, after the head in the guest's
+	 * input), read and scanned by hold_body/raw/data; hold_done: the
+	 * next parse of the head sends it */
+	struct http_body_reader hold_body;
+	struct term_scan hold_raw, hold_data;
+	size_t hold_head, hold_seen;
+	int hold_done;
 	/* bytes of the coming head (request or response) already searched
 	 * for a LF (term_head_worth_parsing) */
 	size_t head_seen;
@@ -138,6 +152,7 @@ struct term {
 
 static void term_finish(struct term *, enum reason);
 static void term_pump(struct term *);
+static int term_scan(struct term_scan *, const uint8_t *, size_t);
 
 /* ---- TLS --------------------------------------------------------------- */
 
@@ -270,53 +285,27 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 
 /* ---- the placeholder in a request head ---------------------------------- */
 
-/* A hex digit's value, or -1. */
-static int
-term_hexval(uint8_t c)
+/* The mark, found as reflect.c finds a pattern: ASCII case ignored (a
+ * guest would not hide it by case, but a server might not care), raw,
+ * percent-encoded or JSON-escaped in any of its bytes (a server decodes
+ * them).  Made once, for the process's life. */
+static const struct reflect *
+term_marks(void)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
+	static struct reflect *m;
 
-/* Does b[0..n) begin with the mark, any byte of it as sent or
- * percent-encoded (RFC 3986 §2.1: "ksbph%5F", "%6Bsbph_", either hex
- * case), letters in any case?  Its length in b (6 to 18), else 0: a
- * server that decodes a URL or a form body would see the mark. */
-static size_t
-term_mark_at(const uint8_t *b, size_t n)
-{
-	size_t i = 0, k;
-	int hi, lo, c;
-
-	for (k = 0; k < TERM_MARK_LEN; k++) {
-		if (i >= n)
-			return 0;
-		c = b[i++];
-		if (c == '%' && i + 1 < n && (hi = term_hexval(b[i])) >= 0 &&
-		    (lo = term_hexval(b[i + 1])) >= 0) {
-			c = hi << 4 | lo;
-			i += 2;
-		}
-		if ((c >= 'A' && c <= 'Z' ? c | 0x20 : c) != TERM_MARK[k])
-			return 0;
+	if (m == NULL) {
+		m = reflect_new();
+		reflect_add_mark(m, TERM_MARK);
 	}
-	return i;
+	return m;
 }
 
-/* Does buf[0..len) hold the mark (term_mark_at)?  Case-insensitive: a
- * guest would not hide it by case, but a server might not care. */
+/* Does buf[0..len) hold the mark (term_marks)? */
 static int
 term_has_mark(const uint8_t *buf, size_t len)
 {
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (((buf[i] | 0x20) == 'k' || buf[i] == '%') &&
-		    term_mark_at(buf + i, len - i) > 0)
-			return 1;
-	return 0;
+	return reflect_find(term_marks(), buf, len);
 }
 
 /* Basic credentials of a field value (RFC 7617): decoded into out. */
@@ -627,25 +616,36 @@ term_which_placeholder(const struct term *t, const uint8_t *buf, size_t len,
  * s (a span of buf) into dst for an audit row (NUL-terminated, cut to
  * dstsz), no placeholder ever in it: each of this instance's is written
  * "[placeholder NAME]", anything else holding the mark (its hex digits
- * with it) "[placeholder]".
+ * with it) "[placeholder]"; a span holding it (raw or escaped) is copied
+ * unescaped (reflect_unescape; control bytes as '?') to find it.
  */
 static void
 term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
     struct http_span sp)
 {
 	const uint8_t *b = buf + sp.off;
-	size_t i = 0, n = 0, back = 0, skip = 0, h, m;
+	size_t i = 0, n = 0, back = 0, skip = 0, h;
+	uint8_t *dec = NULL;
 	const char *name;
 	int k;
 
+	if (term_has_mark(b, sp.len)) { /* raw marks stay as they are */
+		dec = xmalloc(sp.len + 1);
+		sp.len = reflect_unescape(dec, b, sp.len);
+		for (i = 0; i < sp.len; i++)
+			if (dec[i] < 0x20 || dec[i] == 0x7f)
+				dec[i] = '?';
+		b = dec;
+		i = 0;
+	}
 	while (i < sp.len && n + 1 < dstsz) {
-		if ((m = term_mark_at(b + i, sp.len - i)) == 0) {
+		if (sp.len - i < TERM_MARK_LEN ||
+		    strncasecmp(
+			(const char *)b + i, TERM_MARK, TERM_MARK_LEN)) {
 			dst[n++] = (char)b[i++];
 			continue;
 		}
-		name = m != TERM_MARK_LEN ?
-		    NULL :
-		    term_which_placeholder(t, b, sp.len, i, &back, &skip);
+		name = term_which_placeholder(t, b, sp.len, i, &back, &skip);
 		if (name != NULL) {
 			n -= back < n ? back : n;
 			k = snprintf(
@@ -653,16 +653,15 @@ term_copy_row(struct term *t, char *dst, size_t dstsz, const uint8_t *buf,
 			i += skip;
 		} else {
 			k = snprintf(dst + n, dstsz - n, "[placeholder]");
-			/* its hex digits, as sent or percent-encoded */
-			for (h = 0, i += m;
-			     i < sp.len && h < 3 * PLACEHOLDER_HEX &&
-			     (isxdigit(b[i]) || b[i] == '%');
+			for (h = 0, i += TERM_MARK_LEN; i < sp.len &&
+			     h < PLACEHOLDER_HEX && isxdigit(b[i]);
 			     i++, h++)
 				;
 		}
 		n += (size_t)k < dstsz - n ? (size_t)k : dstsz - n - 1;
 	}
 	dst[n] = '\0';
+	free(dec);
 }
 
 /* A request for another host than the bound one: 421, its row's path
@@ -756,6 +755,126 @@ term_refuse_rules(struct term *t, const uint8_t *buf,
 }
 
 /*
+ * A path beginning with two slashes is a network-path reference (RFC
+ * 3986 §4.2): a framework resolving it against the request ("//x.test/p")
+ * reads another host, and the request would carry the real value there.
+ * Refused (400, http_bad_target, -1) as sent and as a server may read it:
+ * percent-decoded (%2F, %5C), a backslash for a slash (WHATWG URL, §4.4
+ * "special authority slashes").  Else 0.
+ */
+static int
+term_refuse_netpath(
+    struct term *t, const uint8_t *buf, const struct http_request *rq)
+{
+	uint8_t b[12];
+	size_t n = rq->path.len < sizeof(b) ? rq->path.len : sizeof(b);
+
+	n = reflect_unescape(b, buf + rq->path.off, n);
+	if (n < 2 || (b[0] != '/' && b[0] != '\\') ||
+	    (b[1] != '/' && b[1] != '\\'))
+		return 0;
+	term_refuse(t, 400, REASON_HTTP_BAD_TARGET,
+	    "a target path beginning with // names another host "
+	    "(RFC 3986 section 4.2) and is refused");
+	return -1;
+}
+
+/*
+ * Hold rq (its head checked, nothing sent) until its body is scanned, if
+ * that body is small: Content-Length up to TERM_HOLD_MAX, or chunked (up
+ * to TERM_HOLD_MAX bytes of it, term_request_hold), so that a refusal
+ * for what the body holds sends nothing upstream.  A client waiting on
+ * Expect: 100-continue is sent the 100 by the gateway (RFC 9110 §10.1.1
+ * lets a proxy do so); the upstream's own follows later.  1 when held;
+ * 0 to send the head now (the second parse, after the hold).
+ */
+static int
+term_hold_start(struct term *t, const struct http_request *rq)
+{
+	if (t->hold_done || /* reset when the head goes (term_request) */
+	    (rq->body != HTTP_BODY_CHUNKED &&
+		(rq->body != HTTP_BODY_LENGTH || rq->length == 0 ||
+		    rq->length > TERM_HOLD_MAX)))
+		return 0;
+	t->hold_head = rq->head_len;
+	t->hold_seen = 0;
+	t->hold_raw.ncarry = t->hold_data.ncarry = 0;
+	http_body_init(&t->hold_body, rq->body, rq->length);
+	if (rq->expect_continue)
+		evbuffer_add_printf(bufferevent_get_output(t->down),
+		    "HTTP/1.1 100 Continue\r\n\r\n");
+	t->state = TERM_REQ_HOLD;
+	return 1;
+}
+
+/* Refuse what a request's body (framing or data) may not hold: the
+ * mark (403), trailer fields (400, http_trailer_refused: a server may
+ * merge them into the header, past every check made on it).  -1 when
+ * refused: t->rq_bytes says how much went upstream before. */
+static int
+term_body_refuse(struct term *t, const struct http_body_reader *br,
+    struct term_scan *raw, struct term_scan *data, const uint8_t *p,
+    size_t used, struct http_span d)
+{
+	if (term_scan(raw, p, used) == -1 ||
+	    (d.len > 0 && term_scan(data, p + d.off, d.len) == -1)) {
+		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE,
+		    "a placeholder in the request body, its chunk "
+		    "extensions or trailers is refused");
+		return -1;
+	}
+	if (http_body_trailers(br)) {
+		term_refuse(t, 400, REASON_HTTP_TRAILER_REFUSED,
+		    "trailer fields in a request are refused");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * TERM_REQ_HOLD: scan what came of the held request's body.  When it
+ * ended, or TERM_HOLD_MAX bytes of it passed, the head is parsed again
+ * and sent (TERM_REQ_HEAD, hold_done).  0 to go on (or wait), -1 when
+ * refused (nothing was sent upstream).
+ */
+static int
+term_request_hold(struct term *t)
+{
+	struct evbuffer *in = bufferevent_get_input(t->down);
+	size_t len = evbuffer_get_length(in), at, used, n;
+	struct http_span data;
+	enum reason reason = REASON_NONE;
+	enum http_result r = HTTP_INCOMPLETE;
+	const uint8_t *p;
+
+	at = t->hold_head + t->hold_seen;
+	if (len > at + 65536)
+		len = at + 65536;
+	p = evbuffer_pullup(in, (ssize_t)len);
+	while (
+	    at < len && r == HTTP_INCOMPLETE && t->hold_seen < TERM_HOLD_MAX) {
+		n = len - at;
+		r = http_body_feed(
+		    &t->hold_body, p + at, n, &used, &data, &reason);
+		if (r == HTTP_ERROR) {
+			term_refuse(t, 400, reason, "malformed request body");
+			return -1;
+		}
+		if (term_body_refuse(t, &t->hold_body, &t->hold_raw,
+			&t->hold_data, p + at, used, data) == -1)
+			return -1;
+		at += used;
+		t->hold_seen += used;
+	}
+	if (r == HTTP_INCOMPLETE && t->hold_seen < TERM_HOLD_MAX)
+		return 1; /* wait for more */
+	t->hold_done = 1;
+	t->head_seen = 0;
+	t->state = TERM_REQ_HEAD;
+	return 0;
+}
+
+/*
  * A whole request head is in the guest's input: parse, check, rewrite,
  * send.  Returns 0 to go on, 1 not yet (incomplete, or held for its
  * row), -1 if the request was refused.
@@ -769,7 +888,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	struct term_swap sw = { -1, { 0, 0 }, NULL, 0, NULL };
 	enum reason reason = REASON_NONE;
 	const char *msg = NULL;
-	int status = 0;
+	int status = 0, held;
 
 	switch (http_parse_request(buf, len, &rq, &status, &reason)) {
 	case HTTP_INCOMPLETE:
@@ -788,7 +907,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	}
 	term_copy_row(t, t->method, sizeof(t->method), buf, rq.method);
 	term_copy_row(t, t->path, sizeof(t->path), buf, rq.path);
-	if (term_refuse_misdirected(t, buf, &rq) == -1)
+	if (term_refuse_misdirected(t, buf, &rq) == -1 ||
+	    term_refuse_netpath(t, buf, &rq) == -1)
 		return -1;
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc != NULL)
@@ -806,13 +926,18 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	}
 	if (sw.field >= 0)
 		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
-	if (!t->rq_opened) { /* parsed again once its row is committed */
+	/* First the small body scanned (nothing sent), then the row
+	 * committed: each parses the head again when it is done. */
+	if ((held = term_hold_start(t, &rq)) == 0 && !t->rq_opened)
+		held = term_request_open(t) == 1 ? 2 : -1;
+	if (held != 0) { /* 1: TERM_REQ_HOLD, 2: TERM_REQ_WAIT, -1: refused */
 		if (sw.basic != NULL)
 			OPENSSL_cleanse(sw.basic, strlen(sw.basic));
 		free(sw.basic);
-		return term_request_open(t);
+		return held == 1 ? 0 : held == 2 ? 1 : -1;
 	}
 	t->rq_opened = 0;
+	t->hold_done = 0;
 	term_write_head(t, buf, &rq, &sw);
 	if (sw.basic != NULL)
 		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
@@ -834,23 +959,21 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 static int
 term_scan(struct term_scan *t, const uint8_t *p, size_t n)
 {
-	uint8_t tmp[2 * TERM_MARK_ENC_MAX];
-	size_t k = n < TERM_MARK_ENC_MAX ? n : TERM_MARK_ENC_MAX;
+	uint8_t tmp[2 * TERM_CARRY];
+	size_t k = n < TERM_CARRY ? n : TERM_CARRY;
 
 	memcpy(tmp, t->carry, t->ncarry);
 	memcpy(tmp + t->ncarry, p, k);
 	if (term_has_mark(tmp, t->ncarry + k) || term_has_mark(p, n))
 		return -1;
-	if (n >= TERM_MARK_ENC_MAX - 1) {
-		memcpy(t->carry, p + n - (TERM_MARK_ENC_MAX - 1),
-		    TERM_MARK_ENC_MAX - 1);
-		t->ncarry = TERM_MARK_ENC_MAX - 1;
+	if (n >= TERM_CARRY - 1) {
+		memcpy(t->carry, p + n - (TERM_CARRY - 1), TERM_CARRY - 1);
+		t->ncarry = TERM_CARRY - 1;
 	} else {
 		memcpy(tmp, t->carry, t->ncarry);
 		memcpy(tmp + t->ncarry, p, n);
 		k = t->ncarry + n;
-		t->ncarry =
-		    k < TERM_MARK_ENC_MAX - 1 ? k : TERM_MARK_ENC_MAX - 1;
+		t->ncarry = k < TERM_CARRY - 1 ? k : TERM_CARRY - 1;
 		memcpy(t->carry, tmp + k - t->ncarry, t->ncarry);
 	}
 	return 0;
@@ -877,14 +1000,9 @@ term_request_body(struct term *t)
 			term_refuse(t, 400, reason, "malformed request body");
 			return -1;
 		}
-		if (term_scan(&t->raw, p, used) == -1 ||
-		    (data.len > 0 &&
-			term_scan(&t->data, p + data.off, data.len) == -1)) {
-			term_refuse(t, 403, REASON_CREDENTIAL_MISUSE,
-			    "a placeholder in the request body, its chunk "
-			    "extensions or trailers is refused");
+		if (term_body_refuse(
+			t, &t->body, &t->raw, &t->data, p, used, data) == -1)
 			return -1;
-		}
 		evbuffer_add(out, p, used);
 		t->rq_bytes += used;
 		evbuffer_drain(in, used);
@@ -964,10 +1082,11 @@ term_reflect_new(struct gateway *gw, const struct instance *inst)
 }
 
 /*
- * While a request that said Expect: 100-continue (RFC 9110 §10.1.1)
- * waits for its body, the upstream's interim responses go to the guest
- * as they come (masked as any head), or the client would sit out its
- * expect timeout.  A final response waits for the body's end as ever.
+ * While a request's body is still to come, the upstream's interim
+ * responses go to the guest as they come (masked as any head): one that
+ * said Expect: 100-continue (RFC 9110 §10.1.1) would sit out its expect
+ * timeout.  A final response may come early too (RFC 9112 §9.6: a 413
+ * or 401 to an upload): 1, term_pump relays it and cuts the request.
  * 0, or -1 when the upstream's bytes are no response (refused: 502).
  */
 static int
@@ -979,7 +1098,7 @@ term_interim_early(struct term *t)
 	size_t len;
 	const uint8_t *p;
 
-	while (t->rq_expect && (len = evbuffer_get_length(in)) > 0) {
+	while ((len = evbuffer_get_length(in)) > 0) {
 		if (len > HTTP_HEAD_MAX)
 			len = HTTP_HEAD_MAX;
 		if (!term_head_worth_parsing(
@@ -1000,8 +1119,10 @@ term_interim_early(struct term *t)
 		case HTTP_OK:
 			break;
 		}
-		if (!rs.interim)
-			return 0;
+		if (!rs.interim) {
+			t->head_seen = 0; /* term_response parses it again */
+			return 1;
+		}
 		term_down_head(t, p, rs.head_len);
 		t->rs_bytes += rs.head_len;
 		evbuffer_drain(in, rs.head_len);
@@ -1292,6 +1413,30 @@ term_throttle(struct term *t)
 }
 
 /*
+ * TERM_REQ_BODY: the body's next bytes, and what the upstream sent
+ * meanwhile.  A final response before the body's end (RFC 9112 §9.6: a
+ * 413 or 401 to an upload) is relayed: the rest of the body goes
+ * nowhere (read and dropped, term_pump), then the tunnel closes.  1 to
+ * go on (the response is next), 0 to wait, -1 when the tunnel closes.
+ */
+static int
+term_request_step(struct term *t)
+{
+	int r;
+
+	if ((r = term_request_body(t)) == -1)
+		return 0; /* refused: term_pump's out sees TERM_CLOSING */
+	if (r == 0) {
+		if ((r = term_interim_early(t)) != 1)
+			return r;
+		t->rq_cut = 1;
+		t->rq_close = 1;
+	}
+	t->state = TERM_RESP_HEAD;
+	return 1;
+}
+
+/*
  * Move everything that can move now, in the order HTTP allows: one
  * request in flight, its response, then the next request.
  */
@@ -1303,6 +1448,10 @@ term_pump(struct term *t)
 	int r;
 
 	for (;;) {
+		if (t->rq_cut) /* the cut body's rest, read so the guest can */
+			evbuffer_drain(bufferevent_get_input(t->down),
+			    evbuffer_get_length(
+				bufferevent_get_input(t->down)));
 		switch (t->state) {
 		case TERM_HANDSHAKE:
 		case TERM_CLOSING:
@@ -1329,12 +1478,15 @@ term_pump(struct term *t)
 			if (r != 0)
 				goto out;
 			break;
-		case TERM_REQ_BODY:
-			if (term_interim_early(t) == -1)
-				return;
-			if ((r = term_request_body(t)) != 1)
+		case TERM_REQ_HOLD:
+			if ((r = term_request_hold(t)) != 0)
 				goto out;
-			t->state = TERM_RESP_HEAD;
+			break;
+		case TERM_REQ_BODY:
+			if ((r = term_request_step(t)) == -1)
+				return;
+			if (r == 0)
+				goto out;
 			break;
 		case TERM_RESP_HEAD:
 			if ((r = term_response(t)) != 1)

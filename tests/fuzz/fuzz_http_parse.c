@@ -12,7 +12,12 @@
  * head and its decoded body data masked as term.c does, fed in pieces
  * with the tail held back (reflect_partial), come out the same length,
  * equal to the input but for '*', and with no pattern left in them; the
- * values are a fixed one and one cut from the input.
+ * values are a fixed one and one cut from the input.  And the per-byte
+ * encodings (embed_check): the fixed value (and the placeholder mark)
+ * written into the input with each byte's encoding picked by the input
+ * (raw, %XX in any hex case, \uHHHH in any case, a short JSON escape),
+ * between spaces: the stream masks all of it (reflect_find finds the
+ * mark).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +196,67 @@ reflect_stream(
 	free(work);
 }
 
+/* v into out with each byte's encoding in one family picked by the
+ * bytes of pick; returns the length written (at most 6 * vlen). */
+static size_t
+embed_encode(uint8_t *out, const char *v, size_t vlen, const uint8_t *pick,
+    size_t npick, int json)
+{
+	static const char hx[] = "0123456789abcdef0123456789ABCDEF";
+	size_t i, n = 0;
+	unsigned c, e;
+
+	for (i = 0; i < vlen; i++) {
+		c = (unsigned char)v[i];
+		e = npick ? pick[i % npick] : 0;
+		if (e % 3 == 0 && !(json && c == '\\')) {
+			out[n++] = (uint8_t)c; /* raw */
+		} else if (!json) {
+			out[n++] = '%';
+			out[n++] = (uint8_t)hx[(c >> 4) + (e & 16)];
+			out[n++] = (uint8_t)hx[(c & 15) + (e & 32 ? 16 : 0)];
+		} else if (e % 3 == 1 && strchr("/\"\\", (int)c) != NULL) {
+			out[n++] = '\\';
+			out[n++] = (uint8_t)c;
+		} else {
+			memcpy(out + n, "\\u00", 4);
+			n += 4;
+			out[n++] = (uint8_t)hx[(c >> 4) + (e & 16)];
+			out[n++] = (uint8_t)hx[(c & 15) + (e & 32 ? 16 : 0)];
+		}
+	}
+	return n;
+}
+
+static void
+embed_check(const struct reflect *r, const char *v, const uint8_t *buf,
+    size_t len, size_t step)
+{
+	size_t vlen = strlen(v), k = len ? buf[0] % (len + 1) : 0, n, e;
+	uint8_t *b = malloc(len + 6 * vlen + 3);
+	struct reflect *m = reflect_new();
+	int json;
+
+	if (b == NULL)
+		abort();
+	reflect_add_mark(m, "ksbph_");
+	for (json = 0; json < 2; json++) {
+		memcpy(b, buf, k);
+		b[k] = ' ';
+		e = embed_encode(b + k + 1, v, vlen, buf, len, json);
+		b[k + 1 + e] = ' ';
+		memcpy(b + k + 2 + e, buf + k, len - k);
+		n = len + e + 2;
+		if (reflect_find(r, b, n) != 1 ||
+		    (strncmp(v, "ksbph_", 6) == 0 &&
+			reflect_find(m, b, n) != 1))
+			abort();
+		reflect_stream(r, b, n, step);
+	}
+	reflect_free(m);
+	free(b);
+}
+
 static void
 reflect_check(const uint8_t *buf, size_t len, size_t step)
 {
@@ -208,6 +274,11 @@ reflect_check(const uint8_t *buf, size_t len, size_t step)
 	if (vlen > 0)
 		reflect_add(r, buf + 1, vlen);
 	reflect_stream(r, buf, len, step);
+	embed_check(r, fixed, buf, len, step);
+	reflect_free(r);
+	r = reflect_new();
+	reflect_add_mark(r, "ksbph_");
+	embed_check(r, "ksbph_0123456789abcdef", buf, len, step);
 	reflect_free(r);
 }
 

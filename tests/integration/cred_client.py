@@ -13,6 +13,7 @@ handshake fails.  Exit 0 whenever it got that far.  With $KSB_DRIBBLE
 set, the CONNECT head goes a byte per write and the request one byte per
 TLS record (TCP_NODELAY).  From an "@SLOW@" in REQFILE on (the marker
 itself not sent), the bytes go one per TLS record every 50 ms.
+"@PAUSE@" in REQFILE: the bytes after it go 0.5 s later.
 """
 import os
 import socket
@@ -59,8 +60,11 @@ if os.environ.get("KSB_DRIBBLE"):
     t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for i in range(len(req)):
         t.sendall(req[i:i + 1])
-else:
-    t.sendall(req)
+else:  # "@PAUSE@": the rest goes 0.5 s later (a body still coming)
+    for i, part in enumerate(req.split(b"@PAUSE@")):
+        if i:
+            time.sleep(0.5)
+        t.sendall(part)
 t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 for i in range(len(slow)):
     time.sleep(0.05)

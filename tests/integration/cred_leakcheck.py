@@ -18,6 +18,8 @@ line of REALFILE found anywhere in the bytes received; masked: a run of
 8 '*' was seen.
 """
 import base64
+import re
+import urllib.parse
 import http.client
 import io
 import json
@@ -44,6 +46,14 @@ def patterns(v):
     p["json"] = j
     p["jsonslash"] = j.replace(b"/", b"\\/")
     return {k: e for k, e in p.items() if len(e) >= 8}
+
+
+def jsonesc(m):
+    e = m.group(1)
+    if e[:1] == b"u":
+        return chr(int(e[1:], 16)).encode("utf-8", "surrogatepass")
+    return {b"b": b"\b", b"f": b"\f", b"n": b"\n", b"r": b"\r",
+            b"t": b"\t"}.get(e, e)
 
 
 addr, port = proxy.rsplit(":", 1)
@@ -90,6 +100,12 @@ try:
 except Exception as e:  # any framing error
     parse = "ERROR:" + type(e).__name__
 leaks = [k for k, e in patterns(real).items() if e in buf]
+# what a percent-decoder and a JSON string decoder read from the bytes:
+# any mix of raw and escaped bytes (RFC 3986 §2.1, RFC 8259 §7)
+if real in urllib.parse.unquote_to_bytes(buf):
+    leaks.append("pctdecoded")
+if real in re.sub(rb'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])', jsonesc, buf):
+    leaks.append("jsondecoded")
 print("status=%d parse=%s leaks=%s masked=%s len=%d" % (
     status, parse, ",".join(leaks) or "none",
     "yes" if b"*" * 8 in buf else "no", n))

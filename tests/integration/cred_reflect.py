@@ -23,6 +23,7 @@ received), so a test can prove what reached it and what did not.
                     dribble (a byte per write), gzip (compressed when
                     the request accepts gzip); always Connection: close
   HEAD ...          200, Content-Length: 5, no body (keep-alive)
+  PUT /early/...    413 at once, before reading the body (early())
   PUT ...           reads the body (a 100 Continue first when asked),
                     200 {"len": bytes}
   anything else     200 {"ok": true}
@@ -36,6 +37,7 @@ import socketserver
 import ssl
 import sys
 import threading
+import time
 import urllib.parse
 
 ADDR, PORT, CERT, KEY, EXPECTDIR, LOG = sys.argv[1:7]
@@ -47,8 +49,28 @@ def reflect_encodings(v):
     def pct(hexd):
         return "".join(chr(c) if chr(c).isalnum() or chr(c) in "-._~"
                        else ("%%%02" + hexd) % c for c in v).encode()
+    def pcteach(fmt):  # every byte %XX, fmt(i, c) its two hex digits
+        return "".join("%" + fmt(i, c) for i, c in enumerate(v)).encode()
+
+    def mixcase(i, c):  # upper/lower chosen per digit
+        d = "%02x" % c
+        return "".join(x.upper() if (i + k) % 2 else x
+                       for k, x in enumerate(d))
+
+    def jsonu(i, c):  # \u00XX either case, every third byte raw
+        if i % 3 == 2 and chr(c) not in '"\\':
+            return chr(c)
+        return ("\\u%04X" if i % 2 else "\\u%04x") % c
     j = json.dumps(v.decode("latin-1"))[1:-1].encode()
     return {
+        "pctall": pcteach(lambda i, c: "%02X" % c),
+        "pctallower": pcteach(lambda i, c: "%02x" % c),
+        "pctmix": pcteach(mixcase),
+        "pctsome": "".join(chr(c) if i % 2 and chr(c).isalnum()
+                           else "%" + mixcase(i, c)
+                           for i, c in enumerate(v)).encode(),
+        "jsonu": "".join("\\u%04x" % c for c in v).encode(),
+        "jsonumix": "".join(jsonu(i, c) for i, c in enumerate(v)).encode(),
         "raw": v,
         "b64": base64.b64encode(v),
         "b64a1": base64.b64encode(b"x" + v),
@@ -180,6 +202,31 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
         return r
 
+    def early(self):
+        """413 at once, the body unread (RFC 9112 §9.6) for 3 s, then
+        what comes of it read and dropped (2 s without a byte ends it)
+        before the close, as a server that lingers does; the bytes that
+        came are logged."""
+        b = b"too large\n"
+        self.close_connection = True
+        self.wfile.write(b"HTTP/1.1 413 Content Too Large\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n"
+                         b"\r\n%s" % (len(b), b))
+        self.wfile.flush()
+        time.sleep(3)
+        self.connection.settimeout(2)
+        n, want = 0, int(self.headers.get("content-length", "0"))
+        try:
+            while n < want:
+                x = self.rfile.read1(65536)
+                if not x:
+                    break
+                n += len(x)
+        except (OSError, ssl.SSLError):
+            pass
+        with LOCK, open(LOG, "a") as f:
+            f.write(json.dumps({"early_body_bytes": n}) + "\n")
+
     def do_HEAD(self):
         self.record()
         self.send_response(200)
@@ -188,6 +235,8 @@ class H(http.server.BaseHTTPRequestHandler):
 
     def do_PUT(self):  # http.server answers Expect: 100-continue itself
         self.record()
+        if self.path.startswith("/early/"):
+            return self.early()
         n = int(self.headers.get("content-length", "0"))
         self.reply({"len": len(self.rfile.read(n))})
 

@@ -880,6 +880,41 @@ chunked_err(const char *what, const char *body, size_t len)
 	CHECK(all, "chunked refused: %s", what);
 }
 
+/* http_body_trailers: set from a trailer field's first byte on, never
+ * for a bare last chunk, chunk extensions or a Content-Length body. */
+static void
+test_trailers_seen(void)
+{
+	static const char tr[] = "1\r\nx\r\n0\r\nX-T: a\r\n\r\n";
+	static const char none[] = "1;a=b\r\nx\r\n0;c\r\n\r\n";
+	struct http_body_reader br;
+	struct http_span d;
+	enum reason why;
+	size_t used, at = 0, first = 0;
+	int ok = 1;
+
+	http_body_init(&br, HTTP_BODY_CHUNKED, 0);
+	while (at < sizeof(tr) - 1 && !http_body_trailers(&br)) {
+		http_body_feed(
+		    &br, (const uint8_t *)tr + at, 1, &used, &d, &why);
+		at += used;
+		first = at;
+	}
+	CHECK(http_body_trailers(&br) && first == 10,
+	    "trailers seen once the field's first byte is read (%zu)", first);
+	http_body_init(&br, HTTP_BODY_CHUNKED, 0);
+	for (at = 0; at < sizeof(none) - 1; at += used) {
+		http_body_feed(
+		    &br, (const uint8_t *)none + at, 1, &used, &d, &why);
+		if (http_body_trailers(&br))
+			ok = 0;
+	}
+	http_body_init(&br, HTTP_BODY_LENGTH, 3);
+	http_body_feed(&br, (const uint8_t *)"0\r\nX", 3, &used, &d, &why);
+	CHECK(ok && !http_body_trailers(&br),
+	    "no trailers: extensions, a bare last chunk, a length body");
+}
+
 #define CHOK(what, s, want)                                                    \
 	chunked_ok(what, s, sizeof(s) - 1, want, sizeof(s) - 1)
 #define CHERR(what, s) chunked_err(what, s, sizeof(s) - 1)
@@ -1203,6 +1238,7 @@ main(void)
 	test_response();
 	test_response_bad();
 	test_chunked();
+	test_trailers_seen();
 	test_body_kinds();
 	test_garbage();
 	return tap_done();

@@ -173,6 +173,7 @@ test_reason(void)
 		{ REASON_UPSTREAM_TLS_FAILED, "upstream_tls_failed" },
 		{ REASON_AUDIT_BUDGET, "audit_budget" },
 		{ REASON_OPERATOR_DENIED, "operator_denied" },
+		{ REASON_HTTP_TRAILER_REFUSED, "http_trailer_refused" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;
