@@ -355,7 +355,7 @@ nftcheck_chain_dev(const struct nftcheck_want *w, const struct nftnl_chain *c)
 	if (!nftnl_chain_is_set(c, NFTNL_CHAIN_DEVICES) ||
 	    (devs = nftnl_chain_get_array(c, NFTNL_CHAIN_DEVICES)) == NULL)
 		return NULL;
-	for (k = 0; devs[k] != NULL && k < 256; k++)
+	for (k = 0; k < 256 && devs[k] != NULL; k++)
 		if (nftcheck_ksbdev(w, devs[k]))
 			return devs[k];
 	return NULL;
