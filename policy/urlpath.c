@@ -7,10 +7,15 @@
  * the other escapes upper-cased (§6.2.2.1), "." and ".." removed (§5.2.4)
  * and repeated slashes merged (as nginx's merge_slashes does).  A path
  * that origins read in more than one way is refused, never guessed: an
- * encoded '/', '\\', ';', NUL or '%' (double encoding), an encoded dot in
- * a dot segment, a raw '\\', NUL or ';' (a path parameter that Tomcat and
- * Spring strip), an invalid escape, ".." above the root, and any byte that
- * is not a pchar (RFC 3986 §3.3).  No allocation, no globals.
+ * encoded '/', '\\', ';', '?', '#', NUL or '%' (double encoding), an
+ * encoded dot in a dot segment, a segment of dots and encoded spaces or
+ * tabs other than "." and ".." ("...", "..%20": servers that strip
+ * trailing dots and spaces, as Windows file names do, read ".."), escapes
+ * that are not well-formed UTF-8 (RFC 3629 §4: an overlong "%C0%AE" is a
+ * dot to a lax decoder), a raw '\\', NUL or ';' (a path parameter that
+ * Tomcat and Spring strip), an invalid escape, ".." above the root, and
+ * any byte that is not a pchar (RFC 3986 §3.3).  No allocation, no
+ * globals.
  */
 #include <string.h>
 
@@ -68,9 +73,74 @@ urlpath_escape(const char *in, size_t i, const char **reason)
 		*reason = "encoded '\\'";
 	else if (v == ';')
 		*reason = "encoded ';'";
+	else if (v == '?')
+		*reason = "encoded '?'";
+	else if (v == '#')
+		*reason = "encoded '#'";
 	else
 		return v;
 	return -1;
+}
+
+/*
+ * One decoded byte c (>= 0x80 from an escape, or -1 for anything else)
+ * through a UTF-8 check (RFC 3629 §4): *need continuation bytes expected,
+ * the next in [*lo, *hi].  0, or -1 (not well-formed: overlong, a
+ * surrogate, past U+10FFFF, a stray or missing continuation byte).
+ */
+static int
+urlpath_utf8(int c, int *need, int *lo, int *hi)
+{
+	if (*need > 0) {
+		if (c < *lo || c > *hi)
+			return -1;
+		(*need)--;
+		*lo = 0x80, *hi = 0xbf;
+		return 0;
+	}
+	if (c < 0x80)
+		return 0;
+	*lo = 0x80, *hi = 0xbf;
+	if (c >= 0xc2 && c <= 0xdf)
+		*need = 1;
+	else if (c >= 0xe0 && c <= 0xef) {
+		*need = 2;
+		if (c == 0xe0)
+			*lo = 0xa0;
+		else if (c == 0xed)
+			*hi = 0x9f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		*need = 3;
+		if (c == 0xf0)
+			*lo = 0x90;
+		else if (c == 0xf4)
+			*hi = 0x8f;
+	} else
+		return -1;
+	return 0;
+}
+
+/* Is out[seg..o) dots and "%20" / "%09" only, with a dot, but not "."
+ * or ".."?  (Servers that strip trailing dots and spaces read "..".) */
+static int
+urlpath_dotspace(const char *out, size_t seg, size_t o)
+{
+	size_t i;
+	int dots = 0;
+
+	for (i = seg; i < o; i++) {
+		if (out[i] == '.')
+			dots++;
+		else if (i + 2 < o && out[i] == '%' && out[i + 1] == '2' &&
+		    out[i + 2] == '0')
+			i += 2;
+		else if (i + 2 < o && out[i] == '%' && out[i + 1] == '0' &&
+		    out[i + 2] == '9')
+			i += 2;
+		else
+			return 0;
+	}
+	return dots > 0 && !(o - seg == 1 || (o - seg == 2 && dots == 2));
 }
 
 /* Does out[0..o) end in "%25" and two hex digits, which an origin that
@@ -101,6 +171,10 @@ urlpath_segment(char *out, size_t *o, size_t *seg, int encdot, int last,
 		*reason = "percent-encoded dot segment";
 		return -1;
 	}
+	if (urlpath_dotspace(out, *seg, *o)) {
+		*reason = "a segment of dots and spaces";
+		return -1;
+	}
 	if (dots == 2) {
 		if (*seg == 1) {
 			*reason = "'..' above the root";
@@ -126,7 +200,7 @@ urlpath_normalise(
 {
 	const char *why = NULL;
 	size_t i, o = 1, seg = 1;
-	int c, encdot = 0, decoded;
+	int c, encdot = 0, decoded, need = 0, lo = 0, hi = 0;
 
 	if (len == 0 || in[0] != '/' || outsz < len + 1) {
 		why = "not an absolute path";
@@ -136,6 +210,10 @@ urlpath_normalise(
 	for (i = 1; i < len; i++) {
 		c = (unsigned char)in[i];
 		decoded = c == '%';
+		if (c != '%' && urlpath_utf8(-1, &need, &lo, &hi) == -1) {
+			why = "percent-encoded bytes that are not UTF-8";
+			goto cleanup;
+		}
 		if (c == '/') {
 			if (urlpath_segment(out, &o, &seg, encdot, 0, &why))
 				goto cleanup;
@@ -149,6 +227,11 @@ urlpath_normalise(
 			}
 			if ((c = urlpath_escape(in, i, &why)) < 0)
 				goto cleanup;
+			if (urlpath_utf8(c, &need, &lo, &hi) == -1) {
+				why =
+				    "percent-encoded bytes that are not UTF-8";
+				goto cleanup;
+			}
 			i += 2;
 			if (!urlpath_unreserved(c)) {
 				out[o++] = '%';
@@ -175,6 +258,10 @@ urlpath_normalise(
 			why = "double percent-encoding";
 			goto cleanup;
 		}
+	}
+	if (need > 0) {
+		why = "percent-encoded bytes that are not UTF-8";
+		goto cleanup;
 	}
 	if (urlpath_segment(out, &o, &seg, encdot, 1, &why) == -1)
 		goto cleanup;
