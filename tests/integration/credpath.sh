@@ -98,7 +98,9 @@ for p in /repos/org-other /repos/orgx /repos/org%2Dother /repos /repos/ \
 done
 one 403 POST /repos/org
 for p in /repos/org%2Fx /repos/org%2fx/y '/repos/org;jsessionid=1' \
-	/repos/org%3B/x /repos/org/%252e%252e/admin; do
+	/repos/org%3B/x /repos/org/%252e%252e/admin \
+	/repos/org/%c0%ae%c0%ae/admin /repos/org/..%20/admin \
+	/repos/org/.../admin /repos/org/%2e%2e%3f; do
 	one 400 GET "$p"
 done
 for p in /repos/org/../other /repos/org/./x /repos/org/%2e%2e/x /.. \
@@ -116,7 +118,7 @@ ksb_check "the allowed requests carried the real value (exact field)" \
 		-H "x-api-key: $PH" "https://path.test/check/pathkey" |
 	 grep -q "\"match\": true"'
 ksb_check "nothing refused reached the origin" \
-	'! grep -E "\"target\": \"/(repos/(org-|orgx|org%2D|ORG|org%2F|org%2f|org;|org%3B|org/%25|org/\.|org/%2e)|Repos|v1x|v10|other|\.\.)" "$T/origin.log" &&
+	'! grep -E "\"target\": \"/(repos/(org-|orgx|org%2D|ORG|org%2F|org%2f|org;|org%3B|org/%25|org/\.|org/%2e|org/%c0)|Repos|v1x|v10|other|\.\.)" "$T/origin.log" &&
 	 ! grep -qE "\"target\": \"/repos/?\"|\"target\": \"/\"" "$T/origin.log" &&
 	 ! grep -q "\"method\": \"POST\", \"target\": \"/repos" "$T/origin.log"'
 ksb_check "each 403 has its request_not_allowed row, with the credential" \
