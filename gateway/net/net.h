@@ -70,7 +70,9 @@ void nft_use_table(const char *name);
  *     (netdev, inet ingress) that is one of w->devs (the bridge and its
  *     ports) or has the tap prefix; a bridge-family one (it sees ksb's
  *     bridge) with a rule that does not start with iifname/oifname ==
- *     a name or prefix no link of ksb's can have;
+ *     a name or prefix no link of ksb's can have; every other table's
+ *     rule with a fwd/dup towards those devices (or towards a device
+ *     not resolved: the register not loaded by an immediate);
  *   chain: each of ksb's chains' type, hook, priority and policy, no
  *     chain ksb does not install, both tables without flags (dormant);
  *   set: the elements of both sets guests against w->g (the meter's,
