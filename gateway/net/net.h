@@ -150,6 +150,9 @@ int netdev_link_index(const char *name, uint32_t *index, char **cause);
 /* Link index renamed to name: set down, renamed, set up again if up.
  * 0, or -1 and *cause (the name taken: EEXIST). */
 int netdev_link_rename(uint32_t index, const char *name, int up, char **cause);
+/* Tap index (moved off) enslaved to bridge index again: down, master,
+ * isolated and up as netdev_tap_create does.  0, or -1 and *cause. */
+int netdev_tap_attach(uint32_t index, uint32_t bridge, char **cause);
 /* Link index down (IFF_UP cleared).  0, or -1 and *cause. */
 int netdev_link_down_index(uint32_t index, char **cause);
 /* The tap's name now (TUNGETIFF on its fd, tuntap.rst): renamed or not. */

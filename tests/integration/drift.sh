@@ -8,7 +8,8 @@
 # refused by ksb's reset before and after each tampering:
 #   - the bridge renamed (`ip link set ksb0 name ...'): the rules match
 #     it by index, so nothing opens; renamed back within the interval;
-#   - a registered guest's tap renamed: renamed back;
+#   - a registered guest's tap renamed: renamed back; moved to another
+#     bridge or off it: put back on ksb0 (isolated);
 #   - a hole opened and a guest reaching the self-test canary: drift of
 #     kind canary, restored at once;
 #   - a base chain's policy set to drop, a base chain made again at
@@ -92,6 +93,23 @@ ksb_check "one log line says so" \
 	'logged "device drift: tap $TAP renamed to evil0: restored"'
 ksb_until 5 recs_ge device none 2 || true
 ksb_check "a second nft-drift:device record ($(recs device none))" 'recs_ge device none 2'
+
+ksb_say "a registered guest's tap ($TAP) moved to another bridge, then off"
+gwns ip link add kbr9 type bridge
+gwns ip link set "$TAP" master kbr9
+on_ksb0() { gwns ip -d link show "$TAP" | grep -q "master ksb0 "; }
+ksb_until 8 on_ksb0 || true
+ksb_check "the tap is on ksb0 again" on_ksb0
+ksb_check "isolated again" 'gwns ip -d link show "$TAP" | grep -q "isolated on"'
+ksb_check "one log line says where it went" \
+	'logged "device drift: tap $TAP moved to bridge kbr9: restored"'
+gwns ip link set "$TAP" nomaster
+ksb_until 8 on_ksb0 || true
+ksb_check "off the bridge: on ksb0 again" on_ksb0
+ksb_check "one log line says so" \
+	'logged "device drift: tap $TAP moved off the bridge: restored"'
+ksb_check "never logged as renamed to itself" '! logged "tap $TAP renamed to $TAP"'
+gwns ip link del kbr9
 
 ksb_say "a guest reaching the self-test canary is drift"
 canary() { ip netns exec "$G" timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22' 2>/dev/null; }
@@ -263,6 +281,7 @@ fresh() {
 fresh
 G2MAC=$(ip -n "$G2" link show eth0 | awk '/ether/{print $2}')
 G2IP=$(sed -n 's/^ip=\([^/]*\).*/\1/p' "$T/lease2")
+listening() { ip netns exec "$G2" ss -Hlun "sport = :5555" | grep -q .; }
 # got: UDP from the origin to the guest's port 5555 reaches the guest.
 got() {
 	ip netns exec "$G2" timeout 4 python3 -c '
@@ -270,7 +289,7 @@ import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 5555))
 s.settimeout(3); sys.stdout.write(s.recv(64).decode())' > "$T/udp" 2>/dev/null &
 	local l=$!
-	ksb_until 5 ip netns exec "$G2" ss -Hlun "sport = :5555" | grep -q . || true
+	ksb_until 5 listening || true
 	ip netns exec "$OR" python3 -c '
 import socket, sys
 socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"injected", (sys.argv[1], 5555))' "$G2IP"
