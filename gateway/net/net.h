@@ -70,7 +70,9 @@ void nft_use_table(const char *name);
  *     (netdev, inet ingress) that is one of w->devs (the bridge and its
  *     ports) or has the tap prefix; a bridge-family one (it sees ksb's
  *     bridge) with a rule that does not start with iifname/oifname ==
- *     a name or prefix no link of ksb's can have;
+ *     a name or prefix no link of ksb's can have; every other table's
+ *     rule with a fwd/dup towards those devices (or towards a device
+ *     not resolved: the register not loaded by an immediate);
  *   chain: each of ksb's chains' type, hook, priority and policy, no
  *     chain ksb does not install, both tables without flags (dormant);
  *   set: the elements of both sets guests against w->g (the meter's,
@@ -148,6 +150,9 @@ int netdev_link_index(const char *name, uint32_t *index, char **cause);
 /* Link index renamed to name: set down, renamed, set up again if up.
  * 0, or -1 and *cause (the name taken: EEXIST). */
 int netdev_link_rename(uint32_t index, const char *name, int up, char **cause);
+/* Tap index (moved off) enslaved to bridge index again: down, master,
+ * isolated and up as netdev_tap_create does.  0, or -1 and *cause. */
+int netdev_tap_attach(uint32_t index, uint32_t bridge, char **cause);
 /* Link index down (IFF_UP cleared).  0, or -1 and *cause. */
 int netdev_link_down_index(uint32_t index, char **cause);
 /* The tap's name now (TUNGETIFF on its fd, tuntap.rst): renamed or not. */

@@ -1013,6 +1013,29 @@ netdev_link_rename(uint32_t index, const char *name, int up, char **cause)
 }
 
 int
+netdev_tap_attach(uint32_t index, uint32_t bridge, char **cause)
+{
+	struct link_info tap = { (int)index, 0, 0, "" };
+	struct link_info br = { (int)bridge, 0, 0, "" };
+	char name[16], brname[16];
+	struct rtnl r;
+	int error, ret = -1;
+
+	snprintf(name, sizeof(name), "%u", index);
+	snprintf(brname, sizeof(brname), "%u", bridge);
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	/* Down first: tap_attach's port never forwards unisolated. */
+	if ((error = link_set(&r, index, 0, NULL)) != 0)
+		cause_set(cause, "cannot set link %u down: %s", index,
+		    strerror(-error));
+	else
+		ret = tap_attach(&r, name, brname, &tap, &br, cause);
+	rtnl_close(&r);
+	return ret;
+}
+
+int
 netdev_link_down_index(uint32_t index, char **cause)
 {
 	struct rtnl r;

@@ -16,6 +16,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <net/if.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +327,27 @@ nftcheck_chain_add(struct nftcheck_list *l, const struct nftnl_chain *c)
 								 "other");
 }
 
+/* Family fam's name as nft(8) says it. */
+static const char *
+nftcheck_family(uint32_t fam)
+{
+	switch (fam) {
+	case NFPROTO_INET:
+		return "inet";
+	case NFPROTO_IPV4:
+		return "ip";
+	case NFPROTO_IPV6:
+		return "ip6";
+	case NFPROTO_BRIDGE:
+		return "bridge";
+	case NFPROTO_NETDEV:
+		return "netdev";
+	case NFPROTO_ARP:
+		return "arp";
+	}
+	return "family-other";
+}
+
 /* dev is ksb's: the bridge, a port of it, or a name with the tap prefix. */
 static int
 nftcheck_ksbdev(const struct nftcheck_want *w, const char *dev)
@@ -377,10 +400,7 @@ nftcheck_other(struct nftcheck_chains *d, const struct nftnl_chain *c,
 		xasprintf(&d->foreign,
 		    "table %s %s chain %s is hooked on %s (%s): another "
 		    "program's, ahead of ksb's rules",
-		    fam == NFPROTO_NETDEV   ? "netdev" :
-			fam == NFPROTO_INET ? "inet" :
-					      "family-other",
-		    t, n, dev,
+		    nftcheck_family(fam), t, n, dev,
 		    nftnl_chain_get_u32(c, NFTNL_CHAIN_HOOKNUM) ==
 			    (fam == NFPROTO_NETDEV ? NF_NETDEV_INGRESS :
 						     NF_INET_INGRESS) ?
@@ -538,16 +558,124 @@ nftcheck_confined_cb(struct nftnl_expr *e, void *data)
 	return 0;
 }
 
-/* A bridge-family rule: in a listed chain and not confined: foreign. */
+/*
+ * A rule that moves packets onto a link of ksb's (kernel
+ * net/netfilter/nft_fwd_netdev.c, nft_dup_netdev.c, nft_dup_ipv4.c,
+ * nft_dup_ipv6.c): a `fwd' or `dup' whose device register holds the
+ * ifindex of the bridge, a port of it or a name with the tap prefix.
+ * nft loads that register with an `immediate' right before the
+ * statement (`fwd to "name"': immediate reg 1 <ifindex>, fwd sreg_dev
+ * reg 1); a register written by anything else (meta, lookup of a map,
+ * payload...), a `dup' without a device (routed) or an ifindex with no
+ * link is not resolved: treated as ksb's (fail closed).  `meta set'
+ * cannot set the output interface (nft_meta_set_init: no oif key).
+ */
+struct nftcheck_moves {
+	const struct nftcheck_want *w;
+	uint32_t val[16]; /* the 32-bit registers NFT_REG32_00..15 */
+	uint32_t known;	  /* bit k: val[k] loaded by an immediate */
+	char what[64];	  /* "fwd to NAME" when found, else "" */
+};
+
+/* The first 32-bit register (0..15) of register r as dumped, or -1. */
 static int
-nftcheck_bridge_rule_cb(const struct nlmsghdr *nlh, void *data)
+nftcheck_reg32(uint32_t r)
 {
-	struct nftcheck_chains *d = data;
+	if (r >= NFT_REG_1 && r <= NFT_REG_4)
+		return (int)(r - NFT_REG_1) * 4;
+	if (r >= NFT_REG32_00 && r < NFT_REG32_00 + 16)
+		return (int)(r - NFT_REG32_00);
+	return -1;
+}
+
+/* Statement e (fwd or dup): its device resolved and judged into m. */
+static void
+nftcheck_moves_dev(struct nftcheck_moves *m, struct nftnl_expr *e,
+    const char *name, uint16_t attr)
+{
+	char dev[IF_NAMESIZE];
+	int k = -1;
+
+	if (nftnl_expr_is_set(e, attr))
+		k = nftcheck_reg32(nftnl_expr_get_u32(e, attr));
+	if (k == -1 || !(m->known & (1u << k)))
+		snprintf(m->what, sizeof(m->what),
+		    "%s to a device it does not name: treated as ksb's", name);
+	else if (if_indextoname(m->val[k], dev) == NULL)
+		snprintf(m->what, sizeof(m->what),
+		    "%s to ifindex %u, no link: treated as ksb's", name,
+		    m->val[k]);
+	else if (nftcheck_ksbdev(m->w, dev))
+		snprintf(m->what, sizeof(m->what), "%s to %s", name, dev);
+}
+
+static int
+nftcheck_moves_cb(struct nftnl_expr *e, void *data)
+{
+	struct nftcheck_moves *m = data;
+	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME);
+	const uint32_t *v;
+	uint32_t len = 0, j;
+	int k;
+
+	if (name == NULL || m->what[0] != '\0')
+		return 0;
+	if (strcmp(name, "fwd") == 0)
+		nftcheck_moves_dev(m, e, name, NFTNL_EXPR_FWD_SREG_DEV);
+	else if (strcmp(name, "dup") == 0)
+		nftcheck_moves_dev(m, e, name, NFTNL_EXPR_DUP_SREG_DEV);
+	else if (strcmp(name, "immediate") == 0 &&
+	    nftnl_expr_is_set(e, NFTNL_EXPR_IMM_DATA) &&
+	    (k = nftcheck_reg32(nftnl_expr_get_u32(e, NFTNL_EXPR_IMM_DREG))) !=
+		-1 &&
+	    (v = nftnl_expr_get(e, NFTNL_EXPR_IMM_DATA, &len)) != NULL) {
+		for (j = 0; j < (len + 3) / 4 && k + (int)j < 16; j++) {
+			m->val[k + j] = 0;
+			memcpy(&m->val[k + j], (const char *)v + 4 * j,
+			    len - 4 * j < 4 ? len - 4 * j : 4);
+			m->known |= 1u << (k + j);
+		}
+	} else if (strcmp(name, "immediate") != 0)
+		m->known = 0; /* it may have written any register */
+	return 0;
+}
+
+/* Another table's bridge-family rule (table t, chain n): in a listed
+ * base chain and not confined: foreign. */
+static void
+nftcheck_bridge_rule(struct nftcheck_chains *d, struct nftnl_rule *r,
+    const char *t, const char *n)
+{
 	struct nftcheck_confined c = { d->w, 0, 0, 0 };
-	struct nftnl_rule *r;
-	const char *t, *n;
 	char key[128];
 	size_t k;
+
+	snprintf(key, sizeof(key), "%s %s", t, n);
+	for (k = 0; k < d->bridge.n; k++)
+		if (strcmp(d->bridge.key[k], key) == 0)
+			break;
+	if (k == d->bridge.n)
+		return;
+	nftnl_expr_foreach(r, nftcheck_confined_cb, &c);
+	if (!c.ok)
+		xasprintf(&d->foreign,
+		    "table bridge %s chain %s: a base chain of another "
+		    "program's with a rule not confined to other links "
+		    "(it sees ksb's bridge)",
+		    t, n);
+}
+
+/* A rule of the dump: ksb's own skipped; another table's that moves
+ * packets onto ksb's links (nftcheck_moves), or a bridge-family one
+ * (nftcheck_bridge_rule): d->foreign. */
+static int
+nftcheck_rule_other_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct nftcheck_chains *d = data;
+	struct nftcheck_moves m;
+	struct nftnl_rule *r;
+	const char *t, *n;
+	uint32_t fam;
 
 	if (d->foreign != NULL)
 		return MNL_CB_OK;
@@ -555,28 +683,30 @@ nftcheck_bridge_rule_cb(const struct nlmsghdr *nlh, void *data)
 		fatal("nftnl_rule_alloc");
 	if (nftnl_rule_nlmsg_parse(nlh, r) == 0 &&
 	    (t = nftnl_rule_get_str(r, NFTNL_RULE_TABLE)) != NULL &&
-	    (n = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN)) != NULL) {
-		snprintf(key, sizeof(key), "%s %s", t, n);
-		for (k = 0; k < d->bridge.n; k++)
-			if (strcmp(d->bridge.key[k], key) == 0)
-				break;
-		if (k < d->bridge.n)
-			nftnl_expr_foreach(r, nftcheck_confined_cb, &c);
-		if (k < d->bridge.n && !c.ok)
+	    (n = nftnl_rule_get_str(r, NFTNL_RULE_CHAIN)) != NULL &&
+	    !(((fam = nftnl_rule_get_u32(r, NFTNL_RULE_FAMILY)) ==
+		      NFPROTO_INET ||
+		  fam == NFPROTO_BRIDGE) &&
+		strcmp(t, d->w->table) == 0)) {
+		memset(&m, 0, sizeof(m));
+		m.w = d->w;
+		nftnl_expr_foreach(r, nftcheck_moves_cb, &m);
+		if (m.what[0] != '\0')
 			xasprintf(&d->foreign,
-			    "table bridge %s chain %s: a base chain of another "
-			    "program's with a rule not confined to other links "
-			    "(it sees ksb's bridge)",
-			    t, n);
+			    "table %s %s chain %s: a rule of another "
+			    "program's moves packets onto ksb's links (%s)",
+			    nftcheck_family(fam), t, n, m.what);
+		else if (fam == NFPROTO_BRIDGE)
+			nftcheck_bridge_rule(d, r, t, n);
 	}
 	nftnl_rule_free(r);
 	return MNL_CB_OK;
 }
 
-/* Every bridge-family rule (all tables), when other bridge base chains
- * exist: nftcheck_bridge_rule_cb.  0, or -1 and *cause. */
+/* Every rule of every family (one NFT_MSG_GETRULE dump, NFPROTO_UNSPEC):
+ * nftcheck_rule_other_cb.  0, or -1 and *cause. */
 static int
-nftcheck_bridge_rules(
+nftcheck_other_rules(
     struct mnl_socket *nl, struct nftcheck_chains *d, char **cause)
 {
 	char buf[MNL_SOCKET_BUFFER_SIZE * 4];
@@ -590,10 +720,10 @@ nftcheck_bridge_rules(
 		xasprintf(&d->foreign,
 		    "more than %d bridge-family base chains of other programs",
 		    NFTCHECK_RULES_MAX);
-	if (d->bridge.n == 0 || d->foreign != NULL)
+	if (d->foreign != NULL)
 		return 0;
 	nlh = nftnl_rule_nlmsg_build_hdr(
-	    buf, NFT_MSG_GETRULE, NFPROTO_BRIDGE, NLM_F_DUMP, seq);
+	    buf, NFT_MSG_GETRULE, NFPROTO_UNSPEC, NLM_F_DUMP, seq);
 	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
 		return cause_set(cause, "nftables: send: %s", strerror(errno));
 	do {
@@ -601,11 +731,11 @@ nftcheck_bridge_rules(
 			return cause_set(cause, "nftables: no rule dump: %s",
 			    n == 0 ? "closed" : strerror(errno));
 		ret = mnl_cb_run(
-		    buf, (size_t)n, seq, port, nftcheck_bridge_rule_cb, d);
+		    buf, (size_t)n, seq, port, nftcheck_rule_other_cb, d);
 	} while (ret > 0);
 	if (ret == -1)
 		return cause_set(
-		    cause, "nftables: bridge rule dump: %s", strerror(errno));
+		    cause, "nftables: rule dump: %s", strerror(errno));
 	return 0;
 }
 
@@ -629,7 +759,7 @@ nftcheck_foreign(const struct nftcheck_want *w, struct nftcheck_list *own,
 		return -1;
 	ret = nftcheck_chains(nl, &d, cause);
 	if (ret == 0 && d.foreign == NULL)
-		ret = nftcheck_bridge_rules(nl, &d, cause);
+		ret = nftcheck_other_rules(nl, &d, cause);
 	mnl_socket_close(nl);
 	for (k = 0; k < d.bridge.n; k++)
 		free(d.bridge.key[k]);

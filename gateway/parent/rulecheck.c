@@ -315,26 +315,42 @@ rulecheck_tap_owner(const char *name)
 }
 
 /*
- * Registered guest i's tap, not on the bridge under its name: renamed
- * back when the gateway holds its fd (its name now from TUNGETIFF);
- * said in *what.  0 (restored, or nothing to restore), or -1 and *cause.
+ * Registered guest i's tap, not on bridge br under its name: renamed
+ * back (its name now from TUNGETIFF when the gateway holds its fd), put
+ * back on br when moved off it (nomaster, or another bridge); said in
+ * *what.  0 (restored, or nothing to restore), or -1 and *cause.
  */
 static int
-rulecheck_tap(const struct instance *i, struct netdev_link *l, size_t n,
-    char **what, char **cause)
+rulecheck_tap(const struct instance *i, const struct netdev_link *br,
+    struct netdev_link *l, size_t n, char **what, char **cause)
 {
-	struct netdev_link *t;
+	struct netdev_link *t, *m;
 	char now[16];
 
 	/* No fd (re-adopted, or a REGISTER before its tap): a tap renamed
 	 * is then no guest's (below).  A tap gone forwards nothing. */
-	if (i->tapfd == -1 || netdev_tap_name(i->tapfd, now, NULL) == -1 ||
-	    (t = rulecheck_link(l, n, 0, now)) == NULL)
+	if (i->tapfd != -1 && netdev_tap_name(i->tapfd, now, NULL) == 0)
+		t = rulecheck_link(l, n, 0, now);
+	else
+		t = rulecheck_link(l, n, 0, i->tap);
+	if (t == NULL || !t->tun)
 		return 0;
-	rulecheck_add(what, "tap %s renamed to %s", i->tap, now);
-	if (netdev_link_rename(t->index, i->tap, t->up, cause) == -1)
+	if (strcmp(t->name, i->tap) != 0) {
+		rulecheck_add(what, "tap %s renamed to %s", i->tap, t->name);
+		if (netdev_link_rename(t->index, i->tap, t->up, cause) == -1)
+			return -1;
+		snprintf(t->name, sizeof(t->name), "%s", i->tap);
+	}
+	if (t->master == br->index)
+		return 0;
+	if (t->master == 0 || (m = rulecheck_link(l, n, t->master, "")) == NULL)
+		rulecheck_add(what, "tap %s moved off the bridge", i->tap);
+	else
+		rulecheck_add(
+		    what, "tap %s moved to bridge %s", i->tap, m->name);
+	if (netdev_tap_attach(t->index, br->index, cause) == -1)
 		return -1;
-	snprintf(t->name, sizeof(t->name), "%s", i->tap);
+	t->master = br->index;
 	return 0;
 }
 
@@ -369,7 +385,7 @@ rulecheck_devices(struct gateway *gw, char **what, char **cause)
 	for (i = registry_first(); i != NULL && !bad; i = i->next) {
 		t = rulecheck_link(l, n, 0, i->tap);
 		if (t == NULL || t->master != br->index || !t->tun)
-			bad |= rulecheck_tap(i, l, n, &w, cause) == -1;
+			bad |= rulecheck_tap(i, br, l, n, &w, cause) == -1;
 	}
 	/* A tap on the bridge that is no guest's (renamed, or another's). */
 	for (k = 0; k < n && !bad; k++)

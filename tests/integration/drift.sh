@@ -8,7 +8,8 @@
 # refused by ksb's reset before and after each tampering:
 #   - the bridge renamed (`ip link set ksb0 name ...'): the rules match
 #     it by index, so nothing opens; renamed back within the interval;
-#   - a registered guest's tap renamed: renamed back;
+#   - a registered guest's tap renamed: renamed back; moved to another
+#     bridge or off it: put back on ksb0 (isolated);
 #   - a hole opened and a guest reaching the self-test canary: drift of
 #     kind canary, restored at once;
 #   - a base chain's policy set to drop, a base chain made again at
@@ -18,8 +19,11 @@
 #   - another program's netdev table hooked on a port of the bridge,
 #     forwarding the guest's frames to the uplink (`fwd to'): the check
 #     reads every table's base chains and fails closed (bridge and ports
-#     down), as ksb deletes no table but its own; one on the uplink only
-#     is not drift;
+#     down), as ksb deletes no table but its own; one on the uplink that
+#     forwards to another link is not drift;
+#   - another program's rule anywhere (the uplink's ingress or egress)
+#     that moves packets onto ksb's links (`fwd to'/`dup to' a port or a
+#     tap-prefix name, or a device it does not name): fails closed;
 #   - a guest reaching the canary a third time within a minute (a hole
 #     restoring does not close): fails closed;
 # each one log line and one selftests record nft-drift:KIND.
@@ -89,6 +93,23 @@ ksb_check "one log line says so" \
 	'logged "device drift: tap $TAP renamed to evil0: restored"'
 ksb_until 5 recs_ge device none 2 || true
 ksb_check "a second nft-drift:device record ($(recs device none))" 'recs_ge device none 2'
+
+ksb_say "a registered guest's tap ($TAP) moved to another bridge, then off"
+gwns ip link add kbr9 type bridge
+gwns ip link set "$TAP" master kbr9
+on_ksb0() { gwns ip -d link show "$TAP" | grep -q "master ksb0 "; }
+ksb_until 8 on_ksb0 || true
+ksb_check "the tap is on ksb0 again" on_ksb0
+ksb_check "isolated again" 'gwns ip -d link show "$TAP" | grep -q "isolated on"'
+ksb_check "one log line says where it went" \
+	'logged "device drift: tap $TAP moved to bridge kbr9: restored"'
+gwns ip link set "$TAP" nomaster
+ksb_until 8 on_ksb0 || true
+ksb_check "off the bridge: on ksb0 again" on_ksb0
+ksb_check "one log line says so" \
+	'logged "device drift: tap $TAP moved off the bridge: restored"'
+ksb_check "never logged as renamed to itself" '! logged "tap $TAP renamed to $TAP"'
+gwns ip link del kbr9
 
 ksb_say "a guest reaching the self-test canary is drift"
 canary() { ip netns exec "$G" timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/22' 2>/dev/null; }
@@ -174,18 +195,28 @@ ksb_say "another program's netdev table on a port of the bridge (fails closed)"
 reload() { "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" reload >/dev/null; }
 OMAC=$(ip -n "$OR" link show ko1 | awk '/ether/{print $2}')
 GMAC=$(ip -n "$G" link show eth0 | awk '/ether/{print $2}')
-# The return path alone (on the uplink, not ksb's link) is not drift.
+# A chain on the uplink that forwards to another link (not ksb's) is
+# not drift.
+gwns ip link add kxd0 type veth peer name kxd1
 gwns nft -f - <<NFT
 table netdev other2 {
+  chain in { type filter hook ingress device "ko0" priority -500; policy accept;
+    ip daddr 10.78.0.99 fwd to "kxd0"
+  }
+}
+NFT
+reload
+ksb_check "a netdev chain forwarding between other links: no drift" '! logged "foreign drift"'
+# The gateway stopped meanwhile (SIGSTOP): the hole is shown open first,
+# with its return path (on the uplink, itself drift: below).
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft -f - <<NFT
+table netdev other3 {
   chain in { type filter hook ingress device "ko0" priority -500; policy accept;
     ip daddr $GIP ether daddr set $GMAC fwd to "kvg1"
   }
 }
 NFT
-reload
-ksb_check "a netdev chain on another link only: no drift" '! logged "foreign drift"'
-# The gateway stopped meanwhile (SIGSTOP): the hole is shown open first.
-kill -STOP "$KSB_GATEWAY_PID"
 gwns nft -f - <<NFT
 table netdev other {
   chain in { type filter hook ingress device "kvg1" priority -500; policy accept;
@@ -209,6 +240,7 @@ ksb_say "a guest that reaches the canary again and again: fails closed"
 # A fresh gateway (the last one stopped egress) and guest.
 gwns nft delete table netdev other
 gwns nft delete table netdev other2
+gwns nft delete table netdev other3
 kill "$KSB_GATEWAY_PID"
 ksb_wait_dead "$KSB_GATEWAY_PID" || ksb_fail "the gateway did not exit"
 ksb_gateway
@@ -237,6 +269,84 @@ ksb_check "one line says why" \
 	'logged "canary drift: TCP from 10.77.0.[0-9]* reached the self-test canary: could not be restored (reached again after restoring the rules: the hole is not in them): bridge ksb0 set down"'
 ksb_until 5 recs_ge canary stopped 1 || true
 ksb_check "a record nft-drift:canary, action stopped" 'recs_ge canary stopped 1'
+
+ksb_say "an uplink ingress chain forwarding to a port of the bridge (F3)"
+fresh() {
+	kill "$KSB_GATEWAY_PID"
+	ksb_wait_dead "$KSB_GATEWAY_PID" || ksb_fail "the gateway did not exit"
+	ksb_gateway
+	gwns ip link set kvg1 up
+	gwns ip link set kvg2 up
+}
+fresh
+G2MAC=$(ip -n "$G2" link show eth0 | awk '/ether/{print $2}')
+G2IP=$(sed -n 's/^ip=\([^/]*\).*/\1/p' "$T/lease2")
+listening() { ip netns exec "$G2" ss -Hlun "sport = :5555" | grep -q .; }
+# got: UDP from the origin to the guest's port 5555 reaches the guest.
+got() {
+	ip netns exec "$G2" timeout 4 python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(("0.0.0.0", 5555))
+s.settimeout(3); sys.stdout.write(s.recv(64).decode())' > "$T/udp" 2>/dev/null &
+	local l=$!
+	ksb_until 5 listening || true
+	ip netns exec "$OR" python3 -c '
+import socket, sys
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"injected", (sys.argv[1], 5555))' "$G2IP"
+	wait "$l" || true
+	grep -q injected "$T/udp"
+}
+ksb_check "before: the origin's UDP does not reach the guest" '! got'
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft -f - <<NFT
+table netdev o1 {
+  chain c { type filter hook ingress device "ko0" priority -500; policy accept;
+    ip daddr $G2IP ether daddr set $G2MAC fwd to "kvg2"
+  }
+}
+NFT
+ksb_check "the hole is real: the origin injects UDP into the guest" got
+kill -CONT "$KSB_GATEWAY_PID"
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+ksb_check "nothing is injected any more" '! got'
+ksb_check "one log line says which chain, where to and what to do" \
+	'logged "foreign drift: table netdev o1 chain c: a rule of another program.s moves packets onto ksb.s links (fwd to kvg2): could not be restored (not ksb.s table: delete it, then restart ksb-gatewayd): bridge ksb0 set down"'
+ksb_until 5 recs_ge foreign stopped 2 || true
+ksb_check "a record nft-drift:foreign, action stopped ($(recs foreign stopped))" 'recs_ge foreign stopped 2'
+gwns nft delete table netdev o1
+
+ksb_say "an uplink egress chain duplicating to a tap-prefix link (F3)"
+D=${TAP:0:14}d
+gwns ip link add "$D" type veth peer name kxd2
+fresh
+gwns nft -f - <<NFT
+table netdev o2 {
+  chain c { type filter hook egress device "ko0" priority -500; policy accept;
+    dup to "$D"
+  }
+}
+NFT
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+ksb_check "one log line says so" \
+	'logged "foreign drift: table netdev o2 chain c: a rule of another program.s moves packets onto ksb.s links (dup to $D)"'
+gwns nft delete table netdev o2
+
+ksb_say "a fwd whose device comes from a map (not resolved): fails closed"
+fresh
+gwns nft -f - <<NFT
+table netdev o3 {
+  chain c { type filter hook ingress device "ko0" priority -500; policy accept;
+    fwd to ip daddr map { 10.78.0.98 : "kxd0" }
+  }
+}
+NFT
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+ksb_check "one log line says it is treated as ksb's" \
+	'logged "foreign drift: table netdev o3 chain c: a rule of another program.s moves packets onto ksb.s links (fwd to a device it does not name: treated as ksb.s)"'
+gwns nft delete table netdev o3
 
 [ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
 grep -E "nftables check|canary" "$T/gatewayd.log" | head -n 20
