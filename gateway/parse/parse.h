@@ -400,5 +400,11 @@ bool wsframe_control(const struct wsframe *w);
 
 /* Is w between frames (no header or payload byte of one pending)? */
 bool wsframe_boundary(const struct wsframe *w);
+/* Is a frame's header partly read? */
+bool wsframe_in_header(const struct wsframe *w);
+/* The current frame's opcode (§5.2; its header complete). */
+unsigned wsframe_opcode(const struct wsframe *w);
+/* Is a fragmented message open (its final fragment still to come)? */
+bool wsframe_open(const struct wsframe *w);
 
 #endif

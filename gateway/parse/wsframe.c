@@ -41,6 +41,24 @@ wsframe_boundary(const struct wsframe *w)
 	return w->nhdr == 0 && w->left == 0;
 }
 
+bool
+wsframe_in_header(const struct wsframe *w)
+{
+	return w->nhdr > 0;
+}
+
+unsigned
+wsframe_opcode(const struct wsframe *w)
+{
+	return w->opcode;
+}
+
+bool
+wsframe_open(const struct wsframe *w)
+{
+	return w->in_message;
+}
+
 /* The first two header bytes are in: the header's length, and every rule
  * those bytes alone decide (§5.2, §5.5).  0 or -1 (*why). */
 static int

@@ -59,6 +59,10 @@
 #define TERM_MARK_LEN 6
 /* the longest encoding of the mark: six bytes a byte (\u006B...) */
 #define TERM_CARRY    (6 * TERM_MARK_LEN)
+/* Control frames from the upstream held inside a message while its data
+ * tail could begin a real value (term_ws_mask): past it, a Close 1008 */
+#define TERM_WS_HELD  8
+#define TERM_WS_CLOSE 0x8 /* RFC 6455 §5.2: a Close frame's opcode */
 
 /* A scan for the mark over a stream that arrives in runs: the tail of
  * the runs so far, for a mark split across two of them. */
@@ -234,13 +238,17 @@ term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
 static void
 term_row(struct term *t, enum reason reason)
 {
-	/* a tunnel the guest ended (upgraded ones end so) keeps the fact */
+	/* a tunnel the guest ended keeps the fact; an upgraded one keeps it
+	 * whatever ends it, but a placeholder the guest sent (F1) */
 	if ((reason == REASON_NONE || reason == REASON_GUEST_CLOSED ||
-		reason == REASON_GUEST_ERROR) &&
+		reason == REASON_GUEST_ERROR ||
+		(t->status == 101 && reason != REASON_CREDENTIAL_MISUSE)) &&
 	    t->reflected > 0) {
 		if (registry_log_ok(t->inst))
-			log_info("term %s: %u real values masked in a response",
-			    t->inst ? t->inst->id : "?", t->reflected);
+			log_info("term %s: %u real values masked in a response "
+				 "(%s)",
+			    t->inst ? t->inst->id : "?", t->reflected,
+			    reason_name(reason));
 		reason = REASON_CREDENTIAL_REFLECTED;
 	}
 	t->reflected = 0;
@@ -1302,38 +1310,157 @@ term_ws_from_guest(struct term *t)
 }
 
 /*
- * The upstream's frames b[0..len) (held bytes first), from state *w:
- * their payload bytes gathered into proj (their offsets in b in at),
- * masked there and written back, so a real value split across frames is
- * found.  The offset in b from which to hold back (a tail of payload
- * that could still begin one, with the headers after it), or -1 at a
- * violation (*why).
+ * A run b[0..len) of the upstream's frames as term_ws_mask reads it: the
+ * payload of its data frames (d: across fragments and messages) and of
+ * all its frames in wire order (w), each byte's offset in b (dat, wat);
+ * the offsets of its control frames' headers (ctl, nctl); open: a
+ * fragmented message is still open at the end; closed: a whole Close
+ * frame ends it (RFC 6455 §5.5.1: nothing may follow).
+ */
+struct term_ws_run {
+	uint8_t *d, *w;
+	uint32_t *dat, *wat, *ctl;
+	size_t nd, nw, nctl;
+	int open, closed;
+};
+
+/* A control frame's payload b[c0..c1) (a Close's reason: after its
+ * status code) after the data so far (r->d): a real value begun in the
+ * data and ended here is masked in both, whatever frames came between. */
+static void
+term_ws_join(
+    struct term *t, struct term_ws_run *r, uint8_t *b, size_t c0, size_t c1)
+{
+	size_t h = reflect_hold_max(t->refl), m = r->nd < h ? r->nd : h, k;
+	size_t n = c1 > c0 ? c1 - c0 : 0, hits;
+	uint8_t *j;
+
+	if (n == 0 || m == 0)
+		return;
+	j = xmalloc(m + n);
+	memcpy(j, r->d + r->nd - m, m);
+	memcpy(j + m, b + c0, n);
+	if ((hits = reflect_mask(t->refl, j, m + n)) > 0) {
+		t->reflected += (unsigned)hits;
+		for (k = 0; k < m; k++)
+			r->d[r->nd - m + k] = b[r->dat[r->nd - m + k]] = j[k];
+		memcpy(b + c0, j + m, n);
+	}
+	free(j);
+}
+
+/* Read b[0..len) from state w into r (room for len bytes each): the
+ * payload gathered, each whole control frame joined to the data before
+ * it (term_ws_join).  0, or -1 at a violation (*why). */
+static int
+term_ws_gather(struct term *t, struct wsframe w, uint8_t *b, size_t len,
+    struct term_ws_run *r, const char **why)
+{
+	enum wsframe_run run;
+	size_t i, k, used, c0 = 0, h0 = 0;
+
+	for (i = 0; i < len; i += used) {
+		if (wsframe_boundary(&w))
+			h0 = i;
+		if (wsframe_feed(&w, b + i, len - i, &used, &run, r->w + r->nw,
+			why) == -1)
+			return -1;
+		if (run == WSFRAME_HEAD && !wsframe_in_header(&w)) {
+			c0 = i + used; /* the header is done: payload next */
+			if (wsframe_control(&w))
+				r->ctl[r->nctl++] = (uint32_t)h0;
+		}
+		for (k = 0; run != WSFRAME_HEAD && k < used; k++) {
+			r->wat[r->nw++] = (uint32_t)(i + k);
+			if (run == WSFRAME_DATA) {
+				r->d[r->nd] = b[i + k];
+				r->dat[r->nd++] = (uint32_t)(i + k);
+			}
+		}
+		if (wsframe_boundary(&w) && wsframe_control(&w)) {
+			/* a whole control frame: a Close's reason follows its
+			 * two-byte status code (§5.5.1) */
+			if (wsframe_opcode(&w) == TERM_WS_CLOSE &&
+			    i + used >= c0 + 2)
+				c0 += 2;
+			term_ws_join(t, r, b, c0, i + used);
+			r->closed |= wsframe_opcode(&w) == TERM_WS_CLOSE;
+		}
+	}
+	r->open = wsframe_open(&w);
+	return 0;
+}
+
+/* Overwrite b at the n offsets at[0..n) with '*'. */
+static void
+term_ws_blank(uint8_t *b, const uint32_t *at, size_t n)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		b[at[k]] = '*';
+}
+
+/*
+ * The upstream's frames b[0..len) (held bytes first), from state w: the
+ * real values masked in the data of a message across its fragments,
+ * whatever control frames come between, in all the payload in wire
+ * order, and across a data tail and a later control frame's payload
+ * (term_ws_join).  Held back: from the tail of the wire payload that
+ * could still begin one, or from the open message's data tail that
+ * could (with the control frames after it: at most TERM_WS_HELD).  When
+ * nothing can follow (end: the upstream closed; a whole Close) those
+ * tails are masked instead.  The offset in b from which to hold back;
+ * -1 at a violation, -2 past TERM_WS_HELD (*why).
  */
 static long
 term_ws_mask(struct term *t, struct wsframe w, uint8_t *b, size_t len, int end,
     const char **why)
 {
-	uint8_t *proj = xmalloc(len + 1);
-	uint32_t *at = xmalloc((len + 1) * sizeof(*at));
-	enum wsframe_run run;
-	size_t i, k, np = 0, used, keep;
+	struct term_ws_run r = { 0 };
+	size_t k, kd, kw, cd, cw;
 	long cut = -1;
 
-	for (i = 0; i < len; i += used) {
-		if (wsframe_feed(
-			&w, b + i, len - i, &used, &run, proj + np, why) == -1)
-			goto cleanup;
-		for (k = 0; run != WSFRAME_HEAD && k < used; k++)
-			at[np++] = (uint32_t)(i + k);
+	r.d = xmalloc(len + 1);
+	r.w = xmalloc(len + 1);
+	r.dat = xmalloc((len + 1) * sizeof(*r.dat));
+	r.wat = xmalloc((len + 1) * sizeof(*r.wat));
+	r.ctl = xmalloc((len / 2 + 1) * sizeof(*r.ctl));
+	if (term_ws_gather(t, w, b, len, &r, why) == -1)
+		goto cleanup;
+	t->reflected += (unsigned)reflect_mask(t->refl, r.d, r.nd);
+	for (k = 0; k < r.nd; k++)
+		b[r.dat[k]] = r.d[k];
+	for (k = 0; k < r.nw; k++)
+		r.w[k] = b[r.wat[k]];
+	t->reflected += (unsigned)reflect_mask(t->refl, r.w, r.nw);
+	for (k = 0; k < r.nw; k++)
+		b[r.wat[k]] = r.w[k];
+	kd = r.open ? reflect_partial(t->refl, r.d, r.nd) : 0;
+	kw = reflect_partial(t->refl, r.w, r.nw);
+	if (end || r.closed) {
+		term_ws_blank(b, r.dat + r.nd - kd, kd);
+		term_ws_blank(b, r.wat + r.nw - kw, kw);
+		kd = kw = 0;
 	}
-	t->reflected += (unsigned)reflect_mask(t->refl, proj, np);
-	for (k = 0; k < np; k++)
-		b[at[k]] = proj[k];
-	keep = end ? 0 : reflect_partial(t->refl, proj, np);
-	cut = keep > 0 ? (long)at[np - keep] : (long)len;
+	cd = kd > 0 ? r.dat[r.nd - kd] : len;
+	cw = kw > 0 ? r.wat[r.nw - kw] : len;
+	cut = (long)(cd < cw ? cd : cw);
+	for (k = 0; k < r.nctl && r.ctl[r.nctl - 1 - k] >= cd; k++)
+		;
+	if (k > TERM_WS_HELD) {
+		*why = "the upstream sent over 8 control frames inside a "
+		       "message while a real value could be split";
+		cut = -2;
+	}
 cleanup:
-	free(proj);
-	free(at);
+	OPENSSL_cleanse(r.d, len + 1);
+	OPENSSL_cleanse(r.w, len + 1);
+	free(r.d);
+	free(r.w);
+	free(r.dat);
+	free(r.wat);
+	free(r.ctl);
 	return cut;
 }
 
@@ -1360,8 +1487,13 @@ term_ws_to_guest(struct term *t, int end)
 		t->rs_bytes += n;
 		if ((cut = term_ws_mask(t, t->ws_origin, b, len, end, &why)) <
 		    0) {
+			OPENSSL_cleanse(b, len);
 			free(b);
-			term_finish(t, REASON_UPSTREAM_BAD_RESPONSE);
+			if (cut == -2)
+				term_ws_refuse(
+				    t, REASON_UPSTREAM_BAD_RESPONSE, why);
+			else
+				term_finish(t, REASON_UPSTREAM_BAD_RESPONSE);
 			return;
 		}
 		bufferevent_write(t->down, b, (size_t)cut);

@@ -101,6 +101,30 @@ ksb_check "the real value as a ping's payload: masked" \
 	'echo "$out" | grep -q "^real: no" && echo "$out" | grep -q "^ping \*\*\*\*"'
 ksb_check "rows: credential_reflected" 'ksb_until 10 eval "[ \$(rows credential_reflected) -ge 3 ]"'
 
+ksb_say "a real value split across fragments, control frames between (F1)"
+splitc() { KSB_PH=$PH ip netns exec "$G1" $PY "$D/ws_split.py" 10.77.0.1:3128 api.test "$CA" "$1" 2>&1; }
+before=$(rows credential_reflected)
+for c in ping pong several in-ping close; do
+	out=$(splitc $c) || true
+	echo "$out"
+	ksb_check "split at 1..63, $c between: 63 masked to the byte, no part" \
+		'echo "$out" | grep -q "^$c: 63 masked, 0 bad" && echo "$out" | grep -q "^parts: none"'
+done
+ksb_check "the pings between went through" \
+	'splitc ping | grep -q "^pings: 63"'
+ksb_check "rows: credential_reflected for each (close: 63 tunnels)" \
+	'ksb_until 10 eval "[ \$(rows credential_reflected) -ge \$((before + 67)) ]"'
+out=$(splitc many) || true
+echo "$out"
+ksb_check "9 control frames inside the message: closed, no part of the value" \
+	'echo "$out" | grep -q "^many: 0 masked, 0 bad" && echo "$out" | grep -q "^parts: none"'
+ksb_check "... its row: upstream_bad_response" \
+	'ksb_until 10 eval "[ \$(rows upstream_bad_response) -ge 1 ]"'
+out=$(client pings) || true
+echo "$out"
+ksb_check "a client answering pings: pongs through, held or not" \
+	'echo "$out" | grep -q "^pingme: masked True" && echo "$out" | grep -q "^pingme: pong ok pong2 ok"'
+
 ksb_say "the placeholder in a frame: Close 1008, credential_misuse, nothing at the origin"
 n=0
 out=$(client split) || true

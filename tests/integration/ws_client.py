@@ -13,6 +13,9 @@ by default.  MODE:
            a ping; prints what arrived
   split    the placeholder split across two fragments of a message
   ping     the placeholder as a ping's payload
+  pings    the origin pings inside a message the gateway holds (its
+           fragment could begin the real value), then outside one: the
+           library's pongs reach it
 Prints "extensions: ..." and one line per result; for a closed
 connection "closed CODE REASON"; "timeout: ..." after 30 s.  Exit 0
 whenever it got that far.
@@ -94,6 +97,12 @@ async def session(ws):
         half = len(PH) // 2
         await frags(ws, ["key=" + PH[:half], PH[half:]])
         print("unexpected:", await ws.recv())
+    elif mode == "pings":
+        real = open(os.environ["KSB_REALFILE"]).read().strip()
+        await ws.send("pingme")
+        m = await ws.recv()
+        print("pingme: masked %s" % (m == "<" + "*" * len(real) + ">"))
+        print("pingme:", await ws.recv(), await ws.recv())
     elif mode == "ping":
         await ws.ping(PH.encode())
         print("unexpected:", await ws.recv())

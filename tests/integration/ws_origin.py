@@ -12,7 +12,22 @@ placeholder mark), before it answers:
   "reflect"        the real value (REALFILE) as one message in two
                    fragments, the value split in its middle
   "reflect-ping"   a ping whose payload is the real value
+  "split SEP"      the real value R as '<'+R[:k] (a text fragment), SEP's
+                   control frames, then R[k:]+'>' (the continuation), for
+                   every k in 1..63, then the text "split done".  SEP:
+                   ping, pong (payload 'p'), several (ping, pong, empty
+                   ping, ping: 4 frames), in-ping (a ping carrying R[k:],
+                   then '>'), many (9 pings: more than the gateway holds;
+                   k = 5 only)
+  "close K"        '<'+R[:K] (a text fragment), then a Close 1000 whose
+                   reason is R[K:]+'>'
+  "pingme"         '<'+R[:4] (a fragment), a ping, R[4:]+'>', then
+                   "pong ok" once the pong came (or "pong timeout"
+                   after 10 s), then a ping outside a message the same
+                   way ("pong2 ok")
   anything else    echoed as it came (text or binary)
+Frames of split, close and pingme go raw to the transport (what the
+library would not send: control frames between fragments).
 """
 import asyncio
 import json
@@ -24,6 +39,47 @@ import websockets.server
 
 ADDR, PORT, CERT, KEY, REALFILE, LOG = sys.argv[1:7]
 REAL = open(REALFILE).read().strip()
+
+
+def frame(b0, payload):
+    """A server's frame (unmasked): b0 (FIN and opcode), payload <= 125."""
+    return bytes([b0, len(payload)]) + payload
+
+
+SEPS = {"ping": [frame(0x89, b"p")], "pong": [frame(0x8a, b"p")],
+        "several": [frame(0x89, b"a"), frame(0x8a, b"b"), frame(0x89, b""),
+                    frame(0x89, b"xyz")],
+        "many": [frame(0x89, b"%d" % i) for i in range(9)]}
+
+
+async def raw(ws, m):
+    """The raw frames of split, close and pingme (see above)."""
+    r, w = REAL.encode(), ws.transport.write
+    verb, arg = m.split(" ", 1) if " " in m else (m, "")
+    if verb == "split":
+        for k in range(1, 64) if arg != "many" else [5]:
+            w(frame(0x01, b"<" + r[:k]))
+            if arg == "in-ping":
+                w(frame(0x89, r[k:]) + frame(0x80, b">"))
+                continue
+            for f in SEPS[arg]:
+                w(f)
+            w(frame(0x80, r[k:] + b">"))
+        await ws.send("split done")
+    elif verb == "close":
+        k = int(arg)
+        w(frame(0x01, b"<" + r[:k]) + frame(0x88, b"\x03\xe8" + r[k:] + b">"))
+    elif verb == "pingme":
+        w(frame(0x01, b"<" + r[:4]))
+        waiter = await ws.ping(b"are-you-there")
+        w(frame(0x80, r[4:] + b">"))
+        for name in ("pong", "pong2"):
+            try:
+                await asyncio.wait_for(waiter, 10)
+                await ws.send(name + " ok")
+            except asyncio.TimeoutError:
+                await ws.send(name + " timeout")
+            waiter = await ws.ping(b"plain")
 
 
 def log(d):
@@ -47,6 +103,9 @@ async def handler(ws, path=None):
                 half = len(REAL) // 2
                 await ws.send(iter(["real=" + REAL[:half],
                                     REAL[half:] + ";"]))
+            elif isinstance(m, str) and m.split(" ")[0] in (
+                    "split", "close", "pingme"):
+                await raw(ws, m)
             elif m == "reflect-ping":
                 await ws.ping(REAL.encode())
                 await ws.send("pinged")

@@ -155,10 +155,46 @@ test_violations(void)
 	    "a frame after a Close", true, after_close, sizeof(after_close));
 }
 
+/* What term_ws_mask reads between runs: a header partly in, the
+ * opcode, a fragmented message open across a ping (audit2 F1). */
+static void
+test_state(void)
+{
+	uint8_t buf[64], out[64];
+	size_t n = 0, used;
+	enum wsframe_run run;
+	const char *why = NULL;
+	struct wsframe w;
+
+	wsframe_init(&w, false);
+	n += frame(buf + n, 0x01, "<sk", 3, 0);
+	n += frame(buf + n, 0x89, "p", 1, 0);
+	n += frame(buf + n, 0x80, "->", 2, 0);
+	CHECK(wsframe_feed(&w, buf, 1, &used, &run, out, &why) == 0 &&
+		used == 1 && wsframe_in_header(&w) && !wsframe_open(&w),
+	    "one header byte: in a header, no message open yet");
+	CHECK(wsframe_feed(&w, buf + 1, n - 1, &used, &run, out, &why) == 0 &&
+		!wsframe_in_header(&w) && wsframe_opcode(&w) == 0x1 &&
+		wsframe_open(&w),
+	    "the header done: a text fragment, the message open");
+	wsframe_feed(&w, buf + 2, 3, &used, &run, out, &why);
+	wsframe_feed(&w, buf + 5, 2, &used, &run, out, &why);
+	CHECK(wsframe_opcode(&w) == 0x9 && wsframe_control(&w) &&
+		wsframe_open(&w),
+	    "a ping between the fragments: the message still open");
+	wsframe_feed(&w, buf + 7, 1, &used, &run, out, &why);
+	wsframe_feed(&w, buf + 8, 2, &used, &run, out, &why);
+	wsframe_feed(&w, buf + 10, 2, &used, &run, out, &why);
+	CHECK(wsframe_boundary(&w) && !wsframe_open(&w) &&
+		wsframe_opcode(&w) == 0x0,
+	    "the final continuation: the message closed");
+}
+
 int
 main(void)
 {
 	test_stream();
 	test_violations();
+	test_state();
 	return tap_done();
 }
