@@ -1313,12 +1313,13 @@ term_ws_from_guest(struct term *t)
  * A run b[0..len) of the upstream's frames as term_ws_mask reads it: the
  * payload of its data frames (d: across fragments and messages) and of
  * all its frames in wire order (w), each byte's offset in b (dat, wat);
- * the offsets of its control frames' headers (ctl, nctl); open: a
+ * the offsets of its control frames' headers (ctl, nctl); b's bytes
+ * every search (run on the bytes as they came) found in a value (mk); open: a
  * fragmented message is still open at the end; closed: a whole Close
  * frame ends it (RFC 6455 §5.5.1: nothing may follow).
  */
 struct term_ws_run {
-	uint8_t *d, *w;
+	uint8_t *d, *w, *mk; /* mk: b's bytes to mask, once all is read */
 	uint32_t *dat, *wat, *ctl;
 	size_t nd, nw, nctl;
 	int open, closed;
@@ -1326,7 +1327,7 @@ struct term_ws_run {
 
 /* A control frame's payload b[c0..c1) (a Close's reason: after its
  * status code) after the data so far (r->d): a real value begun in the
- * data and ended here is masked in both, whatever frames came between. */
+ * data and ended here is marked in r->mk, whatever frames came between. */
 static void
 term_ws_join(
     struct term *t, struct term_ws_run *r, uint8_t *b, size_t c0, size_t c1)
@@ -1343,8 +1344,9 @@ term_ws_join(
 	if ((hits = reflect_mask(t->refl, j, m + n)) > 0) {
 		t->reflected += (unsigned)hits;
 		for (k = 0; k < m; k++)
-			r->d[r->nd - m + k] = b[r->dat[r->nd - m + k]] = j[k];
-		memcpy(b + c0, j + m, n);
+			r->mk[r->dat[r->nd - m + k]] |= j[k] == '*';
+		for (k = 0; k < n; k++)
+			r->mk[c0 + k] |= j[m + k] == '*';
 	}
 	free(j);
 }
@@ -1426,16 +1428,20 @@ term_ws_mask(struct term *t, struct wsframe w, uint8_t *b, size_t len, int end,
 	r.dat = xmalloc((len + 1) * sizeof(*r.dat));
 	r.wat = xmalloc((len + 1) * sizeof(*r.wat));
 	r.ctl = xmalloc((len / 2 + 1) * sizeof(*r.ctl));
+	r.mk = xcalloc(len + 1, 1);
 	if (term_ws_gather(t, w, b, len, &r, why) == -1)
 		goto cleanup;
+	/* every search reads the bytes as they came (a value one mask hides
+	 * must not hide another), their marks applied after */
 	t->reflected += (unsigned)reflect_mask(t->refl, r.d, r.nd);
-	for (k = 0; k < r.nd; k++)
-		b[r.dat[k]] = r.d[k];
-	for (k = 0; k < r.nw; k++)
-		r.w[k] = b[r.wat[k]];
 	t->reflected += (unsigned)reflect_mask(t->refl, r.w, r.nw);
+	for (k = 0; k < r.nd; k++)
+		r.mk[r.dat[k]] |= r.d[k] == '*';
 	for (k = 0; k < r.nw; k++)
-		b[r.wat[k]] = r.w[k];
+		r.mk[r.wat[k]] |= r.w[k] == '*';
+	for (k = 0; k < len; k++)
+		if (r.mk[k])
+			b[k] = '*';
 	kd = r.open ? reflect_partial(t->refl, r.d, r.nd) : 0;
 	kw = reflect_partial(t->refl, r.w, r.nw);
 	if (end || r.closed) {
@@ -1461,6 +1467,7 @@ cleanup:
 	free(r.dat);
 	free(r.wat);
 	free(r.ctl);
+	free(r.mk);
 	return cut;
 }
 
