@@ -1038,8 +1038,10 @@ term_down_head(struct term *t, const uint8_t *p, size_t n)
 /*
  * The next n bytes of data towards the guest (a response body's decoded
  * data, or an upgraded stream), after the bytes held back: every real
- * value masked, the tail that could still begin one held back (all of it
- * goes when end is set: the data ended).  A chunked response is written
+ * value masked, the tail that could still begin one held back.  When end
+ * is set (the data ended) the held tail goes too, masked when it is
+ * REFLECT_MIN bytes or more: a body that ends in most of a value would
+ * show the guest all of it but its last bytes.  A chunked response is written
  * as chunks of what goes now (its extensions and trailers dropped, RFC
  * 9110 §6.5.1: they never reach the guest), ended by the last chunk.
  */
@@ -1055,7 +1057,13 @@ term_down_data(struct term *t, const uint8_t *p, size_t n, int end)
 	if (n > 0)
 		memcpy(b + t->nhold, p, n);
 	t->reflected += (unsigned)reflect_mask(t->refl, b, len);
-	keep = end ? 0 : reflect_partial(t->refl, b, len);
+	keep = reflect_partial(t->refl, b, len);
+	if (end && keep >= REFLECT_MIN) {
+		memset(b + len - keep, '*', keep);
+		t->reflected++;
+	}
+	if (end)
+		keep = 0;
 	if (len - keep > 0) {
 		if (t->rs_chunked)
 			evbuffer_add_printf(out, "%zx\r\n", len - keep);

@@ -20,7 +20,8 @@ received), so a test can prove what reached it and what did not.
                     chunks), eof (delimited by the close), sse (an event
                     stream), header (a response field), status (the
                     reason phrase), interim (a 103 before the answer),
-                    dribble (a byte per write), gzip (compressed when
+                    dribble (a byte per write), tail (the body ends in
+                    all of the value but its last byte), gzip (compressed when
                     the request accepts gzip); always Connection: close
   HEAD ...          200, Content-Length: 5, no body (keep-alive)
   PUT /early/...    413 at once, before reading the body (early())
@@ -138,6 +139,8 @@ class H(http.server.BaseHTTPRequestHandler):
     def reflect(self, enc, framing):
         e = reflect_encodings(self.secret())[enc]
         body = b'{"echo": "' + e + b'", "n": 1}\n'
+        if framing == "tail":  # the body ends in all of it but one byte
+            body = b'{"echo": "' + e[:-1]
         self.close_connection = True
         w = self.out
         if framing == "gzip":  # compressed when the client accepts it
