@@ -86,6 +86,11 @@ int usock_listen(const char *path, mode_t mode, int backlog, int flags);
 void *xmalloc(size_t);
 void *xcalloc(size_t, size_t);
 void *xrealloc(void *, size_t);
+/* qsort(3) of n elements of size bytes at base; n < 2 does nothing, so base
+ * may be NULL when n is 0 (C11 7.22.5: qsort's base must be a valid pointer
+ * even for n 0, and UBSan's nonnull check says so). */
+void xqsort(
+    void *base, size_t n, size_t size, int (*cmp)(const void *, const void *));
 char *xstrdup(const char *);
 char *xstrndup(const char *, size_t);
 int xasprintf(char **, const char *, ...) __attribute__((format(printf, 2, 3)));

@@ -46,6 +46,14 @@ xrealloc(void *p, size_t n)
 	return q;
 }
 
+void
+xqsort(
+    void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
+
 char *
 xstrdup(const char *s)
 {

@@ -248,7 +248,7 @@ suggest_print(struct suggest *s, const char *name, const char *from)
 {
 	size_t i;
 
-	qsort(s->e, s->n, sizeof(*s->e), suggest_cmp);
+	xqsort(s->e, s->n, sizeof(*s->e), suggest_cmp);
 	printf("# ksbctl policy suggest %s: a draft from the audit, not "
 	       "applied.\n# Review it, put it in a policy file, then run "
 	       "ksbctl policy check and ksbctl reload.\n",

@@ -441,7 +441,7 @@ checkout_link_base(git_repository *r, git_tree *tree, const char *base,
 	    git_diff_tree_to_tree(&diff, r, bt, tree, NULL) < 0 ||
 	    git_diff_foreach(diff, checkout_diff_cb, NULL, NULL, NULL, w) < 0)
 		goto cleanup;
-	qsort(w->changed, w->nchanged, sizeof(char *), checkout_strcmp);
+	xqsort(w->changed, w->nchanged, sizeof(char *), checkout_strcmp);
 	xasprintf(&btop, "%s/tree", base);
 	w->base = btop;
 	w->top = top;

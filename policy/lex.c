@@ -97,7 +97,7 @@ policy_lex_errors_join(struct policy_parse *p)
 	size_t i;
 
 	if (p->nerr > 1)
-		qsort(p->errs, p->nerr, sizeof(*p->errs), policy_err_cmp);
+		xqsort(p->errs, p->nerr, sizeof(*p->errs), policy_err_cmp);
 	for (i = 0; i < p->nerr; i++) {
 		policy_lex_buf_add(&b, "%s%s", i ? "\n" : "", p->errs[i].text);
 		free(p->errs[i].text);

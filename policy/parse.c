@@ -527,7 +527,7 @@ policy_include(struct policy_parse *p, const char *line, size_t len,
 		    q);
 		goto cleanup;
 	}
-	qsort(list, n, sizeof(*list), policy_cmp_strp);
+	xqsort(list, n, sizeof(*list), policy_cmp_strp);
 	for (k = 0; k < n; k++)
 		policy_include_file(p, list[k], (int)i + 1, q);
 cleanup:

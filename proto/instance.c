@@ -309,7 +309,7 @@ instance_ids(const char *state_dir, char ***idsp, char **cause)
 	}
 	closedir(d);
 	free(parent);
-	qsort(ids, n, sizeof(*ids), instance_cmp);
+	xqsort(ids, n, sizeof(*ids), instance_cmp);
 	*idsp = ids;
 	return 0;
 }

@@ -1014,8 +1014,8 @@ nftcheck_elems_diff(struct nftcheck_elems *want, struct nftcheck_elems *got)
 
 	if (got->over)
 		return xstrdup("set guests: more elements than guests");
-	qsort(want->v, want->n, sizeof(*want->v), nftcheck_strcmp);
-	qsort(got->v, got->n, sizeof(*got->v), nftcheck_strcmp);
+	xqsort(want->v, want->n, sizeof(*want->v), nftcheck_strcmp);
+	xqsort(got->v, got->n, sizeof(*got->v), nftcheck_strcmp);
 	for (i = j = 0; d == NULL && (i < want->n || j < got->n);) {
 		c = i == want->n ? 1 :
 		    j == got->n	 ? -1 :

@@ -127,7 +127,7 @@ hosts_parse(const char *text, size_t len, struct hosts **out, size_t *skipped)
 	}
 	free(buf);
 	if (h->n > 0)
-		qsort(h->ents, h->n, sizeof(*h->ents), hosts_ent_cmp);
+		xqsort(h->ents, h->n, sizeof(*h->ents), hosts_ent_cmp);
 	if (skipped != NULL)
 		*skipped = bad;
 	*out = h;

@@ -346,7 +346,8 @@ cmd_rate(double seconds, int conc)
 			break;
 	}
 	t = now_ns();
-	qsort(lat, nlat, sizeof(*lat), cmp64);
+	if (nlat > 1)
+		qsort(lat, nlat, sizeof(*lat), cmp64);
 	printf("rate %.0f %.3f %.3f %ld\n", nlat / ((t - start) / 1e9),
 	    nlat ? lat[nlat / 2] / 1e6 : 0.0,
 	    nlat ? lat[nlat * 99 / 100] / 1e6 : 0.0, errors + active);

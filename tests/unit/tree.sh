@@ -3,9 +3,9 @@
 # (an ELF file anywhere in git), no formatting drift (every product
 # source is as clang-format, .clang-format at the top, would write it),
 # no #include across the gateway's process boundary, no circle between
-# files, ARCHITECTURE.md's file list matching the tree and the guest's
-# stage names within what ksb-run accepts.  Needs git and clang-format (Debian: git, clang-format); no root, no
-# network.
+# files, ARCHITECTURE.md's file list matching the tree, the guest's
+# stage names within what ksb-run accepts, no raw qsort(3).  Needs git
+# and clang-format (Debian: git, clang-format); no root, no network.
 set -eu
 S=${KSB_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 # The build tree (make check runs the tests from its top): check 4 reads
@@ -128,6 +128,16 @@ badstage=$(git grep -h -o 'port_stage("[^"]*")' -- 'guest/*.c' |
 	sed 's/^port_stage("\(.*\)")$/\1/' | grep -Ev '^[a-z0-9 -]{1,40}$' || true)
 [ -z "$badstage" ] || echo "# stage names ksb-run refuses: $badstage"
 check "every guest stage name is one ksb-run accepts" "$([ -z "$badstage" ]; echo $?)"
+
+# 7. No qsort(3) in the product outside common/util.c's xqsort: a NULL
+# base with 0 elements is undefined (C11 7.22.5) and UBSan ends the process on it
+# (an empty nftables set once did, under contrib/sanitize.sh).
+# guest/treefs.c is ksb-guest-clone's own (no common/), its one call
+# inside `k < d->nkids'.
+rawsort=$(git grep -n -E '(^|[^x_[:alnum:]])qsort\(' -- '*.c' \
+	':!common/util.c' ':!guest/treefs.c' ':!tests/*' || true)
+[ -z "$rawsort" ] || echo "# qsort outside xqsort: $rawsort"
+check "no qsort(3) outside xqsort (common/util.c)" "$([ -z "$rawsort" ]; echo $?)"
 
 echo "# $((n - fails)) passed, $fails failed"
 [ "$fails" = 0 ]
