@@ -136,6 +136,15 @@ int util_mkdirs(const char *path, mode_t mode);
 /* rm -rf that never follows symlinks (unlinkat/openat based); 0 or -1. */
 int util_rmtree(const char *path);
 /*
+ * util_publish_once: make the finished file tmp visible as path unless
+ * path already exists, and remove tmp either way (link(2), then unlink).
+ * For caches named by their content that several processes may fill at
+ * once: the first to finish wins and the file (inode, mtime) at path never
+ * changes under a reader that has seen it, where rename(2) would replace
+ * it.  0 (path is ours or was already there) or -1 with errno.
+ */
+int util_publish_once(const char *tmp, const char *path);
+/*
  * util_proc_stat_read: /proc/<pid>/stat (proc(5)) into buf (size bytes,
  * NUL-terminated; the line is cut to size - 1).  Its length, or -1.
  */

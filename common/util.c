@@ -46,6 +46,19 @@ xrealloc(void *p, size_t n)
 	return q;
 }
 
+int
+util_publish_once(const char *tmp, const char *path)
+{
+	int ret = 0, saved;
+
+	if (link(tmp, path) != 0 && errno != EEXIST)
+		ret = -1;
+	saved = errno;
+	unlink(tmp);
+	errno = saved;
+	return ret;
+}
+
 void
 xqsort(
     void *base, size_t n, size_t size, int (*cmp)(const void *, const void *))

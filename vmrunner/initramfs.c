@@ -546,7 +546,7 @@ initramfs_cached(const char *cache_dir, const char *init_path,
     const char *clone_path, const char *modules_dir, const struct etc *etc,
     char **path, char **cause)
 {
-	char *data = NULL, *kver = NULL, *out = NULL;
+	char *data = NULL, *kver = NULL, *out = NULL, *tmp = NULL;
 	const char *base;
 	uint64_t h = 0xcbf29ce484222325ULL;
 	size_t len;
@@ -584,14 +584,24 @@ initramfs_cached(const char *cache_dir, const char *init_path,
 	    (unsigned long long)h);
 	if (access(out, R_OK) != 0) {
 		log_debug("building %s", out);
-		if (initramfs_build(out, init_path, clone_path, modules_dir,
+		/* Two first starts may build it at once: the first one's file
+		 * stays (a template's key holds its inode and mtime). */
+		xasprintf(&tmp, "%s.%ld", out, (long)getpid());
+		if (initramfs_build(tmp, init_path, clone_path, modules_dir,
 			etc, cause) != 0)
 			goto cleanup;
+		if (util_publish_once(tmp, out) != 0) {
+			cause_set(cause, "%s: %s", out, strerror(errno));
+			goto cleanup;
+		}
 	}
 	*path = out;
 	out = NULL;
 	ret = 0;
 cleanup:
+	if (tmp != NULL && ret != 0)
+		unlink(tmp);
+	free(tmp);
 	free(out);
 	free(kver);
 	free(data);

@@ -51,8 +51,9 @@ int initramfs_build(const char *out_path, const char *init_path,
 /*
  * initramfs_cached: the cached initramfs for this kernel version, init
  * and clone binaries and /etc entries: <cache_dir>/initramfs-<basename of
- * modules_dir>-<16 hex>.cpio, built if missing (cache_dir created 0700).
- * *path is malloc'd.  0 or -1 and *cause.
+ * modules_dir>-<16 hex>.cpio, built if missing (cache_dir created 0700;
+ * of two starts building it at once the first one's file stays,
+ * util_publish_once).  *path is malloc'd.  0 or -1 and *cause.
  */
 int initramfs_cached(const char *cache_dir, const char *init_path,
     const char *clone_path, const char *modules_dir, const struct etc *etc,

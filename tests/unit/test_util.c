@@ -2,7 +2,8 @@
  * test_util: util_proc_stat_parse against crafted /proc/<pid>/stat lines
  * (field k holds the number k, so an off-by-one shows as a wrong number)
  * and util_proc_alive against real processes: a live child, a zombie, a
- * reaped pid; the reason table (common/reason.c).
+ * reaped pid; the reason table (common/reason.c); util_replace_file and
+ * util_publish_once on real files.
  */
 #include <errno.h>
 #include <grp.h>
@@ -372,6 +373,53 @@ test_replace_file(void)
 	rmdir(dir);
 }
 
+/* util_publish_once: the first finished file stays at path (same inode,
+ * same bytes), the later one is dropped; no temporary file is left. */
+static void
+test_publish_once(void)
+{
+	char dir[] = "/tmp/ksbt-pub.XXXXXX", path[64], t1[64], t2[64];
+	char buf[16] = "";
+	struct stat st1, st2;
+	FILE *f;
+	size_t n = 0;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	snprintf(path, sizeof(path), "%s/cache", dir);
+	snprintf(t1, sizeof(t1), "%s/cache.1", dir);
+	snprintf(t2, sizeof(t2), "%s/cache.2", dir);
+	if ((f = fopen(t1, "w")) != NULL)
+		fclose(f);
+	if ((f = fopen(t2, "w")) != NULL) {
+		fputs("second", f);
+		fclose(f);
+	}
+	CHECK(util_publish_once(t1, path) == 0 && stat(path, &st1) == 0 &&
+		access(t1, F_OK) == -1,
+	    "publish_once: the first file is published, its temporary gone");
+	CHECK(util_publish_once(t2, path) == 0 && stat(path, &st2) == 0 &&
+		st2.st_ino == st1.st_ino && st2.st_size == 0 &&
+		access(t2, F_OK) == -1,
+	    "publish_once: a second one leaves the first in place (inode, "
+	    "bytes) and is removed");
+	if ((f = fopen(path, "r")) != NULL) {
+		n = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+	}
+	CHECK(n == 0, "publish_once: the published bytes are the first's");
+	snprintf(t1, sizeof(t1), "%s/none/x", dir);
+	snprintf(path, sizeof(path), "%s/other", dir);
+	errno = 0;
+	CHECK(util_publish_once(t1, path) == -1 && errno == ENOENT,
+	    "publish_once: a missing temporary: -1, ENOENT");
+	snprintf(path, sizeof(path), "%s/cache", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
 /* util_boot_cache_*: a value is this boot's or none; malformed files and
  * symlinks are not taken; a value with a space or newline is refused. */
 static void
@@ -434,5 +482,6 @@ main(void)
 	test_size_duration();
 	test_drop();
 	test_replace_file();
+	test_publish_once();
 	return tap_done();
 }
