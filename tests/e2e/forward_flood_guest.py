@@ -13,12 +13,9 @@
 # READY on the control port, EXIT 0 on STOP.
 import os, select, struct, sys
 
-fds = {}
-for a in sys.argv:
-    for name in ("ctl", "fwd"):
-        if a.startswith("socket,id=%s,fd=" % name):
-            fds[name] = int(a.split("=")[-1])
-ctl, fwd = fds["ctl"], fds["fwd"]
+from fakeqemu import chardev_fd, wait_argv, write_all
+
+ctl, fwd = chardev_fd("ctl"), chardev_fd("fwd")
 out = open(os.environ["KSB_TEST_OUT"], "a", buffering=1)
 mode = os.environ.get("KSB_TEST_FLOOD", "errors")
 HELLO, OPEN = 1, 2
@@ -28,20 +25,7 @@ def frame(t, sid, payload=b""):
     return struct.pack(">BBHII", t, 0, 0, sid, len(payload)) + payload
 
 
-def write_all(fd, b):
-    while b:
-        b = b[os.write(fd, b):]
-
-
-cbuf = b""
-while b"ARGV " not in cbuf or not cbuf.endswith(b"\0"):
-    r, _, _ = select.select([ctl], [], [], 10)
-    if not r:
-        break
-    d = os.read(ctl, 65536)
-    if not d:
-        sys.exit(0)
-    cbuf += d
+wait_argv(ctl)
 write_all(ctl, b"SELFTEST ok 7 1\nREADY\n")
 
 if mode == "hold":

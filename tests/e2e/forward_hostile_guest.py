@@ -12,12 +12,9 @@
 # must end the channel).  What it saw goes to $KSB_TEST_OUT, a line each.
 import os, select, struct, sys
 
-fds = {}
-for a in sys.argv:
-    for name in ("ctl", "fwd"):
-        if a.startswith("socket,id=%s,fd=" % name):
-            fds[name] = int(a.split("=")[-1])
-ctl, fwd = fds["ctl"], fds["fwd"]
+from fakeqemu import chardev_fd, wait_argv, write_all
+
+ctl, fwd = chardev_fd("ctl"), chardev_fd("fwd")
 out = open(os.environ["KSB_TEST_OUT"], "a", buffering=1)
 host_port = int(os.environ["KSB_TEST_HOST_PORT"])
 HELLO, OPEN, SHOT, OPENED, DATA, CREDIT, EOF, CLOSE = range(1, 9)
@@ -28,20 +25,7 @@ def frame(t, sid, payload=b"", reserved=0):
     return struct.pack(">BBHII", t, reserved, 0, sid, len(payload)) + payload
 
 
-def write_all(fd, b):
-    while b:
-        b = b[os.write(fd, b):]
-
-
-cbuf = b""
-while b"ARGV " not in cbuf or not cbuf.endswith(b"\0"):
-    r, _, _ = select.select([ctl], [], [], 10)
-    if not r:
-        break
-    d = os.read(ctl, 65536)
-    if not d:
-        sys.exit(0)
-    cbuf += d
+wait_argv(ctl)
 # The real init reports its enforcement self-test before READY.
 write_all(ctl, b"SELFTEST ok 7 1\nREADY\n")
 write_all(fwd, frame(HELLO, 0, struct.pack(">I", 1)))

@@ -8,29 +8,14 @@
 # on the control port and EXIT 0 on STOP.
 import errno, os, select, sys
 
-ctl, share = None, None
-for a in sys.argv:
-    if a.startswith("socket,id=ctl,fd="):
-        ctl = int(a.split("=")[-1])
-    if "security_model=mapped-xattr" in a:
-        share = [o[5:] for o in a.split(",") if o.startswith("path=")][0]
+from fakeqemu import chardev_fd, share_path, wait_argv, write_all
+
+ctl = chardev_fd("ctl")
+share = share_path("security_model=mapped-xattr")
 out = open(os.environ["KSB_TEST_OUT"], "a", buffering=1)
 
 
-def write_all(fd, b):
-    while b:
-        b = b[os.write(fd, b):]
-
-
-cbuf = b""
-while b"ARGV " not in cbuf or not cbuf.endswith(b"\0"):
-    r, _, _ = select.select([ctl], [], [], 10)
-    if not r:
-        break
-    d = os.read(ctl, 65536)
-    if not d:
-        sys.exit(0)
-    cbuf += d
+wait_argv(ctl)
 
 with open(os.path.join(share, os.environ["KSB_TEST_MARK"]), "w") as f:
     f.write("the guest was here\n")

@@ -28,6 +28,8 @@ import socket
 import ssl
 import sys
 
+from tunnel import connect, tls
+
 proxy, host, cafile, realfile, reqfile = sys.argv[1:6]
 real = open(realfile, "rb").read().split(b"\n")[0]
 
@@ -56,18 +58,7 @@ def jsonesc(m):
             b"t": b"\t"}.get(e, e)
 
 
-addr, port = proxy.rsplit(":", 1)
-s = socket.create_connection((addr, int(port)), timeout=10)
-s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
-          % (host.encode(), host.encode()))
-head = b""
-while b"\r\n\r\n" not in head:
-    b = s.recv(1)
-    if not b:
-        sys.exit("connect: closed")
-    head += b
-t = ssl.create_default_context(cafile=cafile).wrap_socket(
-    s, server_hostname=host)
+t = tls(connect(proxy, host), host, cafile)
 t.sendall(open(reqfile, "rb").read().replace(
     b"@PH@", os.environ.get("KSB_PH", "").encode()))
 buf = b""

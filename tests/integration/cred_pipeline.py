@@ -13,24 +13,13 @@ per response: "STATUS BODY".
 """
 import http.client
 import os
-import socket
-import ssl
 import sys
 
+from tunnel import connect, tls
+
 proxy, host, cafile, n = sys.argv[1:5]
-addr, port = proxy.rsplit(":", 1)
-s = socket.create_connection((addr, int(port)), timeout=20)
-s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
-          % (host.encode(), host.encode()))
-head = b""
-while b"\r\n\r\n" not in head:
-    b = s.recv(1)
-    if not b:
-        sys.exit("connect: closed")
-    head += b
 conn = http.client.HTTPConnection(host)
-conn.sock = ssl.create_default_context(cafile=cafile).wrap_socket(
-    s, server_hostname=host)
+conn.sock = tls(connect(proxy, host, timeout=20), host, cafile)
 for i in range(int(n)):
     conn.putrequest("GET", "/pipe-c%d" % i)
     conn.putheader("x-api-key", os.environ.get("KSB_PH", ""))

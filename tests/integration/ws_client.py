@@ -22,9 +22,10 @@ whenever it got that far.
 """
 import asyncio
 import os
-import socket
 import ssl
 import sys
+
+from tunnel import connect
 
 import websockets
 import websockets.client
@@ -34,18 +35,7 @@ PH = os.environ.get("KSB_PH", "")
 
 
 def tunnel():
-    addr, port = proxy.rsplit(":", 1)
-    s = socket.create_connection((addr, int(port)), timeout=10)
-    s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
-              % (host.encode(), host.encode()))
-    head = b""
-    while b"\r\n\r\n" not in head:
-        b = s.recv(1)
-        if not b:
-            sys.exit("connect: closed")
-        head += b
-    if not head.startswith(b"HTTP/1.1 200"):
-        sys.exit("connect: " + head.split(b"\r\n")[0].decode())
+    s = connect(proxy, host, need_200=True)
     s.settimeout(None)
     return s
 

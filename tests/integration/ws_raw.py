@@ -17,24 +17,14 @@ import ssl
 import struct
 import sys
 
+from tunnel import connect, tls, ws_frame, ws_upgrade
+
 proxy, host, cafile, case = sys.argv[1:5]
 PH = os.environ.get("KSB_PH", "").encode()
 REAL = open(os.environ["KSB_REALFILE"]).read().strip().encode()
 
 
-def frame(b0, payload, mask=True, length=None, b1extra=0):
-    n = len(payload) if length is None else length
-    m = 0x80 if mask else 0
-    if n < 126:
-        h = bytes([b0, m | b1extra | n])
-    elif n < 65536:
-        h = bytes([b0, m | 126]) + struct.pack(">H", n)
-    else:
-        h = bytes([b0, m | 127]) + struct.pack(">Q", n)
-    if not mask:
-        return h + payload
-    key = os.urandom(4)
-    return h + key + bytes(c ^ key[i & 3] for i, c in enumerate(payload))
+frame = ws_frame
 
 
 half = len(PH) // 2
@@ -60,29 +50,8 @@ CASES = {
     "reflect": [frame(0x81, b"reflect")],
     "reflect-ping": [frame(0x81, b"reflect-ping")],
 }
-addr, port = proxy.rsplit(":", 1)
-s = socket.create_connection((addr, int(port)), timeout=10)
-s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
-          % (host.encode(), host.encode()))
-head = b""
-while b"\r\n\r\n" not in head:
-    b = s.recv(1)
-    if not b:
-        sys.exit("connect: closed")
-    head += b
-t = ssl.create_default_context(cafile=cafile).wrap_socket(
-    s, server_hostname=host)
-t.sendall(b"GET /ws HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\n"
-          b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
-          b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-          b"Sec-WebSocket-Version: 13\r\n\r\n" % (host.encode(), PH))
-buf = b""
-while b"\r\n\r\n" not in buf:
-    b = t.recv(4096)
-    if not b:
-        break
-    buf += b
-head, _, buf = buf.partition(b"\r\n\r\n")
+t = tls(connect(proxy, host), host, cafile)
+head, buf = ws_upgrade(t, host, PH, on_close_exit=False)
 print(head.split(b"\r\n")[0].decode("latin-1"))
 t.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 for f in CASES[case]:

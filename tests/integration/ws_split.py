@@ -20,42 +20,20 @@ import ssl
 import struct
 import sys
 
+from tunnel import connect as tunnel_connect, tls, ws_frame, ws_upgrade
+
 proxy, host, cafile, case = sys.argv[1:5]
 PH = os.environ.get("KSB_PH", "").encode()
 REAL = open(os.environ["KSB_REALFILE"]).read().strip().encode()
 N = len(REAL)
 
 
-def frame(b0, payload):
-    key = os.urandom(4)
-    return bytes([b0, 0x80 | len(payload)]) + key + \
-        bytes(c ^ key[i & 3] for i, c in enumerate(payload))
+frame = ws_frame
 
 
 def connect():
-    addr, port = proxy.rsplit(":", 1)
-    s = socket.create_connection((addr, int(port)), timeout=10)
-    s.sendall(b"CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n\r\n"
-              % (host.encode(), host.encode()))
-    head = b""
-    while b"\r\n\r\n" not in head:
-        b = s.recv(1)
-        if not b:
-            sys.exit("connect: closed")
-        head += b
-    t = ssl.create_default_context(cafile=cafile).wrap_socket(
-        s, server_hostname=host)
-    t.sendall(b"GET /ws HTTP/1.1\r\nHost: %s\r\nx-api-key: %s\r\n"
-              b"Upgrade: websocket\r\nConnection: Upgrade\r\n"
-              b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
-              b"Sec-WebSocket-Version: 13\r\n\r\n" % (host.encode(), PH))
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        b = t.recv(4096)
-        if not b:
-            sys.exit("upgrade: closed")
-        buf += b
-    head, _, buf = buf.partition(b"\r\n\r\n")
+    t = tls(tunnel_connect(proxy, host), host, cafile)
+    head, buf = ws_upgrade(t, host, PH)
     if not head.startswith(b"HTTP/1.1 101"):
         sys.exit("upgrade: " + head.split(b"\r\n")[0].decode("latin-1"))
     return t, buf
