@@ -263,6 +263,10 @@ struct ksb_conf {
 				     (gateway/parent/rulecheck.c) */
 	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
 					   may use (ksb-run stops it): 2 GiB */
+	char
+	    *nix_root; /* ksb-run: the Nix store shared is <nix_root>/nix/store,
+			   its database <nix_root>/nix/var/nix/db: "/"; "none":
+			   no Nix (vmrunner/nixstore.c) */
 	char **origins; /* per key, "file:line" or NULL (conf_origin) */
 };
 

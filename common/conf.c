@@ -27,7 +27,7 @@
 #include "common/common.h"
 #include "common/settings.h"
 
-#define CONF_NKEYS	   40 /* conf_keys */
+#define CONF_NKEYS	   41 /* conf_keys */
 /* qemu-uid-base's default: 2145386496, above the uids of users and of the
  * usual subordinate ranges (/etc/subuid: 100000 + 65536 n), below 2^31. */
 #define CONF_QEMU_UID_BASE 0x7fe00000u
@@ -81,6 +81,7 @@ conf_free(struct ksb_conf *c)
 	free(c->agent_base_url);
 	free(c->template);
 	free(c->machine);
+	free(c->nix_root);
 	for (i = 0; c->origins != NULL && i < CONF_NKEYS; i++)
 		free(c->origins[i]);
 	free(c->origins);
@@ -129,6 +130,25 @@ conf_check_bridge(
 	if (strlen(v) == 0 || strlen(v) > 15)
 		return cause_set(cause,
 		    "%s: `%s' is not a valid interface name (1-15 bytes)",
+		    k->name, q);
+	return 0;
+}
+
+/* nix-root: "none", or an absolute path without "." or ".." components
+ * (vmrunner/nixstore.c). */
+static int
+conf_check_nix_root(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (strcmp(v, "none") == 0)
+		return 0;
+	if (v[0] != '/' || strstr(v, "/./") != NULL ||
+	    strstr(v, "/../") != NULL || strcmp(v, "/.") == 0 ||
+	    (strlen(v) >= 3 && strcmp(v + strlen(v) - 3, "/..") == 0) ||
+	    (strlen(v) >= 2 && strcmp(v + strlen(v) - 2, "/.") == 0))
+		return cause_set(cause,
+		    "%s: `%s' is neither none nor an absolute path without "
+		    ". or .. components",
 		    k->name, q);
 	return 0;
 }
@@ -432,6 +452,8 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY("agent-base-url", .kind = SETTINGS_STR,
 	    .off = CONF_OFF(agent_base_url)),
 	CONF_KEY("template", .kind = SETTINGS_STR, .off = CONF_OFF(template)),
+	CONF_KEY("nix-root", .kind = SETTINGS_STR, .off = CONF_OFF(nix_root),
+	    .check = conf_check_nix_root),
 	CONF_KEY("bridge", .kind = SETTINGS_STR, .off = CONF_OFF(bridge),
 	    .check = conf_check_bridge),
 	CONF_KEY("nft-table", .kind = SETTINGS_STR, .off = CONF_OFF(nft_table),
@@ -543,6 +565,7 @@ conf_defaults(void)
 	c->audit_budget_records = 1000;
 	c->audit_budget_bytes = 1 << 30;
 	c->mirror_max_size = 2ULL << 30;
+	c->nix_root = xstrdup("/");
 	c->qemu_uid_base = CONF_QEMU_UID_BASE;
 	return c;
 }
