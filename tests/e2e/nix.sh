@@ -7,7 +7,8 @@
 # /nix is never touched).  One named instance, two boots.  In the guest:
 # the host's paths are valid (nix-store --verify-path, -q); what the host
 # built is not built again; a derivation on host inputs builds only its
-# own output, in the guest's upper layer.  After a restart the instance
+# own output, in the guest's upper layer; a registration the host's
+# database holds only in its WAL is in the snapshot (no torn copy).  After a restart the instance
 # finds its build again; the host's store and database are byte for byte
 # what they were; ksbctl prune removes the instance's Nix state.  Needs
 # root, QEMU, nix-bin and a guest kernel (exit 77).
@@ -36,9 +37,9 @@ hnix() {
 		"$@"
 }
 # The store and database, every byte, mode, owner and time, but for the
-# database's -wal and -shm and its directory's time: an SQLite reader
-# (the snapshot's, SQLITE_OPEN_READONLY) may leave an empty -wal and a
-# -shm there, as any reader of a WAL database does (db_reader_trace).
+# database's -wal and -shm (wal_state) and its directory's time: an
+# SQLite reader (the snapshot's, SQLITE_OPEN_READONLY) may leave an empty
+# -wal and a -shm there, as any reader of a WAL database does.
 state_hash() {
 	(cd "$R/nix" && find store var/nix/db \( -name db.sqlite-wal -o \
 		-name db.sqlite-shm -o -path var/nix/db \) -prune -o \
@@ -48,14 +49,15 @@ state_hash() {
 			! -name 'db.sqlite-shm' -print0 | sort -z | xargs -0 sha256sum) |
 		tee "$T/state.$1" | sha256sum | cut -d' ' -f1
 }
-# What a reader may leave: an empty -wal; both with the database's owner
-# and mode (SQLite gives them its owner when it runs as root).
-db_reader_trace() {
+# The WAL's bytes (the holder below keeps one), and what a reader may
+# leave: the -wal and the -shm with the database's owner and mode
+# (SQLite gives them its owner when it runs as root).
+wal_state() {
 	local d=$R/nix/var/nix/db f
-	[ ! -s "$d/db.sqlite-wal" ] || return 1
+	sha256sum < "$d/db.sqlite-wal"
 	for f in "$d/db.sqlite-wal" "$d/db.sqlite-shm"; do
 		[ ! -e "$f" ] || [ "$(stat -c %u:%g:%a "$f")" = "$(stat -c %u:%g:%a "$d/db.sqlite")" ] ||
-			return 1
+			echo "$f: $(stat -c %u:%g:%a "$f")"
 	done
 }
 
@@ -89,12 +91,37 @@ D2DRV=$(hnix nix-instantiate --readonly-mode "$T/expr/d2.nix" 2>/dev/null)
 ksb_check "the guest's derivation is not in the host's store" '[ ! -e "$R$D2DRV" ]'
 chmod -R go+rX "$T/expr"
 HASH_A=$(hnix nix-store -q --hash "$A")
+
+ksb_say "a path whose registration is still in the database's WAL"
+# A connection held open, as a Nix daemon holds it, with no checkpoint
+# of its own: the next registration stays in db.sqlite-wal, and a copy of
+# db.sqlite alone (a torn copy) would not have it.
+DB=$R/nix/var/nix/db/db.sqlite
+mkfifo "$T/hold"
+python3 -c 'import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+c.execute("PRAGMA wal_autocheckpoint = 0")
+c.execute("SELECT count(*) FROM ValidPaths").fetchall()
+print("open", flush=True)
+sys.stdin.read()' "$DB" < "$T/hold" > "$T/holder.out" &
+HOLDER=$!
+KSB_PIDS="$KSB_PIDS $HOLDER"
+exec {hold}>"$T/hold"
+holder_open() { grep -qx open "$T/holder.out"; }
+ksb_until 20 holder_open || ksb_fail "the database's holder did not start"
+echo "in the WAL only $$" > "$T/b.txt"
+B=$(hnix nix-store --add "$T/b.txt")
+cp "$DB" "$T/torn.sqlite"
+ksb_check "db.sqlite alone lacks it (it is in the WAL)" \
+	'[ -s "$DB-wal" ] && [ "$(sqlite3 "$T/torn.sqlite" "SELECT count(*) FROM ValidPaths WHERE path = '"'$B'"'")" = 0 ]'
 H0=$(state_hash 0)
+W0=$(wal_state)
 
 # The guest's part; $U is the store's upper layer on the instance disk.
 GUEST1='U=/run/ksb/disk/nix/store-upper
 nix-store --verify-path '"$A"' && echo verify-a-ok
 nix-store --verify-path '"$D1"' && echo verify-d1-ok
+nix-store --verify-path '"$B"' && echo verify-b-ok
 nix-store -q --references '"$D1"' | sed "s/^/refs-d1 /"
 nix-store -q --hash '"$A"' | sed "s/^/hash-a /"
 o1=$(nix-build --no-out-link /ksbtest/d1.nix 2>b1); echo "out1 $o1"
@@ -116,6 +143,7 @@ O2=$(sed -n 's/^out2 //p' "$T/out1")
 ksb_check "the guest ran to its end" 'grep -qx guest1-done "$T/out1"'
 ksb_check "nix-store --verify-path: the host's added path is valid" 'grep -qx verify-a-ok "$T/out1"'
 ksb_check "nix-store --verify-path: the host's build is valid" 'grep -qx verify-d1-ok "$T/out1"'
+ksb_check "the snapshot has the registration still in the WAL" 'grep -qx verify-b-ok "$T/out1"'
 ksb_check "nix-store -q: the host's references and hash" \
 	'grep -qx "refs-d1 $A" "$T/out1" && grep -qx "hash-a $HASH_A" "$T/out1"'
 ksb_check "the host's build is not built again" \
@@ -131,7 +159,7 @@ ksb_check "the database is the agent's; nix.conf has no substituter" \
 ksb_check "a host path stays read-only" 'grep -qx host-path-read-only "$T/out1"'
 ksb_check "the host's store and database are as they were" '[ "$(state_hash 1)" = "$H0" ]'
 diff "$T/state.0" "$T/state.1" || true
-ksb_check "the snapshot's reader left at most an empty -wal and a -shm" db_reader_trace
+ksb_check "the WAL as it was, the -wal and -shm the database's" '[ "$(wal_state)" = "$W0" ]'
 ksb_check "nothing of the guest's in the host's store" '[ ! -e "$R$O2" ] && [ ! -e "$R$D2DRV" ]'
 
 ksb_say "restart: the instance finds its own build"
@@ -147,6 +175,8 @@ ksb_check "its own build is valid after the restart" \
 ksb_check "and not built again" 'grep -qx "again $O2" "$T/out2" && ! grep -qx d2-rebuilt "$T/out2"'
 ksb_check "the host's store and database are still as they were" '[ "$(state_hash 2)" = "$H0" ]'
 diff "$T/state.0" "$T/state.2" || true
+exec {hold}>&-
+ksb_wait_dead "$HOLDER" 20
 
 ksb_say "ksbctl prune removes the instance's Nix state"
 ksb_check "its snapshot and disk were there" \
