@@ -6,7 +6,9 @@
  * without one); /nix/var is the disk's too.  The database is the host's
  * snapshot (CMDLINE_NIX_HOST/db.sqlite) copied on the first boot of a
  * disk and kept on it afterwards, so a named instance finds its builds
- * again; nix.conf is the host's, at /etc/nix/nix.conf.  Nix is the
+ * again; at a later boot the host's paths registered since the first
+ * (CMDLINE_NIX_HOST/new-paths) are loaded into it (nix-store --load-db,
+ * as the agent).  nix.conf is the host's, at /etc/nix/nix.conf.  Nix is the
  * agent's (single-user: the store's upper layer and /nix/var are owned by
  * AGENT_UID), so nothing the agent builds needs root, and nothing reaches
  * the host: the 9p shares are read-only.
@@ -16,9 +18,11 @@
  */
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +89,60 @@ nix_agent_dir(const char *dir)
 	return 0;
 }
 
+/*
+ * The host's paths registered since the disk's database was seeded
+ * (CMDLINE_NIX_HOST/new-paths, vmrunner/nixstore.c) made valid in it:
+ * nix-store --load-db as the agent.  0, or -1 and said.
+ */
+static int
+nix_load_new(void)
+{
+	static const char *const bins[] = { "/usr/bin/nix-store",
+		"/usr/local/bin/nix-store" };
+	char *envp[] = { "HOME=" AGENT_HOME, "USER=agent", "LOGNAME=agent",
+		"PATH=/usr/local/bin:/usr/bin:/bin", NULL };
+	const char *bin = NULL;
+	gid_t gid = AGENT_GID;
+	size_t i;
+	pid_t pid;
+	int st, fd;
+
+	if (access(CMDLINE_NIX_HOST "/new-paths", F_OK) != 0)
+		return 0;
+	for (i = 0; i < sizeof(bins) / sizeof(bins[0]) && bin == NULL; i++)
+		if (access(bins[i], X_OK) == 0)
+			bin = bins[i];
+	if (bin == NULL) {
+		port_warn("nix: no nix-store in /usr: the host's paths since "
+			  "this disk's first start are not valid in it");
+		return -1;
+	}
+	if ((fd = open(CMDLINE_NIX_HOST "/new-paths", O_RDONLY | O_CLOEXEC)) ==
+		-1 ||
+	    (pid = fork()) == -1) {
+		port_warn("nix: new-paths: %s", strerror(errno));
+		if (fd != -1)
+			close(fd);
+		return -1;
+	}
+	if (pid == 0) {
+		if (dup2(fd, 0) == -1 || setgroups(1, &gid) == -1 ||
+		    setgid(AGENT_GID) == -1 || setuid(AGENT_UID) == -1)
+			_exit(126);
+		execle(bin, "nix-store", "--load-db", (char *)NULL, envp);
+		_exit(127);
+	}
+	close(fd);
+	while (waitpid(pid, &st, 0) == -1 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		port_warn(
+		    "nix: %s --load-db of the host's new paths failed", bin);
+		return -1;
+	}
+	return 0;
+}
+
 /* The store's overlay on base; /nix/var bound from base.  0, or -1. */
 static int
 nix_mounts(const char *base)
@@ -123,17 +181,20 @@ nix_setup(const struct boot *b)
 		return;
 	if (nix_mounts(base) != 0)
 		goto done;
-	/* A kept disk keeps its database: its own builds are in it. */
-	if (stat(NIX_DB_DIR "/db.sqlite", &st) != 0 &&
-	    (nix_copy(CMDLINE_NIX_HOST "/db.sqlite", NIX_DB_DIR "/db.sqlite",
-		 AGENT_UID, AGENT_GID) != 0 ||
-		(access(CMDLINE_NIX_HOST "/schema", F_OK) == 0 &&
-		    nix_copy(CMDLINE_NIX_HOST "/schema", NIX_DB_DIR "/schema",
-			AGENT_UID, AGENT_GID) != 0)))
-		goto done;
 	files_mkdirs(NIX_CONF_DIR, 0755);
 	if (nix_copy(CMDLINE_NIX_HOST "/nix.conf", NIX_CONF_DIR "/nix.conf", 0,
 		0) != 0)
+		goto done;
+	/* A kept disk keeps its database (its own builds are in it) and
+	 * learns the host's paths since. */
+	if (stat(NIX_DB_DIR "/db.sqlite", &st) == 0) {
+		if (nix_load_new() != 0)
+			goto done;
+	} else if (nix_copy(CMDLINE_NIX_HOST "/db.sqlite",
+		       NIX_DB_DIR "/db.sqlite", AGENT_UID, AGENT_GID) != 0 ||
+	    (access(CMDLINE_NIX_HOST "/schema", F_OK) == 0 &&
+		nix_copy(CMDLINE_NIX_HOST "/schema", NIX_DB_DIR "/schema",
+		    AGENT_UID, AGENT_GID) != 0))
 		goto done;
 	port_stage("nix ready");
 done:

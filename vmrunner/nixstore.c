@@ -4,8 +4,11 @@
  * "none" for no store at all) is shared read-only at /nix/store
  * (CMDLINE_NIX_STORE); when <nix-root>/nix/var/nix/db/db.sqlite exists
  * too, ksb-run also takes a snapshot of that database at each start and
- * shares it read-only at CMDLINE_NIX_HOST, with the host's schema file
- * and the guest's nix.conf, all in <instance>/nix-host/.  The guest's
+ * shares it read-only at CMDLINE_NIX_HOST, with the host's schema file,
+ * the guest's nix.conf and, for an instance with a disk, the
+ * registrations of the paths the host gained since the snapshot the disk
+ * started from (seed.sqlite; new-paths in nix-store --load-db's format),
+ * all in <instance>/nix-host/.  The guest's
  * init (guest/nix.c, ksb.nix=1) makes them its own Nix: the store the
  * lower layer of an overlay, the database its own copy.
  *
@@ -146,6 +149,13 @@ cleanup:
 		cause_set(cause, "%s", sqlite3_errstr(rc));
 		ret = -1;
 	}
+	/* One file, no -wal or -shm beside it (the guest's Nix sets WAL). */
+	if (ret == 0 &&
+	    sqlite3_exec(dst, "PRAGMA journal_mode = DELETE", NULL, NULL,
+		NULL) != SQLITE_OK) {
+		cause_set(cause, "%s: %s", path, sqlite3_errmsg(dst));
+		ret = -1;
+	}
 	if (dst != NULL && sqlite3_close(dst) != SQLITE_OK && ret == 0) {
 		cause_set(cause, "%s: %s", path, sqlite3_errmsg(dst));
 		ret = -1;
@@ -224,6 +234,109 @@ cleanup:
 	return ret;
 }
 
+/* One path's registration as nix-store --load-db reads it (Nix 2.8,
+ * decodeValidPathInfo: path, NAR hash, NAR size, deriver or "", the
+ * number of references, each reference; a line each) onto f. */
+static int
+nixstore_reg(sqlite3_stmt *v, sqlite3_stmt *refs, FILE *f)
+{
+	int n = 0, rc;
+
+	sqlite3_reset(refs);
+	sqlite3_bind_int64(refs, 1, sqlite3_column_int64(v, 4));
+	while ((rc = sqlite3_step(refs)) == SQLITE_ROW)
+		n++;
+	if (rc != SQLITE_DONE)
+		return -1;
+	fprintf(f, "%s\n%s\n%lld\n%s\n%d\n", sqlite3_column_text(v, 0),
+	    sqlite3_column_text(v, 1), (long long)sqlite3_column_int64(v, 2),
+	    sqlite3_column_text(v, 3), n);
+	sqlite3_reset(refs);
+	while ((rc = sqlite3_step(refs)) == SQLITE_ROW)
+		fprintf(f, "%s\n", sqlite3_column_text(refs, 0));
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* The SQL of nixstore_new: Nix's schema (src/libstore/schema.sql). */
+#define NIXSTORE_NEW_SQL                                                       \
+	"SELECT path, hash, coalesce(narSize, 0), coalesce(deriver, ''), id "  \
+	"FROM main.ValidPaths WHERE path NOT IN "                              \
+	"(SELECT path FROM seed.ValidPaths)"
+#define NIXSTORE_REFS_SQL                                                      \
+	"SELECT p.path FROM main.Refs r JOIN main.ValidPaths p "               \
+	"ON p.id = r.reference WHERE r.referrer = ?"
+
+/*
+ * <dir>/new-paths: the registrations of the snapshot's paths the seed
+ * (<dir>/seed.sqlite, the snapshot the instance's disk started from)
+ * lacks, for the guest's nix-store --load-db; a first start makes the
+ * snapshot the seed, and no file.
+ */
+static int
+nixstore_new(struct run *r, const char *dir, char **cause)
+{
+	char *db, *seed, *out, *buf = NULL, *att = NULL;
+	sqlite3 *h = NULL;
+	sqlite3_stmt *v = NULL, *refs = NULL;
+	FILE *f = NULL;
+	size_t len = 0;
+	int rc, ret = -1;
+
+	xasprintf(&db, "%s/db.sqlite", dir);
+	xasprintf(&seed, "%s/seed.sqlite", dir);
+	xasprintf(&out, "%s/new-paths", dir);
+	if (unlink(out) == -1 && errno != ENOENT) {
+		cause_set(cause, "%s: %s", out, strerror(errno));
+		goto cleanup;
+	}
+	if (r->disk_mib == 0) {
+		ret = 0; /* a fresh database each boot */
+		goto cleanup;
+	}
+	if (access(seed, F_OK) != 0) {
+		if (link(db, seed) == -1)
+			cause_set(cause, "%s: %s", seed, strerror(errno));
+		else
+			ret = 0;
+		goto cleanup;
+	}
+	if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
+		goto sqlfail;
+	att = sqlite3_mprintf("ATTACH %Q AS seed", seed);
+	if (sqlite3_exec(h, att, NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(h, NIXSTORE_NEW_SQL, -1, &v, NULL) !=
+		SQLITE_OK ||
+	    sqlite3_prepare_v2(h, NIXSTORE_REFS_SQL, -1, &refs, NULL) !=
+		SQLITE_OK)
+		goto sqlfail;
+	if ((f = open_memstream(&buf, &len)) == NULL)
+		fatal("open_memstream");
+	while ((rc = sqlite3_step(v)) == SQLITE_ROW)
+		if (nixstore_reg(v, refs, f) != 0)
+			goto sqlfail;
+	if (rc != SQLITE_DONE)
+		goto sqlfail;
+	fclose(f);
+	f = NULL;
+	ret = len == 0 ? 0 : util_replace_file(out, buf, len, 0644, cause);
+	goto cleanup;
+sqlfail:
+	cause_set(cause, "%s: the paths since %s: %s", db, seed,
+	    h != NULL ? sqlite3_errmsg(h) : "cannot open");
+cleanup:
+	if (f != NULL)
+		fclose(f);
+	sqlite3_finalize(v);
+	sqlite3_finalize(refs);
+	sqlite3_close(h);
+	sqlite3_free(att);
+	free(buf);
+	free(db);
+	free(seed);
+	free(out);
+	return ret;
+}
+
 int
 nixstore_snapshot(struct run *r, char **cause)
 {
@@ -240,6 +353,7 @@ nixstore_snapshot(struct run *r, char **cause)
 	}
 	if (nixstore_db(r->nix_db, dir, cause) != 0 ||
 	    nixstore_schema(r->conf->nix_root, dir, cause) != 0 ||
+	    nixstore_new(r, dir, cause) != 0 ||
 	    util_replace_file(conf, nixstore_conf, sizeof(nixstore_conf) - 1,
 		0644, cause) != 0)
 		goto cleanup;

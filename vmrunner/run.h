@@ -217,8 +217,10 @@ int options_settings(struct run *r, int argc, char **argv, int first,
  * its path (owned by r).  0, or -1 and *cause (no share left, realpath).
  * nixstore_snapshot: with r->nix_db set, <instance>/nix-host/ gets the
  * database's consistent snapshot (db.sqlite, SQLite's backup API), the
- * host's schema file and the guest's nix.conf, shared read-only at
- * CMDLINE_NIX_HOST, and r->nix = 1 (ksb.nix=1).  0, or -1 and *cause
+ * host's schema file, the guest's nix.conf and, for an instance with a
+ * disk, new-paths (the paths since its seed.sqlite, the snapshot of its
+ * first start), shared read-only at CMDLINE_NIX_HOST, and r->nix = 1
+ * (ksb.nix=1).  0, or -1 and *cause
  * naming the file (nothing shared then, r->nix stays 0).
  */
 int nixstore_share(struct run *r, char **cause);

@@ -8,8 +8,9 @@
 # the host's paths are valid (nix-store --verify-path, -q); what the host
 # built is not built again; a derivation on host inputs builds only its
 # own output, in the guest's upper layer; a registration the host's
-# database holds only in its WAL is in the snapshot (no torn copy).  After a restart the instance
-# finds its build again; the host's store and database are byte for byte
+# database holds only in its WAL is in the snapshot (no torn copy).
+# After a restart the instance finds its build again and the host's
+# path added meanwhile; the host's store and database are byte for byte
 # what they were; ksbctl prune removes the instance's Nix state.  Needs
 # root, QEMU, nix-bin and a guest kernel (exit 77).
 set -eu
@@ -162,8 +163,14 @@ diff "$T/state.0" "$T/state.1" || true
 ksb_check "the WAL as it was, the -wal and -shm the database's" '[ "$(wal_state)" = "$W0" ]'
 ksb_check "nothing of the guest's in the host's store" '[ ! -e "$R$O2" ] && [ ! -e "$R$D2DRV" ]'
 
-ksb_say "restart: the instance finds its own build"
+ksb_say "restart: the instance finds its own build, and the host's new path"
+echo "added after the first boot $$" > "$T/c.txt"
+C=$(hnix nix-store --add "$T/c.txt")
+H1=$(state_hash 1b)
+W1=$(wal_state)
 GUEST2='nix-store --verify-path '"$O2"' && echo verify-o2-ok
+nix-store --verify-path '"$C"' && echo verify-c-ok
+nix-store --verify-path '"$A"' && echo verify-a-ok
 o2=$(nix-build --no-out-link /ksbtest/d2.nix 2>b2); echo "again $o2"
 grep -q "will be built" b2 && echo d2-rebuilt
 echo guest2-done'
@@ -173,8 +180,14 @@ cat "$T/out2"; cat "$T/err2" >&2
 ksb_check "its own build is valid after the restart" \
 	'grep -qx guest2-done "$T/out2" && grep -qx verify-o2-ok "$T/out2"'
 ksb_check "and not built again" 'grep -qx "again $O2" "$T/out2" && ! grep -qx d2-rebuilt "$T/out2"'
-ksb_check "the host's store and database are still as they were" '[ "$(state_hash 2)" = "$H0" ]'
-diff "$T/state.0" "$T/state.2" || true
+ksb_check "the snapshot's new paths: only the one added since the first boot" \
+	'[ "$(head -n 1 "$T/state/instances/nx/nix-host/new-paths")" = "$C" ] &&
+	 [ "$(wc -l < "$T/state/instances/nx/nix-host/new-paths")" = 5 ]'
+ksb_check "the host's path added since is valid in the kept database" \
+	'grep -qx verify-c-ok "$T/out2" && grep -qx verify-a-ok "$T/out2"'
+ksb_check "the host's store and database are still as they were" \
+	'[ "$(state_hash 2)" = "$H1" ] && [ "$(wal_state)" = "$W1" ]'
+diff "$T/state.1b" "$T/state.2" || true
 exec {hold}>&-
 ksb_wait_dead "$HOLDER" 20
 
