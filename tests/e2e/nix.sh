@@ -17,7 +17,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-ksb_need qemu-system-x86_64 /usr/sbin/mkfs.ext4 nix-store nix-build
+ksb_need qemu-system-x86_64 /usr/sbin/mkfs.ext4 nix-store nix-build nix-instantiate python3 mkfifo
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env
@@ -166,11 +166,29 @@ ksb_check "nothing of the guest's in the host's store" '[ ! -e "$R$O2" ] && [ ! 
 ksb_say "restart: the instance finds its own build, and the host's new path"
 echo "added after the first boot $$" > "$T/c.txt"
 C=$(hnix nix-store --add "$T/c.txt")
+cat > "$T/expr/d3.nix" <<-'NIX'
+	let c = builtins.storePath "@C@"; in
+	builtins.derivation {
+	  name = "ksbt-host-later";
+	  system = builtins.currentSystem;
+	  builder = "/bin/sh";
+	  args = [ "-c" "read x < ${c}; echo \"$x, from ${c}\" > $out" ];
+	}
+NIX
+sed -i "s|@C@|$C|" "$T/expr/d3.nix"
+chmod go+r "$T/expr/d3.nix"
+D3=$(hnix nix-build --no-out-link "$T/expr/d3.nix" 2>"$T/hb3")
+D3DRV=$(hnix nix-store -q --deriver "$D3")
 H1=$(state_hash 1b)
 W1=$(wal_state)
 GUEST2='nix-store --verify-path '"$O2"' && echo verify-o2-ok
 nix-store --verify-path '"$C"' && echo verify-c-ok
 nix-store --verify-path '"$A"' && echo verify-a-ok
+nix-store --verify-path '"$D3"' && echo verify-d3-ok
+nix-store -q --references '"$D3"' | sed "s/^/refs-d3 /"
+nix-store -q --deriver '"$D3"' | sed "s/^/deriver-d3 /"
+o3=$(nix-build --no-out-link /ksbtest/d3.nix 2>b3); echo "out3 $o3"
+grep -q "will be built" b3 && echo d3-rebuilt
 o2=$(nix-build --no-out-link /ksbtest/d2.nix 2>b2); echo "again $o2"
 grep -q "will be built" b2 && echo d2-rebuilt
 echo guest2-done'
@@ -180,11 +198,19 @@ cat "$T/out2"; cat "$T/err2" >&2
 ksb_check "its own build is valid after the restart" \
 	'grep -qx guest2-done "$T/out2" && grep -qx verify-o2-ok "$T/out2"'
 ksb_check "and not built again" 'grep -qx "again $O2" "$T/out2" && ! grep -qx d2-rebuilt "$T/out2"'
-ksb_check "the snapshot's new paths: only the one added since the first boot" \
-	'[ "$(head -n 1 "$T/state/instances/nx/nix-host/new-paths")" = "$C" ] &&
-	 [ "$(wc -l < "$T/state/instances/nx/nix-host/new-paths")" = 5 ]'
-ksb_check "the host's path added since is valid in the kept database" \
-	'grep -qx verify-c-ok "$T/out2" && grep -qx verify-a-ok "$T/out2"'
+# new-paths' paths: each record is path, hash, size, deriver, N, N refs.
+new_paths() {
+	awk 's == 0 { print; s = 1; next } s < 4 { s++; next }
+	     s == 4 { n = $0 + 0; s = n > 0 ? 5 : 0; next }
+	     s == 5 { if (--n == 0) s = 0 }' "$T/state/instances/nx/nix-host/new-paths" | sort
+}
+ksb_check "the snapshot's new paths: the ones the host made since the first boot" \
+	'[ "$(new_paths)" = "$(printf "%s\n" "$C" "$D3" "$D3DRV" | sort)" ]'
+ksb_check "the host's paths since are valid in the kept database" \
+	'grep -qx verify-c-ok "$T/out2" && grep -qx verify-a-ok "$T/out2" && grep -qx verify-d3-ok "$T/out2"'
+ksb_check "... with their references and deriver, not built again" \
+	'grep -qx "refs-d3 $C" "$T/out2" && grep -qx "deriver-d3 $D3DRV" "$T/out2" &&
+	 grep -qx "out3 $D3" "$T/out2" && ! grep -qx d3-rebuilt "$T/out2"'
 ksb_check "the host's store and database are still as they were" \
 	'[ "$(state_hash 2)" = "$H1" ] && [ "$(wal_state)" = "$W1" ]'
 diff "$T/state.1b" "$T/state.2" || true
