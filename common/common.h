@@ -273,7 +273,7 @@ struct ksb_conf {
 /*
  * conf_check_private: 0 if the state directory and the audit database's
  * directory lie outside every host tree ksb-run shares into all guests
- * (/usr, /nix/store when it exists), both resolved (symlinks, "..",
+ * (/usr, nix-root's nix/store when it exists), both resolved (symlinks, "..",
  * the part that exists yet); else -1 and *cause, one line naming the
  * directory and the tree.  No I/O beyond realpath(3) and stat(2).
  */

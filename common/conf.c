@@ -692,17 +692,23 @@ conf_resolve(const char *path, char out[PATH_MAX])
 	snprintf(out, PATH_MAX, "%s", path);
 }
 
-/* The tree of trees[] that holds path, or NULL. */
+/* The tree ksb-run shares into every guest that holds path, or NULL:
+ * /usr, and the Nix store of nix-root (vmrunner/nixstore.c). */
 static const char *
-conf_shared_tree(const char *path)
+conf_shared_tree(const struct ksb_conf *c, const char *path, char *store)
 {
-	static const char *const trees[] = { "/usr", "/nix/store" };
+	const char *trees[2] = { "/usr", NULL };
 	char p[PATH_MAX], t[PATH_MAX];
 	struct stat st;
 	size_t i, n;
 
+	if (c->nix_root != NULL && strcmp(c->nix_root, "none") != 0) {
+		snprintf(store, PATH_MAX, "%s/nix/store",
+		    strcmp(c->nix_root, "/") == 0 ? "" : c->nix_root);
+		trees[1] = store;
+	}
 	conf_resolve(path, p);
-	for (i = 0; i < sizeof(trees) / sizeof(trees[0]); i++) {
+	for (i = 0; i < 2 && trees[i] != NULL; i++) {
 		if (stat(trees[i], &st) != 0 || !S_ISDIR(st.st_mode) ||
 		    realpath(trees[i], t) == NULL)
 			continue;
@@ -716,18 +722,18 @@ conf_shared_tree(const char *path)
 int
 conf_check_private(const struct ksb_conf *c, char **cause)
 {
-	char *dir = xstrdup(c->audit_db), *slash;
+	char *dir = xstrdup(c->audit_db), *slash, store[PATH_MAX];
 	const char *t;
 	int ret = 0;
 
 	if ((slash = strrchr(dir, '/')) != NULL)
 		*(slash == dir ? slash + 1 : slash) = '\0';
-	if ((t = conf_shared_tree(c->state_dir)) != NULL)
+	if ((t = conf_shared_tree(c, c->state_dir, store)) != NULL)
 		ret = cause_set(cause,
 		    "state-dir %s is inside %s, which every guest reads: "
 		    "set state-dir outside it",
 		    c->state_dir, t);
-	else if ((t = conf_shared_tree(dir)) != NULL)
+	else if ((t = conf_shared_tree(c, dir, store)) != NULL)
 		ret = cause_set(cause,
 		    "audit-db %s is inside %s, which every guest reads: set "
 		    "audit-db outside it",
