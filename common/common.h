@@ -267,6 +267,8 @@ struct ksb_conf {
 	    *nix_root; /* ksb-run: the Nix store shared is <nix_root>/nix/store,
 			   its database <nix_root>/nix/var/nix/db: "/"; "none":
 			   no Nix (vmrunner/nixstore.c) */
+	char *nix_conf; /* ksb-run: lines added to the guest's nix.conf (the
+			   substituters, their keys), NULL: none */
 	char **origins; /* per key, "file:line" or NULL (conf_origin) */
 };
 

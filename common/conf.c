@@ -27,7 +27,7 @@
 #include "common/common.h"
 #include "common/settings.h"
 
-#define CONF_NKEYS	   41 /* conf_keys */
+#define CONF_NKEYS	   42 /* conf_keys */
 /* qemu-uid-base's default: 2145386496, above the uids of users and of the
  * usual subordinate ranges (/etc/subuid: 100000 + 65536 n), below 2^31. */
 #define CONF_QEMU_UID_BASE 0x7fe00000u
@@ -82,6 +82,7 @@ conf_free(struct ksb_conf *c)
 	free(c->template);
 	free(c->machine);
 	free(c->nix_root);
+	free(c->nix_conf);
 	for (i = 0; c->origins != NULL && i < CONF_NKEYS; i++)
 		free(c->origins[i]);
 	free(c->origins);
@@ -326,7 +327,8 @@ conf_set_uid_base(void *t, const struct settings_key *k, const char *v,
 }
 
 /* A file read at start (hosts-file by the proxy process, upstream-ca-file
- * by the parent): relative to ksb.conf, readable now (caught by -n). */
+ * by the parent, nix-conf by ksb-run): relative to ksb.conf, readable now
+ * (caught by -n). */
 static int
 conf_set_readable(void *t, const struct settings_key *k, const char *v,
     const char *q, const struct settings_src *src, char **cause)
@@ -454,6 +456,8 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY("template", .kind = SETTINGS_STR, .off = CONF_OFF(template)),
 	CONF_KEY("nix-root", .kind = SETTINGS_STR, .off = CONF_OFF(nix_root),
 	    .check = conf_check_nix_root),
+	CONF_KEY(
+	    "nix-conf", .off = CONF_OFF(nix_conf), .set = conf_set_readable),
 	CONF_KEY("bridge", .kind = SETTINGS_STR, .off = CONF_OFF(bridge),
 	    .check = conf_check_bridge),
 	CONF_KEY("nft-table", .kind = SETTINGS_STR, .off = CONF_OFF(nft_table),

@@ -39,7 +39,8 @@
 
 #define NIXSTORE_BUSY_TRIES 100 /* x NIXSTORE_BUSY_MS: a writer's lock */
 #define NIXSTORE_BUSY_MS    100
-#define NIXSTORE_SCHEMA_MAX 16 /* bytes of nix/var/nix/db/schema */
+#define NIXSTORE_SCHEMA_MAX 16		/* bytes of nix/var/nix/db/schema */
+#define NIXSTORE_EXTRA_MAX  (64 * 1024) /* bytes of ksb.conf's nix-conf */
 
 /* The guest's /etc/nix/nix.conf (nix.conf(5) of Nix 2.8). */
 static const char nixstore_conf[] =
@@ -48,8 +49,8 @@ static const char nixstore_conf[] =
     "build-users-group =\n"
     "# The guest is the sandbox; builders see the guest's /bin and /usr.\n"
     "sandbox = false\n"
-    "# Nothing is substituted unless asked for, and then only through\n"
-    "# the gateway's allowlist (https_proxy).\n"
+    "# Nothing is substituted unless ksb.conf's nix-conf names a cache,\n"
+    "# and then only through the gateway's allowlist (https_proxy).\n"
     "substituters =\n";
 
 /* "<nix_root><rel>" ("/" as nix_root: rel alone); the caller frees it. */
@@ -337,6 +338,37 @@ cleanup:
 	return ret;
 }
 
+/* The guest's nix.conf as path: ksb-run's lines, then extra's (ksb.conf
+ * nix-conf, NIXSTORE_EXTRA_MAX bytes at most; later lines win). */
+static int
+nixstore_write_conf(const char *extra, const char *path, char **cause)
+{
+	char *buf = NULL, *why = NULL, *all = NULL;
+	size_t len = 0;
+	int ret = -1;
+
+	if (extra != NULL &&
+	    util_read_file(extra, NIXSTORE_EXTRA_MAX, &buf, &len, &why) != 0) {
+		cause_set(cause, "nix-conf `%s': %s", extra, why);
+		goto cleanup;
+	}
+	if (len > 0 && memchr(buf, '\0', len) != NULL) {
+		cause_set(cause, "nix-conf `%s': not text (a NUL byte)", extra);
+		goto cleanup;
+	}
+	xasprintf(&all, "%s%s%s%s%.*s%s", nixstore_conf,
+	    extra != NULL ? "# From ksb.conf's nix-conf, " : "",
+	    extra != NULL ? extra : "", extra != NULL ? ":\n" : "", (int)len,
+	    buf != NULL ? buf : "",
+	    len > 0 && buf[len - 1] != '\n' ? "\n" : "");
+	ret = util_replace_file(path, all, strlen(all), 0644, cause);
+cleanup:
+	free(all);
+	free(buf);
+	free(why);
+	return ret;
+}
+
 int
 nixstore_snapshot(struct run *r, char **cause)
 {
@@ -354,8 +386,7 @@ nixstore_snapshot(struct run *r, char **cause)
 	if (nixstore_db(r->nix_db, dir, cause) != 0 ||
 	    nixstore_schema(r->conf->nix_root, dir, cause) != 0 ||
 	    nixstore_new(r, dir, cause) != 0 ||
-	    util_replace_file(conf, nixstore_conf, sizeof(nixstore_conf) - 1,
-		0644, cause) != 0)
+	    nixstore_write_conf(r->conf->nix_conf, conf, cause) != 0)
 		goto cleanup;
 	if (nixstore_add(r, dir, CMDLINE_NIX_HOST, cause) != 0)
 		goto cleanup;

@@ -10,7 +10,9 @@
 # own output, in the guest's upper layer; a registration the host's
 # database holds only in its WAL is in the snapshot (no torn copy).
 # After a restart the instance finds its build again and the host's
-# path added meanwhile; the host's store and database are byte for byte
+# path added meanwhile, and with ksb.conf's nix-conf naming a signed cache
+# (the test origin) substitutes through the gateway, which it cannot by
+# default; the host's store and database are byte for byte
 # what they were; ksbctl prune removes the instance's Nix state.  Needs
 # root, QEMU, nix-bin and a guest kernel (exit 77).
 set -eu
@@ -22,8 +24,9 @@ ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
 ksb_env
 R=$T/nixroot # the store is $R/nix/store, its database $R/nix/var/nix/db
-printf 'nix-root = %s\n' "$R" >> "$T/ksb.conf"
+printf 'nix-root = %s\nca-file = %s/share/ca.pem\n' "$R" "$T" >> "$T/ksb.conf"
 ksb_gateway
+ksb_origin
 
 fails=0
 run() { timeout 300 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" "$@"; }
@@ -61,6 +64,22 @@ wal_state() {
 			echo "$f: $(stat -c %u:%g:%a "$f")"
 	done
 }
+
+ksb_say "a binary cache the guest may reach through the gateway only"
+# A path of another store, signed into a file cache the test origin
+# serves (https://allowed.test/cache): not in the host's store.
+CR=$T/cacheroot
+echo "from the cache $$" > "$T/e.txt"
+E=$(env NIX_REMOTE="$CR" HOME="$T/nixhome" NIX_CONF_DIR="$T/nixconf" \
+	NIX_CONFIG=$'build-users-group =\nsubstituters =' nix-store --add "$T/e.txt")
+nix-store --generate-binary-cache-key ksbt-cache-1 "$T/cache.sk" "$T/cache.pk"
+env NIX_REMOTE="$CR" HOME="$T/nixhome" NIX_CONF_DIR="$T/nixconf" \
+	NIX_CONFIG=$'build-users-group =\nsubstituters =\nexperimental-features = nix-command' \
+	nix copy --to "file://$T/www/cache?secret-key=$T/cache.sk" "$E" 2>/dev/null
+chmod -R go+rX "$T/www"
+ksb_check "the cache has it" '[ -f "$T/www/cache/$(basename "$E" | cut -d- -f1).narinfo" ]'
+printf 'substituters = https://allowed.test/cache\ntrusted-public-keys = %s\n' \
+	"$(cat "$T/cache.pk")" > "$T/nix-extra.conf"
 
 ksb_say "the host's store: a path added, a derivation built"
 echo "host input $$" > "$T/a.txt"
@@ -134,6 +153,7 @@ sed "s/^/b2 /" b2; sed "s/^/content2 /" "$o2"
 [ -w /nix/var/nix/db/db.sqlite ] && echo db-writable
 grep -q "^substituters =$" /etc/nix/nix.conf && echo conf-no-substituters
 touch '"$A"' 2>/dev/null; [ -w '"$A"' ] || echo host-path-read-only
+nix-store -r '"$E"' >/dev/null 2>&1 || echo no-substituter-no-path
 echo guest1-done'
 
 ksb_say "first boot: the host's paths, one build"
@@ -158,6 +178,8 @@ ksb_check "its output, on host inputs, in the upper layer" \
 ksb_check "the database is the agent's; nix.conf has no substituter" \
 	'grep -qx db-writable "$T/out1" && grep -qx conf-no-substituters "$T/out1"'
 ksb_check "a host path stays read-only" 'grep -qx host-path-read-only "$T/out1"'
+ksb_check "no substituter by default: the cache's path cannot be had" \
+	'grep -qx no-substituter-no-path "$T/out1" && ksb_row_is 0 "host = '"'allowed.test'"'"'
 ksb_check "the host's store and database are as they were" '[ "$(state_hash 1)" = "$H0" ]'
 diff "$T/state.0" "$T/state.1" || true
 ksb_check "the WAL as it was, the -wal and -shm the database's" '[ "$(wal_state)" = "$W0" ]'
@@ -179,6 +201,7 @@ sed -i "s|@C@|$C|" "$T/expr/d3.nix"
 chmod go+r "$T/expr/d3.nix"
 D3=$(hnix nix-build --no-out-link "$T/expr/d3.nix" 2>"$T/hb3")
 D3DRV=$(hnix nix-store -q --deriver "$D3")
+printf 'nix-conf = %s/nix-extra.conf\n' "$T" >> "$T/ksb.conf"
 H1=$(state_hash 1b)
 W1=$(wal_state)
 GUEST2='nix-store --verify-path '"$O2"' && echo verify-o2-ok
@@ -188,6 +211,8 @@ nix-store --verify-path '"$D3"' && echo verify-d3-ok
 nix-store -q --references '"$D3"' | sed "s/^/refs-d3 /"
 nix-store -q --deriver '"$D3"' | sed "s/^/deriver-d3 /"
 o3=$(nix-build --no-out-link /ksbtest/d3.nix 2>b3); echo "out3 $o3"
+nix-store -r '"$E"' >/dev/null 2>e && read x < '"$E"' && echo "substituted $x"
+sed "s/^/subst-err /" e
 grep -q "will be built" b3 && echo d3-rebuilt
 o2=$(nix-build --no-out-link /ksbtest/d2.nix 2>b2); echo "again $o2"
 grep -q "will be built" b2 && echo d2-rebuilt
@@ -211,6 +236,9 @@ ksb_check "the host's paths since are valid in the kept database" \
 ksb_check "... with their references and deriver, not built again" \
 	'grep -qx "refs-d3 $C" "$T/out2" && grep -qx "deriver-d3 $D3DRV" "$T/out2" &&
 	 grep -qx "out3 $D3" "$T/out2" && ! grep -qx d3-rebuilt "$T/out2"'
+ksb_check "nix-conf's cache: the path substituted through the gateway" \
+	'grep -qx "substituted from the cache $$" "$T/out2" &&
+	 ksb_rows_ge 1 "instance = '"'nx'"' AND host = '"'allowed.test'"' AND decision = '"'allow'"'"'
 ksb_check "the host's store and database are still as they were" \
 	'[ "$(state_hash 2)" = "$H1" ] && [ "$(wal_state)" = "$W1" ]'
 diff "$T/state.1b" "$T/state.2" || true

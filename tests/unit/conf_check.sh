@@ -85,6 +85,9 @@ check "state-dir in nix-root's store refused, naming it" \
 printf 'policy = policy.d/*.policy\nnix-root = none\nstate-dir = %s/nixr/nix/store/ksb\n' "$T" > "$T/nix.conf"
 check "... and accepted with nix-root = none" \
 	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" | grep -qx "configuration OK"'
+printf 'policy = policy.d/*.policy\nnix-conf = no-such-nix.conf\n' > "$T/nix.conf"
+check "a missing nix-conf refused with file:line" \
+	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" 2>&1 | grep -q "nix.conf:2: nix-conf: .*no-such-nix.conf.*No such file"'
 for v in relative/dir /a/../b /a/. '""'; do
 	printf 'policy = policy.d/*.policy\nnix-root = %s\n' "$v" > "$T/nix.conf"
 	check "nix-root = '$v' refused with file:line" \
