@@ -69,12 +69,11 @@ test_round_trip(void)
 	c.shares[1].rw = 1;
 	s = cmdline_encode(&c, CMDLINE_BOOT);
 	CHECK(s != NULL &&
-		strcmp(s,
-		    "ksb.id=e-1a2b3c4d ksb.ip=10.77.0.2/24 "
-		    "ksb.gw=10.77.0.1 ksb.port=3128 ksb.disk=1 "
-		    "ksb.selftest=off ksb.nix=1 ksb.display=320x240 "
-		    "ksb.share=s0:/home/agent/proj "
-		    "ksb.share=s1:/ksb/mirror.git:rw") == 0,
+		strcmp(s, "ksb.id=e-1a2b3c4d ksb.ip=10.77.0.2/24 "
+			  "ksb.gw=10.77.0.1 ksb.port=3128 ksb.disk=1 "
+			  "ksb.selftest=off ksb.nix=1 ksb.display=320x240 "
+			  "ksb.share=s0:/home/agent/proj "
+			  "ksb.share=s1:/ksb/mirror.git:rw") == 0,
 	    "boot encoding as ksb-run always wrote it: %s", s ? s : "NULL");
 	CHECK(s != NULL && parse(&d, s, CMDLINE_BOOT, why, sizeof(why)) == 0,
 	    "boot encoding parses back (%s)", why);
@@ -102,14 +101,11 @@ test_round_trip(void)
 		c.seed[i] = (unsigned char)i;
 	c.fwcfg = 1;
 	s = cmdline_encode(&c, CMDLINE_INSTANCE);
-	CHECK(s != NULL &&
-		strstr(s,
-		    " ksb.mac=52:54:00:12:34:56 "
-		    "ksb.time=1700000000.000000005 "
-		    "ksb.fwcfg=1 ksb.seed=" SEED) != NULL,
+	CHECK(s != NULL && strstr(s, " ksb.mac=52:54:00:12:34:56 "
+				     "ksb.time=1700000000.000000005 "
+				     "ksb.fwcfg=1 ksb.seed=" SEED) != NULL,
 	    "instance keys in template.c's order: %s", s ? s : "NULL");
-	CHECK(
-	    s != NULL && parse(&d, s, CMDLINE_INSTANCE, why, sizeof(why)) == 0,
+	CHECK(s != NULL && parse(&d, s, CMDLINE_INSTANCE, why, sizeof(why)) == 0,
 	    "instance encoding parses back (%s)", why);
 	CHECK(d.has_mac && memcmp(d.mac, c.mac, 6) == 0 && d.has_time &&
 		d.time_sec == 1700000000 && d.time_nsec == 5 && d.has_seed &&
@@ -141,9 +137,9 @@ test_language(void)
 	struct cmdline c;
 	char why[512];
 
-	CHECK(
-	    parse(&c, "console=ttyS0 quiet " LEASE "\tinitcall_blacklist=a,b\n",
-		CMDLINE_BOOT, why, sizeof(why)) == 0 &&
+	CHECK(parse(&c,
+		  "console=ttyS0 quiet " LEASE "\tinitcall_blacklist=a,b\n",
+		  CMDLINE_BOOT, why, sizeof(why)) == 0 &&
 		strcmp(c.id, "e-1") == 0 && c.port == 3128,
 	    "the kernel's own arguments skipped, tab and newline separate");
 	CHECK(parse(&c, LEASE " ksb.share=s15:/data:rw", CMDLINE_BOOT, why,
@@ -160,9 +156,8 @@ test_language(void)
 	CHECK(parse(&c, LEASE " ksb.ip=10.0.0.2/30", CMDLINE_BOOT, why,
 		  sizeof(why)) == -1,
 	    "ip repeated");
-	CHECK(parse(&c,
-		  "ksb.id=abcdefghijabcdefghijabcdefghij12 ksb.ip=1.2.3.4/1 "
-		  "ksb.gw=1.2.3.5 ksb.port=65535",
+	CHECK(parse(&c, "ksb.id=abcdefghijabcdefghijabcdefghij12 ksb.ip=1.2.3.4/1 "
+			"ksb.gw=1.2.3.5 ksb.port=65535",
 		  CMDLINE_BOOT, why, sizeof(why)) == 0 &&
 		strlen(c.id) == 32 && c.prefix == 1 && c.port == 65535,
 	    "id of 32 bytes, prefix 1, port 65535");
@@ -241,8 +236,7 @@ test_refusals(void)
 		    "ksb.ip: invalid `1.2.3.4/08'") &&
 		refused("ksb.ip=1.2.3/8", CMDLINE_BOOT,
 		    "ksb.ip: invalid `1.2.3/8'") &&
-		refused(
-		    "ksb.ip=::1/8", CMDLINE_BOOT, "ksb.ip: invalid `::1/8'"),
+		refused("ksb.ip=::1/8", CMDLINE_BOOT, "ksb.ip: invalid `::1/8'"),
 	    "ksb.ip");
 	CHECK(refused("ksb.gw=1.2.3.256", CMDLINE_BOOT,
 		  "ksb.gw: invalid `1.2.3.256'"),
@@ -255,12 +249,10 @@ test_refusals(void)
 	CHECK(refused("ksb.disk=0", CMDLINE_BOOT, "ksb.disk: invalid `0'") &&
 		refused("ksb.selftest=on", CMDLINE_BOOT,
 		    "ksb.selftest: invalid `on'") &&
-		refused(
-		    "ksb.nix=yes", CMDLINE_BOOT, "ksb.nix: invalid `yes'") &&
+		refused("ksb.nix=yes", CMDLINE_BOOT, "ksb.nix: invalid `yes'") &&
 		refused("ksb.template=yes", CMDLINE_BOOT,
 		    "ksb.template: invalid `yes'") &&
-		refused(
-		    "ksb.fwcfg=", CMDLINE_INSTANCE, "ksb.fwcfg: invalid `'"),
+		refused("ksb.fwcfg=", CMDLINE_INSTANCE, "ksb.fwcfg: invalid `'"),
 	    "the flags");
 	CHECK(refused("ksb.display=63x100", CMDLINE_BOOT,
 		  "ksb.display: invalid `63x100'") &&
@@ -283,8 +275,8 @@ test_refusals(void)
 		    "ksb.share: invalid `s0:data'") &&
 		refused("ksb.share=s01:/data", CMDLINE_BOOT,
 		    "ksb.share: invalid `s01:/data'") &&
-		refused(
-		    "ksb.share=s0", CMDLINE_BOOT, "ksb.share: invalid `s0'"),
+		refused("ksb.share=s0", CMDLINE_BOOT,
+		    "ksb.share: invalid `s0'"),
 	    "ksb.share");
 	snprintf(buf, sizeof(buf), "ksb.share=s0:/%0256d", 0);
 	{
@@ -343,8 +335,8 @@ test_seed_wiped(void)
 	size_t i;
 	int zero = 1;
 
-	CHECK(parse(&c, LEASE " ksb.seed=" SEED " ksb.bogus=1",
-		  CMDLINE_INSTANCE, why, sizeof(why)) == -1,
+	CHECK(parse(&c, LEASE " ksb.seed=" SEED " ksb.bogus=1", CMDLINE_INSTANCE,
+		  why, sizeof(why)) == -1,
 	    "a seed then a refusal");
 	for (i = 0; i < sizeof(c.seed); i++)
 		zero &= c.seed[i] == 0;
