@@ -21,9 +21,11 @@ command -v nix-instantiate >/dev/null 2>&1 || {
 	echo "SKIP: needs nix-instantiate: install the Debian package nix-bin"
 	exit 77
 }
-export NIX_REMOTE= NIX_STATE_DIR=${TMPDIR:-/tmp}/ksb-nix-state.$$
 T=$(mktemp -d)
-trap 'rm -rf "$T" "$NIX_STATE_DIR"' EXIT
+trap 'rm -rf "$T"' EXIT
+# A store of its own (a chroot store, /nix/store inside $T/root): opening
+# the default one would make /nix on a machine without Nix.
+export NIX_REMOTE=$T/root HOME=$T NIX_CONF_DIR=$T
 q() { grep -v "build-users-group" || true; }
 for f in flake.nix nix/*.nix; do
 	nix-instantiate --parse "$f" > /dev/null 2> "$T/err" ||

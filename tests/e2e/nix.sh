@@ -22,6 +22,9 @@ ksb_need_root
 ksb_need qemu-system-x86_64 /usr/sbin/mkfs.ext4 nix-store nix-build nix-instantiate python3 mkfifo
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 ksb_kernel
+# A machine without /nix keeps none (every Nix command here has a store
+# of the test's own).
+[ -e /nix ] && NIX_BEFORE=present || NIX_BEFORE=absent
 ksb_env
 R=$T/nixroot # the store is $R/nix/store, its database $R/nix/var/nix/db
 printf 'nix-root = %s\nca-file = %s/share/ca.pem\n' "$R" "$T" >> "$T/ksb.conf"
@@ -72,7 +75,9 @@ CR=$T/cacheroot
 echo "from the cache $$" > "$T/e.txt"
 E=$(env NIX_REMOTE="$CR" HOME="$T/nixhome" NIX_CONF_DIR="$T/nixconf" \
 	NIX_CONFIG=$'build-users-group =\nsubstituters =' nix-store --add "$T/e.txt")
-nix-store --generate-binary-cache-key ksbt-cache-1 "$T/cache.sk" "$T/cache.pk"
+# (nix-store opens its store first, whatever the operation: never /nix.)
+env NIX_REMOTE="$CR" HOME="$T/nixhome" NIX_CONF_DIR="$T/nixconf" \
+	nix-store --generate-binary-cache-key ksbt-cache-1 "$T/cache.sk" "$T/cache.pk"
 env NIX_REMOTE="$CR" HOME="$T/nixhome" NIX_CONF_DIR="$T/nixconf" \
 	NIX_CONFIG=$'build-users-group =\nsubstituters =\nexperimental-features = nix-command' \
 	nix copy --to "file://$T/www/cache?secret-key=$T/cache.sk" "$E" 2>/dev/null
@@ -257,6 +262,9 @@ printf 'nix-root = relative/dir\n' >> "$T/ksb.conf"
 ksb_check "ksb-run refuses it, file:line" \
 	'! "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --print-config > /dev/null 2> "$T/e" &&
 	 grep -q "ksb.conf:[0-9]*: nix-root: .relative/dir. is neither none nor an absolute path" "$T/e"'
+
+[ "$NIX_BEFORE" = present ] ||
+	ksb_check "the machine still has no /nix" '[ ! -e /nix ]'
 
 [ "$fails" = 0 ] || ksb_fail "$fails check(s) failed"
 echo "PASS: nix host store in the guest"
