@@ -272,13 +272,19 @@ struct ksb_conf {
 				     (gateway/parent/rulecheck.c) */
 	uint64_t mirror_max_size; /* bytes of disk an instance's git mirror
 					   may use (ksb-run stops it): 2 GiB */
+	char
+	    *nix_root; /* ksb-run: the Nix store shared is <nix_root>/nix/store,
+			   its database <nix_root>/nix/var/nix/db: "/"; "none":
+			   no Nix (vmrunner/nixstore.c) */
+	char *nix_conf; /* ksb-run: lines added to the guest's nix.conf (the
+			   substituters, their keys), NULL: none */
 	char **origins; /* per key, "file:line" or NULL (conf_origin) */
 };
 
 /*
  * conf_check_private: 0 if the state directory and the audit database's
  * directory lie outside every host tree ksb-run shares into all guests
- * (/usr, /nix/store when it exists), both resolved (symlinks, "..",
+ * (/usr, nix-root's nix/store when it exists), both resolved (symlinks, "..",
  * the part that exists yet); else -1 and *cause, one line naming the
  * directory and the tree.  No I/O beyond realpath(3) and stat(2).
  */

@@ -27,7 +27,7 @@
 #include "common/common.h"
 #include "common/settings.h"
 
-#define CONF_NKEYS	   40 /* conf_keys */
+#define CONF_NKEYS	   42 /* conf_keys */
 /* qemu-uid-base's default: 2145386496, above the uids of users and of the
  * usual subordinate ranges (/etc/subuid: 100000 + 65536 n), below 2^31. */
 #define CONF_QEMU_UID_BASE 0x7fe00000u
@@ -81,6 +81,8 @@ conf_free(struct ksb_conf *c)
 	free(c->agent_base_url);
 	free(c->template);
 	free(c->machine);
+	free(c->nix_root);
+	free(c->nix_conf);
 	for (i = 0; c->origins != NULL && i < CONF_NKEYS; i++)
 		free(c->origins[i]);
 	free(c->origins);
@@ -129,6 +131,25 @@ conf_check_bridge(
 	if (strlen(v) == 0 || strlen(v) > 15)
 		return cause_set(cause,
 		    "%s: `%s' is not a valid interface name (1-15 bytes)",
+		    k->name, q);
+	return 0;
+}
+
+/* nix-root: "none", or an absolute path without "." or ".." components
+ * (vmrunner/nixstore.c). */
+static int
+conf_check_nix_root(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (strcmp(v, "none") == 0)
+		return 0;
+	if (v[0] != '/' || strstr(v, "/./") != NULL ||
+	    strstr(v, "/../") != NULL || strcmp(v, "/.") == 0 ||
+	    (strlen(v) >= 3 && strcmp(v + strlen(v) - 3, "/..") == 0) ||
+	    (strlen(v) >= 2 && strcmp(v + strlen(v) - 2, "/.") == 0))
+		return cause_set(cause,
+		    "%s: `%s' is neither none nor an absolute path without "
+		    ". or .. components",
 		    k->name, q);
 	return 0;
 }
@@ -306,7 +327,8 @@ conf_set_uid_base(void *t, const struct settings_key *k, const char *v,
 }
 
 /* A file read at start (hosts-file by the proxy process, upstream-ca-file
- * by the parent): relative to ksb.conf, readable now (caught by -n). */
+ * by the parent, nix-conf by ksb-run): relative to ksb.conf, readable now
+ * (caught by -n). */
 static int
 conf_set_readable(void *t, const struct settings_key *k, const char *v,
     const char *q, const struct settings_src *src, char **cause)
@@ -432,6 +454,10 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY("agent-base-url", .kind = SETTINGS_STR,
 	    .off = CONF_OFF(agent_base_url)),
 	CONF_KEY("template", .kind = SETTINGS_STR, .off = CONF_OFF(template)),
+	CONF_KEY("nix-root", .kind = SETTINGS_STR, .off = CONF_OFF(nix_root),
+	    .check = conf_check_nix_root),
+	CONF_KEY(
+	    "nix-conf", .off = CONF_OFF(nix_conf), .set = conf_set_readable),
 	CONF_KEY("bridge", .kind = SETTINGS_STR, .off = CONF_OFF(bridge),
 	    .check = conf_check_bridge),
 	CONF_KEY("nft-table", .kind = SETTINGS_STR, .off = CONF_OFF(nft_table),
@@ -543,6 +569,7 @@ conf_defaults(void)
 	c->audit_budget_records = 1000;
 	c->audit_budget_bytes = 1 << 30;
 	c->mirror_max_size = 2ULL << 30;
+	c->nix_root = xstrdup("/");
 	c->qemu_uid_base = CONF_QEMU_UID_BASE;
 	return c;
 }
@@ -669,17 +696,23 @@ conf_resolve(const char *path, char out[PATH_MAX])
 	snprintf(out, PATH_MAX, "%s", path);
 }
 
-/* The tree of trees[] that holds path, or NULL. */
+/* The tree ksb-run shares into every guest that holds path, or NULL:
+ * /usr, and the Nix store of nix-root (vmrunner/nixstore.c). */
 static const char *
-conf_shared_tree(const char *path)
+conf_shared_tree(const struct ksb_conf *c, const char *path, char *store)
 {
-	static const char *const trees[] = { "/usr", "/nix/store" };
+	const char *trees[2] = { "/usr", NULL };
 	char p[PATH_MAX], t[PATH_MAX];
 	struct stat st;
 	size_t i, n;
 
+	if (c->nix_root != NULL && strcmp(c->nix_root, "none") != 0) {
+		snprintf(store, PATH_MAX, "%s/nix/store",
+		    strcmp(c->nix_root, "/") == 0 ? "" : c->nix_root);
+		trees[1] = store;
+	}
 	conf_resolve(path, p);
-	for (i = 0; i < sizeof(trees) / sizeof(trees[0]); i++) {
+	for (i = 0; i < 2 && trees[i] != NULL; i++) {
 		if (stat(trees[i], &st) != 0 || !S_ISDIR(st.st_mode) ||
 		    realpath(trees[i], t) == NULL)
 			continue;
@@ -693,18 +726,18 @@ conf_shared_tree(const char *path)
 int
 conf_check_private(const struct ksb_conf *c, char **cause)
 {
-	char *dir = xstrdup(c->audit_db), *slash;
+	char *dir = xstrdup(c->audit_db), *slash, store[PATH_MAX];
 	const char *t;
 	int ret = 0;
 
 	if ((slash = strrchr(dir, '/')) != NULL)
 		*(slash == dir ? slash + 1 : slash) = '\0';
-	if ((t = conf_shared_tree(c->state_dir)) != NULL)
+	if ((t = conf_shared_tree(c, c->state_dir, store)) != NULL)
 		ret = cause_set(cause,
 		    "state-dir %s is inside %s, which every guest reads: "
 		    "set state-dir outside it",
 		    c->state_dir, t);
-	else if ((t = conf_shared_tree(dir)) != NULL)
+	else if ((t = conf_shared_tree(c, dir, store)) != NULL)
 		ret = cause_set(cause,
 		    "audit-db %s is inside %s, which every guest reads: set "
 		    "audit-db outside it",

@@ -5,21 +5,27 @@
 #   2. nix/check.nix: the NixOS module evaluated against a stub of the lib
 #      functions and types it uses: the ksb.conf, policy, unit, users and
 #      tmpfiles it renders;
-#   3. the policy nix/policy.nix renders from Nix attributes passes the
+#   3. nix/flakecheck.nix: flake.nix's outputs evaluated against a stub
+#      nixpkgs: per system the package (source, build inputs, flags), the
+#      dev shell, the apps' programs; the module is a function;
+#   4. the policy nix/policy.nix renders from Nix attributes passes the
 #      gateway's own parser (ksbctl policy check; needs the build).
 # Not checked: that the flake evaluates with the real nixpkgs (inputs),
 # that the package builds with Nix, the module under the real module
-# system, the service on NixOS, the guest's /nix/store share on a Nix
-# host.  Skips (77) naming the Debian package when nix is absent.
+# system, the service on NixOS.  The guest's Nix over a Nix host's store
+# is tests/e2e/nix.sh's.  Skips (77) naming the Debian package when nix
+# is absent.
 set -eu
 cd "$(dirname "$0")/.."
 command -v nix-instantiate >/dev/null 2>&1 || {
 	echo "SKIP: needs nix-instantiate: install the Debian package nix-bin"
 	exit 77
 }
-export NIX_REMOTE= NIX_STATE_DIR=${TMPDIR:-/tmp}/ksb-nix-state.$$
 T=$(mktemp -d)
-trap 'rm -rf "$T" "$NIX_STATE_DIR"' EXIT
+trap 'rm -rf "$T"' EXIT
+# A store of its own (a chroot store, /nix/store inside $T/root): opening
+# the default one would make /nix on a machine without Nix.
+export NIX_REMOTE=$T/root HOME=$T NIX_CONF_DIR=$T
 q() { grep -v "build-users-group" || true; }
 for f in flake.nix nix/*.nix; do
 	nix-instantiate --parse "$f" > /dev/null 2> "$T/err" ||
@@ -30,6 +36,10 @@ r=$(nix-instantiate --eval --strict nix/check.nix 2> "$T/err") ||
 	{ q < "$T/err"; echo "nix-check: nix/check.nix failed" >&2; exit 1; }
 [ "$r" = true ] || { echo "nix-check: nix/check.nix gave $r" >&2; exit 1; }
 echo "ok - nix/module.nix renders ksb.conf, policy, unit, users (nix/check.nix)"
+r=$(nix-instantiate --eval --strict nix/flakecheck.nix 2> "$T/err") ||
+	{ q < "$T/err"; echo "nix-check: nix/flakecheck.nix failed" >&2; exit 1; }
+[ "$r" = true ] || { echo "nix-check: nix/flakecheck.nix gave $r" >&2; exit 1; }
+echo "ok - flake.nix's outputs: package, dev shell, apps, module (nix/flakecheck.nix)"
 KSBCTL=${KSBCTL:-ksbctl/ksbctl}
 if [ ! -x "$KSBCTL" ]; then
 	echo "nix-check: $KSBCTL not built (make first)" >&2

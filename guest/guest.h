@@ -23,6 +23,7 @@
 #define AGENT_DIR  "/run/ksb/agent"
 #define AGENT_BIN  "/run/ksb/bin"
 #define DISK_MNT   "/run/ksb/disk"
+#define USR_TMPFS  "/run/ksb/usr" /* the upper layers without a disk */
 #define CA_BUNDLE  "/etc/ssl/certs/ca-certificates.crt"
 #define PWRBTN_MAX 4
 
@@ -56,6 +57,14 @@ struct boot {
 	char *argbuf;
 	char **argv;
 };
+
+/* ---- nix.c -----------------------------------------------------------------
+ * nix_setup: with ksb.nix=1, after the shares are mounted and the storage
+ * is ready (DISK_MNT, else USR_TMPFS): the store's overlay, /nix/var, the
+ * database (the host's snapshot on a fresh disk), /etc/nix/nix.conf; a
+ * failure is said (ERR) and leaves the store read-only.
+ */
+void nix_setup(const struct boot *b);
 
 /* ---- port.c ----------------------------------------------------------------
  * What init says and to whom: the control port (org.ksb.control), the

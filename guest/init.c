@@ -484,7 +484,7 @@ format_disk(void)
 static void
 setup_storage(const struct boot *b)
 {
-	const char *base = "/run/ksb/usr";
+	const char *base = USR_TMPFS;
 	char opts[256];
 	int i;
 
@@ -687,6 +687,7 @@ main(int argc, char **argv)
 			"cache=loose" :
 			"trans=virtio,version=9p2000.L,msize=512000");
 	port_stage("shares mounted");
+	nix_setup(&b);
 	read_header(&b);
 	port_stage("header read");
 	workspace_prepare(&b);

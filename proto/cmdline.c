@@ -179,7 +179,7 @@ cmdline_encode_port(const struct cmdline *c, struct cmdline_out *o)
 }
 
 /* The flags whose only value is one word: ksb.disk=1, ksb.selftest=off,
- * ksb.template=1, ksb.fwcfg=1. */
+ * ksb.nix=1, ksb.template=1, ksb.fwcfg=1. */
 static int
 cmdline_flag(
     int *field, const char *name, const char *want, char *val, char **cause)
@@ -215,6 +215,19 @@ cmdline_encode_selftest(const struct cmdline *c, struct cmdline_out *o)
 {
 	if (c->selftest_off)
 		cmdline_add(o, " ksb.selftest=off");
+}
+
+static int
+cmdline_parse_nix(struct cmdline *c, char *val, char **cause)
+{
+	return cmdline_flag(&c->nix, "ksb.nix", "1", val, cause);
+}
+
+static void
+cmdline_encode_nix(const struct cmdline *c, struct cmdline_out *o)
+{
+	if (c->nix)
+		cmdline_add(o, " ksb.nix=1");
 }
 
 /* Decimal s[0..len), 1..5 digits, no leading zero, lo..hi, into *v. */
@@ -425,6 +438,7 @@ static const struct cmdline_key cmdline_keys[] = {
 	{ "ksb.disk", cmdline_parse_disk, cmdline_encode_disk, BOTH, 1, 0 },
 	{ "ksb.selftest", cmdline_parse_selftest, cmdline_encode_selftest, BOTH,
 	    1, 0 },
+	{ "ksb.nix", cmdline_parse_nix, cmdline_encode_nix, BOTH, 1, 0 },
 	{ "ksb.display", cmdline_parse_display, cmdline_encode_display, BOTH, 1,
 	    0 },
 	{ "ksb.share", cmdline_parse_share, cmdline_encode_share, BOTH,

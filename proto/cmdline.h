@@ -15,6 +15,10 @@
  *   ksb.port=PORT          1..65535
  *   ksb.disk=1             an instance disk on /dev/vda
  *   ksb.selftest=off       no enforcement self-test
+ *   ksb.nix=1              the host's Nix store is the share mounted at
+ *                          CMDLINE_NIX_STORE, its database snapshot and
+ *                          nix.conf the share at CMDLINE_NIX_HOST: the
+ *                          guest's init makes them its own Nix (guest/nix.c)
  *   ksb.display=WxH        Xvfb's size: W 64..FWD_SHOT_MAX_W, H 64..
  *                          FWD_SHOT_MAX_H, decimal without leading zeros
  *   ksb.share=sN:PATH[:rw] 9p tag sN (N 0..15), mount point PATH
@@ -46,6 +50,10 @@
 #define CMDLINE_ID_MAX	    32	/* ksb.id's bytes */
 #define CMDLINE_PATH_MAX    255 /* a share's mount point's bytes */
 #define CMDLINE_DISPLAY_MAX 11	/* "WxH" as given: 5 digits each at most */
+/* ksb.nix=1: where the two shares of a Nix host are mounted (vmrunner/nixstore.c,
+ * guest/nix.c). */
+#define CMDLINE_NIX_STORE   "/nix/store"
+#define CMDLINE_NIX_HOST    "/nix/.ksb-host"
 
 /* Where a buffer of keys comes from: each key says which it may be in. */
 enum cmdline_ctx {
@@ -71,6 +79,7 @@ struct cmdline {
 	char display[CMDLINE_DISPLAY_MAX + 1]; /* "WxH" as given, or "" */
 	int display_w, display_h;	       /* pixels: display's */
 	int selftest_off;
+	int nix; /* ksb.nix=1 */
 	int template;
 	/* a template's INSTANCE only */
 	unsigned char mac[6];

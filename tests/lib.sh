@@ -51,6 +51,7 @@ ksb_pkg() {
 	man) echo man-db ;;
 	depmod | modprobe) echo kmod ;;
 	timeout | mkfifo | stat | sha256sum | base64 | od) echo coreutils ;;
+	nix-store | nix-build | nix-instantiate) echo nix-bin ;;
 	*) echo "?" ;;
 	esac
 }

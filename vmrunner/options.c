@@ -1,7 +1,7 @@
 /*
  * options.c: ksb-run's command line and settings: --help, the options
- * (getopt_long), --share and the Nix store, and the layers defaults <
- * ksb.conf < .ksb/instance.conf < environment < flags.
+ * (getopt_long), --share (the Nix store: nixstore.c), and the layers
+ * defaults < ksb.conf < .ksb/instance.conf < environment < flags.
  */
 #include <sys/file.h>
 #include <sys/ioctl.h>
@@ -189,26 +189,6 @@ run_parse_share(struct run *r, const char *arg)
 	r->nshares++;
 	free(host);
 	return 0;
-}
-
-/*
- * A Nix host keeps its programs in /nix/store, not /usr: the guest gets
- * it read-only at the same path, as it gets the host /usr (ksb-run(1),
- * NIX HOSTS).  Nothing when there is no /nix/store or a share already
- * puts something there.  0, or -1 (said) as run_parse_share.
- */
-static int
-run_nix_store(struct run *r)
-{
-	struct stat st;
-	size_t i;
-
-	if (stat("/nix/store", &st) != 0 || !S_ISDIR(st.st_mode))
-		return 0;
-	for (i = 0; i < r->nshares; i++)
-		if (strcmp(r->shares[i].guest_path, "/nix/store") == 0)
-			return 0;
-	return run_parse_share(r, "/nix/store:/nix/store");
 }
 
 enum {
@@ -582,8 +562,9 @@ options_settings(struct run *r, int argc, char **argv, int first,
 	for (i = 0; i < n; i++)
 		if (run_parse_share(r, list[i]) != 0)
 			goto out;
-	if (run_nix_store(r) != 0)
-		goto out;
+	/* A Nix host's store (nixstore.c); a share there replaces it. */
+	if (nixstore_share(r, &cause) != 0)
+		goto fail;
 	list = config_list(r->cfg, "secret", &n);
 	if (secrets_load(list, n, &r->secrets, &cause) != 0)
 		goto fail;

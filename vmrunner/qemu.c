@@ -519,6 +519,7 @@ qemu_ksb_values(const struct qemu_config *cfg, struct cmdline *c)
 	c->port = (unsigned)cfg->port;
 	c->disk = cfg->disk != NULL;
 	c->selftest_off = cfg->selftest_off != 0;
+	c->nix = cfg->nix != 0;
 	if (cfg->display != NULL)
 		memcpy(c->display, cfg->display, strlen(cfg->display) + 1);
 	for (i = 0; i < cfg->nshares; i++) {

@@ -835,6 +835,14 @@ run_prepare_instance(struct run *r, int argc, char **argv)
 	if (r->agent_cmd != NULL && run_agent_setup(r, argc, argv, &cause) != 0)
 		goto fail;
 	instdir_state_save(r);
+	/* The host's Nix database as of now; without it, the store alone. */
+	if (nixstore_snapshot(r, &cause) != 0) {
+		log_warnx("instance %s: %s: the guest gets the Nix store "
+			  "read-only, without a Nix of its own",
+		    r->id, cause);
+		free(cause);
+		cause = NULL;
+	}
 	/* Git handoff: mirror (or its base on resume), contexts, their shares. */
 	if (workspace_setup(r->cfg, r->state_dir, r->instance_dir, r->id,
 		r->shares, &r->nshares, QEMU_SHARES_MAX, &cause) != 0) {
@@ -1068,6 +1076,7 @@ run_qemu_config(struct run *r, struct qemu_config *qc)
 	qc->fwd_fd = QEMU_FWD_FD;
 	qc->display = r->display;
 	qc->selftest_off = !r->selftest;
+	qc->nix = r->nix;
 	qc->disk = r->disk_path;
 	qc->qmp_path = r->qmp_path;
 	qc->share_usr = 1;
@@ -1308,6 +1317,7 @@ run_teardown(struct run *r, char **qargv, int status)
 		free((char *)r->shares[i].host_path);
 		free((char *)r->shares[i].guest_path);
 	}
+	free(r->nix_db);
 	free(r->kernel);
 	free(r->modules_dir);
 	free(r->init_path);

@@ -65,6 +65,8 @@ struct run {
 	int headless;	      /* agent-mode headless */
 	struct qemu_share shares[QEMU_SHARES_MAX];
 	size_t nshares;
+	char *nix_db; /* the host's Nix database (nixstore.c), NULL: none */
+	int nix;      /* its snapshot is shared: ksb.nix=1 */
 	char **command;
 	struct run_flag
 	    *flags; /* settings flags: options_settings' top layer */
@@ -206,6 +208,23 @@ int options_parse(struct run *r, int argc, char **argv);
  */
 int options_settings(struct run *r, int argc, char **argv, int first,
     const struct run_flag *flags, size_t nflags);
+
+/* ---- nixstore.c -----------------------------------------------------------
+ * A Nix host's store and database for the guest (ksb-run(1), NIX HOSTS).
+ * nixstore_share: with <nix-root>/nix/store a directory (r->conf->nix_root,
+ * "none": never) and no share at /nix/store yet, add it read-only there,
+ * and, if <nix-root>/nix/var/nix/db/db.sqlite is a file, set r->nix_db to
+ * its path (owned by r).  0, or -1 and *cause (no share left, realpath).
+ * nixstore_snapshot: with r->nix_db set, <instance>/nix-host/ gets the
+ * database's consistent snapshot (db.sqlite, SQLite's backup API), the
+ * host's schema file, the guest's nix.conf and, for an instance with a
+ * disk, new-paths (the paths since its seed.sqlite, the snapshot of its
+ * first start), shared read-only at CMDLINE_NIX_HOST, and r->nix = 1
+ * (ksb.nix=1).  0, or -1 and *cause
+ * naming the file (nothing shared then, r->nix stays 0).
+ */
+int nixstore_share(struct run *r, char **cause);
+int nixstore_snapshot(struct run *r, char **cause);
 
 /* ---- instdir.c ------------------------------------------------------------
  * The instance directory under state_dir: created (or resumed), locked

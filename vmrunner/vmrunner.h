@@ -162,6 +162,8 @@ struct qemu_config {
 	const char *display; /* NULL, or "WxH": ksb.display= (Xvfb) */
 	int selftest_off;    /* ksb.selftest=off: no enforcement self-test */
 	int share_usr;	     /* export host /usr as tag "usr" */
+	int nix; /* ksb.nix=1: the shares at CMDLINE_NIX_STORE and _HOST are a
+		    Nix store and its database (vmrunner/nixstore.c) */
 	const struct qemu_share *shares; /* tags s0, s1, ... */
 	size_t nshares;
 	/*

@@ -2,7 +2,8 @@
 # `ksb-gatewayd -n' refuses what the daemon could not run with, naming the
 # file and line: an unreadable hosts-file, a proxy-user or qemu-user with uid or gid 0,
 # an unknown key, a hostile value (quoted escaped and cut), a line too long
-# (common/settings.c).  No root needed, no network.
+# (common/settings.c); a state-dir in a shared tree (/usr, nix-root's
+# store); nix-root's values.  No root needed, no network.
 set -eu
 B=${KSB_BUILDDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 T=$(mktemp -d)
@@ -75,6 +76,23 @@ audit-db = /usr/lib/../local/ksbt-audit.db" "audit-db /usr/lib/../local/ksbt-aud
 check "state-dir /usrx (not under /usr) accepted" \
 	'printf "policy = policy.d/*.policy\nstate-dir = /usrx/ksb\n" > "$T/ok.conf" &&
 	 "$B/ksb-gatewayd" -n -f "$T/ok.conf" | grep -qx "configuration OK"'
+# ... nor in the Nix store of nix-root (issue 36), which is checked too.
+mkdir -p "$T/nixr/nix/store"
+printf 'policy = policy.d/*.policy\nnix-root = %s/nixr\nstate-dir = %s/nixr/nix/store/ksb\n' "$T" "$T" > "$T/nix.conf"
+check "state-dir in nix-root's store refused, naming it" \
+	'! "$B/ksb-gatewayd" -n -f "$T/nix.conf" >/dev/null 2>"$T/nix.err" &&
+	 grep -q "state-dir $T/nixr/nix/store/ksb is inside $T/nixr/nix/store, which every guest reads" "$T/nix.err"'
+printf 'policy = policy.d/*.policy\nnix-root = none\nstate-dir = %s/nixr/nix/store/ksb\n' "$T" > "$T/nix.conf"
+check "... and accepted with nix-root = none" \
+	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" | grep -qx "configuration OK"'
+printf 'policy = policy.d/*.policy\nnix-conf = no-such-nix.conf\n' > "$T/nix.conf"
+check "a missing nix-conf refused with file:line" \
+	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" 2>&1 | grep -q "nix.conf:2: nix-conf: .*no-such-nix.conf.*No such file"'
+for v in relative/dir /a/../b /a/. '""'; do
+	printf 'policy = policy.d/*.policy\nnix-root = %s\n' "$v" > "$T/nix.conf"
+	check "nix-root = '$v' refused with file:line" \
+		'"$B/ksb-gatewayd" -n -f "$T/nix.conf" 2>&1 | grep -q "nix.conf:2: nix-root: .* is neither none nor an absolute path"'
+done
 check "the compiled default state-dir is outside /usr (configure: /var/lib/ksb)" \
 	'"$B/ksb-gatewayd" -n -f "$T/good.conf" | grep -qx "configuration OK"'
 # Credential sources are checked as the start checks them (issue 29):

@@ -59,6 +59,7 @@ test_round_trip(void)
 	c.port = 3128;
 	c.disk = 1;
 	c.selftest_off = 1;
+	c.nix = 1;
 	strcpy(c.display, "320x240");
 	c.nshares = 2;
 	strcpy(c.shares[0].tag, "s0");
@@ -70,7 +71,7 @@ test_round_trip(void)
 	CHECK(s != NULL &&
 		strcmp(s, "ksb.id=e-1a2b3c4d ksb.ip=10.77.0.2/24 "
 			  "ksb.gw=10.77.0.1 ksb.port=3128 ksb.disk=1 "
-			  "ksb.selftest=off ksb.display=320x240 "
+			  "ksb.selftest=off ksb.nix=1 ksb.display=320x240 "
 			  "ksb.share=s0:/home/agent/proj "
 			  "ksb.share=s1:/ksb/mirror.git:rw") == 0,
 	    "boot encoding as ksb-run always wrote it: %s", s ? s : "NULL");
@@ -78,7 +79,7 @@ test_round_trip(void)
 	    "boot encoding parses back (%s)", why);
 	CHECK(strcmp(d.id, c.id) == 0 && d.ip.s_addr == c.ip.s_addr &&
 		d.gw.s_addr == c.gw.s_addr && d.prefix == 24 &&
-		d.port == 3128 && d.disk && d.selftest_off &&
+		d.port == 3128 && d.disk && d.selftest_off && d.nix &&
 		d.display_w == 320 && d.display_h == 240 && d.nshares == 2 &&
 		strcmp(d.shares[1].path, "/ksb/mirror.git") == 0 &&
 		d.shares[1].rw && !d.shares[0].rw &&
@@ -248,6 +249,7 @@ test_refusals(void)
 	CHECK(refused("ksb.disk=0", CMDLINE_BOOT, "ksb.disk: invalid `0'") &&
 		refused("ksb.selftest=on", CMDLINE_BOOT,
 		    "ksb.selftest: invalid `on'") &&
+		refused("ksb.nix=yes", CMDLINE_BOOT, "ksb.nix: invalid `yes'") &&
 		refused("ksb.template=yes", CMDLINE_BOOT,
 		    "ksb.template: invalid `yes'") &&
 		refused("ksb.fwcfg=", CMDLINE_INSTANCE, "ksb.fwcfg: invalid `'"),
