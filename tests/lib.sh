@@ -51,7 +51,7 @@ ksb_pkg() {
 	systemd-nspawn) echo systemd-container ;;
 	debootstrap) echo debootstrap ;;
 	dpkg-buildpackage) echo dpkg-dev ;;
-	sbatch | srun | sacct | scontrol | scancel | slurmctld | slurmd) echo slurm-wlm ;;
+	sbatch | srun | squeue | sstat | sacct | scontrol | scancel | slurmctld | slurmd) echo slurm-wlm ;;
 	munged | mungekey) echo munge ;;
 	man) echo man-db ;;
 	depmod | modprobe) echo kmod ;;
