@@ -73,9 +73,14 @@ umount_root() { mountpoint -q "$R" && umount -l "$R"; }
 cp "$deb" "$R/root/ksb.deb"
 
 # ---- boot ------------------------------------------------------------------------
+# A host without systemd (this project's machines) has no bus to make
+# the container's scope: --keep-unit; under systemd nspawn makes its own
+# scope, delegated (that case was not run here).
+reg=(--register=no --keep-unit)
+[ -d /run/systemd/system ] && reg=(--register=no)
 devs=(--bind=/dev/net/tun)
 [ -c /dev/kvm ] && devs+=(--bind=/dev/kvm)
-systemd-nspawn --boot --register=no --keep-unit --quiet -D "$R" -M "ksbt-$$" \
+systemd-nspawn --boot "${reg[@]}" --quiet -D "$R" -M "ksbt-$$" \
 	--network-namespace-path="/run/netns/$GW" "${devs[@]}" \
 	--capability=CAP_NET_ADMIN \
 	--bind-ro="$KSB_KERNEL:/opt/ksbt/vmlinuz" \
