@@ -13,7 +13,7 @@ qemu-system-x86 qemu-utils
 nftables iproute2 openssl curl sqlite3 ca-certificates python3 python3-websockets kmod cpio bc
 git clang libclang-rt-14-dev busybox-static tmux e2fsprogs util-linux
 make vim-tiny clang-format cppcheck procps netbase file xvfb x11-apps systemd man-db
-dpkg-dev debhelper lintian debootstrap nix-bin
+dpkg-dev debhelper lintian debootstrap nix-bin systemd-container slurm-wlm munge
 node-undici python3-requests"
 # Node.js and npm (the guest's developer tools; npm installs the pinned
 # agents for the tests): Debian's, unless a node and npm are already there

@@ -271,4 +271,16 @@ void mirror_fetch_result_clear(struct mirror_fetch_result *res);
 int mirror_read_ref(
     const char *dir, const char *refname, char hex[41], char **cause);
 
+/* ---- push.c ------------------------------------------------------------- */
+
+/*
+ * mirror_push: push src_ref of the host repo at gitdir (its git dir, as
+ * mirror_state.gitdir; a ref mirror_fetch wrote) to url as dst_ref
+ * (full ref names), not forced, with libgit2 and no credentials.  0, or
+ * -1 and *cause (the URL and libgit2's or the remote's reason); the host
+ * repo is not changed either way.
+ */
+int mirror_push(const char *gitdir, const char *src_ref, const char *url,
+    const char *dst_ref, char **cause);
+
 #endif

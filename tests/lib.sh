@@ -48,6 +48,11 @@ ksb_pkg() {
 	cppcheck) echo cppcheck ;;
 	file) echo file ;;
 	systemd-analyze) echo systemd ;;
+	systemd-nspawn) echo systemd-container ;;
+	debootstrap) echo debootstrap ;;
+	dpkg-buildpackage) echo dpkg-dev ;;
+	sbatch | srun | squeue | sstat | sacct | scontrol | scancel | slurmctld | slurmd) echo slurm-wlm ;;
+	munged | mungekey) echo munge ;;
 	man) echo man-db ;;
 	depmod | modprobe) echo kmod ;;
 	timeout | mkfifo | stat | sha256sum | base64 | od) echo coreutils ;;

@@ -95,6 +95,8 @@ run_help_more(void)
 	    "  --context path[@rev][:name]\n"
 	    "                       another repository, pinned, at "
 	    "/context/NAME\n"
+	    "  --push-to url        at the end, the host pushes sandbox/ID "
+	    "there\n"
 	    "  --agent command      start an agent in tmux (ksbctl prompt, "
 	    "logs)\n"
 	    "  --prompt text|@file  its first turn; --idle s: quiet this long "
@@ -135,7 +137,8 @@ run_usage(FILE *f)
 	    "dir]\n"
 	    "               [--share-ro hostpath[:guestpath]]...\n"
 	    "               [--secret NAME=env:VAR|NAME=file:PATH]...\n"
-	    "               [--repo path] [--include-uncommitted]\n"
+	    "               [--repo path] [--include-uncommitted] [--push-to "
+	    "url]\n"
 	    "               [--context path[@rev][:name]]...\n"
 	    "               [--accel auto|kvm|tcg] [--cpu model] [--ca-file "
 	    "pem]\n"
@@ -220,7 +223,8 @@ enum {
 	O_FORWARD,
 	O_DISPLAY,
 	O_TEMPLATE,
-	O_MACHINE
+	O_MACHINE,
+	O_PUSH
 };
 
 static const struct option run_longopts[] = { { "help", no_argument, NULL,
@@ -257,7 +261,7 @@ static const struct option run_longopts[] = { { "help", no_argument, NULL,
 	{ "forward", required_argument, NULL, O_FORWARD },
 	{ "display", optional_argument, NULL, O_DISPLAY },
 	{ "template", required_argument, NULL, O_TEMPLATE },
-	{ NULL, 0, NULL, 0 } };
+	{ "push-to", required_argument, NULL, O_PUSH }, { NULL, 0, NULL, 0 } };
 
 /* A setting flag, kept for options_settings' top layer (origin "--name"). */
 static void
@@ -352,6 +356,13 @@ run_plain_option(struct run *r, int ch, const char *arg)
 	case O_IGNORE_PROJECT:
 		r->ignore_project = 1;
 		break;
+	case O_PUSH:
+		if (*arg == '\0' || *arg == '-' || strlen(arg) > 4096) {
+			log_warnx("--push-to: `%s' is not a URL or path", arg);
+			return -1;
+		}
+		r->push_to = arg;
+		break;
 	case O_JSON:
 		r->json = 1;
 		break;
@@ -412,6 +423,7 @@ options_parse(struct run *r, int argc, char **argv)
 		case O_AGENT:
 		case O_PROMPT:
 		case O_IDLE:
+		case O_PUSH:
 			if (run_plain_option(r, ch, optarg) != 0)
 				return -1;
 			break;

@@ -35,6 +35,7 @@
 
 #include "common/common.h"
 #include "common/termfilter.h"
+#include "mirror/mirror.h"
 #include "vmrunner/vmrunner.h"
 #include "proto/agentcmd.h"
 #include "vmrunner/run.h"
@@ -139,6 +140,56 @@ run_find_clone(struct run *r)
 
 /* ---- teardown, agent mode, --detach ------------------------------------ */
 
+/*
+ * --push-to: the instance's sandbox/<id> into the project repo
+ * (mirror_fetch: refs/remotes/ksb/<id>, verified), then from there to the
+ * URL as refs/heads/sandbox/<id> (mirror_push).  QEMU is gone and the
+ * mirror back on the host's disk.  0, or -1 (logged).
+ */
+static int
+run_push(struct run *r)
+{
+	struct mirror_fetch_opts o;
+	struct mirror_fetch_result res;
+	struct mirror_state st;
+	char *mdir = NULL, *dst = NULL, *cause = NULL;
+	int ret = -1;
+
+	memset(&o, 0, sizeof(o));
+	memset(&res, 0, sizeof(res));
+	memset(&st, 0, sizeof(st));
+	if (mirror_state_read(r->instance_dir, &st, &cause) != 0) {
+		log_warnx("--push-to: instance %s has no repository (--repo): "
+			  "%s",
+		    r->id, cause != NULL ? cause : "no mirror.state");
+		goto cleanup;
+	}
+	xasprintf(&mdir, "%s/%s", r->instance_dir, MIRROR_DIR);
+	o.instance_dir = r->instance_dir;
+	o.mirror_dir = mdir;
+	o.id = r->id;
+	if (mirror_fetch(&o, &res, &cause) != 0) {
+		log_warnx("--push-to: instance %s: %s", r->id, cause);
+		goto cleanup;
+	}
+	xasprintf(&dst, "refs/heads/sandbox/%s", r->id);
+	if (mirror_push(st.gitdir, res.refname, r->push_to, dst, &cause) != 0) {
+		log_warnx("--push-to: instance %s: %s", r->id, cause);
+		goto cleanup;
+	}
+	log_info("instance %s: pushed sandbox/%s %.12s (%zu commits on the "
+		 "seed) to %s",
+	    r->id, r->id, res.tip, res.ahead, r->push_to);
+	ret = 0;
+cleanup:
+	mirror_fetch_result_clear(&res);
+	mirror_state_clear(&st);
+	free(cause);
+	free(dst);
+	free(mdir);
+	return ret;
+}
+
 static void
 run_cleanup(struct run *r, int status)
 {
@@ -172,6 +223,11 @@ run_cleanup(struct run *r, int status)
 			free(cause);
 			cause = NULL;
 		}
+		/* The command's own outcome only (not 125..127: it never
+		 * ran; not 128+N: stopped by a signal, a cancelled job). */
+		if (r->push_to != NULL && status >= 0 && status < 125 &&
+		    run_push(r) != 0)
+			r->push_failed = 1;
 		if (!r->named) {
 			if (util_rmtree(r->instance_dir) != 0)
 				log_warn("removing %s", r->instance_dir);
@@ -1364,5 +1420,8 @@ main(int argc, char **argv)
 	ret = supervise_run(&r, qargv);
 out:
 	run_teardown(&r, qargv, ret);
+	/* --push-to that did not land fails a job that otherwise passed. */
+	if (r.push_failed && ret == 0)
+		ret = 125;
 	return ret;
 }

@@ -47,7 +47,9 @@ struct run {
 	const char *conf_path;
 	int conf_explicit;
 	const char *project_path;
-	int ignore_project; /* --ignore-project-file */
+	int ignore_project;  /* --ignore-project-file */
+	const char *push_to; /* --push-to URL: the host pushes sandbox/<id> */
+	int push_failed;     /* set by the teardown: the push did not land */
 	int detach, print_config, json;
 	struct config *cfg;
 	char *id;

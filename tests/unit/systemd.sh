@@ -1,7 +1,9 @@
 #!/bin/bash
 # systemd.sh: the systemd units in contrib/ (issue 17): `systemd-analyze
-# verify' clean and `systemd-analyze security' at 3.0 or lower for
-# ksb-gatewayd.service; ksb-run@.service's figure printed.  Needs systemd-analyze (package systemd), not a
+# verify' clean and `systemd-analyze security' at 3.1 or lower for
+# ksb-gatewayd.service (3.0 until the run under a real systemd, issue 33,
+# found the self-test's canaries need CAP_NET_BIND_SERVICE), at 4.7 or
+# lower for ksb-run@.service (7.5 before that run).  Needs systemd-analyze (package systemd), not a
 # running systemd: --offline.  Prints the figure.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -42,13 +44,15 @@ check "ksb-run@.service runs /etc/ksb/instances/%i.conf as --name %i" \
 	'grep -qx "ExecStart=$B/ksb-run -c /etc/ksb/instances/%i.conf --name %i" "$T/units/ksb-run@.service" && grep -qx "SuccessExitStatus=143" "$T/units/ksb-run@.service"'
 systemd-analyze security --offline=true "$T/units/ksb-run@test.service" \
 	> "$T/out" 2>&1 || true
-echo "# systemd-analyze security ksb-run@.service:" \
-	"$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$T/out")"
+rlevel=$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$T/out")
+echo "# systemd-analyze security ksb-run@.service: ${rlevel:-?}"
+check "systemd-analyze security ksb-run@.service: $rlevel <= 4.7" \
+	'[ -n "$rlevel" ] && awk -v l="$rlevel" "BEGIN { exit !(l <= 4.7) }"'
 systemd-analyze security --offline=true "$T/units/ksb-gatewayd.service" \
 	> "$T/out" 2>&1 || true
 level=$(sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p' "$T/out")
 echo "# systemd-analyze security ksb-gatewayd.service: ${level:-?}"
-check "systemd-analyze security ksb-gatewayd.service: $level <= 3.0" \
-	'[ -n "$level" ] && awk -v l="$level" "BEGIN { exit !(l <= 3.0) }"'
+check "systemd-analyze security ksb-gatewayd.service: $level <= 3.1" \
+	'[ -n "$level" ] && awk -v l="$level" "BEGIN { exit !(l <= 3.1) }"'
 echo "1..$n"
 [ "$fails" = 0 ]

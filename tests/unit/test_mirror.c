@@ -69,17 +69,19 @@ commit_all(git_repository *r, const char *msg)
 	git_strarray ps = { paths, 1 };
 
 	if (git_repository_index(&idx, r) < 0 ||
-	    git_index_add_all(idx, &ps, 0, NULL, NULL) < 0 || git_index_write(idx) < 0 ||
+	    git_index_add_all(idx, &ps, 0, NULL, NULL) < 0 ||
+	    git_index_write(idx) < 0 ||
 	    git_index_write_tree(&tree_id, idx) < 0 ||
 	    git_tree_lookup(&tree, r, &tree_id) < 0 ||
 	    (commit_when == 0 ? git_signature_now(&sig, "T", "t@example") :
-		git_signature_new(&sig, "T", "t@example", commit_when, 0)) < 0)
+				git_signature_new(&sig, "T", "t@example",
+				    commit_when, 0)) < 0)
 		fatalx("commit_all: %s", git_error_last()->message);
 	if (git_revparse_single(&parent, r, "HEAD^{commit}") != 0)
 		git_error_clear();
 	parents[0] = (const git_commit *)parent;
 	if (git_commit_create(&id, r, "HEAD", sig, sig, NULL, msg, tree,
-	    parent ? 1 : 0, parents) < 0)
+		parent ? 1 : 0, parents) < 0)
 		fatalx("commit: %s", git_error_last()->message);
 	git_object_free(parent);
 	git_signature_free(sig);
@@ -117,7 +119,8 @@ fingerprint(const char *dir)
 	FILE *p;
 	size_t i;
 
-	snprintf(cmd, sizeof(cmd), "find '%s' -printf '%%P %%s %%T@ %%m\\n' | sort", dir);
+	snprintf(cmd, sizeof(cmd),
+	    "find '%s' -printf '%%P %%s %%T@ %%m\\n' | sort", dir);
 	if ((p = popen(cmd, "r")) == NULL)
 		fatal("popen");
 	while (fgets(line, sizeof(line), p) != NULL)
@@ -143,23 +146,26 @@ guest_commit(const char *inst, const char *host_objects, const char *id,
 
 	xasprintf(&mdir, "%s/%s", inst, MIRROR_DIR);
 	xasprintf(&alt, "%s/objects/info/alternates", mdir);
-	put("/", alt + 1, host_objects, strlen(host_objects));	/* host view */
+	put("/", alt + 1, host_objects, strlen(host_objects)); /* host view */
 	xasprintf(&ref, "refs/heads/sandbox/%s", id);
 	if (git_repository_open(&m, mdir) < 0 ||
 	    git_commit_lookup(&parent, m, parent_id) < 0 ||
 	    git_commit_tree(&ptree, parent) < 0 ||
-	    git_blob_create_from_buffer(&blob, m, content, strlen(content)) < 0 ||
+	    git_blob_create_from_buffer(&blob, m, content, strlen(content)) <
+		0 ||
 	    git_treebuilder_new(&tb, m, ptree) < 0 ||
-	    git_treebuilder_insert(NULL, tb, file, &blob, GIT_FILEMODE_BLOB) < 0 ||
+	    git_treebuilder_insert(NULL, tb, file, &blob, GIT_FILEMODE_BLOB) <
+		0 ||
 	    git_treebuilder_write(&tree_id, tb) < 0 ||
 	    git_tree_lookup(&tree, m, &tree_id) < 0 ||
 	    git_signature_now(&sig, "agent", "agent@ksb") < 0)
 		fatalx("guest_commit: %s", git_error_last()->message);
 	parents[0] = parent;
-	if (git_commit_create(&id_out, m, ref, sig, sig, NULL, "guest work\n", tree,
-	    1, parents) < 0)
+	if (git_commit_create(&id_out, m, ref, sig, sig, NULL, "guest work\n",
+		tree, 1, parents) < 0)
 		fatalx("guest commit: %s", git_error_last()->message);
-	put("/", alt + 1, MIRROR_GUEST_OBJECTS "\n", strlen(MIRROR_GUEST_OBJECTS) + 1);
+	put("/", alt + 1, MIRROR_GUEST_OBJECTS "\n",
+	    strlen(MIRROR_GUEST_OBJECTS) + 1);
 	git_signature_free(sig);
 	git_tree_free(tree);
 	git_tree_free(ptree);
@@ -195,25 +201,31 @@ test_create_and_fetch(void)
 	xasprintf(&p, "%s/.git", repo);
 	fp = fingerprint(p);
 	free(p);
-	rc = mirror_create(repo, inst, "t1", 0, getuid(), getgid(), &st, &cause);
+	rc =
+	    mirror_create(repo, inst, "t1", 0, getuid(), getgid(), &st, &cause);
 	CHECK(rc == 0, "mirror_create small repo (%s)", rc ? cause : "ok");
 	git_oid_tostr(hex, sizeof(hex), &head);
-	CHECK(strcmp(st.seed, hex) == 0 && strcmp(st.base, hex) == 0, "seed = base = HEAD");
+	CHECK(strcmp(st.seed, hex) == 0 && strcmp(st.base, hex) == 0,
+	    "seed = base = HEAD");
 	xasprintf(&p, "%s/mirror.git/refs/heads/sandbox/t1", inst);
-	CHECK(strncmp(slurp(p), hex, 40) == 0, "sandbox/t1 written in the mirror");
+	CHECK(strncmp(slurp(p), hex, 40) == 0,
+	    "sandbox/t1 written in the mirror");
 	free(p);
 	xasprintf(&p, "%s/mirror.git/HEAD", inst);
-	CHECK(strcmp(slurp(p), "ref: refs/heads/sandbox/t1\n") == 0, "mirror HEAD -> sandbox/t1");
+	CHECK(strcmp(slurp(p), "ref: refs/heads/sandbox/t1\n") == 0,
+	    "mirror HEAD -> sandbox/t1");
 	free(p);
 	xasprintf(&p, "%s/mirror.git/objects/info/alternates", inst);
-	CHECK(strcmp(slurp(p), MIRROR_GUEST_OBJECTS "\n") == 0, "alternates = guest objects path");
+	CHECK(strcmp(slurp(p), MIRROR_GUEST_OBJECTS "\n") == 0,
+	    "alternates = guest objects path");
 	free(p);
 	xasprintf(&p, "%s/.git", repo);
 	CHECK(fingerprint(p) == fp, "host repo untouched by mirror_create");
 	free(p);
 	git_oid_fromstr(&seed, st.seed);
 	mirror_state_clear(&st);
-	CHECK(mirror_create(repo, inst, "t1", 0, getuid(), getgid(), &st, &cause) == -1,
+	CHECK(mirror_create(
+		  repo, inst, "t1", 0, getuid(), getgid(), &st, &cause) == -1,
 	    "a second mirror_create refuses (%s)", cause);
 	free(cause);
 	cause = NULL;
@@ -224,7 +236,8 @@ test_create_and_fetch(void)
 	fo.id = "t1";
 	rc = mirror_fetch(&fo, &res, &cause);
 	CHECK(rc == 0 && !res.updated, "fetch with only the seed: nothing new");
-	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/t1") == GIT_ENOTFOUND,
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/t1") ==
+		GIT_ENOTFOUND,
 	    "no remote ref created for nothing");
 	mirror_fetch_result_clear(&res);
 
@@ -235,7 +248,8 @@ test_create_and_fetch(void)
 		git_commit *c;
 
 		git_commit_lookup(&c, r, &hostbr);
-		git_reference_create(&ref, r, "refs/heads/sandbox/t1", &hostbr, 0, NULL);
+		git_reference_create(
+		    &ref, r, "refs/heads/sandbox/t1", &hostbr, 0, NULL);
 		git_reference_free(ref);
 		git_commit_free(c);
 	}
@@ -245,15 +259,17 @@ test_create_and_fetch(void)
 	tip = guest_commit(inst, p, "t1", "new2.txt", "more\n", &tip);
 	free(p);
 	rc = mirror_fetch(&fo, &res, &cause);
-	CHECK(rc == 0 && res.updated, "fetch of new commits (%s)", rc ? cause : "ok");
-	CHECK(res.ahead == 2 && res.files == 2, "2 commits ahead, 2 files (%zu, %zu)",
-	    res.ahead, res.files);
+	CHECK(rc == 0 && res.updated, "fetch of new commits (%s)",
+	    rc ? cause : "ok");
+	CHECK(res.ahead == 2 && res.files == 2,
+	    "2 commits ahead, 2 files (%zu, %zu)", res.ahead, res.files);
 	CHECK(res.objects > 0, "objects received: %zu", res.objects);
 	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/t1") == 0 &&
-	    git_oid_equal(git_reference_target(ref), &tip), "refs/remotes/ksb/t1 = tip");
+		git_oid_equal(git_reference_target(ref), &tip),
+	    "refs/remotes/ksb/t1 = tip");
 	git_reference_free(ref);
 	CHECK(git_reference_lookup(&ref, r, "refs/heads/sandbox/t1") == 0 &&
-	    git_oid_equal(git_reference_target(ref), &hostbr),
+		git_oid_equal(git_reference_target(ref), &hostbr),
 	    "host branch sandbox/t1 untouched");
 	git_reference_free(ref);
 	mirror_fetch_result_clear(&res);
@@ -261,17 +277,19 @@ test_create_and_fetch(void)
 	cause = NULL;
 
 	rc = mirror_fetch(&fo, &res, &cause);
-	CHECK(rc == 0 && !res.updated && res.old[0] != '\0', "second fetch: nothing new");
+	CHECK(rc == 0 && !res.updated && res.old[0] != '\0',
+	    "second fetch: nothing new");
 	mirror_fetch_result_clear(&res);
 
 	fo.ns = "refs/heads";
-	CHECK(mirror_fetch(&fo, &res, &cause) == -1, "namespace with a slash refused (%s)",
-	    cause);
+	CHECK(mirror_fetch(&fo, &res, &cause) == -1,
+	    "namespace with a slash refused (%s)", cause);
 	free(cause);
 	cause = NULL;
 	fo.ns = "agent";
 	rc = mirror_fetch(&fo, &res, &cause);
-	CHECK(rc == 0 && res.updated && strcmp(res.refname, "refs/remotes/agent/t1") == 0,
+	CHECK(rc == 0 && res.updated &&
+		strcmp(res.refname, "refs/remotes/agent/t1") == 0,
 	    "configurable namespace: %s", res.refname);
 	mirror_fetch_result_clear(&res);
 
@@ -282,9 +300,11 @@ test_create_and_fetch(void)
 	rc = mirror_resume(inst, getuid(), getgid(), &st, &cause);
 	git_oid_tostr(hex, sizeof(hex), &head);
 	xasprintf(&p, "%s/mirror.git/refs/heads/base", inst);
-	CHECK(rc == 0 && strncmp(slurp(p), hex, 40) == 0, "resume offers HEAD as base");
+	CHECK(rc == 0 && strncmp(slurp(p), hex, 40) == 0,
+	    "resume offers HEAD as base");
 	free(p);
-	CHECK(mirror_read_ref(inst, "x", hex, &cause) == -1, "read_ref of a missing ref fails");
+	CHECK(mirror_read_ref(inst, "x", hex, &cause) == -1,
+	    "read_ref of a missing ref fails");
 	free(cause);
 	cause = NULL;
 	xasprintf(&p, "%s/mirror.git", inst);
@@ -292,8 +312,10 @@ test_create_and_fetch(void)
 	{
 		char got[41];
 
-		CHECK(mirror_read_ref(p, "refs/heads/sandbox/t1", got, &cause) == 0 &&
-		    strcmp(got, hex) == 0, "sandbox branch kept on resume");
+		CHECK(mirror_read_ref(
+			  p, "refs/heads/sandbox/t1", got, &cause) == 0 &&
+			strcmp(got, hex) == 0,
+		    "sandbox branch kept on resume");
 	}
 	free(p);
 	mirror_state_clear(&st);
@@ -335,15 +357,18 @@ test_uncommitted(void)
 	{
 		unsigned long fp = fingerprint(p);
 
-		rc = mirror_create(repo, inst, "t2", MIRROR_INCLUDE_UNCOMMITTED, getuid(),
-		    getgid(), &st, &cause);
-		CHECK(rc == 0, "mirror_create --include-uncommitted (%s)", rc ? cause : "ok");
-		CHECK(fingerprint(p) == fp, "no object written to the host repo");
+		rc = mirror_create(repo, inst, "t2", MIRROR_INCLUDE_UNCOMMITTED,
+		    getuid(), getgid(), &st, &cause);
+		CHECK(rc == 0, "mirror_create --include-uncommitted (%s)",
+		    rc ? cause : "ok");
+		CHECK(
+		    fingerprint(p) == fp, "no object written to the host repo");
 	}
 	free(p);
 	xasprintf(&p, "%s/.git/index", repo);
 	stat(p, &sb);
-	CHECK(((unsigned long)sb.st_mtime ^ (unsigned long)sb.st_size) == fp_index,
+	CHECK(((unsigned long)sb.st_mtime ^ (unsigned long)sb.st_size) ==
+		fp_index,
 	    "host index not rewritten");
 	free(p);
 	git_oid_tostr(hex, sizeof(hex), &head);
@@ -362,15 +387,19 @@ test_uncommitted(void)
 	free(p);
 	xasprintf(&p, "%s/mirror.git", inst);
 	git_oid_fromstr(&seed, st.seed);
-	CHECK(git_repository_open(&m, p) == 0 && git_commit_lookup(&c, m, &seed) == 0 &&
-	    git_commit_parentcount(c) == 1 && git_oid_equal(git_commit_parent_id(c, 0), &head),
+	CHECK(git_repository_open(&m, p) == 0 &&
+		git_commit_lookup(&c, m, &seed) == 0 &&
+		git_commit_parentcount(c) == 1 &&
+		git_oid_equal(git_commit_parent_id(c, 0), &head),
 	    "seed's parent is HEAD");
 	CHECK(git_revparse_single(&o, m, "refs/heads/sandbox/t2:a.txt") == 0 &&
-	    git_blob_rawsize((git_blob *)o) == 14, "seed has the changed a.txt");
+		git_blob_rawsize((git_blob *)o) == 14,
+	    "seed has the changed a.txt");
 	git_object_free(o);
 	CHECK(git_revparse_single(&o, m, "refs/heads/sandbox/t2:b.txt") != 0,
 	    "seed drops the deleted b.txt");
-	CHECK(git_revparse_single(&o, m, "refs/heads/sandbox/t2:untracked.txt") != 0,
+	CHECK(git_revparse_single(
+		  &o, m, "refs/heads/sandbox/t2:untracked.txt") != 0,
 	    "seed leaves untracked files out");
 	git_error_clear();
 	git_commit_free(c);
@@ -383,8 +412,8 @@ test_uncommitted(void)
 	put(repo, "b.txt", "beta\n", 5);
 	xasprintf(&p, "%s/inst3", tmp);
 	mkdir(p, 0700);
-	rc = mirror_create(repo, p, "t3", MIRROR_INCLUDE_UNCOMMITTED, getuid(), getgid(),
-	    &st, &cause);
+	rc = mirror_create(repo, p, "t3", MIRROR_INCLUDE_UNCOMMITTED, getuid(),
+	    getgid(), &st, &cause);
 	CHECK(rc == 0 && strcmp(st.seed, hex) == 0, "no changes: seed = HEAD");
 	mirror_state_clear(&st);
 	free(p);
@@ -397,13 +426,15 @@ test_uncommitted(void)
 		put(repo, "a.txt", "dirty again\n", 12);
 		rc = mirror_context(spec, inst, &name, &dir, &cause);
 		xasprintf(&p, "%s/a.txt", dir ? dir : "/nonexistent");
-		CHECK(rc == 0 && strcmp(name, "ctx") == 0 && strcmp(slurp(p), "alpha\n") == 0,
+		CHECK(rc == 0 && strcmp(name, "ctx") == 0 &&
+			strcmp(slurp(p), "alpha\n") == 0,
 		    "context checkout of HEAD (%s)", rc ? cause : dir);
 		free(p);
 		free(name);
 		free(dir);
 		free(spec);
-		CHECK(mirror_context("/nonexistent@HEAD", inst, &name, &dir, &cause) == -1,
+		CHECK(mirror_context(
+			  "/nonexistent@HEAD", inst, &name, &dir, &cause) == -1,
 		    "context of a missing repo fails (%s)", cause);
 		free(cause);
 		cause = NULL;
@@ -423,7 +454,8 @@ time_create(const char *repo, const char *name)
 	xasprintf(&inst, "%s/%s", tmp, name);
 	mkdir(inst, 0700);
 	t0 = now_s();
-	if (mirror_create(repo, inst, "cost", 0, getuid(), getgid(), &st, &cause) != 0)
+	if (mirror_create(
+		repo, inst, "cost", 0, getuid(), getgid(), &st, &cause) != 0)
 		fatalx("%s", cause);
 	t = now_s() - t0;
 	mirror_state_clear(&st);
@@ -459,9 +491,11 @@ test_cost(void)
 
 	ts = time_create(small, "cost1");
 	tb = time_create(big, "cost2");
-	printf("# mirror creation: tiny repo %.4f s, %zu MiB repo %.4f s\n", ts, mib, tb);
+	printf("# mirror creation: tiny repo %.4f s, %zu MiB repo %.4f s\n", ts,
+	    mib, tb);
 	CHECK(tb < 0.5 && tb < ts * 20 + 0.05,
-	    "creation cost does not grow with the repo (%.4f s vs %.4f s)", tb, ts);
+	    "creation cost does not grow with the repo (%.4f s vs %.4f s)", tb,
+	    ts);
 	free(small);
 	free(big);
 }
@@ -477,7 +511,8 @@ count_entries(const char *dir)
 	if ((d = opendir(dir)) == NULL)
 		return -1;
 	while ((de = readdir(d)) != NULL)
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+		if (strcmp(de->d_name, ".") != 0 &&
+		    strcmp(de->d_name, "..") != 0)
 			n++;
 	closedir(d);
 	return n;
@@ -508,7 +543,8 @@ test_confinement(void)
 	head = commit_all(r, "first\n");
 	xasprintf(&inst, "%s/inst-conf", tmp);
 	mkdir(inst, 0700);
-	rc = mirror_create(repo, inst, "c1", 0, getuid(), getgid(), &st, &cause);
+	rc =
+	    mirror_create(repo, inst, "c1", 0, getuid(), getgid(), &st, &cause);
 	CHECK(rc == 0, "mirror_create (%s)", rc ? cause : "ok");
 	git_oid_fromstr(&seed, st.seed);
 	mirror_state_clear(&st);
@@ -521,9 +557,12 @@ test_confinement(void)
 	fo.id = "c1";
 	fo.max_pack_bytes = 64;
 	rc = mirror_fetch(&fo, &res, &cause);
-	CHECK(rc == -1 && cause != NULL && strstr(cause, "larger than 64 bytes") != NULL,
-	    "a pack over max_pack_bytes is refused (%s)", rc ? cause : "fetched");
-	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/c1") == GIT_ENOTFOUND,
+	CHECK(rc == -1 && cause != NULL &&
+		strstr(cause, "larger than 64 bytes") != NULL,
+	    "a pack over max_pack_bytes is refused (%s)",
+	    rc ? cause : "fetched");
+	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/c1") ==
+		GIT_ENOTFOUND,
 	    "no ref after the refused pack");
 	mirror_fetch_result_clear(&res);
 	free(cause);
@@ -557,21 +596,26 @@ test_confinement(void)
 	    "objects/pack -> a root-owned dir");
 	rc = mirror_fetch(&fo, &res, &cause);
 	CHECK(rc == -1 && count_entries(evil) == 0,
-	    "nothing written through the owner's symlink (%s)", rc ? cause : "fetched");
+	    "nothing written through the owner's symlink (%s)",
+	    rc ? cause : "fetched");
 	mirror_fetch_result_clear(&res);
 	free(cause);
 	cause = NULL;
 	unlink(pack);
 	rename(real, pack);
 	rc = mirror_fetch(&fo, &res, &cause);
-	CHECK(rc == 0 && res.updated, "fetch into a user's repo (%s)", rc ? cause : "ok");
+	CHECK(rc == 0 && res.updated, "fetch into a user's repo (%s)",
+	    rc ? cause : "ok");
 	CHECK(git_reference_lookup(&ref, r, "refs/remotes/ksb/c1") == 0 &&
-	    git_oid_equal(git_reference_target(ref), &tip), "refs/remotes/ksb/c1 = tip");
+		git_oid_equal(git_reference_target(ref), &tip),
+	    "refs/remotes/ksb/c1 = tip");
 	git_reference_free(ref);
 	xasprintf(&cmd, "%s/.git/refs/remotes/ksb/c1", repo);
-	CHECK(stat(cmd, &sb) == 0 && sb.st_uid == 65533, "the ref file is the owner's");
+	CHECK(stat(cmd, &sb) == 0 && sb.st_uid == 65533,
+	    "the ref file is the owner's");
 	free(cmd);
-	CHECK(count_entries(inst) == 2, "the private copy is gone from the instance dir");
+	CHECK(count_entries(inst) == 2,
+	    "the private copy is gone from the instance dir");
 	mirror_fetch_result_clear(&res);
 	chmod(tmp, 0700);
 	free(pack);
@@ -599,7 +643,7 @@ test_usage(void)
 	xasprintf(&big, "%s/outside", tmp);
 	memset(buf, 'x', sizeof(buf));
 	fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	for (i = 0; i < 1024; i++)	/* 4 MiB, outside the mirror */
+	for (i = 0; i < 1024; i++) /* 4 MiB, outside the mirror */
 		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 			fatal("write");
 	close(fd);
@@ -608,19 +652,22 @@ test_usage(void)
 	free(p);
 	xasprintf(&p, "%s/a", d);
 	fd = open(p, O_WRONLY | O_CREAT, 0600);
-	for (i = 0; i < 64; i++)	/* 256 KiB inside */
+	for (i = 0; i < 64; i++) /* 256 KiB inside */
 		if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
 			fatal("write");
 	close(fd);
 	free(p);
 	rc = mirror_usage(d, 1 << 20, 1000, &bytes, &entries, &cause);
-	CHECK(rc == 0 && bytes >= 256 * 1024 && bytes < (1 << 20) && entries == 2,
+	CHECK(
+	    rc == 0 && bytes >= 256 * 1024 && bytes < (1 << 20) && entries == 2,
 	    "usage: %llu bytes, %llu entries, the symlink not followed",
 	    (unsigned long long)bytes, (unsigned long long)entries);
 	rc = mirror_usage(d, 128 * 1024, 1000, &bytes, &entries, &cause);
-	CHECK(rc == 1 && strstr(cause, "more than") != NULL, "over max_bytes: %s", cause);
+	CHECK(rc == 1 && strstr(cause, "more than") != NULL,
+	    "over max_bytes: %s", cause);
 	rc = mirror_usage(d, 1 << 20, 1, &bytes, &entries, &cause);
-	CHECK(rc == 1 && strstr(cause, "files") != NULL, "over max_entries: %s", cause);
+	CHECK(rc == 1 && strstr(cause, "files") != NULL, "over max_entries: %s",
+	    cause);
 	xasprintf(&p, "%s", d);
 	for (i = 0; i < 70; i++) {
 		char *q;
@@ -632,7 +679,8 @@ test_usage(void)
 	}
 	free(p);
 	rc = mirror_usage(d, 1 << 20, 1000, &bytes, &entries, &cause);
-	CHECK(rc == 1 && strstr(cause, "deeper") != NULL, "deep nesting: %s", cause);
+	CHECK(rc == 1 && strstr(cause, "deeper") != NULL, "deep nesting: %s",
+	    cause);
 	free(cause);
 	free(big);
 	free(d);
@@ -644,8 +692,8 @@ test_usage(void)
  * and new ones; both caches then hold exactly their commits' files.
  */
 static void
-test_checkout_linked(git_repository *r, const char *repo, const char *state,
-    const char *dir1)
+test_checkout_linked(
+    git_repository *r, const char *repo, const char *state, const char *dir1)
 {
 	char *dir2 = NULL, *cause = NULL, *p, *q, hex[41], cmd[1024];
 	struct stat a, b;
@@ -787,7 +835,7 @@ test_checkout(void)
 	git_oid id;
 	struct stat sb;
 	char *repo, *state, *dir = NULL, *dir2 = NULL, *cause = NULL, *p,
-	    **list = NULL, hex[41], rec[41];
+			    **list = NULL, hex[41], rec[41];
 	unsigned long fp;
 	int lfd, rc, ok;
 	size_t i;
@@ -816,12 +864,14 @@ test_checkout(void)
 	    getuid(), getgid(), &dir, &cause);
 	CHECK(rc == 0, "checkout_prepare (%s)", rc ? cause : "ok");
 	xasprintf(&p, "%s/tree/a.txt", dir);
-	CHECK(strcmp(slurp(p), "alpha\n") == 0, "the commit's content, not the work tree's");
+	CHECK(strcmp(slurp(p), "alpha\n") == 0,
+	    "the commit's content, not the work tree's");
 	free(p);
 	xasprintf(&p, "%s/tree/sub/b.sh", dir);
 	CHECK(stat(p, &sb) == 0 && (sb.st_mode & 0100), "executable bit kept");
 	free(p);
-	CHECK(fingerprint(repo) == fp, "project work tree, index and objects untouched");
+	CHECK(fingerprint(repo) == fp,
+	    "project work tree, index and objects untouched");
 
 	/* The index: every entry's size and mtime are the file's. */
 	xasprintf(&p, "%s/index", dir);
@@ -830,7 +880,8 @@ test_checkout(void)
 	for (i = 0; ok && i < git_index_entrycount(idx); i++) {
 		e = git_index_get_byindex(idx, i);
 		xasprintf(&p, "%s/tree/%s", dir, e->path);
-		ok = lstat(p, &sb) == 0 && e->file_size == (uint32_t)sb.st_size &&
+		ok = lstat(p, &sb) == 0 &&
+		    e->file_size == (uint32_t)sb.st_size &&
 		    e->mtime.seconds == (int32_t)sb.st_mtime;
 		free(p);
 	}
@@ -839,20 +890,23 @@ test_checkout(void)
 
 	rc = checkout_prepare(state, git_repository_commondir(r), NULL, hex,
 	    getuid(), getgid(), &dir2, &cause);
-	CHECK(rc == 0 && strcmp(dir, dir2) == 0, "second prepare: the same cache");
+	CHECK(rc == 0 && strcmp(dir, dir2) == 0,
+	    "second prepare: the same cache");
 	CHECK(checkout_list(state, &list, &cause) == 0 && list[0] != NULL &&
-	    strcmp(list[0], hex) == 0 && list[1] == NULL, "checkout_list names it");
+		strcmp(list[0], hex) == 0 && list[1] == NULL,
+	    "checkout_list names it");
 	util_strv_free(list);
 	CHECK(checkout_record(tmp, hex, &cause) == 0 &&
-	    checkout_instance_commit(tmp, rec) == 0 && strcmp(rec, hex) == 0,
+		checkout_instance_commit(tmp, rec) == 0 &&
+		strcmp(rec, hex) == 0,
 	    "instance record written and read back");
 	free(dir2);
 	dir2 = NULL;
 	rc = checkout_prepare(state, git_repository_commondir(r), NULL,
 	    "0123456789012345678901234567890123456789", getuid(), getgid(),
 	    &dir2, &cause);
-	CHECK(rc == -1 && dir2 == NULL, "a commit not in the repo is refused (%s)",
-	    cause);
+	CHECK(rc == -1 && dir2 == NULL,
+	    "a commit not in the repo is refused (%s)", cause);
 	free(cause);
 	cause = NULL;
 	CHECK(checkout_list(state, &list, &cause) == 0 && list[1] == NULL,
@@ -860,7 +914,8 @@ test_checkout(void)
 	util_strv_free(list);
 	test_checkout_linked(r, repo, state, dir);
 	close(lfd);
-	CHECK(checkout_lock(state, 1, &cause) >= 0, "exclusive lock once released");
+	CHECK(checkout_lock(state, 1, &cause) >= 0,
+	    "exclusive lock once released");
 	xasprintf(&p, "%s/none", tmp);
 	CHECK(checkout_lock(p, 1, &cause) == -2, "no caches: nothing to lock");
 	CHECK(checkout_list(p, &list, &cause) == 0 && list[0] == NULL,
@@ -890,6 +945,78 @@ test_checkout(void)
 	git_repository_free(r);
 }
 
+/*
+ * mirror_push: a ref of the host repo to a bare remote by path (created
+ * there, the same oid), again after a new commit (a fast-forward), and
+ * refused, the remote unchanged, when the remote's branch has a commit
+ * the source lacks (not forced); an unreachable URL is named.
+ */
+static void
+test_push(void)
+{
+	git_repository *r, *remote;
+	git_oid one, two, got;
+	char *repo, *dst, *gitdir, *cause = NULL, *p;
+	int rc;
+
+	r = new_repo("pushsrc", &repo);
+	xasprintf(&gitdir, "%s/.git", repo);
+	xasprintf(&dst, "%s/pushdst.git", tmp);
+	if (git_repository_init(&remote, dst, 1) < 0)
+		fatalx("init: %s", git_error_last()->message);
+	put(repo, "a.txt", "one\n", 4);
+	one = commit_all(r, "one\n");
+	rc = mirror_push(
+	    gitdir, "refs/heads/master", dst, "refs/heads/sandbox/p1", &cause);
+	CHECK(rc == 0, "mirror_push to a new branch (%s)", rc ? cause : "ok");
+	free(cause);
+	cause = NULL;
+	CHECK(git_reference_name_to_id(&got, remote, "refs/heads/sandbox/p1") ==
+		    0 &&
+		git_oid_equal(&got, &one),
+	    "the remote's sandbox/p1 is the pushed commit");
+	put(repo, "a.txt", "two\n", 4);
+	two = commit_all(r, "two\n");
+	rc = mirror_push(
+	    gitdir, "refs/heads/master", dst, "refs/heads/sandbox/p1", &cause);
+	CHECK(rc == 0 &&
+		git_reference_name_to_id(
+		    &got, remote, "refs/heads/sandbox/p1") == 0 &&
+		git_oid_equal(&got, &two),
+	    "mirror_push fast-forwards (%s)", rc ? cause : "ok");
+	free(cause);
+	cause = NULL;
+	/* The remote moves on by itself: the host's push is not forced. */
+	if (git_reference_create(
+		NULL, remote, "refs/heads/sandbox/p2", &two, 0, NULL) < 0)
+		fatalx("ref: %s", git_error_last()->message);
+	if (git_reference_create(NULL, r, "refs/heads/old", &one, 0, NULL) < 0)
+		fatalx("ref: %s", git_error_last()->message);
+	rc = mirror_push(
+	    gitdir, "refs/heads/old", dst, "refs/heads/sandbox/p2", &cause);
+	CHECK(rc == -1 && cause != NULL &&
+		git_reference_name_to_id(
+		    &got, remote, "refs/heads/sandbox/p2") == 0 &&
+		git_oid_equal(&got, &two),
+	    "a non-fast-forward push is refused, the remote unchanged (%s)",
+	    cause ? cause : "no cause");
+	free(cause);
+	cause = NULL;
+	xasprintf(&p, "%s/nonexistent.git", tmp);
+	rc = mirror_push(
+	    gitdir, "refs/heads/master", p, "refs/heads/sandbox/p3", &cause);
+	CHECK(rc == -1 && cause != NULL && strstr(cause, p) != NULL,
+	    "a remote that is not there: -1, the cause names it (%s)",
+	    cause ? cause : "no cause");
+	free(cause);
+	free(p);
+	git_repository_free(remote);
+	git_repository_free(r);
+	free(dst);
+	free(gitdir);
+	free(repo);
+}
+
 int
 main(void)
 {
@@ -908,6 +1035,7 @@ main(void)
 	test_checkout();
 	test_checkout_lazy();
 	test_cost();
+	test_push();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		printf("# could not remove %s\n", tmp);

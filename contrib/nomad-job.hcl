@@ -1,0 +1,45 @@
+# contrib/nomad-job.hcl: a Nomad batch job that is one ksb-run per task
+# (ksb-run(1), BATCH JOBS), the contract contrib/slurm-job.sh keeps under
+# Slurm (tests/e2e/slurm.sh).  NOT RUN: written out, not tested here.
+#
+# One gateway per client node (ksb-gatewayd.service); the exec driver
+# runs the task as root in the node's network namespace, with the
+# client's chroot_env extended by /etc/ksb, /var/lib/ksb, /var/cache/ksb,
+# /run/ksb, /dev and the project repository (or use raw_exec).  The
+# instance name carries the job and allocation, so the audit names them;
+# the guest's memory is the task's less 160 MiB for QEMU; the exit code
+# is the command's; kill_timeout is the grace between SIGTERM (ksb-run's
+# graceful stop) and SIGKILL; the host pushes sandbox/<name> to the
+# results repository.
+job "ksb-task" {
+  type = "batch"
+
+  group "task" {
+    count = 4
+
+    task "ksb-run" {
+      driver       = "exec"
+      kill_signal  = "SIGTERM"
+      kill_timeout = "30s"
+
+      config {
+        command = "/bin/sh"
+        args = ["-c", <<-SH
+          name=job-$(echo "$NOMAD_JOB_ID" | tr -c 'A-Za-z0-9\n' -)-$NOMAD_ALLOC_INDEX
+          ksb-run --name "$name" --memory $((NOMAD_MEMORY_LIMIT - 160)) \
+            --repo /srv/proj --push-to /srv/results.git \
+            -- claude -p 'fix the failing test' < /dev/null
+          rc=$?
+          ksbctl rm "$name"
+          exit $rc
+          SH
+        ]
+      }
+
+      resources {
+        cpu    = 1000
+        memory = 1024
+      }
+    }
+  }
+}

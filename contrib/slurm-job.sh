@@ -1,0 +1,41 @@
+#!/bin/bash
+# contrib/slurm-job.sh: a Slurm batch script that is one ksb-run (ksb-run(1),
+# BATCH JOBS; run by tests/e2e/slurm.sh).  Submit it with the command:
+#
+#   sbatch --array=1-8 --mem=1G -c 1 \
+#       --export=ALL,KSB_REPO=/srv/proj,KSB_PUSH_TO=/srv/results.git \
+#       contrib/slurm-job.sh -- claude -p "fix issue 12"
+#
+# The instance is named job-<array job>-<task> (or job-<job>-0), so the
+# gateway's audit rows name the job; the guest gets the job's memory less
+# 160 MiB for QEMU (SLURM_MEM_PER_NODE, MiB); the job's exit status is the
+# command's (125: ksb-run's own failure, or a --push-to that failed); the
+# guest's sandbox/<name> is pushed by the host to KSB_PUSH_TO.  On scancel
+# (SIGTERM, SIGKILL after KillWait) ksb-run stops the guest and unregisters;
+# this script then removes the named instance's directory.
+#
+# Environment: KSB_REPO (the project repository, required with
+# KSB_PUSH_TO), KSB_PUSH_TO (a path or URL), KSB_PROFILE (default
+# "default"), KSB_CONF (default /etc/ksb/ksb.conf), KSB_NETNS (run ksb-run
+# in that network namespace, where the gateway is; tests only).
+set -u
+[ "${1:-}" = -- ] && shift
+[ "$#" -gt 0 ] || { echo "slurm-job: no command (sbatch ... slurm-job.sh -- CMD...)" >&2; exit 2; }
+name=job-${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:?not under Slurm}}-${SLURM_ARRAY_TASK_ID:-0}
+mem=$((${SLURM_MEM_PER_NODE:-672} - 160))
+conf=${KSB_CONF:-/etc/ksb/ksb.conf}
+args=(-f "$conf" --name "$name" --memory "$mem" --profile "${KSB_PROFILE:-default}")
+[ -n "${KSB_REPO:-}" ] && args+=(--repo "$KSB_REPO")
+[ -n "${KSB_PUSH_TO:-}" ] && args+=(--push-to "$KSB_PUSH_TO")
+[ -n "${SLURM_CPUS_PER_TASK:-}" ] && args+=(--cpus "$SLURM_CPUS_PER_TASK")
+run=(ksb-run)
+[ -n "${KSB_NETNS:-}" ] && run=(ip netns exec "$KSB_NETNS" "${run[@]}")
+# A handler, not an ignore (an ignored SIGTERM would be ksb-run's too):
+# the scheduler's SIGTERM stops ksb-run; this shell goes on to clean up.
+trap 'echo "slurm-job: $name: SIGTERM" >&2' TERM
+start=$(date +%s%N)
+"${run[@]}" "${args[@]}" -- "$@" < /dev/null
+rc=$?
+ksbctl -f "$conf" rm "$name" >&2 || [ "$rc" != 0 ] || rc=125
+echo "slurm-job: $name: exit $rc in $((($(date +%s%N) - start) / 1000000)) ms" >&2
+exit "$rc"

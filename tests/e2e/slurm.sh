@@ -1,0 +1,192 @@
+#!/bin/bash
+# e2e: ksb-run as a batch job under a real scheduler, Slurm (issue 33).
+# One controller and one node on loopback, configured by the test in its
+# temp dir (slurm.conf, a munge key and a munged on the test's own socket),
+# started and stopped by the test.  A job array of three tasks, each one
+# `ksb-run --repo --push-to' of a shell command that commits in the guest
+# and pushes to its mirror; the host pushes each task's sandbox/<name> to
+# one central bare repository.  Task 3 exits 3: the job's exit code is the
+# command's.  The instance names come from SLURM_ARRAY_JOB_ID and
+# SLURM_ARRAY_TASK_ID and the gateway's audit rows carry them.  Then a
+# running task is cancelled (scancel: SIGTERM, SIGKILL after KillWait):
+# no tap, lease, instance directory or QEMU is left.  Exit codes come from
+# the job completion log (jobcomp/filetxt, what sacct reads without a
+# slurmdbd: `sacct -c'), the memory from the jobs' own accounting
+# (jobacct_gather/linux: the running step's MaxRSS, QEMU included, from
+# sstat).  Prints the figures: a task's time
+# under Slurm and the same ksb-run by hand.  Root; skips (77) naming what
+# is missing.
+set -eu
+. "$(dirname "$0")/../lib.sh"
+
+ksb_need_root
+ksb_need qemu-system-x86_64 git slurmctld slurmd sbatch squeue sstat scontrol scancel munged mungekey
+ksb_need_built ksb-run ksb-gatewayd ksbctl/ksbctl
+ksb_kernel
+ksb_env
+ksb_gateway
+
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
+	GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
+	GIT_COMMITTER_NAME=host GIT_COMMITTER_EMAIL=host@example.invalid
+git config --global init.defaultBranch main
+P=$T/proj
+git init -q "$P"
+echo base > "$P/README"
+git -C "$P" add README
+git -C "$P" commit -qm "host: first"
+C=$T/central.git
+git init -q --bare "$C"
+
+# ---- munge and Slurm on loopback ---------------------------------------------------
+S=$T/slurm
+mkdir -p "$S/state" "$S/spool" "$S/munge"
+chmod 700 "$S/munge"
+mungekey -c -k "$S/munge/munge.key" > /dev/null 2>&1 ||
+	ksb_fail "mungekey -c failed"
+munged -f --socket="$S/munge/sock" --key-file="$S/munge/munge.key" \
+	--pid-file="$S/munge/munged.pid" --log-file="$S/munge/munged.log" \
+	--seed-file="$S/munge/seed" > "$S/munge/out" 2>&1 ||
+	{ cat "$S/munge/out" "$S/munge/munged.log" 2>/dev/null; ksb_fail "munged did not start"; }
+KSB_PIDS="$KSB_PIDS $(cat "$S/munge/munged.pid")"
+host=$(hostname -s)
+port=$((20000 + $$ % 20000))
+cat > "$S/slurm.conf" <<-CONF
+ClusterName=ksbt
+SlurmctldHost=$host(127.0.0.1)
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$S/munge/sock
+CredType=cred/munge
+StateSaveLocation=$S/state
+SlurmdSpoolDir=$S/spool
+SlurmctldPidFile=$S/slurmctld.pid
+SlurmdPidFile=$S/slurmd.pid
+SlurmctldLogFile=$S/slurmctld.log
+SlurmdLogFile=$S/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+JobCompType=jobcomp/filetxt
+JobCompLoc=$S/jobcomp.txt
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=1
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+KillWait=20
+SchedulerParameters=defer_batch
+NodeName=ksbtnode NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=4000 State=UNKNOWN
+PartitionName=ksbt Nodes=ksbtnode Default=YES MaxTime=30 State=UP
+CONF
+export SLURM_CONF=$S/slurm.conf
+slurmctld -f "$S/slurm.conf" -c -i > "$S/ctld.out" 2>&1 ||
+	{ cat "$S/ctld.out" "$S/slurmctld.log"; ksb_fail "slurmctld did not start"; }
+slurmd -f "$S/slurm.conf" -N ksbtnode > "$S/d.out" 2>&1 ||
+	{ cat "$S/d.out" "$S/slurmd.log"; ksb_fail "slurmd did not start"; }
+slurm_pids() { cat "$S/slurmctld.pid" "$S/slurmd.pid" 2>/dev/null; }
+stop_slurm() {
+	local p
+	for p in $(slurm_pids); do kill "$p" 2>/dev/null; done
+	for p in $(slurm_pids); do ksb_wait_dead "$p" 20 || kill -9 "$p" 2>/dev/null; done
+}
+trap 'stop_slurm; ksb_cleanup' EXIT
+node_up() { scontrol show node ksbtnode 2>/dev/null | grep -Eq 'State=(IDLE|MIXED|ALLOCATED)'; }
+ksb_until 60 node_up || { tail -n 20 "$S/slurmctld.log" "$S/slurmd.log"; ksb_fail "the node did not come up"; }
+ksb_check "slurmctld and slurmd up, the node idle" node_up
+
+# ---- the job: one ksb-run (contrib/slurm-job.sh) ----------------------------------
+# Each task commits in the guest and pushes to its mirror; task 3 then
+# exits 3.  The job's environment goes with sbatch (--export=ALL).
+export KSB_NETNS=$GW KSB_CONF=$T/ksb.conf KSB_REPO=$P KSB_PUSH_TO=$C \
+	PATH=$KSB_BUILDDIR:$KSB_BUILDDIR/ksbctl:$PATH
+JOB=$KSB_SRCDIR/contrib/slurm-job.sh
+WORK='cd ~/work && echo "task $KSB_INSTANCE" > task.txt && git add task.txt &&
+	git -c user.name=agent -c user.email=agent@example.invalid commit -qm "$KSB_INSTANCE" &&
+	git push -q origin "sandbox/$KSB_INSTANCE" && case $KSB_INSTANCE in *-3) exit 3 ;; esac'
+# Named instances, so that the audit names the job; the job removes its
+# instance directory after ksb-run (`ksbctl rm').
+t0=$(date +%s%N)
+jid=$(sbatch --parsable --array=1-3 --mem=600 -c 1 -o "$S/out-%A-%a.txt" \
+	-e "$S/err-%A-%a.txt" "$JOB" -- /bin/sh -c "$WORK") || ksb_fail "sbatch failed"
+echo "# array job $jid"
+done_jobs() { [ -z "$(squeue -h -j "$jid" 2>/dev/null)" ]; }
+ksb_until 600 done_jobs || true
+t1=$(date +%s%N)
+echo "# array of 3 tasks (2 CPUs): $(((t1 - t0) / 1000000)) ms submit to all done"
+ksb_check "the array finished" done_jobs
+for i in 1 2 3; do
+	cat "$S/err-$jid-$i.txt" 2>/dev/null | grep -v '^$' | sed "s/^/# task $i: /" | tail -n 8
+done
+# jobcomp/filetxt writes one line per job: JobId, ..., ExitCode=rc:sig.
+jc_line() { grep -E "$1" "$S/jobcomp.txt" 2>/dev/null | head -n 1; }
+jc_rc() { jc_line "ArrayJobId=$jid ArrayTaskId=$1 " | grep -o " ExitCode=[0-9]*:[0-9]*" | cut -c2-; }
+sed 's/^/# jobcomp: /' "$S/jobcomp.txt" 2>/dev/null | cut -c1-400 | head -n 6
+for i in 1 2 3; do
+	want=0; [ "$i" = 3 ] && want=3
+	ksb_check "task $i: exit code $want in the job completion log ($(jc_rc $i))" \
+		'[ "$(jc_rc $i)" = "ExitCode=$want:0" ]'
+	ksb_check "task $i: sandbox/job-$jid-$i in the central repo, pushed by the host" \
+		'git -C "$C" cat-file -p "refs/heads/sandbox/job-$jid-$i:task.txt" 2>/dev/null | grep -qx "task job-$jid-$i"'
+	ksb_check "task $i: the audit names it (registrations)" \
+		'ksb_sql_is 1 "SELECT count(*) FROM registrations WHERE instance = '"'job-$jid-$i'"'"'
+	ksb_check "task $i: the host said it pushed" 'grep -q "instance job-$jid-$i: pushed sandbox/job-$jid-$i" "$S/err-$jid-$i.txt"'
+done
+ksb_check "the central repo has exactly the three branches" \
+	'[ "$(git -C "$C" for-each-ref --format=x refs/heads/sandbox | wc -l)" = 3 ]'
+
+# ---- a job's overhead over the same ksb-run by hand ------------------------------------
+# One job alone (submit to gone from squeue: sbatch --wait polls at
+# growing intervals), then the same by hand.
+t0=$(date +%s%N)
+jidw=$(sbatch --parsable --mem=600 -c 1 -o "$S/out-w.txt" -e "$S/err-w.txt" \
+	"$JOB" -- /bin/sh -c "$WORK")
+gone_w() { [ -z "$(squeue -h -j "$jidw" 2>/dev/null)" ]; }
+ksb_until 300 gone_w || true
+t1=$(date +%s%N)
+SLURM_JOB_ID=hand SLURM_MEM_PER_NODE=600 "$JOB" -- /bin/sh -c "$WORK" \
+	> "$T/hand.out" 2> "$T/hand.err" || true
+t2=$(date +%s%N)
+job_ms=$(((t1 - t0) / 1000000)) hand_ms=$(((t2 - t1) / 1000000))
+echo "# one job: ${job_ms} ms submit to end, ${hand_ms} ms the same by hand ($((job_ms - hand_ms)) ms overhead)"
+ksb_check "the job alone and by hand both pushed" \
+	'[ "$(git -C "$C" for-each-ref --format=x refs/heads/sandbox | wc -l)" = 5 ]'
+
+# ---- scancel of a running task ---------------------------------------------------------------
+ip netns exec "$GW" nft list sets > "$T/sets.before"
+jid2=$(sbatch --parsable --mem=600 -c 1 -o "$S/out-c.txt" -e "$S/err-c.txt" \
+	"$JOB" -- /bin/sleep 600)
+name2=job-$jid2-0
+running() { grep -q "instance $name2: command started" "$S/err-c.txt" 2>/dev/null; }
+ksb_until 300 running || true
+ksb_check "the task to cancel runs its command" running
+qemu_of() { pgrep -f "ksb.id=$name2( |,|$)" > /dev/null; }
+ksb_check "its QEMU runs" qemu_of
+# QEMU is the job's: the batch step's accounting counts it (sstat reads
+# slurmd's jobacct_gather/linux figures of the job's processes).
+rss() { sstat -n -P -a -j "$jid2" --format=MaxRSS 2>/dev/null | sed -n 's/^\([0-9]*\)K$/\1/p' | sort -n | tail -n 1; }
+have_rss() { [ -n "$(rss)" ] && [ "$(rss)" -gt 102400 ]; }
+ksb_until 30 have_rss || true
+echo "# the running task's MaxRSS (sstat, QEMU included): $(rss) KiB"
+ksb_check "the running task's memory counts QEMU ($(rss) KiB > 100 MiB)" have_rss
+scancel "$jid2"
+gone() { [ -z "$(squeue -h -j "$jid2" 2>/dev/null)" ] && ! qemu_of; }
+ksb_until 60 gone || true
+ksb_check "scancel: the job ended, no QEMU left" gone
+ksb_check "scancel: no tap left in the gateway's namespace" \
+	'[ -z "$(ip -n "$GW" -o link show type tun 2>/dev/null)" ]'
+ksb_check "scancel: no lease left (ksbctl list)" \
+	'! "$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" list 2>/dev/null | grep -q "^$name2 .*running"'
+ksb_check "scancel: the gateway unregistered it" \
+	'ksb_sql_is 1 "SELECT count(*) FROM unregistrations u JOIN registrations r ON u.reg_id = r.id WHERE r.instance = '"'$name2'"'"'
+ksb_check "scancel: the job completion log says CANCELLED" \
+	'jc_line "^JobId=$jid2 " | grep -q " JobState=CANCELLED "'
+ksb_check "scancel: no set entry left (nft list sets as before the job)" \
+	'ip netns exec "$GW" nft list sets > "$T/sets.after" && cmp -s "$T/sets.before" "$T/sets.after" || diff "$T/sets.before" "$T/sets.after"'
+ksb_check "scancel: no instance directory left" '[ ! -e "$T/state/instances/$name2" ]'
+tail -n 5 "$S/err-c.txt" | sed 's/^/# cancelled: /'
+[ "${fails:-0}" = 0 ]
