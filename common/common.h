@@ -217,6 +217,9 @@ int util_parse_cidr4(const char *s, uint32_t *addr, int *prefix);
  * read by common/settings.c.  Every key has a default; unknown keys are
  * errors.
  */
+/* nix-conf's bytes at most (checked when the file is read, and again by
+ * vmrunner/nixstore.c at each start). */
+#define CONF_NIX_CONF_MAX (64 * 1024)
 struct ksb_conf {
 	char *path;	      /* the file read, or NULL for built-in defaults */
 	char *bridge;	      /* "ksb0" */

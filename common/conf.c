@@ -151,6 +151,24 @@ conf_check_nix_root(
 		    "%s: `%s' is neither none nor an absolute path without "
 		    ". or .. components",
 		    k->name, q);
+	/* Another root than the host's own names a store that must be
+	 * there: a typo would give guests no store without a word. */
+	if (strcmp(v, "/") != 0) {
+		struct stat st;
+		char *store;
+		int bad;
+
+		xasprintf(&store, "%s/nix/store", v);
+		bad = stat(store, &st) != 0 ? errno : !S_ISDIR(st.st_mode);
+		if (bad != 0)
+			cause_set(cause,
+			    "%s: `%s': no Nix store there (%s: %s)", k->name, q,
+			    store,
+			    bad == 1 ? "not a directory" : strerror(bad));
+		free(store);
+		if (bad != 0)
+			return -1;
+	}
 	return 0;
 }
 
@@ -326,6 +344,35 @@ conf_set_uid_base(void *t, const struct settings_key *k, const char *v,
 	return 0;
 }
 
+static int conf_set_readable(void *, const struct settings_key *, const char *,
+    const char *, const struct settings_src *, char **);
+
+/* nix-conf: as conf_set_readable, and a regular file of at most
+ * CONF_NIX_CONF_MAX bytes of text (no NUL) now, as vmrunner/nixstore.c
+ * reads it at every start (caught by -n, not at a guest's start). */
+static int
+conf_set_nix_conf(void *t, const struct settings_key *k, const char *v,
+    const char *q, const struct settings_src *src, char **cause)
+{
+	char *p, *buf = NULL, *why = NULL, pq[SETTINGS_QBUF];
+	size_t len = 0;
+	int ret = -1;
+
+	p = settings_path(src, v);
+	if (util_read_file(p, CONF_NIX_CONF_MAX, &buf, &len, &why) != 0)
+		cause_set(
+		    cause, "%s: `%s': %s", k->name, settings_quote(pq, p), why);
+	else if (len > 0 && memchr(buf, '\0', len) != NULL)
+		cause_set(cause, "%s: `%s': not text (a NUL byte)", k->name,
+		    settings_quote(pq, p));
+	else
+		ret = conf_set_readable(t, k, v, q, src, cause);
+	free(buf);
+	free(why);
+	free(p);
+	return ret;
+}
+
 /* A file read at start (hosts-file by the proxy process, upstream-ca-file
  * by the parent, nix-conf by ksb-run): relative to ksb.conf, readable now
  * (caught by -n). */
@@ -457,7 +504,7 @@ static const struct settings_key conf_keys[] = {
 	CONF_KEY("nix-root", .kind = SETTINGS_STR, .off = CONF_OFF(nix_root),
 	    .check = conf_check_nix_root),
 	CONF_KEY(
-	    "nix-conf", .off = CONF_OFF(nix_conf), .set = conf_set_readable),
+	    "nix-conf", .off = CONF_OFF(nix_conf), .set = conf_set_nix_conf),
 	CONF_KEY("bridge", .kind = SETTINGS_STR, .off = CONF_OFF(bridge),
 	    .check = conf_check_bridge),
 	CONF_KEY("nft-table", .kind = SETTINGS_STR, .off = CONF_OFF(nft_table),

@@ -39,8 +39,8 @@
 
 #define NIXSTORE_BUSY_TRIES 100 /* x NIXSTORE_BUSY_MS: a writer's lock */
 #define NIXSTORE_BUSY_MS    100
-#define NIXSTORE_SCHEMA_MAX 16		/* bytes of nix/var/nix/db/schema */
-#define NIXSTORE_EXTRA_MAX  (64 * 1024) /* bytes of ksb.conf's nix-conf */
+#define NIXSTORE_SCHEMA_MAX 16 /* bytes of nix/var/nix/db/schema */
+#define NIXSTORE_EXTRA_MAX  CONF_NIX_CONF_MAX
 
 /* The guest's /etc/nix/nix.conf (nix.conf(5) of Nix 2.8). */
 static const char nixstore_conf[] =

@@ -4,7 +4,7 @@
 # makes with Debian's nix-bin, no network (a path added with nix-store
 # --add, derivations from builtins with /bin/sh as the builder), under a
 # root of its own (nix-root in ksb.conf: a chroot store, so the machine's
-# /nix is never touched).  One named instance, two boots.  In the guest:
+# /nix is never touched).  One named instance, three boots.  In the guest:
 # the host's paths are valid (nix-store --verify-path, -q); what the host
 # built is not built again; a derivation on host inputs builds only its
 # own output, in the guest's upper layer; a registration the host's
@@ -221,6 +221,8 @@ sed "s/^/subst-err /" e
 grep -q "will be built" b3 && echo d3-rebuilt
 o2=$(nix-build --no-out-link /ksbtest/d2.nix 2>b2); echo "again $o2"
 grep -q "will be built" b2 && echo d2-rebuilt
+mv /nix/var/nix/db /nix/var/nix/db.old && ln -s /etc /nix/var/nix/db &&
+	ln -s / /nix/var/nix/gcroots-link && echo planted
 echo guest2-done'
 run --name nx --share-ro "$T/expr:/ksbtest" -- /bin/sh -c "$GUEST2" \
 	</dev/null >"$T/out2" 2>"$T/err2" || true
@@ -249,6 +251,27 @@ ksb_check "the host's store and database are still as they were" \
 diff "$T/state.1b" "$T/state.2" || true
 exec {hold}>&-
 ksb_wait_dead "$HOLDER" 20
+
+ksb_say "the agent's own /nix/var at the next boot: a symlink is never followed"
+# The agent (uid 1000) owns /nix/var on its disk; init, as root, must not
+# follow what it left there (audit F1: its db directory a link to /etc
+# gave /etc to the agent at the next start).
+ksb_check "the agent planted /nix/var/nix/db -> /etc" 'grep -qx planted "$T/out2"'
+GUEST3='stat -c "etc %u %a" /etc; stat -c "root %u" /
+[ -e /etc/db.sqlite ] && echo etc-has-db; [ -e /etc/schema ] && echo etc-has-schema
+getent passwd agent | cut -d: -f3 | sed "s/^/agent-uid /"; id -u | sed "s/^/id /"
+echo guest3-done'
+run --name nx -- /bin/sh -c "$GUEST3" </dev/null >"$T/out3" 2>"$T/err3" || true
+cat "$T/out3"; cat "$T/err3" >&2
+ksb_check "the command still ran" 'grep -qx guest3-done "$T/out3"'
+ksb_check "/ and /etc are root's, as they were" \
+	'grep -qx "etc 0 755" "$T/out3" && grep -qx "root 0" "$T/out3"'
+ksb_check "nothing written into /etc through the link" \
+	'! grep -q "^etc-has" "$T/out3"'
+ksb_check "the agent is still uid 1000" \
+	'grep -qx "agent-uid 1000" "$T/out3" && grep -qx "id 1000" "$T/out3"'
+ksb_check "the refusal is said (a read-only store this boot)" \
+	'grep -q "nix: " "$T/err3"'
 
 ksb_say "ksbctl prune removes the instance's Nix state"
 ksb_check "its snapshot and disk were there" \

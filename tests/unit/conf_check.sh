@@ -88,6 +88,28 @@ check "... and accepted with nix-root = none" \
 printf 'policy = policy.d/*.policy\nnix-conf = no-such-nix.conf\n' > "$T/nix.conf"
 check "a missing nix-conf refused with file:line" \
 	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" 2>&1 | grep -q "nix.conf:2: nix-conf: .*no-such-nix.conf.*No such file"'
+# Audit: an explicit nix-root without a store, and a nix-conf ksb-run
+# would refuse at each start (too large, not text, not a file), were
+# accepted here.
+printf 'policy = policy.d/*.policy\nnix-root = %s/no-such-root\n' "$T" > "$T/nix.conf"
+check "nix-root without a store there refused, naming it" \
+	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" 2>&1 | grep -q "nix.conf:2: nix-root: .*no-such-root.*no Nix store there"'
+: > "$T/plainfile"
+printf 'policy = policy.d/*.policy\nnix-root = %s/plainfile\n' "$T" > "$T/nix.conf"
+check "nix-root a plain file refused" \
+	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" 2>&1 | grep -q "nix.conf:2: nix-root: .*no Nix store there"'
+head -c 65537 /dev/zero | tr '\0' '#' > "$T/big.nixconf"
+printf 'a = b\0c\n' > "$T/nul.nixconf"
+mkdir -p "$T/dir.nixconf"
+for f in big.nixconf nul.nixconf dir.nixconf /dev/zero; do
+	printf 'policy = policy.d/*.policy\nnix-conf = %s\n' "$f" > "$T/nix.conf"
+	check "nix-conf $f refused with file:line" \
+		'"$B/ksb-gatewayd" -n -f "$T/nix.conf" 2>&1 | grep -Eq "nix.conf:2: nix-conf: .*(too large|NUL|directory|not a regular)"'
+done
+printf 'substituters = https://cache.test\n' > "$T/ok.nixconf"
+printf 'policy = policy.d/*.policy\nnix-conf = ok.nixconf\n' > "$T/nix.conf"
+check "a nix-conf of text accepted" \
+	'"$B/ksb-gatewayd" -n -f "$T/nix.conf" | grep -qx "configuration OK"'
 for v in relative/dir /a/../b /a/. '""'; do
 	printf 'policy = policy.d/*.policy\nnix-root = %s\n' "$v" > "$T/nix.conf"
 	check "nix-root = '$v' refused with file:line" \
