@@ -315,6 +315,12 @@ int rulecheck_hole(struct gateway *, const char *what);
 /* rulecheck_start: the periodic check, every nft-check-interval s;
  * bridge_index: the bridge's ifindex the inet rules match (nft_params). */
 void rulecheck_start(struct gateway *, uint32_t bridge_index);
+/* ---- login.c ---------------------------------------------------------------
+ * Imported subscription logins (`source login'): refreshed before they
+ * expire by one refresher each, the store re-read (reload_run) when it
+ * changes.  login_start: the 1 s check, on gw->base; once, at start.
+ */
+void login_start(struct gateway *);
 /* ---- forwards.c ------------------------------------------------------------
  * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
  * table, charged to inst's audit budget.  ev parsed and checked, from

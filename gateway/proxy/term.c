@@ -1962,6 +1962,8 @@ term_rebound(const struct term *t)
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc == NULL || (cv = credset_find(t->gw->creds, pc->name)) == NULL)
 		return 0; /* unbound now: its placeholders are refused */
+	if (pc->source == POLICY_CRED_LOGIN) /* a refresh is no rebinding */
+		return strcmp(pc->name, t->bound) != 0;
 	term_value_md(cv, md);
 	return strcmp(pc->name, t->bound) != 0 ||
 	    CRYPTO_memcmp(md, t->bound_md, sizeof(md)) != 0;
