@@ -55,6 +55,22 @@ login_client_id(enum login_kind k)
 				   "app_EMoamEEZ73f0CkXaXp7hrann";
 }
 
+const char *
+login_token_path(const char *host, enum login_kind *kind)
+{
+	enum login_kind k;
+
+	if (strcmp(host, "platform.claude.com") == 0)
+		k = LOGIN_CLAUDE;
+	else if (strcmp(host, "auth.openai.com") == 0)
+		k = LOGIN_CODEX;
+	else
+		return NULL;
+	if (kind != NULL)
+		*kind = k;
+	return k == LOGIN_CLAUDE ? "/v1/oauth/token" : "/oauth/token";
+}
+
 int
 login_name_ok(const char *s)
 {

@@ -57,6 +57,15 @@ const char *login_kind_name(enum login_kind);
 /* The provider's token endpoint (https URL) and OAuth client id. */
 const char *login_token_url(enum login_kind);
 const char *login_client_id(enum login_kind);
+/*
+ * login_token_path: the token endpoint's path if host (normalised, as a
+ * credential's host) is a provider's token host ("platform.claude.com",
+ * "auth.openai.com"), else NULL; *kind (may be NULL) its provider.
+ */
+const char *login_token_path(const char *host, enum login_kind *kind);
+/* Seconds of life the gateway gives a guest's placeholder login (the
+ * expiry in its login file and in a locally answered refresh). */
+#define LOGIN_GUEST_LIFETIME_S 28800
 /* 1 if s is a valid login name, else 0. */
 int login_name_ok(const char *s);
 /* "<state_dir>/logins" and "<state_dir>/logins/NAME.json", malloc'd. */

@@ -47,6 +47,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/common.h"
+#include "common/login.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/parse/refusal.h"
 #include "policy/policy.h"
@@ -289,6 +290,59 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 	bufferevent_disable(t->down, EV_READ);
 	if (t->up != NULL)
 		bufferevent_disable(t->up, EV_READ);
+}
+
+/*
+ * An agent refreshing a login the gateway owns (`source login', the
+ * provider's token endpoint on a bound host, common/login.c): answered
+ * here with this instance's placeholder as both tokens and an expiry the
+ * gateway picks (RFC 6749 §5.1), never sent upstream, never with a real
+ * value (this process holds no refresh token at all).  1 if answered
+ * (the tunnel closes after it, as after a refusal), 0 if not such a
+ * request.
+ */
+static int
+term_login_answer(struct term *t, const uint8_t *buf,
+    const struct http_request *rq, const struct policy_cred *pc,
+    const struct cred_value *cv)
+{
+	char ph[PLACEHOLDER_MAX], body[512];
+	enum login_kind kind;
+	const char *path;
+	int n;
+
+	if (pc == NULL || cv == NULL || pc->source != POLICY_CRED_LOGIN ||
+	    (path = login_token_path(t->host, &kind)) == NULL ||
+	    rq->method.len != 4 || memcmp(buf + rq->method.off, "POST", 4) ||
+	    rq->path.len != strlen(path) ||
+	    memcmp(buf + rq->path.off, path, rq->path.len) != 0)
+		return 0;
+	placeholder_make(placeholder_key(), t->inst->id, pc->name,
+	    t->inst->owner_pid, t->inst->owner_start, pc->prefix, ph);
+	n = snprintf(body, sizeof(body),
+	    "{\"token_type\":\"Bearer\",\"access_token\":\"%s\","
+	    "\"refresh_token\":\"%s\",\"expires_in\":%d%s}",
+	    ph, ph, LOGIN_GUEST_LIFETIME_S,
+	    kind == LOGIN_CLAUDE ? ",\"scope\":\"user:inference "
+				   "user:profile\"" :
+				   "");
+	evbuffer_add_printf(bufferevent_get_output(t->down),
+	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	    "Cache-Control: no-store\r\nContent-Length: %d\r\n"
+	    "Connection: close\r\n\r\n%s",
+	    n, body);
+	if (registry_log_ok(t->inst))
+		log_info("term %s %s: the agent's refresh answered locally",
+		    t->inst->id, t->host);
+	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	t->status = 200;
+	term_row(t, REASON_LOGIN_ANSWERED);
+	t->state = TERM_CLOSING;
+	t->rq_close = (int)REASON_LOGIN_ANSWERED;
+	bufferevent_disable(t->down, EV_READ);
+	if (t->up != NULL)
+		bufferevent_disable(t->up, EV_READ);
+	return 1;
 }
 
 /* ---- the placeholder in a request head ---------------------------------- */
@@ -921,6 +975,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc != NULL)
 		cv = credset_find(t->gw->creds, pc->name);
+	if (term_login_answer(t, buf, &rq, pc, cv) == 1)
+		return -1; /* answered: the tunnel ends, as after a refusal */
 	if (term_place(t, buf, &rq, pc, cv, &sw, &msg) == -1) {
 		free(sw.basic);
 		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE, msg);

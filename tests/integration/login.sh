@@ -10,7 +10,8 @@
 # 401 and one refresh per lifetime (never a spent refresh token again),
 # ksbctl credential list (state, no value), a gateway killed between the
 # provider's answer and the store (the refresher finishes the store: the
-# login lives on), and ksbctl credential revoke.
+# login lives on), the agents' own refreshes answered by the gateway with
+# placeholders (never upstream), and ksbctl credential revoke.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
@@ -28,19 +29,23 @@ echo "$ORIGIN_IP auth.openai.com" >> "$T/hosts"
 cat > "$T/policy.d/test.policy" <<POL
 credential claude {
     host api.anthropic.com
+    host platform.claude.com
     header authorization bearer
     source login claude
     secret CLAUDE_CODE_OAUTH_TOKEN
 }
 credential codex {
     host api.openai.com
+    host auth.openai.com
     header authorization bearer
     source login work-codex
     secret CODEX_TOKEN
 }
 profile default {
     allow api.anthropic.com
+    allow platform.claude.com
     allow api.openai.com
+    allow auth.openai.com
     allow-address 10.78.0.0/24
     credential claude
     credential codex
@@ -143,6 +148,31 @@ ksb_check "credential list: state ok, refreshes counted, no failure, no value" \
 	'grep -Eq "^claude +claude +ok .* [1-9][0-9]* +0$" "$T/list.out" && ! grep -q "sk-ant-" "$T/list.out"'
 ksb_check "each refresh is in the gateway's log, no value" \
 	'[ "$(grep -c "login claude: refreshed" "$T/gatewayd.log")" = "$nc" ] && ! grep -q "sk-ant-o" "$T/gatewayd.log"'
+
+ksb_say "the agents' own refreshes are answered by the gateway"
+agent_refresh() { # N HOST PATH CRED: the guest's POST to the token endpoint
+	ip netns exec "ksbt-$$-g$1" curl -sS --max-time 20 \
+		--proxy http://10.77.0.1:3128 --cacert "$CA" \
+		-H 'content-type: application/json' \
+		-d "{\"grant_type\": \"refresh_token\", \"refresh_token\": \"$(ph "$1" "$4")\", \"client_id\": \"x\"}" \
+		"https://$2$3" 2>&1 || true
+}
+oauth_all() { grep -c '"api": "oauth"' "$T/api.log" || true; }
+n0=$(oauth_all)
+out=$(agent_refresh 1 platform.claude.com /v1/oauth/token claude)
+echo "$out"
+ksb_check "claude: 200 with the guest's own placeholder as both tokens, an expiry" \
+	'echo "$out" | python3 -c "import json,sys; a=json.load(sys.stdin); p=sys.argv[1]; assert a[\"access_token\"]==p==a[\"refresh_token\"] and a[\"expires_in\"]>0" "$(ph 1 claude)"'
+out2=$(agent_refresh 2 auth.openai.com /oauth/token codex)
+ksb_check "codex: the same, with guest 2's placeholder" \
+	'echo "$out2" | grep -q "\"access_token\":\"$(ph 2 codex)\""'
+ksb_check "no real token in either answer" \
+	'! echo "$out$out2" | grep -q -e "sk-ant-oat" -e "sk-ant-ort" -e "rt_"'
+ksb_check "nothing reached the provider's token endpoint from a guest" \
+	'[ "$(oauth_all)" -le "$((n0 + 2))" ] && ! grep "\"api\": \"oauth\"" "$T/api.log" | grep -q -e "$(printf %s "$(ph 1 claude)" | sha256sum | cut -c1-12)"'
+ksb_check "audit rows: login_answered, the credential, per instance" \
+	'ksb_sql_is "g1|/v1/oauth/token|200|claude|login_answered" "SELECT c.instance, r.path, r.status, r.credential, r.reason FROM requests r JOIN connections c ON c.id = r.conn_id WHERE r.reason = \"login_answered\" AND c.instance = \"g1\""'
+ksb_check "and the API still works for that guest after it" '[ "$(turn 1 claude)" = 200 ]'
 
 ksb_say "a gateway killed between the provider's answer and the store"
 for n in 1 2 3; do ksb_unguest "$n"; done
