@@ -20,6 +20,9 @@
  * provider grace for a spent refresh token is assumed).  A failure is
  * counted in the store (failures, last_error: the provider's error code,
  * never a value) and retried with back-off; the old pair is kept.
+ * A 401 from the upstream to a request that got the token (term.c,
+ * MSG_LOGIN_STALE) refreshes at once, unless the pair is younger than
+ * 10 s (checked again under the lock: one refresh for a burst of 401s).
  * When the store changes (a refresh, an import, ksbctl credential
  * revoke) the parent reloads (reload_run): the proxy process gets the new
  * access token; a refresh does not close terminated tunnels (term.c,
@@ -60,6 +63,7 @@
 #define LOGIN_MARGIN_MIN  2000	 /* ms: above the tick and a refresh */
 #define LOGIN_MARGIN_MAX  300000 /* ms */
 #define LOGIN_BACKOFF_MAX 300000 /* ms between failed attempts */
+#define LOGIN_STALE_MS	  10000	 /* a 401 refreshes a token older than */
 
 /* One login a profile uses, as the parent follows it. */
 struct login_watch {
@@ -266,6 +270,14 @@ login_margin_ms(const struct login *l)
 				      m;
 }
 
+/* After a 401: refresh unless the pair is younger than LOGIN_STALE_MS
+ * (then the 401 was for an older token, or refreshing will not help). */
+static int
+login_stale_ok(const struct login *l)
+{
+	return !l->revoked && util_now_ms() - l->obtained_ms >= LOGIN_STALE_MS;
+}
+
 static int
 login_due(const struct login *l)
 {
@@ -300,7 +312,7 @@ login_lock(const char *state_dir, const char *name)
  * 1 failed (counted in the store).
  */
 static void __attribute__((noreturn))
-login_child(const struct ksb_conf *conf, const char *name)
+login_child(const struct ksb_conf *conf, const char *name, int stale)
 {
 	struct login l;
 	struct login_buf b = { NULL, 0 };
@@ -315,7 +327,7 @@ login_child(const struct ksb_conf *conf, const char *name)
 		_exit(1);
 	if (login_read(conf->state_dir, name, &l, &why) == -1)
 		_exit(1);
-	if (!login_due(&l))
+	if (!(stale ? login_stale_ok(&l) : login_due(&l)))
 		_exit(2); /* another refresher was first, or revoked */
 	b.p = xmalloc(LOGIN_ANSWER_MAX + 1);
 	if (login_post(conf, &l, &b, &why) == 0) {
@@ -398,7 +410,7 @@ login_done_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-login_spawn(struct gateway *gw, struct login_watch *w)
+login_spawn(struct gateway *gw, struct login_watch *w, int stale)
 {
 	int p[2];
 	pid_t pid;
@@ -418,7 +430,7 @@ login_spawn(struct gateway *gw, struct login_watch *w)
 			_exit(1);
 		(void)close_range(4, ~0U, 0);
 		(void)setsid(); /* not in the gateway's process group */
-		login_child(gw->conf, w->name);
+		login_child(gw->conf, w->name, stale);
 	}
 	close(p[1]);
 	log_info("login %s: refreshing", w->name);
@@ -467,7 +479,7 @@ login_check(struct gateway *gw, struct login_watch *w, int *reload)
 		return;
 	}
 	if (login_due(&l))
-		login_spawn(gw, w);
+		login_spawn(gw, w, 0);
 	login_clear(&l);
 }
 
@@ -500,11 +512,30 @@ login_tick_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 void
+login_stale(const char *cred)
+{
+	struct gateway *gw = login_gw;
+	const struct policy_cred *c;
+	struct login_watch *w;
+
+	if (gw == NULL || (c = policy_cred_find(gw->policy, cred)) == NULL ||
+	    c->source != POLICY_CRED_LOGIN)
+		return;
+	w = login_watch_get(c->argv[0]);
+	if (w->pid != 0 || util_mono_ms() < w->retry_ms)
+		return; /* one refresher at a time; a failure's back-off */
+	log_info(
+	    "login %s: the upstream refused its access token (401)", w->name);
+	login_spawn(gw, w, 1);
+}
+
+void
 login_start(struct gateway *gw)
 {
 	struct timeval tv = { 0, 0 };
 
 	login_gw = gw;
+	privsep_on_login_stale(login_stale);
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
 		fatalx("curl_global_init");
 	if ((login_timer = evtimer_new(gw->base, login_tick_cb, gw)) == NULL)

@@ -345,6 +345,18 @@ term_login_answer(struct term *t, const uint8_t *buf,
 	return 1;
 }
 
+/* A 401 to a request that got a login's access token: the token may be
+ * dead before its time (revoked at the provider, a clock off); the
+ * parent decides whether to refresh now (login_stale). */
+static void
+term_login_stale(const struct term *t)
+{
+	const struct policy_cred *pc = policy_cred_find(t->gw->policy, t->cred);
+
+	if (pc != NULL && pc->source == POLICY_CRED_LOGIN)
+		uplink_login_stale(pc->name);
+}
+
 /* ---- the placeholder in a request head ---------------------------------- */
 
 /* The mark, found as reflect.c finds a pattern: ASCII case ignored (a
@@ -1241,6 +1253,8 @@ term_response(struct term *t)
 		return 1; /* the final response follows */
 	t->status = rs.status;
 	t->rs_chunked = rs.body == HTTP_BODY_CHUNKED;
+	if (rs.status == 401 && t->cred[0] != '\0')
+		term_login_stale(t);
 	if (rs.upgraded) { /* its row is written when it ends */
 		t->state = TERM_UPGRADED;
 		wsframe_init(&t->ws_guest, true);

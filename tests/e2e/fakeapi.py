@@ -43,7 +43,9 @@ spent one).  --oauth-login DIR writes a fresh login for each agent, as the
 agents store it: DIR/claude.json (~/.claude/.credentials.json) and
 DIR/codex.json (~/.codex/auth.json; the access token a JWT with "exp").
 Token requests are logged with api "oauth", "provider" and "refresh" (the
-first 12 hex of sha256 of the refresh token presented).
+first 12 hex of sha256 of the refresh token presented).  POST
+/fakeapi/expire (the test's control) ends every access token's life now,
+as a provider revoking them early would.
 
 --ready-file FILE is written (atomically, "ADDR PORT\\n") once listening.
 Python 3 standard library only.
@@ -490,6 +492,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send(400, {"error": str(e)})
         if oauth is not None and path in TOKEN_PATHS:
             return self.token(TOKEN_PATHS[path], raw)
+        if oauth is not None and path == "/fakeapi/expire":
+            with oauth.lock:
+                oauth.access = {k: (v[0], 0) for k, v in oauth.access.items()}
+            log(self.rec(api="control", reply=200))
+            return self.send(200, {})
         if path not in ("/v1/messages", "/v1/responses"):
             log(self.rec(reply=404))
             return self.send(404, NOT_FOUND)

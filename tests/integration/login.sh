@@ -10,7 +10,7 @@
 # 401 and one refresh per lifetime (never a spent refresh token again),
 # ksbctl credential list (state, no value), a gateway killed between the
 # provider's answer and the store (the refresher finishes the store: the
-# login lives on), the agents' own refreshes answered by the gateway with
+# login lives on), a 401 refreshing at once, the agents' own refreshes answered by the gateway with
 # placeholders (never upstream), and ksbctl credential revoke.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -173,6 +173,25 @@ ksb_check "nothing reached the provider's token endpoint from a guest" \
 ksb_check "audit rows: login_answered, the credential, per instance" \
 	'ksb_sql_is "g1|/v1/oauth/token|200|claude|login_answered" "SELECT c.instance, r.path, r.status, r.credential, r.reason FROM requests r JOIN connections c ON c.id = r.conn_id WHERE r.reason = \"login_answered\" AND c.instance = \"g1\""'
 ksb_check "and the API still works for that guest after it" '[ "$(turn 1 claude)" = 200 ]'
+
+ksb_say "a 401 from the API refreshes at once"
+# A proactive refresh between the expiry and the turn would hide the 401:
+# then again (at most 3 times).
+for try in 1 2 3; do
+	ip netns exec "$OR" curl -sS -k --max-time 10 -X POST -o /dev/null \
+		--resolve "api.anthropic.com:443:$ORIGIN_IP" \
+		https://api.anthropic.com/fakeapi/expire || true
+	n0=$(oauth_ok claude)
+	s1=$(turn 1 claude)
+	[ "$s1" = 200 ] || break
+	echo "# try $try: a proactive refresh came first"
+done
+ksb_until 10 test "$(oauth_ok claude)" -gt "$n0" || true
+s2=$(turn 1 claude)
+ksb_check "tokens revoked early: the turn gets 401 ($s1), the gateway refreshes, the next gets 200 ($s2)" \
+	'[ "$s1" = 401 ] && [ "$s2" = 200 ] && [ "$(oauth_ok claude)" -gt "$n0" ] && [ "$(oauth_ok claude)" -le $((n0 + 2)) ]'
+ksb_check "the refresh says why in the log" \
+	'grep -q "login claude: the upstream refused its access token (401)" "$T/gatewayd.log"'
 
 ksb_say "a gateway killed between the provider's answer and the store"
 for n in 1 2 3; do ksb_unguest "$n"; done
