@@ -134,6 +134,8 @@ struct term {
 	 * data bytes held back while they could still begin one; chunked
 	 * responses re-framed (term_down_data); hits in this response */
 	struct reflect *refl;
+	uint64_t refl_gen;  /* gw->creds_gen its values were added at */
+	unsigned refl_adds; /* sets added since it was made */
 	/* the binding the tunnel was terminated for (term_rebound): the
 	 * credential's name and SHA-256 of its value at term_start */
 	char bound[65];
@@ -948,6 +950,8 @@ term_request_hold(struct term *t)
 	return 0;
 }
 
+static void term_reflect_update(struct term *);
+
 /*
  * A whole request head is in the guest's input: parse, check, rewrite,
  * send.  Returns 0 to go on, 1 not yet (incomplete, or held for its
@@ -964,6 +968,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	const char *msg = NULL;
 	int status = 0, held;
 
+	term_reflect_update(t);
 	switch (http_parse_request(buf, len, &rq, &status, &reason)) {
 	case HTTP_INCOMPLETE:
 		if (len >= HTTP_HEAD_MAX) {
@@ -1163,6 +1168,36 @@ term_reflect_new(struct gateway *gw, const struct instance *inst)
 		if ((cv = credset_find(gw->creds, v[i]->name)) != NULL)
 			reflect_add(r, (const uint8_t *)cv->value, cv->len);
 	return r;
+}
+
+/*
+ * A new credential set while the tunnel is open (a login refreshed, a
+ * reload): its values are masked from the next request on, the old ones
+ * still (a refreshed login's previous token lives until it expires); a
+ * tunnel that saw 16 sets starts again from the current values.  Called
+ * between requests only, when no response is being masked.
+ */
+static void
+term_reflect_update(struct term *t)
+{
+	const struct policy_cred *v[64];
+	const struct cred_value *cv;
+	int i, k;
+
+	if (t->refl_gen == t->gw->creds_gen)
+		return;
+	t->refl_gen = t->gw->creds_gen;
+	if (++t->refl_adds > 16) {
+		reflect_free(t->refl);
+		t->refl = term_reflect_new(t->gw, t->inst);
+		t->refl_adds = 0;
+		return;
+	}
+	k = policy_profile_creds(t->gw->policy, t->inst->profile, v, 64);
+	for (i = 0; i < k && i < 64; i++)
+		if ((cv = credset_find(t->gw->creds, v[i]->name)) != NULL)
+			reflect_add(
+			    t->refl, (const uint8_t *)cv->value, cv->len);
 }
 
 /*
@@ -2078,6 +2113,7 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 	t->up_u = up;
 	t->last_ms = util_mono_ms();
 	t->refl = term_reflect_new(gw, inst);
+	t->refl_gen = gw->creds_gen;
 	snprintf(t->host, sizeof(t->host), "%s", host);
 	if ((t->down_ssl = SSL_new(sctx)) == NULL ||
 	    (t->up_ssl = SSL_new(gw->tls_upstream)) == NULL)

@@ -45,7 +45,8 @@ DIR/codex.json (~/.codex/auth.json; the access token a JWT with "exp").
 Token requests are logged with api "oauth", "provider" and "refresh" (the
 first 12 hex of sha256 of the refresh token presented).  POST
 /fakeapi/expire (the test's control) ends every access token's life now,
-as a provider revoking them early would.
+as a provider revoking them early would; GET /fakeapi/echo-auth answers
+the Authorization field it got, as a careless API could.
 
 --ready-file FILE is written (atomically, "ADDR PORT\\n") once listening.
 Python 3 standard library only.
@@ -473,6 +474,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self, head=False):
         path = self.path.split("?", 1)[0]
+        if oauth is not None and path == "/fakeapi/echo-auth":
+            # A careless API reflecting the credential it got.
+            log(self.rec(api="control", reply=200))
+            return self.send(200, {"authorization": self.headers.get("authorization")}, head)
         code, obj = GETS.get(path, (404, NOT_FOUND))
         log(self.rec(reply=code))
         self.send(code, obj, head)

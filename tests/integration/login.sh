@@ -174,6 +174,24 @@ ksb_check "audit rows: login_answered, the credential, per instance" \
 	'ksb_sql_is "g1|/v1/oauth/token|200|claude|login_answered" "SELECT c.instance, r.path, r.status, r.credential, r.reason FROM requests r JOIN connections c ON c.id = r.conn_id WHERE r.reason = \"login_answered\" AND c.instance = \"g1\""'
 ksb_check "and the API still works for that guest after it" '[ "$(turn 1 claude)" = 200 ]'
 
+ksb_say "an open tunnel masks the refreshed token too"
+out=$(ip netns exec "ksbt-$$-g1" python3 "$KSB_SRCDIR/tests/integration/login_reflect.py" \
+	10.77.0.1:3128 "$CA" "$(ph 1 claude)" "$STORE/claude.json" 2>&1) || true
+echo "$out"
+ksb_check "both answers on one tunnel, before and after a refresh, masked" \
+	'[ "$(echo "$out" | grep -c "Bearer \*\*\*\*")" = 2 ] && ! echo "$out" | grep -q "sk-ant-o"'
+echo_auths() { # the credential hashes the fake API's echo-auth saw
+	python3 - "$T/api.log" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r.get("path") == "/fakeapi/echo-auth":
+        print(r["auth"]["sha256"])
+PY
+}
+ksb_check "the open tunnel got the refreshed token for its second request" \
+	'[ "$(echo_auths | wc -l)" = 2 ] && [ "$(echo_auths | sort -u | wc -l)" = 2 ]'
+
 ksb_say "a 401 from the API refreshes at once"
 # A proactive refresh between the expiry and the turn would hide the 401:
 # then again (at most 3 times).
