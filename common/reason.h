@@ -79,6 +79,8 @@
 	X(REQUEST_PATH_AMBIGUOUS, "request_path_ambiguous")                    \
 	X(MISDIRECTED_REQUEST, "misdirected_request")                          \
 	X(CREDENTIAL_REFLECTED, "credential_reflected")                        \
+	/* an agent's refresh of a gateway-owned login, answered locally */    \
+	X(LOGIN_ANSWERED, "login_answered")                                    \
 	/* a reload bound the tunnel's host anew (proxy_policy_changed) */     \
 	X(CREDENTIAL_REBOUND, "credential_rebound")                            \
 	X(WEBSOCKET_VIOLATION, "websocket_violation")                          \

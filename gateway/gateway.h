@@ -40,6 +40,7 @@ struct gateway {
 	int selftest;	       /* -T: the proxy process tries what its
 					   sandbox forbids and logs the result */
 	struct credset *creds; /* real values and leaves (cred.c) */
+	uint64_t creds_gen;    /* proxy: bumped at each new set (child.c) */
 	void *tls_upstream;    /* SSL_CTX of the gateway's own TLS */
 };
 

@@ -48,6 +48,8 @@ msg_size(uint16_t type)
 		return sizeof(struct msg_hold);
 	case MSG_TRAFFIC:
 		return sizeof(struct msg_traffic);
+	case MSG_LOGIN_STALE:
+		return sizeof(struct msg_login);
 	default:
 		return -1;
 	}
@@ -430,6 +432,13 @@ msg_traffic_check(const struct msg_traffic *m)
 	    m->up > MSG_TRAFFIC_BYTES_MAX || m->down > MSG_TRAFFIC_BYTES_MAX)
 		return -1;
 	return 0;
+}
+
+int
+msg_login_check(const struct msg_login *m)
+{
+	return msg_str_ok(m->cred, sizeof(m->cred)) && m->cred[0] != '\0' ? 0 :
+									    -1;
 }
 
 int

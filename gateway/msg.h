@@ -48,6 +48,9 @@ enum msg_type {
 					   msg_request (method, path, cred,
 					   wait): answer MSG_AUDIT_COMMITTED
 					   id wait once its row is committed */
+	MSG_LOGIN_STALE,	 /* struct msg_login: the upstream
+					   answered 401 to a `source login'
+					   credential's value */
 };
 struct msg_int {
 	int32_t v;
@@ -166,6 +169,13 @@ struct msg_traffic {
 int msg_grant_check(const struct msg_grant *m);
 int msg_hold_check(const struct msg_hold *m);
 int msg_traffic_check(const struct msg_traffic *m);
+/* A credential (its policy name) whose access token the upstream
+ * refused (MSG_LOGIN_STALE): the parent may refresh it at once
+ * (gateway/parent/login.c, login_stale).  Checked: NUL-terminated. */
+struct msg_login {
+	char cred[65];
+};
+int msg_login_check(const struct msg_login *m);
 #define MSG_FATAL_MAX 240
 struct msg_fatal {
 	char text[MSG_FATAL_MAX]; /* NUL-terminated; untrusted */

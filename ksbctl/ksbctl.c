@@ -115,6 +115,13 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	{ "trust", trust_main,
 	    "trust [--state-dir DIR] [DIR|FILE] | --list | --revoke [DIR|FILE]",
 	    "pin a project file's privileged settings" },
+	{ "credential import", credential_main,
+	    "credential import claude|codex [--name NAME] [--from FILE]",
+	    "hand a subscription login to the gateway" },
+	{ "credential list", credential_main, "credential list",
+	    "imported logins: expiry, refreshes, failures" },
+	{ "credential revoke", credential_main, "credential revoke NAME",
+	    "end every guest's use of a login" },
 };
 #define KSBCTL_NCMDS (sizeof(ksbctl_cmds) / sizeof(ksbctl_cmds[0]))
 #define HELP_COL     36 /* where --help's summaries start */

@@ -49,6 +49,8 @@ char *ksbctl_size(char *buf, size_t cap, uint64_t bytes);
 
 int list_main(int argc, char **argv);
 int trust_main(int argc, char **argv);
+/* credential.c: import, list, revoke subscription logins */
+int credential_main(int argc, char **argv);
 int audit_main(int argc, char **argv);
 struct sqlite3;
 /* audit_export.c: `audit --jsonl': every chained record as one JSON

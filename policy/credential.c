@@ -9,6 +9,7 @@
  * variable, a command), never the value: the gateway's parent reads it
  * (gateway/parent/cred.c).
  */
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,8 +311,24 @@ bad:
 	return -1;
 }
 
+/* A login's name, as `ksbctl credential import --name' takes it. */
+static int
+pcred_login_name_ok(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > 64 ||
+	    !(islower((unsigned char)s[0]) || isdigit((unsigned char)s[0])))
+		return 0;
+	for (i = 1; i < len; i++)
+		if (!islower((unsigned char)s[i]) &&
+		    !isdigit((unsigned char)s[i]) && s[i] != '_' && s[i] != '-')
+			return 0;
+	return 1;
+}
+
 /* `source file PATH', `source env NAME', `source command PATH ARG...
- * [cache DURATION]'. */
+ * [cache DURATION]', `source login NAME'. */
 static void
 pcred_source(struct policy_parse *p, struct policy_cred *c,
     const struct policy_tok *w, size_t n)
@@ -326,8 +343,9 @@ pcred_source(struct policy_parse *p, struct policy_cred *c,
 	}
 	if (n < 2) {
 		policy_lex_error(p, ln, w[0].col,
-		    "`source' needs `file PATH', `env NAME' or "
-		    "`command PATH [ARG...] [cache DURATION]'");
+		    "`source' needs `file PATH', `env NAME', "
+		    "`command PATH [ARG...] [cache DURATION]' or "
+		    "`login NAME'");
 		return;
 	}
 	if (policy_lex_is(&w[1], "file") || policy_lex_is(&w[1], "command")) {
@@ -338,7 +356,8 @@ pcred_source(struct policy_parse *p, struct policy_cred *c,
 			return;
 		}
 	}
-	if (policy_lex_is(&w[1], "file") || policy_lex_is(&w[1], "env")) {
+	if (policy_lex_is(&w[1], "file") || policy_lex_is(&w[1], "env") ||
+	    policy_lex_is(&w[1], "login")) {
 		if (n != 2) {
 			policy_lex_error(p, ln, w[3].col,
 			    "unexpected `%s' (`source %.*s' takes one word)",
@@ -347,14 +366,23 @@ pcred_source(struct policy_parse *p, struct policy_cred *c,
 			return;
 		}
 		c->source = policy_lex_is(&w[1], "file") ? POLICY_CRED_FILE :
-							   POLICY_CRED_ENV;
+		    policy_lex_is(&w[1], "env")		 ? POLICY_CRED_ENV :
+							   POLICY_CRED_LOGIN;
+		if (c->source == POLICY_CRED_LOGIN &&
+		    !pcred_login_name_ok(w[2].s, w[2].len)) {
+			policy_lex_error(p, ln, w[2].col,
+			    "invalid login name `%s': want "
+			    "[a-z0-9][a-z0-9_-]{0,63}",
+			    policy_lex_quote(q, sizeof(q), w[2].s, w[2].len));
+			return;
+		}
 	} else if (policy_lex_is(&w[1], "command")) {
 		if (pcred_cache(p, c, w, &n) == -1)
 			return;
 		c->source = POLICY_CRED_COMMAND;
 	} else {
 		policy_lex_error(p, ln, w[1].col,
-		    "unknown source `%s': want file, env or command",
+		    "unknown source `%s': want file, env, command or login",
 		    policy_lex_quote(q, sizeof(q), w[1].s, w[1].len));
 		return;
 	}
@@ -625,6 +653,7 @@ pcred_source_name(enum policy_cred_source s)
 {
 	return s == POLICY_CRED_FILE ? "file" :
 	    s == POLICY_CRED_ENV     ? "env" :
+	    s == POLICY_CRED_LOGIN   ? "login" :
 				       "command";
 }
 

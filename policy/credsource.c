@@ -182,6 +182,8 @@ credsource_check_one(
 
 	if (c->source == POLICY_CRED_ENV && !(flags & CREDSOURCE_CHECK_ENV))
 		return 0;
+	if (c->source == POLICY_CRED_LOGIN)
+		return 0; /* the gateway's state: read by cred.c at start */
 	if (c->source == POLICY_CRED_COMMAND ||
 	    (c->source == POLICY_CRED_FILE && geteuid() != 0)) {
 		if (credsource_look(c, &seen, why) == -1)

@@ -208,7 +208,10 @@ enum policy_cred_place {
 enum policy_cred_source {
 	POLICY_CRED_FILE = 1, /* argv[0]: an absolute path */
 	POLICY_CRED_ENV,      /* argv[0]: a variable of ksb-gatewayd */
-	POLICY_CRED_COMMAND   /* argv[0..argc): absolute program, args */
+	POLICY_CRED_COMMAND,  /* argv[0..argc): absolute program, args */
+	POLICY_CRED_LOGIN     /* argv[0]: an imported login's name: its
+				 access token (common/login.c), refreshed
+				 by the gateway (gateway/parent/login.c) */
 };
 #define POLICY_CRED_HOSTS_MAX  16
 #define POLICY_CRED_ARGS_MAX   16

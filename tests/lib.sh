@@ -432,7 +432,8 @@ ksb_fetch_agents() {
 # (KSB_API_HOSTS) resolve to the origin in the gateway's hosts file, the
 # default profile allows them, and tests/e2e/fakeapi.py serves them on
 # $ORIGIN_IP:443 in ns OR with certificates from fakeapi_certs.sh
-# ($T/api/ca.pem is its CA), logging each request to $T/api.log.
+# ($T/api/ca.pem is its CA), logging each request to $T/api.log.  Its
+# arguments go to fakeapi.py (--oauth-lifetime S ...).
 KSB_API_HOSTS="api.anthropic.com platform.claude.com api.openai.com"
 ksb_fakeapi() {
 	local h
@@ -447,7 +448,7 @@ ksb_fakeapi() {
 	ip netns exec "$OR" python3 "$KSB_SRCDIR/tests/e2e/fakeapi.py" \
 		--cert "$T/api/server.pem" --key "$T/api/server.key" \
 		--addr "$ORIGIN_IP" --port 443 --log "$T/api.log" \
-		--ready-file "$T/api.ready" > "$T/fakeapi.err" 2>&1 &
+		--ready-file "$T/api.ready" "$@" > "$T/fakeapi.err" 2>&1 &
 	KSB_PIDS="$KSB_PIDS $!"
 	ksb_until 30 test -s "$T/api.ready" ||
 		ksb_fail "fakeapi did not start: $(cat "$T/fakeapi.err")"

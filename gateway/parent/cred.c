@@ -38,6 +38,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/common.h"
+#include "common/login.h"
 #include "gateway/parent/parent.h"
 #include "policy/policy.h"
 
@@ -49,6 +50,7 @@
 #define CRED_DEFAULT_CAFILE "/etc/ssl/certs/ca-certificates.crt"
 
 static EVP_PKEY *cred_ca_key;
+static char *cred_state_dir; /* where `source login' stores are */
 static X509 *cred_ca_cert;
 
 /* A command's output, kept for its `cache' time across reloads. */
@@ -322,6 +324,8 @@ cred_init(struct gateway *gw, char **cause)
 	static const unsigned char alpn[] = "\x08http/1.1";
 
 	OPENSSL_init_ssl(OPENSSL_INIT_LOAD_CONFIG, NULL);
+	free(cred_state_dir);
+	cred_state_dir = xstrdup(gw->conf->state_dir);
 	if (cred_ca(gw->conf, cause) == -1 ||
 	    cred_phkey_init(gw->conf, cause) == -1)
 		return -1;
@@ -467,15 +471,47 @@ cred_command(const struct policy_cred *c, char **out, size_t *len, char **cause)
 	return 0;
 }
 
-/* The real value of c from its source; *out malloc'd (wipe it). */
+/* An imported login's current access token (common/login.c); 1 (no
+ * value, not an error) when it was revoked. */
+static int
+cred_login(const struct policy_cred *c, char **out, size_t *len, char **cause)
+{
+	struct login l;
+	char *why = NULL;
+
+	if (login_read(cred_state_dir, c->argv[0], &l, &why) == -1) {
+		cause_set(
+		    cause, "%s (import it: ksbctl credential import)", why);
+		free(why);
+		return -1;
+	}
+	if (l.revoked) {
+		login_clear(&l);
+		return 1;
+	}
+	*len = strlen(l.access);
+	*out = l.access;
+	l.access = NULL;
+	login_clear(&l);
+	return 0;
+}
+
+/* The real value of c from its source; *out malloc'd (wipe it).  1: a
+ * revoked login, no value. */
 static int
 cred_read_source(
     const struct policy_cred *c, char **out, size_t *len, char **cause)
 {
 	char *why = NULL;
+	int r;
 
 	*out = NULL;
-	if (c->source == POLICY_CRED_COMMAND) {
+	if (c->source == POLICY_CRED_LOGIN) {
+		if ((r = cred_login(c, out, len, &why)) == -1)
+			goto fail;
+		if (r == 1)
+			return 1;
+	} else if (c->source == POLICY_CRED_COMMAND) {
 		if (cred_command(c, out, len, &why) == -1)
 			goto fail;
 	} else if (credsource_read(c, out, len, &why) == -1)
@@ -551,6 +587,7 @@ cred_load(const struct policy *pol, struct credset **out, char **errors)
 	struct cred_value *v;
 	char *cause = NULL;
 	size_t i, h;
+	int r;
 
 	for (i = 0; i < policy_ncreds(pol); i++) {
 		c = policy_cred_at(pol, i);
@@ -560,8 +597,15 @@ cred_load(const struct policy *pol, struct credset **out, char **errors)
 		v = &set->v[set->n++];
 		memset(v, 0, sizeof(*v));
 		v->name = xstrdup(c->name);
-		if (cred_read_source(c, &v->value, &v->len, &cause) == -1)
+		if ((r = cred_read_source(c, &v->value, &v->len, &cause)) == -1)
 			goto fail;
+		if (r == 1) { /* revoked: its placeholders are refused */
+			log_warnx("credential %s: login %s is revoked", c->name,
+			    c->argv[0]);
+			free(v->name);
+			set->n--;
+			continue;
+		}
 		v->hosts = xcalloc(c->nhosts, sizeof(*v->hosts));
 		for (h = 0; h < c->nhosts; h++) {
 			v->hosts[v->nhosts].host = xstrdup(c->hosts[h]);

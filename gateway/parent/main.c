@@ -561,6 +561,7 @@ gateway_start(struct gateway *gw, struct nft_params *np, struct event **sigs,
 		fatalx("%s", cause);
 	canary_open(gw);
 	rulecheck_start(gw, np->bridge_index);
+	login_start(gw);
 	if ((gateway_reload_ev =
 		    evtimer_new(gw->base, gateway_reload_cb, gw)) == NULL)
 		fatalx("evtimer_new");

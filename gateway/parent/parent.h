@@ -187,6 +187,8 @@ void privsep_instance_del(const struct instance *);
 /* Send the new policy and live settings; waits (bounded) for the count
  * of revoked tunnels, 0 if the proxy process did not answer. */
 int privsep_policy(struct gateway *, const struct policy_bytes *);
+/* cb gets the credential of each MSG_LOGIN_STALE (login.c's login_stale). */
+void privsep_on_login_stale(void (*cb)(const char *cred));
 /* The proxy process's pid, 0 if none. */
 pid_t privsep_child_pid(void);
 /* Send an operator's decision to the proxy process (MSG_GRANT). */
@@ -315,6 +317,16 @@ int rulecheck_hole(struct gateway *, const char *what);
 /* rulecheck_start: the periodic check, every nft-check-interval s;
  * bridge_index: the bridge's ifindex the inet rules match (nft_params). */
 void rulecheck_start(struct gateway *, uint32_t bridge_index);
+/* ---- login.c ---------------------------------------------------------------
+ * Imported subscription logins (`source login'): refreshed before they
+ * expire by one refresher each, the store re-read (reload_run) when it
+ * changes.  login_start: the 1 s check, on gw->base; once, at start.
+ */
+void login_start(struct gateway *);
+/* login_stale: the upstream refused cred's access token (a 401 relayed
+ * by the proxy, MSG_LOGIN_STALE): refresh now, unless a refresher runs,
+ * a failure's back-off waits or the pair is younger than 10 s. */
+void login_stale(const char *cred);
 /* ---- forwards.c ------------------------------------------------------------
  * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards
  * table, charged to inst's audit budget.  ev parsed and checked, from

@@ -67,6 +67,8 @@ static pid_t privsep_pid;
 static int privsep_sock = -1;
 static uint32_t privsep_gen; /* bumps at every (re)start */
 static struct event *privsep_ev, *privsep_restart_ev, *privsep_tick_ev;
+/* MSG_LOGIN_STALE goes here (login.c sets it: privsep_on_login_stale). */
+static void (*privsep_login_cb)(const char *cred);
 static int64_t privsep_backoff_ms, privsep_started_ms, privsep_addrs_ms;
 static int privsep_avail = -1;	       /* last audit state sent */
 static struct msg_addrs privsep_addrs; /* last address list sent */
@@ -447,6 +449,12 @@ privsep_dispatch(const struct msg_hdr *h, const void *p, int *revoked)
 		return 0;
 	case MSG_TRAFFIC:
 		return privsep_traffic(p);
+	case MSG_LOGIN_STALE:
+		if (msg_login_check(p) == -1)
+			return -1;
+		if (privsep_login_cb != NULL)
+			privsep_login_cb(((const struct msg_login *)p)->cred);
+		return 0;
 	case MSG_POLICY_DONE:
 		if (revoked == NULL)
 			return -1; /* unasked */
@@ -902,6 +910,12 @@ privsep_policy(struct gateway *gw, const struct policy_bytes *pb)
 		return 0;
 	}
 	return revoked < 0 ? 0 : revoked;
+}
+
+void
+privsep_on_login_stale(void (*cb)(const char *cred))
+{
+	privsep_login_cb = cb;
 }
 
 pid_t

@@ -191,6 +191,7 @@ child_policy_swap(const struct msg_policy *m, struct policy *np,
 	child_hosts(hosts, m->has_hosts, m->hosts_size);
 	child_gw->policy = np;
 	child_gw->creds = ncreds;
+	child_gw->creds_gen++; /* open tunnels mask new values too (term.c) */
 	revoked = proxy_policy_changed();
 	policy_free(old);
 	credset_free(oldcreds);

@@ -59,6 +59,9 @@ int uplink_audit_request_open(int64_t row, const char *method, const char *path,
 /* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
 void uplink_hold(
     const char *instance, const char *host, uint16_t port, int hold_s);
+/* Tell the parent the upstream answered 401 to the value of cred, a
+ * `source login' credential (MSG_LOGIN_STALE). */
+void uplink_login_stale(const char *cred);
 /* Tell the parent instance's traffic figures (MSG_TRAFFIC; bytes capped
  * at MSG_TRAFFIC_BYTES_MAX). */
 void uplink_traffic(

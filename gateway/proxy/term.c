@@ -47,6 +47,7 @@
 #include <openssl/x509v3.h>
 
 #include "common/common.h"
+#include "common/login.h"
 #include "gateway/proxy/proxy.h"
 #include "gateway/parse/refusal.h"
 #include "policy/policy.h"
@@ -133,6 +134,8 @@ struct term {
 	 * data bytes held back while they could still begin one; chunked
 	 * responses re-framed (term_down_data); hits in this response */
 	struct reflect *refl;
+	uint64_t refl_gen;  /* gw->creds_gen its values were added at */
+	unsigned refl_adds; /* sets added since it was made */
 	/* the binding the tunnel was terminated for (term_rebound): the
 	 * credential's name and SHA-256 of its value at term_start */
 	char bound[65];
@@ -289,6 +292,71 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 	bufferevent_disable(t->down, EV_READ);
 	if (t->up != NULL)
 		bufferevent_disable(t->up, EV_READ);
+}
+
+/*
+ * An agent refreshing a login the gateway owns (`source login', the
+ * provider's token endpoint on a bound host, common/login.c): answered
+ * here with this instance's placeholder as both tokens and an expiry the
+ * gateway picks (RFC 6749 §5.1), never sent upstream, never with a real
+ * value (this process holds no refresh token at all).  1 if answered
+ * (the tunnel closes after it, as after a refusal), 0 if not such a
+ * request.
+ */
+static int
+term_login_answer(struct term *t, const uint8_t *buf,
+    const struct http_request *rq, const struct policy_cred *pc,
+    const struct cred_value *cv)
+{
+	char ph[PLACEHOLDER_MAX], body[512];
+	enum login_kind kind;
+	const char *path;
+	int n;
+
+	if (pc == NULL || cv == NULL || pc->source != POLICY_CRED_LOGIN ||
+	    (path = login_token_path(t->host, &kind)) == NULL ||
+	    rq->method.len != 4 || memcmp(buf + rq->method.off, "POST", 4) ||
+	    rq->path.len != strlen(path) ||
+	    memcmp(buf + rq->path.off, path, rq->path.len) != 0)
+		return 0;
+	placeholder_make(placeholder_key(), t->inst->id, pc->name,
+	    t->inst->owner_pid, t->inst->owner_start, pc->prefix, ph);
+	n = snprintf(body, sizeof(body),
+	    "{\"token_type\":\"Bearer\",\"access_token\":\"%s\","
+	    "\"refresh_token\":\"%s\",\"expires_in\":%d%s}",
+	    ph, ph, LOGIN_GUEST_LIFETIME_S,
+	    kind == LOGIN_CLAUDE ? ",\"scope\":\"user:inference "
+				   "user:profile\"" :
+				   "");
+	evbuffer_add_printf(bufferevent_get_output(t->down),
+	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+	    "Cache-Control: no-store\r\nContent-Length: %d\r\n"
+	    "Connection: close\r\n\r\n%s",
+	    n, body);
+	if (registry_log_ok(t->inst))
+		log_info("term %s %s: the agent's refresh answered locally",
+		    t->inst->id, t->host);
+	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	t->status = 200;
+	term_row(t, REASON_LOGIN_ANSWERED);
+	t->state = TERM_CLOSING;
+	t->rq_close = (int)REASON_LOGIN_ANSWERED;
+	bufferevent_disable(t->down, EV_READ);
+	if (t->up != NULL)
+		bufferevent_disable(t->up, EV_READ);
+	return 1;
+}
+
+/* A 401 to a request that got a login's access token: the token may be
+ * dead before its time (revoked at the provider, a clock off); the
+ * parent decides whether to refresh now (login_stale). */
+static void
+term_login_stale(const struct term *t)
+{
+	const struct policy_cred *pc = policy_cred_find(t->gw->policy, t->cred);
+
+	if (pc != NULL && pc->source == POLICY_CRED_LOGIN)
+		uplink_login_stale(pc->name);
 }
 
 /* ---- the placeholder in a request head ---------------------------------- */
@@ -882,6 +950,8 @@ term_request_hold(struct term *t)
 	return 0;
 }
 
+static void term_reflect_update(struct term *);
+
 /*
  * A whole request head is in the guest's input: parse, check, rewrite,
  * send.  Returns 0 to go on, 1 not yet (incomplete, or held for its
@@ -898,6 +968,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	const char *msg = NULL;
 	int status = 0, held;
 
+	term_reflect_update(t);
 	switch (http_parse_request(buf, len, &rq, &status, &reason)) {
 	case HTTP_INCOMPLETE:
 		if (len >= HTTP_HEAD_MAX) {
@@ -921,6 +992,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc != NULL)
 		cv = credset_find(t->gw->creds, pc->name);
+	if (term_login_answer(t, buf, &rq, pc, cv) == 1)
+		return -1; /* answered: the tunnel ends, as after a refusal */
 	if (term_place(t, buf, &rq, pc, cv, &sw, &msg) == -1) {
 		free(sw.basic);
 		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE, msg);
@@ -1098,6 +1171,36 @@ term_reflect_new(struct gateway *gw, const struct instance *inst)
 }
 
 /*
+ * A new credential set while the tunnel is open (a login refreshed, a
+ * reload): its values are masked from the next request on, the old ones
+ * still (a refreshed login's previous token lives until it expires); a
+ * tunnel that saw 16 sets starts again from the current values.  Called
+ * between requests only, when no response is being masked.
+ */
+static void
+term_reflect_update(struct term *t)
+{
+	const struct policy_cred *v[64];
+	const struct cred_value *cv;
+	int i, k;
+
+	if (t->refl_gen == t->gw->creds_gen)
+		return;
+	t->refl_gen = t->gw->creds_gen;
+	if (++t->refl_adds > 16) {
+		reflect_free(t->refl);
+		t->refl = term_reflect_new(t->gw, t->inst);
+		t->refl_adds = 0;
+		return;
+	}
+	k = policy_profile_creds(t->gw->policy, t->inst->profile, v, 64);
+	for (i = 0; i < k && i < 64; i++)
+		if ((cv = credset_find(t->gw->creds, v[i]->name)) != NULL)
+			reflect_add(
+			    t->refl, (const uint8_t *)cv->value, cv->len);
+}
+
+/*
  * While a request's body is still to come, the upstream's interim
  * responses go to the guest as they come (masked as any head): one that
  * said Expect: 100-continue (RFC 9110 §10.1.1) would sit out its expect
@@ -1185,6 +1288,8 @@ term_response(struct term *t)
 		return 1; /* the final response follows */
 	t->status = rs.status;
 	t->rs_chunked = rs.body == HTTP_BODY_CHUNKED;
+	if (rs.status == 401 && t->cred[0] != '\0')
+		term_login_stale(t);
 	if (rs.upgraded) { /* its row is written when it ends */
 		t->state = TERM_UPGRADED;
 		wsframe_init(&t->ws_guest, true);
@@ -1962,6 +2067,8 @@ term_rebound(const struct term *t)
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
 	if (pc == NULL || (cv = credset_find(t->gw->creds, pc->name)) == NULL)
 		return 0; /* unbound now: its placeholders are refused */
+	if (pc->source == POLICY_CRED_LOGIN) /* a refresh is no rebinding */
+		return strcmp(pc->name, t->bound) != 0;
 	term_value_md(cv, md);
 	return strcmp(pc->name, t->bound) != 0 ||
 	    CRYPTO_memcmp(md, t->bound_md, sizeof(md)) != 0;
@@ -2006,6 +2113,7 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 	t->up_u = up;
 	t->last_ms = util_mono_ms();
 	t->refl = term_reflect_new(gw, inst);
+	t->refl_gen = gw->creds_gen;
 	snprintf(t->host, sizeof(t->host), "%s", host);
 	if ((t->down_ssl = SSL_new(sctx)) == NULL ||
 	    (t->up_ssl = SSL_new(gw->tls_upstream)) == NULL)

@@ -232,6 +232,16 @@ uplink_hold(const char *instance, const char *host, uint16_t port, int hold_s)
 }
 
 void
+uplink_login_stale(const char *cred)
+{
+	struct msg_login m;
+
+	memset(&m, 0, sizeof(m));
+	snprintf(m.cred, sizeof(m.cred), "%s", cred);
+	uplink_send(MSG_LOGIN_STALE, 0, &m, sizeof(m));
+}
+
+void
 uplink_traffic(const char *instance, int tunnels, uint64_t up, uint64_t down)
 {
 	struct msg_traffic m;

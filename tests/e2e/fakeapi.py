@@ -10,6 +10,9 @@ api.anthropic.com, platform.claude.com and api.openai.com:
   GET/HEAD /api/hello, /v1/oauth/hello    200 {}
   GET  /api/claude_code/policy_limits      200 {"restrictions": {}}
   GET  /api/claude_code/settings           404 (Claude Code's "no settings")
+  POST /v1/oauth/token (platform.claude.com), /oauth/token (auth.openai.com)
+                               the providers' token endpoints, with
+                               --oauth-lifetime only (below)
   anything else                            404
 Every response carries a request-id header, as Anthropic's do.
 
@@ -29,6 +32,21 @@ last model output item) is searched for a line "RUN: <cmd>".
 the value without "Bearer "} or null), api, model, user_texts (texts of every
 user message in the request, oldest first), tool_result (bool), reply
 ("tool", "text", or the HTTP status).
+
+--oauth-lifetime S turns on the subscription logins' semantics, as the
+providers have them: access tokens live S seconds, then (or unknown) a
+Bearer on /v1/messages or /v1/responses gets 401; refresh tokens are single
+use and rotate: a refresh (grant_type refresh_token, the agent's client_id)
+spends the one it presents and answers a new pair with expires_in; a spent
+or unknown one gets 400 invalid_grant (logged with "reuse": true for a
+spent one).  --oauth-login DIR writes a fresh login for each agent, as the
+agents store it: DIR/claude.json (~/.claude/.credentials.json) and
+DIR/codex.json (~/.codex/auth.json; the access token a JWT with "exp").
+Token requests are logged with api "oauth", "provider" and "refresh" (the
+first 12 hex of sha256 of the refresh token presented).  POST
+/fakeapi/expire (the test's control) ends every access token's life now,
+as a provider revoking them early would; GET /fakeapi/echo-auth answers
+the Authorization field it got, as a careless API could.
 
 --ready-file FILE is written (atomically, "ADDR PORT\\n") once listening.
 Python 3 standard library only.
@@ -65,6 +83,77 @@ NOT_FOUND = {"type": "error", "error": {"type": "not_found_error",
 
 log_lock = threading.Lock()
 log_file = None
+
+CLIENT_IDS = {"claude": "9d1c250a-e61b-44d9-88ed-5944d1962f5e",
+              "codex": "app_EMoamEEZ73f0CkXaXp7hrann"}
+TOKEN_PATHS = {"/v1/oauth/token": "claude", "/oauth/token": "codex"}
+
+
+class OAuth:
+    """Tokens of the fake providers: access -> (provider, expiry),
+    live refresh -> provider, spent refresh tokens."""
+
+    def __init__(self, lifetime):
+        self.lifetime = lifetime
+        self.lock = threading.Lock()
+        self.access = {}
+        self.refresh = {}
+        self.spent = set()
+
+    @staticmethod
+    def b64(obj):
+        import base64
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).rstrip(b"=").decode()
+
+    def mint(self, provider):
+        exp = time.time() + self.lifetime
+        if provider == "codex":
+            acc = "%s.%s.fakesig" % (self.b64({"alg": "none"}),
+                                     self.b64({"exp": int(exp), "jti": uuid.uuid4().hex}))
+        else:
+            acc = "sk-ant-oat01-" + uuid.uuid4().hex
+        ref = ("sk-ant-ort01-" if provider == "claude" else "rt_") + uuid.uuid4().hex
+        with self.lock:
+            self.access[acc] = (provider, exp)
+            self.refresh[ref] = provider
+        return acc, ref, exp
+
+    def live(self, token):
+        with self.lock:
+            a = self.access.get(token)
+        return a is not None and time.time() < a[1]
+
+    def spend(self, provider, token):
+        """0: spent now; 1: reused; 2: unknown."""
+        with self.lock:
+            if self.refresh.get(token) == provider:
+                del self.refresh[token]
+                self.spent.add(token)
+                return 0
+            return 1 if token in self.spent else 2
+
+    def write_logins(self, d):
+        os.makedirs(d, exist_ok=True)
+        acc, ref, exp = self.mint("claude")
+        with open(os.path.join(d, "claude.json"), "w") as f:
+            json.dump({"claudeAiOauth": {"accessToken": acc, "refreshToken": ref,
+                                         "expiresAt": int(exp * 1000),
+                                         "scopes": ["user:inference"],
+                                         "subscriptionType": "max"}}, f)
+        acc, ref, exp = self.mint("codex")
+        with open(os.path.join(d, "codex.json"), "w") as f:
+            json.dump({"OPENAI_API_KEY": None,
+                       "tokens": {"id_token": self.b64({"alg": "none"}) + ".e30.sig",
+                                  "access_token": acc, "refresh_token": ref,
+                                  "account_id": "acct-fake"},
+                       "last_refresh": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, f)
+
+
+oauth = None
+
+
+def sha12(s):
+    return hashlib.sha256(s.encode()).hexdigest()[:12]
 
 
 def log(rec):
@@ -385,6 +474,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self, head=False):
         path = self.path.split("?", 1)[0]
+        if oauth is not None and path == "/fakeapi/echo-auth":
+            # A careless API reflecting the credential it got.
+            log(self.rec(api="control", reply=200))
+            return self.send(200, {"authorization": self.headers.get("authorization")}, head)
         code, obj = GETS.get(path, (404, NOT_FOUND))
         log(self.rec(reply=code))
         self.send(code, obj, head)
@@ -402,6 +495,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             log(self.rec(reply=400, error=str(e)))
             self.close_connection = True
             return self.send(400, {"error": str(e)})
+        if oauth is not None and path in TOKEN_PATHS:
+            return self.token(TOKEN_PATHS[path], raw)
+        if oauth is not None and path == "/fakeapi/expire":
+            with oauth.lock:
+                oauth.access = {k: (v[0], 0) for k, v in oauth.access.items()}
+            log(self.rec(api="control", reply=200))
+            return self.send(200, {})
         if path not in ("/v1/messages", "/v1/responses"):
             log(self.rec(reply=404))
             return self.send(404, NOT_FOUND)
@@ -412,6 +512,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send(400, {"error": "bad json: %s" % e})
         model = body.get("model") or "unknown"
         stream = bool(body.get("stream"))
+        bearer = self.headers.get("authorization") or ""
+        if oauth is not None and bearer.lower().startswith("bearer ") \
+                and not oauth.live(bearer[7:].strip()):
+            log(self.rec(api="oauth-check", reply=401))
+            return self.send(401, {"type": "error", "error": {
+                "type": "authentication_error",
+                "message": "OAuth token has expired"}})
         if path == "/v1/messages":
             plan, texts, res = anthropic_plan(body)
             log(self.rec(api="anthropic", model=model, stream=stream,
@@ -429,6 +536,34 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.stream(events)
             else:
                 self.send(200, events[-1][1]["response"])
+
+
+    def token(self, provider, raw):
+        """The provider's token endpoint (RFC 6749 §6, rotating)."""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {}
+        ref = body.get("refresh_token") or ""
+        rec = dict(api="oauth", provider=provider, refresh=sha12(ref))
+        if body.get("grant_type") != "refresh_token" or \
+                body.get("client_id") != CLIENT_IDS[provider]:
+            log(self.rec(reply=400, **rec))
+            return self.send(400, {"error": "invalid_request"})
+        r = oauth.spend(provider, ref)
+        if r != 0:
+            log(self.rec(reply=400, reuse=(r == 1), **rec))
+            return self.send(400, {"error": "invalid_grant",
+                                   "error_description": "refresh token is invalid or was used"})
+        acc, new, exp = oauth.mint(provider)
+        log(self.rec(reply=200, new_refresh=sha12(new), access=sha12(acc), **rec))
+        ans = {"access_token": acc, "refresh_token": new, "token_type": "Bearer",
+               "expires_in": int(round(exp - time.time()))}
+        if provider == "codex":
+            ans["id_token"] = OAuth.b64({"alg": "none"}) + ".e30.sig"
+        else:
+            ans["scope"] = "user:inference"
+        self.send(200, ans)
 
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
@@ -476,7 +611,15 @@ def main():
     ap.add_argument("--log", help="append one JSON line per request")
     ap.add_argument("--ready-file", help="written as 'ADDR PORT' once listening")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--oauth-lifetime", type=float,
+                    help="seconds an access token lives (turns OAuth on)")
+    ap.add_argument("--oauth-login", help="write fresh logins into DIR")
     a = ap.parse_args()
+    global oauth
+    if a.oauth_lifetime:
+        oauth = OAuth(a.oauth_lifetime)
+        if a.oauth_login:
+            oauth.write_logins(a.oauth_login)
 
     ctx = None
     if a.cert:

@@ -1,7 +1,8 @@
 #!/bin/sh
 # fakeapi_certs.sh OUTDIR: a throwaway test CA and a server certificate for
 # the fake model API (tests/e2e/fakeapi.py), valid for api.anthropic.com,
-# platform.claude.com, api.openai.com, localhost and 127.0.0.1.
+# platform.claude.com, api.openai.com, auth.openai.com (the token endpoint),
+# localhost and 127.0.0.1.
 # Writes OUTDIR/ca.pem (give it to the agents: NODE_EXTRA_CA_CERTS for Claude
 # Code, SSL_CERT_FILE for Codex), OUTDIR/ca.key, OUTDIR/server.pem (leaf then
 # CA) and OUTDIR/server.key.  Idempotent: keeps existing files that are valid
@@ -34,7 +35,7 @@ keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
 subjectKeyIdentifier=hash
 authorityKeyIdentifier=keyid
-subjectAltName=DNS:api.anthropic.com,DNS:platform.claude.com,DNS:api.openai.com,DNS:localhost,IP:127.0.0.1
+subjectAltName=DNS:api.anthropic.com,DNS:platform.claude.com,DNS:api.openai.com,DNS:auth.openai.com,DNS:localhost,IP:127.0.0.1
 EOF
 q openssl x509 -req -in "$tmp/server.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" \
 	-CAcreateserial -days 29 -extfile "$tmp/ext" -out "$tmp/leaf.pem"

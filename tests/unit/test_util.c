@@ -165,6 +165,7 @@ test_reason(void)
 		{ REASON_REQUEST_PATH_AMBIGUOUS, "request_path_ambiguous" },
 		{ REASON_MISDIRECTED_REQUEST, "misdirected_request" },
 		{ REASON_CREDENTIAL_REFLECTED, "credential_reflected" },
+		{ REASON_LOGIN_ANSWERED, "login_answered" },
 		{ REASON_CREDENTIAL_REBOUND, "credential_rebound" },
 		{ REASON_WEBSOCKET_VIOLATION, "websocket_violation" },
 		{ REASON_TLS_ALPN_REFUSED, "tls_alpn_refused" },

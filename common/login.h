@@ -1,0 +1,105 @@
+/*
+ * common/login.h: subscription logins imported into the gateway
+ * (ksbctl(1), credential import; ksb-policy(5), `source login').
+ */
+#ifndef KSB_COMMON_LOGIN_H
+#define KSB_COMMON_LOGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- login.c ---------------------------------------------------------------
+ * One imported login is <state-dir>/logins/NAME.json (directory 0700,
+ * file 0600, root's), ksb's own JSON, written whole by rename and fsync'd
+ * (login_write).  It holds the provider's access and refresh tokens; only
+ * ksbctl credential import and the gateway's refresher
+ * (gateway/parent/login.c) write it, and no value is ever logged.
+ *
+ * The providers' own formats, as the pinned agents read and write them
+ * (Claude Code 2.1.332, Codex CLI 0.171.0; checked in their code):
+ *   claude  ~/.claude/.credentials.json  {"claudeAiOauth": {"accessToken",
+ *           "refreshToken", "expiresAt" (epoch ms), "scopes": [...]}};
+ *           refreshed at https://platform.claude.com/v1/oauth/token with
+ *           JSON {grant_type: refresh_token, refresh_token, client_id}
+ *   codex   ~/.codex/auth.json  {"tokens": {"id_token", "access_token",
+ *           "refresh_token", "account_id"}, "last_refresh"}; the access
+ *           token is a JWT whose "exp" is its expiry; refreshed at
+ *           https://auth.openai.com/oauth/token with JSON {client_id,
+ *           grant_type: refresh_token, refresh_token, scope}
+ * The answer of both (RFC 6749 §5.1): access_token, refresh_token (a new
+ * one: the old one is spent), expires_in (seconds; optional for codex).
+ */
+enum login_kind { LOGIN_CLAUDE = 1, LOGIN_CODEX };
+#define KSB_LOGIN_NAME_MAX 64	/* [a-z0-9][a-z0-9_-]{0,63} */
+#define LOGIN_TOKEN_MAX	   8192 /* bytes of a token (CREDSOURCE_VALUE_MAX) */
+#define LOGIN_FILE_MAX	   65536
+#define LOGIN_ERROR_MAX	   200 /* bytes of last_error kept */
+
+struct login {
+	enum login_kind kind;
+	char *access;		/* malloc'd; wiped by login_clear */
+	char *refresh;		/* malloc'd; wiped by login_clear */
+	char *id_token;		/* codex: the OpenID token, else NULL */
+	char *account_id;	/* codex: the ChatGPT account, else NULL */
+	int64_t expires_ms;	/* epoch ms the access token expires */
+	int64_t obtained_ms;	/* epoch ms it was obtained */
+	int64_t imported_s;	/* epoch s of the import */
+	int64_t last_refresh_s; /* epoch s of the last refresh, 0: none */
+	int64_t refreshes;	/* successful refreshes since the import */
+	int64_t failures;	/* failed attempts since the last success */
+	char *last_error;	/* the last failure, or NULL; no value */
+	int revoked;		/* ksbctl credential revoke */
+};
+
+/* "claude" or "codex" into *kind: 0, or -1 for anything else. */
+int login_kind_parse(const char *s, enum login_kind *kind);
+const char *login_kind_name(enum login_kind);
+/* The provider's token endpoint (https URL) and OAuth client id. */
+const char *login_token_url(enum login_kind);
+const char *login_client_id(enum login_kind);
+/*
+ * login_token_path: the token endpoint's path if host (normalised, as a
+ * credential's host) is a provider's token host ("platform.claude.com",
+ * "auth.openai.com"), else NULL; *kind (may be NULL) its provider.
+ */
+const char *login_token_path(const char *host, enum login_kind *kind);
+/* Seconds of life the gateway gives a guest's placeholder login (the
+ * expiry in its login file and in a locally answered refresh). */
+#define LOGIN_GUEST_LIFETIME_S 28800
+/* 1 if s is a valid login name, else 0. */
+int login_name_ok(const char *s);
+/* "<state_dir>/logins" and "<state_dir>/logins/NAME.json", malloc'd. */
+char *login_dir(const char *state_dir);
+char *login_path(const char *state_dir, const char *name);
+/*
+ * login_parse_agent: the agent's own login file (buf, len bytes, the
+ * formats above) into *out (zeroed first; login_clear it); now_ms is the
+ * time of the import (the access token's expiry of a codex file without
+ * a readable "exp" is taken as now + 1 h).  0, or -1 and *cause naming
+ * the missing or bad field (never a value).
+ */
+int login_parse_agent(enum login_kind, const char *buf, size_t len,
+    int64_t now_ms, struct login *out, char **cause);
+/*
+ * login_parse_answer: a token endpoint's 200 answer into the new pair of
+ * *l (the old tokens wiped and replaced, expiry and obtained_ms set from
+ * now_ms and expires_in, or a codex JWT's exp, or 1 h).  0, or -1 and
+ * *cause (l unchanged).
+ */
+int login_parse_answer(
+    struct login *l, const char *buf, size_t len, int64_t now_ms, char **cause);
+/* The store file (login_path) read into *out: 0, or -1 and *cause. */
+int login_read(
+    const char *state_dir, const char *name, struct login *out, char **cause);
+/*
+ * login_write: *l as the store file, all or nothing (util_replace_file,
+ * mode 0600, then the directory fsync'd), making the directory (0700) if
+ * needed.  After it returns 0 the new content survives a crash.  0, or -1
+ * and *cause.
+ */
+int login_write(const char *state_dir, const char *name, const struct login *l,
+    char **cause);
+/* Wipe and free what *l holds; NULL-safe; *l zeroed. */
+void login_clear(struct login *l);
+
+#endif

@@ -1,0 +1,116 @@
+/*
+ * test_login.c: common/login.c, the agents' login files, the token
+ * endpoint's answer and the store (a temporary state directory).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "common/login.h"
+#include "tests/unit/tap.h"
+
+/* A JWT whose payload is {"exp":2000000000} (no signature checked). */
+#define JWT "eyJhbGciOiJub25lIn0.eyJleHAiOjIwMDAwMDAwMDB9.sig"
+
+static int
+agent(enum login_kind k, const char *text, struct login *l, char **cause)
+{
+	free(*cause);
+	*cause = NULL;
+	return login_parse_agent(k, text, strlen(text), 1000, l, cause);
+}
+
+int
+main(void)
+{
+	struct login l, r;
+	char *cause = NULL, dir[] = "/tmp/test_login.XXXXXX", *p;
+	struct stat st;
+	const char *ans;
+
+	CHECK(agent(LOGIN_CLAUDE,
+		  "{\"claudeAiOauth\":{\"accessToken\":\"sk-ant-oat01-a\","
+		  "\"refreshToken\":\"sk-ant-ort01-r\",\"expiresAt\":50000}}",
+		  &l, &cause) == 0 &&
+		strcmp(l.access, "sk-ant-oat01-a") == 0 &&
+		strcmp(l.refresh, "sk-ant-ort01-r") == 0 &&
+		l.expires_ms == 50000 && l.obtained_ms == 1000,
+	    "claude: tokens and expiresAt (ms)");
+	login_clear(&l);
+	CHECK(agent(LOGIN_CLAUDE,
+		  "{\"claudeAiOauth\":{\"accessToken\":\"a\",\"expiresAt\":1}}",
+		  &l, &cause) == -1 &&
+		strstr(cause, "refreshToken") != NULL && l.access == NULL,
+	    "claude: no refresh token: refused, naming the field");
+	CHECK(agent(LOGIN_CLAUDE, "{\"tokens\":{}}", &l, &cause) == -1 &&
+		strstr(cause, "claudeAiOauth") != NULL,
+	    "claude: a codex file is refused");
+	CHECK(agent(LOGIN_CLAUDE,
+		  "{\"claudeAiOauth\":{\"accessToken\":\"a b\","
+		  "\"refreshToken\":\"r\",\"expiresAt\":1}}",
+		  &l, &cause) == -1 &&
+		strstr(cause, "space") != NULL,
+	    "a token holding a space is refused");
+	CHECK(agent(LOGIN_CODEX, "[1]", &l, &cause) == -1 &&
+		strstr(cause, "JSON object") != NULL,
+	    "not a JSON object");
+	CHECK(agent(LOGIN_CODEX,
+		  "{\"OPENAI_API_KEY\":null,\"tokens\":{\"id_token\":\"i\","
+		  "\"access_token\":\"" JWT "\",\"refresh_token\":\"rt_1\","
+		  "\"account_id\":\"acct\"}}",
+		  &l, &cause) == 0 &&
+		l.expires_ms == 2000000000000LL &&
+		strcmp(l.account_id, "acct") == 0 &&
+		strcmp(l.id_token, "i") == 0,
+	    "codex: the access token's JWT exp is its expiry");
+	CHECK(agent(LOGIN_CODEX, "{\"OPENAI_API_KEY\":\"sk-x\"}", &r, &cause) ==
+		    -1 &&
+		strstr(cause, "API-key") != NULL,
+	    "codex: an API-key login is refused, saying so");
+
+	ans = "{\"access_token\":\"new-a\",\"refresh_token\":\"new-r\","
+	      "\"expires_in\":60}";
+	CHECK(login_parse_answer(&l, ans, strlen(ans), 5000, &cause) == 0 &&
+		strcmp(l.access, "new-a") == 0 &&
+		strcmp(l.refresh, "new-r") == 0 && l.expires_ms == 65000 &&
+		l.obtained_ms == 5000,
+	    "answer: the new pair, expires_in seconds");
+	ans = "{\"access_token\":\"x\"}";
+	CHECK(login_parse_answer(&l, ans, strlen(ans), 9000, &cause) == -1 &&
+		strcmp(l.access, "new-a") == 0 && l.obtained_ms == 5000,
+	    "answer without a refresh token: refused, the pair unchanged");
+
+	CHECK(mkdtemp(dir) != NULL, "temporary state directory");
+	l.failures = 2;
+	l.last_error = xstrdup("HTTP 400 invalid_grant");
+	CHECK(login_write(dir, "work", &l, &cause) == 0, "store written");
+	p = login_path(dir, "work");
+	CHECK(stat(p, &st) == 0 && (st.st_mode & 0777) == 0600,
+	    "the store file is 0600");
+	CHECK(login_read(dir, "work", &r, &cause) == 0 &&
+		r.kind == LOGIN_CODEX && strcmp(r.access, "new-a") == 0 &&
+		strcmp(r.refresh, "new-r") == 0 && r.expires_ms == 65000 &&
+		r.failures == 2 && strcmp(r.last_error, l.last_error) == 0 &&
+		strcmp(r.account_id, "acct") == 0,
+	    "read back as written");
+	login_clear(&r);
+	CHECK(login_read(dir, "none", &r, &cause) == -1 &&
+		strstr(cause, "none.json") != NULL,
+	    "a missing login: the path in the error");
+	CHECK(login_name_ok("claude") && login_name_ok("work-codex_2") &&
+		!login_name_ok("") && !login_name_ok("A") &&
+		!login_name_ok("../x") && !login_name_ok("-x"),
+	    "login names");
+	unlink(p);
+	free(p);
+	p = login_dir(dir);
+	rmdir(p);
+	free(p);
+	rmdir(dir);
+	login_clear(&l);
+	free(cause);
+	return tap_done();
+}
