@@ -198,7 +198,8 @@ int util_boot_cache_get(
 int util_boot_cache_put(const char *dir, const char *name, const char *val);
 /*
  * util_read_file: read the regular file path whole (opened O_CLOEXEC |
- * O_NOCTTY; symlinks are followed) into *buf, a new allocation of *len
+ * O_NOCTTY | O_NONBLOCK, so a FIFO is refused at once instead of waited
+ * on; symlinks are followed) into *buf, a new allocation of *len
  * bytes, not NUL-terminated, that the caller frees.  A file of more than
  * max bytes is an error.  Returns 0, or -1 and sets *cause (may be NULL) to
  * the reason alone, without the path: strerror(errno), "is a directory",

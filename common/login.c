@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -447,4 +448,32 @@ cleanup:
 	free(dir);
 	free(path);
 	return ret;
+}
+
+int
+login_lock(const char *state_dir, const char *name, int wait_ms)
+{
+	char *dir = login_dir(state_dir), *p;
+	int fd, i;
+
+	(void)util_mkdirs(dir, 0700);
+	xasprintf(&p, "%s/%s.lock", dir, name);
+	fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	free(p);
+	free(dir);
+	if (fd == -1)
+		return -1;
+	/* No event says a flock is free: try every 100 ms, bounded. */
+	for (i = 0; i <= wait_ms / 100; i++) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return fd;
+		if (errno != EWOULDBLOCK)
+			break;
+		if (i < wait_ms / 100)
+			usleep(100 * 1000);
+	}
+	i = errno;
+	close(fd);
+	errno = i;
+	return -1;
 }

@@ -99,6 +99,14 @@ int login_read(
  */
 int login_write(const char *state_dir, const char *name, const struct login *l,
     char **cause);
+/*
+ * login_lock: the exclusive flock(2) on <state-dir>/logins/NAME.lock that
+ * every writer of NAME's store holds across its read, change and write
+ * (the gateway's refresher, ksbctl credential import and revoke), waited
+ * for up to wait_ms.  The fd (close it to release), or -1 with errno
+ * (EWOULDBLOCK: still held after wait_ms).
+ */
+int login_lock(const char *state_dir, const char *name, int wait_ms);
 /* Wipe and free what *l holds; NULL-safe; *l zeroed. */
 void login_clear(struct login *l);
 

@@ -511,7 +511,11 @@ util_read_file(
 	ssize_t r;
 	int fd, ret = -1;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)) == -1 ||
+	/* O_NONBLOCK: a FIFO's open would wait for a writer (forever, if
+	 * the one who named the file wants it to); a regular file's reads
+	 * are the same with it. */
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK)) ==
+		-1 ||
 	    fstat(fd, &st) == -1) {
 		cause_set(cause, "%s", strerror(errno));
 		goto cleanup;

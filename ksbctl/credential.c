@@ -72,11 +72,81 @@ credential_reload(void)
 	free(cause);
 }
 
+/* How long ksbctl waits for a refresh of the same login to end (the
+ * refresher's HTTP exchange is bounded at 30 s). */
+#define CREDENTIAL_LOCK_MS 45000
+
+/* NAME's store lock (login_lock), said when it cannot be had: fd or -1. */
+static int
+credential_lock(const char *cmd, const char *name)
+{
+	int fd;
+
+	if ((fd = login_lock(ksbctl_conf->state_dir, name, 0)) != -1)
+		return fd;
+	if (errno == EWOULDBLOCK) {
+		fprintf(stderr,
+		    "ksbctl %s: the gateway is refreshing login `%s': "
+		    "waiting for it\n",
+		    cmd, name);
+		fd = login_lock(
+		    ksbctl_conf->state_dir, name, CREDENTIAL_LOCK_MS);
+	}
+	if (fd == -1)
+		fprintf(stderr, "ksbctl %s: cannot lock login `%s': %s\n", cmd,
+		    name, strerror(errno));
+	return fd;
+}
+
+/*
+ * Another stored login holding the same refresh token (one agent login
+ * imported twice): its name (malloc'd), else NULL.  Two refreshers would
+ * each spend the token, and the provider ends the login for both.
+ */
+static char *
+credential_same_login(const char *name, const struct login *l)
+{
+	char *dir = login_dir(ksbctl_conf->state_dir), *found = NULL, *why;
+	char other[KSB_LOGIN_NAME_MAX + 1];
+	struct dirent *de;
+	struct login o;
+	size_t n;
+	DIR *d;
+
+	if ((d = opendir(dir)) == NULL) {
+		free(dir);
+		return NULL;
+	}
+	while (found == NULL && (de = readdir(d)) != NULL) {
+		n = strlen(de->d_name);
+		if (n <= 5 || n - 5 > KSB_LOGIN_NAME_MAX ||
+		    strcmp(de->d_name + n - 5, ".json") != 0)
+			continue;
+		snprintf(
+		    other, sizeof(other), "%.*s", (int)(n - 5), de->d_name);
+		if (strcmp(other, name) == 0 || !login_name_ok(other))
+			continue;
+		why = NULL;
+		if (login_read(ksbctl_conf->state_dir, other, &o, &why) == 0) {
+			if (o.refresh != NULL && l->refresh != NULL &&
+			    strcmp(o.refresh, l->refresh) == 0)
+				found = xstrdup(other);
+			login_clear(&o);
+		}
+		free(why);
+	}
+	closedir(d);
+	free(dir);
+	return found;
+}
+
 static int
 credential_import(int argc, char **argv)
 {
 	const char *name = NULL, *from = NULL;
 	char *file = NULL, *buf = NULL, *why = NULL, *path = NULL, esc[512];
+	char *other = NULL;
+	int lock = -1;
 	struct login l;
 	enum login_kind kind;
 	size_t len = 0;
@@ -132,6 +202,17 @@ credential_import(int argc, char **argv)
 		goto cleanup;
 	}
 	l.imported_s = (int64_t)time(NULL);
+	if ((lock = credential_lock("credential import", name)) == -1)
+		goto cleanup;
+	if ((other = credential_same_login(name, &l)) != NULL) {
+		fprintf(stderr,
+		    "ksbctl credential import: %s is the login already "
+		    "imported as `%s' (the same refresh token): two would "
+		    "spend it against each other; remove that one first "
+		    "or log in again for a second login\n",
+		    file, other);
+		goto cleanup;
+	}
 	if (login_write(ksbctl_conf->state_dir, name, &l, &why) == -1) {
 		fprintf(stderr, "ksbctl credential import: %s\n", why);
 		goto cleanup;
@@ -150,12 +231,15 @@ credential_import(int argc, char **argv)
 	credential_reload();
 	ret = 0;
 cleanup:
+	if (lock != -1)
+		close(lock);
 	if (buf != NULL)
 		OPENSSL_cleanse(buf, len);
 	free(buf);
 	free(why);
 	free(file);
 	free(path);
+	free(other);
 	login_clear(&l);
 	return ret;
 }
@@ -234,6 +318,7 @@ credential_revoke(int argc, char **argv)
 {
 	struct login l;
 	char *why = NULL, esc[256];
+	int lock;
 
 	if (argc != 2)
 		return ksbctl_usage(stderr, "credential revoke");
@@ -243,9 +328,14 @@ credential_revoke(int argc, char **argv)
 		    esc);
 		return 2;
 	}
+	/* Under the store's lock: a refresh in flight would otherwise
+	 * write its pair back over the revoke (audit F2). */
+	if ((lock = credential_lock("credential revoke", argv[1])) == -1)
+		return 1;
 	if (login_read(ksbctl_conf->state_dir, argv[1], &l, &why) == -1) {
 		fprintf(stderr, "ksbctl credential revoke: %s\n", why);
 		free(why);
+		close(lock);
 		return 1;
 	}
 	l.revoked = 1;
@@ -253,9 +343,11 @@ credential_revoke(int argc, char **argv)
 		fprintf(stderr, "ksbctl credential revoke: %s\n", why);
 		free(why);
 		login_clear(&l);
+		close(lock);
 		return 1;
 	}
 	login_clear(&l);
+	close(lock);
 	printf("login `%s' revoked: no guest gets it any more\n", argv[1]);
 	credential_reload();
 	return 0;

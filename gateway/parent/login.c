@@ -285,28 +285,6 @@ login_due(const struct login *l)
 	    util_now_ms() >= l->expires_ms - login_margin_ms(l);
 }
 
-/* The exclusive lock on NAME.lock, waited for (bounded); fd or -1. */
-static int
-login_lock(const char *state_dir, const char *name)
-{
-	char *dir = login_dir(state_dir), *p;
-	int fd, i;
-
-	(void)util_mkdirs(dir, 0700);
-	xasprintf(&p, "%s/%s.lock", dir, name);
-	fd = open(p, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	free(p);
-	free(dir);
-	for (i = 0; fd != -1 && i < LOGIN_LOCK_MS / 100; i++) {
-		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
-			return fd;
-		usleep(100 * 1000);
-	}
-	if (fd != -1)
-		close(fd);
-	return -1;
-}
-
 /*
  * The refresher: exit 0 refreshed, 2 nothing to do (fresh or revoked),
  * 1 failed (counted in the store).
@@ -323,7 +301,7 @@ login_child(const struct ksb_conf *conf, const char *name, int stale)
 	signal(SIGINT, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
-	if ((lock = login_lock(conf->state_dir, name)) == -1)
+	if ((lock = login_lock(conf->state_dir, name, LOGIN_LOCK_MS)) == -1)
 		_exit(1);
 	if (login_read(conf->state_dir, name, &l, &why) == -1)
 		_exit(1);

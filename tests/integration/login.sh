@@ -68,6 +68,16 @@ cat "$T/imp.out"
 ksb_check "claude imported, with the warning not to use the host copy" \
 	'grep -q "do not use" "$T/imp.out" && grep -q "setup-token" "$T/imp.out"'
 ctl credential import codex --name work-codex --from "$T/agent/codex.json" > /dev/null 2>&1 || true
+# Audit F4: one agent login under two names: two refreshers would spend
+# its one refresh token against each other.
+ksb_check "the same login under a second name is refused, naming the first" \
+	'! ctl credential import claude --name claude2 --from "$T/agent/claude.json" 2> "$T/e" &&
+	 grep -q "already imported as .claude." "$T/e" && [ ! -e "$STORE/claude2.json" ]'
+# Audit F5: a FIFO as the file hung root's ksbctl (util_read_file).
+mkfifo "$T/fifo"
+ksb_check "a FIFO is refused at once, not waited on" \
+	'! timeout 10 "$KSBCTL" -f "$T/ksb.conf" credential import claude --name fifo --from "$T/fifo" 2> "$T/e" &&
+	 grep -q "not a regular file" "$T/e"'
 ksb_check "the store is root-only: directory 0700, files 0600" \
 	'[ "$(stat -c %a "$STORE")" = 700 ] && [ "$(stat -c %a "$STORE/claude.json")" = 600 ] && [ "$(stat -c %a "$STORE/work-codex.json")" = 600 ]'
 CLAUDE_REAL=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["claudeAiOauth"]["accessToken"])' "$T/agent/claude.json")
@@ -242,8 +252,21 @@ ksb_check "still no spent refresh token presented, no refusal" \
 	'! grep "\"api\": \"oauth\"" "$T/api.log" | grep -q "\"reply\": 400"'
 
 ksb_say "revoke"
+# Audit F2: a revoke written while a refresher held the store was undone
+# by the refresher's write.  Every writer takes NAME.lock: with it held
+# (as a refresher holds it from its read to its write), revoke waits, and
+# writes after the holder is done.
+flock "$STORE/claude.lock" sh -c 'touch "$1"; sleep 2' _ "$T/held" &
+holder=$!
+ksb_until 10 test -e "$T/held" || ksb_fail "the lock holder did not start"
 ctl credential revoke claude > "$T/rev.out" 2>&1 || true
 cat "$T/rev.out"
+wait "$holder" || true
+ksb_check "revoke waits for a holder of the login's store (a refresh)" \
+	'grep -q "the gateway is refreshing login .claude.: waiting for it" "$T/rev.out" &&
+	 grep -q "revoked" "$T/rev.out"'
+ksb_check "the store says revoked" \
+	'python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"revoked\"]" "$STORE/claude.json"'
 s=$(turn 4 claude)
 ksb_check "after revoke the guest's placeholder reaches the provider as it is: 401 ($s)" '[ "$s" = 401 ]'
 n0=$(oauth_ok claude)
