@@ -9,7 +9,8 @@
 # command's.  The instance names come from SLURM_ARRAY_JOB_ID and
 # SLURM_ARRAY_TASK_ID and the gateway's audit rows carry them.  Then a
 # running task is cancelled (scancel: SIGTERM, SIGKILL after KillWait):
-# no tap, lease, instance directory or QEMU is left.  Exit codes come from
+# the guest stops cleanly (QEMU ignores the job-wide SIGTERM, ksb-run
+# stops the guest) and no tap, lease, instance directory or QEMU is left.  Exit codes come from
 # the job completion log (jobcomp/filetxt, what sacct reads without a
 # slurmdbd: `sacct -c'), the memory from the jobs' own accounting
 # (jobacct_gather/linux: the running step's MaxRSS, QEMU included, from
@@ -188,5 +189,13 @@ ksb_check "scancel: the job completion log says CANCELLED" \
 ksb_check "scancel: no set entry left (nft list sets as before the job)" \
 	'ip netns exec "$GW" nft list sets > "$T/sets.after" && cmp -s "$T/sets.before" "$T/sets.after" || diff "$T/sets.before" "$T/sets.after"'
 ksb_check "scancel: no instance directory left" '[ ! -e "$T/state/instances/$name2" ]'
+# The job-wide SIGTERM reached QEMU too, which runs with it blocked: the
+# guest stopped its command and powered off (ksb-run's orderly stop).
+ksb_check "scancel: ksb-run got the job's SIGTERM" \
+	'grep -q "got signal 15: stopping the guest" "$S/err-c.txt"'
+ksb_check "scancel: the guest stopped cleanly (its status, its poweroff)" \
+	'grep -q "instance $name2: stopped cleanly" "$S/err-c.txt"'
+ksb_check "scancel: QEMU did not die of the job's SIGTERM" \
+	'! grep -q "terminating on signal" "$S/err-c.txt"'
 tail -n 5 "$S/err-c.txt" | sed 's/^/# cancelled: /'
 [ "${fails:-0}" = 0 ]
