@@ -24,6 +24,7 @@
 #define RESTORE_WAIT_MS	      60000 /* QEMU loads the template by then */
 #define KILL_GRACE_MS	      5000  /* QEMU_STOP_SIGNAL -> SIGKILL */
 #define POWEROFF_GRACE_MS     10000 /* EXIT received -> QEMU must be gone */
+#define SIGNAL_TWICE_MS	      1000  /* the same signal sooner: no second one */
 #define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGHUP QEMU */
 #define PROJECT_FILE	      ".ksb/instance.conf"
 #define ESCAPE_CHAR	      0x1d  /* Ctrl-] */
@@ -173,6 +174,7 @@ struct sup {
 	unsigned long throttled; /* windows it went over the budget */
 	int st;			 /* QEMU's wait status */
 	int signo;		 /* the first signal received, 0 none */
+	int64_t signo_at;	 /* when */
 	int done;		 /* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;

@@ -309,8 +309,15 @@ sup_signal(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 			s->done = 1;
 	} else if (s->signo == 0) {
 		s->signo = (int)si.ssi_signo;
+		s->signo_at = now;
 		log_warnx("got signal %d: stopping the guest", s->signo);
 		s->want_stop = 1;
+	} else if ((int)si.ssi_signo == s->signo &&
+	    now - s->signo_at < SIGNAL_TWICE_MS) {
+		/* The job's signal to all and a wrapper's forward of it
+		 * (contrib/slurm-job.sh): one stop. */
+		log_debug("got signal %d again from pid %u at once: one stop",
+		    s->signo, si.ssi_pid);
 	} else {
 		log_warnx(
 		    "got signal %d again: stopping QEMU", (int)si.ssi_signo);
