@@ -9,8 +9,12 @@
 # command's.  The instance names come from SLURM_ARRAY_JOB_ID and
 # SLURM_ARRAY_TASK_ID and the gateway's audit rows carry them.  Then a
 # running task is cancelled (scancel: SIGTERM, SIGKILL after KillWait):
-# the guest stops cleanly (QEMU ignores the job-wide SIGTERM, ksb-run
-# stops the guest) and no tap, lease, instance directory or QEMU is left.  Exit codes come from
+# the guest stops cleanly (the job script forwards the SIGTERM, QEMU
+# ignores a job-wide one, ksb-run stops the guest) and no tap, lease,
+# instance directory or QEMU is left.  The jobs run in cgroups
+# (proctrack/cgroup, task/cgroup, ConstrainRAMSpace on cgroup v1): the
+# running task's QEMU is in the job's memory cgroup, charged there, and
+# the guest (--memory from --mem) fits the limit with no OOM kill.  Exit codes come from
 # the job completion log (jobcomp/filetxt, what sacct reads without a
 # slurmdbd: `sacct -c'), the memory from the jobs' own accounting
 # (jobacct_gather/linux: the running step's MaxRSS, QEMU included, from
