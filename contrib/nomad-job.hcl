@@ -26,10 +26,13 @@ job "ksb-task" {
         command = "/bin/sh"
         args = ["-c", <<-SH
           name=job-$(echo "$NOMAD_JOB_ID" | tr -c 'A-Za-z0-9\n' -)-$NOMAD_ALLOC_INDEX
+          # SIGTERM reaches this shell only: forwarded, then wait again.
+          trap 't=1; kill -TERM "$pid" 2>/dev/null' TERM
           ksb-run --name "$name" --memory $((NOMAD_MEMORY_LIMIT - 160)) \
             --repo /srv/proj --push-to /srv/results.git \
-            -- claude -p 'fix the failing test' < /dev/null
-          rc=$?
+            -- claude -p 'fix the failing test' < /dev/null &
+          pid=$! rc=125 t=1
+          while [ "$t" = 1 ]; do t=0; wait "$pid"; st=$?; [ "$st" = 127 ] || rc=$st; done
           ksbctl rm "$name"
           exit $rc
           SH

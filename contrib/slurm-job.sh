@@ -11,8 +11,8 @@
 # 160 MiB for QEMU (SLURM_MEM_PER_NODE, MiB); the job's exit status is the
 # command's (125: ksb-run's own failure, or a --push-to that failed); the
 # guest's sandbox/<name> is pushed by the host to KSB_PUSH_TO.  On scancel
-# (SIGTERM, SIGKILL after KillWait) ksb-run stops the guest and unregisters;
-# this script then removes the named instance's directory.
+# (SIGTERM, SIGKILL after KillWait) ksb-run stops the guest cleanly and
+# unregisters; this script then removes the named instance's directory.
 #
 # Environment: KSB_REPO (the project repository, required with
 # KSB_PUSH_TO), KSB_PUSH_TO (a path or URL), KSB_PROFILE (default
@@ -30,12 +30,26 @@ args=(-f "$conf" --name "$name" --memory "$mem" --profile "${KSB_PROFILE:-defaul
 [ -n "${SLURM_CPUS_PER_TASK:-}" ] && args+=(--cpus "$SLURM_CPUS_PER_TASK")
 run=(ksb-run)
 [ -n "${KSB_NETNS:-}" ] && run=(ip netns exec "$KSB_NETNS" "${run[@]}")
-# A handler, not an ignore (an ignored SIGTERM would be ksb-run's too):
-# the scheduler's SIGTERM stops ksb-run; this shell goes on to clean up.
-trap 'echo "slurm-job: $name: SIGTERM" >&2' TERM
+# scancel's SIGTERM reaches this script only under proctrack/cgroup (the
+# batch step's task), every process of the job under proctrack/linuxproc:
+# the script forwards it to ksb-run (which takes the same signal twice
+# within 1 s as one stop), waits for its status, then cleans up.  QEMU
+# ignores the SIGTERM (ksb-run(1), SIGNALS); SIGKILL after KillWait ends
+# everything.
+termed=0
+trap 'termed=1; echo "slurm-job: $name: SIGTERM: stopping ksb-run" >&2; kill -TERM "$pid" 2>/dev/null' TERM
 start=$(date +%s%N)
-"${run[@]}" "${args[@]}" -- "$@" < /dev/null
-rc=$?
+"${run[@]}" "${args[@]}" -- "$@" < /dev/null &
+pid=$!
+rc=125
+# wait returns early (>128) when the trap ran: wait again for the status.
+termed=1
+while [ "$termed" = 1 ]; do
+	termed=0
+	wait "$pid"
+	st=$?
+	[ "$st" = 127 ] || rc=$st
+done
 ksbctl -f "$conf" rm "$name" >&2 || [ "$rc" != 0 ] || rc=125
 echo "slurm-job: $name: exit $rc in $((($(date +%s%N) - start) / 1000000)) ms" >&2
 exit "$rc"

@@ -512,7 +512,8 @@ qemuuser_enter(const struct qemuuser *qu, const struct qemu_handoff *h)
 	 * again, so that QEMU never outlives its ksb-run, and check that the
 	 * parent did not die in between.
 	 */
-	if (prctl(PR_SET_PDEATHSIG, SIGTERM) == -1 || getppid() != parent)
+	if (prctl(PR_SET_PDEATHSIG, QEMU_STOP_SIGNAL) == -1 ||
+	    getppid() != parent)
 		return -1;
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == -1 ||
 	    (qu->active && qemuuser_no_caps() != 0))

@@ -22,9 +22,10 @@
 #define QEMU_TEMPLATE_FD      9	    /* template=on: -incoming fd: */
 #define QEMU_RESTORE_QMP_FD   10    /* ... and QMP to see it run */
 #define RESTORE_WAIT_MS	      60000 /* QEMU loads the template by then */
-#define KILL_GRACE_MS	      5000  /* SIGTERM -> SIGKILL */
+#define KILL_GRACE_MS	      5000  /* QEMU_STOP_SIGNAL -> SIGKILL */
 #define POWEROFF_GRACE_MS     10000 /* EXIT received -> QEMU must be gone */
-#define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGTERM QEMU */
+#define SIGNAL_TWICE_MS	      1000  /* the same signal sooner: no second one */
+#define STOP_GRACE_MS	      (GUESTCTL_STOP_GRACE_MS + 5000) /* STOP -> SIGHUP QEMU */
 #define PROJECT_FILE	      ".ksb/instance.conf"
 #define ESCAPE_CHAR	      0x1d  /* Ctrl-] */
 #define AGENT_SETTLE_MS	      3000  /* -d --agent: the agent ran this long */
@@ -164,16 +165,18 @@ struct sup {
 	size_t aqlen;	   /* once the header is out */
 	int64_t t0;	   /* QEMU started */
 	int64_t kill_at;   /* SIGKILL QEMU */
-	int64_t term_at;   /* SIGTERM QEMU: the guest did not power off */
+	int64_t term_at;   /* stop QEMU: the guest did not power off */
 	int64_t resume_at; /* next RESUME after the gateway went away */
 	int64_t lost_at;   /* when it went away */
 	int64_t mirror_at; /* mirror disk cap: next check, -1 done */
 	int outq_killed;   /* stopped: the guest does not read (agent.c) */
+	int qemu_stopped;  /* QEMU_STOP_SIGNAL sent (sup_kill) */
 	int64_t budget_at; /* the guest's byte budget window */
 	size_t budget;
 	unsigned long throttled; /* windows it went over the budget */
 	int st;			 /* QEMU's wait status */
 	int signo;		 /* the first signal received, 0 none */
+	int64_t signo_at;	 /* when */
 	int done;		 /* QEMU reaped */
 	int want_stop, stop_sent, escaped;
 	int ctl_open, gw_open, con_open, in_open;

@@ -46,10 +46,19 @@ run_spawn(struct run *r, char **argv, int child_ctl, int child_con)
 
 	if ((pid = fork()) != 0)
 		return pid;
+	/*
+	 * QEMU_BLOCKED stays blocked across exec, and QEMU 7.2 never unblocks
+	 * it: a scheduler's SIGTERM to the whole job (or ^C to the terminal's
+	 * group) stops the guest through us (sup_signal), not QEMU at once.
+	 * QEMU_STOP_SIGNAL, which it quits on like on SIGTERM, is ours.
+	 */
 	sigemptyset(&all);
+	sigaddset(&all, SIGINT);
+	sigaddset(&all, SIGTERM);
+	sigaddset(&all, SIGQUIT);
 	sigprocmask(SIG_SETMASK, &all, NULL);
 	signal(SIGPIPE, SIG_DFL);
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	prctl(PR_SET_PDEATHSIG, QEMU_STOP_SIGNAL);
 	/* ksb-run died before the prctl: no QEMU without its supervisor. */
 	if (getppid() != parent)
 		_exit(127);
@@ -268,7 +277,8 @@ struct sup_source {
 static void
 sup_kill(struct sup *s, int64_t now)
 {
-	kill(s->r->qemu_pid, SIGTERM);
+	kill(s->r->qemu_pid, QEMU_STOP_SIGNAL);
+	s->qemu_stopped = 1;
 	s->kill_at = now + KILL_GRACE_MS;
 }
 
@@ -299,8 +309,15 @@ sup_signal(struct sup *s, const struct pollfd *pfd, int n, int64_t now)
 			s->done = 1;
 	} else if (s->signo == 0) {
 		s->signo = (int)si.ssi_signo;
+		s->signo_at = now;
 		log_warnx("got signal %d: stopping the guest", s->signo);
 		s->want_stop = 1;
+	} else if ((int)si.ssi_signo == s->signo &&
+	    now - s->signo_at < SIGNAL_TWICE_MS) {
+		/* The job's signal to all and a wrapper's forward of it
+		 * (contrib/slurm-job.sh): one stop. */
+		log_debug("got signal %d again from pid %u at once: one stop",
+		    s->signo, si.ssi_pid);
 	} else {
 		log_warnx(
 		    "got signal %d again: stopping QEMU", (int)si.ssi_signo);
@@ -1079,6 +1096,30 @@ run_template_failed(struct run *r, int st)
 		    r->tpl_path);
 }
 
+/*
+ * A stop asked for (a signal, ksbctl stop): clean when the guest reported
+ * its command's status and QEMU exited 0 after the guest's poweroff; hard
+ * when QEMU had to be stopped or killed.
+ */
+static void
+sup_stopped_log(const struct sup *s, int st)
+{
+	const struct run *r = s->r;
+
+	if (s->g.exit_status != -1 && !s->qemu_stopped && WIFEXITED(st) &&
+	    WEXITSTATUS(st) == 0)
+		log_info("instance %s: stopped cleanly: the command's status "
+			 "%d, the guest powered off",
+		    r->id, s->g.exit_status);
+	else
+		log_warnx("instance %s: stopped hard: %s, QEMU %s%s %d", r->id,
+		    s->g.exit_status != -1 ? "the guest reported its status" :
+					     "the guest reported no status",
+		    s->qemu_stopped ? "stopped by us, " : "",
+		    WIFSIGNALED(st) ? "killed by signal" : "exited with",
+		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
 /* QEMU is gone: its last console bytes, the terminal back; the status. */
 static int
 sup_finish(struct sup *s)
@@ -1113,6 +1154,8 @@ sup_finish(struct sup *s)
 		    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 		run_template_failed(r, st);
 	}
+	if (s->want_stop)
+		sup_stopped_log(s, st);
 	selftest_boot(s);			 /* a boot failure seen last */
 	if (s->st_n != 0 && s->g.re_status != 0) /* an answer seen last */
 		selftest_done(s, s->g.re_status, s->g.re_fail, s->g.re_ms);

@@ -276,6 +276,13 @@ struct qemu_handoff *qemuuser_handoff(
 const struct qemu_config *qemuuser_config(const struct qemu_handoff *h);
 void qemuuser_handoff_free(struct qemu_handoff *h);
 /*
+ * The signal ksb-run stops its QEMU with, and QEMU's parent-death signal:
+ * QEMU quits on it as on SIGTERM ("terminating on signal 1"), while it
+ * runs with SIGINT, SIGTERM and SIGQUIT blocked (supervise.c run_spawn)
+ * so that a signal to the whole job reaches the guest through ksb-run.
+ */
+#define QEMU_STOP_SIGNAL SIGHUP
+/*
  * qemuuser_enter: in the child about to exec QEMU: h's descriptors at
  * QEMU's numbers (fds 11 .. 32 are taken), then the drop (bounding set,
  * groups, gid, uid), no_new_privs, no capability left.  0, or -1 and

@@ -69,8 +69,11 @@ cat "$T/out2"; cat "$T/err2" >&2
 ksb_check "command not found: status 127" '[ "$rc" = 127 ]'
 ksb_check "named instance dir kept" '[ -d "$T/state/instances/boot-test" ]'
 
-ksb_say "SIGTERM to ksb-run stops the guest and unregisters"
-ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name boot-term \
+ksb_say "SIGTERM to ksb-run's process group stops the guest and unregisters"
+# Its own process group (setsid: as a scheduler's job), SIGTERM to all of
+# it, QEMU included, as Slurm, systemd or a ^C would: QEMU ignores it, the
+# guest stops through ksb-run.
+setsid ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --name boot-term \
 	-- /bin/sleep 600 </dev/null >"$T/out3" 2>"$T/err3" &
 pid=$!
 # The guest runs the command (a boot under TCG on a loaded machine: a
@@ -87,7 +90,8 @@ rl_ms=$(ksb_sql "SELECT duration_ms FROM selftests WHERE instance = 'boot-term' 
 echo "# reload self-test: $rl_ms ms"
 ksb_check "reload: the self-test waited for no silence either ($rl_ms ms < 300)" \
 	'[ -n "$rl_ms" ] && [ "$rl_ms" -lt 300 ]'
-kill -TERM "$pid"
+ksb_check "ksb-run leads its process group" '[ "$(ps -o pgid= -p "$pid" | tr -d " ")" = "$pid" ]'
+kill -TERM -- "-$pid"
 set +e
 timeout 30 tail --pid="$pid" -f /dev/null
 wait "$pid"
@@ -95,6 +99,9 @@ rc=$?
 set -e
 cat "$T/err3" >&2
 ksb_check "SIGTERM: status 143" '[ "$rc" = 143 ]'
+ksb_check "SIGTERM: the guest stopped cleanly (its status, its poweroff)" \
+	'grep -q "instance boot-term: stopped cleanly" "$T/err3"'
+ksb_check "SIGTERM: QEMU did not die of the group's SIGTERM" '! grep -q "terminating on signal" "$T/err3"'
 ksb_check "no QEMU left behind" '! pgrep -f "ksb.id=boot-term " >/dev/null'
 
 # The self-test fails closed: a hole opened on purpose in the gateway's

@@ -44,7 +44,7 @@ ksb_check "ksb-run said the guest does not read, once" '[ "$(grep -c "the guest 
 lim=32768 # KSB_SANITIZED: ASan's redzones and quarantine, four times
 [ -n "${KSB_SANITIZED:-}" ] && lim=$((4 * lim))
 ksb_check "ksb-run's memory stayed under $((lim / 1024)) MiB" '[ "$hwm" -gt 0 ] && [ "$hwm" -lt "$lim" ]'
-ksb_check "the stand-in was stopped (SIGTERM), not left running" 'grep -q "QEMU killed by signal 15" "$I/ksb-run.log"'
+ksb_check "the stand-in was stopped (SIGHUP, QEMU_STOP_SIGNAL), not left running" 'grep -q "QEMU killed by signal 1)" "$I/ksb-run.log"'
 ksb_check "the state says stopped" 'grep -q "^phase=stopped" "$I/state"'
 n=$(wc -l < "$I/ksb-run.log")
 ksb_check "ksb-run.log stays short ($n lines)" '[ "$n" -lt 30 ]'

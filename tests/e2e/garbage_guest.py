@@ -34,7 +34,7 @@ def write_all(b):
 write_all(b"SELFTEST ok 7 1\nREADY\n")
 if os.environ.get("KSB_TEST_DEAF"):
     # A guest that closes its control port after READY: it takes no
-    # SELFTEST request after a reload; ksb-run must stop it (SIGTERM to
+    # SELFTEST request after a reload; ksb-run must stop it (SIGHUP to
     # this stand-in) within its 30 s, not wait for it.
     os.close(fd)
     sys.stderr.write("deaf guest: control port closed\n")

@@ -9,7 +9,12 @@
 # command's.  The instance names come from SLURM_ARRAY_JOB_ID and
 # SLURM_ARRAY_TASK_ID and the gateway's audit rows carry them.  Then a
 # running task is cancelled (scancel: SIGTERM, SIGKILL after KillWait):
-# no tap, lease, instance directory or QEMU is left.  Exit codes come from
+# the guest stops cleanly (the job script forwards the SIGTERM, QEMU
+# ignores a job-wide one, ksb-run stops the guest) and no tap, lease,
+# instance directory or QEMU is left.  The jobs run in cgroups
+# (proctrack/cgroup, task/cgroup, ConstrainRAMSpace on cgroup v1): the
+# running task's QEMU is in the job's memory cgroup, charged there, and
+# the guest (--memory from --mem) fits the limit with no OOM kill.  Exit codes come from
 # the job completion log (jobcomp/filetxt, what sacct reads without a
 # slurmdbd: `sacct -c'), the memory from the jobs' own accounting
 # (jobacct_gather/linux: the running step's MaxRSS, QEMU included, from
@@ -41,6 +46,64 @@ git init -q --bare "$C"
 # ---- munge and Slurm on loopback ---------------------------------------------------
 S=$T/slurm
 mkdir -p "$S/state" "$S/spool" "$S/munge"
+# The jobs' cgroups (cgroup v1: proctrack/cgroup, task/cgroup with
+# ConstrainRAMSpace): Slurm's tree is <mountpoint>/<controller>/slurm, so
+# each controller's ksbt-<pid> child is bound at $S/cg/<controller>, the
+# mountpoint Slurm is given; a second run of the test has its own.  Where
+# the host cannot (cgroup v2 only, no memory controller), the test runs
+# with proctrack/linuxproc and says the cgroup checks are skipped (as it
+# does with KSB_SLURM_LINUXPROC=1, where scancel's SIGTERM goes to every
+# process of the job, not the batch script alone).
+CG= cg_why=
+cg_setup() {
+	local c
+	[ -z "${KSB_SLURM_LINUXPROC:-}" ] ||
+		{ cg_why="KSB_SLURM_LINUXPROC is set: proctrack/linuxproc"; return 1; }
+	[ "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null)" = tmpfs ] ||
+		{ cg_why="/sys/fs/cgroup is not cgroup v1 (Slurm's cgroup/v2 needs systemd's delegation here)"; return 1; }
+	for c in memory freezer cpuset; do
+		[ -e "/sys/fs/cgroup/$c/cgroup.procs" ] || { cg_why="no cgroup v1 $c controller at /sys/fs/cgroup/$c"; return 1; }
+		mkdir -p "$S/cg/$c" && mkdir "/sys/fs/cgroup/$c/ksbt-$$" &&
+			mount --bind "/sys/fs/cgroup/$c/ksbt-$$" "$S/cg/$c" ||
+			{ cg_why="cannot make and bind /sys/fs/cgroup/$c/ksbt-$$"; return 1; }
+	done
+	cat /sys/fs/cgroup/cpuset/cpuset.cpus > "$S/cg/cpuset/cpuset.cpus" &&
+		cat /sys/fs/cgroup/cpuset/cpuset.mems > "$S/cg/cpuset/cpuset.mems" ||
+		{ cg_why="cannot set cpuset.cpus/mems of /sys/fs/cgroup/cpuset/ksbt-$$"; return 1; }
+	cat > "$S/cgroup.conf" <<-CONF
+	CgroupPlugin=cgroup/v1
+	CgroupMountpoint=$S/cg
+	CgroupAutomount=no
+	ConstrainRAMSpace=yes
+	ConstrainSwapSpace=no
+	CONF
+}
+# After stop_slurm: what is left in the test's cgroups (a slurmstepd
+# moves itself to the top one as it ends) is the test's: SIGKILL, then
+# the tree goes.
+cg_left() { find "/sys/fs/cgroup/memory/ksbt-$$" -name cgroup.procs -exec cat {} + 2>/dev/null; }
+cg_empty() { [ -z "$(cg_left)" ]; }
+cg_cleanup() {
+	local c p
+	[ -n "$CG" ] || return 0
+	for p in $(cg_left); do kill -9 "$p" 2>/dev/null; done
+	ksb_until 10 cg_empty
+	for c in memory freezer cpuset; do
+		mountpoint -q "$S/cg/$c" 2>/dev/null && umount "$S/cg/$c"
+		find "/sys/fs/cgroup/$c/ksbt-$$" -depth -type d -exec rmdir {} + 2>/dev/null
+	done
+	return 0
+}
+if cg_setup; then
+	CG=1
+	echo "# the jobs' cgroups: v1 memory, freezer, cpuset bound at $S/cg"
+	ptrack="ProctrackType=proctrack/cgroup
+TaskPlugin=task/cgroup"
+else
+	echo "# SKIP (cgroup checks): $cg_why"
+	ptrack="ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none"
+fi
 chmod 700 "$S/munge"
 mungekey -c -k "$S/munge/munge.key" > /dev/null 2>&1 ||
 	ksb_fail "mungekey -c failed"
@@ -67,8 +130,7 @@ SlurmctldPidFile=$S/slurmctld.pid
 SlurmdPidFile=$S/slurmd.pid
 SlurmctldLogFile=$S/slurmctld.log
 SlurmdLogFile=$S/slurmd.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+$ptrack
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 JobCompType=jobcomp/filetxt
@@ -89,12 +151,16 @@ slurmctld -f "$S/slurm.conf" -c -i > "$S/ctld.out" 2>&1 ||
 slurmd -f "$S/slurm.conf" -N ksbtnode > "$S/d.out" 2>&1 ||
 	{ cat "$S/d.out" "$S/slurmd.log"; ksb_fail "slurmd did not start"; }
 slurm_pids() { cat "$S/slurmctld.pid" "$S/slurmd.pid" 2>/dev/null; }
+no_jobs() { [ -z "$(squeue -h 2>/dev/null)" ]; }
 stop_slurm() {
 	local p
+	scancel -u root 2>/dev/null
+	ksb_until 30 no_jobs
 	for p in $(slurm_pids); do kill "$p" 2>/dev/null; done
 	for p in $(slurm_pids); do ksb_wait_dead "$p" 20 || kill -9 "$p" 2>/dev/null; done
 }
-trap 'stop_slurm; ksb_cleanup' EXIT
+# ksb_cleanup exits with the status it finds: the test's, kept.
+trap 'rc=$?; set +e; stop_slurm; cg_cleanup; (exit "$rc"); ksb_cleanup' EXIT
 node_up() { scontrol show node ksbtnode 2>/dev/null | grep -Eq 'State=(IDLE|MIXED|ALLOCATED)'; }
 ksb_until 60 node_up || { tail -n 20 "$S/slurmctld.log" "$S/slurmd.log"; ksb_fail "the node did not come up"; }
 ksb_check "slurmctld and slurmd up, the node idle" node_up
@@ -173,6 +239,33 @@ have_rss() { [ -n "$(rss)" ] && [ "$(rss)" -gt 102400 ]; }
 ksb_until 30 have_rss || true
 echo "# the running task's MaxRSS (sstat, QEMU included): $(rss) KiB"
 ksb_check "the running task's memory counts QEMU ($(rss) KiB > 100 MiB)" have_rss
+# QEMU's memory is charged to the job's cgroup (task/cgroup,
+# ConstrainRAMSpace=yes: the limit is --mem), and the guest (--memory:
+# the job's less 160 MiB) fits it: no OOM kill in the job's cgroup.
+if [ -n "$CG" ]; then
+	qpid=$(pgrep -f "ksb.id=$name2( |,|$)" | head -n 1)
+	# Slurm's tree: slurm/ or, as Debian builds it, slurm_<node>/.
+	jcg=$(ls -d "$S/cg/memory"/slurm*/uid_0/"job_$jid2" 2>/dev/null | head -n 1) || true
+	echo "# QEMU ${qpid:-?}: $(grep -E '^[0-9]+:memory:' "/proc/$qpid/cgroup" 2>/dev/null)"
+	ksb_check "QEMU is in the job's memory cgroup" \
+		'grep -Eq "^[0-9]+:memory:/ksbt-$$/slurm[^/]*/uid_0/job_$jid2/" "/proc/$qpid/cgroup"'
+	lim=$(cat "$jcg/memory.limit_in_bytes" 2>/dev/null) || true
+	# Its anonymous memory (the guest's RAM, TCG's buffers) is charged
+	# where it was touched; file pages (QEMU's binary, the libraries) go
+	# to whoever read them first.
+	qrss=$(awk '/^RssAnon:/ { print $2 * 1024 }' "/proc/$qpid/status" 2>/dev/null) || true
+	use=$(cat "$jcg/memory.usage_in_bytes" 2>/dev/null) || true
+	max=$(cat "$jcg/memory.max_usage_in_bytes" 2>/dev/null) || true
+	ooms=$(awk '$1 == "oom_kill" { print $2 }' "$jcg/memory.oom_control" 2>/dev/null) || true
+	echo "# job cgroup: limit ${lim:-?} B, usage ${use:-?} B, max ${max:-?} B, QEMU RssAnon ${qrss:-?} B, oom_kill ${ooms:-?}"
+	ksb_check "the job's memory limit is --mem=600 ($lim B)" '[ "$lim" = $((600 * 1048576)) ]'
+	ksb_check "the job's cgroup is charged QEMU's memory (usage $use B >= its RssAnon $qrss B)" \
+		'[ -n "$use" ] && [ -n "$qrss" ] && [ "$use" -ge "$qrss" ]'
+	ksb_check "the guest fits the job's limit (max $max B <= $lim B, no OOM kill)" \
+		'[ -n "$max" ] && [ "$max" -le "$lim" ] && [ "${ooms:-x}" = 0 ]'
+else
+	echo "# SKIP: QEMU in the job's memory cgroup, the guest under its limit: $cg_why"
+fi
 scancel "$jid2"
 gone() { [ -z "$(squeue -h -j "$jid2" 2>/dev/null)" ] && ! qemu_of; }
 ksb_until 60 gone || true
@@ -188,5 +281,13 @@ ksb_check "scancel: the job completion log says CANCELLED" \
 ksb_check "scancel: no set entry left (nft list sets as before the job)" \
 	'ip netns exec "$GW" nft list sets > "$T/sets.after" && cmp -s "$T/sets.before" "$T/sets.after" || diff "$T/sets.before" "$T/sets.after"'
 ksb_check "scancel: no instance directory left" '[ ! -e "$T/state/instances/$name2" ]'
+# The job-wide SIGTERM reached QEMU too, which runs with it blocked: the
+# guest stopped its command and powered off (ksb-run's orderly stop).
+ksb_check "scancel: ksb-run got the job's SIGTERM" \
+	'grep -q "got signal 15: stopping the guest" "$S/err-c.txt"'
+ksb_check "scancel: the guest stopped cleanly (its status, its poweroff)" \
+	'grep -q "instance $name2: stopped cleanly" "$S/err-c.txt"'
+ksb_check "scancel: QEMU did not die of the job's SIGTERM" \
+	'! grep -q "terminating on signal" "$S/err-c.txt"'
 tail -n 5 "$S/err-c.txt" | sed 's/^/# cancelled: /'
 [ "${fails:-0}" = 0 ]
