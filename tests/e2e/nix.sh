@@ -27,6 +27,7 @@ ksb_kernel
 [ -e /nix ] && NIX_BEFORE=present || NIX_BEFORE=absent
 ksb_env
 R=$T/nixroot # the store is $R/nix/store, its database $R/nix/var/nix/db
+mkdir -p "$R/nix/store" # a nix-root without its store is refused
 printf 'nix-root = %s\nca-file = %s/share/ca.pem\n' "$R" "$T" >> "$T/ksb.conf"
 ksb_gateway
 ksb_origin
