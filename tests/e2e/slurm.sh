@@ -31,15 +31,7 @@ ksb_kernel
 ksb_env
 ksb_gateway
 
-export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=$T/gitconfig \
-	GIT_AUTHOR_NAME=host GIT_AUTHOR_EMAIL=host@example.invalid \
-	GIT_COMMITTER_NAME=host GIT_COMMITTER_EMAIL=host@example.invalid
-git config --global init.defaultBranch main
-P=$T/proj
-git init -q "$P"
-echo base > "$P/README"
-git -C "$P" add README
-git -C "$P" commit -qm "host: first"
+ksb_host_repo # $P, one commit on main
 C=$T/central.git
 git init -q --bare "$C"
 
