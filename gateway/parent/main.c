@@ -645,10 +645,16 @@ main(int argc, char **argv)
 	if (gw.conf->audit_key != NULL &&
 	    audit_chain_load_key(gw.conf->audit_key, &cause) == -1) {
 		fprintf(stderr, "ksb-gatewayd: %s\n", cause);
+		free(cause);
+		policy_free(gw.policy);
+		conf_free(gw.conf);
 		return 1;
 	}
-	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1)
+	if (gateway_nofile() == -1 || gateway_lock(gw.conf) == -1) {
+		policy_free(gw.policy);
+		conf_free(gw.conf);
 		return 1;
+	}
 	if (gateway_audit_gate(gw.conf, o.new_audit) == -1) {
 		state_free(gateway_state);
 		policy_free(gw.policy);
