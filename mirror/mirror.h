@@ -274,13 +274,28 @@ int mirror_read_ref(
 /* ---- push.c ------------------------------------------------------------- */
 
 /*
+ * mirror_push_opts: what the host's configuration adds to a push.
+ * userpass: "user:password" for an https:// remote that asks (HTTP Basic),
+ * given once, to that URL only (NULL: none; the caller wipes it);
+ * ca_file: PEM CA certificates for an https remote (NULL: the system's);
+ * timeout_s: the whole push's bound in seconds (0: MIRROR_PUSH_TIMEOUT_S).
+ */
+#define MIRROR_PUSH_TIMEOUT_S 120
+struct mirror_push_opts {
+	const char *userpass;
+	const char *ca_file;
+	unsigned timeout_s;
+};
+
+/*
  * mirror_push: push src_ref of the host repo at gitdir (its git dir, as
  * mirror_state.gitdir; a ref mirror_fetch wrote) to url as dst_ref
- * (full ref names), not forced, with libgit2 and no credentials.  0, or
- * -1 and *cause (the URL and libgit2's or the remote's reason); the host
- * repo is not changed either way.
+ * (full ref names), not forced, with libgit2, in a child process killed
+ * when the push takes longer than o's timeout (o may be NULL).  0, or -1
+ * and *cause (the URL and libgit2's or the remote's reason, escaped; "no
+ * answer in N s"); the host repo is not changed either way.
  */
 int mirror_push(const char *gitdir, const char *src_ref, const char *url,
-    const char *dst_ref, char **cause);
+    const char *dst_ref, const struct mirror_push_opts *o, char **cause);
 
 #endif

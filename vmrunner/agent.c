@@ -582,6 +582,20 @@ agent_turn_end(
 }
 
 int
+agent_turn_outcome(struct agent *a, uint64_t turn)
+{
+	struct agent_turn *t = agent_turn_find(a, turn);
+
+	if (t == NULL || t->end == -1)
+		return -1;
+	if (t->end == GUESTCTL_ST_DONE)
+		return 0;
+	if (t->end == GUESTCTL_ST_FAILED && t->exit > 0 && t->exit < 125)
+		return t->exit;
+	return 1;
+}
+
+int
 agent_prompt(struct agent *a, const char *text, size_t len, const char *key,
     uint64_t *turn, int *dup, char **cause)
 {

@@ -97,10 +97,16 @@ run_help_more(void)
 	    "/context/NAME\n"
 	    "  --push-to url        at the end, the host pushes sandbox/ID "
 	    "there\n"
+	    "  --push-credential env:VAR|file:PATH\n"
+	    "                       user:password for an https --push-to\n"
+	    "  --push-ca-file pem   its CA; --push-timeout s: the push's bound "
+	    "(120)\n"
 	    "  --agent command      start an agent in tmux (ksbctl prompt, "
 	    "logs)\n"
 	    "  --prompt text|@file  its first turn; --idle s: quiet this long "
 	    "= idle\n"
+	    "  --exit-after-turn    with --prompt: stop after that turn, exit "
+	    "with its outcome\n"
 	    "  --agent-mode interactive|headless\n"
 	    "                       the TUI in tmux, or one process per turn\n"
 	    "  --agent-base-url URL the model API's base URL (claude, codex "
@@ -139,13 +145,17 @@ run_usage(FILE *f)
 	    "               [--secret NAME=env:VAR|NAME=file:PATH]...\n"
 	    "               [--repo path] [--include-uncommitted] [--push-to "
 	    "url]\n"
+	    "               [--push-credential env:VAR|file:PATH] "
+	    "[--push-ca-file pem]\n"
+	    "               [--push-timeout s]\n"
 	    "               [--context path[@rev][:name]]...\n"
 	    "               [--accel auto|kvm|tcg] [--cpu model] [--ca-file "
 	    "pem]\n"
 	    "               [--state-dir dir]\n"
 	    "               [--control-socket path] [--print-config [--json]]\n"
 	    "               [--agent command [--prompt text|@file] [--idle s]\n"
-	    "                [--agent-mode interactive|headless]\n"
+	    "                [--exit-after-turn] "
+	    "[--agent-mode interactive|headless]\n"
 	    "                [--agent-base-url URL]]\n"
 	    "               [--forward [addr:]hostport:guestport]... "
 	    "[--display[=WxH]]\n"
@@ -224,7 +234,11 @@ enum {
 	O_DISPLAY,
 	O_TEMPLATE,
 	O_MACHINE,
-	O_PUSH
+	O_PUSH,
+	O_PUSH_CRED,
+	O_PUSH_CA,
+	O_PUSH_TIMEOUT,
+	O_ONE_TURN
 };
 
 static const struct option run_longopts[] = { { "help", no_argument, NULL,
@@ -261,7 +275,12 @@ static const struct option run_longopts[] = { { "help", no_argument, NULL,
 	{ "forward", required_argument, NULL, O_FORWARD },
 	{ "display", optional_argument, NULL, O_DISPLAY },
 	{ "template", required_argument, NULL, O_TEMPLATE },
-	{ "push-to", required_argument, NULL, O_PUSH }, { NULL, 0, NULL, 0 } };
+	{ "push-to", required_argument, NULL, O_PUSH },
+	{ "push-credential", required_argument, NULL, O_PUSH_CRED },
+	{ "push-ca-file", required_argument, NULL, O_PUSH_CA },
+	{ "push-timeout", required_argument, NULL, O_PUSH_TIMEOUT },
+	{ "exit-after-turn", no_argument, NULL, O_ONE_TURN },
+	{ NULL, 0, NULL, 0 } };
 
 /* A setting flag, kept for options_settings' top layer (origin "--name"). */
 static void
@@ -372,6 +391,25 @@ run_plain_option(struct run *r, int ch, const char *arg)
 	case O_PROMPT:
 		r->prompt_opt = arg;
 		break;
+	case O_ONE_TURN:
+		r->one_turn = 1;
+		break;
+	case O_PUSH_CRED:
+		r->push_cred = arg;
+		break;
+	case O_PUSH_CA:
+		r->push_ca = arg;
+		break;
+	case O_PUSH_TIMEOUT:
+		if (guestctl_parse_uint(
+			arg, strlen(arg), 86400, &r->push_timeout_s) != 0 ||
+		    r->push_timeout_s == 0) {
+			log_warnx(
+			    "--push-timeout: `%s' is not 1..86400 seconds",
+			    arg);
+			return -1;
+		}
+		break;
 	case O_IDLE:
 		if (guestctl_parse_uint(arg, strlen(arg), 86400, &r->idle_s) !=
 			0 ||
@@ -424,6 +462,10 @@ options_parse(struct run *r, int argc, char **argv)
 		case O_PROMPT:
 		case O_IDLE:
 		case O_PUSH:
+		case O_PUSH_CRED:
+		case O_PUSH_CA:
+		case O_PUSH_TIMEOUT:
+		case O_ONE_TURN:
 			if (run_plain_option(r, ch, optarg) != 0)
 				return -1;
 			break;

@@ -141,6 +141,37 @@ run_find_clone(struct run *r)
 /* ---- teardown, agent mode, --detach ------------------------------------ */
 
 /*
+ * --push-credential: "user:password" from the host's env:VAR or file:PATH
+ * (one line; a trailing newline dropped), never from the guest.  *cred
+ * NULL without the option.  0, or -1 and *cause.
+ */
+static int
+run_push_cred(struct run *r, char **cred, size_t *len, char **cause)
+{
+	*cred = NULL;
+	*len = 0;
+	if (r->push_cred == NULL)
+		return 0;
+	if (secrets_source_read(
+		"--push-credential", r->push_cred, cred, len, cause) != 0)
+		return -1;
+	*cred = xrealloc(*cred, *len + 1);
+	(*cred)[*len] = '\0';
+	if (*len > 0 && (*cred)[*len - 1] == '\n')
+		(*cred)[*len - 1] = '\0';
+	if (strlen(*cred) != strcspn(*cred, "\r\n") ||
+	    strchr(*cred, ':') == NULL || **cred == ':') {
+		explicit_bzero(*cred, *len);
+		free(*cred);
+		*cred = NULL;
+		return cause_set(cause,
+		    "--push-credential: not one line "
+		    "user:password");
+	}
+	return 0;
+}
+
+/*
  * --push-to: the instance's sandbox/<id> into the project repo
  * (mirror_fetch: refs/remotes/ksb/<id>, verified), then from there to the
  * URL as refs/heads/sandbox/<id> (mirror_push).  QEMU is gone and the
@@ -152,9 +183,12 @@ run_push(struct run *r)
 	struct mirror_fetch_opts o;
 	struct mirror_fetch_result res;
 	struct mirror_state st;
-	char *mdir = NULL, *dst = NULL, *cause = NULL;
+	struct mirror_push_opts po;
+	char *mdir = NULL, *dst = NULL, *cause = NULL, *cred = NULL;
+	size_t clen = 0;
 	int ret = -1;
 
+	memset(&po, 0, sizeof(po));
 	memset(&o, 0, sizeof(o));
 	memset(&res, 0, sizeof(res));
 	memset(&st, 0, sizeof(st));
@@ -173,7 +207,15 @@ run_push(struct run *r)
 		goto cleanup;
 	}
 	xasprintf(&dst, "refs/heads/sandbox/%s", r->id);
-	if (mirror_push(st.gitdir, res.refname, r->push_to, dst, &cause) != 0) {
+	if (run_push_cred(r, &cred, &clen, &cause) != 0) {
+		log_warnx("--push-to: instance %s: %s", r->id, cause);
+		goto cleanup;
+	}
+	po.userpass = cred;
+	po.ca_file = r->push_ca;
+	po.timeout_s = (unsigned)r->push_timeout_s;
+	if (mirror_push(st.gitdir, res.refname, r->push_to, dst, &po, &cause) !=
+	    0) {
 		log_warnx("--push-to: instance %s: %s", r->id, cause);
 		goto cleanup;
 	}
@@ -182,6 +224,9 @@ run_push(struct run *r)
 	    r->id, r->id, res.tip, res.ahead, r->push_to);
 	ret = 0;
 cleanup:
+	if (cred != NULL)
+		explicit_bzero(cred, clen);
+	free(cred);
 	mirror_fetch_result_clear(&res);
 	mirror_state_clear(&st);
 	free(cause);
@@ -469,6 +514,8 @@ run_agent_setup(struct run *r, int argc, char **argv, char **cause)
 		goto cleanup;
 	log_info("instance %s: prompt queued as turn %llu", r->id,
 	    (unsigned long long)turn);
+	if (r->one_turn)
+		r->one_turn_id = turn;
 	ret = 0;
 cleanup:
 	if (fd != -1)
@@ -545,6 +592,18 @@ run_check_command(struct run *r, int argc, int first)
 			r->idle_s = 30;
 	} else if (r->prompt_opt != NULL || r->idle_s != 0) {
 		log_warnx("--prompt and --idle need --agent");
+		return 2;
+	}
+	if (r->one_turn && r->prompt_opt == NULL) {
+		log_warnx("--exit-after-turn needs --agent and --prompt");
+		return 2;
+	}
+	if ((r->push_cred != NULL || r->push_ca != NULL ||
+		r->push_timeout_s != 0) &&
+	    r->push_to == NULL) {
+		log_warnx(
+		    "--push-credential, --push-ca-file and --push-timeout "
+		    "need --push-to");
 		return 2;
 	}
 	if (r->command == NULL || r->command[0] == NULL) {

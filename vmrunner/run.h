@@ -48,9 +48,12 @@ struct run {
 	const char *conf_path;
 	int conf_explicit;
 	const char *project_path;
-	int ignore_project;  /* --ignore-project-file */
-	const char *push_to; /* --push-to URL: the host pushes sandbox/<id> */
-	int push_failed;     /* set by the teardown: the push did not land */
+	int ignore_project;    /* --ignore-project-file */
+	const char *push_to;   /* --push-to URL: the host pushes sandbox/<id> */
+	int push_failed;       /* set by the teardown: the push did not land */
+	const char *push_cred; /* --push-credential env:VAR | file:PATH */
+	const char *push_ca;   /* --push-ca-file PEM */
+	unsigned long push_timeout_s; /* --push-timeout, 0: the default */
 	int detach, print_config, json;
 	struct config *cfg;
 	char *id;
@@ -63,6 +66,8 @@ struct run {
 	const char *gw_path;		    /* the gateway's control socket */
 	const char *agent_cmd, *prompt_opt; /* --agent, --prompt */
 	unsigned long idle_s;		    /* --idle */
+	int one_turn;			    /* --exit-after-turn */
+	uint64_t one_turn_id; /* its turn (the --prompt's), 0 not yet */
 	struct agent *agent;
 	struct preset preset; /* agent mode: preset_build's */
 	int headless;	      /* agent-mode headless */
@@ -193,6 +198,7 @@ struct sup {
 	int st_failed;	     /* a reload's test failed: stopped, 125 */
 	int st_stale;	     /* st_n asked by the gateway gone */
 	int mid_frame;	     /* an agent frame is half sent */
+	int one_rc;	     /* --exit-after-turn: its outcome, -1 not yet */
 	/* A reload's credentials for the guest (credpush.c). */
 	char *cq;	     /* lines queued, malloc'd */
 	size_t cqlen, cqoff; /* queued, sent */

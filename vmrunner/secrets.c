@@ -191,6 +191,19 @@ secrets_check(const char *spec, char **cause)
 }
 
 int
+secrets_source_read(
+    const char *name, const char *src, char **val, size_t *len, char **cause)
+{
+	char n[GUESTCTL_SECRET_NAME_MAX + 1], *spec;
+	int ret;
+
+	xasprintf(&spec, "%s=%s", name, src);
+	ret = secrets_read(spec, n, val, len, cause);
+	free(spec);
+	return ret;
+}
+
+int
 secrets_load(
     char *const *specs, size_t nspecs, struct secrets **out, char **cause)
 {

@@ -839,6 +839,25 @@ static const struct sup_source sup_sources[] = {
 #define SUP_NSOURCES (sizeof(sup_sources) / sizeof(sup_sources[0]))
 
 /*
+ * --exit-after-turn: once the --prompt's turn has ended (not after a
+ * signal: a cancelled job keeps 128 + N), the guest stops as on SIGTERM
+ * and ksb-run exits with the turn's outcome (agent_turn_outcome).
+ */
+static void
+sup_one_turn(struct sup *s)
+{
+	struct run *r = s->r;
+
+	if (r->one_turn_id == 0 || s->one_rc != -1 || s->signo != 0 ||
+	    (s->one_rc = agent_turn_outcome(r->agent, r->one_turn_id)) == -1 ||
+	    s->want_stop)
+		return;
+	log_info("instance %s: turn %llu ended (exit %d): stopping the guest",
+	    r->id, (unsigned long long)r->one_turn_id, s->one_rc);
+	s->want_stop = 1;
+}
+
+/*
  * The deadlines due at now: SIGKILL, SIGTERM, the graceful STOP (once the
  * header is out), RESUME, the mirror disk cap, the agent's heartbeats.
  */
@@ -859,6 +878,7 @@ sup_timers(struct sup *s, int64_t now)
 		s->term_at = 0;
 		sup_kill(s, now);
 	}
+	sup_one_turn(s);
 	if (s->want_stop && !s->stop_sent && s->out_off == r->header_len) {
 		/* Graceful: the guest stops the command and powers off. */
 		s->stop_sent = 1;
@@ -1135,6 +1155,10 @@ sup_finish(struct sup *s)
 	if (r->agent != NULL) {
 		agent_guest_gone(r->agent);
 		agent_status(r->agent, &r->st);
+		/* The guest went before the turn ended: it failed (1). */
+		if (r->one_turn_id != 0 && s->one_rc == -1 && s->signo == 0)
+			s->one_rc =
+			    agent_turn_outcome(r->agent, r->one_turn_id);
 	}
 	/* What QEMU wrote before it exited. */
 	while (s->con_open &&
@@ -1173,6 +1197,8 @@ sup_finish(struct sup *s)
 		    s->g.selftest_fail);
 		return 125;
 	}
+	if (s->one_rc != -1)
+		return s->one_rc;
 	if (s->g.exit_status != -1)
 		return s->g.exit_status;
 	if (s->signo != 0)
@@ -1198,6 +1224,7 @@ supervise_run(struct run *r, char **qargv)
 	memset(&s, 0, sizeof(s));
 	s.r = r;
 	s.g.exit_status = -1;
+	s.one_rc = -1;
 	s.g.agent = r->agent;
 	s.g.rd = r->redact;
 	s.g.bt = &r->bt;

@@ -823,6 +823,14 @@ int secrets_load(
 /* secrets_check: 0 if spec is resolvable now, else -1 and *cause. */
 int secrets_check(const char *spec, char **cause);
 /*
+ * secrets_source_read: the value of src ("env:VAR" or "file:PATH", at most
+ * GUESTCTL_SECRET_MAX bytes) into *val (malloc'd, NUL-terminated for
+ * env:, *len bytes; the caller wipes and frees it), name only for *cause.
+ * 0 or -1 and *cause.
+ */
+int secrets_source_read(
+    const char *name, const char *src, char **val, size_t *len, char **cause);
+/*
  * secrets_memfd: a sealed memfd (F_SEAL_WRITE|GROW|SHRINK|SEAL) holding
  * the fw_cfg blob (format under GUESTCTL_SECRETS_FWCFG).  fd (O_CLOEXEC)
  * or -1 and *cause.
@@ -1022,6 +1030,13 @@ int agent_ready(const struct agent *a);
 int agent_take_changed(struct agent *a, int64_t now);
 /* agent_status: copy the agent's status into st. */
 void agent_status(const struct agent *a, struct instance_state *st);
+/*
+ * agent_turn_outcome: -1 while turn runs (or is unknown), else what
+ * ksb-run --exit-after-turn exits with: 0 it ended "done", N a headless
+ * turn whose process exited N (1..124), 1 any other end (failed, blocked,
+ * idle, exited).
+ */
+int agent_turn_outcome(struct agent *a, uint64_t turn);
 /* agent_guest_gone: QEMU exited; the turn in flight and those clients
  * wait on end "exited" (agent.events, END to the clients). */
 void agent_guest_gone(struct agent *a);

@@ -26,6 +26,10 @@ last model output item) is searched for a line "RUN: <cmd>".
   - else a RUN: line and the request offers the shell tool (Bash /
     exec_command) -> a shell tool call running <cmd>;
   - else the text "ok".
+Before that, a line "FAIL: <status>" (400..499) in the current user turn's
+text or tool result makes the Messages API answer that HTTP status with an
+invalid_request_error, as for a request the API refuses: the agent's turn
+fails, after its tool ran when the tool printed it (tests/e2e/slurm.sh).
 
 --log FILE gets one JSON line per request: ts, method, path, host, auth
 ({"header": name, "sha256": first 12 hex of sha256 of the credential, i.e.
@@ -69,6 +73,7 @@ import uuid
 import zlib
 
 RUN_RE = re.compile(r"^[ \t]*RUN:[ \t]*(.+?)[ \t]*$", re.M)
+FAIL_RE = re.compile(r"^[ \t]*FAIL:[ \t]*(4[0-9][0-9])[ \t]*$", re.M)
 # GET answers (status, body).  policy_limits needs "restrictions": Claude
 # Code retries a bare {} four times with back-off (~6 s) before each turn.
 # settings: 200 would need {uuid, checksum, settings} ({} is a logged parse
@@ -214,7 +219,12 @@ def anthropic_plan(body):
     results = (block_texts(last.get("content"), "tool_result")
                if last.get("role") == "user" else [])
     tools = [t.get("name") for t in body.get("tools") or [] if isinstance(t, dict)]
-    if results:
+    cur = results + (block_texts(last.get("content"), "text")
+                     if last.get("role") == "user" else [])
+    fail = [c for t in cur for c in FAIL_RE.findall(t)]
+    if fail:
+        plan = (int(fail[-1]), None)
+    elif results:
         plan = ("text", summary(results[-1]))
     else:
         cmd = find_run(block_texts(last.get("content"), "text")
@@ -523,6 +533,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             plan, texts, res = anthropic_plan(body)
             log(self.rec(api="anthropic", model=model, stream=stream,
                          user_texts=texts, tool_result=res, reply=plan[0]))
+            if isinstance(plan[0], int):
+                return self.send(plan[0], {"type": "error", "error": {
+                    "type": "invalid_request_error",
+                    "message": "refused by the test (a FAIL: line)"}})
             if stream:
                 self.stream(anthropic_events(model, plan))
             else:

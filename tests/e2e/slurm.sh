@@ -2,33 +2,62 @@
 # e2e: ksb-run as a batch job under a real scheduler, Slurm (issue 33).
 # One controller and one node on loopback, configured by the test in its
 # temp dir (slurm.conf, a munge key and a munged on the test's own socket),
-# started and stopped by the test.  A job array of three tasks, each one
-# `ksb-run --repo --push-to' of a shell command that commits in the guest
-# and pushes to its mirror; the host pushes each task's sandbox/<name> to
-# one central bare repository.  Task 3 exits 3: the job's exit code is the
-# command's.  The instance names come from SLURM_ARRAY_JOB_ID and
-# SLURM_ARRAY_TASK_ID and the gateway's audit rows carry them.  Then a
+# started and stopped by the test.  A job array of three agent tasks: the
+# real Claude Code (contrib/fetch-agents.sh) in headless agent mode, one
+# turn each (ksb-run --agent --prompt --exit-after-turn), against
+# tests/e2e/fakeapi.py as the model API through the gateway, its key a
+# credential of the gateway (the guest holds a placeholder).  The fake's
+# scripted turn makes the agent commit in the guest and push to its
+# mirror; the host pushes each task's sandbox/<name> to one central bare
+# repository (--push-to).  Task 3's tool prints "FAIL: 400", which the
+# fake answers with a 400: the agent's turn fails and the job's exit code
+# is the turn's outcome (1), its branch pushed all the same.  The
+# instance names come from SLURM_ARRAY_JOB_ID and SLURM_ARRAY_TASK_ID and
+# the gateway's audit rows carry them.  A job's overhead is measured on a
+# plain command (`ksb-run -- sh -c ...', the same by hand).  Then a
 # running task is cancelled (scancel: SIGTERM, SIGKILL after KillWait):
 # the guest stops cleanly (the job script forwards the SIGTERM, QEMU
 # ignores a job-wide one, ksb-run stops the guest) and no tap, lease,
 # instance directory or QEMU is left.  The jobs run in cgroups
 # (proctrack/cgroup, task/cgroup, ConstrainRAMSpace on cgroup v1): the
 # running task's QEMU is in the job's memory cgroup, charged there, and
-# the guest (--memory from --mem) fits the limit with no OOM kill.  Exit codes come from
-# the job completion log (jobcomp/filetxt, what sacct reads without a
-# slurmdbd: `sacct -c'), the memory from the jobs' own accounting
-# (jobacct_gather/linux: the running step's MaxRSS, QEMU included, from
-# sstat).  Prints the figures: a task's time
-# under Slurm and the same ksb-run by hand.  Root; skips (77) naming what
-# is missing.
+# the guest (--memory from --mem) fits the limit with no OOM kill.  Exit
+# codes come from the job completion log (jobcomp/filetxt, what sacct
+# reads without a slurmdbd: `sacct -c'), the memory from the jobs' own
+# accounting (jobacct_gather/linux: the running step's MaxRSS, QEMU
+# included, from sstat).  Prints the figures: the array's time, a task's
+# time under Slurm and the same ksb-run by hand.  Root, npm's registry
+# or the agents in the cache; skips (77) naming what is missing.
 set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
 ksb_need qemu-system-x86_64 git slurmctld slurmd sbatch squeue sstat scontrol scancel munged mungekey
-ksb_need_built ksb-run ksb-gatewayd ksbctl/ksbctl
+ksb_need python3 /usr/bin/git
+ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
+CACHE=${KSB_AGENTS_CACHE:-/var/cache/ksb/agents}
+ksb_fetch_agents "$CACHE"
 ksb_kernel
 ksb_env
+
+# The model API (tests/e2e/fakeapi.py) and its key, a credential of the
+# gateway of a real key's format and length (108 characters).
+ksb_fakeapi
+KSBT_ANTHROPIC_KEY=sk-ant-api03-$(openssl rand -base64 96 | tr -dc 'A-Za-z0-9' | cut -c1-93)AA
+export KSBT_ANTHROPIC_KEY
+cat >> "$T/policy.d/test.policy" <<-'POL'
+credential anthropic {
+    host api.anthropic.com
+    header x-api-key
+    source env KSBT_ANTHROPIC_KEY
+    secret ANTHROPIC_API_KEY
+    placeholder-prefix sk-ant-api03-
+}
+profile creds extends default {
+    credential anthropic
+}
+POL
+printf 'upstream-ca-file = %s\n' "$T/api/ca.pem" >> "$T/ksb.conf"
 ksb_gateway
 
 ksb_host_repo # $P, one commit on main
@@ -157,45 +186,63 @@ node_up() { scontrol show node ksbtnode 2>/dev/null | grep -Eq 'State=(IDLE|MIXE
 ksb_until 60 node_up || { tail -n 20 "$S/slurmctld.log" "$S/slurmd.log"; ksb_fail "the node did not come up"; }
 ksb_check "slurmctld and slurmd up, the node idle" node_up
 
-# ---- the job: one ksb-run (contrib/slurm-job.sh) ----------------------------------
-# Each task commits in the guest and pushes to its mirror; task 3 then
-# exits 3.  The job's environment goes with sbatch (--export=ALL).
+# ---- the array: one agent turn per job (contrib/slurm-job.sh) ----------------------
+# The job's environment goes with sbatch (--export=ALL).
 export KSB_NETNS=$GW KSB_CONF=$T/ksb.conf KSB_REPO=$P KSB_PUSH_TO=$C \
 	PATH=$KSB_BUILDDIR:$KSB_BUILDDIR/ksbctl:$PATH
 JOB=$KSB_SRCDIR/contrib/slurm-job.sh
-WORK='cd ~/work && echo "task $KSB_INSTANCE" > task.txt && git add task.txt &&
-	git -c user.name=agent -c user.email=agent@example.invalid commit -qm "$KSB_INSTANCE" &&
-	git push -q origin "sandbox/$KSB_INSTANCE" && case $KSB_INSTANCE in *-3) exit 3 ;; esac'
+# The fake API runs the RUN: line with the agent's shell tool: a commit,
+# pushed to the mirror; task 3's prints the FAIL: line too.
+PROMPT='Commit the task file.
+RUN: cd ~/work && echo "task $KSB_INSTANCE" > task.txt && git add task.txt && git -c user.name=agent -c user.email=agent@example.invalid commit -qm "$KSB_INSTANCE" && git push -q origin "HEAD:refs/heads/sandbox/$KSB_INSTANCE" && case $KSB_INSTANCE in *-3) printf "FAIL: 400\n" ;; esac; echo pushed'
 # Named instances, so that the audit names the job; the job removes its
 # instance directory after ksb-run (`ksbctl rm').
 t0=$(date +%s%N)
-jid=$(sbatch --parsable --array=1-3 --mem=600 -c 1 -o "$S/out-%A-%a.txt" \
-	-e "$S/err-%A-%a.txt" "$JOB" -- /bin/sh -c "$WORK") || ksb_fail "sbatch failed"
+jid=$(KSB_AGENT=/opt/ksb-agents/node_modules/.bin/claude KSB_PROFILE=creds \
+	KSB_RUN_ARGS="--ca-file $T/api/ca.pem --share-ro $CACHE:/opt/ksb-agents --disk-size 1G" \
+	sbatch --parsable --array=1-3 --mem=1200 -c 1 -o "$S/out-%A-%a.txt" \
+	-e "$S/err-%A-%a.txt" "$JOB" -- "$PROMPT") || ksb_fail "sbatch failed"
 echo "# array job $jid"
 done_jobs() { [ -z "$(squeue -h -j "$jid" 2>/dev/null)" ]; }
 ksb_until 600 done_jobs || true
 t1=$(date +%s%N)
-echo "# array of 3 tasks (2 CPUs): $(((t1 - t0) / 1000000)) ms submit to all done"
+echo "# array of 3 agent tasks (2 CPUs, TCG): $(((t1 - t0) / 1000000)) ms submit to all done"
 ksb_check "the array finished" done_jobs
 for i in 1 2 3; do
-	cat "$S/err-$jid-$i.txt" 2>/dev/null | grep -v '^$' | sed "s/^/# task $i: /" | tail -n 8
+	grep -v '^$' "$S/err-$jid-$i.txt" 2>/dev/null | sed "s/^/# task $i: /" | tail -n 8
 done
 # jobcomp/filetxt writes one line per job: JobId, ..., ExitCode=rc:sig.
 jc_line() { grep -E "$1" "$S/jobcomp.txt" 2>/dev/null | head -n 1; }
 jc_rc() { jc_line "ArrayJobId=$jid ArrayTaskId=$1 " | grep -o " ExitCode=[0-9]*:[0-9]*" | cut -c2-; }
 sed 's/^/# jobcomp: /' "$S/jobcomp.txt" 2>/dev/null | cut -c1-400 | head -n 6
+KEY_SHA=$(printf %s "$KSBT_ANTHROPIC_KEY" | sha256sum | cut -c1-12)
 for i in 1 2 3; do
-	want=0; [ "$i" = 3 ] && want=3
-	ksb_check "task $i: exit code $want in the job completion log ($(jc_rc $i))" \
+	want=0; [ "$i" = 3 ] && want=1
+	ksb_check "task $i: the turn ended (ksb-run --exit-after-turn)" \
+		'grep -q "instance job-$jid-$i: turn 1 ended (exit $want): stopping the guest" "$S/err-$jid-$i.txt"'
+	ksb_check "task $i: exit code $want, the turn's outcome, in the job completion log ($(jc_rc $i))" \
 		'[ "$(jc_rc $i)" = "ExitCode=$want:0" ]'
-	ksb_check "task $i: sandbox/job-$jid-$i in the central repo, pushed by the host" \
+	ksb_check "task $i: sandbox/job-$jid-$i in the central repo, the agent's commit, pushed by the host" \
 		'git -C "$C" cat-file -p "refs/heads/sandbox/job-$jid-$i:task.txt" 2>/dev/null | grep -qx "task job-$jid-$i"'
 	ksb_check "task $i: the audit names it (registrations)" \
 		'ksb_sql_is 1 "SELECT count(*) FROM registrations WHERE instance = '"'job-$jid-$i'"'"'
+	ksb_check "task $i: the agent reached the model API through the gateway, with the credential" \
+		'ksb_sql_is 1 "SELECT count(*) > 0 FROM requests WHERE credential IS NOT NULL AND conn_id IN (SELECT id FROM connections WHERE instance = '"'job-$jid-$i'"' AND host = '"'api.anthropic.com'"')"'
 	ksb_check "task $i: the host said it pushed" 'grep -q "instance job-$jid-$i: pushed sandbox/job-$jid-$i" "$S/err-$jid-$i.txt"'
 done
+echo "# fake API: $(grep -c '"api": "anthropic"' "$T/api.log") Messages requests, $(grep -c '"reply": 400' "$T/api.log") answered 400"
+ksb_check "the fake API saw the credential's key, never a placeholder" \
+	'grep "\"api\": \"anthropic\"" "$T/api.log" | grep -q "\"sha256\": \"$KEY_SHA\"" &&
+	 ! grep "\"api\": \"anthropic\"" "$T/api.log" | grep -v -q "\"sha256\": \"$KEY_SHA\""'
+ksb_check "the fake answered task 3's tool result with a 400 (its FAIL: line)" \
+	'grep -q "\"reply\": 400" "$T/api.log"'
 ksb_check "the central repo has exactly the three branches" \
 	'[ "$(git -C "$C" for-each-ref --format=x refs/heads/sandbox | wc -l)" = 3 ]'
+
+# Plain command jobs from here on.
+WORK='cd ~/work && echo "task $KSB_INSTANCE" > task.txt && git add task.txt &&
+	git -c user.name=agent -c user.email=agent@example.invalid commit -qm "$KSB_INSTANCE" &&
+	git push -q origin "sandbox/$KSB_INSTANCE"'
 
 # ---- a job's overhead over the same ksb-run by hand ------------------------------------
 # One job alone (submit to gone from squeue: sbatch --wait polls at

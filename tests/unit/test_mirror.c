@@ -966,8 +966,8 @@ test_push(void)
 		fatalx("init: %s", git_error_last()->message);
 	put(repo, "a.txt", "one\n", 4);
 	one = commit_all(r, "one\n");
-	rc = mirror_push(
-	    gitdir, "refs/heads/master", dst, "refs/heads/sandbox/p1", &cause);
+	rc = mirror_push(gitdir, "refs/heads/master", dst,
+	    "refs/heads/sandbox/p1", NULL, &cause);
 	CHECK(rc == 0, "mirror_push to a new branch (%s)", rc ? cause : "ok");
 	free(cause);
 	cause = NULL;
@@ -977,8 +977,8 @@ test_push(void)
 	    "the remote's sandbox/p1 is the pushed commit");
 	put(repo, "a.txt", "two\n", 4);
 	two = commit_all(r, "two\n");
-	rc = mirror_push(
-	    gitdir, "refs/heads/master", dst, "refs/heads/sandbox/p1", &cause);
+	rc = mirror_push(gitdir, "refs/heads/master", dst,
+	    "refs/heads/sandbox/p1", NULL, &cause);
 	CHECK(rc == 0 &&
 		git_reference_name_to_id(
 		    &got, remote, "refs/heads/sandbox/p1") == 0 &&
@@ -992,8 +992,8 @@ test_push(void)
 		fatalx("ref: %s", git_error_last()->message);
 	if (git_reference_create(NULL, r, "refs/heads/old", &one, 0, NULL) < 0)
 		fatalx("ref: %s", git_error_last()->message);
-	rc = mirror_push(
-	    gitdir, "refs/heads/old", dst, "refs/heads/sandbox/p2", &cause);
+	rc = mirror_push(gitdir, "refs/heads/old", dst, "refs/heads/sandbox/p2",
+	    NULL, &cause);
 	CHECK(rc == -1 && cause != NULL &&
 		git_reference_name_to_id(
 		    &got, remote, "refs/heads/sandbox/p2") == 0 &&
@@ -1003,8 +1003,8 @@ test_push(void)
 	free(cause);
 	cause = NULL;
 	xasprintf(&p, "%s/nonexistent.git", tmp);
-	rc = mirror_push(
-	    gitdir, "refs/heads/master", p, "refs/heads/sandbox/p3", &cause);
+	rc = mirror_push(gitdir, "refs/heads/master", p,
+	    "refs/heads/sandbox/p3", NULL, &cause);
 	CHECK(rc == -1 && cause != NULL && strstr(cause, p) != NULL,
 	    "a remote that is not there: -1, the cause names it (%s)",
 	    cause ? cause : "no cause");
