@@ -14,6 +14,7 @@ nftables iproute2 openssl curl sqlite3 ca-certificates python3 python3-websocket
 git clang libclang-rt-14-dev busybox-static tmux e2fsprogs util-linux
 make vim-tiny clang-format cppcheck procps netbase file xvfb x11-apps systemd man-db
 dpkg-dev debhelper lintian debootstrap nix-bin systemd-container slurm-wlm munge
+slurmdbd slurm-wlm-mysql-plugin mariadb-server
 node-undici python3-requests"
 # Node.js and npm (the guest's developer tools; npm installs the pinned
 # agents for the tests): Debian's, unless a node and npm are already there

@@ -51,7 +51,9 @@ ksb_pkg() {
 	systemd-nspawn) echo systemd-container ;;
 	debootstrap) echo debootstrap ;;
 	dpkg-buildpackage) echo dpkg-dev ;;
-	sbatch | srun | squeue | sstat | sacct | scontrol | scancel | slurmctld | slurmd) echo slurm-wlm ;;
+	sbatch | srun | squeue | sstat | sacct | sacctmgr | scontrol | scancel | slurmctld | slurmd) echo slurm-wlm ;;
+	slurmdbd) echo slurmdbd ;;
+	mariadbd | mariadb-install-db | mariadb) echo mariadb-server ;;
 	munged | mungekey) echo munge ;;
 	man) echo man-db ;;
 	depmod | modprobe) echo kmod ;;

@@ -21,11 +21,11 @@
 # instance directory or QEMU is left.  The jobs run in cgroups
 # (proctrack/cgroup, task/cgroup, ConstrainRAMSpace on cgroup v1): the
 # running task's QEMU is in the job's memory cgroup, charged there, and
-# the guest (--memory from --mem) fits the limit with no OOM kill.  Exit
-# codes come from the job completion log (jobcomp/filetxt, what sacct
-# reads without a slurmdbd: `sacct -c'), the memory from the jobs' own
-# accounting (jobacct_gather/linux: the running step's MaxRSS, QEMU
-# included, from sstat).  Prints the figures: the array's time, a task's
+# the guest (--memory from --mem) fits the limit with no OOM kill.
+# Accounting: slurmdbd on a MariaDB of the test's own (data dir, socket,
+# port), so `sacct' shows each task's state, exit code and MaxRSS
+# (jobacct_gather/linux, QEMU included; the running step's from sstat);
+# the job completion log (jobcomp/filetxt) says the same.  Prints the figures: the array's time, a task's
 # time under Slurm and the same ksb-run by hand.  Root, npm's registry
 # or the agents in the cache; skips (77) naming what is missing.
 set -eu
@@ -33,6 +33,7 @@ set -eu
 
 ksb_need_root
 ksb_need qemu-system-x86_64 git slurmctld slurmd sbatch squeue sstat scontrol scancel munged mungekey
+ksb_need slurmdbd sacct sacctmgr mariadbd mariadb-install-db mariadb
 ksb_need python3 /usr/bin/git
 ksb_need_built ksb-run ksb-guest-init ksb-gatewayd ksbctl/ksbctl
 CACHE=${KSB_AGENTS_CACHE:-/var/cache/ksb/agents}
@@ -158,7 +159,10 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$S/jobcomp.txt
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=1
-AccountingStorageType=accounting_storage/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort=$((port + 2))
+AccountingStoragePass=$S/munge/sock
 MpiDefault=none
 ReturnToService=2
 KillWait=20
@@ -167,11 +171,7 @@ NodeName=ksbtnode NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=4000 State=UNKNOWN
 PartitionName=ksbt Nodes=ksbtnode Default=YES MaxTime=30 State=UP
 CONF
 export SLURM_CONF=$S/slurm.conf
-slurmctld -f "$S/slurm.conf" -c -i > "$S/ctld.out" 2>&1 ||
-	{ cat "$S/ctld.out" "$S/slurmctld.log"; ksb_fail "slurmctld did not start"; }
-slurmd -f "$S/slurm.conf" -N ksbtnode > "$S/d.out" 2>&1 ||
-	{ cat "$S/d.out" "$S/slurmd.log"; ksb_fail "slurmd did not start"; }
-slurm_pids() { cat "$S/slurmctld.pid" "$S/slurmd.pid" 2>/dev/null; }
+slurm_pids() { cat "$S/slurmctld.pid" "$S/slurmd.pid" "$S/slurmdbd.pid" 2>/dev/null; }
 no_jobs() { [ -z "$(squeue -h 2>/dev/null)" ]; }
 stop_slurm() {
 	local p
@@ -182,6 +182,54 @@ stop_slurm() {
 }
 # ksb_cleanup exits with the status it finds: the test's, kept.
 trap 'rc=$?; set +e; stop_slurm; cg_cleanup; (exit "$rc"); ksb_cleanup' EXIT
+# ---- accounting: MariaDB on loopback, slurmdbd -----------------------------------
+# The database is the test's: its own data dir, socket and port, root by
+# its socket, slurmdbd's user by a password of its own.
+DB=$S/db
+dbport=$((port + 3))
+dbpass=$(openssl rand -hex 16)
+mkdir -p "$DB"
+mariadb-install-db --no-defaults --datadir="$DB/data" --user=root \
+	--auth-root-authentication-method=socket --skip-test-db > "$DB/install.out" 2>&1 ||
+	{ tail -n 20 "$DB/install.out"; ksb_fail "mariadb-install-db failed"; }
+mariadbd --no-defaults --datadir="$DB/data" --socket="$DB/sock" --port="$dbport" \
+	--bind-address=127.0.0.1 --user=root --pid-file="$DB/pid" \
+	--log-error="$DB/err.log" --skip-name-resolve --innodb-buffer-pool-size=16M \
+	> "$DB/out" 2>&1 &
+KSB_PIDS="$KSB_PIDS $!"
+db_up() { mariadb --no-defaults --socket="$DB/sock" -u root -e 'SELECT 1' > /dev/null 2>&1; }
+ksb_until 60 db_up || { tail -n 20 "$DB/err.log"; ksb_fail "mariadbd did not start"; }
+mariadb --no-defaults --socket="$DB/sock" -u root -e "CREATE USER 'slurm'@'127.0.0.1'
+	IDENTIFIED BY '$dbpass'; GRANT ALL ON ksbt_acct.* TO 'slurm'@'127.0.0.1';" ||
+	ksb_fail "cannot make slurmdbd's database user"
+# slurmdbd.conf: next to slurm.conf (SLURM_CONF), 0600, the SlurmUser's.
+install -m 600 /dev/stdin "$S/slurmdbd.conf" <<-CONF
+AuthType=auth/munge
+AuthInfo=socket=$S/munge/sock
+DbdAddr=127.0.0.1
+DbdHost=localhost
+DbdPort=$((port + 2))
+SlurmUser=root
+PidFile=$S/slurmdbd.pid
+LogFile=$S/slurmdbd.log
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$dbport
+StorageUser=slurm
+StoragePass=$dbpass
+StorageLoc=ksbt_acct
+CONF
+slurmdbd > "$S/dbd.out" 2>&1 ||
+	{ cat "$S/dbd.out" "$S/slurmdbd.log"; ksb_fail "slurmdbd did not start"; }
+dbd_up() { sacctmgr -n -P list cluster > /dev/null 2>&1; }
+ksb_until 60 dbd_up || { tail -n 20 "$S/slurmdbd.log"; ksb_fail "slurmdbd does not answer"; }
+sacctmgr -i add cluster ksbt > "$S/sacctmgr.out" 2>&1 ||
+	{ cat "$S/sacctmgr.out"; ksb_fail "sacctmgr add cluster failed"; }
+echo "# accounting: mariadbd on 127.0.0.1:$dbport, slurmdbd on 127.0.0.1:$((port + 2))"
+slurmctld -f "$S/slurm.conf" -c -i > "$S/ctld.out" 2>&1 ||
+	{ cat "$S/ctld.out" "$S/slurmctld.log"; ksb_fail "slurmctld did not start"; }
+slurmd -f "$S/slurm.conf" -N ksbtnode > "$S/d.out" 2>&1 ||
+	{ cat "$S/d.out" "$S/slurmd.log"; ksb_fail "slurmd did not start"; }
 node_up() { scontrol show node ksbtnode 2>/dev/null | grep -Eq 'State=(IDLE|MIXED|ALLOCATED)'; }
 ksb_until 60 node_up || { tail -n 20 "$S/slurmctld.log" "$S/slurmd.log"; ksb_fail "the node did not come up"; }
 ksb_check "slurmctld and slurmd up, the node idle" node_up
@@ -238,6 +286,24 @@ ksb_check "the fake answered task 3's tool result with a 400 (its FAIL: line)" \
 	'grep -q "\"reply\": 400" "$T/api.log"'
 ksb_check "the central repo has exactly the three branches" \
 	'[ "$(git -C "$C" for-each-ref --format=x refs/heads/sandbox | wc -l)" = 3 ]'
+# sacct (slurmdbd): each task's state and exit code, its batch step's
+# MaxRSS (jobacct_gather/linux: QEMU included), once slurmctld sent them.
+acct() { sacct -n -P -j "$jid" --format=JobID,State,ExitCode,MaxRSS 2>/dev/null; }
+acct_rss() { # KiB
+	acct | awk -F'|' -v id="${jid}_$1.batch" '$1 == id && match($4, /^[0-9.]+[KMG]$/) {
+		u = substr($4, length($4)); v = substr($4, 1, length($4) - 1)
+		printf "%d\n", v * (u == "K" ? 1 : u == "M" ? 1024 : 1048576) }'
+}
+acct_all() { local i; for i in 1 2 3; do [ -n "$(acct_rss $i)" ] || return 1; done; }
+ksb_until 60 acct_all || true
+acct | sed 's/^/# sacct: /'
+for i in 1 2 3; do
+	want=0 st=COMPLETED; [ "$i" = 3 ] && want=1 st=FAILED
+	ksb_check "sacct: task $i $st, exit code $want:0" \
+		'acct | grep -qx "${jid}_$i|$st|$want:0|"'
+	ksb_check "sacct: task $i's memory, QEMU included ($(acct_rss $i) KiB > 100 MiB)" \
+		'[ -n "$(acct_rss $i)" ] && [ "$(acct_rss $i)" -gt 102400 ]'
+done
 
 # Plain command jobs from here on.
 WORK='cd ~/work && echo "task $KSB_INSTANCE" > task.txt && git add task.txt &&
@@ -317,6 +383,10 @@ ksb_check "scancel: the gateway unregistered it" \
 	'ksb_sql_is 1 "SELECT count(*) FROM unregistrations u JOIN registrations r ON u.reg_id = r.id WHERE r.instance = '"'$name2'"'"'
 ksb_check "scancel: the job completion log says CANCELLED" \
 	'jc_line "^JobId=$jid2 " | grep -q " JobState=CANCELLED "'
+cancelled() { sacct -n -P -X -j "$jid2" --format=JobID,State 2>/dev/null | grep -q "^$jid2|CANCELLED"; }
+ksb_until 30 cancelled || true
+sacct -n -P -j "$jid2" --format=JobID,State,ExitCode,MaxRSS 2>/dev/null | sed 's/^/# sacct: /'
+ksb_check "scancel: sacct says CANCELLED" cancelled
 ksb_check "scancel: no set entry left (nft list sets as before the job)" \
 	'ip netns exec "$GW" nft list sets > "$T/sets.after" && cmp -s "$T/sets.before" "$T/sets.after" || diff "$T/sets.before" "$T/sets.after"'
 ksb_check "scancel: no instance directory left" '[ ! -e "$T/state/instances/$name2" ]'

@@ -19,7 +19,7 @@ set -eu
 . "$(dirname "$0")/../lib.sh"
 
 ksb_need_root
-ksb_need git python3 unshare mount
+ksb_need git python3 unshare
 ksb_need_built tests/integration/mirrordrv
 ksb_env
 DRV=$KSB_BUILDDIR/tests/integration/mirrordrv
