@@ -351,9 +351,10 @@ struct template_boot {
 };
 
 /* The child: fds at the numbers qc names, then QEMU. */
-static void __attribute__((noreturn)) template_child(
-    const struct qemu_config *qc, char **argv, const char *const *unset,
-    int tap, int ctl, int con, int fwd, int qmp, const struct qemu_handoff *h)
+static void __attribute__((noreturn))
+template_child(const struct qemu_config *qc, char **argv,
+    const char *const *unset, int tap, int ctl, int con, int fwd, int qmp,
+    const struct qemu_handoff *h, pid_t parent)
 {
 	int src[5] = { tap, ctl, con, fwd, qmp }, dst[5], tmp[5], i;
 	sigset_t all;
@@ -363,9 +364,22 @@ static void __attribute__((noreturn)) template_child(
 	dst[2] = qc->con_fd;
 	dst[3] = qc->fwd_fd;
 	dst[4] = qc->incoming_fd;
+	/*
+	 * As an instance's QEMU (run_spawn): SIGINT, SIGTERM and SIGQUIT
+	 * stay blocked across exec, so a scheduler's SIGTERM to the whole job
+	 * during a first start reaches the build through ksb-run (its intr
+	 * fd: stopped, nothing saved), never this QEMU by itself;
+	 * QEMU_STOP_SIGNAL is the supervisor's.
+	 */
 	sigemptyset(&all);
+	sigaddset(&all, SIGINT);
+	sigaddset(&all, SIGTERM);
+	sigaddset(&all, SIGQUIT);
 	sigprocmask(SIG_SETMASK, &all, NULL);
-	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	prctl(PR_SET_PDEATHSIG, QEMU_STOP_SIGNAL);
+	/* ksb-run died before the prctl: no QEMU without its supervisor. */
+	if (getppid() != parent)
+		_exit(127);
 	for (i = 0; unset != NULL && unset[i] != NULL; i++)
 		unsetenv(unset[i]); /* no secret in QEMU's environment */
 	for (i = 0; i < 5; i++)
@@ -545,6 +559,7 @@ template_build(const struct qemu_config *inst, const char *const *unset,
 	struct qemu_handoff *h = NULL;
 	char **argv = NULL;
 	int child[4] = { -1, -1, -1, -1 }, ret = -1, i;
+	pid_t parent;
 
 	memset(&tb, 0, sizeof(tb));
 	tb.ctl = tb.con = tb.fwd = tb.qmp = -1;
@@ -560,13 +575,14 @@ template_build(const struct qemu_config *inst, const char *const *unset,
 		cause_set(cause, "socketpair: %s", strerror(errno));
 		goto out;
 	}
+	parent = getpid();
 	if ((tb.pid = fork()) == -1) {
 		cause_set(cause, "fork: %s", strerror(errno));
 		goto out;
 	}
 	if (tb.pid == 0)
 		template_child(&qc, argv, unset, tap, child[0], child[1],
-		    child[2], child[3], h);
+		    child[2], child[3], h, parent);
 	for (i = 0; i < 4; i++)
 		close(child[i]);
 	child[0] = child[1] = child[2] = child[3] = -1;

@@ -13,7 +13,8 @@
 # be had the guest boots the cold way too.  SIGINT while a template is
 # made (booting it, or waiting for another start's build) stops that start
 # within seconds (exit 130, one line, its QEMU killed, nothing saved)
-# instead of after the build.  Needs root, QEMU and a guest kernel (exit
+# instead of after the build; a SIGTERM to the template's QEMU alone (a
+# scheduler's job-wide one) does not stop the build.  Needs root, QEMU and a guest kernel (exit
 # 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -185,6 +186,29 @@ wait "$holder" 2>/dev/null || true
 ksb_check "wait: the holder let the lock go" \
 	'flock -n "$T/state/templates/.lock" true'
 stopped wait "$rc"
+
+ksb_say "SIGTERM to the template's QEMU (a job-wide stop's share): ignored"
+# A scheduler's SIGTERM to every process of a job (Slurm's
+# proctrack/linuxproc) reaches the template's QEMU too: it runs with
+# SIGINT, SIGTERM and SIGQUIT blocked, as an instance's, so the build goes
+# on (ksb-run, which got no signal here, makes and restores it).
+start_bg term
+ksb_until 120 grep -q "booting it once and saving it" "$T/term.err" ||
+	ksb_fail "term: no template build began: $(tail -3 "$T/term.err")"
+ksb_until 30 pgrep -P "$bg" -f qemu-system >/dev/null ||
+	ksb_fail "term: the template's QEMU did not start"
+qp=$(pgrep -P "$bg" -f qemu-system | head -1)
+ksb_check "term: the template's QEMU blocks SIGTERM (SigBlk of ${qp:-none})" \
+	'[ $(( 0x$(awk "/^SigBlk:/ { print \$2 }" /proc/$qp/status) >> 14 & 1 )) = 1 ]'
+kill -TERM "$qp"
+ksb_until 300 ksb_dead "$bg" || ksb_fail "term: ksb-run still runs 300 s later"
+set +e; wait "$bg"; rc=$?; set -e
+ksb_check "term: the build went on, saved, the command ran ($rc)" \
+	'[ "$rc" = 0 ] && grep -q term-ok "$T/term.out" &&
+	 grep -q "template: booted and saved" "$T/term.err"'
+ksb_check "term: QEMU did not die of the SIGTERM" \
+	'! grep -q "terminating on signal" "$T/term.err" &&
+	 ! grep -q "none to restore, booting the guest" "$T/term.err"'
 
 ksb_say "q35 (PCI, vmgenid): its own template, booted, saved and restored"
 run q35 -v --machine q35
