@@ -8,9 +8,9 @@
 # /run/ksb, /dev and the project repository (or use raw_exec).  The
 # instance name carries the job and allocation, so the audit names them;
 # the guest's memory is the task's less 160 MiB for QEMU; the exit code
-# is the command's; kill_timeout is the grace between SIGTERM (ksb-run's
-# graceful stop) and SIGKILL; the host pushes sandbox/<name> to the
-# results repository.
+# is the agent turn's outcome (--exit-after-turn); kill_timeout is the
+# grace between SIGTERM (ksb-run's graceful stop) and SIGKILL; the host
+# pushes sandbox/<name> to the results repository.
 job "ksb-task" {
   type = "batch"
 
@@ -29,8 +29,10 @@ job "ksb-task" {
           # SIGTERM reaches this shell only: forwarded, then wait again.
           trap 't=1; kill -TERM "$pid" 2>/dev/null' TERM
           ksb-run --name "$name" --memory $((NOMAD_MEMORY_LIMIT - 160)) \
-            --repo /srv/proj --push-to /srv/results.git \
-            -- claude -p 'fix the failing test' < /dev/null &
+            --repo /srv/proj --push-to /srv/results.git --profile claude \
+            --agent claude --agent-mode headless --exit-after-turn \
+            --prompt 'Fix the failing test, commit, git push origin sandbox/'"$name" \
+            < /dev/null &
           pid=$! rc=125 t=1
           while [ "$t" = 1 ]; do t=0; wait "$pid"; st=$?; [ "$st" = 127 ] || rc=$st; done
           ksbctl rm "$name"
