@@ -148,27 +148,37 @@ run_find_clone(struct run *r)
 static int
 run_push_cred(struct run *r, char **cred, size_t *len, char **cause)
 {
+	char *raw = NULL;
+	size_t n = 0;
+	int ret = -1;
+
 	*cred = NULL;
 	*len = 0;
 	if (r->push_cred == NULL)
 		return 0;
 	if (secrets_source_read(
-		"--push-credential", r->push_cred, cred, len, cause) != 0)
+		"--push-credential", r->push_cred, &raw, &n, cause) != 0)
 		return -1;
-	*cred = xrealloc(*cred, *len + 1);
+	*len = n > 0 && raw[n - 1] == '\n' ? n - 1 : n;
+	*cred = xmalloc(*len + 1);
+	memcpy(*cred, raw, *len);
 	(*cred)[*len] = '\0';
-	if (*len > 0 && (*cred)[*len - 1] == '\n')
-		(*cred)[*len - 1] = '\0';
-	if (strlen(*cred) != strcspn(*cred, "\r\n") ||
-	    strchr(*cred, ':') == NULL || **cred == ':') {
+	if (strlen(*cred) != *len || strcspn(*cred, "\r\n") != *len ||
+	    **cred == ':' || strchr(*cred, ':') == NULL) {
+		cause_set(
+		    cause, "--push-credential: not one line user:password");
+		goto cleanup;
+	}
+	ret = 0;
+cleanup:
+	explicit_bzero(raw, n);
+	free(raw);
+	if (ret != 0) {
 		explicit_bzero(*cred, *len);
 		free(*cred);
 		*cred = NULL;
-		return cause_set(cause,
-		    "--push-credential: not one line "
-		    "user:password");
 	}
-	return 0;
+	return ret;
 }
 
 /*
@@ -578,6 +588,9 @@ run_init(struct run *r)
 static int
 run_check_command(struct run *r, int argc, int first)
 {
+	char *cred = NULL, *cause = NULL;
+	size_t clen = 0;
+
 	if (r->agent_cmd != NULL) {
 		/* The agent's shell command is ARGV's only word. */
 		if (*r->agent_cmd == '\0' || first < argc) {
@@ -606,6 +619,16 @@ run_check_command(struct run *r, int argc, int first)
 		    "need --push-to");
 		return 2;
 	}
+	/* A job whose credential cannot be read fails before its guest. */
+	if (r->push_cred != NULL &&
+	    run_push_cred(r, &cred, &clen, &cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+		return 2;
+	}
+	if (cred != NULL)
+		explicit_bzero(cred, clen);
+	free(cred);
 	if (r->command == NULL || r->command[0] == NULL) {
 		log_warnx("no command");
 		return 2;

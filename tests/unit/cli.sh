@@ -182,6 +182,23 @@ check "a bad selftest value: file:line, exit 2" \
     'rc 2 && grep -q "st-bad.conf:1" "$T/err"'
 KSB_ACCEL=foo run "$R" --print-config
 check "a bad KSB_ACCEL is named as the source" 'rc 2 && grep -q "KSB_ACCEL" "$T/err"'
+# Batch jobs: what --exit-after-turn and the push options need, and a
+# credential that cannot be read, refused before any guest.
+run "$R" --exit-after-turn -- true
+check "--exit-after-turn without --agent and --prompt: said, exit 2" \
+    'rc 2 && grep -q "exit-after-turn needs --agent and --prompt" "$T/err"'
+run "$R" --push-credential env:KSBT_NONE -- true
+check "--push-credential without --push-to: said, exit 2" \
+    'rc 2 && grep -q "need --push-to" "$T/err"'
+run "$R" --push-to "$T/r.git" --push-credential file:"$T/nonexistent" -- true
+check "--push-credential from a missing file: said before the guest, exit 2" \
+    'rc 2 && grep -q "nonexistent" "$T/err"'
+printf 'no-colon-token\n' > "$T/cred-bad"
+run "$R" --push-to "$T/r.git" --push-credential file:"$T/cred-bad" -- true
+check "--push-credential not user:password: said, the value not shown, exit 2" \
+    'rc 2 && grep -q "not one line user:password" "$T/err" && ! grep -q no-colon-token "$T/err"'
+run "$R" --push-to "$T/r.git" --push-timeout 0 -- true
+check "--push-timeout 0: said, exit 2" 'rc 2 && grep -q "push-timeout" "$T/err"'
 # ksbctl audit: an option its subcommand does not use is named, not ignored.
 run "$K" audit summary --limit 1
 check "audit summary --limit: does not apply, exit 2" \

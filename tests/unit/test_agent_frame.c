@@ -555,6 +555,67 @@ test_tout(void)
 	util_rmtree(dir);
 }
 
+/* ---- a turn's outcome (ksb-run --exit-after-turn) ----------------------- */
+
+static void
+test_outcome(void)
+{
+	char dir[] = "/tmp/ksbt-outcome.XXXXXX";
+	struct guestctl_lines lb;
+	struct agent *a;
+	char *lbuf, *cause = NULL;
+	uint64_t turn;
+	int dup;
+
+	if (mkdtemp(dir) == NULL) {
+		CHECK(0, "mkdtemp: %s", strerror(errno));
+		return;
+	}
+	a = agent_new(dir, 0, &cause);
+	CHECK(a != NULL, "agent_new");
+	if (a == NULL)
+		return;
+	lbuf = malloc(GUESTCTL_GUEST_FRAME_MAX);
+	guestctl_lines_init(&lb, lbuf, GUESTCTL_GUEST_FRAME_MAX);
+	feed(&lb, a, "HELLO 1 0\n", 10);
+	CHECK(agent_turn_outcome(a, 1) == -1, "outcome: no such turn: -1");
+	CHECK(agent_prompt(a, "go", 2, NULL, &turn, &dup, &cause) == 0 &&
+		turn == 1,
+	    "turn 1 queued");
+	feed(&lb, a, "ACK 1\n", 6);
+	CHECK(agent_turn_outcome(a, 1) == -1, "outcome: running: -1");
+	feed(&lb, a, "REPORT 1 1 working x\n", 21);
+	CHECK(agent_turn_outcome(a, 1) == -1, "outcome: working: still -1");
+	feed(&lb, a, "REPORT 2 1 failed exit%207\n", 27);
+	CHECK(agent_turn_outcome(a, 1) == 7,
+	    "outcome: a headless turn that exited 7: 7 (%d)",
+	    agent_turn_outcome(a, 1));
+	feed(&lb, a, "REPORT 3 1 done late\n", 21);
+	CHECK(agent_turn_outcome(a, 1) == 7, "outcome: a turn ends once");
+	CHECK(agent_prompt(a, "two", 3, NULL, &turn, &dup, &cause) == 0 &&
+		turn == 2,
+	    "turn 2 queued");
+	feed(&lb, a, "ACK 2\n", 6);
+	feed(&lb, a, "REPORT 4 2 done ok\n", 19);
+	CHECK(agent_turn_outcome(a, 2) == 0, "outcome: done: 0");
+	CHECK(agent_prompt(a, "three", 5, NULL, &turn, &dup, &cause) == 0 &&
+		turn == 3,
+	    "turn 3 queued");
+	feed(&lb, a, "ACK 3\n", 6);
+	feed(&lb, a, "REPORT 5 3 failed exit%20200\n", 29);
+	CHECK(agent_turn_outcome(a, 3) == 1,
+	    "outcome: an exit status of 125 or more: 1 (never ksb-run's own)");
+	CHECK(agent_prompt(a, "four", 4, NULL, &turn, &dup, &cause) == 0 &&
+		turn == 4,
+	    "turn 4 queued");
+	feed(&lb, a, "ACK 4\n", 6);
+	feed(&lb, a, "REPORT 6 4 blocked asks\n", 24);
+	CHECK(agent_turn_outcome(a, 4) == 1, "outcome: blocked: 1");
+	agent_free(a);
+	free(lbuf);
+	util_rmtree(dir);
+}
+
 int
 main(void)
 {
@@ -564,5 +625,6 @@ main(void)
 	test_lines();
 	test_flood();
 	test_tout();
+	test_outcome();
 	return tap_done();
 }
