@@ -18,6 +18,7 @@
  * remote branch the tip does not contain is left as it is and the push
  * fails with the remote's reason.
  */
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include <errno.h>
@@ -187,7 +188,7 @@ mirror_push(const char *gitdir, const char *src_ref, const char *url,
 	char *why = NULL;
 	size_t len = 0;
 	unsigned timeout_s;
-	pid_t pid;
+	pid_t pid, parent;
 	int p[2], st, timed_out = 0, ret = -1;
 
 	timeout_s = o != NULL && o->timeout_s != 0 ? o->timeout_s :
@@ -199,6 +200,7 @@ mirror_push(const char *gitdir, const char *src_ref, const char *url,
 		    "user:password");
 	if (pipe2(p, O_CLOEXEC) == -1)
 		return cause_set(cause, "pipe: %s", strerror(errno));
+	parent = getpid();
 	if ((pid = fork()) == -1) {
 		close(p[0]);
 		close(p[1]);
@@ -206,6 +208,10 @@ mirror_push(const char *gitdir, const char *src_ref, const char *url,
 	}
 	if (pid == 0) {
 		close(p[0]);
+		/* No push outlives its caller (a job's SIGKILL). */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
 		ret = push_do(gitdir, src_ref, url, dst_ref, o, &why);
 		if (ret != 0 && why != NULL)
 			(void)!write(p[1], why, strnlen(why, sizeof(buf)));
