@@ -324,6 +324,10 @@ SLURM_JOB_ID=hand SLURM_MEM_PER_NODE=600 "$JOB" -- /bin/sh -c "$WORK" \
 t2=$(date +%s%N)
 job_ms=$(((t1 - t0) / 1000000)) hand_ms=$(((t2 - t1) / 1000000))
 echo "# one job: ${job_ms} ms submit to end, ${hand_ms} ms the same by hand ($((job_ms - hand_ms)) ms overhead)"
+# Where the overhead goes: the job script's own time (its last line) and
+# Slurm's submit, start and end (sacct, whole seconds).
+in_ms() { sed -n 's/^slurm-job: .*: exit [0-9]* in \([0-9]*\) ms$/\1/p' "$1" | tail -n 1; }
+echo "# one job: the job script ran $(in_ms "$S/err-w.txt") ms (by hand $(in_ms "$T/hand.err") ms); sacct Submit|Start|End: $(sacct -n -P -X -j "$jidw" --format=Submit,Start,End 2>/dev/null)"
 ksb_check "the job alone and by hand both pushed" \
 	'[ "$(git -C "$C" for-each-ref --format=x refs/heads/sandbox | wc -l)" = 5 ]'
 
