@@ -45,8 +45,11 @@ s.settimeout(10)
 s.connect(sys.argv[1])
 f = s.makefile("rw")
 f.readline()
-def ex(cmd):
-    f.write(json.dumps({"execute": cmd}) + "\n")
+def ex(cmd, args=None):
+    m = {"execute": cmd}
+    if args is not None:
+        m["arguments"] = args
+    f.write(json.dumps(m) + "\n")
     f.flush()
     while True:
         m = json.loads(f.readline())
@@ -55,10 +58,15 @@ def ex(cmd):
 ex("qmp_capabilities")
 for r in ex("query-migrate")["return"].get("blocked-reasons", []):
     print(r)
+# An internal snapshot (HMP savevm) is refused for the same reason.
+print("savevm:", ex("human-monitor-command",
+                    {"command-line": "savevm ksbt"})["return"].strip())
 PY
 cat "$T/witness"
 ksb_check "QEMU names the 9p export of /usr as a blocker" \
-	"grep -q \"mount_tag 'usr'\" '$T/witness'"
+	"grep -q \"^Migration is disabled .*mount_tag 'usr'\" '$T/witness'"
+ksb_check "QEMU's savevm is refused by the same blocker" \
+	"grep -q \"^savevm: Error: Migration is disabled .*mount_tag\" '$T/witness'"
 
 ksb_say "ksbctl stop --save: refused, the guest untouched"
 ls -1 "$I" | sort > "$T/before"
