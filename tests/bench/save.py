@@ -110,17 +110,19 @@ class Guest:
         self.q = Qmp(sock)
 
     def lines(self):
+        """The console's complete lines (QEMU may be mid-line)."""
         try:
-            return open(self.serial, errors="replace").read().splitlines()
+            text = open(self.serial, errors="replace").read()
         except FileNotFoundError:
             return []
+        return text[:text.rfind("\n") + 1].splitlines()
 
     def tick(self, after=-1):
         """Await a tick line numbered above after: (n, sum, seconds)."""
         deadline = time.time() + TIMEOUT
         while time.time() < deadline:
             for l in reversed(self.lines()):
-                m = re.search(r"tick (\d+) sum ([0-9a-f]+)", l)
+                m = re.search(r"^tick (\d+) sum ([0-9a-f]{16})$", l)
                 if m and int(m.group(1)) > after:
                     return int(m.group(1)), m.group(2), time.time()
                 if m:
