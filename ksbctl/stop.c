@@ -172,10 +172,10 @@ stop_save(const char *id, const char *dir)
 		    "ksbctl stop --save: %s is not running: nothing to save\n",
 		    id);
 	else if (save_refusal(dir, &cause) != 0)
-		fprintf(stderr,
-		    "ksbctl stop --save: %s: cannot save: %s; it keeps "
-		    "running\n",
-		    id, cause);
+		fprintf(stderr, "ksbctl stop --save: %s: cannot save: %s; %s\n",
+		    id, cause,
+		    pause_state(dir, PAUSE_QMP_MS) == 1 ? "it stays paused" :
+							  "it keeps running");
 	free(cause);
 }
 

@@ -6,8 +6,9 @@
 # 9p: the command asks QEMU first and refuses with its reasons, the guest
 # untouched.  Shown: QEMU's own query-migrate names the blockers (the
 # witness), stop --save says why in one line and exits 1, the guest's
-# loop keeps ticking, nothing is written into the instance directory,
-# a plain stop still works, --save of a stopped instance says so.
+# loop keeps ticking, nothing is written into the instance directory, a
+# paused one stays paused, a plain stop still works, --save of a stopped
+# instance says so.
 # Needs root, QEMU and a guest kernel (exit 77).
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -88,6 +89,16 @@ ksb_check "the guest's loop still ticks (not paused, not stopped)" \
 	"ksb_until 60 tick_above $t"
 ls -1 "$I" | sort > "$T/after"
 ksb_check "nothing new in the instance directory" 'diff "$T/before" "$T/after"'
+
+ksb_say "a paused instance: refused too, and left paused"
+ksb_check "ksbctl pause" 'ctl pause sv1 | grep -q "^sv1: paused"'
+rc=0
+ctl stop --save sv1 2> "$T/errp" || rc=$?
+ksb_check "refused: exit 1, the same reason" \
+	'[ "$rc" = 1 ] && grep -q "cannot save: QEMU .* mounts usr.*; it stays paused$" "$T/errp"'
+ksb_check "still paused (not continued as a plain stop does)" \
+	'ctl pause sv1 | grep -q "^sv1: already paused"'
+ksb_check "ksbctl resume" 'ctl resume sv1 | grep -q "^sv1: resumed"'
 
 ksb_say "a plain stop still works; --save of a stopped instance"
 ksb_check "ksbctl stop: powerdown" 'ctl stop sv1 | grep -q "^sv1: powerdown"'
