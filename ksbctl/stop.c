@@ -5,8 +5,8 @@
  * only once the supervising ksb-run has released the instance (so QEMU is
  * gone and the lease is dropped).  A paused instance is continued first.
  * With --save the guest's state would be saved instead; QEMU refuses
- * every ksb guest today (save.c says why), so the instance is left
- * running, untouched, and the command fails saying why.
+ * every ksb guest today (save.c says why), so the instance is left as
+ * it is, running or paused, and the command fails saying why.
  */
 #include <errno.h>
 #include <fcntl.h>
