@@ -41,7 +41,7 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "instances, their state and lease" },
 	{ "status", status_main, "status [--json] [-c project-file] [ID]",
 	    "an instance, or the preflight" },
-	{ "stop", stop_main, "stop [--timeout S] [--json] ID",
+	{ "stop", stop_main, "stop [--timeout S] [--save] [--json] ID",
 	    "power down (QMP), forced after S" },
 	{ "rm", rm_main, "rm [--force] [--json] ID",
 	    "remove a stopped instance" },

@@ -83,6 +83,13 @@ struct json_object *memory_status_json(
     const char *dir, const struct instance_state *st);
 void memory_status_text(FILE *f, struct json_object *m);
 int stop_main(int argc, char **argv);
+/*
+ * save.c: why the running instance at dir cannot be saved (stop --save),
+ * as its QEMU says (QMP query-migrate's blocked-reasons): always -1, with
+ * *cause one line (malloc'd, the caller frees it).  The guest is never
+ * paused or stopped by it.
+ */
+int save_refusal(const char *dir, char **cause);
 /* pause.c: `pause ID' and `resume ID' (argv[0] says which). */
 int pause_main(int argc, char **argv);
 /*
