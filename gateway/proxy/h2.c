@@ -739,9 +739,11 @@ h2_u_header(nghttp2_session *sess, const nghttp2_frame *f, const uint8_t *n,
 	return 0;
 }
 
-/* The upstream's response HEADERS (final): masked, to the guest. */
+/* The upstream's response HEADERS (final): masked, to the guest; with
+ * END_STREAM (end) as one HEADERS frame too, a gRPC trailers-only
+ * response (grpc-status in it) being no response otherwise. */
 static void
-h2_respond(struct h2_stream *s)
+h2_respond(struct h2_stream *s, int end)
 {
 	nghttp2_data_provider dp = { { .ptr = s }, h2_guest_read };
 	char st[4] = "";
@@ -755,8 +757,10 @@ h2_respond(struct h2_stream *s)
 	}
 	s->reflected += h2_fields_mask(s->h, &s->rs);
 	s->responded = 1;
-	if (nghttp2_submit_response(s->h->g, s->gid, s->rs.nv, s->rs.n, &dp) !=
-	    0)
+	if (end)
+		s->up_end = 1;
+	if (nghttp2_submit_response(
+		s->h->g, s->gid, s->rs.nv, s->rs.n, end ? NULL : &dp) != 0)
 		h2_refuse(s, 502, REASON_UPSTREAM_BAD_RESPONSE,
 		    "the upstream's response could not be relayed");
 	h2_fields_clear(&s->rs);
@@ -803,7 +807,7 @@ h2_u_frame(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	if (s == NULL || s->refused)
 		return 0;
 	if (f->hd.type == NGHTTP2_HEADERS && !s->responded)
-		h2_respond(s);
+		h2_respond(s, (f->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
 	else if (f->hd.type == NGHTTP2_HEADERS)
 		s->reflected += h2_fields_mask(s->h, &s->tr);
 	if ((f->hd.flags & NGHTTP2_FLAG_END_STREAM) && s->responded &&

@@ -36,13 +36,13 @@ cert() { # NAME SANS
 		-CAkey "$T/pki/ca.key" -CAcreateserial -days 2 \
 		-extfile "$T/pki/$1.ext" -out "$T/pki/$1.pem" >/dev/null 2>&1
 }
-cert api.test "DNS:api.test,DNS:bearer.test,DNS:h1.test"
+cert api.test "DNS:api.test,DNS:bearer.test,DNS:h1.test,DNS:grpc.test"
 umask 077
 # a real format: sk-ant-api03- and 95 characters (Anthropic's keys)
 echo "sk-ant-api03-$(head -c 96 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c 80)AA" > "$T/apikey"
 umask 022
 REAL=$(cat "$T/apikey")
-for i in 6 7; do ip -n "$OR" addr add 10.78.0.$i/24 dev ko1; done
+for i in 6 7 8; do ip -n "$OR" addr add 10.78.0.$i/24 dev ko1; done
 ip netns exec "$OR" $PY "$KSB_SRCDIR/tests/integration/h2_origin.py" 10.78.0.6 443 \
 	"$T/pki/api.test.pem" "$T/pki/api.test.key" "$T/apikey" "$T/origin.log" \
 	> "$T/o6.err" 2>&1 &
@@ -51,12 +51,22 @@ ip netns exec "$OR" python3 "$KSB_SRCDIR/tests/integration/cred_origin.py" 10.78
 	"$T/pki/api.test.pem" "$T/pki/api.test.key" "$T/apikey" "$T/origin7.log" \
 	> "$T/o7.err" 2>&1 &
 KSB_PIDS="$KSB_PIDS $!"
+GRPC_OK=
+if $PY -c 'import grpc' 2>/dev/null; then
+	GRPC_OK=1
+	ip netns exec "$OR" $PY "$KSB_SRCDIR/tests/integration/h2_grpc.py" server 10.78.0.8 443 \
+		"$T/pki/api.test.pem" "$T/pki/api.test.key" "$T/apikey" "$T/grpc.log" \
+		> "$T/o8.err" 2>&1 &
+	KSB_PIDS="$KSB_PIDS $!"
+	ksb_wait_port "$OR" 10.78.0.8 443
+fi
 ksb_wait_port "$OR" 10.78.0.6 443
 ksb_wait_port "$OR" 10.78.0.7 443
 cat >> "$T/hosts" <<'HOSTS'
 10.78.0.6 api.test
 10.78.0.6 bearer.test
 10.78.0.7 h1.test
+10.78.0.8 grpc.test
 HOSTS
 cat >> "$T/ksb.conf" <<CONF
 upstream-ca-file = $T/pki/ca.pem
@@ -77,20 +87,28 @@ credential bearer {
     secret BEARER_TOKEN
     allow-request GET /echo
 }
+credential grpc {
+    host grpc.test
+    header authorization bearer
+    source file $T/apikey
+    secret GRPC_TOKEN
+}
 profile default {
+    allow grpc.test
     allow api.test
     allow bearer.test
     allow h1.test
     allow-address 10.78.0.0/24
     credential api
     credential bearer
+    credential grpc
 }
 POL
 ksb_gateway
 ksb_fake_guest 1 g1
 ksb_fake_guest 2 g2
 ph() { sed -n "s|^cred=$2/[^/]*/||p" "$T/lease$1"; }
-PH=$(ph 1 api) PHB=$(ph 1 bearer) PH2=$(ph 2 api)
+PH=$(ph 1 api) PHB=$(ph 1 bearer) PH2=$(ph 2 api) PHG=$(ph 1 grpc)
 G1=ksbt-$$-g1 G2=ksbt-$$-g2
 CA=$T/state/ca/ca.crt
 gcurl() { # NS ARGS...
@@ -126,6 +144,39 @@ ksb_check "four parallel streams, each swapped" '[ "$(echo "$out" | grep -c "\"k
 out=$(gcurl "$G1" -H "x-api-key: $PH" -w '\nversion=%{http_version}\n' https://h1.test/echo) || true
 ksb_check "an HTTP/1.1-only upstream: the guest is offered http/1.1 only" \
 	'echo "$out" | grep -q "^version=1.1$" && echo "$out" | grep -q "\"key\": \"real\""'
+
+ksb_say "Node's http2 module"
+if command -v node >/dev/null 2>&1; then
+	out=$(ip netns exec "$G1" timeout 30 node "$KSB_SRCDIR/tests/integration/h2_node.js" \
+		10.77.0.1:3128 api.test "$CA" "$PH" 2>&1) || true
+	echo "$out"
+	ksb_check "node: ALPN h2, three streams on one session, each swapped" \
+		'echo "$out" | grep -q "^alpn h2$" && [ "$(echo "$out" | grep -c "^status 200 .*\"key\": \"real\"")" = 3 ]'
+else
+	echo "# node missing: its check skipped"
+fi
+
+ksb_say "gRPC (python3-grpcio) client and server"
+if [ -n "$GRPC_OK" ]; then
+	out=$(ip netns exec "$G1" timeout 60 $PY "$KSB_SRCDIR/tests/integration/h2_grpc.py" client \
+		10.77.0.1:3128 grpc.test "$CA" "$PHG" 2>&1) || true
+	echo "$out"
+	ksb_check "unary: bearer metadata swapped, status OK" 'echo "$out" | grep -q "^unary auth=real status OK$"'
+	ksb_check "the trailing metadata's real value reached the client masked" \
+		'echo "$out" | grep -q "^trailer \*\*\*\*" && ! echo "$out" | grep -qF "$REAL"'
+	ksb_check "grpc-status in trailers relayed: PERMISSION_DENIED, its message" \
+		'echo "$out" | grep -q "^deny PERMISSION_DENIED denied here$"'
+	ksb_check "a bidirectional stream, message by message" \
+		'echo "$out" | grep -q "^bidi echo:0:m0 echo:1:m1 echo:2:m2$"'
+	ksb_check "the placeholder in other metadata: refused, not OK" \
+		'echo "$out" | grep -q "^misuse " && ! echo "$out" | grep -q "^misuse none"'
+	ksb_check "the gRPC server never saw a placeholder, saw real values" \
+		'! grep -q "\"placeholder\": true" "$T/grpc.log" && [ "$(grep -c "\"auth\": \"real\"" "$T/grpc.log")" = 3 ]'
+	ksb_check "a row per call: /t.T/Unary, /t.T/Deny, /t.T/Bidi" \
+		'ksb_sql_is 3 "SELECT count(DISTINCT path) FROM requests WHERE path LIKE \"/t.T/%\" AND credential = \"grpc\""'
+else
+	echo "# python3-grpcio missing: its checks skipped"
+fi
 
 ksb_say "misuse over h2: refused on its stream, with a row"
 code() { gcurl "$@" -o "$T/m.out" -w '%{http_code}' || true; }
