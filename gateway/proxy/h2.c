@@ -902,6 +902,11 @@ h2_flush(struct h2 *h)
 	if (h->closing == REASON_NONE && !nghttp2_session_want_read(h->g) &&
 	    !nghttp2_session_want_write(h->g))
 		h2_end(h, REASON_CLOSED, NGHTTP2_NO_ERROR);
+	/* the upstream went away (GOAWAY, its streams closed): so does the
+	 * guest's connection, its streams answered already */
+	if (h->closing == REASON_NONE && !nghttp2_session_want_read(h->u) &&
+	    !nghttp2_session_want_write(h->u))
+		h2_end(h, REASON_CLOSED, NGHTTP2_NO_ERROR);
 }
 
 /* Is nghttp2's error one of its own flood bounds?  Its CONTINUATION

@@ -198,6 +198,10 @@ ksb_check "allow-request rules per stream: DELETE 403 request_not_allowed" \
 	'[ "$out" = 403 ] && ksb_sql_is 1 "SELECT count(*) FROM requests WHERE reason = \"request_not_allowed\" AND method = \"DELETE\""'
 out=$(code "$G1" -H "x-api-key: $PH" "https://api.test//evil.test/x")
 ksb_check "a network-path target: 400 http_bad_target" '[ "$out" = 400 ]'
+out=$(attack "$G1" trailers "$PH")
+echo "trailers: $out"
+ksb_check "the placeholder in request trailers: 400 on its stream, the next answered" \
+	'case $out in "trailers 400 then seen "*) true ;; *) false ;; esac && ksb_sql_is 1 "SELECT count(*) > 0 FROM requests WHERE reason = \"http_trailer_refused\" AND path = \"/upload\""'
 n=$(grep -c '"placeholder": true' "$T/origin.log" || true)
 ksb_check "the origin never saw a placeholder" '[ "$n" = 0 ]'
 

@@ -15,6 +15,8 @@ connection preface and then the frames of ATTACK, written by hand
   ping          20000 PINGs, none of the acks read
   settings      20000 SETTINGS frames
   window        20000 WINDOW_UPDATEs of increment 1
+  trailers      a request whose trailers hold the placeholder: its
+                stream's status, then another stream's answer
   streams       150 streams opened and never ended: the first 100 live,
                 the rest refused (REFUSED_STREAM); then a normal request
                 on the same connection still answered
@@ -139,6 +141,28 @@ def main():
             frames.append(frame(1, 0x5, 2 * i + 1,
                                 e.encode(base) + b"\xbe" * 4000))
         flood(t, frames)
+    elif ATTACK == "trailers":
+        # a request with the placeholder in its trailers: 400 on the
+        # stream (http_trailer_refused), then the connection still answers
+        send_all(t, frame(1, 0x4, 1, headers("/upload", [("x-api-key", PH)])) +
+                 frame(0, 0, 1, b"body") +
+                 frame(1, 0x5, 1, ENC.encode([("x-trailer", PH)])))
+
+        def status(ft, fl, sid, p):
+            if ft == 1 and sid == 1:
+                return ("status", hpack.Decoder().decode(p)[0][1])
+            return None
+        r = read_frames(t, time.time() + 15, status)
+        dec = hpack.Decoder()
+        send_all(t, frame(1, 0x5, 3, headers("/echo", [("x-api-key", PH)])))
+
+        def next_status(ft, fl, sid, p):
+            if ft == 1 and sid == 3:
+                return ("status", "seen")
+            return None
+        r2 = read_frames(t, time.time() + 15, next_status)
+        print("trailers %s then %s %.2f" % (r[1], r2[1], time.time() - start))
+        return
     elif ATTACK == "ping":
         flood(t, (frame(6, 0, 0, struct.pack(">Q", i)) for i in range(20000)))
     elif ATTACK == "settings":
