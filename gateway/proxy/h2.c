@@ -253,9 +253,10 @@ h2_stream_gone(struct h2_stream *s)
 	if (s->up_closed && !s->guest_closed && !s->up_end)
 		nghttp2_submit_rst_stream(
 		    h->g, NGHTTP2_FLAG_NONE, s->gid, NGHTTP2_INTERNAL_ERROR);
-	if (s->guest_closed && (n = evbuffer_get_length(s->upbuf)) > 0) {
+	if ((s->guest_closed || s->up_closed) &&
+	    (n = evbuffer_get_length(s->upbuf)) > 0) {
 		evbuffer_drain(s->upbuf, n);
-		nghttp2_session_consume_connection(h->g, n);
+		nghttp2_session_consume(h->g, s->gid, n);
 	}
 	if (s->guest_closed &&
 	    (n = evbuffer_get_length(s->downbuf) + s->nhold) > 0) {
@@ -669,7 +670,7 @@ h2_g_data(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *d,
 	struct h2_stream *s = nghttp2_session_get_stream_user_data(sess, id);
 
 	(void)flags;
-	if (s == NULL || s->refused) {
+	if (s == NULL || s->refused || s->up_closed) { /* goes nowhere */
 		nghttp2_session_consume(sess, id, len);
 		return 0;
 	}
@@ -683,6 +684,25 @@ h2_g_data(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *d,
 	s->rq_bytes += len;
 	if (s->uid > 0)
 		nghttp2_session_resume_data(h->u, s->uid);
+	return 0;
+}
+
+/* A response complete before its request (the upstream's early answer,
+ * a refusal): the guest is asked to stop sending, RST_STREAM NO_ERROR
+ * (RFC 9113 §8.1), once the response's last frame is out. */
+static int
+h2_g_sent(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
+{
+	struct h2_stream *s;
+
+	(void)arg;
+	if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
+	    !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+		return 0;
+	s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
+	if (s != NULL && !s->guest_end)
+		nghttp2_submit_rst_stream(
+		    sess, NGHTTP2_FLAG_NONE, s->gid, NGHTTP2_NO_ERROR);
 	return 0;
 }
 
@@ -814,6 +834,12 @@ h2_u_frame(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	    !s->refused) {
 		s->up_end = 1;
 		h2_down_data(s, NULL, 0, 1);
+		/* answered before the request's end (RFC 9113 §8.1): the
+		 * rest of its body is read and dropped (h2_g_data), as
+		 * term.c drops an HTTP/1.1 one */
+		if (!s->guest_end)
+			nghttp2_submit_rst_stream(
+			    sess, NGHTTP2_FLAG_NONE, s->uid, NGHTTP2_CANCEL);
 	}
 	return 0;
 }
@@ -1049,6 +1075,8 @@ h2_callbacks(int guest)
 		    cb, h2_g_data);
 		nghttp2_session_callbacks_set_on_stream_close_callback(
 		    cb, h2_g_close);
+		nghttp2_session_callbacks_set_on_frame_send_callback(
+		    cb, h2_g_sent);
 	} else {
 		nghttp2_session_callbacks_set_on_begin_headers_callback(
 		    cb, h2_u_begin_headers);

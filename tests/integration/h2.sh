@@ -145,6 +145,13 @@ out=$(gcurl "$G1" -H "x-api-key: $PH" -w '\nversion=%{http_version}\n' https://h
 ksb_check "an HTTP/1.1-only upstream: the guest is offered http/1.1 only" \
 	'echo "$out" | grep -q "^version=1.1$" && echo "$out" | grep -q "\"key\": \"real\""'
 
+head -c 1000000 /dev/urandom | base64 -w0 | tr -d 'k' > "$T/big.bin"
+out=$(gcurl "$G1" -H "x-api-key: $PH" --data-binary "@$T/big.bin" -w '\ncode=%{http_code} t=%{time_total}\n' \
+	https://api.test/early 2>&1) || true
+echo "$out" | tail -2
+ksb_check "an answer before the request body's end: the rest dropped, the stream ends" \
+	'echo "$out" | grep -q "^early$" && echo "$out" | grep -q "^code=200 t=\([0-9]\)\."'
+
 ksb_say "Node's http2 module"
 if command -v node >/dev/null 2>&1; then
 	out=$(ip netns exec "$G1" timeout 30 node "$KSB_SRCDIR/tests/integration/h2_node.js" \

@@ -13,6 +13,7 @@ checks what it receives against the real value in REALFILE:
              two DATA frames) and in a trailer: all must reach the guest
              masked
   /slow      200, its body sent after 3 s (a stream held open)
+  /early     200 as soon as its HEADERS come, before the request's body
 Every request is one JSON line in LOG.
 """
 import json
@@ -92,12 +93,19 @@ def serve(sock):
                                        v.decode() if isinstance(v, bytes) else v
                                        for k, v in ev.headers}
                 bodies[ev.stream_id] = b""
+                if heads[ev.stream_id].get(":path") == "/early":
+                    # answered before the request's body ends
+                    conn.send_headers(ev.stream_id, [(":status", "200")])
+                    conn.send_data(ev.stream_id, b"early\n", end_stream=True)
             elif isinstance(ev, h2.events.DataReceived):
                 bodies[ev.stream_id] = bodies.get(ev.stream_id, b"") + ev.data
                 conn.acknowledge_received_data(
                     ev.flow_controlled_length, ev.stream_id)
             elif isinstance(ev, h2.events.StreamEnded):
                 sid = ev.stream_id
+                if heads.get(sid, {}).get(":path") == "/early":
+                    heads.pop(sid, None)
+                    continue
                 answer(conn, sock, sid, heads.pop(sid, {}), bodies.pop(sid, b""))
             elif isinstance(ev, h2.events.ConnectionTerminated):
                 sock.sendall(conn.data_to_send())
