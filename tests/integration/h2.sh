@@ -246,4 +246,22 @@ ksb_check "g1's traffic counts (LIST) are its audit rows' bytes" \
 echo "# g1 gateway: $(ksb_traffic g1); audit: $(ksb_audit_bytes g1)"
 ksb_check "the gateway is alive" 'kill -0 "$KSB_GATEWAY_PID"'
 
+ksb_say "a proxy crash with three streams open"
+ip netns exec "$G1" curl -sS --max-time 30 --http2 --parallel --parallel-immediate \
+	--proxy http://10.77.0.1:3128 --cacert "$CA" -H "x-api-key: $PH" \
+	https://api.test/hold1 https://api.test/hold2 https://api.test/hold3 > /dev/null 2>&1 &
+HC=$!
+holds() { [ "$(grep -c '"path": "/hold' "$T/origin.log")" = 3 ]; }
+ksb_check "the origin got three streams at once, each with its request_opens row" \
+	'ksb_until 20 holds && ksb_sql_is 3 "SELECT count(*) FROM request_opens WHERE path LIKE \"/hold%\""'
+P1=$(pgrep -P "$KSB_GATEWAY_PID" -x ksb-proxy | head -n 1)
+kill -KILL "$P1"
+ended() { [ "$(ksb_sql "SELECT count(*) FROM requests WHERE path LIKE '/hold%' AND reason = 'proxy_restarted'")" = 3 ]; }
+ksb_check "the parent ends each of the three proxy_restarted" 'ksb_until 20 ended'
+wait "$HC" || true
+out=$(gcurl "$G2" -H "x-api-key: $PH2" https://api.test/echo) || true
+ksb_check "the restarted proxy serves h2" 'echo "$out" | grep -q "\"key\": \"real\""'
+ksb_check "the audit chain verifies after it" \
+	'"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" audit verify >/dev/null'
+
 [ "$fails" = 0 ]

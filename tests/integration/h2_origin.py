@@ -14,6 +14,7 @@ checks what it receives against the real value in REALFILE:
              masked
   /slow      200, its body sent after 3 s (a stream held open)
   /early     200 as soon as its HEADERS come, before the request's body
+  /hold...   never answered (the stream stays open)
 Every request is one JSON line in LOG.
 """
 import json
@@ -53,6 +54,8 @@ def answer(conn, sock, sid, hdrs, body):
            "placeholder": seen, "authority": hdrs.get(":authority"),
            "len": len(body)}
     log(rec)
+    if path.startswith("/hold"):
+        return  # never answered: the stream stays open
     if path == "/reflect":
         b = ("before " + REAL + " after\n").encode()
         conn.send_headers(sid, [(":status", "200"), ("x-echo", REAL)])
