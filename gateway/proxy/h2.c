@@ -329,26 +329,21 @@ h2_up_read(nghttp2_session *sess, int32_t id, uint8_t *buf, size_t len,
 }
 
 /*
- * Answer s ourselves (status, X-Ksb-Deny: reason, a one-line body) and
- * reset its upstream stream; once the guest had response HEADERS, a
- * RST_STREAM instead.  The row says reason.
+ * Answer s ourselves (status, X-Ksb-Deny: reason when deny, body of
+ * type ctype) and reset its upstream stream; once the guest had response
+ * HEADERS, a RST_STREAM instead.  The row says reason; what the guest
+ * still sends on s is read and dropped.
  */
 static void
-h2_refuse(struct h2_stream *s, int status, enum reason reason, const char *msg)
+h2_reply(struct h2_stream *s, int status, enum reason reason, const char *ctype,
+    const char *body, int deny)
 {
 	struct h2 *h = s->h;
 	nghttp2_data_provider dp;
 	char st[8], cl[24];
-	const char *deny = reason_name(reason);
-	size_t n;
-	nghttp2_nv nv[4] = {
-		{ (uint8_t *)":status", (uint8_t *)st, 7, 0, 0 },
-		{ (uint8_t *)"x-ksb-deny", (uint8_t *)deny, 10, strlen(deny),
-		    0 },
-		{ (uint8_t *)"content-type", (uint8_t *)"text/plain", 12, 10,
-		    0 },
-		{ (uint8_t *)"content-length", (uint8_t *)cl, 14, 0, 0 },
-	};
+	const char *why = reason_name(reason);
+	size_t n, k = 0;
+	nghttp2_nv nv[5];
 
 	if (s->refused)
 		return;
@@ -371,15 +366,34 @@ h2_refuse(struct h2_stream *s, int status, enum reason reason, const char *msg)
 	s->up_end = 1;
 	if ((n = evbuffer_get_length(s->downbuf)) > 0)
 		evbuffer_drain(s->downbuf, n);
-	evbuffer_add_printf(s->downbuf, "ksb: %s\n", msg);
-	nv[0].valuelen = (size_t)snprintf(st, sizeof(st), "%d", status);
-	nv[3].valuelen = (size_t)snprintf(
-	    cl, sizeof(cl), "%zu", evbuffer_get_length(s->downbuf));
+	evbuffer_add(s->downbuf, body, strlen(body));
+#define H2_NV(n, v, vl)                                                        \
+	nv[k++] = (nghttp2_nv){ (uint8_t *)(n), (uint8_t *)(v), strlen(n),     \
+		(vl), NGHTTP2_NV_FLAG_NONE }
+	H2_NV(":status", st, (size_t)snprintf(st, sizeof(st), "%d", status));
+	if (deny)
+		H2_NV("x-ksb-deny", why, strlen(why));
+	else
+		H2_NV("cache-control", "no-store", 8);
+	H2_NV("content-type", ctype, strlen(ctype));
+	H2_NV("content-length", cl,
+	    (size_t)snprintf(cl, sizeof(cl), "%zu", strlen(body)));
+#undef H2_NV
 	dp.source.ptr = s;
 	dp.read_callback = h2_guest_read;
-	if (nghttp2_submit_response(h->g, s->gid, nv, 4, &dp) != 0)
+	if (nghttp2_submit_response(h->g, s->gid, nv, k, &dp) != 0)
 		nghttp2_submit_rst_stream(
 		    h->g, NGHTTP2_FLAG_NONE, s->gid, NGHTTP2_INTERNAL_ERROR);
+}
+
+/* A refusal on s: status, X-Ksb-Deny: reason, "ksb: msg" (one line). */
+static void
+h2_refuse(struct h2_stream *s, int status, enum reason reason, const char *msg)
+{
+	char b[320];
+
+	snprintf(b, sizeof(b), "ksb: %s\n", msg);
+	h2_reply(s, status, reason, "text/plain", b, 1);
 }
 
 /* ---- a request upstream ---------------------------------------------- */
@@ -487,6 +501,11 @@ h2_request(struct h2_stream *s)
 	}
 	OPENSSL_cleanse(evbuffer_pullup(hb, -1), evbuffer_get_length(hb));
 	evbuffer_free(hb);
+	if (s->v.reason == REASON_LOGIN_ANSWERED) { /* nothing upstream */
+		h2_reply(s, 200, REASON_LOGIN_ANSWERED, "application/json",
+		    s->v.body, 0);
+		return;
+	}
 	if (s->v.status != 0) {
 		h2_refuse(s, s->v.status, s->v.reason, s->v.msg);
 		return;

@@ -172,6 +172,7 @@ struct term_h2_verdict {
 	char msg[300];			      /* the refusal, one line */
 	char method[16], path[512], cred[65]; /* for its row */
 	struct evbuffer *head;		      /* see h2_ops.check */
+	char body[600]; /* login_answered: the answer (JSON) */
 };
 /*
  * What h2.c asks of its tunnel (term.c fills it; the fuzzer its own):
@@ -180,7 +181,9 @@ struct term_h2_verdict {
  *   allow-request rules) on buf[0..len), an h2 request's header block
  *   written as an HTTP/1.1 head (h2.c).  0 and v->head (the caller's:
  *   the head as it goes upstream, the real value in its place; wipe it
- *   before evbuffer_free), or -1 refused: v->status, reason, msg.
+ *   before evbuffer_free), or -1 answered here: refused (v->status,
+ *   reason, msg), or a login's refresh answered (200, login_answered,
+ *   the JSON in v->body; ksb-policy(5), source login).
  *   Either way v's method, path (no placeholder in them) and cred (""
  *   for none) are for the request's row.
  * reflect: the real values to mask towards the guest (reflect.c),

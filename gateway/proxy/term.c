@@ -337,11 +337,6 @@ term_login_answer(struct term *t, const uint8_t *buf,
 	    rq->path.len != strlen(path) ||
 	    memcmp(buf + rq->path.off, path, rq->path.len) != 0)
 		return 0;
-	if (t->h2v != NULL) { /* answered over HTTP/1.1 only (h2.c) */
-		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE,
-		    "a login's refresh over h2 is refused; use HTTP/1.1");
-		return 1;
-	}
 	placeholder_make(placeholder_key(), t->inst->id, pc->name,
 	    t->inst->owner_pid, t->inst->owner_start, pc->prefix, ph);
 	n = snprintf(body, sizeof(body),
@@ -351,6 +346,13 @@ term_login_answer(struct term *t, const uint8_t *buf,
 	    kind == LOGIN_CLAUDE ? ",\"scope\":\"user:inference "
 				   "user:profile\"" :
 				   "");
+	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if (t->h2v != NULL) { /* h2.c answers the stream with the body */
+		t->h2v->status = 200;
+		t->h2v->reason = REASON_LOGIN_ANSWERED;
+		snprintf(t->h2v->body, sizeof(t->h2v->body), "%s", body);
+		return 1;
+	}
 	evbuffer_add_printf(bufferevent_get_output(t->down),
 	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 	    "Cache-Control: no-store\r\nContent-Length: %d\r\n"
@@ -359,7 +361,6 @@ term_login_answer(struct term *t, const uint8_t *buf,
 	if (registry_log_ok(t->inst))
 		log_info("term %s %s: the agent's refresh answered locally",
 		    t->inst->id, t->host);
-	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
 	t->status = 200;
 	term_row(t, REASON_LOGIN_ANSWERED);
 	t->state = TERM_CLOSING;

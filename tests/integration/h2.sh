@@ -36,7 +36,7 @@ cert() { # NAME SANS
 		-CAkey "$T/pki/ca.key" -CAcreateserial -days 2 \
 		-extfile "$T/pki/$1.ext" -out "$T/pki/$1.pem" >/dev/null 2>&1
 }
-cert api.test "DNS:api.test,DNS:bearer.test,DNS:h1.test,DNS:grpc.test"
+cert api.test "DNS:api.test,DNS:bearer.test,DNS:h1.test,DNS:grpc.test,DNS:auth.openai.com"
 umask 077
 # a real format: sk-ant-api03- and 95 characters (Anthropic's keys)
 echo "sk-ant-api03-$(head -c 96 /dev/urandom | base64 -w0 | tr -dc 'A-Za-z0-9' | head -c 80)AA" > "$T/apikey"
@@ -67,6 +67,7 @@ cat >> "$T/hosts" <<'HOSTS'
 10.78.0.6 bearer.test
 10.78.0.7 h1.test
 10.78.0.8 grpc.test
+10.78.0.6 auth.openai.com
 HOSTS
 cat >> "$T/ksb.conf" <<CONF
 upstream-ca-file = $T/pki/ca.pem
@@ -87,6 +88,12 @@ credential bearer {
     secret BEARER_TOKEN
     allow-request GET /echo
 }
+credential codex {
+    host auth.openai.com
+    header authorization bearer
+    source login codex
+    secret CODEX_TOKEN
+}
 credential grpc {
     host grpc.test
     header authorization bearer
@@ -94,6 +101,7 @@ credential grpc {
     secret GRPC_TOKEN
 }
 profile default {
+    allow auth.openai.com
     allow grpc.test
     allow api.test
     allow bearer.test
@@ -102,13 +110,26 @@ profile default {
     credential api
     credential bearer
     credential grpc
+    credential codex
 }
 POL
+# A Codex login (~/.codex/auth.json) whose access token lives an hour: the
+# gateway owns it; the agent's refresh must be answered by the gateway.
+$PY - "$T/codex.json" <<'PY'
+import base64, json, sys, time, uuid
+b64 = lambda o: base64.urlsafe_b64encode(json.dumps(o).encode()).rstrip(b"=").decode()
+acc = "%s.%s.fakesig" % (b64({"alg": "none"}), b64({"exp": int(time.time()) + 3600, "jti": uuid.uuid4().hex}))
+json.dump({"OPENAI_API_KEY": None, "tokens": {"id_token": b64({"alg": "none"}) + ".e30.sig",
+	"access_token": acc, "refresh_token": "rt_" + uuid.uuid4().hex, "account_id": "acct-fake"},
+	"last_refresh": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, open(sys.argv[1], "w"))
+PY
+"$KSB_BUILDDIR/ksbctl/ksbctl" -f "$T/ksb.conf" credential import codex --from "$T/codex.json" > "$T/imp.out" 2>&1 ||
+	{ cat "$T/imp.out"; ksb_fail "credential import codex"; }
 ksb_gateway
 ksb_fake_guest 1 g1
 ksb_fake_guest 2 g2
 ph() { sed -n "s|^cred=$2/[^/]*/||p" "$T/lease$1"; }
-PH=$(ph 1 api) PHB=$(ph 1 bearer) PH2=$(ph 2 api) PHG=$(ph 1 grpc)
+PH=$(ph 1 api) PHB=$(ph 1 bearer) PH2=$(ph 2 api) PHG=$(ph 1 grpc) PHC=$(ph 1 codex)
 G1=ksbt-$$-g1 G2=ksbt-$$-g2
 CA=$T/state/ca/ca.crt
 gcurl() { # NS ARGS...
@@ -185,6 +206,16 @@ if [ -n "$GRPC_OK" ]; then
 else
 	echo "# python3-grpcio missing: its checks skipped"
 fi
+
+ksb_say "a login's refresh over h2 is answered by the gateway"
+out=$(gcurl "$G1" -H 'content-type: application/json' -w '\nversion=%{http_version}\n' \
+	-d "{\"grant_type\": \"refresh_token\", \"refresh_token\": \"$PHC\"}" \
+	https://auth.openai.com/oauth/token) || true
+echo "$out"
+ksb_check "200 over h2 with the guest's placeholder as both tokens" \
+	'echo "$out" | grep -q "^version=2$" && echo "$out" | grep -q "\"access_token\":\"$PHC\",\"refresh_token\":\"$PHC\""'
+ksb_check "nothing reached the origin; its row says login_answered" \
+	'! grep -q "oauth" "$T/origin.log" && ksb_sql_is "POST|/oauth/token|200|codex|login_answered" "SELECT method, path, status, credential, reason FROM requests WHERE reason = \"login_answered\""'
 
 ksb_say "misuse over h2: refused on its stream, with a row"
 code() { gcurl "$@" -o "$T/m.out" -w '%{http_code}' || true; }
