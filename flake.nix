@@ -10,6 +10,7 @@
       buildInputs = pkgs: [
         pkgs.libevent pkgs.openssl pkgs.libnftnl pkgs.libmnl
         pkgs.libgit2 pkgs.fuse3 pkgs.sqlite pkgs.libseccomp pkgs.json_c pkgs.curl
+        pkgs.nghttp2
         pkgs.glibc.static   # the guest init is linked statically
       ];
     in {

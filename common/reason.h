@@ -94,7 +94,10 @@
 	/* a held CONNECT the operator refused (ksbctl deny) */                \
 	X(OPERATOR_DENIED, "operator_denied")                                  \
 	/* a request's chunked body with trailer fields (term.c) */            \
-	X(HTTP_TRAILER_REFUSED, "http_trailer_refused")
+	X(HTTP_TRAILER_REFUSED, "http_trailer_refused")                        \
+	/* an h2 guest past a flood bound (gateway/proxy/h2.c) */              \
+	X(H2_FLOOD, "h2_flood")                                                \
+	X(H2_PROTOCOL_ERROR, "h2_protocol_error")
 
 #define REASON_ENUM_(sym, name) REASON_##sym,
 enum reason {

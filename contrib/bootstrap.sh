@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 # node-undici, python3-requests: real clients of tests/integration/credclients.sh.
 PKGS="build-essential autoconf automake pkg-config libevent-dev libssl-dev
-libnftnl-dev libmnl-dev libgit2-dev libfuse3-dev libsqlite3-dev libseccomp-dev libjson-c-dev libcurl4-openssl-dev libpng-dev
+libnftnl-dev libmnl-dev libgit2-dev libfuse3-dev libsqlite3-dev libseccomp-dev libjson-c-dev libcurl4-openssl-dev libpng-dev libnghttp2-dev
 libncurses-dev
 qemu-system-x86 qemu-utils
 nftables iproute2 openssl curl sqlite3 ca-certificates python3 python3-websockets kmod cpio bc

@@ -124,7 +124,11 @@ struct msg_request {
 	char reason[48]; /* "" if answered by the upstream */
 	uint32_t wait;	 /* MSG_AUDIT_REQUEST_OPEN: the id of its answer
 			    (not 0); else 0 */
+	uint32_t stream; /* the request within its tunnel: 0 for HTTP/1.1
+			    (one in flight), an h2 stream id (h2.c) */
 };
+/* Requests open at once in one tunnel (h2.c's streams are fewer). */
+#define MSG_REQUESTS_OPEN_MAX 128
 int msg_request_check(const struct msg_request *m);
 /* The scope of an operator's decision (struct msg_grant; the proxy
  * process keeps them in proxy/grant.c). */

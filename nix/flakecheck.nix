@@ -14,7 +14,7 @@ let
     let
       stub = name: { outPath = "/nix/store/stub-${name}"; inherit name; };
       names = [ "libevent" "openssl" "libnftnl" "libmnl" "libgit2" "fuse3"
-        "sqlite" "libseccomp" "json_c" "curl" "autoreconfHook" "pkg-config"
+        "sqlite" "libseccomp" "json_c" "curl" "nghttp2" "autoreconfHook" "pkg-config"
         "python3" "git" "tmux" "qemu" "nftables" "iproute2" "clang"
         "clang-tools" "e2fsprogs" "busybox" "cpio" ];
     in
@@ -46,7 +46,7 @@ let
       (expect "${s}: autoreconf and pkg-config" (names p.nativeBuildInputs == [ "autoreconfHook" "pkg-config" ]))
       (expect "${s}: every library configure.ac asks for"
         (builtins.all (n: builtins.elem n (names p.buildInputs))
-          [ "libevent" "openssl" "libnftnl" "libmnl" "libgit2" "fuse3" "sqlite" "libseccomp" "json_c" "curl" "glibc-static" ]))
+          [ "libevent" "openssl" "libnftnl" "libmnl" "libgit2" "fuse3" "sqlite" "libseccomp" "json_c" "curl" "nghttp2" "glibc-static" ]))
       (expect "${s}: configured for /etc and /var"
         (p.configureFlags == [ "--sysconfdir=/etc" "--localstatedir=/var" ]))
       (expect "${s}: mainProgram ksb-run" (p.meta.mainProgram == "ksb-run"))

@@ -53,13 +53,21 @@ struct privsep_row {
 	char instance[33];	 /* its registration then ("": none), and */
 	int64_t reg;		 /* that registration's audit_id */
 	struct audit_wait *wait; /* not committed yet */
-	/* The request in flight of a terminated tunnel, its request_opens
-	 * record queued or committed (MSG_AUDIT_REQUEST_OPEN) and its end
-	 * not yet: privsep_lost ends it proxy_restarted. */
-	struct msg_request req;
-	int req_open;
-	struct audit_wait *req_wait; /* its record not committed yet */
+	/* The requests in flight of a terminated tunnel (one for HTTP/1.1,
+	 * one per h2 stream, by msg_request.stream), their request_opens
+	 * records queued or committed (MSG_AUDIT_REQUEST_OPEN) and their
+	 * ends not yet: privsep_lost ends them proxy_restarted. */
+	struct privsep_req *reqs;
+	unsigned nreqs; /* at most MSG_REQUESTS_OPEN_MAX */
 	struct privsep_row *next;
+};
+
+/* One request in flight of a tunnel. */
+struct privsep_req {
+	struct privsep_row *row;
+	struct msg_request req;
+	struct audit_wait *wait; /* its record not committed yet */
+	struct privsep_req *next;
 };
 
 static struct gateway *privsep_gw;
@@ -167,15 +175,46 @@ privsep_committed(int ok, void *arg)
 
 /* A request's record committed (ok) or not: the proxy sends its head
  * upstream, or answers 503 (term.c). */
+static void privsep_req_drop(struct privsep_row *, struct privsep_req *);
+
 static void
 privsep_req_committed(int ok, void *arg)
 {
-	struct privsep_row *r = arg;
+	struct privsep_req *q = arg;
+	uint32_t wait = q->req.wait;
 
-	r->req_wait = NULL;
-	if (!ok)
-		r->req_open = 0; /* no record: the request goes nowhere */
-	privsep_ack(r->req.wait, ok);
+	q->wait = NULL;
+	if (!ok) /* no record: the request goes nowhere */
+		privsep_req_drop(q->row, q);
+	privsep_ack(wait, ok);
+}
+
+/* The request of r with this stream, or NULL. */
+static struct privsep_req *
+privsep_req_find(struct privsep_row *r, uint32_t stream)
+{
+	struct privsep_req *q;
+
+	for (q = r->reqs; q != NULL; q = q->next)
+		if (q->req.stream == stream)
+			return q;
+	return NULL;
+}
+
+/* Unlink and free q (its record's wait cancelled). */
+static void
+privsep_req_drop(struct privsep_row *r, struct privsep_req *q)
+{
+	struct privsep_req **pp;
+
+	for (pp = &r->reqs; *pp != NULL; pp = &(*pp)->next)
+		if (*pp == q) {
+			*pp = q->next;
+			break;
+		}
+	audit_cancel(q->wait);
+	r->nreqs--;
+	free(q);
 }
 
 /* Queue MSG_AUDIT_COMMITTED (id, ok) for privsep_flush. */
@@ -341,18 +380,19 @@ privsep_traffic_lost(void)
 	}
 }
 
-/* The request in flight of r ends with the tunnel (reason; 0 bytes: the
+/* The requests in flight of r end with the tunnel (reason; 0 bytes: the
  * proxy's figures died with it). */
 static void
 privsep_request_lost(struct privsep_row *r, const char *reason)
 {
-	audit_cancel(r->req_wait);
-	r->req_wait = NULL;
-	if (!r->req_open)
-		return;
-	r->req_open = 0;
-	(void)audit_request(privsep_gw->audit, r->row, r->req.method,
-	    r->req.path, 0, 0, 0, r->req.cred[0] ? r->req.cred : NULL, reason);
+	struct privsep_req *q;
+
+	while ((q = r->reqs) != NULL) {
+		(void)audit_request(privsep_gw->audit, r->row, q->req.method,
+		    q->req.path, 0, 0, 0, q->req.cred[0] ? q->req.cred : NULL,
+		    reason);
+		privsep_req_drop(r, q);
+	}
 }
 
 static int
@@ -380,6 +420,7 @@ static int
 privsep_request(uint32_t id, const struct msg_request *m)
 {
 	struct privsep_row *r;
+	struct privsep_req *q;
 
 	if (msg_request_check(m) == -1)
 		return -1;
@@ -388,9 +429,8 @@ privsep_request(uint32_t id, const struct msg_request *m)
 			break;
 	if (r == NULL || r->row == -1)
 		return 0; /* its tunnel's row failed: nothing to tie it to */
-	audit_cancel(r->req_wait); /* ended before its commit: no answer */
-	r->req_wait = NULL;
-	r->req_open = 0;
+	if ((q = privsep_req_find(r, m->stream)) != NULL)
+		privsep_req_drop(r, q); /* ended before its commit: no answer */
 	(void)audit_request(privsep_gw->audit, r->row, m->method, m->path,
 	    m->status, m->up, m->down, m->cred[0] ? m->cred : NULL,
 	    m->reason[0] ? m->reason : NULL);
@@ -406,23 +446,34 @@ static int
 privsep_request_open(uint32_t id, const struct msg_request *m)
 {
 	struct privsep_row *r;
+	struct privsep_req *q;
 
 	if (msg_request_check(m) == -1 || m->wait == 0)
 		return -1;
 	for (r = privsep_rows[id % PRIVSEP_BUCKETS]; r != NULL; r = r->next)
 		if (r->id == id)
 			break;
-	if (r != NULL && r->req_open)
-		return -1; /* one request in flight per tunnel */
-	if (r == NULL || r->row == -1 ||
-	    audit_request_open(privsep_gw->audit, r->row, m->method, m->path,
-		m->cred[0] ? m->cred : NULL, privsep_req_committed, r,
-		&r->req_wait) == -1) {
+	if (r != NULL &&
+	    (privsep_req_find(r, m->stream) != NULL ||
+		r->nreqs >= MSG_REQUESTS_OPEN_MAX))
+		return -1; /* one request per stream, a bounded number */
+	if (r == NULL || r->row == -1) {
 		privsep_ack(m->wait, 0);
 		return 0;
 	}
-	r->req = *m;
-	r->req_open = 1;
+	q = xcalloc(1, sizeof(*q));
+	q->row = r;
+	q->req = *m;
+	q->next = r->reqs;
+	r->reqs = q;
+	r->nreqs++;
+	if (audit_request_open(privsep_gw->audit, r->row, m->method, m->path,
+		m->cred[0] ? m->cred : NULL, privsep_req_committed, q,
+		&q->wait) == -1) {
+		privsep_req_drop(r, q);
+		privsep_ack(m->wait, 0);
+		return 0;
+	}
 	if (log_verbose()) /* the event tests await (requestrow.sh) */
 		log_debug(
 		    "audit request of row %lld queued", (long long)r->row);

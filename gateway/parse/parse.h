@@ -61,6 +61,14 @@ enum tls_peek_result {
 enum tls_peek_result tls_peek_sni(const uint8_t *buf, size_t len, char *sni,
     size_t snisz, size_t *hello_len, enum reason *reason);
 
+/*
+ * tls_peek_offers_h2: 1 if the ClientHello at the start of buf[0..len)
+ * is whole and its application_layer_protocol_negotiation extension
+ * (RFC 7301 §3.1) names "h2" (RFC 9113 §3.2); 0 otherwise (no such
+ * extension, a malformed one, an incomplete or invalid hello).
+ */
+int tls_peek_offers_h2(const uint8_t *buf, size_t len);
+
 /* ---- http_parse.c ----------------------------------------------------------
  * HTTP/1.1 messages inside a terminated tunnel (RFC 9112, RFC 9110): the
  * request head, the response head, and the body framing that says where

@@ -4,8 +4,10 @@
  *
  * The handshake message is reassembled from as many records as it spans
  * (a guest may split it on purpose), up to TLS_PEEK_MAX bytes of records.
- * Only the server_name extension is interpreted; every other extension,
- * GREASE included, is skipped after its length is checked.
+ * Only the server_name extension is interpreted for the SNI; every other
+ * extension, GREASE included, is skipped after its length is checked.
+ * tls_peek_offers_h2 reads the ALPN list (RFC 7301 §3.1) of a hello
+ * tls_peek_sni accepted: whether the guest offers h2.
  */
 #include <string.h>
 
@@ -16,6 +18,7 @@
 #define TLS_CT_HANDSHAKE    22
 #define TLS_HS_CLIENT_HELLO 1
 #define TLS_EXT_SERVER_NAME 0
+#define TLS_EXT_ALPN	    16
 #define TLS_SNI_HOST_NAME   0
 #define TLS_SNI_MAX	    253 /* without the trailing dot */
 #define TLS_LABEL_MAX	    63
@@ -281,4 +284,62 @@ tls_peek_sni(const uint8_t *buf, size_t len, char *sni, size_t snisz,
 	}
 	*hello_len = a.off;
 	return TLS_PEEK_OK;
+}
+
+/* Does the ALPN extension body e[0..n) (ProtocolNameList) name "h2"? */
+static int
+tls_alpn_has_h2(const uint8_t *e, size_t n)
+{
+	struct tls_rd r = { e, e + n };
+	size_t len, plen;
+	int h2 = 0;
+
+	/* the whole list is checked: one a server would refuse is no offer */
+	if (tls_rd_u16(&r, &len) != 0 || len != (size_t)(r.end - r.p) ||
+	    len == 0)
+		return 0;
+	while (r.p < r.end) {
+		if (tls_rd_u8(&r, &plen) != 0 || plen == 0 ||
+		    (size_t)(r.end - r.p) < plen)
+			return 0;
+		if (plen == 2 && r.p[0] == 'h' && r.p[1] == '2')
+			h2 = 1;
+		r.p += plen;
+	}
+	return h2;
+}
+
+int
+tls_peek_offers_h2(const uint8_t *buf, size_t len)
+{
+	struct tls_asm a;
+	struct tls_rd r, ext;
+	size_t n, type, elen;
+	char sni[256];
+	enum reason why;
+
+	if (tls_peek_sni(buf, len, sni, sizeof(sni), &n, &why) != TLS_PEEK_OK)
+		return 0;
+	a.off = a.hslen = a.need = 0;
+	if (tls_reassemble(buf, len, &a) != REASON_NONE || a.need < 4 + 38)
+		return 0;
+	/* the fields before the extensions, as tls_parse_hello read them */
+	r.p = a.hs + 4 + 34;
+	r.end = a.hs + a.need;
+	if (tls_rd_u8(&r, &n) != 0 || tls_rd_skip(&r, n) != 0 ||
+	    tls_rd_u16(&r, &n) != 0 || tls_rd_skip(&r, n) != 0 ||
+	    tls_rd_u8(&r, &n) != 0 || tls_rd_skip(&r, n) != 0 ||
+	    tls_rd_u16(&r, &n) != 0)
+		return 0;
+	ext = r;
+	while (ext.p < ext.end) {
+		if (tls_rd_u16(&ext, &type) != 0 ||
+		    tls_rd_u16(&ext, &elen) != 0 ||
+		    (size_t)(ext.end - ext.p) < elen)
+			return 0;
+		if (type == TLS_EXT_ALPN)
+			return tls_alpn_has_h2(ext.p, elen);
+		ext.p += elen;
+	}
+	return 0;
 }

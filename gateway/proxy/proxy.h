@@ -41,21 +41,24 @@ void uplink_audit_close(int64_t id, uint64_t up, uint64_t down,
     int64_t duration_ms, enum reason reason, uint64_t seen_up,
     uint64_t seen_down, int seen_open);
 int uplink_audit_available(void);
-/* One request of a terminated tunnel (row: its tunnel's local row id):
- * method, path (no query), status (0: none), bytes, the credential used
- * (NULL: none), reason (REASON_NONE: answered by the upstream). */
-void uplink_audit_request(int64_t row, const char *method, const char *path,
-    int status, uint64_t up, uint64_t down, const char *cred,
+/* One request of a terminated tunnel (row: its tunnel's local row id;
+ * stream: 0 for HTTP/1.1, else its h2 stream id): method, path (no
+ * query), status (0: none), bytes, the credential used (NULL: none),
+ * reason (REASON_NONE: answered by the upstream). */
+void uplink_audit_request(int64_t row, uint32_t stream, const char *method,
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
     enum reason reason);
 /*
- * The request of a terminated tunnel (row) about to be sent upstream
+ * The request of a terminated tunnel (row; stream as for
+ * uplink_audit_request, one open per stream) about to be sent upstream
  * (MSG_AUDIT_REQUEST_OPEN): cb(ok, arg) runs when the parent answers,
  * ok 1 once its request_opens record is committed, unless
  * uplink_audit_cancel(*wait) ran first.  Its end is uplink_audit_request.
  * 0, or -1 (the audit is down: nothing sent, cb not run).
  */
-int uplink_audit_request_open(int64_t row, const char *method, const char *path,
-    const char *cred, audit_done_cb cb, void *arg, struct uplink_wait **wait);
+int uplink_audit_request_open(int64_t row, uint32_t stream, const char *method,
+    const char *path, const char *cred, audit_done_cb cb, void *arg,
+    struct uplink_wait **wait);
 /* Tell the parent a CONNECT of instance to host:port is held (MSG_HOLD). */
 void uplink_hold(
     const char *instance, const char *host, uint16_t port, int hold_s);
@@ -146,6 +149,70 @@ void term_bytes(const struct term *t, uint64_t *up, uint64_t *down);
 struct evbuffer;
 int term_head_worth_parsing(
     struct evbuffer *in, size_t len, size_t cap, size_t *seen);
+/* A scan for the mark over a stream that arrives in runs: the tail of
+ * the runs so far, for a mark split across two of them (zero it to
+ * start).  term_scan: -1 if the next run p[0..n), with that tail, holds
+ * the mark (reflect_find's views), else 0. */
+#define TERM_SCAN_CARRY 36 /* six bytes a byte of the mark: \u006B... */
+struct term_scan {
+	char carry[TERM_SCAN_CARRY];
+	size_t ncarry;
+};
+int term_scan(struct term_scan *, const uint8_t *p, size_t n);
+/* ---- h2.c ------------------------------------------------------------------
+ * HTTP/2 (RFC 9113) in a terminated tunnel whose guest and upstream both
+ * chose h2 by ALPN: every stream checked as term.c checks an HTTP/1.1
+ * request (see h2.c).
+ */
+struct h2;
+/* The verdict on one h2 request head (h2_ops.check). */
+struct term_h2_verdict {
+	int status; /* 0: sent; else the refusal's status */
+	enum reason reason;
+	char msg[300];			      /* the refusal, one line */
+	char method[16], path[512], cred[65]; /* for its row */
+	struct evbuffer *head;		      /* see h2_ops.check */
+	char body[600]; /* login_answered: the answer (JSON) */
+};
+/*
+ * What h2.c asks of its tunnel (term.c fills it; the fuzzer its own):
+ * check: the checks of an HTTP/1.1 request head (term_request's: the
+ *   bound authority, a network path, the placeholder's place,
+ *   allow-request rules) on buf[0..len), an h2 request's header block
+ *   written as an HTTP/1.1 head (h2.c).  0 and v->head (the caller's:
+ *   the head as it goes upstream, the real value in its place; wipe it
+ *   before evbuffer_free), or -1 answered here: refused (v->status,
+ *   reason, msg), or a login's refresh answered (200, login_answered,
+ *   the JSON in v->body; ksb-policy(5), source login).
+ *   Either way v's method, path (no placeholder in them) and cred (""
+ *   for none) are for the request's row.
+ * reflect: the real values to mask towards the guest (reflect.c),
+ *   brought up to the current credential set; valid until the next call.
+ * scan: term_scan.  touch: bytes moved (the idle timeout counts from
+ *   now).  close: end the tunnel with reason (deferred, from the loop).
+ * row: the tunnel's local audit row id, for its requests' rows.
+ */
+struct h2_ops {
+	int (*check)(struct term *, const uint8_t *buf, size_t len,
+	    struct term_h2_verdict *v);
+	struct reflect *(*reflect)(struct term *);
+	int (*scan)(struct term_scan *, const uint8_t *p, size_t n);
+	void (*touch)(struct term *);
+	void (*close)(struct term *, enum reason);
+	int64_t row;
+};
+/*
+ * h2_start: relay between down (the guest's TLS filter) and up (the
+ * upstream's), both t's; h2 sets their callbacks and owns them until
+ * h2_free; ops (copied) is how it reaches t.  NULL if nghttp2 cannot
+ * make its sessions.
+ */
+struct h2 *h2_start(struct term *t, const struct h2_ops *ops,
+    struct bufferevent *down, struct bufferevent *up);
+/* Free h; each stream still open gets its row with reason.  NULL-safe. */
+void h2_free(struct h2 *h, enum reason reason);
+/* Bytes relayed so far (as term_bytes). */
+void h2_bytes(const struct h2 *h, uint64_t *up, uint64_t *down);
 
 /* ---- proxy.c ---------------------------------------------------------------
  * The CONNECT proxy on bridge-address:proxy-port.

@@ -65,12 +65,9 @@
 #define TERM_WS_HELD  8
 #define TERM_WS_CLOSE 0x8 /* RFC 6455 §5.2: a Close frame's opcode */
 
-/* A scan for the mark over a stream that arrives in runs: the tail of
- * the runs so far, for a mark split across two of them. */
-struct term_scan {
-	char carry[TERM_CARRY];
-	size_t ncarry;
-};
+#if TERM_CARRY != TERM_SCAN_CARRY
+#error "TERM_SCAN_CARRY (proxy.h) is the longest encoding of the mark"
+#endif
 
 enum term_state {
 	TERM_HANDSHAKE, /* either TLS handshake still running */
@@ -82,6 +79,7 @@ enum term_state {
 	TERM_RESP_BODY, /* streaming the response body */
 	TERM_UPGRADED,	/* 101: bytes both ways, no HTTP */
 	TERM_CLOSING,	/* a final answer is being flushed */
+	TERM_H2,	/* h2 both ways: h2.c has the bufferevents */
 };
 
 struct term {
@@ -155,26 +153,36 @@ struct term {
 	int finishing;
 	int up_eof; /* the upstream closed: its reads stay off */
 	enum reason fin_reason;
+	/* h2 (h2.c): the guest's ClientHello offers it, so the upstream
+	 * is offered it too and the guest's handshake waits for the
+	 * upstream's (guest_wait); up_h2: the upstream chose it, so the
+	 * guest is offered it */
+	int offer_h2, guest_wait, up_h2;
+	struct h2 *h2;
+	struct term_h2_verdict *h2v; /* term_h2_check running */
 };
 
 static void term_finish(struct term *, enum reason);
 static void term_pump(struct term *);
-static int term_scan(struct term_scan *, const uint8_t *, size_t);
 
 /* ---- TLS --------------------------------------------------------------- */
 
-/* ALPN (RFC 7301 §3.2): http/1.1 if offered; none offered is HTTP/1.1
- * too; a list without it (h2 only) ends the handshake with an alert. */
+/* ALPN (RFC 7301 §3.2): h2 first when the upstream chose it (h2.c),
+ * else http/1.1 if offered; none offered is HTTP/1.1 too; a list without
+ * what the gateway can speak ends the handshake with an alert. */
 static int
 term_alpn_cb(SSL *ssl, const unsigned char **out, unsigned char *outlen,
     const unsigned char *in, unsigned int inlen, void *arg)
 {
 	static const unsigned char h11[] = "\x08http/1.1";
+	static const unsigned char both[] = "\x02h2\x08http/1.1";
 	unsigned char *sel = NULL, selen = 0;
 	struct term *t = SSL_get_app_data(ssl);
+	int h2 = t != NULL && t->up_h2;
 
 	(void)arg;
-	if (SSL_select_next_proto(&sel, &selen, h11, sizeof(h11) - 1, in,
+	if (SSL_select_next_proto(&sel, &selen, h2 ? both : h11,
+		h2 ? sizeof(both) - 1 : sizeof(h11) - 1, in,
 		inlen) != OPENSSL_NPN_NEGOTIATED) {
 		if (t != NULL)
 			t->alpn_refused = 1;
@@ -234,8 +242,12 @@ term_head_worth_parsing(
 void
 term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
 {
-	*up = t->up_total + t->rq_bytes;
-	*down = t->down_total + t->rs_bytes;
+	uint64_t u = 0, d = 0;
+
+	if (t->h2 != NULL)
+		h2_bytes(t->h2, &u, &d);
+	*up = t->up_total + t->rq_bytes + u;
+	*down = t->down_total + t->rs_bytes + d;
 }
 
 static void
@@ -257,8 +269,8 @@ term_row(struct term *t, enum reason reason)
 	t->reflected = 0;
 	if (t->method[0] == '\0' && reason == REASON_NONE)
 		return;
-	uplink_audit_request(t->row, t->method, t->path, t->status, t->rq_bytes,
-	    t->rs_bytes, t->cred[0] ? t->cred : NULL, reason);
+	uplink_audit_request(t->row, 0, t->method, t->path, t->status,
+	    t->rq_bytes, t->rs_bytes, t->cred[0] ? t->cred : NULL, reason);
 	t->up_total += t->rq_bytes;
 	t->down_total += t->rs_bytes;
 	t->method[0] = t->path[0] = t->cred[0] = '\0';
@@ -279,6 +291,12 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 	if (registry_log_ok(t->inst))
 		log_info("refuse %s %s: %d %s", t->inst ? t->inst->id : "?",
 		    esc, status, reason_name(reason));
+	if (t->h2v != NULL) { /* term_h2_check: h2.c answers the stream */
+		t->h2v->status = status;
+		t->h2v->reason = reason;
+		snprintf(t->h2v->msg, sizeof(t->h2v->msg), "%s", msg);
+		return;
+	}
 	evbuffer_add_printf(bufferevent_get_output(t->down),
 	    "HTTP/1.1 %d %s\r\nX-Ksb-Deny: %s\r\n"
 	    "Content-Type: text/plain\r\nContent-Length: %zu\r\n"
@@ -328,6 +346,13 @@ term_login_answer(struct term *t, const uint8_t *buf,
 	    kind == LOGIN_CLAUDE ? ",\"scope\":\"user:inference "
 				   "user:profile\"" :
 				   "");
+	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if (t->h2v != NULL) { /* h2.c answers the stream with the body */
+		t->h2v->status = 200;
+		t->h2v->reason = REASON_LOGIN_ANSWERED;
+		snprintf(t->h2v->body, sizeof(t->h2v->body), "%s", body);
+		return 1;
+	}
 	evbuffer_add_printf(bufferevent_get_output(t->down),
 	    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 	    "Cache-Control: no-store\r\nContent-Length: %d\r\n"
@@ -336,7 +361,6 @@ term_login_answer(struct term *t, const uint8_t *buf,
 	if (registry_log_ok(t->inst))
 		log_info("term %s %s: the agent's refresh answered locally",
 		    t->inst->id, t->host);
-	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
 	t->status = 200;
 	term_row(t, REASON_LOGIN_ANSWERED);
 	t->state = TERM_CLOSING;
@@ -627,10 +651,9 @@ term_line_end(const uint8_t *buf, size_t len, size_t from)
  * searched (term_down_data, term_ws_from_guest).
  */
 static void
-term_write_head(struct term *t, const uint8_t *buf,
+term_write_head(struct term *t, struct evbuffer *out, const uint8_t *buf,
     const struct http_request *rq, const struct term_swap *sw)
 {
-	struct evbuffer *out = bufferevent_get_output(t->up);
 	const struct http_field *f;
 	size_t pos = 0, i;
 
@@ -789,7 +812,7 @@ term_opened_cb(int ok, void *arg)
 static int
 term_request_open(struct term *t)
 {
-	if (uplink_audit_request_open(t->row, t->method, t->path,
+	if (uplink_audit_request_open(t->row, 0, t->method, t->path,
 		t->cred[0] ? t->cred : NULL, term_opened_cb, t,
 		&t->rq_wait) == -1) {
 		term_refuse(t, 503, REASON_AUDIT_UNAVAILABLE,
@@ -1019,7 +1042,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	}
 	t->rq_opened = 0;
 	t->hold_done = 0;
-	term_write_head(t, buf, &rq, &sw);
+	term_write_head(t, bufferevent_get_output(t->up), buf, &rq, &sw);
 	if (sw.basic != NULL)
 		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
 	free(sw.basic);
@@ -1035,9 +1058,91 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	return 0;
 }
 
-/* The next run p[0..n) of a stream: -1 if it (with the carried tail of
- * the previous runs) holds the mark. */
+/* The checks of term_request on an h2 request's head (h2_ops.check):
+ * term_refuse, with t->h2v set, fills v instead of answering. */
 static int
+term_h2_check(
+    struct term *t, const uint8_t *buf, size_t len, struct term_h2_verdict *v)
+{
+	const struct policy_cred *pc;
+	const struct cred_value *cv = NULL;
+	struct http_request rq;
+	struct term_swap sw = { -1, { 0, 0 }, NULL, 0, NULL };
+	enum reason reason = REASON_NONE;
+	const char *msg = NULL;
+	int status = 0, ret = -1;
+
+	memset(v, 0, sizeof(*v));
+	t->h2v = v;
+	switch (http_parse_request(buf, len, &rq, &status, &reason)) {
+	case HTTP_INCOMPLETE:
+		term_refuse(t, 431, REASON_HEADER_TOO_LARGE,
+		    "request header too large");
+		goto cleanup;
+	case HTTP_ERROR:
+		snprintf(t->method, sizeof(t->method), "-");
+		term_refuse(t, status, reason, "malformed request");
+		goto cleanup;
+	case HTTP_OK:
+		break;
+	}
+	term_copy_row(t, t->method, sizeof(t->method), buf, rq.method);
+	term_copy_row(t, t->path, sizeof(t->path), buf, rq.path);
+	if (term_refuse_misdirected(t, buf, &rq) == -1 ||
+	    term_refuse_netpath(t, buf, &rq) == -1)
+		goto cleanup;
+	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
+	if (pc != NULL)
+		cv = credset_find(t->gw->creds, pc->name);
+	if (term_login_answer(t, buf, &rq, pc, cv) == 1)
+		goto cleanup;
+	if (term_place(t, buf, &rq, pc, cv, &sw, &msg) == -1) {
+		term_refuse(t, 403, REASON_CREDENTIAL_MISUSE, msg);
+		goto cleanup;
+	}
+	if (sw.field >= 0 && term_refuse_rules(t, buf, &rq, pc) == -1)
+		goto cleanup;
+	if (sw.field >= 0)
+		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if ((v->head = evbuffer_new()) == NULL)
+		fatalx("evbuffer_new");
+	term_write_head(t, v->head, buf, &rq, &sw);
+	t->rq_bytes -= rq.head_len; /* h2.c counts its own */
+	ret = 0;
+cleanup:
+	snprintf(v->method, sizeof(v->method), "%s", t->method);
+	snprintf(v->path, sizeof(v->path), "%s", t->path);
+	snprintf(v->cred, sizeof(v->cred), "%s", t->cred);
+	t->method[0] = t->path[0] = t->cred[0] = '\0';
+	t->status = 0;
+	t->h2v = NULL;
+	if (sw.basic != NULL)
+		OPENSSL_cleanse(sw.basic, strlen(sw.basic));
+	free(sw.basic);
+	return ret;
+}
+
+static struct reflect *
+term_reflect(struct term *t)
+{
+	term_reflect_update(t);
+	return t->refl;
+}
+
+static void
+term_touch(struct term *t)
+{
+	t->last_ms = util_mono_ms();
+}
+
+static void
+term_close(struct term *t, enum reason reason)
+{
+	term_finish(t, reason);
+}
+
+/* See proxy.h. */
+int
 term_scan(struct term_scan *t, const uint8_t *p, size_t n)
 {
 	uint8_t tmp[2 * TERM_CARRY];
@@ -1707,6 +1812,7 @@ term_pump(struct term *t)
 		switch (t->state) {
 		case TERM_HANDSHAKE:
 		case TERM_CLOSING:
+		case TERM_H2:
 			return;
 		case TERM_REQ_WAIT:
 			goto out;
@@ -1825,6 +1931,19 @@ term_eof_body(struct term *t)
 	term_finish(t, t->method[0] ? REASON_UPSTREAM_ERROR : REASON_CLOSED);
 }
 
+/* Did ssl's handshake choose h2 (RFC 7301 §3.2, RFC 9113 §3.2)? */
+static int
+term_alpn_h2(const SSL *ssl)
+{
+	const unsigned char *p = NULL;
+	unsigned n = 0;
+
+	SSL_get0_alpn_selected(ssl, &p, &n);
+	return n == 2 && memcmp(p, "h2", 2) == 0;
+}
+
+static void term_down_begin(struct term *);
+
 static void
 term_up_event_cb(struct bufferevent *bev, short what, void *arg)
 {
@@ -1833,6 +1952,11 @@ term_up_event_cb(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
 		t->up_ready = 1;
+		t->up_h2 = term_alpn_h2(t->up_ssl);
+		if (t->guest_wait) { /* the guest's handshake knows now */
+			term_down_begin(t);
+			return;
+		}
 		if (t->down_ready)
 			t->state = TERM_REQ_HEAD;
 		term_pump(t);
@@ -1845,6 +1969,10 @@ term_up_event_cb(struct bufferevent *bev, short what, void *arg)
 		term_up_failure(t);
 		bufferevent_disable(t->up, EV_READ | EV_WRITE);
 		t->up_ready = 1;
+		if (t->guest_wait) { /* http/1.1 only: a 502 at its request */
+			term_down_begin(t);
+			return;
+		}
 		if (t->down_ready) {
 			t->state = TERM_REQ_HEAD;
 			term_pump(t);
@@ -1862,6 +1990,33 @@ term_up_event_cb(struct bufferevent *bev, short what, void *arg)
 		term_finish(t, REASON_UPSTREAM_ERROR);
 }
 
+/*
+ * The guest's handshake is done: h2 when it chose h2 (only offered when
+ * the upstream chose it too, term_alpn_cb): h2.c takes both sides.  1
+ * (h2), 0 (HTTP/1.1), -1 (t ends).
+ */
+static int
+term_h2_begin(struct term *t)
+{
+	struct h2_ops ops = { term_h2_check, term_reflect, term_scan,
+		term_touch, term_close, 0 };
+	int h2 = term_alpn_h2(t->down_ssl);
+
+	if (!h2 && !t->up_h2)
+		return 0;
+	if (!h2 || !t->up_h2 || t->up_failed != REASON_NONE) {
+		term_finish(t, REASON_TLS_ALPN_REFUSED); /* no common one */
+		return -1;
+	}
+	t->state = TERM_H2;
+	ops.row = t->row;
+	if ((t->h2 = h2_start(t, &ops, t->down, t->up)) == NULL) {
+		term_finish(t, REASON_H2_PROTOCOL_ERROR);
+		return -1;
+	}
+	return 1;
+}
+
 static void
 term_down_event_cb(struct bufferevent *bev, short what, void *arg)
 {
@@ -1870,6 +2025,8 @@ term_down_event_cb(struct bufferevent *bev, short what, void *arg)
 	(void)bev;
 	if (what & BEV_EVENT_CONNECTED) {
 		t->down_ready = 1;
+		if (term_h2_begin(t) != 0)
+			return;
 		if (t->up_ready)
 			t->state = TERM_REQ_HEAD;
 		term_pump(t);
@@ -1916,6 +2073,11 @@ term_release(struct term *t)
 {
 	uplink_audit_cancel(t->rq_wait);
 	t->rq_wait = NULL;
+	h2_free(t->h2, t->fin_reason);
+	t->h2 = NULL;
+	if (t->guest_wait) /* its socket's callbacks were t's */
+		bufferevent_setcb(t->down_u, NULL, NULL, NULL, NULL);
+	t->guest_wait = 0;
 	if (t->timer != NULL)
 		event_free(t->timer);
 	if (t->down != NULL)
@@ -1971,7 +2133,10 @@ term_finish(struct term *t, enum reason reason)
 		log_info("term %s %s: %s, %u requests, %u head parses",
 		    t->inst ? t->inst->id : "?", esc, reason_name(reason),
 		    t->nreq, t->nparse);
-	bufferevent_disable(t->down, EV_READ | EV_WRITE);
+	if (t->down != NULL)
+		bufferevent_disable(t->down, EV_READ | EV_WRITE);
+	else
+		bufferevent_disable(t->down_u, EV_READ | EV_WRITE);
 	bufferevent_disable(t->up, EV_READ | EV_WRITE);
 	if (t->timer != NULL)
 		event_free(t->timer);
@@ -2089,6 +2254,46 @@ term_wanted(struct gateway *gw, const struct instance *inst, const char *host,
 	return term_leaf_ctx(cv, host) != NULL;
 }
 
+/* Does the ClientHello in down's input offer h2 (tls_peek.c)? */
+static int
+term_hello_offers_h2(struct bufferevent *down)
+{
+	struct evbuffer *in = bufferevent_get_input(down);
+	size_t len = evbuffer_get_length(in);
+
+	if (len > TLS_PEEK_MAX)
+		len = TLS_PEEK_MAX;
+	return tls_peek_offers_h2(evbuffer_pullup(in, (ssize_t)len), len);
+}
+
+/* The guest's socket while its handshake waits for the upstream's. */
+static void
+term_wait_event_cb(struct bufferevent *bev, short what, void *arg)
+{
+	(void)bev;
+	(void)what;
+	term_finish(arg, REASON_GUEST_CLOSED);
+}
+
+/* The guest's TLS (the ClientHello is already in the socket's input). */
+static void
+term_down_begin(struct term *t)
+{
+	t->guest_wait = 0;
+	t->down = bufferevent_openssl_filter_new(
+	    t->gw->base, t->down_u, t->down_ssl, BUFFEREVENT_SSL_ACCEPTING, 0);
+	if (t->down == NULL)
+		fatalx("bufferevent_openssl_filter_new");
+	bufferevent_setcb(
+	    t->down, term_read_cb, term_write_cb, term_down_event_cb, t);
+	bufferevent_setwatermark(t->down, EV_WRITE, TERM_BUF_MAX / 2, 0);
+	/* What a side sent that is not taken yet (a pipelined request while
+	 * a response streams) is bounded too. */
+	bufferevent_setwatermark(t->down, EV_READ, 0, TERM_BUF_MAX);
+	bufferevent_enable(t->down, EV_READ | EV_WRITE);
+	bufferevent_trigger(t->down_u, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+}
+
 struct term *
 term_start(struct gateway *gw, struct instance *inst, const char *host,
     int64_t row, struct bufferevent *down, struct bufferevent *up,
@@ -2121,27 +2326,29 @@ term_start(struct gateway *gw, struct instance *inst, const char *host,
 	SSL_set_app_data(t->down_ssl, t);
 	SSL_set_tlsext_host_name(t->up_ssl, host);
 	SSL_set1_host(t->up_ssl, host);
-	t->down = bufferevent_openssl_filter_new(
-	    gw->base, down, t->down_ssl, BUFFEREVENT_SSL_ACCEPTING, 0);
+	/* A guest offering h2: so is the upstream, and the guest's
+	 * handshake waits for the upstream's choice (term_alpn_cb). */
+	t->offer_h2 = term_hello_offers_h2(down);
+	if (t->offer_h2 &&
+	    SSL_set_alpn_protos(t->up_ssl,
+		(const unsigned char *)"\x02h2\x08http/1.1", 12) != 0)
+		fatalx("SSL_set_alpn_protos");
 	t->up = bufferevent_openssl_filter_new(
 	    gw->base, up, t->up_ssl, BUFFEREVENT_SSL_CONNECTING, 0);
-	if (t->down == NULL || t->up == NULL)
+	if (t->up == NULL)
 		fatalx("bufferevent_openssl_filter_new");
 	bufferevent_setcb(
-	    t->down, term_read_cb, term_write_cb, term_down_event_cb, t);
-	bufferevent_setcb(
 	    t->up, term_read_cb, term_write_cb, term_up_event_cb, t);
-	bufferevent_setwatermark(t->down, EV_WRITE, TERM_BUF_MAX / 2, 0);
 	bufferevent_setwatermark(t->up, EV_WRITE, TERM_BUF_MAX / 2, 0);
-	/* What a side sent that is not taken yet (a pipelined request while
-	 * a response streams) is bounded too. */
-	bufferevent_setwatermark(t->down, EV_READ, 0, TERM_BUF_MAX);
 	bufferevent_setwatermark(t->up, EV_READ, 0, TERM_BUF_MAX);
-	bufferevent_enable(t->down, EV_READ | EV_WRITE);
 	bufferevent_enable(t->up, EV_READ | EV_WRITE);
 	t->timer = evtimer_new(gw->base, term_timer_cb, t);
 	evtimer_add(t->timer, &tv);
-	/* The ClientHello is already in the socket's input: start on it. */
-	bufferevent_trigger(down, EV_READ, BEV_TRIG_IGNORE_WATERMARKS);
+	if (t->offer_h2) {
+		t->guest_wait = 1;
+		bufferevent_disable(down, EV_READ);
+		bufferevent_setcb(down, NULL, NULL, term_wait_event_cb, t);
+	} else
+		term_down_begin(t);
 	return t;
 }

@@ -175,8 +175,8 @@ uplink_audit_close(int64_t id, uint64_t up, uint64_t down, int64_t duration_ms,
 }
 
 void
-uplink_audit_request(int64_t row, const char *method, const char *path,
-    int status, uint64_t up, uint64_t down, const char *cred,
+uplink_audit_request(int64_t row, uint32_t stream, const char *method,
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
     enum reason reason)
 {
 	struct msg_request m;
@@ -184,6 +184,7 @@ uplink_audit_request(int64_t row, const char *method, const char *path,
 	if (row <= 0)
 		return;
 	memset(&m, 0, sizeof(m));
+	m.stream = stream;
 	m.up = up;
 	m.down = down;
 	m.status = status;
@@ -195,8 +196,9 @@ uplink_audit_request(int64_t row, const char *method, const char *path,
 }
 
 int
-uplink_audit_request_open(int64_t row, const char *method, const char *path,
-    const char *cred, audit_done_cb cb, void *arg, struct uplink_wait **wait)
+uplink_audit_request_open(int64_t row, uint32_t stream, const char *method,
+    const char *path, const char *cred, audit_done_cb cb, void *arg,
+    struct uplink_wait **wait)
 {
 	struct msg_request m;
 
@@ -207,6 +209,7 @@ uplink_audit_request_open(int64_t row, const char *method, const char *path,
 	snprintf(m.method, sizeof(m.method), "%s", method);
 	snprintf(m.path, sizeof(m.path), "%s", path);
 	snprintf(m.cred, sizeof(m.cred), "%s", cred ? cred : "");
+	m.stream = stream;
 	m.wait = uplink_wait_add(cb, arg, wait);
 	uplink_send(MSG_AUDIT_REQUEST_OPEN, (uint32_t)row, &m, sizeof(m));
 	return 0;

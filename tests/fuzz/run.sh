@@ -97,6 +97,10 @@ http_seed resp10 '\0041HTTP/1.0 404 Not Found\r\nContent-Length: 3\r\n\r\nabc'
 seed wsframe client '0b0184010203046964688980000000008081000000006f880000000000'
 seed wsframe client16 '07827e0100a1a2a3a4'
 seed wsframe server '1081056865796f6b'
+# fuzz_h2: a piece-size byte, then the guest's frames after the preface:
+# SETTINGS, a GET with a placeholder, a gRPC POST with DATA, a PING, the
+# mark in DATA, RST_STREAM, WINDOW_UPDATE.
+seed h2 frames '10000000040000000000000022010500000001828741861d665d25427f448460a49cff4087f2b0eb32dd4beb884755baa23ae788000000200104000000038387c0448362daff5f8b1d75d0620d263d4c4d65644082497f864d833505b11f00000a000000000003000000000568656c6c6f00000806000000000031323334353637380000070001000000036b736270685f780000040300000000010000000800000408000000000000000010'
 seed tls_peek openssl12 '16030100cc010000c80303f0e4f6aa0534607c7b821a0683f610f484f8116b8b94d2bbbf01e821edee2628000038c02cc030009fcca9cca8ccaac02bc02f009ec024c028006bc023c0270067c00ac0140039c009c0130033009d009c003d003c0035002f00ff0100006700000011000f00000c4578616d706c652e4f52472e000b000403000102000a000c000a001d0017001e00190018002300000016000000170000000d002a0028040305030603080708080809080a080b080408050806040105010601030303010302040205020602'
 text_seed hostname name 'WWW.Example.COM.'
 text_seed hostname v4 '0x7f.0.0.1'
@@ -148,7 +152,8 @@ set -- \
 	"ctl_selftest|proto/ctl_selftest.c common/util.c common/log.c|300" \
 	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200" \
 	"cmdline|proto/cmdline.c proto/guestctl.c|4200" \
-	"agentcmd|proto/agentcmd.c|70000"
+	"agentcmd|proto/agentcmd.c|70000" \
+	"h2|gateway/proxy/h2.c gateway/parse/http_parse.c gateway/parse/reflect.c common/util.c common/log.c common/reason.c|70000"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}
@@ -163,10 +168,14 @@ for t in "$@"; do
 	for s in $srcs; do
 		files="$files $srcdir/$s"
 	done
+	libs=$crypto
+	case $name in # h2.c drives libevent bufferevents and nghttp2
+	h2) libs=$(pkg-config --cflags --libs libevent libnghttp2 libcrypto) ;;
+	esac
 	echo "== fuzz_$name: build"
 	# shellcheck disable=SC2086
 	if ! "$CLANG" $cflags -o "$work/fuzz_$name" \
-	    "$srcdir/tests/fuzz/fuzz_$name.c" $files $crypto; then
+	    "$srcdir/tests/fuzz/fuzz_$name.c" $files $libs; then
 		echo "FAIL: fuzz_$name does not build"
 		fail=1
 		continue

@@ -1,6 +1,7 @@
 /*
  * test_tls_peek.c: SNI from real and constructed ClientHellos, split
- * across records, truncated, malformed and oversized.
+ * across records, truncated, malformed and oversized; whether a hello's
+ * ALPN list offers h2 (tls_peek_offers_h2).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -660,6 +661,64 @@ test_issue3(void)
 	free(hs);
 }
 
+/* A hello for api.test whose ALPN extension body is alpn[0..n) (n 0:
+ * no ALPN extension), in records of chunk bytes. */
+static void
+alpn_hello(struct buf *out, const uint8_t *alpn, size_t n, size_t chunk)
+{
+	struct buf *exts = calloc(1, sizeof(*exts));
+	struct buf *d = calloc(1, sizeof(*d));
+	struct buf *hs = calloc(1, sizeof(*hs));
+
+	sni_data(d, "api.test", 8);
+	ext(exts, 0, d);
+	if (n > 0) {
+		d->n = 0;
+		put(d, alpn, n);
+		ext(exts, 16, d);
+	}
+	hello(hs, exts);
+	records(out, hs->b, hs->n, chunk);
+	free(exts);
+	free(d);
+	free(hs);
+}
+
+static void
+test_alpn(void)
+{
+	struct buf *b = calloc(1, sizeof(*b));
+	static const uint8_t both[] = "\x00\x0c\x02h2\x08http/1.1";
+	static const uint8_t h11[] = "\x00\x09\x08http/1.1";
+	static const uint8_t h2c[] = "\x00\x04\x03h2c";
+	static const uint8_t bad[] = "\x00\x0c\x02h2\x09http/1.1";
+	static const uint8_t zero[] = "\x00\x04\x00\x02h2";
+
+	alpn_hello(b, both, sizeof(both) - 1, 16384);
+	CHECK(tls_peek_offers_h2(b->b, b->n) == 1, "h2, http/1.1: offers h2");
+	alpn_hello(b, both, sizeof(both) - 1, 7);
+	CHECK(tls_peek_offers_h2(b->b, b->n) == 1,
+	    "the same hello in 7-byte records");
+	CHECK(tls_peek_offers_h2(b->b, b->n - 1) == 0,
+	    "a hello one byte short: no");
+	alpn_hello(b, h11, sizeof(h11) - 1, 16384);
+	CHECK(tls_peek_offers_h2(b->b, b->n) == 0, "http/1.1 only: no");
+	alpn_hello(b, h2c, sizeof(h2c) - 1, 16384);
+	CHECK(tls_peek_offers_h2(b->b, b->n) == 0, "h2c is not h2");
+	alpn_hello(b, bad, sizeof(bad) - 1, 16384);
+	CHECK(tls_peek_offers_h2(b->b, b->n) == 0,
+	    "a name running past its list: no");
+	alpn_hello(b, zero, sizeof(zero) - 1, 16384);
+	CHECK(tls_peek_offers_h2(b->b, b->n) == 0,
+	    "an empty protocol name (RFC 7301 §3.1): the list is refused");
+	alpn_hello(b, NULL, 0, 16384);
+	CHECK(tls_peek_offers_h2(b->b, b->n) == 0, "no ALPN extension: no");
+	CHECK(tls_peek_offers_h2(
+		  hello_openssl_tls13, sizeof(hello_openssl_tls13)) == 0,
+	    "openssl s_client's hello (no ALPN): no");
+	free(b);
+}
+
 int
 main(void)
 {
@@ -668,5 +727,6 @@ main(void)
 	test_records();
 	test_mutations();
 	test_issue3();
+	test_alpn();
 	return tap_done();
 }

@@ -176,6 +176,8 @@ test_reason(void)
 		{ REASON_AUDIT_BUDGET, "audit_budget" },
 		{ REASON_OPERATOR_DENIED, "operator_denied" },
 		{ REASON_HTTP_TRAILER_REFUSED, "http_trailer_refused" },
+		{ REASON_H2_FLOOD, "h2_flood" },
+		{ REASON_H2_PROTOCOL_ERROR, "h2_protocol_error" },
 	};
 	size_t i, bad = 0;
 	int r, unique = 1;
