@@ -122,7 +122,7 @@ login_outcome_format(const struct login_outcome *o, char *buf, size_t size)
 	size_t i;
 	int n;
 
-	for (i = 0; o->error[i] != '\0' && i < LOGIN_ERROR_MAX; i++)
+	for (i = 0; i < LOGIN_ERROR_MAX && o->error[i] != '\0'; i++)
 		err[i] = o->error[i] >= 0x20 && o->error[i] < 0x7f ?
 		    o->error[i] :
 		    '?';
