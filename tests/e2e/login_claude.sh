@@ -16,7 +16,9 @@
 # refreshed once per lifetime (the fake's counters, and one
 # login_refreshes row each); no refresh token presented twice; whatever
 # refresh the agents tried themselves was answered locally
-# (login_answered) and none reached the provider; no minted token in the
+# (login_answered: lc2 and lc3 have Claude Code's login file, written
+# expired by the preset, and must refresh it) and none reached the
+# provider; no minted token in the
 # instance directories (disk images included), the turns' output or the
 # guests' RAM (QMP pmemsave); ksbctl audit verify.
 set -eu
@@ -47,6 +49,16 @@ credential sub {
 profile sub extends default {
     credential sub
 }
+credential subfile {
+    host api.anthropic.com
+    host platform.claude.com
+    header authorization bearer
+    source login claude
+    secret CLAUDE_AI_OAUTH
+}
+profile subfile extends default {
+    credential subfile
+}
 POL
 printf 'upstream-ca-file = %s\n' "$T/api/ca.pem" >> "$T/ksb.conf"
 fails=0
@@ -72,19 +84,28 @@ PY
 }
 refreshed() { ksb_sql "SELECT count(*) FROM login_refreshes WHERE login = 'claude' AND outcome = 'refreshed'"; }
 
-boot() { # ID: a named, detached, headless Claude Code instance (run in
-	 # the background: its pid is recorded by the caller, from its state)
+boot() { # ID PROFILE: a named, detached, headless Claude Code instance
+	 # (in the background: the caller records its pid, from its state)
 	timeout 300 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
 		--detach --name "$1" --repo "$P" --disk-size 1G --memory 1024 \
 		--ca-file "$T/api/ca.pem" --share-ro "$CACHE:/opt/ksb-agents" \
-		--profile sub --agent /opt/ksb-agents/node_modules/.bin/claude \
+		--profile "$2" --agent /opt/ksb-agents/node_modules/.bin/claude \
 		--agent-mode headless > "$T/$1.boot" 2>&1 || true
 }
 
 ksb_say "three instances, one login"
 # wait for these only: the fake API and the gateway are children too.
 t0=$SECONDS waitfor=
-for id in $IDS; do boot "$id" & waitfor="$waitfor $!"; done
+# lc1 gets the placeholder as CLAUDE_CODE_OAUTH_TOKEN (Claude Code never
+# refreshes it), lc2 and lc3 as their login file (CLAUDE_AI_OAUTH: the
+# preset writes ~/.claude/.credentials.json, expired: Claude Code
+# refreshes it at the gateway first).
+for id in $IDS; do
+	prof=subfile
+	[ "$id" = lc1 ] && prof=sub
+	boot "$id" "$prof" &
+	waitfor="$waitfor $!"
+done
 wait $waitfor
 TIMES="$TIMES boot=$((SECONDS - t0))s"
 for id in $IDS; do
@@ -126,12 +147,18 @@ rows_ok() { [ "$(refreshed)" -ge "$nok" ]; }
 ksb_check "each refresh is one audit row" 'ksb_until 10 rows_ok'
 ksb_check "no refresh token presented twice, none refused" \
 	'[ "$(oauth reuse=True)" = 0 ] && [ "$(oauth)" = "$nok" ]'
-nans=$(ksb_sql "SELECT count(*) FROM requests WHERE reason = 'login_answered'")
-echo "# the agents' own refreshes, answered by the gateway: $nans"
+answered() { # ID: its refreshes the gateway answered itself
+	ksb_sql "SELECT count(*) FROM requests r JOIN connections c ON c.id = r.conn_id WHERE r.reason = 'login_answered' AND r.status = 200 AND c.instance = '$1'"
+}
+echo "# the agents' own refreshes, answered by the gateway: lc1 $(answered lc1), lc2 $(answered lc2), lc3 $(answered lc3)"
+ksb_check "Claude Code on its login file refreshed it itself, answered by the gateway" \
+	'[ "$(answered lc2)" -ge 1 ] && [ "$(answered lc3)" -ge 1 ]'
+ksb_check "and went on with the answer's fresh placeholders: none refused as misuse" \
+	'[ "$(ksb_sql "SELECT count(*) FROM requests WHERE reason = '\''credential_misuse'\''")" = 0 ]'
 ksb_check "every token request the provider saw was the gateway's (none a guest's placeholder)" \
 	'[ "$(oauth reply=400)" = 0 ]'
 ksb_check "the guests' API requests got the login's token swapped in" \
-	'ksb_sql_is 1 "SELECT count(*) >= $((3 * ROUNDS)) FROM requests WHERE credential = '\''sub'\'' AND status = 200"'
+	'ksb_sql_is 1 "SELECT count(*) >= $((3 * ROUNDS)) FROM requests WHERE credential IN ('\''sub'\'', '\''subfile'\'') AND status = 200 AND reason IS NOT '\''login_answered'\''"'
 
 ksb_say "no real token in a guest"
 nmint=$(wc -l < "$T/minted")
