@@ -194,6 +194,9 @@ ctl audit logins --limit 3 > "$T/al" 2>&1 || true
 cat "$T/al"
 ksb_check "ksbctl audit logins shows them" \
 	'[ "$(grep -Ec " (claude +claude|work-codex +codex) +expiry +refreshed " "$T/al")" = 3 ]'
+ksb_check "ksbctl audit export --jsonl carries them (kind login_refresh), no token" \
+	'ctl audit export --jsonl > "$T/export" 2>&1 && grep -q "\"kind\": *\"login_refresh\".*\"outcome\": *\"refreshed\"" "$T/export" &&
+	 ! grep -Eq "sk-ant-o|rt_[0-9a-f]{32}|fakesig" "$T/export"'
 
 ksb_say "a failed refresh: audited, the login kept"
 fake_ctl() { # PATH: the fake API's control
