@@ -41,7 +41,7 @@
 #include "audit/audit.h"
 #include "audit/audit_chain.h"
 
-#define AUDIT_SCHEMA_VERSION 10
+#define AUDIT_SCHEMA_VERSION 11
 #define AUDIT_RETRY_MS	     1000
 #define AUDIT_BATCH_MAX	     4096 /* records per transaction */
 #define AUDIT_GROUP_WAIT_US  1000 /* under load: gather records this long */
@@ -63,6 +63,7 @@ extern const char schema_migrate_7_sql[];
 extern const char schema_migrate_8_sql[];
 extern const char schema_migrate_9_sql[];
 extern const char schema_migrate_10_sql[];
+extern const char schema_migrate_11_sql[];
 
 struct audit_rec {
 	enum audit_kind kind;
@@ -880,6 +881,14 @@ audit_db_migrate(struct audit *a, int version, char **cause)
 			return -1;
 		log_info("audit %s: migrated to schema version 10 (request "
 			 "opens, self-test trigger rules)",
+		    a->path);
+	}
+	/* -> 11 creates a table only (audit/schema/migrate-11.sql). */
+	if (version != 0 && version < 11) {
+		if (audit_exec(a, schema_migrate_11_sql, cause) == -1)
+			return -1;
+		log_info("audit %s: schema version 11's login_refreshes table "
+			 "added",
 		    a->path);
 	}
 	a->seq = 0;
@@ -2121,6 +2130,24 @@ audit_selftest(struct audit *a, const struct audit_selftest *t)
 		t->reload     ? "stopped" :
 				"refused");
 	audit_set_text(&r->v[8], t->policy_digest);
+	return audit_enqueue(a, r);
+}
+
+int
+audit_login_refresh(struct audit *a, const struct audit_login_row *row)
+{
+	struct audit_rec *r = xcalloc(1, sizeof(*r));
+
+	r->kind = AUDIT_LOGIN_REFRESH;
+	audit_set_int(&r->v[0], row->ts_ms > 0 ? row->ts_ms : util_now_ms());
+	audit_rec_text(r, 1, row->login);
+	audit_rec_text(r, 2, row->provider);
+	audit_rec_text(r, 3, row->trigger);
+	audit_rec_text(r, 4, row->ok ? "refreshed" : "failed");
+	audit_rec_text(r, 5, row->ok ? NULL : row->error);
+	if (row->ok)
+		audit_set_int(&r->v[6], row->expires_ms);
+	audit_set_int(&r->v[7], row->duration_ms);
 	return audit_enqueue(a, r);
 }
 

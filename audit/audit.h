@@ -146,5 +146,22 @@ struct audit_fwd_row {
 	int64_t stream, to_guest, from_guest, duration_ms;
 };
 int audit_forward(struct audit *, const struct audit_fwd_row *);
+/*
+ * A refresh of an imported subscription login (table login_refreshes,
+ * schema 11; gateway/parent/login.c): ts_ms epoch ms the attempt ended
+ * (0: now), login the store's name, provider "claude" or "codex", trigger
+ * "expiry", "refused" (a 401 from the API) or "orphan" (finished by a
+ * refresher whose gateway had died, recorded by the next one); ok, or
+ * error (the provider's error code or the transport's message, never a
+ * value); expires_ms the new access token's expiry (ok only),
+ * duration_ms the attempt's (-1 unknown).  Text is copied.  0 or -1.
+ */
+struct audit_login_row {
+	int64_t ts_ms;
+	const char *login, *provider, *trigger, *error;
+	int ok;
+	int64_t expires_ms, duration_ms;
+};
+int audit_login_refresh(struct audit *, const struct audit_login_row *);
 
 #endif

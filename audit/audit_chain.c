@@ -2,7 +2,7 @@
  * audit_chain.c: the audit database's hash chain (ksb-audit(5), "HASH
  * CHAIN"), shared by ksb-gatewayd's writer and `ksbctl audit verify'.
  *
- * Nine tables hold chained records, one sequence (seq) across them:
+ * Ten tables hold chained records, one sequence (seq) across them:
  *
  *   hash(seq) = SHA-256(hash(seq - 1) || be64(seq) || kind || NUL ||
  *                       field_1 || ... || field_n)
@@ -57,6 +57,10 @@ const struct audit_kind_desc audit_kinds[AUDIT_NKINDS] = {
 	    12 },
 	[AUDIT_REQUEST_OPEN] = { "request_open", "request_opens", "ts_ms",
 	    "conn_id, ts_ms, method, path, credential", 5 },
+	[AUDIT_LOGIN_REFRESH] = { "login_refresh", "login_refreshes", "ts_ms",
+	    "ts_ms, login, provider, trigger, outcome, error, expires_ms, "
+	    "duration_ms",
+	    8 },
 };
 
 static void
@@ -70,7 +74,8 @@ audit_chain_be(uint8_t *p, uint64_t v, int n)
 
 /*
  * Has db kind k's table?  1 or 0.  A database of an older schema lacks
- * the tables of later kinds (request_opens: schema 10; a copy kept for
+ * the tables of later kinds (request_opens: schema 10, login_refreshes:
+ * 11; a copy kept for
  * the record is read, not migrated): it holds no record of them.
  */
 static int

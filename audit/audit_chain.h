@@ -23,10 +23,11 @@ enum audit_kind {
 	AUDIT_POLICY,
 	AUDIT_REGISTER,
 	AUDIT_UNREGISTER,
-	AUDIT_REQUEST,	    /* a request of a terminated tunnel (schema 4) */
-	AUDIT_SELFTEST,	    /* an enforcement self-test's result (schema 6) */
-	AUDIT_FORWARD,	    /* a port forward's event (schema 7) */
-	AUDIT_REQUEST_OPEN, /* a request as it is sent (schema 10) */
+	AUDIT_REQUEST,	     /* a request of a terminated tunnel (schema 4) */
+	AUDIT_SELFTEST,	     /* an enforcement self-test's result (schema 6) */
+	AUDIT_FORWARD,	     /* a port forward's event (schema 7) */
+	AUDIT_REQUEST_OPEN,  /* a request as it is sent (schema 10) */
+	AUDIT_LOGIN_REFRESH, /* a subscription login's refresh (schema 11) */
 	AUDIT_NKINDS
 };
 struct audit_kind_desc {

@@ -106,6 +106,71 @@ login_path(const char *state_dir, const char *name)
 	return p;
 }
 
+char *
+login_outcome_path(const char *state_dir, const char *name)
+{
+	char *p;
+
+	xasprintf(&p, "%s/logins/%s.outcome", state_dir, name);
+	return p;
+}
+
+size_t
+login_outcome_format(const struct login_outcome *o, char *buf, size_t size)
+{
+	char err[LOGIN_ERROR_MAX + 1];
+	size_t i;
+	int n;
+
+	for (i = 0; i < LOGIN_ERROR_MAX && o->error[i] != '\0'; i++)
+		err[i] = o->error[i] >= 0x20 && o->error[i] < 0x7f ?
+		    o->error[i] :
+		    '?';
+	err[i] = '\0';
+	n = snprintf(buf, size, "ksb-login-outcome 1 %lld %s %s %lld %lld %s\n",
+	    (long long)o->ts_ms, o->ok ? "refreshed" : "failed",
+	    o->refused ? "refused" : "expiry",
+	    (long long)(o->ok ? o->expires_ms : 0), (long long)o->duration_ms,
+	    err[0] != '\0' ? err : "-");
+	return n < 0 ? 0 : (size_t)n >= size ? size - 1 : (size_t)n;
+}
+
+int
+login_outcome_parse(
+    const char *buf, size_t len, struct login_outcome *o, char **cause)
+{
+	char line[512], what[16], trig[16];
+	long long ts, exp, dur;
+	int off = 0;
+	size_t i;
+
+	memset(o, 0, sizeof(*o));
+	if (len == 0 || len >= sizeof(line) || buf[len - 1] != '\n' ||
+	    memchr(buf, '\0', len) != NULL)
+		return cause_set(cause, "not one line of an outcome");
+	memcpy(line, buf, len - 1);
+	line[len - 1] = '\0';
+	if (sscanf(line, "ksb-login-outcome 1 %lld %15s %15s %lld %lld %n", &ts,
+		what, trig, &exp, &dur, &off) != 5 ||
+	    off == 0 || line[off] == '\0' || ts <= 0 || exp < 0 ||
+	    (strcmp(what, "refreshed") != 0 && strcmp(what, "failed") != 0) ||
+	    (strcmp(trig, "expiry") != 0 && strcmp(trig, "refused") != 0))
+		return cause_set(cause, "a malformed outcome line");
+	if (strlen(line + off) > LOGIN_ERROR_MAX)
+		return cause_set(cause, "an outcome's error is too long");
+	for (i = off; line[i] != '\0'; i++)
+		if (line[i] < 0x20 || line[i] >= 0x7f)
+			return cause_set(cause, "a control byte in an outcome");
+	o->ts_ms = ts;
+	o->ok = strcmp(what, "refreshed") == 0;
+	o->refused = strcmp(trig, "refused") == 0;
+	o->expires_ms = exp;
+	o->duration_ms = dur;
+	if (strcmp(line + off, "-") != 0)
+		snprintf(o->error, sizeof(o->error), "%s", line + off);
+	return 0;
+}
+
 static void
 login_wipe(char **s)
 {

@@ -109,5 +109,33 @@ int login_write(const char *state_dir, const char *name, const struct login *l,
 int login_lock(const char *state_dir, const char *name, int wait_ms);
 /* Wipe and free what *l holds; NULL-safe; *l zeroed. */
 void login_clear(struct login *l);
+/*
+ * A refresh attempt's outcome, as the refresher leaves it for the audit
+ * (audit_login_refresh, table login_refreshes) in <state-dir>/logins/
+ * NAME.outcome once the store holds its result; the gateway that audits
+ * it removes the file, and one that finds a file no refresher of its own
+ * wrote audits it as trigger "orphan" (its gateway died first).  One
+ * line, no value ever:
+ *   "ksb-login-outcome 1 TS_MS refreshed|failed expiry|refused
+ *    EXPIRES_MS DURATION_MS ERROR\n"
+ * (ms; EXPIRES_MS 0 when failed; ERROR "-" when none, else printable
+ * ASCII to the end of the line, at most LOGIN_ERROR_MAX bytes).
+ */
+struct login_outcome {
+	int64_t ts_ms;	     /* epoch ms the attempt ended */
+	int ok;		     /* refreshed and stored */
+	int refused;	     /* trigger: a 401 from the API, else expiry */
+	int64_t expires_ms;  /* ok: the new expiry */
+	int64_t duration_ms; /* the attempt */
+	char error[LOGIN_ERROR_MAX + 1];
+};
+/* The outcome file's path, malloc'd. */
+char *login_outcome_path(const char *state_dir, const char *name);
+/* *o as the line above into buf (size bytes, at least 512): its length. */
+size_t login_outcome_format(
+    const struct login_outcome *o, char *buf, size_t size);
+/* The line (buf, len bytes) into *o: 0, or -1 and *cause. */
+int login_outcome_parse(
+    const char *buf, size_t len, struct login_outcome *o, char **cause);
 
 #endif

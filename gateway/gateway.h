@@ -205,6 +205,24 @@ int credset_read(
 void placeholder_make(const uint8_t key[PLACEHOLDER_KEY_LEN],
     const char *instance, const char *cred, pid_t pid, uint64_t start,
     const char *prefix, char out[PLACEHOLDER_MAX]);
+/*
+ * placeholder_login_make: a placeholder that a locally answered refresh
+ * of a `source login' credential hands out (term.c), of the same format:
+ * "<prefix>ksbph_" then issued (epoch s) as 8 hex digits, then 32 hex of
+ * HMAC-SHA256(key, "ksb-login-placeholder\0" instance "\0" cred "\0"
+ * "<pid>.<start>" "\0" "<8 hex>" "\0" "access"|"refresh") truncated.
+ * placeholder_login_check: 1 if s (len bytes) is the access one of that
+ * instance, credential and holder, issued at most 60 s after now_s and
+ * at most max_age_s before it (epoch s), else 0.  Constant-time compare.
+ */
+void placeholder_login_make(const uint8_t key[PLACEHOLDER_KEY_LEN],
+    const char *instance, const char *cred, pid_t pid, uint64_t start,
+    const char *prefix, int refresh, uint32_t issued,
+    char out[PLACEHOLDER_MAX]);
+int placeholder_login_check(const uint8_t key[PLACEHOLDER_KEY_LEN],
+    const char *instance, const char *cred, pid_t pid, uint64_t start,
+    const char *prefix, const uint8_t *s, size_t len, int64_t now_s,
+    int64_t max_age_s);
 /* The placeholder key: set once by the parent (cred_init), read by
  * both processes (the proxy's copy by fork). */
 void placeholder_key_set(const uint8_t key[PLACEHOLDER_KEY_LEN]);

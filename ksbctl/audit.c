@@ -7,6 +7,8 @@
  *   audit summary [--instance ID] [--since T] [--until T] [--json]
  *   audit forwards [--instance ID] [--since T] [--until T] [--limit N]
  *         [--json|--csv]		(port forwards: table forwards)
+ *   audit logins [--since T] [--until T] [--limit N] [--json|--csv]
+ *					(login refreshes: login_refreshes)
  *   audit export --jsonl [--since T] [--follow]
  *   audit verify			(audit_verify.c)
  *   audit selftests ...		(audit_selftest.c)
@@ -381,6 +383,78 @@ audit_forwards(sqlite3 *db, struct audit_query *q)
 	return rc == SQLITE_DONE ? 0 : 1;
 }
 
+static const char *audit_login_cols_sql =
+    "seq, strftime('%Y-%m-%dT%H:%M:%fZ', ts_ms / 1000.0, 'unixepoch'), "
+    "login, provider, trigger, outcome, error, "
+    "strftime('%Y-%m-%dT%H:%M:%SZ', expires_ms / 1000.0, 'unixepoch'), "
+    "duration_ms";
+static const char *const audit_login_fields[] = { "seq", "time", "login",
+	"provider", "trigger", "outcome", "error", "expires", "duration_ms" };
+#define AUDIT_LOGIN_NCOLS 9
+static const struct out_column audit_login_text_cols[] = {
+	{ "TIME (UTC)", "time", -24, 24, "-", NULL },
+	{ "LOGIN", "login", -16, 16, "-", NULL },
+	{ "PROVIDER", "provider", -8, 0, "-", NULL },
+	{ "TRIGGER", "trigger", -8, 0, "-", NULL },
+	{ "OUTCOME", "outcome", -9, 0, "-", NULL },
+	{ "EXPIRES (UTC)", "expires", -20, 20, "-", NULL },
+	{ "MS", "duration_ms", 6, 0, "-", NULL },
+	{ "ERROR", "error", 0, 0, "-", NULL },
+};
+
+/*
+ * audit logins: the newest q->limit refreshes of imported logins (table
+ * login_refreshes, schema 11), oldest first.  A database of an older
+ * schema has none: said, exit 0.
+ */
+static int
+audit_logins(sqlite3 *db, struct audit_query *q)
+{
+	struct out_table_spec spec;
+	struct out_table *t;
+	sqlite3_stmt *st = NULL;
+	char *where = audit_where(q, 1), *sql;
+	int rc;
+
+	memset(&spec, 0, sizeof(spec));
+	spec.cols = audit_login_text_cols;
+	spec.ncols =
+	    sizeof(audit_login_text_cols) / sizeof(*audit_login_text_cols);
+	spec.fields = audit_login_fields;
+	spec.nfields = AUDIT_LOGIN_NCOLS;
+	xasprintf(&sql,
+	    "SELECT * FROM (SELECT %s FROM login_refreshes WHERE %s "
+	    "ORDER BY seq DESC LIMIT ?6) ORDER BY 1",
+	    audit_login_cols_sql, where);
+	if ((rc = sqlite3_prepare_v2(db, sql, -1, &st, NULL)) != SQLITE_OK &&
+	    strstr(sqlite3_errmsg(db), "no such table") != NULL) {
+		fprintf(stderr,
+		    "ksbctl audit logins: %s predates schema 11: no login "
+		    "refreshes recorded\n",
+		    ksbctl_conf->audit_db);
+		free(sql);
+		free(where);
+		return 0;
+	}
+	t = out_table_begin(stdout, q->fmt, &spec);
+	if (rc == SQLITE_OK) {
+		audit_bind_query(st, q);
+		sqlite3_bind_int64(st, 6, q->limit);
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			out_table_row(t,
+			    audit_row_json(
+				st, audit_login_fields, AUDIT_LOGIN_NCOLS));
+	}
+	out_table_end(t);
+	if (rc != SQLITE_DONE)
+		fprintf(stderr, "ksbctl audit: %s: %s\n", ksbctl_conf->audit_db,
+		    sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	free(sql);
+	free(where);
+	return rc == SQLITE_DONE ? 0 : 1;
+}
+
 static const char *const audit_summary_fields[] = { "instance", "host", "port",
 	"connections", "allowed", "denied", "bytes_up", "bytes_down", "last" };
 static const struct out_column audit_summary_cols[] = {
@@ -498,6 +572,7 @@ audit_opt_applies(const char *me, const char *cmd, int ch)
 	const char *takes = strcmp(cmd, "audit") == 0 ? "iHTsuDnjcfF" :
 	    strcmp(cmd, "audit summary") == 0	      ? "iHsuDj" :
 	    strcmp(cmd, "audit forwards") == 0	      ? "isunjc" :
+	    strcmp(cmd, "audit logins") == 0	      ? "sunjc" :
 							"JsfFOSo";
 	int k;
 
@@ -720,11 +795,14 @@ audit_main(int argc, char **argv)
 			cmd = "audit export";
 		else if (strcmp(argv[1], "forwards") == 0)
 			cmd = "audit forwards";
+		else if (strcmp(argv[1], "logins") == 0)
+			cmd = "audit logins";
 		else {
 			log_escape(esc, sizeof(esc), argv[1], strlen(argv[1]));
 			fprintf(stderr,
 			    "ksbctl audit: unknown command `%s' "
-			    "(summary, forwards, export, verify, selftests)\n",
+			    "(summary, forwards, logins, export, verify, "
+			    "selftests)\n",
 			    esc);
 			return 2;
 		}
@@ -743,6 +821,8 @@ audit_main(int argc, char **argv)
 		ret = audit_summary(db, &q);
 	else if (strcmp(cmd, "audit forwards") == 0)
 		ret = audit_forwards(db, &q);
+	else if (strcmp(cmd, "audit logins") == 0)
+		ret = audit_logins(db, &q);
 	else if (q.otlp != NULL)
 		ret = audit_export_otlp(db, q.otlp, q.state, q.since, q.follow);
 	else if (strcmp(q.format, "ocsf") == 0)

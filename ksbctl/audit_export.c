@@ -111,24 +111,46 @@ static const char audit_export_sql_opens[] =
     "method, 'path', path, 'credential', credential, "
     "'hash', lower(hex(hash))) FROM request_opens WHERE seq > ?1 AND "
     "(?2 IS NULL OR ts_ms >= ?2) ";
+/* The login_refresh records (schema 11), likewise. */
+static const char audit_export_sql_logins[] =
+    "UNION ALL SELECT seq, json_object('seq', seq, 'kind', "
+    "'login_refresh', 'ts_ms', ts_ms, 'login', login, 'provider', "
+    "provider, 'trigger', trigger, 'outcome', outcome, 'error', error, "
+    "'expires_ms', expires_ms, 'duration_ms', duration_ms, "
+    "'hash', lower(hex(hash))) FROM login_refreshes WHERE seq > ?1 AND "
+    "(?2 IS NULL OR ts_ms >= ?2) ";
 static const char audit_export_sql_order[] = "ORDER BY 1 LIMIT 10000";
+
+/* Has db the table?  1 or 0. */
+static int
+audit_export_has(sqlite3 *db, const char *table)
+{
+	sqlite3_stmt *q = NULL;
+	int has = 0;
+
+	if (sqlite3_prepare_v2(db,
+		"SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+		"name = ?1",
+		-1, &q, NULL) == SQLITE_OK) {
+		sqlite3_bind_text(q, 1, table, -1, SQLITE_STATIC);
+		has = sqlite3_step(q) == SQLITE_ROW;
+	}
+	sqlite3_finalize(q);
+	return has;
+}
 
 /* The export's statement for db's schema.  SQLite's value. */
 static int
 audit_export_prepare(sqlite3 *db, sqlite3_stmt **st)
 {
-	sqlite3_stmt *q = NULL;
 	char *sql;
-	int opens = 0, rc;
+	int rc;
 
-	if (sqlite3_prepare_v2(db,
-		"SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-		"name = 'request_opens'",
-		-1, &q, NULL) == SQLITE_OK)
-		opens = sqlite3_step(q) == SQLITE_ROW;
-	sqlite3_finalize(q);
-	xasprintf(&sql, "%s%s%s", audit_export_sql,
-	    opens ? audit_export_sql_opens : "", audit_export_sql_order);
+	xasprintf(&sql, "%s%s%s%s", audit_export_sql,
+	    audit_export_has(db, "request_opens") ? audit_export_sql_opens : "",
+	    audit_export_has(db, "login_refreshes") ? audit_export_sql_logins :
+						      "",
+	    audit_export_sql_order);
 	rc = sqlite3_prepare_v2(db, sql, -1, st, NULL);
 	free(sql);
 	return rc;

@@ -61,6 +61,9 @@ static const struct ksbctl_cmd ksbctl_cmds[] = {
 	    "audit forwards [--instance ID] [--since T] [--until T] "
 	    "[--limit N]\n[--json|--csv]",
 	    "port forwards: added, removed, connections, bytes" },
+	{ "audit logins", audit_main,
+	    "audit logins [--since T] [--until T] [--limit N] [--json|--csv]",
+	    "refreshes of imported subscription logins" },
 	{ "audit export", audit_main,
 	    "audit export --jsonl|--format ocsf|--otlp URL [--state FILE] "
 	    "[--since T] [--follow]",

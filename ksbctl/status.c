@@ -3,8 +3,10 @@
  * With an ID: one instance (state, uptime, profile, address, resources,
  * disk use, accel, pids, recent denials).  Without: a preflight of
  * everything ksb-run needs, each row OK or MISSING with the fix; exit 1 if
- * anything is MISSING.
+ * anything is MISSING; the imported subscription logins' state among them
+ * (common/login.h: expiry, last refresh, failures; never a value).
  */
+#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -15,9 +17,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/login.h"
 #include "common/output.h"
 #include "proto/ctl.h"
 #include "vmrunner/vmrunner.h"
@@ -243,6 +247,98 @@ status_check_project(struct json_object *rows, const char *project)
 	config_free(cfg);
 }
 
+/* epoch seconds as "2026-12-02T18:40:00Z" into buf, "-" for none. */
+static void
+status_utc(char *buf, size_t len, int64_t epoch_s)
+{
+	time_t t = (time_t)epoch_s;
+	struct tm tm;
+
+	if (epoch_s <= 0 || gmtime_r(&t, &tm) == NULL)
+		snprintf(buf, len, "-");
+	else
+		strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* One login's row: OK while it is live (or revoked), MISSING when it
+ * expired or its last refreshes failed; JSON gets the fields too. */
+static void
+status_check_login(struct json_object *rows, const char *name)
+{
+	struct json_object *o;
+	struct login l;
+	char *why = NULL, exp[32], last[32], err[256], what[96];
+	const char *state;
+
+	snprintf(what, sizeof(what), "login %s", name);
+	if (login_read(ksbctl_conf->state_dir, name, &l, &why) == -1) {
+		status_add(rows, what, "ksbctl credential import it again", 0,
+		    "%s", why);
+		free(why);
+		return;
+	}
+	state = l.revoked		 ? "revoked" :
+	    l.failures > 0		 ? "failing" :
+	    l.expires_ms < util_now_ms() ? "expired" :
+					   "ok";
+	status_utc(exp, sizeof(exp), l.expires_ms / 1000);
+	status_utc(last, sizeof(last), l.last_refresh_s);
+	log_escape(err, sizeof(err), l.last_error ? l.last_error : "",
+	    l.last_error ? strlen(l.last_error) : 0);
+	status_add(rows, what,
+	    l.failures > 0 ? "see the last error; ksbctl credential import "
+			     "for a new login" :
+			     "is ksb-gatewayd running, a profile using it?",
+	    strcmp(state, "ok") == 0 || strcmp(state, "revoked") == 0,
+	    "%s, %s: expires %s, last refresh %s (%lld so far), %lld "
+	    "failure%s%s%s",
+	    login_kind_name(l.kind), state, exp, last, (long long)l.refreshes,
+	    (long long)l.failures, l.failures == 1 ? "" : "s",
+	    err[0] ? ", last error: " : "", err);
+	o = json_object_array_get_idx(rows, json_object_array_length(rows) - 1);
+	out_add(o, "login", out_str(name));
+	out_add(o, "agent", out_str(login_kind_name(l.kind)));
+	out_add(o, "state", out_str(state));
+	out_add(o, "expires_ms", out_int(l.expires_ms));
+	out_add(o, "last_refresh_s", out_int(l.last_refresh_s));
+	out_add(o, "refreshes", out_int(l.refreshes));
+	out_add(o, "failures", out_int(l.failures));
+	out_add(o, "last_error", out_str(err[0] ? err : NULL));
+	login_clear(&l);
+}
+
+/* The imported logins (<state-dir>/logins, root's only). */
+static void
+status_check_logins(struct json_object *rows)
+{
+	char *dir = login_dir(ksbctl_conf->state_dir);
+	char name[KSB_LOGIN_NAME_MAX + 1];
+	struct dirent *de;
+	size_t n;
+	DIR *d;
+
+	if ((d = opendir(dir)) == NULL) {
+		if (errno != ENOENT)
+			status_add(rows, "logins", "", 1,
+			    "%s: %s (root's only: run as root to see them)",
+			    dir, strerror(errno));
+		free(dir);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		n = strlen(de->d_name);
+		if (n <= 5 || n - 5 > KSB_LOGIN_NAME_MAX ||
+		    strcmp(de->d_name + n - 5, ".json") != 0)
+			continue;
+		memcpy(name, de->d_name, n - 5);
+		name[n - 5] = '\0';
+		if (login_name_ok(name))
+			status_check_login(rows, name);
+	}
+	closedir(d);
+	free(dir);
+}
+
 static void
 status_check_text(FILE *f, struct json_object *r)
 {
@@ -271,6 +367,7 @@ status_preflight(enum out_format fmt, const char *project)
 	status_check_kernel(rows);
 	status_check_disk(rows);
 	status_check_project(rows, project);
+	status_check_logins(rows);
 	t = out_table_begin(stdout, fmt, &status_check_spec);
 	for (i = 0; i < json_object_array_length(rows); i++) {
 		struct json_object *r = json_object_array_get_idx(rows, i);

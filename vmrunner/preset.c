@@ -279,6 +279,40 @@ preset_env_secret(
 }
 
 /*
+ * A gateway-owned subscription login (`source login', ksb-policy(5)) as
+ * Claude Code's own login file, when the secret CLAUDE_AI_OAUTH (its
+ * placeholder) was given: ~/.claude/.credentials.json with the
+ * placeholder as access and refresh token, written once per guest boot
+ * (the boot id beside it) and expired at once, so that the agent's first
+ * request refreshes it at the gateway, which answers with fresh
+ * placeholders and the expiry it picks (term.c, login_answered).  The
+ * value is read from the secret when the agent starts, never put here.
+ */
+static void
+preset_claude_login(FILE *f, const struct preset_conf *c)
+{
+	size_t i;
+
+	for (i = 0; i < c->nsecrets; i++)
+		if (strcmp(c->secrets[i], "CLAUDE_AI_OAUTH") == 0)
+			break;
+	if (i == c->nsecrets)
+		return;
+	fputs("b=$(cat /proc/sys/kernel/random/boot_id)\n"
+	      "if [ \"$(cat \"$HOME/.claude/.ksb-login-boot\" 2>/dev/null)\" "
+	      "!= \"$b\" ]; then\n"
+	      "\tp=$(cat " PRESET_SECRETS "/CLAUDE_AI_OAUTH)\n"
+	      "\tmkdir -p \"$HOME/.claude\" && (umask 077 && printf "
+	      "'{\"claudeAiOauth\":{\"accessToken\":\"%s\",\"refreshToken\":"
+	      "\"%s\",\"expiresAt\":%s000,\"scopes\":[\"user:inference\","
+	      "\"user:profile\"],\"subscriptionType\":\"max\"}}\\n' \"$p\" "
+	      "\"$p\" \"$(date +%s)\" > \"$HOME/.claude/.credentials.json\" "
+	      "&& echo \"$b\" > \"$HOME/.claude/.ksb-login-boot\")\n"
+	      "\tunset p\nfi\nunset b\n",
+	    f);
+}
+
+/*
  * ~/.config/ksb/env, sourced before the agent starts: its environment.
  * Secrets are read from /run/ksb/secrets when it runs: no value here.
  */
@@ -301,6 +335,7 @@ preset_env_file(struct preset *p, const struct preset_conf *c)
 		    f, c, "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN");
 		preset_env_secret(
 		    f, c, "CLAUDE_CODE_OAUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN");
+		preset_claude_login(f, c);
 		if (c->base_url != NULL) {
 			fputs("export ANTHROPIC_BASE_URL=", f);
 			preset_sh_str(f, c->base_url);

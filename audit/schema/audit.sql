@@ -1,4 +1,4 @@
--- ksb audit database, schema version 10 (PRAGMA user_version = 10).
+-- ksb audit database, schema version 11 (PRAGMA user_version = 11).
 -- Documented in ksb-audit(5).  A new database is created from this file;
 -- an older one is brought here by audit/schema/migrate-*.sql (forward
 -- only), so both end with the same tables, columns, indexes and views.
@@ -8,8 +8,9 @@
 -- appear as \xHH.
 --
 -- Hash chain: every record of connections, closes, policy_versions,
--- registrations, unregistrations, requests, request_opens, selftests and
--- forwards has a `seq' (one sequence across the nine tables, no gaps) and `hash' =
+-- registrations, unregistrations, requests, request_opens, selftests,
+-- forwards and login_refreshes has a `seq' (one sequence across the ten
+-- tables, no gaps) and `hash' =
 -- SHA-256(hash of record seq-1 || canonical encoding of the record); see
 -- ksb-audit(5).  chain_anchor holds
 -- the seq and hash that precede the oldest record kept (retention).
@@ -170,6 +171,25 @@ CREATE TABLE forwards (
 	hash		BLOB NOT NULL
 );
 CREATE INDEX forwards_instance ON forwards (instance, ts_ms);
+
+-- Refreshes of imported subscription logins (audit/schema/migrate-11.sql):
+-- one row per attempt of the gateway's refresher; never a token.
+CREATE TABLE login_refreshes (
+	seq		INTEGER PRIMARY KEY,
+	ts_ms		INTEGER NOT NULL,	-- when the attempt ended
+	login		TEXT NOT NULL,		-- the store's name
+	provider	TEXT NOT NULL CHECK (provider IN ('claude', 'codex')),
+	trigger		TEXT NOT NULL CHECK (trigger IN ('expiry', 'refused',
+			    'orphan')),
+	outcome		TEXT NOT NULL CHECK (outcome IN ('refreshed',
+			    'failed')),
+	error		TEXT,			-- failed: why (no value)
+	expires_ms	INTEGER,		-- refreshed: the new expiry
+	duration_ms	INTEGER,		-- the attempt, -1 unknown
+	hash		BLOB NOT NULL
+);
+CREATE INDEX login_refreshes_login ON login_refreshes
+	(login, ts_ms);
 
 -- The record the oldest kept one chains onto (one row; absent: genesis,
 -- the chain starts at seq 1 from 32 zero bytes).

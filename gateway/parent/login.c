@@ -22,7 +22,8 @@
  * never a value) and retried with back-off; the old pair is kept.
  * A 401 from the upstream to a request that got the token (term.c,
  * MSG_LOGIN_STALE) refreshes at once, unless the pair is younger than
- * 10 s (checked again under the lock: one refresh for a burst of 401s).
+ * 10 s or a quarter of its lifetime (checked again under the lock: one
+ * refresh for a burst of 401s).
  * When the store changes (a refresh, an import, ksbctl credential
  * revoke) the parent reloads (reload_run): the proxy process gets the new
  * access token; a refresh does not close terminated tunnels (term.c,
@@ -63,7 +64,9 @@
 #define LOGIN_MARGIN_MIN  2000	 /* ms: above the tick and a refresh */
 #define LOGIN_MARGIN_MAX  300000 /* ms */
 #define LOGIN_BACKOFF_MAX 300000 /* ms between failed attempts */
-#define LOGIN_STALE_MS	  10000	 /* a 401 refreshes a token older than */
+#define LOGIN_STALE_MS                                                         \
+	10000 /* a 401 refreshes a token older than
+					    this, or a quarter of its life */
 
 /* One login a profile uses, as the parent follows it. */
 struct login_watch {
@@ -75,6 +78,7 @@ struct login_watch {
 	int64_t failures; /* in a row, for the back-off */
 	struct stat st;	  /* the store as last loaded */
 	int have_st;
+	enum login_kind kind; /* as last read, 0: not yet */
 	struct login_watch *next;
 };
 
@@ -270,12 +274,17 @@ login_margin_ms(const struct login *l)
 				      m;
 }
 
-/* After a 401: refresh unless the pair is younger than LOGIN_STALE_MS
- * (then the 401 was for an older token, or refreshing will not help). */
+/* After a 401: refresh unless the pair is younger than LOGIN_STALE_MS or
+ * a quarter of its lifetime, whichever is less (then the 401 was for an
+ * older token, a burst's later answers, or refreshing will not help). */
 static int
 login_stale_ok(const struct login *l)
 {
-	return !l->revoked && util_now_ms() - l->obtained_ms >= LOGIN_STALE_MS;
+	int64_t q = (l->expires_ms - l->obtained_ms) / 4;
+
+	return !l->revoked &&
+	    util_now_ms() - l->obtained_ms >=
+	    (q < LOGIN_STALE_MS ? q : LOGIN_STALE_MS);
 }
 
 static int
@@ -285,9 +294,39 @@ login_due(const struct login *l)
 	    util_now_ms() >= l->expires_ms - login_margin_ms(l);
 }
 
+/* The attempt's outcome for the audit, written once the store holds it
+ * (common/login.h, login_outcome); a failure to write it is logged. */
+static void
+login_child_outcome(const struct ksb_conf *conf, const char *name,
+    const struct login *l, int ok, int stale, int64_t t0, const char *why)
+{
+	struct login_outcome o;
+	char buf[512], *path = login_outcome_path(conf->state_dir, name);
+	char *cause = NULL;
+	size_t n;
+
+	memset(&o, 0, sizeof(o));
+	o.ts_ms = util_now_ms();
+	o.ok = ok;
+	o.refused = stale;
+	o.expires_ms = l->expires_ms;
+	o.duration_ms = util_mono_ms() - t0;
+	if (!ok)
+		snprintf(o.error, sizeof(o.error), "%s",
+		    why != NULL ? why : "unknown");
+	n = login_outcome_format(&o, buf, sizeof(buf));
+	if (util_replace_file(path, buf, n, 0600, &cause) == -1) {
+		log_warnx(
+		    "login %s: the refresh's audit record: %s", name, cause);
+		free(cause);
+	}
+	free(path);
+}
+
 /*
  * The refresher: exit 0 refreshed, 2 nothing to do (fresh or revoked),
- * 1 failed (counted in the store).
+ * 1 failed (counted in the store).  An attempt leaves its outcome for
+ * the audit (login_child_outcome) after the store is written.
  */
 static void __attribute__((noreturn))
 login_child(const struct ksb_conf *conf, const char *name, int stale)
@@ -295,6 +334,7 @@ login_child(const struct ksb_conf *conf, const char *name, int stale)
 	struct login l;
 	struct login_buf b = { NULL, 0 };
 	char *why = NULL;
+	int64_t t0 = util_mono_ms();
 	int lock, code = 1;
 
 	signal(SIGTERM, SIG_IGN);
@@ -327,6 +367,7 @@ login_child(const struct ksb_conf *conf, const char *name, int stale)
 	}
 	if (login_write(conf->state_dir, name, &l, &why) == -1)
 		code = 1;
+	login_child_outcome(conf, name, &l, code == 0, stale, t0, why);
 	OPENSSL_cleanse(b.p, LOGIN_ANSWER_MAX + 1);
 	login_clear(&l);
 	close(lock);
@@ -351,6 +392,57 @@ login_watch_get(const char *name)
 	return w;
 }
 
+/*
+ * The audit row of an attempt (audit_login_refresh): from the outcome
+ * file its refresher left (then removed), as trigger "orphan" if no
+ * refresher of this gateway wrote it (orphan); code 1 without a file (the
+ * refresher could not lock or read the store) a failure of that.  An
+ * unreadable or malformed file is logged and removed.
+ */
+static void
+login_audit(struct gateway *gw, struct login_watch *w, int orphan, int code)
+{
+	struct audit_login_row row;
+	struct login_outcome o;
+	char *path = login_outcome_path(gw->conf->state_dir, w->name);
+	char *buf = NULL, *why = NULL;
+	size_t len = 0;
+	int have;
+
+	memset(&row, 0, sizeof(row));
+	have = util_read_file(path, 511, &buf, &len, &why) == 0 &&
+	    login_outcome_parse(buf, len, &o, &why) == 0;
+	if (!have && buf != NULL)
+		log_warnx("login %s: %s: %s", w->name, path, why);
+	if (!have && (orphan || code != 1))
+		goto cleanup;
+	row.login = w->name;
+	row.provider = w->kind != 0 ? login_kind_name(w->kind) : "claude";
+	if (have) {
+		row.ts_ms = o.ts_ms;
+		row.trigger = orphan ? "orphan" :
+		    o.refused	     ? "refused" :
+				       "expiry";
+		row.ok = o.ok;
+		row.error = o.error;
+		row.expires_ms = o.expires_ms;
+		row.duration_ms = o.duration_ms;
+	} else {
+		row.trigger = "expiry";
+		row.error = "the store could not be locked or read";
+		row.duration_ms = -1;
+	}
+	if (gw->audit == NULL || audit_login_refresh(gw->audit, &row) != 0)
+		log_warnx("login %s: the refresh's audit row was not queued",
+		    w->name);
+cleanup:
+	if (buf != NULL)
+		(void)unlink(path);
+	free(buf);
+	free(why);
+	free(path);
+}
+
 static void
 login_done_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -363,6 +455,8 @@ login_done_cb(evutil_socket_t fd, short what, void *arg)
 	while (waitpid(w->pid, &st, 0) == -1 && errno == EINTR)
 		;
 	code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	if (code != 2)
+		login_audit(login_gw, w, 0, code);
 	if (code == 0) {
 		log_info("login %s: refreshed", w->name);
 		w->failures = 0;
@@ -456,6 +550,10 @@ login_check(struct gateway *gw, struct login_watch *w, int *reload)
 		free(why);
 		return;
 	}
+	w->kind = l.kind;
+	/* No refresher of ours runs: an outcome there is a dead gateway's
+	 * refresher's, which finished the store after it. */
+	login_audit(gw, w, 1, 0);
 	if (login_due(&l))
 		login_spawn(gw, w, 0);
 	login_clear(&l);

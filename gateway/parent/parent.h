@@ -325,7 +325,8 @@ void rulecheck_start(struct gateway *, uint32_t bridge_index);
 void login_start(struct gateway *);
 /* login_stale: the upstream refused cred's access token (a 401 relayed
  * by the proxy, MSG_LOGIN_STALE): refresh now, unless a refresher runs,
- * a failure's back-off waits or the pair is younger than 10 s. */
+ * a failure's back-off waits or the pair is younger than 10 s (or a
+ * quarter of its lifetime). */
 void login_stale(const char *cred);
 /* ---- forwards.c ------------------------------------------------------------
  * FORWARD records of ksb-run (proto/ctl.h) into the audit's forwards

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
@@ -52,18 +53,21 @@
 #include "gateway/parse/refusal.h"
 #include "policy/policy.h"
 
-#define TERM_BUF_MAX  (256 * 1024) /* bytes queued towards one side */
+#define TERM_BUF_MAX	   (256 * 1024) /* bytes queued towards one side */
 /* A request body up to this many bytes (Content-Length, or chunked
  * framing and data) is scanned before its head goes (term_request_hold) */
-#define TERM_HOLD_MAX (64 * 1024)
-#define TERM_MARK     PLACEHOLDER_MARK
-#define TERM_MARK_LEN 6
+#define TERM_HOLD_MAX	   (64 * 1024)
+#define TERM_MARK	   PLACEHOLDER_MARK
+#define TERM_MARK_LEN	   6
 /* the longest encoding of the mark: six bytes a byte (\u006B...) */
-#define TERM_CARRY    (6 * TERM_MARK_LEN)
+#define TERM_CARRY	   (6 * TERM_MARK_LEN)
 /* Control frames from the upstream held inside a message while its data
  * tail could begin a real value (term_ws_mask): past it, a Close 1008 */
-#define TERM_WS_HELD  8
-#define TERM_WS_CLOSE 0x8 /* RFC 6455 §5.2: a Close frame's opcode */
+#define TERM_WS_HELD	   8
+#define TERM_WS_CLOSE	   0x8 /* RFC 6455 §5.2: a Close frame's opcode */
+/* Seconds an answered login placeholder outlives the expiry it was handed
+ * out with: an agent refreshing late, or its clock behind ours */
+#define TERM_LOGIN_GRACE_S 600
 
 #if TERM_CARRY != TERM_SCAN_CARRY
 #error "TERM_SCAN_CARRY (proxy.h) is the longest encoding of the mark"
@@ -315,18 +319,22 @@ term_refuse(struct term *t, int status, enum reason reason, const char *msg)
 /*
  * An agent refreshing a login the gateway owns (`source login', the
  * provider's token endpoint on a bound host, common/login.c): answered
- * here with this instance's placeholder as both tokens and an expiry the
- * gateway picks (RFC 6749 §5.1), never sent upstream, never with a real
- * value (this process holds no refresh token at all).  1 if answered
- * (the tunnel closes after it, as after a refusal), 0 if not such a
- * request.
+ * here with fresh placeholders (placeholder_login_make: an access and a
+ * refresh one, this instance's, issued now) and an expiry the gateway
+ * picks (RFC 6749 §5.1), never sent upstream, never with a real value
+ * (this process holds no refresh token at all).  The access placeholder
+ * is swapped like the instance's own until LOGIN_GUEST_LIFETIME_S (and a
+ * grace) after it was issued (term_place_field); the instance's own one
+ * stays valid.  1 if answered (the tunnel closes after it, as after a
+ * refusal), 0 if not such a request.
  */
 static int
 term_login_answer(struct term *t, const uint8_t *buf,
     const struct http_request *rq, const struct policy_cred *pc,
     const struct cred_value *cv)
 {
-	char ph[PLACEHOLDER_MAX], body[512];
+	char ph[PLACEHOLDER_MAX], rph[PLACEHOLDER_MAX], body[512];
+	uint32_t now = (uint32_t)time(NULL);
 	enum login_kind kind;
 	const char *path;
 	int n;
@@ -337,12 +345,14 @@ term_login_answer(struct term *t, const uint8_t *buf,
 	    rq->path.len != strlen(path) ||
 	    memcmp(buf + rq->path.off, path, rq->path.len) != 0)
 		return 0;
-	placeholder_make(placeholder_key(), t->inst->id, pc->name,
-	    t->inst->owner_pid, t->inst->owner_start, pc->prefix, ph);
+	placeholder_login_make(placeholder_key(), t->inst->id, pc->name,
+	    t->inst->owner_pid, t->inst->owner_start, pc->prefix, 0, now, ph);
+	placeholder_login_make(placeholder_key(), t->inst->id, pc->name,
+	    t->inst->owner_pid, t->inst->owner_start, pc->prefix, 1, now, rph);
 	n = snprintf(body, sizeof(body),
 	    "{\"token_type\":\"Bearer\",\"access_token\":\"%s\","
 	    "\"refresh_token\":\"%s\",\"expires_in\":%d%s}",
-	    ph, ph, LOGIN_GUEST_LIFETIME_S,
+	    ph, rph, LOGIN_GUEST_LIFETIME_S,
 	    kind == LOGIN_CLAUDE ? ",\"scope\":\"user:inference "
 				   "user:profile\"" :
 				   "");
@@ -464,6 +474,7 @@ struct term_swap {
 
 /* What term_place checks each field of a request against. */
 struct term_place_ctx {
+	const struct term *t;
 	const uint8_t *buf;	      /* the head */
 	const struct policy_cred *pc; /* the host's credential, or NULL */
 	const struct cred_value *cv;  /* its value, or NULL */
@@ -472,6 +483,19 @@ struct term_place_ctx {
 	size_t plen;
 	size_t seen; /* placeholders found in their place so far */
 };
+
+/* Is s (len bytes) an access placeholder a local answer of pc's login
+ * gave this instance (term_login_answer), still within its life?  1/0. */
+static int
+term_login_placeholder(const struct term *t, const struct policy_cred *pc,
+    const uint8_t *s, size_t len)
+{
+	return pc->source == POLICY_CRED_LOGIN &&
+	    placeholder_login_check(placeholder_key(), t->inst->id, pc->name,
+		t->inst->owner_pid, t->inst->owner_start, pc->prefix, s, len,
+		(int64_t)time(NULL),
+		LOGIN_GUEST_LIFETIME_S + TERM_LOGIN_GRACE_S);
+}
 
 /*
  * Field i (f) as HTTP Basic credentials holding the mark: 1 (its place:
@@ -532,7 +556,8 @@ term_place_field(struct term_place_ctx *p, const struct http_field *f, int i,
 		v.off += 7;
 		v.len -= 7;
 	}
-	if (v.len != p->plen || memcmp(p->buf + v.off, p->ph, p->plen) != 0)
+	if ((v.len != p->plen || memcmp(p->buf + v.off, p->ph, p->plen) != 0) &&
+	    !term_login_placeholder(p->t, p->pc, p->buf + v.off, v.len))
 		goto wrong;
 	sw->field = i;
 	sw->at = v;
@@ -605,6 +630,7 @@ term_place(struct term *t, const uint8_t *buf, const struct http_request *rq,
 
 	sw->field = -1;
 	memset(&p, 0, sizeof(p));
+	p.t = t;
 	p.buf = buf;
 	p.pc = pc;
 	p.cv = cv;
@@ -702,7 +728,9 @@ term_which_placeholder(const struct term *t, const uint8_t *buf, size_t len,
 		    t->inst->owner_pid, t->inst->owner_start, v[i]->prefix, ph);
 		plen = strlen(ph);
 		if (len - (at - pre) >= plen &&
-		    memcmp(buf + at - pre, ph, plen) == 0) {
+		    (memcmp(buf + at - pre, ph, plen) == 0 ||
+			term_login_placeholder(
+			    t, v[i], buf + at - pre, plen))) {
 			*back = pre;
 			*skip = plen - pre;
 			return v[i]->name;

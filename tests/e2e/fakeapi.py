@@ -49,8 +49,14 @@ DIR/codex.json (~/.codex/auth.json; the access token a JWT with "exp").
 Token requests are logged with api "oauth", "provider" and "refresh" (the
 first 12 hex of sha256 of the refresh token presented).  POST
 /fakeapi/expire (the test's control) ends every access token's life now,
-as a provider revoking them early would; GET /fakeapi/echo-auth answers
+as a provider revoking them early would; POST /fakeapi/fail-refresh
+makes the next refresh fail with 503 temporarily_unavailable (the
+refresh token not spent, as a provider's outage leaves it); GET /fakeapi/echo-auth answers
 the Authorization field it got, as a careless API could.
+
+--oauth-tokens FILE gets every token minted (access and refresh, one a
+line, appended before it is handed out): the values a test then looks
+for where they must never be (a guest's files, its memory).
 
 --ready-file FILE is written (atomically, "ADDR PORT\\n") once listening.
 Python 3 standard library only.
@@ -104,6 +110,8 @@ class OAuth:
         self.access = {}
         self.refresh = {}
         self.spent = set()
+        self.fail_next = 0
+        self.tokens_file = None
 
     @staticmethod
     def b64(obj):
@@ -121,6 +129,9 @@ class OAuth:
         with self.lock:
             self.access[acc] = (provider, exp)
             self.refresh[ref] = provider
+            if self.tokens_file:
+                with open(self.tokens_file, "a") as f:
+                    f.write("%s\n%s\n" % (acc, ref))
         return acc, ref, exp
 
     def live(self, token):
@@ -512,6 +523,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 oauth.access = {k: (v[0], 0) for k, v in oauth.access.items()}
             log(self.rec(api="control", reply=200))
             return self.send(200, {})
+        if oauth is not None and path == "/fakeapi/fail-refresh":
+            with oauth.lock:
+                oauth.fail_next += 1
+            log(self.rec(api="control", reply=200))
+            return self.send(200, {})
         if path not in ("/v1/messages", "/v1/responses"):
             log(self.rec(reply=404))
             return self.send(404, NOT_FOUND)
@@ -564,6 +580,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 body.get("client_id") != CLIENT_IDS[provider]:
             log(self.rec(reply=400, **rec))
             return self.send(400, {"error": "invalid_request"})
+        with oauth.lock:
+            fail, oauth.fail_next = oauth.fail_next > 0, max(0, oauth.fail_next - 1)
+        if fail:
+            log(self.rec(reply=503, **rec))
+            return self.send(503, {"error": "temporarily_unavailable"})
         r = oauth.spend(provider, ref)
         if r != 0:
             log(self.rec(reply=400, reuse=(r == 1), **rec))
@@ -628,10 +649,12 @@ def main():
     ap.add_argument("--oauth-lifetime", type=float,
                     help="seconds an access token lives (turns OAuth on)")
     ap.add_argument("--oauth-login", help="write fresh logins into DIR")
+    ap.add_argument("--oauth-tokens", help="append every minted token to FILE")
     a = ap.parse_args()
     global oauth
     if a.oauth_lifetime:
         oauth = OAuth(a.oauth_lifetime)
+        oauth.tokens_file = a.oauth_tokens
         if a.oauth_login:
             oauth.write_logins(a.oauth_login)
 

@@ -36,6 +36,8 @@ if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$work/probe.c" \
 fi
 
 crypto=$(pkg-config --cflags --libs libcrypto 2>/dev/null || echo -lcrypto)
+# json-c for fuzz_login (common/login.c); harmless for the others.
+crypto="$crypto $(pkg-config --cflags --libs json-c 2>/dev/null || echo -ljson-c)"
 cflags="-std=gnu11 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter
 	-D_GNU_SOURCE -I$srcdir -fsanitize=fuzzer,address,undefined
 	-fno-sanitize-recover=undefined -fno-omit-frame-pointer"
@@ -133,6 +135,12 @@ text_seed ctlfwd close 'FORWARD live close 127.0.0.1 8080 80 7 82 104857807 5004
 text_seed agentcmd full 'idle=600\ncwd=/home/me/src\narg=--share\narg=/home/me/src\nclaude --print'
 text_seed agentcmd bare 'idle=5\nsh -c x'
 text_seed ctlfwd refused 'FORWARD live refused ::1 8080 80 ::ffff:10.0.0.1 limit'
+# fuzz_login: a selector byte (0, 1: an agent's login file, claude,
+# codex; 2, 3: a token endpoint's answer; 4: an outcome line).
+text_seed login claude '\0000{"claudeAiOauth": {"accessToken": "sk-ant-oat01-a", "refreshToken": "sk-ant-ort01-r", "expiresAt": 1700000040000, "scopes": ["user:inference"]}}'
+text_seed login codex '\0001{"tokens": {"id_token": "eyJhbGciOiJub25lIn0.eyJleHAiOjE3MDAwMDAwNDB9.sig", "access_token": "eyJhbGciOiJub25lIn0.eyJleHAiOjE3MDAwMDAwNDB9.s", "refresh_token": "rt_x", "account_id": "acct"}, "last_refresh": "2026-12-02T10:00:00Z"}'
+text_seed login answer '\0002{"access_token": "sk-ant-oat01-b", "refresh_token": "sk-ant-ort01-s", "expires_in": 28800, "token_type": "Bearer"}'
+text_seed login outcome '\0004ksb-login-outcome 1 1700000000123 failed refused 0 17 HTTP 400 invalid_grant\n'
 # fuzz_cmdline: a context byte (bit 0: INSTANCE), then the keys.
 text_seed cmdline boot '\0000console=ttyS0 quiet ksb.id=e-1a2b ksb.ip=10.77.0.2/24 ksb.gw=10.77.0.1 ksb.port=3128 ksb.disk=1 ksb.selftest=off ksb.display=320x240 ksb.share=s0:/home/agent/proj ksb.share=s1:/ksb/mirror.git:rw'
 text_seed cmdline template '\0000console=ttyS0 ksb.template=1'
@@ -153,7 +161,8 @@ set -- \
 	"ctlfwd|proto/ctlfwd.c proto/fwd.c common/util.c common/log.c|4200" \
 	"cmdline|proto/cmdline.c proto/guestctl.c|4200" \
 	"agentcmd|proto/agentcmd.c|70000" \
-	"h2|gateway/proxy/h2.c gateway/parse/http_parse.c gateway/parse/reflect.c common/util.c common/log.c common/reason.c|70000"
+	"h2|gateway/proxy/h2.c gateway/parse/http_parse.c gateway/parse/reflect.c common/util.c common/log.c common/reason.c|70000" \
+	"login|common/login.c common/util.c common/log.c|70000"
 fail=0
 for t in "$@"; do
 	name=${t%%|*}

@@ -24,6 +24,7 @@ extern const char schema_audit_v2_sql[];
 extern const char schema_audit_v3_sql[];
 extern const char schema_audit_v5_sql[];
 extern const char schema_audit_v9_sql[];
+extern const char schema_audit_v10_sql[];
 
 static struct event_base *base;
 static char dir[] = "/tmp/ksb-test-audit.XXXXXX";
@@ -295,7 +296,7 @@ test_fresh(void)
 		"AND result = 'fail' AND action = 'refused' AND duration_ms IS "
 		"NULL") == 1,
 	    "a failed boot self-test record: the command refused");
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "user_version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "user_version 11");
 	CHECK(q_int(db, "SELECT count(*) FROM connections") == 2,
 	    "2 decision rows");
 	CHECK(q_int(db,
@@ -527,7 +528,7 @@ test_migrate_v1(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 1 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	CHECK(q_int(db, "SELECT count(*) FROM closes") == 2,
 	    "close records: the closed tunnel and the open one (restart)");
 	CHECK(q_int(db,
@@ -753,7 +754,7 @@ test_migrate_v2(void)
 	rechain_v1(p);
 	exec(p,
 	    "DROP TABLE requests; DROP TABLE selftests; "
-	    "DROP TABLE request_opens; "
+	    "DROP TABLE request_opens; DROP TABLE login_refreshes; "
 	    "DROP TABLE forwards; "
 	    "DROP VIEW egress_by_host; DROP VIEW instance_totals; "
 	    "DROP INDEX connections_denied; DROP INDEX connections_turn; "
@@ -783,7 +784,7 @@ test_migrate_v2(void)
 	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 2 database");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	s1 = totals_recomputed(db);
 	s2 = totals_stored(db);
 	CHECK(strcmp(s1, s2) == 0, "totals_host equals the rows' aggregates");
@@ -847,7 +848,7 @@ test_migrate_v7(void)
 	audit_decision(a, &r, NULL, NULL, NULL);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	CHECK(q_int(db,
 		  "SELECT count(*) FROM connections WHERE chain_v IS "
 		  "NULL") == 2 &&
@@ -923,7 +924,7 @@ test_migrate_v8(void)
 	write_some(a, 0);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	CHECK(q_int(db,
 		  "SELECT count(*) FROM sqlite_master WHERE name = "
 		  "'connections_decision'") == 0,
@@ -1022,7 +1023,7 @@ test_migrate_v9(void)
 	    "a request open queued");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	CHECK(q_int(db,
 		  "SELECT count(*) FROM selftests WHERE seq = 1 AND "
 		  "trigger = 'reload'") == 1,
@@ -1055,6 +1056,115 @@ test_migrate_v9(void)
 	free(f);
 }
 
+/* Two refreshes of a login (schema 11), one refreshed, one failed. */
+static void
+write_logins(struct audit *a)
+{
+	struct audit_login_row r = { 1700000000000, "claude", "claude",
+		"expiry", NULL, 1, 1700000040000, 12 };
+
+	CHECK(audit_login_refresh(a, &r) == 0, "a refresh queued");
+	r.ts_ms = 1700000001000;
+	r.trigger = "refused";
+	r.ok = 0;
+	r.error = "HTTP 400 invalid_grant";
+	CHECK(audit_login_refresh(a, &r) == 0, "a failed refresh queued");
+}
+
+/*
+ * Version 10 -> 11 (audit/schema/migrate-11.sql): login_refreshes added
+ * to a version 10 database (history/audit-v10.sql), whose chain goes on
+ * through it; the migrated and the new schema are the same.
+ */
+static void
+test_migrate_v10(void)
+{
+	char *p = path_of("v10.db"), *f = path_of("fresh11.db");
+	char *s1, *s2, *cause = NULL;
+	struct audit *a;
+	sqlite3 *db;
+
+	exec(p, schema_audit_v10_sql);
+	exec(p, "PRAGMA user_version = 10");
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open a version 10 database");
+	audit_start(a, base, &cause);
+	(void)write_some(a, 0);
+	write_logins(a);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "v10: migrated to 11");
+	CHECK(q_int(db, "SELECT count(*) FROM login_refreshes") == 2,
+	    "v10: login refreshes written after the migration");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: a migrated version 10 database");
+	CHECK(audit_open(f, 0, &a, &cause) == 0, "open a new database");
+	audit_free(a);
+	s1 = shape(p);
+	s2 = shape(f);
+	CHECK(
+	    strcmp(s1, s2) == 0, "migrated (10) and new schemas are the same");
+	if (strcmp(s1, s2) != 0)
+		printf("# migrated: %s\n# new:      %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	free(p);
+	free(f);
+}
+
+/* login_refreshes rows: their fields, the chain over them (a failure
+ * turned success, a row deleted), the table's constraints. */
+static void
+test_logins(void)
+{
+	char *p = path_of("logins.db"), *q, *problem = NULL, *cause = NULL;
+	struct audit *a;
+	sqlite3 *db;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "logins: open");
+	audit_start(a, base, &cause);
+	write_logins(a);
+	(void)write_some(a, 0);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM login_refreshes WHERE login = 'claude' "
+		  "AND provider = 'claude' AND trigger = 'expiry' AND outcome "
+		  "= 'refreshed' AND error IS NULL AND expires_ms = "
+		  "1700000040000 AND duration_ms = 12 AND ts_ms = "
+		  "1700000000000") == 1,
+	    "logins: a refresh's row");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM login_refreshes WHERE trigger = "
+		  "'refused' AND outcome = 'failed' AND error = 'HTTP 400 "
+		  "invalid_grant' AND expires_ms IS NULL") == 1,
+	    "logins: a failure's row, its error, no expiry");
+	CHECK(sqlite3_exec(db,
+		  "INSERT INTO login_refreshes VALUES (999, 1, 'x', 'gemini', "
+		  "'expiry', 'refreshed', NULL, NULL, 0, x'00')",
+		  NULL, NULL, NULL) != SQLITE_OK,
+	    "logins: an unknown provider refused by the table");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: login rows chained");
+	q = path_of("loginmod.db");
+	copy(p, q);
+	exec(q,
+	    "UPDATE login_refreshes SET outcome = 'refreshed', error = NULL "
+	    "WHERE outcome = 'failed'");
+	CHECK(verify(q, &problem) == 1 && strstr(problem, "hash mismatch"),
+	    "verify: a failed refresh turned refreshed is detected");
+	free(problem);
+	problem = NULL;
+	free(q);
+	q = path_of("logindel.db");
+	copy(p, q);
+	exec(q, "DELETE FROM login_refreshes WHERE outcome = 'failed'");
+	CHECK(verify(q, &problem) == 1,
+	    "verify: a deleted refresh row is detected");
+	free(problem);
+	free(q);
+	free(p);
+}
+
 /* Version 3 -> 5: the requests table (4) and turns (5); a request row
  * chains and verifies. */
 static void
@@ -1078,7 +1188,7 @@ test_migrate_v3(void)
 	audit_close(a, id, 15, 20, 3, "closed");
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	CHECK(q_int(db,
 		  "SELECT count(*) FROM requests WHERE credential = "
 		  "'api' AND status = 200 AND path = '/v1/messages'") == 1,
@@ -1118,7 +1228,7 @@ test_migrate_v5(void)
 	write_selftests(a);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	CHECK(q_int(db, "SELECT count(*) FROM selftests") == 3,
 	    "self-test records in the migrated database");
 	sqlite3_close(db);
@@ -1361,7 +1471,7 @@ test_forwards(void)
 	audit_forward(a, &fr);
 	audit_free(a);
 	db = db_open(p);
-	CHECK(q_int(db, "PRAGMA user_version") == 10, "migrated to version 10");
+	CHECK(q_int(db, "PRAGMA user_version") == 11, "migrated to version 11");
 	CHECK(
 	    q_int(db, "SELECT count(*) FROM forwards") == 4, "4 forward rows");
 	CHECK(q_int(db,
@@ -1421,6 +1531,8 @@ main(void)
 	test_migrate_v7();
 	test_migrate_v8();
 	test_migrate_v9();
+	test_migrate_v10();
+	test_logins();
 	test_forwards();
 	test_totals_retention();
 	test_totals_batch();

@@ -23,6 +23,55 @@ agent(enum login_kind k, const char *text, struct login *l, char **cause)
 	return login_parse_agent(k, text, strlen(text), 1000, l, cause);
 }
 
+/* The refresher's outcome line (common/login.h): both ways, and what a
+ * parser must refuse. */
+static void
+test_outcome(void)
+{
+	struct login_outcome o, b;
+	char buf[512], *cause = NULL;
+	const char *ans;
+	size_t n;
+
+	memset(&o, 0, sizeof(o));
+	o.ts_ms = 1700000000123;
+	o.ok = 1;
+	o.expires_ms = 1700000040000;
+	o.duration_ms = 17;
+	n = login_outcome_format(&o, buf, sizeof(buf));
+	CHECK(strcmp(buf,
+		  "ksb-login-outcome 1 1700000000123 refreshed expiry "
+		  "1700000040000 17 -\n") == 0,
+	    "an outcome line: %s", buf);
+	CHECK(login_outcome_parse(buf, n, &b, &cause) == 0 && b.ok &&
+		!b.refused && b.ts_ms == o.ts_ms &&
+		b.expires_ms == o.expires_ms && b.duration_ms == 17 &&
+		b.error[0] == '\0',
+	    "read back");
+	o.ok = 0;
+	o.refused = 1;
+	snprintf(o.error, sizeof(o.error), "HTTP 400 invalid_grant\nX");
+	n = login_outcome_format(&o, buf, sizeof(buf));
+	CHECK(login_outcome_parse(buf, n, &b, &cause) == 0 && !b.ok &&
+		b.refused && b.expires_ms == 0 &&
+		strcmp(b.error, "HTTP 400 invalid_grant?X") == 0,
+	    "a failure: its error kept, a newline in it made '?'");
+	ans = "ksb-login-outcome 1 5 maybe expiry 0 1 -\n";
+	CHECK(login_outcome_parse(ans, strlen(ans), &b, &cause) == -1,
+	    "an unknown outcome refused");
+	free(cause);
+	cause = NULL;
+	CHECK(login_outcome_parse(buf, n - 1, &b, &cause) == -1 &&
+		strstr(cause, "line") != NULL,
+	    "no newline: refused");
+	free(cause);
+	cause = NULL;
+	ans = "ksb-login-outcome 1 5 failed expiry 0 1 \x01\n";
+	CHECK(login_outcome_parse(ans, strlen(ans), &b, &cause) == -1,
+	    "a control byte refused");
+	free(cause);
+}
+
 int
 main(void)
 {
@@ -104,6 +153,7 @@ main(void)
 		!login_name_ok("") && !login_name_ok("A") &&
 		!login_name_ok("../x") && !login_name_ok("-x"),
 	    "login names");
+	test_outcome();
 	unlink(p);
 	free(p);
 	p = login_dir(dir);

@@ -125,6 +125,81 @@ test_claude(void)
 	preset_free(&p);
 }
 
+/*
+ * The secret CLAUDE_AI_OAUTH: the env script writes Claude Code's login
+ * file from it, once per boot.  Run for real with sh, the secrets'
+ * directory and HOME moved into a temporary one.
+ */
+static void
+test_claude_login(void)
+{
+	char *secrets[] = { "CLAUDE_AI_OAUTH" };
+	struct preset_conf c = { .cmd = "/opt/x/claude", .secrets = secrets,
+		.nsecrets = 1 };
+	char dir[] = "/tmp/test_preset.XXXXXX", *env, *sh, *cmd, *q, *cred;
+	struct json_object *o = NULL, *a, *v;
+	struct preset p;
+	char *cause = NULL;
+	unsigned mode = 0;
+	size_t len;
+	int bad = 0, ok;
+	FILE *f;
+
+	CHECK(preset_build(&c, &p, &cause) == 0, "claude login: built");
+	env = file_of(&p, ".config/ksb/env", &mode, &bad);
+	CHECK(env != NULL && strstr(env, "/run/ksb/secrets/CLAUDE_AI_OAUTH") &&
+		strstr(env, ".claude/.credentials.json") &&
+		strstr(env, "CLAUDE_CODE_OAUTH_TOKEN") == NULL,
+	    "claude login: env writes the login file from the secret");
+	if (env == NULL || mkdtemp(dir) == NULL)
+		return;
+	/* the script with /run/ksb/secrets in dir */
+	sh = xstrdup(env);
+	while ((q = strstr(sh, "/run/ksb/secrets")) != NULL) {
+		xasprintf(&cmd, "%.*s%s/s%s", (int)(q - sh), sh, dir, q + 16);
+		free(sh);
+		sh = cmd;
+	}
+	xasprintf(&cmd, "%s/env", dir);
+	f = fopen(cmd, "w");
+	fputs(sh, f);
+	fclose(f);
+	free(cmd);
+	xasprintf(&cmd,
+	    "mkdir %s/s && printf sk-ant-ksbph_%040d > %s/s/CLAUDE_AI_OAUTH && "
+	    "HOME=%s sh -c '. %s/env && . %s/env' && stat -c %%a "
+	    "%s/.claude/.credentials.json | grep -qx 600",
+	    dir, 7, dir, dir, dir, dir, dir);
+	ok = system(cmd) == 0;
+	free(cmd);
+	xasprintf(&cred, "%s/.claude/.credentials.json", dir);
+	if (util_read_file(cred, 65536, &q, &len, NULL) == 0) {
+		xasprintf(&cmd, "%.*s", (int)len, q); /* NUL-terminated */
+		o = json_tokener_parse(cmd);
+		free(cmd);
+		free(q);
+	}
+	CHECK(ok && o != NULL &&
+		json_object_object_get_ex(o, "claudeAiOauth", &a) &&
+		json_object_object_get_ex(a, "accessToken", &v) &&
+		strncmp(json_object_get_string(v), "sk-ant-ksbph_", 13) == 0 &&
+		json_object_object_get_ex(a, "refreshToken", &v) &&
+		strncmp(json_object_get_string(v), "sk-ant-ksbph_", 13) == 0 &&
+		json_object_object_get_ex(a, "expiresAt", &v) &&
+		json_object_get_int64(v) > 1700000000000LL &&
+		json_object_get_int64(v) <= util_now_ms(),
+	    "claude login: sourced (twice), a 0600 login file of the "
+	    "placeholder, expired");
+	json_object_put(o);
+	xasprintf(&cmd, "rm -rf %s", dir);
+	(void)system(cmd);
+	free(cmd);
+	free(cred);
+	free(sh);
+	free(env);
+	preset_free(&p);
+}
+
 static void
 test_codex(void)
 {
@@ -285,6 +360,7 @@ int
 main(void)
 {
 	test_claude();
+	test_claude_login();
 	test_codex();
 	test_other();
 	test_paths();
