@@ -212,8 +212,11 @@ out=$(gcurl "$G1" -H 'content-type: application/json' -w '\nversion=%{http_versi
 	-d "{\"grant_type\": \"refresh_token\", \"refresh_token\": \"$PHC\"}" \
 	https://auth.openai.com/oauth/token) || true
 echo "$out"
-ksb_check "200 over h2 with the guest's placeholder as both tokens" \
-	'echo "$out" | grep -q "^version=2$" && echo "$out" | grep -q "\"access_token\":\"$PHC\",\"refresh_token\":\"$PHC\""'
+tok() { echo "$out" | grep -o "\"$1\": *\"[^\"]*\"" | sed 's/.*"\([^"]*\)"$/\1/'; }
+acc=$(tok access_token) ref=$(tok refresh_token)
+ksb_check "200 over h2, fresh placeholders (access, refresh: neither the guest's own)" \
+	'echo "$out" | grep -q "^version=2$" && echo "$acc $ref" | grep -Eq "^ksbph_[0-9a-f]{40} ksbph_[0-9a-f]{40}$" &&
+	 [ "$acc" != "$ref" ] && [ "$acc" != "$PHC" ] && [ "$ref" != "$PHC" ]'
 ksb_check "nothing reached the origin; its row says login_answered" \
 	'! grep -q "oauth" "$T/origin.log" && ksb_sql_is "POST|/oauth/token|200|codex|login_answered" "SELECT method, path, status, credential, reason FROM requests WHERE reason = \"login_answered\""'
 
