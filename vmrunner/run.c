@@ -358,6 +358,9 @@ run_agent_session(struct run *r, char *id, char **cause)
 	return 0;
 }
 
+/* The guest's PATH (guest/exec.c) as far as it is the host's /usr. */
+static const char *const run_guest_path[] = { "/usr/local/bin", "/usr/bin" };
+
 /*
  * The preset (preset.c) for the agent command: the command the guest
  * runs, and the files for the agent's home in a sealed memfd.  Before the
@@ -383,6 +386,9 @@ run_agent_preset(struct run *r, char **cause)
 	/* A credential's placeholder is a secret the presets use too. */
 	for (i = 0; i < r->lease.ncreds; i++)
 		names[n++] = xstrdup(r->lease.creds[i].secret);
+	if (generic_check(r->agent_cmd, run_guest_path,
+		sizeof(run_guest_path) / sizeof(*run_guest_path), cause) != 0)
+		goto cleanup;
 	pc.cmd = r->agent_cmd;
 	pc.headless = r->headless;
 	pc.session = r->headless ? sid : NULL;
@@ -1201,15 +1207,25 @@ run_agent_header(struct run *r, char **h)
 {
 	const struct preset *p = &r->preset;
 	struct guestctl_agent_hdr a;
+	const char *v;
 
 	memset(&a, 0, sizeof(a));
 	a.idle_s = r->idle_s;
 	a.headless = r->headless;
 	a.hook_submit = p->hook_submit;
 	a.hook_end = p->hook_end;
-	if (p->pane_ready != NULL) {
-		a.pane_ready = p->pane_ready;
-		a.pane_busy = p->pane_busy;
+	a.pane_ready = p->pane_ready;
+	a.pane_busy = p->pane_busy;
+	/* Any agent but a preset is pasted to once its pane is ready too. */
+	if (p->name == NULL)
+		a.pane_ready = a.pane_busy = "";
+	if ((v = config_get(r->cfg, "agent-ready")) != NULL)
+		a.pane_ready = v;
+	if ((v = config_get(r->cfg, "agent-busy")) != NULL)
+		a.pane_busy = v;
+	if ((v = config_get(r->cfg, "agent-hooks")) != NULL) {
+		a.hook_submit = strncmp(v, "submit", 6) == 0;
+		a.hook_end = strstr(v, "end") != NULL;
 	}
 	return guestctl_encode_agent(&a, h);
 }
