@@ -216,6 +216,19 @@ agent_report(struct guest_agent *a, int state, const char *text, size_t len)
  * said as an ERR line and in the turn's reports, with the remedy; a
  * killed agent may never end its turn otherwise.
  */
+/* msg on the console and as an ERR line, behind the queued frames. */
+static void
+agent_err(struct guest_agent *a, const char *msg)
+{
+	char line[GUESTCTL_LINE_MAX];
+	int n;
+
+	port_say("%s", msg);
+	n = snprintf(line, sizeof(line), "ERR %s\n", msg);
+	if (n > 0 && (size_t)n < sizeof(line))
+		agent_queue(a, line, (size_t)n, 0);
+}
+
 static unsigned long
 agent_oom_kills(void)
 {
@@ -247,7 +260,7 @@ agent_oom_check(struct guest_agent *a)
 		    "the guest ran out of memory: the kernel killed %lu "
 		    "process(es); give it more with --memory",
 		    v - a->oom_kills);
-		port_say("%s", msg);
+		agent_err(a, msg);
 		agent_report(a, GUESTCTL_ST_INFO, msg, (size_t)m);
 	}
 	a->oom_kills = v;
@@ -806,11 +819,13 @@ static void
 agent_exit_why(struct guest_agent *a)
 {
 	if (a->exit_status == 127)
-		port_say("the agent command exited 127: a command in it was "
-			 "not found (the pane shows which)");
+		agent_err(a,
+		    "the agent command exited 127: a command in it "
+		    "was not found (the pane shows which)");
 	else if (a->exit_status == 126)
-		port_say("the agent command exited 126: a command in it could "
-			 "not be executed");
+		agent_err(a,
+		    "the agent command exited 126: a command in it "
+		    "could not be executed");
 	agent_oom_check(a);
 }
 

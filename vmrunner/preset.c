@@ -368,7 +368,7 @@ preset_build(const struct preset_conf *c, struct preset *p, char **cause)
 		strspn(c->session, "0123456789abcdef-") != strlen(c->session)))
 		return cause_set(cause, "preset: bad session id");
 	if (p->name == NULL)
-		return generic_build(c, p, cause);
+		return cause_set(cause, "preset: `%s' is none", c->cmd);
 	preset_env_file(p, c);
 	if (strcmp(p->name, "claude") == 0) {
 		preset_claude_files(p, c);

@@ -386,9 +386,6 @@ run_agent_preset(struct run *r, char **cause)
 	/* A credential's placeholder is a secret the presets use too. */
 	for (i = 0; i < r->lease.ncreds; i++)
 		names[n++] = xstrdup(r->lease.creds[i].secret);
-	if (generic_check(r->agent_cmd, run_guest_path,
-		sizeof(run_guest_path) / sizeof(*run_guest_path), cause) != 0)
-		goto cleanup;
 	pc.cmd = r->agent_cmd;
 	pc.headless = r->headless;
 	pc.session = r->headless ? sid : NULL;
@@ -396,7 +393,9 @@ run_agent_preset(struct run *r, char **cause)
 	pc.api_key = secrets_value(r->secrets, "ANTHROPIC_API_KEY", &len);
 	pc.secrets = names;
 	pc.nsecrets = n;
-	if (preset_build(&pc, &r->preset, cause) != 0)
+	if ((preset_name(pc.cmd) != NULL ?
+		    preset_build(&pc, &r->preset, cause) :
+		    generic_build(&pc, &r->preset, cause)) != 0)
 		goto cleanup;
 	free(r->command[0]);
 	r->command[0] = xstrdup(r->preset.command);
@@ -607,6 +606,15 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 	}
 	if (run_check_command(r, argc, first) != 0)
 		return 2;
+	/* A missing agent binary, said before anything is set up. */
+	if (r->agent_cmd != NULL &&
+	    generic_check(r->agent_cmd, run_guest_path,
+		sizeof(run_guest_path) / sizeof(*run_guest_path),
+		&cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+		return 1;
+	}
 	r->state_dir = r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir;
 	r->gw_path = r->socket_opt ? r->socket_opt : r->conf->control_socket;
 	return 0;

@@ -902,7 +902,7 @@ void redact_stream_free(struct redact_stream *s);
  * Agent presets (AGENTS-SPEC.md): `--agent CMD' whose first word's
  * basename is claude or codex gets that preset: files for the agent's
  * home (GUESTCTL_HOME_FWCFG records), a command with the preset's flags,
- * hooks and pane patterns.  Any other command: generic.c.
+ * hooks and pane patterns.  Any other command: generic.c (not here).
  */
 struct preset_conf {
 	const char *cmd;      /* the --agent shell command */
@@ -955,8 +955,8 @@ int generic_build(const struct preset_conf *c, struct preset *p, char **cause);
  * name found in one of path[0..npath) (host directories the guest sees
  * as its own).  -1 and *cause naming the word otherwise.
  */
-int generic_check(const char *cmd, const char *const *path, size_t npath,
-    char **cause);
+int generic_check(
+    const char *cmd, const char *const *path, size_t npath, char **cause);
 
 /* ---- boottime.c ------------------------------------------------------------
  * The start-time breakdown of ksb-run -v: host timestamps (util_mono_ms)

@@ -183,7 +183,7 @@ test_other(void)
 	CHECK(preset_name("/usr/bin/claude-x") == NULL &&
 	    preset_name("  claude") != NULL && preset_name("myclaude") == NULL,
 	    "preset_name: the first word's basename only");
-	CHECK(preset_build(&c, &p, &cause) == 0 && p.name == NULL &&
+	CHECK(generic_build(&c, &p, &cause) == 0 && p.name == NULL &&
 	    p.nfiles == 1 && !p.hook_end && p.pane_ready == NULL &&
 	    strcmp(p.command, ". \"$HOME/.config/ksb/env\"\n"
 	    "bash /data/agent.sh") == 0,
@@ -198,7 +198,7 @@ test_other(void)
 	c.headless = 1;
 	c.session = SID;
 	c.cmd = "W=1; true && printf '%s\\n'";
-	CHECK(preset_build(&c, &p, &cause) == 0 && p.nfiles == 2,
+	CHECK(generic_build(&c, &p, &cause) == 0 && p.nfiles == 2,
 	    "other command, headless: the env file and the turn script");
 	turn = file_of(&p, GUESTCTL_TURN_SCRIPT, &mode, &bad);
 	CHECK(turn != NULL && mode == 0700 &&
@@ -209,7 +209,7 @@ test_other(void)
 	free(turn);
 	preset_free(&p);
 	c.cmd = "run --prompt \"$KSB_PROMPT\" --quiet";
-	CHECK(preset_build(&c, &p, &cause) == 0, "a line naming KSB_PROMPT");
+	CHECK(generic_build(&c, &p, &cause) == 0, "a line naming KSB_PROMPT");
 	turn = file_of(&p, GUESTCTL_TURN_SCRIPT, &mode, &bad);
 	CHECK(turn != NULL && strstr(turn,
 	    "\nrun --prompt \"$KSB_PROMPT\" --quiet\n"),
@@ -217,12 +217,12 @@ test_other(void)
 	free(turn);
 	preset_free(&p);
 	c.cmd = "run; ";
-	CHECK(preset_build(&c, &p, &cause) == -1 && cause != NULL &&
+	CHECK(generic_build(&c, &p, &cause) == -1 && cause != NULL &&
 	    strstr(cause, "ending in `;'"), "a line ending in ; is refused");
 	free(cause);
 	cause = NULL;
 	preset_free(&p);
-	c.cmd = "bash /data/agent.sh";
+	c.cmd = "claude";
 	c.session = "../x";
 	CHECK(preset_build(&c, &p, &cause) == -1, "a bad session id is refused");
 	free(cause);
