@@ -84,7 +84,7 @@ run --detach --name gs --share-ro "$T/share:/data" \
 s=$!
 for j in $h $p $s; do wait "$j" || fails=$((fails + 1)); done
 cat "$T/err-h" "$T/err-p" "$T/err-s"
-for n in gh gp gs; do KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/$n/state")"; done
+for n in gh gp gs; do KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/$n/state" 2>/dev/null || true)"; done
 
 ctl prompt gh --wait 'hello there' > "$T/w-h1" 2>&1 || true
 cat "$T/w-h1"
