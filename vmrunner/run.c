@@ -1311,6 +1311,8 @@ run_terminal(struct run *r)
 		raw = r->saved_tty;
 		cfmakeraw(&raw);
 		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+		/* No output processing now: a message's line ends in CR LF. */
+		log_set_crlf(isatty(STDERR_FILENO));
 		fprintf(stderr,
 		    "ksb-run: console escape: Ctrl-] . stops the "
 		    "instance\r\n");
