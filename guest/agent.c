@@ -74,9 +74,13 @@
 #define AGENT_ENTERS_MAX       3    /* Enter sent at most this often per turn */
 #define AGENT_DRAIN_MS	       2000 /* headless: output read after the exit */
 #define AGENT_SETTLE_MS	       1500 /* no ready pattern: the pane this still */
+#define AGENT_SETTLE_WAIT_MS   10000 /* ...waited for this long at most */
 #define AGENT_VMSTAT	       "/proc/vmstat" /* oom_kill (Linux 4.13) */
 
 static int agent_stop_pending; /* STOP from the host */
+
+struct guest_agent;
+static int agent_pane_in(struct guest_agent *);
 
 struct agent_report {
 	uint64_t seq;
@@ -115,9 +119,8 @@ struct guest_agent {
 	int dlv_phase;	/* 1 waiting for a ready pane, 2 for the submit */
 	int dlv_enters; /* Enter sent so often */
 	int64_t dlv_next, dlv_deadline, dlv_enter_ms;
-	uint32_t dlv_hash;   /* the pane after the paste */
-	uint32_t dlv_seen;   /* phase 1, no ready pattern: the pane last seen */
-	int64_t dlv_seen_ms; /* ...since then */
+	uint32_t dlv_hash;	 /* the pane after the paste */
+	int64_t pane_out_ms;	 /* the pane's last output */
 	unsigned long oom_kills; /* /proc/vmstat oom_kill, last read */
 	char *dlv_text;		 /* phase 1: the text, until pasted */
 	size_t dlv_len;
@@ -498,6 +501,7 @@ agent_dlv_paste(
 {
 	char *pane;
 	ssize_t n;
+	int i;
 
 	if (!a->b->pane) {
 		/* Paste and Enter in one call, as always for other agents. */
@@ -513,6 +517,9 @@ agent_dlv_paste(
 		n = agent_capture(a, &pane);
 		a->dlv_hash = n >= 0 ? agent_hash(pane, (size_t)n) : 0;
 		free(pane);
+		/* The paste's echo read now: what follows the Enter is new. */
+		for (i = 0; i < 64 && agent_pane_in(a) > 0; i++)
+			;
 		(void)agent_enter(a);
 	}
 	free(a->dlv_text);
@@ -526,26 +533,27 @@ agent_dlv_paste(
 
 /*
  * Phase 1: the pane shows one of the ready strings (without any: it has
- * shown something and not changed for AGENT_SETTLE_MS) and none of the
- * busy ones.
+ * printed nothing for AGENT_SETTLE_MS, checked before any capture, and
+ * is not blank) and none of the busy ones.
  */
 static int
-agent_pane_ready(struct guest_agent *a, const char *pane, size_t n, int64_t now)
+agent_pane_ready(struct guest_agent *a, int64_t now)
 {
 	const struct boot *b = a->b;
-	uint32_t h;
+	char *pane = NULL;
+	ssize_t n;
+	int ready;
 
-	if (agent_pane_has(pane, n, b->pane_busy))
+	if (b->pane_ready[0] == '\0' && now - a->pane_out_ms < AGENT_SETTLE_MS)
 		return 0;
-	if (b->pane_ready[0] != '\0')
-		return agent_pane_has(pane, n, b->pane_ready);
-	if ((h = agent_hash(pane, n)) != a->dlv_seen) {
-		a->dlv_seen = h;
-		a->dlv_seen_ms = now;
+	if ((n = agent_capture(a, &pane)) < 0)
 		return 0;
-	}
-	return strspn(pane, " \t\n") < n &&
-	    now - a->dlv_seen_ms >= AGENT_SETTLE_MS;
+	ready = !agent_pane_has(pane, (size_t)n, b->pane_busy) &&
+	    (b->pane_ready[0] != '\0' ?
+		    agent_pane_has(pane, (size_t)n, b->pane_ready) :
+		    strspn(pane, " \t\n") < (size_t)n);
+	free(pane);
+	return ready;
 }
 
 /*
@@ -566,12 +574,11 @@ agent_dlv_tick(struct guest_agent *a, int64_t now)
 
 	if (a->dlv_turn == 0 || now < a->dlv_next)
 		return;
-	if (a->dlv_phase == 1 ||
-	    (a->dlv_phase == 2 && b->pane && !b->hook_submit))
+	if (a->dlv_phase == 2 && b->pane && !b->hook_submit &&
+	    b->pane_ready[0] != '\0')
 		n = agent_capture(a, &pane);
 	if (a->dlv_phase == 1) {
-		if ((n >= 0 && agent_pane_ready(a, pane, (size_t)n, now)) ||
-		    now >= a->dlv_deadline) {
+		if (agent_pane_ready(a, now) || now >= a->dlv_deadline) {
 			if (now >= a->dlv_deadline)
 				agent_report(a, GUESTCTL_ST_INFO,
 				    "the pane did not "
@@ -580,7 +587,6 @@ agent_dlv_tick(struct guest_agent *a, int64_t now)
 			agent_dlv_paste(a, a->dlv_text, a->dlv_len, now);
 		} else
 			a->dlv_next = now + AGENT_READY_POLL_MS;
-		free(pane);
 		return;
 	}
 	if (n >= 0 && agent_hash(pane, (size_t)n) != a->dlv_hash)
@@ -734,10 +740,9 @@ agent_on_prompt(struct guest_agent *a, const struct guestctl_frame *f)
 	memcpy(a->dlv_text, f->text, f->textlen);
 	a->dlv_len = f->textlen;
 	a->dlv_phase = 1;
-	a->dlv_seen = 0;
-	a->dlv_seen_ms = now;
 	a->dlv_next = now;
-	a->dlv_deadline = now + AGENT_READY_MS;
+	a->dlv_deadline = now +
+	    (b->pane_ready[0] != '\0' ? AGENT_READY_MS : AGENT_SETTLE_WAIT_MS);
 }
 
 static void
@@ -852,9 +857,13 @@ agent_report_datagram(struct guest_agent *a, const char *buf, size_t n)
 	    state != GUESTCTL_ST_BLOCKED && state != GUESTCTL_ST_INFO &&
 	    state != GUESTCTL_ST_EXITED)
 		return;
-	/* The submit hook: the turn being delivered was taken. */
-	if (state == GUESTCTL_ST_WORKING && a->dlv_phase == 2 &&
-	    a->b->hook_submit)
+	/*
+	 * The submit hook, or any working, done or blocked report: the turn
+	 * being delivered was taken (an agent that ends its turn took it).
+	 */
+	if (a->dlv_phase == 2 &&
+	    ((state == GUESTCTL_ST_WORKING && a->b->hook_submit) ||
+		state == GUESTCTL_ST_DONE || state == GUESTCTL_ST_BLOCKED))
 		agent_dlv_done(a, NULL);
 	/* Headless: the process's exit ends a turn, not its hooks. */
 	hook = a->b->headless && state != GUESTCTL_ST_INFO &&
@@ -1188,8 +1197,11 @@ agent_reap(struct guest_agent *a, int sfd)
 	return 0;
 }
 
-/* The pane's output (pipe-pane), as OUT frames (dropped first when full). */
-static void
+/*
+ * The pane's output (pipe-pane), as OUT frames (dropped first when full).
+ * The bytes read, 0 or -1.
+ */
+static int
 agent_pane_in(struct guest_agent *a)
 {
 	char buf[GUESTCTL_OUT_CHUNK];
@@ -1198,16 +1210,22 @@ agent_pane_in(struct guest_agent *a)
 
 	n = (int)read(a->pane_fd, buf, sizeof(buf));
 	if (n <= 0)
-		return;
-	a->last_out = port_mono_ms();
-	/* Other agents: output after the Enter shows the turn was taken. */
-	if (a->dlv_phase == 2 && !a->b->pane && !a->b->hook_submit)
+		return n;
+	a->last_out = a->pane_out_ms = port_mono_ms();
+	/*
+	 * No ready pattern (no TUI known to redraw): output after the Enter
+	 * (its echo at least; the paste's was read before it) shows the turn
+	 * was taken.
+	 */
+	if (a->dlv_phase == 2 && !a->b->hook_submit &&
+	    (!a->b->pane || a->b->pane_ready[0] == '\0'))
 		agent_dlv_done(a, NULL);
 	k = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "OUT ");
 	k += guestctl_encode_text(
 	    a->frame + k, GUESTCTL_GUEST_FRAME_MAX - k - 1, buf, (size_t)n);
 	a->frame[k++] = '\n';
 	agent_queue(a, a->frame, k, 1);
+	return n;
 }
 
 /* The ACPI power button (evdev): a graceful stop, as STOP. */
@@ -1291,7 +1309,7 @@ agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
 				a.ctl_ok = 0;
 		}
 		if (pfd[2].revents & POLLIN)
-			agent_pane_in(&a);
+			(void)agent_pane_in(&a);
 		if (pfd[3].revents & POLLIN)
 			agent_report_in(&a, a.rep_fd);
 		for (i = 0; i < 2; i++)

@@ -359,7 +359,8 @@ run_agent_session(struct run *r, char *id, char **cause)
 }
 
 /* The guest's PATH (guest/exec.c) as far as it is the host's /usr. */
-static const char *const run_guest_path[] = { "/usr/local/bin", "/usr/bin" };
+static const char *const run_guest_path[] = { "/usr/local/bin", "/usr/bin",
+	"/usr/local/lib/ksb-agents/node_modules/.bin" /* AGENTS_NPM_BIN */ };
 
 /*
  * The preset (preset.c) for the agent command: the command the guest

@@ -7,6 +7,8 @@
 #    a NAME=value prefix), the turn's text is its last word, the secret is
 #    in the agent's environment (shown as [secret TOKEN]); a turn that
 #    eats the guest's memory ends and says the guest ran out of memory;
+#    the guest's PATH has contrib/fetch-agents.sh's bin; a prompt to the
+#    stopped instance boots it, saying a headless agent resumes;
 #  - interactive, --agent-ready/--agent-busy: an agent that drops what is
 #    typed before it is ready (tcflush) gets each turn once, and only when
 #    the pane shows the ready string and not the busy one;
@@ -33,7 +35,10 @@ cat > "$T/share/turn.sh" <<'TURN'
 case $2 in
 eat) exec python3 -c 'a = []
 while True: a.append(bytearray(8 << 20))' ;;
-*) printf 'said %s %s [%s] %s\n' "$1" "$X" "$TOKEN" "$2" ;;
+*) printf 'said %s %s [%s] %s\n' "$1" "$X" "$TOKEN" "$2"
+	case :$PATH: in
+	*:/usr/local/lib/ksb-agents/node_modules/.bin:*) echo "fetch-agents.sh's bin on PATH" ;;
+	esac ;;
 esac
 TURN
 # Interactive: a TUI that flushes what was typed before it is ready; it
@@ -91,6 +96,7 @@ cat "$T/w-h1"
 ksb_check "headless: the whole line ran, the text its last word, the secret set" \
 	'grep -q "said word x \[\[secret TOKEN\]\] hello there" "$T/w-h1"'
 ksb_check "headless: the turn ended done" 'grep -q "turn 1 ended: done" "$T/w-h1"'
+ksb_check "the guest's PATH has fetch-agents.sh's bin" 'grep -q "fetch-agents.sh.s bin on PATH" "$T/w-h1"'
 
 for k in 1 2; do
 	ctl prompt gp --wait "ping $k" > "$T/w-p$k" 2>&1 || true
@@ -111,6 +117,16 @@ ksb_check "and said the guest ran out of memory" \
 	'grep -q "the guest ran out of memory.*--memory" "$T/w-h2" && grep -q "guest: the guest ran out of memory" "$I/gh/ksb-run.log"'
 
 grep guest: "$I/gh/ksb-run.log" || true
+
+ksb_say "a prompt to the stopped headless instance boots it"
+ctl stop gh > /dev/null
+ksb_check "stopped" 'ctl list | grep -Eq "^gh +stopped"'
+ctl prompt gh --wait 'again' > "$T/w-h3" 2> "$T/w-h3.err" || true
+cat "$T/w-h3.err" "$T/w-h3"
+KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/gh/state")"
+ksb_check "booting it, not saying a headless agent starts fresh" \
+	'grep -q "booting it (a headless agent resumes its conversation" "$T/w-h3.err"'
+ksb_check "the turn after the boot" 'grep -q "said word x \[\[secret TOKEN\]\] again" "$T/w-h3"'
 for n in gh gp gs; do ctl stop "$n" > /dev/null 2>&1 || true; done
 [ "$fails" = 0 ] || ksb_fail "$fails checks failed"
 echo "PASS"
