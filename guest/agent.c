@@ -514,9 +514,12 @@ agent_dlv_paste(
 			agent_dlv_done(a, "the prompt could not be pasted");
 			return;
 		}
-		n = agent_capture(a, &pane);
-		a->dlv_hash = n >= 0 ? agent_hash(pane, (size_t)n) : 0;
-		free(pane);
+		/* The pane's hash tells a TUI took it (agent_dlv_tick). */
+		if (a->b->pane_ready[0] != '\0') {
+			n = agent_capture(a, &pane);
+			a->dlv_hash = n >= 0 ? agent_hash(pane, (size_t)n) : 0;
+			free(pane);
+		}
 		/* The paste's echo read now: what follows the Enter is new. */
 		for (i = 0; i < 64 && agent_pane_in(a) > 0; i++)
 			;
