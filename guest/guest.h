@@ -17,17 +17,18 @@
 #include "proto/cmdline.h"
 #include "proto/guestctl.h"
 
-#define AGENT_UID      1000
-#define AGENT_GID      1000
-#define AGENT_HOME     "/home/agent"
-#define AGENT_DIR      "/run/ksb/agent"
-#define AGENT_BIN      "/run/ksb/bin"
+#define AGENT_UID  1000
+#define AGENT_GID  1000
+#define AGENT_HOME "/home/agent"
+#define AGENT_DIR  "/run/ksb/agent"
+#define AGENT_BIN  "/run/ksb/bin"
+#define DISK_MNT   "/run/ksb/disk"
+#define USR_TMPFS  "/run/ksb/usr" /* the upper layers without a disk */
+#define CA_BUNDLE  "/etc/ssl/certs/ca-certificates.crt"
+#define PWRBTN_MAX 4
+
 /* contrib/fetch-agents.sh's default npm prefix: host /usr, the guest's too. */
 #define AGENTS_NPM_BIN "/usr/local/lib/ksb-agents/node_modules/.bin"
-#define DISK_MNT       "/run/ksb/disk"
-#define USR_TMPFS      "/run/ksb/usr" /* the upper layers without a disk */
-#define CA_BUNDLE      "/etc/ssl/certs/ca-certificates.crt"
-#define PWRBTN_MAX     4
 
 /* The secrets' tmpfs (files.c at boot, credfiles.c after a reload). */
 #define SECRETS_DIR "/run/ksb/secrets"
