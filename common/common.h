@@ -35,6 +35,11 @@ void fatalx(const char *fmt, ...)
  * no flush of stdio buffers copied from the parent.  NULL: exit(1) again.
  */
 void log_set_fatal(void (*cb)(const char *text));
+/*
+ * log_set_crlf: lines end in "\r\n" (on: stderr is a terminal in raw
+ * mode, which moves no cursor back on "\n") or "\n" (off, the default).
+ */
+void log_set_crlf(int on);
 
 /*
  * log_escape: copy untrusted bytes into dst (size dstsz, always

@@ -12,6 +12,7 @@
 static const char *log_prog = "ksb";
 static int log_level;
 static void (*log_fatal_cb)(const char *);
+static const char *log_eol = "\n";
 
 void
 log_init(const char *progname, int verbose)
@@ -24,6 +25,12 @@ int
 log_verbose(void)
 {
 	return log_level;
+}
+
+void
+log_set_crlf(int on)
+{
+	log_eol = on ? "\r\n" : "\n";
 }
 
 void
@@ -41,9 +48,9 @@ log_vwrite_line(
 
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	if (err != NULL)
-		fprintf(stderr, "%s: %s: %s\n", log_prog, buf, err);
+		fprintf(stderr, "%s: %s: %s%s", log_prog, buf, err, log_eol);
 	else
-		fprintf(stderr, "%s: %s\n", log_prog, buf);
+		fprintf(stderr, "%s: %s%s", log_prog, buf, log_eol);
 	/* Truncated to size: the return values tell, and do not matter. */
 	if (line != NULL && err != NULL) {
 		if (snprintf(line, size, "%s: %s", buf, err) < 0)

@@ -26,6 +26,8 @@ check "system user _ksbproxy, no shell" \
 check "system group ksb" '[ "$(getent group ksb | cut -d: -f3)" -lt 1000 ]'
 check "/var/lib/ksb 0750 root:ksb" '[ "$(stat -c "%a %U %G" /var/lib/ksb)" = "750 root ksb" ]'
 check "/var/cache/ksb 0755 root:root" '[ "$(stat -c "%a %U %G" /var/cache/ksb)" = "755 root root" ]'
+check "/etc/ksb/credentials is root's, 0700" \
+	'[ "$(stat -c %a:%U /etc/ksb/credentials)" = 700:root ]'
 check "ksb.conf names the control group" 'grep -qx "control-group = ksb" /etc/ksb/ksb.conf'
 check "no kernel was downloaded" '! ls /var/cache/ksb/kernel/boot/vmlinuz-* 2>/dev/null'
 check "ksb-gatewayd -n" 'ksb-gatewayd -n'

@@ -1,7 +1,9 @@
 #!/bin/sh
 # fetch-agents.sh [DIR]: install the pinned Claude Code and Codex CLI from the
-# npm registry into one npm prefix DIR (default /var/cache/ksb/agents), with
-# their native binaries for this machine's architecture, so that
+# npm registry into one npm prefix DIR (default /usr/local/lib/ksb-agents,
+# in the host's /usr that guests see: its node_modules/.bin is on the
+# guest's PATH, so --agent claude finds it), with their native binaries
+# for this machine's architecture, so that
 #   DIR/node_modules/.bin/claude   and   DIR/node_modules/.bin/codex
 # work.  Idempotent: when the pinned versions are already there it only prints
 # the paths.  Concurrent runs on one DIR are serialised with flock(1) if present.
@@ -15,7 +17,7 @@ CLAUDE_VERSION=2.1.332
 CODEX_VERSION=0.171.0
 # -----------------------------------------------------------------------------
 
-dir=${1:-/var/cache/ksb/agents}
+dir=${1:-/usr/local/lib/ksb-agents}
 me=fetch-agents.sh
 
 die() { echo "$me: $*" >&2; exit 1; }

@@ -73,8 +73,14 @@
 #define AGENT_SUBMIT_POLL_MS   500
 #define AGENT_ENTERS_MAX       3    /* Enter sent at most this often per turn */
 #define AGENT_DRAIN_MS	       2000 /* headless: output read after the exit */
+#define AGENT_SETTLE_MS	       1500 /* no ready pattern: the pane this still */
+#define AGENT_SETTLE_WAIT_MS   10000 /* ...waited for this long at most */
+#define AGENT_VMSTAT	       "/proc/vmstat" /* oom_kill (Linux 4.13) */
 
 static int agent_stop_pending; /* STOP from the host */
+
+struct guest_agent;
+static int agent_pane_in(struct guest_agent *);
 
 struct agent_report {
 	uint64_t seq;
@@ -113,8 +119,10 @@ struct guest_agent {
 	int dlv_phase;	/* 1 waiting for a ready pane, 2 for the submit */
 	int dlv_enters; /* Enter sent so often */
 	int64_t dlv_next, dlv_deadline, dlv_enter_ms;
-	uint32_t dlv_hash; /* the pane after the paste */
-	char *dlv_text;	   /* phase 1: the text, until pasted */
+	uint32_t dlv_hash;	 /* the pane after the paste */
+	int64_t pane_out_ms;	 /* the pane's last output */
+	unsigned long oom_kills; /* /proc/vmstat oom_kill, last read */
+	char *dlv_text;		 /* phase 1: the text, until pasted */
 	size_t dlv_len;
 	/* headless: the turn's process */
 	pid_t run_pid;	   /* 0: none (or exited) */
@@ -204,6 +212,61 @@ agent_report(struct guest_agent *a, int state, const char *text, size_t len)
 	agent_queue_report(a, r);
 	if (state == GUESTCTL_ST_WORKING)
 		a->idle_sent = 0;
+}
+
+/*
+ * The kernel's OOM kills since the last look (/proc/vmstat oom_kill):
+ * said as an ERR line and in the turn's reports, with the remedy; a
+ * killed agent may never end its turn otherwise.
+ */
+/* msg on the console and as an ERR line, behind the queued frames. */
+static void
+agent_err(struct guest_agent *a, const char *msg)
+{
+	char line[GUESTCTL_LINE_MAX];
+	int n;
+
+	port_say("%s", msg);
+	n = snprintf(line, sizeof(line), "ERR %s\n", msg);
+	if (n > 0 && (size_t)n < sizeof(line))
+		agent_queue(a, line, (size_t)n, 0);
+}
+
+static unsigned long
+agent_oom_kills(void)
+{
+	char buf[8192], *p;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(AGENT_VMSTAT, O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	if ((p = strstr(buf, "\noom_kill ")) == NULL)
+		return 0;
+	return strtoul(p + 10, NULL, 10);
+}
+
+static void
+agent_oom_check(struct guest_agent *a)
+{
+	unsigned long v = agent_oom_kills();
+	char msg[160];
+	int m;
+
+	if (v > a->oom_kills) {
+		m = snprintf(msg, sizeof(msg),
+		    "the guest ran out of memory: the kernel killed %lu "
+		    "process(es); give it more with --memory",
+		    v - a->oom_kills);
+		agent_err(a, msg);
+		agent_report(a, GUESTCTL_ST_INFO, msg, (size_t)m);
+	}
+	a->oom_kills = v;
 }
 
 /* Run tmux as the agent with argv; killed after ms.  Its exit status or -1. */
@@ -438,6 +501,7 @@ agent_dlv_paste(
 {
 	char *pane;
 	ssize_t n;
+	int i;
 
 	if (!a->b->pane) {
 		/* Paste and Enter in one call, as always for other agents. */
@@ -450,9 +514,15 @@ agent_dlv_paste(
 			agent_dlv_done(a, "the prompt could not be pasted");
 			return;
 		}
-		n = agent_capture(a, &pane);
-		a->dlv_hash = n >= 0 ? agent_hash(pane, (size_t)n) : 0;
-		free(pane);
+		/* The pane's hash tells a TUI took it (agent_dlv_tick). */
+		if (a->b->pane_ready[0] != '\0') {
+			n = agent_capture(a, &pane);
+			a->dlv_hash = n >= 0 ? agent_hash(pane, (size_t)n) : 0;
+			free(pane);
+		}
+		/* The paste's echo read now: what follows the Enter is new. */
+		for (i = 0; i < 64 && agent_pane_in(a) > 0; i++)
+			;
 		(void)agent_enter(a);
 	}
 	free(a->dlv_text);
@@ -465,11 +535,38 @@ agent_dlv_paste(
 }
 
 /*
+ * Phase 1: the pane shows one of the ready strings (without any: it has
+ * printed nothing for AGENT_SETTLE_MS, checked before any capture, and
+ * is not blank) and none of the busy ones.
+ */
+static int
+agent_pane_ready(struct guest_agent *a, int64_t now)
+{
+	const struct boot *b = a->b;
+	char *pane = NULL;
+	ssize_t n;
+	int ready;
+
+	if (b->pane_ready[0] == '\0' && now - a->pane_out_ms < AGENT_SETTLE_MS)
+		return 0;
+	if ((n = agent_capture(a, &pane)) < 0)
+		return 0;
+	ready = !agent_pane_has(pane, (size_t)n, b->pane_busy) &&
+	    (b->pane_ready[0] != '\0' ?
+		    agent_pane_has(pane, (size_t)n, b->pane_ready) :
+		    strspn(pane, " \t\n") < (size_t)n);
+	free(pane);
+	return ready;
+}
+
+/*
  * Interactive, due at dlv_next: phase 1, paste once the pane shows one
- * of the ready strings and none of the busy ones (or the wait is over);
- * phase 2, without a submit hook, the pane changed since the paste means
- * the agent took the turn; no sign of it by dlv_deadline: Enter again
- * (never the text), at most AGENT_ENTERS_MAX times.
+ * of the ready strings and none of the busy ones (agent_pane_ready; or
+ * the wait is over); phase 2, without a submit hook, the pane changed
+ * since the paste means the agent took the turn; no sign of it by
+ * dlv_deadline: Enter again (never the text), at most AGENT_ENTERS_MAX
+ * times, only where a ready pattern says the agent is a TUI waiting for
+ * it (a line-reading agent would take another Enter as an empty turn).
  */
 static void
 agent_dlv_tick(struct guest_agent *a, int64_t now)
@@ -480,13 +577,11 @@ agent_dlv_tick(struct guest_agent *a, int64_t now)
 
 	if (a->dlv_turn == 0 || now < a->dlv_next)
 		return;
-	if (a->dlv_phase == 1 ||
-	    (a->dlv_phase == 2 && b->pane && !b->hook_submit))
+	if (a->dlv_phase == 2 && b->pane && !b->hook_submit &&
+	    b->pane_ready[0] != '\0')
 		n = agent_capture(a, &pane);
 	if (a->dlv_phase == 1) {
-		if ((n >= 0 && agent_pane_has(pane, (size_t)n, b->pane_ready) &&
-			!agent_pane_has(pane, (size_t)n, b->pane_busy)) ||
-		    now >= a->dlv_deadline) {
+		if (agent_pane_ready(a, now) || now >= a->dlv_deadline) {
 			if (now >= a->dlv_deadline)
 				agent_report(a, GUESTCTL_ST_INFO,
 				    "the pane did not "
@@ -495,12 +590,12 @@ agent_dlv_tick(struct guest_agent *a, int64_t now)
 			agent_dlv_paste(a, a->dlv_text, a->dlv_len, now);
 		} else
 			a->dlv_next = now + AGENT_READY_POLL_MS;
-		free(pane);
 		return;
 	}
 	if (n >= 0 && agent_hash(pane, (size_t)n) != a->dlv_hash)
 		agent_dlv_done(a, NULL);
-	else if (now >= a->dlv_deadline && a->dlv_enters < AGENT_ENTERS_MAX) {
+	else if (now >= a->dlv_deadline && a->dlv_enters < AGENT_ENTERS_MAX &&
+	    b->pane_ready[0] != '\0') {
 		(void)agent_enter(a);
 		a->dlv_enters++;
 		a->dlv_deadline = now + AGENT_SUBMIT_MS;
@@ -602,6 +697,7 @@ agent_run_end(struct guest_agent *a)
 			close(a->run_fd[k]);
 			a->run_fd[k] = -1;
 		}
+	agent_oom_check(a);
 	n = snprintf(msg, sizeof(msg), "exit %d", a->run_status);
 	agent_report(a,
 	    a->run_status == 0 ? GUESTCTL_ST_DONE : GUESTCTL_ST_FAILED, msg,
@@ -648,7 +744,8 @@ agent_on_prompt(struct guest_agent *a, const struct guestctl_frame *f)
 	a->dlv_len = f->textlen;
 	a->dlv_phase = 1;
 	a->dlv_next = now;
-	a->dlv_deadline = now + AGENT_READY_MS;
+	a->dlv_deadline = now +
+	    (b->pane_ready[0] != '\0' ? AGENT_READY_MS : AGENT_SETTLE_WAIT_MS);
 }
 
 static void
@@ -722,6 +819,25 @@ agent_host_line(void *arg, const char *line, size_t len)
 }
 
 /*
+ * The agent command exited: 127 and 126 are the shell's "not found" and
+ * "cannot execute" (POSIX 2.8.2), said as an ERR line; a kill by the
+ * kernel's OOM killer is said at once.
+ */
+static void
+agent_exit_why(struct guest_agent *a)
+{
+	if (a->exit_status == 127)
+		agent_err(a,
+		    "the agent command exited 127: a command in it "
+		    "was not found (the pane shows which)");
+	else if (a->exit_status == 126)
+		agent_err(a,
+		    "the agent command exited 126: a command in it "
+		    "could not be executed");
+	agent_oom_check(a);
+}
+
+/*
  * ksb-report datagrams: "<state> <text>", from any process of the agent
  * (the socket is 0666): at most AGENT_REPORTS_PER_POLL per call, and
  * AGENT_REPORTS_PER_S working/info reports a second (the rest are counted
@@ -744,9 +860,13 @@ agent_report_datagram(struct guest_agent *a, const char *buf, size_t n)
 	    state != GUESTCTL_ST_BLOCKED && state != GUESTCTL_ST_INFO &&
 	    state != GUESTCTL_ST_EXITED)
 		return;
-	/* The submit hook: the turn being delivered was taken. */
-	if (state == GUESTCTL_ST_WORKING && a->dlv_phase == 2 &&
-	    a->b->hook_submit)
+	/*
+	 * The submit hook, or any working, done or blocked report: the turn
+	 * being delivered was taken (an agent that ends its turn took it).
+	 */
+	if (a->dlv_phase == 2 &&
+	    ((state == GUESTCTL_ST_WORKING && a->b->hook_submit) ||
+		state == GUESTCTL_ST_DONE || state == GUESTCTL_ST_BLOCKED))
 		agent_dlv_done(a, NULL);
 	/* Headless: the process's exit ends a turn, not its hooks. */
 	hook = a->b->headless && state != GUESTCTL_ST_INFO &&
@@ -764,6 +884,8 @@ agent_report_datagram(struct guest_agent *a, const char *buf, size_t n)
 	    guestctl_parse_uint(sp + 1, (size_t)(buf + n - sp - 1), 255, &v) ==
 		0)
 		a->exit_status = (int)v;
+	if (state == GUESTCTL_ST_EXITED)
+		agent_exit_why(a);
 	if (hook) {
 		/* "info hook: done TEXT" */
 		hl = snprintf(hb, sizeof(hb), "hook: %.*s", (int)n, buf);
@@ -904,6 +1026,7 @@ agent_init(
 	a->last_rx = a->last_out = a->last_ping = port_mono_ms();
 	if (fcntl(port_fd, F_SETFL, fcntl(port_fd, F_GETFL) | O_NONBLOCK) == -1)
 		port_fail("fcntl: %s", strerror(errno));
+	a->oom_kills = agent_oom_kills();
 	a->server = agent_start(a, &a->pane_fd, &a->go_fd, &a->rep_fd);
 	n = snprintf(out, sizeof(out), "HELLO %d 0\n", GUESTCTL_AGENT_VERSION);
 	agent_queue(a, out, (size_t)n, 0);
@@ -919,6 +1042,7 @@ agent_heartbeat(struct guest_agent *a, int64_t now)
 	int i, n;
 
 	a->last_ping = now;
+	agent_oom_check(a);
 	n = snprintf(
 	    out, sizeof(out), "PING %llu\n", (unsigned long long)++a->ping);
 	agent_queue(a, out, (size_t)n, 0);
@@ -948,6 +1072,30 @@ agent_idle_due(const struct guest_agent *a)
 }
 
 /*
+ * The pane quiet for --idle s: the turn ended "idle", unless the pane
+ * shows a busy string (a spinner may stand still): then quiet anew.
+ */
+static void
+agent_idle(struct guest_agent *a, int64_t now)
+{
+	char *pane = NULL;
+	ssize_t n;
+
+	if (a->b->pane_busy[0] != '\0') {
+		n = agent_capture(a, &pane);
+		if (n >= 0 &&
+		    agent_pane_has(pane, (size_t)n, a->b->pane_busy)) {
+			free(pane);
+			a->last_out = now;
+			return;
+		}
+		free(pane);
+	}
+	a->idle_sent = 1;
+	agent_report(a, GUESTCTL_ST_IDLE, "pane quiet", 10);
+}
+
+/*
  * The deadlines due at now: the console respawn, the heartbeat, the host
  * lost, idle, SIGKILL; a stop (STOP, power button) starts here.
  */
@@ -971,10 +1119,8 @@ agent_timers(struct guest_agent *a, int64_t now)
 	if (a->run_turn != 0 && a->run_pid == 0 && a->run_drain != 0 &&
 	    ((a->run_fd[0] == -1 && a->run_fd[1] == -1) || now >= a->run_drain))
 		agent_run_end(a);
-	if (agent_idle_due(a) && now - a->last_out >= b->idle_ms) {
-		a->idle_sent = 1;
-		agent_report(a, GUESTCTL_ST_IDLE, "pane quiet", 10);
-	}
+	if (agent_idle_due(a) && now - a->last_out >= b->idle_ms)
+		agent_idle(a, now);
 	if (a->kill_at != 0 && now >= a->kill_at) {
 		port_say("the agent did not stop in %d s: SIGKILL",
 		    GUESTCTL_STOP_GRACE_MS / 1000);
@@ -1054,8 +1200,11 @@ agent_reap(struct guest_agent *a, int sfd)
 	return 0;
 }
 
-/* The pane's output (pipe-pane), as OUT frames (dropped first when full). */
-static void
+/*
+ * The pane's output (pipe-pane), as OUT frames (dropped first when full).
+ * The bytes read, 0 or -1.
+ */
+static int
 agent_pane_in(struct guest_agent *a)
 {
 	char buf[GUESTCTL_OUT_CHUNK];
@@ -1064,16 +1213,22 @@ agent_pane_in(struct guest_agent *a)
 
 	n = (int)read(a->pane_fd, buf, sizeof(buf));
 	if (n <= 0)
-		return;
-	a->last_out = port_mono_ms();
-	/* Other agents: output after the Enter shows the turn was taken. */
-	if (a->dlv_phase == 2 && !a->b->pane && !a->b->hook_submit)
+		return n;
+	a->last_out = a->pane_out_ms = port_mono_ms();
+	/*
+	 * No ready pattern (no TUI known to redraw): output after the Enter
+	 * (its echo at least; the paste's was read before it) shows the turn
+	 * was taken.
+	 */
+	if (a->dlv_phase == 2 && !a->b->hook_submit &&
+	    (!a->b->pane || a->b->pane_ready[0] == '\0'))
 		agent_dlv_done(a, NULL);
 	k = (size_t)snprintf(a->frame, GUESTCTL_GUEST_FRAME_MAX, "OUT ");
 	k += guestctl_encode_text(
 	    a->frame + k, GUESTCTL_GUEST_FRAME_MAX - k - 1, buf, (size_t)n);
 	a->frame[k++] = '\n';
 	agent_queue(a, a->frame, k, 1);
+	return n;
 }
 
 /* The ACPI power button (evdev): a graceful stop, as STOP. */
@@ -1157,7 +1312,7 @@ agent_supervise(const struct boot *b, int sfd, const int *pwr, int npwr)
 				a.ctl_ok = 0;
 		}
 		if (pfd[2].revents & POLLIN)
-			agent_pane_in(&a);
+			(void)agent_pane_in(&a);
 		if (pfd[3].revents & POLLIN)
 			agent_report_in(&a, a.rep_fd);
 		for (i = 0; i < 2; i++)

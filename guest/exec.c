@@ -161,7 +161,8 @@ exec_become_agent(const struct boot *b)
 	setenv("USER", "agent", 1);
 	setenv("LOGNAME", "agent", 1);
 	setenv("SHELL", "/bin/bash", 1);
-	setenv("PATH", "/usr/local/bin:/usr/bin:/bin:" AGENT_BIN, 1);
+	setenv("PATH",
+	    "/usr/local/bin:/usr/bin:/bin:" AGENTS_NPM_BIN ":" AGENT_BIN, 1);
 	setenv("TERM", b->raw ? "dumb" : b->term[0] ? b->term : "vt100", 1);
 	setenv("LANG", "C.UTF-8", 1);
 	tls_env();

@@ -27,6 +27,9 @@
 #define CA_BUNDLE  "/etc/ssl/certs/ca-certificates.crt"
 #define PWRBTN_MAX 4
 
+/* contrib/fetch-agents.sh's default npm prefix: host /usr, the guest's too. */
+#define AGENTS_NPM_BIN "/usr/local/lib/ksb-agents/node_modules/.bin"
+
 /* The secrets' tmpfs (files.c at boot, credfiles.c after a reload). */
 #define SECRETS_DIR "/run/ksb/secrets"
 

@@ -108,6 +108,12 @@ fetch_parse(int argc, char **argv, struct mirror_fetch_opts *o)
 	return -1;
 }
 
+static const char *
+fetch_plural(size_t n, const char *one, const char *many)
+{
+	return n == 1 ? one : many;
+}
+
 /* What the fetch brought: the ref and its tip, the new commits since
  * the last fetch and since the seed, their one-line log. */
 static void
@@ -128,13 +134,16 @@ fetch_report(const char *id, const struct mirror_fetch_result *res)
 			    id, res->tip, res->refname);
 		return;
 	}
-	printf("%s -> %.12s (%zu objects received)\n", res->refname, res->tip,
-	    res->objects);
+	printf("%s -> %.12s (%zu %s received)\n", res->refname, res->tip,
+	    res->objects, fetch_plural(res->objects, "object", "objects"));
 	if (res->old[0] != '\0')
-		printf("  %zu new commits since the last fetch (%.12s)\n",
-		    res->since_old, res->old);
-	printf("  %zu commits ahead of the seed %.12s, %zu files changed\n",
-	    res->ahead, res->seed, res->files);
+		printf("  %zu new %s since the last fetch (%.12s)\n",
+		    res->since_old,
+		    fetch_plural(res->since_old, "commit", "commits"),
+		    res->old);
+	printf("  %zu %s ahead of the seed %.12s, %zu %s changed\n", res->ahead,
+	    fetch_plural(res->ahead, "commit", "commits"), res->seed,
+	    res->files, fetch_plural(res->files, "file", "files"));
 	for (i = 0; i < res->nlog; i++)
 		printf("    %s\n", res->log[i]);
 }

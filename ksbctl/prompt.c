@@ -3,7 +3,8 @@
  * hand a turn to an agent-mode instance's supervisor (agent.sock, protocol
  * in vmrunner.h) and, with --wait, show its events until the turn ends.
  * A stopped named agent instance is booted first (ksb-run --detach with
- * the agent command it was started with; the agent starts fresh).
+ * the agent command it was started with: a headless agent resumes its
+ * conversation, an interactive one starts fresh).
  */
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -144,9 +145,11 @@ prompt_boot(const char *id, const char *dir, const struct instance_state *st)
 		goto cleanup;
 	}
 	run = prompt_find_run();
+	/* Which mode it boots in is ksb-run's to resolve (flags, project
+	 * file, ksb.conf): both outcomes said. */
 	fprintf(stderr,
-	    "ksbctl prompt: %s is stopped: booting it (the agent "
-	    "starts fresh)\n",
+	    "ksbctl prompt: %s is stopped: booting it (a headless agent "
+	    "resumes its conversation, an interactive one starts fresh)\n",
 	    id);
 	if ((pid = fork()) == -1)
 		goto cleanup;

@@ -265,7 +265,9 @@ enum guestctl_msg guestctl_parse_guest(const char *line, size_t len,
  *   PANE <ready> <busy>    interactive: a turn is pasted once the pane
  *                          (tmux capture-pane -p) holds one of the
  *                          '|'-separated ready strings and none of the
- *                          busy ones; each field percent-encoded, "-" for
+ *                          busy ones (ready "-": once the pane is not
+ *                          blank and printed nothing for 1.5 s, 10 s at
+ *                          most); each field percent-encoded, "-" for
  *                          none.  Without it: pasted at once, as before.
  * ARGV is then the agent's command, run
  * as the agent user in the tmux session "agent" (socket

@@ -47,6 +47,10 @@ static int config_check_autobool(
     const struct settings_key *, const char *, const char *, char **);
 static int config_check_mode(
     const struct settings_key *, const char *, const char *, char **);
+static int config_check_pattern(
+    const struct settings_key *, const char *, const char *, char **);
+static int config_check_hooks(
+    const struct settings_key *, const char *, const char *, char **);
 static int config_check_url(
     const struct settings_key *, const char *, const char *, char **);
 static int config_store(void *, const struct settings_key *, const char *,
@@ -90,6 +94,10 @@ static const struct settings_key config_keys[] = {
 	/* Agent mode (vmrunner/preset.c, agent.c). */
 	CONFIG_KEY("agent-mode", config_check_mode, "interactive"),
 	CONFIG_KEY("agent-base-url", config_check_url, NULL),
+	/* Any agent's readiness and turn end (guest/agent.c). */
+	CONFIG_KEY("agent-ready", config_check_pattern, NULL),
+	CONFIG_KEY("agent-busy", config_check_pattern, NULL),
+	CONFIG_KEY("agent-hooks", config_check_hooks, NULL),
 };
 #define CONFIG_NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 
@@ -368,6 +376,39 @@ config_check_mode(
 	if (strcmp(v, "interactive") != 0 && strcmp(v, "headless") != 0)
 		return cause_set(cause,
 		    "%s: `%s' is not interactive or headless", k->name, q);
+	return 0;
+}
+
+/*
+ * A pane pattern: '|'-separated strings, at most GUESTCTL_PANE_MAX bytes
+ * in all, no control byte (they match the text of tmux capture-pane -p).
+ */
+static int
+config_check_pattern(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	const unsigned char *p;
+
+	if (*v == '\0' || strlen(v) > GUESTCTL_PANE_MAX)
+		return cause_set(cause, "%s: `%s' is not 1 to %d bytes",
+		    k->name, q, GUESTCTL_PANE_MAX);
+	for (p = (const unsigned char *)v; *p != '\0'; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return cause_set(
+			    cause, "%s: `%s' has a control byte", k->name, q);
+	return 0;
+}
+
+/* The reports an agent's own hooks send: none, end, submit or submit,end. */
+static int
+config_check_hooks(
+    const struct settings_key *k, const char *v, const char *q, char **cause)
+{
+	if (strcmp(v, "none") != 0 && strcmp(v, "end") != 0 &&
+	    strcmp(v, "submit") != 0 && strcmp(v, "submit,end") != 0)
+		return cause_set(cause,
+		    "%s: `%s' is not none, end, submit or submit,end", k->name,
+		    q);
 	return 0;
 }
 

@@ -76,6 +76,8 @@ console_write_raw(struct run *r, const char *buf, size_t n)
 {
 	if (!r->detach) {
 		console_write_all(STDOUT_FILENO, buf, n);
+		if (n > 0)
+			r->con_midline = buf[n - 1] != '\n';
 		return;
 	}
 	console_ring_add(r, buf, n);

@@ -111,6 +111,11 @@ run_help_more(void)
 	    "                       the TUI in tmux, or one process per turn\n"
 	    "  --agent-base-url URL the model API's base URL (claude, codex "
 	    "presets)\n"
+	    "  --agent-ready s|s..  paste a turn once the pane shows one\n"
+	    "  --agent-busy s|s..   ...and none of these (nor idle while "
+	    "shown)\n"
+	    "  --agent-hooks none|end|submit|submit,end\n"
+	    "                       what the agent reports with ksb-report\n"
 	    "  --forward [addr:]hostport:guestport\n"
 	    "                       a host port (loopback by default) to a "
 	    "guest port\n"
@@ -156,7 +161,8 @@ run_usage(FILE *f)
 	    "               [--agent command [--prompt text|@file] [--idle s]\n"
 	    "                [--exit-after-turn] "
 	    "[--agent-mode interactive|headless]\n"
-	    "                [--agent-base-url URL]]\n"
+	    "                [--agent-base-url URL] [--agent-ready s|s..]\n"
+	    "                [--agent-busy s|s..] [--agent-hooks h]]\n"
 	    "               [--forward [addr:]hostport:guestport]... "
 	    "[--display[=WxH]]\n"
 	    "               [-- command [arg ...]]\n");
@@ -230,6 +236,9 @@ enum {
 	O_CA,
 	O_AGENT_MODE,
 	O_AGENT_URL,
+	O_AGENT_READY,
+	O_AGENT_BUSY,
+	O_AGENT_HOOKS,
 	O_FORWARD,
 	O_DISPLAY,
 	O_TEMPLATE,
@@ -272,6 +281,9 @@ static const struct option run_longopts[] = { { "help", no_argument, NULL,
 	{ "idle", required_argument, NULL, O_IDLE },
 	{ "agent-mode", required_argument, NULL, O_AGENT_MODE },
 	{ "agent-base-url", required_argument, NULL, O_AGENT_URL },
+	{ "agent-ready", required_argument, NULL, O_AGENT_READY },
+	{ "agent-busy", required_argument, NULL, O_AGENT_BUSY },
+	{ "agent-hooks", required_argument, NULL, O_AGENT_HOOKS },
 	{ "forward", required_argument, NULL, O_FORWARD },
 	{ "display", optional_argument, NULL, O_DISPLAY },
 	{ "template", required_argument, NULL, O_TEMPLATE },
@@ -491,6 +503,9 @@ options_parse(struct run *r, int argc, char **argv)
 		case O_CA:
 		case O_AGENT_MODE:
 		case O_AGENT_URL:
+		case O_AGENT_READY:
+		case O_AGENT_BUSY:
+		case O_AGENT_HOOKS:
 		case O_TEMPLATE:
 		case O_MACHINE:
 			run_flag_add(r, ch, idx, optarg);

@@ -91,7 +91,7 @@ preset_sh_str(FILE *f, const char *s)
 }
 
 /* One record (GUESTCTL_HOME_FWCFG format) onto p->files. */
-static void
+void
 preset_add(struct preset *p, const char *path, unsigned mode, const char *buf,
     size_t len)
 {
@@ -366,9 +366,8 @@ preset_turn_file(struct preset *p, const struct preset_conf *c)
 	fputs("# Written by ksb-run at every boot: one headless turn, the "
 	      "text as $1.\n",
 	    f);
-	if (p->name != NULL)
-		fputs(". \"$HOME/" PRESET_ENV "\"\n", f);
-	if (p->name != NULL && strcmp(p->name, "claude") == 0) {
+	fputs(". \"$HOME/" PRESET_ENV "\"\n", f);
+	if (strcmp(p->name, "claude") == 0) {
 		fprintf(f,
 		    "sid=%s\nset -- \"$1\" \"$HOME\"/.claude/projects/*/"
 		    "\"$sid.jsonl\"\nif [ -e \"$2\" ]; then s=--resume; "
@@ -379,7 +378,7 @@ preset_turn_file(struct preset *p, const struct preset_conf *c)
 		    "--verbose --dangerously-skip-permissions \"$s\" \"$sid\" "
 		    "</dev/null\n",
 		    c->cmd);
-	} else if (p->name != NULL) {
+	} else {
 		fputs("r=\nif [ -n \"$(find \"$CODEX_HOME/sessions\" -name "
 		      "'*.jsonl' 2>/dev/null | head -n 1)\" ]; "
 		      "then\n\tr=\"resume "
@@ -390,8 +389,7 @@ preset_turn_file(struct preset *p, const struct preset_conf *c)
 		    "--dangerously-bypass-approvals-and-sandbox "
 		    "--skip-git-repo-check \"$1\" </dev/null\n",
 		    c->cmd);
-	} else
-		fprintf(f, "exec %s \"$1\" </dev/null\n", c->cmd);
+	}
 	preset_add_stream(p, GUESTCTL_TURN_SCRIPT, 0700, f, &buf, &len);
 }
 
@@ -404,12 +402,8 @@ preset_build(const struct preset_conf *c, struct preset *p, char **cause)
 	    (c->session == NULL ||
 		strspn(c->session, "0123456789abcdef-") != strlen(c->session)))
 		return cause_set(cause, "preset: bad session id");
-	if (p->name == NULL) {
-		p->command = xstrdup(c->cmd);
-		if (c->headless)
-			preset_turn_file(p, c);
-		return 0;
-	}
+	if (p->name == NULL)
+		return cause_set(cause, "preset: `%s' is none", c->cmd);
 	preset_env_file(p, c);
 	if (strcmp(p->name, "claude") == 0) {
 		preset_claude_files(p, c);

@@ -413,6 +413,10 @@ run_agent_session(struct run *r, char *id, char **cause)
 	return 0;
 }
 
+/* The guest's PATH (guest/exec.c) as far as it is the host's /usr. */
+static const char *const run_guest_path[] = { "/usr/local/bin", "/usr/bin",
+	"/usr/local/lib/ksb-agents/node_modules/.bin" /* AGENTS_NPM_BIN */ };
+
 /*
  * The preset (preset.c) for the agent command: the command the guest
  * runs, and the files for the agent's home in a sealed memfd.  Before the
@@ -445,7 +449,9 @@ run_agent_preset(struct run *r, char **cause)
 	pc.api_key = secrets_value(r->secrets, "ANTHROPIC_API_KEY", &len);
 	pc.secrets = names;
 	pc.nsecrets = n;
-	if (preset_build(&pc, &r->preset, cause) != 0)
+	if ((preset_name(pc.cmd) != NULL ?
+		    preset_build(&pc, &r->preset, cause) :
+		    generic_build(&pc, &r->preset, cause)) != 0)
 		goto cleanup;
 	free(r->command[0]);
 	r->command[0] = xstrdup(r->preset.command);
@@ -683,6 +689,15 @@ run_load_config(struct run *r, int argc, char **argv, int first)
 	}
 	if (run_check_command(r, argc, first) != 0)
 		return 2;
+	/* A missing agent binary, said before anything is set up. */
+	if (r->agent_cmd != NULL &&
+	    generic_check(r->agent_cmd, run_guest_path,
+		sizeof(run_guest_path) / sizeof(*run_guest_path),
+		&cause) != 0) {
+		log_warnx("%s", cause);
+		free(cause);
+		return 1;
+	}
 	r->state_dir = r->state_dir_opt ? r->state_dir_opt : r->conf->state_dir;
 	r->gw_path = r->socket_opt ? r->socket_opt : r->conf->control_socket;
 	return 0;
@@ -1283,15 +1298,25 @@ run_agent_header(struct run *r, char **h)
 {
 	const struct preset *p = &r->preset;
 	struct guestctl_agent_hdr a;
+	const char *v;
 
 	memset(&a, 0, sizeof(a));
 	a.idle_s = r->idle_s;
 	a.headless = r->headless;
 	a.hook_submit = p->hook_submit;
 	a.hook_end = p->hook_end;
-	if (p->pane_ready != NULL) {
-		a.pane_ready = p->pane_ready;
-		a.pane_busy = p->pane_busy;
+	a.pane_ready = p->pane_ready;
+	a.pane_busy = p->pane_busy;
+	/* Any agent but a preset is pasted to once its pane is ready too. */
+	if (p->name == NULL)
+		a.pane_ready = a.pane_busy = "";
+	if ((v = config_get(r->cfg, "agent-ready")) != NULL)
+		a.pane_ready = v;
+	if ((v = config_get(r->cfg, "agent-busy")) != NULL)
+		a.pane_busy = v;
+	if ((v = config_get(r->cfg, "agent-hooks")) != NULL) {
+		a.hook_submit = strncmp(v, "submit", 6) == 0;
+		a.hook_end = strstr(v, "end") != NULL;
 	}
 	return guestctl_encode_agent(&a, h);
 }
@@ -1369,6 +1394,8 @@ run_terminal(struct run *r)
 		raw = r->saved_tty;
 		cfmakeraw(&raw);
 		tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+		/* No output processing now: a message's line ends in CR LF. */
+		log_set_crlf(isatty(STDERR_FILENO));
 		fprintf(stderr,
 		    "ksb-run: console escape: Ctrl-] . stops the "
 		    "instance\r\n");

@@ -108,6 +108,7 @@ struct run {
 	int registered;
 	struct termios saved_tty;
 	int tty_saved;
+	int con_midline; /* foreground: the last console byte was no '\n' */
 	struct instance_state st;
 	char ring[CONSOLE_RING];
 	size_t ring_len, ring_off;

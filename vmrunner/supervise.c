@@ -1166,8 +1166,13 @@ sup_finish(struct sup *s)
 		console_out(r, buf, (size_t)n, 0);
 	console_out(r, "", 0, 1);
 	sup_agent_exited(s);
-	if (r->tty_saved)
+	if (r->tty_saved) {
+		/* The shell's prompt after us starts a line of its own. */
+		if (r->con_midline)
+			console_write_all(STDOUT_FILENO, "\r\n", 2);
 		tcsetattr(STDIN_FILENO, TCSANOW, &r->saved_tty);
+		log_set_crlf(0);
+	}
 	log_debug("instance %s: QEMU ran %.2f s", r->id,
 	    (double)(util_mono_ms() - s->t0) / 1000.0);
 	if (s->g.exit_status == -1 && s->signo == 0 && !s->want_stop) {

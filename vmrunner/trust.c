@@ -54,6 +54,13 @@ static const char *const trust_allowlist[] = {
 	"command",
 	"template",
 	"agent-mode",
+	/*
+	 * Pane patterns and which reports the agent's hooks send: they only
+	 * say when a turn is typed and when it ended, inside the guest.
+	 */
+	"agent-ready",
+	"agent-busy",
+	"agent-hooks",
 };
 
 struct trust_file {

@@ -910,8 +910,7 @@ void redact_stream_free(struct redact_stream *s);
  * Agent presets (AGENTS-SPEC.md): `--agent CMD' whose first word's
  * basename is claude or codex gets that preset: files for the agent's
  * home (GUESTCTL_HOME_FWCFG records), a command with the preset's flags,
- * hooks and pane patterns.  Any other command: no preset (headless still
- * gets GUESTCTL_TURN_SCRIPT, which runs `CMD TEXT').
+ * hooks and pane patterns.  Any other command: generic.c (not here).
  */
 struct preset_conf {
 	const char *cmd;      /* the --agent shell command */
@@ -937,10 +936,35 @@ const char *preset_name(const char *cmd);
 /* preset_build: fill *p (free with preset_free).  0, or -1 and *cause. */
 int preset_build(const struct preset_conf *c, struct preset *p, char **cause);
 void preset_free(struct preset *p);
+/* preset_add: one file for the agent's home (path relative to it, mode,
+ * buf[0..len)) onto p->files; fatal on a path or size the guest refuses. */
+void preset_add(struct preset *p, const char *path, unsigned mode,
+    const char *buf, size_t len);
 /* preset_toml_str, preset_sh_str: s quoted as a TOML basic string / one
  * shell word, written to f. */
 void preset_toml_str(FILE *f, const char *s);
 void preset_sh_str(FILE *f, const char *s);
+
+/* ---- generic.c -------------------------------------------------------------
+ * Any --agent command that is no preset: a shell command line run by
+ * /bin/sh, after ~/.config/ksb/env (the secrets as variables).
+ */
+/*
+ * generic_build: fill *p (preset_build's contract) for c->cmd: the
+ * command, the env file and, headless, GUESTCTL_TURN_SCRIPT (the text in
+ * $KSB_PROMPT and as the line's last word unless it names KSB_PROMPT).
+ * -1 and *cause for a headless line ending in ; & | or a backslash.
+ */
+int generic_build(const struct preset_conf *c, struct preset *p, char **cause);
+/*
+ * generic_check: 0 if the command line's first word (after NAME=value
+ * words) can run in the guest as far as the host can tell: a shell
+ * built-in, a path outside /usr (unknown), an executable /usr path, or a
+ * name found in one of path[0..npath) (host directories the guest sees
+ * as its own).  -1 and *cause naming the word otherwise.
+ */
+int generic_check(
+    const char *cmd, const char *const *path, size_t npath, char **cause);
 
 /* ---- boottime.c ------------------------------------------------------------
  * The start-time breakdown of ksb-run -v: host timestamps (util_mono_ms)

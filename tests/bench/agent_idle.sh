@@ -5,7 +5,8 @@
 # /proc/<pid>/stat) over SECONDS (default 60) of an idle guest, first a
 # plain one (`-- sleep`), then an agent one (`--agent sleep`), one after
 # the other, after 10 s to settle; and prompt delivery latency (ksbctl
-# prompt until the guest's ACK) over 10 prompts.  Needs root, QEMU, tmux
+# prompt until the guest's ACK) over 10 prompts (the agent prints a line:
+# a blank pane is not ready).  Needs root, QEMU, tmux
 # and a guest kernel (exit 77).  Prints a table.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -38,7 +39,7 @@ read -r pq pr <<< "$(measure plain)"
 ctl stop plain > /dev/null
 
 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" --detach --name agent \
-	--agent 'cat > /dev/null' --idle 1 > /dev/null
+	--agent 'echo ready; exec cat > /dev/null' --idle 1 > /dev/null
 KSB_PIDS="$KSB_PIDS $(sed -n 's/^pid=//p' "$I/agent/state")"
 read -r aq ar <<< "$(measure agent)"
 lat=$(for k in $(seq 1 10); do

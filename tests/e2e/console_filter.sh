@@ -7,7 +7,9 @@
 # 8-bit C1 between SGR colour and cursor movement; the "host terminal"
 # is a pty whose every byte the test records (python3 pty).  Neither the
 # clipboard payload nor the title nor any OSC/DCS/APC/C1 byte arrives;
-# the SGR and cursor sequences do, byte for byte.  Needs root, python3
+# the SGR and cursor sequences do, byte for byte.  In the foreground,
+# ksb-run's own lines in raw mode end in CR LF, and a guest's last line
+# without a newline is ended before the shell's prompt.  Needs root, python3
 # and a guest kernel file (exit 77); no QEMU.
 set -eu
 . "$(dirname "$0")/../lib.sh"
@@ -34,7 +36,8 @@ if pid == 0:
     os.execvp(cmd[0], cmd)
 got = b""
 end = time.monotonic() + secs
-while time.monotonic() < end and b"KSBT-END" not in got:
+until = os.environ.get("PTY_UNTIL", "KSBT-END").encode()
+while time.monotonic() < end and until not in got:
     r, _, _ = select.select([fd], [], [], 0.5)
     if r:
         try:
@@ -77,6 +80,30 @@ KSB_QEMU=$GUEST pty "$T/tty1" 60 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
 	-f "$T/ksb.conf" --accel tcg -- /bin/true
 od -c "$T/tty1" | tail -n 12
 check_tty "$T/tty1" "foreground"
+
+ksb_say "ksb-run in the foreground: its lines in raw mode, the last line"
+# -v: the start-time breakdown is logged once the guest is ready, with the
+# terminal raw; the guest's last line has no newline.  Read to the end.
+KSB_QEMU=$GUEST KSB_TEST_CONSOLE_TAIL=KSBT-MID PTY_UNTIL=KSBT-NEVER \
+	pty "$T/tty3" 60 ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" \
+	-f "$T/ksb.conf" --accel tcg -v -- /bin/true
+od -c "$T/tty3" | tail -n 6
+crlf() {
+	python3 - "$T/tty3" "$1" <<'PY'
+import re, sys
+d = open(sys.argv[1], "rb").read()
+i = d.find(b"console escape")
+if i < 0:
+    sys.exit(1)
+if sys.argv[2] == "lines":
+    # Every line ksb-run wrote with the terminal raw ends in CR LF.
+    sys.exit(1 if re.search(rb"[^\r]\n", d[i:]) or d[i:].count(b"ksb-run: ") < 2 else 0)
+j = d.find(b"KSBT-MID")
+sys.exit(0 if j >= 0 and d[j + 8:j + 10] == b"\r\n" and d.endswith(b"\r\n") else 1)
+PY
+}
+ksb_check "foreground: every ksb-run line in raw mode ends in CR LF" 'crlf lines'
+ksb_check "foreground: a guest's last line is ended before the shell's prompt" 'crlf tail'
 
 ksb_say "ksbctl attach"
 id=$(KSB_QEMU=$GUEST KSB_TEST_CONSOLE_HOLD_S=30 timeout 60 ip netns exec "$GW" \

@@ -44,6 +44,9 @@ write_all(con, b"KSBT-BEGIN\r\n"
           b"\033[8;1000;1000t\033[21t"               # window ops
           b"\x9d0;KSBT-C1\x07\x9b8;1;1t"             # 8-bit OSC, CSI
           b"KSBT-END\r\n")
+# A last line without its newline (console_filter.sh: the shell's prompt
+# after ksb-run must still start a line).
+write_all(con, os.environ.get("KSB_TEST_CONSOLE_TAIL", "").encode())
 hold = float(os.environ.get("KSB_TEST_CONSOLE_HOLD_S", "0"))
 end = time.monotonic() + hold
 while time.monotonic() < end:

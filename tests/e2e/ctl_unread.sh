@@ -25,7 +25,7 @@ chmod 0666 "$KSB_TEST_OUT" # the stand-in runs as QEMU's user
 I=$T/state/instances/cu
 KSB_QEMU="$KSB_SRCDIR/tests/e2e/ctl_unread_guest.py" timeout 60 \
 	ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
-	--detach --name cu --accel tcg --agent 'unused' > /dev/null 2> "$T/err" ||
+	--detach --name cu --accel tcg --agent 'true # the fake guest runs nothing' > /dev/null 2> "$T/err" ||
 	{ cat "$T/err"; ksb_fail "ksb-run --detach"; }
 rp=$(sed -n 's/^pid=//p' "$I/state")
 KSB_PIDS="$KSB_PIDS $rp"
@@ -53,7 +53,7 @@ ksb_say "1000 reports a second for 8 s: the rate lines are capped too"
 I=$T/state/instances/cr
 KSB_TEST_MODE=reports KSB_QEMU="$KSB_SRCDIR/tests/e2e/ctl_unread_guest.py" timeout 60 \
 	ip netns exec "$GW" "$KSB_BUILDDIR/ksb-run" -f "$T/ksb.conf" \
-	--detach --name cr --accel tcg --agent 'unused' > /dev/null 2> "$T/err" ||
+	--detach --name cr --accel tcg --agent 'true # the fake guest runs nothing' > /dev/null 2> "$T/err" ||
 	{ cat "$T/err"; ksb_fail "ksb-run --detach"; }
 rp=$(sed -n 's/^pid=//p' "$I/state")
 KSB_PIDS="$KSB_PIDS $rp"

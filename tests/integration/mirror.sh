@@ -115,7 +115,7 @@ out=$(KSBCTL fetch ok1)
 check "fetch brings sandbox/ok1 ($out)" \
 	[ "$(git -C "$H" rev-parse refs/remotes/ksb/ok1)" = "$tip" ]
 check "fetched content readable" [ "$(git -C "$H" show refs/remotes/ksb/ok1:f1.txt)" = f1 ]
-check "1 commit ahead, 1 file" grep -q "1 commits ahead of the seed .*, 1 files changed" <<<"$out"
+check "1 commit ahead, 1 file" grep -q "1 commit ahead of the seed .*, 1 file changed" <<<"$out"
 check "host branches untouched" [ "$(git -C "$H" for-each-ref --format='%(refname)' refs/heads)" = refs/heads/main ]
 out=$(KSBCTL fetch ok1)
 check "again: nothing new" grep -q "nothing new" <<<"$out"

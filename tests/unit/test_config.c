@@ -156,12 +156,45 @@ test_config_cpu(void)
 	config_free(cfg);
 }
 
+/* Any agent's pane patterns and hooks: bounded, no control byte. */
+static void
+test_config_agent(void)
+{
+	struct config *cfg = config_new();
+	char long_pat[GUESTCTL_PANE_MAX + 2];
+	char *cause = NULL;
+	const char *bad[][2] = { { "agent-ready", "" },
+		{ "agent-busy", "a\tb" }, { "agent-hooks", "stop" },
+		{ "agent-ready", long_pat } };
+	size_t i;
+
+	memset(long_pat, 'x', sizeof(long_pat) - 1);
+	long_pat[sizeof(long_pat) - 1] = '\0';
+	CHECK(config_get(cfg, "agent-ready") == NULL &&
+	    config_get(cfg, "agent-hooks") == NULL, "no patterns by default");
+	CHECK(config_set(cfg, CONFIG_FILE, "agent-ready", "> |READY", "f:1",
+	    &cause) == 0 && config_set(cfg, CONFIG_FLAG, "agent-hooks",
+	    "submit,end", "--agent-hooks", &cause) == 0 &&
+	    strcmp(config_get(cfg, "agent-ready"), "> |READY") == 0,
+	    "agent-ready and agent-hooks set");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		CHECK(config_set(cfg, CONFIG_FLAG, bad[i][0], bad[i][1], "--x",
+		    &cause) == -1 && cause != NULL &&
+		    strncmp(cause, bad[i][0], strlen(bad[i][0])) == 0,
+		    "%s refused (%s)", bad[i][0], cause ? cause : "");
+		free(cause);
+		cause = NULL;
+	}
+	config_free(cfg);
+}
+
 int
 main(void)
 {
 	log_init("test_config", 0);
 	test_config();
 	test_config_cpu();
+	test_config_agent();
 	test_template_auto();
 	return tap_done();
 }

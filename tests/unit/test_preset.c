@@ -247,30 +247,84 @@ test_codex(void)
 static void
 test_other(void)
 {
-	struct preset_conf c = { .cmd = "bash /data/agent.sh" };
+	char *secrets[] = { "TOKEN", "my.key", "GH_TOKEN" };
+	struct preset_conf c = { .cmd = "bash /data/agent.sh",
+	    .secrets = secrets, .nsecrets = 3 };
 	struct preset p;
-	char *cause = NULL, *turn;
+	char *cause = NULL, *turn, *env;
 	unsigned mode;
 	int bad = 0;
 
 	CHECK(preset_name("/usr/bin/claude-x") == NULL &&
 	    preset_name("  claude") != NULL && preset_name("myclaude") == NULL,
 	    "preset_name: the first word's basename only");
-	CHECK(preset_build(&c, &p, &cause) == 0 && p.name == NULL &&
-	    p.files == NULL && strcmp(p.command, c.cmd) == 0 && !p.hook_end &&
-	    p.pane_ready == NULL, "other command, interactive: as before");
+	CHECK(generic_build(&c, &p, &cause) == 0 && p.name == NULL &&
+	    p.nfiles == 1 && !p.hook_end && p.pane_ready == NULL &&
+	    strcmp(p.command, ". \"$HOME/.config/ksb/env\"\n"
+	    "bash /data/agent.sh") == 0,
+	    "other command, interactive: the env file, then the line whole");
+	env = file_of(&p, ".config/ksb/env", &mode, &bad);
+	CHECK(env != NULL && mode == 0600 && !bad &&
+	    strstr(env, "export TOKEN=\"$(cat /run/ksb/secrets/TOKEN)\"\n") &&
+	    strstr(env, "export GH_TOKEN=") && !strstr(env, "my.key"),
+	    "other command: the secrets named like variables exported");
+	free(env);
 	preset_free(&p);
 	c.headless = 1;
 	c.session = SID;
-	CHECK(preset_build(&c, &p, &cause) == 0 && p.nfiles == 1,
-	    "other command, headless: only the turn script");
+	c.cmd = "W=1; true && printf '%s\\n'";
+	CHECK(generic_build(&c, &p, &cause) == 0 && p.nfiles == 2,
+	    "other command, headless: the env file and the turn script");
 	turn = file_of(&p, GUESTCTL_TURN_SCRIPT, &mode, &bad);
-	CHECK(turn != NULL && strstr(turn, "exec bash /data/agent.sh \"$1\""),
-	    "other command, headless: CMD TEXT");
+	CHECK(turn != NULL && mode == 0700 &&
+	    strstr(turn, "KSB_PROMPT=$1\nexport KSB_PROMPT\nset --\n"
+	    "W=1; true && printf '%s\\n' \"$KSB_PROMPT\"\n") &&
+	    !strstr(turn, "exec"),
+	    "other command, headless: the whole line, the text its last word");
 	free(turn);
 	preset_free(&p);
+	c.cmd = "run --prompt \"$KSB_PROMPT\" --quiet";
+	CHECK(generic_build(&c, &p, &cause) == 0, "a line naming KSB_PROMPT");
+	turn = file_of(&p, GUESTCTL_TURN_SCRIPT, &mode, &bad);
+	CHECK(turn != NULL && strstr(turn,
+	    "\nrun --prompt \"$KSB_PROMPT\" --quiet\n"),
+	    "...gets no word appended");
+	free(turn);
+	preset_free(&p);
+	c.cmd = "run; ";
+	CHECK(generic_build(&c, &p, &cause) == -1 && cause != NULL &&
+	    strstr(cause, "ending in `;'"), "a line ending in ; is refused");
+	free(cause);
+	cause = NULL;
+	preset_free(&p);
+	c.cmd = "claude";
 	c.session = "../x";
 	CHECK(preset_build(&c, &p, &cause) == -1, "a bad session id is refused");
+	free(cause);
+}
+
+static void
+test_check(void)
+{
+	const char *path[] = { "/nonexistent", "/usr/bin" };
+	char *cause = NULL;
+
+	CHECK(generic_check("sh -c x", path, 2, &cause) == 0 &&
+	    generic_check("FOO=1 BAR=2 sh", path, 2, &cause) == 0 &&
+	    generic_check("cd x && nope", path, 2, &cause) == 0 &&
+	    generic_check("\"$X\" y", path, 2, &cause) == 0 &&
+	    generic_check("/data/agent", path, 2, &cause) == 0 &&
+	    generic_check("/usr/bin/sh", path, 2, &cause) == 0 &&
+	    generic_check("ksb-report done", path, 2, &cause) == 0,
+	    "generic_check: found, built-in, unknown: passed");
+	CHECK(generic_check("FOO=1 no-such-agent-x --y", path, 2, &cause) ==
+	    -1 && strstr(cause, "`no-such-agent-x' not found on the guest's "
+	    "PATH"), "a name on no directory of the PATH: refused");
+	free(cause);
+	cause = NULL;
+	CHECK(generic_check("/usr/bin/no-such-agent-x", path, 2, &cause) ==
+	    -1 && strstr(cause, "not an executable file"),
+	    "a missing /usr path: refused");
 	free(cause);
 }
 
@@ -363,6 +417,7 @@ main(void)
 	test_claude_login();
 	test_codex();
 	test_other();
+	test_check();
 	test_paths();
 	test_records();
 	test_frames();

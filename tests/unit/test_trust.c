@@ -153,7 +153,8 @@ static void
 test_allowlist(void)
 {
 	static const char *const allowed[] = { "name", "cpus", "memory",
-		"disk-size", "command", "template", "agent-mode" };
+		"disk-size", "command", "template", "agent-mode", "agent-ready",
+		"agent-busy", "agent-hooks" };
 	const char *k;
 	size_t i, j, nallowed = 0;
 	int in;
