@@ -806,39 +806,72 @@ term_request_open(struct term *t)
  * Fields with which origins (frameworks, rewriting proxies in front of
  * them) serve another method, path or host than the request line and Host
  * say: the allow-request rules check those, so a request a rule lets have
- * the value may not carry one (ksb-policy(5), "allow-request").
+ * the value may not carry one; the host ones (host set) may not name
+ * another host than the bound one on any request given a value, as its
+ * Host may not (ksb-policy(5), "allow-request").
  */
-static const char *const term_reroute[] = {
-	"x-http-method-override",
-	"x-http-method",
-	"x-method-override",
-	"x-original-url",
-	"x-rewrite-url",
-	"x-forwarded-host",
-	"x-host",
-	"x-forwarded-prefix",
+static const struct {
+	const char *name;
+	int host;
+} term_reroute[] = {
+	{ "x-http-method-override", 0 },
+	{ "x-http-method", 0 },
+	{ "x-method-override", 0 },
+	{ "x-original-url", 0 },
+	{ "x-rewrite-url", 0 },
+	{ "x-forwarded-prefix", 0 },
+	{ "x-forwarded-host", 1 },
+	{ "x-host", 1 },
 };
 
-/* Refuse (400 request_not_allowed, -1) rq if it holds a term_reroute
- * field; else 0. */
+/* Is the value v (a span of buf) the bound host: "HOST", "HOST." or
+ * "HOST:443", any case? */
 static int
-term_refuse_reroute(
-    struct term *t, const uint8_t *buf, const struct http_request *rq)
+term_value_is_bound(
+    const struct term *t, const uint8_t *buf, struct http_span v)
 {
-	char b[200];
+	size_t n = strlen(t->host);
+	const char *p = (const char *)buf + v.off;
+
+	if (v.len < n || strncasecmp(p, t->host, n) != 0)
+		return 0;
+	return v.len == n || (v.len == n + 1 && p[n] == '.') ||
+	    (v.len == n + 4 && memcmp(p + n, ":443", 4) == 0);
+}
+
+/* Refuse rq, which gets a real value, if it holds a term_reroute field:
+ * any (400 request_not_allowed) when rules is set (the credential has
+ * allow-request rules), a host one naming another host (421
+ * misdirected_request) always.  -1 when refused, else 0. */
+static int
+term_refuse_reroute(struct term *t, const uint8_t *buf,
+    const struct http_request *rq, int rules)
+{
+	char b[400];
 	size_t i, k;
 
 	for (i = 0; i < rq->nfields; i++)
 		for (k = 0; k < sizeof(term_reroute) / sizeof(term_reroute[0]);
 		     k++) {
 			if (!http_field_name_is(
-				buf, &rq->fields[i], term_reroute[k]))
+				buf, &rq->fields[i], term_reroute[k].name))
+				continue;
+			if (rules) {
+				snprintf(b, sizeof(b),
+				    "%s re-routes a request the credential's "
+				    "allow-request rules check: refused",
+				    term_reroute[k].name);
+				term_refuse(
+				    t, 400, REASON_REQUEST_NOT_ALLOWED, b);
+				return -1;
+			}
+			if (!term_reroute[k].host ||
+			    term_value_is_bound(t, buf, rq->fields[i].value))
 				continue;
 			snprintf(b, sizeof(b),
-			    "%s re-routes a request the credential's "
-			    "allow-request rules check: refused",
-			    term_reroute[k]);
-			term_refuse(t, 400, REASON_REQUEST_NOT_ALLOWED, b);
+			    "this tunnel is for %s only, %s names another host",
+			    t->host, term_reroute[k].name);
+			term_refuse(t, 421, REASON_MISDIRECTED_REQUEST, b);
 			return -1;
 		}
 	return 0;
@@ -858,11 +891,9 @@ term_refuse_rules(struct term *t, const uint8_t *buf,
 	char b[160];
 	int ok;
 
-	if (pc->nrules > 0) {
-		snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
-		if (term_refuse_reroute(t, buf, rq) == -1)
-			return -1;
-	}
+	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if (term_refuse_reroute(t, buf, rq, pc->nrules > 0) == -1)
+		return -1;
 	ok = policy_cred_allows(pc, (const char *)buf + rq->method.off,
 	    rq->method.len, (const char *)buf + rq->path.off, rq->path.len,
 	    &why);

@@ -385,6 +385,10 @@ ksb_check "none reached the origin; a row each" \
 	'! grep -q "/echo/rr-" "$T/origin-10.78.0.6.log" && ksb_sql_is 8 "SELECT count(*) FROM requests WHERE path LIKE \"/echo/rr-%\" AND status = 400 AND reason = \"request_not_allowed\" AND credential = \"bearer\""'
 out=$(gcurl "$G1" -H "X-Forwarded-Host: other.test" https://bearer.test/echo/rr-free) || true
 ksb_check "without the credential the field passes" 'echo "$out" | grep -q "\"auth\": \"none\""'
+out=$(gcurl "$G1" -H "x-api-key: $PH" -H "X-Forwarded-Host: wrong.test" -i https://api.test/echo/xfh-other) || true
+out2=$(gcurl "$G1" -H "x-api-key: $PH" -H "X-Host: api.test:443" -H "X-Original-URL: /x" https://api.test/echo/xfh-same) || true
+ksb_check "X-Forwarded-Host naming another host, no rules: 421; the bound one passes" \
+	'echo "$out" | grep -qi "x-ksb-deny: misdirected_request" && ! grep -q xfh-other "$T/origin-10.78.0.6.log" && echo "$out2" | grep -q "\"key\": \"real\""'
 for p in /echo/%ef%bc%8e%ef%bc%8e/admin /echo/%e2%80%a4%e2%80%a4/admin /echo/caf%C3%A9; do
 	req "GET ${p//%/%%} HTTP/1.1\r\nHost: bearer.test\r\nauthorization: Bearer @PH@\r\n\r\n"
 	out=$(KSB_PH=$PHB ip netns exec "$G1" python3 "$CLIENT" 10.77.0.1:3128 bearer.test "$CA" http/1.1 "$T/req")
