@@ -24,11 +24,13 @@
  * aggregates of the connections rows present; `ksbctl audit verify'
  * recomputes and compares them.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/eventfd.h>
 #include <syslog.h>
 #include <time.h>
@@ -156,32 +158,82 @@ audit_rec_free(struct audit_rec *r)
 	free(r);
 }
 
+/* The mark in every placeholder (gateway/gateway.h PLACEHOLDER_MARK,
+ * ksb-policy(5) CREDENTIALS), its hex digits after it. */
+#define AUDIT_MARK     "ksbph_"
+#define AUDIT_MARK_LEN 6
+#define AUDIT_MARK_HEX 40
+
+/*
+ * No text column of any table ever holds a placeholder, whatever string
+ * of the guest reaches it (a CONNECT host, an SNI, a path, a method, a
+ * reason's detail): s with the mark (any case) and up to AUDIT_MARK_HEX
+ * hex digits after it written "[placeholder]" (term.c names this
+ * instance's own before, "[placeholder NAME]").  NULL when s holds no
+ * mark, else a malloc'd copy.
+ */
+static char *
+audit_redact(const char *s)
+{
+	size_t len = strlen(s), i = 0, n = 0, h;
+	char *out;
+
+	if (len < AUDIT_MARK_LEN || strcasestr(s, AUDIT_MARK) == NULL)
+		return NULL;
+	out = xmalloc(3 * len + 1); /* 13 bytes for 6 at worst */
+	while (i < len) {
+		if (len - i < AUDIT_MARK_LEN ||
+		    strncasecmp(s + i, AUDIT_MARK, AUDIT_MARK_LEN) != 0) {
+			out[n++] = s[i++];
+			continue;
+		}
+		memcpy(out + n, "[placeholder]", 13);
+		n += 13;
+		for (h = 0, i += AUDIT_MARK_LEN; i < len &&
+		     h < AUDIT_MARK_HEX && isxdigit((unsigned char)s[i]);
+		     i++, h++)
+			;
+	}
+	out[n] = '\0';
+	return out;
+}
+
 /* v is s (NULL or "" is NULL), allocated on its own (rare records; the
- * hot ones use audit_rec_text). */
+ * hot ones use audit_rec_text), any placeholder in it redacted. */
 static void
 audit_set_text(struct audit_val *v, const char *s)
 {
+	char *red;
+
 	if (s == NULL || *s == '\0') {
 		v->type = AUDIT_VAL_NULL;
 		return;
 	}
+	red = audit_redact(s);
 	v->type = AUDIT_VAL_TEXT;
-	v->s = xstrdup(s);
-	v->len = strlen(s);
+	v->s = red != NULL ? red : xstrdup(s);
+	v->len = strlen(v->s);
 }
 
-/* Column col of r is s (NULL or "" is NULL), copied into r->text while
- * it has room (one allocation per record, freed by the writer), else
- * allocated on its own. */
+/* Column col of r is s (NULL or "" is NULL), any placeholder in it
+ * redacted (audit_redact), copied into r->text while it has room (one
+ * allocation per record, freed by the writer), else allocated on its
+ * own. */
 static void
 audit_rec_text(struct audit_rec *r, int col, const char *s)
 {
 	struct audit_val *v = &r->v[col];
 	size_t len;
-	char *d;
+	char *d, *red;
 
 	if (s == NULL || *s == '\0') {
 		v->type = AUDIT_VAL_NULL;
+		return;
+	}
+	if ((red = audit_redact(s)) != NULL) {
+		v->type = AUDIT_VAL_TEXT;
+		v->s = red;
+		v->len = strlen(red);
 		return;
 	}
 	len = strlen(s);

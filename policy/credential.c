@@ -617,14 +617,33 @@ pcred_has_host(const struct policy_cred *c, const char *host)
 	return 0;
 }
 
+/*
+ * The offset just past the last escape of a byte over 0x7F in norm (a
+ * urlpath_normalise'd path: escapes upper-case), 0 if none.  Such bytes
+ * are UTF-8 that an origin may fold (Unicode compatibility forms: a
+ * fullwidth dot "%EF%BC%8E" or a one-dot leader "%E2%80%A4" read as
+ * '.'), so a rule allows them only inside its own prefix.
+ */
+static size_t
+pcred_high_end(const char *norm)
+{
+	size_t i, end = 0;
+
+	for (i = 0; norm[i] != '\0'; i++)
+		if (norm[i] == '%' && norm[i + 1] != '\0' &&
+		    strchr("89ABCDEF", norm[i + 1]) != NULL)
+			end = i + 3;
+	return end;
+}
+
 int
 policy_cred_allows(const struct policy_cred *c, const char *method, size_t mlen,
     const char *path, size_t plen, const char **reason)
 {
 	const struct policy_cred_rule *r;
 	char *norm = NULL;
-	size_t i;
-	int ret = 0;
+	size_t i, high;
+	int ret = 0, ambiguous = 0;
 
 	if (reason != NULL)
 		*reason = NULL;
@@ -635,13 +654,25 @@ policy_cred_allows(const struct policy_cred *c, const char *method, size_t mlen,
 		ret = -1;
 		goto cleanup;
 	}
+	high = pcred_high_end(norm);
 	for (i = 0; i < c->nrules && ret == 0; i++) {
 		r = &c->rules[i];
 		if (strcmp(r->method, "*") != 0 &&
 		    (strlen(r->method) != mlen ||
 			memcmp(r->method, method, mlen) != 0))
 			continue;
-		ret = urlpath_within(norm, r->path);
+		if (!urlpath_within(norm, r->path))
+			continue;
+		if (high <= strlen(r->path))
+			ret = 1;
+		else
+			ambiguous = 1;
+	}
+	if (ret == 0 && ambiguous) {
+		ret = -1;
+		if (reason != NULL)
+			*reason = "a percent-encoded byte over 0x7F past the "
+				  "rule's prefix";
 	}
 cleanup:
 	free(norm);

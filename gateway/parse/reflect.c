@@ -17,7 +17,9 @@
  * memmem per pattern), and a view is only built when its escape
  * character occurs.  A real value's base64 and base64url (RFC 4648 §4,
  * §5, at the three alignments a value can have inside an encoded run,
- * only the characters the value alone decides) are raw-view patterns.
+ * only the characters the value alone decides) are patterns of the raw
+ * view and of a fourth, base64 lines: the raw bytes with each line break
+ * (CRLF, LF or CR) read as nothing, for base64 wrapped into lines.
  * term.c masks the instance's real values in every response byte and
  * holds back a tail that could still become one (reflect_partial); it
  * refuses a request holding the placeholder mark (reflect_add_mark,
@@ -36,6 +38,7 @@
 #define REFLECT_VRAW  1u
 #define REFLECT_VPCT  2u
 #define REFLECT_VJSON 4u
+#define REFLECT_VB64  8u /* the raw bytes less line breaks (base64 lines) */
 #define REFLECT_VALL  (REFLECT_VRAW | REFLECT_VPCT | REFLECT_VJSON)
 
 struct reflect_pat {
@@ -150,7 +153,9 @@ reflect_base64(
 			out[n] = '_';
 		n++;
 	}
-	reflect_take(r, out, n, REFLECT_VRAW, 0, n);
+	/* wrapped, a line break (CRLF at most) after each character at
+	 * worst */
+	reflect_take(r, out, n, REFLECT_VRAW | REFLECT_VB64, 0, 3 * n);
 }
 
 void
@@ -269,6 +274,55 @@ reflect_escape(unsigned view, const uint8_t *buf, size_t i, size_t len,
 	return 3;
 }
 
+/* One more escape of v: buf[s..s+slen) read as the m bytes just
+ * written at v->d + v->n. */
+static void
+reflect_view_tok(
+    struct reflect_view *v, size_t *cap, size_t s, int m, size_t slen)
+{
+	if (v->nt == *cap) {
+		*cap = *cap ? 2 * *cap : 64;
+		v->t = xrealloc(v->t, *cap * sizeof(*v->t));
+	}
+	v->t[v->nt].d = (uint32_t)v->n;
+	v->t[v->nt].s = (uint32_t)s;
+	v->t[v->nt].dlen = (uint8_t)m;
+	v->t[v->nt++].slen = (uint8_t)slen;
+	v->n += (size_t)m;
+}
+
+/*
+ * The base64-lines view of buf[0..len) into v: every line break (one
+ * or two bytes of CR and LF: CRLF, LF, CR) read as nothing, so base64
+ * wrapped into lines (MIME's 76 columns, RFC 2045 §6.8; PEM's 64, RFC
+ * 7468 §2) is one run again, at any column.  0, or -1 when buf holds
+ * no CR or LF (the raw view's bytes again).
+ */
+static int
+reflect_view_lines(const uint8_t *buf, size_t len, struct reflect_view *v)
+{
+	size_t i, k, cap = 0;
+
+	if (len > UINT32_MAX / 2 ||
+	    (memchr(buf, '\n', len) == NULL && memchr(buf, '\r', len) == NULL))
+		return -1;
+	v->own = xmalloc(len + 3);
+	v->d = v->own;
+	for (i = 0; i < len; i += k) {
+		if (buf[i] != '\r' && buf[i] != '\n') {
+			v->own[v->n++] = buf[i];
+			k = 1;
+			continue;
+		}
+		k = i + 1 < len && (buf[i + 1] == '\r' || buf[i + 1] == '\n') &&
+			buf[i + 1] != buf[i] ?
+		    2 :
+		    1;
+		reflect_view_tok(v, &cap, i, 0, k);
+	}
+	return 0;
+}
+
 /* Build view (REFLECT_V*) of buf[0..len) into v; 0, or -1 when it is
  * the raw view's bytes again (no escape character in buf).  Time: a
  * memchr and a memcpy over buf, and each escape. */
@@ -288,6 +342,8 @@ reflect_view(
 		v->n = len;
 		return 0;
 	}
+	if (view == REFLECT_VB64)
+		return reflect_view_lines(buf, len, v);
 	if (len > UINT32_MAX / 2 || memchr(buf, esc, len) == NULL)
 		return -1;
 	v->own = xmalloc(len + 3);
@@ -308,15 +364,7 @@ reflect_view(
 			v->own[v->n++] = buf[i++];
 			continue;
 		}
-		if (v->nt == cap) {
-			cap = cap ? 2 * cap : 64;
-			v->t = xrealloc(v->t, cap * sizeof(*v->t));
-		}
-		v->t[v->nt].d = (uint32_t)v->n;
-		v->t[v->nt].s = (uint32_t)i;
-		v->t[v->nt].dlen = (uint8_t)m;
-		v->t[v->nt++].slen = (uint8_t)tok;
-		v->n += (size_t)m;
+		reflect_view_tok(v, &cap, i, m, tok);
 		i += tok;
 	}
 	return 0;
@@ -387,6 +435,18 @@ reflect_search(const struct reflect_pat *p, const uint8_t *d, size_t n)
 	return NULL;
 }
 
+/* A hit's bytes buf[from..to) masked with '*'; in the base64-lines
+ * view its line breaks kept (the lines stay lines). */
+static void
+reflect_blank(unsigned view, uint8_t *buf, size_t from, size_t to)
+{
+	size_t i;
+
+	for (i = from; i < to; i++)
+		if (view != REFLECT_VB64 || (buf[i] != '\r' && buf[i] != '\n'))
+			buf[i] = '*';
+}
+
 /* Occurrences of r's patterns of view in buf[0..len), masked in buf
  * when mask is set. */
 static size_t
@@ -410,7 +470,7 @@ reflect_scan_view(
 			from = reflect_src(&v, a);
 			to = reflect_src_end(&v, a + r->p[i].len - 1);
 			if (mask)
-				memset(buf + from, '*', to - from);
+				reflect_blank(view, buf, from, to);
 			p = at + r->p[i].len;
 			hits++;
 		}
@@ -425,6 +485,7 @@ reflect_mask(const struct reflect *r, uint8_t *buf, size_t len)
 	if (r == NULL || len == 0)
 		return 0;
 	return reflect_scan_view(r, REFLECT_VRAW, buf, len, 1) +
+	    reflect_scan_view(r, REFLECT_VB64, buf, len, 1) +
 	    reflect_scan_view(r, REFLECT_VPCT, buf, len, 1) +
 	    reflect_scan_view(r, REFLECT_VJSON, buf, len, 1);
 }
@@ -437,6 +498,7 @@ reflect_find(const struct reflect *r, const uint8_t *buf, size_t len)
 	if (r == NULL || len == 0)
 		return 0;
 	return reflect_scan_view(r, REFLECT_VRAW, b, len, 0) > 0 ||
+	    reflect_scan_view(r, REFLECT_VB64, b, len, 0) > 0 ||
 	    reflect_scan_view(r, REFLECT_VPCT, b, len, 0) > 0 ||
 	    reflect_scan_view(r, REFLECT_VJSON, b, len, 0) > 0;
 }
@@ -493,6 +555,8 @@ reflect_partial(const struct reflect *r, const uint8_t *buf, size_t len)
 	if (r == NULL || len == 0)
 		return 0;
 	best = reflect_partial_view(r, REFLECT_VRAW, buf, len);
+	if ((k = reflect_partial_view(r, REFLECT_VB64, buf, len)) > best)
+		best = k;
 	if ((k = reflect_partial_view(r, REFLECT_VPCT, buf, len)) > best)
 		best = k;
 	if ((k = reflect_partial_view(r, REFLECT_VJSON, buf, len)) > best)

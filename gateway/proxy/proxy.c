@@ -19,12 +19,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/listener.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "common/common.h"
 #include "gateway/proxy/proxy.h"
@@ -1381,6 +1384,42 @@ conn_event_cb(struct bufferevent *bev, short what, void *arg)
 		conn_close(c, REASON_NONE);
 }
 
+/*
+ * Does the CONNECT head p[0..len) hold the placeholder mark: as sent, or
+ * inside the base64 of a Basic credential (RFC 7617 §2, "user:password",
+ * in Proxy-Authorization or any field)?  1 or 0.
+ */
+static int
+conn_head_has_mark(const uint8_t *p, size_t len)
+{
+	static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				  "abcdefghijklmnopqrstuvwxyz0123456789+/=";
+	uint8_t dec[CONNECT_HEAD_MAX], run[CONNECT_HEAD_MAX + 4];
+	size_t i, n;
+	int k, hit = 0;
+
+	if (memmem(p, len, PLACEHOLDER_MARK, strlen(PLACEHOLDER_MARK)) != NULL)
+		return 1;
+	for (i = 0; i + 6 < len && !hit; i++) {
+		if (strncasecmp((const char *)p + i, "basic ", 6) != 0)
+			continue;
+		for (i += 6; i < len && (p[i] == ' ' || p[i] == '\t'); i++)
+			;
+		for (n = 0; i + n < len && p[i + n] != '\0' &&
+		     strchr(b64, p[i + n]) != NULL;
+		     n++)
+			run[n] = p[i + n];
+		while (n % 4 != 0) /* unpadded: EVP_DecodeBlock wants 4s */
+			run[n++] = '=';
+		if (n == 0 || (k = EVP_DecodeBlock(dec, run, (int)n)) <= 0)
+			continue;
+		hit = memmem(dec, (size_t)k, PLACEHOLDER_MARK,
+			  strlen(PLACEHOLDER_MARK)) != NULL;
+		OPENSSL_cleanse(dec, (size_t)k);
+	}
+	return hit;
+}
+
 static void
 head_read_cb(struct bufferevent *bev, void *arg)
 {
@@ -1420,9 +1459,9 @@ head_read_cb(struct bufferevent *bev, void *arg)
 	c->port = req.port;
 	snprintf(raw, sizeof(raw), "%s", req.host);
 	/* A placeholder is worthless in a CONNECT head (a proxy header, a
-	 * host): refused everywhere, terminated host or not. */
-	if (memmem(p, req.head_len, PLACEHOLDER_MARK,
-		strlen(PLACEHOLDER_MARK)) != NULL) {
+	 * Basic credential's password, a host): refused everywhere,
+	 * terminated host or not. */
+	if (conn_head_has_mark(p, req.head_len)) {
 		evbuffer_drain(in, req.head_len);
 		(void)policy_decide(c->gw->policy,
 		    c->inst ? c->inst->profile : "", req.host, strlen(req.host),

@@ -103,6 +103,10 @@ struct term {
 	unsigned rq_flags;
 	int rq_expect; /* Expect: 100-continue, its body still to come */
 	int rq_close;
+	/* the request in flight had a body: the upstream may have left
+	 * some of it unread (CL.0), so nothing follows it on this
+	 * connection (term_down_head_close) */
+	int rq_body;
 	/* the request's request_opens row: awaited (rq_wait), committed */
 	struct uplink_wait *rq_wait;
 	int rq_opened;
@@ -257,12 +261,10 @@ term_bytes(const struct term *t, uint64_t *up, uint64_t *down)
 static void
 term_row(struct term *t, enum reason reason)
 {
-	/* a tunnel the guest ended keeps the fact; an upgraded one keeps it
-	 * whatever ends it, but a placeholder the guest sent (F1) */
-	if ((reason == REASON_NONE || reason == REASON_GUEST_CLOSED ||
-		reason == REASON_GUEST_ERROR ||
-		(t->status == 101 && reason != REASON_CREDENTIAL_MISUSE)) &&
-	    t->reflected > 0) {
+	/* a masked real value is the row's fact whatever ends the request
+	 * (the upstream's close or error, the guest's, a cut body, a
+	 * WebSocket Close): only a placeholder the guest sent (F1) wins */
+	if (reason != REASON_CREDENTIAL_MISUSE && t->reflected > 0) {
 		if (registry_log_ok(t->inst))
 			log_info("term %s: %u real values masked in a response "
 				 "(%s)",
@@ -852,9 +854,85 @@ term_request_open(struct term *t)
 }
 
 /*
+ * Fields with which origins (frameworks, rewriting proxies in front of
+ * them) serve another method, path or host than the request line and Host
+ * say: the allow-request rules check those, so a request a rule lets have
+ * the value may not carry one; the host ones (host set) may not name
+ * another host than the bound one on any request given a value, as its
+ * Host may not (ksb-policy(5), "allow-request").
+ */
+static const struct {
+	const char *name;
+	int host;
+} term_reroute[] = {
+	{ "x-http-method-override", 0 },
+	{ "x-http-method", 0 },
+	{ "x-method-override", 0 },
+	{ "x-original-url", 0 },
+	{ "x-rewrite-url", 0 },
+	{ "x-forwarded-prefix", 0 },
+	{ "x-forwarded-host", 1 },
+	{ "x-host", 1 },
+};
+
+/* Is the value v (a span of buf) the bound host: "HOST", "HOST." or
+ * "HOST:443", any case? */
+static int
+term_value_is_bound(
+    const struct term *t, const uint8_t *buf, struct http_span v)
+{
+	size_t n = strlen(t->host);
+	const char *p = (const char *)buf + v.off;
+
+	if (v.len < n || strncasecmp(p, t->host, n) != 0)
+		return 0;
+	return v.len == n || (v.len == n + 1 && p[n] == '.') ||
+	    (v.len == n + 4 && memcmp(p + n, ":443", 4) == 0);
+}
+
+/* Refuse rq, which gets a real value, if it holds a term_reroute field:
+ * any (400 request_not_allowed) when rules is set (the credential has
+ * allow-request rules), a host one naming another host (421
+ * misdirected_request) always.  -1 when refused, else 0. */
+static int
+term_refuse_reroute(struct term *t, const uint8_t *buf,
+    const struct http_request *rq, int rules)
+{
+	char b[400];
+	size_t i, k;
+
+	for (i = 0; i < rq->nfields; i++)
+		for (k = 0; k < sizeof(term_reroute) / sizeof(term_reroute[0]);
+		     k++) {
+			if (!http_field_name_is(
+				buf, &rq->fields[i], term_reroute[k].name))
+				continue;
+			if (rules) {
+				snprintf(b, sizeof(b),
+				    "%s re-routes a request the credential's "
+				    "allow-request rules check: refused",
+				    term_reroute[k].name);
+				term_refuse(
+				    t, 400, REASON_REQUEST_NOT_ALLOWED, b);
+				return -1;
+			}
+			if (!term_reroute[k].host ||
+			    term_value_is_bound(t, buf, rq->fields[i].value))
+				continue;
+			snprintf(b, sizeof(b),
+			    "this tunnel is for %s only, %s names another host",
+			    t->host, term_reroute[k].name);
+			term_refuse(t, 421, REASON_MISDIRECTED_REQUEST, b);
+			return -1;
+		}
+	return 0;
+}
+
+/*
  * The credential's allow-request rules (policy_cred_allows, on the path
  * as the origin reads it): refuse with 403 a request they do not allow,
- * with 400 one whose path has no single reading.  Returns 0 or -1.
+ * with 400 one whose path has no single reading or that holds a field
+ * re-routing it (term_refuse_reroute).  Returns 0 or -1.
  */
 static int
 term_refuse_rules(struct term *t, const uint8_t *buf,
@@ -864,6 +942,9 @@ term_refuse_rules(struct term *t, const uint8_t *buf,
 	char b[160];
 	int ok;
 
+	snprintf(t->cred, sizeof(t->cred), "%s", pc->name);
+	if (term_refuse_reroute(t, buf, rq, pc->nrules > 0) == -1)
+		return -1;
 	ok = policy_cred_allows(pc, (const char *)buf + rq->method.off,
 	    rq->method.len, (const char *)buf + rq->path.off, rq->path.len,
 	    &why);
@@ -903,6 +984,26 @@ term_refuse_netpath(
 	term_refuse(t, 400, REASON_HTTP_BAD_TARGET,
 	    "a target path beginning with // names another host "
 	    "(RFC 3986 section 4.2) and is refused");
+	return -1;
+}
+
+/*
+ * An absolute-form target on this TLS tunnel must say https:// (RFC 9110
+ * §4.2.2): an http:// one asks for the plain-text resource, which a
+ * server or a proxy beyond it may fetch in the clear, with the value.
+ * Refused (400, http_bad_target), -1; else 0.
+ */
+static int
+term_refuse_scheme(
+    struct term *t, const uint8_t *buf, const struct http_request *rq)
+{
+	if (!rq->absolute ||
+	    (rq->target.len >= 8 &&
+		strncasecmp(
+		    (const char *)buf + rq->target.off, "https://", 8) == 0))
+		return 0;
+	term_refuse(t, 400, REASON_HTTP_BAD_TARGET,
+	    "an absolute-form target on a TLS tunnel must be https://");
 	return -1;
 }
 
@@ -1038,6 +1139,7 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	term_copy_row(t, t->method, sizeof(t->method), buf, rq.method);
 	term_copy_row(t, t->path, sizeof(t->path), buf, rq.path);
 	if (term_refuse_misdirected(t, buf, &rq) == -1 ||
+	    term_refuse_scheme(t, buf, &rq) == -1 ||
 	    term_refuse_netpath(t, buf, &rq) == -1)
 		return -1;
 	pc = policy_cred_for_host(t->gw->policy, t->inst->profile, t->host);
@@ -1079,6 +1181,8 @@ term_request(struct term *t, const uint8_t *buf, size_t len)
 	t->nreq++;
 	t->rq_flags = rq.flags;
 	t->rq_close = rq.close;
+	t->rq_body = rq.body == HTTP_BODY_CHUNKED ||
+	    (rq.body == HTTP_BODY_LENGTH && rq.length > 0);
 	t->rq_expect = rq.expect_continue;
 	t->raw.ncarry = t->data.ncarry = 0;
 	http_body_init(&t->body, rq.body, rq.length);
@@ -1242,6 +1346,31 @@ term_down_head(struct term *t, const uint8_t *p, size_t n)
 }
 
 /*
+ * The final response head to a request that had a body, towards the
+ * guest with "Connection: close" added (RFC 9110 §7.6.1), and the tunnel
+ * closed after it (rq_close).  An upstream may answer without reading a
+ * request's body (CL.0): the rest of it would then be read as the start
+ * of the next request, and the gateway's next request, its placeholder
+ * swapped, joined onto what the guest wrote there (a path or Host no
+ * check saw).  So no request follows one with a body on an upstream
+ * connection; the guest's client opens a new tunnel.
+ */
+static void
+term_down_head_close(struct term *t, const uint8_t *p, size_t n)
+{
+	static const char cl[] = "Connection: close\r\n";
+	size_t eol = n >= 2 && p[n - 2] == '\r' ? 2 : 1;
+	uint8_t *b = xmalloc(n + sizeof(cl));
+
+	memcpy(b, p, n - eol);
+	memcpy(b + n - eol, cl, sizeof(cl) - 1);
+	memcpy(b + n - eol + sizeof(cl) - 1, p + n - eol, eol);
+	term_down_head(t, b, n + sizeof(cl) - 1);
+	free(b);
+	t->rq_close = 1;
+}
+
+/*
  * The next n bytes of data towards the guest (a response body's decoded
  * data, or an upgraded stream), after the bytes held back: every real
  * value masked, the tail that could still begin one held back.  When end
@@ -1383,6 +1512,30 @@ term_interim_early(struct term *t)
 	return 0;
 }
 
+/*
+ * A 101 naming a WebSocket extension (RFC 6455 §9.1): the gateway sent
+ * the upstream no Sec-WebSocket-Extensions (term_write_head), so the
+ * upstream may not use one (§4.1: the client fails the connection); the
+ * guest, which offered one, would read it as agreed.  Refused (502
+ * upstream_bad_response, nothing of it relayed), -1; else 0.
+ */
+static int
+term_ws_extension(
+    struct term *t, const uint8_t *p, const struct http_response *rs)
+{
+	size_t i;
+
+	for (i = 0; i < rs->nfields; i++)
+		if (http_field_name_is(
+			p, &rs->fields[i], "sec-websocket-extensions")) {
+			term_refuse(t, 502, REASON_UPSTREAM_BAD_RESPONSE,
+			    "the upstream's 101 names a WebSocket extension "
+			    "that was not offered to it");
+			return -1;
+		}
+	return 0;
+}
+
 /* The response head: pass it on; 1 when the head was complete. */
 static int
 term_response(struct term *t)
@@ -1413,7 +1566,12 @@ term_response(struct term *t)
 	case HTTP_OK:
 		break;
 	}
-	term_down_head(t, p, rs.head_len);
+	if (rs.upgraded && term_ws_extension(t, p, &rs) == -1)
+		return -1;
+	if (!rs.interim && !rs.upgraded && t->rq_body)
+		term_down_head_close(t, p, rs.head_len);
+	else
+		term_down_head(t, p, rs.head_len);
 	t->rs_bytes += rs.head_len;
 	evbuffer_drain(in, rs.head_len);
 	t->head_seen = 0;
@@ -1690,7 +1848,9 @@ term_ws_mask(struct term *t, struct wsframe w, uint8_t *b, size_t len, int end,
 			b[k] = '*';
 	kd = r.open ? reflect_partial(t->refl, r.d, r.nd) : 0;
 	kw = reflect_partial(t->refl, r.w, r.nw);
-	if (end || r.closed) {
+	if (end || r.closed) { /* a tail that most of a value is: masked */
+		if (kd >= REFLECT_MIN || kw >= REFLECT_MIN)
+			t->reflected++;
 		term_ws_blank(b, r.dat + r.nd - kd, kd);
 		term_ws_blank(b, r.wat + r.nw - kw, kw);
 		kd = kw = 0;

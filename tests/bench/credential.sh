@@ -7,7 +7,9 @@
 # keep-alive client (Python http.client over CONNECT) in a fake guest
 # sends N requests on one tunnel per case and times each; the proxy
 # process's CPU time (utime + stime, /proc/PID/stat) over the run gives
-# the CPU per request.  A terminated request waits for its request_opens
+# the CPU per request; then N POSTs, each answered with Connection: close
+# (a request with a body ends its tunnel, ksb-policy(5)), so each opens a
+# new tunnel.  A terminated request waits for its request_opens
 # row's commit before its head goes upstream (issue 29): that wait is in
 # the terminated case's latency.  A third case (issue 32) is h2: the same
 # requests, one stream at a time on one h2 connection (python3-h2 client
@@ -86,12 +88,12 @@ PROXY_PID=$(pgrep -P "$KSB_GATEWAY_PID" | head -n 1)
 cpu() { awk '{print $14 + $15}' "/proc/$PROXY_PID/stat"; }
 hz=$(getconf CLK_TCK)
 
-run() { # HOST KEY -> "p50 p99" in ms
+run() { # HOST KEY [POST] -> "p50 p99" in ms
 	ip netns exec "ksbt-$$-g1" python3 - "$1" "$2" "$N" "$T/pki/ca.pem" \
-		"$T/state/ca/ca.crt" <<'PY'
+		"$T/state/ca/ca.crt" "${3:-GET}" <<'PY'
 import http.client, ssl, sys, time
-host, key, n, ca1, ca2 = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
-    sys.argv[4], sys.argv[5]
+host, key, n, ca1, ca2, m = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+    sys.argv[4], sys.argv[5], sys.argv[6]
 ctx = ssl.create_default_context(cafile=ca1)
 ctx.load_verify_locations(ca2)
 c = http.client.HTTPSConnection("10.77.0.1", 3128, context=ctx, timeout=30)
@@ -99,7 +101,12 @@ c.set_tunnel(host, 443)
 lat = []
 for i in range(n + 20):
     t0 = time.perf_counter()
-    c.request("GET", "/echo", headers={"x-api-key": key})
+    if m == "POST":  # a body: its answer ends the tunnel (CL.0), and
+        # http.client opens a new one (CONNECT, TLS) for the next
+        c.request("POST", "/upload", body=b'{"n": 1}',
+                  headers={"x-api-key": key})
+    else:
+        c.request("GET", "/echo", headers={"x-api-key": key})
     r = c.getresponse()
     r.read()
     if r.status != 200:
@@ -151,17 +158,20 @@ PY
 }
 c0=$(cpu); plain=$(run plain.test "$PH"); c1=$(cpu)
 term=$(run api.test "$PH"); c2=$(cpu)
+post=$(run api.test "$PH" POST); c3=$(cpu)
 pcpu=$(echo "($c1 - $c0) * 1000000 / $hz / ($N + 20)" | bc)
 tcpu=$(echo "($c2 - $c1) * 1000000 / $hz / ($N + 20)" | bc)
-set -- $plain $term
+ocpu=$(echo "($c3 - $c2) * 1000000 / $hz / ($N + 20)" | bc)
+set -- $plain $term $post
 printf '%-34s %10s %10s %16s\n' "case ($N keep-alive requests)" "p50 ms" "p99 ms" "proxy CPU us/req"
 printf '%-34s %10s %10s %16s\n' "plain tunnel (splice)" "$1" "$2" "$pcpu"
 printf '%-34s %10s %10s %16s\n' "terminated + swap" "$3" "$4" "$tcpu"
 printf '%-34s %10s %10s %16s\n' "added by termination" \
 	"$(echo "$3 - $1" | bc)" "$(echo "$4 - $2" | bc)" "$((tcpu - pcpu))"
+printf '%-34s %10s %10s %16s\n' "terminated POST (a tunnel each)" "$5" "$6" "$ocpu"
 if [ -n "$H2" ]; then
-	c3=$(cpu); h2r=$(runh2 h2.test "$PH"); c4=$(cpu)
-	hcpu=$(echo "($c4 - $c3) * 1000000 / $hz / ($N + 20)" | bc)
+	c5=$(cpu); h2r=$(runh2 h2.test "$PH"); c6=$(cpu)
+	hcpu=$(echo "($c6 - $c5) * 1000000 / $hz / ($N + 20)" | bc)
 	set -- $term $h2r
 	printf '%-34s %10s %10s %16s\n' "terminated + swap, h2 (per stream)" "$3" "$4" "$hcpu"
 	printf '%-34s %10s %10s %16s\n' "h2 against HTTP/1.1" \

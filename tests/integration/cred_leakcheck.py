@@ -14,7 +14,8 @@ status: the final status; parse: the bytes are one well-formed HTTP/1.1
 response (interim ones before it) whose body reads to its end; leaks: the
 encodings (raw, base64 and base64url at each alignment, percent-encoding
 in both cases, JSON string escaping with and without "\\/") of the first
-line of REALFILE found anywhere in the bytes received; masked: a run of
+line of REALFILE found anywhere in the bytes received (base64 also with
+the line breaks taken out: "b64lines"); masked: a run of
 8 '*' was seen.
 """
 import base64
@@ -97,6 +98,10 @@ if real in urllib.parse.unquote_to_bytes(buf):
     leaks.append("pctdecoded")
 if real in re.sub(rb'\\(u[0-9a-fA-F]{4}|["\\/bfnrt])', jsonesc, buf):
     leaks.append("jsondecoded")
+# base64 broken into lines (MIME, PEM): the bytes without their line breaks
+flat = buf.replace(b"\r", b"").replace(b"\n", b"")
+if any(k.startswith("b64") and e in flat for k, e in patterns(real).items()):
+    leaks.append("b64lines")
 print("status=%d parse=%s leaks=%s masked=%s len=%d" % (
     status, parse, ",".join(leaks) or "none",
     "yes" if b"*" * 8 in buf else "no", n))

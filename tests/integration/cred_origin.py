@@ -18,6 +18,7 @@ gateway must swap in; the guest only has a placeholder):
                        only if the gateway relays without buffering
   GET  /go             200: releases the waiting stream
   GET  /ws             101 to an Upgrade: websocket, then echoes bytes
+  GET  /wsext          as /ws, its 101 naming permessage-deflate
   GET  /dribble        200 with 8 KiB of head, one byte per TLS record,
                        then closes
   GET  /big?mb=N       200, N MiB (Content-Length), each MiB the real
@@ -131,6 +132,9 @@ class H(http.server.BaseHTTPRequestHandler):
             self.send_response(101)
             self.send_header("Upgrade", "websocket")
             self.send_header("Connection", "Upgrade")
+            if self.path.startswith("/wsext"):  # never offered to it
+                self.send_header("Sec-WebSocket-Extensions",
+                                 "permessage-deflate")
             self.end_headers()
             self.wfile.flush()
             data = self.rfile.read1(4096)

@@ -21,7 +21,10 @@ received), so a test can prove what reached it and what did not.
                     stream), header (a response field), status (the
                     reason phrase), interim (a 103 before the answer),
                     dribble (a byte per write), tail (the body ends in
-                    all of the value but its last byte), gzip (compressed when
+                    all of the value but its last byte), eofcut (eof
+                    ended by a TCP close, no close_notify), short (a
+                    Content-Length 50 bytes over what is sent, then a TCP
+                    close), gzip (compressed when
                     the request accepts gzip); always Connection: close
   HEAD ...          200, Content-Length: 5, no body (keep-alive)
   PUT /early/...    413 at once, before reading the body (early())
@@ -34,6 +37,7 @@ import base64
 import gzip
 import json
 import os
+import socket
 import socketserver
 import ssl
 import sys
@@ -77,6 +81,10 @@ def reflect_encodings(v):
         "b64a1": base64.b64encode(b"x" + v),
         "b64a2": base64.b64encode(b"xy" + v),
         "b64url": base64.urlsafe_b64encode(b"x" + v),
+        # wrapped: MIME (76 columns, CRLF; RFC 2045 §6.8), PEM (64, LF)
+        "b64mime": base64.encodebytes(b"x" + v).replace(b"\n", b"\r\n"),
+        "b64pem": b"\n".join(base64.b64encode(b"xy" + v)[i:i + 64] for i in
+                             range(0, len(base64.b64encode(b"xy" + v)), 64)),
         "pct": pct("X"),
         "pctlower": pct("x"),
         "json": j,
@@ -171,8 +179,10 @@ class H(http.server.BaseHTTPRequestHandler):
                 w(b"%x\r\n%s\r\n" % (len(c), c))
                 self.wfile.flush()
             w(b"0\r\n\r\n")
-        elif framing == "eof":
+        elif framing in ("eof", "eofcut"):
             w(b"\r\n" + body)
+        elif framing == "short":  # the close comes before the body's end
+            w(b"Content-Length: %d\r\n\r\n" % (len(body) + 50) + body)
         else:
             w(b"Content-Length: %d\r\n\r\n" % len(body))
             if framing == "dribble":
@@ -182,6 +192,8 @@ class H(http.server.BaseHTTPRequestHandler):
             else:
                 w(body)
         self.wfile.flush()
+        if framing in ("eofcut", "short"):  # a TCP close, no close_notify
+            self.connection.shutdown(socket.SHUT_RDWR)
         if framing == "eof":  # close_notify: the body's end, not a cut
             try:
                 self.connection.unwrap()

@@ -253,8 +253,9 @@ for n in header-anthropic bearer-openai; do
 	header-*) a="x-api-key: $p" ;;
 	bearer-*) a="Authorization: Bearer $p" ;;
 	esac
-	for fr in tail; do
-		printf 'GET /reflect/raw/%s HTTP/1.1\r\nHost: %s.swap.test\r\n%s\r\n\r\n' \
+	for fr in raw/tail raw/eofcut raw/short b64mime/length b64mime/chunked \
+		b64mime/eof b64pem/length b64pem/dribble b64pem/sse; do
+		printf 'GET /reflect/%s HTTP/1.1\r\nHost: %s.swap.test\r\n%s\r\n\r\n' \
 			"$fr" "$n" "$a" > "$T/refl.req"
 		out=$(ip netns exec "ksbt-$$-g$g" python3 "$LEAK" \
 			10.77.0.1:3128 "$n.swap.test" "$CA" "$T/c/v/$n" \
@@ -267,7 +268,7 @@ for n in header-anthropic bearer-openai; do
 		esac
 	done
 done
-ksb_check "a body ending in a value less its last byte: that tail masked" \
+ksb_check "a value less its last byte, a body cut by the close, base64 in lines: masked" \
 	'[ -z "$tailbad" ]'
 n=header-anthropic
 g=$(sed -n "s/^$n //p" "$T/guest-of")

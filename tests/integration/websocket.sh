@@ -114,6 +114,13 @@ ksb_check "the pings between went through" \
 	'splitc ping | grep -q "^pings: 63"'
 ksb_check "rows: credential_reflected for each (close: 63 tunnels)" \
 	'ksb_until 10 eval "[ \$(rows credential_reflected) -ge \$((before + 68)) ]"'
+before=$(rows credential_reflected)
+out=$(splitc closehead) || true
+echo "$out"
+ksb_check "a Close whose reason is most of a value, then the end: masked" \
+	'echo "$out" | grep -q "^closehead: 4 masked, 0 bad" && echo "$out" | grep -q "^parts: none"'
+ksb_check "... each row: credential_reflected, whatever ended it" \
+	'ksb_until 10 eval "[ \$(rows credential_reflected) -ge \$((before + 4)) ]"'
 out=$(splitc many) || true
 echo "$out"
 ksb_check "9 control frames inside the message: closed, no part of the value" \

@@ -23,12 +23,15 @@ placeholder mark), before it answers:
                    closed in 10 s)
   "close K"        '<'+R[:K] (a text fragment), then a Close 1000 whose
                    reason is R[K:]+'>'
+  "closehead K"    a Close 1000 whose reason is R[:K] (a value's head
+                   that only the end of the stream shows whole), then
+                   the connection closed
   "pingme"         '<'+R[:4] (a fragment), a ping, R[4:]+'>', then
                    "pong ok" once the pong came (or "pong timeout"
                    after 10 s), then a ping outside a message the same
                    way ("pong2 ok")
   anything else    echoed as it came (text or binary)
-Frames of split, close and pingme go raw to the transport (what the
+Frames of split, close, closehead and pingme go raw to the transport (what the
 library would not send: control frames between fragments).
 """
 import asyncio
@@ -79,6 +82,9 @@ async def raw(ws, m):
     elif verb == "close":
         k = int(arg)
         w(frame(0x01, b"<" + r[:k]) + frame(0x88, b"\x03\xe8" + r[k:] + b">"))
+    elif verb == "closehead":  # most of the value as a Close reason
+        w(frame(0x88, b"\x03\xe8" + r[:int(arg)]))
+        ws.transport.close()
     elif verb == "pingme":
         w(frame(0x01, b"<" + r[:4]))
         waiter = await ws.ping(b"are-you-there")
@@ -114,7 +120,7 @@ async def handler(ws, path=None):
                 await ws.send(iter(["real=" + REAL[:half],
                                     REAL[half:] + ";"]))
             elif isinstance(m, str) and m.split(" ")[0] in (
-                    "split", "close", "pingme"):
+                    "split", "close", "closehead", "pingme"):
                 await raw(ws, m)
             elif m == "reflect-ping":
                 await ws.ping(REAL.encode())

@@ -7,7 +7,8 @@ tests/integration/websocket.sh; hand-made frames, every byte checked.
 
 CASE: ping, pong, several, in-ping, ping-head, many (ws_origin.py "split SEP": one
 connection, the value split at every k in 1..63), or close (ws_origin.py
-"close K": one connection for each k in 1..63).  Prints one line per
+"close K": one connection for each k in 1..63), or closehead (ws_origin.py
+"closehead K" for K 8, 40, 100 and all but the value's last byte).  Prints one line per
 case: "CASE: N masked, M bad" (a message, ping or Close reason not as
 the real value masked to the byte; each bad one also on a line
 "bad k=..."), then "parts: none|..." (any 8 bytes in a row of the real
@@ -77,6 +78,14 @@ if case == "close":
         f = frames(got)
         want = [(1, b"<" + b"*" * k), (8, b"\x03\xe8" + b"*" * (N - k) + b">")]
         if f == want:
+            good += 1
+        else:
+            bad.append("bad k=%d %r" % (k, got[:200]))
+elif case == "closehead":
+    for k in (8, 40, 100, N - 1):
+        got = session(b"closehead %d" % k, lambda f: any(o == 8 for o, _ in f))
+        allgot += got
+        if frames(got) == [(8, b"\x03\xe8" + b"*" * k)]:
             good += 1
         else:
             bad.append("bad k=%d %r" % (k, got[:200]))

@@ -5,7 +5,8 @@
  * record, retention with an anchor, and a removed database; the derived
  * totals (schema version 3): built by the migration from version 2, kept
  * by the writer through allowed, denied and close records and by retention;
- * the denials' time index (schema version 9) and the plans that use it.
+ * the denials' time index (schema version 9) and the plans that use it;
+ * no placeholder in any text column.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -1210,6 +1211,55 @@ test_migrate_v3(void)
 	free(f);
 }
 
+/* No text column of any table holds a placeholder, whatever the guest
+ * put there (outside audit of issue 28, finding 5): a CONNECT host, an
+ * SNI, a method, a path; the rows chain and verify as stored. */
+static void
+test_no_placeholder(void)
+{
+	static const char ph[] =
+	    "sk-ksbph_0123456789abcdef0123456789ABCDEF01234567";
+	char *p = path_of("noph.db"), *cause = NULL, host[128], path[200];
+	struct audit_row r;
+	struct audit *a;
+	sqlite3 *db;
+	int64_t id;
+
+	snprintf(host, sizeof(host), "%s.evil.test", ph);
+	snprintf(path, sizeof(path), "/x/%s/y?KSBPH_ff", ph);
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open (no placeholder)");
+	audit_start(a, base, &cause);
+	r = row(host, 0, "credential_misuse", 0);
+	audit_decision(a, &r, NULL, NULL, NULL);
+	r = row("api.test", 1, "allowed", 0);
+	r.sni = host;
+	id = audit_decision(a, &r, NULL, NULL, NULL);
+	audit_request(a, id, ph, path, 403, 0, 0, NULL, "credential_misuse");
+	audit_close(a, id, 1, 2, 3, "closed");
+	audit_free(a);
+	db = db_open(p);
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM connections WHERE host = "
+		  "'sk-[placeholder].evil.test' OR sni = "
+		  "'sk-[placeholder].evil.test'") == 2,
+	    "a placeholder in a host or an SNI stored as [placeholder]");
+	CHECK(q_int(db,
+		  "SELECT count(*) FROM requests WHERE method = "
+		  "'sk-[placeholder]' AND path = "
+		  "'/x/sk-[placeholder]/y?[placeholder]'") == 1,
+	    "in a method and a path too, in any case");
+	CHECK(q_int(db,
+		  "SELECT (SELECT count(*) FROM connections WHERE host LIKE "
+		  "'%ksbph%' OR sni LIKE '%ksbph%') + (SELECT count(*) FROM "
+		  "totals_host WHERE host LIKE '%ksbph%') + (SELECT count(*) "
+		  "FROM requests WHERE path LIKE '%ksbph%' OR method LIKE "
+		  "'%ksbph%')") == 0,
+	    "no connections, totals_host or requests row holds ksbph_");
+	sqlite3_close(db);
+	CHECK(verify(p, NULL) == 0, "verify: the redacted rows chain");
+	free(p);
+}
+
 /* Version 5 -> 6: the selftests table; its records chain onto the
  * migrated chain and verify. */
 static void
@@ -1534,6 +1584,7 @@ main(void)
 	test_migrate_v10();
 	test_logins();
 	test_forwards();
+	test_no_placeholder();
 	test_totals_retention();
 	test_totals_batch();
 	test_retention();

@@ -5,7 +5,8 @@
  * short to scan, and reflect_partial's held-back tail across runs; the
  * per-byte encodings (issue 28's audit: every byte %XX in either or
  * mixed hex case, JSON \u00XX, mixes of raw and escaped bytes), the
- * placeholder mark in them, and a stream split inside an escape.
+ * placeholder mark in them, a stream split inside an escape, and base64
+ * broken into lines (issue 28's outside audit, finding 8).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +203,66 @@ test_stream_split(struct reflect *r)
 	    "an unfinished %%X at the end is held (2)");
 }
 
+/* enc (base64 text) into out wrapped every width characters with eol. */
+static size_t
+wrap(char *out, const char *enc, size_t width, const char *eol)
+{
+	size_t i, n = 0;
+
+	for (i = 0; enc[i] != '\0'; i++) {
+		if (i > 0 && i % width == 0)
+			n += (size_t)sprintf(out + n, "%s", eol);
+		out[n++] = enc[i];
+	}
+	out[n] = '\0';
+	return n;
+}
+
+/* Base64 of the value broken into lines (MIME 76, PEM 64, any width,
+ * CRLF or LF, each alignment): masked, its line breaks kept; and a
+ * stream cut anywhere in it holds the wrapped tail back. */
+static void
+test_b64_lines(struct reflect *r)
+{
+	static const char *eols[] = { "\r\n", "\n", "\r" };
+	char in[300], enc[400], w[1300], out[1300];
+	size_t a, width, e, n, cut, stars, ok = 1, kept = 1, held = 1;
+	int k;
+
+	for (a = 0; a < 3; a++) {
+		k = snprintf(in, sizeof(in), "%.*s%s", (int)a, "xy", V);
+		EVP_EncodeBlock((uint8_t *)enc, (uint8_t *)in, k);
+		for (width = 1; width <= 80; width++)
+			for (e = 0; e < 3; e++) {
+				n = wrap(w, enc, width, eols[e]);
+				memcpy(out, w, n + 1);
+				if (reflect_mask(r, (uint8_t *)out, n) < 1)
+					ok = 0;
+				for (k = 0, stars = 0; (size_t)k < n; k++) {
+					stars += out[k] == '*';
+					if ((w[k] == '\n' || w[k] == '\r') &&
+					    out[k] != w[k])
+						kept = 0;
+				}
+				if (stars < 4 * strlen(V) / 3 - 2)
+					ok = 0;
+			}
+	}
+	CHECK(ok,
+	    "base64 wrapped at every width 1-80 (CRLF, LF, CR), each "
+	    "alignment, masked");
+	CHECK(kept, "the wrapped base64's line breaks kept");
+	EVP_EncodeBlock((uint8_t *)enc, (uint8_t *)V, (int)strlen(V));
+	n = wrap(w, enc, 76, "\r\n");
+	for (cut = 1; cut + 4 < n; cut++) {
+		memcpy(out, w, cut);
+		if (reflect_mask(r, (uint8_t *)out, cut) == 0 &&
+		    reflect_partial(r, (uint8_t *)out, cut) + 8 < cut)
+			held = 0;
+	}
+	CHECK(held, "a MIME-wrapped value cut anywhere: its tail held back");
+}
+
 static void
 test_mark(void)
 {
@@ -237,6 +298,7 @@ main(void)
 	test_partial(r);
 	test_per_byte(r);
 	test_stream_split(r);
+	test_b64_lines(r);
 	test_mark();
 	reflect_add(small, (const uint8_t *)"abc", 3);
 	CHECK(reflect_count(small) == 0,
