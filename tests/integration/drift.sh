@@ -24,6 +24,13 @@
 #   - another program's rule anywhere (the uplink's ingress or egress)
 #     that moves packets onto ksb's links (`fwd to'/`dup to' a port or a
 #     tap-prefix name, or a device it does not name): fails closed;
+#   - another program's rule of any family that moves packets from
+#     ksb's links (the outside audit's finding 3): an ip `iifname ksb0
+#     dup' to the uplink (the hole shown real first: the guest's
+#     datagrams counted beyond it), an inet `iif ksb0 meta mark set', an
+#     ip6 `iifname ksb0 redirect', an ip `dup' confined to no link:
+#     fails closed; rules that only count, log, accept or drop ksb's
+#     traffic, a nat not picking ksb's links out: not drift;
 #   - a guest reaching the canary a third time within a minute (a hole
 #     restoring does not close): fails closed;
 # each one log line and one selftests record nft-drift:KIND.
@@ -351,6 +358,104 @@ ksb_check "the bridge is down" down
 ksb_check "one log line says it is treated as ksb's" \
 	'logged "foreign drift: table netdev o3 chain c: a rule of another program.s moves packets onto ksb.s links (fwd to a device it does not name: treated as ksb.s)"'
 gwns nft delete table netdev o3
+
+ksb_say "rules of other programs that move packets from ksb's links (finding 3)"
+fresh
+# The origin's side counts the guest's datagrams that reach it (a
+# witness in its own namespace, out of the gateway's sight).
+ip netns exec "$OR" nft -f - <<NFT
+table netdev wit {
+  chain c { type filter hook ingress device "ko1" priority 0; policy accept;
+    ip saddr $G2IP udp dport 7777 counter
+  }
+}
+NFT
+seen() { ip netns exec "$OR" nft list chain netdev wit c | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+send5() {
+	ip netns exec "$G2" python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(5):
+    try: s.sendto(b"exfil", ("10.77.0.1", 7777))
+    except OSError: pass'
+}
+# Not drift: rules that match ksb's links but only count, log, accept or
+# drop, and a nat that does not pick ksb's links out.
+gwns nft -f - <<NFT
+table ip watch {
+  chain pre { type filter hook prerouting priority -400; policy accept;
+    iifname "ksb0" counter
+    iif "ksb0" log prefix "watch " accept
+    iifname "ksb0" udp dport 9 drop
+  }
+  chain cdnat { type nat hook prerouting priority -100; policy accept;
+    iifname != "dock0" tcp dport 8081 dnat to 10.78.0.9:80
+  }
+  chain csnat { type nat hook postrouting priority 100; policy accept;
+    oifname "ko0" masquerade
+  }
+}
+NFT
+reload
+send5
+ksb_check "counting, logging, accepting, dropping ksb's traffic: no drift" \
+	'never_logged "foreign drift" && gwns ip link show ksb0 | grep -q "[<,]UP[,>]"'
+gwns nft delete table ip watch
+ksb_check "before: none of the guest's datagrams gets beyond the uplink" '[ "$(seen)" = 0 ]'
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft -f - <<NFT
+table ip fdup {
+  chain pre { type filter hook prerouting priority -400; policy accept;
+    iifname "ksb0" dup to $ORIGIN_IP device "ko0"
+  }
+}
+NFT
+send5
+ksb_check "the hole is real: the guest's datagrams are copied beyond the uplink ($(seen))" \
+	'[ "$(seen)" -gt 0 ]'
+kill -CONT "$KSB_GATEWAY_PID"
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+was=$(seen)
+send5
+ksb_check "none gets beyond the uplink any more ($(seen) - $was)" '[ "$(seen)" = "$was" ]'
+ksb_check "one log line says which rule and what it does" \
+	'logged "foreign drift: table ip fdup chain pre: a rule of another program.s moves packets from ksb.s links (it matches a name ksb0, then dup): could not be restored (not ksb.s table: delete it, then restart ksb-gatewayd): bridge ksb0 set down"'
+ksb_until 5 recs_ge foreign stopped 1 || true
+ksb_check "a record nft-drift:foreign, action stopped ($(recs foreign stopped))" 'recs_ge foreign stopped 1'
+gwns nft delete table ip fdup
+# from_drift TABLE RE: TABLE (nft -f text on stdin) fails closed, logged RE.
+from_drift() {
+	fresh
+	gwns nft -f -
+	ksb_until 8 down || true
+	ksb_check "$1: the bridge is down" down
+	ksb_check "$1: one log line says so" "logged \"foreign drift: $2\""
+	gwns nft delete table "$1"
+}
+from_drift "inet fmark" "table inet fmark chain pre: a rule of another program.s moves packets from ksb.s links (it matches ifindex [0-9]* (ksb0), then meta mark set)" <<NFT
+table inet fmark {
+  chain pre { type filter hook prerouting priority -300; policy accept;
+    iif "ksb0" meta mark set 0x7
+  }
+}
+NFT
+from_drift "ip6 fredir" "table ip6 fredir chain pre: a rule of another program.s moves packets from ksb.s links (it matches a name ksb0, then redir)" <<NFT
+table ip6 fredir {
+  chain pre { type nat hook prerouting priority -150; policy accept;
+    iifname "ksb0" meta l4proto tcp redirect to :8080
+  }
+}
+NFT
+# (a queue is judged as a dup; this kernel may lack nft_queue)
+from_drift "ip fcopy" "table ip fcopy chain pre: a rule of another program.s copies or hands out packets not confined to other links, ksb.s included (dup)" <<NFT
+table ip fcopy {
+  chain pre { type filter hook prerouting priority -300; policy accept;
+    udp dport 7777 dup to $ORIGIN_IP device "ko0"
+  }
+}
+NFT
+ip netns exec "$OR" nft delete table netdev wit
 
 [ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
 grep -E "nftables check|canary" "$T/gatewayd.log" | head -n 20
