@@ -31,6 +31,10 @@
 #     ip6 `iifname ksb0 redirect', an ip `dup' confined to no link:
 #     fails closed; rules that only count, log, accept or drop ksb's
 #     traffic, a nat not picking ksb's links out: not drift;
+#   - tc and XDP on ksb's links (the outside audit's finding 4): an
+#     ingress qdisc on a guest's port whose filter redirects its frames
+#     to the uplink (the hole shown real first), a clsact qdisc on the
+#     bridge, an XDP program on a port: deleted, detached (kind hook);
 #   - a guest reaching the canary a third time within a minute (a hole
 #     restoring does not close): fails closed;
 # each one log line and one selftests record nft-drift:KIND.
@@ -455,6 +459,52 @@ table ip fcopy {
   }
 }
 NFT
+
+ksb_say "tc and XDP on ksb's links (finding 4)"
+fresh
+qdisc() { gwns tc qdisc show dev "$1" | grep -Eq "qdisc (ingress|clsact)"; }
+kill -STOP "$KSB_GATEWAY_PID"
+gwns tc qdisc add dev kvg2 ingress
+gwns tc filter add dev kvg2 parent ffff: protocol ip u32 match u32 0 0 \
+	action mirred egress redirect dev ko0
+was=$(seen)
+send5
+ksb_check "the hole is real: a tc redirect takes the guest's datagrams to the uplink ($(seen) - $was)" \
+	'[ "$(seen)" -gt "$was" ]'
+kill -CONT "$KSB_GATEWAY_PID"
+ksb_until 8 eval '! qdisc kvg2' || true
+ksb_check "the ingress qdisc on the port is deleted" '! qdisc kvg2'
+ksb_check "one log line says so" \
+	'logged "hook drift: tc qdisc ingress on kvg2 (its filters see the frames before ksb.s rules): deleted: restored"'
+ksb_check "the bridge stays up" 'gwns ip link show ksb0 | grep -q "[<,]UP[,>]"'
+was=$(seen)
+send5
+ksb_check "none of the guest's datagrams gets beyond the uplink any more ($(seen) - $was)" \
+	'[ "$(seen)" = "$was" ]'
+ksb_until 5 recs_ge hook none 1 || true
+ksb_check "a record nft-drift:hook, action none ($(recs hook none))" 'recs_ge hook none 1'
+gwns tc qdisc add dev ksb0 clsact
+gwns tc filter add dev ksb0 ingress protocol ip u32 match u32 0 0 \
+	action mirred egress redirect dev ko0
+ksb_until 8 eval '! qdisc ksb0' || true
+ksb_check "a clsact qdisc on the bridge is deleted" '! qdisc ksb0'
+ksb_check "one log line says so" \
+	'logged "hook drift: tc qdisc clsact on ksb0 (its filters see the frames before ksb.s rules): deleted: restored"'
+if command -v clang >/dev/null 2>&1; then
+	printf '%s\n' '__attribute__((section("xdp"), used)) int p(void *c) { return 2; }' \
+		'char _license[] __attribute__((section("license"), used)) = "GPL";' > "$T/xdp.c"
+	clang -O2 -target bpf -c "$T/xdp.c" -o "$T/xdp.o"
+	xdp() { gwns ip link show "$1" | grep -q "prog/xdp"; }
+	gwns ip link set dev kvg2 xdpgeneric obj "$T/xdp.o" sec xdp
+	ksb_until 8 eval '! xdp kvg2' || true
+	ksb_check "an XDP program on a port is detached" '! xdp kvg2'
+	ksb_check "one log line says so" \
+		'logged "hook drift: an XDP program on kvg2 (it sees its frames before ksb.s rules): detached: restored"'
+	ksb_check "the records count each ($(recs hook none))" 'recs_ge hook none 3'
+else
+	ksb_check "clang for the XDP program (contrib/bootstrap.sh)" false
+fi
+ksb_check "the egress was never stopped for a hook" 'never_logged "hook drift.*set down"'
 ip netns exec "$OR" nft delete table netdev wit
 
 [ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
