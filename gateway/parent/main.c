@@ -276,7 +276,11 @@ gateway_audit_behind(const struct ksb_conf *conf, int new_audit)
 		    "the newer database, or start with --new-audit to move "
 		    "this one aside and begin a new chain after the loss\n",
 		    conf->audit_db, (long long)gateway_head_seq, hex, found);
-	}
+	} else if (r == -1)
+		fprintf(stderr,
+		    "ksb-gatewayd: audit-db %s: not checked against the "
+		    "recorded head: %s\n",
+		    conf->audit_db, found != NULL ? found : "unknown");
 	free(found);
 	return r == 1 ? 1 : 0;
 }

@@ -460,14 +460,20 @@ rulecheck_hooks(char **what, char **cause)
 	uint32_t *idx = NULL, found;
 	char kind[16], name[16], *w = NULL;
 	size_t n = 0, m, k;
-	int r, bad = 0;
+	int r = 0, bad = 0;
 
-	if (netdev_links(&l, &n, cause) == -1)
+	/* Once more before failing closed: a dump can fail (ENOBUFS). */
+	if (netdev_links(&l, &n, NULL) == -1 &&
+	    netdev_links(&l, &n, cause) == -1) {
+		*what = xstrdup("cannot list the links");
 		return 2;
+	}
 	m = rulecheck_ours(l, n, &idx);
 	bad = rulecheck_xdp(l, n, &w, cause) == -1;
 	for (k = 0; k < RULECHECK_HOOKS && !bad; k++) {
-		if ((r = netdev_tc_hook(idx, m, &found, kind, cause)) != 1) {
+		if ((r = netdev_tc_hook(idx, m, &found, kind, NULL)) == -1)
+			r = netdev_tc_hook(idx, m, &found, kind, cause);
+		if (r != 1) {
 			bad = r == -1;
 			break;
 		}
@@ -488,8 +494,12 @@ rulecheck_hooks(char **what, char **cause)
 	/* Read back: gone, or not restorable. */
 	if (!bad && w != NULL &&
 	    (netdev_links(&l, &n, cause) == -1 ||
-		netdev_tc_hook(idx, m, &found, kind, cause) != 0))
+		(r = netdev_tc_hook(idx, m, &found, kind, cause)) != 0)) {
+		if (r == 1)
+			cause_set(
+			    cause, "tc qdisc %s on link %u again", kind, found);
 		bad = 1;
+	}
 	for (k = 0; k < n && !bad && w != NULL; k++)
 		if (l[k].xdp != 0 &&
 		    (l[k].index == rulecheck_brindex ||
