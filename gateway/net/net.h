@@ -170,6 +170,15 @@ int netdev_tc_hook(const uint32_t *index, size_t n, uint32_t *found,
 /* That qdisc of link index deleted (RTM_DELQDISC, its filters with it).
  * 0, or -1 and *cause. */
 int netdev_tc_unhook(uint32_t index, char **cause);
+/*
+ * Another program's tc filter on any link's ingress (or clsact egress)
+ * whose `mirred' action redirects or mirrors onto one of the links
+ * index[0..n-1], or a `bpf' classifier there (bpf_redirect: not
+ * resolved, *to 0).  1: the first, *from its link; 0: none; -1 and
+ * *cause (more than 1024 links with such a hook too).
+ */
+int netdev_tc_onto(const uint32_t *index, size_t n, uint32_t *from,
+    uint32_t *to, char **cause);
 /* The XDP program of link index detached (IFLA_XDP_FD -1) in mode (as
  * netdev_link.xdp; XDP_ATTACHED_MULTI: each).  0, or -1 and *cause. */
 int netdev_xdp_detach(uint32_t index, int mode, char **cause);

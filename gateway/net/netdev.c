@@ -27,6 +27,7 @@
 #include <linux/netlink.h>
 #include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
+#include <linux/tc_act/tc_mirred.h>
 
 #include <libmnl/libmnl.h>
 
@@ -1223,4 +1224,182 @@ netdev_xdp_detach(uint32_t index, int mode, char **cause)
 		return 0;
 	return cause_set(cause, "cannot detach the XDP program of link %u: %s",
 	    index, strerror(-error));
+}
+
+/*
+ * tc filters of other links that redirect or mirror onto ksb's: every
+ * link's ingress or clsact qdisc (one RTM_GETQDISC dump), its filters
+ * (RTM_GETTFILTER at ffff:fff2, and ffff:fff3 for clsact's egress) and
+ * their `mirred' actions (TCA_ACT_KIND "mirred", TCA_MIRRED_PARMS'
+ * ifindex, <linux/tc_act/tc_mirred.h>), looked for at every nesting of
+ * a filter's options whatever its classifier; a `bpf' classifier may
+ * redirect anywhere (bpf_redirect) and is not resolved: treated as
+ * ksb's.
+ */
+#define NETDEV_TC_LINKS 1024 /* links with an ingress hook, at most */
+
+struct tc_onto {
+	const uint32_t *index; /* ksb's links */
+	size_t n;
+	uint32_t hooked[NETDEV_TC_LINKS]; /* links with ingress/clsact */
+	int clsact[NETDEV_TC_LINKS];
+	size_t nhooked;
+	uint32_t dev;	   /* the link whose filters are dumped */
+	uint32_t from, to; /* found: to 0 for a bpf classifier */
+};
+
+static int
+tc_onto_qdisc_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct tc_onto *o = data;
+	struct qdisc_find q;
+	const struct tcmsg *tcm;
+
+	if (nlh->nlmsg_type != RTM_NEWQDISC ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*tcm)) ||
+	    o->nhooked == NETDEV_TC_LINKS)
+		return MNL_CB_OK;
+	tcm = mnl_nlmsg_get_payload(nlh);
+	if (tcm->tcm_parent != TC_H_INGRESS)
+		return MNL_CB_OK;
+	memset(&q, 0, sizeof(q));
+	mnl_attr_parse(nlh, sizeof(*tcm), qdisc_attr_cb, &q);
+	o->clsact[o->nhooked] = strcmp(q.kind, "clsact") == 0;
+	o->hooked[o->nhooked++] = (uint32_t)tcm->tcm_ifindex;
+	return MNL_CB_OK;
+}
+
+/* A mirred action's options c: its link one of ksb's? */
+static void
+tc_onto_mirred(struct tc_onto *o, const struct nlattr *c)
+{
+	const struct tc_mirred *m;
+	const struct nlattr *d;
+	size_t k;
+
+	mnl_attr_for_each_nested(d, c)
+	{
+		if (mnl_attr_get_type(d) != TCA_MIRRED_PARMS ||
+		    mnl_attr_get_payload_len(d) < sizeof(*m))
+			continue;
+		m = mnl_attr_get_payload(d);
+		for (k = 0; k < o->n && o->from == 0; k++)
+			if (m->ifindex == o->index[k]) {
+				o->from = o->dev;
+				o->to = m->ifindex;
+			}
+	}
+}
+
+/* Nest a, depth levels down at most: a mirred action onto ksb's links
+ * (an action: TCA_ACT_KIND "mirred" next to its TCA_ACT_OPTIONS). */
+static void
+tc_onto_walk(struct tc_onto *o, const struct nlattr *a, int depth)
+{
+	const struct nlattr *b;
+	int mirred = 0;
+
+	mnl_attr_for_each_nested(b, a)
+	{
+		if (mnl_attr_get_type(b) == TCA_ACT_KIND &&
+		    mnl_attr_get_payload_len(b) == sizeof("mirred") &&
+		    memcmp(mnl_attr_get_payload(b), "mirred", 7) == 0)
+			mirred = 1;
+	}
+	mnl_attr_for_each_nested(b, a)
+	{
+		if (mirred && mnl_attr_get_type(b) == TCA_ACT_OPTIONS)
+			tc_onto_mirred(o, b);
+		else if (depth > 0 && mnl_attr_get_payload_len(b) >= 4 &&
+		    mnl_attr_validate(b, MNL_TYPE_NESTED) == 0)
+			tc_onto_walk(o, b, depth - 1);
+	}
+}
+
+static int
+tc_onto_filter_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct tc_onto *o = data;
+	const struct tcmsg *tcm;
+	const struct nlattr *a;
+
+	if (nlh->nlmsg_type != RTM_NEWTFILTER ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*tcm)) || o->from != 0)
+		return MNL_CB_OK;
+	tcm = mnl_nlmsg_get_payload(nlh);
+	mnl_attr_for_each(a, nlh, sizeof(*tcm))
+	{
+		if (mnl_attr_get_type(a) == TCA_KIND &&
+		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0 &&
+		    strcmp(mnl_attr_get_str(a), "bpf") == 0)
+			o->from = o->dev; /* to 0: not resolved */
+		else if (mnl_attr_get_type(a) == TCA_OPTIONS &&
+		    mnl_attr_validate(a, MNL_TYPE_NESTED) == 0)
+			tc_onto_walk(o, a, 4);
+	}
+	return MNL_CB_OK;
+}
+
+/* Link dev's filters at parent into o.  0 or a negative errno. */
+static int
+tc_onto_filters(
+    struct rtnl *r, struct tc_onto *o, uint32_t dev, uint32_t parent)
+{
+	struct nlmsghdr *nlh;
+	struct tcmsg *tcm;
+
+	nlh = mnl_nlmsg_put_header(r->buf);
+	nlh->nlmsg_type = RTM_GETTFILTER;
+	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	tcm->tcm_ifindex = (int)dev;
+	tcm->tcm_parent = parent;
+	o->dev = dev;
+	return rtnl_dump(r, nlh, tc_onto_filter_cb, o);
+}
+
+int
+netdev_tc_onto(
+    const uint32_t *index, size_t n, uint32_t *from, uint32_t *to, char **cause)
+{
+	struct tc_onto *o;
+	struct nlmsghdr *nlh;
+	struct tcmsg *tcm;
+	struct rtnl r;
+	size_t k;
+	int error = 0, ret = -1;
+
+	o = xcalloc(1, sizeof(*o));
+	o->index = index;
+	o->n = n;
+	if (rtnl_open(&r, cause) != 0) {
+		free(o);
+		return -1;
+	}
+	nlh = mnl_nlmsg_put_header(r.buf);
+	nlh->nlmsg_type = RTM_GETQDISC;
+	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	error = rtnl_dump(&r, nlh, tc_onto_qdisc_cb, o);
+	for (k = 0; k < o->nhooked && error == 0 && o->from == 0; k++) {
+		error = tc_onto_filters(&r, o, o->hooked[k],
+		    TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
+		if (error == 0 && o->clsact[k] && o->from == 0)
+			error = tc_onto_filters(&r, o, o->hooked[k],
+			    TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+	}
+	if (error != 0)
+		cause_set(
+		    cause, "cannot list the tc filters: %s", strerror(-error));
+	else if (o->nhooked == NETDEV_TC_LINKS)
+		cause_set(
+		    cause, "more than %d links with tc hooks", NETDEV_TC_LINKS);
+	else {
+		*from = o->from;
+		*to = o->to;
+		ret = o->from != 0;
+	}
+	rtnl_close(&r);
+	free(o);
+	return ret;
 }

@@ -9,7 +9,8 @@
  *     back; a port of the bridge that is a tap but no registered guest's
  *     is set down; a bridge gone is not restorable.
  *   hook: another program's tc ingress/clsact qdisc (its filters) or XDP
- *     program on ksb's links (the bridge, its ports): deleted, detached.
+ *     program on ksb's links (the bridge, its ports): deleted, detached;
+ *     a tc filter on another link redirecting onto them: foreign.
  *   foreign: every other table's base chains: one hooked on ksb's links
  *     (gateway/net/nftcheck.c) is another program's way around ksb's
  *     rules, and not ksb's to delete: fail closed at once.
@@ -513,6 +514,51 @@ rulecheck_hooks(char **what, char **cause)
 	return bad ? 2 : 1;
 }
 
+/*
+ * Another link's tc filter that redirects or mirrors onto ksb's links
+ * (netdev_tc_onto): not ksb's link, so not ksb's to change.  1 (*what),
+ * 0 none, -1 not read (*what, *cause).
+ */
+static int
+rulecheck_tc_onto(char **what, char **cause)
+{
+	struct netdev_link *l = NULL;
+	uint32_t *idx = NULL, from, to;
+	char fn[IF_NAMESIZE], tn[IF_NAMESIZE];
+	size_t n = 0, m;
+	int r = -1;
+
+	if (netdev_links(&l, &n, NULL) == -1 &&
+	    netdev_links(&l, &n, cause) == -1)
+		goto cleanup;
+	m = rulecheck_ours(l, n, &idx);
+	if ((r = netdev_tc_onto(idx, m, &from, &to, NULL)) == -1)
+		r = netdev_tc_onto(idx, m, &from, &to, cause);
+	if (r != 1)
+		goto cleanup;
+	if (if_indextoname(from, fn) == NULL)
+		snprintf(fn, sizeof(fn), "index %u", from);
+	if (to == 0)
+		xasprintf(what,
+		    "a tc bpf filter on %s may redirect onto ksb's links (not "
+		    "resolved: treated as ksb's)",
+		    fn);
+	else {
+		if (if_indextoname(to, tn) == NULL)
+			snprintf(tn, sizeof(tn), "index %u", to);
+		xasprintf(what,
+		    "a tc filter on %s redirects or mirrors onto ksb's links "
+		    "(mirred to %s)",
+		    fn, tn);
+	}
+cleanup:
+	if (r == -1)
+		*what = xstrdup("cannot read the tc filters");
+	free(l);
+	free(idx);
+	return r;
+}
+
 int
 rulecheck_now(struct gateway *gw, const char *when)
 {
@@ -536,6 +582,16 @@ rulecheck_now(struct gateway *gw, const char *when)
 		return ret;
 	if ((r = rulecheck_hooks(&what, &cause)) != 0)
 		ret = rulecheck_report(gw, when, "hook", what, r == 1, cause);
+	free(what);
+	free(cause);
+	what = cause = NULL;
+	if (ret != 0)
+		return ret;
+	if ((r = rulecheck_tc_onto(&what, &cause)) != 0)
+		ret = rulecheck_report(gw, when, "foreign", what, 0,
+		    r == 1 ? "not ksb's link: delete its qdisc, then restart "
+			     "ksb-gatewayd" :
+			     cause);
 	free(what);
 	free(cause);
 	what = cause = NULL;

@@ -35,6 +35,8 @@
 #     ingress qdisc on a guest's port whose filter redirects its frames
 #     to the uplink (the hole shown real first), a clsact qdisc on the
 #     bridge, an XDP program on a port: deleted, detached (kind hook);
+#     a tc filter on the uplink redirecting onto a port (the hole shown
+#     real first): fails closed; one between other links is not drift;
 #   - a guest reaching the canary a third time within a minute (a hole
 #     restoring does not close): fails closed;
 # each one log line and one selftests record nft-drift:KIND.
@@ -505,6 +507,29 @@ else
 	ksb_check "clang for the XDP program (contrib/bootstrap.sh)" false
 fi
 ksb_check "the egress was never stopped for a hook" 'never_logged "hook drift.*set down"'
+
+ksb_say "a tc filter on the uplink redirecting onto a port (fails closed)"
+# Not drift: one that redirects between other links.
+gwns tc qdisc add dev ko0 ingress
+gwns tc filter add dev ko0 parent ffff: protocol ip u32 match ip dst 10.78.0.99/32 \
+	action mirred egress redirect dev kxd0
+reload
+ksb_check "a tc redirect between other links: no drift" 'never_logged "foreign drift"'
+kill -STOP "$KSB_GATEWAY_PID"
+gwns tc filter add dev ko0 parent ffff: protocol ip u32 match ip dst "$G2IP"/32 \
+	action mirred egress redirect dev kvg2
+# The origin's frames to the gateway carry the guest's MAC: redirected
+# as they are, the guest takes them.
+ip -n "$OR" neigh replace 10.78.0.1 lladdr "$G2MAC" dev ko1
+ksb_check "the hole is real: the origin injects UDP into the guest" got
+kill -CONT "$KSB_GATEWAY_PID"
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+ksb_check "nothing is injected any more" '! got'
+ksb_check "one log line says which link, where to and what to do" \
+	'logged "foreign drift: a tc filter on ko0 redirects or mirrors onto ksb.s links (mirred to kvg2): could not be restored (not ksb.s link: delete its qdisc, then restart ksb-gatewayd): bridge ksb0 set down"'
+gwns tc qdisc del dev ko0 ingress
+ip -n "$OR" neigh del 10.78.0.1 dev ko1
 ip netns exec "$OR" nft delete table netdev wit
 
 [ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
