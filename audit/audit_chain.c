@@ -862,3 +862,64 @@ audit_chain_absent(const char *path)
 	free(uri);
 	return ret;
 }
+
+/* audit_chain_reaches on an open database. */
+static int
+audit_chain_reaches_db(
+    sqlite3 *db, int64_t seq, const uint8_t want[AUDIT_HASH_LEN], char **found)
+{
+	char hex[AUDIT_HASH_LEN * 2 + 1];
+	uint8_t got[AUDIT_HASH_LEN];
+	const char *table;
+	int64_t last, anchor, rowid;
+	int rc;
+
+	if (audit_chain_head(db, &last, got) == -1 ||
+	    audit_chain_anchor(db, &anchor, got) == -1)
+		return cause_set(found, "%s", sqlite3_errmsg(db));
+	if (last < seq) {
+		xasprintf(found, "its chain ends at seq %lld", (long long)last);
+		return 1;
+	}
+	if (seq < anchor)
+		return 0; /* pruned: not checkable */
+	if (seq == anchor)
+		rc = 0; /* got: the anchor's hash */
+	else if ((rc = audit_chain_record(db, seq, got, &table, &rowid)) == -1)
+		return cause_set(found, "%s", sqlite3_errmsg(db));
+	if (rc == 1) {
+		xasprintf(found,
+		    "its chain ends at seq %lld but has no record at seq %lld",
+		    (long long)last, (long long)seq);
+		return 1;
+	}
+	if (memcmp(got, want, AUDIT_HASH_LEN) == 0)
+		return 0;
+	audit_chain_hex(got, hex);
+	xasprintf(found, "its record at seq %lld has hash %s (another chain)",
+	    (long long)seq, hex);
+	return 1;
+}
+
+int
+audit_chain_reaches(const char *path, int64_t seq,
+    const uint8_t hash[AUDIT_HASH_LEN], char **found)
+{
+	sqlite3 *db = NULL;
+	char *uri;
+	int ret = -1;
+
+	*found = NULL;
+	xasprintf(&uri, "file:%s?mode=ro", path);
+	if (sqlite3_open_v2(uri, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+		NULL) != SQLITE_OK) {
+		cause_set(found, "%s", sqlite3_errmsg(db));
+		goto cleanup;
+	}
+	sqlite3_busy_timeout(db, 2000);
+	ret = audit_chain_reaches_db(db, seq, hash, found);
+cleanup:
+	sqlite3_close(db);
+	free(uri);
+	return ret;
+}

@@ -132,5 +132,17 @@ int audit_chain_mark_read(
  * Opened read-only, never created.
  */
 int audit_chain_absent(const char *path);
+/*
+ * Does the chain of the audit database at path reach a head recorded
+ * outside it (seq > 0, hash; audit_chain_mark_read): its last record (or
+ * anchor) is at seq or later, and its record at seq (or its anchor, at
+ * the anchor's seq) has that hash.  A seq older than the anchor (pruned)
+ * is not checkable and passes.  0 yes; 1 no, and *found says what the
+ * database holds instead ("its chain ends at seq 3", "its record at seq
+ * 10 has hash ..."); -1 it could not be read, *found says why.  The
+ * caller frees *found.  Opened read-only, never created.
+ */
+int audit_chain_reaches(const char *path, int64_t seq,
+    const uint8_t hash[AUDIT_HASH_LEN], char **found);
 
 #endif

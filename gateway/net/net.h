@@ -143,6 +143,7 @@ struct netdev_link {
 	int up;		 /* IFF_UP */
 	int tun;	 /* kind "tun" (a tap) */
 	int bridge;	 /* kind "bridge" */
+	int xdp;	 /* IFLA_XDP_ATTACHED: XDP_ATTACHED_*, 0 none */
 };
 int netdev_links(struct netdev_link **links, size_t *n, char **cause);
 /* The index of link name.  0, or -1 and *cause (no such link too). */
@@ -157,5 +158,29 @@ int netdev_tap_attach(uint32_t index, uint32_t bridge, char **cause);
 int netdev_link_down_index(uint32_t index, char **cause);
 /* The tap's name now (TUNGETIFF on its fd, tuntap.rst): renamed or not. */
 int netdev_tap_name(int fd, char name[16], char **cause);
+/*
+ * Another program's tc hook on one of the links index[0..n-1]: a qdisc
+ * at parent TC_H_INGRESS (kind ingress or clsact: its filters see a
+ * link's frames, and may redirect them, before the bridge and nftables;
+ * one RTM_GETQDISC dump, rtnetlink(7), tc(8)).  1: the first, its link
+ * in *found and kind; 0: none; -1 and *cause.
+ */
+int netdev_tc_hook(const uint32_t *index, size_t n, uint32_t *found,
+    char kind[16], char **cause);
+/* That qdisc of link index deleted (RTM_DELQDISC, its filters with it).
+ * 0, or -1 and *cause. */
+int netdev_tc_unhook(uint32_t index, char **cause);
+/*
+ * Another program's tc filter on any link's ingress (or clsact egress)
+ * whose `mirred' action redirects or mirrors onto one of the links
+ * index[0..n-1], or a `bpf' classifier there (bpf_redirect: not
+ * resolved, *to 0).  1: the first, *from its link; 0: none; -1 and
+ * *cause (more than 1024 links with such a hook too).
+ */
+int netdev_tc_onto(const uint32_t *index, size_t n, uint32_t *from,
+    uint32_t *to, char **cause);
+/* The XDP program of link index detached (IFLA_XDP_FD -1) in mode (as
+ * netdev_link.xdp; XDP_ATTACHED_MULTI: each).  0, or -1 and *cause. */
+int netdev_xdp_detach(uint32_t index, int mode, char **cause);
 
 #endif

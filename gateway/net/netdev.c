@@ -1,8 +1,10 @@
 /*
  * netdev.c: the bridge and the taps, over rtnetlink (libmnl) and
- * /dev/net/tun.  No `ip` shell-outs.
+ * /dev/net/tun; other programs' tc ingress/clsact qdiscs and XDP programs
+ * on them, read and removed.  No `ip' or `tc' shell-outs.
  *
- * Message formats: rtnetlink(7), <linux/rtnetlink.h>, <linux/if_link.h>;
+ * Message formats: rtnetlink(7), <linux/rtnetlink.h>, <linux/if_link.h>,
+ * <linux/pkt_sched.h> (qdiscs);
  * taps: Documentation/networking/tuntap.rst.
  */
 #include <sys/ioctl.h>
@@ -23,7 +25,9 @@
 #include <linux/if_link.h>
 #include <linux/if_tun.h>
 #include <linux/netlink.h>
+#include <linux/pkt_sched.h>
 #include <linux/rtnetlink.h>
+#include <linux/tc_act/tc_mirred.h>
 
 #include <libmnl/libmnl.h>
 
@@ -884,6 +888,18 @@ struct link_list {
 	size_t n;
 };
 
+/* IFLA_XDP's IFLA_XDP_ATTACHED (rtnetlink, <linux/if_link.h>). */
+static int
+link_xdp_attr_cb(const struct nlattr *attr, void *data)
+{
+	struct netdev_link *k = data;
+
+	if (mnl_attr_get_type(attr) == IFLA_XDP_ATTACHED &&
+	    mnl_attr_validate(attr, MNL_TYPE_U8) == 0)
+		k->xdp = mnl_attr_get_u8(attr);
+	return MNL_CB_OK;
+}
+
 static int
 link_list_cb(const struct nlmsghdr *nlh, void *data)
 {
@@ -914,6 +930,9 @@ link_list_cb(const struct nlmsghdr *nlh, void *data)
 		    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0)
 			snprintf(k->name, sizeof(k->name), "%s",
 			    mnl_attr_get_str(attr));
+		else if (mnl_attr_get_type(attr) == IFLA_XDP &&
+		    mnl_attr_validate(attr, MNL_TYPE_NESTED) == 0)
+			mnl_attr_parse_nested(attr, link_xdp_attr_cb, k);
 	}
 	return MNL_CB_OK;
 }
@@ -1060,4 +1079,327 @@ netdev_tap_name(int fd, char name[16], char **cause)
 		return cause_set(cause, "TUNGETIFF: %s", strerror(errno));
 	snprintf(name, 16, "%.*s", IFNAMSIZ - 1, ifr.ifr_name);
 	return 0;
+}
+
+/* ---- other programs' hooks on a link: tc, XDP ------------------------------ */
+
+struct qdisc_find {
+	const uint32_t *index;
+	size_t n;
+	uint32_t found; /* the link, 0 none */
+	char kind[16];
+};
+
+static int
+qdisc_attr_cb(const struct nlattr *attr, void *data)
+{
+	struct qdisc_find *q = data;
+
+	if (mnl_attr_get_type(attr) == TCA_KIND &&
+	    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0)
+		snprintf(
+		    q->kind, sizeof(q->kind), "%s", mnl_attr_get_str(attr));
+	return MNL_CB_OK;
+}
+
+static int
+qdisc_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct qdisc_find *q = data;
+	const struct tcmsg *tcm;
+	size_t k;
+
+	if (q->found != 0 || nlh->nlmsg_type != RTM_NEWQDISC ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*tcm)))
+		return MNL_CB_OK;
+	tcm = mnl_nlmsg_get_payload(nlh);
+	if (tcm->tcm_parent != TC_H_INGRESS)
+		return MNL_CB_OK;
+	for (k = 0; k < q->n; k++)
+		if ((uint32_t)tcm->tcm_ifindex == q->index[k])
+			break;
+	if (k == q->n)
+		return MNL_CB_OK;
+	q->kind[0] = '\0';
+	mnl_attr_parse(nlh, sizeof(*tcm), qdisc_attr_cb, q);
+	q->found = q->index[k];
+	return MNL_CB_OK;
+}
+
+int
+netdev_tc_hook(const uint32_t *index, size_t n, uint32_t *found, char kind[16],
+    char **cause)
+{
+	struct qdisc_find q;
+	struct nlmsghdr *nlh;
+	struct tcmsg *tcm;
+	struct rtnl r;
+	int error, ret = -1;
+
+	memset(&q, 0, sizeof(q));
+	q.index = index;
+	q.n = n;
+	*found = 0;
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	nlh = mnl_nlmsg_put_header(r.buf);
+	nlh->nlmsg_type = RTM_GETQDISC;
+	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	if ((error = rtnl_dump(&r, nlh, qdisc_cb, &q)) != 0) {
+		cause_set(
+		    cause, "cannot list the qdiscs: %s", strerror(-error));
+		goto cleanup;
+	}
+	*found = q.found;
+	snprintf(kind, 16, "%s", q.kind[0] != '\0' ? q.kind : "?");
+	ret = q.found != 0;
+cleanup:
+	rtnl_close(&r);
+	return ret;
+}
+
+int
+netdev_tc_unhook(uint32_t index, char **cause)
+{
+	struct nlmsghdr *nlh;
+	struct tcmsg *tcm;
+	struct rtnl r;
+	int error, ret = 0;
+
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	nlh = mnl_nlmsg_put_header(r.buf);
+	nlh->nlmsg_type = RTM_DELQDISC;
+	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	tcm->tcm_ifindex = (int)index;
+	tcm->tcm_parent = TC_H_INGRESS;
+	tcm->tcm_handle = TC_H_MAKE(TC_H_INGRESS, 0);
+	if ((error = rtnl_talk(&r, nlh, NULL, NULL)) != 0)
+		ret = cause_set(cause,
+		    "cannot delete the ingress qdisc of link %u: %s%s%s", index,
+		    strerror(-error), r.msg[0] != '\0' ? ": " : "", r.msg);
+	rtnl_close(&r);
+	return ret;
+}
+
+/* IFLA_XDP { IFLA_XDP_FD -1, IFLA_XDP_FLAGS flags } on link index. */
+static int
+xdp_detach(struct rtnl *r, uint32_t index, uint32_t flags)
+{
+	struct nlmsghdr *nlh;
+	struct ifinfomsg *ifm;
+	struct nlattr *nest;
+
+	nlh = rtnl_link_msg(r, RTM_SETLINK, 0, (int)index, &ifm);
+	nest = mnl_attr_nest_start(nlh, IFLA_XDP);
+	mnl_attr_put_u32(nlh, IFLA_XDP_FD, (uint32_t)-1);
+	mnl_attr_put_u32(nlh, IFLA_XDP_FLAGS, flags);
+	mnl_attr_nest_end(nlh, nest);
+	return rtnl_talk(r, nlh, NULL, NULL);
+}
+
+int
+netdev_xdp_detach(uint32_t index, int mode, char **cause)
+{
+	static const uint32_t flags[3] = { XDP_FLAGS_SKB_MODE,
+		XDP_FLAGS_DRV_MODE, XDP_FLAGS_HW_MODE };
+	struct rtnl r;
+	int k, error = -EINVAL, ok = 0;
+
+	if (rtnl_open(&r, cause) != 0)
+		return -1;
+	/* One mode as dumped; XDP_ATTACHED_MULTI: every mode. */
+	for (k = 0; k < 3; k++)
+		if (mode == XDP_ATTACHED_MULTI ||
+		    (mode == XDP_ATTACHED_SKB && k == 0) ||
+		    (mode == XDP_ATTACHED_DRV && k == 1) ||
+		    (mode == XDP_ATTACHED_HW && k == 2)) {
+			if ((error = xdp_detach(&r, index, flags[k])) == 0)
+				ok = 1;
+		}
+	rtnl_close(&r);
+	if (ok)
+		return 0;
+	return cause_set(cause, "cannot detach the XDP program of link %u: %s",
+	    index, strerror(-error));
+}
+
+/*
+ * tc filters of other links that redirect or mirror onto ksb's: every
+ * link's ingress or clsact qdisc (one RTM_GETQDISC dump), its filters
+ * (RTM_GETTFILTER at ffff:fff2, and ffff:fff3 for clsact's egress) and
+ * their `mirred' actions (TCA_ACT_KIND "mirred", TCA_MIRRED_PARMS'
+ * ifindex, <linux/tc_act/tc_mirred.h>), looked for at every nesting of
+ * a filter's options whatever its classifier; a `bpf' classifier may
+ * redirect anywhere (bpf_redirect) and is not resolved: treated as
+ * ksb's.
+ */
+#define NETDEV_TC_LINKS 1024 /* links with an ingress hook, at most */
+
+struct tc_onto {
+	const uint32_t *index; /* ksb's links */
+	size_t n;
+	uint32_t hooked[NETDEV_TC_LINKS]; /* links with ingress/clsact */
+	int clsact[NETDEV_TC_LINKS];
+	size_t nhooked;
+	uint32_t dev;	   /* the link whose filters are dumped */
+	uint32_t from, to; /* found: to 0 for a bpf classifier */
+};
+
+static int
+tc_onto_qdisc_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct tc_onto *o = data;
+	struct qdisc_find q;
+	const struct tcmsg *tcm;
+
+	if (nlh->nlmsg_type != RTM_NEWQDISC ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*tcm)) ||
+	    o->nhooked == NETDEV_TC_LINKS)
+		return MNL_CB_OK;
+	tcm = mnl_nlmsg_get_payload(nlh);
+	if (tcm->tcm_parent != TC_H_INGRESS)
+		return MNL_CB_OK;
+	memset(&q, 0, sizeof(q));
+	mnl_attr_parse(nlh, sizeof(*tcm), qdisc_attr_cb, &q);
+	o->clsact[o->nhooked] = strcmp(q.kind, "clsact") == 0;
+	o->hooked[o->nhooked++] = (uint32_t)tcm->tcm_ifindex;
+	return MNL_CB_OK;
+}
+
+/* A mirred action's options c: its link one of ksb's? */
+static void
+tc_onto_mirred(struct tc_onto *o, const struct nlattr *c)
+{
+	const struct tc_mirred *m;
+	const struct nlattr *d;
+	size_t k;
+
+	mnl_attr_for_each_nested(d, c)
+	{
+		if (mnl_attr_get_type(d) != TCA_MIRRED_PARMS ||
+		    mnl_attr_get_payload_len(d) < sizeof(*m))
+			continue;
+		m = mnl_attr_get_payload(d);
+		for (k = 0; k < o->n && o->from == 0; k++)
+			if (m->ifindex == o->index[k]) {
+				o->from = o->dev;
+				o->to = m->ifindex;
+			}
+	}
+}
+
+/* Nest a, depth levels down at most: a mirred action onto ksb's links
+ * (an action: TCA_ACT_KIND "mirred" next to its TCA_ACT_OPTIONS). */
+static void
+tc_onto_walk(struct tc_onto *o, const struct nlattr *a, int depth)
+{
+	const struct nlattr *b;
+	int mirred = 0;
+
+	mnl_attr_for_each_nested(b, a)
+	{
+		if (mnl_attr_get_type(b) == TCA_ACT_KIND &&
+		    mnl_attr_get_payload_len(b) == sizeof("mirred") &&
+		    memcmp(mnl_attr_get_payload(b), "mirred", 7) == 0)
+			mirred = 1;
+	}
+	mnl_attr_for_each_nested(b, a)
+	{
+		if (mirred && mnl_attr_get_type(b) == TCA_ACT_OPTIONS)
+			tc_onto_mirred(o, b);
+		else if (depth > 0 && mnl_attr_get_payload_len(b) >= 4 &&
+		    mnl_attr_validate(b, MNL_TYPE_NESTED) == 0)
+			tc_onto_walk(o, b, depth - 1);
+	}
+}
+
+static int
+tc_onto_filter_cb(const struct nlmsghdr *nlh, void *data)
+{
+	struct tc_onto *o = data;
+	const struct tcmsg *tcm;
+	const struct nlattr *a;
+
+	if (nlh->nlmsg_type != RTM_NEWTFILTER ||
+	    nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*tcm)) || o->from != 0)
+		return MNL_CB_OK;
+	tcm = mnl_nlmsg_get_payload(nlh);
+	mnl_attr_for_each(a, nlh, sizeof(*tcm))
+	{
+		if (mnl_attr_get_type(a) == TCA_KIND &&
+		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0 &&
+		    strcmp(mnl_attr_get_str(a), "bpf") == 0)
+			o->from = o->dev; /* to 0: not resolved */
+		else if (mnl_attr_get_type(a) == TCA_OPTIONS &&
+		    mnl_attr_validate(a, MNL_TYPE_NESTED) == 0)
+			tc_onto_walk(o, a, 4);
+	}
+	return MNL_CB_OK;
+}
+
+/* Link dev's filters at parent into o.  0 or a negative errno. */
+static int
+tc_onto_filters(
+    struct rtnl *r, struct tc_onto *o, uint32_t dev, uint32_t parent)
+{
+	struct nlmsghdr *nlh;
+	struct tcmsg *tcm;
+
+	nlh = mnl_nlmsg_put_header(r->buf);
+	nlh->nlmsg_type = RTM_GETTFILTER;
+	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	tcm->tcm_ifindex = (int)dev;
+	tcm->tcm_parent = parent;
+	o->dev = dev;
+	return rtnl_dump(r, nlh, tc_onto_filter_cb, o);
+}
+
+int
+netdev_tc_onto(
+    const uint32_t *index, size_t n, uint32_t *from, uint32_t *to, char **cause)
+{
+	struct tc_onto *o;
+	struct nlmsghdr *nlh;
+	struct tcmsg *tcm;
+	struct rtnl r;
+	size_t k;
+	int error = 0, ret = -1;
+
+	o = xcalloc(1, sizeof(*o));
+	o->index = index;
+	o->n = n;
+	if (rtnl_open(&r, cause) != 0) {
+		free(o);
+		return -1;
+	}
+	nlh = mnl_nlmsg_put_header(r.buf);
+	nlh->nlmsg_type = RTM_GETQDISC;
+	tcm = mnl_nlmsg_put_extra_header(nlh, sizeof(*tcm));
+	tcm->tcm_family = AF_UNSPEC;
+	error = rtnl_dump(&r, nlh, tc_onto_qdisc_cb, o);
+	for (k = 0; k < o->nhooked && error == 0 && o->from == 0; k++) {
+		error = tc_onto_filters(&r, o, o->hooked[k],
+		    TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS));
+		if (error == 0 && o->clsact[k] && o->from == 0)
+			error = tc_onto_filters(&r, o, o->hooked[k],
+			    TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+	}
+	if (error != 0)
+		cause_set(
+		    cause, "cannot list the tc filters: %s", strerror(-error));
+	else if (o->nhooked == NETDEV_TC_LINKS)
+		cause_set(
+		    cause, "more than %d links with tc hooks", NETDEV_TC_LINKS);
+	else {
+		*from = o->from;
+		*to = o->to;
+		ret = o->from != 0;
+	}
+	rtnl_close(&r);
+	free(o);
+	return ret;
 }

@@ -640,6 +640,187 @@ nftcheck_moves_cb(struct nftnl_expr *e, void *data)
 	return 0;
 }
 
+/*
+ * A rule that moves packets from a link of ksb's (the outside audit's
+ * finding 3): it matches ksb's links and copies, hands out, redirects or
+ * re-routes what it matched, in any family's chain but netdev's (a
+ * netdev chain is hooked on one device: on ksb's it is foreign by
+ * itself, nftcheck_other; on another it never sees ksb's packets).
+ * Matching: `meta iifname|oifname|ibrname|obrname' (16 bytes, or a
+ * prefix) or `meta iif|oif' (an ifindex, resolved now) compared `eq' to a
+ * link of ksb's (nftcheck_ifksb, nftcheck_ksbdev), or looked up in a set
+ * (not resolved: treated as ksb's).  A `neq' or no interface match at all
+ * matches ksb's links too, but only as everything else does: then just
+ * the statements that copy or hand a packet out before ksb's rules can
+ * drop it (`dup', `fwd', `queue'; xt TEE, NFQUEUE) are drift, unless an
+ * `eq' confines the rule to other links.  The statements that re-address
+ * or re-route (nat, masquerade, redirect, tproxy, a mark set; xt DNAT,
+ * SNAT, MASQUERADE, REDIRECT, TPROXY, MARK, CONNMARK, NETMAP) are drift
+ * only on a rule matching ksb's links: ksb's own chains see the packet
+ * they leave and forward nothing from the bridge, but a rule picking
+ * ksb's links out for one is another program's design on them.  A
+ * verdict (accept, drop, jump...), counter, log or limit never is.
+ */
+struct nftcheck_from {
+	const struct nftcheck_want *w;
+	uint32_t name;	/* bit k: 32-bit register k holds a link's name */
+	uint32_t index; /* bit k: ... a link's ifindex */
+	char match[48]; /* how it matches ksb's links, "" none */
+	int confined;	/* an `eq' to another link */
+	const char *stmt;
+	int copies; /* stmt copies or hands out packets */
+};
+
+/* meta e: a link's name or index loaded into a register, or not. */
+static void
+nftcheck_from_meta(struct nftcheck_from *f, struct nftnl_expr *e)
+{
+	uint32_t key = nftnl_expr_get_u32(e, NFTNL_EXPR_META_KEY), bit;
+	int k;
+
+	if (nftnl_expr_is_set(e, NFTNL_EXPR_META_SREG)) {
+		if (key == NFT_META_MARK && f->stmt == NULL)
+			f->stmt = "meta mark set";
+		return;
+	}
+	if (!nftnl_expr_is_set(e, NFTNL_EXPR_META_DREG) ||
+	    (k = nftcheck_reg32(nftnl_expr_get_u32(e, NFTNL_EXPR_META_DREG))) ==
+		-1)
+		return;
+	bit = 1u << k;
+	f->name &= ~bit;
+	f->index &= ~bit;
+	if (key == NFT_META_IIFNAME || key == NFT_META_OIFNAME ||
+	    key == NFT_META_BRI_IIFNAME || key == NFT_META_BRI_OIFNAME)
+		f->name |= bit;
+	else if (key == NFT_META_IIF || key == NFT_META_OIF)
+		f->index |= bit;
+}
+
+/* cmp e on a register holding a link: eq to ksb's, or to another. */
+static void
+nftcheck_from_cmp(struct nftcheck_from *f, struct nftnl_expr *e)
+{
+	char dev[IF_NAMESIZE];
+	const char *d;
+	uint32_t len = 0, idx;
+	int k, ksb;
+
+	k = nftcheck_reg32(nftnl_expr_get_u32(e, NFTNL_EXPR_CMP_SREG));
+	if (k == -1 || !((f->name | f->index) & (1u << k)) ||
+	    nftnl_expr_get_u32(e, NFTNL_EXPR_CMP_OP) != NFT_CMP_EQ ||
+	    (d = nftnl_expr_get(e, NFTNL_EXPR_CMP_DATA, &len)) == NULL ||
+	    len == 0 || len > 16)
+		return;
+	if (f->name & (1u << k)) {
+		if (!(ksb = nftcheck_ifksb(f->w, d, len)))
+			f->confined = 1;
+		else if (f->match[0] == '\0')
+			snprintf(f->match, sizeof(f->match), "a name %.*s",
+			    (int)strnlen(d, len), d);
+		return;
+	}
+	if (len != 4)
+		return;
+	memcpy(&idx, d, 4);
+	if (if_indextoname(idx, dev) != NULL && !nftcheck_ksbdev(f->w, dev))
+		f->confined = 1;
+	else if (f->match[0] == '\0')
+		snprintf(f->match, sizeof(f->match), "ifindex %u (%s)", idx,
+		    if_indextoname(idx, dev) != NULL ? dev : "no link");
+}
+
+/* xt target name (iptables-nft's compat): a statement, or NULL. */
+static const char *
+nftcheck_from_xt(const char *tg, int *copies)
+{
+	static const char *copy[] = { "TEE", "NFQUEUE", "QUEUE" };
+	static const char *move[] = { "DNAT", "SNAT", "MASQUERADE", "REDIRECT",
+		"TPROXY", "MARK", "CONNMARK", "NETMAP" };
+	size_t k;
+
+	for (k = 0; k < sizeof(copy) / sizeof(copy[0]); k++)
+		if (strcmp(tg, copy[k]) == 0) {
+			*copies = 1;
+			return copy[k];
+		}
+	for (k = 0; k < sizeof(move) / sizeof(move[0]); k++)
+		if (strcmp(tg, move[k]) == 0)
+			return move[k];
+	return NULL;
+}
+
+static int
+nftcheck_from_cb(struct nftnl_expr *e, void *data)
+{
+	static const char *copy[] = { "dup", "fwd", "queue" };
+	static const char *move[] = { "nat", "masq", "redir", "tproxy" };
+	struct nftcheck_from *f = data;
+	const char *name = nftnl_expr_get_str(e, NFTNL_EXPR_NAME), *tg;
+	size_t k;
+	int k32, xcopies = 0;
+
+	if (name == NULL)
+		return 0;
+	for (k = 0; k < sizeof(copy) / sizeof(copy[0]); k++)
+		if (strcmp(name, copy[k]) == 0 && !f->copies) {
+			f->stmt = copy[k];
+			f->copies = 1;
+		}
+	for (k = 0; k < sizeof(move) / sizeof(move[0]); k++)
+		if (strcmp(name, move[k]) == 0 && f->stmt == NULL)
+			f->stmt = move[k];
+	if (strcmp(name, "meta") == 0)
+		nftcheck_from_meta(f, e);
+	else if (strcmp(name, "cmp") == 0)
+		nftcheck_from_cmp(f, e);
+	else if (strcmp(name, "ct") == 0 &&
+	    nftnl_expr_is_set(e, NFTNL_EXPR_CT_SREG) &&
+	    nftnl_expr_get_u32(e, NFTNL_EXPR_CT_KEY) == NFT_CT_MARK &&
+	    f->stmt == NULL)
+		f->stmt = "ct mark set";
+	else if (strcmp(name, "lookup") == 0 &&
+	    (k32 = nftcheck_reg32(
+		 nftnl_expr_get_u32(e, NFTNL_EXPR_LOOKUP_SREG))) != -1 &&
+	    ((f->name | f->index) & (1u << k32)) && f->match[0] == '\0')
+		snprintf(f->match, sizeof(f->match),
+		    "a set of links, not resolved: treated as ksb's");
+	else if (strcmp(name, "target") == 0 &&
+	    (tg = nftnl_expr_get_str(e, NFTNL_EXPR_TG_NAME)) != NULL &&
+	    (tg = nftcheck_from_xt(tg, &xcopies)) != NULL &&
+	    (f->stmt == NULL || (xcopies && !f->copies))) {
+		f->stmt = tg;
+		f->copies |= xcopies;
+	}
+	return 0;
+}
+
+/* Rule r of table t, chain n (family fam, not netdev): moving packets
+ * from ksb's links is said in d->foreign. */
+static void
+nftcheck_from_rule(struct nftcheck_chains *d, struct nftnl_rule *r,
+    uint32_t fam, const char *t, const char *n)
+{
+	struct nftcheck_from f;
+
+	memset(&f, 0, sizeof(f));
+	f.w = d->w;
+	nftnl_expr_foreach(r, nftcheck_from_cb, &f);
+	if (f.stmt == NULL)
+		return;
+	if (f.match[0] != '\0')
+		xasprintf(&d->foreign,
+		    "table %s %s chain %s: a rule of another program's moves "
+		    "packets from ksb's links (it matches %s, then %s)",
+		    nftcheck_family(fam), t, n, f.match, f.stmt);
+	else if (f.copies && !f.confined)
+		xasprintf(&d->foreign,
+		    "table %s %s chain %s: a rule of another program's copies "
+		    "or hands out packets not confined to other links, ksb's "
+		    "included (%s)",
+		    nftcheck_family(fam), t, n, f.stmt);
+}
+
 /* Another table's bridge-family rule (table t, chain n): in a listed
  * base chain and not confined: foreign. */
 static void
@@ -666,8 +847,9 @@ nftcheck_bridge_rule(struct nftcheck_chains *d, struct nftnl_rule *r,
 }
 
 /* A rule of the dump: ksb's own skipped; another table's that moves
- * packets onto ksb's links (nftcheck_moves), or a bridge-family one
- * (nftcheck_bridge_rule): d->foreign. */
+ * packets onto ksb's links (nftcheck_moves) or from them
+ * (nftcheck_from_rule), or a bridge-family one (nftcheck_bridge_rule):
+ * d->foreign. */
 static int
 nftcheck_rule_other_cb(const struct nlmsghdr *nlh, void *data)
 {
@@ -698,6 +880,8 @@ nftcheck_rule_other_cb(const struct nlmsghdr *nlh, void *data)
 			    nftcheck_family(fam), t, n, m.what);
 		else if (fam == NFPROTO_BRIDGE)
 			nftcheck_bridge_rule(d, r, t, n);
+		if (d->foreign == NULL && fam != NFPROTO_NETDEV)
+			nftcheck_from_rule(d, r, fam, t, n);
 	}
 	nftnl_rule_free(r);
 	return MNL_CB_OK;

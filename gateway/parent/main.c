@@ -48,8 +48,9 @@ gateway_usage(FILE *f)
 	    "  -T         (tests) the proxy process tries what its sandbox\n"
 	    "             forbids and logs the outcome\n"
 	    "  --new-audit  start although the audit database where a chain\n"
-	    "             was recorded is missing or empty (a new chain,\n"
-	    "             anchored at the recorded head, reason `lost')\n"
+	    "             was recorded is missing, empty or behind its head\n"
+	    "             (moved aside; a new chain anchored at the recorded\n"
+	    "             head, reason `lost')\n"
 	    "  --teardown remove a stopped gateway's bridge, taps and tables\n"
 	    "  -h         this help\n"
 	    "See ksb-gatewayd(8), ksb.conf(5), ksb-policy(5).\n",
@@ -197,20 +198,92 @@ gateway_lock_pid(void)
  * No silent audit loss (ksb-gatewayd(8), --new-audit): the state database
  * records the audit chain's head (state_head_put) at start, every
  * GATEWAY_HEAD_SEC seconds while it moves, and at shutdown after the last
- * flush.  A start that finds the audit database absent (missing, 0 bytes,
- * no record: audit_chain_absent) where a head was recorded refuses, unless
- * --new-audit: then the new database is anchored at the recorded head
- * (chain_anchor reason "lost").  A crash costs at most the last
- * GATEWAY_HEAD_SEC seconds of recorded head: records cut from that span
- * are not seen by this check (the witness lines and `ksbctl audit verify
- * --head' still can).  One state write per interval at most, off the
- * decision path.
+ * flush.  A start refuses, where a head was recorded, an audit database
+ * that is absent (missing, 0 bytes, no record: audit_chain_absent) or
+ * does not reach that head (audit_chain_reaches: an older copy, a
+ * restored backup, another chain), and records nothing; a database ahead
+ * of it (a crash after a commit, before the head's record) starts.  With
+ * --new-audit a database behind the head is renamed aside (kept as
+ * evidence, gateway_audit_aside), and the new database is anchored at the
+ * recorded head (chain_anchor reason "lost").  A crash costs at most the
+ * last GATEWAY_HEAD_SEC seconds of recorded head: records cut from that
+ * span are not seen by this check (the witness lines and `ksbctl audit
+ * verify --head' still can).  One state write per interval at most, off
+ * the decision path.
  */
 #define GATEWAY_HEAD_SEC 2
 static struct state *gateway_state;
 static int64_t gateway_head_seq; /* last recorded */
 static int64_t gateway_lost_seq; /* --new-audit: anchor here */
 static uint8_t gateway_lost_head[AUDIT_HASH_LEN];
+static char *gateway_lost_aside; /* --new-audit: where the old db went */
+
+/*
+ * --new-audit with an audit database behind the recorded head: it and its
+ * WAL and shared-memory files renamed to <audit-db>.behind-<seq>[-wal,
+ * -shm] (the WAL first, so that no new database ever opens the old WAL;
+ * never over an existing file), so that the new chain begins in a new
+ * database.  0, or -1 with the message written.
+ */
+static int
+gateway_audit_aside(const char *db, int64_t seq)
+{
+	static const char *sfx[3] = { "-wal", "-shm", "" };
+	char *from = NULL, *to = NULL;
+	int k, ret = -1;
+
+	xasprintf(&gateway_lost_aside, "%s.behind-%lld", db, (long long)seq);
+	for (k = 0; k < 3; k++) {
+		free(from);
+		free(to);
+		xasprintf(&from, "%s%s", db, sfx[k]);
+		xasprintf(&to, "%s%s", gateway_lost_aside, sfx[k]);
+		if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) ==
+			-1 &&
+		    (errno != ENOENT || k == 2)) {
+			fprintf(stderr,
+			    "ksb-gatewayd: --new-audit: moving %s aside to "
+			    "%s: %s\n",
+			    from, to, strerror(errno));
+			goto cleanup;
+		}
+	}
+	ret = 0;
+cleanup:
+	free(from);
+	free(to);
+	return ret;
+}
+
+/*
+ * The audit database against the recorded head: 0 it reaches it (or it
+ * cannot be read now: the writer retries and says so), 1 behind it (the
+ * message written unless new_audit), -1 error (written).
+ */
+static int
+gateway_audit_behind(const struct ksb_conf *conf, int new_audit)
+{
+	char hex[AUDIT_HASH_LEN * 2 + 1], *found = NULL;
+	int r;
+
+	r = audit_chain_reaches(
+	    conf->audit_db, gateway_head_seq, gateway_lost_head, &found);
+	if (r == 1 && !new_audit) {
+		audit_chain_hex(gateway_lost_head, hex);
+		fprintf(stderr,
+		    "ksb-gatewayd: audit-db %s does not reach the head the "
+		    "state database recorded (seq %lld, hash %s): %s; restore "
+		    "the newer database, or start with --new-audit to move "
+		    "this one aside and begin a new chain after the loss\n",
+		    conf->audit_db, (long long)gateway_head_seq, hex, found);
+	} else if (r == -1)
+		fprintf(stderr,
+		    "ksb-gatewayd: audit-db %s: not checked against the "
+		    "recorded head: %s\n",
+		    conf->audit_db, found != NULL ? found : "unknown");
+	free(found);
+	return r == 1 ? 1 : 0;
+}
 
 /* Before anything runs: 0 go on, or -1 with the message written. */
 static int
@@ -231,10 +304,18 @@ gateway_audit_gate(const struct ksb_conf *conf, int new_audit)
 	}
 	if (r == 1)
 		gateway_head_seq = 0;
-	absent = audit_chain_absent(conf->audit_db);
-	if (gateway_head_seq == 0 || absent != 1)
+	if (gateway_head_seq == 0)
 		return 0;
-	if (!new_audit) {
+	absent = audit_chain_absent(conf->audit_db);
+	if (absent == 0) {
+		if (gateway_audit_behind(conf, new_audit) == 0)
+			return 0;
+		if (!new_audit ||
+		    gateway_audit_aside(conf->audit_db, gateway_head_seq) == -1)
+			return -1;
+	} else if (absent != 1)
+		return 0;
+	else if (!new_audit) {
 		fprintf(stderr,
 		    "ksb-gatewayd: audit-db %s is missing or empty, but the "
 		    "state database recorded its chain up to seq %lld: "
@@ -492,10 +573,14 @@ gateway_setup(struct gateway *gw, struct nft_params *np)
 	    cred_load(gw->policy, &gw->creds, &cause) == -1)
 		fatalx("credentials: %s", cause);
 	if (gateway_lost_seq > 0)
-		log_warnx("--new-audit: audit-db %s was missing or empty; the "
-			  "state database recorded its chain up to seq %lld: a "
-			  "new chain begins there (chain_anchor reason lost)",
-		    gw->conf->audit_db, (long long)gateway_lost_seq);
+		log_warnx("--new-audit: audit-db %s was %s%s; the state "
+			  "database recorded its chain up to seq %lld: a new "
+			  "chain begins there (chain_anchor reason lost)",
+		    gw->conf->audit_db,
+		    gateway_lost_aside == NULL ? "missing or empty" :
+						 "behind it, moved to ",
+		    gateway_lost_aside == NULL ? "" : gateway_lost_aside,
+		    (long long)gateway_lost_seq);
 	if (audit_open_lost(gw->conf->audit_db, gw->conf->audit_retention,
 		gateway_lost_seq, gateway_lost_head, &gw->audit, &cause) == -1)
 		fatalx("audit: %s", cause);

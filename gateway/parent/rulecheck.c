@@ -8,6 +8,9 @@
  *     table's rules name the taps).  A renamed bridge or tap is renamed
  *     back; a port of the bridge that is a tap but no registered guest's
  *     is set down; a bridge gone is not restorable.
+ *   hook: another program's tc ingress/clsact qdisc (its filters) or XDP
+ *     program on ksb's links (the bridge, its ports): deleted, detached;
+ *     a tc filter on another link redirecting onto them: foreign.
  *   foreign: every other table's base chains: one hooked on ksb's links
  *     (gateway/net/nftcheck.c) is another program's way around ksb's
  *     rules, and not ksb's to delete: fail closed at once.
@@ -30,6 +33,8 @@
  * turns all of it off (a test of the guests' self-test alone): said at
  * start.
  */
+#include <net/if.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,8 +56,8 @@ static int rulecheck_closed;	   /* the bridge is down: nothing more to do */
 static uint32_t rulecheck_brindex; /* the bridge the inet rules match */
 
 /* Log lines per kind in the current window (rulecheck_say). */
-static const char *rulecheck_kinds[] = { "device", "rules", "chain", "set",
-	"foreign", "canary" };
+static const char *rulecheck_kinds[] = { "device", "hook", "rules", "chain",
+	"set", "foreign", "canary" };
 #define RULECHECK_KINDS (sizeof(rulecheck_kinds) / sizeof(*rulecheck_kinds))
 static struct {
 	int64_t since;
@@ -403,6 +408,157 @@ rulecheck_devices(struct gateway *gw, char **what, char **cause)
 	return bad ? 2 : 1;
 }
 
+#define RULECHECK_HOOKS 16 /* tc hooks deleted in one check, at most */
+
+/* ksb's links in l (the bridge, its ports): their indexes into *idx
+ * (malloc'd), how many returned. */
+static size_t
+rulecheck_ours(const struct netdev_link *l, size_t n, uint32_t **idx)
+{
+	size_t k, m = 0;
+
+	*idx = xcalloc(n + 1, sizeof(**idx));
+	for (k = 0; k < n; k++)
+		if (rulecheck_brindex != 0 &&
+		    (l[k].index == rulecheck_brindex ||
+			l[k].master == rulecheck_brindex))
+			(*idx)[m++] = l[k].index;
+	return m;
+}
+
+/* XDP programs on ksb's links detached, said in *w.  0 or -1 (*cause). */
+static int
+rulecheck_xdp(const struct netdev_link *l, size_t n, char **w, char **cause)
+{
+	size_t k;
+
+	for (k = 0; k < n; k++)
+		if (l[k].xdp != 0 && rulecheck_brindex != 0 &&
+		    (l[k].index == rulecheck_brindex ||
+			l[k].master == rulecheck_brindex)) {
+			rulecheck_add(w,
+			    "an XDP program on %s (it sees its frames before "
+			    "ksb's rules): detached",
+			    l[k].name);
+			if (netdev_xdp_detach(l[k].index, l[k].xdp, cause) ==
+			    -1)
+				return -1;
+		}
+	return 0;
+}
+
+/*
+ * Other programs' hooks on ksb's links that see and may redirect a
+ * guest's frames before the bridge and nftables do (ksb installs none):
+ * an ingress or clsact qdisc (tc filters; deleted with its filters) and
+ * an XDP program (detached), then read back.  0: none; 1: found (*what),
+ * removed; 2: not removed (*cause).
+ */
+static int
+rulecheck_hooks(char **what, char **cause)
+{
+	struct netdev_link *l = NULL;
+	uint32_t *idx = NULL, found;
+	char kind[16], name[16], *w = NULL;
+	size_t n = 0, m, k;
+	int r = 0, bad = 0;
+
+	/* Once more before failing closed: a dump can fail (ENOBUFS). */
+	if (netdev_links(&l, &n, NULL) == -1 &&
+	    netdev_links(&l, &n, cause) == -1) {
+		*what = xstrdup("cannot list the links");
+		return 2;
+	}
+	m = rulecheck_ours(l, n, &idx);
+	bad = rulecheck_xdp(l, n, &w, cause) == -1;
+	for (k = 0; k < RULECHECK_HOOKS && !bad; k++) {
+		if ((r = netdev_tc_hook(idx, m, &found, kind, NULL)) == -1)
+			r = netdev_tc_hook(idx, m, &found, kind, cause);
+		if (r != 1) {
+			bad = r == -1;
+			break;
+		}
+		if (if_indextoname(found, name) == NULL)
+			snprintf(name, sizeof(name), "index %u", found);
+		rulecheck_add(&w,
+		    "tc qdisc %s on %s (its filters see the frames before "
+		    "ksb's rules): deleted",
+		    kind, name);
+		bad = netdev_tc_unhook(found, cause) == -1;
+	}
+	if (!bad && k == RULECHECK_HOOKS) {
+		cause_set(cause, "more than %d tc hooks", RULECHECK_HOOKS);
+		bad = 1;
+	}
+	free(l);
+	l = NULL;
+	/* Read back: gone, or not restorable. */
+	if (!bad && w != NULL &&
+	    (netdev_links(&l, &n, cause) == -1 ||
+		(r = netdev_tc_hook(idx, m, &found, kind, cause)) != 0)) {
+		if (r == 1)
+			cause_set(
+			    cause, "tc qdisc %s on link %u again", kind, found);
+		bad = 1;
+	}
+	for (k = 0; k < n && !bad && w != NULL; k++)
+		if (l[k].xdp != 0 &&
+		    (l[k].index == rulecheck_brindex ||
+			l[k].master == rulecheck_brindex))
+			bad = cause_set(cause, "XDP still on %s", l[k].name);
+	free(l);
+	free(idx);
+	if (w == NULL && !bad)
+		return 0;
+	*what = w != NULL ? w : xstrdup("cannot read the tc and XDP hooks");
+	return bad ? 2 : 1;
+}
+
+/*
+ * Another link's tc filter that redirects or mirrors onto ksb's links
+ * (netdev_tc_onto): not ksb's link, so not ksb's to change.  1 (*what),
+ * 0 none, -1 not read (*what, *cause).
+ */
+static int
+rulecheck_tc_onto(char **what, char **cause)
+{
+	struct netdev_link *l = NULL;
+	uint32_t *idx = NULL, from, to;
+	char fn[IF_NAMESIZE], tn[IF_NAMESIZE];
+	size_t n = 0, m;
+	int r = -1;
+
+	if (netdev_links(&l, &n, NULL) == -1 &&
+	    netdev_links(&l, &n, cause) == -1)
+		goto cleanup;
+	m = rulecheck_ours(l, n, &idx);
+	if ((r = netdev_tc_onto(idx, m, &from, &to, NULL)) == -1)
+		r = netdev_tc_onto(idx, m, &from, &to, cause);
+	if (r != 1)
+		goto cleanup;
+	if (if_indextoname(from, fn) == NULL)
+		snprintf(fn, sizeof(fn), "index %u", from);
+	if (to == 0)
+		xasprintf(what,
+		    "a tc bpf filter on %s may redirect onto ksb's links (not "
+		    "resolved: treated as ksb's)",
+		    fn);
+	else {
+		if (if_indextoname(to, tn) == NULL)
+			snprintf(tn, sizeof(tn), "index %u", to);
+		xasprintf(what,
+		    "a tc filter on %s redirects or mirrors onto ksb's links "
+		    "(mirred to %s)",
+		    fn, tn);
+	}
+cleanup:
+	if (r == -1)
+		*what = xstrdup("cannot read the tc filters");
+	free(l);
+	free(idx);
+	return r;
+}
+
 int
 rulecheck_now(struct gateway *gw, const char *when)
 {
@@ -419,6 +575,23 @@ rulecheck_now(struct gateway *gw, const char *when)
 		ret = rulecheck_report(gw, when, "device",
 		    what != NULL ? what : "cannot list the links", r == 1,
 		    cause);
+	free(what);
+	free(cause);
+	what = cause = NULL;
+	if (ret != 0)
+		return ret;
+	if ((r = rulecheck_hooks(&what, &cause)) != 0)
+		ret = rulecheck_report(gw, when, "hook", what, r == 1, cause);
+	free(what);
+	free(cause);
+	what = cause = NULL;
+	if (ret != 0)
+		return ret;
+	if ((r = rulecheck_tc_onto(&what, &cause)) != 0)
+		ret = rulecheck_report(gw, when, "foreign", what, 0,
+		    r == 1 ? "not ksb's link: delete its qdisc, then restart "
+			     "ksb-gatewayd" :
+			     cause);
 	free(what);
 	free(cause);
 	what = cause = NULL;

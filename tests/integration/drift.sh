@@ -24,6 +24,19 @@
 #   - another program's rule anywhere (the uplink's ingress or egress)
 #     that moves packets onto ksb's links (`fwd to'/`dup to' a port or a
 #     tap-prefix name, or a device it does not name): fails closed;
+#   - another program's rule of any family that moves packets from
+#     ksb's links (the outside audit's finding 3): an ip `iifname ksb0
+#     dup' to the uplink (the hole shown real first: the guest's
+#     datagrams counted beyond it), an inet `iif ksb0 meta mark set', an
+#     ip6 `iifname ksb0 redirect', an ip `dup' confined to no link:
+#     fails closed; rules that only count, log, accept or drop ksb's
+#     traffic, a nat not picking ksb's links out: not drift;
+#   - tc and XDP on ksb's links (the outside audit's finding 4): an
+#     ingress qdisc on a guest's port whose filter redirects its frames
+#     to the uplink (the hole shown real first), a clsact qdisc on the
+#     bridge, an XDP program on a port: deleted, detached (kind hook);
+#     a tc filter on the uplink redirecting onto a port (the hole shown
+#     real first): fails closed; one between other links is not drift;
 #   - a guest reaching the canary a third time within a minute (a hole
 #     restoring does not close): fails closed;
 # each one log line and one selftests record nft-drift:KIND.
@@ -351,6 +364,173 @@ ksb_check "the bridge is down" down
 ksb_check "one log line says it is treated as ksb's" \
 	'logged "foreign drift: table netdev o3 chain c: a rule of another program.s moves packets onto ksb.s links (fwd to a device it does not name: treated as ksb.s)"'
 gwns nft delete table netdev o3
+
+ksb_say "rules of other programs that move packets from ksb's links (finding 3)"
+fresh
+# The origin's side counts the guest's datagrams that reach it (a
+# witness in its own namespace, out of the gateway's sight).
+ip netns exec "$OR" nft -f - <<NFT
+table netdev wit {
+  chain c { type filter hook ingress device "ko1" priority 0; policy accept;
+    ip saddr $G2IP udp dport 7777 counter
+  }
+}
+NFT
+seen() { ip netns exec "$OR" nft list chain netdev wit c | sed -n 's/.*counter packets \([0-9]*\).*/\1/p'; }
+send5() {
+	ip netns exec "$G2" python3 -c '
+import socket
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(5):
+    try: s.sendto(b"exfil", ("10.77.0.1", 7777))
+    except OSError: pass'
+}
+# Not drift: rules that match ksb's links but only count, log, accept or
+# drop, and a nat that does not pick ksb's links out.
+gwns nft -f - <<NFT
+table ip watch {
+  chain pre { type filter hook prerouting priority -400; policy accept;
+    iifname "ksb0" counter
+    iif "ksb0" log prefix "watch " accept
+    iifname "ksb0" udp dport 9 drop
+  }
+  chain cdnat { type nat hook prerouting priority -100; policy accept;
+    iifname != "dock0" tcp dport 8081 dnat to 10.78.0.9:80
+  }
+  chain csnat { type nat hook postrouting priority 100; policy accept;
+    oifname "ko0" masquerade
+  }
+}
+NFT
+reload
+send5
+ksb_check "counting, logging, accepting, dropping ksb's traffic: no drift" \
+	'never_logged "foreign drift" && gwns ip link show ksb0 | grep -q "[<,]UP[,>]"'
+gwns nft delete table ip watch
+ksb_check "before: none of the guest's datagrams gets beyond the uplink" '[ "$(seen)" = 0 ]'
+kill -STOP "$KSB_GATEWAY_PID"
+gwns nft -f - <<NFT
+table ip fdup {
+  chain pre { type filter hook prerouting priority -400; policy accept;
+    iifname "ksb0" dup to $ORIGIN_IP device "ko0"
+  }
+}
+NFT
+send5
+ksb_check "the hole is real: the guest's datagrams are copied beyond the uplink ($(seen))" \
+	'[ "$(seen)" -gt 0 ]'
+kill -CONT "$KSB_GATEWAY_PID"
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+was=$(seen)
+send5
+ksb_check "none gets beyond the uplink any more ($(seen) - $was)" '[ "$(seen)" = "$was" ]'
+ksb_check "one log line says which rule and what it does" \
+	'logged "foreign drift: table ip fdup chain pre: a rule of another program.s moves packets from ksb.s links (it matches a name ksb0, then dup): could not be restored (not ksb.s table: delete it, then restart ksb-gatewayd): bridge ksb0 set down"'
+ksb_until 5 recs_ge foreign stopped 1 || true
+ksb_check "a record nft-drift:foreign, action stopped ($(recs foreign stopped))" 'recs_ge foreign stopped 1'
+gwns nft delete table ip fdup
+# from_drift TABLE RE: TABLE (nft -f text on stdin) fails closed, logged RE.
+from_drift() {
+	fresh
+	gwns nft -f -
+	ksb_until 8 down || true
+	ksb_check "$1: the bridge is down" down
+	ksb_check "$1: one log line says so" "logged \"foreign drift: $2\""
+	gwns nft delete table "$1"
+}
+from_drift "inet fmark" "table inet fmark chain pre: a rule of another program.s moves packets from ksb.s links (it matches ifindex [0-9]* (ksb0), then meta mark set)" <<NFT
+table inet fmark {
+  chain pre { type filter hook prerouting priority -300; policy accept;
+    iif "ksb0" meta mark set 0x7
+  }
+}
+NFT
+from_drift "ip6 fredir" "table ip6 fredir chain pre: a rule of another program.s moves packets from ksb.s links (it matches a name ksb0, then redir)" <<NFT
+table ip6 fredir {
+  chain pre { type nat hook prerouting priority -150; policy accept;
+    iifname "ksb0" meta l4proto tcp redirect to :8080
+  }
+}
+NFT
+# (a queue is judged as a dup; this kernel may lack nft_queue)
+from_drift "ip fcopy" "table ip fcopy chain pre: a rule of another program.s copies or hands out packets not confined to other links, ksb.s included (dup)" <<NFT
+table ip fcopy {
+  chain pre { type filter hook prerouting priority -300; policy accept;
+    udp dport 7777 dup to $ORIGIN_IP device "ko0"
+  }
+}
+NFT
+
+ksb_say "tc and XDP on ksb's links (finding 4)"
+fresh
+qdisc() { gwns tc qdisc show dev "$1" | grep -Eq "qdisc (ingress|clsact)"; }
+kill -STOP "$KSB_GATEWAY_PID"
+gwns tc qdisc add dev kvg2 ingress
+gwns tc filter add dev kvg2 parent ffff: protocol ip u32 match u32 0 0 \
+	action mirred egress redirect dev ko0
+was=$(seen)
+send5
+ksb_check "the hole is real: a tc redirect takes the guest's datagrams to the uplink ($(seen) - $was)" \
+	'[ "$(seen)" -gt "$was" ]'
+kill -CONT "$KSB_GATEWAY_PID"
+ksb_until 8 eval '! qdisc kvg2' || true
+ksb_check "the ingress qdisc on the port is deleted" '! qdisc kvg2'
+ksb_check "one log line says so" \
+	'logged "hook drift: tc qdisc ingress on kvg2 (its filters see the frames before ksb.s rules): deleted: restored"'
+ksb_check "the bridge stays up" 'gwns ip link show ksb0 | grep -q "[<,]UP[,>]"'
+was=$(seen)
+send5
+ksb_check "none of the guest's datagrams gets beyond the uplink any more ($(seen) - $was)" \
+	'[ "$(seen)" = "$was" ]'
+ksb_until 5 recs_ge hook none 1 || true
+ksb_check "a record nft-drift:hook, action none ($(recs hook none))" 'recs_ge hook none 1'
+gwns tc qdisc add dev ksb0 clsact
+gwns tc filter add dev ksb0 ingress protocol ip u32 match u32 0 0 \
+	action mirred egress redirect dev ko0
+ksb_until 8 eval '! qdisc ksb0' || true
+ksb_check "a clsact qdisc on the bridge is deleted" '! qdisc ksb0'
+ksb_check "one log line says so" \
+	'logged "hook drift: tc qdisc clsact on ksb0 (its filters see the frames before ksb.s rules): deleted: restored"'
+if command -v clang >/dev/null 2>&1; then
+	printf '%s\n' '__attribute__((section("xdp"), used)) int p(void *c) { return 2; }' \
+		'char _license[] __attribute__((section("license"), used)) = "GPL";' > "$T/xdp.c"
+	clang -O2 -target bpf -c "$T/xdp.c" -o "$T/xdp.o"
+	xdp() { gwns ip link show "$1" | grep -q "prog/xdp"; }
+	gwns ip link set dev kvg2 xdpgeneric obj "$T/xdp.o" sec xdp
+	ksb_until 8 eval '! xdp kvg2' || true
+	ksb_check "an XDP program on a port is detached" '! xdp kvg2'
+	ksb_check "one log line says so" \
+		'logged "hook drift: an XDP program on kvg2 (it sees its frames before ksb.s rules): detached: restored"'
+	ksb_check "the records count each ($(recs hook none))" 'recs_ge hook none 3'
+else
+	ksb_check "clang for the XDP program (contrib/bootstrap.sh)" false
+fi
+ksb_check "the egress was never stopped for a hook" 'never_logged "hook drift.*set down"'
+
+ksb_say "a tc filter on the uplink redirecting onto a port (fails closed)"
+# Not drift: one that redirects between other links.
+gwns tc qdisc add dev ko0 ingress
+gwns tc filter add dev ko0 parent ffff: protocol ip u32 match ip dst 10.78.0.99/32 \
+	action mirred egress redirect dev kxd0
+reload
+ksb_check "a tc redirect between other links: no drift" 'never_logged "foreign drift"'
+kill -STOP "$KSB_GATEWAY_PID"
+gwns tc filter add dev ko0 parent ffff: protocol ip u32 match ip dst "$G2IP"/32 \
+	action mirred egress redirect dev kvg2
+# The origin's frames to the gateway carry the guest's MAC: redirected
+# as they are, the guest takes them.
+ip -n "$OR" neigh replace 10.78.0.1 lladdr "$G2MAC" dev ko1
+ksb_check "the hole is real: the origin injects UDP into the guest" got
+kill -CONT "$KSB_GATEWAY_PID"
+ksb_until 8 down || true
+ksb_check "the bridge is down" down
+ksb_check "nothing is injected any more" '! got'
+ksb_check "one log line says which link, where to and what to do" \
+	'logged "foreign drift: a tc filter on ko0 redirects or mirrors onto ksb.s links (mirred to kvg2): could not be restored (not ksb.s link: delete its qdisc, then restart ksb-gatewayd): bridge ksb0 set down"'
+gwns tc qdisc del dev ko0 ingress
+ip -n "$OR" neigh del 10.78.0.1 dev ko1
+ip netns exec "$OR" nft delete table netdev wit
 
 [ "$fails" = 0 ] || { grep -E "nftables check|canary" "$T/gatewayd.log" | head; tail -n 30 "$T/gatewayd.log"; ksb_fail "$fails check(s) failed"; }
 grep -E "nftables check|canary" "$T/gatewayd.log" | head -n 20

@@ -701,6 +701,55 @@ test_removed(void)
 	free(p);
 }
 
+/* audit_chain_reaches: a head recorded outside the chain, reached or not
+ * (the gateway's start, gateway_audit_gate). */
+static void
+test_reaches(void)
+{
+	char *p = path_of("reach.db"), *found = NULL, *cause = NULL;
+	uint8_t h[AUDIT_HASH_LEN], other[AUDIT_HASH_LEN];
+	const char *table;
+	struct audit *a;
+	sqlite3 *db;
+	int64_t seq, rowid;
+
+	CHECK(audit_open(p, 0, &a, &cause) == 0, "open");
+	audit_start(a, base, &cause);
+	write_some(a, 0);
+	audit_free(a);
+	db = db_open(p);
+	CHECK(audit_chain_head(db, &seq, h) == 0 && seq > 2, "a chain");
+	sqlite3_close(db);
+	CHECK(audit_chain_reaches(p, seq, h, &found) == 0 && found == NULL,
+	    "its own head: reached");
+	CHECK(audit_chain_reaches(p, seq + 5, h, &found) == 1 &&
+		found != NULL && strstr(found, "its chain ends at seq") != NULL,
+	    "a head past its end: not reached (%s)", found);
+	free(found);
+	memcpy(other, h, sizeof(other));
+	other[0] ^= 1;
+	CHECK(audit_chain_reaches(p, seq, other, &found) == 1 &&
+		found != NULL && strstr(found, "has hash") != NULL,
+	    "another hash at the head's seq: not reached (%s)", found);
+	free(found);
+	CHECK(audit_chain_reaches(p, seq - 1, h, &found) == 1,
+	    "an earlier seq with the head's hash: not reached");
+	free(found);
+	db = db_open(p);
+	CHECK(audit_chain_record(db, seq - 1, other, &table, &rowid) == 0,
+	    "the record before the head");
+	sqlite3_close(db);
+	CHECK(audit_chain_reaches(p, seq - 1, other, &found) == 0,
+	    "a chain ahead of the recorded head: reached");
+	found = NULL;
+	CHECK(audit_chain_reaches("/nonexistent/x.db", 1, h, &found) == -1 &&
+		found != NULL,
+	    "unreadable: -1 and why");
+	free(found);
+	free(cause);
+	free(p);
+}
+
 /*
  * Totals recomputed from the rows, as text, for comparisons (the same
  * query as audit/schema/migrate-3.sql).
@@ -1590,6 +1639,7 @@ main(void)
 	test_retention();
 	test_idle();
 	test_removed();
+	test_reaches();
 	event_base_free(base);
 	xasprintf(&cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
