@@ -5,6 +5,7 @@
  * I/O; login_read and login_write are the store's only reader and
  * writer.  Never logs, prints or keeps a token past login_clear.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -95,6 +96,55 @@ login_dir(const char *state_dir)
 
 	xasprintf(&p, "%s/logins", state_dir);
 	return p;
+}
+
+static int
+login_names_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int
+login_names(const char *state_dir, char ***names)
+{
+	char *dir = login_dir(state_dir), **v = xcalloc(1, sizeof(*v));
+	struct dirent *de;
+	size_t n, len;
+	DIR *d;
+	int e;
+
+	*names = NULL;
+	if ((d = opendir(dir)) == NULL) {
+		e = errno;
+		free(dir);
+		if (e == ENOENT) {
+			*names = v;
+			return 0;
+		}
+		free(v);
+		errno = e;
+		return -1;
+	}
+	n = 0;
+	while ((de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (len <= 5 || len - 5 > KSB_LOGIN_NAME_MAX ||
+		    strcmp(de->d_name + len - 5, ".json") != 0)
+			continue;
+		v = xrealloc(v, (n + 2) * sizeof(*v));
+		v[n] = xstrndup(de->d_name, len - 5);
+		if (!login_name_ok(v[n])) {
+			free(v[n]);
+			continue;
+		}
+		v[++n] = NULL;
+	}
+	v[n] = NULL;
+	closedir(d);
+	free(dir);
+	xqsort(v, n, sizeof(*v), login_names_cmp);
+	*names = v;
+	return 0;
 }
 
 char *

@@ -72,6 +72,14 @@ int login_name_ok(const char *s);
 char *login_dir(const char *state_dir);
 char *login_path(const char *state_dir, const char *name);
 /*
+ * login_names: the names of the logins imported under state_dir (each
+ * <state_dir>/logins/NAME.json whose NAME passes login_name_ok), sorted.
+ * 0 and *names a NULL-terminated vector (util_strv_free; empty when the
+ * directory does not exist), or -1 with errno set (opendir(3)'s) and
+ * *names NULL.
+ */
+int login_names(const char *state_dir, char ***names);
+/*
  * login_parse_agent: the agent's own login file (buf, len bytes, the
  * formats above) into *out (zeroed first; login_clear it); now_ms is the
  * time of the import (the access token's expiry of a codex file without

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include <dirent.h>
 
 #include <openssl/crypto.h>
 
@@ -106,37 +105,26 @@ credential_lock(const char *cmd, const char *name)
 static char *
 credential_same_login(const char *name, const struct login *l)
 {
-	char *dir = login_dir(ksbctl_conf->state_dir), *found = NULL, *why;
-	char other[KSB_LOGIN_NAME_MAX + 1];
-	struct dirent *de;
+	char **names, *found = NULL, *why;
 	struct login o;
-	size_t n;
-	DIR *d;
+	size_t i;
 
-	if ((d = opendir(dir)) == NULL) {
-		free(dir);
+	if (login_names(ksbctl_conf->state_dir, &names) == -1)
 		return NULL;
-	}
-	while (found == NULL && (de = readdir(d)) != NULL) {
-		n = strlen(de->d_name);
-		if (n <= 5 || n - 5 > KSB_LOGIN_NAME_MAX ||
-		    strcmp(de->d_name + n - 5, ".json") != 0)
-			continue;
-		snprintf(
-		    other, sizeof(other), "%.*s", (int)(n - 5), de->d_name);
-		if (strcmp(other, name) == 0 || !login_name_ok(other))
+	for (i = 0; found == NULL && names[i] != NULL; i++) {
+		if (strcmp(names[i], name) == 0)
 			continue;
 		why = NULL;
-		if (login_read(ksbctl_conf->state_dir, other, &o, &why) == 0) {
+		if (login_read(ksbctl_conf->state_dir, names[i], &o, &why) ==
+		    0) {
 			if (o.refresh != NULL && l->refresh != NULL &&
 			    strcmp(o.refresh, l->refresh) == 0)
-				found = xstrdup(other);
+				found = xstrdup(names[i]);
 			login_clear(&o);
 		}
 		free(why);
 	}
-	closedir(d);
-	free(dir);
+	util_strv_free(names);
 	return found;
 }
 
@@ -244,58 +232,35 @@ cleanup:
 	return ret;
 }
 
-static void
-credential_time(char *buf, size_t len, int64_t epoch_s)
-{
-	time_t t = (time_t)epoch_s;
-	struct tm tm;
-
-	if (epoch_s <= 0 || gmtime_r(&t, &tm) == NULL)
-		snprintf(buf, len, "-");
-	else
-		strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 static int
 credential_list(void)
 {
-	char *dir = login_dir(ksbctl_conf->state_dir), *why = NULL, esc[256];
-	char exp[32], last[32], name[KSB_LOGIN_NAME_MAX + 1];
-	struct dirent *de;
+	char **names, *dir, *why = NULL, esc[256], exp[32], last[32];
 	struct login l;
-	size_t n;
-	DIR *d;
+	size_t i;
 
-	if ((d = opendir(dir)) == NULL) {
-		if (errno == ENOENT) {
-			free(dir);
-			return 0;
-		}
+	if (login_names(ksbctl_conf->state_dir, &names) == -1) {
+		dir = login_dir(ksbctl_conf->state_dir);
 		fprintf(stderr, "ksbctl credential list: %s: %s\n", dir,
 		    strerror(errno));
 		free(dir);
 		return 1;
 	}
-	printf("%-16s %-6s %-8s %-20s %-20s %9s %8s\n", "NAME", "AGENT",
-	    "STATE", "EXPIRES", "LAST-REFRESH", "REFRESHES", "FAILURES");
-	while ((de = readdir(d)) != NULL) {
-		n = strlen(de->d_name);
-		if (n <= 5 || n - 5 > KSB_LOGIN_NAME_MAX ||
-		    strcmp(de->d_name + n - 5, ".json") != 0)
-			continue;
-		memcpy(name, de->d_name, n - 5);
-		name[n - 5] = '\0';
-		if (!login_name_ok(name))
-			continue;
-		if (login_read(ksbctl_conf->state_dir, name, &l, &why) == -1) {
+	if (names[0] != NULL)
+		printf("%-16s %-6s %-8s %-20s %-20s %9s %8s\n", "NAME", "AGENT",
+		    "STATE", "EXPIRES", "LAST-REFRESH", "REFRESHES",
+		    "FAILURES");
+	for (i = 0; names[i] != NULL; i++) {
+		if (login_read(ksbctl_conf->state_dir, names[i], &l, &why) ==
+		    -1) {
 			fprintf(stderr, "ksbctl credential list: %s\n", why);
 			free(why);
 			why = NULL;
 			continue;
 		}
-		credential_time(exp, sizeof(exp), l.expires_ms / 1000);
-		credential_time(last, sizeof(last), l.last_refresh_s);
-		printf("%-16s %-6s %-8s %-20s %-20s %9lld %8lld\n", name,
+		ksbctl_utc(exp, sizeof(exp), l.expires_ms / 1000);
+		ksbctl_utc(last, sizeof(last), l.last_refresh_s);
+		printf("%-16s %-6s %-8s %-20s %-20s %9lld %8lld\n", names[i],
 		    login_kind_name(l.kind),
 		    l.revoked			     ? "revoked" :
 			l.expires_ms < util_now_ms() ? "expired" :
@@ -308,8 +273,7 @@ credential_list(void)
 		}
 		login_clear(&l);
 	}
-	closedir(d);
-	free(dir);
+	util_strv_free(names);
 	return 0;
 }
 

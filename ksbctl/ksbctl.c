@@ -371,3 +371,16 @@ ksbctl_size(char *buf, size_t cap, uint64_t bytes)
 	snprintf(buf, cap, "%.1f %s", v, unit[i]);
 	return buf;
 }
+
+char *
+ksbctl_utc(char *buf, size_t cap, int64_t epoch_s)
+{
+	time_t t = (time_t)epoch_s;
+	struct tm tm;
+
+	if (epoch_s <= 0 || gmtime_r(&t, &tm) == NULL)
+		snprintf(buf, cap, "-");
+	else
+		strftime(buf, cap, "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}

@@ -46,6 +46,9 @@ int ksbctl_sock_connect(const char *dir, const char *name);
 /* ksbctl_size: bytes for people ("512 B", "3.1 MiB", "1.0 GiB") into buf
  * (cap >= 16); returns buf. */
 char *ksbctl_size(char *buf, size_t cap, uint64_t bytes);
+/* ksbctl_utc: epoch_s (seconds) as "2026-12-02T18:40:00Z" (UTC) into buf
+ * (cap >= 21), "-" for 0 or less; returns buf. */
+char *ksbctl_utc(char *buf, size_t cap, int64_t epoch_s);
 
 int list_main(int argc, char **argv);
 int trust_main(int argc, char **argv);

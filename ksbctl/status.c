@@ -6,7 +6,6 @@
  * anything is MISSING; the imported subscription logins' state among them
  * (common/login.h: expiry, last refresh, failures; never a value).
  */
-#include <dirent.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -247,19 +246,6 @@ status_check_project(struct json_object *rows, const char *project)
 	config_free(cfg);
 }
 
-/* epoch seconds as "2026-12-02T18:40:00Z" into buf, "-" for none. */
-static void
-status_utc(char *buf, size_t len, int64_t epoch_s)
-{
-	time_t t = (time_t)epoch_s;
-	struct tm tm;
-
-	if (epoch_s <= 0 || gmtime_r(&t, &tm) == NULL)
-		snprintf(buf, len, "-");
-	else
-		strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 /* One login's row: OK while it is live (or revoked), MISSING when it
  * expired or its last refreshes failed; JSON gets the fields too. */
 static void
@@ -281,8 +267,8 @@ status_check_login(struct json_object *rows, const char *name)
 	    l.failures > 0		 ? "failing" :
 	    l.expires_ms < util_now_ms() ? "expired" :
 					   "ok";
-	status_utc(exp, sizeof(exp), l.expires_ms / 1000);
-	status_utc(last, sizeof(last), l.last_refresh_s);
+	ksbctl_utc(exp, sizeof(exp), l.expires_ms / 1000);
+	ksbctl_utc(last, sizeof(last), l.last_refresh_s);
 	log_escape(err, sizeof(err), l.last_error ? l.last_error : "",
 	    l.last_error ? strlen(l.last_error) : 0);
 	status_add(rows, what,
@@ -311,32 +297,20 @@ status_check_login(struct json_object *rows, const char *name)
 static void
 status_check_logins(struct json_object *rows)
 {
-	char *dir = login_dir(ksbctl_conf->state_dir);
-	char name[KSB_LOGIN_NAME_MAX + 1];
-	struct dirent *de;
-	size_t n;
-	DIR *d;
+	char **names, *dir;
+	size_t i;
 
-	if ((d = opendir(dir)) == NULL) {
-		if (errno != ENOENT)
-			status_add(rows, "logins", "", 1,
-			    "%s: %s (root's only: run as root to see them)",
-			    dir, strerror(errno));
+	if (login_names(ksbctl_conf->state_dir, &names) == -1) {
+		dir = login_dir(ksbctl_conf->state_dir);
+		status_add(rows, "logins", "", 1,
+		    "%s: %s (root's only: run as root to see them)", dir,
+		    strerror(errno));
 		free(dir);
 		return;
 	}
-	while ((de = readdir(d)) != NULL) {
-		n = strlen(de->d_name);
-		if (n <= 5 || n - 5 > KSB_LOGIN_NAME_MAX ||
-		    strcmp(de->d_name + n - 5, ".json") != 0)
-			continue;
-		memcpy(name, de->d_name, n - 5);
-		name[n - 5] = '\0';
-		if (login_name_ok(name))
-			status_check_login(rows, name);
-	}
-	closedir(d);
-	free(dir);
+	for (i = 0; names[i] != NULL; i++)
+		status_check_login(rows, names[i]);
+	util_strv_free(names);
 }
 
 static void

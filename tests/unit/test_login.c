@@ -23,6 +23,39 @@ agent(enum login_kind k, const char *text, struct login *l, char **cause)
 	return login_parse_agent(k, text, strlen(text), 1000, l, cause);
 }
 
+/* login_names over dir, which holds "work" (written by main): sorted,
+ * names only, what is no login skipped; a missing directory is empty. */
+static void
+test_names(const char *dir)
+{
+	static const char *const junk[] = { "zeta.json", "alpha.json",
+		"Bad.json", ".json", "x.txt", "-x.json", "beta.json.tmp" };
+	char **v = NULL, *d = login_dir(dir), *f;
+	size_t i;
+	FILE *fp;
+
+	for (i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		xasprintf(&f, "%s/%s", d, junk[i]);
+		if ((fp = fopen(f, "w")) != NULL)
+			fclose(fp);
+		free(f);
+	}
+	CHECK(login_names(dir, &v) == 0 && v[0] != NULL && v[1] != NULL &&
+		v[2] != NULL && v[3] == NULL && strcmp(v[0], "alpha") == 0 &&
+		strcmp(v[1], "work") == 0 && strcmp(v[2], "zeta") == 0,
+	    "login_names: valid names only, sorted");
+	util_strv_free(v);
+	for (i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+		xasprintf(&f, "%s/%s", d, junk[i]);
+		unlink(f);
+		free(f);
+	}
+	CHECK(login_names("/nonexistent-ksb-state", &v) == 0 && v[0] == NULL,
+	    "login_names: no logins directory, no names");
+	util_strv_free(v);
+	free(d);
+}
+
 /* The refresher's outcome line (common/login.h): both ways, and what a
  * parser must refuse. */
 static void
@@ -153,6 +186,7 @@ main(void)
 		!login_name_ok("") && !login_name_ok("A") &&
 		!login_name_ok("../x") && !login_name_ok("-x"),
 	    "login names");
+	test_names(dir);
 	test_outcome();
 	unlink(p);
 	free(p);
