@@ -1051,6 +1051,12 @@ agent_client_input(struct agent *a, struct agent_client *c)
 			n = snprintf(out, sizeof(out), "TURN %llu %s\n",
 			    (unsigned long long)turn, dup ? "dup" : "new");
 			agent_client_send(c, out, (size_t)n);
+			/* Its events follow from now on: a WAIT sent after
+			 * the TURN line would miss those of a turn that was
+			 * delivered (or ended) before it came. */
+			if ((t = agent_turn_find(a, turn)) != NULL &&
+			    t->end == -1)
+				c->wait = turn;
 			hlen += 1 + v;
 		} else if (hlen > 5 && memcmp(c->in, "WAIT ", 5) == 0) {
 			if (guestctl_parse_uint(

@@ -67,6 +67,42 @@ ksb_check "no forged turn end" '! grep -Eq "^[0-9]+ [1-9][0-9]* done forged" "$I
 ksb_check "status still answers" 'ctl status fl | grep -q "^agent: *done, turn 5"'
 sed -n '1,12p' "$I/fl/ksb-run.log"
 
+ksb_say "a WAIT sent after the turn ended still gets its events"
+# The fake guest ends a turn as soon as it is given: the client's WAIT
+# comes only after the turn was delivered and done.  The events follow
+# the TURN line on the client's connection (vmrunner/agent.c), so none
+# is lost to that race (before: only END came, "delivered" never did).
+out=$(timeout 20 python3 - "$I/fl/agent.sock" "$I/fl/agent.events" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+text = b"prompt late-wait"
+s.sendall(b"PROMPT - %d\n" % len(text) + text)
+buf = b""
+while b"\n" not in buf:
+    buf += s.recv(4096)
+turn = int(buf.split()[1])
+# Await the turn's end in agent.events (bounded), then WAIT.
+end = time.time() + 10
+while time.time() < end:
+    if any(l.split()[1:3] == [str(turn), "done"] for l in
+           open(sys.argv[2]).read().splitlines() if len(l.split()) > 2):
+        break
+    time.sleep(0.05)
+s.sendall(b"WAIT %d\n" % turn)
+s.settimeout(5)
+while b"\nEND " not in buf:
+    d = s.recv(4096)
+    if not d:
+        break
+    buf += d
+print(buf.decode(errors="replace"))
+PY
+) || true
+echo "$out" | head -n 8
+ksb_check "after the end, a WAIT's reply holds the turn's delivered and done events" \
+	'echo "$out" | grep -q "^EVENT [0-9]* [0-9]* delivered" && echo "$out" | grep -q "^EVENT [0-9]* [0-9]* done" && echo "$out" | grep -q "^END "'
+
 ksb_say "stop"
 kill -TERM "$rp"
 # (Detached, its parent is init, which may reap it late: a zombie is
