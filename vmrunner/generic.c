@@ -174,6 +174,7 @@ generic_turn_file(struct preset *p, const char *cmd, char **cause)
 int
 generic_build(const struct preset_conf *c, struct preset *p, char **cause)
 {
+	memset(p, 0, sizeof(*p));
 	generic_env_file(p, c);
 	/* On a line of its own: the command line is the user's, whole. */
 	xasprintf(&p->command, ". \"$HOME/" GENERIC_ENV "\"\n%s", c->cmd);
