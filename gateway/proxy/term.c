@@ -1150,6 +1150,16 @@ cleanup:
 	return ret;
 }
 
+/* h2_ops.rowtext: p[0..n) as term_copy_row writes a row's text. */
+static void
+term_h2_rowtext(
+    struct term *t, char *dst, size_t dstsz, const uint8_t *p, size_t n)
+{
+	struct http_span sp = { 0, (uint32_t)n };
+
+	term_copy_row(t, dst, dstsz, p, sp);
+}
+
 static struct reflect *
 term_reflect(struct term *t)
 {
@@ -2027,7 +2037,7 @@ static int
 term_h2_begin(struct term *t)
 {
 	struct h2_ops ops = { term_h2_check, term_reflect, term_scan,
-		term_touch, term_close, 0 };
+		term_touch, term_close, 0, term_h2_rowtext };
 	int h2 = term_alpn_h2(t->down_ssl);
 
 	if (!h2 && !t->up_h2)
