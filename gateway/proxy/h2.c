@@ -31,7 +31,10 @@
  * H2_BLOCK_MAX bytes on the wire, decoded lists (HPACK, RFC 7541) of at
  * most H2_DECODED_MAX bytes a block (CVE-2024-27316, CVE-2024-28182:
  * nghttp2 before 1.61 decodes them all); RST_STREAM from the guest at
- * most H2_RESETS_MAX a second (rapid reset, CVE-2023-44487); PING,
+ * most H2_RESETS_MAX a second (rapid reset, CVE-2023-44487), and
+ * H2_INST_RESETS_MAX a second across the instance's connections (a
+ * guest reconnecting renews no budget: past it, each new stream of the
+ * instance that second is a flood); PING,
  * SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, empty DATA and unknown
  * frames at most H2_CTRL_MAX a second; queued acknowledgements capped
  * by nghttp2 (max_outbound_ack).  Past a bound: GOAWAY
@@ -61,6 +64,7 @@
 #define H2_DECODED_MAX	     (4 * HTTP_HEAD_MAX)  /* a block decoded */
 #define H2_RESP_MAX	     (2 * HTTP_HEAD_MAX)  /* a response's list */
 #define H2_RESETS_MAX	     100		  /* a second */
+#define H2_INST_RESETS_MAX   (2 * H2_RESETS_MAX)  /* an instance's */
 #define H2_CTRL_MAX	     1000		  /* a second */
 #define H2_ACKS_MAX	     100		  /* queued */
 #define H2_OUT_MAX	     (256 * 1024)	  /* queued towards a side */
@@ -583,6 +587,25 @@ h2_count(struct h2 *h, int reset)
 	return ++h->ctrl > H2_CTRL_MAX ? -1 : 0;
 }
 
+/* The instance's RST_STREAM budget of this second, across its
+ * connections (reset: one more): 0, or -1 past H2_INST_RESETS_MAX. */
+static int
+h2_inst_count(struct h2 *h, int reset)
+{
+	struct instance *inst = h->ops.inst;
+	int64_t now = util_mono_ms() / 1000;
+
+	if (inst == NULL)
+		return 0;
+	if (now != inst->h2_sec) {
+		inst->h2_sec = now;
+		inst->h2_resets = 0;
+	}
+	if (reset && inst->h2_resets <= H2_INST_RESETS_MAX)
+		inst->h2_resets++;
+	return inst->h2_resets > H2_INST_RESETS_MAX ? -1 : 0;
+}
+
 static int
 h2_g_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, void *arg)
 {
@@ -607,6 +630,8 @@ h2_g_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, void *arg)
 	default:
 		break;
 	}
+	if (hd->type == NGHTTP2_RST_STREAM && hd->stream_id != 0)
+		(void)h2_inst_count(h, 1);
 	if (h2_count(h, hd->type == NGHTTP2_RST_STREAM) == -1)
 		return h2_flood(h,
 		    hd->type == NGHTTP2_RST_STREAM ?
@@ -624,6 +649,10 @@ h2_g_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	if (f->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	if (f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+		if (h2_inst_count(h, 0) == -1)
+			return h2_flood(h,
+			    "instance's RST_STREAM frames "
+			    "(rapid reset, all its connections)");
 		if (h->nlive >= H2_LIVE_MAX)
 			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 		s = h2_stream_new(h, f->hd.stream_id);

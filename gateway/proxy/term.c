@@ -2037,7 +2037,7 @@ static int
 term_h2_begin(struct term *t)
 {
 	struct h2_ops ops = { term_h2_check, term_reflect, term_scan,
-		term_touch, term_close, 0, term_h2_rowtext };
+		term_touch, term_close, 0, term_h2_rowtext, NULL };
 	int h2 = term_alpn_h2(t->down_ssl);
 
 	if (!h2 && !t->up_h2)
@@ -2048,6 +2048,7 @@ term_h2_begin(struct term *t)
 	}
 	t->state = TERM_H2;
 	ops.row = t->row;
+	ops.inst = t->inst;
 	if ((t->h2 = h2_start(t, &ops, t->down, t->up)) == NULL) {
 		term_finish(t, REASON_H2_PROTOCOL_ERROR);
 		return -1;

@@ -227,7 +227,7 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 	static const char preface[] = NGHTTP2_CLIENT_MAGIC;
 	struct bufferevent *dp[2], *up[2];
 	struct h2_ops ops = { f_check, f_reflect, f_scan, f_touch, f_close, 1,
-		f_rowtext };
+		f_rowtext, NULL };
 	nghttp2_session_callbacks *cb;
 	nghttp2_session *o;
 	struct h2 *h;

@@ -295,6 +295,18 @@ done
 ksb_check "rapid reset: the reset streams' rows say guest_reset, never guest_closed" \
 	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE reason = \"guest_closed\" AND path = \"/echo\" AND method = \"GET\" AND conn_id IN (SELECT id FROM connections WHERE close_reason = \"h2_flood\")" &&
 	 ksb_sql_is 1 "SELECT count(*) > 0 FROM requests WHERE reason = \"guest_reset\" AND bytes_up = 0"'
+out=$(attack "$G2" reconnect)
+echo "reconnect: $out"
+secs=${out##* }
+secs=${secs%.*}
+rr() { [ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = 'g2' AND close_reason IS NULL")" = 0 ]; }
+ksb_until 20 rr || true
+n=$(ksb_sql "SELECT count(*) FROM requests WHERE path = '/rr'")
+echo "# reconnect: $n rows for /rr in $secs s"
+ksb_check "rapid reset over 30 connections: rows bounded by the instance's budget" \
+	'[ "$n" -gt 0 ] && [ "$n" -le $((200 * (secs + 2) + 100)) ]'
+ksb_check "reconnect: another guest is served meanwhile" \
+	'gcurl "$G1" -H "x-api-key: $PH" https://api.test/echo | grep -q "\"key\": \"real\""'
 out=$(attack "$G1" streams "$PH")
 echo "streams: $out"
 ksb_check "150 streams: 50 refused (REFUSED_STREAM), the connection still answers" \

@@ -25,6 +25,9 @@ connection preface and then the frames of ATTACK, written by hand
                 PROTOCOL_ERROR: "rst N"
   stream0       a request (/hold-stream0), then HEADERS on stream 0: a
                 connection error, "goaway 1"
+  reconnect     rapid reset on 30 connections one after another, each
+                2000 streams of /rr: "conns N secs S" (the instance's
+                budget, not each connection's, bounds their rows)
   streams       150 streams opened and never ended: the first 100 live,
                 the rest refused (REFUSED_STREAM); then a normal request
                 on the same connection still answered
@@ -127,6 +130,19 @@ def flood(t, frames_iter):
 
 
 def main():
+    global ENC
+    if ATTACK == "reconnect":
+        start = time.time()
+        for _ in range(30):
+            t = connect()
+            ENC = hpack.Encoder()  # a connection's HPACK table is its own
+            flood(t, (frame(1, 0x5, 2 * i + 1, headers("/rr")) +
+                      frame(3, 0, 2 * i + 1, struct.pack(">I", 8))
+                      for i in range(2000)))
+            read_frames(t, time.time() + 10)
+            t.close()
+        print("conns 30 secs %.2f" % (time.time() - start))
+        return
     t = connect()
     start = time.time()
     if ATTACK == "rapid-reset":
