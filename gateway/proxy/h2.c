@@ -165,7 +165,8 @@ h2_fields_clear(struct h2_fields *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* Every real value in f's names and values masked; the hits. */
+/* Every real value in f's names (ASCII case ignored: h2 lowercases
+ * them) and values masked; the hits. */
 static unsigned
 h2_fields_mask(struct h2 *h, struct h2_fields *f)
 {
@@ -174,8 +175,8 @@ h2_fields_mask(struct h2 *h, struct h2_fields *f)
 	size_t i;
 
 	for (i = 0; i < f->n; i++) {
-		hits +=
-		    (unsigned)reflect_mask(r, f->nv[i].name, f->nv[i].namelen);
+		hits += (unsigned)reflect_mask_nocase(
+		    r, f->nv[i].name, f->nv[i].namelen);
 		hits += (unsigned)reflect_mask(
 		    r, f->nv[i].value, f->nv[i].valuelen);
 	}

@@ -1239,14 +1239,23 @@ term_request_body(struct term *t)
 /* ---- what flows back ---------------------------------------------------- */
 
 /* A response head (or an interim one) towards the guest, every real
- * value in it masked (same length: its framing fields stay true). */
+ * value in it masked (same length: its framing fields stay true), in
+ * its field names ASCII case ignored (RFC 9110 §5.1). */
 static void
 term_down_head(struct term *t, const uint8_t *p, size_t n)
 {
-	uint8_t *b = xmalloc(n);
+	uint8_t *b = xmalloc(n), *l, *e, *c;
 
 	memcpy(b, p, n);
 	t->reflected += (unsigned)reflect_mask(t->refl, b, n);
+	for (l = memchr(b, '\n', n); l != NULL && (size_t)(++l - b) < n;
+	     l = e) {
+		e = memchr(l, '\n', n - (size_t)(l - b));
+		c = memchr(l, ':', (e != NULL ? e : b + n) - l);
+		if (c != NULL)
+			t->reflected += (unsigned)reflect_mask_nocase(
+			    t->refl, l, (size_t)(c - l));
+	}
 	bufferevent_write(t->down, b, n);
 	free(b);
 }

@@ -247,6 +247,15 @@ ksb_check "the placeholder in request trailers: 400 on its stream, the next answ
 n=$(grep -c '"placeholder": true' "$T/origin.log" || true)
 ksb_check "the origin never saw a placeholder" '[ "$n" = 0 ]'
 
+LOW=$(echo "$REAL" | tr 'A-Z' 'a-z')
+for u in api.test h1.test; do
+	gcurl "$G1" -H "x-api-key: $PH" -D "$T/hn.head" -o /dev/null "https://$u/hname" 2>&1 || true
+	ksb_check "$u: the real value lowercased in a response field's name is masked" \
+		'! grep -qiF "$LOW" "$T/hn.head" && grep -q "^x-\*\*\*\*" "$T/hn.head"'
+done
+ksb_check "their rows say credential_reflected" \
+	'ksb_sql_is 2 "SELECT count(*) FROM requests WHERE path = \"/hname\" AND reason = \"credential_reflected\""'
+
 ksb_say "malformed streams, protocol errors: a row each, with the reason"
 out=$(attack "$G1" malformed "$PH")
 echo "malformed: $out"

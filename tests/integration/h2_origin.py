@@ -15,6 +15,7 @@ checks what it receives against the real value in REALFILE:
   /slow      200, its body sent after 3 s (a stream held open)
   /early     200 as soon as its HEADERS come, before the request's body
   /hold...   never answered (the stream stays open)
+  /hname     the real value lowercased as a response field's name
   /push      a PUSH_PROMISE on its stream (the gateway disabled push)
 Every request is one JSON line in LOG.
 """
@@ -58,6 +59,12 @@ def answer(conn, sock, sid, hdrs, body):
     log(rec)
     if path.startswith("/hold"):
         return  # never answered: the stream stays open
+    if path == "/hname":
+        # the real value, lowercased (h2 names are), as a field's name
+        conn.send_headers(sid, [(":status", "200"),
+                                ("x-" + REAL.lower(), "1")], end_stream=True)
+        sock.sendall(conn.data_to_send())
+        return
     if path == "/push":
         # a PUSH_PROMISE (promised stream 2; :method GET, :scheme https,
         # :path / from HPACK's static table) though push is disabled
