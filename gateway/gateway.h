@@ -82,6 +82,10 @@ struct instance {
 	int px_refused_quiet;	/* refusals not audited since */
 	struct log_limit
 	    px_log; /* its connections' log lines (registry_log_ok) */
+	/* h2.c's rapid-reset budget across its connections (zero at
+	 * registration): the second counted, its RST_STREAM frames */
+	int64_t h2_sec;
+	unsigned h2_resets;
 	/* budget.c's audit budget (zero at registration) */
 	int64_t bg_sec, bg_day;	      /* current windows: second, UTC day */
 	int64_t bg_records, bg_bytes; /* charged in them */

@@ -345,6 +345,9 @@ size_t reflect_hold_max(const struct reflect *);
 /* Overwrite the bytes of every hit in buf[0..len) with '*' (same
  * length); returns how many were found.  NULL set: 0. */
 size_t reflect_mask(const struct reflect *, uint8_t *buf, size_t len);
+/* As reflect_mask, ASCII case ignored: a field name (case-insensitive,
+ * RFC 9110 §5.1; h2 writes it lowercase, RFC 9113 §8.2.1). */
+size_t reflect_mask_nocase(const struct reflect *, uint8_t *buf, size_t len);
 /* 1 if buf[0..len) holds a hit, else 0 (buf is not changed). */
 int reflect_find(const struct reflect *, const uint8_t *buf, size_t len);
 /* The length of the longest tail of buf[0..len) that could still become

@@ -419,13 +419,15 @@ reflect_src_end(const struct reflect_view *v, size_t a)
 	return reflect_src(v, a) + 1;
 }
 
-/* The first occurrence of p in d[0..n), or NULL. */
+/* The first occurrence of p in d[0..n), or NULL; nocase: ASCII case
+ * ignored whatever p's. */
 static const uint8_t *
-reflect_search(const struct reflect_pat *p, const uint8_t *d, size_t n)
+reflect_search(
+    const struct reflect_pat *p, const uint8_t *d, size_t n, int nocase)
 {
 	size_t i;
 
-	if (!p->nocase)
+	if (!p->nocase && !nocase)
 		return memmem(d, n, p->b, p->len);
 	for (i = 0; i + p->len <= n; i++)
 		if ((d[i] | 0x20) == (p->b[0] | 0x20) &&
@@ -448,7 +450,7 @@ reflect_blank(unsigned view, uint8_t *buf, size_t from, size_t to)
 }
 
 /* Occurrences of r's patterns of view in buf[0..len), masked in buf
- * when mask is set. */
+ * when mask is set (mask 2: ASCII case ignored). */
 static size_t
 reflect_scan_view(
     const struct reflect *r, unsigned view, uint8_t *buf, size_t len, int mask)
@@ -464,8 +466,8 @@ reflect_scan_view(
 			continue;
 		p = v.d;
 		while ((size_t)(v.d + v.n - p) >= r->p[i].len &&
-		    (at = reflect_search(
-			 &r->p[i], p, (size_t)(v.d + v.n - p))) != NULL) {
+		    (at = reflect_search(&r->p[i], p, (size_t)(v.d + v.n - p),
+			 mask == 2)) != NULL) {
 			a = (size_t)(at - v.d);
 			from = reflect_src(&v, a);
 			to = reflect_src_end(&v, a + r->p[i].len - 1);
@@ -488,6 +490,16 @@ reflect_mask(const struct reflect *r, uint8_t *buf, size_t len)
 	    reflect_scan_view(r, REFLECT_VB64, buf, len, 1) +
 	    reflect_scan_view(r, REFLECT_VPCT, buf, len, 1) +
 	    reflect_scan_view(r, REFLECT_VJSON, buf, len, 1);
+}
+
+size_t
+reflect_mask_nocase(const struct reflect *r, uint8_t *buf, size_t len)
+{
+	if (r == NULL || len == 0)
+		return 0;
+	return reflect_scan_view(r, REFLECT_VRAW, buf, len, 2) +
+	    reflect_scan_view(r, REFLECT_VPCT, buf, len, 2) +
+	    reflect_scan_view(r, REFLECT_VJSON, buf, len, 2);
 }
 
 int

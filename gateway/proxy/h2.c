@@ -18,7 +18,12 @@
  * real value masked (reflect.c; a data tail held while it could begin
  * one).  Each stream gets its request_opens row, committed before its
  * HEADERS go upstream, and its requests row at its end (msg_request's
- * stream: the stream id).
+ * stream: the stream id): one nghttp2 resets as malformed (RFC 9113
+ * §8.2, §8.3) too, h2_protocol_error, its method and path as far as
+ * they came; one never sent upstream with bytes_up 0.  A GOAWAY with an
+ * error nghttp2 sends (a side's connection error, §5.4.1) is the
+ * tunnel's close reason (h2_protocol_error; upstream_bad_response) and
+ * that of the streams in flight.
  *
  * Bounds, as hardened servers keep them: SETTINGS_MAX_CONCURRENT_STREAMS
  * H2_STREAMS_MAX; header lists of HTTP_HEAD_MAX bytes (RFC 9113 §6.5.2);
@@ -26,7 +31,10 @@
  * H2_BLOCK_MAX bytes on the wire, decoded lists (HPACK, RFC 7541) of at
  * most H2_DECODED_MAX bytes a block (CVE-2024-27316, CVE-2024-28182:
  * nghttp2 before 1.61 decodes them all); RST_STREAM from the guest at
- * most H2_RESETS_MAX a second (rapid reset, CVE-2023-44487); PING,
+ * most H2_RESETS_MAX a second (rapid reset, CVE-2023-44487), and
+ * H2_INST_RESETS_MAX a second across the instance's connections (a
+ * guest reconnecting renews no budget: past it, each new stream of the
+ * instance that second is a flood); PING,
  * SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, empty DATA and unknown
  * frames at most H2_CTRL_MAX a second; queued acknowledgements capped
  * by nghttp2 (max_outbound_ack).  Past a bound: GOAWAY
@@ -56,6 +64,7 @@
 #define H2_DECODED_MAX	     (4 * HTTP_HEAD_MAX)  /* a block decoded */
 #define H2_RESP_MAX	     (2 * HTTP_HEAD_MAX)  /* a response's list */
 #define H2_RESETS_MAX	     100		  /* a second */
+#define H2_INST_RESETS_MAX   (2 * H2_RESETS_MAX)  /* an instance's */
 #define H2_CTRL_MAX	     1000		  /* a second */
 #define H2_ACKS_MAX	     100		  /* queued */
 #define H2_OUT_MAX	     (256 * 1024)	  /* queued towards a side */
@@ -89,6 +98,7 @@ struct h2_stream {
 	struct h2_fields rs, tr; /* the upstream's response, trailers */
 	int guest_end, up_end, responded, refused, rowed;
 	int guest_closed, up_closed;
+	int greset; /* the guest's RST_STREAM */
 	int status;
 	uint64_t rq_bytes, rs_bytes;
 	unsigned reflected;
@@ -111,6 +121,8 @@ struct h2 {
 	unsigned resets, ctrl;
 	enum reason why;     /* a bound crossed (callback failure) */
 	enum reason closing; /* GOAWAY queued: close once flushed */
+	/* nghttp2's GOAWAY for a side's protocol error: the close's reason */
+	enum reason gerr, uerr;
 	uint64_t up_done, down_done;
 };
 
@@ -153,7 +165,8 @@ h2_fields_clear(struct h2_fields *f)
 	memset(f, 0, sizeof(*f));
 }
 
-/* Every real value in f's names and values masked; the hits. */
+/* Every real value in f's names (ASCII case ignored: h2 lowercases
+ * them) and values masked; the hits. */
 static unsigned
 h2_fields_mask(struct h2 *h, struct h2_fields *f)
 {
@@ -162,8 +175,8 @@ h2_fields_mask(struct h2 *h, struct h2_fields *f)
 	size_t i;
 
 	for (i = 0; i < f->n; i++) {
-		hits +=
-		    (unsigned)reflect_mask(r, f->nv[i].name, f->nv[i].namelen);
+		hits += (unsigned)reflect_mask_nocase(
+		    r, f->nv[i].name, f->nv[i].namelen);
 		hits += (unsigned)reflect_mask(
 		    r, f->nv[i].value, f->nv[i].valuelen);
 	}
@@ -189,23 +202,54 @@ h2_stream_new(struct h2 *h, int32_t gid)
 	return s;
 }
 
+/* dst (dstsz bytes) for the row of a stream never checked: src (NULL:
+ * "-"), its control bytes as '?', through ops.rowtext. */
+static void
+h2_stream_rowtext(struct h2_stream *s, char *dst, size_t dstsz, const char *src)
+{
+	size_t n, i;
+	uint8_t *b;
+
+	if (src == NULL || *src == '\0')
+		src = "-";
+	n = strlen(src);
+	b = (uint8_t *)xstrdup(src);
+	for (i = 0; i < n; i++)
+		if (b[i] < 0x20 || b[i] == 0x7f)
+			b[i] = '?';
+	s->h->ops.rowtext(s->h->t, dst, dstsz, b, n);
+	free(b);
+}
+
 /* Its requests row, once (reason as term_row reads it: a response with
- * a real value masked is credential_reflected, but misuse). */
+ * a real value masked is credential_reflected, but misuse).  A stream
+ * refused before its check (nghttp2's RST_STREAM, a connection's end)
+ * gets its method and path as far as they came, its reason or
+ * h2_protocol_error; one never sent upstream (uid 0) sent no byte. */
 static void
 h2_stream_row(struct h2_stream *s, enum reason reason)
 {
-	if (s->rowed || s->v.method[0] == '\0')
+	uint64_t up = s->uid > 0 ? s->rq_bytes : 0;
+
+	if (s->rowed)
 		return;
 	s->rowed = 1;
+	if (s->v.method[0] == '\0') {
+		h2_stream_rowtext(
+		    s, s->v.method, sizeof(s->v.method), s->method);
+		h2_stream_rowtext(s, s->v.path, sizeof(s->v.path), s->path);
+		if (s->reason == REASON_NONE && reason == REASON_NONE)
+			s->reason = REASON_H2_PROTOCOL_ERROR;
+	}
 	if (s->reason != REASON_NONE)
 		reason = s->reason;
 	if (s->reflected > 0 &&
 	    (reason == REASON_NONE || reason == REASON_GUEST_CLOSED))
 		reason = REASON_CREDENTIAL_REFLECTED;
-	s->h->up_done += s->rq_bytes;
+	s->h->up_done += up;
 	s->h->down_done += s->rs_bytes;
 	uplink_audit_request(s->h->ops.row, (uint32_t)s->gid, s->v.method,
-	    s->v.path, s->status, s->rq_bytes, s->rs_bytes,
+	    s->v.path, s->status, up, s->rs_bytes,
 	    s->v.cred[0] ? s->v.cred : NULL, reason);
 }
 
@@ -544,6 +588,25 @@ h2_count(struct h2 *h, int reset)
 	return ++h->ctrl > H2_CTRL_MAX ? -1 : 0;
 }
 
+/* The instance's RST_STREAM budget of this second, across its
+ * connections (reset: one more): 0, or -1 past H2_INST_RESETS_MAX. */
+static int
+h2_inst_count(struct h2 *h, int reset)
+{
+	struct instance *inst = h->ops.inst;
+	int64_t now = util_mono_ms() / 1000;
+
+	if (inst == NULL)
+		return 0;
+	if (now != inst->h2_sec) {
+		inst->h2_sec = now;
+		inst->h2_resets = 0;
+	}
+	if (reset && inst->h2_resets <= H2_INST_RESETS_MAX)
+		inst->h2_resets++;
+	return inst->h2_resets > H2_INST_RESETS_MAX ? -1 : 0;
+}
+
 static int
 h2_g_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, void *arg)
 {
@@ -568,6 +631,8 @@ h2_g_begin_frame(nghttp2_session *sess, const nghttp2_frame_hd *hd, void *arg)
 	default:
 		break;
 	}
+	if (hd->type == NGHTTP2_RST_STREAM && hd->stream_id != 0)
+		(void)h2_inst_count(h, 1);
 	if (h2_count(h, hd->type == NGHTTP2_RST_STREAM) == -1)
 		return h2_flood(h,
 		    hd->type == NGHTTP2_RST_STREAM ?
@@ -585,6 +650,10 @@ h2_g_begin_headers(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	if (f->hd.type != NGHTTP2_HEADERS)
 		return 0;
 	if (f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+		if (h2_inst_count(h, 0) == -1)
+			return h2_flood(h,
+			    "instance's RST_STREAM frames "
+			    "(rapid reset, all its connections)");
 		if (h->nlive >= H2_LIVE_MAX)
 			return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
 		s = h2_stream_new(h, f->hd.stream_id);
@@ -666,11 +735,16 @@ h2_g_frame(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 	struct h2_stream *s;
 
 	(void)arg;
-	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA)
+	if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA &&
+	    f->hd.type != NGHTTP2_RST_STREAM)
 		return 0;
 	s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
 	if (s == NULL)
 		return 0;
+	if (f->hd.type == NGHTTP2_RST_STREAM) {
+		s->greset = f->rst_stream.error_code != NGHTTP2_NO_ERROR;
+		return 0;
+	}
 	if (f->hd.type == NGHTTP2_HEADERS && s->trailer)
 		h2_refuse(s, 400, REASON_HTTP_TRAILER_REFUSED,
 		    "trailer fields in a request are refused");
@@ -706,15 +780,66 @@ h2_g_data(nghttp2_session *sess, uint8_t flags, int32_t id, const uint8_t *d,
 	return 0;
 }
 
+/*
+ * nghttp2's own refusals, on a frame sess sent: a GOAWAY with an error
+ * while the tunnel was not ending (a side's protocol error, RFC 9113
+ * §5.4.1) sets the close's reason (gerr: h2_protocol_error, h2_flood for
+ * ENHANCE_YOUR_CALM; uerr: upstream_bad_response); a RST_STREAM
+ * PROTOCOL_ERROR (or FLOW_CONTROL_ERROR, FRAME_SIZE_ERROR: h2.c's own
+ * resets are CANCEL, INTERNAL_ERROR, NO_ERROR) its stream's.  1 for
+ * those.
+ */
+static int
+h2_sent_error(struct h2 *h, nghttp2_session *sess, const nghttp2_frame *f)
+{
+	struct h2_stream *s;
+	uint32_t code;
+	int guest = sess == h->g;
+
+	if (f->hd.type == NGHTTP2_GOAWAY) {
+		code = f->goaway.error_code;
+		if (code == NGHTTP2_NO_ERROR || h->closing != REASON_NONE)
+			return 1;
+		if (!guest)
+			h->uerr = REASON_UPSTREAM_BAD_RESPONSE;
+		else if (code == NGHTTP2_ENHANCE_YOUR_CALM)
+			h->gerr = REASON_H2_FLOOD;
+		else
+			h->gerr = REASON_H2_PROTOCOL_ERROR;
+		return 1;
+	}
+	if (f->hd.type != NGHTTP2_RST_STREAM)
+		return 0;
+	code = f->rst_stream.error_code;
+	s = nghttp2_session_get_stream_user_data(sess, f->hd.stream_id);
+	if (s == NULL || s->reason != REASON_NONE ||
+	    (code != NGHTTP2_PROTOCOL_ERROR &&
+		code != NGHTTP2_FLOW_CONTROL_ERROR &&
+		code != NGHTTP2_FRAME_SIZE_ERROR))
+		return 1;
+	s->reason =
+	    guest ? REASON_H2_PROTOCOL_ERROR : REASON_UPSTREAM_BAD_RESPONSE;
+	return 1;
+}
+
+static int
+h2_u_sent(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
+{
+	h2_sent_error(arg, sess, f);
+	return 0;
+}
+
 /* A response complete before its request (the upstream's early answer,
  * a refusal): the guest is asked to stop sending, RST_STREAM NO_ERROR
  * (RFC 9113 §8.1), once the response's last frame is out. */
 static int
 h2_g_sent(nghttp2_session *sess, const nghttp2_frame *f, void *arg)
 {
+	struct h2 *h = arg;
 	struct h2_stream *s;
 
-	(void)arg;
+	if (h2_sent_error(h, sess, f))
+		return 0;
 	if ((f->hd.type != NGHTTP2_DATA && f->hd.type != NGHTTP2_HEADERS) ||
 	    !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
 		return 0;
@@ -736,9 +861,14 @@ h2_g_close(nghttp2_session *sess, int32_t id, uint32_t code, void *arg)
 	s->guest_closed = 1;
 	uplink_audit_cancel(s->wait);
 	s->wait = NULL;
-	h2_stream_row(s,
-	    code == NGHTTP2_NO_ERROR && s->up_end ? REASON_NONE :
-						    REASON_GUEST_CLOSED);
+	if (code == NGHTTP2_NO_ERROR && s->up_end)
+		h2_stream_row(s, REASON_NONE);
+	else if (s->greset)
+		h2_stream_row(s, REASON_GUEST_RESET);
+	else
+		h2_stream_row(s,
+		    s->h->gerr != REASON_NONE ? s->h->gerr :
+						REASON_GUEST_CLOSED);
 	h2_stream_gone(s);
 	return 0;
 }
@@ -890,10 +1020,17 @@ h2_u_close(nghttp2_session *sess, int32_t id, uint32_t code, void *arg)
 	s->up_closed = 1;
 	if (!s->guest_closed && !s->up_end && !s->refused) {
 		if (!s->responded)
-			h2_refuse(s, 502, REASON_UPSTREAM_ERROR,
+			h2_refuse(s, 502,
+			    s->reason != REASON_NONE ? s->reason :
+				s->h->uerr != REASON_NONE ?
+						       s->h->uerr :
+						       REASON_UPSTREAM_ERROR,
 			    "the upstream reset the stream");
 		else {
-			s->reason = REASON_UPSTREAM_ERROR;
+			if (s->reason == REASON_NONE)
+				s->reason = s->h->uerr != REASON_NONE ?
+				    s->h->uerr :
+				    REASON_UPSTREAM_ERROR;
 			nghttp2_submit_rst_stream(
 			    sess == s->h->u ? s->h->g : sess, NGHTTP2_FLAG_NONE,
 			    s->gid, code ? code : NGHTTP2_INTERNAL_ERROR);
@@ -946,12 +1083,15 @@ h2_flush(struct h2 *h)
 	}
 	if (h->closing == REASON_NONE && !nghttp2_session_want_read(h->g) &&
 	    !nghttp2_session_want_write(h->g))
-		h2_end(h, REASON_CLOSED, NGHTTP2_NO_ERROR);
+		h2_end(h, h->gerr != REASON_NONE ? h->gerr : REASON_CLOSED,
+		    NGHTTP2_NO_ERROR);
 	/* the upstream went away (GOAWAY, its streams closed): so does the
 	 * guest's connection, its streams answered already */
 	if (h->closing == REASON_NONE && !nghttp2_session_want_read(h->u) &&
 	    !nghttp2_session_want_write(h->u))
-		h2_end(h, REASON_CLOSED, NGHTTP2_NO_ERROR);
+		h2_end(h, h->uerr != REASON_NONE ? h->uerr : REASON_CLOSED,
+		    h->uerr != REASON_NONE ? NGHTTP2_INTERNAL_ERROR :
+					     NGHTTP2_NO_ERROR);
 }
 
 /* Is nghttp2's error one of its own flood bounds?  Its CONTINUATION
@@ -1107,6 +1247,8 @@ h2_callbacks(int guest)
 		    cb, h2_u_data);
 		nghttp2_session_callbacks_set_on_stream_close_callback(
 		    cb, h2_u_close);
+		nghttp2_session_callbacks_set_on_frame_send_callback(
+		    cb, h2_u_sent);
 	}
 	return cb;
 }

@@ -191,6 +191,11 @@ struct term_h2_verdict {
  * scan: term_scan.  touch: bytes moved (the idle timeout counts from
  *   now).  close: end the tunnel with reason (deferred, from the loop).
  * row: the tunnel's local audit row id, for its requests' rows.
+ * inst: the guest's instance (its budgets across connections), or NULL.
+ * rowtext: p[0..n) (a stream's method or path, as far as it came; no
+ *   control byte in it) into dst (NUL-terminated, cut to dstsz) for the
+ *   row of a stream never checked, each placeholder "[placeholder NAME]"
+ *   as check writes them.
  */
 struct h2_ops {
 	int (*check)(struct term *, const uint8_t *buf, size_t len,
@@ -200,6 +205,9 @@ struct h2_ops {
 	void (*touch)(struct term *);
 	void (*close)(struct term *, enum reason);
 	int64_t row;
+	void (*rowtext)(
+	    struct term *, char *dst, size_t dstsz, const uint8_t *p, size_t n);
+	struct instance *inst;
 };
 /*
  * h2_start: relay between down (the guest's TLS filter) and up (the

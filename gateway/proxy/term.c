@@ -1254,6 +1254,16 @@ cleanup:
 	return ret;
 }
 
+/* h2_ops.rowtext: p[0..n) as term_copy_row writes a row's text. */
+static void
+term_h2_rowtext(
+    struct term *t, char *dst, size_t dstsz, const uint8_t *p, size_t n)
+{
+	struct http_span sp = { 0, (uint32_t)n };
+
+	term_copy_row(t, dst, dstsz, p, sp);
+}
+
 static struct reflect *
 term_reflect(struct term *t)
 {
@@ -1333,14 +1343,23 @@ term_request_body(struct term *t)
 /* ---- what flows back ---------------------------------------------------- */
 
 /* A response head (or an interim one) towards the guest, every real
- * value in it masked (same length: its framing fields stay true). */
+ * value in it masked (same length: its framing fields stay true), in
+ * its field names ASCII case ignored (RFC 9110 §5.1). */
 static void
 term_down_head(struct term *t, const uint8_t *p, size_t n)
 {
-	uint8_t *b = xmalloc(n);
+	uint8_t *b = xmalloc(n), *l, *e, *c;
 
 	memcpy(b, p, n);
 	t->reflected += (unsigned)reflect_mask(t->refl, b, n);
+	for (l = memchr(b, '\n', n); l != NULL && (size_t)(++l - b) < n;
+	     l = e) {
+		e = memchr(l, '\n', n - (size_t)(l - b));
+		c = memchr(l, ':', (e != NULL ? e : b + n) - l);
+		if (c != NULL)
+			t->reflected += (unsigned)reflect_mask_nocase(
+			    t->refl, l, (size_t)(c - l));
+	}
 	bufferevent_write(t->down, b, n);
 	free(b);
 }
@@ -2187,7 +2206,7 @@ static int
 term_h2_begin(struct term *t)
 {
 	struct h2_ops ops = { term_h2_check, term_reflect, term_scan,
-		term_touch, term_close, 0 };
+		term_touch, term_close, 0, term_h2_rowtext, NULL };
 	int h2 = term_alpn_h2(t->down_ssl);
 
 	if (!h2 && !t->up_h2)
@@ -2198,6 +2217,7 @@ term_h2_begin(struct term *t)
 	}
 	t->state = TERM_H2;
 	ops.row = t->row;
+	ops.inst = t->inst;
 	if ((t->h2 = h2_start(t, &ops, t->down, t->up)) == NULL) {
 		term_finish(t, REASON_H2_PROTOCOL_ERROR);
 		return -1;

@@ -12,6 +12,7 @@
  * them without a sanitizer report or a leak.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <event2/buffer.h>
@@ -44,8 +45,8 @@ registry_log_ok(struct instance *inst)
 
 void
 uplink_audit_request(int64_t row, uint32_t stream, const char *method,
-    const char *path, int status, uint64_t up, uint64_t down,
-    const char *cred, enum reason reason)
+    const char *path, int status, uint64_t up, uint64_t down, const char *cred,
+    enum reason reason)
 {
 	(void)row, (void)stream, (void)method, (void)path, (void)status;
 	(void)up, (void)down, (void)cred, (void)reason;
@@ -95,8 +96,8 @@ run_waits(void)
 /* ---- h2_ops --------------------------------------------------------- */
 
 static int
-f_check(struct term *t, const uint8_t *buf, size_t len,
-    struct term_h2_verdict *v)
+f_check(
+    struct term *t, const uint8_t *buf, size_t len, struct term_h2_verdict *v)
 {
 	struct http_request rq;
 	enum reason reason;
@@ -121,6 +122,13 @@ f_check(struct term *t, const uint8_t *buf, size_t len,
 		abort();
 	evbuffer_add(v->head, buf, rq.head_len);
 	return 0;
+}
+
+static void
+f_rowtext(struct term *t, char *dst, size_t dstsz, const uint8_t *p, size_t n)
+{
+	(void)t;
+	snprintf(dst, dstsz, "%.*s", (int)n, (const char *)p);
 }
 
 static struct reflect *
@@ -173,7 +181,8 @@ origin_frame(nghttp2_session *s, const nghttp2_frame *f, void *arg)
 {
 	nghttp2_nv nv[2] = {
 		{ (uint8_t *)":status", (uint8_t *)"200", 7, 3, 0 },
-		{ (uint8_t *)"x-echo", (uint8_t *)REAL, 6, sizeof(REAL) - 1, 0 },
+		{ (uint8_t *)"x-echo", (uint8_t *)REAL, 6, sizeof(REAL) - 1,
+		    0 },
 	};
 	nghttp2_data_provider dp = { { .ptr = NULL }, origin_body };
 
@@ -197,7 +206,8 @@ pump(struct bufferevent *guest, struct bufferevent *origin, nghttp2_session *o)
 		event_base_loop(base, EVLOOP_NONBLOCK);
 		run_waits();
 		in = bufferevent_get_input(guest);
-		evbuffer_drain(in, evbuffer_get_length(in)); /* the guest reads */
+		evbuffer_drain(
+		    in, evbuffer_get_length(in)); /* the guest reads */
 		in = bufferevent_get_input(origin);
 		if (evbuffer_get_length(in) > 0) {
 			nghttp2_session_mem_recv(o, evbuffer_pullup(in, -1),
@@ -216,7 +226,8 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 {
 	static const char preface[] = NGHTTP2_CLIENT_MAGIC;
 	struct bufferevent *dp[2], *up[2];
-	struct h2_ops ops = { f_check, f_reflect, f_scan, f_touch, f_close, 1 };
+	struct h2_ops ops = { f_check, f_reflect, f_scan, f_touch, f_close, 1,
+		f_rowtext, NULL };
 	nghttp2_session_callbacks *cb;
 	nghttp2_session *o;
 	struct h2 *h;
@@ -248,8 +259,8 @@ LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 	if (h != NULL) {
 		bufferevent_write(dp[1], preface, sizeof(preface) - 1);
 		for (off = 0; off < n && !closed; off += piece) {
-			bufferevent_write(dp[1], d + off,
-			    n - off < piece ? n - off : piece);
+			bufferevent_write(
+			    dp[1], d + off, n - off < piece ? n - off : piece);
 			pump(dp[1], up[1], o);
 		}
 		pump(dp[1], up[1], o);

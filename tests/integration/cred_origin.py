@@ -17,6 +17,7 @@ gateway must swap in; the guest only has a placeholder):
                        so the client sees event 1 before event 2 exists
                        only if the gateway relays without buffering
   GET  /go             200: releases the waiting stream
+  GET  /hname          the real value lowercased as a response field name
   GET  /ws             101 to an Upgrade: websocket, then echoes bytes
   GET  /wsext          as /ws, its 101 naming permessage-deflate
   GET  /dribble        200 with 8 KiB of head, one byte per TLS record,
@@ -127,6 +128,10 @@ class H(http.server.BaseHTTPRequestHandler):
         if self.path.startswith("/go"):
             GO.set()
             return self.reply(200, {"go": True})
+        if self.path.startswith("/hname"):
+            # the real value, lowercased, as a response field's name
+            return self.reply(200, {"hname": True},
+                              [("x-" + REAL.lower(), "1")])
         if self.path.startswith("/ws"):
             self.seen()
             self.send_response(101)

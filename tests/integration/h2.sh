@@ -247,6 +247,40 @@ ksb_check "the placeholder in request trailers: 400 on its stream, the next answ
 n=$(grep -c '"placeholder": true' "$T/origin.log" || true)
 ksb_check "the origin never saw a placeholder" '[ "$n" = 0 ]'
 
+LOW=$(echo "$REAL" | tr 'A-Z' 'a-z')
+for u in api.test h1.test; do
+	gcurl "$G1" -H "x-api-key: $PH" -D "$T/hn.head" -o /dev/null "https://$u/hname" 2>&1 || true
+	ksb_check "$u: the real value lowercased in a response field's name is masked" \
+		'! grep -qiF "$LOW" "$T/hn.head" && grep -q "^x-\*\*\*\*" "$T/hn.head"'
+done
+ksb_check "their rows say credential_reflected" \
+	'ksb_sql_is 2 "SELECT count(*) FROM requests WHERE path = \"/hname\" AND reason = \"credential_reflected\""'
+
+ksb_say "malformed streams, protocol errors: a row each, with the reason"
+out=$(attack "$G1" malformed "$PH")
+echo "malformed: $out"
+ksb_check "nine malformed streams: each RST_STREAM PROTOCOL_ERROR" \
+	'case $out in "rst 9 "*) true ;; *) false ;; esac'
+ksb_check "each has its requests row, h2_protocol_error, nothing sent upstream" \
+	'ksb_sql_is 9 "SELECT count(*) FROM requests WHERE reason = \"h2_protocol_error\" AND (path LIKE \"/bad/%\" OR path = \"-\")"'
+ksb_check "a refused stream's placeholder in its path: the row names it" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/bad/[placeholder api]\" AND reason = \"h2_protocol_error\" AND bytes_up = 0"'
+before=$(ksb_rows "close_reason = 'h2_protocol_error'")
+out=$(attack "$G1" stream0 "$PH")
+echo "stream0: $out"
+ksb_check "HEADERS on stream 0: GOAWAY PROTOCOL_ERROR (1)" \
+	'case $out in "goaway 1 "*) true ;; *) false ;; esac'
+ksb_check "its tunnel's close record says h2_protocol_error" \
+	'ksb_until 10 ksb_rows_ge_now $((before + 1)) "close_reason = '"'"'h2_protocol_error'"'"'"'
+ksb_check "the stream open at that end: its row has the end's reason" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/hold-stream0\" AND reason = \"h2_protocol_error\""'
+before=$(ksb_rows "close_reason = 'upstream_bad_response'")
+gcurl "$G1" -H "x-api-key: $PH" -o /dev/null https://api.test/push 2>/dev/null || true
+ksb_check "an origin's PUSH_PROMISE: the tunnel closed upstream_bad_response" \
+	'ksb_until 10 ksb_rows_ge_now $((before + 1)) "close_reason = '"'"'upstream_bad_response'"'"'"'
+ksb_check "its stream's row says upstream_bad_response" \
+	'ksb_sql_is 1 "SELECT count(*) FROM requests WHERE path = \"/push\" AND reason = \"upstream_bad_response\""'
+
 ksb_say "what flows back is masked"
 gcurl "$G1" -H "x-api-key: $PH" -D "$T/r.head" -o "$T/r.body" https://api.test/reflect 2>&1 || true
 cat "$T/r.head" "$T/r.body"
@@ -267,6 +301,21 @@ for a in rapid-reset continuation hpack-bomb ping settings window; do
 	out=$(gcurl "$G2" -H "x-api-key: $PH2" https://api.test/echo) || true
 	ksb_check "$a: another guest is served meanwhile" 'echo "$out" | grep -q "\"key\": \"real\""'
 done
+ksb_check "rapid reset: the reset streams' rows say guest_reset, never guest_closed" \
+	'ksb_sql_is 0 "SELECT count(*) FROM requests WHERE reason = \"guest_closed\" AND path = \"/echo\" AND method = \"GET\" AND conn_id IN (SELECT id FROM connections WHERE close_reason = \"h2_flood\")" &&
+	 ksb_sql_is 1 "SELECT count(*) > 0 FROM requests WHERE reason = \"guest_reset\" AND bytes_up = 0"'
+out=$(attack "$G2" reconnect)
+echo "reconnect: $out"
+secs=${out##* }
+secs=${secs%.*}
+rr() { [ "$(ksb_sql "SELECT count(*) FROM connections WHERE instance = 'g2' AND close_reason IS NULL")" = 0 ]; }
+ksb_until 20 rr || true
+n=$(ksb_sql "SELECT count(*) FROM requests WHERE path = '/rr'")
+echo "# reconnect: $n rows for /rr in $secs s"
+ksb_check "rapid reset over 30 connections: rows bounded by the instance's budget" \
+	'[ "$n" -gt 0 ] && [ "$n" -le $((200 * (secs + 2) + 100)) ]'
+ksb_check "reconnect: another guest is served meanwhile" \
+	'gcurl "$G1" -H "x-api-key: $PH" https://api.test/echo | grep -q "\"key\": \"real\""'
 out=$(attack "$G1" streams "$PH")
 echo "streams: $out"
 ksb_check "150 streams: 50 refused (REFUSED_STREAM), the connection still answers" \
@@ -286,9 +335,9 @@ ip netns exec "$G1" curl -sS --max-time 30 --http2 --parallel \
 	--proxy http://10.77.0.1:3128 --cacert "$CA" -H "x-api-key: $PH" \
 	https://api.test/hold1 https://api.test/hold2 https://api.test/hold3 > /dev/null 2>&1 &
 HC=$!
-holds() { [ "$(grep -c '"path": "/hold' "$T/origin.log")" = 3 ]; }
+holds() { [ "$(grep -c '"path": "/hold[0-9]"' "$T/origin.log")" = 3 ]; }
 ksb_check "the origin got three streams at once, each with its request_opens row" \
-	'ksb_until 20 holds && ksb_sql_is 3 "SELECT count(*) FROM request_opens WHERE path LIKE \"/hold%\""'
+	'ksb_until 20 holds && ksb_sql_is 3 "SELECT count(*) FROM request_opens WHERE path LIKE \"/hold_\""'
 P1=$(pgrep -P "$KSB_GATEWAY_PID" -x ksb-proxy | head -n 1)
 kill -KILL "$P1"
 ended() { [ "$(ksb_sql "SELECT count(*) FROM requests WHERE path LIKE '/hold%' AND reason = 'proxy_restarted'")" = 3 ]; }

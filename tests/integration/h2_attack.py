@@ -17,6 +17,17 @@ connection preface and then the frames of ATTACK, written by hand
   window        20000 WINDOW_UPDATEs of increment 1
   trailers      a request whose trailers hold the placeholder: its
                 stream's status, then another stream's answer
+  malformed     nine malformed streams (RFC 9113 §8.2, §8.3: two
+                :authority, an empty :path, an uppercase name,
+                connection, te: gzip, a pseudo-header after a field, LF
+                in a value, a content-length DATA contradicts, one with
+                the placeholder in its path), each awaiting its RST_STREAM
+                PROTOCOL_ERROR: "rst N"
+  stream0       a request (/hold-stream0), then HEADERS on stream 0: a
+                connection error, "goaway 1"
+  reconnect     rapid reset on 30 connections one after another, each
+                2000 streams of /rr: "conns N secs S" (the instance's
+                budget, not each connection's, bounds their rows)
   streams       150 streams opened and never ended: the first 100 live,
                 the rest refused (REFUSED_STREAM); then a normal request
                 on the same connection still answered
@@ -119,6 +130,19 @@ def flood(t, frames_iter):
 
 
 def main():
+    global ENC
+    if ATTACK == "reconnect":
+        start = time.time()
+        for _ in range(30):
+            t = connect()
+            ENC = hpack.Encoder()  # a connection's HPACK table is its own
+            flood(t, (frame(1, 0x5, 2 * i + 1, headers("/rr")) +
+                      frame(3, 0, 2 * i + 1, struct.pack(">I", 8))
+                      for i in range(2000)))
+            read_frames(t, time.time() + 10)
+            t.close()
+        print("conns 30 secs %.2f" % (time.time() - start))
+        return
     t = connect()
     start = time.time()
     if ATTACK == "rapid-reset":
@@ -163,6 +187,42 @@ def main():
         r2 = read_frames(t, time.time() + 15, next_status)
         print("trailers %s then %s %.2f" % (r[1], r2[1], time.time() - start))
         return
+    elif ATTACK == "malformed":
+        m, s_, a = (":method", "GET"), (":scheme", "https"), \
+            (":authority", HOST)
+        k = [("x-api-key", PH)]
+
+        def pa(i):
+            return (":path", "/bad/%d" % i)
+        cases = [[m, s_, pa(1), a, a], [m, s_, a, (":path", "")],
+                 [m, s_, pa(3), a, ("X-Upper", "1")],
+                 [m, s_, pa(4), a, ("connection", "close")],
+                 [m, s_, pa(5), a, ("te", "gzip")],
+                 [m, s_, pa(6), a, ("x-a", "1"), (":path", "/bad/6b")],
+                 [m, s_, pa(7), a, ("x-a", "a\nb")],
+                 [m, s_, (":path", "/bad/" + PH), a, ("X-Upper", "1")]]
+        out = b""
+        for i, c in enumerate(cases):
+            out += frame(1, 0x5, 2 * i + 1, hpack.Encoder().encode(
+                c[:4] + k + c[4:], huffman=False))
+        # content-length 10, DATA of 3 bytes ending the stream
+        out += frame(1, 0x4, 17, hpack.Encoder().encode(
+            [m, s_, pa(9), a, ("content-length", "10")] + k)) + \
+            frame(0, 0x1, 17, b"abc")
+        send_all(t, out)
+        rst = set()
+
+        def reset(ft, fl, sid, p):
+            if ft == 3 and int.from_bytes(p[:4], "big") == 1:
+                rst.add(sid)
+            return ("rst", len(rst)) if len(rst) >= 9 else None
+        r = read_frames(t, time.time() + 15, reset)
+        print("rst %d %.2f" % (len(rst), time.time() - start))
+        return
+    elif ATTACK == "stream0":
+        send_all(t, frame(1, 0x5, 1, headers("/hold-stream0",
+                                             [("x-api-key", PH)])))
+        send_all(t, frame(1, 0x5, 0, headers()))
     elif ATTACK == "ping":
         flood(t, (frame(6, 0, 0, struct.pack(">Q", i)) for i in range(20000)))
     elif ATTACK == "settings":

@@ -15,11 +15,14 @@ checks what it receives against the real value in REALFILE:
   /slow      200, its body sent after 3 s (a stream held open)
   /early     200 as soon as its HEADERS come, before the request's body
   /hold...   never answered (the stream stays open)
+  /hname     the real value lowercased as a response field's name
+  /push      a PUSH_PROMISE on its stream (the gateway disabled push)
 Every request is one JSON line in LOG.
 """
 import json
 import socket
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -56,6 +59,19 @@ def answer(conn, sock, sid, hdrs, body):
     log(rec)
     if path.startswith("/hold"):
         return  # never answered: the stream stays open
+    if path == "/hname":
+        # the real value, lowercased (h2 names are), as a field's name
+        conn.send_headers(sid, [(":status", "200"),
+                                ("x-" + REAL.lower(), "1")], end_stream=True)
+        sock.sendall(conn.data_to_send())
+        return
+    if path == "/push":
+        # a PUSH_PROMISE (promised stream 2; :method GET, :scheme https,
+        # :path / from HPACK's static table) though push is disabled
+        p = struct.pack(">I", 2) + b"\x82\x87\x84"
+        sock.sendall(conn.data_to_send() + struct.pack(">I", len(p))[1:] +
+                     bytes([5, 4]) + struct.pack(">I", sid) + p)
+        return
     if path == "/reflect":
         b = ("before " + REAL + " after\n").encode()
         conn.send_headers(sid, [(":status", "200"), ("x-echo", REAL)])
